@@ -1,0 +1,75 @@
+import { join, relative } from "node:path";
+import type { Diagnostic } from "../schema/index.js";
+
+/**
+ * Compiler-style text for diagnostics:
+ *   slots/chat.toml:4:11: error[slot.unknown_profile]: unknown profile `rocmm`
+ *      4 | profile = "rocmm"
+ *        |           ^^^^^^^
+ *     = No profile `rocmm` in … Did you mean `rocm`?
+ *     = related: profiles.toml:3:1: …
+ * Paths are shown relative to the working folder so editors can jump to them.
+ */
+export interface TextOptions {
+  readonly root: string;
+  readonly cwd: string;
+  readonly color: boolean;
+  readonly texts: ReadonlyMap<string, string>;
+}
+
+export function formatDiagnostic(d: Diagnostic, o: TextOptions): string {
+  const paint = painter(o.color);
+  const sev = d.severity === "error" ? paint.red("error") : paint.yellow("warning");
+  const lines = [`${paint.bold(`${shown(d.file, o)}:${d.line}:${d.column}`)}: ${sev}[${d.code}]: ${paint.bold(d.summary)}`];
+  const frame = codeFrame(o.texts.get(d.file), d.line, d.column);
+  if (frame) lines.push(frame[0]!, paint.cyan(frame[1]!));
+  lines.push(`   = ${d.detail}`);
+  for (const r of d.related) lines.push(`   = related: ${shown(r.file, o)}:${r.line}:${r.column}: ${r.message}`);
+  return lines.join("\n");
+}
+
+export function formatSummary(errors: number, warnings: number, root: string, o: TextOptions): string {
+  const where = shown("", { ...o, root }) || ".";
+  if (errors === 0) return `${where}: valid${warnings ? ` (${plural(warnings, "warning")})` : ""}`;
+  return `${where}: ${plural(errors, "error")}${warnings ? `, ${plural(warnings, "warning")}` : ""}`;
+}
+
+/** `::error file=…,line=…,col=…::…` workflow commands for GitHub Actions. */
+export function formatAnnotation(d: Diagnostic, o: TextOptions): string {
+  const file = relative(o.cwd, join(o.root, d.file));
+  const msg = `[${d.code}] ${d.summary}. ${d.detail}`.replace(/%/g, "%25").replace(/\r/g, "%0D").replace(/\n/g, "%0A");
+  return `::${d.severity === "error" ? "error" : "warning"} file=${file},line=${d.line},col=${d.column},title=${d.code}::${msg}`;
+}
+
+function codeFrame(text: string | undefined, line: number, column: number): string[] | undefined {
+  const source = text?.split(/\r?\n/)[line - 1]?.replace(/\t/g, " ");
+  if (source === undefined) return undefined;
+  const w = Math.max(4, String(line).length + 1);
+  const caret = "^".repeat(tokenWidth(source, column - 1));
+  return [`${String(line).padStart(w)} | ${source}`, `${" ".repeat(w)} | ${" ".repeat(Math.max(0, column - 1))}${caret}`];
+}
+
+/** How many columns the key or value starting at `start` spans (a quoted string, or a bare word). */
+function tokenWidth(source: string, start: number): number {
+  const rest = [...source.slice(start)];
+  if (rest.length === 0) return 1;
+  if (rest[0] === '"' || rest[0] === "'") {
+    const close = rest.indexOf(rest[0], 1);
+    return close > 0 ? close + 1 : rest.length;
+  }
+  const stop = rest.findIndex((ch) => /[\s=,\]}]/.test(ch));
+  return Math.max(1, stop === -1 ? rest.length : stop);
+}
+
+function shown(file: string, o: { root: string; cwd: string }): string {
+  return relative(o.cwd, join(o.root, file)) || ".";
+}
+
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
+function painter(on: boolean) {
+  const wrap = (code: number) => (s: string) => (on ? `\u001b[${code}m${s}\u001b[0m` : s);
+  return { red: wrap(31), yellow: wrap(33), cyan: wrap(36), bold: wrap(1) };
+}

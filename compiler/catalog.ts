@@ -1,0 +1,61 @@
+import { isAbsolute, resolve } from "node:path";
+import { Profile, SEED_PROFILES, type ModelFacts } from "../schema/index.js";
+import { RESERVED_FLAGS, reservedFlagsIn, shellSplit } from "./argv.js";
+import type { CompiledModelFacts, CompiledProfile } from "./model.js";
+import type { Parsed } from "./read.js";
+import type { Reporter } from "./report.js";
+
+/** The seed profiles, parsed once through the same schema as a person's file. */
+const SEEDS: ReadonlyMap<string, Profile> = new Map(Object.entries(SEED_PROFILES).map(([name, raw]) => [name, Profile.parse(raw)]));
+
+/** Seeds, overridden by name by profiles.toml. Each profile's flags are split and checked once. */
+export function compileProfiles(file: Parsed<{ profile: Record<string, Profile> }> | undefined, reporter: Reporter): Map<string, CompiledProfile> {
+  const merged = new Map<string, { profile: Profile; origin: "seed" | "file" }>();
+  for (const [name, profile] of SEEDS) merged.set(name, { profile, origin: "seed" });
+  for (const [name, profile] of Object.entries(file?.value.profile ?? {})) merged.set(name, { profile, origin: "file" });
+  const out = new Map<string, CompiledProfile>();
+  for (const name of [...merged.keys()].sort()) {
+    const { profile, origin } = merged.get(name)!;
+    const site = { file: file?.file ?? "profiles.toml", path: ["profile", name, "flags"], target: "value" as const };
+    out.set(name, { ...profile, name, origin, flags_argv: checkedWords(profile.flags, site, reporter) });
+  }
+  return out;
+}
+
+/**
+ * Shell-splits `flags` or `extra_args` and refuses the flags hal0 owns.
+ * Returns the words; an unterminated quote is reported and yields none.
+ */
+export function checkedWords(text: string, site: { file: string; path: Array<string | number>; target: "value" }, reporter: Reporter): string[] {
+  const words = shellSplit(text);
+  if (words === undefined) {
+    reporter.report("config.invalid_value", site, "unterminated quote", `\`${site.path.join(".")}\` has a quote that is never closed.`);
+    return [];
+  }
+  for (const flag of new Set(reservedFlagsIn(words))) {
+    reporter.report("profile.flag_reserved", site, `\`${flag}\` is set by hal0`, `hal0 sets \`${flag}\` itself; use ${RESERVED_FLAGS[flag]} instead.`);
+  }
+  return words;
+}
+
+/** Models with their file paths made absolute against the config folder. */
+export function compileModels(file: Parsed<{ model: Record<string, ModelFacts> }> | undefined, root: string): Map<string, CompiledModelFacts> {
+  const out = new Map<string, CompiledModelFacts>();
+  const models = file?.value.model ?? {};
+  for (const id of Object.keys(models).sort()) {
+    const facts = models[id]!;
+    out.set(id, {
+      ...facts,
+      id,
+      path_abs: absolute(root, facts.path),
+      draft_abs: absolute(root, facts.draft),
+      mmproj_abs: absolute(root, facts.mmproj),
+    });
+  }
+  return out;
+}
+
+function absolute(root: string, path: string | undefined): string | undefined {
+  if (path === undefined) return undefined;
+  return isAbsolute(path) ? path : resolve(root, path);
+}

@@ -1,0 +1,69 @@
+import { Settings, type Diagnostic } from "../schema/index.js";
+import { compileModels, compileProfiles } from "./catalog.js";
+import { sha256 } from "./hash.js";
+import { linkMcpServers, linkStacks, linkUpstreams } from "./link-others.js";
+import { linkSlots, type Catalog } from "./link-slots.js";
+import type { CompileResult, Model } from "./model.js";
+import { compilePolicy } from "./policy.js";
+import { readTree, validOf, type TreeFiles } from "./read.js";
+import { Reporter } from "./report.js";
+import type { SourceTree } from "./sources.js";
+
+const DEFAULT_SETTINGS = Settings.parse({});
+
+/**
+ * Compiles a whole tree: parse, validate, link, resolve. Pure: reads nothing
+ * but `tree`. Never throws for bad input; reports every problem it finds and
+ * returns a Model only when there is no error. `carried` are diagnostics from
+ * loading (unreadable files) to merge into the result.
+ */
+export function compile(tree: SourceTree, carried: readonly Diagnostic[] = []): CompileResult {
+  const reporter = new Reporter(tree.files);
+  reporter.add(carried);
+  const files = readTree(tree, reporter);
+  const catalog = buildCatalog(files, tree.root, reporter);
+  const slots = linkSlots(files.slots, catalog, reporter);
+  linkStacks(files.stacks, files.slots.names, catalog, reporter);
+  linkUpstreams(validOf(files.upstreams), files.slots.names, reporter);
+  linkMcpServers(files.mcpServers, reporter);
+  const policy = compilePolicy(validOf(files.policy), reporter);
+  const diagnostics = reporter.sorted();
+  if (reporter.hasErrors()) return { diagnostics };
+  const model: Model = {
+    digest: treeDigest(tree),
+    root: tree.root,
+    settings: catalog.settings,
+    profiles: Object.fromEntries(catalog.profiles),
+    models: Object.fromEntries(catalog.models),
+    slots: Object.fromEntries(slots),
+    stacks: Object.fromEntries([...files.stacks.valid].sort(byKey).map(([slug, p]) => [slug, { ...p.value, slug, file: p.file }])),
+    upstreams: validOf(files.upstreams)?.value.upstream ?? [],
+    mcpServers: Object.fromEntries([...files.mcpServers.valid].sort(byKey).map(([id, p]) => [id, { ...p.value, id, file: p.file }])),
+    policy,
+  };
+  return { model, diagnostics };
+}
+
+function buildCatalog(files: TreeFiles, root: string, reporter: Reporter): Catalog {
+  const settings = validOf(files.settings);
+  return {
+    settings: settings?.value ?? DEFAULT_SETTINGS,
+    settingsKnown: files.settings !== "invalid",
+    settingsFile: settings?.file,
+    profiles: compileProfiles(validOf(files.profiles), reporter),
+    profilesKnown: files.profiles !== "invalid",
+    models: compileModels(validOf(files.models), root),
+    modelsKnown: files.models !== "invalid",
+  };
+}
+
+/** sha256 over every file's path and text, in path order. */
+export function treeDigest(tree: SourceTree): string {
+  const parts: string[] = [];
+  for (const [rel, text] of tree.files) parts.push(`${rel}\u0000${text.length}\u0000${text}`);
+  return `sha256:${sha256(parts.join("\u0000"))}`;
+}
+
+function byKey<T>([a]: [string, T], [b]: [string, T]): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

@@ -1,0 +1,15 @@
+// Sources and loading (the compiler's only I/O)
+export { sourceTree, type SourceTree } from "./sources.js";
+export { loadTree, ConfigNotFoundError, type LoadResult } from "./load.js";
+
+// Compiling
+export { compile, treeDigest } from "./compile.js";
+export { SPEC_VERSION } from "./resolve.js";
+export { tierFor } from "./policy.js";
+export { canonicalJson, hashOf } from "./hash.js";
+export { normalizeArgv, shellSplit } from "./argv.js";
+
+// The compiled model
+export type {
+  Model, CompileResult, CompiledProfile, CompiledModelFacts, ResolvedSlot, SlotSpec, TuneUnavailable, CompiledPolicy,
+} from "./model.js";

@@ -1,0 +1,139 @@
+import type { Settings, Slot } from "../schema/index.js";
+import { checkedWords } from "./catalog.js";
+import type { CompiledModelFacts, CompiledProfile, ResolvedSlot } from "./model.js";
+import type { ResourceFiles } from "./read.js";
+import type { Reporter } from "./report.js";
+import { defaultDevice, resolveSlot, type SlotInput } from "./resolve.js";
+import { didYouMean } from "./suggest.js";
+
+/** Slot types that cannot run without a model. */
+const NEEDS_MODEL = new Set(["llm", "embedding", "reranking"]);
+
+export interface Catalog {
+  readonly settings: Settings;
+  /** False when hal0.toml is present but invalid: settings-dependent rules are skipped. */
+  readonly settingsKnown: boolean;
+  readonly settingsFile?: string;
+  readonly profiles: ReadonlyMap<string, CompiledProfile>;
+  readonly profilesKnown: boolean;
+  readonly models: ReadonlyMap<string, CompiledModelFacts>;
+  readonly modelsKnown: boolean;
+}
+
+/** Links every valid slot to its profile and model, then resolves it. */
+export function linkSlots(slots: ResourceFiles<Slot>, catalog: Catalog, reporter: Reporter): Map<string, ResolvedSlot> {
+  const out = new Map<string, ResolvedSlot>();
+  for (const name of [...slots.valid.keys()].sort()) {
+    const { file, value: slot } = slots.valid.get(name)!;
+    const input = linkSlot(name, file, slot, catalog, reporter);
+    if (input) out.set(name, resolveSlot(input, catalog.settings, reporter));
+  }
+  checkPorts(out, catalog, reporter);
+  checkCapacity(out, catalog, reporter);
+  return out;
+}
+
+function linkSlot(name: string, file: string, slot: Slot, catalog: Catalog, reporter: Reporter): SlotInput | undefined {
+  const extraArgs = checkedWords(slot.server.extra_args, { file, path: ["server", "extra_args"], target: "value" }, reporter);
+  const profile = catalog.profiles.get(slot.profile);
+  if (!profile) {
+    if (catalog.profilesKnown) {
+      reporter.report("slot.unknown_profile", { file, path: ["profile"], target: "value" }, `unknown profile \`${slot.profile}\``,
+        `No profile \`${slot.profile}\` in profiles.toml or the built-in seeds.${didYouMean(slot.profile, catalog.profiles.keys())}`);
+    }
+    return undefined;
+  }
+  const model = slot.model === undefined ? undefined : catalog.models.get(slot.model);
+  if (slot.model !== undefined && !model) {
+    if (catalog.modelsKnown) {
+      reporter.report("slot.unknown_model", { file, path: ["model"], target: "value" }, `unknown model \`${slot.model}\``,
+        `models.toml defines no model \`${slot.model}\`.${didYouMean(slot.model, catalog.models.keys())}`);
+    }
+    return undefined;
+  }
+  checkSlotFit(name, file, slot, profile, model, catalog, reporter);
+  return { name, file, slot, profile, model, extraArgs };
+}
+
+function checkSlotFit(name: string, file: string, slot: Slot, profile: CompiledProfile, model: CompiledModelFacts | undefined, catalog: Catalog, reporter: Reporter): void {
+  if (slot.enabled && slot.model === undefined && NEEDS_MODEL.has(slot.type)) {
+    reporter.report("slot.model_required", { file, path: ["model"] }, `${slot.type} slot \`${name}\` names no model`, `An enabled ${slot.type} slot needs \`model = "<model id>"\`; disable the slot or name a model.`);
+  }
+  if (model && model.type !== slot.type) {
+    reporter.report("slot.model_type_mismatch", { file, path: ["model"], target: "value" }, `model \`${model.id}\` is ${model.type}, the slot is ${slot.type}`,
+      `A ${slot.type} slot serves ${slot.type} models; \`${model.id}\` has type = "${model.type}" in models.toml.`, [modelSite(model, "type")]);
+  }
+  const device = slot.placement.device ?? defaultDevice(profile);
+  if (!deviceFits(device, profile)) {
+    reporter.report("profile.device_class_mismatch", { file, path: slot.placement.device ? ["placement", "device"] : ["profile"], target: "value" },
+      `device ${device} does not fit profile \`${profile.name}\``,
+      `Profile \`${profile.name}\` is device_class "${profile.device_class}"${profile.backend ? ` with backend "${profile.backend}"` : ""}; it cannot run on ${device}.`, profileSite(profile));
+  }
+  if (model && model.devices.length > 0 && !model.devices.includes(device)) {
+    reporter.report("slot.device_unsupported", { file, path: slot.placement.device ? ["placement", "device"] : ["model"], target: "value" },
+      `model \`${model.id}\` does not list ${device}`, `models.toml lists ${model.devices.join(", ")} for \`${model.id}\`.`, [modelSite(model, "devices")]);
+  }
+  if (slot.enabled && catalog.settings.slots.runtime === "docker" && profile.image === undefined) {
+    reporter.report("profile.image_required", { file, path: ["profile"], target: "value" }, `profile \`${profile.name}\` has no image`,
+      `The docker runtime runs each slot from its profile's image; set \`image\` on profile \`${profile.name}\`.`, profileSite(profile));
+  }
+}
+
+function deviceFits(device: string, profile: CompiledProfile): boolean {
+  switch (profile.device_class) {
+    case "cpu": return device === "cpu";
+    case "npu": return device === "npu";
+    case "img": return device.startsWith("gpu-");
+    case "gpu": return profile.backend === undefined ? device.startsWith("gpu-") : device === `gpu-${profile.backend}`;
+  }
+}
+
+function checkPorts(slots: ReadonlyMap<string, ResolvedSlot>, catalog: Catalog, reporter: Reporter): void {
+  const { settings, settingsKnown } = catalog;
+  const byPort = new Map<number, ResolvedSlot>();
+  for (const slot of slots.values()) {
+    const site = { file: slot.file, path: ["port"], target: "value" as const };
+    if (settingsKnown && (slot.port < settings.slots.port_range_start || slot.port > settings.slots.port_range_end)) {
+      reporter.report("slot.port_out_of_range", site, `port ${slot.port} is outside ${settings.slots.port_range_start}..${settings.slots.port_range_end}`,
+        `Slot ports must be within [slots] port_range_start..port_range_end of hal0.toml.`, settingsSite(catalog, ["slots", "port_range_start"], "the port range"));
+    }
+    if (!slot.enabled) continue;
+    const first = byPort.get(slot.port);
+    if (first) {
+      reporter.report("slot.port_conflict", site, `port ${slot.port} is already used by slot \`${first.name}\``,
+        `Two enabled slots cannot share a port; give \`${slot.name}\` another one, or disable one of them.`, [{ file: first.file, path: ["port"], target: "value", message: `slot \`${first.name}\` uses port ${slot.port}` }]);
+    } else byPort.set(slot.port, slot);
+    if (settingsKnown && slot.port === settings.server.port) {
+      reporter.report("slot.port_conflict", site, `port ${slot.port} is hal0's own server port`, `[server] port of hal0.toml is ${settings.server.port}; a slot cannot use it.`,
+        settingsSite(catalog, ["server", "port"], "hal0 serves on this port"));
+    }
+  }
+}
+
+function checkCapacity(slots: ReadonlyMap<string, ResolvedSlot>, catalog: Catalog, reporter: Reporter): void {
+  const enabled = [...slots.values()].filter((s) => s.enabled);
+  const max = catalog.settings.slots.max_slots;
+  if (catalog.settingsKnown && max > 0 && enabled.length > max) {
+    const over = enabled.slice(max);
+    reporter.report("slot.max_slots_exceeded", { file: catalog.settingsFile ?? over[0]!.file, path: catalog.settingsFile ? ["slots", "max_slots"] : ["enabled"], target: "value" },
+      `${enabled.length} enabled slots, max_slots is ${max}`, `Disable ${enabled.length - max} slot(s) or raise [slots] max_slots.`,
+      over.map((s) => ({ file: s.file, path: ["enabled"], message: `slot \`${s.name}\` is enabled beyond the limit` })));
+  }
+  const npu = enabled.filter((s) => s.device === "npu" && s.type === "llm");
+  for (const extra of npu.slice(1)) {
+    reporter.report("slot.npu_exclusivity_violation", { file: extra.file, path: ["placement", "device"], target: "value" }, `the NPU already runs llm slot \`${npu[0]!.name}\``,
+      "At most one enabled llm slot can be placed on the NPU.", [{ file: npu[0]!.file, path: ["placement", "device"], target: "value", message: `slot \`${npu[0]!.name}\` is on the NPU` }]);
+  }
+}
+
+function modelSite(model: CompiledModelFacts, key: string) {
+  return { file: "models.toml", path: ["model", model.id, key], target: "value" as const, message: `model \`${model.id}\`` };
+}
+
+function profileSite(profile: CompiledProfile) {
+  return profile.origin === "file" ? [{ file: "profiles.toml", path: ["profile", profile.name], message: `profile \`${profile.name}\` is defined here` }] : [];
+}
+
+function settingsSite(catalog: Catalog, path: string[], message: string) {
+  return catalog.settingsFile ? [{ file: catalog.settingsFile, path, target: "value" as const, message }] : [];
+}

@@ -1,0 +1,97 @@
+import type {
+  Device, FullTune, McpServer, ModelFacts, Profile, Settings, SlotType, Stack, Tier, Tune, TuneKey, Upstream,
+} from "../schema/index.js";
+
+/**
+ * The compiled, validated, linked and resolved desired state: what the planner
+ * reads. Every map is keyed and ordered by name, so iteration is deterministic.
+ * A Model exists only for a tree with no error diagnostics.
+ */
+export interface Model {
+  /** sha256 over every file's path and text: identifies the tree a plan was made from. */
+  readonly digest: string;
+  readonly root: string;
+  readonly settings: Settings;
+  readonly profiles: Readonly<Record<string, CompiledProfile>>;
+  readonly models: Readonly<Record<string, CompiledModelFacts>>;
+  readonly slots: Readonly<Record<string, ResolvedSlot>>;
+  readonly stacks: Readonly<Record<string, Stack & { slug: string; file: string }>>;
+  readonly upstreams: readonly Upstream[];
+  readonly mcpServers: Readonly<Record<string, McpServer & { id: string; file: string }>>;
+  readonly policy: CompiledPolicy;
+}
+
+export interface CompiledProfile extends Profile {
+  readonly name: string;
+  /** `seed` for a built-in profile, `file` when profiles.toml defines (or overrides) it. */
+  readonly origin: "seed" | "file";
+  /** `flags`, shell-split. */
+  readonly flags_argv: readonly string[];
+}
+
+export interface CompiledModelFacts extends ModelFacts {
+  readonly id: string;
+  /** Absolute paths, resolved against the config folder. */
+  readonly path_abs?: string;
+  readonly draft_abs?: string;
+  readonly mmproj_abs?: string;
+}
+
+/** Why a requested tune value is not what the slot runs with. */
+export interface TuneUnavailable {
+  readonly requested: unknown;
+  readonly effective: unknown;
+  readonly reason: string;
+}
+
+export interface ResolvedSlot {
+  readonly name: string;
+  /** Tree-relative file, for diagnostics and change sets. */
+  readonly file: string;
+  readonly profile: string;
+  readonly model?: string;
+  readonly port: number;
+  readonly type: SlotType;
+  readonly enabled: boolean;
+  readonly priority: number;
+  readonly pinned: boolean;
+  readonly drift: "enforce" | "warn";
+  readonly device: Device;
+  readonly gpu_index: number;
+  /** The slot's own sparse overrides, as written. */
+  readonly tune: Tune;
+  /** Profile tune overlaid by the slot's, then limited by what the model supports. */
+  readonly tune_effective: FullTune;
+  readonly tune_unavailable: Partial<Record<TuneKey, TuneUnavailable>>;
+  /** What the runtime runs; `spec_hash` changes exactly when this does. */
+  readonly spec: SlotSpec;
+  readonly spec_hash: string;
+}
+
+/** The runtime-facing spec of one slot. Canonical JSON of it is hashed. */
+export interface SlotSpec {
+  readonly spec_version: number;
+  readonly runtime: "process" | "docker";
+  /** Docker only: the image whose entrypoint is the runner. */
+  readonly image?: string;
+  /** Process: runner prefix + args. Docker: args only (the image's entrypoint is the runner). */
+  readonly argv: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+  readonly host: string;
+  readonly port: number;
+  readonly health_path: string;
+  readonly device: Device;
+  readonly gpu_index: number;
+}
+
+export interface CompiledPolicy {
+  /** Every known tool's tier after `[tiers]` of policy.toml. */
+  readonly tiers: Readonly<Record<string, Tier>>;
+  /** Per caller identity, only the tools whose tier differs from `tiers`. */
+  readonly agents: Readonly<Record<string, Readonly<Record<string, Tier>>>>;
+}
+
+export interface CompileResult {
+  readonly model?: Model;
+  readonly diagnostics: import("../schema/index.js").Diagnostic[];
+}

@@ -1,0 +1,78 @@
+import {
+  EXCLUDED_TOOLS, NEVER_LOOSEN_TOOLS, TIERS, defaultTiers, tierRank,
+  type PolicyFile, type Tier, type TierLists,
+} from "../schema/index.js";
+import type { CompiledPolicy } from "./model.js";
+import type { Parsed } from "./read.js";
+import type { Reporter } from "./report.js";
+import { didYouMean } from "./suggest.js";
+
+const NEVER_LOOSEN = new Set([...NEVER_LOOSEN_TOOLS, ...EXCLUDED_TOOLS]);
+
+/**
+ * Tool tiers: the built-in default (seed 001), moved by `[tiers]`, then per
+ * caller by `[agents.<id>]`. Stricter moves are always allowed; looser ones
+ * except for the never-loosen set. Every known tool ends in exactly one tier.
+ */
+export function compilePolicy(file: Parsed<PolicyFile> | undefined, reporter: Reporter): CompiledPolicy {
+  const base = defaultTiers();
+  if (!file) return { tiers: sortedRecord(base), agents: {} };
+  const global = applyMoves(base, file.value.tiers, { file: file.file, prefix: ["tiers"], scope: "the built-in default" }, reporter);
+  const agents: Record<string, Record<string, Tier>> = {};
+  for (const id of Object.keys(file.value.agents).sort()) {
+    const moved = applyMoves(global, file.value.agents[id]!, { file: file.file, prefix: ["agents", id], scope: "`[tiers]`" }, reporter);
+    const diff = new Map([...moved].filter(([tool, tier]) => global.get(tool) !== tier));
+    agents[id] = sortedRecord(diff);
+  }
+  return { tiers: sortedRecord(global), agents };
+}
+
+interface Scope {
+  file: string;
+  prefix: Array<string | number>;
+  /** What the moves are relative to, for messages. */
+  scope: string;
+}
+
+function applyMoves(from: ReadonlyMap<string, Tier>, lists: TierLists, where: Scope, reporter: Reporter): Map<string, Tier> {
+  const out = new Map(from);
+  const firstSeen = new Map<string, Array<string | number>>();
+  for (const tier of TIERS) {
+    lists[tier].forEach((tool, index) => {
+      const path = [...where.prefix, tier, index];
+      const site = { file: where.file, path, target: "value" as const };
+      const current = from.get(tool);
+      if (current === undefined) {
+        reporter.report("policy.unknown_tool", site, `unknown tool \`${tool}\``, `hal0 has no tool named \`${tool}\`.${didYouMean(tool, from.keys())}`);
+        return;
+      }
+      const earlier = firstSeen.get(tool);
+      if (earlier) {
+        reporter.report("policy.tool_in_two_tiers", site, `\`${tool}\` is in two tiers`,
+          `A tool belongs to exactly one tier; \`${tool}\` is already listed under \`${String(earlier[earlier.length - 2])}\`.`,
+          [{ file: where.file, path: earlier, target: "value", message: `\`${tool}\` first listed here` }]);
+        return;
+      }
+      firstSeen.set(tool, path);
+      if (tierRank(tier) < tierRank(current) && NEVER_LOOSEN.has(tool)) {
+        reporter.report("policy.loosen_denied", site, `\`${tool}\` may not be loosened to ${tier}`,
+          `\`${tool}\` is ${current} in ${where.scope} and is never moved to a looser tier (deletes, config_write, provider_credential_write and the excluded tools).`);
+        return;
+      }
+      out.set(tool, tier);
+    });
+  }
+  return out;
+}
+
+function sortedRecord(map: ReadonlyMap<string, Tier>): Record<string, Tier> {
+  const out: Record<string, Tier> = {};
+  for (const key of [...map.keys()].sort()) out[key] = map.get(key)!;
+  return out;
+}
+
+/** The tier of `tool` for a caller, or undefined for a tool hal0 does not have. */
+export function tierFor(policy: CompiledPolicy, tool: string, agent?: string): Tier | undefined {
+  const override = agent === undefined ? undefined : policy.agents[agent]?.[tool];
+  return override ?? policy.tiers[tool];
+}

@@ -1,0 +1,79 @@
+import { CODES, type Code, type Diagnostic, type KeyPath, type RelatedPosition } from "../schema/index.js";
+import { Locator, type Point, type Target } from "./locate.js";
+
+/** Builds a diagnostic at a known position, with the code's default severity. */
+export function diagnosticAt(
+  code: Code,
+  file: string,
+  at: Point,
+  path: KeyPath,
+  summary: string,
+  detail: string,
+  related: RelatedPosition[] = [],
+): Diagnostic {
+  return { code, severity: CODES[code].severity, summary, detail, file, line: at.line, column: at.column, path: [...path], related };
+}
+
+/** A place in the tree a diagnostic or related note points at. */
+export interface Site {
+  file: string;
+  path: KeyPath;
+  target?: Target;
+}
+
+/**
+ * Collects diagnostics for one compile and places them. Locators are built
+ * lazily, once per file, only for files that get a diagnostic.
+ */
+export class Reporter {
+  readonly diagnostics: Diagnostic[] = [];
+  private readonly locators = new Map<string, Locator>();
+
+  constructor(private readonly texts: ReadonlyMap<string, string>) {}
+
+  /** Reports `code` at `site`; `related` sites are placed the same way. */
+  report(code: Code, site: Site, summary: string, detail: string, related: Array<Site & { message: string }> = []): void {
+    const at = this.point(site);
+    const rel = related.map((r) => ({ file: r.file, ...this.point(r), message: r.message }));
+    this.diagnostics.push(diagnosticAt(code, site.file, at, site.path, summary, detail, rel));
+  }
+
+  /** Adds diagnostics produced elsewhere (loading, parsing). */
+  add(diagnostics: Iterable<Diagnostic>): void {
+    for (const d of diagnostics) this.diagnostics.push(d);
+  }
+
+  hasErrors(): boolean {
+    return this.diagnostics.some((d) => d.severity === "error");
+  }
+
+  /** True when the file spells out `path`; used to pick the most precise site. */
+  spells(file: string, path: KeyPath): boolean {
+    return this.texts.has(file) && this.locator(file).has(path);
+  }
+
+  /** Diagnostics in a stable order: file, line, column, code. */
+  sorted(): Diagnostic[] {
+    return [...this.diagnostics].sort(
+      (a, b) => cmp(a.file, b.file) || a.line - b.line || a.column - b.column || cmp(a.code, b.code) || cmp(a.summary, b.summary),
+    );
+  }
+
+  private point(site: Site): Point {
+    if (!this.texts.has(site.file)) return { line: 1, column: 1 };
+    return this.locator(site.file).locate(site.path, site.target ?? "key");
+  }
+
+  private locator(file: string): Locator {
+    let loc = this.locators.get(file);
+    if (!loc) {
+      loc = new Locator(this.texts.get(file) ?? "");
+      this.locators.set(file, loc);
+    }
+    return loc;
+  }
+}
+
+function cmp(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

@@ -1,0 +1,171 @@
+import { parse, TomlError } from "smol-toml";
+import type { z } from "zod";
+import {
+  MODEL_LEGACY_TUNE_KEYS, NAME_GRAMMARS, SLOT_LEGACY_ROOT_KEYS, TUNE_KEYS, isCode,
+  type Code, type FileKind, type KeyPath,
+} from "../schema/index.js";
+import type { Reporter } from "./report.js";
+import { didYouMean } from "./suggest.js";
+import { describeExpected, describeValue, explainName, quoteName } from "./explain.js";
+import { keysAt, patternAt } from "./schema-walk.js";
+
+type Issue = z.core.$ZodIssue;
+
+/** Parses one file's text; a syntax error becomes `config.parse_error`. */
+export function parseToml(rel: string, text: string, reporter: Reporter): Record<string, unknown> | undefined {
+  try {
+    return parse(text) as Record<string, unknown>;
+  } catch (err) {
+    if (!(err instanceof TomlError)) throw err;
+    const reason = err.message.split("\n")[0]!.replace(/^Invalid TOML document: /, "");
+    reporter.add([
+      {
+        code: "config.parse_error", severity: "error", summary: `invalid TOML: ${reason}`,
+        detail: `The TOML parser stopped here: ${reason}. Nothing in this file is used until it parses.`,
+        file: rel, line: Math.max(1, err.line), column: Math.max(1, err.column), path: [], related: [],
+      },
+    ]);
+    return undefined;
+  }
+}
+
+/**
+ * Validates parsed data against its kind's schema and reports every issue at
+ * the offending key or value. Returns the parsed output when the file is valid.
+ */
+export function validateFile<T>(kind: FileKind, rel: string, raw: Record<string, unknown>, reporter: Reporter): T | undefined {
+  const data = refuseLegacyShapes(kind, rel, raw, reporter);
+  const result = kind.schema.safeParse(data, { reportInput: true });
+  if (result.success) return result.data as T;
+  for (const issue of result.error.issues) reportIssue(kind, rel, issue, reporter);
+  return undefined;
+}
+
+/** Old slot shapes are refused with a hint before the schema sees them. */
+function refuseLegacyShapes(kind: FileKind, rel: string, raw: Record<string, unknown>, reporter: Reporter): Record<string, unknown> {
+  if (kind.id !== "slot" || !isTable(raw.model)) return raw;
+  reporter.report(
+    "slot.legacy_shape", { file: rel, path: ["model"] }, "the [model] table is the old slot shape",
+    "Slots name their model by id: write `model = \"<model id>\"` at the top of the file; context goes in `[tune] ctx_size`, and file facts live in models.toml.",
+  );
+  const { model: _legacy, ...rest } = raw;
+  return rest;
+}
+
+function reportIssue(kind: FileKind, rel: string, issue: Issue, reporter: Reporter): void {
+  const path = issue.path as KeyPath;
+  switch (issue.code) {
+    case "unrecognized_keys":
+      for (const key of issue.keys) reportUnknownKey(kind, rel, path, key, reporter);
+      return;
+    case "invalid_key": {
+      const key = String(path[path.length - 1]);
+      reporter.report("config.invalid_name", { file: rel, path }, `invalid name ${quoteName(key)}`, explainName(key, patternAt(kind.schema, path, true)));
+      return;
+    }
+    case "invalid_type": {
+      if (issue.input === undefined) {
+        const key = String(path[path.length - 1]);
+        reporter.report("config.missing_key", { file: rel, path }, `missing required key \`${key}\``, `This file needs \`${key}\` (${describeExpected(issue.expected)}).`);
+        return;
+      }
+      reporter.report("config.invalid_type", { file: rel, path, target: "value" }, `expected ${describeExpected(issue.expected)}, found ${describeValue(issue.input)}`,
+        `\`${path.join(".")}\` must be ${describeExpected(issue.expected)}.`);
+      return;
+    }
+    case "too_small":
+    case "too_big":
+      reporter.report("config.out_of_range", { file: rel, path, target: "value" }, rangeSummary(issue), `\`${path.join(".")}\` ${rangeSummary(issue)}.`);
+      return;
+    case "invalid_value": {
+      const allowed = issue.values.map((v) => JSON.stringify(v));
+      const got = typeof issue.input === "string" ? didYouMean(issue.input, issue.values.map(String)) : "";
+      reporter.report("config.invalid_value", { file: rel, path, target: "value" }, `${JSON.stringify(issue.input)} is not allowed here`,
+        `\`${path.join(".")}\` must be one of ${allowed.join(", ")}.${got}`);
+      return;
+    }
+    case "invalid_format": {
+      const value = String(issue.input);
+      const pattern = patternAt(kind.schema, path, false);
+      reporter.report(isNamePattern(pattern) ? "config.invalid_name" : "config.invalid_value", { file: rel, path, target: "value" },
+        `invalid ${isNamePattern(pattern) ? "name" : "value"} ${quoteName(value)}`, explainName(value, pattern));
+      return;
+    }
+    case "custom": {
+      const code = issue.params?.code;
+      const detail = typeof issue.params?.detail === "string" ? issue.params.detail : `${issue.message}.`;
+      reporter.report(typeof code === "string" && isCode(code) ? code : "config.invalid_value", { file: rel, path }, issue.message, detail);
+      return;
+    }
+    default:
+      reporter.report("config.invalid_value", { file: rel, path, target: "value" }, issue.message, `${issue.message}.`);
+  }
+}
+
+function reportUnknownKey(kind: FileKind, rel: string, parent: KeyPath, key: string, reporter: Reporter): void {
+  const path = [...parent, key];
+  const legacy = legacyKey(kind, parent, key);
+  if (legacy) {
+    reporter.report(legacy.code, { file: rel, path }, legacy.summary, legacy.detail);
+    return;
+  }
+  const known = keysAt(kind.schema, parent);
+  const moved = MOVED_SLOT_KEYS[key];
+  const hint = kind.id === "slot" && parent.length === 0 && moved ? ` It moved: write it as ${moved}.` : didYouMean(key, known);
+  reporter.report("config.unknown_key", { file: rel, path }, `unknown key \`${key}\``,
+    `${where(parent)} has no key \`${key}\`.${hint}${hint ? "" : ` Known keys: ${known.map((k) => `\`${k}\``).join(", ")}.`}`);
+}
+
+/** Keys of the slot's old flat shape that live elsewhere now. */
+const MOVED_SLOT_KEYS: Record<string, string> = {
+  device: "`[placement] device`",
+  gpu_index: "`[placement] gpu_index`",
+  extra_args: "`[server] extra_args`",
+  env: "`[server] env`",
+};
+
+function legacyKey(kind: FileKind, parent: KeyPath, key: string): { code: Code; summary: string; detail: string } | undefined {
+  if (kind.id === "slot" && parent.length === 0) {
+    if (key === "slot") {
+      return { code: "slot.legacy_shape", summary: "the [slot] table is the old slot shape", detail: "Write the slot's keys (profile, model, port, …) at the top of the file; the file name is the slot's name." };
+    }
+    if ((SLOT_LEGACY_ROOT_KEYS as readonly string[]).includes(key)) {
+      const target = key === "context_size" ? "ctx_size" : key;
+      const into = (TUNE_KEYS as readonly string[]).includes(target) ? `Put it in the slot's \`[tune]\` table as \`${target}\`.` : "It is not a slot key any more: set it on the profile (flags) or the model (file facts).";
+      return { code: "slot.tuning_key_denied", summary: `tuning key \`${key}\` at the slot's root`, detail: `Slots no longer take tuning keys at their root. ${into}` };
+    }
+  }
+  if (kind.id === "models" && parent.length === 2 && parent[0] === "model") {
+    if (key === "defaults") {
+      return { code: "model.defaults_removed", summary: "models no longer carry defaults", detail: "Remove the defaults table: the base tune comes from the profile, per-slot overrides from the slot's `[tune]`." };
+    }
+    if ((MODEL_LEGACY_TUNE_KEYS as readonly string[]).includes(key)) {
+      return { code: "model.tune_key_removed", summary: `tuning key \`${key}\` on a model`, detail: "Models hold file facts only. Set tuning on the profile's `[tune]` or the slot's `[tune]`." };
+    }
+  }
+  return undefined;
+}
+
+function rangeSummary(issue: Extract<Issue, { code: "too_small" | "too_big" }>): string {
+  const small = issue.code === "too_small";
+  const bound = String(issue.code === "too_small" ? issue.minimum : issue.maximum);
+  const inclusive = issue.inclusive !== false;
+  const cmpWord = small ? (inclusive ? "at least" : "more than") : inclusive ? "at most" : "less than";
+  switch (issue.origin) {
+    case "string": return `must be ${cmpWord} ${bound} characters long`;
+    case "array": return `must have ${cmpWord} ${bound} entries`;
+    default: return `must be ${cmpWord} ${bound}`;
+  }
+}
+
+function where(parent: KeyPath): string {
+  return parent.length === 0 ? "The file's top level" : `\`[${parent.join(".")}]\``;
+}
+
+function isNamePattern(pattern: RegExp | undefined): boolean {
+  return pattern !== undefined && NAME_GRAMMARS.some((g) => g.pattern.source === pattern.source);
+}
+
+function isTable(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value) && !(value instanceof Date);
+}

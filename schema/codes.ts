@@ -1,0 +1,75 @@
+/**
+ * The closed registry of every code hal0 emits: compiler diagnostics now,
+ * REST and MCP errors as those layers land. A code never disappears silently:
+ * `test/schema/codes.test.ts` snapshots the keys. `http` is the status a REST
+ * reply carries when the code reaches the HTTP edge; `severity` is the
+ * compiler's default for it.
+ */
+export interface CodeInfo {
+  readonly severity: "error" | "warning";
+  readonly http: number;
+  /** One line, for the README and `hal0 validate --explain`. */
+  readonly meaning: string;
+}
+
+export const CODES = {
+  // ── the tree as a whole ──────────────────────────────────────────────
+  "config.not_found": { severity: "error", http: 404, meaning: "The config folder does not exist or is not a folder." },
+  "config.read_error": { severity: "error", http: 500, meaning: "A file of the tree could not be read, or is not UTF-8 text." },
+  "config.parse_error": { severity: "error", http: 400, meaning: "A file is not valid TOML; the position is where the parser stopped." },
+  "config.unknown_file": { severity: "warning", http: 400, meaning: "A .toml file that hal0 does not read; it is ignored." },
+  "config.invalid_name": { severity: "error", http: 400, meaning: "A file name or table key breaks its name grammar (DESIGN.md §7)." },
+  "config.unknown_key": { severity: "error", http: 400, meaning: "A key the file kind does not have; the detail names the closest known key." },
+  "config.missing_key": { severity: "error", http: 400, meaning: "A required key is absent." },
+  "config.invalid_type": { severity: "error", http: 400, meaning: "A value has the wrong TOML type (a string where an integer belongs, …)." },
+  "config.invalid_value": { severity: "error", http: 400, meaning: "A value is not one of the allowed ones, or does not match its format." },
+  "config.out_of_range": { severity: "error", http: 400, meaning: "A number, string or list is below or above its allowed range." },
+  // ── slots ────────────────────────────────────────────────────────────
+  "slot.tuning_key_denied": { severity: "error", http: 400, meaning: "A tuning key at a slot's root; tuning lives in the slot's [tune] table." },
+  "slot.legacy_shape": { severity: "error", http: 400, meaning: "A slot written in an old shape ([model] or [slot] table); the hint shows the current one." },
+  "slot.unknown_profile": { severity: "error", http: 400, meaning: "A slot names a profile that is neither in profiles.toml nor a seed." },
+  "slot.unknown_model": { severity: "error", http: 400, meaning: "A slot names a model that models.toml does not define." },
+  "slot.model_required": { severity: "error", http: 400, meaning: "An enabled llm, embedding or reranking slot names no model." },
+  "slot.model_type_mismatch": { severity: "error", http: 400, meaning: "A slot serves a model of another type (an llm model in an embedding slot, …)." },
+  "slot.device_unsupported": { severity: "warning", http: 400, meaning: "A slot's device is not among the devices its model lists." },
+  "slot.port_conflict": { severity: "error", http: 409, meaning: "Two enabled slots, or a slot and the hal0 server, use the same port." },
+  "slot.port_out_of_range": { severity: "error", http: 400, meaning: "A slot's port is outside [slots] port_range_start..port_range_end." },
+  "slot.max_slots_exceeded": { severity: "error", http: 409, meaning: "More enabled slots than [slots] max_slots allows." },
+  "slot.npu_exclusivity_violation": { severity: "error", http: 409, meaning: "More than one enabled llm slot placed on the NPU." },
+  "slot.tune_unavailable": { severity: "warning", http: 400, meaning: "A tune value the slot's model cannot honour; the effective value is shown instead." },
+  // ── profiles ─────────────────────────────────────────────────────────
+  "profile.device_class_mismatch": { severity: "error", http: 400, meaning: "A slot's device does not fit its profile's device_class or backend." },
+  "profile.flag_reserved": { severity: "error", http: 400, meaning: "Profile flags or slot extra_args set a flag hal0 owns (model, host, port, context)." },
+  "profile.image_required": { severity: "error", http: 400, meaning: "The docker runtime needs an image on every profile an enabled slot uses." },
+  // ── models ───────────────────────────────────────────────────────────
+  "model.defaults_removed": { severity: "error", http: 422, meaning: "A model carries a defaults table; tuning moved to profiles and slots." },
+  "model.tune_key_removed": { severity: "error", http: 422, meaning: "A model carries a tuning key; tuning moved to profiles and slots." },
+  "model.source_required": { severity: "error", http: 400, meaning: "A model has neither a path nor hf_repo and hf_filename." },
+  // ── stacks ───────────────────────────────────────────────────────────
+  "stack.unknown_slot": { severity: "error", http: 400, meaning: "A stack entry names a slot that has no slots/<name>.toml." },
+  "stack.unknown_model": { severity: "error", http: 400, meaning: "A stack entry names a model that models.toml does not define." },
+  "stack.unknown_profile": { severity: "error", http: 400, meaning: "A stack entry names an unknown profile." },
+  "stack.duplicate_slot": { severity: "error", http: 400, meaning: "A stack names the same slot twice." },
+  // ── upstreams ────────────────────────────────────────────────────────
+  "upstream.duplicate_name": { severity: "error", http: 409, meaning: "Two upstreams share a name." },
+  "upstream.name_reserved": { severity: "error", http: 400, meaning: "The upstream name `hal0` is reserved for the box's own composite upstream." },
+  "upstream.unknown_slot": { severity: "error", http: 400, meaning: "An upstream of kind slot names a slot that does not exist." },
+  "upstream.slot_name_required": { severity: "error", http: 400, meaning: "An upstream of kind slot has no slot_name." },
+  "upstream.url_required": { severity: "error", http: 400, meaning: "A remote upstream has no url." },
+  "upstream.auth_env_required": { severity: "error", http: 400, meaning: "An upstream with bearer or header auth names no auth_value_env." },
+  // ── installed MCP servers ────────────────────────────────────────────
+  "mcp.id_reserved": { severity: "error", http: 409, meaning: "An installed MCP server takes a bundled id (hal0-admin, hal0-memory, hal0-agents)." },
+  "mcp.tools_invalid": { severity: "error", http: 400, meaning: "A tool appears in more than one of [tools] allow / gated / blocked." },
+  "mcp.url_required": { severity: "error", http: 400, meaning: "A streamable-http or sse MCP server has no url." },
+  "mcp.command_required": { severity: "error", http: 400, meaning: "A stdio MCP server has no command." },
+  // ── policy ───────────────────────────────────────────────────────────
+  "policy.unknown_tool": { severity: "error", http: 400, meaning: "policy.toml names a tool hal0 does not have; the detail names the closest one." },
+  "policy.tool_in_two_tiers": { severity: "error", http: 400, meaning: "policy.toml puts one tool in two tiers of the same table." },
+  "policy.loosen_denied": { severity: "error", http: 400, meaning: "policy.toml moves a never-loosen tool (a delete, config_write, …) to a looser tier." },
+} as const satisfies Record<string, CodeInfo>;
+
+export type Code = keyof typeof CODES;
+
+export function isCode(value: string): value is Code {
+  return Object.hasOwn(CODES, value);
+}

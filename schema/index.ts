@@ -1,0 +1,38 @@
+// Names and grammars
+export {
+  SLOT_NAME_PATTERN, RESOURCE_ID_PATTERN, AGENT_ID_PATTERN, ENV_NAME_PATTERN, TOOL_NAME_PATTERN,
+  SlotName, ProfileName, ResourceId, AgentId, EnvName, ToolName, NAME_GRAMMARS,
+} from "./names.js";
+
+// File kinds
+export { Settings, RUNTIMES, DRIFT_POLICIES, MEMORY_ENGINES } from "./settings.js";
+export { Profile, ProfilesFile, DEVICE_CLASSES, BACKENDS } from "./profile.js";
+export { Slot, Placement, SlotServer, SLOT_TYPES, DEVICES, type SlotType, type Device } from "./slot.js";
+export { ModelFacts, ModelsFile } from "./model.js";
+export { Stack, StackSlot, STACK_MODES } from "./stack.js";
+export { Upstream, UpstreamsFile } from "./upstream.js";
+export { McpServer, ToolPolicy, Exposure, MCP_TRANSPORTS, RESERVED_MCP_IDS } from "./mcp-server.js";
+export { PolicyFile, TIERS, defaultTiers, tierRank, type Tier, type TierLists } from "./policy.js";
+export { FILE_KINDS, classifyPath, type FileKind, type FileKindId } from "./file-kinds.js";
+
+// Tune
+export {
+  Tune, TUNE_KEYS, BASE_TUNE, REASONING_EFFORTS, SPECULATION_MODES,
+  SLOT_LEGACY_ROOT_KEYS, MODEL_LEGACY_TUNE_KEYS, type TuneKey, type FullTune,
+} from "./tune.js";
+
+// Built-in data
+export { SEED_PROFILES } from "./data/seed-profiles.js";
+export {
+  AUTONOMOUS_READ_TOOLS, AUTONOMOUS_WRITE_TOOLS, GATED_TOOLS, EXCLUDED_TOOLS, NEVER_LOOSEN_TOOLS,
+  type SeedTool,
+} from "./data/seed-tiers.js";
+
+// Diagnostics and codes
+export { CODES, isCode, type Code, type CodeInfo } from "./codes.js";
+export {
+  Diagnostic, Severity, SourcePosition, RelatedPosition, type KeyPath,
+} from "./diagnostic.js";
+
+// JSON Schema export
+export { renderJsonSchemas } from "./json-schema.js";

@@ -1,0 +1,53 @@
+import { z } from "zod";
+import { EnvName, ToolName } from "./names.js";
+
+/** `mcp-servers/<id>.toml`: an installed third-party MCP server; the file stem is its id. */
+
+export const MCP_TRANSPORTS = ["stdio", "streamable-http", "sse"] as const;
+/** Ids of the servers hal0 itself serves; an installed server may not take them. */
+export const RESERVED_MCP_IDS = ["hal0-admin", "hal0-memory", "hal0-agents"] as const;
+
+export const ToolPolicy = z.strictObject({
+  allow: z.array(ToolName).default([]),
+  gated: z.array(ToolName).default([]),
+  blocked: z.array(ToolName).default([]),
+});
+
+export const Exposure = z.strictObject({
+  hermes: z.boolean().default(false),
+  brain: z.boolean().default(false),
+  openwebui: z.boolean().default(false),
+  opencode: z.boolean().default(false),
+});
+
+export const McpServer = z
+  .strictObject({
+    name: z.string().min(1).max(128),
+    description: z.string().default(""),
+    /** Where it came from: oci://, npm:/npx:, uvx:/uv:, git+https://, or a manifest URL. */
+    spec: z.string().regex(/^(oci:\/\/|npm:|npx:|uvx:|uv:|git\+https:\/\/|https:\/\/)\S+$/),
+    transport: z.enum(MCP_TRANSPORTS),
+    command: z.string().min(1).optional(),
+    args: z.array(z.string()).default([]),
+    url: z.string().regex(/^https?:\/\/\S+$/).optional(),
+    enabled: z.boolean().default(true),
+    env: z.record(EnvName, z.string()).default({}),
+    /** Names only: values live outside the tree. */
+    secrets: z.array(EnvName).default([]),
+    tools_count: z.int().min(0).optional(),
+    tools: ToolPolicy.prefault({}),
+    exposure: Exposure.prefault({}),
+    source_url: z.string().optional(),
+    author: z.string().optional(),
+    verified: z.boolean().default(false),
+    installed_at: z.string().optional(),
+  })
+  .superRefine((s, ctx) => {
+    if (s.transport !== "stdio" && s.url === undefined) {
+      ctx.addIssue({ code: "custom", path: ["transport"], message: `transport "${s.transport}" needs url`, params: { code: "mcp.url_required", detail: "A streamable-http or sse server is reached at its url: add `url = \"http://127.0.0.1:<port>/mcp\"`." } });
+    }
+    if (s.transport === "stdio" && s.command === undefined) {
+      ctx.addIssue({ code: "custom", path: ["transport"], message: "transport \"stdio\" needs command", params: { code: "mcp.command_required", detail: "A stdio server is started as a command: add `command` (and `args`)." } });
+    }
+  });
+export type McpServer = z.infer<typeof McpServer>;

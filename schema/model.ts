@@ -1,0 +1,44 @@
+import { z } from "zod";
+import { ResourceId } from "./names.js";
+import { DEVICES, SLOT_TYPES } from "./slot.js";
+
+/** `models.toml`: `[model.<id>]` file facts only. Tuning lives on profiles and slots. */
+
+export const CAPABILITY_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
+
+export const ModelFacts = z
+  .strictObject({
+  name: z.string().optional(),
+  /** Relative paths resolve against the config folder. */
+  path: z.string().min(1).optional(),
+  type: z.enum(SLOT_TYPES).default("llm"),
+  capabilities: z.array(z.string().regex(CAPABILITY_PATTERN)).default([]),
+  devices: z.array(z.enum(DEVICES)).default([]),
+  hf_repo: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/).optional(),
+  hf_filename: z.string().min(1).optional(),
+  /** The model's native context window in tokens. */
+  context_length: z.int().min(1).optional(),
+  size_bytes: z.int().min(0).optional(),
+  quant: z.string().optional(),
+  /** "auto" uses the template embedded in the GGUF. */
+  chat_template: z.string().min(1).default("auto"),
+  tokenizer_repo: z.string().optional(),
+  jinja: z.boolean().default(false),
+  /** The model carries multi-token-prediction heads. */
+  mtp: z.boolean().default(false),
+  /** Drafter model file for `speculation = "draft"`; absent = none. */
+  draft: z.string().min(1).optional(),
+  /** Vision projector; absent = none. */
+  mmproj: z.string().min(1).optional(),
+  tags: z.array(z.string()).default([]),
+  })
+  .superRefine((m, ctx) => {
+    if (m.path === undefined && (m.hf_repo === undefined || m.hf_filename === undefined)) {
+      ctx.addIssue({ code: "custom", path: [], message: "a model needs a path, or hf_repo and hf_filename", params: { code: "model.source_required", detail: "Give the model a local `path` (relative paths resolve against the config folder), or `hf_repo` and `hf_filename` to fetch it." } });
+    }
+  });
+export type ModelFacts = z.infer<typeof ModelFacts>;
+
+export const ModelsFile = z.strictObject({
+  model: z.record(ResourceId, ModelFacts).prefault({}),
+});

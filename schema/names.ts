@@ -1,0 +1,33 @@
+import { z } from "zod";
+
+/**
+ * Name grammars of DESIGN.md §7. Every name is plain ASCII, so look-alike
+ * letters, zero-width characters and BOMs are refused by the pattern itself.
+ */
+
+/** Slot and profile names (a slot's name is its file stem). */
+export const SLOT_NAME_PATTERN = /^[a-z0-9][a-z0-9_-]{0,31}$/;
+/** Model ids, stack slugs and MCP server ids: dots allowed, never `..`. */
+export const RESOURCE_ID_PATTERN = /^(?!.*\.\.)[a-z0-9][a-z0-9._-]{0,63}$/;
+/** Caller identities (`X-hal0-Agent`, `[agents.<id>]` in policy.toml). */
+export const AGENT_ID_PATTERN = /^[a-zA-Z0-9_-]{1,64}$/;
+/** Environment variable names (secrets, auth_value_env). */
+export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+/** MCP tool names as they appear in policy tables. */
+export const TOOL_NAME_PATTERN = /^[a-z][a-z0-9_]{0,63}$/;
+
+export const SlotName = z.string().regex(SLOT_NAME_PATTERN);
+export const ProfileName = z.string().regex(SLOT_NAME_PATTERN);
+export const ResourceId = z.string().regex(RESOURCE_ID_PATTERN);
+export const AgentId = z.string().regex(AGENT_ID_PATTERN);
+export const EnvName = z.string().regex(ENV_NAME_PATTERN);
+export const ToolName = z.string().regex(TOOL_NAME_PATTERN);
+
+/** Which grammar a name pattern is, for messages that explain a refusal. */
+export const NAME_GRAMMARS: ReadonlyArray<{ pattern: RegExp; describe: string }> = [
+  { pattern: SLOT_NAME_PATTERN, describe: "1–32 characters: lowercase a–z, digits, `_` and `-`, starting with a letter or digit" },
+  { pattern: RESOURCE_ID_PATTERN, describe: "1–64 characters: lowercase a–z, digits, `.`, `_` and `-`, starting with a letter or digit, no `..`" },
+  { pattern: AGENT_ID_PATTERN, describe: "1–64 characters: ASCII letters, digits, `_` and `-`" },
+  { pattern: ENV_NAME_PATTERN, describe: "an environment variable name: ASCII letters, digits and `_`, not starting with a digit" },
+  { pattern: TOOL_NAME_PATTERN, describe: "a tool name: lowercase a–z, digits and `_`, starting with a letter" },
+];

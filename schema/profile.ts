@@ -1,0 +1,33 @@
+import { z } from "zod";
+import { ProfileName } from "./names.js";
+import { Tune } from "./tune.js";
+
+/** `profiles.toml`: `[profile.<name>]`. A profile named like a seed overrides that seed. */
+
+export const DEVICE_CLASSES = ["gpu", "cpu", "npu", "img"] as const;
+export const BACKENDS = ["rocm", "vulkan"] as const;
+
+export const Profile = z.strictObject({
+  /** Container image for the docker runtime. */
+  image: z.string().min(1).optional(),
+  /** argv prefix for the process runtime; the image's entrypoint plays this role in docker. */
+  runner: z.array(z.string().min(1)).min(1).default(["llama-server"]),
+  /** Runner flags, shell-quoted. Never the model, host, port or context: hal0 owns those. */
+  flags: z.string().default(""),
+  device_class: z.enum(DEVICE_CLASSES).default("gpu"),
+  backend: z.enum(BACKENDS).optional(),
+  intent: z.string().optional(),
+  quant: z.string().optional(),
+  description: z.string().optional(),
+  cloned_from: ProfileName.optional(),
+  /** Environment for the runner, merged under a slot's `[server] env`. */
+  env: z.record(z.string(), z.string()).default({}),
+  /** The base tune; slots override it key by key. */
+  tune: Tune.prefault({}),
+});
+export type Profile = z.infer<typeof Profile>;
+
+export const ProfilesFile = z.strictObject({
+  profile: z.record(ProfileName, Profile).prefault({}),
+});
+export type ProfilesFile = z.infer<typeof ProfilesFile>;

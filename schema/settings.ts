@@ -1,0 +1,81 @@
+import { z } from "zod";
+
+/** `hal0.toml`: every section optional, every key defaulted; an empty file is valid. */
+
+export const RUNTIMES = ["process", "docker"] as const;
+export const DRIFT_POLICIES = ["enforce", "warn"] as const;
+export const MEMORY_ENGINES = ["embedded", "hindsight"] as const;
+
+const Port = z.int().min(1).max(65535);
+
+const Meta = z.strictObject({
+  schema_version: z.literal(1).default(1),
+});
+
+const Server = z.strictObject({
+  host: z.string().min(1).default("127.0.0.1"),
+  port: Port.default(8080),
+  allowed_hosts: z.array(z.string().min(1)).default([]),
+  allowed_origins: z.array(z.string().min(1)).default([]),
+});
+
+const Slots = z
+  .strictObject({
+    runtime: z.enum(RUNTIMES).default("process"),
+    port_range_start: Port.default(8081),
+    port_range_end: Port.default(8200),
+    max_slots: z.int().min(0).max(1000).default(0),
+    health_timeout_s: z.int().min(1).max(3600).default(180),
+    stop_grace_s: z.int().min(0).max(600).default(20),
+    docker_host: z.string().default(""),
+    pull: z.boolean().default(false),
+  })
+  .superRefine((s, ctx) => {
+    if (s.port_range_end < s.port_range_start) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["port_range_end"],
+        message: `port_range_end (${s.port_range_end}) is below port_range_start (${s.port_range_start})`,
+        params: { code: "config.invalid_value", detail: "The slot port range must not be empty: port_range_end must be at least port_range_start." },
+      });
+    }
+  });
+
+const Reconcile = z.strictObject({
+  interval_s: z.int().min(1).max(86_400).default(120),
+  drift: z.enum(DRIFT_POLICIES).default("enforce"),
+});
+
+const Hermes = z.strictObject({
+  home: z.string().min(1).default("/var/lib/hal0/.hermes"),
+});
+
+const Memory = z.strictObject({
+  enabled: z.boolean().default(true),
+  engine: z.enum(MEMORY_ENGINES).default("embedded"),
+  url: z.string().default(""),
+});
+
+const Bridge = z.strictObject({ enabled: z.boolean().default(true) });
+
+const Approvals = z.strictObject({
+  ttl_s: z.int().min(1).max(31_536_000).default(86_400),
+});
+
+const Models = z.strictObject({
+  roots: z.array(z.string().min(1)).default(["/var/lib/hal0/models"]),
+  store: z.string().default(""),
+});
+
+export const Settings = z.strictObject({
+  meta: Meta.prefault({}),
+  server: Server.prefault({}),
+  slots: Slots.prefault({}),
+  reconcile: Reconcile.prefault({}),
+  hermes: Hermes.prefault({}),
+  memory: Memory.prefault({}),
+  bridge: Bridge.prefault({}),
+  approvals: Approvals.prefault({}),
+  models: Models.prefault({}),
+});
+export type Settings = z.infer<typeof Settings>;

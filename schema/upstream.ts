@@ -1,0 +1,51 @@
+import { z } from "zod";
+import { EnvName, SlotName } from "./names.js";
+
+/** `upstreams.toml`: `[[upstream]]` remote OpenAI-compatible endpoints, or local slots. */
+
+export const UPSTREAM_KINDS = ["remote", "slot"] as const;
+export const AUTH_STYLES = ["bearer", "header", "none"] as const;
+export const WARMUP_STRATEGIES = ["none", "lazy", "eager"] as const;
+export const CATALOG_IDS = ["openai", "anthropic", "openrouter", "google_ai_studio", "ollama"] as const;
+
+const HttpUrl = z.string().regex(/^https?:\/\/[^\s/]+(\/\S*)?$/);
+
+export const Upstream = z
+  .strictObject({
+    name: SlotName,
+    kind: z.enum(UPSTREAM_KINDS).default("remote"),
+    slot_name: SlotName.optional(),
+    url: HttpUrl.optional(),
+    catalog_id: z.enum(CATALOG_IDS).optional(),
+    auth_style: z.enum(AUTH_STYLES).default("none"),
+    /** Name of the environment variable holding the credential; never the value. */
+    auth_value_env: EnvName.optional(),
+    auth_header: z.string().optional(),
+    timeout_seconds: z.int().min(1).max(3600).default(300),
+    warmup_strategy: z.enum(WARMUP_STRATEGIES).default("none"),
+    enabled: z.boolean().default(true),
+    advertise_models: z.boolean().default(true),
+    model_filters: z
+      .strictObject({
+        models: z.array(z.string()).default([]),
+        include: z.array(z.string()).default([]),
+        exclude: z.array(z.string()).default([]),
+      })
+      .prefault({}),
+  })
+  .superRefine((u, ctx) => {
+    if (u.kind === "slot" && u.slot_name === undefined) {
+      ctx.addIssue({ code: "custom", path: ["kind"], message: "an upstream of kind \"slot\" needs slot_name", params: { code: "upstream.slot_name_required", detail: "An upstream of kind \"slot\" routes to a local slot: add `slot_name = \"<slot>\"`." } });
+    }
+    if (u.kind === "remote" && u.url === undefined) {
+      ctx.addIssue({ code: "custom", path: ["kind"], message: "a remote upstream needs url", params: { code: "upstream.url_required", detail: "A remote upstream is reached at its url: add `url = \"https://…\"`." } });
+    }
+    if (u.auth_style !== "none" && u.auth_value_env === undefined) {
+      ctx.addIssue({ code: "custom", path: ["auth_style"], message: `auth_style "${u.auth_style}" needs auth_value_env`, params: { code: "upstream.auth_env_required", detail: "Name the environment variable that holds the credential in `auth_value_env`; the value never goes in the tree." } });
+    }
+  });
+export type Upstream = z.infer<typeof Upstream>;
+
+export const UpstreamsFile = z.strictObject({
+  upstream: z.array(Upstream).default([]),
+});

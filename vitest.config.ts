@@ -1,0 +1,10 @@
+import { defineConfig } from "vitest/config";
+
+export default defineConfig({
+  test: {
+    include: ["test/**/*.test.ts"],
+    // Goldens change only through a reviewed `vitest -u`, never silently in CI.
+    update: false,
+    testTimeout: 30_000,
+  },
+});
