@@ -9,6 +9,10 @@ const FLAG_ALIASES: Readonly<Record<string, string>> = {
   "-a": "--alias",
   "-c": "--ctx-size",
   "-md": "--model-draft",
+  "-mm": "--mmproj",
+  "-hf": "--hf-repo",
+  "-hfr": "--hf-repo",
+  "-hff": "--hf-file",
   "-fa": "--flash-attn",
   "-ctk": "--cache-type-k",
   "-ctv": "--cache-type-v",
@@ -32,15 +36,25 @@ export const RESERVED_FLAGS: Readonly<Record<string, string>> = {
   "--ctx-size": "`[tune] ctx_size`",
   "--mmproj": "the model's `mmproj` and `[tune] vision`",
   "--model-draft": "the model's `draft` and `[tune] speculation`",
+  "--hf-repo": "the model's `hf_repo` in models.toml",
+  "--hf-file": "the model's `hf_filename` in models.toml",
+  "--reasoning-budget": "`[tune] enable_thinking` and `reasoning_budget`",
+  "--chat-template-kwargs": "`[tune] enable_thinking` and `reasoning_effort`",
+  "--embedding": "the slot's `type = \"embedding\"`",
+  "--reranking": "the slot's `type = \"reranking\"`",
 };
 
 export function canonicalFlag(token: string): string {
-  const name = token.split("=", 1)[0]!;
+  const eq = token.indexOf("=");
+  const name = eq < 0 ? token : token.slice(0, eq);
   return FLAG_ALIASES[name] ?? name;
 }
 
+/** `-x`, `--xy`, `--xy=1`; not `-`, and not a negative number such as `-1`. */
 export function isFlag(token: string): boolean {
-  return token.startsWith("-") && token.length > 1 && !/^-\d/.test(token);
+  if (token.length < 2 || token.charCodeAt(0) !== 45 /* - */) return false;
+  const second = token.charCodeAt(1);
+  return !(second >= 48 && second <= 57) && second !== 46 /* . */;
 }
 
 /** Splits a shell-quoted string into words; `undefined` when a quote is left open. */
@@ -64,7 +78,7 @@ export function shellSplit(input: string): string[] | undefined {
     } else if (ch === "\\" && i + 1 < input.length) {
       word += input[++i];
       inWord = true;
-    } else if (/\s/.test(ch)) {
+    } else if (ch === " " || ch === "\t" || ch === "\n" || ch === "\r") {
       if (inWord) words.push(word);
       word = "";
       inWord = false;
@@ -78,39 +92,35 @@ export function shellSplit(input: string): string[] | undefined {
   return words;
 }
 
-/** Groups argv into flags with their (at most one) value; a bare word stays alone. */
-function groups(argv: readonly string[]): string[][] {
-  const out: string[][] = [];
-  for (let i = 0; i < argv.length; i++) {
-    const token = argv[i]!;
-    const next = argv[i + 1];
-    if (isFlag(token) && !token.includes("=") && next !== undefined && !isFlag(next)) {
-      out.push([token, next]);
-      i++;
-    } else out.push([token]);
-  }
-  return out;
-}
-
 /**
  * Last-wins de-duplication: a flag set twice keeps its last value, at the
  * position of its last occurrence; repeatable flags keep every occurrence.
- * Aliases count as the same flag (`-c` and `--ctx-size`).
+ * Aliases count as the same flag (`-c` and `--ctx-size`). A flag takes the
+ * next word as its value unless that word is itself a flag.
  */
 export function normalizeArgv(argv: readonly string[]): string[] {
-  const all = groups(argv);
-  const lastIndex = new Map<string, number>();
-  all.forEach((group, index) => {
-    const head = group[0]!;
-    if (isFlag(head)) lastIndex.set(canonicalFlag(head), index);
-  });
+  const starts: number[] = [];
+  const names: Array<string | undefined> = [];
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i]!;
+    starts.push(i);
+    if (!isFlag(token)) {
+      names.push(undefined);
+      continue;
+    }
+    names.push(canonicalFlag(token));
+    const next = argv[i + 1];
+    if (!token.includes("=") && next !== undefined && !isFlag(next)) i++;
+  }
+  const last = new Map<string, number>();
+  names.forEach((name, g) => name !== undefined && last.set(name, g));
   const out: string[] = [];
-  all.forEach((group, index) => {
-    const head = group[0]!;
-    if (!isFlag(head)) return void out.push(...group);
-    const name = canonicalFlag(head);
-    if (REPEATABLE_FLAGS.has(name) || lastIndex.get(name) === index) out.push(...group);
-  });
+  for (let g = 0; g < starts.length; g++) {
+    const name = names[g];
+    if (name !== undefined && !REPEATABLE_FLAGS.has(name) && last.get(name) !== g) continue;
+    const end = g + 1 < starts.length ? starts[g + 1]! : argv.length;
+    for (let i = starts[g]!; i < end; i++) out.push(argv[i]!);
+  }
   return out;
 }
 

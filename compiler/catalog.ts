@@ -50,6 +50,7 @@ export function compileModels(file: Parsed<{ model: Record<string, ModelFacts> }
       path_abs: absolute(root, facts.path),
       draft_abs: absolute(root, facts.draft),
       mmproj_abs: absolute(root, facts.mmproj),
+      chat_template_file_abs: facts.chat_template.endsWith(".jinja") ? absolute(root, facts.chat_template) : undefined,
     });
   }
   return out;

@@ -35,6 +35,8 @@ export interface CompiledModelFacts extends ModelFacts {
   readonly path_abs?: string;
   readonly draft_abs?: string;
   readonly mmproj_abs?: string;
+  /** `chat_template` when it names a `.jinja` file, made absolute. */
+  readonly chat_template_file_abs?: string;
 }
 
 /** Why a requested tune value is not what the slot runs with. */

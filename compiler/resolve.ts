@@ -1,4 +1,4 @@
-import { BASE_TUNE, type Device, type FullTune, type Profile, type Settings, type Slot, type TuneKey } from "../schema/index.js";
+import { BASE_TUNE, TUNE_KEYS, type Device, type FullTune, type Profile, type Settings, type Slot, type Tune, type TuneKey } from "../schema/index.js";
 import { normalizeArgv } from "./argv.js";
 import { hashOf } from "./hash.js";
 import type { CompiledModelFacts, CompiledProfile, ResolvedSlot, SlotSpec, TuneUnavailable } from "./model.js";
@@ -64,7 +64,7 @@ function modelArgs({ slot, model }: SlotInput, tune: FullTune): string[] {
     args.push("--chat-template-kwargs", JSON.stringify({ enable_thinking: tune.enable_thinking, reasoning_effort: tune.reasoning_effort }));
     if (model?.jinja) args.push("--jinja");
     if (model && model.chat_template !== "auto") {
-      args.push(...(model.chat_template.endsWith(".jinja") ? ["--chat-template-file", model.chat_template] : ["--chat-template", model.chat_template]));
+      args.push(...(model.chat_template_file_abs ? ["--chat-template-file", model.chat_template_file_abs] : ["--chat-template", model.chat_template]));
     }
     if (tune.speculation === "draft" && model?.draft_abs) args.push("--model-draft", model.draft_abs);
     if (tune.speculation === "mtp") args.push(...MTP_FLAGS);
@@ -78,7 +78,7 @@ function modelArgs({ slot, model }: SlotInput, tune: FullTune): string[] {
 /** Profile tune overlaid by the slot's; values the model can't honour fall back, with a warning. */
 function effectiveTune(input: SlotInput, reporter: Reporter): { effective: FullTune; unavailable: Partial<Record<TuneKey, TuneUnavailable>> } {
   const { slot, profile, model } = input;
-  const effective: FullTune = { ...BASE_TUNE, ...defined(profile.tune), ...defined(slot.tune) };
+  const effective = overlay(overlay(BASE_TUNE, profile.tune), slot.tune);
   const unavailable: Partial<Record<TuneKey, TuneUnavailable>> = {};
   if (!model || !TUNED_TYPES.has(slot.type)) return { effective, unavailable };
   const limit = (key: TuneKey, fallback: FullTune[TuneKey], reason: string): void => {
@@ -103,8 +103,11 @@ function tuneSite({ slot, profile, file }: SlotInput, key: TuneKey) {
   return { file, path: ["profile"], target: "value" as const };
 }
 
-function defined<T extends object>(value: T): Partial<T> {
-  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as Partial<T>;
+/** `base` overlaid by the keys `over` sets. */
+function overlay(base: FullTune, over: Tune): FullTune {
+  const out = { ...base };
+  for (const key of TUNE_KEYS) if (over[key] !== undefined) (out as Record<TuneKey, unknown>)[key] = over[key];
+  return out;
 }
 
 function sortedEnv(env: Record<string, string>): Record<string, string> {

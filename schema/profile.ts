@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { ProfileName } from "./names.js";
+import { EnvName, ProfileName } from "./names.js";
 import { Tune } from "./tune.js";
 
 /** `profiles.toml`: `[profile.<name>]`. A profile named like a seed overrides that seed. */
@@ -21,7 +21,7 @@ export const Profile = z.strictObject({
   description: z.string().optional(),
   cloned_from: ProfileName.optional(),
   /** Environment for the runner, merged under a slot's `[server] env`. */
-  env: z.record(z.string(), z.string()).default({}),
+  env: z.record(EnvName, z.string()).default({}),
   /** The base tune; slots override it key by key. */
   tune: Tune.prefault({}),
 });
