@@ -1,0 +1,34 @@
+import { describe, expect, it } from "vitest";
+import { normalizeArgv, shellSplit } from "../../compiler/index.js";
+
+describe("shellSplit", () => {
+  it("splits on whitespace and honours quotes and escapes", () => {
+    expect(shellSplit(`-fa on  --override-kv 'a=b c' --x "q \\"u\\"" a\\ b`)).toEqual(["-fa", "on", "--override-kv", "a=b c", "--x", 'q "u"', "a b"]);
+    expect(shellSplit("")).toEqual([]);
+    expect(shellSplit(`--empty ""`)).toEqual(["--empty", ""]);
+  });
+
+  it("returns undefined for an unterminated quote", () => {
+    expect(shellSplit(`--chat-template 'abc`)).toBeUndefined();
+    expect(shellSplit(`"abc`)).toBeUndefined();
+  });
+});
+
+describe("normalizeArgv", () => {
+  it("keeps the last value of a flag set twice, at its last position", () => {
+    expect(normalizeArgv(["-b", "512", "--no-mmap", "-b", "1024"])).toEqual(["--no-mmap", "-b", "1024"]);
+  });
+
+  it("treats aliases as one flag", () => {
+    expect(normalizeArgv(["--batch-size", "512", "-fa", "on", "-b", "2048", "--flash-attn", "off"])).toEqual(["-b", "2048", "--flash-attn", "off"]);
+  });
+
+  it("keeps every occurrence of repeatable flags", () => {
+    expect(normalizeArgv(["--lora", "a.gguf", "--lora", "b.gguf", "--override-kv", "x=1", "--override-kv", "y=2"]))
+      .toEqual(["--lora", "a.gguf", "--lora", "b.gguf", "--override-kv", "x=1", "--override-kv", "y=2"]);
+  });
+
+  it("reads negative numbers as values and --flag=value as one token", () => {
+    expect(normalizeArgv(["--reasoning-budget", "-1", "--threads=4", "--threads=8"])).toEqual(["--reasoning-budget", "-1", "--threads=8"]);
+  });
+});

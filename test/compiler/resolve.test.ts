@@ -1,0 +1,118 @@
+import { describe, expect, it } from "vitest";
+import { compile, sourceTree, type Model } from "../../compiler/index.js";
+
+const ROOT = "/box";
+
+const MODELS = `
+[model.qwen3]
+path = "models/qwen3.gguf"
+type = "llm"
+context_length = 40960
+jinja = true
+mtp = false
+draft = "models/qwen3-draft.gguf"
+mmproj = "models/mmproj.gguf"
+
+[model.bge]
+path = "/abs/bge.gguf"
+type = "embedding"
+context_length = 8192
+`;
+
+function build(files: Record<string, string>): Model {
+  const result = compile(sourceTree(ROOT, Object.entries({ "models.toml": MODELS, ...files })));
+  const errors = result.diagnostics.filter((d) => d.severity === "error");
+  expect(errors, JSON.stringify(errors, null, 2)).toEqual([]);
+  return result.model!;
+}
+
+describe("effective tune", () => {
+  it("overlays the slot's sparse tune on the profile's base tune", () => {
+    const model = build({ "slots/chat.toml": `profile = "rocm"\nmodel = "qwen3"\nport = 8081\n[tune]\nctx_size = 16384\nreasoning_effort = "high"\n` });
+    expect(model.slots.chat!.tune_effective).toEqual({
+      ctx_size: 16384, enable_thinking: true, reasoning_effort: "high", reasoning_budget: 4096, vision: false, speculation: "off",
+    });
+    expect(model.slots.chat!.tune).toEqual({ ctx_size: 16384, reasoning_effort: "high" });
+  });
+
+  it("limits what the model can't honour and says why, as warnings", () => {
+    const result = compile(sourceTree(ROOT, Object.entries({
+      "models.toml": MODELS,
+      "slots/chat.toml": `profile = "rocm"\nmodel = "qwen3"\nport = 8081\n[tune]\nctx_size = 131072\nspeculation = "mtp"\n`,
+    })));
+    const slot = result.model!.slots.chat!;
+    expect(slot.tune_effective.ctx_size).toBe(40960);
+    expect(slot.tune_effective.speculation).toBe("off");
+    expect(slot.tune_unavailable.ctx_size).toMatchObject({ requested: 131072, effective: 40960 });
+    expect(slot.tune_unavailable.speculation?.reason).toContain("no MTP heads");
+    expect(result.diagnostics.map((d) => `${d.line}:${d.column} ${d.severity} ${d.code}`)).toEqual([
+      "5:12 warning slot.tune_unavailable",
+      "6:15 warning slot.tune_unavailable",
+    ]);
+  });
+
+  it("honours draft and vision when the model has a drafter and a projector", () => {
+    const model = build({ "slots/chat.toml": `profile = "rocm"\nmodel = "qwen3"\nport = 8081\n[tune]\nspeculation = "draft"\nvision = true\n` });
+    const argv = model.slots.chat!.spec.argv;
+    expect(argv.join(" ")).toContain("--model-draft /box/models/qwen3-draft.gguf");
+    expect(argv.join(" ")).toContain("--mmproj /box/models/mmproj.gguf");
+    expect(model.slots.chat!.tune_unavailable).toEqual({});
+  });
+});
+
+describe("runner argv and spec", () => {
+  it("orders runner, profile flags, model, network, tune, then extra_args, later flags winning", () => {
+    const model = build({ "slots/chat.toml": `profile = "rocm"\nmodel = "qwen3"\nport = 8090\n[server]\nextra_args = "-b 2048 --lora a.gguf --lora b.gguf"\nenv = { B = "2", A = "1" }\n` });
+    const spec = model.slots.chat!.spec;
+    expect(spec.runtime).toBe("process");
+    expect(spec.argv).toEqual([
+      "llama-server",
+      "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0", "-ub", "512", "--parallel", "1", "--no-mmap",
+      "--model", "/box/models/qwen3.gguf", "--alias", "qwen3", "--host", "127.0.0.1", "--port", "8090",
+      "--ctx-size", "32768", "--reasoning-budget", "4096",
+      "--chat-template-kwargs", '{"enable_thinking":true,"reasoning_effort":"medium"}', "--jinja",
+      "-b", "2048", "--lora", "a.gguf", "--lora", "b.gguf",
+    ]);
+    expect(Object.keys(spec.env)).toEqual(["A", "B"]);
+    expect(spec).toMatchObject({ host: "127.0.0.1", port: 8090, health_path: "/health", device: "gpu-rocm", gpu_index: 0 });
+  });
+
+  it("gives embedding slots --embedding and no reasoning flags", () => {
+    const model = build({ "slots/embed.toml": `profile = "vulkan"\nmodel = "bge"\nport = 8082\ntype = "embedding"\n` });
+    const argv = model.slots.embed!.spec.argv;
+    expect(argv).toContain("--embedding");
+    expect(argv).not.toContain("--reasoning-budget");
+    expect(argv.join(" ")).toContain("--model /abs/bge.gguf");
+    expect(model.slots.embed!.device).toBe("gpu-vulkan");
+  });
+
+  it("builds a docker spec (image + args, no runner prefix) under the docker runtime", () => {
+    const model = build({ "hal0.toml": `[slots]\nruntime = "docker"\n`, "slots/chat.toml": `profile = "rocm"\nmodel = "qwen3"\nport = 8081\n` });
+    const spec = model.slots.chat!.spec;
+    expect(spec.runtime).toBe("docker");
+    expect(spec.image).toMatch(/^ghcr\.io\/hal0ai\//);
+    expect(spec.argv[0]).toBe("-fa");
+  });
+});
+
+describe("spec hash", () => {
+  const slot = `profile = "rocm"\nmodel = "qwen3"\nport = 8081\n[tune]\nctx_size = 8192\n`;
+  const hashOf = (files: Record<string, string>) => build(files).slots.chat!.spec_hash;
+
+  it("is stable across compiles and untouched by comments, layout and unrelated files", () => {
+    const base = hashOf({ "slots/chat.toml": slot });
+    expect(base).toMatch(/^sha256:[0-9a-f]{64}$/);
+    expect(hashOf({ "slots/chat.toml": slot })).toBe(base);
+    expect(hashOf({ "slots/chat.toml": `# the chat slot\n${slot.replace("port = 8081", "port   =   8081 # fixed")}` })).toBe(base);
+    expect(hashOf({ "slots/chat.toml": slot, "slots/other.toml": `profile = "rocm"\nmodel = "qwen3"\nport = 8082\n` })).toBe(base);
+    expect(hashOf({ "slots/chat.toml": slot, "slots/other.toml": `profile = "rocm"\nmodel = "qwen3"\nport = 8082\npriority = 10\n` })).toBe(base);
+  });
+
+  it("changes when the spec changes: tune, profile flags, extra args, env", () => {
+    const base = hashOf({ "slots/chat.toml": slot });
+    expect(hashOf({ "slots/chat.toml": slot.replace("8192", "8193") })).not.toBe(base);
+    expect(hashOf({ "slots/chat.toml": `${slot}[server]\nextra_args = "--threads 4"\n` })).not.toBe(base);
+    expect(hashOf({ "slots/chat.toml": `${slot}[server]\nenv = { X = "1" }\n` })).not.toBe(base);
+    expect(hashOf({ "slots/chat.toml": slot, "profiles.toml": `[profile.rocm]\nflags = "-fa off"\n` })).not.toBe(base);
+  });
+});

@@ -1,0 +1,107 @@
+import { join } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { compile, loadTree, sourceTree, type SourceTree } from "../../compiler/index.js";
+import { Diagnostic } from "../../schema/index.js";
+
+/** mulberry32: a seeded PRNG, so a failing mutation can be replayed from its seed. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+const JUNK_VALUES = ['"x"', "1.5", "true", "[]", "{}", "-1", "99999999999", '"../x"', '"\u200b"', "[1, \"a\"]", "{ a = { b = 1 } }", "1979-05-27T07:32:00Z", '""', "nan"];
+const JUNK_TEXT = ["[", "]]", "=", '"', "\u0000", "\ufeff", "\u202e", "[[slot]]", "[tune]", "\n[model.x]\n", "a.b.c = 1\n", "é", "\\u"];
+
+type Mutation = (text: string, pick: <T>(xs: readonly T[]) => T, r: () => number) => string;
+
+const MUTATIONS: Mutation[] = [
+  (t, _p, r) => dropLine(t, r),
+  (t, _p, r) => t.slice(0, Math.floor(r() * t.length)),
+  (t, p, r) => replaceValue(t, p(JUNK_VALUES), r),
+  (t, p, r) => insertAt(t, p(JUNK_TEXT), r),
+  (t, _p, r) => insertAt(t, String.fromCharCode(...Array.from({ length: 1 + Math.floor(r() * 8) }, () => Math.floor(r() * 0xffff))), r),
+  (t, _p, r) => duplicateLine(t, r),
+  (t) => t.replace(/^(\s*)([a-z_]+)(\s*=)/m, (_m, a: string, k: string, b: string) => `${a}${k.split("").reverse().join("")}${b}`),
+];
+
+function lines(t: string): string[] {
+  return t.split("\n");
+}
+function dropLine(t: string, r: () => number): string {
+  const ls = lines(t);
+  ls.splice(Math.floor(r() * ls.length), 1);
+  return ls.join("\n");
+}
+function duplicateLine(t: string, r: () => number): string {
+  const ls = lines(t);
+  const i = Math.floor(r() * ls.length);
+  ls.splice(i, 0, ls[i] ?? "");
+  return ls.join("\n");
+}
+function insertAt(t: string, s: string, r: () => number): string {
+  const i = Math.floor(r() * (t.length + 1));
+  return t.slice(0, i) + s + t.slice(i);
+}
+function replaceValue(t: string, value: string, r: () => number): string {
+  const ls = lines(t);
+  const candidates = ls.map((l, i) => (/^\s*[\w".-]+\s*=/.test(l) ? i : -1)).filter((i) => i >= 0);
+  if (candidates.length === 0) return t;
+  const i = candidates[Math.floor(r() * candidates.length)]!;
+  ls[i] = ls[i]!.replace(/=.*$/, `= ${value}`);
+  return ls.join("\n");
+}
+
+function mutate(tree: SourceTree, seed: number): SourceTree {
+  const r = rng(seed);
+  const pick = <T,>(xs: readonly T[]): T => xs[Math.floor(r() * xs.length)]!;
+  const files = new Map(tree.files);
+  const rounds = 1 + Math.floor(r() * 3);
+  for (let n = 0; n < rounds; n++) {
+    const name = pick([...files.keys()]);
+    if (r() < 0.05) files.delete(name);
+    else files.set(name, pick(MUTATIONS)(files.get(name)!, pick, r));
+  }
+  return sourceTree(tree.root, files);
+}
+
+describe("compiler robustness", () => {
+  let box: SourceTree;
+  beforeAll(async () => {
+    box = (await loadTree(join(import.meta.dirname, "../../fixtures/box"))).tree;
+  });
+
+  it("starts from a valid box", () => {
+    expect(box.files.size).toBeGreaterThan(10);
+    expect(compile(box).model).toBeDefined();
+  });
+
+  it("returns only well-formed diagnostics for 3000 random mutations, never throws", () => {
+    const seen = new Set<string>();
+    for (let seed = 1; seed <= 3000; seed++) {
+      const tree = mutate(box, seed);
+      let result;
+      try {
+        result = compile(tree);
+      } catch (err) {
+        throw new Error(`compile threw for mutation seed ${seed}: ${(err as Error).stack}`);
+      }
+      const errors = result.diagnostics.filter((d) => d.severity === "error");
+      if ((errors.length === 0) !== (result.model !== undefined)) throw new Error(`seed ${seed}: model presence disagrees with errors`);
+      for (const d of result.diagnostics) {
+        const parsed = Diagnostic.safeParse(d);
+        if (!parsed.success) throw new Error(`seed ${seed}: malformed diagnostic ${JSON.stringify(d)}`);
+        const text = tree.files.get(d.file);
+        if (text !== undefined && d.line > lines(text).length + 1) throw new Error(`seed ${seed}: ${d.file}:${d.line} is past the end`);
+        seen.add(d.code);
+      }
+    }
+    // The mutations must actually reach the compiler's rules, not only the parser.
+    expect(seen.size).toBeGreaterThan(8);
+  });
+});
