@@ -58,15 +58,16 @@ export class Locator {
     if (node.type === "KeyValue") this.visitKeyValue([], node);
     else if (node.type === "Table" || node.type === "TableArray") {
       const header = this.resolveHeader(node.key.item.value);
+      const at = lastPartPoint(node.key.item);
       let path = header;
       if (node.type === "TableArray") {
         const id = keyOf(header);
         const index = (this.arrayCounts.get(id) ?? -1) + 1;
         this.arrayCounts.set(id, index);
-        this.mark(header, { key: point(node.key.item.loc.start) });
+        this.mark(header, { key: at });
         path = [...header, index];
       }
-      this.mark(path, { key: point(node.key.item.loc.start) });
+      this.mark(path, { key: at });
       for (const item of node.items) if (item.type === "KeyValue") this.visitKeyValue(path, item);
     }
   }
@@ -119,9 +120,42 @@ function point(p: { line: number; column: number }): Point {
   return { line: p.line, column: p.column + 1 };
 }
 
+/**
+ * Where a table header's last key part starts: `[model."../x"]` names table
+ * `../x`, so diagnostics about that table point at `"../x"`, not at `model`.
+ */
+function lastPartPoint(key: KeyNode): Point {
+  const start = point(key.loc.start);
+  const offsets = partOffsets(key.raw);
+  if (offsets.length !== key.value.length) return start;
+  return { line: start.line, column: start.column + offsets[offsets.length - 1]! };
+}
+
+/** Offsets of the parts of a dotted key's raw text; whitespace may surround the dots. */
+function partOffsets(raw: string): number[] {
+  const offsets: number[] = [];
+  let i = 0;
+  while (i < raw.length) {
+    while (raw[i] === " " || raw[i] === "\t") i++;
+    offsets.push(i);
+    const quote = raw[i];
+    if (quote === '"' || quote === "'") {
+      for (i++; i < raw.length && raw[i] !== quote; i++) if (quote === '"' && raw[i] === "\\") i++;
+    }
+    while (i < raw.length && raw[i] !== ".") i++;
+    i++;
+  }
+  return offsets;
+}
+
 // The slice of toml-patch's CST node types that the locator walks.
 interface Loc {
   start: { line: number; column: number };
+}
+interface KeyNode {
+  value: string[];
+  raw: string;
+  loc: Loc;
 }
 interface KeyValueNode {
   type: "KeyValue";
@@ -131,7 +165,7 @@ interface KeyValueNode {
 }
 type CstNode =
   | KeyValueNode
-  | { type: "Table" | "TableArray"; loc: Loc; key: { item: { value: string[]; loc: Loc } }; items: Array<KeyValueNode | { type: "Comment" }> }
+  | { type: "Table" | "TableArray"; loc: Loc; key: { item: KeyNode }; items: Array<KeyValueNode | { type: "Comment" }> }
   | { type: "InlineTable"; loc: Loc; items: Array<{ item: KeyValueNode }> }
   | { type: "InlineArray"; loc: Loc; items: Array<{ item: CstNode }> }
   | { type: "String" | "Integer" | "Float" | "Boolean" | "DateTime" | "Comment"; loc: Loc };
