@@ -35,22 +35,18 @@ export function linkSlots(slots: ResourceFiles<Slot>, catalog: Catalog, reporter
 
 function linkSlot(name: string, file: string, slot: Slot, catalog: Catalog, reporter: Reporter): SlotInput | undefined {
   const extraArgs = checkedWords(slot.server.extra_args, { file, path: ["server", "extra_args"], target: "value" }, reporter);
+  // Both references are checked, so one run reports every broken one.
   const profile = catalog.profiles.get(slot.profile);
-  if (!profile) {
-    if (catalog.profilesKnown) {
-      reporter.report("slot.unknown_profile", { file, path: ["profile"], target: "value" }, `unknown profile \`${slot.profile}\``,
-        `No profile \`${slot.profile}\` in profiles.toml or the built-in seeds.${didYouMean(slot.profile, catalog.profiles.keys())}`);
-    }
-    return undefined;
+  if (!profile && catalog.profilesKnown) {
+    reporter.report("slot.unknown_profile", { file, path: ["profile"], target: "value" }, `unknown profile \`${slot.profile}\``,
+      `No profile \`${slot.profile}\` in profiles.toml or the built-in seeds.${didYouMean(slot.profile, catalog.profiles.keys())}`);
   }
   const model = slot.model === undefined ? undefined : catalog.models.get(slot.model);
-  if (slot.model !== undefined && !model) {
-    if (catalog.modelsKnown) {
-      reporter.report("slot.unknown_model", { file, path: ["model"], target: "value" }, `unknown model \`${slot.model}\``,
-        `models.toml defines no model \`${slot.model}\`.${didYouMean(slot.model, catalog.models.keys())}`);
-    }
-    return undefined;
+  if (slot.model !== undefined && !model && catalog.modelsKnown) {
+    reporter.report("slot.unknown_model", { file, path: ["model"], target: "value" }, `unknown model \`${slot.model}\``,
+      `models.toml defines no model \`${slot.model}\`.${didYouMean(slot.model, catalog.models.keys())}`);
   }
+  if (!profile || (slot.model !== undefined && !model)) return undefined;
   checkSlotFit(name, file, slot, profile, model, catalog, reporter);
   return { name, file, slot, profile, model, extraArgs };
 }
@@ -121,9 +117,15 @@ function checkCapacity(slots: ReadonlyMap<string, ResolvedSlot>, catalog: Catalo
   }
   const npu = enabled.filter((s) => s.device === "npu" && s.type === "llm");
   for (const extra of npu.slice(1)) {
-    reporter.report("slot.npu_exclusivity_violation", { file: extra.file, path: ["placement", "device"], target: "value" }, `the NPU already runs llm slot \`${npu[0]!.name}\``,
-      "At most one enabled llm slot can be placed on the NPU.", [{ file: npu[0]!.file, path: ["placement", "device"], target: "value", message: `slot \`${npu[0]!.name}\` is on the NPU` }]);
+    reporter.report("slot.npu_exclusivity_violation", deviceSite(extra, reporter), `the NPU already runs llm slot \`${npu[0]!.name}\``,
+      "At most one enabled llm slot can be placed on the NPU.", [{ ...deviceSite(npu[0]!, reporter), message: `slot \`${npu[0]!.name}\` is on the NPU` }]);
   }
+}
+
+/** What puts a slot on its device: `[placement] device` when spelled, else the profile it derives from. */
+function deviceSite(slot: ResolvedSlot, reporter: Reporter) {
+  const path = reporter.spells(slot.file, ["placement", "device"]) ? ["placement", "device"] : ["profile"];
+  return { file: slot.file, path, target: "value" as const };
 }
 
 function modelSite(model: CompiledModelFacts, key: string) {
