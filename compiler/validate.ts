@@ -34,23 +34,35 @@ export function parseToml(rel: string, text: string, reporter: Reporter): Record
  * the offending key or value. Returns the parsed output when the file is valid.
  */
 export function validateFile<T>(kind: FileKind, rel: string, raw: Record<string, unknown>, reporter: Reporter): T | undefined {
-  const data = refuseLegacyShapes(kind, rel, raw, reporter);
+  const { data, refused } = refuseLegacyShapes(kind, rel, raw, reporter);
+  if (data === undefined) return undefined;
   const result = kind.schema.safeParse(data, { reportInput: true });
-  if (result.success) return result.data as T;
+  if (result.success) return refused ? undefined : (result.data as T);
   for (const issue of result.error.issues) reportIssue(kind, rel, issue, reporter);
   return undefined;
 }
 
-/** Old slot shapes are refused with a hint before the schema sees them. */
-function refuseLegacyShapes(kind: FileKind, rel: string, raw: Record<string, unknown>, reporter: Reporter): Record<string, unknown> {
-  if (kind.id !== "slot" || !isTable(raw.model)) return raw;
+/**
+ * Old slot shapes are refused with a hint before the schema sees them. A file
+ * nested under `[slot]` is old throughout: nothing else in it is checked (no
+ * data). Beside a `[model]` table the rest is still checked, without the table.
+ */
+function refuseLegacyShapes(kind: FileKind, rel: string, raw: Record<string, unknown>, reporter: Reporter): { data?: Record<string, unknown>; refused: boolean } {
+  if (kind.id !== "slot") return { data: raw, refused: false };
+  if (isTable(raw.slot)) {
+    reporter.report("slot.legacy_shape", { file: rel, path: ["slot"] }, "the [slot] table is the old slot shape", LEGACY_SLOT_TABLE_HINT);
+    return { refused: true };
+  }
+  if (!isTable(raw.model)) return { data: raw, refused: false };
   reporter.report(
     "slot.legacy_shape", { file: rel, path: ["model"] }, "the [model] table is the old slot shape",
     "Slots name their model by id: write `model = \"<model id>\"` at the top of the file; context goes in `[tune] ctx_size`, and file facts live in models.toml.",
   );
   const { model: _legacy, ...rest } = raw;
-  return rest;
+  return { data: rest, refused: true };
 }
+
+const LEGACY_SLOT_TABLE_HINT = "Write the slot's keys (profile, model, port, …) at the top of the file; the file name is the slot's name.";
 
 function reportIssue(kind: FileKind, rel: string, issue: Issue, reporter: Reporter): void {
   const path = issue.path as KeyPath;
@@ -94,7 +106,8 @@ function reportIssue(kind: FileKind, rel: string, issue: Issue, reporter: Report
     case "custom": {
       const code = issue.params?.code;
       const detail = typeof issue.params?.detail === "string" ? issue.params.detail : `${issue.message}.`;
-      reporter.report(typeof code === "string" && isCode(code) ? code : "config.invalid_value", { file: rel, path }, issue.message, detail);
+      const target = issue.params?.target === "value" ? "value" : "key";
+      reporter.report(typeof code === "string" && isCode(code) ? code : "config.invalid_value", { file: rel, path, target }, issue.message, detail);
       return;
     }
     default:
@@ -127,7 +140,7 @@ const MOVED_SLOT_KEYS: Record<string, string> = {
 function legacyKey(kind: FileKind, parent: KeyPath, key: string): { code: Code; summary: string; detail: string } | undefined {
   if (kind.id === "slot" && parent.length === 0) {
     if (key === "slot") {
-      return { code: "slot.legacy_shape", summary: "the [slot] table is the old slot shape", detail: "Write the slot's keys (profile, model, port, …) at the top of the file; the file name is the slot's name." };
+      return { code: "slot.legacy_shape", summary: "`slot` is the old slot shape", detail: LEGACY_SLOT_TABLE_HINT };
     }
     if ((SLOT_LEGACY_ROOT_KEYS as readonly string[]).includes(key)) {
       const target = key === "context_size" ? "ctx_size" : key;

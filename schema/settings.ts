@@ -36,7 +36,7 @@ const Slots = z
         code: "custom",
         path: ["port_range_end"],
         message: `port_range_end (${s.port_range_end}) is below port_range_start (${s.port_range_start})`,
-        params: { code: "config.invalid_value", detail: "The slot port range must not be empty: port_range_end must be at least port_range_start." },
+        params: { code: "config.invalid_value", target: "value", detail: "The slot port range must not be empty: port_range_end must be at least port_range_start." },
       });
     }
   });
