@@ -20,7 +20,8 @@ const DEFAULT_SETTINGS = Settings.parse({});
 export function compile(tree: SourceTree, carried: readonly Diagnostic[] = []): CompileResult {
   const reporter = new Reporter(tree.files);
   reporter.add(carried);
-  const files = readTree(tree, reporter);
+  const unreadable = carried.filter((d) => d.code === "config.read_error").map((d) => d.file);
+  const files = readTree(tree, reporter, unreadable);
   const catalog = buildCatalog(files, tree.root, reporter);
   const slots = linkSlots(files.slots, catalog, reporter);
   linkStacks(files.stacks, files.slots.names, catalog, reporter);

@@ -41,25 +41,29 @@ const FOLDER_HINTS: Record<string, string> = {
   "slots.toml": "Slots live one per file in `slots/<name>.toml`.",
 };
 
-export function readTree(tree: SourceTree, reporter: Reporter): TreeFiles {
+/** `unreadable` files (already reported by the loader) count as present but invalid. */
+export function readTree(tree: SourceTree, reporter: Reporter, unreadable: readonly string[] = []): TreeFiles {
   const out: TreeFiles = { slots: resources(), stacks: resources(), mcpServers: resources() };
-  for (const [rel, text] of tree.files) {
-    const hit = classifyPath(rel);
-    if (!hit) {
-      reporter.report("config.unknown_file", { file: rel, path: [] }, `hal0 does not read ${rel}`,
-        `This file is ignored. ${FOLDER_HINTS[rel] ?? "hal0 reads hal0.toml, profiles.toml, models.toml, upstreams.toml, policy.toml and the folders slots/, stacks/ and mcp-servers/."}`);
-      continue;
-    }
-    const { kind, stem } = hit;
-    if (stem !== undefined && !kind.stemPattern!.test(stem)) {
-      reporter.report("config.invalid_name", { file: rel, path: [] }, `invalid file name ${quoteName(stem)}`,
-        `The file's name is the ${kind.id}'s name. ${explainName(stem, kind.stemPattern)}`);
-    }
-    const raw = parseToml(rel, text, reporter);
-    const value = raw === undefined ? undefined : validateFile<unknown>(kind, rel, raw, reporter);
-    store(out, kind.id, rel, stem, value, stem === undefined || kind.stemPattern!.test(stem));
-  }
+  for (const [rel, text] of tree.files) readFile(out, rel, text, reporter);
+  for (const rel of unreadable) readFile(out, rel, undefined, reporter);
   return out;
+}
+
+function readFile(out: TreeFiles, rel: string, text: string | undefined, reporter: Reporter): void {
+  const hit = classifyPath(rel);
+  if (!hit) {
+    reporter.report("config.unknown_file", { file: rel, path: [] }, `hal0 does not read ${rel}`,
+      `This file is ignored. ${FOLDER_HINTS[rel] ?? "hal0 reads hal0.toml, profiles.toml, models.toml, upstreams.toml, policy.toml and the folders slots/, stacks/ and mcp-servers/."}`);
+    return;
+  }
+  const { kind, stem } = hit;
+  if (stem !== undefined && !kind.stemPattern!.test(stem)) {
+    reporter.report("config.invalid_name", { file: rel, path: [] }, `invalid file name ${quoteName(stem)}`,
+      `The file's name is the ${kind.id}'s name. ${explainName(stem, kind.stemPattern)}`);
+  }
+  const raw = text === undefined ? undefined : parseToml(rel, text, reporter);
+  const value = raw === undefined ? undefined : validateFile<unknown>(kind, rel, raw, reporter);
+  store(out, kind.id, rel, stem, value, stem === undefined || kind.stemPattern!.test(stem));
 }
 
 function store(out: TreeFiles, id: FileKindId, file: string, stem: string | undefined, value: unknown, nameOk: boolean): void {
