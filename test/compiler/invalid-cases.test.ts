@@ -1,0 +1,135 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { compile, loadTree } from "../../compiler/index.js";
+import { main } from "../../cli/main.js";
+import { CODES, type Diagnostic } from "../../schema/index.js";
+
+/**
+ * The invalid-config corpus: every folder of fixtures/invalid/ is a small tree
+ * whose `expected.txt` holds a `# what it covers` line and then one line per
+ * diagnostic, `<file>:<line>:<column> <severity> <code>`, in the compiler's order.
+ */
+const ROOT = join(import.meta.dirname, "../../fixtures/invalid");
+const CASES = readdirSync(ROOT, { withFileTypes: true })
+  .filter((entry) => entry.isDirectory())
+  .map((entry) => entry.name)
+  .sort();
+
+function golden(name: string): { about: string; lines: string[] } {
+  const text = readFileSync(join(ROOT, name, "expected.txt"), "utf8");
+  const all = text.split("\n").filter((line) => line.trim() !== "");
+  return { about: all[0] ?? "", lines: all.filter((line) => !line.startsWith("#")) };
+}
+
+async function diagnose(name: string): Promise<{ diagnostics: Diagnostic[]; hasModel: boolean }> {
+  const { tree, diagnostics } = await loadTree(join(ROOT, name));
+  const result = compile(tree, diagnostics);
+  return { diagnostics: result.diagnostics, hasModel: result.model !== undefined };
+}
+
+function asLine(d: Diagnostic): string {
+  return `${d.file}:${d.line}:${d.column} ${d.severity} ${d.code}`;
+}
+
+/** The one diagnostic of `name` with `code` at `file:line:column`. */
+async function diagnosticAt(name: string, at: string, code: string): Promise<Diagnostic> {
+  const { diagnostics } = await diagnose(name);
+  const hits = diagnostics.filter((d) => `${d.file}:${d.line}:${d.column}` === at && d.code === code);
+  expect(hits).toHaveLength(1);
+  return hits[0]!;
+}
+
+function fakeIo(cwd: string) {
+  let out = "";
+  let err = "";
+  const io = {
+    stdout: { write: (text: string) => (out += text) },
+    stderr: { write: (text: string) => (err += text) },
+    env: {},
+    cwd,
+  };
+  return { io, out: () => out, err: () => err };
+}
+
+describe("fixtures/invalid", () => {
+  it("holds at least 36 cases, each golden opening with a one-line description", () => {
+    expect(CASES.length).toBeGreaterThanOrEqual(36);
+    for (const name of CASES) expect(golden(name).about, name).toMatch(/^# \S.*\S$/);
+  });
+
+  it("covers every code of the registry but config.not_found (a usage error)", () => {
+    const seen = new Set(CASES.flatMap((name) => golden(name).lines.map((line) => line.split(" ")[2])));
+    const missing = Object.keys(CODES).filter((code) => code !== "config.not_found" && !seen.has(code));
+    expect(missing).toEqual([]);
+    expect(seen.has("config.not_found")).toBe(false);
+    for (const code of seen) expect(Object.keys(CODES), `unknown code ${code}`).toContain(code);
+  });
+
+  describe.each(CASES)("%s", (name) => {
+    it("compiles to exactly the golden diagnostics, in order, and no model", async () => {
+      const { diagnostics, hasModel } = await diagnose(name);
+      expect(diagnostics.map(asLine)).toEqual(golden(name).lines);
+      expect(hasModel).toBe(false);
+    });
+
+    it("fails `hal0 validate --json` with exit 1 and the golden's error count", async () => {
+      const dir = join(ROOT, name);
+      const { io, out, err } = fakeIo(dir);
+      expect(await main(["validate", "--config", dir, "--json"], io)).toBe(1);
+      expect(err()).toBe("");
+      const report = JSON.parse(out()) as { valid: boolean; error_count: number; warning_count: number; diagnostics: Diagnostic[] };
+      const lines = golden(name).lines;
+      expect(report.valid).toBe(false);
+      expect(report.error_count).toBe(lines.filter((line) => line.includes(" error ")).length);
+      expect(report.warning_count).toBe(lines.filter((line) => line.includes(" warning ")).length);
+      expect(report.diagnostics.map(asLine)).toEqual(lines);
+    });
+  });
+});
+
+describe("related positions and details", () => {
+  it("a port conflict points at the other slot's port", async () => {
+    const d = await diagnosticAt("port-conflict-slots", "slots/code.toml:3:8", "slot.port_conflict");
+    expect(d.related).toEqual([{ file: "slots/chat.toml", line: 3, column: 8, message: "slot `chat` uses port 8081" }]);
+  });
+
+  it("a conflict with hal0's own port points at [server] port of hal0.toml", async () => {
+    const d = await diagnosticAt("port-conflict-server", "slots/chat.toml:3:8", "slot.port_conflict");
+    expect(d.related).toMatchObject([{ file: "hal0.toml", line: 2, column: 8 }]);
+  });
+
+  it("a tool in two tiers points at its first listing", async () => {
+    const d = await diagnosticAt("policy-two-tiers", "policy.toml:3:25", "policy.tool_in_two_tiers");
+    expect(d.related).toMatchObject([{ file: "policy.toml", line: 2, column: 10 }]);
+  });
+
+  it("a slot named twice in a stack points at the first entry", async () => {
+    const d = await diagnosticAt("stack-duplicate-slot", "stacks/forge.toml:7:8", "stack.duplicate_slot");
+    expect(d.related).toMatchObject([{ file: "stacks/forge.toml", line: 4, column: 8 }]);
+  });
+
+  it("an NPU slot beyond the first points at the first one's profile, which puts it there", async () => {
+    const d = await diagnosticAt("npu-exclusivity", "slots/npu-b.toml:1:11", "slot.npu_exclusivity_violation");
+    expect(d.related).toMatchObject([{ file: "slots/npu-a.toml", line: 1, column: 11 }]);
+  });
+
+  it("a near-typo of a key gets a did-you-mean", async () => {
+    const tune = await diagnosticAt("unknown-key-typo", "slots/chat.toml:5:1", "config.unknown_key");
+    expect(tune.detail).toContain("Did you mean `ctx_size`?");
+    const settings = await diagnosticAt("unknown-key-typo", "hal0.toml:2:1", "config.unknown_key");
+    expect(settings.detail).toContain("Did you mean `max_slots`?");
+  });
+
+  it("a near-typo of a tool or a profile gets a did-you-mean; a far one does not", async () => {
+    expect((await diagnosticAt("policy-unknown-tool", "policy.toml:2:10", "policy.unknown_tool")).detail).toContain("Did you mean `slot_list`?");
+    expect((await diagnosticAt("policy-unknown-tool", "policy.toml:5:12", "policy.unknown_tool")).detail).not.toContain("Did you mean");
+    expect((await diagnosticAt("slot-unknown-profile", "slots/chat.toml:1:11", "slot.unknown_profile")).detail).toContain("Did you mean `rocm`?");
+  });
+
+  it("names invisible and look-alike characters in a refused name", async () => {
+    expect((await diagnosticAt("name-zero-width", "models.toml:1:8", "config.invalid_name")).detail).toContain("zero-width space (U+200B)");
+    expect((await diagnosticAt("name-bom", "profiles.toml:1:10", "config.invalid_name")).detail).toContain("byte-order mark (U+FEFF)");
+    expect((await diagnosticAt("name-cyrillic-profile", "profiles.toml:1:10", "config.invalid_name")).detail).toContain("U+043E");
+  });
+});
