@@ -6,7 +6,7 @@ import type { KeyPath } from "../schema/index.js";
  * (for "did you mean") and which pattern a string or record key must match
  * (to explain a refused name). Wrappers (optional, default, …) are unwrapped.
  */
-type Def = { type: string; innerType?: z.ZodType; in?: z.ZodType; shape?: Record<string, z.ZodType>; valueType?: z.ZodType; keyType?: z.ZodType; element?: z.ZodType };
+type Def = { type: string; format?: string; innerType?: z.ZodType; in?: z.ZodType; shape?: Record<string, z.ZodType>; valueType?: z.ZodType; keyType?: z.ZodType; element?: z.ZodType };
 
 function defOf(schema: z.ZodType): Def {
   return (schema as unknown as { _zod: { def: Def } })._zod.def;
@@ -58,4 +58,10 @@ export function patternAt(schema: z.ZodType, path: KeyPath, isKey: boolean): Reg
 function keyTypeAt(schema: z.ZodType, path: KeyPath): z.ZodType | undefined {
   const parent = schemaAt(schema, path.slice(0, -1));
   return parent ? defOf(unwrap(parent)).keyType : undefined;
+}
+
+/** True when the value at `path` must be an integer (`z.int()`), so messages can say so. */
+export function isIntegerAt(schema: z.ZodType, path: KeyPath): boolean {
+  const at = schemaAt(schema, path);
+  return at !== undefined && /int/.test(defOf(unwrap(at)).format ?? "");
 }

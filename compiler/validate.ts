@@ -7,7 +7,7 @@ import {
 import type { Reporter } from "./report.js";
 import { didYouMean } from "./suggest.js";
 import { describeExpected, describeValue, explainName, quoteName } from "./explain.js";
-import { keysAt, patternAt } from "./schema-walk.js";
+import { isIntegerAt, keysAt, patternAt } from "./schema-walk.js";
 
 type Issue = z.core.$ZodIssue;
 
@@ -36,9 +36,9 @@ export function parseToml(rel: string, text: string, reporter: Reporter): Record
 export function validateFile<T>(kind: FileKind, rel: string, raw: Record<string, unknown>, reporter: Reporter): T | undefined {
   const { data, refused } = refuseLegacyShapes(kind, rel, raw, reporter);
   if (data === undefined) return undefined;
-  const result = kind.schema.safeParse(data, { reportInput: true });
+  const result = kind.schema.safeParse(data);
   if (result.success) return refused ? undefined : (result.data as T);
-  for (const issue of result.error.issues) reportIssue(kind, rel, issue, reporter);
+  for (const issue of result.error.issues) reportIssue(kind, rel, issue, valueAt(data, issue.path as KeyPath), reporter);
   return undefined;
 }
 
@@ -64,7 +64,17 @@ function refuseLegacyShapes(kind: FileKind, rel: string, raw: Record<string, unk
 
 const LEGACY_SLOT_TABLE_HINT = "Write the slot's keys (profile, model, port, …) at the top of the file; the file name is the slot's name.";
 
-function reportIssue(kind: FileKind, rel: string, issue: Issue, reporter: Reporter): void {
+/** The raw value at `path`; zod's `reportInput` would copy it into every issue, at a cost on every parse. */
+function valueAt(data: unknown, path: KeyPath): unknown {
+  let current = data;
+  for (const key of path) {
+    if (current === null || typeof current !== "object") return undefined;
+    current = (current as Record<string | number, unknown>)[key];
+  }
+  return current;
+}
+
+function reportIssue(kind: FileKind, rel: string, issue: Issue, input: unknown, reporter: Reporter): void {
   const path = issue.path as KeyPath;
   switch (issue.code) {
     case "unrecognized_keys":
@@ -76,13 +86,14 @@ function reportIssue(kind: FileKind, rel: string, issue: Issue, reporter: Report
       return;
     }
     case "invalid_type": {
-      if (issue.input === undefined) {
+      if (input === undefined) {
         const key = String(path[path.length - 1]);
         reporter.report("config.missing_key", { file: rel, path }, `missing required key \`${key}\``, `This file needs \`${key}\` (${describeExpected(issue.expected)}).`);
         return;
       }
-      reporter.report("config.invalid_type", { file: rel, path, target: "value" }, `expected ${describeExpected(issue.expected)}, found ${describeValue(issue.input)}`,
-        `\`${path.join(".")}\` must be ${describeExpected(issue.expected)}.`);
+      const expected = describeExpected(issue.expected === "number" && isIntegerAt(kind.schema, path) ? "int" : issue.expected);
+      reporter.report("config.invalid_type", { file: rel, path, target: "value" }, `expected ${expected}, found ${describeValue(input)}`,
+        `\`${path.join(".")}\` must be ${expected}.`);
       return;
     }
     case "too_small":
@@ -91,13 +102,13 @@ function reportIssue(kind: FileKind, rel: string, issue: Issue, reporter: Report
       return;
     case "invalid_value": {
       const allowed = issue.values.map((v) => JSON.stringify(v));
-      const got = typeof issue.input === "string" ? didYouMean(issue.input, issue.values.map(String)) : "";
-      reporter.report("config.invalid_value", { file: rel, path, target: "value" }, `${JSON.stringify(issue.input)} is not allowed here`,
+      const got = typeof input === "string" ? didYouMean(input, issue.values.map(String)) : "";
+      reporter.report("config.invalid_value", { file: rel, path, target: "value" }, `${JSON.stringify(input)} is not allowed here`,
         `\`${path.join(".")}\` must be one of ${allowed.join(", ")}.${got}`);
       return;
     }
     case "invalid_format": {
-      const value = String(issue.input);
+      const value = String(input);
       const pattern = patternAt(kind.schema, path, false);
       reporter.report(isNamePattern(pattern) ? "config.invalid_name" : "config.invalid_value", { file: rel, path, target: "value" },
         `invalid ${isNamePattern(pattern) ? "name" : "value"} ${quoteName(value)}`, explainName(value, pattern));
