@@ -124,7 +124,10 @@ export function normalizeArgv(argv: readonly string[]): string[] {
   return out;
 }
 
-/** The reserved flags `words` set, canonical names, in order of appearance. */
-export function reservedFlagsIn(words: readonly string[]): string[] {
-  return words.filter(isFlag).map(canonicalFlag).filter((f) => Object.hasOwn(RESERVED_FLAGS, f));
+/** The reserved flags `words` set: each as written and as its canonical name, in order. */
+export function reservedFlagsIn(words: readonly string[]): Array<{ written: string; flag: string }> {
+  return words
+    .filter(isFlag)
+    .map((token) => ({ written: token.split("=", 1)[0]!, flag: canonicalFlag(token) }))
+    .filter(({ flag }) => Object.hasOwn(RESERVED_FLAGS, flag));
 }

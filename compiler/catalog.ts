@@ -32,8 +32,12 @@ export function checkedWords(text: string, site: { file: string; path: Array<str
     reporter.report("config.invalid_value", site, "unterminated quote", `\`${site.path.join(".")}\` has a quote that is never closed.`);
     return [];
   }
-  for (const flag of new Set(reservedFlagsIn(words))) {
-    reporter.report("profile.flag_reserved", site, `\`${flag}\` is set by hal0`, `hal0 sets \`${flag}\` itself; use ${RESERVED_FLAGS[flag]} instead.`);
+  const reported = new Set<string>();
+  for (const { written, flag } of reservedFlagsIn(words)) {
+    if (reported.has(flag)) continue;
+    reported.add(flag);
+    const name = written === flag ? `\`${flag}\`` : `\`${written}\` (\`${flag}\`)`;
+    reporter.report("profile.flag_reserved", site, `${name} is set by hal0`, `hal0 sets \`${flag}\` itself; use ${RESERVED_FLAGS[flag]} instead.`);
   }
   return words;
 }

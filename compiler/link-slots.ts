@@ -4,6 +4,7 @@ import type { CompiledModelFacts, CompiledProfile, ResolvedSlot } from "./model.
 import type { ResourceFiles } from "./read.js";
 import type { Reporter } from "./report.js";
 import { defaultDevice, resolveSlot, type SlotInput } from "./resolve.js";
+import { checkCapacity, checkPorts, placeSlot } from "./link-ports.js";
 import { didYouMean } from "./suggest.js";
 
 /** Slot types that cannot run without a model. */
@@ -28,8 +29,11 @@ export function linkSlots(slots: ResourceFiles<Slot>, catalog: Catalog, reporter
     const input = linkSlot(name, file, slot, catalog, reporter);
     if (input) out.set(name, resolveSlot(input, catalog.settings, reporter));
   }
-  checkPorts(out, catalog, reporter);
-  checkCapacity(out, catalog, reporter);
+  // Ports, capacity and the NPU are checked for every valid slot, linked or not:
+  // a slot with a typo in its profile still holds its port.
+  const placed = [...slots.valid.keys()].sort().map((name) => placeSlot(name, slots.valid.get(name)!, catalog));
+  checkPorts(placed, catalog, reporter);
+  checkCapacity(placed, catalog, reporter);
   return out;
 }
 
@@ -57,7 +61,7 @@ function checkSlotFit(name: string, file: string, slot: Slot, profile: CompiledP
   }
   if (model && model.type !== slot.type) {
     reporter.report("slot.model_type_mismatch", { file, path: ["model"], target: "value" }, `model \`${model.id}\` is ${model.type}, the slot is ${slot.type}`,
-      `A ${slot.type} slot serves ${slot.type} models; \`${model.id}\` has type = "${model.type}" in models.toml.`, [modelSite(model, "type")]);
+      `${article(slot.type)} ${slot.type} slot serves ${slot.type} models; \`${model.id}\` has type = "${model.type}" in models.toml.`, [modelSite(model, "type")]);
   }
   const device = slot.placement.device ?? defaultDevice(profile);
   if (!deviceFits(device, profile)) {
@@ -84,50 +88,6 @@ function deviceFits(device: string, profile: CompiledProfile): boolean {
   }
 }
 
-function checkPorts(slots: ReadonlyMap<string, ResolvedSlot>, catalog: Catalog, reporter: Reporter): void {
-  const { settings, settingsKnown } = catalog;
-  const byPort = new Map<number, ResolvedSlot>();
-  for (const slot of slots.values()) {
-    const site = { file: slot.file, path: ["port"], target: "value" as const };
-    if (settingsKnown && (slot.port < settings.slots.port_range_start || slot.port > settings.slots.port_range_end)) {
-      reporter.report("slot.port_out_of_range", site, `port ${slot.port} is outside ${settings.slots.port_range_start}..${settings.slots.port_range_end}`,
-        `Slot ports must be within [slots] port_range_start..port_range_end of hal0.toml.`, settingsSite(catalog, ["slots", "port_range_start"], "the port range"));
-    }
-    if (!slot.enabled) continue;
-    const first = byPort.get(slot.port);
-    if (first) {
-      reporter.report("slot.port_conflict", site, `port ${slot.port} is already used by slot \`${first.name}\``,
-        `Two enabled slots cannot share a port; give \`${slot.name}\` another one, or disable one of them.`, [{ file: first.file, path: ["port"], target: "value", message: `slot \`${first.name}\` uses port ${slot.port}` }]);
-    } else byPort.set(slot.port, slot);
-    if (settingsKnown && slot.port === settings.server.port) {
-      reporter.report("slot.port_conflict", site, `port ${slot.port} is hal0's own server port`, `[server] port of hal0.toml is ${settings.server.port}; a slot cannot use it.`,
-        settingsSite(catalog, ["server", "port"], "hal0 serves on this port"));
-    }
-  }
-}
-
-function checkCapacity(slots: ReadonlyMap<string, ResolvedSlot>, catalog: Catalog, reporter: Reporter): void {
-  const enabled = [...slots.values()].filter((s) => s.enabled);
-  const max = catalog.settings.slots.max_slots;
-  if (catalog.settingsKnown && max > 0 && enabled.length > max) {
-    const over = enabled.slice(max);
-    reporter.report("slot.max_slots_exceeded", { file: catalog.settingsFile ?? over[0]!.file, path: catalog.settingsFile ? ["slots", "max_slots"] : ["enabled"], target: "value" },
-      `${enabled.length} enabled slots, max_slots is ${max}`, `Disable ${enabled.length - max} slot(s) or raise [slots] max_slots.`,
-      over.map((s) => ({ file: s.file, path: ["enabled"], message: `slot \`${s.name}\` is enabled beyond the limit` })));
-  }
-  const npu = enabled.filter((s) => s.device === "npu" && s.type === "llm");
-  for (const extra of npu.slice(1)) {
-    reporter.report("slot.npu_exclusivity_violation", deviceSite(extra, reporter), `the NPU already runs llm slot \`${npu[0]!.name}\``,
-      "At most one enabled llm slot can be placed on the NPU.", [{ ...deviceSite(npu[0]!, reporter), message: `slot \`${npu[0]!.name}\` is on the NPU` }]);
-  }
-}
-
-/** What puts a slot on its device: `[placement] device` when spelled, else the profile it derives from. */
-function deviceSite(slot: ResolvedSlot, reporter: Reporter) {
-  const path = reporter.spells(slot.file, ["placement", "device"]) ? ["placement", "device"] : ["profile"];
-  return { file: slot.file, path, target: "value" as const };
-}
-
 function modelSite(model: CompiledModelFacts, key: string) {
   return { file: "models.toml", path: ["model", model.id, key], target: "value" as const, message: `model \`${model.id}\`` };
 }
@@ -136,6 +96,7 @@ function profileSite(profile: CompiledProfile) {
   return profile.origin === "file" ? [{ file: "profiles.toml", path: ["profile", profile.name], message: `profile \`${profile.name}\` is defined here` }] : [];
 }
 
-function settingsSite(catalog: Catalog, path: string[], message: string) {
-  return catalog.settingsFile ? [{ file: catalog.settingsFile, path, target: "value" as const, message }] : [];
+/** "A" or "An" before a slot type. */
+function article(word: string): string {
+  return /^[aeiou]/.test(word) ? "An" : "A";
 }
