@@ -96,7 +96,8 @@ export function shellSplit(input: string): string[] | undefined {
  * Last-wins de-duplication: a flag set twice keeps its last value, at the
  * position of its last occurrence; repeatable flags keep every occurrence.
  * Aliases count as the same flag (`-c` and `--ctx-size`). A flag takes the
- * next word as its value unless that word is itself a flag.
+ * next word as its value unless that word is itself a flag. Returns `argv`
+ * itself when no flag repeats.
  */
 export function normalizeArgv(argv: readonly string[]): string[] {
   const starts: number[] = [];
@@ -113,7 +114,13 @@ export function normalizeArgv(argv: readonly string[]): string[] {
     if (!token.includes("=") && next !== undefined && !isFlag(next)) i++;
   }
   const last = new Map<string, number>();
-  names.forEach((name, g) => name !== undefined && last.set(name, g));
+  let repeated = false;
+  names.forEach((name, g) => {
+    if (name === undefined) return;
+    repeated ||= last.has(name);
+    last.set(name, g);
+  });
+  if (!repeated) return argv as string[];
   const out: string[] = [];
   for (let g = 0; g < starts.length; g++) {
     const name = names[g];
@@ -126,8 +133,11 @@ export function normalizeArgv(argv: readonly string[]): string[] {
 
 /** The reserved flags `words` set: each as written and as its canonical name, in order. */
 export function reservedFlagsIn(words: readonly string[]): Array<{ written: string; flag: string }> {
-  return words
-    .filter(isFlag)
-    .map((token) => ({ written: token.split("=", 1)[0]!, flag: canonicalFlag(token) }))
-    .filter(({ flag }) => Object.hasOwn(RESERVED_FLAGS, flag));
+  const out: Array<{ written: string; flag: string }> = [];
+  for (const token of words) {
+    if (!isFlag(token)) continue;
+    const flag = canonicalFlag(token);
+    if (Object.hasOwn(RESERVED_FLAGS, flag)) out.push({ written: token.split("=", 1)[0]!, flag });
+  }
+  return out;
 }

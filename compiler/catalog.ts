@@ -1,4 +1,4 @@
-import { isAbsolute, resolve } from "node:path";
+import { isAbsolute, join } from "node:path";
 import { Profile, SEED_PROFILES, type ModelFacts } from "../schema/index.js";
 import { RESERVED_FLAGS, reservedFlagsIn, shellSplit } from "./argv.js";
 import type { CompiledModelFacts, CompiledProfile } from "./model.js";
@@ -62,5 +62,5 @@ export function compileModels(file: Parsed<{ model: Record<string, ModelFacts> }
 
 function absolute(root: string, path: string | undefined): string | undefined {
   if (path === undefined) return undefined;
-  return isAbsolute(path) ? path : resolve(root, path);
+  return isAbsolute(path) ? path : join(root, path);
 }

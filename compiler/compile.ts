@@ -1,6 +1,6 @@
 import { Settings, type Diagnostic } from "../schema/index.js";
 import { compileModels, compileProfiles } from "./catalog.js";
-import { sha256 } from "./hash.js";
+import { createHash } from "node:crypto";
 import { linkMcpServers, linkStacks, linkUpstreams } from "./link-others.js";
 import { linkSlots, type Catalog } from "./link-slots.js";
 import type { CompileResult, Model } from "./model.js";
@@ -60,9 +60,9 @@ function buildCatalog(files: TreeFiles, root: string, reporter: Reporter): Catal
 
 /** sha256 over every file's path and text, in path order. */
 export function treeDigest(tree: SourceTree): string {
-  const parts: string[] = [];
-  for (const [rel, text] of tree.files) parts.push(`${rel}\u0000${text.length}\u0000${text}`);
-  return `sha256:${sha256(parts.join("\u0000"))}`;
+  const h = createHash("sha256");
+  for (const [rel, text] of tree.files) h.update(`${rel}\u0000${text.length}\u0000`).update(text).update("\u0000");
+  return `sha256:${h.digest("hex")}`;
 }
 
 function byKey<T>([a]: [string, T], [b]: [string, T]): number {

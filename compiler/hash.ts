@@ -1,28 +1,31 @@
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 
-/** Canonical JSON: object keys sorted at every depth, undefined members dropped, no whitespace. */
+/**
+ * Canonical JSON: object keys sorted at every depth, undefined members dropped,
+ * no whitespace. Built natively: JSON.stringify with an allow-list replacer
+ * writes each object's keys in the list's order, so the sorted union of every
+ * key in `value` yields sorted objects at every depth (arrays keep their order).
+ */
 export function canonicalJson(value: unknown): string {
-  if (value === null || typeof value !== "object") return JSON.stringify(value) ?? "null";
+  const keys = new Set<string>();
+  collectKeys(value, keys);
+  return JSON.stringify(value, [...keys].sort()) ?? "null";
+}
+
+function collectKeys(value: unknown, into: Set<string>): void {
+  if (value === null || typeof value !== "object") return;
   if (Array.isArray(value)) {
-    // Flat arrays of scalars (argv, lists of names) are the bulk of a spec: one native call.
-    if (value.every((v) => v === null || typeof v !== "object")) return JSON.stringify(value);
-    let out = "[";
-    for (let i = 0; i < value.length; i++) out += (i > 0 ? "," : "") + canonicalJson(value[i]);
-    return `${out}]`;
+    for (const item of value) if (item !== null && typeof item === "object") collectKeys(item, into);
+    return;
   }
-  const record = value as Record<string, unknown>;
-  const keys = Object.keys(record).sort();
-  let out = "{";
-  for (const key of keys) {
-    const member = record[key];
-    if (member === undefined) continue;
-    out += `${out.length > 1 ? "," : ""}${JSON.stringify(key)}:${canonicalJson(member)}`;
+  for (const key of Object.keys(value)) {
+    into.add(key);
+    collectKeys((value as Record<string, unknown>)[key], into);
   }
-  return `${out}}`;
 }
 
 export function sha256(text: string): string {
-  return createHash("sha256").update(text).digest("hex");
+  return hash("sha256", text, "hex");
 }
 
 /** `sha256:<hex>` of the canonical JSON of `value`. */

@@ -1,6 +1,6 @@
 import { BASE_TUNE, TUNE_KEYS, type Device, type FullTune, type Profile, type Settings, type Slot, type Tune, type TuneKey } from "../schema/index.js";
 import { normalizeArgv } from "./argv.js";
-import { hashOf } from "./hash.js";
+import { sha256 } from "./hash.js";
 import type { CompiledModelFacts, CompiledProfile, ResolvedSlot, SlotSpec, TuneUnavailable } from "./model.js";
 import type { Reporter } from "./report.js";
 
@@ -27,18 +27,41 @@ export function resolveSlot(input: SlotInput, settings: Settings, reporter: Repo
   const { slot, profile, model } = input;
   const device = slot.placement.device ?? defaultDevice(profile);
   const { effective, unavailable } = effectiveTune(input, reporter);
-  const args = normalizeArgv([...profile.flags_argv, ...modelArgs(input, effective), ...input.extraArgs]);
-  const env = sortedEnv({ ...profile.env, ...slot.server.env });
-  const spec: SlotSpec =
-    settings.slots.runtime === "docker"
-      ? { spec_version: SPEC_VERSION, runtime: "docker", image: profile.image ?? "", argv: args, env, host: "127.0.0.1", port: slot.port, health_path: "/health", device, gpu_index: slot.placement.gpu_index }
-      : { spec_version: SPEC_VERSION, runtime: "process", argv: [...profile.runner, ...args], env, host: "127.0.0.1", port: slot.port, health_path: "/health", device, gpu_index: slot.placement.gpu_index };
+  const raw = settings.slots.runtime === "docker" ? [...profile.flags_argv] : [...profile.runner, ...profile.flags_argv];
+  pushModelArgs(raw, input, effective);
+  for (const word of input.extraArgs) raw.push(word);
+  const argv = normalizeArgv(raw);
+  const env = sortedEnv(profile.env, slot.server.env);
+  const spec = slotSpec({
+    argv,
+    device, env, gpu_index: slot.placement.gpu_index, health_path: "/health", host: "127.0.0.1",
+    image: settings.slots.runtime === "docker" ? (profile.image ?? "") : undefined,
+    port: slot.port, runtime: settings.slots.runtime, spec_version: SPEC_VERSION,
+  });
   return {
     name: input.name, file: input.file, profile: profile.name, model: model?.id, port: slot.port, type: slot.type,
     enabled: slot.enabled, priority: slot.priority, pinned: slot.pinned, drift: slot.drift ?? settings.reconcile.drift,
     device, gpu_index: slot.placement.gpu_index, tune: slot.tune, tune_effective: effective, tune_unavailable: unavailable,
-    spec, spec_hash: hashOf(spec),
+    spec, spec_hash: specHash(spec),
   };
+}
+
+/**
+ * The spec with its keys in sorted order at every depth (env is sorted by
+ * `sortedEnv`), so its plain JSON is its canonical JSON and hashing it needs
+ * no key sorting. `test/compiler/resolve.test.ts` holds this against
+ * `canonicalJson` for both runtimes.
+ */
+function slotSpec(s: SlotSpec): SlotSpec {
+  const { argv, device, env, gpu_index, health_path, host, image, port, runtime, spec_version } = s;
+  return image === undefined
+    ? { argv, device, env, gpu_index, health_path, host, port, runtime, spec_version }
+    : { argv, device, env, gpu_index, health_path, host, image, port, runtime, spec_version };
+}
+
+/** `sha256:` of the spec's canonical JSON (its plain JSON, see `slotSpec`). */
+export function specHash(spec: SlotSpec): string {
+  return `sha256:${sha256(JSON.stringify(spec))}`;
 }
 
 export function defaultDevice(profile: Profile): Device {
@@ -47,16 +70,15 @@ export function defaultDevice(profile: Profile): Device {
   return profile.backend === "vulkan" ? "gpu-vulkan" : "gpu-rocm";
 }
 
-/** The model, network, tune and type flags, in the order DESIGN.md gives. */
-function modelArgs({ slot, model }: SlotInput, tune: FullTune): string[] {
-  const args: string[] = [];
+/** Appends the model, network, tune and type flags, in the order DESIGN.md gives. */
+function pushModelArgs(args: string[], { slot, model }: SlotInput, tune: FullTune): void {
   if (model) {
     if (model.path_abs) args.push("--model", model.path_abs);
     else args.push("--hf-repo", model.hf_repo!, "--hf-file", model.hf_filename!);
     args.push("--alias", model.id);
   }
   args.push("--host", "127.0.0.1", "--port", String(slot.port));
-  if (!TUNED_TYPES.has(slot.type)) return args;
+  if (!TUNED_TYPES.has(slot.type)) return;
   args.push("--ctx-size", String(tune.ctx_size));
   if (slot.type === "llm") {
     const budget = tune.enable_thinking ? (tune.reasoning_budget > 0 ? tune.reasoning_budget : -1) : 0;
@@ -72,7 +94,6 @@ function modelArgs({ slot, model }: SlotInput, tune: FullTune): string[] {
   }
   if (slot.type === "embedding") args.push("--embedding");
   if (slot.type === "reranking") args.push("--reranking");
-  return args;
 }
 
 /** Profile tune overlaid by the slot's; values the model can't honour fall back, with a warning. */
@@ -110,6 +131,10 @@ function overlay(base: FullTune, over: Tune): FullTune {
   return out;
 }
 
-function sortedEnv(env: Record<string, string>): Record<string, string> {
-  return Object.fromEntries(Object.keys(env).sort().map((k) => [k, env[k]!]));
+/** The profile's env overlaid by the slot's, keys sorted. */
+function sortedEnv(base: Readonly<Record<string, string>>, over: Readonly<Record<string, string>>): Record<string, string> {
+  const merged: Record<string, string> = { ...base, ...over };
+  const out: Record<string, string> = {};
+  for (const key of Object.keys(merged).sort()) out[key] = merged[key]!;
+  return out;
 }

@@ -116,3 +116,28 @@ describe("spec hash", () => {
     expect(hashOf({ "slots/chat.toml": slot, "profiles.toml": `[profile.rocm]\nflags = "-fa off"\n` })).not.toBe(base);
   });
 });
+
+describe("canonicalJson", () => {
+  it("sorts keys at every depth, keeps array order, drops undefined members", async () => {
+    const { canonicalJson } = await import("../../compiler/index.js");
+    expect(canonicalJson({ b: 1, a: { d: [3, { z: 1, y: 2 }], c: undefined }, e: null })).toBe('{"a":{"d":[3,{"y":2,"z":1}]},"b":1,"e":null}');
+    expect(canonicalJson(["b", "a"])).toBe('["b","a"]');
+    expect(canonicalJson("x")).toBe('"x"');
+    expect(canonicalJson({ env: { Z: "1", A: "2" }, argv: ["--b", "--a"] })).toBe('{"argv":["--b","--a"],"env":{"A":"2","Z":"1"}}');
+  });
+});
+
+describe("spec hash is the hash of canonical JSON", () => {
+  it("holds for both runtimes (the spec is built with sorted keys)", async () => {
+    const { canonicalJson, hashOf } = await import("../../compiler/index.js");
+    for (const runtime of ["process", "docker"]) {
+      const model = build({
+        "hal0.toml": `[slots]\nruntime = "${runtime}"\n`,
+        "slots/chat.toml": `profile = "rocm"\nmodel = "qwen3"\nport = 8081\n[server]\nenv = { Z = "1", A = "2", M = "3" }\n`,
+      });
+      const { spec, spec_hash } = model.slots.chat!;
+      expect(JSON.stringify(spec)).toBe(canonicalJson(spec));
+      expect(spec_hash).toBe(hashOf(spec));
+    }
+  });
+});
