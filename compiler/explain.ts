@@ -4,6 +4,7 @@ import { NAME_GRAMMARS } from "../schema/index.js";
 
 export function describeValue(value: unknown): string {
   if (value === undefined) return "nothing";
+  if (typeof value === "symbol") return value.description ?? "a value";
   if (typeof value === "string") return "a string";
   if (typeof value === "boolean") return "a boolean";
   if (typeof value === "number") return Number.isInteger(value) ? "an integer" : "a float";
@@ -12,6 +13,11 @@ export function describeValue(value: unknown): string {
   if (value instanceof Date) return "a date-time";
   if (typeof value === "object") return "a table";
   return typeof value;
+}
+
+/** A value as a message shows it: JSON, or what a marker stands for (see scalars.ts). */
+export function displayValue(value: unknown): string {
+  return typeof value === "symbol" ? (value.description ?? "a value") : (JSON.stringify(value) ?? String(value));
 }
 
 const EXPECTED: Record<string, string> = {

@@ -5,8 +5,9 @@ import {
   type Code, type FileKind, type KeyPath,
 } from "../schema/index.js";
 import type { Reporter } from "./report.js";
+import { normalizeScalars } from "./scalars.js";
 import { didYouMean } from "./suggest.js";
-import { describeExpected, describeValue, explainName, quoteName } from "./explain.js";
+import { describeExpected, describeValue, displayValue, explainName, quoteName } from "./explain.js";
 import { isIntegerAt, keysAt, patternAt } from "./schema-walk.js";
 
 type Issue = z.core.$ZodIssue;
@@ -14,7 +15,7 @@ type Issue = z.core.$ZodIssue;
 /** Parses one file's text; a syntax error becomes `config.parse_error`. */
 export function parseToml(rel: string, text: string, reporter: Reporter): Record<string, unknown> | undefined {
   try {
-    return parse(text) as Record<string, unknown>;
+    return normalizeScalars(parse(text, { integersAsBigInt: true }) as Record<string, unknown>);
   } catch (err) {
     if (!(err instanceof TomlError)) throw err;
     const reason = err.message.split("\n")[0]!.replace(/^Invalid TOML document: /, "");
@@ -103,7 +104,7 @@ function reportIssue(kind: FileKind, rel: string, issue: Issue, input: unknown, 
     case "invalid_value": {
       const allowed = issue.values.map((v) => JSON.stringify(v));
       const got = typeof input === "string" ? didYouMean(input, issue.values.map(String)) : "";
-      reporter.report("config.invalid_value", { file: rel, path, target: "value" }, `${JSON.stringify(input)} is not allowed here`,
+      reporter.report("config.invalid_value", { file: rel, path, target: "value" }, `${displayValue(input)} is not allowed here`,
         `\`${path.join(".")}\` must be one of ${allowed.join(", ")}.${got}`);
       return;
     }

@@ -1,0 +1,36 @@
+/**
+ * No hal0 file kind has a float or a date-time field, and integers must be
+ * safe integers. smol-toml returns a TOML float with an integral value
+ * (`port = 8081.0`) as the same JS number as the integer, and a date-time as a
+ * Date object that a table schema would accept as an empty table. So right
+ * after parsing (integers as bigint), each such scalar is replaced by a symbol
+ * that every schema refuses as the wrong type, and messages name it.
+ */
+export const TOML_FLOAT = Symbol("a float");
+export const TOML_DATETIME = Symbol("a date-time");
+export const TOML_HUGE_INTEGER = Symbol("an integer beyond ±2^53");
+
+/** Rewrites parsed TOML in place: bigint → number, floats and date-times → markers. */
+export function normalizeScalars<T>(value: T): T {
+  return normalize(value) as T;
+}
+
+function normalize(value: unknown): unknown {
+  switch (typeof value) {
+    case "bigint":
+      return value >= BigInt(Number.MIN_SAFE_INTEGER) && value <= BigInt(Number.MAX_SAFE_INTEGER) ? Number(value) : TOML_HUGE_INTEGER;
+    case "number":
+      return TOML_FLOAT;
+    case "object":
+      if (value === null) return value;
+      if (value instanceof Date) return TOML_DATETIME;
+      if (Array.isArray(value)) {
+        for (let i = 0; i < value.length; i++) value[i] = normalize(value[i]);
+        return value;
+      }
+      for (const key of Object.keys(value)) (value as Record<string, unknown>)[key] = normalize((value as Record<string, unknown>)[key]);
+      return value;
+    default:
+      return value;
+  }
+}
