@@ -10,6 +10,21 @@ export const TOML_FLOAT = Symbol("a float");
 export const TOML_DATETIME = Symbol("a date-time");
 export const TOML_HUGE_INTEGER = Symbol("an integer beyond ±2^53");
 
+/**
+ * True when `text` may hold a float, a date-time or an integer beyond 2^53.
+ * Every such TOML literal contains one of these: a digit, `.`, digit (1.5,
+ * 1_000.5); an exponent (1e6); inf or nan; a date (1979-05-27); a time
+ * (07:32); or a long digit run (decimal, hex, octal or binary beyond 2^53).
+ * A match inside a string or comment only costs the exact parse; no match
+ * proves the plain parse returns nothing but strings, booleans, safe integers,
+ * arrays and tables.
+ */
+const ODD_SCALAR = /[0-9]\.[0-9]|[0-9_][eE][+-]?[0-9]|\b(?:inf|nan)\b|[0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{2}:[0-9]{2}|[0-9A-Fa-f_]{14}/;
+
+export function mayHoldOddScalars(text: string): boolean {
+  return ODD_SCALAR.test(text);
+}
+
 /** Rewrites parsed TOML in place: bigint → number, floats and date-times → markers. */
 export function normalizeScalars<T>(value: T): T {
   return normalize(value) as T;

@@ -5,7 +5,7 @@ import {
   type Code, type FileKind, type KeyPath,
 } from "../schema/index.js";
 import type { Reporter } from "./report.js";
-import { normalizeScalars } from "./scalars.js";
+import { mayHoldOddScalars, normalizeScalars } from "./scalars.js";
 import { didYouMean } from "./suggest.js";
 import { describeExpected, describeValue, displayValue, explainName, quoteName } from "./explain.js";
 import { isIntegerAt, keysAt, patternAt } from "./schema-walk.js";
@@ -15,6 +15,9 @@ type Issue = z.core.$ZodIssue;
 /** Parses one file's text; a syntax error becomes `config.parse_error`. */
 export function parseToml(rel: string, text: string, reporter: Reporter): Record<string, unknown> | undefined {
   try {
+    // Most files hold no float, date-time or huge integer: a scan of the text
+    // decides whether the exact (bigint) parse and its rewrite are needed.
+    if (!mayHoldOddScalars(text)) return parse(text) as Record<string, unknown>;
     return normalizeScalars(parse(text, { integersAsBigInt: true }) as Record<string, unknown>);
   } catch (err) {
     if (!(err instanceof TomlError)) throw err;
