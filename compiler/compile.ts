@@ -37,9 +37,9 @@ export function compile(tree: SourceTree, carried: readonly Diagnostic[] = []): 
     profiles: Object.fromEntries(catalog.profiles),
     models: Object.fromEntries(catalog.models),
     slots: Object.fromEntries(slots),
-    stacks: Object.fromEntries([...files.stacks.valid].sort(byKey).map(([slug, p]) => [slug, { ...p.value, slug, file: p.file }])),
+    stacks: Object.fromEntries([...files.stacks.valid].sort(byKey).map(([slug, p]) => [slug, Object.assign({}, p.value, { slug, file: p.file })])),
     upstreams: validOf(files.upstreams)?.value.upstream ?? [],
-    mcpServers: Object.fromEntries([...files.mcpServers.valid].sort(byKey).map(([id, p]) => [id, { ...p.value, id, file: p.file }])),
+    mcpServers: Object.fromEntries([...files.mcpServers.valid].sort(byKey).map(([id, p]) => [id, Object.assign({}, p.value, { id, file: p.file })])),
     policy,
   };
   return { model, diagnostics };

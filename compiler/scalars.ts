@@ -15,14 +15,16 @@ export const TOML_HUGE_INTEGER = Symbol("an integer beyond ±2^53");
  * Every such TOML literal contains one of these: a digit, `.`, digit (1.5,
  * 1_000.5); an exponent (1e6); inf or nan; a date (1979-05-27); a time
  * (07:32); or a long digit run (decimal, hex, octal or binary beyond 2^53).
- * A match inside a string or comment only costs the exact parse; no match
+ * Each branch starts at a digit, so the scan skips text quickly. A match
+ * inside a string or comment only costs the exact parse; no match
  * proves the plain parse returns nothing but strings, booleans, safe integers,
  * arrays and tables.
  */
-const ODD_SCALAR = /[0-9]\.[0-9]|[0-9_][eE][+-]?[0-9]|\b(?:inf|nan)\b|[0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{2}:[0-9]{2}|[0-9A-Fa-f_]{14}/;
+const ODD_NUMBER = /[0-9](?:\.[0-9]|[eE][+-]?[0-9]|[0-9]{3}-[0-9]{2}-|[0-9]:[0-9]{2}|[0-9A-Fa-f_]{13}|x[0-9A-Fa-f_]{13})/;
+const INF_OR_NAN = /\b(?:inf|nan)\b/;
 
 export function mayHoldOddScalars(text: string): boolean {
-  return ODD_SCALAR.test(text);
+  return ODD_NUMBER.test(text) || ((text.includes("inf") || text.includes("nan")) && INF_OR_NAN.test(text));
 }
 
 /** Rewrites parsed TOML in place: bigint → number, floats and date-times → markers. */

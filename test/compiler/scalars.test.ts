@@ -6,7 +6,7 @@ describe("odd TOML scalars", () => {
   const odd = [
     "x = 1.5", "x = 8081.0", "x = -0.0", "x = 1_000.5", "x = 1e6", "x = 6.02E+23", "x = 5e-1", "x = inf", "x = -inf", "x = nan",
     "x = 1979-05-27", "x = 1979-05-27T07:32:00Z", "x = 07:32:00", "x = 1979-05-27 07:32:00",
-    "x = 99999999999999999", "x = 0x7FFFFFFFFFFFFFFF", "x = 0o7777777777777777777", "x = 0b11111111111111111111111111111111111111111111111111111111",
+    "x = 99999999999999999", "x = 0x7FFFFFFFFFFFFFFF", "x = 0xFFFFFFFFFFFFFFFF", "x = 0xffff_ffff_ffff_ffff", "x = 0o7777777777777777777", "x = 0b11111111111111111111111111111111111111111111111111111111",
   ];
 
   it("the scan flags every float, date-time and huge integer literal", () => {
