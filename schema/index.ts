@@ -36,3 +36,9 @@ export {
 
 // JSON Schema export
 export { renderJsonSchemas } from "./json-schema.js";
+
+// Plans
+export {
+  Plan, PlanBody, Change, SettingsBuckets, PlanWarning, ACTIONS, APPLY_CLASSES, PLAN_FORMAT_VERSION,
+  type Action, type ApplyClass,
+} from "./plan.js";

@@ -1,0 +1,36 @@
+import type { ObservedSlot, SlotView } from "../observed.js";
+
+/** Progress of one slot while a driver starts it, for the executor's display. */
+export type StartPhase = "starting" | "warming" | "ready";
+
+export interface StartOptions {
+  /** Seconds to wait for `/health` 200 before giving up (`[slots] health_timeout_s`). */
+  readonly healthTimeoutS: number;
+  /** Working folder for relative paths in argv: the config folder. */
+  readonly cwd: string;
+  readonly onPhase?: (phase: StartPhase) => void;
+}
+
+/** Why a start or stop failed, with a registry code (`slot.port_in_use`, `slot.spawn_failed`, `slot.health_failed`). */
+export class DriverError extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message);
+  }
+}
+
+/**
+ * A slot runtime (process or docker). Drivers make no decisions: the
+ * executor calls them as the plan says. Every method is idempotent where it
+ * can be (stopping a stopped slot succeeds).
+ */
+export interface SlotDriver {
+  readonly runtime: "process" | "docker";
+  /** One snapshot of every slot this runtime has a record of, with liveness and health. */
+  observe(): Promise<ObservedSlot[]>;
+  /** Who holds `port` when it is not one of our slots; undefined when free. */
+  portHolder(port: number): Promise<{ pid?: number; command?: string } | undefined>;
+  /** Starts `name` as `view.spec` says and waits for health; records pid, spec and hash. */
+  start(name: string, view: SlotView, options: StartOptions): Promise<{ pid?: number }>;
+  /** SIGTERM (or docker stop), then SIGKILL after `graceS`; removes the record. */
+  stop(name: string, graceS: number): Promise<void>;
+}
