@@ -2,7 +2,7 @@ import { mkdir, readdir, rm } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { renderJsonSchemas } from "../schema/index.js";
-import { writeFileAtomic } from "./atomic.js";
+import { writeFileAtomic } from "../reconciler/index.js";
 import { EXIT_OK, type CliIo } from "./io.js";
 import { packageRoot } from "./package-root.js";
 

@@ -1,4 +1,8 @@
-// The reconciler: observe → plan (pure) → execute, the drivers and the sweep.
-// It lands with issue 3 (plan/apply, process runtime) and issue 4 (docker, sweep);
-// until then it exports nothing.
-export {};
+// Observed state and the planner's inputs
+export { emptyInventory, type Observed, type ObservedSlot, type SlotView, type SlotHealth, type ForeignPort, type Inventory } from "./observed.js";
+
+// Drivers
+export { DriverError, type SlotDriver, type StartOptions, type StartPhase } from "./drivers/driver.js";
+
+// File helpers shared by the state folder and the CLI
+export { writeFileAtomic } from "./atomic.js";
