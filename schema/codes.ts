@@ -66,6 +66,15 @@ export const CODES = {
   "policy.unknown_tool": { severity: "error", http: 400, meaning: "policy.toml names a tool hal0 does not have; the detail names the closest one." },
   "policy.tool_in_two_tiers": { severity: "error", http: 400, meaning: "policy.toml puts one tool in two tiers of the same table." },
   "policy.loosen_denied": { severity: "error", http: 400, meaning: "policy.toml moves a never-loosen tool (a delete, config_write, …) to a looser tier." },
+  // ── runtime, plans and apply ─────────────────────────────────────────
+  "slot.port_in_use": { severity: "error", http: 409, meaning: "A slot's port is held by a process hal0 did not start; the message names the holder." },
+  "slot.spawn_failed": { severity: "error", http: 500, meaning: "A slot's runner could not be started or exited before it was healthy." },
+  "slot.health_failed": { severity: "error", http: 503, meaning: "A slot's runner did not answer GET /health with 200 within [slots] health_timeout_s." },
+  "slot.apply_failed": { severity: "error", http: 500, meaning: "An apply step failed for another reason; the message says which." },
+  "slot.unmanaged": { severity: "warning", http: 409, meaning: "A running slot has a runtime record but is neither in the inventory nor desired: hal0 leaves it alone." },
+  "plan.invalid": { severity: "error", http: 400, meaning: "A saved plan file is not a hal0 plan (or of another format_version)." },
+  "plan.stale": { severity: "error", http: 409, meaning: "A saved plan no longer matches the config or the observed box; the message names each resource that moved." },
+  "apply.locked": { severity: "error", http: 409, meaning: "Another apply holds the state folder's lock; the message names its holder." },
 } as const satisfies Record<string, CodeInfo>;
 
 export type Code = keyof typeof CODES;

@@ -1,0 +1,157 @@
+import type { Change, Plan, Settings } from "../schema/index.js";
+import { DriverError, type SlotDriver, type StartPhase } from "./drivers/driver.js";
+import type { SlotView } from "./observed.js";
+import type { StateStore } from "./state.js";
+
+/** What the executor reports as it goes, for the CLI's progress display. */
+export interface ExecEvent {
+  readonly address: string;
+  readonly phase: "stopping" | "stopped" | StartPhase | "applied" | "failed";
+  readonly elapsed_ms: number;
+  readonly message?: string;
+}
+
+export interface StepResult {
+  readonly address: string;
+  readonly action: Change["action"];
+  readonly ok: boolean;
+  readonly code?: string;
+  readonly error?: string;
+  readonly elapsed_ms: number;
+}
+
+export interface ExecuteOptions {
+  readonly driver: SlotDriver;
+  readonly state: StateStore;
+  /** Operational parameters, from the settings the plan was made with. */
+  readonly healthTimeoutS: number;
+  readonly stopGraceS: number;
+  /** The config folder: the runners' working folder. */
+  readonly cwd: string;
+  /** How many slots start or stop at once within a wave. */
+  readonly parallel?: number;
+  readonly onEvent?: (event: ExecEvent) => void;
+  /** Injected for tests; wall clock otherwise. */
+  readonly now?: () => number;
+}
+
+/**
+ * Carries out a plan and makes no decisions: it reads each change's action
+ * and `after`. Two waves — stops and deletes first, so ports and memory are
+ * free, then creates and starts — each run in parallel up to a bound. A
+ * failed step does not stop the others. The inventory and each slot's outcome
+ * are written step by step, so an interrupted apply leaves a true record.
+ */
+export async function executePlan(plan: Plan, opts: ExecuteOptions): Promise<StepResult[]> {
+  const options: Ctx = { ...opts, serial: serializer() };
+  const slotChanges = plan.changes.filter((c) => c.kind === "slot" && c.action !== "no-op");
+  const stops = slotChanges.filter((c) => c.action === "delete" || c.action === "replace");
+  const starts = slotChanges.filter((c) => c.action === "create" || c.action === "replace");
+  const stopped = new Map<string, StepResult>();
+  for (const result of await inParallel(stops, options.parallel ?? 4, (c) => stopStep(c, options))) stopped.set(result.address, result);
+  const results = [...stopped.values()].filter((r) => r.action === "delete" || !r.ok);
+  const startable = starts.filter((c) => stopped.get(c.address)?.ok !== false);
+  results.push(...(await inParallel(startable, options.parallel ?? 4, (c) => startStep(c, options))));
+  const settings = plan.changes.find((c) => c.kind === "settings" && c.action !== "no-op");
+  if (settings) results.push(await settingsStep(settings, options));
+  return results.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
+}
+
+/** Options plus a queue that serialises the steps' read-modify-write of the state files. */
+interface Ctx extends ExecuteOptions {
+  readonly serial: <T>(fn: () => Promise<T>) => Promise<T>;
+}
+
+function serializer(): <T>(fn: () => Promise<T>) => Promise<T> {
+  let tail: Promise<unknown> = Promise.resolve();
+  return <T,>(fn: () => Promise<T>) => {
+    const run = tail.then(fn, fn);
+    tail = run.catch(() => undefined);
+    return run;
+  };
+}
+
+async function stopStep(change: Change, o: Ctx): Promise<StepResult> {
+  const name = slotName(change);
+  return timed(change, o, async (emit) => {
+    emit("stopping");
+    await o.driver.stop(name, o.stopGraceS);
+    if (change.action === "delete") await o.serial(() => removeFromInventory(o.state, name));
+    emit("stopped");
+  });
+}
+
+async function startStep(change: Change, o: Ctx): Promise<StepResult> {
+  const name = slotName(change);
+  const view = change.after as SlotView;
+  return timed(change, o, async (emit) => {
+    // Recorded before the spawn: a process hal0 starts is in the inventory
+    // even if this apply is killed before the slot turns healthy.
+    const added = await o.serial(() => addToInventory(o.state, name, view.spec.runtime, o.now ?? Date.now));
+    try {
+      await o.driver.start(name, view, { healthTimeoutS: o.healthTimeoutS, cwd: o.cwd, onPhase: (phase) => emit(phase) });
+    } catch (err) {
+      if (added) await o.serial(() => removeFromInventory(o.state, name));
+      throw err;
+    }
+  });
+}
+
+async function settingsStep(change: Change, o: Ctx): Promise<StepResult> {
+  return timed(change, o, async (emit) => {
+    await o.state.writeAppliedSettings(change.after as Settings);
+    emit("applied");
+  });
+}
+
+/** Runs one step, timing it, turning a throw into a failed result and recording the outcome. */
+async function timed(change: Change, o: Ctx, body: (emit: (phase: ExecEvent["phase"], message?: string) => void) => Promise<void>): Promise<StepResult> {
+  const now = o.now ?? Date.now;
+  const t0 = now();
+  const emit = (phase: ExecEvent["phase"], message?: string) => o.onEvent?.({ address: change.address, phase, elapsed_ms: now() - t0, message });
+  let result: StepResult;
+  try {
+    await body(emit);
+    result = { address: change.address, action: change.action, ok: true, elapsed_ms: now() - t0 };
+  } catch (err) {
+    const code = err instanceof DriverError ? err.code : "slot.apply_failed";
+    result = { address: change.address, action: change.action, ok: false, code, error: (err as Error).message, elapsed_ms: now() - t0 };
+    emit("failed", `${code}: ${(err as Error).message}`);
+  }
+  if (change.kind === "slot") {
+    const outcome = { ok: result.ok, action: change.action, code: result.code, error: result.error, at: new Date(now()).toISOString() };
+    await o.serial(() => o.state.recordOutcome(slotName(change), outcome));
+  }
+  return result;
+}
+
+/** Adds `name` to the inventory; true when it was not a member before. */
+async function addToInventory(state: StateStore, name: string, runtime: "process" | "docker", now: () => number): Promise<boolean> {
+  const inv = await state.readInventory();
+  if (inv.slots[name]) return false;
+  await state.writeInventory({ ...inv, slots: { ...inv.slots, [name]: { created_at: new Date(now()).toISOString(), runtime } } });
+  return true;
+}
+
+async function removeFromInventory(state: StateStore, name: string): Promise<void> {
+  const inv = await state.readInventory();
+  const { [name]: _gone, ...rest } = inv.slots;
+  await state.writeInventory({ ...inv, slots: rest });
+}
+
+function slotName(change: Change): string {
+  return change.address.slice("slot.".length);
+}
+
+async function inParallel<T, R>(items: readonly T[], limit: number, run: (item: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const index = next++;
+      out[index] = await run(items[index]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}

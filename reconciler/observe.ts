@@ -1,0 +1,27 @@
+import type { Model } from "../compiler/index.js";
+import type { SlotDriver } from "./drivers/driver.js";
+import type { ForeignPort, Inventory, Observed, ObservedSlot } from "./observed.js";
+import type { StateStore } from "./state.js";
+
+/**
+ * One snapshot of everything the planner needs, taken before planning: the
+ * runtime's slots, the settings last applied, the inventory, and who holds the
+ * port of each desired slot that is not running as ours. All I/O of a plan
+ * happens here.
+ */
+export async function observe(model: Model, driver: SlotDriver, state: StateStore): Promise<{ observed: Observed; inventory: Inventory }> {
+  const [slots, inventory, applied] = await Promise.all([driver.observe(), state.readInventory(), state.readAppliedSettings()]);
+  const byName: Record<string, ObservedSlot> = {};
+  for (const slot of [...slots].sort((a, b) => (a.name < b.name ? -1 : 1))) byName[slot.name] = slot;
+  const foreign_ports = await foreignPorts(model, byName, driver);
+  return { observed: { slots: byName, applied_settings: applied, foreign_ports }, inventory };
+}
+
+async function foreignPorts(model: Model, slots: Readonly<Record<string, ObservedSlot>>, driver: SlotDriver): Promise<Record<string, ForeignPort>> {
+  const ourPorts = new Set(Object.values(slots).filter((s) => s.running && s.record).map((s) => s.record!.view.port));
+  const wanted = Object.values(model.slots).filter((s) => s.enabled && !slots[s.name]?.running && !ourPorts.has(s.port));
+  const holders = await Promise.all(wanted.map(async (s) => [s.name, s.port, await driver.portHolder(s.port)] as const));
+  const out: Record<string, ForeignPort> = {};
+  for (const [name, port, holder] of holders) if (holder) out[name] = { port, ...holder };
+  return out;
+}

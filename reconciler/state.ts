@@ -1,0 +1,70 @@
+import { mkdir, readFile } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { Settings } from "../schema/index.js";
+import { writeFileAtomic } from "./atomic.js";
+import type { Inventory } from "./observed.js";
+
+/** The outcome of the last apply step that touched a slot, for `hal0 status`. */
+export interface SlotOutcome {
+  readonly ok: boolean;
+  readonly action: string;
+  readonly code?: string;
+  readonly error?: string;
+  readonly at: string;
+}
+
+/**
+ * The state folder: what hal0 created (`inventory.json`), the settings last
+ * applied (`applied-settings.json`), the last outcome per slot
+ * (`outcomes.json`), and the runtimes' own records under `slots/`. Every
+ * write is atomic; only the apply that holds the lock writes.
+ */
+export class StateStore {
+  constructor(readonly dir: string) {}
+
+  async readInventory(): Promise<Inventory> {
+    const raw = await this.readJson<Inventory>("inventory.json");
+    return raw ?? { version: 1, box: "", slots: {} };
+  }
+
+  /** Writes the inventory, giving the box its id on first write. */
+  async writeInventory(inventory: Inventory): Promise<Inventory> {
+    const withBox = inventory.box ? inventory : { ...inventory, box: `box-${randomBytes(6).toString("hex")}` };
+    await this.writeJson("inventory.json", withBox);
+    return withBox;
+  }
+
+  async readAppliedSettings(): Promise<Settings | undefined> {
+    const raw = await this.readJson<unknown>("applied-settings.json");
+    const parsed = raw === undefined ? undefined : Settings.safeParse(raw);
+    return parsed?.success ? parsed.data : undefined;
+  }
+
+  async writeAppliedSettings(settings: Settings): Promise<void> {
+    await this.writeJson("applied-settings.json", settings);
+  }
+
+  async readOutcomes(): Promise<Record<string, SlotOutcome>> {
+    return (await this.readJson<Record<string, SlotOutcome>>("outcomes.json")) ?? {};
+  }
+
+  async recordOutcome(name: string, outcome: SlotOutcome): Promise<void> {
+    const all = await this.readOutcomes();
+    await this.writeJson("outcomes.json", { ...all, [name]: outcome });
+  }
+
+  private async readJson<T>(file: string): Promise<T | undefined> {
+    try {
+      return JSON.parse(await readFile(join(this.dir, file), "utf8")) as T;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === "ENOENT" || err instanceof SyntaxError) return undefined;
+      throw err;
+    }
+  }
+
+  private async writeJson(file: string, value: unknown): Promise<void> {
+    await mkdir(this.dir, { recursive: true });
+    await writeFileAtomic(join(this.dir, file), `${JSON.stringify(value, null, 2)}\n`);
+  }
+}

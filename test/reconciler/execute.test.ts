@@ -1,0 +1,87 @@
+import { mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { executePlan, type ExecEvent } from "../../reconciler/execute.js";
+import { StateStore } from "../../reconciler/state.js";
+import { DriverError, type SlotDriver, type SlotView } from "../../reconciler/index.js";
+import { Settings, type Change, type Plan } from "../../schema/index.js";
+
+/** A driver that records every call and fails the slots it is told to. */
+function recordingDriver(fail: Record<string, string> = {}) {
+  const calls: string[] = [];
+  const driver: SlotDriver = {
+    runtime: "process",
+    observe: async () => [],
+    portHolder: async () => undefined,
+    start: async (name, _view, { onPhase }) => {
+      calls.push(`start ${name}`);
+      await new Promise((r) => setTimeout(r, 5));
+      if (fail[name]) throw new DriverError(fail[name]!, `${name} could not start`);
+      onPhase?.("starting");
+      onPhase?.("ready");
+      return { pid: 100 };
+    },
+    stop: async (name) => {
+      calls.push(`stop ${name}`);
+      await new Promise((r) => setTimeout(r, 5));
+    },
+  };
+  return { driver, calls };
+}
+
+const view = (port: number) => ({ port, spec: { runtime: "process" } }) as unknown as SlotView;
+
+function change(address: string, action: Change["action"], after: unknown = null): Change {
+  return { address, kind: address === "settings" ? "settings" : "slot", action, reason: "test", changed_paths: [], before: null, after, apply_class: "immediate", destructive: action === "delete" || action === "replace", downtime: action !== "create" };
+}
+
+function plan(changes: Change[]): Plan {
+  return {
+    format_version: 1, id: "sha256:test", base: { config_digest: "x", observed: {} }, has_changes: true, changes, warnings: [],
+    settings: { immediate: [], service_restart: {}, manual_restart: [], unknown: [] }, summary: { create: 0, update: 0, replace: 0, delete: 0, no_op: 0 },
+  };
+}
+
+describe("executePlan", () => {
+  it("stops and deletes before any start, keeps going past a failure, and records it all", async () => {
+    const state = new StateStore(mkdtempSync(join(tmpdir(), "hal0-exec-")));
+    await state.writeInventory({ version: 1, box: "box-1", slots: { old: { created_at: "t", runtime: "process" }, chat: { created_at: "t", runtime: "process" } } });
+    const { driver, calls } = recordingDriver({ broken: "slot.port_in_use" });
+    const events: ExecEvent[] = [];
+    const results = await executePlan(
+      plan([
+        change("slot.broken", "create", view(8083)),
+        change("slot.chat", "replace", view(8081)),
+        change("slot.embed", "create", view(8082)),
+        change("slot.idle", "no-op", view(8084)),
+        change("slot.old", "delete"),
+        change("settings", "update", Settings.parse({ reconcile: { interval_s: 30 } })),
+      ]),
+      { driver, state, healthTimeoutS: 5, stopGraceS: 1, cwd: "/", parallel: 2, onEvent: (e) => events.push(e) },
+    );
+    const firstStart = calls.findIndex((c) => c.startsWith("start"));
+    expect(calls.slice(0, firstStart).sort()).toEqual(["stop chat", "stop old"]);
+    expect(calls.slice(firstStart).sort()).toEqual(["start broken", "start chat", "start embed"]);
+    expect(results.map((r) => `${r.address} ${r.action} ${r.ok ? "ok" : r.code}`)).toEqual([
+      "settings update ok", "slot.broken create slot.port_in_use", "slot.chat replace ok", "slot.embed create ok", "slot.old delete ok",
+    ]);
+    expect(Object.keys((await state.readInventory()).slots).sort()).toEqual(["chat", "embed"]);
+    expect((await state.readOutcomes()).broken).toMatchObject({ ok: false, code: "slot.port_in_use", error: "broken could not start" });
+    expect((await state.readAppliedSettings())?.reconcile.interval_s).toBe(30);
+    expect(events.filter((e) => e.address === "slot.embed").map((e) => e.phase)).toEqual(["starting", "ready"]);
+    expect(events.find((e) => e.phase === "failed")?.address).toBe("slot.broken");
+  });
+
+  it("does not start a slot whose stop failed during a replace", async () => {
+    const state = new StateStore(mkdtempSync(join(tmpdir(), "hal0-exec-")));
+    const { driver, calls } = recordingDriver();
+    driver.stop = async (name) => {
+      calls.push(`stop ${name}`);
+      throw new Error("stuck");
+    };
+    const results = await executePlan(plan([change("slot.chat", "replace", view(8081))]), { driver, state, healthTimeoutS: 5, stopGraceS: 1, cwd: "/" });
+    expect(calls).toEqual(["stop chat"]);
+    expect(results).toMatchObject([{ address: "slot.chat", ok: false, code: "slot.apply_failed", error: "stuck" }]);
+  });
+});
