@@ -131,6 +131,31 @@ export function normalizeArgv(argv: readonly string[]): string[] {
   return out;
 }
 
+/**
+ * argv read as `normalizeArgv` reads it: each flag under its canonical name
+ * with one entry per occurrence (its value, or null for a flag that takes
+ * none), and the positional words (runner prefix, stray words) in order.
+ */
+export function groupArgv(argv: readonly string[]): { flags: Map<string, Array<string | null>>; positional: string[] } {
+  const flags = new Map<string, Array<string | null>>();
+  const positional: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i]!;
+    if (!isFlag(token)) {
+      positional.push(token);
+      continue;
+    }
+    const eq = token.indexOf("=");
+    const next = argv[i + 1];
+    let value: string | null = null;
+    if (eq >= 0) value = token.slice(eq + 1);
+    else if (next !== undefined && !isFlag(next)) value = argv[++i]!;
+    const name = canonicalFlag(token);
+    flags.set(name, [...(flags.get(name) ?? []), value]);
+  }
+  return { flags, positional };
+}
+
 /** The reserved flags `words` set: each as written and as its canonical name, in order. */
 export function reservedFlagsIn(words: readonly string[]): Array<{ written: string; flag: string }> {
   const out: Array<{ written: string; flag: string }> = [];

@@ -7,7 +7,7 @@ export { compile, treeDigest } from "./compile.js";
 export { SPEC_VERSION } from "./resolve.js";
 export { tierFor } from "./policy.js";
 export { canonicalJson, hashOf } from "./hash.js";
-export { normalizeArgv, shellSplit } from "./argv.js";
+export { normalizeArgv, shellSplit, groupArgv } from "./argv.js";
 
 // The compiled model
 export type {

@@ -23,6 +23,7 @@ export {
 
 // Built-in data
 export { SEED_PROFILES } from "./data/seed-profiles.js";
+export { SETTINGS_REGISTRY, type SettingsRegistryEntry, type SettingsService } from "./data/settings-registry.js";
 export {
   AUTONOMOUS_READ_TOOLS, AUTONOMOUS_WRITE_TOOLS, GATED_TOOLS, EXCLUDED_TOOLS, NEVER_LOOSEN_TOOLS,
   type SeedTool,

@@ -1,0 +1,60 @@
+import type { ApplyClass } from "../plan.js";
+
+/**
+ * How each `hal0.toml` setting takes effect once applied, keyed by dotted leaf
+ * key (`server.port`; arrays are one leaf: `models.roots`). The planner sorts
+ * a settings change's keys into the Plan's buckets with it; a key missing
+ * here lands in `unknown`, never dropped. `test/reconciler/settings-registry.test.ts`
+ * holds it equal to the leaf keys of `Settings`.
+ *
+ * - immediate: read on every use (each sweep, each start or stop); applying is enough.
+ * - service-restart: read once when a service starts; the executor restarts
+ *   each named service (`hal0-api` the server; `slots` every slot runner).
+ * - manual-restart: fixed for the box's lifetime, or risky to change while
+ *   slots run; an operator restarts by hand after checking.
+ */
+export interface SettingsRegistryEntry {
+  readonly apply_class: ApplyClass;
+  /** The services to restart; only for `service-restart`. */
+  readonly services?: readonly SettingsService[];
+}
+
+export type SettingsService = "hal0-api" | "slots";
+
+const immediate: SettingsRegistryEntry = { apply_class: "immediate" };
+const manual: SettingsRegistryEntry = { apply_class: "manual-restart" };
+const api: SettingsRegistryEntry = { apply_class: "service-restart", services: ["hal0-api"] };
+const slots: SettingsRegistryEntry = { apply_class: "service-restart", services: ["slots"] };
+
+export const SETTINGS_REGISTRY: Readonly<Record<string, SettingsRegistryEntry>> = {
+  // The schema version is fixed for the box; a change is a migration.
+  "meta.schema_version": manual,
+  // The HTTP server binds and builds its host/origin gate at start.
+  "server.host": api,
+  "server.port": api,
+  "server.allowed_hosts": api,
+  "server.allowed_origins": api,
+  // Runners are (re)built against the runtime and its daemon.
+  "slots.runtime": slots,
+  "slots.docker_host": slots,
+  // Ports already handed out may sit outside a new range: checked by hand.
+  "slots.port_range_start": manual,
+  "slots.port_range_end": manual,
+  // Read at each start, stop and sweep.
+  "slots.max_slots": immediate,
+  "slots.health_timeout_s": immediate,
+  "slots.stop_grace_s": immediate,
+  "slots.pull": immediate,
+  "reconcile.interval_s": immediate,
+  "reconcile.drift": immediate,
+  "approvals.ttl_s": immediate,
+  // The server wires Hermes, memory and the bridge when it starts.
+  "hermes.home": api,
+  "memory.enabled": api,
+  "memory.engine": api,
+  "memory.url": api,
+  "bridge.enabled": api,
+  // The server scans model roots at start; runners mount the store.
+  "models.roots": api,
+  "models.store": slots,
+};
