@@ -1,6 +1,12 @@
 // Observed state and the planner's inputs
 export { emptyInventory, type Observed, type ObservedSlot, type SlotView, type SlotHealth, type ForeignPort, type Inventory } from "./observed.js";
 
+// Planning (pure) and its text / JSON forms
+export { planChanges, type PlanOptions } from "./plan.js";
+export { slotView } from "./view.js";
+export { observedDigests, movedResources } from "./digest.js";
+export { formatPlan, planJson, type FormatOptions } from "./format.js";
+
 // Drivers
 export { DriverError, type SlotDriver, type StartOptions, type StartPhase } from "./drivers/driver.js";
 

@@ -1,0 +1,39 @@
+import { hashOf } from "../compiler/index.js";
+import type { Plan } from "../schema/index.js";
+import type { Observed, ObservedSlot } from "./observed.js";
+
+/**
+ * Digests of what a plan was made from, one per observed resource, so that
+ * applying a saved plan can re-observe and name each resource that moved.
+ * A digest covers only what changes the plan's decisions: for a slot whether
+ * it runs, its pid and the spec hash its record holds; for settings the
+ * applied settings. Health is left out: warming → ready must not make a plan
+ * stale.
+ */
+export function observedDigests(observed: Observed): Record<string, string> {
+  const entries: Array<[string, string]> = Object.keys(observed.slots).map((name) => [
+    `slot.${name}`,
+    slotDigest(observed.slots[name]!),
+  ]);
+  entries.push(["settings", hashOf(observed.applied_settings ?? null)]);
+  entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+  return Object.fromEntries(entries);
+}
+
+function slotDigest(slot: ObservedSlot): string {
+  return hashOf({ running: slot.running, pid: slot.record?.pid ?? null, spec_hash: slot.record?.view.spec_hash ?? null });
+}
+
+/**
+ * The resources whose digest differs between a saved plan's base and a fresh
+ * one (appeared, vanished or changed), sorted; `config` when the tree's
+ * digest moved. Empty: the saved plan still holds.
+ */
+export function movedResources(saved: Plan["base"], current: Plan["base"]): string[] {
+  const moved = new Set<string>();
+  if (saved.config_digest !== current.config_digest) moved.add("config");
+  for (const address of new Set([...Object.keys(saved.observed), ...Object.keys(current.observed)])) {
+    if (saved.observed[address] !== current.observed[address]) moved.add(address);
+  }
+  return [...moved].sort();
+}

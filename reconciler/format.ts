@@ -1,0 +1,104 @@
+import type { Action, Change, Plan, PlanWarning, SettingsBuckets } from "../schema/index.js";
+import type { SlotView } from "./observed.js";
+import { slotValueAt } from "./view.js";
+
+/**
+ * The plan's canonical text: what golden tests compare and what `hal0 plan`
+ * prints (the CLI adds colour). Deterministic: it follows the plan's order.
+ * One block per change, a header `<symbol> <address> (<reason>)` with
+ * `[destructive]` / `[downtime]` markers, then indented lines: `path: before
+ * → after` for every changed path, and the key facts of a slot that is
+ * created or deleted. Then warnings (`! address: code: message`), the
+ * settings buckets, and a one-line summary.
+ */
+
+/** As terraform's, plus `=` for an unchanged resource (shown only when verbose). */
+const SYMBOLS: Readonly<Record<Action, string>> = { create: "+", update: "~", replace: "-/+", delete: "-", "no-op": "=" };
+/** Shown for a slot that is created or deleted, so the reader knows which one. */
+const SLOT_FACTS = ["model", "port", "profile"] as const;
+const INDENT = "    ";
+
+export interface FormatOptions {
+  /** Show unchanged resources too (`= slot.x (unchanged)`). */
+  readonly verbose?: boolean;
+}
+
+export function formatPlan(plan: Plan, options: FormatOptions = {}): string {
+  const lines: string[] = [];
+  for (const change of plan.changes) {
+    if (change.action === "no-op" && !options.verbose) continue;
+    lines.push(...formatChange(change));
+  }
+  if (plan.warnings.length > 0) lines.push("", ...plan.warnings.map(formatWarning));
+  const buckets = formatBuckets(plan.settings);
+  if (buckets.length > 0) lines.push("", "Settings to apply:", ...buckets);
+  if (lines.length > 0) lines.push("");
+  lines.push(formatSummary(plan));
+  return lines.join("\n");
+}
+
+/** The plan as JSON, 2-space indent (what `hal0 plan --json` prints and `--out` saves). Neither form ends in a newline: the caller adds one. */
+export function planJson(plan: Plan): string {
+  return JSON.stringify(plan, null, 2);
+}
+
+function formatChange(change: Change): string[] {
+  const markers = [change.destructive ? " [destructive]" : "", change.downtime ? " [downtime]" : ""].join("");
+  const header = `${SYMBOLS[change.action]} ${change.address} (${change.reason})${markers}`;
+  if (change.action === "no-op") return [header];
+  const valueAt = change.kind === "slot" ? slotValue : settingsValue;
+  const lines = [header, ...facts(change)];
+  for (const path of change.changed_paths) {
+    const before = show(valueAt(change.before, path));
+    const after = show(valueAt(change.after, path));
+    lines.push(before === after ? `${INDENT}${path}: reordered` : `${INDENT}${path}: ${before} → ${after}`);
+  }
+  return lines;
+}
+
+/** The key facts of a slot being created (from `after`) or deleted (from `before`), unless a changed path shows them. */
+function facts(change: Change): string[] {
+  if (change.kind !== "slot" || (change.action !== "create" && change.action !== "delete")) return [];
+  const view = change.action === "create" ? change.after : change.before;
+  if (view === null || view === undefined) return [];
+  return SLOT_FACTS.filter((key) => !change.changed_paths.includes(key)).map((key) => `${INDENT}${key}: ${show(slotValue(view, key))}`);
+}
+
+function slotValue(view: unknown, path: string): unknown {
+  return view === null || view === undefined ? undefined : slotValueAt(view as SlotView, path);
+}
+
+/** A dotted settings key's value in a Settings object. */
+function settingsValue(settings: unknown, path: string): unknown {
+  let value: unknown = settings;
+  for (const part of path.split(".")) {
+    if (value === null || typeof value !== "object" || !Object.hasOwn(value, part)) return undefined;
+    value = (value as Record<string, unknown>)[part];
+  }
+  return value;
+}
+
+/** JSON for values (strings quoted, so `"32768"` in argv is told from the number 32768); `(none)` when absent. */
+function show(value: unknown): string {
+  return value === undefined ? "(none)" : JSON.stringify(value);
+}
+
+function formatWarning(w: PlanWarning): string {
+  return `! ${w.address}: ${w.code}: ${w.message}`;
+}
+
+function formatBuckets(b: SettingsBuckets): string[] {
+  const rows: Array<[string, readonly string[]]> = [
+    ["immediate", b.immediate],
+    ...Object.keys(b.service_restart).sort().map((svc): [string, readonly string[]] => [`restart ${svc}`, b.service_restart[svc]!]),
+    ["manual restart", b.manual_restart],
+    ["unknown", b.unknown],
+  ];
+  return rows.filter(([, keys]) => keys.length > 0).map(([label, keys]) => `${INDENT}${label}: ${keys.join(", ")}`);
+}
+
+function formatSummary(plan: Plan): string {
+  if (!plan.has_changes) return "No changes. The box matches the configuration.";
+  const s = plan.summary;
+  return `Plan: ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.delete} to delete, ${s.no_op} unchanged.`;
+}

@@ -1,0 +1,125 @@
+import { hashOf, type Model, type ResolvedSlot } from "../compiler/index.js";
+import { PLAN_FORMAT_VERSION, type Action, type Change, type Plan, type PlanBody, type PlanWarning } from "../schema/index.js";
+import { observedDigests } from "./digest.js";
+import type { Inventory, Observed, ObservedSlot, SlotView } from "./observed.js";
+import { planSettings } from "./settings-plan.js";
+import { slotWarnings, unmanagedWarning } from "./slot-warnings.js";
+import { slotView, viewChangedPaths } from "./view.js";
+
+/**
+ * The planner: desired Model + one Observed snapshot + the inventory → Plan.
+ * Pure by construction: no I/O, no clock, no randomness, no driver; every
+ * map is walked in sorted key order, so equal inputs give byte-equal plans
+ * (and equal ids). It never mutates its inputs.
+ */
+
+/** Reserved for planner inputs that are choices rather than state (e.g. allowing destructive changes). */
+export interface PlanOptions {}
+
+export function planChanges(model: Model, observed: Observed, inventory: Inventory, options: PlanOptions = {}): Plan {
+  const slots = planSlots(model, observed, inventory);
+  const settings = planSettings(model.settings, observed.applied_settings);
+  const changes = [...slots.changes, settings.change].sort((a, b) => compare(a.address, b.address));
+  const body: PlanBody = {
+    format_version: PLAN_FORMAT_VERSION,
+    base: { config_digest: model.digest, observed: observedDigests(observed) },
+    has_changes: changes.some((c) => c.action !== "no-op"),
+    changes,
+    settings: settings.buckets,
+    warnings: slots.warnings.sort((a, b) => compare(a.address, b.address) || compare(a.code, b.code) || compare(a.message, b.message)),
+    summary: summarize(changes),
+  };
+  const { format_version, ...rest } = body;
+  return { format_version, id: hashOf(body), ...rest };
+}
+
+interface SlotInputs {
+  readonly name: string;
+  readonly desired?: ResolvedSlot;
+  readonly seen?: ObservedSlot;
+  /** hal0 created it (it is in the inventory): only members are ever stopped or removed. */
+  readonly managed: boolean;
+}
+
+function planSlots(model: Model, observed: Observed, inventory: Inventory): { changes: Change[]; warnings: PlanWarning[] } {
+  const names = new Set([...Object.keys(model.slots), ...Object.keys(observed.slots), ...Object.keys(inventory.slots)]);
+  const changes: Change[] = [];
+  const warnings: PlanWarning[] = [];
+  for (const name of [...names].sort(compare)) {
+    const inputs: SlotInputs = {
+      name,
+      desired: own(model.slots, name),
+      seen: own(observed.slots, name),
+      managed: own(inventory.slots, name) !== undefined,
+    };
+    const change = planSlot(inputs);
+    if (change === undefined) continue;
+    changes.push(change);
+    if (inputs.desired?.enabled) warnings.push(...slotWarnings(change, inputs.desired, inputs.seen, own(observed.foreign_ports, name)));
+    else if (change.reason === "unmanaged") warnings.push(unmanagedWarning(name, inputs.seen!));
+  }
+  return { changes, warnings };
+}
+
+/** One slot's decision; undefined when there is nothing to show (not desired, not ours, not running). */
+function planSlot({ name, desired, seen, managed }: SlotInputs): Change | undefined {
+  const recorded = seen?.record?.view ?? null;
+  const running = seen?.running ?? false;
+  if (desired?.enabled) {
+    const after = slotView(desired);
+    if (!running) return slotChange(name, "create", managed || recorded ? "not_running" : "new", recorded, after);
+    if (recorded === null) return slotChange(name, "replace", "spec_unknown", null, after);
+    if (recorded.spec_hash !== after.spec_hash) return slotChange(name, "replace", "spec_changed", recorded, after);
+    return slotChange(name, "no-op", "unchanged", recorded, after);
+  }
+  const reason = desired ? "disabled" : "removed_from_config";
+  if (managed) return slotChange(name, "delete", reason, recorded, null, running);
+  // Never stop what hal0 did not start: running but not in the inventory is left alone.
+  if (running) return slotChange(name, "no-op", "unmanaged", recorded, recorded);
+  return desired ? slotChange(name, "no-op", "disabled", recorded, null) : undefined;
+}
+
+/**
+ * Builds a slot change. Slot changes apply immediately (the executor runs
+ * them now); a replace stops the running slot, so it is destructive and
+ * causes downtime; a delete causes downtime only if the slot still runs.
+ */
+function slotChange(name: string, action: Action, reason: string, before: SlotView | null, after: SlotView | null, running = false): Change {
+  return {
+    address: `slot.${name}`,
+    kind: "slot",
+    action,
+    reason,
+    changed_paths: changedPaths(action, before, after),
+    before,
+    after,
+    apply_class: "immediate",
+    destructive: action === "replace" || action === "delete",
+    downtime: action === "replace" || (action === "delete" && running),
+  };
+}
+
+/**
+ * What a create or replace changes relative to the runtime's record (a create
+ * of a slot that died may also run a newer spec). A replace with no record to
+ * compare names `spec_hash`, so its paths are never empty.
+ */
+function changedPaths(action: Action, before: SlotView | null, after: SlotView | null): string[] {
+  if (action !== "create" && action !== "replace") return [];
+  if (before !== null && after !== null) return viewChangedPaths(before, after);
+  return action === "replace" ? ["spec_hash"] : [];
+}
+
+function summarize(changes: readonly Change[]): PlanBody["summary"] {
+  const summary = { create: 0, update: 0, replace: 0, delete: 0, no_op: 0 };
+  for (const c of changes) summary[c.action === "no-op" ? "no_op" : c.action]++;
+  return summary;
+}
+
+function own<T>(record: Readonly<Record<string, T>>, key: string): T | undefined {
+  return Object.hasOwn(record, key) ? record[key] : undefined;
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

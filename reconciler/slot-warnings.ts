@@ -1,0 +1,57 @@
+import type { ResolvedSlot } from "../compiler/index.js";
+import type { Change, PlanWarning } from "../schema/index.js";
+import type { ForeignPort, ObservedSlot } from "./observed.js";
+
+/**
+ * What the planner tells the operator about a slot beside its change: things
+ * the plan cannot fix (a foreign process on the port, a slot hal0 did not
+ * start) or should explain (why a runner is down, why a tune value differs
+ * from the one asked for). Warnings never change an action.
+ */
+
+/** Warnings for a desired, enabled slot. */
+export function slotWarnings(change: Change, desired: ResolvedSlot, seen: ObservedSlot | undefined, foreign: ForeignPort | undefined): PlanWarning[] {
+  const address = change.address;
+  const warnings: PlanWarning[] = [];
+  if (foreign !== undefined) {
+    warnings.push({
+      address,
+      code: "slot.port_in_use",
+      message: `port ${foreign.port} is held by ${holder(foreign)}, which hal0 did not start; slot \`${desired.name}\` cannot start until it is freed`,
+    });
+  }
+  if (change.reason === "not_running" && seen?.detail) {
+    warnings.push({ address, code: "slot.not_running", message: seen.detail });
+  }
+  if (change.action === "create" || change.action === "replace") warnings.push(...tuneWarnings(address, desired));
+  return warnings;
+}
+
+/** A slot that runs but that neither the inventory nor the config claims: left alone. */
+export function unmanagedWarning(name: string, seen: ObservedSlot): PlanWarning {
+  const pid = seen.record?.pid !== undefined ? ` (pid ${seen.record.pid})` : "";
+  return {
+    address: `slot.${name}`,
+    code: "slot.unmanaged",
+    message: `slot \`${name}\` is running${pid} but is neither in hal0's inventory nor enabled in the config; hal0 leaves it alone`,
+  };
+}
+
+/** The tune values the slot will run with instead of the ones asked for, key by key. */
+function tuneWarnings(address: string, desired: ResolvedSlot): PlanWarning[] {
+  return Object.keys(desired.tune_unavailable)
+    .sort()
+    .map((key) => {
+      const u = desired.tune_unavailable[key as keyof typeof desired.tune_unavailable]!;
+      return {
+        address,
+        code: "slot.tune_unavailable",
+        message: `tune.${key} = ${JSON.stringify(u.requested)} is unavailable (${u.reason}); it runs with ${JSON.stringify(u.effective)}`,
+      };
+    });
+}
+
+function holder(foreign: ForeignPort): string {
+  if (foreign.pid === undefined) return foreign.command ? `\`${foreign.command}\`` : "another program";
+  return foreign.command ? `pid ${foreign.pid} (${foreign.command})` : `pid ${foreign.pid}`;
+}

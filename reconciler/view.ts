@@ -1,0 +1,97 @@
+import { groupArgv, type ResolvedSlot, type SlotSpec } from "../compiler/index.js";
+import type { SlotView } from "./observed.js";
+
+/**
+ * Slot views: what a plan shows as a slot's `before` / `after`, what runtimes
+ * record when they start one, and the field-by-field diff of two of them.
+ */
+
+/** The view of a desired slot. `tune` is the effective tune (after the model's limits). */
+export function slotView(slot: ResolvedSlot): SlotView {
+  return {
+    profile: slot.profile,
+    model: slot.model ?? null,
+    type: slot.type,
+    port: slot.port,
+    device: slot.device,
+    tune: slot.tune_effective,
+    spec: slot.spec,
+    spec_hash: slot.spec_hash,
+  };
+}
+
+const VIEW_FIELDS = ["profile", "model", "type", "port", "device"] as const;
+const SPEC_FIELDS = ["runtime", "image", "host", "port", "device", "gpu_index", "health_path", "spec_version"] as const;
+
+/**
+ * The dotted paths that differ between two views, sorted: view fields,
+ * `tune.<key>`, spec fields, `env.<NAME>`, `argv.<flag>` (flags compared by
+ * canonical name, all occurrences), and `argv` when only positional words or
+ * the order changed. Never empty when the spec hashes differ: `spec_hash` is
+ * the fallback when no field explains the difference.
+ */
+export function viewChangedPaths(before: SlotView, after: SlotView): string[] {
+  const paths = new Set<string>();
+  for (const key of VIEW_FIELDS) if (!same(before[key], after[key])) paths.add(key);
+  for (const key of unionKeys(before.tune, after.tune)) {
+    if (!same(valueOf(before.tune, key), valueOf(after.tune, key))) paths.add(`tune.${key}`);
+  }
+  specPaths(before.spec, after.spec, paths);
+  if (paths.size === 0 && before.spec_hash !== after.spec_hash) paths.add("spec_hash");
+  return [...paths].sort();
+}
+
+function specPaths(a: SlotSpec, b: SlotSpec, into: Set<string>): void {
+  for (const key of SPEC_FIELDS) if (!same(a[key], b[key])) into.add(key);
+  for (const name of unionKeys(a.env, b.env)) if (a.env[name] !== b.env[name]) into.add(`env.${name}`);
+  const ga = groupArgv(a.argv);
+  const gb = groupArgv(b.argv);
+  let flagChanged = false;
+  for (const flag of unionKeys(Object.fromEntries(ga.flags), Object.fromEntries(gb.flags))) {
+    if (same(ga.flags.get(flag), gb.flags.get(flag))) continue;
+    into.add(`argv.${flag}`);
+    flagChanged = true;
+  }
+  if (!same(ga.positional, gb.positional) || (!flagChanged && !same(a.argv, b.argv))) into.add("argv");
+}
+
+/**
+ * The value a changed path names in a view, for display: `argv.<flag>` is
+ * the flag's value (`true` for a flag without one, an array when it occurs
+ * more than once, undefined when absent); `argv` is the positional words.
+ */
+export function slotValueAt(view: SlotView, path: string): unknown {
+  const dot = path.indexOf(".");
+  const head = dot < 0 ? path : path.slice(0, dot);
+  const rest = path.slice(dot + 1);
+  if (head === "tune" && dot >= 0) return valueOf(view.tune, rest);
+  if (head === "env" && dot >= 0) return view.spec.env[rest];
+  if (head === "argv") return dot < 0 ? groupArgv(view.spec.argv).positional : flagValue(view.spec.argv, rest);
+  if ((VIEW_FIELDS as readonly string[]).includes(path) || path === "spec_hash") return valueOf(view, path);
+  return valueOf(view.spec, path);
+}
+
+function flagValue(argv: readonly string[], flag: string): unknown {
+  const values = groupArgv(argv).flags.get(flag);
+  if (values === undefined) return undefined;
+  const shown = values.map((v) => v ?? true);
+  return shown.length === 1 ? shown[0] : shown;
+}
+
+function valueOf(object: object, key: string): unknown {
+  return Object.hasOwn(object, key) ? (object as Record<string, unknown>)[key] : undefined;
+}
+
+function unionKeys(a: object, b: object): string[] {
+  return [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
+}
+
+/** Deep equality of JSON-like values (key order ignored). */
+export function same(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (a === null || b === null || typeof a !== "object" || typeof b !== "object") return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a);
+  if (ka.length !== Object.keys(b).length) return false;
+  return ka.every((k) => Object.hasOwn(b, k) && same((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+}
