@@ -1,0 +1,224 @@
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { join, relative } from "node:path";
+import fs from "node:fs";
+import fsp from "node:fs/promises";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { compile, sourceTree, type Model } from "../../compiler/index.js";
+import { formatPlan, planJson } from "../../reconciler/format.js";
+import type { Inventory, Observed } from "../../reconciler/observed.js";
+import { planChanges } from "../../reconciler/plan.js";
+import { Plan, type Change } from "../../schema/index.js";
+import { buildWorld, ROOT } from "../../fixtures/plans/build.js";
+import { CASES } from "../../fixtures/plans/cases.js";
+
+/**
+ * The golden plans: every folder of fixtures/plans/ holds a desired `tree/`,
+ * the observed snapshot and inventory it is planned against, and the plan's
+ * canonical text (verbose) and JSON. Trees compile at a fixed root.
+ */
+const FIXTURES = join(import.meta.dirname, "../../fixtures/plans");
+const FOLDERS = readdirSync(FIXTURES, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name).sort();
+
+function readTree(dir: string): Map<string, string> {
+  const files = new Map<string, string>();
+  const walk = (at: string): void => {
+    for (const name of readdirSync(at).sort()) {
+      const path = join(at, name);
+      if (statSync(path).isDirectory()) walk(path);
+      else files.set(relative(dir, path).split("\\").join("/"), readFileSync(path, "utf8"));
+    }
+  };
+  walk(dir);
+  return files;
+}
+
+function readJson<T>(path: string): T {
+  return JSON.parse(readFileSync(path, "utf8")) as T;
+}
+
+interface Loaded {
+  readonly model: Model;
+  readonly observed: Observed;
+  readonly inventory: Inventory;
+}
+
+function load(name: string): Loaded {
+  const dir = join(FIXTURES, name);
+  const result = compile(sourceTree(ROOT, readTree(join(dir, "tree"))));
+  expect(result.diagnostics.filter((d) => d.severity === "error"), name).toEqual([]);
+  return { model: result.model!, observed: readJson(join(dir, "observed.json")), inventory: readJson(join(dir, "inventory.json")) };
+}
+
+function plan(name: string): Plan {
+  const { model, observed, inventory } = load(name);
+  return planChanges(model, observed, inventory);
+}
+
+describe("fixtures/plans", () => {
+  it("holds at least 15 cases, exactly those of cases.ts, each with a README line", () => {
+    expect(FOLDERS.length).toBeGreaterThanOrEqual(15);
+    expect(FOLDERS).toEqual(CASES.map((c) => c.name).sort());
+    for (const name of FOLDERS) expect(readFileSync(join(FIXTURES, name, "README.md"), "utf8"), name).toMatch(/^\S.*\S\n$/);
+  });
+
+  it.each(CASES.map((c) => [c.name, c] as const))("%s: inputs are what generate.ts makes from cases.ts", (name, c) => {
+    const dir = join(FIXTURES, name);
+    expect(Object.fromEntries(readTree(join(dir, "tree")))).toEqual(c.after);
+    const { observed, inventory } = buildWorld(c);
+    expect(readJson(join(dir, "observed.json"))).toEqual(observed);
+    expect(readJson(join(dir, "inventory.json"))).toEqual(inventory);
+  });
+
+  it.each(FOLDERS)("%s: matches its golden text and JSON", async (name) => {
+    const p = plan(name);
+    await expect(`${formatPlan(p, { verbose: true })}\n`).toMatchFileSnapshot(join(FIXTURES, name, "plan.txt"));
+    await expect(`${planJson(p)}\n`).toMatchFileSnapshot(join(FIXTURES, name, "plan.json"));
+  });
+
+  it.each(FOLDERS)("%s: is a valid Plan with a stable id", (name) => {
+    const first = plan(name);
+    expect(Plan.parse(first)).toEqual(first);
+    expect(plan(name).id).toBe(first.id);
+    expect(first.id).toMatch(/^sha256:[0-9a-f]{64}$/);
+  });
+});
+
+/** `address → "action reason"` for the changes that are not no-ops. */
+function acting(p: Plan): Record<string, string> {
+  return Object.fromEntries(p.changes.filter((c) => c.action !== "no-op").map((c) => [c.address, `${c.action} ${c.reason}`]));
+}
+
+function change(p: Plan, address: string): Change {
+  const found = p.changes.find((c) => c.address === address);
+  if (!found) throw new Error(`no change for ${address}`);
+  return found;
+}
+
+function codes(p: Plan): string[] {
+  return p.warnings.map((w) => `${w.address} ${w.code}`);
+}
+
+/** What each case's plan must say, beyond its golden text. */
+const CHECKS: Record<string, (p: Plan) => void> = {
+  "nothing-to-do": (p) => {
+    expect(p.has_changes).toBe(false);
+    expect(p.summary).toEqual({ create: 0, update: 0, replace: 0, delete: 0, no_op: 6 });
+  },
+  "first-apply": (p) => {
+    expect(acting(p)).toEqual({ "slot.agent": "create new", "slot.chat": "create new", "slot.coder": "create new", "slot.embed": "create new" });
+    expect(change(p, "settings").action).toBe("no-op");
+    expect(Object.keys(p.base.observed)).toEqual(["settings"]);
+  },
+  "tune-ctx-size": (p) => {
+    expect(acting(p)).toEqual({ "slot.chat": "replace spec_changed" });
+    expect(change(p, "slot.chat").changed_paths).toEqual(["argv.--ctx-size", "tune.ctx_size"]);
+    expect(change(p, "slot.chat")).toMatchObject({ destructive: true, downtime: true, apply_class: "immediate" });
+  },
+  "model-swap": (p) => expect(change(p, "slot.chat").changed_paths).toEqual(["argv.--alias", "argv.--model", "model"]),
+  "profile-flags": (p) => {
+    expect(Object.keys(acting(p))).toEqual(["slot.agent", "slot.chat", "slot.coder"]);
+    for (const a of ["slot.agent", "slot.chat", "slot.coder"]) expect(change(p, a).changed_paths).toEqual(["argv.--batch-size", "argv.--ubatch-size"]);
+  },
+  "slot-file-removed": (p) => {
+    expect(acting(p)).toEqual({ "slot.agent": "delete removed_from_config" });
+    expect(change(p, "slot.agent")).toMatchObject({ after: null, destructive: true, downtime: true });
+  },
+  "slot-renamed": (p) => expect(acting(p)).toEqual({ "slot.code": "create new", "slot.coder": "delete removed_from_config" }),
+  "slot-disabled": (p) => {
+    expect(acting(p)).toEqual({ "slot.coder": "delete disabled" });
+    expect(change(p, "slot.spare")).toMatchObject({ action: "no-op", reason: "disabled" });
+  },
+  "port-change": (p) => expect(change(p, "slot.embed").changed_paths).toEqual(["argv.--port", "port"]),
+  "settings-only": (p) => {
+    expect(acting(p)).toEqual({ settings: "update changed" });
+    expect(p.settings).toEqual({
+      immediate: ["slots.health_timeout_s"],
+      service_restart: { "hal0-api": ["server.allowed_hosts", "server.port"], slots: ["models.store"] },
+      manual_restart: ["slots.port_range_start"],
+      unknown: [],
+    });
+    expect(change(p, "settings").apply_class).toBe("manual-restart");
+  },
+  "runner-died": (p) => {
+    expect(acting(p)).toEqual({ "slot.chat": "create not_running" });
+    expect(codes(p)).toEqual(["slot.chat slot.not_running"]);
+  },
+  "port-taken-by-hand": (p) => {
+    expect(acting(p)).toEqual({ "slot.embed": "create new" });
+    expect(codes(p)).toEqual(["slot.embed slot.port_in_use"]);
+    expect(p.warnings[0]!.message).toContain("port 8084 is held by pid 5150 (python3 -m http.server 8084)");
+  },
+  "pid-reused": (p) => {
+    expect(acting(p)).toEqual({ "slot.coder": "create not_running" });
+    expect(p.warnings[0]).toMatchObject({ code: "slot.not_running", message: expect.stringContaining("pid 4103 now belongs to another program") });
+  },
+  "stack-replace": (p) => {
+    expect(acting(p)).toEqual({ "slot.agent": "delete disabled", "slot.chat": "replace spec_changed", "slot.embed": "delete disabled" });
+    expect(change(p, "slot.coder").reason).toBe("unchanged");
+  },
+  "tune-unavailable": (p) => {
+    expect(change(p, "slot.agent").after).toMatchObject({ tune: { ctx_size: 40960 } });
+    expect(codes(p)).toEqual(["slot.agent slot.tune_unavailable"]);
+  },
+  "env-and-extra-args": (p) => {
+    expect(change(p, "slot.chat").changed_paths).toEqual(["argv.--cache-reuse", "argv.--metrics", "env.LLAMA_ARG_THREADS"]);
+  },
+  "runtime-docker": (p) => {
+    expect(p.summary).toMatchObject({ update: 1, replace: 4 });
+    expect(p.settings.service_restart).toEqual({ slots: ["slots.runtime"] });
+    expect(change(p, "slot.embed").changed_paths).toEqual(["argv", "image", "runtime"]);
+  },
+  "unmanaged-slot": (p) => {
+    expect(p.has_changes).toBe(false);
+    expect(change(p, "slot.scratch")).toMatchObject({ action: "no-op", reason: "unmanaged", destructive: false });
+    expect(codes(p)).toEqual(["slot.scratch slot.unmanaged"]);
+  },
+};
+
+describe("plan semantics per case", () => {
+  it("checks every case", () => expect(Object.keys(CHECKS).sort()).toEqual(FOLDERS));
+  it.each(FOLDERS)("%s", (name) => CHECKS[name]!(plan(name)));
+});
+
+function deepFreeze<T>(value: T): T {
+  if (value !== null && typeof value === "object" && !Object.isFrozen(value)) {
+    Object.freeze(value);
+    for (const child of Object.values(value)) deepFreeze(child);
+  }
+  return value;
+}
+
+describe("planning is side-effect free", () => {
+  afterEach(() => vi.restoreAllMocks());
+
+  it.each(FOLDERS)("%s: frozen inputs are neither mutated nor written; no fetch, file write, clock or randomness", (name) => {
+    const { model, observed, inventory } = load(name);
+    const copies = structuredClone({ observed, inventory });
+    const expected = planChanges(model, observed, inventory);
+    const refuse = (what: string) => () => {
+      throw new Error(`planning called ${what}`);
+    };
+    vi.spyOn(globalThis, "fetch").mockImplementation(refuse("fetch"));
+    vi.spyOn(fs, "writeFile").mockImplementation(refuse("fs.writeFile"));
+    vi.spyOn(fs, "writeFileSync").mockImplementation(refuse("fs.writeFileSync"));
+    vi.spyOn(fsp, "writeFile").mockImplementation(refuse("fs/promises.writeFile"));
+    vi.spyOn(Date, "now").mockImplementation(refuse("Date.now"));
+    vi.spyOn(Math, "random").mockImplementation(refuse("Math.random"));
+    const frozen = planChanges(deepFreeze(model), deepFreeze(observed), deepFreeze(inventory));
+    vi.restoreAllMocks();
+    expect(frozen).toEqual(expected);
+    expect({ observed, inventory }).toEqual(copies);
+  });
+});
+
+describe("the planner's imports", () => {
+  const PURE = ["plan.ts", "view.ts", "digest.ts", "settings-plan.ts", "slot-warnings.ts", "format.ts"];
+  const ALLOWED = /^(\.\.\/compiler\/index\.js|\.\.\/schema\/index\.js|\.\/(plan|view|digest|settings-plan|slot-warnings|observed)\.js)$/;
+
+  it.each(PURE)("reconciler/%s imports no driver, no node: module, only schema, compiler and pure siblings", (file) => {
+    const text = readFileSync(join(import.meta.dirname, "../../reconciler", file), "utf8");
+    const specifiers = [...text.matchAll(/^import .* from "([^"]+)";$/gm)].map((m) => m[1]!);
+    expect(specifiers.length).toBeGreaterThan(0);
+    for (const s of specifiers) expect(s, `${file} imports ${s}`).toMatch(ALLOWED);
+  });
+});
