@@ -13,11 +13,14 @@ import { slotView, viewChangedPaths } from "./view.js";
  * (and equal ids). It never mutates its inputs.
  */
 
-/** Reserved for planner inputs that are choices rather than state (e.g. allowing destructive changes). */
-export interface PlanOptions {}
+/** Planner inputs that are choices rather than state. */
+export interface PlanOptions {
+  /** `hal0 down`: plan as if no slot were desired, so every inventory member is deleted (reason "down"). */
+  readonly destroy?: boolean;
+}
 
 export function planChanges(model: Model, observed: Observed, inventory: Inventory, options: PlanOptions = {}): Plan {
-  const slots = planSlots(model, observed, inventory);
+  const slots = planSlots(options.destroy ? { ...model, slots: {} } : model, observed, inventory, options.destroy ? "down" : undefined);
   const settings = planSettings(model.settings, observed.applied_settings);
   const changes = [...slots.changes, settings.change].sort((a, b) => compare(a.address, b.address));
   const body: PlanBody = {
@@ -39,9 +42,11 @@ interface SlotInputs {
   readonly seen?: ObservedSlot;
   /** hal0 created it (it is in the inventory): only members are ever stopped or removed. */
   readonly managed: boolean;
+  /** Why a slot that is not desired goes away, when not because its file was removed (`down`). */
+  readonly goneReason?: string;
 }
 
-function planSlots(model: Model, observed: Observed, inventory: Inventory): { changes: Change[]; warnings: PlanWarning[] } {
+function planSlots(model: Model, observed: Observed, inventory: Inventory, goneReason?: string): { changes: Change[]; warnings: PlanWarning[] } {
   const names = new Set([...Object.keys(model.slots), ...Object.keys(observed.slots), ...Object.keys(inventory.slots)]);
   const changes: Change[] = [];
   const warnings: PlanWarning[] = [];
@@ -51,6 +56,7 @@ function planSlots(model: Model, observed: Observed, inventory: Inventory): { ch
       desired: own(model.slots, name),
       seen: own(observed.slots, name),
       managed: own(inventory.slots, name) !== undefined,
+      goneReason,
     };
     const change = planSlot(inputs);
     if (change === undefined) continue;
@@ -62,7 +68,7 @@ function planSlots(model: Model, observed: Observed, inventory: Inventory): { ch
 }
 
 /** One slot's decision; undefined when there is nothing to show (not desired, not ours, not running). */
-function planSlot({ name, desired, seen, managed }: SlotInputs): Change | undefined {
+function planSlot({ name, desired, seen, managed, goneReason }: SlotInputs): Change | undefined {
   const recorded = seen?.record?.view ?? null;
   const running = seen?.running ?? false;
   if (desired?.enabled) {
@@ -72,7 +78,7 @@ function planSlot({ name, desired, seen, managed }: SlotInputs): Change | undefi
     if (recorded.spec_hash !== after.spec_hash) return slotChange(name, "replace", "spec_changed", recorded, after);
     return slotChange(name, "no-op", "unchanged", recorded, after);
   }
-  const reason = desired ? "disabled" : "removed_from_config";
+  const reason = desired ? "disabled" : (goneReason ?? "removed_from_config");
   if (managed) return slotChange(name, "delete", reason, recorded, null, running);
   // Never stop what hal0 did not start: running but not in the inventory is left alone.
   if (running) return slotChange(name, "no-op", "unmanaged", recorded, recorded);

@@ -222,3 +222,16 @@ describe("the planner's imports", () => {
     for (const s of specifiers) expect(s, `${file} imports ${s}`).toMatch(ALLOWED);
   });
 });
+
+describe("destroy plans (hal0 down)", () => {
+  it("delete every inventory member, reason down, and leave unmanaged slots alone", () => {
+    for (const name of ["nothing-to-do", "unmanaged-slot"]) {
+      const { model, observed, inventory } = load(name);
+      const destroy = planChanges(model, observed, inventory, { destroy: true });
+      const deletes = destroy.changes.filter((c) => c.action === "delete");
+      expect(deletes.map((c) => c.address).sort(), name).toEqual(Object.keys(inventory.slots).map((s) => `slot.${s}`).sort());
+      for (const c of deletes) expect(c.reason).toBe("down");
+      expect(destroy.changes.filter((c) => c.action === "create" || c.action === "replace")).toEqual([]);
+    }
+  });
+});
