@@ -3,11 +3,13 @@ import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
 import { compile, hashOf, loadTree, tierFor, type Model, type ResolvedSlot } from "../../compiler/index.js";
-import { FILE_KINDS, classifyPath, type Diagnostic } from "../../schema/index.js";
+import { FILE_KINDS, Profile, SEED_PROFILES, classifyPath, type Diagnostic } from "../../schema/index.js";
 
 /** fixtures/box: a realistic, valid box. It must compile with no diagnostics at all. */
 const ROOT = fileURLToPath(new URL("../../fixtures/box", import.meta.url));
 const PROJECT = fileURLToPath(new URL("../..", import.meta.url));
+/** Every profile of the box runs the stand-in runner, relative to the config folder (the runner's cwd). */
+const RUNNER = ["node", "../runner/fake-llama-server.mjs"];
 
 let model: Model;
 let diagnostics: Diagnostic[];
@@ -141,9 +143,10 @@ describe("fixtures/box", () => {
       });
     });
 
-    it("runs llama-server with the profile's flags, hal0's flags, then extra_args last", () => {
+    it("runs the runner with the profile's flags, hal0's flags, then extra_args last", () => {
       const { argv, env } = slot("chat").spec;
-      expect(argv.slice(0, 14)).toEqual(["llama-server", "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0", "-b", "512", "-ub", "512", "--parallel", "1", "--no-mmap"]);
+      expect(argv.slice(0, 2)).toEqual(RUNNER);
+      expect(argv.slice(2, 15)).toEqual(["-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0", "-b", "512", "-ub", "512", "--parallel", "1", "--no-mmap"]);
       expect(flagValue(argv, "--model")).toBe(fixturePath("models/Qwen3-30B-A3B-Q4_K_M.gguf"));
       expect(existsSync(flagValue(argv, "--model")!)).toBe(true);
       expect(flagValue(argv, "--alias")).toBe("qwen3-30b-a3b");
@@ -221,38 +224,53 @@ describe("fixtures/box", () => {
     expect(utility.tune_effective).toEqual({
       ctx_size: 8192, enable_thinking: false, reasoning_effort: "low", reasoning_budget: 0, vision: false, speculation: "off",
     });
-    expect(utility.spec.argv.slice(0, 10)).toEqual(["llama-server", "--threads", "8", "-b", "256", "-ub", "256", "--parallel", "2", "--mlock"]);
+    expect(utility.spec.argv.slice(0, 11)).toEqual([...RUNNER, "--threads", "8", "-b", "256", "-ub", "256", "--parallel", "2", "--mlock"]);
     expect(flagValue(utility.spec.argv, "--ctx-size")).toBe("8192");
     expect(utility.spec.env).toEqual({ OMP_NUM_THREADS: "8" });
   });
 
-  it("runs the NPU, speech and image slots with their own runners, without llama-server's tuning flags", () => {
-    expect(slot("npu-assist").spec.argv.slice(0, 2)).toEqual(["flm", "serve"]);
+  it("runs the NPU, speech and image slots without llama-server's tuning flags", () => {
+    expect(slot("npu-assist").spec.argv.slice(0, 2)).toEqual(RUNNER);
     expect(flagValue(slot("npu-assist").spec.argv, "--ctx-size")).toBe("4096");
+    expect(flagValue(slot("npu-assist").spec.argv, "--model")).toBe(fixturePath("models/flm/llama3.2-1b-npu2.q4nx"));
     for (const name of ["speech", "whisper", "image"]) {
       const { argv } = slot(name).spec;
       expect(argv, name).not.toContain("--ctx-size");
       expect(argv, name).not.toContain("--reasoning-budget");
     }
     expect(slot("speech").spec.argv).toEqual([
-      "kokoro-server", "--model", fixturePath("models/kokoro-v1.0.onnx"), "--alias", "kokoro-82m",
+      ...RUNNER, "--model", fixturePath("models/kokoro-v1.0.onnx"), "--alias", "kokoro-82m",
       "--host", "127.0.0.1", "--port", "8120", "--voice", "af_heart",
     ]);
     expect(slot("whisper").spec.env).toEqual({ OMP_NUM_THREADS: "4" });
-    expect(slot("image").spec.argv[0]).toBe("comfyui-server");
+    expect(slot("image").spec.argv.slice(0, 2)).toEqual(RUNNER);
   });
 
-  it("merges profiles.toml over the seeds: cpu-small from the file, the rest seeds", () => {
+  it("runs every slot with the stand-in runner, a file that exists relative to the config folder", () => {
+    expect(existsSync(resolve(ROOT, RUNNER[1]!))).toBe(true);
+    expect(resolve(ROOT, RUNNER[1]!)).toBe(join(PROJECT, "fixtures", "runner", "fake-llama-server.mjs"));
+    for (const s of Object.values(model.slots)) expect(s.spec.argv.slice(0, 2), s.name).toEqual(RUNNER);
+  });
+
+  it("overrides each seed it uses in profiles.toml only to swap the runner", () => {
     expect(Object.keys(model.profiles)).toEqual(["comfyui", "cpu-small", "flm", "rocm", "rocm-dnse", "rocm-moe", "tts", "vulkan"]);
+    for (const [name, raw] of Object.entries(SEED_PROFILES)) {
+      const seed = Profile.parse(raw);
+      const compiled = model.profiles[name]!;
+      expect(compiled.origin, name).toBe("file");
+      expect(seed.runner, name).not.toEqual(RUNNER);
+      expect({ ...compiled, runner: seed.runner }, name).toEqual({ ...seed, name, origin: "file", flags_argv: compiled.flags_argv });
+      expect(compiled.flags_argv.join(" "), name).toBe(seed.flags);
+    }
+  });
+
+  it("adds its own cpu-small profile", () => {
     const custom = model.profiles["cpu-small"]!;
     expect(custom.origin).toBe("file");
     expect(custom.device_class).toBe("cpu");
     expect(custom.backend).toBeUndefined();
     expect(custom.flags_argv).toEqual(["--threads", "8", "-b", "256", "-ub", "256", "--parallel", "2", "--mlock"]);
     expect(custom.tune).toEqual({ ctx_size: 16384, enable_thinking: false, reasoning_effort: "low", reasoning_budget: 0, vision: false, speculation: "off" });
-    for (const seed of ["comfyui", "flm", "rocm", "rocm-dnse", "rocm-moe", "tts", "vulkan"]) {
-      expect(model.profiles[seed]!.origin, seed).toBe("seed");
-    }
   });
 
   it("resolves every local model file against the config folder", () => {
