@@ -1,0 +1,129 @@
+import { readFile, readdir, readlink } from "node:fs/promises";
+import { request } from "node:http";
+import { connect } from "node:net";
+
+/**
+ * What the process runtime asks the host: Linux /proc readers, then loopback
+ * probes. Every /proc function answers "unknown" (undefined, or an empty list)
+ * instead of throwing when a process vanishes or a file can't be read: /proc
+ * changes under our feet.
+ */
+
+export interface ProcStat {
+  /** One letter: R, S, D, Z (zombie), X (dead), T, … */
+  readonly state: string;
+  /** Field 5: the process group; a runner hal0 starts leads its own group (pgid = pid). */
+  readonly pgid: number;
+  /** Field 22: clock ticks after boot at which the process started. With the pid it names one process for the boot's lifetime. */
+  readonly startTime: number;
+}
+
+/** Fields 3, 5 and 22 of /proc/<pid>/stat; undefined when there is no such process. */
+export async function procStat(pid: number): Promise<ProcStat | undefined> {
+  const text = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => undefined);
+  if (text === undefined) return undefined;
+  // Field 2 (comm) is parenthesised and may itself hold spaces and parentheses:
+  // the fields after it start after the *last* ")".
+  const rest = text.slice(text.lastIndexOf(")") + 2).split(" ");
+  const state = rest[0];
+  const pgid = Number(rest[5 - 3]);
+  const startTime = Number(rest[22 - 3]);
+  if (state === undefined || !Number.isSafeInteger(pgid) || !Number.isSafeInteger(startTime)) return undefined;
+  return { state, pgid, startTime };
+}
+
+/** The process exists and has not exited (a zombie has exited; it only waits to be reaped). */
+export function isLive(stat: ProcStat | undefined): stat is ProcStat {
+  return stat !== undefined && stat.state !== "Z" && stat.state !== "X";
+}
+
+/** `pid` is alive and is the very process that started at `startTime` (not a later one given a reused pid). */
+export async function isOurs(pid: number, startTime: number): Promise<boolean> {
+  const stat = await procStat(pid);
+  return isLive(stat) && stat.startTime === startTime;
+}
+
+/** The command line of `pid`, its words joined with spaces (the kernel name in brackets for a kernel thread). */
+export async function commandOf(pid: number): Promise<string | undefined> {
+  const raw = await readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => undefined);
+  if (raw === undefined) return undefined;
+  const words = raw.split("\0").filter((w) => w !== "");
+  if (words.length > 0) return words.join(" ");
+  const comm = await readFile(`/proc/${pid}/comm`, "utf8").catch(() => undefined);
+  return comm === undefined ? undefined : `[${comm.trim()}]`;
+}
+
+/** TCP states in /proc/net/tcp*: 0A is LISTEN. */
+const TCP_LISTEN = "0A";
+
+/** Socket inodes listening on `port` (any address, IPv4 or IPv6) in this network namespace. */
+export async function listeningInodes(port: number): Promise<Set<string>> {
+  const inodes = new Set<string>();
+  for (const table of ["/proc/net/tcp", "/proc/net/tcp6"]) {
+    const text = await readFile(table, "utf8").catch(() => "");
+    // Rows after the header: sl local_address rem_address st … uid timeout inode.
+    for (const line of text.split("\n").slice(1)) {
+      const cols = line.trim().split(/\s+/);
+      const local = cols[1];
+      if (local === undefined || cols[3] !== TCP_LISTEN) continue;
+      const hexPort = local.slice(local.lastIndexOf(":") + 1);
+      if (parseInt(hexPort, 16) === port && cols[9] !== undefined && cols[9] !== "0") inodes.add(cols[9]);
+    }
+  }
+  return inodes;
+}
+
+/**
+ * The lowest pid holding one of `inodes` open (a forked server shares its
+ * listening socket; the lowest pid is usually the parent), by scanning
+ * /proc/<pid>/fd. Processes we may not inspect are skipped.
+ */
+export async function socketOwner(inodes: ReadonlySet<string>): Promise<number | undefined> {
+  if (inodes.size === 0) return undefined;
+  const links = new Set([...inodes].map((inode) => `socket:[${inode}]`));
+  const pids = (await readdir("/proc").catch(() => [] as string[]))
+    .filter((entry) => /^[0-9]+$/.test(entry))
+    .map(Number)
+    .sort((a, b) => a - b);
+  for (const pid of pids) {
+    const fds = await readdir(`/proc/${pid}/fd`).catch(() => [] as string[]);
+    const targets = await Promise.all(fds.map((fd) => readlink(`/proc/${pid}/fd/${fd}`).catch(() => "")));
+    if (targets.some((target) => links.has(target))) return pid;
+  }
+  return undefined;
+}
+
+// ── Loopback probes ─────────────────────────────────────────────────────────
+// Both settle within their timeout and never throw, and neither keeps a socket
+// open afterwards (no agent, no keep-alive), so a probe never holds a runner
+// or the caller's event loop.
+
+const LOOPBACK = "127.0.0.1";
+
+/** Something accepts TCP connections on 127.0.0.1:`port`. */
+export function acceptsConnections(port: number, timeoutMs: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host: LOOPBACK, port });
+    const done = (answer: boolean) => {
+      socket.destroy();
+      resolve(answer);
+    };
+    socket.setTimeout(timeoutMs, () => done(false));
+    socket.once("connect", () => done(true));
+    socket.on("error", () => done(false));
+  });
+}
+
+/** The HTTP status of `GET http://127.0.0.1:<port><path>`; undefined when nothing answers in time. */
+export function httpStatus(port: number, path: string, timeoutMs: number): Promise<number | undefined> {
+  return new Promise((resolve) => {
+    const req = request({ host: LOOPBACK, port, path, method: "GET", agent: false, headers: { connection: "close" } }, (res) => {
+      res.on("error", () => {});
+      res.resume(); // drain the body so the socket closes
+      resolve(res.statusCode);
+    });
+    req.setTimeout(timeoutMs, () => req.destroy());
+    req.on("error", () => resolve(undefined)); // `on`: a second error after a timeout must not go unhandled
+    req.end();
+  });
+}

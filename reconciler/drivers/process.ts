@@ -1,0 +1,160 @@
+import { mkdir, readdir } from "node:fs/promises";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { ObservedSlot, SlotHealth, SlotView } from "../observed.js";
+import { DriverError, type SlotDriver, type StartOptions } from "./driver.js";
+import { acceptsConnections, commandOf, httpStatus, isLive, isOurs, listeningInodes, procStat, socketOwner } from "./proc.js";
+import { describeExit, spawnRunner, waitHealthy, type Spawned } from "./runner.js";
+import { logTail, readRecord, removeRecord, slotPaths, slotsDir, writeRecord, type RuntimeRecord } from "./runtime-record.js";
+
+/** Grace given to a runner stopped because it never became healthy. */
+const ABORT_GRACE_S = 5;
+/** How long a SIGKILLed runner may take to vanish before stop reports failure. */
+const KILL_WAIT_MS = 2000;
+const GONE_POLL_MS = 50;
+const OBSERVE_HEALTH_TIMEOUT_MS = 1000;
+const PORT_PROBE_TIMEOUT_MS = 500;
+
+/**
+ * The process runtime: each slot is a detached runner process on the host,
+ * recorded in `<state>/slots/<name>/runtime.json` (see runtime-record.ts).
+ *
+ * Invariant: hal0 only ever signals a process whose pid *and* start time match
+ * the record it wrote when it spawned it, so a reused pid is never touched.
+ */
+export class ProcessDriver implements SlotDriver {
+  readonly runtime = "process" as const;
+  private readonly stateDir: string;
+
+  constructor(options: { stateDir: string }) {
+    this.stateDir = options.stateDir;
+  }
+
+  async observe(): Promise<ObservedSlot[]> {
+    const entries = await readdir(slotsDir(this.stateDir), { withFileTypes: true }).catch(() => []);
+    const names = entries.filter((e) => e.isDirectory()).map((e) => e.name).sort();
+    const slots = await Promise.all(names.map((name) => this.observeSlot(name)));
+    return slots.filter((s): s is ObservedSlot => s !== undefined);
+  }
+
+  async portHolder(port: number): Promise<{ pid?: number; command?: string } | undefined> {
+    if (!(await acceptsConnections(port, PORT_PROBE_TIMEOUT_MS))) return undefined;
+    const pid = await socketOwner(await listeningInodes(port));
+    if (pid === undefined) return {};
+    const command = await commandOf(pid);
+    return command === undefined ? { pid } : { pid, command };
+  }
+
+  async start(name: string, view: SlotView, options: StartOptions): Promise<{ pid?: number }> {
+    const { spec } = view;
+    if (spec.runtime !== "process") throw new DriverError("slot.spawn_failed", `slot ${name}: its spec is for the ${spec.runtime} runtime, not process`);
+    await this.refuseIfRunning(name);
+    const holder = await this.portHolder(spec.port);
+    if (holder !== undefined) throw new DriverError("slot.port_in_use", portInUseMessage(spec.port, holder));
+    const paths = slotPaths(this.stateDir, name);
+    await mkdir(paths.dir, { recursive: true });
+    const spawned = await spawnRunner(spec.argv, options.cwd, { ...process.env, ...spec.env }, paths.log);
+    const stat = await procStat(spawned.pid);
+    // Even a runner that already exited is a zombie until reaped, so `stat` is there; if not, wait for the exit below.
+    if (stat !== undefined) {
+      await writeRecord(paths.record, { pid: spawned.pid, pid_start: stat.startTime, view, started_at: new Date().toISOString(), log: paths.log });
+    }
+    options.onPhase?.("starting");
+    const outcome = await waitHealthy(spec.port, spec.health_path, spawned, options.healthTimeoutS * 1000, options.onPhase);
+    if (outcome.kind === "ready") return { pid: spawned.pid };
+    if (outcome.kind === "exited") {
+      await removeRecord(paths.record);
+      throw new DriverError("slot.spawn_failed", `slot ${name}: \`${spec.argv[0]}\` (pid ${spawned.pid}) ${describeExit(outcome.exit)} before it was healthy${await tailNote(paths.log, spawned)}`);
+    }
+    await this.stop(name, ABORT_GRACE_S);
+    const last = outcome.lastStatus === undefined ? "no answer" : `last answer ${outcome.lastStatus}`;
+    throw new DriverError("slot.health_failed",
+      `slot ${name}: GET ${spec.health_path} on port ${spec.port} did not return 200 within ${options.healthTimeoutS} s (${last}); stopped pid ${spawned.pid}${await tailNote(paths.log, spawned)}`);
+  }
+
+  async stop(name: string, graceS: number): Promise<void> {
+    const paths = slotPaths(this.stateDir, name);
+    const read = await readRecord(paths.record);
+    if (read !== undefined && "record" in read) {
+      const { pid, pid_start } = read.record;
+      if (await isOurs(pid, pid_start)) await terminate(name, pid, pid_start, graceS);
+    }
+    await removeRecord(paths.record);
+  }
+
+  /** Starting over a live runner would lose the only record of it: the executor stops a slot before it restarts it. */
+  private async refuseIfRunning(name: string): Promise<void> {
+    const read = await readRecord(slotPaths(this.stateDir, name).record);
+    if (read === undefined || "error" in read || !(await isOurs(read.record.pid, read.record.pid_start))) return;
+    throw new DriverError("slot.spawn_failed", `slot ${name} is already running (pid ${read.record.pid}); stop it before starting it again`);
+  }
+
+  private async observeSlot(name: string): Promise<ObservedSlot | undefined> {
+    const read = await readRecord(slotPaths(this.stateDir, name).record);
+    if (read === undefined) return undefined; // a folder with only a log: nothing was left running
+    if ("error" in read) return { name, running: false, health: "unknown", detail: `runtime.json is unreadable: ${read.error}` };
+    const { pid, pid_start, view, started_at } = read.record;
+    const record = { view, pid, started_at };
+    const stat = await procStat(pid);
+    if (!isLive(stat)) return { name, record, running: false, health: "unknown", detail: `process exited (pid ${pid})` };
+    if (stat.startTime !== pid_start) {
+      return { name, record, running: false, health: "unknown", detail: `pid ${pid} is alive but is not the runner hal0 started (pid reused)` };
+    }
+    const status = await httpStatus(view.spec.port, view.spec.health_path, OBSERVE_HEALTH_TIMEOUT_MS);
+    const health = healthOf(status);
+    if (health !== "down") return { name, record, running: true, health };
+    const answer = status === undefined ? "does not answer" : `answers ${status}`;
+    return { name, record, running: true, health, detail: `pid ${pid} is running but GET ${view.spec.health_path} on port ${view.spec.port} ${answer}` };
+  }
+}
+
+function healthOf(status: number | undefined): SlotHealth {
+  if (status === 200) return "ok";
+  if (status === 503) return "loading";
+  return "down";
+}
+
+function portInUseMessage(port: number, holder: { pid?: number; command?: string }): string {
+  if (holder.pid === undefined) return `port ${port} is already in use (the program holding it could not be found)`;
+  return `port ${port} is already in use by pid ${holder.pid}${holder.command === undefined ? "" : ` (${holder.command})`}`;
+}
+
+async function tailNote(logPath: string, spawned: Spawned): Promise<string> {
+  const tail = await logTail(logPath, spawned.logOffset);
+  return tail === "" ? `; ${logPath} is empty` : `; last lines of ${logPath}:\n${tail.replace(/^/gm, "  ")}`;
+}
+
+/**
+ * SIGTERM to the runner's process group, SIGKILL after `graceS`. Each signal
+ * is sent only after re-checking that pid and start time are still ours.
+ */
+async function terminate(name: string, pid: number, pidStart: number, graceS: number): Promise<void> {
+  if (!(await signalIfOurs(pid, pidStart, "SIGTERM"))) return;
+  if (await waitGone(pid, pidStart, graceS * 1000)) return;
+  if (!(await signalIfOurs(pid, pidStart, "SIGKILL"))) return;
+  if (await waitGone(pid, pidStart, KILL_WAIT_MS)) return;
+  // The record stays: the process is still ours to stop, and a later stop retries.
+  throw new DriverError("slot.apply_failed", `slot ${name}: pid ${pid} is still alive ${KILL_WAIT_MS / 1000} s after SIGKILL (stuck in the kernel?)`);
+}
+
+/** Signals the runner's group (the runner leads its own) or, if it left its group, the runner alone. */
+async function signalIfOurs(pid: number, pidStart: number, signal: NodeJS.Signals): Promise<boolean> {
+  const stat = await procStat(pid);
+  if (!isLive(stat) || stat.startTime !== pidStart) return false;
+  try {
+    process.kill(stat.pgid === pid ? -pid : pid, signal);
+  } catch {
+    return false; // exited between the check and the signal
+  }
+  return true;
+}
+
+async function waitGone(pid: number, pidStart: number, ms: number): Promise<boolean> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    if (!(await isOurs(pid, pidStart))) return true;
+    if (Date.now() >= deadline) return false;
+    await sleep(GONE_POLL_MS);
+  }
+}
+
+export type { RuntimeRecord };

@@ -1,0 +1,88 @@
+import { spawn } from "node:child_process";
+import { once } from "node:events";
+import { open } from "node:fs/promises";
+import { setTimeout as sleep } from "node:timers/promises";
+import { DriverError, type StartPhase } from "./driver.js";
+import { httpStatus } from "./proc.js";
+
+/**
+ * Launching one runner and waiting for it to become healthy. The runner is
+ * detached (its own process group, stdio on runner.log, unref'd), so it
+ * outlives whoever started it: hal0's CLI exits while its slots keep running.
+ */
+
+export interface RunnerExit {
+  readonly code: number | null;
+  readonly signal: NodeJS.Signals | null;
+}
+
+export interface Spawned {
+  readonly pid: number;
+  /** Settles when the runner exits, if the starter is still alive then. */
+  readonly exited: Promise<RunnerExit>;
+  /** Byte offset in runner.log where this run's output begins. */
+  readonly logOffset: number;
+}
+
+/** Spawns `argv` with its output appended to `logPath`; a runner that can't be executed (ENOENT, EACCES) is `slot.spawn_failed`. */
+export async function spawnRunner(argv: readonly string[], cwd: string, env: NodeJS.ProcessEnv, logPath: string): Promise<Spawned> {
+  const [command, ...args] = argv;
+  if (command === undefined) throw new DriverError("slot.spawn_failed", "the slot's argv is empty: there is no runner to start");
+  const log = await open(logPath, "a");
+  try {
+    await log.write(`=== ${new Date().toISOString()} hal0 starts: ${argv.join(" ")}\n`);
+    const logOffset = (await log.stat()).size;
+    const child = spawn(command, args, { cwd, env, detached: true, stdio: ["ignore", log.fd, log.fd] });
+    const exited = new Promise<RunnerExit>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
+    if (child.pid === undefined) {
+      const [err] = (await once(child, "error")) as [NodeJS.ErrnoException];
+      throw new DriverError("slot.spawn_failed", `cannot run \`${command}\` (in ${cwd}): ${err.code ?? err.message}`);
+    }
+    child.on("error", () => {}); // later errors (a failed kill) are not the starter's to crash on
+    child.unref();
+    return { pid: child.pid, exited, logOffset };
+  } finally {
+    await log.close(); // the child holds its own copy of the descriptor
+  }
+}
+
+export type HealthOutcome =
+  | { readonly kind: "ready" }
+  | { readonly kind: "exited"; readonly exit: RunnerExit }
+  | { readonly kind: "timeout"; readonly lastStatus: number | undefined };
+
+const POLL_MS = 100;
+const PROBE_TIMEOUT_MS = 1000;
+
+/**
+ * Polls `GET /health` until 200 (`ready`), the runner exits (`exited`, noticed
+ * at once, not at the next poll) or `timeoutMs` passes (`timeout`). Phases:
+ * `warming` once, on the first 503; `ready` on 200.
+ */
+export async function waitHealthy(port: number, path: string, spawned: Spawned, timeoutMs: number, onPhase?: (phase: StartPhase) => void): Promise<HealthOutcome> {
+  const deadline = Date.now() + timeoutMs;
+  let exit: RunnerExit | undefined;
+  void spawned.exited.then((e) => (exit = e));
+  let warming = false;
+  let lastStatus: number | undefined;
+  while (exit === undefined) {
+    const left = deadline - Date.now();
+    if (left <= 0) return { kind: "timeout", lastStatus };
+    lastStatus = await httpStatus(port, path, Math.min(PROBE_TIMEOUT_MS, left));
+    if (exit !== undefined) break;
+    if (lastStatus === 200) {
+      onPhase?.("ready");
+      return { kind: "ready" };
+    }
+    if (lastStatus === 503 && !warming) {
+      warming = true;
+      onPhase?.("warming");
+    }
+    await Promise.race([sleep(Math.min(POLL_MS, Math.max(0, deadline - Date.now()))), spawned.exited]);
+  }
+  return { kind: "exited", exit };
+}
+
+export function describeExit(exit: RunnerExit): string {
+  return exit.signal !== null ? `was killed by ${exit.signal}` : `exited with code ${exit.code}`;
+}

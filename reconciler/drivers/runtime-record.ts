@@ -1,0 +1,99 @@
+import { open, readFile, rm } from "node:fs/promises";
+import { join } from "node:path";
+import { writeFileAtomic } from "../atomic.js";
+import type { SlotView } from "../observed.js";
+
+/**
+ * The process runtime's state folder, one folder per slot:
+ *
+ *   <state>/slots/<name>/runtime.json   what hal0 started (written atomically; removed on stop)
+ *   <state>/slots/<name>/runner.log     the runner's stdout and stderr, appended across starts (kept)
+ *
+ * `pid` + `pid_start` name one process for the life of the boot: a pid whose
+ * start time differs is a later process that was given a reused pid.
+ */
+export interface RuntimeRecord {
+  readonly pid: number;
+  /** Field 22 (starttime) of /proc/<pid>/stat when hal0 started the runner. */
+  readonly pid_start: number;
+  readonly view: SlotView;
+  /** ISO 8601. */
+  readonly started_at: string;
+  /** Absolute path of runner.log. */
+  readonly log: string;
+}
+
+export interface SlotPaths {
+  readonly dir: string;
+  readonly record: string;
+  readonly log: string;
+}
+
+export function slotsDir(stateDir: string): string {
+  return join(stateDir, "slots");
+}
+
+export function slotPaths(stateDir: string, name: string): SlotPaths {
+  const dir = join(slotsDir(stateDir), name);
+  return { dir, record: join(dir, "runtime.json"), log: join(dir, "runner.log") };
+}
+
+export async function writeRecord(path: string, record: RuntimeRecord): Promise<void> {
+  await writeFileAtomic(path, `${JSON.stringify(record, null, 2)}\n`);
+}
+
+export async function removeRecord(path: string): Promise<void> {
+  await rm(path, { force: true });
+}
+
+/** undefined: no record. `error`: a record that can't be trusted, with why. */
+export type RecordRead = { readonly record: RuntimeRecord } | { readonly error: string } | undefined;
+
+export async function readRecord(path: string): Promise<RecordRead> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
+    return { error: (err as Error).message };
+  }
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (err) {
+    return { error: `not JSON (${(err as Error).message})` };
+  }
+  const problem = recordProblem(value);
+  return problem === undefined ? { record: value as RuntimeRecord } : { error: problem };
+}
+
+/** Why `value` is not a RuntimeRecord, or undefined when it is one (checked as deep as observe and stop read it). */
+function recordProblem(value: unknown): string | undefined {
+  if (typeof value !== "object" || value === null) return "not an object";
+  const r = value as Record<string, unknown>;
+  if (!Number.isSafeInteger(r.pid) || (r.pid as number) <= 0) return "`pid` is not a positive integer";
+  if (!Number.isSafeInteger(r.pid_start)) return "`pid_start` is not an integer";
+  if (typeof r.started_at !== "string") return "`started_at` is not a string";
+  if (typeof r.log !== "string") return "`log` is not a string";
+  const view = r.view as { spec?: { port?: unknown; health_path?: unknown } } | null;
+  if (typeof view !== "object" || view === null || typeof view.spec !== "object" || view.spec === null) return "`view.spec` is missing";
+  if (!Number.isSafeInteger(view.spec.port)) return "`view.spec.port` is not an integer";
+  if (typeof view.spec.health_path !== "string") return "`view.spec.health_path` is not a string";
+  return undefined;
+}
+
+/** The last `maxLines` lines of `path` from byte `offset` on (what one run wrote), at most 4 KiB. */
+export async function logTail(path: string, offset: number, maxLines = 15): Promise<string> {
+  const handle = await open(path, "r").catch(() => undefined);
+  if (handle === undefined) return "";
+  try {
+    const size = (await handle.stat()).size;
+    const start = Math.max(offset, size - 4096);
+    if (size <= start) return "";
+    const { buffer, bytesRead } = await handle.read(Buffer.alloc(size - start), 0, size - start, start);
+    const lines = buffer.subarray(0, bytesRead).toString("utf8").split("\n").filter((line) => line.trim() !== "");
+    return lines.slice(-maxLines).join("\n");
+  } finally {
+    await handle.close();
+  }
+}

@@ -1,0 +1,245 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { once } from "node:events";
+import { existsSync, readFileSync, realpathSync } from "node:fs";
+import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
+import { createServer as createHttpServer, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { dirname, join, relative } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { DriverError, type ObservedSlot, type SlotView, type StartPhase } from "../../reconciler/index.js";
+import { ProcessDriver } from "../../reconciler/drivers/process.js";
+import { PROJECT, RUNNER, alive, freePort, procFields, transpileClosure, until, viewFor } from "./process-helpers.js";
+
+/** Real processes (the fake runner), real HTTP on loopback, a temp state folder per test. */
+
+let tmp: string;
+let stateDir: string;
+let driver: ProcessDriver;
+/** Every pid a test started, killed in afterEach whatever happened. */
+const pids = new Set<number>();
+
+beforeEach(async () => {
+  tmp = await mkdtemp(join(tmpdir(), "hal0-process-driver-"));
+  stateDir = join(tmp, "state");
+  driver = new ProcessDriver({ stateDir });
+});
+
+afterEach(async () => {
+  const names = await readdir(join(stateDir, "slots")).catch(() => [] as string[]);
+  for (const name of names) {
+    const text = await readFile(join(stateDir, "slots", name, "runtime.json"), "utf8").catch(() => "");
+    const pid = /"pid":\s*(\d+)/.exec(text)?.[1]; // a corrupt record must not stop the clean-up
+    if (pid !== undefined) pids.add(Number(pid));
+  }
+  await Promise.allSettled(names.map((name) => driver.stop(name, 1)));
+  for (const pid of pids) for (const target of [-pid, pid]) try { process.kill(target, "SIGKILL"); } catch { /* gone */ }
+  pids.clear();
+  await rm(tmp, { recursive: true, force: true });
+});
+
+const options = (extra: { healthTimeoutS?: number; onPhase?: (p: StartPhase) => void } = {}) => ({ healthTimeoutS: 10, cwd: tmp, ...extra });
+
+async function start(view: SlotView, extra?: Parameters<typeof options>[0]): Promise<number> {
+  const { pid } = await driver.start("s", view, options(extra));
+  pids.add(pid!);
+  return pid!;
+}
+
+async function rejection(promise: Promise<unknown>): Promise<DriverError> {
+  const err = await promise.then(() => undefined, (e: unknown) => e);
+  expect(err).toBeInstanceOf(DriverError);
+  return err as DriverError;
+}
+
+const recordPath = () => join(stateDir, "slots/s/runtime.json");
+const logOf = () => readFile(join(stateDir, "slots/s/runner.log"), "utf8");
+
+describe("ProcessDriver.start", () => {
+  it("starts the runner with the spec's argv, env and cwd, reports its phases and records it", async () => {
+    const view = viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "400" } });
+    const phases: StartPhase[] = [];
+    let whileLoading: Promise<ObservedSlot[]> | undefined;
+    const pid = await start(view, {
+      onPhase: (phase) => {
+        phases.push(phase);
+        if (phase === "warming") whileLoading = driver.observe();
+      },
+    });
+    expect(phases).toEqual(["starting", "warming", "ready"]);
+    expect((await whileLoading!)[0]).toMatchObject({ name: "s", running: true, health: "loading" });
+
+    const base = `http://127.0.0.1:${view.port}`;
+    expect((await fetch(`${base}/health`)).status).toBe(200);
+    const props = (await (await fetch(`${base}/props`)).json()) as { argv: string[]; pid: number; alias: string; ctx_size: number; cwd: string };
+    expect(props.argv).toEqual(view.spec.argv.slice(2));
+    expect(props).toMatchObject({ pid, alias: "tiny", ctx_size: 2048, cwd: realpathSync(tmp) });
+
+    const record = JSON.parse(await readFile(recordPath(), "utf8"));
+    expect((await procFields(pid)).pgid).toBe(pid); // detached: it leads its own process group
+    expect(record).toEqual({ pid, pid_start: (await procFields(pid)).start, view, started_at: expect.any(String), log: join(stateDir, "slots/s/runner.log") });
+    expect(await logOf()).toMatch(/hal0 starts: node .*fake-llama-server\.mjs[^]*listening on http:\/\/127\.0\.0\.1:\d+[^]*GET \/health 200/);
+  });
+
+  it("refuses a port held by a foreign server at once, naming the port and its holder", async () => {
+    const server: Server = createHttpServer((_, res) => res.end("not a slot")).listen(0, "127.0.0.1");
+    await once(server, "listening");
+    try {
+      const port = (server.address() as AddressInfo).port;
+      const began = Date.now();
+      const err = await rejection(driver.start("s", viewFor({ root: tmp, port }), options()));
+      expect(Date.now() - began).toBeLessThan(2000);
+      expect(err.code).toBe("slot.port_in_use");
+      expect(err.message).toContain(`port ${port} is already in use by pid ${process.pid} (`);
+      expect(await driver.portHolder(port)).toEqual({ pid: process.pid, command: expect.stringContaining("node") });
+      expect(await driver.observe()).toEqual([]);
+    } finally {
+      server.close();
+    }
+    expect(await driver.portHolder(await freePort())).toBeUndefined();
+  });
+
+  it("fails with the exit code and the log's last lines when the runner exits before it is healthy", async () => {
+    const script = join(tmp, "exits.mjs");
+    await writeFile(script, 'console.error("fatal: no GPU found"); process.exit(3);\n');
+    const began = Date.now();
+    const err = await rejection(driver.start("s", viewFor({ root: tmp, port: await freePort(), runner: ["node", script] }), options()));
+    expect(Date.now() - began).toBeLessThan(2000);
+    expect(err.code).toBe("slot.spawn_failed");
+    expect(err.message).toMatch(/exited with code 3 before it was healthy[^]*\n {2}fatal: no GPU found/);
+    expect(existsSync(recordPath())).toBe(false);
+
+    const missing = await rejection(driver.start("s", viewFor({ root: tmp, port: await freePort(), modelPath: join(tmp, "nope.gguf") }), options()));
+    expect(missing.code).toBe("slot.spawn_failed");
+    expect(missing.message).toMatch(/exited with code 1[^]*failed to load model/);
+  });
+
+  it("fails with slot.spawn_failed when the runner can't be executed", async () => {
+    const err = await rejection(driver.start("s", viewFor({ root: tmp, port: await freePort(), runner: ["hal0-no-such-runner"] }), options()));
+    expect(err.code).toBe("slot.spawn_failed");
+    expect(err.message).toContain("cannot run `hal0-no-such-runner`");
+    expect(err.message).toContain("ENOENT");
+    expect(await driver.observe()).toEqual([]);
+  });
+
+  it("stops a runner that is not healthy in time and fails with slot.health_failed", async () => {
+    const view = viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "60000" } });
+    let pid: number | undefined;
+    const onPhase = (phase: StartPhase) => {
+      if (phase === "starting") pid = JSON.parse(readFileSync(recordPath(), "utf8")).pid;
+    };
+    const err = await rejection(driver.start("s", view, options({ healthTimeoutS: 1, onPhase })));
+    pids.add(pid!);
+    expect(err.code).toBe("slot.health_failed");
+    expect(err.message).toContain(`did not return 200 within 1 s (last answer 503); stopped pid ${pid}`);
+    expect(await alive(pid!)).toBe(false);
+    expect(await driver.observe()).toEqual([]);
+  });
+});
+
+describe("ProcessDriver.observe and stop", () => {
+  it("observes a running slot as running and healthy, with its record", async () => {
+    const view = viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "0" } });
+    const pid = await start(view);
+    const [slot, ...rest] = await driver.observe();
+    expect(rest).toEqual([]);
+    expect(slot).toEqual({ name: "s", running: true, health: "ok", record: { view, pid, started_at: expect.any(String) } });
+    expect(slot!.record!.view.spec_hash).toBe(view.spec_hash);
+  });
+
+  it("sees a runner killed with SIGKILL as not running, and stop then just drops the record", async () => {
+    const pid = await start(viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "0" } }));
+    process.kill(pid, "SIGKILL");
+    await until(async () => !(await alive(pid)));
+    const [slot] = await driver.observe();
+    expect(slot).toMatchObject({ name: "s", running: false, health: "unknown", record: { pid } });
+    expect(slot!.detail).toContain("process exited");
+    await driver.stop("s", 1);
+    expect(await driver.observe()).toEqual([]);
+    expect(await logOf()).toContain("listening"); // the log is kept
+  });
+
+  it("never takes, nor signals, a live process that reused the recorded pid", async () => {
+    const sleeper = spawn("sleep", ["30"], { stdio: "ignore" });
+    pids.add(sleeper.pid!);
+    const view = viewFor({ root: tmp, port: await freePort() });
+    await mkdir(dirname(recordPath()), { recursive: true });
+    const record = { pid: sleeper.pid, pid_start: (await procFields(sleeper.pid!)).start - 1, view, started_at: new Date().toISOString(), log: "x" };
+    await writeFile(recordPath(), JSON.stringify(record));
+
+    const [slot] = await driver.observe();
+    expect(slot).toMatchObject({ name: "s", running: false, health: "unknown", record: { pid: sleeper.pid } });
+    expect(slot!.detail).toBe(`pid ${sleeper.pid} is alive but is not the runner hal0 started (pid reused)`);
+    await driver.stop("s", 1);
+    expect(await alive(sleeper.pid!)).toBe(true);
+    expect(existsSync(recordPath())).toBe(false);
+    sleeper.kill("SIGKILL");
+  });
+
+  it("kills a runner that ignores SIGTERM once the grace period is over", async () => {
+    const pid = await start(viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "0", HAL0_FAKE_IGNORE_SIGTERM: "1" } }));
+    const began = Date.now();
+    await driver.stop("s", 1);
+    const took = Date.now() - began;
+    expect(took).toBeGreaterThanOrEqual(1000);
+    expect(took).toBeLessThan(2500);
+    expect(await alive(pid)).toBe(false);
+    expect(await logOf()).toContain("ignoring SIGTERM");
+    expect(existsSync(recordPath())).toBe(false);
+  });
+
+  it("stops a runner with SIGTERM, and stopping a stopped slot succeeds", async () => {
+    // A runner path relative to the config folder, as fixtures/box writes it: it resolves against `cwd`.
+    const runner = ["node", relative(tmp, RUNNER)];
+    expect(runner[1]).toMatch(/^\.\.\//);
+    const pid = await start(viewFor({ root: tmp, port: await freePort(), runner, env: { HAL0_FAKE_LOAD_MS: "0" } }));
+    await driver.stop("s", 5);
+    expect(await alive(pid)).toBe(false);
+    expect(await logOf()).toContain("SIGTERM, shutting down");
+    await driver.stop("s", 5);
+    await driver.stop("never-started", 5);
+  });
+
+  it("reports a corrupt runtime.json instead of throwing", async () => {
+    await mkdir(dirname(recordPath()), { recursive: true });
+    await writeFile(recordPath(), "{ not json");
+    const [slot] = await driver.observe();
+    expect(slot).toMatchObject({ name: "s", running: false, health: "unknown" });
+    expect(slot!.detail).toMatch(/^runtime\.json is unreadable: not JSON/);
+  });
+});
+
+describe("a runner outlives the process that started it", () => {
+  let bundle: string;
+  beforeAll(async () => {
+    bundle = await mkdtemp(join(tmpdir(), "hal0-driver-js-"));
+    await transpileClosure(join(PROJECT, "reconciler/drivers/process.ts"), bundle);
+    await writeFile(join(bundle, "starter.mjs"), [
+      'import { ProcessDriver } from "./reconciler/drivers/process.js";',
+      "const { stateDir, view, cwd } = JSON.parse(process.env.HAL0_TEST_START);",
+      'const { pid } = await new ProcessDriver({ stateDir }).start("s", view, { healthTimeoutS: 10, cwd });',
+      "process.stdout.write(JSON.stringify({ pid }));",
+      "// no process.exit: the starter must be free to exit on its own",
+    ].join("\n"));
+  });
+  afterAll(() => rm(bundle, { recursive: true, force: true }));
+
+  it("keeps running after a short-lived starter exits on its own", async () => {
+    const view = viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "0" } });
+    const starter: ChildProcess = spawn(process.execPath, [join(bundle, "starter.mjs")], {
+      env: { ...process.env, HAL0_TEST_START: JSON.stringify({ stateDir, view, cwd: tmp }) },
+      stdio: ["ignore", "pipe", "inherit"],
+    });
+    pids.add(starter.pid!);
+    let out = "";
+    starter.stdout!.on("data", (chunk) => (out += chunk));
+    const exited = once(starter, "exit").then(([code]) => code as number | null);
+    const code = await Promise.race([exited, sleep(5000).then(() => "still running after 5 s")]);
+    expect(code).toBe(0);
+    const { pid } = JSON.parse(out) as { pid: number };
+    expect(await driver.observe()).toEqual([{ name: "s", running: true, health: "ok", record: { view, pid, started_at: expect.any(String) } }]);
+    await driver.stop("s", 5);
+    expect(await alive(pid)).toBe(false);
+  });
+});
