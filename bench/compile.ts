@@ -1,6 +1,7 @@
 import { parse } from "smol-toml";
 import { compile } from "../compiler/index.js";
 import { generateTree } from "./generate.js";
+import { benchApply } from "./apply.js";
 
 /**
  * `npm run bench`: compile time of generated trees beside smol-toml's bare
@@ -56,3 +57,6 @@ for (const slots of SIZES) {
 const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length)));
 for (const row of rows) console.log(row.map((cell, c) => cell.padStart(widths[c]!)).join("  "));
 console.log(`\n${verdict}  (node ${process.version}, ${new Date().toISOString()})`);
+
+console.log("\nplan / apply (whole hal0 processes; targets come with the docker runtime)");
+for (const line of await benchApply()) console.log(line);

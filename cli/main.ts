@@ -1,9 +1,19 @@
 import { runSchema, SCHEMA_HELP } from "./schema-cmd.js";
 import { runValidate, VALIDATE_HELP } from "./validate.js";
-import { EXIT_OK, EXIT_USAGE, UsageError, processIo, type CliIo } from "./io.js";
+import { runPlan, PLAN_HELP } from "./plan-cmd.js";
+import { runApply, APPLY_HELP } from "./apply-cmd.js";
+import { runStatus, STATUS_HELP } from "./status-cmd.js";
+import { runDown, DOWN_HELP } from "./down-cmd.js";
+import { InvalidConfigError } from "./box.js";
+import { LockedError } from "../reconciler/lock.js";
+import { CliError, EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError, processIo, type CliIo } from "./io.js";
 
 const COMMANDS: Record<string, { run: (args: string[], io: CliIo) => Promise<number>; help: string }> = {
   validate: { run: runValidate, help: VALIDATE_HELP },
+  plan: { run: runPlan, help: PLAN_HELP },
+  apply: { run: runApply, help: APPLY_HELP },
+  status: { run: runStatus, help: STATUS_HELP },
+  down: { run: runDown, help: DOWN_HELP },
   schema: { run: runSchema, help: SCHEMA_HELP },
 };
 
@@ -11,6 +21,10 @@ const USAGE = `usage: hal0 <command> [options]
 
 commands:
   validate   compile the config tree and report every problem
+  plan       show what apply would change, and why
+  apply      converge the box to the config (asks first unless --yes)
+  status     each slot's state, pid, port and spec
+  down       stop every slot hal0 started
   schema     write the JSON Schemas of every file kind
 
 Run 'hal0 <command> --help' for a command's options.`;
@@ -38,6 +52,11 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
       io.stderr.write(`hal0 ${name}: ${(err as Error).message.split("\n")[0]}\n`);
       return EXIT_USAGE;
     }
+    if (err instanceof CliError || err instanceof LockedError) {
+      io.stderr.write(`hal0 ${name}: ${err.code}: ${err.message}\n`);
+      return EXIT_INVALID;
+    }
+    if (err instanceof InvalidConfigError) return EXIT_INVALID;
     throw err;
   }
 }

@@ -1,12 +1,13 @@
 import { mkdir, open, readFile, rm } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
-import { processStartTime } from "./proc.js";
+import { isOurs, procStat } from "./drivers/proc.js";
 
 /** Who holds the apply lock. */
 export interface LockHolder {
   readonly pid: number;
-  readonly pid_start?: string;
+  /** Start time of the holder (/proc/<pid>/stat field 22), so a reused pid is not mistaken for it. */
+  readonly pid_start?: number;
   readonly host: string;
   readonly started_at: string;
   readonly command: string;
@@ -28,7 +29,7 @@ export class LockedError extends Error {
 export async function acquireLock(stateDir: string, command: string): Promise<() => Promise<void>> {
   await mkdir(stateDir, { recursive: true });
   const path = join(stateDir, "apply.lock");
-  const me: LockHolder = { pid: process.pid, pid_start: await processStartTime(process.pid), host: hostname(), started_at: new Date().toISOString(), command };
+  const me: LockHolder = { pid: process.pid, pid_start: (await procStat(process.pid))?.startTime, host: hostname(), started_at: new Date().toISOString(), command };
   for (let attempt = 0; attempt < 3; attempt++) {
     try {
       const handle = await open(path, "wx", 0o644);
@@ -55,10 +56,11 @@ async function readHolder(path: string): Promise<LockHolder | undefined> {
 
 async function isAlive(holder: LockHolder): Promise<boolean> {
   if (holder.host !== hostname()) return true;
+  if (holder.pid_start !== undefined) return isOurs(holder.pid, holder.pid_start);
   try {
     process.kill(holder.pid, 0);
+    return true;
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === "EPERM";
   }
-  return holder.pid_start === undefined || (await processStartTime(holder.pid)) === holder.pid_start;
 }

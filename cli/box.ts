@@ -1,0 +1,47 @@
+import { compile, loadTree, ConfigNotFoundError, type Model } from "../compiler/index.js";
+import { ProcessDriver } from "../reconciler/drivers/process.js";
+import { StateStore } from "../reconciler/state.js";
+import type { SlotDriver } from "../reconciler/index.js";
+import { formatDiagnostic, formatSummary } from "./format-diagnostics.js";
+import { UsageError, type CliIo } from "./io.js";
+import { configDir, stateDir } from "./paths.js";
+
+/** A compiled box with its runtime driver and state folder: what plan, apply, status and down work on. */
+export interface Box {
+  readonly root: string;
+  readonly model: Model;
+  readonly driver: SlotDriver;
+  readonly state: StateStore;
+}
+
+/** Thrown when the tree has errors; they have been printed. The command exits 1. */
+export class InvalidConfigError extends Error {}
+
+/**
+ * Loads and compiles the config folder and builds the runtime for it. This is
+ * a composition root: the only place the CLI constructs real drivers.
+ */
+export async function openBox(flags: { config?: string; state?: string }, io: CliIo): Promise<Box> {
+  const root = configDir(flags.config, io.env, io.cwd);
+  const loaded = await loadTree(root).catch((err: unknown) => {
+    if (err instanceof ConfigNotFoundError) throw new UsageError(`config folder not found: ${root}`);
+    throw err;
+  });
+  const { model, diagnostics } = compile(loaded.tree, loaded.diagnostics);
+  const text = { root, cwd: io.cwd, color: !io.env.NO_COLOR && io.stderr.isTTY === true, texts: loaded.tree.files };
+  const errors = diagnostics.filter((d) => d.severity === "error");
+  if (!model) {
+    for (const d of errors) io.stderr.write(`${formatDiagnostic(d, text)}\n\n`);
+    io.stderr.write(`${formatSummary(errors.length, diagnostics.length - errors.length, root, text)}\n`);
+    throw new InvalidConfigError(`${root} has ${errors.length} error(s)`);
+  }
+  const state = new StateStore(stateDir(flags.state, io.env, io.cwd));
+  return { root, model, driver: driverFor(model, state.dir), state };
+}
+
+function driverFor(model: Model, dir: string): SlotDriver {
+  if (model.settings.slots.runtime === "docker") {
+    throw new UsageError("[slots] runtime = \"docker\" is not available yet; use runtime = \"process\"");
+  }
+  return new ProcessDriver({ stateDir: dir });
+}

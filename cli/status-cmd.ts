@@ -1,0 +1,68 @@
+import { parseArgs } from "node:util";
+import type { Model } from "../compiler/index.js";
+import { observe } from "../reconciler/observe.js";
+import type { ObservedSlot } from "../reconciler/index.js";
+import type { SlotOutcome } from "../reconciler/state.js";
+import { openBox } from "./box.js";
+import { EXIT_OK, type CliIo } from "./io.js";
+import { BOX_OPTIONS } from "./plan-cmd.js";
+
+export const STATUS_HELP = `hal0 status [--config DIR] [--state DIR] [--json]
+
+Each slot's lifecycle state (offline, starting, warming, ready, error), pid, port, spec hash and last error.`;
+
+/** One row of `hal0 status`. */
+export interface SlotStatus {
+  name: string;
+  enabled: boolean;
+  state: "offline" | "starting" | "warming" | "ready" | "error";
+  pid: number | null;
+  port: number | null;
+  spec_hash: string | null;
+  /** The running spec differs from the desired one: `hal0 plan` shows how. */
+  outdated: boolean;
+  last_error: string | null;
+}
+
+export async function runStatus(args: string[], io: CliIo): Promise<number> {
+  const { values } = parseArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, json: { type: "boolean" } } });
+  const box = await openBox(values, io);
+  const [{ observed }, outcomes] = await Promise.all([observe(box.model, box.driver, box.state), box.state.readOutcomes()]);
+  const rows = statusRows(box.model, observed.slots, outcomes);
+  io.stdout.write(values.json ? `${JSON.stringify({ slots: rows }, null, 2)}\n` : `${formatStatus(rows)}\n`);
+  return EXIT_OK;
+}
+
+export function statusRows(model: Model, observed: Readonly<Record<string, ObservedSlot>>, outcomes: Record<string, SlotOutcome>): SlotStatus[] {
+  const names = [...new Set([...Object.keys(model.slots), ...Object.keys(observed)])].sort();
+  return names.map((name) => {
+    const desired = model.slots[name];
+    const seen = observed[name];
+    const outcome = outcomes[name];
+    return {
+      name,
+      enabled: desired?.enabled ?? false,
+      state: lifecycle(seen, outcome),
+      pid: seen?.running ? (seen.record?.pid ?? null) : null,
+      port: seen?.record?.view.port ?? desired?.port ?? null,
+      spec_hash: seen?.running ? (seen.record?.view.spec_hash ?? null) : null,
+      outdated: Boolean(seen?.running && desired && seen.record?.view.spec_hash !== desired.spec_hash),
+      last_error: outcome && !outcome.ok ? `${outcome.code}: ${outcome.error}` : (seen?.detail ?? null),
+    };
+  });
+}
+
+function lifecycle(seen: ObservedSlot | undefined, outcome: SlotOutcome | undefined): SlotStatus["state"] {
+  if (seen?.running) return seen.health === "ok" ? "ready" : seen.health === "loading" ? "warming" : "starting";
+  return outcome && !outcome.ok ? "error" : "offline";
+}
+
+function formatStatus(rows: readonly SlotStatus[]): string {
+  const table = [["SLOT", "STATE", "PID", "PORT", "SPEC", "NOTE"]];
+  for (const r of rows) {
+    const note = [r.enabled ? "" : "disabled", r.outdated ? "outdated: see hal0 plan" : "", r.last_error ?? ""].filter(Boolean).join("; ");
+    table.push([r.name, r.state, r.pid === null ? "-" : String(r.pid), r.port === null ? "-" : String(r.port), r.spec_hash ? r.spec_hash.slice(7, 19) : "-", note]);
+  }
+  const widths = table[0]!.map((_, c) => Math.max(...table.map((row) => row[c]!.length)));
+  return table.map((row) => row.map((cell, c) => (c === row.length - 1 ? cell : cell.padEnd(widths[c]!))).join("  ").trimEnd()).join("\n");
+}

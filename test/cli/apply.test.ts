@@ -1,0 +1,156 @@
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { main } from "../../cli/index.js";
+import { compile, loadTree, type Model } from "../../compiler/index.js";
+import { captureIo } from "./helpers.js";
+
+/**
+ * The whole loop on real processes: apply the example box, plan again,
+ * change one slot, remove one, kill one, and bring it all down. Runners are
+ * the fake llama-server of fixtures/runner on the box's own loopback ports.
+ */
+const BOX = join(import.meta.dirname, "../../fixtures/box");
+let config: string;
+let state: string;
+
+async function run(...args: string[]) {
+  const io = captureIo({}, process.cwd());
+  const code = await main([...args, "--config", config, "--state", state], io);
+  return { code, out: io.out(), err: io.err() };
+}
+
+async function desired(): Promise<Model> {
+  const loaded = await loadTree(config);
+  return compile(loaded.tree).model!;
+}
+
+function runtimePid(name: string): number {
+  return JSON.parse(readFileSync(join(state, "slots", name, "runtime.json"), "utf8")).pid;
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+async function getJson(port: number, path: string): Promise<{ status: number; body: any }> {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`);
+  return { status: res.status, body: await res.json() };
+}
+
+describe("hal0 apply / plan / status / down on the example box", () => {
+  const started: number[] = [];
+
+  beforeAll(() => {
+    // The box's profiles run ../runner/fake-llama-server.mjs: copy both, side by side.
+    const base = mkdtempSync(join(tmpdir(), "hal0-box-"));
+    config = join(base, "box");
+    cpSync(BOX, config, { recursive: true });
+    cpSync(join(BOX, "../runner"), join(base, "runner"), { recursive: true });
+    state = mkdtempSync(join(tmpdir(), "hal0-state-"));
+  });
+
+  afterAll(async () => {
+    await run("down");
+    for (const pid of started) if (alive(pid)) process.kill(pid, "SIGKILL");
+  });
+
+  it("starts every enabled slot as a process: /health 200, /props shows the resolved argv", async () => {
+    const { code, out } = await run("apply", "--yes");
+    expect(code, out).toBe(0);
+    // 8 slots, and the box's settings recorded as applied (they differ from the defaults).
+    expect(out).toMatch(/Apply complete: 8 created, 0 replaced, 0 deleted, 1 updated, 0 failed\./);
+    const model = await desired();
+    for (const slot of Object.values(model.slots).filter((s) => s.enabled)) {
+      started.push(runtimePid(slot.name));
+      expect((await getJson(slot.port, "/health")).status, slot.name).toBe(200);
+      const props = await getJson(slot.port, "/props");
+      expect(props.body.argv, slot.name).toEqual(slot.spec.argv.slice(2));
+    }
+  });
+
+  it("plans nothing right after an apply (--detailed-exitcode 0)", async () => {
+    const { code, out } = await run("plan", "--detailed-exitcode");
+    expect(code, out).toBe(0);
+    expect(out).toContain("No changes.");
+  });
+
+  it("restarts only the slot whose ctx_size changed, naming tune.ctx_size and the argv flag", async () => {
+    const pids = Object.fromEntries((Object.values((await desired()).slots)).filter((s) => s.enabled).map((s) => [s.name, runtimePid(s.name)]));
+    const file = join(config, "slots/utility.toml");
+    writeFileSync(file, readFileSync(file, "utf8").replace(/ctx_size = \d+/, "ctx_size = 12288"));
+    const plan = await run("plan", "--detailed-exitcode");
+    expect(plan.code).toBe(2);
+    expect(plan.out).toContain("-/+ slot.utility");
+    expect(plan.out).toContain("tune.ctx_size");
+    expect(plan.out).toContain("argv.--ctx-size");
+    const { code, out } = await run("apply", "--yes");
+    expect(code, out).toBe(0);
+    expect(out).toMatch(/0 created, 1 replaced, 0 deleted/);
+    for (const [name, pid] of Object.entries(pids)) {
+      if (name === "utility") expect(runtimePid(name)).not.toBe(pid);
+      else expect(runtimePid(name), name).toBe(pid);
+    }
+    expect((await getJson((await desired()).slots.utility!.port, "/props")).body.ctx_size).toBe(12288);
+    started.push(runtimePid("utility"));
+  });
+
+  it("stops only the slot whose file was deleted", async () => {
+    const before = Object.fromEntries(Object.values((await desired()).slots).filter((s) => s.enabled).map((s) => [s.name, runtimePid(s.name)]));
+    rmSync(join(config, "slots/utility.toml"));
+    const { code, out } = await run("apply", "--yes");
+    expect(code, out).toBe(0);
+    expect(out).toContain("- slot.utility (removed_from_config)");
+    expect(out).toMatch(/0 created, 0 replaced, 1 deleted/);
+    for (const [name, pid] of Object.entries(before)) expect(alive(pid), name).toBe(name !== "utility");
+  });
+
+  it("reports a killed runner as not_running, and apply brings it back", async () => {
+    const pid = runtimePid("embed");
+    process.kill(pid, "SIGKILL");
+    await new Promise((r) => setTimeout(r, 200));
+    const plan = await run("plan");
+    expect(plan.out).toMatch(/\+ slot\.embed \(not_running\)/);
+    const status = await run("status", "--json");
+    expect(JSON.parse(status.out).slots.find((s: { name: string }) => s.name === "embed").state).toBe("offline");
+    const { code, out } = await run("apply", "--yes");
+    expect(code, out).toBe(0);
+    expect(alive(runtimePid("embed"))).toBe(true);
+    started.push(runtimePid("embed"));
+  });
+
+  it("refuses a saved plan once the box has moved, naming what moved (plan.stale)", async () => {
+    const file = join(state, "saved-plan.json");
+    expect((await run("plan", "--out", file)).code).toBe(0);
+    process.kill(runtimePid("rerank"), "SIGKILL");
+    await new Promise((r) => setTimeout(r, 200));
+    const { code, err } = await run("apply", "--plan", file, "--yes");
+    expect(code).toBe(1);
+    expect(err).toContain("plan.stale");
+    expect(err).toContain("slot.rerank");
+  });
+
+  it("status lists each slot's state, pid, port and spec", async () => {
+    await run("apply", "--yes");
+    const { code, out } = await run("status", "--json");
+    expect(code).toBe(0);
+    const rows = JSON.parse(out).slots as Array<{ name: string; state: string; pid: number | null; port: number }>;
+    expect(rows.find((r) => r.name === "chat")).toMatchObject({ state: "ready", port: 8081 });
+    expect(rows.find((r) => r.name === "vision")).toMatchObject({ state: "offline", pid: null });
+    for (const r of rows) if (r.pid) started.push(r.pid);
+  });
+
+  it("down leaves no process behind", async () => {
+    const pids = Object.values((await desired()).slots).filter((s) => s.enabled).map((s) => runtimePid(s.name));
+    const { code, out } = await run("down");
+    expect(code, out).toBe(0);
+    for (const pid of pids) expect(alive(pid), String(pid)).toBe(false);
+    expect((await run("plan", "--detailed-exitcode")).code).toBe(2);
+  });
+});
