@@ -7,8 +7,15 @@ export { slotView } from "./view.js";
 export { observedDigests, movedResources } from "./digest.js";
 export { formatPlan, planJson, type FormatOptions } from "./format.js";
 
+// Observing and executing (I/O)
+export { observe } from "./observe.js";
+export { executePlan, type ExecEvent, type ExecuteOptions, type StepResult } from "./execute.js";
+export { StateStore, type SlotOutcome } from "./state.js";
+export { acquireLock, LockedError, type LockHolder } from "./lock.js";
+
 // Drivers
 export { DriverError, type SlotDriver, type StartOptions, type StartPhase } from "./drivers/driver.js";
+export { ProcessDriver } from "./drivers/process.js";
 
 // File helpers shared by the state folder and the CLI
 export { writeFileAtomic } from "./atomic.js";
