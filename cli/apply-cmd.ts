@@ -7,7 +7,7 @@ import { executePlan } from "../reconciler/execute.js";
 import { formatPlan } from "../reconciler/format.js";
 import { observe } from "../reconciler/observe.js";
 import { planChanges } from "../reconciler/plan.js";
-import { observedDigests, movedResources } from "../reconciler/digest.js";
+import { describeMoves } from "../reconciler/digest.js";
 import { acquireLock } from "../reconciler/lock.js";
 import { openBox, type Box } from "./box.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
@@ -59,7 +59,7 @@ async function checkedSavedPlan(file: string, box: Box): Promise<Plan> {
   if (!parsed.success) throw new CliError("plan.invalid", `${file} is not a hal0 plan (format_version 1)`);
   const saved = parsed.data;
   const { observed } = await observe(box.model, box.driver, box.state);
-  const moved = movedResources(saved.base, { config_digest: box.model.digest, observed: observedDigests(observed) });
+  const moved = describeMoves(saved, observed, box.model.digest);
   if (moved.length > 0) throw new CliError("plan.stale", `the plan is stale; re-run hal0 plan:\n${moved.map((m) => `  - ${m}`).join("\n")}`);
   return saved;
 }

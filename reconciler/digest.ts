@@ -37,3 +37,29 @@ export function movedResources(saved: Plan["base"], current: Plan["base"]): stri
   }
   return [...moved].sort();
 }
+
+/**
+ * `movedResources`, each with how it moved: what the saved plan saw (its
+ * change for that address) and what is observed now. For `plan.stale`.
+ */
+export function describeMoves(saved: Plan, observed: Observed, configDigest: string): string[] {
+  const current = { config_digest: configDigest, observed: observedDigests(observed) };
+  return movedResources(saved.base, current).map((address) => {
+    if (address === "config") return `config: the config changed since the plan was made (${short(saved.base.config_digest)} → ${short(configDigest)})`;
+    if (address === "settings") return "settings: the applied settings changed since the plan was made";
+    const change = saved.changes.find((c) => c.address === address);
+    const was = change === undefined ? "not seen" : change.reason === "new" || change.reason === "not_running" ? "not running" : `running${specOf(change.before)}`;
+    const slot = observed.slots[address.slice("slot.".length)];
+    const now = !slot ? "gone" : slot.running ? `running (pid ${slot.record?.pid ?? "?"})${specOf(slot.record?.view)}` : `not running${slot.detail ? ` (${slot.detail})` : ""}`;
+    return `${address}: ${was} when planned; now ${now}`;
+  });
+}
+
+function specOf(view: unknown): string {
+  const hash = (view as { spec_hash?: string } | null | undefined)?.spec_hash;
+  return hash ? `, spec ${short(hash)}` : "";
+}
+
+function short(digest: string): string {
+  return `${digest.slice(0, 19)}…`;
+}

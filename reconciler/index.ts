@@ -4,7 +4,7 @@ export { emptyInventory, type Observed, type ObservedSlot, type SlotView, type S
 // Planning (pure) and its text / JSON forms
 export { planChanges, type PlanOptions } from "./plan.js";
 export { slotView } from "./view.js";
-export { observedDigests, movedResources } from "./digest.js";
+export { observedDigests, movedResources, describeMoves } from "./digest.js";
 export { formatPlan, planJson, type FormatOptions } from "./format.js";
 
 // Observing and executing (I/O)

@@ -133,7 +133,15 @@ describe("hal0 apply / plan / status / down on the example box", () => {
     const { code, err } = await run("apply", "--plan", file, "--yes");
     expect(code).toBe(1);
     expect(err).toContain("plan.stale");
-    expect(err).toContain("slot.rerank");
+    expect(err).toMatch(/slot\.rerank: running, spec sha256:[0-9a-f]{12}… when planned; now not running \(process exited/);
+    expect(err).not.toContain("slot.chat");
+    await run("apply", "--yes");
+    expect((await run("plan", "--out", file)).code).toBe(0);
+    const chat = join(config, "slots/chat.toml");
+    writeFileSync(chat, readFileSync(chat, "utf8").replace("priority = 90", "priority = 91"));
+    const edited = await run("apply", "--plan", file, "--yes");
+    expect(edited.code).toBe(1);
+    expect(edited.err).toMatch(/plan\.stale: .*\n  - config: the config changed since the plan was made \(sha256:/);
   });
 
   it("status lists each slot's state, pid, port and spec", async () => {
