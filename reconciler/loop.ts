@@ -1,0 +1,84 @@
+import { watch, type FSWatcher } from "chokidar";
+import { join } from "node:path";
+import type { Sweeper, SweepReport } from "./sweep.js";
+
+export interface LoopOptions {
+  /** Seconds between sweeps when nothing else triggers one (`[reconcile] interval_s`). */
+  readonly intervalS: () => number;
+  readonly root: string;
+  readonly onReport: (report: SweepReport) => void;
+  readonly onError?: (err: unknown) => void;
+  /** Quiet time after the last `.toml` change before a sweep starts. */
+  readonly debounceMs?: number;
+}
+
+const WATCHED_FOLDERS = ["", "slots", "stacks", "mcp-servers"];
+
+/**
+ * Runs sweeps forever: every interval, ~100 ms after any `.toml` change in
+ * the tree (chokidar 4 on the folders; it takes no globs), and on demand.
+ * Requests coalesce: at most one sweep runs, and at most one more is queued.
+ */
+export class SweepLoop {
+  private watcher?: FSWatcher;
+  private timer?: NodeJS.Timeout;
+  private debounce?: NodeJS.Timeout;
+  private running?: Promise<void>;
+  private pending = false;
+  private stopped = false;
+
+  constructor(private readonly sweeper: Sweeper, private readonly options: LoopOptions) {}
+
+  start(): void {
+    const folders = WATCHED_FOLDERS.map((f) => join(this.options.root, f));
+    this.watcher = watch(folders, { ignoreInitial: true, depth: 0 });
+    this.watcher.on("all", (_event, path) => {
+      if (path.endsWith(".toml")) this.onChange();
+    });
+    this.request();
+  }
+
+  /** Asks for a sweep now (after the one running, if any). */
+  request(): void {
+    if (this.stopped) return;
+    if (this.running) {
+      this.pending = true;
+      return;
+    }
+    this.running = this.runOnce().finally(() => {
+      this.running = undefined;
+      if (this.pending) {
+        this.pending = false;
+        this.request();
+      } else this.schedule();
+    });
+  }
+
+  /** Stops watching and waits for the sweep in flight. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    clearTimeout(this.timer);
+    clearTimeout(this.debounce);
+    await this.watcher?.close();
+    await this.running;
+  }
+
+  private onChange(): void {
+    clearTimeout(this.debounce);
+    this.debounce = setTimeout(() => this.request(), this.options.debounceMs ?? 100);
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    clearTimeout(this.timer);
+    this.timer = setTimeout(() => this.request(), this.options.intervalS() * 1000);
+  }
+
+  private async runOnce(): Promise<void> {
+    try {
+      this.options.onReport(await this.sweeper.sweep());
+    } catch (err) {
+      this.options.onError?.(err);
+    }
+  }
+}

@@ -1,0 +1,132 @@
+import { once } from "node:events";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterEach, describe, expect, it } from "vitest";
+import { ProcessDriver } from "../../reconciler/drivers/process.js";
+import { SweepLoop } from "../../reconciler/loop.js";
+import { StateStore } from "../../reconciler/state.js";
+import { Sweeper, type SweepReport } from "../../reconciler/sweep.js";
+import type { SlotDriver } from "../../reconciler/index.js";
+import { alive, freePort, RUNNER } from "./process-helpers.js";
+
+const MODEL = join(import.meta.dirname, "../../fixtures/box/models/Qwen3-4B-Q4_K_M.gguf");
+const cleanups: Array<() => Promise<unknown> | unknown> = [];
+afterEach(async () => {
+  for (const fn of cleanups.splice(0).reverse()) await fn();
+});
+
+/** A one-slot box on a free port, a state folder, and a sweeper whose driver counts observe calls. */
+async function box(opts: { model?: string } = {}) {
+  const root = mkdtempSync(join(tmpdir(), "hal0-sweep-"));
+  const port = await freePort();
+  mkdirSync(join(root, "slots"));
+  writeFileSync(join(root, "hal0.toml"), `[slots]\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 10\nstop_grace_s = 2\n`);
+  writeFileSync(join(root, "profiles.toml"), `[profile.fake]\nrunner = ["node", ${JSON.stringify(RUNNER)}]\ndevice_class = "cpu"\n`);
+  writeFileSync(join(root, "models.toml"), `[model.tiny]\npath = ${JSON.stringify(opts.model ?? MODEL)}\n`);
+  writeSlot(root, port, 2048);
+  const state = new StateStore(mkdtempSync(join(tmpdir(), "hal0-sweep-state-")));
+  const real = new ProcessDriver({ stateDir: state.dir });
+  const counts = { observe: 0 };
+  const driver: SlotDriver = Object.assign(Object.create(real) as SlotDriver, {
+    observe: () => {
+      counts.observe++;
+      return real.observe();
+    },
+  });
+  const sweeper = new Sweeper({ root, state, driverFor: async () => driver });
+  cleanups.push(() => real.stop("s", 1));
+  return { root, port, state, sweeper, counts };
+}
+
+function writeSlot(root: string, port: number, ctx: number): void {
+  writeFileSync(join(root, "slots/s.toml"), `profile = "fake"\nmodel = "tiny"\nport = ${port}\n[tune]\nctx_size = ${ctx}\n[server]\nenv = { HAL0_FAKE_LOAD_MS = "50" }\n`);
+}
+
+function pidOf(state: StateStore): number {
+  return JSON.parse(readFileSync(join(state.dir, "slots/s/runtime.json"), "utf8")).pid;
+}
+
+function snapshot(dir: string): string[] {
+  // runner.log is the runner's own output (it logs each /health probe), not a write of hal0's.
+  return readdirSync(dir, { recursive: true }).map(String).filter((p) => !p.endsWith("runner.log")).sort().map((p) => `${p} ${statSync(join(dir, p)).mtimeMs}`);
+}
+
+describe("the sweep", () => {
+  it("converges, then a sweep with nothing to do observes once and writes nothing", async () => {
+    const { state, sweeper, counts } = await box();
+    expect((await sweeper.sweep()).outcome).toBe("converged");
+    const before = snapshot(state.dir);
+    counts.observe = 0;
+    const idle = await sweeper.sweep();
+    expect(idle.outcome).toBe("nothing_to_do");
+    expect(counts.observe).toBe(1);
+    expect(snapshot(state.dir)).toEqual(before);
+  });
+
+  it("keeps the last good model on a broken TOML edit: reports it and changes nothing", async () => {
+    const { root, state, sweeper } = await box();
+    await sweeper.sweep();
+    const pid = pidOf(state);
+    writeFileSync(join(root, "slots/s.toml"), "profile = \"fake\"\nport = [unterminated\n");
+    const report = await sweeper.sweep();
+    expect(report.outcome).toBe("invalid_config");
+    expect(report.diagnostics.map((d) => `${d.file} ${d.code}`)).toEqual(["slots/s.toml config.parse_error"]);
+    expect(sweeper.lastGoodModel?.slots.s).toBeDefined();
+    expect(pidOf(state)).toBe(pid);
+    expect(await alive(pid)).toBe(true);
+  });
+
+  it("backs off a transient failure, and retries at once when the spec changes", async () => {
+    const { root, port, sweeper } = await box();
+    const blocker: Server = createServer().listen(port, "127.0.0.1");
+    await once(blocker, "listening");
+    cleanups.push(() => new Promise((r) => blocker.close(r)));
+    const first = await sweeper.sweep();
+    expect(first.outcome).toBe("failed");
+    expect(first.results.find((r) => r.address === "slot.s")).toMatchObject({ ok: false, code: "slot.port_in_use" });
+    const second = await sweeper.sweep();
+    expect(second.outcome).toBe("nothing_to_do");
+    expect(second.deferred).toEqual([{ address: "slot.s", why: expect.stringMatching(/^slot\.port_in_use: retry in 1 s \(failure 1\)$/) }]);
+    await new Promise((r) => blocker.close(r));
+    writeSlot(root, port, 4096);
+    expect((await sweeper.sweep()).outcome).toBe("converged");
+  });
+
+  it("holds a terminal failure until the spec changes", async () => {
+    const { root, port, sweeper } = await box({ model: "/nonexistent/model.gguf" });
+    expect((await sweeper.sweep()).results.find((r) => r.address === "slot.s")).toMatchObject({ code: "slot.spawn_failed" });
+    await sleep(1100);
+    expect((await sweeper.sweep()).deferred[0]?.why).toBe("slot.spawn_failed: waits for its spec to change");
+    writeFileSync(join(root, "models.toml"), `[model.tiny]\npath = ${JSON.stringify(MODEL)}\n`);
+    writeSlot(root, port, 2048);
+    expect((await sweeper.sweep()).outcome).toBe("converged");
+  });
+});
+
+describe("the sweep loop", () => {
+  it("sweeps on start and again ~100 ms after a .toml changes", async () => {
+    const { root, port, state, sweeper } = await box();
+    const reports: SweepReport[] = [];
+    const loop = new SweepLoop(sweeper, { root, intervalS: () => 3600, onReport: (r) => reports.push(r) });
+    loop.start();
+    cleanups.push(() => loop.stop());
+    await waitFor(() => reports.some((r) => r.outcome === "converged"));
+    const pid = pidOf(state);
+    await sleep(300);
+    writeSlot(root, port, 8192);
+    await waitFor(() => reports.filter((r) => r.outcome === "converged").length >= 2);
+    expect(pidOf(state)).not.toBe(pid);
+    expect(reports.at(-1)?.plan?.changes.find((c) => c.address === "slot.s")?.changed_paths).toContain("tune.ctx_size");
+  });
+});
+
+async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!condition()) {
+    if (Date.now() > end) throw new Error("timed out waiting");
+    await sleep(50);
+  }
+}
