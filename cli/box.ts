@@ -39,7 +39,7 @@ export async function openBox(flags: { config?: string; state?: string }, io: Cl
   return { root, model, driver: driverFor(model, state.dir), state };
 }
 
-function driverFor(model: Model, dir: string): SlotDriver {
+export function driverFor(model: Model, dir: string): SlotDriver {
   if (model.settings.slots.runtime === "docker") {
     throw new UsageError("[slots] runtime = \"docker\" is not available yet; use runtime = \"process\"");
   }

@@ -4,6 +4,7 @@ import { runPlan, PLAN_HELP } from "./plan-cmd.js";
 import { runApply, APPLY_HELP } from "./apply-cmd.js";
 import { runStatus, STATUS_HELP } from "./status-cmd.js";
 import { runDown, DOWN_HELP } from "./down-cmd.js";
+import { runReconcile, RECONCILE_HELP } from "./reconcile-cmd.js";
 import { InvalidConfigError } from "./box.js";
 import { LockedError } from "../reconciler/lock.js";
 import { CliError, EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError, processIo, type CliIo } from "./io.js";
@@ -14,6 +15,7 @@ const COMMANDS: Record<string, { run: (args: string[], io: CliIo) => Promise<num
   apply: { run: runApply, help: APPLY_HELP },
   status: { run: runStatus, help: STATUS_HELP },
   down: { run: runDown, help: DOWN_HELP },
+  reconcile: { run: runReconcile, help: RECONCILE_HELP },
   schema: { run: runSchema, help: SCHEMA_HELP },
 };
 
@@ -25,6 +27,7 @@ commands:
   apply      converge the box to the config (asks first unless --yes)
   status     each slot's state, pid, port and spec
   down       stop every slot hal0 started
+  reconcile  converge without asking: once (--once) or on every change and interval
   schema     write the JSON Schemas of every file kind
 
 Run 'hal0 <command> --help' for a command's options.`;

@@ -1,0 +1,53 @@
+import { parseArgs } from "node:util";
+import { SweepLoop } from "../reconciler/loop.js";
+import { StateStore } from "../reconciler/state.js";
+import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
+import { driverFor } from "./box.js";
+import { EXIT_INVALID, EXIT_OK, UsageError, type CliIo } from "./io.js";
+import { ConfigNotFoundError } from "../compiler/index.js";
+import { configDir, stateDir } from "./paths.js";
+import { BOX_OPTIONS } from "./plan-cmd.js";
+
+export const RECONCILE_HELP = `hal0 reconcile [--config DIR] [--state DIR] [--once] [--json]
+
+Converges the box to the config without asking, like 'hal0 apply --yes': once with
+--once, else forever — every [reconcile] interval_s, ~100 ms after any .toml change, until
+SIGINT or SIGTERM. A tree with errors changes nothing; failing slots back off.`;
+
+/** `hal0 reconcile`: exit 0 when the sweep converged or had nothing to do, 1 otherwise (with --once). */
+export async function runReconcile(args: string[], io: CliIo): Promise<number> {
+  const { values } = parseArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, once: { type: "boolean" }, json: { type: "boolean" } } });
+  const root = configDir(values.config, io.env, io.cwd);
+  const state = new StateStore(stateDir(values.state, io.env, io.cwd));
+  const sweeper = new Sweeper({ root, state, driverFor: async (model) => driverFor(model, state.dir) });
+  const print = (report: SweepReport) => io.stdout.write(values.json ? `${JSON.stringify(report)}\n` : `${formatReport(report)}\n`);
+  if (values.once) {
+    const report = await sweeper.sweep().catch((err: unknown) => {
+      if (err instanceof ConfigNotFoundError) throw new UsageError(`config folder not found: ${root}`);
+      throw err;
+    });
+    print(report);
+    return report.outcome === "converged" || report.outcome === "nothing_to_do" ? EXIT_OK : EXIT_INVALID;
+  }
+  const loop = new SweepLoop(sweeper, {
+    root, onReport: print, onError: (err) => io.stderr.write(`hal0 reconcile: sweep failed: ${(err as Error).message}\n`),
+    intervalS: () => sweeper.lastGoodModel?.settings.reconcile.interval_s ?? 120,
+  });
+  loop.start();
+  await new Promise<void>((resolve) => {
+    process.once("SIGINT", resolve);
+    process.once("SIGTERM", resolve);
+  });
+  await loop.stop();
+  return EXIT_OK;
+}
+
+/** One line per sweep, then one per failed step, held-back change or diagnostic. */
+export function formatReport(r: SweepReport): string {
+  const done = r.results.filter((s) => s.ok).map((s) => `${s.action} ${s.address}`);
+  const lines = [`${r.at} sweep: ${r.outcome}${done.length ? ` (${done.join(", ")})` : ""}`];
+  for (const s of r.results.filter((x) => !x.ok)) lines.push(`  ✗ ${s.address} (${s.action}): ${s.code}: ${s.error}`);
+  for (const d of r.deferred) lines.push(`  … ${d.address}: ${d.why}`);
+  for (const d of r.diagnostics) lines.push(`  ${d.file}:${d.line}:${d.column}: ${d.severity}[${d.code}]: ${d.summary}`);
+  return lines.join("\n");
+}

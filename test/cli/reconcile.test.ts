@@ -1,0 +1,45 @@
+import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { main } from "../../cli/index.js";
+import { freePort, RUNNER } from "../reconciler/process-helpers.js";
+import { captureIo } from "./helpers.js";
+
+describe("hal0 reconcile --once", () => {
+  const root = mkdtempSync(join(tmpdir(), "hal0-rec-"));
+  const state = mkdtempSync(join(tmpdir(), "hal0-rec-state-"));
+  const args = ["--config", root, "--state", state];
+  afterAll(async () => {
+    await main(["down", ...args], captureIo());
+  });
+
+  it("converges, then has nothing to do, then refuses a broken tree without touching the box", async () => {
+    const port = await freePort();
+    mkdirSync(join(root, "slots"));
+    writeFileSync(join(root, "hal0.toml"), `[slots]\nport_range_start = 1024\nport_range_end = 65535\n`);
+    writeFileSync(join(root, "profiles.toml"), `[profile.fake]\nrunner = ["node", ${JSON.stringify(RUNNER)}]\ndevice_class = "cpu"\n`);
+    writeFileSync(join(root, "models.toml"), `[model.tiny]\npath = ${JSON.stringify(join(import.meta.dirname, "../../fixtures/box/models/Qwen3-4B-Q4_K_M.gguf"))}\n`);
+    writeFileSync(join(root, "slots/s.toml"), `profile = "fake"\nmodel = "tiny"\nport = ${port}\n`);
+    const first = captureIo();
+    expect(await main(["reconcile", "--once", ...args], first)).toBe(0);
+    expect(first.out()).toMatch(/sweep: converged \(.*create slot\.s.*\)/);
+    const second = captureIo();
+    expect(await main(["reconcile", "--once", ...args], second)).toBe(0);
+    expect(second.out()).toMatch(/sweep: nothing_to_do\n$/);
+    writeFileSync(join(root, "slots/s.toml"), `profile = "fake"\nport = "x"\n`);
+    const broken = captureIo();
+    expect(await main(["reconcile", "--once", "--json", ...args], broken)).toBe(1);
+    const report = JSON.parse(broken.out());
+    expect(report.outcome).toBe("invalid_config");
+    expect(report.diagnostics[0]).toMatchObject({ file: "slots/s.toml", code: "config.invalid_type", line: 2 });
+    writeFileSync(join(root, "slots/s.toml"), `profile = "fake"\nmodel = "tiny"\nport = ${port}\n`);
+    expect(await main(["reconcile", "--once", ...args], captureIo())).toBe(0);
+  });
+
+  it("is a usage error (exit 2) on a missing config folder", async () => {
+    const io = captureIo();
+    expect(await main(["reconcile", "--once", "--config", "/nonexistent/hal0", "--state", state], io)).toBe(2);
+    expect(io.err()).toBe("hal0 reconcile: config folder not found: /nonexistent/hal0\n");
+  });
+});
