@@ -94,6 +94,7 @@ async function startStep(change: Change, o: Ctx): Promise<StepResult> {
       if (added) await o.serial(() => removeFromInventory(o.state, name));
       throw err;
     }
+    await o.serial(() => recordAppliedSpec(o.state, name, view.spec_hash));
   });
 }
 
@@ -131,6 +132,13 @@ async function addToInventory(state: StateStore, name: string, runtime: "process
   if (inv.slots[name]) return false;
   await state.writeInventory({ ...inv, slots: { ...inv.slots, [name]: { created_at: new Date(now()).toISOString(), runtime } } });
   return true;
+}
+
+/** The spec hash a slot now runs with, so a later change behind hal0's back shows as drift. */
+async function recordAppliedSpec(state: StateStore, name: string, specHash: string): Promise<void> {
+  const inv = await state.readInventory();
+  const entry = inv.slots[name];
+  if (entry && entry.spec_hash !== specHash) await state.writeInventory({ ...inv, slots: { ...inv.slots, [name]: { ...entry, spec_hash: specHash } } });
 }
 
 async function removeFromInventory(state: StateStore, name: string): Promise<void> {

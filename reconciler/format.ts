@@ -98,7 +98,7 @@ function formatBuckets(b: SettingsBuckets): string[] {
 }
 
 function formatSummary(plan: Plan): string {
-  if (!plan.has_changes) return "No changes. The box matches the configuration.";
+  if (!plan.has_changes) return plan.warnings.length > 0 ? "No changes to apply; the warnings above need a person." : "No changes. The box matches the configuration.";
   const s = plan.summary;
   return `Plan: ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.delete} to delete, ${s.no_op} unchanged.`;
 }

@@ -60,7 +60,14 @@ export interface Inventory {
   readonly version: 1;
   /** This box's id (`hal0.box` label), made on first apply. */
   readonly box: string;
-  readonly slots: Readonly<Record<string, { readonly created_at: string; readonly runtime: "process" | "docker" }>>;
+  readonly slots: Readonly<Record<string, InventorySlot>>;
+}
+
+export interface InventorySlot {
+  readonly created_at: string;
+  readonly runtime: "process" | "docker";
+  /** The spec hash hal0 last started the slot with: a running spec that differs from it drifted. */
+  readonly spec_hash?: string;
 }
 
 export function emptyInventory(box: string): Inventory {

@@ -42,6 +42,8 @@ interface SlotInputs {
   readonly seen?: ObservedSlot;
   /** hal0 created it (it is in the inventory): only members are ever stopped or removed. */
   readonly managed: boolean;
+  /** The spec hash hal0 last started this slot with (inventory), to tell drift from a config change. */
+  readonly applied?: string;
   /** Why a slot that is not desired goes away, when not because its file was removed (`down`). */
   readonly goneReason?: string;
 }
@@ -56,6 +58,7 @@ function planSlots(model: Model, observed: Observed, inventory: Inventory, goneR
       desired: own(model.slots, name),
       seen: own(observed.slots, name),
       managed: own(inventory.slots, name) !== undefined,
+      applied: own(inventory.slots, name)?.spec_hash,
       goneReason,
     };
     const change = planSlot(inputs);
@@ -68,15 +71,20 @@ function planSlots(model: Model, observed: Observed, inventory: Inventory, goneR
 }
 
 /** One slot's decision; undefined when there is nothing to show (not desired, not ours, not running). */
-function planSlot({ name, desired, seen, managed, goneReason }: SlotInputs): Change | undefined {
+function planSlot({ name, desired, seen, managed, applied, goneReason }: SlotInputs): Change | undefined {
   const recorded = seen?.record?.view ?? null;
   const running = seen?.running ?? false;
   if (desired?.enabled) {
     const after = slotView(desired);
-    if (!running) return slotChange(name, "create", managed || recorded ? "not_running" : "new", recorded, after);
+    // Drift: a slot hal0 runs stopped, or was changed, behind its back. With
+    // `drift = "warn"` it is reported (a no-op with a warning), never fixed.
+    const warnOnly = managed && desired.drift === "warn";
+    if (!running) return warnOnly ? slotChange(name, "no-op", "not_running", recorded, after) : slotChange(name, "create", managed || recorded ? "not_running" : "new", recorded, after);
     if (recorded === null) return slotChange(name, "replace", "spec_unknown", null, after);
-    if (recorded.spec_hash !== after.spec_hash) return slotChange(name, "replace", "spec_changed", recorded, after);
-    return slotChange(name, "no-op", "unchanged", recorded, after);
+    if (recorded.spec_hash === after.spec_hash) return slotChange(name, "no-op", "unchanged", recorded, after);
+    const drifted = managed && applied !== undefined && recorded.spec_hash !== applied;
+    if (drifted && warnOnly) return slotChange(name, "no-op", "drifted", recorded, after);
+    return slotChange(name, "replace", drifted ? "drifted" : "spec_changed", recorded, after);
   }
   const reason = desired ? "disabled" : (goneReason ?? "removed_from_config");
   if (managed) return slotChange(name, "delete", reason, recorded, null, running);

@@ -23,6 +23,10 @@ export function slotWarnings(change: Change, desired: ResolvedSlot, seen: Observ
   if (change.reason === "not_running" && seen?.detail) {
     warnings.push({ address, code: "slot.not_running", message: seen.detail });
   }
+  if (change.action === "no-op" && (change.reason === "not_running" || change.reason === "drifted")) {
+    const what = change.reason === "drifted" ? "was changed behind hal0's back" : "stopped behind hal0's back";
+    warnings.push({ address, code: "slot.drifted", message: `slot \`${desired.name}\` ${what}; drift = "warn": reported, not fixed` });
+  }
   if (change.action === "create" || change.action === "replace") warnings.push(...tuneWarnings(address, desired));
   return warnings;
 }

@@ -139,6 +139,17 @@ const CHECKS: Record<string, (p: Plan) => void> = {
     });
     expect(change(p, "settings").apply_class).toBe("manual-restart");
   },
+  "drift-warn-stopped": (p) => {
+    expect(p.changes.find((c) => c.address === "slot.chat")).toMatchObject({ action: "no-op", reason: "not_running" });
+    expect(p.warnings.map((w) => `${w.address} ${w.code}`)).toEqual(["slot.chat slot.drifted", "slot.chat slot.not_running"]);
+    expect(p.has_changes).toBe(false);
+  },
+  "drifted-behind-back": (p) => {
+    const coder = p.changes.find((c) => c.address === "slot.coder")!;
+    expect(coder).toMatchObject({ action: "replace", reason: "drifted" });
+    expect(coder.changed_paths).toEqual(expect.arrayContaining(["tune.ctx_size", "argv.--ctx-size"]));
+    expect(p.summary).toMatchObject({ replace: 1, create: 0, delete: 0 });
+  },
   "runner-died": (p) => {
     expect(acting(p)).toEqual({ "slot.chat": "create not_running" });
     expect(codes(p)).toEqual(["slot.chat slot.not_running"]);
