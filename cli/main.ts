@@ -5,6 +5,7 @@ import { runApply, APPLY_HELP } from "./apply-cmd.js";
 import { runStatus, STATUS_HELP } from "./status-cmd.js";
 import { runDown, DOWN_HELP } from "./down-cmd.js";
 import { runReconcile, RECONCILE_HELP } from "./reconcile-cmd.js";
+import { runDrift, DRIFT_HELP } from "./drift-cmd.js";
 import { InvalidConfigError } from "./box.js";
 import { LockedError } from "../reconciler/lock.js";
 import { CliError, EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError, processIo, type CliIo } from "./io.js";
@@ -16,6 +17,7 @@ const COMMANDS: Record<string, { run: (args: string[], io: CliIo) => Promise<num
   status: { run: runStatus, help: STATUS_HELP },
   down: { run: runDown, help: DOWN_HELP },
   reconcile: { run: runReconcile, help: RECONCILE_HELP },
+  drift: { run: runDrift, help: DRIFT_HELP },
   schema: { run: runSchema, help: SCHEMA_HELP },
 };
 
@@ -28,6 +30,7 @@ commands:
   status     each slot's state, pid, port and spec
   down       stop every slot hal0 started
   reconcile  converge without asking: once (--once) or on every change and interval
+  drift      list what changed behind hal0's back (exit 2 when something did)
   schema     write the JSON Schemas of every file kind
 
 Run 'hal0 <command> --help' for a command's options.`;

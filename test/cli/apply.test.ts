@@ -117,6 +117,9 @@ describe("hal0 apply / plan / status / down on the example box", () => {
     await new Promise((r) => setTimeout(r, 200));
     const plan = await run("plan");
     expect(plan.out).toMatch(/\+ slot\.embed \(not_running\)/);
+    const drift = await run("drift", "--json");
+    expect(drift.code).toBe(2);
+    expect(JSON.parse(drift.out).drift).toEqual([{ address: "slot.embed", reason: "not_running", policy: "enforce", action: "create", details: [expect.stringMatching(/exited/)] }]);
     const status = await run("status", "--json");
     expect(JSON.parse(status.out).slots.find((s: { name: string }) => s.name === "embed").state).toBe("offline");
     const { code, out } = await run("apply", "--yes");
@@ -152,6 +155,12 @@ describe("hal0 apply / plan / status / down on the example box", () => {
     expect(rows.find((r) => r.name === "chat")).toMatchObject({ state: "ready", port: 8081 });
     expect(rows.find((r) => r.name === "vision")).toMatchObject({ state: "offline", pid: null });
     for (const r of rows) if (r.pid) started.push(r.pid);
+  });
+
+  it("drift is empty once converged (exit 0)", async () => {
+    const { code, out } = await run("drift");
+    expect(code, out).toBe(0);
+    expect(out).toBe("No drift.\n");
   });
 
   it("down leaves no process behind", async () => {

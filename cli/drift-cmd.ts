@@ -1,0 +1,46 @@
+import { parseArgs } from "node:util";
+import { observe } from "../reconciler/observe.js";
+import { planChanges } from "../reconciler/plan.js";
+import { openBox } from "./box.js";
+import { EXIT_OK, type CliIo } from "./io.js";
+import { BOX_OPTIONS } from "./plan-cmd.js";
+
+export const DRIFT_HELP = `hal0 drift [--config DIR] [--state DIR] [--json]
+
+Lists what changed behind hal0's back: slots hal0 started that stopped, or that run a spec
+hal0 did not apply. Exit 0 when there is none, 2 when there is some.`;
+
+/** One drifted slot, with what the next apply or sweep does about it. */
+export interface DriftEntry {
+  address: string;
+  reason: "not_running" | "drifted";
+  policy: "enforce" | "warn";
+  /** What the plan would do: `create`/`replace` under enforce, `no-op` under warn. */
+  action: string;
+  details: string[];
+}
+
+export async function runDrift(args: string[], io: CliIo): Promise<number> {
+  const { values } = parseArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, json: { type: "boolean" } } });
+  const box = await openBox(values, io);
+  const { observed, inventory } = await observe(box.model, box.driver, box.state);
+  const plan = planChanges(box.model, observed, inventory);
+  const drift: DriftEntry[] = plan.changes
+    .filter((c) => c.kind === "slot" && (c.reason === "not_running" || c.reason === "drifted") && Object.hasOwn(inventory.slots, c.address.slice(5)))
+    .map((c) => ({
+      address: c.address,
+      reason: c.reason as DriftEntry["reason"],
+      policy: box.model.slots[c.address.slice(5)]?.drift ?? box.model.settings.reconcile.drift,
+      action: c.action,
+      details: plan.warnings.filter((w) => w.address === c.address && w.code !== "slot.drifted").map((w) => w.message),
+    }));
+  if (values.json) io.stdout.write(`${JSON.stringify({ drift, count: drift.length }, null, 2)}\n`);
+  else io.stdout.write(`${drift.length === 0 ? "No drift." : drift.map(formatEntry).join("\n")}\n`);
+  return drift.length === 0 ? EXIT_OK : 2;
+}
+
+function formatEntry(d: DriftEntry): string {
+  const what = d.reason === "drifted" ? "runs a spec hal0 did not apply" : "is not running";
+  const next = d.policy === "warn" ? `drift = "warn": reported only` : `drift = "enforce": the next apply or sweep will ${d.action} it`;
+  return [`${d.address} ${what}; ${next}`, ...d.details.map((x) => `    ${x}`)].join("\n");
+}
