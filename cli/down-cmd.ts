@@ -1,5 +1,6 @@
 import { parseArgs } from "node:util";
 import { executePlan } from "../reconciler/execute.js";
+import { refreshConditions } from "../reconciler/conditions-store.js";
 import { formatPlan } from "../reconciler/format.js";
 import { observe } from "../reconciler/observe.js";
 import { planChanges } from "../reconciler/plan.js";
@@ -28,6 +29,7 @@ export async function runDown(args: string[], io: CliIo): Promise<number> {
       healthTimeoutS: box.model.settings.slots.health_timeout_s, stopGraceS: box.model.settings.slots.stop_grace_s,
     });
     io.stdout.write(`${formatResults(results)}\n`);
+    await refreshConditions(box.model, (await observe(box.model, box.driver, box.state)).observed, box.state);
     return results.every((r) => r.ok) ? EXIT_OK : EXIT_INVALID;
   } finally {
     await release();

@@ -4,6 +4,8 @@ import { observe } from "../reconciler/observe.js";
 import type { ObservedSlot } from "../reconciler/index.js";
 import type { SlotOutcome } from "../reconciler/state.js";
 import { openBox } from "./box.js";
+import { refreshConditions } from "../reconciler/conditions-store.js";
+import type { Condition } from "../reconciler/conditions.js";
 import { EXIT_OK, type CliIo } from "./io.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
@@ -22,13 +24,16 @@ export interface SlotStatus {
   /** The running spec differs from the desired one: `hal0 plan` shows how. */
   outdated: boolean;
   last_error: string | null;
+  /** Ready, Reconciling, Stalled, Degraded (`--json`; the text shows the ones that say something is wrong). */
+  conditions?: readonly Condition[];
 }
 
 export async function runStatus(args: string[], io: CliIo): Promise<number> {
   const { values } = parseArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, json: { type: "boolean" } } });
   const box = await openBox(values, io);
   const [{ observed }, outcomes] = await Promise.all([observe(box.model, box.driver, box.state), box.state.readOutcomes()]);
-  const rows = statusRows(box.model, observed.slots, outcomes);
+  const conditions = await refreshConditions(box.model, observed, box.state, Date.now, false);
+  const rows = statusRows(box.model, observed.slots, outcomes).map((row) => ({ ...row, conditions: conditions[`slot.${row.name}`]?.conditions ?? [] }));
   io.stdout.write(values.json ? `${JSON.stringify({ slots: rows }, null, 2)}\n` : `${formatStatus(rows)}\n`);
   return EXIT_OK;
 }
@@ -60,7 +65,8 @@ function lifecycle(seen: ObservedSlot | undefined, outcome: SlotOutcome | undefi
 function formatStatus(rows: readonly SlotStatus[]): string {
   const table = [["SLOT", "STATE", "PID", "PORT", "SPEC", "NOTE"]];
   for (const r of rows) {
-    const note = [r.enabled ? "" : "disabled", r.outdated ? "outdated: see hal0 plan" : "", r.last_error ?? ""].filter(Boolean).join("; ");
+    const alarms = (r.conditions ?? []).filter((c) => (c.type === "Stalled" || c.type === "Degraded") && c.status === "True").map((c) => `${c.type}: ${c.reason}`);
+    const note = [r.enabled ? "" : "disabled", r.outdated ? "outdated: see hal0 plan" : "", ...alarms, r.last_error ?? ""].filter(Boolean).join("; ");
     table.push([r.name, r.state, r.pid === null ? "-" : String(r.pid), r.port === null ? "-" : String(r.port), r.spec_hash ? r.spec_hash.slice(7, 19) : "-", note]);
   }
   const widths = table[0]!.map((_, c) => Math.max(...table.map((row) => row[c]!.length)));

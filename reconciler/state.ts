@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { Settings } from "../schema/index.js";
 import { writeFileAtomic } from "./atomic.js";
 import type { Inventory } from "./observed.js";
+import type { ResourceConditions } from "./conditions.js";
 
 /** The outcome of the last apply step that touched a slot, for `hal0 status`. */
 export interface SlotOutcome {
@@ -17,7 +18,8 @@ export interface SlotOutcome {
 /**
  * The state folder: what hal0 created (`inventory.json`), the settings last
  * applied (`applied-settings.json`), the last outcome per slot
- * (`outcomes.json`), and the runtimes' own records under `slots/`. Every
+ * (`outcomes.json`), each resource's conditions (`conditions.json`), and
+ * the runtimes' own records under `slots/`. Every
  * write is atomic; only the apply that holds the lock writes.
  */
 export class StateStore {
@@ -52,6 +54,14 @@ export class StateStore {
   async recordOutcome(name: string, outcome: SlotOutcome): Promise<void> {
     const all = await this.readOutcomes();
     await this.writeJson("outcomes.json", { ...all, [name]: outcome });
+  }
+
+  async readConditions(): Promise<Record<string, ResourceConditions>> {
+    return (await this.readJson<Record<string, ResourceConditions>>("conditions.json")) ?? {};
+  }
+
+  async writeConditions(all: Record<string, ResourceConditions>): Promise<void> {
+    await this.writeJson("conditions.json", all);
   }
 
   private async readJson<T>(file: string): Promise<T | undefined> {

@@ -7,6 +7,7 @@ import { acquireLock, LockedError } from "./lock.js";
 import { observe } from "./observe.js";
 import { planChanges } from "./plan.js";
 import { StateStore } from "./state.js";
+import { refreshConditions } from "./conditions-store.js";
 
 /** What one sweep did. A sweep with nothing to do writes nothing. */
 export interface SweepReport {
@@ -55,8 +56,12 @@ export class Sweeper {
     this.last = model;
     const driver = await this.options.driverFor(model);
     // Plan without the lock: a sweep with nothing to do writes nothing, not even a lock file.
-    const first = this.schedule(await this.plan(model, driver), now());
-    if (!first.runnable.has_changes) return { at, outcome: "nothing_to_do", diagnostics: [], plan: first.plan, results: [], deferred: first.deferred };
+    const seen = await this.observe(model, driver);
+    const first = this.schedule(planChanges(model, seen.observed, seen.inventory), now());
+    if (!first.runnable.has_changes) {
+      await refreshConditions(model, seen.observed, this.options.state, now);
+      return { at, outcome: "nothing_to_do", diagnostics: [], plan: first.plan, results: [], deferred: first.deferred };
+    }
     let release: () => Promise<void>;
     try {
       release = await acquireLock(this.options.state.dir, "hal0 reconcile (sweep)");
@@ -66,15 +71,17 @@ export class Sweeper {
     }
     try {
       // Under the lock, observe again: another apply may have moved the box meanwhile.
-      return await this.execute(model, driver, this.schedule(await this.plan(model, driver), now()), at, now);
+      const again = await this.observe(model, driver);
+      const report = await this.execute(model, driver, this.schedule(planChanges(model, again.observed, again.inventory), now()), at, now);
+      await refreshConditions(model, (await this.observe(model, driver)).observed, this.options.state, now);
+      return report;
     } finally {
       await release();
     }
   }
 
-  private async plan(model: Model, driver: SlotDriver): Promise<Plan> {
-    const { observed, inventory } = await observe(model, driver, this.options.state);
-    return planChanges(model, observed, inventory);
+  private observe(model: Model, driver: SlotDriver) {
+    return observe(model, driver, this.options.state);
   }
 
   private async execute(model: Model, driver: SlotDriver, scheduled: Scheduled, at: string, now: () => number): Promise<SweepReport> {

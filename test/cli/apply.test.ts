@@ -153,6 +153,9 @@ describe("hal0 apply / plan / status / down on the example box", () => {
     expect(code).toBe(0);
     const rows = JSON.parse(out).slots as Array<{ name: string; state: string; pid: number | null; port: number }>;
     expect(rows.find((r) => r.name === "chat")).toMatchObject({ state: "ready", port: 8081 });
+    const chat = (JSON.parse(out).slots as Array<{ name: string; conditions: Array<{ type: string; status: string; observedGeneration: number }> }>).find((r) => r.name === "chat")!;
+    expect(chat.conditions.map((c) => `${c.type}=${c.status}`)).toEqual(["Ready=True", "Reconciling=False", "Stalled=False", "Degraded=False"]);
+    expect(readFileSync(join(state, "conditions.json"), "utf8")).toContain('"slot.chat"');
     expect(rows.find((r) => r.name === "vision")).toMatchObject({ state: "offline", pid: null });
     for (const r of rows) if (r.pid) started.push(r.pid);
   });

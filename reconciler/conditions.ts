@@ -1,0 +1,109 @@
+import type { ObservedSlot } from "./observed.js";
+import type { SlotOutcome } from "./state.js";
+import { TERMINAL_CODES } from "./backoff.js";
+
+/**
+ * Kubernetes-style conditions for each resource, derived from what was
+ * observed and what the last apply step did. Pure: the caller persists them
+ * (`conditions.json`) and `hal0 status` shows them. A condition keeps its
+ * lastTransitionTime while its status stays the same.
+ */
+export const CONDITION_TYPES = ["Ready", "Reconciling", "Stalled", "Degraded"] as const;
+export type ConditionType = (typeof CONDITION_TYPES)[number];
+
+export interface Condition {
+  readonly type: ConditionType;
+  readonly status: "True" | "False" | "Unknown";
+  readonly reason: string;
+  readonly message: string;
+  readonly lastTransitionTime: string;
+  /** The resource's generation these conditions describe (bumped when its desired spec changes). */
+  readonly observedGeneration: number;
+}
+
+/** What conditions.json keeps per resource. */
+export interface ResourceConditions {
+  readonly generation: number;
+  /** The desired spec hash the generation stands for. */
+  readonly spec_hash: string;
+  readonly conditions: readonly Condition[];
+}
+
+export interface SlotFacts {
+  /** Desired spec hash; undefined when the slot is not desired or disabled. */
+  readonly desiredHash?: string;
+  readonly seen?: ObservedSlot;
+  readonly outcome?: SlotOutcome;
+}
+
+type Verdict = Pick<Condition, "status" | "reason" | "message">;
+
+/** The four conditions of a slot now, carrying transition times over from `previous`. */
+export function slotConditions(facts: SlotFacts, previous: ResourceConditions | undefined, now: string): ResourceConditions {
+  const hash = facts.desiredHash ?? "";
+  const generation = previous === undefined ? 1 : previous.spec_hash === hash ? previous.generation : previous.generation + 1;
+  const verdicts: Record<ConditionType, Verdict> = {
+    Ready: ready(facts),
+    Reconciling: reconciling(facts),
+    Stalled: stalled(facts),
+    Degraded: degraded(facts),
+  };
+  const conditions = CONDITION_TYPES.map((type) => {
+    const before = previous?.conditions.find((c) => c.type === type);
+    const v = verdicts[type];
+    const since = before && before.status === v.status ? before.lastTransitionTime : now;
+    return { type, ...v, lastTransitionTime: since, observedGeneration: generation };
+  });
+  return { generation, spec_hash: hash, conditions };
+}
+
+function ready({ desiredHash, seen }: SlotFacts): Verdict {
+  if (desiredHash === undefined) return { status: "False", reason: "Disabled", message: "the slot is disabled or not in the config" };
+  if (!seen?.running) return { status: "False", reason: "NotRunning", message: seen?.detail ?? "no runner is running" };
+  if (seen.record?.view.spec_hash !== desiredHash) return { status: "False", reason: "SpecOutdated", message: "it runs an older spec; hal0 plan shows the difference" };
+  if (seen.health === "ok") return { status: "True", reason: "Healthy", message: "GET /health answers 200" };
+  if (seen.health === "loading") return { status: "False", reason: "Warming", message: "GET /health answers 503 while the model loads" };
+  return { status: "Unknown", reason: "NoHealthAnswer", message: "GET /health does not answer" };
+}
+
+function reconciling({ desiredHash, seen }: SlotFacts): Verdict {
+  const pending = desiredHash !== undefined && (!seen?.running || seen.record?.view.spec_hash !== desiredHash);
+  return pending
+    ? { status: "True", reason: "ChangePending", message: "the next apply or sweep changes this slot" }
+    : { status: "False", reason: "Converged", message: "nothing to do" };
+}
+
+function stalled({ outcome }: SlotFacts): Verdict {
+  if (outcome && !outcome.ok && outcome.code && TERMINAL_CODES.has(outcome.code)) {
+    return { status: "True", reason: outcome.code, message: `${outcome.error ?? ""} — retried only when its spec changes`.trim() };
+  }
+  return { status: "False", reason: "Progressing", message: "no terminal failure" };
+}
+
+function degraded({ seen, outcome }: SlotFacts): Verdict {
+  if (outcome && !outcome.ok) return { status: "True", reason: outcome.code ?? "ApplyFailed", message: outcome.error ?? "the last apply step failed" };
+  if (seen?.running && seen.health === "down") return { status: "True", reason: "Unhealthy", message: "running, but GET /health does not answer" };
+  return { status: "False", reason: "AsExpected", message: "no failure" };
+}
+
+/**
+ * Every slot's conditions from one observation: desired slots, observed ones
+ * and those with a recorded outcome. Returns the new map and whether it
+ * differs from `previous` (so a sweep with nothing new writes nothing).
+ */
+export function allSlotConditions(
+  desired: Readonly<Record<string, { enabled: boolean; spec_hash: string }>>,
+  observed: Readonly<Record<string, ObservedSlot>>,
+  outcomes: Readonly<Record<string, SlotOutcome>>,
+  previous: Readonly<Record<string, ResourceConditions>>,
+  now: string,
+): { next: Record<string, ResourceConditions>; changed: boolean } {
+  const names = new Set([...Object.keys(desired), ...Object.keys(observed), ...Object.keys(outcomes)]);
+  const next: Record<string, ResourceConditions> = {};
+  for (const name of [...names].sort()) {
+    const d = desired[name];
+    const address = `slot.${name}`;
+    next[address] = slotConditions({ desiredHash: d?.enabled ? d.spec_hash : undefined, seen: observed[name], outcome: outcomes[name] }, previous[address], now);
+  }
+  return { next, changed: JSON.stringify(next) !== JSON.stringify(previous) };
+}

@@ -1,0 +1,47 @@
+import { describe, expect, it } from "vitest";
+import { allSlotConditions, slotConditions, type ResourceConditions } from "../../reconciler/conditions.js";
+import type { ObservedSlot, SlotView } from "../../reconciler/index.js";
+
+const view = (spec_hash: string) => ({ spec_hash }) as unknown as SlotView;
+const running = (hash: string, health: ObservedSlot["health"] = "ok"): ObservedSlot => ({ name: "chat", running: true, health, record: { view: view(hash), pid: 10, started_at: "t" } });
+const byType = (r: ResourceConditions) => Object.fromEntries(r.conditions.map((c) => [c.type, `${c.status} ${c.reason}`]));
+
+describe("slot conditions", () => {
+  it("Ready when running the desired spec and healthy", () => {
+    expect(byType(slotConditions({ desiredHash: "h1", seen: running("h1") }, undefined, "T1"))).toEqual({
+      Ready: "True Healthy", Reconciling: "False Converged", Stalled: "False Progressing", Degraded: "False AsExpected",
+    });
+  });
+
+  it("Reconciling while the spec is outdated or the slot is down; Degraded when health does not answer", () => {
+    expect(byType(slotConditions({ desiredHash: "h2", seen: running("h1") }, undefined, "T1"))).toMatchObject({ Ready: "False SpecOutdated", Reconciling: "True ChangePending" });
+    expect(byType(slotConditions({ desiredHash: "h1", seen: running("h1", "down") }, undefined, "T1"))).toMatchObject({ Ready: "Unknown NoHealthAnswer", Degraded: "True Unhealthy" });
+    expect(byType(slotConditions({ desiredHash: "h1", seen: running("h1", "loading") }, undefined, "T1"))).toMatchObject({ Ready: "False Warming" });
+  });
+
+  it("Stalled on a terminal failure, Degraded on any failure", () => {
+    const outcome = { ok: false, action: "create", code: "slot.spawn_failed", error: "exit 3", at: "t" };
+    expect(byType(slotConditions({ desiredHash: "h1", outcome }, undefined, "T1"))).toMatchObject({ Ready: "False NotRunning", Stalled: "True slot.spawn_failed", Degraded: "True slot.spawn_failed" });
+    const transient = { ...outcome, code: "slot.port_in_use" };
+    expect(byType(slotConditions({ desiredHash: "h1", outcome: transient }, undefined, "T1"))).toMatchObject({ Stalled: "False Progressing", Degraded: "True slot.port_in_use" });
+  });
+
+  it("keeps lastTransitionTime while a status holds, bumps the generation when the spec changes", () => {
+    const first = slotConditions({ desiredHash: "h1", seen: running("h1") }, undefined, "T1");
+    const same = slotConditions({ desiredHash: "h1", seen: running("h1") }, first, "T2");
+    expect(same).toEqual(first);
+    const changed = slotConditions({ desiredHash: "h2", seen: running("h1") }, same, "T3");
+    expect(changed.generation).toBe(2);
+    const readyNow = changed.conditions.find((c) => c.type === "Ready")!;
+    expect(readyNow).toMatchObject({ status: "False", lastTransitionTime: "T3", observedGeneration: 2 });
+    expect(changed.conditions.find((c) => c.type === "Stalled")!.lastTransitionTime).toBe("T1");
+  });
+
+  it("says when nothing changed, so an idle sweep writes nothing", () => {
+    const desired = { chat: { enabled: true, spec_hash: "h1" } };
+    const observed = { chat: running("h1") };
+    const { next } = allSlotConditions(desired, observed, {}, {}, "T1");
+    expect(allSlotConditions(desired, observed, {}, next, "T2").changed).toBe(false);
+    expect(allSlotConditions(desired, { chat: running("h1", "down") }, {}, next, "T2").changed).toBe(true);
+  });
+});
