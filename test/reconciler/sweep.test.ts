@@ -123,6 +123,27 @@ describe("the sweep loop", () => {
   });
 });
 
+describe("the sweep loop with a broken edit", () => {
+  it("reports the diagnostics, changes nothing, and converges once the file is fixed", async () => {
+    const { root, port, state, sweeper } = await box();
+    const reports: SweepReport[] = [];
+    const loop = new SweepLoop(sweeper, { root, intervalS: () => 3600, onReport: (r) => reports.push(r) });
+    loop.start();
+    cleanups.push(() => loop.stop());
+    await waitFor(() => reports.some((r) => r.outcome === "converged"));
+    const pid = pidOf(state);
+    await sleep(200);
+    writeFileSync(join(root, "slots/s.toml"), `profile = "fake"\nmodel = "tiny"\nport = ${port}\n[tune\nctx_size = 1\n`);
+    await waitFor(() => reports.some((r) => r.outcome === "invalid_config"));
+    expect(reports.at(-1)!.diagnostics[0]).toMatchObject({ file: "slots/s.toml", code: "config.parse_error", line: 4 });
+    expect(pidOf(state)).toBe(pid);
+    expect(await alive(pid)).toBe(true);
+    writeSlot(root, port, 3072);
+    await waitFor(() => reports.at(-1)?.outcome === "converged");
+    expect(pidOf(state)).not.toBe(pid);
+  });
+});
+
 async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!condition()) {
