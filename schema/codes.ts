@@ -71,6 +71,7 @@ export const CODES = {
   // ── runtime, plans and apply ─────────────────────────────────────────
   "slot.port_in_use": { severity: "error", stage: "runtime", http: 409, meaning: "A slot's port is held by a process hal0 did not start; the message names the holder." },
   "slot.spawn_failed": { severity: "error", stage: "runtime", http: 500, meaning: "A slot's runner could not be started or exited before it was healthy." },
+  "slot.image_missing": { severity: "error", stage: "runtime", http: 409, meaning: "A slot's docker image is not on the engine ([slots] pull is false, or the pull failed); the message names it." },
   "slot.health_failed": { severity: "error", stage: "runtime", http: 503, meaning: "A slot's runner did not answer GET /health with 200 within [slots] health_timeout_s." },
   "slot.apply_failed": { severity: "error", stage: "runtime", http: 500, meaning: "An apply step failed for another reason; the message says which." },
   "slot.not_running": { severity: "warning", stage: "runtime", http: 409, meaning: "A slot hal0 started is no longer running (it died, or its pid now belongs to another program); apply starts it again." },

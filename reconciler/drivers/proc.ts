@@ -1,9 +1,10 @@
 import { readFile, readdir, readlink } from "node:fs/promises";
 import { request } from "node:http";
 import { connect } from "node:net";
+import type { SlotHealth } from "../observed.js";
 
 /**
- * What the process runtime asks the host: Linux /proc readers, then loopback
+ * What the runtimes ask the host: Linux /proc readers, then loopback
  * probes. Every /proc function answers "unknown" (undefined, or an empty list)
  * instead of throwing when a process vanishes or a file can't be read: /proc
  * changes under our feet.
@@ -93,6 +94,25 @@ export async function socketOwner(inodes: ReadonlySet<string>): Promise<number |
   return undefined;
 }
 
+/**
+ * Who holds `port` on this host when something accepts connections on it:
+ * the owner of its listening socket, from /proc; `{}` when that can't be
+ * found. A container on the host network is a host process here too.
+ */
+export async function portHolderOf(port: number, timeoutMs: number): Promise<{ pid?: number; command?: string } | undefined> {
+  if (!(await acceptsConnections(port, timeoutMs))) return undefined;
+  const pid = await socketOwner(await listeningInodes(port));
+  if (pid === undefined) return {};
+  const command = await commandOf(pid);
+  return command === undefined ? { pid } : { pid, command };
+}
+
+/** The `slot.port_in_use` message for `holder`, as both runtimes word it. */
+export function portInUseMessage(port: number, holder: { pid?: number; command?: string }): string {
+  if (holder.pid === undefined) return `port ${port} is already in use (the program holding it could not be found)`;
+  return `port ${port} is already in use by pid ${holder.pid}${holder.command === undefined ? "" : ` (${holder.command})`}`;
+}
+
 // ── Loopback probes ─────────────────────────────────────────────────────────
 // Both settle within their timeout and never throw, and neither keeps a socket
 // open afterwards (no agent, no keep-alive), so a probe never holds a runner
@@ -126,4 +146,11 @@ export function httpStatus(port: number, path: string, timeoutMs: number): Promi
     req.on("error", () => resolve(undefined)); // `on`: a second error after a timeout must not go unhandled
     req.end();
   });
+}
+
+/** A slot's health from its `GET /health` status: 200 ok, 503 loading (llama-server while it loads the model), else down. */
+export function healthOf(status: number | undefined): SlotHealth {
+  if (status === 200) return "ok";
+  if (status === 503) return "loading";
+  return "down";
 }

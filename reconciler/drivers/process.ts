@@ -1,8 +1,8 @@
 import { mkdir, readdir } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
-import type { ObservedSlot, SlotHealth, SlotView } from "../observed.js";
+import type { ObservedSlot, SlotView } from "../observed.js";
 import { DriverError, type SlotDriver, type StartOptions } from "./driver.js";
-import { acceptsConnections, commandOf, httpStatus, isLive, isOurs, listeningInodes, procStat, socketOwner } from "./proc.js";
+import { healthOf, httpStatus, isLive, isOurs, portHolderOf, portInUseMessage, procStat } from "./proc.js";
 import { describeExit, spawnRunner, waitHealthy, type Spawned } from "./runner.js";
 import { logTail, readRecord, removeRecord, slotPaths, slotsDir, writeRecord, type RuntimeRecord } from "./runtime-record.js";
 
@@ -36,12 +36,8 @@ export class ProcessDriver implements SlotDriver {
     return slots.filter((s): s is ObservedSlot => s !== undefined);
   }
 
-  async portHolder(port: number): Promise<{ pid?: number; command?: string } | undefined> {
-    if (!(await acceptsConnections(port, PORT_PROBE_TIMEOUT_MS))) return undefined;
-    const pid = await socketOwner(await listeningInodes(port));
-    if (pid === undefined) return {};
-    const command = await commandOf(pid);
-    return command === undefined ? { pid } : { pid, command };
+  portHolder(port: number): Promise<{ pid?: number; command?: string } | undefined> {
+    return portHolderOf(port, PORT_PROBE_TIMEOUT_MS);
   }
 
   async start(name: string, view: SlotView, options: StartOptions): Promise<{ pid?: number }> {
@@ -105,17 +101,6 @@ export class ProcessDriver implements SlotDriver {
     const answer = status === undefined ? "does not answer" : `answers ${status}`;
     return { name, record, running: true, health, detail: `pid ${pid} is running but GET ${view.spec.health_path} on port ${view.spec.port} ${answer}` };
   }
-}
-
-function healthOf(status: number | undefined): SlotHealth {
-  if (status === 200) return "ok";
-  if (status === 503) return "loading";
-  return "down";
-}
-
-function portInUseMessage(port: number, holder: { pid?: number; command?: string }): string {
-  if (holder.pid === undefined) return `port ${port} is already in use (the program holding it could not be found)`;
-  return `port ${port} is already in use by pid ${holder.pid}${holder.command === undefined ? "" : ` (${holder.command})`}`;
 }
 
 async function tailNote(logPath: string, spawned: Spawned): Promise<string> {

@@ -59,7 +59,7 @@ const PROBE_TIMEOUT_MS = 1000;
  * at once, not at the next poll) or `timeoutMs` passes (`timeout`). Phases:
  * `warming` once, on the first 503; `ready` on 200.
  */
-export async function waitHealthy(port: number, path: string, spawned: Spawned, timeoutMs: number, onPhase?: (phase: StartPhase) => void): Promise<HealthOutcome> {
+export async function waitHealthy(port: number, path: string, spawned: Pick<Spawned, "exited">, timeoutMs: number, onPhase?: (phase: StartPhase) => void): Promise<HealthOutcome> {
   const deadline = Date.now() + timeoutMs;
   let exit: RunnerExit | undefined;
   void spawned.exited.then((e) => (exit = e));

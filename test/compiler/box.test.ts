@@ -252,14 +252,15 @@ describe("fixtures/box", () => {
     for (const s of Object.values(model.slots)) expect(s.spec.argv.slice(0, 2), s.name).toEqual(RUNNER);
   });
 
-  it("overrides each seed it uses in profiles.toml only to swap the runner", () => {
+  it("overrides each seed it uses in profiles.toml only to swap the runner and the image (the docker runtime's hal0-runner:local)", () => {
     expect(Object.keys(model.profiles)).toEqual(["comfyui", "cpu-small", "flm", "rocm", "rocm-dnse", "rocm-moe", "tts", "vulkan"]);
     for (const [name, raw] of Object.entries(SEED_PROFILES)) {
       const seed = Profile.parse(raw);
       const compiled = model.profiles[name]!;
       expect(compiled.origin, name).toBe("file");
       expect(seed.runner, name).not.toEqual(RUNNER);
-      expect({ ...compiled, runner: seed.runner }, name).toEqual({ ...seed, name, origin: "file", flags_argv: compiled.flags_argv });
+      expect(compiled.image, name).toBe("hal0-runner:local");
+      expect({ ...compiled, runner: seed.runner, image: seed.image }, name).toEqual({ ...seed, name, origin: "file", flags_argv: compiled.flags_argv });
       expect(compiled.flags_argv.join(" "), name).toBe(seed.flags);
     }
   });

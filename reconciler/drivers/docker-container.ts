@@ -1,0 +1,129 @@
+import { stat } from "node:fs/promises";
+import { isAbsolute, relative } from "node:path";
+import type { ObservedSlot, SlotView } from "../observed.js";
+
+/**
+ * What a slot's container looks like, as plain data: its name, its labels,
+ * the create options the engine gets, and how a listed container reads back
+ * into an observed slot. No dockerode here (only docker.ts imports it); the
+ * shapes below are the Engine API's own field names.
+ *
+ * Invariant: a container is this box's slot `<name>` exactly when it is named
+ * `hal0-slot-<name>` and carries `hal0.managed=true`, `hal0.box=<box>` and
+ * `hal0.slot=<name>`. Anything else is never stopped, removed or reported.
+ */
+
+export const LABEL = {
+  managed: "hal0.managed",
+  box: "hal0.box",
+  slot: "hal0.slot",
+  specHash: "hal0.spec-hash",
+  specVersion: "hal0.spec-version",
+  /** The full SlotView as JSON: observe rebuilds the record from it without reading any file. */
+  view: "hal0.view",
+} as const;
+
+export function containerName(slot: string): string {
+  return `hal0-slot-${slot}`;
+}
+
+/** The label filter of the one list call observe makes. */
+export function boxFilter(box: string): { label: string[] } {
+  return { label: [`${LABEL.managed}=true`, `${LABEL.box}=${box}`] };
+}
+
+export function slotLabels(box: string, name: string, view: SlotView): Record<string, string> {
+  return {
+    [LABEL.managed]: "true",
+    [LABEL.box]: box,
+    [LABEL.slot]: name,
+    [LABEL.specHash]: view.spec_hash,
+    [LABEL.specVersion]: String(view.spec.spec_version),
+    [LABEL.view]: JSON.stringify(view),
+  };
+}
+
+/** The labels say this container is slot `name` of `box` (its name is checked by the caller). */
+export function labelledAs(labels: Readonly<Record<string, string>> | undefined | null, box: string, name: string): boolean {
+  return labels?.[LABEL.managed] === "true" && labels[LABEL.box] === box && labels[LABEL.slot] === name;
+}
+
+/** The fields of a `GET /containers/json` row that observe reads. */
+export interface ListedContainer {
+  readonly Names: readonly string[];
+  readonly Labels: Readonly<Record<string, string>>;
+  readonly State: string;
+  readonly Status: string;
+  /** Seconds since the epoch. */
+  readonly Created: number;
+}
+
+/** One listed container as an observed slot (health still to probe); undefined when it is not one of `box`'s slots. */
+export function observedFrom(c: ListedContainer, box: string): Omit<ObservedSlot, "health"> | undefined {
+  const name = c.Labels[LABEL.slot];
+  if (name === undefined || !labelledAs(c.Labels, box, name) || !c.Names.includes(`/${containerName(name)}`)) return undefined;
+  const running = c.State === "running";
+  const view = parseView(c.Labels[LABEL.view]);
+  const state = running ? {} : { detail: `container ${containerName(name)} is ${c.State} (${c.Status})` };
+  if (view === undefined) return { name, running, detail: `container ${containerName(name)} has no readable ${LABEL.view} label` };
+  return { name, running, record: { view, started_at: new Date(c.Created * 1000).toISOString() }, ...state };
+}
+
+function parseView(text: string | undefined): SlotView | undefined {
+  if (text === undefined) return undefined;
+  try {
+    const view = JSON.parse(text) as SlotView;
+    return typeof view?.spec?.port === "number" && typeof view.spec.health_path === "string" ? view : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+export interface BindMount {
+  readonly Type: "bind";
+  readonly Source: string;
+  readonly Target: string;
+  readonly ReadOnly: true;
+}
+
+/**
+ * What the runner must see of the host, read-only at the same paths, so argv
+ * means in the container what it means on the host: the config folder (also
+ * the working folder, as for the process runtime) and every regular file an
+ * absolute argv word names outside it (models, drafters, projectors, chat
+ * templates: the compiler makes their paths absolute).
+ */
+export async function hostMounts(argv: readonly string[], cwd: string): Promise<BindMount[]> {
+  const mounts: BindMount[] = [];
+  if ((await stat(cwd).catch(() => undefined))?.isDirectory()) mounts.push(bind(cwd));
+  const words = argv.map((w) => (w.startsWith("--") && w.includes("=") ? w.slice(w.indexOf("=") + 1) : w));
+  const outside = [...new Set(words.filter((w) => isAbsolute(w) && !under(w, cwd)))].sort();
+  for (const path of outside) if ((await stat(path).catch(() => undefined))?.isFile()) mounts.push(bind(path));
+  return mounts;
+}
+
+function bind(path: string): BindMount {
+  return { Type: "bind", Source: path, Target: path, ReadOnly: true };
+}
+
+function under(path: string, dir: string): boolean {
+  const rel = relative(dir, path);
+  return rel === "" || (!rel.startsWith("..") && !isAbsolute(rel));
+}
+
+/**
+ * The last `maxLines` lines of a non-TTY container's log as `GET
+ * /containers/{id}/logs` returns it: frames of an 8-byte header (stream,
+ * 0, 0, 0, big-endian length) and the payload, stdout and stderr interleaved.
+ */
+export function logTailOf(raw: Buffer, maxLines = 15): string {
+  const parts: Buffer[] = [];
+  let at = 0;
+  while (at + 8 <= raw.length && raw[at + 1] === 0 && raw[at + 2] === 0 && raw[at + 3] === 0) {
+    const length = raw.readUInt32BE(at + 4);
+    parts.push(raw.subarray(at + 8, at + 8 + length));
+    at += 8 + length;
+  }
+  const text = (at === 0 ? raw : Buffer.concat(parts)).toString("utf8");
+  return text.split("\n").filter((line) => line.trim() !== "").slice(-maxLines).join("\n");
+}

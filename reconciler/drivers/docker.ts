@@ -1,0 +1,205 @@
+import Dockerode from "dockerode";
+import type { ObservedSlot, SlotView } from "../observed.js";
+import { DriverError, type SlotDriver, type StartOptions } from "./driver.js";
+import { boxFilter, containerName, hostMounts, labelledAs, logTailOf, observedFrom, slotLabels } from "./docker-container.js";
+import { engineStatus, exitNote, imageMissingMessage, notOursMessage, whenExited } from "./docker-engine.js";
+import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
+import { waitHealthy } from "./runner.js";
+
+/** Grace given to a container stopped because it never became healthy. */
+const ABORT_GRACE_S = 5;
+const OBSERVE_HEALTH_TIMEOUT_MS = 1000;
+const PORT_PROBE_TIMEOUT_MS = 500;
+const LOG_LINES = 15;
+
+export interface DockerDriverOptions {
+  readonly docker: Dockerode;
+  /** This box's id (the inventory's `box`): every container hal0 makes carries it as `hal0.box`. */
+  readonly box: string;
+  /** The state folder. The docker runtime keeps no files: a container's labels are its record. */
+  readonly stateDir: string;
+  /** `[slots] stop_grace_s`, the containers' StopTimeout (so a `docker stop` by hand waits as long as hal0 would). */
+  readonly stopGraceS?: number;
+  /** `[slots] pull`: pull a missing image instead of failing with `slot.image_missing`. */
+  readonly pull?: boolean;
+}
+
+/**
+ * The docker runtime: each slot is a container `hal0-slot-<name>` on the host
+ * network (the runner binds 127.0.0.1, as its argv says), with `Init` so a
+ * stop is prompt, and no restart policy (hal0 decides what runs).
+ *
+ * Invariants: observe is exactly one label-filtered list call (plus a health
+ * probe per running slot); start, stop and observe act only on containers
+ * that carry this box's labels *and* the slot's container name
+ * (docker-container.ts); an unlabelled container or another box's is never
+ * stopped, removed or reported. This is the only module that imports dockerode.
+ */
+export class DockerDriver implements SlotDriver {
+  readonly runtime = "docker" as const;
+  readonly stateDir: string;
+  private readonly docker: Dockerode;
+  private readonly box: string;
+  private readonly stopGraceS: number;
+  private readonly pull: boolean;
+
+  constructor(options: DockerDriverOptions) {
+    if (options.box === "") throw new Error("DockerDriver needs the box id (its containers' hal0.box label)");
+    this.docker = options.docker;
+    this.box = options.box;
+    this.stateDir = options.stateDir;
+    this.stopGraceS = options.stopGraceS ?? 20;
+    this.pull = options.pull ?? false;
+  }
+
+  async observe(): Promise<ObservedSlot[]> {
+    const listed = await this.docker.listContainers({ all: true, filters: boxFilter(this.box) });
+    const slots = listed.flatMap((c) => observedFrom(c, this.box) ?? []).sort((a, b) => (a.name < b.name ? -1 : 1));
+    return Promise.all(slots.map(async (slot): Promise<ObservedSlot> => {
+      if (!slot.running || slot.record === undefined) return { ...slot, health: "unknown" };
+      const { port, health_path } = slot.record.view.spec;
+      const status = await httpStatus(port, health_path, OBSERVE_HEALTH_TIMEOUT_MS);
+      const health = healthOf(status);
+      if (health !== "down") return { ...slot, health };
+      const answer = status === undefined ? "does not answer" : `answers ${status}`;
+      return { ...slot, health, detail: `container ${containerName(slot.name)} is running but GET ${health_path} on port ${port} ${answer}` };
+    }));
+  }
+
+  portHolder(port: number): Promise<{ pid?: number; command?: string } | undefined> {
+    return portHolderOf(port, PORT_PROBE_TIMEOUT_MS);
+  }
+
+  async start(name: string, view: SlotView, options: StartOptions): Promise<{ pid?: number }> {
+    const { spec } = view;
+    if (spec.runtime !== "docker" || !spec.image) throw new DriverError("slot.spawn_failed", `slot ${name}: its spec is for the ${spec.runtime} runtime, not docker (no image)`);
+    await this.ensureImage(spec.image);
+    await this.clearName(name);
+    const holder = await this.portHolder(spec.port);
+    if (holder !== undefined) throw new DriverError("slot.port_in_use", portInUseMessage(spec.port, holder));
+    const container = await this.create(name, view, options.cwd);
+    const abort = new AbortController();
+    try {
+      await container.start().catch(async (err: unknown) => {
+        await container.remove({ force: true }).catch(() => undefined);
+        throw new DriverError("slot.spawn_failed", `slot ${name}: docker could not start ${containerName(name)}: ${(err as Error).message}`);
+      });
+      // After the start: "not running" then means it ran and exited, however fast.
+      const exited = whenExited(container, abort.signal);
+      options.onPhase?.("starting");
+      const outcome = await waitHealthy(spec.port, spec.health_path, { exited }, options.healthTimeoutS * 1000, options.onPhase);
+      if (outcome.kind === "ready") return {};
+      const logs = await this.logNote(container);
+      if (outcome.kind === "exited") {
+        await container.remove({ force: true }).catch(() => undefined);
+        throw new DriverError("slot.spawn_failed", `slot ${name}: container ${containerName(name)} (${spec.image}) ${exitNote(outcome.exit)} before it was healthy${logs}`);
+      }
+      await this.stop(name, ABORT_GRACE_S);
+      const last = outcome.lastStatus === undefined ? "no answer" : `last answer ${outcome.lastStatus}`;
+      throw new DriverError("slot.health_failed",
+        `slot ${name}: GET ${spec.health_path} on port ${spec.port} did not return 200 within ${options.healthTimeoutS} s (${last}); stopped and removed ${containerName(name)}${logs}`);
+    } finally {
+      abort.abort(); // ends the engine's wait request, which would otherwise hold the event loop
+    }
+  }
+
+  async stop(name: string, graceS: number): Promise<void> {
+    const found = await this.inspectByName(name);
+    if (found === undefined || !labelledAs(found.Config.Labels, this.box, name)) return; // nothing of ours by that name
+    // By id from here on: a container created under the same name meanwhile is not the one we checked.
+    const container = this.docker.getContainer(found.Id);
+    await container.stop({ t: graceS }).catch(ignore(304, 404)); // 304: already stopped
+    await container.remove().catch(ignore(404));
+  }
+
+  /** The image is there, or pulled when `[slots] pull = true`; else `slot.image_missing`, naming it. */
+  private async ensureImage(image: string): Promise<void> {
+    if (await this.imagePresent(image)) return;
+    if (!this.pull) throw new DriverError("slot.image_missing", imageMissingMessage(image));
+    try {
+      const stream = (await this.docker.pull(image)) as NodeJS.ReadableStream;
+      await new Promise((resolve, reject) => this.docker.modem.followProgress(stream, (err: unknown, out: unknown) => (err ? reject(err) : resolve(out))));
+    } catch (err) {
+      throw new DriverError("slot.image_missing", `image ${image} is not present and pulling it failed: ${String((err as Error).message ?? err).trim()}`);
+    }
+    if (!(await this.imagePresent(image))) throw new DriverError("slot.image_missing", `image ${image} is still not present after a pull`);
+  }
+
+  private async imagePresent(image: string): Promise<boolean> {
+    try {
+      await this.docker.getImage(image).inspect();
+      return true;
+    } catch (err) {
+      if (engineStatus(err) === 404) return false;
+      throw err;
+    }
+  }
+
+  /**
+   * Frees the slot's container name: our own stopped container (a slot that
+   * died, or a start interrupted after create) is removed; a running one, or
+   * one that is not this box's slot, is refused and left alone.
+   */
+  private async clearName(name: string): Promise<void> {
+    const found = await this.inspectByName(name);
+    if (found === undefined) return;
+    if (!labelledAs(found.Config.Labels, this.box, name)) throw new DriverError("slot.spawn_failed", notOursMessage(name, found.Config.Labels, this.box));
+    if (found.State.Running) throw new DriverError("slot.spawn_failed", `slot ${name} is already running (container ${containerName(name)}); stop it before starting it again`);
+    await this.docker.getContainer(found.Id).remove({ force: true }).catch(ignore(404));
+  }
+
+  private async create(name: string, view: SlotView, cwd: string): Promise<Dockerode.Container> {
+    const { spec } = view;
+    const mounts = await hostMounts(spec.argv, cwd);
+    try {
+      return await this.docker.createContainer({
+        name: containerName(name),
+        Image: spec.image,
+        Cmd: [...spec.argv],
+        Env: Object.entries(spec.env).map(([key, value]) => `${key}=${value}`),
+        Labels: slotLabels(this.box, name, view),
+        ...(mounts[0]?.Target === cwd ? { WorkingDir: cwd } : {}),
+        StopTimeout: this.stopGraceS,
+        HostConfig: { NetworkMode: "host", Init: true, RestartPolicy: { Name: "no" }, Mounts: mounts },
+      });
+    } catch (err) {
+      if (engineStatus(err) === 404) throw new DriverError("slot.image_missing", imageMissingMessage(spec.image!));
+      throw new DriverError("slot.spawn_failed", `slot ${name}: docker could not create ${containerName(name)}: ${(err as Error).message}`);
+    }
+  }
+
+  private async inspectByName(name: string): Promise<Dockerode.ContainerInspectInfo | undefined> {
+    try {
+      return await this.docker.getContainer(containerName(name)).inspect();
+    } catch (err) {
+      if (engineStatus(err) === 404) return undefined;
+      throw err;
+    }
+  }
+
+  private async logNote(container: Dockerode.Container): Promise<string> {
+    const raw = await container.logs({ stdout: true, stderr: true, tail: LOG_LINES, follow: false }).catch(() => undefined);
+    const tail = raw === undefined ? "" : logTailOf(raw, LOG_LINES);
+    return tail === "" ? "; its log is empty" : `; last lines of its log:\n${tail.replace(/^/gm, "  ")}`;
+  }
+}
+
+/** Swallows the engine errors with these HTTP statuses (a missing container, one already stopped). */
+function ignore(...statuses: number[]): (err: unknown) => void {
+  return (err) => {
+    if (!statuses.includes(engineStatus(err) ?? -1)) throw err;
+  };
+}
+
+/**
+ * A client for an engine address: `unix:///path` (or a bare `/path`), or
+ * `tcp://` / `http://` on a loopback host. Slots are probed on 127.0.0.1, so
+ * an engine on another machine could never be health-checked: refused.
+ */
+export function dockerClient(host: string): Dockerode {
+  const address = host.startsWith("/") ? `unix://${host}` : host;
+  if (address.startsWith("unix://")) return new Dockerode({ socketPath: address.slice("unix://".length) });
+  const tcp = /^(?:tcp|http):\/\/(127\.0\.0\.1|localhost|\[::1\]):(\d+)\/?$/.exec(address);
+  if (tcp) return new Dockerode({ host: tcp[1]!.replace(/^\[|\]$/g, ""), port: Number(tcp[2]), protocol: "http" });
+  throw new Error(`docker engine address ${JSON.stringify(host)} is not unix:///PATH or tcp://127.0.0.1:PORT (slots are health-checked on loopback, so the engine must run on this machine)`);
+}

@@ -1,0 +1,106 @@
+import { cpSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type Dockerode from "dockerode";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { main } from "../../cli/index.js";
+import { compile, loadTree, type Model } from "../../compiler/index.js";
+import { DOCKER_HOST, dockerEngine, ensureRunnerImage, removeContainers } from "../reconciler/docker-helpers.js";
+import { freePort } from "../reconciler/process-helpers.js";
+import { captureIo } from "./helpers.js";
+
+/**
+ * The example box under `[slots] runtime = "docker"`, end to end through the
+ * CLI against a real engine: its profiles' image is hal0-runner:local. The
+ * copy's slot ports are moved to free ones, so this suite never meets the
+ * process-runtime suites that run the same box on its own ports.
+ */
+const SUITE = "hal0 apply / down of the example box on the docker runtime (real Docker engine)";
+const docker = await dockerEngine(SUITE);
+const BOX = join(import.meta.dirname, "../../fixtures/box");
+
+describe.skipIf(docker === undefined)(SUITE, () => {
+  const engine = docker as Dockerode;
+  let config: string;
+  let state: string;
+
+  const run = async (...args: string[]) => {
+    const io = captureIo({ DOCKER_HOST }, process.cwd());
+    const code = await main([...args, "--config", config, "--state", state], io);
+    return { code, out: io.out(), err: io.err() };
+  };
+  const boxId = (): string => JSON.parse(readFileSync(join(state, "inventory.json"), "utf8")).box;
+  const containers = () => engine.listContainers({ all: true, filters: { label: ["hal0.managed=true", `hal0.box=${boxId()}`] } });
+
+  beforeAll(async () => {
+    await ensureRunnerImage(engine);
+    config = join(mkdtempSync(join(tmpdir(), "hal0-dbox-")), "box");
+    cpSync(BOX, config, { recursive: true });
+    state = mkdtempSync(join(tmpdir(), "hal0-dstate-"));
+    const hal0 = readFileSync(join(config, "hal0.toml"), "utf8")
+      .replace(/^runtime = "process"$/m, 'runtime = "docker"')
+      .replace(/^port_range_start = \d+$/m, "port_range_start = 1024")
+      .replace(/^port_range_end = \d+$/m, "port_range_end = 65535");
+    expect(hal0).toContain('runtime = "docker"');
+    writeFileSync(join(config, "hal0.toml"), hal0);
+    for (const file of readdirSync(join(config, "slots"))) {
+      const path = join(config, "slots", file);
+      const port = await freePort();
+      writeFileSync(path, readFileSync(path, "utf8").replace(/^port = \d+$/m, `port = ${port}`));
+    }
+  }, 120_000);
+
+  afterAll(async () => {
+    if (state !== undefined) {
+      await run("down");
+      await removeContainers(engine, boxId());
+    }
+  });
+
+  async function desired(): Promise<Model> {
+    return compile((await loadTree(config)).tree).model!;
+  }
+
+  it("apply --yes brings up every enabled slot as a container: healthy, labelled, running its spec's argv", async () => {
+    const { code, out, err } = await run("apply", "--yes");
+    expect(code, out + err).toBe(0);
+    expect(out).toMatch(/Apply complete: 8 created, 0 replaced, 0 deleted, 1 updated, 0 failed\./);
+    const model = await desired();
+    const enabled = Object.values(model.slots).filter((s) => s.enabled);
+    expect(enabled).toHaveLength(8);
+    const listed = await containers();
+    expect(listed.map((c) => c.Names[0]).sort()).toEqual(enabled.map((s) => `/hal0-slot-${s.name}`).sort());
+    for (const c of listed) {
+      expect(c.State, c.Names[0]).toBe("running");
+      expect(c.Image).toBe("hal0-runner:local");
+      expect(c.HostConfig.NetworkMode).toBe("host");
+    }
+    for (const slot of enabled) {
+      expect(slot.spec.image).toBe("hal0-runner:local");
+      expect((await fetch(`http://127.0.0.1:${slot.port}/health`)).status, slot.name).toBe(200);
+      const props = (await (await fetch(`http://127.0.0.1:${slot.port}/props`)).json()) as { argv: string[] };
+      expect(props.argv, slot.name).toEqual(slot.spec.argv);
+    }
+  });
+
+  it("plans nothing right after (the record comes back from the labels)", async () => {
+    const { code, out } = await run("plan", "--detailed-exitcode");
+    expect(code, out).toBe(0);
+  });
+
+  it("restores a container removed behind hal0's back on the next apply", async () => {
+    const victim = (await containers()).find((c) => c.Names[0] === "/hal0-slot-chat")!;
+    await engine.getContainer(victim.Id).remove({ force: true });
+    const plan = await run("plan");
+    expect(plan.out).toMatch(/^\+ slot\.chat \(not_running\)/m);
+    const { code, out } = await run("apply", "--yes");
+    expect(code, out).toBe(0);
+    expect((await containers()).filter((c) => c.State === "running")).toHaveLength(8);
+  });
+
+  it("down leaves no hal0 container of this box", async () => {
+    const { code, out } = await run("down");
+    expect(code, out).toBe(0);
+    expect(await containers()).toEqual([]);
+  });
+});

@@ -1,0 +1,188 @@
+import { once } from "node:events";
+import { mkdtempSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type Dockerode from "dockerode";
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { DockerDriver } from "../../reconciler/drivers/docker.js";
+import { DriverError, type StartPhase } from "../../reconciler/index.js";
+import { countListCalls, dockerEngine, dockerViewFor, ensureRunnerImage, removeContainers, RUNNER_IMAGE, slotName, testBoxId } from "./docker-helpers.js";
+import { freePort } from "./process-helpers.js";
+
+/**
+ * DockerDriver against a real engine: containers of the runner image
+ * (hal0-runner:local, `npm run runner-image`) on the host network, probed on
+ * loopback. Every container a test makes is removed after it, pass or fail.
+ */
+const SUITE = "DockerDriver (real Docker engine)";
+const docker = await dockerEngine(SUITE);
+
+describe.skipIf(docker === undefined)(SUITE, () => {
+  const engine = docker as Dockerode;
+  const box = testBoxId();
+  const root = mkdtempSync(join(tmpdir(), "hal0-docker-box-"));
+  const stateDir = mkdtempSync(join(tmpdir(), "hal0-docker-state-"));
+  const lists = countListCalls(engine);
+  const driver = new DockerDriver({ docker: engine, box, stateDir, stopGraceS: 3 });
+  /** Containers made behind the driver's back (no labels of this box): removed by id. */
+  const foreign: string[] = [];
+
+  beforeAll(() => ensureRunnerImage(engine), 120_000);
+  afterEach(() => removeContainers(engine, box));
+  afterAll(async () => {
+    await removeContainers(engine, box, foreign);
+  });
+
+  const inspect = (name: string) => engine.getContainer(`hal0-slot-${name}`).inspect();
+  const gone = (name: string) => inspect(name).then(() => false, (err: { statusCode?: number }) => err.statusCode === 404);
+  const get = async (port: number, path: string) => {
+    const res = await fetch(`http://127.0.0.1:${port}${path}`);
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> };
+  };
+  const startError = (name: string, view: ReturnType<typeof dockerViewFor>, healthTimeoutS = 20) =>
+    driver.start(name, view, { healthTimeoutS, cwd: root }).then(() => undefined, (err: unknown) => err as DriverError);
+
+  /** A running container of the runner image that hal0 must never touch. */
+  async function foreignContainer(name: string, labels: Record<string, string>): Promise<string> {
+    const port = await freePort();
+    const c = await engine.createContainer({
+      name, Image: RUNNER_IMAGE, Cmd: ["--host", "127.0.0.1", "--port", String(port)], Labels: labels,
+      HostConfig: { NetworkMode: "host", Init: true },
+    });
+    foreign.push(c.id);
+    await c.start();
+    return c.id;
+  }
+
+  it("starts a labelled container on the host network with Init; /health 200 and /props shows the spec's argv", async () => {
+    const name = slotName("chat");
+    const view = dockerViewFor({ port: await freePort(), root, env: { HAL0_FAKE_LOAD_MS: "300", EXTRA: "1" } });
+    const phases: StartPhase[] = [];
+    await driver.start(name, view, { healthTimeoutS: 20, cwd: root, onPhase: (p) => phases.push(p) });
+    expect(phases[0]).toBe("starting");
+    expect(phases.at(-1)).toBe("ready");
+    const info = await inspect(name);
+    expect(info.Config.Labels).toMatchObject({ // the image's own labels come along
+      "hal0.managed": "true", "hal0.box": box, "hal0.slot": name, "hal0.spec-hash": view.spec_hash,
+      "hal0.spec-version": String(view.spec.spec_version), "hal0.view": JSON.stringify(view),
+    });
+    expect(info.HostConfig).toMatchObject({ NetworkMode: "host", Init: true, RestartPolicy: { Name: "no" } });
+    expect(info.Config.Image).toBe(RUNNER_IMAGE);
+    expect(info.Config.Cmd).toEqual(view.spec.argv);
+    expect(info.Config.Env).toEqual(expect.arrayContaining(["EXTRA=1", "HAL0_FAKE_LOAD_MS=300"]));
+    expect((info.Config as { StopTimeout?: number }).StopTimeout).toBe(3);
+    expect((await get(view.port, "/health")).status).toBe(200);
+    const props = await get(view.port, "/props");
+    expect(props.body.argv).toEqual(view.spec.argv);
+    expect(props.body.host).toBe("127.0.0.1");
+  });
+
+  it("observes with exactly one list call: running, healthy, the record rebuilt from the labels", async () => {
+    const name = slotName("obs");
+    const view = dockerViewFor({ port: await freePort(), root });
+    await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
+    lists.reset();
+    const slots = await driver.observe();
+    expect(lists.count()).toBe(1);
+    expect(slots.map((s) => s.name)).toEqual([name]);
+    const [slot] = slots;
+    expect(slot).toMatchObject({ name, running: true, health: "ok" });
+    expect(slot!.record!.view).toEqual(view);
+    expect(Date.parse(slot!.record!.started_at)).toBeGreaterThan(Date.now() - 60_000);
+  });
+
+  it("sees a container stopped behind its back as not running, and one removed behind its back as gone", async () => {
+    const name = slotName("drift");
+    const view = dockerViewFor({ port: await freePort(), root });
+    await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
+    await engine.getContainer(`hal0-slot-${name}`).kill();
+    const [stopped] = await driver.observe();
+    expect(stopped).toMatchObject({ name, running: false, health: "unknown" });
+    expect(stopped!.detail).toMatch(/is exited/);
+    expect(stopped!.record!.view).toEqual(view);
+    await engine.getContainer(`hal0-slot-${name}`).remove({ force: true }); // docker rm -f
+    expect(await driver.observe()).toEqual([]);
+    // A start after that creates the container anew.
+    await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
+    expect((await driver.observe())[0]).toMatchObject({ running: true, health: "ok" });
+  });
+
+  it("stop removes the container; stopping a missing one succeeds", async () => {
+    const name = slotName("stop");
+    const view = dockerViewFor({ port: await freePort(), root });
+    await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
+    await driver.stop(name, 3);
+    expect(await gone(name)).toBe(true);
+    await driver.stop(name, 3);
+    expect(await driver.observe()).toEqual([]);
+  });
+
+  it("never touches an unlabelled container or another box's, even under a slot's container name", async () => {
+    const plain = slotName("plain");
+    const other = slotName("other");
+    await foreignContainer(`hal0-slot-${plain}`, {});
+    await foreignContainer(`hal0-slot-${other}`, { "hal0.managed": "true", "hal0.box": testBoxId(), "hal0.slot": other });
+    expect(await driver.observe()).toEqual([]);
+    await driver.stop(plain, 1);
+    await driver.stop(other, 1);
+    expect((await inspect(plain)).State.Running).toBe(true);
+    expect((await inspect(other)).State.Running).toBe(true);
+    const err = await startError(plain, dockerViewFor({ port: await freePort(), root }));
+    expect(err).toBeInstanceOf(DriverError);
+    expect(err!.code).toBe("slot.spawn_failed");
+    expect(err!.message).toMatch(/not this box's slot \(it carries no hal0 labels\)/);
+    expect((await inspect(plain)).State.Running).toBe(true);
+    const err2 = await startError(other, dockerViewFor({ port: await freePort(), root }));
+    expect(err2!.message).toMatch(/it belongs to box test-/);
+  });
+
+  it("refuses an image that is not present: slot.image_missing, naming it, and creates nothing", async () => {
+    const name = slotName("noimg");
+    const err = await startError(name, dockerViewFor({ port: await freePort(), root, image: "hal0-runner:does-not-exist" }));
+    expect(err?.code).toBe("slot.image_missing");
+    expect(err!.message).toBe("image hal0-runner:does-not-exist is not present; build it (npm run runner-image) or set [slots] pull = true");
+    expect(await gone(name)).toBe(true);
+  });
+
+  it("with [slots] pull = true tries to pull a missing image and says why it failed", async () => {
+    const pulling = new DockerDriver({ docker: engine, box, stateDir, pull: true });
+    const name = slotName("pull");
+    const view = dockerViewFor({ port: await freePort(), root, image: "127.0.0.1:1/hal0/nothing:here" });
+    const err = await pulling.start(name, view, { healthTimeoutS: 5, cwd: root }).then(() => undefined, (e: unknown) => e as DriverError);
+    expect(err?.code).toBe("slot.image_missing");
+    expect(err!.message).toMatch(/^image 127\.0\.0\.1:1\/hal0\/nothing:here is not present and pulling it failed: /);
+    expect(await gone(name)).toBe(true);
+  });
+
+  it("refuses a port held by a process it did not start: slot.port_in_use, naming the holder", async () => {
+    const server = createServer().listen(0, "127.0.0.1");
+    await once(server, "listening");
+    try {
+      const port = (server.address() as { port: number }).port;
+      const name = slotName("busy");
+      const err = await startError(name, dockerViewFor({ port, root }));
+      expect(err?.code).toBe("slot.port_in_use");
+      expect(err!.message).toContain(`port ${port} is already in use by pid ${process.pid}`);
+      expect(await gone(name)).toBe(true);
+    } finally {
+      server.close();
+    }
+  });
+
+  it("reports a runner that exits before it is healthy with its last log lines, and leaves no container", async () => {
+    const name = slotName("crash");
+    const err = await startError(name, dockerViewFor({ port: await freePort(), root, modelPath: "/nonexistent/model.gguf" }));
+    expect(err?.code).toBe("slot.spawn_failed");
+    expect(err!.message).toMatch(/exited with code 1 before it was healthy; last lines of its log:\n.*failed to load model '\/nonexistent\/model\.gguf'/);
+    expect(await gone(name)).toBe(true);
+  });
+
+  it("stops and removes a container that is not healthy in time: slot.health_failed", async () => {
+    const name = slotName("slow");
+    const err = await startError(name, dockerViewFor({ port: await freePort(), root, env: { HAL0_FAKE_LOAD_MS: "60000" } }), 1);
+    expect(err?.code).toBe("slot.health_failed");
+    expect(err!.message).toMatch(/did not return 200 within 1 s \(last answer 503\); stopped and removed hal0-slot-/);
+    expect(await gone(name)).toBe(true);
+  });
+});
