@@ -7,7 +7,7 @@ import type { Observed, ObservedSlot } from "./observed.js";
  * applying a saved plan can re-observe and name each resource that moved.
  * A digest covers only what changes the plan's decisions: for a slot whether
  * it runs, its pid and the spec hash its record holds; for settings the
- * applied settings. Health is left out: warming → ready must not make a plan
+ * applied settings; for a Hermes profile (`hermes.<p>`) its file's text. Health is left out: warming → ready must not make a plan
  * stale.
  */
 export function observedDigests(observed: Observed): Record<string, string> {
@@ -16,6 +16,7 @@ export function observedDigests(observed: Observed): Record<string, string> {
     slotDigest(observed.slots[name]!),
   ]);
   entries.push(["settings", hashOf(observed.applied_settings ?? null)]);
+  for (const [name, profile] of Object.entries(observed.hermes_profiles ?? {})) entries.push([`hermes.${name}`, hashOf(profile.text)]);
   entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return Object.fromEntries(entries);
 }
@@ -47,6 +48,7 @@ export function describeMoves(saved: Plan, observed: Observed, configDigest: str
   return movedResources(saved.base, current).map((address) => {
     if (address === "config") return `config: the config changed since the plan was made (${short(saved.base.config_digest)} → ${short(configDigest)})`;
     if (address === "settings") return "settings: the applied settings changed since the plan was made";
+    if (address.startsWith("hermes.")) return `${address}: its config.yaml ${observed.hermes_profiles?.[address.slice("hermes.".length)] ? "was edited" : "was removed or added"} since the plan was made`;
     const change = saved.changes.find((c) => c.address === address);
     const was = change === undefined ? "not seen" : change.reason === "new" || change.reason === "not_running" ? "not running" : `running${specOf(change.before)}`;
     const slot = observed.slots[address.slice("slot.".length)];

@@ -1,6 +1,8 @@
+import { hashOf } from "../compiler/index.js";
 import type { Change, Plan, Settings } from "../schema/index.js";
 import { DriverError, type SlotDriver, type StartPhase } from "./drivers/driver.js";
-import type { SlotView } from "./observed.js";
+import { convergeHermesFile } from "./hermes-files.js";
+import type { HermesView, SlotView } from "./observed.js";
 import type { StateStore } from "./state.js";
 
 /** What the executor reports as it goes, for the CLI's progress display. */
@@ -41,6 +43,8 @@ export interface ExecuteOptions {
  * free, then creates and starts — each run in parallel up to a bound. A
  * failed step does not stop the others. The inventory and each slot's outcome
  * are written step by step, so an interrupted apply leaves a true record.
+ * Then the settings, then each Hermes profile file (its hal0 keys set to the
+ * change's `after`, the ids hal0 owns recorded in hermes-managed.json).
  */
 export async function executePlan(plan: Plan, opts: ExecuteOptions): Promise<StepResult[]> {
   const options: Ctx = { ...opts, serial: serializer() };
@@ -54,6 +58,8 @@ export async function executePlan(plan: Plan, opts: ExecuteOptions): Promise<Ste
   results.push(...(await inParallel(startable, options.parallel ?? 4, (c) => startStep(c, options))));
   const settings = plan.changes.find((c) => c.kind === "settings" && c.action !== "no-op");
   if (settings) results.push(await settingsStep(settings, options));
+  const hermes = plan.changes.filter((c) => c.kind === "hermes" && c.action === "update");
+  results.push(...(await inParallel(hermes, options.parallel ?? 4, (c) => hermesStep(c, options))));
   return results.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
 }
 
@@ -105,6 +111,17 @@ async function settingsStep(change: Change, o: Ctx): Promise<StepResult> {
   });
 }
 
+/** Writes a Hermes profile's hal0 keys (`after`), removing the ids hal0 owned (`before`) that `after` drops. */
+async function hermesStep(change: Change, o: Ctx): Promise<StepResult> {
+  const before = change.before as HermesView;
+  const after = change.after as HermesView;
+  return timed(change, o, async (emit) => {
+    await convergeHermesFile(after.file, after.mcp_servers, before.managed_ids);
+    await o.serial(() => o.state.recordHermesManaged(after.profile, { ids: after.managed_ids, applied: hashOf(after.mcp_servers) }));
+    emit("applied");
+  });
+}
+
 /** Runs one step, timing it, turning a throw into a failed result and recording the outcome. */
 async function timed(change: Change, o: Ctx, body: (emit: (phase: ExecEvent["phase"], message?: string) => void) => Promise<void>): Promise<StepResult> {
   const now = o.now ?? Date.now;
@@ -115,7 +132,7 @@ async function timed(change: Change, o: Ctx, body: (emit: (phase: ExecEvent["pha
     await body(emit);
     result = { address: change.address, action: change.action, ok: true, elapsed_ms: now() - t0 };
   } catch (err) {
-    const code = err instanceof DriverError ? err.code : "slot.apply_failed";
+    const code = err instanceof DriverError ? err.code : change.kind === "hermes" ? "hermes.write_failed" : "slot.apply_failed";
     result = { address: change.address, action: change.action, ok: false, code, error: (err as Error).message, elapsed_ms: now() - t0 };
     emit("failed", `${code}: ${(err as Error).message}`);
   }

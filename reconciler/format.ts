@@ -46,7 +46,7 @@ function formatChange(change: Change): string[] {
   const markers = [change.destructive ? " [destructive]" : "", change.downtime ? " [downtime]" : ""].join("");
   const header = `${SYMBOLS[change.action]} ${change.address} (${change.reason})${markers}`;
   if (change.action === "no-op") return [header];
-  const valueAt = change.kind === "slot" ? slotValue : settingsValue;
+  const valueAt = change.kind === "slot" ? slotValue : dottedValue;
   const lines = [header, ...facts(change)];
   for (const path of change.changed_paths) {
     const before = show(valueAt(change.before, path));
@@ -56,8 +56,9 @@ function formatChange(change: Change): string[] {
   return lines;
 }
 
-/** The key facts of a slot being created (from `after`) or deleted (from `before`), unless a changed path shows them. */
+/** The key facts of a slot being created (from `after`) or deleted (from `before`), unless a changed path shows them; the file a Hermes update edits. */
 function facts(change: Change): string[] {
+  if (change.kind === "hermes") return change.action === "update" ? [`${INDENT}file: ${show((change.after as { file?: string } | null)?.file)}`] : [];
   if (change.kind !== "slot" || (change.action !== "create" && change.action !== "delete")) return [];
   const view = change.action === "create" ? change.after : change.before;
   if (view === null || view === undefined) return [];
@@ -68,8 +69,8 @@ function slotValue(view: unknown, path: string): unknown {
   return view === null || view === undefined ? undefined : slotValueAt(view as SlotView, path);
 }
 
-/** A dotted settings key's value in a Settings object. */
-function settingsValue(settings: unknown, path: string): unknown {
+/** A dotted key's value in a Settings object or a Hermes view (`mcp_servers.hal0-admin.url`). */
+function dottedValue(settings: unknown, path: string): unknown {
   let value: unknown = settings;
   for (const part of path.split(".")) {
     if (value === null || typeof value !== "object" || !Object.hasOwn(value, part)) return undefined;

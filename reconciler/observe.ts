@@ -2,19 +2,24 @@ import type { Model } from "../compiler/index.js";
 import type { SlotDriver } from "./drivers/driver.js";
 import type { ForeignPort, Inventory, Observed, ObservedSlot } from "./observed.js";
 import type { StateStore } from "./state.js";
+import { readHermesProfiles } from "./hermes-files.js";
+import { hermesHome } from "./hermes-plan.js";
 
 /**
  * One snapshot of everything the planner needs, taken before planning: the
- * runtime's slots, the settings last applied, the inventory, and who holds the
- * port of each desired slot that is not running as ours. All I/O of a plan
- * happens here.
+ * runtime's slots, the settings last applied, the inventory, who holds the
+ * port of each desired slot that is not running as ours, and each named Hermes
+ * profile's config.yaml with what hal0 recorded writing there. All I/O of a
+ * plan happens here.
  */
 export async function observe(model: Model, driver: SlotDriver, state: StateStore): Promise<{ observed: Observed; inventory: Inventory }> {
-  const [slots, inventory, applied] = await Promise.all([driver.observe(), state.readInventory(), state.readAppliedSettings()]);
+  const [slots, inventory, applied, hermes_profiles, hermes_managed] = await Promise.all([
+    driver.observe(), state.readInventory(), state.readAppliedSettings(), readHermesProfiles(hermesHome(model)), state.readHermesManaged(),
+  ]);
   const byName: Record<string, ObservedSlot> = {};
   for (const slot of [...slots].sort((a, b) => (a.name < b.name ? -1 : 1))) byName[slot.name] = slot;
   const foreign_ports = await foreignPorts(model, byName, driver);
-  return { observed: { slots: byName, applied_settings: applied, foreign_ports }, inventory };
+  return { observed: { slots: byName, applied_settings: applied, foreign_ports, hermes_profiles, hermes_managed }, inventory };
 }
 
 async function foreignPorts(model: Model, slots: Readonly<Record<string, ObservedSlot>>, driver: SlotDriver): Promise<Record<string, ForeignPort>> {

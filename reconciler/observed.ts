@@ -50,6 +50,43 @@ export interface Observed {
   readonly applied_settings?: Settings;
   /** Desired slot name → the foreign holder of its port, when one was found. */
   readonly foreign_ports: Readonly<Record<string, ForeignPort>>;
+  /** Each named Hermes profile's `config.yaml` text (`<[hermes] home>/profiles/<p>/`); absent or empty when there is no home. */
+  readonly hermes_profiles?: Readonly<Record<string, ObservedHermesProfile>>;
+  /** What hal0 recorded writing into each profile (`hermes-managed.json` of the state folder). */
+  readonly hermes_managed?: HermesManaged;
+}
+
+export interface ObservedHermesProfile {
+  readonly text: string;
+}
+
+/**
+ * `<state>/hermes-managed.json`: per Hermes profile, the installed MCP server
+ * ids hal0 joined into it (only those are ever removed) and a digest of the
+ * keys hal0 last wrote (a difference from it is a hand edit: drift). The
+ * default profile (`<home>/config.yaml`, converged only on demand) is `default`.
+ */
+export interface HermesManaged {
+  readonly profiles: Readonly<Record<string, HermesManagedProfile>>;
+  readonly default?: HermesManagedProfile;
+}
+
+export interface HermesManagedProfile {
+  readonly ids: readonly string[];
+  /** hashOf the hal0 keys last written (absent: hal0 never wrote this file). */
+  readonly applied?: string;
+}
+
+/** A Hermes profile's hal0 keys as plans show them (`before` / `after` of a `hermes.<p>` change). */
+export interface HermesView {
+  /** The profile's name; null for the default profile. */
+  readonly profile: string | null;
+  /** Absolute path of its config.yaml. */
+  readonly file: string;
+  /** hal0's entries under `mcp_servers`, by id (absent: not in the file / to be removed). */
+  readonly mcp_servers: Readonly<Record<string, unknown>>;
+  /** The joined installed-server ids hal0 owns in this file (before: recorded; after: once applied). */
+  readonly managed_ids: readonly string[];
 }
 
 /**

@@ -1,6 +1,7 @@
 import { hashOf, type Model, type ResolvedSlot } from "../compiler/index.js";
 import { PLAN_FORMAT_VERSION, type Action, type Change, type Plan, type PlanBody, type PlanWarning } from "../schema/index.js";
 import { observedDigests } from "./digest.js";
+import { planHermes } from "./hermes-plan.js";
 import type { Inventory, Observed, ObservedSlot, SlotView } from "./observed.js";
 import { planSettings } from "./settings-plan.js";
 import { slotWarnings, unmanagedWarning } from "./slot-warnings.js";
@@ -22,14 +23,15 @@ export interface PlanOptions {
 export function planChanges(model: Model, observed: Observed, inventory: Inventory, options: PlanOptions = {}): Plan {
   const slots = planSlots(options.destroy ? { ...model, slots: {} } : model, observed, inventory, options.destroy ? "down" : undefined);
   const settings = planSettings(model.settings, observed.applied_settings);
-  const changes = [...slots.changes, settings.change].sort((a, b) => compare(a.address, b.address));
+  const hermes = planHermes(model, observed);
+  const changes = [...slots.changes, settings.change, ...hermes.changes].sort((a, b) => compare(a.address, b.address));
   const body: PlanBody = {
     format_version: PLAN_FORMAT_VERSION,
     base: { config_digest: model.digest, observed: observedDigests(observed) },
     has_changes: changes.some((c) => c.action !== "no-op"),
     changes,
     settings: settings.buckets,
-    warnings: slots.warnings.sort((a, b) => compare(a.address, b.address) || compare(a.code, b.code) || compare(a.message, b.message)),
+    warnings: [...slots.warnings, ...hermes.warnings].sort((a, b) => compare(a.address, b.address) || compare(a.code, b.code) || compare(a.message, b.message)),
     summary: summarize(changes),
   };
   const { format_version, ...rest } = body;

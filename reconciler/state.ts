@@ -3,7 +3,7 @@ import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { Settings } from "../schema/index.js";
 import { writeFileAtomic } from "./atomic.js";
-import type { Inventory } from "./observed.js";
+import type { HermesManaged, HermesManagedProfile, Inventory } from "./observed.js";
 import type { ResourceConditions } from "./conditions.js";
 
 /** The outcome of the last apply step that touched a slot, for `hal0 status`. */
@@ -62,6 +62,18 @@ export class StateStore {
 
   async writeConditions(all: Record<string, ResourceConditions>): Promise<void> {
     await this.writeJson("conditions.json", all);
+  }
+
+  async readHermesManaged(): Promise<HermesManaged> {
+    const raw = await this.readJson<HermesManaged>("hermes-managed.json");
+    return raw && typeof raw.profiles === "object" && raw.profiles !== null ? raw : { profiles: {} };
+  }
+
+  /** Records what hal0 now owns in one profile (`null`: the default profile). */
+  async recordHermesManaged(profile: string | null, entry: HermesManagedProfile): Promise<void> {
+    const all = await this.readHermesManaged();
+    const next: HermesManaged = profile === null ? { ...all, default: entry } : { ...all, profiles: { ...all.profiles, [profile]: entry } };
+    await this.writeJson("hermes-managed.json", next);
   }
 
   private async readJson<T>(file: string): Promise<T | undefined> {

@@ -79,6 +79,9 @@ export const CODES = {
   "plan.invalid": { severity: "error", stage: "runtime", http: 400, meaning: "A saved plan file is not a hal0 plan (or of another format_version)." },
   "plan.stale": { severity: "error", stage: "runtime", http: 409, meaning: "A saved plan no longer matches the config or the observed box; the message names each resource that moved." },
   "apply.locked": { severity: "error", stage: "runtime", http: 409, meaning: "Another apply holds the state folder's lock; the message names its holder." },
+  "hermes.invalid_yaml": { severity: "warning", stage: "runtime", http: 422, meaning: "A Hermes profile's config.yaml is not YAML hal0 can edit (a parse error, or a root or mcp_servers that is not a block mapping); hal0 leaves it alone." },
+  "hermes.drifted": { severity: "warning", stage: "runtime", http: 409, meaning: "hal0's keys in a Hermes profile's config.yaml were edited by hand and [reconcile] drift = \"warn\": reported, not undone." },
+  "hermes.write_failed": { severity: "error", stage: "runtime", http: 500, meaning: "A Hermes profile's config.yaml could not be read, edited or written; the message says why." },
 } as const satisfies Record<string, CodeInfo>;
 
 export type Code = keyof typeof CODES;

@@ -16,13 +16,13 @@ export const APPLY_CLASSES = ["immediate", "service-restart", "manual-restart"] 
 export type ApplyClass = (typeof APPLY_CLASSES)[number];
 
 export const Change = z.object({
-  /** `slot.<name>` or `settings`. Changes are sorted by address. */
+  /** `slot.<name>`, `settings` or `hermes.<profile>`. Changes are sorted by address. */
   address: z.string(),
-  kind: z.enum(["slot", "settings"]),
+  kind: z.enum(["slot", "settings", "hermes"]),
   action: z.enum(ACTIONS),
   /** Why, for people: new, not_running, spec_changed, removed_from_config, disabled, … */
   reason: z.string(),
-  /** Dotted paths of what changed: `tune.ctx_size`, `argv.--threads`, `image`, `env.X`, `settings` keys. */
+  /** Dotted paths of what changed: `tune.ctx_size`, `argv.--threads`, `image`, `env.X`, `settings` keys, `mcp_servers.hal0-admin.url`. */
   changed_paths: z.array(z.string()),
   /** The resource as observed (null when absent) and as desired (null when it goes away). */
   before: z.unknown(),

@@ -179,6 +179,26 @@ const CHECKS: Record<string, (p: Plan) => void> = {
     expect(p.settings.service_restart).toEqual({ slots: ["slots.runtime"] });
     expect(change(p, "slot.embed").changed_paths).toEqual(["argv", "image", "runtime"]);
   },
+  "hermes-new-profile": (p) => {
+    expect(acting(p)).toEqual({ "hermes.coder": "update new", "hermes.writer": "update new" });
+    const coder = change(p, "hermes.coder");
+    expect(coder).toMatchObject({ kind: "hermes", apply_class: "immediate", destructive: false, downtime: false });
+    expect(coder.changed_paths).toEqual(["mcp_servers.hal0-admin", "mcp_servers.hal0-memory", "mcp_servers.inventory"]);
+    expect(coder.after).toMatchObject({ file: "/srv/hermes/profiles/coder/config.yaml", managed_ids: ["inventory"], mcp_servers: { "hal0-admin": { headers: { "X-hal0-Agent": "hermes__coder" } } } });
+    expect(change(p, "hermes.writer").after).toMatchObject({ mcp_servers: { "hal0-memory": { headers: { "X-hal0-Private": "1" } } } });
+    expect(Object.keys(p.base.observed)).toEqual(expect.arrayContaining(["hermes.coder", "hermes.writer"]));
+  },
+  "hermes-drifted": (p) => {
+    expect(acting(p)).toEqual({ "hermes.coder": "update drifted" });
+    expect(change(p, "hermes.coder").changed_paths).toEqual(["mcp_servers.hal0-admin.url"]);
+    expect(change(p, "hermes.ops")).toMatchObject({ action: "no-op", reason: "unchanged" });
+  },
+  "hermes-opted-out": (p) => {
+    expect(acting(p)).toEqual({ "hermes.coder": "update opted_out" });
+    expect(change(p, "hermes.coder").after).toMatchObject({ mcp_servers: {}, managed_ids: [] });
+    expect(change(p, "hermes.coder").changed_paths).toEqual(["mcp_servers.hal0-admin", "mcp_servers.hal0-memory", "mcp_servers.inventory"]);
+    expect(change(p, "hermes.quiet")).toMatchObject({ action: "no-op", reason: "opted_out" });
+  },
   "unmanaged-slot": (p) => {
     expect(p.has_changes).toBe(false);
     expect(change(p, "slot.scratch")).toMatchObject({ action: "no-op", reason: "unmanaged", destructive: false });
@@ -223,10 +243,11 @@ describe("planning is side-effect free", () => {
 });
 
 describe("the planner's imports", () => {
-  const PURE = ["plan.ts", "view.ts", "digest.ts", "settings-plan.ts", "slot-warnings.ts", "format.ts"];
-  const ALLOWED = /^(\.\.\/compiler\/index\.js|\.\.\/schema\/index\.js|\.\/(plan|view|digest|settings-plan|slot-warnings|observed)\.js)$/;
+  const PURE = ["plan.ts", "view.ts", "digest.ts", "settings-plan.ts", "slot-warnings.ts", "format.ts", "hermes-plan.ts", "hermes-wire.ts"];
+  // `yaml` parses a Hermes file in memory (hermes-wire.ts): pure, no I/O.
+  const ALLOWED = /^(yaml|\.\.\/compiler\/index\.js|\.\.\/schema\/index\.js|\.\/(plan|view|digest|settings-plan|slot-warnings|observed|hermes-plan|hermes-wire)\.js)$/;
 
-  it.each(PURE)("reconciler/%s imports no driver, no node: module, only schema, compiler and pure siblings", (file) => {
+  it.each(PURE)("reconciler/%s imports no driver, no node: module, only schema, compiler, yaml and pure siblings", (file) => {
     const text = readFileSync(join(import.meta.dirname, "../../reconciler", file), "utf8");
     const specifiers = [...text.matchAll(/^import .* from "([^"]+)";$/gm)].map((m) => m[1]!);
     expect(specifiers.length).toBeGreaterThan(0);

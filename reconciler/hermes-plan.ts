@@ -1,0 +1,114 @@
+import { hashOf, type Model } from "../compiler/index.js";
+import type { Change, PlanWarning } from "../schema/index.js";
+import { currentHal0Keys, desiredHal0Keys, HermesYamlError, sameKeys, type JoinableServer } from "./hermes-wire.js";
+import type { HermesManagedProfile, HermesView, Observed } from "./observed.js";
+
+/**
+ * The planner's second kind of resource: one `hermes.<p>` change per named
+ * Hermes profile. Pure (the YAML is parsed in memory). A change is an
+ * `update` when hal0's keys in the file differ from the desired ones; its
+ * reason says why: `new` (none of hal0's keys there yet), `drifted` (hal0's
+ * keys were edited by hand: they differ from what hal0 last wrote), `changed`
+ * (the config moved: server address, exposure, the profile's own opt-ins),
+ * `opted_out` (hal0: {wire_mcp: false}: hal0's keys are removed).
+ */
+
+/** The base URL of this box's MCP servers, from `[server]`. */
+export function mcpBaseUrl(model: Model): string {
+  const { host, port } = model.settings.server;
+  return `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+}
+
+/** The installed MCP servers, as the join reads them. */
+export function joinableServers(model: Model): JoinableServer[] {
+  return Object.values(model.mcpServers).map((s) => ({ id: s.id, transport: s.transport, url: s.url, enabled: s.enabled, exposure: s.exposure }));
+}
+
+/** `X-hal0-Agent` of a profile: `hermes__<p>`; the default profile is `hermes`. */
+export function hermesIdentity(profile: string | null): string {
+  return profile === null ? "hermes" : `hermes__${profile}`;
+}
+
+/** `[hermes] home`, a relative one taken against the config folder. */
+export function hermesHome(model: Model): string {
+  const home = model.settings.hermes.home;
+  return home.startsWith("/") ? home : `${model.root.replace(/\/+$/, "")}/${home}`;
+}
+
+export function profileFile(home: string, profile: string | null): string {
+  const root = home.replace(/\/+$/, "");
+  return profile === null ? `${root}/config.yaml` : `${root}/profiles/${profile}/config.yaml`;
+}
+
+export function planHermes(model: Model, observed: Observed): { changes: Change[]; warnings: PlanWarning[] } {
+  const profiles = observed.hermes_profiles ?? {};
+  const changes: Change[] = [];
+  const warnings: PlanWarning[] = [];
+  for (const name of Object.keys(profiles).sort()) {
+    const result = planHermesProfile(model, name, profiles[name]!.text, observed.hermes_managed?.profiles[name]);
+    changes.push(result.change);
+    if (result.warning) warnings.push(result.warning);
+  }
+  return { changes, warnings };
+}
+
+/** One profile's change (the default profile: `profile` null, address `hermes`). */
+export function planHermesProfile(model: Model, profile: string | null, text: string, managed: HermesManagedProfile | undefined): { change: Change; warning?: PlanWarning } {
+  const address = profile === null ? "hermes" : `hermes.${profile}`;
+  const file = profileFile(hermesHome(model), profile);
+  const owned = [...(managed?.ids ?? [])].sort();
+  let desired: Record<string, unknown>;
+  let current: Record<string, unknown>;
+  try {
+    desired = desiredHal0Keys(text, hermesIdentity(profile), mcpBaseUrl(model), joinableServers(model));
+    current = currentHal0Keys(text, [...owned, ...Object.keys(desired)]);
+  } catch (err) {
+    if (!(err instanceof HermesYamlError)) throw err;
+    const view: HermesView = { profile, file, mcp_servers: {}, managed_ids: owned };
+    return {
+      change: hermesChange(address, "no-op", "invalid_yaml", [], view, view),
+      warning: { address, code: "hermes.invalid_yaml", message: `${file}: ${err.message}; hal0 leaves the file alone` },
+    };
+  }
+  const before: HermesView = { profile, file, mcp_servers: current, managed_ids: owned };
+  const after: HermesView = { profile, file, mcp_servers: desired, managed_ids: Object.keys(desired).filter((id) => id !== "hal0-admin" && id !== "hal0-memory").sort() };
+  const paths = diffPaths("mcp_servers", current, desired);
+  if (paths.length === 0) return { change: hermesChange(address, "no-op", Object.keys(desired).length === 0 ? "opted_out" : "unchanged", [], before, after) };
+  const reason = reasonFor(current, desired, managed);
+  // `[reconcile] drift = "warn"`: a hand edit of hal0's keys is reported, not undone.
+  if (reason === "drifted" && model.settings.reconcile.drift === "warn") {
+    return {
+      change: hermesChange(address, "no-op", "drifted", paths, before, after),
+      warning: { address, code: "hermes.drifted", message: `hal0's keys in ${file} were edited by hand (${paths.join(", ")}); drift = "warn": left as they are` },
+    };
+  }
+  return { change: hermesChange(address, "update", reason, paths, before, after) };
+}
+
+function reasonFor(current: Record<string, unknown>, desired: Record<string, unknown>, managed: HermesManagedProfile | undefined): string {
+  if (Object.keys(current).length === 0) return "new";
+  if (managed?.applied === undefined || managed.applied !== hashOf(current)) return "drifted";
+  return Object.keys(desired).length === 0 ? "opted_out" : "changed";
+}
+
+/** A Hermes file edit applies now, stops nothing, and removes only keys hal0 wrote. */
+function hermesChange(address: string, action: "update" | "no-op", reason: string, changed_paths: string[], before: HermesView, after: HermesView): Change {
+  return { address, kind: "hermes", action, reason, changed_paths, before, after, apply_class: "immediate", destructive: false, downtime: false };
+}
+
+/** Dotted leaf paths where `a` and `b` differ (a whole subtree when one side is not an object). */
+function diffPaths(prefix: string, a: unknown, b: unknown): string[] {
+  if (sameKeys(a, b)) return [];
+  if (!isRecord(a) || !isRecord(b)) return [prefix];
+  const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
+  return keys.flatMap((k) => {
+    const inA = Object.hasOwn(a, k);
+    const inB = Object.hasOwn(b, k);
+    if (inA !== inB) return [`${prefix}.${k}`];
+    return diffPaths(`${prefix}.${k}`, a[k], b[k]);
+  });
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}

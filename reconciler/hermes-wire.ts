@@ -1,0 +1,225 @@
+import { Document, isMap, isScalar, parseDocument, type Node, type Pair, type YAMLMap } from "yaml";
+
+/**
+ * The keys hal0 owns in a Hermes profile's `config.yaml`, and the text edit
+ * that converges them. Pure: text in, text out. hal0 owns whole entries under
+ * `mcp_servers`: its two servers (`hal0-admin`, `hal0-memory`) and the
+ * installed servers it joined earlier (`ownedIds`, from the state folder).
+ * Every other byte of the file — foreign keys, comments, order, quoting,
+ * indentation — is kept: the Document API finds where hal0's entries are, and
+ * only those spans of text are replaced, removed or appended.
+ */
+
+export const HAL0_SERVER_IDS = ["hal0-admin", "hal0-memory"] as const;
+
+/** One `mcp_servers.<id>` entry as hal0 writes it. */
+export interface WiredServer {
+  readonly type: "http";
+  readonly transport?: "sse";
+  readonly url: string;
+  readonly timeout: number;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** An installed MCP server, as far as the join reads it. */
+export interface JoinableServer {
+  readonly id: string;
+  readonly transport: string;
+  readonly url?: string;
+  readonly enabled: boolean;
+  readonly exposure: { readonly hermes: boolean };
+}
+
+/** The person's own switches, read from the profile's `hal0:` table. */
+export interface Hal0Options {
+  /** `hal0: {wire_mcp: false}` opts the profile out: hal0 keeps none of its keys there. */
+  readonly wire_mcp: boolean;
+  /** `hal0: {memory_private: true}`: the header `X-hal0-Private: "1"` on hal0's servers. */
+  readonly memory_private: boolean;
+}
+
+/** The file is not YAML hal0 can edit (a parse error, or a root or `mcp_servers` that is not a block mapping). */
+export class HermesYamlError extends Error {}
+
+const TIMEOUT_S = 60;
+
+export function readOptions(text: string): Hal0Options {
+  const js = parse(text).toJS() as unknown;
+  const hal0 = isRecord(js) && isRecord(js.hal0) ? js.hal0 : {};
+  return { wire_mcp: hal0.wire_mcp !== false, memory_private: hal0.memory_private === true };
+}
+
+/**
+ * What hal0's keys should be in this file: its two servers with the caller's
+ * identity (`X-hal0-Agent`), plus every installed server exposed to Hermes,
+ * enabled and reachable at a url. None when the profile opted out.
+ */
+export function desiredHal0Keys(text: string, identity: string, baseUrl: string, servers: readonly JoinableServer[]): Record<string, WiredServer> {
+  const options = readOptions(text);
+  if (!options.wire_mcp) return {};
+  const headers: Record<string, string> = { "X-hal0-Agent": identity };
+  if (options.memory_private) headers["X-hal0-Private"] = "1";
+  const base = baseUrl.replace(/\/+$/, "");
+  const out: Record<string, WiredServer> = {
+    "hal0-admin": { type: "http", url: `${base}/mcp/admin`, timeout: TIMEOUT_S, headers: { ...headers } },
+    "hal0-memory": { type: "http", url: `${base}/mcp/memory`, timeout: TIMEOUT_S, headers: { ...headers } },
+  };
+  for (const s of [...servers].sort((a, b) => compare(a.id, b.id))) {
+    if (!s.enabled || !s.exposure.hermes || s.url === undefined || s.transport === "stdio") continue;
+    if ((HAL0_SERVER_IDS as readonly string[]).includes(s.id)) continue;
+    out[s.id] = s.transport === "sse" ? { type: "http", transport: "sse", url: s.url, timeout: TIMEOUT_S } : { type: "http", url: s.url, timeout: TIMEOUT_S };
+  }
+  return out;
+}
+
+/** hal0's entries as the file has them now: its two servers and `ownedIds`, where present. */
+export function currentHal0Keys(text: string, ownedIds: readonly string[]): Record<string, unknown> {
+  const servers = mcpServers(parse(text));
+  const out: Record<string, unknown> = {};
+  if (!servers) return out;
+  for (const id of candidateIds(ownedIds)) {
+    const pair = findPair(servers, id);
+    if (pair) out[id] = (pair.value as Node | null)?.toJSON() ?? null;
+  }
+  return out;
+}
+
+/**
+ * The file with hal0's keys set to `desired`: each of hal0's two servers and
+ * `ownedIds` not in `desired` is removed, each entry of `desired` that differs
+ * is replaced in place (or appended to `mcp_servers`). Nothing else changes;
+ * applying the result again changes nothing.
+ */
+export function applyHal0Keys(text: string, desired: Readonly<Record<string, unknown>>, ownedIds: readonly string[]): string {
+  const doc = parse(text);
+  const root = doc.contents;
+  const ids = candidateIds([...ownedIds, ...Object.keys(desired)]);
+  const servers = mcpServers(doc);
+  const wanted = ids.filter((id) => Object.hasOwn(desired, id));
+  if (!servers) {
+    if (wanted.length === 0) return text;
+    const rootPair = isMap(root) ? findPair(root, "mcp_servers") : undefined;
+    const block = `mcp_servers:\n${wanted.map((id) => renderEntry(id, desired[id], 2)).join("")}`;
+    if (!rootPair) return `${text}${text === "" || text.endsWith("\n") ? "" : "\n"}${block}`;
+    // `mcp_servers:` with no value (or `{}`): its line becomes the block.
+    const start = lineStart(text, (rootPair.key as Node).range![0]);
+    const end = lineEnd(text, ((rootPair.value as Node | null)?.range ?? (rootPair.key as Node).range!)[1]);
+    return splice(text, [{ start, end, text: indentBlock(block, column(text, (rootPair.key as Node).range![0])) }]);
+  }
+  const indent = servers.items.length > 0 ? column(text, (servers.items[0]!.key as Node).range![0]) : 2;
+  const edits: Edit[] = [];
+  let appendAt = servers.items.length > 0 ? pairSpan(text, servers.items[servers.items.length - 1]!).end : lineEnd(text, servers.range![1]);
+  let appended = "";
+  for (const id of ids) {
+    const pair = findPair(servers, id);
+    const want = Object.hasOwn(desired, id);
+    if (pair && !want) edits.push({ ...pairSpan(text, pair), text: "" });
+    else if (pair && want && !same((pair.value as Node | null)?.toJSON() ?? null, desired[id])) edits.push({ ...pairSpan(text, pair), text: renderEntry(id, desired[id], indent) });
+    else if (!pair && want) appended += renderEntry(id, desired[id], indent);
+  }
+  if (appended !== "") {
+    if (appendAt === text.length && !text.endsWith("\n")) appended = `\n${appended}`;
+    edits.push({ start: appendAt, end: appendAt, text: appended });
+  }
+  return splice(text, edits);
+}
+
+/** Whether two hal0 key sets are equal (order of keys inside an entry does not matter). */
+export function sameKeys(a: unknown, b: unknown): boolean {
+  return same(a, b);
+}
+
+interface Edit {
+  readonly start: number;
+  readonly end: number;
+  readonly text: string;
+}
+
+function parse(text: string): Document.Parsed {
+  const doc = parseDocument(text, { keepSourceTokens: false });
+  if (doc.errors.length > 0) throw new HermesYamlError(doc.errors[0]!.message.split("\n")[0]!);
+  const root = doc.contents;
+  if (root !== null && !(isMap(root) && !root.flow) && !(isScalar(root) && root.value === null)) throw new HermesYamlError("the file's root is not a block mapping");
+  return doc;
+}
+
+/** The block map under `mcp_servers`, or undefined when the key is absent, empty or `{}`. */
+function mcpServers(doc: Document.Parsed): YAMLMap | undefined {
+  const root = doc.contents;
+  if (!isMap(root)) return undefined;
+  const pair = findPair(root, "mcp_servers");
+  const value = pair?.value as Node | null | undefined;
+  if (value === undefined || value === null || (isScalar(value) && value.value === null)) return undefined;
+  if (isMap(value) && value.flow && value.items.length === 0) return undefined;
+  if (!isMap(value) || value.flow) throw new HermesYamlError("mcp_servers is not a block mapping");
+  return value;
+}
+
+function findPair(map: YAMLMap, key: string): Pair | undefined {
+  return map.items.find((p) => (isScalar(p.key) ? p.key.value : p.key) === key) as Pair | undefined;
+}
+
+/** hal0's two servers first, then the rest sorted, without duplicates. */
+function candidateIds(ids: readonly string[]): string[] {
+  const rest = [...new Set(ids)].filter((id) => !(HAL0_SERVER_IDS as readonly string[]).includes(id)).sort(compare);
+  return [...HAL0_SERVER_IDS, ...rest];
+}
+
+/** A pair's whole lines: from the start of its key's line to the end of its value's last line. */
+function pairSpan(text: string, pair: Pair): { start: number; end: number } {
+  const key = pair.key as Node;
+  const value = pair.value as Node | null;
+  return { start: lineStart(text, key.range![0]), end: lineEnd(text, (value?.range ?? key.range!)[1]) };
+}
+
+/** `{id: entry}` as block YAML at `indent` spaces; header values that look like numbers stay quoted strings. */
+function renderEntry(id: string, entry: unknown, indent: number): string {
+  const doc = new Document({ [id]: entry });
+  const headers = doc.getIn([id, "headers"], true);
+  if (isMap(headers)) for (const p of headers.items) if (isScalar(p.value) && typeof p.value.value === "string") p.value.type = "QUOTE_DOUBLE";
+  return indentBlock(doc.toString({ lineWidth: 0 }), indent);
+}
+
+function indentBlock(block: string, indent: number): string {
+  const pad = " ".repeat(indent);
+  return block.split("\n").filter((l) => l !== "").map((l) => `${pad}${l}\n`).join("");
+}
+
+function splice(text: string, edits: readonly Edit[]): string {
+  let out = text;
+  for (const e of [...edits].sort((a, b) => b.start - a.start)) out = out.slice(0, e.start) + e.text + out.slice(e.end);
+  return out;
+}
+
+function lineStart(text: string, offset: number): number {
+  return text.lastIndexOf("\n", offset - 1) + 1;
+}
+
+/** The offset just past the newline that ends the line holding `offset - 1` (the file's end when there is none). */
+function lineEnd(text: string, offset: number): number {
+  if (offset > 0 && text[offset - 1] === "\n") return offset;
+  const nl = text.indexOf("\n", offset);
+  return nl === -1 ? text.length : nl + 1;
+}
+
+function column(text: string, offset: number): number {
+  return offset - lineStart(text, offset);
+}
+
+function same(a: unknown, b: unknown): boolean {
+  return canonical(a) === canonical(b);
+}
+
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(",")}]`;
+  if (isRecord(value)) return `{${Object.keys(value).sort().map((k) => `${JSON.stringify(k)}:${canonical(value[k])}`).join(",")}}`;
+  return JSON.stringify(value ?? null);
+}
+
+function isRecord(value: unknown): value is Record<string, unknown> {
+  return value !== null && typeof value === "object" && !Array.isArray(value);
+}
+
+function compare(a: string, b: string): number {
+  return a < b ? -1 : a > b ? 1 : 0;
+}

@@ -1,0 +1,148 @@
+import { describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { applyHal0Keys, currentHal0Keys, desiredHal0Keys, HermesYamlError, type JoinableServer } from "../../reconciler/hermes-wire.js";
+
+/** A person's Hermes profile: comments everywhere, odd quoting and indentation, flow collections, a foreign MCP server. */
+const PERSON = `# Hermes profile "coder" — edited by hand, keep my notes
+model:
+  default: "qwen3-coder"   # the model we like
+  provider: custom
+  base_url: http://127.0.0.1:8080/v1
+
+# tools this profile may use
+toolsets:
+  - hermes-cli
+  - web
+  - 'file'
+
+memory:
+    provider: holographic      # four-space indent on purpose
+    memory_enabled: true
+    nested: {a: 1, b: [x, y]}
+
+mcp_servers:
+  # my own server, hal0 must not touch it
+  github:
+    command: npx
+    args: ["-y", "@modelcontextprotocol/server-github"]
+    env:
+      GITHUB_TOKEN: "ghp_xxx"
+
+agent:
+  max_turns: 60
+long: >
+  folded text
+  continues here
+num: 0x1F
+`;
+
+const BASE = "http://127.0.0.1:8080";
+const SEARCH: JoinableServer = { id: "search", transport: "streamable-http", url: "http://127.0.0.1:9100/mcp", enabled: true, exposure: { hermes: true } };
+
+function wire(text: string, owned: readonly string[] = [], servers: readonly JoinableServer[] = []): string {
+  return applyHal0Keys(text, desiredHal0Keys(text, "hermes__coder", BASE, servers), owned);
+}
+
+/** The text with hal0's entries (the lines from `  hal0-…:`/`  search:` to the next key at that indent or a blank line) cut out. */
+function withoutHal0(text: string, ids: readonly string[] = ["hal0-admin", "hal0-memory"]): string {
+  const lines = text.split("\n");
+  const out: string[] = [];
+  let skipping = false;
+  for (const line of lines) {
+    const m = /^( *)([\w-]+):/.exec(line);
+    if (line.trim() === "") skipping = false;
+    else if (m && m[1]!.length <= 2) skipping = m[1]!.length === 2 && ids.includes(m[2]!);
+    if (!skipping) out.push(line);
+  }
+  return out.join("\n");
+}
+
+describe("hermes-wire", () => {
+  it("adds hal0-admin and hal0-memory and keeps every other byte", () => {
+    const out = wire(PERSON);
+    expect(withoutHal0(out)).toBe(PERSON);
+    const js = parse(out) as { mcp_servers: Record<string, unknown> };
+    expect(js.mcp_servers["hal0-admin"]).toEqual({ type: "http", url: `${BASE}/mcp/admin`, timeout: 60, headers: { "X-hal0-Agent": "hermes__coder" } });
+    expect(js.mcp_servers["hal0-memory"]).toEqual({ type: "http", url: `${BASE}/mcp/memory`, timeout: 60, headers: { "X-hal0-Agent": "hermes__coder" } });
+    expect(Object.keys(js.mcp_servers)).toEqual(["github", "hal0-admin", "hal0-memory"]);
+    expect(out).toContain("\n  hal0-admin:\n    type: http\n");
+  });
+
+  it("is idempotent: wiring twice gives the same text, and the current keys equal the desired ones", () => {
+    const once = wire(PERSON, [], [SEARCH]);
+    expect(wire(once, ["search"], [SEARCH])).toBe(once);
+    expect(currentHal0Keys(once, ["search"])).toEqual(desiredHal0Keys(once, "hermes__coder", BASE, [SEARCH]));
+  });
+
+  it("emits X-hal0-Private as the quoted string \"1\" with hal0: {memory_private: true}", () => {
+    const text = `${PERSON}hal0:\n  memory_private: true\n`;
+    const out = wire(text);
+    expect(out).toContain('X-hal0-Private: "1"');
+    expect(out).not.toMatch(/X-hal0-Private: 1\s/);
+    const js = parse(out) as { mcp_servers: Record<string, { headers: Record<string, unknown> }> };
+    expect(js.mcp_servers["hal0-memory"]!.headers["X-hal0-Private"]).toBe("1");
+    expect(withoutHal0(out)).toBe(text);
+  });
+
+  it("treats an integer X-hal0-Private written by hand as a difference and restores the string", () => {
+    const text = `${PERSON}hal0:\n  memory_private: true\n`;
+    const edited = wire(text).replace('X-hal0-Private: "1"', "X-hal0-Private: 1");
+    expect(currentHal0Keys(edited, [])).not.toEqual(desiredHal0Keys(edited, "hermes__coder", BASE, []));
+    expect(wire(edited)).toBe(wire(text));
+  });
+
+  it("with hal0: {wire_mcp: false} removes exactly hal0's keys; the person's server stays", () => {
+    const wired = wire(PERSON, [], [SEARCH]);
+    const optedOut = `${wired}hal0:\n  wire_mcp: false\n`;
+    expect(desiredHal0Keys(optedOut, "hermes__coder", BASE, [SEARCH])).toEqual({});
+    const out = wire(optedOut, ["search"], [SEARCH]);
+    expect(out).toBe(`${PERSON}hal0:\n  wire_mcp: false\n`);
+    expect(currentHal0Keys(out, ["search"])).toEqual({});
+  });
+
+  it("joins an exposed, enabled http server, and removes a joined one only if hal0 added it", () => {
+    const joined = wire(PERSON, [], [SEARCH]);
+    expect((parse(joined) as { mcp_servers: Record<string, unknown> }).mcp_servers.search).toEqual({ type: "http", url: SEARCH.url, timeout: 60 });
+    // Exposure turned off: hal0 added `search`, so it goes.
+    expect(withoutHal0(wire(joined, ["search"], []))).toBe(PERSON);
+    // Not recorded as hal0's: it stays.
+    expect(wire(joined, [], [])).toContain("\n  search:\n");
+    // The person's github server is never hal0's, even if named in a stale record of another id.
+    expect(wire(PERSON, ["search"], [])).toContain("github:");
+  });
+
+  it("skips servers that are disabled, not exposed to hermes, or without a url", () => {
+    const servers: JoinableServer[] = [
+      { ...SEARCH, id: "off", enabled: false },
+      { ...SEARCH, id: "hidden", exposure: { hermes: false } },
+      { id: "local", transport: "stdio", enabled: true, exposure: { hermes: true } },
+    ];
+    expect(Object.keys(desiredHal0Keys(PERSON, "hermes__coder", BASE, servers))).toEqual(["hal0-admin", "hal0-memory"]);
+  });
+
+  it("replaces a hand-edited hal0 key in place, keeping the entries after it", () => {
+    const wired = wire(PERSON);
+    const edited = wired.replace(`${BASE}/mcp/admin`, "http://elsewhere:1/mcp/admin");
+    expect(currentHal0Keys(edited, [])["hal0-admin"]).toMatchObject({ url: "http://elsewhere:1/mcp/admin" });
+    expect(wire(edited)).toBe(wired);
+  });
+
+  it("creates mcp_servers in a file that has none, and fills an empty one", () => {
+    const bare = "# just a model\nmodel:\n  default: x\n";
+    const out = wire(bare);
+    expect(out.startsWith(bare)).toBe(true);
+    expect(out).toContain("mcp_servers:\n  hal0-admin:\n");
+    expect(wire(out)).toBe(out);
+    const empty = "model: x\nmcp_servers:\nagent: {}\n";
+    const filled = wire(empty);
+    expect(filled).toMatch(/^model: x\nmcp_servers:\n  hal0-admin:\n[\s\S]*\nagent: \{\}\n$/);
+    expect(wire("")).toContain("mcp_servers:\n");
+    expect(wire("model: x")).toBe(`model: x\n${wire("").trimStart()}`);
+  });
+
+  it("refuses a file that is not YAML it can edit", () => {
+    expect(() => wire("model: [unclosed\n")).toThrow(HermesYamlError);
+    expect(() => wire("- a list\n")).toThrow(HermesYamlError);
+    expect(() => wire("mcp_servers: {a: {url: x}}\n")).toThrow(HermesYamlError);
+  });
+});
