@@ -19,16 +19,23 @@ const SUITE = "DockerDriver (real Docker engine)";
 const docker = await dockerEngine(SUITE);
 
 describe.skipIf(docker === undefined)(SUITE, () => {
+  // The body of a skipped suite still runs at collection: what needs the engine is set up in beforeAll.
   const engine = docker as Dockerode;
   const box = testBoxId();
-  const root = mkdtempSync(join(tmpdir(), "hal0-docker-box-"));
-  const stateDir = mkdtempSync(join(tmpdir(), "hal0-docker-state-"));
-  const lists = countListCalls(engine);
-  const driver = new DockerDriver({ docker: engine, box, stateDir, stopGraceS: 3 });
+  let root: string;
+  let stateDir: string;
+  let lists: ReturnType<typeof countListCalls>;
+  let driver: DockerDriver;
   /** Containers made behind the driver's back (no labels of this box): removed by id. */
   const foreign: string[] = [];
 
-  beforeAll(() => ensureRunnerImage(engine), 120_000);
+  beforeAll(async () => {
+    root = mkdtempSync(join(tmpdir(), "hal0-docker-box-"));
+    stateDir = mkdtempSync(join(tmpdir(), "hal0-docker-state-"));
+    lists = countListCalls(engine);
+    driver = new DockerDriver({ docker: engine, box, stateDir, stopGraceS: 3 });
+    await ensureRunnerImage(engine);
+  }, 120_000);
   afterEach(() => removeContainers(engine, box));
   afterAll(async () => {
     await removeContainers(engine, box, foreign);

@@ -39,7 +39,7 @@ export async function dockerEngine(suite: string): Promise<Dockerode | undefined
       });
     });
   } else {
-    console.warn(`[hal0 tests] SKIPPED ${suite}: no Docker engine answers at ${DOCKER_HOST} (${why}). Start one with \`. .ci/docker-up.sh\` (it exports DOCKER_HOST), then rerun.`);
+    console.warn(`[hal0 tests] SKIPPED ${suite}: no Docker engine answers at ${DOCKER_HOST} (${why}). Start one with \`bash .ci/docker-up.sh\` and export the DOCKER_HOST it prints, then rerun.`);
   }
   return undefined;
 }
