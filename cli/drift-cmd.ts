@@ -8,9 +8,10 @@ import { BOX_OPTIONS } from "./plan-cmd.js";
 export const DRIFT_HELP = `hal0 drift [--config DIR] [--state DIR] [--json]
 
 Lists what changed behind hal0's back: slots hal0 started that stopped, or that run a spec
-hal0 did not apply. Exit 0 when there is none, 2 when there is some.`;
+hal0 did not apply, and Hermes profiles whose hal0 keys were edited by hand. Exit 0 when
+there is none, 2 when there is some.`;
 
-/** One drifted slot, with what the next apply or sweep does about it. */
+/** One drifted slot or Hermes profile, with what the next apply or sweep does about it. */
 export interface DriftEntry {
   address: string;
   reason: "not_running" | "drifted";
@@ -34,13 +35,16 @@ export async function runDrift(args: string[], io: CliIo): Promise<number> {
       action: c.action,
       details: plan.warnings.filter((w) => w.address === c.address && w.code !== "slot.drifted").map((w) => w.message),
     }));
+  for (const c of plan.changes.filter((x) => x.kind === "hermes" && x.reason === "drifted")) {
+    drift.push({ address: c.address, reason: "drifted", policy: box.model.settings.reconcile.drift, action: c.action, details: c.changed_paths.map((p) => `${p} was edited by hand`) });
+  }
   if (values.json) io.stdout.write(`${JSON.stringify({ drift, count: drift.length }, null, 2)}\n`);
   else io.stdout.write(`${drift.length === 0 ? "No drift." : drift.map(formatEntry).join("\n")}\n`);
   return drift.length === 0 ? EXIT_OK : 2;
 }
 
 function formatEntry(d: DriftEntry): string {
-  const what = d.reason === "drifted" ? "runs a spec hal0 did not apply" : "is not running";
+  const what = d.address.startsWith("hermes.") ? "has hal0 keys edited by hand" : d.reason === "drifted" ? "runs a spec hal0 did not apply" : "is not running";
   const next = d.policy === "warn" ? `drift = "warn": reported only` : `drift = "enforce": the next apply or sweep will ${d.action} it`;
   return [`${d.address} ${what}; ${next}`, ...d.details.map((x) => `    ${x}`)].join("\n");
 }

@@ -6,6 +6,8 @@ import { runStatus, STATUS_HELP } from "./status-cmd.js";
 import { runDown, DOWN_HELP } from "./down-cmd.js";
 import { runReconcile, RECONCILE_HELP } from "./reconcile-cmd.js";
 import { runDrift, DRIFT_HELP } from "./drift-cmd.js";
+import { runAgent, AGENT_HELP } from "./agent-cmd.js";
+import { runDoctor, DOCTOR_HELP } from "./doctor-cmd.js";
 import { InvalidConfigError } from "./box.js";
 import { LockedError } from "../reconciler/lock.js";
 import { CliError, EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError, processIo, type CliIo } from "./io.js";
@@ -18,6 +20,8 @@ const COMMANDS: Record<string, { run: (args: string[], io: CliIo) => Promise<num
   down: { run: runDown, help: DOWN_HELP },
   reconcile: { run: runReconcile, help: RECONCILE_HELP },
   drift: { run: runDrift, help: DRIFT_HELP },
+  agent: { run: runAgent, help: AGENT_HELP },
+  doctor: { run: runDoctor, help: DOCTOR_HELP },
   schema: { run: runSchema, help: SCHEMA_HELP },
 };
 
@@ -31,6 +35,8 @@ commands:
   down       stop every slot hal0 started
   reconcile  converge without asking: once (--once) or on every change and interval
   drift      list what changed behind hal0's back (exit 2 when something did)
+  agent      agent reprovision hermes [--repair]: wire the default Hermes profile
+  doctor     check the tree, state folder, runtime and Hermes wiring (exit 1 on a failure)
   schema     write the JSON Schemas of every file kind
 
 Run 'hal0 <command> --help' for a command's options.`;

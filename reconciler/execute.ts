@@ -113,13 +113,18 @@ async function settingsStep(change: Change, o: Ctx): Promise<StepResult> {
 
 /** Writes a Hermes profile's hal0 keys (`after`), removing the ids hal0 owned (`before`) that `after` drops. */
 async function hermesStep(change: Change, o: Ctx): Promise<StepResult> {
-  const before = change.before as HermesView;
-  const after = change.after as HermesView;
   return timed(change, o, async (emit) => {
-    await convergeHermesFile(after.file, after.mcp_servers, before.managed_ids);
-    await o.serial(() => o.state.recordHermesManaged(after.profile, { ids: after.managed_ids, applied: hashOf(after.mcp_servers) }));
+    await applyHermesChange(change, o.state, o.serial);
     emit("applied");
   });
+}
+
+/** Carries out one `hermes` update: the file's hal0 keys become `after`'s, then hermes-managed.json records what hal0 owns there. */
+export async function applyHermesChange(change: Change, state: StateStore, serial: <T>(fn: () => Promise<T>) => Promise<T> = (fn) => fn()): Promise<void> {
+  const before = change.before as HermesView;
+  const after = change.after as HermesView;
+  await convergeHermesFile(after.file, after.mcp_servers, before.managed_ids);
+  await serial(() => state.recordHermesManaged(after.profile, { ids: after.managed_ids, applied: hashOf(after.mcp_servers) }));
 }
 
 /** Runs one step, timing it, turning a throw into a failed result and recording the outcome. */

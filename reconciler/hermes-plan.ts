@@ -52,8 +52,8 @@ export function planHermes(model: Model, observed: Observed): { changes: Change[
   return { changes, warnings };
 }
 
-/** One profile's change (the default profile: `profile` null, address `hermes`). */
-export function planHermesProfile(model: Model, profile: string | null, text: string, managed: HermesManagedProfile | undefined): { change: Change; warning?: PlanWarning } {
+/** One profile's change (the default profile: `profile` null, address `hermes`). `enforce`: undo a hand edit even under drift = "warn" (an on-demand repair). */
+export function planHermesProfile(model: Model, profile: string | null, text: string, managed: HermesManagedProfile | undefined, options: { enforce?: boolean } = {}): { change: Change; warning?: PlanWarning } {
   const address = profile === null ? "hermes" : `hermes.${profile}`;
   const file = profileFile(hermesHome(model), profile);
   const owned = [...(managed?.ids ?? [])].sort();
@@ -76,7 +76,7 @@ export function planHermesProfile(model: Model, profile: string | null, text: st
   if (paths.length === 0) return { change: hermesChange(address, "no-op", Object.keys(desired).length === 0 ? "opted_out" : "unchanged", [], before, after) };
   const reason = reasonFor(current, desired, managed);
   // `[reconcile] drift = "warn"`: a hand edit of hal0's keys is reported, not undone.
-  if (reason === "drifted" && model.settings.reconcile.drift === "warn") {
+  if (reason === "drifted" && model.settings.reconcile.drift === "warn" && !options.enforce) {
     return {
       change: hermesChange(address, "no-op", "drifted", paths, before, after),
       warning: { address, code: "hermes.drifted", message: `hal0's keys in ${file} were edited by hand (${paths.join(", ")}); drift = "warn": left as they are` },

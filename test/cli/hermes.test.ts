@@ -1,0 +1,142 @@
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { parse } from "yaml";
+import { main } from "../../cli/index.js";
+import { captureIo } from "./helpers.js";
+
+/**
+ * Hermes profile wiring end to end, on real files: a Hermes home with two
+ * named profiles and a default one; `hal0 apply` wires the named ones only,
+ * a hand edit of a hal0 key is drift, `hal0 agent reprovision hermes
+ * --repair` wires the default one, `hal0 doctor` reports each row.
+ */
+let dir: string;
+let config: string;
+let state: string;
+let home: string;
+
+const CODER = `# coder — my notes stay
+model:
+  default: "qwen3-coder"   # served by slot coder
+toolsets: [hermes-cli, file]
+
+mcp_servers:
+  # mine
+  github:
+    command: npx
+
+memory:
+  provider: holographic
+`;
+const BRAIN = "# the brain\nmodel:\n  default: qwen3-4b\nhal0:\n  memory_private: true\n";
+const DEFAULT = "# default profile\nmodel:\n  default: qwen3-4b\n";
+
+async function run(...args: string[]) {
+  const io = captureIo({}, dir);
+  const code = await main([...args, "--config", config, "--state", state], io);
+  return { code, out: io.out(), err: io.err() };
+}
+
+const file = (p: string | null) => (p === null ? join(home, "config.yaml") : join(home, "profiles", p, "config.yaml"));
+const read = (p: string | null) => readFileSync(file(p), "utf8");
+const servers = (p: string | null) => (parse(read(p)) as { mcp_servers?: Record<string, any> }).mcp_servers ?? {};
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), "hal0-hermes-"));
+  config = join(dir, "etc");
+  state = join(dir, "state");
+  home = join(dir, "hermes");
+  mkdirSync(join(config, "mcp-servers"), { recursive: true });
+  writeFileSync(join(config, "hal0.toml"), `[server]\nport = 8090\n\n[hermes]\nhome = "${home}"\n`);
+  writeFileSync(join(config, "mcp-servers", "inventory.toml"), 'name = "Inventory"\nspec = "npx:inventory-mcp"\ntransport = "streamable-http"\nurl = "http://127.0.0.1:9300/mcp"\n\n[exposure]\nhermes = true\n');
+  for (const p of ["coder", "hal0-brain"]) mkdirSync(join(home, "profiles", p), { recursive: true });
+  writeFileSync(file("coder"), CODER);
+  chmodSync(file("coder"), 0o600);
+  writeFileSync(file("hal0-brain"), BRAIN);
+  writeFileSync(file(null), DEFAULT);
+});
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("Hermes profiles through the CLI", () => {
+  it("hal0 apply wires the named profiles, keeps every foreign byte and the file mode, and leaves the default profile alone", async () => {
+    const apply = await run("apply", "--yes");
+    expect(apply.code, apply.err).toBe(0);
+    expect(apply.out).toContain("~ hermes.coder (new)");
+    expect(apply.out).toContain("~ hermes.hal0-brain (new)");
+    expect(read(null)).toBe(DEFAULT);
+    expect(servers("coder")["hal0-admin"]).toEqual({ type: "http", url: "http://127.0.0.1:8090/mcp/admin", timeout: 60, headers: { "X-hal0-Agent": "hermes__coder" } });
+    expect(servers("coder").inventory).toEqual({ type: "http", url: "http://127.0.0.1:9300/mcp", timeout: 60 });
+    expect(read("hal0-brain")).toContain('X-hal0-Private: "1"');
+    // Only hal0's entries were added: the person's text is intact around them.
+    const coder = read("coder");
+    expect(coder.startsWith(CODER.slice(0, CODER.indexOf("\nmemory:")))).toBe(true);
+    expect(coder.endsWith("\nmemory:\n  provider: holographic\n")).toBe(true);
+    expect(statSync(file("coder")).mode & 0o777).toBe(0o600);
+    expect(JSON.parse(readFileSync(join(state, "hermes-managed.json"), "utf8")).profiles.coder.ids).toEqual(["inventory"]);
+  });
+
+  it("then hal0 plan --detailed-exitcode has nothing to do", async () => {
+    const plan = await run("plan", "--detailed-exitcode");
+    expect(plan.code, plan.out).toBe(0);
+  });
+
+  it("a hand edit of a hal0 key is drift: plan, drift and the next apply say so; apply restores it", async () => {
+    const wired = read("coder");
+    writeFileSync(file("coder"), wired.replace("http://127.0.0.1:8090/mcp/admin", "http://10.0.0.9:8090/mcp/admin"));
+    const plan = await run("plan", "--detailed-exitcode");
+    expect(plan.code).toBe(2);
+    expect(plan.out).toContain("~ hermes.coder (drifted)");
+    expect(plan.out).toContain('mcp_servers.hal0-admin.url: "http://10.0.0.9:8090/mcp/admin" → "http://127.0.0.1:8090/mcp/admin"');
+    const drift = await run("drift", "--json");
+    expect(drift.code).toBe(2);
+    expect(JSON.parse(drift.out).drift).toEqual([expect.objectContaining({ address: "hermes.coder", reason: "drifted", action: "update" })]);
+    expect((await run("apply", "--yes")).code).toBe(0);
+    expect(read("coder")).toBe(wired);
+  });
+
+  it("hal0 doctor reports each row; the default profile is not wired yet", async () => {
+    const doctor = await run("doctor", "--json");
+    expect(doctor.code, doctor.out).toBe(0);
+    const rows = Object.fromEntries((JSON.parse(doctor.out).rows as Array<{ check: string; status: string }>).map((r) => [r.check, r.status]));
+    expect(rows).toEqual({ tree: "ok", state_folder: "ok", runtime: "ok", hermes_profiles_mcp: "ok", hermes_default_memory: "warn", hermes_brain_memory: "ok" });
+    expect(doctor.out).toContain("hal0 agent reprovision hermes --repair");
+  });
+
+  it("hal0 agent reprovision hermes shows, and with --repair writes, the default profile's wiring", async () => {
+    const dry = await run("agent", "reprovision", "hermes");
+    expect(dry.code).toBe(2);
+    expect(dry.out).toContain("~ hermes (new)");
+    expect(read(null)).toBe(DEFAULT);
+    const repair = await run("agent", "reprovision", "hermes", "--repair");
+    expect(repair.code, repair.err).toBe(0);
+    expect(read(null).startsWith(DEFAULT)).toBe(true);
+    expect(servers(null)["hal0-memory"]).toMatchObject({ url: "http://127.0.0.1:8090/mcp/memory", headers: { "X-hal0-Agent": "hermes" } });
+    expect((await run("agent", "reprovision", "hermes", "--repair")).code).toBe(0);
+    const doctor = await run("doctor", "--json");
+    expect((JSON.parse(doctor.out).rows as Array<{ check: string; status: string }>).find((r) => r.check === "hermes_default_memory")!.status).toBe("ok");
+    // The sweep still does not touch the default profile.
+    expect((await run("plan", "--detailed-exitcode")).code).toBe(0);
+  });
+
+  it("hal0: {wire_mcp: false} removes exactly hal0's keys; the person's server stays", async () => {
+    writeFileSync(file("coder"), `${read("coder")}hal0:\n  wire_mcp: false\n`);
+    const apply = await run("apply", "--yes");
+    expect(apply.code, apply.err).toBe(0);
+    expect(apply.out).toContain("~ hermes.coder (opted_out)");
+    expect(read("coder")).toBe(`${CODER}hal0:\n  wire_mcp: false\n`);
+    expect((await run("plan", "--detailed-exitcode")).code).toBe(0);
+  });
+
+  it("hal0 doctor fails on a profile that is not YAML, and exits 1", async () => {
+    mkdirSync(join(home, "profiles", "broken"), { recursive: true });
+    writeFileSync(file("broken"), "model: [unclosed\n");
+    const doctor = await run("doctor");
+    expect(doctor.code).toBe(1);
+    expect(doctor.out).toMatch(/^fail {2}hermes_profiles_mcp .*not YAML hal0 can edit: broken/m);
+    const plan = await run("plan");
+    expect(plan.out).toContain("! hermes.broken: hermes.invalid_yaml:");
+  });
+});
