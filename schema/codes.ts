@@ -75,6 +75,7 @@ export const CODES = {
   "slot.health_failed": { severity: "error", stage: "runtime", http: 503, meaning: "A slot's runner did not answer GET /health with 200 within [slots] health_timeout_s." },
   "slot.apply_failed": { severity: "error", stage: "runtime", http: 500, meaning: "An apply step failed for another reason; the message says which." },
   "slot.not_running": { severity: "warning", stage: "runtime", http: 409, meaning: "A slot hal0 started is no longer running (it died, or its pid now belongs to another program); apply starts it again." },
+  "slot.drifted": { severity: "warning", stage: "runtime", http: 409, meaning: "A slot hal0 started stopped or was changed behind its back, and its drift policy is \"warn\": reported, not fixed." },
   "slot.unmanaged": { severity: "warning", stage: "runtime", http: 409, meaning: "A running slot has a runtime record but is neither in the inventory nor desired: hal0 leaves it alone." },
   "plan.invalid": { severity: "error", stage: "runtime", http: 400, meaning: "A saved plan file is not a hal0 plan (or of another format_version)." },
   "plan.stale": { severity: "error", stage: "runtime", http: 409, meaning: "A saved plan no longer matches the config or the observed box; the message names each resource that moved." },
