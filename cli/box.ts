@@ -58,9 +58,7 @@ export async function driverFor(model: Model, dir: string, env: CliIo["env"] = p
   } catch (err) {
     throw new UsageError(`[slots] runtime = "docker": the engine at ${host} does not answer (${(err as Error).message}); start it, or set [slots] docker_host or DOCKER_HOST`);
   }
-  // Every container carries the box id (hal0.box): a box gets its id once, before its first container, so it never changes.
-  const state = new StateStore(dir);
-  const inventory = await state.readInventory();
-  const box = inventory.box || (await state.writeInventory(inventory)).box;
+  // Every container carries the box id (hal0.box); it is stable without a write, so planning stays read-only.
+  const box = await new StateStore(dir).boxId();
   return new DockerDriver({ docker, box, stateDir: dir, stopGraceS: slots.stop_grace_s, pull: slots.pull });
 }

@@ -1,6 +1,6 @@
 import { mkdir, readFile } from "node:fs/promises";
-import { randomBytes } from "node:crypto";
-import { join } from "node:path";
+import { createHash } from "node:crypto";
+import { join, resolve } from "node:path";
 import { Settings } from "../schema/index.js";
 import { writeFileAtomic } from "./atomic.js";
 import type { HermesManaged, HermesManagedProfile, Inventory } from "./observed.js";
@@ -30,9 +30,18 @@ export class StateStore {
     return raw ?? { version: 1, box: "", slots: {} };
   }
 
+  /**
+   * This box's id (the `hal0.box` label): the inventory's, else one derived
+   * from the state folder's path, so it is the same before and after the
+   * first write and reading it never writes.
+   */
+  async boxId(): Promise<string> {
+    return (await this.readInventory()).box || derivedBoxId(this.dir);
+  }
+
   /** Writes the inventory, giving the box its id on first write. */
   async writeInventory(inventory: Inventory): Promise<Inventory> {
-    const withBox = inventory.box ? inventory : { ...inventory, box: `box-${randomBytes(6).toString("hex")}` };
+    const withBox = inventory.box ? inventory : { ...inventory, box: derivedBoxId(this.dir) };
     await this.writeJson("inventory.json", withBox);
     return withBox;
   }
@@ -89,4 +98,8 @@ export class StateStore {
     await mkdir(this.dir, { recursive: true });
     await writeFileAtomic(join(this.dir, file), `${JSON.stringify(value, null, 2)}\n`);
   }
+}
+
+function derivedBoxId(dir: string): string {
+  return `box-${createHash("sha256").update(resolve(dir)).digest("hex").slice(0, 12)}`;
 }
