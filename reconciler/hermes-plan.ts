@@ -13,10 +13,11 @@ import type { HermesManagedProfile, HermesView, Observed } from "./observed.js";
  * `opted_out` (hal0: {wire_mcp: false}: hal0's keys are removed).
  */
 
-/** The base URL of this box's MCP servers, from `[server]`. */
+/** The base URL of this box's MCP servers, from `[server]` (a wildcard bind address is reached on loopback). */
 export function mcpBaseUrl(model: Model): string {
   const { host, port } = model.settings.server;
-  return `http://${host.includes(":") ? `[${host}]` : host}:${port}`;
+  const reach = host === "0.0.0.0" ? "127.0.0.1" : host === "::" || host === "[::]" ? "::1" : host;
+  return `http://${reach.includes(":") && !reach.startsWith("[") ? `[${reach}]` : reach}:${port}`;
 }
 
 /** The installed MCP servers, as the join reads them. */

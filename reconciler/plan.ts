@@ -23,7 +23,8 @@ export interface PlanOptions {
 export function planChanges(model: Model, observed: Observed, inventory: Inventory, options: PlanOptions = {}): Plan {
   const slots = planSlots(options.destroy ? { ...model, slots: {} } : model, observed, inventory, options.destroy ? "down" : undefined);
   const settings = planSettings(model.settings, observed.applied_settings);
-  const hermes = planHermes(model, observed);
+  // `hal0 down` stops slots and nothing else: Hermes files are left as they are.
+  const hermes = options.destroy ? { changes: [], warnings: [] } : planHermes(model, observed);
   const changes = [...slots.changes, settings.change, ...hermes.changes].sort((a, b) => compare(a.address, b.address));
   const body: PlanBody = {
     format_version: PLAN_FORMAT_VERSION,
