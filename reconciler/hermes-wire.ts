@@ -74,13 +74,12 @@ export function desiredHal0Keys(text: string, identity: string, baseUrl: string,
 
 /** hal0's entries as the file has them now: its two servers and `ownedIds`, where present. */
 export function currentHal0Keys(text: string, ownedIds: readonly string[]): Record<string, unknown> {
-  const servers = mcpServers(parse(text));
+  const doc = parse(text);
+  const servers = mcpServers(doc);
   const out: Record<string, unknown> = {};
   if (!servers) return out;
-  for (const id of candidateIds(ownedIds)) {
-    const pair = findPair(servers, id);
-    if (pair) out[id] = (pair.value as Node | null)?.toJSON() ?? null;
-  }
+  const js = serversJs(doc);
+  for (const id of candidateIds(ownedIds)) if (findPair(servers, id)) out[id] = js[id] ?? null;
   return out;
 }
 
@@ -96,17 +95,20 @@ export function applyHal0Keys(text: string, desired: Readonly<Record<string, unk
   const ids = candidateIds([...ownedIds, ...Object.keys(desired)]);
   const servers = mcpServers(doc);
   const wanted = ids.filter((id) => Object.hasOwn(desired, id));
+  // A file written with CRLF line ends gets CRLF in hal0's lines too.
+  const eol = text.includes("\r\n") ? "\r\n" : "\n";
   if (!servers) {
     if (wanted.length === 0) return text;
     const rootPair = isMap(root) ? findPair(root, "mcp_servers") : undefined;
-    const block = `mcp_servers:\n${wanted.map((id) => renderEntry(id, desired[id], 2)).join("")}`;
-    if (!rootPair) return `${text}${text === "" || text.endsWith("\n") ? "" : "\n"}${block}`;
+    const block = `mcp_servers:${eol}${wanted.map((id) => renderEntry(id, desired[id], 2, eol)).join("")}`;
+    if (!rootPair) return `${text}${text === "" || text.endsWith("\n") ? "" : eol}${block}`;
     // `mcp_servers:` with no value (or `{}`): its line becomes the block.
     const start = lineStart(text, (rootPair.key as Node).range![0]);
     const end = lineEnd(text, ((rootPair.value as Node | null)?.range ?? (rootPair.key as Node).range!)[1]);
-    return splice(text, [{ start, end, text: indentBlock(block, column(text, (rootPair.key as Node).range![0])) }]);
+    return splice(text, [{ start, end, text: indentBlock(block, column(text, (rootPair.key as Node).range![0]), eol) }]);
   }
   const indent = servers.items.length > 0 ? column(text, (servers.items[0]!.key as Node).range![0]) : 2;
+  const js = serversJs(doc);
   const edits: Edit[] = [];
   let appendAt = servers.items.length > 0 ? pairSpan(text, servers.items[servers.items.length - 1]!).end : lineEnd(text, servers.range![1]);
   let appended = "";
@@ -114,11 +116,11 @@ export function applyHal0Keys(text: string, desired: Readonly<Record<string, unk
     const pair = findPair(servers, id);
     const want = Object.hasOwn(desired, id);
     if (pair && !want) edits.push({ ...pairSpan(text, pair), text: "" });
-    else if (pair && want && !same((pair.value as Node | null)?.toJSON() ?? null, desired[id])) edits.push({ ...pairSpan(text, pair), text: renderEntry(id, desired[id], indent) });
-    else if (!pair && want) appended += renderEntry(id, desired[id], indent);
+    else if (pair && want && !same(js[id] ?? null, desired[id])) edits.push({ ...pairSpan(text, pair), text: renderEntry(id, desired[id], indent, eol) });
+    else if (!pair && want) appended += renderEntry(id, desired[id], indent, eol);
   }
   if (appended !== "") {
-    if (appendAt === text.length && !text.endsWith("\n")) appended = `\n${appended}`;
+    if (appendAt === text.length && !text.endsWith("\n")) appended = `${eol}${appended}`;
     edits.push({ start: appendAt, end: appendAt, text: appended });
   }
   return splice(text, edits);
@@ -173,16 +175,22 @@ function pairSpan(text: string, pair: Pair): { start: number; end: number } {
 }
 
 /** `{id: entry}` as block YAML at `indent` spaces; header values that look like numbers stay quoted strings. */
-function renderEntry(id: string, entry: unknown, indent: number): string {
+function renderEntry(id: string, entry: unknown, indent: number, eol: string): string {
   const doc = new Document({ [id]: entry });
   const headers = doc.getIn([id, "headers"], true);
   if (isMap(headers)) for (const p of headers.items) if (isScalar(p.value) && typeof p.value.value === "string") p.value.type = "QUOTE_DOUBLE";
-  return indentBlock(doc.toString({ lineWidth: 0 }), indent);
+  return indentBlock(doc.toString({ lineWidth: 0 }), indent, eol);
 }
 
-function indentBlock(block: string, indent: number): string {
+function indentBlock(block: string, indent: number, eol: string): string {
   const pad = " ".repeat(indent);
-  return block.split("\n").filter((l) => l !== "").map((l) => `${pad}${l}\n`).join("");
+  return block.split(/\r?\n/).filter((l) => l !== "").map((l) => `${pad}${l}${eol}`).join("");
+}
+
+/** `mcp_servers` as plain data (aliases and merge keys resolved), for comparing entries. */
+function serversJs(doc: Document.Parsed): Record<string, unknown> {
+  const js = doc.toJS({ maxAliasCount: 100 }) as unknown;
+  return isRecord(js) && isRecord(js.mcp_servers) ? js.mcp_servers : {};
 }
 
 function splice(text: string, edits: readonly Edit[]): string {

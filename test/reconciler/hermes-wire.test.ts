@@ -145,4 +145,25 @@ describe("hermes-wire", () => {
     expect(() => wire("- a list\n")).toThrow(HermesYamlError);
     expect(() => wire("mcp_servers: {a: {url: x}}\n")).toThrow(HermesYamlError);
   });
+
+  describe("round trips on files shaped in many ways", () => {
+    const SHAPES: Record<string, string> = {
+      "four-space indent": "model: x\nmcp_servers:\n    mine:\n        url: http://a/mcp\n        timeout: 5\nagent: {max_turns: 3}\n",
+      "mcp_servers first, comments after it": "mcp_servers:\n  mine: {url: http://a}   # flow entry\n  # a note at the end of the map\n\n# and a section comment\nmodel: x\n",
+      "last key, no final newline": "model: x\nmcp_servers:\n  mine:\n    url: http://a",
+      "CRLF line ends": "model: x\r\nmcp_servers:\r\n  mine:\r\n    url: http://a\r\nagent:\r\n  max_turns: 3\r\n",
+      "document start marker": "---\n# top\nmodel: x\nmcp_servers:\n  mine:\n    url: http://a\n",
+      "quoted keys and a block scalar": "\"model\": x\nmcp_servers:\n  'mine':\n    args: |\n      a\n      b\n    url: http://a\nz: 1\n",
+    };
+    it.each(Object.entries(SHAPES))("%s: wire, re-wire (same text), unwire (the original text), values as desired", (_name, text) => {
+      const wired = wire(text, [], [SEARCH]);
+      expect(wire(wired, ["search"], [SEARCH])).toBe(wired);
+      expect(currentHal0Keys(wired, ["search"])).toEqual(desiredHal0Keys(wired, "hermes__coder", BASE, [SEARCH]));
+      // The only byte hal0 adds for good: a final newline, when the file had none and hal0 appended after its last line.
+      expect(applyHal0Keys(wired, {}, ["search"])).toBe(text.endsWith("\n") ? text : `${text}\n`);
+      const js = parse(wired) as { mcp_servers: Record<string, unknown> };
+      expect(Object.keys(js.mcp_servers)).toEqual(["mine", "hal0-admin", "hal0-memory", "search"]);
+      if (text.includes("\r\n")) expect(wired.replace(/\r\n/g, "")).not.toContain("\n");
+    });
+  });
 });
