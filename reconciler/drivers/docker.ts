@@ -74,16 +74,12 @@ export class DockerDriver implements SlotDriver {
     const { spec } = view;
     if (spec.runtime !== "docker" || !spec.image) throw new DriverError("slot.spawn_failed", `slot ${name}: its spec is for the ${spec.runtime} runtime, not docker (no image)`);
     await this.ensureImage(spec.image);
-    await this.clearName(name);
-    const holder = await this.portHolder(spec.port);
-    if (holder !== undefined) throw new DriverError("slot.port_in_use", portInUseMessage(spec.port, holder));
-    const container = await this.create(name, view, options.cwd);
+    // Idempotent: our container already running this very spec (a start whose
+    // client died after the engine took it) is waited on, not started twice.
+    const adopted = await this.clearName(name, view.spec_hash);
+    const container = adopted ?? (await this.createAndStart(name, view, options.cwd));
     const abort = new AbortController();
     try {
-      await container.start().catch(async (err: unknown) => {
-        await container.remove({ force: true }).catch(() => undefined);
-        throw new DriverError("slot.spawn_failed", `slot ${name}: docker could not start ${containerName(name)}: ${(err as Error).message}`);
-      });
       // After the start: "not running" then means it ran and exited, however fast.
       const exited = whenExited(container, abort.signal);
       options.onPhase?.("starting");
@@ -136,16 +132,32 @@ export class DockerDriver implements SlotDriver {
   }
 
   /**
-   * Frees the slot's container name: our own stopped container (a slot that
-   * died, or a start interrupted after create) is removed; a running one, or
-   * one that is not this box's slot, is refused and left alone.
+   * Frees the slot's container name, or returns our container when it already
+   * runs `specHash`. Our own container that is stopped (a slot that died, a
+   * start interrupted after create) or runs another spec (an apply killed
+   * between stop and start) is removed; one that is not this box's slot is
+   * refused and left alone.
    */
-  private async clearName(name: string): Promise<void> {
+  private async clearName(name: string, specHash: string): Promise<Dockerode.Container | undefined> {
     const found = await this.inspectByName(name);
-    if (found === undefined) return;
+    if (found === undefined) return undefined;
     if (!labelledAs(found.Config.Labels, this.box, name)) throw new DriverError("slot.spawn_failed", notOursMessage(name, found.Config.Labels, this.box));
-    if (found.State.Running) throw new DriverError("slot.spawn_failed", `slot ${name} is already running (container ${containerName(name)}); stop it before starting it again`);
-    await this.docker.getContainer(found.Id).remove({ force: true }).catch(ignore(404));
+    const container = this.docker.getContainer(found.Id);
+    if (found.State.Running && found.Config.Labels["hal0.spec-hash"] === specHash) return container;
+    if (found.State.Running) await container.stop({ t: this.stopGraceS }).catch(ignore(304));
+    await container.remove({ force: true }).catch(ignore(404));
+    return undefined;
+  }
+
+  private async createAndStart(name: string, view: SlotView, cwd: string): Promise<Dockerode.Container> {
+    const holder = await this.portHolder(view.spec.port);
+    if (holder !== undefined) throw new DriverError("slot.port_in_use", portInUseMessage(view.spec.port, holder));
+    const container = await this.create(name, view, cwd);
+    await container.start().catch(async (err: unknown) => {
+      await container.remove({ force: true }).catch(() => undefined);
+      throw new DriverError("slot.spawn_failed", `slot ${name}: docker could not start ${containerName(name)}: ${(err as Error).message}`);
+    });
+    return container;
   }
 
   private async create(name: string, view: SlotView, cwd: string): Promise<Dockerode.Container> {
