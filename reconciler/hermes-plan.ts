@@ -9,7 +9,8 @@ import type { HermesManagedProfile, HermesView, Observed } from "./observed.js";
  * `update` when hal0's keys in the file differ from the desired ones; its
  * reason says why: `new` (none of hal0's keys there yet), `drifted` (hal0's
  * keys were edited by hand: they differ from what hal0 last wrote), `changed`
- * (the config moved: server address, exposure, the profile's own opt-ins),
+ * (the config moved: server address, exposure, the profile's own opt-ins; or
+ * hal0 has no record of writing the file, e.g. a lost state folder),
  * `opted_out` (hal0: {wire_mcp: false}: hal0's keys are removed).
  */
 
@@ -88,7 +89,8 @@ export function planHermesProfile(model: Model, profile: string | null, text: st
 
 function reasonFor(current: Record<string, unknown>, desired: Record<string, unknown>, managed: HermesManagedProfile | undefined): string {
   if (Object.keys(current).length === 0) return "new";
-  if (managed?.applied === undefined || managed.applied !== hashOf(current)) return "drifted";
+  // Drift needs evidence: a record of what hal0 last wrote that the file no longer holds.
+  if (managed?.applied !== undefined && managed.applied !== hashOf(current)) return "drifted";
   return Object.keys(desired).length === 0 ? "opted_out" : "changed";
 }
 

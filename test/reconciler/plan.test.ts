@@ -199,6 +199,10 @@ const CHECKS: Record<string, (p: Plan) => void> = {
     expect(change(p, "hermes.coder").changed_paths).toEqual(["mcp_servers.hal0-admin", "mcp_servers.hal0-memory", "mcp_servers.inventory"]);
     expect(change(p, "hermes.quiet")).toMatchObject({ action: "no-op", reason: "opted_out" });
   },
+  "hermes-server-moved": (p) => {
+    expect(acting(p)).toEqual({ "hermes.coder": "update changed", settings: "update changed" });
+    expect(change(p, "hermes.coder").changed_paths).toEqual(["mcp_servers.hal0-admin.url", "mcp_servers.hal0-memory.url"]);
+  },
   "unmanaged-slot": (p) => {
     expect(p.has_changes).toBe(false);
     expect(change(p, "slot.scratch")).toMatchObject({ action: "no-op", reason: "unmanaged", destructive: false });
