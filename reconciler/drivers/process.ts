@@ -4,6 +4,7 @@ import type { ObservedSlot, SlotView } from "../observed.js";
 import { DriverError, type SlotDriver, type StartOptions } from "./driver.js";
 import { healthOf, httpStatus, isLive, isOurs, portHolderOf, portInUseMessage, procStat } from "./proc.js";
 import { describeExit, spawnRunner, waitHealthy, type Spawned } from "./runner.js";
+import { markedRunners, markerEnv } from "./process-orphans.js";
 import { logTail, readRecord, removeRecord, slotPaths, slotsDir, writeRecord, type RuntimeRecord } from "./runtime-record.js";
 
 /** Grace given to a runner stopped because it never became healthy. */
@@ -44,11 +45,12 @@ export class ProcessDriver implements SlotDriver {
     const { spec } = view;
     if (spec.runtime !== "process") throw new DriverError("slot.spawn_failed", `slot ${name}: its spec is for the ${spec.runtime} runtime, not process`);
     await this.refuseIfRunning(name);
+    await this.stopUnrecorded(name);
     const holder = await this.portHolder(spec.port);
     if (holder !== undefined) throw new DriverError("slot.port_in_use", portInUseMessage(spec.port, holder));
     const paths = slotPaths(this.stateDir, name);
     await mkdir(paths.dir, { recursive: true });
-    const spawned = await spawnRunner(spec.argv, options.cwd, { ...process.env, ...spec.env }, paths.log);
+    const spawned = await spawnRunner(spec.argv, options.cwd, { ...process.env, ...spec.env, ...markerEnv(this.stateDir, name) }, paths.log);
     const stat = await procStat(spawned.pid);
     // Even a runner that already exited is a zombie until reaped, so `stat` is there; if not, wait for the exit below.
     if (stat !== undefined) {
@@ -73,8 +75,17 @@ export class ProcessDriver implements SlotDriver {
     if (read !== undefined && "record" in read) {
       const { pid, pid_start } = read.record;
       if (await isOurs(pid, pid_start)) await terminate(name, pid, pid_start, graceS);
-    }
+    } else await this.stopUnrecorded(name, graceS);
     await removeRecord(paths.record);
+  }
+
+  /** Stops `name`'s runners that have no record (a start interrupted between spawn and record). */
+  private async stopUnrecorded(name: string, graceS = ABORT_GRACE_S): Promise<void> {
+    const read = await readRecord(slotPaths(this.stateDir, name).record);
+    const recorded = read !== undefined && "record" in read ? read.record.pid : undefined;
+    for (const orphan of await markedRunners(this.stateDir, name)) {
+      if (orphan.pid !== recorded) await terminate(name, orphan.pid, orphan.startTime, graceS);
+    }
   }
 
   /** Starting over a live runner would lose the only record of it: the executor stops a slot before it restarts it. */
