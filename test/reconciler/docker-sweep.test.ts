@@ -1,0 +1,76 @@
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type Dockerode from "dockerode";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { DockerDriver } from "../../reconciler/drivers/docker.js";
+import { StateStore } from "../../reconciler/state.js";
+import { Sweeper } from "../../reconciler/sweep.js";
+import { dockerEngine, ensureRunnerImage, removeContainers, slotName, testBoxId } from "./docker-helpers.js";
+import { freePort, PROJECT, RUNNER } from "./process-helpers.js";
+
+/**
+ * The sweep on the docker runtime against a real engine: idle sweeps make one
+ * list call and write nothing; a container removed behind hal0's back is
+ * restored (drift = "enforce") or only reported (drift = "warn").
+ */
+const SUITE = "the sweep on the docker runtime (real Docker engine)";
+const docker = await dockerEngine(SUITE);
+
+describe.skipIf(docker === undefined)(SUITE, () => {
+  const engine = docker as Dockerode;
+  const box = testBoxId();
+  const root = mkdtempSync(join(tmpdir(), "hal0-dsweep-"));
+  const state = new StateStore(mkdtempSync(join(tmpdir(), "hal0-dsweep-state-")));
+  const names = { kept: slotName("kept"), watched: slotName("watched") };
+  const calls = { list: 0 };
+  let sweeper: Sweeper;
+
+  beforeAll(async () => {
+    await ensureRunnerImage(engine);
+    mkdirSync(join(root, "slots"));
+    copyFileSync(join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf"), join(root, "tiny.gguf"));
+    writeFileSync(join(root, "hal0.toml"), `[slots]\nruntime = "docker"\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 30\nstop_grace_s = 2\n`);
+    writeFileSync(join(root, "profiles.toml"), `[profile.fake]\nimage = "hal0-runner:local"\nrunner = ["node", ${JSON.stringify(RUNNER)}]\ndevice_class = "cpu"\n`);
+    writeFileSync(join(root, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\n`);
+    writeFileSync(join(root, "slots", `${names.kept}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${await freePort()}\n`);
+    writeFileSync(join(root, "slots", `${names.watched}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${await freePort()}\ndrift = "warn"\n`);
+    // Count the engine's list calls: the one thing an idle sweep may ask of it.
+    const list = engine.listContainers.bind(engine);
+    const counting = Object.create(engine) as Dockerode;
+    counting.listContainers = ((opts: Dockerode.ContainerListOptions) => (calls.list++, list(opts))) as Dockerode["listContainers"];
+    const driver = new DockerDriver({ docker: counting, box, stateDir: state.dir, stopGraceS: 2 });
+    sweeper = new Sweeper({ root, state, driverFor: async () => driver });
+  }, 120_000);
+
+  afterAll(async () => {
+    await removeContainers(engine, box);
+  });
+
+  const stamps = () => readdirSync(state.dir).sort().map((f) => `${f} ${statSync(join(state.dir, f)).mtimeMs}`);
+  const container = async (name: string) => (await engine.listContainers({ all: true, filters: { label: [`hal0.box=${box}`, `hal0.slot=${name}`] } }))[0];
+
+  it("converges, then an idle sweep makes one list call and writes nothing", async () => {
+    expect((await sweeper.sweep()).outcome).toBe("converged");
+    expect((await container(names.kept))?.State).toBe("running");
+    await sweeper.sweep(); // settles conditions (warming → ready)
+    const files = stamps();
+    calls.list = 0;
+    const idle = await sweeper.sweep();
+    expect(idle.outcome).toBe("nothing_to_do");
+    expect(calls.list).toBe(1);
+    expect(stamps()).toEqual(files);
+  });
+
+  it("restores a container removed behind its back (enforce), and only reports one with drift = warn", async () => {
+    const kept = await container(names.kept);
+    const watched = await container(names.watched);
+    await engine.getContainer(kept!.Id).remove({ force: true });
+    await engine.getContainer(watched!.Id).remove({ force: true });
+    const report = await sweeper.sweep();
+    expect(report.results.map((r) => `${r.address} ${r.action} ${r.ok}`)).toEqual([`slot.${names.kept} create true`]);
+    expect(report.plan!.warnings.filter((w) => w.code === "slot.drifted").map((w) => w.address)).toEqual([`slot.${names.watched}`]);
+    expect((await container(names.kept))?.State).toBe("running");
+    expect(await container(names.watched)).toBeUndefined();
+  });
+});
