@@ -16,7 +16,7 @@ const exec = promisify(execFile);
 const HAL0 = join(packageRoot(), "bin/hal0.js");
 const RUNNER = join(packageRoot(), "fixtures/runner/fake-llama-server.mjs");
 
-async function freePortRange(count: number): Promise<number> {
+export async function freePortRange(count: number): Promise<number> {
   for (let start = 20000; start < 60000; start += count + 7) {
     const free = await Promise.all(Array.from({ length: count }, (_, i) => isFree(start + i)));
     if (free.every(Boolean)) return start;

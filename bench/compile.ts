@@ -60,3 +60,12 @@ console.log(`\n${verdict}  (node ${process.version}, ${new Date().toISOString()}
 
 console.log("\nplan / apply (whole hal0 processes; targets come with the docker runtime)");
 for (const line of await benchApply()) console.log(line);
+
+const dockerHost = process.env.DOCKER_HOST;
+if (dockerHost) {
+  console.log(`\ndocker runtime beside docker-compose 1.29 (engine ${dockerHost}; 50 slots of hal0-runner:local)`);
+  const { benchCompose } = await import("./compose.js");
+  for (const line of await benchCompose(dockerHost)) console.log(line);
+} else {
+  console.log("\ndocker runtime: skipped (no DOCKER_HOST; run bash .ci/docker-up.sh and export the DOCKER_HOST it prints)");
+}
