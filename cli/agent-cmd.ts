@@ -7,9 +7,8 @@ import { readHermesFile } from "../reconciler/hermes-files.js";
 import { hermesHome, planHermesProfile, profileFile } from "../reconciler/hermes-plan.js";
 import { acquireLock } from "../reconciler/lock.js";
 import { StateStore } from "../reconciler/state.js";
-import { InvalidConfigError } from "./box.js";
 import { formatDiagnostic, formatSummary } from "./format-diagnostics.js";
-import { CliError, EXIT_OK, UsageError, type CliIo } from "./io.js";
+import { CliError, EXIT_OK, InvalidConfigError, UsageError, type CliIo } from "./io.js";
 import { configDir, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 

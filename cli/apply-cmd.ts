@@ -15,6 +15,9 @@ import { BOX_OPTIONS } from "./plan-cmd.js";
 import { formatResults, progressReporter } from "./progress.js";
 import { CliError, EXIT_INVALID, EXIT_OK, UsageError, type CliIo } from "./io.js";
 
+/** Plans never read health: skip the /health probes. */
+const PLAN_ONLY = { health: false } as const;
+
 export const APPLY_HELP = `hal0 apply [--config DIR] [--state DIR] [--plan FILE] [--yes]
 
 Plans (or loads a saved plan), shows it, asks, and converges the box: stops and
@@ -48,7 +51,7 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
 }
 
 async function freshPlan(box: Box): Promise<Plan> {
-  const { observed, inventory } = await observe(box.model, box.driver, box.state);
+  const { observed, inventory } = await observe(box.model, box.driver, box.state, PLAN_ONLY);
   return planChanges(box.model, observed, inventory);
 }
 
@@ -60,7 +63,7 @@ async function checkedSavedPlan(file: string, box: Box): Promise<Plan> {
   const parsed = Plan.safeParse(parseJson(text));
   if (!parsed.success) throw new CliError("plan.invalid", `${file} is not a hal0 plan (format_version 1)`);
   const saved = parsed.data;
-  const { observed } = await observe(box.model, box.driver, box.state);
+  const { observed } = await observe(box.model, box.driver, box.state, PLAN_ONLY);
   const moved = describeMoves(saved, observed, box.model.digest);
   if (moved.length > 0) throw new CliError("plan.stale", `the plan is stale; re-run hal0 plan:\n${moved.map((m) => `  - ${m}`).join("\n")}`);
   return saved;

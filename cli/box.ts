@@ -3,7 +3,7 @@ import { ProcessDriver } from "../reconciler/drivers/process.js";
 import { StateStore } from "../reconciler/state.js";
 import type { SlotDriver } from "../reconciler/index.js";
 import { formatDiagnostic, formatSummary } from "./format-diagnostics.js";
-import { UsageError, type CliIo } from "./io.js";
+import { InvalidConfigError, UsageError, type CliIo } from "./io.js";
 import { configDir, stateDir } from "./paths.js";
 
 /** A compiled box with its runtime driver and state folder: what plan, apply, status and down work on. */
@@ -14,8 +14,6 @@ export interface Box {
   readonly state: StateStore;
 }
 
-/** Thrown when the tree has errors; they have been printed. The command exits 1. */
-export class InvalidConfigError extends Error {}
 
 /**
  * Loads and compiles the config folder and builds the runtime for it. This is

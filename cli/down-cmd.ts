@@ -10,6 +10,9 @@ import { EXIT_INVALID, EXIT_OK, type CliIo } from "./io.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 import { formatResults, progressReporter } from "./progress.js";
 
+/** Plans never read health: skip the /health probes. */
+const PLAN_ONLY = { health: false } as const;
+
 export const DOWN_HELP = `hal0 down [--config DIR] [--state DIR]
 
 Stops every slot in the inventory (what hal0 started), and nothing else.`;
@@ -20,7 +23,7 @@ export async function runDown(args: string[], io: CliIo): Promise<number> {
   const box = await openBox(values, io);
   const release = await acquireLock(box.state.dir, `hal0 down ${args.join(" ")}`.trim());
   try {
-    const { observed, inventory } = await observe(box.model, box.driver, box.state);
+    const { observed, inventory } = await observe(box.model, box.driver, box.state, PLAN_ONLY);
     const plan = planChanges(box.model, observed, inventory, { destroy: true });
     io.stdout.write(`${formatPlan(plan)}\n`);
     if (!plan.has_changes) return EXIT_OK;

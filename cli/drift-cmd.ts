@@ -5,6 +5,9 @@ import { openBox } from "./box.js";
 import { EXIT_OK, type CliIo } from "./io.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
+/** Plans never read health: skip the /health probes. */
+const PLAN_ONLY = { health: false } as const;
+
 export const DRIFT_HELP = `hal0 drift [--config DIR] [--state DIR] [--json]
 
 Lists what changed behind hal0's back: slots hal0 started that stopped, or that run a spec
@@ -24,7 +27,7 @@ export interface DriftEntry {
 export async function runDrift(args: string[], io: CliIo): Promise<number> {
   const { values } = parseArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, json: { type: "boolean" } } });
   const box = await openBox(values, io);
-  const { observed, inventory } = await observe(box.model, box.driver, box.state);
+  const { observed, inventory } = await observe(box.model, box.driver, box.state, PLAN_ONLY);
   const plan = planChanges(box.model, observed, inventory);
   const drift: DriftEntry[] = plan.changes
     .filter((c) => c.kind === "slot" && (c.reason === "not_running" || c.reason === "drifted") && Object.hasOwn(inventory.slots, c.address.slice(5)))

@@ -11,6 +11,9 @@ export interface CliIo {
 /** A usage error: one line on stderr, exit 2. */
 export class UsageError extends Error {}
 
+/** Thrown when the tree has errors; they have been printed. The command exits 1. */
+export class InvalidConfigError extends Error {}
+
 /** A refusal with a registry code (`plan.stale`, `apply.locked`, …): printed as `code: message`, exit 1. */
 export class CliError extends Error {
   constructor(readonly code: string, message: string) {

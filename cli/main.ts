@@ -1,28 +1,26 @@
-import { runSchema, SCHEMA_HELP } from "./schema-cmd.js";
-import { runValidate, VALIDATE_HELP } from "./validate.js";
-import { runPlan, PLAN_HELP } from "./plan-cmd.js";
-import { runApply, APPLY_HELP } from "./apply-cmd.js";
-import { runStatus, STATUS_HELP } from "./status-cmd.js";
-import { runDown, DOWN_HELP } from "./down-cmd.js";
-import { runReconcile, RECONCILE_HELP } from "./reconcile-cmd.js";
-import { runDrift, DRIFT_HELP } from "./drift-cmd.js";
-import { runAgent, AGENT_HELP } from "./agent-cmd.js";
-import { runDoctor, DOCTOR_HELP } from "./doctor-cmd.js";
-import { InvalidConfigError } from "./box.js";
 import { LockedError } from "../reconciler/lock.js";
-import { CliError, EXIT_INVALID, EXIT_OK, EXIT_USAGE, UsageError, processIo, type CliIo } from "./io.js";
+import { CliError, EXIT_INVALID, EXIT_OK, EXIT_USAGE, InvalidConfigError, UsageError, processIo, type CliIo } from "./io.js";
 
-const COMMANDS: Record<string, { run: (args: string[], io: CliIo) => Promise<number>; help: string }> = {
-  validate: { run: runValidate, help: VALIDATE_HELP },
-  plan: { run: runPlan, help: PLAN_HELP },
-  apply: { run: runApply, help: APPLY_HELP },
-  status: { run: runStatus, help: STATUS_HELP },
-  down: { run: runDown, help: DOWN_HELP },
-  reconcile: { run: runReconcile, help: RECONCILE_HELP },
-  drift: { run: runDrift, help: DRIFT_HELP },
-  agent: { run: runAgent, help: AGENT_HELP },
-  doctor: { run: runDoctor, help: DOCTOR_HELP },
-  schema: { run: runSchema, help: SCHEMA_HELP },
+interface Command {
+  readonly run: (args: string[], io: CliIo) => Promise<number>;
+  readonly help: string;
+}
+
+/**
+ * Each command's module loads only when that command runs: `hal0 validate`
+ * never loads the reconciler, and only `hal0 reconcile` loads the watcher.
+ */
+const COMMANDS: Record<string, () => Promise<Command>> = {
+  validate: async () => { const m = await import("./validate.js"); return { run: m.runValidate, help: m.VALIDATE_HELP }; },
+  plan: async () => { const m = await import("./plan-cmd.js"); return { run: m.runPlan, help: m.PLAN_HELP }; },
+  apply: async () => { const m = await import("./apply-cmd.js"); return { run: m.runApply, help: m.APPLY_HELP }; },
+  status: async () => { const m = await import("./status-cmd.js"); return { run: m.runStatus, help: m.STATUS_HELP }; },
+  down: async () => { const m = await import("./down-cmd.js"); return { run: m.runDown, help: m.DOWN_HELP }; },
+  reconcile: async () => { const m = await import("./reconcile-cmd.js"); return { run: m.runReconcile, help: m.RECONCILE_HELP }; },
+  drift: async () => { const m = await import("./drift-cmd.js"); return { run: m.runDrift, help: m.DRIFT_HELP }; },
+  agent: async () => { const m = await import("./agent-cmd.js"); return { run: m.runAgent, help: m.AGENT_HELP }; },
+  doctor: async () => { const m = await import("./doctor-cmd.js"); return { run: m.runDoctor, help: m.DOCTOR_HELP }; },
+  schema: async () => { const m = await import("./schema-cmd.js"); return { run: m.runSchema, help: m.SCHEMA_HELP }; },
 };
 
 const USAGE = `usage: hal0 <command> [options]
@@ -48,11 +46,12 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
     io.stdout.write(`${USAGE}\n`);
     return name === undefined ? EXIT_USAGE : EXIT_OK;
   }
-  const command = COMMANDS[name];
-  if (!command) {
+  const load = COMMANDS[name];
+  if (!load) {
     io.stderr.write(`hal0: unknown command '${name}' (try 'hal0 --help')\n`);
     return EXIT_USAGE;
   }
+  const command = await load();
   if (rest.includes("--help") || rest.includes("-h")) {
     io.stdout.write(`${command.help}\n`);
     return EXIT_OK;

@@ -7,6 +7,9 @@ import { writeFileAtomic } from "../reconciler/index.js";
 import { openBox } from "./box.js";
 import { EXIT_OK, type CliIo } from "./io.js";
 
+/** Plans never read health: skip the /health probes. */
+const PLAN_ONLY = { health: false } as const;
+
 export const PLAN_HELP = `hal0 plan [--config DIR] [--state DIR] [--json] [--out FILE] [--detailed-exitcode] [--verbose]
 
 Observes the box and prints what 'hal0 apply' would change, and why. Changes nothing.
@@ -26,7 +29,7 @@ export async function runPlan(args: string[], io: CliIo): Promise<number> {
     options: { ...BOX_OPTIONS, json: { type: "boolean" }, out: { type: "string" }, "detailed-exitcode": { type: "boolean" }, verbose: { type: "boolean" } },
   });
   const box = await openBox(values, io);
-  const { observed, inventory } = await observe(box.model, box.driver, box.state);
+  const { observed, inventory } = await observe(box.model, box.driver, box.state, PLAN_ONLY);
   const plan = planChanges(box.model, observed, inventory);
   io.stdout.write(values.json ? `${planJson(plan)}\n` : `${formatPlan(plan, { verbose: values.verbose === true })}\n`);
   if (values.out) await writeFileAtomic(resolve(io.cwd, values.out), `${planJson(plan)}\n`);

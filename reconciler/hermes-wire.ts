@@ -1,4 +1,5 @@
-import { Document, isMap, isScalar, parseDocument, type Node, type Pair, type YAMLMap } from "yaml";
+import type { Document, Node, Pair, YAMLMap } from "yaml";
+import { yaml } from "./yaml-lazy.js";
 
 /**
  * The keys hal0 owns in a Hermes profile's `config.yaml`, and the text edit
@@ -99,7 +100,7 @@ export function applyHal0Keys(text: string, desired: Readonly<Record<string, unk
   const eol = text.includes("\r\n") ? "\r\n" : "\n";
   if (!servers) {
     if (wanted.length === 0) return text;
-    const rootPair = isMap(root) ? findPair(root, "mcp_servers") : undefined;
+    const rootPair = yaml().isMap(root) ? findPair(root, "mcp_servers") : undefined;
     const block = `mcp_servers:${eol}${wanted.map((id) => renderEntry(id, desired[id], 2, eol)).join("")}`;
     if (!rootPair) return `${text}${text === "" || text.endsWith("\n") ? "" : eol}${block}`;
     // `mcp_servers:` with no value (or `{}`): its line becomes the block.
@@ -138,27 +139,27 @@ interface Edit {
 }
 
 function parse(text: string): Document.Parsed {
-  const doc = parseDocument(text, { keepSourceTokens: false });
+  const doc = yaml().parseDocument(text, { keepSourceTokens: false });
   if (doc.errors.length > 0) throw new HermesYamlError(doc.errors[0]!.message.split("\n")[0]!);
   const root = doc.contents;
-  if (root !== null && !(isMap(root) && !root.flow) && !(isScalar(root) && root.value === null)) throw new HermesYamlError("the file's root is not a block mapping");
+  if (root !== null && !(yaml().isMap(root) && !root.flow) && !(yaml().isScalar(root) && root.value === null)) throw new HermesYamlError("the file's root is not a block mapping");
   return doc;
 }
 
 /** The block map under `mcp_servers`, or undefined when the key is absent, empty or `{}`. */
 function mcpServers(doc: Document.Parsed): YAMLMap | undefined {
   const root = doc.contents;
-  if (!isMap(root)) return undefined;
+  if (!yaml().isMap(root)) return undefined;
   const pair = findPair(root, "mcp_servers");
   const value = pair?.value as Node | null | undefined;
-  if (value === undefined || value === null || (isScalar(value) && value.value === null)) return undefined;
-  if (isMap(value) && value.flow && value.items.length === 0) return undefined;
-  if (!isMap(value) || value.flow) throw new HermesYamlError("mcp_servers is not a block mapping");
+  if (value === undefined || value === null || (yaml().isScalar(value) && value.value === null)) return undefined;
+  if (yaml().isMap(value) && value.flow && value.items.length === 0) return undefined;
+  if (!yaml().isMap(value) || value.flow) throw new HermesYamlError("mcp_servers is not a block mapping");
   return value;
 }
 
 function findPair(map: YAMLMap, key: string): Pair | undefined {
-  return map.items.find((p) => (isScalar(p.key) ? p.key.value : p.key) === key) as Pair | undefined;
+  return map.items.find((p) => (yaml().isScalar(p.key) ? p.key.value : p.key) === key) as Pair | undefined;
 }
 
 /** hal0's two servers first, then the rest sorted, without duplicates. */
@@ -176,9 +177,9 @@ function pairSpan(text: string, pair: Pair): { start: number; end: number } {
 
 /** `{id: entry}` as block YAML at `indent` spaces; header values that look like numbers stay quoted strings. */
 function renderEntry(id: string, entry: unknown, indent: number, eol: string): string {
-  const doc = new Document({ [id]: entry });
+  const doc = new (yaml().Document)({ [id]: entry });
   const headers = doc.getIn([id, "headers"], true);
-  if (isMap(headers)) for (const p of headers.items) if (isScalar(p.value) && typeof p.value.value === "string") p.value.type = "QUOTE_DOUBLE";
+  if (yaml().isMap(headers)) for (const p of headers.items) if (yaml().isScalar(p.value) && typeof p.value.value === "string") p.value.type = "QUOTE_DOUBLE";
   return indentBlock(doc.toString({ lineWidth: 0 }), indent, eol);
 }
 

@@ -1,5 +1,5 @@
 import type { Model } from "../compiler/index.js";
-import type { SlotDriver } from "./drivers/driver.js";
+import type { ObserveOptions, SlotDriver } from "./drivers/driver.js";
 import type { ForeignPort, Inventory, Observed, ObservedSlot } from "./observed.js";
 import type { StateStore } from "./state.js";
 import { readHermesProfiles } from "./hermes-files.js";
@@ -12,9 +12,9 @@ import { hermesHome } from "./hermes-plan.js";
  * profile's config.yaml with what hal0 recorded writing there. All I/O of a
  * plan happens here.
  */
-export async function observe(model: Model, driver: SlotDriver, state: StateStore): Promise<{ observed: Observed; inventory: Inventory }> {
+export async function observe(model: Model, driver: SlotDriver, state: StateStore, options: ObserveOptions = {}): Promise<{ observed: Observed; inventory: Inventory }> {
   const [slots, inventory, applied, hermes_profiles, hermes_managed] = await Promise.all([
-    driver.observe(), state.readInventory(), state.readAppliedSettings(), readHermesProfiles(hermesHome(model)), state.readHermesManaged(),
+    driver.observe(options), state.readInventory(), state.readAppliedSettings(), readHermesProfiles(hermesHome(model)), state.readHermesManaged(),
   ]);
   const byName: Record<string, ObservedSlot> = {};
   for (const slot of [...slots].sort((a, b) => (a.name < b.name ? -1 : 1))) byName[slot.name] = slot;

@@ -1,5 +1,10 @@
 import type { ObservedSlot, SlotView } from "../observed.js";
 
+export interface ObserveOptions {
+  /** Probe each running slot's `/health` (default true); false leaves health "unknown". */
+  readonly health?: boolean;
+}
+
 /** Progress of one slot while a driver starts it, for the executor's display. */
 export type StartPhase = "starting" | "warming" | "ready";
 
@@ -25,8 +30,12 @@ export class DriverError extends Error {
  */
 export interface SlotDriver {
   readonly runtime: "process" | "docker";
-  /** One snapshot of every slot this runtime has a record of, with liveness and health. */
-  observe(): Promise<ObservedSlot[]>;
+  /**
+   * One snapshot of every slot this runtime has a record of, with liveness
+   * and, unless `health` is false, health (`GET /health`). Plans never read
+   * health, so plan and apply skip the probes; status and conditions need them.
+   */
+  observe(options?: ObserveOptions): Promise<ObservedSlot[]>;
   /** Who holds `port` when it is not one of our slots; undefined when free. */
   portHolder(port: number): Promise<{ pid?: number; command?: string } | undefined>;
   /** Starts `name` as `view.spec` says and waits for health; records pid, spec and hash. */
