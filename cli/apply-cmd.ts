@@ -40,7 +40,7 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
     }
     const results = await executePlan(plan, {
       driver: box.driver, state: box.state, cwd: box.root, onEvent: progressReporter(io),
-      healthTimeoutS: box.model.settings.slots.health_timeout_s, stopGraceS: box.model.settings.slots.stop_grace_s,
+      healthTimeoutS: box.model.settings.slots.health_timeout_s, stopGraceS: box.model.settings.slots.stop_grace_s, parallel: box.model.settings.slots.parallel,
     });
     io.stdout.write(`${formatResults(results)}\n`);
     await refreshConditions(box.model, (await observe(box.model, box.driver, box.state)).observed, box.state);

@@ -89,7 +89,7 @@ export class Sweeper {
     if (!runnable.has_changes) return { at, outcome: "nothing_to_do", diagnostics: [], plan, results: [], deferred };
     const results = await executePlan(runnable, {
       driver, state: this.options.state, cwd: model.root, onEvent: this.options.onEvent, now,
-      healthTimeoutS: model.settings.slots.health_timeout_s, stopGraceS: model.settings.slots.stop_grace_s,
+      healthTimeoutS: model.settings.slots.health_timeout_s, stopGraceS: model.settings.slots.stop_grace_s, parallel: model.settings.slots.parallel,
     });
     for (const r of results) {
       const change = runnable.changes.find((c) => c.address === r.address)!;

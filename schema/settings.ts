@@ -27,6 +27,8 @@ const Slots = z
     max_slots: z.int().min(0).max(1000).default(0),
     health_timeout_s: z.int().min(1).max(3600).default(180),
     stop_grace_s: z.int().min(0).max(600).default(20),
+    /** How many slots an apply starts or stops at once (model loads compete for memory and disk). */
+    parallel: z.int().min(1).max(64).default(4),
     docker_host: z.string().default(""),
     pull: z.boolean().default(false),
   })

@@ -44,6 +44,7 @@ export const SETTINGS_REGISTRY: Readonly<Record<string, SettingsRegistryEntry>> 
   "slots.max_slots": immediate,
   "slots.health_timeout_s": immediate,
   "slots.stop_grace_s": immediate,
+  "slots.parallel": immediate,
   "slots.pull": immediate,
   "reconcile.interval_s": immediate,
   "reconcile.drift": immediate,
