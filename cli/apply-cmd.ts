@@ -3,8 +3,6 @@ import { resolve } from "node:path";
 import { createInterface } from "node:readline/promises";
 import { parseArgs } from "node:util";
 import { Plan } from "../schema/index.js";
-import { executePlan } from "../reconciler/execute.js";
-import { refreshConditions } from "../reconciler/conditions-store.js";
 import { formatPlan } from "../reconciler/format.js";
 import { observe } from "../reconciler/observe.js";
 import { planChanges } from "../reconciler/plan.js";
@@ -12,7 +10,7 @@ import { describeMoves } from "../reconciler/digest.js";
 import { acquireLock } from "../reconciler/lock.js";
 import { openBox, type Box } from "./box.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
-import { formatResults, progressReporter } from "./progress.js";
+import { executeWithProgress } from "./progress.js";
 import { CliError, EXIT_INVALID, EXIT_OK, UsageError, type CliIo } from "./io.js";
 
 /** Plans never read health: skip the /health probes. */
@@ -38,13 +36,7 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
       io.stdout.write("Apply cancelled.\n");
       return EXIT_INVALID;
     }
-    const results = await executePlan(plan, {
-      driver: box.driver, state: box.state, cwd: box.root, onEvent: progressReporter(io),
-      healthTimeoutS: box.model.settings.slots.health_timeout_s, stopGraceS: box.model.settings.slots.stop_grace_s, parallel: box.model.settings.slots.parallel,
-    });
-    io.stdout.write(`${formatResults(results)}\n`);
-    await refreshConditions(box.model, (await observe(box.model, box.driver, box.state)).observed, box.state);
-    return results.every((r) => r.ok) ? EXIT_OK : EXIT_INVALID;
+    return await executeWithProgress(plan, box, io);
   } finally {
     await release();
   }

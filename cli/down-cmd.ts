@@ -1,14 +1,12 @@
 import { parseArgs } from "node:util";
-import { executePlan } from "../reconciler/execute.js";
-import { refreshConditions } from "../reconciler/conditions-store.js";
 import { formatPlan } from "../reconciler/format.js";
 import { observe } from "../reconciler/observe.js";
 import { planChanges } from "../reconciler/plan.js";
 import { acquireLock } from "../reconciler/lock.js";
 import { openBox } from "./box.js";
-import { EXIT_INVALID, EXIT_OK, type CliIo } from "./io.js";
+import { EXIT_OK, type CliIo } from "./io.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
-import { formatResults, progressReporter } from "./progress.js";
+import { executeWithProgress } from "./progress.js";
 
 /** Plans never read health: skip the /health probes. */
 const PLAN_ONLY = { health: false } as const;
@@ -27,13 +25,7 @@ export async function runDown(args: string[], io: CliIo): Promise<number> {
     const plan = planChanges(box.model, observed, inventory, { destroy: true });
     io.stdout.write(`${formatPlan(plan)}\n`);
     if (!plan.has_changes) return EXIT_OK;
-    const results = await executePlan(plan, {
-      driver: box.driver, state: box.state, cwd: box.root, onEvent: progressReporter(io),
-      healthTimeoutS: box.model.settings.slots.health_timeout_s, stopGraceS: box.model.settings.slots.stop_grace_s, parallel: box.model.settings.slots.parallel,
-    });
-    io.stdout.write(`${formatResults(results)}\n`);
-    await refreshConditions(box.model, (await observe(box.model, box.driver, box.state)).observed, box.state);
-    return results.every((r) => r.ok) ? EXIT_OK : EXIT_INVALID;
+    return await executeWithProgress(plan, box, io);
   } finally {
     await release();
   }

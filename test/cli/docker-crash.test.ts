@@ -1,14 +1,12 @@
-import { spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import type Dockerode from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { DOCKER_HOST, dockerEngine, ensureRunnerImage, removeContainers } from "../reconciler/docker-helpers.js";
 import { freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
-import { captureIo } from "./helpers.js";
+import { applyKilledAfter, captureIo, healthWithin } from "./helpers.js";
 
 /**
  * `kill -9` of `hal0 apply` at random moments (creating, replacing), then a
@@ -57,26 +55,6 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     }
   }
 
-  /** Starts `hal0 apply --yes` as its own process and SIGKILLs it after `ms`. */
-  async function applyKilledAfter(ms: number): Promise<void> {
-    const child = spawn(process.execPath, [join(PROJECT, "bin/hal0.js"), "apply", "--yes", "--config", config, "--state", state], {
-      env: { ...process.env, DOCKER_HOST }, stdio: "ignore",
-    });
-    const exited = new Promise((resolve) => child.once("exit", resolve));
-    await Promise.race([sleep(ms), exited]);
-    child.kill("SIGKILL");
-    await exited;
-  }
-
-  async function healthWithin(port: number, ms: number): Promise<number> {
-    const end = Date.now() + ms;
-    for (;;) {
-      const status = await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.status, () => 0);
-      if (status === 200 || Date.now() > end) return status;
-      await sleep(100);
-    }
-  }
-
   it("converges with one container per slot after each of 10 kills", async () => {
     let seed = 20261130;
     const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
@@ -84,7 +62,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
       // Odd rounds change every slot's spec first, so the kill can land in the replace waves too.
       if (round % 2 === 1) writeSlots(2048 + 1024 * round);
       const at = Math.floor(200 + random() * 2300);
-      await applyKilledAfter(at);
+      await applyKilledAfter(at, config, state, { ...process.env, DOCKER_HOST });
       const io = captureIo({ DOCKER_HOST });
       const code = await main(["apply", "--yes", "--config", config, "--state", state], io);
       expect(code, `round ${round} (killed at ${at} ms): ${io.out()}${io.err()}`).toBe(0);

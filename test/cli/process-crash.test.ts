@@ -1,13 +1,11 @@
-import { spawn } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { markedRunners } from "../../reconciler/drivers/process-orphans.js";
 import { freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
-import { captureIo } from "./helpers.js";
+import { applyKilledAfter, captureIo, healthWithin } from "./helpers.js";
 
 /**
  * `kill -9` of `hal0 apply` at random moments on the process runtime, then a
@@ -43,30 +41,13 @@ describe("kill -9 of hal0 apply mid-way on the process runtime, then apply again
     });
   }
 
-  async function applyKilledAfter(ms: number): Promise<void> {
-    const child = spawn(process.execPath, [join(PROJECT, "bin/hal0.js"), "apply", "--yes", "--config", config, "--state", state], { stdio: "ignore" });
-    const exited = new Promise((resolve) => child.once("exit", resolve));
-    await Promise.race([sleep(ms), exited]);
-    child.kill("SIGKILL");
-    await exited;
-  }
-
-  async function healthWithin(port: number, ms: number): Promise<number> {
-    const end = Date.now() + ms;
-    for (;;) {
-      const status = await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.status, () => 0);
-      if (status === 200 || Date.now() > end) return status;
-      await sleep(100);
-    }
-  }
-
   it("converges with one runner per slot after each of 6 kills", async () => {
     let seed = 7;
     const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
     for (let round = 0; round < 6; round++) {
       if (round % 2 === 1) writeSlots(2048 + 1024 * round);
       const at = Math.floor(150 + random() * 1500);
-      await applyKilledAfter(at);
+      await applyKilledAfter(at, config, state);
       const io = captureIo();
       const code = await main(["apply", "--yes", "--config", config, "--state", state], io);
       expect(code, `round ${round} (killed at ${at} ms): ${io.out()}${io.err()}`).toBe(0);
