@@ -106,14 +106,20 @@ describe("the sweep", () => {
   });
 });
 
+/** A one-slot box with a running sweep loop (interval far away), after its first converging sweep. */
+async function convergedLoop() {
+  const b = await box();
+  const reports: SweepReport[] = [];
+  const loop = new SweepLoop(b.sweeper, { root: b.root, intervalS: () => 3600, onReport: (r) => reports.push(r) });
+  loop.start();
+  cleanups.push(() => loop.stop());
+  await waitFor(() => reports.some((r) => r.outcome === "converged"));
+  return { ...b, reports };
+}
+
 describe("the sweep loop", () => {
   it("sweeps on start and again ~100 ms after a .toml changes", async () => {
-    const { root, port, state, sweeper } = await box();
-    const reports: SweepReport[] = [];
-    const loop = new SweepLoop(sweeper, { root, intervalS: () => 3600, onReport: (r) => reports.push(r) });
-    loop.start();
-    cleanups.push(() => loop.stop());
-    await waitFor(() => reports.some((r) => r.outcome === "converged"));
+    const { root, port, state, reports } = await convergedLoop();
     const pid = pidOf(state);
     await sleep(300);
     writeSlot(root, port, 8192);
@@ -125,12 +131,7 @@ describe("the sweep loop", () => {
 
 describe("the sweep loop with a broken edit", () => {
   it("reports the diagnostics, changes nothing, and converges once the file is fixed", async () => {
-    const { root, port, state, sweeper } = await box();
-    const reports: SweepReport[] = [];
-    const loop = new SweepLoop(sweeper, { root, intervalS: () => 3600, onReport: (r) => reports.push(r) });
-    loop.start();
-    cleanups.push(() => loop.stop());
-    await waitFor(() => reports.some((r) => r.outcome === "converged"));
+    const { root, port, state, reports } = await convergedLoop();
     const pid = pidOf(state);
     await sleep(200);
     writeFileSync(join(root, "slots/s.toml"), `profile = "fake"\nmodel = "tiny"\nport = ${port}\n[tune\nctx_size = 1\n`);
