@@ -1,3 +1,5 @@
+import { API_CODES } from "./codes-api.js";
+
 /**
  * The closed registry of every code hal0 emits: compiler diagnostics now,
  * REST and MCP errors as those layers land. A code never disappears silently:
@@ -7,8 +9,8 @@
  */
 export interface CodeInfo {
   readonly severity: "error" | "warning";
-  /** Who emits it: the compiler (a diagnostic of the tree), the runtime (plan and apply), or the CLI. */
-  readonly stage: "compile" | "runtime" | "cli";
+  /** Who emits it: the compiler (a diagnostic of the tree), the runtime (plan and apply), the CLI, or the server (REST and MCP replies). */
+  readonly stage: "compile" | "runtime" | "cli" | "server";
   readonly http: number;
   /** One line, for the README and `hal0 validate --explain`. */
   readonly meaning: string;
@@ -83,6 +85,7 @@ export const CODES = {
   "hermes.invalid_yaml": { severity: "warning", stage: "runtime", http: 422, meaning: "A Hermes profile's config.yaml is not YAML hal0 can edit (a parse error, or a root or mcp_servers that is not a block mapping); hal0 leaves it alone." },
   "hermes.drifted": { severity: "warning", stage: "runtime", http: 409, meaning: "hal0's keys in a Hermes profile's config.yaml were edited by hand and [reconcile] drift = \"warn\": reported, not undone." },
   "hermes.write_failed": { severity: "error", stage: "runtime", http: 500, meaning: "A Hermes profile's config.yaml could not be read, edited or written; the message says why." },
+  ...API_CODES,
 } as const satisfies Record<string, CodeInfo>;
 
 export type Code = keyof typeof CODES;

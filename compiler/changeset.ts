@@ -1,0 +1,117 @@
+import { parse as parseToml, patch as patchToml } from "@decimalturn/toml-patch";
+import { createHash } from "node:crypto";
+import { sourceTree, type SourceTree } from "./sources.js";
+
+/**
+ * A ChangeSet: edits to files of the tree, as JSON data (plans and approvals
+ * store them). Every write — editor save, REST, MCP, stack apply, an agent's
+ * proposal — is one; it is applied to a copy of the tree in memory, compiled
+ * and planned before anything is written. Pure: no I/O here.
+ *
+ * - `set`: one key at `path` (tables created as needed); `null` removes it.
+ * - `put`: the whole document; keys that survive keep their comments and layout.
+ * - `text`: the file's new text as is (an editor save, an import).
+ * - `delete`: the file goes.
+ */
+export type FileEdit =
+  | { readonly file: string; readonly op: "set"; readonly path: readonly string[]; readonly value: unknown }
+  | { readonly file: string; readonly op: "put"; readonly doc: Readonly<Record<string, unknown>> }
+  | { readonly file: string; readonly op: "text"; readonly text: string }
+  | { readonly file: string; readonly op: "delete" };
+
+export interface ChangeSet {
+  readonly edits: readonly FileEdit[];
+  /** What a person reads in a plan or an approval card. */
+  readonly summary?: string;
+}
+
+/** The tree after a ChangeSet, and per touched file its text before and after (null = absent). */
+export interface AppliedChangeSet {
+  readonly tree: SourceTree;
+  readonly files: ReadonlyArray<{ readonly file: string; readonly before: string | null; readonly after: string | null }>;
+}
+
+/** An edit that cannot apply (its file does not parse, a set on a missing file's array…): nothing is applied. */
+export class ChangeSetError extends Error {
+  constructor(readonly code: "config.parse_error" | "config.invalid_name" | "config.invalid_value", readonly file: string, message: string) {
+    super(message);
+  }
+}
+
+const FILE_RE = /^(?:[a-z0-9][a-z0-9._-]{0,63}\.toml|(?:slots|stacks|mcp-servers)\/[a-z0-9][a-z0-9._-]{0,63}\.toml)$/;
+
+/** Applies `changes` to a copy of `tree`; the input is not touched. Edits of one file apply in order. */
+export function applyChangeSet(tree: SourceTree, changes: ChangeSet): AppliedChangeSet {
+  const files = new Map(tree.files);
+  const before = new Map<string, string | null>();
+  for (const edit of changes.edits) {
+    if (!FILE_RE.test(edit.file) || edit.file.includes("..")) throw new ChangeSetError("config.invalid_name", edit.file, `${edit.file} is not a file of the tree`);
+    if (!before.has(edit.file)) before.set(edit.file, files.get(edit.file) ?? null);
+    const next = applyEdit(files.get(edit.file), edit);
+    if (next === null) files.delete(edit.file);
+    else files.set(edit.file, next);
+  }
+  const touched = [...before.keys()].sort().map((file) => ({ file, before: before.get(file)!, after: files.get(file) ?? null }));
+  return { tree: sourceTree(tree.root, files), files: touched.filter((f) => f.before !== f.after) };
+}
+
+function applyEdit(current: string | undefined, edit: FileEdit): string | null {
+  switch (edit.op) {
+    case "delete":
+      return null;
+    case "text":
+      return edit.text;
+    case "put":
+      return patchDoc(current, edit.file, () => structuredClone(edit.doc) as Record<string, unknown>);
+    case "set":
+      return patchDoc(current, edit.file, (doc) => setPath(doc, edit.path, edit.value, edit.file));
+  }
+}
+
+/** Rewrites a document format-preservingly: comments and layout of every key that stays survive. */
+function patchDoc(current: string | undefined, file: string, change: (doc: Record<string, unknown>) => Record<string, unknown>): string {
+  const text = current ?? "";
+  let doc: Record<string, unknown>;
+  try {
+    doc = parseToml(text) as Record<string, unknown>;
+  } catch (err) {
+    throw new ChangeSetError("config.parse_error", file, `${file} is not valid TOML, so it can't be edited key by key: ${(err as Error).message.split("\n")[0]}`);
+  }
+  const next = change(doc);
+  const out = patchToml(text, next);
+  return out.length > 0 && !out.endsWith("\n") ? `${out}\n` : out;
+}
+
+function setPath(doc: Record<string, unknown>, path: readonly string[], value: unknown, file: string): Record<string, unknown> {
+  if (path.length === 0) throw new ChangeSetError("config.invalid_value", file, "a set edit needs a key path");
+  let table: Record<string, unknown> = doc;
+  for (const key of path.slice(0, -1)) {
+    const child = table[key];
+    if (child === undefined || child === null) {
+      if (value === null) return doc; // removing under a missing table: nothing to do
+      table[key] = {};
+    } else if (typeof child !== "object" || Array.isArray(child)) {
+      throw new ChangeSetError("config.invalid_value", file, `${path.join(".")}: ${key} is not a table in ${file}`);
+    }
+    table = table[key] as Record<string, unknown>;
+  }
+  const last = path[path.length - 1]!;
+  if (value === null) delete table[last];
+  else table[last] = structuredClone(value);
+  return doc;
+}
+
+/** sha256 of one file's text, `absent` when it does not exist: what a revision records per file. */
+export function fileHash(text: string | null | undefined): string {
+  return text === null || text === undefined ? "absent" : createHash("sha256").update(text).digest("hex").slice(0, 32);
+}
+
+/** Per-file hashes of a tree: a revision. Two trees with the same map are the same revision. */
+export function revisionFiles(tree: SourceTree): Record<string, string> {
+  return Object.fromEntries([...tree.files].map(([file, text]) => [file, fileHash(text)]));
+}
+
+/** The files of `changes` whose text moved between a base revision and now (absent counts). Sorted. */
+export function movedFiles(base: Readonly<Record<string, string>>, now: Readonly<Record<string, string>>, files: Iterable<string>): string[] {
+  return [...new Set(files)].filter((f) => (base[f] ?? "absent") !== (now[f] ?? "absent")).sort();
+}

@@ -1,0 +1,28 @@
+import type { CodeInfo } from "./codes.js";
+
+/**
+ * The codes of the HTTP edge (REST now, MCP next): what a non-2xx reply's
+ * error envelope carries. Part of the one closed registry (`CODES` spreads
+ * this); `http` is the reply's status.
+ */
+export const API_CODES = {
+  // ── requests ─────────────────────────────────────────────────────────
+  "request.invalid_json": { severity: "error", stage: "server", http: 400, meaning: "The request body is not valid JSON." },
+  "request.not_an_object": { severity: "error", stage: "server", http: 400, meaning: "The request body is JSON but not an object." },
+  "request.host_denied": { severity: "error", stage: "server", http: 421, meaning: "The Host header is not loopback nor in [server] allowed_hosts / HAL0_MCP_ALLOWED_HOSTS (DNS-rebinding guard)." },
+  "request.origin_denied": { severity: "error", stage: "server", http: 421, meaning: "The Origin header is not loopback nor in [server] allowed_origins / HAL0_MCP_ALLOWED_ORIGINS." },
+  "validation.invalid": { severity: "error", stage: "server", http: 422, meaning: "A path, query or body field is missing or has the wrong shape; details.fields lists each one." },
+  "route.not_found": { severity: "error", stage: "server", http: 404, meaning: "No route has this path." },
+  "route.method_not_allowed": { severity: "error", stage: "server", http: 405, meaning: "The path exists but not with this method; details.allowed lists the methods." },
+  "system.internal": { severity: "error", stage: "server", http: 500, meaning: "An unexpected error; the server log has the request id." },
+  // ── the tree and its writes ──────────────────────────────────────────
+  "config.invalid": { severity: "error", stage: "server", http: 422, meaning: "The write would make the tree invalid; details.diagnostics lists each error and nothing was written." },
+  "config.stale": { severity: "error", stage: "server", http: 409, meaning: "The write names a base revision, and files it edits moved since; details.files names them." },
+  "config.write_failed": { severity: "error", stage: "server", http: 500, meaning: "Committing a change set failed; every file it touched was rolled back." },
+  "config.unknown_revision": { severity: "error", stage: "server", http: 409, meaning: "The If-Match or base revision is not one this server handed out; re-read and retry." },
+  // ── plans and approvals ──────────────────────────────────────────────
+  "plan.not_found": { severity: "error", stage: "server", http: 404, meaning: "No plan has this id." },
+  "approvals.not_found": { severity: "error", stage: "server", http: 404, meaning: "No approval request has this id." },
+  "approvals.already_resolved": { severity: "error", stage: "server", http: 409, meaning: "The approval request was already approved, denied, expired or found stale." },
+  "approvals.unavailable": { severity: "error", stage: "server", http: 503, meaning: "The approvals database cannot be opened." },
+} as const satisfies Record<string, CodeInfo>;

@@ -1,0 +1,133 @@
+import { randomUUID } from "node:crypto";
+import { createApp, createRouter, defineEventHandler, getQuery, getRouterParams, readRawBody, setResponseHeader, setResponseStatus, type App, type H3Event } from "h3";
+import type { Logger } from "pino";
+import { invoke, validate, type Call, type Dispatcher } from "./dispatch.js";
+import { ApiError, envelope } from "./errors.js";
+import { callerOf, checkGate, type GateConfig } from "./gate.js";
+import { routeId, type Route } from "./route.js";
+
+export interface AppDeps extends Dispatcher {
+  /** Read per request: `[server] allowed_*` may change while the server runs. */
+  readonly gate: () => GateConfig;
+  readonly logger?: Logger;
+}
+
+/**
+ * The h3 app: one handler per route of the table. Each request passes the
+ * Host/Origin gate, gets a request id and a caller, has its JSON body read,
+ * and goes through `invoke` (the same door MCP tools and approvals use).
+ * Every non-2xx reply is the error envelope.
+ */
+export function createHal0App(deps: AppDeps): App {
+  const app = createApp();
+  const router = createRouter();
+  for (const route of deps.routes) {
+    router.add(toH3Path(route.path), defineEventHandler((event) => handle(deps, route, event)), route.method.toLowerCase() as "get");
+  }
+  app.use(router);
+  app.use(defineEventHandler((event) => unmatched(deps, event)));
+  return app;
+}
+
+async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unknown> {
+  const started = performance.now();
+  const requestId = event.node.req.headers["x-request-id"]?.toString().slice(0, 64) || randomUUID();
+  setResponseHeader(event, "X-Request-Id", requestId);
+  const caller = callerOf(event.node.req.headers);
+  let status = route.status ?? 200;
+  try {
+    checkGate(event.node.req.headers, deps.gate());
+    const call = await readCall(event, route, caller, requestId);
+    if (route.kind === "stream") {
+      await route.handle({ ...validate(route, call), box: deps.box, services: deps, caller, requestId }, event);
+      return;
+    }
+    const result = await invoke(deps, route, call);
+    setResponseStatus(event, status);
+    return result ?? { ok: true };
+  } catch (err) {
+    const api = asApiError(err, deps.logger, requestId);
+    status = api.status;
+    setResponseStatus(event, status);
+    if (api.code === "route.method_not_allowed" && Array.isArray(api.details.allowed)) setResponseHeader(event, "Allow", api.details.allowed.join(", "));
+    return envelope(api);
+  } finally {
+    deps.logger?.info({ reqId: requestId, caller: caller.agent, route: routeId(route), status, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
+  }
+}
+
+async function readCall(event: H3Event, route: Route, caller: Call["caller"], requestId: string): Promise<Call> {
+  const raw = getRouterParams(event);
+  const params = Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, safeDecode(v)]));
+  const query = getQuery(event) as Record<string, unknown>;
+  let body: unknown;
+  if (route.method !== "GET" && route.method !== "DELETE") {
+    const text = await readRawBody(event, "utf8");
+    if (text !== undefined && text.trim() !== "") {
+      try {
+        body = JSON.parse(text);
+      } catch (err) {
+        throw new ApiError("request.invalid_json", `the body is not JSON: ${(err as Error).message}`);
+      }
+      if (typeof body !== "object" || body === null || Array.isArray(body)) throw new ApiError("request.not_an_object", "the body must be a JSON object");
+    }
+  }
+  let base = ifMatch(event.node.req.headers["if-match"]);
+  if (body && typeof (body as { base?: unknown }).base === "string") {
+    const { base: named, ...rest } = body as { base: string };
+    base ??= named;
+    body = rest;
+  }
+  return { params, query, body, caller, requestId, base };
+}
+
+/** A path no route has is 404; a path some route has with another method is 405. */
+function unmatched(deps: AppDeps, event: H3Event): unknown {
+  const path = (event.path.split("?")[0] ?? "/").replace(/\/+$/, "") || "/";
+  const allowed = deps.routes.filter((r) => templateMatches(r.path, path)).map((r) => r.method);
+  const err = allowed.length > 0
+    ? new ApiError("route.method_not_allowed", `${event.method} is not allowed on ${path}`, { allowed: [...new Set(allowed)].sort() })
+    : new ApiError("route.not_found", `no route for ${event.method} ${path}`);
+  try {
+    checkGate(event.node.req.headers, deps.gate());
+  } catch (gateErr) {
+    return reply(event, gateErr as ApiError);
+  }
+  return reply(event, err);
+}
+
+function reply(event: H3Event, err: ApiError): unknown {
+  setResponseStatus(event, err.status);
+  if (Array.isArray(err.details.allowed)) setResponseHeader(event, "Allow", err.details.allowed.join(", "));
+  return envelope(err);
+}
+
+function asApiError(err: unknown, logger: Logger | undefined, requestId: string): ApiError {
+  if (err instanceof ApiError) return err;
+  logger?.error({ reqId: requestId, err }, "unhandled error");
+  return new ApiError("system.internal", `internal error (request ${requestId})`, { request_id: requestId });
+}
+
+function templateMatches(template: string, path: string): boolean {
+  const a = template.split("/");
+  const b = path.split("/");
+  return a.length === b.length && a.every((seg, i) => seg.startsWith("{") || seg === b[i]);
+}
+
+/** `/api/slots/{name}` → `/api/slots/:name` (h3's router syntax). */
+function toH3Path(path: string): string {
+  return path.replace(/\{([a-z_]+)(?::path)?\}/g, ":$1");
+}
+
+function ifMatch(v: string | undefined): string | undefined {
+  const m = v?.trim().replace(/^W\//, "").replace(/^"|"$/g, "");
+  return m ? m : undefined;
+}
+
+function safeDecode(v: string): string {
+  try {
+    return decodeURIComponent(v);
+  } catch {
+    return v;
+  }
+}

@@ -1,0 +1,176 @@
+import { randomBytes } from "node:crypto";
+import { EventEmitter } from "node:events";
+import { canonicalJson } from "../compiler/index.js";
+import type { Db } from "./db.js";
+import { invoke, proposeOnly, type Call, type Dispatcher } from "./dispatch.js";
+import { ApiError } from "./errors.js";
+import { routeId, type Caller, type Route } from "./route.js";
+
+export const APPROVAL_STATES = ["pending", "approved", "executing", "executed", "failed", "denied", "expired", "stale"] as const;
+export type ApprovalState = (typeof APPROVAL_STATES)[number];
+
+export interface Approval {
+  readonly id: string;
+  readonly tool: string;
+  readonly route: string;
+  readonly args: { params: Record<string, unknown>; query: Record<string, unknown>; body: unknown };
+  readonly caller: Caller;
+  readonly plan_id: string | null;
+  readonly base_revision: string | null;
+  readonly summary: string;
+  readonly state: ApprovalState;
+  readonly reason: string | null;
+  readonly created_at: string;
+  readonly expires_at: string;
+  readonly decided_at: string | null;
+  readonly decided_by: string | null;
+  readonly result: unknown;
+  readonly error: unknown;
+}
+
+export type ApprovalEvent = { type: "enqueued" | "approved" | "denied" | "executed" | "failed" | "expired" | "stale"; approval: Approval };
+
+/**
+ * Gated calls waiting for a person (DESIGN.md §4), in SQLite so they survive
+ * a restart: pending → approved → executing → executed | failed, and
+ * pending → denied | expired | stale. A request stores the call, the caller,
+ * the plan it would make and the revision it was based on; approving
+ * re-validates and re-plans it against that revision and refuses it (stale,
+ * naming what moved) when the files it edits changed meanwhile.
+ */
+export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
+  constructor(
+    private readonly db: Db,
+    private readonly dispatcher: Dispatcher,
+    private readonly routeFor: (route: string) => Route | undefined,
+    private readonly ttlS: () => number,
+    private readonly now: () => number = Date.now,
+  ) {
+    super();
+  }
+
+  /** Queues a call (or returns the pending one with exactly the same tool and args). Writes are planned first: an invalid one is refused now. */
+  async enqueue(tool: string, route: Route, call: Call): Promise<Approval> {
+    this.expireDue();
+    const args = { params: call.params, query: call.query, body: call.body ?? null };
+    const dedup = `${tool} ${canonicalJson(args)}`;
+    const same = this.db.prepare("SELECT id FROM approvals WHERE dedup_key = ? AND state = 'pending'").get(dedup) as { id: string } | undefined;
+    if (same) return this.get(same.id)!;
+    let planId: string | null = null;
+    let base: string | null = call.base ?? null;
+    let summary = `${tool} ${Object.values(call.params).join("/")}`.trim();
+    if (route.kind === "write") {
+      const { intent, proposal } = await proposeOnly(this.dispatcher, route, call);
+      planId = proposal.plan.id;
+      base ??= proposal.snapshot.revision;
+      summary = intent.changes.summary ?? `${summary}: ${proposal.applied.files.map((f) => f.file).join(", ")}`;
+    }
+    const id = `apr_${randomBytes(8).toString("hex")}`;
+    const at = this.now();
+    this.db.prepare(`INSERT INTO approvals (id, tool, route, args, dedup_key, caller, plan_id, base_revision, summary, state, created_at, expires_at)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`)
+      .run(id, tool, routeId(route), JSON.stringify(args), dedup, JSON.stringify(call.caller), planId, base, summary, iso(at), iso(at + this.ttlS() * 1000));
+    return this.emitNow("enqueued", id);
+  }
+
+  get(id: string): Approval | undefined {
+    const row = this.db.prepare("SELECT * FROM approvals WHERE id = ?").get(id) as Row | undefined;
+    return row ? fromRow(row) : undefined;
+  }
+
+  list(state?: ApprovalState): Approval[] {
+    this.expireDue();
+    const rows = (state
+      ? this.db.prepare("SELECT * FROM approvals WHERE state = ? ORDER BY created_at, id").all(state)
+      : this.db.prepare("SELECT * FROM approvals ORDER BY created_at, id").all()) as Row[];
+    return rows.map(fromRow);
+  }
+
+  /** Approves and runs a pending request. Resolves to its final state (executed, failed or stale). */
+  async approve(id: string, by: string): Promise<Approval> {
+    const approval = this.pending(id);
+    const route = this.routeFor(approval.route);
+    if (!route) return this.finish(id, "failed", by, { error: { code: "system.internal", message: `route ${approval.route} no longer exists` } });
+    this.decide(id, "approved", by);
+    this.emitNow("approved", id);
+    const call: Call = { ...approval.args, body: approval.args.body ?? undefined, caller: { ...approval.caller, via: "approval" }, requestId: id, base: approval.base_revision ?? undefined };
+    if (route.kind === "write") {
+      try {
+        await proposeOnly(this.dispatcher, route, call);
+      } catch (err) {
+        if (err instanceof ApiError && (err.code === "config.stale" || err.code === "config.invalid" || err.code === "config.unknown_revision")) {
+          return this.finish(id, "stale", by, { reason: staleReason(err) });
+        }
+        return this.finish(id, "failed", by, { error: errorOf(err) });
+      }
+    }
+    this.db.prepare("UPDATE approvals SET state = 'executing' WHERE id = ?").run(id);
+    try {
+      const result = await invoke(this.dispatcher, route, call);
+      return this.finish(id, "executed", by, { result });
+    } catch (err) {
+      if (err instanceof ApiError && err.code === "config.stale") return this.finish(id, "stale", by, { reason: staleReason(err) });
+      return this.finish(id, "failed", by, { error: errorOf(err) });
+    }
+  }
+
+  deny(id: string, by: string, reason?: string): Approval {
+    this.pending(id);
+    this.db.prepare("UPDATE approvals SET state = 'denied', decided_at = ?, decided_by = ?, reason = ? WHERE id = ?").run(iso(this.now()), by, reason ?? null, id);
+    return this.emitNow("denied", id);
+  }
+
+  /** Pending requests past their TTL become expired. */
+  expireDue(): void {
+    const due = this.db.prepare("SELECT id FROM approvals WHERE state = 'pending' AND expires_at <= ?").all(iso(this.now())) as Array<{ id: string }>;
+    for (const { id } of due) {
+      this.db.prepare("UPDATE approvals SET state = 'expired', reason = 'its time to live ([approvals] ttl_s) ran out' WHERE id = ?").run(id);
+      this.emitNow("expired", id);
+    }
+  }
+
+  private pending(id: string): Approval {
+    this.expireDue();
+    const a = this.get(id);
+    if (!a) throw new ApiError("approvals.not_found", `no approval request ${id}`, { id });
+    if (a.state !== "pending") throw new ApiError("approvals.already_resolved", `approval ${id} is already ${a.state}`, { id, state: a.state });
+    return a;
+  }
+
+  private decide(id: string, state: ApprovalState, by: string): void {
+    this.db.prepare("UPDATE approvals SET state = ?, decided_at = ?, decided_by = ? WHERE id = ?").run(state, iso(this.now()), by, id);
+  }
+
+  private finish(id: string, state: "executed" | "failed" | "stale", by: string, out: { result?: unknown; error?: unknown; reason?: string }): Approval {
+    this.db.prepare("UPDATE approvals SET state = ?, decided_at = coalesce(decided_at, ?), decided_by = coalesce(decided_by, ?), result = ?, error = ?, reason = ? WHERE id = ?")
+      .run(state, iso(this.now()), by, out.result === undefined ? null : JSON.stringify(out.result), out.error === undefined ? null : JSON.stringify(out.error), out.reason ?? null, id);
+    return this.emitNow(state, id);
+  }
+
+  private emitNow(type: ApprovalEvent["type"], id: string): Approval {
+    const approval = this.get(id)!;
+    this.emit("event", { type, approval });
+    return approval;
+  }
+}
+
+function staleReason(err: ApiError): string {
+  const files = Array.isArray(err.details.files) ? (err.details.files as string[]) : [];
+  if (files.length > 0) return `the files it edits changed since it was requested: ${files.join(", ")}`;
+  return `it no longer applies: ${err.message}`;
+}
+
+function errorOf(err: unknown): { code: string; message: string } {
+  return err instanceof ApiError ? { code: err.code, message: err.message } : { code: "system.internal", message: (err as Error).message };
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}
+
+type Row = Omit<Approval, "args" | "caller" | "result" | "error"> & { args: string; caller: string; result: string | null; error: string | null };
+
+function fromRow(r: Row): Approval {
+  const { dedup_key: _d, ...rest } = r as Row & { dedup_key?: string };
+  return { ...rest, args: JSON.parse(r.args), caller: JSON.parse(r.caller), result: r.result === null ? null : JSON.parse(r.result), error: r.error === null ? null : JSON.parse(r.error) };
+}

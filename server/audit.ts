@@ -1,0 +1,100 @@
+import type { Db } from "./db.js";
+import type { Call } from "./dispatch.js";
+import { redact } from "./redact.js";
+import type { Route } from "./route.js";
+
+export interface AuditRow {
+  readonly id: number;
+  readonly ts: string;
+  readonly actor: string;
+  readonly kind: string;
+  readonly route: string | null;
+  readonly tool: string | null;
+  readonly target: string | null;
+  readonly args: unknown;
+  readonly outcome: string;
+  readonly error_code: string | null;
+  readonly plan_id: string | null;
+  readonly approval_id: string | null;
+  readonly duration_ms: number;
+  readonly request_id: string | null;
+}
+
+export interface AuditEntry {
+  readonly call: Call;
+  readonly route: Route;
+  readonly outcome: "ok" | "error" | "pending_approval";
+  readonly durationMs: number;
+  readonly errorCode?: string;
+  readonly planId?: string;
+  readonly approvalId?: string;
+  readonly tool?: string;
+}
+
+export interface AuditQuery {
+  readonly actor?: string;
+  readonly kind?: string;
+  readonly outcome?: string;
+  readonly target?: string;
+  readonly route?: string;
+  readonly since?: string;
+  readonly until?: string;
+  readonly limit?: number;
+  readonly offset?: number;
+}
+
+/** The audit table: one row per write, action and tool call, args with secrets redacted. */
+export class Audit {
+  constructor(private readonly db: Db, private readonly now: () => number = Date.now) {}
+
+  record(e: AuditEntry): void {
+    const { call, route } = e;
+    const target = Object.values(call.params).map(String).join("/") || null;
+    const args = redact({ ...call.params, ...call.query, ...(isObject(call.body) ? call.body : call.body === undefined ? {} : { body: call.body }) });
+    this.db
+      .prepare(`INSERT INTO audit (ts, actor, kind, route, tool, target, args, outcome, error_code, plan_id, approval_id, duration_ms, request_id)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
+      .run(new Date(this.now()).toISOString(), actorOf(call), call.caller.via, `${route.method} ${route.path}`, e.tool ?? null, target, JSON.stringify(args), e.outcome,
+        e.errorCode ?? null, e.planId ?? null, e.approvalId ?? null, Math.round(e.durationMs * 100) / 100, call.requestId);
+  }
+
+  query(q: AuditQuery): { items: AuditRow[]; total: number } {
+    const where: string[] = [];
+    const values: unknown[] = [];
+    const eq = (col: string, v: string | undefined) => {
+      if (v !== undefined) where.push(`${col} = ?`), values.push(v);
+    };
+    eq("actor", q.actor);
+    eq("kind", q.kind);
+    eq("outcome", q.outcome);
+    eq("target", q.target);
+    eq("route", q.route);
+    if (q.since) where.push("ts >= ?"), values.push(q.since);
+    if (q.until) where.push("ts < ?"), values.push(q.until);
+    const clause = where.length ? `WHERE ${where.join(" AND ")}` : "";
+    const total = (this.db.prepare(`SELECT count(*) AS n FROM audit ${clause}`).get(...values) as { n: number }).n;
+    const rows = this.db.prepare(`SELECT * FROM audit ${clause} ORDER BY id DESC LIMIT ? OFFSET ?`).all(...values, q.limit ?? 100, q.offset ?? 0) as Array<AuditRow & { args: string }>;
+    return { items: rows.map((r) => ({ ...r, args: JSON.parse(r.args ?? "null") })), total };
+  }
+
+  /** Every row oldest first, for export as JSON lines. */
+  *all(q: AuditQuery = {}): Iterable<AuditRow> {
+    for (const r of this.db.prepare("SELECT * FROM audit ORDER BY id").iterate() as Iterable<AuditRow & { args: string }>) {
+      if (q.actor && r.actor !== q.actor) continue;
+      if (q.since && r.ts < q.since) continue;
+      yield { ...r, args: JSON.parse(r.args ?? "null") };
+    }
+  }
+}
+
+/** `mcp:<agent>` for tool calls, `approval:<agent>` for approved requests, else the agent header or `dashboard`. */
+function actorOf(call: Call): string {
+  const { agent, via } = call.caller;
+  if (via === "mcp") return `mcp:${agent}`;
+  if (via === "approval") return `approval:${agent}`;
+  return agent === "anonymous" ? "dashboard" : agent;
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}

@@ -1,0 +1,194 @@
+import { mkdir, readdir, readFile, rm, stat } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import { applyChangeSet, ChangeSetError, movedFiles, revisionFiles, type AppliedChangeSet, type ChangeSet } from "../compiler/changeset.js";
+import { compile, hashOf, loadTree, type Model, type SourceTree } from "../compiler/index.js";
+import { observe, planChanges, StateStore, writeFileAtomic, type Inventory, type Observed, type SlotDriver } from "../reconciler/index.js";
+import type { Diagnostic, Plan } from "../schema/index.js";
+import type { Db } from "./db.js";
+import { ApiError } from "./errors.js";
+import { Mutex } from "./mutex.js";
+
+export interface BoxServiceOptions {
+  readonly root: string;
+  readonly stateDir: string;
+  readonly db: Db;
+  /** The runtime for a model (the composition root decides docker or process). */
+  readonly driverFor: (model: Model) => Promise<SlotDriver>;
+  /** Asks the reconcile loop for a sweep (after a commit, a reload). */
+  readonly nudge?: () => void;
+  readonly now?: () => number;
+}
+
+/** The tree as it is on disk now. `model` is absent when it does not compile. */
+export interface Snapshot {
+  readonly tree: SourceTree;
+  readonly model?: Model;
+  readonly diagnostics: readonly Diagnostic[];
+  readonly revision: string;
+  readonly files: Readonly<Record<string, string>>;
+}
+
+/** A change set compiled and planned against the tree and the box: nothing written yet. */
+export interface Proposal {
+  readonly changes: ChangeSet;
+  readonly snapshot: Snapshot;
+  readonly applied: AppliedChangeSet;
+  readonly model: Model;
+  readonly plan: Plan;
+  readonly warnings: readonly Diagnostic[];
+}
+
+const RESOURCE_FOLDERS = ["slots", "stacks", "mcp-servers"];
+
+/**
+ * The box as the server sees it: the tree (cached until a file changes), its
+ * revisions, the runtime, and the one write path — propose (apply the change
+ * set in memory, compile, plan) then commit (atomic, all files or none).
+ */
+export class BoxService {
+  readonly state: StateStore;
+  private readonly writes = new Mutex();
+  private cached?: { fingerprint: string; snapshot: Snapshot };
+  private lastGood?: Model;
+  private driverCache?: { key: string; driver: Promise<SlotDriver> };
+
+  constructor(readonly options: BoxServiceOptions) {
+    this.state = new StateStore(options.stateDir);
+  }
+
+  get root(): string {
+    return this.options.root;
+  }
+
+  get db(): Db {
+    return this.options.db;
+  }
+
+  now(): number {
+    return (this.options.now ?? Date.now)();
+  }
+
+  /** The tree on disk; re-read and re-compiled only when a file's stat moved. */
+  async snapshot(): Promise<Snapshot> {
+    const fingerprint = await treeFingerprint(this.root);
+    if (this.cached?.fingerprint === fingerprint) return this.cached.snapshot;
+    const loaded = await loadTree(this.root);
+    const { model, diagnostics } = compile(loaded.tree, loaded.diagnostics);
+    const files = revisionFiles(loaded.tree);
+    const snapshot: Snapshot = { tree: loaded.tree, model, diagnostics, files, revision: this.recordRevision(files) };
+    if (model) this.lastGood = model;
+    this.cached = { fingerprint, snapshot };
+    return snapshot;
+  }
+
+  /** The settings of the last tree that compiled (synchronous: the gate and TTLs read it per request). */
+  lastSettings(): Model["settings"] | undefined {
+    return this.lastGood?.settings;
+  }
+
+  /** The compiled tree; when the files on disk do not compile, the last good model (as the sweep does). */
+  async model(): Promise<Model> {
+    const snap = await this.snapshot();
+    const model = snap.model ?? this.lastGood;
+    if (!model) throw new ApiError("config.invalid", "the config tree has errors and no earlier version compiled", { diagnostics: snap.diagnostics.filter((d) => d.severity === "error") });
+    return model;
+  }
+
+  async driver(model: Model): Promise<SlotDriver> {
+    const key = `${model.settings.slots.runtime} ${model.settings.slots.docker_host}`;
+    if (this.driverCache?.key !== key) this.driverCache = { key, driver: this.options.driverFor(model) };
+    return this.driverCache.driver;
+  }
+
+  /** One observation of the box (no /health probes unless asked). */
+  async observe(model: Model, health = false): Promise<{ observed: Observed; inventory: Inventory }> {
+    return observe(model, await this.driver(model), this.state, { health });
+  }
+
+  /** Applies `changes` to the tree in memory, compiles and plans it. Throws config.stale / config.invalid / config.unknown_revision. */
+  async propose(changes: ChangeSet, base?: string): Promise<Proposal> {
+    const snapshot = await this.snapshot();
+    let applied: AppliedChangeSet;
+    try {
+      applied = applyChangeSet(snapshot.tree, changes);
+    } catch (err) {
+      if (err instanceof ChangeSetError) throw new ApiError("config.invalid", err.message, { diagnostics: [{ code: err.code, severity: "error", summary: err.message, file: err.file }] });
+      throw err;
+    }
+    if (base !== undefined) this.checkBase(base, snapshot, applied.files.map((f) => f.file));
+    const { model, diagnostics } = compile(applied.tree);
+    const errors = diagnostics.filter((d) => d.severity === "error");
+    if (!model) throw new ApiError("config.invalid", `the change would leave the tree with ${errors.length} error(s); nothing was written`, { diagnostics: errors });
+    const { observed, inventory } = await this.observe(model);
+    const warnings = diagnostics.filter((d) => d.severity === "warning" && applied.files.some((f) => f.file === d.file));
+    return { changes, snapshot, applied, model, plan: planChanges(model, observed, inventory), warnings };
+  }
+
+  /** Writes a proposal's files (atomic each; all roll back if one fails), then asks for a sweep. Returns the new revision. */
+  async commit(proposal: Proposal): Promise<string> {
+    return this.writes.run(async () => {
+      const moved: string[] = [];
+      for (const f of proposal.applied.files) {
+        const now = await readFile(join(this.root, f.file), "utf8").catch(() => null);
+        if (now !== f.before) moved.push(f.file);
+      }
+      if (moved.length > 0) throw new ApiError("config.stale", `changed on disk since the change was planned: ${moved.join(", ")}`, { files: moved });
+      const done: Array<(typeof proposal.applied.files)[number]> = [];
+      try {
+        for (const f of proposal.applied.files) {
+          await writeOrRemove(join(this.root, f.file), f.after);
+          done.push(f);
+        }
+      } catch (err) {
+        for (const f of done.reverse()) await writeOrRemove(join(this.root, f.file), f.before).catch(() => undefined);
+        throw new ApiError("config.write_failed", `writing ${proposal.applied.files.map((f) => f.file).join(", ")} failed, every file was rolled back: ${(err as Error).message}`);
+      }
+      this.cached = undefined;
+      const revision = this.recordRevision(revisionFiles(proposal.applied.tree));
+      this.options.nudge?.();
+      return revision;
+    });
+  }
+
+  /** Asks the reconcile loop for a sweep now. */
+  nudge(): void {
+    this.options.nudge?.();
+  }
+
+  /** The files of a revision this server handed out, or undefined. */
+  revisionFiles(id: string): Record<string, string> | undefined {
+    const row = this.db.prepare("SELECT files FROM revisions WHERE id = ?").get(id) as { files: string } | undefined;
+    return row ? (JSON.parse(row.files) as Record<string, string>) : undefined;
+  }
+
+  private checkBase(base: string, snapshot: Snapshot, touched: readonly string[]): void {
+    const baseFiles = this.revisionFiles(base);
+    if (!baseFiles) throw new ApiError("config.unknown_revision", `revision ${base} is unknown to this server; read the resource again and retry`, { base });
+    const moved = movedFiles(baseFiles, snapshot.files, touched);
+    if (moved.length > 0) throw new ApiError("config.stale", `changed since revision ${base}: ${moved.join(", ")}`, { base, current: snapshot.revision, files: moved });
+  }
+
+  private recordRevision(files: Record<string, string>): string {
+    const id = `rev_${hashOf(files).replace(/^sha256:/, "").slice(0, 24)}`;
+    this.db.prepare("INSERT OR IGNORE INTO revisions (id, files, created_at) VALUES (?, ?, ?)").run(id, JSON.stringify(files), new Date(this.now()).toISOString());
+    return id;
+  }
+}
+
+async function writeOrRemove(path: string, text: string | null): Promise<void> {
+  if (text === null) return rm(path, { force: true });
+  await mkdir(dirname(path), { recursive: true });
+  await writeFileAtomic(path, text);
+}
+
+/** Names, sizes, mtimes and inodes of every `.toml` file of the tree: changes when any file does. */
+async function treeFingerprint(root: string): Promise<string> {
+  const parts: string[] = [];
+  for (const folder of ["", ...RESOURCE_FOLDERS]) {
+    const dir = join(root, folder);
+    const names = await readdir(dir).catch(() => [] as string[]);
+    const stats = await Promise.all(names.filter((n) => n.endsWith(".toml")).map(async (n) => [n, await stat(join(dir, n)).catch(() => undefined)] as const));
+    for (const [n, s] of stats) if (s) parts.push(`${folder}/${n}:${s.size}:${s.mtimeMs}:${s.ctimeMs}:${s.ino}`);
+  }
+  return parts.sort().join("|");
+}

@@ -1,0 +1,97 @@
+import Database from "better-sqlite3";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+
+export type Db = Database.Database;
+
+/**
+ * Schema migrations, applied in order once each (`PRAGMA user_version`
+ * counts them). Append only: a released migration never changes.
+ */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE revisions (
+     id TEXT PRIMARY KEY,          -- rev_<hash of files>
+     files TEXT NOT NULL,          -- JSON {file: hash}
+     created_at TEXT NOT NULL
+   );
+   CREATE TABLE plans (
+     id TEXT PRIMARY KEY,
+     created_at TEXT NOT NULL,
+     actor TEXT NOT NULL,
+     summary TEXT NOT NULL,
+     changes TEXT NOT NULL,        -- JSON ChangeSet
+     base_revision TEXT NOT NULL,
+     base_files TEXT NOT NULL,     -- JSON {file: hash} of the files the change set touches, as planned
+     plan TEXT NOT NULL,           -- JSON Plan
+     diagnostics TEXT NOT NULL,    -- JSON Diagnostic[]
+     valid INTEGER NOT NULL,
+     state TEXT NOT NULL,          -- proposed | applied | stale
+     applied_at TEXT,
+     stale_reason TEXT
+   );
+   CREATE INDEX plans_created ON plans(created_at);
+   CREATE TABLE approvals (
+     id TEXT PRIMARY KEY,
+     tool TEXT NOT NULL,
+     route TEXT NOT NULL,
+     args TEXT NOT NULL,           -- JSON, the call as made
+     dedup_key TEXT NOT NULL,      -- tool + canonical args
+     caller TEXT NOT NULL,
+     plan_id TEXT,
+     base_revision TEXT,
+     summary TEXT NOT NULL,
+     state TEXT NOT NULL,          -- pending approved executing executed failed denied expired stale
+     reason TEXT,
+     created_at TEXT NOT NULL,
+     expires_at TEXT NOT NULL,
+     decided_at TEXT,
+     decided_by TEXT,
+     result TEXT,
+     error TEXT
+   );
+   CREATE INDEX approvals_state ON approvals(state, created_at);
+   CREATE TABLE audit (
+     id INTEGER PRIMARY KEY AUTOINCREMENT,
+     ts TEXT NOT NULL,
+     actor TEXT NOT NULL,
+     kind TEXT NOT NULL,           -- rest | mcp | approval | cli | sweep
+     route TEXT,
+     tool TEXT,
+     target TEXT,
+     args TEXT,                    -- JSON, secrets redacted
+     outcome TEXT NOT NULL,        -- ok | error | pending_approval
+     error_code TEXT,
+     plan_id TEXT,
+     approval_id TEXT,
+     duration_ms REAL NOT NULL,
+     request_id TEXT
+   );
+   CREATE INDEX audit_ts ON audit(ts);
+   CREATE TABLE slot_ids (
+     name TEXT PRIMARY KEY,
+     id TEXT NOT NULL UNIQUE,
+     created_at TEXT NOT NULL
+   );`,
+];
+
+/** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */
+export function openDb(stateDir: string, file = "hal0.db"): Db {
+  mkdirSync(stateDir, { recursive: true });
+  const db = new Database(join(stateDir, file));
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = NORMAL");
+  db.pragma("busy_timeout = 5000");
+  db.pragma("foreign_keys = ON");
+  migrate(db);
+  return db;
+}
+
+function migrate(db: Db): void {
+  const version = db.pragma("user_version", { simple: true }) as number;
+  for (let i = version; i < MIGRATIONS.length; i++) {
+    db.transaction(() => {
+      db.exec(MIGRATIONS[i]!);
+      db.pragma(`user_version = ${i + 1}`);
+    })();
+  }
+}

@@ -1,0 +1,101 @@
+import { z } from "zod";
+import type { BoxService, Proposal } from "./box.js";
+import { ApiError } from "./errors.js";
+import { redact } from "./redact.js";
+import type { Audit } from "./audit.js";
+import type { Approvals } from "./approvals.js";
+import type { PlanStore } from "./plans.js";
+import type { Caller, Route, RouteContext, WriteIntent, WriteOutcome } from "./route.js";
+
+/** A call to a route, however it arrived (HTTP, an MCP tool, an approved request). */
+export interface Call {
+  readonly params: Record<string, unknown>;
+  readonly query: Record<string, unknown>;
+  readonly body: unknown;
+  readonly caller: Caller;
+  readonly requestId: string;
+  readonly base?: string;
+}
+
+/** What routes reach through their context: the box, the stores, the route table itself. */
+export interface Dispatcher {
+  readonly box: BoxService;
+  readonly audit: Audit;
+  readonly plans: PlanStore;
+  readonly approvals: Approvals;
+  readonly routes: readonly Route[];
+  /** What the reconcile loop last did, when it runs in this process. */
+  readonly sweeps?: SweepStatus;
+}
+
+export interface SweepStatus {
+  readonly running: boolean;
+  readonly last?: import("../reconciler/sweep.js").SweepReport;
+}
+
+/** Validated input: each part parsed by the route's zod schema, or `validation.invalid` naming every field. */
+export function validate(route: Route, call: Call): Pick<RouteContext<unknown, unknown, unknown>, "params" | "query" | "body"> {
+  const fields: Array<{ loc: string[]; msg: string; type: string }> = [];
+  const part = <T>(where: string, schema: z.ZodType<T> | undefined, value: unknown): T => {
+    if (!schema) return value as T;
+    const r = schema.safeParse(value);
+    if (r.success) return r.data;
+    for (const issue of r.error.issues) fields.push({ loc: [where, ...issue.path.map(String)], msg: issue.message, type: issue.code });
+    return undefined as T;
+  };
+  const params = part("path", route.params, call.params);
+  const query = part("query", route.query, call.query);
+  const body = part("body", route.body, route.body ? (call.body ?? {}) : call.body);
+  if (fields.length > 0) throw new ApiError("validation.invalid", `invalid request: ${fields.map((f) => `${f.loc.join(".")}: ${f.msg}`).join("; ")}`, { fields });
+  return { params, query, body };
+}
+
+/**
+ * Runs one call through its route: validate, then read / act / propose →
+ * compile → plan → commit. Every write and action is audited, success or
+ * not. The HTTP adapter, the MCP tools and approved requests all come here.
+ */
+export async function invoke(d: Dispatcher, route: Route, call: Call): Promise<unknown> {
+  const started = performance.now();
+  const audited = route.kind === "write" || route.kind === "action" || call.caller.via !== "rest";
+  let planId: string | undefined;
+  try {
+    const input = validate(route, call);
+    const ctx: RouteContext<unknown, unknown, unknown> = { ...input, box: d.box, services: d, caller: call.caller, requestId: call.requestId, base: call.base };
+    let result: unknown;
+    if (route.kind === "write") {
+      const intent = await route.handle(ctx);
+      const proposal = await d.box.propose(intent.changes, call.base);
+      planId = proposal.plan.id;
+      result = await finish(d.box, intent, proposal);
+    } else if (route.kind === "stream") {
+      throw new ApiError("route.method_not_allowed", `${route.path} is a stream; open it over HTTP`);
+    } else {
+      result = await route.handle(ctx);
+    }
+    if (audited) d.audit.record({ call, route, outcome: "ok", durationMs: performance.now() - started, planId });
+    return result;
+  } catch (err) {
+    if (audited) d.audit.record({ call, route, outcome: "error", errorCode: err instanceof ApiError ? err.code : "system.internal", durationMs: performance.now() - started, planId });
+    throw err;
+  }
+}
+
+/** Proposes a write without committing it: what plans and approval requests store. */
+export async function proposeOnly(d: Dispatcher, route: Route, call: Call): Promise<{ intent: WriteIntent; proposal: Proposal }> {
+  if (route.kind !== "write") throw new ApiError("validation.invalid", `${route.method} ${route.path} does not write the tree`);
+  const input = validate(route, call);
+  const intent = await route.handle({ ...input, box: d.box, services: d, caller: call.caller, requestId: call.requestId, base: call.base });
+  return { intent, proposal: await d.box.propose(intent.changes, call.base) };
+}
+
+async function finish(box: BoxService, intent: WriteIntent, proposal: Proposal): Promise<unknown> {
+  const files = proposal.applied.files.map((f) => f.file);
+  const committed = !intent.dryRun && files.length > 0;
+  const revision = committed ? await box.commit(proposal) : proposal.snapshot.revision;
+  const after = intent.dryRun || !intent.after ? undefined : await intent.after(box);
+  const outcome: WriteOutcome = { revision, files, plan: proposal.plan, warnings: proposal.warnings, committed, after };
+  return intent.reply ? intent.reply(outcome) : { revision, files, committed, plan: proposal.plan, warnings: proposal.warnings };
+}
+
+export { redact };

@@ -1,0 +1,65 @@
+import type { IncomingHttpHeaders } from "node:http";
+import { ApiError } from "./errors.js";
+import type { Caller } from "./route.js";
+
+const AGENT_RE = /^[a-zA-Z0-9_-]{1,64}$/;
+const LOOPBACK = ["127.0.0.1:*", "localhost:*", "[::1]:*"];
+
+/** The caller a request speaks for: a valid `X-hal0-Agent` (never `private:`-prefixed), else `anonymous`. */
+export function callerOf(headers: IncomingHttpHeaders, via: Caller["via"] = "rest"): Caller {
+  const raw = one(headers["x-hal0-agent"])?.trim() ?? "";
+  const agent = AGENT_RE.test(raw) ? raw : "anonymous";
+  const flag = one(headers["x-hal0-private"])?.trim().toLowerCase();
+  return { agent, private: flag === "1" || flag === "true", via };
+}
+
+export interface GateConfig {
+  /** Host patterns: `host`, `host:port`, `host:*`; `*` turns the check off. */
+  readonly hosts: readonly string[];
+  /** Origin patterns: the same host patterns, or full origins (`https://box.lan:*`); `*` turns it off. */
+  readonly origins: readonly string[];
+}
+
+/** Loopback, widened by `[server] allowed_hosts / allowed_origins` and HAL0_MCP_ALLOWED_HOSTS / _ORIGINS (comma-separated). */
+export function gateConfig(settings: { allowed_hosts: readonly string[]; allowed_origins: readonly string[] }, env: NodeJS.ProcessEnv = process.env): GateConfig {
+  const list = (v: string | undefined) => (v ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+  const hosts = [...LOOPBACK, ...settings.allowed_hosts, ...list(env.HAL0_MCP_ALLOWED_HOSTS)];
+  return { hosts, origins: [...hosts, ...settings.allowed_origins, ...list(env.HAL0_MCP_ALLOWED_ORIGINS)] };
+}
+
+/** DNS-rebinding guard: a Host or Origin outside the allowlist is 421. A request without Origin (curl, scripts) passes that half. */
+export function checkGate(headers: IncomingHttpHeaders, gate: GateConfig): void {
+  const host = one(headers.host)?.toLowerCase() ?? "";
+  if (!gate.hosts.includes("*") && !gate.hosts.some((p) => hostMatches(p, host))) {
+    throw new ApiError("request.host_denied", `Host ${JSON.stringify(host)} is not allowed; add it to [server] allowed_hosts or HAL0_MCP_ALLOWED_HOSTS`, { host });
+  }
+  const origin = one(headers.origin)?.toLowerCase();
+  if (origin === undefined || gate.origins.includes("*")) return;
+  if (!gate.origins.some((p) => originMatches(p, origin))) {
+    throw new ApiError("request.origin_denied", `Origin ${JSON.stringify(origin)} is not allowed; add it to [server] allowed_origins or HAL0_MCP_ALLOWED_ORIGINS`, { origin });
+  }
+}
+
+function hostMatches(pattern: string, host: string): boolean {
+  const p = pattern.toLowerCase();
+  if (p === host) return true;
+  if (p.endsWith(":*")) {
+    const name = p.slice(0, -2);
+    return host === name || (host.startsWith(`${name}:`) && /^\d+$/.test(host.slice(name.length + 1)));
+  }
+  return false;
+}
+
+function originMatches(pattern: string, origin: string): boolean {
+  const p = pattern.toLowerCase();
+  if (p.includes("://")) {
+    if (p === origin) return true;
+    return p.endsWith(":*") && (origin === p.slice(0, -2) || (origin.startsWith(p.slice(0, -1)) && /^\d+$/.test(origin.slice(p.length - 1))));
+  }
+  const m = /^https?:\/\/(.+)$/.exec(origin);
+  return m !== null && hostMatches(p, m[1]!);
+}
+
+function one(v: string | string[] | undefined): string | undefined {
+  return Array.isArray(v) ? v[0] : v;
+}

@@ -1,0 +1,60 @@
+import type { App } from "h3";
+import type { Logger } from "pino";
+import type { Model } from "../compiler/index.js";
+import type { SlotDriver } from "../reconciler/index.js";
+import { Approvals } from "./approvals.js";
+import { Audit } from "./audit.js";
+import { BoxService } from "./box.js";
+import { openDb, type Db } from "./db.js";
+import type { Dispatcher, SweepStatus } from "./dispatch.js";
+import { createHal0App } from "./app.js";
+import { gateConfig } from "./gate.js";
+import { PlanStore } from "./plans.js";
+import { routeId, type Route } from "./route.js";
+import { ROUTES } from "./routes/index.js";
+
+export interface Hal0ServerOptions {
+  readonly root: string;
+  readonly stateDir: string;
+  readonly driverFor: (model: Model) => Promise<SlotDriver>;
+  readonly env?: NodeJS.ProcessEnv;
+  readonly logger?: Logger;
+  readonly nudge?: () => void;
+  readonly sweeps?: () => SweepStatus;
+  readonly now?: () => number;
+  readonly routes?: readonly Route[];
+}
+
+export interface Hal0Server extends Dispatcher {
+  readonly app: App;
+  readonly db: Db;
+  close(): void;
+}
+
+/**
+ * Everything `hal0 serve` serves, without a socket: the database, the box,
+ * the stores and the h3 app over the route table. Tests build this directly;
+ * `hal0 serve` adds the listener and the reconcile loop.
+ */
+export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
+  const now = options.now ?? Date.now;
+  const db = openDb(options.stateDir);
+  const box = new BoxService({ root: options.root, stateDir: options.stateDir, db, driverFor: options.driverFor, nudge: options.nudge, now });
+  const routes = options.routes ?? ROUTES;
+  const byId = new Map(routes.map((r) => [routeId(r), r]));
+  const audit = new Audit(db, now);
+  const services = { box, audit, routes } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; sweeps?: SweepStatus };
+  services.plans = new PlanStore(db, now);
+  services.approvals = new Approvals(db, services, (id) => byId.get(id), () => box.lastSettings()?.approvals.ttl_s ?? 86_400, now);
+  Object.defineProperty(services, "sweeps", { get: () => options.sweeps?.(), enumerable: true });
+  const env = options.env ?? process.env;
+  const app = createHal0App({
+    ...services,
+    get sweeps() {
+      return options.sweeps?.();
+    },
+    gate: () => gateConfig(box.lastSettings()?.server ?? { allowed_hosts: [], allowed_origins: [] }, env),
+    logger: options.logger,
+  });
+  return { ...services, app, db, close: () => db.close() };
+}

@@ -1,0 +1,60 @@
+import { randomBytes } from "node:crypto";
+import type { ChangeSet } from "../compiler/changeset.js";
+import type { Diagnostic, Plan } from "../schema/index.js";
+import type { Proposal } from "./box.js";
+import type { Db } from "./db.js";
+
+export interface PlanRecord {
+  readonly id: string;
+  readonly created_at: string;
+  readonly actor: string;
+  readonly summary: string;
+  readonly changes: ChangeSet;
+  readonly base_revision: string;
+  /** Hash per touched file as it was when planned ("absent" for a file the change set creates). */
+  readonly base_files: Record<string, string>;
+  readonly plan: Plan | null;
+  readonly diagnostics: readonly Diagnostic[];
+  readonly valid: boolean;
+  readonly state: "proposed" | "applied" | "stale";
+  readonly applied_at: string | null;
+  readonly stale_reason: string | null;
+}
+
+/** Saved proposals (`POST /api/plans`): a change set, the plan made from it, and what it was based on. */
+export class PlanStore {
+  constructor(private readonly db: Db, private readonly now: () => number = Date.now) {}
+
+  /** Saves a valid proposal, or an invalid change set with its diagnostics (plan null). */
+  save(input: { actor: string; changes: ChangeSet; proposal?: Proposal; revision: string; baseFiles: Record<string, string>; diagnostics: readonly Diagnostic[] }): PlanRecord {
+    const id = `pln_${randomBytes(8).toString("hex")}`;
+    const plan = input.proposal?.plan ?? null;
+    this.db.prepare(`INSERT INTO plans (id, created_at, actor, summary, changes, base_revision, base_files, plan, diagnostics, valid, state)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'proposed')`)
+      .run(id, new Date(this.now()).toISOString(), input.actor, input.changes.summary ?? "", JSON.stringify(input.changes), input.revision,
+        JSON.stringify(input.baseFiles), JSON.stringify(plan), JSON.stringify(input.diagnostics), plan ? 1 : 0);
+    return this.get(id)!;
+  }
+
+  get(id: string): PlanRecord | undefined {
+    const row = this.db.prepare("SELECT * FROM plans WHERE id = ?").get(id) as Row | undefined;
+    return row ? fromRow(row) : undefined;
+  }
+
+  list(limit: number, offset: number): { items: PlanRecord[]; total: number } {
+    const total = (this.db.prepare("SELECT count(*) AS n FROM plans").get() as { n: number }).n;
+    const rows = this.db.prepare("SELECT * FROM plans ORDER BY created_at DESC, id LIMIT ? OFFSET ?").all(limit, offset) as Row[];
+    return { items: rows.map(fromRow), total };
+  }
+
+  mark(id: string, state: "applied" | "stale", reason?: string): void {
+    this.db.prepare("UPDATE plans SET state = ?, applied_at = ?, stale_reason = ? WHERE id = ?")
+      .run(state, state === "applied" ? new Date(this.now()).toISOString() : null, reason ?? null, id);
+  }
+}
+
+type Row = Omit<PlanRecord, "changes" | "base_files" | "plan" | "diagnostics" | "valid"> & { changes: string; base_files: string; plan: string; diagnostics: string; valid: number };
+
+function fromRow(r: Row): PlanRecord {
+  return { ...r, changes: JSON.parse(r.changes), base_files: JSON.parse(r.base_files), plan: JSON.parse(r.plan), diagnostics: JSON.parse(r.diagnostics), valid: r.valid === 1 };
+}

@@ -1,0 +1,105 @@
+import type { z } from "zod";
+import type { ChangeSet } from "../compiler/changeset.js";
+import type { Diagnostic, Plan } from "../schema/index.js";
+import type { BoxService } from "./box.js";
+import type { Dispatcher } from "./dispatch.js";
+
+export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
+
+/** Who is calling: `X-hal0-Agent` (else `anonymous`), `X-hal0-Private`, and through which door. */
+export interface Caller {
+  readonly agent: string;
+  readonly private: boolean;
+  readonly via: "rest" | "mcp" | "approval" | "cli";
+}
+
+export interface RouteContext<P, Q, B> {
+  readonly params: P;
+  readonly query: Q;
+  readonly body: B;
+  readonly box: BoxService;
+  /** The stores and the route table (plans, approvals, audit). */
+  readonly services: Dispatcher;
+  readonly caller: Caller;
+  readonly requestId: string;
+  /** The revision the caller based a write on (`If-Match`, or the body's `base`); absent = no check. */
+  readonly base?: string;
+}
+
+/**
+ * What a write route proposes. The pipeline (dispatch.ts) compiles the
+ * change set against the tree, plans it, refuses it when invalid or stale,
+ * commits it, then runs `after` and builds the reply. Routes never write.
+ */
+export interface WriteIntent {
+  readonly changes: ChangeSet;
+  /** Plan only and write nothing (e.g. `?dry_run=true`). */
+  readonly dryRun?: boolean;
+  /** After the commit: a runtime step (restart, …); its result is `outcome.after`. */
+  readonly after?: (box: BoxService) => Promise<unknown>;
+  /** The reply body; default `{revision, files, plan}`. */
+  readonly reply?: (outcome: WriteOutcome) => unknown;
+}
+
+export interface WriteOutcome {
+  /** The revision after the write (the same as before for a dry run). */
+  readonly revision: string;
+  /** Files the change set touched. */
+  readonly files: readonly string[];
+  readonly plan: Plan;
+  readonly warnings: readonly Diagnostic[];
+  readonly committed: boolean;
+  readonly after?: unknown;
+}
+
+interface RouteBase<P, Q, B> {
+  readonly method: Method;
+  /** Seed 001's template: `/api/slots/{name}`. */
+  readonly path: string;
+  readonly summary: string;
+  readonly params?: z.ZodType<P>;
+  readonly query?: z.ZodType<Q>;
+  readonly body?: z.ZodType<B>;
+  /** The MCP tool names that alias this route (seed 001); the next layer builds its tools from these. */
+  readonly tools?: readonly string[];
+  /** A bare-list reply is wrapped as `{<listKey>: [...], count}` by the MCP layer. */
+  readonly listKey?: string;
+  /** Success status; default 200 (201 for creates is declared here). */
+  readonly status?: number;
+}
+
+/** A read: no side effect. */
+export interface ReadRoute<P, Q, B> extends RouteBase<P, Q, B> {
+  readonly kind: "read";
+  readonly handle: (ctx: RouteContext<P, Q, B>) => unknown;
+}
+
+/** A write: proposes a ChangeSet, the pipeline does the rest. */
+export interface WriteRoute<P, Q, B> extends RouteBase<P, Q, B> {
+  readonly kind: "write";
+  readonly handle: (ctx: RouteContext<P, Q, B>) => WriteIntent | Promise<WriteIntent>;
+}
+
+/** An action with an effect that is not a file edit (approve, restart, reload, test a connection); audited like a write. */
+export interface ActionRoute<P, Q, B> extends RouteBase<P, Q, B> {
+  readonly kind: "action";
+  readonly handle: (ctx: RouteContext<P, Q, B>) => unknown;
+}
+
+/** A long-lived reply (server-sent events); gets the raw h3 event. Never an MCP tool. */
+export interface StreamRoute<P, Q, B> extends RouteBase<P, Q, B> {
+  readonly kind: "stream";
+  readonly handle: (ctx: RouteContext<P, Q, B>, event: import("h3").H3Event) => Promise<void>;
+}
+
+export type Route<P = any, Q = any, B = any> = ReadRoute<P, Q, B> | WriteRoute<P, Q, B> | ActionRoute<P, Q, B> | StreamRoute<P, Q, B>;
+
+/** Declares a route with its types inferred from its zod schemas. */
+export function defineRoute<P = Record<string, never>, Q = Record<string, never>, B = undefined>(route: Route<P, Q, B>): Route {
+  return route as Route;
+}
+
+/** `METHOD /path`, as seed 001 writes a route. */
+export function routeId(route: Pick<Route, "method" | "path">): string {
+  return `${route.method} ${route.path}`;
+}

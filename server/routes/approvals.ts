@@ -1,0 +1,68 @@
+import { z } from "zod";
+import { APPROVAL_STATES, type ApprovalEvent } from "../approvals.js";
+import { ApiError } from "../errors.js";
+import { defineRoute } from "../route.js";
+
+const Id = z.strictObject({ id: z.string().min(1).max(64) });
+const KEEP_ALIVE_MS = 15_000;
+
+/**
+ * The approval queue for people (REST, the CLI, the web page). Approve and
+ * deny are never MCP tools: an agent cannot approve its own request.
+ */
+export const approvalRoutes = [
+  defineRoute({
+    method: "GET", path: "/api/agent/approvals", kind: "read", tools: ["approval_list"], listKey: "approvals",
+    query: z.strictObject({ state: z.enum(APPROVAL_STATES).optional() }),
+    summary: "Approval requests, oldest first (filter by state)",
+    handle: ({ query, services }) => ({ approvals: services.approvals.list(query.state) }),
+  }),
+  defineRoute({
+    method: "GET", path: "/api/agent/approvals/events", kind: "stream",
+    summary: "Server-sent events: a snapshot of pending requests, then enqueued / approved / denied / executed / failed / expired / stale; 15 s keep-alive",
+    handle: async ({ services }, event) => {
+      const res = event.node.res;
+      res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache", Connection: "keep-alive", "X-Accel-Buffering": "no" });
+      let seq = 0;
+      const send = (type: string, data: unknown) => res.write(`id: ${++seq}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+      send("snapshot", { approvals: services.approvals.list("pending") });
+      const onEvent = (e: ApprovalEvent) => send(e.type, { approval: e.approval });
+      services.approvals.on("event", onEvent);
+      const keepAlive = setInterval(() => res.write(": keep-alive\n\n"), KEEP_ALIVE_MS);
+      (event as unknown as { _handled: boolean })._handled = true;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearInterval(keepAlive);
+          services.approvals.off("event", onEvent);
+          resolve();
+        };
+        res.once("close", done);
+        event.node.req.once("close", done);
+      });
+    },
+  }),
+  defineRoute({
+    method: "GET", path: "/api/agent/approvals/{id}", kind: "read", params: Id,
+    summary: "One approval request",
+    handle: ({ params, services }) => ({ approval: services.approvals.get(params.id) ?? notFound(params.id) }),
+  }),
+  defineRoute({
+    method: "POST", path: "/api/agent/approvals/{id}/approve", kind: "action", params: Id,
+    summary: "Approve and run a pending request; re-planned first, refused as stale when what it edits moved",
+    handle: async ({ params, services, caller }) => ({ approval: await services.approvals.approve(params.id, deciderOf(caller.agent)) }),
+  }),
+  defineRoute({
+    method: "POST", path: "/api/agent/approvals/{id}/deny", kind: "action", params: Id,
+    body: z.strictObject({ reason: z.string().max(500).optional() }),
+    summary: "Deny a pending request",
+    handle: ({ params, body, services, caller }) => ({ approval: services.approvals.deny(params.id, deciderOf(caller.agent), body.reason) }),
+  }),
+];
+
+function deciderOf(agent: string): string {
+  return agent === "anonymous" ? "dashboard" : agent;
+}
+
+function notFound(id: string): never {
+  throw new ApiError("approvals.not_found", `no approval request ${id}`, { id });
+}

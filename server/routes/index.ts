@@ -1,0 +1,15 @@
+import type { Route } from "../route.js";
+import { activityRoutes } from "./activity.js";
+import { approvalRoutes } from "./approvals.js";
+import { planRoutes } from "./plans.js";
+
+/**
+ * The route table: the single source of truth for REST, and for the MCP
+ * tools built from each route's `tools` aliases. Order matters only for
+ * reading; the router prefers static segments over `{params}`.
+ */
+export const ROUTES: readonly Route[] = [
+  ...planRoutes,
+  ...approvalRoutes,
+  ...activityRoutes,
+];

@@ -1,0 +1,85 @@
+import { z } from "zod";
+import { movedFiles, type ChangeSet } from "../../compiler/changeset.js";
+import { ApiError } from "../errors.js";
+import { defineRoute } from "../route.js";
+import type { Dispatcher } from "../dispatch.js";
+
+const FileEdit = z.discriminatedUnion("op", [
+  z.strictObject({ file: z.string().min(1), op: z.literal("set"), path: z.array(z.string().min(1)).min(1), value: z.unknown() }),
+  z.strictObject({ file: z.string().min(1), op: z.literal("put"), doc: z.record(z.string(), z.unknown()) }),
+  z.strictObject({ file: z.string().min(1), op: z.literal("text"), text: z.string() }),
+  z.strictObject({ file: z.string().min(1), op: z.literal("delete") }),
+]);
+export const ChangeSetBody = z.strictObject({ edits: z.array(FileEdit).min(1).max(500), summary: z.string().max(500).optional() });
+
+const Id = z.strictObject({ id: z.string().min(1).max(64) });
+const Paging = z.strictObject({ limit: z.coerce.number().int().min(1).max(500).default(50), offset: z.coerce.number().int().min(0).default(0) });
+
+/**
+ * Plans over REST: a ChangeSet in, diagnostics and a plan out, nothing
+ * written (`POST /api/plans`); applying one later re-checks the files it
+ * edits and refuses it when they moved (`plan.stale`, naming them).
+ */
+export const planRoutes = [
+  defineRoute({
+    method: "POST", path: "/api/plans", kind: "action", status: 201, body: ChangeSetBody,
+    summary: "Plan a change set: diagnostics and the plan; nothing is written",
+    handle: async ({ body, box, services, caller, base }) => {
+      const changes = body as ChangeSet;
+      const snapshot = await box.snapshot();
+      try {
+        const proposal = await box.propose(changes, base);
+        const baseFiles = pick(snapshot.files, proposal.applied.files.map((f) => f.file));
+        const record = services.plans.save({ actor: caller.agent, changes, proposal, revision: snapshot.revision, baseFiles, diagnostics: proposal.warnings });
+        return { id: record.id, valid: true, revision: snapshot.revision, files: proposal.applied.files.map((f) => f.file), diagnostics: proposal.warnings, plan: proposal.plan };
+      } catch (err) {
+        if (!(err instanceof ApiError) || err.code !== "config.invalid") throw err;
+        const diagnostics = (err.details.diagnostics ?? []) as never[];
+        const record = services.plans.save({ actor: caller.agent, changes, revision: snapshot.revision, baseFiles: pick(snapshot.files, changes.edits.map((e) => e.file)), diagnostics });
+        return { id: record.id, valid: false, revision: snapshot.revision, files: [], diagnostics, plan: null };
+      }
+    },
+  }),
+  defineRoute({
+    method: "GET", path: "/api/plans", kind: "read", query: Paging, listKey: "plans",
+    summary: "Saved plans, newest first",
+    handle: ({ query, services }) => {
+      const { items, total } = services.plans.list(query.limit, query.offset);
+      return { plans: items.map(({ plan, changes, ...rest }) => ({ ...rest, has_changes: plan?.has_changes ?? false, summary_counts: plan?.summary ?? null, edits: changes.edits.length })), total };
+    },
+  }),
+  defineRoute({
+    method: "GET", path: "/api/plans/{id}", kind: "read", params: Id,
+    summary: "One saved plan with its change set and diagnostics",
+    handle: ({ params, services }) => services.plans.get(params.id) ?? notFound(params.id),
+  }),
+  defineRoute({
+    method: "POST", path: "/api/plans/{id}/apply", kind: "action", params: Id,
+    summary: "Commit a saved plan's change set; refused when a file it edits moved since (plan.stale)",
+    handle: async ({ params, box, services }) => applySaved(services, params.id, box),
+  }),
+];
+
+async function applySaved(services: Dispatcher, id: string, box: Dispatcher["box"]): Promise<unknown> {
+  const record = services.plans.get(id) ?? notFound(id);
+  if (!record.valid) throw new ApiError("config.invalid", `plan ${id} was made from an invalid change set and cannot be applied`, { diagnostics: record.diagnostics });
+  if (record.state === "applied") throw new ApiError("plan.stale", `plan ${id} was already applied at ${record.applied_at}`, { id, moved: [] });
+  const snapshot = await box.snapshot();
+  const moved = movedFiles(record.base_files, snapshot.files, Object.keys(record.base_files));
+  if (moved.length > 0) {
+    services.plans.mark(id, "stale", `moved: ${moved.join(", ")}`);
+    throw new ApiError("plan.stale", `plan ${id} is stale; these files changed since it was made: ${moved.join(", ")}`, { id, moved });
+  }
+  const proposal = await box.propose(record.changes);
+  const revision = await box.commit(proposal);
+  services.plans.mark(id, "applied");
+  return { id, applied: true, revision, files: proposal.applied.files.map((f) => f.file), plan: proposal.plan };
+}
+
+function pick(files: Readonly<Record<string, string>>, names: readonly string[]): Record<string, string> {
+  return Object.fromEntries([...new Set(names)].sort().map((f) => [f, files[f] ?? "absent"]));
+}
+
+function notFound(id: string): never {
+  throw new ApiError("plan.not_found", `no plan ${id}`, { id });
+}

@@ -1,0 +1,75 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { startTestServer, type TestServer } from "./harness.js";
+
+let s: TestServer;
+beforeEach(async () => {
+  s = await startTestServer();
+});
+afterEach(async () => s.close());
+
+const ctxEdit = (value: unknown) => ({ edits: [{ file: "slots/chat.toml", op: "set", path: ["tune", "ctx_size"], value }], summary: "chat: bigger context" });
+
+describe("plans over REST", () => {
+  it("plans a change set without writing, then applies it", async () => {
+    const before = readFileSync(join(s.config, "slots/chat.toml"), "utf8");
+    const made = await s.call("POST", "/api/plans", { body: ctxEdit(20480) });
+    expect(made.status).toBe(201);
+    expect(made.body.valid).toBe(true);
+    expect(made.body.files).toEqual(["slots/chat.toml"]);
+    expect(JSON.stringify(made.body.plan.changes.find((c: any) => c.address === "slot.chat").after)).toContain("20480");
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toBe(before);
+
+    const got = await s.call("GET", `/api/plans/${made.body.id}`);
+    expect(got.body.changes.summary).toBe("chat: bigger context");
+    expect((await s.call("GET", "/api/plans")).body.plans.map((p: any) => p.id)).toContain(made.body.id);
+
+    const applied = await s.call("POST", `/api/plans/${made.body.id}/apply`);
+    expect(applied.status).toBe(200);
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toMatch(/ctx_size = 20480/);
+  });
+
+  it("returns diagnostics for a change set that would break the tree, and writes nothing", async () => {
+    const made = await s.call("POST", "/api/plans", { body: ctxEdit("huge") });
+    expect(made.status).toBe(201);
+    expect(made.body.valid).toBe(false);
+    expect(made.body.diagnostics[0]).toMatchObject({ code: "config.invalid_type", file: "slots/chat.toml" });
+    const applied = await s.call("POST", `/api/plans/${made.body.id}/apply`);
+    expect(applied.status).toBe(422);
+    expect(applied.body.error.code).toBe("config.invalid");
+  });
+
+  it("refuses a plan whose file moved since, naming the file", async () => {
+    const made = await s.call("POST", "/api/plans", { body: ctxEdit(20480) });
+    writeFileSync(join(s.config, "slots/chat.toml"), `${readFileSync(join(s.config, "slots/chat.toml"), "utf8")}# edited by hand\n`);
+    const applied = await s.call("POST", `/api/plans/${made.body.id}/apply`);
+    expect(applied.status).toBe(409);
+    expect(applied.body.error).toMatchObject({ code: "plan.stale", details: { moved: ["slots/chat.toml"] } });
+  });
+
+  it("answers unknown plans, bad JSON and unknown routes with the error envelope", async () => {
+    expect((await s.call("GET", "/api/plans/pln_nope")).body.error.code).toBe("plan.not_found");
+    const bad = await s.call("POST", "/api/plans", { body: "{nope" });
+    expect(bad.status).toBe(400);
+    expect(bad.body.error.code).toBe("request.invalid_json");
+    expect((await s.call("POST", "/api/plans", { body: "[1]" })).body.error.code).toBe("request.not_an_object");
+    const invalid = await s.call("POST", "/api/plans", { body: { edits: [] } });
+    expect(invalid.status).toBe(422);
+    expect(invalid.body.error.code).toBe("validation.invalid");
+    expect(invalid.body.error.details.fields[0].loc).toEqual(["body", "edits"]);
+    expect((await s.call("GET", "/api/nothing")).status).toBe(404);
+    const wrong = await s.call("DELETE", "/api/plans");
+    expect(wrong.status).toBe(405);
+    expect(wrong.body.error.details.allowed).toEqual(["GET", "POST"]);
+  });
+
+  it("refuses a Host outside the allowlist with 421", async () => {
+    const res = await s.call("GET", "/api/plans", { headers: { host: "evil.example" } });
+    expect(res.status).toBe(421);
+    expect(res.body.error.code).toBe("request.host_denied");
+    const origin = await s.call("GET", "/api/plans", { headers: { origin: "http://evil.example" } });
+    expect(origin.status).toBe(421);
+    expect(origin.body.error.code).toBe("request.origin_denied");
+  });
+});
