@@ -4,6 +4,7 @@ import { request } from "node:http";
 import { dirname } from "node:path";
 import { parseArgs } from "node:util";
 import type { Model } from "../compiler/index.js";
+import type { Diagnostic } from "../schema/index.js";
 import { readHermesFile, readHermesProfiles } from "../reconciler/hermes-files.js";
 import { hermesHome, hermesIdentity, joinableServers, mcpBaseUrl, planHermesProfile, profileFile } from "../reconciler/hermes-plan.js";
 import { currentHal0Keys, desiredHal0Keys, HermesYamlError, sameKeys } from "../reconciler/hermes-wire.js";
@@ -32,19 +33,25 @@ const BRAIN_PROFILE = "hal0-brain";
 export async function runDoctor(args: string[], io: CliIo): Promise<number> {
   const { values } = parseArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, json: { type: "boolean" } } });
   const tree = await compileTree(values, io);
-  const rows: DoctorRow[] = [treeRow(tree.root, tree.diagnostics.filter((d) => d.severity === "error").length, tree.diagnostics.length), await stateRow(stateDir(values.state, io.env, io.cwd))];
+  const rows = await doctorRows({ ...tree, stateDir: stateDir(values.state, io.env, io.cwd), env: io.env });
+  const failed = rows.some((r) => r.status === "fail");
+  if (values.json) io.stdout.write(`${JSON.stringify({ ok: !failed, rows }, null, 2)}\n`);
+  else io.stdout.write(`${rows.map(formatRow).join("\n")}\n`);
+  return failed ? EXIT_INVALID : EXIT_OK;
+}
+
+/** The doctor's rows for a compiled tree (no CLI io): what `hal0 doctor` prints and `GET /api/doctor` returns. */
+export async function doctorRows(tree: { root: string; model?: Model; diagnostics: readonly Diagnostic[]; stateDir: string; env: CliIo["env"] }): Promise<DoctorRow[]> {
+  const rows: DoctorRow[] = [treeRow(tree.root, tree.diagnostics.filter((d) => d.severity === "error").length, tree.diagnostics.length), await stateRow(tree.stateDir)];
   const model = tree.model;
   if (!model) {
     const row = (check: string): DoctorRow => ({ check, status: "warn", message: "not checked: the config tree does not compile", hint: "fix the tree first (hal0 validate)" });
     rows.push(row("runtime"), row("hermes_profiles_mcp"), row("hermes_default_memory"), row("hermes_brain_memory"));
   } else {
-    const managed = await new StateStore(stateDir(values.state, io.env, io.cwd)).readHermesManaged().catch(() => ({ profiles: {} }));
-    rows.push(await runtimeRow(model, io.env), await profilesRow(model, managed.profiles), await defaultMemoryRow(model), await brainMemoryRow(model));
+    const managed = await new StateStore(tree.stateDir).readHermesManaged().catch(() => ({ profiles: {} }));
+    rows.push(await runtimeRow(model, tree.env), await profilesRow(model, managed.profiles), await defaultMemoryRow(model), await brainMemoryRow(model));
   }
-  const failed = rows.some((r) => r.status === "fail");
-  if (values.json) io.stdout.write(`${JSON.stringify({ ok: !failed, rows }, null, 2)}\n`);
-  else io.stdout.write(`${rows.map(formatRow).join("\n")}\n`);
-  return failed ? EXIT_INVALID : EXIT_OK;
+  return rows;
 }
 
 function formatRow(r: DoctorRow): string {
