@@ -1,6 +1,7 @@
 import { watch, type FSWatcher } from "chokidar";
 import { join } from "node:path";
 import type { Sweeper, SweepReport } from "./sweep.js";
+import { TREE_FOLDERS } from "./tree-cache.js";
 
 export interface LoopOptions {
   /** Seconds between sweeps when nothing else triggers one (`[reconcile] interval_s`). */
@@ -12,7 +13,6 @@ export interface LoopOptions {
   readonly debounceMs?: number;
 }
 
-const WATCHED_FOLDERS = ["", "slots", "stacks", "mcp-servers"];
 
 /**
  * Runs sweeps forever: every interval, ~100 ms after any `.toml` change in
@@ -30,7 +30,7 @@ export class SweepLoop {
   constructor(private readonly sweeper: Sweeper, private readonly options: LoopOptions) {}
 
   start(): void {
-    const folders = WATCHED_FOLDERS.map((f) => join(this.options.root, f));
+    const folders = TREE_FOLDERS.map((f) => join(this.options.root, f));
     this.watcher = watch(folders, { ignoreInitial: true, depth: 0 });
     this.watcher.on("all", (_event, path) => {
       if (path.endsWith(".toml")) this.onChange();

@@ -1,4 +1,5 @@
-import { mkdir, readFile } from "node:fs/promises";
+import { readFileSync } from "node:fs";
+import { mkdir } from "node:fs/promises";
 import { createHash } from "node:crypto";
 import { join, resolve } from "node:path";
 import { Settings } from "../schema/index.js";
@@ -87,7 +88,8 @@ export class StateStore {
 
   private async readJson<T>(file: string): Promise<T | undefined> {
     try {
-      return JSON.parse(await readFile(join(this.dir, file), "utf8")) as T;
+      // Synchronous: state files are small and local, and an idle sweep reads five of them.
+      return JSON.parse(readFileSync(join(this.dir, file), "utf8")) as T;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === "ENOENT" || err instanceof SyntaxError) return undefined;
       throw err;

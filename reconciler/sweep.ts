@@ -1,4 +1,4 @@
-import { compile, loadTree, type Model } from "../compiler/index.js";
+import type { Model } from "../compiler/index.js";
 import type { Diagnostic, Plan } from "../schema/index.js";
 import { Backoff } from "./backoff.js";
 import type { SlotDriver } from "./drivers/driver.js";
@@ -6,8 +6,11 @@ import { executePlan, type ExecEvent, type StepResult } from "./execute.js";
 import { acquireLock, LockedError } from "./lock.js";
 import { observe } from "./observe.js";
 import { planChanges } from "./plan.js";
+import type { Inventory, Observed, ObservedSlot } from "./observed.js";
 import { StateStore } from "./state.js";
 import { refreshConditions } from "./conditions-store.js";
+import { HealthCache } from "./health-cache.js";
+import { TreeCache } from "./tree-cache.js";
 
 /** What one sweep did. A sweep with nothing to do writes nothing. */
 export interface SweepReport {
@@ -28,6 +31,8 @@ export interface SweeperOptions {
   readonly driverFor: (model: Model) => Promise<SlotDriver>;
   readonly onEvent?: (event: ExecEvent) => void;
   readonly now?: () => number;
+  /** Every running slot's /health is probed at least this often (default FULL_PROBE_MS); answers in between are reused. */
+  readonly fullProbeMs?: number;
 }
 
 /**
@@ -38,9 +43,20 @@ export interface SweeperOptions {
  */
 export class Sweeper {
   private readonly backoff = new Backoff();
+  private readonly health: HealthCache;
+  private readonly tree: TreeCache;
   private last?: Model;
+  private lastPlan?: { readonly model: Model; readonly key: string; readonly plan: Plan };
 
-  constructor(private readonly options: SweeperOptions) {}
+  constructor(private readonly options: SweeperOptions) {
+    this.tree = new TreeCache(options.root);
+    this.health = new HealthCache(options.fullProbeMs);
+  }
+
+  /** How the last sweep got its model: "stat" (no file changed), "text" (files touched, texts equal) or "compiled". */
+  get lastTreeReuse() {
+    return this.tree.lastReuse;
+  }
 
   /** The last model that compiled, which decides the sweep interval. */
   get lastGoodModel(): Model | undefined {
@@ -50,14 +66,13 @@ export class Sweeper {
   async sweep(): Promise<SweepReport> {
     const now = this.options.now ?? Date.now;
     const at = new Date(now()).toISOString();
-    const loaded = await loadTree(this.options.root);
-    const { model, diagnostics } = compile(loaded.tree, loaded.diagnostics);
+    const { model, diagnostics } = await this.tree.load();
     if (!model) return { at, outcome: "invalid_config", diagnostics: diagnostics.filter((d) => d.severity === "error"), results: [], deferred: [] };
     this.last = model;
     const driver = await this.options.driverFor(model);
     // Plan without the lock: a sweep with nothing to do writes nothing, not even a lock file.
-    const seen = await this.observe(model, driver);
-    const first = this.schedule(planChanges(model, seen.observed, seen.inventory), now());
+    const seen = await this.observeWithHealth(model, driver, now());
+    const first = this.schedule(this.plan(model, seen.observed, seen.inventory), now());
     if (!first.runnable.has_changes) {
       await refreshConditions(model, seen.observed, this.options.state, now);
       return { at, outcome: "nothing_to_do", diagnostics: [], plan: first.plan, results: [], deferred: first.deferred };
@@ -71,17 +86,35 @@ export class Sweeper {
     }
     try {
       // Under the lock, observe again: another apply may have moved the box meanwhile.
-      const again = await this.observe(model, driver);
+      const again = await observe(model, driver, this.options.state, { health: false });
       const report = await this.execute(model, driver, this.schedule(planChanges(model, again.observed, again.inventory), now()), at, now);
-      await refreshConditions(model, (await this.observe(model, driver)).observed, this.options.state, now);
+      this.health.clear(); // runners moved: the next observation probes every one
+      await refreshConditions(model, (await this.observeWithHealth(model, driver, now())).observed, this.options.state, now);
       return report;
     } finally {
       await release();
     }
   }
 
-  private observe(model: Model, driver: SlotDriver) {
-    return observe(model, driver, this.options.state);
+  /**
+   * planChanges, or the last plan when its inputs are the same: the same
+   * model object (the tree cache returns it while no file changed) and
+   * byte-equal observation and inventory. The planner is pure, so this is
+   * exact; it spares an idle sweep hashing every slot's views into the plan id.
+   */
+  private plan(model: Model, observed: Observed, inventory: Inventory): Plan {
+    const key = `${JSON.stringify(observed)}\n${JSON.stringify(inventory)}`;
+    if (this.lastPlan?.model === model && this.lastPlan.key === key) return this.lastPlan.plan;
+    const plan = planChanges(model, observed, inventory);
+    this.lastPlan = { model, key, plan };
+    return plan;
+  }
+
+  /** An observation whose health (which only feeds conditions) probes just what the cache has no fresh answer for. */
+  private async observeWithHealth(model: Model, driver: SlotDriver, at: number) {
+    const probing = this.health.begin(at);
+    const seen = await observe(model, driver, this.options.state, probing.options);
+    return { ...seen, observed: { ...seen.observed, slots: bySlot(probing.finish(Object.values(seen.observed.slots))) } };
   }
 
   private async execute(model: Model, driver: SlotDriver, scheduled: Scheduled, at: string, now: () => number): Promise<SweepReport> {
@@ -121,4 +154,8 @@ interface Scheduled {
 
 function specHashOf(view: unknown): string {
   return (view as { spec_hash?: string } | null)?.spec_hash ?? "";
+}
+
+function bySlot(slots: readonly ObservedSlot[]): Record<string, ObservedSlot> {
+  return Object.fromEntries(slots.map((s) => [s.name, s]));
 }

@@ -1,6 +1,6 @@
 import Dockerode from "dockerode";
 import type { ObservedSlot, SlotView } from "../observed.js";
-import { DriverError, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
+import { DriverError, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
 import { boxFilter, containerName, hostMounts, labelledAs, logTailOf, observedFrom, slotLabels } from "./docker-container.js";
 import { engineStatus, exitNote, imageMissingMessage, notOursMessage, whenExited } from "./docker-engine.js";
 import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
@@ -56,7 +56,7 @@ export class DockerDriver implements SlotDriver {
     const listed = await this.docker.listContainers({ all: true, filters: boxFilter(this.box) });
     const slots = listed.flatMap((c) => observedFrom(c, this.box) ?? []).sort((a, b) => (a.name < b.name ? -1 : 1));
     return Promise.all(slots.map(async (slot): Promise<ObservedSlot> => {
-      if (!slot.running || slot.record === undefined || options.health === false) return { ...slot, health: "unknown" };
+      if (!slot.running || slot.record === undefined || !wantsProbe(options, slot)) return { ...slot, health: "unknown" };
       const { port, health_path } = slot.record.view.spec;
       const status = await httpStatus(port, health_path, OBSERVE_HEALTH_TIMEOUT_MS);
       const health = healthOf(status);

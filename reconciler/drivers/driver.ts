@@ -3,6 +3,8 @@ import type { ObservedSlot, SlotView } from "../observed.js";
 export interface ObserveOptions {
   /** Probe each running slot's `/health` (default true); false leaves health "unknown". */
   readonly health?: boolean;
+  /** With health on: probe only the running slots this says yes to; the others' health stays "unknown" (the sweep's HealthCache fills it in). */
+  readonly probe?: (slot: Pick<ObservedSlot, "name" | "record">) => boolean;
 }
 
 /** Progress of one slot while a driver starts it, for the executor's display. */
@@ -42,4 +44,9 @@ export interface SlotDriver {
   start(name: string, view: SlotView, options: StartOptions): Promise<{ pid?: number }>;
   /** SIGTERM (or docker stop), then SIGKILL after `graceS`; removes the record. */
   stop(name: string, graceS: number): Promise<void>;
+}
+
+/** Whether observe probes this running slot's `/health` under `options`. */
+export function wantsProbe(options: ObserveOptions, slot: Pick<ObservedSlot, "name" | "record">): boolean {
+  return options.health !== false && (options.probe === undefined || options.probe(slot));
 }

@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { readFile, readdir, readlink } from "node:fs/promises";
 import { request } from "node:http";
 import { connect } from "node:net";
@@ -19,10 +20,18 @@ export interface ProcStat {
   readonly startTime: number;
 }
 
-/** Fields 3, 5 and 22 of /proc/<pid>/stat; undefined when there is no such process. */
+/**
+ * Fields 3, 5 and 22 of /proc/<pid>/stat; undefined when there is no such process.
+ * Read synchronously: a /proc read never waits on a disk, and observe reads one
+ * per slot, where fs.promises' four thread-pool hops per file cost ~10× more.
+ */
 export async function procStat(pid: number): Promise<ProcStat | undefined> {
-  const text = await readFile(`/proc/${pid}/stat`, "utf8").catch(() => undefined);
-  if (text === undefined) return undefined;
+  let text: string;
+  try {
+    text = readFileSync(`/proc/${pid}/stat`, "utf8");
+  } catch {
+    return undefined;
+  }
   // Field 2 (comm) is parenthesised and may itself hold spaces and parentheses:
   // the fields after it start after the *last* ")".
   const rest = text.slice(text.lastIndexOf(")") + 2).split(" ");

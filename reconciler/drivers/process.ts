@@ -1,7 +1,7 @@
 import { mkdir, readdir } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ObservedSlot, SlotView } from "../observed.js";
-import { DriverError, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
+import { DriverError, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
 import { healthOf, httpStatus, isLive, isOurs, portHolderOf, portInUseMessage, procStat } from "./proc.js";
 import { describeExit, spawnRunner, waitHealthy, type Spawned } from "./runner.js";
 import { markedRunners, markerEnv } from "./process-orphans.js";
@@ -33,7 +33,7 @@ export class ProcessDriver implements SlotDriver {
   async observe(options: ObserveOptions = {}): Promise<ObservedSlot[]> {
     const entries = await readdir(slotsDir(this.stateDir), { withFileTypes: true }).catch(() => []);
     const names = entries.filter((e) => e.isDirectory()).map((e) => e.name).sort();
-    const slots = await Promise.all(names.map((name) => this.observeSlot(name, options.health !== false)));
+    const slots = await Promise.all(names.map((name) => this.observeSlot(name, options)));
     return slots.filter((s): s is ObservedSlot => s !== undefined);
   }
 
@@ -95,7 +95,7 @@ export class ProcessDriver implements SlotDriver {
     throw new DriverError("slot.spawn_failed", `slot ${name} is already running (pid ${read.record.pid}); stop it before starting it again`);
   }
 
-  private async observeSlot(name: string, probe: boolean): Promise<ObservedSlot | undefined> {
+  private async observeSlot(name: string, options: ObserveOptions): Promise<ObservedSlot | undefined> {
     const read = await readRecord(slotPaths(this.stateDir, name).record);
     if (read === undefined) return undefined; // a folder with only a log: nothing was left running
     if ("error" in read) return { name, running: false, health: "unknown", detail: `runtime.json is unreadable: ${read.error}` };
@@ -106,7 +106,7 @@ export class ProcessDriver implements SlotDriver {
     if (stat.startTime !== pid_start) {
       return { name, record, running: false, health: "unknown", detail: `pid ${pid} is alive but is not the runner hal0 started (pid reused)` };
     }
-    if (!probe) return { name, record, running: true, health: "unknown" };
+    if (!wantsProbe(options, { name, record })) return { name, record, running: true, health: "unknown" };
     const status = await httpStatus(view.spec.port, view.spec.health_path, OBSERVE_HEALTH_TIMEOUT_MS);
     const health = healthOf(status);
     if (health !== "down") return { name, record, running: true, health };

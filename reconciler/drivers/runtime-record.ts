@@ -1,4 +1,5 @@
-import { open, readFile, rm } from "node:fs/promises";
+import { readFileSync } from "node:fs";
+import { open, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../atomic.js";
 import type { SlotView } from "../observed.js";
@@ -49,10 +50,11 @@ export async function removeRecord(path: string): Promise<void> {
 /** undefined: no record. `error`: a record that can't be trusted, with why. */
 export type RecordRead = { readonly record: RuntimeRecord } | { readonly error: string } | undefined;
 
+/** Read synchronously: a record is a few hundred bytes and observe reads one per slot (see procStat). */
 export async function readRecord(path: string): Promise<RecordRead> {
   let text: string;
   try {
-    text = await readFile(path, "utf8");
+    text = readFileSync(path, "utf8");
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOENT") return undefined;
     return { error: (err as Error).message };

@@ -1,0 +1,116 @@
+import { readdirSync, statSync, type Dirent } from "node:fs";
+import { join } from "node:path";
+import { compile, loadTree, type CompileResult } from "../compiler/index.js";
+
+/** The folders `loadTree` reads `.toml` files from ("" = the tree's top level); the sweep loop watches the same. */
+export const TREE_FOLDERS = ["", "slots", "stacks", "mcp-servers"] as const;
+
+/**
+ * A file's stamp must be at least this much older than the fingerprint that
+ * holds it before the fingerprint alone is trusted. File timestamps tick
+ * coarsely (a jiffy on ext4 without multigrain timestamps, 2 s on FAT), so a
+ * same-size rewrite within one tick can keep size, inode, mtime and ctime.
+ */
+const RACY_MS = 2000;
+
+/** How the last `load` got its result: from stats alone, from equal texts, or by compiling. */
+export type TreeReuse = "stat" | "text" | "compiled";
+
+interface Entry {
+  readonly fingerprint: string;
+  /** No file of the tree changed within RACY_MS of taking `fingerprint`. */
+  readonly settled: boolean;
+  readonly texts: ReadonlyMap<string, string>;
+  readonly carried: string;
+  readonly result: CompileResult;
+}
+
+/**
+ * `compile(loadTree(root))` that skips the work when no file of the tree
+ * changed. Each call takes a fingerprint (the folders' `.toml` names and each
+ * file's inode, size, mtime and ctime in ns) *before* reading: equal to the
+ * last one and settled → the last result, no file read; otherwise the tree is
+ * read, and equal texts (and read errors) → the last result, no compile.
+ * `compile` is pure in (texts, carried diagnostics), so reuse is exact.
+ */
+export class TreeCache {
+  private last?: Entry;
+  /** Who read the result of the last `load` (tests and the bench). */
+  lastReuse: TreeReuse = "compiled";
+
+  constructor(private readonly root: string, private readonly racyMs = RACY_MS) {}
+
+  async load(): Promise<CompileResult> {
+    const taken = BigInt(Date.now()) * 1_000_000n;
+    const stamp = tryFingerprint(this.root);
+    const last = this.last;
+    if (stamp !== undefined && last?.settled && last.fingerprint === stamp.text) return this.reuse("stat", last.result);
+    const loaded = await loadTree(this.root);
+    const carried = JSON.stringify(loaded.diagnostics);
+    let result: CompileResult;
+    if (last !== undefined && last.carried === carried && sameTexts(last.texts, loaded.tree.files)) result = this.reuse("text", last.result);
+    else {
+      result = compile(loaded.tree, loaded.diagnostics);
+      this.lastReuse = "compiled";
+    }
+    this.last = stamp === undefined
+      ? undefined
+      : { fingerprint: stamp.text, settled: taken - stamp.newestNs > BigInt(this.racyMs) * 1_000_000n, texts: loaded.tree.files, carried, result };
+    return result;
+  }
+
+  private reuse(how: TreeReuse, result: CompileResult): CompileResult {
+    this.lastReuse = how;
+    return result;
+  }
+}
+
+function tryFingerprint(root: string): { text: string; newestNs: bigint } | undefined {
+  try {
+    return fingerprint(root);
+  } catch {
+    return undefined; // unreadable or missing: loadTree reports it, and nothing is reused next time
+  }
+}
+
+function sameTexts(a: ReadonlyMap<string, string>, b: ReadonlyMap<string, string>): boolean {
+  if (a.size !== b.size) return false;
+  for (const [path, text] of a) if (b.get(path) !== text) return false;
+  return true;
+}
+
+/**
+ * One line per `.toml` entry of the tree's folders (kind, inode, size, mtime
+ * and ctime in ns), sorted, and the newest of those times. A missing folder
+ * reads as empty; a missing root throws (loadTree reports it). Synchronous:
+ * one readdir per folder and one stat per file, each a few µs, where
+ * fs.promises would cost a thread-pool round trip per call.
+ */
+function fingerprint(root: string): { text: string; newestNs: bigint } {
+  const lines: string[] = [];
+  let newestNs = 0n;
+  for (const folder of TREE_FOLDERS) {
+    const dir = join(root, folder);
+    let entries: Dirent[];
+    try {
+      entries = readdirSync(dir, { withFileTypes: true });
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (folder !== "" && (code === "ENOENT" || code === "ENOTDIR")) continue;
+      throw err;
+    }
+    for (const e of entries) {
+      if (!e.name.endsWith(".toml")) continue;
+      const rel = folder === "" ? e.name : `${folder}/${e.name}`;
+      const s = statSync(join(dir, e.name), { bigint: true, throwIfNoEntry: false });
+      if (s === undefined) {
+        lines.push(`${rel} gone`);
+        continue;
+      }
+      const newest = s.mtimeNs > s.ctimeNs ? s.mtimeNs : s.ctimeNs;
+      if (newest > newestNs) newestNs = newest;
+      lines.push(`${rel} ${e.isFile() ? "f" : e.isDirectory() ? "d" : "o"} ${s.ino} ${s.size} ${s.mtimeNs} ${s.ctimeNs} ${s.mode}`);
+    }
+  }
+  return { text: lines.sort().join("\n"), newestNs };
+}
