@@ -5,6 +5,9 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { packageRoot } from "../cli/package-root.js";
+import { ProcessDriver } from "../reconciler/drivers/process.js";
+import { StateStore } from "../reconciler/state.js";
+import { Sweeper } from "../reconciler/sweep.js";
 
 /**
  * `npm run bench` (plan/apply part): whole `hal0` processes on a 50-slot box
@@ -50,6 +53,22 @@ async function wall(args: string[], env: NodeJS.ProcessEnv): Promise<number> {
   return performance.now() - t0;
 }
 
+/** In-process sweeps of the running box with nothing to do, after a warm-up. */
+async function idleSweeps(root: string, stateDir: string): Promise<number[]> {
+  const state = new StateStore(stateDir);
+  const driver = new ProcessDriver({ stateDir });
+  const sweeper = new Sweeper({ root, state, driverFor: async () => driver });
+  for (let i = 0; i < 3; i++) await sweeper.sweep();
+  const times: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    const t0 = performance.now();
+    const report = await sweeper.sweep();
+    times.push(performance.now() - t0);
+    if (report.outcome !== "nothing_to_do") throw new Error(`bench sweep expected nothing to do, got ${report.outcome}`);
+  }
+  return times;
+}
+
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.floor(s.length / 2)]!;
@@ -63,14 +82,17 @@ export async function benchApply(): Promise<string[]> {
   try {
     const applies: number[] = [];
     const plans: number[] = [];
+    const sweeps: number[] = [];
     for (let round = 0; round < 3; round++) {
       applies.push(await wall(["apply", "--yes"], env));
       for (let i = 0; i < 5; i++) plans.push(await wall(["plan", "--detailed-exitcode"], env));
+      sweeps.push(...(await idleSweeps(config, join(base, "state"))));
       await wall(["down"], env);
     }
     return [
       `hal0 apply --yes, ${SLOTS} new slots (fake runners, 100 ms load):  median ${(median(applies) / 1000).toFixed(2)} s  (${applies.length} runs)`,
       `hal0 plan, ${SLOTS} slots running, nothing to do:                 median ${median(plans).toFixed(0)} ms  (${plans.length} runs)`,
+      `in-process sweep, nothing to do, process runtime, ${SLOTS} running: median ${median(sweeps).toFixed(1)} ms  (${sweeps.length} runs; target ≤ 10 ms)`,
     ];
   } finally {
     await exec(process.execPath, [HAL0, "down"], { env }).catch(() => undefined);
