@@ -20,12 +20,14 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   drift: async () => { const m = await import("./drift-cmd.js"); return { run: m.runDrift, help: m.DRIFT_HELP }; },
   agent: async () => { const m = await import("./agent-cmd.js"); return { run: m.runAgent, help: m.AGENT_HELP }; },
   doctor: async () => { const m = await import("./doctor-cmd.js"); return { run: m.runDoctor, help: m.DOCTOR_HELP }; },
+  serve: async () => { const m = await import("./serve-cmd.js"); return { run: m.runServe, help: m.SERVE_HELP }; },
   schema: async () => { const m = await import("./schema-cmd.js"); return { run: m.runSchema, help: m.SCHEMA_HELP }; },
 };
 
 const USAGE = `usage: hal0 <command> [options]
 
 commands:
+  serve      serve the REST API and run the reconcile loop (until SIGTERM)
   validate   compile the config tree and report every problem
   plan       show what apply would change, and why
   apply      converge the box to the config (asks first unless --yes)

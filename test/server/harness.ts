@@ -24,24 +24,24 @@ export interface TestServer {
  * copy of fixtures/box (or `box`) as its config folder, a fresh state folder
  * with its SQLite database, the process runtime.
  */
-export async function startTestServer(options: { box?: string; env?: NodeJS.ProcessEnv; extra?: Partial<Hal0ServerOptions> } = {}): Promise<TestServer> {
-  const dir = mkdtempSync(join(tmpdir(), "hal0-server-"));
+export async function startTestServer(options: { box?: string; env?: NodeJS.ProcessEnv; extra?: Partial<Hal0ServerOptions>; reuse?: { dir: string }; keep?: boolean } = {}): Promise<TestServer & { dir: string }> {
+  const dir = options.reuse?.dir ?? mkdtempSync(join(tmpdir(), "hal0-server-"));
   const config = join(dir, "config");
   const state = join(dir, "state");
-  cpSync(options.box ?? FIXTURE_BOX, config, { recursive: true });
+  if (!options.reuse) cpSync(options.box ?? FIXTURE_BOX, config, { recursive: true });
   const hal0 = createHal0Server({ root: config, stateDir: state, driverFor: async () => new ProcessDriver({ stateDir: state }), env: options.env ?? {}, ...options.extra });
   await hal0.box.snapshot();
   const server: Server = createServer(toNodeListener(hal0.app));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
   return {
-    hal0, config, state, url,
+    hal0, config, state, url, dir,
     call: (method, path, opts) => httpCall(url, method, path, opts),
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       hal0.close();
-      rmSync(dir, { recursive: true, force: true });
+      if (!options.keep) rmSync(dir, { recursive: true, force: true });
     },
   };
 }

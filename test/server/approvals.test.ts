@@ -1,0 +1,127 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { request } from "node:http";
+import { join } from "node:path";
+import { z } from "zod";
+import { afterEach, describe, expect, it } from "vitest";
+import { ApiError } from "../../server/errors.js";
+import { defineRoute, type Route } from "../../server/route.js";
+import { ROUTES } from "../../server/routes/index.js";
+import { startTestServer, type TestServer } from "./harness.js";
+
+/** A gated write to queue: sets a slot's ctx_size (the real slot routes have their own suite). */
+const setCtx = defineRoute({
+  method: "PUT", path: "/api/test-only/slots/{name}/ctx", kind: "write", tools: ["slot_edit"],
+  params: z.strictObject({ name: z.string() }), body: z.strictObject({ ctx_size: z.number().int() }),
+  summary: "test route: set a slot's tune.ctx_size",
+  handle: ({ params, body }) => {
+    if (params.name === "ghost") throw new ApiError("validation.invalid", "no such slot");
+    return { changes: { edits: [{ file: `slots/${params.name}.toml`, op: "set", path: ["tune", "ctx_size"], value: body.ctx_size }], summary: `${params.name}: ctx_size ${body.ctx_size}` } };
+  },
+});
+const routes: Route[] = [...ROUTES, setCtx];
+const agent = { agent: "hermes__coder", private: false, via: "mcp" as const };
+const call = (name: string, ctx: number) => ({ params: { name }, query: {}, body: { ctx_size: ctx }, caller: agent, requestId: "t" });
+
+let servers: TestServer[] = [];
+afterEach(async () => {
+  for (const s of servers.reverse()) await s.close();
+  servers = [];
+});
+async function start(extra: Parameters<typeof startTestServer>[0] = {}) {
+  const s = await startTestServer({ ...extra, extra: { routes, ...extra.extra } });
+  servers.push(s);
+  return s;
+}
+
+describe("approvals", () => {
+  it("queues a gated write with its plan and base, dedups the exact same call, and runs it when approved", async () => {
+    const s = await start();
+    const a = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 20480));
+    expect(a).toMatchObject({ state: "pending", tool: "slot_edit", caller: agent, summary: "chat: ctx_size 20480" });
+    expect(a.plan_id).toMatch(/^sha256:/);
+    expect(a.base_revision).toMatch(/^rev_/);
+    expect((await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 20480))).id).toBe(a.id);
+    expect((await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 16384))).id).not.toBe(a.id);
+
+    const listed = await s.call("GET", "/api/agent/approvals?state=pending");
+    expect(listed.body.approvals.map((x: any) => x.id)).toContain(a.id);
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).not.toMatch(/ctx_size = 20480/);
+
+    const approved = await s.call("POST", `/api/agent/approvals/${a.id}/approve`);
+    expect(approved.status).toBe(200);
+    expect(approved.body.approval).toMatchObject({ state: "executed", decided_by: "dashboard" });
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toMatch(/ctx_size = 20480/);
+    const again = await s.call("POST", `/api/agent/approvals/${a.id}/approve`);
+    expect(again.status).toBe(409);
+    expect(again.body.error).toMatchObject({ code: "approvals.already_resolved", details: { state: "executed" } });
+    expect((await s.call("POST", "/api/agent/approvals/apr_nope/deny", { body: {} })).body.error.code).toBe("approvals.not_found");
+    expect((await s.call("GET", "/api/agent/approvals/apr_nope")).status).toBe(404);
+  });
+
+  it("refuses an approval whose files moved since it was requested: stale, naming them, and writes nothing", async () => {
+    const s = await start();
+    const a = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 20480));
+    const file = join(s.config, "slots/chat.toml");
+    const edited = `${readFileSync(file, "utf8")}# a person was here\n`;
+    writeFileSync(file, edited);
+    const res = await s.call("POST", `/api/agent/approvals/${a.id}/approve`);
+    expect(res.body.approval.state).toBe("stale");
+    expect(res.body.approval.reason).toContain("slots/chat.toml");
+    expect(readFileSync(file, "utf8")).toBe(edited);
+  });
+
+  it("denies with a reason; refuses at enqueue a call that would break the tree", async () => {
+    const s = await start();
+    const a = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 20480));
+    const denied = await s.call("POST", `/api/agent/approvals/${a.id}/deny`, { body: { reason: "not today" }, headers: { "x-hal0-agent": "alice" } });
+    expect(denied.body.approval).toMatchObject({ state: "denied", reason: "not today", decided_by: "alice" });
+    await expect(s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", -5))).rejects.toMatchObject({ code: "config.invalid" });
+  });
+
+  it("keeps pending requests across a restart, and expires them after the TTL", async () => {
+    let now = Date.parse("2026-11-30T12:00:00Z");
+    const first = await startTestServer({ keep: true, extra: { routes, now: () => now } });
+    const a = await first.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 20480));
+    await first.close();
+    const second = await start({ reuse: { dir: first.dir }, extra: { routes, now: () => now } });
+    expect((await second.call("GET", `/api/agent/approvals/${a.id}`)).body.approval.state).toBe("pending");
+    expect(a.expires_at).toBe("2026-11-30T20:00:00.000Z"); // fixtures/box: [approvals] ttl_s = 28800
+    now += 28_800_000;
+    expect((await second.call("GET", `/api/agent/approvals/${a.id}`)).body.approval.state).toBe("pending");
+    expect((await second.call("GET", "/api/agent/approvals?state=expired")).body.approvals.map((x: any) => x.id)).toEqual([a.id]);
+    expect((await second.call("POST", `/api/agent/approvals/${a.id}/approve`)).body.error.code).toBe("approvals.already_resolved");
+  });
+
+  it("streams a snapshot, then every transition, as server-sent events", async () => {
+    const s = await start();
+    const pending = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 16384));
+    const events: Array<{ event: string; data: any }> = [];
+    const req = request(`${s.url}/api/agent/approvals/events`);
+    const got = (n: number) => new Promise<void>((resolve) => {
+      const check = setInterval(() => events.length >= n && (clearInterval(check), resolve()), 20);
+    });
+    req.on("response", (res) => {
+      expect(res.headers["content-type"]).toBe("text/event-stream");
+      let buf = "";
+      res.on("data", (c: Buffer) => {
+        buf += c.toString();
+        for (let i = buf.indexOf("\n\n"); i >= 0; i = buf.indexOf("\n\n")) {
+          const block = buf.slice(0, i);
+          buf = buf.slice(i + 2);
+          const event = /^event: (.*)$/m.exec(block)?.[1];
+          const data = /^data: (.*)$/m.exec(block)?.[1];
+          if (event && data) events.push({ event, data: JSON.parse(data) });
+        }
+      });
+    });
+    req.end();
+    await got(1);
+    expect(events[0]!.event).toBe("snapshot");
+    expect(events[0]!.data.approvals.map((x: any) => x.id)).toEqual([pending.id]);
+    const b = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 20480));
+    await s.call("POST", `/api/agent/approvals/${b.id}/approve`);
+    await got(4);
+    expect(events.slice(1).map((e) => `${e.event} ${e.data.approval.id}`)).toEqual([`enqueued ${b.id}`, `approved ${b.id}`, `executed ${b.id}`]);
+    req.destroy();
+  });
+});
