@@ -4,7 +4,7 @@ import type { Logger } from "pino";
 import { invoke, validate, type Call, type Dispatcher } from "./dispatch.js";
 import { ApiError, envelope } from "./errors.js";
 import { callerOf, checkGate, type GateConfig } from "./gate.js";
-import { routeId, type Route } from "./route.js";
+import { RawReply, routeId, type Route } from "./route.js";
 
 export interface AppDeps extends Dispatcher {
   /** Read per request: `[server] allowed_*` may change while the server runs. */
@@ -44,6 +44,11 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
     }
     const result = await invoke(deps, route, call);
     setResponseStatus(event, status);
+    if (result instanceof RawReply) {
+      setResponseHeader(event, "Content-Type", result.contentType);
+      for (const [k, v] of Object.entries(result.headers)) setResponseHeader(event, k, v);
+      return result.text;
+    }
     return result ?? { ok: true };
   } catch (err) {
     const api = asApiError(err, deps.logger, requestId);

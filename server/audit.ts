@@ -59,32 +59,30 @@ export class Audit {
   }
 
   query(q: AuditQuery): { items: AuditRow[]; total: number } {
-    const where: string[] = [];
-    const values: unknown[] = [];
-    const eq = (col: string, v: string | undefined) => {
-      if (v !== undefined) where.push(`${col} = ?`), values.push(v);
-    };
-    eq("actor", q.actor);
-    eq("kind", q.kind);
-    eq("outcome", q.outcome);
-    eq("target", q.target);
-    eq("route", q.route);
-    if (q.since) where.push("ts >= ?"), values.push(q.since);
-    if (q.until) where.push("ts < ?"), values.push(q.until);
-    const clause = where.length ? `WHERE ${where.join(" AND ")}` : "";
+    const { clause, values } = whereOf(q);
     const total = (this.db.prepare(`SELECT count(*) AS n FROM audit ${clause}`).get(...values) as { n: number }).n;
     const rows = this.db.prepare(`SELECT * FROM audit ${clause} ORDER BY id DESC LIMIT ? OFFSET ?`).all(...values, q.limit ?? 100, q.offset ?? 0) as Array<AuditRow & { args: string }>;
     return { items: rows.map((r) => ({ ...r, args: JSON.parse(r.args ?? "null") })), total };
   }
 
-  /** Every row oldest first, for export as JSON lines. */
+  /** Every row matching `q` (paging ignored), oldest first, for export as JSON lines. */
   *all(q: AuditQuery = {}): Iterable<AuditRow> {
-    for (const r of this.db.prepare("SELECT * FROM audit ORDER BY id").iterate() as Iterable<AuditRow & { args: string }>) {
-      if (q.actor && r.actor !== q.actor) continue;
-      if (q.since && r.ts < q.since) continue;
+    const { clause, values } = whereOf(q);
+    for (const r of this.db.prepare(`SELECT * FROM audit ${clause} ORDER BY id`).iterate(...values) as Iterable<AuditRow & { args: string }>) {
       yield { ...r, args: JSON.parse(r.args ?? "null") };
     }
   }
+}
+
+function whereOf(q: AuditQuery): { clause: string; values: unknown[] } {
+  const where: string[] = [];
+  const values: unknown[] = [];
+  for (const col of ["actor", "kind", "outcome", "target", "route"] as const) {
+    if (q[col] !== undefined) where.push(`${col} = ?`), values.push(q[col]);
+  }
+  if (q.since) where.push("ts >= ?"), values.push(q.since);
+  if (q.until) where.push("ts < ?"), values.push(q.until);
+  return { clause: where.length ? `WHERE ${where.join(" AND ")}` : "", values };
 }
 
 /** `mcp:<agent>` for tool calls, `approval:<agent>` for approved requests, else the agent header or `dashboard`. */

@@ -103,3 +103,8 @@ export function defineRoute<P = Record<string, never>, Q = Record<string, never>
 export function routeId(route: Pick<Route, "method" | "path">): string {
   return `${route.method} ${route.path}`;
 }
+
+/** A reply that is not JSON (JSON lines, a log tail): HTTP sends it as is; the MCP layer returns it as text. */
+export class RawReply {
+  constructor(readonly contentType: string, readonly text: string, readonly headers: Readonly<Record<string, string>> = {}) {}
+}

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { defineRoute } from "../route.js";
+import { defineRoute, RawReply } from "../route.js";
 
 const Filters = z.strictObject({
   actor: z.string().max(80).optional(),
@@ -14,7 +14,7 @@ const Filters = z.strictObject({
 /** The audit log: every write, action and tool call. */
 export const activityRoutes = [
   defineRoute({
-    method: "GET", path: "/api/activity", kind: "read", listKey: "items",
+    method: "GET", path: "/api/activity", kind: "read", listKey: "items", tools: ["activity_list"],
     query: Filters.extend({ limit: z.coerce.number().int().min(1).max(500).default(100), offset: z.coerce.number().int().min(0).default(0) }),
     summary: "Audit rows, newest first, with filters and paging",
     handle: ({ query, services }) => {
@@ -23,18 +23,12 @@ export const activityRoutes = [
     },
   }),
   defineRoute({
-    method: "GET", path: "/api/activity/export", kind: "stream", query: Filters,
-    summary: "Every audit row, oldest first, as JSON lines",
-    handle: async ({ query, services }, event) => {
-      const res = event.node.res;
-      res.writeHead(200, { "Content-Type": "application/x-ndjson", "Content-Disposition": "attachment; filename=\"hal0-activity.jsonl\"" });
-      for (const row of services.audit.all(query)) {
-        if (query.kind && row.kind !== query.kind) continue;
-        if (query.outcome && row.outcome !== query.outcome) continue;
-        if (query.until && row.ts >= query.until) continue;
-        if (!res.write(`${JSON.stringify(row)}\n`)) await new Promise((r) => res.once("drain", r));
-      }
-      res.end();
+    method: "GET", path: "/api/activity/export", kind: "read", query: Filters, tools: ["activity_export"],
+    summary: "Every audit row matching the filters, oldest first, as JSON lines",
+    handle: ({ query, services }) => {
+      const lines: string[] = [];
+      for (const row of services.audit.all(query)) lines.push(`${JSON.stringify(row)}\n`);
+      return new RawReply("application/x-ndjson", lines.join(""), { "Content-Disposition": 'attachment; filename="hal0-activity.jsonl"' });
     },
   }),
 ];

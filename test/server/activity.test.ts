@@ -1,0 +1,52 @@
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { redact } from "../../server/redact.js";
+import { startTestServer, type TestServer } from "./harness.js";
+
+let s: TestServer;
+beforeEach(async () => {
+  s = await startTestServer();
+});
+afterEach(async () => s.close());
+
+const edit = (value: unknown) => ({ edits: [{ file: "slots/chat.toml", op: "set", path: ["tune", "ctx_size"], value }] });
+
+describe("audit and /api/activity", () => {
+  it("records every write and action with actor, route, outcome, code, plan and request id; reads are not audited", async () => {
+    await s.call("GET", "/api/plans");
+    const ok = await s.call("POST", "/api/plans", { body: edit(20480), headers: { "x-hal0-agent": "hermes__coder", "x-request-id": "req-1" } });
+    await s.call("POST", `/api/plans/${ok.body.id}/apply`, { headers: { "x-hal0-agent": "not valid!" } });
+    await s.call("POST", "/api/plans/pln_missing/apply");
+    const { body } = await s.call("GET", "/api/activity");
+    expect(body.total).toBe(3);
+    const [missing, applied, planned] = body.items;
+    expect(planned).toMatchObject({ actor: "hermes__coder", kind: "rest", route: "POST /api/plans", outcome: "ok", request_id: "req-1" });
+    expect(planned.args.edits[0].value).toBe(20480);
+    expect(applied).toMatchObject({ actor: "dashboard", route: "POST /api/plans/{id}/apply", target: ok.body.id, outcome: "ok" });
+    expect(missing).toMatchObject({ outcome: "error", error_code: "plan.not_found" });
+    expect(typeof planned.duration_ms).toBe("number");
+  });
+
+  it("filters and pages, and exports JSON lines oldest first", async () => {
+    for (let i = 0; i < 3; i++) await s.call("POST", "/api/plans", { body: edit(20000 + i), headers: { "x-hal0-agent": i === 1 ? "alice" : "bob" } });
+    await s.call("POST", "/api/plans/pln_x/apply");
+    expect((await s.call("GET", "/api/activity?actor=bob")).body.total).toBe(2);
+    expect((await s.call("GET", "/api/activity?outcome=error")).body.items.map((r: any) => r.error_code)).toEqual(["plan.not_found"]);
+    const page = await s.call("GET", "/api/activity?limit=2&offset=1");
+    expect(page.body).toMatchObject({ total: 4, limit: 2, offset: 1 });
+    expect(page.body.items).toHaveLength(2);
+    expect((await s.call("GET", "/api/activity?limit=0")).body.error.code).toBe("validation.invalid");
+    const exported = await s.call("GET", "/api/activity/export?actor=bob");
+    expect(exported.headers.get("content-type")).toContain("application/x-ndjson");
+    const lines = (exported.body as string).trim().split("\n").map((l) => JSON.parse(l));
+    expect(lines.map((l) => l.args.edits[0].value)).toEqual([20000, 20002]);
+  });
+
+  it("redacts secrets in audit args", async () => {
+    const secretText = 'auth_value_env = "X"\n# Authorization: Bearer abcdefghijklmnop and API_KEY=sk-abcdefghijklmnopqrstuv\n';
+    await s.call("POST", "/api/plans", { body: { edits: [{ file: "upstreams.toml", op: "text", text: secretText }] } });
+    const row = (await s.call("GET", "/api/activity")).body.items[0];
+    expect(JSON.stringify(row.args)).not.toContain("abcdefghijklmnop");
+    expect(row.args.edits[0].text).toContain("[redacted]");
+    expect(redact({ password: "hunter2", nested: { api_key: "k", keep: "v" } })).toEqual({ password: "[redacted]", nested: { api_key: "[redacted]", keep: "v" } });
+  });
+});
