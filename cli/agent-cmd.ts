@@ -11,8 +11,10 @@ import { formatDiagnostic, formatSummary } from "./format-diagnostics.js";
 import { CliError, EXIT_OK, InvalidConfigError, UsageError, type CliIo } from "./io.js";
 import { configDir, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
+import { APPROVALS_HELP } from "./approvals-cmd.js";
 
 export const AGENT_HELP = `hal0 agent reprovision hermes [--repair] [--config DIR] [--state DIR]
+${APPROVALS_HELP}
 
 The sweep keeps every named Hermes profile (<[hermes] home>/profiles/<p>/config.yaml)
 wired to hal0's MCP servers; the default profile (<[hermes] home>/config.yaml) is
@@ -22,6 +24,7 @@ the installed servers exposed to Hermes) as identity "hermes" and touches nothin
 
 /** `hal0 agent reprovision hermes [--repair]`. */
 export async function runAgent(args: string[], io: CliIo): Promise<number> {
+  if (args[0] === "approvals") return (await import("./approvals-cmd.js")).runApprovals(args.slice(1), io);
   const { values, positionals } = parseArgs({ args, strict: true, allowPositionals: true, options: { ...BOX_OPTIONS, repair: { type: "boolean" } } });
   if (positionals[0] !== "reprovision" || positionals[1] !== "hermes" || positionals.length !== 2) throw new UsageError("expected: hal0 agent reprovision hermes [--repair]");
   const { model, state } = await openModel(values, io);

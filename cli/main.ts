@@ -35,7 +35,8 @@ commands:
   down       stop every slot hal0 started
   reconcile  converge without asking: once (--once) or on every change and interval
   drift      list what changed behind hal0's back (exit 2 when something did)
-  agent      agent reprovision hermes [--repair]: wire the default Hermes profile
+  agent      agent reprovision hermes [--repair]: wire the default Hermes profile;
+             agent approvals list|show|approve|deny: gated requests waiting for a person
   doctor     check the tree, state folder, runtime and Hermes wiring (exit 1 on a failure)
   schema     write the JSON Schemas of every file kind
 

@@ -1,0 +1,98 @@
+import { parseArgs } from "node:util";
+import type { Approval } from "../server/approvals.js";
+import { driverFor } from "./box.js";
+import { CliError, EXIT_OK, UsageError, type CliIo } from "./io.js";
+import { configDir, stateDir } from "./paths.js";
+import { BOX_OPTIONS } from "./plan-cmd.js";
+
+export const APPROVALS_HELP = `hal0 agent approvals list [--only STATE] [--json]
+hal0 agent approvals show ID [--json]
+hal0 agent approvals approve ID
+hal0 agent approvals deny ID [--reason TEXT]
+  [--config DIR] [--state DIR] [--server URL]
+
+Gated requests waiting for a person. Against the database in the state folder
+directly, or with --server (or $HAL0_SERVER) through a running 'hal0 serve'.
+Approving re-plans the request and runs it; one whose files moved is refused (stale).`;
+
+/** The four approval verbs, against the database or a running server. */
+export async function runApprovals(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args, strict: true, allowPositionals: true,
+    options: { ...BOX_OPTIONS, server: { type: "string" }, json: { type: "boolean" }, reason: { type: "string" }, only: { type: "string" } },
+  });
+  const [verb, id, ...extra] = positionals;
+  if (!verb || !["list", "show", "approve", "deny"].includes(verb) || extra.length > 0 || (verb !== "list" && !id)) throw new UsageError("expected: hal0 agent approvals list | show ID | approve ID | deny ID");
+  const server = values.server ?? io.env.HAL0_SERVER;
+  const backend = server ? httpBackend(server) : await dbBackend(values, io);
+  try {
+    const by = `cli:${io.env.USER ?? "operator"}`;
+    if (verb === "list") {
+      const items = await backend.list(values.only);
+      io.stdout.write(values.json ? `${JSON.stringify({ approvals: items }, null, 2)}\n` : `${items.map(line).join("\n") || "no approval requests"}\n`);
+      return EXIT_OK;
+    }
+    const approval = verb === "show" ? await backend.get(id!) : verb === "approve" ? await backend.approve(id!, by) : await backend.deny(id!, by, values.reason);
+    io.stdout.write(values.json || verb === "show" ? `${JSON.stringify({ approval }, null, 2)}\n` : `${line(approval)}\n`);
+    return approval.state === "failed" || approval.state === "stale" ? 1 : EXIT_OK;
+  } finally {
+    backend.close();
+  }
+}
+
+function line(a: Approval): string {
+  const why = a.reason ? ` — ${a.reason}` : "";
+  return `${a.id}  ${a.state.padEnd(9)} ${a.tool.padEnd(16)} ${a.caller.agent.padEnd(18)} ${a.created_at}  ${a.summary}${why}`;
+}
+
+interface Backend {
+  list(state?: string): Promise<Approval[]>;
+  get(id: string): Promise<Approval>;
+  approve(id: string, by: string): Promise<Approval>;
+  deny(id: string, by: string, reason?: string): Promise<Approval>;
+  close(): void;
+}
+
+/** The same stores `hal0 serve` uses, opened in this process (loaded only here: better-sqlite3 and h3). */
+async function dbBackend(flags: { config?: string; state?: string }, io: CliIo): Promise<Backend> {
+  const { createHal0Server } = await import("../server/hal0-server.js");
+  const { ApiError } = await import("../server/errors.js");
+  const state = stateDir(flags.state, io.env, io.cwd);
+  const hal0 = createHal0Server({ root: configDir(flags.config, io.env, io.cwd), stateDir: state, driverFor: (m) => driverFor(m, state, io.env), env: io.env as NodeJS.ProcessEnv });
+  await hal0.box.snapshot().catch(() => undefined);
+  const wrap = async <T>(work: () => T | Promise<T>): Promise<T> => {
+    try {
+      return await work();
+    } catch (err) {
+      if (err instanceof ApiError) throw new CliError(err.code, err.message);
+      throw err;
+    }
+  };
+  return {
+    list: (s) => wrap(() => hal0.approvals.list(s as never)),
+    get: (id) => wrap(() => hal0.approvals.get(id) ?? (() => { throw new CliError("approvals.not_found", `no approval request ${id}`); })()),
+    approve: (id, by) => wrap(() => hal0.approvals.approve(id, by)),
+    deny: (id, by, reason) => wrap(() => hal0.approvals.deny(id, by, reason)),
+    close: () => hal0.close(),
+  };
+}
+
+function httpBackend(base: string): Backend {
+  const call = async (method: string, path: string, body?: unknown): Promise<any> => {
+    const res = await fetch(`${base.replace(/\/$/, "")}${path}`, {
+      method, headers: { "content-type": "application/json", "x-hal0-agent": "hal0-cli" }, body: body === undefined ? undefined : JSON.stringify(body),
+    }).catch((err: Error) => {
+      throw new CliError("approvals.unavailable", `cannot reach ${base}: ${err.message}`);
+    });
+    const json = await res.json().catch(() => ({}));
+    if (!res.ok) throw new CliError(json?.error?.code ?? `system.http_${res.status}`, json?.error?.message ?? res.statusText);
+    return json;
+  };
+  return {
+    list: async (s) => (await call("GET", `/api/agent/approvals${s ? `?state=${encodeURIComponent(s)}` : ""}`)).approvals,
+    get: async (id) => (await call("GET", `/api/agent/approvals/${encodeURIComponent(id)}`)).approval,
+    approve: async (id) => (await call("POST", `/api/agent/approvals/${encodeURIComponent(id)}/approve`)).approval,
+    deny: async (id, _by, reason) => (await call("POST", `/api/agent/approvals/${encodeURIComponent(id)}/deny`, reason ? { reason } : {})).approval,
+    close: () => undefined,
+  };
+}

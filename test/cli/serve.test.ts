@@ -1,0 +1,94 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { main } from "../../cli/index.js";
+import { httpCall } from "../server/harness.js";
+import { freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
+import { captureIo, healthWithin } from "./helpers.js";
+
+const HAL0 = join(PROJECT, "bin/hal0.js");
+
+/** A one-slot box on the process runtime (the fake runner), with its slot disabled. */
+async function smallBox(): Promise<{ config: string; state: string; port: number }> {
+  const base = mkdtempSync(join(tmpdir(), "hal0-serve-"));
+  const config = join(base, "box");
+  mkdirSync(join(config, "slots"), { recursive: true });
+  const port = await freePort();
+  copyFileSync(join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf"), join(config, "tiny.gguf"));
+  writeFileSync(join(config, "hal0.toml"), `[slots]\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 30\nstop_grace_s = 2\n[reconcile]\ninterval_s = 3600\n`);
+  writeFileSync(join(config, "profiles.toml"), `[profile.fake]\nrunner = ["node", ${JSON.stringify(RUNNER)}]\ndevice_class = "cpu"\n`);
+  writeFileSync(join(config, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\n`);
+  writeFileSync(join(config, "slots/solo.toml"), `# the one slot\nprofile = "fake"\nmodel = "tiny"\nport = ${port}\nenabled = false\n`);
+  return { config, state: join(base, "state"), port };
+}
+
+/** Starts `hal0 serve --port 0` and resolves with its URL once it logs that it listens. */
+function startServe(config: string, state: string, extra: string[] = []): Promise<{ child: ChildProcess; url: string; lines: () => any[] }> {
+  const child = spawn(process.execPath, [HAL0, "serve", "--config", config, "--state", state, "--port", "0", ...extra], { stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
+  const lines = () => out.split("\n").filter(Boolean).map((l) => JSON.parse(l));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no listening line: ${out}`)), 15_000);
+    child.stdout!.on("data", () => {
+      const listening = lines().find((l) => l.msg === "hal0 serve listening");
+      if (listening) {
+        clearTimeout(timer);
+        resolve({ child, url: listening.url.replace(/\/$/, ""), lines });
+      }
+    });
+    child.once("exit", (code) => reject(new Error(`hal0 serve exited ${code}: ${out}`)));
+  });
+}
+
+const exitOf = (child: ChildProcess) => new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+
+describe("hal0 serve (a real process)", () => {
+  const cleanup: Array<() => Promise<unknown>> = [];
+  afterAll(async () => {
+    for (const c of cleanup) await c();
+  });
+
+  it("serves the API with JSON-line request logs, and exits 0 on SIGTERM", async () => {
+    const { config, state } = await smallBox();
+    const { child, url, lines } = await startServe(config, state, ["--no-reconcile"]);
+    const res = await httpCall(url, "GET", "/api/plans", { headers: { "x-hal0-agent": "hermes__coder", "x-request-id": "abc" } });
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-request-id")).toBe("abc");
+    const exited = exitOf(child);
+    child.kill("SIGTERM");
+    expect(await exited).toBe(0);
+    const log = lines();
+    expect(log.find((l) => l.msg === "request")).toMatchObject({ reqId: "abc", caller: "hermes__coder", route: "GET /api/plans", status: 200 });
+    expect(typeof log.find((l) => l.msg === "request").ms).toBe("number");
+    expect(log.at(-1).msg).toBe("hal0 serve stopped");
+  }, 30_000);
+
+  it("runs the sweep in-process: a change applied over REST converges the slot", async () => {
+    const { config, state, port } = await smallBox();
+    const { child, url } = await startServe(config, state);
+    cleanup.push(() => main(["down", "--config", config, "--state", state], captureIo()));
+    const planned = await httpCall(url, "POST", "/api/plans", { body: { edits: [{ file: "slots/solo.toml", op: "set", path: ["enabled"], value: true }] } });
+    expect(planned.body.valid).toBe(true);
+    expect((await httpCall(url, "POST", `/api/plans/${planned.body.id}/apply`)).status).toBe(200);
+    expect(readFileSync(join(config, "slots/solo.toml"), "utf8")).toMatch(/^# the one slot\n/);
+    expect(await healthWithin(port, 20_000)).toBe(200);
+    const exited = exitOf(child);
+    child.kill("SIGTERM");
+    expect(await exited).toBe(0);
+  }, 60_000);
+
+  it("refuses a port that is taken, with a coded error", async () => {
+    const { config, state } = await smallBox();
+    const first = await startServe(config, state, ["--no-reconcile"]);
+    const port = new URL(first.url).port;
+    const io = captureIo();
+    expect(await main(["serve", "--config", config, "--state", `${state}-2`, "--port", port, "--no-reconcile"], io)).toBe(1);
+    expect(io.err()).toContain("server.port_in_use");
+    const exited = exitOf(first.child);
+    first.child.kill("SIGTERM");
+    expect(await exited).toBe(0);
+  }, 30_000);
+});

@@ -1,0 +1,42 @@
+import { describe, expect, it } from "vitest";
+import { AUTONOMOUS_READ_TOOLS, AUTONOMOUS_WRITE_TOOLS, GATED_TOOLS } from "../../schema/data/seed-tiers.js";
+import { routeId } from "../../server/route.js";
+import { ROUTES } from "../../server/routes/index.js";
+
+const SEED = [...AUTONOMOUS_READ_TOOLS, ...AUTONOMOUS_WRITE_TOOLS, ...GATED_TOOLS];
+const seedRoute = new Map(SEED.map((t) => [t.tool, t.route]));
+
+describe("the route table", () => {
+  it("has one route per method and path, each with a summary", () => {
+    const ids = ROUTES.map(routeId);
+    expect(ids.length).toBe(new Set(ids).size);
+    for (const r of ROUTES) expect(r.summary.length, routeId(r)).toBeGreaterThan(5);
+  });
+
+  it("aliases each tool once, to exactly the route seed 001 names for it", () => {
+    const seen = new Map<string, string>();
+    for (const r of ROUTES) {
+      for (const tool of r.tools ?? []) {
+        expect(seedRoute.get(tool), `${tool} is not a seed 001 tool`).toBeDefined();
+        expect(`${tool} → ${routeId(r)}`).toBe(`${tool} → ${seedRoute.get(tool)}`);
+        expect(seen.has(tool), `${tool} aliased twice`).toBe(false);
+        seen.set(tool, routeId(r));
+      }
+    }
+  });
+
+  it("declares path params the path has, and only those", () => {
+    for (const r of ROUTES) {
+      const names = [...r.path.matchAll(/\{([a-z_]+)(?::path)?\}/g)].map((m) => m[1]).sort();
+      const declared = r.params && "shape" in r.params ? Object.keys((r.params as unknown as { shape: object }).shape).sort() : [];
+      expect(declared, routeId(r)).toEqual(names);
+    }
+  });
+
+  it("lists the seed tools that have no route yet (a reviewed list: routing one removes it here)", () => {
+    const routed = new Set(ROUTES.flatMap((r) => r.tools ?? []));
+    const missing = SEED.filter((t) => !routed.has(t.tool) && t.route.startsWith("GET ") || (!routed.has(t.tool) && /^(POST|PUT|PATCH|DELETE) /.test(t.route)))
+      .map((t) => `${t.tool} ${t.route}`).sort();
+    expect(missing).toMatchSnapshot();
+  });
+});
