@@ -2,6 +2,8 @@ import type { Route } from "../route.js";
 import { activityRoutes } from "./activity.js";
 import { approvalRoutes } from "./approvals.js";
 import { planRoutes } from "./plans.js";
+import { profileRoutes } from "./profiles.js";
+import { stackRoutes } from "./stacks.js";
 
 /**
  * The route table: the single source of truth for REST, and for the MCP
@@ -10,6 +12,8 @@ import { planRoutes } from "./plans.js";
  */
 export const ROUTES: readonly Route[] = [
   ...planRoutes,
+  ...profileRoutes,
+  ...stackRoutes,
   ...approvalRoutes,
   ...activityRoutes,
 ];

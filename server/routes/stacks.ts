@@ -1,0 +1,229 @@
+import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
+import { patch as patchToml } from "@decimalturn/toml-patch";
+import { z } from "zod";
+import type { FileEdit } from "../../compiler/changeset.js";
+import type { Model } from "../../compiler/index.js";
+import { ResourceId, Stack, STACK_MODES, StackSlot } from "../../schema/index.js";
+import type { BoxService } from "../box.js";
+import { openStackEnvelope, stackEnvelope } from "../envelopes.js";
+import { ApiError } from "../errors.js";
+import { defineRoute, type WriteIntent } from "../route.js";
+import { projectStack } from "../stack-apply.js";
+import { currentDrift, stackContentHash, writePointer } from "../stack-drift.js";
+
+const Slug = z.strictObject({ slug: ResourceId });
+const DryRunQuery = z.strictObject({ dry_run: z.enum(["true", "false", "1", "0"]).optional() });
+const StackBody = Stack.extend({ slug: ResourceId });
+/** Every field optional and undefaulted: only the given ones replace the file's. */
+const StackPatch = z.strictObject({
+  name: z.string().min(1).max(128).optional(),
+  description: z.string().optional(),
+  author: z.string().optional(),
+  icon: z.string().optional(),
+  tags: z.array(z.string()).optional(),
+  mode: z.enum(STACK_MODES).optional(),
+  slot: z.array(StackSlot).optional(),
+});
+const ImportBody = z.strictObject({ envelope: z.unknown(), slug: ResourceId.optional(), dry_run: z.boolean().optional() });
+const SnapshotBody = z.strictObject({ slug: ResourceId, name: z.string().min(1).max(128).optional(), description: z.string().optional(), mode: z.enum(["replace", "merge"]).default("replace") });
+
+const fileOf = (slug: string): string => `stacks/${slug}.toml`;
+
+/**
+ * Stacks (`stacks/<slug>.toml`): CRUD, apply (one change set projecting each
+ * entry onto its slot file; `replace` disables every other unpinned slot and
+ * lists each with its reason), export/import envelopes, snapshot of the live
+ * slots, and drift against the last applied stack (stack-drift.ts).
+ */
+export const stackRoutes = [
+  defineRoute({
+    method: "GET", path: "/api/stacks", kind: "read", tools: ["stack_list"], listKey: "stacks",
+    summary: "Stacks with the active one and its drift (none / clean / modified)",
+    handle: async ({ box }) => {
+      const model = await box.model();
+      const d = await currentDrift(box.options.stateDir, model);
+      const stacks = Object.values(model.stacks).map((s) => ({
+        slug: s.slug, name: s.name, description: s.description, mode: s.mode, tags: s.tags, slots: s.slot.map((e) => e.slot),
+        active: s.slug === d.active, drift: s.slug === d.active ? d.drift : "none",
+      }));
+      return { stacks, count: stacks.length, active: d.active, drift: d.drift, ...(d.reason ? { drift_reason: d.reason } : {}) };
+    },
+  }),
+  defineRoute({
+    method: "GET", path: "/api/stacks/{slug}", kind: "read", params: Slug, tools: ["stack_status"],
+    summary: "One stack: its entries against the live slots, whether it is active, its drift",
+    handle: async ({ params, box }) => {
+      const model = await box.model();
+      const stack = model.stacks[params.slug] ?? notFound(params.slug, model);
+      const d = await currentDrift(box.options.stateDir, model);
+      const entries = stack.slot.map((e) => {
+        const live = model.slots[e.slot];
+        return { ...e, exists: live !== undefined, live: live ? { model: live.model ?? null, profile: live.profile, enabled: live.enabled, pinned: live.pinned } : null };
+      });
+      const preview = projectStack(stack.slug, stack, model);
+      return { ...stack, slot: entries, active: d.active === stack.slug, drift: d.active === stack.slug ? d.drift : "none", would_change: preview.summary, disables: preview.disables, kept: preview.kept };
+    },
+  }),
+  defineRoute({
+    method: "POST", path: "/api/stacks", kind: "write", status: 201, body: StackBody, tools: ["stack_create"],
+    summary: "Create stacks/<slug>.toml",
+    handle: async ({ body, box }) => {
+      const { slug, ...stack } = body;
+      await mustNotExist(box, slug);
+      return newFileIntent(fileOf(slug), stack, `create stack ${slug}`, (o) => ({ slug, file: fileOf(slug), revision: o.revision, plan: o.plan, warnings: o.warnings }));
+    },
+  }),
+  defineRoute({
+    method: "PUT", path: "/api/stacks/{slug}", kind: "write", params: Slug, body: StackPatch, tools: ["stack_update"],
+    summary: "Update a stack: the given fields replace the file's (slot replaces the whole list); comments of kept keys survive",
+    handle: async ({ params, body, box }) => {
+      const { raw, text } = await rawStack(box, params.slug);
+      const doc = { ...raw, ...stripUndefined(body) };
+      return { changes: { edits: [docEdit(fileOf(params.slug), text, doc)], summary: `update stack ${params.slug}` }, reply: (o) => ({ slug: params.slug, revision: o.revision, committed: o.committed, plan: o.plan }) };
+    },
+  }),
+  defineRoute({
+    method: "DELETE", path: "/api/stacks/{slug}", kind: "write", params: Slug, tools: ["stack_delete"],
+    summary: "Delete stacks/<slug>.toml (slots keep their files; an active stack's drift becomes modified)",
+    handle: async ({ params, box }) => {
+      await rawStack(box, params.slug);
+      return { changes: { edits: [{ file: fileOf(params.slug), op: "delete" }], summary: `delete stack ${params.slug}` }, reply: (o) => ({ slug: params.slug, deleted: o.committed, revision: o.revision }) };
+    },
+  }),
+  defineRoute({
+    method: "POST", path: "/api/stacks/{slug}/apply", kind: "write", params: Slug, query: DryRunQuery, body: z.strictObject({ dry_run: z.boolean().optional() }), tools: ["stack_apply"],
+    summary: "Apply a stack as one change set (?dry_run=true: the plan and every slot it would change, create or disable; nothing written)",
+    handle: async ({ params, query, body, box }) => applyIntent(box, params.slug, body.dry_run ?? (query.dry_run === "true" || query.dry_run === "1")),
+  }),
+  defineRoute({
+    method: "POST", path: "/api/stacks/{slug}/export", kind: "read", params: Slug, tools: ["stack_export"],
+    summary: "A .hal0stack.json envelope (sha256 checksum over its canonical JSON) with the box's own profiles it names",
+    handle: async ({ params, box }) => {
+      const { raw } = await rawStack(box, params.slug);
+      const model = await box.model();
+      const profiles = ownProfiles(box, model, (model.stacks[params.slug]?.slot ?? []).map((e) => e.profile));
+      return stackEnvelope(params.slug, raw, await profiles, new Date(box.now()).toISOString());
+    },
+  }),
+  defineRoute({
+    method: "POST", path: "/api/stacks/import", kind: "write", status: 201, body: ImportBody, tools: ["stack_import"],
+    summary: "Import a .hal0stack.json envelope as stacks/<slug>.toml (checksum verified; profiles it carries are added when their name is free)",
+    handle: async ({ body, box }) => importIntent(box, body),
+  }),
+  defineRoute({
+    method: "POST", path: "/api/stacks/snapshot", kind: "write", status: 201, body: SnapshotBody, tools: ["stack_snapshot"],
+    summary: "A new stack from the live slots: every enabled slot with its model, profile and tune",
+    handle: async ({ body, box }) => {
+      await mustNotExist(box, body.slug);
+      const model = await box.model();
+      const slot = Object.values(model.slots).filter((s) => s.enabled).map((s) => stripUndefined({ slot: s.name, model: s.model, profile: s.profile, tune: Object.keys(stripUndefined(s.tune)).length > 0 ? stripUndefined(s.tune) : undefined }));
+      const stack = { name: body.name ?? body.slug, description: body.description ?? `Snapshot of the enabled slots at ${new Date(box.now()).toISOString()}`, mode: body.mode, slot };
+      return newFileIntent(fileOf(body.slug), stack, `snapshot the live slots as stack ${body.slug}`, (o) => ({ slug: body.slug, file: fileOf(body.slug), stack, revision: o.revision, plan: o.plan }));
+    },
+  }),
+];
+
+async function applyIntent(box: BoxService, slug: string, dryRun: boolean): Promise<WriteIntent> {
+  const model = await box.model();
+  const stack = model.stacks[slug] ?? notFound(slug, model);
+  const p = projectStack(slug, stack, model);
+  return {
+    changes: { edits: p.edits, summary: `apply stack ${slug}` },
+    dryRun,
+    after: async (b) => {
+      const now = await b.model();
+      const applied = now.stacks[slug];
+      if (!applied) return undefined;
+      const pointer = { active_slug: slug, content_hash: stackContentHash(applied, now), applied_at: new Date(b.now()).toISOString() };
+      await writePointer(b.options.stateDir, pointer);
+      return pointer;
+    },
+    reply: (o) => ({
+      stack: slug, dry_run: dryRun, committed: o.committed, revision: o.revision,
+      summary: p.summary, changes: p.changes, creates: p.creates, disables: p.disables, kept: p.kept,
+      files: o.files, plan: o.plan, warnings: o.warnings, ...(o.after ? { pointer: o.after } : {}),
+    }),
+  };
+}
+
+async function importIntent(box: BoxService, body: z.infer<typeof ImportBody>): Promise<WriteIntent> {
+  const env = openStackEnvelope(body.envelope);
+  const slug = body.slug ?? env.slug;
+  if (!slug) throw new ApiError("stacks.import_no_slug", "the envelope names no slug; pass one as `slug`");
+  await mustNotExist(box, slug);
+  const model = await box.model();
+  const snap = await box.snapshot();
+  const profilesText = snap.tree.files.get("profiles.toml") ?? "";
+  const added = Object.keys(env.profiles).filter((n) => !model.profiles[n]).sort();
+  const skipped = Object.keys(env.profiles).filter((n) => model.profiles[n]).sort();
+  const edits: FileEdit[] = [{ file: fileOf(slug), op: "text", text: tomlText(env.stack) }];
+  if (added.length > 0) edits.push({ file: "profiles.toml", op: "text", text: appendTables(profilesText, { profile: Object.fromEntries(added.map((n) => [n, env.profiles[n]])) }) });
+  const stack = Stack.parse(env.stack);
+  const missing = projectStack(slug, { ...stack, mode: "merge", slot: stack.slot.filter((e) => !model.slots[e.slot]) }, model, { createEnabled: false });
+  edits.push(...missing.edits);
+  return {
+    changes: { edits, summary: `import stack ${slug}` },
+    dryRun: body.dry_run ?? false,
+    reply: (o) => ({ slug, file: fileOf(slug), dry_run: body.dry_run ?? false, committed: o.committed, profiles_added: added, profiles_skipped: skipped, creates: missing.creates, revision: o.revision, plan: o.plan, warnings: o.warnings }),
+  };
+}
+
+/** The box's own (profiles.toml) profiles among `names`, as written. */
+async function ownProfiles(box: BoxService, model: Model, names: ReadonlyArray<string | undefined>): Promise<Record<string, Record<string, unknown>>> {
+  const text = (await box.snapshot()).tree.files.get("profiles.toml");
+  const file = text ? ((parseToml(text).profile ?? {}) as Record<string, Record<string, unknown>>) : {};
+  const out: Record<string, Record<string, unknown>> = {};
+  for (const n of [...new Set(names)].filter((x): x is string => x !== undefined).sort()) if (model.profiles[n]?.origin === "file" && file[n]) out[n] = file[n];
+  return out;
+}
+
+async function rawStack(box: BoxService, slug: string): Promise<{ raw: Record<string, unknown>; text: string }> {
+  const snap = await box.snapshot();
+  const text = snap.tree.files.get(fileOf(slug));
+  if (text === undefined) notFound(slug, await box.model());
+  try {
+    return { raw: parseToml(text) as Record<string, unknown>, text };
+  } catch (err) {
+    throw new ApiError("config.invalid", `${fileOf(slug)} is not valid TOML: ${(err as Error).message.split("\n")[0]}`, { file: fileOf(slug) });
+  }
+}
+
+async function mustNotExist(box: BoxService, slug: string): Promise<void> {
+  if ((await box.snapshot()).tree.files.has(fileOf(slug))) throw new ApiError("stacks.exists", `stack ${slug} already exists (${fileOf(slug)})`, { slug, file: fileOf(slug) });
+}
+
+function newFileIntent(file: string, doc: Record<string, unknown>, summary: string, reply: WriteIntent["reply"]): WriteIntent {
+  return { changes: { edits: [{ file, op: "text", text: tomlText(doc) }], summary }, reply };
+}
+
+/** `put` keeps the file's comments; toml-patch cannot add a first array of tables to a file, so that case writes the document afresh. */
+function docEdit(file: string, current: string, doc: Record<string, unknown>): FileEdit {
+  try {
+    patchToml(current, doc);
+    return { file, op: "put", doc };
+  } catch {
+    return { file, op: "text", text: tomlText(doc) };
+  }
+}
+
+function tomlText(doc: Record<string, unknown>): string {
+  return withNewline(stringifyToml(stripUndefined(doc)));
+}
+
+function withNewline(text: string): string {
+  return text.endsWith("\n") ? text : `${text}\n`;
+}
+
+/** New tables appended after the file's text, which stays byte for byte. */
+export function appendTables(current: string, tables: Record<string, unknown>): string {
+  const head = current.length === 0 || current.endsWith("\n") ? current : `${current}\n`;
+  return withNewline(`${head}${head.length > 0 ? "\n" : ""}${stringifyToml(stripUndefined(tables))}`);
+}
+
+function stripUndefined<T>(value: T): T {
+  return JSON.parse(JSON.stringify(value)) as T;
+}
+
+function notFound(slug: string, model: Model): never {
+  throw new ApiError("stacks.not_found", `no stack ${slug}`, { slug, known: Object.keys(model.stacks).sort() });
+}
