@@ -2,8 +2,7 @@ import type { Route } from "../route.js";
 import { activityRoutes } from "./activity.js";
 import { approvalRoutes } from "./approvals.js";
 import { planRoutes } from "./plans.js";
-import { profileRoutes } from "./profiles.js";
-import { stackRoutes } from "./stacks.js";
+import { slotRoutes } from "./slots.js";
 
 /**
  * The route table: the single source of truth for REST, and for the MCP
@@ -12,8 +11,7 @@ import { stackRoutes } from "./stacks.js";
  */
 export const ROUTES: readonly Route[] = [
   ...planRoutes,
-  ...profileRoutes,
-  ...stackRoutes,
   ...approvalRoutes,
   ...activityRoutes,
+  ...slotRoutes,
 ];

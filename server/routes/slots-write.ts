@@ -1,0 +1,143 @@
+import { z } from "zod";
+import type { FileEdit } from "../../compiler/changeset.js";
+import { ResourceId, SLOT_LEGACY_ROOT_KEYS, SlotName } from "../../schema/index.js";
+import type { BoxService } from "../box.js";
+import { ApiError } from "../errors.js";
+import { defineRoute, type WriteIntent, type WriteOutcome } from "../route.js";
+import { slotIds } from "../slot-ids.js";
+import { restartSlot } from "../slot-restart.js";
+import { findSlot, slotNotFound } from "../slot-view.js";
+import { slotNames } from "./slots-read.js";
+
+const Name = z.strictObject({ name: z.string().min(1).max(64) });
+const Force = z.strictObject({
+  force: z.enum(["true", "false", "1", "0"]).optional().transform((v) => v === "true" || v === "1"),
+});
+/** A slot file's fields pass through: the compiler validates them (an unknown key gets a did-you-mean). */
+const Create = z.looseObject({ name: SlotName });
+const Edit = z.looseObject({ tune: z.union([z.null(), z.record(z.string(), z.unknown())]).optional() });
+
+const fileOf = (name: string) => `slots/${name}.toml`;
+
+/** The slot's file text as on disk now; 404 `slot.not_found` (with the known names) when there is none. */
+async function slotText(box: BoxService, name: string): Promise<string> {
+  const snap = await box.snapshot();
+  const text = snap.tree.files.get(fileOf(name));
+  if (text === undefined) throw slotNotFound(name, slotNames(snap.tree.files));
+  return text;
+}
+
+/** Root-level tuning keys (the old flat shapes): refused before anything is planned. */
+function denyRootTuning(body: Record<string, unknown>): void {
+  const keys = Object.keys(body).filter((k) => (SLOT_LEGACY_ROOT_KEYS as readonly string[]).includes(k));
+  if (keys.length === 0) return;
+  const key = keys[0]!;
+  const target = key === "context_size" ? "ctx_size" : key;
+  throw new ApiError("slot.tuning_key_denied", `\`${keys.join("`, `")}\` at the slot's root: tuning lives in the slot's \`tune\` table (e.g. {"tune": {"${target}": …}})`, { keys });
+}
+
+/** Sparse edit: each field set (null removes it); `tune` per key (null drops one override), `tune: null` clears the table. */
+function editOps(file: string, body: Record<string, unknown>): FileEdit[] {
+  const edits: FileEdit[] = [];
+  for (const [key, value] of Object.entries(body)) {
+    if (key === "tune" && value !== null && typeof value === "object") {
+      for (const [k, v] of Object.entries(value)) edits.push({ file, op: "set", path: ["tune", k], value: v });
+    } else {
+      edits.push({ file, op: "set", path: [key], value });
+    }
+  }
+  return edits;
+}
+
+function withSlot(box: BoxService, name: string): (o: WriteOutcome) => unknown {
+  return (o) => ({ name, id: o.committed || o.files.length === 0 ? slotIds(box.db).idOf(name) : null, revision: o.revision, files: o.files, committed: o.committed, plan: o.plan, warnings: o.warnings });
+}
+
+async function toggle(box: BoxService, name: string, enabled: boolean, force: boolean): Promise<WriteIntent> {
+  await slotText(box, name);
+  if (!enabled && !force && (await box.model()).slots[name]?.pinned) {
+    throw new ApiError("slot.pinned", `slot \`${name}\` is pinned; unload it with ?force=true`, { name });
+  }
+  return { changes: { edits: [{ file: fileOf(name), op: "set", path: ["enabled"], value: enabled }], summary: `${enabled ? "load" : "unload"} slot ${name}` }, reply: withSlot(box, name) };
+}
+
+/** The write side of the slot routes: every one a ChangeSet through the pipeline, except restart (an action on the runtime). */
+export const slotWriteRoutes = [
+  defineRoute({
+    method: "POST", path: "/api/slots", kind: "write", body: Create, status: 201, tools: ["slot_create"],
+    summary: "Create slots/<name>.toml from the body's fields (name + the slot file's keys)",
+    handle: async ({ box, body }) => {
+      const { name, ...fields } = body;
+      const snap = await box.snapshot();
+      if (snap.tree.files.has(fileOf(name))) throw new ApiError("slot.exists", `slot \`${name}\` already exists (${fileOf(name)})`, { name, file: fileOf(name) });
+      denyRootTuning(fields);
+      return { changes: { edits: [{ file: fileOf(name), op: "put", doc: fields }], summary: `create slot ${name}` }, reply: withSlot(box, name) };
+    },
+  }),
+  defineRoute({
+    method: "PUT", path: "/api/slots/{name}/config", kind: "write", params: Name, body: Edit, tools: ["slot_edit", "model_assign"],
+    summary: "Edit a slot's file in place (comments kept): fields set, null removes one; sparse `tune`, `tune: null` clears it",
+    handle: async ({ box, params, body }) => {
+      await slotText(box, params.name);
+      denyRootTuning(body);
+      return { changes: { edits: editOps(fileOf(params.name), body), summary: `edit slot ${params.name}` }, reply: withSlot(box, params.name) };
+    },
+  }),
+  defineRoute({
+    method: "POST", path: "/api/slots/{name}/load", kind: "write", params: Name, tools: ["slot_load"],
+    summary: "Enable the slot (enabled = true); the sweep starts it",
+    handle: async ({ box, params }) => toggle(box, params.name, true, false),
+  }),
+  defineRoute({
+    method: "POST", path: "/api/slots/{name}/unload", kind: "write", params: Name, query: Force, tools: ["slot_unload"],
+    summary: "Disable the slot (enabled = false); the sweep stops it. A pinned slot needs ?force=true",
+    handle: async ({ box, params, query }) => toggle(box, params.name, false, query.force),
+  }),
+  defineRoute({
+    method: "POST", path: "/api/slots/{name}/swap", kind: "write", params: Name, body: z.strictObject({ model: ResourceId }), tools: ["model_swap"],
+    summary: "Serve another model (a model id of models.toml)",
+    handle: async ({ box, params, body }) => {
+      await slotText(box, params.name);
+      return { changes: { edits: [{ file: fileOf(params.name), op: "set", path: ["model"], value: body.model }], summary: `slot ${params.name}: serve ${body.model}` }, reply: withSlot(box, params.name) };
+    },
+  }),
+  defineRoute({
+    method: "POST", path: "/api/slots/{name}/rename", kind: "write", params: Name, body: z.strictObject({ to: SlotName }), tools: ["slot_rename"],
+    summary: "Rename the slot: its file moves (text and comments kept) in one change set; the stable id moves with it",
+    handle: async ({ box, params, body }) => {
+      const text = await slotText(box, params.name);
+      const snap = await box.snapshot();
+      if (snap.tree.files.has(fileOf(body.to))) throw new ApiError("slot.exists", `slot \`${body.to}\` already exists (${fileOf(body.to)})`, { name: body.to, file: fileOf(body.to) });
+      const ids = slotIds(box.db);
+      ids.idOf(params.name);
+      return {
+        changes: { edits: [{ file: fileOf(params.name), op: "delete" }, { file: fileOf(body.to), op: "text", text }], summary: `rename slot ${params.name} to ${body.to}` },
+        after: async () => ids.rename(params.name, body.to),
+        reply: (o) => ({ ...(withSlot(box, body.to)(o) as object), from: params.name, to: body.to }),
+      };
+    },
+  }),
+  defineRoute({
+    method: "POST", path: "/api/slots/{name}/restart", kind: "action", params: Name, tools: ["slot_restart"],
+    summary: "Restart the slot's runner now (stop, start the desired spec, wait for health), under the apply lock",
+    handle: async ({ box, params }) => {
+      await slotText(box, params.name);
+      const model = await box.model();
+      const { plan, ...rest } = await restartSlot(box, model, findSlot(model, params.name));
+      return { ...rest, plan_id: plan.id };
+    },
+  }),
+  defineRoute({
+    method: "DELETE", path: "/api/slots/{name}", kind: "write", params: Name, query: Force, tools: ["slot_delete"],
+    summary: "Delete the slot's file; the sweep stops its runner. A pinned slot needs ?force=true",
+    handle: async ({ box, params, query }) => {
+      await slotText(box, params.name);
+      const slot = (await box.model()).slots[params.name];
+      if (slot?.pinned && !query.force) throw new ApiError("slot.pinned", `slot \`${params.name}\` is pinned; delete it with ?force=true`, { name: params.name });
+      return {
+        changes: { edits: [{ file: fileOf(params.name), op: "delete" }], summary: `delete slot ${params.name}` },
+        after: async () => slotIds(box.db).remove(params.name),
+      };
+    },
+  }),
+];

@@ -1,0 +1,78 @@
+import { randomBytes } from "node:crypto";
+import type { Db } from "./db.js";
+
+/**
+ * Stable slot ids (`slt_<12 hex>`), kept in the `slot_ids` table of the state
+ * folder's database. A slot gets its id the first time the server sees it; a
+ * rename moves the id to the new name; a delete drops it, so a later slot of
+ * the same name is a new slot. The name is the label, the id the identity.
+ *
+ * Invariant: the in-memory map mirrors the table (this class is the only
+ * writer while the server runs), so a roster read costs no query.
+ */
+export class SlotIds {
+  private readonly byName = new Map<string, string>();
+
+  constructor(private readonly db: Db, private readonly now: () => number = Date.now) {
+    const rows = db.prepare("SELECT name, id FROM slot_ids").all() as Array<{ name: string; id: string }>;
+    for (const row of rows) this.byName.set(row.name, row.id);
+  }
+
+  /** The id of each name, giving the new ones an id (one transaction for all of them). */
+  ensure(names: Iterable<string>): Map<string, string> {
+    const missing = [...names].filter((n) => !this.byName.has(n));
+    if (missing.length > 0) {
+      const insert = this.db.prepare("INSERT OR IGNORE INTO slot_ids (name, id, created_at) VALUES (?, ?, ?)");
+      const at = new Date(this.now()).toISOString();
+      this.db.transaction(() => {
+        for (const name of missing) insert.run(name, newId(), at);
+      })();
+      const read = this.db.prepare("SELECT id FROM slot_ids WHERE name = ?");
+      for (const name of missing) this.byName.set(name, (read.get(name) as { id: string }).id);
+    }
+    return this.byName;
+  }
+
+  idOf(name: string): string {
+    return this.ensure([name]).get(name)!;
+  }
+
+  /** The name that holds `id` now, or undefined. */
+  nameOf(id: string): string | undefined {
+    for (const [name, held] of this.byName) if (held === id) return name;
+    const row = this.db.prepare("SELECT name FROM slot_ids WHERE id = ?").get(id) as { name: string } | undefined;
+    return row?.name;
+  }
+
+  /** Moves `from`'s id to `to` (an id `to` was given in between is dropped). */
+  rename(from: string, to: string): void {
+    const id = this.idOf(from);
+    this.db.transaction(() => {
+      this.db.prepare("DELETE FROM slot_ids WHERE name = ?").run(to);
+      this.db.prepare("UPDATE slot_ids SET name = ? WHERE name = ?").run(to, from);
+    })();
+    this.byName.delete(from);
+    this.byName.set(to, id);
+  }
+
+  remove(name: string): void {
+    this.db.prepare("DELETE FROM slot_ids WHERE name = ?").run(name);
+    this.byName.delete(name);
+  }
+}
+
+const registry = new WeakMap<Db, SlotIds>();
+
+/** The one SlotIds of a database (routes are stateless; the map lives with the db). */
+export function slotIds(db: Db): SlotIds {
+  let ids = registry.get(db);
+  if (!ids) {
+    ids = new SlotIds(db);
+    registry.set(db, ids);
+  }
+  return ids;
+}
+
+function newId(): string {
+  return `slt_${randomBytes(6).toString("hex")}`;
+}

@@ -1,0 +1,67 @@
+import { open } from "node:fs/promises";
+import { join } from "node:path";
+import { redactText } from "./redact.js";
+
+/** Bytes read per step while walking back from the end of a log. */
+const CHUNK = 64 * 1024;
+/** Never read more than this much of a log for one tail. */
+const MAX_BYTES = 4 * 1024 * 1024;
+
+export interface LogTail {
+  /** Absolute path of the log read. */
+  readonly file: string;
+  /** False when the slot has no log yet (never started under the process runtime). */
+  readonly exists: boolean;
+  /** The last lines, oldest first, each with secrets masked. */
+  readonly lines: readonly string[];
+  /** More lines precede these. */
+  readonly truncated: boolean;
+  readonly size_bytes: number;
+}
+
+/**
+ * Where the process runtime appends a runner's stdout and stderr, across
+ * starts (reconciler/drivers/runtime-record.ts: `<state>/slots/<name>/runner.log`).
+ */
+export function runnerLogPath(stateDir: string, name: string): string {
+  return join(stateDir, "slots", name, "runner.log");
+}
+
+/**
+ * The last `count` lines of `file`, read backwards from its end in chunks
+ * (a long log is never read whole), with bearer tokens, `*_TOKEN=` /
+ * `*_KEY=` values and `sk-…` style keys masked (server/redact.ts).
+ */
+export async function tailLog(file: string, count: number): Promise<LogTail> {
+  const handle = await open(file, "r").catch(() => undefined);
+  if (!handle) return { file, exists: false, lines: [], truncated: false, size_bytes: 0 };
+  try {
+    const size = (await handle.stat()).size;
+    let start = size;
+    const chunks: Buffer[] = [];
+    let seen = 0;
+    // One line more than asked: the first one may be cut at the chunk edge.
+    // Bytes are decoded once, at the end, so no character is split between chunks.
+    while (start > 0 && size - start < MAX_BYTES && seen <= count) {
+      const from = Math.max(0, start - CHUNK);
+      const { buffer, bytesRead } = await handle.read(Buffer.alloc(start - from), 0, start - from, from);
+      const chunk = buffer.subarray(0, bytesRead);
+      chunks.unshift(chunk);
+      seen += newlines(chunk);
+      start = from;
+    }
+    const all = Buffer.concat(chunks).toString("utf8").split("\n");
+    if (all[all.length - 1] === "") all.pop();
+    if (start > 0 && all.length > 0) all.shift(); // partial first line
+    const lines = all.slice(-count).map(redactText);
+    return { file, exists: true, lines, truncated: start > 0 || all.length > count, size_bytes: size };
+  } finally {
+    await handle.close();
+  }
+}
+
+function newlines(bytes: Buffer): number {
+  let n = 0;
+  for (let i = bytes.indexOf(10); i !== -1; i = bytes.indexOf(10, i + 1)) n++;
+  return n;
+}

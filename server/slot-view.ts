@@ -1,0 +1,116 @@
+import { closest } from "../compiler/suggest.js";
+import type { Model, ResolvedSlot } from "../compiler/index.js";
+import { healthOf, httpStatus } from "../reconciler/drivers/proc.js";
+import type { ObservedSlot, SlotHealth } from "../reconciler/index.js";
+import type { BoxService } from "./box.js";
+import { ApiError } from "./errors.js";
+import { slotIds } from "./slot-ids.js";
+
+/** running: our runner is alive; stopped: enabled but not running; disabled: `enabled = false` and not running. */
+export type SlotStatus = "running" | "stopped" | "disabled";
+
+/** One line of `GET /api/slots`: what the compiled slot says plus whether it runs. */
+export interface RosterEntry {
+  readonly name: string;
+  readonly id: string;
+  readonly profile: string;
+  readonly model: string | null;
+  readonly type: ResolvedSlot["type"];
+  readonly port: number;
+  readonly device: ResolvedSlot["device"];
+  readonly enabled: boolean;
+  readonly pinned: boolean;
+  readonly priority: number;
+  readonly status: SlotStatus;
+  readonly tune_effective: ResolvedSlot["tune_effective"];
+  readonly tune_unavailable: ResolvedSlot["tune_unavailable"];
+}
+
+const HEALTH_TIMEOUT_MS = 1000;
+
+/** The slot named `name`, or 404 `slot.not_found` with the known names and a did-you-mean. */
+export function findSlot(model: Model, name: string): ResolvedSlot {
+  const slot = Object.hasOwn(model.slots, name) ? model.slots[name] : undefined;
+  if (slot) return slot;
+  throw slotNotFound(name, Object.keys(model.slots));
+}
+
+export function slotNotFound(name: string, known: readonly string[]): ApiError {
+  const hint = closest(name, known);
+  return new ApiError("slot.not_found", `no slot \`${name}\`${hint ? `; did you mean \`${hint}\`?` : ""}`, {
+    name, known: [...known].sort(), ...(hint ? { did_you_mean: hint } : {}),
+  });
+}
+
+/**
+ * What the runtime has, by slot name: liveness only, never `/health` probes
+ * and never port-holder scans (the roster is read often and must stay cheap).
+ */
+export async function observeLiveness(box: BoxService, model: Model): Promise<Map<string, ObservedSlot>> {
+  const driver = await box.driver(model);
+  const seen = await driver.observe({ health: false });
+  return new Map(seen.map((s) => [s.name, s]));
+}
+
+export function statusOf(slot: ResolvedSlot, seen: ObservedSlot | undefined): SlotStatus {
+  if (seen?.running) return "running";
+  return slot.enabled ? "stopped" : "disabled";
+}
+
+export function rosterEntry(slot: ResolvedSlot, id: string, seen: ObservedSlot | undefined): RosterEntry {
+  return {
+    name: slot.name, id, profile: slot.profile, model: slot.model ?? null, type: slot.type, port: slot.port, device: slot.device,
+    enabled: slot.enabled, pinned: slot.pinned, priority: slot.priority, status: statusOf(slot, seen),
+    tune_effective: slot.tune_effective, tune_unavailable: slot.tune_unavailable,
+  };
+}
+
+/** The whole roster, by name, with stable ids (new slots get theirs here). */
+export async function roster(box: BoxService, model: Model, observed?: Map<string, ObservedSlot>): Promise<RosterEntry[]> {
+  const seen = observed ?? (await observeLiveness(box, model));
+  const slots = Object.values(model.slots);
+  const ids = slotIds(box.db).ensure(slots.map((s) => s.name));
+  return slots.map((s) => rosterEntry(s, ids.get(s.name)!, seen.get(s.name)));
+}
+
+/** `GET /health` of one running slot (1 s), as observe would report it. */
+export async function probeHealth(seen: ObservedSlot | undefined): Promise<SlotHealth> {
+  if (!seen?.running || !seen.record) return "unknown";
+  const { port, health_path } = seen.record.view.spec;
+  return healthOf(await httpStatus(port, health_path, HEALTH_TIMEOUT_MS));
+}
+
+/** One slot in full: the roster line, the compiled facts, what runs (with a health probe) and the last apply outcome. */
+export async function slotDetail(box: BoxService, model: Model, slot: ResolvedSlot): Promise<Record<string, unknown>> {
+  const seen = (await observeLiveness(box, model)).get(slot.name);
+  const [health, outcomes] = await Promise.all([probeHealth(seen), box.state.readOutcomes()]);
+  const record = seen?.record;
+  return {
+    ...rosterEntry(slot, slotIds(box.db).idOf(slot.name), seen),
+    file: slot.file,
+    drift: slot.drift,
+    gpu_index: slot.gpu_index,
+    tune: slot.tune,
+    spec_hash: slot.spec_hash,
+    runtime: {
+      kind: slot.spec.runtime,
+      running: seen?.running ?? false,
+      health,
+      pid: record?.pid ?? null,
+      started_at: record?.started_at ?? null,
+      spec_hash: record?.view.spec_hash ?? null,
+      up_to_date: record ? record.view.spec_hash === slot.spec_hash : null,
+      detail: seen?.detail ?? null,
+    },
+    last_outcome: outcomes[slot.name] ?? null,
+  };
+}
+
+/** Lifecycle state in the reference's words (offline, starting, warming, ready, error) from one observation. */
+export function lifecycleOf(slot: ResolvedSlot, seen: ObservedSlot | undefined, health: SlotHealth, outcomeOk: boolean | undefined): string {
+  if (!seen?.running) return slot.enabled && outcomeOk === false ? "error" : "offline";
+  if (health === "ok") return "ready";
+  if (health === "loading") return "warming";
+  if (health === "down") return "error";
+  return "starting";
+}
