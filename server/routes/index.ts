@@ -3,6 +3,8 @@ import { activityRoutes } from "./activity.js";
 import { approvalRoutes } from "./approvals.js";
 import { planRoutes } from "./plans.js";
 import { slotRoutes } from "./slots.js";
+import { profileRoutes } from "./profiles.js";
+import { stackRoutes } from "./stacks.js";
 
 /**
  * The route table: the single source of truth for REST, and for the MCP
@@ -11,6 +13,8 @@ import { slotRoutes } from "./slots.js";
  */
 export const ROUTES: readonly Route[] = [
   ...planRoutes,
+  ...profileRoutes,
+  ...stackRoutes,
   ...approvalRoutes,
   ...activityRoutes,
   ...slotRoutes,
