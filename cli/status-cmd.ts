@@ -11,7 +11,9 @@ import { BOX_OPTIONS } from "./plan-cmd.js";
 
 export const STATUS_HELP = `hal0 status [--config DIR] [--state DIR] [--json]
 
-Each slot's lifecycle state (offline, starting, warming, ready, error), pid, port, spec hash and last error.`;
+Each slot's lifecycle state (offline, starting, warming, ready, error), pid, port, spec hash and last error;
+then the other resources (settings, hermes.<profile>) with their Ready condition and what is wrong.
+--json adds every resource's conditions (Ready, Reconciling, Stalled, Degraded).`;
 
 /** One row of `hal0 status`. */
 export interface SlotStatus {
@@ -34,7 +36,8 @@ export async function runStatus(args: string[], io: CliIo): Promise<number> {
   const [{ observed }, outcomes] = await Promise.all([observe(box.model, box.driver, box.state), box.state.readOutcomes()]);
   const conditions = await refreshConditions(box.model, observed, box.state, Date.now, false);
   const rows = statusRows(box.model, observed.slots, outcomes).map((row) => ({ ...row, conditions: conditions[`slot.${row.name}`]?.conditions ?? [] }));
-  io.stdout.write(values.json ? `${JSON.stringify({ slots: rows }, null, 2)}\n` : `${formatStatus(rows)}\n`);
+  const resources = Object.entries(conditions).filter(([address]) => !address.startsWith("slot.")).map(([address, c]) => ({ address, generation: c.generation, conditions: c.conditions }));
+  io.stdout.write(values.json ? `${JSON.stringify({ slots: rows, resources }, null, 2)}\n` : `${formatStatus(rows)}\n\n${formatResources(resources)}\n`);
   return EXIT_OK;
 }
 
@@ -62,6 +65,19 @@ function lifecycle(seen: ObservedSlot | undefined, outcome: SlotOutcome | undefi
   return outcome && !outcome.ok ? "error" : "offline";
 }
 
+/** One line per non-slot resource: its Ready status and, when something is off, the conditions that say so. */
+function formatResources(resources: ReadonlyArray<{ address: string; conditions: readonly Condition[] }>): string {
+  const table = [["RESOURCE", "READY", "NOTE"]];
+  for (const r of resources) {
+    const ready = r.conditions.find((c) => c.type === "Ready");
+    const notes = r.conditions
+      .filter((c) => (c.type === "Ready" ? c.status !== "True" : c.status === "True"))
+      .map((c) => `${c.type}: ${c.reason} (${c.message})`);
+    table.push([r.address, ready?.status ?? "Unknown", notes.join("; ")]);
+  }
+  return alignTable(table);
+}
+
 function formatStatus(rows: readonly SlotStatus[]): string {
   const table = [["SLOT", "STATE", "PID", "PORT", "SPEC", "NOTE"]];
   for (const r of rows) {
@@ -69,6 +85,10 @@ function formatStatus(rows: readonly SlotStatus[]): string {
     const note = [r.enabled ? "" : "disabled", r.outdated ? "outdated: see hal0 plan" : "", ...alarms, r.last_error ?? ""].filter(Boolean).join("; ");
     table.push([r.name, r.state, r.pid === null ? "-" : String(r.pid), r.port === null ? "-" : String(r.port), r.spec_hash ? r.spec_hash.slice(7, 19) : "-", note]);
   }
+  return alignTable(table);
+}
+
+function alignTable(table: string[][]): string {
   const widths = table[0]!.map((_, c) => Math.max(...table.map((row) => row[c]!.length)));
   return table.map((row) => row.map((cell, c) => (c === row.length - 1 ? cell : cell.padEnd(widths[c]!))).join("  ").trimEnd()).join("\n");
 }

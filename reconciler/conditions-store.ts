@@ -1,15 +1,34 @@
 import type { Model } from "../compiler/index.js";
+import type { Change, Plan, SettingsBuckets } from "../schema/index.js";
 import { allSlotConditions, type ResourceConditions } from "./conditions.js";
+import { hermesConditions, settingsConditions } from "./conditions-resources.js";
+import { planHermes } from "./hermes-plan.js";
 import type { Observed } from "./observed.js";
+import { planSettings } from "./settings-plan.js";
 import type { StateStore } from "./state.js";
 
 /**
- * Recomputes every slot's conditions from an observation and persists them
- * when they changed (an idle sweep writes nothing). Returns the current map.
+ * Recomputes every resource's conditions (slots, `settings`, `hermes.<p>`)
+ * from an observation and persists them when they changed (an idle sweep
+ * writes nothing). `plan`, when the caller has one made from this very
+ * observation, spares planning settings and Hermes again. Returns the map.
  */
-export async function refreshConditions(model: Model, observed: Observed, state: StateStore, now: () => number = Date.now, persist = true): Promise<Record<string, ResourceConditions>> {
+export async function refreshConditions(model: Model, observed: Observed, state: StateStore, now: () => number = Date.now, persist = true, plan?: Plan): Promise<Record<string, ResourceConditions>> {
   const [outcomes, previous] = await Promise.all([state.readOutcomes(), state.readConditions()]);
-  const { next, changed } = allSlotConditions(model.slots, observed.slots, outcomes, previous, new Date(now()).toISOString());
-  if (changed && persist) await state.writeConditions(next);
-  return next;
+  const at = new Date(now()).toISOString();
+  const { next } = allSlotConditions(model.slots, observed.slots, outcomes, previous, at);
+  const { settings, buckets, hermes } = otherChanges(model, observed, plan);
+  next.settings = settingsConditions(settings, buckets, outcomes.settings, previous.settings, at);
+  for (const change of hermes) next[change.address] = hermesConditions(change, outcomes[change.address], previous[change.address], at);
+  const sorted = Object.fromEntries(Object.entries(next).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  if (persist && JSON.stringify(sorted) !== JSON.stringify(previous)) await state.writeConditions(sorted);
+  return sorted;
+}
+
+function otherChanges(model: Model, observed: Observed, plan: Plan | undefined): { settings: Change; buckets: SettingsBuckets; hermes: Change[] } {
+  if (plan !== undefined) {
+    return { settings: plan.changes.find((c) => c.kind === "settings")!, buckets: plan.settings, hermes: plan.changes.filter((c) => c.kind === "hermes") };
+  }
+  const { change, buckets } = planSettings(model.settings, observed.applied_settings);
+  return { settings: change, buckets, hermes: planHermes(model, observed).changes };
 }

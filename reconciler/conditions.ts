@@ -36,18 +36,26 @@ export interface SlotFacts {
   readonly outcome?: SlotOutcome;
 }
 
-type Verdict = Pick<Condition, "status" | "reason" | "message">;
+export type Verdict = Pick<Condition, "status" | "reason" | "message">;
 
 /** The four conditions of a slot now, carrying transition times over from `previous`. */
 export function slotConditions(facts: SlotFacts, previous: ResourceConditions | undefined, now: string): ResourceConditions {
-  const hash = facts.desiredHash ?? "";
-  const generation = previous === undefined ? 1 : previous.spec_hash === hash ? previous.generation : previous.generation + 1;
   const verdicts: Record<ConditionType, Verdict> = {
     Ready: ready(facts),
     Reconciling: reconciling(facts),
     Stalled: stalled(facts),
     Degraded: degraded(facts),
   };
+  return withHistory(verdicts, facts.desiredHash ?? "", previous, now);
+}
+
+/**
+ * Verdicts as conditions: the generation moves when `hash` (the desired spec
+ * the resource stands for) does, and a condition keeps its
+ * lastTransitionTime while its status stays the same.
+ */
+export function withHistory(verdicts: Record<ConditionType, Verdict>, hash: string, previous: ResourceConditions | undefined, now: string): ResourceConditions {
+  const generation = previous === undefined ? 1 : previous.spec_hash === hash ? previous.generation : previous.generation + 1;
   const conditions = CONDITION_TYPES.map((type) => {
     const before = previous?.conditions.find((c) => c.type === type);
     const v = verdicts[type];
@@ -98,7 +106,8 @@ export function allSlotConditions(
   previous: Readonly<Record<string, ResourceConditions>>,
   now: string,
 ): { next: Record<string, ResourceConditions>; changed: boolean } {
-  const names = new Set([...Object.keys(desired), ...Object.keys(observed), ...Object.keys(outcomes)]);
+  // outcomes.json also keeps `settings` and `hermes.<p>` (names with a dot, which no slot name has).
+  const names = new Set([...Object.keys(desired), ...Object.keys(observed), ...Object.keys(outcomes).filter((n) => !n.includes("."))]);
   const next: Record<string, ResourceConditions> = {};
   for (const name of [...names].sort()) {
     const d = desired[name];

@@ -141,10 +141,9 @@ async function timed(change: Change, o: Ctx, body: (emit: (phase: ExecEvent["pha
     result = { address: change.address, action: change.action, ok: false, code, error: (err as Error).message, elapsed_ms: now() - t0 };
     emit("failed", `${code}: ${(err as Error).message}`);
   }
-  if (change.kind === "slot") {
-    const outcome = { ok: result.ok, action: change.action, code: result.code, error: result.error, at: new Date(now()).toISOString() };
-    await o.serial(() => o.state.recordOutcome(slotName(change), outcome));
-  }
+  // Keyed by slot name for slots, by address (`settings`, `hermes.<p>`) for the others.
+  const outcome = { ok: result.ok, action: change.action, code: result.code, error: result.error, at: new Date(now()).toISOString() };
+  await o.serial(() => o.state.recordOutcome(change.kind === "slot" ? slotName(change) : change.address, outcome));
   return result;
 }
 

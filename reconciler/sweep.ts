@@ -74,7 +74,7 @@ export class Sweeper {
     const seen = await this.observeWithHealth(model, driver, now());
     const first = this.schedule(this.plan(model, seen.observed, seen.inventory), now());
     if (!first.runnable.has_changes) {
-      await refreshConditions(model, seen.observed, this.options.state, now);
+      await refreshConditions(model, seen.observed, this.options.state, now, true, first.plan);
       return { at, outcome: "nothing_to_do", diagnostics: [], plan: first.plan, results: [], deferred: first.deferred };
     }
     let release: () => Promise<void>;

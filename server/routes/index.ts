@@ -5,6 +5,8 @@ import { planRoutes } from "./plans.js";
 import { slotRoutes } from "./slots.js";
 import { profileRoutes } from "./profiles.js";
 import { stackRoutes } from "./stacks.js";
+import { settingsRoutes } from "./settings.js";
+import { systemRoutes } from "./system.js";
 
 /**
  * The route table: the single source of truth for REST, and for the MCP
@@ -17,5 +19,7 @@ export const ROUTES: readonly Route[] = [
   ...stackRoutes,
   ...approvalRoutes,
   ...activityRoutes,
+  ...settingsRoutes,
+  ...systemRoutes,
   ...slotRoutes,
 ];

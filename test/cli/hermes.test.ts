@@ -140,3 +140,20 @@ describe("Hermes profiles through the CLI", () => {
     expect(plan.out).toContain("! hermes.broken: hermes.invalid_yaml:");
   });
 });
+
+describe("hal0 status: conditions of the settings and of each Hermes profile", () => {
+  it("shows them beside the slots (--json: every condition; text: Ready and what is wrong)", async () => {
+    const json = await run("status", "--json");
+    expect(json.code, json.err).toBe(0);
+    const resources = Object.fromEntries((JSON.parse(json.out).resources as Array<{ address: string; conditions: Array<{ type: string; status: string; reason: string }> }>)
+      .map((r) => [r.address, Object.fromEntries(r.conditions.map((c) => [c.type, `${c.status} ${c.reason}`]))]));
+    expect(resources.settings).toEqual({ Ready: "True Applied", Reconciling: "False Converged", Stalled: "False Progressing", Degraded: "False AsExpected" });
+    expect(resources["hermes.hal0-brain"]).toMatchObject({ Ready: "True Wired", Reconciling: "False Converged" });
+    expect(resources["hermes.coder"]).toMatchObject({ Ready: "True OptedOut" });
+    expect(resources["hermes.broken"]).toMatchObject({ Ready: "False InvalidYaml", Stalled: "True InvalidYaml", Degraded: "False AsExpected" });
+    const text = await run("status");
+    expect(text.out).toMatch(/^RESOURCE +READY +NOTE$/m);
+    expect(text.out).toMatch(/^hermes\.broken +False +Ready: InvalidYaml .*; Stalled: InvalidYaml \(.*does not parse as YAML; hal0 leaves it alone until it is fixed\)$/m);
+    expect(text.out).toMatch(/^settings +True$/m);
+  });
+});

@@ -1,0 +1,149 @@
+import { readFileSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { arch, cpus, freemem, hostname, platform, release, totalmem, type, uptime } from "node:os";
+import { join } from "node:path";
+import { doctorRows, type DoctorRow } from "../../cli/doctor-cmd.js";
+import { packageRoot } from "../../cli/package-root.js";
+import { SPEC_VERSION, type Model } from "../../compiler/index.js";
+import type { BoxService } from "../box.js";
+import type { Dispatcher } from "../dispatch.js";
+import { probeHardware, type HardwareReport } from "../hardware.js";
+import { defineRoute } from "../route.js";
+
+/** One hardware probe per box until a reprobe replaces it. */
+const probes = new WeakMap<BoxService, Promise<HardwareReport>>();
+
+let version: string | undefined;
+function hal0Version(): string {
+  return (version ??= (JSON.parse(readFileSync(join(packageRoot(), "package.json"), "utf8")) as { version: string }).version);
+}
+
+/**
+ * The box itself: ports in use, versions, the OS, hardware from /proc and
+ * /sys, health, the doctor's rows and the features this build has on.
+ */
+export const systemRoutes = [
+  defineRoute({
+    method: "GET", path: "/api/ports", kind: "read", tools: ["port_list"], listKey: "ports",
+    summary: "Every port the box uses: hal0's own, each slot's (enabled, running), and the slot range with its free count",
+    handle: async ({ box }) => portList(box),
+  }),
+  defineRoute({
+    method: "GET", path: "/api/status", kind: "read", tools: ["version_info"],
+    summary: "hal0's version, Node's, the runner spec version, uptime, runtime and the tree's revision",
+    handle: async ({ box }) => {
+      const snap = await box.snapshot();
+      const model = snap.model ?? (await box.model());
+      return {
+        name: "hal0", version: hal0Version(), node: process.version, spec_version: SPEC_VERSION,
+        uptime_s: Math.round(process.uptime()), runtime: model.settings.slots.runtime, revision: snap.revision, tree_valid: snap.model !== undefined,
+      };
+    },
+  }),
+  defineRoute({
+    method: "GET", path: "/api/system-info", kind: "read", tools: ["system_info"],
+    summary: "The OS, kernel, hostname, CPUs, memory, Node, and the config and state folders",
+    handle: async ({ box }) => ({
+      os: { platform: platform(), type: type(), arch: arch(), name: await osName() },
+      kernel: release(), hostname: hostname(),
+      cpus: { count: cpus().length, model: cpus()[0]?.model ?? null },
+      memory: { total_bytes: totalmem(), free_bytes: freemem() },
+      node: { version: process.version, pid: process.pid },
+      uptime_s: Math.round(uptime()),
+      config_dir: box.root, state_dir: box.options.stateDir,
+    }),
+  }),
+  defineRoute({
+    method: "GET", path: "/api/stats/hardware", kind: "read", tools: ["hardware_probe"],
+    summary: "CPU, memory, load, GPUs, NPUs and temperatures from /proc and /sys (probed once; absent hardware is reported absent)",
+    handle: ({ box }) => hardware(box, false),
+  }),
+  defineRoute({
+    method: "POST", path: "/api/hardware/probe", kind: "action", tools: ["hardware_reprobe"],
+    summary: "Probe the hardware again and replace the cached report",
+    handle: ({ box }) => hardware(box, true),
+  }),
+  defineRoute({
+    method: "GET", path: "/api/health/system", kind: "read", tools: ["health_system"],
+    summary: "ok, or degraded when a check fails: the tree compiles, the state folder is writable, the database answers, the runtime is reachable",
+    handle: async ({ box }) => systemHealth(box),
+  }),
+  defineRoute({
+    method: "GET", path: "/api/doctor", kind: "read", tools: ["doctor_report"],
+    summary: "The rows of hal0 doctor (ok / warn / fail, each with a hint)",
+    handle: async ({ box }) => {
+      const rows = await doctor(box);
+      return { ok: !rows.some((r) => r.status === "fail"), rows };
+    },
+  }),
+  defineRoute({
+    method: "GET", path: "/api/features", kind: "read", tools: ["feature_list"], listKey: "features",
+    summary: "The features of this build and whether each is on",
+    handle: async ({ box, services }) => ({ features: features(await box.model(), services) }),
+  }),
+];
+
+async function osName(): Promise<string | null> {
+  const text = await readFile("/etc/os-release", "utf8").catch(() => "");
+  return text.match(/^PRETTY_NAME="?([^"\n]*)"?$/m)?.[1] ?? null;
+}
+
+function hardware(box: BoxService, fresh: boolean): Promise<HardwareReport> {
+  let probe = probes.get(box);
+  if (fresh || !probe) {
+    probe = probeHardware("/", box.now());
+    probes.set(box, probe);
+  }
+  return probe;
+}
+
+async function portList(box: BoxService): Promise<unknown> {
+  const model = await box.model();
+  const { server, slots } = model.settings;
+  const { observed } = await box.observe(model);
+  const inRange = (p: number) => p >= slots.port_range_start && p <= slots.port_range_end;
+  const ports = [
+    { port: server.port, owner: "hal0", host: server.host, in_range: inRange(server.port) },
+    ...Object.values(model.slots).map((s) => ({ port: s.port, owner: "slot", slot: s.name, enabled: s.enabled, running: observed.slots[s.name]?.running ?? false, in_range: inRange(s.port) })),
+  ].sort((a, b) => a.port - b.port);
+  const size = slots.port_range_end - slots.port_range_start + 1;
+  const used = new Set(ports.filter((p) => p.in_range).map((p) => p.port)).size;
+  return { ports, range: { start: slots.port_range_start, end: slots.port_range_end, size, used, free: size - used } };
+}
+
+async function doctor(box: BoxService): Promise<DoctorRow[]> {
+  const snap = await box.snapshot();
+  return doctorRows({ root: box.root, model: snap.model, diagnostics: snap.diagnostics, stateDir: box.options.stateDir, env: process.env });
+}
+
+async function systemHealth(box: BoxService): Promise<unknown> {
+  const rows = (await doctor(box)).filter((r) => ["tree", "state_folder", "runtime"].includes(r.check));
+  const checks = rows.map((r) => ({ check: r.check, status: r.status, message: r.message }));
+  checks.push(dbCheck(box));
+  return { status: checks.some((c) => c.status === "fail") ? "degraded" : "ok", checks };
+}
+
+function dbCheck(box: BoxService): { check: string; status: DoctorRow["status"]; message: string } {
+  try {
+    const { n } = box.db.prepare("SELECT count(*) AS n FROM audit").get() as { n: number };
+    return { check: "database", status: "ok", message: `SQLite answers (${n} audit row(s))` };
+  } catch (err) {
+    return { check: "database", status: "fail", message: `SQLite does not answer: ${(err as Error).message}` };
+  }
+}
+
+function features(model: Model, services: Dispatcher): Array<{ name: string; enabled: boolean; detail: string }> {
+  const s = model.settings;
+  const tools = new Set(services.routes.flatMap((r) => r.tools ?? []));
+  const mcp = Object.values(model.mcpServers);
+  return [
+    { name: "runtime.process", enabled: s.slots.runtime === "process", detail: "slots run as local processes" },
+    { name: "runtime.docker", enabled: s.slots.runtime === "docker", detail: s.slots.docker_host || "the default docker socket" },
+    { name: "memory", enabled: s.memory.enabled, detail: `engine ${s.memory.engine}` },
+    { name: "bridge", enabled: s.bridge.enabled, detail: "the agents' MCP bridge" },
+    { name: "approvals", enabled: true, detail: `gated tool calls wait for a person; ttl ${s.approvals.ttl_s} s` },
+    { name: "mcp", enabled: tools.size > 0, detail: `${tools.size} tool(s) alias this server's routes` },
+    { name: "mcp_servers", enabled: mcp.some((m) => m.enabled !== false), detail: `${mcp.length} installed MCP server(s)` },
+    { name: "drift.enforce", enabled: s.reconcile.drift === "enforce", detail: `the sweep runs every ${s.reconcile.interval_s} s` },
+  ];
+}
