@@ -1,0 +1,118 @@
+import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { Agent, createServer, request } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { promisify } from "node:util";
+import { packageRoot } from "../cli/package-root.js";
+import { freePortRange } from "./apply.js";
+
+/**
+ * `npm run bench` (server part): `hal0 serve` on a 50-slot box of fake
+ * runners, its reconcile loop converged. GET /api/slots p50/p99 over 2,000
+ * sequential keep-alive requests, beside the same bytes from a bare
+ * node:http server (the floor); then idle RSS beside a bare idle node.
+ */
+const SLOTS = 50;
+const REQUESTS = 2000;
+const RSS_TARGET_MB = 120;
+const HAL0 = join(packageRoot(), "bin/hal0.js");
+const RUNNER = join(packageRoot(), "fixtures/runner/fake-llama-server.mjs");
+const exec = promisify(execFile);
+
+function writeBox(dir: string, first: number): void {
+  mkdirSync(join(dir, "slots"), { recursive: true });
+  writeFileSync(join(dir, "hal0.toml"), `[slots]\nport_range_start = ${first}\nport_range_end = ${first + SLOTS - 1}\nhealth_timeout_s = 60\nstop_grace_s = 5\n[server]\nport = ${first - 1}\n`);
+  writeFileSync(join(dir, "profiles.toml"), `[profile.fake]\nrunner = ["${process.execPath}", "${RUNNER}"]\nflags = "-fa on -b 512"\ndevice_class = "cpu"\n[profile.fake.tune]\nctx_size = 4096\n`);
+  writeFileSync(join(dir, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\ncontext_length = 8192\n`);
+  writeFileSync(join(dir, "tiny.gguf"), "GGUF");
+  for (let i = 0; i < SLOTS; i++) writeFileSync(join(dir, "slots", `slot-${i}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${first + i}\n[server]\nenv = { HAL0_FAKE_LOAD_MS = "100" }\n`);
+}
+
+function get(agent: Agent, url: string): Promise<{ ms: number; body: Buffer; status: number }> {
+  const t0 = performance.now();
+  return new Promise((resolve, reject) => {
+    request(url, { agent }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on("data", (c: Buffer) => chunks.push(c));
+      res.on("end", () => resolve({ ms: performance.now() - t0, body: Buffer.concat(chunks), status: res.statusCode ?? 0 }));
+    }).on("error", reject).end();
+  });
+}
+
+async function latencies(url: string): Promise<{ p50: number; p99: number; body: Buffer }> {
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  let body: Buffer = Buffer.alloc(0);
+  for (let i = 0; i < 100; i++) body = (await get(agent, url)).body;
+  const ms: number[] = [];
+  for (let i = 0; i < REQUESTS; i++) {
+    const r = await get(agent, url);
+    if (r.status !== 200) throw new Error(`GET ${url}: ${r.status} ${r.body.toString().slice(0, 200)}`);
+    ms.push(r.ms);
+  }
+  agent.destroy();
+  ms.sort((a, b) => a - b);
+  return { p50: ms[Math.floor(REQUESTS * 0.5)]!, p99: ms[Math.floor(REQUESTS * 0.99)]!, body };
+}
+
+function rssMb(pid: number): number {
+  const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0);
+  return kb / 1024;
+}
+
+async function startServe(config: string, state: string): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(process.execPath, [HAL0, "serve", "--config", config, "--state", state, "--port", "0"], { stdio: ["ignore", "pipe", "inherit"] });
+  let out = "";
+  child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
+  for (let i = 0; i < 300; i++) {
+    const line = out.split("\n").find((l) => l.includes("hal0 serve listening"));
+    if (line) return { child, url: JSON.parse(line).url.replace(/\/$/, "") };
+    await sleep(50);
+  }
+  throw new Error(`hal0 serve did not start: ${out}`);
+}
+
+async function allHealthy(first: number): Promise<void> {
+  for (let tries = 0; tries < 600; tries++) {
+    const ok = await Promise.all(Array.from({ length: SLOTS }, (_, i) => fetch(`http://127.0.0.1:${first + i}/health`).then((r) => r.status === 200, () => false)));
+    if (ok.every(Boolean)) return;
+    await sleep(200);
+  }
+  throw new Error("the sweep did not bring 50 slots up");
+}
+
+export async function benchServe(): Promise<string[]> {
+  const base = mkdtempSync(join(tmpdir(), "hal0-bench-serve-"));
+  const config = join(base, "box");
+  const state = join(base, "state");
+  const first = (await freePortRange(SLOTS + 1)) + 1;
+  writeBox(config, first);
+  const { child, url } = await startServe(config, state);
+  try {
+    await allHealthy(first);
+    const hal0 = await latencies(`${url}/api/slots`);
+    const bare = createServer((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end(hal0.body)).listen(0, "127.0.0.1");
+    await new Promise((r) => bare.once("listening", r));
+    const floor = await latencies(`http://127.0.0.1:${(bare.address() as AddressInfo).port}/`);
+    bare.close();
+    await sleep(3000);
+    const rss = rssMb(child.pid!);
+    const idle = spawn(process.execPath, ["-e", "setInterval(() => {}, 1000)"], { stdio: "ignore" });
+    await sleep(1000);
+    const nodeRss = rssMb(idle.pid!);
+    idle.kill();
+    return [
+      `GET /api/slots, 50 slots, ${REQUESTS} sequential keep-alive requests (${(hal0.body.length / 1024).toFixed(1)} KiB reply):`,
+      `  hal0 serve      p50 ${hal0.p50.toFixed(2)} ms  p99 ${hal0.p99.toFixed(2)} ms`,
+      `  bare node:http  p50 ${floor.p50.toFixed(2)} ms  p99 ${floor.p99.toFixed(2)} ms   (the same bytes, no work: the floor)`,
+      `idle RSS of hal0 serve (sweep loop on, 50 slots running): ${rss.toFixed(1)} MB  — target ≤ ${RSS_TARGET_MB} MB: ${rss <= RSS_TARGET_MB ? "PASS" : "MISS"}   (an idle bare node: ${nodeRss.toFixed(1)} MB)`,
+    ];
+  } finally {
+    const exited = new Promise((r) => child.once("exit", r));
+    child.kill("SIGTERM");
+    await exited;
+    await exec(process.execPath, [HAL0, "down", "--config", config, "--state", state]).catch(() => undefined);
+  }
+}

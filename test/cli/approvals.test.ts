@@ -1,0 +1,55 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { main } from "../../cli/index.js";
+import { ROUTES } from "../../server/routes/index.js";
+import { startTestServer, type TestServer } from "../server/harness.js";
+import { captureIo } from "./helpers.js";
+
+const slotEdit = ROUTES.find((r) => r.tools?.includes("slot_edit"))!;
+const request = (ctx: number) => ({ params: { name: "chat" }, query: {}, body: { tune: { ctx_size: ctx } }, caller: { agent: "hermes__coder", private: false, via: "mcp" as const }, requestId: "t" });
+
+let s: TestServer | undefined;
+afterEach(async () => {
+  await s?.close();
+  s = undefined;
+});
+
+describe("hal0 agent approvals", () => {
+  it("lists, shows, approves and denies against the state folder's database", async () => {
+    s = await startTestServer({ keep: false });
+    const a = await s.hal0.approvals.enqueue("slot_edit", slotEdit, request(20480));
+    const b = await s.hal0.approvals.enqueue("slot_edit", slotEdit, request(16384));
+    const flags = ["--config", s.config, "--state", s.state];
+    const list = captureIo({ USER: "alice" });
+    expect(await main(["agent", "approvals", "list", "--only", "pending", ...flags], list)).toBe(0);
+    expect(list.out()).toContain(a.id);
+    expect(list.out()).toContain("hermes__coder");
+    const show = captureIo();
+    expect(await main(["agent", "approvals", "show", a.id, ...flags], show)).toBe(0);
+    expect(JSON.parse(show.out()).approval.args.body).toEqual({ tune: { ctx_size: 20480 } });
+
+    const approve = captureIo({ USER: "alice" });
+    expect(await main(["agent", "approvals", "approve", a.id, ...flags], approve)).toBe(0);
+    expect(approve.out()).toMatch(/executed/);
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toMatch(/ctx_size = 20480/);
+    expect(s.hal0.approvals.get(a.id)).toMatchObject({ state: "executed", decided_by: "cli:alice" });
+
+    const deny = captureIo();
+    expect(await main(["agent", "approvals", "deny", b.id, "--reason", "no", ...flags], deny)).toBe(0);
+    const again = captureIo();
+    expect(await main(["agent", "approvals", "deny", b.id, ...flags], again)).toBe(1);
+    expect(again.err()).toContain("approvals.already_resolved");
+  });
+
+  it("goes through a running server with --server", async () => {
+    s = await startTestServer();
+    const a = await s.hal0.approvals.enqueue("slot_edit", slotEdit, request(20480));
+    const io = captureIo();
+    expect(await main(["agent", "approvals", "approve", a.id, "--server", s.url], io)).toBe(0);
+    expect(io.out()).toMatch(/executed/);
+    const missing = captureIo();
+    expect(await main(["agent", "approvals", "show", "apr_nope", "--server", s.url], missing)).toBe(1);
+    expect(missing.err()).toContain("approvals.not_found");
+  });
+});
