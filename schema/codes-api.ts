@@ -26,6 +26,12 @@ export const API_CODES = {
   "slot.exists": { severity: "error", stage: "server", http: 409, meaning: "A slot with this name already exists (create, rename)." },
   "slot.pinned": { severity: "error", stage: "server", http: 409, meaning: "The slot is pinned: unloading or deleting it needs ?force=true." },
   "slot.illegal_transition": { severity: "error", stage: "server", http: 409, meaning: "The slot cannot do this in its current state (restart of a disabled slot)." },
+  // ── models ───────────────────────────────────────────────────────────
+  "model.not_found": { severity: "error", stage: "server", http: 404, meaning: "No [model.<id>] in models.toml has this id." },
+  "model.already_exists": { severity: "error", stage: "server", http: 409, meaning: "A register names a model id models.toml already has; edit it instead." },
+  "model.in_use": { severity: "error", stage: "server", http: 409, meaning: "The model is named by slots or stacks (details.slots, details.stacks); it cannot be removed." },
+  "model.path_missing": { severity: "error", stage: "server", http: 404, meaning: "No file exists at the given model path." },
+  "model.unsupported_format": { severity: "error", stage: "server", http: 422, meaning: "The file is not a readable GGUF v2/v3 file; details.reason says why (not_gguf, unsupported_version, truncated, too_large, malformed)." },
   // ── plans and approvals ──────────────────────────────────────────────
   "plan.not_found": { severity: "error", stage: "server", http: 404, meaning: "No plan has this id." },
   "approvals.not_found": { severity: "error", stage: "server", http: 404, meaning: "No approval request has this id." },

@@ -1,6 +1,7 @@
 import type { Route } from "../route.js";
 import { activityRoutes } from "./activity.js";
 import { approvalRoutes } from "./approvals.js";
+import { modelRoutes } from "./models.js";
 import { planRoutes } from "./plans.js";
 import { slotRoutes } from "./slots.js";
 import { profileRoutes } from "./profiles.js";
@@ -15,6 +16,7 @@ import { systemRoutes } from "./system.js";
  */
 export const ROUTES: readonly Route[] = [
   ...planRoutes,
+  ...modelRoutes,
   ...profileRoutes,
   ...stackRoutes,
   ...approvalRoutes,

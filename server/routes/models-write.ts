@@ -1,0 +1,147 @@
+import { z } from "zod";
+import type { FileEdit } from "../../compiler/changeset.js";
+import type { Model } from "../../compiler/index.js";
+import { ResourceId } from "../../schema/index.js";
+import { ApiError } from "../errors.js";
+import { entryFor, scanModels } from "../model-scan.js";
+import { defineRoute, type WriteOutcome } from "../route.js";
+import { absolutePath, DEFAULT_TAG, findModel, headerOf, headerReport, refuseLegacyKeys, usage } from "./models-common.js";
+
+const FILE = "models.toml";
+const ModelIdParams = z.strictObject({ model_id: ResourceId });
+/** File facts as top-level fields; the compiler validates them (unknown keys get a "did you mean"). */
+const Facts = z.record(z.string(), z.unknown());
+const RegisterBody = z.looseObject({ id: ResourceId });
+const ScanBody = z.strictObject({ prune: z.boolean().default(false) });
+
+const written = (o: WriteOutcome) => ({ revision: o.revision, files: o.files, committed: o.committed, plan: o.plan, warnings: o.warnings });
+
+/**
+ * Model writes: each one ChangeSet on models.toml (`set` edits, so a
+ * person's comments and layout survive), compiled and planned by the
+ * pipeline before anything is written.
+ */
+export const modelWriteRoutes = [
+  defineRoute({
+    method: "POST", path: "/api/models", kind: "write", status: 201, body: RegisterBody, tools: ["model_register"],
+    summary: "Register a model: file facts as top-level fields; facts missing from the body are read from a local GGUF's header",
+    handle: async ({ body, box }) => {
+      const { id, ...facts } = body as { id: string } & Record<string, unknown>;
+      refuseLegacyKeys(facts, id);
+      const model = await box.model();
+      if (model.models[id]) throw new ApiError("model.already_exists", `model ${id} is already in models.toml; edit it with PUT /api/models/${id}`, { model_id: id });
+      const fromHeader = await headerFacts(model, facts.path);
+      const entry = { ...fromHeader, ...present(facts) };
+      return {
+        changes: { edits: [{ file: FILE, op: "set", path: ["model", id], value: entry }], summary: `register model ${id}` },
+        reply: (o) => ({ model: { id, ...entry }, filled_from_header: Object.keys(fromHeader).filter((k) => !(k in facts)), ...written(o) }),
+      };
+    },
+  }),
+  defineRoute({
+    method: "PUT", path: "/api/models/{model_id}", kind: "write", params: ModelIdParams, body: Facts, tools: ["model_edit"],
+    summary: "Edit a model's file facts (top-level fields; null removes one, e.g. draft: null unpairs the drafter)",
+    handle: async ({ params, body, box }) => {
+      const id = params.model_id;
+      refuseLegacyKeys(body, id);
+      findModel(await box.model(), id);
+      const { id: named, ...facts } = body;
+      if (named !== undefined && named !== id) throw new ApiError("validation.invalid", "a model's id is its table name and cannot be edited", { fields: [{ loc: ["body", "id"], msg: "cannot rename a model", type: "custom" }] });
+      if (Object.keys(facts).length === 0) throw new ApiError("validation.invalid", "the body names no file fact to change", { fields: [{ loc: ["body"], msg: "no fields", type: "custom" }] });
+      const edits: FileEdit[] = Object.keys(facts).sort().map((k) => ({ file: FILE, op: "set", path: ["model", id, k], value: facts[k] ?? null }));
+      return { changes: { edits, summary: `edit model ${id}: ${Object.keys(facts).sort().join(", ")}` }, reply: (o) => ({ id, changed: Object.keys(facts).sort(), ...written(o) }) };
+    },
+  }),
+  defineRoute({
+    method: "DELETE", path: "/api/models/{model_id}", kind: "write", params: ModelIdParams, tools: ["model_delete"],
+    summary: "Remove a model from models.toml (its files stay); refused while a slot or a stack names it",
+    handle: async ({ params, box }) => {
+      const model = await box.model();
+      const id = findModel(model, params.model_id).id;
+      const users = usage(model, id);
+      if (users.slots.length > 0 || users.stacks.length > 0) {
+        const named = [...users.slots.map((s) => `slot ${s}`), ...users.stacks.map((s) => `stack ${s}`)].join(", ");
+        throw new ApiError("model.in_use", `model ${id} is in use by ${named}; point them at another model first`, { model_id: id, ...users });
+      }
+      return { changes: { edits: [{ file: FILE, op: "set", path: ["model", id], value: null }], summary: `delete model ${id}` }, reply: (o) => ({ deleted: id, ...written(o) }) };
+    },
+  }),
+  defineRoute({
+    method: "POST", path: "/api/models/{model_id}/default", kind: "write", params: ModelIdParams, body: z.strictObject({ default: z.boolean().default(true) }), tools: ["model_set_default"],
+    summary: "Make a model its type's default (the `default` tag in models.toml; one per type), or clear it with default: false",
+    handle: async ({ params, body, box }) => {
+      const model = await box.model();
+      const m = findModel(model, params.model_id);
+      const edits: FileEdit[] = [];
+      const cleared: string[] = [];
+      const retag = (id: string, tags: readonly string[]) => edits.push({ file: FILE, op: "set", path: ["model", id, "tags"], value: tags.length > 0 ? tags : null });
+      if (body.default && !m.tags.includes(DEFAULT_TAG)) retag(m.id, [...m.tags, DEFAULT_TAG]);
+      if (!body.default && m.tags.includes(DEFAULT_TAG)) retag(m.id, m.tags.filter((t) => t !== DEFAULT_TAG));
+      for (const other of Object.values(model.models)) {
+        if (!body.default || other.id === m.id || other.type !== m.type || !other.tags.includes(DEFAULT_TAG)) continue;
+        retag(other.id, other.tags.filter((t) => t !== DEFAULT_TAG));
+        cleared.push(other.id);
+      }
+      const summary = body.default ? `default ${m.type} model: ${m.id}` : `${m.id} is no longer the default ${m.type} model`;
+      return { changes: { edits, summary }, reply: (o) => ({ id: m.id, type: m.type, default: body.default, cleared, ...written(o) }) };
+    },
+  }),
+  defineRoute({
+    method: "POST", path: "/api/models/validate", kind: "read", body: z.looseObject({ id: ResourceId.optional() }), tools: ["model_validate"],
+    summary: "Check a model body against the tree (as if registered, or replacing the model of that id); nothing is written",
+    handle: async ({ body, box }) => {
+      const { id: given, ...facts } = body as { id?: string } & Record<string, unknown>;
+      const model = await box.model();
+      const id = given ?? unusedId(model);
+      const file = typeof facts.path === "string" ? { path_abs: absolutePath(model.root, facts.path), ...(await headerReport(absolutePath(model.root, facts.path))) } : undefined;
+      const base = { id, exists: model.models[id] !== undefined, ...(file ? { file } : {}) };
+      try {
+        const proposal = await box.propose({ edits: [{ file: FILE, op: "set", path: ["model", id], value: present(facts) }] });
+        return { valid: true, ...base, diagnostics: proposal.warnings };
+      } catch (err) {
+        if (!(err instanceof ApiError) || err.code !== "config.invalid") throw err;
+        return { valid: false, ...base, diagnostics: err.details.diagnostics ?? [] };
+      }
+    },
+  }),
+  defineRoute({
+    method: "POST", path: "/api/models/scan", kind: "write", body: ScanBody, tools: ["model_scan"],
+    summary: "Register every new model found under [models] roots (one change set); prune removes unused entries whose file under a root is gone",
+    handle: async ({ body, box }) => {
+      const model = await box.model();
+      const report = await scanModels(model);
+      const prune = body.prune ? report.missing.filter((m) => { const u = usage(model, m.id); return u.slots.length === 0 && u.stacks.length === 0; }) : [];
+      const kept = body.prune ? report.missing.filter((m) => !prune.includes(m)).map((m) => ({ ...m, used_by: usage(model, m.id) })) : [];
+      const edits: FileEdit[] = [
+        ...report.new.map((n): FileEdit => ({ file: FILE, op: "set", path: ["model", n.id], value: n.entry })),
+        ...prune.map((m): FileEdit => ({ file: FILE, op: "set", path: ["model", m.id], value: null })),
+      ];
+      const summary = `model scan: ${report.new.length} new${body.prune ? `, ${prune.length} pruned` : ""}`;
+      return {
+        changes: { edits, summary },
+        reply: (o) => ({ registered: report.new.map((n) => ({ id: n.id, path: n.path, entry: n.entry })), pruned: prune.map((m) => m.id), kept_in_use: kept, known: report.known.length, skipped: report.skipped, roots: report.roots, ...written(o) }),
+      };
+    },
+  }),
+];
+
+/** For a register body with a local GGUF path: the entry its header gives (the body's own fields win). Nothing when there is no readable header. */
+async function headerFacts(model: Model, path: unknown): Promise<Record<string, unknown>> {
+  if (typeof path !== "string" || !path.toLowerCase().endsWith(".gguf")) return {};
+  const abs = absolutePath(model.root, path);
+  const facts = await headerOf(abs).catch(() => undefined);
+  if (!facts) return {};
+  const { path: _written, ...entry } = entryFor(model.root, abs, facts);
+  return entry;
+}
+
+/** A body's fields without the nulls (TOML has no null: an absent key is the absent fact). */
+function present(facts: Record<string, unknown>): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(facts).filter(([, v]) => v !== null && v !== undefined));
+}
+
+function unusedId(model: Model): string {
+  let id = "candidate";
+  for (let i = 2; model.models[id]; i++) id = `candidate-${i}`;
+  return id;
+}

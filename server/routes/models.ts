@@ -1,0 +1,101 @@
+import { basename } from "node:path";
+import { z } from "zod";
+import { DEVICES, ResourceId, SLOT_TYPES } from "../../schema/index.js";
+import { defineRoute } from "../route.js";
+import { entryFor, proposeModelId, scanModels } from "../model-scan.js";
+import { absolutePath, draftCandidates, findModel, headerOf, headerReport, modelRow, ROW_FIELDS, usage, type ModelRow } from "./models-common.js";
+import { modelWriteRoutes } from "./models-write.js";
+
+/** A list parameter: a comma-separated string, or the key repeated (`?capability=chat&capability=tools`). */
+const list = <T extends string>(item: z.ZodType<T, string>) =>
+  z.union([z.string(), z.array(z.string())])
+    .transform((v) => (Array.isArray(v) ? v : [v]).flatMap((s) => s.split(",")).map((s) => s.trim()).filter((s) => s !== ""))
+    .pipe(z.array(item));
+
+const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
+
+const ListQuery = z.strictObject({
+  installed: bool.optional(),
+  type: list(z.enum(SLOT_TYPES)).optional(),
+  capability: list(z.string().min(1)).optional(),
+  device: list(z.enum(DEVICES)).optional(),
+  q: z.string().max(200).optional(),
+  fields: list(z.enum(ROW_FIELDS)).optional(),
+  limit: z.coerce.number().int().min(1).max(500).optional(),
+  offset: z.coerce.number().int().min(0).default(0),
+});
+type ListQuery = z.infer<typeof ListQuery>;
+
+export const ModelIdParams = z.strictObject({ model_id: ResourceId });
+const InspectBody = z.strictObject({ path: z.string().min(1).max(4096) });
+
+/**
+ * Models: the `[model.<id>]` entries of models.toml as rows, filtered and
+ * paged; one model with its users and its file's GGUF header; a local
+ * file's header; and what a scan of `[models] roots` would register.
+ */
+export const modelRoutes = [
+  defineRoute({
+    method: "GET", path: "/api/models", kind: "read", query: ListQuery, tools: ["model_list"], listKey: "models",
+    summary: "Models, filtered by installed, type, capability (all of), device (any of), q; fields projects the rows; total counts matches before paging",
+    handle: async ({ query, box }) => {
+      const model = await box.model();
+      const rows = await Promise.all(Object.values(model.models).map(modelRow));
+      const matches = rows.filter((r) => matchesQuery(r, query));
+      const page = matches.slice(query.offset, query.limit === undefined ? undefined : query.offset + query.limit);
+      return { models: query.fields ? page.map((r) => project(r, query.fields!)) : page, total: matches.length };
+    },
+  }),
+  defineRoute({
+    method: "GET", path: "/api/models/{model_id}", kind: "read", params: ModelIdParams, tools: ["model_show"],
+    summary: "One model: its file facts, whether its file is here, the slots and stacks that use it, its GGUF header",
+    handle: async ({ params, box }) => {
+      const model = await box.model();
+      const m = findModel(model, params.model_id);
+      const row = await modelRow(m);
+      const header = row.installed && m.path_abs!.toLowerCase().endsWith(".gguf") ? await headerReport(m.path_abs!) : {};
+      return { ...row, path_abs: m.path_abs ?? null, used_by: usage(model, m.id), ...header };
+    },
+  }),
+  defineRoute({
+    method: "POST", path: "/api/models/inspect", kind: "read", body: InspectBody, tools: ["model_inspect"],
+    summary: "A local file's GGUF header facts, the model entry a register would write, and drafter candidates beside it",
+    handle: async ({ body, box }) => {
+      const model = await box.model();
+      const path = absolutePath(model.root, body.path);
+      const facts = await headerOf(path);
+      const registered = Object.values(model.models).find((m) => m.path_abs === path)?.id ?? null;
+      const proposed = { id: registered ?? proposeModelId(basename(path), new Set(Object.keys(model.models))), entry: entryFor(model.root, path, facts) };
+      return { path, ...facts, registered_as: registered, proposed, drafts: await draftCandidates(path, facts) };
+    },
+  }),
+  defineRoute({
+    method: "POST", path: "/api/models/scan/preview", kind: "read", body: z.strictObject({ prune: z.boolean().default(false) }), tools: ["model_scan_preview"],
+    summary: "What a scan of [models] roots would register (and, with prune, remove); nothing is written",
+    handle: async ({ body, box }) => {
+      const report = await scanModels(await box.model());
+      return { ...report, would_register: report.new.map((n) => n.id), would_prune: body.prune ? report.missing.map((m) => m.id) : [] };
+    },
+  }),
+  ...modelWriteRoutes,
+];
+
+function matchesQuery(r: ModelRow, q: ListQuery): boolean {
+  if (q.installed !== undefined && r.installed !== q.installed) return false;
+  if (q.type && q.type.length > 0 && !q.type.includes(r.type as never)) return false;
+  const caps = r.capabilities as string[];
+  if (q.capability && !q.capability.every((c) => caps.includes(c))) return false;
+  const devices = r.devices as string[];
+  // A model that lists no devices runs on any.
+  if (q.device && q.device.length > 0 && devices.length > 0 && !q.device.some((d) => devices.includes(d))) return false;
+  if (q.q !== undefined && q.q !== "") {
+    const needle = q.q.toLowerCase();
+    if (![r.id, r.name, r.hf_repo].some((v) => typeof v === "string" && v.toLowerCase().includes(needle))) return false;
+  }
+  return true;
+}
+
+function project(r: ModelRow, fields: readonly string[]): Record<string, unknown> {
+  const keep = new Set(["id", ...fields]);
+  return Object.fromEntries(Object.entries(r).filter(([k]) => keep.has(k)));
+}
