@@ -1,0 +1,70 @@
+import { cpSync, readFileSync, writeFileSync } from "node:fs";
+import { hostname } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { ProcessDriver } from "../../reconciler/index.js";
+import { startTestServer, type TestServer } from "./harness.js";
+
+/**
+ * Slot routes against a real runner: the fake llama-server of
+ * fixtures/runner, started by the process runtime. The utility slot moves to
+ * port 8177 first, so this file never contends with the CLI tests for the
+ * box's own ports.
+ */
+let s: TestServer;
+const PORT = 8177;
+
+beforeAll(async () => {
+  s = await startTestServer();
+  cpSync(join(import.meta.dirname, "../../fixtures/runner"), join(s.config, "../runner"), { recursive: true });
+  const moved = await s.call("PUT", "/api/slots/utility/config", { body: { port: PORT } });
+  expect(moved.status).toBe(200);
+});
+
+afterAll(async () => {
+  await new ProcessDriver({ stateDir: s.state }).stop("utility", 2);
+  await s.close();
+});
+
+const runtimePid = (): number => JSON.parse(readFileSync(join(s.state, "slots", "utility", "runtime.json"), "utf8")).pid;
+
+describe("slot restart and runtime reads", () => {
+  it("starts a stopped slot, then restarts it as a new process; status, state, metrics and logs follow", async () => {
+    const first = await s.call("POST", "/api/slots/utility/restart");
+    expect(first.status, JSON.stringify(first.body)).toBe(200);
+    expect(first.body).toMatchObject({ name: "utility", action: "create", result: { ok: true, address: "slot.utility" } });
+    const pid1 = runtimePid();
+
+    const status = await s.call("GET", "/api/slots/utility");
+    expect(status.body).toMatchObject({ status: "running", runtime: { running: true, health: "ok", pid: pid1, up_to_date: true } });
+    expect((await s.call("GET", "/api/slots")).body.slots.find((x: any) => x.name === "utility").status).toBe("running");
+    const state = await s.call("GET", "/api/slots/utility/state");
+    expect(state.body).toMatchObject({ state: "ready", running: true, health: "ok", last_outcome: { ok: true, action: "create" } });
+    expect(state.body.conditions.find((c: any) => c.type === "Ready")).toMatchObject({ status: "True" });
+    const metrics = await s.call("GET", "/api/slots/metrics");
+    expect(metrics.body.by_status.running).toBe(1);
+    expect(metrics.body.running[0]).toMatchObject({ name: "utility", port: PORT, pid: pid1 });
+
+    const again = await s.call("POST", "/api/slots/utility/restart");
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ action: "replace", result: { ok: true } });
+    expect(runtimePid()).not.toBe(pid1);
+
+    const logs = await s.call("GET", "/api/slots/utility/logs?lines=50");
+    expect(logs.body.exists).toBe(true);
+    expect(logs.body.lines.filter((l: string) => l.includes("hal0 starts:"))).toHaveLength(2);
+  });
+
+  it("refuses to restart a disabled slot (409 slot.illegal_transition) and while another apply holds the lock (409 apply.locked)", async () => {
+    const disabled = await s.call("POST", "/api/slots/vision/restart");
+    expect(disabled.status).toBe(409);
+    expect(disabled.body.error.code).toBe("slot.illegal_transition");
+
+    const lock = join(s.state, "apply.lock");
+    writeFileSync(lock, JSON.stringify({ pid: process.pid, host: hostname(), started_at: new Date().toISOString(), command: "hal0 apply" }));
+    const locked = await s.call("POST", "/api/slots/utility/restart");
+    expect(locked.status).toBe(409);
+    expect(locked.body.error).toMatchObject({ code: "apply.locked", details: { holder: { command: "hal0 apply" } } });
+    expect(locked.body.error.message).toContain("hal0 apply");
+  });
+});
