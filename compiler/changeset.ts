@@ -1,4 +1,4 @@
-import { parse as parseToml, patch as patchToml } from "@decimalturn/toml-patch";
+import { parse as parseToml, parseDocument, patch as patchToml } from "@decimalturn/toml-patch";
 import { createHash } from "node:crypto";
 import { sourceTree, type SourceTree } from "./sources.js";
 
@@ -77,9 +77,54 @@ function patchDoc(current: string | undefined, file: string, change: (doc: Recor
   } catch (err) {
     throw new ChangeSetError("config.parse_error", file, `${file} is not valid TOML, so it can't be edited key by key: ${(err as Error).message.split("\n")[0]}`);
   }
+  const before = structuredClone(doc);
   const next = change(doc);
-  const out = patchToml(text, next);
+  const out = patchToml(removeTables(text, deletedTables(before, next)), next);
   return out.length > 0 && !out.endsWith("\n") ? `${out}\n` : out;
+}
+
+/** Key paths of tables present in `before` and gone from `after` (their sub-tables are covered by them). */
+function deletedTables(before: Record<string, unknown>, after: Record<string, unknown>, prefix: string[] = []): string[][] {
+  const out: string[][] = [];
+  for (const [key, value] of Object.entries(before)) {
+    if (!isTable(value)) continue;
+    const next = after[key];
+    if (!isTable(next)) out.push([...prefix, key]);
+    else out.push(...deletedTables(value, next, [...prefix, key]));
+  }
+  return out;
+}
+
+function isTable(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
+}
+
+interface HeaderNode {
+  readonly type: string;
+  readonly key?: { item: { value: string[] } };
+  readonly loc: { start: { line: number }; end: { line: number } };
+  readonly items?: ReadonlyArray<{ type: string; loc: { end: { line: number } } }>;
+}
+
+/**
+ * Removes deleted `[header]` tables as a person would: the header and its
+ * keys (with comments between them), but not the comments after its last
+ * key — those introduce what follows. toml-patch alone would take those,
+ * and the comment above the first table, with it.
+ */
+function removeTables(text: string, paths: readonly string[][]): string {
+  if (paths.length === 0) return text;
+  const drop = new Set<number>();
+  for (const node of parseDocument(text).cst as unknown as HeaderNode[]) {
+    if (node.type !== "Table" || !node.key) continue;
+    const header = node.key.item.value;
+    if (!paths.some((p) => p.length <= header.length && p.every((k, i) => header[i] === k))) continue;
+    const keys = (node.items ?? []).filter((i) => i.type === "KeyValue");
+    const end = keys.length > 0 ? Math.max(...keys.map((k) => k.loc.end.line)) : node.loc.start.line;
+    for (let line = node.loc.start.line; line <= end; line++) drop.add(line);
+  }
+  const kept = text.split("\n").filter((_, i) => !drop.has(i + 1));
+  return kept.join("\n").replace(/\n{3,}/g, "\n\n");
 }
 
 function setPath(doc: Record<string, unknown>, path: readonly string[], value: unknown, file: string): Record<string, unknown> {
