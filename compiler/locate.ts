@@ -59,6 +59,7 @@ export class Locator {
     else if (node.type === "Table" || node.type === "TableArray") {
       const header = this.resolveHeader(node.key.item.value);
       const at = lastPartPoint(node.key.item);
+      this.markHeaderParts(node.key.item, header);
       let path = header;
       if (node.type === "TableArray") {
         const id = keyOf(header);
@@ -89,6 +90,15 @@ export class Locator {
         this.visitValue([...path, index], item.item);
       });
     }
+  }
+
+  /** `[a.b.c]` also spells out the implicit tables `a` and `a.b`: each points at its part of the header. */
+  private markHeaderParts(key: KeyNode, header: KeyPath): void {
+    if (header.length !== key.value.length) return; // under an array of tables: the element is marked by its own header
+    const start = point(key.loc.start);
+    const offsets = partOffsets(key.raw);
+    if (offsets.length !== key.value.length) return;
+    for (let n = 1; n < header.length; n++) this.mark(header.slice(0, n), { key: { line: start.line, column: start.column + offsets[n - 1]! } });
   }
 
   /** `[a.b]` under an earlier `[[a]]` means the last element of `a`. */

@@ -1,5 +1,5 @@
 import type {
-  Device, FullTune, McpServer, ModelFacts, Profile, Settings, SlotType, Stack, Tier, Tune, TuneKey, Upstream,
+  Backend, CatalogSource, Device, Selection, FullTune, McpServer, ModelFacts, Profile, Settings, SlotType, Stack, Tier, Tune, TuneKey, Upstream,
 } from "../schema/index.js";
 
 /**
@@ -19,6 +19,16 @@ export interface Model {
   readonly upstreams: readonly Upstream[];
   readonly mcpServers: Readonly<Record<string, McpServer & { id: string; file: string }>>;
   readonly policy: CompiledPolicy;
+  readonly capabilities: CompiledCapabilities;
+}
+
+/** capabilities.toml, linked: backends and catalogs in file order, selections keyed slot → child in sorted order. */
+export interface CompiledCapabilities {
+  /** `capabilities.toml` when the tree has one. */
+  readonly file?: string;
+  readonly backends: readonly Backend[];
+  readonly catalogs: readonly CatalogSource[];
+  readonly selections: Readonly<Record<string, Readonly<Record<string, Selection>>>>;
 }
 
 export interface CompiledProfile extends Profile {

@@ -1,5 +1,5 @@
 import {
-  classifyPath, type FileKindId, type McpServer, type ModelFacts, type PolicyFile, type Profile,
+  classifyPath, type CapabilitiesFile, type FileKindId, type McpServer, type ModelFacts, type PolicyFile, type Profile,
   type Settings, type Slot, type Stack, type Upstream,
 } from "../schema/index.js";
 import type { SourceTree } from "./sources.js";
@@ -25,6 +25,7 @@ export interface TreeFiles {
   models?: Parsed<{ model: Record<string, ModelFacts> }> | "invalid";
   upstreams?: Parsed<{ upstream: Upstream[] }> | "invalid";
   policy?: Parsed<PolicyFile> | "invalid";
+  capabilities?: Parsed<CapabilitiesFile> | "invalid";
   slots: ResourceFiles<Slot>;
   stacks: ResourceFiles<Stack>;
   mcpServers: ResourceFiles<McpServer>;
@@ -53,7 +54,7 @@ function readFile(out: TreeFiles, rel: string, text: string | undefined, reporte
   const hit = classifyPath(rel);
   if (!hit) {
     reporter.report("config.unknown_file", { file: rel, path: [] }, `hal0 does not read ${rel}`,
-      `This file is ignored. ${FOLDER_HINTS[rel] ?? "hal0 reads hal0.toml, profiles.toml, models.toml, upstreams.toml, policy.toml and the folders slots/, stacks/ and mcp-servers/."}`);
+      `This file is ignored. ${FOLDER_HINTS[rel] ?? "hal0 reads hal0.toml, profiles.toml, models.toml, upstreams.toml, policy.toml, capabilities.toml and the folders slots/, stacks/ and mcp-servers/."}`);
     return;
   }
   const { kind, stem } = hit;
@@ -74,6 +75,7 @@ function store(out: TreeFiles, id: FileKindId, file: string, stem: string | unde
     case "models": out.models = parsed as TreeFiles["models"]; return;
     case "upstreams": out.upstreams = parsed as TreeFiles["upstreams"]; return;
     case "policy": out.policy = parsed as TreeFiles["policy"]; return;
+    case "capabilities": out.capabilities = parsed as TreeFiles["capabilities"]; return;
     case "slot": return addResource(out.slots, stem!, file, value, nameOk);
     case "stack": return addResource(out.stacks, stem!, file, value, nameOk);
     case "mcp-server": return addResource(out.mcpServers, stem!, file, value, nameOk);

@@ -70,6 +70,14 @@ export const CODES = {
   "policy.unknown_tool": { severity: "error", stage: "compile", http: 400, meaning: "policy.toml names a tool hal0 does not have; the detail names the closest one." },
   "policy.tool_in_two_tiers": { severity: "error", stage: "compile", http: 400, meaning: "policy.toml puts one tool in two tiers of the same table." },
   "policy.loosen_denied": { severity: "error", stage: "compile", http: 400, meaning: "policy.toml moves a never-loosen tool (a delete, config_write, …) to a looser tier." },
+  // ── capabilities ─────────────────────────────────────────────────────
+  "capability.unknown_slot": { severity: "error", stage: "compile", http: 400, meaning: "A [selection.<slot>] of capabilities.toml names a slot that has no slots/<name>.toml." },
+  "capability.unknown_child": { severity: "error", stage: "compile", http: 400, meaning: "A selection names a child capability the slot's type does not have (an image slot has upscaler, refiner, vae, controlnet, lora; …)." },
+  "capability.unknown_model": { severity: "error", stage: "compile", http: 400, meaning: "A selection names a model that models.toml does not define." },
+  "capability.invalid_selection": { severity: "error", stage: "compile", http: 400, meaning: "A selection's model is of another type than its child needs (an llm model as an image upscaler, …)." },
+  "capability.unknown_backend": { severity: "error", stage: "compile", http: 400, meaning: "A selection names a backend that no [[backend]] of capabilities.toml declares." },
+  "capability.illegal_backend_model_pair": { severity: "error", stage: "compile", http: 400, meaning: "A selection's backend cannot run its model: the backend's kind does not serve the model's type, or no device suits both." },
+  "capability.duplicate_id": { severity: "error", stage: "compile", http: 409, meaning: "Two [[backend]] or two [[catalog]] rows of capabilities.toml share an id." },
   // ── runtime, plans and apply ─────────────────────────────────────────
   "slot.port_in_use": { severity: "error", stage: "runtime", http: 409, meaning: "A slot's port is held by a process hal0 did not start; the message names the holder." },
   "slot.spawn_failed": { severity: "error", stage: "runtime", http: 500, meaning: "A slot's runner could not be started or exited before it was healthy." },

@@ -12,6 +12,9 @@ export { ModelFacts, ModelsFile } from "./model.js";
 export { Stack, StackSlot, STACK_MODES } from "./stack.js";
 export { Upstream, UpstreamsFile } from "./upstream.js";
 export { McpServer, ToolPolicy, Exposure, MCP_TRANSPORTS, RESERVED_MCP_IDS } from "./mcp-server.js";
+export {
+  CapabilitiesFile, Backend, CatalogSource, Selection, BACKEND_KINDS, SLOT_CHILDREN, CHILD_NAME_PATTERN, type BackendKind,
+} from "./capabilities.js";
 export { PolicyFile, TIERS, defaultTiers, tierRank, type Tier, type TierLists } from "./policy.js";
 export { FILE_KINDS, classifyPath, type FileKind, type FileKindId } from "./file-kinds.js";
 

@@ -48,6 +48,7 @@ describe("fixtures/box", () => {
 
   it("reads every file of the tree, each opening with a #:schema directive that resolves", () => {
     expect([...files.keys()]).toEqual([
+      "capabilities.toml",
       "hal0.toml",
       "mcp-servers/github.toml",
       "mcp-servers/sqlite.toml",
