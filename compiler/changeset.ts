@@ -1,4 +1,4 @@
-import { parse as parseToml, parseDocument, patch as patchToml } from "@decimalturn/toml-patch";
+import { parse as parseToml, parseDocument, patch as patchToml, stringify as stringifyToml } from "@decimalturn/toml-patch";
 import { createHash } from "node:crypto";
 import { sourceTree, type SourceTree } from "./sources.js";
 
@@ -79,8 +79,21 @@ function patchDoc(current: string | undefined, file: string, change: (doc: Recor
   }
   const before = structuredClone(doc);
   const next = change(doc);
-  const out = patchToml(removeTables(text, deletedTables(before, next)), next);
+  const out = text.trim() === "" ? stringifyToml(next) : patchWithNewArrays(removeTables(text, deletedTables(before, next)), before, next);
   return out.length > 0 && !out.endsWith("\n") ? `${out}\n` : out;
+}
+
+/**
+ * toml-patch cannot add a file's first array of tables (`[[slot]]`) to a
+ * document that has other keys: those arrays are appended as text after the
+ * rest is patched.
+ */
+function patchWithNewArrays(text: string, before: Record<string, unknown>, next: Record<string, unknown>): string {
+  const fresh = Object.keys(next).filter((k) => before[k] === undefined && Array.isArray(next[k]) && (next[k] as unknown[]).some(isTable));
+  if (fresh.length === 0) return patchToml(text, next);
+  const rest = Object.fromEntries(Object.entries(next).filter(([k]) => !fresh.includes(k)));
+  const head = patchToml(text, rest);
+  return `${head.replace(/\n*$/, "\n")}\n${stringifyToml(Object.fromEntries(fresh.map((k) => [k, next[k]])))}`;
 }
 
 /** Key paths of tables present in `before` and gone from `after` (their sub-tables are covered by them). */

@@ -29,7 +29,7 @@ export const API_CODES = {
   // ── models ───────────────────────────────────────────────────────────
   "model.not_found": { severity: "error", stage: "server", http: 404, meaning: "No [model.<id>] in models.toml has this id." },
   "model.already_exists": { severity: "error", stage: "server", http: 409, meaning: "A register names a model id models.toml already has; edit it instead." },
-  "model.in_use": { severity: "error", stage: "server", http: 409, meaning: "The model is named by slots or stacks (details.slots, details.stacks); it cannot be removed." },
+  "model.in_use": { severity: "error", stage: "server", http: 409, meaning: "The model is named by slots, stacks or capability selections (details.slots, details.stacks, details.selections); it cannot be removed." },
   "model.path_missing": { severity: "error", stage: "server", http: 404, meaning: "No file exists at the given model path." },
   "model.unsupported_format": { severity: "error", stage: "server", http: 422, meaning: "The file is not a readable GGUF v2/v3 file; details.reason says why (not_gguf, unsupported_version, truncated, too_large, malformed)." },
   // ── plans and approvals ──────────────────────────────────────────────

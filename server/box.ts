@@ -1,4 +1,6 @@
-import { mkdir, readdir, readFile, rm, stat } from "node:fs/promises";
+import { readdirSync, statSync } from "node:fs";
+import { mkdir, readFile, rm } from "node:fs/promises";
+import { watch, type FSWatcher } from "chokidar";
 import { dirname, join } from "node:path";
 import { applyChangeSet, ChangeSetError, movedFiles, revisionFiles, type AppliedChangeSet, type ChangeSet } from "../compiler/changeset.js";
 import { compile, hashOf, loadTree, type Model, type SourceTree } from "../compiler/index.js";
@@ -39,6 +41,8 @@ export interface Proposal {
 }
 
 const RESOURCE_FOLDERS = ["slots", "stacks", "mcp-servers"];
+/** While watched, how long a snapshot is trusted without a stat of every file. */
+const WATCHED_RECHECK_MS = 2000;
 
 /**
  * The box as the server sees it: the tree (cached until a file changes), its
@@ -48,7 +52,8 @@ const RESOURCE_FOLDERS = ["slots", "stacks", "mcp-servers"];
 export class BoxService {
   readonly state: StateStore;
   private readonly writes = new Mutex();
-  private cached?: { fingerprint: string; snapshot: Snapshot };
+  private cached?: { fingerprint: string; snapshot: Snapshot; checkedAt: number };
+  private watcher?: FSWatcher;
   private lastGood?: Model;
   private driverCache?: { key: string; driver: Promise<SlotDriver> };
 
@@ -68,16 +73,41 @@ export class BoxService {
     return (this.options.now ?? Date.now)();
   }
 
+  /**
+   * Watches the tree's folders (chokidar) so that `snapshot()` can skip the
+   * stat of every file while nothing changed; it still re-checks every
+   * WATCHED_RECHECK_MS in case an event is missed. `hal0 serve` turns it on.
+   */
+  async watch(): Promise<void> {
+    if (this.watcher) return;
+    const watcher = watch(["", ...RESOURCE_FOLDERS].map((f) => join(this.root, f)), { ignoreInitial: true, depth: 0 });
+    watcher.on("all", (_event, path) => {
+      if (path.endsWith(".toml") && this.cached) this.cached.checkedAt = -Infinity;
+    });
+    await new Promise<void>((resolve) => watcher.once("ready", () => resolve()));
+    this.watcher = watcher;
+  }
+
+  async close(): Promise<void> {
+    await this.watcher?.close();
+    this.watcher = undefined;
+  }
+
   /** The tree on disk; re-read and re-compiled only when a file's stat moved. */
   async snapshot(): Promise<Snapshot> {
-    const fingerprint = await treeFingerprint(this.root);
-    if (this.cached?.fingerprint === fingerprint) return this.cached.snapshot;
+    const now = performance.now();
+    if (this.cached && this.watcher && now - this.cached.checkedAt < WATCHED_RECHECK_MS) return this.cached.snapshot;
+    const fingerprint = treeFingerprint(this.root);
+    if (this.cached?.fingerprint === fingerprint) {
+      this.cached.checkedAt = now;
+      return this.cached.snapshot;
+    }
     const loaded = await loadTree(this.root);
     const { model, diagnostics } = compile(loaded.tree, loaded.diagnostics);
     const files = revisionFiles(loaded.tree);
     const snapshot: Snapshot = { tree: loaded.tree, model, diagnostics, files, revision: this.recordRevision(files) };
     if (model) this.lastGood = model;
-    this.cached = { fingerprint, snapshot };
+    this.cached = { fingerprint, snapshot, checkedAt: now };
     return snapshot;
   }
 
@@ -181,14 +211,26 @@ async function writeOrRemove(path: string, text: string | null): Promise<void> {
   await writeFileAtomic(path, text);
 }
 
-/** Names, sizes, mtimes and inodes of every `.toml` file of the tree: changes when any file does. */
-async function treeFingerprint(root: string): Promise<string> {
+/**
+ * Names, sizes, mtimes and inodes of every `.toml` file of the tree: changes
+ * when any file does. Synchronous on purpose: ~50 stats take a fraction of
+ * what the same stats cost through the libuv thread pool.
+ */
+function treeFingerprint(root: string): string {
   const parts: string[] = [];
   for (const folder of ["", ...RESOURCE_FOLDERS]) {
     const dir = join(root, folder);
-    const names = await readdir(dir).catch(() => [] as string[]);
-    const stats = await Promise.all(names.filter((n) => n.endsWith(".toml")).map(async (n) => [n, await stat(join(dir, n)).catch(() => undefined)] as const));
-    for (const [n, s] of stats) if (s) parts.push(`${folder}/${n}:${s.size}:${s.mtimeMs}:${s.ctimeMs}:${s.ino}`);
+    let names: string[];
+    try {
+      names = readdirSync(dir);
+    } catch {
+      continue;
+    }
+    for (const n of names) {
+      if (!n.endsWith(".toml")) continue;
+      const s = statSync(join(dir, n), { throwIfNoEntry: false, bigint: true });
+      if (s) parts.push(`${folder}/${n}:${s.size}:${s.mtimeNs}:${s.ctimeNs}:${s.ino}`);
+    }
   }
   return parts.sort().join("|");
 }

@@ -57,6 +57,7 @@ export async function serve(options: ServeOptions): Promise<Serving> {
     root: options.root, stateDir: options.stateDir, driverFor: options.driverFor, env: options.env, logger,
     nudge: () => loop?.request(), sweeps: () => ({ running: loop !== undefined, last }),
   });
+  await server.box.watch();
   const snapshot = await server.box.snapshot();
   const settings = snapshot.model?.settings.server;
   const host = options.host ?? settings?.host ?? "127.0.0.1";
@@ -87,6 +88,7 @@ export async function serve(options: ServeOptions): Promise<Serving> {
       clearInterval(expiry);
       await listener.close();
       await loop?.stop();
+      await server.box.close();
       server.close();
       logger.info("hal0 serve stopped");
     },

@@ -34,11 +34,17 @@ export function findModel(model: Model, id: string): CompiledModelFacts {
   return m;
 }
 
-/** The slots and stack entries that name model `id`. */
-export function usage(model: Model, id: string): { slots: string[]; stacks: string[] } {
+/** The slots, stack entries and capability selections (`<slot>.<child>`) that name model `id`. */
+export function usage(model: Model, id: string): { slots: string[]; stacks: string[]; selections: string[] } {
   const slots = Object.values(model.slots).filter((s) => s.model === id).map((s) => s.name);
   const stacks = Object.values(model.stacks).filter((st) => st.slot.some((e) => e.model === id)).map((st) => st.slug);
-  return { slots, stacks };
+  const selections = Object.entries(model.capabilities.selections)
+    .flatMap(([slot, children]) => Object.entries(children).filter(([, sel]) => sel.model === id).map(([child]) => `${slot}.${child}`));
+  return { slots, stacks, selections };
+}
+
+export function inUse(u: ReturnType<typeof usage>): boolean {
+  return u.slots.length > 0 || u.stacks.length > 0 || u.selections.length > 0;
 }
 
 /** A body with the legacy model shapes is refused with their own codes (seed 001), before anything is compiled. */

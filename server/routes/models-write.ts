@@ -5,7 +5,7 @@ import { ResourceId } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
 import { entryFor, scanModels } from "../model-scan.js";
 import { defineRoute, type WriteOutcome } from "../route.js";
-import { absolutePath, DEFAULT_TAG, findModel, headerOf, headerReport, refuseLegacyKeys, usage } from "./models-common.js";
+import { absolutePath, DEFAULT_TAG, findModel, headerOf, headerReport, inUse, refuseLegacyKeys, usage } from "./models-common.js";
 
 const FILE = "models.toml";
 const ModelIdParams = z.strictObject({ model_id: ResourceId });
@@ -59,8 +59,8 @@ export const modelWriteRoutes = [
       const model = await box.model();
       const id = findModel(model, params.model_id).id;
       const users = usage(model, id);
-      if (users.slots.length > 0 || users.stacks.length > 0) {
-        const named = [...users.slots.map((s) => `slot ${s}`), ...users.stacks.map((s) => `stack ${s}`)].join(", ");
+      if (inUse(users)) {
+        const named = [...users.slots.map((s) => `slot ${s}`), ...users.stacks.map((s) => `stack ${s}`), ...users.selections.map((s) => `capability selection ${s}`)].join(", ");
         throw new ApiError("model.in_use", `model ${id} is in use by ${named}; point them at another model first`, { model_id: id, ...users });
       }
       return { changes: { edits: [{ file: FILE, op: "set", path: ["model", id], value: null }], summary: `delete model ${id}` }, reply: (o) => ({ deleted: id, ...written(o) }) };
@@ -110,7 +110,7 @@ export const modelWriteRoutes = [
     handle: async ({ body, box }) => {
       const model = await box.model();
       const report = await scanModels(model);
-      const prune = body.prune ? report.missing.filter((m) => { const u = usage(model, m.id); return u.slots.length === 0 && u.stacks.length === 0; }) : [];
+      const prune = body.prune ? report.missing.filter((m) => !inUse(usage(model, m.id))) : [];
       const kept = body.prune ? report.missing.filter((m) => !prune.includes(m)).map((m) => ({ ...m, used_by: usage(model, m.id) })) : [];
       const edits: FileEdit[] = [
         ...report.new.map((n): FileEdit => ({ file: FILE, op: "set", path: ["model", n.id], value: n.entry })),

@@ -37,6 +37,7 @@ export const systemRoutes = [
       return {
         name: "hal0", version: hal0Version(), node: process.version, spec_version: SPEC_VERSION,
         uptime_s: Math.round(process.uptime()), runtime: model.settings.slots.runtime, revision: snap.revision, tree_valid: snap.model !== undefined,
+        memory_mb: memoryMb(),
       };
     },
   }),
@@ -146,4 +147,11 @@ function features(model: Model, services: Dispatcher): Array<{ name: string; ena
     { name: "mcp_servers", enabled: mcp.some((m) => m.enabled !== false), detail: `${mcp.length} installed MCP server(s)` },
     { name: "drift.enforce", enabled: s.reconcile.drift === "enforce", detail: `the sweep runs every ${s.reconcile.interval_s} s` },
   ];
+}
+
+/** This process's memory in MB: resident set, V8 heap used / reserved, and memory outside the heap. */
+function memoryMb(): Record<string, number> {
+  const m = process.memoryUsage();
+  const mb = (n: number) => Math.round((n / 1048576) * 10) / 10;
+  return { rss: mb(m.rss), heap_used: mb(m.heapUsed), heap_total: mb(m.heapTotal), external: mb(m.external) };
 }

@@ -65,3 +65,12 @@ describe("ChangeSet", () => {
     expect(fileHash(null)).toBe("absent");
   });
 });
+
+describe("ChangeSet: arrays of tables", () => {
+  it("writes a new file's first [[slot]] and adds one to a file that has other keys", () => {
+    const [fresh] = after({}, [{ file: "stacks/s.toml", op: "put", doc: { name: "S", slot: [{ slot: "chat", model: "m" }] } }]);
+    expect(fresh).toBe(`name = "S"\n\n[[slot]]\nslot = "chat"\nmodel = "m"\n`);
+    const [added] = after({ "stacks/s.toml": "# my stack\nname = \"S\" # named\n" }, [{ file: "stacks/s.toml", op: "put", doc: { name: "S", slot: [{ slot: "chat" }] } }]);
+    expect(added).toBe(`# my stack\nname = "S" # named\n\n[[slot]]\nslot = "chat"\n`);
+  });
+});

@@ -63,10 +63,11 @@ describe("GET /api/models/{model_id}", () => {
   it("shows a model with its users and what its file's header says", async () => {
     const r = await s.call("GET", "/api/models/qwen3-30b-a3b");
     expect(r.status).toBe(200);
-    expect(r.body).toMatchObject({ id: "qwen3-30b-a3b", installed: true, used_by: { slots: ["chat"], stacks: [] } });
+    expect(r.body).toMatchObject({ id: "qwen3-30b-a3b", installed: true, used_by: { slots: ["chat"], stacks: [], selections: [] } });
     // The fixture's .gguf files are 8-byte placeholders (magic + version): the header is reported, not trusted.
     expect(r.body.gguf_error).toMatchObject({ code: "model.unsupported_format", reason: "truncated" });
-    expect((await s.call("GET", "/api/models/glm-4.5-air")).body.used_by).toEqual({ slots: [], stacks: ["forge"] });
+    expect((await s.call("GET", "/api/models/glm-4.5-air")).body.used_by).toEqual({ slots: [], stacks: ["forge"], selections: [] });
+    expect((await s.call("GET", "/api/models/gemma-3-12b-it")).body.used_by.selections).toEqual(["chat.vision"]);
   });
 
   it("answers an unknown id with 404 model.not_found", async () => {
@@ -189,6 +190,7 @@ describe("DELETE /api/models/{model_id}", () => {
     expect(r.body.error).toMatchObject({ code: "model.in_use", details: { slots: ["chat"], stacks: [] } });
     expect(r.body.error.message).toContain("slot chat");
     expect((await s.call("DELETE", "/api/models/glm-4.5-air")).body.error.details).toMatchObject({ slots: [], stacks: ["forge"] });
+    expect((await s.call("DELETE", "/api/models/gemma-3-12b-it")).body.error.message).toContain("capability selection chat.vision");
     expect((await s.call("DELETE", "/api/models/nope")).status).toBe(404);
   });
 
