@@ -79,21 +79,53 @@ function patchDoc(current: string | undefined, file: string, change: (doc: Recor
   }
   const before = structuredClone(doc);
   const next = change(doc);
-  const out = text.trim() === "" ? stringifyToml(next) : patchWithNewArrays(removeTables(text, deletedTables(before, next)), before, next);
+  const out = text.trim() === "" ? stringifyToml(next) : patchAppendingNew(removeTables(text, deletedTables(before, next)), before, next);
   return out.length > 0 && !out.endsWith("\n") ? `${out}\n` : out;
 }
 
 /**
- * toml-patch cannot add a file's first array of tables (`[[slot]]`) to a
- * document that has other keys: those arrays are appended as text after the
- * rest is patched.
+ * Patches `text` to `next`, except what toml-patch places badly: a new
+ * table under a parent table (`[model.new]` comes out as a dotted inline
+ * line at the top) and a file's first array of tables (it throws). Those are
+ * appended at the end as sections, as a person would write them.
  */
-function patchWithNewArrays(text: string, before: Record<string, unknown>, next: Record<string, unknown>): string {
-  const fresh = Object.keys(next).filter((k) => before[k] === undefined && Array.isArray(next[k]) && (next[k] as unknown[]).some(isTable));
-  if (fresh.length === 0) return patchToml(text, next);
-  const rest = Object.fromEntries(Object.entries(next).filter(([k]) => !fresh.includes(k)));
+function patchAppendingNew(text: string, before: Record<string, unknown>, next: Record<string, unknown>): string {
+  const added: Array<{ path: string[]; value: unknown }> = [];
+  const rest = withoutAdded(before, next, [], added);
+  if (added.length === 0) return patchToml(text, next);
   const head = patchToml(text, rest);
-  return `${head.replace(/\n*$/, "\n")}\n${stringifyToml(Object.fromEntries(fresh.map((k) => [k, next[k]])))}`;
+  return `${head.replace(/\n*$/, "\n")}\n${added.map((a) => renderSection(a.path, a.value)).join("\n")}`;
+}
+
+/** `next` minus its new nested tables and new arrays of tables (collected in `added`). */
+function withoutAdded(before: Record<string, unknown>, next: Record<string, unknown>, prefix: string[], added: Array<{ path: string[]; value: unknown }>): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const [key, value] of Object.entries(next)) {
+    const old = before[key];
+    const path = [...prefix, key];
+    if (old === undefined && isTable(value) && prefix.length > 0) added.push({ path, value });
+    else if (old === undefined && Array.isArray(value) && value.length > 0 && value.every(isTable)) added.push({ path, value });
+    else if (isTable(value) && isTable(old)) out[key] = withoutAdded(old, value, path, added);
+    else out[key] = value;
+  }
+  return out;
+}
+
+/** `[a.b]` / `[[a.b]]` sections for a new table or array of tables, sub-tables as their own sections. */
+function renderSection(path: string[], value: unknown): string {
+  if (Array.isArray(value)) return value.map((item) => renderTable(path, item as Record<string, unknown>, true)).join("\n");
+  return renderTable(path, value as Record<string, unknown>, false);
+}
+
+function renderTable(path: string[], table: Record<string, unknown>, arrayItem: boolean): string {
+  const header = path.map((k) => (/^[A-Za-z0-9_-]+$/.test(k) ? k : JSON.stringify(k))).join(".");
+  const lines = [arrayItem ? `[[${header}]]` : `[${header}]`];
+  const nested: string[] = [];
+  for (const [key, value] of Object.entries(table)) {
+    if (isTable(value) || (Array.isArray(value) && value.length > 0 && value.every(isTable))) nested.push(renderSection([...path, key], value));
+    else lines.push(stringifyToml({ [key]: value }).trim());
+  }
+  return [`${lines.join("\n")}\n`, ...nested].join("\n");
 }
 
 /** Key paths of tables present in `before` and gone from `after` (their sub-tables are covered by them). */

@@ -74,3 +74,11 @@ describe("ChangeSet: arrays of tables", () => {
     expect(added).toBe(`# my stack\nname = "S" # named\n\n[[slot]]\nslot = "chat"\n`);
   });
 });
+
+describe("ChangeSet: new tables", () => {
+  it("adds a table under a parent as a section at the end, sub-tables as their own sections", () => {
+    const models = `# The daily driver\n[model."qwen3-30b-a3b"]\npath = "a.gguf" # fast\n`;
+    const [out] = after({ "models.toml": models }, [{ file: "models.toml", op: "set", path: ["model", "tiny.v2"], value: { path: "t.gguf", capabilities: ["chat"], extra: { k: 1 } } }]);
+    expect(out).toBe(`${models}\n[model."tiny.v2"]\npath = "t.gguf"\ncapabilities = [ "chat" ]\n\n[model."tiny.v2".extra]\nk = 1\n`);
+  });
+});
