@@ -32,6 +32,10 @@ export const API_CODES = {
   "model.in_use": { severity: "error", stage: "server", http: 409, meaning: "The model is named by slots, stacks or capability selections (details.slots, details.stacks, details.selections); it cannot be removed." },
   "model.path_missing": { severity: "error", stage: "server", http: 404, meaning: "No file exists at the given model path." },
   "model.unsupported_format": { severity: "error", stage: "server", http: 422, meaning: "The file is not a readable GGUF v2/v3 file; details.reason says why (not_gguf, unsupported_version, truncated, too_large, malformed)." },
+  // ── upstreams and capabilities ───────────────────────────────────────
+  "upstream.not_found": { severity: "error", stage: "server", http: 404, meaning: "No [[upstream]] of upstreams.toml has this name; details.known lists them." },
+  "upstream.exists": { severity: "error", stage: "server", http: 409, meaning: "An upstream with this name already exists (create, rename)." },
+  "capability.unknown_section": { severity: "error", stage: "server", http: 400, meaning: "GET /api/capabilities?section= names no section; details.known lists backends, catalogs, selections." },
   // ── plans and approvals ──────────────────────────────────────────────
   "plan.not_found": { severity: "error", stage: "server", http: 404, meaning: "No plan has this id." },
   "approvals.not_found": { severity: "error", stage: "server", http: 404, meaning: "No approval request has this id." },

@@ -1,13 +1,15 @@
 import type { Route } from "../route.js";
 import { activityRoutes } from "./activity.js";
 import { approvalRoutes } from "./approvals.js";
+import { capabilityRoutes } from "./capabilities.js";
 import { modelRoutes } from "./models.js";
 import { planRoutes } from "./plans.js";
-import { slotRoutes } from "./slots.js";
 import { profileRoutes } from "./profiles.js";
 import { stackRoutes } from "./stacks.js";
+import { upstreamRoutes } from "./upstreams.js";
 import { settingsRoutes } from "./settings.js";
 import { systemRoutes } from "./system.js";
+import { slotRoutes } from "./slots.js";
 
 /**
  * The route table: the single source of truth for REST, and for the MCP
@@ -24,4 +26,6 @@ export const ROUTES: readonly Route[] = [
   ...settingsRoutes,
   ...systemRoutes,
   ...slotRoutes,
+  ...upstreamRoutes,
+  ...capabilityRoutes,
 ];

@@ -1,0 +1,180 @@
+import { parse as parseToml } from "smol-toml";
+import { z } from "zod";
+import type { Model } from "../../compiler/index.js";
+import { SlotName, Upstream } from "../../schema/index.js";
+import type { BoxService } from "../box.js";
+import { ApiError } from "../errors.js";
+import { defineRoute, type WriteIntent } from "../route.js";
+
+const FILE = "upstreams.toml";
+type Row = Record<string, unknown>;
+
+/** Upstream's keys with no defaults (what is written is what was sent); `nullable` for a merge patch. */
+function sparse(schema: z.ZodType, nullable: boolean): z.ZodType {
+  let s = schema as z.ZodType & { _zod: { def: { type: string; innerType?: z.ZodType } } };
+  while (["default", "prefault", "optional"].includes(s._zod.def.type)) s = s._zod.def.innerType as typeof s;
+  const inner = s._zod.def.type === "object" ? sparseObject((s as unknown as z.ZodObject).shape, nullable) : s;
+  return nullable ? inner.nullable().optional() : inner.optional();
+}
+function sparseObject(shape: Record<string, z.ZodType>, nullable: boolean, keep: readonly string[] = []): z.ZodObject {
+  return z.strictObject(Object.fromEntries(Object.entries(shape).filter(([k]) => !keep.includes(k)).map(([k, v]) => [k, sparse(v, nullable)])));
+}
+
+const fields = (Upstream as unknown as z.ZodObject).shape as Record<string, z.ZodType>;
+const CreateBody = sparseObject(fields, false, ["name"]).extend({ name: SlotName });
+/** JSON merge patch: a value replaces, null removes the key, `model_filters` merges key by key; `name` renames. */
+const PatchBody = sparseObject(fields, true, ["name"]).extend({ name: SlotName.optional() });
+const Name = z.strictObject({ name: z.string().min(1).max(64) });
+const TestQuery = z.strictObject({ timeout_ms: z.coerce.number().int().min(50).max(30_000).optional() });
+
+/**
+ * Upstreams: `[[upstream]]` rows of upstreams.toml. Reads come from the
+ * compiled tree (defaults filled); writes `put` the whole document from its
+ * raw rows, so kept keys keep their comments and nothing else is rewritten.
+ */
+export const upstreamRoutes = [
+  defineRoute({
+    method: "GET", path: "/api/upstreams", kind: "read", tools: ["upstream_list"], listKey: "upstreams",
+    summary: "Every upstream of upstreams.toml, with its defaults",
+    handle: async ({ box }) => {
+      const upstreams = (await box.model()).upstreams;
+      return { upstreams, count: upstreams.length };
+    },
+  }),
+  defineRoute({
+    method: "GET", path: "/api/upstreams/{name}", kind: "read", params: Name, tools: ["upstream_get"],
+    summary: "One upstream, with its defaults",
+    handle: async ({ params, box }) => compiled(await box.model(), params.name),
+  }),
+  defineRoute({
+    method: "POST", path: "/api/upstreams", kind: "write", status: 201, body: CreateBody, tools: ["upstream_create"],
+    summary: "Append an upstream to upstreams.toml (409 upstream.exists when the name is taken)",
+    handle: async ({ body, box }) => {
+      const { doc, rows } = await readDoc(box);
+      if (rows.some((r) => r.name === body.name)) throw exists(body.name as string, rows);
+      const { name, ...rest } = body as Row;
+      const row = { name, ...rest };
+      return putIntent(doc, [...rows, row], `create upstream ${row.name}`, row);
+    },
+  }),
+  defineRoute({
+    method: "PATCH", path: "/api/upstreams/{name}", kind: "write", params: Name, body: PatchBody, tools: ["upstream_update"],
+    summary: "Merge into an upstream: a value replaces a key, null removes it, model_filters merges; name renames",
+    handle: async ({ params, body, box }) => {
+      const { doc, rows } = await readDoc(box);
+      const index = indexOf(rows, params.name);
+      const renamed = body.name !== undefined && body.name !== params.name;
+      if (renamed && rows.some((r) => r.name === body.name)) throw exists(body.name as string, rows);
+      const row = mergePatch(rows[index]!, body as Row);
+      return putIntent(doc, rows.map((r, i) => (i === index ? row : r)), `update upstream ${params.name}`, row);
+    },
+  }),
+  defineRoute({
+    method: "DELETE", path: "/api/upstreams/{name}", kind: "write", params: Name, tools: ["upstream_delete"],
+    summary: "Remove an upstream from upstreams.toml",
+    handle: async ({ params, box }) => {
+      const { doc, rows } = await readDoc(box);
+      const index = indexOf(rows, params.name);
+      return putIntent(doc, rows.filter((_, i) => i !== index), `delete upstream ${params.name}`, { name: params.name, deleted: true });
+    },
+  }),
+  defineRoute({
+    method: "POST", path: "/api/upstreams/{name}/test", kind: "action", params: Name, query: TestQuery, tools: ["upstream_test"],
+    summary: "GET <url>/models with the upstream's auth: reachable, status, latency and model count",
+    handle: async ({ params, query, box }) => {
+      const model = await box.model();
+      const up = compiled(model, params.name);
+      return probe(up, model, query.timeout_ms ?? Math.min(up.timeout_seconds * 1000, 5000));
+    },
+  }),
+];
+
+async function readDoc(box: BoxService): Promise<{ doc: Row; rows: Row[] }> {
+  const snapshot = await box.snapshot();
+  const text = snapshot.tree.files.get(FILE);
+  if (text === undefined) return { doc: {}, rows: [] };
+  let doc: Row;
+  try {
+    doc = parseToml(text) as Row;
+  } catch (err) {
+    throw new ApiError("config.invalid", `${FILE} is not valid TOML; fix it before editing upstreams: ${(err as Error).message.split("\n")[0]}`,
+      { diagnostics: snapshot.diagnostics.filter((d) => d.file === FILE) });
+  }
+  return { doc, rows: Array.isArray(doc.upstream) ? (doc.upstream as Row[]) : [] };
+}
+
+function putIntent(doc: Row, rows: Row[], summary: string, upstream: Row): WriteIntent {
+  const next: Row = { ...doc, upstream: rows };
+  if (rows.length === 0) delete next.upstream;
+  return {
+    changes: { edits: [{ file: FILE, op: "put", doc: next }], summary },
+    reply: (o) => ({ upstream, revision: o.revision, files: o.files, committed: o.committed, plan: o.plan, warnings: o.warnings }),
+  };
+}
+
+/** RFC 7386: objects merge key by key, null removes, anything else replaces. */
+function mergePatch(target: Row, patch: Row): Row {
+  const out: Row = { ...target };
+  for (const [key, value] of Object.entries(patch)) {
+    if (value === undefined) continue;
+    if (value === null) delete out[key];
+    else if (isTable(value) && isTable(out[key])) out[key] = mergePatch(out[key] as Row, value);
+    else out[key] = value;
+  }
+  return out;
+}
+
+function isTable(value: unknown): value is Row {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+function indexOf(rows: readonly Row[], name: string): number {
+  const index = rows.findIndex((r) => r.name === name);
+  if (index < 0) throw notFound(name, rows.map((r) => String(r.name)));
+  return index;
+}
+
+function compiled(model: Model, name: string): Upstream {
+  return model.upstreams.find((u) => u.name === name) ?? notFound(name, model.upstreams.map((u) => u.name));
+}
+
+function notFound(name: string, known: readonly string[]): never {
+  throw new ApiError("upstream.not_found", `no upstream named ${name}`, { name, known: [...known].sort() });
+}
+
+function exists(name: string, rows: readonly Row[]): ApiError {
+  return new ApiError("upstream.exists", `an upstream named ${name} already exists`, { name, known: rows.map((r) => String(r.name)).sort() });
+}
+
+/** Where an upstream answers: its url, or its slot's address (a wildcard host is reached on loopback). */
+function baseUrl(up: Upstream, model: Model): string {
+  if (up.kind === "remote") return up.url!;
+  const slot = model.slots[up.slot_name!]!;
+  const host = ["0.0.0.0", "::", ""].includes(slot.spec.host) ? "127.0.0.1" : slot.spec.host;
+  return `http://${host.includes(":") ? `[${host}]` : host}:${slot.spec.port}/v1`;
+}
+
+/** One GET <base>/models. The credential is read from the server's environment and never echoed. */
+async function probe(up: Upstream, model: Model, timeoutMs: number): Promise<Row> {
+  const url = `${baseUrl(up, model).replace(/\/+$/, "")}/models`;
+  const result: Row = { name: up.name, kind: up.kind, url, auth: up.auth_style === "none" ? "none" : "sent", timeout_ms: timeoutMs };
+  const headers: Record<string, string> = { accept: "application/json" };
+  if (up.auth_style !== "none") {
+    const value = process.env[up.auth_value_env!];
+    if (!value) return { ...result, auth: "missing", reachable: false, status: null, latency_ms: null, model_count: null, error: `environment variable ${up.auth_value_env} is not set` };
+    if (up.auth_style === "bearer") headers.authorization = `Bearer ${value}`;
+    else headers[(up.auth_header ?? "x-api-key").toLowerCase()] = value;
+  }
+  const started = performance.now();
+  try {
+    const res = await fetch(url, { headers, redirect: "manual", signal: AbortSignal.timeout(timeoutMs) });
+    const body = await res.json().catch(() => undefined) as { data?: unknown; models?: unknown } | undefined;
+    const list = Array.isArray(body?.data) ? body.data : Array.isArray(body?.models) ? body.models : undefined;
+    return { ...result, reachable: true, ok: res.ok, status: res.status, latency_ms: Math.round(performance.now() - started), model_count: list?.length ?? null };
+  } catch (err) {
+    const timedOut = (err as Error).name === "TimeoutError";
+    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
+    return { ...result, reachable: false, ok: false, status: null, latency_ms: Math.round(performance.now() - started), model_count: null,
+      error: timedOut ? `no answer within ${timeoutMs} ms` : (cause?.code ?? cause?.message ?? (err as Error).message) };
+  }
+}
