@@ -1,3 +1,4 @@
+import { parseDocument } from "@decimalturn/toml-patch";
 import { parse as parseToml } from "smol-toml";
 import { z } from "zod";
 import type { Model } from "../../compiler/index.js";
@@ -73,9 +74,12 @@ export const upstreamRoutes = [
     method: "DELETE", path: "/api/upstreams/{name}", kind: "write", params: Name, tools: ["upstream_delete"],
     summary: "Remove an upstream from upstreams.toml",
     handle: async ({ params, box }) => {
-      const { doc, rows } = await readDoc(box);
+      const { doc, rows, text } = await readDoc(box);
       const index = indexOf(rows, params.name);
-      return putIntent(doc, rows.filter((_, i) => i !== index), `delete upstream ${params.name}`, { name: params.name, deleted: true });
+      const kept = rows.filter((_, i) => i !== index);
+      const intent = putIntent(doc, kept, `delete upstream ${params.name}`, { name: params.name, deleted: true });
+      const cut = index < rows.length - 1 ? cutRow(text!, index, kept) : undefined;
+      return cut === undefined ? intent : { ...intent, changes: { ...intent.changes, edits: [{ file: FILE, op: "text", text: cut }] } };
     },
   }),
   defineRoute({
@@ -89,7 +93,7 @@ export const upstreamRoutes = [
   }),
 ];
 
-async function readDoc(box: BoxService): Promise<{ doc: Row; rows: Row[] }> {
+async function readDoc(box: BoxService): Promise<{ doc: Row; rows: Row[]; text?: string }> {
   const snapshot = await box.snapshot();
   const text = snapshot.tree.files.get(FILE);
   if (text === undefined) return { doc: {}, rows: [] };
@@ -100,7 +104,39 @@ async function readDoc(box: BoxService): Promise<{ doc: Row; rows: Row[] }> {
     throw new ApiError("config.invalid", `${FILE} is not valid TOML; fix it before editing upstreams: ${(err as Error).message.split("\n")[0]}`,
       { diagnostics: snapshot.diagnostics.filter((d) => d.file === FILE) });
   }
-  return { doc, rows: Array.isArray(doc.upstream) ? (doc.upstream as Row[]) : [] };
+  return { doc, text, rows: Array.isArray(doc.upstream) ? (doc.upstream as Row[]) : [] };
+}
+
+/**
+ * Removing a row that is not the last: toml-patch diffs arrays by position, so
+ * a later row would lose its comments to the removed one. This cuts the row's
+ * block (header, keys, the comment directly above it) from the text, and is
+ * used only when the result parses to exactly the kept rows.
+ */
+function cutRow(text: string, index: number, kept: readonly Row[]): string | undefined {
+  const blocks = (parseDocument(text).cst as unknown as CstBlock[]).filter((n) => n.type === "TableArray" && n.key?.item.value.join(".") === "upstream");
+  const block = blocks[index];
+  if (!block) return undefined;
+  const lines = text.split("\n");
+  const keys = (block.items ?? []).filter((i) => i.type === "KeyValue");
+  const end = keys.length > 0 ? Math.max(...keys.map((k) => k.loc.end.line)) : block.loc.start.line;
+  let start = block.loc.start.line;
+  while (start > 2 && lines[start - 2]!.trimStart().startsWith("#")) start--;
+  if (start === 2 && lines[0]!.trimStart().startsWith("#")) start = block.loc.start.line; // the file's opening comment stays
+  const out = [...lines.slice(0, start - 1), ...lines.slice(end)].join("\n").replace(/\n{3,}/g, "\n\n");
+  try {
+    const rows = (parseToml(out) as Row).upstream;
+    return JSON.stringify(rows ?? []) === JSON.stringify(kept) ? out : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+interface CstBlock {
+  readonly type: string;
+  readonly key?: { item: { value: string[] } };
+  readonly loc: { start: { line: number }; end: { line: number } };
+  readonly items?: ReadonlyArray<{ type: string; loc: { end: { line: number } } }>;
 }
 
 function putIntent(doc: Row, rows: Row[], summary: string, upstream: Row): WriteIntent {

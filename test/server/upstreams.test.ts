@@ -105,6 +105,16 @@ describe("upstream writes", () => {
     expect(file()).toMatch(/^#:schema /);
     expect((await s.call("DELETE", "/api/upstreams/openrouter")).status).toBe(404);
   });
+
+  it("deleting a row before others takes its own comment with it and leaves the later rows' comments", async () => {
+    const before = file();
+    expect((await s.call("DELETE", "/api/upstreams/openrouter")).status).toBe(200);
+    const text = file();
+    expect(text).not.toContain(FRONTIER);
+    expect(text).not.toContain(KEY_NOTE);
+    expect(text).toBe(before.slice(0, before.indexOf(FRONTIER)) + before.slice(before.indexOf("# The coder slot")));
+    expect((await s.call("GET", "/api/upstreams")).body.upstreams.map((u: any) => u.name)).toEqual(["local-coder"]);
+  });
 });
 
 describe("POST /api/upstreams/{name}/test against a real loopback server", () => {
