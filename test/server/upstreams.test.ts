@@ -104,6 +104,8 @@ describe("upstream writes", () => {
     expect((await s.call("GET", "/api/upstreams")).body).toEqual({ upstreams: [], count: 0 });
     expect(file()).toMatch(/^#:schema /);
     expect((await s.call("DELETE", "/api/upstreams/openrouter")).status).toBe(404);
+    expect((await s.call("POST", "/api/upstreams", { body: { name: "again", url: "http://127.0.0.1:9/v1" } })).status).toBe(201);
+    expect(file()).toMatch(/^#:schema [^\n]+\n# Where requests[^\n]+\n\n\[\[upstream\]\]\nname = "again"\n/);
   });
 
   it("deleting a row before others takes its own comment with it and leaves the later rows' comments", async () => {
