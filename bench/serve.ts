@@ -63,7 +63,8 @@ function rssMb(pid: number): number {
 }
 
 async function startServe(config: string, state: string): Promise<{ child: ChildProcess; url: string }> {
-  const child = spawn(process.execPath, [HAL0, "serve", "--config", config, "--state", state, "--port", "0"], { stdio: ["ignore", "pipe", "inherit"] });
+  // Run as a person does (`hal0 serve`): the bin's own shebang line sets its V8 flags.
+  const child = spawn(HAL0, ["serve", "--config", config, "--state", state, "--port", "0"], { stdio: ["ignore", "pipe", "inherit"] });
   let out = "";
   child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
   for (let i = 0; i < 300; i++) {
