@@ -2,6 +2,7 @@ import { parse } from "smol-toml";
 import { compile } from "../compiler/index.js";
 import { generateTree } from "./generate.js";
 import { benchApply } from "./apply.js";
+import { benchServe } from "./serve.js";
 
 /**
  * `npm run bench`: compile time of generated trees beside smol-toml's bare
@@ -60,6 +61,9 @@ console.log(`\n${verdict}  (node ${process.version}, ${new Date().toISOString()}
 
 console.log("\nplan / apply (whole hal0 processes; targets come with the docker runtime)");
 for (const line of await benchApply()) console.log(line);
+
+console.log("\nhal0 serve (a whole process on a 50-slot box, its sweep loop converged)");
+for (const line of await benchServe()) console.log(line);
 
 const dockerHost = process.env.DOCKER_HOST;
 if (dockerHost) {
