@@ -36,6 +36,14 @@ export const API_CODES = {
   "upstream.not_found": { severity: "error", stage: "server", http: 404, meaning: "No [[upstream]] of upstreams.toml has this name; details.known lists them." },
   "upstream.exists": { severity: "error", stage: "server", http: 409, meaning: "An upstream with this name already exists (create, rename)." },
   "capability.unknown_section": { severity: "error", stage: "server", http: 400, meaning: "GET /api/capabilities?section= names no section; details.known lists backends, catalogs, selections." },
+  // ── MCP tools ────────────────────────────────────────────────────────
+  "mcp.invalid_arg": { severity: "error", stage: "server", http: 400, meaning: "A tool's path argument is not a string or an integer below 2^53, or is empty, `.`, `..`, holds `/`, a control or an invisible formatting character." },
+  "mcp.missing_arg": { severity: "error", stage: "server", http: 400, meaning: "A tool call lacks a path argument its route needs." },
+  "mcp.unknown_tool": { severity: "error", stage: "server", http: 404, meaning: "No hal0-admin tool has this name." },
+  "mcp.tool_not_allowed": { severity: "error", stage: "server", http: 403, meaning: "Policy blocks this tool for this caller (policy.toml [tiers] or [agents.<id>])." },
+  "mcp.memory_unconfigured": { severity: "error", stage: "server", http: 503, meaning: "A memory tool was called but hal0-memory is not available in this build or is disabled." },
+  "mcp.rest_error": { severity: "error", stage: "server", http: 502, meaning: "A tool's route answered with something that is not hal0's error envelope." },
+  "mcp.catalog_invalid": { severity: "error", stage: "server", http: 500, meaning: "The tool catalog does not match the route table and the tiers (a tool without a tier or in two, an alias of no route, a tier naming no tool); the server refuses to start." },
   // ── plans and approvals ──────────────────────────────────────────────
   "plan.not_found": { severity: "error", stage: "server", http: 404, meaning: "No plan has this id." },
   "approvals.not_found": { severity: "error", stage: "server", http: 404, meaning: "No approval request has this id." },

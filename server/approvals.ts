@@ -2,7 +2,8 @@ import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import { canonicalJson } from "../compiler/index.js";
 import type { Db } from "./db.js";
-import { invoke, proposeOnly, type Call, type Dispatcher } from "./dispatch.js";
+import { invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
+import { checkPathArgs } from "./path-args.js";
 import { ApiError } from "./errors.js";
 import { routeId, type Caller, type Route } from "./route.js";
 
@@ -64,6 +65,9 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
       planId = proposal.plan.id;
       base ??= proposal.snapshot.revision;
       summary = intent.changes.summary ?? `${summary}: ${proposal.applied.files.map((f) => f.file).join(", ")}`;
+      summary = `${summary} — ${deltaSummary(proposal.delta)}`;
+    } else {
+      await precheck(this.dispatcher, route, call);
     }
     const id = `apr_${randomBytes(8).toString("hex")}`;
     const at = this.now();
@@ -93,23 +97,22 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     if (!route) return this.finish(id, "failed", by, { error: { code: "system.internal", message: `route ${approval.route} no longer exists` } });
     this.decide(id, "approved", by);
     this.emitNow("approved", id);
-    const call: Call = { ...approval.args, body: approval.args.body ?? undefined, caller: { ...approval.caller, via: "approval" }, requestId: id, base: approval.base_revision ?? undefined };
-    if (route.kind === "write") {
-      try {
-        await proposeOnly(this.dispatcher, route, call);
-      } catch (err) {
-        if (err instanceof ApiError && (err.code === "config.stale" || err.code === "config.invalid" || err.code === "config.unknown_revision")) {
-          return this.finish(id, "stale", by, { reason: staleReason(err) });
-        }
-        return this.finish(id, "failed", by, { error: errorOf(err) });
-      }
+    const call: Call = { ...approval.args, body: approval.args.body ?? undefined, caller: { ...approval.caller, via: "approval" }, requestId: id, base: approval.base_revision ?? undefined, tool: approval.tool };
+    try {
+      // The same checks as when it was queued: path arguments, then the re-plan (a write) or the route's precheck (an action).
+      if (approval.caller.via === "mcp") checkPathArgs(route, approval.args.params);
+      if (route.kind === "write") await proposeOnly(this.dispatcher, route, call);
+      else await precheck(this.dispatcher, route, call);
+    } catch (err) {
+      if (err instanceof ApiError && STALE_CODES.has(err.code)) return this.finish(id, "stale", by, { reason: staleReason(err) });
+      return this.finish(id, "failed", by, { error: errorOf(err) });
     }
     this.db.prepare("UPDATE approvals SET state = 'executing' WHERE id = ?").run(id);
     try {
       const result = await invoke(this.dispatcher, route, call);
       return this.finish(id, "executed", by, { result });
     } catch (err) {
-      if (err instanceof ApiError && err.code === "config.stale") return this.finish(id, "stale", by, { reason: staleReason(err) });
+      if (err instanceof ApiError && STALE_CODES.has(err.code)) return this.finish(id, "stale", by, { reason: staleReason(err) });
       return this.finish(id, "failed", by, { error: errorOf(err) });
     }
   }
@@ -154,8 +157,24 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
   }
 }
 
+/** Refusals that mean "the box moved since this was asked": the request is stale, not failed. */
+const STALE_CODES = new Set(["config.stale", "config.invalid", "config.unknown_revision", "plan.stale"]);
+
+async function precheck(d: Dispatcher, route: Route, call: Call): Promise<void> {
+  if (!route.precheck) return;
+  const input = validate(route, call);
+  await route.precheck({ ...input, box: d.box, services: d, caller: call.caller, requestId: call.requestId, base: call.base });
+}
+
+/** What the request changes in the plan, e.g. `plan: + slot.scratch, ~ settings`. */
+function deltaSummary(delta: ReadonlyArray<{ address: string; action: string }>): string {
+  if (delta.length === 0) return "plan: no runtime change";
+  const sign: Record<string, string> = { create: "+", update: "~", replace: "-/+", delete: "-" };
+  return `plan: ${delta.map((c) => `${sign[c.action] ?? c.action} ${c.address}`).join(", ")}`;
+}
+
 function staleReason(err: ApiError): string {
-  const files = Array.isArray(err.details.files) ? (err.details.files as string[]) : [];
+  const files = Array.isArray(err.details.files) ? (err.details.files as string[]) : Array.isArray(err.details.moved) ? (err.details.moved as string[]) : [];
   if (files.length > 0) return `the files it edits changed since it was requested: ${files.join(", ")}`;
   return `it no longer applies: ${err.message}`;
 }

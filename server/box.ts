@@ -37,6 +37,8 @@ export interface Proposal {
   readonly applied: AppliedChangeSet;
   readonly model: Model;
   readonly plan: Plan;
+  /** The plan's changes that this change set brings (not already pending on the tree as it is): what an approval card shows. */
+  readonly delta: Plan["changes"];
   readonly warnings: readonly Diagnostic[];
 }
 
@@ -151,7 +153,11 @@ export class BoxService {
     if (!model) throw new ApiError("config.invalid", `the change would leave the tree with ${errors.length} error(s); nothing was written`, { diagnostics: errors });
     const { observed, inventory } = await this.observe(model);
     const warnings = diagnostics.filter((d) => d.severity === "warning" && applied.files.some((f) => f.file === d.file));
-    return { changes, snapshot, applied, model, plan: planChanges(model, observed, inventory), warnings };
+    const plan = planChanges(model, observed, inventory);
+    const before = snapshot.model ? planChanges(snapshot.model, observed, inventory) : undefined;
+    const same = new Map(before?.changes.map((c) => [c.address, JSON.stringify([c.action, c.after])]));
+    const delta = plan.changes.filter((c) => c.action !== "no-op" && same.get(c.address) !== JSON.stringify([c.action, c.after]));
+    return { changes, snapshot, applied, model, plan, delta, warnings };
   }
 
   /** Writes a proposal's files (atomic each; all roll back if one fails), then asks for a sweep. Returns the new revision. */

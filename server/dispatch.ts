@@ -15,6 +15,8 @@ export interface Call {
   readonly caller: Caller;
   readonly requestId: string;
   readonly base?: string;
+  /** The MCP tool the call came through, for the audit row. */
+  readonly tool?: string;
 }
 
 /** What routes reach through their context: the box, the stores, the route table itself. */
@@ -73,10 +75,10 @@ export async function invoke(d: Dispatcher, route: Route, call: Call): Promise<u
     } else {
       result = await route.handle(ctx);
     }
-    if (audited) d.audit.record({ call, route, outcome: "ok", durationMs: performance.now() - started, planId });
+    if (audited) d.audit.record({ call, route, outcome: "ok", durationMs: performance.now() - started, planId, tool: call.tool });
     return result;
   } catch (err) {
-    if (audited) d.audit.record({ call, route, outcome: "error", errorCode: err instanceof ApiError ? err.code : "system.internal", durationMs: performance.now() - started, planId });
+    if (audited) d.audit.record({ call, route, outcome: "error", errorCode: err instanceof ApiError ? err.code : "system.internal", durationMs: performance.now() - started, planId, tool: call.tool });
     throw err;
   }
 }

@@ -12,6 +12,8 @@ import { gateConfig } from "./gate.js";
 import { PlanStore } from "./plans.js";
 import { routeId, type Route } from "./route.js";
 import { ROUTES } from "./routes/index.js";
+import { AdminEndpoint } from "./mcp/endpoint.js";
+import { packageVersion } from "./version.js";
 
 export interface Hal0ServerOptions {
   readonly root: string;
@@ -28,6 +30,7 @@ export interface Hal0ServerOptions {
 export interface Hal0Server extends Dispatcher {
   readonly app: App;
   readonly db: Db;
+  readonly admin: AdminEndpoint;
   close(): void;
 }
 
@@ -48,13 +51,22 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   services.approvals = new Approvals(db, services, (id) => byId.get(id), () => box.lastSettings()?.approvals.ttl_s ?? 86_400, now);
   Object.defineProperty(services, "sweeps", { get: () => options.sweeps?.(), enumerable: true });
   const env = options.env ?? process.env;
+  const gate = () => gateConfig(box.lastSettings()?.server ?? { allowed_hosts: [], allowed_origins: [] }, env);
+  const admin = new AdminEndpoint(services, gate, packageVersion());
   const app = createHal0App({
     ...services,
     get sweeps() {
       return options.sweeps?.();
     },
-    gate: () => gateConfig(box.lastSettings()?.server ?? { allowed_hosts: [], allowed_origins: [] }, env),
+    gate,
     logger: options.logger,
+    admin,
   });
-  return { ...services, app, db, close: () => db.close() };
+  return {
+    ...services, app, db, admin,
+    close: () => {
+      void admin.close();
+      db.close();
+    },
+  };
 }

@@ -66,6 +66,11 @@ interface RouteBase<P, Q, B> {
   readonly listKey?: string;
   /** Success status; default 200 (201 for creates is declared here). */
   readonly status?: number;
+  /**
+   * For a gated action (not a file edit): refuses a call that could not run,
+   * before it is queued for a person and again when it is approved.
+   */
+  readonly precheck?: (ctx: RouteContext<P, Q, B>) => Promise<void> | void;
 }
 
 /** A read: no side effect. */

@@ -3,6 +3,7 @@ import { movedFiles, type ChangeSet } from "../../compiler/changeset.js";
 import { ApiError } from "../errors.js";
 import { defineRoute } from "../route.js";
 import type { Dispatcher } from "../dispatch.js";
+import type { PlanRecord } from "../plans.js";
 
 const FileEdit = z.discriminatedUnion("op", [
   z.strictObject({ file: z.string().min(1), op: z.literal("set"), path: z.array(z.string().min(1)).min(1), value: z.unknown() }),
@@ -22,7 +23,7 @@ const Paging = z.strictObject({ limit: z.coerce.number().int().min(1).max(500).d
  */
 export const planRoutes = [
   defineRoute({
-    method: "POST", path: "/api/plans", kind: "action", status: 201, body: ChangeSetBody,
+    method: "POST", path: "/api/plans", kind: "action", status: 201, body: ChangeSetBody, tools: ["plan_propose"],
     summary: "Plan a change set: diagnostics and the plan; nothing is written",
     handle: async ({ body, box, services, caller, base }) => {
       const changes = body as ChangeSet;
@@ -41,7 +42,7 @@ export const planRoutes = [
     },
   }),
   defineRoute({
-    method: "GET", path: "/api/plans", kind: "read", query: Paging, listKey: "plans",
+    method: "GET", path: "/api/plans", kind: "read", query: Paging, listKey: "plans", tools: ["plan_list"],
     summary: "Saved plans, newest first",
     handle: ({ query, services }) => {
       const { items, total } = services.plans.list(query.limit, query.offset);
@@ -49,18 +50,22 @@ export const planRoutes = [
     },
   }),
   defineRoute({
-    method: "GET", path: "/api/plans/{id}", kind: "read", params: Id,
+    method: "GET", path: "/api/plans/{id}", kind: "read", params: Id, tools: ["plan_show"],
     summary: "One saved plan with its change set and diagnostics",
     handle: ({ params, services }) => services.plans.get(params.id) ?? notFound(params.id),
   }),
   defineRoute({
-    method: "POST", path: "/api/plans/{id}/apply", kind: "action", params: Id,
+    method: "POST", path: "/api/plans/{id}/apply", kind: "action", params: Id, tools: ["plan_submit"],
+    precheck: async ({ params, services, box }) => {
+      await checkApplicable(services, params.id, box);
+    },
     summary: "Commit a saved plan's change set; refused when a file it edits moved since (plan.stale)",
     handle: async ({ params, box, services }) => applySaved(services, params.id, box),
   }),
 ];
 
-async function applySaved(services: Dispatcher, id: string, box: Dispatcher["box"]): Promise<unknown> {
+/** A saved plan that can still apply: it exists, is valid, was not applied, and no file it edits moved. */
+async function checkApplicable(services: Dispatcher, id: string, box: Dispatcher["box"]): Promise<PlanRecord> {
   const record = services.plans.get(id) ?? notFound(id);
   if (!record.valid) throw new ApiError("config.invalid", `plan ${id} was made from an invalid change set and cannot be applied`, { diagnostics: record.diagnostics });
   if (record.state === "applied") throw new ApiError("plan.stale", `plan ${id} was already applied at ${record.applied_at}`, { id, moved: [] });
@@ -70,6 +75,11 @@ async function applySaved(services: Dispatcher, id: string, box: Dispatcher["box
     services.plans.mark(id, "stale", `moved: ${moved.join(", ")}`);
     throw new ApiError("plan.stale", `plan ${id} is stale; these files changed since it was made: ${moved.join(", ")}`, { id, moved });
   }
+  return record;
+}
+
+async function applySaved(services: Dispatcher, id: string, box: Dispatcher["box"]): Promise<unknown> {
+  const record = await checkApplicable(services, id, box);
   const proposal = await box.propose(record.changes);
   const revision = await box.commit(proposal);
   services.plans.mark(id, "applied");

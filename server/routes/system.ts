@@ -1,22 +1,17 @@
-import { readFileSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { arch, cpus, freemem, hostname, platform, release, totalmem, type, uptime } from "node:os";
-import { join } from "node:path";
 import { doctorRows, type DoctorRow } from "../../cli/doctor-cmd.js";
-import { packageRoot } from "../../cli/package-root.js";
 import { SPEC_VERSION, type Model } from "../../compiler/index.js";
 import type { BoxService } from "../box.js";
 import type { Dispatcher } from "../dispatch.js";
 import { probeHardware, type HardwareReport } from "../hardware.js";
 import { defineRoute } from "../route.js";
+import { packageVersion } from "../version.js";
 
 /** One hardware probe per box until a reprobe replaces it. */
 const probes = new WeakMap<BoxService, Promise<HardwareReport>>();
 
-let version: string | undefined;
-function hal0Version(): string {
-  return (version ??= (JSON.parse(readFileSync(join(packageRoot(), "package.json"), "utf8")) as { version: string }).version);
-}
+const hal0Version = packageVersion;
 
 /**
  * The box itself: ports in use, versions, the OS, hardware from /proc and

@@ -1,9 +1,10 @@
 import { describe, expect, it } from "vitest";
 import { AUTONOMOUS_READ_TOOLS, AUTONOMOUS_WRITE_TOOLS, GATED_TOOLS } from "../../schema/data/seed-tiers.js";
+import { HAL0_GATED_TOOLS, HAL0_READ_TOOLS, HAL0_WRITE_TOOLS } from "../../schema/data/hal0-tools.js";
 import { routeId } from "../../server/route.js";
 import { ROUTES } from "../../server/routes/index.js";
 
-const SEED = [...AUTONOMOUS_READ_TOOLS, ...AUTONOMOUS_WRITE_TOOLS, ...GATED_TOOLS];
+const SEED = [...AUTONOMOUS_READ_TOOLS, ...AUTONOMOUS_WRITE_TOOLS, ...GATED_TOOLS, ...HAL0_READ_TOOLS, ...HAL0_WRITE_TOOLS, ...HAL0_GATED_TOOLS];
 const seedRoute = new Map(SEED.map((t) => [t.tool, t.route]));
 
 describe("the route table", () => {

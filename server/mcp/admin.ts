@@ -1,0 +1,106 @@
+import { randomUUID } from "node:crypto";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
+import { invoke, type Call, type Dispatcher } from "../dispatch.js";
+import { ApiError } from "../errors.js";
+import { checkPathArgs, pathParams } from "../path-args.js";
+import { RawReply, type Caller, type Route } from "../route.js";
+import type { ToolDef } from "./catalog.js";
+
+/**
+ * One hal0-admin MCP server (per session): every tool of the catalog the
+ * caller's policy does not block, each taking `{"args": {...}}`. Reads and
+ * autonomous writes run in process through `invoke` (the REST path, no HTTP
+ * hop); gated calls are validated, planned and queued for a person.
+ */
+export function adminServer(d: Dispatcher, catalog: readonly ToolDef[], policy: CompiledPolicy, caller: Caller, version: string): McpServer {
+  const server = new McpServer({ name: "hal0-admin", version }, { capabilities: { tools: {} } });
+  for (const tool of catalog) {
+    const tier = tierFor(policy, tool.name, caller.agent) ?? "blocked";
+    const input = z.object({ args: z.looseObject({}).optional().meta(tool.argsSchema) }).meta({ required: ["args"] });
+    const registered = server.registerTool(tool.name, { description: tool.description, inputSchema: input, annotations: tool.annotations }, async (params, extra) => {
+      const headers = extra.requestInfo?.headers as Record<string, string | undefined> | undefined;
+      return callTool(d, tool, (params as { args?: Record<string, unknown> }).args ?? {}, headers ? callerFromHeaders(headers, caller) : caller);
+    });
+    // A blocked tool is neither listed nor callable: the SDK answers a disabled tool, which createToolError turns into mcp.tool_not_allowed.
+    if (tier === "blocked") registered.disable();
+  }
+  // Errors the SDK raises itself (unknown tool, disabled tool, arguments that are not an object) get the envelope too.
+  (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = sdkError;
+  return server;
+}
+
+async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unknown>, caller: Caller): Promise<CallToolResult> {
+  const started = performance.now();
+  try {
+    if (tool.memory || !tool.route) throw new ApiError("mcp.memory_unconfigured", `${tool.name} delegates to hal0-memory, which this build does not serve yet`);
+    const route = tool.route;
+    const model = await d.box.model();
+    const tier = tierFor(model.policy, tool.name, caller.agent) ?? "blocked";
+    if (tier === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${tool.name} for ${caller.agent}`, { tool: tool.name, agent: caller.agent });
+    const call = toCall(route, tool.name, args, caller);
+    if (tier === "gated") {
+      const approval = await d.approvals.enqueue(tool.name, route, call);
+      d.audit.record({ call, route, outcome: "pending_approval", durationMs: performance.now() - started, approvalId: approval.id, planId: approval.plan_id ?? undefined, tool: tool.name });
+      return ok({ status: "pending_approval", approval_id: approval.id, detail: approval.summary });
+    }
+    return ok(wrapList(route, await invoke(d, route, call)));
+  } catch (err) {
+    return failure(err);
+  }
+}
+
+/** Path args checked and decoded; for GET and DELETE the rest is the query, else the route's query fields are and the rest is the body. */
+function toCall(route: Route, tool: string, args: Record<string, unknown>, caller: Caller): Call {
+  const params = checkPathArgs(route, args);
+  const names = new Set(pathParams(route.path).map((p) => p.name));
+  const rest = Object.fromEntries(Object.entries(args).filter(([k]) => !names.has(k) && k !== "base"));
+  const queryKeys = new Set(Object.keys((route.query as { shape?: object } | undefined)?.shape ?? {}));
+  const toQuery = route.method === "GET" || route.method === "DELETE" || !route.body;
+  const query: Record<string, unknown> = {};
+  const body: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(rest)) {
+    if (toQuery || queryKeys.has(k)) query[k] = Array.isArray(v) ? v.map(String) : typeof v === "object" && v !== null ? JSON.stringify(v) : String(v);
+    else body[k] = v;
+  }
+  const base = typeof args.base === "string" ? args.base : undefined;
+  return { params, query, body: toQuery ? undefined : body, caller: { ...caller, via: "mcp" }, requestId: randomUUID(), base, tool };
+}
+
+/** A bare list becomes `{<listKey>: [...], count}` (the route table's wrap key; `items` when it names none). */
+function wrapList(route: Route, result: unknown): unknown {
+  return Array.isArray(result) ? { [route.listKey ?? "items"]: result, count: result.length } : result;
+}
+
+function ok(result: unknown): CallToolResult {
+  if (result instanceof RawReply) return { content: [{ type: "text", text: result.text }] };
+  const structured = typeof result === "object" && result !== null && !Array.isArray(result) ? (result as Record<string, unknown>) : undefined;
+  return { content: [{ type: "text", text: JSON.stringify(result ?? { ok: true }) }], ...(structured ? { structuredContent: structured } : {}) };
+}
+
+/** The full envelope, `isError: true` — the only result that is an error. */
+function failure(err: unknown): CallToolResult {
+  const api = err instanceof ApiError ? err : new ApiError("system.internal", (err as Error).message ?? String(err));
+  const envelope = { status: "error", error: { code: api.code, message: api.message, details: api.details }, http_status: api.status };
+  return { content: [{ type: "text", text: JSON.stringify(envelope) }], structuredContent: envelope, isError: true };
+}
+
+function sdkError(message: string): CallToolResult {
+  const disabled = /Tool (\S+) disabled/.exec(message);
+  if (disabled) return failure(new ApiError("mcp.tool_not_allowed", `policy blocks ${disabled[1]} for this caller`, { tool: disabled[1] }));
+  const unknown = /Tool (\S+) not found/.exec(message);
+  if (unknown) return failure(new ApiError("mcp.unknown_tool", `hal0-admin has no tool ${unknown[1]}`, { tool: unknown[1] }));
+  return failure(new ApiError("validation.invalid", message));
+}
+
+const AGENT_RE = /^[a-zA-Z0-9_-]{1,64}$/;
+
+/** The caller of one request: its own X-hal0-Agent header when it sends one, else the session's. */
+function callerFromHeaders(headers: Record<string, string | string[] | undefined>, fallback: Caller): Caller {
+  const raw = [headers["x-hal0-agent"]].flat()[0]?.trim();
+  if (raw === undefined) return fallback;
+  const priv = [headers["x-hal0-private"]].flat()[0]?.trim().toLowerCase();
+  return { agent: AGENT_RE.test(raw) ? raw : "anonymous", private: priv === "1" || priv === "true", via: "mcp" };
+}

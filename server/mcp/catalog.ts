@@ -1,0 +1,98 @@
+import { z } from "zod";
+import {
+  AUTONOMOUS_READ_TOOLS, AUTONOMOUS_WRITE_TOOLS, EXCLUDED_TOOLS, GATED_TOOLS, HAL0_GATED_TOOLS, HAL0_READ_TOOLS, HAL0_WRITE_TOOLS, type SeedTool,
+} from "../../schema/index.js";
+import { ApiError } from "../errors.js";
+import { pathParams } from "../path-args.js";
+import { routeId, type Route } from "../route.js";
+
+/** One hal0-admin tool: its route (or a delegation), the JSON Schema it advertises, its annotations. */
+export interface ToolDef {
+  readonly name: string;
+  readonly description: string;
+  /** The REST route it runs through; undefined for a memory_* tool (delegated to hal0-memory). */
+  readonly route?: Route;
+  readonly memory: boolean;
+  /** The advertised `args` schema: path args required, query/body fields as hints, anything else allowed. */
+  readonly argsSchema: Record<string, unknown>;
+  readonly annotations: { readOnlyHint?: boolean; destructiveHint?: boolean; openWorldHint?: boolean };
+}
+
+const TABLES: ReadonlyArray<readonly [string, readonly SeedTool[]]> = [
+  ["autonomous_read", [...AUTONOMOUS_READ_TOOLS, ...HAL0_READ_TOOLS]],
+  ["autonomous_write", [...AUTONOMOUS_WRITE_TOOLS, ...HAL0_WRITE_TOOLS]],
+  ["gated", [...GATED_TOOLS, ...HAL0_GATED_TOOLS]],
+];
+/** Tools whose route reaches outside the box (another host, a registry). */
+const OPEN_WORLD = new Set(["upstream_test", "model_pull", "hf_search", "model_catalogue", "model_update_check", "update_check", "runner_image_sync"]);
+
+/**
+ * Every problem between the tier tables and the route table: a tool in two
+ * tiers, an alias that is in no tier, an alias on another route than its
+ * tier table names, a tier entry that is also excluded. Empty = consistent.
+ */
+export function catalogProblems(routes: readonly Route[]): string[] {
+  const problems: string[] = [];
+  const tierOf = new Map<string, { tier: string; route: string }>();
+  for (const [tier, tools] of TABLES) {
+    for (const { tool, route } of tools) {
+      const before = tierOf.get(tool);
+      if (before) problems.push(`${tool} is in two tiers: ${before.tier} and ${tier}`);
+      else tierOf.set(tool, { tier, route });
+      if (EXCLUDED_TOOLS.includes(tool)) problems.push(`${tool} is in ${tier} and also excluded`);
+    }
+  }
+  for (const r of routes) {
+    for (const tool of r.tools ?? []) {
+      const entry = tierOf.get(tool);
+      if (!entry) problems.push(`${tool} (alias of ${routeId(r)}) has no tier`);
+      else if (entry.route !== routeId(r)) problems.push(`${tool} aliases ${routeId(r)}, but its tier table names ${entry.route}, which no route serves as ${tool}`);
+    }
+  }
+  return problems.sort();
+}
+
+/** The tools this build serves: every route alias, and the memory_* rows. Throws `mcp.catalog_invalid` when the tables disagree. */
+export function buildCatalog(routes: readonly Route[]): ToolDef[] {
+  const problems = catalogProblems(routes);
+  if (problems.length > 0) throw new ApiError("mcp.catalog_invalid", `the hal0-admin tool catalog is inconsistent:\n${problems.map((p) => `  - ${p}`).join("\n")}`, { problems });
+  const tools: ToolDef[] = [];
+  for (const route of routes) {
+    for (const name of route.tools ?? []) tools.push(routeTool(name, route));
+  }
+  for (const [, table] of TABLES) {
+    for (const { tool, route } of table) {
+      if (route === "memory") tools.push({ name: tool, description: `${tool} (hal0-memory, delegated in process)`, memory: true, argsSchema: { type: "object", additionalProperties: {} }, annotations: {} });
+    }
+  }
+  return tools.sort((a, b) => (a.name < b.name ? -1 : 1));
+}
+
+function routeTool(name: string, route: Route): ToolDef {
+  const params = pathParams(route.path).map((p) => p.name);
+  const hints = { ...fieldsOf(route.query), ...(route.method === "GET" ? {} : fieldsOf(route.body)) };
+  const properties: Record<string, unknown> = { ...hints };
+  for (const p of params) properties[p] = { type: "string", description: "path argument: a string, or an integer below 2^53" };
+  const read = route.kind === "read";
+  return {
+    name, route, memory: false,
+    description: `${route.summary} (${routeId(route)})`,
+    argsSchema: { type: "object", properties, required: params, additionalProperties: {} },
+    annotations: {
+      readOnlyHint: read,
+      ...(route.method === "DELETE" ? { destructiveHint: true } : read ? {} : { destructiveHint: false }),
+      openWorldHint: OPEN_WORLD.has(name),
+    },
+  };
+}
+
+/** A zod object's fields as JSON Schema properties (hints: none required). */
+function fieldsOf(schema: z.ZodType | undefined): Record<string, unknown> {
+  if (!schema) return {};
+  try {
+    const json = z.toJSONSchema(schema, { target: "draft-7", io: "input", unrepresentable: "any" }) as { properties?: Record<string, unknown> };
+    return json.properties ?? {};
+  } catch {
+    return {};
+  }
+}

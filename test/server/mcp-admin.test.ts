@@ -1,0 +1,103 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { httpCall, startTestServer, type TestServer } from "./harness.js";
+import { adminClient, callTool } from "./mcp-helpers.js";
+
+let s: TestServer;
+let clients: Client[] = [];
+beforeEach(async () => {
+  s = await startTestServer();
+});
+afterEach(async () => {
+  for (const c of clients) await c.close();
+  clients = [];
+  await s.close();
+});
+async function client(agent?: string): Promise<Client> {
+  const c = await adminClient(s.url, agent);
+  clients.push(c);
+  return c;
+}
+
+describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
+  it("lists the tools of the route table with {args} schemas and annotations; excluded and blocked tools are absent", async () => {
+    const { tools } = await (await client("hermes__coder")).listTools();
+    const byName = new Map(tools.map((t) => [t.name, t]));
+    for (const name of ["slot_list", "slot_edit", "slot_create", "plan_propose", "plan_submit", "approval_list", "memory_search"]) expect(byName.has(name), name).toBe(true);
+    for (const name of ["approval_approve", "approval_deny", "logs_tail", "model_delete", "stack_apply"]) expect(byName.has(name), name).toBe(false);
+    const edit = byName.get("slot_edit")!.inputSchema as any;
+    expect(edit.required).toEqual(["args"]);
+    expect(edit.properties.args.required).toEqual(["name"]);
+    expect(edit.properties.args.properties.name.type).toBe("string");
+    expect(edit.properties.args.properties.tune).toBeDefined();
+    expect(edit.properties.args.additionalProperties).toEqual({});
+    expect(byName.get("slot_list")!.annotations).toMatchObject({ readOnlyHint: true });
+    expect(byName.get("slot_delete")!.annotations).toMatchObject({ destructiveHint: true });
+    expect(byName.get("upstream_test")!.annotations).toMatchObject({ openWorldHint: true });
+    const other = new Set((await (await client("someone_else")).listTools()).tools.map((t) => t.name));
+    expect(other.has("model_delete")).toBe(true);
+  });
+
+  it("runs a read and wraps nothing that is not a bare list", async () => {
+    const res = await callTool(await client(), "slot_list", {});
+    expect(res.isError).toBe(false);
+    expect(res.body.count).toBe(res.body.slots.length);
+    expect(res.body.slots.map((x: any) => x.name)).toContain("chat");
+  });
+
+  it("runs an autonomous write in process, audited with the caller's identity", async () => {
+    const res = await callTool(await client("hermes__coder"), "model_swap", { name: "utility", model: "gemma-3-12b-it" });
+    expect(res.isError, JSON.stringify(res.body)).toBe(false);
+    expect(res.body.committed).toBe(true);
+    const row = (await s.call("GET", "/api/activity?kind=mcp")).body.items[0];
+    expect(row).toMatchObject({ actor: "mcp:hermes__coder", kind: "mcp", tool: "model_swap", route: "POST /api/slots/{name}/swap", outcome: "ok" });
+  });
+
+  it("queues a gated call with its plan summary; the same call gets the same id, another call a new one; approving it over REST runs it", async () => {
+    const c = await client("hermes__coder");
+    const args = { name: "scratch", profile: "cpu-small", model: "qwen3-4b", port: 8150, type: "llm", enabled: false, placement: { device: "cpu" } };
+    const first = await callTool(c, "slot_create", args);
+    expect(first.isError, JSON.stringify(first.body)).toBe(false);
+    expect(first.body).toMatchObject({ status: "pending_approval" });
+    expect(first.body.detail).toMatch(/ — plan: no runtime change$/); // the new slot is disabled
+    expect((await callTool(c, "slot_create", args)).body.approval_id).toBe(first.body.approval_id);
+    expect((await callTool(c, "slot_create", { ...args, port: 8151 })).body.approval_id).not.toBe(first.body.approval_id);
+    const approval = (await s.call("GET", `/api/agent/approvals/${first.body.approval_id}`)).body.approval;
+    expect(approval).toMatchObject({ tool: "slot_create", caller: { agent: "hermes__coder", via: "mcp" }, state: "pending" });
+    const done = await s.call("POST", `/api/agent/approvals/${first.body.approval_id}/approve`);
+    expect(done.body.approval.state, JSON.stringify(done.body)).toBe("executed");
+    expect(readFileSync(join(s.config, "slots/scratch.toml"), "utf8")).toMatch(/profile = "cpu-small"/);
+  });
+
+  it("answers with the full error envelope, isError only then", async () => {
+    const c = await client("hermes__coder");
+    const missing = await callTool(c, "slot_status", { name: "nope" });
+    expect(missing).toMatchObject({ isError: true, body: { status: "error", error: { code: "slot.not_found" }, http_status: 404 } });
+    expect((await callTool(c, "model_delete", { model_id: "x" })).body.error.code).toBe("mcp.tool_not_allowed");
+    expect((await callTool(c, "no_such_tool", {})).body.error.code).toBe("mcp.unknown_tool");
+    expect((await callTool(c, "memory_search", { query: "x" })).body.error.code).toBe("mcp.memory_unconfigured");
+    expect((await callTool(c, "slot_status", {})).body.error.code).toBe("mcp.missing_arg");
+  });
+
+  it("lets agents propose plan diffs, then submit them for approval", async () => {
+    const c = await client("hermes__coder");
+    const proposed = await callTool(c, "plan_propose", { edits: [{ file: "slots/chat.toml", op: "set", path: ["priority"], value: 77 }], summary: "chat first" });
+    expect(proposed.body).toMatchObject({ valid: true, files: ["slots/chat.toml"] });
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).not.toMatch(/priority = 77/);
+    expect((await callTool(c, "plan_show", { id: proposed.body.id })).body.changes.summary).toBe("chat first");
+    const submitted = await callTool(c, "plan_submit", { id: proposed.body.id });
+    expect(submitted.body.status).toBe("pending_approval");
+    expect((await callTool(c, "plan_submit", { id: "pln_nope" })).body.error.code).toBe("plan.not_found");
+    const approved = await s.call("POST", `/api/agent/approvals/${submitted.body.approval_id}/approve`);
+    expect(approved.body.approval.state).toBe("executed");
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toMatch(/priority = 77/);
+  });
+
+  it("refuses Host: evil.example with 421", async () => {
+    const res = await httpCall(s.url, "POST", "/mcp/admin", { headers: { host: "evil.example", accept: "application/json, text/event-stream" }, body: { jsonrpc: "2.0", id: 1, method: "initialize", params: {} } });
+    expect(res.status).toBe(421);
+    expect(res.body.error.code).toBe("request.host_denied");
+  });
+});

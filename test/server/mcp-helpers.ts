@@ -1,0 +1,25 @@
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+/** The MCP SDK's own client, connected to `<url>/mcp/admin` over HTTP as `agent`. */
+export async function adminClient(url: string, agent?: string): Promise<Client> {
+  const client = new Client({ name: "hal0-test", version: "1.0.0" });
+  const headers: Record<string, string> = agent ? { "X-hal0-Agent": agent } : {};
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp/admin`), { requestInit: { headers } }));
+  return client;
+}
+
+/** Calls a tool with `{args}` and returns its structured result (or the parsed text) and isError. */
+export async function callTool(client: Client, name: string, args: Record<string, unknown>): Promise<{ isError: boolean; body: any }> {
+  const res = (await client.callTool({ name, arguments: { args } })) as { isError?: boolean; structuredContent?: unknown; content: Array<{ type: string; text?: string }> };
+  const text = res.content[0]?.text ?? "";
+  let body: unknown = res.structuredContent;
+  if (body === undefined) {
+    try {
+      body = JSON.parse(text);
+    } catch {
+      body = text;
+    }
+  }
+  return { isError: res.isError === true, body };
+}
