@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
 import {
   AUTONOMOUS_READ_TOOLS, AUTONOMOUS_WRITE_TOOLS, EXCLUDED_TOOLS, GATED_TOOLS, NEVER_LOOSEN_TOOLS,
-  Profile, SEED_PROFILES, defaultTiers,
+  HAL0_GATED_TOOLS, HAL0_READ_TOOLS, HAL0_WRITE_TOOLS, Profile, SEED_PROFILES, defaultTiers,
 } from "../../schema/index.js";
 
 describe("seed profiles", () => {
@@ -20,7 +20,9 @@ describe("default policy (seed 001 tables)", () => {
   it("puts each tool in exactly one tier", () => {
     expect(new Set(all).size).toBe(all.length);
     for (const tool of EXCLUDED_TOOLS) expect(all).not.toContain(tool);
-    expect(defaultTiers().size).toBe(all.length + EXCLUDED_TOOLS.length);
+    const hal0 = [...HAL0_READ_TOOLS, ...HAL0_WRITE_TOOLS, ...HAL0_GATED_TOOLS].map((t) => t.tool);
+    for (const tool of hal0) expect(all).not.toContain(tool);
+    expect(defaultTiers().size).toBe(all.length + hal0.length + EXCLUDED_TOOLS.length);
   });
 
   it("has the seed's table sizes and the 26 memory tools", () => {
