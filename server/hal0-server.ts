@@ -13,6 +13,7 @@ import { PlanStore } from "./plans.js";
 import { routeId, type Route } from "./route.js";
 import { ROUTES } from "./routes/index.js";
 import { AdminEndpoint } from "./mcp/endpoint.js";
+import { buildCatalog } from "./mcp/catalog.js";
 import { packageVersion } from "./version.js";
 
 export interface Hal0ServerOptions {
@@ -41,9 +42,10 @@ export interface Hal0Server extends Dispatcher {
  */
 export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const now = options.now ?? Date.now;
+  const routes = options.routes ?? ROUTES;
+  const catalog = buildCatalog(routes); // an inconsistent tool catalog stops the server before it opens anything
   const db = openDb(options.stateDir);
   const box = new BoxService({ root: options.root, stateDir: options.stateDir, db, driverFor: options.driverFor, nudge: options.nudge, now });
-  const routes = options.routes ?? ROUTES;
   const byId = new Map(routes.map((r) => [routeId(r), r]));
   const audit = new Audit(db, now);
   const services = { box, audit, routes } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; sweeps?: SweepStatus };
@@ -52,7 +54,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   Object.defineProperty(services, "sweeps", { get: () => options.sweeps?.(), enumerable: true });
   const env = options.env ?? process.env;
   const gate = () => gateConfig(box.lastSettings()?.server ?? { allowed_hosts: [], allowed_origins: [] }, env);
-  const admin = new AdminEndpoint(services, gate, packageVersion());
+  const admin = new AdminEndpoint(services, gate, packageVersion(), catalog);
   const app = createHal0App({
     ...services,
     get sweeps() {

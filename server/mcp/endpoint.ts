@@ -27,8 +27,9 @@ export class AdminEndpoint {
   readonly catalog: readonly ToolDef[];
   private readonly sessions = new Map<string, Session>();
 
-  constructor(private readonly d: Dispatcher, private readonly gate: () => GateConfig, private readonly version: string) {
-    this.catalog = buildCatalog(d.routes);
+  /** `catalog` comes from `buildCatalog(routes)`, built before anything else opens so a bad one fails fast. */
+  constructor(private readonly d: Dispatcher, private readonly gate: () => GateConfig, private readonly version: string, catalog?: readonly ToolDef[]) {
+    this.catalog = catalog ?? buildCatalog(d.routes);
   }
 
   async handle(event: H3Event): Promise<void> {

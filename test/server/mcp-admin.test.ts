@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -99,5 +99,20 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     const res = await httpCall(s.url, "POST", "/mcp/admin", { headers: { host: "evil.example", accept: "application/json, text/event-stream" }, body: { jsonrpc: "2.0", id: 1, method: "initialize", params: {} } });
     expect(res.status).toBe(421);
     expect(res.body.error.code).toBe("request.host_denied");
+  });
+});
+
+describe("a gated call whose plan went stale before approval", () => {
+  it("is refused when approved, naming what moved, and writes nothing", async () => {
+    const c = await client("hermes__coder");
+    const queued = await callTool(c, "slot_edit", { name: "chat", tune: { ctx_size: 20480 } }); // fixtures/box policy: slot_edit is gated
+    expect(queued.body.status).toBe("pending_approval");
+    const file = join(s.config, "slots/chat.toml");
+    const edited = `${readFileSync(file, "utf8")}# tuned by hand meanwhile\n`;
+    writeFileSync(file, edited);
+    const res = await s.call("POST", `/api/agent/approvals/${queued.body.approval_id}/approve`);
+    expect(res.body.approval.state).toBe("stale");
+    expect(res.body.approval.reason).toContain("slots/chat.toml");
+    expect(readFileSync(file, "utf8")).toBe(edited);
   });
 });
