@@ -6,6 +6,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { packageRoot } from "../cli/package-root.js";
 import { freePortRange } from "./apply.js";
 
@@ -57,6 +59,30 @@ async function latencies(url: string): Promise<{ p50: number; p99: number; body:
   return { p50: ms[Math.floor(REQUESTS * 0.5)]!, p99: ms[Math.floor(REQUESTS * 0.99)]!, body };
 }
 
+const MCP_CALLS = 1000;
+
+/** p50 of slot_list through the MCP SDK's client and of GET /api/slots with keep-alive, interleaved so load hits both alike. */
+async function mcpVsRest(url: string): Promise<{ mcp: number; rest: number }> {
+  const client = new Client({ name: "hal0-bench", version: "1.0.0" });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp/admin`)));
+  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const m: number[] = [];
+  const r: number[] = [];
+  for (let i = 0; i < MCP_CALLS + 50; i++) {
+    let t0 = performance.now();
+    const res = (await client.callTool({ name: "slot_list", arguments: { args: {} } })) as { isError?: boolean };
+    if (res.isError) throw new Error("slot_list over MCP failed");
+    if (i >= 50) m.push(performance.now() - t0);
+    t0 = performance.now();
+    await get(agent, `${url}/api/slots`);
+    if (i >= 50) r.push(performance.now() - t0);
+  }
+  await client.close();
+  agent.destroy();
+  const p50 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+  return { mcp: p50(m), rest: p50(r) };
+}
+
 function rssMb(pid: number): number {
   const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? 0);
   return kb / 1024;
@@ -93,7 +119,10 @@ export async function benchServe(): Promise<string[]> {
   const { child, url } = await startServe(config, state);
   try {
     await allHealthy(first);
+    await sleep(3000);
+    const rssConverged = rssMb(child.pid!);
     const hal0 = await latencies(`${url}/api/slots`);
+    const mcp = await mcpVsRest(url);
     const bare = createServer((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end(hal0.body)).listen(0, "127.0.0.1");
     await new Promise((r) => bare.once("listening", r));
     const floor = await latencies(`http://127.0.0.1:${(bare.address() as AddressInfo).port}/`);
@@ -108,7 +137,10 @@ export async function benchServe(): Promise<string[]> {
       `GET /api/slots, 50 slots, ${REQUESTS} sequential keep-alive requests (${(hal0.body.length / 1024).toFixed(1)} KiB reply):`,
       `  hal0 serve      p50 ${hal0.p50.toFixed(2)} ms  p99 ${hal0.p99.toFixed(2)} ms`,
       `  bare node:http  p50 ${floor.p50.toFixed(2)} ms  p99 ${floor.p99.toFixed(2)} ms   (the same bytes, no work: the floor)`,
-      `idle RSS of hal0 serve (sweep loop on, 50 slots running): ${rss.toFixed(1)} MB  — target ≤ ${RSS_TARGET_MB} MB: ${rss <= RSS_TARGET_MB ? "PASS" : "MISS"}   (an idle bare node: ${nodeRss.toFixed(1)} MB)`,
+      `slot_list over MCP (the SDK's client, one session) vs GET /api/slots, ${MCP_CALLS} calls each, alternating:`,
+      `  MCP p50 ${mcp.mcp.toFixed(2)} ms   REST p50 ${mcp.rest.toFixed(2)} ms   → ${(mcp.mcp / mcp.rest).toFixed(2)}× (target ≤ 1.5×: ${mcp.mcp / mcp.rest <= 1.5 ? "PASS" : "MISS"})`,
+      `idle RSS of hal0 serve (sweep loop on, 50 slots running), converged and idle: ${rssConverged.toFixed(1)} MB — target ≤ ${RSS_TARGET_MB} MB: ${rssConverged <= RSS_TARGET_MB ? "PASS" : "MISS"}`,
+      `  idle again 3 s after the 4,000 REST and 1,050 MCP calls above: ${rss.toFixed(1)} MB (${rss <= RSS_TARGET_MB ? "within" : "above"} the target)   an idle bare node: ${nodeRss.toFixed(1)} MB`,
     ];
   } finally {
     const exited = new Promise((r) => child.once("exit", r));

@@ -45,16 +45,18 @@ export interface AuditQuery {
 
 /** The audit table: one row per write, action and tool call, args with secrets redacted. */
 export class Audit {
-  constructor(private readonly db: Db, private readonly now: () => number = Date.now) {}
+  private readonly insert: import("better-sqlite3").Statement<unknown[]>;
+
+  constructor(private readonly db: Db, private readonly now: () => number = Date.now) {
+    this.insert = db.prepare(`INSERT INTO audit (ts, actor, kind, route, tool, target, args, outcome, error_code, plan_id, approval_id, duration_ms, request_id)
+                               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+  }
 
   record(e: AuditEntry): void {
     const { call, route } = e;
     const target = Object.values(call.params).map(String).join("/") || null;
     const args = redact({ ...call.params, ...call.query, ...(isObject(call.body) ? call.body : call.body === undefined ? {} : { body: call.body }) });
-    this.db
-      .prepare(`INSERT INTO audit (ts, actor, kind, route, tool, target, args, outcome, error_code, plan_id, approval_id, duration_ms, request_id)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`)
-      .run(new Date(this.now()).toISOString(), actorOf(call), call.caller.via, `${route.method} ${route.path}`, e.tool ?? null, target, JSON.stringify(args), e.outcome,
+    this.insert.run(new Date(this.now()).toISOString(), actorOf(call), call.caller.via, `${route.method} ${route.path}`, e.tool ?? null, target, JSON.stringify(args), e.outcome,
         e.errorCode ?? null, e.planId ?? null, e.approvalId ?? null, Math.round(e.durationMs * 100) / 100, call.requestId);
   }
 

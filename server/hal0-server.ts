@@ -53,7 +53,12 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   services.approvals = new Approvals(db, services, (id) => byId.get(id), () => box.lastSettings()?.approvals.ttl_s ?? 86_400, now);
   Object.defineProperty(services, "sweeps", { get: () => options.sweeps?.(), enumerable: true });
   const env = options.env ?? process.env;
-  const gate = () => gateConfig(box.lastSettings()?.server ?? { allowed_hosts: [], allowed_origins: [] }, env);
+  let gateCache: { settings: unknown; config: ReturnType<typeof gateConfig> } | undefined;
+  const gate = () => {
+    const settings = box.lastSettings()?.server;
+    if (gateCache === undefined || gateCache.settings !== settings) gateCache = { settings, config: gateConfig(settings ?? { allowed_hosts: [], allowed_origins: [] }, env) };
+    return gateCache.config;
+  };
   const admin = new AdminEndpoint(services, gate, packageVersion(), catalog);
   const app = createHal0App({
     ...services,

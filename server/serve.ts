@@ -38,7 +38,7 @@ export function serveLogger(level = "info", destination?: NodeJS.WritableStream)
       redact: { paths: ["headers.authorization", "*.headers.authorization", "args.*.token", "*.secret", "*.password", "*.api_key"], censor: "[redacted]" },
       timestamp: pino.stdTimeFunctions.isoTime,
     },
-    destination as never,
+    (destination ?? pino.destination({ dest: 1, sync: false })) as never,
   );
 }
 
@@ -91,6 +91,7 @@ export async function serve(options: ServeOptions): Promise<Serving> {
       await server.box.close();
       server.close();
       logger.info("hal0 serve stopped");
+      logger.flush();
     },
   };
 }

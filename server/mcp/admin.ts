@@ -19,8 +19,7 @@ export function adminServer(d: Dispatcher, catalog: readonly ToolDef[], policy: 
   const server = new McpServer({ name: "hal0-admin", version }, { capabilities: { tools: {} } });
   for (const tool of catalog) {
     const tier = tierFor(policy, tool.name, caller.agent) ?? "blocked";
-    const input = z.object({ args: z.looseObject({}).optional().meta(tool.argsSchema) }).meta({ required: ["args"] });
-    const registered = server.registerTool(tool.name, { description: tool.description, inputSchema: input, annotations: tool.annotations }, async (params, extra) => {
+    const registered = server.registerTool(tool.name, { description: tool.description, inputSchema: inputSchemaOf(tool), annotations: tool.annotations }, async (params, extra) => {
       const headers = extra.requestInfo?.headers as Record<string, string | undefined> | undefined;
       return callTool(d, tool, (params as { args?: Record<string, unknown> }).args ?? {}, headers ? callerFromHeaders(headers, caller) : caller);
     });
@@ -30,6 +29,22 @@ export function adminServer(d: Dispatcher, catalog: readonly ToolDef[], policy: 
   // Errors the SDK raises itself (unknown tool, disabled tool, arguments that are not an object) get the envelope too.
   (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = sdkError;
   return server;
+}
+
+const inputSchemas = new WeakMap<ToolDef, z.ZodType>();
+
+/**
+ * What the SDK validates and advertises for a tool: `{args: {...}}`, any object
+ * accepted (the path rules and the route's own schemas answer with envelopes),
+ * the advertised JSON Schema carried as metadata. Built once per tool.
+ */
+function inputSchemaOf(tool: ToolDef): z.ZodObject {
+  let schema = inputSchemas.get(tool);
+  if (!schema) {
+    schema = z.object({ args: z.looseObject({}).optional().meta(tool.argsSchema) }).meta({ required: ["args"] });
+    inputSchemas.set(tool, schema);
+  }
+  return schema as z.ZodObject;
 }
 
 async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unknown>, caller: Caller): Promise<CallToolResult> {
@@ -74,17 +89,17 @@ function wrapList(route: Route, result: unknown): unknown {
   return Array.isArray(result) ? { [route.listKey ?? "items"]: result, count: result.length } : result;
 }
 
+/** Success: the raw REST JSON as the text content (what agents read; one serialisation, no structured copy). */
 function ok(result: unknown): CallToolResult {
   if (result instanceof RawReply) return { content: [{ type: "text", text: result.text }] };
-  const structured = typeof result === "object" && result !== null && !Array.isArray(result) ? (result as Record<string, unknown>) : undefined;
-  return { content: [{ type: "text", text: JSON.stringify(result ?? { ok: true }) }], ...(structured ? { structuredContent: structured } : {}) };
+  return { content: [{ type: "text", text: JSON.stringify(result ?? { ok: true }) }] };
 }
 
 /** The full envelope, `isError: true` — the only result that is an error. */
 function failure(err: unknown): CallToolResult {
   const api = err instanceof ApiError ? err : new ApiError("system.internal", (err as Error).message ?? String(err));
   const envelope = { status: "error", error: { code: api.code, message: api.message, details: api.details }, http_status: api.status };
-  return { content: [{ type: "text", text: JSON.stringify(envelope) }], structuredContent: envelope, isError: true };
+  return { content: [{ type: "text", text: JSON.stringify(envelope) }], isError: true };
 }
 
 function sdkError(message: string): CallToolResult {

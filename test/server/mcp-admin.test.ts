@@ -40,8 +40,11 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect(other.has("model_delete")).toBe(true);
   });
 
-  it("runs a read and wraps nothing that is not a bare list", async () => {
-    const res = await callTool(await client(), "slot_list", {});
+  it("runs a read and wraps nothing that is not a bare list; answered calls hold no memory in the transport", async () => {
+    const c = await client();
+    for (let i = 0; i < 20; i++) await callTool(c, "slot_list", {});
+    expect(s.hal0.admin.heldStreams()).toBe(0);
+    const res = await callTool(c, "slot_list", {});
     expect(res.isError).toBe(false);
     expect(res.body.count).toBe(res.body.slots.length);
     expect(res.body.slots.map((x: any) => x.name)).toContain("chat");
