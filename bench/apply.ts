@@ -34,7 +34,8 @@ function isFree(port: number): Promise<boolean> {
   });
 }
 
-function writeBox(dir: string, firstPort: number): void {
+/** A box of 50 fake-runner slots on ports firstPort.. (the serve bench uses it too). */
+export function writeBox(dir: string, firstPort: number): void {
   mkdirSync(join(dir, "slots"), { recursive: true });
   writeFileSync(join(dir, "hal0.toml"), `[slots]\nport_range_start = ${firstPort}\nport_range_end = ${firstPort + SLOTS - 1}\nhealth_timeout_s = 60\nstop_grace_s = 5\n[server]\nport = ${firstPort - 1}\n`);
   writeFileSync(join(dir, "profiles.toml"), `[profile.fake]\nrunner = ["${process.execPath}", "${RUNNER}"]\nflags = "-fa on -b 512"\ndevice_class = "cpu"\n[profile.fake.tune]\nctx_size = 4096\n`);

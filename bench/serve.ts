@@ -1,5 +1,5 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync } from "node:fs";
 import { Agent, createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -9,7 +9,7 @@ import { promisify } from "node:util";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { packageRoot } from "../cli/package-root.js";
-import { freePortRange } from "./apply.js";
+import { freePortRange, writeBox } from "./apply.js";
 
 /**
  * `npm run bench` (server part): `hal0 serve` on a 50-slot box of fake
@@ -21,17 +21,8 @@ const SLOTS = 50;
 const REQUESTS = 2000;
 const RSS_TARGET_MB = 120;
 const HAL0 = join(packageRoot(), "bin/hal0.js");
-const RUNNER = join(packageRoot(), "fixtures/runner/fake-llama-server.mjs");
 const exec = promisify(execFile);
 
-function writeBox(dir: string, first: number): void {
-  mkdirSync(join(dir, "slots"), { recursive: true });
-  writeFileSync(join(dir, "hal0.toml"), `[slots]\nport_range_start = ${first}\nport_range_end = ${first + SLOTS - 1}\nhealth_timeout_s = 60\nstop_grace_s = 5\n[server]\nport = ${first - 1}\n`);
-  writeFileSync(join(dir, "profiles.toml"), `[profile.fake]\nrunner = ["${process.execPath}", "${RUNNER}"]\nflags = "-fa on -b 512"\ndevice_class = "cpu"\n[profile.fake.tune]\nctx_size = 4096\n`);
-  writeFileSync(join(dir, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\ncontext_length = 8192\n`);
-  writeFileSync(join(dir, "tiny.gguf"), "GGUF");
-  for (let i = 0; i < SLOTS; i++) writeFileSync(join(dir, "slots", `slot-${i}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${first + i}\n[server]\nenv = { HAL0_FAKE_LOAD_MS = "100" }\n`);
-}
 
 function get(agent: Agent, url: string): Promise<{ ms: number; body: Buffer; status: number }> {
   const t0 = performance.now();
