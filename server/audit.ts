@@ -46,21 +46,37 @@ export interface AuditQuery {
 /** The audit table: one row per write, action and tool call, args with secrets redacted. */
 export class Audit {
   private readonly insert: import("better-sqlite3").Statement<unknown[]>;
+  private readonly insertAll: (rows: unknown[][]) => void;
+  /** Rows recorded this turn of the event loop, written in one transaction right after it. */
+  private pending: unknown[][] = [];
 
   constructor(private readonly db: Db, private readonly now: () => number = Date.now) {
     this.insert = db.prepare(`INSERT INTO audit (ts, actor, kind, route, tool, target, args, outcome, error_code, plan_id, approval_id, duration_ms, request_id)
                                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    this.insertAll = db.transaction((rows: unknown[][]) => {
+      for (const row of rows) this.insert.run(...row);
+    });
+  }
+
+  /** Writes the rows still queued (a query, the server's close and each turn's setImmediate call it). */
+  flush(): void {
+    if (this.pending.length === 0 || !this.db.open) return;
+    const rows = this.pending;
+    this.pending = [];
+    this.insertAll(rows);
   }
 
   record(e: AuditEntry): void {
     const { call, route } = e;
     const target = Object.values(call.params).map(String).join("/") || null;
     const args = redact({ ...call.params, ...call.query, ...(isObject(call.body) ? call.body : call.body === undefined ? {} : { body: call.body }) });
-    this.insert.run(new Date(this.now()).toISOString(), actorOf(call), call.caller.via, `${route.method} ${route.path}`, e.tool ?? null, target, JSON.stringify(args), e.outcome,
-        e.errorCode ?? null, e.planId ?? null, e.approvalId ?? null, Math.round(e.durationMs * 100) / 100, call.requestId);
+    const row = [new Date(this.now()).toISOString(), actorOf(call), call.caller.via, `${route.method} ${route.path}`, e.tool ?? null, target, JSON.stringify(args), e.outcome,
+      e.errorCode ?? null, e.planId ?? null, e.approvalId ?? null, Math.round(e.durationMs * 100) / 100, call.requestId];
+    if (this.pending.push(row) === 1) setImmediate(() => this.flush());
   }
 
   query(q: AuditQuery): { items: AuditRow[]; total: number } {
+    this.flush();
     const { clause, values } = whereOf(q);
     const total = (this.db.prepare(`SELECT count(*) AS n FROM audit ${clause}`).get(...values) as { n: number }).n;
     const rows = this.db.prepare(`SELECT * FROM audit ${clause} ORDER BY id DESC LIMIT ? OFFSET ?`).all(...values, q.limit ?? 100, q.offset ?? 0) as Array<AuditRow & { args: string }>;
@@ -69,6 +85,7 @@ export class Audit {
 
   /** Every row matching `q` (paging ignored), oldest first, for export as JSON lines. */
   *all(q: AuditQuery = {}): Iterable<AuditRow> {
+    this.flush();
     const { clause, values } = whereOf(q);
     for (const r of this.db.prepare(`SELECT * FROM audit ${clause} ORDER BY id`).iterate(...values) as Iterable<AuditRow & { args: string }>) {
       yield { ...r, args: JSON.parse(r.args ?? "null") };

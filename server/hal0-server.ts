@@ -73,6 +73,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
     ...services, app, db, admin,
     close: () => {
       void admin.close();
+      audit.flush();
       db.close();
     },
   };

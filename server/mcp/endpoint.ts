@@ -121,12 +121,21 @@ function releaseAnswered(transport: Transport): void {
  */
 async function relay(transport: Transport, req: IncomingMessage, res: ServerResponse, text: string | undefined, body: unknown): Promise<void> {
   const headers = new Headers();
-  for (const [k, v] of Object.entries(req.headers)) if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(", ") : v);
+  for (const k of RELAYED_HEADERS) {
+    const v = req.headers[k];
+    if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(", ") : v);
+  }
   const request = new Request(`http://${req.headers.host ?? "localhost"}${req.url ?? "/"}`, { method: req.method, headers, body: text });
   const response = await transport.handleRequest(request, body === undefined ? {} : { parsedBody: body });
   releaseAnswered(transport);
-  res.writeHead(response.status, Object.fromEntries(response.headers));
-  if (!response.body) return void res.end();
+  const replyHeaders = Object.fromEntries(response.headers);
+  if (!response.body) return void res.writeHead(response.status, replyHeaders).end();
+  if (!replyHeaders["content-type"]?.startsWith("text/event-stream")) {
+    // A JSON reply is one string: read it whole (web-stream chunk pumping costs more than the call).
+    const text = await response.text();
+    return void res.writeHead(response.status, replyHeaders).end(text);
+  }
+  res.writeHead(response.status, replyHeaders);
   const reader = response.body.getReader();
   res.once("close", () => void reader.cancel().catch(() => undefined));
   for (;;) {
@@ -136,6 +145,9 @@ async function relay(transport: Transport, req: IncomingMessage, res: ServerResp
   }
   res.end();
 }
+
+/** What the transport reads of a request (the gate and the caller were taken from the node request already). */
+const RELAYED_HEADERS = ["accept", "content-type", "host", "mcp-session-id", "mcp-protocol-version", "last-event-id", "x-hal0-agent", "x-hal0-private"] as const;
 
 const INVALID = Symbol("invalid");
 
