@@ -68,13 +68,15 @@ export async function waitHealthy(port: number, path: string, spawned: Pick<Spaw
   while (exit === undefined) {
     const left = deadline - Date.now();
     if (left <= 0) return { kind: "timeout", lastStatus };
-    lastStatus = await httpStatus(port, path, Math.min(PROBE_TIMEOUT_MS, left));
+    const status = await httpStatus(port, path, Math.min(PROBE_TIMEOUT_MS, left));
+    // A probe cut short by the deadline is not an answer: keep the last one the runner gave.
+    if (status !== undefined) lastStatus = status;
     if (exit !== undefined) break;
-    if (lastStatus === 200) {
+    if (status === 200) {
       onPhase?.("ready");
       return { kind: "ready" };
     }
-    if (lastStatus === 503 && !warming) {
+    if (status === 503 && !warming) {
       warming = true;
       onPhase?.("warming");
     }
