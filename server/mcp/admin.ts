@@ -5,6 +5,7 @@ import { z } from "zod";
 import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
 import { invoke, type Call, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
+import { callerOf } from "../gate.js";
 import { checkPathArgs, pathParams } from "../path-args.js";
 import { RawReply, type Caller, type Route } from "../route.js";
 import type { ToolDef } from "./catalog.js";
@@ -110,12 +111,7 @@ function sdkError(message: string): CallToolResult {
   return failure(new ApiError("validation.invalid", message));
 }
 
-const AGENT_RE = /^[a-zA-Z0-9_-]{1,64}$/;
-
 /** The caller of one request: its own X-hal0-Agent header when it sends one, else the session's. */
 function callerFromHeaders(headers: Record<string, string | string[] | undefined>, fallback: Caller): Caller {
-  const raw = [headers["x-hal0-agent"]].flat()[0]?.trim();
-  if (raw === undefined) return fallback;
-  const priv = [headers["x-hal0-private"]].flat()[0]?.trim().toLowerCase();
-  return { agent: AGENT_RE.test(raw) ? raw : "anonymous", private: priv === "1" || priv === "true", via: "mcp" };
+  return headers["x-hal0-agent"] === undefined ? fallback : callerOf(headers, "mcp");
 }
