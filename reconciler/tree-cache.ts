@@ -1,6 +1,6 @@
 import { readdirSync, statSync, type Dirent } from "node:fs";
 import { join } from "node:path";
-import { compile, loadTree, type CompileResult } from "../compiler/index.js";
+import { compile, loadTree, type CompileResult, type SourceTree } from "../compiler/index.js";
 
 /** The folders `loadTree` reads `.toml` files from ("" = the tree's top level); the sweep loop watches the same. */
 export const TREE_FOLDERS = ["", "slots", "stacks", "mcp-servers"] as const;
@@ -20,8 +20,14 @@ interface Entry {
   readonly fingerprint: string;
   /** No file of the tree changed within RACY_MS of taking `fingerprint`. */
   readonly settled: boolean;
-  readonly texts: ReadonlyMap<string, string>;
+  readonly tree: SourceTree;
   readonly carried: string;
+  readonly result: CompileResult;
+}
+
+/** A compiled tree and the texts it was compiled from; the same objects while nothing changed. */
+export interface LoadedTree {
+  readonly tree: SourceTree;
   readonly result: CompileResult;
 }
 
@@ -41,27 +47,32 @@ export class TreeCache {
   constructor(private readonly root: string, private readonly racyMs = RACY_MS) {}
 
   async load(): Promise<CompileResult> {
+    return (await this.loadTree()).result;
+  }
+
+  /** `load`, with the tree's texts (what the server's revisions and change sets start from). */
+  async loadTree(): Promise<LoadedTree> {
     const taken = BigInt(Date.now()) * 1_000_000n;
     const stamp = tryFingerprint(this.root);
     const last = this.last;
-    if (stamp !== undefined && last?.settled && last.fingerprint === stamp.text) return this.reuse("stat", last.result);
+    if (stamp !== undefined && last?.settled && last.fingerprint === stamp.text) return this.reuse("stat", last);
     const loaded = await loadTree(this.root);
     const carried = JSON.stringify(loaded.diagnostics);
-    let result: CompileResult;
-    if (last !== undefined && last.carried === carried && sameTexts(last.texts, loaded.tree.files)) result = this.reuse("text", last.result);
+    let out: LoadedTree;
+    if (last !== undefined && last.carried === carried && sameTexts(last.tree.files, loaded.tree.files)) out = this.reuse("text", last);
     else {
-      result = compile(loaded.tree, loaded.diagnostics);
+      out = { tree: loaded.tree, result: compile(loaded.tree, loaded.diagnostics) };
       this.lastReuse = "compiled";
     }
     this.last = stamp === undefined
       ? undefined
-      : { fingerprint: stamp.text, settled: taken - stamp.newestNs > BigInt(this.racyMs) * 1_000_000n, texts: loaded.tree.files, carried, result };
-    return result;
+      : { fingerprint: stamp.text, settled: taken - stamp.newestNs > BigInt(this.racyMs) * 1_000_000n, tree: out.tree, carried, result: out.result };
+    return out;
   }
 
-  private reuse(how: TreeReuse, result: CompileResult): CompileResult {
+  private reuse(how: TreeReuse, last: Entry): LoadedTree {
     this.lastReuse = how;
-    return result;
+    return { tree: last.tree, result: last.result };
   }
 }
 

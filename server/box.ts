@@ -1,9 +1,9 @@
-import { readdirSync, statSync } from "node:fs";
 import { mkdir, readFile, rm } from "node:fs/promises";
 import { watch, type FSWatcher } from "chokidar";
 import { dirname, join } from "node:path";
 import { applyChangeSet, ChangeSetError, movedFiles, revisionFiles, type AppliedChangeSet, type ChangeSet } from "../compiler/changeset.js";
-import { compile, hashOf, loadTree, type Model, type SourceTree } from "../compiler/index.js";
+import { compile, hashOf, type CompileResult, type Model, type SourceTree } from "../compiler/index.js";
+import { TREE_FOLDERS, TreeCache } from "../reconciler/tree-cache.js";
 import { observe, planChanges, StateStore, writeFileAtomic, type Inventory, type Observed, type SlotDriver } from "../reconciler/index.js";
 import type { Diagnostic, Plan } from "../schema/index.js";
 import type { Db } from "./db.js";
@@ -42,7 +42,6 @@ export interface Proposal {
   readonly warnings: readonly Diagnostic[];
 }
 
-const RESOURCE_FOLDERS = ["slots", "stacks", "mcp-servers"];
 /** While watched, how long a snapshot is trusted without a stat of every file. */
 const WATCHED_RECHECK_MS = 2000;
 
@@ -54,13 +53,15 @@ const WATCHED_RECHECK_MS = 2000;
 export class BoxService {
   readonly state: StateStore;
   private readonly writes = new Mutex();
-  private cached?: { fingerprint: string; snapshot: Snapshot; checkedAt: number };
+  private readonly tree: TreeCache;
+  private cached?: { result: CompileResult; snapshot: Snapshot; checkedAt: number };
   private watcher?: FSWatcher;
   private lastGood?: Model;
   private driverCache?: { key: string; driver: Promise<SlotDriver> };
 
   constructor(readonly options: BoxServiceOptions) {
     this.state = new StateStore(options.stateDir);
+    this.tree = new TreeCache(options.root);
   }
 
   get root(): string {
@@ -82,7 +83,7 @@ export class BoxService {
    */
   async watch(): Promise<void> {
     if (this.watcher) return;
-    const watcher = watch(["", ...RESOURCE_FOLDERS].map((f) => join(this.root, f)), { ignoreInitial: true, depth: 0 });
+    const watcher = watch(TREE_FOLDERS.map((f) => join(this.root, f)), { ignoreInitial: true, depth: 0 });
     watcher.on("all", (_event, path) => {
       if (path.endsWith(".toml") && this.cached) this.cached.checkedAt = -Infinity;
     });
@@ -95,21 +96,20 @@ export class BoxService {
     this.watcher = undefined;
   }
 
-  /** The tree on disk; re-read and re-compiled only when a file's stat moved. */
+  /** The tree on disk; re-read and re-compiled only when a file of it changed (reconciler/tree-cache.ts decides). */
   async snapshot(): Promise<Snapshot> {
     const now = performance.now();
     if (this.cached && this.watcher && now - this.cached.checkedAt < WATCHED_RECHECK_MS) return this.cached.snapshot;
-    const fingerprint = treeFingerprint(this.root);
-    if (this.cached?.fingerprint === fingerprint) {
+    const { tree, result } = await this.tree.loadTree();
+    if (this.cached?.result === result) {
       this.cached.checkedAt = now;
       return this.cached.snapshot;
     }
-    const loaded = await loadTree(this.root);
-    const { model, diagnostics } = compile(loaded.tree, loaded.diagnostics);
-    const files = revisionFiles(loaded.tree);
-    const snapshot: Snapshot = { tree: loaded.tree, model, diagnostics, files, revision: this.recordRevision(files) };
+    const { model, diagnostics } = result;
+    const files = revisionFiles(tree);
+    const snapshot: Snapshot = { tree, model, diagnostics, files, revision: this.recordRevision(files) };
     if (model) this.lastGood = model;
-    this.cached = { fingerprint, snapshot, checkedAt: now };
+    this.cached = { result, snapshot, checkedAt: now };
     return snapshot;
   }
 
@@ -215,28 +215,4 @@ async function writeOrRemove(path: string, text: string | null): Promise<void> {
   if (text === null) return rm(path, { force: true });
   await mkdir(dirname(path), { recursive: true });
   await writeFileAtomic(path, text);
-}
-
-/**
- * Names, sizes, mtimes and inodes of every `.toml` file of the tree: changes
- * when any file does. Synchronous on purpose: ~50 stats take a fraction of
- * what the same stats cost through the libuv thread pool.
- */
-function treeFingerprint(root: string): string {
-  const parts: string[] = [];
-  for (const folder of ["", ...RESOURCE_FOLDERS]) {
-    const dir = join(root, folder);
-    let names: string[];
-    try {
-      names = readdirSync(dir);
-    } catch {
-      continue;
-    }
-    for (const n of names) {
-      if (!n.endsWith(".toml")) continue;
-      const s = statSync(join(dir, n), { throwIfNoEntry: false, bigint: true });
-      if (s) parts.push(`${folder}/${n}:${s.size}:${s.mtimeNs}:${s.ctimeNs}:${s.ino}`);
-    }
-  }
-  return parts.sort().join("|");
 }
