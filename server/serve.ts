@@ -1,18 +1,12 @@
 import { toNodeListener } from "h3";
 import { listen, type Listener } from "listhen";
 import { pino, type Logger } from "pino";
-import type { Model } from "../compiler/index.js";
-import type { SlotDriver } from "../reconciler/index.js";
 import { SweepLoop } from "../reconciler/loop.js";
 import { StateStore } from "../reconciler/state.js";
 import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
-import { createHal0Server, type Hal0Server } from "./hal0-server.js";
+import { createHal0Server, type Hal0Server, type Hal0ServerOptions } from "./hal0-server.js";
 
-export interface ServeOptions {
-  readonly root: string;
-  readonly stateDir: string;
-  readonly driverFor: (model: Model) => Promise<SlotDriver>;
-  readonly env?: NodeJS.ProcessEnv;
+export interface ServeOptions extends Pick<Hal0ServerOptions, "root" | "stateDir" | "driverFor" | "env"> {
   /** Overrides `[server] host` / `port` (tests pass port 0). */
   readonly host?: string;
   readonly port?: number;
