@@ -11,7 +11,6 @@ import { packageVersion } from "../version.js";
 /** One hardware probe per box until a reprobe replaces it. */
 const probes = new WeakMap<BoxService, Promise<HardwareReport>>();
 
-const hal0Version = packageVersion;
 
 /**
  * The box itself: ports in use, versions, the OS, hardware from /proc and
@@ -30,7 +29,7 @@ export const systemRoutes = [
       const snap = await box.snapshot();
       const model = snap.model ?? (await box.model());
       return {
-        name: "hal0", version: hal0Version(), node: process.version, spec_version: SPEC_VERSION,
+        name: "hal0", version: packageVersion(), node: process.version, spec_version: SPEC_VERSION,
         uptime_s: Math.round(process.uptime()), runtime: model.settings.slots.runtime, revision: snap.revision, tree_valid: snap.model !== undefined,
         memory_mb: memoryMb(),
       };
