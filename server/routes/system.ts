@@ -11,7 +11,6 @@ import { packageVersion } from "../version.js";
 /** One hardware probe per box until a reprobe replaces it. */
 const probes = new WeakMap<BoxService, Promise<HardwareReport>>();
 
-
 /**
  * The box itself: ports in use, versions, the OS, hardware from /proc and
  * /sys, health, the doctor's rows and the features this build has on.
