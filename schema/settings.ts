@@ -52,11 +52,24 @@ const Hermes = z.strictObject({
   home: z.string().min(1).default("/var/lib/hal0/.hermes"),
 });
 
-const Memory = z.strictObject({
-  enabled: z.boolean().default(true),
-  engine: z.enum(MEMORY_ENGINES).default("embedded"),
-  url: z.string().default(""),
-});
+const Memory = z
+  .strictObject({
+    enabled: z.boolean().default(true),
+    engine: z.enum(MEMORY_ENGINES).default("embedded"),
+    /** The Hindsight server's base URL (engine = "hindsight"). */
+    url: z.string().default(""),
+  })
+  .superRefine((m, ctx) => {
+    const bad = m.url !== "" && !/^https?:\/\/[^\s/]+/.test(m.url);
+    if (bad || (m.enabled && m.engine === "hindsight" && m.url === "")) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["url"],
+        message: bad ? `url ${JSON.stringify(m.url)} is not an http(s) URL` : `engine = "hindsight" needs url`,
+        params: { code: "config.invalid_value", target: "value", detail: "[memory] url is the Hindsight server's base URL, e.g. \"http://127.0.0.1:8888\"." },
+      });
+    }
+  });
 
 const Bridge = z.strictObject({ enabled: z.boolean().default(true) });
 
