@@ -76,22 +76,27 @@ const MIGRATIONS: readonly string[] = [
 
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */
 export function openDb(stateDir: string, file = "hal0.db"): Db {
+  return openSqlite(stateDir, file, MIGRATIONS);
+}
+
+/**
+ * Opens (creating it) `<stateDir>/<file>` in WAL mode (several processes may
+ * read and write it: `hal0 serve`, `hal0 agent approvals`) and applies the
+ * migrations it has not seen, each in its own transaction.
+ */
+export function openSqlite(stateDir: string, file: string, migrations: readonly string[]): Db {
   mkdirSync(stateDir, { recursive: true });
   const db = new Database(join(stateDir, file));
   db.pragma("journal_mode = WAL");
   db.pragma("synchronous = NORMAL");
   db.pragma("busy_timeout = 5000");
   db.pragma("foreign_keys = ON");
-  migrate(db);
-  return db;
-}
-
-function migrate(db: Db): void {
   const version = db.pragma("user_version", { simple: true }) as number;
-  for (let i = version; i < MIGRATIONS.length; i++) {
+  for (let i = version; i < migrations.length; i++) {
     db.transaction(() => {
-      db.exec(MIGRATIONS[i]!);
+      db.exec(migrations[i]!);
       db.pragma(`user_version = ${i + 1}`);
     })();
   }
+  return db;
 }

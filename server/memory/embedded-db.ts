@@ -1,0 +1,137 @@
+import { openSqlite, type Db } from "../db.js";
+
+/**
+ * The embedded memory engine's schema migrations, applied in order once each
+ * (`PRAGMA user_version` counts them). Append only: a released migration
+ * never changes.
+ *
+ * Invariants kept by the schema itself:
+ * - `units_fts` (FTS5, external content) indexes every unit's text and
+ *   context as one column (`units_body`: text, a line break, context), kept
+ *   in sync by triggers; `units.seq` is its rowid. One column, because bm25
+ *   over two costs about twice as much per matching row.
+ * - `unit_tags` mirrors `units.tags` (the JSON array is what is returned, the
+ *   rows are what filters and counts use); tags and history rows go with
+ *   their unit (ON DELETE CASCADE).
+ * - `bank_version.n` grows whenever a unit outside every `private:` dataset
+ *   is inserted, updated or deleted: a mental model is stale when it grew
+ *   since its refresh (mental models read non-private facts only).
+ */
+const MIGRATIONS: readonly string[] = [
+  `CREATE TABLE units (
+     seq INTEGER PRIMARY KEY,      -- FTS rowid and recording-order tie-breaker
+     id TEXT NOT NULL UNIQUE,      -- mem_<16 hex>
+     dataset TEXT NOT NULL,
+     text TEXT NOT NULL,
+     norm TEXT NOT NULL,           -- extract.ts normalise(text), for deduplication
+     context TEXT,
+     fact_type TEXT NOT NULL,
+     source TEXT NOT NULL,
+     tags TEXT NOT NULL,           -- JSON string[], distinct
+     metadata TEXT NOT NULL,       -- JSON object
+     entities TEXT NOT NULL,       -- JSON string[]
+     document_id TEXT,             -- the caller's document_id
+     doc_key TEXT,                 -- documents.id (doc_<16 hex>)
+     occurred_start TEXT,
+     occurred_end TEXT,
+     state TEXT NOT NULL,          -- active | invalid
+     created_at TEXT NOT NULL,
+     updated_at TEXT NOT NULL
+   );
+   CREATE INDEX units_dataset_created ON units(dataset, created_at);  -- (every index ends in seq, the rowid)
+   CREATE INDEX units_created ON units(created_at);
+   CREATE INDEX units_norm ON units(dataset, norm, created_at);
+   CREATE INDEX units_doc ON units(doc_key);
+   CREATE VIEW units_body AS SELECT seq, text || char(10) || coalesce(context, '') AS body FROM units;
+   CREATE VIRTUAL TABLE units_fts USING fts5(body, content='units_body', content_rowid='seq', tokenize='porter unicode61 remove_diacritics 2');
+   CREATE TRIGGER units_fts_insert AFTER INSERT ON units BEGIN
+     INSERT INTO units_fts(rowid, body) VALUES (new.seq, new.text || char(10) || coalesce(new.context, ''));
+   END;
+   CREATE TRIGGER units_fts_delete AFTER DELETE ON units BEGIN
+     INSERT INTO units_fts(units_fts, rowid, body) VALUES ('delete', old.seq, old.text || char(10) || coalesce(old.context, ''));
+   END;
+   CREATE TRIGGER units_fts_update AFTER UPDATE OF text, context ON units BEGIN
+     INSERT INTO units_fts(units_fts, rowid, body) VALUES ('delete', old.seq, old.text || char(10) || coalesce(old.context, ''));
+     INSERT INTO units_fts(rowid, body) VALUES (new.seq, new.text || char(10) || coalesce(new.context, ''));
+   END;
+   CREATE TABLE unit_tags (
+     unit_id TEXT NOT NULL REFERENCES units(id) ON DELETE CASCADE,
+     tag TEXT NOT NULL,
+     PRIMARY KEY (unit_id, tag)
+   ) WITHOUT ROWID;
+   CREATE INDEX unit_tags_tag ON unit_tags(tag, unit_id);
+   CREATE TABLE unit_history (
+     unit_id TEXT NOT NULL REFERENCES units(id) ON DELETE CASCADE,
+     seq INTEGER NOT NULL,         -- 1, 2, … per unit
+     at TEXT NOT NULL,
+     by TEXT NOT NULL,
+     action TEXT NOT NULL,         -- created curated invalidated restored merged
+     changes TEXT NOT NULL,        -- JSON {field: {before, after}}
+     PRIMARY KEY (unit_id, seq)
+   ) WITHOUT ROWID;
+   CREATE TABLE bank_version (n INTEGER NOT NULL);
+   INSERT INTO bank_version (n) VALUES (0);
+   CREATE TRIGGER units_version_insert AFTER INSERT ON units WHEN substr(new.dataset, 1, 8) <> 'private:' BEGIN
+     UPDATE bank_version SET n = n + 1;
+   END;
+   CREATE TRIGGER units_version_update AFTER UPDATE ON units WHEN substr(new.dataset, 1, 8) <> 'private:' BEGIN
+     UPDATE bank_version SET n = n + 1;
+   END;
+   CREATE TRIGGER units_version_delete AFTER DELETE ON units WHEN substr(old.dataset, 1, 8) <> 'private:' BEGIN
+     UPDATE bank_version SET n = n + 1;
+   END;
+   CREATE TABLE documents (
+     id TEXT PRIMARY KEY,          -- doc_<16 hex of sha256(dataset NUL document_id)>
+     dataset TEXT NOT NULL,
+     document_id TEXT NOT NULL,
+     text_hash TEXT,               -- sha256 of the last version extracted (null until the first retain runs)
+     fact_count INTEGER NOT NULL,  -- its active facts
+     source TEXT NOT NULL,         -- who added the latest version
+     created_at TEXT NOT NULL,
+     updated_at TEXT NOT NULL,
+     UNIQUE (dataset, document_id)
+   );
+   CREATE TABLE mental_models (
+     id TEXT PRIMARY KEY,          -- mm_<16 hex>
+     name TEXT NOT NULL,
+     source_query TEXT NOT NULL,
+     max_tokens INTEGER NOT NULL,
+     tags TEXT NOT NULL,           -- JSON string[]
+     refresh_after_consolidation INTEGER NOT NULL,
+     content TEXT,
+     refreshed_at TEXT,
+     refreshed_version INTEGER,    -- bank_version.n the content was computed at
+     created_at TEXT NOT NULL,
+     updated_at TEXT NOT NULL
+   );
+   CREATE TABLE directives (
+     id TEXT PRIMARY KEY,          -- dir_<16 hex>
+     name TEXT NOT NULL,
+     content TEXT NOT NULL,
+     priority INTEGER NOT NULL,
+     is_active INTEGER NOT NULL,
+     tags TEXT NOT NULL,           -- JSON string[]
+     created_at TEXT NOT NULL,
+     updated_at TEXT NOT NULL
+   );
+   CREATE TABLE operations (
+     seq INTEGER PRIMARY KEY,      -- queue order
+     id TEXT NOT NULL UNIQUE,      -- op_<16 hex>
+     kind TEXT NOT NULL,           -- retain | refresh | consolidate
+     status TEXT NOT NULL,         -- pending processing completed failed cancelled
+     target TEXT,
+     payload TEXT NOT NULL,        -- JSON, what the work needs
+     result TEXT,                  -- JSON
+     error TEXT,
+     attempts INTEGER NOT NULL,
+     created_at TEXT NOT NULL,
+     updated_at TEXT NOT NULL
+   );
+   CREATE INDEX operations_status ON operations(status, seq);
+   CREATE INDEX operations_created ON operations(created_at, seq);`,
+];
+
+/** Opens (creating it) `<stateDir>/memory.db` in WAL mode and brings its schema up to date. */
+export function openMemoryDb(stateDir: string): Db {
+  return openSqlite(stateDir, "memory.db", MIGRATIONS);
+}

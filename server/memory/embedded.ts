@@ -1,0 +1,244 @@
+import { ApiError } from "../errors.js";
+import type {
+  AddInput,
+  AddResult,
+  BankStats,
+  CurateInput,
+  Directive,
+  DirectiveInput,
+  HistoryEntry,
+  ListInput,
+  MemoryEngine,
+  MemoryUnit,
+  MentalModel,
+  MentalModelDetail,
+  MentalModelInput,
+  Operation,
+  OperationKind,
+  OperationStatus,
+  Page,
+  RecallInput,
+  RecallResult,
+  ReflectResult,
+  Scope,
+  SearchHit,
+  SearchInput,
+  TagCount,
+} from "./engine.js";
+import { openMemoryDb } from "./embedded-db.js";
+import { addFact, curateUnit, deleteIds, mergeDuplicates, runRetain, unitHistory, upsertDocument, type RetainPayload } from "./embedded-facts.js";
+import * as models from "./embedded-models.js";
+import { OperationQueue } from "./embedded-ops.js";
+import { bankStats, listUnits, recallUnits, searchUnits, tagCounts } from "./embedded-search.js";
+import { requireUnit, Store, unitOf } from "./embedded-store.js";
+
+/** How to open an embedded engine. */
+export interface EmbeddedEngineOptions {
+  /** The state folder: the engine keeps `<stateDir>/memory.db`. */
+  readonly stateDir: string;
+  /** The clock (ms since the epoch); tests inject one. */
+  readonly now?: () => number;
+  /** The bank's name in stats (default `hal0`). */
+  readonly bank?: string;
+}
+
+/**
+ * hal0-memory's embedded engine: SQLite (WAL) with FTS5 in the state folder,
+ * no language model. Facts are ranked by bm25 over their text and context;
+ * duplicates are recognised by normalised text (extract.ts); a document's
+ * facts are its sentences. Writes of one fact are synchronous; document
+ * extraction, mental model refreshes and consolidation run as operations on
+ * an in-process queue (embedded-ops.ts) that survives restarts.
+ *
+ * Each call's reads and writes run in one SQLite transaction. After close()
+ * every call is `memory.engine_unavailable` (the service opens a new engine).
+ */
+export class EmbeddedEngine implements MemoryEngine {
+  readonly kind = "embedded" as const;
+  private readonly store: Store;
+  private readonly ops: OperationQueue;
+  private readonly bank: string;
+  private closed = false;
+
+  constructor(options: EmbeddedEngineOptions) {
+    this.store = new Store(openMemoryDb(options.stateDir), options.now ?? Date.now);
+    this.bank = options.bank ?? "hal0";
+    const store = this.store;
+    this.ops = new OperationQueue(store, {
+      retain: (target, payload) => runRetain(store, target!, payload as RetainPayload),
+      refresh: (target) => models.refreshModel(store, target!),
+      consolidate: (_target, payload) => {
+        const refreshed = models.modelsRefreshedByConsolidation(store);
+        for (const id of refreshed) models.refreshModel(store, id);
+        return { deduplicated: (payload as { deduplicated: number }).deduplicated, refreshed };
+      },
+    });
+  }
+
+  /** Runs `work` in one transaction, unless the engine is closed. */
+  private tx<T>(work: (store: Store) => T): T {
+    if (this.closed) throw new ApiError("memory.engine_unavailable", "the embedded memory engine was closed; retry", { retry_after_s: 5 });
+    return this.store.tx(() => work(this.store));
+  }
+
+  /**
+   * Without document_id: stored now as one fact (or the existing identical
+   * one returned with `already_known`). With document_id: the document is
+   * recorded and its extraction queued (`operation_id`); `id` is the
+   * document's `doc_…` id, which memory_delete accepts.
+   */
+  async add(input: AddInput): Promise<AddResult> {
+    const documentId = input.document_id;
+    if (documentId === undefined) return this.tx((s) => addFact(s, input));
+    return this.tx((s) => {
+      const doc = upsertDocument(s, { ...input, document_id: documentId });
+      const payload: RetainPayload = { text: input.text, dataset: input.dataset, document_id: documentId, tags: input.tags, metadata: input.metadata, source: input.source, context: input.context ?? null };
+      return { id: doc.id, timestamp: doc.timestamp, operation_id: this.ops.enqueue("retain", doc.id, payload) };
+    });
+  }
+
+  async search(input: SearchInput): Promise<{ results: SearchHit[] }> {
+    return this.tx((s) => searchUnits(s, input));
+  }
+
+  async list(input: ListInput): Promise<Page<MemoryUnit>> {
+    return this.tx((s) => listUnits(s, input));
+  }
+
+  async recall(input: RecallInput): Promise<RecallResult> {
+    return this.tx((s) => recallUnits(s, input));
+  }
+
+  /** The embedded engine has no language model to synthesise with. */
+  async reflect(): Promise<ReflectResult> {
+    return { status: "unsupported", message: "the embedded engine has no language model; use memory_recall" };
+  }
+
+  async get(id: string, scope: Scope): Promise<MemoryUnit> {
+    return this.tx((s) => unitOf(requireUnit(s, id, scope)));
+  }
+
+  async history(id: string, scope: Scope): Promise<{ id: string; history: HistoryEntry[] }> {
+    return this.tx((s) => unitHistory(s, id, scope));
+  }
+
+  async curate(id: string, change: CurateInput, scope: Scope, by: string): Promise<MemoryUnit> {
+    return this.tx((s) => curateUnit(s, id, change, scope, by));
+  }
+
+  /** Unit ids and document (`doc_…`) ids; a document counts 1 plus the facts it took with it. */
+  async delete(ids: readonly string[], scope: Scope): Promise<{ deleted: number; not_found: string[] }> {
+    return this.tx((s) => deleteIds(s, ids, scope));
+  }
+
+  async mentalModelList(input: { detail: MentalModelDetail; tags?: readonly string[] }): Promise<{ items: Array<Partial<MentalModel>> }> {
+    return this.tx((s) => models.listModels(s, input));
+  }
+
+  async mentalModelGet(id: string): Promise<MentalModel> {
+    return this.tx((s) => models.getModel(s, id));
+  }
+
+  /** `_by` is not stored: the audit log records who created it. */
+  async mentalModelCreate(input: MentalModelInput, _by: string): Promise<{ mental_model_id: string; operation_id: string }> {
+    return this.tx((s) => {
+      const id = models.createModel(s, input);
+      return { mental_model_id: id, operation_id: this.ops.enqueue("refresh", id, {}) };
+    });
+  }
+
+  async mentalModelUpdate(id: string, change: Partial<MentalModelInput>): Promise<MentalModel> {
+    return this.tx((s) => models.updateModel(s, id, change));
+  }
+
+  async mentalModelRefresh(id: string): Promise<{ operation_id: string; status: OperationStatus; mental_model_id: string }> {
+    return this.tx((s) => {
+      models.getModel(s, id);
+      return { operation_id: this.ops.enqueue("refresh", id, {}), status: "pending" as const, mental_model_id: id };
+    });
+  }
+
+  async mentalModelDelete(id: string): Promise<{ deleted: number; id: string }> {
+    return this.tx((s) => models.deleteModel(s, id));
+  }
+
+  async directiveList(input: { active_only?: boolean; tags?: readonly string[] }): Promise<{ items: Directive[] }> {
+    return this.tx((s) => models.listDirectives(s, input));
+  }
+
+  async directiveGet(id: string): Promise<Directive> {
+    return this.tx((s) => models.getDirective(s, id));
+  }
+
+  async directiveCreate(input: DirectiveInput): Promise<Directive> {
+    return this.tx((s) => models.createDirective(s, input));
+  }
+
+  async directiveUpdate(id: string, change: Partial<DirectiveInput>): Promise<Directive> {
+    return this.tx((s) => models.updateDirective(s, id, change));
+  }
+
+  async directiveDelete(id: string): Promise<{ deleted: number; id: string }> {
+    return this.tx((s) => models.deleteDirective(s, id));
+  }
+
+  async operationList(input: { status?: OperationStatus; kind?: OperationKind; limit: number }): Promise<{ items: Operation[] }> {
+    return this.tx(() => this.ops.list(input));
+  }
+
+  async operationGet(id: string): Promise<Operation> {
+    return this.tx(() => this.ops.get(id));
+  }
+
+  async operationCancel(id: string): Promise<Operation> {
+    return this.tx(() => this.ops.cancel(id));
+  }
+
+  async operationRetry(id: string): Promise<Operation> {
+    return this.tx(() => this.ops.retry(id));
+  }
+
+  async tags(scope: Scope): Promise<{ tags: TagCount[] }> {
+    return this.tx((s) => tagCounts(s, scope));
+  }
+
+  async stats(scope: Scope): Promise<BankStats> {
+    return this.tx((s) => bankStats(s, scope, this.bank));
+  }
+
+  /**
+   * Merges active duplicates in `scope` now (see embedded-facts.ts
+   * mergeDuplicates) and queues the consolidation pass, which refreshes every
+   * mental model whose trigger asks for it → result {deduplicated, refreshed}.
+   */
+  async consolidate(scope: Scope): Promise<{ operation_id: string; deduplicated: number }> {
+    return this.tx((s) => {
+      const deduplicated = mergeDuplicates(s, scope);
+      const target = scope.datasets ? JSON.stringify(scope.datasets) : "all";
+      return { operation_id: this.ops.enqueue("consolidate", target, { deduplicated }), deduplicated };
+    });
+  }
+
+  /** Stops running operations between two of them (maintenance, tests); queued ones wait for resume(). */
+  pause(): void {
+    this.ops.pause();
+  }
+
+  /** Runs queued operations again after pause(). */
+  resume(): void {
+    this.ops.resume();
+  }
+
+  /** Resolves when no operation is queued; at once while paused (the queued ones stay queued). */
+  async idle(): Promise<void> {
+    return this.ops.idle();
+  }
+
+  /** Stops the operation worker and closes the database; operations still queued run when it is next opened. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.ops.close();
+    this.store.db.close();
+  }
+}

@@ -1,0 +1,454 @@
+import Database from "better-sqlite3";
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import type { ApiError } from "../../server/errors.js";
+import { EmbeddedEngine } from "../../server/memory/embedded.js";
+import type { AddInput, Scope } from "../../server/memory/engine.js";
+import { entitiesOf, estimateTokens, ftsExpression, normalise, queryWords, splitSentences } from "../../server/memory/extract.js";
+
+const dirs: string[] = [];
+const engines: EmbeddedEngine[] = [];
+afterEach(async () => {
+  for (const e of engines.splice(0)) await e.close();
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+/** A clock that stands still until advanced (ms). */
+function clock(start = "2025-01-01T00:00:00.000Z") {
+  let t = Date.parse(start);
+  return { now: () => t, advance: (ms: number) => void (t += ms) };
+}
+function open(options: { dir?: string; now?: () => number } = {}): { e: EmbeddedEngine; dir: string } {
+  const dir = options.dir ?? mkdtempSync(join(tmpdir(), "hal0-memory-"));
+  if (!options.dir) dirs.push(dir);
+  const e = new EmbeddedEngine({ stateDir: dir, now: options.now });
+  engines.push(e);
+  return { e, dir };
+}
+const shared: Scope = { datasets: ["shared"], owner: "alice" };
+const fact = (text: string, extra: Partial<AddInput> = {}): AddInput => ({ text, dataset: "shared", tags: [], metadata: {}, source: "alice", ...extra });
+async function refusal(p: Promise<unknown>): Promise<ApiError> {
+  const err = await p.then(() => undefined, (e: unknown) => e);
+  expect(err, "should have been refused").toBeDefined();
+  return err as ApiError;
+}
+const texts = (r: { results: ReadonlyArray<{ text: string }> }) => r.results.map((h) => h.text);
+
+describe("extract.ts", () => {
+  it("splits sentences on end punctuation and line breaks, normalises for dedup, quotes query words, estimates tokens, finds entities", () => {
+    expect(splitSentences("Alice owns the box. Bob runs v3.5 now!\nCarol? \n\n ... ")).toEqual(["Alice owns the box.", "Bob runs v3.5 now!", "Carol?"]);
+    expect(normalise("  The NPU-slot is  PINNED. ")).toBe("the npu slot is pinned");
+    expect(normalise("Café")).toBe(normalise("cafe"));
+    expect(normalise("!!!")).toBe("!!!");
+    expect(queryWords('chat AND "slot" NEAR(x) chat')).toEqual(["chat", "and", "slot", "near", "x"]);
+    expect(queryWords("!!! ???")).toEqual([]);
+    expect(ftsExpression(["a", "b"], "OR")).toBe('"a" OR "b"');
+    expect(estimateTokens("12345")).toBe(2);
+    expect(entitiesOf("Alice met Bob at the Depot. Then the NPU ran iPhone apps and I slept.")).toEqual(["Bob", "Depot", "NPU", "iPhone"]);
+  });
+});
+
+describe("facts", () => {
+  it("adds one unit now, recognises the same text again (tags merged) and keeps datasets apart", async () => {
+    const c = clock();
+    const { e } = open({ now: c.now });
+    const a = await e.add(fact("The box runs llama-server for the Chat slot.", { tags: ["slots", "chat"], metadata: { from: "test" }, context: "setup notes" }));
+    expect(a).toEqual({ id: expect.stringMatching(/^mem_[0-9a-f]{16}$/), timestamp: "2025-01-01T00:00:00.000Z" });
+    expect(await e.get(a.id, shared)).toEqual({
+      id: a.id, text: "The box runs llama-server for the Chat slot.", context: "setup notes", dataset: "shared", tags: ["slots", "chat"], source: "alice",
+      metadata: { from: "test" }, fact_type: "world", entities: ["Chat"], document_id: null, occurred_start: null, occurred_end: null, state: "active",
+      timestamp: "2025-01-01T00:00:00.000Z", updated_at: "2025-01-01T00:00:00.000Z",
+    });
+    c.advance(1000);
+    const again = await e.add(fact("the box runs llama server for the chat slot", { tags: ["chat", "ops"], source: "bob" }));
+    expect(again).toEqual({ id: a.id, timestamp: a.timestamp, already_known: true });
+    expect((await e.get(a.id, shared)).tags).toEqual(["slots", "chat", "ops"]);
+    expect((await e.history(a.id, shared)).history).toEqual([
+      { at: "2025-01-01T00:00:00.000Z", by: "alice", action: "created", changes: {} },
+      { at: "2025-01-01T00:00:01.000Z", by: "bob", action: "curated", changes: { tags: { before: ["slots", "chat"], after: ["slots", "chat", "ops"] } } },
+    ]);
+    expect((await e.add(fact("The box runs llama-server for the Chat slot.", { tags: ["chat"] }))).already_known).toBe(true);
+    expect((await e.history(a.id, shared)).history).toHaveLength(2); // no new tag, nothing recorded
+    const elsewhere = await e.add(fact("The box runs llama-server for the Chat slot.", { dataset: "team" }));
+    expect(elsewhere.id).not.toBe(a.id);
+    expect(elsewhere.already_known).toBeUndefined();
+    await e.curate(a.id, { state: "invalid" }, shared, "alice");
+    expect((await e.add(fact("The box runs llama-server for the Chat slot."))).id).not.toBe(a.id); // an invalid twin is not memory
+  });
+
+  it("curates fields with their history; text changes what search and dedup see; unknown ids are memory.not_found", async () => {
+    const c = clock();
+    const { e, dir } = open({ now: c.now });
+    const { id } = await e.add(fact("The chat slot runs Qwen3."));
+    c.advance(1000);
+    const curated = await e.curate(id, { text: "The chat slot runs Gemma.", fact_type: "experience", context: "moved", entities: ["Gemma"], occurred_start: "2024-12-01T00:00:00.000Z", occurred_end: null }, shared, "bob");
+    expect(curated).toMatchObject({ id, text: "The chat slot runs Gemma.", fact_type: "experience", context: "moved", entities: ["Gemma"], occurred_start: "2024-12-01T00:00:00.000Z", updated_at: "2025-01-01T00:00:01.000Z" });
+    const h = (await e.history(id, shared)).history;
+    expect(h.map((x) => x.action)).toEqual(["created", "curated"]);
+    expect(h[1]).toMatchObject({ by: "bob", changes: { text: { before: "The chat slot runs Qwen3.", after: "The chat slot runs Gemma." }, fact_type: { before: "world", after: "experience" }, context: { before: null, after: "moved" } } });
+    expect(Object.keys(h[1]!.changes).sort()).toEqual(["context", "entities", "fact_type", "occurred_start", "text"]); // occurred_end was already null
+    expect(texts(await e.search({ query: "Qwen3", limit: 10, scope: shared }))).toEqual([]);
+    expect(texts(await e.search({ query: "gemma", limit: 10, scope: shared }))).toEqual(["The chat slot runs Gemma."]);
+    expect((await e.add(fact("the chat slot runs gemma"))).already_known).toBe(true);
+    await e.curate(id, { state: "invalid" }, shared, "bob");
+    await e.curate(id, { state: "active" }, shared, "bob");
+    await e.curate(id, { fact_type: "experience" }, shared, "bob"); // no change: not recorded
+    expect((await e.history(id, shared)).history.map((x) => x.action)).toEqual(["created", "curated", "invalidated", "restored"]);
+    await e.delete([(await e.add(fact("short-lived", { context: "gone" }))).id], shared);
+    const raw = new Database(join(dir, "memory.db"));
+    expect(() => raw.prepare("INSERT INTO units_fts(units_fts, rank) VALUES ('integrity-check', 1)").run()).not.toThrow(); // the index matches the units
+    raw.close();
+    for (const p of [e.get("mem_0000000000000000", shared), e.history("mem_0000000000000000", shared), e.curate("mem_0000000000000000", { text: "x" }, shared, "a"), e.get(id, { datasets: ["team"], owner: "alice" })]) {
+      expect((await refusal(p)).code).toBe("memory.not_found");
+    }
+  });
+
+  it("deletes units and documents it can see, reporting the rest as not found", async () => {
+    const { e } = open();
+    const one = await e.add(fact("one fact"));
+    const two = await e.add(fact("two fact"));
+    const team = await e.add(fact("team fact", { dataset: "team" }));
+    const doc = await e.add(fact("First line. Second line.", { document_id: "notes" }));
+    await e.idle();
+    expect(await e.delete([one.id, one.id, team.id, "mem_ffffffffffffffff", doc.id], shared)).toEqual({ deleted: 1 + 3, not_found: ["mem_ffffffffffffffff", team.id].sort() });
+    expect((await e.list({ scope: shared, limit: 10 })).items.map((u) => u.id)).toEqual([two.id]);
+    expect((await e.stats({ owner: "alice" })).documents).toBe(0);
+    expect(await e.delete([doc.id], shared)).toEqual({ deleted: 0, not_found: [doc.id] });
+    expect(await e.delete([team.id], { datasets: ["team"], owner: "alice" })).toEqual({ deleted: 1, not_found: [] });
+  });
+
+  it("reflect is unsupported without a language model", async () => {
+    expect(await open().e.reflect()).toEqual({ status: "unsupported", message: expect.stringContaining("memory_recall") });
+  });
+});
+
+describe("search", () => {
+  it("ranks by bm25 with scores in (0, 1), stems, folds diacritics, searches context, and never parses the query as FTS5 syntax", async () => {
+    const { e } = open();
+    await e.add(fact("The coder agent prefers short answers."));
+    const both = await e.add(fact("The chat slot runs on the llama server."));
+    await e.add(fact("Qwen3 chat model loads in forty seconds."));
+    await e.add(fact("The café serves espresso.", { context: "kitchen" }));
+    const found = (await e.search({ query: "chat slot", limit: 10, scope: shared })).results;
+    expect(found.map((h) => h.id)[0]).toBe(both.id);
+    expect(found).toHaveLength(2);
+    for (const h of found) expect(h.score > 0 && h.score < 1).toBe(true);
+    expect(found[0]!.score).toBeGreaterThan(found[1]!.score);
+    expect(texts(await e.search({ query: "running", limit: 10, scope: shared }))).toEqual(["The chat slot runs on the llama server."]);
+    expect(texts(await e.search({ query: "cafe", limit: 10, scope: shared }))).toEqual(["The café serves espresso."]);
+    expect(texts(await e.search({ query: "kitchen", limit: 10, scope: shared }))).toEqual(["The café serves espresso."]);
+    expect((await e.search({ query: '!!! " ???', limit: 10, scope: shared })).results).toEqual([]);
+    expect(texts(await e.search({ query: 'chat AND "NEAR(" model*', limit: 1, scope: shared }))).toHaveLength(1);
+  });
+
+  it("filters by dataset, state, tags (any/all), recording time and fact type, and limits", async () => {
+    const c = clock();
+    const { e } = open({ now: c.now });
+    const a = await e.add(fact("deploy alpha", { tags: ["x", "y"] }));
+    c.advance(60_000);
+    const b = await e.add(fact("deploy beta", { tags: ["x"] }));
+    c.advance(60_000);
+    const g = await e.add(fact("deploy gamma", { tags: ["y"] }));
+    await e.add(fact("deploy delta", { dataset: "team" }));
+    const ids = async (extra: Record<string, unknown>) => (await e.search({ query: "deploy", limit: 10, scope: shared, ...extra })).results.map((h) => h.id).sort();
+    expect(await ids({})).toEqual([a.id, b.id, g.id].sort());
+    expect(await ids({ tags: ["x"] })).toEqual([a.id, b.id].sort());
+    expect(await ids({ tags: ["x", "y"] })).toEqual([a.id, b.id, g.id].sort());
+    expect(await ids({ tags: ["x", "y"], tags_match: "all" })).toEqual([a.id]);
+    expect(await ids({ before: "2025-01-01T00:01:00Z" })).toEqual([a.id]);
+    expect(await ids({ after: "2025-01-01T01:01:00+01:00" })).toEqual([b.id, g.id].sort());
+    expect((await refusal(e.search({ query: "deploy", limit: 10, scope: shared, before: "yesterday" }))).code).toBe("mcp.memory_schema");
+    await e.curate(g.id, { fact_type: "opinion" }, shared, "alice");
+    expect(await ids({ types: ["opinion", "observation"] })).toEqual([g.id]);
+    await e.curate(b.id, { state: "invalid" }, shared, "alice");
+    expect(await ids({})).toEqual([a.id, g.id].sort());
+    expect(await ids({ limit: 1 })).toHaveLength(1);
+    expect((await e.search({ query: "deploy", limit: 10, scope: { datasets: ["shared", "team"], owner: "alice" } })).results).toHaveLength(3);
+  });
+
+  it("returns exactly what ranking every matching row would, whatever the query's words", async () => {
+    const { e, dir } = open();
+    const words = "slot model chat agent port gpu box fan cache token layer kernel".split(" ");
+    let x = 7;
+    const rand = () => ((x = (Math.imul(x ^ (x >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0) / 2 ** 32);
+    const pick = () => words[Math.floor(rand() * words.length)]!;
+    for (let i = 0; i < 300; i++) await e.add(fact(`${Array.from({ length: 3 + Math.floor(rand() * 8) }, pick).join(" ")} ${i}`, { dataset: i % 3 === 0 ? "team" : "shared" }));
+    const raw = new Database(join(dir, "memory.db"), { readonly: true });
+    const every = raw.prepare("SELECT u.id FROM units_fts JOIN units u ON u.seq = units_fts.rowid WHERE units_fts MATCH ? AND u.dataset = 'shared' ORDER BY bm25(units_fts), u.id LIMIT ?");
+    try {
+      for (let i = 0; i < 150; i++) {
+        const query = Array.from({ length: 1 + (i % 4) }, pick);
+        const limit = 1 + (i % 12);
+        const want = (every.all([...new Set(query)].map((w) => `"${w}"`).join(" OR "), limit) as Array<{ id: string }>).map((r) => r.id);
+        expect((await e.search({ query: query.join(" "), limit, scope: shared })).results.map((h) => h.id), query.join(" ")).toEqual(want);
+      }
+    } finally {
+      raw.close();
+    }
+  });
+});
+
+describe("private datasets", () => {
+  it("owner a never sees private:b through search, list, get, history, curate, tags, stats, recall or delete", async () => {
+    const { e } = open();
+    const secret = await e.add(fact("Bob keeps the deploy key.", { dataset: "private:bob", source: "bob", tags: ["secret"] }));
+    await e.add(fact("Alice keeps the deploy checklist.", { dataset: "private:alice", tags: ["mine"] }));
+    await e.add(fact("Everyone sees the deploy calendar.", { tags: ["cal"] }));
+    const alice: Scope = { owner: "alice" };
+    const bob: Scope = { owner: "bob" };
+    expect(texts(await e.search({ query: "deploy", limit: 10, scope: alice })).sort()).toEqual(["Alice keeps the deploy checklist.", "Everyone sees the deploy calendar."]);
+    expect(texts(await e.recall({ query: "deploy", max_tokens: 1000, scope: alice }))).not.toContain("Bob keeps the deploy key.");
+    expect((await e.list({ scope: alice, limit: 10 })).items.map((u) => u.dataset).sort()).toEqual(["private:alice", "shared"]);
+    for (const p of [e.get(secret.id, alice), e.history(secret.id, alice), e.curate(secret.id, { state: "invalid" }, alice, "alice")]) expect((await refusal(p)).code).toBe("memory.not_found");
+    expect((await e.tags(alice)).tags.map((t) => t.tag).sort()).toEqual(["cal", "mine"]);
+    expect(Object.keys((await e.stats(alice)).datasets).sort()).toEqual(["private:alice", "shared"]);
+    expect(await e.delete([secret.id], alice)).toEqual({ deleted: 0, not_found: [secret.id] });
+    expect(await e.delete([secret.id], { datasets: ["shared", "private:alice"], owner: "alice" })).toEqual({ deleted: 0, not_found: [secret.id] });
+    expect((await e.get(secret.id, bob)).text).toBe("Bob keeps the deploy key.");
+    expect((await e.stats(bob)).datasets).toEqual({ "private:bob": 1, shared: 1 });
+  });
+});
+
+describe("list", () => {
+  it("pages 120 units recorded in the same millisecond, 50 at a time, visiting each exactly once in recording order", async () => {
+    const { e } = open({ now: clock().now });
+    const added: string[] = [];
+    for (let i = 0; i < 120; i++) added.push((await e.add(fact(`fact number ${i}`, { tags: i % 2 ? ["odd"] : [] }))).id);
+    const seen: string[] = [];
+    let cursor: string | undefined;
+    const sizes: number[] = [];
+    do {
+      const page = await e.list({ scope: shared, limit: 50, cursor });
+      sizes.push(page.items.length);
+      seen.push(...page.items.map((u) => u.id));
+      cursor = page.next_cursor ?? undefined;
+    } while (cursor);
+    expect(sizes).toEqual([50, 50, 20]);
+    expect(seen).toEqual(added);
+    expect((await e.list({ scope: shared, limit: 200, tags: ["odd"] })).items).toHaveLength(60);
+    await e.curate(added[0]!, { state: "invalid" }, shared, "alice");
+    expect((await e.list({ scope: shared, limit: 1 })).items[0]!.id).toBe(added[1]);
+    expect((await e.list({ scope: shared, limit: 1, include_invalid: true })).items[0]!.id).toBe(added[0]);
+    for (const cursor of ["not-a-cursor", Buffer.from('{"a":1}').toString("base64url"), Buffer.from('["x", 1.5]').toString("base64url")]) {
+      expect((await refusal(e.list({ scope: shared, limit: 5, cursor }))).code).toBe("mcp.memory_schema");
+    }
+  });
+});
+
+describe("recall", () => {
+  it("packs the best distinct facts into the token budget", async () => {
+    const { e } = open();
+    await e.add(fact("chat chat chat"));
+    await e.add(fact("chat chat chat", { dataset: "team" })); // the same fact in another dataset: dropped as a duplicate
+    await e.add(fact("the chat slot is a long sentence about chat that costs many tokens"));
+    await e.add(fact("chat is short"));
+    const scope: Scope = { datasets: ["shared", "team"], owner: "alice" };
+    const all = await e.recall({ query: "chat", max_tokens: 1000, scope });
+    expect(all).toMatchObject({ tokens_used: 4 + 17 + 4, max_tokens: 1000, truncated: false });
+    expect(texts(all).sort()).toEqual(["chat chat chat", "chat is short", "the chat slot is a long sentence about chat that costs many tokens"]);
+    const tight = await e.recall({ query: "chat", max_tokens: 10, scope });
+    expect(tight).toMatchObject({ tokens_used: 8, truncated: true });
+    expect(texts(tight).sort()).toEqual(["chat chat chat", "chat is short"]);
+    expect(await e.recall({ query: "...", max_tokens: 10, scope })).toEqual({ results: [], tokens_used: 0, max_tokens: 10, truncated: false });
+  });
+});
+
+describe("documents", () => {
+  it("upserts a document by document_id: its yield, known content, a new version, and facts already known elsewhere", async () => {
+    const { e } = open();
+    const added = await e.add(fact("Alice owns the box. Bob runs the coder agent.", { document_id: "conv-1", tags: ["conv"] }));
+    expect(added).toEqual({ id: expect.stringMatching(/^doc_[0-9a-f]{16}$/), timestamp: expect.any(String), operation_id: expect.stringMatching(/^op_/) });
+    await e.idle();
+    expect(await e.operationGet(added.operation_id!)).toMatchObject({ kind: "retain", status: "completed", target: added.id, attempts: 1, result: { facts_extracted: 2, document_id: "conv-1" } });
+    const facts = (await e.list({ scope: shared, limit: 10 })).items;
+    expect(facts.map((u) => [u.text, u.document_id, u.tags])).toEqual([["Alice owns the box.", "conv-1", ["conv"]], ["Bob runs the coder agent.", "conv-1", ["conv"]]]);
+    const again = await e.add(fact("Alice owns the box. Bob runs the coder agent.", { document_id: "conv-1" }));
+    expect(again.id).toBe(added.id);
+    await e.idle();
+    expect((await e.operationGet(again.operation_id!)).result).toEqual({ facts_extracted: 0, document_id: "conv-1", document_fact_count: 2, notice: "content was already known" });
+    await e.add(fact("Alice owns the box.\nCarol tunes the profiles.", { document_id: "conv-1" }));
+    const grown = await e.add(fact("Alice owns the box.\nCarol tunes the profiles.", { document_id: "conv-1" })); // queued behind the first
+    await e.idle();
+    const ops = (await e.operationList({ kind: "retain", limit: 10 })).items;
+    expect(ops[1]!.result).toEqual({ facts_extracted: 1, document_id: "conv-1" });
+    expect(ops[0]).toMatchObject({ id: grown.operation_id, result: { facts_extracted: 0, notice: "content was already known" } });
+    expect((await e.list({ scope: shared, limit: 10 })).items.map((u) => u.text)).toEqual(["Alice owns the box.", "Carol tunes the profiles."]);
+    expect((await e.list({ scope: shared, limit: 10 })).items[0]!.id).toBe(facts[0]!.id); // kept, not re-created
+    const known = await e.add(fact("Carol tunes the profiles. Alice owns the box.", { document_id: "conv-2" }));
+    await e.idle();
+    expect((await e.operationGet(known.operation_id!)).result).toEqual({ facts_extracted: 0, document_id: "conv-2", nothing_learned: true, notice: "nothing new was learned: every fact in it was already in memory" });
+    expect((await e.stats({ owner: "alice" })).documents).toBe(2);
+  });
+
+  it("a retain whose document was deleted meanwhile fails", async () => {
+    const { e } = open();
+    e.pause();
+    const added = await e.add(fact("Gone before it was read.", { document_id: "gone" }));
+    await e.idle(); // paused: resolves at once
+    expect(await e.delete([added.id], shared)).toEqual({ deleted: 1, not_found: [] });
+    e.resume();
+    await e.idle();
+    expect(await e.operationGet(added.operation_id!)).toMatchObject({ status: "failed", error: `document ${added.id} no longer exists` });
+  });
+});
+
+describe("operations", () => {
+  it("cancels pending work (never applied), retries a failed refresh, and refuses the other transitions", async () => {
+    const { e } = open();
+    e.pause();
+    const pending = await e.add(fact("A document nobody will finish.", { document_id: "stuck" }));
+    expect((await e.operationGet(pending.operation_id!)).status).toBe("pending");
+    expect(await e.operationCancel(pending.operation_id!)).toMatchObject({ status: "cancelled", attempts: 0 });
+    const again = await refusal(e.operationCancel(pending.operation_id!));
+    expect(again).toMatchObject({ code: "memory.operation_state", details: { status: "cancelled" } });
+    const model = await e.mentalModelCreate({ name: "doomed", source_query: "anything" }, "alice");
+    await e.mentalModelDelete(model.mental_model_id);
+    e.resume();
+    await e.idle();
+    expect((await e.list({ scope: shared, limit: 10 })).items).toEqual([]);
+    expect(await e.operationGet(model.operation_id)).toMatchObject({ status: "failed", attempts: 1, error: `mental model ${model.mental_model_id} no longer exists` });
+    expect(await e.operationRetry(model.operation_id)).toMatchObject({ status: "pending", error: null, attempts: 1 });
+    await e.idle();
+    expect(await e.operationGet(model.operation_id)).toMatchObject({ status: "failed", attempts: 2 });
+    expect((await e.operationRetry(pending.operation_id!)).status).toBe("pending");
+    await e.idle();
+    expect(await e.operationGet(pending.operation_id!)).toMatchObject({ status: "completed", result: { facts_extracted: 1 } });
+    expect((await refusal(e.operationRetry(pending.operation_id!))).details).toMatchObject({ status: "completed" });
+    expect((await refusal(e.operationCancel(pending.operation_id!))).code).toBe("memory.operation_state");
+    for (const p of [e.operationGet("op_0000000000000000"), e.operationRetry("op_0000000000000000"), e.operationCancel("op_0000000000000000")]) expect((await refusal(p)).code).toBe("memory.not_found");
+    expect((await e.operationList({ limit: 10 })).items.map((o) => o.id)).toEqual([model.operation_id, pending.operation_id]);
+    expect((await e.operationList({ kind: "refresh", limit: 10 })).items.map((o) => o.id)).toEqual([model.operation_id]);
+    expect((await e.operationList({ status: "completed", limit: 10 })).items.map((o) => o.id)).toEqual([pending.operation_id]);
+    expect((await e.operationList({ limit: 1 })).items).toHaveLength(1);
+    expect((await e.stats({ owner: "alice" })).operations).toEqual({ pending: 0, processing: 0, completed: 1, failed: 1, cancelled: 0 });
+  });
+
+  it("survives a restart: units, models and directives stay, and queued or interrupted operations run on reopen", async () => {
+    const first = open();
+    const unit = await first.e.add(fact("The NPU slot is pinned."));
+    const directive = await first.e.directiveCreate({ name: "tone", content: "Be brief." });
+    first.e.pause();
+    const model = await first.e.mentalModelCreate({ name: "npu", source_query: "NPU" }, "alice");
+    const doc = await first.e.add(fact("The fan is loud.", { document_id: "fan" }));
+    await first.e.close();
+    const raw = new Database(join(first.dir, "memory.db"));
+    raw.prepare("UPDATE operations SET status = 'processing' WHERE id = ?").run(doc.operation_id); // as if the process died mid-run
+    raw.close();
+    const { e } = open({ dir: first.dir });
+    await e.idle();
+    expect((await e.get(unit.id, shared)).text).toBe("The NPU slot is pinned.");
+    expect((await e.directiveGet(directive.id)).content).toBe("Be brief.");
+    expect(await e.operationGet(model.operation_id)).toMatchObject({ status: "completed" });
+    expect(await e.operationGet(doc.operation_id!)).toMatchObject({ status: "completed", result: { facts_extracted: 1 } });
+    expect((await e.mentalModelGet(model.mental_model_id)).content).toBe("- The NPU slot is pinned.");
+    await e.close();
+    await e.close();
+    expect((await refusal(e.stats({ owner: "alice" }))).code).toBe("memory.engine_unavailable");
+  });
+});
+
+describe("mental models", () => {
+  it("are filled by an async refresh from non-private facts, go stale when shared memory changes, and list at three levels of detail", async () => {
+    const { e } = open();
+    await e.add(fact("The chat slot runs Qwen3."));
+    await e.add(fact("My chat slot password is hunter2.", { dataset: "private:alice" }));
+    const created = await e.mentalModelCreate({ name: "slots", source_query: "chat slot", tags: ["ops"], trigger: { refresh_after_consolidation: true } }, "alice");
+    expect(created).toEqual({ mental_model_id: expect.stringMatching(/^mm_[0-9a-f]{16}$/), operation_id: expect.stringMatching(/^op_/) });
+    expect(await e.mentalModelGet(created.mental_model_id)).toMatchObject({ content: null, refreshed_at: null, stale: true, max_tokens: 2048 });
+    await e.idle();
+    const model = await e.mentalModelGet(created.mental_model_id);
+    expect(model).toMatchObject({ name: "slots", source_query: "chat slot", tags: ["ops"], trigger: { refresh_after_consolidation: true }, content: "- The chat slot runs Qwen3.", stale: false, refreshed_at: expect.any(String) });
+    await e.add(fact("Another private chat slot note.", { dataset: "private:bob" }));
+    expect((await e.mentalModelGet(created.mental_model_id)).stale).toBe(false);
+    await e.add(fact("The chat slot moved to port 8090."));
+    expect((await e.mentalModelGet(created.mental_model_id)).stale).toBe(true);
+    const other = await e.mentalModelCreate({ name: "empty", source_query: "zebra", max_tokens: 100 }, "alice");
+    await e.idle();
+    expect((await e.mentalModelGet(other.mental_model_id)).content).toBe("");
+    const [meta] = (await e.mentalModelList({ detail: "metadata", tags: ["ops"] })).items;
+    expect(Object.keys(meta!).sort()).toEqual(["created_at", "id", "name", "refreshed_at", "stale", "tags", "trigger", "updated_at"]);
+    expect((await e.mentalModelList({ detail: "content" })).items.map((m) => [m.name, m.content])).toEqual([["empty", ""], ["slots", "- The chat slot runs Qwen3."]]);
+    expect(Object.keys((await e.mentalModelList({ detail: "full" })).items[0]!)).toHaveLength(11);
+    expect(await e.mentalModelUpdate(created.mental_model_id, { name: "slot facts", max_tokens: 50, trigger: {} })).toMatchObject({ name: "slot facts", max_tokens: 50, source_query: "chat slot", trigger: { refresh_after_consolidation: true } });
+    const refresh = await e.mentalModelRefresh(created.mental_model_id);
+    expect(refresh).toEqual({ operation_id: expect.stringMatching(/^op_/), status: "pending", mental_model_id: created.mental_model_id });
+    await e.idle();
+    expect((await e.mentalModelGet(created.mental_model_id)).content).toContain("8090");
+    expect(await e.mentalModelDelete(created.mental_model_id)).toEqual({ deleted: 1, id: created.mental_model_id });
+    for (const p of [e.mentalModelGet(created.mental_model_id), e.mentalModelUpdate(created.mental_model_id, { name: "x" }), e.mentalModelRefresh(created.mental_model_id), e.mentalModelDelete(created.mental_model_id)]) {
+      expect((await refusal(p)).code).toBe("memory.not_found");
+    }
+  });
+});
+
+describe("directives", () => {
+  it("keep standing instructions, highest priority first, filtered by activity and tags", async () => {
+    const { e } = open();
+    const tone = await e.directiveCreate({ name: "tone", content: "Answer briefly.", priority: 1 });
+    expect(tone).toMatchObject({ id: expect.stringMatching(/^dir_[0-9a-f]{16}$/), is_active: true, tags: [], priority: 1 });
+    const safety = await e.directiveCreate({ name: "safety", content: "Never print secrets.", priority: 10, tags: ["security"] });
+    const alpha = await e.directiveCreate({ name: "alpha", content: "Default priority.", is_active: false });
+    const beta = await e.directiveCreate({ name: "beta", content: "Default priority too." });
+    expect((await e.directiveList({})).items.map((d) => d.id)).toEqual([safety.id, tone.id, alpha.id, beta.id]);
+    expect((await e.directiveList({ active_only: true })).items.map((d) => d.id)).toEqual([safety.id, tone.id, beta.id]);
+    expect((await e.directiveList({ tags: ["security", "other"] })).items.map((d) => d.id)).toEqual([safety.id]);
+    expect(await e.directiveUpdate(tone.id, { is_active: false, tags: ["style"] })).toMatchObject({ name: "tone", content: "Answer briefly.", priority: 1, is_active: false, tags: ["style"] });
+    expect(await e.directiveGet(safety.id)).toEqual(safety);
+    expect(await e.directiveDelete(tone.id)).toEqual({ deleted: 1, id: tone.id });
+    for (const p of [e.directiveGet(tone.id), e.directiveUpdate(tone.id, { name: "x" }), e.directiveDelete(tone.id)]) expect((await refusal(p)).code).toBe("memory.not_found");
+  });
+});
+
+describe("tags, stats and consolidation", () => {
+  it("counts tags and the bank: nodes, links, observations, invalidated, documents, models, directives", async () => {
+    const { e } = open();
+    const units = [];
+    for (const text of ["Alice met Bob at the Depot.", "Then Bob fixed the NPU.", "The NPU runs hot near the Depot.", "nothing named here", "Later Bob visited the Depot."]) {
+      units.push(await e.add(fact(text, { tags: text.includes("Bob") ? ["bob", "people"] : ["misc"] })));
+    }
+    await e.add(fact("Carol met Bob.", { dataset: "private:carol", tags: ["bob"] }));
+    await e.curate(units[3]!.id, { fact_type: "observation" }, shared, "alice");
+    expect((await e.tags({ owner: "alice" })).tags).toEqual([{ tag: "bob", count: 3 }, { tag: "people", count: 3 }, { tag: "misc", count: 2 }]);
+    await e.directiveCreate({ name: "d", content: "c" });
+    await e.mentalModelCreate({ name: "m", source_query: "Bob" }, "alice");
+    await e.idle();
+    const stats = await e.stats({ owner: "alice" });
+    expect(stats).toEqual({
+      bank: "hal0", engine: "embedded", nodes: 5, links: 6, observations: 1, invalidated: 0, documents: 0, mental_models: 1, directives: 1,
+      operations: { pending: 0, processing: 0, completed: 1, failed: 0, cancelled: 0 }, datasets: { shared: 5 },
+    });
+    await e.curate(units[0]!.id, { state: "invalid" }, shared, "alice");
+    expect(await e.stats({ owner: "alice" })).toMatchObject({ nodes: 4, links: 3, invalidated: 1 });
+    expect((await e.tags({ owner: "alice" })).tags).toEqual([{ tag: "bob", count: 2 }, { tag: "misc", count: 2 }, { tag: "people", count: 2 }]);
+    expect((await e.stats({ owner: "carol" })).datasets).toEqual({ "private:carol": 1, shared: 4 });
+  });
+
+  it("consolidate merges active duplicates in scope into the oldest, then refreshes the models that ask for it", async () => {
+    const c = clock();
+    const { e } = open({ now: c.now });
+    const one = await e.add(fact("The NPU slot is pinned.", { tags: ["npu"] }));
+    c.advance(1000);
+    const two = await e.add(fact("The NPU slot is busy.", { tags: ["busy"] }));
+    const three = await e.add(fact("The NPU slot is idle."));
+    const team = await e.add(fact("The NPU slot is pinned.", { dataset: "team" }));
+    const teamTwin = await e.add(fact("The NPU slot is busy.", { dataset: "team" }));
+    await e.curate(two.id, { text: "the NPU slot is pinned" }, shared, "alice");
+    await e.curate(three.id, { text: "The NPU slot is pinned!" }, shared, "alice");
+    await e.curate(teamTwin.id, { text: "The NPU slot is pinned." }, { datasets: ["team"], owner: "alice" }, "alice");
+    const watched = await e.mentalModelCreate({ name: "npu", source_query: "NPU", trigger: { refresh_after_consolidation: true } }, "alice");
+    await e.mentalModelCreate({ name: "other", source_query: "NPU" }, "alice");
+    await e.idle();
+    const done = await e.consolidate(shared);
+    expect(done).toEqual({ operation_id: expect.stringMatching(/^op_/), deduplicated: 2 });
+    await e.idle();
+    expect(await e.operationGet(done.operation_id)).toMatchObject({ kind: "consolidate", status: "completed", target: '["shared"]', result: { deduplicated: 2, refreshed: [watched.mental_model_id] } });
+    expect((await e.list({ scope: shared, limit: 10 })).items.map((u) => u.id)).toEqual([one.id]);
+    expect((await e.get(one.id, shared)).tags).toEqual(["npu", "busy"]);
+    expect((await e.history(two.id, shared)).history.at(-1)).toMatchObject({ by: "engine", action: "merged", changes: { state: { before: "active", after: "invalid" }, merged_into: { after: one.id } } });
+    expect((await e.history(one.id, shared)).history.at(-1)).toMatchObject({ by: "engine", action: "merged", changes: { tags: { before: ["npu"], after: ["npu", "busy"] } } });
+    expect((await e.list({ scope: { datasets: ["team"], owner: "alice" }, limit: 10 })).items.map((u) => u.id)).toEqual([team.id, teamTwin.id]); // outside the scope
+    expect((await e.consolidate({ owner: "alice" })).deduplicated).toBe(1);
+  });
+});
