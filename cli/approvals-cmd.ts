@@ -36,7 +36,7 @@ export async function runApprovals(args: string[], io: CliIo): Promise<number> {
     io.stdout.write(values.json || verb === "show" ? `${JSON.stringify({ approval }, null, 2)}\n` : `${line(approval)}\n`);
     return approval.state === "failed" || approval.state === "stale" ? 1 : EXIT_OK;
   } finally {
-    backend.close();
+    await backend.close();
   }
 }
 
@@ -50,7 +50,7 @@ interface Backend {
   get(id: string): Promise<Approval>;
   approve(id: string, by: string): Promise<Approval>;
   deny(id: string, by: string, reason?: string): Promise<Approval>;
-  close(): void;
+  close(): void | Promise<void>;
 }
 
 /** The same stores `hal0 serve` uses, opened in this process (loaded only here: better-sqlite3 and h3). */

@@ -43,6 +43,13 @@ export const API_CODES = {
   "mcp.tool_not_allowed": { severity: "error", stage: "server", http: 403, meaning: "Policy blocks this tool for this caller (policy.toml [tiers] or [agents.<id>])." },
   "mcp.memory_unconfigured": { severity: "error", stage: "server", http: 503, meaning: "A memory tool was called but hal0-memory is not available in this build or is disabled." },
   "mcp.rest_error": { severity: "error", stage: "server", http: 502, meaning: "A tool's route answered with something that is not hal0's error envelope." },
+  "mcp.memory_schema": { severity: "error", stage: "server", http: 400, meaning: "A hal0-memory tool's arguments do not match its schema (a missing or mistyped field, an unknown one, `source`, `id` alone on memory_curate); error.detail lists each problem." },
+  // ── memory ───────────────────────────────────────────────────────────
+  "memory.engine_unavailable": { severity: "error", stage: "server", http: 503, meaning: "hal0 cannot connect to the memory engine ([memory] url refused or timed out); retry after details.retry_after_s (5) seconds." },
+  "memory.engine_error": { severity: "error", stage: "server", http: 502, meaning: "The memory engine answered with an error; details.status and details.body carry its reply (never reclassified as unavailable)." },
+  "memory.not_found": { severity: "error", stage: "server", http: 404, meaning: "No memory unit, document, mental model, directive or operation with this id is visible to the caller." },
+  "memory.operation_state": { severity: "error", stage: "server", http: 409, meaning: "The operation cannot do this in its state (cancel a finished one, retry one that did not fail); details.status is its state." },
+  "memory.dataset_forbidden": { severity: "error", stage: "server", http: 403, meaning: "The dataset is another caller's private:<id> namespace; only that caller (or an approved request) may use it." },
   "mcp.catalog_invalid": { severity: "error", stage: "server", http: 500, meaning: "The tool catalog does not match the route table and the tiers (a tool without a tier or in two, an alias of no route, a tier naming no tool); the server refuses to start." },
   // ── plans and approvals ──────────────────────────────────────────────
   "plan.not_found": { severity: "error", stage: "server", http: 404, meaning: "No plan has this id." },

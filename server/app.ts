@@ -5,14 +5,14 @@ import { invoke, validate, type Call, type Dispatcher } from "./dispatch.js";
 import { ApiError, envelope } from "./errors.js";
 import { callerOf, checkGate, type GateConfig } from "./gate.js";
 import { RawReply, routeId, type Route } from "./route.js";
-import type { AdminEndpoint } from "./mcp/endpoint.js";
+import type { McpEndpoint } from "./mcp/endpoint.js";
 
 export interface AppDeps extends Dispatcher {
   /** Read per request: `[server] allowed_*` may change while the server runs. */
   readonly gate: () => GateConfig;
   readonly logger?: Logger;
-  /** `/mcp/admin`, when this server serves MCP. */
-  readonly admin?: AdminEndpoint;
+  /** MCP endpoints by mount name (`admin` → `/mcp/admin`, `memory` → `/mcp/memory`). */
+  readonly mcp?: Readonly<Record<string, McpEndpoint>>;
 }
 
 /**
@@ -27,12 +27,11 @@ export function createHal0App(deps: AppDeps): App {
   for (const route of deps.routes) {
     router.add(toH3Path(route.path), defineEventHandler((event) => handle(deps, route, event)), route.method.toLowerCase() as "get");
   }
-  if (deps.admin) {
-    const admin = deps.admin;
-    app.use("/mcp/admin", defineEventHandler(async (event) => {
+  for (const [name, endpoint] of Object.entries(deps.mcp ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))) {
+    app.use(`/mcp/${name}`, defineEventHandler(async (event) => {
       const started = performance.now();
-      await admin.handle(event);
-      deps.logger?.info({ caller: event.node.req.headers["x-hal0-agent"] ?? "anonymous", route: `${event.method} /mcp/admin`, status: event.node.res.statusCode, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
+      await endpoint.handle(event);
+      deps.logger?.info({ caller: event.node.req.headers["x-hal0-agent"] ?? "anonymous", route: `${event.method} /mcp/${name}`, status: event.node.res.statusCode, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
     }), { match: (url) => url === "/" || url.startsWith("/?") });
   }
   app.use(router);

@@ -28,6 +28,8 @@ export interface Dispatcher {
   readonly routes: readonly Route[];
   /** What the reconcile loop last did, when it runs in this process. */
   readonly sweeps?: SweepStatus;
+  /** hal0-memory's engine, when this server serves it. */
+  readonly memory?: import("./memory/service.js").MemoryService;
 }
 
 export interface SweepStatus {

@@ -12,8 +12,11 @@ import { gateConfig } from "./gate.js";
 import { PlanStore } from "./plans.js";
 import { routeId, type Route } from "./route.js";
 import { ROUTES } from "./routes/index.js";
-import { AdminEndpoint } from "./mcp/endpoint.js";
+import { adminServer } from "./mcp/admin.js";
 import { buildCatalog } from "./mcp/catalog.js";
+import { McpEndpoint } from "./mcp/endpoint.js";
+import { memoryServer } from "./mcp/memory.js";
+import { MEMORY_ROUTES, MemoryService, type MemoryServiceOptions } from "./memory/service.js";
 import { packageVersion } from "./version.js";
 
 export interface Hal0ServerOptions {
@@ -26,13 +29,17 @@ export interface Hal0ServerOptions {
   readonly sweeps?: () => SweepStatus;
   readonly now?: () => number;
   readonly routes?: readonly Route[];
+  /** Overrides how hal0-memory makes its engine (tests). */
+  readonly memoryEngine?: MemoryServiceOptions["engineFor"];
 }
 
 export interface Hal0Server extends Dispatcher {
   readonly app: App;
   readonly db: Db;
-  readonly admin: AdminEndpoint;
-  close(): void;
+  readonly memory: MemoryService;
+  /** `/mcp/admin` and `/mcp/memory`. */
+  readonly mcp: { readonly admin: McpEndpoint; readonly memory: McpEndpoint };
+  close(): Promise<void>;
 }
 
 /**
@@ -46,9 +53,11 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const catalog = buildCatalog(routes); // an inconsistent tool catalog stops the server before it opens anything
   const db = openDb(options.stateDir);
   const box = new BoxService({ root: options.root, stateDir: options.stateDir, db, driverFor: options.driverFor, nudge: options.nudge, now });
-  const byId = new Map(routes.map((r) => [routeId(r), r]));
+  // Approved requests find their route here: the REST table and hal0-memory's internal routes.
+  const byId = new Map([...routes, ...MEMORY_ROUTES].map((r) => [routeId(r), r]));
   const audit = new Audit(db, now);
-  const services = { box, audit, routes } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; sweeps?: SweepStatus };
+  const memory = new MemoryService({ stateDir: options.stateDir, settings: () => box.lastSettings()?.memory, engineFor: options.memoryEngine });
+  const services = { box, audit, routes, memory } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; sweeps?: SweepStatus };
   services.plans = new PlanStore(db, now);
   services.approvals = new Approvals(db, services, (id) => byId.get(id), () => box.lastSettings()?.approvals.ttl_s ?? 86_400, now);
   Object.defineProperty(services, "sweeps", { get: () => options.sweeps?.(), enumerable: true });
@@ -59,7 +68,11 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
     if (gateCache === undefined || gateCache.settings !== settings) gateCache = { settings, config: gateConfig(settings ?? { allowed_hosts: [], allowed_origins: [] }, env) };
     return gateCache.config;
   };
-  const admin = new AdminEndpoint(services, gate, packageVersion(), catalog);
+  const version = packageVersion();
+  const mcp = {
+    admin: new McpEndpoint(gate, async (caller) => adminServer(services, catalog, (await box.model()).policy, caller, version)),
+    memory: new McpEndpoint(gate, async (caller) => memoryServer(services, (await box.model()).policy, caller, version)),
+  };
   const app = createHal0App({
     ...services,
     get sweeps() {
@@ -67,12 +80,13 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
     },
     gate,
     logger: options.logger,
-    admin,
+    mcp,
   });
   return {
-    ...services, app, db, admin,
-    close: () => {
-      void admin.close();
+    ...services, app, db, mcp,
+    close: async () => {
+      await Promise.all([mcp.admin.close(), mcp.memory.close()]);
+      await memory.close();
       audit.flush();
       db.close();
     },

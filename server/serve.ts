@@ -83,7 +83,7 @@ export async function serve(options: ServeOptions): Promise<Serving> {
       await listener.close();
       await loop?.stop();
       await server.box.close();
-      server.close();
+      await server.close();
       logger.info("hal0 serve stopped");
       logger.flush();
     },

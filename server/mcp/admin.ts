@@ -5,10 +5,11 @@ import { z } from "zod";
 import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
 import { invoke, type Call, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
-import { callerOf } from "../gate.js";
 import { checkPathArgs, pathParams } from "../path-args.js";
-import { RawReply, type Caller, type Route } from "../route.js";
+import { callMemoryTool } from "../memory/service.js";
+import type { Caller, Route } from "../route.js";
 import type { ToolDef } from "./catalog.js";
+import { callerFromHeaders, failure, ok, sdkError } from "./results.js";
 
 /**
  * One hal0-admin MCP server (per session): every tool of the catalog the
@@ -28,7 +29,7 @@ export function adminServer(d: Dispatcher, catalog: readonly ToolDef[], policy: 
     if (tier === "blocked") registered.disable();
   }
   // Errors the SDK raises itself (unknown tool, disabled tool, arguments that are not an object) get the envelope too.
-  (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = sdkError;
+  (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = (message) => sdkError("hal0-admin", message);
   return server;
 }
 
@@ -51,7 +52,7 @@ function inputSchemaOf(tool: ToolDef): z.ZodObject {
 async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unknown>, caller: Caller): Promise<CallToolResult> {
   const started = performance.now();
   try {
-    if (tool.memory || !tool.route) throw new ApiError("mcp.memory_unconfigured", `${tool.name} delegates to hal0-memory, which this build does not serve yet`);
+    if (tool.memory || !tool.route) return ok(await callMemoryTool(d, tool.name, args, caller, "admin"));
     const route = tool.route;
     const model = await d.box.model();
     const tier = tierFor(model.policy, tool.name, caller.agent) ?? "blocked";
@@ -88,30 +89,4 @@ function toCall(route: Route, tool: string, args: Record<string, unknown>, calle
 /** A bare list becomes `{<listKey>: [...], count}` (the route table's wrap key; `items` when it names none). */
 function wrapList(route: Route, result: unknown): unknown {
   return Array.isArray(result) ? { [route.listKey ?? "items"]: result, count: result.length } : result;
-}
-
-/** Success: the raw REST JSON as the text content (what agents read; one serialisation, no structured copy). */
-function ok(result: unknown): CallToolResult {
-  if (result instanceof RawReply) return { content: [{ type: "text", text: result.text }] };
-  return { content: [{ type: "text", text: JSON.stringify(result ?? { ok: true }) }] };
-}
-
-/** The full envelope, `isError: true` — the only result that is an error. */
-function failure(err: unknown): CallToolResult {
-  const api = err instanceof ApiError ? err : new ApiError("system.internal", (err as Error).message ?? String(err));
-  const envelope = { status: "error", error: { code: api.code, message: api.message, details: api.details }, http_status: api.status };
-  return { content: [{ type: "text", text: JSON.stringify(envelope) }], isError: true };
-}
-
-function sdkError(message: string): CallToolResult {
-  const disabled = /Tool (\S+) disabled/.exec(message);
-  if (disabled) return failure(new ApiError("mcp.tool_not_allowed", `policy blocks ${disabled[1]} for this caller`, { tool: disabled[1] }));
-  const unknown = /Tool (\S+) not found/.exec(message);
-  if (unknown) return failure(new ApiError("mcp.unknown_tool", `hal0-admin has no tool ${unknown[1]}`, { tool: unknown[1] }));
-  return failure(new ApiError("validation.invalid", message));
-}
-
-/** The caller of one request: its own X-hal0-Agent header when it sends one, else the session's. */
-function callerFromHeaders(headers: Record<string, string | string[] | undefined>, fallback: Caller): Caller {
-  return headers["x-hal0-agent"] === undefined ? fallback : callerOf(headers, "mcp");
 }

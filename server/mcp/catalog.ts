@@ -3,6 +3,7 @@ import {
   AUTONOMOUS_READ_TOOLS, AUTONOMOUS_WRITE_TOOLS, EXCLUDED_TOOLS, GATED_TOOLS, HAL0_GATED_TOOLS, HAL0_READ_TOOLS, HAL0_WRITE_TOOLS, type SeedTool,
 } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
+import { advertisedSchema, MEMORY_TOOL_BY_NAME, memoryAnnotations } from "../memory/tools.js";
 import { pathParams } from "../path-args.js";
 import { routeId, type Route } from "../route.js";
 
@@ -62,7 +63,7 @@ export function buildCatalog(routes: readonly Route[]): ToolDef[] {
   }
   for (const [, table] of TABLES) {
     for (const { tool, route } of table) {
-      if (route === "memory") tools.push({ name: tool, description: `${tool} (hal0-memory, delegated in process)`, memory: true, argsSchema: { type: "object", additionalProperties: {} }, annotations: {} });
+      if (route === "memory") tools.push(memoryTool(tool));
     }
   }
   return tools.sort((a, b) => (a.name < b.name ? -1 : 1));
@@ -84,6 +85,13 @@ function routeTool(name: string, route: Route): ToolDef {
       openWorldHint: OPEN_WORLD.has(name),
     },
   };
+}
+
+/** A memory_* tool: hal0-memory's own description and typed schema, under `args`. */
+function memoryTool(name: string): ToolDef {
+  const tool = MEMORY_TOOL_BY_NAME.get(name);
+  if (!tool) throw new ApiError("mcp.catalog_invalid", `the tier tables name ${name}, which hal0-memory does not have`, { problems: [name] });
+  return { name, memory: true, description: `${tool.description} (hal0-memory, in process)`, argsSchema: advertisedSchema(tool), annotations: memoryAnnotations(tool) };
 }
 
 /** A zod object's fields as JSON Schema properties (hints: none required). */

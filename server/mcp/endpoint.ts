@@ -3,11 +3,10 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import { readRawBody, type H3Event } from "h3";
-import type { Dispatcher } from "../dispatch.js";
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { ApiError, envelope } from "../errors.js";
 import { callerOf, checkGate, type GateConfig } from "../gate.js";
-import { adminServer } from "./admin.js";
-import { buildCatalog, type ToolDef } from "./catalog.js";
+import type { Caller } from "../route.js";
 
 type Transport = WebStandardStreamableHTTPServerTransport;
 
@@ -20,19 +19,14 @@ interface Session {
 const IDLE_MS = 30 * 60_000;
 
 /**
- * `/mcp/admin`: the Streamable-HTTP endpoint, stateful (one transport and
- * one McpServer per `mcp-session-id`, made at `initialize` for that
- * caller's policy). The catalog is built once, at startup: an inconsistent
- * one (`mcp.catalog_invalid`) stops the server from starting.
+ * One Streamable-HTTP MCP endpoint (`/mcp/admin`, `/mcp/memory`), stateful:
+ * one transport and one McpServer per `mcp-session-id`, made at
+ * `initialize` by `serverFor` for that caller (its policy decides the tools).
  */
-export class AdminEndpoint {
-  readonly catalog: readonly ToolDef[];
+export class McpEndpoint {
   private readonly sessions = new Map<string, Session>();
 
-  /** `catalog` comes from `buildCatalog(routes)`, built before anything else opens so a bad one fails fast. */
-  constructor(private readonly d: Dispatcher, private readonly gate: () => GateConfig, private readonly version: string, catalog?: readonly ToolDef[]) {
-    this.catalog = catalog ?? buildCatalog(d.routes);
-  }
+  constructor(private readonly gate: () => GateConfig, private readonly serverFor: (caller: Caller) => Promise<McpServer>) {}
 
   async handle(event: H3Event): Promise<void> {
     const { req, res } = event.node;
@@ -54,7 +48,7 @@ export class AdminEndpoint {
     }
     if (sid) return sendJson(res, 404, rpcError(-32001, `Session not found: ${sid}`));
     if (req.method !== "POST" || !isInitializeRequest(body)) return sendJson(res, 400, rpcError(-32000, "Bad Request: no valid mcp-session-id; send initialize first"));
-    const model = await this.d.box.model();
+    const server = await this.serverFor(callerOf(req.headers, "mcp"));
     const transport: Transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       // One JSON reply per request: hal0's tools neither stream nor notify mid-call, and SSE framing costs every call.
@@ -64,7 +58,7 @@ export class AdminEndpoint {
     transport.onclose = () => {
       if (transport.sessionId) this.sessions.delete(transport.sessionId);
     };
-    await adminServer(this.d, this.catalog, model.policy, callerOf(req.headers, "mcp"), this.version).connect(transport);
+    await server.connect(transport);
     await relay(transport, req, res, text, body);
   }
 

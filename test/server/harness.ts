@@ -40,7 +40,7 @@ export async function startTestServer(options: { box?: string; env?: NodeJS.Proc
     async close() {
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      hal0.close();
+      await hal0.close();
       if (!options.keep) rmSync(dir, { recursive: true, force: true });
     },
   };

@@ -43,7 +43,7 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
   it("runs a read and wraps nothing that is not a bare list; answered calls hold no memory in the transport", async () => {
     const c = await client();
     for (let i = 0; i < 20; i++) await callTool(c, "slot_list", {});
-    expect(s.hal0.admin.heldStreams()).toBe(0);
+    expect(s.hal0.mcp.admin.heldStreams()).toBe(0);
     const res = await callTool(c, "slot_list", {});
     expect(res.isError).toBe(false);
     expect(res.body.count).toBe(res.body.slots.length);
@@ -80,7 +80,7 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect(missing).toMatchObject({ isError: true, body: { status: "error", error: { code: "slot.not_found" }, http_status: 404 } });
     expect((await callTool(c, "model_delete", { model_id: "x" })).body.error.code).toBe("mcp.tool_not_allowed");
     expect((await callTool(c, "no_such_tool", {})).body.error.code).toBe("mcp.unknown_tool");
-    expect((await callTool(c, "memory_search", { query: "x" })).body.error.code).toBe("mcp.memory_unconfigured");
+    expect((await callTool(c, "memory_search", {})).body.error).toMatchObject({ code: "mcp.memory_schema", detail: [{ path: "query" }] });
     expect((await callTool(c, "slot_status", {})).body.error.code).toBe("mcp.missing_arg");
   });
 

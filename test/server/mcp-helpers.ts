@@ -23,3 +23,18 @@ export async function callTool(client: Client, name: string, args: Record<string
   }
   return { isError: res.isError === true, body };
 }
+
+/** The SDK's client on `<url>/mcp/memory` as `agent`, with `X-hal0-Private: 1` when `private`. */
+export async function memoryClient(url: string, agent?: string, options: { private?: boolean } = {}): Promise<Client> {
+  const client = new Client({ name: "hal0-test", version: "1.0.0" });
+  const headers: Record<string, string> = { ...(agent ? { "X-hal0-Agent": agent } : {}), ...(options.private ? { "X-hal0-Private": "1" } : {}) };
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp/memory`), { requestInit: { headers } }));
+  return client;
+}
+
+/** Calls a hal0-memory tool (typed arguments, no `{args}` wrapper): the parsed reply and isError. */
+export async function callMemory(client: Client, name: string, args: Record<string, unknown> = {}): Promise<{ isError: boolean; body: any }> {
+  const res = (await client.callTool({ name, arguments: args })) as { isError?: boolean; content: Array<{ type: string; text?: string }> };
+  const text = res.content[0]?.text ?? "";
+  return { isError: res.isError === true, body: JSON.parse(text) };
+}

@@ -1,0 +1,45 @@
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import { z } from "zod";
+import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
+import type { Dispatcher } from "../dispatch.js";
+import { callMemoryTool } from "../memory/service.js";
+import { advertisedSchema, MEMORY_TOOLS, memoryAnnotations, type MemoryToolDef } from "../memory/tools.js";
+import type { Caller } from "../route.js";
+import { callerFromHeaders, failure, ok, sdkError } from "./results.js";
+
+/**
+ * One hal0-memory MCP server (per session): the 26 memory tools, each with
+ * its real typed signature in `tools/list`. The SDK passes arguments through
+ * untouched; hal0 validates them against that same schema so a refusal is
+ * `mcp.memory_schema` naming every problem. Tools the caller's policy
+ * blocks are neither listed nor callable.
+ */
+export function memoryServer(d: Dispatcher, policy: CompiledPolicy, caller: Caller, version: string): McpServer {
+  const server = new McpServer({ name: "hal0-memory", version }, { capabilities: { tools: {} } });
+  for (const tool of MEMORY_TOOLS) {
+    const registered = server.registerTool(tool.name, { description: tool.description, inputSchema: inputSchemaOf(tool), annotations: memoryAnnotations(tool) }, async (args, extra) => {
+      const headers = extra.requestInfo?.headers as Record<string, string | undefined> | undefined;
+      try {
+        return ok(await callMemoryTool(d, tool.name, args, headers ? callerFromHeaders(headers, caller) : caller, "memory"));
+      } catch (err) {
+        return failure(err);
+      }
+    });
+    if ((tierFor(policy, tool.name, caller.agent) ?? "blocked") === "blocked") registered.disable();
+  }
+  (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = (message) => sdkError("hal0-memory", message);
+  return server;
+}
+
+const inputSchemas = new WeakMap<MemoryToolDef, z.ZodObject>();
+
+/** Accepts any object (hal0 validates, for coded errors) and advertises the tool's real JSON Schema. Built once per tool. */
+function inputSchemaOf(tool: MemoryToolDef): z.ZodObject {
+  let schema = inputSchemas.get(tool);
+  if (!schema) {
+    schema = z.looseObject({}).meta(advertisedSchema(tool));
+    inputSchemas.set(tool, schema);
+  }
+  return schema;
+}

@@ -1,0 +1,116 @@
+import { randomUUID } from "node:crypto";
+import { tierFor } from "../../compiler/index.js";
+import type { Settings } from "../../schema/index.js";
+import { invoke, type Call, type Dispatcher } from "../dispatch.js";
+import { ApiError } from "../errors.js";
+import type { Caller, Route, RouteContext } from "../route.js";
+
+type Ctx = RouteContext<unknown, unknown, unknown>;
+import { EmbeddedEngine } from "./embedded.js";
+import type { MemoryEngine } from "./engine.js";
+import { HindsightEngine } from "./hindsight.js";
+import { deleteNeedsApproval, parseMemoryArgs, precheckMemoryTool, runMemoryTool } from "./run.js";
+import { HARD_GATED_MEMORY_TOOLS, MEMORY_TOOLS } from "./tools.js";
+
+type MemorySettings = Settings["memory"];
+
+export interface MemoryServiceOptions {
+  readonly stateDir: string;
+  /** `[memory]` of the last tree that compiled (undefined before the first: the defaults). */
+  readonly settings: () => MemorySettings | undefined;
+  /** Makes an engine; default: embedded in `<state>/memory.db` or a Hindsight client at `[memory] url`. */
+  readonly engineFor?: (settings: MemorySettings, stateDir: string) => MemoryEngine;
+}
+
+/**
+ * hal0-memory's engine, chosen by `[memory]` and swapped when `engine` or
+ * `url` change (the old one closed). `[memory] enabled = false` answers
+ * every tool with `mcp.memory_unconfigured`.
+ */
+export class MemoryService {
+  private current?: { readonly key: string; readonly engine: MemoryEngine };
+
+  constructor(private readonly options: MemoryServiceOptions) {}
+
+  /** The engine for the current settings. */
+  engine(): MemoryEngine {
+    const s = this.options.settings() ?? { enabled: true, engine: "embedded", url: "" };
+    if (!s.enabled) throw new ApiError("mcp.memory_unconfigured", "hal0-memory is disabled ([memory] enabled = false in hal0.toml)");
+    const key = s.engine === "embedded" ? "embedded" : `hindsight ${s.url}`;
+    if (this.current?.key !== key) {
+      const before = this.current;
+      this.current = { key, engine: (this.options.engineFor ?? defaultEngine)(s, this.options.stateDir) };
+      void before?.engine.close();
+    }
+    return this.current.engine;
+  }
+
+  /** The engine if one was opened (for shutdown and tests), without opening one. */
+  opened(): MemoryEngine | undefined {
+    return this.current?.engine;
+  }
+
+  async close(): Promise<void> {
+    const engine = this.current?.engine;
+    this.current = undefined;
+    await engine?.close();
+  }
+}
+
+function defaultEngine(s: MemorySettings, stateDir: string): MemoryEngine {
+  return s.engine === "embedded" ? new EmbeddedEngine({ stateDir }) : new HindsightEngine({ url: s.url });
+}
+
+/**
+ * One internal route per memory tool, so an approved request runs through
+ * the same door as every call (`invoke`: validated, audited). They are not
+ * mounted over HTTP: hal0-memory is reached over MCP only.
+ */
+export const MEMORY_ROUTES: readonly Route[] = MEMORY_TOOLS.map((tool): Route => ({
+  kind: tool.tier === "read" ? "read" : "action",
+  method: "POST",
+  path: `/mcp/memory/${tool.name}`,
+  summary: tool.description,
+  handle: ({ body, services, caller }: Ctx) => {
+    const { input } = parseMemoryArgs(tool.name, body);
+    return runMemoryTool(memoryOf(services).engine(), tool.name, input, caller);
+  },
+  precheck: async ({ body, services, caller }: Ctx) => {
+    const { input } = parseMemoryArgs(tool.name, body);
+    await precheckMemoryTool(memoryOf(services).engine(), tool.name, input, caller);
+  },
+}));
+
+/** The dispatcher's memory service; a server built without one answers mcp.memory_unconfigured. */
+function memoryOf(d: Dispatcher): MemoryService {
+  if (!d.memory) throw new ApiError("mcp.memory_unconfigured", "this server does not serve hal0-memory");
+  return d.memory;
+}
+
+const ROUTE_BY_TOOL = new Map(MEMORY_ROUTES.map((r) => [r.path.slice("/mcp/memory/".length), r]));
+
+/**
+ * One memory tool call, from `/mcp/memory` or hal0-admin: arguments checked,
+ * the caller's tier looked up, then run (audited) or queued for a person —
+ * a gated tool, memory_delete beyond one id in the caller's own dataset, or
+ * (on the standalone mount, checked first) one of its two delete tools.
+ */
+export async function callMemoryTool(d: Dispatcher, name: string, args: unknown, caller: Caller, mount: "memory" | "admin"): Promise<unknown> {
+  const started = performance.now();
+  const { input } = parseMemoryArgs(name, args);
+  const route = ROUTE_BY_TOOL.get(name)!;
+  const call: Call = { params: {}, query: {}, body: args ?? {}, caller: { ...caller, via: "mcp" }, requestId: randomUUID(), tool: name };
+  const gatedBy = (mount === "memory" && HARD_GATED_MEMORY_TOOLS.has(name) ? "hal0-memory always gates it" : undefined)
+    ?? (await tierOf(d, name, caller) === "gated" ? "its tier is gated" : undefined)
+    ?? (name === "memory_delete" ? deleteNeedsApproval(input, call.caller) : undefined);
+  if (gatedBy === undefined) return invoke(d, route, call);
+  const approval = await d.approvals.enqueue(name, route, call);
+  d.audit.record({ call, route, outcome: "pending_approval", durationMs: performance.now() - started, approvalId: approval.id, tool: name });
+  return { status: "pending_approval", approval_id: approval.id, detail: `${approval.summary}: ${gatedBy}` };
+}
+
+async function tierOf(d: Dispatcher, name: string, caller: Caller): Promise<string> {
+  const tier = tierFor((await d.box.model()).policy, name, caller.agent) ?? "blocked";
+  if (tier === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${name} for ${caller.agent}`, { tool: name, agent: caller.agent });
+  return tier;
+}
