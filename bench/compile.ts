@@ -2,6 +2,7 @@ import { parse } from "smol-toml";
 import { compile } from "../compiler/index.js";
 import { generateTree } from "./generate.js";
 import { benchApply } from "./apply.js";
+import { benchMemory } from "./memory.js";
 import { benchServe } from "./serve.js";
 
 /**
@@ -64,6 +65,9 @@ for (const line of await benchApply()) console.log(line);
 
 console.log("\nhal0 serve (a whole process on a 50-slot box, its sweep loop converged)");
 for (const line of await benchServe()) console.log(line);
+
+console.log("\nhal0-memory (the embedded engine over MCP)");
+for (const line of await benchMemory()) console.log(line);
 
 const dockerHost = process.env.DOCKER_HOST;
 if (dockerHost) {

@@ -79,7 +79,7 @@ function rssMb(pid: number): number {
   return kb / 1024;
 }
 
-async function startServe(config: string, state: string): Promise<{ child: ChildProcess; url: string }> {
+export async function startServe(config: string, state: string): Promise<{ child: ChildProcess; url: string }> {
   // Run as a person does (`hal0 serve`): the bin's own shebang line sets its V8 flags.
   const child = spawn(HAL0, ["serve", "--config", config, "--state", state, "--port", "0"], { stdio: ["ignore", "pipe", "inherit"] });
   let out = "";
