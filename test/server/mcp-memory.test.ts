@@ -1,4 +1,5 @@
 import { readFileSync, writeFileSync } from "node:fs";
+import { createServer as createHttpServer } from "node:http";
 import { createServer } from "node:net";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -290,6 +291,21 @@ describe("the admin server's memory_* tools", () => {
   });
 });
 
+describe("policy.toml applies to hal0-memory as to hal0-admin", () => {
+  it("a blocked tool is neither listed nor callable; a tool policy gates waits for a person", async () => {
+    const file = join(s.config, "policy.toml");
+    writeFileSync(file, `${readFileSync(file, "utf8")}\n[agents.nosy]\nblocked = ["memory_search"]\ngated = ["memory_directive_create"]\n`);
+    const nosy = await client("nosy");
+    expect((await nosy.listTools()).tools.map((t) => t.name)).not.toContain("memory_search");
+    expect((await refused(nosy, "memory_search", { query: "x" })).code).toBe("mcp.tool_not_allowed");
+    const queued = await ok(nosy, "memory_directive_create", { name: "n", content: "Be nosy." });
+    expect(queued.status).toBe("pending_approval");
+    expect((await ok(nosy, "memory_directive_list")).items).toEqual([]);
+    expect((await approve(queued.approval_id)).state).toBe("executed");
+    expect((await ok(nosy, "memory_directive_list")).items.map((d: any) => d.name)).toEqual(["n"]);
+  });
+});
+
 describe("engine availability", () => {
   it("[memory] enabled = false answers every tool with an unavailable error, and nothing crashes", async () => {
     setMemory("enabled = false");
@@ -305,6 +321,18 @@ describe("engine availability", () => {
     setMemory(`enabled = true\nengine = "hindsight"\nurl = "http://127.0.0.1:${port}"`);
     const error = await refused(await client("hermes__coder"), "memory_add", { text: "hello" });
     expect(error).toMatchObject({ code: "memory.engine_unavailable", message: expect.stringMatching(/retry/i), details: { retry_after_s: 5 } });
+  });
+
+  it("an error reply from the engine stays memory.engine_error, never reclassified as unavailable", async () => {
+    const engine = await erringEngine(500);
+    try {
+      setMemory(`enabled = true\nengine = "hindsight"\nurl = "${engine.url}"`);
+      const error = await refused(await client("hermes__coder"), "memory_add", { text: "hello" });
+      expect(error).toMatchObject({ code: "memory.engine_error", details: { status: 500 } });
+      expect(error.details.retry_after_s).toBeUndefined();
+    } finally {
+      await engine.close();
+    }
   });
 });
 
@@ -331,6 +359,13 @@ describe("a restart", () => {
     }
   });
 });
+
+/** A loopback server answering every request with `status` (a Hindsight that errs). */
+async function erringEngine(status: number): Promise<{ url: string; close: () => Promise<void> }> {
+  const server = createHttpServer((_req, res) => res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify({ detail: "database is locked" })));
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return { url: `http://127.0.0.1:${(server.address() as { port: number }).port}`, close: () => new Promise<void>((resolve) => server.close(() => resolve())) };
+}
 
 /** A loopback port nobody listens on: bound once, then released. */
 async function deadPort(): Promise<number> {
