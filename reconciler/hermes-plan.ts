@@ -23,7 +23,7 @@ export function mcpBaseUrl(model: Model): string {
 
 /** The installed MCP servers, as the join reads them. */
 export function joinableServers(model: Model): JoinableServer[] {
-  return Object.values(model.mcpServers).map((s) => ({ id: s.id, transport: s.transport, url: s.url, enabled: s.enabled, exposure: s.exposure }));
+  return Object.values(model.mcpServers).map((s) => ({ id: s.id, transport: s.transport, url: s.url, enabled: s.enabled, exposure: s.exposure, tools: s.tools }));
 }
 
 /** `X-hal0-Agent` of a profile: `hermes__<p>`; the default profile is `hermes`. */

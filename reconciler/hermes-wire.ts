@@ -20,7 +20,12 @@ export interface WiredServer {
   readonly url: string;
   readonly timeout: number;
   readonly headers?: Readonly<Record<string, string>>;
+  /** Hermes' own per-server filter: the server's [tools] allow list as `include`, its blocked list as `exclude`. */
+  readonly tools?: { readonly include?: readonly string[]; readonly exclude?: readonly string[] };
 }
+
+/** The Hermes profile that is hal0's brain: installed servers reach it by `exposure.brain`, every other profile by `exposure.hermes`. */
+export const BRAIN_PROFILE = "hal0-brain";
 
 /** An installed MCP server, as far as the join reads it. */
 export interface JoinableServer {
@@ -28,7 +33,17 @@ export interface JoinableServer {
   readonly transport: string;
   readonly url?: string;
   readonly enabled: boolean;
-  readonly exposure: { readonly hermes: boolean };
+  readonly exposure: { readonly hermes: boolean; readonly brain: boolean };
+  readonly tools: { readonly allow: readonly string[]; readonly gated: readonly string[]; readonly blocked: readonly string[] };
+}
+
+/**
+ * Whether Hermes can be trusted with a server: it can hide tools (its
+ * `tools.include` / `tools.exclude`) but cannot hold a call for a person, so a
+ * server with gated tools is never exposed.
+ */
+export function enforceableInHermes(s: Pick<JoinableServer, "tools">): boolean {
+  return s.tools.gated.length === 0;
 }
 
 /** The person's own switches, read from the profile's `hal0:` table. */
@@ -52,10 +67,13 @@ export function readOptions(text: string): Hal0Options {
 
 /**
  * What hal0's keys should be in this file: its two servers with the caller's
- * identity (`X-hal0-Agent`), plus every installed server exposed to Hermes,
- * enabled and reachable at a url. None when the profile opted out.
+ * identity (`X-hal0-Agent`), plus every installed server exposed to this
+ * profile (`exposure.brain` for hal0-brain, `exposure.hermes` for the
+ * others), enabled, reachable at a url and without gated tools, with its
+ * [tools] policy as Hermes' filter. None when the profile opted out.
  */
 export function desiredHal0Keys(text: string, identity: string, baseUrl: string, servers: readonly JoinableServer[]): Record<string, WiredServer> {
+  const brain = identity === `hermes__${BRAIN_PROFILE}`;
   const options = readOptions(text);
   if (!options.wire_mcp) return {};
   const headers: Record<string, string> = { "X-hal0-Agent": identity };
@@ -66,9 +84,14 @@ export function desiredHal0Keys(text: string, identity: string, baseUrl: string,
     "hal0-memory": { type: "http", url: `${base}/mcp/memory`, timeout: TIMEOUT_S, headers: { ...headers } },
   };
   for (const s of [...servers].sort((a, b) => compare(a.id, b.id))) {
-    if (!s.enabled || !s.exposure.hermes || s.url === undefined || s.transport === "stdio") continue;
+    const exposed = brain ? s.exposure.brain : s.exposure.hermes;
+    if (!s.enabled || !exposed || s.url === undefined || s.transport === "stdio" || !enforceableInHermes(s)) continue;
     if ((HAL0_SERVER_IDS as readonly string[]).includes(s.id)) continue;
-    out[s.id] = s.transport === "sse" ? { type: "http", transport: "sse", url: s.url, timeout: TIMEOUT_S } : { type: "http", url: s.url, timeout: TIMEOUT_S };
+    const filter = { ...(s.tools.allow.length > 0 ? { include: [...s.tools.allow].sort() } : {}), ...(s.tools.blocked.length > 0 ? { exclude: [...s.tools.blocked].sort() } : {}) };
+    out[s.id] = {
+      type: "http", ...(s.transport === "sse" ? { transport: "sse" as const } : {}), url: s.url, timeout: TIMEOUT_S,
+      ...(Object.keys(filter).length > 0 ? { tools: filter } : {}),
+    };
   }
   return out;
 }

@@ -37,7 +37,7 @@ num: 0x1F
 `;
 
 const BASE = "http://127.0.0.1:8080";
-const SEARCH: JoinableServer = { id: "search", transport: "streamable-http", url: "http://127.0.0.1:9100/mcp", enabled: true, exposure: { hermes: true } };
+const SEARCH: JoinableServer = { id: "search", transport: "streamable-http", url: "http://127.0.0.1:9100/mcp", enabled: true, exposure: { hermes: true, brain: false }, tools: { allow: [], gated: [], blocked: [] } };
 
 function wire(text: string, owned: readonly string[] = [], servers: readonly JoinableServer[] = []): string {
   return applyHal0Keys(text, desiredHal0Keys(text, "hermes__coder", BASE, servers), owned);
@@ -114,10 +114,23 @@ describe("hermes-wire", () => {
   it("skips servers that are disabled, not exposed to hermes, or without a url", () => {
     const servers: JoinableServer[] = [
       { ...SEARCH, id: "off", enabled: false },
-      { ...SEARCH, id: "hidden", exposure: { hermes: false } },
-      { id: "local", transport: "stdio", enabled: true, exposure: { hermes: true } },
+      { ...SEARCH, id: "hidden", exposure: { hermes: false, brain: true } },
+      { ...SEARCH, id: "local", transport: "stdio", url: undefined },
+      { ...SEARCH, id: "held", tools: { allow: [], gated: ["drop_table"], blocked: [] } }, // Hermes cannot hold a call for a person
     ];
     expect(Object.keys(desiredHal0Keys(PERSON, "hermes__coder", BASE, servers))).toEqual(["hal0-admin", "hal0-memory"]);
+  });
+
+  it("reaches hal0-brain by exposure.brain and every other profile by exposure.hermes, with the [tools] policy as Hermes' filter", () => {
+    const servers: JoinableServer[] = [
+      { ...SEARCH, id: "for-brain", exposure: { hermes: false, brain: true } },
+      { ...SEARCH, id: "for-hermes", tools: { allow: ["search", "fetch"], gated: [], blocked: ["delete_all"] } },
+    ];
+    expect(Object.keys(desiredHal0Keys(PERSON, "hermes__hal0-brain", BASE, servers))).toEqual(["hal0-admin", "hal0-memory", "for-brain"]);
+    const coder = desiredHal0Keys(PERSON, "hermes__coder", BASE, servers);
+    expect(Object.keys(coder)).toEqual(["hal0-admin", "hal0-memory", "for-hermes"]);
+    expect(coder["for-hermes"]).toEqual({ type: "http", url: SEARCH.url, timeout: 60, tools: { include: ["fetch", "search"], exclude: ["delete_all"] } });
+    expect(wire(PERSON, [], servers)).toMatch(/ {2}for-hermes:\n {4}type: http\n[\s\S]*? {4}tools:\n {6}include:\n {8}- fetch\n {8}- search\n {6}exclude:\n {8}- delete_all\n/);
   });
 
   it("replaces a hand-edited hal0 key in place, keeping the entries after it", () => {
