@@ -24,8 +24,8 @@ export const McpServer = z
   .strictObject({
     name: z.string().min(1).max(128),
     description: z.string().default(""),
-    /** Where it came from: oci://, npm:/npx:, uvx:/uv:, git+https://, or a manifest URL. */
-    spec: z.string().regex(/^(oci:\/\/|npm:|npx:|uvx:|uv:|git\+https:\/\/|https:\/\/)\S+$/),
+    /** Where it came from: oci://, npm:/npx:, uvx:/uv:, git+https://, a manifest URL, or `manual:<id>` (a manifest posted to POST /api/mcp/install). */
+    spec: z.string().regex(/^(oci:\/\/|npm:|npx:|uvx:|uv:|git\+https:\/\/|https:\/\/|manual:)\S+$/),
     transport: z.enum(MCP_TRANSPORTS),
     command: z.string().min(1).optional(),
     args: z.array(z.string()).default([]),

@@ -83,6 +83,23 @@ export class Audit {
     return { items: rows.map((r) => ({ ...r, args: JSON.parse(r.args ?? "null") })), total };
   }
 
+  /** Rows after `afterId` (oldest first, at most `limit`), optionally of one kind: a tail to follow. */
+  tail(afterId: number, kind?: string, limit = 500): AuditRow[] {
+    this.flush();
+    const rows = (kind === undefined
+      ? this.db.prepare("SELECT * FROM audit WHERE id > ? ORDER BY id LIMIT ?").all(afterId, limit)
+      : this.db.prepare("SELECT * FROM audit WHERE id > ? AND kind = ? ORDER BY id LIMIT ?").all(afterId, kind, limit)) as Array<AuditRow & { args: string }>;
+    return rows.map((r) => ({ ...r, args: JSON.parse(r.args ?? "null") }));
+  }
+
+  /** Every identity that called MCP tools: first and last call, and the routes it reached. */
+  clients(): AuditClient[] {
+    this.flush();
+    const rows = this.db.prepare(`SELECT actor, min(ts) AS since, max(ts) AS last, group_concat(DISTINCT route) AS routes
+                                  FROM audit WHERE kind = 'mcp' GROUP BY actor ORDER BY actor`).all() as Array<{ actor: string; since: string; last: string; routes: string | null }>;
+    return rows.map((r) => ({ actor: r.actor, since: r.since, last: r.last, routes: (r.routes ?? "").split(",").filter(Boolean).sort() }));
+  }
+
   /** Every row matching `q` (paging ignored), oldest first, for export as JSON lines. */
   *all(q: AuditQuery = {}): Iterable<AuditRow> {
     this.flush();
@@ -91,6 +108,14 @@ export class Audit {
       yield { ...r, args: JSON.parse(r.args ?? "null") };
     }
   }
+}
+
+/** One MCP client as the audit log knows it: an identity that called tools, since when, on which servers. */
+export interface AuditClient {
+  readonly actor: string;
+  readonly since: string;
+  readonly last: string;
+  readonly routes: readonly string[];
 }
 
 function whereOf(q: AuditQuery): { clause: string; values: unknown[] } {

@@ -172,11 +172,11 @@ export class BoxService {
       const done: Array<(typeof proposal.applied.files)[number]> = [];
       try {
         for (const f of proposal.applied.files) {
-          await writeOrRemove(join(this.root, f.file), f.after);
+          await writeOrRemove(this.root, f.file, f.after);
           done.push(f);
         }
       } catch (err) {
-        for (const f of done.reverse()) await writeOrRemove(join(this.root, f.file), f.before).catch(() => undefined);
+        for (const f of done.reverse()) await writeOrRemove(this.root, f.file, f.before).catch(() => undefined);
         throw new ApiError("config.write_failed", `writing ${proposal.applied.files.map((f) => f.file).join(", ")} failed, every file was rolled back: ${(err as Error).message}`);
       }
       this.cached = undefined;
@@ -211,8 +211,13 @@ export class BoxService {
   }
 }
 
-async function writeOrRemove(path: string, text: string | null): Promise<void> {
+/** Folders whose files carry installed servers' env: the folder is 0700 and its files 0600 (DESIGN.md §7). */
+const PRIVATE_FOLDERS = new Set(["mcp-servers"]);
+
+async function writeOrRemove(root: string, file: string, text: string | null): Promise<void> {
+  const path = join(root, file);
   if (text === null) return rm(path, { force: true });
-  await mkdir(dirname(path), { recursive: true });
-  await writeFileAtomic(path, text);
+  const restricted = PRIVATE_FOLDERS.has(file.split("/")[0]!) && file.includes("/");
+  await mkdir(dirname(path), { recursive: true, mode: restricted ? 0o700 : 0o777 });
+  await writeFileAtomic(path, text, restricted ? 0o600 : 0o644);
 }

@@ -28,6 +28,8 @@ export interface Dispatcher {
   readonly routes: readonly Route[];
   /** What the reconcile loop last did, when it runs in this process. */
   readonly sweeps?: SweepStatus;
+  /** The MCP servers this server serves itself (hal0-admin, hal0-memory), for /api/mcp/servers. */
+  readonly bundled?: readonly import("./mcp-servers/bundled.js").BundledServer[];
   /** hal0-memory's engine, when this server serves it. */
   readonly memory?: import("./memory/service.js").MemoryService;
 }

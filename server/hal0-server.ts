@@ -15,6 +15,7 @@ import { ROUTES } from "./routes/index.js";
 import { adminServer } from "./mcp/admin.js";
 import { buildCatalog } from "./mcp/catalog.js";
 import { McpEndpoint } from "./mcp/endpoint.js";
+import type { BundledServer } from "./mcp-servers/bundled.js";
 import { memoryServer } from "./mcp/memory.js";
 import { MEMORY_ROUTES, MemoryService, type MemoryServiceOptions } from "./memory/service.js";
 import { packageVersion } from "./version.js";
@@ -57,7 +58,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const byId = new Map([...routes, ...MEMORY_ROUTES].map((r) => [routeId(r), r]));
   const audit = new Audit(db, now);
   const memory = new MemoryService({ stateDir: options.stateDir, settings: () => box.lastSettings()?.memory, engineFor: options.memoryEngine });
-  const services = { box, audit, routes, memory } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; sweeps?: SweepStatus };
+  const services = { box, audit, routes, memory } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; bundled?: readonly BundledServer[]; sweeps?: SweepStatus };
   services.plans = new PlanStore(db, now);
   services.approvals = new Approvals(db, services, (id) => byId.get(id), () => box.lastSettings()?.approvals.ttl_s ?? 86_400, now);
   Object.defineProperty(services, "sweeps", { get: () => options.sweeps?.(), enumerable: true });
@@ -69,10 +70,12 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
     return gateCache.config;
   };
   const version = packageVersion();
-  const mcp = {
-    admin: new McpEndpoint(gate, async (caller) => adminServer(services, catalog, (await box.model()).policy, caller, version)),
-    memory: new McpEndpoint(gate, async (caller) => memoryServer(services, (await box.model()).policy, caller, version)),
-  };
+  const bundled: BundledServer[] = [
+    { id: "hal0-admin", name: "hal0-admin", description: "The box as MCP tools: slots, models, profiles, stacks, settings, plans", path: "/mcp/admin", serverFor: async (caller) => adminServer(services, catalog, (await box.model()).policy, caller, version) },
+    { id: "hal0-memory", name: "hal0-memory", description: "Long-term memory for agents: search, recall, mental models, directives", path: "/mcp/memory", serverFor: async (caller) => memoryServer(services, (await box.model()).policy, caller, version) },
+  ];
+  services.bundled = bundled;
+  const mcp = { admin: new McpEndpoint(gate, bundled[0]!.serverFor), memory: new McpEndpoint(gate, bundled[1]!.serverFor) };
   const app = createHal0App({
     ...services,
     get sweeps() {

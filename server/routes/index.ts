@@ -2,6 +2,7 @@ import type { Route } from "../route.js";
 import { activityRoutes } from "./activity.js";
 import { approvalRoutes } from "./approvals.js";
 import { capabilityRoutes } from "./capabilities.js";
+import { mcpRoutes } from "./mcp.js";
 import { modelRoutes } from "./models.js";
 import { planRoutes } from "./plans.js";
 import { profileRoutes } from "./profiles.js";
@@ -28,4 +29,5 @@ export const ROUTES: readonly Route[] = [
   ...slotRoutes,
   ...upstreamRoutes,
   ...capabilityRoutes,
+  ...mcpRoutes,
 ];

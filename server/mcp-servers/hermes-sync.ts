@@ -1,0 +1,76 @@
+import { acquireLock, LockedError } from "../../reconciler/lock.js";
+import { executePlan } from "../../reconciler/execute.js";
+import { planHermes } from "../../reconciler/hermes-plan.js";
+import { BRAIN_PROFILE } from "../../reconciler/hermes-wire.js";
+import type { Plan } from "../../schema/index.js";
+import type { BoxService } from "../box.js";
+import { serverState, type ServerState } from "./probe.js";
+
+/**
+ * The join report every /api/mcp mutation returns (seed 001 `hermes_sync`):
+ * which Hermes profiles now carry the change, the hal0-brain profile
+ * separately, what failed, and the server's state. It never fails the
+ * request: failures are listed in `errors`.
+ */
+export interface HermesSync {
+  /** Named profiles other than hal0-brain: all of them, and those whose file changed now. */
+  readonly hermes: { readonly profiles: readonly string[]; readonly changed: readonly string[] };
+  readonly brain: { readonly present: boolean; readonly changed: boolean };
+  readonly errors: ReadonlyArray<{ readonly profile?: string; readonly code: string; readonly message: string }>;
+  /** The installed server's state after the change (null when it is gone or none was named). */
+  readonly probe: ServerState | null;
+}
+
+/**
+ * Converges the Hermes profile files now, as the sweep would, under the same
+ * state-folder lock (a sweep holding it is reported, and will converge them
+ * itself). Only `hermes.*` changes run: slots are the sweep's business.
+ */
+export async function hermesSync(box: BoxService, serverId?: string): Promise<HermesSync> {
+  const errors: Array<{ profile?: string; code: string; message: string }> = [];
+  let profiles: string[] = [];
+  let changed: string[] = [];
+  let probe: ServerState | null = null;
+  try {
+    const model = await box.model();
+    const record = serverId === undefined ? undefined : model.mcpServers[serverId];
+    if (record) probe = await serverState(record);
+    let release: (() => Promise<void>) | undefined;
+    try {
+      release = await acquireLock(box.state.dir, "hal0 serve (mcp hermes_sync)");
+    } catch (err) {
+      if (!(err instanceof LockedError)) throw err;
+      errors.push({ code: "apply.locked", message: "a sweep or apply holds the state folder; it converges the Hermes files itself" });
+    }
+    if (release) {
+      try {
+        const { observed } = await box.observe(model);
+        const { changes, warnings } = planHermes(model, observed);
+        profiles = Object.keys(observed.hermes_profiles ?? {}).sort();
+        for (const w of warnings) errors.push({ profile: w.address.replace(/^hermes\./, ""), code: w.code, message: w.message });
+        const runnable = changes.filter((c) => c.action === "update");
+        const plan = { changes: runnable, has_changes: runnable.length > 0 } as unknown as Plan;
+        const results = await executePlan(plan, {
+          driver: await box.driver(model), state: box.state, cwd: model.root,
+          healthTimeoutS: model.settings.slots.health_timeout_s, stopGraceS: model.settings.slots.stop_grace_s,
+        });
+        for (const r of results) {
+          const profile = r.address.replace(/^hermes\./, "");
+          if (r.ok) changed.push(profile);
+          else errors.push({ profile, code: r.code ?? "hermes.write_failed", message: r.error ?? "the write failed" });
+        }
+      } finally {
+        await release();
+      }
+    }
+  } catch (err) {
+    errors.push({ code: (err as { code?: string }).code ?? "system.internal", message: (err as Error).message });
+  }
+  changed = changed.sort();
+  return {
+    hermes: { profiles: profiles.filter((p) => p !== BRAIN_PROFILE), changed: changed.filter((p) => p !== BRAIN_PROFILE) },
+    brain: { present: profiles.includes(BRAIN_PROFILE), changed: changed.includes(BRAIN_PROFILE) },
+    errors,
+    probe,
+  };
+}

@@ -1,0 +1,70 @@
+import { connect } from "node:net";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+
+/** How long GET /api/mcp/servers waits for a TCP connect to an installed server (seed 001). */
+export const STATE_PROBE_MS = 1500;
+
+export type ServerState = "reachable" | "unreachable" | "disabled" | "stopped";
+
+/** Whether a TCP connection to the url's host and port opens within `timeoutMs`. Never sends a byte. */
+export function tcpReachable(url: string, timeoutMs = STATE_PROBE_MS): Promise<boolean> {
+  let target: URL;
+  try {
+    target = new URL(url);
+  } catch {
+    return Promise.resolve(false);
+  }
+  const port = Number(target.port || (target.protocol === "https:" ? 443 : 80));
+  const host = target.hostname.replace(/^\[|\]$/g, "");
+  return new Promise((resolve) => {
+    const socket = connect({ host, port, timeout: timeoutMs });
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.once("connect", () => done(true)).once("timeout", () => done(false)).once("error", () => done(false));
+  });
+}
+
+/** An installed server's state: stdio servers have no supervisor (`stopped`); others by a TCP connect, `disabled` when reachable but switched off. */
+export async function serverState(s: { transport: string; url?: string; enabled: boolean }, timeoutMs = STATE_PROBE_MS): Promise<ServerState> {
+  if (s.transport === "stdio" || s.url === undefined) return "stopped";
+  if (!(await tcpReachable(s.url, timeoutMs))) return "unreachable";
+  return s.enabled ? "reachable" : "disabled";
+}
+
+export interface ToolsProbe {
+  readonly ok: boolean;
+  readonly transport: string;
+  readonly url: string;
+  readonly ms: number;
+  readonly server?: { readonly name: string; readonly version: string };
+  readonly tools: ReadonlyArray<{ readonly name: string; readonly description?: string }>;
+  readonly error?: string;
+}
+
+/** A real MCP handshake against a remote server: initialize, then tools/list, with the SDK's own client; failures are reported, not thrown. */
+export async function listRemoteTools(url: string, transport: "streamable-http" | "sse", timeoutMs = 10_000): Promise<ToolsProbe> {
+  const started = performance.now();
+  const client = new Client({ name: "hal0-probe", version: "1.0.0" });
+  const ms = () => Math.round(performance.now() - started);
+  try {
+    const signal = AbortSignal.timeout(timeoutMs);
+    await client.connect(transport === "sse" ? new SSEClientTransport(new URL(url)) : new StreamableHTTPClientTransport(new URL(url)), { signal, timeout: timeoutMs });
+    const tools: Array<{ name: string; description?: string }> = [];
+    let cursor: string | undefined;
+    do {
+      const page = await client.listTools(cursor === undefined ? {} : { cursor }, { signal, timeout: timeoutMs });
+      tools.push(...page.tools.map((t) => ({ name: t.name, ...(t.description ? { description: t.description } : {}) })));
+      cursor = page.nextCursor;
+    } while (cursor !== undefined);
+    const info = client.getServerVersion();
+    return { ok: true, transport, url, ms: ms(), ...(info ? { server: { name: info.name, version: info.version } } : {}), tools: tools.sort((a, b) => (a.name < b.name ? -1 : 1)) };
+  } catch (err) {
+    return { ok: false, transport, url, ms: ms(), tools: [], error: (err as Error).message };
+  } finally {
+    await client.close().catch(() => undefined);
+  }
+}

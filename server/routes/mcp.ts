@@ -1,0 +1,119 @@
+import { z } from "zod";
+import type { Model } from "../../compiler/index.js";
+import { mcpBaseUrl } from "../../reconciler/hermes-plan.js";
+import { MCP_CATALOG } from "../../schema/data/mcp-catalog.js";
+import type { AuditRow } from "../audit.js";
+import { ApiError } from "../errors.js";
+import { introspect } from "../mcp-servers/bundled.js";
+import { serverState } from "../mcp-servers/probe.js";
+import { defineRoute } from "../route.js";
+import { mcpWriteRoutes } from "./mcp-write.js";
+
+const Id = z.strictObject({ server_id: z.string().min(1).max(64) });
+const LogsQuery = z.strictObject({ limit: z.coerce.number().int().min(1).max(500).default(100) });
+const POLL_MS = 2000;
+const KEEP_ALIVE_MS = 15_000;
+
+/** An installed server as the API shows it (seed 001's InstalledServer fields), with its live `state` when known. */
+export function installedView(s: Model["mcpServers"][string], state?: string) {
+  return {
+    id: s.id, name: s.name, description: s.description, spec: s.spec, transport: s.transport,
+    command: s.command ?? null, args: s.args, url: s.url ?? null, tools: s.tools_count ?? 0,
+    env: s.env, secrets: s.secrets, tool_policy: s.tools, exposure: s.exposure, enabled: s.enabled,
+    source_url: s.source_url ?? null, author: s.author ?? null, verified: s.verified, installed_at: s.installed_at ?? null,
+    bundled: false, ...(state === undefined ? {} : { state }),
+  };
+}
+
+/** Which bundled server an audit row's route reached. */
+function serverOfRoute(route: string | null): string {
+  return route?.startsWith("POST /mcp/memory/") ? "hal0-memory" : "hal0-admin";
+}
+
+/** `mcp.tool.<outcome>` for a tool call's audit row. */
+function toolEvent(row: AuditRow) {
+  return { type: `mcp.tool.${row.outcome}`, data: { id: row.id, ts: row.ts, actor: row.actor, tool: row.tool, server: serverOfRoute(row.route), outcome: row.outcome, error_code: row.error_code, approval_id: row.approval_id, duration_ms: row.duration_ms } };
+}
+
+/**
+ * /api/mcp: MCP server management (seed 001). Installed servers are desired
+ * state, `mcp-servers/<id>.toml`; bundled ones (hal0-admin, hal0-memory) are
+ * introspected live. This surface never calls a tool.
+ */
+export const mcpRoutes = [
+  defineRoute({
+    method: "GET", path: "/api/mcp/servers", kind: "read", tools: ["mcp_server_list"], listKey: "servers",
+    summary: "Bundled servers introspected live, and installed ones with their state (a 1.5 s TCP connect; stdio: stopped)",
+    handle: async ({ box, services, caller }) => {
+      const model = await box.model();
+      const base = mcpBaseUrl(model);
+      const bundled = await Promise.all((services.bundled ?? []).map((b) => introspect(b, caller, base)));
+      const installed = await Promise.all(Object.values(model.mcpServers).map(async (s) => installedView(s, await serverState(s))));
+      const servers = [...bundled, ...installed];
+      return { servers, count: servers.length };
+    },
+  }),
+  defineRoute({
+    method: "GET", path: "/api/mcp/clients", kind: "read", tools: ["mcp_client_list"], listKey: "clients",
+    summary: "MCP clients as the audit log knows them: identity, role, since, the servers they reached",
+    handle: ({ services }) => {
+      const clients = services.audit.clients().map((c) => {
+        const id = c.actor.replace(/^mcp:/, "");
+        return {
+          id, name: id, role: id.startsWith("hermes") ? "hermes" : id === "anonymous" ? "anonymous" : "agent",
+          host: null, since: c.since, last_seen: c.last, connected_to: [...new Set(c.routes.map(serverOfRoute))].sort(),
+        };
+      });
+      return { clients, count: clients.length };
+    },
+  }),
+  defineRoute({
+    method: "GET", path: "/api/mcp/catalog", kind: "read", tools: ["mcp_catalog"], listKey: "items",
+    summary: "The static catalog of installable MCP servers shipped with hal0",
+    handle: () => ({ items: MCP_CATALOG, categories: [...new Set(MCP_CATALOG.map((i) => i.category))].sort() }),
+  }),
+  defineRoute({
+    method: "GET", path: "/api/mcp/stream", kind: "stream",
+    summary: "Server-sent events of MCP tool calls (mcp.tool.ok / .error / .pending_approval), tailing the audit log every 2 s",
+    handle: async ({ services }, event) => {
+      const res = event.node.res;
+      res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache", Connection: "keep-alive", "X-Accel-Buffering": "no" });
+      let last = services.audit.query({ kind: "mcp", limit: 1 }).items[0]?.id ?? 0;
+      const poll = () => {
+        for (const row of services.audit.tail(last, "mcp")) {
+          last = row.id;
+          const { type, data } = toolEvent(row);
+          res.write(`id: ${row.id}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+        }
+      };
+      res.write(": hal0 mcp events\n\n");
+      const timer = setInterval(poll, POLL_MS);
+      const keepAlive = setInterval(() => res.write(": keep-alive\n\n"), KEEP_ALIVE_MS);
+      (event as unknown as { _handled: boolean })._handled = true;
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          clearInterval(timer);
+          clearInterval(keepAlive);
+          resolve();
+        };
+        res.once("close", done);
+        event.node.req.once("close", done);
+      });
+    },
+  }),
+  defineRoute({
+    method: "GET", path: "/api/mcp/{server_id}/logs", kind: "read", params: Id, query: LogsQuery, tools: ["mcp_server_logs"], listKey: "events",
+    summary: "A server's recent events from the audit log: tool calls for a bundled server, install/config/test for an installed one (limit 1–500, default 100)",
+    handle: async ({ params, query, box, services }) => {
+      const id = params.server_id;
+      const bundled = (services.bundled ?? []).some((b) => b.id === id);
+      if (!bundled && !(await box.model()).mcpServers[id]) throw new ApiError("mcp.not_found", `no MCP server ${id}`, { server_id: id });
+      const rows = bundled
+        ? services.audit.query({ kind: "mcp", limit: 10_000 }).items.filter((r) => serverOfRoute(r.route) === id)
+        : services.audit.query({ target: id, limit: 10_000 }).items.filter((r) => r.route?.includes(" /api/mcp/") === true);
+      const events = rows.slice(0, query.limit).map((r) => ({ id: r.id, ts: r.ts, actor: r.actor, route: r.route, tool: r.tool, outcome: r.outcome, error_code: r.error_code }));
+      return { server: id, events, count: events.length };
+    },
+  }),
+  ...mcpWriteRoutes,
+];
