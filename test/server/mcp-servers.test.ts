@@ -147,8 +147,11 @@ describe("clients, catalog, logs and the event stream", () => {
     await mem.close();
     const admin = await adminClient(s.url, "claude-code");
     expect((await callTool(admin, "mcp_server_list", {})).body.count).toBeGreaterThanOrEqual(2);
-    expect((await callTool(admin, "mcp_server_install", { manifest: manifest() })).body.status).toBe("pending_approval");
+    const queued = (await callTool(admin, "mcp_server_install", { manifest: manifest() })).body;
+    expect(queued).toMatchObject({ status: "pending_approval", detail: expect.stringContaining("install MCP server inventory") });
     await admin.close();
+    expect((await s.call("POST", `/api/agent/approvals/${queued.approval_id}/approve`)).body.approval).toMatchObject({ state: "executed", result: { installed: { id: "inventory" } } });
+    expect(existsSync(join(s.config, "mcp-servers/inventory.toml"))).toBe(true);
     const clients = (await s.call("GET", "/api/mcp/clients")).body.clients;
     expect(clients.find((c: any) => c.id === "hermes__coder")).toMatchObject({ role: "hermes", connected_to: ["hal0-memory"] });
     expect(clients.find((c: any) => c.id === "claude-code")).toMatchObject({ role: "agent", connected_to: ["hal0-admin"] });
