@@ -38,7 +38,7 @@ export class ChangeSetError extends Error {
   }
 }
 
-const FILE_RE = /^(?:[a-z0-9][a-z0-9._-]{0,63}\.toml|(?:slots|stacks|mcp-servers)\/[a-z0-9][a-z0-9._-]{0,63}\.toml)$/;
+const FILE_RE = /^(?:[a-z0-9][a-z0-9._-]{0,63}\.toml|(?:slots|stacks|mcp-servers|agents)\/[a-z0-9][a-z0-9._-]{0,63}\.toml)$/;
 
 /** Applies `changes` to a copy of `tree`; the input is not touched. Edits of one file apply in order. */
 export function applyChangeSet(tree: SourceTree, changes: ChangeSet): AppliedChangeSet {

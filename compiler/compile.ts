@@ -1,6 +1,7 @@
 import { Settings, type Diagnostic } from "../schema/index.js";
 import { compileModels, compileProfiles } from "./catalog.js";
 import { createHash } from "node:crypto";
+import { compileAgents, linkAgents } from "./link-agents.js";
 import { compileCapabilities, linkCapabilities } from "./link-capabilities.js";
 import { linkMcpServers, linkStacks, linkUpstreams } from "./link-others.js";
 import { linkSlots, type Catalog } from "./link-slots.js";
@@ -28,6 +29,7 @@ export function compile(tree: SourceTree, carried: readonly Diagnostic[] = []): 
   linkStacks(files.stacks, files.slots.names, catalog, reporter);
   linkUpstreams(validOf(files.upstreams), files.slots.names, reporter);
   linkMcpServers(files.mcpServers, reporter);
+  linkAgents(files.agents, reporter);
   linkCapabilities(validOf(files.capabilities), files.slots, catalog, reporter);
   const policy = compilePolicy(validOf(files.policy), reporter);
   const diagnostics = reporter.sorted();
@@ -44,6 +46,7 @@ export function compile(tree: SourceTree, carried: readonly Diagnostic[] = []): 
     mcpServers: Object.fromEntries([...files.mcpServers.valid].sort(byKey).map(([id, p]) => [id, Object.assign({}, p.value, { id, file: p.file })])),
     policy,
     capabilities: compileCapabilities(validOf(files.capabilities)),
+    agents: compileAgents(files.agents),
   };
   return { model, diagnostics };
 }

@@ -12,4 +12,5 @@ export { normalizeArgv, shellSplit, groupArgv } from "./argv.js";
 // The compiled model
 export type {
   Model, CompileResult, CompiledProfile, CompiledModelFacts, ResolvedSlot, SlotSpec, TuneUnavailable, CompiledPolicy,
+  CompiledAgent,
 } from "./model.js";

@@ -5,7 +5,7 @@ import { sourceTree, type SourceTree } from "./sources.js";
 import { diagnosticAt } from "./report.js";
 
 /** Folders of the tree that hold one resource per `.toml` file. */
-const RESOURCE_FOLDERS = ["slots", "stacks", "mcp-servers"];
+const RESOURCE_FOLDERS = ["slots", "stacks", "mcp-servers", "agents"];
 const utf8 = new TextDecoder("utf-8", { fatal: true });
 
 export interface LoadResult {

@@ -1,5 +1,5 @@
 import type {
-  Backend, CatalogSource, Device, Selection, FullTune, McpServer, ModelFacts, Profile, Settings, SlotType, Stack, Tier, Tune, TuneKey, Upstream,
+  AgentServer, Backend, CatalogSource, Device, Selection, FullTune, McpServer, ModelFacts, Profile, Settings, SlotType, Stack, Tier, Tune, TuneKey, Upstream,
 } from "../schema/index.js";
 
 /**
@@ -20,6 +20,26 @@ export interface Model {
   readonly mcpServers: Readonly<Record<string, McpServer & { id: string; file: string }>>;
   readonly policy: CompiledPolicy;
   readonly capabilities: CompiledCapabilities;
+  /** `agents/<name>.toml`: each bundled agent's MCP policy, by name. */
+  readonly agents: Readonly<Record<string, CompiledAgent>>;
+}
+
+/**
+ * One bundled agent's MCP policy, linked: the name equals the file stem,
+ * builtin servers are hal0's own, and the tool lists are disjoint. What
+ * `server/agents/classify.ts` decides tool calls by.
+ */
+export interface CompiledAgent {
+  readonly name: string;
+  /** Tree-relative file, for diagnostics. */
+  readonly file: string;
+  /** `[agent] display`, or the name when that is empty. */
+  readonly display: string;
+  /** Absolute: `[agent] workspace`, or `/var/lib/hal0/agents/<name>/workspace` when empty. */
+  readonly workspace: string;
+  /** `[mcp.servers.<id>]` by id, sorted; disabled ones stay listed (and classify as unknown_server). */
+  readonly servers: Readonly<Record<string, AgentServer>>;
+  readonly tools: { readonly allow: readonly string[]; readonly gated: readonly string[]; readonly blocked: readonly string[] };
 }
 
 /** capabilities.toml, linked: backends and catalogs in file order, selections keyed slot → child in sorted order. */

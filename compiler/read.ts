@@ -1,5 +1,5 @@
 import {
-  classifyPath, type CapabilitiesFile, type FileKindId, type McpServer, type ModelFacts, type PolicyFile, type Profile,
+  classifyPath, type Agent, type CapabilitiesFile, type FileKindId, type McpServer, type ModelFacts, type PolicyFile, type Profile,
   type Settings, type Slot, type Stack, type Upstream,
 } from "../schema/index.js";
 import type { SourceTree } from "./sources.js";
@@ -29,6 +29,7 @@ export interface TreeFiles {
   slots: ResourceFiles<Slot>;
   stacks: ResourceFiles<Stack>;
   mcpServers: ResourceFiles<McpServer>;
+  agents: ResourceFiles<Agent>;
 }
 
 export interface ResourceFiles<T> {
@@ -40,11 +41,12 @@ export interface ResourceFiles<T> {
 const FOLDER_HINTS: Record<string, string> = {
   "stacks.toml": "Stacks live one per file in `stacks/<slug>.toml`.",
   "slots.toml": "Slots live one per file in `slots/<name>.toml`.",
+  "agents.toml": "Agents live one per file in `agents/<name>.toml`.",
 };
 
 /** `unreadable` files (already reported by the loader) count as present but invalid. */
 export function readTree(tree: SourceTree, reporter: Reporter, unreadable: readonly string[] = []): TreeFiles {
-  const out: TreeFiles = { slots: resources(), stacks: resources(), mcpServers: resources() };
+  const out: TreeFiles = { slots: resources(), stacks: resources(), mcpServers: resources(), agents: resources() };
   for (const [rel, text] of tree.files) readFile(out, rel, text, reporter);
   for (const rel of unreadable) readFile(out, rel, undefined, reporter);
   return out;
@@ -54,7 +56,7 @@ function readFile(out: TreeFiles, rel: string, text: string | undefined, reporte
   const hit = classifyPath(rel);
   if (!hit) {
     reporter.report("config.unknown_file", { file: rel, path: [] }, `hal0 does not read ${rel}`,
-      `This file is ignored. ${FOLDER_HINTS[rel] ?? "hal0 reads hal0.toml, profiles.toml, models.toml, upstreams.toml, policy.toml, capabilities.toml and the folders slots/, stacks/ and mcp-servers/."}`);
+      `This file is ignored. ${FOLDER_HINTS[rel] ?? "hal0 reads hal0.toml, profiles.toml, models.toml, upstreams.toml, policy.toml, capabilities.toml and the folders slots/, stacks/, mcp-servers/ and agents/."}`);
     return;
   }
   const { kind, stem } = hit;
@@ -79,6 +81,7 @@ function store(out: TreeFiles, id: FileKindId, file: string, stem: string | unde
     case "slot": return addResource(out.slots, stem!, file, value, nameOk);
     case "stack": return addResource(out.stacks, stem!, file, value, nameOk);
     case "mcp-server": return addResource(out.mcpServers, stem!, file, value, nameOk);
+    case "agent": return addResource(out.agents, stem!, file, value, nameOk);
   }
 }
 

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { compile, loadTree, type CompileResult, type SourceTree } from "../compiler/index.js";
 
 /** The folders `loadTree` reads `.toml` files from ("" = the tree's top level); the sweep loop watches the same. */
-export const TREE_FOLDERS = ["", "slots", "stacks", "mcp-servers"] as const;
+export const TREE_FOLDERS = ["", "slots", "stacks", "mcp-servers", "agents"] as const;
 
 /**
  * A file's stamp must be at least this much older than the fingerprint that

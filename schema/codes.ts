@@ -66,6 +66,12 @@ export const CODES = {
   "mcp.tools_invalid": { severity: "error", stage: "compile", http: 400, meaning: "A tool appears in more than one of [tools] allow / gated / blocked." },
   "mcp.url_required": { severity: "error", stage: "compile", http: 400, meaning: "A streamable-http or sse MCP server has no url." },
   "mcp.command_required": { severity: "error", stage: "compile", http: 400, meaning: "A stdio MCP server has no command." },
+  // ── bundled agents ───────────────────────────────────────────────────
+  "agent.name_mismatch": { severity: "error", stage: "compile", http: 400, meaning: "An agent file's [agent] name differs from its file name (agents/<name>.toml)." },
+  "agent.url_required": { severity: "error", stage: "compile", http: 400, meaning: "An agent's [mcp.servers.<id>] has no url and is not builtin." },
+  "agent.builtin_unknown": { severity: "error", stage: "compile", http: 400, meaning: "An agent marks a server builtin that hal0 does not serve (builtin ids: hal0-admin, hal0-memory, hal0-agents)." },
+  "agent.auth_env_required": { severity: "error", stage: "compile", http: 400, meaning: "An agent server's auth kind \"bearer-from-env\" names no env variable." },
+  "agent.tools_overlap": { severity: "error", stage: "compile", http: 400, meaning: "An agent file puts a tool on more than one of [tools] allow / gated / blocked." },
   // ── policy ───────────────────────────────────────────────────────────
   "policy.unknown_tool": { severity: "error", stage: "compile", http: 400, meaning: "policy.toml names a tool hal0 does not have; the detail names the closest one." },
   "policy.tool_in_two_tiers": { severity: "error", stage: "compile", http: 400, meaning: "policy.toml puts one tool in two tiers of the same table." },
@@ -93,6 +99,11 @@ export const CODES = {
   "hermes.invalid_yaml": { severity: "warning", stage: "runtime", http: 422, meaning: "A Hermes profile's config.yaml is not YAML hal0 can edit (a parse error, or a root or mcp_servers that is not a block mapping); hal0 leaves it alone." },
   "hermes.drifted": { severity: "warning", stage: "runtime", http: 409, meaning: "hal0's keys in a Hermes profile's config.yaml were edited by hand and [reconcile] drift = \"warn\": reported, not undone." },
   "hermes.write_failed": { severity: "error", stage: "runtime", http: 500, meaning: "A Hermes profile's config.yaml could not be read, edited or written; the message says why." },
+  // ── bundled agents' tool calls ───────────────────────────────────────
+  "agent.unknown_server": { severity: "error", stage: "server", http: 403, meaning: "The agent's file has no enabled [mcp.servers.<id>] for the server of this tool call; it is refused." },
+  "agent.tool_blocked": { severity: "error", stage: "server", http: 403, meaning: "The agent's [tools] blocked lists this tool; it is refused." },
+  "agent.unknown_tool": { severity: "error", stage: "server", http: 403, meaning: "The tool is on none of the agent's [tools] allow / gated / blocked lists; unknown tools are refused." },
+  "agent.workspace_escape": { severity: "error", stage: "server", http: 403, meaning: "A filesystem-style argument (path, paths, file, dir, cwd, source, target, …) leads outside the agent's workspace: `..`, an absolute path, `~`, or a symlink out; details.arg names it." },
   ...API_CODES,
 } as const satisfies Record<string, CodeInfo>;
 

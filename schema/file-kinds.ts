@@ -8,6 +8,7 @@ import { UpstreamsFile } from "./upstream.js";
 import { McpServer } from "./mcp-server.js";
 import { PolicyFile } from "./policy.js";
 import { CapabilitiesFile } from "./capabilities.js";
+import { Agent, AGENT_NAME_PATTERN } from "./agent.js";
 import { RESOURCE_ID_PATTERN, SLOT_NAME_PATTERN } from "./names.js";
 
 /**
@@ -15,7 +16,7 @@ import { RESOURCE_ID_PATTERN, SLOT_NAME_PATTERN } from "./names.js";
  * grammar its file stem must follow (one-resource-per-file kinds), and the
  * name of its JSON Schema under `schema/json/`.
  */
-export type FileKindId = "settings" | "profiles" | "slot" | "models" | "stack" | "upstreams" | "mcp-server" | "policy" | "capabilities";
+export type FileKindId = "settings" | "profiles" | "slot" | "models" | "stack" | "upstreams" | "mcp-server" | "policy" | "capabilities" | "agent";
 
 export interface FileKind {
   readonly id: FileKindId;
@@ -39,6 +40,7 @@ export const FILE_KINDS: readonly FileKind[] = [
   { id: "mcp-server", folder: "mcp-servers", schema: McpServer, stemPattern: RESOURCE_ID_PATTERN, jsonSchema: "mcp-server.schema.json", title: "hal0 installed MCP server (mcp-servers/<id>.toml)" },
   { id: "policy", file: "policy.toml", schema: PolicyFile, jsonSchema: "policy.schema.json", title: "hal0 tool policy (policy.toml)" },
   { id: "capabilities", file: "capabilities.toml", schema: CapabilitiesFile, jsonSchema: "capabilities.schema.json", title: "hal0 capabilities (capabilities.toml)" },
+  { id: "agent", folder: "agents", schema: Agent, stemPattern: AGENT_NAME_PATTERN, jsonSchema: "agent.schema.json", title: "hal0 bundled agent's MCP policy (agents/<name>.toml)" },
 ];
 
 /** Which kind a tree-relative path (forward slashes) is, and its stem for per-resource kinds. */

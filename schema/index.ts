@@ -15,6 +15,9 @@ export { McpServer, ToolPolicy, Exposure, MCP_TRANSPORTS, RESERVED_MCP_IDS } fro
 export {
   CapabilitiesFile, Backend, CatalogSource, Selection, BACKEND_KINDS, SLOT_CHILDREN, CHILD_NAME_PATTERN, type BackendKind,
 } from "./capabilities.js";
+export {
+  Agent, AgentServer, AgentAuth, AGENT_NAME_PATTERN, AGENT_AUTH_KINDS, defaultAgentWorkspace,
+} from "./agent.js";
 export { PolicyFile, TIERS, defaultTiers, tierRank, type Tier, type TierLists } from "./policy.js";
 export { FILE_KINDS, classifyPath, type FileKind, type FileKindId } from "./file-kinds.js";
 

@@ -48,6 +48,7 @@ describe("fixtures/box", () => {
 
   it("reads every file of the tree, each opening with a #:schema directive that resolves", () => {
     expect([...files.keys()]).toEqual([
+      "agents/coder.toml",
       "capabilities.toml",
       "hal0.toml",
       "mcp-servers/github.toml",
@@ -298,6 +299,17 @@ describe("fixtures/box", () => {
     expect(Object.keys(model.mcpServers)).toEqual(["github", "sqlite"]);
     expect(model.mcpServers.sqlite!.url).toBe("http://127.0.0.1:9300/mcp");
     expect(model.mcpServers.github!.transport).toBe("stdio");
+  });
+
+  it("compiles the coding agent's MCP policy", () => {
+    const coder = model.agents.coder!;
+    expect(Object.keys(model.agents)).toEqual(["coder"]);
+    expect(coder).toMatchObject({ name: "coder", file: "agents/coder.toml", display: "Coding agent", workspace: "/srv/code/coder" });
+    expect(Object.keys(coder.servers)).toEqual(["files", "github", "hal0-admin", "hal0-memory", "search"]);
+    expect(coder.servers["hal0-admin"]).toEqual({ builtin: true, enabled: true, auth: { kind: "none" } });
+    expect(coder.servers.github!.auth).toEqual({ kind: "bearer-from-env", env: "GITHUB_TOKEN" });
+    expect(coder.servers.search!.enabled).toBe(false);
+    expect(coder.tools.blocked).toEqual(["slot_unload", "memory_delete", "push_files"]);
   });
 
   it("applies policy.toml: two tools tightened globally, one agent tightened further", () => {

@@ -1,0 +1,66 @@
+import { RESERVED_MCP_IDS, defaultAgentWorkspace, type Agent } from "../schema/index.js";
+import type { CompiledAgent } from "./model.js";
+import type { ResourceFiles } from "./read.js";
+import type { Reporter } from "./report.js";
+import { didYouMean } from "./suggest.js";
+
+const TOOL_LISTS = ["allow", "gated", "blocked"] as const;
+
+/**
+ * The rules of `agents/<name>.toml` that need more than one key: `[agent]
+ * name` repeats the file stem (`agent.name_mismatch`), a `builtin = true`
+ * server is one hal0 serves (`agent.builtin_unknown`), and no tool is on two
+ * of `[tools]` allow / gated / blocked (`agent.tools_overlap`, each later
+ * listing related to the first). Agents in name order, so reports are stable.
+ */
+export function linkAgents(agents: ResourceFiles<Agent>, reporter: Reporter): void {
+  for (const name of [...agents.valid.keys()].sort()) {
+    const { file, value } = agents.valid.get(name)!;
+    if (value.agent.name !== name) {
+      reporter.report("agent.name_mismatch", { file, path: ["agent", "name"], target: "value" }, `\`${value.agent.name}\` is not the file's name \`${name}\``,
+        `An agent's name is its file's name: write \`name = "${name}"\`, or rename the file to agents/${value.agent.name}.toml.`);
+    }
+    for (const id of Object.keys(value.mcp.servers).sort()) {
+      if (!value.mcp.servers[id]!.builtin || (RESERVED_MCP_IDS as readonly string[]).includes(id)) continue;
+      reporter.report("agent.builtin_unknown", { file, path: ["mcp", "servers", id, "builtin"], target: "value" }, `\`${id}\` is not one of hal0's own servers`,
+        `Only ${RESERVED_MCP_IDS.join(", ")} are builtin.${didYouMean(id, RESERVED_MCP_IDS)} Any other server needs \`url\` and \`builtin = false\`.`);
+    }
+    const seen = new Map<string, Array<string | number>>();
+    for (const list of TOOL_LISTS) {
+      value.tools[list].forEach((tool, index) => {
+        const path = ["tools", list, index];
+        const first = seen.get(tool);
+        if (first === undefined) {
+          seen.set(tool, path);
+          return;
+        }
+        reporter.report("agent.tools_overlap", { file, path, target: "value" }, `\`${tool}\` is on two tool lists`,
+          `A tool is on at most one of allow, gated and blocked; \`${tool}\` is already under \`${String(first[1])}\`.`,
+          [{ file, path: first, target: "value", message: "first listed here" }]);
+      });
+    }
+  }
+}
+
+/** The valid agents as the model holds them: by name, each with its workspace made explicit. Call only for a tree without errors. */
+export function compileAgents(agents: ResourceFiles<Agent>): Record<string, CompiledAgent> {
+  const out: Record<string, CompiledAgent> = {};
+  for (const name of [...agents.valid.keys()].sort()) {
+    const { file, value } = agents.valid.get(name)!;
+    const servers = Object.fromEntries(Object.keys(value.mcp.servers).sort().map((id) => [id, value.mcp.servers[id]!]));
+    out[name] = {
+      name,
+      file,
+      display: value.agent.display === "" ? name : value.agent.display,
+      workspace: value.agent.workspace === "" ? defaultAgentWorkspace(name) : trimSlash(value.agent.workspace),
+      servers,
+      tools: value.tools,
+    };
+  }
+  return out;
+}
+
+function trimSlash(path: string): string {
+  const trimmed = path.replace(/\/+$/, "");
+  return trimmed === "" ? "/" : trimmed.replace(/\/{2,}/g, "/");
+}
