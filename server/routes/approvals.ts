@@ -2,9 +2,9 @@ import { z } from "zod";
 import { APPROVAL_STATES, type ApprovalEvent } from "../approvals.js";
 import { ApiError } from "../errors.js";
 import { defineRoute } from "../route.js";
+import { serveEvents } from "../sse.js";
 
 const Id = z.strictObject({ id: z.string().min(1).max(64) });
-const KEEP_ALIVE_MS = 15_000;
 
 /**
  * The approval queue for people (REST, the CLI, the web page). Approve and
@@ -20,26 +20,13 @@ export const approvalRoutes = [
   defineRoute({
     method: "GET", path: "/api/agent/approvals/events", kind: "stream",
     summary: "Server-sent events: a snapshot of pending requests, then enqueued / approved / denied / executed / failed / expired / stale; 15 s keep-alive",
-    handle: async ({ services }, event) => {
-      const res = event.node.res;
-      res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache", Connection: "keep-alive", "X-Accel-Buffering": "no" });
+    handle: ({ services }, event) => serveEvents(event, (send) => {
       let seq = 0;
-      const send = (type: string, data: unknown) => res.write(`id: ${++seq}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
-      send("snapshot", { approvals: services.approvals.list("pending") });
-      const onEvent = (e: ApprovalEvent) => send(e.type, { approval: e.approval });
+      send("snapshot", { approvals: services.approvals.list("pending") }, ++seq);
+      const onEvent = (e: ApprovalEvent) => send(e.type, { approval: e.approval }, ++seq);
       services.approvals.on("event", onEvent);
-      const keepAlive = setInterval(() => res.write(": keep-alive\n\n"), KEEP_ALIVE_MS);
-      (event as unknown as { _handled: boolean })._handled = true;
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          clearInterval(keepAlive);
-          services.approvals.off("event", onEvent);
-          resolve();
-        };
-        res.once("close", done);
-        event.node.req.once("close", done);
-      });
-    },
+      return () => void services.approvals.off("event", onEvent);
+    }),
   }),
   defineRoute({
     method: "GET", path: "/api/agent/approvals/{id}", kind: "read", params: Id,

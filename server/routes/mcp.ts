@@ -7,12 +7,12 @@ import { ApiError } from "../errors.js";
 import { introspect } from "../mcp-servers/bundled.js";
 import { serverState } from "../mcp-servers/probe.js";
 import { defineRoute } from "../route.js";
+import { serveEvents } from "../sse.js";
 import { mcpWriteRoutes } from "./mcp-write.js";
 
 const Id = z.strictObject({ server_id: z.string().min(1).max(64) });
 const LogsQuery = z.strictObject({ limit: z.coerce.number().int().min(1).max(500).default(100) });
 const POLL_MS = 2000;
-const KEEP_ALIVE_MS = 15_000;
 
 /** An installed server as the API shows it (seed 001's InstalledServer fields), with its live `state` when known. */
 export function installedView(s: Model["mcpServers"][string], state?: string) {
@@ -75,31 +75,17 @@ export const mcpRoutes = [
   defineRoute({
     method: "GET", path: "/api/mcp/stream", kind: "stream",
     summary: "Server-sent events of MCP tool calls (mcp.tool.ok / .error / .pending_approval), tailing the audit log every 2 s",
-    handle: async ({ services }, event) => {
-      const res = event.node.res;
-      res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache", Connection: "keep-alive", "X-Accel-Buffering": "no" });
+    handle: ({ services }, event) => serveEvents(event, (send) => {
       let last = services.audit.query({ kind: "mcp", limit: 1 }).items[0]?.id ?? 0;
-      const poll = () => {
+      const timer = setInterval(() => {
         for (const row of services.audit.tail(last, "mcp")) {
           last = row.id;
           const { type, data } = toolEvent(row);
-          res.write(`id: ${row.id}\nevent: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+          send(type, data, row.id);
         }
-      };
-      res.write(": hal0 mcp events\n\n");
-      const timer = setInterval(poll, POLL_MS);
-      const keepAlive = setInterval(() => res.write(": keep-alive\n\n"), KEEP_ALIVE_MS);
-      (event as unknown as { _handled: boolean })._handled = true;
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          clearInterval(timer);
-          clearInterval(keepAlive);
-          resolve();
-        };
-        res.once("close", done);
-        event.node.req.once("close", done);
-      });
-    },
+      }, POLL_MS);
+      return () => clearInterval(timer);
+    }),
   }),
   defineRoute({
     method: "GET", path: "/api/mcp/{server_id}/logs", kind: "read", params: Id, query: LogsQuery, tools: ["mcp_server_logs"], listKey: "events",
