@@ -9,7 +9,7 @@ import { checkPathArgs, pathParams } from "../path-args.js";
 import { callMemoryTool } from "../memory/service.js";
 import type { Caller, Route } from "../route.js";
 import type { ToolDef } from "./catalog.js";
-import { callerFromHeaders, failure, ok, sdkError } from "./results.js";
+import { callerFromHeaders, envelopeSdkErrors, failure, ok } from "./results.js";
 
 /**
  * One hal0-admin MCP server (per session): every tool of the catalog the
@@ -28,8 +28,7 @@ export function adminServer(d: Dispatcher, catalog: readonly ToolDef[], policy: 
     // A blocked tool is neither listed nor callable: the SDK answers a disabled tool, which createToolError turns into mcp.tool_not_allowed.
     if (tier === "blocked") registered.disable();
   }
-  // Errors the SDK raises itself (unknown tool, disabled tool, arguments that are not an object) get the envelope too.
-  (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = (message) => sdkError("hal0-admin", message);
+  envelopeSdkErrors(server, "hal0-admin");
   return server;
 }
 

@@ -1,12 +1,11 @@
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
 import type { Dispatcher } from "../dispatch.js";
 import { callMemoryTool } from "../memory/service.js";
 import { advertisedSchema, MEMORY_TOOLS, memoryAnnotations, type MemoryToolDef } from "../memory/tools.js";
 import type { Caller } from "../route.js";
-import { callerFromHeaders, failure, ok, sdkError } from "./results.js";
+import { callerFromHeaders, envelopeSdkErrors, failure, ok } from "./results.js";
 
 /**
  * One hal0-memory MCP server (per session): the 26 memory tools, each with
@@ -28,7 +27,7 @@ export function memoryServer(d: Dispatcher, policy: CompiledPolicy, caller: Call
     });
     if ((tierFor(policy, tool.name, caller.agent) ?? "blocked") === "blocked") registered.disable();
   }
-  (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = (message) => sdkError("hal0-memory", message);
+  envelopeSdkErrors(server, "hal0-memory");
   return server;
 }
 

@@ -1,3 +1,4 @@
+import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ApiError } from "../errors.js";
 import { callerOf } from "../gate.js";
@@ -21,8 +22,17 @@ export function failure(err: unknown): CallToolResult {
   return { content: [{ type: "text", text: JSON.stringify(envelope) }], isError: true };
 }
 
+/**
+ * Makes the SDK's own refusals (unknown tool, disabled tool, arguments that
+ * are not an object) answer with hal0's envelope too: SDK 1.x builds them
+ * through the server's `createToolError`.
+ */
+export function envelopeSdkErrors(server: McpServer, name: string): void {
+  (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = (message) => sdkError(name, message);
+}
+
 /** The envelope for a refusal the SDK makes itself (unknown or disabled tool, arguments that are not an object). */
-export function sdkError(server: string, message: string): CallToolResult {
+function sdkError(server: string, message: string): CallToolResult {
   const disabled = /Tool (\S+) disabled/.exec(message);
   if (disabled) return failure(new ApiError("mcp.tool_not_allowed", `policy blocks ${disabled[1]} for this caller`, { tool: disabled[1] }));
   const unknown = /Tool (\S+) not found/.exec(message);
