@@ -6,6 +6,7 @@ import { ApiError, envelope } from "./errors.js";
 import { callerOf, checkGate, type GateConfig } from "./gate.js";
 import { RawReply, routeId, type Route } from "./route.js";
 import type { McpEndpoint } from "./mcp/endpoint.js";
+import { mountWeb } from "./web/index.js";
 
 export interface AppDeps extends Dispatcher {
   /** Read per request: `[server] allowed_*` may change while the server runs. */
@@ -19,7 +20,8 @@ export interface AppDeps extends Dispatcher {
  * The h3 app: one handler per route of the table. Each request passes the
  * Host/Origin gate, gets a request id and a caller, has its JSON body read,
  * and goes through `invoke` (the same door MCP tools and approvals use).
- * Every non-2xx reply is the error envelope.
+ * Every non-2xx reply is the error envelope. The operator's HTML pages
+ * (`/`, `/plans/{id}`, `/status`) are mounted beside the table (web/).
  */
 export function createHal0App(deps: AppDeps): App {
   const app = createApp();
@@ -34,6 +36,7 @@ export function createHal0App(deps: AppDeps): App {
       deps.logger?.info({ caller: event.node.req.headers["x-hal0-agent"] ?? "anonymous", route: `${event.method} /mcp/${name}`, status: event.node.res.statusCode, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
     }), { match: (url) => url === "/" || url.startsWith("/?") });
   }
+  mountWeb(router, deps);
   app.use(router);
   app.use(defineEventHandler((event) => unmatched(deps, event)));
   return app;

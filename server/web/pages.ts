@@ -1,0 +1,133 @@
+import type { Condition } from "../../reconciler/conditions.js";
+import type { Approval } from "../approvals.js";
+import { invoke, type Dispatcher } from "../dispatch.js";
+import { routeId, type Caller, type Route } from "../route.js";
+import { filesHtml, planHtml, planView, replanApproval } from "./plan-view.js";
+import { esc, jsonBlock, page, time } from "./render.js";
+
+/** How many decided requests the inbox lists under the pending ones. */
+const RECENT_DECIDED = 20;
+/** How many audit rows the status page lists. */
+const AUDIT_ROWS = 20;
+
+/**
+ * The inbox (`/`): pending approval requests newest first, each with its
+ * caller, tool, arguments, summary, times and plan, and Approve / Deny forms
+ * (`data-approval` marks them for a later script); then the last decided
+ * ones, marked with their state and never with a control.
+ */
+export async function inboxPage(d: Dispatcher): Promise<string> {
+  const pending = newestFirst(d.approvals.list("pending"));
+  const decided = newestFirst(d.approvals.list().filter((a) => a.state !== "pending")).slice(0, RECENT_DECIDED);
+  const cards: string[] = [];
+  for (const a of pending) cards.push(await approvalCard(d, a));
+  const body = `<section aria-labelledby="pending-h"><h2 id="pending-h">Waiting for you (${pending.length})</h2>
+${cards.length === 0 ? `<p class="muted">Nothing is waiting for a decision.</p>` : cards.join("\n")}</section>
+<section aria-labelledby="decided-h"><h2 id="decided-h">Recently decided</h2>
+${decided.length === 0 ? `<p class="muted">No decided requests yet.</p>` : decided.map(decidedCard).join("\n")}</section>`;
+  return page("Approval inbox", "/", body);
+}
+
+function newestFirst(list: readonly Approval[]): Approval[] {
+  return [...list].sort((x, y) => (x.created_at === y.created_at ? (x.id < y.id ? 1 : -1) : x.created_at < y.created_at ? 1 : -1));
+}
+
+function facts(a: Approval): string {
+  return `<dl class="facts">
+<dt>Asked by</dt><dd>${esc(a.caller.agent)} <span class="muted">via ${esc(a.caller.via)}</span></dd>
+<dt>Tool</dt><dd><code>${esc(a.tool)}</code> <span class="muted">(${esc(a.route)})</span></dd>
+<dt>Summary</dt><dd>${esc(a.summary)}</dd>
+<dt>Created</dt><dd>${time(a.created_at)}</dd>
+<dt>${a.state === "pending" ? "Expires" : "Decided"}</dt><dd>${a.state === "pending" ? time(a.expires_at) : `${time(a.decided_at)}${a.decided_by ? ` by ${esc(a.decided_by)}` : ""}`}</dd>
+</dl>`;
+}
+
+async function approvalCard(d: Dispatcher, a: Approval): Promise<string> {
+  const made = a.plan_id ? await replanApproval(d, a) : null;
+  const plan = !made ? "" : "error" in made
+    ? `<p><strong>The plan cannot be made again:</strong> ${esc(made.error)} <span class="muted">(approving it would fail or be refused as stale)</span></p>`
+    : `${made.view.notes.map((n) => `<p class="muted">${esc(n)}</p>`).join("")}${planHtml(made.view.plan, made.view.delta, made.view.diagnostics)}
+<p><a href="/plans/${esc(encodeURIComponent(a.plan_id!))}">Plan and file diff</a></p>`;
+  const action = `/api/agent/approvals/${encodeURIComponent(a.id)}`;
+  return `<article class="card pending" id="${esc(a.id)}" data-approval="${esc(a.id)}" aria-labelledby="${esc(a.id)}-h">
+<h3 id="${esc(a.id)}-h">${esc(a.tool)} <span class="badge state-pending">pending</span> <span class="muted">${esc(a.id)}</span></h3>
+${facts(a)}
+<p><strong>Arguments</strong></p>
+${jsonBlock(a.args, "arguments")}
+${plan}
+<div class="actions">
+<form method="post" action="${esc(`${action}/approve`)}" data-approval="${esc(a.id)}" data-decision="approve"><button type="submit" class="approve">Approve</button></form>
+<form method="post" action="${esc(`${action}/deny`)}" data-approval="${esc(a.id)}" data-decision="deny"><label>Reason (optional) <input type="text" name="reason" maxlength="500"></label><button type="submit" class="deny">Deny</button></form>
+</div>
+</article>`;
+}
+
+function decidedCard(a: Approval): string {
+  const outcome = a.reason ? `<p>${esc(a.reason)}</p>` : a.error ? jsonBlock(a.error, "error") : "";
+  return `<article class="card decided" id="${esc(a.id)}" aria-labelledby="${esc(a.id)}-h">
+<h3 id="${esc(a.id)}-h">${esc(a.tool)} <span class="badge state-${esc(a.state)}">${esc(a.state)}</span> <span class="muted">${esc(a.id)}</span></h3>
+${facts(a)}
+<details><summary>Arguments</summary>${jsonBlock(a.args, "arguments")}</details>
+${outcome}
+</article>`;
+}
+
+/** `/plans/{id}`: the plan and the TOML diff of its change set; undefined when no plan has that id (the caller answers 404). */
+export async function planPage(d: Dispatcher, id: string): Promise<string | undefined> {
+  const view = await planView(d, id);
+  if (!view) return undefined;
+  if ("error" in view) return page(view.title, "", `<p><strong>The plan cannot be made again:</strong> ${esc(view.error)}</p>`);
+  const notes = view.notes.map((n) => `<p class="muted">${esc(n)}</p>`).join("");
+  return page(view.title, "", `${notes}<section aria-labelledby="changes-h"><h2 id="changes-h">Changes</h2>${planHtml(view.plan, view.delta, view.diagnostics)}</section>
+<section aria-labelledby="files-h"><h2 id="files-h">Files</h2>${filesHtml(view.files)}</section>`);
+}
+
+/**
+ * `/status`: slots with lifecycle state, conditions and drift, the doctor's
+ * rows and the last audit entries — read through the same read routes REST
+ * serves (`GET /api/slots`, `…/{name}/state`, `…/{name}`, `/api/doctor`).
+ */
+export async function statusPage(d: Dispatcher): Promise<string> {
+  const read = readRoute(d);
+  const { slots } = (await read("GET /api/slots", {})) as { slots: Array<{ name: string; profile: string; model: string | null; port: number; status: string }> };
+  // One row per slot, probed in parallel (each probe waits at most 1 s), in the roster's order.
+  const rows = await Promise.all(slots.map(async (s) => {
+    const [state, detail] = (await Promise.all([read("GET /api/slots/{name}/state", { name: s.name }), read("GET /api/slots/{name}", { name: s.name })])) as [
+      { state: string; health: string; conditions: readonly Condition[] },
+      { drift: string; runtime: { up_to_date: boolean | null } },
+    ];
+    const drift = detail.runtime.up_to_date === false ? "drifted (runs a spec hal0 did not apply)" : detail.runtime.up_to_date ? "in sync" : "not running";
+    const conditions = state.conditions.length === 0 ? `<span class="muted">none recorded</span>`
+      : `<ul>${state.conditions.map((c) => `<li><code>${esc(c.type)}</code> ${esc(c.status)}${c.reason ? ` · ${esc(c.reason)}` : ""}${c.message ? ` · ${esc(c.message)}` : ""}</li>`).join("")}</ul>`;
+    return `<tr><th scope="row">${esc(s.name)}</th><td><span class="badge state-${esc(state.state)}">${esc(state.state)}</span><br><span class="muted">${esc(s.status)}, health ${esc(state.health)}</span></td>
+<td>${esc(s.profile)}<br><span class="muted">${esc(s.model ?? "—")} · port ${esc(s.port)}</span></td><td>${esc(drift)}<br><span class="muted">policy ${esc(detail.drift)}</span></td><td>${conditions}</td></tr>`;
+  }));
+  const doctor = (await read("GET /api/doctor", {})) as { ok: boolean; rows: Array<Record<string, unknown>> };
+  const audit = d.audit.query({ limit: AUDIT_ROWS, offset: 0 }).items;
+  const body = `<section aria-labelledby="slots-h"><h2 id="slots-h">Slots (${slots.length})</h2><div class="table-wrap"><table>
+<thead><tr><th scope="col">Slot</th><th scope="col">State</th><th scope="col">Profile / model</th><th scope="col">Drift</th><th scope="col">Conditions</th></tr></thead>
+<tbody>${rows.join("\n")}</tbody></table></div></section>
+<section aria-labelledby="doctor-h"><h2 id="doctor-h">Doctor <span class="badge state-${doctor.ok ? "ok" : "fail"}">${doctor.ok ? "ok" : "failing"}</span></h2><div class="table-wrap"><table>
+<thead><tr><th scope="col">Check</th><th scope="col">Status</th><th scope="col">Detail</th></tr></thead>
+<tbody>${doctor.rows.map((r) => `<tr><th scope="row">${esc(r.check)}</th><td><span class="badge state-${esc(r.status)}">${esc(r.status)}</span></td><td>${esc(r.message)}${r.hint ? `<br><span class="muted">${esc(r.hint)}</span>` : ""}</td></tr>`).join("\n")}</tbody></table></div></section>
+<section aria-labelledby="audit-h"><h2 id="audit-h">Last audit entries</h2><div class="table-wrap"><table>
+<thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">What</th><th scope="col">Outcome</th></tr></thead>
+<tbody>${audit.map((r) => `<tr><td>${time(r.ts)}</td><td>${esc(r.actor)}</td><td><code>${esc(r.tool ?? r.route ?? r.kind)}</code>${r.target ? ` ${esc(r.target)}` : ""}</td><td><span class="badge state-${esc(r.outcome === "ok" ? "ok" : r.outcome === "pending_approval" ? "pending" : "fail")}">${esc(r.outcome)}</span>${r.error_code ? ` <code>${esc(r.error_code)}</code>` : ""}</td></tr>`).join("\n")}</tbody></table></div></section>`;
+  return page("Box status", "/status", body);
+}
+
+const PAGE_CALLER: Caller = { agent: "operator-page", private: false, via: "rest" };
+
+/** Calls a read route of the table by its id, as a REST read would (validated, not audited). */
+function readRoute(d: Dispatcher): (id: string, params: Record<string, unknown>) => Promise<unknown> {
+  return (id, params) => {
+    const route: Route | undefined = d.routes.find((r) => routeId(r) === id);
+    if (!route || route.kind !== "read") throw new Error(`the status page needs the read route ${id}`);
+    return invoke(d, route, { params, query: {}, body: undefined, caller: PAGE_CALLER, requestId: "web" });
+  };
+}
+
+/** A page for an error: its status line and message, escaped. */
+export function errorPage(status: number, message: string): string {
+  return page(status === 404 ? "Not found" : `Error ${status}`, "", `<p>${esc(message)}</p><p><a href="/">Back to the inbox</a></p>`);
+}

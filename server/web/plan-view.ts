@@ -1,0 +1,143 @@
+import { applyChangeSet, movedFiles } from "../../compiler/changeset.js";
+import type { Change, Diagnostic, Plan } from "../../schema/index.js";
+import { proposeOnly, type Dispatcher } from "../dispatch.js";
+import type { Approval } from "../approvals.js";
+import { routeId } from "../route.js";
+import { diffBlock, esc, jsonBlock, lineDiff } from "./render.js";
+
+/** What a plan page shows: the plan (null when its change set was invalid), the files before → after, and notes about how they were obtained. */
+export interface PlanView {
+  readonly title: string;
+  readonly plan: Plan | null;
+  /** The plan's changes this change set brings (not already pending on the tree); null when unknown (the full plan is shown). */
+  readonly delta: readonly Change[] | null;
+  readonly diagnostics: readonly unknown[];
+  readonly files: ReadonlyArray<{ readonly file: string; readonly before: string | null; readonly after: string | null }>;
+  readonly notes: readonly string[];
+}
+
+const SYMBOL: Record<Change["action"], string> = { create: "+", delete: "-", update: "~", replace: "-/+", "no-op": "=" };
+
+/**
+ * A pending approval's plan, made again from its stored call against the
+ * revision it was based on (approvals keep the plan's id, not the plan): the
+ * same `proposeOnly` approving runs, nothing written. Resolves to an error
+ * message when it cannot be made any more (a file it edits moved: it would be
+ * stale), or null for a call that is not a write.
+ */
+export async function replanApproval(d: Dispatcher, a: Approval): Promise<{ view: PlanView } | { error: string } | null> {
+  const route = d.routes.find((r) => routeId(r) === a.route);
+  if (!route || route.kind !== "write") return null;
+  try {
+    const { proposal } = await proposeOnly(d, route, {
+      params: a.args.params, query: a.args.query, body: a.args.body ?? undefined, caller: a.caller, requestId: a.id, base: a.base_revision ?? undefined, tool: a.tool,
+    });
+    const notes = proposal.plan.id === a.plan_id ? [] : ["The plan differs from the one made when this request was queued: what runs changed since."];
+    return { view: { title: `Plan of ${a.tool} (${a.id})`, plan: proposal.plan, delta: proposal.delta, diagnostics: proposal.warnings, files: proposal.applied.files, notes } };
+  } catch (err) {
+    return { error: (err as Error).message };
+  }
+}
+
+/**
+ * The plan page's data for `id`: a saved plan (`pln_…`, the plans table) with
+ * its change set applied to the current tree for the diff, or else the plan
+ * of a pending approval whose plan id is `id`. Undefined when neither exists.
+ */
+export async function planView(d: Dispatcher, id: string): Promise<PlanView | { error: string; title: string } | undefined> {
+  const record = d.plans.get(id);
+  if (record) {
+    const snapshot = await d.box.snapshot();
+    const notes: string[] = [`Saved plan by ${record.actor}, ${record.state}${record.stale_reason ? ` (${record.stale_reason})` : ""}.`];
+    const moved = movedFiles(record.base_files, snapshot.files, Object.keys(record.base_files));
+    if (record.state === "applied") notes.push("Already applied: the diff shows its change set against the current files.");
+    else if (moved.length > 0) notes.push(`These files changed since it was made, so the diff is against their current text: ${moved.join(", ")}.`);
+    let files: PlanView["files"] = [];
+    try {
+      files = applyChangeSet(snapshot.tree, record.changes).files;
+    } catch (err) {
+      notes.push(`Its change set no longer applies: ${(err as Error).message}`);
+    }
+    const delta = record.valid && record.state !== "applied" ? await d.box.propose(record.changes).then((p) => p.delta, () => null) : null;
+    return { title: `Plan ${record.id}`, plan: record.plan, delta, diagnostics: record.diagnostics, files, notes: record.summary ? [`“${record.summary}”`, ...notes] : notes };
+  }
+  const approval = d.approvals.list("pending").find((a) => a.plan_id === id);
+  if (!approval) return undefined;
+  const made = await replanApproval(d, approval);
+  if (!made) return undefined;
+  return "error" in made ? { title: `Plan ${id}`, error: made.error } : made.view;
+}
+
+/**
+ * A plan's changes as a list: with a delta, the changes this change set
+ * brings first and the whole plan (what the next apply does, including what
+ * was already pending on the tree) folded below; without one, the whole plan.
+ */
+export function planHtml(plan: Plan | null, delta: readonly Change[] | null, diagnostics: readonly unknown[]): string {
+  if (!plan) return `<p class="muted">The change set is invalid; no plan was made.</p>${diagnosticsHtml(diagnostics)}`;
+  const counts = `${plan.summary.create} to create, ${plan.summary.update} to update, ${plan.summary.replace} to replace, ${plan.summary.delete} to delete`;
+  const list = (changes: readonly Change[]) => changes.length === 0 ? `<p class="muted">No change to what runs.</p>` : `<ul class="changes">${changes.map(changeHtml).join("")}</ul>`;
+  const whole = list(plan.changes.filter((c) => c.action !== "no-op"));
+  const body = delta === null
+    ? `<p class="plan-counts">Plan: ${esc(counts)}.</p>${whole}`
+    : `<p><strong>What this change brings (${delta.length})</strong></p>${list(delta)}<details><summary>The whole plan of the next apply: ${esc(counts)} (includes what was already pending)</summary>${whole}</details>`;
+  const warnings = plan.warnings.length === 0 ? "" : `<p><strong>Warnings</strong></p><ul>${plan.warnings.map((w) => `<li>${esc(w.address)}: ${esc(w.message)} <span class="muted">(${esc(w.code)})</span></li>`).join("")}</ul>`;
+  return `${body}${warnings}${diagnosticsHtml(diagnostics)}`;
+}
+
+/** One change: `+ slot.x` style head, reason, apply class, changed paths with before → after, destructive and downtime marks. */
+export function changeHtml(c: Change): string {
+  const marks = [
+    c.destructive ? `<span class="destructive-mark">destructive</span>` : "",
+    c.downtime ? `<span class="badge state-warn">downtime</span>` : "",
+  ].filter(Boolean).join(" ");
+  const paths = c.changed_paths.length === 0 ? "" : `<ul class="paths">${c.changed_paths.map((p) => `<li><code>${esc(p)}</code>${beforeAfter(valueAt(c.before, p), valueAt(c.after, p))}</li>`).join("")}</ul>`;
+  return `<li class="change${c.destructive ? " destructive" : ""}" data-action="${esc(c.action)}">
+<div class="change-head">${esc(`${SYMBOL[c.action]} ${c.address}`)} ${marks}</div>
+<div>${esc(c.action)} · reason <code>${esc(c.reason)}</code> · applies ${esc(c.apply_class)}</div>
+${c.downtime ? `<div>${esc(downtimeText(c))}</div>` : ""}
+${paths}
+<details><summary>Before → after</summary>${jsonBlock(c.before, "before")}${jsonBlock(c.after, "after")}</details>
+</li>`;
+}
+
+function downtimeText(c: Change): string {
+  const what = c.kind === "slot" ? `the slot ${c.address.slice(5)}` : c.address;
+  if (c.action === "delete") return `Downtime: ${what} stops serving and stays down.`;
+  if (c.action === "replace") return `Downtime: ${what} is unavailable while it restarts with the new spec (until it is ready again).`;
+  return `Downtime: ${what} is unavailable for a while during apply.`;
+}
+
+function beforeAfter(before: unknown, after: unknown): string {
+  if (before === undefined && after === undefined) return "";
+  const show = (v: unknown) => (v === undefined ? "—" : JSON.stringify(v));
+  return `: <code>${esc(show(before))}</code> → <code>${esc(show(after))}</code>`;
+}
+
+/** The value at a dotted path, walking objects key by key (a key may itself hold dots: the longest matching key wins). */
+function valueAt(value: unknown, path: string): unknown {
+  if (value === null || typeof value !== "object") return undefined;
+  const obj = value as Record<string, unknown>;
+  if (Object.hasOwn(obj, path)) return obj[path];
+  const parts = path.split(".");
+  for (let n = parts.length - 1; n >= 1; n--) {
+    const head = parts.slice(0, n).join(".");
+    if (Object.hasOwn(obj, head)) return valueAt(obj[head], parts.slice(n).join("."));
+  }
+  return undefined;
+}
+
+function diagnosticsHtml(diagnostics: readonly unknown[]): string {
+  if (diagnostics.length === 0) return "";
+  const row = (d: Partial<Diagnostic>) => `<li><span class="badge state-${esc(d.severity)}">${esc(d.severity)}</span> ${esc(d.file ?? "")}${d.line ? `:${esc(d.line)}` : ""} ${esc(d.summary ?? JSON.stringify(d))} <span class="muted">${esc(d.code ?? "")}</span></li>`;
+  return `<p><strong>Diagnostics</strong></p><ul>${(diagnostics as Array<Partial<Diagnostic>>).map(row).join("")}</ul>`;
+}
+
+/** The files a change set touches as line diffs, one `<pre>` each (a created file all `+`, a deleted one all `-`). */
+export function filesHtml(files: PlanView["files"]): string {
+  if (files.length === 0) return `<p class="muted">No file changes.</p>`;
+  return files.map((f) => {
+    const what = f.before === null ? " (new file)" : f.after === null ? " (deleted)" : "";
+    return `<h3><code>${esc(f.file)}</code>${esc(what)}</h3>${diffBlock(f.file, lineDiff(f.before, f.after))}`;
+  }).join("");
+}

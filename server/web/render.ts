@@ -1,0 +1,106 @@
+/**
+ * Small HTML helpers for the operator pages (server-rendered, no client
+ * script). Invariant: every value that reaches the markup goes through `esc`
+ * (text and attribute values alike); markup is only ever built from literals.
+ */
+
+/** `&`, `<`, `>`, `"` and `'` as entities: safe in text and in quoted attribute values. */
+export function esc(value: unknown): string {
+  return String(value ?? "").replace(/[&<>"']/g, (c) => ENTITIES[c]!);
+}
+
+const ENTITIES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
+
+/** A value as indented JSON inside a `<pre>`, escaped. */
+export function jsonBlock(value: unknown, label?: string): string {
+  return `<pre class="json"${label ? ` aria-label="${esc(label)}"` : ""}>${esc(JSON.stringify(value ?? null, null, 2))}</pre>`;
+}
+
+/** A `<time>` element for an ISO timestamp (the text is the timestamp itself, UTC, so the page needs no script). */
+export function time(iso: string | null | undefined): string {
+  if (!iso) return "—";
+  return `<time datetime="${esc(iso)}">${esc(iso.replace("T", " ").replace(/\.\d+Z$/, "Z"))}</time>`;
+}
+
+/** The pages' navigation entries: path and label, in display order. */
+const NAV: ReadonlyArray<readonly [string, string]> = [["/", "Inbox"], ["/status", "Box status"]];
+
+/**
+ * One whole page: doctype, viewport meta, the same-origin stylesheet, a skip
+ * link to `#main`, the navigation (the current entry marked with
+ * aria-current) and `body` as the main content. `title` is escaped; `body` is
+ * markup the caller built with `esc`.
+ */
+export function page(title: string, current: string, body: string): string {
+  const nav = NAV.map(([href, label]) => `<a href="${href}"${href === current ? ' aria-current="page"' : ""}>${label}</a>`).join("");
+  return `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>${esc(title)} · hal0</title>
+<link rel="stylesheet" href="/assets/style.css">
+</head>
+<body>
+<a class="skip" href="#main">Skip to content</a>
+<header class="top"><span class="brand">hal0</span><nav aria-label="Pages">${nav}</nav></header>
+<main id="main" tabindex="-1">
+<h1>${esc(title)}</h1>
+${body}
+</main>
+</body>
+</html>
+`;
+}
+
+/** One line of a diff: kept (` `), removed (`-`) or added (`+`). */
+export interface DiffLine {
+  readonly op: " " | "-" | "+";
+  readonly text: string;
+}
+
+/**
+ * A line diff of two texts by longest common subsequence (null = the file is
+ * absent). Deterministic: on ties removals come before additions. O(n·m) —
+ * fine for config files; past 4000×4000 lines it falls back to all removed
+ * then all added.
+ */
+export function lineDiff(before: string | null, after: string | null): DiffLine[] {
+  const a = splitLines(before);
+  const b = splitLines(after);
+  if (a.length * b.length > 16_000_000) return [...a.map((text) => ({ op: "-" as const, text })), ...b.map((text) => ({ op: "+" as const, text }))];
+  const lcs: number[][] = Array.from({ length: a.length + 1 }, () => new Array<number>(b.length + 1).fill(0));
+  for (let i = a.length - 1; i >= 0; i--) {
+    for (let j = b.length - 1; j >= 0; j--) {
+      lcs[i]![j] = a[i] === b[j] ? lcs[i + 1]![j + 1]! + 1 : Math.max(lcs[i + 1]![j]!, lcs[i]![j + 1]!);
+    }
+  }
+  const out: DiffLine[] = [];
+  let i = 0;
+  let j = 0;
+  while (i < a.length && j < b.length) {
+    if (a[i] === b[j]) {
+      out.push({ op: " ", text: a[i]! });
+      i++;
+      j++;
+    } else if (lcs[i + 1]![j]! >= lcs[i]![j + 1]!) out.push({ op: "-", text: a[i++]! });
+    else out.push({ op: "+", text: b[j++]! });
+  }
+  while (i < a.length) out.push({ op: "-", text: a[i++]! });
+  while (j < b.length) out.push({ op: "+", text: b[j++]! });
+  return out;
+}
+
+function splitLines(text: string | null): string[] {
+  if (text === null || text === "") return [];
+  const lines = text.split("\n");
+  if (lines[lines.length - 1] === "") lines.pop();
+  return lines;
+}
+
+/** A diff as a `<pre>`: one escaped line each, prefixed `+`/`-`/` `, added and removed lines in their own classes. */
+export function diffBlock(file: string, lines: readonly DiffLine[]): string {
+  const cls = { " ": "ctx", "-": "del", "+": "add" } as const;
+  const body = lines.map((l) => `<span class="${cls[l.op]}">${esc(`${l.op} ${l.text}`)}</span>`).join("\n");
+  return `<pre class="diff" aria-label="${esc(`changes to ${file}`)}">${body}</pre>`;
+}

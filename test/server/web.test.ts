@@ -1,0 +1,202 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { changeHtml } from "../../server/web/plan-view.js";
+import { lineDiff } from "../../server/web/render.js";
+import { httpCall, startTestServer, type TestServer } from "./harness.js";
+import { adminClient, callTool } from "./mcp-helpers.js";
+
+let s: TestServer;
+let clients: Client[] = [];
+beforeEach(async () => {
+  s = await startTestServer();
+});
+afterEach(async () => {
+  for (const c of clients) await c.close();
+  clients = [];
+  await s.close();
+});
+
+async function client(agent: string): Promise<Client> {
+  const c = await adminClient(s.url, agent);
+  clients.push(c);
+  return c;
+}
+
+/** GET a page as text. */
+async function get(path: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string; headers: Headers }> {
+  const res = await httpCall(s.url, "GET", path, { headers });
+  return { status: res.status, text: typeof res.body === "string" ? res.body : JSON.stringify(res.body), headers: res.headers };
+}
+
+const EVIL = "<script>alert(1)</script>";
+const SCRATCH = { name: "scratch", profile: "cpu-small", model: "qwen3-4b", port: 8150, type: "llm", enabled: true, placement: { device: "cpu" }, description: EVIL };
+
+/** fixtures/box enables max_slots (8) slots: raise the limit so an enabled slot can be created. */
+function roomForMoreSlots(): void {
+  const file = join(s.config, "hal0.toml");
+  const text = readFileSync(file, "utf8");
+  expect(text).toContain("max_slots = 8");
+  writeFileSync(file, text.replace("max_slots = 8", "max_slots = 16"));
+}
+
+/** The `<article>` of one approval on the inbox page. */
+function card(html: string, id: string): string {
+  const start = html.indexOf(`<article class="card`, html.indexOf(`id="${id}"`) - 40);
+  expect(start, `card ${id}`).toBeGreaterThanOrEqual(0);
+  return html.slice(start, html.indexOf("</article>", start));
+}
+
+describe("the operator's pages (server-rendered, no script)", () => {
+  it("the inbox shows a queued gated call: caller, tool, escaped args, its plan, approve/deny forms", async () => {
+    roomForMoreSlots();
+    const queued = await callTool(await client("hermes__coder"), "slot_create", SCRATCH);
+    expect(queued.body.status, JSON.stringify(queued.body)).toBe("pending_approval");
+    const id: string = queued.body.approval_id;
+    const res = await get("/");
+    expect(res.status).toBe(200);
+    expect(res.headers.get("content-type")).toContain("text/html");
+    expect(res.headers.get("content-security-policy")).toContain("default-src 'none'");
+    const html = card(res.text, id);
+    expect(html).toContain("hermes__coder");
+    expect(html).toContain("via mcp");
+    expect(html).toContain("<code>slot_create</code>");
+    expect(html).toContain("&quot;port&quot;: 8150");
+    const brings = html.slice(html.indexOf("What this change brings (1)"), html.indexOf("The whole plan"));
+    expect(brings).toContain("+ slot.scratch");
+    expect(brings).toContain("reason <code>new</code>");
+    const approval = (await s.call("GET", `/api/agent/approvals/${id}`)).body.approval;
+    expect(html).toContain(`<a href="/plans/${encodeURIComponent(approval.plan_id)}">`);
+    expect(html).toContain(`<form method="post" action="/api/agent/approvals/${id}/approve" data-approval="${id}"`);
+    expect(html).toContain(`action="/api/agent/approvals/${id}/deny" data-approval="${id}"`);
+    // user-controlled text is escaped everywhere on the page
+    expect(res.text).not.toContain(EVIL);
+    expect(res.text).not.toMatch(/<script/i);
+    expect(html).toContain("&lt;script&gt;alert(1)&lt;/script&gt;");
+    // the page's own scaffolding: viewport, same-origin stylesheet, skip link
+    expect(res.text).toContain('<meta name="viewport" content="width=device-width, initial-scale=1">');
+    expect(res.text).toContain('<a class="skip" href="#main">');
+    const css = await get("/assets/style.css");
+    expect(css.status).toBe(200);
+    expect(css.headers.get("content-type")).toContain("text/css");
+    expect(css.text).toContain(":focus-visible");
+  });
+
+  it("lists pending ones newest first; decided ones are marked with their state and have no forms", async () => {
+    const c = await client("hermes__coder");
+    const first = (await callTool(c, "slot_create", { ...SCRATCH, enabled: false, description: "first" })).body.approval_id as string;
+    const second = (await callTool(c, "slot_create", { ...SCRATCH, enabled: false, name: "scratch2", port: 8151, description: "second" })).body.approval_id as string;
+    const third = (await callTool(c, "slot_create", { ...SCRATCH, enabled: false, name: "scratch3", port: 8152, description: "third" })).body.approval_id as string;
+    const pending = (await get("/")).text;
+    expect(pending.indexOf(`id="${third}"`)).toBeLessThan(pending.indexOf(`id="${second}"`));
+    expect(pending.indexOf(`id="${second}"`)).toBeLessThan(pending.indexOf(`id="${first}"`));
+
+    expect((await s.call("POST", `/api/agent/approvals/${first}/approve`)).body.approval.state).toBe("executed");
+    expect((await s.call("POST", `/api/agent/approvals/${second}/deny`, { body: { reason: "not <b>now</b>" } })).body.approval.state).toBe("denied");
+    const html = (await get("/")).text;
+    const executed = card(html, first);
+    const denied = card(html, second);
+    expect(executed).toContain("state-executed");
+    expect(executed).not.toContain("<form");
+    expect(denied).toContain(">denied</span>");
+    expect(denied).toContain("not &lt;b&gt;now&lt;/b&gt;");
+    expect(denied).not.toContain("<form");
+    expect(html.indexOf("Recently decided")).toBeLessThan(html.indexOf(`id="${first}"`));
+    expect(html.indexOf(`id="${third}"`)).toBeLessThan(html.indexOf("Recently decided"));
+    expect(card(html, third)).toContain("<form");
+  });
+
+  it("an Approve form post works without script (empty urlencoded body, same origin); the reply is the route's JSON", async () => {
+    const id = (await callTool(await client("hermes__coder"), "slot_create", { ...SCRATCH, enabled: false })).body.approval_id as string;
+    const form = (origin: string) => httpCall(s.url, "POST", `/api/agent/approvals/${id}/approve`, { body: "", headers: { "content-type": "application/x-www-form-urlencoded", origin } });
+    const foreign = await form("http://evil.example");
+    expect(foreign.body.error.code).toBe("request.origin_denied");
+    expect((await s.call("GET", `/api/agent/approvals/${id}`)).body.approval.state).toBe("pending");
+    const res = await form(s.url);
+    expect(res.status).toBe(200);
+    expect(res.body.approval.state).toBe("executed");
+  });
+
+  it("/plans/<id> shows an approval's plan and the TOML diff, and a saved plan's diff", async () => {
+    roomForMoreSlots();
+    const queued = await callTool(await client("hermes__coder"), "slot_create", SCRATCH);
+    const approval = (await s.call("GET", `/api/agent/approvals/${queued.body.approval_id}`)).body.approval;
+    expect(approval.plan_id).toMatch(/./);
+    const res = await get(`/plans/${encodeURIComponent(approval.plan_id)}`);
+    expect(res.status, res.text).toBe(200);
+    expect(res.text).toContain("+ slot.scratch");
+    expect(res.text).toContain("<code>slots/scratch.toml</code> (new file)");
+    expect(res.text).toContain('<span class="add">+ port = 8150</span>');
+    expect(res.text).toContain("+ description = &quot;&lt;script&gt;");
+    expect(res.text).not.toContain(EVIL);
+
+    const saved = await s.call("POST", "/api/plans", { body: { edits: [{ file: "slots/chat.toml", op: "set", path: ["priority"], value: 77 }], summary: "chat <first>" } });
+    expect(saved.status, JSON.stringify(saved.body)).toBe(201);
+    const page = await get(`/plans/${saved.body.id}`);
+    expect(page.status).toBe(200);
+    expect(page.text).toContain("chat &lt;first&gt;");
+    expect(page.text).toContain('<span class="add">+ priority = 77</span>');
+    expect(page.text).toContain("<code>slots/chat.toml</code>");
+  });
+
+  it("/status lists every slot with its state, the doctor rows and the last audit entries", async () => {
+    await s.call("POST", "/api/plans", { body: { edits: [{ file: "slots/chat.toml", op: "set", path: ["priority"], value: 5 }] } });
+    const res = await get("/status");
+    expect(res.status, res.text).toBe(200);
+    const slots = (await s.call("GET", "/api/slots")).body.slots as Array<{ name: string }>;
+    expect(slots.length).toBeGreaterThan(1);
+    for (const { name } of slots) expect(res.text).toContain(`<th scope="row">${name}</th>`);
+    expect(res.text).toContain("offline");
+    expect(res.text).toContain("Doctor");
+    const doctor = (await s.call("GET", "/api/doctor")).body.rows as Array<{ check: string }>;
+    for (const { check } of doctor) expect(res.text).toContain(`<th scope="row">${check}</th>`);
+    expect(res.text).toContain("<code>POST /api/plans</code>");
+  });
+
+  it("refuses Host: evil.example with 421 and answers an unknown plan with a 404 page", async () => {
+    for (const path of ["/", "/status", "/plans/pln_nope", "/assets/style.css"]) {
+      const res = await get(path, { host: "evil.example" });
+      expect(res.status, path).toBe(421);
+      expect(res.text, path).not.toContain("Approval inbox");
+    }
+    const missing = await get("/plans/pln_nope");
+    expect(missing.status).toBe(404);
+    expect(missing.headers.get("content-type")).toContain("text/html");
+    expect(missing.text).toContain("no plan pln_nope");
+    const evil = await get(`/plans/${encodeURIComponent(EVIL)}`);
+    expect(evil.status).toBe(404);
+    expect(evil.text).not.toContain(EVIL);
+  });
+});
+
+describe("lineDiff (LCS)", () => {
+  it("keeps common lines, removes before adding, and handles absent files", () => {
+    const show = (a: string | null, b: string | null) => lineDiff(a, b).map((l) => `${l.op}${l.text}`);
+    expect(show("a\nb\nd\n", "a\nc\nd\n")).toEqual([" a", "-b", "+c", " d"]);
+    expect(show("x\ny\n", "y\nx\n")).toEqual(["-x", " y", "+x"]);
+    expect(show(null, "p = 1\n")).toEqual(["+p = 1"]);
+    expect(show("p = 1\n", null)).toEqual(["-p = 1"]);
+    expect(show("same\n", "same\n")).toEqual([" same"]);
+  });
+});
+
+describe("changeHtml", () => {
+  it("marks a destructive replace, names its downtime, and shows each changed path before → after", () => {
+    const html = changeHtml({
+      address: "slot.chat", kind: "slot", action: "replace", reason: "spec_changed", changed_paths: ["tune.ctx_size", "argv.--threads"],
+      before: { tune: { ctx_size: 8192 }, argv: { "--threads": "4" } }, after: { tune: { ctx_size: 16384 }, argv: { "--threads": "<8>" } },
+      apply_class: "immediate", destructive: true, downtime: true,
+    });
+    expect(html).toContain('class="change destructive"');
+    expect(html).toContain("-/+ slot.chat");
+    expect(html).toContain('<span class="destructive-mark">destructive</span>');
+    expect(html).toContain("Downtime: the slot chat is unavailable while it restarts");
+    expect(html).toContain("<code>tune.ctx_size</code>: <code>8192</code> → <code>16384</code>");
+    expect(html).toContain("<code>argv.--threads</code>: <code>&quot;4&quot;</code> → <code>&quot;&lt;8&gt;&quot;</code>");
+    const create = changeHtml({ address: "slot.new", kind: "slot", action: "create", reason: "new", changed_paths: [], before: null, after: {}, apply_class: "immediate", destructive: false, downtime: false });
+    expect(create).toContain("+ slot.new");
+    expect(create).not.toContain("destructive");
+    expect(create).not.toContain("Downtime");
+  });
+});
