@@ -10,22 +10,29 @@ const RECENT_DECIDED = 20;
 /** How many audit rows the status page lists. */
 const AUDIT_ROWS = 20;
 
+/** The inbox's script (server/web/client/inbox.ts), served by index.ts. */
+const INBOX_SCRIPT = "/assets/inbox.js";
+
 /**
  * The inbox (`/`): pending approval requests newest first, each with its
  * caller, tool, arguments, summary, times and plan, and Approve / Deny forms
- * (`data-approval` marks them for a later script); then the last decided
- * ones, marked with their state and never with a control.
+ * (`data-approval` / `data-decision` mark them for the script); then the last
+ * decided ones, marked with their state and never with a control. Both lists
+ * sit in `#inbox-live`, which the script swaps for a fresh copy of this page's;
+ * `#inbox-status` (outside it) is where the script reports outcomes. Without
+ * script the page reads the same and the forms post plainly.
  */
 export async function inboxPage(d: Dispatcher): Promise<string> {
   const pending = newestFirst(d.approvals.list("pending"));
   const decided = newestFirst(d.approvals.list().filter((a) => a.state !== "pending")).slice(0, RECENT_DECIDED);
   const cards: string[] = [];
   for (const a of pending) cards.push(await approvalCard(d, a));
-  const body = `<section aria-labelledby="pending-h"><h2 id="pending-h">Waiting for you (${pending.length})</h2>
+  const body = `<div id="inbox-status" class="status" role="status" aria-live="polite" tabindex="-1"></div>
+<div id="inbox-live"><section aria-labelledby="pending-h"><h2 id="pending-h">Waiting for you (${pending.length})</h2>
 ${cards.length === 0 ? `<p class="muted">Nothing is waiting for a decision.</p>` : cards.join("\n")}</section>
 <section aria-labelledby="decided-h"><h2 id="decided-h">Recently decided</h2>
-${decided.length === 0 ? `<p class="muted">No decided requests yet.</p>` : decided.map(decidedCard).join("\n")}</section>`;
-  return page("Approval inbox", "/", body);
+${decided.length === 0 ? `<p class="muted">No decided requests yet.</p>` : decided.map(decidedCard).join("\n")}</section></div>`;
+  return page("Approval inbox", "/", body, INBOX_SCRIPT);
 }
 
 function newestFirst(list: readonly Approval[]): Approval[] {

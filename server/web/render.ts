@@ -1,6 +1,7 @@
 /**
- * Small HTML helpers for the operator pages (server-rendered, no client
- * script). Invariant: every value that reaches the markup goes through `esc`
+ * Small HTML helpers for the operator pages (server-rendered; the inbox adds
+ * one same-origin module script, and every page reads fine without it).
+ * Invariant: every value that reaches the markup goes through `esc`
  * (text and attribute values alike); markup is only ever built from literals.
  */
 
@@ -29,9 +30,10 @@ const NAV: ReadonlyArray<readonly [string, string]> = [["/", "Inbox"], ["/status
  * One whole page: doctype, viewport meta, the same-origin stylesheet, a skip
  * link to `#main`, the navigation (the current entry marked with
  * aria-current) and `body` as the main content. `title` is escaped; `body` is
- * markup the caller built with `esc`.
+ * markup the caller built with `esc`. `script`, when given, is the path of a
+ * same-origin ES module loaded by the page (the only scripts the CSP allows).
  */
-export function page(title: string, current: string, body: string): string {
+export function page(title: string, current: string, body: string, script?: string): string {
   const nav = NAV.map(([href, label]) => `<a href="${href}"${href === current ? ' aria-current="page"' : ""}>${label}</a>`).join("");
   return `<!doctype html>
 <html lang="en">
@@ -40,7 +42,8 @@ export function page(title: string, current: string, body: string): string {
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <title>${esc(title)} · hal0</title>
 <link rel="stylesheet" href="/assets/style.css">
-</head>
+<link rel="icon" href="/assets/icon.svg" type="image/svg+xml">
+${script ? `<script type="module" src="${esc(script)}"></script>\n` : ""}</head>
 <body>
 <a class="skip" href="#main">Skip to content</a>
 <header class="top"><span class="brand">hal0</span><nav aria-label="Pages">${nav}</nav></header>

@@ -51,6 +51,12 @@ table { border-collapse: collapse; width: 100%; }
 th, td { text-align: left; padding: .35rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
 th { color: var(--muted); font-weight: 600; }
 .muted { color: var(--muted); }
+.status { border: 1px solid var(--accent); border-radius: 6px; padding: .5rem .75rem; margin: 0 0 1rem; overflow-wrap: anywhere; }
+.status:empty { display: none; }
 details > summary { cursor: pointer; }
 @media (max-width: 40rem) { dl.facts { grid-template-columns: 1fr; } dl.facts dd { margin-bottom: .25rem; } main { padding: .75rem; } }
+`;
+
+/** The pages' icon at `/assets/icon.svg` (so browsers do not ask for a missing /favicon.ico): a dot in the accent colour. */
+export const ICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 16 16"><circle cx="8" cy="8" r="7" fill="#0b5cad"/></svg>
 `;

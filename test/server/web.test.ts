@@ -48,7 +48,7 @@ function card(html: string, id: string): string {
   return html.slice(start, html.indexOf("</article>", start));
 }
 
-describe("the operator's pages (server-rendered, no script)", () => {
+describe("the operator's pages (server-rendered; they read fine without script)", () => {
   it("the inbox shows a queued gated call: caller, tool, escaped args, its plan, approve/deny forms", async () => {
     roomForMoreSlots();
     const queued = await callTool(await client("hermes__coder"), "slot_create", SCRATCH);
@@ -57,7 +57,9 @@ describe("the operator's pages (server-rendered, no script)", () => {
     const res = await get("/");
     expect(res.status).toBe(200);
     expect(res.headers.get("content-type")).toContain("text/html");
-    expect(res.headers.get("content-security-policy")).toContain("default-src 'none'");
+    const csp = res.headers.get("content-security-policy") ?? "";
+    expect(csp).toContain("default-src 'none'");
+    expect(csp).toContain("script-src 'self'; connect-src 'self'");
     const html = card(res.text, id);
     expect(html).toContain("hermes__coder");
     expect(html).toContain("via mcp");
@@ -72,7 +74,8 @@ describe("the operator's pages (server-rendered, no script)", () => {
     expect(html).toContain(`action="/api/agent/approvals/${id}/deny" data-approval="${id}"`);
     // user-controlled text is escaped everywhere on the page
     expect(res.text).not.toContain(EVIL);
-    expect(res.text).not.toMatch(/<script/i);
+    // the one script is the inbox's own same-origin module
+    expect(res.text.match(/<script[^>]*>/gi)).toEqual(['<script type="module" src="/assets/inbox.js">']);
     expect(html).toContain("&lt;script&gt;alert(1)&lt;/script&gt;");
     // the page's own scaffolding: viewport, same-origin stylesheet, skip link
     expect(res.text).toContain('<meta name="viewport" content="width=device-width, initial-scale=1">');
@@ -167,6 +170,34 @@ describe("the operator's pages (server-rendered, no script)", () => {
     const evil = await get(`/plans/${encodeURIComponent(EVIL)}`);
     expect(evil.status).toBe(404);
     expect(evil.text).not.toContain(EVIL);
+  });
+});
+
+describe("the inbox script", () => {
+  it("is served from the build at /assets/inbox.js as JavaScript, loaded by the inbox only, with live and status regions", async () => {
+    const js = await get("/assets/inbox.js");
+    expect(js.status, js.text).toBe(200);
+    expect(js.headers.get("content-type")).toBe("text/javascript; charset=utf-8");
+    expect(js.headers.get("x-content-type-options")).toBe("nosniff");
+    // it is the compiled client: the event stream, the JSON decision post, no imports
+    expect(js.text).toContain('new EventSource("/api/agent/approvals/events")');
+    expect(js.text).toContain('"content-type": "application/json"');
+    expect(js.text).not.toMatch(/^import /m);
+    const built = readFileSync(join(import.meta.dirname, "../../dist/server/web/client/inbox.js"), "utf8");
+    expect(js.text).toBe(built);
+
+    const inbox = (await get("/")).text;
+    expect(inbox).toContain('<script type="module" src="/assets/inbox.js"></script>');
+    expect(inbox).toContain('<div id="inbox-status" class="status" role="status" aria-live="polite" tabindex="-1"></div>');
+    // the status region sits outside the region the script swaps
+    expect(inbox.indexOf('id="inbox-status"')).toBeLessThan(inbox.indexOf('<div id="inbox-live">'));
+    expect(inbox.indexOf('<div id="inbox-live">')).toBeLessThan(inbox.indexOf("Waiting for you"));
+    for (const path of ["/status", "/plans/pln_nope"]) {
+      const other = await get(path);
+      expect(other.text, path).not.toMatch(/<script/i);
+      expect(other.headers.get("content-security-policy"), path).toContain("script-src 'self'");
+    }
+    expect((await get("/assets/inbox.js", { host: "evil.example" })).status).toBe(421);
   });
 });
 

@@ -1,0 +1,159 @@
+/**
+ * The approval inbox's only script (browser code, served at
+ * `/assets/inbox.js`; self-contained, no imports). It makes the
+ * server-rendered inbox live and its Approve / Deny forms work in place:
+ *
+ * - Listens to `/api/agent/approvals/events`; on every event it fetches `/`
+ *   again and swaps in the server's fresh `#inbox-live` region (the rendering
+ *   stays the server's; this script never builds approval markup).
+ * - Intercepts submit on `form[data-decision]`: posts JSON (`{}` to approve,
+ *   `{reason}` to deny when one is typed — what the deny route's strict body
+ *   accepts), disables that card's buttons while in flight, reports the
+ *   outcome in `#inbox-status` (`aria-live="polite"`) and re-renders.
+ * - `body[data-inbox-live="connected"]` once the stream's snapshot arrived
+ *   (every later change then reaches the page), `"reconnecting"` after an
+ *   error; `data-inbox-renders` counts finished re-renders.
+ *
+ * Invariants: one re-render at a time (events arriving meanwhile fold into a
+ * single follow-up); typed deny reasons and in-flight disabling survive a
+ * re-render; focus inside the swapped region moves to the same control when
+ * it still exists, else to the status region.
+ */
+
+const LIVE_ID = "inbox-live";
+const STATUS_ID = "inbox-status";
+const EVENTS = ["snapshot", "enqueued", "approved", "denied", "executed", "failed", "expired", "stale"] as const;
+
+/** Approval ids whose decision is being posted. */
+const inFlight = new Set<string>();
+let rendering = false;
+let again = false;
+
+function status(text: string, focus: boolean): void {
+  const region = document.getElementById(STATUS_ID);
+  if (!region) return;
+  region.textContent = text;
+  if (focus) region.focus();
+}
+
+/** A key naming a control across re-renders: its form's approval and decision, and the control's name or tag. */
+function controlKey(el: Element | null): string | null {
+  const form = el?.closest("form[data-decision]");
+  if (!el || !(form instanceof HTMLFormElement)) return null;
+  return `${form.dataset.approval ?? ""}/${form.dataset.decision ?? ""}/${el.getAttribute("name") ?? el.tagName}`;
+}
+
+function findControl(root: Element, key: string): HTMLElement | null {
+  for (const el of root.querySelectorAll<HTMLElement>("form[data-decision] input, form[data-decision] button")) {
+    if (controlKey(el) === key) return el;
+  }
+  return null;
+}
+
+function applyInFlight(root: ParentNode): void {
+  for (const form of root.querySelectorAll<HTMLFormElement>("form[data-decision]")) {
+    const busy = inFlight.has(form.dataset.approval ?? "");
+    for (const b of form.querySelectorAll("button")) b.disabled = busy;
+  }
+}
+
+/** Fetches `/` and swaps in its `#inbox-live`; coalesces calls made while one runs. */
+async function rerender(): Promise<void> {
+  if (rendering) {
+    again = true;
+    return;
+  }
+  rendering = true;
+  try {
+    do {
+      again = false;
+      const res = await fetch("/", { headers: { accept: "text/html" }, cache: "no-store" });
+      if (!res.ok) throw new Error(`the inbox answered ${res.status}`);
+      const fresh = new DOMParser().parseFromString(await res.text(), "text/html").getElementById(LIVE_ID);
+      const live = document.getElementById(LIVE_ID);
+      if (!fresh || !live) throw new Error("the inbox page has no live region");
+      const active = document.activeElement;
+      const hadFocus = active !== null && live.contains(active);
+      const key = hadFocus ? controlKey(active) : null;
+      const reasons = new Map<string, string>();
+      for (const input of live.querySelectorAll<HTMLInputElement>('form[data-decision="deny"] input[name="reason"]')) {
+        const id = input.closest<HTMLFormElement>("form")?.dataset.approval;
+        if (id && input.value !== "") reasons.set(id, input.value);
+      }
+      const adopted = document.importNode(fresh, true);
+      for (const input of adopted.querySelectorAll<HTMLInputElement>('form[data-decision="deny"] input[name="reason"]')) {
+        const kept = reasons.get(input.closest<HTMLFormElement>("form")?.dataset.approval ?? "");
+        if (kept !== undefined) input.value = kept;
+      }
+      applyInFlight(adopted);
+      live.replaceWith(adopted);
+      if (hadFocus) {
+        const same = key ? findControl(adopted, key) : null;
+        if (same) same.focus();
+        else document.getElementById(STATUS_ID)?.focus();
+      }
+      document.body.dataset.inboxRenders = String(Number(document.body.dataset.inboxRenders ?? "0") + 1);
+    } while (again);
+  } catch (err) {
+    status(`Could not refresh the inbox: ${err instanceof Error ? err.message : String(err)}. Reload the page.`, false);
+  } finally {
+    rendering = false;
+  }
+}
+
+/** The outcome of a decision post, in words: the approval's state, or the error envelope's message. */
+async function outcome(res: Response, id: string): Promise<string> {
+  let body: unknown;
+  try {
+    body = await res.json();
+  } catch {
+    return `${id}: the server answered ${res.status} without a JSON body`;
+  }
+  const b = body as { approval?: { state?: string; error?: { message?: string } | null }; error?: { code?: string; message?: string } };
+  if (b.approval?.state) return `${id}: ${b.approval.state}${b.approval.error?.message ? ` — ${b.approval.error.message}` : ""}`;
+  if (b.error) return `${id}: refused — ${b.error.message ?? b.error.code ?? `status ${res.status}`}`;
+  return `${id}: the server answered ${res.status}`;
+}
+
+async function decide(form: HTMLFormElement): Promise<void> {
+  const id = form.dataset.approval ?? "";
+  const deny = form.dataset.decision === "deny";
+  if (inFlight.has(id)) return;
+  const reason = deny ? (form.querySelector<HTMLInputElement>('input[name="reason"]')?.value ?? "").trim() : "";
+  inFlight.add(id);
+  applyInFlight(document);
+  status(`${deny ? "Denying" : "Approving"} ${id}…`, false);
+  let message: string;
+  try {
+    const res = await fetch(form.action, {
+      method: "POST",
+      headers: { "content-type": "application/json", accept: "application/json" },
+      body: JSON.stringify(deny && reason !== "" ? { reason } : {}),
+    });
+    message = await outcome(res, id);
+  } catch (err) {
+    message = `${id}: the request failed — ${err instanceof Error ? err.message : String(err)}`;
+  }
+  inFlight.delete(id);
+  status(message, true);
+  await rerender();
+  applyInFlight(document);
+}
+
+document.addEventListener("submit", (event) => {
+  const form = event.target;
+  if (!(form instanceof HTMLFormElement) || !form.matches("form[data-decision]")) return;
+  event.preventDefault();
+  void decide(form);
+});
+
+const source = new EventSource("/api/agent/approvals/events");
+for (const type of EVENTS) {
+  source.addEventListener(type, () => {
+    if (type === "snapshot") document.body.dataset.inboxLive = "connected";
+    void rerender();
+  });
+}
+source.addEventListener("error", () => {
+  document.body.dataset.inboxLive = "reconnecting";
+});
