@@ -1,4 +1,5 @@
 import type { Directive, DirectiveInput, MentalModel, MentalModelDetail, MentalModelInput } from "./engine.js";
+import { projectModel } from "./engine.js";
 import { recallUnits } from "./embedded-search.js";
 import { marks, newId, notFoundError, tagUnion, type Store } from "./embedded-store.js";
 
@@ -87,22 +88,12 @@ export function getModel(store: Store, id: string): MentalModel {
   return modelOf(modelRow(store, id), bankVersion(store));
 }
 
-/**
- * Mental models by name (ties by id), those with any of `tags` when given.
- * `metadata`: id, name, tags, trigger, stale, refreshed_at, created_at,
- * updated_at; `content`: and content; `full`: every field.
- */
+/** Mental models by name (ties by id), those with any of `tags` when given, projected per `detail` (engine.ts projectModel). */
 export function listModels(store: Store, input: { detail: MentalModelDetail; tags?: readonly string[] }): { items: Array<Partial<MentalModel>> } {
   const tags = anyTagSql("m", input.tags);
   const rows = store.q(`SELECT * FROM mental_models m WHERE 1${tags.sql} ORDER BY m.name, m.id`).all(...tags.params) as ModelRow[];
   const version = bankVersion(store);
-  return {
-    items: rows.map((row) => {
-      const { source_query, max_tokens, content, ...metadata } = modelOf(row, version);
-      if (input.detail === "full") return { ...metadata, source_query, max_tokens, content };
-      return input.detail === "content" ? { ...metadata, content } : metadata;
-    }),
-  };
+  return { items: rows.map((row) => projectModel(modelOf(row, version), input.detail)) };
 }
 
 /** Applies the fields given (undefined = unchanged); the content waits for the next refresh. */

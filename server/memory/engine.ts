@@ -173,6 +173,17 @@ export interface MentalModel {
 export const MENTAL_MODEL_DETAILS = ["metadata", "content", "full"] as const;
 export type MentalModelDetail = (typeof MENTAL_MODEL_DETAILS)[number];
 
+/**
+ * What memory_mental_model_list shows of a model, whichever engine holds it:
+ * `metadata` (id, name, tags, trigger, stale, refreshed_at, created_at,
+ * updated_at); `content` adds the content; `full` is every field.
+ */
+export function projectModel(model: MentalModel, detail: MentalModelDetail): Partial<MentalModel> {
+  const { source_query: _query, max_tokens: _budget, content, ...metadata } = model;
+  if (detail === "full") return model;
+  return detail === "content" ? { ...metadata, content } : metadata;
+}
+
 export interface MentalModelInput {
   readonly name: string;
   readonly source_query: string;

@@ -7,7 +7,6 @@ import {
   type HistoryEntry,
   type MemoryUnit,
   type MentalModel,
-  type MentalModelDetail,
   type Operation,
   type OperationKind,
   type OperationStatus,
@@ -209,13 +208,6 @@ export function mentalModelOf(raw: Rec): MentalModel {
 /** A mental model's trigger: its refreshes read every unit but private datasets' (tagged `hal0:private`). */
 export function modelTrigger(refreshAfterConsolidation: boolean): Rec {
   return { refresh_after_consolidation: refreshAfterConsolidation, tag_groups: [{ not: { tags: [PRIVATE_TAG], match: "any_strict" } }] };
-}
-
-/** What memory_mental_model_list shows per detail level (the embedded engine's projection). */
-export function projectModel(model: MentalModel, detail: MentalModelDetail): Partial<MentalModel> {
-  const { source_query, max_tokens, content, ...metadata } = model;
-  if (detail === "full") return model;
-  return detail === "content" ? { ...metadata, content } : metadata;
 }
 
 export function directiveOf(raw: Rec): Directive {

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { ApiError } from "../errors.js";
 import { docKey } from "./embedded-store.js";
-import { OPERATION_STATUSES } from "./engine.js";
+import { OPERATION_STATUSES, projectModel } from "./engine.js";
 import type { AddInput, AddResult, BankStats, CurateInput, Directive, DirectiveInput, FactType, HistoryEntry, ListInput, MemoryEngine, MemoryUnit } from "./engine.js";
 import type { MentalModel, MentalModelDetail, MentalModelInput, Operation, OperationKind, OperationStatus, Page, RecallInput, RecallResult } from "./engine.js";
 import type { ReflectInput, ReflectResult, Scope, SearchHit, SearchInput, TagCount } from "./engine.js";
@@ -264,7 +264,7 @@ export class HindsightEngine implements MemoryEngine {
     const models = map.recs(reply.items, "mental model list").map(map.mentalModelOf);
     const wanted = models.filter((m) => !input.tags?.length || input.tags.some((t) => m.tags.includes(t)));
     wanted.sort((a, b) => a.name.localeCompare(b.name) || a.id.localeCompare(b.id));
-    return { items: wanted.map((m) => map.projectModel(m, input.detail)) };
+    return { items: wanted.map((m) => projectModel(m, input.detail)) };
   }
 
   async mentalModelGet(id: string): Promise<MentalModel> {
