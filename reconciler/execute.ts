@@ -46,7 +46,7 @@ export interface ExecuteOptions {
  * Then the settings, then each Hermes profile file (its hal0 keys set to the
  * change's `after`, the ids hal0 owns recorded in hermes-managed.json).
  */
-export async function executePlan(plan: Plan, opts: ExecuteOptions): Promise<StepResult[]> {
+export async function executePlan(plan: Pick<Plan, "changes">, opts: ExecuteOptions): Promise<StepResult[]> {
   const options: Ctx = { ...opts, serial: serializer() };
   const slotChanges = plan.changes.filter((c) => c.kind === "slot" && c.action !== "no-op");
   const stops = slotChanges.filter((c) => c.action === "delete" || c.action === "replace");

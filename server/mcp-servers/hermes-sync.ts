@@ -2,7 +2,6 @@ import { acquireLock, LockedError } from "../../reconciler/lock.js";
 import { executePlan } from "../../reconciler/execute.js";
 import { planHermes } from "../../reconciler/hermes-plan.js";
 import { BRAIN_PROFILE } from "../../reconciler/hermes-wire.js";
-import type { Plan } from "../../schema/index.js";
 import type { BoxService } from "../box.js";
 import { serverState, type ServerState } from "./probe.js";
 
@@ -48,9 +47,7 @@ export async function hermesSync(box: BoxService, serverId?: string): Promise<He
         const { changes, warnings } = planHermes(model, observed);
         profiles = Object.keys(observed.hermes_profiles ?? {}).sort();
         for (const w of warnings) errors.push({ profile: w.address.replace(/^hermes\./, ""), code: w.code, message: w.message });
-        const runnable = changes.filter((c) => c.action === "update");
-        const plan = { changes: runnable, has_changes: runnable.length > 0 } as unknown as Plan;
-        const results = await executePlan(plan, {
+        const results = await executePlan({ changes: changes.filter((c) => c.action === "update") }, {
           driver: await box.driver(model), state: box.state, cwd: model.root,
           healthTimeoutS: model.settings.slots.health_timeout_s, stopGraceS: model.settings.slots.stop_grace_s,
         });
