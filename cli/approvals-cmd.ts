@@ -4,6 +4,7 @@ import { driverFor } from "./box.js";
 import { CliError, EXIT_OK, UsageError, type CliIo } from "./io.js";
 import { configDir, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
+import { operatorTokenFrom } from "../server/identity/tokens.js";
 
 export const APPROVALS_HELP = `hal0 agent approvals list [--only STATE] [--json]
 hal0 agent approvals show ID [--json]
@@ -13,6 +14,7 @@ hal0 agent approvals deny ID [--reason TEXT]
 
 Gated requests waiting for a person. Against the database in the state folder
 directly, or with --server (or $HAL0_SERVER) through a running 'hal0 serve'.
+Only an operator decides: the token in <state>/operator.token (or $HAL0_TOKEN).
 Approving re-plans the request and runs it; one whose files moved is refused (stale).`;
 
 /** The four approval verbs, against the database or a running server. */
@@ -24,9 +26,10 @@ export async function runApprovals(args: string[], io: CliIo): Promise<number> {
   const [verb, id, ...extra] = positionals;
   if (!verb || !["list", "show", "approve", "deny"].includes(verb) || extra.length > 0 || (verb !== "list" && !id)) throw new UsageError("expected: hal0 agent approvals list | show ID | approve ID | deny ID");
   const server = values.server ?? io.env.HAL0_SERVER;
-  const backend = server ? httpBackend(server) : await dbBackend(values, io);
+  const state = stateDir(values.state, io.env, io.cwd);
+  const backend = server ? httpBackend(server, operatorTokenFrom(state, io.env as NodeJS.ProcessEnv)) : await dbBackend(values, io);
   try {
-    const by = `cli:${io.env.USER ?? "operator"}`;
+    const by = "cli";
     if (verb === "list") {
       const items = await backend.list(values.only);
       io.stdout.write(values.json ? `${JSON.stringify({ approvals: items }, null, 2)}\n` : `${items.map(line).join("\n") || "no approval requests"}\n`);
@@ -50,6 +53,7 @@ interface Backend {
   get(id: string): Promise<Approval>;
   approve(id: string, by: string): Promise<Approval>;
   deny(id: string, by: string, reason?: string): Promise<Approval>;
+  /** (the `by` argument is unused: the operator is the one the credential proves) */
   close(): void | Promise<void>;
 }
 
@@ -60,6 +64,15 @@ async function dbBackend(flags: { config?: string; state?: string }, io: CliIo):
   const state = stateDir(flags.state, io.env, io.cwd);
   const hal0 = createHal0Server({ root: configDir(flags.config, io.env, io.cwd), stateDir: state, driverFor: (m) => driverFor(m, state, io.env), env: io.env as NodeJS.ProcessEnv });
   await hal0.box.snapshot().catch(() => undefined);
+  // Whoever can read the state folder is the person at the box: the owner's token (or $HAL0_TOKEN's operator) decides.
+  const { operatorTokenFrom: tokenFrom, OWNER } = await import("../server/identity/tokens.js");
+  const own = tokenFrom(state, io.env as NodeJS.ProcessEnv);
+  const token = own === undefined ? undefined : hal0.tokens.verify(own);
+  if (own !== undefined && (!token || token.kind !== "operator")) {
+    await hal0.close();
+    throw new CliError("auth.invalid_token", "HAL0_TOKEN (or <state>/operator.token) is not a live operator token");
+  }
+  const decider = { kind: "operator" as const, name: token?.name ?? OWNER };
   const wrap = async <T>(work: () => T | Promise<T>): Promise<T> => {
     try {
       return await work();
@@ -71,16 +84,16 @@ async function dbBackend(flags: { config?: string; state?: string }, io: CliIo):
   return {
     list: (s) => wrap(() => hal0.approvals.list(s as never)),
     get: (id) => wrap(() => hal0.approvals.get(id) ?? (() => { throw new CliError("approvals.not_found", `no approval request ${id}`); })()),
-    approve: (id, by) => wrap(() => hal0.approvals.approve(id, by)),
-    deny: (id, by, reason) => wrap(() => hal0.approvals.deny(id, by, reason)),
+    approve: (id) => wrap(() => hal0.approvals.approve(id, decider)),
+    deny: (id, _by, reason) => wrap(() => hal0.approvals.deny(id, decider, reason)),
     close: () => hal0.close(),
   };
 }
 
-function httpBackend(base: string): Backend {
+function httpBackend(base: string, token: string | undefined): Backend {
   const call = async (method: string, path: string, body?: unknown): Promise<any> => {
     const res = await fetch(`${base.replace(/\/$/, "")}${path}`, {
-      method, headers: { "content-type": "application/json", "x-hal0-agent": "hal0-cli" }, body: body === undefined ? undefined : JSON.stringify(body),
+      method, headers: { "content-type": "application/json", ...(token ? { authorization: `Bearer ${token}` } : {}) }, body: body === undefined ? undefined : JSON.stringify(body),
     }).catch((err: Error) => {
       throw new CliError("approvals.unavailable", `cannot reach ${base}: ${err.message}`);
     });

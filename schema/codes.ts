@@ -26,6 +26,7 @@ export const CODES = {
   "config.unknown_key": { severity: "error", stage: "compile", http: 400, meaning: "A key the file kind does not have; the detail names the closest known key." },
   "config.missing_key": { severity: "error", stage: "compile", http: 400, meaning: "A required key is absent." },
   "config.invalid_type": { severity: "error", stage: "compile", http: 400, meaning: "A value has the wrong TOML type (a string where an integer belongs, …)." },
+  "server.auth_off_exposed": { severity: "error", stage: "compile", http: 400, meaning: "[server] auth = \"off\" with a [server] host that is not loopback: every caller would be trusted as an operator." },
   "config.invalid_value": { severity: "error", stage: "compile", http: 400, meaning: "A value is not one of the allowed ones, or does not match its format." },
   "config.out_of_range": { severity: "error", stage: "compile", http: 400, meaning: "A number, string or list is below or above its allowed range." },
   // ── slots ────────────────────────────────────────────────────────────

@@ -12,12 +12,33 @@ const Meta = z.strictObject({
   schema_version: z.literal(1).default(1),
 });
 
-const Server = z.strictObject({
-  host: z.string().min(1).default("127.0.0.1"),
-  port: Port.default(8080),
-  allowed_hosts: z.array(z.string().min(1)).default([]),
-  allowed_origins: z.array(z.string().min(1)).default([]),
-});
+export const AUTH_MODES = ["token", "off"] as const;
+
+/** Loopback names and addresses: where `[server] auth = "off"` may listen. */
+export function isLoopbackHost(host: string): boolean {
+  const h = host.replace(/^\[|\]$/g, "").toLowerCase();
+  return h === "localhost" || h === "::1" || /^127(\.\d{1,3}){3}$/.test(h);
+}
+
+const Server = z
+  .strictObject({
+    host: z.string().min(1).default("127.0.0.1"),
+    port: Port.default(8080),
+    allowed_hosts: z.array(z.string().min(1)).default([]),
+    allowed_origins: z.array(z.string().min(1)).default([]),
+    /** `token`: every request is identified by a bearer token or the web page's session; `off`: every loopback caller is an operator. */
+    auth: z.enum(AUTH_MODES).default("token"),
+  })
+  .superRefine((s, ctx) => {
+    if (s.auth === "off" && !isLoopbackHost(s.host)) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["auth"],
+        message: `auth = "off" needs a loopback host, not ${JSON.stringify(s.host)}`,
+        params: { code: "server.auth_off_exposed", target: "value", detail: "With auth off every caller is trusted as an operator; that is only safe when [server] host is loopback (127.0.0.1, ::1, localhost). Use auth = \"token\" on any other address." },
+      });
+    }
+  });
 
 const Slots = z
   .strictObject({

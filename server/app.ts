@@ -4,11 +4,15 @@ import type { Logger } from "pino";
 import { invoke, validate, type Call, type Dispatcher } from "./dispatch.js";
 import { ApiError, envelope } from "./errors.js";
 import { callerOf, checkGate, type GateConfig } from "./gate.js";
-import { RawReply, routeId, type Route } from "./route.js";
+import { restVerdict } from "./identity/access.js";
+import { ANONYMOUS, identify, requireScope, type Authenticator, type Identity } from "./identity/identify.js";
+import { RawReply, routeId, type Caller, type Route } from "./route.js";
 import type { McpEndpoint } from "./mcp/endpoint.js";
 import { mountWeb } from "./web/index.js";
 
 export interface AppDeps extends Dispatcher {
+  /** Decides each request's identity (server/identity/identify.ts). */
+  readonly auth: Authenticator;
   /** Read per request: `[server] allowed_*` may change while the server runs. */
   readonly gate: () => GateConfig;
   readonly logger?: Logger;
@@ -32,8 +36,8 @@ export function createHal0App(deps: AppDeps): App {
   for (const [name, endpoint] of Object.entries(deps.mcp ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))) {
     app.use(`/mcp/${name}`, defineEventHandler(async (event) => {
       const started = performance.now();
-      await endpoint.handle(event);
-      deps.logger?.info({ caller: event.node.req.headers["x-hal0-agent"] ?? "anonymous", route: `${event.method} /mcp/${name}`, status: event.node.res.statusCode, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
+      const who = await endpoint.handle(event);
+      deps.logger?.info({ caller: who, route: `${event.method} /mcp/${name}`, status: event.node.res.statusCode, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
     }), { match: (url) => url === "/" || url.startsWith("/?") });
   }
   mountWeb(router, deps);
@@ -46,15 +50,35 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
   const started = performance.now();
   const requestId = event.node.req.headers["x-request-id"]?.toString().slice(0, 64) || randomUUID();
   setResponseHeader(event, "X-Request-Id", requestId);
-  const caller = callerOf(event.node.req.headers);
+  const headers = event.node.req.headers;
+  const peer = event.node.req.socket.remoteAddress;
+  let caller: Caller = callerOf(ANONYMOUS, headers, "rest", peer);
   let status = route.status ?? 200;
+  let call: Call | undefined;
+  let invoked = false;
   try {
-    checkGate(event.node.req.headers, deps.gate());
-    const call = await readCall(event, route, caller, requestId);
+    checkGate(headers, deps.gate());
+    const identity = identify(headers, deps.auth);
+    caller = callerOf(identity, headers, "rest", peer);
+    requireScope(identity, "rest");
+    checkCsrf(identity, event);
+    call = await readCall(event, route, caller, requestId);
+    const verdict = caller.kind === "operator" ? { run: true as const } : restVerdict(route, caller, (await deps.box.model()).policy);
     if (route.kind === "stream") {
+      if (!verdict.run) throw new ApiError("auth.operator_required", `${routeId(route)} is a stream; a gated one cannot be queued`);
       await route.handle({ ...validate(route, call), box: deps.box, services: deps, caller, requestId }, event);
       return;
     }
+    if (!verdict.run) {
+      // Gated for this agent: planned and queued for a person, exactly as the same tool over MCP.
+      invoked = true;
+      const approval = await deps.approvals.enqueue(verdict.tool, route, { ...call, tool: verdict.tool });
+      deps.audit.record({ call, route, outcome: "pending_approval", durationMs: performance.now() - started, approvalId: approval.id, planId: approval.plan_id ?? undefined, tool: verdict.tool });
+      status = 202;
+      setResponseStatus(event, status);
+      return { status: "pending_approval", approval_id: approval.id, detail: approval.summary };
+    }
+    invoked = true;
     const result = await invoke(deps, route, call);
     setResponseStatus(event, status);
     if (result instanceof RawReply) {
@@ -66,12 +90,34 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
   } catch (err) {
     const api = asApiError(err, deps.logger, requestId);
     status = api.status;
+    // A call refused before it reached the pipeline (identity, scope, policy, a bad body) is audited too.
+    if (!invoked) deps.audit.record({ call: call ?? { params: {}, query: {}, body: undefined, caller, requestId }, route, outcome: "error", errorCode: api.code, durationMs: performance.now() - started });
     setResponseStatus(event, status);
     if (api.code === "route.method_not_allowed" && Array.isArray(api.details.allowed)) setResponseHeader(event, "Allow", api.details.allowed.join(", "));
     return envelope(api);
   } finally {
-    deps.logger?.info({ reqId: requestId, caller: caller.agent, route: routeId(route), status, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
+    deps.logger?.info({ reqId: requestId, caller: caller.kind === "anonymous" ? "anonymous" : `${caller.kind}:${caller.agent}`, route: routeId(route), status, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
   }
+}
+
+const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
+
+/**
+ * A request the web page's session cookie authenticates may change
+ * something only with the session's CSRF token (`X-CSRF-Token`, or the
+ * `csrf` field of a form the page routes parse) and, when it sends an
+ * Origin, from this very origin. Bearer-token requests need neither: a page
+ * elsewhere cannot know the token.
+ */
+export function checkCsrf(identity: Identity, event: H3Event, formToken?: string): void {
+  if (identity.by !== "session" || SAFE_METHODS.has(event.method)) return;
+  const headers = event.node.req.headers;
+  const origin = [headers.origin].flat()[0];
+  if (origin !== undefined && origin.toLowerCase() !== `http://${String(headers.host ?? "").toLowerCase()}`) {
+    throw new ApiError("auth.csrf", `a session request from ${JSON.stringify(origin)} is not from this page's origin`);
+  }
+  const sent = [headers["x-csrf-token"]].flat()[0] ?? formToken;
+  if (sent === undefined || sent !== identity.csrf) throw new ApiError("auth.csrf", "the request lacks this session's CSRF token (reload the page)");
 }
 
 async function readCall(event: H3Event, route: Route, caller: Call["caller"], requestId: string): Promise<Call> {

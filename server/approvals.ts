@@ -5,7 +5,14 @@ import type { Db } from "./db.js";
 import { invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 import { checkPathArgs } from "./path-args.js";
 import { ApiError } from "./errors.js";
+import { redact, redactText } from "./redact.js";
 import { routeId, type Caller, type Route } from "./route.js";
+
+/** Who decides a request: only a person, i.e. an operator identity (REST, the CLI, the web page). */
+export interface Decider {
+  readonly kind: "operator";
+  readonly name: string;
+}
 
 export const APPROVAL_STATES = ["pending", "approved", "executing", "executed", "failed", "denied", "expired", "stale"] as const;
 export type ApprovalState = (typeof APPROVAL_STATES)[number];
@@ -54,7 +61,8 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
   async enqueue(tool: string, route: Route, call: Call): Promise<Approval> {
     this.expireDue();
     const args = { params: call.params, query: call.query, body: call.body ?? null };
-    const dedup = `${tool} ${canonicalJson(args)}`;
+    // Per caller: two agents asking the same thing get two requests, each decided on its own.
+    const dedup = `${call.caller.kind}:${call.caller.agent} ${tool} ${canonicalJson(args)}`;
     const same = this.db.prepare("SELECT id FROM approvals WHERE dedup_key = ? AND state = 'pending'").get(dedup) as { id: string } | undefined;
     if (same) return this.get(same.id)!;
     let planId: string | null = null;
@@ -77,7 +85,14 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     return this.emitNow("enqueued", id);
   }
 
+  /** One request as every reader sees it (API, inbox, events, CLI): values under secret-like keys are `[redacted]`. */
   get(id: string): Approval | undefined {
+    const a = this.unredacted(id);
+    return a ? redacted(a) : undefined;
+  }
+
+  /** The request as stored, secrets and all: only for running it (approve) and re-planning it (the inbox's plan). */
+  unredacted(id: string): Approval | undefined {
     const row = this.db.prepare("SELECT * FROM approvals WHERE id = ?").get(id) as Row | undefined;
     return row ? fromRow(row) : undefined;
   }
@@ -87,15 +102,21 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     const rows = (state
       ? this.db.prepare("SELECT * FROM approvals WHERE state = ? ORDER BY created_at, id").all(state)
       : this.db.prepare("SELECT * FROM approvals ORDER BY created_at, id").all()) as Row[];
-    return rows.map(fromRow);
+    return rows.map((r) => redacted(fromRow(r)));
   }
 
-  /** Approves and runs a pending request. Resolves to its final state (executed, failed or stale). */
-  async approve(id: string, by: string): Promise<Approval> {
-    const approval = this.pending(id);
+  /**
+   * Approves and runs a pending request. Resolves to its final state
+   * (executed, failed or stale). The decision is one conditional update, so
+   * two deciders racing (even in two processes) give one decision; the other
+   * gets `approvals.already_resolved`.
+   */
+  async approve(id: string, decider: Decider): Promise<Approval> {
+    const by = decider.name;
+    const approval = this.pending(id, decider);
     const route = this.routeFor(approval.route);
-    if (!route) return this.finish(id, "failed", by, { error: { code: "system.internal", message: `route ${approval.route} no longer exists` } });
     this.decide(id, "approved", by);
+    if (!route) return this.finish(id, "failed", by, { error: { code: "system.internal", message: `route ${approval.route} no longer exists` } });
     this.emitNow("approved", id);
     const call: Call = { ...approval.args, body: approval.args.body ?? undefined, caller: { ...approval.caller, via: "approval" }, requestId: id, base: approval.base_revision ?? undefined, tool: approval.tool };
     try {
@@ -117,9 +138,10 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     }
   }
 
-  deny(id: string, by: string, reason?: string): Approval {
-    this.pending(id);
-    this.db.prepare("UPDATE approvals SET state = 'denied', decided_at = ?, decided_by = ?, reason = ? WHERE id = ?").run(iso(this.now()), by, reason ?? null, id);
+  deny(id: string, decider: Decider, reason?: string): Approval {
+    this.pending(id, decider);
+    const done = this.db.prepare("UPDATE approvals SET state = 'denied', decided_at = ?, decided_by = ?, reason = ? WHERE id = ? AND state = 'pending'").run(iso(this.now()), decider.name, reason ?? null, id);
+    if (done.changes !== 1) throw this.resolvedError(id);
     return this.emitNow("denied", id);
   }
 
@@ -132,16 +154,25 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     }
   }
 
-  private pending(id: string): Approval {
+  private pending(id: string, decider: Decider): Approval {
+    if (decider.kind !== "operator") throw new ApiError("auth.operator_required", "only an operator may approve or deny a request");
     this.expireDue();
-    const a = this.get(id);
+    const a = this.unredacted(id);
     if (!a) throw new ApiError("approvals.not_found", `no approval request ${id}`, { id });
     if (a.state !== "pending") throw new ApiError("approvals.already_resolved", `approval ${id} is already ${a.state}`, { id, state: a.state });
+    if (a.caller.kind === "operator" && a.caller.agent === decider.name) throw new ApiError("approvals.self_approval", `operator ${decider.name} made request ${id} and cannot decide it too`, { id });
     return a;
   }
 
+  /** pending → `state`, only if it is still pending: the one decision. */
   private decide(id: string, state: ApprovalState, by: string): void {
-    this.db.prepare("UPDATE approvals SET state = ?, decided_at = ?, decided_by = ? WHERE id = ?").run(state, iso(this.now()), by, id);
+    const done = this.db.prepare("UPDATE approvals SET state = ?, decided_at = ?, decided_by = ? WHERE id = ? AND state = 'pending'").run(state, iso(this.now()), by, id);
+    if (done.changes !== 1) throw this.resolvedError(id);
+  }
+
+  private resolvedError(id: string): ApiError {
+    const state = this.unredacted(id)?.state ?? "gone";
+    return new ApiError("approvals.already_resolved", `approval ${id} is already ${state}`, { id, state });
   }
 
   private finish(id: string, state: "executed" | "failed" | "stale", by: string, out: { result?: unknown; error?: unknown; reason?: string }): Approval {
@@ -188,6 +219,11 @@ function iso(ms: number): string {
 }
 
 type Row = Omit<Approval, "args" | "caller" | "result" | "error"> & { args: string; caller: string; result: string | null; error: string | null };
+
+/** What readers see: args, result and error with secret-like values masked, the summary's secrets too. */
+function redacted(a: Approval): Approval {
+  return { ...a, args: redact(a.args) as Approval["args"], result: redact(a.result), error: redact(a.error), summary: redactText(a.summary) };
+}
 
 function fromRow(r: Row): Approval {
   const { dedup_key: _d, ...rest } = r as Row & { dedup_key?: string };

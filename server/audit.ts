@@ -1,7 +1,9 @@
 import type { Db } from "./db.js";
 import type { Call } from "./dispatch.js";
 import { redact } from "./redact.js";
-import type { Route } from "./route.js";
+import { randomUUID } from "node:crypto";
+import type { ApiError } from "./errors.js";
+import type { Caller, Route } from "./route.js";
 
 export interface AuditRow {
   readonly id: number;
@@ -18,11 +20,15 @@ export interface AuditRow {
   readonly approval_id: string | null;
   readonly duration_ms: number;
   readonly request_id: string | null;
+  /** The `X-hal0-Agent` the caller sent when it is not its identity's name (never trusted). */
+  readonly claimed: string | null;
+  /** The peer address of the request. */
+  readonly peer: string | null;
 }
 
 export interface AuditEntry {
   readonly call: Call;
-  readonly route: Route;
+  readonly route: Pick<Route, "method" | "path">;
   readonly outcome: "ok" | "error" | "pending_approval";
   readonly durationMs: number;
   readonly errorCode?: string;
@@ -51,8 +57,8 @@ export class Audit {
   private pending: unknown[][] = [];
 
   constructor(private readonly db: Db, private readonly now: () => number = Date.now) {
-    this.insert = db.prepare(`INSERT INTO audit (ts, actor, kind, route, tool, target, args, outcome, error_code, plan_id, approval_id, duration_ms, request_id)
-                               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+    this.insert = db.prepare(`INSERT INTO audit (ts, actor, kind, route, tool, target, args, outcome, error_code, plan_id, approval_id, duration_ms, request_id, claimed, peer)
+                               VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     this.insertAll = db.transaction((rows: unknown[][]) => {
       for (const row of rows) this.insert.run(...row);
     });
@@ -71,7 +77,7 @@ export class Audit {
     const target = Object.values(call.params).map(String).join("/") || null;
     const args = redact({ ...call.params, ...call.query, ...(isObject(call.body) ? call.body : call.body === undefined ? {} : { body: call.body }) });
     const row = [new Date(this.now()).toISOString(), actorOf(call), call.caller.via, `${route.method} ${route.path}`, e.tool ?? null, target, JSON.stringify(args), e.outcome,
-      e.errorCode ?? null, e.planId ?? null, e.approvalId ?? null, Math.round(e.durationMs * 100) / 100, call.requestId];
+      e.errorCode ?? null, e.planId ?? null, e.approvalId ?? null, Math.round(e.durationMs * 100) / 100, call.requestId, call.caller.claimed ?? null, call.caller.peer ?? null];
     if (this.pending.push(row) === 1) setImmediate(() => this.flush());
   }
 
@@ -129,14 +135,18 @@ function whereOf(q: AuditQuery): { clause: string; values: unknown[] } {
   return { clause: where.length ? `WHERE ${where.join(" AND ")}` : "", values };
 }
 
-/** `mcp:<agent>` for tool calls, `approval:<agent>` for approved requests, else the agent header or `dashboard`. */
+/** The authenticated identity: `operator:<name>`, `agent:<name>` or `anonymous` (the door is the row's `kind`). */
 function actorOf(call: Call): string {
-  const { agent, via } = call.caller;
-  if (via === "mcp") return `mcp:${agent}`;
-  if (via === "approval") return `approval:${agent}`;
-  return agent === "anonymous" ? "dashboard" : agent;
+  const { kind, agent } = call.caller;
+  return kind === "anonymous" ? "anonymous" : `${kind}:${agent}`;
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** One audit row for a tool call refused before it ran (blocked, anonymous, disabled). */
+export function auditRefusal(d: { readonly audit: Audit }, tool: string, caller: Caller, err: ApiError, route?: Pick<Route, "method" | "path">): void {
+  const r: Pick<Route, "method" | "path"> = route ?? { method: "POST", path: `/mcp/tool/${tool}` };
+  d.audit.record({ call: { params: {}, query: {}, body: undefined, caller: { ...caller, via: "mcp" }, requestId: randomUUID(), tool }, route: r, outcome: "error", errorCode: err.code, durationMs: 0, tool });
 }

@@ -72,6 +72,32 @@ const MIGRATIONS: readonly string[] = [
      id TEXT NOT NULL UNIQUE,
      created_at TEXT NOT NULL
    );`,
+  // Identities (issue 14): tokens are stored as sha256 hashes only; login codes and web sessions likewise.
+  `CREATE TABLE tokens (
+     id TEXT PRIMARY KEY,          -- tok_<hex>, shown in lists; never the secret
+     kind TEXT NOT NULL,           -- operator | agent
+     name TEXT NOT NULL,
+     scopes TEXT NOT NULL,         -- space-separated: mcp:admin mcp:memory rest
+     hash TEXT NOT NULL UNIQUE,    -- sha256 hex of the whole token
+     created_at TEXT NOT NULL,
+     last_used_at TEXT,
+     revoked_at TEXT
+   );
+   CREATE INDEX tokens_name ON tokens(kind, name);
+   CREATE TABLE login_codes (
+     hash TEXT PRIMARY KEY,        -- sha256 hex of the one-time code
+     token_id TEXT NOT NULL,
+     expires_at TEXT NOT NULL,
+     used_at TEXT
+   );
+   CREATE TABLE web_sessions (
+     hash TEXT PRIMARY KEY,        -- sha256 hex of the session cookie
+     token_id TEXT NOT NULL,
+     created_at TEXT NOT NULL,
+     expires_at TEXT NOT NULL
+   );
+   ALTER TABLE audit ADD COLUMN claimed TEXT;
+   ALTER TABLE audit ADD COLUMN peer TEXT;`,
 ];
 
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */

@@ -30,6 +30,8 @@ export interface Dispatcher {
   readonly sweeps?: SweepStatus;
   /** The MCP servers this server serves itself (hal0-admin, hal0-memory), for /api/mcp/servers. */
   readonly bundled?: readonly import("./mcp-servers/bundled.js").BundledServer[];
+  /** Credentials and `[server] auth` (identity is decided in server/identity/identify.ts). */
+  readonly auth?: import("./identity/identify.js").Authenticator;
   /** hal0-memory's engine, when this server serves it. */
   readonly memory?: import("./memory/service.js").MemoryService;
 }
@@ -73,6 +75,7 @@ export async function invoke(d: Dispatcher, route: Route, call: Call): Promise<u
       const intent = await route.handle(ctx);
       const proposal = await d.box.propose(intent.changes, call.base);
       planId = proposal.plan.id;
+      guardOperatorOnly(proposal, call.caller);
       result = await finish(d.box, intent, proposal);
     } else if (route.kind === "stream") {
       throw new ApiError("route.method_not_allowed", `${route.path} is a stream; open it over HTTP`);
@@ -92,7 +95,21 @@ export async function proposeOnly(d: Dispatcher, route: Route, call: Call): Prom
   if (route.kind !== "write") throw new ApiError("validation.invalid", `${route.method} ${route.path} does not write the tree`);
   const input = validate(route, call);
   const intent = await route.handle({ ...input, box: d.box, services: d, caller: call.caller, requestId: call.requestId, base: call.base });
-  return { intent, proposal: await d.box.propose(intent.changes, call.base) };
+  const proposal = await d.box.propose(intent.changes, call.base);
+  guardOperatorOnly(proposal, call.caller);
+  return { intent, proposal };
+}
+
+/**
+ * Changes only an operator may make, whichever route or tool carries them
+ * (and whoever approved them): `[server] auth`. An agent's change to it is
+ * refused before it is queued, and again if it were ever run.
+ */
+export function guardOperatorOnly(proposal: Pick<Proposal, "snapshot" | "model">, caller: Caller): void {
+  if (caller.kind === "operator") return;
+  const before = proposal.snapshot.model?.settings.server.auth ?? "token";
+  const after = proposal.model.settings.server.auth;
+  if (before !== after) throw new ApiError("auth.operator_required", `only an operator may change [server] auth (${before} → ${after})`, { key: "server.auth" });
 }
 
 async function finish(box: BoxService, intent: WriteIntent, proposal: Proposal): Promise<unknown> {

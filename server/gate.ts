@@ -1,16 +1,17 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { ApiError } from "./errors.js";
+import type { Identity } from "./identity/identify.js";
 import type { Caller } from "./route.js";
 
-const AGENT_RE = /^[a-zA-Z0-9_-]{1,64}$/;
 const LOOPBACK = ["127.0.0.1:*", "localhost:*", "[::1]:*"];
 
-/** The caller a request speaks for: a valid `X-hal0-Agent` (never `private:`-prefixed), else `anonymous`. */
-export function callerOf(headers: IncomingHttpHeaders, via: Caller["via"] = "rest"): Caller {
-  const raw = one(headers["x-hal0-agent"])?.trim() ?? "";
-  const agent = AGENT_RE.test(raw) ? raw : "anonymous";
+/** The caller of a request: its authenticated identity, `X-hal0-Private`, the door and the peer. */
+export function callerOf(identity: Identity, headers: IncomingHttpHeaders, via: Caller["via"], peer?: string): Caller {
   const flag = one(headers["x-hal0-private"])?.trim().toLowerCase();
-  return { agent, private: flag === "1" || flag === "true", via };
+  return {
+    kind: identity.kind, agent: identity.name, private: flag === "1" || flag === "true", via,
+    ...(identity.claimed !== undefined ? { claimed: identity.claimed } : {}), ...(peer !== undefined ? { peer } : {}),
+  };
 }
 
 export interface GateConfig {

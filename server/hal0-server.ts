@@ -19,6 +19,9 @@ import type { BundledServer } from "./mcp-servers/bundled.js";
 import { memoryServer } from "./mcp/memory.js";
 import { MEMORY_ROUTES, MemoryService, type MemoryServiceOptions } from "./memory/service.js";
 import { packageVersion } from "./version.js";
+import { auditRefusal } from "./audit.js";
+import type { Authenticator } from "./identity/identify.js";
+import { TokenStore } from "./identity/tokens.js";
 
 export interface Hal0ServerOptions {
   readonly root: string;
@@ -37,6 +40,8 @@ export interface Hal0ServerOptions {
 export interface Hal0Server extends Dispatcher {
   readonly app: App;
   readonly db: Db;
+  readonly auth: Authenticator;
+  readonly tokens: TokenStore;
   readonly memory: MemoryService;
   /** `/mcp/admin` and `/mcp/memory`. */
   readonly mcp: { readonly admin: McpEndpoint; readonly memory: McpEndpoint };
@@ -53,12 +58,16 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const routes = options.routes ?? ROUTES;
   const catalog = buildCatalog(routes); // an inconsistent tool catalog stops the server before it opens anything
   const db = openDb(options.stateDir);
+  // The bootstrap: the person who can read the state folder holds <state>/operator.token.
+  const tokens = new TokenStore(db, options.stateDir, now);
+  tokens.ensureOwner();
   const box = new BoxService({ root: options.root, stateDir: options.stateDir, db, driverFor: options.driverFor, nudge: options.nudge, now });
   // Approved requests find their route here: the REST table and hal0-memory's internal routes.
   const byId = new Map([...routes, ...MEMORY_ROUTES].map((r) => [routeId(r), r]));
   const audit = new Audit(db, now);
   const memory = new MemoryService({ stateDir: options.stateDir, settings: () => box.lastSettings()?.memory, engineFor: options.memoryEngine });
-  const services = { box, audit, routes, memory } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; bundled?: readonly BundledServer[]; sweeps?: SweepStatus };
+  const auth: Authenticator = { tokens, mode: () => box.lastSettings()?.server.auth ?? "token" };
+  const services = { box, audit, routes, memory, auth } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; auth: Authenticator; bundled?: readonly BundledServer[]; sweeps?: SweepStatus };
   services.plans = new PlanStore(db, now);
   services.approvals = new Approvals(db, services, (id) => byId.get(id), () => box.lastSettings()?.approvals.ttl_s ?? 86_400, now);
   Object.defineProperty(services, "sweeps", { get: () => options.sweeps?.(), enumerable: true });
@@ -75,7 +84,11 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
     { id: "hal0-memory", name: "hal0-memory", description: "Long-term memory for agents: search, recall, mental models, directives", path: "/mcp/memory", serverFor: async (caller) => memoryServer(services, (await box.model()).policy, caller, version) },
   ];
   services.bundled = bundled;
-  const mcp = { admin: new McpEndpoint(gate, bundled[0]!.serverFor), memory: new McpEndpoint(gate, bundled[1]!.serverFor) };
+  const refused = (mount: string) => (caller: Parameters<typeof auditRefusal>[2], err: Parameters<typeof auditRefusal>[3]) => auditRefusal(services, `${mount}:connect`, caller, err, { method: "POST", path: `/mcp/${mount}` });
+  const mcp = {
+    admin: new McpEndpoint(gate, auth, "mcp:admin", bundled[0]!.serverFor, refused("admin")),
+    memory: new McpEndpoint(gate, auth, "mcp:memory", bundled[1]!.serverFor, refused("memory")),
+  };
   const app = createHal0App({
     ...services,
     get sweeps() {
@@ -86,7 +99,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
     mcp,
   });
   return {
-    ...services, app, db, mcp,
+    ...services, app, db, mcp, tokens,
     close: async () => {
       await Promise.all([mcp.admin.close(), mcp.memory.close()]);
       await memory.close();

@@ -6,11 +6,21 @@ import type { Dispatcher } from "./dispatch.js";
 
 export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
 
-/** Who is calling: `X-hal0-Agent` (else `anonymous`), `X-hal0-Private`, and through which door. */
+/**
+ * Who is calling — the identity its credential proved (server/identity/
+ * identify.ts, the one place that decides it) — `X-hal0-Private`, and
+ * through which door. `agent` is the identity's name (an agent's, an
+ * operator's, or `anonymous`); policy.toml's `[agents.<name>]` looks it up.
+ */
 export interface Caller {
+  readonly kind: "operator" | "agent" | "anonymous";
   readonly agent: string;
   readonly private: boolean;
   readonly via: "rest" | "mcp" | "approval" | "cli";
+  /** An `X-hal0-Agent` that is not the identity's own name (recorded, never trusted). */
+  readonly claimed?: string;
+  /** The peer address the request came from. */
+  readonly peer?: string;
 }
 
 export interface RouteContext<P, Q, B> {

@@ -34,6 +34,8 @@ export const SETTINGS_REGISTRY: Readonly<Record<string, SettingsRegistryEntry>> 
   "server.port": api,
   "server.allowed_hosts": api,
   "server.allowed_origins": api,
+  // Read on every request: turning auth on or off takes effect at once.
+  "server.auth": immediate,
   // Runners are (re)built against the runtime and its daemon.
   "slots.runtime": slots,
   "slots.docker_host": slots,

@@ -5,11 +5,13 @@ import { z } from "zod";
 import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
 import { invoke, type Call, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
+import { auditRefusal } from "../audit.js";
+import { toolTier } from "../identity/access.js";
 import { checkPathArgs, pathParams } from "../path-args.js";
 import { callMemoryTool } from "../memory/service.js";
 import type { Caller, Route } from "../route.js";
 import type { ToolDef } from "./catalog.js";
-import { callerFromHeaders, envelopeSdkErrors, failure, ok } from "./results.js";
+import { envelopeSdkErrors, failure, ok } from "./results.js";
 
 /**
  * One hal0-admin MCP server (per session): every tool of the catalog the
@@ -20,15 +22,15 @@ import { callerFromHeaders, envelopeSdkErrors, failure, ok } from "./results.js"
 export function adminServer(d: Dispatcher, catalog: readonly ToolDef[], policy: CompiledPolicy, caller: Caller, version: string): McpServer {
   const server = new McpServer({ name: "hal0-admin", version }, { capabilities: { tools: {} } });
   for (const tool of catalog) {
-    const tier = tierFor(policy, tool.name, caller.agent) ?? "blocked";
-    const registered = server.registerTool(tool.name, { description: tool.description, inputSchema: inputSchemaOf(tool), annotations: tool.annotations }, async (params, extra) => {
-      const headers = extra.requestInfo?.headers as Record<string, string | undefined> | undefined;
-      return callTool(d, tool, (params as { args?: Record<string, unknown> }).args ?? {}, headers ? callerFromHeaders(headers, caller) : caller);
+    // An operator is a person: policy tiers gate agents, not them. Anonymous callers see every tool a read reaches.
+    const tier = caller.kind === "operator" ? "autonomous_write" : tierFor(policy, tool.name, caller.agent) ?? "blocked";
+    const registered = server.registerTool(tool.name, { description: tool.description, inputSchema: inputSchemaOf(tool), annotations: tool.annotations }, async (params) => {
+      return callTool(d, tool, (params as { args?: Record<string, unknown> }).args ?? {}, caller);
     });
     // A blocked tool is neither listed nor callable: the SDK answers a disabled tool, which createToolError turns into mcp.tool_not_allowed.
     if (tier === "blocked") registered.disable();
   }
-  envelopeSdkErrors(server, "hal0-admin");
+  envelopeSdkErrors(server, "hal0-admin", (name, err) => auditRefusal(d, name, caller, err));
   return server;
 }
 
@@ -54,8 +56,7 @@ async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unkno
     if (tool.memory || !tool.route) return ok(await callMemoryTool(d, tool.name, args, caller, "admin"));
     const route = tool.route;
     const model = await d.box.model();
-    const tier = tierFor(model.policy, tool.name, caller.agent) ?? "blocked";
-    if (tier === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${tool.name} for ${caller.agent}`, { tool: tool.name, agent: caller.agent });
+    const tier = toolTier(model.policy, route, tool.name, caller);
     const call = toCall(route, tool.name, args, caller);
     if (tier === "gated") {
       const approval = await d.approvals.enqueue(tool.name, route, call);
@@ -64,9 +65,15 @@ async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unkno
     }
     return ok(wrapList(route, await invoke(d, route, call)));
   } catch (err) {
+    if (err instanceof ApiError && REFUSALS.has(err.code)) auditRefusal(d, tool.name, caller, err, tool.route);
     return failure(err);
   }
 }
+
+/** Refusals made before a call reaches `invoke`, which audits everything after. */
+const REFUSALS = new Set(["mcp.tool_not_allowed", "auth.required", "auth.operator_required"]);
+
+
 
 /** Path args checked and decoded; for GET and DELETE the rest is the query, else the route's query fields are and the rest is the body. */
 function toCall(route: Route, tool: string, args: Record<string, unknown>, caller: Caller): Call {

@@ -6,12 +6,16 @@ import { readRawBody, type H3Event } from "h3";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { ApiError, envelope } from "../errors.js";
 import { callerOf, checkGate, type GateConfig } from "../gate.js";
+import { identify, identityLabel, requireScope, sameIdentity, type Authenticator, type Identity } from "../identity/identify.js";
+import type { Scope } from "../identity/tokens.js";
 import type { Caller } from "../route.js";
 
 type Transport = WebStandardStreamableHTTPServerTransport;
 
 interface Session {
   readonly transport: Transport;
+  /** The identity that opened the session: every later request on it must prove the same one. */
+  readonly identity: Identity;
   lastSeen: number;
 }
 
@@ -26,16 +30,37 @@ const IDLE_MS = 30 * 60_000;
 export class McpEndpoint {
   private readonly sessions = new Map<string, Session>();
 
-  constructor(private readonly gate: () => GateConfig, private readonly serverFor: (caller: Caller) => Promise<McpServer>) {}
+  constructor(
+    private readonly gate: () => GateConfig,
+    private readonly auth: Authenticator,
+    /** `mcp:admin` or `mcp:memory`: what a token must reach to open a session here. */
+    private readonly scope: Scope,
+    private readonly serverFor: (caller: Caller) => Promise<McpServer>,
+    /** Records a request refused before any tool ran (identity, scope, session mismatch). */
+    private readonly onRefused?: (caller: Caller, err: ApiError) => void,
+  ) {}
 
-  async handle(event: H3Event): Promise<void> {
+  /** Serves one request; resolves to the label of the identity it ran as (for the request log). */
+  async handle(event: H3Event): Promise<string> {
     const { req, res } = event.node;
     (event as unknown as { _handled: boolean })._handled = true;
+    let identity: Identity;
     try {
       checkGate(req.headers, this.gate());
+      identity = identify(req.headers, this.auth);
+      requireScope(identity, this.scope);
     } catch (err) {
-      return sendJson(res, (err as ApiError).status, envelope(err as ApiError));
+      const api = err as ApiError;
+      this.onRefused?.({ kind: "anonymous", agent: "anonymous", private: false, via: "mcp", peer: req.socket.remoteAddress }, api);
+      sendJson(res, api.status, envelope(api));
+      return "refused";
     }
+    await this.serve(event, identity);
+    return identityLabel(identity);
+  }
+
+  private async serve(event: H3Event, identity: Identity): Promise<void> {
+    const { req, res } = event.node;
     this.closeIdle();
     const sid = [req.headers["mcp-session-id"]].flat()[0];
     const text = req.method === "POST" ? await readRawBody(event, "utf8") : undefined;
@@ -43,17 +68,22 @@ export class McpEndpoint {
     if (body === INVALID) return sendJson(res, 400, rpcError(-32700, "Parse error: the body is not JSON"));
     const known = sid ? this.sessions.get(sid) : undefined;
     if (known) {
+      if (!sameIdentity(known.identity, identity)) {
+        const err = new ApiError("auth.identity_mismatch", `this MCP session was opened by ${identityLabel(known.identity)}; a request on it as ${identityLabel(identity)} is refused`, { session: identityLabel(known.identity), identity: identityLabel(identity) });
+        this.onRefused?.(callerOf(identity, req.headers, "mcp", req.socket.remoteAddress), err);
+        return sendJson(res, err.status, envelope(err));
+      }
       known.lastSeen = Date.now();
       return relay(known.transport, req, res, text, body);
     }
     if (sid) return sendJson(res, 404, rpcError(-32001, `Session not found: ${sid}`));
     if (req.method !== "POST" || !isInitializeRequest(body)) return sendJson(res, 400, rpcError(-32000, "Bad Request: no valid mcp-session-id; send initialize first"));
-    const server = await this.serverFor(callerOf(req.headers, "mcp"));
+    const server = await this.serverFor(callerOf(identity, req.headers, "mcp", req.socket.remoteAddress));
     const transport: Transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       // One JSON reply per request: hal0's tools neither stream nor notify mid-call, and SSE framing costs every call.
       enableJsonResponse: true,
-      onsessioninitialized: (id) => void this.sessions.set(id, { transport, lastSeen: Date.now() }),
+      onsessioninitialized: (id) => void this.sessions.set(id, { transport, identity, lastSeen: Date.now() }),
     });
     transport.onclose = () => {
       if (transport.sessionId) this.sessions.delete(transport.sessionId);
@@ -140,8 +170,8 @@ async function relay(transport: Transport, req: IncomingMessage, res: ServerResp
   res.end();
 }
 
-/** What the transport reads of a request (the gate and the caller were taken from the node request already). */
-const RELAYED_HEADERS = ["accept", "content-type", "host", "mcp-session-id", "mcp-protocol-version", "last-event-id", "x-hal0-agent", "x-hal0-private"] as const;
+/** What the transport reads of a request (the gate and the identity were taken from the node request already; no credential is passed on). */
+const RELAYED_HEADERS = ["accept", "content-type", "host", "mcp-session-id", "mcp-protocol-version", "last-event-id"] as const;
 
 const INVALID = Symbol("invalid");
 

@@ -5,7 +5,7 @@ import type { Dispatcher } from "../dispatch.js";
 import { callMemoryTool } from "../memory/service.js";
 import { advertisedSchema, MEMORY_TOOLS, memoryAnnotations, type MemoryToolDef } from "../memory/tools.js";
 import type { Caller } from "../route.js";
-import { callerFromHeaders, envelopeSdkErrors, failure, ok } from "./results.js";
+import { envelopeSdkErrors, failure, ok } from "./results.js";
 
 /**
  * One hal0-memory MCP server (per session): the 26 memory tools, each with
@@ -17,10 +17,9 @@ import { callerFromHeaders, envelopeSdkErrors, failure, ok } from "./results.js"
 export function memoryServer(d: Dispatcher, policy: CompiledPolicy, caller: Caller, version: string): McpServer {
   const server = new McpServer({ name: "hal0-memory", version }, { capabilities: { tools: {} } });
   for (const tool of MEMORY_TOOLS) {
-    const registered = server.registerTool(tool.name, { description: tool.description, inputSchema: inputSchemaOf(tool), annotations: memoryAnnotations(tool) }, async (args, extra) => {
-      const headers = extra.requestInfo?.headers as Record<string, string | undefined> | undefined;
+    const registered = server.registerTool(tool.name, { description: tool.description, inputSchema: inputSchemaOf(tool), annotations: memoryAnnotations(tool) }, async (args) => {
       try {
-        return ok(await callMemoryTool(d, tool.name, args, headers ? callerFromHeaders(headers, caller) : caller, "memory"));
+        return ok(await callMemoryTool(d, tool.name, args, caller, "memory"));
       } catch (err) {
         return failure(err);
       }

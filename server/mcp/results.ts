@@ -1,7 +1,6 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ApiError } from "../errors.js";
-import { callerOf } from "../gate.js";
 import { RawReply, type Caller } from "../route.js";
 
 /** Success: the reply's JSON as the text content (what agents read; one serialisation, no structured copy). */
@@ -27,20 +26,19 @@ export function failure(err: unknown): CallToolResult {
  * are not an object) answer with hal0's envelope too: SDK 1.x builds them
  * through the server's `createToolError`.
  */
-export function envelopeSdkErrors(server: McpServer, name: string): void {
-  (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = (message) => sdkError(name, message);
+export function envelopeSdkErrors(server: McpServer, name: string, onBlocked?: (tool: string, err: ApiError) => void): void {
+  (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = (message) => sdkError(name, message, onBlocked);
 }
 
 /** The envelope for a refusal the SDK makes itself (unknown or disabled tool, arguments that are not an object). */
-function sdkError(server: string, message: string): CallToolResult {
+function sdkError(server: string, message: string, onBlocked?: (tool: string, err: ApiError) => void): CallToolResult {
   const disabled = /Tool (\S+) disabled/.exec(message);
-  if (disabled) return failure(new ApiError("mcp.tool_not_allowed", `policy blocks ${disabled[1]} for this caller`, { tool: disabled[1] }));
+  if (disabled) {
+    const err = new ApiError("mcp.tool_not_allowed", `policy blocks ${disabled[1]} for this caller`, { tool: disabled[1] });
+    onBlocked?.(disabled[1]!, err);
+    return failure(err);
+  }
   const unknown = /Tool (\S+) not found/.exec(message);
   if (unknown) return failure(new ApiError("mcp.unknown_tool", `${server} has no tool ${unknown[1]}`, { tool: unknown[1] }));
   return failure(new ApiError("validation.invalid", message));
-}
-
-/** The caller of one request: its own X-hal0-Agent header when it sends one, else the session's. */
-export function callerFromHeaders(headers: Record<string, string | string[] | undefined>, fallback: Caller): Caller {
-  return headers["x-hal0-agent"] === undefined ? fallback : callerOf(headers, "mcp");
 }

@@ -38,29 +38,48 @@ function schemaError(tool: string, detail: Array<{ path: string; message: string
   return new ApiError("mcp.memory_schema", `invalid arguments for ${tool}: ${detail.map((d) => (d.path ? `${d.path}: ${d.message}` : d.message)).join("; ")}`, { tool, detail });
 }
 
-/** The caller's default dataset: `private:<agent>` when it asked for privacy, else `shared`. */
+/**
+ * The caller's default dataset: `private:<agent>` when it asked for privacy
+ * (only an authenticated agent has a private namespace: anyone else gets
+ * `memory.identity_required`), else `shared`.
+ */
 export function defaultDataset(caller: Caller): string {
-  return caller.private ? `private:${caller.agent}` : "shared";
+  if (!caller.private) return "shared";
+  if (caller.kind !== "agent") throw new ApiError("memory.identity_required", `a private memory namespace needs an agent token; ${caller.kind === "anonymous" ? "an anonymous caller" : `operator ${caller.agent}`} has none`, { kind: caller.kind });
+  return `private:${caller.agent}`;
 }
 
-/** Another caller's private namespace. */
+/** Another caller's private namespace (for anyone but an agent, every private one). */
 export function isForeignDataset(dataset: string, caller: Caller): boolean {
-  return dataset.startsWith("private:") && dataset !== `private:${caller.agent}`;
+  return dataset.startsWith("private:") && (caller.kind !== "agent" || dataset !== `private:${caller.agent}`);
 }
 
-/** The datasets a call names (or the default), refused when one is another caller's private one and the call is not an approved request. */
+/**
+ * Whose private namespace the engine shows besides `shared`: an agent's own;
+ * for anyone else a name no agent can have (names hold no `:`), so none.
+ */
+export function ownerOf(caller: Caller): string {
+  return caller.kind === "agent" ? caller.agent : `${caller.kind}:${caller.agent}`;
+}
+
+/**
+ * The datasets a call names (or the default), refused when one is another
+ * caller's private one — unless an operator (a person) names it, or the call
+ * is a request an operator approved.
+ */
 export function scopeOf(dataset: unknown, caller: Caller): Scope {
   const datasets = dataset === undefined ? [defaultDataset(caller)] : [dataset as string | string[]].flat();
   const foreign = datasets.filter((d) => isForeignDataset(d, caller));
-  if (foreign.length > 0 && caller.via !== "approval") {
+  if (foreign.length > 0 && caller.via !== "approval" && caller.kind !== "operator") {
+    if (caller.kind === "anonymous") throw new ApiError("memory.identity_required", `${foreign.join(", ")} is a private namespace; an anonymous caller may not use one`, { datasets: foreign });
     throw new ApiError("memory.dataset_forbidden", `${foreign.join(", ")} is another caller's private memory`, { datasets: foreign, caller: caller.agent });
   }
-  return { datasets: [...new Set(datasets)].sort(), owner: caller.agent };
+  return { datasets: [...new Set(datasets)].sort(), owner: ownerOf(caller) };
 }
 
 /** Bank-wide reads: every dataset the caller may see, or the ones it names. */
 function visibleScope(dataset: unknown, caller: Caller): Scope {
-  return dataset === undefined ? { owner: caller.agent } : scopeOf(dataset, caller);
+  return dataset === undefined ? { owner: ownerOf(caller) } : scopeOf(dataset, caller);
 }
 
 /**
@@ -77,7 +96,7 @@ export function deleteNeedsApproval(input: Record<string, unknown>, caller: Call
 
 /** Runs one parsed call against the engine. */
 export async function runMemoryTool(engine: MemoryEngine, name: string, a: Record<string, any>, caller: Caller): Promise<unknown> {
-  const all: Scope = { owner: caller.agent };
+  const all: Scope = { owner: ownerOf(caller) };
   switch (name) {
     case "memory_search": {
       const { results } = await engine.search({ query: a.query, limit: a.limit, scope: scopeOf(a.dataset, caller), tags: a.tags, tags_match: a.tags_match, before: a.before, after: a.after, types: a.types });

@@ -1,8 +1,9 @@
 import { randomUUID } from "node:crypto";
-import { tierFor } from "../../compiler/index.js";
 import type { Settings } from "../../schema/index.js";
 import { invoke, type Call, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
+import { auditRefusal } from "../audit.js";
+import { toolTier } from "../identity/access.js";
 import type { Caller, Route, RouteContext } from "../route.js";
 
 type Ctx = RouteContext<unknown, unknown, unknown>;
@@ -100,17 +101,23 @@ export async function callMemoryTool(d: Dispatcher, name: string, args: unknown,
   const { input } = parseMemoryArgs(name, args);
   const route = ROUTE_BY_TOOL.get(name)!;
   const call: Call = { params: {}, query: {}, body: args ?? {}, caller: { ...caller, via: "mcp" }, requestId: randomUUID(), tool: name };
-  const gatedBy = (mount === "memory" && HARD_GATED_MEMORY_TOOLS.has(name) ? "hal0-memory always gates it" : undefined)
-    ?? (await tierOf(d, name, caller) === "gated" ? "its tier is gated" : undefined)
-    ?? (name === "memory_delete" ? deleteNeedsApproval(input, call.caller) : undefined);
+  const tier = await tierOf(d, name, route, call.caller);
+  // A person's own call runs (through the same door); an agent's meets the gates.
+  const gatedBy = call.caller.kind === "operator" ? undefined
+    : (mount === "memory" && HARD_GATED_MEMORY_TOOLS.has(name) ? "hal0-memory always gates it" : undefined)
+      ?? (tier === "gated" ? "its tier is gated" : undefined)
+      ?? (name === "memory_delete" ? deleteNeedsApproval(input, call.caller) : undefined);
   if (gatedBy === undefined) return invoke(d, route, call);
   const approval = await d.approvals.enqueue(name, route, call);
   d.audit.record({ call, route, outcome: "pending_approval", durationMs: performance.now() - started, approvalId: approval.id, tool: name });
   return { status: "pending_approval", approval_id: approval.id, detail: `${approval.summary}: ${gatedBy}` };
 }
 
-async function tierOf(d: Dispatcher, name: string, caller: Caller): Promise<string> {
-  const tier = tierFor((await d.box.model()).policy, name, caller.agent) ?? "blocked";
-  if (tier === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${name} for ${caller.agent}`, { tool: name, agent: caller.agent });
-  return tier;
+async function tierOf(d: Dispatcher, name: string, route: Route, caller: Caller): Promise<string> {
+  try {
+    return toolTier((await d.box.model()).policy, route, name, caller);
+  } catch (err) {
+    if (err instanceof ApiError) auditRefusal(d, name, caller, err, route);
+    throw err;
+  }
 }

@@ -1,14 +1,16 @@
 import { z } from "zod";
-import { APPROVAL_STATES, type ApprovalEvent } from "../approvals.js";
+import { APPROVAL_STATES, type ApprovalEvent, type Decider } from "../approvals.js";
+import { requireOperator } from "../identity/identify.js";
 import { ApiError } from "../errors.js";
-import { defineRoute } from "../route.js";
+import { defineRoute, type Caller } from "../route.js";
 import { serveEvents } from "../sse.js";
 
 const Id = z.strictObject({ id: z.string().min(1).max(64) });
 
 /**
  * The approval queue for people (REST, the CLI, the web page). Approve and
- * deny are never MCP tools: an agent cannot approve its own request.
+ * deny are never MCP tools and need an operator identity: no agent decides,
+ * not even on its own request.
  */
 export const approvalRoutes = [
   defineRoute({
@@ -36,18 +38,20 @@ export const approvalRoutes = [
   defineRoute({
     method: "POST", path: "/api/agent/approvals/{id}/approve", kind: "action", params: Id,
     summary: "Approve and run a pending request; re-planned first, refused as stale when what it edits moved",
-    handle: async ({ params, services, caller }) => ({ approval: await services.approvals.approve(params.id, deciderOf(caller.agent)) }),
+    handle: async ({ params, services, caller }) => ({ approval: await services.approvals.approve(params.id, deciderOf(caller)) }),
   }),
   defineRoute({
     method: "POST", path: "/api/agent/approvals/{id}/deny", kind: "action", params: Id,
     body: z.strictObject({ reason: z.string().max(500).optional() }),
     summary: "Deny a pending request",
-    handle: ({ params, body, services, caller }) => ({ approval: services.approvals.deny(params.id, deciderOf(caller.agent), body.reason) }),
+    handle: ({ params, body, services, caller }) => ({ approval: services.approvals.deny(params.id, deciderOf(caller), body.reason) }),
   }),
 ];
 
-function deciderOf(agent: string): string {
-  return agent === "anonymous" ? "dashboard" : agent;
+/** Only an operator decides (the route table already refuses agents and anonymous callers here; this holds it for every door). */
+export function deciderOf(caller: Caller): Decider {
+  requireOperator({ kind: caller.kind, name: caller.agent }, "approve or deny a request");
+  return { kind: "operator", name: caller.agent };
 }
 
 function notFound(id: string): never {

@@ -10,6 +10,7 @@ import { stackRoutes } from "./stacks.js";
 import { upstreamRoutes } from "./upstreams.js";
 import { settingsRoutes } from "./settings.js";
 import { systemRoutes } from "./system.js";
+import { tokenRoutes } from "./tokens.js";
 import { slotRoutes } from "./slots.js";
 
 /**
@@ -30,4 +31,5 @@ export const ROUTES: readonly Route[] = [
   ...upstreamRoutes,
   ...capabilityRoutes,
   ...mcpRoutes,
+  ...tokenRoutes,
 ];

@@ -1,8 +1,8 @@
 import { z } from "zod";
 import { movedFiles, type ChangeSet } from "../../compiler/changeset.js";
 import { ApiError } from "../errors.js";
-import { defineRoute } from "../route.js";
-import type { Dispatcher } from "../dispatch.js";
+import { defineRoute, type Caller } from "../route.js";
+import { guardOperatorOnly, type Dispatcher } from "../dispatch.js";
 import type { PlanRecord } from "../plans.js";
 
 const FileEdit = z.discriminatedUnion("op", [
@@ -60,7 +60,7 @@ export const planRoutes = [
       await checkApplicable(services, params.id, box);
     },
     summary: "Commit a saved plan's change set; refused when a file it edits moved since (plan.stale)",
-    handle: async ({ params, box, services }) => applySaved(services, params.id, box),
+    handle: async ({ params, box, services, caller }) => applySaved(services, params.id, box, caller),
   }),
 ];
 
@@ -78,9 +78,10 @@ async function checkApplicable(services: Dispatcher, id: string, box: Dispatcher
   return record;
 }
 
-async function applySaved(services: Dispatcher, id: string, box: Dispatcher["box"]): Promise<unknown> {
+async function applySaved(services: Dispatcher, id: string, box: Dispatcher["box"], caller: Caller): Promise<unknown> {
   const record = await checkApplicable(services, id, box);
   const proposal = await box.propose(record.changes);
+  guardOperatorOnly(proposal, caller);
   const revision = await box.commit(proposal);
   services.plans.mark(id, "applied");
   return { id, applied: true, revision, files: proposal.applied.files.map((f) => f.file), plan: proposal.plan };

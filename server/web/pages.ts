@@ -123,7 +123,7 @@ export async function statusPage(d: Dispatcher): Promise<string> {
   return page("Box status", "/status", body);
 }
 
-const PAGE_CALLER: Caller = { agent: "operator-page", private: false, via: "rest" };
+const PAGE_CALLER: Caller = { kind: "operator", agent: "web", private: false, via: "rest" };
 
 /** Calls a read route of the table by its id, as a REST read would (validated, not audited). */
 function readRoute(d: Dispatcher): (id: string, params: Record<string, unknown>) => Promise<unknown> {

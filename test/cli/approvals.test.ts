@@ -7,7 +7,7 @@ import { startTestServer, type TestServer } from "../server/harness.js";
 import { captureIo } from "./helpers.js";
 
 const slotEdit = ROUTES.find((r) => r.tools?.includes("slot_edit"))!;
-const request = (ctx: number) => ({ params: { name: "chat" }, query: {}, body: { tune: { ctx_size: ctx } }, caller: { agent: "hermes__coder", private: false, via: "mcp" as const }, requestId: "t" });
+const request = (ctx: number) => ({ params: { name: "chat" }, query: {}, body: { tune: { ctx_size: ctx } }, caller: { kind: "agent" as const, agent: "hermes__coder", private: false, via: "mcp" as const }, requestId: "t" });
 
 let s: TestServer | undefined;
 afterEach(async () => {

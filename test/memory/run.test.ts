@@ -5,7 +5,7 @@ import { MEMORY_TOOLS } from "../../server/memory/tools.js";
 import { AUTONOMOUS_READ_TOOLS, AUTONOMOUS_WRITE_TOOLS, GATED_TOOLS } from "../../schema/index.js";
 import type { Caller } from "../../server/route.js";
 
-const alice: Caller = { agent: "alice", private: false, via: "mcp" };
+const alice: Caller = { kind: "agent", agent: "alice", private: false, via: "mcp" };
 const alicePrivate: Caller = { ...alice, private: true };
 
 function code(f: () => unknown): string | undefined {

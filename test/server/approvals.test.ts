@@ -19,7 +19,7 @@ const setCtx = defineRoute({
   },
 });
 const routes: Route[] = [...ROUTES, setCtx];
-const agent = { agent: "hermes__coder", private: false, via: "mcp" as const };
+const agent = { kind: "agent" as const, agent: "hermes__coder", private: false, via: "mcp" as const };
 const call = (name: string, ctx: number) => ({ params: { name }, query: {}, body: { ctx_size: ctx }, caller: agent, requestId: "t" });
 
 let servers: TestServer[] = [];

@@ -1,4 +1,4 @@
-import { cpSync, mkdtempSync, rmSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createServer, request, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -14,9 +14,51 @@ export interface TestServer {
   readonly config: string;
   readonly state: string;
   readonly url: string;
-  /** fetch against the server; JSON body in, {status, body, headers} out. */
-  call(method: string, path: string, options?: { body?: unknown; headers?: Record<string, string> }): Promise<{ status: number; body: any; headers: Headers }>;
+  /** The bootstrap operator token (`<state>/operator.token`). */
+  readonly operator: string;
+  /**
+   * fetch against the server; JSON body in, {status, body, headers} out.
+   * As the operator unless told otherwise: `as: "anonymous"` sends no
+   * credential, `as: "agent:<name>"` an agent token for that name (every
+   * scope), and a request with its own Authorization header sends that.
+   */
+  call(method: string, path: string, options?: { body?: unknown; headers?: Record<string, string>; as?: string }): Promise<{ status: number; body: any; headers: Headers }>;
+  /** An agent token for `name` (minted once per name and scope set, every scope unless told). */
+  agentToken(name: string, scopes?: readonly string[]): string;
   close(): Promise<void>;
+}
+
+/** Servers by URL, so the MCP helpers can mint an agent's token for the server they connect to. */
+const BY_URL = new Map<string, Hal0Server>();
+const MINTED = new WeakMap<Hal0Server, Map<string, string>>();
+
+/** A live agent token for `name` on the server at `url` (a harness server, or one registered with `registerServer`). */
+export function agentTokenFor(url: string, name: string, scopes: readonly string[] = ["mcp:admin", "mcp:memory", "rest"]): string {
+  const hal0 = BY_URL.get(url);
+  if (!hal0) throw new Error(`no test server registered at ${url}`);
+  let cache = MINTED.get(hal0);
+  if (!cache) MINTED.set(hal0, (cache = new Map()));
+  const key = `${name} ${[...scopes].sort().join(",")}`;
+  let token = cache.get(key);
+  if (!token || !hal0.tokens.verify(token)) {
+    token = hal0.tokens.mint("agent", name, scopes).token;
+    cache.set(key, token);
+  }
+  return token;
+}
+
+/** Makes `agentTokenFor` (and the MCP helpers) work for a server started some other way (`serve()`). */
+export function registerServer(url: string, hal0: Hal0Server): () => void {
+  BY_URL.set(url, hal0);
+  return () => void BY_URL.delete(url);
+}
+
+/** The Authorization header for `as` (see TestServer.call). */
+export function credentialFor(url: string, operator: string, as = "operator"): Record<string, string> {
+  if (as === "anonymous") return {};
+  if (as === "operator") return { authorization: `Bearer ${operator}` };
+  if (as.startsWith("agent:")) return { authorization: `Bearer ${agentTokenFor(url, as.slice(6))}` };
+  throw new Error(`unknown caller ${as}`);
 }
 
 /**
@@ -34,10 +76,17 @@ export async function startTestServer(options: { box?: string; env?: NodeJS.Proc
   const server: Server = createServer(toNodeListener(hal0.app));
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+  const unregister = registerServer(url, hal0);
+  const operator = readFileSync(join(state, "operator.token"), "utf8").trim();
   return {
-    hal0, config, state, url, dir,
-    call: (method, path, opts) => httpCall(url, method, path, opts),
+    hal0, config, state, url, dir, operator,
+    agentToken: (name, scopes) => agentTokenFor(url, name, scopes),
+    call: (method, path, opts = {}) => {
+      const own = Object.keys(opts.headers ?? {}).some((k) => k.toLowerCase() === "authorization");
+      return httpCall(url, method, path, { ...opts, headers: { ...(own ? {} : credentialFor(url, operator, opts.as)), ...opts.headers } });
+    },
     async close() {
+      unregister();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       await hal0.close();

@@ -68,7 +68,7 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect((await callTool(c, "slot_create", args)).body.approval_id).toBe(first.body.approval_id);
     expect((await callTool(c, "slot_create", { ...args, port: 8151 })).body.approval_id).not.toBe(first.body.approval_id);
     const approval = (await s.call("GET", `/api/agent/approvals/${first.body.approval_id}`)).body.approval;
-    expect(approval).toMatchObject({ tool: "slot_create", caller: { agent: "hermes__coder", via: "mcp" }, state: "pending" });
+    expect(approval).toMatchObject({ tool: "slot_create", caller: { kind: "agent" as const, agent: "hermes__coder", via: "mcp" }, state: "pending" });
     const done = await s.call("POST", `/api/agent/approvals/${first.body.approval_id}/approve`);
     expect(done.body.approval.state, JSON.stringify(done.body)).toBe("executed");
     expect(readFileSync(join(s.config, "slots/scratch.toml"), "utf8")).toMatch(/profile = "cpu-small"/);

@@ -1,10 +1,17 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { agentTokenFor } from "./harness.js";
 
-/** The MCP SDK's own client, connected to `<url>/mcp/admin` over HTTP as `agent`. */
-export async function adminClient(url: string, agent?: string): Promise<Client> {
+/** The credential for `who`: an agent name (its token is minted), `{token}` as given, or nothing (anonymous). */
+function authHeaders(url: string, who: string | { token: string } | undefined): Record<string, string> {
+  if (who === undefined) return {};
+  return { authorization: `Bearer ${typeof who === "string" ? agentTokenFor(url, who) : who.token}` };
+}
+
+/** The MCP SDK's own client, connected to `<url>/mcp/admin` over HTTP as agent `who` (its bearer token), or anonymous. */
+export async function adminClient(url: string, who?: string | { token: string }): Promise<Client> {
   const client = new Client({ name: "hal0-test", version: "1.0.0" });
-  const headers: Record<string, string> = agent ? { "X-hal0-Agent": agent } : {};
+  const headers: Record<string, string> = authHeaders(url, who);
   await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp/admin`), { requestInit: { headers } }));
   return client;
 }
@@ -24,10 +31,10 @@ export async function callTool(client: Client, name: string, args: Record<string
   return { isError: res.isError === true, body };
 }
 
-/** The SDK's client on `<url>/mcp/memory` as `agent`, with `X-hal0-Private: 1` when `private`. */
-export async function memoryClient(url: string, agent?: string, options: { private?: boolean } = {}): Promise<Client> {
+/** The SDK's client on `<url>/mcp/memory` as agent `who` (or anonymous), with `X-hal0-Private: 1` when `private`. */
+export async function memoryClient(url: string, who?: string | { token: string }, options: { private?: boolean } = {}): Promise<Client> {
   const client = new Client({ name: "hal0-test", version: "1.0.0" });
-  const headers: Record<string, string> = { ...(agent ? { "X-hal0-Agent": agent } : {}), ...(options.private ? { "X-hal0-Private": "1" } : {}) };
+  const headers: Record<string, string> = { ...authHeaders(url, who), ...(options.private ? { "X-hal0-Private": "1" } : {}) };
   await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp/memory`), { requestInit: { headers } }));
   return client;
 }

@@ -193,7 +193,7 @@ describe("memory_delete gates itself", () => {
     expect((await ok(c, "memory_delete", { ids: [ids[1]], dataset: ["shared"] })).status).toBe("pending_approval");
     expect((await ok(c, "memory_search", { query: "fact" })).results).toHaveLength(2);
     const done = await approve(bulk.approval_id);
-    expect(done).toMatchObject({ state: "executed", result: { deleted: 2 }, caller: { agent: "hermes__coder" } });
+    expect(done).toMatchObject({ state: "executed", result: { deleted: 2 }, caller: { kind: "agent" as const, agent: "hermes__coder" } });
     expect((await ok(c, "memory_search", { query: "fact" })).results).toEqual([]);
     // Another caller's private fact: only a person can let it go.
     const someone = await client("someone", { private: true });

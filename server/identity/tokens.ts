@@ -1,0 +1,304 @@
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Db } from "../db.js";
+import { ApiError } from "../errors.js";
+
+export const TOKEN_KINDS = ["operator", "agent"] as const;
+export type TokenKind = (typeof TOKEN_KINDS)[number];
+
+/** The surfaces a token reaches. Later issues add scopes (the agents bridge); name them here. */
+export const SCOPES = ["mcp:admin", "mcp:memory", "rest"] as const;
+export type Scope = (typeof SCOPES)[number];
+
+/** What a token of each kind reaches when `--scope` names nothing: a person everything, an agent the two MCP mounts. */
+export const DEFAULT_SCOPES: Readonly<Record<TokenKind, readonly Scope[]>> = {
+  operator: SCOPES,
+  agent: ["mcp:admin", "mcp:memory"],
+};
+
+/** The prefix of each kind, so that secret scanners (and people) can tell a leaked hal0 token. */
+export const TOKEN_PREFIX: Readonly<Record<TokenKind, string>> = { operator: "hal0_op_", agent: "hal0_ag_" };
+
+/** The bootstrap operator's name: the person at the box, who can read the state folder. */
+export const OWNER = "owner";
+
+const NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
+const TOKEN_RE = /^hal0_(op|ag)_[A-Za-z0-9_-]{32}$/;
+
+/** One token as lists show it: never the secret, never its hash. */
+export interface TokenInfo {
+  readonly id: string;
+  readonly kind: TokenKind;
+  readonly name: string;
+  readonly scopes: readonly Scope[];
+  readonly created_at: string;
+  readonly last_used_at: string | null;
+  readonly revoked_at: string | null;
+}
+
+/** A token just minted: the secret is in `token`, shown once. */
+export interface Minted extends TokenInfo {
+  readonly token: string;
+}
+
+interface Row {
+  id: string;
+  kind: TokenKind;
+  name: string;
+  scopes: string;
+  hash: string;
+  created_at: string;
+  last_used_at: string | null;
+  revoked_at: string | null;
+}
+
+/** sha256 hex: tokens, codes and session cookies carry 192 bits of randomness, so a fast hash is enough. */
+export function hashSecret(secret: string): string {
+  return createHash("sha256").update(secret).digest("hex");
+}
+
+/** A short, non-reversible fingerprint of a secret (the Hermes plan compares these, never the token). */
+export function fingerprint(secret: string): string {
+  return hashSecret(`fingerprint:${secret}`).slice(0, 16);
+}
+
+/** Names an identity cannot take: they mean something else in audit rows and policy. */
+const RESERVED_NAMES = new Set(["anonymous", "local"]);
+
+export function checkName(name: string): string {
+  if (!NAME_RE.test(name) || RESERVED_NAMES.has(name)) throw new ApiError("auth.name_invalid", `a token name is 1 to 64 letters, digits, - and _ (not anonymous or local), not ${JSON.stringify(name)}`, { name });
+  return name;
+}
+
+export function parseScopes(list: readonly string[] | undefined, kind: TokenKind): Scope[] {
+  if (list === undefined || list.length === 0) return [...DEFAULT_SCOPES[kind]];
+  const bad = list.filter((s) => !(SCOPES as readonly string[]).includes(s));
+  if (bad.length > 0) throw new ApiError("auth.name_invalid", `unknown scope ${bad.join(", ")}; scopes are ${SCOPES.join(", ")}`, { scopes: bad });
+  return [...new Set(list as Scope[])].sort();
+}
+
+/** How often a token's `last_used_at` is written at most (a write per request would cost every call). */
+const LAST_USED_EVERY_MS = 60_000;
+
+/**
+ * hal0's credentials, in the state folder's SQLite database: tokens of two
+ * kinds (operator = a person, agent = one identity each) stored as hashes,
+ * the web page's one-time login codes and its sessions. Tokens hal0 must
+ * hand on itself (the Hermes wiring) are also kept in plain text in
+ * `<state>/tokens/<name>` (0600, folder 0700); only `handedOn` reads them.
+ */
+export class TokenStore {
+  private readonly lastUsed = new Map<string, number>();
+
+  constructor(private readonly db: Db, private readonly stateDir: string, private readonly now: () => number = Date.now) {}
+
+  /** Mints a token; the secret is returned once and only its hash is kept. */
+  mint(kind: TokenKind, name: string, scopes?: readonly string[]): Minted {
+    checkName(name);
+    const scopeList = parseScopes(scopes, kind);
+    const token = `${TOKEN_PREFIX[kind]}${randomBytes(24).toString("base64url")}`;
+    const id = `tok_${randomBytes(6).toString("hex")}`;
+    const at = iso(this.now());
+    this.db.prepare("INSERT INTO tokens (id, kind, name, scopes, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)").run(id, kind, name, scopeList.join(" "), hashSecret(token), at);
+    return { id, kind, name, scopes: scopeList, created_at: at, last_used_at: null, revoked_at: null, token };
+  }
+
+  /** The live token a secret is, or undefined (unknown, malformed or revoked). Records its use. */
+  verify(secret: string): TokenInfo | undefined {
+    if (!TOKEN_RE.test(secret)) return undefined;
+    const hash = hashSecret(secret);
+    const row = this.db.prepare("SELECT * FROM tokens WHERE hash = ?").get(hash) as Row | undefined;
+    if (!row || row.revoked_at !== null || !timingSafeEqual(Buffer.from(row.hash), Buffer.from(hash))) return undefined;
+    this.touch(row.id);
+    return info(row);
+  }
+
+  byId(id: string): TokenInfo | undefined {
+    const row = this.db.prepare("SELECT * FROM tokens WHERE id = ?").get(id) as Row | undefined;
+    return row ? info(row) : undefined;
+  }
+
+  list(options: { all?: boolean } = {}): TokenInfo[] {
+    const rows = this.db.prepare(`SELECT * FROM tokens ${options.all ? "" : "WHERE revoked_at IS NULL"} ORDER BY kind, name, created_at, id`).all() as Row[];
+    return rows.map(info);
+  }
+
+  /** Revokes one token by id; its sessions end with it. */
+  revoke(id: string): TokenInfo {
+    const row = this.db.prepare("SELECT * FROM tokens WHERE id = ?").get(id) as Row | undefined;
+    if (!row) throw new ApiError("auth.token_not_found", `no token ${id}`, { id });
+    if (row.revoked_at === null) {
+      this.db.prepare("UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL").run(iso(this.now()), id);
+      this.db.prepare("DELETE FROM web_sessions WHERE token_id = ?").run(id);
+    }
+    return this.byId(id)!;
+  }
+
+  /**
+   * Replaces every live token of `name` by one new token of the same kind
+   * and scopes. A plain copy hal0 keeps (`<state>/tokens/<name>`, or
+   * `operator.token` for the owner) is rewritten, so the next sweep writes
+   * the new one into the Hermes profile.
+   */
+  rotate(name: string, kind?: TokenKind): Minted {
+    checkName(name);
+    const rows = (this.db.prepare("SELECT * FROM tokens WHERE name = ? AND revoked_at IS NULL ORDER BY created_at DESC").all(name) as Row[]).filter((r) => kind === undefined || r.kind === kind);
+    if (rows.length === 0) throw new ApiError("auth.token_not_found", `no live token is named ${name}`, { name });
+    const kinds = [...new Set(rows.map((r) => r.kind))];
+    if (kinds.length > 1) throw new ApiError("auth.name_invalid", `both an operator and an agent are named ${name}; say which (--operator or --agent)`, { name });
+    const newest = rows[0]!;
+    const minted = this.db.transaction(() => {
+      for (const r of rows) this.revoke(r.id);
+      return this.mint(newest.kind, name, newest.scopes.split(" "));
+    })();
+    if (existsSync(this.handedOnFile(name))) writeSecret(this.handedOnFile(name), minted.token);
+    const owner = this.readOwnerFile();
+    if (owner !== undefined && rows.some((r) => r.hash === hashSecret(owner))) writeSecret(this.ownerFile(), minted.token);
+    return minted;
+  }
+
+  /**
+   * The token hal0 hands on for agent `name` (the Hermes wiring): the one in
+   * `<state>/tokens/<name>` while it is live, else a new one minted and kept
+   * there. Only the code that writes it into a profile calls this.
+   */
+  handedOn(name: string, scopes: readonly Scope[] = DEFAULT_SCOPES.agent): string {
+    const file = this.handedOnFile(checkName(name));
+    const kept = readSecret(file);
+    if (kept !== undefined && this.live(kept, "agent", name)) return kept;
+    const minted = this.mint("agent", name, scopes);
+    mkdirSync(join(this.stateDir, "tokens"), { recursive: true, mode: 0o700 });
+    chmodSync(join(this.stateDir, "tokens"), 0o700);
+    writeSecret(file, minted.token);
+    return minted.token;
+  }
+
+  /** A fingerprint of the token `handedOn(name)` returns now, without minting one; undefined when none is kept. */
+  handedOnFingerprint(name: string): string | undefined {
+    const kept = readSecret(this.handedOnFile(checkName(name)));
+    return kept !== undefined && this.live(kept, "agent", name) ? fingerprint(kept) : undefined;
+  }
+
+  /**
+   * The bootstrap: `<state>/operator.token` (0600, the folder 0700) holds a
+   * live operator token; one is minted when the file is missing or its token
+   * is not live. Whoever can read the state folder is the person at the box.
+   */
+  ensureOwner(): { token: string; created: boolean } {
+    const kept = this.readOwnerFile();
+    if (kept !== undefined && this.live(kept, "operator")) return { token: kept, created: false };
+    const minted = this.mint("operator", OWNER);
+    writeSecret(this.ownerFile(), minted.token);
+    try {
+      if ((statSync(this.stateDir).mode & 0o077) !== 0) chmodSync(this.stateDir, 0o700);
+    } catch {
+      // a state folder we cannot chmod (not ours) keeps its mode; the file itself is 0600
+    }
+    return { token: minted.token, created: true };
+  }
+
+  // ── the web page: one-time login codes and sessions ─────────────────
+
+  /** A one-time login code for operator token `tokenId`, valid `ttlS` seconds. */
+  loginCode(tokenId: string, ttlS = 300): string {
+    const token = this.byId(tokenId);
+    if (!token || token.kind !== "operator" || token.revoked_at !== null) throw new ApiError("auth.login_invalid", "only a live operator token can log in");
+    const code = randomBytes(24).toString("base64url");
+    this.db.prepare("INSERT INTO login_codes (hash, token_id, expires_at) VALUES (?, ?, ?)").run(hashSecret(code), tokenId, iso(this.now() + ttlS * 1000));
+    return code;
+  }
+
+  /** Exchanges a login code (once, before it expires) for a new session cookie value. */
+  redeemCode(code: string, ttlS: number): { session: string; token: TokenInfo } {
+    const hash = hashSecret(code);
+    const at = iso(this.now());
+    const used = this.db.prepare("UPDATE login_codes SET used_at = ? WHERE hash = ? AND used_at IS NULL AND expires_at > ?").run(at, hash, at);
+    if (used.changes !== 1) throw new ApiError("auth.login_invalid", "this login link is unknown, used or expired; run `hal0 web` for a new one");
+    const { token_id } = this.db.prepare("SELECT token_id FROM login_codes WHERE hash = ?").get(hash) as { token_id: string };
+    return this.openSession(token_id, ttlS);
+  }
+
+  /** A session for a pasted operator token. */
+  sessionForToken(secret: string, ttlS: number): { session: string; token: TokenInfo } {
+    const token = this.verify(secret.trim());
+    if (!token || token.kind !== "operator") throw new ApiError("auth.login_invalid", "that is not a live operator token");
+    return this.openSession(token.id, ttlS);
+  }
+
+  /** The live operator token behind a session cookie, or undefined. */
+  session(cookie: string): TokenInfo | undefined {
+    if (!/^[A-Za-z0-9_-]{32}$/.test(cookie)) return undefined;
+    const row = this.db.prepare(`SELECT t.* FROM web_sessions s JOIN tokens t ON t.id = s.token_id
+                                 WHERE s.hash = ? AND s.expires_at > ? AND t.revoked_at IS NULL`).get(hashSecret(cookie), iso(this.now())) as Row | undefined;
+    if (!row) return undefined;
+    this.touch(row.id);
+    return info(row);
+  }
+
+  endSession(cookie: string): void {
+    this.db.prepare("DELETE FROM web_sessions WHERE hash = ?").run(hashSecret(cookie));
+  }
+
+  private openSession(tokenId: string, ttlS: number): { session: string; token: TokenInfo } {
+    const session = randomBytes(24).toString("base64url");
+    const at = this.now();
+    this.db.prepare("DELETE FROM web_sessions WHERE expires_at <= ?").run(iso(at));
+    this.db.prepare("INSERT INTO web_sessions (hash, token_id, created_at, expires_at) VALUES (?, ?, ?, ?)").run(hashSecret(session), tokenId, iso(at), iso(at + ttlS * 1000));
+    return { session, token: this.byId(tokenId)! };
+  }
+
+  private live(secret: string, kind: TokenKind, name?: string): boolean {
+    if (!TOKEN_RE.test(secret)) return false;
+    const row = this.db.prepare("SELECT kind, name, revoked_at FROM tokens WHERE hash = ?").get(hashSecret(secret)) as Pick<Row, "kind" | "name" | "revoked_at"> | undefined;
+    return row !== undefined && row.revoked_at === null && row.kind === kind && (name === undefined || row.name === name);
+  }
+
+  private touch(id: string): void {
+    const at = this.now();
+    if (at - (this.lastUsed.get(id) ?? 0) < LAST_USED_EVERY_MS) return;
+    this.lastUsed.set(id, at);
+    this.db.prepare("UPDATE tokens SET last_used_at = ? WHERE id = ?").run(iso(at), id);
+  }
+
+  private ownerFile(): string {
+    return join(this.stateDir, "operator.token");
+  }
+
+  private readOwnerFile(): string | undefined {
+    return readSecret(this.ownerFile());
+  }
+
+  private handedOnFile(name: string): string {
+    return join(this.stateDir, "tokens", name);
+  }
+}
+
+/** The operator token a CLI uses: `$HAL0_TOKEN`, else `<state>/operator.token`. */
+export function operatorTokenFrom(stateDir: string, env: NodeJS.ProcessEnv): string | undefined {
+  return env.HAL0_TOKEN?.trim() || readSecret(join(stateDir, "operator.token"));
+}
+
+function readSecret(file: string): string | undefined {
+  try {
+    const text = readFileSync(file, "utf8").trim();
+    return text === "" ? undefined : text;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Atomic and 0600 from the first byte: a temp file in the same folder, then rename. */
+function writeSecret(file: string, secret: string): void {
+  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+  writeFileSync(tmp, `${secret}\n`, { mode: 0o600 });
+  renameSync(tmp, file);
+}
+
+function info(r: Row): TokenInfo {
+  return { id: r.id, kind: r.kind, name: r.name, scopes: r.scopes.split(" ").filter(Boolean) as Scope[], created_at: r.created_at, last_used_at: r.last_used_at, revoked_at: r.revoked_at };
+}
+
+function iso(ms: number): string {
+  return new Date(ms).toISOString();
+}

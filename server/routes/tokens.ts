@@ -1,0 +1,51 @@
+import { z } from "zod";
+import { ApiError } from "../errors.js";
+import { TOKEN_KINDS, type TokenStore } from "../identity/tokens.js";
+import { defineRoute } from "../route.js";
+import type { Dispatcher } from "../dispatch.js";
+
+const Create = z.strictObject({
+  kind: z.enum(TOKEN_KINDS),
+  name: z.string().min(1).max(64),
+  scopes: z.array(z.string()).optional(),
+});
+
+/**
+ * Identities over REST. `whoami` is open to everyone (it says who the
+ * credential proves, or anonymous). The token routes are operator-only: no
+ * tool maps to them, so the route table refuses agents (403) and anonymous
+ * callers (401) before a handler runs. A minted token is in the reply once.
+ */
+export const tokenRoutes = [
+  defineRoute({
+    method: "GET", path: "/api/auth/whoami", kind: "read",
+    summary: "The identity this request's credential proves: operator, agent or anonymous",
+    handle: ({ caller }) => ({ kind: caller.kind, name: caller.agent, identity: caller.kind === "anonymous" ? "anonymous" : `${caller.kind}:${caller.agent}` }),
+  }),
+  defineRoute({
+    method: "GET", path: "/api/auth/tokens", kind: "read", query: z.strictObject({ all: z.enum(["true", "false"]).optional() }),
+    summary: "Tokens (live ones; ?all=true with revoked): id, kind, name, scopes, created, last used — never the secret",
+    handle: ({ query, services }) => ({ tokens: tokensOf(services).list({ all: query.all === "true" }) }),
+  }),
+  defineRoute({
+    method: "POST", path: "/api/auth/tokens", kind: "action", status: 201, body: Create,
+    summary: "Mint a token (operator or agent); the secret is in this reply only",
+    handle: ({ body, services }) => ({ token: tokensOf(services).mint(body.kind, body.name, body.scopes) }),
+  }),
+  defineRoute({
+    method: "POST", path: "/api/auth/tokens/{id}/revoke", kind: "action", params: z.strictObject({ id: z.string().min(1).max(64) }),
+    summary: "Revoke a token by id; its web sessions end with it",
+    handle: ({ params, services }) => ({ token: tokensOf(services).revoke(params.id) }),
+  }),
+  defineRoute({
+    method: "POST", path: "/api/auth/tokens/{name}/rotate", kind: "action", params: z.strictObject({ name: z.string().min(1).max(64) }),
+    body: z.strictObject({ kind: z.enum(TOKEN_KINDS).optional() }),
+    summary: "Replace every live token of a name by a new one (a Hermes profile's converges on the next sweep)",
+    handle: ({ params, body, services }) => ({ token: tokensOf(services).rotate(params.name, body.kind) }),
+  }),
+];
+
+function tokensOf(d: Dispatcher): TokenStore {
+  if (!d.auth) throw new ApiError("system.internal", "this server has no token store");
+  return d.auth.tokens;
+}
