@@ -8,6 +8,8 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { openDb } from "../server/db.js";
+import { TokenStore } from "../server/identity/tokens.js";
 import { EmbeddedEngine } from "../server/memory/embedded.js";
 import { freePortRange } from "./apply.js";
 import { startServe } from "./serve.js";
@@ -94,7 +96,11 @@ export async function benchMemory(): Promise<string[]> {
   const { child, url } = await startServe(config, state);
   try {
     const client = new Client({ name: "hal0-bench", version: "1.0.0" });
-    await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp/memory`), { requestInit: { headers: { "X-hal0-Agent": "bench" } } }));
+    // The agent `bench`, authenticated by its own token (minted in the state folder's database, as `hal0 token create --agent bench` does).
+    const db = openDb(state);
+    const token = new TokenStore(db, state).mint("agent", "bench").token;
+    db.close();
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp/memory`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
     let reply = "";
     for (let i = 0; i < 50; i++) {
       const res = (await client.callTool({ name: "memory_search", arguments: { query: queries[i]! } })) as { isError?: boolean; content: Array<{ text: string }> };

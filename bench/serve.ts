@@ -27,13 +27,16 @@ const exec = promisify(execFile);
 function get(agent: Agent, url: string): Promise<{ ms: number; body: Buffer; status: number }> {
   const t0 = performance.now();
   return new Promise((resolve, reject) => {
-    request(url, { agent }, (res) => {
+    request(url, { agent, headers: AUTH }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
       res.on("end", () => resolve({ ms: performance.now() - t0, body: Buffer.concat(chunks), status: res.statusCode ?? 0 }));
     }).on("error", reject).end();
   });
 }
+
+/** The operator's bearer token (`<state>/operator.token`): every request is authenticated, as in real use. */
+let AUTH: Record<string, string> = {};
 
 async function latencies(url: string): Promise<{ p50: number; p99: number; body: Buffer }> {
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
@@ -55,7 +58,7 @@ const MCP_CALLS = 1000;
 /** p50 of slot_list through the MCP SDK's client and of GET /api/slots with keep-alive, interleaved so load hits both alike. */
 async function mcpVsRest(url: string): Promise<{ mcp: number; rest: number }> {
   const client = new Client({ name: "hal0-bench", version: "1.0.0" });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp/admin`)));
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp/admin`), { requestInit: { headers: AUTH } }));
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   const m: number[] = [];
   const r: number[] = [];
@@ -108,6 +111,7 @@ export async function benchServe(): Promise<string[]> {
   const first = (await freePortRange(SLOTS + 1)) + 1;
   writeBox(config, first);
   const { child, url } = await startServe(config, state);
+  AUTH = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
   try {
     await allHealthy(first);
     await sleep(3000);

@@ -30,6 +30,7 @@ export async function runServe(args: string[], io: CliIo): Promise<number> {
     driverFor: async (model) => driverFor(model, new StateStore(state).dir, io.env),
   }).catch((err: unknown) => {
     if (err instanceof ConfigNotFoundError) throw new UsageError(`config folder not found: ${root}`);
+    if ((err as { code?: string }).code === "server.auth_off_exposed") throw new CliError("server.auth_off_exposed", (err as Error).message);
     if ((err as Error).name === "GetPortError" || (err as { code?: string }).code === "EADDRINUSE") {
       throw new CliError("server.port_in_use", `cannot listen on ${values.host ?? "[server] host"}:${port ?? "[server] port"}: ${(err as Error).message}`);
     }

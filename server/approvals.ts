@@ -5,7 +5,7 @@ import type { Db } from "./db.js";
 import { invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 import { checkPathArgs } from "./path-args.js";
 import { ApiError } from "./errors.js";
-import { redact, redactText } from "./redact.js";
+import { isMcpServerRoute, redact, redactText } from "./redact.js";
 import { routeId, type Caller, type Route } from "./route.js";
 
 /** Who decides a request: only a person, i.e. an operator identity (REST, the CLI, the web page). */
@@ -177,7 +177,8 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
 
   private finish(id: string, state: "executed" | "failed" | "stale", by: string, out: { result?: unknown; error?: unknown; reason?: string }): Approval {
     this.db.prepare("UPDATE approvals SET state = ?, decided_at = coalesce(decided_at, ?), decided_by = coalesce(decided_by, ?), result = ?, error = ?, reason = ? WHERE id = ?")
-      .run(state, iso(this.now()), by, out.result === undefined ? null : JSON.stringify(out.result), out.error === undefined ? null : JSON.stringify(out.error), out.reason ?? null, id);
+      // Kept redacted: a result or error is only ever read, never run (the route's reply is already redacted; its error may quote a value).
+      .run(state, iso(this.now()), by, out.result === undefined ? null : JSON.stringify(redact(out.result)), out.error === undefined ? null : JSON.stringify(redact(out.error)), out.reason === undefined ? null : redactText(out.reason), id);
     return this.emitNow(state, id);
   }
 
@@ -220,9 +221,13 @@ function iso(ms: number): string {
 
 type Row = Omit<Approval, "args" | "caller" | "result" | "error"> & { args: string; caller: string; result: string | null; error: string | null };
 
-/** What readers see: args, result and error with secret-like values masked, the summary's secrets too. */
+/** What readers see: args, result and error with secret-like values masked (an MCP server route's env whole), the summary's and reason's secrets too. */
 function redacted(a: Approval): Approval {
-  return { ...a, args: redact(a.args) as Approval["args"], result: redact(a.result), error: redact(a.error), summary: redactText(a.summary) };
+  const options = { allEnv: isMcpServerRoute(a.route.slice(a.route.indexOf(" ") + 1)) };
+  return {
+    ...a, args: redact(a.args, options) as Approval["args"], result: redact(a.result, options), error: redact(a.error, options),
+    summary: redactText(a.summary), reason: a.reason === null ? null : redactText(a.reason),
+  };
 }
 
 function fromRow(r: Row): Approval {

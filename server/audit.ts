@@ -1,6 +1,6 @@
 import type { Db } from "./db.js";
 import type { Call } from "./dispatch.js";
-import { redact } from "./redact.js";
+import { isMcpServerRoute, redact } from "./redact.js";
 import { randomUUID } from "node:crypto";
 import type { ApiError } from "./errors.js";
 import type { Caller, Route } from "./route.js";
@@ -75,7 +75,7 @@ export class Audit {
   record(e: AuditEntry): void {
     const { call, route } = e;
     const target = Object.values(call.params).map(String).join("/") || null;
-    const args = redact({ ...call.params, ...call.query, ...(isObject(call.body) ? call.body : call.body === undefined ? {} : { body: call.body }) });
+    const args = redact({ ...call.params, ...call.query, ...(isObject(call.body) ? call.body : call.body === undefined ? {} : { body: call.body }) }, { allEnv: isMcpServerRoute(route.path) });
     const row = [new Date(this.now()).toISOString(), actorOf(call), call.caller.via, `${route.method} ${route.path}`, e.tool ?? null, target, JSON.stringify(args), e.outcome,
       e.errorCode ?? null, e.planId ?? null, e.approvalId ?? null, Math.round(e.durationMs * 100) / 100, call.requestId, call.caller.claimed ?? null, call.caller.peer ?? null];
     if (this.pending.push(row) === 1) setImmediate(() => this.flush());

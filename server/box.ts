@@ -4,7 +4,7 @@ import { dirname, join } from "node:path";
 import { applyChangeSet, ChangeSetError, movedFiles, revisionFiles, type AppliedChangeSet, type ChangeSet } from "../compiler/changeset.js";
 import { compile, hashOf, type CompileResult, type Model, type SourceTree } from "../compiler/index.js";
 import { TREE_FOLDERS, TreeCache } from "../reconciler/tree-cache.js";
-import { observe, planChanges, StateStore, writeFileAtomic, type Inventory, type Observed, type SlotDriver } from "../reconciler/index.js";
+import { observe, planChanges, StateStore, writeFileAtomic, type HermesCredentials, type Inventory, type Observed, type SlotDriver } from "../reconciler/index.js";
 import type { Diagnostic, Plan } from "../schema/index.js";
 import type { Db } from "./db.js";
 import { ApiError } from "./errors.js";
@@ -18,6 +18,8 @@ export interface BoxServiceOptions {
   readonly driverFor: (model: Model) => Promise<SlotDriver>;
   /** Asks the reconcile loop for a sweep (after a commit, a reload). */
   readonly nudge?: () => void;
+  /** The agent tokens hal0 hands on to Hermes profiles (observed as fingerprints; written by hermes_sync). */
+  readonly hermesCredentials?: HermesCredentials;
   readonly now?: () => number;
 }
 
@@ -134,7 +136,7 @@ export class BoxService {
 
   /** One observation of the box (no /health probes unless asked). */
   async observe(model: Model, health = false): Promise<{ observed: Observed; inventory: Inventory }> {
-    return observe(model, await this.driver(model), this.state, { health });
+    return observe(model, await this.driver(model), this.state, { health, hermesCredentials: this.options.hermesCredentials });
   }
 
   /** Applies `changes` to the tree in memory, compiles and plans it. Throws config.stale / config.invalid / config.unknown_revision. */
@@ -180,6 +182,8 @@ export class BoxService {
         throw new ApiError("config.write_failed", `writing ${proposal.applied.files.map((f) => f.file).join(", ")} failed, every file was rolled back: ${(err as Error).message}`);
       }
       this.cached = undefined;
+      // The committed tree compiled: its settings (the gate, [server] auth, TTLs) hold from the next request on.
+      this.lastGood = proposal.model;
       const revision = this.recordRevision(revisionFiles(proposal.applied.tree));
       this.options.nudge?.();
       return revision;

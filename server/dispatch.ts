@@ -1,11 +1,11 @@
 import { z } from "zod";
 import type { BoxService, Proposal } from "./box.js";
 import { ApiError } from "./errors.js";
-import { redact } from "./redact.js";
+import { isMcpServerRoute, redact, redactText } from "./redact.js";
 import type { Audit } from "./audit.js";
 import type { Approvals } from "./approvals.js";
 import type { PlanStore } from "./plans.js";
-import type { Caller, Route, RouteContext, WriteIntent, WriteOutcome } from "./route.js";
+import { RawReply, type Caller, type Route, type RouteContext, type WriteIntent, type WriteOutcome } from "./route.js";
 
 /** A call to a route, however it arrived (HTTP, an MCP tool, an approved request). */
 export interface Call {
@@ -83,11 +83,25 @@ export async function invoke(d: Dispatcher, route: Route, call: Call): Promise<u
       result = await route.handle(ctx);
     }
     if (audited) d.audit.record({ call, route, outcome: "ok", durationMs: performance.now() - started, planId, tool: call.tool });
-    return result;
+    return redactReply(route, result);
   } catch (err) {
     if (audited) d.audit.record({ call, route, outcome: "error", errorCode: err instanceof ApiError ? err.code : "system.internal", durationMs: performance.now() - started, planId, tool: call.tool });
     throw err;
   }
+}
+
+/**
+ * A reply as its reader sees it: values under secret-like keys, tokens and
+ * keys masked (server/redact.ts), every env value of an installed MCP
+ * server's. Whatever door it leaves by (REST, an MCP tool, an approval's
+ * stored result, a page) a reply is read by someone; the real values stay in
+ * the files and stores for execution. Not redacted: a route that reveals a
+ * secret on purpose (a minted token) and hal0-memory's own content.
+ */
+function redactReply(route: Route, result: unknown): unknown {
+  if (route.revealsSecret || route.path.startsWith("/mcp/memory")) return result;
+  if (result instanceof RawReply) return new RawReply(result.contentType, redactText(result.text), result.headers);
+  return redact(result, { allEnv: isMcpServerRoute(route.path) });
 }
 
 /** Proposes a write without committing it: what plans and approval requests store. */

@@ -28,7 +28,7 @@ export const tokenRoutes = [
     handle: ({ query, services }) => ({ tokens: tokensOf(services).list({ all: query.all === "true" }) }),
   }),
   defineRoute({
-    method: "POST", path: "/api/auth/tokens", kind: "action", status: 201, body: Create,
+    method: "POST", path: "/api/auth/tokens", kind: "action", status: 201, body: Create, revealsSecret: true,
     summary: "Mint a token (operator or agent); the secret is in this reply only",
     handle: ({ body, services }) => ({ token: tokensOf(services).mint(body.kind, body.name, body.scopes) }),
   }),
@@ -38,10 +38,10 @@ export const tokenRoutes = [
     handle: ({ params, services }) => ({ token: tokensOf(services).revoke(params.id) }),
   }),
   defineRoute({
-    method: "POST", path: "/api/auth/tokens/{name}/rotate", kind: "action", params: z.strictObject({ name: z.string().min(1).max(64) }),
-    body: z.strictObject({ kind: z.enum(TOKEN_KINDS).optional() }),
+    method: "POST", path: "/api/auth/tokens/rotate", kind: "action", revealsSecret: true,
+    body: z.strictObject({ name: z.string().min(1).max(64), kind: z.enum(TOKEN_KINDS).optional() }),
     summary: "Replace every live token of a name by a new one (a Hermes profile's converges on the next sweep)",
-    handle: ({ params, body, services }) => ({ token: tokensOf(services).rotate(params.name, body.kind) }),
+    handle: ({ body, services }) => ({ token: tokensOf(services).rotate(body.name, body.kind) }),
   }),
 ];
 

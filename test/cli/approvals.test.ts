@@ -33,7 +33,7 @@ describe("hal0 agent approvals", () => {
     expect(await main(["agent", "approvals", "approve", a.id, ...flags], approve)).toBe(0);
     expect(approve.out()).toMatch(/executed/);
     expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toMatch(/ctx_size = 20480/);
-    expect(s.hal0.approvals.get(a.id)).toMatchObject({ state: "executed", decided_by: "cli:alice" });
+    expect(s.hal0.approvals.get(a.id)).toMatchObject({ state: "executed", decided_by: "owner" });
 
     const deny = captureIo();
     expect(await main(["agent", "approvals", "deny", b.id, "--reason", "no", ...flags], deny)).toBe(0);
@@ -45,10 +45,19 @@ describe("hal0 agent approvals", () => {
   it("goes through a running server with --server", async () => {
     s = await startTestServer();
     const a = await s.hal0.approvals.enqueue("slot_edit", slotEdit, request(20480));
+    // No credential: refused. An agent's token: refused. The operator's (from the state folder): decides.
+    const none = captureIo();
+    expect(await main(["agent", "approvals", "approve", a.id, "--server", s.url, "--state", `${s.state}-none`], none)).toBe(1);
+    expect(none.err()).toContain("auth.required");
+    const asAgent = captureIo({ HAL0_TOKEN: s.agentToken("hermes__coder", ["rest"]) });
+    expect(await main(["agent", "approvals", "approve", a.id, "--server", s.url], asAgent)).toBe(1);
+    expect(asAgent.err()).toContain("auth.operator_required");
+    expect(s.hal0.approvals.get(a.id)!.state).toBe("pending");
     const io = captureIo();
-    expect(await main(["agent", "approvals", "approve", a.id, "--server", s.url], io)).toBe(0);
+    expect(await main(["agent", "approvals", "approve", a.id, "--server", s.url, "--state", s.state], io)).toBe(0);
     expect(io.out()).toMatch(/executed/);
-    const missing = captureIo();
+    expect(s.hal0.approvals.get(a.id)!.decided_by).toBe("owner");
+    const missing = captureIo({ HAL0_TOKEN: s.operator });
     expect(await main(["agent", "approvals", "show", "apr_nope", "--server", s.url], missing)).toBe(1);
     expect(missing.err()).toContain("approvals.not_found");
   });

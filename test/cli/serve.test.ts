@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -54,14 +54,22 @@ describe("hal0 serve (a real process)", () => {
   it("serves the API with JSON-line request logs, and exits 0 on SIGTERM", async () => {
     const { config, state } = await smallBox();
     const { child, url, lines } = await startServe(config, state, ["--no-reconcile"]);
-    const res = await httpCall(url, "GET", "/api/plans", { headers: { "x-hal0-agent": "hermes__coder", "x-request-id": "abc" } });
+    // The first start made the operator's token: 0600 in a 0700 state folder.
+    const tokenFile = join(state, "operator.token");
+    expect(statSync(tokenFile).mode & 0o777).toBe(0o600);
+    expect(statSync(state).mode & 0o777).toBe(0o700);
+    const token = readFileSync(tokenFile, "utf8").trim();
+    expect(token).toMatch(/^hal0_op_[A-Za-z0-9_-]{32}$/);
+    const res = await httpCall(url, "GET", "/api/plans", { headers: { authorization: `Bearer ${token}`, "x-request-id": "abc" } });
     expect(res.status).toBe(200);
     expect(res.headers.get("x-request-id")).toBe("abc");
+    expect((await httpCall(url, "POST", "/api/plans", { body: { edits: [] } })).status).toBe(401);
     const exited = exitOf(child);
     child.kill("SIGTERM");
     expect(await exited).toBe(0);
     const log = lines();
-    expect(log.find((l) => l.msg === "request")).toMatchObject({ reqId: "abc", caller: "hermes__coder", route: "GET /api/plans", status: 200 });
+    expect(log.find((l) => l.msg === "request")).toMatchObject({ reqId: "abc", caller: "operator:owner", route: "GET /api/plans", status: 200 });
+    expect(JSON.stringify(log)).not.toContain(token);
     expect(typeof log.find((l) => l.msg === "request").ms).toBe("number");
     expect(log.at(-1).msg).toBe("hal0 serve stopped");
   }, 30_000);
@@ -70,9 +78,10 @@ describe("hal0 serve (a real process)", () => {
     const { config, state, port } = await smallBox();
     const { child, url } = await startServe(config, state);
     cleanup.push(() => main(["down", "--config", config, "--state", state], captureIo()));
-    const planned = await httpCall(url, "POST", "/api/plans", { body: { edits: [{ file: "slots/solo.toml", op: "set", path: ["enabled"], value: true }] } });
+    const headers = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
+    const planned = await httpCall(url, "POST", "/api/plans", { body: { edits: [{ file: "slots/solo.toml", op: "set", path: ["enabled"], value: true }] }, headers });
     expect(planned.body.valid).toBe(true);
-    expect((await httpCall(url, "POST", `/api/plans/${planned.body.id}/apply`)).status).toBe(200);
+    expect((await httpCall(url, "POST", `/api/plans/${planned.body.id}/apply`, { headers })).status).toBe(200);
     expect(readFileSync(join(config, "slots/solo.toml"), "utf8")).toMatch(/^# the one slot\n/);
     expect(await healthWithin(port, 20_000)).toBe(200);
     const exited = exitOf(child);

@@ -11,31 +11,47 @@ afterEach(async () => s.close());
 const edit = (value: unknown) => ({ edits: [{ file: "slots/chat.toml", op: "set", path: ["tune", "ctx_size"], value }] });
 
 describe("audit and /api/activity", () => {
-  it("records every write and action with actor, route, outcome, code, plan and request id; reads are not audited", async () => {
+  it("records every write and action with the authenticated actor, route, outcome, code, plan and request id; reads are not audited", async () => {
     await s.call("GET", "/api/plans");
-    const ok = await s.call("POST", "/api/plans", { body: edit(20480), headers: { "x-hal0-agent": "hermes__coder", "x-request-id": "req-1" } });
-    await s.call("POST", `/api/plans/${ok.body.id}/apply`, { headers: { "x-hal0-agent": "not valid!" } });
+    const ok = await s.call("POST", "/api/plans", { body: edit(20480), as: "agent:hermes__coder", headers: { "x-request-id": "req-1" } });
+    expect(ok.status).toBe(201);
+    await s.call("POST", `/api/plans/${ok.body.id}/apply`);
     await s.call("POST", "/api/plans/pln_missing/apply");
     const { body } = await s.call("GET", "/api/activity");
     expect(body.total).toBe(3);
     const [missing, applied, planned] = body.items;
-    expect(planned).toMatchObject({ actor: "hermes__coder", kind: "rest", route: "POST /api/plans", outcome: "ok", request_id: "req-1" });
+    expect(planned).toMatchObject({ actor: "agent:hermes__coder", kind: "rest", route: "POST /api/plans", outcome: "ok", request_id: "req-1", claimed: null, peer: "127.0.0.1" });
     expect(planned.args.edits[0].value).toBe(20480);
-    expect(applied).toMatchObject({ actor: "dashboard", route: "POST /api/plans/{id}/apply", target: ok.body.id, outcome: "ok" });
+    expect(applied).toMatchObject({ actor: "operator:owner", route: "POST /api/plans/{id}/apply", target: ok.body.id, outcome: "ok" });
     expect(missing).toMatchObject({ outcome: "error", error_code: "plan.not_found" });
     expect(typeof planned.duration_ms).toBe("number");
   });
 
+  it("records refused calls too: anonymous writes, a spoofed X-hal0-Agent, a bad token, each with the actor the credential proved and the claimed header", async () => {
+    expect((await s.call("POST", "/api/plans", { body: edit(1), as: "anonymous", headers: { "x-hal0-agent": "hermes__coder" } })).status).toBe(401);
+    const spoof = await s.call("POST", "/api/plans", { body: edit(2), as: "agent:hermes__ops", headers: { "x-hal0-agent": "hermes__coder" } });
+    expect(spoof.status).toBe(403);
+    expect(spoof.body.error.code).toBe("auth.identity_mismatch");
+    expect((await s.call("POST", "/api/plans", { body: edit(3), headers: { authorization: "Bearer hal0_ag_notatokenhal0notatokenhal0notatok" } })).body.error.code).toBe("auth.invalid_token");
+    const rows = (await s.call("GET", "/api/activity?outcome=error")).body.items;
+    expect(rows.map((r: any) => [r.actor, r.error_code, r.claimed])).toEqual([
+      ["anonymous", "auth.invalid_token", null],
+      ["agent:hermes__ops", "auth.identity_mismatch", "hermes__coder"],
+      ["anonymous", "auth.required", "hermes__coder"],
+    ]);
+    expect(rows.every((r: any) => r.peer === "127.0.0.1" && r.route === "POST /api/plans")).toBe(true);
+  });
+
   it("filters and pages, and exports JSON lines oldest first", async () => {
-    for (let i = 0; i < 3; i++) await s.call("POST", "/api/plans", { body: edit(20000 + i), headers: { "x-hal0-agent": i === 1 ? "alice" : "bob" } });
+    for (let i = 0; i < 3; i++) await s.call("POST", "/api/plans", { body: edit(20000 + i), as: i === 1 ? "agent:alice" : "agent:bob" });
     await s.call("POST", "/api/plans/pln_x/apply");
-    expect((await s.call("GET", "/api/activity?actor=bob")).body.total).toBe(2);
+    expect((await s.call("GET", "/api/activity?actor=agent:bob")).body.total).toBe(2);
     expect((await s.call("GET", "/api/activity?outcome=error")).body.items.map((r: any) => r.error_code)).toEqual(["plan.not_found"]);
     const page = await s.call("GET", "/api/activity?limit=2&offset=1");
     expect(page.body).toMatchObject({ total: 4, limit: 2, offset: 1 });
     expect(page.body.items).toHaveLength(2);
     expect((await s.call("GET", "/api/activity?limit=0")).body.error.code).toBe("validation.invalid");
-    const exported = await s.call("GET", "/api/activity/export?actor=bob");
+    const exported = await s.call("GET", "/api/activity/export?actor=agent:bob");
     expect(exported.headers.get("content-type")).toContain("application/x-ndjson");
     const lines = (exported.body as string).trim().split("\n").map((l) => JSON.parse(l));
     expect(lines.map((l) => l.args.edits[0].value)).toEqual([20000, 20002]);

@@ -50,7 +50,7 @@ describe("approvals", () => {
 
     const approved = await s.call("POST", `/api/agent/approvals/${a.id}/approve`);
     expect(approved.status).toBe(200);
-    expect(approved.body.approval).toMatchObject({ state: "executed", decided_by: "dashboard" });
+    expect(approved.body.approval).toMatchObject({ state: "executed", decided_by: "owner" });
     expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toMatch(/ctx_size = 20480/);
     const again = await s.call("POST", `/api/agent/approvals/${a.id}/approve`);
     expect(again.status).toBe(409);
@@ -74,7 +74,8 @@ describe("approvals", () => {
   it("denies with a reason; refuses at enqueue a call that would break the tree", async () => {
     const s = await start();
     const a = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 20480));
-    const denied = await s.call("POST", `/api/agent/approvals/${a.id}/deny`, { body: { reason: "not today" }, headers: { "x-hal0-agent": "alice" } });
+    const alice = s.hal0.tokens.mint("operator", "alice").token;
+    const denied = await s.call("POST", `/api/agent/approvals/${a.id}/deny`, { body: { reason: "not today" }, headers: { authorization: `Bearer ${alice}` } });
     expect(denied.body.approval).toMatchObject({ state: "denied", reason: "not today", decided_by: "alice" });
     await expect(s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", -5))).rejects.toMatchObject({ code: "config.invalid" });
   });
@@ -97,7 +98,7 @@ describe("approvals", () => {
     const s = await start();
     const pending = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 16384));
     const events: Array<{ event: string; data: any }> = [];
-    const req = request(`${s.url}/api/agent/approvals/events`);
+    const req = request(`${s.url}/api/agent/approvals/events`, { headers: { authorization: `Bearer ${s.operator}` } });
     const got = (n: number) => new Promise<void>((resolve) => {
       const check = setInterval(() => events.length >= n && (clearInterval(check), resolve()), 20);
     });

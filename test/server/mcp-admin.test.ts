@@ -55,7 +55,7 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect(res.isError, JSON.stringify(res.body)).toBe(false);
     expect(res.body.committed).toBe(true);
     const row = (await s.call("GET", "/api/activity?kind=mcp")).body.items[0];
-    expect(row).toMatchObject({ actor: "mcp:hermes__coder", kind: "mcp", tool: "model_swap", route: "POST /api/slots/{name}/swap", outcome: "ok" });
+    expect(row).toMatchObject({ actor: "agent:hermes__coder", kind: "mcp", tool: "model_swap", route: "POST /api/slots/{name}/swap", outcome: "ok" });
   });
 
   it("queues a gated call with its plan summary; the same call gets the same id, another call a new one; approving it over REST runs it", async () => {

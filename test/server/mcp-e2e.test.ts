@@ -12,7 +12,7 @@ import { ROUTES } from "../../server/routes/index.js";
 import { serve, serveLogger } from "../../server/serve.js";
 import { captureIo, healthWithin } from "../cli/helpers.js";
 import { freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
-import { httpCall } from "./harness.js";
+import { agentTokenFor, httpCall, registerServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 
 describe("a gated slot_create over MCP, approved over REST, on a served box", () => {
@@ -32,18 +32,26 @@ describe("a gated slot_create over MCP, approved over REST, on a served box", ()
     const serving = await serve({ root: config, stateDir: state, port: 0, driverFor: async () => new ProcessDriver({ stateDir: state }), logger: serveLogger("silent"), env: {} });
     try {
       const port = await freePort();
+      const unregister = registerServer(serving.url, serving.server);
+      const operator = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
       const client = await adminClient(serving.url, "hermes__ops");
       const queued = await callTool(client, "slot_create", { name: "fresh", profile: "fake", model: "tiny", port, placement: { device: "cpu" } });
       expect(queued.body, JSON.stringify(queued.body)).toMatchObject({ status: "pending_approval" });
       expect(queued.body.detail).toContain("+ slot.fresh");
       expect(existsSync(join(config, "slots/fresh.toml"))).toBe(false);
-      const approved = await httpCall(serving.url, "POST", `/api/agent/approvals/${queued.body.approval_id}/approve`);
+      // The agent cannot approve its own request over REST; the operator can.
+      const own = await httpCall(serving.url, "POST", `/api/agent/approvals/${queued.body.approval_id}/approve`, { headers: { authorization: `Bearer ${agentTokenFor(serving.url, "hermes__ops")}` } });
+      expect(own.status).toBe(403);
+      expect(own.body.error.code).toBe("auth.operator_required");
+      const approved = await httpCall(serving.url, "POST", `/api/agent/approvals/${queued.body.approval_id}/approve`, { headers: operator });
       expect(approved.body.approval.state, JSON.stringify(approved.body)).toBe("executed");
       expect(readFileSync(join(config, "slots/fresh.toml"), "utf8")).toMatch(/profile = "fake"/);
       expect(await healthWithin(port, 20_000)).toBe(200);
-      const rows = (await httpCall(serving.url, "GET", "/api/activity?actor=approval:hermes__ops")).body.items;
+      const rows = (await httpCall(serving.url, "GET", "/api/activity?actor=agent:hermes__ops&kind=approval", { headers: operator })).body.items;
       expect(rows[0]).toMatchObject({ route: "POST /api/slots", outcome: "ok", kind: "approval" });
+      expect(approved.body.approval.decided_by).toBe("owner");
       await client.close();
+      unregister();
     } finally {
       await serving.close();
     }

@@ -139,7 +139,7 @@ describe("installed MCP servers, end to end", () => {
 describe("clients, catalog, logs and the event stream", () => {
   it("knows MCP clients from the audit log and streams their tool calls", async () => {
     const events: string[] = [];
-    const stream = request(`${s.url}/api/mcp/stream`, (res) => res.on("data", (chunk: Buffer) => events.push(chunk.toString())));
+    const stream = request(`${s.url}/api/mcp/stream`, { headers: { authorization: `Bearer ${s.operator}` } }, (res) => res.on("data", (chunk: Buffer) => events.push(chunk.toString())));
     stream.end();
     await new Promise((r) => setTimeout(r, 200));
     const mem = await memoryClient(s.url, "hermes__coder");
@@ -155,7 +155,7 @@ describe("clients, catalog, logs and the event stream", () => {
     const clients = (await s.call("GET", "/api/mcp/clients")).body.clients;
     expect(clients.find((c: any) => c.id === "hermes__coder")).toMatchObject({ role: "hermes", connected_to: ["hal0-memory"] });
     expect(clients.find((c: any) => c.id === "claude-code")).toMatchObject({ role: "agent", connected_to: ["hal0-admin"] });
-    expect((await s.call("GET", "/api/mcp/hal0-memory/logs?limit=5")).body.events[0]).toMatchObject({ tool: "memory_add", actor: "mcp:hermes__coder" });
+    expect((await s.call("GET", "/api/mcp/hal0-memory/logs?limit=5")).body.events[0]).toMatchObject({ tool: "memory_add", actor: "agent:hermes__coder" });
     expect((await s.call("GET", "/api/mcp/hal0-memory/logs?limit=0")).status).toBe(422);
     const catalog = (await s.call("GET", "/api/mcp/catalog")).body;
     expect(catalog.items.map((i: any) => i.id)).toEqual(expect.arrayContaining(["puppeteer", "sqlite", "gdrive", "slack"]));

@@ -1,0 +1,74 @@
+import { parseArgs } from "node:util";
+import { CliError, EXIT_OK, UsageError, type CliIo } from "./io.js";
+import { stateDir } from "./paths.js";
+
+export const TOKEN_HELP = `hal0 token create (--operator NAME | --agent NAME) [--scope SCOPE,…] [--json]
+hal0 token list [--all] [--json]
+hal0 token revoke ID
+hal0 token rotate NAME [--kind operator|agent] [--json]
+  [--state DIR]
+
+Credentials for hal0's API and MCP servers, in the state folder's database
+(only a hash of each token is stored). create and rotate print the token once,
+on stdout; keep it. Scopes: mcp:admin, mcp:memory, rest (default: an operator
+all of them, an agent mcp:admin,mcp:memory). Revoking or rotating takes effect
+at once, in a running 'hal0 serve' too. Rotating a Hermes profile's token
+(hermes__<p>) rewrites <state>/tokens/hermes__<p>; the next sweep writes the
+new one into the profile. Whoever can read the state folder manages tokens.`;
+
+/** `hal0 token …`: against the state folder's database directly (the person at the box). */
+export async function runToken(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseArgs({
+    args, strict: true, allowPositionals: true,
+    options: {
+      state: { type: "string" }, operator: { type: "string" }, agent: { type: "string" }, scope: { type: "string", multiple: true },
+      json: { type: "boolean" }, all: { type: "boolean" }, kind: { type: "string" },
+    },
+  });
+  const [verb, arg, ...extra] = positionals;
+  if (!verb || !["create", "list", "revoke", "rotate"].includes(verb) || extra.length > 0) throw new UsageError("expected: hal0 token create | list | revoke ID | rotate NAME");
+  const { openDb } = await import("../server/db.js");
+  const { ApiError } = await import("../server/errors.js");
+  const { TokenStore } = await import("../server/identity/tokens.js");
+  const state = stateDir(values.state, io.env, io.cwd);
+  const db = openDb(state);
+  const tokens = new TokenStore(db, state);
+  const print = (human: string, json: unknown) => io.stdout.write(values.json ? `${JSON.stringify(json, null, 2)}\n` : `${human}\n`);
+  try {
+    tokens.ensureOwner();
+    if (verb === "create") {
+      if (arg !== undefined) throw new UsageError("create takes --operator NAME or --agent NAME, not a positional name");
+      if ((values.operator === undefined) === (values.agent === undefined)) throw new UsageError("create needs exactly one of --operator NAME or --agent NAME");
+      const kind = values.operator !== undefined ? "operator" : "agent";
+      const scopes = (values.scope ?? []).flatMap((s) => s.split(",")).map((s) => s.trim()).filter(Boolean);
+      const minted = tokens.mint(kind, (values.operator ?? values.agent)!, scopes);
+      io.stderr.write(`hal0 token: ${minted.id} for ${kind}:${minted.name} (${minted.scopes.join(", ")}); shown once — keep it\n`);
+      print(minted.token, { token: minted });
+      return EXIT_OK;
+    }
+    if (verb === "list") {
+      if (arg !== undefined) throw new UsageError("list takes no argument");
+      const list = tokens.list({ all: values.all });
+      const rows = list.map((t) => `${t.id}  ${t.kind.padEnd(8)} ${t.name.padEnd(20)} ${t.scopes.join(",").padEnd(30)} created ${t.created_at}  last used ${t.last_used_at ?? "never"}${t.revoked_at ? `  revoked ${t.revoked_at}` : ""}`);
+      print(rows.join("\n") || "no tokens", { tokens: list });
+      return EXIT_OK;
+    }
+    if (arg === undefined) throw new UsageError(`${verb} needs ${verb === "revoke" ? "a token id (hal0 token list)" : "a name"}`);
+    if (verb === "revoke") {
+      const t = tokens.revoke(arg);
+      print(`revoked ${t.id} (${t.kind}:${t.name})`, { token: t });
+      return EXIT_OK;
+    }
+    if (values.operator !== undefined || values.agent !== undefined) throw new UsageError("rotate takes the name as its argument: hal0 token rotate NAME [--kind operator|agent]");
+    if (values.kind !== undefined && values.kind !== "operator" && values.kind !== "agent") throw new UsageError("--kind is operator or agent");
+    const minted = tokens.rotate(arg, values.kind as "operator" | "agent" | undefined);
+    io.stderr.write(`hal0 token: ${minted.id} replaces every earlier token of ${minted.kind}:${minted.name}; shown once — keep it\n`);
+    print(minted.token, { token: minted });
+    return EXIT_OK;
+  } catch (err) {
+    if (err instanceof ApiError) throw new CliError(err.code, err.message);
+    throw err;
+  } finally {
+    db.close();
+  }
+}

@@ -1,0 +1,296 @@
+import { spawn } from "node:child_process";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { routeId } from "../../server/route.js";
+import { ROUTES } from "../../server/routes/index.js";
+import { PUBLIC_ROUTES, anonymousMayCall } from "../../server/identity/access.js";
+import { hashSecret } from "../../server/identity/tokens.js";
+import { compile, loadTree } from "../../compiler/index.js";
+import { startTestServer, type TestServer } from "./harness.js";
+import { adminClient, callMemory, callTool, memoryClient } from "./mcp-helpers.js";
+
+const HAL0 = join(import.meta.dirname, "../../bin/hal0.js");
+
+let s: TestServer;
+beforeEach(async () => {
+  s = await startTestServer();
+});
+afterEach(async () => s.close());
+
+const chat = () => readFileSync(join(s.config, "slots/chat.toml"), "utf8");
+const bearer = (token: string) => ({ authorization: `Bearer ${token}` });
+
+/** A path for a route template, with real names from the example box. */
+function pathOf(template: string): string {
+  const names: Record<string, string> = { name: "chat", slot: "chat", child: "x", model_id: "qwen3-4b", slug: "coding", id: "x", server_id: "x", action: "start", slot_id: "x" };
+  return template.replace(/\{([a-z_]+)(?::path)?\}/g, (_, p: string) => names[p] ?? "x");
+}
+
+/** Queues a gated slot_edit from `agent` over MCP; returns its approval id. */
+async function queueEdit(agent: string, ctx = 20480): Promise<string> {
+  const c = await adminClient(s.url, agent);
+  const res = await callTool(c, "slot_edit", { name: "chat", tune: { ctx_size: ctx } });
+  await c.close();
+  expect(res.body, JSON.stringify(res.body)).toMatchObject({ status: "pending_approval" });
+  return res.body.approval_id;
+}
+
+describe("only a person approves, never the requester", () => {
+  it("an agent's token cannot approve or deny — not even its own request; an operator can", async () => {
+    const id = await queueEdit("hermes__coder");
+    for (const verb of ["approve", "deny"]) {
+      const own = await s.call("POST", `/api/agent/approvals/${id}/${verb}`, { as: "agent:hermes__coder", body: {} });
+      expect(own.status, verb).toBe(403);
+      expect(own.body.error.code).toBe("auth.operator_required");
+      const other = await s.call("POST", `/api/agent/approvals/${id}/${verb}`, { as: "agent:hermes__ops", body: {} });
+      expect(other.status).toBe(403);
+      // The header cannot make an agent a person either.
+      const spoof = await s.call("POST", `/api/agent/approvals/${id}/${verb}`, { as: "anonymous", headers: { "x-hal0-agent": "owner" }, body: {} });
+      expect(spoof.status).toBe(401);
+    }
+    expect(s.hal0.approvals.get(id)!.state).toBe("pending");
+    expect(chat()).not.toMatch(/ctx_size = 20480/);
+    const ok = await s.call("POST", `/api/agent/approvals/${id}/approve`);
+    expect(ok.body.approval).toMatchObject({ state: "executed", decided_by: "owner" });
+    expect(chat()).toMatch(/ctx_size = 20480/);
+  });
+
+  it("two concurrent approvals of one request in two processes give exactly one decision", async () => {
+    const id = await queueEdit("hermes__coder");
+    const run = () => new Promise<{ code: number | null; out: string }>((resolve) => {
+      const child = spawn(process.execPath, [HAL0, "agent", "approvals", "approve", id, "--config", s.config, "--state", s.state], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, HAL0_TOKEN: "" } });
+      let out = "";
+      child.stdout.on("data", (c: Buffer) => (out += c));
+      child.stderr.on("data", (c: Buffer) => (out += c));
+      child.on("exit", (code) => resolve({ code, out }));
+    });
+    const results = await Promise.all([run(), run()]);
+    expect(results.map((r) => r.code).sort(), results.map((r) => r.out).join("\n")).toEqual([0, 1]);
+    expect(results.find((r) => r.code === 1)!.out).toContain("approvals.already_resolved");
+    expect(s.hal0.approvals.get(id)).toMatchObject({ state: "executed", decided_by: "owner" });
+    expect(chat().match(/ctx_size = 20480/g)).toHaveLength(1);
+  }, 30_000);
+
+  it("two agents' identical requests are two requests", async () => {
+    const a = await queueEdit("hermes__coder");
+    const b = await queueEdit("hermes__ops");
+    expect(a).not.toBe(b);
+    expect(await queueEdit("hermes__coder")).toBe(a);
+    expect(s.hal0.approvals.get(a)!.caller).toMatchObject({ kind: "agent", agent: "hermes__coder" });
+    expect(s.hal0.approvals.get(b)!.caller).toMatchObject({ kind: "agent", agent: "hermes__ops" });
+  });
+});
+
+describe("anonymous callers only read", () => {
+  it("every write, action, approve and token route is 401 without a credential; every route whose tools are all autonomous-read answers", async () => {
+    const { model } = compile((await loadTree(s.config)).tree);
+    const policy = model!.policy;
+    let open = 0;
+    let shut = 0;
+    for (const route of ROUTES) {
+      if (route.kind === "stream") continue;
+      const res = await s.call(route.method, pathOf(route.path), { as: "anonymous", body: route.method === "GET" || route.method === "DELETE" ? undefined : {} });
+      const mayCall = PUBLIC_ROUTES.has(routeId(route)) || anonymousMayCall(route, policy);
+      if (mayCall) {
+        open++;
+        expect(res.status, `${routeId(route)} ${JSON.stringify(res.body).slice(0, 200)}`).not.toBe(401);
+      } else {
+        shut++;
+        expect(res.status, routeId(route)).toBe(401);
+        expect(res.body.error.code).toBe("auth.required");
+      }
+    }
+    expect(open).toBeGreaterThan(20);
+    expect(shut).toBeGreaterThan(40);
+    // The two streams are operator-only too.
+    for (const path of ["/api/agent/approvals/events", "/api/mcp/stream"]) expect((await s.call("GET", path, { as: "anonymous" })).status).toBe(401);
+    expect(chat()).toBe(readFileSync(join(s.config, "slots/chat.toml"), "utf8"));
+  }, 60_000);
+
+  it("reads work; a gated read (GET /api/logs' tool is gated) is not open to them", async () => {
+    expect((await s.call("GET", "/api/slots", { as: "anonymous" })).status).toBe(200);
+    expect((await s.call("GET", "/api/auth/whoami", { as: "anonymous" })).body).toEqual({ kind: "anonymous", name: "anonymous", identity: "anonymous" });
+    const c = await adminClient(s.url);
+    expect((await callTool(c, "slot_list", {})).isError).toBe(false);
+    const write = await callTool(c, "model_swap", { name: "utility", model: "gemma-3-12b-it" });
+    expect(write.isError).toBe(true);
+    expect(write.body.error.code).toBe("auth.required");
+    await c.close();
+  });
+
+  it("a private namespace needs an agent: anonymous asking for private gets memory.identity_required", async () => {
+    const anon = await memoryClient(s.url, undefined, { private: true });
+    const res = await callMemory(anon, "memory_search", { query: "mine?" });
+    expect(res.isError).toBe(true);
+    expect(res.body.error.code).toBe("memory.identity_required");
+    await anon.close();
+  });
+});
+
+describe("memory namespaces follow identity", () => {
+  it("agent a's private facts are never readable or deletable by agent b or anonymous; only an operator can approve their deletion", async () => {
+    const alice = await memoryClient(s.url, "alice", { private: true });
+    const added = (await callMemory(alice, "memory_add", { text: "the deploy key rotates on fridays" })).body;
+    expect(added.dataset ?? "private:alice").toBe("private:alice");
+    const bob = await memoryClient(s.url, "bob", { private: true });
+    const bobReads = await callMemory(bob, "memory_search", { query: "deploy", dataset: "private:alice" });
+    expect(bobReads.body.error.code).toBe("memory.dataset_forbidden");
+    expect((await callMemory(bob, "memory_search", { query: "deploy" })).body.results).toEqual([]);
+    const bobDeletes = await callMemory(bob, "memory_delete", { ids: [added.id], dataset: "private:alice" });
+    expect(bobDeletes.body.status).toBe("pending_approval");
+    const anon = await memoryClient(s.url);
+    expect((await callMemory(anon, "memory_search", { query: "deploy", dataset: "private:alice" })).body.error.code).toBe("memory.identity_required");
+    expect((await callMemory(anon, "memory_delete", { ids: [added.id], dataset: "private:alice" })).body.error.code).toBe("auth.required");
+    // No agent decides it, not even alice; the operator does.
+    for (const who of ["agent:bob", "agent:alice"]) expect((await s.call("POST", `/api/agent/approvals/${bobDeletes.body.approval_id}/approve`, { as: who })).status).toBe(403);
+    expect((await callMemory(alice, "memory_search", { query: "deploy" })).body.results).toHaveLength(1);
+    expect((await s.call("POST", `/api/agent/approvals/${bobDeletes.body.approval_id}/approve`)).body.approval.state).toBe("executed");
+    expect((await callMemory(alice, "memory_search", { query: "deploy" })).body.results).toHaveLength(0);
+    for (const c of [alice, bob, anon]) await c.close();
+  });
+});
+
+describe("the header is not an identity", () => {
+  it("X-hal0-Agent naming another agent than the token's is 403 auth.identity_mismatch and changes nothing", async () => {
+    const res = await s.call("POST", "/api/slots/utility/swap", { as: "agent:hermes__ops", headers: { "x-hal0-agent": "hermes__coder" }, body: { model: "gemma-3-12b-it" } });
+    expect(res.status).toBe(403);
+    expect(res.body.error.code).toBe("auth.identity_mismatch");
+    const match = await s.call("GET", "/api/auth/whoami", { as: "agent:hermes__ops", headers: { "x-hal0-agent": "hermes__ops" } });
+    expect(match.body.identity).toBe("agent:hermes__ops");
+  });
+
+  it("a per-agent block in policy.toml holds whatever header is sent, on MCP and on REST", async () => {
+    // hermes__coder may never delete a model (fixtures/box/policy.toml).
+    const coder = s.agentToken("hermes__coder");
+    const rest = await s.call("DELETE", "/api/models/qwen3-4b", { headers: bearer(coder) });
+    expect(rest.status).toBe(403);
+    expect(rest.body.error.code).toBe("mcp.tool_not_allowed");
+    const spoofed = await s.call("DELETE", "/api/models/qwen3-4b", { headers: { ...bearer(coder), "x-hal0-agent": "hermes__ops" } });
+    expect(spoofed.body.error.code).toBe("auth.identity_mismatch");
+    const c = await adminClient(s.url, "hermes__coder");
+    expect((await callTool(c, "model_delete", { model_id: "qwen3-4b" })).body.error.code).toBe("mcp.tool_not_allowed");
+    await c.close();
+    expect(readFileSync(join(s.config, "models.toml"), "utf8")).toContain(`[model."qwen3-4b"]`);
+    const refused = (await s.call("GET", "/api/activity?outcome=error")).body.items.filter((r: any) => r.actor === "agent:hermes__coder");
+    expect(refused.length).toBeGreaterThanOrEqual(2);
+  });
+
+  it("an unknown, revoked or malformed token is 401 auth.invalid_token, never anonymous", async () => {
+    const token = s.agentToken("hermes__ops");
+    expect((await s.call("GET", "/api/slots", { headers: bearer(token) })).status).toBe(200);
+    const id = s.hal0.tokens.list().find((t) => t.name === "hermes__ops")!.id;
+    expect((await s.call("POST", `/api/auth/tokens/${id}/revoke`)).status).toBe(200);
+    for (const h of [bearer(token), bearer("hal0_ag_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA"), { authorization: "Basic Zm9vOmJhcg==" }]) {
+      const res = await s.call("GET", "/api/slots", { headers: h });
+      expect(res.status).toBe(401);
+      expect(res.body.error.code).toBe("auth.invalid_token");
+    }
+  });
+});
+
+describe("the same policy on every surface", () => {
+  it("an agent's REST PUT of a gated change is queued (202 pending_approval), not written", async () => {
+    const before = chat();
+    const res = await s.call("PUT", "/api/slots/chat/config", { as: "agent:hermes__ops", body: { tune: { ctx_size: 12288 } } });
+    expect(res.status, JSON.stringify(res.body)).toBe(202);
+    expect(res.body).toMatchObject({ status: "pending_approval", approval_id: expect.stringMatching(/^apr_/) });
+    expect(chat()).toBe(before);
+    expect(s.hal0.approvals.get(res.body.approval_id)).toMatchObject({ state: "pending", tool: "slot_edit", caller: { kind: "agent", agent: "hermes__ops", via: "rest" } });
+    // An autonomous write from the same agent runs; the operator's gated write runs too.
+    expect((await s.call("POST", "/api/slots/utility/swap", { as: "agent:hermes__ops", body: { model: "gemma-3-12b-it" } })).status).toBe(200);
+    expect((await s.call("PUT", "/api/slots/chat/config", { body: { tune: { ctx_size: 12288 } } })).status).toBe(200);
+    expect(chat()).toMatch(/ctx_size = 12288/);
+  });
+
+  it("routes no tool maps to are operator-only: tokens, approval details", async () => {
+    for (const [method, path] of [["GET", "/api/auth/tokens"], ["POST", "/api/auth/tokens"], ["GET", "/api/agent/approvals/apr_x"]] as const) {
+      const res = await s.call(method, path, { as: "agent:hermes__ops", body: method === "POST" ? { kind: "operator", name: "evil" } : undefined });
+      expect(res.status, path).toBe(403);
+      expect(res.body.error.code).toBe("auth.operator_required");
+    }
+    const minted = await s.call("POST", "/api/auth/tokens", { body: { kind: "agent", name: "claude-code", scopes: ["mcp:admin"] } });
+    expect(minted.status).toBe(201);
+    expect(minted.body.token.token).toMatch(/^hal0_ag_/);
+    const listed = await s.call("GET", "/api/auth/tokens");
+    expect(JSON.stringify(listed.body)).not.toContain(minted.body.token.token);
+    expect(listed.body.tokens.map((t: any) => t.name)).toContain("claude-code");
+  });
+
+  it("a token reaches only its scopes", async () => {
+    const mcpOnly = s.hal0.tokens.mint("agent", "scoped", ["mcp:admin"]).token;
+    const rest = await s.call("GET", "/api/slots", { headers: bearer(mcpOnly) });
+    expect(rest.status).toBe(403);
+    expect(rest.body.error.code).toBe("auth.scope_denied");
+    await expect(memoryClient(s.url, { token: mcpOnly })).rejects.toThrow(/403|scope/);
+    const c = await adminClient(s.url, { token: mcpOnly });
+    expect((await callTool(c, "slot_list", {})).isError).toBe(false);
+    await c.close();
+  });
+
+  it("only an operator changes [server] auth, through whichever route", async () => {
+    const res = await s.call("PUT", "/api/settings", { as: "agent:hermes__ops", body: { server: { auth: "off" } } });
+    expect([202, 403]).toContain(res.status);
+    if (res.status === 202) throw new Error("an agent's change to [server] auth was queued for approval");
+    expect(res.body.error.code).toBe("auth.operator_required");
+    const plan = await s.call("POST", "/api/plans", { as: "agent:hermes__ops", body: { edits: [{ file: "hal0.toml", op: "set", path: ["server", "auth"], value: "off" }] } });
+    const applied = await s.call("POST", `/api/plans/${plan.body.id}/apply`, { as: "agent:hermes__ops" });
+    expect(applied.status).not.toBe(200);
+    expect(readFileSync(join(s.config, "hal0.toml"), "utf8")).not.toMatch(/auth = "off"/);
+  });
+});
+
+describe("[server] auth = \"off\"", () => {
+  it("an operator turns it off; then a loopback caller is the operator `local`, and one naming itself is that agent (gated as one)", async () => {
+    expect((await s.call("PUT", "/api/settings", { body: { server: { auth: "off" } } })).status).toBe(200);
+    expect((await s.call("GET", "/api/auth/whoami", { as: "anonymous" })).body.identity).toBe("operator:local");
+    const agent = await s.call("PUT", "/api/slots/chat/config", { as: "anonymous", headers: { "x-hal0-agent": "hermes__ops" }, body: { tune: { ctx_size: 9216 } } });
+    expect(agent.status).toBe(202);
+    // A token still decides when one is sent.
+    expect((await s.call("GET", "/api/auth/whoami", { as: "agent:hermes__coder" })).body.identity).toBe("agent:hermes__coder");
+  });
+});
+
+describe("MCP sessions are bound to the identity that opened them", () => {
+  it("a request on a session with another token, or none, is refused", async () => {
+    const a = s.agentToken("hermes__ops");
+    const b = s.agentToken("hermes__coder");
+    const post = (headers: Record<string, string>, body: unknown) => fetch(`${s.url}/mcp/admin`, {
+      method: "POST", headers: { "content-type": "application/json", accept: "application/json, text/event-stream", ...headers }, body: JSON.stringify(body),
+    });
+    const init = await post(bearer(a), { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } });
+    expect(init.status).toBe(200);
+    const sid = init.headers.get("mcp-session-id")!;
+    const common = { "mcp-session-id": sid, "mcp-protocol-version": "2025-06-18" };
+    await post({ ...bearer(a), ...common }, { jsonrpc: "2.0", method: "notifications/initialized" });
+    const list = { jsonrpc: "2.0", id: 2, method: "tools/list" };
+    const other = await post({ ...bearer(b), ...common }, list);
+    expect(other.status).toBe(403);
+    expect((await other.json()).error.code).toBe("auth.identity_mismatch");
+    const none = await post(common, list);
+    expect(none.status).toBe(403);
+    const same = await post({ ...bearer(a), ...common }, list);
+    expect(same.status).toBe(200);
+  });
+});
+
+describe("the state folder holds credentials, the database only hashes", () => {
+  it("no token in the database in plain text; operator.token is live and 0600", async () => {
+    const agent = s.agentToken("hermes__ops");
+    s.hal0.audit.flush();
+    s.hal0.db.pragma("wal_checkpoint(TRUNCATE)");
+    const bytes = readFileSync(join(s.state, "hal0.db")).toString("latin1");
+    for (const token of [s.operator, agent]) {
+      expect(bytes).not.toContain(token);
+      expect(bytes).toContain(hashSecret(token));
+    }
+    writeFileSync(join(s.state, "operator.token"), "hal0_op_notLiveNotLiveNotLiveNotLive12\n");
+    const again = await startTestServer({ reuse: { dir: join(s.state, "..") }, keep: true });
+    try {
+      expect(again.operator).not.toBe("hal0_op_notLiveNotLiveNotLiveNotLive12");
+      expect((await again.call("GET", "/api/auth/whoami")).body.identity).toBe("operator:owner");
+    } finally {
+      await again.close();
+    }
+  });
+});
