@@ -4,9 +4,10 @@ import type { Diagnostic, Plan } from "../schema/index.js";
 import { applyHermesChange } from "../reconciler/execute.js";
 import { formatPlan } from "../reconciler/format.js";
 import { readHermesFile } from "../reconciler/hermes-files.js";
-import { hermesHome, planHermesProfile, profileFile } from "../reconciler/hermes-plan.js";
+import { hermesHome, hermesIdentity, planHermesProfile, profileFile } from "../reconciler/hermes-plan.js";
 import { acquireLock } from "../reconciler/lock.js";
 import { StateStore } from "../reconciler/state.js";
+import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
 import { formatDiagnostic, formatSummary } from "./format-diagnostics.js";
 import { CliError, EXIT_OK, InvalidConfigError, UsageError, type CliIo } from "./io.js";
 import { configDir, stateDir } from "./paths.js";
@@ -20,7 +21,8 @@ The sweep keeps every named Hermes profile (<[hermes] home>/profiles/<p>/config.
 wired to hal0's MCP servers; the default profile (<[hermes] home>/config.yaml) is
 converged only here, on demand. Without --repair it shows what would change (exit 2
 when something would); with --repair it writes hal0's keys (hal0-admin, hal0-memory,
-the installed servers exposed to Hermes) as identity "hermes" and touches nothing else.`;
+the installed servers exposed to Hermes) with the bearer token of agent "hermes" (minted
+on first wiring, kept in <state>/tokens/hermes) and touches nothing else.`;
 
 /** `hal0 agent reprovision hermes [--repair]`. */
 export async function runAgent(args: string[], io: CliIo): Promise<number> {
@@ -32,14 +34,15 @@ export async function runAgent(args: string[], io: CliIo): Promise<number> {
   const text = await readHermesFile(file);
   if (text === undefined) throw new CliError("hermes.write_failed", `no default Hermes profile at ${file}`);
   const managed = (await state.readHermesManaged()).default;
-  const { change, warning } = planHermesProfile(model, null, text, managed, { enforce: true });
+  const credentials = stateHermesCredentials(state.dir);
+  const { change, warning } = planHermesProfile(model, null, text, managed, { enforce: true, token: credentials.fingerprint(hermesIdentity(null)) });
   const plan = onePlan(model, change, warning);
   io.stdout.write(`${formatPlan(plan, { verbose: true })}\n`);
   if (change.action === "no-op") return warning ? 1 : EXIT_OK;
   if (!values.repair) return 2;
   const release = await acquireLock(state.dir, "hal0 agent reprovision hermes --repair");
   try {
-    await applyHermesChange(change, state);
+    await applyHermesChange(change, state, { credentials });
   } catch (err) {
     throw new CliError("hermes.write_failed", `${file}: ${(err as Error).message}`);
   } finally {

@@ -43,7 +43,7 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
 }
 
 async function freshPlan(box: Box): Promise<Plan> {
-  const { observed, inventory } = await observe(box.model, box.driver, box.state, PLAN_ONLY);
+  const { observed, inventory } = await observe(box.model, box.driver, box.state, { ...PLAN_ONLY, hermesCredentials: box.hermesCredentials });
   return planChanges(box.model, observed, inventory);
 }
 
@@ -55,7 +55,7 @@ async function checkedSavedPlan(file: string, box: Box): Promise<Plan> {
   const parsed = Plan.safeParse(parseJson(text));
   if (!parsed.success) throw new CliError("plan.invalid", `${file} is not a hal0 plan (format_version 1)`);
   const saved = parsed.data;
-  const { observed } = await observe(box.model, box.driver, box.state, PLAN_ONLY);
+  const { observed } = await observe(box.model, box.driver, box.state, { ...PLAN_ONLY, hermesCredentials: box.hermesCredentials });
   const moved = describeMoves(saved, observed, box.model.digest);
   if (moved.length > 0) throw new CliError("plan.stale", `the plan is stale; re-run hal0 plan:\n${moved.map((m) => `  - ${m}`).join("\n")}`);
   return saved;

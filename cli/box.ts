@@ -1,7 +1,8 @@
 import { compile, loadTree, ConfigNotFoundError, type Model } from "../compiler/index.js";
 import { ProcessDriver } from "../reconciler/drivers/process.js";
 import { StateStore } from "../reconciler/state.js";
-import type { SlotDriver } from "../reconciler/index.js";
+import type { HermesCredentials, SlotDriver } from "../reconciler/index.js";
+import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
 import { formatDiagnostic, formatSummary } from "./format-diagnostics.js";
 import { InvalidConfigError, UsageError, type CliIo } from "./io.js";
 import { configDir, stateDir } from "./paths.js";
@@ -12,6 +13,8 @@ export interface Box {
   readonly model: Model;
   readonly driver: SlotDriver;
   readonly state: StateStore;
+  /** The agent tokens hal0 hands on to Hermes profiles, in the state folder's token store (pass to observe and executePlan). */
+  readonly hermesCredentials: HermesCredentials;
 }
 
 
@@ -34,7 +37,7 @@ export async function openBox(flags: { config?: string; state?: string }, io: Cl
     throw new InvalidConfigError(`${root} has ${errors.length} error(s)`);
   }
   const state = new StateStore(stateDir(flags.state, io.env, io.cwd));
-  return { root, model, driver: await driverFor(model, state.dir, io.env), state };
+  return { root, model, driver: await driverFor(model, state.dir, io.env), state, hermesCredentials: stateHermesCredentials(state.dir) };
 }
 
 const DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock";

@@ -6,9 +6,11 @@ import { parseArgs } from "node:util";
 import type { Model } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
 import { readHermesFile, readHermesProfiles } from "../reconciler/hermes-files.js";
-import { hermesHome, hermesIdentity, joinableServers, mcpBaseUrl, planHermesProfile, profileFile } from "../reconciler/hermes-plan.js";
-import { currentHal0Keys, desiredHal0Keys, HermesYamlError, sameKeys } from "../reconciler/hermes-wire.js";
+import { hermesHome, hermesIdentity, planHermesProfile, profileFile } from "../reconciler/hermes-plan.js";
+import type { HermesCredentials } from "../reconciler/index.js";
+import type { HermesManaged, HermesManagedProfile, HermesView } from "../reconciler/observed.js";
 import { StateStore } from "../reconciler/state.js";
+import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
 import { compileTree } from "./agent-cmd.js";
 import { EXIT_INVALID, EXIT_OK, type CliIo } from "./io.js";
 import { stateDir } from "./paths.js";
@@ -40,16 +42,31 @@ export async function runDoctor(args: string[], io: CliIo): Promise<number> {
   return failed ? EXIT_INVALID : EXIT_OK;
 }
 
-/** The doctor's rows for a compiled tree (no CLI io): what `hal0 doctor` prints and `GET /api/doctor` returns. */
-export async function doctorRows(tree: { root: string; model?: Model; diagnostics: readonly Diagnostic[]; stateDir: string; env: CliIo["env"] }): Promise<DoctorRow[]> {
+/**
+ * The doctor's rows for a compiled tree (no CLI io): what `hal0 doctor` prints
+ * and `GET /api/doctor` returns. The Hermes rows plan each profile as the
+ * sweep would, bearer included: a profile whose `Authorization` is not its
+ * identity's live agent token is not wired. Reads only (fingerprints; no
+ * token is minted), through `hermesCredentials` (default: the state folder's
+ * token store).
+ */
+export async function doctorRows(tree: { root: string; model?: Model; diagnostics: readonly Diagnostic[]; stateDir: string; env: CliIo["env"]; hermesCredentials?: HermesCredentials }): Promise<DoctorRow[]> {
   const rows: DoctorRow[] = [treeRow(tree.root, tree.diagnostics.filter((d) => d.severity === "error").length, tree.diagnostics.length), await stateRow(tree.stateDir)];
   const model = tree.model;
   if (!model) {
     const row = (check: string): DoctorRow => ({ check, status: "warn", message: "not checked: the config tree does not compile", hint: "fix the tree first (hal0 validate)" });
     rows.push(row("runtime"), row("hermes_profiles_mcp"), row("hermes_default_memory"), row("hermes_brain_memory"));
   } else {
-    const managed = await new StateStore(tree.stateDir).readHermesManaged().catch(() => ({ profiles: {} }));
-    rows.push(await runtimeRow(model, tree.env), await profilesRow(model, managed.profiles), await defaultMemoryRow(model), await brainMemoryRow(model));
+    const managed = await new StateStore(tree.stateDir).readHermesManaged().catch((): HermesManaged => ({ profiles: {} }));
+    const credentials = tree.hermesCredentials ?? stateHermesCredentials(tree.stateDir);
+    const token = (profile: string | null): string | null => {
+      try {
+        return credentials.fingerprint(hermesIdentity(profile));
+      } catch {
+        return null; // an unreadable token store: no live token to compare, so the profile shows as not wired
+      }
+    };
+    rows.push(await runtimeRow(model, tree.env), await profilesRow(model, managed.profiles, token), await defaultMemoryRow(model, managed.default, token), await brainMemoryRow(model, managed.profiles[BRAIN_PROFILE], token));
   }
   return rows;
 }
@@ -117,7 +134,9 @@ function hostPort(host: string): { host: string; port: number } {
 }
 
 /** Every named profile wired (hal0's keys as desired), or opted out. */
-async function profilesRow(model: Model, managed: Readonly<Record<string, { ids: readonly string[]; applied?: string }>>): Promise<DoctorRow> {
+type TokenOf = (profile: string | null) => string | null;
+
+async function profilesRow(model: Model, managed: Readonly<Record<string, { ids: readonly string[]; applied?: string }>>, token: TokenOf): Promise<DoctorRow> {
   const home = hermesHome(model);
   const profiles = await readHermesProfiles(home);
   const names = Object.keys(profiles);
@@ -127,7 +146,7 @@ async function profilesRow(model: Model, managed: Readonly<Record<string, { ids:
   const unwired: string[] = [];
   const broken: string[] = [];
   for (const name of names) {
-    const { change } = planHermesProfile(model, name, profiles[name]!.text, managed[name], { enforce: true });
+    const { change } = planHermesProfile(model, name, profiles[name]!.text, managed[name], { enforce: true, token: token(name) });
     if (change.reason === "invalid_yaml") broken.push(name);
     else if (change.action === "no-op") (change.reason === "opted_out" ? optedOut : wired).push(name);
     else if (change.reason === "opted_out") optedOut.push(name);
@@ -140,29 +159,30 @@ async function profilesRow(model: Model, managed: Readonly<Record<string, { ids:
   return { check: "hermes_profiles_mcp", status: "ok", message, hint: "" };
 }
 
-async function defaultMemoryRow(model: Model): Promise<DoctorRow> {
-  return memoryRow("hermes_default_memory", model, null, "hal0 agent reprovision hermes --repair");
+async function defaultMemoryRow(model: Model, managed: HermesManagedProfile | undefined, token: TokenOf): Promise<DoctorRow> {
+  return memoryRow("hermes_default_memory", model, null, managed, token, "hal0 agent reprovision hermes --repair");
 }
 
-async function brainMemoryRow(model: Model): Promise<DoctorRow> {
-  return memoryRow("hermes_brain_memory", model, BRAIN_PROFILE, "run hal0 apply, or wait for the next sweep");
+async function brainMemoryRow(model: Model, managed: HermesManagedProfile | undefined, token: TokenOf): Promise<DoctorRow> {
+  return memoryRow("hermes_brain_memory", model, BRAIN_PROFILE, managed, token, "run hal0 apply, or wait for the next sweep");
 }
 
-/** A profile's `mcp_servers.hal0-memory` is what hal0 wants there. */
-async function memoryRow(check: string, model: Model, profile: string | null, fix: string): Promise<DoctorRow> {
+/** A profile's `mcp_servers.hal0-memory` is what hal0 wants there, its bearer the identity's live agent token (the planner decides, as for a sweep). */
+async function memoryRow(check: string, model: Model, profile: string | null, managed: HermesManagedProfile | undefined, token: TokenOf, fix: string): Promise<DoctorRow> {
   const file = profileFile(hermesHome(model), profile);
   const text = await readHermesFile(file).catch((err: Error) => err);
   if (text instanceof Error) return { check, status: "fail", message: `cannot read ${file}: ${text.message}`, hint: "check the file's permissions" };
   if (text === undefined) return { check, status: "warn", message: `no ${profile === null ? "default" : profile} profile (${file} does not exist)`, hint: profile === null ? "install Hermes, then run hal0 agent reprovision hermes --repair" : `create the ${profile} profile with hermes, then run hal0 apply` };
-  try {
-    const desired = desiredHal0Keys(text, hermesIdentity(profile), mcpBaseUrl(model), joinableServers(model));
-    if (!Object.hasOwn(desired, "hal0-memory")) return { check, status: "warn", message: `${file} opts out of hal0's MCP servers (hal0: {wire_mcp: false})`, hint: "remove the opt-out to give this profile hal0's memory" };
-    const current = currentHal0Keys(text, ["hal0-memory"]);
-    if (!Object.hasOwn(current, "hal0-memory")) return { check, status: "warn", message: `${file} has no mcp_servers.hal0-memory`, hint: fix };
-    if (!sameKeys(current["hal0-memory"], desired["hal0-memory"])) return { check, status: "warn", message: `${file}: mcp_servers.hal0-memory differs from what hal0 writes (url, identity or headers)`, hint: fix };
-    return { check, status: "ok", message: `${file} is wired to hal0-memory as ${hermesIdentity(profile)}`, hint: "" };
-  } catch (err) {
-    if (!(err instanceof HermesYamlError)) throw err;
-    return { check, status: "fail", message: `${file} is not YAML hal0 can edit: ${err.message}`, hint: "fix the file's YAML" };
+  const { change, warning } = planHermesProfile(model, profile, text, managed, { enforce: true, token: token(profile) });
+  if (change.reason === "invalid_yaml") return { check, status: "fail", message: `${file} is not YAML hal0 can edit: ${(warning?.message ?? "").slice(file.length + 2).replace(/; hal0 leaves the file alone$/, "")}`, hint: "fix the file's YAML" };
+  const desired = (change.after as HermesView).mcp_servers;
+  const current = (change.before as HermesView).mcp_servers;
+  if (!Object.hasOwn(desired, "hal0-memory")) return { check, status: "warn", message: `${file} opts out of hal0's MCP servers (hal0: {wire_mcp: false})`, hint: "remove the opt-out to give this profile hal0's memory" };
+  if (!Object.hasOwn(current, "hal0-memory")) return { check, status: "warn", message: `${file} has no mcp_servers.hal0-memory`, hint: fix };
+  const differs = change.changed_paths.filter((p) => p === "mcp_servers.hal0-memory" || p.startsWith("mcp_servers.hal0-memory."));
+  if (differs.length > 0) {
+    const bearer = differs.some((p) => p.endsWith(".headers.Authorization"));
+    return { check, status: "warn", message: `${file}: mcp_servers.hal0-memory differs from what hal0 writes (${differs.join(", ")})${bearer ? `; its bearer is not ${hermesIdentity(profile)}'s live agent token` : ""}`, hint: fix };
   }
+  return { check, status: "ok", message: `${file} is wired to hal0-memory as ${hermesIdentity(profile)}`, hint: "" };
 }

@@ -21,7 +21,7 @@ export async function runDown(args: string[], io: CliIo): Promise<number> {
   const box = await openBox(values, io);
   const release = await acquireLock(box.state.dir, `hal0 down ${args.join(" ")}`.trim());
   try {
-    const { observed, inventory } = await observe(box.model, box.driver, box.state, PLAN_ONLY);
+    const { observed, inventory } = await observe(box.model, box.driver, box.state, { ...PLAN_ONLY, hermesCredentials: box.hermesCredentials });
     const plan = planChanges(box.model, observed, inventory, { destroy: true });
     io.stdout.write(`${formatPlan(plan)}\n`);
     if (!plan.has_changes) return EXIT_OK;

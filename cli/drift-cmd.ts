@@ -27,7 +27,7 @@ export interface DriftEntry {
 export async function runDrift(args: string[], io: CliIo): Promise<number> {
   const { values } = parseArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, json: { type: "boolean" } } });
   const box = await openBox(values, io);
-  const { observed, inventory } = await observe(box.model, box.driver, box.state, PLAN_ONLY);
+  const { observed, inventory } = await observe(box.model, box.driver, box.state, { ...PLAN_ONLY, hermesCredentials: box.hermesCredentials });
   const plan = planChanges(box.model, observed, inventory);
   const drift: DriftEntry[] = plan.changes
     .filter((c) => c.kind === "slot" && (c.reason === "not_running" || c.reason === "drifted") && Object.hasOwn(inventory.slots, c.address.slice(5)))

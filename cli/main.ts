@@ -21,13 +21,16 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   agent: async () => { const m = await import("./agent-cmd.js"); return { run: m.runAgent, help: m.AGENT_HELP }; },
   doctor: async () => { const m = await import("./doctor-cmd.js"); return { run: m.runDoctor, help: m.DOCTOR_HELP }; },
   serve: async () => { const m = await import("./serve-cmd.js"); return { run: m.runServe, help: m.SERVE_HELP }; },
+  web: async () => { const m = await import("./web-cmd.js"); return { run: m.runWeb, help: m.WEB_HELP }; },
   schema: async () => { const m = await import("./schema-cmd.js"); return { run: m.runSchema, help: m.SCHEMA_HELP }; },
+  token: async () => { const m = await import("./token-cmd.js"); return { run: m.runToken, help: m.TOKEN_HELP }; },
 };
 
 const USAGE = `usage: hal0 <command> [options]
 
 commands:
   serve      serve the REST API and run the reconcile loop (until SIGTERM)
+  web        print a one-time link that logs a browser into the operator's pages
   validate   compile the config tree and report every problem
   plan       show what apply would change, and why
   apply      converge the box to the config (asks first unless --yes)
@@ -39,6 +42,7 @@ commands:
              agent approvals list|show|approve|deny: gated requests waiting for a person
   doctor     check the tree, state folder, runtime and Hermes wiring (exit 1 on a failure)
   schema     write the JSON Schemas of every file kind
+  token      create | list | revoke | rotate: operators' and agents' credentials
 
 Run 'hal0 <command> --help' for a command's options.`;
 

@@ -29,7 +29,7 @@ export async function runPlan(args: string[], io: CliIo): Promise<number> {
     options: { ...BOX_OPTIONS, json: { type: "boolean" }, out: { type: "string" }, "detailed-exitcode": { type: "boolean" }, verbose: { type: "boolean" } },
   });
   const box = await openBox(values, io);
-  const { observed, inventory } = await observe(box.model, box.driver, box.state, PLAN_ONLY);
+  const { observed, inventory } = await observe(box.model, box.driver, box.state, { ...PLAN_ONLY, hermesCredentials: box.hermesCredentials });
   const plan = planChanges(box.model, observed, inventory);
   io.stdout.write(values.json ? `${planJson(plan)}\n` : `${formatPlan(plan, { verbose: values.verbose === true })}\n`);
   if (values.out) await writeFileAtomic(resolve(io.cwd, values.out), `${planJson(plan)}\n`);

@@ -13,11 +13,11 @@ import { EXIT_INVALID, EXIT_OK, type CliIo } from "./io.js";
 export async function executeWithProgress(plan: Plan, box: Box, io: CliIo): Promise<number> {
   const { slots } = box.model.settings;
   const results = await executePlan(plan, {
-    driver: box.driver, state: box.state, cwd: box.root, onEvent: progressReporter(io),
+    driver: box.driver, state: box.state, cwd: box.root, onEvent: progressReporter(io), hermesCredentials: box.hermesCredentials,
     healthTimeoutS: slots.health_timeout_s, stopGraceS: slots.stop_grace_s, parallel: slots.parallel,
   });
   io.stdout.write(`${formatResults(results)}\n`);
-  await refreshConditions(box.model, (await observe(box.model, box.driver, box.state)).observed, box.state);
+  await refreshConditions(box.model, (await observe(box.model, box.driver, box.state, { hermesCredentials: box.hermesCredentials })).observed, box.state);
   return results.every((r) => r.ok) ? EXIT_OK : EXIT_INVALID;
 }
 

@@ -2,6 +2,7 @@ import { parseArgs } from "node:util";
 import { SweepLoop } from "../reconciler/loop.js";
 import { StateStore } from "../reconciler/state.js";
 import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
+import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
 import { driverFor } from "./box.js";
 import { EXIT_INVALID, EXIT_OK, UsageError, type CliIo } from "./io.js";
 import { ConfigNotFoundError } from "../compiler/index.js";
@@ -19,7 +20,7 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
   const { values } = parseArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, once: { type: "boolean" }, json: { type: "boolean" } } });
   const root = configDir(values.config, io.env, io.cwd);
   const state = new StateStore(stateDir(values.state, io.env, io.cwd));
-  const sweeper = new Sweeper({ root, state, driverFor: async (model) => driverFor(model, state.dir) });
+  const sweeper = new Sweeper({ root, state, driverFor: async (model) => driverFor(model, state.dir), hermesCredentials: stateHermesCredentials(state.dir) });
   const print = (report: SweepReport) => io.stdout.write(values.json ? `${JSON.stringify(report)}\n` : `${formatReport(report)}\n`);
   if (values.once) {
     const report = await sweeper.sweep().catch((err: unknown) => {

@@ -33,7 +33,7 @@ export interface SlotStatus {
 export async function runStatus(args: string[], io: CliIo): Promise<number> {
   const { values } = parseArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, json: { type: "boolean" } } });
   const box = await openBox(values, io);
-  const [{ observed }, outcomes] = await Promise.all([observe(box.model, box.driver, box.state), box.state.readOutcomes()]);
+  const [{ observed }, outcomes] = await Promise.all([observe(box.model, box.driver, box.state, { hermesCredentials: box.hermesCredentials }), box.state.readOutcomes()]);
   const conditions = await refreshConditions(box.model, observed, box.state, Date.now, false);
   const rows = statusRows(box.model, observed.slots, outcomes).map((row) => ({ ...row, conditions: conditions[`slot.${row.name}`]?.conditions ?? [] }));
   const resources = Object.entries(conditions).filter(([address]) => !address.startsWith("slot.")).map(([address, c]) => ({ address, generation: c.generation, conditions: c.conditions }));

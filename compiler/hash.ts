@@ -32,3 +32,21 @@ export function sha256(text: string): string {
 export function hashOf(value: unknown): string {
   return `sha256:${sha256(canonicalJson(value))}`;
 }
+
+/**
+ * sha256 hex of a secret: hal0's tokens, login codes and session cookies carry
+ * 192 bits of randomness, so a fast hash is enough. The token store keeps
+ * only these.
+ */
+export function hashSecret(secret: string): string {
+  return sha256(secret);
+}
+
+/**
+ * A short, non-reversible fingerprint of a secret. The Hermes wiring compares
+ * these (the token hal0 hands on against the bearer in a profile file), so
+ * plans and the planner never carry the token itself.
+ */
+export function fingerprint(secret: string): string {
+  return hashSecret(`fingerprint:${secret}`).slice(0, 16);
+}

@@ -1,5 +1,6 @@
 import { hashOf } from "../compiler/index.js";
 import type { Plan } from "../schema/index.js";
+import { hermesIdentity } from "./hermes-plan.js";
 import type { Observed, ObservedSlot } from "./observed.js";
 
 /**
@@ -7,8 +8,8 @@ import type { Observed, ObservedSlot } from "./observed.js";
  * applying a saved plan can re-observe and name each resource that moved.
  * A digest covers only what changes the plan's decisions: for a slot whether
  * it runs, its pid and the spec hash its record holds; for settings the
- * applied settings; for a Hermes profile (`hermes.<p>`) its file's text. Health is left out: warming → ready must not make a plan
- * stale.
+ * applied settings; for a Hermes profile (`hermes.<p>`) its file's text and, when observed, the fingerprint of the token hal0 hands
+ * on to it (a rotation makes a saved plan stale). Health is left out: warming → ready must not make a plan stale.
  */
 export function observedDigests(observed: Observed): Record<string, string> {
   const entries: Array<[string, string]> = Object.keys(observed.slots).map((name) => [
@@ -16,9 +17,14 @@ export function observedDigests(observed: Observed): Record<string, string> {
     slotDigest(observed.slots[name]!),
   ]);
   entries.push(["settings", hashOf(observed.applied_settings ?? null)]);
-  for (const [name, profile] of Object.entries(observed.hermes_profiles ?? {})) entries.push([`hermes.${name}`, hashOf(profile.text)]);
+  for (const [name, profile] of Object.entries(observed.hermes_profiles ?? {})) entries.push([`hermes.${name}`, hermesDigest(observed, name, profile.text)]);
   entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return Object.fromEntries(entries);
+}
+
+function hermesDigest(observed: Observed, name: string, text: string): string {
+  if (observed.hermes_tokens === undefined) return hashOf(text);
+  return hashOf({ text, token: observed.hermes_tokens[hermesIdentity(name)] ?? null });
 }
 
 function slotDigest(slot: ObservedSlot): string {
@@ -48,7 +54,7 @@ export function describeMoves(saved: Plan, observed: Observed, configDigest: str
   return movedResources(saved.base, current).map((address) => {
     if (address === "config") return `config: the config changed since the plan was made (${short(saved.base.config_digest)} → ${short(configDigest)})`;
     if (address === "settings") return "settings: the applied settings changed since the plan was made";
-    if (address.startsWith("hermes.")) return `${address}: its config.yaml ${observed.hermes_profiles?.[address.slice("hermes.".length)] ? "was edited" : "was removed or added"} since the plan was made`;
+    if (address.startsWith("hermes.")) return `${address}: its config.yaml ${observed.hermes_profiles?.[address.slice("hermes.".length)] ? "was edited, or its token rotated," : "was removed or added"} since the plan was made`;
     const change = saved.changes.find((c) => c.address === address);
     const was = change === undefined ? "not seen" : change.reason === "new" || change.reason === "not_running" ? "not running" : `running${specOf(change.before)}`;
     const slot = observed.slots[address.slice("slot.".length)];

@@ -2,7 +2,9 @@ import { hashOf } from "../compiler/index.js";
 import type { Change, Plan, Settings } from "../schema/index.js";
 import { DriverError, type SlotDriver, type StartPhase } from "./drivers/driver.js";
 import { convergeHermesFile } from "./hermes-files.js";
-import type { HermesView, SlotView } from "./observed.js";
+import { hermesIdentity } from "./hermes-plan.js";
+import { fillBearer } from "./hermes-wire.js";
+import type { HermesCredentials, HermesView, SlotView } from "./observed.js";
 import type { StateStore } from "./state.js";
 
 /** What the executor reports as it goes, for the CLI's progress display. */
@@ -33,6 +35,8 @@ export interface ExecuteOptions {
   /** How many slots start or stop at once within a wave. */
   readonly parallel?: number;
   readonly onEvent?: (event: ExecEvent) => void;
+  /** The agent tokens a Hermes profile's `Bearer [redacted]` stands for; without them no Authorization header is written. */
+  readonly hermesCredentials?: HermesCredentials;
   /** Injected for tests; wall clock otherwise. */
   readonly now?: () => number;
 }
@@ -114,17 +118,31 @@ async function settingsStep(change: Change, o: Ctx): Promise<StepResult> {
 /** Writes a Hermes profile's hal0 keys (`after`), removing the ids hal0 owned (`before`) that `after` drops. */
 async function hermesStep(change: Change, o: Ctx): Promise<StepResult> {
   return timed(change, o, async (emit) => {
-    await applyHermesChange(change, o.state, o.serial);
+    await applyHermesChange(change, o.state, { serial: o.serial, credentials: o.hermesCredentials });
     emit("applied");
   });
 }
 
-/** Carries out one `hermes` update: the file's hal0 keys become `after`'s, then hermes-managed.json records what hal0 owns there. */
-export async function applyHermesChange(change: Change, state: StateStore, serial: <T>(fn: () => Promise<T>) => Promise<T> = (fn) => fn()): Promise<void> {
+/**
+ * Carries out one `hermes` update: the file's hal0 keys become `after`'s,
+ * then hermes-managed.json records what hal0 owns there. `after` holds the
+ * bearer as `Bearer [redacted]`: here, and only here, it becomes the real
+ * token of `after.identity`, read through `credentials` (which mints one on
+ * first wiring). Without credentials the header is left out, never written
+ * as the placeholder. What is recorded is the redacted form of what was
+ * written, which is what the planner compares.
+ */
+export async function applyHermesChange(change: Change, state: StateStore, options: { serial?: <T>(fn: () => Promise<T>) => Promise<T>; credentials?: HermesCredentials } = {}): Promise<void> {
+  const serial = options.serial ?? ((fn) => fn());
   const before = change.before as HermesView;
   const after = change.after as HermesView;
-  await convergeHermesFile(after.file, after.mcp_servers, before.managed_ids);
-  await serial(() => state.recordHermesManaged(after.profile, { ids: after.managed_ids, applied: hashOf(after.mcp_servers) }));
+  const credentials = options.credentials;
+  // (A plan saved before identities has no `identity`: the profile's is derived the planner's way.)
+  const identity = after.identity ?? hermesIdentity(after.profile);
+  const written = fillBearer(after.mcp_servers, credentials ? () => credentials.token(identity) : undefined);
+  await convergeHermesFile(after.file, written, before.managed_ids);
+  const recorded = credentials ? after.mcp_servers : written;
+  await serial(() => state.recordHermesManaged(after.profile, { ids: after.managed_ids, applied: hashOf(recorded) }));
 }
 
 /** Runs one step, timing it, turning a throw into a failed result and recording the outcome. */

@@ -1,6 +1,6 @@
-import { hashOf, type Model } from "../compiler/index.js";
+import { fingerprint, hashOf, type Model } from "../compiler/index.js";
 import type { Change, PlanWarning } from "../schema/index.js";
-import { currentHal0Keys, desiredHal0Keys, HermesYamlError, sameKeys, type JoinableServer } from "./hermes-wire.js";
+import { BEARER_PLACEHOLDER, currentHal0Keys, desiredHal0Keys, HAL0_SERVER_IDS, HermesYamlError, redactHal0Keys, sameKeys, type JoinableServer } from "./hermes-wire.js";
 import type { HermesManagedProfile, HermesView, Observed } from "./observed.js";
 
 /**
@@ -12,6 +12,12 @@ import type { HermesManagedProfile, HermesView, Observed } from "./observed.js";
  * (the config moved: server address, exposure, the profile's own opt-ins; or
  * hal0 has no record of writing the file, e.g. a lost state folder),
  * `opted_out` (hal0: {wire_mcp: false}: hal0's keys are removed).
+ *
+ * hal0's two servers authenticate as the profile's identity with its agent
+ * token. The planner never sees that token: plans show the header as
+ * `Bearer [redacted]` on both sides, and a bearer in the file that is not the
+ * token hal0 hands on now (by fingerprint: rotated, revoked, never minted,
+ * typed by hand) is a change naming `mcp_servers.<id>.headers.Authorization`.
  */
 
 /** The base URL of this box's MCP servers, from `[server]` (a wildcard bind address is reached on loopback). */
@@ -26,7 +32,7 @@ export function joinableServers(model: Model): JoinableServer[] {
   return Object.values(model.mcpServers).map((s) => ({ id: s.id, transport: s.transport, url: s.url, enabled: s.enabled, exposure: s.exposure, tools: s.tools }));
 }
 
-/** `X-hal0-Agent` of a profile: `hermes__<p>`; the default profile is `hermes`. */
+/** The agent identity of a profile, whose token its bearer is: `hermes__<p>`; the default profile is `hermes`. */
 export function hermesIdentity(profile: string | null): string {
   return profile === null ? "hermes" : `hermes__${profile}`;
 }
@@ -47,34 +53,50 @@ export function planHermes(model: Model, observed: Observed): { changes: Change[
   const changes: Change[] = [];
   const warnings: PlanWarning[] = [];
   for (const name of Object.keys(profiles).sort()) {
-    const result = planHermesProfile(model, name, profiles[name]!.text, observed.hermes_managed?.profiles[name]);
+    const tokens = observed.hermes_tokens;
+    const result = planHermesProfile(model, name, profiles[name]!.text, observed.hermes_managed?.profiles[name], { token: tokens === undefined ? undefined : tokens[hermesIdentity(name)] ?? null });
     changes.push(result.change);
     if (result.warning) warnings.push(result.warning);
   }
   return { changes, warnings };
 }
 
-/** One profile's change (the default profile: `profile` null, address `hermes`). `enforce`: undo a hand edit even under drift = "warn" (an on-demand repair). */
-export function planHermesProfile(model: Model, profile: string | null, text: string, managed: HermesManagedProfile | undefined, options: { enforce?: boolean } = {}): { change: Change; warning?: PlanWarning } {
+export interface HermesPlanOptions {
+  /** Undo a hand edit even under drift = "warn" (an on-demand repair). */
+  readonly enforce?: boolean;
+  /**
+   * The fingerprint of the token hal0 hands on to this profile's identity
+   * (`observed.hermes_tokens`); null: none is live yet (one is minted when
+   * the file is written). Undefined: no credentials were observed, and hal0's
+   * servers get no Authorization header.
+   */
+  readonly token?: string | null;
+}
+
+/** One profile's change (the default profile: `profile` null, address `hermes`). */
+export function planHermesProfile(model: Model, profile: string | null, text: string, managed: HermesManagedProfile | undefined, options: HermesPlanOptions = {}): { change: Change; warning?: PlanWarning } {
   const address = profile === null ? "hermes" : `hermes.${profile}`;
+  const identity = hermesIdentity(profile);
   const file = profileFile(hermesHome(model), profile);
   const owned = [...(managed?.ids ?? [])].sort();
   let desired: Record<string, unknown>;
   let current: Record<string, unknown>;
+  let bearers: Record<string, string>;
   try {
-    desired = desiredHal0Keys(text, hermesIdentity(profile), mcpBaseUrl(model), joinableServers(model));
-    current = currentHal0Keys(text, [...owned, ...Object.keys(desired)]);
+    desired = desiredHal0Keys(text, identity, mcpBaseUrl(model), joinableServers(model), { bearer: options.token !== undefined });
+    // From here on the file's own bearers are only fingerprints: what plans show is redacted.
+    ({ view: current, bearers } = redactHal0Keys(currentHal0Keys(text, [...owned, ...Object.keys(desired)])));
   } catch (err) {
     if (!(err instanceof HermesYamlError)) throw err;
-    const view: HermesView = { profile, file, mcp_servers: {}, managed_ids: owned };
+    const view: HermesView = { profile, identity, file, mcp_servers: {}, managed_ids: owned };
     return {
       change: hermesChange(address, "no-op", "invalid_yaml", [], view, view),
       warning: { address, code: "hermes.invalid_yaml", message: `${file}: ${err.message}; hal0 leaves the file alone` },
     };
   }
-  const before: HermesView = { profile, file, mcp_servers: current, managed_ids: owned };
-  const after: HermesView = { profile, file, mcp_servers: desired, managed_ids: Object.keys(desired).filter((id) => id !== "hal0-admin" && id !== "hal0-memory").sort() };
-  const paths = diffPaths("mcp_servers", current, desired);
+  const before: HermesView = { profile, identity, file, mcp_servers: current, managed_ids: owned };
+  const after: HermesView = { profile, identity, file, mcp_servers: desired, managed_ids: Object.keys(desired).filter((id) => id !== "hal0-admin" && id !== "hal0-memory").sort() };
+  const paths = [...new Set([...diffPaths("mcp_servers", current, desired), ...bearerPaths(current, desired, bearers, options.token)])].sort();
   if (paths.length === 0) return { change: hermesChange(address, "no-op", Object.keys(desired).length === 0 ? "opted_out" : "unchanged", [], before, after) };
   const reason = reasonFor(current, desired, managed);
   // `[reconcile] drift = "warn"`: a hand edit of hal0's keys is reported, not undone.
@@ -85,6 +107,24 @@ export function planHermesProfile(model: Model, profile: string | null, text: st
     };
   }
   return { change: hermesChange(address, "update", reason, paths, before, after) };
+}
+
+/**
+ * Where the file's bearer is not the token hal0 hands on: each of hal0's two
+ * servers whose redacted entry equals the desired one there (`Bearer
+ * [redacted]` on both sides) but whose bearer's fingerprint is not `token`'s.
+ */
+function bearerPaths(current: Record<string, unknown>, desired: Record<string, unknown>, bearers: Record<string, string>, token: string | null | undefined): string[] {
+  if (token === undefined) return [];
+  return HAL0_SERVER_IDS.filter((id) => {
+    const now = headersOf(current[id]).Authorization;
+    if (now !== BEARER_PLACEHOLDER || headersOf(desired[id]).Authorization !== BEARER_PLACEHOLDER) return false;
+    return token === null || bearers[id] === undefined || fingerprint(bearers[id]!) !== token;
+  }).map((id) => `mcp_servers.${id}.headers.Authorization`);
+}
+
+function headersOf(entry: unknown): Record<string, unknown> {
+  return isRecord(entry) && isRecord(entry.headers) ? entry.headers : {};
 }
 
 function reasonFor(current: Record<string, unknown>, desired: Record<string, unknown>, managed: HermesManagedProfile | undefined): string {

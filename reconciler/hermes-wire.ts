@@ -46,6 +46,15 @@ export function enforceableInHermes(s: Pick<JoinableServer, "tools">): boolean {
   return s.tools.gated.length === 0;
 }
 
+/**
+ * What plans, diffs and anything stored show for the bearer hal0 hands on to
+ * a profile (and for any bearer read from a file). Only the executor, as it
+ * writes the file, puts the real token in its place (`fillBearer`).
+ */
+export const BEARER_PLACEHOLDER = "Bearer [redacted]";
+/** A header that is a credential but not a bearer hal0 could have written. */
+const REDACTED = "[redacted]";
+
 /** The person's own switches, read from the profile's `hal0:` table. */
 export interface Hal0Options {
   /** `hal0: {wire_mcp: false}` opts the profile out: hal0 keeps none of its keys there. */
@@ -66,22 +75,27 @@ export function readOptions(text: string): Hal0Options {
 }
 
 /**
- * What hal0's keys should be in this file: its two servers with the caller's
- * identity (`X-hal0-Agent`), plus every installed server exposed to this
- * profile (`exposure.brain` for hal0-brain, `exposure.hermes` for the
+ * What hal0's keys should be in this file: its two servers, authenticated as
+ * the profile's identity (`Authorization: Bearer [redacted]`, the placeholder
+ * of that identity's agent token, when `bearer`; `X-hal0-Private: "1"` when
+ * the profile opts into private memory), plus every installed server exposed
+ * to this profile (`exposure.brain` for hal0-brain, `exposure.hermes` for the
  * others), enabled, reachable at a url and without gated tools, with its
  * [tools] policy as Hermes' filter. None when the profile opted out.
+ * `X-hal0-Agent` is not written: the server trusts only the token.
  */
-export function desiredHal0Keys(text: string, identity: string, baseUrl: string, servers: readonly JoinableServer[]): Record<string, WiredServer> {
+export function desiredHal0Keys(text: string, identity: string, baseUrl: string, servers: readonly JoinableServer[], options: { readonly bearer?: boolean } = {}): Record<string, WiredServer> {
   const brain = identity === `hermes__${BRAIN_PROFILE}`;
-  const options = readOptions(text);
-  if (!options.wire_mcp) return {};
-  const headers: Record<string, string> = { "X-hal0-Agent": identity };
-  if (options.memory_private) headers["X-hal0-Private"] = "1";
+  const opts = readOptions(text);
+  if (!opts.wire_mcp) return {};
+  const headers: Record<string, string> = {};
+  if (options.bearer) headers.Authorization = BEARER_PLACEHOLDER;
+  if (opts.memory_private) headers["X-hal0-Private"] = "1";
+  const withHeaders = Object.keys(headers).length > 0 ? { headers } : {};
   const base = baseUrl.replace(/\/+$/, "");
   const out: Record<string, WiredServer> = {
-    "hal0-admin": { type: "http", url: `${base}/mcp/admin`, timeout: TIMEOUT_S, headers: { ...headers } },
-    "hal0-memory": { type: "http", url: `${base}/mcp/memory`, timeout: TIMEOUT_S, headers: { ...headers } },
+    "hal0-admin": { type: "http", url: `${base}/mcp/admin`, timeout: TIMEOUT_S, ...structuredClone(withHeaders) },
+    "hal0-memory": { type: "http", url: `${base}/mcp/memory`, timeout: TIMEOUT_S, ...structuredClone(withHeaders) },
   };
   for (const s of [...servers].sort((a, b) => compare(a.id, b.id))) {
     const exposed = brain ? s.exposure.brain : s.exposure.hermes;
@@ -105,6 +119,66 @@ export function currentHal0Keys(text: string, ownedIds: readonly string[]): Reco
   const js = serversJs(doc);
   for (const id of candidateIds(ownedIds)) if (findPair(servers, id)) out[id] = js[id] ?? null;
   return out;
+}
+
+/**
+ * hal0's entries as plans may show them: every `Authorization` header (any
+ * case) of an entry redacted — `Bearer <x>` becomes `Bearer [redacted]`,
+ * anything else `[redacted]` — and, per entry, the bearer it held (so the
+ * planner can fingerprint it). Pure; `current` is not changed.
+ */
+export function redactHal0Keys(current: Readonly<Record<string, unknown>>): { view: Record<string, unknown>; bearers: Record<string, string> } {
+  const view: Record<string, unknown> = {};
+  const bearers: Record<string, string> = {};
+  for (const [id, entry] of Object.entries(current)) {
+    const headers = isRecord(entry) ? entry.headers : undefined;
+    if (!isRecord(entry) || !isRecord(headers) || !Object.keys(headers).some(isAuthorization)) {
+      view[id] = entry;
+      continue;
+    }
+    const redacted: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(headers)) {
+      if (!isAuthorization(name)) redacted[name] = value;
+      else {
+        const m = name === "Authorization" && typeof value === "string" ? /^Bearer (\S+)$/.exec(value) : null;
+        redacted[name] = m ? BEARER_PLACEHOLDER : REDACTED;
+        if (m) bearers[id] = m[1]!;
+      }
+    }
+    view[id] = { ...entry, headers: redacted };
+  }
+  return { view, bearers };
+}
+
+/**
+ * `entries` with each `Authorization: Bearer [redacted]` placeholder of
+ * hal0's two servers replaced by `Bearer <token()>` (token read once, only
+ * if some entry needs it), or, with no `token`, removed (a `headers` left
+ * empty goes too): the placeholder itself is never written to a file.
+ */
+export function fillBearer(entries: Readonly<Record<string, unknown>>, token: (() => string) | undefined): Record<string, unknown> {
+  let secret: string | undefined;
+  const out: Record<string, unknown> = {};
+  for (const [id, entry] of Object.entries(entries)) {
+    const headers = isRecord(entry) ? entry.headers : undefined;
+    if (!(HAL0_SERVER_IDS as readonly string[]).includes(id) || !isRecord(entry) || !isRecord(headers) || headers.Authorization !== BEARER_PLACEHOLDER) {
+      out[id] = entry;
+      continue;
+    }
+    const { Authorization: _placeholder, ...rest } = headers;
+    if (token) {
+      secret ??= token();
+      out[id] = { ...entry, headers: { Authorization: `Bearer ${secret}`, ...rest } };
+    } else {
+      const { headers: _headers, ...bare } = entry;
+      out[id] = Object.keys(rest).length > 0 ? { ...bare, headers: rest } : bare;
+    }
+  }
+  return out;
+}
+
+function isAuthorization(header: string): boolean {
+  return header.toLowerCase() === "authorization";
 }
 
 /**

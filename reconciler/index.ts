@@ -1,5 +1,5 @@
 // Observed state and the planner's inputs
-export { emptyInventory, type Observed, type ObservedSlot, type SlotView, type SlotHealth, type ForeignPort, type Inventory } from "./observed.js";
+export { emptyInventory, type Observed, type ObservedSlot, type SlotView, type SlotHealth, type ForeignPort, type Inventory, type HermesCredentials } from "./observed.js";
 
 // Planning (pure) and its text / JSON forms
 export { planChanges, type PlanOptions } from "./plan.js";
@@ -8,7 +8,7 @@ export { observedDigests, movedResources, describeMoves } from "./digest.js";
 export { formatPlan, planJson, type FormatOptions } from "./format.js";
 
 // Observing and executing (I/O)
-export { observe } from "./observe.js";
+export { observe, type ObserveAllOptions } from "./observe.js";
 export { executePlan, type ExecEvent, type ExecuteOptions, type StepResult } from "./execute.js";
 export { StateStore, type SlotOutcome } from "./state.js";
 export { acquireLock, LockedError, type LockHolder } from "./lock.js";

@@ -1,25 +1,40 @@
 import type { Model } from "../compiler/index.js";
 import type { ObserveOptions, SlotDriver } from "./drivers/driver.js";
-import type { ForeignPort, Inventory, Observed, ObservedSlot } from "./observed.js";
+import type { ForeignPort, HermesCredentials, Inventory, Observed, ObservedHermesProfile, ObservedSlot } from "./observed.js";
 import type { StateStore } from "./state.js";
 import { readHermesProfiles } from "./hermes-files.js";
-import { hermesHome } from "./hermes-plan.js";
+import { hermesHome, hermesIdentity } from "./hermes-plan.js";
+
+export interface ObserveAllOptions extends ObserveOptions {
+  /** Where the Hermes profiles' agent tokens are (the composition root's TokenStore); without it the observation has no `hermes_tokens`. */
+  readonly hermesCredentials?: HermesCredentials;
+}
 
 /**
  * One snapshot of everything the planner needs, taken before planning: the
  * runtime's slots, the settings last applied, the inventory, who holds the
  * port of each desired slot that is not running as ours, and each named Hermes
- * profile's config.yaml with what hal0 recorded writing there. All I/O of a
- * plan happens here.
+ * profile's config.yaml with what hal0 recorded writing there and the
+ * fingerprint of the token hal0 hands on to it (never minting one). All I/O
+ * of a plan happens here.
  */
-export async function observe(model: Model, driver: SlotDriver, state: StateStore, options: ObserveOptions = {}): Promise<{ observed: Observed; inventory: Inventory }> {
+export async function observe(model: Model, driver: SlotDriver, state: StateStore, options: ObserveAllOptions = {}): Promise<{ observed: Observed; inventory: Inventory }> {
+  const { hermesCredentials, ...driverOptions } = options;
   const [slots, inventory, applied, hermes_profiles, hermes_managed] = await Promise.all([
-    driver.observe(options), state.readInventory(), state.readAppliedSettings(), readHermesProfiles(hermesHome(model)), state.readHermesManaged(),
+    driver.observe(driverOptions), state.readInventory(), state.readAppliedSettings(), readHermesProfiles(hermesHome(model)), state.readHermesManaged(),
   ]);
   const byName: Record<string, ObservedSlot> = {};
   for (const slot of [...slots].sort((a, b) => (a.name < b.name ? -1 : 1))) byName[slot.name] = slot;
   const foreign_ports = await foreignPorts(model, byName, driver);
-  return { observed: { slots: byName, applied_settings: applied, foreign_ports, hermes_profiles, hermes_managed }, inventory };
+  const hermes_tokens = hermesCredentials ? hermesTokens(hermes_profiles, hermesCredentials) : undefined;
+  return { observed: { slots: byName, applied_settings: applied, foreign_ports, hermes_profiles, hermes_managed, ...(hermes_tokens ? { hermes_tokens } : {}) }, inventory };
+}
+
+/** Per observed profile's identity, the fingerprint of the token hal0 hands on (null: none live yet). */
+function hermesTokens(profiles: Readonly<Record<string, ObservedHermesProfile>>, credentials: HermesCredentials): Record<string, string | null> {
+  const out: Record<string, string | null> = {};
+  for (const name of Object.keys(profiles).sort()) out[hermesIdentity(name)] = credentials.fingerprint(hermesIdentity(name));
+  return out;
 }
 
 async function foreignPorts(model: Model, slots: Readonly<Record<string, ObservedSlot>>, driver: SlotDriver): Promise<Record<string, ForeignPort>> {

@@ -54,6 +54,28 @@ export interface Observed {
   readonly hermes_profiles?: Readonly<Record<string, ObservedHermesProfile>>;
   /** What hal0 recorded writing into each profile (`hermes-managed.json` of the state folder). */
   readonly hermes_managed?: HermesManaged;
+  /**
+   * Per identity of an observed profile (`hermes__<p>`), the fingerprint of
+   * the agent token hal0 hands on to it, or null when none is live yet (one is
+   * minted when the profile is written). Never the token. Absent when the
+   * observation had no credentials (no `hermesCredentials`): hal0 then writes
+   * no `Authorization` header.
+   */
+  readonly hermes_tokens?: Readonly<Record<string, string | null>>;
+}
+
+/**
+ * How the I/O side reaches the agent tokens hal0 hands on to Hermes profiles,
+ * injected by the composition roots (the server's TokenStore over
+ * `<state>/hal0.db`; the reconciler does not import server/). observe reads
+ * `fingerprint` (never minting); only the executor, writing a profile's hal0
+ * entries, reads `token`, which mints and keeps one when none is live.
+ */
+export interface HermesCredentials {
+  /** `fingerprint()` (compiler/hash.ts) of the live token kept for `identity`; null when none is. */
+  fingerprint(identity: string): string | null;
+  /** The plain token for `identity`, minted (and kept in `<state>/tokens/<identity>`) when none is live. */
+  token(identity: string): string;
 }
 
 export interface ObservedHermesProfile {
@@ -81,9 +103,11 @@ export interface HermesManagedProfile {
 export interface HermesView {
   /** The profile's name; null for the default profile. */
   readonly profile: string | null;
+  /** The agent identity whose token the bearer is (`hermes__<p>`, `hermes` for the default profile). */
+  readonly identity: string;
   /** Absolute path of its config.yaml. */
   readonly file: string;
-  /** hal0's entries under `mcp_servers`, by id (absent: not in the file / to be removed). */
+  /** hal0's entries under `mcp_servers`, by id (absent: not in the file / to be removed); an `Authorization` header always shows as `Bearer [redacted]`. */
   readonly mcp_servers: Readonly<Record<string, unknown>>;
   /** The joined installed-server ids hal0 owns in this file (before: recorded; after: once applied). */
   readonly managed_ids: readonly string[];

@@ -6,7 +6,7 @@ import { executePlan, type ExecEvent, type StepResult } from "./execute.js";
 import { acquireLock, LockedError } from "./lock.js";
 import { observe } from "./observe.js";
 import { planChanges } from "./plan.js";
-import type { Inventory, Observed, ObservedSlot } from "./observed.js";
+import type { HermesCredentials, Inventory, Observed, ObservedSlot } from "./observed.js";
 import { StateStore } from "./state.js";
 import { refreshConditions } from "./conditions-store.js";
 import { HealthCache } from "./health-cache.js";
@@ -33,6 +33,8 @@ export interface SweeperOptions {
   readonly now?: () => number;
   /** Every running slot's /health is probed at least this often (default FULL_PROBE_MS); answers in between are reused. */
   readonly fullProbeMs?: number;
+  /** The agent tokens hal0 hands on to Hermes profiles (the composition root's TokenStore); without them profiles get no Authorization header. */
+  readonly hermesCredentials?: HermesCredentials;
 }
 
 /**
@@ -86,7 +88,7 @@ export class Sweeper {
     }
     try {
       // Under the lock, observe again: another apply may have moved the box meanwhile.
-      const again = await observe(model, driver, this.options.state, { health: false });
+      const again = await observe(model, driver, this.options.state, { health: false, hermesCredentials: this.options.hermesCredentials });
       const report = await this.execute(model, driver, this.schedule(planChanges(model, again.observed, again.inventory), now()), at, now);
       this.health.clear(); // runners moved: the next observation probes every one
       await refreshConditions(model, (await this.observeWithHealth(model, driver, now())).observed, this.options.state, now);
@@ -113,7 +115,7 @@ export class Sweeper {
   /** An observation whose health (which only feeds conditions) probes just what the cache has no fresh answer for. */
   private async observeWithHealth(model: Model, driver: SlotDriver, at: number) {
     const probing = this.health.begin(at);
-    const seen = await observe(model, driver, this.options.state, probing.options);
+    const seen = await observe(model, driver, this.options.state, { ...probing.options, hermesCredentials: this.options.hermesCredentials });
     return { ...seen, observed: { ...seen.observed, slots: bySlot(probing.finish(Object.values(seen.observed.slots))) } };
   }
 
@@ -121,7 +123,7 @@ export class Sweeper {
     const { plan, runnable, deferred } = scheduled;
     if (!runnable.has_changes) return { at, outcome: "nothing_to_do", diagnostics: [], plan, results: [], deferred };
     const results = await executePlan(runnable, {
-      driver, state: this.options.state, cwd: model.root, onEvent: this.options.onEvent, now,
+      driver, state: this.options.state, cwd: model.root, onEvent: this.options.onEvent, now, hermesCredentials: this.options.hermesCredentials,
       healthTimeoutS: model.settings.slots.health_timeout_s, stopGraceS: model.settings.slots.stop_grace_s, parallel: model.settings.slots.parallel,
     });
     for (const r of results) {

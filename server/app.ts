@@ -90,6 +90,7 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
   } catch (err) {
     const api = asApiError(err, deps.logger, requestId);
     status = api.status;
+    caller = provenCaller(caller, api);
     // A call refused before it reached the pipeline (identity, scope, policy, a bad body) is audited too.
     if (!invoked) deps.audit.record({ call: call ?? { params: {}, query: {}, body: undefined, caller, requestId }, route, outcome: "error", errorCode: api.code, durationMs: performance.now() - started });
     setResponseStatus(event, status);
@@ -98,6 +99,14 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
   } finally {
     deps.logger?.info({ reqId: requestId, caller: caller.kind === "anonymous" ? "anonymous" : `${caller.kind}:${caller.agent}`, route: routeId(route), status, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
   }
+}
+
+/** A spoofed X-hal0-Agent: the audit row names the identity the token proved and the claim it made. */
+function provenCaller(caller: Caller, err: ApiError): Caller {
+  if (err.code !== "auth.identity_mismatch" || typeof err.details.identity !== "string" || typeof err.details.claimed !== "string") return caller;
+  const [kind, ...name] = err.details.identity.split(":");
+  if (kind !== "operator" && kind !== "agent") return caller;
+  return { ...caller, kind, agent: name.join(":"), claimed: err.details.claimed };
 }
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);

@@ -22,6 +22,7 @@ import { packageVersion } from "./version.js";
 import { auditRefusal } from "./audit.js";
 import type { Authenticator } from "./identity/identify.js";
 import { TokenStore } from "./identity/tokens.js";
+import { hermesCredentials } from "./identity/hermes-credentials.js";
 
 export interface Hal0ServerOptions {
   readonly root: string;
@@ -61,7 +62,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   // The bootstrap: the person who can read the state folder holds <state>/operator.token.
   const tokens = new TokenStore(db, options.stateDir, now);
   tokens.ensureOwner();
-  const box = new BoxService({ root: options.root, stateDir: options.stateDir, db, driverFor: options.driverFor, nudge: options.nudge, now });
+  const box = new BoxService({ root: options.root, stateDir: options.stateDir, db, driverFor: options.driverFor, nudge: options.nudge, now, hermesCredentials: hermesCredentials(tokens) });
   // Approved requests find their route here: the REST table and hal0-memory's internal routes.
   const byId = new Map([...routes, ...MEMORY_ROUTES].map((r) => [routeId(r), r]));
   const audit = new Audit(db, now);

@@ -25,14 +25,14 @@ export async function restartSlot(box: BoxService, model: Model, slot: ResolvedS
   }
   try {
     const driver = await box.driver(model);
-    const { observed, inventory } = await observe(model, driver, box.state, { health: false });
+    const { observed, inventory } = await observe(model, driver, box.state, { health: false, hermesCredentials: box.options.hermesCredentials });
     const full = planChanges(model, observed, inventory);
     const change = restartChange(full.changes.find((c) => c.address === `slot.${slot.name}`), observed.slots[slot.name]?.running ?? false);
     const plan: Plan = { ...full, has_changes: true, changes: [change], warnings: full.warnings.filter((w) => w.address === change.address) };
     const { slots } = model.settings;
     const [result] = await executePlan(plan, { driver, state: box.state, cwd: model.root, healthTimeoutS: slots.health_timeout_s, stopGraceS: slots.stop_grace_s, parallel: 1 });
     // With /health probes: conditions say Ready only from an answer.
-    await refreshConditions(model, (await observe(model, driver, box.state)).observed, box.state, () => box.now()).catch(() => undefined);
+    await refreshConditions(model, (await observe(model, driver, box.state, { hermesCredentials: box.options.hermesCredentials })).observed, box.state, () => box.now()).catch(() => undefined);
     if (!result!.ok) {
       const code = result!.code && isCode(result!.code) ? result!.code : "slot.apply_failed";
       throw new ApiError(code, result!.error ?? `restarting slot ${slot.name} failed`, { name: slot.name, step: result });

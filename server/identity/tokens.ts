@@ -1,4 +1,5 @@
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { randomBytes, timingSafeEqual } from "node:crypto";
+import { fingerprint, hashSecret } from "../../compiler/hash.js";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Db } from "../db.js";
@@ -53,15 +54,9 @@ interface Row {
   revoked_at: string | null;
 }
 
-/** sha256 hex: tokens, codes and session cookies carry 192 bits of randomness, so a fast hash is enough. */
-export function hashSecret(secret: string): string {
-  return createHash("sha256").update(secret).digest("hex");
-}
-
-/** A short, non-reversible fingerprint of a secret (the Hermes plan compares these, never the token). */
-export function fingerprint(secret: string): string {
-  return hashSecret(`fingerprint:${secret}`).slice(0, 16);
-}
+// sha256 hex of a secret, and its short fingerprint (the Hermes plan compares these, never the token):
+// in compiler/hash.ts, so that the pure planner computes the same fingerprint without importing server/.
+export { fingerprint, hashSecret };
 
 /** Names an identity cannot take: they mean something else in audit rows and policy. */
 const RESERVED_NAMES = new Set(["anonymous", "local"]);
@@ -146,7 +141,7 @@ export class TokenStore {
     const rows = (this.db.prepare("SELECT * FROM tokens WHERE name = ? AND revoked_at IS NULL ORDER BY created_at DESC").all(name) as Row[]).filter((r) => kind === undefined || r.kind === kind);
     if (rows.length === 0) throw new ApiError("auth.token_not_found", `no live token is named ${name}`, { name });
     const kinds = [...new Set(rows.map((r) => r.kind))];
-    if (kinds.length > 1) throw new ApiError("auth.name_invalid", `both an operator and an agent are named ${name}; say which (--operator or --agent)`, { name });
+    if (kinds.length > 1) throw new ApiError("auth.name_invalid", `both an operator and an agent are named ${name}; say which (--kind operator|agent)`, { name });
     const newest = rows[0]!;
     const minted = this.db.transaction(() => {
       for (const r of rows) this.revoke(r.id);

@@ -50,6 +50,7 @@ export async function hermesSync(box: BoxService, serverId?: string): Promise<He
         const results = await executePlan({ changes: changes.filter((c) => c.action === "update") }, {
           driver: await box.driver(model), state: box.state, cwd: model.root,
           healthTimeoutS: model.settings.slots.health_timeout_s, stopGraceS: model.settings.slots.stop_grace_s,
+          hermesCredentials: box.options.hermesCredentials,
         });
         for (const r of results) {
           const profile = r.address.replace(/^hermes\./, "");

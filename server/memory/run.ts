@@ -23,7 +23,7 @@ export function parseMemoryArgs(name: string, args: unknown): { tool: MemoryTool
   const raw = args === undefined || args === null ? {} : args;
   if (typeof raw !== "object" || Array.isArray(raw)) throw schemaError(name, [{ path: "", message: "arguments must be an object" }]);
   if (Object.hasOwn(raw, "source")) {
-    throw schemaError(name, [{ path: "source", message: "source is set by the server from the caller's identity (X-hal0-Agent) and cannot be passed" }]);
+    throw schemaError(name, [{ path: "source", message: "source is set by the server from the caller's identity (its token) and cannot be passed" }]);
   }
   const parsed = tool.input.safeParse(raw);
   if (!parsed.success) throw schemaError(name, parsed.error.issues.map((i) => ({ path: i.path.map(String).join("."), message: i.message })));

@@ -107,7 +107,7 @@ async function portList(box: BoxService): Promise<unknown> {
 
 async function doctor(box: BoxService): Promise<DoctorRow[]> {
   const snap = await box.snapshot();
-  return doctorRows({ root: box.root, model: snap.model, diagnostics: snap.diagnostics, stateDir: box.options.stateDir, env: process.env });
+  return doctorRows({ root: box.root, model: snap.model, diagnostics: snap.diagnostics, stateDir: box.options.stateDir, env: process.env, hermesCredentials: box.options.hermesCredentials });
 }
 
 async function systemHealth(box: BoxService): Promise<unknown> {

@@ -1,13 +1,19 @@
+import { randomUUID } from "node:crypto";
 import { existsSync, readFileSync } from "node:fs";
+import type { IncomingHttpHeaders } from "node:http";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { defineEventHandler, getRouterParam, setResponseHeader, setResponseStatus, type H3Event, type Router } from "h3";
+import { defineEventHandler, getQuery, getRouterParam, readRawBody, setResponseHeader, setResponseStatus, type H3Event, type Router } from "h3";
 import type { Logger } from "pino";
 import { packageRoot } from "../../cli/package-root.js";
-import type { Dispatcher } from "../dispatch.js";
+import { checkCsrf } from "../app.js";
+import { invoke, type Call, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
-import { checkGate, type GateConfig } from "../gate.js";
-import { errorPage, inboxPage, planPage, statusPage } from "./pages.js";
+import { callerOf, checkGate, type GateConfig } from "../gate.js";
+import { ANONYMOUS, cookieOf, identify, requireOperator, requireScope, SESSION_COOKIE, type Authenticator, type Identity } from "../identity/identify.js";
+import { routeId, type Caller } from "../route.js";
+import { errorPage, inboxPage, loginPage, planPage, statusPage } from "./pages.js";
+import type { Viewer } from "./render.js";
 import { ICON_SVG, STYLE_CSS } from "./style.js";
 
 /**
@@ -16,6 +22,14 @@ import { ICON_SVG, STYLE_CSS } from "./style.js";
  * origin; styles and form posts stay same-origin; no framing.
  */
 const CSP = "default-src 'none'; script-src 'self'; connect-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/**
+ * No URL of these pages leaks to another origin. Not `no-referrer`: under it
+ * a browser sends `Origin: null` with the page's own form posts, which the
+ * gate (and the CSRF check) must refuse; `same-origin` keeps the real Origin
+ * on same-origin posts and sends `null` only cross-origin.
+ */
+const REFERRER_POLICY = "same-origin";
 
 /**
  * Where the compiled inbox script is: next to this module when it runs from
@@ -29,33 +43,155 @@ function inboxScriptPath(): string | null {
   return existsSync(built) ? built : null;
 }
 
+/** How long a web session lasts (the cookie's Max-Age and the session row's expiry): 12 hours. */
+export const SESSION_TTL_S = 12 * 60 * 60;
+
+type WebDeps = Dispatcher & { readonly auth: Authenticator; readonly gate: () => GateConfig; readonly logger?: Logger };
+
 /**
  * Mounts the operator's pages on `router`: `GET /` (approval inbox),
- * `/plans/{id}`, `/status`, and the assets `/assets/style.css`,
- * `/assets/icon.svg` and `/assets/inbox.js` (the compiled
- * server/web/client/inbox.ts; 503 when it is not built). They are HTML, not
- * part of the REST route table, and pass the same Host/Origin gate as every
- * route (a refused request gets the gate's status with an HTML page).
- * Server-rendered: they read fine with JavaScript off (deciding in place
- * needs the inbox script; the forms still post plainly without it).
+ * `/plans/{id}`, `/status`; the no-script decisions `POST
+ * /approvals/{id}/approve|deny`; `GET|POST /login` and `POST /logout`; and
+ * the assets `/assets/style.css`, `/assets/icon.svg` and `/assets/inbox.js`
+ * (the compiled server/web/client/inbox.ts; 503 when it is not built). They
+ * are HTML, not part of the REST route table, and pass the same Host/Origin
+ * gate as every route (a refused request gets the gate's status with an
+ * HTML page).
+ *
+ * The pages need an operator: the web session's cookie (or an operator's
+ * bearer token); without one they answer 401 with the login page, an
+ * agent's token gets 403. The login page and the assets are open.
+ * Server-rendered: they read fine with JavaScript off, and the Approve /
+ * Deny forms work as plain form posts.
  */
-export function mountWeb(router: Router, deps: Dispatcher & { readonly gate: () => GateConfig; readonly logger?: Logger }): void {
-  const html = (render: (event: H3Event) => Promise<string | undefined>, notFound: (event: H3Event) => string) =>
+export function mountWeb(router: Router, deps: WebDeps): void {
+  /** The operator a page is for (a 401 / 403 ApiError otherwise). */
+  const viewerOf = (event: H3Event): { identity: Identity; viewer: Viewer } => {
+    const identity = identify(event.node.req.headers, deps.auth);
+    requireOperator(identity, "see the operator's pages");
+    requireScope(identity, "rest");
+    return { identity, viewer: { name: identity.name, ...(identity.csrf !== undefined ? { csrf: identity.csrf } : {}) } };
+  };
+  /** An ApiError as a page: 401 is the login page, anything else the error page. */
+  const refusal = (event: H3Event, err: ApiError, viewer?: Viewer) =>
+    err.status === 401 ? send(event, 401, loginPage(err.message)) : send(event, err.status, errorPage(err.status, err.message, viewer));
+  const failed = (event: H3Event, err: unknown) => {
+    // The path only, never the query: /login?code=… carries a secret.
+    deps.logger?.error({ err, route: `${event.method} ${pathOf(event)}` }, "page failed");
+    return send(event, 500, errorPage(500, "the page could not be made; the server log has the error"));
+  };
+  const html = (render: (event: H3Event, viewer: Viewer) => Promise<string | undefined>, notFound: (event: H3Event) => string) =>
     defineEventHandler(async (event) => {
+      let viewer: Viewer | undefined;
       try {
         checkGate(event.node.req.headers, deps.gate());
-        const out = await render(event);
-        if (out === undefined) return send(event, 404, errorPage(404, notFound(event)));
+        viewer = viewerOf(event).viewer;
+        const out = await render(event, viewer);
+        if (out === undefined) return send(event, 404, errorPage(404, notFound(event), viewer));
         return send(event, 200, out);
       } catch (err) {
-        if (err instanceof ApiError) return send(event, err.status, errorPage(err.status, err.message));
-        deps.logger?.error({ err, route: `GET ${event.path}` }, "page failed");
-        return send(event, 500, errorPage(500, "the page could not be made; the server log has the error"));
+        if (err instanceof ApiError) return refusal(event, err, viewer);
+        return failed(event, err);
       }
     });
-  router.get("/", html(() => inboxPage(deps), () => "no such page"));
-  router.get("/status", html(() => statusPage(deps), () => "no such page"));
-  router.get("/plans/:id", html((event) => planPage(deps, planId(event)), (event) => `no plan ${planId(event)}`));
+  router.get("/", html((_e, viewer) => inboxPage(deps, viewer), () => "no such page"));
+  router.get("/status", html((_e, viewer) => statusPage(deps, viewer), () => "no such page"));
+  router.get("/plans/:id", html((event, viewer) => planPage(deps, param(event), viewer), (event) => `no plan ${param(event)}`));
+
+  // ── logging in and out ───────────────────────────────────────────────
+  /** A new session: its cookie, then 303 to the inbox. */
+  const loggedIn = (event: H3Event, session: string) => {
+    setResponseHeader(event, "Set-Cookie", `${SESSION_COOKIE}=${session}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${SESSION_TTL_S}`);
+    return redirect(event, "/");
+  };
+  // `/login?code=…` (the link `hal0 web` prints) exchanges a one-time code; `/login` alone is the form.
+  router.get("/login", defineEventHandler((event) => {
+    try {
+      checkGate(event.node.req.headers, deps.gate());
+      const code = getQuery(event).code;
+      if (code === undefined) return send(event, 200, loginPage());
+      const { session } = deps.auth.tokens.redeemCode(String(Array.isArray(code) ? code[0] : code), SESSION_TTL_S);
+      return loggedIn(event, session);
+    } catch (err) {
+      if (err instanceof ApiError) return refusal(event, err);
+      return failed(event, err);
+    }
+  }));
+  // A pasted operator token; only from this very origin (no logging a browser into someone else's session).
+  router.post("/login", defineEventHandler(async (event) => {
+    try {
+      checkGate(event.node.req.headers, deps.gate());
+      sameOrigin(event.node.req.headers);
+      const form = await readForm(event);
+      const { session } = deps.auth.tokens.sessionForToken(form.get("token") ?? "", SESSION_TTL_S);
+      return loggedIn(event, session);
+    } catch (err) {
+      if (err instanceof ApiError) return refusal(event, err);
+      return failed(event, err);
+    }
+  }));
+  // Ends this browser's session (CSRF-checked like every session post) and forgets the cookie.
+  router.post("/logout", defineEventHandler(async (event) => {
+    try {
+      checkGate(event.node.req.headers, deps.gate());
+      const identity = identify(event.node.req.headers, deps.auth);
+      const form = await readForm(event);
+      checkCsrf(identity, event, form.get("csrf") ?? undefined);
+      const cookie = cookieOf([event.node.req.headers.cookie].flat()[0], SESSION_COOKIE);
+      if (identity.by === "session" && cookie !== undefined) deps.auth.tokens.endSession(cookie);
+      setResponseHeader(event, "Set-Cookie", `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
+      return redirect(event, "/login");
+    } catch (err) {
+      if (err instanceof ApiError) return refusal(event, err);
+      return failed(event, err);
+    }
+  }));
+
+  // ── deciding without script: form posts, through the REST routes ─────
+  /**
+   * `POST /approvals/{id}/approve|deny` (form-encoded: `csrf`, and `reason`
+   * to deny): the operator's session and its CSRF field, then the route
+   * table's own approve / deny route through `invoke` (validated, audited;
+   * decided by the operator's name), then 303 back to `/#<id>`, where the
+   * card shows how it ended. A refusal is a page with its status.
+   */
+  const decide = (decision: "approve" | "deny") => {
+    const id = `POST /api/agent/approvals/{id}/${decision}`;
+    const route = deps.routes.find((r) => routeId(r) === id);
+    if (!route) throw new Error(`the inbox needs the route ${id}`);
+    return defineEventHandler(async (event) => {
+      const started = performance.now();
+      const headers = event.node.req.headers;
+      const peer = event.node.req.socket.remoteAddress;
+      const requestId = randomUUID();
+      let caller: Caller = callerOf(ANONYMOUS, headers, "rest", peer);
+      let call: Call | undefined;
+      let viewer: Viewer | undefined;
+      let invoked = false;
+      const approvalId = param(event);
+      try {
+        checkGate(headers, deps.gate());
+        const who = viewerOf(event);
+        viewer = who.viewer;
+        caller = callerOf(who.identity, headers, "rest", peer);
+        const form = await readForm(event);
+        checkCsrf(who.identity, event, form.get("csrf") ?? undefined);
+        const reason = (form.get("reason") ?? "").trim();
+        call = { params: { id: approvalId }, query: {}, body: decision === "deny" ? (reason === "" ? {} : { reason }) : undefined, caller, requestId };
+        invoked = true;
+        await invoke(deps, route, call);
+        return redirect(event, `/#${encodeURIComponent(approvalId)}`);
+      } catch (err) {
+        // A post refused before it reached the route (identity, CSRF, the form) is audited too, as on REST.
+        if (!invoked && err instanceof ApiError) deps.audit.record({ call: call ?? { params: { id: approvalId }, query: {}, body: undefined, caller, requestId }, route, outcome: "error", errorCode: err.code, durationMs: performance.now() - started });
+        if (err instanceof ApiError) return refusal(event, err, viewer);
+        return failed(event, err);
+      }
+    });
+  };
+  router.post("/approvals/:id/approve", decide("approve"));
+  router.post("/approvals/:id/deny", decide("deny"));
+
   /** A gated static asset: `content` gives its status, Content-Type and body. */
   const asset = (content: () => readonly [number, string, string]) => defineEventHandler((event) => {
     try {
@@ -84,7 +220,8 @@ export function mountWeb(router: Router, deps: Dispatcher & { readonly gate: () 
   }));
 }
 
-function planId(event: H3Event): string {
+/** The decoded `:id` of the path. */
+function param(event: H3Event): string {
   const raw = getRouterParam(event, "id") ?? "";
   try {
     return decodeURIComponent(raw);
@@ -93,12 +230,50 @@ function planId(event: H3Event): string {
   }
 }
 
+function pathOf(event: H3Event): string {
+  return event.path.split("?")[0] ?? "/";
+}
+
+/** A 303 See Other to `location` (same-origin paths only). */
+function redirect(event: H3Event, location: string): string {
+  setResponseStatus(event, 303);
+  setResponseHeader(event, "Location", location);
+  setResponseHeader(event, "Referrer-Policy", REFERRER_POLICY);
+  setResponseHeader(event, "Cache-Control", "no-store");
+  return "";
+}
+
+/** Past this a form post is refused (a token, a CSRF field and a 500-character reason are far smaller). */
+const FORM_LIMIT = 16 * 1024;
+
+/** A form post's fields: `application/x-www-form-urlencoded` (or no body at all); anything else is refused. */
+async function readForm(event: H3Event): Promise<URLSearchParams> {
+  const tooLarge = () => new ApiError("validation.invalid", "the form is too large", { fields: [{ loc: ["body"], msg: `at most ${FORM_LIMIT} bytes`, type: "too_big" }] });
+  if (Number(event.node.req.headers["content-length"] ?? 0) > FORM_LIMIT) throw tooLarge();
+  const text = (await readRawBody(event, "utf8")) ?? "";
+  if (text.length > FORM_LIMIT) throw tooLarge();
+  if (text === "") return new URLSearchParams();
+  const type = String(event.node.req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
+  if (type !== "application/x-www-form-urlencoded") {
+    throw new ApiError("validation.invalid", "a page's form posts application/x-www-form-urlencoded fields (the JSON API is under /api/)", { fields: [{ loc: ["body"], msg: `content type ${type || "none"}`, type: "content_type" }] });
+  }
+  return new URLSearchParams(text);
+}
+
+/** A browser's post that names another origin than this page's (`http://<Host>`) is 403 `auth.csrf`; one without Origin (curl) passes. */
+function sameOrigin(headers: IncomingHttpHeaders): void {
+  const origin = [headers.origin].flat()[0];
+  if (origin !== undefined && origin.toLowerCase() !== `http://${String(headers.host ?? "").toLowerCase()}`) {
+    throw new ApiError("auth.csrf", `a login from ${JSON.stringify(origin)} is not from this page's origin`);
+  }
+}
+
 function send(event: H3Event, status: number, body: string): string {
   setResponseStatus(event, status);
   setResponseHeader(event, "Content-Type", "text/html; charset=utf-8");
   setResponseHeader(event, "Content-Security-Policy", CSP);
   setResponseHeader(event, "X-Content-Type-Options", "nosniff");
-  setResponseHeader(event, "Referrer-Policy", "no-referrer");
+  setResponseHeader(event, "Referrer-Policy", REFERRER_POLICY);
   setResponseHeader(event, "Cache-Control", "no-store");
   return body;
 }

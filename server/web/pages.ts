@@ -3,7 +3,7 @@ import type { Approval } from "../approvals.js";
 import { invoke, type Dispatcher } from "../dispatch.js";
 import { routeId, type Caller, type Route } from "../route.js";
 import { filesHtml, planHtml, planView, replanApproval } from "./plan-view.js";
-import { esc, jsonBlock, page, time } from "./render.js";
+import { csrfField, esc, jsonBlock, page, time, type Viewer } from "./render.js";
 
 /** How many decided requests the inbox lists under the pending ones. */
 const RECENT_DECIDED = 20;
@@ -20,19 +20,20 @@ const INBOX_SCRIPT = "/assets/inbox.js";
  * decided ones, marked with their state and never with a control. Both lists
  * sit in `#inbox-live`, which the script swaps for a fresh copy of this page's;
  * `#inbox-status` (outside it) is where the script reports outcomes. Without
- * script the page reads the same and the forms post plainly.
+ * script the page reads the same and the forms post plainly (form-encoded, to
+ * the page routes `/approvals/{id}/approve|deny`, with the session's `csrf`).
  */
-export async function inboxPage(d: Dispatcher): Promise<string> {
+export async function inboxPage(d: Dispatcher, viewer?: Viewer): Promise<string> {
   const pending = newestFirst(d.approvals.list("pending"));
   const decided = newestFirst(d.approvals.list().filter((a) => a.state !== "pending")).slice(0, RECENT_DECIDED);
   const cards: string[] = [];
-  for (const a of pending) cards.push(await approvalCard(d, a));
+  for (const a of pending) cards.push(await approvalCard(d, a, viewer));
   const body = `<div id="inbox-status" class="status" role="status" aria-live="polite" tabindex="-1"></div>
 <div id="inbox-live"><section aria-labelledby="pending-h"><h2 id="pending-h">Waiting for you (${pending.length})</h2>
 ${cards.length === 0 ? `<p class="muted">Nothing is waiting for a decision.</p>` : cards.join("\n")}</section>
 <section aria-labelledby="decided-h"><h2 id="decided-h">Recently decided</h2>
 ${decided.length === 0 ? `<p class="muted">No decided requests yet.</p>` : decided.map(decidedCard).join("\n")}</section></div>`;
-  return page("Approval inbox", "/", body, INBOX_SCRIPT);
+  return page("Approval inbox", "/", body, { script: INBOX_SCRIPT, viewer });
 }
 
 function newestFirst(list: readonly Approval[]): Approval[] {
@@ -49,13 +50,13 @@ function facts(a: Approval): string {
 </dl>`;
 }
 
-async function approvalCard(d: Dispatcher, a: Approval): Promise<string> {
+async function approvalCard(d: Dispatcher, a: Approval, viewer: Viewer | undefined): Promise<string> {
   const made = a.plan_id ? await replanApproval(d, a) : null;
   const plan = !made ? "" : "error" in made
     ? `<p><strong>The plan cannot be made again:</strong> ${esc(made.error)} <span class="muted">(approving it would fail or be refused as stale)</span></p>`
     : `${made.view.notes.map((n) => `<p class="muted">${esc(n)}</p>`).join("")}${planHtml(made.view.plan, made.view.delta, made.view.diagnostics)}
 <p><a href="/plans/${esc(encodeURIComponent(a.plan_id!))}">Plan and file diff</a></p>`;
-  const action = `/api/agent/approvals/${encodeURIComponent(a.id)}`;
+  const action = `/approvals/${encodeURIComponent(a.id)}`;
   return `<article class="card pending" id="${esc(a.id)}" data-approval="${esc(a.id)}" aria-labelledby="${esc(a.id)}-h">
 <h3 id="${esc(a.id)}-h">${esc(a.tool)} <span class="badge state-pending">pending</span> <span class="muted">${esc(a.id)}</span></h3>
 ${facts(a)}
@@ -63,8 +64,8 @@ ${facts(a)}
 ${jsonBlock(a.args, "arguments")}
 ${plan}
 <div class="actions">
-<form method="post" action="${esc(`${action}/approve`)}" data-approval="${esc(a.id)}" data-decision="approve"><button type="submit" class="approve">Approve</button></form>
-<form method="post" action="${esc(`${action}/deny`)}" data-approval="${esc(a.id)}" data-decision="deny"><label>Reason (optional) <input type="text" name="reason" maxlength="500"></label><button type="submit" class="deny">Deny</button></form>
+<form method="post" action="${esc(`${action}/approve`)}" data-approval="${esc(a.id)}" data-decision="approve">${csrfField(viewer)}<button type="submit" class="approve">Approve</button></form>
+<form method="post" action="${esc(`${action}/deny`)}" data-approval="${esc(a.id)}" data-decision="deny">${csrfField(viewer)}<label>Reason (optional) <input type="text" name="reason" maxlength="500"></label><button type="submit" class="deny">Deny</button></form>
 </div>
 </article>`;
 }
@@ -80,13 +81,13 @@ ${outcome}
 }
 
 /** `/plans/{id}`: the plan and the TOML diff of its change set; undefined when no plan has that id (the caller answers 404). */
-export async function planPage(d: Dispatcher, id: string): Promise<string | undefined> {
+export async function planPage(d: Dispatcher, id: string, viewer?: Viewer): Promise<string | undefined> {
   const view = await planView(d, id);
   if (!view) return undefined;
-  if ("error" in view) return page(view.title, "", `<p><strong>The plan cannot be made again:</strong> ${esc(view.error)}</p>`);
+  if ("error" in view) return page(view.title, "", `<p><strong>The plan cannot be made again:</strong> ${esc(view.error)}</p>`, { viewer });
   const notes = view.notes.map((n) => `<p class="muted">${esc(n)}</p>`).join("");
   return page(view.title, "", `${notes}<section aria-labelledby="changes-h"><h2 id="changes-h">Changes</h2>${planHtml(view.plan, view.delta, view.diagnostics)}</section>
-<section aria-labelledby="files-h"><h2 id="files-h">Files</h2>${filesHtml(view.files)}</section>`);
+<section aria-labelledby="files-h"><h2 id="files-h">Files</h2>${filesHtml(view.files)}</section>`, { viewer });
 }
 
 /**
@@ -94,7 +95,7 @@ export async function planPage(d: Dispatcher, id: string): Promise<string | unde
  * rows and the last audit entries — read through the same read routes REST
  * serves (`GET /api/slots`, `…/{name}/state`, `…/{name}`, `/api/doctor`).
  */
-export async function statusPage(d: Dispatcher): Promise<string> {
+export async function statusPage(d: Dispatcher, viewer?: Viewer): Promise<string> {
   const read = readRoute(d);
   const { slots } = (await read("GET /api/slots", {})) as { slots: Array<{ name: string; profile: string; model: string | null; port: number; status: string }> };
   // One row per slot, probed in parallel (each probe waits at most 1 s), in the roster's order.
@@ -120,7 +121,7 @@ export async function statusPage(d: Dispatcher): Promise<string> {
 <section aria-labelledby="audit-h"><h2 id="audit-h">Last audit entries</h2><div class="table-wrap"><table>
 <thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">What</th><th scope="col">Outcome</th></tr></thead>
 <tbody>${audit.map((r) => `<tr><td>${time(r.ts)}</td><td>${esc(r.actor)}</td><td><code>${esc(r.tool ?? r.route ?? r.kind)}</code>${r.target ? ` ${esc(r.target)}` : ""}</td><td><span class="badge state-${esc(r.outcome === "ok" ? "ok" : r.outcome === "pending_approval" ? "pending" : "fail")}">${esc(r.outcome)}</span>${r.error_code ? ` <code>${esc(r.error_code)}</code>` : ""}</td></tr>`).join("\n")}</tbody></table></div></section>`;
-  return page("Box status", "/status", body);
+  return page("Box status", "/status", body, { viewer });
 }
 
 const PAGE_CALLER: Caller = { kind: "operator", agent: "web", private: false, via: "rest" };
@@ -135,6 +136,19 @@ function readRoute(d: Dispatcher): (id: string, params: Record<string, unknown>)
 }
 
 /** A page for an error: its status line and message, escaped. */
-export function errorPage(status: number, message: string): string {
-  return page(status === 404 ? "Not found" : `Error ${status}`, "", `<p>${esc(message)}</p><p><a href="/">Back to the inbox</a></p>`);
+export function errorPage(status: number, message: string, viewer?: Viewer): string {
+  return page(status === 404 ? "Not found" : `Error ${status}`, "", `<p>${esc(message)}</p><p><a href="/">Back to the inbox</a></p>`, { viewer });
+}
+
+/**
+ * The login page (no script): how to get a one-time link (`hal0 web` on the
+ * box) and a form that posts a pasted operator token to `/login`. `message`
+ * says why the last attempt failed.
+ */
+export function loginPage(message?: string): string {
+  return page("Log in", "", `${message ? `<p class="status" role="alert">${esc(message)}</p>` : ""}<p>These pages are for the box's operators.</p>
+<p>On the box, run <code>hal0 web</code>: it prints a one-time link, valid for 5 minutes, that logs this browser in.</p>
+<form class="login" method="post" action="/login"><label for="login-token">Or paste an operator token (<code>hal0_op_…</code>)</label>
+<input type="password" id="login-token" name="token" autocomplete="off" spellcheck="false" required>
+<button type="submit">Log in</button></form>`, { nav: false });
 }

@@ -27,26 +27,53 @@ export function time(iso: string | null | undefined): string {
 const NAV: ReadonlyArray<readonly [string, string]> = [["/", "Inbox"], ["/status", "Box status"]];
 
 /**
+ * Who is looking at a page: the operator's name and, for a logged-in
+ * browser (the session cookie), the session's CSRF token that every form
+ * carries and the inbox script sends. A bearer or auth-off caller has none.
+ */
+export interface Viewer {
+  readonly name: string;
+  readonly csrf?: string;
+}
+
+/** The hidden `csrf` field every state-changing form carries (nothing without a session). */
+export function csrfField(viewer: Viewer | undefined): string {
+  return viewer?.csrf ? `<input type="hidden" name="csrf" value="${esc(viewer.csrf)}">` : "";
+}
+
+export interface PageOptions {
+  /** The path of a same-origin ES module the page loads (the only scripts the CSP allows). */
+  readonly script?: string;
+  /** Who is logged in: named in the header, with a Log out form for a session; its CSRF token in `<meta name="csrf-token">`. */
+  readonly viewer?: Viewer;
+  /** false: no navigation (the login page). */
+  readonly nav?: boolean;
+}
+
+/**
  * One whole page: doctype, viewport meta, the same-origin stylesheet, a skip
  * link to `#main`, the navigation (the current entry marked with
- * aria-current) and `body` as the main content. `title` is escaped; `body` is
- * markup the caller built with `esc`. `script`, when given, is the path of a
- * same-origin ES module loaded by the page (the only scripts the CSP allows).
+ * aria-current), who is logged in, and `body` as the main content. `title`
+ * is escaped; `body` is markup the caller built with `esc`.
  */
-export function page(title: string, current: string, body: string, script?: string): string {
-  const nav = NAV.map(([href, label]) => `<a href="${href}"${href === current ? ' aria-current="page"' : ""}>${label}</a>`).join("");
+export function page(title: string, current: string, body: string, options: PageOptions = {}): string {
+  const { script, viewer } = options;
+  const nav = options.nav === false ? "" : `<nav aria-label="Pages">${NAV.map(([href, label]) => `<a href="${href}"${href === current ? ' aria-current="page"' : ""}>${label}</a>`).join("")}</nav>`;
+  const who = !viewer ? "" : viewer.csrf
+    ? `<form class="who" method="post" action="/logout">${csrfField(viewer)}<span class="muted">${esc(viewer.name)}</span> <button type="submit">Log out</button></form>`
+    : `<span class="who muted">${esc(viewer.name)}</span>`;
   return `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<title>${esc(title)} · hal0</title>
+${viewer?.csrf ? `<meta name="csrf-token" content="${esc(viewer.csrf)}">\n` : ""}<title>${esc(title)} · hal0</title>
 <link rel="stylesheet" href="/assets/style.css">
 <link rel="icon" href="/assets/icon.svg" type="image/svg+xml">
 ${script ? `<script type="module" src="${esc(script)}"></script>\n` : ""}</head>
 <body>
 <a class="skip" href="#main">Skip to content</a>
-<header class="top"><span class="brand">hal0</span><nav aria-label="Pages">${nav}</nav></header>
+<header class="top"><span class="brand">hal0</span>${nav}${who}</header>
 <main id="main" tabindex="-1">
 <h1>${esc(title)}</h1>
 ${body}

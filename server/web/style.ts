@@ -16,6 +16,7 @@ a { color: var(--accent); }
 .brand { font-weight: 700; }
 .top nav { display: flex; gap: 1rem; flex-wrap: wrap; }
 .top nav a[aria-current="page"] { font-weight: 700; text-decoration: none; }
+.top .who { margin: 0 0 0 auto; display: flex; gap: .5rem; align-items: center; }
 main { max-width: 64rem; margin: 0 auto; padding: 1rem; }
 main:focus { outline: none; }
 h1 { font-size: 1.5rem; margin: .5rem 0 1rem; }
@@ -45,7 +46,7 @@ ul.changes > li.destructive { border-left-color: var(--bad); }
 button { font: inherit; padding: .4rem 1rem; border-radius: 6px; border: 1px solid var(--line); background: var(--card); color: var(--fg); cursor: pointer; min-height: 2.5rem; }
 button.approve { border-color: var(--good); color: var(--good); }
 button.deny { border-color: var(--bad); color: var(--bad); }
-input[type="text"] { font: inherit; padding: .35rem .5rem; border: 1px solid var(--line); border-radius: 6px; background: var(--bg); color: var(--fg); min-height: 2.5rem; }
+input[type="text"], input[type="password"] { font: inherit; padding: .35rem .5rem; border: 1px solid var(--line); border-radius: 6px; background: var(--bg); color: var(--fg); min-height: 2.5rem; }
 table { border-collapse: collapse; width: 100%; }
 .table-wrap { overflow-x: auto; }
 th, td { text-align: left; padding: .35rem .5rem; border-bottom: 1px solid var(--line); vertical-align: top; }
@@ -53,6 +54,8 @@ th { color: var(--muted); font-weight: 600; }
 .muted { color: var(--muted); }
 .status { border: 1px solid var(--accent); border-radius: 6px; padding: .5rem .75rem; margin: 0 0 1rem; overflow-wrap: anywhere; }
 .status:empty { display: none; }
+form.login { display: flex; flex-direction: column; gap: .5rem; max-width: 32rem; }
+form.login input { width: 100%; }
 details > summary { cursor: pointer; }
 @media (max-width: 40rem) { dl.facts { grid-template-columns: 1fr; } dl.facts dd { margin-bottom: .25rem; } main { padding: .75rem; } }
 `;

@@ -5,6 +5,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { parse } from "yaml";
 import { main } from "../../cli/index.js";
 import { captureIo } from "./helpers.js";
+import { openDb } from "../../server/db.js";
+import { TokenStore } from "../../server/identity/tokens.js";
 
 /**
  * Hermes profile wiring end to end, on real files: a Hermes home with two
@@ -42,6 +44,17 @@ async function run(...args: string[]) {
 const file = (p: string | null) => (p === null ? join(home, "config.yaml") : join(home, "profiles", p, "config.yaml"));
 const read = (p: string | null) => readFileSync(file(p), "utf8");
 const servers = (p: string | null) => (parse(read(p)) as { mcp_servers?: Record<string, any> }).mcp_servers ?? {};
+const bearerOf = (p: string | null, id: string): string | undefined => /^Bearer (\S+)$/.exec(servers(p)[id]?.headers?.Authorization ?? "")?.[1];
+
+/** The state folder's token store (real SQLite), opened for one look. */
+function withTokens<T>(fn: (tokens: TokenStore) => T): T {
+  const db = openDb(state);
+  try {
+    return fn(new TokenStore(db, state));
+  } finally {
+    db.close();
+  }
+}
 
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), "hal0-hermes-"));
@@ -67,7 +80,16 @@ describe("Hermes profiles through the CLI", () => {
     expect(apply.out).toContain("~ hermes.coder (new)");
     expect(apply.out).toContain("~ hermes.hal0-brain (new)");
     expect(read(null)).toBe(DEFAULT);
-    expect(servers("coder")["hal0-admin"]).toEqual({ type: "http", url: "http://127.0.0.1:8090/mcp/admin", timeout: 60, headers: { "X-hal0-Agent": "hermes__coder" } });
+    // The bearer is coder's own agent token, minted on this first wiring; X-hal0-Agent is no longer written.
+    const bearer = bearerOf("coder", "hal0-admin");
+    expect(servers("coder")["hal0-admin"]).toEqual({ type: "http", url: "http://127.0.0.1:8090/mcp/admin", timeout: 60, headers: { Authorization: `Bearer ${bearer}` } });
+    expect(bearerOf("coder", "hal0-memory")).toBe(bearer);
+    expect(withTokens((t) => t.verify(bearer!))).toMatchObject({ kind: "agent", name: "hermes__coder" });
+    expect(withTokens((t) => t.verify(bearerOf("hal0-brain", "hal0-memory")!))).toMatchObject({ kind: "agent", name: "hermes__hal0-brain" });
+    expect(read("coder")).not.toContain("X-hal0-Agent");
+    // What apply printed shows the placeholder, never the token.
+    expect(apply.out).toContain('"Authorization":"Bearer [redacted]"');
+    expect(apply.out).not.toMatch(/hal0_ag_/);
     expect(servers("coder").inventory).toEqual({ type: "http", url: "http://127.0.0.1:9300/mcp", timeout: 60 });
     expect(read("hal0-brain")).toContain('X-hal0-Private: "1"');
     // Only hal0's entries were added: the person's text is intact around them.
@@ -83,6 +105,38 @@ describe("Hermes profiles through the CLI", () => {
     expect(plan.code, plan.out).toBe(0);
   });
 
+  it("after hal0 token rotate hermes__coder, plan (text and --json) names the bearer as Bearer [redacted] only, doctor warns, apply writes the new token", async () => {
+    const old = bearerOf("coder", "hal0-admin")!;
+    const brain = read("hal0-brain");
+    const io = captureIo({}, dir);
+    expect(await main(["token", "rotate", "hermes__coder", "--state", state], io), io.err()).toBe(0);
+    const rotated = { token: io.out().trim() };
+    expect(rotated.token).toMatch(/^hal0_ag_/);
+    const plan = await run("plan", "--detailed-exitcode");
+    expect(plan.code, plan.out).toBe(2);
+    expect(plan.out).toContain("~ hermes.coder (changed)");
+    expect(plan.out).toContain('mcp_servers.hal0-admin.headers.Authorization: "Bearer [redacted]" → "Bearer [redacted]" (another token)');
+    const json = await run("plan", "--json");
+    const coder = (JSON.parse(json.out) as { changes: Array<{ address: string; changed_paths: string[]; before: any; after: any }> }).changes.find((c) => c.address === "hermes.coder")!;
+    expect(coder.changed_paths).toEqual(["mcp_servers.hal0-admin.headers.Authorization", "mcp_servers.hal0-memory.headers.Authorization"]);
+    expect(coder.before.mcp_servers["hal0-admin"].headers).toEqual({ Authorization: "Bearer [redacted]" });
+    expect(coder.after.mcp_servers["hal0-admin"].headers).toEqual({ Authorization: "Bearer [redacted]" });
+    for (const out of [plan.out, json.out]) {
+      expect(out).not.toContain(old);
+      expect(out).not.toContain(rotated.token);
+    }
+    const doctor = await run("doctor", "--json");
+    expect((JSON.parse(doctor.out).rows as Array<{ check: string; status: string; message: string }>).find((r) => r.check === "hermes_profiles_mcp")).toMatchObject({ status: "warn", message: expect.stringContaining("not wired: coder (changed)") });
+    const apply = await run("apply", "--yes");
+    expect(apply.code, apply.err).toBe(0);
+    expect(bearerOf("coder", "hal0-admin")).toBe(rotated.token);
+    expect(bearerOf("coder", "hal0-memory")).toBe(rotated.token);
+    expect(withTokens((t) => t.verify(old))).toBeUndefined();
+    expect(withTokens((t) => t.verify(rotated.token))).toMatchObject({ name: "hermes__coder" });
+    expect(read("hal0-brain")).toBe(brain);
+    expect((await run("plan", "--detailed-exitcode")).code).toBe(0);
+  });
+
   it("a hand edit of a hal0 key is drift: plan, drift and the next apply say so; apply restores it", async () => {
     const wired = read("coder");
     writeFileSync(file("coder"), wired.replace("http://127.0.0.1:8090/mcp/admin", "http://10.0.0.9:8090/mcp/admin"));
@@ -95,6 +149,15 @@ describe("Hermes profiles through the CLI", () => {
     expect(JSON.parse(drift.out).drift).toEqual([expect.objectContaining({ address: "hermes.coder", reason: "drifted", action: "update" })]);
     expect((await run("apply", "--yes")).code).toBe(0);
     expect(read("coder")).toBe(wired);
+  });
+
+  it("hal0 doctor's memory row names a bearer that is not the profile's live token; apply fixes it", async () => {
+    withTokens((t) => t.rotate("hermes__hal0-brain"));
+    const row = async () => (JSON.parse((await run("doctor", "--json")).out).rows as Array<{ check: string; status: string; message: string }>).find((r) => r.check === "hermes_brain_memory")!;
+    expect(await row()).toMatchObject({ status: "warn", message: expect.stringContaining("its bearer is not hermes__hal0-brain's live agent token") });
+    expect((await row()).message).toContain("mcp_servers.hal0-memory.headers.Authorization");
+    expect((await run("apply", "--yes")).code).toBe(0);
+    expect(await row()).toMatchObject({ status: "ok" });
   });
 
   it("hal0 doctor reports each row; the default profile is not wired yet", async () => {
@@ -113,7 +176,12 @@ describe("Hermes profiles through the CLI", () => {
     const repair = await run("agent", "reprovision", "hermes", "--repair");
     expect(repair.code, repair.err).toBe(0);
     expect(read(null).startsWith(DEFAULT)).toBe(true);
-    expect(servers(null)["hal0-memory"]).toMatchObject({ url: "http://127.0.0.1:8090/mcp/memory", headers: { "X-hal0-Agent": "hermes" } });
+    // The default profile authenticates as agent "hermes".
+    const bearer = bearerOf(null, "hal0-memory")!;
+    expect(servers(null)["hal0-memory"]).toEqual({ type: "http", url: "http://127.0.0.1:8090/mcp/memory", timeout: 60, headers: { Authorization: `Bearer ${bearer}` } });
+    expect(withTokens((t) => t.verify(bearer))).toMatchObject({ kind: "agent", name: "hermes" });
+    expect(repair.out).toContain('"Authorization":"Bearer [redacted]"');
+    expect(repair.out + dry.out).not.toMatch(/hal0_ag_/);
     expect((await run("agent", "reprovision", "hermes", "--repair")).code).toBe(0);
     const doctor = await run("doctor", "--json");
     expect((JSON.parse(doctor.out).rows as Array<{ check: string; status: string }>).find((r) => r.check === "hermes_default_memory")!.status).toBe("ok");

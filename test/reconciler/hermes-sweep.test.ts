@@ -9,6 +9,11 @@ import { observe } from "../../reconciler/observe.js";
 import { planChanges } from "../../reconciler/plan.js";
 import { StateStore } from "../../reconciler/state.js";
 import { Sweeper } from "../../reconciler/sweep.js";
+import { parse } from "yaml";
+import { openDb, type Db } from "../../server/db.js";
+import { hermesCredentials as credentialsOf } from "../../server/identity/hermes-credentials.js";
+import { TokenStore } from "../../server/identity/tokens.js";
+import { planJson } from "../../reconciler/format.js";
 
 /** A box with no slots and a Hermes home with named profiles, swept in process. */
 const dirs: string[] = [];
@@ -16,7 +21,7 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-function box(host = "0.0.0.0") {
+function box(host = "0.0.0.0", withTokens = false) {
   const dir = mkdtempSync(join(tmpdir(), "hal0-hermes-sweep-"));
   dirs.push(dir);
   const root = join(dir, "etc");
@@ -28,8 +33,24 @@ function box(host = "0.0.0.0") {
     writeFileSync(join(home, "profiles", p, "config.yaml"), `# profile ${p}\nmodel:\n  default: x   # keep\n`);
   }
   const state = new StateStore(join(dir, "state"));
-  const sweeper = new Sweeper({ root, state, driverFor: async () => new ProcessDriver({ stateDir: state.dir }) });
-  return { dir, home, state, sweeper, file: (p: string) => join(home, "profiles", p, "config.yaml") };
+  // The credentials as `hal0 serve` injects them: a real TokenStore over <state>/hal0.db.
+  const db = withTokens ? openDb(state.dir) : undefined;
+  if (db) dbs.push(db);
+  const tokens = db ? new TokenStore(db, state.dir) : undefined;
+  const hermesCredentials = tokens ? credentialsOf(tokens) : undefined;
+  const sweeper = new Sweeper({ root, state, driverFor: async () => new ProcessDriver({ stateDir: state.dir }), hermesCredentials });
+  return { dir, home, state, sweeper, tokens, hermesCredentials, file: (p: string) => join(home, "profiles", p, "config.yaml") };
+}
+
+const dbs: Db[] = [];
+afterEach(() => {
+  for (const db of dbs.splice(0)) db.close();
+});
+
+/** The bearer of one of hal0's servers in a profile file, as Hermes will send it. */
+function bearerIn(file: string, id: "hal0-admin" | "hal0-memory"): string | undefined {
+  const headers = (parse(readFileSync(file, "utf8")) as { mcp_servers?: Record<string, { headers?: Record<string, string> }> }).mcp_servers?.[id]?.headers;
+  return /^Bearer (\S+)$/.exec(headers?.Authorization ?? "")?.[1];
 }
 
 function mtimes(dir: string): string[] {
@@ -75,6 +96,88 @@ describe("Hermes profiles in the sweep", () => {
     expect(readFileSync(file("b"), "utf8")).toContain("hal0-memory:");
     const managed = JSON.parse(readFileSync(join(state.dir, "hermes-managed.json"), "utf8"));
     expect(Object.keys(managed.profiles)).toEqual(["b"]);
+  });
+});
+
+describe("Hermes profiles get their agent token", () => {
+  it("the first sweep mints each profile's token and writes it as the bearer of both hal0 servers; the plan shows only Bearer [redacted]", async () => {
+    const { state, sweeper, tokens, file } = box("127.0.0.1", true);
+    const first = await sweeper.sweep();
+    expect(first.outcome).toBe("converged");
+    for (const p of ["a", "b"]) {
+      const bearer = bearerIn(file(p), "hal0-admin");
+      expect(bearer).toMatch(/^hal0_ag_[A-Za-z0-9_-]{32}$/);
+      expect(bearerIn(file(p), "hal0-memory")).toBe(bearer);
+      // The token the store verifies as this profile's agent, with the agent's scopes.
+      expect(tokens!.verify(bearer!)).toMatchObject({ kind: "agent", name: `hermes__${p}`, scopes: ["mcp:admin", "mcp:memory"] });
+      expect(readFileSync(join(state.dir, "tokens", `hermes__${p}`), "utf8").trim()).toBe(bearer);
+      expect(statSync(join(state.dir, "tokens", `hermes__${p}`)).mode & 0o777).toBe(0o600);
+      expect(readFileSync(file(p), "utf8")).not.toContain("X-hal0-Agent");
+      expect(readFileSync(file(p), "utf8")).not.toContain("[redacted]");
+    }
+    expect(bearerIn(file("a"), "hal0-admin")).not.toBe(bearerIn(file("b"), "hal0-admin"));
+    // Neither the plan nor anything hal0 stored in the state folder (but the 0600 token files) holds a token.
+    const json = planJson(first.plan!);
+    expect(json).toContain('"Authorization": "Bearer [redacted]"');
+    expect(json).not.toMatch(/hal0_ag_/);
+    for (const f of readdirSync(state.dir, { recursive: true }).map(String).filter((f) => f.endsWith(".json"))) expect(readFileSync(join(state.dir, f), "utf8"), f).not.toMatch(/hal0_ag_/);
+    expect((await sweeper.sweep()).outcome).toBe("nothing_to_do");
+  });
+
+  it("after hal0 token rotate hermes__<p>, the next sweep converges the file to the new token and the old one no longer verifies", async () => {
+    const { state, sweeper, tokens, file } = box("127.0.0.1", true);
+    await sweeper.sweep();
+    const old = bearerIn(file("a"), "hal0-admin")!;
+    const untouched = readFileSync(file("b"), "utf8");
+    const rotated = tokens!.rotate("hermes__a");
+    expect(readFileSync(join(state.dir, "tokens", "hermes__a"), "utf8").trim()).toBe(rotated.token);
+    const report = await sweeper.sweep();
+    expect(report.outcome).toBe("converged");
+    const change = report.plan!.changes.find((c) => c.address === "hermes.a")!;
+    expect(change).toMatchObject({ action: "update", reason: "changed", changed_paths: ["mcp_servers.hal0-admin.headers.Authorization", "mcp_servers.hal0-memory.headers.Authorization"] });
+    expect(JSON.stringify(report.plan)).not.toContain(old);
+    expect(JSON.stringify(report.plan)).not.toContain(rotated.token);
+    expect(bearerIn(file("a"), "hal0-admin")).toBe(rotated.token);
+    expect(bearerIn(file("a"), "hal0-memory")).toBe(rotated.token);
+    expect(tokens!.verify(rotated.token)).toMatchObject({ name: "hermes__a" });
+    expect(tokens!.verify(old)).toBeUndefined();
+    expect(readFileSync(file("b"), "utf8")).toBe(untouched);
+    expect(report.plan!.changes.find((c) => c.address === "hermes.b")).toMatchObject({ action: "no-op" });
+    expect((await sweeper.sweep()).outcome).toBe("nothing_to_do");
+  });
+
+  it("a revoked token, or a bearer typed by hand, is replaced by a live one on the next sweep", async () => {
+    const { sweeper, tokens, file } = box("127.0.0.1", true);
+    await sweeper.sweep();
+    const old = bearerIn(file("a"), "hal0-admin")!;
+    tokens!.revoke(tokens!.verify(old)!.id);
+    await sweeper.sweep();
+    const fresh = bearerIn(file("a"), "hal0-admin")!;
+    expect(fresh).not.toBe(old);
+    expect(tokens!.verify(fresh)).toMatchObject({ name: "hermes__a" });
+    writeFileSync(file("b"), readFileSync(file("b"), "utf8").replaceAll(bearerIn(file("b"), "hal0-memory")!, fresh));
+    const report = await sweeper.sweep();
+    expect(report.plan!.changes.find((c) => c.address === "hermes.b")!.changed_paths).toEqual(["mcp_servers.hal0-admin.headers.Authorization", "mcp_servers.hal0-memory.headers.Authorization"]);
+    expect(tokens!.verify(bearerIn(file("b"), "hal0-admin")!)).toMatchObject({ name: "hermes__b" });
+  });
+
+  it("an observation never mints: planning on a fresh box leaves the token store empty", async () => {
+    const { dir, state, tokens, hermesCredentials } = box("127.0.0.1", true);
+    const model = compile((await loadTree(join(dir, "etc"))).tree).model!;
+    const { observed, inventory } = await observe(model, new ProcessDriver({ stateDir: state.dir }), state, { hermesCredentials });
+    expect(observed.hermes_tokens).toEqual({ hermes__a: null, hermes__b: null });
+    expect(planChanges(model, observed, inventory).changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "update", reason: "new" });
+    expect(tokens!.list()).toEqual([]);
+  });
+
+  it("without credentials (a pure test of the sweep), hal0 writes no Authorization header, never the placeholder", async () => {
+    const { sweeper, file } = box("127.0.0.1");
+    await sweeper.sweep();
+    const text = readFileSync(file("a"), "utf8");
+    expect(text).toContain("hal0-memory:");
+    expect(text).not.toContain("Authorization");
+    expect(text).not.toContain("[redacted]");
+    expect((await sweeper.sweep()).outcome).toBe("nothing_to_do");
   });
 });
 

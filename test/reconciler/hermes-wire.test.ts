@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { parse } from "yaml";
-import { applyHal0Keys, currentHal0Keys, desiredHal0Keys, HermesYamlError, type JoinableServer } from "../../reconciler/hermes-wire.js";
+import { applyHal0Keys, BEARER_PLACEHOLDER, currentHal0Keys, desiredHal0Keys, fillBearer, HermesYamlError, redactHal0Keys, type JoinableServer } from "../../reconciler/hermes-wire.js";
 
 /** A person's Hermes profile: comments everywhere, odd quoting and indentation, flow collections, a foreign MCP server. */
 const PERSON = `# Hermes profile "coder" — edited by hand, keep my notes
@@ -39,8 +39,17 @@ num: 0x1F
 const BASE = "http://127.0.0.1:8080";
 const SEARCH: JoinableServer = { id: "search", transport: "streamable-http", url: "http://127.0.0.1:9100/mcp", enabled: true, exposure: { hermes: true, brain: false }, tools: { allow: [], gated: [], blocked: [] } };
 
+/** A token as the store mints them (the executor reads it through the credentials; here it is fixed). */
+const TOKEN = "hal0_ag_0123456789abcdefghijABCDEFGHIJ-_";
+
+/** The desired keys with the bearer placeholder: what the planner puts in a plan. */
+function desired(text: string, servers: readonly JoinableServer[] = [], identity = "hermes__coder") {
+  return desiredHal0Keys(text, identity, BASE, servers, { bearer: true });
+}
+
+/** What the executor writes: the desired keys with the placeholder replaced by the token. */
 function wire(text: string, owned: readonly string[] = [], servers: readonly JoinableServer[] = []): string {
-  return applyHal0Keys(text, desiredHal0Keys(text, "hermes__coder", BASE, servers), owned);
+  return applyHal0Keys(text, fillBearer(desired(text, servers), () => TOKEN), owned);
 }
 
 /** The text with hal0's entries (the lines from `  hal0-…:`/`  search:` to the next key at that indent or a blank line) cut out. */
@@ -62,16 +71,74 @@ describe("hermes-wire", () => {
     const out = wire(PERSON);
     expect(withoutHal0(out)).toBe(PERSON);
     const js = parse(out) as { mcp_servers: Record<string, unknown> };
-    expect(js.mcp_servers["hal0-admin"]).toEqual({ type: "http", url: `${BASE}/mcp/admin`, timeout: 60, headers: { "X-hal0-Agent": "hermes__coder" } });
-    expect(js.mcp_servers["hal0-memory"]).toEqual({ type: "http", url: `${BASE}/mcp/memory`, timeout: 60, headers: { "X-hal0-Agent": "hermes__coder" } });
+    expect(js.mcp_servers["hal0-admin"]).toEqual({ type: "http", url: `${BASE}/mcp/admin`, timeout: 60, headers: { Authorization: `Bearer ${TOKEN}` } });
+    expect(js.mcp_servers["hal0-memory"]).toEqual({ type: "http", url: `${BASE}/mcp/memory`, timeout: 60, headers: { Authorization: `Bearer ${TOKEN}` } });
     expect(Object.keys(js.mcp_servers)).toEqual(["github", "hal0-admin", "hal0-memory"]);
     expect(out).toContain("\n  hal0-admin:\n    type: http\n");
+    expect(out).toContain(`      Authorization: "Bearer ${TOKEN}"\n`);
+    // The server trusts only the token: no X-hal0-Agent, and never the placeholder.
+    expect(out).not.toContain("X-hal0-Agent");
+    expect(out).not.toContain("[redacted]");
   });
 
-  it("is idempotent: wiring twice gives the same text, and the current keys equal the desired ones", () => {
+  it("is idempotent: wiring twice gives the same text, and the current keys, redacted, equal the desired ones", () => {
     const once = wire(PERSON, [], [SEARCH]);
     expect(wire(once, ["search"], [SEARCH])).toBe(once);
-    expect(currentHal0Keys(once, ["search"])).toEqual(desiredHal0Keys(once, "hermes__coder", BASE, [SEARCH]));
+    expect(currentHal0Keys(once, ["search"])).toEqual(fillBearer(desired(once, [SEARCH]), () => TOKEN));
+    expect(redactHal0Keys(currentHal0Keys(once, ["search"]))).toEqual({ view: desired(once, [SEARCH]), bearers: { "hal0-admin": TOKEN, "hal0-memory": TOKEN } });
+  });
+
+  it("a new token replaces the bearer in place, and nothing else", () => {
+    const once = wire(PERSON, [], [SEARCH]);
+    const rotated = applyHal0Keys(once, fillBearer(desired(once, [SEARCH]), () => "hal0_ag_ANOTHERtokenANOTHERtokenANOTHERto"), ["search"]);
+    expect(rotated).toBe(once.replaceAll(TOKEN, "hal0_ag_ANOTHERtokenANOTHERtokenANOTHERto"));
+  });
+
+  it("desired keys carry the bearer only as the placeholder, and only on hal0's two servers; without it no Authorization header", () => {
+    const withBearer = desired(PERSON, [SEARCH]);
+    expect(withBearer["hal0-admin"]!.headers).toEqual({ Authorization: BEARER_PLACEHOLDER });
+    expect(withBearer.search).not.toHaveProperty("headers");
+    const bare = desiredHal0Keys(PERSON, "hermes__coder", BASE, [SEARCH]);
+    expect(bare["hal0-admin"]).toEqual({ type: "http", url: `${BASE}/mcp/admin`, timeout: 60 });
+    const privateOnly = desiredHal0Keys(`${PERSON}hal0:\n  memory_private: true\n`, "hermes__coder", BASE, []);
+    expect(privateOnly["hal0-memory"]!.headers).toEqual({ "X-hal0-Private": "1" });
+  });
+
+  it("fillBearer: the token once, for every placeholder; without a token the header (and a headers left empty) goes; the input is untouched", () => {
+    const text = `${PERSON}hal0:\n  memory_private: true\n`;
+    const want = desired(text, [SEARCH]);
+    const copy = structuredClone(want);
+    let reads = 0;
+    const filled = fillBearer(want, () => (reads++, TOKEN));
+    expect(reads).toBe(1);
+    expect(filled["hal0-memory"]).toMatchObject({ headers: { Authorization: `Bearer ${TOKEN}`, "X-hal0-Private": "1" } });
+    expect(fillBearer(want, undefined)["hal0-memory"]).toMatchObject({ headers: { "X-hal0-Private": "1" } });
+    expect(JSON.stringify(fillBearer(want, undefined))).not.toContain("Authorization");
+    expect(fillBearer(desired(PERSON), undefined)["hal0-admin"]).toEqual({ type: "http", url: `${BASE}/mcp/admin`, timeout: 60 });
+    expect(fillBearer(want, undefined).search).toBe(want.search);
+    expect(want).toEqual(copy);
+    // Nothing to fill: the token is not read.
+    expect(fillBearer(desiredHal0Keys(PERSON, "hermes__coder", BASE, []), () => { throw new Error("read"); })).toBeDefined();
+  });
+
+  it("redactHal0Keys hides every Authorization header, keeps the bearers apart, and leaves its input alone", () => {
+    const current = {
+      "hal0-admin": { url: "u", headers: { Authorization: `Bearer ${TOKEN}`, "X-hal0-Private": "1" } },
+      "hal0-memory": { url: "u", headers: { authorization: "Basic dXNlcjpwYXNz" } },
+      search: { url: "u", headers: { Authorization: "Bearer sk-live-secret" } },
+      plain: { url: "u" },
+    };
+    const copy = structuredClone(current);
+    const { view, bearers } = redactHal0Keys(current);
+    expect(view).toEqual({
+      "hal0-admin": { url: "u", headers: { Authorization: BEARER_PLACEHOLDER, "X-hal0-Private": "1" } },
+      "hal0-memory": { url: "u", headers: { authorization: "[redacted]" } },
+      search: { url: "u", headers: { Authorization: BEARER_PLACEHOLDER } },
+      plain: { url: "u" },
+    });
+    expect(bearers).toEqual({ "hal0-admin": TOKEN, search: "sk-live-secret" });
+    expect(JSON.stringify(view)).not.toMatch(/hal0_ag_|dXNlcjpwYXNz|sk-live/);
+    expect(current).toEqual(copy);
   });
 
   it("emits X-hal0-Private as the quoted string \"1\" with hal0: {memory_private: true}", () => {
@@ -87,14 +154,14 @@ describe("hermes-wire", () => {
   it("treats an integer X-hal0-Private written by hand as a difference and restores the string", () => {
     const text = `${PERSON}hal0:\n  memory_private: true\n`;
     const edited = wire(text).replace('X-hal0-Private: "1"', "X-hal0-Private: 1");
-    expect(currentHal0Keys(edited, [])).not.toEqual(desiredHal0Keys(edited, "hermes__coder", BASE, []));
+    expect(redactHal0Keys(currentHal0Keys(edited, [])).view).not.toEqual(desired(edited));
     expect(wire(edited)).toBe(wire(text));
   });
 
   it("with hal0: {wire_mcp: false} removes exactly hal0's keys; the person's server stays", () => {
     const wired = wire(PERSON, [], [SEARCH]);
     const optedOut = `${wired}hal0:\n  wire_mcp: false\n`;
-    expect(desiredHal0Keys(optedOut, "hermes__coder", BASE, [SEARCH])).toEqual({});
+    expect(desired(optedOut, [SEARCH])).toEqual({});
     const out = wire(optedOut, ["search"], [SEARCH]);
     expect(out).toBe(`${PERSON}hal0:\n  wire_mcp: false\n`);
     expect(currentHal0Keys(out, ["search"])).toEqual({});
@@ -171,7 +238,7 @@ describe("hermes-wire", () => {
     it.each(Object.entries(SHAPES))("%s: wire, re-wire (same text), unwire (the original text), values as desired", (_name, text) => {
       const wired = wire(text, [], [SEARCH]);
       expect(wire(wired, ["search"], [SEARCH])).toBe(wired);
-      expect(currentHal0Keys(wired, ["search"])).toEqual(desiredHal0Keys(wired, "hermes__coder", BASE, [SEARCH]));
+      expect(redactHal0Keys(currentHal0Keys(wired, ["search"])).view).toEqual(desired(wired, [SEARCH]));
       // The only byte hal0 adds for good: a final newline, when the file had none and hal0 appended after its last line.
       expect(applyHal0Keys(wired, {}, ["search"])).toBe(text.endsWith("\n") ? text : `${text}\n`);
       const js = parse(wired) as { mcp_servers: Record<string, unknown> };

@@ -5,11 +5,11 @@ import fsp from "node:fs/promises";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { compile, sourceTree, type Model } from "../../compiler/index.js";
 import { formatPlan, planJson } from "../../reconciler/format.js";
-import type { Inventory, Observed } from "../../reconciler/observed.js";
+import type { HermesView, Inventory, Observed } from "../../reconciler/observed.js";
 import { planChanges } from "../../reconciler/plan.js";
 import { Plan, type Change } from "../../schema/index.js";
 import { buildWorld, ROOT } from "../../fixtures/plans/build.js";
-import { CASES } from "../../fixtures/plans/cases.js";
+import { CASES, fixtureToken } from "../../fixtures/plans/cases.js";
 
 /**
  * The golden plans: every folder of fixtures/plans/ holds a desired `tree/`,
@@ -184,14 +184,35 @@ const CHECKS: Record<string, (p: Plan) => void> = {
     const coder = change(p, "hermes.coder");
     expect(coder).toMatchObject({ kind: "hermes", apply_class: "immediate", destructive: false, downtime: false });
     expect(coder.changed_paths).toEqual(["mcp_servers.hal0-admin", "mcp_servers.hal0-memory", "mcp_servers.inventory"]);
-    expect(coder.after).toMatchObject({ file: "/srv/hermes/profiles/coder/config.yaml", managed_ids: ["inventory"], mcp_servers: { "hal0-admin": { headers: { "X-hal0-Agent": "hermes__coder" } } } });
-    expect(change(p, "hermes.writer").after).toMatchObject({ mcp_servers: { "hal0-memory": { headers: { "X-hal0-Private": "1" } } } });
+    expect(coder.after).toMatchObject({ file: "/srv/hermes/profiles/coder/config.yaml", identity: "hermes__coder", managed_ids: ["inventory"] });
+    // The bearer is a placeholder (the executor writes the token); X-hal0-Agent is no longer written: the server trusts only the token.
+    expect((coder.after as HermesView).mcp_servers["hal0-admin"]).toEqual({ type: "http", url: "http://127.0.0.1:8080/mcp/admin", timeout: 60, headers: { Authorization: "Bearer [redacted]" } });
+    expect((coder.after as HermesView).mcp_servers.inventory).not.toHaveProperty("headers");
+    expect(change(p, "hermes.writer").after).toMatchObject({ mcp_servers: { "hal0-memory": { headers: { Authorization: "Bearer [redacted]", "X-hal0-Private": "1" } } } });
     expect(Object.keys(p.base.observed)).toEqual(expect.arrayContaining(["hermes.coder", "hermes.writer"]));
   },
   "hermes-drifted": (p) => {
     expect(acting(p)).toEqual({ "hermes.coder": "update drifted" });
+    // The bearer in the file is the one hal0 hands on: only the hand-edited url differs.
     expect(change(p, "hermes.coder").changed_paths).toEqual(["mcp_servers.hal0-admin.url"]);
     expect(change(p, "hermes.ops")).toMatchObject({ action: "no-op", reason: "unchanged" });
+  },
+  "hermes-token-rotated": (p) => {
+    expect(acting(p)).toEqual({ "hermes.coder": "update changed" });
+    const coder = change(p, "hermes.coder");
+    expect(coder.changed_paths).toEqual(["mcp_servers.hal0-admin.headers.Authorization", "mcp_servers.hal0-memory.headers.Authorization"]);
+    for (const side of [coder.before, coder.after]) {
+      for (const id of ["hal0-admin", "hal0-memory"]) expect((side as HermesView).mcp_servers[id]).toMatchObject({ headers: { Authorization: "Bearer [redacted]" } });
+    }
+    expect(formatPlan(p)).toContain('mcp_servers.hal0-admin.headers.Authorization: "Bearer [redacted]" → "Bearer [redacted]" (another token)');
+    expect(change(p, "hermes.ops")).toMatchObject({ action: "no-op", reason: "unchanged" });
+  },
+  "hermes-agent-header": (p) => {
+    expect(acting(p)).toEqual({ "hermes.coder": "update changed" });
+    expect(change(p, "hermes.coder").changed_paths).toEqual([
+      "mcp_servers.hal0-admin.headers.Authorization", "mcp_servers.hal0-admin.headers.X-hal0-Agent",
+      "mcp_servers.hal0-memory.headers.Authorization", "mcp_servers.hal0-memory.headers.X-hal0-Agent",
+    ]);
   },
   "hermes-opted-out": (p) => {
     expect(acting(p)).toEqual({ "hermes.coder": "update opted_out" });
@@ -209,6 +230,44 @@ const CHECKS: Record<string, (p: Plan) => void> = {
     expect(codes(p)).toEqual(["slot.scratch slot.unmanaged"]);
   },
 };
+
+describe("Hermes bearers in plans", () => {
+  it.each(FOLDERS.filter((f) => f.startsWith("hermes-")))("%s: neither the text nor the JSON holds a token, though the observed files do", (name) => {
+    const p = plan(name);
+    const observed = readFileSync(join(FIXTURES, name, "observed.json"), "utf8");
+    for (const out of [formatPlan(p, { verbose: true }), planJson(p)]) {
+      expect(out).not.toMatch(/hal0_ag_/);
+      for (const profile of ["coder", "ops", "writer", "quiet"]) for (const n of [1, 2]) expect(out).not.toContain(fixtureToken(profile, n));
+    }
+    if (name !== "hermes-new-profile" && name !== "hermes-agent-header") expect(observed).toContain(`Bearer ${fixtureToken("coder")}`);
+  });
+
+  it("without credentials in the observation (no hermes_tokens), hal0's servers get no Authorization header and a bearer in the file is not compared", () => {
+    const { model, observed, inventory } = load("hermes-token-rotated");
+    const { hermes_tokens: _tokens, ...bare } = observed;
+    const coder = planChanges(model, bare, inventory).changes.find((c) => c.address === "hermes.coder")!;
+    expect((coder.after as HermesView).mcp_servers["hal0-admin"]).not.toHaveProperty("headers");
+    expect(coder.changed_paths).toEqual(["mcp_servers.hal0-admin.headers", "mcp_servers.hal0-memory.headers"]);
+    // The before side is still redacted.
+    expect(JSON.stringify(coder.before)).not.toContain("hal0_ag_");
+  });
+
+  it("a revoked or never-minted token (fingerprint null) makes a wired profile's bearer a change; its own fingerprint is no change", () => {
+    const { model, observed, inventory } = load("hermes-drifted");
+    const ops = (tokens: Observed["hermes_tokens"]) => planChanges(model, { ...observed, hermes_tokens: tokens }, inventory).changes.find((c) => c.address === "hermes.ops")!;
+    expect(ops({ ...observed.hermes_tokens, hermes__ops: null })).toMatchObject({ action: "update", reason: "changed", changed_paths: ["mcp_servers.hal0-admin.headers.Authorization", "mcp_servers.hal0-memory.headers.Authorization"] });
+    expect(ops(observed.hermes_tokens)).toMatchObject({ action: "no-op", reason: "unchanged" });
+    // Another profile's token in ops' file is not ops' token.
+    expect(ops({ ...observed.hermes_tokens, hermes__ops: observed.hermes_tokens!.hermes__coder! }).action).toBe("update");
+  });
+
+  it("a rotation moves the profile's digest, so a plan saved before it is stale", () => {
+    const { model, observed, inventory } = load("hermes-token-rotated");
+    const before = planChanges(model, { ...observed, hermes_tokens: { ...observed.hermes_tokens, hermes__coder: "0000000000000000" } }, inventory);
+    expect(before.base.observed["hermes.coder"]).not.toBe(plan("hermes-token-rotated").base.observed["hermes.coder"]);
+    expect(before.base.observed["hermes.ops"]).toBe(plan("hermes-token-rotated").base.observed["hermes.ops"]);
+  });
+});
 
 describe("plan semantics per case", () => {
   it("checks every case", () => expect(Object.keys(CHECKS).sort()).toEqual(FOLDERS));

@@ -1,4 +1,7 @@
+import { spawnSync } from "node:child_process";
 import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { chromium, type Browser } from "playwright-core";
@@ -9,6 +12,8 @@ import { adminClient, callTool } from "./mcp-helpers.js";
 /** Debian's Chromium (`apt-get install chromium`; `.ci/run` installs it). */
 const CHROMIUM = process.env.HAL0_CHROMIUM ?? "/usr/bin/chromium";
 const SUITE = "the approval inbox in a real browser (headless Chromium)";
+/** The built CLI (`npm run build`): the test logs in through the link `hal0 web` prints. */
+const HAL0 = join(import.meta.dirname, "../../bin/hal0.js");
 /** Where the inbox screenshot is kept: a test artifact, not a golden. */
 export const ARTIFACTS = join(import.meta.dirname, "../artifacts");
 
@@ -40,12 +45,29 @@ describe.skipIf(!available)(SUITE, () => {
     await s?.close();
   });
 
-  it("shows a gated MCP call within a second, approves it on a click, and the change lands in the tree", async () => {
+  /** The one-time link `hal0 web` prints for this server. */
+  function hal0WebLink(): string {
+    const run = spawnSync(process.execPath, [HAL0, "web", "--config", s.config, "--state", s.state, "--port", new URL(s.url).port], { encoding: "utf8", env: { PATH: process.env.PATH ?? "" }, timeout: 20_000 });
+    expect(run.status, run.stderr).toBe(0);
+    return run.stdout.trim();
+  }
+
+  it("logs in through hal0 web's link, shows a gated MCP call within a second, approves it on a click, and the change lands in the tree", async () => {
     const page = await browser.newPage({ viewport: { width: 900, height: 1100 } });
     const errors: string[] = [];
     page.on("pageerror", (err) => errors.push(err.message));
     page.on("console", (msg) => void (msg.type() === "error" && errors.push(msg.text())));
-    await page.goto(`${s.url}/`);
+    // without a session the inbox is the login page
+    const anonymous = await page.goto(`${s.url}/`);
+    expect(anonymous?.status()).toBe(401);
+    await page.locator('form[action="/login"] input[name="token"]').waitFor({ state: "visible", timeout: 2000 });
+    errors.length = 0; // the 401 itself is reported as a console error
+    const link = hal0WebLink();
+    expect(link).toMatch(/\/login\?code=/);
+    await page.goto(link);
+    expect(new URL(page.url()).pathname).toBe("/");
+    const cookies = await page.context().cookies();
+    expect(cookies.find((c) => c.name === "hal0_session")).toMatchObject({ httpOnly: true, sameSite: "Strict", path: "/" });
     await expect.poll(() => page.locator("text=Nothing is waiting").count()).toBe(1);
     await page.locator(`body[data-inbox-live="connected"]`).waitFor({ state: "attached", timeout: 5000 });
 
@@ -64,7 +86,52 @@ describe.skipIf(!available)(SUITE, () => {
     expect(readFileSync(join(s.config, "slots/scratch.toml"), "utf8")).toMatch(/profile = "cpu-small"/);
     await page.locator(`article.decided#${queued.approval_id}`).waitFor({ state: "visible", timeout: 3000 });
     await expect(page.locator(`article.pending[data-approval="${queued.approval_id}"]`).count()).resolves.toBe(0);
+    await expect(page.locator(`article.decided#${queued.approval_id}`).textContent()).resolves.toContain("by owner");
     expect(errors).toEqual([]);
     await page.close();
+  });
+
+  it("with JavaScript off, Deny with a reason is a plain form post that lands back on the decided card; another origin's form post is refused", async () => {
+    const context = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 900, height: 1100 } });
+    const page = await context.newPage();
+    await page.goto(hal0WebLink());
+    expect(new URL(page.url()).pathname).toBe("/");
+    const args = { name: "scratch9", profile: "cpu-small", model: "qwen3-4b", port: 8159, type: "llm", enabled: false, placement: { device: "cpu" } };
+    const queued = (await callTool(client, "slot_create", args)).body;
+    expect(queued.status).toBe("pending_approval");
+    await page.reload();
+    const card = page.locator(`article.pending[data-approval="${queued.approval_id}"]`);
+    await card.locator('form[data-decision="deny"] input[name="reason"]').fill("not <today>");
+    await card.locator('form[data-decision="deny"] button').click();
+    await page.waitForURL((url) => url.hash === `#${queued.approval_id}`, { timeout: 5000 });
+    const decided = page.locator(`article.decided#${queued.approval_id}`);
+    await expect(decided.textContent()).resolves.toContain("not <today>");
+    await expect(decided.textContent()).resolves.toContain("by owner");
+    const approval = (await s.call("GET", `/api/agent/approvals/${queued.approval_id}`)).body.approval;
+    expect(approval).toMatchObject({ state: "denied", reason: "not <today>", decided_by: "owner" });
+    expect(existsSync(join(s.config, "slots/scratch9.toml"))).toBe(false);
+
+    // A page of another origin on this very host (same site, so the SameSite=Strict cookie goes along)
+    // posting the approve form, even with the right csrf field: refused, nothing changes.
+    const next = (await callTool(client, "slot_create", { ...args, name: "scratch10", port: 8160 })).body;
+    expect(next.status).toBe("pending_approval");
+    await page.reload();
+    const csrf = await page.locator('meta[name="csrf-token"]').getAttribute("content");
+    expect(csrf).toMatch(/^[A-Za-z0-9_-]{32}$/);
+    const evil = createServer((_req, res) => {
+      res.setHeader("content-type", "text/html");
+      res.end(`<form method="post" action="${s.url}/approvals/${next.approval_id}/approve"><input type="hidden" name="csrf" value="${csrf}"><button>win a prize</button></form>`);
+    });
+    await new Promise<void>((resolve) => evil.listen(0, "127.0.0.1", resolve));
+    try {
+      await page.goto(`http://127.0.0.1:${(evil.address() as AddressInfo).port}/`);
+      const [reply] = await Promise.all([page.waitForResponse((r) => r.url().includes("/approvals/")), page.locator("button").click()]);
+      expect(reply.status()).toBe(403);
+      expect((await s.call("GET", `/api/agent/approvals/${next.approval_id}`)).body.approval.state).toBe("pending");
+    } finally {
+      evil.closeAllConnections();
+      await new Promise<void>((resolve) => evil.close(() => resolve()));
+    }
+    await context.close();
   });
 });

@@ -6,11 +6,15 @@ import { changeHtml } from "../../server/web/plan-view.js";
 import { lineDiff } from "../../server/web/render.js";
 import { httpCall, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
+import { webLogin, type WebSession } from "./web-helpers.js";
 
 let s: TestServer;
 let clients: Client[] = [];
+/** The owner's browser session: the pages need an operator. */
+let session: WebSession;
 beforeEach(async () => {
   s = await startTestServer();
+  session = await webLogin(s);
 });
 afterEach(async () => {
   for (const c of clients) await c.close();
@@ -24,9 +28,9 @@ async function client(agent: string): Promise<Client> {
   return c;
 }
 
-/** GET a page as text. */
+/** GET a page as text, with the owner's session cookie. */
 async function get(path: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string; headers: Headers }> {
-  const res = await httpCall(s.url, "GET", path, { headers });
+  const res = await httpCall(s.url, "GET", path, { headers: { cookie: session.cookie, ...headers } });
   return { status: res.status, text: typeof res.body === "string" ? res.body : JSON.stringify(res.body), headers: res.headers };
 }
 
@@ -70,8 +74,11 @@ describe("the operator's pages (server-rendered; they read fine without script)"
     expect(brings).toContain("reason <code>new</code>");
     const approval = (await s.call("GET", `/api/agent/approvals/${id}`)).body.approval;
     expect(html).toContain(`<a href="/plans/${encodeURIComponent(approval.plan_id)}">`);
-    expect(html).toContain(`<form method="post" action="/api/agent/approvals/${id}/approve" data-approval="${id}"`);
-    expect(html).toContain(`action="/api/agent/approvals/${id}/deny" data-approval="${id}"`);
+    // the forms post to the page routes (form-encoded, no script needed), each with the session's CSRF field
+    expect(html).toContain(`<form method="post" action="/approvals/${id}/approve" data-approval="${id}" data-decision="approve"><input type="hidden" name="csrf" value="${session.csrf}">`);
+    expect(html).toContain(`action="/approvals/${id}/deny" data-approval="${id}" data-decision="deny"><input type="hidden" name="csrf" value="${session.csrf}">`);
+    expect(res.text).toContain(`<meta name="csrf-token" content="${session.csrf}">`);
+    expect(res.text).toContain('<form class="who" method="post" action="/logout">');
     // user-controlled text is escaped everywhere on the page
     expect(res.text).not.toContain(EVIL);
     // the one script is the inbox's own same-origin module
@@ -108,17 +115,6 @@ describe("the operator's pages (server-rendered; they read fine without script)"
     expect(html.indexOf("Recently decided")).toBeLessThan(html.indexOf(`id="${first}"`));
     expect(html.indexOf(`id="${third}"`)).toBeLessThan(html.indexOf("Recently decided"));
     expect(card(html, third)).toContain("<form");
-  });
-
-  it("an Approve form post works without script (empty urlencoded body, same origin); the reply is the route's JSON", async () => {
-    const id = (await callTool(await client("hermes__coder"), "slot_create", { ...SCRATCH, enabled: false })).body.approval_id as string;
-    const form = (origin: string) => httpCall(s.url, "POST", `/api/agent/approvals/${id}/approve`, { body: "", headers: { "content-type": "application/x-www-form-urlencoded", origin } });
-    const foreign = await form("http://evil.example");
-    expect(foreign.body.error.code).toBe("request.origin_denied");
-    expect((await s.call("GET", `/api/agent/approvals/${id}`)).body.approval.state).toBe("pending");
-    const res = await form(s.url);
-    expect(res.status).toBe(200);
-    expect(res.body.approval.state).toBe("executed");
   });
 
   it("/plans/<id> shows an approval's plan and the TOML diff, and a saved plan's diff", async () => {
@@ -182,6 +178,10 @@ describe("the inbox script", () => {
     // it is the compiled client: the event stream, the JSON decision post, no imports
     expect(js.text).toContain('new EventSource("/api/agent/approvals/events")');
     expect(js.text).toContain('"content-type": "application/json"');
+    // with the session's CSRF token from the page's meta, the cookie sent same-origin only
+    expect(js.text).toContain('meta[name="csrf-token"]');
+    expect(js.text).toContain('"x-csrf-token"');
+    expect(js.text).toContain('credentials: "same-origin"');
     expect(js.text).not.toMatch(/^import /m);
     const built = readFileSync(join(import.meta.dirname, "../../dist/server/web/client/inbox.js"), "utf8");
     expect(js.text).toBe(built);

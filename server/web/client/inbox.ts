@@ -6,10 +6,14 @@
  * - Listens to `/api/agent/approvals/events`; on every event it fetches `/`
  *   again and swaps in the server's fresh `#inbox-live` region (the rendering
  *   stays the server's; this script never builds approval markup).
- * - Intercepts submit on `form[data-decision]`: posts JSON (`{}` to approve,
- *   `{reason}` to deny when one is typed — what the deny route's strict body
- *   accepts), disables that card's buttons while in flight, reports the
+ * - Intercepts submit on `form[data-decision]`: posts JSON to the REST route
+ *   `/api/agent/approvals/{id}/approve|deny` (`{}` to approve, `{reason}` to
+ *   deny when one is typed — what the deny route's strict body accepts) with
+ *   the session's CSRF token in `X-CSRF-Token` (read from the page's
+ *   `<meta name="csrf-token">`; the session cookie goes along, same-origin
+ *   only), disables that card's buttons while in flight, reports the
  *   outcome in `#inbox-status` (`aria-live="polite"`) and re-renders.
+ *   (Without this script the forms post form-encoded to the page routes.)
  * - `body[data-inbox-live="connected"]` once the stream's snapshot arrived
  *   (every later change then reaches the page), `"reconnecting"` after an
  *   error; `data-inbox-renders` counts finished re-renders.
@@ -22,6 +26,8 @@
 
 const LIVE_ID = "inbox-live";
 const STATUS_ID = "inbox-status";
+/** The session's CSRF token the page was rendered with (none when it was read with a bearer token). */
+const CSRF = document.querySelector<HTMLMetaElement>('meta[name="csrf-token"]')?.content ?? "";
 const EVENTS = ["snapshot", "enqueued", "approved", "denied", "executed", "failed", "expired", "stale"] as const;
 
 /** Approval ids whose decision is being posted. */
@@ -67,7 +73,8 @@ async function rerender(): Promise<void> {
   try {
     do {
       again = false;
-      const res = await fetch("/", { headers: { accept: "text/html" }, cache: "no-store" });
+      const res = await fetch("/", { headers: { accept: "text/html" }, cache: "no-store", credentials: "same-origin" });
+      if (res.status === 401) throw new Error("the session ended (log in again)");
       if (!res.ok) throw new Error(`the inbox answered ${res.status}`);
       const fresh = new DOMParser().parseFromString(await res.text(), "text/html").getElementById(LIVE_ID);
       const live = document.getElementById(LIVE_ID);
@@ -125,9 +132,10 @@ async function decide(form: HTMLFormElement): Promise<void> {
   status(`${deny ? "Denying" : "Approving"} ${id}…`, false);
   let message: string;
   try {
-    const res = await fetch(form.action, {
+    const res = await fetch(`/api/agent/approvals/${encodeURIComponent(id)}/${deny ? "deny" : "approve"}`, {
       method: "POST",
-      headers: { "content-type": "application/json", accept: "application/json" },
+      credentials: "same-origin",
+      headers: { "content-type": "application/json", accept: "application/json", ...(CSRF === "" ? {} : { "x-csrf-token": CSRF }) },
       body: JSON.stringify(deny && reason !== "" ? { reason } : {}),
     });
     message = await outcome(res, id);

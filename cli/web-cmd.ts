@@ -1,0 +1,71 @@
+import { parseArgs } from "node:util";
+import { compile, ConfigNotFoundError, loadTree } from "../compiler/index.js";
+import { CliError, EXIT_OK, UsageError, type CliIo } from "./io.js";
+import { configDir, stateDir } from "./paths.js";
+import { BOX_OPTIONS } from "./plan-cmd.js";
+
+export const WEB_HELP = `hal0 web [--config DIR] [--state DIR] [--host H] [--port N] [--json]
+
+Prints a one-time link that logs a browser into the operator's pages of 'hal0 serve':
+http://<[server] host>:<[server] port>/login?code=… (a wildcard host prints 127.0.0.1).
+The link works once, within 5 minutes; the browser then holds a 12-hour session.
+It logs in as the owner (<state>/operator.token, minted when missing) or as the
+operator whose token is in $HAL0_TOKEN. Whoever can read the state folder may run it.
+  --host, --port    the address 'hal0 serve' listens on, when it was started with them
+  --json            {"url", "expires_at", "operator"} instead of the bare link`;
+
+/** How long a printed link works. */
+const CODE_TTL_S = 5 * 60;
+
+/** `hal0 web`: mints a login code in the state folder's database and prints the link. */
+export async function runWeb(args: string[], io: CliIo): Promise<number> {
+  const { values } = parseArgs({
+    args, strict: true, allowPositionals: false,
+    options: { ...BOX_OPTIONS, host: { type: "string" }, port: { type: "string" }, json: { type: "boolean" } },
+  });
+  const root = configDir(values.config, io.env, io.cwd);
+  const state = stateDir(values.state, io.env, io.cwd);
+  const portFlag = values.port === undefined ? undefined : Number(values.port);
+  if (portFlag !== undefined && (!Number.isInteger(portFlag) || portFlag < 1 || portFlag > 65535)) throw new UsageError(`--port must be 1..65535, not ${values.port}`);
+  const server = await serverAddress(root, io);
+  const host = linkHost(values.host ?? server.host);
+  const port = portFlag ?? server.port;
+
+  // Loaded only here: better-sqlite3.
+  const { openDb } = await import("../server/db.js");
+  const { TokenStore, operatorTokenFrom } = await import("../server/identity/tokens.js");
+  const db = openDb(state);
+  try {
+    const tokens = new TokenStore(db, state);
+    const owner = tokens.ensureOwner();
+    const secret = io.env.HAL0_TOKEN?.trim() ? operatorTokenFrom(state, io.env as NodeJS.ProcessEnv)! : owner.token;
+    const token = tokens.verify(secret);
+    if (!token || token.kind !== "operator") throw new CliError("auth.invalid_token", "HAL0_TOKEN is not a live operator token (unset it to log in as the owner)");
+    const code = tokens.loginCode(token.id, CODE_TTL_S);
+    const url = `http://${host}:${port}/login?code=${encodeURIComponent(code)}`;
+    const expiresAt = new Date(Date.now() + CODE_TTL_S * 1000).toISOString();
+    io.stdout.write(values.json ? `${JSON.stringify({ url, expires_at: expiresAt, operator: token.name })}\n` : `${url}\n`);
+    if (!values.json) io.stderr.write(`hal0 web: open that link within 5 minutes to log in as ${token.name}; it works once.\n`);
+    return EXIT_OK;
+  } finally {
+    db.close();
+  }
+}
+
+/** `[server] host` and `port` of the compiled config (the defaults when it does not compile). */
+async function serverAddress(root: string, io: CliIo): Promise<{ host: string; port: number }> {
+  const loaded = await loadTree(root).catch((err: unknown) => {
+    if (err instanceof ConfigNotFoundError) throw new UsageError(`config folder not found: ${root}`);
+    throw err;
+  });
+  const { model } = compile(loaded.tree, loaded.diagnostics);
+  if (!model) io.stderr.write(`hal0 web: ${root} does not compile (see 'hal0 validate'); the link uses the default 127.0.0.1:8080\n`);
+  return { host: model?.settings.server.host ?? "127.0.0.1", port: model?.settings.server.port ?? 8080 };
+}
+
+/** The host a browser can reach: a wildcard address is this machine's loopback; an IPv6 literal is bracketed. */
+export function linkHost(host: string): string {
+  const h = host.trim().replace(/^\[(.*)\]$/, "$1");
+  if (h === "" || h === "0.0.0.0" || h === "::" || h === "*") return "127.0.0.1";
+  return h.includes(":") ? `[${h}]` : h;
+}

@@ -1,0 +1,280 @@
+import { spawnSync } from "node:child_process";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { pino } from "pino";
+import { afterEach, beforeAll, describe, expect, it } from "vitest";
+import { linkHost } from "../../cli/web-cmd.js";
+import { csrfOf } from "../../server/identity/identify.js";
+import { httpCall, startTestServer, type TestServer } from "./harness.js";
+import { adminClient, callTool } from "./mcp-helpers.js";
+import { cookiePair, csrfMeta, formPost, openLink, webLogin } from "./web-helpers.js";
+
+const HAL0 = join(import.meta.dirname, "../../bin/hal0.js");
+const BUILT_CLI = join(import.meta.dirname, "../../dist/cli/web-cmd.js");
+const PAGES = ["/", "/status", "/plans/pln_nope"];
+const SCRATCH = { name: "scratch", profile: "cpu-small", model: "qwen3-4b", port: 8150, type: "llm", enabled: false, placement: { device: "cpu" } };
+
+let s: TestServer;
+let logs = "";
+let clients: Client[] = [];
+async function start(): Promise<void> {
+  logs = "";
+  const sink = new Writable({ write: (chunk, _enc, done) => void ((logs += chunk.toString()), done()) });
+  s = await startTestServer({ extra: { logger: pino({ level: "debug" }, sink) } });
+}
+afterEach(async () => {
+  for (const c of clients) await c.close();
+  clients = [];
+  await s?.close();
+});
+
+/** A gated call queued by an agent over MCP: its approval id. */
+async function queued(name = "scratch", port = 8150): Promise<string> {
+  const c = await adminClient(s.url, "hermes__coder");
+  clients.push(c);
+  const res = await callTool(c, "slot_create", { ...SCRATCH, name, port });
+  expect(res.body.status, JSON.stringify(res.body)).toBe("pending_approval");
+  return res.body.approval_id;
+}
+
+const approval = async (id: string) => (await s.call("GET", `/api/agent/approvals/${id}`)).body.approval;
+const page = (path: string, headers: Record<string, string> = {}) => httpCall(s.url, "GET", path, { headers });
+
+describe("the pages need an operator: the web session (or an operator's bearer)", () => {
+  it("answers a page without a session 401 with the login form (no script); the assets and /login stay open", async () => {
+    await start();
+    for (const path of PAGES) {
+      const res = await page(path);
+      expect(res.status, path).toBe(401);
+      expect(res.headers.get("content-type"), path).toContain("text/html");
+      const html = String(res.body);
+      expect(html, path).toContain('<form class="login" method="post" action="/login">');
+      expect(html, path).toContain('name="token"');
+      expect(html, path).toContain("hal0 web");
+      expect(html, path).not.toMatch(/<script/i);
+      expect(html, path).not.toContain("Approval inbox");
+    }
+    // a stale or forged cookie is no session
+    expect((await page("/", { cookie: "hal0_session=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" })).status).toBe(401);
+    const login = await page("/login");
+    expect(login.status).toBe(200);
+    expect(String(login.body)).toContain('action="/login"');
+    expect((await page("/assets/style.css")).status).toBe(200);
+    expect((await page("/assets/icon.svg")).status).toBe(200);
+    // still behind the Host gate
+    expect((await page("/login", { host: "evil.example" })).status).toBe(421);
+  });
+
+  it("an agent's bearer on a page is 403; an operator's bearer reads it (without a session, so no CSRF token)", async () => {
+    await start();
+    const agent = await page("/", { authorization: `Bearer ${s.agentToken("hermes__coder")}` });
+    expect(agent.status).toBe(403);
+    expect(String(agent.body)).not.toContain("Approval inbox");
+    const operator = await page("/", { authorization: `Bearer ${s.operator}` });
+    expect(operator.status).toBe(200);
+    expect(String(operator.body)).toContain("Approval inbox");
+    expect(String(operator.body)).not.toContain('name="csrf-token"');
+  });
+});
+
+describe("logging in: /login?code= (hal0 web's link) and a pasted operator token", () => {
+  it("a login code sets an HttpOnly SameSite=Strict session cookie once; a second use and an expired code are 401; neither code nor cookie is logged", async () => {
+    await start();
+    const owner = s.hal0.tokens.verify(s.operator)!;
+    const code = s.hal0.tokens.loginCode(owner.id, 300);
+    const res = await page(`/login?code=${code}`);
+    expect(res.status).toBe(303);
+    expect(res.headers.get("location")).toBe("/");
+    const set = res.headers.get("set-cookie")!;
+    expect(set).toMatch(/^hal0_session=[A-Za-z0-9_-]{32}; /);
+    for (const attr of ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=43200"]) expect(set.split("; ")).toContain(attr);
+    const cookie = cookiePair(set);
+    const inbox = await page("/", { cookie });
+    expect(inbox.status).toBe(200);
+    // the session's CSRF token is on the page, derived from the cookie
+    expect(csrfMeta(String(inbox.body))).toBe(csrfOf(cookie.split("=")[1]!));
+    expect(String(inbox.body)).toContain("owner");
+
+    const again = await page(`/login?code=${code}`);
+    expect(again.status).toBe(401);
+    expect(again.headers.get("set-cookie")).toBeNull();
+    expect(String(again.body)).toContain('action="/login"');
+    expect(String(again.body)).toContain("used or expired");
+
+    const expired = s.hal0.tokens.loginCode(owner.id, -1);
+    const late = await page(`/login?code=${expired}`);
+    expect(late.status).toBe(401);
+    expect(late.headers.get("set-cookie")).toBeNull();
+    expect((await page(`/login?code=nonsense`)).status).toBe(401);
+
+    // the server's log (every level) never holds a code or the cookie
+    expect(logs).not.toContain(code);
+    expect(logs).not.toContain(expired);
+    expect(logs).not.toContain(cookie.split("=")[1]!);
+  });
+
+  it("a pasted operator token logs in; an agent token, a wrong one or a cross-origin post does not", async () => {
+    await start();
+    const ok = await formPost(s, "/login", { token: s.operator }, { origin: s.url });
+    expect(ok.status, String(ok.body)).toBe(303);
+    expect(ok.headers.get("location")).toBe("/");
+    const cookie = cookiePair(ok.headers.get("set-cookie"));
+    expect((await page("/status", { cookie })).status).toBe(200);
+
+    for (const token of [s.agentToken("hermes__coder"), "hal0_op_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", ""]) {
+      const refused = await formPost(s, "/login", { token }, { origin: s.url });
+      expect(refused.status, token).toBe(401);
+      expect(refused.headers.get("set-cookie"), token).toBeNull();
+      expect(String(refused.body)).toContain('action="/login"');
+    }
+    // another origin on this host (it passes the loopback gate) cannot log this browser in
+    const other = `http://127.0.0.1:${Number(new URL(s.url).port) + 1}`;
+    const foreign = await formPost(s, "/login", { token: s.operator }, { origin: other });
+    expect(foreign.status).toBe(403);
+    expect(foreign.headers.get("set-cookie")).toBeNull();
+  });
+
+  it("logout ends the session (CSRF-checked: without the field it changes nothing)", async () => {
+    await start();
+    const session = await webLogin(s);
+    expect((await formPost(s, "/logout", {}, { cookie: session.cookie, origin: s.url })).status).toBe(403);
+    expect((await page("/", { cookie: session.cookie })).status).toBe(200);
+    const out = await formPost(s, "/logout", { csrf: session.csrf }, { cookie: session.cookie, origin: s.url });
+    expect(out.status).toBe(303);
+    expect(out.headers.get("location")).toBe("/login");
+    expect(out.headers.get("set-cookie")).toContain("Max-Age=0");
+    expect((await page("/", { cookie: session.cookie })).status).toBe(401);
+  });
+});
+
+describe("deciding from the page: plain form posts with the session cookie and its CSRF field", () => {
+  it("a cross-origin post, a post without (or with a wrong) csrf field, and a REST post without X-CSRF-Token change nothing", async () => {
+    await start();
+    const id = await queued();
+    const session = await webLogin(s);
+    const other = `http://127.0.0.1:${Number(new URL(s.url).port) + 1}`;
+    const attempts = [
+      () => formPost(s, `/approvals/${id}/approve`, { csrf: session.csrf }, { cookie: session.cookie, origin: other }),
+      () => formPost(s, `/approvals/${id}/deny`, { csrf: session.csrf, reason: "x" }, { cookie: session.cookie, origin: other }),
+      () => formPost(s, `/approvals/${id}/approve`, {}, { cookie: session.cookie, origin: s.url }),
+      () => formPost(s, `/approvals/${id}/approve`, { csrf: "0".repeat(32) }, { cookie: session.cookie, origin: s.url }),
+      () => formPost(s, `/approvals/${id}/deny`, { reason: "x" }, { cookie: session.cookie }),
+      // the REST route with the cookie: a form's field is not read there, the header is missing
+      () => formPost(s, `/api/agent/approvals/${id}/approve`, { csrf: session.csrf }, { cookie: session.cookie, origin: s.url }),
+      () => httpCall(s.url, "POST", `/api/agent/approvals/${id}/approve`, { body: {}, headers: { cookie: session.cookie, origin: other, "x-csrf-token": session.csrf } }),
+    ];
+    for (const [i, attempt] of attempts.entries()) {
+      const res = await attempt();
+      expect(res.status, `attempt ${i}: ${typeof res.body === "string" ? res.body : JSON.stringify(res.body)}`).toBe(403);
+      expect((await approval(id)).state, `attempt ${i}`).toBe("pending");
+    }
+    // a foreign host's Origin is the gate's (421), before anything else
+    expect((await formPost(s, `/approvals/${id}/approve`, { csrf: session.csrf }, { cookie: session.cookie, origin: "http://evil.example" })).status).toBe(421);
+    // without any credential: the login page
+    expect((await formPost(s, `/approvals/${id}/approve`, {}, { origin: s.url })).status).toBe(401);
+    // an agent's bearer cannot decide from the page either
+    expect((await formPost(s, `/approvals/${id}/approve`, {}, { authorization: `Bearer ${s.agentToken("hermes__coder")}` })).status).toBe(403);
+    expect((await approval(id)).state).toBe("pending");
+    expect(existsSync(join(s.config, "slots/scratch.toml"))).toBe(false);
+    // the refusals are audited, with the CSRF code
+    s.hal0.audit.flush();
+    const rows = s.hal0.audit.query({ limit: 50, offset: 0 }).items.filter((r) => r.error_code === "auth.csrf");
+    expect(rows.length).toBeGreaterThanOrEqual(5);
+  });
+
+  it("approve and deny (with a reason) work without script: 303 back to the card; decided_by is the session's operator", async () => {
+    await start();
+    const first = await queued("scratch", 8150);
+    const second = await queued("scratch2", 8151);
+    const owner = await webLogin(s);
+    const approved = await formPost(s, `/approvals/${first}/approve`, { csrf: owner.csrf }, { cookie: owner.cookie, origin: s.url });
+    expect(approved.status, String(approved.body)).toBe(303);
+    expect(approved.headers.get("location")).toBe(`/#${first}`);
+    const a = await approval(first);
+    expect(a.state).toBe("executed");
+    expect(a.decided_by).toBe("owner");
+    expect(readFileSync(join(s.config, "slots/scratch.toml"), "utf8")).toMatch(/profile = "cpu-small"/);
+    // a second decision on the same card is a page saying so, not a change
+    const twice = await formPost(s, `/approvals/${first}/approve`, { csrf: owner.csrf }, { cookie: owner.cookie, origin: s.url });
+    expect(twice.status).toBe(409);
+    expect(String(twice.body)).toContain("already executed");
+
+    // another operator, logged in with a pasted token: the decision carries that name
+    const alice = s.hal0.tokens.mint("operator", "alice").token;
+    const login = await formPost(s, "/login", { token: alice }, { origin: s.url });
+    const cookie = cookiePair(login.headers.get("set-cookie"));
+    const csrf = csrfMeta(String((await page("/", { cookie })).body));
+    const denied = await formPost(s, `/approvals/${second}/deny`, { csrf, reason: "not <now>" }, { cookie, origin: s.url });
+    expect(denied.status, String(denied.body)).toBe(303);
+    expect(denied.headers.get("location")).toBe(`/#${second}`);
+    const d = await approval(second);
+    expect(d.state).toBe("denied");
+    expect(d.reason).toBe("not <now>");
+    expect(d.decided_by).toBe("alice");
+    expect(existsSync(join(s.config, "slots/scratch2.toml"))).toBe(false);
+    // the inbox the redirect lands on shows both decided, escaped
+    const inbox = String((await page("/", { cookie })).body);
+    expect(inbox).toContain("by owner");
+    expect(inbox).toContain("by alice");
+    expect(inbox).toContain("not &lt;now&gt;");
+    // the script's path: the REST route with the cookie and X-CSRF-Token works too
+    const third = await queued("scratch3", 8152);
+    const rest = await httpCall(s.url, "POST", `/api/agent/approvals/${third}/deny`, { body: {}, headers: { cookie, origin: s.url, "x-csrf-token": csrf } });
+    expect(rest.status, JSON.stringify(rest.body)).toBe(200);
+    expect(rest.body.approval.decided_by).toBe("alice");
+  });
+});
+
+describe("hal0 web (the built CLI)", () => {
+  beforeAll(() => {
+    if (!existsSync(BUILT_CLI)) throw new Error("dist/cli/web-cmd.js is missing: run `npm run build` first");
+  });
+  const hal0 = (args: string[], env: Record<string, string> = {}) => spawnSync(process.execPath, [HAL0, "web", ...args], { encoding: "utf8", env: { PATH: process.env.PATH ?? "", ...env }, timeout: 20_000 });
+
+  it("prints a link to [server] host:port that logs a browser in once", async () => {
+    await start();
+    const port = new URL(s.url).port;
+    const run = hal0(["--config", s.config, "--state", s.state, "--port", port]);
+    expect(run.status, run.stderr).toBe(0);
+    const link = run.stdout.trim();
+    expect(link).toMatch(new RegExp(`^http://127\\.0\\.0\\.1:${port}/login\\?code=[A-Za-z0-9_-]{32}$`));
+    const session = await openLink(s, link);
+    expect((await page("/status", { cookie: session.cookie })).status).toBe(200);
+    expect((await page(new URL(link).pathname + new URL(link).search)).status).toBe(401);
+
+    // without --port: the config's [server] port; --json names the operator and the expiry
+    const json = hal0(["--config", s.config, "--state", s.state, "--json"]);
+    expect(json.status, json.stderr).toBe(0);
+    const out = JSON.parse(json.stdout);
+    expect(new URL(out.url).host).toBe("127.0.0.1:8080");
+    expect(out.operator).toBe("owner");
+    expect(Date.parse(out.expires_at) - Date.now()).toBeGreaterThan(4 * 60_000);
+    expect(Date.parse(out.expires_at) - Date.now()).toBeLessThanOrEqual(5 * 60_000);
+
+    // $HAL0_TOKEN's operator logs in as that operator; an agent's token there is refused
+    const alice = s.hal0.tokens.mint("operator", "alice").token;
+    const as = hal0(["--config", s.config, "--state", s.state, "--port", port, "--json"], { HAL0_TOKEN: alice });
+    expect(as.status, as.stderr).toBe(0);
+    expect(JSON.parse(as.stdout).operator).toBe("alice");
+    const theirs = await openLink(s, JSON.parse(as.stdout).url);
+    expect(String((await page("/", { cookie: theirs.cookie })).body)).toContain("alice");
+    const agent = hal0(["--config", s.config, "--state", s.state, "--json"], { HAL0_TOKEN: s.agentToken("hermes__coder") });
+    expect(agent.status).toBe(1);
+    expect(agent.stderr).toContain("auth.invalid_token");
+    expect(agent.stdout).toBe("");
+  });
+
+  it("a wildcard [server] host prints 127.0.0.1", async () => {
+    await start();
+    const file = join(s.config, "hal0.toml");
+    writeFileSync(file, readFileSync(file, "utf8").replace('host = "127.0.0.1"', 'host = "0.0.0.0"'));
+    const run = hal0(["--config", s.config, "--state", s.state, "--json"]);
+    expect(run.status, run.stderr).toBe(0);
+    expect(new URL(JSON.parse(run.stdout).url).host).toBe("127.0.0.1:8080");
+    expect(linkHost("::")).toBe("127.0.0.1");
+    expect(linkHost("::1")).toBe("[::1]");
+    expect(linkHost("box.lan")).toBe("box.lan");
+  });
+});
