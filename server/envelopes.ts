@@ -2,6 +2,7 @@ import { z } from "zod";
 import { hashOf } from "../compiler/index.js";
 import { Profile, ProfileName, ResourceId, Stack } from "../schema/index.js";
 import { ApiError } from "./errors.js";
+import { redact } from "./redact.js";
 
 /**
  * The export/import envelopes (`.hal0profile.json`, `.hal0stack.json`).
@@ -59,8 +60,9 @@ export interface ProfileEnvelope {
   readonly profile: Record<string, unknown>;
 }
 
+/** Secret values (an env API_KEY…) are masked before sealing: an envelope is for sharing, and its checksum covers what it carries. */
 export function profileEnvelope(name: string, profile: Record<string, unknown>): Record<string, unknown> {
-  return seal({ kind: "hal0.profile", version: ENVELOPE_VERSION, name, profile });
+  return seal({ kind: "hal0.profile", version: ENVELOPE_VERSION, name, profile: redact(profile) });
 }
 
 export function openProfileEnvelope(envelope: unknown): ProfileEnvelope {
@@ -79,7 +81,7 @@ export interface StackEnvelope {
 }
 
 export function stackEnvelope(slug: string, stack: Record<string, unknown>, profiles: Record<string, Record<string, unknown>>, exportedAt: string): Record<string, unknown> {
-  return seal({ kind: "hal0.stack", version: ENVELOPE_VERSION, slug, exported_at: exportedAt, stack, profiles });
+  return seal({ kind: "hal0.stack", version: ENVELOPE_VERSION, slug, exported_at: exportedAt, stack: redact(stack), profiles: redact(profiles) });
 }
 
 export function openStackEnvelope(envelope: unknown): StackEnvelope {

@@ -1,24 +1,208 @@
 /**
- * Secret redaction for logs, audit rows and log tails: values under keys
- * that name a secret, bearer tokens and `KEY=value` pairs whose key does.
+ * Secret redaction for every read: API replies, pages, audit rows, approval
+ * requests, log lines and log tails. Values under keys that name a secret
+ * (`API_KEY`, `GITHUB_PERSONAL_ACCESS_TOKEN`, `password`, `authorization`…)
+ * become `[redacted]`, and so do hal0's bearer tokens, `Bearer …`
+ * credentials, `sk-…` / `ghp_…` style keys, `--api-key <value>` flags and a
+ * URL's password. A ChangeSet edit is judged by the path it sets, and TOML
+ * text line by line with the table it is in. The stored values stay where
+ * they are (files, the plans and approvals tables) for execution only.
  */
-const SECRET_KEY = /(secret|token|password|passwd|api[_-]?key|authorization|auth_value|credential|private[_-]?key|cookie)/i;
-const MASK = "[redacted]";
+export const MASK = "[redacted]";
 
-export function redact(value: unknown, depth = 0): unknown {
-  if (depth > 8) return value;
-  if (typeof value === "string") return redactText(value);
-  if (Array.isArray(value)) return value.map((v) => redact(v, depth + 1));
-  if (value && typeof value === "object") {
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, SECRET_KEY.test(k) && v !== null && typeof v !== "object" ? MASK : redact(v, depth + 1)]));
-  }
-  return value;
+/** A key naming a secret value; not a name, path, id or count of one (`auth_value_env`, `api_key_file`, `max_tokens`, `tokenizer`, `token_id`). */
+const SECRET_WORD = /(secret|passw(?:or)?d|passphrase|api[_-]?key|access[_-]?key|private[_-]?key|session[_-]?key|[a-z0-9]_key$|authorization|credential|cookie|auth[_-]?value|bearer|(?:^|[_-])pat$|token(?!s|izer|_?ids?\b))/i;
+const NOT_A_VALUE = /(_env|_file|_path|_name|_names|_id|_ids|_style|_header|_count|^secrets)$/i;
+
+export function isSecretKey(key: string): boolean {
+  return SECRET_WORD.test(key) && !NOT_A_VALUE.test(key);
 }
 
-/** A line of text with bearer tokens, `secret-ish=value` pairs and `sk-…` keys masked. */
+export interface RedactOptions {
+  /**
+   * Every value of an `env` table, not only secret-named ones: for installed
+   * MCP servers (mcp-servers/*.toml), whose env is mostly credentials under
+   * names no rule can guess (`DATABASE_URL`, `GITHUB_PAT`…).
+   */
+  readonly allEnv?: boolean;
+}
+
+/** `value` with secrets masked (a copy; the input is not touched). */
+export function redact(value: unknown, options: RedactOptions = {}, depth = 0): unknown {
+  // Deeper than anything hal0 makes: masked whole rather than shown unread.
+  if (depth > 40) return MASK;
+  if (typeof value === "string") return redactText(value);
+  if (Array.isArray(value)) return redactArray(value, options, depth);
+  if (value === null || typeof value !== "object" || value instanceof Date || value instanceof Map || value instanceof Set || ArrayBuffer.isView(value)) return value;
+  const obj = value as Record<string, unknown>;
+  if (isEdit(obj)) return redactEdit(obj, options, depth);
+  return Object.fromEntries(Object.entries(obj).map(([k, v]) => {
+    if (isSecretKey(k) && (isScalar(v) || (Array.isArray(v) && v.every(isScalar)))) return [k, MASK];
+    if (k === "env" && options.allEnv && isPlainObject(v)) return [k, maskAll(v)];
+    return [k, redact(v, options, depth + 1)];
+  }));
+}
+
+/** Whether a route's values are an installed MCP server's (its env is masked whole). */
+export function isMcpServerRoute(path: string): boolean {
+  return path.startsWith("/api/mcp/");
+}
+
+/** Every scalar leaf masked (an env table under `allEnv`). */
+export function maskAll(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(maskAll);
+  if (isPlainObject(value)) return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, maskAll(v)]));
+  return value === null ? null : MASK;
+}
+
+/** A secret-looking flag of an argv (`--api-key`, `--hf-token`): the element after it is its value. */
+const SECRET_FLAG = /^--?[a-z0-9-]*(api-?key|token|secret|password|passwd)$/i;
+
+function redactArray(list: readonly unknown[], options: RedactOptions, depth: number): unknown[] {
+  return list.map((v, i) => {
+    const prev = list[i - 1];
+    if (typeof v === "string" && typeof prev === "string" && SECRET_FLAG.test(prev)) return MASK;
+    return redact(v, options, depth + 1);
+  });
+}
+
+type Edit = { file: string; op: "set" | "put" | "text" | "delete"; path?: unknown; value?: unknown; doc?: unknown; text?: unknown };
+
+function isEdit(v: Record<string, unknown>): v is Edit {
+  return typeof v.file === "string" && (v.op === "set" || v.op === "put" || v.op === "text" || v.op === "delete");
+}
+
+/** A ChangeSet edit: a `set` by the path it sets, a `put` by its document, a `text` as TOML. */
+function redactEdit(e: Edit, options: RedactOptions, depth: number): Edit {
+  const opts = { allEnv: options.allEnv || isMcpServerFile(e.file) };
+  const out: Edit = { ...e };
+  if (e.op === "set") {
+    const path = Array.isArray(e.path) ? e.path.map(String) : [];
+    const inEnv = opts.allEnv && path.includes("env");
+    if (inEnv) out.value = maskAll(e.value);
+    else if (path.some(isSecretKey) && isScalar(e.value)) out.value = MASK;
+    else {
+      // `value` is what sits at `path`: a table set there is judged as if it were under its last key.
+      const last = path[path.length - 1];
+      out.value = last !== undefined && isPlainObject(e.value) ? (redact({ [last]: e.value }, opts, depth + 1) as Record<string, unknown>)[last] : redact(e.value, opts, depth + 1);
+    }
+  }
+  if (e.op === "put") out.doc = redact(e.doc, opts, depth + 1);
+  if (e.op === "text" && typeof e.text === "string") out.text = redactToml(e.text, opts);
+  return out;
+}
+
+export function isMcpServerFile(file: string): boolean {
+  return file.startsWith("mcp-servers/");
+}
+
+/** A line of text with bearer tokens, hal0 tokens, `secret-ish=value` pairs, secret flags, URL passwords and `sk-…` keys masked. */
 export function redactText(text: string): string {
   return text
     .replace(/(bearer\s+)[A-Za-z0-9._~+/=-]{8,}/gi, `$1${MASK}`)
-    .replace(/\b([A-Za-z0-9_]*(?:SECRET|TOKEN|PASSWORD|API_KEY|APIKEY)[A-Za-z0-9_]*)=("[^"]*"|\S+)/gi, `$1=${MASK}`)
-    .replace(/\b(sk|hf|ghp|gho|xox[abp])[-_][A-Za-z0-9_-]{12,}\b/g, MASK);
+    .replace(/\bhal0_(?:op|ag)_[A-Za-z0-9_-]{8,}/g, MASK)
+    .replace(/\b([a-z][a-z0-9+.-]*:\/\/[^\s:/@]+:)[^\s@/]+@/gi, `$1${MASK}@`)
+    .replace(/(?<![\w-])(--?[A-Za-z0-9-]*(?:api-?key|token|secret|password|passwd)(?:=|\s+))("[^"]*"|'[^']*'|[^\s"'\\]+)/gi, (_m, flag: string, v: string) => `${flag}${maskLike(v)}`)
+    .replace(/("--?[A-Za-z0-9-]*(?:api-?key|token|secret|password|passwd)"\s*,\s*)"(?:[^"\\]|\\.)*"/gi, `$1"${MASK}"`)
+    .replace(/"([^"\\\s]{1,80})"(\s*[:=]\s*)("(?:[^"\\]|\\.)*")/g, (m, key: string, sep: string, v: string) => (isSecretKey(key) ? `"${key}"${sep}${maskLike(v)}` : m))
+    .replace(/\b([A-Za-z_][A-Za-z0-9_.-]*)(\s*=\s*)("(?:[^"\\]|\\.)*"|'[^']*'|[^\s,;}&"'\\]+)/g, (m, key: string, sep: string, v: string) => (isSecretKey(key.split(".").pop()!) ? `${key}${sep}${maskLike(v)}` : m))
+    .replace(/\b(sk|hf|ghp|gho|ghs|ghu|ghr|github_pat|glpat|xox[abp])[-_][A-Za-z0-9_-]{12,}\b/g, MASK);
+}
+
+/** The mask in the value's own quoting. */
+function maskLike(v: string): string {
+  if (v.startsWith('"')) return `"${MASK}"`;
+  if (v.startsWith("'")) return `'${MASK}'`;
+  return MASK;
+}
+
+/** A TOML text with secret values masked: see {@link tomlLineRedactor}. */
+export function redactToml(text: string, options: RedactOptions = {}): string {
+  const line = tomlLineRedactor(options);
+  return text.split("\n").map(line).join("\n");
+}
+
+const BARE_OR_QUOTED = String.raw`(?:"[^"]*"|'[^']*'|[A-Za-z0-9_-]+)`;
+const KEY_LINE = new RegExp(String.raw`^(\s*)(${BARE_OR_QUOTED}(?:\s*\.\s*${BARE_OR_QUOTED})*)(\s*=\s*)(.*)$`);
+const HEADER_LINE = /^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$/;
+const INLINE_PAIR = new RegExp(String.raw`(${BARE_OR_QUOTED})(\s*=\s*)("(?:[^"\\]|\\.)*"|'[^']*'|[^,}\s]+)`, "g");
+
+/**
+ * Redacts a TOML file line by line, fed in order: it follows the table a
+ * line is in (`[server]`, `[env]`), so `API_KEY = "…"`, `env = { TOKEN = "…" }`
+ * and, with `allEnv`, every key of an `env` table get `"[redacted]"`; a
+ * masked multi-line string or array masks its continuation lines. Every
+ * line also goes through {@link redactText}.
+ */
+export function tomlLineRedactor(options: RedactOptions = {}): (line: string) => string {
+  let table: string[] = [];
+  let until: RegExp | undefined;
+  return (line: string): string => {
+    if (until) {
+      if (until.test(line)) until = undefined;
+      return MASK;
+    }
+    const header = HEADER_LINE.exec(line);
+    if (header) {
+      table = splitKey(header[1]!);
+      return redactText(line);
+    }
+    const kv = KEY_LINE.exec(line);
+    if (!kv) return redactText(line);
+    const [, indent, rawKey, sep, rest] = kv as unknown as [string, string, string, string, string];
+    const path = [...table, ...splitKey(rawKey)];
+    const last = path[path.length - 1]!;
+    const envTable = options.allEnv === true && path.includes("env");
+    if (rest.trimStart().startsWith("{")) {
+      const inner = rest.replace(INLINE_PAIR, (m, k: string, s: string, v: string) => (v.startsWith("{") ? m : envTable || isSecretKey(unquote(k)) ? `${k}${s}${maskLike(v)}` : m));
+      return redactText(`${indent}${rawKey}${sep}${inner}`);
+    }
+    if (isSecretKey(last) || envTable) {
+      until = continuation(rest);
+      return `${indent}${rawKey}${sep}"${MASK}"`;
+    }
+    return redactText(line);
+  };
+}
+
+/** Where a value that starts on this line ends, when not on it: a multi-line string or array. */
+function continuation(rest: string): RegExp | undefined {
+  const v = rest.trim();
+  for (const q of ['"""', "'''"]) if (v.startsWith(q) && !v.slice(3).includes(q)) return new RegExp(q.replace(/"/g, '\\"'));
+  if (v.startsWith("[") && (v.match(/\[/g)?.length ?? 0) > (v.match(/\]/g)?.length ?? 0)) return /\]/;
+  return undefined;
+}
+
+function splitKey(key: string): string[] {
+  return (key.match(new RegExp(BARE_OR_QUOTED, "g")) ?? []).map(unquote);
+}
+
+function unquote(k: string): string {
+  return (k.startsWith('"') && k.endsWith('"')) || (k.startsWith("'") && k.endsWith("'")) ? k.slice(1, -1) : k;
+}
+
+/**
+ * A write-back of a redacted read: where `next` holds `[redacted]` and
+ * `current` has a value at the same place, the current value stays. So an
+ * editor that GETs, changes one key and sends the rest back does not write
+ * the mask over a secret it was never shown.
+ */
+export function restoreMasked<T>(next: T, current: unknown): T {
+  if (next === MASK) return (current !== undefined && isScalar(current) ? current : next) as T;
+  if (Array.isArray(next)) return next.map((v, i) => restoreMasked(v, Array.isArray(current) ? current[i] : undefined)) as T;
+  if (isPlainObject(next)) {
+    const cur = isPlainObject(current) ? current : {};
+    return Object.fromEntries(Object.entries(next).map(([k, v]) => [k, restoreMasked(v, cur[k])])) as T;
+  }
+  return next;
+}
+
+function isScalar(v: unknown): boolean {
+  return v !== null && typeof v !== "object";
+}
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  if (v === null || typeof v !== "object" || Array.isArray(v)) return false;
+  const proto = Object.getPrototypeOf(v);
+  return proto === Object.prototype || proto === null;
 }

@@ -81,6 +81,11 @@ interface RouteBase<P, Q, B> {
    * before it is queued for a person and again when it is approved.
    */
   readonly precheck?: (ctx: RouteContext<P, Q, B>) => Promise<void> | void;
+  /**
+   * The reply carries a secret on purpose (a token minted or rotated, shown
+   * once) and is not redacted; every other reply is (dispatch.ts).
+   */
+  readonly revealsSecret?: boolean;
 }
 
 /** A read: no side effect. */

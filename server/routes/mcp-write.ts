@@ -5,6 +5,7 @@ import { EnvName, ToolName, RESERVED_MCP_IDS } from "../../schema/index.js";
 import type { BoxService } from "../box.js";
 import type { Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
+import { restoreMasked } from "../redact.js";
 import { hermesSync } from "../mcp-servers/hermes-sync.js";
 import { resolveManifest, validateManifest, type ResolvedManifest } from "../mcp-servers/manifest.js";
 import { listRemoteTools } from "../mcp-servers/probe.js";
@@ -89,9 +90,11 @@ export const mcpWriteRoutes = [
     method: "PATCH", path: "/api/mcp/{server_id}/config", kind: "write", params: Id, body: ConfigBody, tools: ["mcp_server_config_write"],
     summary: "Replace a server's env (the whole table) and/or switch it on or off",
     handle: async ({ params, body, box, services }) => {
-      await installed(box, services, params.server_id);
+      const record = await installed(box, services, params.server_id);
+      // A `[redacted]` sent back (GET /api/mcp/servers masks every env value) keeps the value it stands for.
+      const env = body.env === undefined ? undefined : restoreMasked(body.env, record.env);
       const edits = [
-        ...(body.env === undefined ? [] : [{ file: fileOf(params.server_id), op: "set" as const, path: ["env"], value: body.env }]),
+        ...(env === undefined ? [] : [{ file: fileOf(params.server_id), op: "set" as const, path: ["env"], value: env }]),
         ...(body.enabled === undefined ? [] : [{ file: fileOf(params.server_id), op: "set" as const, path: ["enabled"], value: body.enabled }]),
       ];
       return viewIntent(box, params.server_id, edits, `configure MCP server ${params.server_id}`, body.enabled !== undefined);

@@ -4,6 +4,7 @@ import { mcpBaseUrl } from "../../reconciler/hermes-plan.js";
 import { MCP_CATALOG } from "../../schema/data/mcp-catalog.js";
 import type { AuditRow } from "../audit.js";
 import { ApiError } from "../errors.js";
+import { maskAll } from "../redact.js";
 import { introspect } from "../mcp-servers/bundled.js";
 import { serverState } from "../mcp-servers/probe.js";
 import { defineRoute } from "../route.js";
@@ -14,12 +15,15 @@ const Id = z.strictObject({ server_id: z.string().min(1).max(64) });
 const LogsQuery = z.strictObject({ limit: z.coerce.number().int().min(1).max(500).default(100) });
 const POLL_MS = 2000;
 
-/** An installed server as the API shows it (seed 001's InstalledServer fields), with its live `state` when known. */
+/**
+ * An installed server as the API shows it (seed 001's InstalledServer fields), with its live `state` when known.
+ * Its env shows its keys, every value `[redacted]`: an MCP server's env is mostly credentials, under names no rule can guess.
+ */
 export function installedView(s: Model["mcpServers"][string], state?: string) {
   return {
     id: s.id, name: s.name, description: s.description, spec: s.spec, transport: s.transport,
     command: s.command ?? null, args: s.args, url: s.url ?? null, tools: s.tools_count ?? 0,
-    env: s.env, secrets: s.secrets, tool_policy: s.tools, exposure: s.exposure, enabled: s.enabled,
+    env: maskAll(s.env) as Record<string, string>, secrets: s.secrets, tool_policy: s.tools, exposure: s.exposure, enabled: s.enabled,
     source_url: s.source_url ?? null, author: s.author ?? null, verified: s.verified, installed_at: s.installed_at ?? null,
     bundled: false, ...(state === undefined ? {} : { state }),
   };
@@ -27,7 +31,7 @@ export function installedView(s: Model["mcpServers"][string], state?: string) {
 
 /** Which bundled server an audit row's route reached. */
 function serverOfRoute(route: string | null): string {
-  return route?.startsWith("POST /mcp/memory/") ? "hal0-memory" : "hal0-admin";
+  return route?.startsWith("POST /mcp/memory") ? "hal0-memory" : "hal0-admin";
 }
 
 /** `mcp.tool.<outcome>` for a tool call's audit row. */
@@ -58,9 +62,10 @@ export const mcpRoutes = [
     summary: "MCP clients as the audit log knows them: identity, role, since, the servers they reached",
     handle: ({ services }) => {
       const clients = services.audit.clients().map((c) => {
-        const id = c.actor.replace(/^mcp:/, "");
+        // The audit's actor is the authenticated identity: `agent:<name>`, `operator:<name>` or `anonymous`.
+        const [kind, id] = c.actor === "anonymous" ? ["anonymous", "anonymous"] : [c.actor.slice(0, c.actor.indexOf(":")), c.actor.slice(c.actor.indexOf(":") + 1)];
         return {
-          id, name: id, role: id.startsWith("hermes") ? "hermes" : id === "anonymous" ? "anonymous" : "agent",
+          id, name: id, identity: c.actor, role: kind === "agent" ? (id.startsWith("hermes") ? "hermes" : "agent") : kind,
           host: null, since: c.since, last_seen: c.last, connected_to: [...new Set(c.routes.map(serverOfRoute))].sort(),
         };
       });

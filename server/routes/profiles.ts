@@ -6,6 +6,7 @@ import { BACKENDS, DEVICE_CLASSES, EnvName, Profile, ProfileName, REASONING_EFFO
 import type { BoxService } from "../box.js";
 import { openProfileEnvelope, profileEnvelope } from "../envelopes.js";
 import { ApiError } from "../errors.js";
+import { restoreMasked } from "../redact.js";
 import { defineRoute, type WriteIntent } from "../route.js";
 import { generateProfile, GenerateBody } from "./profile-generate.js";
 import { appendTables } from "./stacks.js";
@@ -127,9 +128,11 @@ async function appendIntent(box: BoxService, name: string, profile: Record<strin
   };
 }
 
-async function updateIntent(box: BoxService, name: string, body: z.infer<typeof UpdateBody>): Promise<WriteIntent> {
+async function updateIntent(box: BoxService, name: string, sent: z.infer<typeof UpdateBody>): Promise<WriteIntent> {
   const model = await box.model();
   const p = model.profiles[name] ?? notFound(name, model);
+  // A `[redacted]` sent back (a GET's masked env value) keeps the value it stands for.
+  const body = restoreMasked(sent, p);
   const reply: WriteIntent["reply"] = (o) => ({ name, committed: o.committed, revision: o.revision, plan: o.plan, warnings: o.warnings });
   if (p.origin === "seed") {
     const merged = merge(structuredClone(SEED_PROFILES[name] as Record<string, unknown>), body);

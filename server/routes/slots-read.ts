@@ -2,7 +2,7 @@ import { parse as parseToml } from "@decimalturn/toml-patch";
 import { z } from "zod";
 import type { ResolvedSlot } from "../../compiler/index.js";
 import { ApiError } from "../errors.js";
-import { redact } from "../redact.js";
+import { redact, redactToml } from "../redact.js";
 import { defineRoute } from "../route.js";
 import { slotIds } from "../slot-ids.js";
 import { runnerLogPath, tailLog } from "../slot-logs.js";
@@ -61,10 +61,10 @@ export const slotReadRoutes = [
   }),
   defineRoute({
     method: "GET", path: "/api/slots/{name}/resolved", kind: "read", params: Name, tools: ["slot_resolved"],
-    summary: "The resolved runtime spec: argv, env (secret-named values masked), spec_hash",
+    summary: "The resolved runtime spec: argv, env (secret-named values and secret flags' values masked), spec_hash",
     handle: async ({ box, params }) => {
       const slot = await slotOf(box, params.name);
-      const spec = { ...slot.spec, env: redact(slot.spec.env) as Record<string, string> };
+      const spec = redact(slot.spec) as typeof slot.spec;
       return { name: slot.name, file: slot.file, spec, argv: spec.argv, env: spec.env, spec_hash: slot.spec_hash, tune_effective: slot.tune_effective, tune_unavailable: slot.tune_unavailable };
     },
   }),
@@ -86,7 +86,7 @@ export const slotReadRoutes = [
   }),
   defineRoute({
     method: "GET", path: "/api/slots/{name}/config", kind: "read", params: Name, tools: ["slot_config"],
-    summary: "The slot's file: its parsed content, its text, and the revision to send back as If-Match",
+    summary: "The slot's file: its parsed content, its text (secret values masked in both), and the revision to send back as If-Match",
     handle: async ({ box, params }) => {
       const snap = await box.snapshot();
       const file = `slots/${params.name}.toml`;
@@ -98,7 +98,8 @@ export const slotReadRoutes = [
       } catch {
         // the text is still served: an editor fixes it from there
       }
-      return { name: params.name, file, revision: snap.revision, content, text, valid: content !== null };
+      // Secret values masked in both (a `[redacted]` sent back by PUT keeps the value); the file keeps them.
+      return { name: params.name, file, revision: snap.revision, content: redact(content), text: redactToml(text), valid: content !== null };
     },
   }),
   defineRoute({

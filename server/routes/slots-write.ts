@@ -1,8 +1,10 @@
+import { parse as parseToml } from "@decimalturn/toml-patch";
 import { z } from "zod";
 import type { FileEdit } from "../../compiler/changeset.js";
 import { ResourceId, SLOT_LEGACY_ROOT_KEYS, SlotName } from "../../schema/index.js";
 import type { BoxService } from "../box.js";
 import { ApiError } from "../errors.js";
+import { restoreMasked } from "../redact.js";
 import { defineRoute, type WriteIntent, type WriteOutcome } from "../route.js";
 import { slotIds } from "../slot-ids.js";
 import { restartSlot } from "../slot-restart.js";
@@ -25,6 +27,15 @@ async function slotText(box: BoxService, name: string): Promise<string> {
   const text = snap.tree.files.get(fileOf(name));
   if (text === undefined) throw slotNotFound(name, slotNames(snap.tree.files));
   return text;
+}
+
+/** A slot file's parsed TOML, or nothing when it does not parse. */
+function currentDoc(text: string): Record<string, unknown> {
+  try {
+    return parseToml(text) as Record<string, unknown>;
+  } catch {
+    return {};
+  }
 }
 
 /** Root-level tuning keys (the old flat shapes): refused before anything is planned. */
@@ -78,9 +89,11 @@ export const slotWriteRoutes = [
     method: "PUT", path: "/api/slots/{name}/config", kind: "write", params: Name, body: Edit, tools: ["slot_edit", "model_assign"],
     summary: "Edit a slot's file in place (comments kept): fields set, null removes one; sparse `tune`, `tune: null` clears it",
     handle: async ({ box, params, body }) => {
-      await slotText(box, params.name);
+      const text = await slotText(box, params.name);
       denyRootTuning(body);
-      return { changes: { edits: editOps(fileOf(params.name), body), summary: `edit slot ${params.name}` }, reply: withSlot(box, params.name) };
+      // A `[redacted]` sent back (a GET's masked value, e.g. an env secret) keeps the value it stands for.
+      const fields = restoreMasked(body, currentDoc(text));
+      return { changes: { edits: editOps(fileOf(params.name), fields), summary: `edit slot ${params.name}` }, reply: withSlot(box, params.name) };
     },
   }),
   defineRoute({

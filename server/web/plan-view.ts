@@ -2,8 +2,9 @@ import { applyChangeSet, movedFiles } from "../../compiler/changeset.js";
 import type { Change, Diagnostic, Plan } from "../../schema/index.js";
 import { proposeOnly, type Dispatcher } from "../dispatch.js";
 import type { Approval } from "../approvals.js";
+import { isMcpServerFile, redact, redactText, redactToml, tomlLineRedactor } from "../redact.js";
 import { routeId } from "../route.js";
-import { diffBlock, esc, jsonBlock, lineDiff } from "./render.js";
+import { diffBlock, esc, jsonBlock, lineDiff, type DiffLine } from "./render.js";
 
 /** What a plan page shows: the plan (null when its change set was invalid), the files before → after, and notes about how they were obtained. */
 export interface PlanView {
@@ -12,7 +13,8 @@ export interface PlanView {
   /** The plan's changes this change set brings (not already pending on the tree); null when unknown (the full plan is shown). */
   readonly delta: readonly Change[] | null;
   readonly diagnostics: readonly unknown[];
-  readonly files: ReadonlyArray<{ readonly file: string; readonly before: string | null; readonly after: string | null }>;
+  /** Before → after with secret values masked (server/redact.ts); `diff` is the line diff of the real texts, masked line by line, so a changed secret still shows as changed. */
+  readonly files: ReadonlyArray<{ readonly file: string; readonly before: string | null; readonly after: string | null; readonly diff?: readonly DiffLine[] }>;
   readonly notes: readonly string[];
 }
 
@@ -28,15 +30,52 @@ const SYMBOL: Record<Change["action"], string> = { create: "+", delete: "-", upd
 export async function replanApproval(d: Dispatcher, a: Approval): Promise<{ view: PlanView } | { error: string } | null> {
   const route = d.routes.find((r) => routeId(r) === a.route);
   if (!route || route.kind !== "write") return null;
+  // Re-planned from the call as stored (a reader's copy has its secrets masked); everything shown is masked again.
+  const stored = d.approvals.unredacted(a.id) ?? a;
   try {
     const { proposal } = await proposeOnly(d, route, {
-      params: a.args.params, query: a.args.query, body: a.args.body ?? undefined, caller: a.caller, requestId: a.id, base: a.base_revision ?? undefined, tool: a.tool,
+      params: stored.args.params, query: stored.args.query, body: stored.args.body ?? undefined, caller: stored.caller, requestId: stored.id, base: stored.base_revision ?? undefined, tool: stored.tool,
     });
-    const notes = proposal.plan.id === a.plan_id ? [] : ["The plan differs from the one made when this request was queued: what runs changed since."];
-    return { view: { title: `Plan of ${a.tool} (${a.id})`, plan: proposal.plan, delta: proposal.delta, diagnostics: proposal.warnings, files: proposal.applied.files, notes } };
+    const notes = proposal.plan.id === stored.plan_id ? [] : ["The plan differs from the one made when this request was queued: what runs changed since."];
+    return { view: redactedView({ title: `Plan of ${a.tool} (${a.id})`, plan: proposal.plan, delta: proposal.delta, diagnostics: proposal.warnings, files: proposal.applied.files, notes }) };
   } catch (err) {
-    return { error: (err as Error).message };
+    return { error: redactText((err as Error).message) };
   }
+}
+
+/** A plan view as every page shows it: the plan, delta, diagnostics, notes and files with secret values masked. */
+function redactedView(view: PlanView): PlanView {
+  return {
+    ...view,
+    plan: view.plan === null ? null : (redact(view.plan) as Plan),
+    delta: view.delta === null ? null : (redact(view.delta) as Change[]),
+    diagnostics: redact(view.diagnostics) as unknown[],
+    notes: view.notes.map(redactText),
+    files: view.files.map((f) => {
+      const options = { allEnv: isMcpServerFile(f.file) };
+      const mask = (text: string | null) => (text === null ? null : redactToml(text, options));
+      return { file: f.file, before: mask(f.before), after: mask(f.after), diff: f.diff ?? redactedDiff(f.file, f.before, f.after) };
+    }),
+  };
+}
+
+/**
+ * The line diff of two TOML texts with secret values masked line by line:
+ * the removed and kept lines read as the old file (its tables), the added
+ * and kept ones as the new file, so `- API_KEY = "[redacted]"` /
+ * `+ API_KEY = "[redacted]"` still says the secret changed.
+ */
+export function redactedDiff(file: string, before: string | null, after: string | null): DiffLine[] {
+  const options = { allEnv: isMcpServerFile(file) };
+  const old = tomlLineRedactor(options);
+  const now = tomlLineRedactor(options);
+  return lineDiff(before, after).map((l) => {
+    if (l.op === "-") return { ...l, text: old(l.text) };
+    if (l.op === "+") return { ...l, text: now(l.text) };
+    const text = old(l.text);
+    now(l.text);
+    return { ...l, text };
+  });
 }
 
 /**
@@ -59,7 +98,7 @@ export async function planView(d: Dispatcher, id: string): Promise<PlanView | { 
       notes.push(`Its change set no longer applies: ${(err as Error).message}`);
     }
     const delta = record.valid && record.state !== "applied" ? await d.box.propose(record.changes).then((p) => p.delta, () => null) : null;
-    return { title: `Plan ${record.id}`, plan: record.plan, delta, diagnostics: record.diagnostics, files, notes: record.summary ? [`“${record.summary}”`, ...notes] : notes };
+    return redactedView({ title: `Plan ${record.id}`, plan: record.plan, delta, diagnostics: record.diagnostics, files, notes: record.summary ? [`“${record.summary}”`, ...notes] : notes });
   }
   const approval = d.approvals.list("pending").find((a) => a.plan_id === id);
   if (!approval) return undefined;
@@ -73,7 +112,11 @@ export async function planView(d: Dispatcher, id: string): Promise<PlanView | { 
  * brings first and the whole plan (what the next apply does, including what
  * was already pending on the tree) folded below; without one, the whole plan.
  */
-export function planHtml(plan: Plan | null, delta: readonly Change[] | null, diagnostics: readonly unknown[]): string {
+export function planHtml(rawPlan: Plan | null, rawDelta: readonly Change[] | null, rawDiagnostics: readonly unknown[]): string {
+  // Masked here too (idempotent): whoever hands a plan in, the page never shows a secret value.
+  const plan = rawPlan === null ? null : (redact(rawPlan) as Plan);
+  const delta = rawDelta === null ? null : (redact(rawDelta) as Change[]);
+  const diagnostics = redact(rawDiagnostics) as unknown[];
   if (!plan) return `<p class="muted">The change set is invalid; no plan was made.</p>${diagnosticsHtml(diagnostics)}`;
   const counts = `${plan.summary.create} to create, ${plan.summary.update} to update, ${plan.summary.replace} to replace, ${plan.summary.delete} to delete`;
   const list = (changes: readonly Change[]) => changes.length === 0 ? `<p class="muted">No change to what runs.</p>` : `<ul class="changes">${changes.map(changeHtml).join("")}</ul>`;
@@ -138,6 +181,6 @@ export function filesHtml(files: PlanView["files"]): string {
   if (files.length === 0) return `<p class="muted">No file changes.</p>`;
   return files.map((f) => {
     const what = f.before === null ? " (new file)" : f.after === null ? " (deleted)" : "";
-    return `<h3><code>${esc(f.file)}</code>${esc(what)}</h3>${diffBlock(f.file, lineDiff(f.before, f.after))}`;
+    return `<h3><code>${esc(f.file)}</code>${esc(what)}</h3>${diffBlock(f.file, f.diff ?? redactedDiff(f.file, f.before, f.after))}`;
   }).join("");
 }

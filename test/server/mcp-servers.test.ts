@@ -83,7 +83,9 @@ describe("installed MCP servers, end to end", () => {
     expect((await s.call("PATCH", "/api/mcp/inventory/tools", { body: { gated: ["delete_all"] } })).body.error.code).toBe("mcp.exposure_policy_unenforced");
 
     const off = await s.call("PATCH", "/api/mcp/inventory/config", { body: { enabled: false, env: { INVENTORY_REGION: "attic" } } });
-    expect(off.body.server).toMatchObject({ enabled: false, env: { INVENTORY_REGION: "attic" } });
+    // Every env value of an installed server is masked on reads (test/server/secrets.test.ts); the file has it.
+    expect(off.body.server).toMatchObject({ enabled: false, env: { INVENTORY_REGION: "[redacted]" } });
+    expect(readFileSync(join(s.config, "mcp-servers/inventory.toml"), "utf8")).toContain('INVENTORY_REGION = "attic"');
     expect(profile("coder").mcp_servers!.inventory).toBeUndefined();
     expect((await s.call("GET", "/api/mcp/servers")).body.servers.find((x: any) => x.id === "inventory").state).toBe("disabled");
     await s.call("PATCH", "/api/mcp/inventory/config", { body: { enabled: true } });
