@@ -1,6 +1,9 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
+import { existsSync } from "node:fs";
 import { open } from "node:fs/promises";
+import { delimiter, dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DriverError, type StartPhase } from "./driver.js";
 import { httpStatus } from "./proc.js";
@@ -25,8 +28,37 @@ export interface Spawned {
 }
 
 /** Spawns `argv` with its output appended to `logPath`; a runner that can't be executed (ENOENT, EACCES) is `slot.spawn_failed`. */
+/**
+ * hal0's own bin/ folder (the runner words it ships, such as
+ * `hal0-fake-llama-server`), found from this module wherever it runs
+ * (source or dist/): the folder beside the package.json above it.
+ */
+export const HAL0_BIN = (() => {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  while (!existsSync(join(dir, "package.json"))) {
+    const up = dirname(dir);
+    if (up === dir) return undefined;
+    dir = up;
+  }
+  return join(dir, "bin");
+})();
+
+/**
+ * How a runner word is found: a word with a `/` is a path (relative ones
+ * against the config folder, the runner's working directory); a bare word is
+ * looked up on the runner's PATH, and then in hal0's own bin/ folder — so a
+ * box that names `hal0-fake-llama-server` starts wherever it is copied, and
+ * an installed `llama-server` on PATH always wins over anything hal0 ships.
+ */
+export function runnerEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  if (HAL0_BIN === undefined) return env;
+  const path = env.PATH ?? "";
+  return path.split(delimiter).includes(HAL0_BIN) ? env : { ...env, PATH: path === "" ? HAL0_BIN : `${path}${delimiter}${HAL0_BIN}` };
+}
+
 export async function spawnRunner(argv: readonly string[], cwd: string, env: NodeJS.ProcessEnv, logPath: string): Promise<Spawned> {
   const [command, ...args] = argv;
+  env = runnerEnv(env);
   if (command === undefined) throw new DriverError("slot.spawn_failed", "the slot's argv is empty: there is no runner to start");
   const log = await open(logPath, "a");
   try {

@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -9,7 +9,7 @@ import { FILE_KINDS, Profile, SEED_PROFILES, classifyPath, type Diagnostic } fro
 const ROOT = fileURLToPath(new URL("../../fixtures/box", import.meta.url));
 const PROJECT = fileURLToPath(new URL("../..", import.meta.url));
 /** Every profile of the box runs the stand-in runner, relative to the config folder (the runner's cwd). */
-const RUNNER = ["node", "../runner/fake-llama-server.mjs"];
+const RUNNER = ["hal0-fake-llama-server"];
 
 let model: Model;
 let diagnostics: Diagnostic[];
@@ -147,8 +147,8 @@ describe("fixtures/box", () => {
 
     it("runs the runner with the profile's flags, hal0's flags, then extra_args last", () => {
       const { argv, env } = slot("chat").spec;
-      expect(argv.slice(0, 2)).toEqual(RUNNER);
-      expect(argv.slice(2, 15)).toEqual(["-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0", "-b", "512", "-ub", "512", "--parallel", "1", "--no-mmap"]);
+      expect(argv.slice(0, RUNNER.length)).toEqual(RUNNER);
+      expect(argv.slice(RUNNER.length, RUNNER.length + 13)).toEqual(["-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0", "-b", "512", "-ub", "512", "--parallel", "1", "--no-mmap"]);
       expect(flagValue(argv, "--model")).toBe(fixturePath("models/Qwen3-30B-A3B-Q4_K_M.gguf"));
       expect(existsSync(flagValue(argv, "--model")!)).toBe(true);
       expect(flagValue(argv, "--alias")).toBe("qwen3-30b-a3b");
@@ -226,13 +226,13 @@ describe("fixtures/box", () => {
     expect(utility.tune_effective).toEqual({
       ctx_size: 8192, enable_thinking: false, reasoning_effort: "low", reasoning_budget: 0, vision: false, speculation: "off",
     });
-    expect(utility.spec.argv.slice(0, 11)).toEqual([...RUNNER, "--threads", "8", "-b", "256", "-ub", "256", "--parallel", "2", "--mlock"]);
+    expect(utility.spec.argv.slice(0, RUNNER.length + 9)).toEqual([...RUNNER, "--threads", "8", "-b", "256", "-ub", "256", "--parallel", "2", "--mlock"]);
     expect(flagValue(utility.spec.argv, "--ctx-size")).toBe("8192");
     expect(utility.spec.env).toEqual({ OMP_NUM_THREADS: "8" });
   });
 
   it("runs the NPU, speech and image slots without llama-server's tuning flags", () => {
-    expect(slot("npu-assist").spec.argv.slice(0, 2)).toEqual(RUNNER);
+    expect(slot("npu-assist").spec.argv.slice(0, RUNNER.length)).toEqual(RUNNER);
     expect(flagValue(slot("npu-assist").spec.argv, "--ctx-size")).toBe("4096");
     expect(flagValue(slot("npu-assist").spec.argv, "--model")).toBe(fixturePath("models/flm/llama3.2-1b-npu2.q4nx"));
     for (const name of ["speech", "whisper", "image"]) {
@@ -245,13 +245,13 @@ describe("fixtures/box", () => {
       "--host", "127.0.0.1", "--port", "8120", "--voice", "af_heart",
     ]);
     expect(slot("whisper").spec.env).toEqual({ OMP_NUM_THREADS: "4" });
-    expect(slot("image").spec.argv.slice(0, 2)).toEqual(RUNNER);
+    expect(slot("image").spec.argv.slice(0, RUNNER.length)).toEqual(RUNNER);
   });
 
-  it("runs every slot with the stand-in runner, a file that exists relative to the config folder", () => {
-    expect(existsSync(resolve(ROOT, RUNNER[1]!))).toBe(true);
-    expect(resolve(ROOT, RUNNER[1]!)).toBe(join(PROJECT, "fixtures", "runner", "fake-llama-server.mjs"));
-    for (const s of Object.values(model.slots)) expect(s.spec.argv.slice(0, 2), s.name).toEqual(RUNNER);
+  it("runs every slot with the stand-in runner, a runner word hal0 ships in bin/ (so a copied box finds it)", () => {
+    expect(existsSync(join(PROJECT, "bin", RUNNER[0]!))).toBe(true);
+    expect(readFileSync(join(PROJECT, "bin", RUNNER[0]!), "utf8")).toContain("../fixtures/runner/fake-llama-server.mjs");
+    for (const s of Object.values(model.slots)) expect(s.spec.argv.slice(0, RUNNER.length), s.name).toEqual(RUNNER);
   });
 
   it("overrides each seed it uses in profiles.toml only to swap the runner and the image (the docker runtime's hal0-runner:local)", () => {
