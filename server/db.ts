@@ -1,8 +1,16 @@
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import { mkdirSync } from "node:fs";
+import { createRequire } from "node:module";
 import { join } from "node:path";
 
 export type Db = Database.Database;
+
+/** better-sqlite3 (a native addon) loads on the first open, not when a command merely imports this module. */
+let sqlite: typeof Database | undefined;
+function driver(): typeof Database {
+  sqlite ??= createRequire(import.meta.url)("better-sqlite3") as typeof Database;
+  return sqlite;
+}
 
 /**
  * Schema migrations, applied in order once each (`PRAGMA user_version`
@@ -112,7 +120,8 @@ export function openDb(stateDir: string, file = "hal0.db"): Db {
  */
 export function openSqlite(stateDir: string, file: string, migrations: readonly string[]): Db {
   mkdirSync(stateDir, { recursive: true });
-  const db = new Database(join(stateDir, file));
+  const Sqlite = driver();
+  const db = new Sqlite(join(stateDir, file));
   db.pragma("journal_mode = WAL");
   db.pragma("synchronous = NORMAL");
   db.pragma("busy_timeout = 5000");

@@ -92,7 +92,7 @@ export async function serve(options: ServeOptions): Promise<Serving> {
   const bound = Number(new URL(listener.url).port);
   const auth = settings?.auth ?? "token";
   // Where the person's credential is (never the token itself): the CLI reads it from there, `hal0 web` turns it into a login link.
-  logger.info({ url: listener.url, config: options.root, state: options.stateDir, revision: snapshot.revision, auth, operator_token: join(options.stateDir, "operator.token") }, "hal0 serve listening");
+  logger.info({ url: listener.url, config: options.root, state: options.stateDir, revision: snapshot.revision, auth, operator_file: join(options.stateDir, "operator.token") }, "hal0 serve listening");
   if (auth === "off") logger.warn({ auth }, "[server] auth = \"off\": every loopback caller is trusted as an operator, and an agent is whoever its X-hal0-Agent header says; use auth = \"token\" unless this box has a single user");
   if (options.reconcile !== false) {
     loop = new SweepLoop(sweeper, {

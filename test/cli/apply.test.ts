@@ -70,7 +70,8 @@ describe("hal0 apply / plan / status / down on the example box", () => {
       started.push(runtimePid(slot.name));
       expect((await getJson(slot.port, "/health")).status, slot.name).toBe(200);
       const props = await getJson(slot.port, "/props");
-      expect(props.body.argv, slot.name).toEqual(slot.spec.argv.slice(1) // the runner word is the whole prefix);
+      // The runner word is the whole prefix: the stand-in reports the arguments after it.
+      expect(props.body.argv, slot.name).toEqual(slot.spec.argv.slice(1));
     }
   });
 
