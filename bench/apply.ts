@@ -4,7 +4,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { packageRoot } from "../cli/package-root.js";
+import { packageRoot } from "../reconciler/package-root.js";
 import { ProcessDriver } from "../reconciler/drivers/process.js";
 import { StateStore } from "../reconciler/state.js";
 import { Sweeper } from "../reconciler/sweep.js";

@@ -3,7 +3,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { packageRoot } from "../cli/package-root.js";
+import { packageRoot } from "../reconciler/package-root.js";
 import { compile, loadTree } from "../compiler/index.js";
 import { dockerClient, DockerDriver } from "../reconciler/drivers/docker.js";
 import { boxFilter } from "../reconciler/drivers/docker-container.js";

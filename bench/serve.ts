@@ -8,7 +8,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { packageRoot } from "../cli/package-root.js";
+import { packageRoot } from "../reconciler/package-root.js";
 import { freePortRange, writeBox } from "./apply.js";
 
 /**

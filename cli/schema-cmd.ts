@@ -4,7 +4,7 @@ import { parseArgs } from "node:util";
 import { renderJsonSchemas } from "../schema/index.js";
 import { writeFileAtomic } from "../reconciler/index.js";
 import { EXIT_OK, type CliIo } from "./io.js";
-import { packageRoot } from "./package-root.js";
+import { packageRoot } from "../reconciler/package-root.js";
 
 export const SCHEMA_HELP = `hal0 schema [--out DIR]
 

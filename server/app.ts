@@ -1,10 +1,11 @@
 import { randomUUID } from "node:crypto";
 import { createApp, createRouter, defineEventHandler, getQuery, getRouterParams, readRawBody, setResponseHeader, setResponseStatus, type App, type H3Event } from "h3";
 import type { Logger } from "pino";
-import { invoke, validate, type Call, type Dispatcher } from "./dispatch.js";
+import { invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 import { ApiError, envelope } from "./errors.js";
 import { callerOf, checkGate, type GateConfig } from "./gate.js";
-import { restVerdict } from "./identity/access.js";
+import { restVerdict, type RestVerdict } from "./identity/access.js";
+import { agentWriteTier, pendingReply } from "./verdict.js";
 import { ANONYMOUS, identify, requireScope, type Authenticator, type Identity } from "./identity/identify.js";
 import { RawReply, routeId, type Caller, type Route } from "./route.js";
 import type { McpEndpoint } from "./mcp/endpoint.js";
@@ -63,7 +64,13 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
     requireScope(identity, "rest");
     checkCsrf(identity, event);
     call = await readCall(event, route, caller, requestId);
-    const verdict = caller.kind === "operator" ? { run: true as const } : restVerdict(route, caller, (await deps.box.model()).policy);
+    let verdict: RestVerdict = caller.kind === "operator" ? { run: true } : restVerdict(route, caller, (await deps.box.model()).policy);
+    if (verdict.run && caller.kind === "agent" && route.kind === "write") {
+      // Judged by what it does: planned first, queued when an effect needs a person.
+      const policy = (await deps.box.model()).policy;
+      const { tier, tool } = await agentWriteTier(route, caller, policy, "autonomous_write", async () => (await proposeOnly(deps, route, call!)).proposal);
+      if (tier === "gated") verdict = { run: false, tool, tier: "gated" };
+    }
     if (route.kind === "stream") {
       if (!verdict.run) throw new ApiError("auth.operator_required", `${routeId(route)} is a stream; a gated one cannot be queued`);
       await route.handle({ ...validate(route, call), box: deps.box, services: deps, caller, requestId }, event);
@@ -76,7 +83,7 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
       deps.audit.record({ call, route, outcome: "pending_approval", durationMs: performance.now() - started, approvalId: approval.id, planId: approval.plan_id ?? undefined, tool: verdict.tool });
       status = 202;
       setResponseStatus(event, status);
-      return { status: "pending_approval", approval_id: approval.id, detail: approval.summary };
+      return pendingReply(approval);
     }
     invoked = true;
     const result = await invoke(deps, route, call);

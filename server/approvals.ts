@@ -1,6 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import { canonicalJson } from "../compiler/index.js";
+import { effectsOf } from "../compiler/effects.js";
+import { effectLines } from "./verdict.js";
 import type { Db } from "./db.js";
 import { invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 import { checkPathArgs } from "./path-args.js";
@@ -26,6 +28,8 @@ export interface Approval {
   readonly plan_id: string | null;
   readonly base_revision: string | null;
   readonly summary: string;
+  /** What the change does, one line each ("sets env NODE_OPTIONS for slot utility", …): what the card leads with. */
+  readonly effects: readonly string[];
   readonly state: ApprovalState;
   readonly reason: string | null;
   readonly created_at: string;
@@ -68,20 +72,22 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     let planId: string | null = null;
     let base: string | null = call.base ?? null;
     let summary = `${tool} ${Object.values(call.params).join("/")}`.trim();
+    let effects: string[] = [];
     if (route.kind === "write") {
       const { intent, proposal } = await proposeOnly(this.dispatcher, route, call);
       planId = proposal.plan.id;
       base ??= proposal.snapshot.revision;
       summary = intent.changes.summary ?? `${summary}: ${proposal.applied.files.map((f) => f.file).join(", ")}`;
       summary = `${summary} — ${deltaSummary(proposal.delta)}`;
+      effects = effectLines(effectsOf({ before: proposal.snapshot.model, after: proposal.model, files: proposal.applied.files }));
     } else {
       await precheck(this.dispatcher, route, call);
     }
     const id = `apr_${randomBytes(8).toString("hex")}`;
     const at = this.now();
-    this.db.prepare(`INSERT INTO approvals (id, tool, route, args, dedup_key, caller, plan_id, base_revision, summary, state, created_at, expires_at)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`)
-      .run(id, tool, routeId(route), JSON.stringify(args), dedup, JSON.stringify(call.caller), planId, base, summary, iso(at), iso(at + this.ttlS() * 1000));
+    this.db.prepare(`INSERT INTO approvals (id, tool, route, args, dedup_key, caller, plan_id, base_revision, summary, effects, state, created_at, expires_at)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`)
+      .run(id, tool, routeId(route), JSON.stringify(args), dedup, JSON.stringify(call.caller), planId, base, summary, JSON.stringify(effects), iso(at), iso(at + this.ttlS() * 1000));
     return this.emitNow("enqueued", id);
   }
 
@@ -219,18 +225,18 @@ function iso(ms: number): string {
   return new Date(ms).toISOString();
 }
 
-type Row = Omit<Approval, "args" | "caller" | "result" | "error"> & { args: string; caller: string; result: string | null; error: string | null };
+type Row = Omit<Approval, "args" | "caller" | "result" | "error" | "effects"> & { args: string; caller: string; result: string | null; error: string | null; effects: string | null };
 
 /** What readers see: args, result and error with secret-like values masked (an MCP server route's env whole), the summary's and reason's secrets too. */
 function redacted(a: Approval): Approval {
   const options = { allEnv: isMcpServerRoute(a.route.slice(a.route.indexOf(" ") + 1)) };
   return {
     ...a, args: redact(a.args, options) as Approval["args"], result: redact(a.result, options), error: redact(a.error, options),
-    summary: redactText(a.summary), reason: a.reason === null ? null : redactText(a.reason),
+    summary: redactText(a.summary), effects: a.effects.map(redactText), reason: a.reason === null ? null : redactText(a.reason),
   };
 }
 
 function fromRow(r: Row): Approval {
   const { dedup_key: _d, ...rest } = r as Row & { dedup_key?: string };
-  return { ...rest, args: JSON.parse(r.args), caller: JSON.parse(r.caller), result: r.result === null ? null : JSON.parse(r.result), error: r.error === null ? null : JSON.parse(r.error) };
+  return { ...rest, args: JSON.parse(r.args), caller: JSON.parse(r.caller), effects: r.effects === null ? [] : JSON.parse(r.effects), result: r.result === null ? null : JSON.parse(r.result), error: r.error === null ? null : JSON.parse(r.error) };
 }

@@ -106,6 +106,8 @@ const MIGRATIONS: readonly string[] = [
    );
    ALTER TABLE audit ADD COLUMN claimed TEXT;
    ALTER TABLE audit ADD COLUMN peer TEXT;`,
+  // Gate by effect (issue 15): what a queued change does, in words, for the card.
+  `ALTER TABLE approvals ADD COLUMN effects TEXT;     -- JSON string[]`,
 ];
 
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */

@@ -86,6 +86,12 @@ interface RouteBase<P, Q, B> {
    * once) and is not redacted; every other reply is (dispatch.ts).
    */
   readonly revealsSecret?: boolean;
+  /**
+   * Tools narrower than the route: the body a tool may send (strict). An
+   * alias that takes less than its route (`model_assign`: only `model`)
+   * is refused with validation.invalid for anything more.
+   */
+  readonly toolBodies?: Readonly<Record<string, z.ZodType>>;
 }
 
 /** A read: no side effect. */

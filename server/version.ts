@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { packageRoot } from "../cli/package-root.js";
+import { packageRoot } from "../reconciler/package-root.js";
 
 let version: string | undefined;
 

@@ -1,12 +1,11 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
-import { existsSync } from "node:fs";
 import { open } from "node:fs/promises";
-import { delimiter, dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { delimiter, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DriverError, type StartPhase } from "./driver.js";
 import { httpStatus } from "./proc.js";
+import { findPackageRoot } from "../package-root.js";
 
 /**
  * Launching one runner and waiting for it to become healthy. The runner is
@@ -31,16 +30,12 @@ export interface Spawned {
 /**
  * hal0's own bin/ folder (the runner words it ships, such as
  * `hal0-fake-llama-server`), found from this module wherever it runs
- * (source or dist/): the folder beside the package.json above it.
+ * (source or dist/): the folder beside the package.json above it
+ * (`package-root.ts`, the one walk hal0's code does to find its package).
  */
-export const HAL0_BIN = (() => {
-  let dir = dirname(fileURLToPath(import.meta.url));
-  while (!existsSync(join(dir, "package.json"))) {
-    const up = dirname(dir);
-    if (up === dir) return undefined;
-    dir = up;
-  }
-  return join(dir, "bin");
+export const HAL0_BIN = ((): string | undefined => {
+  const root = findPackageRoot();
+  return root === undefined ? undefined : join(root, "bin");
 })();
 
 /**

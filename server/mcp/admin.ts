@@ -3,7 +3,8 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
-import { invoke, type Call, type Dispatcher } from "../dispatch.js";
+import { invoke, proposeOnly, type Call, type Dispatcher } from "../dispatch.js";
+import { agentWriteTier, pendingReply } from "../verdict.js";
 import { ApiError } from "../errors.js";
 import { auditRefusal } from "../audit.js";
 import { toolTier } from "../identity/access.js";
@@ -56,12 +57,16 @@ async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unkno
     if (tool.memory || !tool.route) return ok(await callMemoryTool(d, tool.name, args, caller, "admin"));
     const route = tool.route;
     const model = await d.box.model();
-    const tier = toolTier(model.policy, route, tool.name, caller);
+    let tier: string = toolTier(model.policy, route, tool.name, caller);
     const call = toCall(route, tool.name, args, caller);
+    // An agent's write is judged by what it does, after compile and plan (the tool's tier is only its floor).
+    if (caller.kind === "agent" && route.kind === "write") {
+      tier = (await agentWriteTier(route, caller, model.policy, tier as never, async () => (await proposeOnly(d, route, call)).proposal)).tier;
+    }
     if (tier === "gated") {
       const approval = await d.approvals.enqueue(tool.name, route, call);
       d.audit.record({ call, route, outcome: "pending_approval", durationMs: performance.now() - started, approvalId: approval.id, planId: approval.plan_id ?? undefined, tool: tool.name });
-      return ok({ status: "pending_approval", approval_id: approval.id, detail: approval.summary });
+      return ok(pendingReply(approval));
     }
     return ok(wrapList(route, await invoke(d, route, call)));
   } catch (err) {
@@ -78,6 +83,7 @@ const REFUSALS = new Set(["mcp.tool_not_allowed", "auth.required", "auth.operato
 /** Path args checked and decoded; for GET and DELETE the rest is the query, else the route's query fields are and the rest is the body. */
 function toCall(route: Route, tool: string, args: Record<string, unknown>, caller: Caller): Call {
   const params = checkPathArgs(route, args);
+  checkToolBody(route, tool, args);
   const names = new Set(pathParams(route.path).map((p) => p.name));
   const rest = Object.fromEntries(Object.entries(args).filter(([k]) => !names.has(k) && k !== "base"));
   const queryKeys = new Set(Object.keys((route.query as { shape?: object } | undefined)?.shape ?? {}));
@@ -90,6 +96,21 @@ function toCall(route: Route, tool: string, args: Record<string, unknown>, calle
   }
   const base = typeof args.base === "string" ? args.base : undefined;
   return { params, query, body: toQuery ? undefined : body, caller: { ...caller, via: "mcp" }, requestId: randomUUID(), base, tool };
+}
+
+/**
+ * A tool narrower than its route (`model_assign` takes only `model`, seed
+ * 003): anything else is `validation.invalid`, before anything is planned.
+ */
+function checkToolBody(route: Route, tool: string, args: Record<string, unknown>): void {
+  const schema = route.toolBodies?.[tool];
+  if (!schema) return;
+  const names = new Set([...pathParams(route.path).map((p) => p.name), "base"]);
+  const body = Object.fromEntries(Object.entries(args).filter(([k]) => !names.has(k)));
+  const r = schema.safeParse(body);
+  if (r.success) return;
+  const fields = r.error.issues.map((i) => ({ loc: ["body", ...i.path.map(String)], msg: i.message, type: i.code }));
+  throw new ApiError("validation.invalid", `${tool} takes ${Object.keys((schema as { shape?: object }).shape ?? {}).join(", ") || "nothing"} only: ${fields.map((f) => `${f.loc.join(".")}: ${f.msg}`).join("; ")}`, { fields, tool });
 }
 
 /** A bare list becomes `{<listKey>: [...], count}` (the route table's wrap key; `items` when it names none). */

@@ -4,6 +4,7 @@ import { invoke, type Call, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { auditRefusal } from "../audit.js";
 import { toolTier } from "../identity/access.js";
+import { pendingReply } from "../verdict.js";
 import type { Caller, Route, RouteContext } from "../route.js";
 
 type Ctx = RouteContext<unknown, unknown, unknown>;
@@ -110,7 +111,7 @@ export async function callMemoryTool(d: Dispatcher, name: string, args: unknown,
   if (gatedBy === undefined) return invoke(d, route, call);
   const approval = await d.approvals.enqueue(name, route, call);
   d.audit.record({ call, route, outcome: "pending_approval", durationMs: performance.now() - started, approvalId: approval.id, tool: name });
-  return { status: "pending_approval", approval_id: approval.id, detail: `${approval.summary}: ${gatedBy}` };
+  return pendingReply(approval, gatedBy);
 }
 
 async function tierOf(d: Dispatcher, name: string, route: Route, caller: Caller): Promise<string> {

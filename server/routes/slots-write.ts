@@ -87,6 +87,8 @@ export const slotWriteRoutes = [
   }),
   defineRoute({
     method: "PUT", path: "/api/slots/{name}/config", kind: "write", params: Name, body: Edit, tools: ["slot_edit", "model_assign"],
+    // seed 003: model_assign is "name (path), model (required)"; the route's other fields are slot_edit's.
+    toolBodies: { model_assign: z.strictObject({ model: ResourceId }) },
     summary: "Edit a slot's file in place (comments kept): fields set, null removes one; sparse `tune`, `tune: null` clears it",
     handle: async ({ box, params, body }) => {
       const text = await slotText(box, params.name);

@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { defineEventHandler, getQuery, getRouterParam, readRawBody, setResponseHeader, setResponseStatus, type H3Event, type Router } from "h3";
 import type { Logger } from "pino";
-import { packageRoot } from "../../cli/package-root.js";
+import { packageRoot } from "../../reconciler/package-root.js";
 import { checkCsrf } from "../app.js";
 import { invoke, type Call, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";

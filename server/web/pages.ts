@@ -44,6 +44,7 @@ function facts(a: Approval): string {
   return `<dl class="facts">
 <dt>Asked by</dt><dd>${esc(a.caller.agent)} <span class="muted">via ${esc(a.caller.via)}</span></dd>
 <dt>Tool</dt><dd><code>${esc(a.tool)}</code> <span class="muted">(${esc(a.route)})</span></dd>
+${a.effects.length > 0 ? `<dt>What it does</dt><dd><ul class="effects">${a.effects.map((line) => `<li>${esc(line)}</li>`).join("")}</ul></dd>` : ""}
 <dt>Summary</dt><dd>${esc(a.summary)}</dd>
 <dt>Created</dt><dd>${time(a.created_at)}</dd>
 <dt>${a.state === "pending" ? "Expires" : "Decided"}</dt><dd>${a.state === "pending" ? time(a.expires_at) : `${time(a.decided_at)}${a.decided_by ? ` by ${esc(a.decided_by)}` : ""}`}</dd>

@@ -1,0 +1,246 @@
+import { parse } from "smol-toml";
+import type { Model } from "./model.js";
+
+/**
+ * What a change does, classified (issue 15, "gate by effect"). Pure: the
+ * tree before and after a ChangeSet (the compiled models and the touched
+ * files' texts) in, one effect per changed key out, plus one per slot whose
+ * resolved runner, image, flags or env moved.
+ *
+ * - `tune`: `[tune]` keys, `priority`, placement within the slot's device
+ *   class, and keys given that class on purpose below (descriptions, file
+ *   facts of a model inside `[models] roots`, inert stack files…): the
+ *   tool's own tier decides.
+ * - `assignment`: a slot's `model`, `enabled`, `profile`, a slot file
+ *   removed: never looser than the caller's tier for `tool` (slot_load,
+ *   slot_unload, model_swap, slot_delete).
+ * - `privileged`: anything that decides what code runs or where secrets go
+ *   — and **every key not classified here on purpose** — always needs a
+ *   person.
+ */
+export type EffectClass = "tune" | "assignment" | "privileged";
+
+export interface Effect {
+  readonly class: EffectClass;
+  /** Tree-relative file, or `slot.<name>` for a resolved-spec effect. */
+  readonly where: string;
+  /** The changed key path inside the file (empty for a whole file or a resolved-spec effect). */
+  readonly path: readonly string[];
+  /** What it does, in words a person checks in five seconds. */
+  readonly line: string;
+  /** For `assignment`: the tool whose tier the change may not be looser than. */
+  readonly tool?: string;
+}
+
+export interface EffectInput {
+  /** The tree as it compiles now (absent when it does not). */
+  readonly before?: Model;
+  readonly after: Model;
+  readonly files: ReadonlyArray<{ readonly file: string; readonly before: string | null; readonly after: string | null }>;
+}
+
+export const EFFECT_RANK: Readonly<Record<EffectClass, number>> = { tune: 0, assignment: 1, privileged: 2 };
+
+/** Every effect of a change, privileged first, then in file order. */
+export function effectsOf(input: EffectInput): Effect[] {
+  const out: Effect[] = [];
+  for (const f of input.files) out.push(...fileEffects(input, f));
+  out.push(...resolvedEffects(input, new Set(out.filter((e) => e.class === "privileged").map((e) => e.line))));
+  return out.sort((a, b) => EFFECT_RANK[b.class] - EFFECT_RANK[a.class]);
+}
+
+/** The strictest class of a list of effects (tune when there are none). */
+export function strictestEffect(effects: readonly Effect[]): EffectClass {
+  return effects.reduce<EffectClass>((acc, e) => (EFFECT_RANK[e.class] > EFFECT_RANK[acc] ? e.class : acc), "tune");
+}
+
+type Doc = Record<string, unknown>;
+
+function fileEffects(input: EffectInput, f: EffectInput["files"][number]): Effect[] {
+  const before = docOf(f.before);
+  const after = docOf(f.after);
+  const slot = /^slots\/([^/]+)\.toml$/.exec(f.file)?.[1];
+  if (slot !== undefined && f.after === null) {
+    return [{ class: "assignment", where: f.file, path: [], tool: "slot_delete", line: `deletes slot ${slot}${input.before?.slots[slot]?.enabled ? " (it is enabled now: its server stops)" : ""}` }];
+  }
+  if (slot !== undefined && f.before === null) {
+    // A new slot: its keys are classified like edits (a new slot's env or runner flags are privileged), under a line that says so.
+    return [{ class: "assignment", where: f.file, path: [], tool: "slot_create", line: `creates slot ${slot}` }, ...diff(before, after).map((p) => classify(input, f.file, p, before, after))];
+  }
+  if (before === undefined || after === undefined) {
+    // A file that is not TOML hal0 can read (the compiler refuses such a tree; be strict all the same).
+    return [{ class: "privileged", where: f.file, path: [], line: `rewrites ${f.file}` }];
+  }
+  return diff(before, after).map((p) => classify(input, f.file, p, before, after));
+}
+
+function classify(input: EffectInput, file: string, path: readonly string[], before: Doc | undefined, after: Doc | undefined): Effect {
+  const was = at(before, path);
+  const now = at(after, path);
+  const key = path.join(".");
+  const make = (cls: EffectClass, line: string, tool?: string): Effect => ({ class: cls, where: file, path, line, ...(tool ? { tool } : {}) });
+  const slot = /^slots\/([^/]+)\.toml$/.exec(file)?.[1];
+  if (slot !== undefined) {
+    const [head, sub] = path;
+    if (head === "tune") return make("tune", `tunes slot ${slot}: ${key} ${show(was)} → ${show(now)}`);
+    if (head === "priority") return make("tune", `sets slot ${slot}'s priority ${show(was)} → ${show(now)}`);
+    if (head === "description") return make("tune", `describes slot ${slot}`);
+    if (head === "placement") {
+      const a = input.before?.slots[slot]?.device;
+      const b = input.after.slots[slot]?.device;
+      if (a !== undefined && b !== undefined && deviceClass(a) === deviceClass(b)) return make("tune", `places slot ${slot}: ${key} ${show(was)} → ${show(now)}`);
+      return make("privileged", `moves slot ${slot} to another device class: ${a ?? "—"} → ${b ?? "—"}`);
+    }
+    if (head === "model") return make("assignment", `swaps slot ${slot}'s model ${show(was)} → ${show(now)}`, "model_swap");
+    if (head === "profile") return make("assignment", `switches slot ${slot} to profile ${show(now)} (from ${show(was)})`, "model_swap");
+    if (head === "enabled") {
+      const on = now !== false;
+      return on
+        ? make("assignment", `enables slot ${slot} (it starts)`, "slot_load")
+        : make("assignment", `disables slot ${slot}${input.before?.slots[slot]?.enabled ? " (it serves now: it stops)" : ""}`, "slot_unload");
+    }
+    if (head === "server" && sub === "env") return make("privileged", path.length > 2 ? `sets env ${path.slice(2).join(".")} for slot ${slot}` : `replaces the env of slot ${slot}`);
+    if (head === "server" && sub === "extra_args") return make("privileged", `runs slot ${slot} with extra runner flags: ${show(now)}`);
+    return make("privileged", `changes ${key} of slot ${slot}: ${show(was)} → ${show(now)}`);
+  }
+  if (file === "profiles.toml") {
+    const [, name, field] = path;
+    if (path[0] === "profile" && field === "tune") return make("tune", `tunes profile ${name}: ${path.slice(3).join(".")} ${show(was)} → ${show(now)}`);
+    if (path[0] === "profile" && (field === "intent" || field === "quant")) return make("tune", `describes profile ${name}`);
+    if (path[0] === "profile" && field === "runner") return make("privileged", `runs a new command for profile ${name}: ${show(now)}`);
+    if (path[0] === "profile" && field === "image") return make("privileged", `runs another image for profile ${name}: ${show(now)}`);
+    if (path[0] === "profile" && field === "flags") return make("privileged", `runs profile ${name} with flags ${show(now)}`);
+    return make("privileged", `changes ${key} in profiles.toml: ${show(was)} → ${show(now)}`);
+  }
+  if (file === "models.toml") {
+    const [, id, field] = path;
+    if (path[0] === "model" && (field === "path" || field === "draft" || field === "mmproj")) {
+      const abs = field === "path" ? input.after.models[id!]?.path_abs : field === "draft" ? input.after.models[id!]?.draft_abs : input.after.models[id!]?.mmproj_abs;
+      if (abs !== undefined && insideRoots(abs, input.after.settings.models.roots)) return make("tune", `points model ${id}'s ${field} at ${abs} (inside [models] roots)`);
+      return make("privileged", `points model ${id}'s ${field} at ${abs ?? show(now)}, outside [models] roots`);
+    }
+    if (path[0] === "model" && field === "chat_template") return make("privileged", `gives model ${id} the chat template ${show(now)}`);
+    // The other file facts (type, capabilities, repo names, native context, …) only describe the file: tune, on purpose.
+    if (path[0] === "model" && field !== undefined) return make("tune", `sets model ${id}'s ${path.slice(2).join(".")} ${show(was)} → ${show(now)}`);
+    return make("privileged", `changes ${key} in models.toml`);
+  }
+  if (file === "upstreams.toml") {
+    const entry = path[0] === "upstream" && typeof path[1] === "string" ? upstreamAt(after, path) ?? upstreamAt(before, path) : undefined;
+    const field = path[2];
+    if (field === "url" || (field !== undefined && field.startsWith("auth"))) {
+      const env = entry?.auth_value_env;
+      return make("privileged", typeof env === "string" && env !== "" ? `sends the value of $${env} to ${entry?.url ?? "?"}` : `points upstream ${entry?.name ?? path[1]} at ${entry?.url ?? show(now)}`);
+    }
+    if (field === "name" || field === "description") return make("tune", `renames or describes upstream ${entry?.name ?? path[1]}`);
+    return make("privileged", `changes ${key} in upstreams.toml`);
+  }
+  const mcp = /^mcp-servers\/([^/]+)\.toml$/.exec(file)?.[1];
+  if (mcp !== undefined) {
+    const [head] = path;
+    if (head === "name" || head === "description") return make("tune", `describes MCP server ${mcp}`);
+    if (head === "env") return make("privileged", path.length > 1 ? `sets env ${path.slice(1).join(".")} for MCP server ${mcp}` : `replaces the env of MCP server ${mcp}`);
+    if (head === "command" || head === "args") return make("privileged", `runs a new command for MCP server ${mcp}: ${show(at(after, ["command"]))} ${show(at(after, ["args"]))}`);
+    if (head === "url") return make("privileged", `points MCP server ${mcp} at ${show(now)}`);
+    return make("privileged", `changes ${key} of MCP server ${mcp}: ${show(was)} → ${show(now)}`);
+  }
+  if (file === "hal0.toml") {
+    if (TUNE_SETTINGS.has(key)) return make("tune", `sets [${path[0]}] ${path.slice(1).join(".")} ${show(was)} → ${show(now)}`);
+    return make("privileged", `changes [${path[0]}] ${path.slice(1).join(".")} in hal0.toml: ${show(was)} → ${show(now)}`);
+  }
+  // A stack file does nothing until it is applied, and applying it is judged by the slot edits it makes.
+  if (/^stacks\/[^/]+\.toml$/.test(file)) return make("tune", `edits stack ${file.slice(7, -5)}: ${key}`);
+  return make("privileged", `changes ${key || "the file"} in ${file}`);
+}
+
+/** hal0.toml keys that only pace hal0 itself: tune, on purpose. Every other setting is privileged. */
+const TUNE_SETTINGS: ReadonlySet<string> = new Set(["slots.max_slots", "slots.health_timeout_s", "slots.stop_grace_s", "slots.parallel", "reconcile.interval_s"]);
+
+/**
+ * Per slot the change touches: a resolved runner, image, profile flags or env
+ * that moved is privileged even when the key that moved it is an
+ * assignment (a model_swap to a profile that runs something else).
+ */
+function resolvedEffects(input: EffectInput, seen: ReadonlySet<string>): Effect[] {
+  const out: Effect[] = [];
+  const before = input.before;
+  if (!before) return out;
+  for (const [name, now] of Object.entries(input.after.slots).sort(([a], [b]) => (a < b ? -1 : 1))) {
+    const was = before.slots[name];
+    if (!was) continue;
+    const p0 = before.profiles[was.profile];
+    const p1 = input.after.profiles[now.profile];
+    const push = (line: string) => {
+      if (!seen.has(line)) out.push({ class: "privileged", where: `slot.${name}`, path: [], line });
+    };
+    if (JSON.stringify(p0?.runner ?? []) !== JSON.stringify(p1?.runner ?? [])) push(`runs a new command for slot ${name}: ${(p1?.runner ?? []).join(" ")}`);
+    if ((p0?.image ?? "") !== (p1?.image ?? "")) push(`runs another image for slot ${name}: ${p1?.image ?? "—"}`);
+    if (JSON.stringify(p0?.flags_argv ?? []) !== JSON.stringify(p1?.flags_argv ?? [])) push(`runs slot ${name} with other runner flags: ${(p1?.flags_argv ?? []).join(" ")}`);
+    const keys = [...new Set([...Object.keys(was.spec.env), ...Object.keys(now.spec.env)])].sort();
+    for (const k of keys) if (was.spec.env[k] !== now.spec.env[k]) push(`sets env ${k} for slot ${name}`);
+  }
+  return out;
+}
+
+function deviceClass(device: string): string {
+  return device.split("-")[0]!;
+}
+
+function insideRoots(abs: string, roots: readonly string[]): boolean {
+  const clean = abs.replace(/\/+$/, "");
+  if (clean.split("/").includes("..")) return false;
+  return roots.some((r) => {
+    const root = r.replace(/\/+$/, "");
+    return clean === root || clean.startsWith(`${root}/`);
+  });
+}
+
+function upstreamAt(doc: Doc | undefined, path: readonly string[]): { name?: string; url?: string; auth_value_env?: string } | undefined {
+  const list = doc?.upstream;
+  const index = Number(path[1]);
+  if (Array.isArray(list) && Number.isInteger(index)) return list[index] as never;
+  return undefined;
+}
+
+function docOf(text: string | null): Doc | undefined {
+  if (text === null) return {};
+  try {
+    return parse(text) as Doc;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Leaf key paths where two documents differ (arrays are leaves; a table added or removed is each of its leaves). */
+function diff(a: unknown, b: unknown, prefix: string[] = []): string[][] {
+  if (isTable(a) && isTable(b)) {
+    const keys = [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
+    return keys.flatMap((k) => diff(a[k], b[k], [...prefix, k]));
+  }
+  if (isTable(a) && b === undefined) return diff(a, {}, prefix);
+  if (isTable(b) && a === undefined) return diff({}, b, prefix);
+  if (a === undefined && Array.isArray(b) && b.length > 0 && b.every(isTable)) return diff([], b, prefix);
+  if (b === undefined && Array.isArray(a) && a.length > 0 && a.every(isTable)) return diff(a, [], prefix);
+  if (Array.isArray(a) && Array.isArray(b) && a.every(isTable) && b.every(isTable) && (a.length > 0 || b.length > 0)) {
+    // An array of tables ([[upstream]]): entry by entry.
+    const n = Math.max(a.length, b.length);
+    return Array.from({ length: n }, (_, i) => diff(a[i], b[i], [...prefix, String(i)])).flat();
+  }
+  return JSON.stringify(a) === JSON.stringify(b) ? [] : [prefix];
+}
+
+function at(doc: unknown, path: readonly string[]): unknown {
+  let cur = doc;
+  for (const k of path) cur = isTable(cur) || Array.isArray(cur) ? (cur as Record<string, unknown>)[k] : undefined;
+  return cur;
+}
+
+function isTable(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
+}
+
+/** A value as a line shows it: short, secrets never (values under env are not shown at all by the callers). */
+function show(v: unknown): string {
+  if (v === undefined) return "(unset)";
+  const text = typeof v === "string" ? JSON.stringify(v) : JSON.stringify(v) ?? String(v);
+  return text.length > 80 ? `${text.slice(0, 77)}…` : text;
+}

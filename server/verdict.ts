@@ -1,0 +1,85 @@
+import { tierFor, type CompiledPolicy } from "../compiler/index.js";
+import { effectsOf, strictestEffect, type Effect, type EffectClass } from "../compiler/effects.js";
+import type { Tier } from "../schema/index.js";
+import type { Proposal } from "./box.js";
+import { ApiError } from "./errors.js";
+import type { Caller, Route } from "./route.js";
+
+const RANK: Readonly<Record<Tier, number>> = { autonomous_read: 0, autonomous_write: 1, gated: 2, blocked: 3 };
+
+function stricter(a: Tier, b: Tier): Tier {
+  return RANK[b] > RANK[a] ? b : a;
+}
+
+/** The strictest tier for this agent of every tool aliasing `route` (blocked refused): the floor of any call to it, whichever alias names it. */
+export function routeFloor(route: Route, caller: Caller, policy: CompiledPolicy): { tier: Tier; tool: string } {
+  const ranked = (route.tools ?? []).map((tool) => ({ tool, tier: tierFor(policy, tool, caller.agent) ?? ("blocked" as Tier) })).sort((a, b) => RANK[b.tier] - RANK[a.tier]);
+  const top = ranked[0];
+  if (!top) return { tier: "gated", tool: "" };
+  if (top.tier === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${top.tool} for ${caller.agent}`, { tool: top.tool, agent: caller.agent });
+  return top;
+}
+
+export interface EffectVerdict {
+  /** The tier the change meets: the floor, raised by its effects. */
+  readonly tier: Tier;
+  readonly effects: readonly Effect[];
+  readonly strictest: EffectClass;
+  /** What raised it above the floor, when something did. */
+  readonly raisedBy?: Effect;
+}
+
+/**
+ * Gate by effect (issue 15): an agent's change is judged by what it does,
+ * after compile and plan. `floor` is the tool's (or the route's) tier, a
+ * floor never a ceiling. Tune effects keep it; an assignment is never looser
+ * than the agent's tier for the matching tool (slot_load, slot_unload,
+ * model_swap, slot_delete; blocked there is refused); a privileged effect —
+ * what code runs, where secrets go, any key without a class — always needs a
+ * person.
+ */
+export function effectVerdict(proposal: Pick<Proposal, "snapshot" | "model" | "applied">, floor: Tier, caller: Caller, policy: CompiledPolicy): EffectVerdict {
+  const effects = effectsOf({ before: proposal.snapshot.model, after: proposal.model, files: proposal.applied.files });
+  let tier = floor;
+  let raisedBy: Effect | undefined;
+  const raise = (t: Tier, e: Effect) => {
+    if (RANK[t] > RANK[tier]) {
+      tier = t;
+      raisedBy = e;
+    }
+  };
+  for (const e of effects) {
+    if (e.class === "privileged") raise("gated", e);
+    else if (e.class === "assignment" && e.tool) {
+      const own = tierFor(policy, e.tool, caller.agent) ?? "blocked";
+      if (own === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${e.tool} for ${caller.agent}, and this change ${e.line}`, { tool: e.tool, agent: caller.agent, effect: e.line });
+      raise(stricter(floor, own), e);
+    }
+  }
+  return { tier, effects, strictest: strictestEffect(effects), ...(raisedBy ? { raisedBy } : {}) };
+}
+
+/** The effect lines a person reads on a card: every privileged and assignment effect, then the tune ones (at most 12 lines). */
+export function effectLines(effects: readonly Effect[]): string[] {
+  const lines = [...new Set(effects.map((e) => e.line))];
+  return lines.length > 12 ? [...lines.slice(0, 11), `… and ${lines.length - 11} more changes`] : lines;
+}
+
+/** The reply to a call queued for a person (REST 202, an MCP tool's result): the request id and what it does. */
+export function pendingReply(approval: { id: string; summary: string; effects: readonly string[] }, why?: string): { status: "pending_approval"; approval_id: string; detail: string; effects: readonly string[] } {
+  const does = approval.effects.length > 0 ? ` — it ${approval.effects.join("; ")}` : "";
+  return { status: "pending_approval", approval_id: approval.id, detail: `${approval.summary}${does}${why ? `: ${why}` : ""}`, effects: approval.effects };
+}
+
+/**
+ * The tier an agent's call to a write route meets: the tool's own tier,
+ * raised to the strictest alias of its route (so no alias is looser than
+ * another for the same body), then by what the planned change does.
+ */
+export async function agentWriteTier(route: Route, caller: Caller, policy: CompiledPolicy, toolTier: Tier, propose: () => Promise<Pick<Proposal, "snapshot" | "model" | "applied">>): Promise<{ tier: Tier; tool: string }> {
+  const floor = routeFloor(route, caller, policy);
+  const tier = stricter(toolTier, floor.tier);
+  if (tier === "gated" || tier === "blocked") return { tier, tool: floor.tool };
+  const verdict = effectVerdict(await propose(), tier, caller, policy);
+  return { tier: verdict.tier, tool: floor.tool };
+}

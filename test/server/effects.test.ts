@@ -1,0 +1,181 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { compile, loadTree } from "../../compiler/index.js";
+import { effectsOf } from "../../compiler/effects.js";
+import { ROUTES } from "../../server/routes/index.js";
+import { startTestServer, type TestServer } from "./harness.js";
+import { adminClient, callTool } from "./mcp-helpers.js";
+
+/**
+ * Gate by effect (issue 15, points 1 and 2): an agent's change is judged by
+ * what it does. The example box gates slot_edit for everyone; these tests
+ * open that tier (policy.toml without it) so that what gates a call is its
+ * effect, not its tool.
+ */
+let servers: TestServer[] = [];
+afterEach(async () => {
+  for (const s of servers.splice(0)) await s.close();
+});
+
+async function box(): Promise<TestServer> {
+  const s = await startTestServer();
+  servers.push(s);
+  const policy = join(s.config, "policy.toml");
+  writeFileSync(policy, readFileSync(policy, "utf8").replace('gated = ["slot_edit"]\n', ""));
+  await s.hal0.box.snapshot();
+  return s;
+}
+
+const AGENT = "hermes__ops";
+
+async function tool(s: TestServer, name: string, args: Record<string, unknown>, agent = AGENT) {
+  const c = await adminClient(s.url, agent);
+  try {
+    return await callTool(c, name, args);
+  } finally {
+    await c.close();
+  }
+}
+
+const read = (s: TestServer, file: string) => readFileSync(join(s.config, file), "utf8");
+
+describe("model_assign takes only `model`", () => {
+  it("refuses the exploit body (env through the alias) with validation.invalid, and writes nothing", async () => {
+    const s = await box();
+    const before = read(s, "slots/utility.toml");
+    for (const args of [
+      { name: "utility", server: { env: { NODE_OPTIONS: "--require ./x.cjs" } } },
+      { name: "utility", model: "gemma-3-12b-it", enabled: false },
+      { name: "utility" },
+    ]) {
+      const res = await tool(s, "model_assign", args);
+      expect(res.isError, JSON.stringify(args)).toBe(true);
+      expect(res.body.error.code).toBe("validation.invalid");
+    }
+    expect(read(s, "slots/utility.toml")).toBe(before);
+    expect(s.hal0.approvals.list()).toEqual([]);
+    // `model` alone is an assignment, in the tool's tier (a swap on the same profile).
+    const ok = await tool(s, "model_assign", { name: "utility", model: "gemma-3-12b-it" });
+    expect(ok.body, JSON.stringify(ok.body)).toMatchObject({ committed: true });
+    expect(read(s, "slots/utility.toml")).toMatch(/model = "gemma-3-12b-it"/);
+  });
+});
+
+describe("the alias table", () => {
+  it("every pair of tools sharing a route gives the same verdict for the same body", async () => {
+    const shared = ROUTES.filter((r) => (r.tools?.length ?? 0) > 1);
+    expect(shared.length).toBeGreaterThan(0);
+    const bodies: Record<string, Array<Record<string, unknown>>> = {
+      "PUT /api/slots/{name}/config": [{ name: "utility", model: "gemma-3-12b-it" }, { name: "vision", model: "qwen3-4b" }],
+    };
+    for (const route of shared) {
+      const id = `${route.method} ${route.path}`;
+      expect(bodies[id], `a body for ${id}`).toBeDefined();
+      for (const body of bodies[id]!) {
+        const verdicts: string[] = [];
+        for (const t of route.tools!) {
+          const s = await box();
+          const res = await tool(s, t, body);
+          verdicts.push(res.isError ? `error ${res.body.error.code}` : res.body.status === "pending_approval" ? "pending" : "ran");
+        }
+        expect(new Set(verdicts).size, `${id} ${JSON.stringify(body)}: ${route.tools!.join(", ")} → ${verdicts.join(", ")}`).toBe(1);
+      }
+    }
+  }, 60_000);
+});
+
+describe("privileged effects always need a person, whichever tool carries them", () => {
+  it("slot env and extra runner flags through slot_edit (an autonomous tool here) wait for approval, with their effect line", async () => {
+    const s = await box();
+    const before = read(s, "slots/utility.toml");
+    const env = await tool(s, "slot_edit", { name: "utility", server: { env: { NODE_OPTIONS: "--require ./x.cjs" } } });
+    expect(env.body, JSON.stringify(env.body)).toMatchObject({ status: "pending_approval" });
+    expect(env.body.effects).toContain("sets env NODE_OPTIONS for slot utility");
+    expect(env.body.detail).toContain("sets env NODE_OPTIONS for slot utility");
+    expect(env.body.detail).not.toContain("--require");
+    const flags = await tool(s, "slot_edit", { name: "utility", server: { extra_args: "--foo bar" } });
+    expect(flags.body.status).toBe("pending_approval");
+    expect(flags.body.effects.join("\n")).toMatch(/runs slot utility with extra runner flags/);
+    expect(read(s, "slots/utility.toml")).toBe(before);
+    // The same body over REST with the agent's token: the same verdict, the same lines.
+    const rest = await s.call("PUT", "/api/slots/utility/config", { as: `agent:${AGENT}`, body: { server: { env: { LD_PRELOAD: "/tmp/x.so" } } } });
+    expect(rest.status).toBe(202);
+    expect(rest.body.effects).toContain("sets env LD_PRELOAD for slot utility");
+    // The inbox card says it too.
+    const page = await s.call("GET", "/");
+    expect(page.body).toContain("sets env NODE_OPTIONS for slot utility");
+    expect(page.body).toContain("What it does");
+  });
+
+  it("a model path outside [models] roots through model_edit is privileged; other file facts stay in the tool's tier", async () => {
+    const s = await box();
+    const outside = await tool(s, "model_edit", { model_id: "qwen3-4b", path: "/etc/passwd" });
+    expect(outside.body, JSON.stringify(outside.body)).toMatchObject({ status: "pending_approval" });
+    expect(outside.body.effects.join("\n")).toMatch(/points model qwen3-4b's path at \/etc\/passwd, outside \[models\] roots/);
+    const named = await tool(s, "model_edit", { model_id: "qwen3-4b", name: "Qwen3 4B (small)" });
+    expect(named.isError, JSON.stringify(named.body)).toBe(false);
+    expect(named.body.status).not.toBe("pending_approval");
+    expect(read(s, "models.toml")).toContain("Qwen3 4B (small)");
+  });
+
+  it("a swap to an existing profile whose runner, flags or env differ is privileged through the resolved diff; a swap between two models on one profile is not", async () => {
+    const s = await box();
+    // utility runs cpu-small; rocm has other flags (and the example box's profiles share one runner word).
+    const profile = await tool(s, "slot_edit", { name: "utility", profile: "rocm", placement: null });
+    expect(profile.body, JSON.stringify(profile.body)).toMatchObject({ status: "pending_approval" });
+    expect(profile.body.effects.join("\n")).toMatch(/runs slot utility with other runner flags/);
+    const swap = await tool(s, "model_swap", { name: "utility", model: "gemma-3-12b-it" });
+    expect(swap.body, JSON.stringify(swap.body)).toMatchObject({ committed: true });
+  });
+
+  it("an assignment is never looser than the agent's tier for the matching tool: enabling is slot_load, disabling slot_unload", async () => {
+    const s = await box();
+    // hermes__coder must ask before loading or unloading (policy.toml [agents.hermes__coder]); hermes__ops need not.
+    const unload = await tool(s, "slot_edit", { name: "utility", enabled: false }, "hermes__coder");
+    expect(unload.body, JSON.stringify(unload.body)).toMatchObject({ status: "pending_approval" });
+    expect(unload.body.effects).toContain("disables slot utility (it serves now: it stops)");
+    expect((await tool(s, "slot_edit", { name: "utility", enabled: false })).body).toMatchObject({ committed: true });
+    const load = await tool(s, "slot_edit", { name: "vision", enabled: true }, "hermes__coder");
+    expect(load.body, JSON.stringify(load.body)).toMatchObject({ status: "pending_approval" });
+    expect(load.body.effects).toContain("enables slot vision (it starts)");
+    expect((await tool(s, "slot_edit", { name: "vision", enabled: true })).body).toMatchObject({ committed: true });
+  });
+
+  it("a tune change stays in the tool's tier", async () => {
+    const s = await box();
+    const tune = await tool(s, "slot_edit", { name: "utility", tune: { ctx_size: 4096 }, priority: 70 });
+    expect(tune.body, JSON.stringify(tune.body)).toMatchObject({ committed: true });
+  });
+});
+
+describe("effectsOf (pure)", () => {
+  async function model(root: string) {
+    return compile((await loadTree(root)).tree).model!;
+  }
+
+  it("treats a key with no class as privileged", async () => {
+    const s = await box();
+    const m = await model(s.config);
+    const before = read(s, "slots/utility.toml");
+    for (const [file, after] of [
+      ["slots/utility.toml", `${before}\nfuture_key = "something later issues add"\n`],
+      ["slots/utility.toml", before.replace("port = 8084", "port = 8099")],
+      ["brand-new-kind.toml", "anything = 1\n"],
+      ["hal0.toml", "[server]\nallowed_hosts = [\"evil.example\"]\n"],
+    ] as const) {
+      const effects = effectsOf({ before: m, after: m, files: [{ file, before: file === "brand-new-kind.toml" ? null : file === "hal0.toml" ? "" : before, after }] });
+      expect(effects.filter((e) => e.class === "privileged").length, `${file}: ${JSON.stringify(effects)}`).toBeGreaterThan(0);
+    }
+  });
+
+  it("says where an upstream's secret goes", async () => {
+    const s = await box();
+    const m = await model(s.config);
+    const effects = effectsOf({
+      before: m, after: m,
+      files: [{ file: "upstreams.toml", before: "", after: '[[upstream]]\nname = "x"\nurl = "http://10.9.9.9/v1"\nauth_style = "bearer"\nauth_value_env = "GITHUB_PERSONAL_ACCESS_TOKEN"\n' }],
+    });
+    expect(effects.map((e) => e.line)).toContain("sends the value of $GITHUB_PERSONAL_ACCESS_TOKEN to http://10.9.9.9/v1");
+  });
+});
