@@ -12,17 +12,22 @@ import { sourceTree, type SourceTree } from "./sources.js";
  * - `put`: the whole document; keys that survive keep their comments and layout.
  * - `text`: the file's new text as is (an editor save, an import).
  * - `delete`: the file goes.
+ * - `rename`: the file moves to `to`, its text (comments and all) kept; refused
+ *   when `to` exists. Commit observers see the move (a slot keeps its stable id).
  */
 export type FileEdit =
   | { readonly file: string; readonly op: "set"; readonly path: readonly string[]; readonly value: unknown }
   | { readonly file: string; readonly op: "put"; readonly doc: Readonly<Record<string, unknown>> }
   | { readonly file: string; readonly op: "text"; readonly text: string }
-  | { readonly file: string; readonly op: "delete" };
+  | { readonly file: string; readonly op: "delete" }
+  | { readonly file: string; readonly op: "rename"; readonly to: string };
 
 export interface ChangeSet {
   readonly edits: readonly FileEdit[];
   /** What a person reads in a plan or an approval card. */
   readonly summary?: string;
+  /** Lets the change stop or delete a pinned slot (the routes' `?force=true`). */
+  readonly force?: boolean;
 }
 
 /** The tree after a ChangeSet, and per touched file its text before and after (null = absent). */
@@ -33,7 +38,7 @@ export interface AppliedChangeSet {
 
 /** An edit that cannot apply (its file does not parse, a set on a missing file's array…): nothing is applied. */
 export class ChangeSetError extends Error {
-  constructor(readonly code: "config.parse_error" | "config.invalid_name" | "config.invalid_value", readonly file: string, message: string) {
+  constructor(readonly code: "config.parse_error" | "config.invalid_name" | "config.invalid_value" | "slot.exists", readonly file: string, message: string) {
     super(message);
   }
 }
@@ -47,6 +52,16 @@ export function applyChangeSet(tree: SourceTree, changes: ChangeSet): AppliedCha
   for (const edit of changes.edits) {
     if (!FILE_RE.test(edit.file) || edit.file.includes("..")) throw new ChangeSetError("config.invalid_name", edit.file, `${edit.file} is not a file of the tree`);
     if (!before.has(edit.file)) before.set(edit.file, files.get(edit.file) ?? null);
+    if (edit.op === "rename") {
+      if (!FILE_RE.test(edit.to) || edit.to.includes("..")) throw new ChangeSetError("config.invalid_name", edit.to, `${edit.to} is not a file of the tree`);
+      const text = files.get(edit.file);
+      if (text === undefined) throw new ChangeSetError("config.invalid_value", edit.file, `${edit.file} does not exist, so it cannot be renamed`);
+      if (files.has(edit.to)) throw new ChangeSetError("slot.exists", edit.to, `${edit.to} already exists`);
+      if (!before.has(edit.to)) before.set(edit.to, null);
+      files.delete(edit.file);
+      files.set(edit.to, text);
+      continue;
+    }
     const next = applyEdit(files.get(edit.file), edit);
     if (next === null) files.delete(edit.file);
     else files.set(edit.file, next);
@@ -55,7 +70,7 @@ export function applyChangeSet(tree: SourceTree, changes: ChangeSet): AppliedCha
   return { tree: sourceTree(tree.root, files), files: touched.filter((f) => f.before !== f.after) };
 }
 
-function applyEdit(current: string | undefined, edit: FileEdit): string | null {
+function applyEdit(current: string | undefined, edit: Exclude<FileEdit, { op: "rename" }>): string | null {
   switch (edit.op) {
     case "delete":
       return null;
@@ -204,4 +219,9 @@ export function revisionFiles(tree: SourceTree): Record<string, string> {
 /** The files of `changes` whose text moved between a base revision and now (absent counts). Sorted. */
 export function movedFiles(base: Readonly<Record<string, string>>, now: Readonly<Record<string, string>>, files: Iterable<string>): string[] {
   return [...new Set(files)].filter((f) => (base[f] ?? "absent") !== (now[f] ?? "absent")).sort();
+}
+
+/** The renames a change set makes, `from → to` by tree-relative file. */
+export function renamesOf(changes: ChangeSet): Array<{ from: string; to: string }> {
+  return changes.edits.flatMap((e) => (e.op === "rename" ? [{ from: e.file, to: e.to }] : []));
 }

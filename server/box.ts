@@ -2,6 +2,7 @@ import { mkdir, readFile, rm } from "node:fs/promises";
 import { watch, type FSWatcher } from "chokidar";
 import { dirname, join } from "node:path";
 import { applyChangeSet, ChangeSetError, movedFiles, revisionFiles, type AppliedChangeSet, type ChangeSet } from "../compiler/changeset.js";
+import { checkChange } from "../compiler/change-checks.js";
 import { compile, hashOf, type CompileResult, type Model, type SourceTree } from "../compiler/index.js";
 import { TREE_FOLDERS, TreeCache } from "../reconciler/tree-cache.js";
 import { observe, planChanges, StateStore, writeFileAtomic, type HermesCredentials, type Inventory, type Observed, type SlotDriver } from "../reconciler/index.js";
@@ -146,13 +147,23 @@ export class BoxService {
     try {
       applied = applyChangeSet(snapshot.tree, changes);
     } catch (err) {
+      if (err instanceof ChangeSetError && err.code === "slot.exists") {
+        const name = /^slots\/([^/]+)\.toml$/.exec(err.file)?.[1];
+        throw new ApiError("slot.exists", name ? `slot \`${name}\` already exists (${err.file})` : err.message, { name, file: err.file });
+      }
       if (err instanceof ChangeSetError) throw new ApiError("config.invalid", err.message, { diagnostics: [{ code: err.code, severity: "error", summary: err.message, file: err.file }] });
       throw err;
     }
     if (base !== undefined) this.checkBase(base, snapshot, applied.files.map((f) => f.file));
+    // A pinned slot's deletion is refused as that, before the tree it would leave is judged.
+    const early = checkChange(snapshot.model, undefined, applied, changes)[0];
+    if (early) throw new ApiError(early.code, early.message, early.details);
     const { model, diagnostics } = compile(applied.tree);
     const errors = diagnostics.filter((d) => d.severity === "error");
     if (!model) throw new ApiError("config.invalid", `the change would leave the tree with ${errors.length} error(s); nothing was written`, { diagnostics: errors });
+    // The rules of the change itself (a pinned slot is not stopped without force), for every door alike.
+    const refused = checkChange(snapshot.model, model, applied, changes)[0];
+    if (refused) throw new ApiError(refused.code, refused.message, refused.details);
     const { observed, inventory } = await this.observe(model);
     const warnings = diagnostics.filter((d) => d.severity === "warning" && applied.files.some((f) => f.file === d.file));
     const plan = planChanges(model, observed, inventory);
@@ -185,9 +196,22 @@ export class BoxService {
       // The committed tree compiled: its settings (the gate, [server] auth, TTLs) hold from the next request on.
       this.lastGood = proposal.model;
       const revision = this.recordRevision(revisionFiles(proposal.applied.tree));
+      // After-effects keyed on what the commit touched, whichever door it came through (a route, a plan by id, an approval).
+      for (const observer of this.observers) await observer(proposal);
       this.options.nudge?.();
       return revision;
     });
+  }
+
+  private readonly observers: Array<(proposal: Proposal) => void | Promise<void>> = [];
+
+  /**
+   * Registers an after-effect of every commit (under the write lock, right
+   * after the files are written): it sees the proposal — the change set and
+   * the files it touched — and decides from those alone.
+   */
+  onCommit(observer: (proposal: Proposal) => void | Promise<void>): void {
+    this.observers.push(observer);
   }
 
   /** Asks the reconcile loop for a sweep now. */

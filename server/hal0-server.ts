@@ -19,6 +19,7 @@ import type { BundledServer } from "./mcp-servers/bundled.js";
 import { memoryServer } from "./mcp/memory.js";
 import { MEMORY_ROUTES, MemoryService, type MemoryServiceOptions } from "./memory/service.js";
 import { packageVersion } from "./version.js";
+import { slotIdObserver, slotIds } from "./slot-ids.js";
 import { auditRefusal } from "./audit.js";
 import type { Authenticator } from "./identity/identify.js";
 import { TokenStore } from "./identity/tokens.js";
@@ -63,6 +64,8 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const tokens = new TokenStore(db, options.stateDir, now);
   tokens.ensureOwner();
   const box = new BoxService({ root: options.root, stateDir: options.stateDir, db, driverFor: options.driverFor, nudge: options.nudge, now, hermesCredentials: hermesCredentials(tokens) });
+  // Commit observers: after-effects keyed on the files a commit touched, for every door alike.
+  box.onCommit(slotIdObserver(() => slotIds(db)));
   // Approved requests find their route here: the REST table and hal0-memory's internal routes.
   const byId = new Map([...routes, ...MEMORY_ROUTES].map((r) => [routeId(r), r]));
   const audit = new Audit(db, now);

@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { renamesOf, type ChangeSet } from "../compiler/changeset.js";
 import type { Db } from "./db.js";
 
 /**
@@ -75,4 +76,31 @@ export function slotIds(db: Db): SlotIds {
 
 function newId(): string {
   return `slt_${randomBytes(6).toString("hex")}`;
+}
+
+/**
+ * The commit observer that keeps stable ids true to the files: a slot file
+ * renamed (the ChangeSet's `rename`) moves its id, a slot file deleted drops
+ * it. The same for a route's edit and a plan applied by id.
+ */
+export function slotIdObserver(ids: () => SlotIds): (proposal: { changes: ChangeSet; applied: { files: ReadonlyArray<{ file: string; after: string | null }> } }) => void {
+  return ({ changes, applied }) => {
+    const moved = new Set<string>();
+    for (const { from, to } of renamesOf(changes)) {
+      const a = slotName(from);
+      const b = slotName(to);
+      if (a !== undefined && b !== undefined) {
+        ids().rename(a, b);
+        moved.add(from);
+      }
+    }
+    for (const f of applied.files) {
+      const name = slotName(f.file);
+      if (name !== undefined && f.after === null && !moved.has(f.file)) ids().remove(name);
+    }
+  };
+}
+
+function slotName(file: string): string | undefined {
+  return /^slots\/([^/]+)\.toml$/.exec(file)?.[1];
 }

@@ -1,8 +1,8 @@
 import { z } from "zod";
 import { movedFiles, type ChangeSet } from "../../compiler/changeset.js";
 import { ApiError } from "../errors.js";
-import { defineRoute, type Caller } from "../route.js";
-import { guardOperatorOnly, type Dispatcher } from "../dispatch.js";
+import { defineRoute } from "../route.js";
+import type { Dispatcher } from "../dispatch.js";
 import type { PlanRecord } from "../plans.js";
 
 const FileEdit = z.discriminatedUnion("op", [
@@ -10,8 +10,9 @@ const FileEdit = z.discriminatedUnion("op", [
   z.strictObject({ file: z.string().min(1), op: z.literal("put"), doc: z.record(z.string(), z.unknown()) }),
   z.strictObject({ file: z.string().min(1), op: z.literal("text"), text: z.string() }),
   z.strictObject({ file: z.string().min(1), op: z.literal("delete") }),
+  z.strictObject({ file: z.string().min(1), op: z.literal("rename"), to: z.string().min(1) }),
 ]);
-export const ChangeSetBody = z.strictObject({ edits: z.array(FileEdit).min(1).max(500), summary: z.string().max(500).optional() });
+export const ChangeSetBody = z.strictObject({ edits: z.array(FileEdit).min(1).max(500), summary: z.string().max(500).optional(), force: z.boolean().optional() });
 
 const Id = z.strictObject({ id: z.string().min(1).max(64) });
 const Paging = z.strictObject({ limit: z.coerce.number().int().min(1).max(500).default(50), offset: z.coerce.number().int().min(0).default(0) });
@@ -55,12 +56,19 @@ export const planRoutes = [
     handle: ({ params, services }) => services.plans.get(params.id) ?? notFound(params.id),
   }),
   defineRoute({
-    method: "POST", path: "/api/plans/{id}/apply", kind: "action", params: Id, tools: ["plan_submit"],
-    precheck: async ({ params, services, box }) => {
-      await checkApplicable(services, params.id, box);
-    },
+    // A write like any other: the saved change set goes through the one pipeline (compile, plan, the change's own
+    // checks, the agent's verdict by effect, commit, the commit observers, the audit row), as the same edit made
+    // through its route does. Refused when a file it edits moved since it was made (plan.stale).
+    method: "POST", path: "/api/plans/{id}/apply", kind: "write", params: Id, tools: ["plan_submit"],
     summary: "Commit a saved plan's change set; refused when a file it edits moved since (plan.stale)",
-    handle: async ({ params, box, services, caller }) => applySaved(services, params.id, box, caller),
+    handle: async ({ params, services, box }) => {
+      const record = await checkApplicable(services, params.id, box);
+      return {
+        changes: record.changes,
+        after: async () => services.plans.mark(params.id, "applied"),
+        reply: (o) => ({ id: params.id, applied: o.committed, revision: o.revision, files: o.files, plan: o.plan }),
+      };
+    },
   }),
 ];
 
@@ -78,14 +86,6 @@ async function checkApplicable(services: Dispatcher, id: string, box: Dispatcher
   return record;
 }
 
-async function applySaved(services: Dispatcher, id: string, box: Dispatcher["box"], caller: Caller): Promise<unknown> {
-  const record = await checkApplicable(services, id, box);
-  const proposal = await box.propose(record.changes);
-  guardOperatorOnly(proposal, caller);
-  const revision = await box.commit(proposal);
-  services.plans.mark(id, "applied");
-  return { id, applied: true, revision, files: proposal.applied.files.map((f) => f.file), plan: proposal.plan };
-}
 
 function pick(files: Readonly<Record<string, string>>, names: readonly string[]): Record<string, string> {
   return Object.fromEntries([...new Set(names)].sort().map((f) => [f, files[f] ?? "absent"]));

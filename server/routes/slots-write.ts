@@ -64,12 +64,10 @@ function withSlot(box: BoxService, name: string): (o: WriteOutcome) => unknown {
   return (o) => ({ name, id: o.committed || o.files.length === 0 ? slotIds(box.db).idOf(name) : null, revision: o.revision, files: o.files, committed: o.committed, plan: o.plan, warnings: o.warnings });
 }
 
+/** A pinned slot's unload without force is refused inside the pipeline (compiler/change-checks.ts), for a plan applied by id too. */
 async function toggle(box: BoxService, name: string, enabled: boolean, force: boolean): Promise<WriteIntent> {
   await slotText(box, name);
-  if (!enabled && !force && (await box.model()).slots[name]?.pinned) {
-    throw new ApiError("slot.pinned", `slot \`${name}\` is pinned; unload it with ?force=true`, { name });
-  }
-  return { changes: { edits: [{ file: fileOf(name), op: "set", path: ["enabled"], value: enabled }], summary: `${enabled ? "load" : "unload"} slot ${name}` }, reply: withSlot(box, name) };
+  return { changes: { edits: [{ file: fileOf(name), op: "set", path: ["enabled"], value: enabled }], summary: `${enabled ? "load" : "unload"} slot ${name}`, ...(force ? { force } : {}) }, reply: withSlot(box, name) };
 }
 
 /** The write side of the slot routes: every one a ChangeSet through the pipeline, except restart (an action on the runtime). */
@@ -120,14 +118,11 @@ export const slotWriteRoutes = [
     method: "POST", path: "/api/slots/{name}/rename", kind: "write", params: Name, body: z.strictObject({ to: SlotName }), tools: ["slot_rename"],
     summary: "Rename the slot: its file moves (text and comments kept) in one change set; the stable id moves with it",
     handle: async ({ box, params, body }) => {
-      const text = await slotText(box, params.name);
-      const snap = await box.snapshot();
-      if (snap.tree.files.has(fileOf(body.to))) throw new ApiError("slot.exists", `slot \`${body.to}\` already exists (${fileOf(body.to)})`, { name: body.to, file: fileOf(body.to) });
-      const ids = slotIds(box.db);
-      ids.idOf(params.name);
+      await slotText(box, params.name);
+      // The slot has its id before it moves; the commit observer moves the id with the file (slot-ids.ts), so a plan of this change set does the same.
+      slotIds(box.db).idOf(params.name);
       return {
-        changes: { edits: [{ file: fileOf(params.name), op: "delete" }, { file: fileOf(body.to), op: "text", text }], summary: `rename slot ${params.name} to ${body.to}` },
-        after: async () => ids.rename(params.name, body.to),
+        changes: { edits: [{ file: fileOf(params.name), op: "rename", to: fileOf(body.to) }], summary: `rename slot ${params.name} to ${body.to}` },
         reply: (o) => ({ ...(withSlot(box, body.to)(o) as object), from: params.name, to: body.to }),
       };
     },
@@ -147,12 +142,8 @@ export const slotWriteRoutes = [
     summary: "Delete the slot's file; the sweep stops its runner. A pinned slot needs ?force=true",
     handle: async ({ box, params, query }) => {
       await slotText(box, params.name);
-      const slot = (await box.model()).slots[params.name];
-      if (slot?.pinned && !query.force) throw new ApiError("slot.pinned", `slot \`${params.name}\` is pinned; delete it with ?force=true`, { name: params.name });
-      return {
-        changes: { edits: [{ file: fileOf(params.name), op: "delete" }], summary: `delete slot ${params.name}` },
-        after: async () => slotIds(box.db).remove(params.name),
-      };
+      // Pinned without force: refused inside the pipeline; the id goes with the file (the commit observer).
+      return { changes: { edits: [{ file: fileOf(params.name), op: "delete" }], summary: `delete slot ${params.name}`, ...(query.force ? { force: true } : {}) } };
     },
   }),
 ];
