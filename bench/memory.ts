@@ -10,7 +10,7 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { openDb } from "../server/db.js";
 import { TokenStore } from "../server/identity/tokens.js";
-import { EmbeddedEngine } from "../server/memory/embedded.js";
+import { EmbeddedEngine } from "../memory/embedded.js";
 import { freePortRange } from "./apply.js";
 import { startServe } from "./serve.js";
 

@@ -50,3 +50,13 @@ export function hashSecret(secret: string): string {
 export function fingerprint(secret: string): string {
   return hashSecret(`fingerprint:${secret}`).slice(0, 16);
 }
+
+/** Deep equality of JSON-like values (key order ignored). */
+export function same(a: unknown, b: unknown): boolean {
+  if (a === b) return true;
+  if (a === null || b === null || typeof a !== "object" || typeof b !== "object") return false;
+  if (Array.isArray(a) !== Array.isArray(b)) return false;
+  const ka = Object.keys(a);
+  if (ka.length !== Object.keys(b).length) return false;
+  return ka.every((k) => Object.hasOwn(b, k) && same((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
+}

@@ -6,7 +6,7 @@ export { loadTree, ConfigNotFoundError, type LoadResult } from "./load.js";
 export { compile, treeDigest } from "./compile.js";
 export { SPEC_VERSION } from "./resolve.js";
 export { tierFor } from "./policy.js";
-export { canonicalJson, fingerprint, hashOf, hashSecret } from "./hash.js";
+export { canonicalJson, fingerprint, hashOf, hashSecret, same } from "./hash.js";
 export { normalizeArgv, shellSplit, groupArgv } from "./argv.js";
 
 // The compiled model

@@ -75,3 +75,13 @@ function strongestClass(keys: readonly string[]): ApplyClass {
   }
   return strongest;
 }
+
+/**
+ * `_hal0.apply_plan` of a settings write: the dotted leaf keys whose
+ * effective value differs between `before` and `after`, in the registry's
+ * buckets (a key the registry lacks lands in `unknown`).
+ */
+export function applyPlanOf(before: Settings, after: Settings): { changed: string[]; apply_plan: SettingsBuckets } {
+  const changed = changedLeafKeys(before, after);
+  return { changed, apply_plan: settingsBuckets(changed) };
+}

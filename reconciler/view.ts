@@ -1,4 +1,4 @@
-import { groupArgv, type ResolvedSlot, type SlotSpec } from "../compiler/index.js";
+import { groupArgv, same, type ResolvedSlot, type SlotSpec } from "../compiler/index.js";
 import type { SlotView } from "./observed.js";
 
 /**
@@ -86,12 +86,5 @@ function unionKeys(a: object, b: object): string[] {
   return [...new Set([...Object.keys(a), ...Object.keys(b)])].sort();
 }
 
-/** Deep equality of JSON-like values (key order ignored). */
-export function same(a: unknown, b: unknown): boolean {
-  if (a === b) return true;
-  if (a === null || b === null || typeof a !== "object" || typeof b !== "object") return false;
-  if (Array.isArray(a) !== Array.isArray(b)) return false;
-  const ka = Object.keys(a);
-  if (ka.length !== Object.keys(b).length) return false;
-  return ka.every((k) => Object.hasOwn(b, k) && same((a as Record<string, unknown>)[k], (b as Record<string, unknown>)[k]));
-}
+/** Deep equality of JSON-like values (key order ignored); lives in compiler/hash.ts, beside canonical JSON. */
+export { same };

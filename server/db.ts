@@ -1,16 +1,6 @@
-import type Database from "better-sqlite3";
-import { mkdirSync } from "node:fs";
-import { createRequire } from "node:module";
-import { join } from "node:path";
+import { openSqlite, type Db } from "../memory/sqlite.js";
 
-export type Db = Database.Database;
-
-/** better-sqlite3 (a native addon) loads on the first open, not when a command merely imports this module. */
-let sqlite: typeof Database | undefined;
-function driver(): typeof Database {
-  sqlite ??= createRequire(import.meta.url)("better-sqlite3") as typeof Database;
-  return sqlite;
-}
+export type { Db };
 
 /**
  * Schema migrations, applied in order once each (`PRAGMA user_version`
@@ -113,27 +103,4 @@ const MIGRATIONS: readonly string[] = [
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */
 export function openDb(stateDir: string, file = "hal0.db"): Db {
   return openSqlite(stateDir, file, MIGRATIONS);
-}
-
-/**
- * Opens (creating it) `<stateDir>/<file>` in WAL mode (several processes may
- * read and write it: `hal0 serve`, `hal0 agent approvals`) and applies the
- * migrations it has not seen, each in its own transaction.
- */
-export function openSqlite(stateDir: string, file: string, migrations: readonly string[]): Db {
-  mkdirSync(stateDir, { recursive: true });
-  const Sqlite = driver();
-  const db = new Sqlite(join(stateDir, file));
-  db.pragma("journal_mode = WAL");
-  db.pragma("synchronous = NORMAL");
-  db.pragma("busy_timeout = 5000");
-  db.pragma("foreign_keys = ON");
-  const version = db.pragma("user_version", { simple: true }) as number;
-  for (let i = version; i < migrations.length; i++) {
-    db.transaction(() => {
-      db.exec(migrations[i]!);
-      db.pragma(`user_version = ${i + 1}`);
-    })();
-  }
-  return db;
 }

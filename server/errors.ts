@@ -1,3 +1,5 @@
+import { EditRefusal } from "../compiler/edits/refusal.js";
+import { MemoryError } from "../memory/errors.js";
 import { CODES, type Code } from "../schema/index.js";
 
 /**
@@ -32,4 +34,27 @@ export function envelope(err: ApiError): ErrorEnvelope {
 
 export function notFound(code: Code, what: string, known?: readonly string[]): ApiError {
   return new ApiError(code, `${what} not found`, known === undefined ? {} : { known: [...known].sort() });
+}
+
+/**
+ * The one mapping from a lower layer's refusal to the HTTP one: a compiler
+ * builder's `EditRefusal` and a memory engine's `MemoryError` become the
+ * `ApiError` of the same code, message and details; anything else is
+ * returned as it is.
+ */
+export function apiErrorOf(err: unknown): unknown {
+  if (err instanceof EditRefusal || err instanceof MemoryError) return new ApiError(err.code, err.message, err.details);
+  return err;
+}
+
+/** Runs `fn` (sync or async); a lower layer's refusal it throws comes out as its `ApiError` (`apiErrorOf`). */
+export function refusing<T>(fn: () => T): T {
+  let out: T;
+  try {
+    out = fn();
+  } catch (err) {
+    throw apiErrorOf(err);
+  }
+  if (out instanceof Promise) return out.catch((err: unknown) => Promise.reject(apiErrorOf(err))) as T;
+  return out;
 }

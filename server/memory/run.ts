@@ -1,6 +1,6 @@
-import { ApiError } from "../errors.js";
+import { ApiError, refusing } from "../errors.js";
 import type { Caller } from "../route.js";
-import type { MemoryEngine, Scope, SearchHit } from "./engine.js";
+import type { MemoryEngine, Scope, SearchHit } from "../../memory/engine.js";
 import { MEMORY_TOOL_BY_NAME, type MemoryToolDef } from "./tools.js";
 
 /**
@@ -94,8 +94,16 @@ export function deleteNeedsApproval(input: Record<string, unknown>, caller: Call
   return undefined;
 }
 
-/** Runs one parsed call against the engine. */
-export async function runMemoryTool(engine: MemoryEngine, name: string, a: Record<string, any>, caller: Caller): Promise<unknown> {
+/**
+ * Runs one parsed call against the engine. This and `precheckMemoryTool` are
+ * the only doors to an engine, so they are where an engine's `MemoryError`
+ * becomes the `ApiError` of the same code, message and details.
+ */
+export function runMemoryTool(engine: MemoryEngine, name: string, a: Record<string, any>, caller: Caller): Promise<unknown> {
+  return refusing(() => runTool(engine, name, a, caller));
+}
+
+async function runTool(engine: MemoryEngine, name: string, a: Record<string, any>, caller: Caller): Promise<unknown> {
   const all: Scope = { owner: ownerOf(caller) };
   switch (name) {
     case "memory_search": {
@@ -174,7 +182,11 @@ export async function runMemoryTool(engine: MemoryEngine, name: string, a: Recor
  * when it is approved: its arguments, its namespace, and that the thing it
  * deletes exists.
  */
-export async function precheckMemoryTool(engine: MemoryEngine, name: string, a: Record<string, any>, caller: Caller): Promise<void> {
+export function precheckMemoryTool(engine: MemoryEngine, name: string, a: Record<string, any>, caller: Caller): Promise<void> {
+  return refusing(() => precheck(engine, name, a, caller));
+}
+
+async function precheck(engine: MemoryEngine, name: string, a: Record<string, any>, caller: Caller): Promise<void> {
   if (name === "memory_mental_model_delete") await engine.mentalModelGet(a.id);
   else if (name === "memory_directive_delete") await engine.directiveGet(a.id);
   else if (name === "memory_delete") {

@@ -8,9 +8,9 @@ import { pendingReply } from "../verdict.js";
 import type { Caller, Route, RouteContext } from "../route.js";
 
 type Ctx = RouteContext<unknown, unknown, unknown>;
-import { EmbeddedEngine } from "./embedded.js";
-import type { MemoryEngine } from "./engine.js";
-import { HindsightEngine } from "./hindsight.js";
+import { EmbeddedEngine } from "../../memory/embedded.js";
+import type { MemoryEngine } from "../../memory/engine.js";
+import { HindsightEngine } from "../../memory/hindsight.js";
 import { deleteNeedsApproval, parseMemoryArgs, precheckMemoryTool, runMemoryTool } from "./run.js";
 import { HARD_GATED_MEMORY_TOOLS, MEMORY_TOOLS } from "./tools.js";
 

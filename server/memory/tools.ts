@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { FACT_TYPES, MENTAL_MODEL_DETAILS, OPERATION_KINDS, OPERATION_STATUSES, UNIT_STATES } from "./engine.js";
+import { FACT_TYPES, MENTAL_MODEL_DETAILS, OPERATION_KINDS, OPERATION_STATUSES, UNIT_STATES } from "../../memory/engine.js";
 
 /**
  * The 26 hal0-memory tools (seed 001 "hal0-memory", signatures from seeds

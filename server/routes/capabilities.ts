@@ -1,13 +1,10 @@
-import { stringify as stringifyToml } from "@decimalturn/toml-patch";
-import { parse as parseToml } from "smol-toml";
 import { z } from "zod";
-import type { FileEdit } from "../../compiler/changeset.js";
+import { CAPABILITIES_FILE as FILE, selectionEdits } from "../../compiler/edits/capabilities.js";
 import type { CompiledCapabilities } from "../../compiler/model.js";
 import { CHILD_NAME_PATTERN, DEVICES, ResourceId, SlotName } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
 import { defineRoute } from "../route.js";
 
-const FILE = "capabilities.toml";
 const SECTIONS = ["backends", "catalogs", "selections"] as const;
 type Section = (typeof SECTIONS)[number];
 
@@ -58,27 +55,6 @@ export const capabilityRoutes = [
     },
   }),
 ];
-
-/**
- * An existing selection is edited key by key (`set`: its comments stay). A new
- * one is appended as its own `[selection.<slot>.<child>]` table: toml-patch
- * would add it as a dotted key among the root keys.
- */
-function selectionEdits(text: string | undefined, slot: string, child: string, given: Record<string, unknown>): FileEdit[] {
-  const existing = (() => {
-    try {
-      return text === undefined ? undefined : (parseToml(text) as { selection?: Record<string, Record<string, unknown>> }).selection?.[slot]?.[child];
-    } catch {
-      return null; // unparseable: the set edits report it
-    }
-  })();
-  if (existing !== undefined) {
-    return Object.entries(given).map(([key, value]) => ({ file: FILE, op: "set", path: ["selection", slot, child, key], value }));
-  }
-  const keys = Object.fromEntries(["model", "backend", "device", "enabled"].filter((k) => given[k] !== undefined && given[k] !== null).map((k) => [k, given[k]]));
-  const head = text === undefined || text.trim() === "" ? "" : `${text.replace(/\n*$/, "\n")}\n`;
-  return [{ file: FILE, op: "text", text: `${head}[selection.${slot}.${child}]\n${stringifyToml(keys)}`.replace(/\n*$/, "\n") }];
-}
 
 function pickSections(section: string | undefined): readonly Section[] {
   if (section === undefined) return SECTIONS;

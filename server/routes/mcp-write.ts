@@ -1,13 +1,14 @@
 import { z } from "zod";
+import { configMcpServerEdits, exposureEdits, installMcpServerEdits, toolPolicyEdits, uninstallMcpServerEdits } from "../../compiler/edits/mcp-servers.js";
 import type { Model } from "../../compiler/index.js";
 import { enforceableInHermes } from "../../reconciler/hermes-wire.js";
 import { EnvName, ToolName, RESERVED_MCP_IDS } from "../../schema/index.js";
 import type { BoxService } from "../box.js";
 import type { Dispatcher } from "../dispatch.js";
-import { ApiError } from "../errors.js";
+import { ApiError, refusing } from "../errors.js";
 import { restoreMasked } from "../redact.js";
 import { hermesSync } from "../mcp-servers/hermes-sync.js";
-import { resolveManifest, validateManifest, type ResolvedManifest } from "../mcp-servers/manifest.js";
+import { resolveManifest, validateManifest } from "../mcp-servers/manifest.js";
 import { listRemoteTools } from "../mcp-servers/probe.js";
 import { defineRoute, type WriteIntent } from "../route.js";
 import { installedView } from "./mcp.js";
@@ -20,8 +21,6 @@ const ConfigBody = z.strictObject({ env: z.record(EnvName, z.string().max(4096))
   .refine((b) => b.env !== undefined || b.enabled !== undefined, "give env, enabled or both");
 const ToolsBody = z.strictObject({ allow: z.array(ToolName).default([]), gated: z.array(ToolName).default([]), blocked: z.array(ToolName).default([]) });
 const EXPOSURE_KEYS = ["hermes", "brain", "openwebui", "opencode"] as const;
-
-const fileOf = (id: string) => `mcp-servers/${id}.toml`;
 
 /** Where `resolve` may fetch from besides the public internet: HAL0_MCP_FETCH_ALLOW (host:port, comma-separated). */
 function fetchOptions() {
@@ -41,17 +40,6 @@ async function installed(box: BoxService, services: Dispatcher, id: string): Pro
   return record;
 }
 
-/** The TOML document of a newly installed server (mcp-servers/<id>.toml): names of needed env vars go to `secrets`, never values. */
-function recordDoc(m: ResolvedManifest, now: number): Record<string, unknown> {
-  return {
-    name: m.name, description: m.description, spec: m.spec, transport: m.transport,
-    ...(m.command === undefined ? {} : { command: m.command }), ...(m.args.length > 0 ? { args: [...m.args] } : {}), ...(m.url === undefined ? {} : { url: m.url }),
-    enabled: true, ...(m.env_required.length > 0 ? { secrets: [...m.env_required] } : {}), tools_count: m.tools.length,
-    ...(m.source_url === undefined ? {} : { source_url: m.source_url }), ...(m.author ? { author: m.author } : {}), verified: m.verified,
-    installed_at: new Date(now).toISOString(),
-  };
-}
-
 /** Routes that change installed servers: each a ChangeSet on mcp-servers/<id>.toml, then the Hermes join (`hermes_sync`, never failing the request). */
 export const mcpWriteRoutes = [
   defineRoute({
@@ -68,7 +56,7 @@ export const mcpWriteRoutes = [
       if ((await box.model()).mcpServers[manifest.id]) throw new ApiError("mcp.already_installed", `${manifest.id} is already installed`, { server_id: manifest.id });
       const id = manifest.id;
       return {
-        changes: { edits: [{ file: fileOf(id), op: "put", doc: recordDoc(manifest, Date.now()) }], summary: `install MCP server ${id}` },
+        changes: { edits: installMcpServerEdits(manifest, Date.now()), summary: `install MCP server ${id}` },
         after: (b) => hermesSync(b, id),
         reply: async (o) => ({ installed: installedView((await box.model()).mcpServers[id]!), hermes_sync: o.after, revision: o.revision }),
       } as WriteIntent;
@@ -80,7 +68,7 @@ export const mcpWriteRoutes = [
     handle: async ({ params, box, services }) => {
       await installed(box, services, params.server_id);
       return {
-        changes: { edits: [{ file: fileOf(params.server_id), op: "delete" }], summary: `uninstall MCP server ${params.server_id}` },
+        changes: { edits: uninstallMcpServerEdits(params.server_id), summary: `uninstall MCP server ${params.server_id}` },
         after: (b) => hermesSync(b),
         reply: (o) => ({ uninstalled: params.server_id, hermes_sync: o.after, revision: o.revision }),
       } as WriteIntent;
@@ -93,11 +81,7 @@ export const mcpWriteRoutes = [
       const record = await installed(box, services, params.server_id);
       // A `[redacted]` sent back (GET /api/mcp/servers masks every env value) keeps the value it stands for.
       const env = body.env === undefined ? undefined : restoreMasked(body.env, record.env);
-      const edits = [
-        ...(env === undefined ? [] : [{ file: fileOf(params.server_id), op: "set" as const, path: ["env"], value: env }]),
-        ...(body.enabled === undefined ? [] : [{ file: fileOf(params.server_id), op: "set" as const, path: ["enabled"], value: body.enabled }]),
-      ];
-      return viewIntent(box, params.server_id, edits, `configure MCP server ${params.server_id}`, body.enabled !== undefined);
+      return viewIntent(box, params.server_id, configMcpServerEdits(params.server_id, env, body.enabled), `configure MCP server ${params.server_id}`, body.enabled !== undefined);
     },
   }),
   defineRoute({
@@ -105,15 +89,8 @@ export const mcpWriteRoutes = [
     summary: "Replace a server's [tools] policy (allow / gated / blocked); a tool on two lists is 400 mcp.tools_invalid",
     handle: async ({ params, body, box, services }) => {
       const record = await installed(box, services, params.server_id);
-      const seen = new Map<string, string>();
-      const twice: string[] = [];
-      for (const list of ["allow", "gated", "blocked"] as const) for (const t of body[list]) (seen.has(t) ? twice.push(`${t} (${seen.get(t)} and ${list})`) : seen.set(t, list));
-      if (twice.length > 0) throw new ApiError("mcp.tools_invalid", `a tool is on two lists: ${twice.join(", ")}`, { tools: twice });
-      if (body.gated.length > 0 && (record.exposure.hermes || record.exposure.brain)) {
-        throw new ApiError("mcp.exposure_policy_unenforced", `${params.server_id} is exposed to Hermes, which cannot hold gated tools for approval; turn hermes/brain exposure off first`, { server_id: params.server_id, gated: body.gated });
-      }
-      const tools = { allow: [...body.allow].sort(), gated: [...body.gated].sort(), blocked: [...body.blocked].sort() };
-      return viewIntent(box, params.server_id, [{ file: fileOf(params.server_id), op: "set", path: ["tools"], value: tools }], `set the tool policy of MCP server ${params.server_id}`, true);
+      const edits = refusing(() => toolPolicyEdits(params.server_id, record, body));
+      return viewIntent(box, params.server_id, edits, `set the tool policy of MCP server ${params.server_id}`, true);
     },
   }),
   defineRoute({
@@ -130,8 +107,7 @@ export const mcpWriteRoutes = [
       const toAgents = (["hermes", "brain"] as const).filter((k) => flags[k] === true);
       if (toAgents.length > 0 && record.transport === "stdio") throw new ApiError("mcp.exposure_needs_supervisor", `${params.server_id} is a stdio server: nothing runs it to give Hermes a url`, { server_id: params.server_id });
       if (toAgents.length > 0 && !enforceableInHermes(record)) throw new ApiError("mcp.exposure_policy_unenforced", `${params.server_id} has gated tools (${record.tools.gated.join(", ")}), which Hermes cannot hold for approval`, { server_id: params.server_id, gated: record.tools.gated });
-      const exposure = { ...record.exposure, ...flags };
-      return viewIntent(box, params.server_id, [{ file: fileOf(params.server_id), op: "set", path: ["exposure"], value: exposure }], `expose MCP server ${params.server_id}`, true);
+      return viewIntent(box, params.server_id, exposureEdits(params.server_id, record, flags as Record<string, boolean>), `expose MCP server ${params.server_id}`, true);
     },
   }),
   defineRoute({

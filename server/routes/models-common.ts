@@ -1,13 +1,12 @@
-import { readdir, stat } from "node:fs/promises";
-import { dirname, isAbsolute, join, resolve } from "node:path";
+import { stat } from "node:fs/promises";
+import { isAbsolute, resolve } from "node:path";
+import { DEFAULT_TAG } from "../../compiler/edits/models.js";
 import type { CompiledModelFacts, Model } from "../../compiler/index.js";
 import { MODEL_LEGACY_TUNE_KEYS } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
-import { inspectGguf, type GgufFacts } from "../gguf-facts.js";
-import { GgufError } from "../gguf.js";
+import { inspectGguf, type GgufFacts } from "../../reconciler/host/gguf-facts.js";
+import { GgufError } from "../../reconciler/host/gguf.js";
 
-/** The tag that marks a type's default model (hal0.toml has no default-model key; models.toml `tags` carries it). */
-export const DEFAULT_TAG = "default";
 
 /** The keys a model row has: what `fields` may name. */
 export const ROW_FIELDS = [
@@ -32,19 +31,6 @@ export function findModel(model: Model, id: string): CompiledModelFacts {
   const m = model.models[id];
   if (!m) throw new ApiError("model.not_found", `no model ${id} in models.toml`, { model_id: id, known: Object.keys(model.models) });
   return m;
-}
-
-/** The slots, stack entries and capability selections (`<slot>.<child>`) that name model `id`. */
-export function usage(model: Model, id: string): { slots: string[]; stacks: string[]; selections: string[] } {
-  const slots = Object.values(model.slots).filter((s) => s.model === id).map((s) => s.name);
-  const stacks = Object.values(model.stacks).filter((st) => st.slot.some((e) => e.model === id)).map((st) => st.slug);
-  const selections = Object.entries(model.capabilities.selections)
-    .flatMap(([slot, children]) => Object.entries(children).filter(([, sel]) => sel.model === id).map(([child]) => `${slot}.${child}`));
-  return { slots, stacks, selections };
-}
-
-export function inUse(u: ReturnType<typeof usage>): boolean {
-  return u.slots.length > 0 || u.stacks.length > 0 || u.selections.length > 0;
 }
 
 /** A body with the legacy model shapes is refused with their own codes (seed 001), before anything is compiled. */
@@ -84,24 +70,4 @@ export async function headerReport(path: string): Promise<{ gguf?: GgufFacts; gg
     if (err instanceof ApiError) return { gguf_error: { code: err.code, message: err.message, reason: err.details.reason } };
     return { gguf_error: { code: "model.unsupported_format", message: (err as Error).message } };
   }
-}
-
-/**
- * Drafter candidates for a model file: other GGUF models in its folder with
- * the same tokenizer and vocabulary and a smaller file (speculative decoding
- * needs a shared vocabulary).
- */
-export async function draftCandidates(path: string, facts: GgufFacts & { size_bytes: number }): Promise<Array<{ path: string; name?: string; size_bytes: number; quant?: string }>> {
-  if (facts.vocab_size === undefined) return [];
-  const dir = dirname(path);
-  const names = (await readdir(dir).catch(() => [] as string[])).filter((n) => n.toLowerCase().endsWith(".gguf")).sort().slice(0, 64);
-  const out: Array<{ path: string; name?: string; size_bytes: number; quant?: string }> = [];
-  for (const n of names) {
-    const p = join(dir, n);
-    if (p === path) continue;
-    const other = await inspectGguf(p).catch(() => undefined);
-    if (!other || other.kind !== "model" || other.tokenizer !== facts.tokenizer || other.vocab_size !== facts.vocab_size || other.size_bytes >= facts.size_bytes) continue;
-    out.push({ path: p, name: other.name, size_bytes: other.size_bytes, quant: other.quant });
-  }
-  return out;
 }

@@ -1,13 +1,12 @@
 import { z } from "zod";
-import type { FileEdit } from "../../compiler/changeset.js";
+import { defaultModelEdits, deleteModelEdits, editModelEdits, modelTableEdit, presentFacts as present, scanEdits } from "../../compiler/edits/models.js";
 import type { Model } from "../../compiler/index.js";
+import { entryFor, scanModels } from "../../reconciler/host/model-scan.js";
 import { ResourceId } from "../../schema/index.js";
-import { ApiError } from "../errors.js";
-import { entryFor, scanModels } from "../model-scan.js";
+import { ApiError, refusing } from "../errors.js";
 import { defineRoute, type WriteOutcome } from "../route.js";
-import { absolutePath, DEFAULT_TAG, findModel, headerOf, headerReport, inUse, refuseLegacyKeys, usage } from "./models-common.js";
+import { absolutePath, findModel, headerOf, headerReport, refuseLegacyKeys } from "./models-common.js";
 
-const FILE = "models.toml";
 const ModelIdParams = z.strictObject({ model_id: ResourceId });
 /** File facts as top-level fields; the compiler validates them (unknown keys get a "did you mean"). */
 const Facts = z.record(z.string(), z.unknown());
@@ -33,7 +32,7 @@ export const modelWriteRoutes = [
       const fromHeader = await headerFacts(model, facts.path);
       const entry = { ...fromHeader, ...present(facts) };
       return {
-        changes: { edits: [{ file: FILE, op: "set", path: ["model", id], value: entry }], summary: `register model ${id}` },
+        changes: { edits: [modelTableEdit(id, entry)], summary: `register model ${id}` },
         reply: (o) => ({ model: { id, ...entry }, filled_from_header: Object.keys(fromHeader).filter((k) => !(k in facts)), ...written(o) }),
       };
     },
@@ -48,8 +47,8 @@ export const modelWriteRoutes = [
       const { id: named, ...facts } = body;
       if (named !== undefined && named !== id) throw new ApiError("validation.invalid", "a model's id is its table name and cannot be edited", { fields: [{ loc: ["body", "id"], msg: "cannot rename a model", type: "custom" }] });
       if (Object.keys(facts).length === 0) throw new ApiError("validation.invalid", "the body names no file fact to change", { fields: [{ loc: ["body"], msg: "no fields", type: "custom" }] });
-      const edits: FileEdit[] = Object.keys(facts).sort().map((k) => ({ file: FILE, op: "set", path: ["model", id, k], value: facts[k] ?? null }));
-      return { changes: { edits, summary: `edit model ${id}: ${Object.keys(facts).sort().join(", ")}` }, reply: (o) => ({ id, changed: Object.keys(facts).sort(), ...written(o) }) };
+      const { edits, changed } = editModelEdits(id, facts);
+      return { changes: { edits, summary: `edit model ${id}: ${changed.join(", ")}` }, reply: (o) => ({ id, changed, ...written(o) }) };
     },
   }),
   defineRoute({
@@ -58,12 +57,8 @@ export const modelWriteRoutes = [
     handle: async ({ params, box }) => {
       const model = await box.model();
       const id = findModel(model, params.model_id).id;
-      const users = usage(model, id);
-      if (inUse(users)) {
-        const named = [...users.slots.map((s) => `slot ${s}`), ...users.stacks.map((s) => `stack ${s}`), ...users.selections.map((s) => `capability selection ${s}`)].join(", ");
-        throw new ApiError("model.in_use", `model ${id} is in use by ${named}; point them at another model first`, { model_id: id, ...users });
-      }
-      return { changes: { edits: [{ file: FILE, op: "set", path: ["model", id], value: null }], summary: `delete model ${id}` }, reply: (o) => ({ deleted: id, ...written(o) }) };
+      const edits = refusing(() => deleteModelEdits(model, id));
+      return { changes: { edits, summary: `delete model ${id}` }, reply: (o) => ({ deleted: id, ...written(o) }) };
     },
   }),
   defineRoute({
@@ -72,17 +67,7 @@ export const modelWriteRoutes = [
     handle: async ({ params, body, box }) => {
       const model = await box.model();
       const m = findModel(model, params.model_id);
-      const edits: FileEdit[] = [];
-      const cleared: string[] = [];
-      const retag = (id: string, tags: readonly string[]) => edits.push({ file: FILE, op: "set", path: ["model", id, "tags"], value: tags.length > 0 ? tags : null });
-      if (body.default && !m.tags.includes(DEFAULT_TAG)) retag(m.id, [...m.tags, DEFAULT_TAG]);
-      if (!body.default && m.tags.includes(DEFAULT_TAG)) retag(m.id, m.tags.filter((t) => t !== DEFAULT_TAG));
-      for (const other of Object.values(model.models)) {
-        if (!body.default || other.id === m.id || other.type !== m.type || !other.tags.includes(DEFAULT_TAG)) continue;
-        retag(other.id, other.tags.filter((t) => t !== DEFAULT_TAG));
-        cleared.push(other.id);
-      }
-      const summary = body.default ? `default ${m.type} model: ${m.id}` : `${m.id} is no longer the default ${m.type} model`;
+      const { edits, cleared, summary } = defaultModelEdits(model, m, body.default);
       return { changes: { edits, summary }, reply: (o) => ({ id: m.id, type: m.type, default: body.default, cleared, ...written(o) }) };
     },
   }),
@@ -96,7 +81,7 @@ export const modelWriteRoutes = [
       const file = typeof facts.path === "string" ? { path_abs: absolutePath(model.root, facts.path), ...(await headerReport(absolutePath(model.root, facts.path))) } : undefined;
       const base = { id, exists: model.models[id] !== undefined, ...(file ? { file } : {}) };
       try {
-        const proposal = await box.propose({ edits: [{ file: FILE, op: "set", path: ["model", id], value: present(facts) }] });
+        const proposal = await box.propose({ edits: [modelTableEdit(id, present(facts))] });
         return { valid: true, ...base, diagnostics: proposal.warnings };
       } catch (err) {
         if (!(err instanceof ApiError) || err.code !== "config.invalid") throw err;
@@ -110,13 +95,7 @@ export const modelWriteRoutes = [
     handle: async ({ body, box }) => {
       const model = await box.model();
       const report = await scanModels(model);
-      const prune = body.prune ? report.missing.filter((m) => !inUse(usage(model, m.id))) : [];
-      const kept = body.prune ? report.missing.filter((m) => !prune.includes(m)).map((m) => ({ ...m, used_by: usage(model, m.id) })) : [];
-      const edits: FileEdit[] = [
-        ...report.new.map((n): FileEdit => ({ file: FILE, op: "set", path: ["model", n.id], value: n.entry })),
-        ...prune.map((m): FileEdit => ({ file: FILE, op: "set", path: ["model", m.id], value: null })),
-      ];
-      const summary = `model scan: ${report.new.length} new${body.prune ? `, ${prune.length} pruned` : ""}`;
+      const { edits, pruned: prune, kept, summary } = scanEdits(model, report, body.prune);
       return {
         changes: { edits, summary },
         reply: (o) => ({ registered: report.new.map((n) => ({ id: n.id, path: n.path, entry: n.entry })), pruned: prune.map((m) => m.id), kept_in_use: kept, known: report.known.length, skipped: report.skipped, roots: report.roots, ...written(o) }),
@@ -133,11 +112,6 @@ async function headerFacts(model: Model, path: unknown): Promise<Record<string, 
   if (!facts) return {};
   const { path: _written, ...entry } = entryFor(model.root, abs, facts);
   return entry;
-}
-
-/** A body's fields without the nulls (TOML has no null: an absent key is the absent fact). */
-function present(facts: Record<string, unknown>): Record<string, unknown> {
-  return Object.fromEntries(Object.entries(facts).filter(([, v]) => v !== null && v !== undefined));
 }
 
 function unusedId(model: Model): string {

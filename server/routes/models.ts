@@ -1,9 +1,10 @@
 import { basename } from "node:path";
 import { z } from "zod";
+import { usage } from "../../compiler/edits/models.js";
+import { draftCandidates, entryFor, proposeModelId, scanModels } from "../../reconciler/host/model-scan.js";
 import { DEVICES, ResourceId, SLOT_TYPES } from "../../schema/index.js";
 import { defineRoute } from "../route.js";
-import { entryFor, proposeModelId, scanModels } from "../model-scan.js";
-import { absolutePath, draftCandidates, findModel, headerOf, headerReport, modelRow, ROW_FIELDS, usage, type ModelRow } from "./models-common.js";
+import { absolutePath, findModel, headerOf, headerReport, modelRow, ROW_FIELDS, type ModelRow } from "./models-common.js";
 import { modelWriteRoutes } from "./models-write.js";
 
 /** A list parameter: a comma-separated string, or the key repeated (`?capability=chat&capability=tools`). */

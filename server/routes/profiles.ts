@@ -1,17 +1,15 @@
 import { parse as parseToml } from "smol-toml";
 import { z } from "zod";
-import type { FileEdit } from "../../compiler/changeset.js";
+import { appendProfileEdit, compactProfile, deleteProfileEdits, isSeedProfile as isSeed, profileUsage as usedBy, PROFILES_FILE as FILE, updateProfileEdits } from "../../compiler/edits/profiles.js";
 import type { Model } from "../../compiler/index.js";
 import { BACKENDS, DEVICE_CLASSES, EnvName, Profile, ProfileName, REASONING_EFFORTS, SEED_PROFILES, SPECULATION_MODES } from "../../schema/index.js";
 import type { BoxService } from "../box.js";
 import { openProfileEnvelope, profileEnvelope } from "../envelopes.js";
-import { ApiError } from "../errors.js";
+import { ApiError, refusing } from "../errors.js";
 import { restoreMasked } from "../redact.js";
 import { defineRoute, type WriteIntent } from "../route.js";
 import { generateProfile, GenerateBody } from "./profile-generate.js";
-import { appendTables } from "./stacks.js";
 
-const FILE = "profiles.toml";
 const Name = z.strictObject({ name: ProfileName });
 const CreateBody = Profile.extend({ name: ProfileName });
 const ImportBody = z.strictObject({ envelope: z.unknown(), name: ProfileName.optional(), dry_run: z.boolean().optional() });
@@ -39,8 +37,6 @@ const UpdateBody = z.strictObject({
   env: z.record(EnvName, z.string()).nullable().optional(),
   tune: TuneEdit.nullable().optional(),
 });
-
-const isSeed = (name: string): boolean => Object.hasOwn(SEED_PROFILES, name);
 
 /**
  * Profiles: the seeds overlaid by profiles.toml (a file profile named like a
@@ -77,7 +73,7 @@ export const profileRoutes = [
       const { name, ...profile } = body;
       const model = await box.model();
       if (model.profiles[name]) throw exists(name, model);
-      return appendIntent(box, name, compact(profile), `create profile ${name}`, false);
+      return appendIntent(box, name, compactProfile(profile), `create profile ${name}`, false);
     },
   }),
   defineRoute({
@@ -122,7 +118,7 @@ export const profileRoutes = [
 async function appendIntent(box: BoxService, name: string, profile: Record<string, unknown>, summary: string, dryRun: boolean): Promise<WriteIntent> {
   const text = (await box.snapshot()).tree.files.get(FILE) ?? "";
   return {
-    changes: { edits: [{ file: FILE, op: "text", text: appendTables(text, { profile: { [name]: profile } }) }], summary },
+    changes: { edits: [appendProfileEdit(text, name, profile)], summary },
     dryRun,
     reply: (o) => ({ name, dry_run: dryRun, committed: o.committed, profile, revision: o.revision, plan: o.plan, warnings: o.warnings }),
   };
@@ -133,65 +129,20 @@ async function updateIntent(box: BoxService, name: string, sent: z.infer<typeof 
   const p = model.profiles[name] ?? notFound(name, model);
   // A `[redacted]` sent back (a GET's masked env value) keeps the value it stands for.
   const body = restoreMasked(sent, p);
-  const reply: WriteIntent["reply"] = (o) => ({ name, committed: o.committed, revision: o.revision, plan: o.plan, warnings: o.warnings });
-  if (p.origin === "seed") {
-    const merged = merge(structuredClone(SEED_PROFILES[name] as Record<string, unknown>), body);
-    const intent = await appendIntent(box, name, merged, `override seed profile ${name}`, false);
-    return { ...intent, reply };
-  }
-  const edits: FileEdit[] = [];
-  for (const [key, value] of Object.entries(body)) {
-    if (value === undefined) continue;
-    if (key === "tune" && value !== null) {
-      for (const [k, v] of Object.entries(value as Record<string, unknown>)) if (v !== undefined) edits.push({ file: FILE, op: "set", path: ["profile", name, "tune", k], value: v });
-    } else {
-      edits.push({ file: FILE, op: "set", path: ["profile", name, key], value });
-    }
-  }
-  return { changes: { edits, summary: `update profile ${name}` }, reply };
+  const text = (await box.snapshot()).tree.files.get(FILE) ?? "";
+  return {
+    changes: updateProfileEdits(model, name, body, text),
+    reply: (o) => ({ name, committed: o.committed, revision: o.revision, plan: o.plan, warnings: o.warnings }),
+  };
 }
 
 async function deleteIntent(box: BoxService, name: string): Promise<WriteIntent> {
   const model = await box.model();
-  const p = model.profiles[name] ?? notFound(name, model);
-  if (p.origin === "seed") throw new ApiError("profiles.seed_immutable", `${name} is a built-in seed profile; it cannot be deleted (override it in profiles.toml instead)`, { name });
-  const reverts = isSeed(name);
-  const { slots, stacks } = usedBy(model, name);
-  if (!reverts && slots.length + stacks.length > 0) {
-    const who = [...slots.map((s) => `slot ${s}`), ...stacks.map((s) => `stack ${s}`)].join(", ");
-    throw new ApiError("profiles.in_use", `profile ${name} is in use by ${who}`, { name, slots, stacks });
-  }
+  model.profiles[name] ?? notFound(name, model);
+  const { edits, summary, reverts } = refusing(() => deleteProfileEdits(model, name));
   return {
-    changes: { edits: [{ file: FILE, op: "set", path: ["profile", name], value: null }], summary: reverts ? `remove the override of seed profile ${name}` : `delete profile ${name}` },
+    changes: { edits, summary },
     reply: (o) => ({ name, deleted: o.committed, reverted_to_seed: reverts, revision: o.revision, plan: o.plan }),
-  };
-}
-
-/** A seed's input shape with an update laid over it (null removes a key; a null tune clears it). */
-function merge(base: Record<string, unknown>, body: z.infer<typeof UpdateBody>): Record<string, unknown> {
-  for (const [key, value] of Object.entries(body)) {
-    if (value === undefined) continue;
-    if (value === null) delete base[key];
-    else if (key === "tune") {
-      const tune = { ...((base.tune ?? {}) as Record<string, unknown>) };
-      for (const [k, v] of Object.entries(value)) if (v === null) delete tune[k]; else if (v !== undefined) tune[k] = v;
-      base.tune = tune;
-    } else base[key] = value;
-  }
-  return base;
-}
-
-/** Drops what the schema defaulted to nothing (empty env, empty tune) and undefined members. */
-function compact(profile: Record<string, unknown>): Record<string, unknown> {
-  const out = JSON.parse(JSON.stringify(profile)) as Record<string, unknown>;
-  for (const key of ["env", "tune"]) if (out[key] && Object.keys(out[key] as object).length === 0) delete out[key];
-  return out;
-}
-
-function usedBy(model: Model, name: string): { slots: string[]; stacks: string[] } {
-  return {
-    slots: Object.values(model.slots).filter((s) => s.profile === name).map((s) => s.name),
-    stacks: Object.values(model.stacks).filter((s) => s.slot.some((e) => e.profile === name)).map((s) => s.slug),
   };
 }
 

@@ -4,7 +4,8 @@ import { z } from "zod";
 import { APPLY_CLASSES, FILE_KINDS, SETTINGS_REGISTRY, Settings } from "../../schema/index.js";
 import type { BoxService, Snapshot } from "../box.js";
 import { defineRoute } from "../route.js";
-import { applyPlanOf, deepMerge, effectiveSettings, mergeEdits, readSettingsDoc, SETTINGS_FILE } from "../settings-merge.js";
+import { deepMerge, effectiveSettings, mergeEdits, readSettingsDoc, SETTINGS_FILE } from "../../compiler/edits/settings.js";
+import { applyPlanOf } from "../../reconciler/settings-plan.js";
 
 /** A settings body: any object; the compile of the merged tree judges its keys and values. */
 const SettingsBody = z.record(z.string(), z.unknown());

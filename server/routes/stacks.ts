@@ -1,15 +1,13 @@
-import { parse as parseToml, stringify as stringifyToml } from "smol-toml";
-import { patch as patchToml } from "@decimalturn/toml-patch";
+import { parse as parseToml } from "smol-toml";
 import { z } from "zod";
-import type { FileEdit } from "../../compiler/changeset.js";
+import { deleteStackEdit, importStackEdits, newStackEdit, projectStack, snapshotStack, stackFile as fileOf, updateStackEdit } from "../../compiler/edits/stack.js";
 import type { Model } from "../../compiler/index.js";
 import { ResourceId, Stack, STACK_MODES, StackSlot } from "../../schema/index.js";
 import type { BoxService } from "../box.js";
 import { openStackEnvelope, stackEnvelope } from "../envelopes.js";
 import { ApiError } from "../errors.js";
 import { defineRoute, type WriteIntent } from "../route.js";
-import { projectStack } from "../stack-apply.js";
-import { currentDrift, stackContentHash, writePointer } from "../stack-drift.js";
+import { currentDrift, stackContentHash, writePointer } from "../../reconciler/stack-drift.js";
 
 const Slug = z.strictObject({ slug: ResourceId });
 const DryRunQuery = z.strictObject({ dry_run: z.enum(["true", "false", "1", "0"]).optional() });
@@ -27,13 +25,11 @@ const StackPatch = z.strictObject({
 const ImportBody = z.strictObject({ envelope: z.unknown(), slug: ResourceId.optional(), dry_run: z.boolean().optional() });
 const SnapshotBody = z.strictObject({ slug: ResourceId, name: z.string().min(1).max(128).optional(), description: z.string().optional(), mode: z.enum(["replace", "merge"]).default("replace") });
 
-const fileOf = (slug: string): string => `stacks/${slug}.toml`;
-
 /**
  * Stacks (`stacks/<slug>.toml`): CRUD, apply (one change set projecting each
  * entry onto its slot file; `replace` disables every other unpinned slot and
  * lists each with its reason), export/import envelopes, snapshot of the live
- * slots, and drift against the last applied stack (stack-drift.ts).
+ * slots, and drift against the last applied stack (reconciler/stack-drift.ts).
  */
 export const stackRoutes = [
   defineRoute({
@@ -70,7 +66,7 @@ export const stackRoutes = [
     handle: async ({ body, box }) => {
       const { slug, ...stack } = body;
       await mustNotExist(box, slug);
-      return newFileIntent(fileOf(slug), stack, `create stack ${slug}`, (o) => ({ slug, file: fileOf(slug), revision: o.revision, plan: o.plan, warnings: o.warnings }));
+      return newFileIntent(slug, stack, `create stack ${slug}`, (o) => ({ slug, file: fileOf(slug), revision: o.revision, plan: o.plan, warnings: o.warnings }));
     },
   }),
   defineRoute({
@@ -78,8 +74,7 @@ export const stackRoutes = [
     summary: "Update a stack: the given fields replace the file's (slot replaces the whole list); comments of kept keys survive",
     handle: async ({ params, body, box }) => {
       const { raw, text } = await rawStack(box, params.slug);
-      const doc = { ...raw, ...stripUndefined(body) };
-      return { changes: { edits: [docEdit(fileOf(params.slug), text, doc)], summary: `update stack ${params.slug}` }, reply: (o) => ({ slug: params.slug, revision: o.revision, committed: o.committed, plan: o.plan }) };
+      return { changes: { edits: [updateStackEdit(params.slug, text, raw, body)], summary: `update stack ${params.slug}` }, reply: (o) => ({ slug: params.slug, revision: o.revision, committed: o.committed, plan: o.plan }) };
     },
   }),
   defineRoute({
@@ -87,7 +82,7 @@ export const stackRoutes = [
     summary: "Delete stacks/<slug>.toml (slots keep their files; an active stack's drift becomes modified)",
     handle: async ({ params, box }) => {
       await rawStack(box, params.slug);
-      return { changes: { edits: [{ file: fileOf(params.slug), op: "delete" }], summary: `delete stack ${params.slug}` }, reply: (o) => ({ slug: params.slug, deleted: o.committed, revision: o.revision }) };
+      return { changes: { edits: [deleteStackEdit(params.slug)], summary: `delete stack ${params.slug}` }, reply: (o) => ({ slug: params.slug, deleted: o.committed, revision: o.revision }) };
     },
   }),
   defineRoute({
@@ -115,10 +110,8 @@ export const stackRoutes = [
     summary: "A new stack from the live slots: every enabled slot with its model, profile and tune",
     handle: async ({ body, box }) => {
       await mustNotExist(box, body.slug);
-      const model = await box.model();
-      const slot = Object.values(model.slots).filter((s) => s.enabled).map((s) => stripUndefined({ slot: s.name, model: s.model, profile: s.profile, tune: Object.keys(stripUndefined(s.tune)).length > 0 ? stripUndefined(s.tune) : undefined }));
-      const stack = { name: body.name ?? body.slug, description: body.description ?? `Snapshot of the enabled slots at ${new Date(box.now()).toISOString()}`, mode: body.mode, slot };
-      return newFileIntent(fileOf(body.slug), stack, `snapshot the live slots as stack ${body.slug}`, (o) => ({ slug: body.slug, file: fileOf(body.slug), stack, revision: o.revision, plan: o.plan }));
+      const stack = snapshotStack(await box.model(), body, new Date(box.now()).toISOString());
+      return newFileIntent(body.slug, stack, `snapshot the live slots as stack ${body.slug}`, (o) => ({ slug: body.slug, file: fileOf(body.slug), stack, revision: o.revision, plan: o.plan }));
     },
   }),
 ];
@@ -153,18 +146,11 @@ async function importIntent(box: BoxService, body: z.infer<typeof ImportBody>): 
   await mustNotExist(box, slug);
   const model = await box.model();
   const snap = await box.snapshot();
-  const profilesText = snap.tree.files.get("profiles.toml") ?? "";
-  const added = Object.keys(env.profiles).filter((n) => !model.profiles[n]).sort();
-  const skipped = Object.keys(env.profiles).filter((n) => model.profiles[n]).sort();
-  const edits: FileEdit[] = [{ file: fileOf(slug), op: "text", text: tomlText(env.stack) }];
-  if (added.length > 0) edits.push({ file: "profiles.toml", op: "text", text: appendTables(profilesText, { profile: Object.fromEntries(added.map((n) => [n, env.profiles[n]])) }) });
-  const stack = Stack.parse(env.stack);
-  const missing = projectStack(slug, { ...stack, mode: "merge", slot: stack.slot.filter((e) => !model.slots[e.slot]) }, model, { createEnabled: false });
-  edits.push(...missing.edits);
+  const { edits, added, skipped, creates } = importStackEdits(slug, env, model, snap.tree.files.get("profiles.toml") ?? "");
   return {
     changes: { edits, summary: `import stack ${slug}` },
     dryRun: body.dry_run ?? false,
-    reply: (o) => ({ slug, file: fileOf(slug), dry_run: body.dry_run ?? false, committed: o.committed, profiles_added: added, profiles_skipped: skipped, creates: missing.creates, revision: o.revision, plan: o.plan, warnings: o.warnings }),
+    reply: (o) => ({ slug, file: fileOf(slug), dry_run: body.dry_run ?? false, committed: o.committed, profiles_added: added, profiles_skipped: skipped, creates, revision: o.revision, plan: o.plan, warnings: o.warnings }),
   };
 }
 
@@ -192,36 +178,8 @@ async function mustNotExist(box: BoxService, slug: string): Promise<void> {
   if ((await box.snapshot()).tree.files.has(fileOf(slug))) throw new ApiError("stacks.exists", `stack ${slug} already exists (${fileOf(slug)})`, { slug, file: fileOf(slug) });
 }
 
-function newFileIntent(file: string, doc: Record<string, unknown>, summary: string, reply: WriteIntent["reply"]): WriteIntent {
-  return { changes: { edits: [{ file, op: "text", text: tomlText(doc) }], summary }, reply };
-}
-
-/** `put` keeps the file's comments; toml-patch cannot add a first array of tables to a file, so that case writes the document afresh. */
-function docEdit(file: string, current: string, doc: Record<string, unknown>): FileEdit {
-  try {
-    patchToml(current, doc);
-    return { file, op: "put", doc };
-  } catch {
-    return { file, op: "text", text: tomlText(doc) };
-  }
-}
-
-function tomlText(doc: Record<string, unknown>): string {
-  return withNewline(stringifyToml(stripUndefined(doc)));
-}
-
-function withNewline(text: string): string {
-  return text.endsWith("\n") ? text : `${text}\n`;
-}
-
-/** New tables appended after the file's text, which stays byte for byte. */
-export function appendTables(current: string, tables: Record<string, unknown>): string {
-  const head = current.length === 0 || current.endsWith("\n") ? current : `${current}\n`;
-  return withNewline(`${head}${head.length > 0 ? "\n" : ""}${stringifyToml(stripUndefined(tables))}`);
-}
-
-function stripUndefined<T>(value: T): T {
-  return JSON.parse(JSON.stringify(value)) as T;
+function newFileIntent(slug: string, doc: Record<string, unknown>, summary: string, reply: WriteIntent["reply"]): WriteIntent {
+  return { changes: { edits: [newStackEdit(slug, doc)], summary }, reply };
 }
 
 function notFound(slug: string, model: Model): never {

@@ -1,10 +1,11 @@
 import { readFile } from "node:fs/promises";
 import { arch, cpus, freemem, hostname, platform, release, totalmem, type, uptime } from "node:os";
-import { doctorRows, type DoctorRow } from "../../cli/doctor-cmd.js";
 import { SPEC_VERSION, type Model } from "../../compiler/index.js";
+import { doctorRows, type DoctorRow } from "../../reconciler/doctor.js";
+import { probeHardware, type HardwareReport } from "../../reconciler/host/hardware.js";
 import type { BoxService } from "../box.js";
 import type { Dispatcher } from "../dispatch.js";
-import { probeHardware, type HardwareReport } from "../hardware.js";
+import { stateHermesCredentials } from "../identity/hermes-credentials.js";
 import { defineRoute } from "../route.js";
 import { packageVersion } from "../version.js";
 
@@ -107,7 +108,7 @@ async function portList(box: BoxService): Promise<unknown> {
 
 async function doctor(box: BoxService): Promise<DoctorRow[]> {
   const snap = await box.snapshot();
-  return doctorRows({ root: box.root, model: snap.model, diagnostics: snap.diagnostics, stateDir: box.options.stateDir, env: process.env, hermesCredentials: box.options.hermesCredentials });
+  return doctorRows({ root: box.root, model: snap.model, diagnostics: snap.diagnostics, stateDir: box.options.stateDir, env: process.env, hermesCredentials: box.options.hermesCredentials ?? stateHermesCredentials(box.options.stateDir) });
 }
 
 async function systemHealth(box: BoxService): Promise<unknown> {

@@ -1,13 +1,12 @@
-import { parseDocument } from "@decimalturn/toml-patch";
 import { parse as parseToml } from "smol-toml";
 import { z } from "zod";
+import { createUpstreamEdits, deleteUpstreamEdits, updateUpstreamEdits, upstreamNotFound, upstreamRows, UPSTREAMS_FILE as FILE, type UpstreamEdits } from "../../compiler/edits/upstreams.js";
 import type { Model } from "../../compiler/index.js";
 import { SlotName, Upstream } from "../../schema/index.js";
 import type { BoxService } from "../box.js";
-import { ApiError } from "../errors.js";
+import { ApiError, apiErrorOf, refusing } from "../errors.js";
 import { defineRoute, type WriteIntent } from "../route.js";
 
-const FILE = "upstreams.toml";
 type Row = Record<string, unknown>;
 
 /** Upstream's keys with no defaults (what is written is what was sent); `nullable` for a merge patch. */
@@ -52,10 +51,7 @@ export const upstreamRoutes = [
     summary: "Append an upstream to upstreams.toml (409 upstream.exists when the name is taken)",
     handle: async ({ body, box }) => {
       const { doc, rows } = await readDoc(box);
-      if (rows.some((r) => r.name === body.name)) throw exists(body.name as string, rows);
-      const { name, ...rest } = body as Row;
-      const row = { name, ...rest };
-      return putIntent(doc, [...rows, row], `create upstream ${row.name}`, row);
+      return putIntent(refusing(() => createUpstreamEdits(doc, rows, body as Row)));
     },
   }),
   defineRoute({
@@ -63,11 +59,7 @@ export const upstreamRoutes = [
     summary: "Merge into an upstream: a value replaces a key, null removes it, model_filters merges; name renames",
     handle: async ({ params, body, box }) => {
       const { doc, rows } = await readDoc(box);
-      const index = indexOf(rows, params.name);
-      const renamed = body.name !== undefined && body.name !== params.name;
-      if (renamed && rows.some((r) => r.name === body.name)) throw exists(body.name as string, rows);
-      const row = mergePatch(rows[index]!, body as Row);
-      return putIntent(doc, rows.map((r, i) => (i === index ? row : r)), `update upstream ${params.name}`, row);
+      return putIntent(refusing(() => updateUpstreamEdits(doc, rows, params.name, body as Row)));
     },
   }),
   defineRoute({
@@ -75,11 +67,7 @@ export const upstreamRoutes = [
     summary: "Remove an upstream from upstreams.toml",
     handle: async ({ params, box }) => {
       const { doc, rows, text } = await readDoc(box);
-      const index = indexOf(rows, params.name);
-      const kept = rows.filter((_, i) => i !== index);
-      const intent = putIntent(doc, kept, `delete upstream ${params.name}`, { name: params.name, deleted: true });
-      const cut = index < rows.length - 1 ? cutRow(text!, index, kept) : undefined;
-      return cut === undefined ? intent : { ...intent, changes: { ...intent.changes, edits: [{ file: FILE, op: "text", text: cut }] } };
+      return putIntent(refusing(() => deleteUpstreamEdits(doc, rows, text, params.name)));
     },
   }),
   defineRoute({
@@ -104,82 +92,20 @@ async function readDoc(box: BoxService): Promise<{ doc: Row; rows: Row[]; text?:
     throw new ApiError("config.invalid", `${FILE} is not valid TOML; fix it before editing upstreams: ${(err as Error).message.split("\n")[0]}`,
       { diagnostics: snapshot.diagnostics.filter((d) => d.file === FILE) });
   }
-  return { doc, text, rows: Array.isArray(doc.upstream) ? (doc.upstream as Row[]) : [] };
+  return { doc, text, rows: upstreamRows(doc) };
 }
 
-/**
- * Removing a row that is not the last: toml-patch diffs arrays by position, so
- * a later row would lose its comments to the removed one. This cuts the row's
- * block (header, keys, the comment directly above it) from the text, and is
- * used only when the result parses to exactly the kept rows.
- */
-function cutRow(text: string, index: number, kept: readonly Row[]): string | undefined {
-  const blocks = (parseDocument(text).cst as unknown as CstBlock[]).filter((n) => n.type === "TableArray" && n.key?.item.value.join(".") === "upstream");
-  const block = blocks[index];
-  if (!block) return undefined;
-  const lines = text.split("\n");
-  const keys = (block.items ?? []).filter((i) => i.type === "KeyValue");
-  const end = keys.length > 0 ? Math.max(...keys.map((k) => k.loc.end.line)) : block.loc.start.line;
-  let start = block.loc.start.line;
-  while (start > 2 && lines[start - 2]!.trimStart().startsWith("#")) start--;
-  if (start === 2 && lines[0]!.trimStart().startsWith("#")) start = block.loc.start.line; // the file's opening comment stays
-  const out = [...lines.slice(0, start - 1), ...lines.slice(end)].join("\n").replace(/\n{3,}/g, "\n\n");
-  try {
-    const rows = (parseToml(out) as Row).upstream;
-    return JSON.stringify(rows ?? []) === JSON.stringify(kept) ? out : undefined;
-  } catch {
-    return undefined;
-  }
-}
-
-interface CstBlock {
-  readonly type: string;
-  readonly key?: { item: { value: string[] } };
-  readonly loc: { start: { line: number }; end: { line: number } };
-  readonly items?: ReadonlyArray<{ type: string; loc: { end: { line: number } } }>;
-}
-
-function putIntent(doc: Row, rows: Row[], summary: string, upstream: Row): WriteIntent {
-  const next: Row = { ...doc, upstream: rows };
-  if (rows.length === 0) delete next.upstream;
+function putIntent({ edits, summary, upstream }: UpstreamEdits): WriteIntent {
   return {
-    changes: { edits: [{ file: FILE, op: "put", doc: next }], summary },
+    changes: { edits, summary },
     reply: (o) => ({ upstream, revision: o.revision, files: o.files, committed: o.committed, plan: o.plan, warnings: o.warnings }),
   };
 }
 
-/** RFC 7386: objects merge key by key, null removes, anything else replaces. */
-function mergePatch(target: Row, patch: Row): Row {
-  const out: Row = { ...target };
-  for (const [key, value] of Object.entries(patch)) {
-    if (value === undefined) continue;
-    if (value === null) delete out[key];
-    else if (isTable(value) && isTable(out[key])) out[key] = mergePatch(out[key] as Row, value);
-    else out[key] = value;
-  }
-  return out;
-}
-
-function isTable(value: unknown): value is Row {
-  return typeof value === "object" && value !== null && !Array.isArray(value);
-}
-
-function indexOf(rows: readonly Row[], name: string): number {
-  const index = rows.findIndex((r) => r.name === name);
-  if (index < 0) throw notFound(name, rows.map((r) => String(r.name)));
-  return index;
-}
-
 function compiled(model: Model, name: string): Upstream {
-  return model.upstreams.find((u) => u.name === name) ?? notFound(name, model.upstreams.map((u) => u.name));
-}
-
-function notFound(name: string, known: readonly string[]): never {
-  throw new ApiError("upstream.not_found", `no upstream named ${name}`, { name, known: [...known].sort() });
-}
-
-function exists(name: string, rows: readonly Row[]): ApiError {
-  return new ApiError("upstream.exists", `an upstream named ${name} already exists`, { name, known: rows.map((r) => String(r.name)).sort() });
+  const up = model.upstreams.find((u) => u.name === name);
+  if (!up) throw apiErrorOf(upstreamNotFound(name, model.upstreams.map((u) => u.name)));
+  return up;
 }
 
 /** Where an upstream answers: its url, or its slot's address (a wildcard host is reached on loopback). */

@@ -3,10 +3,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import type { ApiError } from "../../server/errors.js";
-import { EmbeddedEngine } from "../../server/memory/embedded.js";
-import type { AddInput, Scope } from "../../server/memory/engine.js";
-import { entitiesOf, estimateTokens, ftsExpression, normalise, queryWords, splitSentences } from "../../server/memory/extract.js";
+import type { MemoryError } from "../../memory/errors.js";
+import { EmbeddedEngine } from "../../memory/embedded.js";
+import type { AddInput, Scope } from "../../memory/engine.js";
+import { entitiesOf, estimateTokens, ftsExpression, normalise, queryWords, splitSentences } from "../../memory/extract.js";
 
 const dirs: string[] = [];
 const engines: EmbeddedEngine[] = [];
@@ -29,10 +29,10 @@ function open(options: { dir?: string; now?: () => number } = {}): { e: Embedded
 }
 const shared: Scope = { datasets: ["shared"], owner: "alice" };
 const fact = (text: string, extra: Partial<AddInput> = {}): AddInput => ({ text, dataset: "shared", tags: [], metadata: {}, source: "alice", ...extra });
-async function refusal(p: Promise<unknown>): Promise<ApiError> {
+async function refusal(p: Promise<unknown>): Promise<MemoryError> {
   const err = await p.then(() => undefined, (e: unknown) => e);
   expect(err, "should have been refused").toBeDefined();
-  return err as ApiError;
+  return err as MemoryError;
 }
 const texts = (r: { results: ReadonlyArray<{ text: string }> }) => r.results.map((h) => h.text);
 

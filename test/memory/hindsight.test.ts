@@ -1,9 +1,10 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterEach, describe, expect, it } from "vitest";
-import { ApiError } from "../../server/errors.js";
-import type { MemoryEngine, Scope } from "../../server/memory/engine.js";
-import { HindsightEngine } from "../../server/memory/hindsight.js";
+import { MemoryError } from "../../memory/errors.js";
+import { ApiError, apiErrorOf } from "../../server/errors.js";
+import type { MemoryEngine, Scope } from "../../memory/engine.js";
+import { HindsightEngine } from "../../memory/hindsight.js";
 
 /**
  * The Hindsight client against real HTTP on 127.0.0.1. Hindsight itself
@@ -102,14 +103,22 @@ function unit(id: string, text: string, dataset: string | null, more: Record<str
   };
 }
 
-async function failure(p: Promise<unknown>): Promise<ApiError> {
+async function failure(p: Promise<unknown>): Promise<MemoryError> {
   try {
     await p;
   } catch (err) {
-    if (err instanceof ApiError) return err;
+    if (err instanceof MemoryError) return err;
     throw err;
   }
   throw new Error("expected the call to fail");
+}
+
+/** The status hal0-memory's adapter answers an engine's refusal with (the same code as an ApiError). */
+function httpStatus(err: MemoryError): number {
+  const api = apiErrorOf(err) as ApiError;
+  expect(api).toBeInstanceOf(ApiError);
+  expect({ code: api.code, message: api.message, details: api.details }).toEqual({ code: err.code, message: err.message, details: err.details });
+  return api.status;
 }
 
 /** A loopback port nobody listens on: bound once, then released. */
@@ -128,7 +137,7 @@ describe("an engine that cannot be reached", () => {
     const url = `http://127.0.0.1:${await deadPort()}`;
     const err = await failure(engineAt(url).add(addInput));
     expect(err.code).toBe("memory.engine_unavailable");
-    expect(err.status).toBe(503);
+    expect(httpStatus(err)).toBe(503);
     expect(err.details).toMatchObject({ retry_after_s: 5, url, cause: "ECONNREFUSED" });
     expect(err.message).toBe(`the memory engine at ${url} cannot be reached; retry shortly`);
   });
@@ -149,7 +158,7 @@ describe("an engine that answers with an error", () => {
     const s = (await stub()).on("POST", "/memories/recall", { status: 500, raw: "boom ".repeat(1000) });
     const err = await failure(engineAt(s.url).search({ query: "x", limit: 5, scope: shared }));
     expect(err.code).toBe("memory.engine_error");
-    expect(err.status).toBe(502);
+    expect(httpStatus(err)).toBe(502);
     expect(err.details.status).toBe(500);
     expect(err.details.body).toBe("boom ".repeat(1000).slice(0, 2048));
   });

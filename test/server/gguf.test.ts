@@ -2,8 +2,8 @@ import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } fr
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
-import { ggufFacts, ggufSlotType, inspectGguf } from "../../server/gguf-facts.js";
-import { GgufError, readGgufHeader } from "../../server/gguf.js";
+import { ggufFacts, ggufSlotType, inspectGguf } from "../../reconciler/host/gguf-facts.js";
+import { GgufError, readGgufHeader } from "../../reconciler/host/gguf.js";
 import { ggufBytes, kv, modelKvs, writeGguf } from "./gguf-writer.js";
 
 const dir = mkdtempSync(join(tmpdir(), "hal0-gguf-"));

@@ -4,7 +4,7 @@ import { createServer } from "node:net";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { EmbeddedEngine } from "../../server/memory/embedded.js";
+import type { EmbeddedEngine } from "../../memory/embedded.js";
 import { advertisedSchema, MEMORY_TOOLS } from "../../server/memory/tools.js";
 import { startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callMemory, callTool, memoryClient } from "./mcp-helpers.js";

@@ -4,7 +4,7 @@ import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { SPEC_VERSION } from "../../compiler/index.js";
 import { AUTONOMOUS_READ_TOOLS, AUTONOMOUS_WRITE_TOOLS, GATED_TOOLS } from "../../schema/data/seed-tiers.js";
-import { probeHardware } from "../../server/hardware.js";
+import { probeHardware } from "../../reconciler/host/hardware.js";
 import { routeId } from "../../server/route.js";
 import { settingsRoutes } from "../../server/routes/settings.js";
 import { systemRoutes } from "../../server/routes/system.js";

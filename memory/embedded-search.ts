@@ -1,4 +1,4 @@
-import { ApiError } from "../errors.js";
+import { MemoryError } from "./errors.js";
 import { OPERATION_STATUSES, type BankStats, type FactType, type ListInput, type MemoryUnit, type OperationStatus, type Page, type RecallInput, type RecallResult, type SearchHit, type SearchInput, type TagCount } from "./engine.js";
 import { marks, scopeSql, unitOf, type Store, type UnitRow, type Visibility } from "./embedded-store.js";
 import { estimateTokens, ftsExpression, queryWords } from "./extract.js";
@@ -31,7 +31,7 @@ type RankedRow = UnitRow & { readonly r: number };
 /** An ISO-8601 bound in the stored form (UTC, milliseconds), or mcp.memory_schema. */
 function isoBound(value: string, field: string): string {
   const ms = Date.parse(value);
-  if (Number.isNaN(ms)) throw new ApiError("mcp.memory_schema", `${field} is not an ISO-8601 instant: ${value}`, { detail: [{ path: field, message: "not an ISO-8601 instant" }] });
+  if (Number.isNaN(ms)) throw new MemoryError("mcp.memory_schema", `${field} is not an ISO-8601 instant: ${value}`, { detail: [{ path: field, message: "not an ISO-8601 instant" }] });
   return new Date(ms).toISOString();
 }
 
@@ -166,7 +166,7 @@ function decodeCursor(cursor: string): [string, number] {
   } catch {
     // not JSON: refused below like any other cursor this engine did not issue
   }
-  throw new ApiError("mcp.memory_schema", "cursor is not one memory_list returned", { tool: "memory_list", detail: [{ path: "cursor", message: "not a cursor memory_list returned" }] });
+  throw new MemoryError("mcp.memory_schema", "cursor is not one memory_list returned", { tool: "memory_list", detail: [{ path: "cursor", message: "not a cursor memory_list returned" }] });
 }
 
 /**

@@ -8,7 +8,8 @@
  * the datasets it may touch (`Scope`) and, for writes, the `source` (the
  * caller's identity). Engines never decide who may see what.
  *
- * Errors are `ApiError`s: `memory.not_found`, `memory.operation_state`,
+ * Errors are `MemoryError`s (errors.ts; the server maps each to the
+ * `ApiError` of the same code): `memory.not_found`, `memory.operation_state`,
  * `memory.engine_unavailable` (cannot connect; details.retry_after_s = 5),
  * `memory.engine_error` (the engine answered with an error; never
  * reclassified as unavailable).

@@ -1,7 +1,7 @@
 import { readdir, stat } from "node:fs/promises";
-import { basename, isAbsolute, join, relative, resolve, sep } from "node:path";
-import type { Model } from "../compiler/index.js";
-import { RESOURCE_ID_PATTERN } from "../schema/index.js";
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
+import type { Model } from "../../compiler/index.js";
+import { RESOURCE_ID_PATTERN } from "../../schema/index.js";
 import { ggufSlotType, inspectGguf, type GgufFacts } from "./gguf-facts.js";
 import { GgufError } from "./gguf.js";
 
@@ -140,4 +140,24 @@ export function proposeModelId(fileName: string, taken: ReadonlySet<string>): st
   let candidate = id;
   for (let i = 2; taken.has(candidate) || !RESOURCE_ID_PATTERN.test(candidate); i++) candidate = `${id}-${i}`;
   return candidate;
+}
+
+/**
+ * Drafter candidates for a model file: other GGUF models in its folder with
+ * the same tokenizer and vocabulary and a smaller file (speculative decoding
+ * needs a shared vocabulary).
+ */
+export async function draftCandidates(path: string, facts: GgufFacts & { size_bytes: number }): Promise<Array<{ path: string; name?: string; size_bytes: number; quant?: string }>> {
+  if (facts.vocab_size === undefined) return [];
+  const dir = dirname(path);
+  const names = (await readdir(dir).catch(() => [] as string[])).filter((n) => n.toLowerCase().endsWith(".gguf")).sort().slice(0, 64);
+  const out: Array<{ path: string; name?: string; size_bytes: number; quant?: string }> = [];
+  for (const n of names) {
+    const p = join(dir, n);
+    if (p === path) continue;
+    const other = await inspectGguf(p).catch(() => undefined);
+    if (!other || other.kind !== "model" || other.tokenizer !== facts.tokenizer || other.vocab_size !== facts.vocab_size || other.size_bytes >= facts.size_bytes) continue;
+    out.push({ path: p, name: other.name, size_bytes: other.size_bytes, quant: other.quant });
+  }
+  return out;
 }

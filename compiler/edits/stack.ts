@@ -1,9 +1,19 @@
-import type { FileEdit } from "../compiler/changeset.js";
-import type { Model } from "../compiler/index.js";
-import type { Stack, StackSlot } from "../schema/index.js";
 import type { z } from "zod";
+import { Stack, type StackSlot } from "../../schema/index.js";
+import type { FileEdit } from "../changeset.js";
+import type { Model } from "../model.js";
+import { appendTables, docEdit, stripUndefined, tomlText } from "./toml.js";
 
 type Entry = z.infer<typeof StackSlot>;
+
+/**
+ * Stack changes as file edits (`stacks/<slug>.toml` and the slot files an
+ * apply projects onto): pure, from the compiled tree and what a caller sent.
+ * The route reads the tree and the request; what the change is, is here.
+ */
+
+/** The file of stack `slug`. */
+export const stackFile = (slug: string): string => `stacks/${slug}.toml`;
 
 export interface SlotChange {
   readonly slot: string;
@@ -115,4 +125,42 @@ function freePort(model: Model, used: Set<number>): number {
     }
   }
   return end + 1; // the compiler refuses it (slot.port_out_of_range) with a diagnostic naming the file
+}
+
+/** A new stack file (create, snapshot): the document written afresh. */
+export function newStackEdit(slug: string, doc: Record<string, unknown>): FileEdit {
+  return { file: stackFile(slug), op: "text", text: tomlText(doc) };
+}
+
+/** Deleting a stack's file (slots keep theirs). */
+export function deleteStackEdit(slug: string): FileEdit {
+  return { file: stackFile(slug), op: "delete" };
+}
+
+/** An update: the given fields replace the file's (`raw`, as written; `slot` replaces the whole list); comments of kept keys survive. */
+export function updateStackEdit(slug: string, text: string, raw: Record<string, unknown>, patch: Record<string, unknown>): FileEdit {
+  return docEdit(stackFile(slug), text, { ...raw, ...stripUndefined(patch) });
+}
+
+/** A stack from the live slots: every enabled slot with its model, profile and tune. */
+export function snapshotStack(model: Model, options: { slug: string; name?: string; description?: string; mode: "replace" | "merge" }, now: string): Record<string, unknown> {
+  const slot = Object.values(model.slots).filter((s) => s.enabled).map((s) => stripUndefined({ slot: s.name, model: s.model, profile: s.profile, tune: Object.keys(stripUndefined(s.tune)).length > 0 ? stripUndefined(s.tune) : undefined }));
+  return { name: options.name ?? options.slug, description: options.description ?? `Snapshot of the enabled slots at ${now}`, mode: options.mode, slot };
+}
+
+/**
+ * An import of an opened envelope as stack `slug`: the stack file, the
+ * profiles it carries whose name is free appended to profiles.toml (the
+ * others skipped), and the slot files it names that the tree lacks created
+ * disabled.
+ */
+export function importStackEdits(slug: string, envelope: { stack: Record<string, unknown>; profiles: Record<string, Record<string, unknown>> }, model: Model, profilesText: string): { edits: FileEdit[]; added: string[]; skipped: string[]; creates: StackProjection["creates"] } {
+  const added = Object.keys(envelope.profiles).filter((n) => !model.profiles[n]).sort();
+  const skipped = Object.keys(envelope.profiles).filter((n) => model.profiles[n]).sort();
+  const edits: FileEdit[] = [{ file: stackFile(slug), op: "text", text: tomlText(envelope.stack) }];
+  if (added.length > 0) edits.push({ file: "profiles.toml", op: "text", text: appendTables(profilesText, { profile: Object.fromEntries(added.map((n) => [n, envelope.profiles[n]])) }) });
+  const stack = Stack.parse(envelope.stack);
+  const missing = projectStack(slug, { ...stack, mode: "merge", slot: stack.slot.filter((e) => !model.slots[e.slot]) }, model, { createEnabled: false });
+  edits.push(...missing.edits);
+  return { edits, added, skipped, creates: missing.creates };
 }

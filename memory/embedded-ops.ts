@@ -1,4 +1,4 @@
-import { ApiError } from "../errors.js";
+import { MemoryError } from "./errors.js";
 import type { Operation, OperationKind, OperationStatus } from "./engine.js";
 import { newId, notFoundError, type Store } from "./embedded-store.js";
 
@@ -130,7 +130,7 @@ export class OperationQueue {
 
   private transition(id: string, from: readonly OperationStatus[], to: OperationStatus, rule: string): Operation {
     const row = this.row(id);
-    if (!from.includes(row.status)) throw new ApiError("memory.operation_state", `operation ${id} is ${row.status}: ${rule}`, { id, status: row.status });
+    if (!from.includes(row.status)) throw new MemoryError("memory.operation_state", `operation ${id} is ${row.status}: ${rule}`, { id, status: row.status });
     this.store.q("UPDATE operations SET status = ?, result = NULL, error = NULL, updated_at = ? WHERE id = ?").run(to, this.store.now(), id);
     return this.get(id);
   }

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { ApiError } from "../errors.js";
+import { MemoryError } from "./errors.js";
 import { docKey } from "./embedded-store.js";
 import { OPERATION_STATUSES, projectModel } from "./engine.js";
 import type { AddInput, AddResult, BankStats, CurateInput, Directive, DirectiveInput, FactType, HistoryEntry, ListInput, MemoryEngine, MemoryUnit } from "./engine.js";
@@ -27,7 +27,7 @@ async function unlessNotFound<T>(p: Promise<T>): Promise<T | undefined> {
   try {
     return await p;
   } catch (err) {
-    if (err instanceof ApiError && err.code === "memory.not_found") return undefined;
+    if (err instanceof MemoryError && err.code === "memory.not_found") return undefined;
     throw err;
   }
 }
@@ -349,7 +349,7 @@ export class HindsightEngine implements MemoryEngine {
 
   /** Cancel/retry: memory.operation_state unless the operation is in one of `from` (checked here and by the server's 409). */
   private async transition(id: string, from: readonly OperationStatus[], method: string, path: string): Promise<Operation> {
-    const refuse = (op: Operation) => new ApiError("memory.operation_state", `operation ${id} is ${op.status}`, { id, status: op.status });
+    const refuse = (op: Operation) => new MemoryError("memory.operation_state", `operation ${id} is ${op.status}`, { id, status: op.status });
     const op = await this.operationGet(id);
     if (!from.includes(op.status)) throw refuse(op);
     await this.http.call(method, path, { notFound: ["operation", id], onConflict: async () => { throw refuse(await this.operationGet(id)); } });

@@ -1,4 +1,4 @@
-import { ApiError } from "../errors.js";
+import { MemoryError } from "./errors.js";
 import {
   FACT_TYPES,
   type AddInput,
@@ -43,12 +43,12 @@ type Rec = Record<string, unknown>;
 /** A JSON object from the engine, or memory.engine_error naming what was expected. */
 export function rec(value: unknown, what: string): Rec {
   if (value !== null && typeof value === "object" && !Array.isArray(value)) return value as Rec;
-  throw new ApiError("memory.engine_error", `the memory engine's reply is not the expected ${what}`, { expected: what });
+  throw new MemoryError("memory.engine_error", `the memory engine's reply is not the expected ${what}`, { expected: what });
 }
 
 /** A JSON array of objects from the engine (memory.engine_error otherwise). */
 export function recs(value: unknown, what: string): Rec[] {
-  if (!Array.isArray(value)) throw new ApiError("memory.engine_error", `the memory engine's reply has no ${what} list`, { expected: what });
+  if (!Array.isArray(value)) throw new MemoryError("memory.engine_error", `the memory engine's reply has no ${what} list`, { expected: what });
   return value.map((v) => rec(v, what));
 }
 
@@ -293,5 +293,5 @@ export function decodeCursor(cursor: string | undefined): number {
   } catch {
     // not JSON: refused below like any other cursor this engine did not issue
   }
-  throw new ApiError("mcp.memory_schema", "cursor is not one memory_list returned", { tool: "memory_list", detail: [{ path: "cursor", message: "not a cursor memory_list returned" }] });
+  throw new MemoryError("mcp.memory_schema", "cursor is not one memory_list returned", { tool: "memory_list", detail: [{ path: "cursor", message: "not a cursor memory_list returned" }] });
 }

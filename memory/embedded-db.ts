@@ -1,4 +1,4 @@
-import { openSqlite, type Db } from "../db.js";
+import { openSqlite, type Db } from "./sqlite.js";
 
 /**
  * The embedded memory engine's schema migrations, applied in order once each

@@ -1,14 +1,14 @@
 import { parse } from "smol-toml";
-import type { FileEdit } from "../compiler/changeset.js";
-import { changedLeafKeys, settingsBuckets } from "../reconciler/settings-plan.js";
-import { same } from "../reconciler/view.js";
-import { Settings, type SettingsBuckets } from "../schema/index.js";
+import { Settings } from "../../schema/index.js";
+import type { FileEdit } from "../changeset.js";
+import { same } from "../hash.js";
 
 /**
  * A settings PUT as data: the body deep-merged into `hal0.toml` (tables
  * merge, lists and scalars replace, null removes the key), as one `set` edit
- * per leaf so the file's comments and layout survive, and the apply plan of
- * the dotted leaf keys whose effective value moved.
+ * per leaf so the file's comments and layout survive. Pure. (The apply plan
+ * of the leaf keys whose effective value moved is the reconciler's:
+ * settings-plan.ts `applyPlanOf`.)
  */
 
 export const SETTINGS_FILE = "hal0.toml";
@@ -65,14 +65,4 @@ export function effectiveSettings(doc: Doc | undefined): Settings | undefined {
   if (doc === undefined) return undefined;
   const r = Settings.safeParse(doc);
   return r.success ? r.data : undefined;
-}
-
-/**
- * `_hal0.apply_plan` of a settings write: the dotted leaf keys whose
- * effective value differs between `before` and `after`, in the registry's
- * buckets (a key the registry lacks lands in `unknown`).
- */
-export function applyPlanOf(before: Settings, after: Settings): { changed: string[]; apply_plan: SettingsBuckets } {
-  const changed = changedLeafKeys(before, after);
-  return { changed, apply_plan: settingsBuckets(changed) };
 }

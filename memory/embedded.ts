@@ -1,4 +1,4 @@
-import { ApiError } from "../errors.js";
+import { MemoryError } from "./errors.js";
 import type {
   AddInput,
   AddResult,
@@ -77,7 +77,7 @@ export class EmbeddedEngine implements MemoryEngine {
 
   /** Runs `work` in one transaction, unless the engine is closed. */
   private tx<T>(work: (store: Store) => T): T {
-    if (this.closed) throw new ApiError("memory.engine_unavailable", "the embedded memory engine was closed; retry", { retry_after_s: 5 });
+    if (this.closed) throw new MemoryError("memory.engine_unavailable", "the embedded memory engine was closed; retry", { retry_after_s: 5 });
     return this.store.tx(() => work(this.store));
   }
 

@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
 import { createHash, randomBytes } from "node:crypto";
-import type { Db } from "../db.js";
-import { ApiError } from "../errors.js";
+import type { Db } from "./sqlite.js";
+import { MemoryError } from "./errors.js";
 import type { FactType, MemoryUnit, UnitState } from "./engine.js";
 
 /** Prepared statements kept at most (filters make a few shapes per call; the first prepared is dropped first). */
@@ -87,8 +87,8 @@ export function tagUnion(...lists: ReadonlyArray<readonly string[]>): string[] {
 }
 
 /** memory.not_found for an id the caller cannot see (whether or not it exists elsewhere). */
-export function notFoundError(what: string, id: string): ApiError {
-  return new ApiError("memory.not_found", `no ${what} ${id} is visible here`, { id });
+export function notFoundError(what: string, id: string): MemoryError {
+  return new MemoryError("memory.not_found", `no ${what} ${id} is visible here`, { id });
 }
 
 /** A `units` row as stored. */

@@ -2,7 +2,7 @@ import { mkdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { hashOf, type Model } from "../compiler/index.js";
-import { writeFileAtomic } from "../reconciler/index.js";
+import { writeFileAtomic } from "./atomic.js";
 
 /**
  * Which stack was applied last, and whether the live slot files still hold

@@ -17,7 +17,7 @@
  *   `memory.operation_state`); without one it is an engine error.
  */
 import { connect } from "node:net";
-import { ApiError } from "../errors.js";
+import { MemoryError } from "./errors.js";
 import * as map from "./hindsight-map.js";
 
 export interface HindsightHttpOptions {
@@ -74,8 +74,8 @@ function queryString(query: Query | undefined): string {
 }
 
 /** memory.not_found for the `what` with this id (an id call's HTTP 404, or one the scope cannot see). */
-export function notFound(what: string, id: string): ApiError {
-  return new ApiError("memory.not_found", `no ${what} ${id} is visible here`, { id });
+export function notFound(what: string, id: string): MemoryError {
+  return new MemoryError("memory.not_found", `no ${what} ${id} is visible here`, { id });
 }
 
 /** Requests to one Hindsight bank, failures classified as the module comment says. */
@@ -97,8 +97,8 @@ export class HindsightHttp {
     this.requestTimeoutMs = options.requestTimeoutMs ?? 30_000;
   }
 
-  private unavailable(cause: string): ApiError {
-    return new ApiError("memory.engine_unavailable", `the memory engine at ${this.url} cannot be reached; retry shortly`, { retry_after_s: 5, url: this.url, cause });
+  private unavailable(cause: string): MemoryError {
+    return new MemoryError("memory.engine_unavailable", `the memory engine at ${this.url} cannot be reached; retry shortly`, { retry_after_s: 5, url: this.url, cause });
   }
 
   /** Resolves once a TCP connection to the server opens (then closes it); memory.engine_unavailable otherwise. */
@@ -122,15 +122,15 @@ export class HindsightHttp {
     });
   }
 
-  private transportError(err: unknown, what: string): ApiError {
+  private transportError(err: unknown, what: string): MemoryError {
     const code = errCode(err);
     if (code !== undefined && CONNECT_FAILURES.has(code)) return this.unavailable(code);
     const name = err instanceof Error ? err.name : "";
     if (name === "TimeoutError" || name === "AbortError") {
-      return new ApiError("memory.engine_error", `the memory engine at ${this.url} timed out: no reply to ${what} within ${this.requestTimeoutMs} ms`, { url: this.url, timeout_ms: this.requestTimeoutMs });
+      return new MemoryError("memory.engine_error", `the memory engine at ${this.url} timed out: no reply to ${what} within ${this.requestTimeoutMs} ms`, { url: this.url, timeout_ms: this.requestTimeoutMs });
     }
     const message = err instanceof Error ? err.message : String(err);
-    return new ApiError("memory.engine_error", `${what} to the memory engine at ${this.url} failed: ${message}`, { url: this.url, cause: code ?? message });
+    return new MemoryError("memory.engine_error", `${what} to the memory engine at ${this.url} failed: ${message}`, { url: this.url, cause: code ?? message });
   }
 
   /** One request to the bank's API; the parsed JSON reply (null when empty). */
@@ -150,12 +150,12 @@ export class HindsightHttp {
     }
     if (res.status === 404 && options.notFound) throw notFound(...options.notFound);
     if (res.status === 409 && options.onConflict) return options.onConflict();
-    if (!res.ok) throw new ApiError("memory.engine_error", `the memory engine at ${this.url} answered ${what} with HTTP ${res.status}`, { status: res.status, body: truncate(text) });
+    if (!res.ok) throw new MemoryError("memory.engine_error", `the memory engine at ${this.url} answered ${what} with HTTP ${res.status}`, { status: res.status, body: truncate(text) });
     if (text.trim() === "") return null;
     try {
       return JSON.parse(text) as unknown;
     } catch {
-      throw new ApiError("memory.engine_error", `the memory engine at ${this.url} answered ${what} with a body that is not JSON`, { status: res.status, body: truncate(text) });
+      throw new MemoryError("memory.engine_error", `the memory engine at ${this.url} answered ${what} with a body that is not JSON`, { status: res.status, body: truncate(text) });
     }
   }
 

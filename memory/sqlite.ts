@@ -1,0 +1,43 @@
+import type Database from "better-sqlite3";
+import { mkdirSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+
+/**
+ * hal0's one way to open a SQLite file: the memory engine's `memory.db`
+ * (embedded-db.ts) and the server's `hal0.db` (server/db.ts) both come here.
+ * It lives in memory/ because that is the lowest layer that keeps a database:
+ * server/ may import memory/, not the other way round.
+ */
+
+export type Db = Database.Database;
+
+/** better-sqlite3 (a native addon) loads on the first open, not when a command merely imports this module. */
+let sqlite: typeof Database | undefined;
+function driver(): typeof Database {
+  sqlite ??= createRequire(import.meta.url)("better-sqlite3") as typeof Database;
+  return sqlite;
+}
+
+/**
+ * Opens (creating it) `<stateDir>/<file>` in WAL mode (several processes may
+ * read and write it: `hal0 serve`, `hal0 agent approvals`) and applies the
+ * migrations it has not seen, each in its own transaction.
+ */
+export function openSqlite(stateDir: string, file: string, migrations: readonly string[]): Db {
+  mkdirSync(stateDir, { recursive: true });
+  const Sqlite = driver();
+  const db = new Sqlite(join(stateDir, file));
+  db.pragma("journal_mode = WAL");
+  db.pragma("synchronous = NORMAL");
+  db.pragma("busy_timeout = 5000");
+  db.pragma("foreign_keys = ON");
+  const version = db.pragma("user_version", { simple: true }) as number;
+  for (let i = version; i < migrations.length; i++) {
+    db.transaction(() => {
+      db.exec(migrations[i]!);
+      db.pragma(`user_version = ${i + 1}`);
+    })();
+  }
+  return db;
+}

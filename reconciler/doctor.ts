@@ -1,0 +1,179 @@
+import { constants } from "node:fs";
+import { access, stat } from "node:fs/promises";
+import { request } from "node:http";
+import { dirname } from "node:path";
+import type { Model } from "../compiler/index.js";
+import type { Diagnostic } from "../schema/index.js";
+import { readHermesFile, readHermesProfiles } from "./hermes-files.js";
+import { hermesHome, hermesIdentity, planHermesProfile, profileFile } from "./hermes-plan.js";
+import type { HermesCredentials, HermesManaged, HermesManagedProfile, HermesView } from "./observed.js";
+import { StateStore } from "./state.js";
+
+/**
+ * The checks of `hal0 doctor` (and `GET /api/doctor`, `GET /api/health/system`):
+ * one row per check, computed here; the CLI prints them, the route returns
+ * them. Reads only.
+ */
+
+/** The environment a check reads (`DOCKER_HOST`). */
+export type DoctorEnv = Readonly<Record<string, string | undefined>>;
+
+export interface DoctorInput {
+  readonly root: string;
+  readonly model?: Model;
+  readonly diagnostics: readonly Diagnostic[];
+  readonly stateDir: string;
+  readonly env: DoctorEnv;
+  /** Whose tokens the Hermes rows compare bearers with (the reconciler never opens the token store itself). */
+  readonly hermesCredentials: HermesCredentials;
+}
+
+export interface DoctorRow {
+  check: string;
+  status: "ok" | "warn" | "fail";
+  message: string;
+  hint: string;
+}
+
+/** The profile hal0's own brain agent runs as (identity `hermes__hal0-brain`). */
+const BRAIN_PROFILE = "hal0-brain";
+
+/**
+ * The doctor's rows for a compiled tree (no CLI io): what `hal0 doctor` prints
+ * and `GET /api/doctor` returns. The Hermes rows plan each profile as the
+ * sweep would, bearer included: a profile whose `Authorization` is not its
+ * identity's live agent token is not wired. Reads only (fingerprints; no
+ * token is minted), through `hermesCredentials` (the caller's: the CLI passes
+ * the state folder's token store, `hal0 serve` its own).
+ */
+export async function doctorRows(tree: DoctorInput): Promise<DoctorRow[]> {
+  const rows: DoctorRow[] = [treeRow(tree.root, tree.diagnostics.filter((d) => d.severity === "error").length, tree.diagnostics.length), await stateRow(tree.stateDir)];
+  const model = tree.model;
+  if (!model) {
+    const row = (check: string): DoctorRow => ({ check, status: "warn", message: "not checked: the config tree does not compile", hint: "fix the tree first (hal0 validate)" });
+    rows.push(row("runtime"), row("hermes_profiles_mcp"), row("hermes_default_memory"), row("hermes_brain_memory"));
+  } else {
+    const managed = await new StateStore(tree.stateDir).readHermesManaged().catch((): HermesManaged => ({ profiles: {} }));
+    const credentials = tree.hermesCredentials;
+    const token = (profile: string | null): string | null => {
+      try {
+        return credentials.fingerprint(hermesIdentity(profile));
+      } catch {
+        return null; // an unreadable token store: no live token to compare, so the profile shows as not wired
+      }
+    };
+    rows.push(await runtimeRow(model, tree.env), await profilesRow(model, managed.profiles, token), await defaultMemoryRow(model, managed.default, token), await brainMemoryRow(model, managed.profiles[BRAIN_PROFILE], token));
+  }
+  return rows;
+}
+
+function treeRow(root: string, errors: number, total: number): DoctorRow {
+  if (errors > 0) return { check: "tree", status: "fail", message: `${root}: ${errors} error(s); the box keeps its last applied state`, hint: "run hal0 validate to see each error" };
+  if (total > 0) return { check: "tree", status: "warn", message: `${root} compiles with ${total} warning(s)`, hint: "run hal0 validate to see them" };
+  return { check: "tree", status: "ok", message: `${root} compiles`, hint: "" };
+}
+
+/** The state folder is writable (or, not there yet, can be made in its nearest existing parent). */
+async function stateRow(dir: string): Promise<DoctorRow> {
+  let at = dir;
+  for (;;) {
+    const info = await stat(at).catch(() => undefined);
+    if (info) {
+      if (!info.isDirectory()) return { check: "state_folder", status: "fail", message: `${at} is not a folder`, hint: "point --state or $HAL0_STATE at a folder" };
+      const ok = await access(at, constants.W_OK).then(() => true, () => false);
+      if (!ok) return { check: "state_folder", status: "fail", message: `${at} is not writable`, hint: `run as the user that owns ${at}, or fix its permissions` };
+      return { check: "state_folder", status: "ok", message: at === dir ? `${dir} is writable` : `${dir} does not exist yet; ${at} is writable`, hint: "" };
+    }
+    if (dirname(at) === at) return { check: "state_folder", status: "fail", message: `no folder of ${dir} exists`, hint: "create it" };
+    at = dirname(at);
+  }
+}
+
+/** process: always there. docker: the engine answers GET /_ping (and /version) at [slots] docker_host, else $DOCKER_HOST, else the default socket. */
+async function runtimeRow(model: Model, env: DoctorEnv): Promise<DoctorRow> {
+  const slots = model.settings.slots;
+  if (slots.runtime !== "docker") return { check: "runtime", status: "ok", message: "process runtime (slots run as local processes)", hint: "" };
+  const host = slots.docker_host || env.DOCKER_HOST || "unix:///var/run/docker.sock";
+  try {
+    const ping = await engineGet(host, "/_ping");
+    if (ping.status !== 200) throw new Error(`GET /_ping answered ${ping.status}`);
+    const version = await engineGet(host, "/version").then((r) => (JSON.parse(r.body) as { Version?: string }).Version ?? "?", () => "?");
+    return { check: "runtime", status: "ok", message: `docker engine ${version} answers at ${host}`, hint: "" };
+  } catch (err) {
+    return { check: "runtime", status: "fail", message: `docker runtime: the engine at ${host} does not answer (${(err as Error).message})`, hint: "start the engine, or set [slots] docker_host or DOCKER_HOST" };
+  }
+}
+
+function engineGet(host: string, path: string): Promise<{ status: number; body: string }> {
+  const target = host.startsWith("unix://") ? { socketPath: host.slice("unix://".length) } : hostPort(host);
+  return new Promise((resolve, reject) => {
+    const req = request({ ...target, path, method: "GET", timeout: 3000 }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => (body += chunk));
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }));
+    });
+    req.on("timeout", () => req.destroy(new Error("timed out after 3 s")));
+    req.on("error", reject);
+    req.end();
+  });
+}
+
+function hostPort(host: string): { host: string; port: number } {
+  const url = new URL(host.replace(/^tcp:\/\//, "http://"));
+  return { host: url.hostname, port: Number(url.port || 2375) };
+}
+
+/** Every named profile wired (hal0's keys as desired), or opted out. */
+type TokenOf = (profile: string | null) => string | null;
+
+async function profilesRow(model: Model, managed: Readonly<Record<string, { ids: readonly string[]; applied?: string }>>, token: TokenOf): Promise<DoctorRow> {
+  const home = hermesHome(model);
+  const profiles = await readHermesProfiles(home);
+  const names = Object.keys(profiles);
+  if (names.length === 0) return { check: "hermes_profiles_mcp", status: "ok", message: `no named Hermes profiles under ${home}/profiles`, hint: "" };
+  const wired: string[] = [];
+  const optedOut: string[] = [];
+  const unwired: string[] = [];
+  const broken: string[] = [];
+  for (const name of names) {
+    const { change } = planHermesProfile(model, name, profiles[name]!.text, managed[name], { enforce: true, token: token(name) });
+    if (change.reason === "invalid_yaml") broken.push(name);
+    else if (change.action === "no-op") (change.reason === "opted_out" ? optedOut : wired).push(name);
+    else if (change.reason === "opted_out") optedOut.push(name);
+    else unwired.push(`${name} (${change.reason})`);
+  }
+  const parts = [`${wired.length}/${names.length} wired`, optedOut.length ? `opted out: ${optedOut.join(", ")}` : "", unwired.length ? `not wired: ${unwired.join(", ")}` : "", broken.length ? `not YAML hal0 can edit: ${broken.join(", ")}` : ""].filter(Boolean);
+  const message = parts.join("; ");
+  if (broken.length) return { check: "hermes_profiles_mcp", status: "fail", message, hint: "fix the YAML of those config.yaml files; hal0 leaves them alone meanwhile" };
+  if (unwired.length) return { check: "hermes_profiles_mcp", status: "warn", message, hint: "run hal0 apply, or wait for the next sweep (hal0 reconcile)" };
+  return { check: "hermes_profiles_mcp", status: "ok", message, hint: "" };
+}
+
+async function defaultMemoryRow(model: Model, managed: HermesManagedProfile | undefined, token: TokenOf): Promise<DoctorRow> {
+  return memoryRow("hermes_default_memory", model, null, managed, token, "hal0 agent reprovision hermes --repair");
+}
+
+async function brainMemoryRow(model: Model, managed: HermesManagedProfile | undefined, token: TokenOf): Promise<DoctorRow> {
+  return memoryRow("hermes_brain_memory", model, BRAIN_PROFILE, managed, token, "run hal0 apply, or wait for the next sweep");
+}
+
+/** A profile's `mcp_servers.hal0-memory` is what hal0 wants there, its bearer the identity's live agent token (the planner decides, as for a sweep). */
+async function memoryRow(check: string, model: Model, profile: string | null, managed: HermesManagedProfile | undefined, token: TokenOf, fix: string): Promise<DoctorRow> {
+  const file = profileFile(hermesHome(model), profile);
+  const text = await readHermesFile(file).catch((err: Error) => err);
+  if (text instanceof Error) return { check, status: "fail", message: `cannot read ${file}: ${text.message}`, hint: "check the file's permissions" };
+  if (text === undefined) return { check, status: "warn", message: `no ${profile === null ? "default" : profile} profile (${file} does not exist)`, hint: profile === null ? "install Hermes, then run hal0 agent reprovision hermes --repair" : `create the ${profile} profile with hermes, then run hal0 apply` };
+  const { change, warning } = planHermesProfile(model, profile, text, managed, { enforce: true, token: token(profile) });
+  if (change.reason === "invalid_yaml") return { check, status: "fail", message: `${file} is not YAML hal0 can edit: ${(warning?.message ?? "").slice(file.length + 2).replace(/; hal0 leaves the file alone$/, "")}`, hint: "fix the file's YAML" };
+  const desired = (change.after as HermesView).mcp_servers;
+  const current = (change.before as HermesView).mcp_servers;
+  if (!Object.hasOwn(desired, "hal0-memory")) return { check, status: "warn", message: `${file} opts out of hal0's MCP servers (hal0: {wire_mcp: false})`, hint: "remove the opt-out to give this profile hal0's memory" };
+  if (!Object.hasOwn(current, "hal0-memory")) return { check, status: "warn", message: `${file} has no mcp_servers.hal0-memory`, hint: fix };
+  const differs = change.changed_paths.filter((p) => p === "mcp_servers.hal0-memory" || p.startsWith("mcp_servers.hal0-memory."));
+  if (differs.length > 0) {
+    const bearer = differs.some((p) => p.endsWith(".headers.Authorization"));
+    return { check, status: "warn", message: `${file}: mcp_servers.hal0-memory differs from what hal0 writes (${differs.join(", ")})${bearer ? `; its bearer is not ${hermesIdentity(profile)}'s live agent token` : ""}`, hint: fix };
+  }
+  return { check, status: "ok", message: `${file} is wired to hal0-memory as ${hermesIdentity(profile)}`, hint: "" };
+}
