@@ -197,21 +197,33 @@ export class BoxService {
       this.lastGood = proposal.model;
       const revision = this.recordRevision(revisionFiles(proposal.applied.tree));
       // After-effects keyed on what the commit touched, whichever door it came through (a route, a plan by id, an approval).
-      for (const observer of this.observers) await observer(proposal);
+      const results: Record<string, unknown> = {};
+      for (const { name, observer } of this.observers) {
+        const result = await observer(proposal);
+        if (result !== undefined) results[name] = result;
+      }
+      this.observed.set(proposal, results);
       this.options.nudge?.();
       return revision;
     });
   }
 
-  private readonly observers: Array<(proposal: Proposal) => void | Promise<void>> = [];
+  private readonly observers: Array<{ name: string; observer: (proposal: Proposal) => unknown }> = [];
+  private readonly observed = new WeakMap<Proposal, Readonly<Record<string, unknown>>>();
 
   /**
    * Registers an after-effect of every commit (under the write lock, right
    * after the files are written): it sees the proposal — the change set and
-   * the files it touched — and decides from those alone.
+   * the files it touched — and decides from those alone. What it returns
+   * (undefined = it did nothing) is the commit's `observed[name]`.
    */
-  onCommit(observer: (proposal: Proposal) => void | Promise<void>): void {
-    this.observers.push(observer);
+  onCommit(name: string, observer: (proposal: Proposal) => unknown): void {
+    this.observers.push({ name, observer });
+  }
+
+  /** What the commit observers reported for a committed proposal (`{}` before or without a commit). */
+  observedFor(proposal: Proposal): Readonly<Record<string, unknown>> {
+    return this.observed.get(proposal) ?? {};
   }
 
   /** Asks the reconcile loop for a sweep now. */

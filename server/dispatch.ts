@@ -131,7 +131,7 @@ async function finish(box: BoxService, intent: WriteIntent, proposal: Proposal):
   const committed = !intent.dryRun && files.length > 0;
   const revision = committed ? await box.commit(proposal) : proposal.snapshot.revision;
   const after = intent.dryRun || !intent.after ? undefined : await intent.after(box);
-  const outcome: WriteOutcome = { revision, files, plan: proposal.plan, warnings: proposal.warnings, committed, after };
+  const outcome: WriteOutcome = { revision, files, plan: proposal.plan, warnings: proposal.warnings, committed, after, observed: box.observedFor(proposal) };
   return intent.reply ? intent.reply(outcome) : { revision, files, committed, plan: proposal.plan, warnings: proposal.warnings };
 }
 

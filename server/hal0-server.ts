@@ -20,6 +20,7 @@ import { memoryServer } from "./mcp/memory.js";
 import { MEMORY_ROUTES, MemoryService, type MemoryServiceOptions } from "./memory/service.js";
 import { packageVersion } from "./version.js";
 import { slotIdObserver, slotIds } from "./slot-ids.js";
+import { hermesSync } from "./mcp-servers/hermes-sync.js";
 import { auditRefusal } from "./audit.js";
 import type { Authenticator } from "./identity/identify.js";
 import { TokenStore } from "./identity/tokens.js";
@@ -65,7 +66,14 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   tokens.ensureOwner();
   const box = new BoxService({ root: options.root, stateDir: options.stateDir, db, driverFor: options.driverFor, nudge: options.nudge, now, hermesCredentials: hermesCredentials(tokens) });
   // Commit observers: after-effects keyed on the files a commit touched, for every door alike.
-  box.onCommit(slotIdObserver(() => slotIds(db)));
+  box.onCommit("slot_ids", slotIdObserver(() => slotIds(db)));
+  // An installed MCP server's file changed: the Hermes join converges now (seed 001's `hermes_sync`), however the change came.
+  box.onCommit("hermes_sync", (proposal) => {
+    const touched = proposal.applied.files.map((f) => /^mcp-servers\/([^/]+)\.toml$/.exec(f.file)).filter((m) => m !== null);
+    if (touched.length === 0) return undefined;
+    const present = touched.map((m) => m![1]!).filter((id) => proposal.model.mcpServers[id] !== undefined);
+    return hermesSync(box, present.length === 1 ? present[0] : undefined);
+  });
   // Approved requests find their route here: the REST table and hal0-memory's internal routes.
   const byId = new Map([...routes, ...MEMORY_ROUTES].map((r) => [routeId(r), r]));
   const audit = new Audit(db, now);

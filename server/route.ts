@@ -60,6 +60,8 @@ export interface WriteOutcome {
   readonly warnings: readonly Diagnostic[];
   readonly committed: boolean;
   readonly after?: unknown;
+  /** What the commit observers reported (`hermes_sync` when an installed MCP server's file changed, …). */
+  readonly observed: Readonly<Record<string, unknown>>;
 }
 
 interface RouteBase<P, Q, B> {

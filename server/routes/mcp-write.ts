@@ -7,7 +7,6 @@ import type { BoxService } from "../box.js";
 import type { Dispatcher } from "../dispatch.js";
 import { ApiError, refusing } from "../errors.js";
 import { restoreMasked } from "../redact.js";
-import { hermesSync } from "../mcp-servers/hermes-sync.js";
 import { resolveManifest, validateManifest } from "../mcp-servers/manifest.js";
 import { listRemoteTools } from "../mcp-servers/probe.js";
 import { defineRoute, type WriteIntent } from "../route.js";
@@ -57,8 +56,8 @@ export const mcpWriteRoutes = [
       const id = manifest.id;
       return {
         changes: { edits: installMcpServerEdits(manifest, Date.now()), summary: `install MCP server ${id}` },
-        after: (b) => hermesSync(b, id),
-        reply: async (o) => ({ installed: installedView((await box.model()).mcpServers[id]!), hermes_sync: o.after, revision: o.revision }),
+        // hermes_sync is a commit observer (hal0-server.ts): a plan of this change set applied by id syncs the same way.
+        reply: async (o) => ({ installed: installedView((await box.model()).mcpServers[id]!), hermes_sync: o.observed.hermes_sync, revision: o.revision }),
       } as WriteIntent;
     },
   }),
@@ -69,8 +68,7 @@ export const mcpWriteRoutes = [
       await installed(box, services, params.server_id);
       return {
         changes: { edits: uninstallMcpServerEdits(params.server_id), summary: `uninstall MCP server ${params.server_id}` },
-        after: (b) => hermesSync(b),
-        reply: (o) => ({ uninstalled: params.server_id, hermes_sync: o.after, revision: o.revision }),
+        reply: (o) => ({ uninstalled: params.server_id, hermes_sync: o.observed.hermes_sync, revision: o.revision }),
       } as WriteIntent;
     },
   }),
@@ -146,7 +144,6 @@ function verdictOf(policy: { allow: readonly string[]; gated: readonly string[];
 function viewIntent(box: BoxService, id: string, edits: WriteIntent["changes"]["edits"], summary: string, sync: boolean): WriteIntent {
   return {
     changes: { edits, summary },
-    ...(sync ? { after: (b: BoxService) => hermesSync(b, id) } : {}),
-    reply: async (o) => ({ server: installedView((await box.model()).mcpServers[id]!), ...(sync ? { hermes_sync: o.after } : {}), revision: o.revision }),
+    reply: async (o) => ({ server: installedView((await box.model()).mcpServers[id]!), ...(sync ? { hermes_sync: o.observed.hermes_sync } : {}), revision: o.revision }),
   };
 }

@@ -6,6 +6,8 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { parse } from "yaml";
+import { proposeOnly } from "../../server/dispatch.js";
+import { ROUTES } from "../../server/routes/index.js";
 import { startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callMemory, callTool, memoryClient } from "./mcp-helpers.js";
 
@@ -44,6 +46,19 @@ afterEach(async () => {
 
 const profile = (p: string) => parse(readFileSync(join(hermes, "profiles", p, "config.yaml"), "utf8")) as { mcp_servers?: Record<string, any>; model?: string };
 const manifest = () => ({ id: "inventory", name: "Inventory", description: "The household inventory", transport: "streamable-http", url: inventory.url, tools: ["search", "fetch", "delete_all"], author: "us" });
+
+describe("the Hermes join is a commit observer", () => {
+  it("a plan of the exposure change, applied by id, converges the Hermes files as the route does", async () => {
+    expect((await s.call("POST", "/api/mcp/install", { body: { manifest: manifest() } })).status).toBe(201);
+    expect(profile("coder").mcp_servers?.inventory).toBeUndefined();
+    const route = ROUTES.find((r) => r.method === "PATCH" && r.path === "/api/mcp/{server_id}/exposure")!;
+    const { intent } = await proposeOnly(s.hal0, route, { params: { server_id: "inventory" }, query: {}, body: { hermes: true }, caller: { kind: "operator", agent: "owner", private: false, via: "rest" }, requestId: "t" });
+    const planned = await s.call("POST", "/api/plans", { body: intent.changes });
+    expect(planned.body.valid, JSON.stringify(planned.body)).toBe(true);
+    expect((await s.call("POST", `/api/plans/${planned.body.id}/apply`)).status).toBe(200);
+    expect(profile("coder").mcp_servers?.inventory).toMatchObject({ url: inventory.url });
+  });
+});
 
 describe("installed MCP servers, end to end", () => {
   it("installs by manifest, tests it, changes its tools and exposure (the Hermes files follow), and uninstalls it", async () => {
