@@ -1,3 +1,5 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { parse } from "smol-toml";
 import { compile } from "../compiler/index.js";
 import { generateTree } from "./generate.js";
@@ -70,7 +72,11 @@ console.log("\nhal0-memory (the embedded engine over MCP)");
 for (const line of await benchMemory()) console.log(line);
 
 const dockerHost = process.env.DOCKER_HOST;
-if (dockerHost) {
+// The docker part's anchor is Debian's docker-compose: without it there is nothing to stand beside, so say so instead of failing.
+const hasCompose = (process.env.PATH ?? "").split(":").some((dir) => dir !== "" && existsSync(join(dir, "docker-compose")));
+if (dockerHost && !hasCompose) {
+  console.log("\ndocker runtime: skipped (its anchor, docker-compose, is not installed: apt-get install docker-compose)");
+} else if (dockerHost) {
   console.log(`\ndocker runtime beside docker-compose 1.29 (engine ${dockerHost}; 50 slots of hal0-runner:local)`);
   const { benchCompose } = await import("./compose.js");
   for (const line of await benchCompose(dockerHost)) console.log(line);
