@@ -6,7 +6,8 @@ import { ApiError, envelope } from "./errors.js";
 import { callerOf, checkGate, type GateConfig } from "./gate.js";
 import { restVerdict, type RestVerdict } from "./identity/access.js";
 import { agentWriteTier, pendingReply } from "./verdict.js";
-import { ANONYMOUS, identify, requireScope, type Authenticator, type Identity } from "./identity/identify.js";
+import { checkCsrf } from "./identity/csrf.js";
+import { ANONYMOUS, identify, requireScope, type Authenticator } from "./identity/identify.js";
 import { RawReply, routeId, type Caller, type Route } from "./route.js";
 import type { McpEndpoint } from "./mcp/endpoint.js";
 import { mountWeb } from "./web/index.js";
@@ -116,25 +117,6 @@ function provenCaller(caller: Caller, err: ApiError): Caller {
   return { ...caller, kind, agent: name.join(":"), claimed: err.details.claimed };
 }
 
-const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
-
-/**
- * A request the web page's session cookie authenticates may change
- * something only with the session's CSRF token (`X-CSRF-Token`, or the
- * `csrf` field of a form the page routes parse) and, when it sends an
- * Origin, from this very origin. Bearer-token requests need neither: a page
- * elsewhere cannot know the token.
- */
-export function checkCsrf(identity: Identity, event: H3Event, formToken?: string): void {
-  if (identity.by !== "session" || SAFE_METHODS.has(event.method)) return;
-  const headers = event.node.req.headers;
-  const origin = [headers.origin].flat()[0];
-  if (origin !== undefined && origin.toLowerCase() !== `http://${String(headers.host ?? "").toLowerCase()}`) {
-    throw new ApiError("auth.csrf", `a session request from ${JSON.stringify(origin)} is not from this page's origin`);
-  }
-  const sent = [headers["x-csrf-token"]].flat()[0] ?? formToken;
-  if (sent === undefined || sent !== identity.csrf) throw new ApiError("auth.csrf", "the request lacks this session's CSRF token (reload the page)");
-}
 
 async function readCall(event: H3Event, route: Route, caller: Call["caller"], requestId: string): Promise<Call> {
   const raw = getRouterParams(event);

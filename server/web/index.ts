@@ -6,7 +6,7 @@ import { fileURLToPath } from "node:url";
 import { defineEventHandler, getQuery, getRouterParam, readRawBody, setResponseHeader, setResponseStatus, type H3Event, type Router } from "h3";
 import type { Logger } from "pino";
 import { packageRoot } from "../../reconciler/package-root.js";
-import { checkCsrf } from "../app.js";
+import { checkCsrf } from "../identity/csrf.js";
 import { invoke, type Call, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { callerOf, checkGate, type GateConfig } from "../gate.js";
