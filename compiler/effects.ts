@@ -49,11 +49,6 @@ export function effectsOf(input: EffectInput): Effect[] {
   return out.sort((a, b) => EFFECT_RANK[b.class] - EFFECT_RANK[a.class]);
 }
 
-/** The strictest class of a list of effects (tune when there are none). */
-export function strictestEffect(effects: readonly Effect[]): EffectClass {
-  return effects.reduce<EffectClass>((acc, e) => (EFFECT_RANK[e.class] > EFFECT_RANK[acc] ? e.class : acc), "tune");
-}
-
 type Doc = Record<string, unknown>;
 
 function fileEffects(input: EffectInput, f: EffectInput["files"][number]): Effect[] {

@@ -65,10 +65,10 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
     requireScope(identity, "rest");
     checkCsrf(identity, event);
     call = await readCall(event, route, caller, requestId);
-    let verdict: RestVerdict = caller.kind === "operator" ? { run: true } : restVerdict(route, caller, (await deps.box.model()).policy);
-    if (verdict.run && caller.kind === "agent" && route.kind === "write") {
+    const policy = caller.kind === "operator" ? undefined : (await deps.box.model()).policy;
+    let verdict: RestVerdict = policy === undefined ? { run: true } : restVerdict(route, caller, policy);
+    if (verdict.run && policy !== undefined && caller.kind === "agent" && route.kind === "write") {
       // Judged by what it does: planned first, queued when an effect needs a person.
-      const policy = (await deps.box.model()).policy;
       const { tier, tool } = await agentWriteTier(route, caller, policy, "autonomous_write", async () => (await proposeOnly(deps, route, call!)).proposal);
       if (tier === "gated") verdict = { run: false, tool, tier: "gated" };
     }
@@ -116,7 +116,6 @@ function provenCaller(caller: Caller, err: ApiError): Caller {
   if (kind !== "operator" && kind !== "agent") return caller;
   return { ...caller, kind, agent: name.join(":"), claimed: err.details.claimed };
 }
-
 
 async function readCall(event: H3Event, route: Route, caller: Call["caller"], requestId: string): Promise<Call> {
   const raw = getRouterParams(event);

@@ -1,32 +1,15 @@
 import { tierFor, type CompiledPolicy } from "../compiler/index.js";
-import { effectsOf, strictestEffect, type Effect, type EffectClass } from "../compiler/effects.js";
-import type { Tier } from "../schema/index.js";
+import { effectsOf, type Effect } from "../compiler/effects.js";
+import { tierRank, type Tier } from "../schema/index.js";
 import type { Proposal } from "./box.js";
 import { ApiError } from "./errors.js";
+import { routeFloor, stricter } from "./identity/access.js";
 import type { Caller, Route } from "./route.js";
-
-const RANK: Readonly<Record<Tier, number>> = { autonomous_read: 0, autonomous_write: 1, gated: 2, blocked: 3 };
-
-function stricter(a: Tier, b: Tier): Tier {
-  return RANK[b] > RANK[a] ? b : a;
-}
-
-/** The strictest tier for this agent of every tool aliasing `route` (blocked refused): the floor of any call to it, whichever alias names it. */
-export function routeFloor(route: Route, caller: Caller, policy: CompiledPolicy): { tier: Tier; tool: string } {
-  const ranked = (route.tools ?? []).map((tool) => ({ tool, tier: tierFor(policy, tool, caller.agent) ?? ("blocked" as Tier) })).sort((a, b) => RANK[b.tier] - RANK[a.tier]);
-  const top = ranked[0];
-  if (!top) return { tier: "gated", tool: "" };
-  if (top.tier === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${top.tool} for ${caller.agent}`, { tool: top.tool, agent: caller.agent });
-  return top;
-}
 
 export interface EffectVerdict {
   /** The tier the change meets: the floor, raised by its effects. */
   readonly tier: Tier;
   readonly effects: readonly Effect[];
-  readonly strictest: EffectClass;
-  /** What raised it above the floor, when something did. */
-  readonly raisedBy?: Effect;
 }
 
 /**
@@ -41,22 +24,15 @@ export interface EffectVerdict {
 export function effectVerdict(proposal: Pick<Proposal, "snapshot" | "model" | "applied">, floor: Tier, caller: Caller, policy: CompiledPolicy): EffectVerdict {
   const effects = effectsOf({ before: proposal.snapshot.model, after: proposal.model, files: proposal.applied.files });
   let tier = floor;
-  let raisedBy: Effect | undefined;
-  const raise = (t: Tier, e: Effect) => {
-    if (RANK[t] > RANK[tier]) {
-      tier = t;
-      raisedBy = e;
-    }
-  };
   for (const e of effects) {
-    if (e.class === "privileged") raise("gated", e);
+    if (e.class === "privileged") tier = stricter(tier, "gated");
     else if (e.class === "assignment" && e.tool) {
       const own = tierFor(policy, e.tool, caller.agent) ?? "blocked";
       if (own === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${e.tool} for ${caller.agent}, and this change ${e.line}`, { tool: e.tool, agent: caller.agent, effect: e.line });
-      raise(stricter(floor, own), e);
+      tier = stricter(tier, own);
     }
   }
-  return { tier, effects, strictest: strictestEffect(effects), ...(raisedBy ? { raisedBy } : {}) };
+  return { tier, effects };
 }
 
 /** The effect lines a person reads on a card: every privileged and assignment effect, then the tune ones (at most 12 lines). */
@@ -79,7 +55,7 @@ export function pendingReply(approval: { id: string; summary: string; effects: r
 export async function agentWriteTier(route: Route, caller: Caller, policy: CompiledPolicy, toolTier: Tier, propose: () => Promise<Pick<Proposal, "snapshot" | "model" | "applied">>): Promise<{ tier: Tier; tool: string }> {
   const floor = routeFloor(route, caller, policy);
   const tier = stricter(toolTier, floor.tier);
-  if (tier === "gated" || tier === "blocked") return { tier, tool: floor.tool };
+  if (tierRank(tier) >= tierRank("gated")) return { tier, tool: floor.tool };
   const verdict = effectVerdict(await propose(), tier, caller, policy);
   return { tier: verdict.tier, tool: floor.tool };
 }

@@ -1,5 +1,5 @@
 import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
-import type { Tier } from "../../schema/index.js";
+import { tierRank, type Tier } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
 import { routeId, type Caller, type Route } from "../route.js";
 import { identityLabel } from "./identify.js";
@@ -13,8 +13,6 @@ export const PUBLIC_ROUTES: ReadonlySet<string> = new Set<string>(["GET /api/aut
 
 /** What happens to a REST call: it runs, or it is queued for a person as `tool`. */
 export type RestVerdict = { readonly run: true } | { readonly run: false; readonly tool: string; readonly tier: "gated" };
-
-const RANK: Readonly<Record<Tier, number>> = { autonomous_read: 0, autonomous_write: 1, gated: 2, blocked: 3 };
 
 /**
  * The same policy on REST as over MCP. An operator runs everything (a
@@ -38,11 +36,30 @@ export function restVerdict(route: Route, caller: Caller, policy: CompiledPolicy
     if (PUBLIC_ROUTES.has(routeId(route))) return { run: true };
     throw new ApiError("auth.operator_required", `${routeId(route)} is for operators only; ${identityLabel({ kind: caller.kind, name: caller.agent })} is an agent`, { route: routeId(route), identity: identityLabel({ kind: caller.kind, name: caller.agent }) });
   }
-  const ranked = tools.map((tool) => ({ tool, tier: tierFor(policy, tool, caller.agent) ?? "blocked" })).sort((a, b) => RANK[b.tier] - RANK[a.tier]);
-  const strictest = ranked[0]!;
-  if (strictest.tier === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${strictest.tool} for ${caller.agent}`, { tool: strictest.tool, agent: caller.agent });
+  const strictest = routeFloor(route, caller, policy);
   if (strictest.tier === "gated") return { run: false, tool: strictest.tool, tier: "gated" };
   return { run: true };
+}
+
+/** The stricter of two tiers. */
+export function stricter(a: Tier, b: Tier): Tier {
+  return tierRank(b) > tierRank(a) ? b : a;
+}
+
+/**
+ * The strictest tier for this agent of every tool aliasing `route` (blocked
+ * is refused): the floor of any call to it, on REST and whichever MCP alias
+ * names it, so no alias is looser than another.
+ */
+export function routeFloor(route: Route, caller: Caller, policy: CompiledPolicy): { tier: Tier; tool: string } {
+  let top: { tier: Tier; tool: string } | undefined;
+  for (const tool of route.tools ?? []) {
+    const tier = tierFor(policy, tool, caller.agent) ?? "blocked";
+    if (top === undefined || tierRank(tier) > tierRank(top.tier)) top = { tier, tool };
+  }
+  if (!top) return { tier: "gated", tool: "" };
+  if (top.tier === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${top.tool} for ${caller.agent}`, { tool: top.tool, agent: caller.agent });
+  return top;
 }
 
 /** A route (or MCP tool's route) an anonymous caller may reach: not a write, and every tool on it autonomous-read. */

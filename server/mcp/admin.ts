@@ -10,6 +10,7 @@ import { auditRefusal } from "../audit.js";
 import { toolTier } from "../identity/access.js";
 import { checkPathArgs, pathParams } from "../path-args.js";
 import { callMemoryTool } from "../memory/service.js";
+import type { Tier } from "../../schema/index.js";
 import type { Caller, Route } from "../route.js";
 import type { ToolDef } from "./catalog.js";
 import { envelopeSdkErrors, failure, ok } from "./results.js";
@@ -57,11 +58,11 @@ async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unkno
     if (tool.memory || !tool.route) return ok(await callMemoryTool(d, tool.name, args, caller, "admin"));
     const route = tool.route;
     const model = await d.box.model();
-    let tier: string = toolTier(model.policy, route, tool.name, caller);
+    let tier: Tier = toolTier(model.policy, route, tool.name, caller);
     const call = toCall(route, tool.name, args, caller);
     // An agent's write is judged by what it does, after compile and plan (the tool's tier is only its floor).
     if (caller.kind === "agent" && route.kind === "write") {
-      tier = (await agentWriteTier(route, caller, model.policy, tier as never, async () => (await proposeOnly(d, route, call)).proposal)).tier;
+      tier = (await agentWriteTier(route, caller, model.policy, tier, async () => (await proposeOnly(d, route, call)).proposal)).tier;
     }
     if (tier === "gated") {
       const approval = await d.approvals.enqueue(tool.name, route, call);
@@ -77,8 +78,6 @@ async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unkno
 
 /** Refusals made before a call reaches `invoke`, which audits everything after. */
 const REFUSALS = new Set(["mcp.tool_not_allowed", "auth.required", "auth.operator_required"]);
-
-
 
 /** Path args checked and decoded; for GET and DELETE the rest is the query, else the route's query fields are and the rest is the body. */
 function toCall(route: Route, tool: string, args: Record<string, unknown>, caller: Caller): Call {
