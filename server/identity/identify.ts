@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
 import { ApiError } from "../errors.js";
-import type { Scope, TokenStore } from "./tokens.js";
+import { SCOPES, type Scope, type TokenStore } from "./tokens.js";
 
 export const IDENTITY_KINDS = ["operator", "agent", "anonymous"] as const;
 export type IdentityKind = (typeof IDENTITY_KINDS)[number];
@@ -36,7 +36,6 @@ export interface Authenticator {
 
 export const SESSION_COOKIE = "hal0_session";
 const CLAIM_RE = /^[A-Za-z0-9_-]{1,64}$/;
-const ALL_SCOPES: readonly Scope[] = ["mcp:admin", "mcp:memory", "rest"];
 
 /**
  * The one place a request's identity is decided.
@@ -66,8 +65,8 @@ export function identify(headers: IncomingHttpHeaders, auth: Authenticator): Ide
     if (token && token.kind === "operator") return checked({ kind: "operator", name: token.name, tokenId: token.id, scopes: token.scopes, by: "session", csrf: csrfOf(cookie) }, claim);
   }
   if (auth.mode() === "off") {
-    if (claim !== undefined && CLAIM_RE.test(claim)) return { kind: "agent", name: claim, scopes: ALL_SCOPES, by: "auth_off" };
-    return { kind: "operator", name: "local", scopes: ALL_SCOPES, by: "auth_off" };
+    if (claim !== undefined && CLAIM_RE.test(claim)) return { kind: "agent", name: claim, scopes: SCOPES, by: "auth_off" };
+    return { kind: "operator", name: "local", scopes: SCOPES, by: "auth_off" };
   }
   return claim === undefined ? ANONYMOUS : { ...ANONYMOUS, claimed: claim.slice(0, 64) };
 }

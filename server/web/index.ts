@@ -104,47 +104,39 @@ export function mountWeb(router: Router, deps: WebDeps): void {
     setResponseHeader(event, "Set-Cookie", `${SESSION_COOKIE}=${session}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${SESSION_TTL_S}`);
     return redirect(event, "/");
   };
-  // `/login?code=…` (the link `hal0 web` prints) exchanges a one-time code; `/login` alone is the form.
-  router.get("/login", defineEventHandler((event) => {
+  /** A login-page handler: behind the gate; a refusal is a page with its status, anything else the failure page. */
+  const gated = (work: (event: H3Event) => unknown) => defineEventHandler(async (event) => {
     try {
       checkGate(event.node.req.headers, deps.gate());
-      const code = getQuery(event).code;
-      if (code === undefined) return send(event, 200, loginPage());
-      const { session } = deps.auth.tokens.redeemCode(String(Array.isArray(code) ? code[0] : code), SESSION_TTL_S);
-      return loggedIn(event, session);
+      return await work(event);
     } catch (err) {
       if (err instanceof ApiError) return refusal(event, err);
       return failed(event, err);
     }
+  });
+  // `/login?code=…` (the link `hal0 web` prints) exchanges a one-time code; `/login` alone is the form.
+  router.get("/login", gated((event) => {
+    const code = getQuery(event).code;
+    if (code === undefined) return send(event, 200, loginPage());
+    const { session } = deps.auth.tokens.redeemCode(String(Array.isArray(code) ? code[0] : code), SESSION_TTL_S);
+    return loggedIn(event, session);
   }));
   // A pasted operator token; only from this very origin (no logging a browser into someone else's session).
-  router.post("/login", defineEventHandler(async (event) => {
-    try {
-      checkGate(event.node.req.headers, deps.gate());
-      sameOrigin(event.node.req.headers);
-      const form = await readForm(event);
-      const { session } = deps.auth.tokens.sessionForToken(form.get("token") ?? "", SESSION_TTL_S);
-      return loggedIn(event, session);
-    } catch (err) {
-      if (err instanceof ApiError) return refusal(event, err);
-      return failed(event, err);
-    }
+  router.post("/login", gated(async (event) => {
+    sameOrigin(event.node.req.headers);
+    const form = await readForm(event);
+    const { session } = deps.auth.tokens.sessionForToken(form.get("token") ?? "", SESSION_TTL_S);
+    return loggedIn(event, session);
   }));
   // Ends this browser's session (CSRF-checked like every session post) and forgets the cookie.
-  router.post("/logout", defineEventHandler(async (event) => {
-    try {
-      checkGate(event.node.req.headers, deps.gate());
-      const identity = identify(event.node.req.headers, deps.auth);
-      const form = await readForm(event);
-      checkCsrf(identity, event, form.get("csrf") ?? undefined);
-      const cookie = cookieOf([event.node.req.headers.cookie].flat()[0], SESSION_COOKIE);
-      if (identity.by === "session" && cookie !== undefined) deps.auth.tokens.endSession(cookie);
-      setResponseHeader(event, "Set-Cookie", `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
-      return redirect(event, "/login");
-    } catch (err) {
-      if (err instanceof ApiError) return refusal(event, err);
-      return failed(event, err);
-    }
+  router.post("/logout", gated(async (event) => {
+    const identity = identify(event.node.req.headers, deps.auth);
+    const form = await readForm(event);
+    checkCsrf(identity, event, form.get("csrf") ?? undefined);
+    const cookie = cookieOf([event.node.req.headers.cookie].flat()[0], SESSION_COOKIE);
+    if (identity.by === "session" && cookie !== undefined) deps.auth.tokens.endSession(cookie);
+    setResponseHeader(event, "Set-Cookie", `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
+    return redirect(event, "/login");
   }));
 
   // ── deciding without script: form posts, through the REST routes ─────
