@@ -28,6 +28,13 @@ export interface ChangeSet {
   readonly summary?: string;
   /** Lets the change stop or delete a pinned slot (the routes' `?force=true`). */
   readonly force?: boolean;
+  /**
+   * What the change applies, when a builder made it so: `stack` = stack
+   * `<slug>`'s projection (compiler/edits/stack.ts `applyStackChanges`). Data
+   * only, saved with a plan; the commit observer (server/stack-pointer.ts)
+   * moves the stack pointer only when the committed tree holds that projection.
+   */
+  readonly stack?: { readonly slug: string };
 }
 
 /** The tree after a ChangeSet, and per touched file its text before and after (null = absent). */

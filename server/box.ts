@@ -173,29 +173,39 @@ export class BoxService {
     return { changes, snapshot, applied, model, plan, delta, warnings };
   }
 
-  /** Writes a proposal's files (atomic each; all roll back if one fails), then asks for a sweep. Returns the new revision. */
+  /**
+   * Writes a proposal's files (atomic each; all roll back if one fails), then
+   * runs the commit observers and asks for a sweep. Returns the new revision.
+   * A proposal that changes no file writes nothing and asks for no sweep, but
+   * its observers still see it (a stack re-applied onto a tree that already
+   * holds it moves the pointer).
+   */
   async commit(proposal: Proposal): Promise<string> {
     return this.writes.run(async () => {
-      const moved: string[] = [];
-      for (const f of proposal.applied.files) {
-        const now = await readFile(join(this.root, f.file), "utf8").catch(() => null);
-        if (now !== f.before) moved.push(f.file);
-      }
-      if (moved.length > 0) throw new ApiError("config.stale", `changed on disk since the change was planned: ${moved.join(", ")}`, { files: moved });
-      const done: Array<(typeof proposal.applied.files)[number]> = [];
-      try {
-        for (const f of proposal.applied.files) {
-          await writeOrRemove(this.root, f.file, f.after);
-          done.push(f);
+      const files = proposal.applied.files;
+      let revision = proposal.snapshot.revision;
+      if (files.length > 0) {
+        const moved: string[] = [];
+        for (const f of files) {
+          const now = await readFile(join(this.root, f.file), "utf8").catch(() => null);
+          if (now !== f.before) moved.push(f.file);
         }
-      } catch (err) {
-        for (const f of done.reverse()) await writeOrRemove(this.root, f.file, f.before).catch(() => undefined);
-        throw new ApiError("config.write_failed", `writing ${proposal.applied.files.map((f) => f.file).join(", ")} failed, every file was rolled back: ${(err as Error).message}`);
+        if (moved.length > 0) throw new ApiError("config.stale", `changed on disk since the change was planned: ${moved.join(", ")}`, { files: moved });
+        const done: Array<(typeof files)[number]> = [];
+        try {
+          for (const f of files) {
+            await writeOrRemove(this.root, f.file, f.after);
+            done.push(f);
+          }
+        } catch (err) {
+          for (const f of done.reverse()) await writeOrRemove(this.root, f.file, f.before).catch(() => undefined);
+          throw new ApiError("config.write_failed", `writing ${files.map((f) => f.file).join(", ")} failed, every file was rolled back: ${(err as Error).message}`);
+        }
+        this.cached = undefined;
+        // The committed tree compiled: its settings (the gate, [server] auth, TTLs) hold from the next request on.
+        this.lastGood = proposal.model;
+        revision = this.recordRevision(revisionFiles(proposal.applied.tree));
       }
-      this.cached = undefined;
-      // The committed tree compiled: its settings (the gate, [server] auth, TTLs) hold from the next request on.
-      this.lastGood = proposal.model;
-      const revision = this.recordRevision(revisionFiles(proposal.applied.tree));
       // After-effects keyed on what the commit touched, whichever door it came through (a route, a plan by id, an approval).
       const results: Record<string, unknown> = {};
       for (const { name, observer } of this.observers) {
@@ -203,7 +213,7 @@ export class BoxService {
         if (result !== undefined) results[name] = result;
       }
       this.observed.set(proposal, results);
-      this.options.nudge?.();
+      if (files.length > 0) this.options.nudge?.();
       return revision;
     });
   }

@@ -129,7 +129,8 @@ export function guardOperatorOnly(proposal: Pick<Proposal, "snapshot" | "model">
 async function finish(box: BoxService, intent: WriteIntent, proposal: Proposal): Promise<unknown> {
   const files = proposal.applied.files.map((f) => f.file);
   const committed = !intent.dryRun && files.length > 0;
-  const revision = committed ? await box.commit(proposal) : proposal.snapshot.revision;
+  // Not a dry run: committed even when no file moves (nothing is written, but the commit observers see the change).
+  const revision = intent.dryRun ? proposal.snapshot.revision : await box.commit(proposal);
   const after = intent.dryRun || !intent.after ? undefined : await intent.after(box);
   const outcome: WriteOutcome = { revision, files, plan: proposal.plan, warnings: proposal.warnings, committed, after, observed: box.observedFor(proposal) };
   return intent.reply ? intent.reply(outcome) : { revision, files, committed, plan: proposal.plan, warnings: proposal.warnings };

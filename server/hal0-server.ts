@@ -20,6 +20,7 @@ import { memoryServer } from "./mcp/memory.js";
 import { MEMORY_ROUTES, MemoryService, type MemoryServiceOptions } from "./memory/service.js";
 import { packageVersion } from "./version.js";
 import { slotIdObserver, slotIds } from "./slot-ids.js";
+import { stackPointerObserver } from "./stack-pointer.js";
 import { hermesSync } from "./mcp-servers/hermes-sync.js";
 import { auditRefusal } from "./audit.js";
 import type { Authenticator } from "./identity/identify.js";
@@ -74,6 +75,8 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
     const present = touched.map((m) => m![1]!).filter((id) => proposal.model.mcpServers[id] !== undefined);
     return hermesSync(box, present.length === 1 ? present[0] : undefined);
   });
+  // A stack apply (the change set carries `stack`) whose projection the committed tree holds: the pointer names it (`stack_pointer`).
+  box.onCommit("stack_pointer", stackPointerObserver(options.stateDir, now));
   // Approved requests find their route here: the REST table and hal0-memory's internal routes.
   const byId = new Map([...routes, ...MEMORY_ROUTES].map((r) => [routeId(r), r]));
   const audit = new Audit(db, now);

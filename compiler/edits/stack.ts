@@ -1,7 +1,8 @@
 import type { z } from "zod";
 import { Stack, type StackSlot } from "../../schema/index.js";
-import type { FileEdit } from "../changeset.js";
+import { applyChangeSet, type ChangeSet, type FileEdit } from "../changeset.js";
 import type { Model } from "../model.js";
+import type { SourceTree } from "../sources.js";
 import { appendTables, docEdit, stripUndefined, tomlText } from "./toml.js";
 
 type Entry = z.infer<typeof StackSlot>;
@@ -57,6 +58,26 @@ export function projectStack(slug: string, stack: Stack, model: Model, options: 
   if (stack.mode === "replace") disableOthers(slug, stack, model, out);
   if (out.summary.length === 0) out.summary.push(`stack ${slug}: every slot already matches, nothing to change`);
   return out;
+}
+
+/** A stack apply as a ChangeSet: the projection's edits, marked as applying stack `slug` (the pointer's observer reads the mark). */
+export function applyStackChanges(slug: string, projection: Pick<StackProjection, "edits">): ChangeSet {
+  return { edits: projection.edits, summary: `apply stack ${slug}`, stack: { slug } };
+}
+
+/**
+ * Whether `tree` (compiled as `model`) holds exactly what applying stack
+ * `slug` would write: its projection, made again from this tree, changes no
+ * file. False when the tree has no such stack.
+ */
+export function holdsStack(slug: string, model: Model, tree: SourceTree): boolean {
+  const stack = model.stacks[slug];
+  if (!stack) return false;
+  try {
+    return applyChangeSet(tree, { edits: projectStack(slug, stack, model).edits }).files.length === 0;
+  } catch {
+    return false;
+  }
 }
 
 function projectEntry(entry: Entry, slot: Model["slots"][string], out: StackProjection): void {

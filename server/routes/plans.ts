@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { movedFiles, type ChangeSet } from "../../compiler/changeset.js";
+import { ResourceId } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
 import { defineRoute } from "../route.js";
 import type { Dispatcher } from "../dispatch.js";
@@ -12,7 +13,13 @@ const FileEdit = z.discriminatedUnion("op", [
   z.strictObject({ file: z.string().min(1), op: z.literal("delete") }),
   z.strictObject({ file: z.string().min(1), op: z.literal("rename"), to: z.string().min(1) }),
 ]);
-export const ChangeSetBody = z.strictObject({ edits: z.array(FileEdit).min(1).max(500), summary: z.string().max(500).optional(), force: z.boolean().optional() });
+export const ChangeSetBody = z.strictObject({
+  edits: z.array(FileEdit).min(1).max(500),
+  summary: z.string().max(500).optional(),
+  force: z.boolean().optional(),
+  /** The stack-apply builder's mark (compiler/changeset.ts): kept with the plan, so applying it by id moves the stack pointer as the route does. */
+  stack: z.strictObject({ slug: ResourceId }).optional(),
+});
 
 const Id = z.strictObject({ id: z.string().min(1).max(64) });
 const Paging = z.strictObject({ limit: z.coerce.number().int().min(1).max(500).default(50), offset: z.coerce.number().int().min(0).default(0) });

@@ -1,9 +1,8 @@
-import { parse as parseToml } from "@decimalturn/toml-patch";
 import { z } from "zod";
-import type { FileEdit } from "../../compiler/changeset.js";
-import { ResourceId, SLOT_LEGACY_ROOT_KEYS, SlotName } from "../../schema/index.js";
+import { createSlotChanges, deleteSlotChanges, editSlotChanges, renameSlotChanges, slotDoc, slotFile as fileOf, swapSlotChanges, toggleSlotChanges } from "../../compiler/edits/slots.js";
+import { ResourceId, SlotName } from "../../schema/index.js";
 import type { BoxService } from "../box.js";
-import { ApiError } from "../errors.js";
+import { refusing } from "../errors.js";
 import { restoreMasked } from "../redact.js";
 import { defineRoute, type WriteIntent, type WriteOutcome } from "../route.js";
 import { slotIds } from "../slot-ids.js";
@@ -19,45 +18,12 @@ const Force = z.strictObject({
 const Create = z.looseObject({ name: SlotName });
 const Edit = z.looseObject({ tune: z.union([z.null(), z.record(z.string(), z.unknown())]).optional() });
 
-const fileOf = (name: string) => `slots/${name}.toml`;
-
 /** The slot's file text as on disk now; 404 `slot.not_found` (with the known names) when there is none. */
 async function slotText(box: BoxService, name: string): Promise<string> {
   const snap = await box.snapshot();
   const text = snap.tree.files.get(fileOf(name));
   if (text === undefined) throw slotNotFound(name, slotNames(snap.tree.files));
   return text;
-}
-
-/** A slot file's parsed TOML, or nothing when it does not parse. */
-function currentDoc(text: string): Record<string, unknown> {
-  try {
-    return parseToml(text) as Record<string, unknown>;
-  } catch {
-    return {};
-  }
-}
-
-/** Root-level tuning keys (the old flat shapes): refused before anything is planned. */
-function denyRootTuning(body: Record<string, unknown>): void {
-  const keys = Object.keys(body).filter((k) => (SLOT_LEGACY_ROOT_KEYS as readonly string[]).includes(k));
-  if (keys.length === 0) return;
-  const key = keys[0]!;
-  const target = key === "context_size" ? "ctx_size" : key;
-  throw new ApiError("slot.tuning_key_denied", `\`${keys.join("`, `")}\` at the slot's root: tuning lives in the slot's \`tune\` table (e.g. {"tune": {"${target}": …}})`, { keys });
-}
-
-/** Sparse edit: each field set (null removes it); `tune` per key (null drops one override), `tune: null` clears the table. */
-function editOps(file: string, body: Record<string, unknown>): FileEdit[] {
-  const edits: FileEdit[] = [];
-  for (const [key, value] of Object.entries(body)) {
-    if (key === "tune" && value !== null && typeof value === "object") {
-      for (const [k, v] of Object.entries(value)) edits.push({ file, op: "set", path: ["tune", k], value: v });
-    } else {
-      edits.push({ file, op: "set", path: [key], value });
-    }
-  }
-  return edits;
 }
 
 function withSlot(box: BoxService, name: string): (o: WriteOutcome) => unknown {
@@ -67,7 +33,7 @@ function withSlot(box: BoxService, name: string): (o: WriteOutcome) => unknown {
 /** A pinned slot's unload without force is refused inside the pipeline (compiler/change-checks.ts), for a plan applied by id too. */
 async function toggle(box: BoxService, name: string, enabled: boolean, force: boolean): Promise<WriteIntent> {
   await slotText(box, name);
-  return { changes: { edits: [{ file: fileOf(name), op: "set", path: ["enabled"], value: enabled }], summary: `${enabled ? "load" : "unload"} slot ${name}`, ...(force ? { force } : {}) }, reply: withSlot(box, name) };
+  return { changes: toggleSlotChanges(name, enabled, force), reply: withSlot(box, name) };
 }
 
 /** The write side of the slot routes: every one a ChangeSet through the pipeline, except restart (an action on the runtime). */
@@ -78,9 +44,7 @@ export const slotWriteRoutes = [
     handle: async ({ box, body }) => {
       const { name, ...fields } = body;
       const snap = await box.snapshot();
-      if (snap.tree.files.has(fileOf(name))) throw new ApiError("slot.exists", `slot \`${name}\` already exists (${fileOf(name)})`, { name, file: fileOf(name) });
-      denyRootTuning(fields);
-      return { changes: { edits: [{ file: fileOf(name), op: "put", doc: fields }], summary: `create slot ${name}` }, reply: withSlot(box, name) };
+      return { changes: refusing(() => createSlotChanges(name, fields, snap.tree.files.has(fileOf(name)))), reply: withSlot(box, name) };
     },
   }),
   defineRoute({
@@ -90,10 +54,9 @@ export const slotWriteRoutes = [
     summary: "Edit a slot's file in place (comments kept): fields set, null removes one; sparse `tune`, `tune: null` clears it",
     handle: async ({ box, params, body }) => {
       const text = await slotText(box, params.name);
-      denyRootTuning(body);
       // A `[redacted]` sent back (a GET's masked value, e.g. an env secret) keeps the value it stands for.
-      const fields = restoreMasked(body, currentDoc(text));
-      return { changes: { edits: editOps(fileOf(params.name), fields), summary: `edit slot ${params.name}` }, reply: withSlot(box, params.name) };
+      const fields = restoreMasked(body, slotDoc(text));
+      return { changes: refusing(() => editSlotChanges(params.name, fields)), reply: withSlot(box, params.name) };
     },
   }),
   defineRoute({
@@ -111,7 +74,7 @@ export const slotWriteRoutes = [
     summary: "Serve another model (a model id of models.toml)",
     handle: async ({ box, params, body }) => {
       await slotText(box, params.name);
-      return { changes: { edits: [{ file: fileOf(params.name), op: "set", path: ["model"], value: body.model }], summary: `slot ${params.name}: serve ${body.model}` }, reply: withSlot(box, params.name) };
+      return { changes: swapSlotChanges(params.name, body.model), reply: withSlot(box, params.name) };
     },
   }),
   defineRoute({
@@ -122,7 +85,7 @@ export const slotWriteRoutes = [
       // The slot has its id before it moves; the commit observer moves the id with the file (slot-ids.ts), so a plan of this change set does the same.
       slotIds(box.db).idOf(params.name);
       return {
-        changes: { edits: [{ file: fileOf(params.name), op: "rename", to: fileOf(body.to) }], summary: `rename slot ${params.name} to ${body.to}` },
+        changes: renameSlotChanges(params.name, body.to),
         reply: (o) => ({ ...(withSlot(box, body.to)(o) as object), from: params.name, to: body.to }),
       };
     },
@@ -143,7 +106,7 @@ export const slotWriteRoutes = [
     handle: async ({ box, params, query }) => {
       await slotText(box, params.name);
       // Pinned without force: refused inside the pipeline; the id goes with the file (the commit observer).
-      return { changes: { edits: [{ file: fileOf(params.name), op: "delete" }], summary: `delete slot ${params.name}`, ...(query.force ? { force: true } : {}) } };
+      return { changes: deleteSlotChanges(params.name, query.force) };
     },
   }),
 ];

@@ -1,13 +1,13 @@
 import { parse as parseToml } from "smol-toml";
 import { z } from "zod";
-import { deleteStackEdit, importStackEdits, newStackEdit, projectStack, snapshotStack, stackFile as fileOf, updateStackEdit } from "../../compiler/edits/stack.js";
+import { applyStackChanges, deleteStackEdit, importStackEdits, newStackEdit, projectStack, snapshotStack, stackFile as fileOf, updateStackEdit } from "../../compiler/edits/stack.js";
 import type { Model } from "../../compiler/index.js";
 import { ResourceId, Stack, STACK_MODES, StackSlot } from "../../schema/index.js";
 import type { BoxService } from "../box.js";
 import { openStackEnvelope, stackEnvelope } from "../envelopes.js";
 import { ApiError } from "../errors.js";
 import { defineRoute, type WriteIntent } from "../route.js";
-import { currentDrift, stackContentHash, writePointer } from "../../reconciler/stack-drift.js";
+import { currentDrift } from "../../reconciler/stack-drift.js";
 
 const Slug = z.strictObject({ slug: ResourceId });
 const DryRunQuery = z.strictObject({ dry_run: z.enum(["true", "false", "1", "0"]).optional() });
@@ -121,20 +121,13 @@ async function applyIntent(box: BoxService, slug: string, dryRun: boolean): Prom
   const stack = model.stacks[slug] ?? notFound(slug, model);
   const p = projectStack(slug, stack, model);
   return {
-    changes: { edits: p.edits, summary: `apply stack ${slug}` },
+    // The pointer is a commit observer's (server/stack-pointer.ts), keyed on the change set's `stack` mark: a plan of it applied by id sets it too.
+    changes: applyStackChanges(slug, p),
     dryRun,
-    after: async (b) => {
-      const now = await b.model();
-      const applied = now.stacks[slug];
-      if (!applied) return undefined;
-      const pointer = { active_slug: slug, content_hash: stackContentHash(applied, now), applied_at: new Date(b.now()).toISOString() };
-      await writePointer(b.options.stateDir, pointer);
-      return pointer;
-    },
     reply: (o) => ({
       stack: slug, dry_run: dryRun, committed: o.committed, revision: o.revision,
       summary: p.summary, changes: p.changes, creates: p.creates, disables: p.disables, kept: p.kept,
-      files: o.files, plan: o.plan, warnings: o.warnings, ...(o.after ? { pointer: o.after } : {}),
+      files: o.files, plan: o.plan, warnings: o.warnings, ...(o.observed.stack_pointer ? { pointer: o.observed.stack_pointer } : {}),
     }),
   };
 }

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, statSync } from "node:fs";
 import { join, relative } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
+import type { ChangeSet } from "../../compiler/changeset.js";
 import { proposeOnly } from "../../server/dispatch.js";
 import { routeId } from "../../server/route.js";
 import { ROUTES } from "../../server/routes/index.js";
@@ -17,8 +18,8 @@ afterEach(async () => {
   for (const s of servers.splice(0)) await s.close();
 });
 
-async function start(): Promise<TestServer> {
-  const s = await startTestServer();
+async function start(now?: () => number): Promise<TestServer> {
+  const s = await startTestServer(now ? { extra: { now } } : {});
   servers.push(s);
   return s;
 }
@@ -119,5 +120,79 @@ describe("a write route's change, applied through the route and as a plan by id"
     expect(row).toMatchObject({ outcome: "ok", target: planned.body.id, plan_id: expect.stringMatching(/^sha256:/) });
     // Applying it again is refused: it was applied.
     expect((await s.call("POST", `/api/plans/${planned.body.id}/apply`)).body.error.code).toBe("plan.stale");
+  });
+});
+
+describe("the stack pointer is the commit's, not the route's", () => {
+  const OWNER = { kind: "operator", agent: "owner", private: false, via: "rest" } as const;
+  const applyRoute = ROUTES.find((r) => routeId(r) === "POST /api/stacks/{slug}/apply")!;
+  const pointerText = (s: TestServer): string => readFileSync(join(s.state, "stacks-state.json"), "utf8");
+  /** The stack apply route's change set, proposed and not committed. */
+  const stackChanges = async (s: TestServer, slug: string): Promise<ChangeSet> =>
+    (await proposeOnly(s.hal0, applyRoute, { params: { slug }, query: {}, body: undefined, caller: OWNER, requestId: "t" })).intent.changes;
+  /** `changes` saved as a plan, then applied by id. */
+  async function viaPlan(s: TestServer, changes: ChangeSet): Promise<{ id: string; applied: any }> {
+    const planned = await s.call("POST", "/api/plans", { body: changes });
+    expect(planned.status, JSON.stringify(planned.body)).toBe(201);
+    expect(planned.body.valid).toBe(true);
+    const applied = await s.call("POST", `/api/plans/${planned.body.id}/apply`);
+    expect(applied.status, JSON.stringify(applied.body)).toBe(200);
+    expect(applied.body.applied).toBe(true);
+    return { id: planned.body.id, applied: applied.body };
+  }
+
+  it("a stack apply saved as a plan and applied by id writes the pointer the route writes", async () => {
+    const at = Date.parse("2025-06-01T12:00:00.000Z");
+    const a = await start(() => at);
+    const b = await start(() => at);
+
+    const viaRoute = await a.call("POST", "/api/stacks/forge/apply");
+    expect(viaRoute.status, JSON.stringify(viaRoute.body)).toBe(200);
+    expect(viaRoute.body.pointer).toMatchObject({ active_slug: "forge", applied_at: "2025-06-01T12:00:00.000Z" });
+
+    const changes = await stackChanges(b, "forge");
+    const { id } = await viaPlan(b, changes);
+    // The mark is saved with the plan and read back with it.
+    expect((await b.call("GET", `/api/plans/${id}`)).body.changes.stack).toEqual({ slug: "forge" });
+
+    expect(tree(b)).toEqual(tree(a));
+    expect(pointerText(b)).toBe(pointerText(a));
+    expect(JSON.parse(pointerText(b))).toEqual(viaRoute.body.pointer);
+    expect((await b.call("GET", "/api/stacks")).body).toMatchObject({ active: "forge", drift: "clean" });
+  });
+
+  it("only a stack apply the committed tree holds moves it: slot edits (even ones that leave the tree holding another stack) do not", async () => {
+    let clock = Date.parse("2025-06-01T12:00:00.000Z");
+    const s = await start(() => clock);
+    await viaPlan(s, await stackChanges(s, "forge"));
+    const forge = pointerText(s);
+    expect(JSON.parse(forge)).toMatchObject({ active_slug: "forge", applied_at: "2025-06-01T12:00:00.000Z" });
+
+    // An unrelated slot edit through its route.
+    clock += 60_000;
+    const edited = await s.call("PUT", "/api/slots/coder/config", { body: { priority: 75 } });
+    expect(edited.status, JSON.stringify(edited.body)).toBe(200);
+    expect(edited.body.committed).toBe(true);
+    expect(pointerText(s)).toBe(forge);
+
+    // Voice's slot edits made by hand as a plan (no stack mark): the tree now holds voice, but no stack was applied.
+    clock += 60_000;
+    const { stack: _mark, ...voiceByHand } = await stackChanges(s, "voice");
+    expect(_mark).toEqual({ slug: "voice" });
+    expect((await viaPlan(s, voiceByHand)).applied.files.length).toBeGreaterThan(0);
+    expect(pointerText(s)).toBe(forge);
+    expect((await s.call("GET", "/api/stacks")).body).toMatchObject({ active: "forge", drift: "modified" });
+
+    // A mark the committed tree does not hold (forge's replace no longer holds) moves nothing either.
+    clock += 60_000;
+    await viaPlan(s, { edits: [{ file: "slots/utility.toml", op: "set", path: ["priority"], value: 65 }], stack: { slug: "forge" } });
+    expect(pointerText(s)).toBe(forge);
+
+    // Applying voice through its route does: the pointer names it, with this commit's time.
+    clock += 60_000;
+    const voice = await s.call("POST", "/api/stacks/voice/apply");
+    expect(voice.body.files).toEqual([]);
+    expect(voice.body.pointer).toMatchObject({ active_slug: "voice", applied_at: "2025-06-01T12:04:00.000Z" });
+    expect(JSON.parse(pointerText(s))).toEqual(voice.body.pointer);
   });
 });
