@@ -1,11 +1,9 @@
 import { parseArgs } from "node:util";
 import { compile, ConfigNotFoundError, loadTree, type Model } from "../compiler/index.js";
 import type { Diagnostic, Plan } from "../schema/index.js";
-import { applyHermesChange } from "../reconciler/execute.js";
+import { converge, previewPlan } from "../reconciler/converge.js";
 import { formatPlan } from "../reconciler/format.js";
-import { readHermesFile } from "../reconciler/hermes-files.js";
-import { hermesHome, hermesIdentity, planHermesProfile, profileFile } from "../reconciler/hermes-plan.js";
-import { acquireLock } from "../reconciler/lock.js";
+import { hermesHome, profileFile } from "../reconciler/hermes-plan.js";
 import { StateStore } from "../reconciler/state.js";
 import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
 import { formatDiagnostic, formatSummary } from "./format-diagnostics.js";
@@ -30,37 +28,33 @@ export async function runAgent(args: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseArgs({ args, strict: true, allowPositionals: true, options: { ...BOX_OPTIONS, repair: { type: "boolean" } } });
   if (positionals[0] !== "reprovision" || positionals[1] !== "hermes" || positionals.length !== 2) throw new UsageError("expected: hal0 agent reprovision hermes [--repair]");
   const { model, state } = await openModel(values, io);
+  // No runtime: only the default profile (`hermes`) is planned, so no engine is needed.
+  const target = { model, state, hermesCredentials: stateHermesCredentials(state.dir) };
+  const options = { hermesDefault: true, only: { addresses: ["hermes" as const] } };
   const file = profileFile(hermesHome(model), null);
-  const text = await readHermesFile(file);
-  if (text === undefined) throw new CliError("hermes.write_failed", `no default Hermes profile at ${file}`);
-  const managed = (await state.readHermesManaged()).default;
-  const credentials = stateHermesCredentials(state.dir);
-  const { change, warning } = planHermesProfile(model, null, text, managed, { enforce: true, token: credentials.fingerprint(hermesIdentity(null)) });
-  const plan = onePlan(model, change, warning);
-  io.stdout.write(`${formatPlan(plan, { verbose: true })}\n`);
-  if (change.action === "no-op") return warning ? 1 : EXIT_OK;
-  if (!values.repair) return 2;
-  const release = await acquireLock(state.dir, "hal0 agent reprovision hermes --repair");
-  try {
-    await applyHermesChange(change, state, { credentials });
-  } catch (err) {
-    throw new CliError("hermes.write_failed", `${file}: ${(err as Error).message}`);
-  } finally {
-    await release();
+  const show = (plan: Plan) => {
+    if (!plan.changes.some((c) => c.address === "hermes")) throw new CliError("hermes.write_failed", `no default Hermes profile at ${file}`);
+    io.stdout.write(`${formatPlan(plan, { verbose: true })}\n`);
+  };
+  if (!values.repair) {
+    const { plan } = await previewPlan(target, options);
+    show(plan);
+    if (plan.has_changes) return 2;
+    return plan.warnings.length > 0 ? 1 : EXIT_OK;
   }
+  const done = await converge(target, {
+    holder: "hal0 agent reprovision hermes --repair", plan: options, conditions: "skip",
+    review: (plan) => {
+      show(plan);
+      return true;
+    },
+  });
+  const change = done.plan.changes.find((c) => c.address === "hermes")!;
+  if (done.outcome === "nothing_to_do") return done.plan.warnings.length > 0 ? 1 : EXIT_OK;
+  const failed = done.results.find((r) => !r.ok);
+  if (failed) throw new CliError("hermes.write_failed", `${file}: ${failed.error ?? "the write failed"}`);
   io.stdout.write(`Wired ${file} (${change.reason}).\n`);
   return EXIT_OK;
-}
-
-/** A plan of one Hermes change, for the canonical text. */
-function onePlan(model: Model, change: Plan["changes"][number], warning: Plan["warnings"][number] | undefined): Plan {
-  const update = change.action === "update" ? 1 : 0;
-  return {
-    format_version: 1, id: "", base: { config_digest: model.digest, observed: {} },
-    has_changes: update === 1, changes: [change], warnings: warning ? [warning] : [],
-    settings: { immediate: [], service_restart: {}, manual_restart: [], unknown: [] },
-    summary: { create: 0, update, replace: 0, delete: 0, no_op: 1 - update },
-  };
 }
 
 /**

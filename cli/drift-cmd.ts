@@ -1,12 +1,10 @@
 import { parseArgs } from "node:util";
-import { observe } from "../reconciler/observe.js";
-import { planChanges } from "../reconciler/plan.js";
+import { previewPlan } from "../reconciler/converge.js";
+import { slotNameOf, type Change, type SlotChange } from "../schema/index.js";
 import { openBox } from "./box.js";
 import { EXIT_OK, type CliIo } from "./io.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
-/** Plans never read health: skip the /health probes. */
-const PLAN_ONLY = { health: false } as const;
 
 export const DRIFT_HELP = `hal0 drift [--config DIR] [--state DIR] [--json]
 
@@ -27,14 +25,15 @@ export interface DriftEntry {
 export async function runDrift(args: string[], io: CliIo): Promise<number> {
   const { values } = parseArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, json: { type: "boolean" } } });
   const box = await openBox(values, io);
-  const { observed, inventory } = await observe(box.model, box.driver, box.state, { ...PLAN_ONLY, hermesCredentials: box.hermesCredentials });
-  const plan = planChanges(box.model, observed, inventory);
+  const { plan, inventory } = await previewPlan(box);
+  const drifted = (c: Change): c is SlotChange & { reason: DriftEntry["reason"] } =>
+    c.kind === "slot" && (c.reason === "not_running" || c.reason === "drifted") && Object.hasOwn(inventory.slots, slotNameOf(c.address));
   const drift: DriftEntry[] = plan.changes
-    .filter((c) => c.kind === "slot" && (c.reason === "not_running" || c.reason === "drifted") && Object.hasOwn(inventory.slots, c.address.slice(5)))
+    .filter(drifted)
     .map((c) => ({
       address: c.address,
-      reason: c.reason as DriftEntry["reason"],
-      policy: box.model.slots[c.address.slice(5)]?.drift ?? box.model.settings.reconcile.drift,
+      reason: c.reason,
+      policy: box.model.slots[slotNameOf(c.address)]?.drift ?? box.model.settings.reconcile.drift,
       action: c.action,
       details: plan.warnings.filter((w) => w.address === c.address && w.code !== "slot.drifted").map((w) => w.message),
     }));

@@ -1,14 +1,11 @@
 import { resolve } from "node:path";
 import { parseArgs } from "node:util";
 import { formatPlan, planJson } from "../reconciler/format.js";
-import { planChanges } from "../reconciler/plan.js";
-import { observe } from "../reconciler/observe.js";
+import { previewPlan } from "../reconciler/converge.js";
 import { writeFileAtomic } from "../reconciler/index.js";
 import { openBox } from "./box.js";
 import { EXIT_OK, type CliIo } from "./io.js";
 
-/** Plans never read health: skip the /health probes. */
-const PLAN_ONLY = { health: false } as const;
 
 export const PLAN_HELP = `hal0 plan [--config DIR] [--state DIR] [--json] [--out FILE] [--detailed-exitcode] [--verbose]
 
@@ -29,8 +26,7 @@ export async function runPlan(args: string[], io: CliIo): Promise<number> {
     options: { ...BOX_OPTIONS, json: { type: "boolean" }, out: { type: "string" }, "detailed-exitcode": { type: "boolean" }, verbose: { type: "boolean" } },
   });
   const box = await openBox(values, io);
-  const { observed, inventory } = await observe(box.model, box.driver, box.state, { ...PLAN_ONLY, hermesCredentials: box.hermesCredentials });
-  const plan = planChanges(box.model, observed, inventory);
+  const { plan } = await previewPlan(box);
   io.stdout.write(values.json ? `${planJson(plan)}\n` : `${formatPlan(plan, { verbose: values.verbose === true })}\n`);
   if (values.out) await writeFileAtomic(resolve(io.cwd, values.out), `${planJson(plan)}\n`);
   return values["detailed-exitcode"] && plan.has_changes ? 2 : EXIT_OK;

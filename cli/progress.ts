@@ -1,24 +1,17 @@
-import type { Plan } from "../schema/index.js";
-import { refreshConditions } from "../reconciler/conditions-store.js";
-import { executePlan, type ExecEvent, type StepResult } from "../reconciler/execute.js";
-import { observe } from "../reconciler/observe.js";
+import { converge, type Converged, type ConvergeOptions } from "../reconciler/converge.js";
+import type { ExecEvent, StepResult } from "../reconciler/execute.js";
 import type { Box } from "./box.js";
-import { EXIT_INVALID, EXIT_OK, type CliIo } from "./io.js";
+import type { CliIo } from "./io.js";
 
 /**
- * Executes a plan for `apply` and `down` (the caller holds the lock): progress
- * as it goes, the closing summary, then the slots' conditions from a fresh
- * observation. Exit 0 when every step succeeded, 1 otherwise.
+ * `apply` and `down`: one converge of the box with progress as it goes and
+ * the closing summary when anything ran (the caller's `review` prints the
+ * plan and asks).
  */
-export async function executeWithProgress(plan: Plan, box: Box, io: CliIo): Promise<number> {
-  const { slots } = box.model.settings;
-  const results = await executePlan(plan, {
-    driver: box.driver, state: box.state, cwd: box.root, onEvent: progressReporter(io), hermesCredentials: box.hermesCredentials,
-    healthTimeoutS: slots.health_timeout_s, stopGraceS: slots.stop_grace_s, parallel: slots.parallel,
-  });
-  io.stdout.write(`${formatResults(results)}\n`);
-  await refreshConditions(box.model, (await observe(box.model, box.driver, box.state, { hermesCredentials: box.hermesCredentials })).observed, box.state);
-  return results.every((r) => r.ok) ? EXIT_OK : EXIT_INVALID;
+export async function convergeWithProgress(box: Box, io: CliIo, options: Omit<ConvergeOptions, "onEvent">): Promise<Converged> {
+  const done = await converge({ model: box.model, driver: box.driver, state: box.state, hermesCredentials: box.hermesCredentials }, { ...options, onEvent: progressReporter(io) });
+  if (done.results.length > 0) io.stdout.write(`${formatResults(done.results)}\n`);
+  return done;
 }
 
 /**

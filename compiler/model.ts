@@ -1,5 +1,5 @@
 import type {
-  AgentServer, Backend, CatalogSource, Device, Selection, FullTune, McpServer, ModelFacts, Profile, Settings, SlotType, Stack, Tier, Tune, TuneKey, Upstream,
+  AgentServer, Backend, CatalogSource, Device, Selection, FullTune, McpServer, ModelFacts, Profile, Settings, SlotSpec, SlotType, Stack, Tier, Tune, TuneKey, Upstream,
 } from "../schema/index.js";
 
 /**
@@ -100,21 +100,8 @@ export interface ResolvedSlot {
   readonly spec_hash: string;
 }
 
-/** The runtime-facing spec of one slot. Canonical JSON of it is hashed. */
-export interface SlotSpec {
-  readonly spec_version: number;
-  readonly runtime: "process" | "docker";
-  /** Docker only: the image whose entrypoint is the runner. */
-  readonly image?: string;
-  /** Process: runner prefix + args. Docker: args only (the image's entrypoint is the runner). */
-  readonly argv: readonly string[];
-  readonly env: Readonly<Record<string, string>>;
-  readonly host: string;
-  readonly port: number;
-  readonly health_path: string;
-  readonly device: Device;
-  readonly gpu_index: number;
-}
+/** The runtime-facing spec of one slot: the plan contract's (schema/plan.ts). */
+export type { SlotSpec } from "../schema/index.js";
 
 export interface CompiledPolicy {
   /** Every known tool's tier after `[tiers]` of policy.toml. */

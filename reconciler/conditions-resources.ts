@@ -1,5 +1,5 @@
 import { hashOf } from "../compiler/index.js";
-import type { Change, SettingsBuckets } from "../schema/index.js";
+import type { HermesChange, SettingsBuckets, SettingsChange } from "../schema/index.js";
 import { withHistory, type ConditionType, type ResourceConditions, type Verdict } from "./conditions.js";
 import type { SlotOutcome } from "./state.js";
 
@@ -22,8 +22,8 @@ const NO_FAILURE: Verdict = { status: "False", reason: "AsExpected", message: "n
 const NOT_STALLED: Verdict = { status: "False", reason: "Progressing", message: "no terminal failure" };
 const CONVERGED: Verdict = { status: "False", reason: "Converged", message: "nothing to do" };
 
-export function hermesConditions(change: Change, outcome: SlotOutcome | undefined, previous: ResourceConditions | undefined, now: string): ResourceConditions {
-  const file = (change.after as { file?: string } | null)?.file ?? "config.yaml";
+export function hermesConditions(change: HermesChange, outcome: SlotOutcome | undefined, previous: ResourceConditions | undefined, now: string): ResourceConditions {
+  const file = change.after.file;
   const pending = change.action !== "no-op";
   const verdicts: Record<ConditionType, Verdict> = {
     Ready: hermesReady(change, file),
@@ -38,7 +38,7 @@ export function hermesConditions(change: Change, outcome: SlotOutcome | undefine
   return withHistory(verdicts, hashOf(change.after), previous, now);
 }
 
-function hermesReady(change: Change, file: string): Verdict {
+function hermesReady(change: HermesChange, file: string): Verdict {
   if (change.reason === "invalid_yaml") return { status: "False", reason: "InvalidYaml", message: `${file} does not parse as YAML` };
   if (change.action !== "no-op") return { status: "False", reason: "ChangePending", message: `hal0's keys in ${file} are not as desired (${change.reason})` };
   if (change.reason === "drifted") return { status: "False", reason: "Drifted", message: `hal0's keys in ${file} were edited by hand` };
@@ -46,7 +46,7 @@ function hermesReady(change: Change, file: string): Verdict {
   return { status: "True", reason: "Wired", message: `${file} holds hal0's MCP servers as desired` };
 }
 
-export function settingsConditions(change: Change, buckets: SettingsBuckets, outcome: SlotOutcome | undefined, previous: ResourceConditions | undefined, now: string): ResourceConditions {
+export function settingsConditions(change: SettingsChange, buckets: SettingsBuckets, outcome: SlotOutcome | undefined, previous: ResourceConditions | undefined, now: string): ResourceConditions {
   const keys = change.changed_paths;
   const verdicts: Record<ConditionType, Verdict> = {
     Ready: keys.length === 0
@@ -59,7 +59,7 @@ export function settingsConditions(change: Change, buckets: SettingsBuckets, out
   return withHistory(verdicts, hashOf(change.after), previous, now);
 }
 
-function pendingReason(applyClass: Change["apply_class"]): string {
+function pendingReason(applyClass: SettingsChange["apply_class"]): string {
   return applyClass === "manual-restart" ? "ManualRestartPending" : applyClass === "service-restart" ? "ServiceRestartPending" : "ChangePending";
 }
 

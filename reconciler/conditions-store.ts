@@ -1,5 +1,5 @@
 import type { Model } from "../compiler/index.js";
-import type { Change, Plan, SettingsBuckets } from "../schema/index.js";
+import type { HermesChange, Plan, SettingsBuckets, SettingsChange } from "../schema/index.js";
 import { allSlotConditions, type ResourceConditions } from "./conditions.js";
 import { hermesConditions, settingsConditions } from "./conditions-resources.js";
 import { planHermes } from "./hermes-plan.js";
@@ -25,9 +25,11 @@ export async function refreshConditions(model: Model, observed: Observed, state:
   return sorted;
 }
 
-function otherChanges(model: Model, observed: Observed, plan: Plan | undefined): { settings: Change; buckets: SettingsBuckets; hermes: Change[] } {
-  if (plan !== undefined) {
-    return { settings: plan.changes.find((c) => c.kind === "settings")!, buckets: plan.settings, hermes: plan.changes.filter((c) => c.kind === "hermes") };
+function otherChanges(model: Model, observed: Observed, plan: Plan | undefined): { settings: SettingsChange; buckets: SettingsBuckets; hermes: HermesChange[] } {
+  const settings = plan?.changes.find((c): c is SettingsChange => c.kind === "settings");
+  // A whole plan (one made without `only`) already holds both kinds.
+  if (plan !== undefined && settings !== undefined) {
+    return { settings, buckets: plan.settings, hermes: plan.changes.filter((c): c is HermesChange => c.kind === "hermes") };
   }
   const { change, buckets } = planSettings(model.settings, observed.applied_settings);
   return { settings: change, buckets, hermes: planHermes(model, observed).changes };

@@ -1,5 +1,5 @@
 import { hashOf } from "../compiler/index.js";
-import type { Plan } from "../schema/index.js";
+import { hermesAddress, parseAddress, slotAddress, type Plan, type SlotView } from "../schema/index.js";
 import { hermesIdentity } from "./hermes-plan.js";
 import type { Observed, ObservedSlot } from "./observed.js";
 
@@ -13,16 +13,17 @@ import type { Observed, ObservedSlot } from "./observed.js";
  */
 export function observedDigests(observed: Observed): Record<string, string> {
   const entries: Array<[string, string]> = Object.keys(observed.slots).map((name) => [
-    `slot.${name}`,
+    slotAddress(name),
     slotDigest(observed.slots[name]!),
   ]);
   entries.push(["settings", hashOf(observed.applied_settings ?? null)]);
-  for (const [name, profile] of Object.entries(observed.hermes_profiles ?? {})) entries.push([`hermes.${name}`, hermesDigest(observed, name, profile.text)]);
+  for (const [name, profile] of Object.entries(observed.hermes_profiles ?? {})) entries.push([hermesAddress(name), hermesDigest(observed, name, profile.text)]);
+  if (observed.hermes_default !== undefined) entries.push([hermesAddress(null), hermesDigest(observed, null, observed.hermes_default.text)]);
   entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   return Object.fromEntries(entries);
 }
 
-function hermesDigest(observed: Observed, name: string, text: string): string {
+function hermesDigest(observed: Observed, name: string | null, text: string): string {
   if (observed.hermes_tokens === undefined) return hashOf(text);
   return hashOf({ text, token: observed.hermes_tokens[hermesIdentity(name)] ?? null });
 }
@@ -54,17 +55,21 @@ export function describeMoves(saved: Plan, observed: Observed, configDigest: str
   return movedResources(saved.base, current).map((address) => {
     if (address === "config") return `config: the config changed since the plan was made (${short(saved.base.config_digest)} → ${short(configDigest)})`;
     if (address === "settings") return "settings: the applied settings changed since the plan was made";
-    if (address.startsWith("hermes.")) return `${address}: its config.yaml ${observed.hermes_profiles?.[address.slice("hermes.".length)] ? "was edited, or its token rotated," : "was removed or added"} since the plan was made`;
+    const parsed = parseAddress(address);
+    if (parsed?.kind === "hermes") {
+      const there = parsed.profile === null ? observed.hermes_default : observed.hermes_profiles?.[parsed.profile];
+      return `${address}: its config.yaml ${there ? "was edited, or its token rotated," : "was removed or added"} since the plan was made`;
+    }
     const change = saved.changes.find((c) => c.address === address);
-    const was = change === undefined ? "not seen" : change.reason === "new" || change.reason === "not_running" ? "not running" : `running${specOf(change.before)}`;
-    const slot = observed.slots[address.slice("slot.".length)];
+    const was = change === undefined ? "not seen" : change.reason === "new" || change.reason === "not_running" ? "not running" : `running${specOf(change.kind === "slot" ? change.before : null)}`;
+    const slot = parsed?.kind === "slot" ? observed.slots[parsed.name] : undefined;
     const now = !slot ? "gone" : slot.running ? `running (pid ${slot.record?.pid ?? "?"})${specOf(slot.record?.view)}` : `not running${slot.detail ? ` (${slot.detail})` : ""}`;
     return `${address}: ${was} when planned; now ${now}`;
   });
 }
 
-function specOf(view: unknown): string {
-  const hash = (view as { spec_hash?: string } | null | undefined)?.spec_hash;
+function specOf(view: SlotView | null | undefined): string {
+  const hash = view?.spec_hash;
   return hash ? `, spec ${short(hash)}` : "";
 }
 

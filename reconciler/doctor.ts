@@ -6,7 +6,7 @@ import type { Model } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
 import { readHermesFile, readHermesProfiles } from "./hermes-files.js";
 import { hermesHome, hermesIdentity, planHermesProfile, profileFile } from "./hermes-plan.js";
-import type { HermesCredentials, HermesManaged, HermesManagedProfile, HermesView } from "./observed.js";
+import type { HermesCredentials, HermesManaged, HermesManagedProfile } from "./observed.js";
 import { StateStore } from "./state.js";
 
 /**
@@ -166,8 +166,8 @@ async function memoryRow(check: string, model: Model, profile: string | null, ma
   if (text === undefined) return { check, status: "warn", message: `no ${profile === null ? "default" : profile} profile (${file} does not exist)`, hint: profile === null ? "install Hermes, then run hal0 agent reprovision hermes --repair" : `create the ${profile} profile with hermes, then run hal0 apply` };
   const { change, warning } = planHermesProfile(model, profile, text, managed, { enforce: true, token: token(profile) });
   if (change.reason === "invalid_yaml") return { check, status: "fail", message: `${file} is not YAML hal0 can edit: ${(warning?.message ?? "").slice(file.length + 2).replace(/; hal0 leaves the file alone$/, "")}`, hint: "fix the file's YAML" };
-  const desired = (change.after as HermesView).mcp_servers;
-  const current = (change.before as HermesView).mcp_servers;
+  const desired = change.after.mcp_servers;
+  const current = change.before.mcp_servers;
   if (!Object.hasOwn(desired, "hal0-memory")) return { check, status: "warn", message: `${file} opts out of hal0's MCP servers (hal0: {wire_mcp: false})`, hint: "remove the opt-out to give this profile hal0's memory" };
   if (!Object.hasOwn(current, "hal0-memory")) return { check, status: "warn", message: `${file} has no mcp_servers.hal0-memory`, hint: fix };
   const differs = change.changed_paths.filter((p) => p === "mcp_servers.hal0-memory" || p.startsWith("mcp_servers.hal0-memory."));

@@ -1,10 +1,10 @@
 import { hashOf } from "../compiler/index.js";
-import type { Change, Plan, Settings } from "../schema/index.js";
+import { slotNameOf, type Change, type HermesChange, type Plan, type SettingsChange, type SlotChange } from "../schema/index.js";
 import { DriverError, type SlotDriver, type StartPhase } from "./drivers/driver.js";
 import { convergeHermesFile } from "./hermes-files.js";
 import { hermesIdentity } from "./hermes-plan.js";
 import { fillBearer } from "./hermes-wire.js";
-import type { HermesCredentials, HermesView, SlotView } from "./observed.js";
+import type { HermesCredentials } from "./observed.js";
 import type { StateStore } from "./state.js";
 
 /** What the executor reports as it goes, for the CLI's progress display. */
@@ -25,7 +25,8 @@ export interface StepResult {
 }
 
 export interface ExecuteOptions {
-  readonly driver: SlotDriver;
+  /** The slots' runtime; absent only for a plan with no slot to start or stop (a Hermes-only repair). */
+  readonly driver?: SlotDriver;
   readonly state: StateStore;
   /** Operational parameters, from the settings the plan was made with. */
   readonly healthTimeoutS: number;
@@ -45,6 +46,10 @@ export interface ExecuteOptions {
  * Carries out a plan and makes no decisions: it reads each change's action
  * and `after`. Two waves — stops and deletes first, so ports and memory are
  * free, then creates and starts — each run in parallel up to a bound. A
+ * create first clears whatever of ours is left under the slot's name (a
+ * stopped container, a runner without a record): the same stop as a
+ * replace's, so no driver decides to adopt or remove anything on its own.
+ * Only `converge()` calls this. A
  * failed step does not stop the others. The inventory and each slot's outcome
  * are written step by step, so an interrupted apply leaves a true record.
  * Then the settings, then each Hermes profile file (its hal0 keys set to the
@@ -52,7 +57,7 @@ export interface ExecuteOptions {
  */
 export async function executePlan(plan: Pick<Plan, "changes">, opts: ExecuteOptions): Promise<StepResult[]> {
   const options: Ctx = { ...opts, serial: serializer() };
-  const slotChanges = plan.changes.filter((c) => c.kind === "slot" && c.action !== "no-op");
+  const slotChanges = plan.changes.filter((c): c is SlotChange => c.kind === "slot" && c.action !== "no-op");
   const stops = slotChanges.filter((c) => c.action === "delete" || c.action === "replace");
   const starts = slotChanges.filter((c) => c.action === "create" || c.action === "replace");
   const stopped = new Map<string, StepResult>();
@@ -60,9 +65,9 @@ export async function executePlan(plan: Pick<Plan, "changes">, opts: ExecuteOpti
   const results = [...stopped.values()].filter((r) => r.action === "delete" || !r.ok);
   const startable = starts.filter((c) => stopped.get(c.address)?.ok !== false);
   results.push(...(await inParallel(startable, options.parallel ?? 4, (c) => startStep(c, options))));
-  const settings = plan.changes.find((c) => c.kind === "settings" && c.action !== "no-op");
+  const settings = plan.changes.find((c): c is SettingsChange => c.kind === "settings" && c.action !== "no-op");
   if (settings) results.push(await settingsStep(settings, options));
-  const hermes = plan.changes.filter((c) => c.kind === "hermes" && c.action === "update");
+  const hermes = plan.changes.filter((c): c is HermesChange => c.kind === "hermes" && c.action === "update");
   results.push(...(await inParallel(hermes, options.parallel ?? 4, (c) => hermesStep(c, options))));
   return results.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
 }
@@ -81,25 +86,29 @@ function serializer(): <T>(fn: () => Promise<T>) => Promise<T> {
   };
 }
 
-async function stopStep(change: Change, o: Ctx): Promise<StepResult> {
-  const name = slotName(change);
+async function stopStep(change: SlotChange, o: Ctx): Promise<StepResult> {
+  const name = slotNameOf(change.address);
   return timed(change, o, async (emit) => {
     emit("stopping");
-    await o.driver.stop(name, o.stopGraceS);
+    await runtime(o).stop(name, o.stopGraceS);
     if (change.action === "delete") await o.serial(() => removeFromInventory(o.state, name));
     emit("stopped");
   });
 }
 
-async function startStep(change: Change, o: Ctx): Promise<StepResult> {
-  const name = slotName(change);
-  const view = change.after as SlotView;
+async function startStep(change: SlotChange, o: Ctx): Promise<StepResult> {
+  const name = slotNameOf(change.address);
+  const view = change.after;
   return timed(change, o, async (emit) => {
+    if (view === null) throw new Error(`${change.address}: a ${change.action} without a desired spec`);
+    const driver = runtime(o);
+    // A create starts from nothing of ours under the name (a replace was stopped in wave 1).
+    if (change.action === "create") await driver.stop(name, o.stopGraceS);
     // Recorded before the spawn: a process hal0 starts is in the inventory
     // even if this apply is killed before the slot turns healthy.
     const added = await o.serial(() => addToInventory(o.state, name, view.spec.runtime, o.now ?? Date.now));
     try {
-      await o.driver.start(name, view, { healthTimeoutS: o.healthTimeoutS, cwd: o.cwd, onPhase: (phase) => emit(phase) });
+      await driver.start(name, view, { healthTimeoutS: o.healthTimeoutS, cwd: o.cwd, onPhase: (phase) => emit(phase) });
     } catch (err) {
       if (added) await o.serial(() => removeFromInventory(o.state, name));
       throw err;
@@ -108,15 +117,15 @@ async function startStep(change: Change, o: Ctx): Promise<StepResult> {
   });
 }
 
-async function settingsStep(change: Change, o: Ctx): Promise<StepResult> {
+async function settingsStep(change: SettingsChange, o: Ctx): Promise<StepResult> {
   return timed(change, o, async (emit) => {
-    await o.state.writeAppliedSettings(change.after as Settings);
+    await o.state.writeAppliedSettings(change.after);
     emit("applied");
   });
 }
 
 /** Writes a Hermes profile's hal0 keys (`after`), removing the ids hal0 owned (`before`) that `after` drops. */
-async function hermesStep(change: Change, o: Ctx): Promise<StepResult> {
+async function hermesStep(change: HermesChange, o: Ctx): Promise<StepResult> {
   return timed(change, o, async (emit) => {
     await applyHermesChange(change, o.state, { serial: o.serial, credentials: o.hermesCredentials });
     emit("applied");
@@ -132,10 +141,9 @@ async function hermesStep(change: Change, o: Ctx): Promise<StepResult> {
  * as the placeholder. What is recorded is the redacted form of what was
  * written, which is what the planner compares.
  */
-export async function applyHermesChange(change: Change, state: StateStore, options: { serial?: <T>(fn: () => Promise<T>) => Promise<T>; credentials?: HermesCredentials } = {}): Promise<void> {
+async function applyHermesChange(change: HermesChange, state: StateStore, options: { serial?: <T>(fn: () => Promise<T>) => Promise<T>; credentials?: HermesCredentials } = {}): Promise<void> {
   const serial = options.serial ?? ((fn) => fn());
-  const before = change.before as HermesView;
-  const after = change.after as HermesView;
+  const { before, after } = change;
   const credentials = options.credentials;
   // (A plan saved before identities has no `identity`: the profile's is derived the planner's way.)
   const identity = after.identity ?? hermesIdentity(after.profile);
@@ -161,7 +169,7 @@ async function timed(change: Change, o: Ctx, body: (emit: (phase: ExecEvent["pha
   }
   // Keyed by slot name for slots, by address (`settings`, `hermes.<p>`) for the others.
   const outcome = { ok: result.ok, action: change.action, code: result.code, error: result.error, at: new Date(now()).toISOString() };
-  await o.serial(() => o.state.recordOutcome(change.kind === "slot" ? slotName(change) : change.address, outcome));
+  await o.serial(() => o.state.recordOutcome(change.kind === "slot" ? slotNameOf(change.address) : change.address, outcome));
   return result;
 }
 
@@ -186,8 +194,9 @@ async function removeFromInventory(state: StateStore, name: string): Promise<voi
   await state.writeInventory({ ...inv, slots: rest });
 }
 
-function slotName(change: Change): string {
-  return change.address.slice("slot.".length);
+function runtime(o: Ctx): SlotDriver {
+  if (o.driver === undefined) throw new Error("a slot step without a runtime");
+  return o.driver;
 }
 
 async function inParallel<T, R>(items: readonly T[], limit: number, run: (item: T) => Promise<R>): Promise<R[]> {

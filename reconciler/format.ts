@@ -1,5 +1,4 @@
 import type { Action, Change, Plan, PlanWarning, SettingsBuckets } from "../schema/index.js";
-import type { SlotView } from "./observed.js";
 import { slotValueAt } from "./view.js";
 
 /**
@@ -46,11 +45,10 @@ function formatChange(change: Change): string[] {
   const markers = [change.destructive ? " [destructive]" : "", change.downtime ? " [downtime]" : ""].join("");
   const header = `${SYMBOLS[change.action]} ${change.address} (${change.reason})${markers}`;
   if (change.action === "no-op") return [header];
-  const valueAt = change.kind === "slot" ? slotValue : dottedValue;
   const lines = [header, ...facts(change)];
   for (const path of change.changed_paths) {
-    const before = show(valueAt(change.before, path));
-    const after = show(valueAt(change.after, path));
+    const before = show(valueOf(change, "before", path));
+    const after = show(valueOf(change, "after", path));
     // A Hermes bearer is redacted on both sides: equal views there mean the file holds another token than the one hal0 hands on.
     if (before === after && change.kind === "hermes" && path.endsWith(".headers.Authorization")) lines.push(`${INDENT}${path}: ${before} → ${after} (another token)`);
     else lines.push(before === after ? `${INDENT}${path}: reordered` : `${INDENT}${path}: ${before} → ${after}`);
@@ -60,25 +58,37 @@ function formatChange(change: Change): string[] {
 
 /** The key facts of a slot being created (from `after`) or deleted (from `before`), unless a changed path shows them; the file a Hermes update edits. */
 function facts(change: Change): string[] {
-  if (change.kind === "hermes") return change.action === "update" ? [`${INDENT}file: ${show((change.after as { file?: string } | null)?.file)}`] : [];
+  if (change.kind === "hermes") return change.action === "update" ? [`${INDENT}file: ${show(change.after.file)}`] : [];
   if (change.kind !== "slot" || (change.action !== "create" && change.action !== "delete")) return [];
   const view = change.action === "create" ? change.after : change.before;
-  if (view === null || view === undefined) return [];
-  return SLOT_FACTS.filter((key) => !change.changed_paths.includes(key)).map((key) => `${INDENT}${key}: ${show(slotValue(view, key))}`);
+  if (view === null) return [];
+  return SLOT_FACTS.filter((key) => !change.changed_paths.includes(key)).map((key) => `${INDENT}${key}: ${show(slotValueAt(view, key))}`);
 }
 
-function slotValue(view: unknown, path: string): unknown {
-  return view === null || view === undefined ? undefined : slotValueAt(view as SlotView, path);
-}
-
-/** A dotted key's value in a Settings object or a Hermes view (`mcp_servers.hal0-admin.url`). */
-function dottedValue(settings: unknown, path: string): unknown {
-  let value: unknown = settings;
-  for (const part of path.split(".")) {
-    if (value === null || typeof value !== "object" || !Object.hasOwn(value, part)) return undefined;
-    value = (value as Record<string, unknown>)[part];
+/** A changed path's value on one side of a change: a slot view's (`tune.x`, `argv.--flag`), else a dotted key of the settings or a Hermes view. The web page's plan view reads the same. */
+export function valueOf(change: Change, side: "before" | "after", path: string): unknown {
+  if (change.kind === "slot") {
+    const view = change[side];
+    return view === null ? undefined : slotValueAt(view, path);
   }
-  return value;
+  return dottedValue(change[side], path);
+}
+
+/**
+ * A dotted key's value in a Settings object or a Hermes view
+ * (`mcp_servers.hal0-admin.url`), walking objects key by key; a key may itself
+ * hold dots (an MCP server id `my.server`): the longest matching key wins.
+ */
+function dottedValue(value: unknown, path: string): unknown {
+  if (value === null || typeof value !== "object") return undefined;
+  const obj = value as Record<string, unknown>;
+  if (Object.hasOwn(obj, path)) return obj[path];
+  const parts = path.split(".");
+  for (let n = parts.length - 1; n >= 1; n--) {
+    const head = parts.slice(0, n).join(".");
+    if (Object.hasOwn(obj, head)) return dottedValue(obj[head], parts.slice(n).join("."));
+  }
+  return undefined;
 }
 
 /** JSON for values (strings quoted, so `"32768"` in argv is told from the number 32768); `(none)` when absent. */

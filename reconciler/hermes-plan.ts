@@ -1,5 +1,5 @@
 import { fingerprint, hashOf, type Model } from "../compiler/index.js";
-import type { Change, PlanWarning } from "../schema/index.js";
+import { hermesAddress, type HermesAddress, type HermesChange, type HermesReason, type PlanWarning } from "../schema/index.js";
 import { BEARER_PLACEHOLDER, currentHal0Keys, desiredHal0Keys, HAL0_SERVER_IDS, HermesYamlError, redactHal0Keys, sameKeys, type JoinableServer } from "./hermes-wire.js";
 import type { HermesManagedProfile, HermesView, Observed } from "./observed.js";
 
@@ -48,9 +48,9 @@ export function profileFile(home: string, profile: string | null): string {
   return profile === null ? `${root}/config.yaml` : `${root}/profiles/${profile}/config.yaml`;
 }
 
-export function planHermes(model: Model, observed: Observed): { changes: Change[]; warnings: PlanWarning[] } {
+export function planHermes(model: Model, observed: Observed): { changes: HermesChange[]; warnings: PlanWarning[] } {
   const profiles = observed.hermes_profiles ?? {};
-  const changes: Change[] = [];
+  const changes: HermesChange[] = [];
   const warnings: PlanWarning[] = [];
   for (const name of Object.keys(profiles).sort()) {
     const tokens = observed.hermes_tokens;
@@ -74,8 +74,8 @@ export interface HermesPlanOptions {
 }
 
 /** One profile's change (the default profile: `profile` null, address `hermes`). */
-export function planHermesProfile(model: Model, profile: string | null, text: string, managed: HermesManagedProfile | undefined, options: HermesPlanOptions = {}): { change: Change; warning?: PlanWarning } {
-  const address = profile === null ? "hermes" : `hermes.${profile}`;
+export function planHermesProfile(model: Model, profile: string | null, text: string, managed: HermesManagedProfile | undefined, options: HermesPlanOptions = {}): { change: HermesChange; warning?: PlanWarning } {
+  const address = hermesAddress(profile);
   const identity = hermesIdentity(profile);
   const file = profileFile(hermesHome(model), profile);
   const owned = [...(managed?.ids ?? [])].sort();
@@ -127,7 +127,7 @@ function headersOf(entry: unknown): Record<string, unknown> {
   return isRecord(entry) && isRecord(entry.headers) ? entry.headers : {};
 }
 
-function reasonFor(current: Record<string, unknown>, desired: Record<string, unknown>, managed: HermesManagedProfile | undefined): string {
+function reasonFor(current: Record<string, unknown>, desired: Record<string, unknown>, managed: HermesManagedProfile | undefined): HermesReason {
   if (Object.keys(current).length === 0) return "new";
   // Drift needs evidence: a record of what hal0 last wrote that the file no longer holds.
   if (managed?.applied !== undefined && managed.applied !== hashOf(current)) return "drifted";
@@ -135,7 +135,7 @@ function reasonFor(current: Record<string, unknown>, desired: Record<string, unk
 }
 
 /** A Hermes file edit applies now, stops nothing, and removes only keys hal0 wrote. */
-function hermesChange(address: string, action: "update" | "no-op", reason: string, changed_paths: string[], before: HermesView, after: HermesView): Change {
+function hermesChange(address: HermesAddress, action: "update" | "no-op", reason: HermesReason, changed_paths: string[], before: HermesView, after: HermesView): HermesChange {
   return { address, kind: "hermes", action, reason, changed_paths, before, after, apply_class: "immediate", destructive: false, downtime: false };
 }
 

@@ -9,7 +9,8 @@ export { formatPlan, planJson, type FormatOptions } from "./format.js";
 
 // Observing and executing (I/O)
 export { observe, type ObserveAllOptions } from "./observe.js";
-export { executePlan, type ExecEvent, type ExecuteOptions, type StepResult } from "./execute.js";
+export { converge, previewPlan, holdBack, PlanStaleError, type ConvergeTarget, type ConvergeOptions, type Converged } from "./converge.js";
+export type { ExecEvent, StepResult } from "./execute.js";
 export { StateStore, type SlotOutcome } from "./state.js";
 export { acquireLock, LockedError, type LockHolder } from "./lock.js";
 

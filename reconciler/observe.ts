@@ -2,12 +2,14 @@ import type { Model } from "../compiler/index.js";
 import type { ObserveOptions, SlotDriver } from "./drivers/driver.js";
 import type { ForeignPort, HermesCredentials, Inventory, Observed, ObservedHermesProfile, ObservedSlot } from "./observed.js";
 import type { StateStore } from "./state.js";
-import { readHermesProfiles } from "./hermes-files.js";
-import { hermesHome, hermesIdentity } from "./hermes-plan.js";
+import { readHermesFile, readHermesProfiles } from "./hermes-files.js";
+import { hermesHome, hermesIdentity, profileFile } from "./hermes-plan.js";
 
 export interface ObserveAllOptions extends ObserveOptions {
   /** Where the Hermes profiles' agent tokens are (the composition root's TokenStore); without it the observation has no `hermes_tokens`. */
   readonly hermesCredentials?: HermesCredentials;
+  /** Also read the default Hermes profile (`<[hermes] home>/config.yaml`), for a plan with `hermesDefault`. */
+  readonly hermesDefault?: boolean;
 }
 
 /**
@@ -16,23 +18,30 @@ export interface ObserveAllOptions extends ObserveOptions {
  * port of each desired slot that is not running as ours, and each named Hermes
  * profile's config.yaml with what hal0 recorded writing there and the
  * fingerprint of the token hal0 hands on to it (never minting one). All I/O
- * of a plan happens here.
+ * of a plan happens here. Without a driver (a Hermes-only repair that needs
+ * no engine) the observation has no slots; a plan from it must not select any.
  */
-export async function observe(model: Model, driver: SlotDriver, state: StateStore, options: ObserveAllOptions = {}): Promise<{ observed: Observed; inventory: Inventory }> {
-  const { hermesCredentials, ...driverOptions } = options;
-  const [slots, inventory, applied, hermes_profiles, hermes_managed] = await Promise.all([
-    driver.observe(driverOptions), state.readInventory(), state.readAppliedSettings(), readHermesProfiles(hermesHome(model)), state.readHermesManaged(),
+export async function observe(model: Model, driver: SlotDriver | undefined, state: StateStore, options: ObserveAllOptions = {}): Promise<{ observed: Observed; inventory: Inventory }> {
+  const { hermesCredentials, hermesDefault, ...driverOptions } = options;
+  const [slots, inventory, applied, hermes_profiles, hermes_managed, defaultText] = await Promise.all([
+    driver ? driver.observe(driverOptions) : [], state.readInventory(), state.readAppliedSettings(), readHermesProfiles(hermesHome(model)), state.readHermesManaged(),
+    hermesDefault ? readHermesFile(profileFile(hermesHome(model), null)) : undefined,
   ]);
   const byName: Record<string, ObservedSlot> = {};
   for (const slot of [...slots].sort((a, b) => (a.name < b.name ? -1 : 1))) byName[slot.name] = slot;
-  const foreign_ports = await foreignPorts(model, byName, driver);
-  const hermes_tokens = hermesCredentials ? hermesTokens(hermes_profiles, hermesCredentials) : undefined;
-  return { observed: { slots: byName, applied_settings: applied, foreign_ports, hermes_profiles, hermes_managed, ...(hermes_tokens ? { hermes_tokens } : {}) }, inventory };
+  const foreign_ports = driver ? await foreignPorts(model, byName, driver) : {};
+  const hermes_default = defaultText === undefined ? undefined : { text: defaultText };
+  const hermes_tokens = hermesCredentials ? hermesTokens(hermes_profiles, hermes_default !== undefined, hermesCredentials) : undefined;
+  return {
+    observed: { slots: byName, applied_settings: applied, foreign_ports, hermes_profiles, hermes_managed, ...(hermes_default ? { hermes_default } : {}), ...(hermes_tokens ? { hermes_tokens } : {}) },
+    inventory,
+  };
 }
 
 /** Per observed profile's identity, the fingerprint of the token hal0 hands on (null: none live yet). */
-function hermesTokens(profiles: Readonly<Record<string, ObservedHermesProfile>>, credentials: HermesCredentials): Record<string, string | null> {
+function hermesTokens(profiles: Readonly<Record<string, ObservedHermesProfile>>, withDefault: boolean, credentials: HermesCredentials): Record<string, string | null> {
   const out: Record<string, string | null> = {};
+  if (withDefault) out[hermesIdentity(null)] = credentials.fingerprint(hermesIdentity(null));
   for (const name of Object.keys(profiles).sort()) out[hermesIdentity(name)] = credentials.fingerprint(hermesIdentity(name));
   return out;
 }

@@ -6,21 +6,9 @@ import type { SlotSpec } from "../compiler/index.js";
  * by `observe()` (I/O) before planning. The planner never does I/O itself.
  */
 
-/**
- * A slot as plans show it (`before` / `after`) and as runtimes record it when
- * they start one: enough to say which field changed (`tune.ctx_size`,
- * `argv.--threads`, `image`, `env.X`, `port`, `model`).
- */
-export interface SlotView {
-  readonly profile: string;
-  readonly model: string | null;
-  readonly type: SlotType;
-  readonly port: number;
-  readonly device: Device;
-  readonly tune: FullTune;
-  readonly spec: SlotSpec;
-  readonly spec_hash: string;
-}
+/** A slot as plans show it and runtimes record it, and a Hermes profile's hal0 keys: the plan contract's views (schema/plan.ts). */
+export type { SlotView, HermesView } from "../schema/index.js";
+import type { SlotView } from "../schema/index.js";
 
 /** Health of a running slot, from `GET /health`. */
 export type SlotHealth = "ok" | "loading" | "down" | "unknown";
@@ -52,6 +40,8 @@ export interface Observed {
   readonly foreign_ports: Readonly<Record<string, ForeignPort>>;
   /** Each named Hermes profile's `config.yaml` text (`<[hermes] home>/profiles/<p>/`); absent or empty when there is no home. */
   readonly hermes_profiles?: Readonly<Record<string, ObservedHermesProfile>>;
+  /** The default profile's config.yaml (`<[hermes] home>/config.yaml`), read only when asked (`hermesDefault`): the sweep never converges it. */
+  readonly hermes_default?: ObservedHermesProfile;
   /** What hal0 recorded writing into each profile (`hermes-managed.json` of the state folder). */
   readonly hermes_managed?: HermesManaged;
   /**
@@ -99,19 +89,6 @@ export interface HermesManagedProfile {
   readonly applied?: string;
 }
 
-/** A Hermes profile's hal0 keys as plans show them (`before` / `after` of a `hermes.<p>` change). */
-export interface HermesView {
-  /** The profile's name; null for the default profile. */
-  readonly profile: string | null;
-  /** The agent identity whose token the bearer is (`hermes__<p>`, `hermes` for the default profile). */
-  readonly identity: string;
-  /** Absolute path of its config.yaml. */
-  readonly file: string;
-  /** hal0's entries under `mcp_servers`, by id (absent: not in the file / to be removed); an `Authorization` header always shows as `Bearer [redacted]`. */
-  readonly mcp_servers: Readonly<Record<string, unknown>>;
-  /** The joined installed-server ids hal0 owns in this file (before: recorded; after: once applied). */
-  readonly managed_ids: readonly string[];
-}
 
 /**
  * What hal0 created, kept in the state folder (`inventory.json`). Only

@@ -1,7 +1,7 @@
 import { hashOf, type Model, type ResolvedSlot } from "../compiler/index.js";
-import { PLAN_FORMAT_VERSION, type Action, type Change, type Plan, type PlanBody, type PlanWarning } from "../schema/index.js";
+import { PLAN_FORMAT_VERSION, parseAddress, slotAddress, type Address, type ChangeKind, type Plan, type PlanBody, type PlanWarning, type SlotAddress, type SlotChange, type SlotReason } from "../schema/index.js";
 import { observedDigests } from "./digest.js";
-import { planHermes } from "./hermes-plan.js";
+import { hermesIdentity, planHermes, planHermesProfile } from "./hermes-plan.js";
 import type { Inventory, Observed, ObservedSlot, SlotView } from "./observed.js";
 import { planSettings } from "./settings-plan.js";
 import { slotWarnings, unmanagedWarning } from "./slot-warnings.js";
@@ -14,29 +14,64 @@ import { slotView, viewChangedPaths } from "./view.js";
  * (and equal ids). It never mutates its inputs.
  */
 
-/** Planner inputs that are choices rather than state. */
+/**
+ * Planner inputs that are choices rather than state. Every caller's
+ * decision about *what* to converge is one of these, so the executor and the
+ * drivers never decide anything (`converge()` passes them through).
+ */
 export interface PlanOptions {
   /** `hal0 down`: plan as if no slot were desired, so every inventory member is deleted (reason "down"). */
   readonly destroy?: boolean;
+  /**
+   * Restart these slots: each one that runs is replaced (stop, then start its
+   * desired spec; reason "restart") even when nothing changed, and one that
+   * does not run is created. A named slot that is not desired and enabled is
+   * planned as usual (there is nothing to restart into).
+   */
+  readonly replace?: readonly SlotAddress[];
+  /** Keep only the changes (and warnings) of these kinds and these addresses; the rest of the box is left out of the plan. */
+  readonly only?: { readonly kinds?: readonly ChangeKind[]; readonly addresses?: readonly Address[] };
+  /**
+   * Also plan the default Hermes profile (`<home>/config.yaml`, address
+   * `hermes`, observed with `hermesDefault`), undoing a hand edit of hal0's
+   * keys even under drift = "warn": an on-demand repair. The sweep never
+   * touches it.
+   */
+  readonly hermesDefault?: boolean;
 }
 
 export function planChanges(model: Model, observed: Observed, inventory: Inventory, options: PlanOptions = {}): Plan {
-  const slots = planSlots(options.destroy ? { ...model, slots: {} } : model, observed, inventory, options.destroy ? "down" : undefined);
+  const slots = planSlots(options.destroy ? { ...model, slots: {} } : model, observed, inventory, options.destroy ? "down" : undefined, new Set(options.replace ?? []));
   const settings = planSettings(model.settings, observed.applied_settings);
   // `hal0 down` stops slots and nothing else: Hermes files are left as they are.
-  const hermes = options.destroy ? { changes: [], warnings: [] } : planHermes(model, observed);
-  const changes = [...slots.changes, settings.change, ...hermes.changes].sort((a, b) => compare(a.address, b.address));
+  const hermes: ReturnType<typeof planHermes> = options.destroy ? { changes: [], warnings: [] } : planHermes(model, observed);
+  if (options.hermesDefault && observed.hermes_default !== undefined && !options.destroy) {
+    const tokens = observed.hermes_tokens;
+    const one = planHermesProfile(model, null, observed.hermes_default.text, observed.hermes_managed?.default, { enforce: true, token: tokens === undefined ? undefined : tokens[hermesIdentity(null)] ?? null });
+    hermes.changes.push(one.change);
+    if (one.warning) hermes.warnings.push(one.warning);
+  }
+  const keep = selector(options.only);
+  const changes = [...slots.changes, settings.change, ...hermes.changes].filter((c) => keep(c)).sort((a, b) => compare(a.address, b.address));
   const body: PlanBody = {
     format_version: PLAN_FORMAT_VERSION,
     base: { config_digest: model.digest, observed: observedDigests(observed) },
     has_changes: changes.some((c) => c.action !== "no-op"),
     changes,
-    settings: settings.buckets,
-    warnings: [...slots.warnings, ...hermes.warnings].sort((a, b) => compare(a.address, b.address) || compare(a.code, b.code) || compare(a.message, b.message)),
+    settings: keep(settings.change) ? settings.buckets : { immediate: [], service_restart: {}, manual_restart: [], unknown: [] },
+    warnings: [...slots.warnings, ...hermes.warnings].filter((w) => keep(w)).sort((a, b) => compare(a.address, b.address) || compare(a.code, b.code) || compare(a.message, b.message)),
     summary: summarize(changes),
   };
   const { format_version, ...rest } = body;
   return { format_version, id: hashOf(body), ...rest };
+}
+
+/** Whether a change or warning is in `only` (by its kind or its address); everything is without `only`. */
+function selector(only: PlanOptions["only"]): (item: { readonly address: Address }) => boolean {
+  if (only === undefined) return () => true;
+  const kinds = new Set<string>(only.kinds ?? []);
+  const addresses = new Set<string>(only.addresses ?? []);
+  return ({ address }) => addresses.has(address) || kinds.has(parseAddress(address)?.kind ?? "");
 }
 
 interface SlotInputs {
@@ -48,12 +83,14 @@ interface SlotInputs {
   /** The spec hash hal0 last started this slot with (inventory), to tell drift from a config change. */
   readonly applied?: string;
   /** Why a slot that is not desired goes away, when not because its file was removed (`down`). */
-  readonly goneReason?: string;
+  readonly goneReason?: SlotReason;
+  /** Restart it (`PlanOptions.replace`). */
+  readonly restart: boolean;
 }
 
-function planSlots(model: Model, observed: Observed, inventory: Inventory, goneReason?: string): { changes: Change[]; warnings: PlanWarning[] } {
+function planSlots(model: Model, observed: Observed, inventory: Inventory, goneReason: SlotReason | undefined, restart: ReadonlySet<string>): { changes: SlotChange[]; warnings: PlanWarning[] } {
   const names = new Set([...Object.keys(model.slots), ...Object.keys(observed.slots), ...Object.keys(inventory.slots)]);
-  const changes: Change[] = [];
+  const changes: SlotChange[] = [];
   const warnings: PlanWarning[] = [];
   for (const name of [...names].sort(compare)) {
     const inputs: SlotInputs = {
@@ -63,6 +100,7 @@ function planSlots(model: Model, observed: Observed, inventory: Inventory, goneR
       managed: own(inventory.slots, name) !== undefined,
       applied: own(inventory.slots, name)?.spec_hash,
       goneReason,
+      restart: restart.has(slotAddress(name)),
     };
     const change = planSlot(inputs);
     if (change === undefined) continue;
@@ -74,7 +112,24 @@ function planSlots(model: Model, observed: Observed, inventory: Inventory, goneR
 }
 
 /** One slot's decision; undefined when there is nothing to show (not desired, not ours, not running). */
-function planSlot({ name, desired, seen, managed, applied, goneReason }: SlotInputs): Change | undefined {
+function planSlot(inputs: SlotInputs): SlotChange | undefined {
+  const change = planSlotState(inputs);
+  return inputs.restart && change !== undefined ? restarted(change, inputs.seen?.running ?? false) : change;
+}
+
+/**
+ * A slot asked to restart: replaced when it runs (stop, then start the
+ * desired spec), created when it does not. Only a slot with a desired spec
+ * restarts; any other change is left as planned.
+ */
+function restarted(change: SlotChange, running: boolean): SlotChange {
+  if (change.after === null) return change;
+  if (!running) return { ...change, action: "create" };
+  const changed_paths = change.changed_paths.length > 0 ? change.changed_paths : ["restart"];
+  return { ...change, action: "replace", reason: "restart", changed_paths, destructive: true, downtime: true };
+}
+
+function planSlotState({ name, desired, seen, managed, applied, goneReason }: SlotInputs): SlotChange | undefined {
   const recorded = seen?.record?.view ?? null;
   const running = seen?.running ?? false;
   if (desired?.enabled) {
@@ -101,9 +156,9 @@ function planSlot({ name, desired, seen, managed, applied, goneReason }: SlotInp
  * them now); a replace stops the running slot, so it is destructive and
  * causes downtime; a delete causes downtime only if the slot still runs.
  */
-function slotChange(name: string, action: Action, reason: string, before: SlotView | null, after: SlotView | null, running = false): Change {
+function slotChange(name: string, action: SlotChange["action"], reason: SlotReason, before: SlotView | null, after: SlotView | null, running = false): SlotChange {
   return {
-    address: `slot.${name}`,
+    address: slotAddress(name),
     kind: "slot",
     action,
     reason,
@@ -121,13 +176,13 @@ function slotChange(name: string, action: Action, reason: string, before: SlotVi
  * of a slot that died may also run a newer spec). A replace with no record to
  * compare names `spec_hash`, so its paths are never empty.
  */
-function changedPaths(action: Action, before: SlotView | null, after: SlotView | null): string[] {
+function changedPaths(action: SlotChange["action"], before: SlotView | null, after: SlotView | null): string[] {
   if (action !== "create" && action !== "replace") return [];
   if (before !== null && after !== null) return viewChangedPaths(before, after);
   return action === "replace" ? ["spec_hash"] : [];
 }
 
-function summarize(changes: readonly Change[]): PlanBody["summary"] {
+function summarize(changes: Plan["changes"]): PlanBody["summary"] {
   const summary = { create: 0, update: 0, replace: 0, delete: 0, no_op: 0 };
   for (const c of changes) summary[c.action === "no-op" ? "no_op" : c.action]++;
   return summary;

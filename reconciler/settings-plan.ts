@@ -1,4 +1,4 @@
-import { SETTINGS_REGISTRY, Settings, type ApplyClass, type Change, type SettingsBuckets } from "../schema/index.js";
+import { SETTINGS_REGISTRY, Settings, type ApplyClass, type SettingsBuckets, type SettingsChange } from "../schema/index.js";
 import { same } from "./view.js";
 
 /**
@@ -13,11 +13,11 @@ const DEFAULT_SETTINGS: Settings = Settings.parse({});
 /** Weakest first; a change takes the strongest class among its keys. */
 const CLASS_RANK: Readonly<Record<ApplyClass, number>> = { immediate: 0, "service-restart": 1, "manual-restart": 2 };
 
-export function planSettings(desired: Settings, applied: Settings | undefined): { change: Change; buckets: SettingsBuckets } {
+export function planSettings(desired: Settings, applied: Settings | undefined): { change: SettingsChange; buckets: SettingsBuckets } {
   const before = applied ?? DEFAULT_SETTINGS;
   const changed = changedLeafKeys(before, desired);
   const buckets = settingsBuckets(changed);
-  const change: Change = {
+  const change: SettingsChange = {
     address: "settings",
     kind: "settings",
     action: changed.length === 0 ? "no-op" : "update",

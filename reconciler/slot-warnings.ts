@@ -1,5 +1,5 @@
 import type { ResolvedSlot } from "../compiler/index.js";
-import type { Change, PlanWarning } from "../schema/index.js";
+import { slotAddress, type PlanWarning, type SlotAddress, type SlotChange } from "../schema/index.js";
 import type { ForeignPort, ObservedSlot } from "./observed.js";
 
 /**
@@ -10,7 +10,7 @@ import type { ForeignPort, ObservedSlot } from "./observed.js";
  */
 
 /** Warnings for a desired, enabled slot. */
-export function slotWarnings(change: Change, desired: ResolvedSlot, seen: ObservedSlot | undefined, foreign: ForeignPort | undefined): PlanWarning[] {
+export function slotWarnings(change: SlotChange, desired: ResolvedSlot, seen: ObservedSlot | undefined, foreign: ForeignPort | undefined): PlanWarning[] {
   const address = change.address;
   const warnings: PlanWarning[] = [];
   if (foreign !== undefined) {
@@ -35,14 +35,14 @@ export function slotWarnings(change: Change, desired: ResolvedSlot, seen: Observ
 export function unmanagedWarning(name: string, seen: ObservedSlot): PlanWarning {
   const pid = seen.record?.pid !== undefined ? ` (pid ${seen.record.pid})` : "";
   return {
-    address: `slot.${name}`,
+    address: slotAddress(name),
     code: "slot.unmanaged",
     message: `slot \`${name}\` is running${pid} but is neither in hal0's inventory nor enabled in the config; hal0 leaves it alone`,
   };
 }
 
 /** The tune values the slot will run with instead of the ones asked for, key by key. */
-function tuneWarnings(address: string, desired: ResolvedSlot): PlanWarning[] {
+function tuneWarnings(address: SlotAddress, desired: ResolvedSlot): PlanWarning[] {
   return Object.keys(desired.tune_unavailable)
     .sort()
     .map((key) => {

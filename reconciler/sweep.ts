@@ -2,8 +2,9 @@ import type { Model } from "../compiler/index.js";
 import type { Diagnostic, Plan } from "../schema/index.js";
 import { Backoff } from "./backoff.js";
 import type { SlotDriver } from "./drivers/driver.js";
-import { executePlan, type ExecEvent, type StepResult } from "./execute.js";
-import { acquireLock, LockedError } from "./lock.js";
+import { converge, holdBack } from "./converge.js";
+import type { ExecEvent, StepResult } from "./execute.js";
+import { LockedError } from "./lock.js";
 import { observe } from "./observe.js";
 import { planChanges } from "./plan.js";
 import type { HermesCredentials, Inventory, Observed, ObservedSlot } from "./observed.js";
@@ -79,23 +80,22 @@ export class Sweeper {
       await refreshConditions(model, seen.observed, this.options.state, now, true, first.plan);
       return { at, outcome: "nothing_to_do", diagnostics: [], plan: first.plan, results: [], deferred: first.deferred };
     }
-    let release: () => Promise<void>;
+    let done;
     try {
-      release = await acquireLock(this.options.state.dir, "hal0 reconcile (sweep)");
+      // Under the lock converge observes again: another apply may have moved the box meanwhile.
+      done = await converge({ model, driver, state: this.options.state, hermesCredentials: this.options.hermesCredentials }, {
+        holder: "hal0 reconcile (sweep)", backoff: this.backoff, onEvent: this.options.onEvent, now,
+        conditions: async () => {
+          this.health.clear(); // runners moved: the next observation probes every one
+          return (await this.observeWithHealth(model, driver, now())).observed;
+        },
+      });
     } catch (err) {
       if (err instanceof LockedError) return { at, outcome: "locked", diagnostics: [], plan: first.plan, results: [], deferred: first.deferred };
       throw err;
     }
-    try {
-      // Under the lock, observe again: another apply may have moved the box meanwhile.
-      const again = await observe(model, driver, this.options.state, { health: false, hermesCredentials: this.options.hermesCredentials });
-      const report = await this.execute(model, driver, this.schedule(planChanges(model, again.observed, again.inventory), now()), at, now);
-      this.health.clear(); // runners moved: the next observation probes every one
-      await refreshConditions(model, (await this.observeWithHealth(model, driver, now())).observed, this.options.state, now);
-      return report;
-    } finally {
-      await release();
-    }
+    const outcome = done.outcome === "nothing_to_do" || done.outcome === "cancelled" ? "nothing_to_do" : done.outcome;
+    return { at, outcome, diagnostics: [], plan: done.plan, results: done.results, deferred: done.deferred };
   }
 
   /**
@@ -119,31 +119,9 @@ export class Sweeper {
     return { ...seen, observed: { ...seen.observed, slots: bySlot(probing.finish(Object.values(seen.observed.slots))) } };
   }
 
-  private async execute(model: Model, driver: SlotDriver, scheduled: Scheduled, at: string, now: () => number): Promise<SweepReport> {
-    const { plan, runnable, deferred } = scheduled;
-    if (!runnable.has_changes) return { at, outcome: "nothing_to_do", diagnostics: [], plan, results: [], deferred };
-    const results = await executePlan(runnable, {
-      driver, state: this.options.state, cwd: model.root, onEvent: this.options.onEvent, now, hermesCredentials: this.options.hermesCredentials,
-      healthTimeoutS: model.settings.slots.health_timeout_s, stopGraceS: model.settings.slots.stop_grace_s, parallel: model.settings.slots.parallel,
-    });
-    for (const r of results) {
-      const change = runnable.changes.find((c) => c.address === r.address)!;
-      if (r.ok) this.backoff.succeeded(r.address);
-      else this.backoff.failed(r.address, specHashOf(change.after ?? change.before), r.code ?? "slot.apply_failed", now());
-    }
-    return { at, outcome: results.every((r) => r.ok) ? "converged" : "failed", diagnostics: [], plan, results, deferred };
-  }
-
   /** The plan minus the changes whose resource is backing off. */
   private schedule(plan: Plan, now: number): Scheduled {
-    const deferred: Array<{ address: string; why: string }> = [];
-    const changes = plan.changes.map((c) => {
-      const why = c.action === "no-op" ? undefined : this.backoff.waiting(c.address, specHashOf(c.after ?? c.before), now);
-      if (why === undefined) return c;
-      deferred.push({ address: c.address, why });
-      return { ...c, action: "no-op" as const, reason: "backing_off" };
-    });
-    return { plan, runnable: { ...plan, changes, has_changes: changes.some((c) => c.action !== "no-op") }, deferred };
+    return { plan, ...holdBack(plan, this.backoff, now) };
   }
 }
 
@@ -152,10 +130,6 @@ interface Scheduled {
   readonly plan: Plan;
   readonly runnable: Plan;
   readonly deferred: Array<{ address: string; why: string }>;
-}
-
-function specHashOf(view: unknown): string {
-  return (view as { spec_hash?: string } | null)?.spec_hash ?? "";
 }
 
 function bySlot(slots: readonly ObservedSlot[]): Record<string, ObservedSlot> {

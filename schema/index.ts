@@ -47,6 +47,10 @@ export { renderJsonSchemas } from "./json-schema.js";
 
 // Plans
 export {
-  Plan, PlanBody, Change, SettingsBuckets, PlanWarning, ACTIONS, APPLY_CLASSES, PLAN_FORMAT_VERSION,
-  type Action, type ApplyClass,
+  Plan, PlanBody, Change, SlotChange, SettingsChange, HermesChange, SettingsBuckets, PlanWarning,
+  SlotSpecSchema, SlotViewSchema, HermesViewSchema,
+  ACTIONS, APPLY_CLASSES, CHANGE_KINDS, PLAN_FORMAT_VERSION, SLOT_REASONS, SETTINGS_REASONS, HERMES_REASONS,
+  slotAddress, slotNameOf, hermesAddress, hermesProfileOf, parseAddress,
+  type Action, type ApplyClass, type ChangeKind, type Address, type SlotAddress, type HermesAddress,
+  type SlotReason, type SettingsReason, type HermesReason, type Reason, type SlotSpec, type SlotView, type HermesView,
 } from "./plan.js";

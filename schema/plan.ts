@@ -1,4 +1,7 @@
 import { z } from "zod";
+import { DEVICES, SLOT_TYPES, type Device, type SlotType } from "./slot.js";
+import { Settings } from "./settings.js";
+import { REASONING_EFFORTS, SPECULATION_MODES, type FullTune } from "./tune.js";
 
 /**
  * The Plan contract (DESIGN.md §4), versioned from day one like
@@ -6,6 +9,12 @@ import { z } from "zod";
  * text (golden tests) and JSON, saved by `hal0 plan --out`, checked for
  * staleness by `hal0 apply --plan`. Apply is described entirely by `changes`:
  * `reason` is for people and never drives the executor.
+ *
+ * A change is a union on `kind`: each kind has its own address form, its own
+ * actions, its own closed set of reasons and its own typed `before` / `after`
+ * (a slot's view, the settings, a Hermes profile's hal0 keys), so no consumer
+ * casts. The JSON is the one written since format_version 1: typing it added
+ * no field.
  */
 export const PLAN_FORMAT_VERSION = 1;
 
@@ -15,24 +24,210 @@ export type Action = (typeof ACTIONS)[number];
 export const APPLY_CLASSES = ["immediate", "service-restart", "manual-restart"] as const;
 export type ApplyClass = (typeof APPLY_CLASSES)[number];
 
-export const Change = z.object({
-  /** `slot.<name>`, `settings` or `hermes.<profile>`. Changes are sorted by address. */
-  address: z.string(),
-  kind: z.enum(["slot", "settings", "hermes"]),
-  action: z.enum(ACTIONS),
-  /** Why, for people: new, not_running, spec_changed, removed_from_config, disabled, … */
-  reason: z.string(),
+export const CHANGE_KINDS = ["slot", "settings", "hermes"] as const;
+export type ChangeKind = (typeof CHANGE_KINDS)[number];
+
+// ── Addresses ────────────────────────────────────────────────────────────────
+
+/** `slot.<name>`. */
+export type SlotAddress = `slot.${string}`;
+/** `hermes.<profile>`; bare `hermes` is the default profile (`<home>/config.yaml`). */
+export type HermesAddress = "hermes" | `hermes.${string}`;
+export type Address = SlotAddress | "settings" | HermesAddress;
+
+export function slotAddress(name: string): SlotAddress {
+  return `slot.${name}`;
+}
+
+/** The slot an address names. */
+export function slotNameOf(address: SlotAddress): string {
+  return address.slice("slot.".length);
+}
+
+export function hermesAddress(profile: string | null): HermesAddress {
+  return profile === null ? "hermes" : `hermes.${profile}`;
+}
+
+/** The profile a Hermes address names; null for the default profile. */
+export function hermesProfileOf(address: HermesAddress): string | null {
+  return address === "hermes" ? null : address.slice("hermes.".length);
+}
+
+/** What an address string names, or undefined when it is not one a plan uses. */
+export function parseAddress(address: string): { kind: "slot"; name: string } | { kind: "settings" } | { kind: "hermes"; profile: string | null } | undefined {
+  if (address === "settings") return { kind: "settings" };
+  if (address === "hermes") return { kind: "hermes", profile: null };
+  if (address.startsWith("slot.") && address.length > 5) return { kind: "slot", name: address.slice(5) };
+  if (address.startsWith("hermes.") && address.length > 7) return { kind: "hermes", profile: address.slice(7) };
+  return undefined;
+}
+
+const SlotAddressSchema = z.templateLiteral(["slot.", z.string().min(1)]);
+const HermesAddressSchema = z.union([z.literal("hermes"), z.templateLiteral(["hermes.", z.string().min(1)])]);
+const AddressSchema = z.union([SlotAddressSchema, z.literal("settings"), HermesAddressSchema]);
+
+// ── Reasons (closed: for people, never read by the executor) ─────────────────
+
+export const SLOT_REASONS = [
+  "new", // enabled, never started
+  "not_running", // enabled, hal0 knows it (inventory or a runtime record), not running
+  "spec_unknown", // running without a record to compare: replaced
+  "spec_changed", // the config moved what it runs
+  "drifted", // changed or stopped behind hal0's back
+  "unchanged",
+  "disabled", // enabled = false
+  "removed_from_config", // its file is gone
+  "down", // `hal0 down`
+  "unmanaged", // running, but hal0 did not start it: left alone
+  "restart", // asked for (`replace: [address]`)
+  "backing_off", // held back after failures
+] as const;
+export const SETTINGS_REASONS = ["unchanged", "first_apply", "changed", "backing_off"] as const;
+export const HERMES_REASONS = ["new", "drifted", "changed", "opted_out", "unchanged", "invalid_yaml", "backing_off"] as const;
+export type SlotReason = (typeof SLOT_REASONS)[number];
+export type SettingsReason = (typeof SETTINGS_REASONS)[number];
+export type HermesReason = (typeof HERMES_REASONS)[number];
+export type Reason = SlotReason | SettingsReason | HermesReason;
+
+// ── Views: what `before` / `after` hold ──────────────────────────────────────
+
+/** The runtime-facing spec of one slot. Canonical JSON of it is hashed (`spec_hash`). */
+export interface SlotSpec {
+  readonly spec_version: number;
+  readonly runtime: "process" | "docker";
+  /** Docker only: the image whose entrypoint is the runner. */
+  readonly image?: string;
+  /** Process: runner prefix + args. Docker: args only (the image's entrypoint is the runner). */
+  readonly argv: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+  readonly host: string;
+  readonly port: number;
+  readonly health_path: string;
+  readonly device: Device;
+  readonly gpu_index: number;
+}
+
+/**
+ * A slot as plans show it (`before` / `after`) and as runtimes record it when
+ * they start one: enough to say which field changed (`tune.ctx_size`,
+ * `argv.--threads`, `image`, `env.X`, `port`, `model`).
+ */
+export interface SlotView {
+  readonly profile: string;
+  readonly model: string | null;
+  readonly type: SlotType;
+  readonly port: number;
+  readonly device: Device;
+  readonly tune: FullTune;
+  readonly spec: SlotSpec;
+  readonly spec_hash: string;
+}
+
+/** A Hermes profile's hal0 keys as plans show them (`before` / `after` of a `hermes.<p>` change). */
+export interface HermesView {
+  /** The profile's name; null for the default profile. */
+  readonly profile: string | null;
+  /** The agent identity whose token the bearer is (`hermes__<p>`, `hermes` for the default profile). */
+  readonly identity: string;
+  /** Absolute path of its config.yaml. */
+  readonly file: string;
+  /** hal0's entries under `mcp_servers`, by id (absent: not in the file / to be removed); an `Authorization` header always shows as `Bearer [redacted]`. */
+  readonly mcp_servers: Readonly<Record<string, unknown>>;
+  /** The joined installed-server ids hal0 owns in this file (before: recorded; after: once applied). */
+  readonly managed_ids: readonly string[];
+}
+
+const FullTuneSchema: z.ZodType<FullTune> = z.object({
+  ctx_size: z.int(),
+  enable_thinking: z.boolean(),
+  reasoning_effort: z.enum(REASONING_EFFORTS),
+  reasoning_budget: z.int(),
+  vision: z.boolean(),
+  speculation: z.enum(SPECULATION_MODES),
+});
+
+export const SlotSpecSchema: z.ZodType<SlotSpec> = z.object({
+  spec_version: z.int(),
+  runtime: z.enum(["process", "docker"]),
+  image: z.string().optional(),
+  argv: z.array(z.string()),
+  env: z.record(z.string(), z.string()),
+  host: z.string(),
+  port: z.int(),
+  health_path: z.string(),
+  device: z.enum(DEVICES),
+  gpu_index: z.int(),
+});
+
+export const SlotViewSchema: z.ZodType<SlotView> = z.object({
+  profile: z.string(),
+  model: z.string().nullable(),
+  type: z.enum(SLOT_TYPES),
+  port: z.int(),
+  device: z.enum(DEVICES),
+  tune: FullTuneSchema,
+  spec: SlotSpecSchema,
+  spec_hash: z.string(),
+});
+
+export const HermesViewSchema: z.ZodType<HermesView> = z.object({
+  profile: z.string().nullable(),
+  identity: z.string(),
+  file: z.string(),
+  mcp_servers: z.record(z.string(), z.unknown()),
+  managed_ids: z.array(z.string()),
+});
+
+// ── Changes ──────────────────────────────────────────────────────────────────
+
+const common = {
   /** Dotted paths of what changed: `tune.ctx_size`, `argv.--threads`, `image`, `env.X`, `settings` keys, `mcp_servers.hal0-admin.url`. */
   changed_paths: z.array(z.string()),
-  /** The resource as observed (null when absent) and as desired (null when it goes away). */
-  before: z.unknown(),
-  after: z.unknown(),
   apply_class: z.enum(APPLY_CLASSES),
   /** Stops something that is running or removes something hal0 created. */
   destructive: z.boolean(),
   /** The resource is unavailable for a while during apply. */
   downtime: z.boolean(),
+};
+
+/** A slot: created, replaced (stop, then start the new spec), deleted, or left. `before` is the runtime's record (null: none), `after` the desired view (null: it goes away). */
+export const SlotChange = z.object({
+  address: SlotAddressSchema,
+  kind: z.literal("slot"),
+  action: z.enum(["create", "replace", "delete", "no-op"]),
+  reason: z.enum(SLOT_REASONS),
+  before: SlotViewSchema.nullable(),
+  after: SlotViewSchema.nullable(),
+  ...common,
 });
+export type SlotChange = z.infer<typeof SlotChange>;
+
+/** The box's settings against those last applied (absent: the defaults). */
+export const SettingsChange = z.object({
+  address: z.literal("settings"),
+  kind: z.literal("settings"),
+  action: z.enum(["update", "no-op"]),
+  reason: z.enum(SETTINGS_REASONS),
+  before: Settings,
+  after: Settings,
+  ...common,
+});
+export type SettingsChange = z.infer<typeof SettingsChange>;
+
+/** A Hermes profile's hal0 keys: updated in place, never destroyed. */
+export const HermesChange = z.object({
+  address: HermesAddressSchema,
+  kind: z.literal("hermes"),
+  action: z.enum(["update", "no-op"]),
+  reason: z.enum(HERMES_REASONS),
+  before: HermesViewSchema,
+  after: HermesViewSchema,
+  ...common,
+});
+export type HermesChange = z.infer<typeof HermesChange>;
+
+/** Changes are sorted by address. */
+export const Change = z.discriminatedUnion("kind", [SlotChange, SettingsChange, HermesChange]);
 export type Change = z.infer<typeof Change>;
 
 export const SettingsBuckets = z.object({
@@ -45,7 +240,7 @@ export const SettingsBuckets = z.object({
 export type SettingsBuckets = z.infer<typeof SettingsBuckets>;
 
 /** Something the plan cannot fix by itself (a foreign process on a slot's port, …). */
-export const PlanWarning = z.object({ address: z.string(), code: z.string(), message: z.string() });
+export const PlanWarning = z.object({ address: AddressSchema, code: z.string(), message: z.string() });
 export type PlanWarning = z.infer<typeof PlanWarning>;
 
 export const PlanBody = z.object({

@@ -123,3 +123,66 @@ describe("the folder arrows of ARCHITECTURE.md", () => {
     ]);
   });
 });
+
+/**
+ * The module specifiers a source imports values from: import and export
+ * declarations that are not type-only (a declaration whose every named
+ * binding is `type` counts as type-only), dynamic `import()` and `require()`.
+ */
+function valueSpecifiersOf(fileName: string, text: string): string[] {
+  const source = ts.createSourceFile(fileName, text, ts.ScriptTarget.Latest, false, ts.ScriptKind.TS);
+  const out: string[] = [];
+  const allTypes = (elements: ts.NodeArray<ts.ImportSpecifier | ts.ExportSpecifier>) => elements.length > 0 && elements.every((e) => e.isTypeOnly);
+  const visit = (node: ts.Node): void => {
+    if (ts.isImportDeclaration(node) && ts.isStringLiteralLike(node.moduleSpecifier)) {
+      const clause = node.importClause;
+      const typeOnly = clause !== undefined && (clause.isTypeOnly || (clause.name === undefined && clause.namedBindings !== undefined && ts.isNamedImports(clause.namedBindings) && allTypes(clause.namedBindings.elements)));
+      if (!typeOnly) out.push(node.moduleSpecifier.text);
+    } else if (ts.isExportDeclaration(node) && node.moduleSpecifier && ts.isStringLiteralLike(node.moduleSpecifier)) {
+      const typeOnly = node.isTypeOnly || (node.exportClause !== undefined && ts.isNamedExports(node.exportClause) && allTypes(node.exportClause.elements));
+      if (!typeOnly) out.push(node.moduleSpecifier.text);
+    } else if (ts.isCallExpression(node) && (node.expression.kind === ts.SyntaxKind.ImportKeyword || (ts.isIdentifier(node.expression) && node.expression.text === "require"))) {
+      const arg = node.arguments[0];
+      if (arg && ts.isStringLiteralLike(arg)) out.push(arg.text);
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(source);
+  return out;
+}
+
+const EXECUTOR = "reconciler/execute";
+
+/** Sources (repo-relative) that take a value from the executor, other than converge.ts. */
+function executorUsers(files: ReadonlyMap<string, string>): string[] {
+  return [...files].flatMap(([file, text]) => {
+    if (file === "reconciler/converge.ts" || file === `${EXECUTOR}.ts`) return [];
+    const hits = valueSpecifiersOf(file, text).filter((s) => s.startsWith(".") && relative(ROOT, resolve(ROOT, dirname(file), s)).replace(/\.(js|ts)$/, "") === EXECUTOR);
+    return hits.length > 0 ? [file] : [];
+  }).sort();
+}
+
+describe("one converge() (issue 15, point 4)", () => {
+  const everything = new Map([...SOURCES, ...sourceFiles("bench").map((f): [string, string] => [f, readFileSync(join(ROOT, f), "utf8")])]);
+
+  it("converge() is the only caller of the executor outside tests: the sweep, apply, down, restart, hermes_sync and reprovision all come through it", () => {
+    expect(everything.size).toBeGreaterThan(SOURCES.size);
+    expect(executorUsers(everything)).toEqual([]);
+    // …and they do come through it.
+    for (const file of ["reconciler/sweep.ts", "cli/progress.ts", "server/slot-restart.ts", "server/mcp-servers/hermes-sync.ts", "cli/agent-cmd.ts"]) {
+      expect(SOURCES.get(file), file).toMatch(/\bconverge\(/);
+    }
+  });
+
+  it("sees a value import of the executor in any form, and lets type-only imports through", () => {
+    const probe = new Map([
+      ["server/a.ts", `import {\n  executePlan,\n} from "../reconciler/execute.js";`],
+      ["reconciler/index.ts", `export { executePlan } from "./execute.js";`],
+      ["cli/b.ts", `const { executePlan } = await import("../reconciler/execute.js");`],
+      ["server/c.ts", `import { type StepResult, executePlan } from "../reconciler/execute.js";`],
+      ["cli/ok.ts", `import type { StepResult } from "../reconciler/execute.js";\nimport { type ExecEvent } from "../reconciler/execute.js";`],
+      ["reconciler/ok.ts", `export type { ExecEvent } from "./execute.js";`],
+    ]);
+    expect(executorUsers(probe)).toEqual(["cli/b.ts", "reconciler/index.ts", "server/a.ts", "server/c.ts"]);
+  });
+});

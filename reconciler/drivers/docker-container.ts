@@ -1,6 +1,7 @@
 import { stat } from "node:fs/promises";
 import { isAbsolute, relative } from "node:path";
 import type { ObservedSlot, SlotView } from "../observed.js";
+import { SlotViewSchema } from "../../schema/index.js";
 
 /**
  * What a slot's container looks like, as plain data: its name, its labels,
@@ -72,8 +73,8 @@ export function observedFrom(c: ListedContainer, box: string): Omit<ObservedSlot
 function parseView(text: string | undefined): SlotView | undefined {
   if (text === undefined) return undefined;
   try {
-    const view = JSON.parse(text) as SlotView;
-    return typeof view?.spec?.port === "number" && typeof view.spec.health_path === "string" ? view : undefined;
+    const parsed = SlotViewSchema.safeParse(JSON.parse(text));
+    return parsed.success ? parsed.data : undefined;
   } catch {
     return undefined;
   }

@@ -75,10 +75,8 @@ export class DockerDriver implements SlotDriver {
     const { spec } = view;
     if (spec.runtime !== "docker" || !spec.image) throw new DriverError("slot.spawn_failed", `slot ${name}: its spec is for the ${spec.runtime} runtime, not docker (no image)`);
     await this.ensureImage(spec.image);
-    // Idempotent: our container already running this very spec (a start whose
-    // client died after the engine took it) is waited on, not started twice.
-    const adopted = await this.clearName(name, view.spec_hash);
-    const container = adopted ?? (await this.createAndStart(name, view, options.cwd));
+    await this.refuseTaken(name);
+    const container = await this.createAndStart(name, view, options.cwd);
     const abort = new AbortController();
     try {
       // After the start: "not running" then means it ran and exited, however fast.
@@ -133,21 +131,16 @@ export class DockerDriver implements SlotDriver {
   }
 
   /**
-   * Frees the slot's container name, or returns our container when it already
-   * runs `specHash`. Our own container that is stopped (a slot that died, a
-   * start interrupted after create) or runs another spec (an apply killed
-   * between stop and start) is removed; one that is not this box's slot is
-   * refused and left alone.
+   * The slot's container name must be free: the executor stops (removes)
+   * what is left of ours before it creates a slot, and a container that is
+   * not this box's slot is never touched. Either way the driver decides
+   * nothing: a taken name is refused.
    */
-  private async clearName(name: string, specHash: string): Promise<Dockerode.Container | undefined> {
+  private async refuseTaken(name: string): Promise<void> {
     const found = await this.inspectByName(name);
-    if (found === undefined) return undefined;
+    if (found === undefined) return;
     if (!labelledAs(found.Config.Labels, this.box, name)) throw new DriverError("slot.spawn_failed", notOursMessage(name, found.Config.Labels, this.box));
-    const container = this.docker.getContainer(found.Id);
-    if (found.State.Running && found.Config.Labels["hal0.spec-hash"] === specHash) return container;
-    if (found.State.Running) await container.stop({ t: this.stopGraceS }).catch(ignore(304));
-    await container.remove({ force: true }).catch(ignore(404));
-    return undefined;
+    throw new DriverError("slot.spawn_failed", `slot ${name}: container ${containerName(name)} (${found.State.Status}) is still there; hal0 stops a slot before it starts it again`);
   }
 
   private async createAndStart(name: string, view: SlotView, cwd: string): Promise<Dockerode.Container> {

@@ -45,7 +45,6 @@ export class ProcessDriver implements SlotDriver {
     const { spec } = view;
     if (spec.runtime !== "process") throw new DriverError("slot.spawn_failed", `slot ${name}: its spec is for the ${spec.runtime} runtime, not process`);
     await this.refuseIfRunning(name);
-    await this.stopUnrecorded(name);
     const holder = await this.portHolder(spec.port);
     if (holder !== undefined) throw new DriverError("slot.port_in_use", portInUseMessage(spec.port, holder));
     const paths = slotPaths(this.stateDir, name);
@@ -72,10 +71,10 @@ export class ProcessDriver implements SlotDriver {
   async stop(name: string, graceS: number): Promise<void> {
     const paths = slotPaths(this.stateDir, name);
     const read = await readRecord(paths.record);
-    if (read !== undefined && "record" in read) {
-      const { pid, pid_start } = read.record;
-      if (await isOurs(pid, pid_start)) await terminate(name, pid, pid_start, graceS);
-    } else await this.stopUnrecorded(name, graceS);
+    const recorded = read !== undefined && "record" in read ? read.record : undefined;
+    // The recorded runner, else any runner marked as this slot's (a start interrupted between spawn and record).
+    if (recorded !== undefined && (await isOurs(recorded.pid, recorded.pid_start))) await terminate(name, recorded.pid, recorded.pid_start, graceS);
+    else await this.stopUnrecorded(name, graceS);
     await removeRecord(paths.record);
   }
 

@@ -1,6 +1,6 @@
-import { acquireLock, LockedError } from "../../reconciler/lock.js";
-import { executePlan } from "../../reconciler/execute.js";
-import { planHermes } from "../../reconciler/hermes-plan.js";
+import { converge } from "../../reconciler/converge.js";
+import { LockedError } from "../../reconciler/lock.js";
+import { parseAddress } from "../../schema/index.js";
 import { BRAIN_PROFILE } from "../../reconciler/hermes-wire.js";
 import type { BoxService } from "../box.js";
 import { serverState, type ServerState } from "./probe.js";
@@ -23,7 +23,7 @@ export interface HermesSync {
 /**
  * Converges the Hermes profile files now, as the sweep would, under the same
  * state-folder lock (a sweep holding it is reported, and will converge them
- * itself). Only `hermes.*` changes run: slots are the sweep's business.
+ * itself). Only `hermes.*` changes are planned: slots are the sweep's business.
  */
 export async function hermesSync(box: BoxService, serverId?: string): Promise<HermesSync> {
   const errors: Array<{ profile?: string; code: string; message: string }> = [];
@@ -34,32 +34,21 @@ export async function hermesSync(box: BoxService, serverId?: string): Promise<He
     const model = await box.model();
     const record = serverId === undefined ? undefined : model.mcpServers[serverId];
     if (record) probe = await serverState(record);
-    let release: (() => Promise<void>) | undefined;
     try {
-      release = await acquireLock(box.state.dir, "hal0 serve (mcp hermes_sync)");
+      // Hermes files only: no runtime is observed (the sweep converges slots).
+      const done = await converge({ model, state: box.state, hermesCredentials: box.options.hermesCredentials }, {
+        holder: "hal0 serve (mcp hermes_sync)", plan: { only: { kinds: ["hermes"] } }, conditions: "skip",
+      });
+      profiles = Object.keys(done.observed.hermes_profiles ?? {}).sort();
+      for (const w of done.plan.warnings) errors.push({ profile: profileOf(w.address), code: w.code, message: w.message });
+      for (const r of done.results) {
+        const profile = profileOf(r.address);
+        if (r.ok) changed.push(profile);
+        else errors.push({ profile, code: r.code ?? "hermes.write_failed", message: r.error ?? "the write failed" });
+      }
     } catch (err) {
       if (!(err instanceof LockedError)) throw err;
       errors.push({ code: "apply.locked", message: "a sweep or apply holds the state folder; it converges the Hermes files itself" });
-    }
-    if (release) {
-      try {
-        const { observed } = await box.observe(model);
-        const { changes, warnings } = planHermes(model, observed);
-        profiles = Object.keys(observed.hermes_profiles ?? {}).sort();
-        for (const w of warnings) errors.push({ profile: w.address.replace(/^hermes\./, ""), code: w.code, message: w.message });
-        const results = await executePlan({ changes: changes.filter((c) => c.action === "update") }, {
-          driver: await box.driver(model), state: box.state, cwd: model.root,
-          healthTimeoutS: model.settings.slots.health_timeout_s, stopGraceS: model.settings.slots.stop_grace_s,
-          hermesCredentials: box.options.hermesCredentials,
-        });
-        for (const r of results) {
-          const profile = r.address.replace(/^hermes\./, "");
-          if (r.ok) changed.push(profile);
-          else errors.push({ profile, code: r.code ?? "hermes.write_failed", message: r.error ?? "the write failed" });
-        }
-      } finally {
-        await release();
-      }
     }
   } catch (err) {
     errors.push({ code: (err as { code?: string }).code ?? "system.internal", message: (err as Error).message });
@@ -71,4 +60,10 @@ export async function hermesSync(box: BoxService, serverId?: string): Promise<He
     errors,
     probe,
   };
+}
+
+/** The named profile a `hermes.<p>` address (a warning's, a step's) is about. */
+function profileOf(address: string): string {
+  const parsed = parseAddress(address);
+  return parsed?.kind === "hermes" ? (parsed.profile ?? "default") : address;
 }

@@ -1,5 +1,6 @@
 import { applyChangeSet, movedFiles } from "../../compiler/changeset.js";
-import type { Change, Diagnostic, Plan } from "../../schema/index.js";
+import { slotNameOf, type Change, type Diagnostic, type Plan } from "../../schema/index.js";
+import { valueOf } from "../../reconciler/format.js";
 import { proposeOnly, type Dispatcher } from "../dispatch.js";
 import type { Approval } from "../approvals.js";
 import { isMcpServerFile, redact, redactText, redactToml, tomlLineRedactor } from "../redact.js";
@@ -134,7 +135,7 @@ export function changeHtml(c: Change): string {
     c.destructive ? `<span class="destructive-mark">destructive</span>` : "",
     c.downtime ? `<span class="badge state-warn">downtime</span>` : "",
   ].filter(Boolean).join(" ");
-  const paths = c.changed_paths.length === 0 ? "" : `<ul class="paths">${c.changed_paths.map((p) => `<li><code>${esc(p)}</code>${beforeAfter(valueAt(c.before, p), valueAt(c.after, p))}</li>`).join("")}</ul>`;
+  const paths = c.changed_paths.length === 0 ? "" : `<ul class="paths">${c.changed_paths.map((p) => `<li><code>${esc(p)}</code>${beforeAfter(valueOf(c, "before", p), valueOf(c, "after", p))}</li>`).join("")}</ul>`;
   return `<li class="change${c.destructive ? " destructive" : ""}" data-action="${esc(c.action)}">
 <div class="change-head">${esc(`${SYMBOL[c.action]} ${c.address}`)} ${marks}</div>
 <div>${esc(c.action)} · reason <code>${esc(c.reason)}</code> · applies ${esc(c.apply_class)}</div>
@@ -145,7 +146,7 @@ ${paths}
 }
 
 function downtimeText(c: Change): string {
-  const what = c.kind === "slot" ? `the slot ${c.address.slice(5)}` : c.address;
+  const what = c.kind === "slot" ? `the slot ${slotNameOf(c.address)}` : c.address;
   if (c.action === "delete") return `Downtime: ${what} stops serving and stays down.`;
   if (c.action === "replace") return `Downtime: ${what} is unavailable while it restarts with the new spec (until it is ready again).`;
   return `Downtime: ${what} is unavailable for a while during apply.`;
@@ -155,19 +156,6 @@ function beforeAfter(before: unknown, after: unknown): string {
   if (before === undefined && after === undefined) return "";
   const show = (v: unknown) => (v === undefined ? "—" : JSON.stringify(v));
   return `: <code>${esc(show(before))}</code> → <code>${esc(show(after))}</code>`;
-}
-
-/** The value at a dotted path, walking objects key by key (a key may itself hold dots: the longest matching key wins). */
-function valueAt(value: unknown, path: string): unknown {
-  if (value === null || typeof value !== "object") return undefined;
-  const obj = value as Record<string, unknown>;
-  if (Object.hasOwn(obj, path)) return obj[path];
-  const parts = path.split(".");
-  for (let n = parts.length - 1; n >= 1; n--) {
-    const head = parts.slice(0, n).join(".");
-    if (Object.hasOwn(obj, head)) return valueAt(obj[head], parts.slice(n).join("."));
-  }
-  return undefined;
 }
 
 function diagnosticsHtml(diagnostics: readonly unknown[]): string {

@@ -6,7 +6,9 @@ import { join } from "node:path";
 import type Dockerode from "dockerode";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { DockerDriver } from "../../reconciler/drivers/docker.js";
-import { DriverError, type StartPhase } from "../../reconciler/index.js";
+import { DriverError, StateStore, type StartPhase } from "../../reconciler/index.js";
+import { executePlan } from "../../reconciler/execute.js";
+import type { Change } from "../../schema/index.js";
 import { countListCalls, dockerEngine, dockerViewFor, ensureRunnerImage, removeContainers, RUNNER_IMAGE, slotName, testBoxId } from "./docker-helpers.js";
 import { freePort } from "./process-helpers.js";
 
@@ -142,6 +144,27 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect((await inspect(plain)).State.Running).toBe(true);
     const err2 = await startError(other, dockerViewFor({ port: await freePort(), root }));
     expect(err2!.message).toMatch(/it belongs to box test-/);
+  });
+
+  it("decides nothing about its own container left under the name: start refuses it; the executor's create stops it first, then starts", async () => {
+    const name = slotName("left");
+    const view = dockerViewFor({ port: await freePort(), root });
+    await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
+    const first = (await inspect(name)).Id;
+    await engine.getContainer(first).stop({ t: 1 });
+    const err = await startError(name, view);
+    expect(err?.code).toBe("slot.spawn_failed");
+    expect(err!.message).toMatch(/is still there; hal0 stops a slot before it starts it again/);
+    expect((await inspect(name)).Id).toBe(first); // left as it was
+    // What the plan says for it: a create over the observed record (not running).
+    const [seen] = await driver.observe({ health: false });
+    expect(seen).toMatchObject({ name, running: false });
+    const create: Change = { address: `slot.${name}`, kind: "slot", action: "create", reason: "not_running", changed_paths: [], before: seen!.record!.view, after: view, apply_class: "immediate", destructive: false, downtime: false };
+    const [result] = await executePlan({ changes: [create] }, { driver, state: new StateStore(stateDir), healthTimeoutS: 20, stopGraceS: 1, cwd: root });
+    expect(result).toMatchObject({ ok: true });
+    const now = await inspect(name);
+    expect(now.Id).not.toBe(first);
+    expect(now.State.Running).toBe(true);
   });
 
   it("refuses an image that is not present: slot.image_missing, naming it, and creates nothing", async () => {

@@ -5,7 +5,7 @@ import { describe, expect, it } from "vitest";
 import { executePlan, type ExecEvent } from "../../reconciler/execute.js";
 import { StateStore } from "../../reconciler/state.js";
 import { DriverError, type SlotDriver, type SlotView } from "../../reconciler/index.js";
-import { Settings, type Change, type Plan } from "../../schema/index.js";
+import { Settings, type Change, type Plan, type SlotChange } from "../../schema/index.js";
 
 /** A driver that records every call and fails the slots it is told to. */
 function recordingDriver(fail: Record<string, string> = {}) {
@@ -32,8 +32,13 @@ function recordingDriver(fail: Record<string, string> = {}) {
 
 const view = (port: number) => ({ port, spec: { runtime: "process" } }) as unknown as SlotView;
 
-function change(address: string, action: Change["action"], after: unknown = null): Change {
-  return { address, kind: address === "settings" ? "settings" : "slot", action, reason: "test", changed_paths: [], before: null, after, apply_class: "immediate", destructive: action === "delete" || action === "replace", downtime: action !== "create" };
+function change(address: `slot.${string}`, action: SlotChange["action"], after: SlotView | null = null): Change {
+  return { address, kind: "slot", action, reason: "spec_changed", changed_paths: [], before: null, after, apply_class: "immediate", destructive: action === "delete" || action === "replace", downtime: action !== "create" };
+}
+
+function settingsChange(after: Settings): Change {
+  const before = Settings.parse({});
+  return { address: "settings", kind: "settings", action: "update", reason: "changed", changed_paths: [], before, after, apply_class: "immediate", destructive: false, downtime: false };
 }
 
 function plan(changes: Change[]): Plan {
@@ -44,7 +49,7 @@ function plan(changes: Change[]): Plan {
 }
 
 describe("executePlan", () => {
-  it("stops and deletes before any start, keeps going past a failure, and records it all", async () => {
+  it("stops and deletes before any start, clears a create's name just before it starts, keeps going past a failure, and records it all", async () => {
     const state = new StateStore(mkdtempSync(join(tmpdir(), "hal0-exec-")));
     await state.writeInventory({ version: 1, box: "box-1", slots: { old: { created_at: "t", runtime: "process" }, chat: { created_at: "t", runtime: "process" } } });
     const { driver, calls } = recordingDriver({ broken: "slot.port_in_use" });
@@ -56,13 +61,14 @@ describe("executePlan", () => {
         change("slot.embed", "create", view(8082)),
         change("slot.idle", "no-op", view(8084)),
         change("slot.old", "delete"),
-        change("settings", "update", Settings.parse({ reconcile: { interval_s: 30 } })),
+        settingsChange(Settings.parse({ reconcile: { interval_s: 30 } })),
       ]),
       { driver, state, healthTimeoutS: 5, stopGraceS: 1, cwd: "/", parallel: 2, onEvent: (e) => events.push(e) },
     );
-    const firstStart = calls.findIndex((c) => c.startsWith("start"));
-    expect(calls.slice(0, firstStart).sort()).toEqual(["stop chat", "stop old"]);
-    expect(calls.slice(firstStart).sort()).toEqual(["start broken", "start chat", "start embed"]);
+    // Wave 1: the replace's stop and the delete. Wave 2: each create first stops (clears) what is left under its name, then starts.
+    expect(calls.slice(0, 2).sort()).toEqual(["stop chat", "stop old"]);
+    expect(calls.slice(2).sort()).toEqual(["start broken", "start chat", "start embed", "stop broken", "stop embed"]);
+    for (const name of ["broken", "embed"]) expect(calls.indexOf(`stop ${name}`)).toBeLessThan(calls.indexOf(`start ${name}`));
     expect(results.map((r) => `${r.address} ${r.action} ${r.ok ? "ok" : r.code}`)).toEqual([
       "settings update ok", "slot.broken create slot.port_in_use", "slot.chat replace ok", "slot.embed create ok", "slot.old delete ok",
     ]);

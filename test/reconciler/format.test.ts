@@ -5,7 +5,7 @@ import { formatPlan, planJson } from "../../reconciler/format.js";
 import type { SlotView } from "../../reconciler/observed.js";
 import { planChanges } from "../../reconciler/plan.js";
 import { slotValueAt, slotView, viewChangedPaths } from "../../reconciler/view.js";
-import { Plan, type Change } from "../../schema/index.js";
+import { Plan, type Change, type PlanWarning, type SlotChange } from "../../schema/index.js";
 
 const CHAT: SlotView = slotView(compileFixture(BASE).slots.chat!);
 
@@ -14,7 +14,7 @@ function withArgv(argv: string[], env: Record<string, string> = CHAT.spec.env): 
   return { ...CHAT, spec: { ...CHAT.spec, argv, env }, spec_hash: `sha256:${argv.join(" ")}` };
 }
 
-function slotChange(over: Partial<Change>): Change {
+function slotChange(over: Partial<SlotChange>): SlotChange {
   return {
     address: "slot.chat", kind: "slot", action: "replace", reason: "spec_changed", changed_paths: [], before: CHAT, after: CHAT,
     apply_class: "immediate", destructive: true, downtime: true, ...over,
@@ -92,7 +92,7 @@ describe("formatPlan", () => {
 
   it("prints warnings, the settings buckets and the summary last", () => {
     const settings = { immediate: ["slots.pull"], service_restart: { "hal0-api": ["server.port"] }, manual_restart: ["meta.schema_version"], unknown: ["x.y"] };
-    const warnings = [{ address: "slot.chat", code: "slot.port_in_use", message: "port 8081 is held by pid 1" }];
+    const warnings: PlanWarning[] = [{ address: "slot.chat", code: "slot.port_in_use", message: "port 8081 is held by pid 1" }];
     const text = formatPlan(planOf([slotChange({ action: "create", reason: "new", before: null, destructive: false, downtime: false })], { settings, warnings }));
     expect(text.split("\n").slice(4)).toEqual([
       "",

@@ -330,3 +330,80 @@ describe("destroy plans (hal0 down)", () => {
     }
   });
 });
+
+describe("planner options: what converge() is asked to do is decided here", () => {
+  it("replace restarts a running slot (replace, reason restart) and starts a stopped one (create); nothing else moves", () => {
+    const { model, observed, inventory } = load("runner-died");
+    const p = planChanges(model, observed, inventory, { replace: ["slot.agent", "slot.chat"] });
+    expect(acting(p)).toEqual({ "slot.agent": "replace restart", "slot.chat": "create not_running" });
+    expect(change(p, "slot.agent")).toMatchObject({ changed_paths: ["restart"], destructive: true, downtime: true });
+    expect(Plan.parse(p)).toEqual(p);
+  });
+
+  it("replace of a slot with a pending change keeps the change's paths; of a disabled slot it changes nothing", () => {
+    const tuned = load("tune-ctx-size");
+    const p = planChanges(tuned.model, tuned.observed, tuned.inventory, { replace: ["slot.chat"] });
+    expect(change(p, "slot.chat")).toMatchObject({ action: "replace", reason: "restart", changed_paths: ["argv.--ctx-size", "tune.ctx_size"] });
+    const disabled = load("slot-disabled");
+    const q = planChanges(disabled.model, disabled.observed, disabled.inventory, { replace: ["slot.coder", "slot.spare"] });
+    expect(acting(q)).toEqual(acting(plan("slot-disabled")));
+  });
+
+  it("only keeps the changes and warnings of the kinds and addresses named, and the settings buckets only with the settings", () => {
+    const { model, observed, inventory } = load("hermes-drifted");
+    const hermes = planChanges(model, observed, inventory, { only: { kinds: ["hermes"] } });
+    expect(hermes.changes.map((c) => c.address)).toEqual(["hermes.coder", "hermes.ops"]);
+    expect(hermes.summary).toEqual({ create: 0, update: 1, replace: 0, delete: 0, no_op: 1 });
+    const one = load("runner-died");
+    const chat = planChanges(one.model, one.observed, one.inventory, { only: { addresses: ["slot.chat"] } });
+    expect(chat.changes.map((c) => c.address)).toEqual(["slot.chat"]);
+    expect(codes(chat)).toEqual(["slot.chat slot.not_running"]);
+    expect(chat.settings).toEqual({ immediate: [], service_restart: {}, manual_restart: [], unknown: [] });
+    expect(planChanges(one.model, one.observed, one.inventory, { only: { addresses: ["slot.agent"] } }).warnings).toEqual([]);
+  });
+
+  it("hermesDefault plans the default profile (address hermes) from its observed text, enforcing over drift = warn; without it the sweep never sees it", () => {
+    const { model, observed, inventory } = load("hermes-drifted");
+    const text = observed.hermes_profiles!.coder!.text;
+    const warned = { ...model, settings: { ...model.settings, reconcile: { ...model.settings.reconcile, drift: "warn" as const } } };
+    const withDefault = { ...observed, hermes_default: { text }, hermes_managed: { ...observed.hermes_managed!, default: observed.hermes_managed!.profiles.coder } };
+    const p = planChanges(warned, withDefault, inventory, { hermesDefault: true, only: { addresses: ["hermes"] } });
+    expect(p.changes).toHaveLength(1);
+    expect(p.changes[0]).toMatchObject({ address: "hermes", kind: "hermes", action: "update", reason: "drifted" });
+    expect(p.changes[0]!.kind === "hermes" && p.changes[0]!.after.identity).toBe("hermes");
+    expect(planChanges(warned, withDefault, inventory).changes.some((c) => c.address === "hermes")).toBe(false);
+  });
+});
+
+describe("the typed plan", () => {
+  const saved = (): Record<string, unknown> & { changes: Array<Record<string, unknown>> } => JSON.parse(planJson(plan("tune-ctx-size")));
+  const slotAt = (p: ReturnType<typeof saved>) => p.changes.find((c) => c.address === "slot.chat")!;
+
+  it("a change is a union on kind: its before/after are the kind's own view, so consumers read them without casts", () => {
+    const p = Plan.parse(saved());
+    const chat = p.changes.find((c) => c.address === "slot.chat")!;
+    if (chat.kind !== "slot" || chat.after === null) throw new Error("expected a slot change with a desired view");
+    expect(chat.after.spec.argv).toContain("--ctx-size");
+    const settings = p.changes.find((c) => c.kind === "settings")!;
+    if (settings.kind !== "settings") throw new Error("expected the settings change");
+    expect(settings.after.slots.runtime).toBe("process");
+  });
+
+  it("refuses a reason outside the kind's closed set, an address of another form, another kind's view and an action the kind has not", () => {
+    const cases: Array<[string, (p: ReturnType<typeof saved>) => void]> = [
+      ["a slot reason on settings", (p) => void (p.changes.find((c) => c.kind === "settings")!.reason = "spec_changed")],
+      ["an unknown reason", (p) => void (slotAt(p).reason = "because")],
+      ["a slot at a settings address", (p) => void (slotAt(p).address = "settings")],
+      ["a bare slot address", (p) => void (slotAt(p).address = "slot.")],
+      ["settings as a slot's after", (p) => void (slotAt(p).after = p.changes.find((c) => c.kind === "settings")!.after)],
+      ["an update of a slot", (p) => void (slotAt(p).action = "update")],
+      ["a warning at no address", (p) => void ((p.warnings as unknown[]).push({ address: "chat", code: "x", message: "y" }))],
+    ];
+    expect(Plan.safeParse(saved()).success).toBe(true);
+    for (const [what, mutate] of cases) {
+      const p = saved();
+      mutate(p);
+      expect(Plan.safeParse(p).success, what).toBe(false);
+    }
+  });
+});

@@ -5,6 +5,9 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
 import { ProcessDriver } from "../../reconciler/drivers/process.js";
+import { executePlan } from "../../reconciler/execute.js";
+import { StateStore } from "../../reconciler/state.js";
+import type { Change } from "../../schema/index.js";
 import { markedRunners, markerEnv } from "../../reconciler/drivers/process-orphans.js";
 import { alive, freePort, viewFor } from "./process-helpers.js";
 
@@ -23,7 +26,7 @@ async function orphan(stateDir: string, name: string, argv: readonly string[], c
 }
 
 describe("runners without a record", () => {
-  it("are found by their markers, stopped before a start (no port_in_use, no duplicate), and by stop", async () => {
+  it("are found by their markers; the driver alone does not touch them; the stop a create starts with clears them (no port_in_use, no duplicate), and so does stop", async () => {
     const stateDir = mkdtempSync(join(tmpdir(), "hal0-orphan-"));
     const root = mkdtempSync(join(tmpdir(), "hal0-orphan-root-"));
     const view = viewFor({ port: await freePort(), root });
@@ -31,10 +34,17 @@ describe("runners without a record", () => {
     expect((await markedRunners(stateDir, "s")).map((r) => r.pid)).toEqual([lost]);
     expect(await markedRunners(stateDir, "other")).toEqual([]);
     const driver = new ProcessDriver({ stateDir });
-    const { pid } = await driver.start("s", view, { healthTimeoutS: 10, cwd: root });
-    pids.push(pid!);
+    // Drivers decide nothing: a start over a runner it did not clear is refused, and the runner is left as it is.
+    await expect(driver.start("s", view, { healthTimeoutS: 10, cwd: root })).rejects.toMatchObject({ code: "slot.port_in_use" });
+    expect(await alive(lost)).toBe(true);
+    // The executor's create: stop (clears what is left under the name), then start.
+    const create: Change = { address: "slot.s", kind: "slot", action: "create", reason: "not_running", changed_paths: [], before: null, after: view, apply_class: "immediate", destructive: false, downtime: false };
+    const [result] = await executePlan({ changes: [create] }, { driver, state: new StateStore(stateDir), healthTimeoutS: 10, stopGraceS: 2, cwd: root });
+    expect(result).toMatchObject({ ok: true });
     expect(await alive(lost)).toBe(false);
-    expect((await markedRunners(stateDir, "s")).map((r) => r.pid)).toEqual([pid]);
+    const [runner] = await markedRunners(stateDir, "s");
+    pids.push(runner!.pid);
+    expect((await markedRunners(stateDir, "s")).map((r) => r.pid)).toEqual([runner!.pid]);
     await driver.stop("s", 2);
     const again = await orphan(stateDir, "s", viewFor({ port: await freePort(), root }).spec.argv, root);
     await driver.stop("s", 2);

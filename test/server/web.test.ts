@@ -2,6 +2,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { BASE_TUNE, type SlotView } from "../../schema/index.js";
 import { changeHtml } from "../../server/web/plan-view.js";
 import { lineDiff } from "../../server/web/render.js";
 import { httpCall, startTestServer, type TestServer } from "./harness.js";
@@ -212,11 +213,17 @@ describe("lineDiff (LCS)", () => {
   });
 });
 
+/** A slot's view with this context size and `--threads` value. */
+function view(ctx: number, threads: string): SlotView {
+  const spec = { spec_version: 1, runtime: "process" as const, argv: ["llama-server", "--threads", threads, "--ctx-size", String(ctx)], env: {}, host: "127.0.0.1", port: 8081, health_path: "/health", device: "cpu" as const, gpu_index: 0 };
+  return { profile: "cpu", model: "m", type: "llm", port: 8081, device: "cpu", tune: { ...BASE_TUNE, ctx_size: ctx }, spec, spec_hash: `sha256:${ctx}${threads}` };
+}
+
 describe("changeHtml", () => {
   it("marks a destructive replace, names its downtime, and shows each changed path before → after", () => {
     const html = changeHtml({
       address: "slot.chat", kind: "slot", action: "replace", reason: "spec_changed", changed_paths: ["tune.ctx_size", "argv.--threads"],
-      before: { tune: { ctx_size: 8192 }, argv: { "--threads": "4" } }, after: { tune: { ctx_size: 16384 }, argv: { "--threads": "<8>" } },
+      before: view(8192, "4"), after: view(16384, "<8>"),
       apply_class: "immediate", destructive: true, downtime: true,
     });
     expect(html).toContain('class="change destructive"');
@@ -225,7 +232,7 @@ describe("changeHtml", () => {
     expect(html).toContain("Downtime: the slot chat is unavailable while it restarts");
     expect(html).toContain("<code>tune.ctx_size</code>: <code>8192</code> → <code>16384</code>");
     expect(html).toContain("<code>argv.--threads</code>: <code>&quot;4&quot;</code> → <code>&quot;&lt;8&gt;&quot;</code>");
-    const create = changeHtml({ address: "slot.new", kind: "slot", action: "create", reason: "new", changed_paths: [], before: null, after: {}, apply_class: "immediate", destructive: false, downtime: false });
+    const create = changeHtml({ address: "slot.new", kind: "slot", action: "create", reason: "new", changed_paths: [], before: null, after: view(8192, "4"), apply_class: "immediate", destructive: false, downtime: false });
     expect(create).toContain("+ slot.new");
     expect(create).not.toContain("destructive");
     expect(create).not.toContain("Downtime");
