@@ -179,3 +179,76 @@ describe("effectsOf (pure)", () => {
     expect(effects.map((e) => e.line)).toContain("sends the value of $GITHUB_PERSONAL_ACCESS_TOKEN to http://10.9.9.9/v1");
   });
 });
+
+describe("every privileged path, through every tool that can reach its file (plan_propose + plan_submit reaches every file)", () => {
+  /** The example box with every tool that writes these files opened to autonomous_write (the never-loosen ones stay gated), so only the effect can gate. */
+  async function openBox(): Promise<TestServer> {
+    const s = await startTestServer();
+    servers.push(s);
+    writeFileSync(join(s.config, "policy.toml"), [
+      "[tiers]",
+      'autonomous_write = ["slot_edit", "plan_submit", "profile_update", "upstream_update", "mcp_server_config_write", "model_edit"]',
+      "",
+    ].join("\n"));
+    await s.hal0.box.snapshot();
+    return s;
+  }
+
+  type Edit = { file: string; op: "set"; path: string[]; value: unknown } | { file: string; op: "text"; text: (now: string) => string };
+  interface Case {
+    readonly what: string;
+    /** The edit as a plan carries it (a `text` edit is made from the file as it is). */
+    readonly edit: Edit;
+    /** The dedicated tool that reaches the same key, with its arguments. */
+    readonly tool?: readonly [string, Record<string, unknown>];
+    /** A piece of the effect line a person reads. */
+    readonly line: RegExp;
+  }
+  const set = (file: string, path: string[], value: unknown): Edit => ({ file, op: "set", path, value });
+  const CASES: readonly Case[] = [
+    { what: "profile runner", edit: set("profiles.toml", ["profile", "rocm", "runner"], ["/tmp/evil"]), tool: ["profile_update", { name: "rocm", runner: ["/tmp/evil"] }], line: /rocm|runner/ },
+    { what: "profile image", edit: set("profiles.toml", ["profile", "rocm", "image"], "evil/image:1"), tool: ["profile_update", { name: "rocm", image: "evil/image:1" }], line: /rocm|image/ },
+    { what: "profile flags", edit: set("profiles.toml", ["profile", "rocm", "flags"], "--threads 3"), tool: ["profile_update", { name: "rocm", flags: "--threads 3" }], line: /rocm|flags/ },
+    { what: "slot extra_args", edit: set("slots/utility.toml", ["server", "extra_args"], "--foo bar"), tool: ["slot_edit", { name: "utility", server: { extra_args: "--foo bar" } }], line: /utility/ },
+    { what: "slot env", edit: set("slots/utility.toml", ["server", "env"], { LD_PRELOAD: "/tmp/x.so" }), tool: ["slot_edit", { name: "utility", server: { env: { LD_PRELOAD: "/tmp/x.so" } } }], line: /LD_PRELOAD/ },
+    { what: "model path outside roots", edit: set("models.toml", ["model", "qwen3-4b", "path"], "/etc/passwd"), tool: ["model_edit", { model_id: "qwen3-4b", path: "/etc/passwd" }], line: /\/etc\/passwd/ },
+    { what: "model draft outside roots", edit: set("models.toml", ["model", "qwen3-4b", "draft"], "/etc/draft.gguf"), tool: ["model_edit", { model_id: "qwen3-4b", draft: "/etc/draft.gguf" }], line: /\/etc\/draft\.gguf/ },
+    { what: "model mmproj outside roots", edit: set("models.toml", ["model", "qwen3-4b", "mmproj"], "/etc/mmproj.gguf"), tool: ["model_edit", { model_id: "qwen3-4b", mmproj: "/etc/mmproj.gguf" }], line: /\/etc\/mmproj\.gguf/ },
+    { what: "upstream url", edit: { file: "upstreams.toml", op: "text", text: (t) => t.replace("https://openrouter.ai/api/v1", "http://10.9.9.9/v1") }, tool: ["upstream_update", { name: "openrouter", url: "http://10.9.9.9/v1" }], line: /10\.9\.9\.9/ },
+    { what: "upstream auth", edit: { file: "upstreams.toml", op: "text", text: (t) => t.replace('"OPENROUTER_API_KEY"', '"GITHUB_PERSONAL_ACCESS_TOKEN"') }, tool: ["upstream_update", { name: "openrouter", auth_value_env: "GITHUB_PERSONAL_ACCESS_TOKEN" }], line: /GITHUB_PERSONAL_ACCESS_TOKEN/ },
+    { what: "mcp server command", edit: set("mcp-servers/github.toml", ["command"], "/tmp/evil"), line: /github|command/ },
+    { what: "mcp server args", edit: set("mcp-servers/github.toml", ["args"], ["-e", "x"]), line: /github|args/ },
+    { what: "mcp server env", edit: set("mcp-servers/sqlite.toml", ["env"], { DB_PATH: "/tmp/x.db" }), tool: ["mcp_server_config_write", { server_id: "sqlite", env: { DB_PATH: "/tmp/x.db" } }], line: /sqlite|DB_PATH/ },
+    { what: "mcp server url", edit: set("mcp-servers/sqlite.toml", ["url"], "http://10.9.9.9/mcp"), line: /sqlite|url|10\.9\.9\.9/ },
+    { what: "mcp server spec", edit: set("mcp-servers/github.toml", ["spec"], "npx:evil-package"), line: /github|spec/ },
+    { what: "hal0.toml [server]", edit: set("hal0.toml", ["server", "allowed_hosts"], ["evil.example"]), line: /server/ },
+    { what: "[slots] runtime", edit: set("hal0.toml", ["slots", "runtime"], "docker"), line: /runtime/ },
+    { what: "[slots] docker_host", edit: set("hal0.toml", ["slots", "docker_host"], "unix:///tmp/evil.sock"), line: /docker_host/ },
+    { what: "policy.toml", edit: set("policy.toml", ["tiers", "blocked"], []), line: /polic/ },
+    { what: "agents/*.toml", edit: set("agents/coder.toml", ["agent", "workspace"], "/"), line: /coder|agent/ },
+  ];
+
+  it("each is pending_approval for an agent with its effect line, and nothing is written; a tune change through the same doors commits (the doors are open)", async () => {
+    const s = await openBox();
+    const files = () => Object.fromEntries(["profiles.toml", "slots/utility.toml", "models.toml", "upstreams.toml", "mcp-servers/github.toml", "mcp-servers/sqlite.toml", "hal0.toml", "policy.toml", "agents/coder.toml"].map((f) => [f, read(s, f)]));
+    const before = files();
+    let doors = 0;
+    for (const c of CASES) {
+      const edit = c.edit.op === "text" ? { file: c.edit.file, op: "text", text: c.edit.text(read(s, c.edit.file)) } : c.edit;
+      const proposed = await tool(s, "plan_propose", { edits: [edit], summary: c.what });
+      expect(proposed.isError, `${c.what}: ${JSON.stringify(proposed.body)}`).toBe(false);
+      const submitted = await tool(s, "plan_submit", { id: proposed.body.id });
+      for (const [door, res] of [["plan_submit", submitted], ...(c.tool ? [[c.tool[0], await tool(s, c.tool[0], c.tool[1])] as const] : [])] as const) {
+        expect(res.body, `${c.what} via ${door}: ${JSON.stringify(res.body)}`).toMatchObject({ status: "pending_approval" });
+        expect((res.body.effects as string[]).join("\n"), `${c.what} via ${door}`).toMatch(c.line);
+        doors++;
+      }
+    }
+    expect(doors).toBe(CASES.length + CASES.filter((c) => c.tool).length);
+    expect(files()).toEqual(before);
+    // The doors are open: the same tools carry a tune change through without a person.
+    const tune = await tool(s, "plan_propose", { edits: [set("slots/utility.toml", ["tune", "ctx_size"], 4096)] });
+    expect((await tool(s, "plan_submit", { id: tune.body.id })).body).toMatchObject({ applied: true, files: ["slots/utility.toml"] });
+    expect((await tool(s, "slot_edit", { name: "utility", priority: 71 })).body).toMatchObject({ committed: true });
+  });
+});
