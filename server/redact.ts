@@ -27,6 +27,15 @@ export interface RedactOptions {
   readonly allEnv?: boolean;
 }
 
+/**
+ * `redact` of a typed value, typed as it was: redaction only replaces secret
+ * strings and scalars by the string `[redacted]` in place, so a plan stays a
+ * plan (its views keep their shape) and a reader needs no cast.
+ */
+export function redactTyped<T>(value: T, options: RedactOptions = {}): T {
+  return redact(value, options) as T;
+}
+
 /** `value` with secrets masked (a copy; the input is not touched). */
 export function redact(value: unknown, options: RedactOptions = {}, depth = 0): unknown {
   // Deeper than anything hal0 makes: masked whole rather than shown unread.

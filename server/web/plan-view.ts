@@ -3,7 +3,7 @@ import { slotNameOf, type Change, type Diagnostic, type Plan } from "../../schem
 import { valueOf } from "../../reconciler/format.js";
 import { proposeOnly, type Dispatcher } from "../dispatch.js";
 import type { Approval } from "../approvals.js";
-import { isMcpServerFile, redact, redactText, redactToml, tomlLineRedactor } from "../redact.js";
+import { isMcpServerFile, redact, redactText, redactTyped, redactToml, tomlLineRedactor } from "../redact.js";
 import { routeId } from "../route.js";
 import { diffBlock, esc, jsonBlock, lineDiff, type DiffLine } from "./render.js";
 
@@ -48,8 +48,8 @@ export async function replanApproval(d: Dispatcher, a: Approval): Promise<{ view
 function redactedView(view: PlanView): PlanView {
   return {
     ...view,
-    plan: view.plan === null ? null : (redact(view.plan) as Plan),
-    delta: view.delta === null ? null : (redact(view.delta) as Change[]),
+    plan: view.plan === null ? null : redactTyped(view.plan),
+    delta: view.delta === null ? null : redactTyped(view.delta),
     diagnostics: redact(view.diagnostics) as unknown[],
     notes: view.notes.map(redactText),
     files: view.files.map((f) => {
@@ -115,8 +115,8 @@ export async function planView(d: Dispatcher, id: string): Promise<PlanView | { 
  */
 export function planHtml(rawPlan: Plan | null, rawDelta: readonly Change[] | null, rawDiagnostics: readonly unknown[]): string {
   // Masked here too (idempotent): whoever hands a plan in, the page never shows a secret value.
-  const plan = rawPlan === null ? null : (redact(rawPlan) as Plan);
-  const delta = rawDelta === null ? null : (redact(rawDelta) as Change[]);
+  const plan = rawPlan === null ? null : redactTyped(rawPlan);
+  const delta = rawDelta === null ? null : redactTyped(rawDelta);
   const diagnostics = redact(rawDiagnostics) as unknown[];
   if (!plan) return `<p class="muted">The change set is invalid; no plan was made.</p>${diagnosticsHtml(diagnostics)}`;
   const counts = `${plan.summary.create} to create, ${plan.summary.update} to update, ${plan.summary.replace} to replace, ${plan.summary.delete} to delete`;
