@@ -9,6 +9,9 @@ export const API_CODES = {
   // ── requests ─────────────────────────────────────────────────────────
   "request.invalid_json": { severity: "error", stage: "server", http: 400, meaning: "The request body is not valid JSON." },
   "request.not_an_object": { severity: "error", stage: "server", http: 400, meaning: "The request body is JSON but not an object." },
+  "request.too_large": { severity: "error", stage: "server", http: 413, meaning: "The request body is larger than [server] max_body_kb (default 1024 KiB); the server stopped reading at the limit and nothing was written." },
+  "request.too_deep": { severity: "error", stage: "server", http: 400, meaning: "The JSON body (or an MCP tool call's arguments) nests objects and arrays more than 64 levels deep; refused before anything reads it further." },
+  "request.unsupported_media_type": { severity: "error", stage: "server", http: 415, meaning: "The request has a body whose Content-Type is not application/json (or a +json type); the API reads JSON bodies only." },
   "request.host_denied": { severity: "error", stage: "server", http: 421, meaning: "The Host header is not loopback nor in [server] allowed_hosts / HAL0_MCP_ALLOWED_HOSTS (DNS-rebinding guard)." },
   "request.origin_denied": { severity: "error", stage: "server", http: 421, meaning: "The Origin header is not loopback nor in [server] allowed_origins / HAL0_MCP_ALLOWED_ORIGINS." },
   // ── identity ─────────────────────────────────────────────────────────
@@ -25,6 +28,8 @@ export const API_CODES = {
   "route.not_found": { severity: "error", stage: "server", http: 404, meaning: "No route has this path." },
   "route.method_not_allowed": { severity: "error", stage: "server", http: 405, meaning: "The path exists but not with this method; details.allowed lists the methods." },
   "server.port_in_use": { severity: "error", stage: "cli", http: 409, meaning: "hal0 serve cannot bind [server] host:port: another program holds it." },
+  "server.listen_failed": { severity: "error", stage: "cli", http: 500, meaning: "hal0 serve cannot bind [server] host:port for another reason than a holder: a port below 1024 without the privilege, a host that is not an address of this machine or does not resolve." },
+  "server.shutting_down": { severity: "error", stage: "server", http: 503, meaning: "hal0 serve is stopping: a request that arrived after SIGTERM/SIGINT is refused (Retry-After), while those in flight finish." },
   "system.internal": { severity: "error", stage: "server", http: 500, meaning: "An unexpected error; the server log has the request id." },
   // ── the tree and its writes ──────────────────────────────────────────
   "config.invalid": { severity: "error", stage: "server", http: 422, meaning: "The write would make the tree invalid; details.diagnostics lists each error and nothing was written." },

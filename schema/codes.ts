@@ -19,6 +19,9 @@ export interface CodeInfo {
 export const CODES = {
   // ── the tree as a whole ──────────────────────────────────────────────
   "config.not_found": { severity: "error", stage: "cli", http: 404, meaning: "The config folder does not exist or is not a folder." },
+  "init.not_empty": { severity: "error", stage: "cli", http: 409, meaning: "hal0 init DIR: DIR is a file or a folder that is not empty; init writes the example box only into a new or empty folder, and writes nothing here." },
+  // ── the command line ─────────────────────────────────────────────────
+  "cli.usage": { severity: "error", stage: "cli", http: 400, meaning: "A command line hal0 cannot read: an unknown command or option (the message names the closest known one), a missing or extra argument; exit 64." },
   "config.read_error": { severity: "error", stage: "compile", http: 500, meaning: "A file of the tree could not be read, or is not UTF-8 text." },
   "config.parse_error": { severity: "error", stage: "compile", http: 400, meaning: "A file is not valid TOML; the position is where the parser stopped." },
   "config.unknown_file": { severity: "warning", stage: "compile", http: 400, meaning: "A .toml file that hal0 does not read; it is ignored." },
@@ -93,12 +96,18 @@ export const CODES = {
   "slot.apply_failed": { severity: "error", stage: "runtime", http: 500, meaning: "An apply step failed for another reason; the message says which." },
   "slot.not_running": { severity: "warning", stage: "runtime", http: 409, meaning: "A slot hal0 started is no longer running (it died, or its pid now belongs to another program); apply starts it again." },
   "slot.drifted": { severity: "warning", stage: "runtime", http: 409, meaning: "A slot hal0 started stopped or was changed behind its back, and its drift policy is \"warn\": reported, not fixed." },
+  "slot.runner_not_found": { severity: "warning", stage: "runtime", http: 404, meaning: "An enabled slot's runner (argv[0], process runtime) is not on PATH nor in hal0's bin/, or its path does not exist: apply would fail to start it (validate warns, --strict errors; Stalled RunnerNotFound)." },
+  "slot.runner_not_executable": { severity: "warning", stage: "runtime", http: 409, meaning: "An enabled slot's runner exists but may not be run (no execute permission, or a folder); Stalled RunnerNotExecutable." },
+  "slot.model_missing": { severity: "warning", stage: "runtime", http: 404, meaning: "An enabled slot's model file (or its draft, mmproj or chat template file, when the argv uses them) does not exist: the runner would exit at load (Stalled ModelMissing)." },
+  "slot.model_unreadable": { severity: "warning", stage: "runtime", http: 409, meaning: "An enabled slot's model file (or draft, mmproj, chat template file) exists but is not a readable regular file (Stalled ModelUnreadable)." },
   "slot.unmanaged": { severity: "warning", stage: "runtime", http: 409, meaning: "A running slot has a runtime record but is neither in the inventory nor desired: hal0 leaves it alone." },
   "plan.invalid": { severity: "error", stage: "runtime", http: 400, meaning: "A saved plan file is not a hal0 plan (or of another format_version)." },
   "plan.stale": { severity: "error", stage: "runtime", http: 409, meaning: "A saved plan no longer matches the config or the observed box; the message names each resource that moved." },
+  "runtime.unavailable": { severity: "error", stage: "runtime", http: 503, meaning: "[slots] runtime = \"docker\" and no Docker engine answers at [slots] docker_host, else $DOCKER_HOST, else the default socket; the message names the address." },
   "apply.locked": { severity: "error", stage: "runtime", http: 409, meaning: "Another apply holds the state folder's lock; the message names its holder." },
   "hermes.invalid_yaml": { severity: "warning", stage: "runtime", http: 422, meaning: "A Hermes profile's config.yaml is not YAML hal0 can edit (a parse error, or a root or mcp_servers that is not a block mapping); hal0 leaves it alone." },
   "hermes.drifted": { severity: "warning", stage: "runtime", http: 409, meaning: "hal0's keys in a Hermes profile's config.yaml were edited by hand and [reconcile] drift = \"warn\": reported, not undone." },
+  "hermes.not_found": { severity: "error", stage: "runtime", http: 404, meaning: "No Hermes home at [hermes] home, or no default profile (<home>/config.yaml) in it: hal0 agent reprovision hermes reports it as a warning, --repair refuses (hal0 does not create Hermes' files)." },
   "hermes.write_failed": { severity: "error", stage: "runtime", http: 500, meaning: "A Hermes profile's config.yaml could not be read, edited or written; the message says why." },
   // ── bundled agents' tool calls ───────────────────────────────────────
   "agent.unknown_server": { severity: "error", stage: "server", http: 403, meaning: "The agent's file has no enabled [mcp.servers.<id>] for the server of this tool call; it is refused." },
