@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { createApp, createRouter, defineEventHandler, getQuery, getRouterParams, readRawBody, setResponseHeader, setResponseStatus, type App, type H3Event } from "h3";
+import { createApp, createRouter, defineEventHandler, getQuery, getRouterParams, setResponseHeader, setResponseStatus, type App, type H3Event } from "h3";
 import type { Logger } from "pino";
 import { invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 import { ApiError, envelope } from "./errors.js";
@@ -7,7 +7,10 @@ import { callerOf, checkGate, type GateConfig } from "./gate.js";
 import { restVerdict, type RestVerdict } from "./identity/access.js";
 import { agentWriteTier, pendingReply } from "./verdict.js";
 import { checkCsrf } from "./identity/csrf.js";
-import { ANONYMOUS, identify, requireScope, type Authenticator } from "./identity/identify.js";
+import { ANONYMOUS, identify, identityLabel, requireScope, type Authenticator } from "./identity/identify.js";
+import { SCOPES, type Scope } from "./identity/tokens.js";
+import { maxBodyBytes, readBodyLimited, requireJsonBody } from "./body.js";
+import { parseJsonInput } from "./input.js";
 import { RawReply, routeId, type Caller, type Route } from "./route.js";
 import type { McpEndpoint } from "./mcp/endpoint.js";
 import { mountWeb } from "./web/index.js";
@@ -24,8 +27,12 @@ export interface AppDeps extends Dispatcher {
 
 /**
  * The h3 app: one handler per route of the table. Each request passes the
- * Host/Origin gate, gets a request id and a caller, has its JSON body read,
- * and goes through `invoke` (the same door MCP tools and approvals use).
+ * Host/Origin gate, gets a request id and a caller, has its JSON body read
+ * (`[server] max_body_kb` at most, application/json only, nested 64 deep at
+ * most, no prototype keys: server/body.ts, server/input.ts), and goes
+ * through `invoke` (the same door MCP tools and approvals use). A POST to an
+ * MCP endpoint has its body read within the same limit before the endpoint
+ * parses it.
  * Every non-2xx reply is the error envelope. The operator's HTML pages
  * (`/`, `/plans/{id}`, `/status`) are mounted beside the table (web/).
  */
@@ -38,8 +45,15 @@ export function createHal0App(deps: AppDeps): App {
   for (const [name, endpoint] of Object.entries(deps.mcp ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))) {
     app.use(`/mcp/${name}`, defineEventHandler(async (event) => {
       const started = performance.now();
-      const who = await endpoint.handle(event);
-      deps.logger?.info({ caller: who, route: `${event.method} /mcp/${name}`, status: event.node.res.statusCode, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
+      const log = (who: string) => deps.logger?.info({ caller: who, route: `${event.method} /mcp/${name}`, status: event.node.res.statusCode, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
+      const refused = await mcpBodyRefusal(deps, name, event, started);
+      if (refused) {
+        setResponseStatus(event, refused.err.status);
+        setResponseHeader(event, "Connection", "close");
+        log(refused.who);
+        return envelope(refused.err);
+      }
+      log(await endpoint.handle(event));
     }), { match: (url) => url === "/" || url.startsWith("/?") });
   }
   mountWeb(router, deps);
@@ -64,7 +78,7 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
     caller = callerOf(identity, headers, "rest", peer);
     requireScope(identity, "rest");
     checkCsrf(identity, event);
-    call = await readCall(event, route, caller, requestId);
+    call = await readCall(event, route, caller, requestId, maxBodyBytes(deps.box.lastSettings()));
     const policy = caller.kind === "operator" ? undefined : (await deps.box.model()).policy;
     let verdict: RestVerdict = policy === undefined ? { run: true } : restVerdict(route, caller, policy);
     if (verdict.run && policy !== undefined && caller.kind === "agent" && route.kind === "write") {
@@ -102,6 +116,8 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
     // A call refused before it reached the pipeline (identity, scope, policy, a bad body) is audited too.
     if (!invoked) deps.audit.record({ call: call ?? { params: {}, query: {}, body: undefined, caller, requestId }, route, outcome: "error", errorCode: api.code, durationMs: performance.now() - started });
     setResponseStatus(event, status);
+    // Refused with the body (or its rest) unread: close the connection rather than drain it for a next request.
+    if (api.code === "request.too_large" || api.code === "request.unsupported_media_type") setResponseHeader(event, "Connection", "close");
     if (api.code === "route.method_not_allowed" && Array.isArray(api.details.allowed)) setResponseHeader(event, "Allow", api.details.allowed.join(", "));
     return envelope(api);
   } finally {
@@ -117,19 +133,24 @@ function provenCaller(caller: Caller, err: ApiError): Caller {
   return { ...caller, kind, agent: name.join(":"), claimed: err.details.claimed };
 }
 
-async function readCall(event: H3Event, route: Route, caller: Call["caller"], requestId: string): Promise<Call> {
+/**
+ * The route's input from the request. A body (every method but GET and
+ * DELETE) must be application/json (415), at most `maxBody` bytes (413,
+ * nothing read past the limit), JSON (400), nested at most 64 deep (400
+ * `request.too_deep`), free of `__proto__` / `constructor` / `prototype`
+ * keys (422, the path named) and an object (400): all judged before any
+ * route, audit or redaction code walks it.
+ */
+async function readCall(event: H3Event, route: Route, caller: Call["caller"], requestId: string, maxBody: number): Promise<Call> {
   const raw = getRouterParams(event);
   const params = Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, safeDecode(v)]));
   const query = getQuery(event) as Record<string, unknown>;
   let body: unknown;
   if (route.method !== "GET" && route.method !== "DELETE") {
-    const text = await readRawBody(event, "utf8");
+    requireJsonBody(event.node.req.headers);
+    const text = (await readBodyLimited(event, maxBody))?.toString("utf8");
     if (text !== undefined && text.trim() !== "") {
-      try {
-        body = JSON.parse(text);
-      } catch (err) {
-        throw new ApiError("request.invalid_json", `the body is not JSON: ${(err as Error).message}`);
-      }
+      body = parseJsonInput(text);
       if (typeof body !== "object" || body === null || Array.isArray(body)) throw new ApiError("request.not_an_object", "the body must be a JSON object");
     }
   }
@@ -140,6 +161,41 @@ async function readCall(event: H3Event, route: Route, caller: Call["caller"], re
     body = rest;
   }
   return { params, query, body, caller, requestId, base };
+}
+
+/**
+ * A POST to an MCP endpoint: its body read within `[server] max_body_kb`
+ * before the endpoint parses it (the endpoint's `readRawBody` then gets the
+ * bytes read here), and only when it is JSON. Over the limit or of another
+ * type: the refusal (413 / 415 with the envelope, one short audit row, never
+ * the body) and the caller's label for the request log. A request the endpoint refuses anyway (gate, credential, scope) is
+ * left to it, unread, as before. The tool calls' arguments are judged
+ * (depth, prototype keys) by the MCP servers themselves (mcp/results.ts),
+ * so a refusal there is a tool result with `isError`.
+ */
+async function mcpBodyRefusal(deps: AppDeps, name: string, event: H3Event, started: number): Promise<{ err: ApiError; who: string } | undefined> {
+  const { req } = event.node;
+  if (req.method !== "POST") return undefined;
+  let caller: Caller;
+  try {
+    checkGate(req.headers, deps.gate());
+    const identity = identify(req.headers, deps.auth);
+    const scope = `mcp:${name}`;
+    if ((SCOPES as readonly string[]).includes(scope)) requireScope(identity, scope as Scope);
+    caller = callerOf(identity, req.headers, "mcp", req.socket.remoteAddress);
+  } catch {
+    return undefined;
+  }
+  try {
+    requireJsonBody(req.headers);
+    await readBodyLimited(event, maxBodyBytes(deps.box.lastSettings()));
+    return undefined;
+  } catch (err) {
+    if (!(err instanceof ApiError)) throw err;
+    const requestId = randomUUID();
+    deps.audit.record({ call: { params: {}, query: {}, body: undefined, caller, requestId }, route: { method: "POST", path: `/mcp/${name}` }, outcome: "error", errorCode: err.code, durationMs: performance.now() - started });
+    return { err, who: identityLabel({ kind: caller.kind, name: caller.agent }) };
+  }
 }
 
 /** A path no route has is 404; a path some route has with another method is 405. */

@@ -72,11 +72,15 @@ export class Audit {
     this.insertAll(rows);
   }
 
+  /**
+   * Queues one row. Never throws, whatever the call carries: the args are
+   * copied at most {@link ARGS_DEPTH} levels deep before redaction (deeper
+   * values are `[too deep]`), and args that still cannot be serialised are
+   * recorded as a note, not as the call's values.
+   */
   record(e: AuditEntry): void {
     const { call, route } = e;
-    const target = Object.values(call.params).map(String).join("/") || null;
-    const args = redact({ ...call.params, ...call.query, ...(isObject(call.body) ? call.body : call.body === undefined ? {} : { body: call.body }) }, { allEnv: isMcpServerRoute(route.path) });
-    const row = [new Date(this.now()).toISOString(), actorOf(call), call.caller.via, `${route.method} ${route.path}`, e.tool ?? null, target, JSON.stringify(args), e.outcome,
+    const row = [new Date(this.now()).toISOString(), actorOf(call), call.caller.via, `${route.method} ${route.path}`, e.tool ?? null, targetOf(call), argsOf(call, route), e.outcome,
       e.errorCode ?? null, e.planId ?? null, e.approvalId ?? null, Math.round(e.durationMs * 100) / 100, call.requestId, call.caller.claimed ?? null, call.caller.peer ?? null];
     if (this.pending.push(row) === 1) setImmediate(() => this.flush());
   }
@@ -139,6 +143,50 @@ function whereOf(q: AuditQuery): { clause: string; values: unknown[] } {
 function actorOf(call: Call): string {
   const { kind, agent } = call.caller;
   return kind === "anonymous" ? "anonymous" : `${kind}:${agent}`;
+}
+
+/** How deep an audit row's args are kept; deeper values are recorded as {@link TOO_DEEP}. */
+const ARGS_DEPTH = 32;
+const TOO_DEEP = "[too deep]";
+
+/** The path params, `/`-joined; null when there are none. */
+function targetOf(call: Call): string | null {
+  try {
+    return Object.values(call.params).map((v) => (typeof v === "string" ? v : JSON.stringify(bounded(v, 4)) ?? "")).join("/") || null;
+  } catch {
+    return null;
+  }
+}
+
+/** The call's params, query and body as one redacted JSON object (see {@link Audit.record}). */
+function argsOf(call: Call, route: Pick<Route, "path">): string {
+  try {
+    const merged = { ...call.params, ...call.query, ...(isObject(call.body) ? call.body : call.body === undefined ? {} : { body: call.body }) };
+    return JSON.stringify(redact(bounded(merged, ARGS_DEPTH), { allEnv: isMcpServerRoute(route.path) }));
+  } catch {
+    return JSON.stringify({ _unrecorded: "the arguments could not be recorded" });
+  }
+}
+
+/**
+ * A JSON-safe copy of `v` at most `depth` containers deep: deeper ones (and
+ * cycles) become `[too deep]`, a bigint its decimal string, functions and
+ * symbols are dropped. Own keys are copied as data (`__proto__` included,
+ * never set as a prototype). Recursion is bounded by `depth`.
+ */
+function bounded(v: unknown, depth: number): unknown {
+  if (typeof v === "bigint") return v.toString();
+  if (typeof v === "function" || typeof v === "symbol") return undefined;
+  if (v === null || typeof v !== "object") return v;
+  if (depth <= 0) return TOO_DEEP;
+  if (Array.isArray(v)) return v.map((x) => bounded(x, depth - 1) ?? null);
+  if (v instanceof Date) return v;
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(v)) {
+    const x = bounded((v as Record<string, unknown>)[k], depth - 1);
+    if (x !== undefined) Object.defineProperty(out, k, { value: x, enumerable: true, writable: true, configurable: true });
+  }
+  return out;
 }
 
 function isObject(v: unknown): v is Record<string, unknown> {

@@ -36,6 +36,8 @@ export const SETTINGS_REGISTRY: Readonly<Record<string, SettingsRegistryEntry>> 
   "server.allowed_origins": api,
   // Read on every request: turning auth on or off takes effect at once.
   "server.auth": immediate,
+  // Read on every request that has a body: a new limit applies to the next request.
+  "server.max_body_kb": immediate,
   // Runners are (re)built against the runtime and its daemon.
   "slots.runtime": slots,
   "slots.docker_host": slots,

@@ -1,6 +1,7 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ApiError } from "../errors.js";
+import { inputRefusal } from "../input.js";
 import { RawReply, type Caller } from "../route.js";
 
 /** Success: the reply's JSON as the text content (what agents read; one serialisation, no structured copy). */
@@ -24,10 +25,38 @@ export function failure(err: unknown): CallToolResult {
 /**
  * Makes the SDK's own refusals (unknown tool, disabled tool, arguments that
  * are not an object) answer with hal0's envelope too: SDK 1.x builds them
- * through the server's `createToolError`.
+ * through the server's `createToolError`. And judges every `tools/call`'s
+ * arguments as they arrived, before the SDK's schemas copy them (which
+ * would drop a top-level `__proto__` silently) and before any tool walks
+ * them: nested deeper than 64 is `request.too_deep`, a `__proto__` /
+ * `constructor` / `prototype` key anywhere is `validation.invalid` naming
+ * its path (server/input.ts), each the envelope with `isError`.
+ * `onBlocked` hears of a blocked tool and of refused arguments (the audit).
  */
 export function envelopeSdkErrors(server: McpServer, name: string, onBlocked?: (tool: string, err: ApiError) => void): void {
   (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = (message) => sdkError(name, message, onBlocked);
+  guardToolArguments(server, onBlocked);
+}
+
+type RequestHandler = (request: { params?: { name?: unknown; arguments?: unknown } }, extra: unknown) => Promise<unknown>;
+
+/**
+ * Wraps the SDK's `tools/call` handler (registered with the first tool):
+ * the raw request is judged before the SDK parses it. SDK 1.x keeps its
+ * handlers in the low-level server's `_requestHandlers`; if that moves, the
+ * server refuses to start rather than run unguarded.
+ */
+function guardToolArguments(server: McpServer, onRefused?: (tool: string, err: ApiError) => void): void {
+  const handlers = (server.server as unknown as { _requestHandlers?: Map<string, RequestHandler> })._requestHandlers;
+  const inner = handlers?.get("tools/call");
+  if (!handlers || !inner) throw new Error("server/mcp/results.ts: the MCP SDK has no tools/call handler where hal0 guards tool arguments (SDK changed?)");
+  handlers.set("tools/call", (request, extra) => {
+    const refusal = inputRefusal(request.params?.arguments, []);
+    if (!refusal) return inner(request, extra);
+    const tool = request.params?.name;
+    if (typeof tool === "string" && tool.length <= 128) onRefused?.(tool, refusal);
+    return Promise.resolve(failure(refusal));
+  });
 }
 
 /** The envelope for a refusal the SDK makes itself (unknown or disabled tool, arguments that are not an object). */

@@ -3,7 +3,8 @@ import { existsSync, readFileSync } from "node:fs";
 import type { IncomingHttpHeaders } from "node:http";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { defineEventHandler, getQuery, getRouterParam, readRawBody, setResponseHeader, setResponseStatus, type H3Event, type Router } from "h3";
+import { defineEventHandler, getQuery, getRouterParam, setResponseHeader, setResponseStatus, type H3Event, type Router } from "h3";
+import { readBodyLimited } from "../body.js";
 import type { Logger } from "pino";
 import { packageRoot } from "../../reconciler/package-root.js";
 import { checkCsrf } from "../identity/csrf.js";
@@ -241,9 +242,11 @@ const FORM_LIMIT = 16 * 1024;
 /** A form post's fields: `application/x-www-form-urlencoded` (or no body at all); anything else is refused. */
 async function readForm(event: H3Event): Promise<URLSearchParams> {
   const tooLarge = () => new ApiError("validation.invalid", "the form is too large", { fields: [{ loc: ["body"], msg: `at most ${FORM_LIMIT} bytes`, type: "too_big" }] });
-  if (Number(event.node.req.headers["content-length"] ?? 0) > FORM_LIMIT) throw tooLarge();
-  const text = (await readRawBody(event, "utf8")) ?? "";
-  if (text.length > FORM_LIMIT) throw tooLarge();
+  // Counted as it arrives (a chunked post too): nothing past the limit is read.
+  const body = await readBodyLimited(event, FORM_LIMIT).catch((err: unknown) => {
+    throw err instanceof ApiError && err.code === "request.too_large" ? tooLarge() : err;
+  });
+  const text = body?.toString("utf8") ?? "";
   if (text === "") return new URLSearchParams();
   const type = String(event.node.req.headers["content-type"] ?? "").split(";")[0]!.trim().toLowerCase();
   if (type !== "application/x-www-form-urlencoded") {

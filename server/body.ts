@@ -1,0 +1,92 @@
+import type { IncomingHttpHeaders } from "node:http";
+import type { H3Event } from "h3";
+import { MAX_BODY_KB_DEFAULT } from "../schema/settings.js";
+import { ApiError } from "./errors.js";
+
+/** `[server] max_body_kb` of the last tree that compiled (read per request), in bytes. */
+export function maxBodyBytes(settings: { readonly server: { readonly max_body_kb?: number } } | undefined): number {
+  return (settings?.server.max_body_kb ?? MAX_BODY_KB_DEFAULT) * 1024;
+}
+
+/** Whether the request says it carries a body: a non-zero Content-Length, or a Transfer-Encoding (chunked). */
+export function declaresBody(headers: IncomingHttpHeaders): boolean {
+  if (headers["transfer-encoding"] !== undefined) return true;
+  const length = headers["content-length"];
+  return length !== undefined && Number(length) > 0;
+}
+
+/** `application/json` or any `application/<x>+json`, parameters (charset) ignored. */
+export function isJsonMediaType(contentType: string | undefined): boolean {
+  const type = (contentType ?? "").split(";")[0]!.trim().toLowerCase();
+  return type === "application/json" || /^application\/[a-z0-9.!#$&^_-]+\+json$/.test(type);
+}
+
+/**
+ * A route that reads JSON refuses a body of another type with 415
+ * `request.unsupported_media_type` before reading it: a form post or a
+ * `text/plain` body (what a browser may send cross-site without asking) is
+ * never parsed as JSON. A request without a body passes.
+ */
+export function requireJsonBody(headers: IncomingHttpHeaders): void {
+  if (!declaresBody(headers)) return;
+  const type = [headers["content-type"]].flat()[0];
+  if (isJsonMediaType(type)) return;
+  throw new ApiError("request.unsupported_media_type", `the body is ${type ? JSON.stringify(type.split(";")[0]!.trim()) : "of no declared type"}; send it as application/json`, { content_type: type ?? null, accepted: ["application/json", "application/*+json"] });
+}
+
+export function tooLarge(limit: number, declared?: number): ApiError {
+  return new ApiError("request.too_large", `the body is larger than ${limit / 1024} KiB ([server] max_body_kb)`, { max_body_kb: limit / 1024, ...(declared !== undefined ? { content_length: declared } : {}) });
+}
+
+/**
+ * The request body, at most `limit` bytes: a Content-Length over the limit
+ * is refused (413 `request.too_large`) before a byte is read; a body without
+ * one (chunked) is counted as it arrives and reading stops at the chunk that
+ * crosses the limit. What was read is kept on the event, so h3's
+ * `readRawBody` (the MCP endpoint, the pages' forms) gets the same bytes
+ * without reading the stream again. `undefined` when there is no body.
+ *
+ * After a refusal the rest of the body is still on the socket: reply with
+ * `Connection: close` so Node drops it with the connection instead of
+ * draining it for the next request.
+ */
+export function readBodyLimited(event: H3Event, limit: number): Promise<Buffer | undefined> {
+  const held = (event as unknown as { _requestBody?: unknown })._requestBody;
+  if (Buffer.isBuffer(held)) return held.length > limit ? Promise.reject(tooLarge(limit)) : Promise.resolve(held);
+  const req = event.node.req;
+  if (!declaresBody(req.headers)) return Promise.resolve(undefined);
+  const declared = req.headers["content-length"] === undefined ? undefined : Number(req.headers["content-length"]);
+  if (declared !== undefined && declared > limit) return Promise.reject(tooLarge(limit, declared));
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    const stop = () => {
+      req.off("data", onData).off("end", onEnd).off("error", onError).off("close", onClose);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > limit) {
+        stop();
+        req.pause();
+        reject(tooLarge(limit));
+        return;
+      }
+      chunks.push(chunk);
+    };
+    const onEnd = () => {
+      stop();
+      const body = Buffer.concat(chunks, size);
+      (event as unknown as { _requestBody?: Buffer })._requestBody = body;
+      resolve(body);
+    };
+    const onError = (err: Error) => {
+      stop();
+      reject(err);
+    };
+    const onClose = () => {
+      stop();
+      reject(new Error("the client closed the request before its body ended"));
+    };
+    req.on("data", onData).on("end", onEnd).on("error", onError).on("close", onClose);
+  });
+}
