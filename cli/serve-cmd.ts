@@ -1,6 +1,7 @@
 import { parseArgs } from "node:util";
 import { ConfigNotFoundError } from "../compiler/index.js";
 import { StateStore } from "../reconciler/state.js";
+import { ApiError } from "../server/errors.js";
 import { serve } from "../server/serve.js";
 import { driverFor } from "./box.js";
 import { CliError, EXIT_OK, UsageError, type CliIo } from "./io.js";
@@ -11,7 +12,10 @@ export const SERVE_HELP = `hal0 serve [--config DIR] [--state DIR] [--host H] [-
 
 Serves the box: the REST API on [server] host:port (default 127.0.0.1:8080) and the
 reconcile loop in the same process. Logs JSON lines on stdout. SIGTERM or SIGINT:
-finishes the sweep and requests in flight, closes the database, exits 0.
+refuses new requests (503), finishes the requests in flight and the sweep, ends open
+event streams (at once when nothing else is in flight, else after 3 s), closes the
+database, exits 0; a second signal exits at once. A busy port exits 1 with
+server.port_in_use, naming the address and the pid holding it.
   --host, --port    override [server] host / port (port 0 = any free port)
   --no-reconcile    serve the API only; leave converging to 'hal0 reconcile'`;
 
@@ -25,21 +29,32 @@ export async function runServe(args: string[], io: CliIo): Promise<number> {
   const state = stateDir(values.state, io.env, io.cwd);
   const port = values.port === undefined ? undefined : Number(values.port);
   if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) throw new UsageError(`--port must be 0..65535, not ${values.port}`);
+  // The first SIGTERM or SIGINT drains and exits 0, even one that comes while the server is still starting
+  // (it is caught from here on, so node's default never kills a half-started server); a second one ends the process at once.
+  let stopRequested!: () => void;
+  const stopped = new Promise<void>((resolve) => (stopRequested = resolve));
+  const stop = () => {
+    process.off("SIGINT", stop);
+    process.off("SIGTERM", stop);
+    stopRequested();
+  };
+  process.on("SIGINT", stop);
+  process.on("SIGTERM", stop);
   const serving = await serve({
     root, stateDir: state, env: io.env as NodeJS.ProcessEnv, host: values.host, port, reconcile: !values["no-reconcile"],
     driverFor: async (model) => driverFor(model, new StateStore(state).dir, io.env),
   }).catch((err: unknown) => {
-    if (err instanceof ConfigNotFoundError) throw new UsageError(`config folder not found: ${root}`);
-    if ((err as { code?: string }).code === "server.auth_off_exposed") throw new CliError("server.auth_off_exposed", (err as Error).message);
-    if ((err as Error).name === "GetPortError" || (err as { code?: string }).code === "EADDRINUSE") {
-      throw new CliError("server.port_in_use", `cannot listen on ${values.host ?? "[server] host"}:${port ?? "[server] port"}: ${(err as Error).message}`);
-    }
+    process.off("SIGINT", stop);
+    process.off("SIGTERM", stop);
+    if (err instanceof ConfigNotFoundError) throw new CliError("config.not_found", `config folder not found: ${root}`);
+    // serve() closed what it opened (the database, the watcher): the process ends as soon as this is printed.
+    if (err instanceof ApiError && STARTUP_CODES.has(err.code)) throw new CliError(err.code, err.message);
     throw err;
   });
-  await new Promise<void>((resolve) => {
-    process.once("SIGINT", resolve);
-    process.once("SIGTERM", resolve);
-  });
+  await stopped;
   await serving.close();
   return EXIT_OK;
 }
+
+/** What keeps `hal0 serve` from starting, printed as `code: message` (exit 1). */
+const STARTUP_CODES = new Set(["server.auth_off_exposed", "server.port_in_use", "server.listen_failed"]);

@@ -25,6 +25,9 @@ export class ConfigNotFoundError extends Error {
 /**
  * The compiler's only I/O: read every `.toml` file of the tree at `dir` (its
  * top level and the resource folders). Unreadable files become diagnostics.
+ * Dotfiles are not part of the tree: hal0's temp files
+ * (`.<name>.<pid>.<random>.hal0.tmp`, reconciler/atomic.ts) and the hidden
+ * copies editors and sync tools leave (`.chat.toml`, `.#dev.toml`).
  */
 export async function loadTree(dir: string): Promise<LoadResult> {
   const info = await stat(dir).catch(() => undefined);
@@ -48,12 +51,17 @@ export async function loadTree(dir: string): Promise<LoadResult> {
 async function listTomlFiles(dir: string): Promise<string[]> {
   const out: string[] = [];
   for (const entry of await readdir(dir, { withFileTypes: true })) {
-    if (entry.isFile() && entry.name.endsWith(".toml")) out.push(entry.name);
+    if (entry.isFile() && isTreeFile(entry.name)) out.push(entry.name);
     if (entry.isDirectory() && RESOURCE_FOLDERS.includes(entry.name)) {
       for (const child of await readdir(join(dir, entry.name), { withFileTypes: true })) {
-        if (child.isFile() && child.name.endsWith(".toml")) out.push(`${entry.name}/${child.name}`);
+        if (child.isFile() && isTreeFile(child.name)) out.push(`${entry.name}/${child.name}`);
       }
     }
   }
   return out.sort();
+}
+
+/** A `.toml` file that is not a dotfile (a temp or a hidden copy). */
+function isTreeFile(name: string): boolean {
+  return name.endsWith(".toml") && !name.startsWith(".");
 }

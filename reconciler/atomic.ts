@@ -1,10 +1,22 @@
-import { open, rename, rm } from "node:fs/promises";
+import { lstat, open, readdir, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { randomBytes } from "node:crypto";
+import { isLive, procStat } from "./drivers/proc.js";
+
+/**
+ * hal0's temp files: `.<base>.<pid>.<12 hex>.hal0.tmp`, beside the file they
+ * replace. The writer's pid is in the name so that a temp left by a writer
+ * that died mid-write (kill -9, a crash, a power cut) can be told from one a
+ * live writer is still filling (`removeStaleTemps`).
+ */
+const TEMP_NAME = /^\..+\.([0-9]+)\.[0-9a-f]{12}\.hal0\.tmp$/;
+/** The name hal0 used before the pid was in it (`.<base>.<12 hex>.tmp`): removed once it is this old. */
+const LEGACY_TEMP_NAME = /^\..+\.[0-9a-f]{12}\.tmp$/;
+const LEGACY_STALE_MS = 60 * 60_000;
 
 /** Writes `text` to `path` atomically: a temp file in the same folder, fsync, rename. */
 export async function writeFileAtomic(path: string, text: string, mode = 0o644): Promise<void> {
-  const tmp = join(dirname(path), `.${basename(path)}.${randomBytes(6).toString("hex")}.tmp`);
+  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.hal0.tmp`);
   const handle = await open(tmp, "wx", mode);
   try {
     await handle.writeFile(text);
@@ -19,4 +31,42 @@ export async function writeFileAtomic(path: string, text: string, mode = 0o644):
     await rm(tmp, { force: true });
     throw err;
   });
+}
+
+/**
+ * Removes hal0's own temp files left in `dirs` (not recursive) by writers
+ * that are gone: a `.hal0.tmp` whose pid is not a live process (a live one
+ * is never touched, whoever it is), and an old-style temp (no pid in its
+ * name) an hour old. Nothing else: not folders, not another program's files.
+ * A folder that is missing or unreadable is skipped. Returns the paths removed.
+ */
+export async function removeStaleTemps(dirs: Iterable<string>): Promise<string[]> {
+  const removed: string[] = [];
+  for (const dir of new Set(dirs)) {
+    const names = await readdir(dir).catch(() => [] as string[]);
+    for (const name of names) {
+      const pid = TEMP_NAME.exec(name)?.[1];
+      const legacy = pid === undefined && LEGACY_TEMP_NAME.test(name);
+      if (pid === undefined && !legacy) continue;
+      const path = join(dir, name);
+      const info = await lstat(path).catch(() => undefined);
+      if (!info?.isFile()) continue;
+      if (pid !== undefined ? await writerAlive(Number(pid)) : Date.now() - info.mtimeMs < LEGACY_STALE_MS) continue;
+      await rm(path, { force: true }).then(() => removed.push(path), () => undefined);
+    }
+  }
+  return removed;
+}
+
+/** `pid` may still be writing: it exists (or can't be checked), and is not a zombie. */
+async function writerAlive(pid: number): Promise<boolean> {
+  if (!Number.isSafeInteger(pid) || pid <= 0) return true; // not a pid hal0 writes: leave the file alone
+  if (pid === process.pid) return true;
+  try {
+    process.kill(pid, 0);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM"; // EPERM: alive, another user's
+  }
+  const stat = await procStat(pid);
+  return stat === undefined || isLive(stat); // no /proc to ask: assume alive
 }

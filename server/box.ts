@@ -1,9 +1,11 @@
 import { mkdir, readFile, rm } from "node:fs/promises";
 import { watch, type FSWatcher } from "chokidar";
 import { dirname, join } from "node:path";
+import { packageRoot } from "../reconciler/package-root.js";
 import { applyChangeSet, ChangeSetError, movedFiles, revisionFiles, type AppliedChangeSet, type ChangeSet } from "../compiler/changeset.js";
 import { checkChange } from "../compiler/change-checks.js";
 import { compile, hashOf, type CompileResult, type Model, type SourceTree } from "../compiler/index.js";
+import { removeStaleTemps } from "../reconciler/atomic.js";
 import { TREE_FOLDERS, TreeCache } from "../reconciler/tree-cache.js";
 import { observe, planChanges, StateStore, writeFileAtomic, type HermesCredentials, type Inventory, type Observed, type SlotDriver } from "../reconciler/index.js";
 import type { Diagnostic, Plan } from "../schema/index.js";
@@ -22,6 +24,12 @@ export interface BoxServiceOptions {
   /** The agent tokens hal0 hands on to Hermes profiles (observed as fingerprints; written by hermes_sync). */
   readonly hermesCredentials?: HermesCredentials;
   readonly now?: () => number;
+  /**
+   * Where a file hal0 creates points its `#:schema` line (`<dir>/<kind>.schema.json`):
+   * by default this package's own `schema/json/`, so the line works whatever
+   * the tree's other files say (or whether they have one at all).
+   */
+  readonly schemaDir?: string;
 }
 
 /** The tree as it is on disk now. `model` is absent when it does not compile. */
@@ -62,7 +70,10 @@ export class BoxService {
   private lastGood?: Model;
   private driverCache?: { key: string; driver: Promise<SlotDriver> };
 
+  private readonly schemaDir: string;
+
   constructor(readonly options: BoxServiceOptions) {
+    this.schemaDir = options.schemaDir ?? join(packageRoot(), "schema", "json");
     this.state = new StateStore(options.stateDir);
     this.tree = new TreeCache(options.root);
   }
@@ -145,7 +156,7 @@ export class BoxService {
     const snapshot = await this.snapshot();
     let applied: AppliedChangeSet;
     try {
-      applied = applyChangeSet(snapshot.tree, changes);
+      applied = applyChangeSet(snapshot.tree, changes, { schemaDir: this.schemaDir });
     } catch (err) {
       if (err instanceof ChangeSetError && err.code === "slot.exists") {
         const name = /^slots\/([^/]+)\.toml$/.exec(err.file)?.[1];
@@ -191,6 +202,7 @@ export class BoxService {
           if (now !== f.before) moved.push(f.file);
         }
         if (moved.length > 0) throw new ApiError("config.stale", `changed on disk since the change was planned: ${moved.join(", ")}`, { files: moved });
+        await removeStaleTempsFor(this.root, files.map((f) => f.file));
         const done: Array<(typeof files)[number]> = [];
         try {
           for (const f of files) {
@@ -263,6 +275,15 @@ export class BoxService {
 
 /** Folders whose files carry installed servers' env: the folder is 0700 and its files 0600 (DESIGN.md §7). */
 const PRIVATE_FOLDERS = new Set(["mcp-servers"]);
+
+/**
+ * Before a commit writes, the temp files a dead writer left (kill -9 mid-write)
+ * in the folders it writes to go: one readdir per folder. A live writer's are
+ * kept (reconciler/atomic.ts). Best effort: a failure here never stops a commit.
+ */
+async function removeStaleTempsFor(root: string, files: readonly string[]): Promise<void> {
+  await removeStaleTemps(files.map((file) => dirname(join(root, file)))).catch(() => undefined);
+}
 
 async function writeOrRemove(root: string, file: string, text: string | null): Promise<void> {
   const path = join(root, file);

@@ -1,14 +1,21 @@
+import { readdir } from "node:fs/promises";
+import { createServer, type Server, type ServerResponse } from "node:http";
 import { join } from "node:path";
-import { toNodeListener } from "h3";
-import { listen, type Listener } from "listhen";
+import { setTimeout as sleep } from "node:timers/promises";
+import { toNodeListener, type App } from "h3";
 import { pino, type Logger } from "pino";
+import { removeStaleTemps } from "../reconciler/atomic.js";
+import { commandOf, listeningInodes, portInUseMessage, socketOwner } from "../reconciler/drivers/proc.js";
+import { slotsDir } from "../reconciler/drivers/runtime-record.js";
 import { SweepLoop } from "../reconciler/loop.js";
 import { StateStore } from "../reconciler/state.js";
 import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
+import { TREE_FOLDERS } from "../reconciler/tree-cache.js";
 import { isLoopbackHost } from "../schema/settings.js";
-import { ApiError } from "./errors.js";
+import { ApiError, envelope } from "./errors.js";
 import { createHal0Server, type Hal0Server, type Hal0ServerOptions } from "./hal0-server.js";
 import { redactText } from "./redact.js";
+import { endEventStreams, isEventStream } from "./sse.js";
 
 export interface ServeOptions extends Pick<Hal0ServerOptions, "root" | "stateDir" | "driverFor" | "env"> {
   /** Overrides `[server] host` / `port` (tests pass port 0). */
@@ -17,13 +24,23 @@ export interface ServeOptions extends Pick<Hal0ServerOptions, "root" | "stateDir
   readonly logger?: Logger;
   /** Runs the reconcile loop in this process (default true). */
   readonly reconcile?: boolean;
+  /** How long `close()` lets open event streams run while requests are in flight (default SHUTDOWN_GRACE_MS). */
+  readonly shutdownGraceMs?: number;
 }
+
+/** At most this long after SIGTERM/SIGINT, open event streams are ended (sooner when no other request is in flight). */
+export const SHUTDOWN_GRACE_MS = 3000;
 
 export interface Serving {
   readonly server: Hal0Server;
   readonly url: string;
   readonly port: number;
-  /** Stops taking requests, lets the sweep and requests in flight finish, closes the database. */
+  /**
+   * Stops taking requests (a request that still arrives is refused with 503
+   * `server.shutting_down`), lets the requests in flight finish, ends the
+   * open event streams (once nothing else is in flight, or after the grace),
+   * lets the sweep finish, closes the database.
+   */
   close(): Promise<void>;
 }
 
@@ -60,12 +77,18 @@ export function serveLogger(level = "info", destination?: NodeJS.WritableStream)
 }
 
 /**
- * `hal0 serve`: the h3 app on `[server] host:port` (listhen, autoClose off:
- * the process owns its signals), with the reconcile loop in the same process.
+ * `hal0 serve`: the h3 app on `[server] host:port` (node's http server; the
+ * process owns its signals), with the reconcile loop in the same process.
  * A commit through the API nudges the loop; so does any `.toml` change.
+ * Before anything reads the tree, the temp files of writers that died
+ * mid-write are removed (reconciler/atomic.ts). When the address cannot be
+ * bound, everything opened is closed again and the error names the address
+ * (and who holds the port), so the process exits at once.
  */
 export async function serve(options: ServeOptions): Promise<Serving> {
   const logger = options.logger ?? serveLogger();
+  const removed = await removeStaleTemps(await hal0Folders(options.root, options.stateDir));
+  if (removed.length > 0) logger.info({ files: removed }, "removed stale temp files");
   const state = new StateStore(options.stateDir);
   let last: SweepReport | undefined;
   let loop: SweepLoop | undefined;
@@ -73,27 +96,35 @@ export async function serve(options: ServeOptions): Promise<Serving> {
     root: options.root, stateDir: options.stateDir, driverFor: options.driverFor, env: options.env, logger,
     nudge: () => loop?.request(), sweeps: () => ({ running: loop !== undefined, last }),
   });
-  // The sweep hands each Hermes profile its agent token from the server's own token store.
-  const sweeper = new Sweeper({ root: options.root, state, driverFor: options.driverFor, hermesCredentials: server.box.options.hermesCredentials });
-  await server.box.watch();
-  const snapshot = await server.box.snapshot();
-  const settings = snapshot.model?.settings.server;
-  const host = options.host ?? settings?.host ?? "127.0.0.1";
-  const port = options.port ?? settings?.port ?? 8080;
-  if ((settings?.auth ?? "token") === "off" && !isLoopbackHost(host)) {
+  const front = new Front(server.app, logger);
+  let started: { snapshot: Awaited<ReturnType<typeof server.box.snapshot>>; host: string; bound: number };
+  try {
+    const snapshot = await server.box.snapshot();
+    const settings = snapshot.model?.settings.server;
+    const host = options.host ?? settings?.host ?? "127.0.0.1";
+    const port = options.port ?? settings?.port ?? 8080;
+    if ((settings?.auth ?? "token") === "off" && !isLoopbackHost(host)) {
+      throw new ApiError("server.auth_off_exposed", `[server] auth = "off" cannot listen on ${host}: every caller would be an operator; listen on loopback or use auth = "token"`);
+    }
+    const bound = await front.listen(host, port);
+    await server.box.watch();
+    started = { snapshot, host, bound };
+  } catch (err) {
+    // Nothing may keep the process alive: not the socket, the watcher, nor the database.
+    front.abort();
     await server.box.close();
     await server.close();
-    throw new ApiError("server.auth_off_exposed", `[server] auth = "off" cannot listen on ${host}: every caller would be an operator; listen on loopback or use auth = "token"`);
+    logger.flush();
+    throw err;
   }
-  // listhen's port search would silently move a busy port elsewhere (isProd turns that off); 0 asks it for a random free one.
-  const listener: Listener = await listen(toNodeListener(server.app), {
-    hostname: host, port: port === 0 ? ({ random: true } as never) : port, autoClose: false, showURL: false, qr: false, public: false, isTest: true, isProd: true,
-  });
-  const bound = Number(new URL(listener.url).port);
-  const auth = settings?.auth ?? "token";
+  const { snapshot, host, bound } = started;
+  const url = `http://${urlHost(host)}:${bound}`;
+  const auth = snapshot.model?.settings.server.auth ?? "token";
   // Where the person's credential is (never the token itself): the CLI reads it from there, `hal0 web` turns it into a login link.
-  logger.info({ url: listener.url, config: options.root, state: options.stateDir, revision: snapshot.revision, auth, operator_file: join(options.stateDir, "operator.token") }, "hal0 serve listening");
+  logger.info({ url: `${url}/`, config: options.root, state: options.stateDir, revision: snapshot.revision, auth, operator_file: join(options.stateDir, "operator.token") }, "hal0 serve listening");
   if (auth === "off") logger.warn({ auth }, "[server] auth = \"off\": every loopback caller is trusted as an operator, and an agent is whoever its X-hal0-Agent header says; use auth = \"token\" unless this box has a single user");
+  // The sweep hands each Hermes profile its agent token from the server's own token store.
+  const sweeper = new Sweeper({ root: options.root, state, driverFor: options.driverFor, hermesCredentials: server.box.options.hermesCredentials });
   if (options.reconcile !== false) {
     loop = new SweepLoop(sweeper, {
       root: options.root,
@@ -108,16 +139,153 @@ export async function serve(options: ServeOptions): Promise<Serving> {
   }
   const expiry = setInterval(() => server.approvals.expireDue(), 30_000);
   expiry.unref();
+  let closing: Promise<void> | undefined;
   return {
-    server, url: listener.url.replace(/\/$/, ""), port: bound,
-    async close() {
-      clearInterval(expiry);
-      await listener.close();
-      await loop?.stop();
-      await server.box.close();
-      await server.close();
-      logger.info("hal0 serve stopped");
-      logger.flush();
+    server, url, port: bound,
+    close() {
+      closing ??= (async () => {
+        clearInterval(expiry);
+        await front.drain(options.shutdownGraceMs ?? SHUTDOWN_GRACE_MS);
+        await loop?.stop();
+        await server.box.close();
+        await server.close();
+        logger.info("hal0 serve stopped");
+        logger.flush();
+      })();
+      return closing;
     },
   };
+}
+
+/**
+ * The HTTP server and its drain. node's own server, not listhen: listhen's
+ * port search hid why a port could not be bound (and moved a port it deems
+ * unsafe, or a wildcard host, elsewhere), and node's `close()` waits for
+ * every connection, so an open event stream held a shutdown forever.
+ */
+class Front {
+  readonly http: Server;
+  /** Replies in progress (requests in flight and open event streams). */
+  private readonly open = new Set<ServerResponse>();
+  private closing = false;
+
+  constructor(app: App, private readonly logger: Logger) {
+    const handler = toNodeListener(app);
+    this.http = createServer((req, res) => {
+      if (this.closing) return refuseShuttingDown(res);
+      this.open.add(res);
+      res.once("close", () => this.open.delete(res));
+      // Once stopping, a connection carries no next request: it closes after its reply.
+      res.once("finish", () => void (this.closing && req.socket.end()));
+      void handler(req, res);
+    });
+  }
+
+  /** Binds `host:port` (0: any free port) and resolves with the port; a failure is `server.port_in_use` or `server.listen_failed`. */
+  async listen(host: string, port: number): Promise<number> {
+    try {
+      await new Promise<void>((resolve, reject) => {
+        this.http.once("error", reject);
+        this.http.listen(port, host, () => {
+          this.http.off("error", reject);
+          resolve();
+        });
+      });
+    } catch (err) {
+      throw await listenError(err as NodeJS.ErrnoException, host, port);
+    }
+    this.http.on("error", (err) => this.logger.error({ err }, "http server error"));
+    return (this.http.address() as { port: number }).port;
+  }
+
+  /** Startup failed: the socket goes, if it was bound. */
+  abort(): void {
+    if (this.http.listening) {
+      this.http.close();
+      this.http.closeAllConnections();
+    }
+  }
+
+  /**
+   * Stops listening and refuses what still arrives on an open connection
+   * (503 `server.shutting_down`); lets the requests in flight finish, with
+   * no limit (an apply is not cut short); ends the open event streams once
+   * nothing else is in flight, or after `graceMs` at the latest (a stream
+   * never finishes on its own); resolves when every connection is closed.
+   */
+  async drain(graceMs: number): Promise<void> {
+    if (!this.http.listening) return;
+    this.closing = true;
+    const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
+    for (const res of this.open) if (!res.headersSent) res.setHeader("Connection", "close");
+    this.http.closeIdleConnections();
+    const deadline = Date.now() + graceMs;
+    let waiting = false;
+    while (this.open.size > 0) {
+      const inFlight = [...this.open].filter((res) => !isEventStream(res)).length;
+      const late = Date.now() >= deadline;
+      if (inFlight === 0 || late) {
+        const streams = endEventStreams(this.open);
+        if (streams > 0) this.logger.info({ streams, requests_in_flight: inFlight }, "ended open event streams");
+      }
+      if (late && inFlight > 0 && !waiting) {
+        waiting = true;
+        this.logger.info({ requests_in_flight: inFlight }, "waiting for the requests in flight");
+      }
+      await sleep(20);
+    }
+    // Every reply is done. A connection still open carries no request (a client that sent part of one): cut after a moment.
+    this.http.closeIdleConnections();
+    const cut = setTimeout(() => this.http.closeAllConnections(), 1000);
+    await closed;
+    clearTimeout(cut);
+  }
+}
+
+function refuseShuttingDown(res: ServerResponse): void {
+  const err = new ApiError("server.shutting_down", "hal0 serve is shutting down; retry once it is back");
+  res.writeHead(err.status, { "content-type": "application/json", connection: "close", "retry-after": "5" }).end(JSON.stringify(envelope(err)));
+}
+
+/** Why `host:port` could not be bound, as the registry's error: the holder named for a busy port. */
+async function listenError(err: NodeJS.ErrnoException, host: string, port: number): Promise<ApiError> {
+  const where = `${urlHost(host, false)}:${port}`;
+  if (err.code === "EADDRINUSE") {
+    // /proc names the holder (a scan of every process's fds: ~50 ms, more on a loaded host); bounded, so a busy port still fails fast.
+    const holder = await Promise.race([portHolder(port), sleep(HOLDER_LOOKUP_MS, undefined, { ref: false })]);
+    return new ApiError("server.port_in_use", `cannot listen on ${where}: ${portInUseMessage(port, holder ?? {})}`, { host, port, ...holder });
+  }
+  const why = err.code === "EACCES" ? `permission denied${port < 1024 ? " (a port below 1024 needs privileges)" : ""}`
+    : err.code === "EADDRNOTAVAIL" ? `${host} is not an address of this machine`
+    : err.code === "ENOTFOUND" || err.code === "EAI_AGAIN" ? `${host} does not resolve`
+    : err.message;
+  return new ApiError("server.listen_failed", `cannot listen on ${where}: ${why}`, { host, port, errno: err.code });
+}
+
+const HOLDER_LOOKUP_MS = 1500;
+
+/** The process listening on `port` (lowest pid holding its socket) and its command line, from /proc. */
+async function portHolder(port: number): Promise<{ pid: number; command?: string } | undefined> {
+  const pid = await socketOwner(await listeningInodes(port));
+  if (pid === undefined) return undefined;
+  const command = await commandOf(pid);
+  return command === undefined ? { pid } : { pid, command };
+}
+
+/** `host` as a URL's host: IPv6 in brackets; a wildcard address as loopback (what a client on this machine can reach), unless `reachable` is false. */
+function urlHost(host: string, reachable = true): string {
+  if (reachable && host === "0.0.0.0") return "127.0.0.1";
+  if (reachable && (host === "::" || host === "[::]")) return "[::1]";
+  return host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+}
+
+/**
+ * Where hal0 writes with writeFileAtomic and so where a crashed writer's
+ * temp can be: the tree's folders (as the loader reads them), the state
+ * folder and each slot's record folder.
+ */
+async function hal0Folders(root: string, stateDir: string): Promise<string[]> {
+  const slots = slotsDir(stateDir);
+  const records = await readdir(slots, { withFileTypes: true }).catch(() => []);
+  return [...TREE_FOLDERS.map((f) => join(root, f)), stateDir, ...records.filter((e) => e.isDirectory()).map((e) => join(slots, e.name))];
 }

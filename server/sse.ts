@@ -1,3 +1,4 @@
+import type { ServerResponse } from "node:http";
 import type { H3Event } from "h3";
 
 /** A comment line every 15 s keeps proxies and clients from timing an idle stream out. */
@@ -7,16 +8,50 @@ const KEEP_ALIVE_MS = 15_000;
 export type SendEvent = (type: string, data: unknown, id?: number | string) => void;
 
 /**
- * Serves a server-sent-event reply on `event` until the client goes:
- * `start` gets `send`, begins producing events, and returns its cleanup
- * (unsubscribe, clear a timer), which runs once the connection closes.
+ * Open event streams (this module's and the MCP endpoints' GET streams), each
+ * with how it ends itself: `hal0 serve`'s shutdown ends the ones on its
+ * server, since a stream never finishes on its own (server/serve.ts).
+ */
+const STREAMS = new Map<ServerResponse, () => void>();
+
+/** Registers `res` as an event stream that `end` finishes properly; returns the unregistration. */
+export function trackEventStream(res: ServerResponse, end: () => void): () => void {
+  STREAMS.set(res, end);
+  return () => void (STREAMS.get(res) === end && STREAMS.delete(res));
+}
+
+/** `res` is an open event stream. */
+export function isEventStream(res: ServerResponse): boolean {
+  return STREAMS.has(res);
+}
+
+/** Ends the event streams among `responses` (the reply's last chunk: a client sees the stream end). Returns how many. */
+export function endEventStreams(responses: Iterable<ServerResponse>): number {
+  let n = 0;
+  for (const res of [...responses]) {
+    const end = STREAMS.get(res);
+    if (!end) continue;
+    STREAMS.delete(res);
+    end();
+    n++;
+  }
+  return n;
+}
+
+/**
+ * Serves a server-sent-event reply on `event` until the client goes or the
+ * server shuts down: `start` gets `send`, begins producing events, and
+ * returns its cleanup (unsubscribe, clear a timer), which runs once the
+ * stream ends.
  */
 export async function serveEvents(event: H3Event, start: (send: SendEvent) => () => void): Promise<void> {
   const res = event.node.res;
   res.writeHead(200, { "Content-Type": "text/event-stream", "Cache-Control": "no-cache", Connection: "keep-alive", "X-Accel-Buffering": "no" });
   res.flushHeaders(); // the client sees the stream open before the first event
   (event as unknown as { _handled: boolean })._handled = true;
-  const send: SendEvent = (type, data, id) => void res.write(`${id === undefined ? "" : `id: ${id}\n`}event: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+  const send: SendEvent = (type, data, id) => {
+    if (!res.writableEnded) res.write(`${id === undefined ? "" : `id: ${id}\n`}event: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+  };
   const stop = start(send);
   const keepAlive = setInterval(() => res.write(": keep-alive\n\n"), KEEP_ALIVE_MS);
   await new Promise<void>((resolve) => {
@@ -24,10 +59,15 @@ export async function serveEvents(event: H3Event, start: (send: SendEvent) => ()
     const close = () => {
       if (done) return;
       done = true;
+      untrack();
       clearInterval(keepAlive);
       stop();
       resolve();
     };
+    const untrack = trackEventStream(res, () => {
+      close();
+      res.end(": hal0 serve is shutting down\n\n");
+    });
     res.once("close", close);
     event.node.req.once("close", close);
   });

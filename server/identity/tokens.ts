@@ -1,7 +1,7 @@
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import { fingerprint, hashSecret } from "../../compiler/hash.js";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import type { Db } from "../db.js";
 import { ApiError } from "../errors.js";
 
@@ -285,7 +285,8 @@ function readSecret(file: string): string | undefined {
 
 /** Atomic and 0600 from the first byte: a temp file in the same folder, then rename. */
 function writeSecret(file: string, secret: string): void {
-  const tmp = `${file}.${process.pid}.${randomBytes(4).toString("hex")}.tmp`;
+  // hal0's temp name (reconciler/atomic.ts): a writer that dies here leaves a temp `hal0 serve` removes at start.
+  const tmp = join(dirname(file), `.${basename(file)}.${process.pid}.${randomBytes(6).toString("hex")}.hal0.tmp`);
   writeFileSync(tmp, `${secret}\n`, { mode: 0o600 });
   renameSync(tmp, file);
 }

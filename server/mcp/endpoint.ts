@@ -9,6 +9,7 @@ import { callerOf, checkGate, type GateConfig } from "../gate.js";
 import { identify, identityLabel, requireScope, sameIdentity, type Authenticator, type Identity } from "../identity/identify.js";
 import type { Scope } from "../identity/tokens.js";
 import type { Caller } from "../route.js";
+import { trackEventStream } from "../sse.js";
 
 type Transport = WebStandardStreamableHTTPServerTransport;
 
@@ -160,12 +161,20 @@ async function relay(transport: Transport, req: IncomingMessage, res: ServerResp
     return void res.writeHead(response.status, replyHeaders).end(text);
   }
   res.writeHead(response.status, replyHeaders);
+  res.flushHeaders(); // the client sees the stream open now, not at its first event (the SDK's keep-alive)
   const reader = response.body.getReader();
-  res.once("close", () => void reader.cancel().catch(() => undefined));
-  for (;;) {
-    const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
-    if (done) break;
-    res.write(value);
+  const cancel = () => void reader.cancel().catch(() => undefined);
+  res.once("close", cancel);
+  // hal0 serve's shutdown ends the stream (server/sse.ts): the reader is cancelled, the loop ends the reply.
+  const untrack = trackEventStream(res, cancel);
+  try {
+    for (;;) {
+      const { done, value } = await reader.read().catch(() => ({ done: true, value: undefined }));
+      if (done) break;
+      if (!res.writableEnded) res.write(value);
+    }
+  } finally {
+    untrack();
   }
   res.end();
 }

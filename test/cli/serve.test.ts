@@ -1,10 +1,13 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { once } from "node:events";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { httpCall } from "../server/harness.js";
+import { deadPid, killMidWrite } from "../reconciler/kill-write.js";
 import { freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
 import { captureIo, healthWithin } from "./helpers.js";
 
@@ -100,4 +103,80 @@ describe("hal0 serve (a real process)", () => {
     first.child.kill("SIGTERM");
     expect(await exited).toBe(0);
   }, 30_000);
+
+  // Issue 16: a busy port used to leave `hal0 serve` alive (hal0.db open, the watcher running) with
+  // "cannot listen on [server] host:[server] port". It exits 1 at once, naming the address and who holds it.
+  describe("on a busy port it exits 1 at once, naming the address and the holder", () => {
+    async function holdPort(): Promise<{ port: number; release: () => Promise<void> }> {
+      const holder = createServer().listen(0, "127.0.0.1");
+      await once(holder, "listening");
+      return { port: (holder.address() as { port: number }).port, release: async () => void (await new Promise((r) => holder.close(r))) };
+    }
+
+    /** Runs `hal0 serve` expecting it to fail: its exit code, stderr, and how long it lived after printing the error. */
+    async function serveFails(args: string[]): Promise<{ code: number | null; afterMessageMs: number; err: string }> {
+      const child = spawn(process.execPath, [HAL0, "serve", ...args], { stdio: ["ignore", "pipe", "pipe"] });
+      let err = "";
+      let printed = 0;
+      child.stderr!.on("data", (c: Buffer) => {
+        err += c.toString();
+        printed ||= Date.now();
+      });
+      const killer = setTimeout(() => child.kill("SIGKILL"), 20_000);
+      const code = await exitOf(child);
+      clearTimeout(killer);
+      return { code, afterMessageMs: Date.now() - (printed || Date.now()), err };
+    }
+
+    it("--port N", async () => {
+      const { config, state } = await smallBox();
+      const { port, release } = await holdPort();
+      try {
+        const { code, afterMessageMs, err } = await serveFails(["--config", config, "--state", state, "--port", String(port)]);
+        expect(code).toBe(1);
+        expect(afterMessageMs).toBeLessThan(1000); // it used to print this and stay alive (hal0.db open, the watcher running)
+        expect(err).toContain(`server.port_in_use: cannot listen on 127.0.0.1:${port}: port ${port} is already in use by pid ${process.pid} (`);
+        expect(err).not.toContain("[server]");
+      } finally {
+        await release();
+      }
+    }, 30_000);
+
+    it("[server] host and port from hal0.toml", async () => {
+      const { config, state } = await smallBox();
+      const { port, release } = await holdPort();
+      try {
+        writeFileSync(join(config, "hal0.toml"), `${readFileSync(join(config, "hal0.toml"), "utf8")}[server]\nhost = "127.0.0.1"\nport = ${port}\n`);
+        const { code, afterMessageMs, err } = await serveFails(["--config", config, "--state", state]);
+        expect(code).toBe(1);
+        expect(afterMessageMs).toBeLessThan(1000);
+        expect(err).toContain(`server.port_in_use: cannot listen on 127.0.0.1:${port}: port ${port} is already in use by pid ${process.pid}`);
+      } finally {
+        await release();
+      }
+    }, 30_000);
+  });
+
+  it("removes the temp files a killed writer left (kill -9 mid-write), in the tree and the state folder, and keeps a live writer's (issue 16)", async () => {
+    const { config, state } = await smallBox();
+    const solo = join(config, "slots/solo.toml");
+    const text = readFileSync(solo, "utf8");
+    const crashed = await killMidWrite(solo);
+    writeFileSync(solo, text); // what the crashed writer was replacing is whole again; its temp is not
+    const dead = await deadPid();
+    mkdirSync(join(state, "slots/solo"), { recursive: true });
+    const stateTemps = [join(state, `.inventory.json.${dead}.0123456789ab.hal0.tmp`), join(state, `slots/solo/.runtime.json.${dead}.0123456789ab.hal0.tmp`)];
+    const live = join(config, `slots/.solo.toml.${process.pid}.0123456789ab.hal0.tmp`);
+    for (const f of [...stateTemps, live]) writeFileSync(f, "{");
+    const left = crashed.left.map((n) => join(config, "slots", n));
+    for (const f of left) expect(existsSync(f)).toBe(true);
+    const { child, lines } = await startServe(config, state, ["--no-reconcile"]);
+    cleanup.push(async () => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"));
+    for (const f of [...left, ...stateTemps]) expect(existsSync(f)).toBe(false);
+    expect(existsSync(live)).toBe(true);
+    expect(lines().find((l) => l.msg === "removed stale temp files")?.files.sort()).toEqual([...left, ...stateTemps].sort());
+    const exited = exitOf(child);
+    child.kill("SIGTERM");
+    expect(await exited).toBe(0);
+  }, 60_000);
 });
