@@ -4,19 +4,33 @@ import { allSlotConditions, type ResourceConditions } from "./conditions.js";
 import { hermesConditions, settingsConditions } from "./conditions-resources.js";
 import { planHermes } from "./hermes-plan.js";
 import type { Observed } from "./observed.js";
+import { PreflightCache, type Finding } from "./preflight.js";
 import { planSettings } from "./settings-plan.js";
 import type { StateStore } from "./state.js";
+
+/**
+ * The preflight every caller that passes no findings shares (the sweep, and
+ * converge's refresh after an apply): run once per Model object and at most
+ * every PREFLIGHT_MAX_AGE_MS, with hal0's own environment (what its runners
+ * are started with), so an idle sweep of an unchanged tree adds no PATH
+ * lookup nor stat.
+ */
+export const sharedPreflight = new PreflightCache();
 
 /**
  * Recomputes every resource's conditions (slots, `settings`, `hermes.<p>`)
  * from an observation and persists them when they changed (an idle sweep
  * writes nothing). `plan`, when the caller has one made from this very
- * observation, spares planning settings and Hermes again. Returns the map.
+ * observation, spares planning settings and Hermes again. `findings`: the
+ * preflight's (preflight.ts), else `sharedPreflight`'s for this model; a slot
+ * with one is Stalled (RunnerNotFound, ModelMissing, …). Returns the map.
  */
-export async function refreshConditions(model: Model, observed: Observed, state: StateStore, now: () => number = Date.now, persist = true, plan?: Plan): Promise<Record<string, ResourceConditions>> {
-  const [outcomes, previous] = await Promise.all([state.readOutcomes(), state.readConditions()]);
+export async function refreshConditions(
+  model: Model, observed: Observed, state: StateStore, now: () => number = Date.now, persist = true, plan?: Plan, findings?: readonly Finding[],
+): Promise<Record<string, ResourceConditions>> {
+  const [outcomes, previous, found] = await Promise.all([state.readOutcomes(), state.readConditions(), findings ?? sharedPreflight.findings(model).catch((): Finding[] => [])]);
   const at = new Date(now()).toISOString();
-  const { next } = allSlotConditions(model.slots, observed.slots, outcomes, previous, at);
+  const { next } = allSlotConditions(model.slots, observed.slots, outcomes, previous, at, found);
   const { settings, buckets, hermes } = otherChanges(model, observed, plan);
   next.settings = settingsConditions(settings, buckets, outcomes.settings, previous.settings, at);
   for (const change of hermes) next[change.address] = hermesConditions(change, outcomes[change.address], previous[change.address], at);

@@ -1,6 +1,7 @@
 import type { ObservedSlot } from "./observed.js";
 import type { SlotOutcome } from "./state.js";
 import { TERMINAL_CODES } from "./backoff.js";
+import type { Finding, PreflightCode } from "./preflight.js";
 
 /**
  * Kubernetes-style conditions for each resource, derived from what was
@@ -34,6 +35,13 @@ export interface SlotFacts {
   readonly desiredHash?: string;
   readonly seen?: ObservedSlot;
   readonly outcome?: SlotOutcome;
+  /**
+   * What the preflight found wrong on the host for this slot (preflight.ts: a
+   * runner not found, a model file missing). The planner never sees them: a
+   * slot that would start with them is Stalled (RunnerNotFound, ModelMissing,
+   * …), one that runs the desired spec anyway is Degraded (a restart would fail).
+   */
+  readonly preflight?: readonly Finding[];
 }
 
 export type Verdict = Pick<Condition, "status" | "reason" | "message">;
@@ -81,17 +89,42 @@ function reconciling({ desiredHash, seen }: SlotFacts): Verdict {
     : { status: "False", reason: "Converged", message: "nothing to do" };
 }
 
-function stalled({ outcome }: SlotFacts): Verdict {
+function stalled(facts: SlotFacts): Verdict {
+  const { outcome } = facts;
+  const found = preflightVerdict(facts);
+  if (found !== undefined && !runsDesired(facts)) return { ...found, message: `${found.message} — hal0 apply would fail until it is fixed` };
   if (outcome && !outcome.ok && outcome.code && TERMINAL_CODES.has(outcome.code)) {
     return { status: "True", reason: outcome.code, message: `${outcome.error ?? ""} — retried only when its spec changes`.trim() };
   }
   return { status: "False", reason: "Progressing", message: "no terminal failure" };
 }
 
-function degraded({ seen, outcome }: SlotFacts): Verdict {
+function degraded(facts: SlotFacts): Verdict {
+  const { seen, outcome } = facts;
   if (outcome && !outcome.ok) return { status: "True", reason: outcome.code ?? "ApplyFailed", message: outcome.error ?? "the last apply step failed" };
+  const found = preflightVerdict(facts);
+  if (found !== undefined && runsDesired(facts)) return { ...found, message: `${found.message} — it runs, but a restart would fail` };
   if (seen?.running && seen.health === "down") return { status: "True", reason: "Unhealthy", message: "running, but GET /health does not answer" };
   return { status: "False", reason: "AsExpected", message: "no failure" };
+}
+
+/** The condition reason of each preflight code (Stalled, or Degraded for a slot that runs anyway). */
+export const PREFLIGHT_REASONS: Readonly<Record<PreflightCode, string>> = {
+  "slot.runner_not_found": "RunnerNotFound",
+  "slot.runner_not_executable": "RunnerNotExecutable",
+  "slot.model_missing": "ModelMissing",
+  "slot.model_unreadable": "ModelUnreadable",
+};
+
+/** The preflight's findings of a desired slot as a verdict: the first one's reason, every summary. */
+function preflightVerdict({ desiredHash, preflight }: SlotFacts): Verdict | undefined {
+  if (desiredHash === undefined || preflight === undefined || preflight.length === 0) return undefined;
+  return { status: "True", reason: PREFLIGHT_REASONS[preflight[0]!.code], message: preflight.map((f) => f.summary).join("; ") };
+}
+
+/** The slot runs the desired spec (nothing would be started for it). */
+function runsDesired({ desiredHash, seen }: SlotFacts): boolean {
+  return seen?.running === true && seen.record?.view.spec_hash === desiredHash;
 }
 
 /**
@@ -105,6 +138,8 @@ export function allSlotConditions(
   outcomes: Readonly<Record<string, SlotOutcome>>,
   previous: Readonly<Record<string, ResourceConditions>>,
   now: string,
+  /** The preflight's findings (any slot's; each slot gets its own). */
+  findings: readonly Finding[] = [],
 ): { next: Record<string, ResourceConditions>; changed: boolean } {
   // outcomes.json also keeps `settings` and `hermes.<p>` (names with a dot, which no slot name has).
   const names = new Set([...Object.keys(desired), ...Object.keys(observed), ...Object.keys(outcomes).filter((n) => !n.includes("."))]);
@@ -112,7 +147,8 @@ export function allSlotConditions(
   for (const name of [...names].sort()) {
     const d = desired[name];
     const address = `slot.${name}`;
-    next[address] = slotConditions({ desiredHash: d?.enabled ? d.spec_hash : undefined, seen: observed[name], outcome: outcomes[name] }, previous[address], now);
+    const preflight = findings.filter((f) => f.slot === name);
+    next[address] = slotConditions({ desiredHash: d?.enabled ? d.spec_hash : undefined, seen: observed[name], outcome: outcomes[name], preflight }, previous[address], now);
   }
   return { next, changed: JSON.stringify(next) !== JSON.stringify(previous) };
 }

@@ -1,13 +1,16 @@
+import { spawn } from "node:child_process";
 import { constants } from "node:fs";
 import { access, stat } from "node:fs/promises";
 import { request } from "node:http";
 import { dirname } from "node:path";
-import type { Model } from "../compiler/index.js";
+import type { Model, ResolvedSlot } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
 import { readHermesFile, readHermesProfiles } from "./hermes-files.js";
 import { hermesHome, hermesIdentity, planHermesProfile, profileFile } from "./hermes-plan.js";
 import type { HermesCredentials, HermesManaged, HermesManagedProfile } from "./observed.js";
 import { StateStore } from "./state.js";
+import { findRunner, runnerPath } from "./drivers/runner.js";
+import { preflight, type Finding } from "./preflight.js";
 
 /**
  * The checks of `hal0 doctor` (and `GET /api/doctor`, `GET /api/health/system`):
@@ -26,6 +29,8 @@ export interface DoctorInput {
   readonly env: DoctorEnv;
   /** Whose tokens the Hermes rows compare bearers with (the reconciler never opens the token store itself). */
   readonly hermesCredentials: HermesCredentials;
+  /** Run each runner with --version for its row (default true); false: the runner rows say only whether it is found (a health check). */
+  readonly runnerVersions?: boolean;
 }
 
 export interface DoctorRow {
@@ -51,7 +56,7 @@ export async function doctorRows(tree: DoctorInput): Promise<DoctorRow[]> {
   const model = tree.model;
   if (!model) {
     const row = (check: string): DoctorRow => ({ check, status: "warn", message: "not checked: the config tree does not compile", hint: "fix the tree first (hal0 validate)" });
-    rows.push(row("runtime"), row("hermes_profiles_mcp"), row("hermes_default_memory"), row("hermes_brain_memory"));
+    rows.push(row("runtime"), row("model_files"), row("hermes_profiles_mcp"), row("hermes_default_memory"), row("hermes_brain_memory"));
   } else {
     const managed = await new StateStore(tree.stateDir).readHermesManaged().catch((): HermesManaged => ({ profiles: {} }));
     const credentials = tree.hermesCredentials;
@@ -62,7 +67,10 @@ export async function doctorRows(tree: DoctorInput): Promise<DoctorRow[]> {
         return null; // an unreadable token store: no live token to compare, so the profile shows as not wired
       }
     };
-    rows.push(await runtimeRow(model, tree.env), await profilesRow(model, managed.profiles, token), await defaultMemoryRow(model, managed.default, token), await brainMemoryRow(model, managed.profiles[BRAIN_PROFILE], token));
+    // Runners are looked up and run with hal0's own environment, as the process driver spawns them (not a caller's `env`).
+    const findings = await preflight(model, { env: process.env });
+    rows.push(await runtimeRow(model, tree.env), ...(await runnerRows(model, findings, tree.runnerVersions ?? true)), modelFilesRow(model, findings));
+    rows.push(await profilesRow(model, managed.profiles, token), await defaultMemoryRow(model, managed.default, token), await brainMemoryRow(model, managed.profiles[BRAIN_PROFILE], token));
   }
   return rows;
 }
@@ -102,6 +110,113 @@ async function runtimeRow(model: Model, env: DoctorEnv): Promise<DoctorRow> {
   } catch (err) {
     return { check: "runtime", status: "fail", message: `docker runtime: the engine at ${host} does not answer (${(err as Error).message})`, hint: "start the engine, or set [slots] docker_host or DOCKER_HOST" };
   }
+}
+
+/** How long `<runner> --version` may take before the doctor stops it. */
+export const RUNNER_VERSION_TIMEOUT_MS = 2000;
+
+/**
+ * Process runtime: one row per distinct runner (a profile's `runner` prefix)
+ * of the enabled slots, `runner:<prefix>`: fail when the preflight did not
+ * find it (or may not run it); else the prefix is run with `--version` (2 s,
+ * then SIGKILL to its process group; once per binary, `cachedVersion`) and
+ * the row shows what it printed — llama-server's `version: 9749 (d32676d77)`
+ * on stderr. A runner that prints no version in time is a warning. Looked up
+ * and run with hal0's own environment and the slot's env, as the process
+ * driver spawns it. Docker runtime: no rows (the image is the runner, the
+ * engine's business).
+ */
+async function runnerRows(model: Model, findings: readonly Finding[], versions: boolean): Promise<DoctorRow[]> {
+  if (model.settings.slots.runtime !== "process") return [];
+  const groups = new Map<string, { prefix: readonly string[]; slots: ResolvedSlot[] }>();
+  for (const slot of Object.values(model.slots).filter((s) => s.enabled).sort((a, b) => (a.name < b.name ? -1 : 1))) {
+    const prefix = model.profiles[slot.profile]?.runner ?? slot.spec.argv.slice(0, 1);
+    const key = JSON.stringify(prefix);
+    const group = groups.get(key) ?? { prefix, slots: [] };
+    group.slots.push(slot);
+    groups.set(key, group);
+  }
+  const keys = [...groups.keys()].sort();
+  return Promise.all(keys.map(async (key) => {
+    const { prefix, slots } = groups.get(key)!;
+    const check = `runner:${prefix.join(" ")}`;
+    const names = slots.map((s) => s.name).join(", ");
+    const missing = findings.find((f) => f.subject === "runner" && slots.some((s) => s.name === f.slot));
+    if (missing !== undefined) {
+      const hint = missing.code === "slot.runner_not_executable"
+        ? "make it executable (chmod +x), or set the profile's runner to one that is"
+        : `install it, put its folder on hal0's PATH, or set profile ${slots[0]!.profile}'s runner in profiles.toml; hal0 apply would fail for these slots`;
+      return { check, status: "fail", message: `${missing.summary.replace(` of slot ${missing.slot}`, "")} (slots: ${names})`, hint };
+    }
+    const runEnv = { ...process.env, ...slots[0]!.spec.env };
+    const lookup = await findRunner(prefix[0]!, model.root, runEnv);
+    if (!lookup.found) return { check, status: "fail", message: `\`${prefix[0]}\` is not found (slots: ${names})`, hint: "install it, or set the profile's runner" };
+    const at = `${lookup.path}${lookup.via === "bin" ? " (hal0's bin/)" : ""}`;
+    if (!versions) return { check, status: "ok", message: `${at} (slots: ${names})`, hint: "" };
+    const answer = await cachedVersion([lookup.path, ...prefix.slice(1)], model.root, { ...runEnv, PATH: runnerPath(runEnv) });
+    if (answer.version !== undefined) return { check, status: "ok", message: `${at}: ${answer.version} (slots: ${names})`, hint: "" };
+    return {
+      check, status: "warn", message: `${at}: no version from --version (${answer.why}) (slots: ${names})`,
+      hint: "llama-server answers --version with `version: <build> (<commit>)` and exits; a runner that does not may be another program, or an old or stand-in build",
+    };
+  }));
+}
+
+/**
+ * `runnerVersion` once per runner binary (its argv, path, size and mtime, the
+ * working folder and PATH): `hal0 serve` answers GET /api/doctor again
+ * without starting the runners again; a new build of the runner is asked anew.
+ */
+const versions = new Map<string, Promise<{ version?: string; why: string }>>();
+
+async function cachedVersion(argv: readonly string[], cwd: string, env: DoctorEnv): Promise<{ version?: string; why: string }> {
+  const info = await stat(argv[0]!).catch(() => undefined);
+  const key = JSON.stringify([argv, info?.size, info?.mtimeMs, info?.ino, cwd, env.PATH]);
+  let answer = versions.get(key);
+  if (answer === undefined) versions.set(key, (answer = runnerVersion(argv, cwd, env, RUNNER_VERSION_TIMEOUT_MS)));
+  return answer;
+}
+
+/** What `<argv> --version` printed: llama.cpp's `version: N (commit)` line, else the first line of a clean exit; or why there is none. */
+export async function runnerVersion(argv: readonly string[], cwd: string, env: DoctorEnv, timeoutMs: number): Promise<{ version?: string; why: string }> {
+  return new Promise((resolve) => {
+    let out = "";
+    const child = spawn(argv[0]!, [...argv.slice(1), "--version"], { cwd, env: env as NodeJS.ProcessEnv, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    const take = (chunk: Buffer) => (out = (out + chunk.toString("utf8")).slice(0, 65536));
+    child.stdout.on("data", take);
+    child.stderr.on("data", take);
+    const timer = setTimeout(() => {
+      // Its whole process group (whatever it started goes too); answered once it is reaped, so nothing outlives the doctor.
+      child.once("exit", () => resolve({ why: `no answer within ${timeoutMs / 1000} s; stopped it` }));
+      try {
+        process.kill(-child.pid!, "SIGKILL");
+      } catch {
+        child.kill("SIGKILL");
+      }
+    }, timeoutMs);
+    child.once("error", (err: NodeJS.ErrnoException) => {
+      clearTimeout(timer);
+      resolve({ why: `cannot run it: ${err.code ?? err.message}` });
+    });
+    child.once("close", (code, signal) => {
+      clearTimeout(timer);
+      const llama = /^version: (\d+) \(([0-9a-f]+)\)/m.exec(out);
+      if (llama) return resolve({ version: `version: ${llama[1]} (${llama[2]})`, why: "" });
+      const first = out.split("\n").map((l) => l.trim()).find(Boolean);
+      if (code === 0 && first !== undefined) return resolve({ version: first.slice(0, 120), why: "" });
+      resolve({ why: `${signal !== null ? `killed by ${signal}` : `exit ${code}`}${first ? `: ${first.slice(0, 160)}` : ""}` });
+    });
+  });
+}
+
+/** Every model file the enabled slots' argv names (path, draft, mmproj, chat template) exists and is readable. */
+function modelFilesRow(model: Model, findings: readonly Finding[]): DoctorRow {
+  const bad = findings.filter((f) => f.subject !== "runner");
+  if (bad.length > 0) {
+    return { check: "model_files", status: "fail", message: bad.map((f) => f.summary).join("; "), hint: "fix the path in models.toml or put the file there (hal0 validate shows each key); hal0 apply would fail for those slots" };
+  }
+  const files = Object.values(model.slots).filter((s) => s.enabled && s.model !== undefined && model.models[s.model]?.path_abs !== undefined).length;
+  return { check: "model_files", status: "ok", message: files === 0 ? "no enabled slot serves a model file (hf_repo models are fetched by the runner)" : `the model files of ${files} enabled slot(s) exist and are readable`, hint: "" };
 }
 
 function engineGet(host: string, path: string): Promise<{ status: number; body: string }> {

@@ -1,7 +1,8 @@
 import { spawn } from "node:child_process";
 import { once } from "node:events";
+import { accessSync, constants, statSync } from "node:fs";
 import { open } from "node:fs/promises";
-import { delimiter, join } from "node:path";
+import { delimiter, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DriverError, type StartPhase } from "./driver.js";
 import { httpStatus } from "./proc.js";
@@ -46,9 +47,81 @@ export const HAL0_BIN = ((): string | undefined => {
  * an installed `llama-server` on PATH always wins over anything hal0 ships.
  */
 export function runnerEnv(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  if (HAL0_BIN === undefined) return env;
+  const path = runnerPath(env);
+  return path === (env.PATH ?? "") ? env : { ...env, PATH: path };
+}
+
+/** The PATH a runner is looked up on: `env.PATH`, then hal0's bin/ (`bin`, default HAL0_BIN) unless PATH already holds it. */
+export function runnerPath(env: Readonly<Record<string, string | undefined>>, bin: string | undefined = HAL0_BIN): string {
   const path = env.PATH ?? "";
-  return path.split(delimiter).includes(HAL0_BIN) ? env : { ...env, PATH: path === "" ? HAL0_BIN : `${path}${delimiter}${HAL0_BIN}` };
+  if (bin === undefined || path.split(delimiter).includes(bin)) return path;
+  return path === "" ? bin : `${path}${delimiter}${bin}`;
+}
+
+/** Where a runner word was found, or why it was not. */
+export type RunnerLookup =
+  | { readonly found: true; readonly word: string; readonly path: string; readonly via: "path" | "bin" | "file" }
+  | { readonly found: false; readonly word: string; readonly problem: "not_found" | "not_executable"; readonly candidate?: string; readonly searched: readonly string[] };
+
+/**
+ * Finds `word` the way spawnRunner's spawn does, without running it: a word
+ * with a `/` is a file (relative to `cwd`, the config folder); a bare word is
+ * the first executable regular file named so in a folder of the runner's PATH
+ * (`runnerPath(env, bin)`: PATH, then hal0's bin/; an empty or relative entry
+ * is taken against `cwd`). `via` says whether it came from PATH or hal0's
+ * bin/. `not_executable` when files of that name exist but none may be run (or
+ * the path is a folder). One stat and one access per folder tried.
+ */
+export async function findRunner(word: string, cwd: string, env: Readonly<Record<string, string | undefined>>, bin: string | undefined = HAL0_BIN): Promise<RunnerLookup> {
+  if (word.includes("/")) {
+    const path = resolve(cwd, word);
+    const kind = executable(path);
+    return kind === "yes" ? { found: true, word, path, via: "file" } : { found: false, word, problem: kind === "absent" ? "not_found" : "not_executable", candidate: kind === "absent" ? undefined : path, searched: [path] };
+  }
+  // No PATH at all (and no bin/ to add): the spawn searches the system's default path, as execvp does.
+  const path = env.PATH === undefined && bin === undefined ? DEFAULT_PATH : runnerPath(env, bin);
+  const folders = path.split(delimiter).map((dir) => resolve(cwd, dir));
+  const searched: string[] = [];
+  let candidate: string | undefined;
+  for (const dir of folders) {
+    if (searched.includes(dir)) continue;
+    searched.push(dir);
+    const path = join(dir, word);
+    const kind = executable(path);
+    if (kind === "yes") return { found: true, word, path, via: bin !== undefined && dir === resolve(cwd, bin) && !pathHas(env, dir, cwd) ? "bin" : "path" };
+    if (kind === "no") candidate ??= path;
+  }
+  return { found: false, word, problem: candidate === undefined ? "not_found" : "not_executable", candidate, searched };
+}
+
+/** libuv's `_PATH_DEFPATH`: where a spawn without PATH in its environment looks. */
+const DEFAULT_PATH = "/usr/bin:/bin";
+
+function pathHas(env: Readonly<Record<string, string | undefined>>, dir: string, cwd: string): boolean {
+  return (env.PATH ?? "").split(delimiter).some((d) => resolve(cwd, d) === dir);
+}
+
+/**
+ * "yes": a regular file this process may execute; "no": something is there
+ * but is not that; "absent": nothing is. Synchronous, as the tree cache's
+ * stats are: a stat is a few µs, where fs.promises costs a thread-pool round
+ * trip per call (and a PATH walk is a dozen of them in a row).
+ */
+function executable(path: string): "yes" | "no" | "absent" {
+  let info;
+  try {
+    info = statSync(path, { throwIfNoEntry: false });
+  } catch {
+    return "absent"; // ENOTDIR (a PATH entry that is a file), EACCES on a folder: the spawn finds nothing there either
+  }
+  if (info === undefined) return "absent";
+  if (!info.isFile()) return "no";
+  try {
+    accessSync(path, constants.X_OK);
+    return "yes";
+  } catch {
+    return "no";
+  }
 }
 
 export async function spawnRunner(argv: readonly string[], cwd: string, env: NodeJS.ProcessEnv, logPath: string): Promise<Spawned> {

@@ -65,10 +65,10 @@ export const systemRoutes = [
   }),
   defineRoute({
     method: "GET", path: "/api/doctor", kind: "read", tools: ["doctor_report"],
-    summary: "The rows of hal0 doctor (ok / warn / fail, each with a hint)",
+    summary: "The rows of hal0 doctor (ok / warn / fail, each with a hint) and what the compiler says of the tree: the document `hal0 doctor --json` prints",
     handle: async ({ box }) => {
       const rows = await doctor(box);
-      return { ok: !rows.some((r) => r.status === "fail"), rows };
+      return { ok: !rows.some((r) => r.status === "fail"), rows, diagnostics: (await box.snapshot()).diagnostics };
     },
   }),
   defineRoute({
@@ -106,13 +106,14 @@ async function portList(box: BoxService): Promise<unknown> {
   return { ports, range: { start: slots.port_range_start, end: slots.port_range_end, size, used, free: size - used } };
 }
 
-async function doctor(box: BoxService): Promise<DoctorRow[]> {
+/** The doctor's rows; `runnerVersions: false` (the health check) spawns no runner's `--version`. */
+async function doctor(box: BoxService, runnerVersions = true): Promise<DoctorRow[]> {
   const snap = await box.snapshot();
-  return doctorRows({ root: box.root, model: snap.model, diagnostics: snap.diagnostics, stateDir: box.options.stateDir, env: process.env, hermesCredentials: box.options.hermesCredentials ?? stateHermesCredentials(box.options.stateDir) });
+  return doctorRows({ root: box.root, model: snap.model, diagnostics: snap.diagnostics, stateDir: box.options.stateDir, env: process.env, hermesCredentials: box.options.hermesCredentials ?? stateHermesCredentials(box.options.stateDir), runnerVersions });
 }
 
 async function systemHealth(box: BoxService): Promise<unknown> {
-  const rows = (await doctor(box)).filter((r) => ["tree", "state_folder", "runtime"].includes(r.check));
+  const rows = (await doctor(box, false)).filter((r) => ["tree", "state_folder", "runtime"].includes(r.check));
   const checks = rows.map((r) => ({ check: r.check, status: r.status, message: r.message }));
   checks.push(dbCheck(box));
   return { status: checks.some((c) => c.status === "fail") ? "degraded" : "ok", checks };

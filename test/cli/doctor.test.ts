@@ -1,7 +1,7 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { captureIo } from "./helpers.js";
@@ -19,6 +19,33 @@ async function doctor(env: Record<string, string>, hal0toml: string) {
   const code = await main(["doctor", "--json", "--config", config, "--state", join(dir, "state")], io);
   const rows = (JSON.parse(io.out()).rows as Array<{ check: string; status: string; message: string }>);
   return { code, row: (check: string) => rows.find((r) => r.check === check)! };
+}
+
+/** `hal0 doctor --json` of a whole tree (files by path; `exec` ones made executable). */
+async function doctorTree(files: Record<string, string>, exec: readonly string[] = []) {
+  const config = join(dir, `tree-${Math.random().toString(36).slice(2)}`);
+  for (const [rel, text] of Object.entries(files)) {
+    mkdirSync(dirname(join(config, rel)), { recursive: true });
+    writeFileSync(join(config, rel), text);
+  }
+  for (const rel of exec) chmodSync(join(config, rel), 0o755);
+  const io = captureIo({}, dir);
+  const code = await main(["doctor", "--json", "--config", config, "--state", join(dir, "state")], io);
+  const rows = (JSON.parse(io.out()).rows as Array<{ check: string; status: string; message: string; hint: string }>);
+  return { config, code, rows, row: (check: string) => rows.find((r) => r.check === check)! };
+}
+
+/** What llama.cpp's llama-server prints for --version (on stderr; build 9749, recorded from the real one). */
+const LLAMA_VERSION = "version: 9749 (d32676d77)\nbuilt with GNU 12.2.0 for Linux x86_64\n";
+
+function oneSlot(runner: string, modelPath: string, extra: Record<string, string> = {}): Record<string, string> {
+  return {
+    "profiles.toml": `[profile.fake]\nrunner = ${runner}\ndevice_class = "cpu"\n`,
+    "models.toml": `[model.tiny]\npath = ${JSON.stringify(modelPath)}\n`,
+    "tiny.gguf": "GGUF",
+    "slots/chat.toml": `profile = "fake"\nmodel = "tiny"\nport = 8081\n`,
+    ...extra,
+  };
 }
 
 beforeAll(async () => {
@@ -47,6 +74,30 @@ describe("hal0 doctor", () => {
     const { code, row } = await doctor({ DOCKER_HOST: `unix://${socket()}` }, `[slots]\nruntime = "docker"\ndocker_host = "unix://${join(dir, "nobody.sock")}"\n`);
     expect(code).toBe(1);
     expect(row("runtime")).toMatchObject({ status: "fail", message: expect.stringContaining("nobody.sock") });
+  });
+
+  it("runner and model_files: fail (exit 1) for a runner on no PATH nor bin/ and a model file that does not exist", async () => {
+    const { code, row, config } = await doctorTree(oneSlot('["no-such-runner-xyz"]', "models/nope.gguf"));
+    expect(code).toBe(1);
+    expect(row("runner:no-such-runner-xyz")).toMatchObject({ status: "fail", message: "the runner `no-such-runner-xyz` is not on PATH nor in hal0's bin/ (slots: chat)" });
+    expect(row("model_files")).toMatchObject({ status: "fail", message: `the model file of slot chat does not exist: ${join(config, "models/nope.gguf")}` });
+  });
+
+  it("runner: ok with what `<runner> --version` printed (llama-server's version line); model_files ok", async () => {
+    const { code, row, rows, config } = await doctorTree(oneSlot('["./llama-server"]', "tiny.gguf", { "llama-server": `#!/bin/sh\nprintf '${LLAMA_VERSION.replace(/\n/g, "\\n")}' >&2\n` }), ["llama-server"]);
+    expect(code).toBe(0);
+    expect(row("runner:./llama-server")).toMatchObject({ status: "ok", message: `${join(config, "llama-server")}: version: 9749 (d32676d77) (slots: chat)` });
+    expect(row("model_files")).toMatchObject({ status: "ok", message: "the model files of 1 enabled slot(s) exist and are readable" });
+    expect(rows.map((r) => r.check).slice(0, 5)).toEqual(["tree", "state_folder", "runtime", "runner:./llama-server", "model_files"]);
+  });
+
+  it("runner: warn when --version gives no answer within 2 s, and the runner is stopped", async () => {
+    const pidFile = join(dir, `pid-${Math.random().toString(36).slice(2)}`);
+    const { code, row } = await doctorTree(oneSlot('["./mute"]', "tiny.gguf", { mute: `#!/bin/sh\necho $$ > ${pidFile}\nexec sleep 30\n` }), ["mute"]);
+    expect(code).toBe(0);
+    expect(row("runner:./mute")).toMatchObject({ status: "warn", message: expect.stringContaining("no version from --version (no answer within 2 s; stopped it)") });
+    const pid = Number(readFileSync(pidFile, "utf8"));
+    expect(() => process.kill(pid, 0)).toThrow();
   });
 
   it("tree: fail (exit 1) when the tree does not compile; the Hermes rows are not checked", async () => {

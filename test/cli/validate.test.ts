@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
+import { HAL0_BIN } from "../../reconciler/drivers/runner.js";
 import { captureIo } from "./helpers.js";
 
 const ROOT = join(import.meta.dirname, "../..");
@@ -71,13 +72,26 @@ describe("hal0 validate (in process)", () => {
     expect(noColor.out()).not.toContain("\u001b[");
   });
 
-  it("exits 0 on an empty tree, 2 on usage errors with one line", async () => {
+  it("exits 0 on an empty tree, 64 on usage errors and 1 on a missing config folder, each with one line", async () => {
     expect(await main(["validate", "--config", tree({})], captureIo())).toBe(0);
-    for (const args of [["validate", "--bogus"], ["validate", "--config", "/nonexistent/hal0"], ["validate", "extra"], ["frobnicate"]]) {
+    for (const [args, exit] of [[["validate", "--bogus"], 64], [["validate", "--config", "/nonexistent/hal0"], 1], [["validate", "extra"], 64], [["frobnicate"], 64]] as const) {
       const io = captureIo();
-      expect(await main(args, io), args.join(" ")).toBe(2);
+      expect(await main([...args], io), args.join(" ")).toBe(exit);
       expect(io.err().trimEnd().split("\n")).toHaveLength(1);
     }
+  });
+
+  it("--json on a missing config folder: the validate document with one config.not_found error, exit 1", async () => {
+    const io = captureIo();
+    expect(await main(["validate", "--json", "--config", "/nonexistent/hal0"], io)).toBe(1);
+    expect(io.err()).toBe("");
+    const doc = JSON.parse(io.out());
+    expect(Object.keys(doc)).toEqual(["valid", "error_count", "warning_count", "diagnostics"]);
+    expect(doc).toMatchObject({ valid: false, error_count: 1, warning_count: 0 });
+    expect(doc.diagnostics).toEqual([{
+      code: "config.not_found", severity: "error", summary: "config folder not found: /nonexistent/hal0", detail: expect.stringContaining("/nonexistent/hal0"),
+      file: null, line: null, column: null, path: [], related: [],
+    }]);
   });
 
   it("finds the config folder through HAL0_CONFIG and HAL0_HOME", async () => {
@@ -88,17 +102,78 @@ describe("hal0 validate (in process)", () => {
   });
 });
 
+/** Trees that compile but would fail at apply: a runner no PATH has, a model file that is not there. */
+const NO_RUNNER = {
+  "profiles.toml": `[profile.fake]\nrunner = ["no-such-runner-xyz"]\ndevice_class = "cpu"\n`,
+  "models.toml": `[model.tiny]\npath = "tiny.gguf"\n`,
+  "tiny.gguf": "GGUF",
+  "slots/chat.toml": `profile = "fake"\nmodel = "tiny"\nport = 8081\n`,
+};
+const NO_MODEL = {
+  ...NO_RUNNER,
+  "profiles.toml": `[profile.fake]\nrunner = ["hal0-fake-llama-server"]\ndevice_class = "cpu"\n`,
+  "models.toml": `[model.tiny]\npath = "models/nope.gguf"\n`,
+};
+
+describe("hal0 validate: the host checks after the compile", () => {
+  it("warns (exit 0) of a runner on no PATH nor hal0's bin/, at profiles.toml's runner key", async () => {
+    const dir = tree(NO_RUNNER);
+    const io = captureIo({}, dir);
+    expect(await main(["validate", "--config", dir], io)).toBe(0);
+    expect(io.out()).toContain(`profiles.toml:2:10: warning[slot.runner_not_found]: the runner \`no-such-runner-xyz\` of slot chat is not on PATH nor in hal0's bin/
+   2 | runner = ["no-such-runner-xyz"]`);
+    expect(io.out()).toContain(`${HAL0_BIN}. Install it, put its folder on hal0's PATH, or set profile \`fake\`'s runner (profiles.toml)`);
+    expect(io.out().trimEnd().split("\n").at(-1)).toBe(".: valid (1 warning)");
+  });
+
+  it("warns (exit 0) of a model file that does not exist, at models.toml's path, naming the file", async () => {
+    const dir = tree(NO_MODEL);
+    const io = captureIo({}, dir);
+    expect(await main(["validate", "--config", dir], io)).toBe(0);
+    expect(io.out()).toContain(`models.toml:2:8: warning[slot.model_missing]: the model file of slot chat does not exist: ${join(dir, "models/nope.gguf")}`);
+    expect(io.out()).toContain("related: slots/chat.toml:2:9: slot chat serves model `tiny`");
+  });
+
+  it("--strict makes them errors: exit 1; --json lists them as diagnostics", async () => {
+    for (const files of [NO_RUNNER, NO_MODEL]) {
+      const dir = tree(files);
+      const strict = captureIo({}, dir);
+      expect(await main(["validate", "--config", dir, "--strict"], strict)).toBe(1);
+      expect(strict.out()).toMatch(/error\[slot\.(runner_not_found|model_missing)\]/);
+      expect(strict.out().trimEnd().split("\n").at(-1)).toBe(".: 1 error");
+    }
+    const json = captureIo();
+    expect(await main(["validate", "--config", tree(NO_MODEL), "--json"], json)).toBe(0);
+    const doc = JSON.parse(json.out());
+    expect(doc).toMatchObject({ valid: true, error_count: 0, warning_count: 1 });
+    expect(doc.diagnostics[0]).toMatchObject({ code: "slot.model_missing", severity: "warning", file: "models.toml", line: 2, column: 8, path: ["model", "tiny", "path"] });
+    expect(Object.keys(doc.diagnostics[0]).sort()).toEqual(["code", "column", "detail", "file", "line", "path", "related", "severity", "summary"]);
+    const strictJson = captureIo();
+    expect(await main(["validate", "--config", tree(NO_RUNNER), "--json", "--strict"], strictJson)).toBe(1);
+    expect(JSON.parse(strictJson.out())).toMatchObject({ valid: false, error_count: 1, warning_count: 0, diagnostics: [{ code: "slot.runner_not_found", severity: "error", file: "profiles.toml", line: 2, column: 10 }] });
+  });
+});
+
 describe("the hal0 binary", () => {
+  it("validate --strict of a tree whose runner is not installed: exit 1; without --strict: 0", async () => {
+    const dir = tree(NO_RUNNER);
+    const warned = await run("node", [join(ROOT, "bin/hal0.js"), "validate", "--config", dir]);
+    expect(warned.stdout).toContain("warning[slot.runner_not_found]");
+    const strict = await run("node", [join(ROOT, "bin/hal0.js"), "validate", "--strict", "--config", dir]).catch((e: { code: number; stdout: string }) => e);
+    expect((strict as { code: number }).code).toBe(1);
+    expect((strict as { stdout: string }).stdout).toContain("error[slot.runner_not_found]");
+  });
+
   it("validates fixtures/box: exit 0", async () => {
     const { stdout } = await run("node", [join(ROOT, "bin/hal0.js"), "validate", "--config", "fixtures/box"], { cwd: ROOT });
     expect(stdout.trim()).toBe("fixtures/box: valid");
   });
 
-  it("exits 1 on an invalid tree and 2 on a missing folder", async () => {
+  it("exits 1 on an invalid tree and on a missing folder (config.not_found)", async () => {
     const bad = await run("node", [join(ROOT, "bin/hal0.js"), "validate", "--config", tree(BROKEN)]).catch((e: { code: number }) => e);
     expect((bad as { code: number }).code).toBe(1);
     const missing = await run("node", [join(ROOT, "bin/hal0.js"), "validate", "--config", "/nonexistent"]).catch((e: { code: number; stderr: string }) => e);
-    expect((missing as { code: number }).code).toBe(2);
-    expect((missing as { stderr: string }).stderr).toBe("hal0 validate: config folder not found: /nonexistent\n");
+    expect((missing as { code: number }).code).toBe(1);
+    expect((missing as { stderr: string }).stderr).toBe("hal0 validate: config.not_found: config folder not found: /nonexistent\n");
   });
 });
