@@ -1,25 +1,28 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { createInterface } from "node:readline/promises";
-import { parseArgs } from "node:util";
 import { Plan } from "../schema/index.js";
 import { PlanStaleError } from "../reconciler/converge.js";
 import { formatPlan } from "../reconciler/format.js";
 import { openBox } from "./box.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 import { convergeWithProgress } from "./progress.js";
-import { CliError, EXIT_INVALID, EXIT_OK, UsageError, type CliIo } from "./io.js";
+import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 
 export const APPLY_HELP = `hal0 apply [--config DIR] [--state DIR] [--plan FILE] [--yes]
 
 Plans (or loads a saved plan), shows it, asks, and converges the box: stops and
 deletes first, then starts, each slot health-gated. One apply at a time.
   --plan FILE   apply a plan saved by 'hal0 plan --out'; refused when stale (plan.stale)
-  --yes         do not ask`;
+  --yes         do not ask
+Exit status: 0 every step succeeded (or nothing to do), 1 a step failed, the apply was
+cancelled or refused (plan.stale, plan.invalid, apply.locked, config.not_found, a tree with
+errors, runtime.unavailable), 64 usage error (also: changes to confirm and no terminal to ask
+on; pass --yes).`;
 
-/** `hal0 apply`: exit 0 when every step succeeded, 1 when one failed or the plan was refused. */
+/** `hal0 apply`: exit 0 when every step succeeded, 1 when one failed, or the plan was cancelled or refused. */
 export async function runApply(args: string[], io: CliIo): Promise<number> {
-  const { values } = parseArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, plan: { type: "string" }, yes: { type: "boolean" } } });
+  const { values } = parseCommandArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, plan: { type: "string" }, yes: { type: "boolean" } } });
   const box = await openBox(values, io);
   const saved = values.plan ? await readSavedPlan(resolve(io.cwd, values.plan)) : undefined;
   const done = await convergeWithProgress(box, io, {
@@ -35,9 +38,9 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
   });
   if (done.outcome === "cancelled") {
     io.stdout.write("Apply cancelled.\n");
-    return EXIT_INVALID;
+    return EXIT_ERROR;
   }
-  return done.outcome === "failed" ? EXIT_INVALID : EXIT_OK;
+  return done.outcome === "failed" ? EXIT_ERROR : EXIT_OK;
 }
 
 /** A plan saved by `hal0 plan --out`; it applies only to the config and box it was made from (converge refuses it with `plan.stale` otherwise). */

@@ -1,7 +1,6 @@
-import { parseArgs } from "node:util";
 import type { Approval } from "../server/approvals.js";
 import { driverFor } from "./box.js";
-import { CliError, EXIT_OK, UsageError, type CliIo } from "./io.js";
+import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { configDir, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 import { operatorTokenFrom } from "../server/identity/tokens.js";
@@ -15,11 +14,14 @@ hal0 agent approvals deny ID [--reason TEXT]
 Gated requests waiting for a person. Against the database in the state folder
 directly, or with --server (or $HAL0_SERVER) through a running 'hal0 serve'.
 Only an operator decides: the token in <state>/operator.token (or $HAL0_TOKEN).
-Approving re-plans the request and runs it; one whose files moved is refused (stale).`;
+Approving re-plans the request and runs it; one whose files moved is refused (stale).
+With --json a failure is {ok: false, exit_code, diagnostics} on stdout too.
+Exit status (approvals): 0 done, 1 refused (approvals.*, auth.*), or the request failed or
+was stale, 64 usage error.`;
 
 /** The four approval verbs, against the database or a running server. */
 export async function runApprovals(args: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCommandArgs({
     args, strict: true, allowPositionals: true,
     options: { ...BOX_OPTIONS, server: { type: "string" }, json: { type: "boolean" }, reason: { type: "string" }, only: { type: "string" } },
   });
@@ -37,7 +39,7 @@ export async function runApprovals(args: string[], io: CliIo): Promise<number> {
     }
     const approval = verb === "show" ? await backend.get(id!) : verb === "approve" ? await backend.approve(id!, by) : await backend.deny(id!, by, values.reason);
     io.stdout.write(values.json || verb === "show" ? `${JSON.stringify({ approval }, null, 2)}\n` : `${line(approval)}\n`);
-    return approval.state === "failed" || approval.state === "stale" ? 1 : EXIT_OK;
+    return approval.state === "failed" || approval.state === "stale" ? EXIT_ERROR : EXIT_OK;
   } finally {
     await backend.close();
   }

@@ -1,26 +1,29 @@
-import { parseArgs } from "node:util";
 import { doctorRows, type DoctorRow } from "../reconciler/doctor.js";
 import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
-import { compileTree } from "./agent-cmd.js";
-import { EXIT_INVALID, EXIT_OK, type CliIo } from "./io.js";
-import { stateDir } from "./paths.js";
+import { EXIT_ERROR, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
+import { compileTree, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
 export const DOCTOR_HELP = `hal0 doctor [--config DIR] [--state DIR] [--json]
 
 Checks the box and prints one row per check (ok / warn / fail, with a hint):
-tree, state_folder, runtime, hermes_profiles_mcp, hermes_default_memory,
-hermes_brain_memory. Exit 0 when nothing fails, 1 otherwise. Changes nothing.`;
+tree, state_folder, runtime, runner:<prefix> (one per distinct runner: found, and what its
+--version printed, 2 s at most), model_files (every enabled slot's model files exist and are
+readable), hermes_profiles_mcp, hermes_default_memory, hermes_brain_memory. Changes nothing.
+  --json   print {ok, rows, diagnostics} (diagnostics: what the compiler said of the tree, as
+           'hal0 validate --json' lists it); a failure too: {ok: false, exit_code, diagnostics}
+Exit status: 0 no check fails, 1 a check fails or the doctor cannot run (config.not_found),
+64 usage error.`;
 
 export async function runDoctor(args: string[], io: CliIo): Promise<number> {
-  const { values } = parseArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, json: { type: "boolean" } } });
+  const { values } = parseCommandArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, json: { type: "boolean" } } });
   const tree = await compileTree(values, io);
   const state = stateDir(values.state, io.env, io.cwd);
   const rows = await doctorRows({ ...tree, stateDir: state, env: io.env, hermesCredentials: stateHermesCredentials(state) });
   const failed = rows.some((r) => r.status === "fail");
-  if (values.json) io.stdout.write(`${JSON.stringify({ ok: !failed, rows }, null, 2)}\n`);
+  if (values.json) io.stdout.write(`${JSON.stringify({ ok: !failed, rows, diagnostics: tree.diagnostics }, null, 2)}\n`);
   else io.stdout.write(`${rows.map(formatRow).join("\n")}\n`);
-  return failed ? EXIT_INVALID : EXIT_OK;
+  return failed ? EXIT_ERROR : EXIT_OK;
 }
 
 function formatRow(r: DoctorRow): string {

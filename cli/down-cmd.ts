@@ -1,17 +1,18 @@
-import { parseArgs } from "node:util";
 import { formatPlan } from "../reconciler/format.js";
 import { openBox } from "./box.js";
-import { EXIT_INVALID, EXIT_OK, type CliIo } from "./io.js";
+import { EXIT_ERROR, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 import { convergeWithProgress } from "./progress.js";
 
 export const DOWN_HELP = `hal0 down [--config DIR] [--state DIR]
 
-Stops every slot in the inventory (what hal0 started), and nothing else.`;
+Stops every slot in the inventory (what hal0 started), and nothing else.
+Exit status: 0 every stop succeeded, 1 one failed or down was refused (apply.locked,
+config.not_found, a tree with errors, runtime.unavailable), 64 usage error.`;
 
 /** `hal0 down`: a plan that deletes every inventory member, executed like any other. */
 export async function runDown(args: string[], io: CliIo): Promise<number> {
-  const { values } = parseArgs({ args, strict: true, allowPositionals: false, options: BOX_OPTIONS });
+  const { values } = parseCommandArgs({ args, strict: true, allowPositionals: false, options: BOX_OPTIONS });
   const box = await openBox(values, io);
   const done = await convergeWithProgress(box, io, {
     holder: `hal0 down ${args.join(" ")}`.trim(),
@@ -21,5 +22,5 @@ export async function runDown(args: string[], io: CliIo): Promise<number> {
       return true;
     },
   });
-  return done.outcome === "failed" ? EXIT_INVALID : EXIT_OK;
+  return done.outcome === "failed" ? EXIT_ERROR : EXIT_OK;
 }

@@ -1,16 +1,17 @@
-import { parseArgs } from "node:util";
 import { previewPlan } from "../reconciler/converge.js";
 import { slotNameOf, type Change, type SlotChange } from "../schema/index.js";
 import { openBox } from "./box.js";
-import { EXIT_OK, type CliIo } from "./io.js";
+import { EXIT_CHANGES, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
 
 export const DRIFT_HELP = `hal0 drift [--config DIR] [--state DIR] [--json]
 
 Lists what changed behind hal0's back: slots hal0 started that stopped, or that run a spec
-hal0 did not apply, and Hermes profiles whose hal0 keys were edited by hand. Exit 0 when
-there is none, 2 when there is some.`;
+hal0 did not apply, and Hermes profiles whose hal0 keys were edited by hand.
+  --json   print {drift, count} (a failure too: {ok: false, exit_code, diagnostics})
+Exit status: 0 no drift, 2 some drift, 1 error (config.not_found, a tree with errors,
+runtime.unavailable), 64 usage error.`;
 
 /** One drifted slot or Hermes profile, with what the next apply or sweep does about it. */
 export interface DriftEntry {
@@ -23,7 +24,7 @@ export interface DriftEntry {
 }
 
 export async function runDrift(args: string[], io: CliIo): Promise<number> {
-  const { values } = parseArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, json: { type: "boolean" } } });
+  const { values } = parseCommandArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, json: { type: "boolean" } } });
   const box = await openBox(values, io);
   const { plan, inventory } = await previewPlan(box);
   const drifted = (c: Change): c is SlotChange & { reason: DriftEntry["reason"] } =>
@@ -42,7 +43,7 @@ export async function runDrift(args: string[], io: CliIo): Promise<number> {
   }
   if (values.json) io.stdout.write(`${JSON.stringify({ drift, count: drift.length }, null, 2)}\n`);
   else io.stdout.write(`${drift.length === 0 ? "No drift." : drift.map(formatEntry).join("\n")}\n`);
-  return drift.length === 0 ? EXIT_OK : 2;
+  return drift.length === 0 ? EXIT_OK : EXIT_CHANGES;
 }
 
 function formatEntry(d: DriftEntry): string {

@@ -1,3 +1,7 @@
+import { parseArgs, type ParseArgsConfig } from "node:util";
+import { closest } from "../compiler/suggest.js";
+import type { Diagnostic } from "../schema/index.js";
+
 /** What a command may touch: streams, environment and working folder. Tests pass their own. */
 export interface CliIo {
   readonly stdout: { write(text: string): unknown; isTTY?: boolean };
@@ -8,22 +12,112 @@ export interface CliIo {
   readonly stdin?: NodeJS.ReadableStream & { isTTY?: boolean };
 }
 
-/** A usage error: one line on stderr, exit 2. */
+/**
+ * The exit statuses of every command (issue 16):
+ * 0 done; 1 an error (a refusal with a registry code, a tree with errors, a
+ * failed step); 2 only "there are changes" (`plan --detailed-exitcode`,
+ * `drift`, `agent reprovision hermes` without --repair); 64 a command line
+ * hal0 cannot read (EX_USAGE of sysexits.h); 70 an internal error (bin/hal0.js).
+ */
+export const EXIT_OK = 0;
+export const EXIT_ERROR = 1;
+/** The former name of EXIT_ERROR. */
+export const EXIT_INVALID = EXIT_ERROR;
+export const EXIT_CHANGES = 2;
+export const EXIT_USAGE = 64;
+export const EXIT_INTERNAL = 70;
+
+/** A usage error (`cli.usage`): one line on stderr, exit 64. */
 export class UsageError extends Error {}
 
-/** Thrown when the tree has errors; they have been printed. The command exits 1. */
-export class InvalidConfigError extends Error {}
+/**
+ * The tree has errors: the command exits 1, and `main` prints the errors
+ * (text on stderr, or under --json the one JSON document on stdout).
+ */
+export class InvalidConfigError extends Error {
+  constructor(
+    readonly root: string,
+    /** Everything the compiler said (errors and warnings), as `hal0 validate --json` lists it. */
+    readonly diagnostics: readonly Diagnostic[],
+    /** The tree's files by path, for the code frames of the text. */
+    readonly texts: ReadonlyMap<string, string> = new Map(),
+  ) {
+    super(`${root} has ${diagnostics.filter((d) => d.severity === "error").length} error(s)`);
+  }
+}
 
-/** A refusal with a registry code (`plan.stale`, `apply.locked`, …): printed as `code: message`, exit 1. */
+/** A refusal with a registry code (`plan.stale`, `config.not_found`, …): printed as `code: message`, exit 1. */
 export class CliError extends Error {
   constructor(readonly code: string, message: string) {
     super(message);
   }
 }
 
-export const EXIT_OK = 0;
-export const EXIT_INVALID = 1;
-export const EXIT_USAGE = 2;
+/**
+ * The diagnostic shape of `hal0 validate --json` (schema/diagnostic.ts), for
+ * every failure a command reports under --json. A failure that is about no
+ * file of the tree (a missing config folder, an engine that does not answer,
+ * a usage error) has `file`, `line` and `column` null and an empty `path`.
+ */
+export type CliDiagnostic = Omit<Diagnostic, "code" | "file" | "line" | "column"> & {
+  code: string;
+  file: string | null;
+  line: number | null;
+  column: number | null;
+};
+
+/** The one JSON document a command prints on stdout when it fails under --json. */
+export interface JsonFailure {
+  ok: false;
+  exit_code: number;
+  error_count: number;
+  warning_count: number;
+  diagnostics: CliDiagnostic[];
+}
+
+/** A diagnostic about no file: `summary` is the message's first line, `detail` the whole message. */
+export function cliDiagnostic(code: string, message: string, severity: Diagnostic["severity"] = "error"): CliDiagnostic {
+  return { code, severity, summary: message.split("\n")[0]!, detail: message, file: null, line: null, column: null, path: [], related: [] };
+}
+
+export function jsonFailure(exitCode: number, diagnostics: ReadonlyArray<Diagnostic | CliDiagnostic>): JsonFailure {
+  const errors = diagnostics.filter((d) => d.severity === "error").length;
+  return { ok: false, exit_code: exitCode, error_count: errors, warning_count: diagnostics.length - errors, diagnostics: [...diagnostics] };
+}
+
+/**
+ * Prints the failure document (`{ok: false, exit_code, error_count,
+ * warning_count, diagnostics}`) on stdout and returns `exitCode`, so a
+ * command can `return writeJsonFailure(io, EXIT_ERROR, diagnostics)`.
+ */
+export function writeJsonFailure(io: CliIo, exitCode: number, diagnostics: ReadonlyArray<Diagnostic | CliDiagnostic>): number {
+  io.stdout.write(`${JSON.stringify(jsonFailure(exitCode, diagnostics), null, 2)}\n`);
+  return exitCode;
+}
+
+/**
+ * node's `parseArgs`, with an unknown option turned into a UsageError naming
+ * the closest known one: "Unknown option '--confg'. Did you mean --config?".
+ */
+export function parseCommandArgs<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgs<T>> {
+  try {
+    return parseArgs(config);
+  } catch (err) {
+    if ((err as { code?: string }).code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
+      throw new UsageError(unknownOption((err as Error).message, Object.keys(config.options ?? {}).map((o) => (o.length === 1 ? `-${o}` : `--${o}`))));
+    }
+    throw err;
+  }
+}
+
+/** The line for node's ERR_PARSE_ARGS_UNKNOWN_OPTION message, given the command's options (`--config`, …). */
+export function unknownOption(nodeMessage: string, known: readonly string[]): string {
+  const option = /^Unknown option '([^']*)'/.exec(nodeMessage)?.[1];
+  if (option === undefined) return nodeMessage.split("\n")[0]!;
+  const long = known.filter((k) => k.startsWith("--")).map((k) => k.slice(2));
+  const hit = option.startsWith("--") ? closest(option.slice(2), long) : undefined;
+  return `Unknown option '${option}'. ${hit ? `Did you mean --${hit}?` : "See --help for the options."}`;
+}
 
 export function processIo(): CliIo {
   return { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), stdin: process.stdin };

@@ -1,5 +1,11 @@
+import { closest } from "../compiler/suggest.js";
 import { LockedError } from "../reconciler/lock.js";
-import { CliError, EXIT_INVALID, EXIT_OK, EXIT_USAGE, InvalidConfigError, UsageError, processIo, type CliIo } from "./io.js";
+import { isCode } from "../schema/codes.js";
+import { formatDiagnostic, formatSummary } from "./format-diagnostics.js";
+import {
+  CliError, cliDiagnostic, EXIT_ERROR, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, InvalidConfigError, UsageError, processIo, unknownOption, writeJsonFailure,
+  type CliDiagnostic, type CliIo,
+} from "./io.js";
 
 interface Command {
   readonly run: (args: string[], io: CliIo) => Promise<number>;
@@ -12,6 +18,7 @@ interface Command {
  */
 const COMMANDS: Record<string, () => Promise<Command>> = {
   validate: async () => { const m = await import("./validate.js"); return { run: m.runValidate, help: m.VALIDATE_HELP }; },
+  init: async () => { const m = await import("./init-cmd.js"); return { run: m.runInit, help: m.INIT_HELP }; },
   plan: async () => { const m = await import("./plan-cmd.js"); return { run: m.runPlan, help: m.PLAN_HELP }; },
   apply: async () => { const m = await import("./apply-cmd.js"); return { run: m.runApply, help: m.APPLY_HELP }; },
   status: async () => { const m = await import("./status-cmd.js"); return { run: m.runStatus, help: m.STATUS_HELP }; },
@@ -31,10 +38,11 @@ const USAGE = `usage: hal0 <command> [options]
 commands:
   serve      serve the REST API and run the reconcile loop (until SIGTERM)
   web        print a one-time link that logs a browser into the operator's pages
+  init       write the example box into a new or empty folder (init DIR)
   validate   compile the config tree and report every problem
   plan       show what apply would change, and why
   apply      converge the box to the config (asks first unless --yes)
-  status     each slot's state, pid, port and spec
+  status     each slot's state, pid, port and spec; status SLOT: one slot in full
   down       stop every slot hal0 started
   reconcile  converge without asking: once (--once) or on every change and interval
   drift      list what changed behind hal0's back (exit 2 when something did)
@@ -44,39 +52,92 @@ commands:
   schema     write the JSON Schemas of every file kind
   token      create | list | revoke | rotate: operators' and agents' credentials
 
+exit status:
+  0   done
+  1   an error: 'hal0 <command>: <code>: <message>' on stderr (a tree with errors:
+      its diagnostics); with --json, one JSON document on stdout:
+      {"ok": false, "exit_code", "error_count", "warning_count", "diagnostics": [...]}
+  2   there are changes: plan --detailed-exitcode, drift, agent reprovision hermes
+  64  usage error: an unknown command or option, a missing or extra argument
+
 Run 'hal0 <command> --help' for a command's options.`;
 
-/** Runs one hal0 command; returns the exit status. Usage errors print one line and return 2. */
+/** How a failed command ends: its exit status, the text for stderr, the diagnostics for --json. */
+interface Failure {
+  readonly exit: number;
+  readonly text: string;
+  readonly diagnostics: readonly CliDiagnostic[] | InvalidConfigError["diagnostics"];
+}
+
+/**
+ * Runs one hal0 command; returns the exit status (see USAGE). A failure is
+ * printed once: a line (or the tree's diagnostics) on stderr, or with --json
+ * one JSON document on stdout.
+ */
 export async function main(argv: string[], io: CliIo = processIo()): Promise<number> {
   const [name, ...rest] = argv;
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
-    io.stdout.write(`${USAGE}\n`);
+    // Asked for: stdout, exit 0. No command at all is a usage error: stderr, exit 64.
+    (name === undefined ? io.stderr : io.stdout).write(`${USAGE}\n`);
     return name === undefined ? EXIT_USAGE : EXIT_OK;
   }
-  const load = COMMANDS[name];
+  const json = optionsOf(rest).includes("--json");
+  const load = Object.hasOwn(COMMANDS, name) ? COMMANDS[name] : undefined;
   if (!load) {
-    io.stderr.write(`hal0: unknown command '${name}' (try 'hal0 --help')\n`);
-    return EXIT_USAGE;
+    const hit = closest(name, Object.keys(COMMANDS));
+    const message = `unknown command '${name}'${hit ? `. Did you mean ${hit}?` : ""} (try 'hal0 --help')`;
+    return fail(io, json, { exit: EXIT_USAGE, text: `hal0: ${message}\n`, diagnostics: [cliDiagnostic("cli.usage", message)] });
   }
   const command = await load();
-  if (rest.includes("--help") || rest.includes("-h")) {
+  if (optionsOf(rest).includes("--help") || optionsOf(rest).includes("-h")) {
     io.stdout.write(`${command.help}\n`);
     return EXIT_OK;
   }
   try {
     return await command.run(rest, io);
   } catch (err) {
-    if (err instanceof UsageError || isParseArgsError(err)) {
-      io.stderr.write(`hal0 ${name}: ${(err as Error).message.split("\n")[0]}\n`);
-      return EXIT_USAGE;
-    }
-    if (err instanceof CliError || err instanceof LockedError) {
-      io.stderr.write(`hal0 ${name}: ${err.code}: ${err.message}\n`);
-      return EXIT_INVALID;
-    }
-    if (err instanceof InvalidConfigError) return EXIT_INVALID;
-    throw err;
+    const failure = failureOf(err, name, command.help, io);
+    if (failure) return fail(io, json, failure);
+    if (!json) throw err;
+    // Still one JSON document; the stack goes to stderr as bin/hal0.js would print it.
+    io.stderr.write(`hal0: internal error: ${(err as Error)?.stack ?? String(err)}\n`);
+    return fail(io, json, { exit: EXIT_INTERNAL, text: "", diagnostics: [cliDiagnostic("system.internal", `internal error: ${(err as Error)?.message ?? String(err)}`)] });
   }
+}
+
+function fail(io: CliIo, json: boolean, failure: Failure): number {
+  if (json) return writeJsonFailure(io, failure.exit, failure.diagnostics);
+  io.stderr.write(failure.text);
+  return failure.exit;
+}
+
+/** What an error thrown by a command means for the exit status; undefined: a bug (rethrown, or system.internal under --json). */
+function failureOf(err: unknown, name: string, help: string, io: CliIo): Failure | undefined {
+  if (err instanceof InvalidConfigError) {
+    const text = { root: err.root, cwd: io.cwd, color: !io.env.NO_COLOR && io.stderr.isTTY === true, texts: err.texts };
+    const errors = err.diagnostics.filter((d) => d.severity === "error");
+    const lines = errors.map((d) => `${formatDiagnostic(d, text)}\n\n`).join("");
+    return { exit: EXIT_ERROR, text: `${lines}${formatSummary(errors.length, err.diagnostics.length - errors.length, err.root, text)}\n`, diagnostics: err.diagnostics };
+  }
+  if (err instanceof UsageError || isParseArgsError(err)) {
+    const code = (err as { code?: string }).code;
+    // A command that called node's parseArgs itself: the known options are the ones its help names.
+    const message = code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" ? unknownOption((err as Error).message, help.match(/--[a-z][a-z0-9-]*/g) ?? []) : (err as Error).message.split("\n")[0]!;
+    return { exit: EXIT_USAGE, text: `hal0 ${name}: ${message}\n`, diagnostics: [cliDiagnostic("cli.usage", message)] };
+  }
+  // A refusal with a registry code: CliError, LockedError (apply.locked), ConfigNotFoundError (config.not_found), …
+  const code = (err as { code?: unknown } | null)?.code;
+  if (err instanceof CliError || err instanceof LockedError || (err instanceof Error && typeof code === "string" && isCode(code))) {
+    const { message } = err as Error;
+    return { exit: EXIT_ERROR, text: `hal0 ${name}: ${code as string}: ${message}\n`, diagnostics: [cliDiagnostic(code as string, message)] };
+  }
+  return undefined;
+}
+
+/** The arguments before a `--` terminator: where options are. */
+function optionsOf(args: readonly string[]): readonly string[] {
+  const end = args.indexOf("--");
+  return end === -1 ? args : args.slice(0, end);
 }
 
 function isParseArgsError(err: unknown): boolean {

@@ -1,4 +1,7 @@
 import { resolve } from "node:path";
+import { compile, ConfigNotFoundError, loadTree, type Model } from "../compiler/index.js";
+import type { Diagnostic } from "../schema/index.js";
+import { CliError, InvalidConfigError, type CliIo } from "./io.js";
 
 /** The config folder: `--config`, else $HAL0_CONFIG, else $HAL0_HOME/etc/hal0, else /etc/hal0. */
 export function configDir(flag: string | undefined, env: Readonly<Record<string, string | undefined>>, cwd: string): string {
@@ -14,4 +17,33 @@ export function stateDir(flag: string | undefined, env: Readonly<Record<string, 
   if (env.HAL0_STATE) return resolve(cwd, env.HAL0_STATE);
   if (env.HAL0_HOME) return resolve(cwd, env.HAL0_HOME, "var/lib/hal0");
   return "/var/lib/hal0";
+}
+
+/** The config folder read and compiled (`agent`, `doctor`, `web`, and every command through `openBox`): the compiled tree (a model only when it has no error) and everything the compiler said. */
+export interface CompiledTree {
+  readonly root: string;
+  readonly model?: Model;
+  readonly diagnostics: Diagnostic[];
+  readonly texts: ReadonlyMap<string, string>;
+}
+
+/**
+ * Loads and compiles the config folder; a missing folder is CliError
+ * `config.not_found` (exit 1, not a usage error). Loads no reconciler code.
+ */
+export async function compileTree(flags: { config?: string }, io: CliIo): Promise<CompiledTree> {
+  const root = configDir(flags.config, io.env, io.cwd);
+  const loaded = await loadTree(root).catch((err: unknown) => {
+    if (err instanceof ConfigNotFoundError) throw new CliError("config.not_found", `config folder not found: ${root}`);
+    throw err;
+  });
+  const { model, diagnostics } = compile(loaded.tree, loaded.diagnostics);
+  return { root, model, diagnostics, texts: loaded.tree.files };
+}
+
+/** The compiled tree, or InvalidConfigError (exit 1; `main` prints its diagnostics, or the JSON failure under --json). */
+export async function compileOrThrow(flags: { config?: string }, io: CliIo): Promise<CompiledTree & { model: Model }> {
+  const tree = await compileTree(flags, io);
+  if (!tree.model) throw new InvalidConfigError(tree.root, tree.diagnostics, tree.texts);
+  return { ...tree, model: tree.model };
 }

@@ -1,33 +1,40 @@
 import { resolve } from "node:path";
-import { parseArgs } from "node:util";
 import { formatPlan, planJson } from "../reconciler/format.js";
 import { previewPlan } from "../reconciler/converge.js";
+import { preflight } from "../reconciler/preflight.js";
 import { writeFileAtomic } from "../reconciler/index.js";
 import { openBox } from "./box.js";
-import { EXIT_OK, type CliIo } from "./io.js";
+import { EXIT_CHANGES, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
 
 
 export const PLAN_HELP = `hal0 plan [--config DIR] [--state DIR] [--json] [--out FILE] [--detailed-exitcode] [--verbose]
 
 Observes the box and prints what 'hal0 apply' would change, and why. Changes nothing.
+What the host would refuse at apply (a runner that is not installed, a model file that is
+missing) is printed as 'note:' lines on stderr.
   --config DIR          the config folder (default: $HAL0_CONFIG, $HAL0_HOME/etc/hal0, /etc/hal0)
   --state DIR           the state folder (default: $HAL0_STATE, $HAL0_HOME/var/lib/hal0, /var/lib/hal0)
-  --json                print the plan as JSON
+  --json                print the plan as JSON (a failure too: {ok: false, exit_code, diagnostics})
   --out FILE            also save the plan (JSON) for 'hal0 apply --plan FILE'
-  --detailed-exitcode   exit 0 when there is nothing to do, 2 when there are changes, 1 on error
-  --verbose             also list the resources that stay as they are`;
+  --detailed-exitcode   exit 0 when there is nothing to do, 2 when there are changes
+  --verbose             also list the resources that stay as they are
+Exit status: 0 planned (with --detailed-exitcode: nothing to do), 2 changes (only with
+--detailed-exitcode), 1 error (config.not_found, a tree with errors, runtime.unavailable),
+64 usage error.`;
 
 export const BOX_OPTIONS = { config: { type: "string" }, state: { type: "string" } } as const;
 
 /** `hal0 plan`: observe, plan, print. Only reads. */
 export async function runPlan(args: string[], io: CliIo): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseCommandArgs({
     args, strict: true, allowPositionals: false,
     options: { ...BOX_OPTIONS, json: { type: "boolean" }, out: { type: "string" }, "detailed-exitcode": { type: "boolean" }, verbose: { type: "boolean" } },
   });
   const box = await openBox(values, io);
-  const { plan } = await previewPlan(box);
+  const [{ plan }, findings] = await Promise.all([previewPlan(box), preflight(box.model)]);
+  // What the host will refuse at apply (a runner not installed, a model file missing): the plan's actions stay what the planner says.
+  for (const f of findings) io.stderr.write(`note: ${f.code}: ${f.summary}\n`);
   io.stdout.write(values.json ? `${planJson(plan)}\n` : `${formatPlan(plan, { verbose: values.verbose === true })}\n`);
   if (values.out) await writeFileAtomic(resolve(io.cwd, values.out), `${planJson(plan)}\n`);
-  return values["detailed-exitcode"] && plan.has_changes ? 2 : EXIT_OK;
+  return values["detailed-exitcode"] && plan.has_changes ? EXIT_CHANGES : EXIT_OK;
 }

@@ -1,10 +1,9 @@
-import { parseArgs } from "node:util";
 import { SweepLoop } from "../reconciler/loop.js";
 import { StateStore } from "../reconciler/state.js";
 import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
 import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
 import { driverFor } from "./box.js";
-import { EXIT_INVALID, EXIT_OK, UsageError, type CliIo } from "./io.js";
+import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
 import { ConfigNotFoundError } from "../compiler/index.js";
 import { configDir, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
@@ -13,22 +12,26 @@ export const RECONCILE_HELP = `hal0 reconcile [--config DIR] [--state DIR] [--on
 
 Converges the box to the config without asking, like 'hal0 apply --yes': once with
 --once, else forever — every [reconcile] interval_s, ~100 ms after any .toml change, until
-SIGINT or SIGTERM. A tree with errors changes nothing; failing slots back off.`;
+SIGINT or SIGTERM. A tree with errors changes nothing; failing slots back off.
+  --json   one JSON report per sweep (a failure too: {ok: false, exit_code, diagnostics})
+Exit status (--once): 0 converged or nothing to do, 1 otherwise (a step failed, a tree with
+errors, the lock held, config.not_found, runtime.unavailable); the loop exits 0 on
+SIGINT/SIGTERM. 64 usage error.`;
 
 /** `hal0 reconcile`: exit 0 when the sweep converged or had nothing to do, 1 otherwise (with --once). */
 export async function runReconcile(args: string[], io: CliIo): Promise<number> {
-  const { values } = parseArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, once: { type: "boolean" }, json: { type: "boolean" } } });
+  const { values } = parseCommandArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, once: { type: "boolean" }, json: { type: "boolean" } } });
   const root = configDir(values.config, io.env, io.cwd);
   const state = new StateStore(stateDir(values.state, io.env, io.cwd));
   const sweeper = new Sweeper({ root, state, driverFor: async (model) => driverFor(model, state.dir), hermesCredentials: stateHermesCredentials(state.dir) });
   const print = (report: SweepReport) => io.stdout.write(values.json ? `${JSON.stringify(report)}\n` : `${formatReport(report)}\n`);
   if (values.once) {
     const report = await sweeper.sweep().catch((err: unknown) => {
-      if (err instanceof ConfigNotFoundError) throw new UsageError(`config folder not found: ${root}`);
+      if (err instanceof ConfigNotFoundError) throw new CliError("config.not_found", `config folder not found: ${root}`);
       throw err;
     });
     print(report);
-    return report.outcome === "converged" || report.outcome === "nothing_to_do" ? EXIT_OK : EXIT_INVALID;
+    return report.outcome === "converged" || report.outcome === "nothing_to_do" ? EXIT_OK : EXIT_ERROR;
   }
   const loop = new SweepLoop(sweeper, {
     root, onReport: print, onError: (err) => io.stderr.write(`hal0 reconcile: sweep failed: ${(err as Error).message}\n`),

@@ -1,19 +1,27 @@
-import { parseArgs } from "node:util";
 import type { Model } from "../compiler/index.js";
+import { closest } from "../compiler/suggest.js";
 import { observe } from "../reconciler/observe.js";
 import type { ObservedSlot } from "../reconciler/index.js";
 import type { SlotOutcome } from "../reconciler/state.js";
 import { openBox } from "./box.js";
 import { refreshConditions } from "../reconciler/conditions-store.js";
 import type { Condition } from "../reconciler/conditions.js";
-import { EXIT_OK, type CliIo } from "./io.js";
+import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
-export const STATUS_HELP = `hal0 status [--config DIR] [--state DIR] [--json]
+export const STATUS_HELP = `hal0 status [SLOT] [--config DIR] [--state DIR] [--json]
 
-Each slot's lifecycle state (offline, starting, warming, ready, error), pid, port, spec hash and last error;
-then the other resources (settings, hermes.<profile>) with their Ready condition and what is wrong.
---json adds every resource's conditions (Ready, Reconciling, Stalled, Degraded).`;
+Each slot's lifecycle state (offline, starting, warming, ready, error), pid, port, spec hash and,
+one line each, what is wrong (a last error: its code and first line); then the other resources
+(settings, hermes.<profile>) with their Ready condition and what is wrong.
+  SLOT     one slot in full: state, pid, port, spec hash, conditions and the whole last error
+  --json   every field in full, with every resource's conditions (Ready, Reconciling, Stalled,
+           Degraded); a failure too: {ok: false, exit_code, diagnostics}
+Exit status: 0 shown, 1 error (slot.not_found, config.not_found, a tree with errors,
+runtime.unavailable), 64 usage error.`;
+
+/** How much of a last error one NOTE cell shows (and of a condition's message in `status SLOT`). */
+const NOTE_WIDTH = 80;
 
 /** One row of `hal0 status`. */
 export interface SlotStatus {
@@ -25,17 +33,39 @@ export interface SlotStatus {
   spec_hash: string | null;
   /** The running spec differs from the desired one: `hal0 plan` shows how. */
   outdated: boolean;
+  /** The whole text (`code: message`, a stack included); the table shows its first line only. */
   last_error: string | null;
   /** Ready, Reconciling, Stalled, Degraded (`--json`; the text shows the ones that say something is wrong). */
   conditions?: readonly Condition[];
 }
 
+/** `hal0 status SLOT`: one slot's row with its last apply step. */
+export interface SlotDetail extends SlotStatus {
+  /** The spec hash the config wants now (null: not in the config). */
+  desired_spec_hash: string | null;
+  /** The last apply step hal0 recorded for the slot (`outcomes.json`). */
+  last_outcome: SlotOutcome | null;
+}
+
 export async function runStatus(args: string[], io: CliIo): Promise<number> {
-  const { values } = parseArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, json: { type: "boolean" } } });
+  const { values, positionals } = parseCommandArgs({ args, strict: true, allowPositionals: true, options: { ...BOX_OPTIONS, json: { type: "boolean" } } });
+  if (positionals.length > 1) throw new UsageError("expected: hal0 status [SLOT]");
   const box = await openBox(values, io);
   const [{ observed }, outcomes] = await Promise.all([observe(box.model, box.driver, box.state, { hermesCredentials: box.hermesCredentials }), box.state.readOutcomes()]);
   const conditions = await refreshConditions(box.model, observed, box.state, Date.now, false);
   const rows = statusRows(box.model, observed.slots, outcomes).map((row) => ({ ...row, conditions: conditions[`slot.${row.name}`]?.conditions ?? [] }));
+  const name = positionals[0];
+  if (name !== undefined) {
+    const row = rows.find((r) => r.name === name);
+    if (!row) {
+      const known = rows.map((r) => r.name);
+      const hit = closest(name, known);
+      throw new CliError("slot.not_found", `no slot '${name}'${hit ? `. Did you mean ${hit}?` : ""} (slots: ${known.join(", ") || "none"})`);
+    }
+    const detail: SlotDetail = { ...row, desired_spec_hash: box.model.slots[name]?.spec_hash ?? null, last_outcome: outcomes[name] ?? null };
+    io.stdout.write(values.json ? `${JSON.stringify({ slot: detail }, null, 2)}\n` : `${formatSlot(detail)}\n`);
+    return EXIT_OK;
+  }
   const resources = Object.entries(conditions).filter(([address]) => !address.startsWith("slot.")).map(([address, c]) => ({ address, generation: c.generation, conditions: c.conditions }));
   io.stdout.write(values.json ? `${JSON.stringify({ slots: rows, resources }, null, 2)}\n` : `${formatStatus(rows)}\n\n${formatResources(resources)}\n`);
   return EXIT_OK;
@@ -72,7 +102,7 @@ function formatResources(resources: ReadonlyArray<{ address: string; conditions:
     const ready = r.conditions.find((c) => c.type === "Ready");
     const notes = r.conditions
       .filter((c) => (c.type === "Ready" ? c.status !== "True" : c.status === "True"))
-      .map((c) => `${c.type}: ${c.reason} (${c.message})`);
+      .map((c) => `${c.type}: ${c.reason} (${firstLine(c.message)})`);
     table.push([r.address, ready?.status ?? "Unknown", notes.join("; ")]);
   }
   return alignTable(table);
@@ -80,12 +110,52 @@ function formatResources(resources: ReadonlyArray<{ address: string; conditions:
 
 function formatStatus(rows: readonly SlotStatus[]): string {
   const table = [["SLOT", "STATE", "PID", "PORT", "SPEC", "NOTE"]];
+  let cut = false;
   for (const r of rows) {
     const alarms = (r.conditions ?? []).filter((c) => (c.type === "Stalled" || c.type === "Degraded") && c.status === "True").map((c) => `${c.type}: ${c.reason}`);
-    const note = [r.enabled ? "" : "disabled", r.outdated ? "outdated: see hal0 plan" : "", ...alarms, r.last_error ?? ""].filter(Boolean).join("; ");
+    // One line per slot: a last error is its code and first line, cut at NOTE_WIDTH ('hal0 status SLOT' has it whole).
+    const error = r.last_error === null ? "" : oneLine(r.last_error, NOTE_WIDTH);
+    if (r.last_error !== null && error !== r.last_error.trim()) cut = true;
+    const note = [r.enabled ? "" : "disabled", r.outdated ? "outdated: see hal0 plan" : "", ...alarms, error].filter(Boolean).join("; ");
     table.push([r.name, r.state, r.pid === null ? "-" : String(r.pid), r.port === null ? "-" : String(r.port), r.spec_hash ? r.spec_hash.slice(7, 19) : "-", note]);
   }
-  return alignTable(table);
+  return cut ? `${alignTable(table)}\n\n(errors cut to one line: 'hal0 status SLOT' shows one in full)` : alignTable(table);
+}
+
+/** `hal0 status SLOT`: every field, the conditions one per line, then the whole last error. */
+function formatSlot(d: SlotDetail): string {
+  const dash = (v: string | number | null) => (v === null ? "-" : String(v));
+  const lines = [
+    `slot      ${d.name}${d.enabled ? "" : " (disabled)"}`,
+    `state     ${d.state}`,
+    `pid       ${dash(d.pid)}`,
+    `port      ${dash(d.port)}`,
+    `spec      ${dash(d.spec_hash)}${d.outdated ? " (outdated: see hal0 plan)" : ""}`,
+    `desired   ${dash(d.desired_spec_hash)}`,
+    `last step ${d.last_outcome ? `${d.last_outcome.action} ${d.last_outcome.ok ? "succeeded" : "failed"} at ${d.last_outcome.at}` : "-"}`,
+  ];
+  const conditions = d.conditions ?? [];
+  if (conditions.length > 0) {
+    lines.push("", "conditions:");
+    const table = conditions.map((c) => [`  ${c.type}`, c.status, c.reason, oneLine(c.message, NOTE_WIDTH)]);
+    lines.push(alignTable(table));
+  }
+  lines.push("", "last error:", d.last_error === null ? "  none" : d.last_error.trimEnd().split("\n").map((l) => `  ${l}`).join("\n"));
+  return lines.join("\n");
+}
+
+/** A resource's condition message in the table: its first line, with an ellipsis when lines follow. */
+function firstLine(text: string): string {
+  const lines = text.trim().split(/\r?\n/);
+  return lines.length > 1 ? `${lines[0]!.trim()} …` : lines[0]!.trim();
+}
+
+/** A text's first non-empty line, cut to `width` characters with an ellipsis; an ellipsis too when lines follow. */
+export function oneLine(text: string, width: number): string {
+  const lines = text.trim().split(/\r?\n/);
+  const first = lines[0]!.trim();
+  if (first.length > width) return `${first.slice(0, width - 1).trimEnd()}…`;
+  return lines.length > 1 ? `${first} …` : first;
 }
 
 function alignTable(table: string[][]): string {

@@ -1,5 +1,4 @@
-import { parseArgs } from "node:util";
-import { CliError, EXIT_OK, UsageError, type CliIo } from "./io.js";
+import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { stateDir } from "./paths.js";
 
 export const TOKEN_HELP = `hal0 token create (--operator NAME | --agent NAME) [--scope SCOPE,…] [--json]
@@ -14,11 +13,13 @@ on stdout; keep it. Scopes: mcp:admin, mcp:memory, rest (default: an operator
 all of them, an agent mcp:admin,mcp:memory). Revoking or rotating takes effect
 at once, in a running 'hal0 serve' too. Rotating a Hermes profile's token
 (hermes__<p>) rewrites <state>/tokens/hermes__<p>; the next sweep writes the
-new one into the profile. Whoever can read the state folder manages tokens.`;
+new one into the profile. Whoever can read the state folder manages tokens.
+With --json a failure is {ok: false, exit_code, diagnostics} on stdout too.
+Exit status: 0 done, 1 refused (auth.token_not_found, auth.name_invalid, …), 64 usage error.`;
 
 /** `hal0 token …`: against the state folder's database directly (the person at the box). */
 export async function runToken(args: string[], io: CliIo): Promise<number> {
-  const { values, positionals } = parseArgs({
+  const { values, positionals } = parseCommandArgs({
     args, strict: true, allowPositionals: true,
     options: {
       state: { type: "string" }, operator: { type: "string" }, agent: { type: "string" }, scope: { type: "string", multiple: true },

@@ -1,7 +1,5 @@
-import { parseArgs } from "node:util";
-import { compile, ConfigNotFoundError, loadTree } from "../compiler/index.js";
-import { CliError, EXIT_OK, UsageError, type CliIo } from "./io.js";
-import { configDir, stateDir } from "./paths.js";
+import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
+import { compileTree, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
 export const WEB_HELP = `hal0 web [--config DIR] [--state DIR] [--host H] [--port N] [--json]
@@ -12,22 +10,23 @@ The link works once, within 5 minutes; the browser then holds a 12-hour session.
 It logs in as the owner (<state>/operator.token, minted when missing) or as the
 operator whose token is in $HAL0_TOKEN. Whoever can read the state folder may run it.
   --host, --port    the address 'hal0 serve' listens on, when it was started with them
-  --json            {"url", "expires_at", "operator"} instead of the bare link`;
+  --json            {"url", "expires_at", "operator"} instead of the bare link (a failure:
+                    {ok: false, exit_code, diagnostics})
+Exit status: 0 printed, 1 error (auth.invalid_token, config.not_found), 64 usage error.`;
 
 /** How long a printed link works. */
 const CODE_TTL_S = 5 * 60;
 
 /** `hal0 web`: mints a login code in the state folder's database and prints the link. */
 export async function runWeb(args: string[], io: CliIo): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseCommandArgs({
     args, strict: true, allowPositionals: false,
     options: { ...BOX_OPTIONS, host: { type: "string" }, port: { type: "string" }, json: { type: "boolean" } },
   });
-  const root = configDir(values.config, io.env, io.cwd);
   const state = stateDir(values.state, io.env, io.cwd);
   const portFlag = values.port === undefined ? undefined : Number(values.port);
   if (portFlag !== undefined && (!Number.isInteger(portFlag) || portFlag < 1 || portFlag > 65535)) throw new UsageError(`--port must be 1..65535, not ${values.port}`);
-  const server = await serverAddress(root, io);
+  const server = await serverAddress(values, io);
   const host = linkHost(values.host ?? server.host);
   const port = portFlag ?? server.port;
 
@@ -53,12 +52,8 @@ export async function runWeb(args: string[], io: CliIo): Promise<number> {
 }
 
 /** `[server] host` and `port` of the compiled config (the defaults when it does not compile). */
-async function serverAddress(root: string, io: CliIo): Promise<{ host: string; port: number }> {
-  const loaded = await loadTree(root).catch((err: unknown) => {
-    if (err instanceof ConfigNotFoundError) throw new UsageError(`config folder not found: ${root}`);
-    throw err;
-  });
-  const { model } = compile(loaded.tree, loaded.diagnostics);
+async function serverAddress(flags: { config?: string }, io: CliIo): Promise<{ host: string; port: number }> {
+  const { root, model } = await compileTree(flags, io);
   if (!model) io.stderr.write(`hal0 web: ${root} does not compile (see 'hal0 validate'); the link uses the default 127.0.0.1:8080\n`);
   return { host: model?.settings.server.host ?? "127.0.0.1", port: model?.settings.server.port ?? 8080 };
 }

@@ -41,9 +41,9 @@ describe("apply asks before changing anything", () => {
     return ["--config", join(import.meta.dirname, "../../fixtures/box"), "--state", state];
   };
 
-  it("refuses without --yes when nobody can answer (exit 2)", async () => {
+  it("refuses without --yes when nobody can answer (a usage error: exit 64)", async () => {
     const io = captureIo();
-    expect(await main(["apply", ...box()], io)).toBe(2);
+    expect(await main(["apply", ...box()], io)).toBe(64);
     expect(io.err()).toContain("pass --yes");
   });
 

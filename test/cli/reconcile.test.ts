@@ -37,9 +37,9 @@ describe("hal0 reconcile --once", () => {
     expect(await main(["reconcile", "--once", ...args], captureIo())).toBe(0);
   });
 
-  it("is a usage error (exit 2) on a missing config folder", async () => {
+  it("is an error (exit 1, config.not_found), not a usage error, on a missing config folder", async () => {
     const io = captureIo();
-    expect(await main(["reconcile", "--once", "--config", "/nonexistent/hal0", "--state", state], io)).toBe(2);
-    expect(io.err()).toBe("hal0 reconcile: config folder not found: /nonexistent/hal0\n");
+    expect(await main(["reconcile", "--once", "--config", "/nonexistent/hal0", "--state", state], io)).toBe(1);
+    expect(io.err()).toBe("hal0 reconcile: config.not_found: config folder not found: /nonexistent/hal0\n");
   });
 });

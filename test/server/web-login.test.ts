@@ -262,8 +262,11 @@ describe("hal0 web (the built CLI)", () => {
     expect(String((await page("/", { cookie: theirs.cookie })).body)).toContain("alice");
     const agent = hal0(["--config", s.config, "--state", s.state, "--json"], { HAL0_TOKEN: s.agentToken("hermes__coder") });
     expect(agent.status).toBe(1);
-    expect(agent.stderr).toContain("auth.invalid_token");
-    expect(agent.stdout).toBe("");
+    // Under --json a failure is a JSON document on stdout too (issue 16): the code, no link.
+    const refused = JSON.parse(agent.stdout);
+    expect(refused).toMatchObject({ ok: false, exit_code: 1 });
+    expect(refused.diagnostics.map((d: { code: string }) => d.code)).toEqual(["auth.invalid_token"]);
+    expect(agent.stdout).not.toContain("/login?code=");
   });
 
   it("a wildcard [server] host prints 127.0.0.1", async () => {

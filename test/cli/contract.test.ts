@@ -1,0 +1,279 @@
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { main } from "../../cli/index.js";
+import { captureIo } from "./helpers.js";
+
+/**
+ * The CLI's contract (issue 16): exit 2 means only "there are changes"; errors
+ * are 1 with a registry code, usage errors 64; under --json every failure is
+ * one JSON document on stdout with diagnostics; an unknown option names the
+ * closest known one; `hal0 status` keeps one line per slot.
+ */
+const FAKE_RUNNER = join(import.meta.dirname, "../../fixtures/runner/fake-llama-server.mjs");
+const MODEL = join(import.meta.dirname, "../../fixtures/box/models/Qwen3-4B-Q4_K_M.gguf");
+
+let dir: string;
+/** A valid tree with two process slots, `s` and `t` (never started here). */
+let good: string;
+/** A tree with one error: hal0.toml:2:11 `runtime = 3`. */
+let broken: string;
+/** A docker box whose engine does not answer. */
+let docker: string;
+const missing = () => join(dir, "no-such-config");
+const state = () => join(dir, "state");
+
+async function run(args: string[], env: Record<string, string> = {}) {
+  const io = captureIo(env, dir);
+  const code = await main(args, io);
+  return { code, out: io.out(), err: io.err() };
+}
+
+/** The one JSON document of a failure, checked for the diagnostic shape of `hal0 validate --json`. */
+function failureDoc(out: string, exit: number) {
+  const doc = JSON.parse(out) as { ok: boolean; exit_code: number; error_count: number; diagnostics: Array<Record<string, unknown>> };
+  expect(doc).toMatchObject({ ok: false, exit_code: exit });
+  expect(doc.error_count).toBeGreaterThan(0);
+  for (const d of doc.diagnostics) expect(Object.keys(d).sort()).toEqual(["code", "column", "detail", "file", "line", "path", "related", "severity", "summary"]);
+  return doc;
+}
+
+beforeAll(() => {
+  dir = mkdtempSync(join(tmpdir(), "hal0-contract-"));
+  good = join(dir, "good");
+  mkdirSync(join(good, "slots"), { recursive: true });
+  writeFileSync(join(good, "hal0.toml"), `[slots]\nport_range_start = 1024\nport_range_end = 65535\n\n[hermes]\nhome = "${join(dir, "hermes")}"\n`);
+  writeFileSync(join(good, "profiles.toml"), `[profile.fake]\nrunner = ["node", ${JSON.stringify(FAKE_RUNNER)}]\ndevice_class = "cpu"\n`);
+  writeFileSync(join(good, "models.toml"), `[model.tiny]\npath = ${JSON.stringify(MODEL)}\n`);
+  writeFileSync(join(good, "slots/s.toml"), `profile = "fake"\nmodel = "tiny"\nport = 39401\n`);
+  writeFileSync(join(good, "slots/t.toml"), `profile = "fake"\nmodel = "tiny"\nport = 39402\n`);
+  broken = join(dir, "broken");
+  mkdirSync(broken);
+  writeFileSync(join(broken, "hal0.toml"), "[slots]\nruntime = 3\n");
+  docker = join(dir, "docker");
+  mkdirSync(docker);
+  writeFileSync(join(docker, "hal0.toml"), `[slots]\nruntime = "docker"\ndocker_host = "unix://${join(dir, "nobody.sock")}"\n`);
+});
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe("exit statuses: 2 is only 'changes'", () => {
+  it("hal0 with no command prints the usage on stderr and exits 64; an unknown command is 64 with a suggestion", async () => {
+    const none = await run([]);
+    expect(none.code).toBe(64);
+    expect(none.err).toContain("usage: hal0 <command>");
+    expect(none.err).toMatch(/^ {2}64 +usage error/m);
+    const typo = await run(["pln"]);
+    expect(typo.code).toBe(64);
+    expect(typo.err).toBe("hal0: unknown command 'pln'. Did you mean plan? (try 'hal0 --help')\n");
+    expect((await run(["--help"])).code).toBe(0);
+  });
+
+  it.each([
+    ["plan"], ["apply", "--yes"], ["status"], ["down"], ["drift"], ["doctor"], ["reconcile", "--once"], ["agent", "reprovision", "hermes"], ["web"],
+  ])("a missing config folder is an error, not usage: hal0 %s → 1 config.not_found", async (...command) => {
+    const r = await run([...command, "--config", missing(), "--state", state()]);
+    expect(r.code, r.err).toBe(1);
+    expect(r.err).toBe(`hal0 ${command[0]}: config.not_found: config folder not found: ${missing()}\n`);
+  });
+
+  it.each([["plan"], ["apply", "--yes"], ["status"], ["down"], ["drift"]])("an engine that does not answer is 1 runtime.unavailable: hal0 %s", async (...command) => {
+    const r = await run([...command, "--config", docker, "--state", state()]);
+    expect(r.code, r.err).toBe(1);
+    expect(r.err).toMatch(new RegExp(`^hal0 ${command[0]}: runtime\\.unavailable: \\[slots\\] runtime = "docker": the engine at unix://.*nobody\\.sock does not answer`));
+  });
+
+  it("usage errors are 64: an extra argument, a missing option value", async () => {
+    expect((await run(["plan", "extra", "--config", good])).code).toBe(64);
+    expect((await run(["plan", "--config"])).code).toBe(64);
+    expect((await run(["agent", "reprovision", "--config", good])).code).toBe(64);
+    expect((await run(["status", "a", "b", "--config", good])).code).toBe(64);
+  });
+
+  it("plan --detailed-exitcode and drift keep 2 for changes", async () => {
+    expect((await run(["plan", "--detailed-exitcode", "--config", good, "--state", state()])).code).toBe(2);
+    expect((await run(["plan", "--config", good, "--state", state()])).code).toBe(0);
+  });
+});
+
+describe("--json prints JSON, on failure too", () => {
+  it("plan --json on an invalid tree: the tree's diagnostics, as validate --json has them, exit 1; nothing on stderr", async () => {
+    const r = await run(["plan", "--json", "--config", broken, "--state", state()]);
+    expect(r.code).toBe(1);
+    expect(r.err).toBe("");
+    const doc = failureDoc(r.out, 1);
+    expect(doc.diagnostics).toEqual([expect.objectContaining({ code: "config.invalid_value", severity: "error", file: "hal0.toml", line: 2, column: 11, path: ["slots", "runtime"] })]);
+  });
+
+  it("plan without --json on an invalid tree prints the diagnostics on stderr (exit 1)", async () => {
+    const r = await run(["plan", "--config", broken, "--state", state()]);
+    expect(r.code).toBe(1);
+    expect(r.out).toBe("");
+    expect(r.err).toContain("hal0.toml:2:11: error[config.invalid_value]");
+  });
+
+  it.each([["plan"], ["status"], ["drift"], ["doctor"], ["reconcile", "--once"]])("hal0 %s --json with a missing config folder: {ok: false, diagnostics: [config.not_found]} with null positions", async (...command) => {
+    const r = await run([...command, "--json", "--config", missing(), "--state", state()]);
+    expect(r.code).toBe(1);
+    const doc = failureDoc(r.out, 1);
+    expect(doc.diagnostics).toEqual([{ code: "config.not_found", severity: "error", summary: `config folder not found: ${missing()}`, detail: `config folder not found: ${missing()}`, file: null, line: null, column: null, path: [], related: [] }]);
+  });
+
+  it.each([["plan"], ["status"], ["drift"]])("hal0 %s --json on a broken tree and with an engine that does not answer", async (...command) => {
+    const tree = await run([...command, "--json", "--config", broken, "--state", state()]);
+    expect(failureDoc(tree.out, 1).diagnostics[0]).toMatchObject({ code: "config.invalid_value", file: "hal0.toml", line: 2 });
+    const engine = await run([...command, "--json", "--config", docker, "--state", state()]);
+    expect(engine.code).toBe(1);
+    expect(failureDoc(engine.out, 1).diagnostics[0]).toMatchObject({ code: "runtime.unavailable", file: null });
+  });
+
+  it("a usage error under --json is a cli.usage document, exit 64", async () => {
+    const r = await run(["status", "--json", "--confg", good]);
+    expect(r.code).toBe(64);
+    expect(failureDoc(r.out, 64).diagnostics[0]).toMatchObject({ code: "cli.usage", summary: "Unknown option '--confg'. Did you mean --config?" });
+  });
+
+  it("status SLOT --json for an unknown slot: slot.not_found", async () => {
+    const r = await run(["status", "nope", "--json", "--config", good, "--state", state()]);
+    expect(r.code).toBe(1);
+    expect(failureDoc(r.out, 1).diagnostics[0]).toMatchObject({ code: "slot.not_found" });
+  });
+
+  it("doctor --json carries the tree's diagnostics beside its rows", async () => {
+    const r = await run(["doctor", "--json", "--config", broken, "--state", state()]);
+    expect(r.code).toBe(1);
+    const doc = JSON.parse(r.out);
+    expect(doc.ok).toBe(false);
+    expect(doc.rows.find((x: { check: string }) => x.check === "tree").status).toBe("fail");
+    expect(doc.diagnostics).toEqual([expect.objectContaining({ code: "config.invalid_value", file: "hal0.toml", line: 2 })]);
+  });
+});
+
+describe("an unknown option names the closest known one (exit 64), for every command", () => {
+  it.each([
+    [["validate", "--confg", "x"], "--confg", "--config"],
+    [["plan", "--confg", "x"], "--confg", "--config"],
+    [["plan", "--detailed-exitcod"], "--detailed-exitcod", "--detailed-exitcode"],
+    [["apply", "--yess"], "--yess", "--yes"],
+    [["status", "--jsno"], "--jsno", "--json"],
+    [["down", "--stat", "x"], "--stat", "--state"],
+    [["reconcile", "--onse"], "--onse", "--once"],
+    [["drift", "--confg", "x"], "--confg", "--config"],
+    [["agent", "reprovision", "hermes", "--repiar"], "--repiar", "--repair"],
+    [["agent", "approvals", "list", "--onlly", "x"], "--onlly", "--only"],
+    [["doctor", "--confg", "x"], "--confg", "--config"],
+    [["serve", "--no-reconcil"], "--no-reconcil", "--no-reconcile"],
+    [["web", "--hots", "x"], "--hots", "--host"],
+    [["schema", "--ot", "x"], "--ot", "--out"],
+    [["token", "list", "--al"], "--al", "--all"],
+  ])("hal0 %j", async (args, option, hit) => {
+    const r = await run(args);
+    expect(r.code, r.err).toBe(64);
+    expect(r.err).toBe(`hal0 ${args[0]}: Unknown option '${option}'. Did you mean ${hit}?\n`);
+  });
+
+  it("with nothing close, points at --help", async () => {
+    const r = await run(["plan", "--zzzzzz"]);
+    expect(r.code).toBe(64);
+    expect(r.err).toBe("hal0 plan: Unknown option '--zzzzzz'. See --help for the options.\n");
+  });
+});
+
+describe("hal0 status: one line per slot; the whole error in --json and in status SLOT", () => {
+  const STACK = [
+    "Error: the runner exited with status 1 before /health answered: llama_model_load: error loading model: tensor 'blk.0.attn_q.weight' has wrong shape",
+    ...Array.from({ length: 13 }, (_, i) => `    at frame${i} (/usr/lib/hal0/dist/reconciler/drivers/process.js:${100 + i}:7)`),
+  ].join("\n");
+  let failedState: string;
+
+  beforeAll(() => {
+    failedState = join(dir, "failed-state");
+    mkdirSync(failedState, { recursive: true });
+    const outcome = { ok: false, action: "create", code: "slot.spawn_failed", error: STACK, at: "2025-01-01T00:00:00.000Z" };
+    writeFileSync(join(failedState, "outcomes.json"), JSON.stringify({ s: outcome }));
+  });
+
+  it("the table has one line per slot: the error's code and first line, cut at ~80 characters", async () => {
+    const r = await run(["status", "--config", good, "--state", failedState]);
+    expect(r.code, r.err).toBe(0);
+    const table = r.out.split("\n\n")[0]!.split("\n");
+    expect(table).toHaveLength(3);
+    expect(table[0]).toMatch(/^SLOT +STATE +PID +PORT +SPEC +NOTE$/);
+    const s = table.find((l) => l.startsWith("s "))!;
+    expect(s).toMatch(/^s +error +- +39401 +- +Stalled: slot\.spawn_failed; Degraded: slot\.spawn_failed; slot\.spawn_failed: Error: the runner exited/);
+    expect(s).not.toContain("at frame");
+    const note = s.slice(s.indexOf("slot.spawn_failed: Error"));
+    expect(note.length).toBeLessThanOrEqual(80);
+    expect(note.endsWith("…")).toBe(true);
+    expect(r.out).not.toContain("at frame0");
+    expect(r.out).toContain("'hal0 status SLOT' shows one in full");
+  });
+
+  it("--json keeps the whole text", async () => {
+    const r = await run(["status", "--json", "--config", good, "--state", failedState]);
+    expect(r.code).toBe(0);
+    const s = (JSON.parse(r.out).slots as Array<{ name: string; last_error: string }>).find((x) => x.name === "s")!;
+    expect(s.last_error).toBe(`slot.spawn_failed: ${STACK}`);
+  });
+
+  it("status SLOT shows state, pid, port, spec hash, conditions and the full last error", async () => {
+    const r = await run(["status", "s", "--config", good, "--state", failedState]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/^slot +s$/m);
+    expect(r.out).toMatch(/^state +error$/m);
+    expect(r.out).toMatch(/^pid +-$/m);
+    expect(r.out).toMatch(/^port +39401$/m);
+    expect(r.out).toMatch(/^spec +-$/m);
+    expect(r.out).toMatch(/^desired +sha256:[0-9a-f]{64}$/m);
+    expect(r.out).toMatch(/^last step create failed at 2025-01-01T00:00:00.000Z$/m);
+    expect(r.out).toMatch(/^ {2}Stalled +True +slot\.spawn_failed /m);
+    expect(r.out.slice(r.out.indexOf("last error:\n"))).toBe(`last error:\n${`slot.spawn_failed: ${STACK}`.split("\n").map((l) => `  ${l}`).join("\n")}\n`);
+    const json = await run(["status", "s", "--json", "--config", good, "--state", failedState]);
+    const slot = JSON.parse(json.out).slot;
+    expect(slot).toMatchObject({ name: "s", state: "error", pid: null, port: 39401, spec_hash: null, last_error: `slot.spawn_failed: ${STACK}`, last_outcome: { code: "slot.spawn_failed", action: "create" } });
+    expect(slot.conditions.map((c: { type: string }) => c.type)).toEqual(["Ready", "Reconciling", "Stalled", "Degraded"]);
+  });
+
+  it("an unknown SLOT is 1 slot.not_found, naming the closest slot", async () => {
+    const r = await run(["status", "ss", "--config", good, "--state", failedState]);
+    expect(r.code).toBe(1);
+    expect(r.err).toBe("hal0 status: slot.not_found: no slot 'ss'. Did you mean s? (slots: s, t)\n");
+  });
+});
+
+describe("hal0 agent reprovision hermes without Hermes", () => {
+  it("read-only, no Hermes home: a warning line, exit 0, nothing written", async () => {
+    const st = join(dir, "agent-state-1");
+    const r = await run(["agent", "reprovision", "hermes", "--config", good, "--state", st]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toBe(`! hermes: hermes.not_found: no Hermes home at ${join(dir, "hermes")} (install Hermes, or set [hermes] home); nothing to wire\n`);
+    expect(r.err).toBe("");
+    expect(existsSync(st)).toBe(false);
+    expect(existsSync(join(dir, "hermes"))).toBe(false);
+  });
+
+  it("--repair with no Hermes home is 1 hermes.not_found, and writes nothing", async () => {
+    const st = join(dir, "agent-state-2");
+    const r = await run(["agent", "reprovision", "hermes", "--repair", "--config", good, "--state", st]);
+    expect(r.code).toBe(1);
+    expect(r.err).toMatch(/^hal0 agent: hermes\.not_found: no Hermes home at .*hermes/);
+    expect(existsSync(st)).toBe(false);
+    expect(existsSync(join(dir, "hermes"))).toBe(false);
+  });
+
+  it("a home without a default profile: a warning (exit 0) read-only, hermes.not_found (exit 1) with --repair", async () => {
+    mkdirSync(join(dir, "hermes", "profiles"), { recursive: true });
+    try {
+      const look = await run(["agent", "reprovision", "hermes", "--config", good, "--state", state()]);
+      expect(look.code, look.err).toBe(0);
+      expect(look.out).toBe(`! hermes: hermes.not_found: no default Hermes profile at ${join(dir, "hermes", "config.yaml")}; nothing to wire\n`);
+      const repair = await run(["agent", "reprovision", "hermes", "--repair", "--config", good, "--state", state()]);
+      expect(repair.code).toBe(1);
+      expect(repair.err).toBe(`hal0 agent: hermes.not_found: no default Hermes profile at ${join(dir, "hermes", "config.yaml")}; hal0 does not create Hermes' files\n`);
+      expect(existsSync(join(dir, "hermes", "config.yaml"))).toBe(false);
+    } finally {
+      rmSync(join(dir, "hermes"), { recursive: true, force: true });
+    }
+  });
+});
