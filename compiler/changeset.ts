@@ -1,5 +1,7 @@
 import { parse as parseToml, parseDocument, patch as patchToml, stringify as stringifyToml } from "@decimalturn/toml-patch";
 import { createHash } from "node:crypto";
+import { posix } from "node:path";
+import { classifyPath, FILE_KINDS } from "../schema/index.js";
 import { sourceTree, type SourceTree } from "./sources.js";
 
 /**
@@ -8,12 +10,18 @@ import { sourceTree, type SourceTree } from "./sources.js";
  * proposal — is one; it is applied to a copy of the tree in memory, compiled
  * and planned before anything is written. Pure: no I/O here.
  *
- * - `set`: one key at `path` (tables created as needed); `null` removes it.
+ * - `set`: one key at `path` (tables created as needed); `null` removes it
+ *   (nothing to do when it is absent). Inside a table value, a `null` member
+ *   means the key is absent; a list cannot hold `null`.
  * - `put`: the whole document; keys that survive keep their comments and layout.
  * - `text`: the file's new text as is (an editor save, an import).
  * - `delete`: the file goes.
  * - `rename`: the file moves to `to`, its text (comments and all) kept; refused
  *   when `to` exists. Commit observers see the move (a slot keeps its stable id).
+ *
+ * A file the change set creates (absent before, not the target of a rename)
+ * gets the `#:schema` line of its kind as its first line (see ApplyOptions);
+ * a file that existed is never given one.
  */
 export type FileEdit =
   | { readonly file: string; readonly op: "set"; readonly path: readonly string[]; readonly value: unknown }
@@ -43,6 +51,23 @@ export interface AppliedChangeSet {
   readonly files: ReadonlyArray<{ readonly file: string; readonly before: string | null; readonly after: string | null }>;
 }
 
+/**
+ * Where a new file's `#:schema` line points. The compiler does not know where
+ * hal0's package (and its schema/json/) lives, so the caller says it, or the
+ * tree does:
+ * - `schemaDir` given: `#:schema <schemaDir>/<kind>.schema.json` (an absolute
+ *   folder or a URL, written as given).
+ * - absent: the folder the tree's own `#:schema` lines name (a file of the
+ *   same kind first, else the first file in path order that has one), written
+ *   the way they write it: an absolute path or URL as is, a relative one
+ *   re-based on the new file's folder. `hal0 init` writes absolute lines to the
+ *   package's schema/json/, so a box it made keeps giving new files working
+ *   lines. A tree whose files carry no such line gets none.
+ */
+export interface ApplyOptions {
+  readonly schemaDir?: string;
+}
+
 /** An edit that cannot apply (its file does not parse, a set on a missing file's array…): nothing is applied. */
 export class ChangeSetError extends Error {
   constructor(readonly code: "config.parse_error" | "config.invalid_name" | "config.invalid_value" | "slot.exists", readonly file: string, message: string) {
@@ -52,10 +77,15 @@ export class ChangeSetError extends Error {
 
 const FILE_RE = /^(?:[a-z0-9][a-z0-9._-]{0,63}\.toml|(?:slots|stacks|mcp-servers|agents)\/[a-z0-9][a-z0-9._-]{0,63}\.toml)$/;
 
-/** Applies `changes` to a copy of `tree`; the input is not touched. Edits of one file apply in order. */
-export function applyChangeSet(tree: SourceTree, changes: ChangeSet): AppliedChangeSet {
+/**
+ * Applies `changes` to a copy of `tree`; the input is not touched. Edits of one
+ * file apply in order. Never throws anything but a ChangeSetError: whatever
+ * toml-patch refuses becomes `config.invalid_value` naming the file.
+ */
+export function applyChangeSet(tree: SourceTree, changes: ChangeSet, options: ApplyOptions = {}): AppliedChangeSet {
   const files = new Map(tree.files);
   const before = new Map<string, string | null>();
+  const moved = new Set<string>();
   for (const edit of changes.edits) {
     if (!FILE_RE.test(edit.file) || edit.file.includes("..")) throw new ChangeSetError("config.invalid_name", edit.file, `${edit.file} is not a file of the tree`);
     if (!before.has(edit.file)) before.set(edit.file, files.get(edit.file) ?? null);
@@ -65,16 +95,72 @@ export function applyChangeSet(tree: SourceTree, changes: ChangeSet): AppliedCha
       if (text === undefined) throw new ChangeSetError("config.invalid_value", edit.file, `${edit.file} does not exist, so it cannot be renamed`);
       if (files.has(edit.to)) throw new ChangeSetError("slot.exists", edit.to, `${edit.to} already exists`);
       if (!before.has(edit.to)) before.set(edit.to, null);
+      moved.add(edit.to);
       files.delete(edit.file);
       files.set(edit.to, text);
       continue;
     }
-    const next = applyEdit(files.get(edit.file), edit);
+    const next = guarded(edit.file, () => applyEdit(files.get(edit.file), edit));
     if (next === null) files.delete(edit.file);
     else files.set(edit.file, next);
   }
+  let schemaLines: SchemaLines | undefined;
+  for (const [file, was] of before) {
+    const text = files.get(file);
+    if (was !== null || text === undefined || moved.has(file)) continue;
+    schemaLines ??= new SchemaLines(tree, options);
+    files.set(file, schemaLines.add(file, text));
+  }
   const touched = [...before.keys()].sort().map((file) => ({ file, before: before.get(file)!, after: files.get(file) ?? null }));
   return { tree: sourceTree(tree.root, files), files: touched.filter((f) => f.before !== f.after) };
+}
+
+/** Runs one edit; anything but a ChangeSetError it throws (toml-patch's refusals, a value nested past the stack) becomes `config.invalid_value`. */
+function guarded<T>(file: string, run: () => T): T {
+  try {
+    return run();
+  } catch (err) {
+    if (err instanceof ChangeSetError) throw err;
+    const why = err instanceof Error ? err.message.split("\n")[0] : String(err);
+    throw new ChangeSetError("config.invalid_value", file, `${file} cannot be written with this edit: ${why}`);
+  }
+}
+
+const SCHEMA_LINE = /^#:schema[ \t]+(\S+)/;
+const SCHEMA_FILES = new Set(FILE_KINDS.map((k) => k.jsonSchema));
+
+/** The `#:schema` lines of new files, as ApplyOptions describes; pure path arithmetic, no disk. */
+class SchemaLines {
+  private readonly named: ReadonlyArray<{ file: string; kind: string; target: string }>;
+
+  constructor(private readonly tree: SourceTree, private readonly options: ApplyOptions) {
+    this.named = options.schemaDir !== undefined ? [] : [...tree.files].flatMap(([file, text]) => {
+      const target = SCHEMA_LINE.exec(text)?.[1];
+      const kind = classifyPath(file)?.kind.id;
+      return target !== undefined && kind !== undefined && SCHEMA_FILES.has(target.slice(target.lastIndexOf("/") + 1)) ? [{ file, kind, target }] : [];
+    });
+  }
+
+  /** `text` with the `#:schema` line of `file`'s kind on top; as is for an unknown kind, a text that has one, or no known folder. */
+  add(file: string, text: string): string {
+    const kind = classifyPath(file)?.kind;
+    if (kind === undefined || SCHEMA_LINE.test(text)) return text;
+    const target = this.targetFor(file, kind.id, kind.jsonSchema);
+    return target === undefined ? text : `#:schema ${target}\n${text}`;
+  }
+
+  private targetFor(file: string, kindId: string, jsonSchema: string): string | undefined {
+    if (this.options.schemaDir !== undefined) return `${this.options.schemaDir.replace(/\/+$/, "")}/${jsonSchema}`;
+    const from = this.named.find((n) => n.kind === kindId) ?? this.named[0];
+    if (from === undefined) return undefined;
+    const folder = from.target.slice(0, from.target.lastIndexOf("/") + 1);
+    // An absolute path or a URL names the same folder from anywhere.
+    if (folder.startsWith("/") || /^[A-Za-z][A-Za-z0-9+.-]*:/.test(folder)) return `${folder}${jsonSchema}`;
+    const root = posix.resolve("/", this.tree.root);
+    const abs = posix.resolve(root, posix.dirname(from.file), folder === "" ? "." : folder);
+    const rel = posix.relative(posix.resolve(root, posix.dirname(file)), abs);
+    return rel === "" ? jsonSchema : `${rel}/${jsonSchema}`;
+  }
 }
 
 function applyEdit(current: string | undefined, edit: Exclude<FileEdit, { op: "rename" }>): string | null {
@@ -84,8 +170,10 @@ function applyEdit(current: string | undefined, edit: Exclude<FileEdit, { op: "r
     case "text":
       return edit.text;
     case "put":
-      return patchDoc(current, edit.file, () => structuredClone(edit.doc) as Record<string, unknown>);
+      return patchDoc(current, edit.file, () => withoutNulls(edit.doc, edit.file, []) as Record<string, unknown>);
     case "set":
+      // Removing a key of a file that does not exist leaves it absent (no empty file appears).
+      if (current === undefined && edit.value === null) return null;
       return patchDoc(current, edit.file, (doc) => setPath(doc, edit.path, edit.value, edit.file));
   }
 }
@@ -209,8 +297,26 @@ function setPath(doc: Record<string, unknown>, path: readonly string[], value: u
   }
   const last = path[path.length - 1]!;
   if (value === null) delete table[last];
-  else table[last] = structuredClone(value);
+  else table[last] = withoutNulls(value, file, path);
   return doc;
+}
+
+/**
+ * A copy of a JSON value for a TOML document: TOML has no null, so a table
+ * member that is `null` is left out (the key is absent), and a list holding
+ * `null` is refused (`config.invalid_value`), never handed to toml-patch.
+ */
+function withoutNulls(value: unknown, file: string, path: readonly (string | number)[]): unknown {
+  if (Array.isArray(value)) {
+    return value.map((item, i) => {
+      if (item === null) throw new ChangeSetError("config.invalid_value", file, `${[...path, i].join(".")}: a TOML list cannot hold null`);
+      return withoutNulls(item, file, [...path, i]);
+    });
+  }
+  if (!isTable(value)) return value instanceof Date ? new Date(value) : value;
+  const out: Record<string, unknown> = {};
+  for (const [key, member] of Object.entries(value)) if (member !== null && member !== undefined) out[key] = withoutNulls(member, file, [...path, key]);
+  return out;
 }
 
 /** sha256 of one file's text, `absent` when it does not exist: what a revision records per file. */

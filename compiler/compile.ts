@@ -1,4 +1,5 @@
-import { Settings, type Diagnostic } from "../schema/index.js";
+import type { z } from "zod";
+import { ModelFacts, Profile, ProfileName, ResourceId, Settings, type Diagnostic } from "../schema/index.js";
 import { compileModels, compileProfiles } from "./catalog.js";
 import { createHash } from "node:crypto";
 import { compileAgents, linkAgents } from "./link-agents.js";
@@ -7,7 +8,7 @@ import { linkMcpServers, linkStacks, linkUpstreams } from "./link-others.js";
 import { linkSlots, type Catalog } from "./link-slots.js";
 import type { CompileResult, Model } from "./model.js";
 import { compilePolicy } from "./policy.js";
-import { readTree, validOf, type TreeFiles } from "./read.js";
+import { readTree, tableOf, validOf, validPart, type Parsed, type TreeFiles } from "./read.js";
 import { Reporter } from "./report.js";
 import type { SourceTree } from "./sources.js";
 
@@ -27,10 +28,10 @@ export function compile(tree: SourceTree, carried: readonly Diagnostic[] = []): 
   const catalog = buildCatalog(files, tree.root, reporter);
   const slots = linkSlots(files.slots, catalog, reporter);
   linkStacks(files.stacks, files.slots.names, catalog, reporter);
-  linkUpstreams(validOf(files.upstreams), files.slots.names, reporter);
+  linkUpstreams(validOf(files.upstreams), files.broken.upstreams, files.slots.names, reporter);
   linkMcpServers(files.mcpServers, reporter);
   linkAgents(files.agents, reporter);
-  linkCapabilities(validOf(files.capabilities), files.slots, catalog, reporter);
+  linkCapabilities(validOf(files.capabilities), files.broken.capabilities, files.slots, catalog, reporter);
   const policy = compilePolicy(validOf(files.policy), reporter);
   const diagnostics = reporter.sorted();
   if (reporter.hasErrors()) return { diagnostics };
@@ -51,17 +52,42 @@ export function compile(tree: SourceTree, carried: readonly Diagnostic[] = []): 
   return { model, diagnostics };
 }
 
+/**
+ * Settings, profiles and models for the link step. A profiles.toml or
+ * models.toml that did not validate still lends the entries that are valid on
+ * their own (their flags are checked, slots using them are linked), but the
+ * kind stays unknown (`profilesKnown` / `modelsKnown` false), so a reference
+ * to a broken or missing entry is not reported on top of the file's own
+ * errors; a broken entry is not replaced by the seed of its name.
+ */
 function buildCatalog(files: TreeFiles, root: string, reporter: Reporter): Catalog {
   const settings = validOf(files.settings);
+  const profiles = validOf(files.profiles) ? { file: validOf(files.profiles), broken: [] } : salvage(files.broken.profiles, "profile", ProfileName, Profile);
+  const models = validOf(files.models) ? { file: validOf(files.models), broken: [] } : salvage(files.broken.models, "model", ResourceId, ModelFacts);
+  const compiledProfiles = compileProfiles(profiles.file, reporter);
+  for (const name of profiles.broken) compiledProfiles.delete(name);
   return {
     settings: settings?.value ?? DEFAULT_SETTINGS,
     settingsKnown: files.settings !== "invalid",
     settingsFile: settings?.file,
-    profiles: compileProfiles(validOf(files.profiles), reporter),
+    profiles: compiledProfiles,
     profilesKnown: files.profiles !== "invalid",
-    models: compileModels(validOf(files.models), root),
+    models: compileModels(models.file, root),
     modelsKnown: files.models !== "invalid",
   };
+}
+
+/** The entries of a broken `[<table>.<name>]` file that are valid on their own, and the names of those that are not. */
+function salvage<K extends string, T>(broken: Parsed<Record<string, unknown>> | undefined, table: K, key: z.ZodType<string>, schema: z.ZodType<T>): { file?: Parsed<Record<K, Record<string, T>>>; broken: string[] } {
+  if (broken === undefined) return { broken: [] };
+  const valid: Record<string, T> = {};
+  const bad: string[] = [];
+  for (const [name, raw] of Object.entries(tableOf(broken.value[table]) ?? {})) {
+    const entry = validPart(key, name) === undefined ? undefined : validPart(schema, raw);
+    if (entry === undefined) bad.push(name);
+    else valid[name] = entry;
+  }
+  return { file: { file: broken.file, value: { [table]: valid } as Record<K, Record<string, T>> }, broken: bad };
 }
 
 /** sha256 over every file's path and text, in path order. */

@@ -94,7 +94,7 @@ function classify(input: EffectInput, file: string, path: readonly string[], bef
         ? make("assignment", `enables slot ${slot} (it starts)`, "slot_load")
         : make("assignment", `disables slot ${slot}${input.before?.slots[slot]?.enabled ? " (it serves now: it stops)" : ""}`, "slot_unload");
     }
-    if (head === "server" && sub === "env") return make("privileged", path.length > 2 ? `sets env ${path.slice(2).join(".")} for slot ${slot}` : `replaces the env of slot ${slot}`);
+    if (head === "server" && sub === "env") return make("privileged", path.length > 2 ? `${now === undefined ? "removes" : "sets"} env ${path.slice(2).join(".")} for slot ${slot}` : `replaces the env of slot ${slot}`);
     if (head === "server" && sub === "extra_args") return make("privileged", `runs slot ${slot} with extra runner flags: ${show(now)}`);
     return make("privileged", `changes ${key} of slot ${slot}: ${show(was)} → ${show(now)}`);
   }
@@ -133,7 +133,7 @@ function classify(input: EffectInput, file: string, path: readonly string[], bef
   if (mcp !== undefined) {
     const [head] = path;
     if (head === "name" || head === "description") return make("tune", `describes MCP server ${mcp}`);
-    if (head === "env") return make("privileged", path.length > 1 ? `sets env ${path.slice(1).join(".")} for MCP server ${mcp}` : `replaces the env of MCP server ${mcp}`);
+    if (head === "env") return make("privileged", path.length > 1 ? `${now === undefined ? "removes" : "sets"} env ${path.slice(1).join(".")} for MCP server ${mcp}` : `replaces the env of MCP server ${mcp}`);
     if (head === "command" || head === "args") return make("privileged", `runs a new command for MCP server ${mcp}: ${show(at(after, ["command"]))} ${show(at(after, ["args"]))}`);
     if (head === "url") return make("privileged", `points MCP server ${mcp} at ${show(now)}`);
     return make("privileged", `changes ${key} of MCP server ${mcp}: ${show(was)} → ${show(now)}`);
@@ -171,7 +171,7 @@ function resolvedEffects(input: EffectInput, seen: ReadonlySet<string>): Effect[
     if ((p0?.image ?? "") !== (p1?.image ?? "")) push(`runs another image for slot ${name}: ${p1?.image ?? "—"}`);
     if (JSON.stringify(p0?.flags_argv ?? []) !== JSON.stringify(p1?.flags_argv ?? [])) push(`runs slot ${name} with other runner flags: ${(p1?.flags_argv ?? []).join(" ")}`);
     const keys = [...new Set([...Object.keys(was.spec.env), ...Object.keys(now.spec.env)])].sort();
-    for (const k of keys) if (was.spec.env[k] !== now.spec.env[k]) push(`sets env ${k} for slot ${name}`);
+    for (const k of keys) if (was.spec.env[k] !== now.spec.env[k]) push(`${now.spec.env[k] === undefined ? "removes" : "sets"} env ${k} for slot ${name}`);
   }
   return out;
 }

@@ -1,6 +1,7 @@
-import { RESERVED_MCP_IDS, defaultAgentWorkspace, type Agent } from "../schema/index.js";
+import { z } from "zod";
+import { AGENT_NAME_PATTERN, RESERVED_MCP_IDS, RESOURCE_ID_PATTERN, ToolPolicy, defaultAgentWorkspace, type Agent } from "../schema/index.js";
 import type { CompiledAgent } from "./model.js";
-import type { ResourceFiles } from "./read.js";
+import { tableOf, validPart, type ResourceFiles } from "./read.js";
 import type { Reporter } from "./report.js";
 import { didYouMean } from "./suggest.js";
 
@@ -12,22 +13,30 @@ const TOOL_LISTS = ["allow", "gated", "blocked"] as const;
  * server is one hal0 serves (`agent.builtin_unknown`), and no tool is on two
  * of `[tools]` allow / gated / blocked (`agent.tools_overlap`, each later
  * listing related to the first). Agents in name order, so reports are stable.
+ * An agent file that did not validate is checked too, rule by rule, on the
+ * parts each rule reads when those are valid on their own — unless its
+ * schema_version is not one hal0 reads (a newer file is never half-read).
  */
 export function linkAgents(agents: ResourceFiles<Agent>, reporter: Reporter): void {
-  for (const name of [...agents.valid.keys()].sort()) {
-    const { file, value } = agents.valid.get(name)!;
-    if (value.agent.name !== name) {
-      reporter.report("agent.name_mismatch", { file, path: ["agent", "name"], target: "value" }, `\`${value.agent.name}\` is not the file's name \`${name}\``,
-        `An agent's name is its file's name: write \`name = "${name}"\`, or rename the file to agents/${value.agent.name}.toml.`);
+  const names = [...new Set([...agents.valid.keys(), ...agents.broken.keys()])].sort();
+  for (const name of names) {
+    const valid = agents.valid.get(name);
+    const parts = valid ? { file: valid.file, ...partsOfValid(valid.value) } : partsOfBroken(agents.broken.get(name)!.file, agents.broken.get(name)!.value);
+    if (parts === undefined) continue;
+    const { file, agentName, builtin, tools } = parts;
+    if (agentName !== undefined && agentName !== name) {
+      reporter.report("agent.name_mismatch", { file, path: ["agent", "name"], target: "value" }, `\`${agentName}\` is not the file's name \`${name}\``,
+        `An agent's name is its file's name: write \`name = "${name}"\`, or rename the file to agents/${agentName}.toml.`);
     }
-    for (const id of Object.keys(value.mcp.servers).sort()) {
-      if (!value.mcp.servers[id]!.builtin || (RESERVED_MCP_IDS as readonly string[]).includes(id)) continue;
+    for (const id of builtin) {
+      if ((RESERVED_MCP_IDS as readonly string[]).includes(id)) continue;
       reporter.report("agent.builtin_unknown", { file, path: ["mcp", "servers", id, "builtin"], target: "value" }, `\`${id}\` is not one of hal0's own servers`,
         `Only ${RESERVED_MCP_IDS.join(", ")} are builtin.${didYouMean(id, RESERVED_MCP_IDS)} Any other server needs \`url\` and \`builtin = false\`.`);
     }
+    if (tools === undefined) continue;
     const seen = new Map<string, Array<string | number>>();
     for (const list of TOOL_LISTS) {
-      value.tools[list].forEach((tool, index) => {
+      tools[list].forEach((tool, index) => {
         const path = ["tools", list, index];
         const first = seen.get(tool);
         if (first === undefined) {
@@ -40,6 +49,32 @@ export function linkAgents(agents: ResourceFiles<Agent>, reporter: Reporter): vo
       });
     }
   }
+}
+
+/** What the agent rules read: `[agent] name`, the ids of servers marked builtin (sorted), `[tools]`. */
+interface AgentParts {
+  readonly file: string;
+  readonly agentName?: string;
+  readonly builtin: readonly string[];
+  readonly tools?: Agent["tools"];
+}
+
+function partsOfValid(agent: Agent): Omit<AgentParts, "file"> {
+  return { agentName: agent.agent.name, builtin: Object.keys(agent.mcp.servers).filter((id) => agent.mcp.servers[id]!.builtin).sort(), tools: agent.tools };
+}
+
+const AgentName = z.string().regex(AGENT_NAME_PATTERN);
+const ServerId = z.string().regex(RESOURCE_ID_PATTERN);
+
+function partsOfBroken(file: string, raw: Record<string, unknown>): AgentParts | undefined {
+  if (raw.schema_version !== undefined && raw.schema_version !== 1) return undefined;
+  const servers = tableOf(tableOf(raw.mcp)?.servers) ?? {};
+  return {
+    file,
+    agentName: validPart(AgentName, tableOf(raw.agent)?.name),
+    builtin: Object.keys(servers).filter((id) => ServerId.safeParse(id).success && tableOf(servers[id])?.builtin === true).sort(),
+    tools: validPart(ToolPolicy, raw.tools ?? {}),
+  };
 }
 
 /** The valid agents as the model holds them: by name, each with its workspace made explicit. Call only for a tree without errors. */

@@ -1,10 +1,11 @@
+import { z } from "zod";
 import {
-  BACKEND_KINDS, DEVICES, SLOT_CHILDREN,
-  type Backend, type CapabilitiesFile, type Device, type Selection, type Slot, type SlotType,
+  BACKEND_KINDS, Backend, CatalogSource, CHILD_NAME_PATTERN, DEVICES, SLOT_CHILDREN, SLOT_NAME_PATTERN, Selection,
+  type CapabilitiesFile, type Device, type Slot, type SlotType,
 } from "../schema/index.js";
 import type { Catalog } from "./link-slots.js";
 import type { CompiledCapabilities } from "./model.js";
-import type { Parsed, ResourceFiles } from "./read.js";
+import { tableOf, validEntries, validPart, type Parsed, type ResourceFiles } from "./read.js";
 import type { Reporter } from "./report.js";
 import { didYouMean } from "./suggest.js";
 
@@ -15,40 +16,91 @@ type File = Parsed<CapabilitiesFile>;
  * unique; each selection names an existing slot, a child that slot's type has,
  * a model of the type that child needs, a declared backend, and a backend that
  * can run that model (its kind serves the model's type, on a device both share).
+ * A capabilities.toml that did not validate is checked too, over its rows and
+ * selections that are valid on their own (not when its schema_version is one
+ * hal0 does not read).
  */
-export function linkCapabilities(file: File | undefined, slots: ResourceFiles<Slot>, catalog: Catalog, reporter: Reporter): void {
-  if (!file) return;
-  uniqueIds(file, "backend", file.value.backend, reporter);
-  uniqueIds(file, "catalog", file.value.catalog, reporter);
+export function linkCapabilities(file: File | undefined, broken: Parsed<Record<string, unknown>> | undefined, slots: ResourceFiles<Slot>, catalog: Catalog, reporter: Reporter): void {
+  const view = file ? viewOfValid(file) : broken ? viewOfBroken(broken) : undefined;
+  if (!view) return;
+  uniqueIds(view.file, "backend", view.backend, reporter);
+  uniqueIds(view.file, "catalog", view.catalog, reporter);
   const backends = new Map<string, { backend: Backend; index: number }>();
-  file.value.backend.forEach((backend, index) => { if (!backends.has(backend.id)) backends.set(backend.id, { backend, index }); });
-  for (const slot of Object.keys(file.value.selection).sort()) {
+  for (const { index, entry: backend } of view.backend) if (!backends.has(backend.id)) backends.set(backend.id, { backend, index });
+  for (const slot of Object.keys(view.selection).sort()) {
     if (!slots.names.has(slot)) {
-      reporter.report("capability.unknown_slot", { file: file.file, path: ["selection", slot] }, `unknown slot \`${slot}\``,
+      reporter.report("capability.unknown_slot", { file: view.file, path: ["selection", slot] }, `unknown slot \`${slot}\``,
         `Selections are keyed by slot name, and there is no slots/${slot}.toml.${didYouMean(slot, slots.names.keys())}`);
       continue;
     }
     const type = slots.valid.get(slot)?.value.type;
-    const children = file.value.selection[slot]!;
+    const children = view.selection[slot]!;
     for (const child of Object.keys(children).sort()) {
-      linkSelection({ file, slot, child, type, selection: children[child]!, backends, catalog }, reporter);
+      linkSelection({ file: view.file, slot, child, type, selection: children[child]!, backends, backendIds: view.backendIds, catalog }, reporter);
     }
   }
 }
 
+/** What the rules read of capabilities.toml: rows with their index in the file, selections by slot and child. */
+interface CapabilitiesView {
+  readonly file: string;
+  readonly backend: ReadonlyArray<{ index: number; entry: Backend }>;
+  readonly catalog: ReadonlyArray<{ index: number; entry: { id: string } }>;
+  /** Every `[[backend]]` id the file spells, valid row or not: a selection naming one is not an unknown backend. */
+  readonly backendIds: ReadonlySet<string>;
+  readonly selection: Readonly<Record<string, Readonly<Record<string, Selection>>>>;
+}
+
+function viewOfValid(file: File): CapabilitiesView {
+  const { backend, catalog, selection } = file.value;
+  return {
+    file: file.file,
+    backend: backend.map((entry, index) => ({ index, entry })),
+    catalog: catalog.map((entry, index) => ({ index, entry })),
+    backendIds: new Set(backend.map((b) => b.id)),
+    selection,
+  };
+}
+
+const SlotKey = z.string().regex(SLOT_NAME_PATTERN);
+const ChildKey = z.string().regex(CHILD_NAME_PATTERN);
+
+function viewOfBroken({ file, value: raw }: Parsed<Record<string, unknown>>): CapabilitiesView | undefined {
+  if (raw.schema_version !== undefined && raw.schema_version !== 2) return undefined;
+  const rows = Array.isArray(raw.backend) ? raw.backend : [];
+  const selection: Record<string, Record<string, Selection>> = {};
+  for (const [slot, children] of Object.entries(tableOf(raw.selection) ?? {})) {
+    if (!SlotKey.safeParse(slot).success) continue;
+    const valid: Record<string, Selection> = {};
+    for (const [child, value] of Object.entries(tableOf(children) ?? {})) {
+      const entry = ChildKey.safeParse(child).success ? validPart(Selection, value) : undefined;
+      if (entry !== undefined) valid[child] = entry;
+    }
+    selection[slot] = valid;
+  }
+  return {
+    file,
+    backend: validEntries(Backend, raw.backend),
+    catalog: validEntries(CatalogSource, raw.catalog),
+    backendIds: new Set(rows.map((row) => tableOf(row)?.id).filter((id): id is string => typeof id === "string")),
+    selection,
+  };
+}
+
 interface SelectionSite {
-  readonly file: File;
+  readonly file: string;
   readonly slot: string;
   readonly child: string;
   /** The slot's type; undefined when its file is invalid (child rules are skipped). */
   readonly type?: SlotType;
   readonly selection: Selection;
   readonly backends: ReadonlyMap<string, { backend: Backend; index: number }>;
+  readonly backendIds: ReadonlySet<string>;
   readonly catalog: Catalog;
 }
 
 function linkSelection(s: SelectionSite, reporter: Reporter): void {
-  const at = (key?: string) => ({ file: s.file.file, path: ["selection", s.slot, s.child, ...(key ? [key] : [])], target: key ? ("value" as const) : undefined });
+  const at = (key?: string) => ({ file: s.file, path: ["selection", s.slot, s.child, ...(key ? [key] : [])], target: key ? ("value" as const) : undefined });
   const allowed: Readonly<Record<string, SlotType>> | undefined = s.type === undefined ? undefined : SLOT_CHILDREN[s.type];
   if (allowed && !Object.hasOwn(allowed, s.child)) {
     const names = Object.keys(allowed);
@@ -68,6 +120,8 @@ function linkSelection(s: SelectionSite, reporter: Reporter): void {
   if (s.selection.backend === undefined) return;
   const declared = s.backends.get(s.selection.backend);
   if (!declared) {
+    // A row of a broken file that spells this id has its own diagnostic already.
+    if (s.backendIds.has(s.selection.backend)) return;
     reporter.report("capability.unknown_backend", at("backend"), `unknown backend \`${s.selection.backend}\``,
       `No \`[[backend]]\` of capabilities.toml has id \`${s.selection.backend}\`.${didYouMean(s.selection.backend, s.backends.keys())}`);
     return;
@@ -84,19 +138,22 @@ function checkPair(s: SelectionSite, declared: { backend: Backend; index: number
     ? `backend kind ${backend.kind} serves ${serves.join(", ")} models, not ${type}`
     : devices.length === 0 ? `no device suits \`${backend.id}\` (${list(backend.devices)}), the model (${list(modelDevices)})${s.selection.device ? ` and the selection (${s.selection.device})` : ""}` : undefined;
   if (why === undefined) return;
-  reporter.report("capability.illegal_backend_model_pair", { file: s.file.file, path: ["selection", s.slot, s.child, "backend"], target: "value" },
+  reporter.report("capability.illegal_backend_model_pair", { file: s.file, path: ["selection", s.slot, s.child, "backend"], target: "value" },
     `backend \`${backend.id}\` cannot run \`${s.selection.model}\``, `${why[0]!.toUpperCase()}${why.slice(1)}.`,
-    [{ file: s.file.file, path: ["backend", index, "id"], target: "value", message: `backend \`${backend.id}\` is declared here` }]);
+    [{ file: s.file, path: ["backend", index, "id"], target: "value", message: `backend \`${backend.id}\` is declared here` }]);
 }
 
-function uniqueIds(file: File, table: "backend" | "catalog", rows: ReadonlyArray<{ id: string }>, reporter: Reporter): void {
+function uniqueIds(file: string, table: "backend" | "catalog", rows: ReadonlyArray<{ index: number; entry: { id: string } }>, reporter: Reporter): void {
   const seen = new Map<string, number>();
-  rows.forEach((row, index) => {
+  for (const { index, entry: row } of rows) {
     const first = seen.get(row.id);
-    if (first === undefined) return void seen.set(row.id, index);
-    reporter.report("capability.duplicate_id", { file: file.file, path: [table, index, "id"], target: "value" }, `a second ${table} with id \`${row.id}\``,
-      `Each \`[[${table}]]\` has its own id.`, [{ file: file.file, path: [table, first, "id"], target: "value", message: "first defined here" }]);
-  });
+    if (first === undefined) {
+      seen.set(row.id, index);
+      continue;
+    }
+    reporter.report("capability.duplicate_id", { file, path: [table, index, "id"], target: "value" }, `a second ${table} with id \`${row.id}\``,
+      `Each \`[[${table}]]\` has its own id.`, [{ file, path: [table, first, "id"], target: "value", message: "first defined here" }]);
+  }
 }
 
 /** The compiled capabilities: the file's rows, selections in sorted order. */

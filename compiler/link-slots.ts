@@ -1,10 +1,11 @@
-import type { Settings, Slot } from "../schema/index.js";
+import { z } from "zod";
+import { ProfileName, ResourceId, Slot, type Settings } from "../schema/index.js";
 import { checkedWords } from "./catalog.js";
 import type { CompiledModelFacts, CompiledProfile, ResolvedSlot } from "./model.js";
-import type { ResourceFiles } from "./read.js";
+import { tableOf, validPart, type Parsed, type ResourceFiles } from "./read.js";
 import type { Reporter } from "./report.js";
 import { defaultDevice, resolveSlot, type SlotInput } from "./resolve.js";
-import { checkCapacity, checkPorts, placeSlot } from "./link-ports.js";
+import { checkCapacity, checkPorts, placeSlot, type PlacedSlot } from "./link-ports.js";
 import { didYouMean } from "./suggest.js";
 
 /** Slot types that cannot run without a model. */
@@ -21,7 +22,12 @@ export interface Catalog {
   readonly modelsKnown: boolean;
 }
 
-/** Links every valid slot to its profile and model, then resolves it. */
+/**
+ * Links every valid slot to its profile and model, then resolves it. A slot
+ * file that did not validate is checked too on what is valid of it: its
+ * profile and model references, its `[server] extra_args`, and its port
+ * (when port, enabled, type and placement are valid, it holds its port).
+ */
 export function linkSlots(slots: ResourceFiles<Slot>, catalog: Catalog, reporter: Reporter): Map<string, ResolvedSlot> {
   const out = new Map<string, ResolvedSlot>();
   for (const name of [...slots.valid.keys()].sort()) {
@@ -29,9 +35,15 @@ export function linkSlots(slots: ResourceFiles<Slot>, catalog: Catalog, reporter
     const input = linkSlot(name, file, slot, catalog, reporter);
     if (input) out.set(name, resolveSlot(input, catalog.settings, reporter));
   }
-  // Ports, capacity and the NPU are checked for every valid slot, linked or not:
-  // a slot with a typo in its profile still holds its port.
-  const placed = [...slots.valid.keys()].sort().map((name) => placeSlot(name, slots.valid.get(name)!, catalog));
+  for (const name of [...slots.broken.keys()].sort()) linkBrokenSlot(slots.broken.get(name)!, catalog, reporter);
+  // Ports, capacity and the NPU are checked for every slot that holds a port,
+  // linked or not: a slot with a typo in its profile still holds its port.
+  const placed = [...slots.names.keys()].sort().flatMap((name): PlacedSlot[] => {
+    const valid = slots.valid.get(name);
+    if (valid) return [placeSlot(name, valid, catalog)];
+    const broken = slots.broken.get(name);
+    return broken ? placeBrokenSlot(name, broken, catalog) : [];
+  });
   checkPorts(placed, catalog, reporter);
   checkCapacity(placed, catalog, reporter);
   return out;
@@ -40,19 +52,44 @@ export function linkSlots(slots: ResourceFiles<Slot>, catalog: Catalog, reporter
 function linkSlot(name: string, file: string, slot: Slot, catalog: Catalog, reporter: Reporter): SlotInput | undefined {
   const extraArgs = checkedWords(slot.server.extra_args, { file, path: ["server", "extra_args"], target: "value" }, reporter);
   // Both references are checked, so one run reports every broken one.
-  const profile = catalog.profiles.get(slot.profile);
-  if (!profile && catalog.profilesKnown) {
-    reporter.report("slot.unknown_profile", { file, path: ["profile"], target: "value" }, `unknown profile \`${slot.profile}\``,
-      `No profile \`${slot.profile}\` in profiles.toml or the built-in seeds.${didYouMean(slot.profile, catalog.profiles.keys())}`);
-  }
-  const model = slot.model === undefined ? undefined : catalog.models.get(slot.model);
-  if (slot.model !== undefined && !model && catalog.modelsKnown) {
-    reporter.report("slot.unknown_model", { file, path: ["model"], target: "value" }, `unknown model \`${slot.model}\``,
-      `models.toml defines no model \`${slot.model}\`.${didYouMean(slot.model, catalog.models.keys())}`);
-  }
+  const { profile, model } = checkReferences(file, slot.profile, slot.model, catalog, reporter);
   if (!profile || (slot.model !== undefined && !model)) return undefined;
   checkSlotFit(name, file, slot, profile, model, catalog, reporter);
   return { name, file, slot, profile, model, extraArgs };
+}
+
+/** The slot's profile and model, each reported when the catalog knows its kind and has no such entry. */
+function checkReferences(file: string, profileName: string | undefined, modelId: string | undefined, catalog: Catalog, reporter: Reporter): { profile?: CompiledProfile; model?: CompiledModelFacts } {
+  const profile = profileName === undefined ? undefined : catalog.profiles.get(profileName);
+  if (profileName !== undefined && !profile && catalog.profilesKnown) {
+    reporter.report("slot.unknown_profile", { file, path: ["profile"], target: "value" }, `unknown profile \`${profileName}\``,
+      `No profile \`${profileName}\` in profiles.toml or the built-in seeds.${didYouMean(profileName, catalog.profiles.keys())}`);
+  }
+  const model = modelId === undefined ? undefined : catalog.models.get(modelId);
+  if (modelId !== undefined && !model && catalog.modelsKnown) {
+    reporter.report("slot.unknown_model", { file, path: ["model"], target: "value" }, `unknown model \`${modelId}\``,
+      `models.toml defines no model \`${modelId}\`.${didYouMean(modelId, catalog.models.keys())}`);
+  }
+  return { profile, model };
+}
+
+/** The rules of one slot that read only keys valid on their own in a slot file that did not validate. */
+function linkBrokenSlot({ file, value: raw }: Parsed<Record<string, unknown>>, catalog: Catalog, reporter: Reporter): void {
+  const extraArgs = tableOf(raw.server)?.extra_args;
+  if (typeof extraArgs === "string") checkedWords(extraArgs, { file, path: ["server", "extra_args"], target: "value" }, reporter);
+  checkReferences(file, validPart(ProfileName, raw.profile), validPart(ResourceId, raw.model), catalog, reporter);
+}
+
+/** What of a slot decides its port and device, unknown keys beside them ignored. */
+const SlotPlace = z.object({ port: Slot.shape.port, enabled: Slot.shape.enabled, type: Slot.shape.type, placement: Slot.shape.placement });
+
+function placeBrokenSlot(name: string, { file, value: raw }: Parsed<Record<string, unknown>>, catalog: Catalog): PlacedSlot[] {
+  const place = validPart(SlotPlace, raw);
+  if (place === undefined) return [];
+  const profileName = validPart(ProfileName, raw.profile);
+  const profile = profileName === undefined ? undefined : catalog.profiles.get(profileName);
+  const device = place.placement.device ?? (profile ? defaultDevice(profile) : undefined);
+  return [{ name, file, port: place.port, enabled: place.enabled, type: place.type, device }];
 }
 
 function checkSlotFit(name: string, file: string, slot: Slot, profile: CompiledProfile, model: CompiledModelFacts | undefined, catalog: Catalog, reporter: Reporter): void {

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { EnvName, ResourceId } from "./names.js";
 import { ToolPolicy } from "./mcp-server.js";
+import { whenValid } from "./when.js";
 
 /**
  * `agents/<name>.toml`: a bundled agent's MCP policy (reference §1.4
@@ -25,7 +26,8 @@ const HttpUrl = z.string().regex(/^https?:\/\/[^\s/]+(\/\S*)?$/);
 /**
  * Empty, or an absolute path without `.` or `..` segments: the workspace is a
  * sandbox boundary, so it is written exactly as meant, never relative to
- * anything. (The pattern in the JSON Schema is the editor's half of the rule.)
+ * anything. (The JSON Schema says the same for editors: the pattern wants an
+ * absolute path or nothing, the `not` pattern refuses `.`/`..` segments and NUL.)
  */
 const Workspace = z.string().superRefine((value, ctx) => {
   if (value === "") return;
@@ -39,7 +41,7 @@ const Workspace = z.string().superRefine((value, ctx) => {
     code: "custom", message: `workspace ${JSON.stringify(value)} ${why}`,
     params: { code: "config.invalid_value", target: "value", detail: `\`agent.workspace\` ${why}: write an absolute path such as "/var/lib/hal0/agents/<name>/workspace", or leave it empty for that default.` },
   });
-}).meta({ pattern: "^(/.*)?$" });
+}).meta({ pattern: "^(/.*)?$", not: { pattern: "(^|/)\\.{1,2}(/|$)|\\u0000" } });
 
 /**
  * How hal0 authenticates to one server. `bearer-from-env` sends
@@ -55,7 +57,9 @@ export const AgentAuth = z
     if (a.kind === "bearer-from-env" && a.env === undefined) {
       ctx.addIssue({ code: "custom", path: ["kind"], message: "auth kind \"bearer-from-env\" needs env", params: { code: "agent.auth_env_required", detail: "Name the environment variable that holds the token in `env = \"<NAME>\"`; the token itself never goes in the tree." } });
     }
-  });
+  }, { when: whenValid("kind", "env") })
+  // The rule above, for editors (Taplo reads the JSON Schema).
+  .meta({ if: { properties: { kind: { const: "bearer-from-env" } }, required: ["kind"] }, then: { required: ["env"] } });
 export type AgentAuth = z.infer<typeof AgentAuth>;
 
 /** One `[mcp.servers.<id>]` table: a server the agent may reach. */
@@ -71,7 +75,8 @@ export const AgentServer = z
     if (!s.builtin && s.url === undefined) {
       ctx.addIssue({ code: "custom", path: ["url"], message: "a server that is not builtin needs url", params: { code: "agent.url_required", detail: "The agent reaches this server at its url: add `url = \"http://127.0.0.1:<port>/mcp\"`, or `builtin = true` for one of hal0's own servers." } });
     }
-  });
+  }, { when: whenValid("builtin", "url") })
+  .meta({ if: { properties: { builtin: { const: true } }, required: ["builtin"] }, else: { required: ["url"] } });
 export type AgentServer = z.infer<typeof AgentServer>;
 
 export const Agent = z.strictObject({

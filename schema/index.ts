@@ -43,7 +43,7 @@ export {
 } from "./diagnostic.js";
 
 // JSON Schema export
-export { renderJsonSchemas } from "./json-schema.js";
+export { renderJsonSchemas, jsonSchemaOf } from "./json-schema.js";
 
 // Plans
 export {

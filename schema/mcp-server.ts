@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { EnvName, ToolName } from "./names.js";
+import { whenValid } from "./when.js";
 
 /** `mcp-servers/<id>.toml`: an installed third-party MCP server; the file stem is its id. */
 
@@ -42,12 +43,17 @@ export const McpServer = z
     verified: z.boolean().default(false),
     installed_at: z.string().optional(),
   })
+  // Each rule runs when the keys it reads are valid, so a file with several problems reports them all at once.
   .superRefine((s, ctx) => {
     if (s.transport !== "stdio" && s.url === undefined) {
       ctx.addIssue({ code: "custom", path: ["transport"], message: `transport "${s.transport}" needs url`, params: { code: "mcp.url_required", detail: "A streamable-http or sse server is reached at its url: add `url = \"http://127.0.0.1:<port>/mcp\"`." } });
     }
+  }, { when: whenValid("transport", "url") })
+  .superRefine((s, ctx) => {
     if (s.transport === "stdio" && s.command === undefined) {
       ctx.addIssue({ code: "custom", path: ["transport"], message: "transport \"stdio\" needs command", params: { code: "mcp.command_required", detail: "A stdio server is started as a command: add `command` (and `args`)." } });
     }
-  });
+  }, { when: whenValid("transport", "command") })
+  // The two rules above, for editors (Taplo reads the JSON Schema).
+  .meta({ if: { properties: { transport: { const: "stdio" } }, required: ["transport"] }, then: { required: ["command"] }, else: { required: ["url"] } });
 export type McpServer = z.infer<typeof McpServer>;

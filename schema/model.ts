@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ResourceId } from "./names.js";
 import { DEVICES, SLOT_TYPES } from "./slot.js";
+import { whenValid } from "./when.js";
 
 /** `models.toml`: `[model.<id>]` file facts only. Tuning lives on profiles and slots. */
 
@@ -36,7 +37,9 @@ export const ModelFacts = z
     if (m.path === undefined && (m.hf_repo === undefined || m.hf_filename === undefined)) {
       ctx.addIssue({ code: "custom", path: [], message: "a model needs a path, or hf_repo and hf_filename", params: { code: "model.source_required", detail: "Give the model a local `path` (relative paths resolve against the config folder), or `hf_repo` and `hf_filename` to fetch it." } });
     }
-  });
+  }, { when: whenValid("path", "hf_repo", "hf_filename") })
+  // The rule above, for editors (Taplo reads the JSON Schema).
+  .meta({ anyOf: [{ required: ["path"] }, { required: ["hf_repo", "hf_filename"] }] });
 export type ModelFacts = z.infer<typeof ModelFacts>;
 
 export const ModelsFile = z.strictObject({

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { whenValid } from "./when.js";
 
 /** `hal0.toml`: every section optional, every key defaulted; an empty file is valid. */
 
@@ -14,6 +15,11 @@ const Meta = z.strictObject({
 
 export const AUTH_MODES = ["token", "off"] as const;
 
+/** `[server] max_body_kb`: its default and bounds (below 64 KiB ordinary writes, a TOML file or a memory text sent whole, would not fit; above 64 MiB it bounds nothing useful). */
+export const MAX_BODY_KB_MIN = 64;
+export const MAX_BODY_KB_MAX = 65_536;
+export const MAX_BODY_KB_DEFAULT = 1024;
+
 /** Loopback names and addresses: where `[server] auth = "off"` may listen. */
 export function isLoopbackHost(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, "").toLowerCase();
@@ -28,6 +34,8 @@ const Server = z
     allowed_origins: z.array(z.string().min(1)).default([]),
     /** `token`: every request is identified by a bearer token or the web page's session; `off`: every loopback caller is an operator. */
     auth: z.enum(AUTH_MODES).default("token"),
+    /** The largest request body the server reads, in KiB (REST and the MCP endpoints); a larger one is 413 `request.too_large`. */
+    max_body_kb: z.int().min(MAX_BODY_KB_MIN).max(MAX_BODY_KB_MAX).default(MAX_BODY_KB_DEFAULT),
   })
   .superRefine((s, ctx) => {
     if (s.auth === "off" && !isLoopbackHost(s.host)) {
@@ -38,7 +46,7 @@ const Server = z
         params: { code: "server.auth_off_exposed", target: "value", detail: "With auth off every caller is trusted as an operator; that is only safe when [server] host is loopback (127.0.0.1, ::1, localhost). Use auth = \"token\" on any other address." },
       });
     }
-  });
+  }, { when: whenValid("auth", "host") });
 
 const Slots = z
   .strictObject({
@@ -62,7 +70,7 @@ const Slots = z
         params: { code: "config.invalid_value", target: "value", detail: "The slot port range must not be empty: port_range_end must be at least port_range_start." },
       });
     }
-  });
+  }, { when: whenValid("port_range_start", "port_range_end") });
 
 const Reconcile = z.strictObject({
   interval_s: z.int().min(1).max(86_400).default(120),
@@ -90,7 +98,7 @@ const Memory = z
         params: { code: "config.invalid_value", target: "value", detail: "[memory] url is the Hindsight server's base URL, e.g. \"http://127.0.0.1:8888\"." },
       });
     }
-  });
+  }, { when: whenValid("enabled", "engine", "url") });
 
 const Bridge = z.strictObject({ enabled: z.boolean().default(true) });
 

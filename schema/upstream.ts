@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { EnvName, SlotName } from "./names.js";
+import { whenValid } from "./when.js";
 
 /** `upstreams.toml`: `[[upstream]]` remote OpenAI-compatible endpoints, or local slots. */
 
@@ -33,16 +34,28 @@ export const Upstream = z
       })
       .prefault({}),
   })
+  // Each rule runs when the keys it reads are valid, so an entry with several problems reports them all at once.
   .superRefine((u, ctx) => {
     if (u.kind === "slot" && u.slot_name === undefined) {
       ctx.addIssue({ code: "custom", path: ["kind"], message: "an upstream of kind \"slot\" needs slot_name", params: { code: "upstream.slot_name_required", detail: "An upstream of kind \"slot\" routes to a local slot: add `slot_name = \"<slot>\"`." } });
     }
+  }, { when: whenValid("kind", "slot_name") })
+  .superRefine((u, ctx) => {
     if (u.kind === "remote" && u.url === undefined) {
       ctx.addIssue({ code: "custom", path: ["kind"], message: "a remote upstream needs url", params: { code: "upstream.url_required", detail: "A remote upstream is reached at its url: add `url = \"https://…\"`." } });
     }
+  }, { when: whenValid("kind", "url") })
+  .superRefine((u, ctx) => {
     if (u.auth_style !== "none" && u.auth_value_env === undefined) {
       ctx.addIssue({ code: "custom", path: ["auth_style"], message: `auth_style "${u.auth_style}" needs auth_value_env`, params: { code: "upstream.auth_env_required", detail: "Name the environment variable that holds the credential in `auth_value_env`; the value never goes in the tree." } });
     }
+  }, { when: whenValid("auth_style", "auth_value_env") })
+  // The three rules above, for editors (Taplo reads the JSON Schema); kind defaults to "remote".
+  .meta({
+    allOf: [
+      { if: { properties: { kind: { const: "slot" } }, required: ["kind"] }, then: { required: ["slot_name"] }, else: { required: ["url"] } },
+      { if: { properties: { auth_style: { enum: AUTH_STYLES.filter((s) => s !== "none") } }, required: ["auth_style"] }, then: { required: ["auth_value_env"] } },
+    ],
   });
 export type Upstream = z.infer<typeof Upstream>;
 

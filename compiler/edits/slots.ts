@@ -40,14 +40,23 @@ export function createSlotChanges(name: string, fields: Record<string, unknown>,
   return { edits: [{ file: slotFile(name), op: "put", doc: fields }], summary: `create slot ${name}` };
 }
 
-/** Sparse edit: each field set (null removes it); `tune` per key (null drops one override), `tune: null` clears the table. */
+/** The slot file's tables: an edit of one sets its keys one by one (sparse), like `tune`. */
+const SPARSE_TABLES = new Set(["tune", "placement", "server"]);
+
+/**
+ * Sparse edit: each field set (null removes it). The tables `tune`,
+ * `placement` and `server` are sparse too: each key given is set on its own
+ * (null drops that key, e.g. `{"server": {"env": null}}` removes
+ * `server.env` and keeps `extra_args`), and `<table>: null` clears the table.
+ * A key's value inside a table (`server.env`) is replaced whole.
+ */
 export function editSlotChanges(name: string, fields: Record<string, unknown>): ChangeSet {
   denyRootTuning(fields);
   const file = slotFile(name);
   const edits: FileEdit[] = [];
   for (const [key, value] of Object.entries(fields)) {
-    if (key === "tune" && value !== null && typeof value === "object") {
-      for (const [k, v] of Object.entries(value)) edits.push({ file, op: "set", path: ["tune", k], value: v });
+    if (SPARSE_TABLES.has(key) && value !== null && typeof value === "object" && !Array.isArray(value)) {
+      for (const [k, v] of Object.entries(value)) edits.push({ file, op: "set", path: [key, k], value: v });
     } else {
       edits.push({ file, op: "set", path: [key], value });
     }

@@ -1,7 +1,7 @@
 import { stat } from "node:fs/promises";
 import { isAbsolute, resolve } from "node:path";
 import { z } from "zod";
-import { APPLY_CLASSES, FILE_KINDS, SETTINGS_REGISTRY, Settings } from "../../schema/index.js";
+import { APPLY_CLASSES, FILE_KINDS, jsonSchemaOf, SETTINGS_REGISTRY, Settings } from "../../schema/index.js";
 import type { BoxService, Snapshot } from "../box.js";
 import { defineRoute } from "../route.js";
 import { deepMerge, effectiveSettings, mergeEdits, readSettingsDoc, SETTINGS_FILE } from "../../compiler/edits/settings.js";
@@ -81,10 +81,9 @@ export const settingsRoutes = [
   }),
 ];
 
+/** The committed schema/json/hal0.schema.json, rendered by the one function that renders it. */
 function settingsSchema(): unknown {
-  const kind = FILE_KINDS.find((k) => k.id === "settings")!;
-  const body = z.toJSONSchema(Settings, { target: "draft-7", io: "input", unrepresentable: "any" });
-  return { ...body, $id: `https://hal0.dev/schema/${kind.jsonSchema}`, title: kind.title };
+  return jsonSchemaOf(FILE_KINDS.find((k) => k.id === "settings")!);
 }
 
 function reloadSummary(snap: Snapshot): unknown {

@@ -82,3 +82,83 @@ describe("ChangeSet: new tables", () => {
     expect(out).toBe(`${models}\n[model."tiny.v2"]\npath = "t.gguf"\ncapabilities = [ "chat" ]\n\n[model."tiny.v2".extra]\nk = 1\n`);
   });
 });
+
+describe("ChangeSet: null values (issue 16 point 3)", () => {
+  const SLOT = `profile = "rocm"\nport = 8081\n\n[server]\n# flags\nextra_args = "--metrics"\nenv = { A = "1" }\n`;
+
+  it("a set whose table value holds null leaves that key out instead of throwing", () => {
+    const [out] = after({ "slots/chat.toml": SLOT }, [{ file: "slots/chat.toml", op: "set", path: ["server"], value: { env: null, extra_args: "--metrics" } }]);
+    expect(out).toBe(`profile = "rocm"\nport = 8081\n\n[server]\n# flags\nextra_args = "--metrics"\n`);
+    const [deep] = after({ "slots/chat.toml": SLOT }, [{ file: "slots/chat.toml", op: "set", path: ["server", "env"], value: { A: null, B: "2" } }]);
+    expect(deep).toContain(`env = { B = "2" }`);
+  });
+
+  it("a null set removes the key, and is a no-op when the key, its table or its file is absent", () => {
+    const [out] = after({ "slots/chat.toml": SLOT }, [{ file: "slots/chat.toml", op: "set", path: ["server", "env"], value: null }]);
+    expect(out).toBe(`profile = "rocm"\nport = 8081\n\n[server]\n# flags\nextra_args = "--metrics"\n`);
+    expect(after({ "slots/chat.toml": SLOT }, [{ file: "slots/chat.toml", op: "set", path: ["server", "nope"], value: null }])).toEqual([]);
+    expect(after({ "slots/chat.toml": SLOT }, [{ file: "slots/chat.toml", op: "set", path: ["tune", "ctx_size"], value: null }])).toEqual([]);
+    expect(after({ "slots/chat.toml": SLOT }, [{ file: "slots/new.toml", op: "set", path: ["port"], value: null }])).toEqual([]);
+  });
+
+  it("a put's null members are absent keys", () => {
+    const [out] = after({}, [{ file: "slots/x.toml", op: "put", doc: { profile: "rocm", model: null, port: 8085, server: { env: null } } }]);
+    expect(out).toBe(`profile = "rocm"\nport = 8085\n\n[server]\n`);
+  });
+
+  it("refuses what TOML cannot hold with a coded ChangeSetError, never toml-patch's own error", () => {
+    const refusal = (edits: any[]) => {
+      try {
+        applyChangeSet(tree({ "slots/chat.toml": SLOT }), { edits });
+      } catch (err) {
+        return err;
+      }
+      return undefined;
+    };
+    const nullInList = refusal([{ file: "slots/chat.toml", op: "set", path: ["tags"], value: ["a", null] }]);
+    expect(nullInList).toBeInstanceOf(ChangeSetError);
+    expect(nullInList).toMatchObject({ code: "config.invalid_value", file: "slots/chat.toml" });
+    let deep: unknown = 1;
+    for (let i = 0; i < 20_000; i++) deep = { a: deep };
+    const tooDeep = refusal([{ file: "slots/chat.toml", op: "set", path: ["server", "env"], value: deep }]);
+    expect(tooDeep).toBeInstanceOf(ChangeSetError);
+    expect(tooDeep).toMatchObject({ code: "config.invalid_value" });
+  });
+});
+
+describe("ChangeSet: #:schema lines of new files (issue 16 point 2)", () => {
+  const SLOT = `profile = "rocm"\nport = 8081\n`;
+  const ABS = `#:schema /opt/hal0/schema/json/slot.schema.json\n${SLOT}`;
+  const REL = `#:schema ../../../schema/json/slot.schema.json\n${SLOT}`;
+  // As fixtures/box sits in the package: its lines climb to the package's schema/json/.
+  const deep = (files: Record<string, string>) => sourceTree("/src/hal0/fixtures/box", Object.entries(files));
+  const create = (files: Record<string, string>, file: string, options = {}) =>
+    applyChangeSet(deep(files), { edits: [{ file, op: "put", doc: { profile: "vulkan", port: 8090 } }] }, options).files.find((f) => f.file === file)!.after!;
+
+  it("gives a new file the line of its kind in the folder the caller names", () => {
+    const out = create({ "slots/chat.toml": SLOT }, "slots/x.toml", { schemaDir: "/usr/lib/hal0/schema/json/" });
+    expect(out).toBe(`#:schema /usr/lib/hal0/schema/json/slot.schema.json\nprofile = "vulkan"\nport = 8090\n`);
+    expect(create({}, "stacks/s.toml", { schemaDir: "https://hal0.dev/schema" }).split("\n")[0]).toBe("#:schema https://hal0.dev/schema/stack.schema.json");
+  });
+
+  it("else follows the tree's own lines: an absolute folder as is, a relative one re-based on the new file's folder", () => {
+    expect(create({ "slots/chat.toml": ABS }, "slots/x.toml").split("\n")[0]).toBe("#:schema /opt/hal0/schema/json/slot.schema.json");
+    expect(create({ "slots/chat.toml": ABS }, "mcp-servers/m.toml").split("\n")[0]).toBe("#:schema /opt/hal0/schema/json/mcp-server.schema.json");
+    expect(create({ "slots/chat.toml": REL }, "slots/x.toml").split("\n")[0]).toBe("#:schema ../../../schema/json/slot.schema.json");
+    expect(create({ "slots/chat.toml": REL }, "profiles.toml").split("\n")[0]).toBe("#:schema ../../schema/json/profiles.schema.json");
+    expect(create({ "hal0.toml": "#:schema ./schemas/hal0.schema.json\n" }, "agents/a.toml").split("\n")[0]).toBe("#:schema ../schemas/agent.schema.json");
+  });
+
+  it("adds none when the tree has none, and never to a file that exists, a renamed one or a text that has one", () => {
+    expect(create({ "slots/chat.toml": SLOT }, "slots/x.toml")).toBe(`profile = "vulkan"\nport = 8090\n`);
+    const edited = applyChangeSet(tree({ "slots/chat.toml": ABS, "slots/bare.toml": SLOT }), { edits: [{ file: "slots/bare.toml", op: "set", path: ["port"], value: 8099 }] });
+    expect(edited.files[0]!.after).toBe(`profile = "rocm"\nport = 8099\n`);
+    const renamed = applyChangeSet(tree({ "slots/chat.toml": ABS, "slots/bare.toml": SLOT }), { edits: [{ file: "slots/bare.toml", op: "rename", to: "slots/moved.toml" }] });
+    expect(renamed.tree.files.get("slots/moved.toml")).toBe(SLOT);
+    const own = "#:schema ./mine.json\nname = \"x\"\n";
+    const text = applyChangeSet(tree({ "slots/chat.toml": ABS }), { edits: [{ file: "stacks/s.toml", op: "text", text: own }] });
+    expect(text.tree.files.get("stacks/s.toml")).toBe(own);
+    const stack = applyChangeSet(tree({ "slots/chat.toml": ABS }), { edits: [{ file: "stacks/t.toml", op: "text", text: "name = \"t\"\n" }] });
+    expect(stack.tree.files.get("stacks/t.toml")).toBe("#:schema /opt/hal0/schema/json/stack.schema.json\nname = \"t\"\n");
+  });
+});

@@ -1,0 +1,88 @@
+import { mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
+import { classifyPath } from "../schema/index.js";
+import { packageRoot } from "../reconciler/package-root.js";
+import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
+
+export const INIT_HELP = `hal0 init DIR
+
+Writes the example box into DIR, a new or empty folder: every file kind of the tree,
+commented (hal0.toml, profiles.toml, models.toml, slots/, stacks/, mcp-servers/, agents/,
+…), and the tiny stand-in model files its models.toml names (models/, relative paths).
+Each file's first line is '#:schema <this package>/schema/json/<kind>.schema.json', an
+absolute path, so Taplo (Even Better TOML) checks and completes it in an editor. Its
+slots run hal0's stand-in runner (hal0-fake-llama-server), so 'hal0 apply' starts them
+on any machine; point the profiles at a real llama-server to serve models.
+Exit status: 0 written (the next steps are printed), 1 DIR is a file or a folder that
+is not empty (init.not_empty; nothing is written), 64 usage error.`;
+
+/** Folders whose files may carry an installed server's env: 0700, files 0600 (as the server writes them). */
+const PRIVATE_FOLDERS = new Set(["mcp-servers"]);
+
+/** `hal0 init DIR`: the example box (this package's fixtures/box) with `#:schema` lines to this package's JSON Schemas. */
+export async function runInit(args: string[], io: CliIo): Promise<number> {
+  const { positionals } = parseCommandArgs({ args, strict: true, allowPositionals: true, options: {} });
+  if (positionals.length === 0) throw new UsageError("missing DIR: hal0 init DIR writes the example box into DIR");
+  if (positionals.length > 1) throw new UsageError(`one folder only, got ${positionals.length}: hal0 init DIR`);
+  const dir = resolve(io.cwd, positionals[0]!);
+  await refuseUnlessEmpty(dir);
+  const root = packageRoot();
+  const source = join(root, "fixtures", "box");
+  const schemas = join(root, "schema", "json");
+  // Everything is read before anything is written: a broken package writes nothing.
+  const files = await Promise.all((await listFiles(source)).map(async (rel) => ({ rel, bytes: await readFile(join(source, rel)) })));
+  await mkdir(dir, { recursive: true });
+  for (const { rel, bytes } of files) {
+    const top = rel.split("/")[0]!;
+    const restricted = PRIVATE_FOLDERS.has(top) && rel.includes("/");
+    await mkdir(dirname(join(dir, rel)), { recursive: true, mode: restricted ? 0o700 : 0o777 });
+    const kind = rel.endsWith(".toml") ? classifyPath(rel)?.kind : undefined;
+    const data = kind ? withSchemaLine(bytes.toString("utf8"), join(schemas, kind.jsonSchema)) : bytes;
+    // `wx`: a file that appeared meanwhile is never overwritten.
+    await writeFile(join(dir, rel), data, { flag: "wx", mode: restricted ? 0o600 : 0o644 });
+  }
+  const box = `--config ${quote(dir)} --state ${quote(join(dir, ".state"))}`;
+  io.stdout.write(`Wrote the example box to ${dir} (${files.length} files).
+
+Next:
+  hal0 validate --config ${quote(dir)}    check it (every file kind, every rule)
+  hal0 apply --yes ${box}    start its slots (the stand-in runner)
+  hal0 serve ${box}    the REST API, the operator's pages and the reconcile loop
+  hal0 down ${box}    stop the slots again
+Each file's #:schema line points at ${schemas}: open the folder in an editor with Taplo.
+`);
+  return EXIT_OK;
+}
+
+/** `init.not_empty` when `dir` is a file or a folder with anything in it; a missing folder is made. */
+async function refuseUnlessEmpty(dir: string): Promise<void> {
+  const info = await stat(dir).catch(() => undefined);
+  if (info === undefined) return;
+  if (!info.isDirectory()) throw new CliError("init.not_empty", `${dir} is a file; hal0 init writes into a new or empty folder`);
+  const entries = await readdir(dir);
+  if (entries.length > 0) {
+    const shown = entries.sort().slice(0, 3).join(", ");
+    throw new CliError("init.not_empty", `${dir} is not empty (${shown}${entries.length > 3 ? ", …" : ""}); hal0 init writes into a new or empty folder and never overwrites`);
+  }
+}
+
+/** Every file under `dir`, as `/`-separated paths relative to it, sorted. */
+async function listFiles(dir: string, prefix = ""): Promise<string[]> {
+  const out: string[] = [];
+  for (const entry of await readdir(join(dir, prefix), { withFileTypes: true })) {
+    const rel = prefix === "" ? entry.name : `${prefix}/${entry.name}`;
+    if (entry.isDirectory()) out.push(...(await listFiles(dir, rel)));
+    else if (entry.isFile()) out.push(rel);
+  }
+  return out.sort();
+}
+
+/** `text` with its first line `#:schema <target>`: the example's relative line replaced, or one added. */
+export function withSchemaLine(text: string, target: string): string {
+  const line = `#:schema ${target}`;
+  return /^#:schema[ \t]/.test(text) ? text.replace(/^#:schema[^\n]*/, line) : `${line}\n${text}`;
+}
+
+function quote(path: string): string {
+  return /^[A-Za-z0-9_./-]+$/.test(path) ? path : `'${path.replace(/'/g, "'\\''")}'`;
+}

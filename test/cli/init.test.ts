@@ -1,0 +1,158 @@
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { main } from "../../cli/index.js";
+import { compile, loadTree } from "../../compiler/index.js";
+import { classifyPath } from "../../schema/index.js";
+import { freePort } from "../reconciler/process-helpers.js";
+import { captureIo, healthWithin } from "./helpers.js";
+
+/**
+ * `hal0 init DIR` (issue 16 point 1): the example box, written where a person
+ * asks, with `#:schema` lines an editor can follow from there, valid as
+ * written, and able to start its slots with the process runtime.
+ */
+const PACKAGE = join(import.meta.dirname, "../..");
+const EXAMPLE = join(PACKAGE, "fixtures/box");
+
+let base: string;
+
+async function hal0(...args: string[]) {
+  const io = captureIo({}, base);
+  const code = await main(args, io);
+  return { code, out: io.out(), err: io.err() };
+}
+
+/** Every file under `dir`, relative, sorted. */
+function filesUnder(dir: string, prefix = ""): string[] {
+  return readdirSync(join(dir, prefix), { withFileTypes: true }).flatMap((e) => {
+    const rel = prefix ? `${prefix}/${e.name}` : e.name;
+    return e.isDirectory() ? filesUnder(dir, rel) : [rel];
+  }).sort();
+}
+
+beforeAll(() => {
+  base = mkdtempSync(join(tmpdir(), "hal0-init-"));
+});
+
+afterAll(() => {
+  rmSync(base, { recursive: true, force: true });
+});
+
+describe("hal0 init DIR", () => {
+  const dir = () => join(base, "box");
+
+  it("writes every file of the example box, models included, and prints the next steps (exit 0)", async () => {
+    const res = await hal0("init", "box");
+    expect(res.err).toBe("");
+    expect(res.code).toBe(0);
+    expect(filesUnder(dir())).toEqual(filesUnder(EXAMPLE));
+    // The stand-in model files models.toml names relatively are tiny fakes, copied as they are.
+    for (const rel of filesUnder(EXAMPLE).filter((f) => f.startsWith("models/"))) {
+      expect(readFileSync(join(dir(), rel))).toEqual(readFileSync(join(EXAMPLE, rel)));
+    }
+    expect(res.out).toContain(`hal0 validate --config ${dir()}`);
+    expect(res.out).toContain(`hal0 apply --yes --config ${dir()} --state ${join(dir(), ".state")}`);
+    expect(res.out).toContain(`hal0 serve --config ${dir()} --state ${join(dir(), ".state")}`);
+  });
+
+  it("points every #:schema line at this package's schema/json/<kind>.schema.json, an existing absolute path", () => {
+    const tomls = filesUnder(dir()).filter((f) => f.endsWith(".toml"));
+    expect(tomls.length).toBeGreaterThan(10);
+    for (const rel of tomls) {
+      const text = readFileSync(join(dir(), rel), "utf8");
+      const first = text.split("\n")[0]!;
+      const target = /^#:schema (\S+)$/.exec(first)?.[1];
+      expect(target, rel).toBe(join(PACKAGE, "schema/json", classifyPath(rel)!.kind.jsonSchema));
+      expect(existsSync(target!), `${rel} → ${target}`).toBe(true);
+      // Only the line moved: the rest of the file is the example's, comments and all.
+      const example = readFileSync(join(EXAMPLE, rel), "utf8");
+      expect(text.split("\n").slice(1)).toEqual(example.split("\n").slice(1));
+      expect(text.match(/^#:schema/gm)).toHaveLength(1);
+    }
+  });
+
+  it("keeps an installed server's files private (0700 folder, 0600 files), as the server writes them", () => {
+    expect(statSync(join(dir(), "mcp-servers")).mode & 0o777).toBe(0o700);
+    for (const rel of filesUnder(dir()).filter((f) => f.startsWith("mcp-servers/"))) expect(statSync(join(dir(), rel)).mode & 0o777).toBe(0o600);
+  });
+
+  it("is valid as written: hal0 validate exits 0", async () => {
+    const res = await hal0("validate", "--config", dir());
+    expect(res.err).toBe("");
+    expect(res.code).toBe(0);
+    const { tree, diagnostics } = await loadTree(dir());
+    expect(compile(tree, diagnostics).diagnostics).toEqual([]);
+  });
+
+  it("refuses a folder that is not empty with init.not_empty (exit 1) and writes nothing", async () => {
+    const before = filesUnder(dir()).map((f) => [f, readFileSync(join(dir(), f), "utf8")]);
+    const again = await hal0("init", dir());
+    expect(again.code).toBe(1);
+    expect(again.err).toMatch(/^hal0 init: init\.not_empty: .*is not empty/);
+    expect(filesUnder(dir()).map((f) => [f, readFileSync(join(dir(), f), "utf8")])).toEqual(before);
+    const other = join(base, "notes");
+    mkdirSync(other);
+    writeFileSync(join(other, "todo.txt"), "keep me\n");
+    const notes = await hal0("init", other);
+    expect(notes.code).toBe(1);
+    expect(notes.err).toContain("init.not_empty");
+    expect(readdirSync(other)).toEqual(["todo.txt"]);
+    const file = await hal0("init", join(other, "todo.txt"));
+    expect(file.code).toBe(1);
+    expect(file.err).toContain("init.not_empty");
+  });
+
+  it("writes into an existing empty folder; a missing or second DIR is a usage error", async () => {
+    const empty = join(base, "empty");
+    mkdirSync(empty);
+    expect((await hal0("init", empty)).code).toBe(0);
+    expect(existsSync(join(empty, "hal0.toml"))).toBe(true);
+    const none = await hal0("init");
+    expect(none.code).not.toBe(0);
+    expect(none.code).not.toBe(1);
+    expect(none.err).toContain("DIR");
+    expect((await hal0("init", join(base, "a"), join(base, "b"))).code).not.toBe(0);
+    expect(existsSync(join(base, "a"))).toBe(false);
+  });
+});
+
+describe("the box hal0 init wrote starts its slots", () => {
+  const dir = join(tmpdir(), `hal0-init-apply-${process.pid}`);
+  const state = `${dir}.state`;
+  const ports = new Map<string, number>();
+
+  beforeAll(async () => {
+    rmSync(dir, { recursive: true, force: true });
+    const io = captureIo({}, tmpdir());
+    expect(await main(["init", dir], io)).toBe(0);
+    // Other suites run the example box on its own ports at the same time: each
+    // slot moves to a free port (and the range opens up), nothing else changes.
+    for (const file of readdirSync(join(dir, "slots"))) {
+      const path = join(dir, "slots", file);
+      const port = await freePort();
+      ports.set(file.replace(/\.toml$/, ""), port);
+      writeFileSync(path, readFileSync(path, "utf8").replace(/^port = \d+$/m, `port = ${port}`));
+    }
+    const settings = join(dir, "hal0.toml");
+    writeFileSync(settings, readFileSync(settings, "utf8").replace(/^port_range_start = \d+$/m, "port_range_start = 1024").replace(/^port_range_end = \d+$/m, "port_range_end = 65535"));
+  });
+
+  afterAll(async () => {
+    await main(["down", "--config", dir, "--state", state], captureIo({}, tmpdir()));
+    rmSync(dir, { recursive: true, force: true });
+    rmSync(state, { recursive: true, force: true });
+  });
+
+  it("hal0 apply --yes starts every enabled slot (process runtime, the stand-in runner), hal0 down stops them", async () => {
+    const io = captureIo({}, tmpdir());
+    const code = await main(["apply", "--yes", "--config", dir, "--state", state], io);
+    expect(io.err()).toBe("");
+    expect(code).toBe(0);
+    for (const name of ["chat", "coder", "embed", "utility"]) expect(await healthWithin(ports.get(name)!, 10_000), name).toBe(200);
+    const down = captureIo({}, tmpdir());
+    expect(await main(["down", "--config", dir, "--state", state], down)).toBe(0);
+    expect(await healthWithin(ports.get("chat")!, 300)).not.toBe(200);
+  }, 120_000);
+});
