@@ -5,7 +5,7 @@ import type Dockerode from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { compile, loadTree, type Model } from "../../compiler/index.js";
-import { DOCKER_HOST, dockerEngine, ensureRunnerImage, removeContainers } from "../reconciler/docker-helpers.js";
+import { DOCKER_HOST, dockerEngine, ensureRunnerImage, exampleBoxTurn, removeContainers } from "../reconciler/docker-helpers.js";
 import { freePort } from "../reconciler/process-helpers.js";
 import { captureIo } from "./helpers.js";
 
@@ -23,6 +23,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
   const engine = docker as Dockerode;
   let config: string;
   let state: string;
+  let release: (() => void) | undefined;
 
   const run = async (...args: string[]) => {
     const io = captureIo({ DOCKER_HOST }, process.cwd());
@@ -34,6 +35,8 @@ describe.skipIf(docker === undefined)(SUITE, () => {
 
   beforeAll(async () => {
     await ensureRunnerImage(engine);
+    // The box's container names (hal0-slot-chat, …) are the engine's: one suite at a time (docs-examples.test.ts too).
+    release = await exampleBoxTurn();
     config = join(mkdtempSync(join(tmpdir(), "hal0-dbox-")), "box");
     cpSync(BOX, config, { recursive: true });
     state = mkdtempSync(join(tmpdir(), "hal0-dstate-"));
@@ -48,13 +51,14 @@ describe.skipIf(docker === undefined)(SUITE, () => {
       const port = await freePort();
       writeFileSync(path, readFileSync(path, "utf8").replace(/^port = \d+$/m, `port = ${port}`));
     }
-  }, 120_000);
+  }, 720_000);
 
   afterAll(async () => {
     if (state !== undefined) {
       await run("down");
       await removeContainers(engine, boxId());
     }
+    release?.();
   });
 
   async function desired(): Promise<Model> {

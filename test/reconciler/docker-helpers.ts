@@ -1,6 +1,9 @@
 import { execFileSync } from "node:child_process";
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import type Dockerode from "dockerode";
 import { describe, expect, it } from "vitest";
 import { compile, sourceTree } from "../../compiler/index.js";
@@ -58,6 +61,44 @@ export function testBoxId(): string {
 /** Slot names unique to this run: container names are global to the engine. */
 export function slotName(stem: string): string {
   return `t${randomBytes(3).toString("hex")}-${stem}`;
+}
+
+/**
+ * The example box's containers are named after its slots (`hal0-slot-chat`, …), and a
+ * container name is the engine's, not a box's: the suites that apply fixtures/box itself on
+ * docker (test/cli/docker-apply.test.ts, docs-examples.test.ts's Docker example) take turns
+ * through this lock, one per engine. A holder that died is taken over. Returns the release.
+ */
+export async function exampleBoxTurn(timeoutMs = 600_000): Promise<() => void> {
+  const dir = join(tmpdir(), `hal0-example-box-on-${createHash("sha256").update(DOCKER_HOST).digest("hex").slice(0, 12)}.lock`);
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      mkdirSync(dir);
+      writeFileSync(join(dir, "pid"), `${process.pid}\n`);
+      return () => rmSync(dir, { recursive: true, force: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+    }
+    let holder = 0; // 0: released meanwhile, or its pid not written yet
+    try {
+      holder = Number(readFileSync(join(dir, "pid"), "utf8").trim());
+    } catch {
+      // try again
+    }
+    if (holder > 0 && !pidAlive(holder)) rmSync(dir, { recursive: true, force: true });
+    else if (Date.now() > deadline) throw new Error(`the example box's containers are still another suite's (pid ${holder || "?"}, ${dir}) after ${timeoutMs / 1000} s`);
+    else await sleep(250);
+  }
+}
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
 }
 
 /** Force-removes every container carrying `hal0.box=<box>`, and `extra` ids; for afterEach/afterAll. */
