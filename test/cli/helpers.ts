@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { CliIo } from "../../cli/index.js";
@@ -36,4 +36,24 @@ export async function healthWithin(port: number, ms: number): Promise<number> {
     if (status === 200 || Date.now() > end) return status;
     await sleep(100);
   }
+}
+
+/** Starts the built `hal0 serve --port 0` and resolves with its URL once it logs that it listens (`onSpawn` sees the child at once, e.g. to kill it after the test). */
+export function startServe(config: string, state: string, extra: string[] = [], onSpawn?: (child: ChildProcess) => void): Promise<{ child: ChildProcess; url: string; lines: () => any[] }> {
+  const child = spawn(process.execPath, [join(import.meta.dirname, "../../bin/hal0.js"), "serve", "--config", config, "--state", state, "--port", "0", ...extra], { stdio: ["ignore", "pipe", "pipe"] });
+  onSpawn?.(child);
+  let out = "";
+  child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
+  const lines = () => out.split("\n").filter(Boolean).map((l) => JSON.parse(l));
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no listening line: ${out}`)), 15_000);
+    child.stdout!.on("data", () => {
+      const listening = lines().find((l) => l.msg === "hal0 serve listening");
+      if (listening) {
+        clearTimeout(timer);
+        resolve({ child, url: listening.url.replace(/\/$/, ""), lines });
+      }
+    });
+    child.once("exit", (code) => reject(new Error(`hal0 serve exited ${code}: ${out}`)));
+  });
 }

@@ -9,7 +9,7 @@ import { main } from "../../cli/index.js";
 import { httpCall } from "../server/harness.js";
 import { deadPid, killMidWrite } from "../reconciler/kill-write.js";
 import { freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
-import { captureIo, healthWithin } from "./helpers.js";
+import { captureIo, healthWithin, startServe } from "./helpers.js";
 
 const HAL0 = join(PROJECT, "bin/hal0.js");
 
@@ -27,24 +27,6 @@ async function smallBox(): Promise<{ config: string; state: string; port: number
   return { config, state: join(base, "state"), port };
 }
 
-/** Starts `hal0 serve --port 0` and resolves with its URL once it logs that it listens. */
-function startServe(config: string, state: string, extra: string[] = []): Promise<{ child: ChildProcess; url: string; lines: () => any[] }> {
-  const child = spawn(process.execPath, [HAL0, "serve", "--config", config, "--state", state, "--port", "0", ...extra], { stdio: ["ignore", "pipe", "pipe"] });
-  let out = "";
-  child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
-  const lines = () => out.split("\n").filter(Boolean).map((l) => JSON.parse(l));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no listening line: ${out}`)), 15_000);
-    child.stdout!.on("data", () => {
-      const listening = lines().find((l) => l.msg === "hal0 serve listening");
-      if (listening) {
-        clearTimeout(timer);
-        resolve({ child, url: listening.url.replace(/\/$/, ""), lines });
-      }
-    });
-    child.once("exit", (code) => reject(new Error(`hal0 serve exited ${code}: ${out}`)));
-  });
-}
 
 const exitOf = (child: ChildProcess) => new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
 

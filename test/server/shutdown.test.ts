@@ -9,6 +9,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { ProcessDriver } from "../../reconciler/index.js";
 import { serve, serveLogger } from "../../server/serve.js";
 import { PROJECT } from "../reconciler/process-helpers.js";
+import { startServe } from "../cli/helpers.js";
 
 /**
  * Issue 16: SIGTERM waited forever while a client held an event stream open
@@ -38,24 +39,6 @@ afterAll(() => {
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
 });
 
-function startServe(config: string, state: string): Promise<{ child: ChildProcess; url: string; lines: () => any[] }> {
-  const child = spawn(process.execPath, [HAL0, "serve", "--config", config, "--state", state, "--port", "0"], { stdio: ["ignore", "pipe", "inherit"] });
-  children.add(child);
-  let out = "";
-  child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
-  const lines = () => out.split("\n").filter(Boolean).map((l) => JSON.parse(l));
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`no listening line: ${out}`)), 15_000);
-    child.stdout!.on("data", () => {
-      const listening = lines().find((l) => l.msg === "hal0 serve listening");
-      if (listening) {
-        clearTimeout(timer);
-        resolve({ child, url: listening.url.replace(/\/$/, ""), lines });
-      }
-    });
-    child.once("exit", (code) => reject(new Error(`hal0 serve exited ${code}: ${out}`)));
-  });
-}
 
 /** An open event stream: its status, and `ended` resolves with the text it got once the server ends it ("error: …" when it was cut instead). */
 interface Stream {
@@ -110,7 +93,7 @@ describe("hal0 serve shutdown with open event streams (a real process)", () => {
   for (const signal of ["SIGTERM", "SIGINT"] as const) {
     it(`${signal}: ends the MCP GET stream and the SSE streams properly, and exits 0 within the grace`, async () => {
       const { config, state } = emptyBox();
-      const { child, url, lines } = await startServe(config, state);
+      const { child, url, lines } = await startServe(config, state, [], (c) => children.add(c));
       const token = readFileSync(join(state, "operator.token"), "utf8").trim();
       const auth = { authorization: `Bearer ${token}` };
       const streams = {
@@ -146,7 +129,7 @@ describe("hal0 serve: a signal as soon as it listens (a real process)", () => {
   it("SIGTERM right at the listening line still drains and exits 0 (the handlers are set before the server starts)", async () => {
     const { config, state } = emptyBox();
     for (let trial = 0; trial < 5; trial++) {
-      const { child } = await startServe(config, state);
+      const { child } = await startServe(config, state, [], (c) => children.add(c));
       const exited = exitOf(child);
       child.kill("SIGTERM");
       expect(await exited).toBe(0); // it was null: killed by the signal, between the listening line and the handlers
