@@ -1,5 +1,4 @@
-import type { FullTune, Settings, SlotType, Device } from "../schema/index.js";
-import type { SlotSpec } from "../compiler/index.js";
+import type { Settings, SlotView } from "../schema/index.js";
 
 /**
  * What the planner reads besides the Model: one snapshot of the world, taken
@@ -8,7 +7,6 @@ import type { SlotSpec } from "../compiler/index.js";
 
 /** A slot as plans show it and runtimes record it, and a Hermes profile's hal0 keys: the plan contract's views (schema/plan.ts). */
 export type { SlotView, HermesView } from "../schema/index.js";
-import type { SlotView } from "../schema/index.js";
 
 /** Health of a running slot, from `GET /health`. */
 export type SlotHealth = "ok" | "loading" | "down" | "unknown";

@@ -7,8 +7,7 @@ import { callerOf, checkGate, type GateConfig } from "./gate.js";
 import { restVerdict, type RestVerdict } from "./identity/access.js";
 import { agentWriteTier, pendingReply } from "./verdict.js";
 import { checkCsrf } from "./identity/csrf.js";
-import { ANONYMOUS, identify, identityLabel, requireScope, type Authenticator } from "./identity/identify.js";
-import { SCOPES, type Scope } from "./identity/tokens.js";
+import { ANONYMOUS, identify, requireScope, type Authenticator } from "./identity/identify.js";
 import { maxBodyBytes, readBodyLimited, requireJsonBody } from "./body.js";
 import { parseJsonInput } from "./input.js";
 import { RawReply, routeId, type Caller, type Route } from "./route.js";
@@ -30,9 +29,8 @@ export interface AppDeps extends Dispatcher {
  * Host/Origin gate, gets a request id and a caller, has its JSON body read
  * (`[server] max_body_kb` at most, application/json only, nested 64 deep at
  * most, no prototype keys: server/body.ts, server/input.ts), and goes
- * through `invoke` (the same door MCP tools and approvals use). A POST to an
- * MCP endpoint has its body read within the same limit before the endpoint
- * parses it.
+ * through `invoke` (the same door MCP tools and approvals use). The MCP
+ * endpoints read their POST bodies through the same reader (mcp/endpoint.ts).
  * Every non-2xx reply is the error envelope. The operator's HTML pages
  * (`/`, `/plans/{id}`, `/status`) are mounted beside the table (web/).
  */
@@ -45,15 +43,8 @@ export function createHal0App(deps: AppDeps): App {
   for (const [name, endpoint] of Object.entries(deps.mcp ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))) {
     app.use(`/mcp/${name}`, defineEventHandler(async (event) => {
       const started = performance.now();
-      const log = (who: string) => deps.logger?.info({ caller: who, route: `${event.method} /mcp/${name}`, status: event.node.res.statusCode, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
-      const refused = await mcpBodyRefusal(deps, name, event, started);
-      if (refused) {
-        setResponseStatus(event, refused.err.status);
-        setResponseHeader(event, "Connection", "close");
-        log(refused.who);
-        return envelope(refused.err);
-      }
-      log(await endpoint.handle(event));
+      const who = await endpoint.handle(event);
+      deps.logger?.info({ caller: who, route: `${event.method} /mcp/${name}`, status: event.node.res.statusCode, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
     }), { match: (url) => url === "/" || url.startsWith("/?") });
   }
   mountWeb(router, deps);
@@ -161,41 +152,6 @@ async function readCall(event: H3Event, route: Route, caller: Call["caller"], re
     body = rest;
   }
   return { params, query, body, caller, requestId, base };
-}
-
-/**
- * A POST to an MCP endpoint: its body read within `[server] max_body_kb`
- * before the endpoint parses it (the endpoint's `readRawBody` then gets the
- * bytes read here), and only when it is JSON. Over the limit or of another
- * type: the refusal (413 / 415 with the envelope, one short audit row, never
- * the body) and the caller's label for the request log. A request the endpoint refuses anyway (gate, credential, scope) is
- * left to it, unread, as before. The tool calls' arguments are judged
- * (depth, prototype keys) by the MCP servers themselves (mcp/results.ts),
- * so a refusal there is a tool result with `isError`.
- */
-async function mcpBodyRefusal(deps: AppDeps, name: string, event: H3Event, started: number): Promise<{ err: ApiError; who: string } | undefined> {
-  const { req } = event.node;
-  if (req.method !== "POST") return undefined;
-  let caller: Caller;
-  try {
-    checkGate(req.headers, deps.gate());
-    const identity = identify(req.headers, deps.auth);
-    const scope = `mcp:${name}`;
-    if ((SCOPES as readonly string[]).includes(scope)) requireScope(identity, scope as Scope);
-    caller = callerOf(identity, req.headers, "mcp", req.socket.remoteAddress);
-  } catch {
-    return undefined;
-  }
-  try {
-    requireJsonBody(req.headers);
-    await readBodyLimited(event, maxBodyBytes(deps.box.lastSettings()));
-    return undefined;
-  } catch (err) {
-    if (!(err instanceof ApiError)) throw err;
-    const requestId = randomUUID();
-    deps.audit.record({ call: { params: {}, query: {}, body: undefined, caller, requestId }, route: { method: "POST", path: `/mcp/${name}` }, outcome: "error", errorCode: err.code, durationMs: performance.now() - started });
-    return { err, who: identityLabel({ kind: caller.kind, name: caller.agent }) };
-  }
 }
 
 /** A path no route has is 404; a path some route has with another method is 405. */

@@ -21,6 +21,7 @@ import { MEMORY_ROUTES, MemoryService, type MemoryServiceOptions } from "./memor
 import { packageVersion } from "./version.js";
 import { slotIdObserver, slotIds } from "./slot-ids.js";
 import { stackPointerObserver } from "./stack-pointer.js";
+import { maxBodyBytes } from "./body.js";
 import { hermesSync } from "./mcp-servers/hermes-sync.js";
 import { auditRefusal } from "./audit.js";
 import type { Authenticator } from "./identity/identify.js";
@@ -99,10 +100,11 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
     { id: "hal0-memory", name: "hal0-memory", description: "Long-term memory for agents: search, recall, mental models, directives", path: "/mcp/memory", serverFor: async (caller) => memoryServer(services, (await box.model()).policy, caller, version) },
   ];
   services.bundled = bundled;
+  const maxBody = () => maxBodyBytes(box.lastSettings());
   const refused = (mount: string) => (caller: Parameters<typeof auditRefusal>[2], err: Parameters<typeof auditRefusal>[3]) => auditRefusal(services, `${mount}:connect`, caller, err, { method: "POST", path: `/mcp/${mount}` });
   const mcp = {
-    admin: new McpEndpoint(gate, auth, "mcp:admin", bundled[0]!.serverFor, refused("admin")),
-    memory: new McpEndpoint(gate, auth, "mcp:memory", bundled[1]!.serverFor, refused("memory")),
+    admin: new McpEndpoint(gate, auth, "mcp:admin", bundled[0]!.serverFor, refused("admin"), maxBody),
+    memory: new McpEndpoint(gate, auth, "mcp:memory", bundled[1]!.serverFor, refused("memory"), maxBody),
   };
   const app = createHal0App({
     ...services,

@@ -2,7 +2,8 @@ import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
-import { readRawBody, type H3Event } from "h3";
+import type { H3Event } from "h3";
+import { maxBodyBytes, readBodyLimited, requireJsonBody } from "../body.js";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { ApiError, envelope } from "../errors.js";
 import { callerOf, checkGate, type GateConfig } from "../gate.js";
@@ -37,8 +38,10 @@ export class McpEndpoint {
     /** `mcp:admin` or `mcp:memory`: what a token must reach to open a session here. */
     private readonly scope: Scope,
     private readonly serverFor: (caller: Caller) => Promise<McpServer>,
-    /** Records a request refused before any tool ran (identity, scope, session mismatch). */
+    /** Records a request refused before any tool ran (identity, scope, session mismatch, a body refused). */
     private readonly onRefused?: (caller: Caller, err: ApiError) => void,
+    /** The largest body a POST may carry, in bytes (`[server] max_body_kb` of the tree in force). */
+    private readonly maxBody: () => number = () => maxBodyBytes(undefined),
   ) {}
 
   /** Serves one request; resolves to the label of the identity it ran as (for the request log). */
@@ -64,7 +67,20 @@ export class McpEndpoint {
     const { req, res } = event.node;
     this.closeIdle();
     const sid = [req.headers["mcp-session-id"]].flat()[0];
-    const text = req.method === "POST" ? await readRawBody(event, "utf8") : undefined;
+    let text: string | undefined;
+    if (req.method === "POST") {
+      // The REST routes' own reader: JSON only (415), nothing read past the limit (413); the caller is the one identified above.
+      try {
+        requireJsonBody(req.headers);
+        text = (await readBodyLimited(event, this.maxBody()))?.toString("utf8");
+      } catch (err) {
+        if (!(err instanceof ApiError)) throw err;
+        this.onRefused?.(callerOf(identity, req.headers, "mcp", req.socket.remoteAddress), err);
+        // Refused with the body (or its rest) unread: close rather than drain it for a next request.
+        res.writeHead(err.status, { "content-type": "application/json", connection: "close" }).end(JSON.stringify(envelope(err)));
+        return;
+      }
+    }
     const body = parseBody(text);
     if (body === INVALID) return sendJson(res, 400, rpcError(-32700, "Parse error: the body is not JSON"));
     const known = sid ? this.sessions.get(sid) : undefined;

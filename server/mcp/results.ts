@@ -2,7 +2,7 @@ import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ApiError } from "../errors.js";
 import { inputRefusal } from "../input.js";
-import { RawReply, type Caller } from "../route.js";
+import { RawReply } from "../route.js";
 
 /** Success: the reply's JSON as the text content (what agents read; one serialisation, no structured copy). */
 export function ok(result: unknown): CallToolResult {

@@ -1,7 +1,7 @@
 import { stat } from "node:fs/promises";
 import { isAbsolute, resolve } from "node:path";
 import { z } from "zod";
-import { APPLY_CLASSES, FILE_KINDS, jsonSchemaOf, SETTINGS_REGISTRY, Settings } from "../../schema/index.js";
+import { APPLY_CLASSES, FILE_KINDS, jsonSchemaOf, SETTINGS_REGISTRY } from "../../schema/index.js";
 import type { BoxService, Snapshot } from "../box.js";
 import { defineRoute } from "../route.js";
 import { deepMerge, effectiveSettings, mergeEdits, readSettingsDoc, SETTINGS_FILE } from "../../compiler/edits/settings.js";

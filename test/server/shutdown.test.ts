@@ -1,4 +1,4 @@
-import { spawn, type ChildProcess } from "node:child_process";
+import type { ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
@@ -19,7 +19,6 @@ import { startServe } from "../cli/helpers.js";
  * flight, or after the grace (3 s) at the latest, and exits 0.
  */
 
-const HAL0 = join(PROJECT, "bin/hal0.js");
 const GRACE_MS = 3000;
 
 /** A box with no slots: what serves the API is all that matters here. */
