@@ -21,8 +21,6 @@ export interface CliIo {
  */
 export const EXIT_OK = 0;
 export const EXIT_ERROR = 1;
-/** The former name of EXIT_ERROR. */
-export const EXIT_INVALID = EXIT_ERROR;
 export const EXIT_CHANGES = 2;
 export const EXIT_USAGE = 64;
 export const EXIT_INTERNAL = 70;

@@ -3,7 +3,7 @@ import { LockedError } from "../reconciler/lock.js";
 import { isCode } from "../schema/codes.js";
 import { formatDiagnostic, formatSummary } from "./format-diagnostics.js";
 import {
-  CliError, cliDiagnostic, EXIT_ERROR, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, InvalidConfigError, UsageError, processIo, unknownOption, writeJsonFailure,
+  CliError, cliDiagnostic, EXIT_ERROR, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, InvalidConfigError, UsageError, processIo, writeJsonFailure,
   type CliDiagnostic, type CliIo,
 } from "./io.js";
 
@@ -96,7 +96,7 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
   try {
     return await command.run(rest, io);
   } catch (err) {
-    const failure = failureOf(err, name, command.help, io);
+    const failure = failureOf(err, name, io);
     if (failure) return fail(io, json, failure);
     if (!json) throw err;
     // Still one JSON document; the stack goes to stderr as bin/hal0.js would print it.
@@ -112,7 +112,7 @@ function fail(io: CliIo, json: boolean, failure: Failure): number {
 }
 
 /** What an error thrown by a command means for the exit status; undefined: a bug (rethrown, or system.internal under --json). */
-function failureOf(err: unknown, name: string, help: string, io: CliIo): Failure | undefined {
+function failureOf(err: unknown, name: string, io: CliIo): Failure | undefined {
   if (err instanceof InvalidConfigError) {
     const text = { root: err.root, cwd: io.cwd, color: !io.env.NO_COLOR && io.stderr.isTTY === true, texts: err.texts };
     const errors = err.diagnostics.filter((d) => d.severity === "error");
@@ -120,9 +120,8 @@ function failureOf(err: unknown, name: string, help: string, io: CliIo): Failure
     return { exit: EXIT_ERROR, text: `${lines}${formatSummary(errors.length, err.diagnostics.length - errors.length, err.root, text)}\n`, diagnostics: err.diagnostics };
   }
   if (err instanceof UsageError || isParseArgsError(err)) {
-    const code = (err as { code?: string }).code;
-    // A command that called node's parseArgs itself: the known options are the ones its help names.
-    const message = code === "ERR_PARSE_ARGS_UNKNOWN_OPTION" ? unknownOption((err as Error).message, help.match(/--[a-z][a-z0-9-]*/g) ?? []) : (err as Error).message.split("\n")[0]!;
+    // Every command parses through io.ts parseCommandArgs, which names the closest option of an unknown one.
+    const message = (err as Error).message.split("\n")[0]!;
     return { exit: EXIT_USAGE, text: `hal0 ${name}: ${message}\n`, diagnostics: [cliDiagnostic("cli.usage", message)] };
   }
   // A refusal with a registry code: CliError, LockedError (apply.locked), ConfigNotFoundError (config.not_found), …

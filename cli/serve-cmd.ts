@@ -1,10 +1,9 @@
-import { parseArgs } from "node:util";
 import { ConfigNotFoundError } from "../compiler/index.js";
 import { StateStore } from "../reconciler/state.js";
 import { ApiError } from "../server/errors.js";
 import { serve } from "../server/serve.js";
 import { driverFor } from "./box.js";
-import { CliError, EXIT_OK, UsageError, type CliIo } from "./io.js";
+import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { configDir, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
@@ -21,7 +20,7 @@ server.port_in_use, naming the address and the pid holding it.
 
 /** `hal0 serve`: runs until SIGTERM/SIGINT, then exits 0. */
 export async function runServe(args: string[], io: CliIo): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseCommandArgs({
     args, strict: true, allowPositionals: false,
     options: { ...BOX_OPTIONS, host: { type: "string" }, port: { type: "string" }, "no-reconcile": { type: "boolean" } },
   });

@@ -1,8 +1,7 @@
-import { parseArgs } from "node:util";
 import { compile, loadTree, ConfigNotFoundError } from "../compiler/index.js";
 import { findingDiagnostic, preflight } from "../reconciler/preflight.js";
 import type { Diagnostic } from "../schema/index.js";
-import { CliError, EXIT_INVALID, EXIT_OK, type CliIo } from "./io.js";
+import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
 import { configDir } from "./paths.js";
 import { formatAnnotation, formatDiagnostic, formatSummary } from "./format-diagnostics.js";
 
@@ -22,7 +21,7 @@ Exit status: 0 valid, 1 invalid (or no config folder: config.not_found), 64 usag
 
 /** `hal0 validate`: exit 0 valid, 1 invalid, usage errors as main maps them. */
 export async function runValidate(args: string[], io: CliIo): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = parseCommandArgs({
     args, strict: true, allowPositionals: false,
     options: { config: { type: "string" }, json: { type: "boolean", default: false }, strict: { type: "boolean", default: false } },
   });
@@ -33,7 +32,7 @@ export async function runValidate(args: string[], io: CliIo): Promise<number> {
     if (!values.json) throw new CliError("config.not_found", message);
     const missing = { code: "config.not_found", severity: "error", summary: message, detail: `${root} does not exist or is not a folder; pass --config DIR, or set HAL0_CONFIG or HAL0_HOME.`, file: null, line: null, column: null, path: [], related: [] };
     io.stdout.write(`${JSON.stringify({ valid: false, error_count: 1, warning_count: 0, diagnostics: [missing] }, null, 2)}\n`);
-    return EXIT_INVALID;
+    return EXIT_ERROR;
   }
   const compiled = compile(loaded.tree, loaded.diagnostics);
   // The host checks (a pure compile cannot make them), for a tree that compiles: runners are looked up on
@@ -50,7 +49,7 @@ export async function runValidate(args: string[], io: CliIo): Promise<number> {
     io.stdout.write(`${formatSummary(errors, warnings, root, text)}\n`);
   }
   if (io.env.GITHUB_ACTIONS === "true") for (const d of diagnostics) io.stdout.write(`${formatAnnotation(d, text)}\n`);
-  return errors === 0 ? EXIT_OK : EXIT_INVALID;
+  return errors === 0 ? EXIT_OK : EXIT_ERROR;
 }
 
 /** The compiler's order (file, line, column, code, summary), kept with the host checks merged in. */
