@@ -124,24 +124,7 @@ function streamBody(method: string, path: string, o: { headers: Record<string, s
 
 /** One request as the operator, its headers exactly as given (no Content-Type added); the reply's JSON parsed. */
 function raw(method: string, path: string, headers: Record<string, string>, body?: string): Promise<{ status: number; body: any }> {
-  return new Promise((resolve, reject) => {
-    const req = request(`${s.url}${path}`, { method, headers: { authorization: `Bearer ${s.operator}`, ...headers } }, (res) => {
-      const chunks: Buffer[] = [];
-      res.on("data", (c: Buffer) => chunks.push(c));
-      res.on("end", () => {
-        const text = Buffer.concat(chunks).toString("utf8");
-        let parsed: unknown = text;
-        try {
-          parsed = JSON.parse(text);
-        } catch {
-          // not JSON
-        }
-        resolve({ status: res.statusCode ?? 0, body: parsed });
-      });
-    });
-    req.on("error", reject);
-    req.end(body);
-  });
+  return httpCall(s.url, method, path, { body, headers: { authorization: `Bearer ${s.operator}`, ...headers }, exactHeaders: true });
 }
 
 /** A raw MCP session on `path` (initialize, initialized): sends one JSON-RPC text as it is, with whatever nesting. */

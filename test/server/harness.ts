@@ -96,10 +96,10 @@ export async function startTestServer(options: { box?: string; env?: NodeJS.Proc
 }
 
 /** One HTTP request with node:http (fetch may not set Host); the reply's JSON parsed when it is JSON. */
-export function httpCall(url: string, method: string, path: string, { body, headers = {} }: { body?: unknown; headers?: Record<string, string> } = {}): Promise<{ status: number; body: any; headers: Headers }> {
+export function httpCall(url: string, method: string, path: string, { body, headers = {}, exactHeaders = false }: { body?: unknown; headers?: Record<string, string>; /** send `headers` as given: no Content-Type added */ exactHeaders?: boolean } = {}): Promise<{ status: number; body: any; headers: Headers }> {
   const payload = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
   return new Promise((resolve, reject) => {
-    const req = request(`${url}${path}`, { method, headers: { ...(payload === undefined ? {} : { "content-type": "application/json" }), ...headers } }, (res) => {
+    const req = request(`${url}${path}`, { method, headers: { ...(payload === undefined || exactHeaders ? {} : { "content-type": "application/json" }), ...headers } }, (res) => {
       const chunks: Buffer[] = [];
       res.on("data", (c: Buffer) => chunks.push(c));
       res.on("end", () => {
