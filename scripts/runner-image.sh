@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
 # Builds hal0-runner:local, the image the docker runtime's example box and tests run:
 # FROM scratch + this machine's node binary + every library `ldd` lists for it (at
-# the same paths, the dynamic loader included) + fixtures/runner/fake-llama-server.mjs.
+# the same paths, the dynamic loader included) + fixtures/runner/fake-llama-server.mjs at
+# /runner/ + the llama-server facts it reads at start (fixtures/llama-server/help.txt, its
+# flag table, and version.txt) at /llama-server/, where it looks: ../llama-server/ from itself.
 # No registry is needed (none is reachable here). The engine is $DOCKER_HOST's.
 #
-#   usage: scripts/runner-image.sh [TAG]     (default hal0-runner:local; npm run runner-image)
+# The same rootfs is tagged a second time with fixtures/runner/fake-runner.mjs as the entrypoint
+# (GENERIC_TAG, default hal0-fake-runner:local): the stand-in for runners that are not llama-server.
+#
+#   usage: scripts/runner-image.sh [TAG [GENERIC_TAG]]     (defaults hal0-runner:local, hal0-fake-runner:local; npm run runner-image)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 tag="${1:-hal0-runner:local}"
+generic_tag="${2:-hal0-fake-runner:local}"
 node_bin="$(readlink -f "$(node -p process.execPath)")"
 ctx="$(mktemp -d "${TMPDIR:-/tmp}/hal0-runner-image.XXXXXX")"
 trap 'rm -rf "$ctx"' EXIT
@@ -25,6 +31,9 @@ libs="$(ldd "$node_bin" | awk '$2 == "=>" && $3 ~ /^\// { print $3 } $1 ~ /^\// 
 [ -n "$libs" ] || { echo "runner-image: ldd listed no libraries for $node_bin (a static node?)" >&2; }
 for lib in $libs; do put "$lib" "$lib"; done
 put fixtures/runner/fake-llama-server.mjs /runner/fake-llama-server.mjs
+put fixtures/runner/fake-runner.mjs /runner/fake-runner.mjs
+put fixtures/llama-server/help.txt /llama-server/help.txt
+put fixtures/llama-server/version.txt /llama-server/version.txt
 mkdir -p "$ctx/rootfs/tmp"
 
 cat > "$ctx/Dockerfile" <<'DOCKERFILE'
@@ -42,5 +51,18 @@ if ! out="$(DOCKER_BUILDKIT=0 docker build --quiet --tag "$tag" "$ctx" 2>&1)"; t
   echo "runner-image: docker build failed (engine: ${DOCKER_HOST:-the default socket})" >&2
   exit 1
 fi
+# The generic stand-in: the same layers, another entrypoint (the build reuses every layer: it takes a moment).
+cat > "$ctx/Dockerfile" <<'DOCKERFILE'
+FROM scratch
+COPY rootfs/ /
+LABEL org.opencontainers.image.title="hal0-fake-runner" \
+      org.opencontainers.image.description="node + fixtures/runner/fake-runner.mjs: a stand-in for runners that are not llama-server"
+ENTRYPOINT ["/usr/local/bin/node", "/runner/fake-runner.mjs"]
+DOCKERFILE
+if ! out="$(DOCKER_BUILDKIT=0 docker build --quiet --tag "$generic_tag" "$ctx" 2>&1)"; then
+  echo "$out" >&2
+  echo "runner-image: docker build of $generic_tag failed (engine: ${DOCKER_HOST:-the default socket})" >&2
+  exit 1
+fi
 size="$(docker image inspect --format '{{.Size}}' "$tag")"
-echo "runner-image: built $tag from $node_bin ($(node --version)), $(echo $libs | wc -w) libraries, $((size / 1024 / 1024)) MiB"
+echo "runner-image: built $tag and $generic_tag from $node_bin ($(node --version)), $(echo $libs | wc -w) libraries, $((size / 1024 / 1024)) MiB"
