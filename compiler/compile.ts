@@ -10,23 +10,43 @@ import type { CompileResult, Model } from "./model.js";
 import { compilePolicy } from "./policy.js";
 import { readTree, tableOf, validOf, validPart, type Parsed, type TreeFiles } from "./read.js";
 import { Reporter } from "./report.js";
+import { uniqueDiagnostics } from "./runner-check.js";
+import type { RunnerFactsIndex } from "./runner-facts.js";
 import type { SourceTree } from "./sources.js";
 
 const DEFAULT_SETTINGS = Settings.parse({});
 
+/** Observed facts compile takes as data (it reads none itself). */
+export interface CompileFacts {
+  /**
+   * What the probe learned of each runner (reconciler/runner-probe.ts), by
+   * `runnerKey`: each slot's argv is written in its runner's dialect and
+   * checked against its flag table. Absent: every runner is unprobed (the
+   * newest known dialect, argv unchecked).
+   */
+  readonly runners?: RunnerFactsIndex;
+}
+
 /**
  * Compiles a whole tree: parse, validate, link, resolve. Pure: reads nothing
- * but `tree`. Never throws for bad input; reports every problem it finds and
- * returns a Model only when there is no error. `carried` are diagnostics from
- * loading (unreadable files) to merge into the result.
+ * but `tree` and `facts`. Never throws for bad input; reports every problem it
+ * finds and returns a Model only when there is no error. `carried` are
+ * diagnostics from loading (unreadable files) to merge into the result.
+ *
+ * The argv check's findings (a flag the runner would refuse) are not among
+ * `diagnostics`: they hold back one slot, not the tree. They are on each
+ * slot (`slot.runner.diagnostics`) and, once each, in `runnerDiagnostics`;
+ * `hal0 plan`, `validate --runners` and every write's pipeline report them
+ * as errors, the sweep as a Stalled condition.
  */
-export function compile(tree: SourceTree, carried: readonly Diagnostic[] = []): CompileResult {
+export function compile(tree: SourceTree, carried: readonly Diagnostic[] = [], facts: CompileFacts = {}): CompileResult {
   const reporter = new Reporter(tree.files);
   reporter.add(carried);
   const unreadable = carried.filter((d) => d.code === "config.read_error").map((d) => d.file);
   const files = readTree(tree, reporter, unreadable);
   const catalog = buildCatalog(files, tree.root, reporter);
-  const slots = linkSlots(files.slots, catalog, reporter);
+  const runnerReporter = new Reporter(tree.files);
+  const slots = linkSlots(files.slots, catalog, reporter, { runners: facts.runners, runnerReporter });
   linkStacks(files.stacks, files.slots.names, catalog, reporter);
   linkUpstreams(validOf(files.upstreams), files.broken.upstreams, files.slots.names, reporter);
   linkMcpServers(files.mcpServers, reporter);
@@ -37,6 +57,7 @@ export function compile(tree: SourceTree, carried: readonly Diagnostic[] = []): 
   if (reporter.hasErrors()) return { diagnostics };
   const model: Model = {
     digest: treeDigest(tree),
+    runnerDiagnostics: uniqueDiagnostics([...slots.values()].map((s) => s.runner.diagnostics)),
     root: tree.root,
     settings: catalog.settings,
     profiles: Object.fromEntries(catalog.profiles),

@@ -3,7 +3,8 @@ export { sourceTree, type SourceTree } from "./sources.js";
 export { loadTree, ConfigNotFoundError, type LoadResult } from "./load.js";
 
 // Compiling
-export { compile, treeDigest } from "./compile.js";
+export { compile, treeDigest, type CompileFacts } from "./compile.js";
+export { runnerKey, type RunnerFacts, type RunnerFactsIndex, type FlagTable, type RunnerFlag, type Dialect, type RunnerVersion } from "./runner-facts.js";
 export { SPEC_VERSION } from "./resolve.js";
 export { tierFor } from "./policy.js";
 export { canonicalJson, fingerprint, hashOf, hashSecret, same } from "./hash.js";
@@ -11,6 +12,6 @@ export { normalizeArgv, shellSplit, groupArgv } from "./argv.js";
 
 // The compiled model
 export type {
-  Model, CompileResult, CompiledProfile, CompiledModelFacts, ResolvedSlot, SlotSpec, TuneUnavailable, CompiledPolicy,
+  Model, CompileResult, CompiledProfile, CompiledModelFacts, ResolvedSlot, SlotRunner, SlotSpec, TuneUnavailable, CompiledPolicy,
   CompiledAgent,
 } from "./model.js";

@@ -4,7 +4,7 @@ import { checkedWords } from "./catalog.js";
 import type { CompiledModelFacts, CompiledProfile, ResolvedSlot } from "./model.js";
 import { tableOf, validPart, type Parsed, type ResourceFiles } from "./read.js";
 import type { Reporter } from "./report.js";
-import { defaultDevice, resolveSlot, type SlotInput } from "./resolve.js";
+import { defaultDevice, resolveSlot, type ResolveFacts, type SlotInput } from "./resolve.js";
 import { checkCapacity, checkPorts, placeSlot, type PlacedSlot } from "./link-ports.js";
 import { didYouMean } from "./suggest.js";
 
@@ -28,12 +28,12 @@ export interface Catalog {
  * profile and model references, its `[server] extra_args`, and its port
  * (when port, enabled, type and placement are valid, it holds its port).
  */
-export function linkSlots(slots: ResourceFiles<Slot>, catalog: Catalog, reporter: Reporter): Map<string, ResolvedSlot> {
+export function linkSlots(slots: ResourceFiles<Slot>, catalog: Catalog, reporter: Reporter, facts: ResolveFacts = {}): Map<string, ResolvedSlot> {
   const out = new Map<string, ResolvedSlot>();
   for (const name of [...slots.valid.keys()].sort()) {
     const { file, value: slot } = slots.valid.get(name)!;
     const input = linkSlot(name, file, slot, catalog, reporter);
-    if (input) out.set(name, resolveSlot(input, catalog.settings, reporter));
+    if (input) out.set(name, resolveSlot(input, catalog.settings, reporter, facts));
   }
   for (const name of [...slots.broken.keys()].sort()) linkBrokenSlot(slots.broken.get(name)!, catalog, reporter);
   // Ports, capacity and the NPU are checked for every slot that holds a port,

@@ -10,6 +10,12 @@ import type {
 export interface Model {
   /** sha256 over every file's path and text: identifies the tree a plan was made from. */
   readonly digest: string;
+  /**
+   * The argv check's findings over every slot, once each, sorted (the
+   * compiler's order): errors are flags a runner would refuse. Not part of
+   * compile's diagnostics: see `compile`.
+   */
+  readonly runnerDiagnostics: readonly import("../schema/index.js").Diagnostic[];
   readonly root: string;
   readonly settings: Settings;
   readonly profiles: Readonly<Record<string, CompiledProfile>>;
@@ -98,6 +104,31 @@ export interface ResolvedSlot {
   /** What the runtime runs; `spec_hash` changes exactly when this does. */
   readonly spec: SlotSpec;
   readonly spec_hash: string;
+  /** The runner the argv was written for, and what checking it against the runner's flag table found. */
+  readonly runner: SlotRunner;
+}
+
+/**
+ * A slot's runner as compile saw it (compiler/runner-facts.ts): the facts are
+ * observed (the probe, reconciler/runner-probe.ts) and handed to compile.
+ */
+export interface SlotRunner {
+  /** `process:<runner word>` or `docker:<image>`: its key in the facts. */
+  readonly key: string;
+  /**
+   * `checked`: a probed llama-server, argv checked against its --help;
+   * `not_checked`: probed, not llama-server (TTS, FLM, ComfyUI, whisper runners): argv not checked;
+   * `unprobed`: no facts (not installed yet, or the caller passed none): the newest known dialect, argv not checked.
+   */
+  readonly status: "checked" | "not_checked" | "unprobed";
+  /** The dialect id the argv is written in (compiler/runner-facts.ts `Dialect`). */
+  readonly dialect: string;
+  /** The runner's version line, null when unprobed. */
+  readonly version: string | null;
+  /** Where the facts came from (binary path, size and mtime; or image id), null when unprobed. */
+  readonly source: string | null;
+  /** The argv check's findings, located at the keys that wrote each word: errors mean the runner would refuse to start. */
+  readonly diagnostics: readonly import("../schema/index.js").Diagnostic[];
 }
 
 /** The runtime-facing spec of one slot: the plan contract's (schema/plan.ts). */

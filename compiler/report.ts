@@ -19,6 +19,13 @@ export interface Site {
   file: string;
   path: KeyPath;
   target?: Target;
+  /**
+   * One word of a string value that holds several (a profile's `flags`, a
+   * slot's `extra_args`): the `index`-th whitespace-separated word, `text`.
+   * The diagnostic points at that word when the value is a one-line string
+   * that spells it so, else at the value.
+   */
+  word?: { readonly text: string; readonly index: number };
 }
 
 /**
@@ -61,7 +68,8 @@ export class Reporter {
 
   private point(site: Site): Point {
     if (!this.texts.has(site.file)) return { line: 1, column: 1 };
-    return this.locator(site.file).locate(site.path, site.target ?? "key");
+    const at = this.locator(site.file).locate(site.path, site.target ?? "key");
+    return site.word === undefined ? at : wordPoint(this.texts.get(site.file)!, at, site.word);
   }
 
   private locator(file: string): Locator {
@@ -72,6 +80,17 @@ export class Reporter {
     }
     return loc;
   }
+}
+
+/** The point of the `index`-th word inside the one-line string value at `at`; `at` itself when the text does not spell it so. */
+function wordPoint(text: string, at: Point, word: { readonly text: string; readonly index: number }): Point {
+  const line = text.split(/\r?\n/)[at.line - 1];
+  const quote = line?.[at.column - 1];
+  if (line === undefined || (quote !== '"' && quote !== "'")) return at;
+  const close = line.indexOf(quote, at.column);
+  const inner = line.slice(at.column, close === -1 ? undefined : close);
+  const found = [...inner.matchAll(/\S+/g)][word.index];
+  return found?.[0] === word.text ? { line: at.line, column: at.column + 1 + found.index! } : at;
 }
 
 function cmp(a: string, b: string): number {

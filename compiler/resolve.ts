@@ -1,16 +1,29 @@
 import { BASE_TUNE, TUNE_KEYS, type Device, type FullTune, type Profile, type Settings, type Slot, type Tune, type TuneKey } from "../schema/index.js";
 import { normalizeArgv } from "./argv.js";
 import { sha256 } from "./hash.js";
-import type { CompiledModelFacts, CompiledProfile, ResolvedSlot, SlotSpec, TuneUnavailable } from "./model.js";
-import type { Reporter } from "./report.js";
+import type { CompiledModelFacts, CompiledProfile, ResolvedSlot, SlotRunner, SlotSpec, TuneUnavailable } from "./model.js";
+import { Reporter, type Site } from "./report.js";
+import { checkArgv, runnerLabel, type SitedEnv, type SitedWord } from "./runner-check.js";
+import { runnerKey, type Dialect, type RunnerFacts, type RunnerFactsIndex } from "./runner-facts.js";
+import { NEWEST_DIALECT } from "./runner-help.js";
 
-/** Bumped whenever the spec's shape or argv rules change, so every slot re-plans. */
-export const SPEC_VERSION = 1;
+/**
+ * Bumped whenever the spec's shape or argv rules change, so every slot re-plans.
+ * 2: argv follows the runner's dialect (`--spec-type draft-mtp`, `--reasoning`),
+ * and `observed` carries the dialect.
+ */
+export const SPEC_VERSION = 2;
 
-/** Flags for `speculation = "mtp"`; the profile's own flags may refine them (a later flag wins). */
-const MTP_FLAGS = ["--spec-type", "mtp"];
 /** Slot types whose runner takes llama-server's context and reasoning flags. */
 const TUNED_TYPES = new Set(["llm", "embedding", "reranking"]);
+
+/** What resolve reads besides the tree: observed facts, handed in as data (compile stays pure). */
+export interface ResolveFacts {
+  /** Runner facts by `runnerKey`; a runner without an entry was not probed. */
+  readonly runners?: RunnerFactsIndex;
+  /** Where the argv check reports (kept apart from the compile's own diagnostics: a runner's refusal holds one slot back, it does not invalidate the tree). */
+  readonly runnerReporter?: Reporter;
+}
 
 export interface SlotInput {
   readonly name: string;
@@ -23,27 +36,70 @@ export interface SlotInput {
 }
 
 /** Resolves one linked slot: effective tune, runner argv, spec and spec hash. */
-export function resolveSlot(input: SlotInput, settings: Settings, reporter: Reporter): ResolvedSlot {
+export function resolveSlot(input: SlotInput, settings: Settings, reporter: Reporter, facts: ResolveFacts = {}): ResolvedSlot {
   const { slot, profile, model } = input;
+  const runtime = settings.slots.runtime;
   const device = slot.placement.device ?? defaultDevice(profile);
-  const { effective, unavailable } = effectiveTune(input, reporter);
-  const raw = settings.slots.runtime === "docker" ? [...profile.flags_argv] : [...profile.runner, ...profile.flags_argv];
-  pushModelArgs(raw, input, effective);
-  for (const word of input.extraArgs) raw.push(word);
+  const key = runnerKey(runtime, runtime === "docker" ? (profile.image ?? "") : (profile.runner[0] ?? ""));
+  const known = facts.runners?.get(key);
+  // The dialect hal0 writes: the probed runner's; the newest known one when it was not probed (or is not llama-server).
+  const dialect = known?.dialect ?? NEWEST_DIALECT;
+  const { effective, unavailable } = effectiveTune(input, dialect, known, reporter);
+  const words: SitedWord[] = [];
+  const flagsSite = profileKeySite(input, "flags");
+  profile.flags_argv.forEach((word, index) => words.push({ word, site: { ...flagsSite, word: { text: word, index } }, by: `profile \`${profile.name}\`'s flags` }));
+  pushModelArgs(words, input, effective, dialect);
+  const extraSite: Site = { file: input.file, path: ["server", "extra_args"], target: "value" };
+  input.extraArgs.forEach((word, index) => words.push({ word, site: { ...extraSite, word: { text: word, index } }, by: `slot \`${input.name}\`'s extra_args` }));
+  const raw = runtime === "docker" ? words.map((w) => w.word) : [...profile.runner, ...words.map((w) => w.word)];
   const argv = normalizeArgv(raw);
   const env = sortedEnv(profile.env, slot.server.env);
+  const runner = slotRunner(input, key, known, dialect, words, facts.runnerReporter);
   const spec = slotSpec({
     argv,
     device, env, gpu_index: slot.placement.gpu_index, health_path: "/health", host: "127.0.0.1",
-    image: settings.slots.runtime === "docker" ? (profile.image ?? "") : undefined,
-    port: slot.port, runtime: settings.slots.runtime, spec_version: SPEC_VERSION,
+    image: runtime === "docker" ? (profile.image ?? "") : undefined,
+    // The observed facts the argv was written for: in the hash, so a runner whose dialect changes re-plans the slot.
+    observed: slot.type === "llm" ? { runner_dialect: dialect.id } : undefined,
+    port: slot.port, runtime, spec_version: SPEC_VERSION,
   });
   return {
     name: input.name, file: input.file, profile: profile.name, model: model?.id, port: slot.port, type: slot.type,
     enabled: slot.enabled, priority: slot.priority, pinned: slot.pinned, drift: slot.drift ?? settings.reconcile.drift,
     device, gpu_index: slot.placement.gpu_index, tune: slot.tune, tune_effective: effective, tune_unavailable: unavailable,
-    spec, spec_hash: specHash(spec),
+    spec, spec_hash: specHash(spec), runner,
   };
+}
+
+/**
+ * What the slot's argv was checked against, and what the check found (the
+ * runner's flag table is known only for a probed llama-server runner).
+ */
+function slotRunner(input: SlotInput, key: string, known: RunnerFacts | undefined, dialect: Dialect, words: readonly SitedWord[], reporter: Reporter | undefined): SlotRunner {
+  const base = { key, dialect: dialect.id, version: known?.version.line ?? null, source: known?.source ?? null };
+  if (known === undefined) return { ...base, status: "unprobed", diagnostics: [] };
+  if (known.flags === null) return { ...base, status: "not_checked", diagnostics: [] };
+  const target = reporter ?? new Reporter(new Map());
+  const before = target.diagnostics.length;
+  checkArgv(words, slotEnv(input), known, known.flags, target);
+  return { ...base, status: "checked", diagnostics: target.diagnostics.slice(before) };
+}
+
+/** The slot's env as the runner gets it (the profile's, the slot's over it), each variable with the key that set it. */
+function slotEnv(input: SlotInput): SitedEnv[] {
+  const { profile, slot, file, name } = input;
+  const out = new Map<string, SitedEnv>();
+  for (const [k, value] of Object.entries(profile.env)) {
+    const site: Site = profile.origin === "file" ? { file: "profiles.toml", path: ["profile", profile.name, "env", k], target: "key" } : { file, path: ["profile"], target: "value" };
+    out.set(k, { name: k, value, site, by: `profile \`${profile.name}\`'s env` });
+  }
+  for (const [k, value] of Object.entries(slot.server.env)) out.set(k, { name: k, value, site: { file, path: ["server", "env", k], target: "key" }, by: `slot \`${name}\`'s [server] env` });
+  return [...out.values()];
+}
+
+/** A key of the slot's profile: in profiles.toml when the file defines the profile, else (a seed) the slot's `profile` key. */
+function profileKeySite({ profile, file }: SlotInput, key: string): Site {
+  return profile.origin === "file" ? { file: "profiles.toml", path: ["profile", profile.name, key], target: "value" } : { file, path: ["profile"], target: "value" };
 }
 
 /**
@@ -53,10 +109,12 @@ export function resolveSlot(input: SlotInput, settings: Settings, reporter: Repo
  * `canonicalJson` for both runtimes.
  */
 function slotSpec(s: SlotSpec): SlotSpec {
-  const { argv, device, env, gpu_index, health_path, host, image, port, runtime, spec_version } = s;
-  return image === undefined
-    ? { argv, device, env, gpu_index, health_path, host, port, runtime, spec_version }
-    : { argv, device, env, gpu_index, health_path, host, image, port, runtime, spec_version };
+  const { argv, device, env, gpu_index, health_path, host, image, observed, port, runtime, spec_version } = s;
+  const out: Record<string, unknown> = { argv, device, env, gpu_index, health_path, host };
+  if (image !== undefined) out.image = image;
+  if (observed !== undefined) out.observed = sortedEnv(observed, {});
+  Object.assign(out, { port, runtime, spec_version });
+  return out as unknown as SlotSpec;
 }
 
 /** `sha256:` of the spec's canonical JSON (its plain JSON, see `slotSpec`). */
@@ -70,42 +128,60 @@ export function defaultDevice(profile: Profile): Device {
   return profile.backend === "vulkan" ? "gpu-vulkan" : "gpu-rocm";
 }
 
-/** Appends the model, network, tune and type flags, in the order DESIGN.md gives. */
-function pushModelArgs(args: string[], { slot, model }: SlotInput, tune: FullTune): void {
+/**
+ * Appends the model, network, tune and type flags, in the order DESIGN.md
+ * gives, written in the runner's dialect; each word sited at the key it comes
+ * from (a `[tune]` key, the slot's `model`, `port` or `type`).
+ */
+function pushModelArgs(out: SitedWord[], input: SlotInput, tune: FullTune, d: Dialect): void {
+  const { slot, model, file } = input;
+  const push = (site: Site, by: string, ...words: string[]) => { for (const word of words) out.push({ word, site, by }); };
+  const tuneBy = (key: TuneKey) => [tuneSite(input, key), `[tune] ${key}`] as const;
   if (model) {
-    if (model.path_abs) args.push("--model", model.path_abs);
-    else args.push("--hf-repo", model.hf_repo!, "--hf-file", model.hf_filename!);
-    args.push("--alias", model.id);
+    const at: Site = { file, path: ["model"], target: "value" };
+    if (model.path_abs) push(at, "the slot's model", "--model", model.path_abs);
+    else push(at, "the slot's model", "--hf-repo", model.hf_repo!, "--hf-file", model.hf_filename!);
+    push(at, "the slot's model", "--alias", model.id);
   }
-  args.push("--host", "127.0.0.1", "--port", String(slot.port));
+  push({ file, path: ["port"], target: "value" }, "the slot's port", "--host", "127.0.0.1", "--port", String(slot.port));
   if (!TUNED_TYPES.has(slot.type)) return;
-  args.push("--ctx-size", String(tune.ctx_size));
+  push(...tuneBy("ctx_size"), "--ctx-size", String(tune.ctx_size));
   if (slot.type === "llm") {
-    const budget = tune.enable_thinking ? (tune.reasoning_budget > 0 ? tune.reasoning_budget : -1) : 0;
-    args.push("--reasoning-budget", String(budget));
-    args.push("--chat-template-kwargs", JSON.stringify({ enable_thinking: tune.enable_thinking, reasoning_effort: tune.reasoning_effort }));
-    if (model?.jinja) args.push("--jinja");
-    if (model && model.chat_template !== "auto") {
-      args.push(...(model.chat_template_file_abs ? ["--chat-template-file", model.chat_template_file_abs] : ["--chat-template", model.chat_template]));
+    const thinking = tuneBy("enable_thinking");
+    if (d.reasoning_flag) push(...thinking, "--reasoning", tune.enable_thinking ? "on" : "off");
+    if (d.reasoning_budget && tune.enable_thinking) push(...tuneBy("reasoning_budget"), "--reasoning-budget", String(tune.reasoning_budget > 0 ? tune.reasoning_budget : -1));
+    // Templates read reasoning_effort (no flag sets it); enable_thinking goes there only when the runner has no --reasoning.
+    if (d.template_kwargs) {
+      const kwargs = d.reasoning_flag ? { reasoning_effort: tune.reasoning_effort } : { enable_thinking: tune.enable_thinking, reasoning_effort: tune.reasoning_effort };
+      push(...tuneBy("reasoning_effort"), "--chat-template-kwargs", JSON.stringify(kwargs));
     }
-    if (tune.speculation === "draft" && model?.draft_abs) args.push("--model-draft", model.draft_abs);
-    if (tune.speculation === "mtp") args.push(...MTP_FLAGS);
-    if (tune.vision && model?.mmproj_abs) args.push("--mmproj", model.mmproj_abs);
+    const at: Site = { file, path: ["model"], target: "value" };
+    if (model?.jinja) push(at, "the model's jinja", "--jinja");
+    if (model && model.chat_template !== "auto") {
+      push(at, "the model's chat_template", ...(model.chat_template_file_abs ? ["--chat-template-file", model.chat_template_file_abs] : ["--chat-template", model.chat_template]));
+    }
+    const spec = tuneBy("speculation");
+    if (tune.speculation === "draft" && model?.draft_abs && d.draft_flag) {
+      if (d.spec_type && d.draft_type) push(...spec, "--spec-type", d.draft_type);
+      push(...spec, d.draft_flag, model.draft_abs);
+    }
+    if (tune.speculation === "mtp" && d.mtp_type) push(...spec, "--spec-type", d.mtp_type);
+    if (tune.vision && model?.mmproj_abs) push(...tuneBy("vision"), "--mmproj", model.mmproj_abs);
   }
-  if (slot.type === "embedding") args.push("--embedding");
-  if (slot.type === "reranking") args.push("--reranking");
+  if (slot.type === "embedding") push({ file, path: ["type"], target: "value" }, "the slot's type", "--embedding");
+  if (slot.type === "reranking") push({ file, path: ["type"], target: "value" }, "the slot's type", "--reranking");
 }
 
 /** Profile tune overlaid by the slot's; values the model can't honour fall back, with a warning. */
-function effectiveTune(input: SlotInput, reporter: Reporter): { effective: FullTune; unavailable: Partial<Record<TuneKey, TuneUnavailable>> } {
+function effectiveTune(input: SlotInput, d: Dialect, known: RunnerFacts | undefined, reporter: Reporter): { effective: FullTune; unavailable: Partial<Record<TuneKey, TuneUnavailable>> } {
   const { slot, profile, model } = input;
   const effective = overlay(overlay(BASE_TUNE, profile.tune), slot.tune);
   const unavailable: Partial<Record<TuneKey, TuneUnavailable>> = {};
   if (!model || !TUNED_TYPES.has(slot.type)) return { effective, unavailable };
-  const limit = (key: TuneKey, fallback: FullTune[TuneKey], reason: string): void => {
+  const limit = (key: TuneKey, fallback: FullTune[TuneKey], reason: string, subject = `model \`${model.id}\``): void => {
     unavailable[key] = { requested: effective[key], effective: fallback, reason };
     (effective as Record<TuneKey, unknown>)[key] = fallback;
-    reporter.report("slot.tune_unavailable", tuneSite(input, key), `${key} = ${JSON.stringify(unavailable[key]!.requested)} is unavailable for model \`${model.id}\``,
+    reporter.report("slot.tune_unavailable", tuneSite(input, key), `${key} = ${JSON.stringify(unavailable[key]!.requested)} is unavailable for ${subject}`,
       `${reason}; slot \`${input.name}\` runs with ${key} = ${JSON.stringify(fallback)}.`);
   };
   if (model.context_length !== undefined && effective.ctx_size > model.context_length) {
@@ -114,6 +190,16 @@ function effectiveTune(input: SlotInput, reporter: Reporter): { effective: FullT
   if (effective.speculation === "mtp" && !model.mtp) limit("speculation", "off", `model \`${model.id}\` has no MTP heads (mtp = false)`);
   if (effective.speculation === "draft" && !model.draft) limit("speculation", "off", `model \`${model.id}\` has no drafter (no \`draft\` file)`);
   if (effective.vision && !model.mmproj) limit("vision", false, `model \`${model.id}\` has no vision projector (no \`mmproj\` file)`);
+  // What the runner's dialect cannot express (an older llama-server): unavailable, never a flag it would refuse.
+  if (slot.type === "llm" && known?.dialect) {
+    const label = runnerLabel(known);
+    const runner = `the runner (${label})`;
+    const lim = (key: TuneKey, fallback: FullTune[TuneKey], reason: string) => limit(key, fallback, reason, label);
+    if (effective.speculation === "mtp" && !d.mtp_type) lim("speculation", "off", `${runner} has no MTP speculative decoding (no \`--spec-type\` value for it)`);
+    if (effective.speculation === "draft" && (!d.draft_flag || (d.spec_type && !d.draft_type))) lim("speculation", "off", `${runner} has no drafter flag`);
+    if (effective.enable_thinking && !d.reasoning_flag && !d.template_kwargs) lim("enable_thinking", false, `${runner} has neither \`--reasoning\` nor \`--chat-template-kwargs\``);
+    if (effective.enable_thinking && effective.reasoning_budget > 0 && !d.reasoning_budget) lim("reasoning_budget", 0, `${runner} has no \`--reasoning-budget\``);
+  }
   return { effective, unavailable };
 }
 

@@ -9,8 +9,8 @@ import { API_CODES } from "./codes-api.js";
  */
 export interface CodeInfo {
   readonly severity: "error" | "warning";
-  /** Who emits it: the compiler (a diagnostic of the tree), the runtime (plan and apply), the CLI, or the server (REST and MCP replies). */
-  readonly stage: "compile" | "runtime" | "cli" | "server";
+  /** Who emits it: the compiler (a diagnostic of the tree), the argv check (the compiler, given a runner's facts: compiler/runner-check.ts), the runtime (plan and apply), the CLI, or the server (REST and MCP replies). */
+  readonly stage: "compile" | "runner" | "runtime" | "cli" | "server";
   readonly http: number;
   /** One line, for the README and `hal0 validate --explain`. */
   readonly meaning: string;
@@ -96,8 +96,14 @@ export const CODES = {
   "slot.apply_failed": { severity: "error", stage: "runtime", http: 500, meaning: "An apply step failed for another reason; the message says which." },
   "slot.not_running": { severity: "warning", stage: "runtime", http: 409, meaning: "A slot hal0 started is no longer running (it died, or its pid now belongs to another program); apply starts it again." },
   "slot.drifted": { severity: "warning", stage: "runtime", http: 409, meaning: "A slot hal0 started stopped or was changed behind its back, and its drift policy is \"warn\": reported, not fixed." },
-  "slot.runner_not_found": { severity: "warning", stage: "runtime", http: 404, meaning: "An enabled slot's runner (argv[0], process runtime) is not on PATH nor in hal0's bin/, or its path does not exist: apply would fail to start it (validate warns, --strict errors; Stalled RunnerNotFound)." },
-  "slot.runner_not_executable": { severity: "warning", stage: "runtime", http: 409, meaning: "An enabled slot's runner exists but may not be run (no execute permission, or a folder); Stalled RunnerNotExecutable." },
+  "slot.runner_missing": { severity: "warning", stage: "runtime", http: 404, meaning: "An enabled slot's runner cannot be run: not on PATH nor in hal0's bin/, a path that does not exist (the message lists what was searched), or a file without execute permission; apply would fail to start it (validate warns, --strict errors; Stalled RunnerNotFound / RunnerNotExecutable)." },
+  "slot.runner_flag_unknown": { severity: "error", stage: "runner", http: 400, meaning: "A flag (or LLAMA_ARG_* variable in env) the slot's runner does not know, by its own --help: it would exit 1 at start; the detail names the closest flag it knows. Located at the profile flags, extra_args or env key that wrote it." },
+  "slot.runner_flag_removed": { severity: "error", stage: "runner", http: 400, meaning: "A flag the slot's runner has removed: it would exit 1 at start; the detail quotes the runner's own replacement hint." },
+  "slot.runner_flag_value": { severity: "error", stage: "runner", http: 400, meaning: "A flag's value is outside the set the runner lists (`--spec-type mtp`, `-fa maybe`), is missing, or is given to a flag that takes none in this runner (`-fa on` on an older build)." },
+  "slot.runner_flag_deprecated": { severity: "warning", stage: "runner", http: 400, meaning: "A flag the slot's runner deprecates: it still runs, with a warning; the detail names the replacement (`--no-mmap` → `--load-mode none`). hal0 never rewrites flags or extra_args." },
+  "slot.runner_unchecked": { severity: "warning", stage: "runtime", http: 409, meaning: "A plan note: a slot's runner was not probed (not installed yet, or not runnable), so its argv is written in the newest known llama-server dialect and not checked; or the runner is not llama-server (TTS, FLM, ComfyUI, whisper), whose flags hal0 does not check." },
+  "slot.ctx_exceeds_training": { severity: "warning", stage: "runtime", http: 400, meaning: "A slot's ctx_size is above the context its GGUF says the model was trained for (<arch>.context_length): the runner warns of a possible training context overflow." },
+  "slot.model_fact_mismatch": { severity: "warning", stage: "runtime", http: 400, meaning: "A models.toml fact (architecture, context_length) that the model file's GGUF header contradicts; the message names both values." },
   "slot.model_missing": { severity: "warning", stage: "runtime", http: 404, meaning: "An enabled slot's model file (or its draft, mmproj or chat template file, when the argv uses them) does not exist: the runner would exit at load (Stalled ModelMissing)." },
   "slot.model_unreadable": { severity: "warning", stage: "runtime", http: 409, meaning: "An enabled slot's model file (or draft, mmproj, chat template file) exists but is not a readable regular file (Stalled ModelUnreadable)." },
   "slot.unmanaged": { severity: "warning", stage: "runtime", http: 409, meaning: "A running slot has a runtime record but is neither in the inventory nor desired: hal0 leaves it alone." },

@@ -73,6 +73,7 @@ export const SLOT_REASONS = [
   "not_running", // enabled, hal0 knows it (inventory or a runtime record), not running
   "spec_unknown", // running without a record to compare: replaced
   "spec_changed", // the config moved what it runs
+  "observed_changed", // same config, but an observed fact it is written for changed (the runner's dialect)
   "drifted", // changed or stopped behind hal0's back
   "unchanged",
   "disabled", // enabled = false
@@ -81,6 +82,7 @@ export const SLOT_REASONS = [
   "unmanaged", // running, but hal0 did not start it: left alone
   "restart", // asked for (`replace: [address]`)
   "backing_off", // held back after failures
+  "argv_refused", // its runner would refuse the argv (a removed, unknown or badly valued flag): not started, a running one left as it is
 ] as const;
 export const SETTINGS_REASONS = ["unchanged", "first_apply", "changed", "backing_off"] as const;
 export const HERMES_REASONS = ["new", "drifted", "changed", "opted_out", "unchanged", "invalid_yaml", "backing_off"] as const;
@@ -105,6 +107,14 @@ export interface SlotSpec {
   readonly health_path: string;
   readonly device: Device;
   readonly gpu_index: number;
+  /**
+   * Observed facts the argv was written for, each as a stable id
+   * (`runner_dialect`: how the runner spells hal0's mappings). In the spec
+   * hash, so a change of what hal0 observed that changes how it must run the
+   * same config re-plans the slot (reason `observed_changed`, path
+   * `observed.<key>`). Later observed inputs (image digests) go here too.
+   */
+  readonly observed?: Readonly<Record<string, string>>;
 }
 
 /**
@@ -157,6 +167,7 @@ export const SlotSpecSchema: z.ZodType<SlotSpec> = z.object({
   health_path: z.string(),
   device: z.enum(DEVICES),
   gpu_index: z.int(),
+  observed: z.record(z.string(), z.string()).optional(),
 });
 
 export const SlotViewSchema: z.ZodType<SlotView> = z.object({

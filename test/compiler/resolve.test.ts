@@ -54,7 +54,7 @@ describe("effective tune", () => {
   it("honours draft and vision when the model has a drafter and a projector", () => {
     const model = build({ "slots/chat.toml": `profile = "rocm"\nmodel = "qwen3"\nport = 8081\n[tune]\nspeculation = "draft"\nvision = true\n` });
     const argv = model.slots.chat!.spec.argv;
-    expect(argv.join(" ")).toContain("--model-draft /box/models/qwen3-draft.gguf");
+    expect(argv.join(" ")).toContain("--spec-type draft-simple --spec-draft-model /box/models/qwen3-draft.gguf");
     expect(argv.join(" ")).toContain("--mmproj /box/models/mmproj.gguf");
     expect(model.slots.chat!.tune_unavailable).toEqual({});
   });
@@ -67,10 +67,10 @@ describe("runner argv and spec", () => {
     expect(spec.runtime).toBe("process");
     expect(spec.argv).toEqual([
       "llama-server",
-      "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0", "-ub", "512", "--parallel", "1", "--no-mmap",
+      "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0", "-ub", "512", "--parallel", "1", "--load-mode", "none",
       "--model", "/box/models/qwen3.gguf", "--alias", "qwen3", "--host", "127.0.0.1", "--port", "8090",
-      "--ctx-size", "32768", "--reasoning-budget", "4096",
-      "--chat-template-kwargs", '{"enable_thinking":true,"reasoning_effort":"medium"}', "--jinja",
+      "--ctx-size", "32768", "--reasoning", "on", "--reasoning-budget", "4096",
+      "--chat-template-kwargs", '{"reasoning_effort":"medium"}', "--jinja",
       "-b", "2048", "--lora", "a.gguf", "--lora", "b.gguf",
     ]);
     expect(Object.keys(spec.env)).toEqual(["A", "B"]);

@@ -1,0 +1,175 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { compile, runnerKey, sourceTree, type Model, type RunnerFacts, type RunnerFactsIndex } from "../../compiler/index.js";
+import { runnerFacts } from "../../compiler/runner-help.js";
+import { CODES, type Diagnostic } from "../../schema/index.js";
+
+/**
+ * The argv check and the dialect mappings, in compile: the runner facts are
+ * data (here parsed from the recorded --version / --help of llama-server
+ * build 9749 and of the older build 4748), so each case is a pure compile.
+ */
+
+const FACTS = join(import.meta.dirname, "../../fixtures/llama-server");
+const read = (name: string) => readFileSync(join(FACTS, name), "utf8");
+const CURRENT = runnerFacts(read("version.txt"), read("help.txt"), "llama-server b9749 (recorded)");
+const OLDER = runnerFacts(read("older-version.txt"), read("older-help.txt"), "llama-server b4748 (recorded)");
+const KOKORO = runnerFacts("kokoro-server 1.2.0\n", null, "kokoro (recorded)");
+
+const ROOT = "/box";
+const MODELS = `[model.qwen3]
+path = "models/qwen3.gguf"
+type = "llm"
+context_length = 40960
+jinja = true
+mtp = true
+draft = "models/qwen3-draft.gguf"
+`;
+
+/** The seeds run `llama-server`; a profiles.toml profile may name another runner. */
+function facts(runner: RunnerFacts, word = "llama-server"): RunnerFactsIndex {
+  return new Map([[runnerKey("process", word), runner]]);
+}
+
+function build(files: Record<string, string>, runners?: RunnerFactsIndex): { model: Model; diagnostics: Diagnostic[] } {
+  const result = compile(sourceTree(ROOT, Object.entries({ "models.toml": MODELS, ...files })), [], { runners });
+  const errors = result.diagnostics.filter((d) => d.severity === "error");
+  expect(errors, JSON.stringify(errors, null, 2)).toEqual([]);
+  return { model: result.model!, diagnostics: result.diagnostics };
+}
+
+const at = (d: Diagnostic) => `${d.file}:${d.line}:${d.column} ${d.severity} ${d.code}`;
+const chat = (tune: string, extra = "") => ({ "slots/chat.toml": `profile = "rocm"\nmodel = "qwen3"\nport = 8081\n[tune]\n${tune}\n${extra}` });
+
+describe("the current dialect (build 9749)", () => {
+  it("maps mtp to --spec-type draft-mtp, thinking to --reasoning, the effort to the template", () => {
+    const { model } = build(chat(`speculation = "mtp"\nenable_thinking = true\nreasoning_effort = "high"`), facts(CURRENT));
+    const argv = model.slots.chat!.spec.argv.join(" ");
+    expect(argv).toContain("--spec-type draft-mtp");
+    expect(argv).not.toMatch(/--spec-type mtp\b/);
+    expect(argv).toContain("--reasoning on --reasoning-budget 4096");
+    expect(argv).toContain(`--chat-template-kwargs {"reasoning_effort":"high"}`);
+    expect(model.slots.chat!.runner).toMatchObject({ status: "checked", version: "version: 9749 (d32676d77)", diagnostics: [] });
+  });
+
+  it("maps draft to --spec-type draft-simple with --spec-draft-model, and thinking off to --reasoning off", () => {
+    const { model } = build(chat(`speculation = "draft"\nenable_thinking = false`), facts(CURRENT));
+    const argv = model.slots.chat!.spec.argv.join(" ");
+    expect(argv).toContain("--reasoning off --chat-template-kwargs");
+    expect(argv).not.toContain("--reasoning-budget");
+    expect(argv).toContain("--spec-type draft-simple --spec-draft-model /box/models/qwen3-draft.gguf");
+    expect(model.runnerDiagnostics).toEqual([]);
+  });
+
+  it("passes the seed profiles' flags (--load-mode none, -fa on, …) without a finding", () => {
+    const seeds = ["rocm", "rocm-dnse", "rocm-moe", "vulkan"];
+    const files = Object.fromEntries(seeds.map((p, i) => [`slots/s${i}.toml`, `profile = "${p}"\nmodel = "qwen3"\nport = ${8081 + i}\n${p === "vulkan" ? 'placement = { device = "gpu-vulkan" }\n' : ""}`]));
+    const { model } = build(files, facts(CURRENT));
+    expect(model.runnerDiagnostics).toEqual([]);
+    expect(Object.values(model.slots).every((s) => s.runner.status === "checked")).toBe(true);
+  });
+
+  it("writes the same argv, and the same spec hash, for a probed current runner as for an unprobed one", () => {
+    const tree = chat(`speculation = "mtp"`);
+    const probed = build(tree, facts(CURRENT)).model.slots.chat!;
+    const unprobed = build(tree).model.slots.chat!;
+    expect(unprobed.runner.status).toBe("unprobed");
+    expect(probed.spec).toEqual(unprobed.spec);
+    expect(probed.spec_hash).toBe(unprobed.spec_hash);
+    expect(probed.spec.observed).toEqual({ runner_dialect: CURRENT.dialect!.id });
+  });
+});
+
+describe("the older dialect (build 4748)", () => {
+  it("writes a drafter as --model-draft with no --spec-type, and no reasoning flags", () => {
+    const { model } = build(chat(`speculation = "draft"\nenable_thinking = false`), facts(OLDER));
+    const argv = model.slots.chat!.spec.argv;
+    expect(argv.join(" ")).toContain("--model-draft /box/models/qwen3-draft.gguf");
+    for (const flag of ["--spec-type", "--reasoning", "--reasoning-budget", "--chat-template-kwargs", "--spec-draft-model"]) expect(argv, flag).not.toContain(flag);
+  });
+
+  it("makes mtp and thinking tune_unavailable, with the runner as the reason, instead of flags it would refuse", () => {
+    const { model, diagnostics } = build(chat(`speculation = "mtp"\nenable_thinking = true`), facts(OLDER));
+    const slot = model.slots.chat!;
+    expect(slot.tune_effective).toMatchObject({ speculation: "off", enable_thinking: false });
+    expect(slot.tune_unavailable.speculation?.reason).toMatch(/llama-server b4748.*no MTP/);
+    expect(slot.tune_unavailable.enable_thinking?.reason).toMatch(/neither `--reasoning` nor `--chat-template-kwargs`/);
+    expect(diagnostics.filter((d) => d.code === "slot.tune_unavailable").map(at)).toEqual([
+      "slots/chat.toml:5:15 warning slot.tune_unavailable",
+      "slots/chat.toml:6:19 warning slot.tune_unavailable",
+    ]);
+    expect(slot.spec.argv).not.toContain("--spec-type");
+  });
+
+  it("refuses `-fa on` (a switch there) at the profile's flags, and the spec hash differs from the current dialect's", () => {
+    const tree = { "profiles.toml": `[profile.mine]\nrunner = ["llama-server"]\nflags = "-fa on -b 512"\ndevice_class = "cpu"\n`, "slots/chat.toml": `profile = "mine"\nmodel = "qwen3"\nport = 8081\n` };
+    const older = build(tree, facts(OLDER)).model;
+    // At the word itself inside the flags string.
+    expect(older.runnerDiagnostics.map(at)).toEqual(["profiles.toml:3:10 error slot.runner_flag_value"]);
+    expect(older.runnerDiagnostics[0]!.summary).toBe("`-fa` takes no value in llama-server b4748");
+    const current = build(tree, facts(CURRENT)).model;
+    expect(current.runnerDiagnostics).toEqual([]);
+    expect(older.slots.chat!.spec_hash).not.toBe(current.slots.chat!.spec_hash);
+    expect(older.slots.chat!.spec.observed).toEqual({ runner_dialect: "llama-server:draft-flag=--model-draft" });
+  });
+});
+
+describe("the argv check's findings, each at the key that wrote the flag", () => {
+  const profiles = `[profile.mine]
+runner = ["llama-server"]
+flags = "-fa on --draft-max 4 --no-mmap"
+device_class = "cpu"
+env = { LLAMA_ARG_DRAFT_MIN = "2" }
+`;
+  const slot = `profile = "mine"
+model = "qwen3"
+port = 8081
+
+[server]
+extra_args = "--spec-type mtp --no-such-flag"
+env = { LLAMA_ARG_CTX_SIZ = "4096", LLAMA_ARG_FLASH_ATTN = "maybe" }
+`;
+
+  it("reports removed, unknown, badly valued and deprecated flags and variables; compile's own diagnostics stay clean", () => {
+    const { model, diagnostics } = build({ "profiles.toml": profiles, "slots/chat.toml": slot }, facts(CURRENT));
+    expect(diagnostics.filter((d) => CODES[d.code as keyof typeof CODES]?.stage === "runner")).toEqual([]);
+    expect(model.runnerDiagnostics.map((d) => `${at(d)} ${d.summary}`)).toEqual([
+      "profiles.toml:3:17 error slot.runner_flag_removed `--draft-max` has been removed from llama-server b9749",
+      "profiles.toml:3:31 warning slot.runner_flag_deprecated `--no-mmap` is deprecated in llama-server b9749: use `--load-mode none`",
+      "profiles.toml:5:9 error slot.runner_flag_removed `LLAMA_ARG_DRAFT_MIN` (`--draft-min`) has been removed from llama-server b9749",
+      "slots/chat.toml:6:15 error slot.runner_flag_value `--spec-type mtp`: llama-server b9749 takes a comma list of none, draft-simple, draft-eagle3, draft-mtp, draft-dflash, draft-dspark, ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache",
+      "slots/chat.toml:6:31 error slot.runner_flag_unknown `--no-such-flag` is not a flag of llama-server b9749",
+      "slots/chat.toml:7:9 error slot.runner_flag_unknown `LLAMA_ARG_CTX_SIZ` is not a variable of llama-server b9749",
+      "slots/chat.toml:7:37 error slot.runner_flag_value `LLAMA_ARG_FLASH_ATTN=maybe`: llama-server b9749 takes one of on, off, auto",
+    ]);
+    const byCode = (code: string) => model.runnerDiagnostics.find((d) => d.code === code)!;
+    expect(byCode("slot.runner_flag_removed").detail).toContain('"the argument has been removed. use --spec-draft-n-max or --spec-ngram-mod-n-max". Did you mean `--spec-draft-n-max`?');
+    expect(byCode("slot.runner_flag_unknown").detail).toContain("error: invalid argument: --no-such-flag");
+    expect(byCode("slot.runner_flag_value").detail).toContain("Did you mean `draft-mtp`?");
+    expect(model.runnerDiagnostics.find((d) => d.summary.startsWith("`LLAMA_ARG_CTX_SIZ`"))!.detail).toContain("Did you mean `LLAMA_ARG_CTX_SIZE`?");
+    expect(model.slots.chat!.runner.diagnostics).toHaveLength(7);
+  });
+
+  it("reports a finding of a profile's flags once, however many slots use the profile", () => {
+    const two = { "profiles.toml": profiles, "slots/a.toml": `profile = "mine"\nmodel = "qwen3"\nport = 8081\n`, "slots/b.toml": `profile = "mine"\nmodel = "qwen3"\nport = 8082\n` };
+    const { model } = build(two, facts(CURRENT));
+    expect(model.slots.a!.runner.diagnostics).toHaveLength(3);
+    expect(model.slots.b!.runner.diagnostics).toHaveLength(3);
+    expect(model.runnerDiagnostics).toHaveLength(3);
+  });
+
+  it("checks nothing of an unprobed runner, nor of one that is not llama-server", () => {
+    const tree = { "profiles.toml": profiles.replace('runner = ["llama-server"]', 'runner = ["kokoro-server"]'), "slots/chat.toml": slot };
+    expect(build(tree).model.slots.chat!.runner).toMatchObject({ status: "unprobed", diagnostics: [] });
+    const other = build(tree, facts(KOKORO, "kokoro-server")).model.slots.chat!.runner;
+    expect(other).toMatchObject({ status: "not_checked", version: "kokoro-server 1.2.0", diagnostics: [] });
+  });
+});
+
+describe("the registry", () => {
+  it("holds every runner-stage code this file exercises, and no other", () => {
+    const runnerCodes = Object.entries(CODES).filter(([, info]) => info.stage === "runner").map(([code]) => code).sort();
+    expect(runnerCodes).toEqual(["slot.runner_flag_deprecated", "slot.runner_flag_removed", "slot.runner_flag_unknown", "slot.runner_flag_value"]);
+  });
+});
