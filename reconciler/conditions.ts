@@ -1,7 +1,8 @@
 import type { ObservedSlot } from "./observed.js";
 import type { SlotOutcome } from "./state.js";
 import { TERMINAL_CODES } from "./backoff.js";
-import type { Finding, PreflightCode } from "./preflight.js";
+import type { Diagnostic } from "../schema/index.js";
+import { isAdvisory, type AdvisoryProblem, type Finding, type PreflightProblem } from "./preflight.js";
 
 /**
  * Kubernetes-style conditions for each resource, derived from what was
@@ -40,8 +41,18 @@ export interface SlotFacts {
    * runner not found, a model file missing). The planner never sees them: a
    * slot that would start with them is Stalled (RunnerNotFound, ModelMissing,
    * …), one that runs the desired spec anyway is Degraded (a restart would fail).
+   * Advisory findings (a ctx_size above the model's training context, a
+   * models.toml fact its GGUF header contradicts) change neither: the runner
+   * starts with them.
    */
   readonly preflight?: readonly Finding[];
+  /**
+   * The argv check's errors for this slot (its runner would refuse the argv:
+   * `slot.runner_flag_unknown`, `_removed`, `_value`). The planner makes a
+   * create or replace of such a slot a no-op (`argv_refused`), so it is
+   * Stalled (RunnerRefusesArgv) until the TOML is fixed, never a crash loop.
+   */
+  readonly refused?: readonly Diagnostic[];
 }
 
 export type Verdict = Pick<Condition, "status" | "reason" | "message">;
@@ -91,6 +102,8 @@ function reconciling({ desiredHash, seen }: SlotFacts): Verdict {
 
 function stalled(facts: SlotFacts): Verdict {
   const { outcome } = facts;
+  const refused = refusedVerdict(facts);
+  if (refused !== undefined && !runsDesired(facts)) return refused;
   const found = preflightVerdict(facts);
   if (found !== undefined && !runsDesired(facts)) return { ...found, message: `${found.message} — hal0 apply would fail until it is fixed` };
   if (outcome && !outcome.ok && outcome.code && TERMINAL_CODES.has(outcome.code)) {
@@ -108,18 +121,36 @@ function degraded(facts: SlotFacts): Verdict {
   return { status: "False", reason: "AsExpected", message: "no failure" };
 }
 
-/** The condition reason of each preflight code (Stalled, or Degraded for a slot that runs anyway). */
-export const PREFLIGHT_REASONS: Readonly<Record<PreflightCode, string>> = {
-  "slot.runner_not_found": "RunnerNotFound",
-  "slot.runner_not_executable": "RunnerNotExecutable",
-  "slot.model_missing": "ModelMissing",
-  "slot.model_unreadable": "ModelUnreadable",
+/**
+ * The condition reason of each preflight problem apply would fail on (Stalled,
+ * or Degraded for a slot that runs anyway), keyed by the finding's problem:
+ * `slot.runner_missing` is RunnerNotFound or RunnerNotExecutable.
+ */
+export const PREFLIGHT_REASONS: Readonly<Record<Exclude<PreflightProblem, AdvisoryProblem>, string>> = {
+  runner_not_found: "RunnerNotFound",
+  runner_not_executable: "RunnerNotExecutable",
+  model_missing: "ModelMissing",
+  model_unreadable: "ModelUnreadable",
 };
 
-/** The preflight's findings of a desired slot as a verdict: the first one's reason, every summary. */
+/**
+ * The preflight's findings of a desired slot as a verdict: the first blocking
+ * one's reason, every blocking summary. Advisory findings
+ * (`slot.ctx_exceeds_training`, `slot.model_fact_mismatch`) are left out on
+ * purpose: the runner starts with them, so they make a slot neither Stalled
+ * nor Degraded (validate and plan show them).
+ */
 function preflightVerdict({ desiredHash, preflight }: SlotFacts): Verdict | undefined {
-  if (desiredHash === undefined || preflight === undefined || preflight.length === 0) return undefined;
-  return { status: "True", reason: PREFLIGHT_REASONS[preflight[0]!.code], message: preflight.map((f) => f.summary).join("; ") };
+  const blocking = preflight?.filter((f): f is Finding & { problem: keyof typeof PREFLIGHT_REASONS } => !isAdvisory(f)) ?? [];
+  if (desiredHash === undefined || blocking.length === 0) return undefined;
+  return { status: "True", reason: PREFLIGHT_REASONS[blocking[0]!.problem], message: blocking.map((f) => f.summary).join("; ") };
+}
+
+/** The argv check's errors of a desired slot as a verdict: each located, with its code. */
+function refusedVerdict({ desiredHash, refused }: SlotFacts): Verdict | undefined {
+  if (desiredHash === undefined || !refused?.length) return undefined;
+  const each = refused.map((d) => `${d.file}:${d.line}:${d.column}: ${d.code}: ${d.summary}`);
+  return { status: "True", reason: "RunnerRefusesArgv", message: `its runner would refuse the argv, so hal0 does not start it: ${each.join("; ")}` };
 }
 
 /** The slot runs the desired spec (nothing would be started for it). */
@@ -133,7 +164,7 @@ function runsDesired({ desiredHash, seen }: SlotFacts): boolean {
  * differs from `previous` (so a sweep with nothing new writes nothing).
  */
 export function allSlotConditions(
-  desired: Readonly<Record<string, { enabled: boolean; spec_hash: string }>>,
+  desired: Readonly<Record<string, { enabled: boolean; spec_hash: string; runner?: { diagnostics: readonly Diagnostic[] } }>>,
   observed: Readonly<Record<string, ObservedSlot>>,
   outcomes: Readonly<Record<string, SlotOutcome>>,
   previous: Readonly<Record<string, ResourceConditions>>,
@@ -148,7 +179,8 @@ export function allSlotConditions(
     const d = desired[name];
     const address = `slot.${name}`;
     const preflight = findings.filter((f) => f.slot === name);
-    next[address] = slotConditions({ desiredHash: d?.enabled ? d.spec_hash : undefined, seen: observed[name], outcome: outcomes[name], preflight }, previous[address], now);
+    const refused = d?.runner?.diagnostics.filter((x) => x.severity === "error");
+    next[address] = slotConditions({ desiredHash: d?.enabled ? d.spec_hash : undefined, seen: observed[name], outcome: outcomes[name], preflight, refused }, previous[address], now);
   }
   return { next, changed: JSON.stringify(next) !== JSON.stringify(previous) };
 }

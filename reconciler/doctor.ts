@@ -10,7 +10,7 @@ import { hermesHome, hermesIdentity, planHermesProfile, profileFile } from "./he
 import type { HermesCredentials, HermesManaged, HermesManagedProfile } from "./observed.js";
 import { StateStore } from "./state.js";
 import { findRunner, runnerPath } from "./drivers/runner.js";
-import { preflight, type Finding } from "./preflight.js";
+import { isAdvisory, preflight, type Finding } from "./preflight.js";
 
 /**
  * The checks of `hal0 doctor` (and `GET /api/doctor`, `GET /api/health/system`):
@@ -143,7 +143,7 @@ async function runnerRows(model: Model, findings: readonly Finding[], versions: 
     const names = slots.map((s) => s.name).join(", ");
     const missing = findings.find((f) => f.subject === "runner" && slots.some((s) => s.name === f.slot));
     if (missing !== undefined) {
-      const hint = missing.code === "slot.runner_not_executable"
+      const hint = missing.problem === "runner_not_executable"
         ? "make it executable (chmod +x), or set the profile's runner to one that is"
         : `install it, put its folder on hal0's PATH, or set profile ${slots[0]!.profile}'s runner in profiles.toml; hal0 apply would fail for these slots`;
       return { check, status: "fail", message: `${missing.summary.replace(` of slot ${missing.slot}`, "")} (slots: ${names})`, hint };
@@ -211,7 +211,7 @@ export async function runnerVersion(argv: readonly string[], cwd: string, env: D
 
 /** Every model file the enabled slots' argv names (path, draft, mmproj, chat template) exists and is readable. */
 function modelFilesRow(model: Model, findings: readonly Finding[]): DoctorRow {
-  const bad = findings.filter((f) => f.subject !== "runner");
+  const bad = findings.filter((f) => f.subject !== "runner" && !isAdvisory(f));
   if (bad.length > 0) {
     return { check: "model_files", status: "fail", message: bad.map((f) => f.summary).join("; "), hint: "fix the path in models.toml or put the file there (hal0 validate shows each key); hal0 apply would fail for those slots" };
   }

@@ -1,4 +1,4 @@
-import { hashOf, type Model, type ResolvedSlot } from "../compiler/index.js";
+import { canonicalJson, hashOf, type Model, type ResolvedSlot } from "../compiler/index.js";
 import { PLAN_FORMAT_VERSION, parseAddress, slotAddress, type Address, type ChangeKind, type Plan, type PlanBody, type PlanWarning, type SlotAddress, type SlotChange, type SlotReason } from "../schema/index.js";
 import { observedDigests } from "./digest.js";
 import { hermesIdentity, planHermes, planHermesProfile } from "./hermes-plan.js";
@@ -113,8 +113,25 @@ function planSlots(model: Model, observed: Observed, inventory: Inventory, goneR
 
 /** One slot's decision; undefined when there is nothing to show (not desired, not ours, not running). */
 function planSlot(inputs: SlotInputs): SlotChange | undefined {
-  const change = planSlotState(inputs);
-  return inputs.restart && change !== undefined ? restarted(change, inputs.seen?.running ?? false) : change;
+  const state = planSlotState(inputs);
+  const change = inputs.restart && state !== undefined ? restarted(state, inputs.seen?.running ?? false) : state;
+  return change !== undefined && inputs.desired !== undefined && refusesArgv(inputs.desired) ? refused(change) : change;
+}
+
+/** The slot's runner would refuse its argv (the argv check found an error): see `refused`. */
+export function refusesArgv(slot: ResolvedSlot): boolean {
+  return slot.runner.diagnostics.some((d) => d.severity === "error");
+}
+
+/**
+ * A start or restart whose argv the runner would refuse is not carried out:
+ * a no-op (reason `argv_refused`), so the runner never crash-loops on it and
+ * a slot that runs an older, accepted spec keeps running. The plan's
+ * warnings say which flag and where.
+ */
+function refused(change: SlotChange): SlotChange {
+  if (change.action !== "create" && change.action !== "replace") return change;
+  return { ...change, action: "no-op", reason: "argv_refused", destructive: false, downtime: false };
 }
 
 /**
@@ -142,13 +159,21 @@ function planSlotState({ name, desired, seen, managed, applied, goneReason }: Sl
     if (recorded.spec_hash === after.spec_hash) return slotChange(name, "no-op", "unchanged", recorded, after);
     const drifted = managed && applied !== undefined && recorded.spec_hash !== applied;
     if (drifted && warnOnly) return slotChange(name, "no-op", "drifted", recorded, after);
-    return slotChange(name, "replace", drifted ? "drifted" : "spec_changed", recorded, after);
+    return slotChange(name, "replace", drifted ? "drifted" : observedChanged(recorded, after) ? "observed_changed" : "spec_changed", recorded, after);
   }
   const reason = desired ? "disabled" : (goneReason ?? "removed_from_config");
   if (managed) return slotChange(name, "delete", reason, recorded, null, running);
   // Never stop what hal0 did not start: running but not in the inventory is left alone.
   if (running) return slotChange(name, "no-op", "unmanaged", recorded, recorded);
   return desired ? slotChange(name, "no-op", "disabled", recorded, null) : undefined;
+}
+
+/**
+ * The spec moved because an observed fact moved (the runner's dialect), not
+ * the config: same spec version, and the observed ids differ.
+ */
+function observedChanged(before: SlotView, after: SlotView): boolean {
+  return before.spec.spec_version === after.spec.spec_version && canonicalJson(before.spec.observed ?? {}) !== canonicalJson(after.spec.observed ?? {});
 }
 
 /**

@@ -27,7 +27,12 @@ export function slotWarnings(change: SlotChange, desired: ResolvedSlot, seen: Ob
     const what = change.reason === "drifted" ? "was changed behind hal0's back" : "stopped behind hal0's back";
     warnings.push({ address, code: "slot.drifted", message: `slot \`${desired.name}\` ${what}; drift = "warn": reported, not fixed` });
   }
-  if (change.action === "create" || change.action === "replace") warnings.push(...tuneWarnings(address, desired));
+  if (change.action === "create" || change.action === "replace") warnings.push(...tuneWarnings(address, desired), ...runnerNotes(address, desired));
+  if (change.reason === "argv_refused") {
+    for (const d of desired.runner.diagnostics) {
+      if (d.severity === "error") warnings.push({ address, code: d.code, message: `${d.file}:${d.line}:${d.column}: ${d.summary}; slot \`${desired.name}\` is not started` });
+    }
+  }
   return warnings;
 }
 
@@ -39,6 +44,19 @@ export function unmanagedWarning(name: string, seen: ObservedSlot): PlanWarning 
     code: "slot.unmanaged",
     message: `slot \`${name}\` is running${pid} but is neither in hal0's inventory nor enabled in the config; hal0 leaves it alone`,
   };
+}
+
+/** What the plan says of a runner it could not check: not probed (the newest known dialect is assumed), or not llama-server. */
+function runnerNotes(address: SlotAddress, desired: ResolvedSlot): PlanWarning[] {
+  const r = desired.runner;
+  const word = r.key.slice(r.key.indexOf(":") + 1);
+  if (r.status === "unprobed") {
+    return [{ address, code: "slot.runner_unchecked", message: `runner \`${word}\` was not probed: argv written for the newest known llama-server dialect, flags not checked` }];
+  }
+  if (r.status === "not_checked") {
+    return [{ address, code: "slot.runner_unchecked", message: `runner \`${word}\` is not llama-server (${r.version || "no version"}): its flags are not checked` }];
+  }
+  return [];
 }
 
 /** The tune values the slot will run with instead of the ones asked for, key by key. */

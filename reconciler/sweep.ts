@@ -11,6 +11,7 @@ import type { HermesCredentials, Inventory, Observed, ObservedSlot } from "./obs
 import { StateStore } from "./state.js";
 import { refreshConditions } from "./conditions-store.js";
 import { HealthCache } from "./health-cache.js";
+import type { RunnerProbe } from "./runner-probe.js";
 import { TreeCache } from "./tree-cache.js";
 
 /** What one sweep did. A sweep with nothing to do writes nothing. */
@@ -36,6 +37,8 @@ export interface SweeperOptions {
   readonly fullProbeMs?: number;
   /** The agent tokens hal0 hands on to Hermes profiles (the composition root's TokenStore); without them profiles get no Authorization header. */
   readonly hermesCredentials?: HermesCredentials;
+  /** Learns each runner's flag table (runner-probe.ts): each slot's argv is written in its dialect and checked before it starts. Without it every runner is unprobed. */
+  readonly runners?: RunnerProbe;
 }
 
 /**
@@ -52,7 +55,7 @@ export class Sweeper {
   private lastPlan?: { readonly model: Model; readonly key: string; readonly plan: Plan };
 
   constructor(private readonly options: SweeperOptions) {
-    this.tree = new TreeCache(options.root);
+    this.tree = new TreeCache(options.root, undefined, options.runners);
     this.health = new HealthCache(options.fullProbeMs);
   }
 

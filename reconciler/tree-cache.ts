@@ -1,6 +1,8 @@
 import { readdirSync, statSync, type Dirent } from "node:fs";
 import { join } from "node:path";
 import { compile, loadTree, type CompileResult, type SourceTree } from "../compiler/index.js";
+import { runnersFingerprint, runnerTargets } from "./runner-observe.js";
+import type { RunnerProbe } from "./runner-probe.js";
 
 /** The folders `loadTree` reads `.toml` files from ("" = the tree's top level); the sweep loop watches the same. */
 export const TREE_FOLDERS = ["", "slots", "stacks", "mcp-servers", "agents"] as const;
@@ -22,6 +24,10 @@ interface Entry {
   readonly settled: boolean;
   readonly tree: SourceTree;
   readonly carried: string;
+  /** compile without runner facts: what tells which runners the slots use. */
+  readonly base: CompileResult;
+  /** The runner facts `result` was compiled with (runnersFingerprint). */
+  readonly runners: string;
   readonly result: CompileResult;
 }
 
@@ -37,14 +43,17 @@ export interface LoadedTree {
  * file's inode, size, mtime and ctime in ns) *before* reading: equal to the
  * last one and settled → the last result, no file read; otherwise the tree is
  * read, and equal texts (and read errors) → the last result, no compile.
- * `compile` is pure in (texts, carried diagnostics), so reuse is exact.
+ * `compile` is pure in (texts, carried diagnostics, runner facts), so reuse
+ * is exact. With a runner probe, each load also asks it for the facts of the
+ * runners the slots use (from its cache: a stat per runner binary; a changed
+ * binary is run again) and compiles again only when those facts changed.
  */
 export class TreeCache {
   private last?: Entry;
   /** Who read the result of the last `load` (tests and the bench). */
   lastReuse: TreeReuse = "compiled";
 
-  constructor(private readonly root: string, private readonly racyMs = RACY_MS) {}
+  constructor(private readonly root: string, private readonly racyMs = RACY_MS, private readonly runners?: RunnerProbe) {}
 
   async load(): Promise<CompileResult> {
     return (await this.loadTree()).result;
@@ -55,24 +64,29 @@ export class TreeCache {
     const taken = BigInt(Date.now()) * 1_000_000n;
     const stamp = tryFingerprint(this.root);
     const last = this.last;
-    if (stamp !== undefined && last?.settled && last.fingerprint === stamp.text) return this.reuse("stat", last);
+    if (stamp !== undefined && last?.settled && last.fingerprint === stamp.text) return this.withFacts("stat", last, last.tree, last.base, last.carried, stamp.text, last.settled);
     const loaded = await loadTree(this.root);
     const carried = JSON.stringify(loaded.diagnostics);
-    let out: LoadedTree;
-    if (last !== undefined && last.carried === carried && sameTexts(last.tree.files, loaded.tree.files)) out = this.reuse("text", last);
-    else {
-      out = { tree: loaded.tree, result: compile(loaded.tree, loaded.diagnostics) };
-      this.lastReuse = "compiled";
-    }
-    this.last = stamp === undefined
-      ? undefined
-      : { fingerprint: stamp.text, settled: taken - stamp.newestNs > BigInt(this.racyMs) * 1_000_000n, tree: out.tree, carried, result: out.result };
-    return out;
+    const settled = stamp !== undefined && taken - stamp.newestNs > BigInt(this.racyMs) * 1_000_000n;
+    if (last !== undefined && last.carried === carried && sameTexts(last.tree.files, loaded.tree.files)) return this.withFacts("text", last, last.tree, last.base, carried, stamp?.text, settled);
+    return this.withFacts("compiled", undefined, loaded.tree, compile(loaded.tree, loaded.diagnostics), carried, stamp?.text, settled);
   }
 
-  private reuse(how: TreeReuse, last: Entry): LoadedTree {
-    this.lastReuse = how;
-    return { tree: last.tree, result: last.result };
+  /** The result for `base` with the runner facts of now: the last one when they did not change, else compiled again with them. */
+  private async withFacts(how: TreeReuse, last: Entry | undefined, tree: SourceTree, base: CompileResult, carried: string, fingerprint: string | undefined, settled: boolean): Promise<LoadedTree> {
+    const targets = this.runners !== undefined && base.model !== undefined ? runnerTargets(base.model) : [];
+    const index = targets.length > 0 ? (await this.runners!.probe(targets)).index : new Map();
+    const runners = runnersFingerprint(index);
+    let result: CompileResult;
+    if (last !== undefined && last.runners === runners) {
+      result = last.result;
+      this.lastReuse = how;
+    } else {
+      result = index.size === 0 ? base : compile(tree, JSON.parse(carried), { runners: index });
+      this.lastReuse = "compiled";
+    }
+    this.last = fingerprint === undefined ? undefined : { fingerprint, settled, tree, carried, base, runners, result };
+    return { tree, result };
   }
 }
 

@@ -44,6 +44,7 @@ export function viewChangedPaths(before: SlotView, after: SlotView): string[] {
 function specPaths(a: SlotSpec, b: SlotSpec, into: Set<string>): void {
   for (const key of SPEC_FIELDS) if (!same(a[key], b[key])) into.add(key);
   for (const name of unionKeys(a.env, b.env)) if (a.env[name] !== b.env[name]) into.add(`env.${name}`);
+  for (const name of unionKeys(a.observed ?? {}, b.observed ?? {})) if (a.observed?.[name] !== b.observed?.[name]) into.add(`observed.${name}`);
   const ga = groupArgv(a.argv);
   const gb = groupArgv(b.argv);
   let flagChanged = false;
@@ -66,6 +67,7 @@ export function slotValueAt(view: SlotView, path: string): unknown {
   const rest = path.slice(dot + 1);
   if (head === "tune" && dot >= 0) return valueOf(view.tune, rest);
   if (head === "env" && dot >= 0) return view.spec.env[rest];
+  if (head === "observed" && dot >= 0) return view.spec.observed?.[rest];
   if (head === "argv") return dot < 0 ? groupArgv(view.spec.argv).positional : flagValue(view.spec.argv, rest);
   if ((VIEW_FIELDS as readonly string[]).includes(path) || path === "spec_hash") return valueOf(view, path);
   return valueOf(view.spec, path);

@@ -14,15 +14,15 @@ import { freePort, RUNNER } from "./process-helpers.js";
 /** The preflight's findings (a runner not found, a model file missing) as slot conditions: Stalled, never a change to the plan. */
 const MODEL = join(import.meta.dirname, "../../fixtures/box/models/Qwen3-4B-Q4_K_M.gguf");
 const byType = (r: ResourceConditions) => Object.fromEntries(r.conditions.map((c) => [c.type, `${c.status} ${c.reason}`]));
-const finding = (code: Finding["code"], summary: string): Finding => ({
-  code, severity: "warning", summary, detail: "", file: "models.toml", line: null, column: null, path: [], related: [], slot: "chat", subject: "model", target: "/m.gguf",
+const finding = (code: Finding["code"], summary: string, problem: Finding["problem"] = code.slice("slot.".length) as Finding["problem"]): Finding => ({
+  code, problem, severity: "warning", summary, detail: "", file: "models.toml", line: null, column: null, path: [], related: [], slot: "chat", subject: "model", target: "/m.gguf",
 });
 
 describe("slot conditions from the preflight", () => {
   const missing = finding("slot.model_missing", "the model file of slot chat does not exist: /m.gguf");
 
   it("Stalled True (ModelMissing, naming the path) for a slot that would start; the first finding gives the reason", () => {
-    const c = slotConditions({ desiredHash: "h1", preflight: [missing, finding("slot.runner_not_found", "the runner `x` of slot chat is not on PATH nor in hal0's bin/")] }, undefined, "T1");
+    const c = slotConditions({ desiredHash: "h1", preflight: [missing, finding("slot.runner_missing", "the runner `x` of slot chat is not on PATH nor in hal0's bin/", "runner_not_found")] }, undefined, "T1");
     expect(byType(c)).toEqual({ Ready: "False NotRunning", Reconciling: "True ChangePending", Stalled: "True ModelMissing", Degraded: "False AsExpected" });
     expect(c.conditions.find((x) => x.type === "Stalled")!.message).toBe("the model file of slot chat does not exist: /m.gguf; the runner `x` of slot chat is not on PATH nor in hal0's bin/ — hal0 apply would fail until it is fixed");
     // It wins over the terminal outcome the failed start left: it says why.
@@ -36,6 +36,30 @@ describe("slot conditions from the preflight", () => {
       Ready: "True Healthy", Reconciling: "False Converged", Stalled: "False Progressing", Degraded: "True ModelMissing",
     });
     expect(byType(slotConditions({ preflight: [missing] }, undefined, "T1"))).toMatchObject({ Stalled: "False Progressing", Degraded: "False AsExpected" });
+  });
+
+  it("slot.runner_missing: the reason says which (RunnerNotFound, RunnerNotExecutable), by the finding's problem", () => {
+    const notExec = finding("slot.runner_missing", "the runner `./run` of slot chat is not executable: /x/run", "runner_not_executable");
+    expect(byType(slotConditions({ desiredHash: "h1", preflight: [notExec] }, undefined, "T1"))).toMatchObject({ Stalled: "True RunnerNotExecutable" });
+    const notFound = finding("slot.runner_missing", "the runner `x` of slot chat is not on PATH nor in hal0's bin/", "runner_not_found");
+    expect(byType(slotConditions({ desiredHash: "h1", preflight: [notFound] }, undefined, "T1"))).toMatchObject({ Stalled: "True RunnerNotFound" });
+  });
+
+  it("advisory findings (ctx above the training context, a models.toml fact the header contradicts) make a slot neither Stalled nor Degraded", () => {
+    const ctx = finding("slot.ctx_exceeds_training", "slot chat asks ctx_size 40960 > the model's training context 8192 (n_ctx_train in /m.gguf)");
+    const fact = finding("slot.model_fact_mismatch", "models.toml says context_length = 131072 for model `tiny` (slot chat), but its GGUF header says 8192 (llama.context_length in /m.gguf)");
+    expect(ctx.problem).toBe("ctx_exceeds_training");
+    expect(fact.problem).toBe("model_fact_mismatch");
+    // A slot that would start: Stalled only by what apply would fail on.
+    expect(byType(slotConditions({ desiredHash: "h1", preflight: [ctx, fact] }, undefined, "T1"))).toEqual({
+      Ready: "False NotRunning", Reconciling: "True ChangePending", Stalled: "False Progressing", Degraded: "False AsExpected",
+    });
+    // A running one: not Degraded either.
+    const running: ObservedSlot = { name: "chat", running: true, health: "ok", record: { view: { spec_hash: "h1" } as unknown as SlotView, pid: 10, started_at: "t" } };
+    expect(byType(slotConditions({ desiredHash: "h1", seen: running, preflight: [ctx, fact] }, undefined, "T1"))).toMatchObject({ Stalled: "False Progressing", Degraded: "False AsExpected" });
+    // Next to a blocking one (listed first or not), the reason and message are the blocking one's alone.
+    const c = slotConditions({ desiredHash: "h1", preflight: [ctx, missing, fact] }, undefined, "T1");
+    expect(c.conditions.find((x) => x.type === "Stalled")).toMatchObject({ status: "True", reason: "ModelMissing", message: "the model file of slot chat does not exist: /m.gguf — hal0 apply would fail until it is fixed" });
   });
 });
 

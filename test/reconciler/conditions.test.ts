@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { allSlotConditions, slotConditions, type ResourceConditions } from "../../reconciler/conditions.js";
 import type { ObservedSlot, SlotView } from "../../reconciler/index.js";
+import type { Diagnostic } from "../../schema/index.js";
 
 const view = (spec_hash: string) => ({ spec_hash }) as unknown as SlotView;
 const running = (hash: string, health: ObservedSlot["health"] = "ok"): ObservedSlot => ({ name: "chat", running: true, health, record: { view: view(hash), pid: 10, started_at: "t" } });
@@ -43,5 +44,22 @@ describe("slot conditions", () => {
     const { next } = allSlotConditions(desired, observed, {}, {}, "T1");
     expect(allSlotConditions(desired, observed, {}, next, "T2").changed).toBe(false);
     expect(allSlotConditions(desired, { chat: running("h1", "down") }, {}, next, "T2").changed).toBe(true);
+  });
+
+  it("Stalled with RunnerRefusesArgv (and the code, located) when the runner would refuse the argv", () => {
+    const refused: Diagnostic[] = [{
+      code: "slot.runner_flag_removed", severity: "error", file: "profiles.toml", line: 74, column: 9, path: ["profile", "rocm-moe", "flags"], related: [],
+      summary: "`--draft-max` was removed from llama-server", detail: "use --spec-draft-n-max",
+    }];
+    const desired = { coder: { enabled: true, spec_hash: "h2", runner: { diagnostics: refused } } };
+    const { next } = allSlotConditions(desired, {}, {}, {}, "T1");
+    const stalled = next["slot.coder"]!.conditions.find((c) => c.type === "Stalled")!;
+    expect(stalled).toMatchObject({ status: "True", reason: "RunnerRefusesArgv" });
+    expect(stalled.message).toContain("profiles.toml:74:9: slot.runner_flag_removed");
+    // A warning alone (a deprecated flag) holds nothing back.
+    const warned = { coder: { enabled: true, spec_hash: "h2", runner: { diagnostics: [{ ...refused[0]!, severity: "warning", code: "slot.runner_flag_deprecated" } as Diagnostic] } } };
+    expect(byType(allSlotConditions(warned, {}, {}, {}, "T1").next["slot.coder"]!)).toMatchObject({ Stalled: "False Progressing" });
+    // A disabled slot is not held back by anything.
+    expect(byType(allSlotConditions({ coder: { ...desired.coder, enabled: false } }, {}, {}, {}, "T1").next["slot.coder"]!)).toMatchObject({ Stalled: "False Progressing" });
   });
 });

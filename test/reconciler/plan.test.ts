@@ -152,11 +152,12 @@ const CHECKS: Record<string, (p: Plan) => void> = {
   },
   "runner-died": (p) => {
     expect(acting(p)).toEqual({ "slot.chat": "create not_running" });
-    expect(codes(p)).toEqual(["slot.chat slot.not_running"]);
+    expect(codes(p)).toEqual(["slot.chat slot.not_running", "slot.chat slot.runner_unchecked"]);
   },
   "port-taken-by-hand": (p) => {
     expect(acting(p)).toEqual({ "slot.embed": "create new" });
-    expect(codes(p)).toEqual(["slot.embed slot.port_in_use"]);
+    // Planned without runner facts: the plan says the argv was not checked.
+    expect(codes(p)).toEqual(["slot.embed slot.port_in_use", "slot.embed slot.runner_unchecked"]);
     expect(p.warnings[0]!.message).toContain("port 8084 is held by pid 5150 (python3 -m http.server 8084)");
   },
   "pid-reused": (p) => {
@@ -169,7 +170,7 @@ const CHECKS: Record<string, (p: Plan) => void> = {
   },
   "tune-unavailable": (p) => {
     expect(change(p, "slot.agent").after).toMatchObject({ tune: { ctx_size: 40960 } });
-    expect(codes(p)).toEqual(["slot.agent slot.tune_unavailable"]);
+    expect(codes(p)).toEqual(["slot.agent slot.runner_unchecked", "slot.agent slot.tune_unavailable"]);
   },
   "env-and-extra-args": (p) => {
     expect(change(p, "slot.chat").changed_paths).toEqual(["argv.--cache-reuse", "argv.--metrics", "env.LLAMA_ARG_THREADS"]);
@@ -357,7 +358,7 @@ describe("planner options: what converge() is asked to do is decided here", () =
     const one = load("runner-died");
     const chat = planChanges(one.model, one.observed, one.inventory, { only: { addresses: ["slot.chat"] } });
     expect(chat.changes.map((c) => c.address)).toEqual(["slot.chat"]);
-    expect(codes(chat)).toEqual(["slot.chat slot.not_running"]);
+    expect(codes(chat)).toEqual(["slot.chat slot.not_running", "slot.chat slot.runner_unchecked"]);
     expect(chat.settings).toEqual({ immediate: [], service_restart: {}, manual_restart: [], unknown: [] });
     expect(planChanges(one.model, one.observed, one.inventory, { only: { addresses: ["slot.agent"] } }).warnings).toEqual([]);
   });
