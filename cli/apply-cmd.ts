@@ -4,7 +4,7 @@ import { createInterface } from "node:readline/promises";
 import { Plan } from "../schema/index.js";
 import { PlanStaleError } from "../reconciler/converge.js";
 import { formatPlan } from "../reconciler/format.js";
-import { openBox } from "./box.js";
+import { openBox, writeRunnerNotes } from "./box.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 import { convergeWithProgress } from "./progress.js";
 import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
@@ -23,7 +23,8 @@ on; pass --yes).`;
 /** `hal0 apply`: exit 0 when every step succeeded, 1 when one failed, or the plan was cancelled or refused. */
 export async function runApply(args: string[], io: CliIo): Promise<number> {
   const { values } = parseCommandArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, plan: { type: "string" }, yes: { type: "boolean" } } });
-  const box = await openBox(values, io);
+  const box = await openBox(values, io, { checkRunners: true });
+  writeRunnerNotes(box, io);
   const saved = values.plan ? await readSavedPlan(resolve(io.cwd, values.plan)) : undefined;
   const done = await convergeWithProgress(box, io, {
     holder: `hal0 apply ${args.join(" ")}`.trim(),

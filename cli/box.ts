@@ -3,7 +3,10 @@ import { ProcessDriver } from "../reconciler/drivers/process.js";
 import { StateStore } from "../reconciler/state.js";
 import type { HermesCredentials, SlotDriver } from "../reconciler/index.js";
 import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
-import { CliError, type CliIo } from "./io.js";
+import type Dockerode from "dockerode";
+import { withRunners, runnerErrors, type ObservedCompile } from "../reconciler/runner-observe.js";
+import { RunnerProbe } from "../reconciler/runner-probe.js";
+import { CliError, InvalidConfigError, type CliIo } from "./io.js";
 import { compileOrThrow, stateDir } from "./paths.js";
 
 /** A compiled box with its runtime driver and state folder: what plan, apply, status and down work on. */
@@ -14,6 +17,8 @@ export interface Box {
   readonly state: StateStore;
   /** The agent tokens hal0 hands on to Hermes profiles, in the state folder's token store (pass to observe and executePlan). */
   readonly hermesCredentials: HermesCredentials;
+  /** The runners' facts the model was compiled with, and what the probe said (missing or failed runners). */
+  readonly runners: ObservedCompile;
 }
 
 
@@ -21,10 +26,32 @@ export interface Box {
  * Loads and compiles the config folder and builds the runtime for it. This is
  * a composition root: the only place the CLI constructs real drivers.
  */
-export async function openBox(flags: { config?: string; state?: string }, io: CliIo): Promise<Box> {
-  const { root, model } = await compileOrThrow(flags, io);
+export async function openBox(flags: { config?: string; state?: string }, io: CliIo, options: { readonly checkRunners?: boolean } = {}): Promise<Box> {
+  const compiled = await compileOrThrow(flags, io);
   const state = new StateStore(stateDir(flags.state, io.env, io.cwd));
-  return { root, model, driver: await driverFor(model, state.dir, io.env), state, hermesCredentials: stateHermesCredentials(state.dir) };
+  const driver = await driverFor(compiled.model, state.dir, io.env);
+  // The runners' facts (each asked --version / --help once, cached in the state folder): argv in each runner's dialect, checked.
+  const runners = runnerProbeFor(compiled.root, state.dir);
+  const observed = await withRunners({ model: compiled.model, diagnostics: compiled.diagnostics }, compiled.tree, compiled.carried, runners.probe);
+  const model = observed.result.model ?? compiled.model;
+  if (options.checkRunners) {
+    // A flag a runner would refuse stops plan and apply before anything starts, located like any compile error.
+    const errors = runnerErrors(model);
+    if (errors.length > 0) throw new InvalidConfigError(compiled.root, [...errors, ...model.runnerDiagnostics.filter((d) => d.severity === "warning")], compiled.texts);
+  }
+  return { root: compiled.root, model, driver, state, hermesCredentials: stateHermesCredentials(state.dir), runners: observed };
+}
+
+/** The engine the last docker driver was built with: the runner probe asks images through the same one. */
+let lastDocker: Dockerode | undefined;
+
+/**
+ * A runner probe for a box: its cache in the state folder; images asked
+ * through the engine the docker runtime uses. Runners are looked up and run
+ * with hal0's own environment (process.env), as the process driver spawns them.
+ */
+export function runnerProbeFor(root: string, stateDir: string): { readonly probe: RunnerProbe } {
+  return { probe: new RunnerProbe({ stateDir, root, env: process.env, docker: () => lastDocker }) };
 }
 
 const DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock";
@@ -43,10 +70,24 @@ export async function driverFor(model: Model, dir: string, env: CliIo["env"] = p
   try {
     docker = dockerClient(host);
     await docker.ping();
+    lastDocker = docker;
   } catch (err) {
     throw new CliError("runtime.unavailable", `[slots] runtime = "docker": the engine at ${host} does not answer (${(err as Error).message}); start it, or set [slots] docker_host or DOCKER_HOST`);
   }
   // Every container carries the box id (hal0.box); it is stable without a write, so planning stays read-only.
   const box = await new StateStore(dir).boxId();
   return new DockerDriver({ docker, box, stateDir: dir, stopGraceS: slots.stop_grace_s, pull: slots.pull });
+}
+
+/**
+ * What `hal0 plan` and `hal0 apply` say of the runners on stderr, before the
+ * plan: each runner warning of the argv check (a deprecated flag, at its
+ * key), and each runner the probe could not ask (why). A runner that is not
+ * installed is the preflight's (slot.runner_missing).
+ */
+export function writeRunnerNotes(box: Box, io: CliIo): void {
+  for (const d of box.model.runnerDiagnostics) {
+    if (d.severity === "warning") io.stderr.write(`note: ${d.file}:${d.line}:${d.column}: ${d.code}: ${d.summary}\n`);
+  }
+  for (const [key, why] of box.runners.probe?.failed ?? []) io.stderr.write(`note: runner ${key} could not be probed (${why}): its slots' argv is written for the newest known llama-server and not checked\n`);
 }

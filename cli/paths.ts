@@ -1,5 +1,5 @@
 import { resolve } from "node:path";
-import { compile, ConfigNotFoundError, loadTree, type Model } from "../compiler/index.js";
+import { compile, ConfigNotFoundError, loadTree, type Model, type SourceTree } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
 import { CliError, InvalidConfigError, type CliIo } from "./io.js";
 
@@ -25,6 +25,9 @@ export interface CompiledTree {
   readonly model?: Model;
   readonly diagnostics: Diagnostic[];
   readonly texts: ReadonlyMap<string, string>;
+  /** What was compiled (to compile again with observed facts: runner-observe.ts). */
+  readonly tree: SourceTree;
+  readonly carried: readonly Diagnostic[];
 }
 
 /**
@@ -38,7 +41,7 @@ export async function compileTree(flags: { config?: string }, io: CliIo): Promis
     throw err;
   });
   const { model, diagnostics } = compile(loaded.tree, loaded.diagnostics);
-  return { root, model, diagnostics, texts: loaded.tree.files };
+  return { root, model, diagnostics, texts: loaded.tree.files, tree: loaded.tree, carried: loaded.diagnostics };
 }
 
 /** The compiled tree, or InvalidConfigError (exit 1; `main` prints its diagnostics, or the JSON failure under --json). */

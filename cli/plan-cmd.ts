@@ -3,7 +3,7 @@ import { formatPlan, planJson } from "../reconciler/format.js";
 import { previewPlan } from "../reconciler/converge.js";
 import { preflight } from "../reconciler/preflight.js";
 import { writeFileAtomic } from "../reconciler/index.js";
-import { openBox } from "./box.js";
+import { openBox, writeRunnerNotes } from "./box.js";
 import { EXIT_CHANGES, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
 
 
@@ -30,7 +30,8 @@ export async function runPlan(args: string[], io: CliIo): Promise<number> {
     args, strict: true, allowPositionals: false,
     options: { ...BOX_OPTIONS, json: { type: "boolean" }, out: { type: "string" }, "detailed-exitcode": { type: "boolean" }, verbose: { type: "boolean" } },
   });
-  const box = await openBox(values, io);
+  const box = await openBox(values, io, { checkRunners: true });
+  writeRunnerNotes(box, io);
   const [{ plan }, findings] = await Promise.all([previewPlan(box), preflight(box.model)]);
   // What the host will refuse at apply (a runner not installed, a model file missing): the plan's actions stay what the planner says.
   for (const f of findings) io.stderr.write(`note: ${f.code}: ${f.summary}\n`);

@@ -2,7 +2,7 @@ import { SweepLoop } from "../reconciler/loop.js";
 import { StateStore } from "../reconciler/state.js";
 import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
 import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
-import { driverFor } from "./box.js";
+import { driverFor, runnerProbeFor } from "./box.js";
 import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
 import { ConfigNotFoundError } from "../compiler/index.js";
 import { configDir, stateDir } from "./paths.js";
@@ -23,7 +23,7 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
   const { values } = parseCommandArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, once: { type: "boolean" }, json: { type: "boolean" } } });
   const root = configDir(values.config, io.env, io.cwd);
   const state = new StateStore(stateDir(values.state, io.env, io.cwd));
-  const sweeper = new Sweeper({ root, state, driverFor: async (model) => driverFor(model, state.dir), hermesCredentials: stateHermesCredentials(state.dir) });
+  const sweeper = new Sweeper({ root, state, driverFor: async (model) => driverFor(model, state.dir), hermesCredentials: stateHermesCredentials(state.dir), runners: runnerProbeFor(root, state.dir).probe });
   const print = (report: SweepReport) => io.stdout.write(values.json ? `${JSON.stringify(report)}\n` : `${formatReport(report)}\n`);
   if (values.once) {
     const report = await sweeper.sweep().catch((err: unknown) => {

@@ -2,9 +2,9 @@ import { ConfigNotFoundError } from "../compiler/index.js";
 import { StateStore } from "../reconciler/state.js";
 import { ApiError } from "../server/errors.js";
 import { serve } from "../server/serve.js";
-import { driverFor } from "./box.js";
+import { driverFor, runnerProbeFor } from "./box.js";
 import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
-import { configDir, stateDir } from "./paths.js";
+import { compileTree, configDir, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
 export const SERVE_HELP = `hal0 serve [--config DIR] [--state DIR] [--host H] [--port N] [--no-reconcile]
@@ -39,8 +39,13 @@ export async function runServe(args: string[], io: CliIo): Promise<number> {
   };
   process.on("SIGINT", stop);
   process.on("SIGTERM", stop);
+  // One runner probe for the API's writes and the sweep (its cache in the state folder). On the docker
+  // runtime the engine is reached first, so images are asked through it from the first sweep on.
+  const runners = runnerProbeFor(root, state).probe;
+  const first = await compileTree({ config: root }, io).catch(() => undefined);
+  if (first?.model?.settings.slots.runtime === "docker") await driverFor(first.model, new StateStore(state).dir, io.env).catch(() => undefined);
   const serving = await serve({
-    root, stateDir: state, env: io.env as NodeJS.ProcessEnv, host: values.host, port, reconcile: !values["no-reconcile"],
+    root, stateDir: state, env: io.env as NodeJS.ProcessEnv, host: values.host, port, reconcile: !values["no-reconcile"], runners,
     driverFor: async (model) => driverFor(model, new StateStore(state).dir, io.env),
   }).catch((err: unknown) => {
     process.off("SIGINT", stop);

@@ -1,21 +1,33 @@
-import { compile, loadTree, ConfigNotFoundError } from "../compiler/index.js";
+import { compile, loadTree, ConfigNotFoundError, runnerKey, type RunnerFacts } from "../compiler/index.js";
+import { runnerTargets, withRunners } from "../reconciler/runner-observe.js";
+import { RunnerProbe } from "../reconciler/runner-probe.js";
 import { findingDiagnostic, preflight } from "../reconciler/preflight.js";
 import type { Diagnostic } from "../schema/index.js";
 import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
-import { configDir } from "./paths.js";
+import { configDir, stateDir } from "./paths.js";
 import { formatAnnotation, formatDiagnostic, formatSummary } from "./format-diagnostics.js";
 
-export const VALIDATE_HELP = `hal0 validate [--config DIR] [--json] [--strict]
+export const VALIDATE_HELP = `hal0 validate [--config DIR] [--state DIR] [--json] [--strict] [--runners]
 
 Compiles the whole config tree and reports every problem, each at its file:line:col.
 Then, when it compiles, checks the host as apply will meet it: each enabled slot's
 runner is found and executable (process runtime: PATH, then hal0's bin/; a path
-with / against the config folder) and its model files (path, and draft, mmproj,
-chat template when used) exist and are readable. Those are warnings
-(slot.runner_not_found, slot.runner_not_executable, slot.model_missing,
-slot.model_unreadable).
+with / against the config folder), its model files (path, and draft, mmproj,
+chat template when used) exist and are readable, and a GGUF model's header
+agrees: ctx_size within its training context, models.toml's architecture and
+context_length as the header says. Those are warnings (slot.runner_missing,
+slot.model_missing, slot.model_unreadable, slot.ctx_exceeds_training,
+slot.model_fact_mismatch).
+Each slot's argv is checked against its runner's flag table (its --help) when hal0
+knows the runner: plain validate reads the facts the state folder caches (hal0 plan,
+apply and serve ask each runner once) and says which runners it has none for;
+--runners asks the runners now. A removed, unknown or badly valued flag is an error
+(slot.runner_flag_removed, slot.runner_flag_unknown, slot.runner_flag_value), a
+deprecated one a warning (slot.runner_flag_deprecated), each at the key that wrote it.
   --config DIR   the config folder (default: $HAL0_CONFIG, $HAL0_HOME/etc/hal0, /etc/hal0)
-  --json         print {valid, error_count, warning_count, diagnostics[]} instead of text
+  --state DIR    the state folder whose runner facts are read (default: $HAL0_STATE, $HAL0_HOME/var/lib/hal0, /var/lib/hal0)
+  --runners      ask each runner --version and --help now (cached by binary path, size and mtime)
+  --json         print {valid, error_count, warning_count, diagnostics[], runners[]} instead of text
   --strict       the host checks are errors: exit 1 when any fails
 Exit status: 0 valid, 1 invalid (or no config folder: config.not_found), 64 usage error.`;
 
@@ -23,7 +35,7 @@ Exit status: 0 valid, 1 invalid (or no config folder: config.not_found), 64 usag
 export async function runValidate(args: string[], io: CliIo): Promise<number> {
   const { values } = parseCommandArgs({
     args, strict: true, allowPositionals: false,
-    options: { config: { type: "string" }, json: { type: "boolean", default: false }, strict: { type: "boolean", default: false } },
+    options: { config: { type: "string" }, state: { type: "string" }, json: { type: "boolean", default: false }, strict: { type: "boolean", default: false }, runners: { type: "boolean", default: false } },
   });
   const root = configDir(values.config, io.env, io.cwd);
   const loaded = await loadTree(root).catch((err: unknown) => (err instanceof ConfigNotFoundError ? undefined : Promise.reject(err)));
@@ -31,25 +43,38 @@ export async function runValidate(args: string[], io: CliIo): Promise<number> {
     const message = `config folder not found: ${root}`;
     if (!values.json) throw new CliError("config.not_found", message);
     const missing = { code: "config.not_found", severity: "error", summary: message, detail: `${root} does not exist or is not a folder; pass --config DIR, or set HAL0_CONFIG or HAL0_HOME.`, file: null, line: null, column: null, path: [], related: [] };
-    io.stdout.write(`${JSON.stringify({ valid: false, error_count: 1, warning_count: 0, diagnostics: [missing] }, null, 2)}\n`);
+    io.stdout.write(`${JSON.stringify({ valid: false, error_count: 1, warning_count: 0, diagnostics: [missing], runners: [] }, null, 2)}\n`);
     return EXIT_ERROR;
   }
-  const compiled = compile(loaded.tree, loaded.diagnostics);
+  // The runners' facts: from the state folder's cache (fast, nothing runs), or asked now with --runners.
+  const probe = new RunnerProbe({ stateDir: stateDir(values.state, io.env, io.cwd), root, env: process.env });
+  const observed = await withRunners(compile(loaded.tree, loaded.diagnostics), loaded.tree, loaded.diagnostics, probe, values.runners ? "probe" : "cached");
+  const compiled = observed.result;
+  const unknown = compiled.model ? runnerTargets(compiled.model).filter((t) => !observed.runners.has(runnerKey(t.runtime, t.word))) : [];
+  const runnerNotes = unknown.map((t) => `${t.runtime === "docker" ? "image" : "runner"} \`${t.word}\`: ${values.runners ? `could not be asked (${observed.probe?.failed.get(runnerKey(t.runtime, t.word)) ?? "not found"})` : "no facts cached (run hal0 validate --runners, or hal0 plan)"}; its slots' flags are not checked`);
   // The host checks (a pure compile cannot make them), for a tree that compiles: runners are looked up on
   // hal0's own PATH, as the process driver spawns them (with process.env, whatever the caller's io.env).
   const found = compiled.model ? await preflight(compiled.model, { env: process.env, texts: loaded.tree.files }) : [];
-  const diagnostics = [...compiled.diagnostics, ...found.map((f) => findingDiagnostic(f, values.strict ? "error" : "warning"))].sort(byPosition);
+  const diagnostics = [...compiled.diagnostics, ...(compiled.model?.runnerDiagnostics ?? []), ...found.map((f) => findingDiagnostic(f, values.strict ? "error" : "warning"))].sort(byPosition);
   const errors = diagnostics.filter((d) => d.severity === "error").length;
   const warnings = diagnostics.length - errors;
   const text = { root, cwd: io.cwd, color: !io.env.NO_COLOR && io.stdout.isTTY === true, texts: loaded.tree.files };
   if (values.json) {
-    io.stdout.write(`${JSON.stringify({ valid: errors === 0, error_count: errors, warning_count: warnings, diagnostics }, null, 2)}\n`);
+    const runners = compiled.model ? runnerTargets(compiled.model).map((t) => ({ runner: t.word, runtime: t.runtime, ...runnerSummary(observed.runners.get(runnerKey(t.runtime, t.word))) })) : [];
+    io.stdout.write(`${JSON.stringify({ valid: errors === 0, error_count: errors, warning_count: warnings, diagnostics, runners }, null, 2)}\n`);
   } else {
     for (const d of diagnostics) io.stdout.write(`${formatDiagnostic(d, text)}\n\n`);
+    for (const note of runnerNotes) io.stderr.write(`note: ${note}\n`);
     io.stdout.write(`${formatSummary(errors, warnings, root, text)}\n`);
   }
   if (io.env.GITHUB_ACTIONS === "true") for (const d of diagnostics) io.stdout.write(`${formatAnnotation(d, text)}\n`);
   return errors === 0 ? EXIT_OK : EXIT_ERROR;
+}
+
+/** A runner as validate --json lists it: checked (a llama-server with a flag table), not_checked (another runner), or unprobed. */
+function runnerSummary(facts: RunnerFacts | undefined): { status: "checked" | "not_checked" | "unprobed"; version: string | null; source: string | null } {
+  if (facts === undefined) return { status: "unprobed", version: null, source: null };
+  return { status: facts.flags ? "checked" : "not_checked", version: facts.version.line, source: facts.source };
 }
 
 /** The compiler's order (file, line, column, code, summary), kept with the host checks merged in. */

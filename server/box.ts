@@ -7,6 +7,8 @@ import { checkChange } from "../compiler/change-checks.js";
 import { compile, hashOf, type CompileResult, type Model, type SourceTree } from "../compiler/index.js";
 import { removeStaleTemps } from "../reconciler/atomic.js";
 import { TREE_FOLDERS, TreeCache } from "../reconciler/tree-cache.js";
+import { compileWithRunners, runnerErrors } from "../reconciler/runner-observe.js";
+import type { RunnerProbe } from "../reconciler/runner-probe.js";
 import { observe, planChanges, StateStore, writeFileAtomic, type HermesCredentials, type Inventory, type Observed, type SlotDriver } from "../reconciler/index.js";
 import type { Diagnostic, Plan } from "../schema/index.js";
 import type { Db } from "./db.js";
@@ -30,6 +32,8 @@ export interface BoxServiceOptions {
    * the tree's other files say (or whether they have one at all).
    */
   readonly schemaDir?: string;
+  /** Learns each runner's flag table: every write's plan (and the snapshot) is compiled with the runners' facts. Without it every runner is unprobed. */
+  readonly runners?: RunnerProbe;
 }
 
 /** The tree as it is on disk now. `model` is absent when it does not compile. */
@@ -75,7 +79,7 @@ export class BoxService {
   constructor(readonly options: BoxServiceOptions) {
     this.schemaDir = options.schemaDir ?? join(packageRoot(), "schema", "json");
     this.state = new StateStore(options.stateDir);
-    this.tree = new TreeCache(options.root);
+    this.tree = new TreeCache(options.root, undefined, options.runners);
   }
 
   get root(): string {
@@ -169,9 +173,13 @@ export class BoxService {
     // A pinned slot's deletion is refused as that, before the tree it would leave is judged.
     const early = checkChange(snapshot.model, undefined, applied, changes)[0];
     if (early) throw new ApiError(early.code, early.message, early.details);
-    const { model, diagnostics } = compile(applied.tree);
+    const { model, diagnostics } = this.options.runners ? (await compileWithRunners(applied.tree, [], this.options.runners)).result : compile(applied.tree);
     const errors = diagnostics.filter((d) => d.severity === "error");
     if (!model) throw new ApiError("config.invalid", `the change would leave the tree with ${errors.length} error(s); nothing was written`, { diagnostics: errors });
+    // A flag the slot's runner would refuse (its --help says so): refused like any error, when this change brings it.
+    const had = new Set((snapshot.model ? runnerErrors(snapshot.model) : []).map(runnerErrorKey));
+    const refusedArgv = runnerErrors(model).filter((d) => !had.has(runnerErrorKey(d)));
+    if (refusedArgv.length > 0) throw new ApiError("config.invalid", `the change would give ${refusedArgv.length === 1 ? "a slot an argv" : "slots argv"} its runner refuses (${refusedArgv.map((d) => d.code).join(", ")}); nothing was written`, { diagnostics: refusedArgv });
     // The rules of the change itself (a pinned slot is not stopped without force), for every door alike.
     const refused = checkChange(snapshot.model, model, applied, changes)[0];
     if (refused) throw new ApiError(refused.code, refused.message, refused.details);
@@ -291,4 +299,9 @@ async function writeOrRemove(root: string, file: string, text: string | null): P
   const restricted = PRIVATE_FOLDERS.has(file.split("/")[0]!) && file.includes("/");
   await mkdir(dirname(path), { recursive: true, mode: restricted ? 0o700 : 0o777 });
   await writeFileAtomic(path, text, restricted ? 0o600 : 0o644);
+}
+
+/** A runner error as the same finding before and after an edit (its line may move). */
+function runnerErrorKey(d: Diagnostic): string {
+  return `${d.code}\u0000${d.file}\u0000${d.summary}`;
 }

@@ -28,6 +28,8 @@ import type { Authenticator } from "./identity/identify.js";
 import { TokenStore } from "./identity/tokens.js";
 import { hermesCredentials } from "./identity/hermes-credentials.js";
 
+import type { RunnerProbe } from "../reconciler/runner-probe.js";
+
 export interface Hal0ServerOptions {
   readonly root: string;
   readonly stateDir: string;
@@ -40,6 +42,8 @@ export interface Hal0ServerOptions {
   readonly routes?: readonly Route[];
   /** Overrides how hal0-memory makes its engine (tests). */
   readonly memoryEngine?: MemoryServiceOptions["engineFor"];
+  /** Learns each runner's flag table (reconciler/runner-probe.ts); `hal0 serve` shares one with its sweep. Without it every runner is unprobed. */
+  readonly runners?: RunnerProbe;
 }
 
 export interface Hal0Server extends Dispatcher {
@@ -66,7 +70,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   // The bootstrap: the person who can read the state folder holds <state>/operator.token.
   const tokens = new TokenStore(db, options.stateDir, now);
   tokens.ensureOwner();
-  const box = new BoxService({ root: options.root, stateDir: options.stateDir, db, driverFor: options.driverFor, nudge: options.nudge, now, hermesCredentials: hermesCredentials(tokens) });
+  const box = new BoxService({ root: options.root, stateDir: options.stateDir, db, driverFor: options.driverFor, nudge: options.nudge, now, hermesCredentials: hermesCredentials(tokens), runners: options.runners });
   // Commit observers: after-effects keyed on the files a commit touched, for every door alike.
   box.onCommit("slot_ids", slotIdObserver(() => slotIds(db)));
   // An installed MCP server's file changed: the Hermes join converges now (seed 001's `hermes_sync`), however the change came.

@@ -17,7 +17,7 @@ import { createHal0Server, type Hal0Server, type Hal0ServerOptions } from "./hal
 import { redactText } from "./redact.js";
 import { endEventStreams, isEventStream } from "./sse.js";
 
-export interface ServeOptions extends Pick<Hal0ServerOptions, "root" | "stateDir" | "driverFor" | "env"> {
+export interface ServeOptions extends Pick<Hal0ServerOptions, "root" | "stateDir" | "driverFor" | "env" | "runners"> {
   /** Overrides `[server] host` / `port` (tests pass port 0). */
   readonly host?: string;
   readonly port?: number;
@@ -93,7 +93,7 @@ export async function serve(options: ServeOptions): Promise<Serving> {
   let last: SweepReport | undefined;
   let loop: SweepLoop | undefined;
   const server = createHal0Server({
-    root: options.root, stateDir: options.stateDir, driverFor: options.driverFor, env: options.env, logger,
+    root: options.root, stateDir: options.stateDir, driverFor: options.driverFor, env: options.env, logger, runners: options.runners,
     nudge: () => loop?.request(), sweeps: () => ({ running: loop !== undefined, last }),
   });
   const front = new Front(server.app, logger);
@@ -124,7 +124,7 @@ export async function serve(options: ServeOptions): Promise<Serving> {
   logger.info({ url: `${url}/`, config: options.root, state: options.stateDir, revision: snapshot.revision, auth, operator_file: join(options.stateDir, "operator.token") }, "hal0 serve listening");
   if (auth === "off") logger.warn({ auth }, "[server] auth = \"off\": every loopback caller is trusted as an operator, and an agent is whoever its X-hal0-Agent header says; use auth = \"token\" unless this box has a single user");
   // The sweep hands each Hermes profile its agent token from the server's own token store.
-  const sweeper = new Sweeper({ root: options.root, state, driverFor: options.driverFor, hermesCredentials: server.box.options.hermesCredentials });
+  const sweeper = new Sweeper({ root: options.root, state, driverFor: options.driverFor, hermesCredentials: server.box.options.hermesCredentials, runners: options.runners });
   if (options.reconcile !== false) {
     loop = new SweepLoop(sweeper, {
       root: options.root,

@@ -61,11 +61,13 @@ export const slotReadRoutes = [
   }),
   defineRoute({
     method: "GET", path: "/api/slots/{name}/resolved", kind: "read", params: Name, tools: ["slot_resolved"],
-    summary: "The resolved runtime spec: argv, env (secret-named values and secret flags' values masked), spec_hash",
+    summary: "The resolved runtime spec: argv, env (secret-named values and secret flags' values masked), spec_hash, and the runner facts the argv was written in and checked against",
     handle: async ({ box, params }) => {
       const slot = await slotOf(box, params.name);
       const spec = redact(slot.spec) as typeof slot.spec;
-      return { name: slot.name, file: slot.file, spec, argv: spec.argv, env: spec.env, spec_hash: slot.spec_hash, tune_effective: slot.tune_effective, tune_unavailable: slot.tune_unavailable };
+      // The runner facts (runner-probe.ts) the argv follows: its dialect, and what checking it against the runner's --help found.
+      const runner = { ...slot.runner, diagnostics: [...slot.runner.diagnostics] };
+      return { name: slot.name, file: slot.file, spec, argv: spec.argv, env: spec.env, spec_hash: slot.spec_hash, tune_effective: slot.tune_effective, tune_unavailable: slot.tune_unavailable, runner };
     },
   }),
   defineRoute({

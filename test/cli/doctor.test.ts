@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
+import { ggufBytes, modelKvs } from "../server/gguf-writer.js";
 import { captureIo } from "./helpers.js";
 
 /** `hal0 doctor`'s runtime and tree rows: a docker engine is asked GET /_ping and /version over its socket. */
@@ -22,7 +23,7 @@ async function doctor(env: Record<string, string>, hal0toml: string) {
 }
 
 /** `hal0 doctor --json` of a whole tree (files by path; `exec` ones made executable). */
-async function doctorTree(files: Record<string, string>, exec: readonly string[] = []) {
+async function doctorTree(files: Record<string, string | Buffer>, exec: readonly string[] = []) {
   const config = join(dir, `tree-${Math.random().toString(36).slice(2)}`);
   for (const [rel, text] of Object.entries(files)) {
     mkdirSync(dirname(join(config, rel)), { recursive: true });
@@ -38,7 +39,7 @@ async function doctorTree(files: Record<string, string>, exec: readonly string[]
 /** What llama.cpp's llama-server prints for --version (on stderr; build 9749, recorded from the real one). */
 const LLAMA_VERSION = "version: 9749 (d32676d77)\nbuilt with GNU 12.2.0 for Linux x86_64\n";
 
-function oneSlot(runner: string, modelPath: string, extra: Record<string, string> = {}): Record<string, string> {
+function oneSlot(runner: string, modelPath: string, extra: Record<string, string | Buffer> = {}): Record<string, string | Buffer> {
   return {
     "profiles.toml": `[profile.fake]\nrunner = ${runner}\ndevice_class = "cpu"\n`,
     "models.toml": `[model.tiny]\npath = ${JSON.stringify(modelPath)}\n`,
@@ -89,6 +90,20 @@ describe("hal0 doctor", () => {
     expect(row("runner:./llama-server")).toMatchObject({ status: "ok", message: `${join(config, "llama-server")}: version: 9749 (d32676d77) (slots: chat)` });
     expect(row("model_files")).toMatchObject({ status: "ok", message: "the model files of 1 enabled slot(s) exist and are readable" });
     expect(rows.map((r) => r.check).slice(0, 5)).toEqual(["tree", "state_folder", "runtime", "runner:./llama-server", "model_files"]);
+  });
+
+  it("runner: fail for a runner file without execute permission (slot.runner_missing, not executable), with the chmod hint", async () => {
+    const { code, row, config } = await doctorTree(oneSlot('["./plain"]', "tiny.gguf", { plain: "#!/bin/sh\n" }));
+    expect(code).toBe(1);
+    expect(row("runner:./plain")).toMatchObject({ status: "fail", message: `the runner \`./plain\` is not executable: ${join(config, "plain")} (slots: chat)`, hint: expect.stringContaining("chmod +x") });
+  });
+
+  it("model_files: ok for a GGUF whose training context is below the slot's ctx_size (advisory: validate warns, the doctor does not fail)", async () => {
+    const llama = `#!/bin/sh\nprintf '${LLAMA_VERSION.replace(/\n/g, "\\n")}' >&2\n`;
+    const gguf = ggufBytes({ kvs: modelKvs({ arch: "llama", ctx: 4096 }) });
+    const { code, row } = await doctorTree(oneSlot('["./llama-server"]', "tiny.gguf", { "llama-server": llama, "tiny.gguf": gguf }), ["llama-server"]);
+    expect(code).toBe(0);
+    expect(row("model_files")).toMatchObject({ status: "ok", message: "the model files of 1 enabled slot(s) exist and are readable" });
   });
 
   it("runner: warn when --version gives no answer within 2 s, and the runner is stopped", async () => {

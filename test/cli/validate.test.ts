@@ -1,11 +1,12 @@
 import { execFile } from "node:child_process";
-import { mkdtempSync, mkdirSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { HAL0_BIN } from "../../reconciler/drivers/runner.js";
+import { modelKvs, writeGguf } from "../server/gguf-writer.js";
 import { captureIo } from "./helpers.js";
 
 const ROOT = join(import.meta.dirname, "../..");
@@ -44,7 +45,7 @@ describe("hal0 validate (in process)", () => {
     const io = captureIo();
     expect(await main(["validate", "--config", dir, "--json"], io)).toBe(1);
     const doc = JSON.parse(io.out());
-    expect(Object.keys(doc)).toEqual(["valid", "error_count", "warning_count", "diagnostics"]);
+    expect(Object.keys(doc)).toEqual(["valid", "error_count", "warning_count", "diagnostics", "runners"]);
     expect(doc).toMatchObject({ valid: false, error_count: 2, warning_count: 0 });
     expect(doc.diagnostics[0]).toEqual({
       code: "slot.unknown_profile", severity: "error", summary: "unknown profile `rocmm`",
@@ -86,7 +87,7 @@ describe("hal0 validate (in process)", () => {
     expect(await main(["validate", "--json", "--config", "/nonexistent/hal0"], io)).toBe(1);
     expect(io.err()).toBe("");
     const doc = JSON.parse(io.out());
-    expect(Object.keys(doc)).toEqual(["valid", "error_count", "warning_count", "diagnostics"]);
+    expect(Object.keys(doc)).toEqual(["valid", "error_count", "warning_count", "diagnostics", "runners"]);
     expect(doc).toMatchObject({ valid: false, error_count: 1, warning_count: 0 });
     expect(doc.diagnostics).toEqual([{
       code: "config.not_found", severity: "error", summary: "config folder not found: /nonexistent/hal0", detail: expect.stringContaining("/nonexistent/hal0"),
@@ -120,7 +121,7 @@ describe("hal0 validate: the host checks after the compile", () => {
     const dir = tree(NO_RUNNER);
     const io = captureIo({}, dir);
     expect(await main(["validate", "--config", dir], io)).toBe(0);
-    expect(io.out()).toContain(`profiles.toml:2:10: warning[slot.runner_not_found]: the runner \`no-such-runner-xyz\` of slot chat is not on PATH nor in hal0's bin/
+    expect(io.out()).toContain(`profiles.toml:2:10: warning[slot.runner_missing]: the runner \`no-such-runner-xyz\` of slot chat is not on PATH nor in hal0's bin/
    2 | runner = ["no-such-runner-xyz"]`);
     expect(io.out()).toContain(`${HAL0_BIN}. Install it, put its folder on hal0's PATH, or set profile \`fake\`'s runner (profiles.toml)`);
     expect(io.out().trimEnd().split("\n").at(-1)).toBe(".: valid (1 warning)");
@@ -139,7 +140,7 @@ describe("hal0 validate: the host checks after the compile", () => {
       const dir = tree(files);
       const strict = captureIo({}, dir);
       expect(await main(["validate", "--config", dir, "--strict"], strict)).toBe(1);
-      expect(strict.out()).toMatch(/error\[slot\.(runner_not_found|model_missing)\]/);
+      expect(strict.out()).toMatch(/error\[slot\.(runner_missing|model_missing)\]/);
       expect(strict.out().trimEnd().split("\n").at(-1)).toBe(".: 1 error");
     }
     const json = captureIo();
@@ -150,7 +151,25 @@ describe("hal0 validate: the host checks after the compile", () => {
     expect(Object.keys(doc.diagnostics[0]).sort()).toEqual(["code", "column", "detail", "file", "line", "path", "related", "severity", "summary"]);
     const strictJson = captureIo();
     expect(await main(["validate", "--config", tree(NO_RUNNER), "--json", "--strict"], strictJson)).toBe(1);
-    expect(JSON.parse(strictJson.out())).toMatchObject({ valid: false, error_count: 1, warning_count: 0, diagnostics: [{ code: "slot.runner_not_found", severity: "error", file: "profiles.toml", line: 2, column: 10 }] });
+    expect(JSON.parse(strictJson.out())).toMatchObject({ valid: false, error_count: 1, warning_count: 0, diagnostics: [{ code: "slot.runner_missing", severity: "error", file: "profiles.toml", line: 2, column: 10 }] });
+  });
+
+  it("warns of a ctx_size above the GGUF's training context and of a models.toml fact its header contradicts; --strict: errors", async () => {
+    const dir = tree({
+      ...NO_MODEL,
+      "models.toml": `[model.tiny]\npath = "tiny.gguf"\ncontext_length = 32768\n`,
+      "slots/chat.toml": `profile = "fake"\nmodel = "tiny"\nport = 8081\n[tune]\nctx_size = 16384\n`,
+    });
+    writeGguf(join(dir, "tiny.gguf"), { kvs: modelKvs({ arch: "llama", ctx: 8192 }) });
+    const io = captureIo({}, dir);
+    expect(await main(["validate", "--config", dir], io)).toBe(0);
+    expect(io.out()).toContain(`models.toml:3:18: warning[slot.model_fact_mismatch]: models.toml says context_length = 32768 for model \`tiny\` (slot chat), but its GGUF header says 8192 (llama.context_length in ${join(dir, "tiny.gguf")})`);
+    expect(io.out()).toContain(`slots/chat.toml:5:12: warning[slot.ctx_exceeds_training]: slot chat asks ctx_size 16384 > the model's training context 8192 (n_ctx_train in ${join(dir, "tiny.gguf")})`);
+    expect(io.out().trimEnd().split("\n").at(-1)).toBe(".: valid (2 warnings)");
+    const strict = captureIo({}, dir);
+    expect(await main(["validate", "--config", dir, "--strict"], strict)).toBe(1);
+    expect(strict.out()).toContain("error[slot.ctx_exceeds_training]");
+    expect(strict.out().trimEnd().split("\n").at(-1)).toBe(".: 2 errors");
   });
 });
 
@@ -158,15 +177,55 @@ describe("the hal0 binary", () => {
   it("validate --strict of a tree whose runner is not installed: exit 1; without --strict: 0", async () => {
     const dir = tree(NO_RUNNER);
     const warned = await run("node", [join(ROOT, "bin/hal0.js"), "validate", "--config", dir]);
-    expect(warned.stdout).toContain("warning[slot.runner_not_found]");
+    expect(warned.stdout).toContain("warning[slot.runner_missing]");
     const strict = await run("node", [join(ROOT, "bin/hal0.js"), "validate", "--strict", "--config", dir]).catch((e: { code: number; stdout: string }) => e);
     expect((strict as { code: number }).code).toBe(1);
-    expect((strict as { stdout: string }).stdout).toContain("error[slot.runner_not_found]");
+    expect((strict as { stdout: string }).stdout).toContain("error[slot.runner_missing]");
   });
 
-  it("validates fixtures/box: exit 0", async () => {
-    const { stdout } = await run("node", [join(ROOT, "bin/hal0.js"), "validate", "--config", "fixtures/box"], { cwd: ROOT });
+  it("validates fixtures/box: exit 0; with no runner facts cached it says so on stderr, and asks no runner", async () => {
+    const state = mkdtempSync(join(tmpdir(), "hal0-validate-state-"));
+    const { stdout, stderr } = await run("node", [join(ROOT, "bin/hal0.js"), "validate", "--config", "fixtures/box", "--state", state], { cwd: ROOT });
     expect(stdout.trim()).toBe("fixtures/box: valid");
+    expect(stderr).toContain("note: runner `hal0-fake-llama-server`: no facts cached (run hal0 validate --runners, or hal0 plan); its slots' flags are not checked");
+    expect(existsSync(join(state, "runners.json"))).toBe(false);
+  });
+
+  it("a profile whose flags carry a removed flag (--draft-max): validate --runners, plain validate from the cache, and hal0 plan each report slot.runner_flag_removed at the flags' line, before anything starts", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-validate-box-"));
+    cpSync(join(ROOT, "fixtures/box"), dir, { recursive: true });
+    const profiles = readFileSync(join(dir, "profiles.toml"), "utf8");
+    const flags = 'flags = "-fa on -ctk q8_0 -ctv q8_0 -b 512 -ub 512 --parallel 1 --load-mode none"';
+    const where = profiles.indexOf(flags, profiles.indexOf("[profile.rocm-moe]"));
+    expect(where).toBeGreaterThan(0);
+    writeFileSync(join(dir, "profiles.toml"), profiles.slice(0, where) + flags.replace('none"', 'none --draft-max 16"') + profiles.slice(where + flags.length));
+    const line = profiles.slice(0, where).split("\n").length;
+    const at = `profiles.toml:${line}:${flags.length + 1}: error[slot.runner_flag_removed]`;
+    const state = mkdtempSync(join(tmpdir(), "hal0-validate-state-"));
+    const hal0 = (args: string[]) => run("node", [join(ROOT, "bin/hal0.js"), ...args], { cwd: dir }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
+
+    // Plain validate is pure and fast: no facts yet, so it cannot know (and says so).
+    expect((await hal0(["validate", "--config", dir, "--state", state])).code).toBe(0);
+    const asked = await hal0(["validate", "--config", dir, "--state", state, "--runners", "--json"]);
+    expect(asked.code).toBe(1);
+    const doc = JSON.parse(asked.stdout) as { diagnostics: Array<{ code: string; file: string; line: number; detail: string }>; runners: Array<{ runner: string; status: string; version: string | null }> };
+    expect(doc.diagnostics.find((d) => d.code === "slot.runner_flag_removed")).toMatchObject({ file: "profiles.toml", line });
+    expect(doc.diagnostics.find((d) => d.code === "slot.runner_flag_removed")!.detail).toContain("--spec-draft-n-max");
+    expect(doc.runners).toContainEqual(expect.objectContaining({ runner: "hal0-fake-llama-server", status: "checked", version: expect.stringContaining("9749") }));
+    expect(doc.runners).toContainEqual(expect.objectContaining({ runner: "hal0-fake-runner", status: "not_checked" }));
+    // Now cached: plain validate reports it too, without running anything.
+    const cached = await hal0(["validate", "--config", dir, "--state", state]);
+    expect(cached.code).toBe(1);
+    expect(cached.stdout).toContain(at);
+    expect(cached.stderr).not.toContain("no facts cached");
+
+    const planState = mkdtempSync(join(tmpdir(), "hal0-plan-state-"));
+    const plan = await hal0(["plan", "--config", dir, "--state", planState]);
+    expect(plan.code).toBe(1);
+    expect(plan.stdout + plan.stderr).toContain(at);
+    expect(plan.stdout + plan.stderr).toContain("Did you mean `--spec-draft-n-max`?");
+    // Nothing started: no inventory, no runner record.
+    expect(readdirSync(planState).filter((f) => f !== "runners.json" && !f.startsWith("."))).toEqual([]);
   });
 
   it("exits 1 on an invalid tree and on a missing folder (config.not_found)", async () => {

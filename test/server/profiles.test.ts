@@ -106,14 +106,14 @@ describe("profile export, import and generate", () => {
   it("round-trips a profile through a .hal0profile.json envelope", async () => {
     const exp = await s.call("POST", "/api/profiles/cpu-small/export");
     expect(exp.status).toBe(200);
-    expect(exp.body).toMatchObject({ kind: "hal0.profile", version: 1, name: "cpu-small", profile: { flags: "--threads 8 -b 256 -ub 256 --parallel 2 --mlock" }, checksum: expect.stringMatching(/^sha256:/) });
+    expect(exp.body).toMatchObject({ kind: "hal0.profile", version: 1, name: "cpu-small", profile: { flags: "--threads 8 -b 256 -ub 256 --parallel 2 --load-mode mmap+mlock" }, checksum: expect.stringMatching(/^sha256:/) });
     expect((await s.call("POST", "/api/profiles/import", { body: { envelope: exp.body } })).body.error.code).toBe("profiles.exists");
     const dry = await s.call("POST", "/api/profiles/import", { body: { envelope: exp.body, name: "cpu-copy", dry_run: true } });
     expect(dry.body).toMatchObject({ dry_run: true, committed: false });
     expect(profiles()).not.toContain("cpu-copy");
     const imp = await s.call("POST", "/api/profiles/import", { body: { envelope: exp.body, name: "cpu-copy" } });
     expect(imp.status).toBe(201);
-    expect((await s.call("GET", "/api/profiles/cpu-copy")).body).toMatchObject({ origin: "file", flags: "--threads 8 -b 256 -ub 256 --parallel 2 --mlock", tune: { ctx_size: 16384 } });
+    expect((await s.call("GET", "/api/profiles/cpu-copy")).body).toMatchObject({ origin: "file", flags: "--threads 8 -b 256 -ub 256 --parallel 2 --load-mode mmap+mlock", tune: { ctx_size: 16384 } });
     const seedExp = await s.call("POST", "/api/profiles/flm/export");
     expect(seedExp.body.profile.device_class).toBe("npu");
     expect((await s.call("POST", "/api/profiles/nope/export")).status).toBe(404);
