@@ -11,7 +11,7 @@ export const SEED_PROFILES: Readonly<Record<string, z.input<typeof Profile>>> = 
   rocm: {
     image: "ghcr.io/hal0ai/amd-strix-halo-toolboxes:rocm-7.2.4-rocmfp4-server",
     runner: ["llama-server"],
-    flags: "-fa on -ctk q8_0 -ctv q8_0 -b 512 -ub 512 --parallel 1 --no-mmap",
+    flags: "-fa on -ctk q8_0 -ctv q8_0 -b 512 -ub 512 --parallel 1 --load-mode none",
     device_class: "gpu",
     backend: "rocm",
     intent: "General chat and agents on the ROCm GPU",
@@ -21,7 +21,7 @@ export const SEED_PROFILES: Readonly<Record<string, z.input<typeof Profile>>> = 
   "rocm-dnse": {
     image: "ghcr.io/hal0ai/amd-strix-halo-toolboxes:rocm-7.2.4-rocmfp4-server",
     runner: ["llama-server"],
-    flags: "-fa on -ctk q8_0 -ctv q8_0 -b 2048 -ub 512 --parallel 1 --no-mmap",
+    flags: "-fa on -ctk q8_0 -ctv q8_0 -b 2048 -ub 512 --parallel 1 --load-mode none",
     device_class: "gpu",
     backend: "rocm",
     intent: "Dense models",
@@ -31,7 +31,7 @@ export const SEED_PROFILES: Readonly<Record<string, z.input<typeof Profile>>> = 
   "rocm-moe": {
     image: "ghcr.io/hal0ai/amd-strix-halo-toolboxes:rocm-7.2.4-rocmfp4-server",
     runner: ["llama-server"],
-    flags: "-fa on -ctk q8_0 -ctv q8_0 -b 512 -ub 512 --parallel 1 --no-mmap",
+    flags: "-fa on -ctk q8_0 -ctv q8_0 -b 512 -ub 512 --parallel 1 --load-mode none",
     device_class: "gpu",
     backend: "rocm",
     intent: "MoE agents",
@@ -41,7 +41,7 @@ export const SEED_PROFILES: Readonly<Record<string, z.input<typeof Profile>>> = 
   vulkan: {
     image: "ghcr.io/hal0ai/amd-strix-halo-toolboxes:vulkan-radv-server",
     runner: ["llama-server"],
-    flags: "-fa on -b 512 -ub 512 --parallel 1 --no-mmap",
+    flags: "-fa on -b 512 -ub 512 --parallel 1 --load-mode none",
     device_class: "gpu",
     backend: "vulkan",
     intent: "Embeddings, reranking and small utility models",
