@@ -10,6 +10,8 @@ const ROOT = fileURLToPath(new URL("../../fixtures/box", import.meta.url));
 const PROJECT = fileURLToPath(new URL("../..", import.meta.url));
 /** Every profile of the box runs the stand-in runner, relative to the config folder (the runner's cwd). */
 const RUNNER = ["hal0-fake-llama-server"];
+/** The stand-in for the runners that are not llama-server (FLM, TTS, ComfyUI, whisper): its flags are not checked. */
+const GENERIC = ["hal0-fake-runner"];
 
 let model: Model;
 let diagnostics: Diagnostic[];
@@ -148,17 +150,20 @@ describe("fixtures/box", () => {
     it("runs the runner with the profile's flags, hal0's flags, then extra_args last", () => {
       const { argv, env } = slot("chat").spec;
       expect(argv.slice(0, RUNNER.length)).toEqual(RUNNER);
-      expect(argv.slice(RUNNER.length, RUNNER.length + 13)).toEqual(["-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0", "-b", "512", "-ub", "512", "--parallel", "1", "--no-mmap"]);
+      expect(argv.slice(RUNNER.length, RUNNER.length + 14)).toEqual(["-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0", "-b", "512", "-ub", "512", "--parallel", "1", "--load-mode", "none"]);
       expect(flagValue(argv, "--model")).toBe(fixturePath("models/Qwen3-30B-A3B-Q4_K_M.gguf"));
       expect(existsSync(flagValue(argv, "--model")!)).toBe(true);
       expect(flagValue(argv, "--alias")).toBe("qwen3-30b-a3b");
       expect(flagValue(argv, "--host")).toBe("127.0.0.1");
       expect(flagValue(argv, "--port")).toBe("8081");
       expect(flagValue(argv, "--ctx-size")).toBe("40960");
+      // The newest llama-server dialect (no runner facts given): thinking by --reasoning, the effort for the template.
+      expect(flagValue(argv, "--reasoning")).toBe("on");
       expect(flagValue(argv, "--reasoning-budget")).toBe("4096");
-      expect(JSON.parse(flagValue(argv, "--chat-template-kwargs")!)).toEqual({ enable_thinking: true, reasoning_effort: "high" });
+      expect(JSON.parse(flagValue(argv, "--chat-template-kwargs")!)).toEqual({ reasoning_effort: "high" });
       expect(argv).toContain("--jinja");
-      expect(argv).not.toContain("--model-draft");
+      expect(argv).not.toContain("--spec-draft-model");
+      expect(argv).not.toContain("--spec-type");
       expect(argv).not.toContain("--mmproj");
       expect(argv.slice(-3)).toEqual(["--metrics", "--cache-reuse", "256"]);
       expect(env).toEqual({ ROCBLAS_USE_HIPBLASLT: "1" });
@@ -181,14 +186,16 @@ describe("fixtures/box", () => {
       const { argv, env } = slot("coder").spec;
       expect(flagValue(argv, "-b")).toBe("2048"); // rocm-dnse's bigger batch
       expect(flagValue(argv, "--model")).toBe(fixturePath("models/qwen2.5-coder-32b-instruct-q4_k_m.gguf"));
-      expect(flagValue(argv, "--model-draft")).toBe(fixturePath("models/qwen2.5-coder-0.5b-instruct-q8_0.gguf"));
-      expect(existsSync(flagValue(argv, "--model-draft")!)).toBe(true);
+      expect(flagValue(argv, "--spec-type")).toBe("draft-simple");
+      expect(flagValue(argv, "--spec-draft-model")).toBe(fixturePath("models/qwen2.5-coder-0.5b-instruct-q8_0.gguf"));
+      expect(existsSync(flagValue(argv, "--spec-draft-model")!)).toBe(true);
       expect(flagValue(argv, "--port")).toBe("8082");
       expect(flagValue(argv, "--ctx-size")).toBe("32768");
-      expect(flagValue(argv, "--reasoning-budget")).toBe("0");
+      expect(flagValue(argv, "--reasoning")).toBe("off");
+      expect(argv).not.toContain("--reasoning-budget");
       expect(flagValue(argv, "--chat-template")).toBe("chatml");
-      expect(JSON.parse(flagValue(argv, "--chat-template-kwargs")!)).toEqual({ enable_thinking: false, reasoning_effort: "medium" });
-      expect(argv.slice(-4)).toEqual(["--draft-max", "16", "--draft-min", "4"]);
+      expect(JSON.parse(flagValue(argv, "--chat-template-kwargs")!)).toEqual({ reasoning_effort: "medium" });
+      expect(argv.slice(-4)).toEqual(["--spec-draft-n-max", "16", "--spec-draft-n-min", "4"]);
       expect(env).toEqual({});
     });
   });
@@ -226,13 +233,13 @@ describe("fixtures/box", () => {
     expect(utility.tune_effective).toEqual({
       ctx_size: 8192, enable_thinking: false, reasoning_effort: "low", reasoning_budget: 0, vision: false, speculation: "off",
     });
-    expect(utility.spec.argv.slice(0, RUNNER.length + 9)).toEqual([...RUNNER, "--threads", "8", "-b", "256", "-ub", "256", "--parallel", "2", "--mlock"]);
+    expect(utility.spec.argv.slice(0, RUNNER.length + 10)).toEqual([...RUNNER, "--threads", "8", "-b", "256", "-ub", "256", "--parallel", "2", "--load-mode", "mmap+mlock"]);
     expect(flagValue(utility.spec.argv, "--ctx-size")).toBe("8192");
     expect(utility.spec.env).toEqual({ OMP_NUM_THREADS: "8" });
   });
 
   it("runs the NPU, speech and image slots without llama-server's tuning flags", () => {
-    expect(slot("npu-assist").spec.argv.slice(0, RUNNER.length)).toEqual(RUNNER);
+    expect(slot("npu-assist").spec.argv.slice(0, GENERIC.length)).toEqual(GENERIC);
     expect(flagValue(slot("npu-assist").spec.argv, "--ctx-size")).toBe("4096");
     expect(flagValue(slot("npu-assist").spec.argv, "--model")).toBe(fixturePath("models/flm/llama3.2-1b-npu2.q4nx"));
     for (const name of ["speech", "whisper", "image"]) {
@@ -241,27 +248,29 @@ describe("fixtures/box", () => {
       expect(argv, name).not.toContain("--reasoning-budget");
     }
     expect(slot("speech").spec.argv).toEqual([
-      ...RUNNER, "--model", fixturePath("models/kokoro-v1.0.onnx"), "--alias", "kokoro-82m",
+      ...GENERIC, "--model", fixturePath("models/kokoro-v1.0.onnx"), "--alias", "kokoro-82m",
       "--host", "127.0.0.1", "--port", "8120", "--voice", "af_heart",
     ]);
     expect(slot("whisper").spec.env).toEqual({ OMP_NUM_THREADS: "4" });
-    expect(slot("image").spec.argv.slice(0, RUNNER.length)).toEqual(RUNNER);
+    expect(slot("image").spec.argv.slice(0, GENERIC.length)).toEqual(GENERIC);
   });
 
-  it("runs every slot with the stand-in runner, a runner word hal0 ships in bin/ (so a copied box finds it)", () => {
+  it("runs every slot with a stand-in runner, a runner word hal0 ships in bin/ (so a copied box finds it): llama-server's for llama-server slots, the generic one for the rest", () => {
     expect(existsSync(join(PROJECT, "bin", RUNNER[0]!))).toBe(true);
     expect(readFileSync(join(PROJECT, "bin", RUNNER[0]!), "utf8")).toContain("../fixtures/runner/fake-llama-server.mjs");
-    for (const s of Object.values(model.slots)) expect(s.spec.argv.slice(0, RUNNER.length), s.name).toEqual(RUNNER);
+    expect(readFileSync(join(PROJECT, "bin", GENERIC[0]!), "utf8")).toContain("fixtures/runner/fake-runner.mjs");
+    const generic = new Set(["flm", "tts", "comfyui"]);
+    for (const s of Object.values(model.slots)) expect(s.spec.argv.slice(0, 1), s.name).toEqual(generic.has(s.profile) ? GENERIC : RUNNER);
   });
 
-  it("overrides each seed it uses in profiles.toml only to swap the runner and the image (the docker runtime's hal0-runner:local)", () => {
+  it("overrides each seed it uses in profiles.toml only to swap the runner and the image (the docker runtime's hal0-runner:local, or hal0-fake-runner:local for the runners that are not llama-server)", () => {
     expect(Object.keys(model.profiles)).toEqual(["comfyui", "cpu-small", "flm", "rocm", "rocm-dnse", "rocm-moe", "tts", "vulkan"]);
     for (const [name, raw] of Object.entries(SEED_PROFILES)) {
       const seed = Profile.parse(raw);
       const compiled = model.profiles[name]!;
       expect(compiled.origin, name).toBe("file");
       expect(seed.runner, name).not.toEqual(RUNNER);
-      expect(compiled.image, name).toBe("hal0-runner:local");
+      expect(compiled.image, name).toBe(["flm", "tts", "comfyui"].includes(name) ? "hal0-fake-runner:local" : "hal0-runner:local");
       expect({ ...compiled, runner: seed.runner, image: seed.image }, name).toEqual({ ...seed, name, origin: "file", flags_argv: compiled.flags_argv });
       expect(compiled.flags_argv.join(" "), name).toBe(seed.flags);
     }
@@ -272,7 +281,7 @@ describe("fixtures/box", () => {
     expect(custom.origin).toBe("file");
     expect(custom.device_class).toBe("cpu");
     expect(custom.backend).toBeUndefined();
-    expect(custom.flags_argv).toEqual(["--threads", "8", "-b", "256", "-ub", "256", "--parallel", "2", "--mlock"]);
+    expect(custom.flags_argv).toEqual(["--threads", "8", "-b", "256", "-ub", "256", "--parallel", "2", "--load-mode", "mmap+mlock"]);
     expect(custom.tune).toEqual({ ctx_size: 16384, enable_thinking: false, reasoning_effort: "low", reasoning_budget: 0, vision: false, speculation: "off" });
   });
 
