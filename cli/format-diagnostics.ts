@@ -57,7 +57,7 @@ function tokenWidth(source: string, start: number): number {
     const close = rest.indexOf(rest[0], 1);
     return close > 0 ? close + 1 : rest.length;
   }
-  const stop = rest.findIndex((ch) => /[\s=,\]}]/.test(ch));
+  const stop = rest.findIndex((ch) => /[\s=,\]}"']/.test(ch));
   return Math.max(1, stop === -1 ? rest.length : stop);
 }
 

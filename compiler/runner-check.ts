@@ -82,8 +82,11 @@ export function checkArgv(words: readonly SitedWord[], env: readonly SitedEnv[],
       continue;
     }
     let value: string | undefined;
+    // A value's findings point at the value when it is a word of its own (`mtp` of `--spec-type mtp`).
+    let valueSite = site;
     if (eq >= 0) value = word.slice(eq + 1);
     else if (flag.takes_value && i + 1 < words.length) {
+      valueSite = words[i + 1]!.site;
       value = words[++i]!.word;
       i += Math.min(valueArity(flag) - 1, words.length - 1 - i); // `START END`: both words are the value
     }
@@ -101,7 +104,7 @@ export function checkArgv(words: readonly SitedWord[], env: readonly SitedEnv[],
     if (!flag.takes_value) {
       if (eq >= 0 || (i + 1 < words.length && !isFlag(words[i + 1]!.word))) {
         const extra = eq >= 0 ? word.slice(eq + 1) : words[i + 1]!.word;
-        report("slot.runner_flag_value", site, `\`${name}\` takes no value in ${label}`,
+        report("slot.runner_flag_value", eq >= 0 ? site : words[i + 1]!.site, `\`${name}\` takes no value in ${label}`,
           `${by} passes \`${name} ${extra}\`; in this runner \`${name}\` is a switch (${flag.placeholder ?? "no value"}), so \`${extra}\` would be read as an argument it refuses (exit 1). Drop \`${extra}\`.`);
         if (eq < 0) i++;
       }
@@ -117,7 +120,7 @@ export function checkArgv(words: readonly SitedWord[], env: readonly SitedEnv[],
       // `mtp` → `draft-mtp`: a value renamed by a prefix is no typo closest() would find.
       const renamed = flag.values!.filter((v) => v.endsWith(`-${bad[0]}`));
       const hit = renamed.length === 1 ? renamed[0] : closest(bad[0]!, flag.values!);
-      report("slot.runner_flag_value", site, `\`${name} ${value}\`: ${label} takes ${flag.list ? "a comma list of" : "one of"} ${flag.values!.join(", ")}`,
+      report("slot.runner_flag_value", valueSite, `\`${name} ${value}\`: ${label} takes ${flag.list ? "a comma list of" : "one of"} ${flag.values!.join(", ")}`,
         `${by} passes \`${name} ${value}\`; ${label} refuses ${bad.map((b) => `\`${b}\``).join(", ")} and exits 1 at start.${hit ? ` Did you mean \`${hit}\`?` : ""}`);
     }
   }

@@ -19,6 +19,8 @@ export const ModelFacts = z
   hf_filename: z.string().min(1).optional(),
   /** The model's native context window in tokens. */
   context_length: z.int().min(1).optional(),
+  /** The architecture its GGUF header names (`general.architecture`: llama, qwen3, gemma3, …); a fact, checked against the header when the file is a GGUF. */
+  architecture: z.string().regex(/^[a-z0-9][a-z0-9_.-]*$/).optional(),
   size_bytes: z.int().min(0).optional(),
   quant: z.string().optional(),
   /** "auto" uses the template embedded in the GGUF. */

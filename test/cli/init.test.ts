@@ -78,10 +78,13 @@ describe("hal0 init DIR", () => {
     for (const rel of filesUnder(dir()).filter((f) => f.startsWith("mcp-servers/"))) expect(statSync(join(dir(), rel)).mode & 0o777).toBe(0o600);
   });
 
-  it("is valid as written: hal0 validate exits 0", async () => {
-    const res = await hal0("validate", "--config", dir());
+  it("is valid as written: hal0 validate exits 0; asked, its runners take every slot's argv (no removed, unknown or deprecated flag)", async () => {
+    const res = await hal0("validate", "--config", dir(), "--state", join(base, "validate-state"), "--runners", "--json");
     expect(res.err).toBe("");
     expect(res.code).toBe(0);
+    const doc = JSON.parse(res.out) as { diagnostics: Array<{ code: string }>; runners: Array<{ runner: string; status: string }> };
+    expect(doc.diagnostics.map((d) => d.code)).toEqual([]);
+    expect(doc.runners.map((r) => `${r.runner} ${r.status}`).sort()).toEqual(["hal0-fake-llama-server checked", "hal0-fake-runner not_checked"]);
     const { tree, diagnostics } = await loadTree(dir());
     expect(compile(tree, diagnostics).diagnostics).toEqual([]);
   });

@@ -105,8 +105,8 @@ describe("the older dialect (build 4748)", () => {
   it("refuses `-fa on` (a switch there) at the profile's flags, and the spec hash differs from the current dialect's", () => {
     const tree = { "profiles.toml": `[profile.mine]\nrunner = ["llama-server"]\nflags = "-fa on -b 512"\ndevice_class = "cpu"\n`, "slots/chat.toml": `profile = "mine"\nmodel = "qwen3"\nport = 8081\n` };
     const older = build(tree, facts(OLDER)).model;
-    // At the word itself inside the flags string.
-    expect(older.runnerDiagnostics.map(at)).toEqual(["profiles.toml:3:10 error slot.runner_flag_value"]);
+    // At the refused word itself inside the flags string (`on`).
+    expect(older.runnerDiagnostics.map(at)).toEqual(["profiles.toml:3:14 error slot.runner_flag_value"]);
     expect(older.runnerDiagnostics[0]!.summary).toBe("`-fa` takes no value in llama-server b4748");
     const current = build(tree, facts(CURRENT)).model;
     expect(current.runnerDiagnostics).toEqual([]);
@@ -138,7 +138,7 @@ env = { LLAMA_ARG_CTX_SIZ = "4096", LLAMA_ARG_FLASH_ATTN = "maybe" }
       "profiles.toml:3:17 error slot.runner_flag_removed `--draft-max` has been removed from llama-server b9749",
       "profiles.toml:3:31 warning slot.runner_flag_deprecated `--no-mmap` is deprecated in llama-server b9749: use `--load-mode none`",
       "profiles.toml:5:9 error slot.runner_flag_removed `LLAMA_ARG_DRAFT_MIN` (`--draft-min`) has been removed from llama-server b9749",
-      "slots/chat.toml:6:15 error slot.runner_flag_value `--spec-type mtp`: llama-server b9749 takes a comma list of none, draft-simple, draft-eagle3, draft-mtp, draft-dflash, draft-dspark, ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache",
+      "slots/chat.toml:6:27 error slot.runner_flag_value `--spec-type mtp`: llama-server b9749 takes a comma list of none, draft-simple, draft-eagle3, draft-mtp, draft-dflash, draft-dspark, ngram-simple, ngram-map-k, ngram-map-k4v, ngram-mod, ngram-cache",
       "slots/chat.toml:6:31 error slot.runner_flag_unknown `--no-such-flag` is not a flag of llama-server b9749",
       "slots/chat.toml:7:9 error slot.runner_flag_unknown `LLAMA_ARG_CTX_SIZ` is not a variable of llama-server b9749",
       "slots/chat.toml:7:37 error slot.runner_flag_value `LLAMA_ARG_FLASH_ATTN=maybe`: llama-server b9749 takes one of on, off, auto",

@@ -200,14 +200,11 @@ describe("preflight: the model file's GGUF header", () => {
   });
 
   it("a models.toml architecture the header contradicts: slot.model_fact_mismatch naming both", async () => {
-    const root = ggufTree({ arch: "qwen3", ctx: 40960 });
-    const { model } = await compiled(root);
-    // models.toml's schema has no `architecture` key yet: the check reads it when the compiled facts carry one.
-    const withArch = (architecture: string): Model => ({ ...model, models: { ...model.models, tiny: { ...model.models.tiny!, architecture } as Model["models"][string] } });
-    const found = await preflight(withArch("llama"));
+    const root = ggufTree({ arch: "qwen3", ctx: 40960, modelExtra: 'architecture = "llama"\n' });
+    const found = await preflight((await compiled(root)).model);
     expect(found.map((f) => `${f.code} ${f.file} ${f.path.join(".")}`)).toEqual(["slot.model_fact_mismatch models.toml model.tiny.architecture"]);
     expect(found[0]!.summary).toBe(`models.toml says architecture = "llama" for model \`tiny\` (slot chat), but its GGUF header says "qwen3" (general.architecture in ${join(root, "tiny.gguf")})`);
-    expect(await preflight(withArch("qwen3"))).toEqual([]);
+    expect(await preflight((await compiled(ggufTree({ arch: "qwen3", ctx: 40960, modelExtra: 'architecture = "qwen3"\n' }))).model)).toEqual([]);
   });
 
   it("a model file that is not a GGUF (or a truncated one, as fixtures/box's) gives no finding; a GGUF is known by its magic, not its name", async () => {
