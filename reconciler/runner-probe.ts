@@ -22,7 +22,8 @@ import { findRunner, HAL0_BIN, runnerPath, type RunnerLookup } from "./drivers/r
  *   replaced one is asked again.
  * - An image is known by its id (`docker image inspect`): a re-tag of the same
  *   image costs nothing, a rebuilt one is asked again. Its containers run with
- *   no network, are never pulled, and are always removed.
+ *   no network, are never pulled, and are always removed (those a hal0 killed
+ *   mid-probe left behind, by the next probe that runs one).
  * - Only llama-server is asked `--help`: other runners (TTS, ComfyUI, …) may
  *   start a server when given a flag they do not know.
  * - The texts are stored, not the parsed facts: a better parser
@@ -338,6 +339,7 @@ export class RunnerProbe {
     if (entry !== undefined) return { ok: true, facts: this.factsOf(entry, imageSource(ref, id)), runs: 0 };
     const engine = docker;
     return this.once(`image\0${id}`, async () => {
+      await reapProbeContainers(engine);
       let runs = 0;
       const run = (arg: string): Promise<Run> => runContainer(engine, id, ref, [arg], this.timeoutMs, () => {
         runs++;
@@ -597,6 +599,20 @@ async function runContainer(docker: Dockerode, id: string, ref: string, cmd: rea
     abort.abort();
     await container.remove({ force: true }).catch(() => undefined);
   }
+}
+
+/**
+ * How old a stopped probe container must be before a probe removes it: older
+ * than any probe still reading its log (a run is killed at its timeout), so
+ * it is one a hal0 that died mid-probe (kill -9) left behind.
+ */
+export const STALE_PROBE_CONTAINER_S = 120;
+
+/** Removes the stopped probe containers (label hal0.runner-probe) older than STALE_PROBE_CONTAINER_S; best effort. */
+async function reapProbeContainers(docker: Dockerode): Promise<void> {
+  const listed = await docker.listContainers({ all: true, filters: { label: [PROBE_LABEL], status: ["exited", "created", "dead"] } }).catch(() => []);
+  const before = Date.now() / 1000 - STALE_PROBE_CONTAINER_S;
+  await Promise.all(listed.filter((c) => c.Created < before).map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
 }
 
 /** A non-tty container's log: frames of `[stream, 0, 0, 0, length(4, BE)]` + payload; stream 1 stdout, 2 stderr. */

@@ -6,7 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { runnerKey } from "../../compiler/runner-facts.js";
 import { dockerClient } from "../../reconciler/drivers/docker.js";
 import { HAL0_BIN } from "../../reconciler/drivers/runner.js";
-import { RunnerProbe, RUNNERS_FILE, type ProbeTarget } from "../../reconciler/runner-probe.js";
+import { STALE_PROBE_CONTAINER_S, RunnerProbe, RUNNERS_FILE, type ProbeTarget } from "../../reconciler/runner-probe.js";
 import { dockerEngine, ensureRunnerImage, RUNNER_IMAGE } from "./docker-helpers.js";
 import { alive, PROJECT } from "./process-helpers.js";
 
@@ -257,10 +257,16 @@ const docker = await dockerEngine(SUITE);
 
 describe.skipIf(docker === undefined)(SUITE, () => {
   const engine = docker as Dockerode;
-  const probeContainers = () => engine.listContainers({ all: true, filters: { label: ["hal0.runner-probe"] } });
+  // This suite's own tag of the runner image, so probe containers of other suites running at the same time (hal0 apply on the docker runtime) are not counted.
+  const IMAGE = "hal0-runner-probe-test:local";
+  const probeContainers = () => engine.listContainers({ all: true, filters: { label: [`hal0.runner-probe=${IMAGE}`] } });
   beforeAll(async () => {
     await ensureRunnerImage(engine);
+    await engine.getImage(RUNNER_IMAGE).tag({ repo: "hal0-runner-probe-test", tag: "local" });
   }, 120_000);
+  afterAll(async () => {
+    await engine.getImage(IMAGE).remove().catch(() => undefined); // the tag only: the image stays
+  });
   afterEach(async () => {
     expect(await probeContainers()).toEqual([]); // every probe container is removed
   });
@@ -268,9 +274,9 @@ describe.skipIf(docker === undefined)(SUITE, () => {
   it("asks the runner image --version and --help in containers, once per image id", async () => {
     const state = tempDir("state");
     const root = tempDir("root");
-    const target: ProbeTarget = { runtime: "docker", word: RUNNER_IMAGE };
-    const key = runnerKey("docker", RUNNER_IMAGE);
-    const id = (await engine.getImage(RUNNER_IMAGE).inspect()).Id;
+    const target: ProbeTarget = { runtime: "docker", word: IMAGE };
+    const key = runnerKey("docker", IMAGE);
+    const id = (await engine.getImage(IMAGE).inspect()).Id;
     const probe = new RunnerProbe({ stateDir: state, root, docker: () => engine, timeoutMs: 20_000 });
     const cold = await probe.probe([target]);
     expect(cold.failed).toEqual(new Map());
@@ -278,9 +284,9 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     const facts = cold.index.get(key)!;
     expect(facts.version).toMatchObject({ kind: "llama-server", build: 9749 });
     expect(facts.flags?.byName.get("--spec-type")).toBeDefined();
-    expect(facts.source).toBe(`image ${RUNNER_IMAGE} (${id})`);
+    expect(facts.source).toBe(`image ${IMAGE} (${id})`);
     const file = JSON.parse(readFileSync(join(state, RUNNERS_FILE), "utf8"));
-    expect(file.image_refs[RUNNER_IMAGE]).toBe(id);
+    expect(file.image_refs[IMAGE]).toBe(id);
     expect(file.images[id].help_text).toContain("--spec-type");
 
     const again = new RunnerProbe({ stateDir: state, root, docker: () => engine });
@@ -292,8 +298,8 @@ describe.skipIf(docker === undefined)(SUITE, () => {
 
   it("a container that does not answer in time is killed and removed; the image is failed", async () => {
     const probe = new RunnerProbe({ stateDir: null, root: tempDir("root"), docker: () => engine, timeoutMs: 1 });
-    const result = await probe.probe([{ runtime: "docker", word: RUNNER_IMAGE }]);
-    expect(result.failed.get(runnerKey("docker", RUNNER_IMAGE))).toBe("--version: no answer within 0.001 s; stopped it");
+    const result = await probe.probe([{ runtime: "docker", word: IMAGE }]);
+    expect(result.failed.get(runnerKey("docker", IMAGE))).toBe("--version: no answer within 0.001 s; stopped it");
     expect(result.probed).toBe(1);
   }, 30_000);
 
@@ -305,4 +311,23 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(result.probed).toBe(0);
     expect(await engine.getImage(ref).inspect().then(() => true, () => false)).toBe(false);
   });
+
+  it("removes the stopped probe containers a hal0 killed mid-probe left behind, when it next runs one; never a recent one", async () => {
+    const id = (await engine.getImage(IMAGE).inspect()).Id;
+    const leftover = () => engine.createContainer({ Image: id, Cmd: ["--version"], Labels: { "hal0.runner-probe": IMAGE }, HostConfig: { NetworkMode: "none" } });
+    const probeNow = () => new RunnerProbe({ stateDir: null, root: tempDir("root"), docker: () => engine, timeoutMs: 20_000 }).probe([{ runtime: "docker", word: IMAGE }]);
+    // Created just now: a probe may still be reading it, so it stays.
+    const recent = await leftover();
+    expect((await probeNow()).failed).toEqual(new Map());
+    expect((await probeContainers()).map((c) => c.Id)).toEqual([recent.id]);
+    // Seen STALE_PROBE_CONTAINER_S + 1 s later (the probe's clock moved on), it is one a dead hal0 left: removed.
+    const realNow = Date.now;
+    Date.now = () => realNow() + (STALE_PROBE_CONTAINER_S + 1) * 1000;
+    try {
+      expect((await probeNow()).failed).toEqual(new Map());
+    } finally {
+      Date.now = realNow;
+    }
+    expect(await probeContainers()).toEqual([]);
+  }, 60_000);
 });
