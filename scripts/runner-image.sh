@@ -36,33 +36,24 @@ put fixtures/llama-server/help.txt /llama-server/help.txt
 put fixtures/llama-server/version.txt /llama-server/version.txt
 mkdir -p "$ctx/rootfs/tmp"
 
-cat > "$ctx/Dockerfile" <<'DOCKERFILE'
-FROM scratch
-COPY rootfs/ /
-LABEL org.opencontainers.image.title="hal0-runner" \
-      org.opencontainers.image.description="node + fixtures/runner/fake-llama-server.mjs: a stand-in for llama-server"
-ENTRYPOINT ["/usr/local/bin/node", "/runner/fake-llama-server.mjs"]
-DOCKERFILE
-
+# One image per stand-in: the same layers (the second build reuses every one), another entrypoint.
 # The classic builder: it needs no buildx plugin and pulls nothing for FROM scratch.
 # Its deprecation notice is noise on success; on failure everything it said is shown.
-if ! out="$(DOCKER_BUILDKIT=0 docker build --quiet --tag "$tag" "$ctx" 2>&1)"; then
-  echo "$out" >&2
-  echo "runner-image: docker build failed (engine: ${DOCKER_HOST:-the default socket})" >&2
-  exit 1
-fi
-# The generic stand-in: the same layers, another entrypoint (the build reuses every layer: it takes a moment).
-cat > "$ctx/Dockerfile" <<'DOCKERFILE'
+build_image() { # TAG TITLE DESCRIPTION SCRIPT
+  cat > "$ctx/Dockerfile" <<DOCKERFILE
 FROM scratch
 COPY rootfs/ /
-LABEL org.opencontainers.image.title="hal0-fake-runner" \
-      org.opencontainers.image.description="node + fixtures/runner/fake-runner.mjs: a stand-in for runners that are not llama-server"
-ENTRYPOINT ["/usr/local/bin/node", "/runner/fake-runner.mjs"]
+LABEL org.opencontainers.image.title="$2" \\
+      org.opencontainers.image.description="$3"
+ENTRYPOINT ["/usr/local/bin/node", "/runner/$4"]
 DOCKERFILE
-if ! out="$(DOCKER_BUILDKIT=0 docker build --quiet --tag "$generic_tag" "$ctx" 2>&1)"; then
-  echo "$out" >&2
-  echo "runner-image: docker build of $generic_tag failed (engine: ${DOCKER_HOST:-the default socket})" >&2
-  exit 1
-fi
+  if ! out="$(DOCKER_BUILDKIT=0 docker build --quiet --tag "$1" "$ctx" 2>&1)"; then
+    echo "$out" >&2
+    echo "runner-image: docker build of $1 failed (engine: ${DOCKER_HOST:-the default socket})" >&2
+    exit 1
+  fi
+}
+build_image "$tag" hal0-runner "node + fixtures/runner/fake-llama-server.mjs: a stand-in for llama-server" fake-llama-server.mjs
+build_image "$generic_tag" hal0-fake-runner "node + fixtures/runner/fake-runner.mjs: a stand-in for runners that are not llama-server" fake-runner.mjs
 size="$(docker image inspect --format '{{.Size}}' "$tag")"
 echo "runner-image: built $tag and $generic_tag from $node_bin ($(node --version)), $(echo $libs | wc -w) libraries, $((size / 1024 / 1024)) MiB"
