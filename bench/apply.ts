@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { packageRoot } from "../reconciler/package-root.js";
 import { ProcessDriver } from "../reconciler/drivers/process.js";
+import { RunnerProbe } from "../reconciler/runner-probe.js";
 import { StateStore } from "../reconciler/state.js";
 import { Sweeper } from "../reconciler/sweep.js";
 
@@ -17,7 +18,8 @@ import { Sweeper } from "../reconciler/sweep.js";
 const SLOTS = 50;
 const exec = promisify(execFile);
 const HAL0 = join(packageRoot(), "bin/hal0.js");
-const RUNNER = join(packageRoot(), "fixtures/runner/fake-llama-server.mjs");
+/** The stand-in llama-server as one runner word, so the runner probe checks every slot's argv against its --help (as on a real box). */
+const RUNNER = join(packageRoot(), "bin/hal0-fake-llama-server");
 
 export async function freePortRange(count: number): Promise<number> {
   for (let start = 20000; start < 60000; start += count + 7) {
@@ -38,7 +40,7 @@ function isFree(port: number): Promise<boolean> {
 export function writeBox(dir: string, firstPort: number): void {
   mkdirSync(join(dir, "slots"), { recursive: true });
   writeFileSync(join(dir, "hal0.toml"), `[slots]\nport_range_start = ${firstPort}\nport_range_end = ${firstPort + SLOTS - 1}\nhealth_timeout_s = 60\nstop_grace_s = 5\n[server]\nport = ${firstPort - 1}\n`);
-  writeFileSync(join(dir, "profiles.toml"), `[profile.fake]\nrunner = ["${process.execPath}", "${RUNNER}"]\nflags = "-fa on -b 512"\ndevice_class = "cpu"\n[profile.fake.tune]\nctx_size = 4096\n`);
+  writeFileSync(join(dir, "profiles.toml"), `[profile.fake]\nrunner = ["${RUNNER}"]\nflags = "-fa on -b 512"\ndevice_class = "cpu"\n[profile.fake.tune]\nctx_size = 4096\n`);
   writeFileSync(join(dir, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\ncontext_length = 8192\n`);
   writeFileSync(join(dir, "tiny.gguf"), "GGUF");
   for (let i = 0; i < SLOTS; i++) {
@@ -58,7 +60,8 @@ async function wall(args: string[], env: NodeJS.ProcessEnv): Promise<number> {
 async function idleSweeps(root: string, stateDir: string): Promise<number[]> {
   const state = new StateStore(stateDir);
   const driver = new ProcessDriver({ stateDir });
-  const sweeper = new Sweeper({ root, state, driverFor: async () => driver });
+  // As hal0 serve sweeps: with the runner probe (its cache answers: a stat of the runner per sweep).
+  const sweeper = new Sweeper({ root, state, driverFor: async () => driver, runners: new RunnerProbe({ stateDir, root }) });
   for (let i = 0; i < 3; i++) await sweeper.sweep();
   const times: number[] = [];
   for (let i = 0; i < 10; i++) {

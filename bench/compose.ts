@@ -8,6 +8,7 @@ import { compile, loadTree } from "../compiler/index.js";
 import { dockerClient, DockerDriver } from "../reconciler/drivers/docker.js";
 import { boxFilter } from "../reconciler/drivers/docker-container.js";
 import { StateStore } from "../reconciler/state.js";
+import { RunnerProbe } from "../reconciler/runner-probe.js";
 import { Sweeper } from "../reconciler/sweep.js";
 import { freePortRange } from "./apply.js";
 
@@ -103,7 +104,9 @@ async function sweepTimes(box: string, stateDir: string, host: string): Promise<
   const docker = dockerClient(host);
   const filters = boxFilter(await state.boxId());
   const driver = new DockerDriver({ docker, box: await state.boxId(), stateDir, stopGraceS: 2 });
-  const sweeper = new Sweeper({ root: box, state, driverFor: async () => driver });
+  // As hal0 serve sweeps: with the runner probe (each image's id asked once per sweep; its facts cached by id).
+  const runners = new RunnerProbe({ stateDir, root: box, docker: () => docker });
+  const sweeper = new Sweeper({ root: box, state, driverFor: async () => driver, runners });
   for (let i = 0; i < 3; i++) await sweeper.sweep();
   const times = { sweep: [] as number[], list: [] as number[], probed: [] as number[] };
   for (let i = 0; i < 10; i++) {
@@ -115,7 +118,7 @@ async function sweepTimes(box: string, stateDir: string, host: string): Promise<
     times.list.push(performance.now() - t1);
     if (report.outcome !== "nothing_to_do") throw new Error(`bench sweep expected nothing to do, got ${report.outcome}`);
   }
-  const probing = new Sweeper({ root: box, state, driverFor: async () => driver, fullProbeMs: 0 });
+  const probing = new Sweeper({ root: box, state, driverFor: async () => driver, fullProbeMs: 0, runners });
   await probing.sweep();
   for (let i = 0; i < 5; i++) {
     const t0 = performance.now();
