@@ -309,17 +309,11 @@ describe("parseLlamaHelp: odd input", () => {
 });
 
 describe("dialectOf", () => {
-  it("the current help", () => {
-    expect(dialectOf(current)).toEqual({
-      id: "llama-server:spec-type,mtp=draft-mtp,draft=draft-simple,draft-flag=--spec-draft-model,reasoning,budget,kwargs",
-      spec_type: true,
-      mtp_type: "draft-mtp",
-      draft_type: "draft-simple",
-      draft_flag: "--spec-draft-model",
-      reasoning_flag: true,
-      reasoning_budget: true,
-      template_kwargs: true,
-    });
+  it("the current help: --spec-type with draft-mtp and draft-simple, --spec-draft-model, --reasoning, --reasoning-budget, --chat-template-kwargs", () => {
+    const d = dialectOf(current);
+    expect([d.spec_type, d.mtp_type, d.draft_type, d.draft_flag]).toEqual([true, "draft-mtp", "draft-simple", "--spec-draft-model"]);
+    expect([d.reasoning_flag, d.reasoning_budget, d.template_kwargs]).toEqual([true, true, true]);
+    expect(d.id).toBe("llama-server:spec-type,mtp=draft-mtp,draft=draft-simple,draft-flag=--spec-draft-model,reasoning,budget,kwargs");
   });
 
   it("the older help", () => {
