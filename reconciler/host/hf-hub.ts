@@ -1,0 +1,321 @@
+/**
+ * A Hugging Face Hub client: repo info with each file's size and LFS sha256,
+ * a GGUF model search, and a resumable download of one file. The metadata
+ * calls go through the Hub's own JS client (`@huggingface/hub`, imported on
+ * first use so commands that never touch the Hub do not load it); the
+ * download is ours, because it needs Range resume and redirects followed by
+ * hand. Every request goes through `send`, the one place the token is added:
+ * only to URLs of the endpoint's origin, never to the CDN a file redirects to.
+ * The token is never logged and never put in an error message.
+ */
+
+export interface HubFile {
+  readonly path: string;
+  readonly size: number;
+  /** The LFS oid (sha256) when the file is in LFS, else null. */
+  readonly sha256: string | null;
+}
+
+export type HubErrorCode = "model.not_found" | "hub.unreachable" | "hub.error" | "validation.invalid";
+
+/** What went wrong talking to the Hub; `code` is a registry code, `status` the HTTP status when there was a reply. */
+export class HubError extends Error {
+  constructor(readonly code: HubErrorCode, message: string, readonly status?: number) {
+    super(message);
+  }
+}
+
+export interface HubSearchHit {
+  readonly id: string;
+  readonly downloads: number | null;
+  readonly likes: number | null;
+  readonly updated_at: string | null;
+}
+
+export interface HubDownload {
+  /** 206 when the reply resumes at `from`; 200 when it is the whole file (the caller restarts from 0). */
+  readonly status: 200 | 206;
+  /** The whole file's size, whatever part of it the body holds. */
+  readonly total: number;
+  readonly commit: string | null;
+  /** `x-linked-etag` (the sha256 for an LFS file), else the reply's ETag; quotes stripped. */
+  readonly etag: string | null;
+  readonly body: AsyncIterable<Uint8Array>;
+}
+
+export const DEFAULT_HF_ENDPOINT = "https://huggingface.co";
+const MAX_REDIRECTS = 5;
+const SEARCH_LIMIT = { default: 20, max: 100 };
+const NAME = /^[\w][\w.-]*$/;
+/** First path segments of the Hub's site that are not a model's namespace. */
+const NOT_A_NAMESPACE = new Set(["api", "datasets", "spaces", "models", "docs", "settings", "organizations", "collections", "papers", "buckets", "kernels", "join", "login"]);
+
+type HubLib = typeof import("@huggingface/hub");
+let hubLib: Promise<HubLib> | undefined;
+/** The Hub's JS client, loaded once on first use. */
+const lib = (): Promise<HubLib> => (hubLib ??= import("@huggingface/hub"));
+
+export class HubClient {
+  readonly endpoint: string;
+  readonly #origin: string;
+  readonly #host: string;
+  /** Private (`#`), so neither a log of the client nor JSON.stringify shows it. */
+  readonly #token: string | undefined;
+  readonly #fetch: typeof fetch;
+
+  constructor(o: { endpoint?: string; token?: string; fetch?: typeof fetch } = {}) {
+    const endpoint = (o.endpoint ?? DEFAULT_HF_ENDPOINT).replace(/\/+$/, "");
+    let url: URL;
+    try {
+      url = new URL(endpoint);
+    } catch {
+      throw new HubError("validation.invalid", `the Hub endpoint ${JSON.stringify(endpoint)} is not a URL`);
+    }
+    if (url.protocol !== "https:" && url.protocol !== "http:") throw new HubError("validation.invalid", `the Hub endpoint ${JSON.stringify(endpoint)} is not an http(s) URL`);
+    if (url.search || url.hash || url.username || url.password) throw new HubError("validation.invalid", "the Hub endpoint must be a plain origin (and path), without query or credentials");
+    this.endpoint = endpoint;
+    this.#origin = url.origin;
+    this.#host = url.host;
+    this.#token = o.token || undefined;
+    this.#fetch = o.fetch ?? fetch;
+  }
+
+  /** `HF_ENDPOINT` (default huggingface.co) and `HF_TOKEN`, as the Hub's own tools read them. */
+  static fromEnv(env: Readonly<Record<string, string | undefined>>): HubClient {
+    return new HubClient({ endpoint: env.HF_ENDPOINT || DEFAULT_HF_ENDPOINT, token: env.HF_TOKEN || undefined });
+  }
+
+  /**
+   * The repo's commit at `revision` and every file with its size and LFS
+   * sha256. Two calls: the model info (for the commit), then the tree at that
+   * commit, so the files are those of the commit reported even if a push
+   * lands in between (the info's `siblings` carry sizes only with
+   * `?blobs=true`, which the JS client does not send).
+   */
+  async repoInfo(repo: string, revision = "main"): Promise<{ id: string; sha: string; files: HubFile[] }> {
+    checkRepo(repo);
+    checkRevision(revision);
+    const { modelInfo } = await lib();
+    const info = await this.#api(repo, revision, () => modelInfo({ name: repo, revision, hubUrl: this.endpoint, fetch: this.#apiFetch, additionalFields: ["sha"] }));
+    const sha = typeof info.sha === "string" && info.sha !== "" ? info.sha : undefined;
+    if (!sha) throw new HubError("hub.error", `the Hub at ${this.#host} gave no commit for ${repo}@${revision}`);
+    return { id: info.name, sha, files: await this.listTree(repo, sha) };
+  }
+
+  /** Every file of the repo at `revision` (recursive; the JS client follows the tree's pagination). */
+  async listTree(repo: string, revision = "main"): Promise<HubFile[]> {
+    checkRepo(repo);
+    checkRevision(revision);
+    const { listFiles } = await lib();
+    return this.#api(repo, revision, async () => {
+      const files: HubFile[] = [];
+      // The client puts the revision in the path as given: encode it so `refs/pr/1` stays one segment.
+      for await (const e of listFiles({ repo, revision: encodeURIComponent(revision), recursive: true, hubUrl: this.endpoint, fetch: this.#apiFetch })) {
+        if (e.type === "file") files.push({ path: e.path, size: e.size, sha256: e.lfs?.oid ?? null });
+      }
+      return files;
+    });
+  }
+
+  /** GGUF models whose id contains `query`, most downloaded first. */
+  async search(query: string, o: { limit?: number } = {}): Promise<HubSearchHit[]> {
+    const limit = Math.max(1, Math.min(SEARCH_LIMIT.max, Math.floor(o.limit ?? SEARCH_LIMIT.default)));
+    const { listModels } = await lib();
+    return this.#api(undefined, undefined, async () => {
+      const hits: HubSearchHit[] = [];
+      for await (const m of listModels({ search: { query, tags: ["gguf"] }, limit, sort: "downloads", hubUrl: this.endpoint, fetch: this.#apiFetch })) {
+        const updated = m.updatedAt instanceof Date && !Number.isNaN(m.updatedAt.getTime()) ? m.updatedAt.toISOString() : null;
+        hits.push({ id: m.name, downloads: numberOrNull(m.downloads), likes: numberOrNull(m.likes), updated_at: updated });
+      }
+      return hits;
+    });
+  }
+
+  /** `{endpoint}/{repo}/resolve/{revision}/{file}`, each segment percent-encoded (a revision like `refs/pr/1` is one segment). */
+  resolveUrl(repo: string, revision: string, file: string): string {
+    checkRepo(repo);
+    checkRevision(revision);
+    checkFile(file);
+    return `${this.endpoint}/${repo.split("/").map(encodeURIComponent).join("/")}/resolve/${encodeURIComponent(revision)}/${file.split("/").map(encodeURIComponent).join("/")}`;
+  }
+
+  /**
+   * GET one file from byte `from` on. The Hub answers with a redirect to its
+   * CDN and the file's commit, sha256 and size in headers; those are read
+   * from the endpoint's replies, the bytes from the last one. A server that
+   * ignores the Range answers 200: reported as is, so the caller restarts.
+   */
+  async download(t: { repo: string; revision: string; file: string }, o: { from: number; signal?: AbortSignal }): Promise<HubDownload> {
+    const url = this.resolveUrl(t.repo, t.revision, t.file);
+    const from = o.from;
+    if (!Number.isSafeInteger(from) || from < 0) throw new HubError("validation.invalid", `download offset ${from} is not a byte offset`);
+    const what = `${t.repo}@${t.revision}/${t.file}`;
+    const { res, hub } = await this.#send(url, from > 0 ? { range: `bytes=${from}-` } : {}, o.signal);
+    const final = new URL(res.url || url).host;
+    if (res.status === 404 || res.status === 401) throw await refuse(res, new HubError("model.not_found", `${what} was not found on ${this.#host}`, res.status));
+    if (res.status === 416) throw await refuse(res, new HubError("hub.error", `${final} refused the range from byte ${from} of ${what} (416)`, 416));
+    if (res.status !== 200 && res.status !== 206) throw await refuse(res, new HubError("hub.error", `${final} answered ${res.status} for ${what}`, res.status));
+    const header = (name: string): string | null => hub.get(name) ?? res.headers.get(name);
+    let total = toSize(hub.get("x-linked-size"));
+    if (res.status === 206) {
+      const m = /^bytes (\d+)-(\d+)\/(\d+|\*)$/.exec(res.headers.get("content-range") ?? "");
+      if (!m || Number(m[1]) !== from) throw await refuse(res, new HubError("hub.error", `${final} sent a range of ${what} that does not start at byte ${from}`, 206));
+      total ??= m[3] === "*" ? null : Number(m[3]);
+    } else {
+      total ??= toSize(res.headers.get("content-length"));
+    }
+    if (total === null) throw await refuse(res, new HubError("hub.error", `${final} gave no size for ${what}`, res.status));
+    const etag = header("x-linked-etag") ?? res.headers.get("etag");
+    return {
+      status: res.status,
+      total,
+      commit: header("x-repo-commit"),
+      etag: etag === null ? null : etag.replace(/^W\//, "").replace(/^"|"$/g, ""),
+      body: chunks(res, final, o.signal),
+    };
+  }
+
+  /** A Hub URL (a repo page, a `resolve` / `blob` link of a file, a `tree` link of a revision) as repo, revision and file. */
+  parseHfUrl(url: string): { repo: string; revision: string; file: string | null } {
+    const bad = (why: string): HubError => new HubError("validation.invalid", `${JSON.stringify(url)} is not a model URL of ${this.endpoint}: ${why}`);
+    // Checked on the raw text: the URL parser folds `..` (and `%2e%2e`) away before anyone sees it.
+    if (/(^|[/\\])(\.|%2e){1,2}([/\\?#]|$)/i.test(url.replace(/^[a-z]+:\/\//i, ""))) throw bad("it has a `.` or `..` segment");
+    let u: URL;
+    try {
+      u = new URL(url);
+    } catch {
+      throw bad("not a URL");
+    }
+    if (u.origin !== this.#origin) throw bad(`its origin is not ${this.#origin}`);
+    const prefix = new URL(this.endpoint).pathname.replace(/\/+$/, "");
+    if (!u.pathname.startsWith(`${prefix}/`)) throw bad(`its path is not under ${prefix}/`);
+    let segs: string[];
+    try {
+      segs = u.pathname.slice(prefix.length + 1).replace(/\/$/, "").split("/").map(decodeURIComponent);
+    } catch {
+      throw bad("a path segment is not valid percent-encoding");
+    }
+    const [org, name, kind, revision, ...rest] = segs;
+    if (!org || !name || NOT_A_NAMESPACE.has(org)) throw bad("it does not name a model repo (org/name)");
+    const repo = `${org}/${name}`;
+    const check = (f: () => void): void => {
+      try {
+        f();
+      } catch (e) {
+        throw e instanceof HubError ? bad(e.message) : e;
+      }
+    };
+    check(() => checkRepo(repo));
+    if (kind === undefined) return { repo, revision: "main", file: null };
+    if (!revision) throw bad(`\`${kind}\` without a revision`);
+    check(() => checkRevision(revision));
+    if (kind === "tree" && rest.length === 0) return { repo, revision, file: null };
+    if ((kind === "resolve" || kind === "blob") && rest.length > 0) {
+      const file = rest.join("/");
+      check(() => checkFile(file));
+      return { repo, revision, file };
+    }
+    throw bad(kind === "tree" ? "a tree link names a folder, not a file" : `\`${kind}\` is not resolve, blob or tree (or the file is missing)`);
+  }
+
+  /** The `fetch` handed to the JS client: every request goes through `send`. */
+  readonly #apiFetch = (async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+    const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
+    const headers = Object.fromEntries(new Headers(init?.headers).entries());
+    return (await this.#send(url, headers, init?.signal ?? undefined)).res;
+  }) as typeof fetch;
+
+  /**
+   * GET `url`, following up to 5 redirects by hand. The token is sent only
+   * while the URL is on the endpoint's origin; headers of the endpoint's
+   * replies are kept in `hub` (first reply that has a name wins), since the
+   * CDN's reply does not carry the commit or the sha256.
+   */
+  async #send(url: string, headers: Record<string, string>, signal?: AbortSignal): Promise<{ res: Response; hub: Map<string, string> }> {
+    const hub = new Map<string, string>();
+    let current = new URL(url);
+    for (let hop = 0; ; hop++) {
+      const onHub = current.origin === this.#origin;
+      const h: Record<string, string> = { ...headers };
+      for (const k of Object.keys(h)) if (k.toLowerCase() === "authorization") delete h[k];
+      if (onHub && this.#token) h.authorization = `Bearer ${this.#token}`;
+      let res: Response;
+      try {
+        res = await this.#fetch(current.href, { headers: h, redirect: "manual", ...(signal ? { signal } : {}) });
+      } catch (e) {
+        if (signal?.aborted) throw e;
+        throw new HubError("hub.unreachable", `cannot reach ${current.host}: ${causeOf(e)}`);
+      }
+      if (onHub) res.headers.forEach((v, k) => void (hub.has(k) || hub.set(k, v)));
+      const location = res.headers.get("location");
+      if (res.status < 300 || res.status >= 400 || res.status === 304 || location === null) return { res, hub };
+      await res.body?.cancel().catch(() => undefined);
+      if (hop >= MAX_REDIRECTS) throw new HubError("hub.error", `more than ${MAX_REDIRECTS} redirects from ${new URL(url).host}`, res.status);
+      const next = new URL(location, current);
+      if (next.protocol !== "https:" && next.protocol !== "http:") throw new HubError("hub.error", `${current.host} redirected to a ${next.protocol} URL`, res.status);
+      current = next;
+    }
+  }
+
+  /** Runs a JS-client call, turning its errors (and a bad reply) into HubErrors. */
+  async #api<T>(repo: string | undefined, revision: string | undefined, call: () => Promise<T>): Promise<T> {
+    try {
+      return await call();
+    } catch (e) {
+      if (e instanceof HubError) throw e;
+      const status = (e as { statusCode?: unknown }).statusCode;
+      if (typeof status === "number") {
+        if (repo !== undefined && (status === 404 || status === 401)) throw new HubError("model.not_found", `${repo}@${revision} was not found on ${this.#host}`, status);
+        throw new HubError("hub.error", `the Hub at ${this.#host} answered ${status}${repo ? ` for ${repo}` : ""}`, status);
+      }
+      throw new HubError("hub.error", `the Hub at ${this.#host} sent a reply that could not be read${repo ? ` for ${repo}` : ""}: ${causeOf(e)}`);
+    }
+  }
+}
+
+/** `org/name`, each part a Hub name (letters, digits, `_`, `-`, `.`; no `..`). */
+function checkRepo(repo: string): void {
+  const parts = repo.split("/");
+  if (parts.length !== 2 || !parts.every((p) => NAME.test(p) && !p.includes("..") && p.length <= 96)) throw new HubError("validation.invalid", `${JSON.stringify(repo)} is not a model repo id (org/name)`);
+}
+
+function checkRevision(revision: string): void {
+  if (revision === "" || /[\0-\x1f\\]/.test(revision) || revision.split("/").some((s) => s === "" || s === "." || s === "..")) throw new HubError("validation.invalid", `${JSON.stringify(revision)} is not a revision`);
+}
+
+function checkFile(file: string): void {
+  if (file === "" || /[\0-\x1f\\]/.test(file) || file.split("/").some((s) => s === "" || s === "." || s === "..")) throw new HubError("validation.invalid", `${JSON.stringify(file)} is not a file path in a repo`);
+}
+
+/** The body as chunks; a connection lost mid-file is hub.unreachable, an abort stays the caller's abort. */
+async function* chunks(res: Response, host: string, signal: AbortSignal | undefined): AsyncGenerator<Uint8Array> {
+  if (!res.body) return;
+  try {
+    for await (const chunk of res.body as AsyncIterable<Uint8Array>) yield chunk;
+  } catch (e) {
+    if (signal?.aborted) throw e;
+    throw new HubError("hub.unreachable", `the download from ${host} broke off: ${causeOf(e)}`);
+  }
+}
+
+/** Drops an error reply's body (so the connection is freed) and returns `e` to throw. */
+async function refuse(res: Response, e: HubError): Promise<HubError> {
+  await res.body?.cancel().catch(() => undefined);
+  return e;
+}
+
+function toSize(v: string | null | undefined): number | null {
+  return v != null && /^\d+$/.test(v) ? Number(v) : null;
+}
+
+function numberOrNull(v: unknown): number | null {
+  return typeof v === "number" && Number.isFinite(v) ? v : null;
+}
+
+/** The low-level reason of a failed fetch (`ECONNREFUSED`, …): fetch's own message is only "fetch failed". */
+function causeOf(e: unknown): string {
+  const cause = (e as { cause?: { code?: unknown; message?: unknown } }).cause;
+  if (typeof cause?.code === "string") return cause.code;
+  if (typeof cause?.message === "string") return cause.message;
+  return e instanceof Error ? e.message : String(e);
+}

@@ -1,0 +1,252 @@
+import { createHash } from "node:crypto";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { HubClient, HubError } from "../../reconciler/host/hf-hub.js";
+import { startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
+import { ggufBytes, modelKvs } from "../server/gguf-writer.js";
+
+/** The Hub client against the fake Hub (test/helpers/fake-hub.ts): two local servers, nothing leaves the machine. */
+
+const TOKEN = "hf_testSecretToken123";
+const sha256 = (b: Buffer): string => createHash("sha256").update(b).digest("hex");
+const GGUF = ggufBytes({ kvs: modelKvs(), tensors: [{ name: "w", dims: [64, 64] }] });
+const BIG = Buffer.from(Array.from({ length: 64 * 1024 }, (_, i) => (i * 7) % 251));
+const README = Buffer.from("# Qwen3 4B GGUF\n");
+
+async function collect(body: AsyncIterable<Uint8Array>): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  for await (const c of body) parts.push(Buffer.from(c));
+  return Buffer.concat(parts);
+}
+
+async function hubError(p: Promise<unknown>): Promise<HubError> {
+  const e = await p.then(() => undefined, (err: unknown) => err);
+  expect(e).toBeInstanceOf(HubError);
+  return e as HubError;
+}
+
+/** A port nothing listens on: opened, read, closed. */
+async function closedPort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, "127.0.0.1", r));
+  const port = (s.address() as AddressInfo).port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+let hub: FakeHub;
+let client: HubClient;
+
+beforeAll(async () => {
+  hub = await startFakeHub({
+    repos: {
+      "Qwen/Qwen3-4B-GGUF": { sha: "a".repeat(40), downloads: 900, likes: 40, files: { "Qwen3-4B-Q4_K_M.gguf": GGUF, "big/blob.bin": BIG, "README.md": { data: README, lfs: false } } },
+      "unsloth/Qwen3-8B-GGUF": { downloads: 5000, likes: 90, files: { "Qwen3-8B-Q4_K_M.gguf": GGUF } },
+      "someone/qwen-tiny-GGUF": { downloads: 10, files: { "tiny.gguf": GGUF } },
+      "Qwen/Qwen3-4B": { downloads: 99999, files: { "model.safetensors": BIG } },
+    },
+  });
+  client = new HubClient({ endpoint: hub.endpoint, token: TOKEN });
+});
+afterAll(() => hub.close());
+
+describe("HubClient: setup", () => {
+  it("reads HF_ENDPOINT (trailing slash removed, huggingface.co by default) and HF_TOKEN", () => {
+    expect(HubClient.fromEnv({ HF_ENDPOINT: "http://mirror.local:8080/" }).endpoint).toBe("http://mirror.local:8080");
+    expect(HubClient.fromEnv({}).endpoint).toBe("https://huggingface.co");
+    const c = HubClient.fromEnv({ HF_TOKEN: TOKEN });
+    // The token is a private field: neither a log nor JSON of the client shows it.
+    expect(JSON.stringify(c)).not.toContain(TOKEN);
+    expect(() => new HubClient({ endpoint: "ftp://x" })).toThrow(HubError);
+  });
+
+  it("builds resolve URLs with each segment encoded", () => {
+    expect(client.resolveUrl("Qwen/Qwen3-4B-GGUF", "refs/pr/1", "sub dir/a#b.gguf")).toBe(`${hub.endpoint}/Qwen/Qwen3-4B-GGUF/resolve/refs%2Fpr%2F1/sub%20dir/a%23b.gguf`);
+    expect(() => client.resolveUrl("Qwen/../x", "main", "a.gguf")).toThrow(HubError);
+    expect(() => client.resolveUrl("Qwen/x", "main", "../a.gguf")).toThrow(HubError);
+  });
+});
+
+describe("HubClient: repo info and search", () => {
+  it("lists every file with its size and LFS sha256, and the commit", async () => {
+    const info = await client.repoInfo("Qwen/Qwen3-4B-GGUF");
+    expect(info.id).toBe("Qwen/Qwen3-4B-GGUF");
+    expect(info.sha).toBe("a".repeat(40));
+    expect([...info.files].sort((a, b) => a.path.localeCompare(b.path))).toEqual([
+      { path: "big/blob.bin", size: BIG.length, sha256: sha256(BIG) },
+      { path: "Qwen3-4B-Q4_K_M.gguf", size: GGUF.length, sha256: sha256(GGUF) },
+      { path: "README.md", size: README.length, sha256: null },
+    ].sort((a, b) => a.path.localeCompare(b.path)));
+    // The tree is read at the commit the info reported, with the token (the Hub's own origin).
+    const tree = hub.requests.filter((r) => r.path.startsWith("/api/models/Qwen/Qwen3-4B-GGUF/tree/"));
+    expect(tree.at(-1)).toMatchObject({ server: "hub", path: expect.stringContaining(`/tree/${"a".repeat(40)}?recursive=true`), authorization: `Bearer ${TOKEN}` });
+  });
+
+  it("answers model.not_found for an unknown repo or revision", async () => {
+    const e = await hubError(client.repoInfo("nobody/nothing"));
+    expect(e).toMatchObject({ code: "model.not_found", status: 404 });
+    expect(e.message).toContain("nobody/nothing");
+    expect(await hubError(client.repoInfo("Qwen/Qwen3-4B-GGUF", "v9"))).toMatchObject({ code: "model.not_found" });
+    expect(await hubError(client.listTree("nobody/nothing", "main"))).toMatchObject({ code: "model.not_found" });
+    expect(await hubError(client.repoInfo("../etc"))).toMatchObject({ code: "validation.invalid" });
+  });
+
+  it("sees a replaced file as a new sha256 at a new commit", async () => {
+    const h = await startFakeHub({ repos: { "o/m": { files: { "m.gguf": GGUF } } } });
+    try {
+      const c = new HubClient({ endpoint: h.endpoint });
+      const before = await c.repoInfo("o/m");
+      const next = Buffer.concat([GGUF, Buffer.alloc(32)]);
+      h.replace("o/m", "m.gguf", next);
+      const after = await c.repoInfo("o/m");
+      expect(after.sha).not.toBe(before.sha);
+      expect(after.files).toEqual([{ path: "m.gguf", size: next.length, sha256: sha256(next) }]);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it("searches GGUF repos by a substring of the id, most downloaded first, up to the limit", async () => {
+    const hits = await client.search("qwen", { limit: 2 });
+    expect(hits.map((h) => h.id)).toEqual(["unsloth/Qwen3-8B-GGUF", "Qwen/Qwen3-4B-GGUF"]);
+    expect(hits[0]).toEqual({ id: "unsloth/Qwen3-8B-GGUF", downloads: 5000, likes: 90, updated_at: "2025-01-01T00:00:00.000Z" });
+    const all = await client.search("QWEN");
+    expect(all.map((h) => h.id)).toEqual(["unsloth/Qwen3-8B-GGUF", "Qwen/Qwen3-4B-GGUF", "someone/qwen-tiny-GGUF"]);
+    const q = new URL(hub.requests.filter((r) => r.path.startsWith("/api/models?")).at(-1)!.path, hub.endpoint).searchParams;
+    expect([q.get("search"), q.get("filter"), q.get("sort"), q.get("limit")]).toEqual(["QWEN", "gguf", "downloads", "20"]);
+    expect(await client.search("no-such-thing")).toEqual([]);
+  });
+});
+
+describe("HubClient: parseHfUrl", () => {
+  it("reads repo pages and resolve, blob and tree links", () => {
+    const e = hub.endpoint;
+    expect(client.parseHfUrl(`${e}/Qwen/Qwen3-4B-GGUF`)).toEqual({ repo: "Qwen/Qwen3-4B-GGUF", revision: "main", file: null });
+    expect(client.parseHfUrl(`${e}/Qwen/Qwen3-4B-GGUF/`)).toEqual({ repo: "Qwen/Qwen3-4B-GGUF", revision: "main", file: null });
+    expect(client.parseHfUrl(`${e}/Qwen/Qwen3-4B-GGUF/resolve/main/Qwen3-4B-Q4_K_M.gguf?download=true`)).toEqual({ repo: "Qwen/Qwen3-4B-GGUF", revision: "main", file: "Qwen3-4B-Q4_K_M.gguf" });
+    expect(client.parseHfUrl(`${e}/Qwen/Qwen3-4B-GGUF/blob/v1.0/sub/dir/x%20y.gguf`)).toEqual({ repo: "Qwen/Qwen3-4B-GGUF", revision: "v1.0", file: "sub/dir/x y.gguf" });
+    expect(client.parseHfUrl(`${e}/Qwen/Qwen3-4B-GGUF/tree/refs%2Fpr%2F3`)).toEqual({ repo: "Qwen/Qwen3-4B-GGUF", revision: "refs/pr/3", file: null });
+  });
+
+  it("refuses other origins, `..` segments and what is not a model link", () => {
+    const e = hub.endpoint;
+    const refused = [
+      `https://evil.example/Qwen/Qwen3-4B-GGUF`,
+      `${e.replace("127.0.0.1", "localhost")}/Qwen/Qwen3-4B-GGUF`,
+      `${e}/Qwen/Qwen3-4B-GGUF/resolve/main/../../../etc/passwd`,
+      `${e}/Qwen/Qwen3-4B-GGUF/resolve/main/%2e%2e/x.gguf`,
+      `${e}/Qwen/Qwen3-4B-GGUF/resolve/main/a%2F..%2Fb.gguf`,
+      `${e}/Qwen/Qwen3-4B-GGUF/resolve/main`,
+      `${e}/Qwen/Qwen3-4B-GGUF/tree/main/sub`,
+      `${e}/Qwen/Qwen3-4B-GGUF/commits/main`,
+      `${e}/datasets/foo`,
+      `${e}/Qwen`,
+      "not a url",
+    ];
+    for (const url of refused) {
+      let err: unknown;
+      try {
+        client.parseHfUrl(url);
+      } catch (x) {
+        err = x;
+      }
+      expect(err, url).toBeInstanceOf(HubError);
+      expect((err as HubError).code, url).toBe("validation.invalid");
+    }
+  });
+});
+
+describe("HubClient: download", () => {
+  const target = { repo: "Qwen/Qwen3-4B-GGUF", revision: "main", file: "Qwen3-4B-Q4_K_M.gguf" };
+
+  it("downloads a whole LFS file from the CDN with its commit, sha256 and size", async () => {
+    const d = await client.download(target, { from: 0 });
+    expect({ status: d.status, total: d.total, commit: d.commit, etag: d.etag }).toEqual({ status: 200, total: GGUF.length, commit: "a".repeat(40), etag: sha256(GGUF) });
+    const bytes = await collect(d.body);
+    expect(bytes.equals(GGUF)).toBe(true);
+    expect(bytes.subarray(0, 4).toString("latin1")).toBe("GGUF");
+  });
+
+  it("resumes from an offset with a 206 and the remaining bytes", async () => {
+    const d = await client.download({ ...target, file: "big/blob.bin" }, { from: 1000 });
+    expect({ status: d.status, total: d.total, etag: d.etag }).toEqual({ status: 206, total: BIG.length, etag: sha256(BIG) });
+    expect((await collect(d.body)).equals(BIG.subarray(1000))).toBe(true);
+    expect(hub.requests.filter((r) => r.server === "cdn").at(-1)).toMatchObject({ range: "bytes=1000-" });
+  });
+
+  it("sends the token to the Hub's resolve and never to the CDN", async () => {
+    const from = hub.requests.length;
+    await collect((await client.download(target, { from: 0 })).body);
+    const seen = hub.requests.slice(from);
+    expect(seen.map((r) => r.server)).toEqual(["hub", "cdn"]);
+    expect(seen[0]).toMatchObject({ path: "/Qwen/Qwen3-4B-GGUF/resolve/main/Qwen3-4B-Q4_K_M.gguf", authorization: `Bearer ${TOKEN}` });
+    expect(hub.requests.filter((r) => r.server === "cdn").every((r) => r.authorization === undefined)).toBe(true);
+  });
+
+  it("serves a non-LFS file from the Hub itself", async () => {
+    const d = await client.download({ ...target, file: "README.md" }, { from: 0 });
+    expect(d).toMatchObject({ status: 200, total: README.length, commit: "a".repeat(40) });
+    expect((await collect(d.body)).equals(README)).toBe(true);
+  });
+
+  it("reports a 200 to a Range request as 200, so the caller restarts", async () => {
+    const noRange = ((url: string, init?: RequestInit) => {
+      const headers = new Headers(init?.headers);
+      headers.delete("range");
+      return fetch(url, { ...init, headers });
+    }) as typeof fetch;
+    const c = new HubClient({ endpoint: hub.endpoint, fetch: noRange });
+    const d = await c.download({ ...target, file: "big/blob.bin" }, { from: 500 });
+    expect(d).toMatchObject({ status: 200, total: BIG.length });
+    expect((await collect(d.body)).equals(BIG)).toBe(true);
+  });
+
+  it("maps 404 to model.not_found and 416 to hub.error", async () => {
+    expect(await hubError(client.download({ ...target, repo: "nobody/nothing" }, { from: 0 }))).toMatchObject({ code: "model.not_found", status: 404 });
+    expect(await hubError(client.download({ ...target, file: "missing.gguf" }, { from: 0 }))).toMatchObject({ code: "model.not_found", status: 404 });
+    expect(await hubError(client.download(target, { from: GGUF.length }))).toMatchObject({ code: "hub.error", status: 416 });
+  });
+
+  it("serves a corrupted byte under the advertised sha256", async () => {
+    const h = await startFakeHub({ repos: { "o/m": { files: { "m.gguf": GGUF } } } });
+    try {
+      h.corrupt("o/m", "m.gguf", 10);
+      const d = await new HubClient({ endpoint: h.endpoint }).download({ repo: "o/m", revision: "main", file: "m.gguf" }, { from: 0 });
+      const bytes = await collect(d.body);
+      expect(d.etag).toBe(sha256(GGUF));
+      expect(sha256(bytes)).not.toBe(sha256(GGUF));
+      expect(bytes[10]).toBe(GGUF[10]! ^ 0xff);
+    } finally {
+      await h.close();
+    }
+  });
+
+  it("stops the stream when the signal aborts", async () => {
+    hub.setRate(4000);
+    try {
+      const ac = new AbortController();
+      const d = await client.download({ ...target, file: "big/blob.bin" }, { from: 0, signal: ac.signal });
+      const it = d.body[Symbol.asyncIterator]();
+      const first = await it.next();
+      expect(first.done).toBe(false);
+      ac.abort();
+      const err = await it.next().then(() => undefined, (e: unknown) => e);
+      expect((err as Error).name).toBe("AbortError");
+    } finally {
+      hub.setRate(null);
+    }
+  });
+
+  it("answers hub.unreachable for a closed port, naming the host and never the token", async () => {
+    const port = await closedPort();
+    const c = new HubClient({ endpoint: `http://127.0.0.1:${port}`, token: TOKEN });
+    for (const call of [() => c.repoInfo("Qwen/Qwen3-4B-GGUF"), () => c.search("qwen"), () => c.download(target, { from: 0 })]) {
+      const e = await hubError(call());
+      expect(e.code).toBe("hub.unreachable");
+      expect(e.message).toContain(`127.0.0.1:${port}`);
+      expect(e.message).not.toContain(TOKEN);
+      expect(JSON.stringify(e)).not.toContain(TOKEN);
+    }
+  });
+});
