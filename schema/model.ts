@@ -17,6 +17,10 @@ export const ModelFacts = z
   devices: z.array(z.enum(DEVICES)).default([]),
   hf_repo: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/).optional(),
   hf_filename: z.string().min(1).optional(),
+  /** The Hub commit the file was pulled at (x-repo-commit); model_update_check compares it with the Hub's. */
+  revision: z.string().regex(/^[0-9a-f]{7,64}$/).optional(),
+  /** The file's sha256 as the Hub's LFS oid said and the pull verified. */
+  sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
   /** The model's native context window in tokens. */
   context_length: z.int().min(1).optional(),
   /** The architecture its GGUF header names (`general.architecture`: llama, qwen3, gemma3, …); a fact, checked against the header when the file is a GGUF. */

@@ -108,7 +108,12 @@ const Approvals = z.strictObject({
 
 const Models = z.strictObject({
   roots: z.array(z.string().min(1)).default(["/var/lib/hal0/models"]),
+  /** Where pulled models land; empty: the first of `roots`. */
   store: z.string().default(""),
+  /** At most this many pulls download at once; the rest wait, queued. */
+  pull_parallel: z.int().min(1).max(8).default(2),
+  /** `hal0 apply` pulls a model that has hf_repo and no local file (the plan says so). */
+  pull_on_apply: z.boolean().default(false),
 });
 
 export const Settings = z.strictObject({

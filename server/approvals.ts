@@ -124,7 +124,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     this.decide(id, "approved", by);
     if (!route) return this.finish(id, "failed", by, { error: { code: "system.internal", message: `route ${approval.route} no longer exists` } });
     this.emitNow("approved", id);
-    const call: Call = { ...approval.args, body: approval.args.body ?? undefined, caller: { ...approval.caller, via: "approval" }, requestId: id, base: approval.base_revision ?? undefined, tool: approval.tool };
+    const call: Call = { ...approval.args, body: approval.args.body ?? undefined, caller: { ...approval.caller, via: "approval", approvedBy: `operator:${by}` }, requestId: id, base: approval.base_revision ?? undefined, tool: approval.tool };
     try {
       // The same checks as when it was queued: path arguments, then the re-plan (a write) or the route's precheck (an action).
       if (approval.caller.via === "mcp") checkPathArgs(route, approval.args.params);

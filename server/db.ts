@@ -98,6 +98,28 @@ const MIGRATIONS: readonly string[] = [
    ALTER TABLE audit ADD COLUMN peer TEXT;`,
   // Gate by effect (issue 15): what a queued change does, in words, for the card.
   `ALTER TABLE approvals ADD COLUMN effects TEXT;     -- JSON string[]`,
+  // Model pulls from the Hugging Face Hub (issue 18): durable jobs, resumed after a restart.
+  `CREATE TABLE pulls (
+     model_id TEXT PRIMARY KEY,
+     hf_repo TEXT NOT NULL,
+     hf_filename TEXT NOT NULL,
+     revision TEXT NOT NULL,       -- as asked (main, a tag or a commit)
+     commit_sha TEXT,              -- x-repo-commit of the first reply
+     sha256 TEXT,                  -- the Hub's LFS oid: what the bytes must hash to
+     size INTEGER,                 -- bytes in all (x-linked-size)
+     bytes INTEGER NOT NULL DEFAULT 0,
+     state TEXT NOT NULL,          -- queued downloading verifying done failed cancelled
+     reason TEXT,                  -- failed: checksum no_space register not_found network
+     error TEXT,
+     dest TEXT NOT NULL,           -- the file's final path (in the store)
+     extras TEXT NOT NULL,         -- JSON: draft / mmproj files that come down with it
+     requested_by TEXT NOT NULL,
+     approved_by TEXT,
+     created_at TEXT NOT NULL,
+     updated_at TEXT NOT NULL,
+     finished_at TEXT
+   );
+   CREATE INDEX pulls_state ON pulls(state, created_at);`,
 ];
 
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */

@@ -34,6 +34,8 @@ export interface Dispatcher {
   readonly auth?: import("./identity/identify.js").Authenticator;
   /** hal0-memory's engine, when this server serves it. */
   readonly memory?: import("./memory/service.js").MemoryService;
+  /** Model pulls from the Hugging Face Hub (durable jobs), when this server runs them. */
+  readonly pulls?: import("./pulls/service.js").PullService;
 }
 
 export interface SweepStatus {

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import type { App } from "h3";
 import type { Logger } from "pino";
 import type { Model } from "../compiler/index.js";
@@ -6,10 +7,11 @@ import { Approvals } from "./approvals.js";
 import { Audit } from "./audit.js";
 import { BoxService } from "./box.js";
 import { openDb, type Db } from "./db.js";
-import type { Dispatcher, SweepStatus } from "./dispatch.js";
+import { invoke, type Dispatcher, type SweepStatus } from "./dispatch.js";
 import { createHal0App } from "./app.js";
 import { gateConfig } from "./gate.js";
 import { PlanStore } from "./plans.js";
+import { PullService } from "./pulls/service.js";
 import { routeId, type Route } from "./route.js";
 import { ROUTES } from "./routes/index.js";
 import { adminServer } from "./mcp/admin.js";
@@ -87,11 +89,21 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const audit = new Audit(db, now);
   const memory = new MemoryService({ stateDir: options.stateDir, settings: () => box.lastSettings()?.memory, engineFor: options.memoryEngine });
   const auth: Authenticator = { tokens, mode: () => box.lastSettings()?.server.auth ?? "token" };
-  const services = { box, audit, routes, memory, auth } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; auth: Authenticator; bundled?: readonly BundledServer[]; sweeps?: SweepStatus };
+  const services = { box, audit, routes, memory, auth } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; auth: Authenticator; pulls: PullService; bundled?: readonly BundledServer[]; sweeps?: SweepStatus };
   services.plans = new PlanStore(db, now);
   services.approvals = new Approvals(db, services, (id) => byId.get(id), () => box.lastSettings()?.approvals.ttl_s ?? 86_400, now);
   Object.defineProperty(services, "sweeps", { get: () => options.sweeps?.(), enumerable: true });
   const env = options.env ?? process.env;
+  // A finished pull registers its model through the pipeline (the register route: compiled, planned, audited) as system:pull.
+  const registerRoute = byId.get("POST /api/models")!;
+  services.pulls = new PullService({
+    db, box, env, now,
+    register: async (job, entry, onBehalfOf) => {
+      const caller = { kind: "system", agent: "pull", private: false, via: "approval", approvedBy: onBehalfOf } as const;
+      await invoke(services, registerRoute, { params: {}, query: {}, body: { id: job.model_id, ...entry }, caller, requestId: randomUUID(), tool: "model_pull" });
+    },
+  });
+  services.pulls.worker.resume(); // pulls a stopped hal0 left under way go on, from the bytes on disk
   let gateCache: { settings: unknown; config: ReturnType<typeof gateConfig> } | undefined;
   const gate = () => {
     const settings = box.lastSettings()?.server;
@@ -122,6 +134,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   return {
     ...services, app, db, mcp, tokens,
     close: async () => {
+      services.pulls.worker.close();
       await Promise.all([mcp.admin.close(), mcp.memory.close()]);
       await memory.close();
       audit.flush();

@@ -13,7 +13,8 @@ export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
  * operator's, or `anonymous`); policy.toml's `[agents.<name>]` looks it up.
  */
 export interface Caller {
-  readonly kind: "operator" | "agent" | "anonymous";
+  /** `system`: hal0 itself, finishing what a person approved (a pulled model's registration, `system:pull`). */
+  readonly kind: "operator" | "agent" | "anonymous" | "system";
   readonly agent: string;
   readonly private: boolean;
   readonly via: "rest" | "mcp" | "approval" | "cli";
@@ -21,6 +22,8 @@ export interface Caller {
   readonly claimed?: string;
   /** The peer address the request came from. */
   readonly peer?: string;
+  /** An approved request's decider (`operator:<name>`): who the call runs on behalf of. */
+  readonly approvedBy?: string;
 }
 
 export interface RouteContext<P, Q, B> {

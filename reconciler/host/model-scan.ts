@@ -125,6 +125,7 @@ export function entryFor(configRoot: string, file: string, f: GgufFacts & { size
     capabilities,
   };
   if (f.context_length !== undefined) entry.context_length = f.context_length;
+  if (f.architecture !== undefined && /^[a-z0-9][a-z0-9_.-]*$/.test(f.architecture)) entry.architecture = f.architecture;
   entry.size_bytes = f.size_bytes;
   if (f.quant !== undefined) entry.quant = f.quant;
   if (f.chat_template_tools) entry.jinja = true;

@@ -62,4 +62,7 @@ export const SETTINGS_REGISTRY: Readonly<Record<string, SettingsRegistryEntry>> 
   // The server scans model roots at start; runners mount the store.
   "models.roots": api,
   "models.store": slots,
+  // Read when a pull starts and at each apply.
+  "models.pull_parallel": immediate,
+  "models.pull_on_apply": immediate,
 };

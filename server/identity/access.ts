@@ -34,7 +34,7 @@ export function restVerdict(route: Route, caller: Caller, policy: CompiledPolicy
   }
   if (tools.length === 0) {
     if (PUBLIC_ROUTES.has(routeId(route))) return { run: true };
-    throw new ApiError("auth.operator_required", `${routeId(route)} is for operators only; ${identityLabel({ kind: caller.kind, name: caller.agent })} is an agent`, { route: routeId(route), identity: identityLabel({ kind: caller.kind, name: caller.agent }) });
+    throw new ApiError("auth.operator_required", `${routeId(route)} is for operators only; ${identityLabel({ kind: agentKind(caller), name: caller.agent })} is an agent`, { route: routeId(route), identity: identityLabel({ kind: agentKind(caller), name: caller.agent }) });
   }
   const strictest = routeFloor(route, caller, policy);
   if (strictest.tier === "gated") return { run: false, tool: strictest.tool, tier: "gated" };
@@ -83,4 +83,9 @@ export function toolTier(policy: CompiledPolicy, route: Route, tool: string, cal
   const tier = tierFor(policy, tool, caller.agent) ?? "blocked";
   if (tier === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${tool} for ${caller.agent}`, { tool, agent: caller.agent });
   return tier;
+}
+
+/** hal0's own `system` caller is never an operator: it is labelled (and refused) as an agent would be. */
+function agentKind(caller: Caller): "operator" | "agent" {
+  return caller.kind === "operator" ? "operator" : "agent";
 }

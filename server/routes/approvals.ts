@@ -50,7 +50,7 @@ export const approvalRoutes = [
 
 /** Only an operator decides (the route table already refuses agents and anonymous callers here; this holds it for every door). */
 export function deciderOf(caller: Caller): Decider {
-  requireOperator({ kind: caller.kind, name: caller.agent }, "approve or deny a request");
+  requireOperator({ kind: caller.kind === "system" ? "agent" : caller.kind, name: caller.agent }, "approve or deny a request");
   return { kind: "operator", name: caller.agent };
 }
 

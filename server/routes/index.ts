@@ -4,6 +4,8 @@ import { approvalRoutes } from "./approvals.js";
 import { capabilityRoutes } from "./capabilities.js";
 import { mcpRoutes } from "./mcp.js";
 import { modelRoutes } from "./models.js";
+import { modelPullRoutes } from "./models-pull.js";
+import { modelExtraRoutes } from "./models-extra.js";
 import { planRoutes } from "./plans.js";
 import { profileRoutes } from "./profiles.js";
 import { stackRoutes } from "./stacks.js";
@@ -21,6 +23,8 @@ import { slotRoutes } from "./slots.js";
 export const ROUTES: readonly Route[] = [
   ...planRoutes,
   ...modelRoutes,
+  ...modelPullRoutes,
+  ...modelExtraRoutes,
   ...profileRoutes,
   ...stackRoutes,
   ...approvalRoutes,

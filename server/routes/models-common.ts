@@ -10,7 +10,7 @@ import { GgufError } from "../../reconciler/host/gguf.js";
 
 /** The keys a model row has: what `fields` may name. */
 export const ROW_FIELDS = [
-  "id", "name", "path", "type", "capabilities", "devices", "hf_repo", "hf_filename", "context_length", "size_bytes", "quant",
+  "id", "name", "path", "type", "capabilities", "devices", "hf_repo", "hf_filename", "revision", "sha256", "architecture", "context_length", "size_bytes", "quant",
   "chat_template", "tokenizer_repo", "jinja", "mtp", "draft", "mmproj", "tags", "installed", "default",
 ] as const;
 
@@ -21,7 +21,8 @@ export async function modelRow(m: CompiledModelFacts): Promise<ModelRow> {
   const installed = m.path_abs === undefined ? false : ((await stat(m.path_abs).catch(() => undefined))?.isFile() ?? false);
   return {
     id: m.id, name: m.name ?? m.id, path: m.path ?? null, type: m.type, capabilities: m.capabilities, devices: m.devices,
-    hf_repo: m.hf_repo ?? null, hf_filename: m.hf_filename ?? null, context_length: m.context_length ?? null, size_bytes: m.size_bytes ?? null,
+    hf_repo: m.hf_repo ?? null, hf_filename: m.hf_filename ?? null, revision: m.revision ?? null, sha256: m.sha256 ?? null, architecture: m.architecture ?? null,
+    context_length: m.context_length ?? null, size_bytes: m.size_bytes ?? null,
     quant: m.quant ?? null, chat_template: m.chat_template, tokenizer_repo: m.tokenizer_repo ?? null, jinja: m.jinja, mtp: m.mtp,
     draft: m.draft ?? null, mmproj: m.mmproj ?? null, tags: m.tags, installed, default: m.tags.includes(DEFAULT_TAG),
   };

@@ -3,7 +3,11 @@ import { z } from "zod";
 import { usage } from "../../compiler/edits/models.js";
 import { draftCandidates, entryFor, proposeModelId, scanModels } from "../../reconciler/host/model-scan.js";
 import { DEVICES, ResourceId, SLOT_TYPES } from "../../schema/index.js";
+import type { Dispatcher } from "../dispatch.js";
+import { ApiError } from "../errors.js";
+import { inspectHubRepo } from "../pulls/inspect.js";
 import { defineRoute } from "../route.js";
+import { HubRepo } from "./models-pull.js";
 import { absolutePath, findModel, headerOf, headerReport, modelRow, ROW_FIELDS, type ModelRow } from "./models-common.js";
 import { modelWriteRoutes } from "./models-write.js";
 
@@ -28,7 +32,12 @@ const ListQuery = z.strictObject({
 type ListQuery = z.infer<typeof ListQuery>;
 
 export const ModelIdParams = z.strictObject({ model_id: ResourceId });
-const InspectBody = z.strictObject({ path: z.string().min(1).max(4096) });
+/** A local file (`path`), or a Hub repository (`hf_repo` [+ `revision`], or an `hf_url` under HF_ENDPOINT). */
+const InspectBody = z.union([
+  z.strictObject({ path: z.string().min(1).max(4096) }),
+  z.strictObject({ hf_repo: HubRepo, revision: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$/).optional() }),
+  z.strictObject({ hf_url: z.string().url().max(4096) }),
+]);
 
 /**
  * Models: the `[model.<id>]` entries of models.toml as rows, filtered and
@@ -60,8 +69,9 @@ export const modelRoutes = [
   }),
   defineRoute({
     method: "POST", path: "/api/models/inspect", kind: "read", body: InspectBody, tools: ["model_inspect"],
-    summary: "A local file's GGUF header facts, the model entry a register would write, and drafter candidates beside it",
-    handle: async ({ body, box }) => {
+    summary: "A local file's GGUF header facts, the model entry a register would write, and drafter candidates beside it; or a Hub repository's GGUF files (hf_repo, hf_url): size, quant, split groups, drafts, projectors",
+    handle: async ({ body, box, services }) => {
+      if (!("path" in body)) return inspectHub(services, body);
       const model = await box.model();
       const path = absolutePath(model.root, body.path);
       const facts = await headerOf(path);
@@ -99,4 +109,25 @@ function matchesQuery(r: ModelRow, q: ListQuery): boolean {
 function project(r: ModelRow, fields: readonly string[]): Record<string, unknown> {
   const keep = new Set(["id", ...fields]);
   return Object.fromEntries(Object.entries(r).filter(([k]) => keep.has(k)));
+}
+
+/** `model_inspect` of a Hub repository: its listing, read through the Hub client (HF_ENDPOINT, HF_TOKEN). */
+async function inspectHub(services: Dispatcher, body: { hf_repo: string; revision?: string } | { hf_url: string }) {
+  if (services.pulls === undefined) throw new ApiError("system.internal", "the Hub is not reachable from here");
+  const hub = services.pulls.hub();
+  const target = "hf_url" in body ? hubTarget(hub, body.hf_url) : { repo: body.hf_repo, revision: body.revision ?? "main", file: null };
+  const inspected = await inspectHubRepo(hub, target.repo, target.revision).catch((err: Error & { code?: string }) => {
+    if (err.code === "model.not_found") throw new ApiError("model.not_found", `no model repository ${target.repo} on ${hub.endpoint}`, { hf_repo: target.repo });
+    if (err.code === "validation.invalid") throw new ApiError("validation.invalid", err.message, { fields: [{ loc: ["body"], msg: err.message, type: "value_error" }] });
+    throw new ApiError("model.hub_unreachable", err.message, { endpoint: hub.endpoint });
+  });
+  return target.file === null ? inspected : { ...inspected, file: inspected.files.find((f) => f.file === target.file) ?? null };
+}
+
+function hubTarget(hub: ReturnType<NonNullable<Dispatcher["pulls"]>["hub"]>, url: string) {
+  try {
+    return hub.parseHfUrl(url);
+  } catch (err) {
+    throw new ApiError("validation.invalid", (err as Error).message, { fields: [{ loc: ["body", "hf_url"], msg: "not a URL under HF_ENDPOINT", type: "value_error" }] });
+  }
 }

@@ -193,7 +193,8 @@ describe("secrets stay secret on every read", () => {
     }
     expect(scanned).toBeGreaterThan(reads.length);
     // Every stream of the table is read here: the approvals stream above, the MCP tool-call stream while the tools below run.
-    expect(ROUTES.filter((r) => r.kind === "stream").map((r) => r.path).sort()).toEqual(["/api/agent/approvals/events", "/api/mcp/stream"]);
+    expect(ROUTES.filter((r) => r.kind === "stream").map((r) => r.path).sort()).toEqual(["/api/agent/approvals/events", "/api/mcp/stream", "/api/models/pulls/events"]);
+    scan("SSE /api/models/pulls/events", (await readEvents("/api/models/pulls/events", (ev) => ev.some((e) => /^event: snapshot$/m.test(e)), 6000).events).join("\n\n"));
     const mcpStream = readEvents("/api/mcp/stream", (ev) => ev.some((e) => /^event: mcp\.tool\./m.test(e)), 6000);
     await new Promise((r) => setTimeout(r, 100));
 

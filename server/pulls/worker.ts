@@ -1,0 +1,247 @@
+import { createHash, type Hash } from "node:crypto";
+import { EventEmitter } from "node:events";
+import { createReadStream, createWriteStream } from "node:fs";
+import { mkdir, open, rename, stat, truncate, unlink } from "node:fs/promises";
+import { dirname } from "node:path";
+import type { HubClient } from "../../reconciler/host/hf-hub.js";
+import { isLive, type PullExtra, type PullFailure, type PullJob, type PullStore } from "./store.js";
+
+/**
+ * Runs the pulls: at most `parallel()` download at once, the rest wait
+ * queued. Each file goes to `<dest>.partial` beside the store, hashed while
+ * it downloads (sha256, never a second pass), and is renamed into place only
+ * when the hash equals the Hub's LFS oid. A restart resumes a partial file
+ * with a Range request from where its bytes end (the bytes already there are
+ * hashed once, from disk). A finished pull registers the model through the
+ * one ChangeSet pipeline (`register`, given by the composition root).
+ */
+
+/** Why a pull stopped short: becomes the job's `reason`. */
+export class PullError extends Error {
+  constructor(readonly reason: PullFailure, message: string) {
+    super(message);
+  }
+}
+
+/** What the events stream and `model_pull_status` show of a job, with its rate and ETA. */
+export interface PullView extends PullJob {
+  /** Bytes per second over the last few seconds (null when not downloading). */
+  readonly rate: number | null;
+  /** Seconds left at that rate (null when unknown). */
+  readonly eta_s: number | null;
+}
+
+export interface PullWorkerOptions {
+  readonly store: PullStore;
+  /** The Hub client (HF_ENDPOINT, HF_TOKEN) each pull uses. */
+  readonly hub: () => HubClient;
+  /** `[models] pull_parallel` as the tree says now. */
+  readonly parallel: () => number;
+  /** Registers a downloaded model (one ChangeSet); throws when the change is refused. */
+  readonly register: (job: PullJob) => Promise<void>;
+  readonly now?: () => number;
+}
+
+/** How often a downloading job's row and its listeners hear of new bytes. */
+const PROGRESS_MS = 250;
+/** The rate is measured over this window. */
+const RATE_WINDOW_MS = 5000;
+
+export class PullWorker {
+  /** `progress` and `state` events, each with a PullView. */
+  readonly events = new EventEmitter();
+  private readonly running = new Map<string, { abort: AbortController; cancelled: boolean; samples: Array<[number, number]> }>();
+  private closed = false;
+  private readonly now: () => number;
+
+  constructor(private readonly o: PullWorkerOptions) {
+    this.now = o.now ?? Date.now;
+    this.events.setMaxListeners(0);
+  }
+
+  /** After a restart: every job that was live is queued again (downloading ones resume from their partial file). */
+  resume(): void {
+    for (const job of this.o.store.list()) if (isLive(job) && job.state !== "queued") this.o.store.update(job.model_id, { state: "queued" });
+    this.pump();
+  }
+
+  /** Starts queued jobs while there is room. */
+  pump(): void {
+    if (this.closed) return;
+    const room = this.o.parallel() - this.running.size;
+    for (const job of this.o.store.list("queued").slice(0, Math.max(0, room))) void this.run(job);
+  }
+
+  view(job: PullJob): PullView {
+    const live = this.running.get(job.model_id);
+    const rate = live && job.state === "downloading" ? rateOf(live.samples) : null;
+    const left = job.size !== null ? job.size - job.bytes : null;
+    return { ...job, rate, eta_s: rate && left !== null && rate > 0 ? Math.ceil(left / rate) : null };
+  }
+
+  /** Cancels a live job: its download stops, its partial files are removed. False when it is not live. */
+  async cancel(id: string): Promise<boolean> {
+    const job = this.o.store.get(id);
+    if (job === undefined || !isLive(job)) return false;
+    const live = this.running.get(id);
+    if (live !== undefined) {
+      live.cancelled = true;
+      live.abort.abort();
+    } else {
+      await removePartials(job);
+      this.emit("state", this.o.store.update(id, { state: "cancelled", finished_at: this.iso() }));
+    }
+    return true;
+  }
+
+  /** Stops the downloads without cancelling them (hal0 serve is stopping): they resume at the next start. */
+  close(): void {
+    this.closed = true;
+    for (const live of this.running.values()) live.abort.abort();
+  }
+
+  private async run(queued: PullJob): Promise<void> {
+    const id = queued.model_id;
+    const live = { abort: new AbortController(), cancelled: false, samples: [] as Array<[number, number]> };
+    this.running.set(id, live);
+    let job = this.o.store.update(id, { state: "downloading", reason: null, error: null });
+    this.emit("state", job);
+    try {
+      const hub = this.o.hub();
+      const main = await this.fetchFile(hub, { repo: job.hf_repo, revision: job.revision, file: job.hf_filename, dest: job.dest }, live, (patch) => {
+        job = this.o.store.update(id, patch);
+        this.emit("progress", job);
+      });
+      const extras: PullExtra[] = [];
+      for (const extra of job.extras) {
+        // From the model's repo at the model's commit; from another repo (draft_repo) at its main.
+        const revision = extra.hf_repo === job.hf_repo ? (job.commit_sha ?? job.revision) : "main";
+        const got = await this.fetchFile(hub, { repo: extra.hf_repo, revision, file: extra.hf_filename, dest: extra.dest }, live, () => undefined);
+        extras.push({ ...extra, sha256: got.sha256, size: got.size, bytes: got.size });
+      }
+      job = this.o.store.update(id, { state: "verifying", commit_sha: main.commit, sha256: main.sha256, size: main.size, bytes: main.size, extras });
+      this.emit("state", job);
+      try {
+        await this.o.register(job);
+      } catch (err) {
+        throw new PullError("register", `${job.dest} was downloaded and verified but could not be registered (it stays in the store, unregistered): ${(err as Error).message}`);
+      }
+      this.emit("state", this.o.store.update(id, { state: "done", finished_at: this.iso() }));
+    } catch (err) {
+      if (live.cancelled) {
+        await removePartials(job);
+        this.emit("state", this.o.store.update(id, { state: "cancelled", finished_at: this.iso() }));
+      } else if (this.closed && live.abort.signal.aborted) {
+        // hal0 is stopping: the job stays downloading and resumes at the next start.
+      } else {
+        const reason = err instanceof PullError ? err.reason : "network";
+        if (reason !== "register") await removePartials(job, reason === "network");
+        this.emit("state", this.o.store.update(id, { state: "failed", reason, error: (err as Error).message, finished_at: this.iso() }));
+      }
+    } finally {
+      this.running.delete(id);
+      this.pump();
+    }
+  }
+
+  /**
+   * Downloads one file to `<dest>.partial` (resuming it), hashing as it goes;
+   * renames it into place when its sha256 is the Hub's. Returns what it was.
+   */
+  private async fetchFile(
+    hub: HubClient, t: { repo: string; revision: string; file: string; dest: string },
+    live: { abort: AbortController; samples: Array<[number, number]> }, progress: (p: Partial<PullJob>) => void,
+  ): Promise<{ sha256: string | null; size: number; commit: string | null }> {
+    const partial = `${t.dest}.partial`;
+    await mkdir(dirname(t.dest), { recursive: true });
+    const from = await sizeOf(partial);
+    const hash = createHash("sha256");
+    if (from > 0) await hashFile(partial, hash);
+    const reply = await hub.download({ repo: t.repo, revision: t.revision, file: t.file }, { from, signal: live.abort.signal }).catch((err: Error & { code?: string }) => {
+      if (err.code === "model.not_found") throw new PullError("not_found", err.message);
+      throw err;
+    });
+    if (reply.status === 200 && from > 0) {
+      // The server ignored the Range request and sends the whole file: the partial one is emptied, the file fetched whole.
+      for await (const _ of reply.body) break; // release the connection
+      await truncate(partial, 0);
+      return this.fetchFile(hub, t, live, progress);
+    }
+    const expected = reply.etag && /^[0-9a-f]{64}$/.test(reply.etag) ? reply.etag : null;
+    progress({ commit_sha: reply.commit, sha256: expected, size: reply.total, bytes: from });
+    let bytes = from;
+    let last = 0;
+    const out = createWriteStream(partial, { flags: "a" });
+    const failed = new Promise<never>((_, reject) => out.once("error", reject));
+    failed.catch(() => undefined);
+    try {
+      for await (const chunk of reply.body) {
+        hash.update(chunk);
+        if (!out.write(chunk)) await Promise.race([new Promise<void>((r) => out.once("drain", () => r())), failed]);
+        bytes += chunk.length;
+        const t0 = this.now();
+        if (t0 - last >= PROGRESS_MS) {
+          last = t0;
+          live.samples.push([t0, bytes]);
+          while (live.samples.length > 2 && live.samples[0]![0] < t0 - RATE_WINDOW_MS) live.samples.shift();
+          progress({ bytes });
+        }
+      }
+      await new Promise<void>((resolve, reject) => out.end((err?: Error | null) => (err ? reject(err) : resolve())));
+      await Promise.race([Promise.resolve(), failed]);
+    } catch (err) {
+      out.destroy();
+      if ((err as NodeJS.ErrnoException).code === "ENOSPC") throw new PullError("no_space", `the disk filled up writing ${partial} (${bytes} of ${reply.total} bytes); the partial file is removed`);
+      throw err;
+    }
+    await fsync(partial);
+    if (bytes !== reply.total) throw new PullError("network", `${t.file}: the download ended at ${bytes} of ${reply.total} bytes`);
+    const sha256 = hash.digest("hex");
+    if (expected !== null && sha256 !== expected) {
+      await unlink(partial).catch(() => undefined);
+      throw new PullError("checksum", `${t.repo}/${t.file}: sha256 ${sha256} is not the Hub's ${expected}; the file is removed`);
+    }
+    await rename(partial, t.dest);
+    progress({ bytes });
+    return { sha256, size: bytes, commit: reply.commit };
+  }
+
+  private emit(kind: "state" | "progress", job: PullJob): void {
+    this.events.emit(kind, this.view(job));
+  }
+
+  private iso(): string {
+    return new Date(this.now()).toISOString();
+  }
+}
+
+/** Bytes per second between the oldest and newest sample of the window. */
+function rateOf(samples: ReadonlyArray<[number, number]>): number | null {
+  if (samples.length < 2) return null;
+  const [t0, b0] = samples[0]!;
+  const [t1, b1] = samples[samples.length - 1]!;
+  return t1 > t0 ? Math.round(((b1 - b0) * 1000) / (t1 - t0)) : null;
+}
+
+async function sizeOf(path: string): Promise<number> {
+  return stat(path).then((s) => s.size, () => 0);
+}
+
+async function hashFile(path: string, hash: Hash): Promise<void> {
+  for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
+}
+
+async function fsync(path: string): Promise<void> {
+  const fh = await open(path, "r+");
+  try {
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+}
+
+/** Removes a job's partial files (`keepForResume`: a network failure keeps them, so a retry resumes). */
+async function removePartials(job: PullJob, keepForResume = false): Promise<void> {
+  if (keepForResume) return;
+  for (const dest of [job.dest, ...job.extras.map((e) => e.dest)]) await unlink(`${dest}.partial`).catch(() => undefined);
+}

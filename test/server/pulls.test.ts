@@ -1,0 +1,184 @@
+import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
+import { ggufBytes, modelKvs } from "./gguf-writer.js";
+import { startTestServer, type TestServer } from "./harness.js";
+import { adminClient, callTool } from "./mcp-helpers.js";
+
+/**
+ * Model pulls through hal0 serve's routes and MCP tools, against a local
+ * stand-in for the Hub (test/helpers/fake-hub.ts): the Hub's endpoints, a
+ * redirect to a second "CDN" origin, Range, the etag headers. Nothing here
+ * reaches outside this machine.
+ */
+const TOKEN = "hf_testtoken_0123456789abcdef";
+/** A small GGUF of about `bytes` bytes (one zero-filled F32 tensor). */
+const gguf = (o: { arch: string; ctx: number; name?: string }, bytes: number) => ggufBytes({ kvs: modelKvs(o), tensors: [{ name: "w", dims: [Math.ceil(bytes / 4)] }] });
+const model = gguf({ arch: "qwen3", ctx: 32768, name: "Tiny Qwen" }, 256 * 1024);
+const draft = gguf({ arch: "qwen3", ctx: 32768, name: "Tiny Draft" }, 16 * 1024);
+const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
+
+async function until<T>(what: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await what();
+    if (ok(v)) return v;
+    if (Date.now() > deadline) throw new Error(`not reached in ${ms} ms: ${JSON.stringify(v)}`);
+    await sleep(25);
+  }
+}
+
+describe("model pulls from the Hub (a local stand-in)", () => {
+  let hub: FakeHub;
+  let s: TestServer;
+  const status = (id: string) => s.call("GET", `/api/models/${id}/pull/status`).then((r) => r.body.pull);
+  const ended = (id: string) => until(() => status(id), (p) => p !== undefined && ["done", "failed", "cancelled"].includes(p.state));
+
+  beforeAll(async () => {
+    const part = (n: number) => gguf({ arch: "llama", ctx: 4096 }, 1024 * n);
+    hub = await startFakeHub({ repos: {
+      "acme/tiny-GGUF": { files: { "tiny-q4_k_m.gguf": model, "tiny-draft.gguf": draft, "README.md": { data: Buffer.from("# tiny\n"), lfs: false } } },
+      "acme/split-GGUF": { files: { "Big-Q8_0-00001-of-00002.gguf": part(4), "Big-Q8_0-00002-of-00002.gguf": part(2), "mmproj-Big-F16.gguf": part(1), "Big-draft-Q4_0.gguf": part(1), "Big-IQ4_XS.gguf": part(3) } },
+    } });
+    s = await startTestServer({ env: { HF_ENDPOINT: hub.endpoint, HF_TOKEN: TOKEN } });
+    writeFileSync(join(s.config, "hal0.toml"), `${readFileSync(join(s.config, "hal0.toml"), "utf8")}\n[models]\nstore = "pulled"\n`);
+  });
+  afterAll(async () => {
+    await s.close();
+    await hub.close();
+  });
+
+  it("hf_search finds the repo; an operator's pull downloads, verifies and registers it (system:pull, as one change)", async () => {
+    const found = await s.call("GET", "/api/hf/search?q=tiny");
+    expect(found.status).toBe(200);
+    expect(found.body.results.map((r: { id: string }) => r.id)).toEqual(["acme/tiny-GGUF"]);
+
+    const res = await s.call("POST", "/api/models/tiny/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: "tiny-q4_k_m.gguf", draft_filename: "tiny-draft.gguf" } });
+    expect(res.status, JSON.stringify(res.body)).toBe(202);
+    expect(res.body.pull).toMatchObject({ model_id: "tiny", state: expect.stringMatching(/queued|downloading/) });
+    const done = await ended("tiny");
+    expect(done).toMatchObject({ state: "done", sha256: sha(model), size: model.length, bytes: model.length, requested_by: "operator:owner" });
+    const file = join(s.config, "pulled/tiny-q4_k_m.gguf");
+    expect(sha(readFileSync(file))).toBe(sha(model));
+    expect(readdirSync(join(s.config, "pulled")).filter((f) => f.endsWith(".partial"))).toEqual([]);
+
+    const entry = (await s.call("GET", "/api/models/tiny")).body;
+    expect(entry).toMatchObject({ id: "tiny", hf_repo: "acme/tiny-GGUF", hf_filename: "tiny-q4_k_m.gguf", revision: done.commit_sha, sha256: sha(model), architecture: "qwen3", context_length: 32768, installed: true });
+    expect(readFileSync(join(s.config, "models.toml"), "utf8")).toContain('draft = "pulled/tiny-draft.gguf"');
+    const audit = (await s.call("GET", "/api/activity?limit=20")).body.items as Array<{ actor: string; route: string; outcome: string }>;
+    expect(audit.find((r) => r.route === "POST /api/models")).toMatchObject({ actor: "system:pull", outcome: "ok" });
+
+    // The token went to the Hub's own host, never to the CDN it redirects to.
+    expect(hub.requests.filter((r) => r.server === "hub" && r.path.includes("/resolve/")).every((r) => r.authorization === `Bearer ${TOKEN}`)).toBe(true);
+    expect(hub.requests.filter((r) => r.server === "cdn").length).toBeGreaterThan(0);
+    expect(hub.requests.filter((r) => r.server === "cdn").some((r) => r.authorization !== undefined)).toBe(false);
+    // No reply and no listing shows the token.
+    expect(JSON.stringify((await s.call("GET", "/api/models/pulls")).body)).not.toContain(TOKEN);
+  });
+
+  it("refuses before queueing: an id already registered, a traversal filename, a repo or file the Hub does not have", async () => {
+    expect((await s.call("POST", "/api/models/tiny/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: "tiny-q4_k_m.gguf" } })).body.error.code).toBe("model.already_exists");
+    for (const bad of ["../../etc/passwd", "/etc/passwd", "https://evil.example/x.gguf", "a/../b.gguf"]) {
+      const res = await s.call("POST", "/api/models/evil/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: bad } });
+      expect(res.status, bad).toBe(422);
+      expect(res.body.error.code, bad).toBe("validation.invalid");
+    }
+    const missing = await s.call("POST", "/api/models/nope/pull", { body: { hf_repo: "acme/no-such-repo", hf_filename: "x.gguf" } });
+    expect([missing.status, missing.body.error.code]).toEqual([404, "model.not_found"]);
+    const noFile = await s.call("POST", "/api/models/nope/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: "other.gguf" } });
+    expect([noFile.status, noFile.body.error.code]).toEqual([404, "model.not_found"]);
+    expect((await s.call("GET", "/api/models/pulls")).body.pulls.map((p: { model_id: string }) => p.model_id)).toEqual(["tiny"]);
+  });
+
+  it("an agent's model_pull over MCP waits for an operator; approved, it runs, and a traversal is refused before anything is queued", async () => {
+    hub.replace("acme/tiny-GGUF", "tiny-q8_0.gguf", gguf({ arch: "llama", ctx: 8192 }, 4096));
+    const c = await adminClient(s.url, "hermes__coder");
+    const refused = await callTool(c, "model_pull", { model_id: "evil", hf_repo: "acme/tiny-GGUF", hf_filename: "../x.gguf" });
+    expect(refused.isError).toBe(true);
+    expect(refused.body.error.code).toMatch(/^(validation\.invalid|mcp\.invalid_arg)$/);
+    expect((await s.call("GET", "/api/agent/approvals?state=pending")).body.approvals).toEqual([]);
+
+    const queued = await callTool(c, "model_pull", { model_id: "tiny8", hf_repo: "acme/tiny-GGUF", hf_filename: "tiny-q8_0.gguf" });
+    expect(queued.body).toMatchObject({ status: "pending_approval" });
+    expect((await s.call("GET", "/api/models/tiny8/pull/status")).body.error.code).toBe("model.pull_not_found");
+    const approved = await s.call("POST", `/api/agent/approvals/${queued.body.approval_id}/approve`);
+    expect(approved.status, JSON.stringify(approved.body)).toBe(200);
+    const done = await ended("tiny8");
+    expect(done).toMatchObject({ state: "done", requested_by: "agent:hermes__coder", approved_by: "operator:owner" });
+    await c.close();
+  });
+
+  it("a corrupted byte fails the pull with reason checksum: the file is removed and nothing is registered", async () => {
+    hub.replace("acme/tiny-GGUF", "bad.gguf", gguf({ arch: "llama", ctx: 4096 }, 8192));
+    hub.corrupt("acme/tiny-GGUF", "bad.gguf", 5000);
+    expect((await s.call("POST", "/api/models/bad/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: "bad.gguf" } })).status).toBe(202);
+    const failed = await ended("bad");
+    expect(failed).toMatchObject({ state: "failed", reason: "checksum" });
+    expect(failed.error).toMatch(/sha256 [0-9a-f]{64} is not the Hub's [0-9a-f]{64}/);
+    expect(existsSync(join(s.config, "pulled/bad.gguf"))).toBe(false);
+    expect(existsSync(join(s.config, "pulled/bad.gguf.partial"))).toBe(false);
+    expect((await s.call("GET", "/api/models/bad")).status).toBe(404);
+  });
+
+  it("cancel stops a download and removes its partial file; delete forgets the pull", async () => {
+    hub.replace("acme/tiny-GGUF", "slow.gguf", gguf({ arch: "llama", ctx: 4096 }, 512 * 1024));
+    hub.setRate(64 * 1024);
+    try {
+      expect((await s.call("POST", "/api/models/slow/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: "slow.gguf" } })).status).toBe(202);
+      await until(() => status("slow"), (p) => p.state === "downloading" && p.bytes > 0);
+      const cancelled = await s.call("POST", "/api/models/slow/pull/cancel");
+      expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
+      expect((await ended("slow")).state).toBe("cancelled");
+      expect(existsSync(join(s.config, "pulled/slow.gguf.partial"))).toBe(false);
+      expect((await s.call("POST", "/api/models/slow/pull/cancel")).body.error.code).toBe("model.pull_not_live");
+      expect((await s.call("DELETE", "/api/models/pulls/slow")).body).toEqual({ deleted: "slow", was: "cancelled" });
+      expect((await s.call("GET", "/api/models/slow/pull/status")).body.error.code).toBe("model.pull_not_found");
+    } finally {
+      hub.setRate(null);
+    }
+  });
+
+  it("the disk filling up mid-pull (a real 1 MiB tmpfs): failed with reason no_space, the partial file removed, nothing registered", async () => {
+    const small = mkdtempSync(join(tmpdir(), "hal0-tmpfs-"));
+    // Root mounts a tmpfs here (CI runs as root); a mount that fails fails the test, it is never skipped.
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", small]);
+    const hal0 = readFileSync(join(s.config, "hal0.toml"), "utf8");
+    try {
+      writeFileSync(join(s.config, "hal0.toml"), hal0.replace('store = "pulled"', `store = ${JSON.stringify(small)}`));
+      hub.replace("acme/tiny-GGUF", "huge.gguf", gguf({ arch: "llama", ctx: 4096 }, 3 * 1024 * 1024));
+      expect((await s.call("POST", "/api/models/huge/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: "huge.gguf" } })).status).toBe(202);
+      const failed = await ended("huge");
+      expect(failed).toMatchObject({ state: "failed", reason: "no_space" });
+      expect(failed.error).toContain("the disk filled up");
+      expect(readdirSync(small)).toEqual([]);
+      expect((await s.call("GET", "/api/models/huge")).status).toBe(404);
+    } finally {
+      writeFileSync(join(s.config, "hal0.toml"), hal0);
+      execFileSync("umount", [small]);
+      rmSync(small, { recursive: true, force: true });
+    }
+  });
+
+  it("model_inspect of a Hub repo (hf_repo or hf_url): GGUF files with size and quant, split groups, drafts, projectors", async () => {
+    const res = await s.call("POST", "/api/models/inspect", { body: { hf_repo: "acme/split-GGUF" } });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.files.map((f: { file: string; quant: string; role: string }) => `${f.file} ${f.quant} ${f.role}`)).toEqual([
+      "Big-IQ4_XS.gguf IQ4_XS model", "Big-Q8_0-00001-of-00002.gguf Q8_0 model", "Big-Q8_0-00002-of-00002.gguf Q8_0 model", "Big-draft-Q4_0.gguf Q4_0 draft", "mmproj-Big-F16.gguf F16 mmproj",
+    ]);
+    expect(res.body.splits).toEqual([{ file: "Big-Q8_0-00001-of-00002.gguf", parts: ["Big-Q8_0-00001-of-00002.gguf", "Big-Q8_0-00002-of-00002.gguf"], size: expect.any(Number), quant: "Q8_0", complete: true }]);
+    expect(res.body.drafts.map((d: { file: string }) => d.file)).toEqual(["Big-draft-Q4_0.gguf"]);
+    expect(res.body.projectors.map((d: { file: string }) => d.file)).toEqual(["mmproj-Big-F16.gguf"]);
+    expect(res.body.commit).toMatch(/^[0-9a-f]{40}$/);
+    const byUrl = await s.call("POST", "/api/models/inspect", { body: { hf_url: `${hub.endpoint}/acme/split-GGUF/blob/main/Big-IQ4_XS.gguf` } });
+    expect(byUrl.body.file).toMatchObject({ file: "Big-IQ4_XS.gguf", quant: "IQ4_XS", sha256: expect.stringMatching(/^[0-9a-f]{64}$/) });
+    const elsewhere = await s.call("POST", "/api/models/inspect", { body: { hf_url: "https://evil.example/acme/split-GGUF" } });
+    expect([elsewhere.status, elsewhere.body.error.code]).toEqual([422, "validation.invalid"]);
+    const missing = await s.call("POST", "/api/models/inspect", { body: { hf_repo: "acme/nothing-here" } });
+    expect([missing.status, missing.body.error.code]).toEqual([404, "model.not_found"]);
+  });
+});
