@@ -31,6 +31,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   web: async () => { const m = await import("./web-cmd.js"); return { run: m.runWeb, help: m.WEB_HELP }; },
   schema: async () => { const m = await import("./schema-cmd.js"); return { run: m.runSchema, help: m.SCHEMA_HELP }; },
   token: async () => { const m = await import("./token-cmd.js"); return { run: m.runToken, help: m.TOKEN_HELP }; },
+  model: async () => { const m = await import("./model-cmd.js"); return { run: m.runModel, help: m.MODEL_HELP }; },
 };
 
 const USAGE = `usage: hal0 <command> [options]
@@ -51,6 +52,7 @@ commands:
   doctor     check the tree, state folder, runtime and Hermes wiring (exit 1 on a failure)
   schema     write the JSON Schemas of every file kind
   token      create | list | revoke | rotate: operators' and agents' credentials
+  model      model pull REPO FILE: pull a model from the Hugging Face Hub, verify it, register it
 
 exit status:
   0   done

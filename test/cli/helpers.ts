@@ -38,9 +38,9 @@ export async function healthWithin(port: number, ms: number): Promise<number> {
   }
 }
 
-/** Starts the built `hal0 serve --port 0` and resolves with its URL once it logs that it listens (`onSpawn` sees the child at once, e.g. to kill it after the test). */
-export function startServe(config: string, state: string, extra: string[] = [], onSpawn?: (child: ChildProcess) => void): Promise<{ child: ChildProcess; url: string; lines: () => any[] }> {
-  const child = spawn(process.execPath, [join(import.meta.dirname, "../../bin/hal0.js"), "serve", "--config", config, "--state", state, "--port", "0", ...extra], { stdio: ["ignore", "pipe", "pipe"] });
+/** Starts the built `hal0 serve --port 0` (with `env`) and resolves with its URL once it logs that it listens (`onSpawn` sees the child at once, e.g. to kill it after the test). */
+export function startServe(config: string, state: string, extra: string[] = [], onSpawn?: (child: ChildProcess) => void, env: NodeJS.ProcessEnv = process.env): Promise<{ child: ChildProcess; url: string; lines: () => any[] }> {
+  const child = spawn(process.execPath, [join(import.meta.dirname, "../../bin/hal0.js"), "serve", "--config", config, "--state", state, "--port", "0", ...extra], { stdio: ["ignore", "pipe", "pipe"], env });
   onSpawn?.(child);
   let out = "";
   child.stdout!.on("data", (c: Buffer) => (out += c.toString()));

@@ -1,0 +1,94 @@
+import { basename } from "node:path";
+import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
+import { driverFor } from "./box.js";
+import { configDir, stateDir } from "./paths.js";
+import { BOX_OPTIONS } from "./plan-cmd.js";
+
+export const MODEL_HELP = `hal0 model pull REPO FILE [--id ID] [--revision REV] [--draft FILE] [--draft-repo REPO]
+                [--mmproj FILE] [--json] [--config DIR] [--state DIR]
+
+Pulls FILE of the Hugging Face repository REPO (org/name) into [models] store (else the
+first of [models] roots), verifies its sha256 against the Hub's, and registers it in
+models.toml as ID (default: the file's stem, lowercased and fitted to the id grammar)
+through the same pipeline as every change. --draft and --mmproj files come down with it
+and are wired as the model's draft and mmproj. The Hub is $HF_ENDPOINT (default
+https://huggingface.co) and $HF_TOKEN its token (sent to that host only). A pull that a
+stopped hal0 left under way resumes from the bytes on disk (a Range request).
+Progress: a bar on a terminal, else (and with --json) one JSON line per update.
+Exit status: 0 pulled and registered, 1 refused or failed (model.not_found,
+model.already_exists, model.pull_failed with its reason: checksum, no_space, register, …),
+64 usage error.`;
+
+/** `hal0 model pull`: the pull runs in this process, on the same stores `hal0 serve` uses. */
+export async function runModel(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseCommandArgs({
+    args, strict: true, allowPositionals: true,
+    options: { ...BOX_OPTIONS, id: { type: "string" }, revision: { type: "string" }, draft: { type: "string" }, "draft-repo": { type: "string" }, mmproj: { type: "string" }, json: { type: "boolean", default: false } },
+  });
+  const [verb, repo, file, ...extra] = positionals;
+  if (verb !== "pull" || !repo || !file || extra.length > 0) throw new UsageError("expected: hal0 model pull REPO FILE");
+  const { createHal0Server } = await import("../server/hal0-server.js");
+  const { ApiError } = await import("../server/errors.js");
+  const { invoke } = await import("../server/dispatch.js");
+  const { proposeModelId } = await import("../reconciler/host/model-scan.js");
+  const { OWNER } = await import("../server/identity/tokens.js");
+  const state = stateDir(values.state, io.env, io.cwd);
+  const hal0 = createHal0Server({ root: configDir(values.config, io.env, io.cwd), stateDir: state, driverFor: (m) => driverFor(m, state, io.env), env: io.env as NodeJS.ProcessEnv });
+  const pulls = hal0.pulls!;
+  try {
+    // The file's stem, as is: an id already registered is refused (model.already_exists), never renamed behind the person's back.
+    const id = values.id ?? proposeModelId(basename(file), new Set());
+    const route = hal0.routes.find((r) => r.method === "POST" && r.path === "/api/models/{model_id}/pull")!;
+    const body = { hf_repo: repo, hf_filename: file, revision: values.revision, draft_filename: values.draft, draft_repo: values["draft-repo"], mmproj_filename: values.mmproj };
+    try {
+      // The person at the shell holds the state folder: an operator (as `hal0 agent approvals` decides).
+      await invoke(hal0, route, { params: { model_id: id }, query: {}, body: JSON.parse(JSON.stringify(body)), caller: { kind: "operator", agent: OWNER, private: false, via: "cli" }, requestId: `cli-${process.pid}`, tool: "model_pull" });
+    } catch (err) {
+      if (err instanceof ApiError) throw new CliError(err.code, err.message);
+      throw err;
+    }
+    const show = reporter(io, values.json);
+    const done = await new Promise<import("../server/pulls/worker.js").PullView>((resolve) => {
+      const on = (p: import("../server/pulls/worker.js").PullView) => {
+        if (p.model_id !== id) return;
+        show(p);
+        if (p.state === "done" || p.state === "failed" || p.state === "cancelled") resolve(p);
+      };
+      pulls.worker.events.on("state", on);
+      pulls.worker.events.on("progress", on);
+      const now = pulls.status(id);
+      if (now.state === "done" || now.state === "failed" || now.state === "cancelled") resolve(now);
+    });
+    if (done.state !== "done") {
+      if (values.json) return EXIT_ERROR;
+      throw new CliError("model.pull_failed", `${done.state}${done.reason ? ` (${done.reason})` : ""}: ${done.error ?? ""}`.trim());
+    }
+    if (!values.json) io.stdout.write(`${id}: pulled ${done.hf_repo}/${done.hf_filename} (${mib(done.size ?? done.bytes)}, sha256 ${done.sha256}) → ${done.dest}; registered in models.toml\n`);
+    return EXIT_OK;
+  } finally {
+    await hal0.close();
+  }
+}
+
+/** A bar redrawn in place on a terminal; one JSON line per update otherwise (and with --json). */
+function reporter(io: CliIo, json: boolean): (p: import("../server/pulls/worker.js").PullView) => void {
+  let last = "";
+  return (p) => {
+    if (json || io.stdout.isTTY !== true) {
+      const line = JSON.stringify({ model_id: p.model_id, state: p.state, bytes: p.bytes, size: p.size, rate: p.rate, eta_s: p.eta_s, reason: p.reason, error: p.error });
+      if (line !== last) io.stdout.write(`${line}\n`);
+      last = line;
+      return;
+    }
+    const width = 30;
+    const frac = p.size ? Math.min(1, p.bytes / p.size) : 0;
+    const bar = `${"#".repeat(Math.round(frac * width))}${".".repeat(width - Math.round(frac * width))}`;
+    const rate = p.rate ? ` ${mib(p.rate)}/s` : "";
+    const eta = p.eta_s !== null ? ` eta ${p.eta_s}s` : "";
+    io.stdout.write(`\r\u001b[2K${p.model_id} [${bar}] ${(frac * 100).toFixed(0).padStart(3)}% ${mib(p.bytes)}/${p.size ? mib(p.size) : "?"}${rate}${eta} ${p.state}${p.state === "done" || p.state === "failed" ? "\n" : ""}`);
+  };
+}
+
+function mib(n: number): string {
+  return `${(n / 1024 / 1024).toFixed(1)} MiB`;
+}

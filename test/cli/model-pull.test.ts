@@ -1,0 +1,51 @@
+import { execFile } from "node:child_process";
+import { createHash } from "node:crypto";
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
+import { ggufBytes, modelKvs } from "../server/gguf-writer.js";
+
+const run = promisify(execFile);
+const HAL0 = join(import.meta.dirname, "../../bin/hal0.js");
+const data = ggufBytes({ kvs: modelKvs({ arch: "gemma3", ctx: 8192 }), tensors: [{ name: "w", dims: [64 * 1024] }] });
+
+/** `hal0 model pull` (the built CLI) against a local stand-in for the Hub: JSON lines, the registered entry, the refusals' exit status. */
+describe("hal0 model pull (the built CLI)", () => {
+  let hub: FakeHub;
+  let dir: string;
+  const hal0 = (args: string[]) => run(process.execPath, [HAL0, ...args, "--config", join(dir, "etc"), "--state", join(dir, "state")], { env: { ...process.env, HF_ENDPOINT: hub.endpoint } })
+    .then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
+  beforeAll(async () => {
+    hub = await startFakeHub({ repos: { "acme/Gemma-Tiny-GGUF": { files: { "Gemma-Tiny-Q4_K_M.gguf": data } } } });
+    dir = mkdtempSync(join(tmpdir(), "hal0-model-pull-"));
+    mkdirSync(join(dir, "etc"), { recursive: true });
+    writeFileSync(join(dir, "etc/hal0.toml"), `[models]\nstore = "store"\n`);
+  });
+  afterAll(async () => {
+    await hub.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("--json: one JSON line per update, the last one done; the model is registered as the file's stem", async () => {
+    const res = await hal0(["model", "pull", "acme/Gemma-Tiny-GGUF", "Gemma-Tiny-Q4_K_M.gguf", "--json"]);
+    expect(res.code, res.stderr).toBe(0);
+    const lines = res.stdout.trim().split("\n").map((l) => JSON.parse(l) as { model_id: string; state: string; bytes: number });
+    expect(lines.at(-1)).toMatchObject({ model_id: "gemma-tiny-q4_k_m", state: "done", bytes: data.length });
+    const models = readFileSync(join(dir, "etc/models.toml"), "utf8");
+    expect(models).toMatch(/gemma-tiny-q4_k_m = \{ name = /);
+    expect(models).toContain(`sha256 = "${createHash("sha256").update(data).digest("hex")}"`);
+    expect(models).toContain('architecture = "gemma3"');
+  });
+
+  it("refusals exit 1 with their code: the id already registered, a repo the Hub does not have", async () => {
+    const again = await hal0(["model", "pull", "acme/Gemma-Tiny-GGUF", "Gemma-Tiny-Q4_K_M.gguf"]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain("model.already_exists");
+    const missing = await hal0(["model", "pull", "acme/nothing", "x.gguf", "--id", "x"]);
+    expect(missing.code).toBe(1);
+    expect(missing.stderr).toContain("model.not_found");
+  });
+});
