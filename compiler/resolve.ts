@@ -59,6 +59,8 @@ export function resolveSlot(input: SlotInput, settings: Settings, reporter: Repo
     argv,
     device, env, gpu_index: slot.placement.gpu_index, health_path: "/health", host: "127.0.0.1",
     image: runtime === "docker" ? (profile.image ?? "") : undefined,
+    // The bytes the model path holds, when a pull recorded them: an update in place replaces the slot.
+    model_sha256: model?.sha256,
     // The observed facts the argv was written for: in the hash, so a runner whose dialect changes re-plans the slot.
     observed: slot.type === "llm" ? { runner_dialect: dialect.id } : undefined,
     port: slot.port, runtime, spec_version: SPEC_VERSION,
@@ -109,9 +111,10 @@ function profileKeySite({ profile, file }: SlotInput, key: string): Site {
  * `canonicalJson` for both runtimes.
  */
 function slotSpec(s: SlotSpec): SlotSpec {
-  const { argv, device, env, gpu_index, health_path, host, image, observed, port, runtime, spec_version } = s;
+  const { argv, device, env, gpu_index, health_path, host, image, model_sha256, observed, port, runtime, spec_version } = s;
   const out: Record<string, unknown> = { argv, device, env, gpu_index, health_path, host };
   if (image !== undefined) out.image = image;
+  if (model_sha256 !== undefined) out.model_sha256 = model_sha256;
   if (observed !== undefined) out.observed = sortedEnv(observed, {});
   Object.assign(out, { port, runtime, spec_version });
   return out as unknown as SlotSpec;

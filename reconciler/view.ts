@@ -21,7 +21,7 @@ export function slotView(slot: ResolvedSlot): SlotView {
 }
 
 const VIEW_FIELDS = ["profile", "model", "type", "port", "device"] as const;
-const SPEC_FIELDS = ["runtime", "image", "host", "port", "device", "gpu_index", "health_path", "spec_version"] as const;
+const SPEC_FIELDS = ["runtime", "image", "host", "port", "device", "gpu_index", "health_path", "spec_version", "model_sha256"] as const;
 
 /**
  * The dotted paths that differ between two views, sorted: view fields,

@@ -115,6 +115,12 @@ export interface SlotSpec {
    * `observed.<key>`). Later observed inputs (image digests) go here too.
    */
   readonly observed?: Readonly<Record<string, string>>;
+  /**
+   * The model file's sha256 as models.toml records it (a pull writes it): in
+   * the hash, so a model updated in place (same path, new bytes) replaces the
+   * slots that run it (path `model_sha256`). Absent when not recorded.
+   */
+  readonly model_sha256?: string;
 }
 
 /**
@@ -168,6 +174,7 @@ export const SlotSpecSchema: z.ZodType<SlotSpec> = z.object({
   device: z.enum(DEVICES),
   gpu_index: z.int(),
   observed: z.record(z.string(), z.string()).optional(),
+  model_sha256: z.string().optional(),
 });
 
 export const SlotViewSchema: z.ZodType<SlotView> = z.object({

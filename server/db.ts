@@ -101,6 +101,7 @@ const MIGRATIONS: readonly string[] = [
   // Model pulls from the Hugging Face Hub (issue 18): durable jobs, resumed after a restart.
   `CREATE TABLE pulls (
      model_id TEXT PRIMARY KEY,
+     mode TEXT NOT NULL,           -- pull (a new model) | update (a registered model's file, replaced in place)
      hf_repo TEXT NOT NULL,
      hf_filename TEXT NOT NULL,
      revision TEXT NOT NULL,       -- as asked (main, a tag or a commit)

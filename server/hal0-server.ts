@@ -96,11 +96,15 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const env = options.env ?? process.env;
   // A finished pull registers its model through the pipeline (the register route: compiled, planned, audited) as system:pull.
   const registerRoute = byId.get("POST /api/models")!;
+  const editRoute = byId.get("PUT /api/models/{model_id}")!;
   services.pulls = new PullService({
     db, box, env, now,
     register: async (job, entry, onBehalfOf) => {
       const caller = { kind: "system", agent: "pull", private: false, via: "approval", approvedBy: onBehalfOf } as const;
-      await invoke(services, registerRoute, { params: {}, query: {}, body: { id: job.model_id, ...entry }, caller, requestId: randomUUID(), tool: "model_pull" });
+      const call = job.mode === "update"
+        ? { route: editRoute, params: { model_id: job.model_id }, body: entry, tool: "model_update" }
+        : { route: registerRoute, params: {}, body: { id: job.model_id, ...entry }, tool: "model_pull" };
+      await invoke(services, call.route, { params: call.params, query: {}, body: call.body, caller, requestId: randomUUID(), tool: call.tool });
     },
   });
   services.pulls.worker.resume(); // pulls a stopped hal0 left under way go on, from the bytes on disk

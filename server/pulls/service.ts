@@ -25,7 +25,7 @@ export interface PullRequest {
   readonly mmproj_filename?: string;
 }
 
-/** Registers a pulled model: one ChangeSet on models.toml, through the pipeline, by `system:pull` on behalf of whoever approved the pull. */
+/** Registers a pulled model (or, for an update, edits its facts): one ChangeSet on models.toml, through the pipeline, by `system:pull` on behalf of whoever approved the pull. */
 export type RegisterPulled = (job: PullJob, entry: Record<string, unknown>, onBehalfOf: string) => Promise<void>;
 
 export interface PullServiceOptions {
@@ -103,11 +103,67 @@ export class PullService {
   async start(id: string, req: PullRequest, caller: Caller): Promise<PullView> {
     const { dest, extras } = await this.precheck(id, req);
     const job = this.store.create({
-      model_id: id, hf_repo: req.hf_repo, hf_filename: req.hf_filename, revision: req.revision ?? "main", dest, extras,
+      model_id: id, mode: "pull", hf_repo: req.hf_repo, hf_filename: req.hf_filename, revision: req.revision ?? "main", dest, extras,
       requested_by: callerName(caller), approved_by: caller.approvedBy ?? (caller.kind === "operator" ? callerName(caller) : null),
     });
     this.worker.pump();
     return this.worker.view(this.store.get(job.model_id) ?? job);
+  }
+
+  /**
+   * What the Hub holds now for each model pulled from it (`hf_repo` and
+   * `hf_filename`): its sha256 and commit beside the recorded ones. A model
+   * without a recorded sha256 (registered by hand) is compared by size.
+   */
+  async updates(only?: string): Promise<UpdateRow[]> {
+    const model = await this.o.box.model();
+    const hub = this.hub();
+    const rows: UpdateRow[] = [];
+    for (const m of Object.values(model.models)) {
+      if (only !== undefined && m.id !== only) continue;
+      if (!m.hf_repo || !m.hf_filename) continue;
+      const local = { revision: m.revision ?? null, sha256: m.sha256 ?? null, size_bytes: m.size_bytes ?? null };
+      try {
+        const info = await hub.repoInfo(m.hf_repo, "main");
+        const file = info.files.find((f) => f.path === m.hf_filename);
+        if (file === undefined) {
+          rows.push({ id: m.id, hf_repo: m.hf_repo, hf_filename: m.hf_filename, local, hub: null, update_available: false, reason: "the file is no longer in the repository" });
+          continue;
+        }
+        const remote = { revision: info.sha, sha256: file.sha256, size_bytes: file.size };
+        const differs = local.sha256 !== null && remote.sha256 !== null ? local.sha256 !== remote.sha256 : local.size_bytes !== null && local.size_bytes !== remote.size_bytes;
+        rows.push({ id: m.id, hf_repo: m.hf_repo, hf_filename: m.hf_filename, local, hub: remote, update_available: differs, reason: differs ? "the Hub's file differs from the recorded one" : local.sha256 === null && local.size_bytes === null ? "nothing recorded to compare (no sha256, no size)" : "up to date" });
+      } catch (err) {
+        rows.push({ id: m.id, hf_repo: m.hf_repo, hf_filename: m.hf_filename, local, hub: null, update_available: false, reason: (err as Error).message });
+      }
+    }
+    return rows;
+  }
+
+  /** The checks an update meets before it is queued (and again when an approved one runs). */
+  async precheckUpdate(id: string): Promise<{ dest: string; row: UpdateRow }> {
+    const model = await this.o.box.model();
+    const m = model.models[id];
+    if (m === undefined) throw new ApiError("model.not_found", `no model ${id} in models.toml`, { model_id: id });
+    if (!m.hf_repo || !m.hf_filename || !m.path_abs) throw new ApiError("validation.invalid", `model ${id} was not pulled from the Hub (it needs hf_repo, hf_filename and a path)`, { fields: [{ loc: ["params", "model_id"], msg: "not a Hub model", type: "value_error" }] });
+    const live = this.store.get(id);
+    if (live !== undefined && isLive(live)) throw new ApiError("model.already_exists", `a pull of model ${id} is already ${live.state}`, { model_id: id, state: live.state });
+    const [row] = await this.updates(id);
+    if (row === undefined || row.hub === null) throw new ApiError("model.not_found", `${m.hf_repo}/${m.hf_filename} is not on ${this.hub().endpoint}: ${row?.reason ?? "unknown"}`, { hf_repo: m.hf_repo, hf_filename: m.hf_filename });
+    if (!row.update_available) throw new ApiError("model.up_to_date", `model ${id} is up to date with ${m.hf_repo} (${row.reason})`, { model_id: id, ...row });
+    return { dest: m.path_abs, row };
+  }
+
+  /** Queues an update: the file is downloaded beside itself, verified, renamed over the old one, and the model's facts edited (one ChangeSet). */
+  async startUpdate(id: string, caller: Caller): Promise<PullView> {
+    const { dest } = await this.precheckUpdate(id);
+    const m = (await this.o.box.model()).models[id]!;
+    this.store.create({
+      model_id: id, mode: "update", hf_repo: m.hf_repo!, hf_filename: m.hf_filename!, revision: "main", dest, extras: [],
+      requested_by: callerName(caller), approved_by: caller.approvedBy ?? (caller.kind === "operator" ? callerName(caller) : null),
+    });
+    this.worker.pump();
+    return this.status(id);
   }
 
   status(id: string): PullView {
@@ -136,6 +192,10 @@ export class PullService {
   }
 
   private async register(job: PullJob): Promise<void> {
+    if (job.mode === "update") {
+      await this.o.register(job, { ...(job.commit_sha ? { revision: job.commit_sha } : {}), ...(job.sha256 ? { sha256: job.sha256 } : {}), ...(job.size ? { size_bytes: job.size } : {}) }, job.approved_by ?? job.requested_by);
+      return;
+    }
     const model = await this.o.box.model();
     const path = (abs: string) => relativeIfInside(model.root, abs);
     const entry: Record<string, unknown> = {
@@ -145,6 +205,17 @@ export class PullService {
     for (const e of job.extras) entry[e.role] = path(e.dest);
     await this.o.register(job, entry, job.approved_by ?? job.requested_by);
   }
+}
+
+/** One row of `model_update_check`. */
+export interface UpdateRow {
+  readonly id: string;
+  readonly hf_repo: string;
+  readonly hf_filename: string;
+  readonly local: { revision: string | null; sha256: string | null; size_bytes: number | null };
+  readonly hub: { revision: string; sha256: string | null; size_bytes: number } | null;
+  readonly update_available: boolean;
+  readonly reason: string;
 }
 
 /** Where pulls land: `[models] store`, else the first of `[models] roots` (relative to the config folder). */

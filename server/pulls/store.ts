@@ -24,6 +24,8 @@ export interface PullExtra {
 
 export interface PullJob {
   readonly model_id: string;
+  /** `pull`: a new model, registered when done; `update`: a registered model's file, replaced in place, its facts edited. */
+  readonly mode: "pull" | "update";
   readonly hf_repo: string;
   readonly hf_filename: string;
   readonly revision: string;
@@ -61,10 +63,10 @@ export class PullStore {
   }
 
   /** A new queued job; the caller has checked that no live job holds the id. Replaces an ended one. */
-  create(job: Pick<PullJob, "model_id" | "hf_repo" | "hf_filename" | "revision" | "dest" | "extras" | "requested_by" | "approved_by">): PullJob {
+  create(job: Pick<PullJob, "model_id" | "mode" | "hf_repo" | "hf_filename" | "revision" | "dest" | "extras" | "requested_by" | "approved_by">): PullJob {
     const at = this.iso();
-    this.db.prepare(`INSERT OR REPLACE INTO pulls (model_id, hf_repo, hf_filename, revision, dest, extras, requested_by, approved_by, state, bytes, created_at, updated_at)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?)`).run(job.model_id, job.hf_repo, job.hf_filename, job.revision, job.dest, JSON.stringify(job.extras), job.requested_by, job.approved_by, at, at);
+    this.db.prepare(`INSERT OR REPLACE INTO pulls (model_id, mode, hf_repo, hf_filename, revision, dest, extras, requested_by, approved_by, state, bytes, created_at, updated_at)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?)`).run(job.model_id, job.mode, job.hf_repo, job.hf_filename, job.revision, job.dest, JSON.stringify(job.extras), job.requested_by, job.approved_by, at, at);
     return this.get(job.model_id)!;
   }
 

@@ -79,6 +79,22 @@ export const modelPullRoutes = [
     handle: ({ params, services }) => pulls(services).remove(params.model_id),
   }),
   defineRoute({
+    method: "GET", path: "/api/models/updates/check", kind: "read", query: z.strictObject({ model_id: ResourceId.optional() }), tools: ["model_update_check"], listKey: "models",
+    summary: "For each model pulled from the Hub: the recorded revision and sha256 beside the Hub's now, and whether an update is available",
+    handle: async ({ query, services }) => {
+      const rows = await pulls(services).updates(query.model_id);
+      return { models: rows, updates_available: rows.filter((r) => r.update_available).length };
+    },
+  }),
+  defineRoute({
+    method: "POST", path: "/api/models/{model_id}/update", kind: "action", status: 202, params: ModelIdParams, tools: ["model_update"],
+    summary: "Pull the Hub's newer file of a model: downloaded beside the old one, verified, renamed over it, the model's revision and sha256 edited (one change: its slots are replaced)",
+    precheck: async ({ params, services }) => {
+      await pulls(services).precheckUpdate(params.model_id);
+    },
+    handle: async ({ params, services, caller }) => ({ pull: await pulls(services).startUpdate(params.model_id, caller) }),
+  }),
+  defineRoute({
     method: "GET", path: "/api/hf/search", kind: "read", query: SearchQuery, tools: ["hf_search"],
     summary: "Search the Hub (HF_ENDPOINT) for GGUF model repositories: id, downloads, likes, last update",
     handle: async ({ query, services }) => {

@@ -1,12 +1,14 @@
 import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
 import { ggufBytes, modelKvs } from "./gguf-writer.js";
+import { ProcessDriver } from "../../reconciler/drivers/process.js";
 import { startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 
@@ -22,6 +24,19 @@ const gguf = (o: { arch: string; ctx: number; name?: string }, bytes: number) =>
 const model = gguf({ arch: "qwen3", ctx: 32768, name: "Tiny Qwen" }, 256 * 1024);
 const draft = gguf({ arch: "qwen3", ctx: 32768, name: "Tiny Draft" }, 16 * 1024);
 const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
+
+/** A port in [from, to] nothing listens on right now. */
+async function freePortIn(from: number, to: number): Promise<number> {
+  for (let port = from; port <= to; port++) {
+    const server = createServer();
+    const ok = await new Promise<boolean>((resolve) => server.once("error", () => resolve(false)).listen(port, "127.0.0.1", () => resolve(true)));
+    if (ok) {
+      await new Promise((r) => server.close(r));
+      return port;
+    }
+  }
+  throw new Error(`no free port in ${from}..${to}`);
+}
 
 async function until<T>(what: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
   const deadline = Date.now() + ms;
@@ -180,5 +195,39 @@ describe("model pulls from the Hub (a local stand-in)", () => {
     expect([elsewhere.status, elsewhere.body.error.code]).toEqual([422, "validation.invalid"]);
     const missing = await s.call("POST", "/api/models/inspect", { body: { hf_repo: "acme/nothing-here" } });
     expect([missing.status, missing.body.error.code]).toEqual([404, "model.not_found"]);
+  });
+
+  it("a slot using the pulled model starts; an update in place (model_update_check, model_update) re-plans it with model_sha256", async () => {
+    const port = await freePortIn(8150, 8187); // inside the box's [slots] port range, clear of its slots' ports
+    const moved = await s.call("PUT", "/api/slots/utility/config", { body: { model: "tiny", port } });
+    expect(moved.status, JSON.stringify(moved.body)).toBe(200);
+    try {
+      const started = await s.call("POST", "/api/slots/utility/restart");
+      expect(started.status, JSON.stringify(started.body)).toBe(200);
+      expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
+      const props = (await (await fetch(`http://127.0.0.1:${port}/props`)).json()) as { argv: string[] };
+      expect(props.argv).toContain(join(s.config, "pulled/tiny-q4_k_m.gguf"));
+
+      expect((await s.call("GET", "/api/models/updates/check?model_id=tiny")).body.models[0]).toMatchObject({ id: "tiny", update_available: false, reason: "up to date" });
+      expect((await s.call("POST", "/api/models/tiny/update")).body.error.code).toBe("model.up_to_date");
+      const newer = gguf({ arch: "qwen3", ctx: 40960, name: "Tiny Qwen v2" }, 256 * 1024 + 4096);
+      hub.replace("acme/tiny-GGUF", "tiny-q4_k_m.gguf", newer);
+      const check = (await s.call("GET", "/api/models/updates/check")).body;
+      expect(check.models.find((m: { id: string }) => m.id === "tiny")).toMatchObject({ update_available: true, local: { sha256: sha(model) }, hub: { sha256: sha(newer) } });
+      const before = (await s.call("GET", "/api/slots/utility/resolved")).body.spec_hash;
+      expect((await s.call("POST", "/api/models/tiny/update")).status).toBe(202);
+      expect(await ended("tiny")).toMatchObject({ state: "done", mode: "update", sha256: sha(newer) });
+      expect(sha(readFileSync(join(s.config, "pulled/tiny-q4_k_m.gguf")))).toBe(sha(newer));
+      expect((await s.call("GET", "/api/models/tiny")).body).toMatchObject({ sha256: sha(newer), size_bytes: newer.length });
+      // Same path, new bytes: the slot's spec changes with the model's sha256, so the next apply replaces it.
+      const after = (await s.call("GET", "/api/slots/utility/resolved")).body;
+      expect(after.spec_hash).not.toBe(before);
+      expect(after.spec.model_sha256).toBe(sha(newer));
+      const planned = await s.call("POST", "/api/plans", { body: { edits: [{ file: "slots/utility.toml", op: "set", path: ["description"], value: "serves the pulled model" }] } });
+      expect(planned.status, JSON.stringify(planned.body)).toBe(201);
+      expect(planned.body.plan.changes.find((c: { address: string }) => c.address === "slot.utility")).toMatchObject({ action: "replace", changed_paths: ["model_sha256"] });
+    } finally {
+      await new ProcessDriver({ stateDir: s.state }).stop("utility", 2);
+    }
   });
 });
