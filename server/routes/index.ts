@@ -6,6 +6,7 @@ import { mcpRoutes } from "./mcp.js";
 import { modelRoutes } from "./models.js";
 import { modelPullRoutes } from "./models-pull.js";
 import { modelExtraRoutes } from "./models-extra.js";
+import { modelStoreRoutes } from "./models-store.js";
 import { planRoutes } from "./plans.js";
 import { profileRoutes } from "./profiles.js";
 import { stackRoutes } from "./stacks.js";
@@ -25,6 +26,7 @@ export const ROUTES: readonly Route[] = [
   ...modelRoutes,
   ...modelPullRoutes,
   ...modelExtraRoutes,
+  ...modelStoreRoutes,
   ...profileRoutes,
   ...stackRoutes,
   ...approvalRoutes,
