@@ -19,6 +19,8 @@ import { FILE_KINDS, Settings, type FileKind } from "../schema/index.js";
 import { ROOT as PLAN_ROOT } from "../fixtures/plans/build.js";
 import { dockerEngine, exampleBoxTurn } from "./reconciler/docker-helpers.js";
 import { freePort } from "./reconciler/process-helpers.js";
+import { startFakeHub, type FakeHub } from "./helpers/fake-hub.js";
+import { ggufBytes, modelKvs } from "./server/gguf-writer.js";
 
 /**
  * Issue 16: every example in README.md and docs/*.md is run by a test. Each
@@ -316,8 +318,11 @@ describe("every example in README.md and docs/", () => {
 const SERVE_COMMAND = "npx hal0 serve --config fixtures/box --state .hal0/state";
 
 /** Without the caller's hal0 variables, so every command finds its folders by its flags alone. */
+/** The stand-in Hub docs/models.md's walkthrough talks to (HF_ENDPOINT of the served box and of each block). */
+let docsHub: FakeHub | undefined;
+
 function cleanEnv(extra: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const env: NodeJS.ProcessEnv = { ...process.env, ...extra };
+  const env: NodeJS.ProcessEnv = { ...process.env, ...(docsHub ? { HF_ENDPOINT: docsHub.endpoint } : {}), ...extra };
   for (const k of ["HAL0_CONFIG", "HAL0_STATE", "HAL0_HOME", "HAL0_TOKEN", "FORCE_COLOR"]) delete env[k];
   return env;
 }
@@ -347,6 +352,9 @@ const session: Record<string, string> = {};
 const claudeCalls: Array<{ block: Block; args: string[] }> = [];
 
 async function serve(): Promise<Served> {
+  // docs/models.md pulls Qwen/Qwen3-0.6B-GGUF: a local stand-in Hub serves it (nothing leaves this machine).
+  const small = (quant: number) => ggufBytes({ kvs: modelKvs({ arch: "qwen3", ctx: 40960, name: "Qwen3 0.6B", fileType: quant }), tensors: [{ name: "w", dims: [16 * 1024] }] });
+  docsHub = await startFakeHub({ repos: { "Qwen/Qwen3-0.6B-GGUF": { files: { "Qwen3-0.6B-Q4_K_M.gguf": small(15), "Qwen3-0.6B-Q8_0.gguf": small(7) }, downloads: 1000 } } });
   const dir = mkdtempSync(join(tmpdir(), "hal0-docs-"));
   const config = join(dir, "config");
   const dotHal0 = join(dir, "dot-hal0");
@@ -630,6 +638,7 @@ describe("the examples against a real hal0 serve (the Quickstart's command on a 
     s.child.kill("SIGTERM");
     await exited;
     rmSync(s.dir, { recursive: true, force: true });
+    await docsHub?.close();
   }, 90_000);
 
   it("npx hal0 is this repository's bin", () => {

@@ -1,4 +1,4 @@
-import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, request, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -118,4 +118,11 @@ export function httpCall(url: string, method: string, path: string, { body, head
     req.on("error", reject);
     req.end(payload);
   });
+}
+
+/** Replaces the `[models]` table of a served copy's hal0.toml (the example box sets a store) with `body`'s keys. */
+export function setModelsTable(config: string, body: string): void {
+  const file = join(config, "hal0.toml");
+  const text = readFileSync(file, "utf8").replace(/\n\[models\]\n(?:(?!\[)[^\n]*\n?)*/, "\n");
+  writeFileSync(file, `${text.trimEnd()}\n\n[models]\n${body.trimEnd()}\n`);
 }

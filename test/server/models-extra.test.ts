@@ -8,7 +8,7 @@ import { ModelFacts, ResourceId } from "../../schema/index.js";
 import { ROUTES } from "../../server/routes/index.js";
 import { modelExtraRoutes } from "../../server/routes/models-extra.js";
 import { ggufBytes, kv, modelKvs, type Kv } from "./gguf-writer.js";
-import { startTestServer, type TestServer } from "./harness.js";
+import { setModelsTable, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 
 /**
@@ -29,7 +29,7 @@ beforeEach(async () => {
   s = await startTestServer({ extra: { routes } });
   root = join(s.dir, "store");
   mkdirSync(root);
-  writeFileSync(join(s.config, "hal0.toml"), `${readFileSync(join(s.config, "hal0.toml"), "utf8")}\n[models]\nroots = [${JSON.stringify(root)}]\n`);
+  setModelsTable(s.config, `roots = [${JSON.stringify(root)}]`);
 });
 afterEach(async () => s.close());
 

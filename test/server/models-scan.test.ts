@@ -3,7 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeEach, describe, expect, it } from "vitest";
 import { ggufBytes, kv, modelKvs } from "./gguf-writer.js";
-import { startTestServer, type TestServer } from "./harness.js";
+import { setModelsTable, startTestServer, type TestServer } from "./harness.js";
 
 let s: TestServer;
 beforeEach(async () => {
@@ -38,7 +38,7 @@ describe("model scan", () => {
     writeFileSync(join(dir, "notes.gguf"), "not a model\n");
     writeFileSync(join(dir, "README.md"), "ignored\n");
   }
-  const setRoots = (roots: string[]) => appendFileSync(join(s.config, "hal0.toml"), `\n[models]\n# where the weights live\nroots = ${JSON.stringify(roots)}\n`);
+  const setRoots = (roots: string[]) => setModelsTable(s.config, `# where the weights live\nroots = ${JSON.stringify(roots)}`);
 
   it("previews what it would register without writing, then registers the new ones as one change set", async () => {
     const dir = root();

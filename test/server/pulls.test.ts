@@ -6,10 +6,11 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { AUTONOMOUS_READ_TOOLS, AUTONOMOUS_WRITE_TOOLS, GATED_TOOLS } from "../../schema/data/seed-tiers.js";
 import { startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
 import { ggufBytes, modelKvs } from "./gguf-writer.js";
 import { ProcessDriver } from "../../reconciler/drivers/process.js";
-import { startTestServer, type TestServer } from "./harness.js";
+import { setModelsTable, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 
 /**
@@ -61,7 +62,7 @@ describe("model pulls from the Hub (a local stand-in)", () => {
       "acme/split-GGUF": { files: { "Big-Q8_0-00001-of-00002.gguf": part(4), "Big-Q8_0-00002-of-00002.gguf": part(2), "mmproj-Big-F16.gguf": part(1), "Big-draft-Q4_0.gguf": part(1), "Big-IQ4_XS.gguf": part(3) } },
     } });
     s = await startTestServer({ env: { HF_ENDPOINT: hub.endpoint, HF_TOKEN: TOKEN } });
-    writeFileSync(join(s.config, "hal0.toml"), `${readFileSync(join(s.config, "hal0.toml"), "utf8")}\n[models]\nstore = "pulled"\n`);
+    setModelsTable(s.config, 'store = "pulled"');
   });
   afterAll(async () => {
     await s.close();
@@ -96,8 +97,34 @@ describe("model pulls from the Hub (a local stand-in)", () => {
     expect(JSON.stringify((await s.call("GET", "/api/models/pulls")).body)).not.toContain(TOKEN);
   });
 
+  it("/api/models/pulls/events: a snapshot, then each pull's state and progress as server-sent events", async () => {
+    hub.replace("acme/tiny-GGUF", "evt.gguf", gguf({ arch: "llama", ctx: 4096 }, 64 * 1024));
+    const abort = new AbortController();
+    const res = await fetch(`${s.url}/api/models/pulls/events`, { headers: { authorization: `Bearer ${s.operator}` }, signal: abort.signal });
+    expect(res.headers.get("content-type")).toContain("text/event-stream");
+    const reader = res.body!.getReader();
+    let text = "";
+    const read = (async () => {
+      for (;;) {
+        const { value, done } = await reader.read().catch(() => ({ value: undefined, done: true }));
+        if (done) return;
+        text += Buffer.from(value!).toString("utf8");
+        if (/event: state\ndata: .*"model_id":"evt".*"state":"done"/.test(text)) return;
+      }
+    })();
+    await until(async () => text, (t) => t.includes("event: snapshot"));
+    expect((await s.call("POST", "/api/models/evt/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: "evt.gguf" } })).status).toBe(202);
+    await Promise.race([read, sleep(8000)]);
+    abort.abort();
+    const states = [...text.matchAll(/event: state\ndata: (.*)/g)].map((m) => JSON.parse(m[1]!).pull).filter((p: { model_id: string }) => p.model_id === "evt").map((p: { state: string }) => p.state);
+    expect(states).toEqual(["queued", "downloading", "verifying", "done"].filter((st) => states.includes(st)));
+    expect(states.at(-1)).toBe("done");
+    expect(states).toContain("downloading");
+  });
+
   it("refuses before queueing: an id already registered, a traversal filename, a repo or file the Hub does not have", async () => {
-    expect((await s.call("POST", "/api/models/tiny/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: "tiny-q4_k_m.gguf" } })).body.error.code).toBe("model.already_exists");
+    const again = await s.call("POST", "/api/models/tiny/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: "tiny-q4_k_m.gguf" } });
+    expect(again.body.error?.code, JSON.stringify(again.body)).toBe("model.already_exists");
     for (const bad of ["../../etc/passwd", "/etc/passwd", "https://evil.example/x.gguf", "a/../b.gguf"]) {
       const res = await s.call("POST", "/api/models/evil/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: bad } });
       expect(res.status, bad).toBe(422);
@@ -107,7 +134,7 @@ describe("model pulls from the Hub (a local stand-in)", () => {
     expect([missing.status, missing.body.error.code]).toEqual([404, "model.not_found"]);
     const noFile = await s.call("POST", "/api/models/nope/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: "other.gguf" } });
     expect([noFile.status, noFile.body.error.code]).toEqual([404, "model.not_found"]);
-    expect((await s.call("GET", "/api/models/pulls")).body.pulls.map((p: { model_id: string }) => p.model_id)).toEqual(["tiny"]);
+    expect((await s.call("GET", "/api/models/pulls")).body.pulls.map((p: { model_id: string }) => p.model_id)).toEqual(["tiny", "evt"]); // nothing queued by the refusals
   });
 
   it("an agent's model_pull over MCP waits for an operator; approved, it runs, and a traversal is refused before anything is queued", async () => {
@@ -229,5 +256,51 @@ describe("model pulls from the Hub (a local stand-in)", () => {
     } finally {
       await new ProcessDriver({ stateDir: s.state }).stop("utility", 2);
     }
+  });
+});
+
+describe("each model tool answers in its seed tier over MCP (an agent, the SDK's client)", () => {
+  let hub: FakeHub;
+  let s: TestServer;
+  beforeAll(async () => {
+    hub = await startFakeHub({ repos: { "acme/tiny-GGUF": { files: { "tiny-q4_k_m.gguf": model, "tiny-q8_0.gguf": draft } } } });
+    s = await startTestServer({ env: { HF_ENDPOINT: hub.endpoint } });
+    setModelsTable(s.config, 'store = "pulled"\nroots = ["models"]');
+  });
+  afterAll(async () => {
+    await s.close();
+    await hub.close();
+  });
+
+  it("reads run, pull cancel/delete run (autonomous-write), pulls, updates, adds, store moves and config writes wait for an operator", async () => {
+    // A pulled model with a newer file on the Hub (so model_update passes its checks), and a GGUF under a root not yet registered (model_add).
+    expect((await s.call("POST", "/api/models/tiny0/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: "tiny-q4_k_m.gguf" } })).status).toBe(202);
+    await until(() => s.call("GET", "/api/models/tiny0/pull/status").then((r) => r.body.pull), (p) => p.state === "done");
+    hub.replace("acme/tiny-GGUF", "tiny-q4_k_m.gguf", gguf({ arch: "qwen3", ctx: 32768 }, 300 * 1024));
+    writeFileSync(join(s.config, "models/loose.gguf"), gguf({ arch: "llama", ctx: 4096 }, 4096));
+    const calls: Array<[string, Record<string, unknown>]> = [
+      ["hf_search", { q: "tiny" }], ["model_inspect", { hf_repo: "acme/tiny-GGUF" }], ["model_catalogue", {}], ["model_pulls_list", {}],
+      ["model_pull_status", { model_id: "nope" }], ["model_update_check", {}], ["model_health_check", {}], ["model_config_read", {}],
+      ["model_inspect_draft", { path: "models/loose.gguf" }], ["model_store", {}],
+      ["model_pull_cancel", { model_id: "nope" }], ["model_pull_delete", { model_id: "nope" }],
+      ["model_pull", { model_id: "tiny8", hf_repo: "acme/tiny-GGUF", hf_filename: "tiny-q8_0.gguf" }], ["model_update", { model_id: "tiny0" }],
+      ["model_add", { path: "models/loose.gguf", id: "loose" }], ["model_store_set", { store: "elsewhere" }], ["model_store_migrate", { store: "elsewhere" }],
+      ["model_config_write", { text: readFileSync(join(s.config, "models.toml"), "utf8") }],
+    ];
+    const tierOf = (tool: string) => (GATED_TOOLS.some((t) => t.tool === tool) ? "gated" : AUTONOMOUS_WRITE_TOOLS.some((t) => t.tool === tool) ? "autonomous-write" : AUTONOMOUS_READ_TOOLS.some((t) => t.tool === tool) ? "autonomous-read" : "none");
+    const c = await adminClient(s.url, "hermes__coder");
+    const seen: string[] = [];
+    for (const [tool, args] of calls) {
+      const res = await callTool(c, tool, args);
+      const pending = res.body?.status === "pending_approval";
+      const refused = res.body?.error?.code === "mcp.tool_not_allowed" || res.body?.error?.code === "mcp.unknown_tool";
+      seen.push(`${tool} ${tierOf(tool)} ${refused ? "refused" : pending ? "pending" : "ran"}${res.isError && !refused ? ` (${res.body?.error?.code})` : ""}`);
+    }
+    await c.close();
+    // A read or autonomous write runs (its own answer, an error such as model.pull_not_found included); a gated call is queued.
+    expect(seen.map((l) => l.replace(/ \(.*\)$/, ""))).toEqual(calls.map(([tool]) => `${tool} ${tierOf(tool)} ${tierOf(tool) === "gated" ? "pending" : "ran"}`));
+    expect(seen.filter((l) => l.includes("(")).sort()).toEqual([
+      "model_pull_cancel autonomous-write ran (model.pull_not_found)", "model_pull_delete autonomous-write ran (model.pull_not_found)", "model_pull_status autonomous-read ran (model.pull_not_found)",
+    ]);
   });
 });

@@ -22,7 +22,7 @@ describe("GET /api/settings, schema, apply-plan", () => {
     expect(res.body.revision).toMatch(/^rev_/);
     expect(res.body.slots).toMatchObject({ max_slots: 8, health_timeout_s: 240, parallel: 4, runtime: "process" });
     expect(res.body.bridge).toEqual({ enabled: true });
-    expect(res.body.models).toEqual({ roots: ["/var/lib/hal0/models"], store: "", pull_parallel: 2, pull_on_apply: false });
+    expect(res.body.models).toEqual({ roots: ["/var/lib/hal0/models"], store: "models/pulled", pull_parallel: 2, pull_on_apply: false });
     expect(res.body._hal0).toMatchObject({ file: "hal0.toml", valid: true, tree_valid: true });
   });
 
@@ -70,7 +70,7 @@ describe("PUT /api/settings", () => {
     expect(text).toContain("# 128 GB of unified memory fits about eight resident models at our quants;");
     expect(text).toMatch(/max_slots = 10/);
     expect(text).toMatch(/port = 8070/);
-    expect(text).toMatch(/\[models\]\nstore = "\/srv\/models"/);
+    expect(text).toMatch(/\[models\]\n# Pulled models land [^\n]*\nstore = "\/srv\/models"/);
     const after = await s.call("GET", "/api/settings");
     expect(after.body.revision).toBe(res.body.revision);
     expect(after.body.server.port).toBe(8070);
@@ -169,7 +169,8 @@ describe("POST /api/settings/reload and GET /api/settings/models/store", () => {
     const store = mkdtempSync(join(tmpdir(), "hal0-store-"));
     try {
       const none = await s.call("GET", "/api/settings/models/store");
-      expect(none.body.store).toMatchObject({ set: false, exists: false });
+      // The example box's store (models/pulled, made by its first pull) does not exist yet.
+      expect(none.body.store).toMatchObject({ set: true, exists: false });
       await s.call("PUT", "/api/settings", { body: { models: { store, roots: ["models", "/nonexistent/hal0-models"] } } });
       const res = await s.call("GET", "/api/settings/models/store");
       expect(res.status).toBe(200);
