@@ -6,6 +6,7 @@ import { generateTree } from "./generate.js";
 import { benchApply } from "./apply.js";
 import { benchMemory } from "./memory.js";
 import { benchServe } from "./serve.js";
+import { benchPull } from "./pull.js";
 
 /**
  * `npm run bench`: compile time of generated trees beside smol-toml's bare
@@ -67,6 +68,9 @@ for (const line of await benchApply()) console.log(line);
 
 console.log("\nhal0 serve (a whole process on a 50-slot box, its sweep loop converged)");
 for (const line of await benchServe()) console.log(line);
+
+console.log("\nmodel pulls (the Hub client and the pull worker)");
+for (const line of await benchPull()) console.log(line);
 
 console.log("\nhal0-memory (the embedded engine over MCP)");
 for (const line of await benchMemory()) console.log(line);
