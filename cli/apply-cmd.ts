@@ -5,7 +5,9 @@ import { Plan } from "../schema/index.js";
 import { PlanStaleError } from "../reconciler/converge.js";
 import { formatPlan } from "../reconciler/format.js";
 import { openBox, writeRunnerNotes } from "./box.js";
-import { BOX_OPTIONS } from "./plan-cmd.js";
+import { notInstalled } from "../server/pulls/service.js";
+import { installMissing } from "./model-cmd.js";
+import { BOX_OPTIONS, writeNotInstalled } from "./plan-cmd.js";
 import { convergeWithProgress } from "./progress.js";
 import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 
@@ -23,7 +25,13 @@ on; pass --yes).`;
 /** `hal0 apply`: exit 0 when every step succeeded, 1 when one failed, or the plan was cancelled or refused. */
 export async function runApply(args: string[], io: CliIo): Promise<number> {
   const { values } = parseCommandArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, plan: { type: "string" }, yes: { type: "boolean" } } });
-  const box = await openBox(values, io, { checkRunners: true });
+  let box = await openBox(values, io, { checkRunners: true });
+  // [models] pull_on_apply: the Hub models the enabled slots use come down first (each its own change), then the box is read again.
+  const missing = notInstalled(box.model).map((m) => m.id);
+  if (missing.length > 0 && box.model.settings.models.pull_on_apply) {
+    await installMissing(values, io, missing);
+    box = await openBox(values, io, { checkRunners: true });
+  } else writeNotInstalled(box.model, io);
   writeRunnerNotes(box, io);
   const saved = values.plan ? await readSavedPlan(resolve(io.cwd, values.plan)) : undefined;
   const done = await convergeWithProgress(box, io, {

@@ -92,3 +92,37 @@ function reporter(io: CliIo, json: boolean): (p: import("../server/pulls/worker.
 function mib(n: number): string {
   return `${(n / 1024 / 1024).toFixed(1)} MiB`;
 }
+
+/**
+ * `hal0 apply` with `[models] pull_on_apply`: installs the Hub models the
+ * enabled slots use whose files are missing, in this process, before the
+ * plan is made (each a change of its model's entry, like `hal0 model pull`).
+ * Throws model.pull_failed when one does not finish.
+ */
+export async function installMissing(flags: { config?: string; state?: string }, io: CliIo, ids: readonly string[]): Promise<void> {
+  const { createHal0Server } = await import("../server/hal0-server.js");
+  const { OWNER } = await import("../server/identity/tokens.js");
+  const state = stateDir(flags.state, io.env, io.cwd);
+  const hal0 = createHal0Server({ root: configDir(flags.config, io.env, io.cwd), stateDir: state, driverFor: (m) => driverFor(m, state, io.env), env: io.env as NodeJS.ProcessEnv });
+  const pulls = hal0.pulls!;
+  try {
+    const show = reporter(io, false);
+    for (const id of ids) {
+      io.stdout.write(`model ${id}: not installed; pulling it first ([models] pull_on_apply = true)\n`);
+      const ended = new Promise<import("../server/pulls/worker.js").PullView>((resolve) => {
+        const on = (p: import("../server/pulls/worker.js").PullView) => {
+          if (p.model_id !== id) return;
+          show(p);
+          if (p.state === "done" || p.state === "failed" || p.state === "cancelled") resolve(p);
+        };
+        pulls.worker.events.on("state", on);
+        pulls.worker.events.on("progress", on);
+      });
+      await pulls.startInstall(id, { kind: "operator", agent: OWNER, private: false, via: "cli" });
+      const done = await ended;
+      if (done.state !== "done") throw new CliError("model.pull_failed", `model ${id}: ${done.state}${done.reason ? ` (${done.reason})` : ""}: ${done.error ?? ""}`.trim());
+    }
+  } finally {
+    await hal0.close();
+  }
+}

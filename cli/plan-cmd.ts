@@ -3,7 +3,8 @@ import { formatPlan, planJson } from "../reconciler/format.js";
 import { previewPlan } from "../reconciler/converge.js";
 import { preflight } from "../reconciler/preflight.js";
 import { writeFileAtomic } from "../reconciler/index.js";
-import { openBox, writeRunnerNotes } from "./box.js";
+import { notInstalled } from "../server/pulls/service.js";
+import { openBox, writeRunnerNotes, type Box } from "./box.js";
 import { EXIT_CHANGES, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
 
 
@@ -35,7 +36,17 @@ export async function runPlan(args: string[], io: CliIo): Promise<number> {
   const [{ plan }, findings] = await Promise.all([previewPlan(box), preflight(box.model)]);
   // What the host will refuse at apply (a runner not installed, a model file missing): the plan's actions stay what the planner says.
   for (const f of findings) io.stderr.write(`note: ${f.code}: ${f.summary}\n`);
+  writeNotInstalled(box.model, io);
   io.stdout.write(values.json ? `${planJson(plan)}\n` : `${formatPlan(plan, { verbose: values.verbose === true })}\n`);
   if (values.out) await writeFileAtomic(resolve(io.cwd, values.out), `${planJson(plan)}\n`);
   return values["detailed-exitcode"] && plan.has_changes ? EXIT_CHANGES : EXIT_OK;
+}
+
+/** The plan's note of each Hub model an enabled slot uses whose file is not here, and what apply does about it. */
+export function writeNotInstalled(model: Box["model"], io: CliIo): void {
+  const pullFirst = model.settings.models.pull_on_apply;
+  for (const m of notInstalled(model)) {
+    const then = pullFirst ? "hal0 apply pulls it first ([models] pull_on_apply = true)" : `pull it with hal0 model pull ${m.hf_repo} ${m.hf_filename} --id ${m.id}, or set [models] pull_on_apply = true`;
+    io.stderr.write(`note: model.not_installed: model ${m.id} (${m.hf_repo}/${m.hf_filename}, used by slot ${m.slots.join(", ")}) is not on this host: ${then}\n`);
+  }
 }

@@ -166,6 +166,29 @@ export class PullService {
     return this.status(id);
   }
 
+  /**
+   * Installs a model models.toml names with `hf_repo` and `hf_filename` but
+   * whose file is not here (`hal0 apply` with `[models] pull_on_apply`): the
+   * file is pulled to its `path` (else into the store) and the entry gains
+   * path, revision and sha256 — one change, like an update.
+   */
+  async startInstall(id: string, caller: Caller): Promise<PullView> {
+    const model = await this.o.box.model();
+    const m = model.models[id];
+    if (m === undefined || !m.hf_repo || !m.hf_filename) throw new ApiError("model.not_found", `no Hub model ${id} in models.toml`, { model_id: id });
+    checkHubFilename(m.hf_filename, "hf_filename");
+    const live = this.store.get(id);
+    if (live !== undefined && isLive(live)) return this.worker.view(live);
+    const dest = m.path_abs ?? join(storeDir(model), basename(m.hf_filename));
+    if (existsSync(dest)) throw new ApiError("model.file_exists", `${dest} already exists: model ${id} is installed`, { path: dest });
+    this.store.create({
+      model_id: id, mode: "update", hf_repo: m.hf_repo, hf_filename: m.hf_filename, revision: m.revision ?? "main", dest, extras: [],
+      requested_by: callerName(caller), approved_by: caller.approvedBy ?? (caller.kind === "operator" ? callerName(caller) : null),
+    });
+    this.worker.pump();
+    return this.status(id);
+  }
+
   status(id: string): PullView {
     const job = this.store.get(id);
     if (job === undefined) throw new ApiError("model.pull_not_found", `no pull of model ${id}`, { model_id: id });
@@ -192,11 +215,12 @@ export class PullService {
   }
 
   private async register(job: PullJob): Promise<void> {
+    const model = await this.o.box.model();
     if (job.mode === "update") {
-      await this.o.register(job, { ...(job.commit_sha ? { revision: job.commit_sha } : {}), ...(job.sha256 ? { sha256: job.sha256 } : {}), ...(job.size ? { size_bytes: job.size } : {}) }, job.approved_by ?? job.requested_by);
+      const entry = { path: relativeIfInside(model.root, job.dest), ...(job.commit_sha ? { revision: job.commit_sha } : {}), ...(job.sha256 ? { sha256: job.sha256 } : {}), ...(job.size ? { size_bytes: job.size } : {}) };
+      await this.o.register(job, entry, job.approved_by ?? job.requested_by);
       return;
     }
-    const model = await this.o.box.model();
     const path = (abs: string) => relativeIfInside(model.root, abs);
     const entry: Record<string, unknown> = {
       path: path(job.dest), hf_repo: job.hf_repo, hf_filename: job.hf_filename,
@@ -205,6 +229,19 @@ export class PullService {
     for (const e of job.extras) entry[e.role] = path(e.dest);
     await this.o.register(job, entry, job.approved_by ?? job.requested_by);
   }
+}
+
+/** The Hub models enabled slots use whose file is not on this host: what `hal0 plan` notes and `hal0 apply` pulls with `[models] pull_on_apply`. */
+export function notInstalled(model: Model): Array<{ id: string; hf_repo: string; hf_filename: string; slots: string[] }> {
+  const out = new Map<string, { id: string; hf_repo: string; hf_filename: string; slots: string[] }>();
+  for (const slot of Object.values(model.slots)) {
+    const m = slot.enabled && slot.model ? model.models[slot.model] : undefined;
+    if (!m?.hf_repo || !m.hf_filename || (m.path_abs !== undefined && existsSync(m.path_abs))) continue;
+    const row = out.get(m.id) ?? { id: m.id, hf_repo: m.hf_repo, hf_filename: m.hf_filename, slots: [] };
+    row.slots.push(slot.name);
+    out.set(m.id, row);
+  }
+  return [...out.values()];
 }
 
 /** One row of `model_update_check`. */

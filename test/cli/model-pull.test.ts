@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
+import { freePort } from "../reconciler/process-helpers.js";
 import { ggufBytes, modelKvs } from "../server/gguf-writer.js";
 
 const run = promisify(execFile);
@@ -47,5 +48,40 @@ describe("hal0 model pull (the built CLI)", () => {
     const missing = await hal0(["model", "pull", "acme/nothing", "x.gguf", "--id", "x"]);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain("model.not_found");
+  });
+
+  it("a Hub model a slot uses but this host lacks: plan notes model.not_installed; with [models] pull_on_apply, apply pulls it first, then starts the slot", async () => {
+    const box = join(dir, "box2");
+    mkdirSync(join(box, "slots"), { recursive: true });
+    const port = await freePort();
+    const settings = `[slots]\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 30\nstop_grace_s = 2\n\n[models]\nstore = "store"\n`;
+    writeFileSync(join(box, "hal0.toml"), settings);
+    writeFileSync(join(box, "profiles.toml"), `[profile.cpu]\nrunner = ["hal0-fake-llama-server"]\nflags = "--threads 2"\ndevice_class = "cpu"\n`);
+    writeFileSync(join(box, "models.toml"), `[model.gemma]\nhf_repo = "acme/Gemma-Tiny-GGUF"\nhf_filename = "Gemma-Tiny-Q4_K_M.gguf"\n`);
+    writeFileSync(join(box, "slots/chat.toml"), `profile = "cpu"\nmodel = "gemma"\nport = ${port}\n\n[tune]\nctx_size = 4096\n`);
+    const state = join(dir, "state2");
+    const cli = (args: string[]) => run(process.execPath, [HAL0, ...args, "--config", box, "--state", state], { env: { ...process.env, HF_ENDPOINT: hub.endpoint } })
+      .then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
+
+    const plan = await cli(["plan"]);
+    expect(plan.code, plan.stderr).toBe(0);
+    expect(plan.stderr).toContain("note: model.not_installed: model gemma (acme/Gemma-Tiny-GGUF/Gemma-Tiny-Q4_K_M.gguf, used by slot chat) is not on this host: pull it with hal0 model pull acme/Gemma-Tiny-GGUF Gemma-Tiny-Q4_K_M.gguf --id gemma, or set [models] pull_on_apply = true");
+
+    writeFileSync(join(box, "hal0.toml"), settings.replace('store = "store"', 'store = "store"\npull_on_apply = true'));
+    expect((await cli(["plan"])).stderr).toContain("hal0 apply pulls it first ([models] pull_on_apply = true)");
+    try {
+      const apply = await cli(["apply", "--yes"]);
+      expect(apply.code, `${apply.stdout}${apply.stderr}`).toBe(0);
+      expect(apply.stdout).toContain("model gemma: not installed; pulling it first");
+      const models = readFileSync(join(box, "models.toml"), "utf8");
+      expect(models).toContain('path = "store/Gemma-Tiny-Q4_K_M.gguf"');
+      expect(models).toContain(`sha256 = "${createHash("sha256").update(data).digest("hex")}"`);
+      expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
+      const props = (await (await fetch(`http://127.0.0.1:${port}/props`)).json()) as { argv: string[] };
+      expect(props.argv).toContain(join(box, "store/Gemma-Tiny-Q4_K_M.gguf"));
+      expect((await cli(["plan"])).stderr).not.toContain("model.not_installed");
+    } finally {
+      await cli(["down"]);
+    }
   });
 });
