@@ -47,18 +47,7 @@ export async function runModel(args: string[], io: CliIo): Promise<number> {
       if (err instanceof ApiError) throw new CliError(err.code, err.message);
       throw err;
     }
-    const show = reporter(io, values.json);
-    const done = await new Promise<import("../server/pulls/worker.js").PullView>((resolve) => {
-      const on = (p: import("../server/pulls/worker.js").PullView) => {
-        if (p.model_id !== id) return;
-        show(p);
-        if (p.state === "done" || p.state === "failed" || p.state === "cancelled") resolve(p);
-      };
-      pulls.worker.events.on("state", on);
-      pulls.worker.events.on("progress", on);
-      const now = pulls.status(id);
-      if (now.state === "done" || now.state === "failed" || now.state === "cancelled") resolve(now);
-    });
+    const done = await ended(pulls, id, reporter(io, values.json));
     if (done.state !== "done") {
       if (values.json) return EXIT_ERROR;
       throw new CliError("model.pull_failed", `${done.state}${done.reason ? ` (${done.reason})` : ""}: ${done.error ?? ""}`.trim());
@@ -71,7 +60,7 @@ export async function runModel(args: string[], io: CliIo): Promise<number> {
 }
 
 /** A bar redrawn in place on a terminal; one JSON line per update otherwise (and with --json). */
-function reporter(io: CliIo, json: boolean): (p: import("../server/pulls/worker.js").PullView) => void {
+function reporter(io: CliIo, json: boolean): (p: PullView) => void {
   let last = "";
   return (p) => {
     if (json || io.stdout.isTTY !== true) {
@@ -109,20 +98,29 @@ export async function installMissing(flags: { config?: string; state?: string },
     const show = reporter(io, false);
     for (const id of ids) {
       io.stdout.write(`model ${id}: not installed; pulling it first ([models] pull_on_apply = true)\n`);
-      const ended = new Promise<import("../server/pulls/worker.js").PullView>((resolve) => {
-        const on = (p: import("../server/pulls/worker.js").PullView) => {
-          if (p.model_id !== id) return;
-          show(p);
-          if (p.state === "done" || p.state === "failed" || p.state === "cancelled") resolve(p);
-        };
-        pulls.worker.events.on("state", on);
-        pulls.worker.events.on("progress", on);
-      });
       await pulls.startInstall(id, { kind: "operator", agent: OWNER, private: false, via: "cli" });
-      const done = await ended;
+      const done = await ended(pulls, id, show);
       if (done.state !== "done") throw new CliError("model.pull_failed", `model ${id}: ${done.state}${done.reason ? ` (${done.reason})` : ""}: ${done.error ?? ""}`.trim());
     }
   } finally {
     await hal0.close();
   }
+}
+
+type PullView = import("../server/pulls/worker.js").PullView;
+
+/** Waits for a pull to end (done, failed, cancelled), showing each update. */
+function ended(pulls: import("../server/pulls/service.js").PullService, id: string, show: (p: PullView) => void): Promise<PullView> {
+  const over = (p: PullView) => p.state === "done" || p.state === "failed" || p.state === "cancelled";
+  return new Promise((resolve) => {
+    const on = (p: PullView) => {
+      if (p.model_id !== id) return;
+      show(p);
+      if (over(p)) resolve(p);
+    };
+    pulls.worker.events.on("state", on);
+    pulls.worker.events.on("progress", on);
+    const now = pulls.status(id);
+    if (over(now)) resolve(now);
+  });
 }

@@ -255,8 +255,9 @@ async function datasync(path: string): Promise<void> {
   }
 }
 
-async function fsync(path: string): Promise<void> {
-  const fh = await open(path, "r+");
+/** Flushes a file to disk (data and metadata) before it is renamed into place. */
+export async function fsync(path: string): Promise<void> {
+  const fh = await open(path, "r");
   try {
     await fh.sync();
   } finally {

@@ -14,6 +14,7 @@ import { guardOperatorOnly } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { storeDir } from "../pulls/service.js";
 import { defineRoute, type Caller, type WriteOutcome } from "../route.js";
+import { fsync } from "../pulls/worker.js";
 
 /** A store path: "" is the first of `[models] roots` (schema/settings.ts); relative paths resolve against the config folder. */
 const StorePath = z.string().max(4096).refine((s) => !s.includes("\0"), "a path without NUL bytes");
@@ -291,14 +292,6 @@ function failed(step: "copy" | "verify" | "commit", file: string | null, message
   return new ApiError("model.store_migrate_failed", `store migration failed at ${step}${file ? ` (${file})` : ""}: ${message}; the copies were removed, the old store stays in use`, { step, file, ...extra });
 }
 
-async function fsyncPath(path: string): Promise<void> {
-  const fh = await open(path, "r");
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-}
 
 async function sha256File(path: string): Promise<string> {
   const hash = createHash("sha256");
@@ -339,7 +332,7 @@ async function copyOne(t: Transfer, made: Made): Promise<string> {
       },
     });
     await pipeline(createReadStream(t.from), tee, createWriteStream(partial, { flags: "w", mode: 0o644 }));
-    await fsyncPath(partial);
+    await fsync(partial);
     sourceSha = hash.digest("hex");
   } catch (err) {
     throw failed("copy", t.from, (err as Error).message, { to: t.to, errno: (err as NodeJS.ErrnoException).code ?? null });
@@ -386,7 +379,7 @@ async function migrate(box: BoxService, caller: Caller, base: string | undefined
       made.dirs.push(m.to);
     }
     for (const t of m.transfers) moved.push({ from: t.from, to: t.to, size_bytes: t.size, sha256: await copyOne(t, made), models: t.refs });
-    for (const d of new Set(m.transfers.map((t) => dirname(t.to)))) await fsyncPath(d).catch(() => undefined);
+    for (const d of new Set(m.transfers.map((t) => dirname(t.to)))) await fsync(d).catch(() => undefined);
   } catch (err) {
     return fail(err instanceof ApiError ? err : failed("copy", null, (err as Error).message));
   }
