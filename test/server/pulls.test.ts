@@ -167,6 +167,26 @@ describe("model pulls from the Hub (a local stand-in)", () => {
     expect((await s.call("GET", "/api/models/bad")).status).toBe(404);
   });
 
+  it("a registration the pipeline refuses (the id taken while it downloaded) fails with reason register; the verified file stays, named", async () => {
+    hub.replace("acme/tiny-GGUF", "race.gguf", gguf({ arch: "llama", ctx: 4096 }, 256 * 1024));
+    hub.setRate(256 * 1024);
+    try {
+      expect((await s.call("POST", "/api/models/race/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: "race.gguf" } })).status).toBe(202);
+      await until(() => status("race"), (p) => p.state === "downloading" && p.bytes > 0);
+      // Meanwhile a person registers another file under the same id.
+      const taken = await s.call("POST", "/api/models", { body: { id: "race", path: "models/Qwen3-4B-Q4_K_M.gguf" } });
+      expect(taken.status, JSON.stringify(taken.body)).toBe(201);
+    } finally {
+      hub.setRate(null);
+    }
+    const failed = await ended("race");
+    expect(failed).toMatchObject({ state: "failed", reason: "register" });
+    expect(failed.error).toContain(join(s.config, "pulled/race.gguf"));
+    expect(failed.error).toContain("stays in the store, unregistered");
+    expect(existsSync(join(s.config, "pulled/race.gguf"))).toBe(true);
+    expect((await s.call("GET", "/api/models/race")).body.path).toBe("models/Qwen3-4B-Q4_K_M.gguf");
+  });
+
   it("cancel stops a download and removes its partial file; delete forgets the pull", async () => {
     hub.replace("acme/tiny-GGUF", "slow.gguf", gguf({ arch: "llama", ctx: 4096 }, 512 * 1024));
     hub.setRate(64 * 1024);
