@@ -38,6 +38,7 @@ export function createHal0App(deps: AppDeps): App {
   const app = createApp();
   const router = createRouter();
   for (const route of deps.routes) {
+    if (route.inProcess) continue; // an in-process probe: an MCP tool only, no REST route
     router.add(toH3Path(route.path), defineEventHandler((event) => handle(deps, route, event)), route.method.toLowerCase() as "get");
   }
   for (const [name, endpoint] of Object.entries(deps.mcp ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))) {

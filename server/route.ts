@@ -77,6 +77,11 @@ interface RouteBase<P, Q, B> {
   readonly body?: z.ZodType<B>;
   /** The MCP tool names that alias this route (seed 001); the next layer builds its tools from these. */
   readonly tools?: readonly string[];
+  /**
+   * A host probe seed 001 runs in process (its tier tables say `in-process`):
+   * an MCP tool only, never mounted as REST; its path only names it.
+   */
+  readonly inProcess?: boolean;
   /** A bare-list reply is wrapped as `{<listKey>: [...], count}` by the MCP layer. */
   readonly listKey?: string;
   /** Success status; default 200 (201 for creates is declared here). */

@@ -47,7 +47,7 @@ export function catalogProblems(routes: readonly Route[]): string[] {
     for (const tool of r.tools ?? []) {
       const entry = tierOf.get(tool);
       if (!entry) problems.push(`${tool} (alias of ${routeId(r)}) has no tier`);
-      else if (entry.route !== routeId(r)) problems.push(`${tool} aliases ${routeId(r)}, but its tier table names ${entry.route}, which no route serves as ${tool}`);
+      else if (entry.route !== (r.inProcess ? "in-process" : routeId(r))) problems.push(`${tool} aliases ${routeId(r)}, but its tier table names ${entry.route}, which no route serves as ${tool}`);
     }
   }
   return problems.sort();

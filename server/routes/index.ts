@@ -7,6 +7,7 @@ import { modelRoutes } from "./models.js";
 import { modelPullRoutes } from "./models-pull.js";
 import { modelExtraRoutes } from "./models-extra.js";
 import { modelStoreRoutes } from "./models-store.js";
+import { hostProbeRoutes } from "./host-probes.js";
 import { planRoutes } from "./plans.js";
 import { profileRoutes } from "./profiles.js";
 import { stackRoutes } from "./stacks.js";
@@ -27,6 +28,7 @@ export const ROUTES: readonly Route[] = [
   ...modelPullRoutes,
   ...modelExtraRoutes,
   ...modelStoreRoutes,
+  ...hostProbeRoutes,
   ...profileRoutes,
   ...stackRoutes,
   ...approvalRoutes,
