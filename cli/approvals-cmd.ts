@@ -1,7 +1,7 @@
 import type { Approval } from "../server/approvals.js";
-import { driverFor } from "./box.js";
+import { localServer } from "./box.js";
 import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
-import { configDir, stateDir } from "./paths.js";
+import { stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 import { operatorTokenFrom } from "../server/identity/tokens.js";
 
@@ -61,10 +61,9 @@ interface Backend {
 
 /** The same stores `hal0 serve` uses, opened in this process (loaded only here: better-sqlite3 and h3). */
 async function dbBackend(flags: { config?: string; state?: string }, io: CliIo): Promise<Backend> {
-  const { createHal0Server } = await import("../server/hal0-server.js");
   const { ApiError } = await import("../server/errors.js");
   const state = stateDir(flags.state, io.env, io.cwd);
-  const hal0 = createHal0Server({ root: configDir(flags.config, io.env, io.cwd), stateDir: state, driverFor: (m) => driverFor(m, state, io.env), env: io.env as NodeJS.ProcessEnv });
+  const hal0 = await localServer(flags, io);
   await hal0.box.snapshot().catch(() => undefined);
   // Whoever can read the state folder is the person at the box: the owner's token (or $HAL0_TOKEN's operator) decides.
   const { operatorTokenFrom: tokenFrom, OWNER } = await import("../server/identity/tokens.js");

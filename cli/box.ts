@@ -7,7 +7,7 @@ import type Dockerode from "dockerode";
 import { withRunners, runnerErrors, type ObservedCompile } from "../reconciler/runner-observe.js";
 import { RunnerProbe } from "../reconciler/runner-probe.js";
 import { CliError, InvalidConfigError, type CliIo } from "./io.js";
-import { compileOrThrow, stateDir } from "./paths.js";
+import { compileOrThrow, configDir, stateDir } from "./paths.js";
 
 /** A compiled box with its runtime driver and state folder: what plan, apply, status and down work on. */
 export interface Box {
@@ -90,4 +90,15 @@ export function writeRunnerNotes(box: Box, io: CliIo): void {
     if (d.severity === "warning") io.stderr.write(`note: ${d.file}:${d.line}:${d.column}: ${d.code}: ${d.summary}\n`);
   }
   for (const [key, why] of box.runners.probe?.failed ?? []) io.stderr.write(`note: runner ${key} could not be probed (${why}): its slots' argv is written for the newest known llama-server and not checked\n`);
+}
+
+/**
+ * The stores `hal0 serve` uses (its database, box, approvals, pulls), opened
+ * in this process without a listener: for CLI commands that work on them
+ * directly. Loaded only here (better-sqlite3, h3). The caller closes it.
+ */
+export async function localServer(flags: { config?: string; state?: string }, io: CliIo) {
+  const { createHal0Server } = await import("../server/hal0-server.js");
+  const state = stateDir(flags.state, io.env, io.cwd);
+  return createHal0Server({ root: configDir(flags.config, io.env, io.cwd), stateDir: state, driverFor: (m) => driverFor(m, state, io.env), env: io.env as NodeJS.ProcessEnv });
 }

@@ -1,7 +1,6 @@
 import { basename } from "node:path";
 import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
-import { driverFor } from "./box.js";
-import { configDir, stateDir } from "./paths.js";
+import { localServer } from "./box.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
 export const MODEL_HELP = `hal0 model pull REPO FILE [--id ID] [--revision REV] [--draft FILE] [--draft-repo REPO]
@@ -27,13 +26,11 @@ export async function runModel(args: string[], io: CliIo): Promise<number> {
   });
   const [verb, repo, file, ...extra] = positionals;
   if (verb !== "pull" || !repo || !file || extra.length > 0) throw new UsageError("expected: hal0 model pull REPO FILE");
-  const { createHal0Server } = await import("../server/hal0-server.js");
   const { ApiError } = await import("../server/errors.js");
   const { invoke } = await import("../server/dispatch.js");
   const { proposeModelId } = await import("../reconciler/host/model-scan.js");
   const { OWNER } = await import("../server/identity/tokens.js");
-  const state = stateDir(values.state, io.env, io.cwd);
-  const hal0 = createHal0Server({ root: configDir(values.config, io.env, io.cwd), stateDir: state, driverFor: (m) => driverFor(m, state, io.env), env: io.env as NodeJS.ProcessEnv });
+  const hal0 = await localServer(values, io);
   const pulls = hal0.pulls!;
   try {
     // The file's stem, as is: an id already registered is refused (model.already_exists), never renamed behind the person's back.
@@ -89,10 +86,8 @@ function mib(n: number): string {
  * Throws model.pull_failed when one does not finish.
  */
 export async function installMissing(flags: { config?: string; state?: string }, io: CliIo, ids: readonly string[]): Promise<void> {
-  const { createHal0Server } = await import("../server/hal0-server.js");
   const { OWNER } = await import("../server/identity/tokens.js");
-  const state = stateDir(flags.state, io.env, io.cwd);
-  const hal0 = createHal0Server({ root: configDir(flags.config, io.env, io.cwd), stateDir: state, driverFor: (m) => driverFor(m, state, io.env), env: io.env as NodeJS.ProcessEnv });
+  const hal0 = await localServer(flags, io);
   const pulls = hal0.pulls!;
   try {
     const show = reporter(io, false);

@@ -111,16 +111,21 @@ async function propose(configRoot: string, file: string, taken: Set<string>): Pr
   return { id, path: file, entry: entryFor(configRoot, file, facts), gguf: facts };
 }
 
+/** A file's path as models.toml writes it: relative to the config folder when under it (with `/`), else absolute. */
+export function configPath(configRoot: string, file: string): string {
+  const inside = relative(configRoot, file);
+  return inside.startsWith("..") || isAbsolute(inside) ? file : inside.split(sep).join("/");
+}
+
 /** A models.toml table from a header: file facts only. */
 export function entryFor(configRoot: string, file: string, f: GgufFacts & { size_bytes: number }): Record<string, unknown> {
   const type = ggufSlotType(f);
-  const inside = relative(configRoot, file);
   const capabilities = type === "llm"
     ? [...(f.chat_template ? ["chat"] : []), ...(f.chat_template_tools ? ["tools"] : []), ...(f.chat_template_thinking ? ["reasoning"] : [])]
     : [{ embedding: "embedding", reranking: "rerank", image: "image" }[type]];
   const entry: Record<string, unknown> = {
     name: f.name ?? basename(file).replace(/\.gguf$/i, ""),
-    path: inside.startsWith("..") || isAbsolute(inside) ? file : inside.split(sep).join("/"),
+    path: configPath(configRoot, file),
     type,
     capabilities,
   };

@@ -1,5 +1,5 @@
-import { access, constants, readdir, readFile, readlink, statfs } from "node:fs/promises";
-import { basename, delimiter, isAbsolute, join, resolve } from "node:path";
+import { access, constants, readdir, readFile, readlink, stat, statfs } from "node:fs/promises";
+import { basename, delimiter, dirname, isAbsolute, join, resolve } from "node:path";
 import { probeHardware } from "./hardware.js";
 
 /**
@@ -78,22 +78,35 @@ async function mountOf(root: string, path: string): Promise<{ mount: string; fst
 export async function modelStoreProbe(path: string, root = "/"): Promise<Absent | { available: true; path: string; exists: boolean; mount: string | null; fstype: string | null; free_bytes: number; total_bytes: number; writable: boolean; memory_backed: boolean }> {
   if (!isAbsolute(path)) return { available: false, reason: `not an absolute path: ${path}` };
   const abs = resolve(path);
-  // The nearest folder that exists: a store not made yet is judged by where it would be made.
-  let at = abs;
-  for (;;) {
-    const ok = await access(at).then(() => true, () => false);
-    if (ok || at === "/") break;
-    at = resolve(at, "..");
-  }
-  const fs = await statfs(at).catch(() => undefined);
-  if (fs === undefined) return { available: false, reason: `cannot statfs ${at}` };
+  // A store not made yet is judged by the nearest folder that exists, where it would be made.
+  const space = await spaceAt(abs).catch(() => undefined);
+  if (space === undefined) return { available: false, reason: `cannot statfs ${abs} nor a folder above it` };
+  const at = space.path;
   const mount = await mountOf(root, at);
   const writable = await access(at, constants.W_OK).then(() => true, () => false);
   return {
     available: true, path: abs, exists: at === abs, mount: mount?.mount ?? null, fstype: mount?.fstype ?? null,
-    free_bytes: fs.bavail * fs.bsize, total_bytes: fs.blocks * fs.bsize, writable,
+    free_bytes: space.free_bytes, total_bytes: space.total_bytes, writable,
     memory_backed: mount !== undefined && ["tmpfs", "ramfs"].includes(mount.fstype),
   };
+}
+
+/** The nearest existing folder at or above `path` (what statfs can measure for a store not yet created). */
+async function nearestExisting(path: string): Promise<string> {
+  let p = path;
+  for (;;) {
+    if (await stat(p).then((s) => s.isDirectory(), () => false)) return p;
+    const up = dirname(p);
+    if (up === p) return p;
+    p = up;
+  }
+}
+
+/** Free and total bytes of the filesystem holding `path` (or its nearest existing parent). */
+export async function spaceAt(path: string): Promise<{ path: string; free_bytes: number; total_bytes: number }> {
+  const at = await nearestExisting(path);
+  const s = await statfs(at);
+  return { path: at, free_bytes: s.bavail * s.bsize, total_bytes: s.blocks * s.bsize };
 }
 
 /** `env_report`: container or not, CPU, RAM, GPUs, NPU, kernel, and the runtimes found on PATH. */

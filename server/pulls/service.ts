@@ -1,6 +1,7 @@
 import { existsSync } from "node:fs";
-import { basename, isAbsolute, join, posix, relative } from "node:path";
+import { basename, isAbsolute, join, resolve } from "node:path";
 import type { Model } from "../../compiler/index.js";
+import { configPath } from "../../reconciler/host/model-scan.js";
 import { HubClient, HubError } from "../../reconciler/host/hf-hub.js";
 import type { BoxService } from "../box.js";
 import type { Db } from "../db.js";
@@ -217,11 +218,11 @@ export class PullService {
   private async register(job: PullJob): Promise<void> {
     const model = await this.o.box.model();
     if (job.mode === "update") {
-      const entry = { path: relativeIfInside(model.root, job.dest), ...(job.commit_sha ? { revision: job.commit_sha } : {}), ...(job.sha256 ? { sha256: job.sha256 } : {}), ...(job.size ? { size_bytes: job.size } : {}) };
+      const entry = { path: configPath(model.root, job.dest), ...(job.commit_sha ? { revision: job.commit_sha } : {}), ...(job.sha256 ? { sha256: job.sha256 } : {}), ...(job.size ? { size_bytes: job.size } : {}) };
       await this.o.register(job, entry, job.approved_by ?? job.requested_by);
       return;
     }
-    const path = (abs: string) => relativeIfInside(model.root, abs);
+    const path = (abs: string) => configPath(model.root, abs);
     const entry: Record<string, unknown> = {
       path: path(job.dest), hf_repo: job.hf_repo, hf_filename: job.hf_filename,
       ...(job.commit_sha ? { revision: job.commit_sha } : {}), ...(job.sha256 ? { sha256: job.sha256 } : {}),
@@ -255,15 +256,10 @@ export interface UpdateRow {
   readonly reason: string;
 }
 
-/** Where pulls land: `[models] store`, else the first of `[models] roots` (relative to the config folder). */
-export function storeDir(model: Model): string {
-  const dir = model.settings.models.store || model.settings.models.roots[0] || "models";
-  return isAbsolute(dir) ? dir : join(model.root, dir);
-}
-
-function relativeIfInside(root: string, abs: string): string {
-  const rel = relative(root, abs);
-  return rel.startsWith("..") || isAbsolute(rel) ? abs : rel.split(/[\\/]/).join(posix.sep);
+/** Where pulls land, absolute: `store` (default `[models] store`), else the first of `[models] roots`; relative to the config folder. */
+export function storeDir(model: Model, store = model.settings.models.store): string {
+  const dir = store || model.settings.models.roots[0] || "models";
+  return resolve(isAbsolute(dir) ? dir : join(model.root, dir));
 }
 
 function callerName(caller: Caller): string {

@@ -238,7 +238,8 @@ async function sizeOf(path: string): Promise<number> {
   return stat(path).then((s) => s.size, () => 0);
 }
 
-async function hashFile(path: string, hash: Hash): Promise<void> {
+/** Feeds a file's bytes to `hash` (the bytes a resumed download already has; a store migration's copy). */
+export async function hashFile(path: string, hash: Hash): Promise<void> {
   for await (const chunk of createReadStream(path)) hash.update(chunk as Buffer);
 }
 

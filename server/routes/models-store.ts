@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { constants, createReadStream, createWriteStream, type Stats } from "node:fs";
-import { access, mkdir, open, readFile, realpath, rename, rmdir, stat, statfs, unlink } from "node:fs/promises";
-import { dirname, isAbsolute, join, posix, relative, resolve, sep } from "node:path";
+import { access, mkdir, open, readFile, realpath, rename, rmdir, stat, unlink } from "node:fs/promises";
+import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { z } from "zod";
@@ -14,7 +14,9 @@ import { guardOperatorOnly } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { storeDir } from "../pulls/service.js";
 import { defineRoute, type Caller, type WriteOutcome } from "../route.js";
-import { fsync } from "../pulls/worker.js";
+import { fsync, hashFile } from "../pulls/worker.js";
+import { configPath } from "../../reconciler/host/model-scan.js";
+import { spaceAt } from "../../reconciler/host/probes.js";
 
 /** A store path: "" is the first of `[models] roots` (schema/settings.ts); relative paths resolve against the config folder. */
 const StorePath = z.string().max(4096).refine((s) => !s.includes("\0"), "a path without NUL bytes");
@@ -83,10 +85,10 @@ export const modelStoreRoutes = [
     summary: "Set [models] store (where pulled models land; \"\" = the first of roots): one change set on hal0.toml; no file is moved, registered models keep their paths (model_store_migrate moves them)",
     handle: async ({ body, query, box }) => {
       const model = await box.model();
-      const effective = effectiveStore(model, body.store);
+      const effective = storeDir(model, body.store);
       const { exists } = await usableStore(effective);
       const changes = await storeEdit(box, model, body.store);
-      const previous = { store: model.settings.models.store, effective: resolve(storeDir(model)) };
+      const previous = { store: model.settings.models.store, effective: storeDir(model) };
       return {
         changes: { edits: changes, summary: `[models] store = ${JSON.stringify(body.store)} (no model file is moved)` },
         dryRun: query.dry_run,
@@ -126,12 +128,6 @@ export const modelStoreRoutes = [
     },
   }),
 ];
-
-/** The effective store for a `[models] store` value, as `storeDir` (server/pulls/service.ts) resolves it. */
-function effectiveStore(model: Model, store: string): string {
-  const dir = store || model.settings.models.roots[0] || "models";
-  return resolve(isAbsolute(dir) ? dir : join(model.root, dir));
-}
 
 /** `prefix` contains `path` (or is it). */
 function under(path: string, prefix: string): boolean {
@@ -180,30 +176,6 @@ async function storeEdit(box: BoxService, model: Model, store: string): Promise<
   return mergeEdits(doc, { models: { store } }, effectiveSettings(doc) ?? model.settings);
 }
 
-/** A path as models.toml writes it: relative to the config folder when under it, else absolute (as a pull registers). */
-function entryPath(root: string, abs: string): string {
-  const rel = relative(root, abs);
-  return rel.startsWith("..") || isAbsolute(rel) ? abs : rel.split(/[\\/]/).join(posix.sep);
-}
-
-/** The nearest existing folder at or above `path` (what statfs can measure for a store not yet created). */
-async function nearestExisting(path: string): Promise<string> {
-  let p = path;
-  for (;;) {
-    if (await stat(p).then((s) => s.isDirectory(), () => false)) return p;
-    const up = dirname(p);
-    if (up === p) return p;
-    p = up;
-  }
-}
-
-/** Free and total bytes of the filesystem holding `path` (or its nearest existing parent). */
-export async function spaceAt(path: string): Promise<{ path: string; free_bytes: number; total_bytes: number }> {
-  const at = await nearestExisting(path);
-  const s = await statfs(at);
-  return { path: at, free_bytes: s.bavail * s.bsize, total_bytes: s.blocks * s.bsize };
-}
-
 async function sameDir(a: string, b: string): Promise<boolean> {
   if (a === b) return true;
   const [ra, rb] = await Promise.all([realpath(a).catch(() => a), realpath(b).catch(() => b)]);
@@ -221,8 +193,8 @@ function invalidStore(msg: string): ApiError {
  * (the bytes to move plus a 1% margin). Reads only.
  */
 async function planMigration(model: Model, store: string): Promise<Migration> {
-  const from = resolve(storeDir(model));
-  const to = effectiveStore(model, store);
+  const from = storeDir(model);
+  const to = storeDir(model, store);
   if (await sameDir(from, to)) throw invalidStore(`${to} is already the model store`);
   if (under(to, from)) throw invalidStore(`${to} is inside the current store ${from}; name a folder outside it`);
   const { exists: toExists } = await usableStore(to);
@@ -270,7 +242,7 @@ async function migrationChanges(box: BoxService, model: Model, m: Migration, sto
   for (const t of m.transfers) {
     for (const r of t.refs) {
       const f = facts.get(r.id) ?? {};
-      f[r.file] = entryPath(model.root, t.to);
+      f[r.file] = configPath(model.root, t.to);
       facts.set(r.id, f);
     }
   }
@@ -295,7 +267,7 @@ function failed(step: "copy" | "verify" | "commit", file: string | null, message
 
 async function sha256File(path: string): Promise<string> {
   const hash = createHash("sha256");
-  await pipeline(createReadStream(path), hash);
+  await hashFile(path, hash);
   return hash.digest("hex");
 }
 
