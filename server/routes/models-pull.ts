@@ -2,7 +2,7 @@ import { z } from "zod";
 import { ResourceId } from "../../schema/index.js";
 import type { Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
-import { checkHubFilename, type PullService } from "../pulls/service.js";
+import type { PullService } from "../pulls/service.js";
 import type { PullView } from "../pulls/worker.js";
 import { defineRoute } from "../route.js";
 import { serveEvents } from "../sse.js";
@@ -107,4 +107,3 @@ export const modelPullRoutes = [
   }),
 ];
 
-export { checkHubFilename };

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { constants, createReadStream, createWriteStream, type Stats } from "node:fs";
-import { access, mkdir, open, readFile, realpath, rename, rmdir, stat, unlink } from "node:fs/promises";
+import { access, mkdir, readFile, realpath, rename, rmdir, stat, unlink } from "node:fs/promises";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
