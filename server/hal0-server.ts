@@ -107,7 +107,6 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
       await invoke(services, call.route, { params: call.params, query: {}, body: call.body, caller, requestId: randomUUID(), tool: call.tool });
     },
   });
-  services.pulls.worker.resume(); // pulls a stopped hal0 left under way go on, from the bytes on disk
   let gateCache: { settings: unknown; config: ReturnType<typeof gateConfig> } | undefined;
   const gate = () => {
     const settings = box.lastSettings()?.server;

@@ -96,6 +96,9 @@ export async function serve(options: ServeOptions): Promise<Serving> {
     root: options.root, stateDir: options.stateDir, driverFor: options.driverFor, env: options.env, logger, runners: options.runners,
     nudge: () => loop?.request(), sweeps: () => ({ running: loop !== undefined, last }),
   });
+  // Pulls a stopped hal0 serve left under way go on, from the bytes on disk. Only the long-running server resumes them:
+  // a CLI command that opens the same stores (hal0 model pull, hal0 agent approvals) must not start other pulls.
+  server.pulls?.worker.resume();
   const front = new Front(server.app, logger);
   let started: { snapshot: Awaited<ReturnType<typeof server.box.snapshot>>; host: string; bound: number };
   try {
