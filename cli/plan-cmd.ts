@@ -1,9 +1,8 @@
 import { resolve } from "node:path";
 import { formatPlan, planJson } from "../reconciler/format.js";
 import { previewPlan } from "../reconciler/converge.js";
-import { preflight } from "../reconciler/preflight.js";
+import { notInstalled, preflight } from "../reconciler/preflight.js";
 import { writeFileAtomic } from "../reconciler/index.js";
-import { notInstalled } from "../server/pulls/service.js";
 import { openBox, writeRunnerNotes, type Box } from "./box.js";
 import { EXIT_CHANGES, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
 

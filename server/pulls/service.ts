@@ -232,19 +232,6 @@ export class PullService {
   }
 }
 
-/** The Hub models enabled slots use whose file is not on this host: what `hal0 plan` notes and `hal0 apply` pulls with `[models] pull_on_apply`. */
-export function notInstalled(model: Model): Array<{ id: string; hf_repo: string; hf_filename: string; slots: string[] }> {
-  const out = new Map<string, { id: string; hf_repo: string; hf_filename: string; slots: string[] }>();
-  for (const slot of Object.values(model.slots)) {
-    const m = slot.enabled && slot.model ? model.models[slot.model] : undefined;
-    if (!m?.hf_repo || !m.hf_filename || (m.path_abs !== undefined && existsSync(m.path_abs))) continue;
-    const row = out.get(m.id) ?? { id: m.id, hf_repo: m.hf_repo, hf_filename: m.hf_filename, slots: [] };
-    row.slots.push(slot.name);
-    out.set(m.id, row);
-  }
-  return [...out.values()];
-}
-
 /** One row of `model_update_check`. */
 export interface UpdateRow {
   readonly id: string;
