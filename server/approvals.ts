@@ -7,7 +7,7 @@ import type { Db } from "./db.js";
 import { invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 import { checkPathArgs } from "./path-args.js";
 import { ApiError } from "./errors.js";
-import { isMcpServerRoute, redact, redactText } from "./redact.js";
+import { isMcpServerRoute, maskAll, redact, redactText } from "./redact.js";
 import { routeId, type Caller, type Route } from "./route.js";
 
 /** Who decides a request: only a person, i.e. an operator identity (REST, the CLI, the web page). */
@@ -94,7 +94,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
   /** One request as every reader sees it (API, inbox, events, CLI): values under secret-like keys are `[redacted]`. */
   get(id: string): Approval | undefined {
     const a = this.unredacted(id);
-    return a ? redacted(a) : undefined;
+    return a ? redacted(a, this.routeFor(a.route)) : undefined;
   }
 
   /** The request as stored, secrets and all: only for running it (approve) and re-planning it (the inbox's plan). */
@@ -108,7 +108,10 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     const rows = (state
       ? this.db.prepare("SELECT * FROM approvals WHERE state = ? ORDER BY created_at, id").all(state)
       : this.db.prepare("SELECT * FROM approvals ORDER BY created_at, id").all()) as Row[];
-    return rows.map((r) => redacted(fromRow(r)));
+    return rows.map((r) => {
+      const a = fromRow(r);
+      return redacted(a, this.routeFor(a.route));
+    });
   }
 
   /**
@@ -227,11 +230,12 @@ function iso(ms: number): string {
 
 type Row = Omit<Approval, "args" | "caller" | "result" | "error" | "effects"> & { args: string; caller: string; result: string | null; error: string | null; effects: string | null };
 
-/** What readers see: args, result and error with secret-like values masked (an MCP server route's env whole), the summary's and reason's secrets too. */
-function redacted(a: Approval): Approval {
+/** What readers see: args, result and error with secret-like values masked (an MCP server route's env whole, a `secretBody` route's body whole), the summary's and reason's secrets too. */
+function redacted(a: Approval, route: Pick<Route, "secretBody"> | undefined): Approval {
   const options = { allEnv: isMcpServerRoute(a.route.slice(a.route.indexOf(" ") + 1)) };
+  const args = route?.secretBody === true ? { ...a.args, body: maskAll(a.args.body) } : a.args;
   return {
-    ...a, args: redact(a.args, options) as Approval["args"], result: redact(a.result, options), error: redact(a.error, options),
+    ...a, args: redact(args, options) as Approval["args"], result: redact(a.result, options), error: redact(a.error, options),
     summary: redactText(a.summary), effects: a.effects.map(redactText), reason: a.reason === null ? null : redactText(a.reason),
   };
 }
