@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import { canonicalJson } from "../compiler/index.js";
 import { effectsOf } from "../compiler/effects.js";
@@ -66,7 +66,8 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     this.expireDue();
     const args = { params: call.params, query: call.query, body: call.body ?? null };
     // Per caller: two agents asking the same thing get two requests, each decided on its own.
-    const dedup = `${call.caller.kind}:${call.caller.agent} ${tool} ${canonicalJson(args)}`;
+    // Hashed: the args (a credential being stored, say) are kept once, in `args`, for running the request.
+    const dedup = createHash("sha256").update(`${call.caller.kind}:${call.caller.agent} ${tool} ${canonicalJson(args)}`).digest("hex");
     const same = this.db.prepare("SELECT id FROM approvals WHERE dedup_key = ? AND state = 'pending'").get(dedup) as { id: string } | undefined;
     if (same) return this.get(same.id)!;
     let planId: string | null = null;
