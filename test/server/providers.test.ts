@@ -268,6 +268,15 @@ describe("where a credential is sent", () => {
     expect(JSON.stringify(other.seen.at(-1)!.headers)).not.toContain(value);
   });
 
+  it("pointing an upstream at a stored credential is privileged: an agent's change waits for a person, and the card says where it is sent", async () => {
+    const server = await start();
+    await addUpstream(server, { name: "lan", url: `${upstream.url}/v1`, auth_style: "none" });
+    const c = await agent(server);
+    const queued = await callTool(c, "upstream_update", { name: "lan", auth_style: "bearer", auth_credential: "lan-key" });
+    expect(queued.body).toMatchObject({ status: "pending_approval" });
+    expect(server.hal0.approvals.get(queued.body.approval_id)!.effects).toContain(`sends stored credential lan-key to ${upstream.url}/v1`);
+  });
+
   it("the SSRF guard refuses a remote upstream on a host no allow list names, and a redirect to one, with mcp.ssrf_blocked; provider_list says blocked", async () => {
     const server = await start();
     await addUpstream(server, { name: "lan", url: `${untrusted.url}/v1`, auth_style: "none" });
