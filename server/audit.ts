@@ -161,7 +161,7 @@ function targetOf(call: Call): string | null {
 /** The call's params, query and body as one redacted JSON object (see {@link Audit.record}); a `secretBody` route's body masked whole. */
 function argsOf(call: Call, route: Pick<Route, "path" | "secretBody">): string {
   try {
-    const body = route.secretBody === true ? maskAll(bounded(call.body, ARGS_DEPTH)) : call.body;
+    const body = route.secretBody === true && call.body !== undefined ? maskAll(bounded(call.body, ARGS_DEPTH)) : call.body;
     const merged = { ...call.params, ...call.query, ...(isObject(body) ? body : body === undefined ? {} : { body }) };
     return JSON.stringify(redact(bounded(merged, ARGS_DEPTH), { allEnv: isMcpServerRoute(route.path) }));
   } catch {

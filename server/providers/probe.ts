@@ -3,6 +3,7 @@ import { request as httpsRequest } from "node:https";
 import type { Model, ResolvedSlot } from "../../compiler/index.js";
 import type { Upstream } from "../../schema/index.js";
 import type { Dispatcher } from "../dispatch.js";
+import { ApiError } from "../errors.js";
 import { checkUrlTarget, MAX_REDIRECTS, pinnedLookup, type CheckedTarget } from "../mcp-servers/ssrf.js";
 import { CredentialStore, type CredentialSource } from "./credentials.js";
 
@@ -131,8 +132,15 @@ async function probeModels(base: string, o: ProbeOptions): Promise<ProbeResult> 
   const started = performance.now();
   let current = url;
   for (let redirects = 0; ; redirects++) {
-    // Throws the guard's refusal (a remote on loopback without an allow entry, a redirect to a private address…).
-    const target = await checkUrlTarget(current, { allow: o.allow, allowInsecureHttp: true });
+    let target: CheckedTarget;
+    try {
+      // Throws the guard's refusal (a remote on loopback without an allow entry, a redirect to a private address…).
+      target = await checkUrlTarget(current, { allow: o.allow, allowInsecureHttp: true });
+    } catch (err) {
+      // A name that does not resolve is an unreachable upstream, not a refusal.
+      if (!(err instanceof ApiError) || err.code !== "mcp.manifest_fetch_failed") throw err;
+      return { ...result, reachable: false, ok: false, status: null, latency_ms: Math.round(performance.now() - started), model_count: null, redirects, error: err.message };
+    }
     const headers: Record<string, string> = { accept: "application/json", "user-agent": "hal0" };
     if (o.auth.header && target.url.origin === origin) headers[o.auth.header[0]] = o.auth.header[1];
     let reply: Reply;

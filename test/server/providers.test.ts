@@ -291,9 +291,14 @@ describe("where a credential is sent", () => {
     expect(hop.body.error).toMatchObject({ code: "mcp.ssrf_blocked", details: { url: `${untrusted.url}/v1/models`, range: "loopback" } });
     expect(untrusted.seen).toEqual([]);
 
+    // A name that does not resolve (RFC 6761's .invalid) is unreachable, not refused.
+    await addUpstream(server, { name: "gone", url: "http://hal0-nowhere.invalid/v1", auth_style: "none" });
+    expect((await server.call("POST", "/api/upstreams/gone/test")).body).toMatchObject({ reachable: false, ok: false, status: null, error: expect.stringContaining("does not resolve") });
+
     const listed = await server.call("GET", "/api/providers");
     expect(listed.status).toBe(200);
     expect(listed.body.find((p: any) => p.name === "lan")).toMatchObject({ health: "blocked", error_code: "mcp.ssrf_blocked" });
+    expect(listed.body.find((p: any) => p.name === "gone")).toMatchObject({ health: "unreachable", model_count: null });
     expect(untrusted.seen).toEqual([]);
   });
 });
