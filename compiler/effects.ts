@@ -124,6 +124,8 @@ function classify(input: EffectInput, file: string, path: readonly string[], bef
     const field = path[2];
     if (field === "url" || (field !== undefined && field.startsWith("auth"))) {
       const env = entry?.auth_value_env;
+      const credential = entry?.auth_credential;
+      if (typeof credential === "string" && credential !== "") return make("privileged", `sends stored credential ${credential} to ${entry?.url ?? "?"}`);
       return make("privileged", typeof env === "string" && env !== "" ? `sends the value of $${env} to ${entry?.url ?? "?"}` : `points upstream ${entry?.name ?? path[1]} at ${entry?.url ?? show(now)}`);
     }
     if (field === "name" || field === "description") return make("tune", `renames or describes upstream ${entry?.name ?? path[1]}`);
@@ -189,7 +191,7 @@ function insideRoots(abs: string, roots: readonly string[]): boolean {
   });
 }
 
-function upstreamAt(doc: Doc | undefined, path: readonly string[]): { name?: string; url?: string; auth_value_env?: string } | undefined {
+function upstreamAt(doc: Doc | undefined, path: readonly string[]): { name?: string; url?: string; auth_value_env?: string; auth_credential?: string } | undefined {
   const list = doc?.upstream;
   const index = Number(path[1]);
   if (Array.isArray(list) && Number.isInteger(index)) return list[index] as never;

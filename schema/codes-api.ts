@@ -115,4 +115,6 @@ export const API_CODES = {
   "stacks.bad_envelope": { severity: "error", stage: "server", http: 400, meaning: "The .hal0stack.json envelope has the wrong kind, a checksum that does not match, or a stack that does not validate." },
   "stacks.envelope_too_new": { severity: "error", stage: "server", http: 400, meaning: "The stack envelope's version is newer than this hal0 reads." },
   "stacks.import_no_slug": { severity: "error", stage: "server", http: 400, meaning: "Neither the envelope nor the request names the slug to import the stack as." },
+  // ── providers ────────────────────────────────────────────────────────
+  "provider.credential_systemd": { severity: "error", stage: "server", http: 409, meaning: "provider_credential_write of a name systemd provides in $CREDENTIALS_DIRECTORY: hal0 reads systemd's first, so change it in the unit (LoadCredential=) instead." },
 } as const satisfies Record<string, CodeInfo>;

@@ -64,7 +64,8 @@ export const CODES = {
   "upstream.unknown_slot": { severity: "error", stage: "compile", http: 400, meaning: "An upstream of kind slot names a slot that does not exist." },
   "upstream.slot_name_required": { severity: "error", stage: "compile", http: 400, meaning: "An upstream of kind slot has no slot_name." },
   "upstream.url_required": { severity: "error", stage: "compile", http: 400, meaning: "A remote upstream has no url." },
-  "upstream.auth_env_required": { severity: "error", stage: "compile", http: 400, meaning: "An upstream with bearer or header auth names no auth_value_env." },
+  "upstream.auth_env_required": { severity: "error", stage: "compile", http: 400, meaning: "An upstream with bearer or header auth names neither auth_credential nor auth_value_env." },
+  "upstream.auth_source_conflict": { severity: "error", stage: "compile", http: 400, meaning: "An upstream names both auth_credential and auth_value_env; its credential comes from one of them." },
   // ── installed MCP servers ────────────────────────────────────────────
   "mcp.id_reserved": { severity: "error", stage: "compile", http: 409, meaning: "An installed MCP server takes a bundled id (hal0-admin, hal0-memory, hal0-agents)." },
   "mcp.tools_invalid": { severity: "error", stage: "compile", http: 400, meaning: "A tool appears in more than one of [tools] allow / gated / blocked." },

@@ -21,6 +21,11 @@ export const Upstream = z
     auth_style: z.enum(AUTH_STYLES).default("none"),
     /** Name of the environment variable holding the credential; never the value. */
     auth_value_env: EnvName.optional(),
+    /**
+     * Name of a stored credential (`hal0 serve`'s `$CREDENTIALS_DIRECTORY/<name>`, else
+     * `<state>/credentials/<name>`, written by provider_credential_write); never the value.
+     */
+    auth_credential: SlotName.optional(),
     auth_header: z.string().optional(),
     timeout_seconds: z.int().min(1).max(3600).default(300),
     warmup_strategy: z.enum(WARMUP_STRATEGIES).default("none"),
@@ -46,15 +51,22 @@ export const Upstream = z
     }
   }, { when: whenValid("kind", "url") })
   .superRefine((u, ctx) => {
-    if (u.auth_style !== "none" && u.auth_value_env === undefined) {
-      ctx.addIssue({ code: "custom", path: ["auth_style"], message: `auth_style "${u.auth_style}" needs auth_value_env`, params: { code: "upstream.auth_env_required", detail: "Name the environment variable that holds the credential in `auth_value_env`; the value never goes in the tree." } });
+    if (u.auth_style !== "none" && u.auth_value_env === undefined && u.auth_credential === undefined) {
+      ctx.addIssue({ code: "custom", path: ["auth_style"], message: `auth_style "${u.auth_style}" needs auth_credential or auth_value_env`, params: { code: "upstream.auth_env_required", detail: "Name the stored credential in `auth_credential` (provider_credential_write stores it) or the environment variable that holds it in `auth_value_env`; the value never goes in the tree." } });
     }
-  }, { when: whenValid("auth_style", "auth_value_env") })
-  // The three rules above, for editors (Taplo reads the JSON Schema); kind defaults to "remote".
+  }, { when: whenValid("auth_style", "auth_value_env", "auth_credential") })
+  // One place a credential comes from: with both, which one hal0 sends would be a guess.
+  .superRefine((u, ctx) => {
+    if (u.auth_value_env !== undefined && u.auth_credential !== undefined) {
+      ctx.addIssue({ code: "custom", path: ["auth_credential"], message: "auth_credential and auth_value_env are both set", params: { code: "upstream.auth_source_conflict", detail: "A credential comes from one place: keep `auth_credential` (a stored credential) or `auth_value_env` (an environment variable), not both." } });
+    }
+  }, { when: whenValid("auth_value_env", "auth_credential") })
+  // The four rules above, for editors (Taplo reads the JSON Schema); kind defaults to "remote".
   .meta({
     allOf: [
       { if: { properties: { kind: { const: "slot" } }, required: ["kind"] }, then: { required: ["slot_name"] }, else: { required: ["url"] } },
-      { if: { properties: { auth_style: { enum: AUTH_STYLES.filter((s) => s !== "none") } }, required: ["auth_style"] }, then: { required: ["auth_value_env"] } },
+      { if: { properties: { auth_style: { enum: AUTH_STYLES.filter((s) => s !== "none") } }, required: ["auth_style"] }, then: { anyOf: [{ required: ["auth_value_env"] }, { required: ["auth_credential"] }] } },
+      { not: { required: ["auth_value_env", "auth_credential"] } },
     ],
   });
 export type Upstream = z.infer<typeof Upstream>;

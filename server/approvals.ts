@@ -1,4 +1,4 @@
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import { canonicalJson } from "../compiler/index.js";
 import { effectsOf } from "../compiler/effects.js";
@@ -7,7 +7,7 @@ import type { Db } from "./db.js";
 import { invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 import { checkPathArgs } from "./path-args.js";
 import { ApiError } from "./errors.js";
-import { isMcpServerRoute, redact, redactText } from "./redact.js";
+import { isMcpServerRoute, maskAll, redact, redactText } from "./redact.js";
 import { routeId, type Caller, type Route } from "./route.js";
 
 /** Who decides a request: only a person, i.e. an operator identity (REST, the CLI, the web page). */
@@ -66,7 +66,8 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     this.expireDue();
     const args = { params: call.params, query: call.query, body: call.body ?? null };
     // Per caller: two agents asking the same thing get two requests, each decided on its own.
-    const dedup = `${call.caller.kind}:${call.caller.agent} ${tool} ${canonicalJson(args)}`;
+    // Hashed: the args (a credential being stored, say) are kept once, in `args`, for running the request.
+    const dedup = createHash("sha256").update(`${call.caller.kind}:${call.caller.agent} ${tool} ${canonicalJson(args)}`).digest("hex");
     const same = this.db.prepare("SELECT id FROM approvals WHERE dedup_key = ? AND state = 'pending'").get(dedup) as { id: string } | undefined;
     if (same) return this.get(same.id)!;
     let planId: string | null = null;
@@ -94,7 +95,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
   /** One request as every reader sees it (API, inbox, events, CLI): values under secret-like keys are `[redacted]`. */
   get(id: string): Approval | undefined {
     const a = this.unredacted(id);
-    return a ? redacted(a) : undefined;
+    return a ? redacted(a, this.routeFor(a.route)) : undefined;
   }
 
   /** The request as stored, secrets and all: only for running it (approve) and re-planning it (the inbox's plan). */
@@ -108,7 +109,10 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     const rows = (state
       ? this.db.prepare("SELECT * FROM approvals WHERE state = ? ORDER BY created_at, id").all(state)
       : this.db.prepare("SELECT * FROM approvals ORDER BY created_at, id").all()) as Row[];
-    return rows.map((r) => redacted(fromRow(r)));
+    return rows.map((r) => {
+      const a = fromRow(r);
+      return redacted(a, this.routeFor(a.route));
+    });
   }
 
   /**
@@ -227,11 +231,12 @@ function iso(ms: number): string {
 
 type Row = Omit<Approval, "args" | "caller" | "result" | "error" | "effects"> & { args: string; caller: string; result: string | null; error: string | null; effects: string | null };
 
-/** What readers see: args, result and error with secret-like values masked (an MCP server route's env whole), the summary's and reason's secrets too. */
-function redacted(a: Approval): Approval {
+/** What readers see: args, result and error with secret-like values masked (an MCP server route's env whole, a `secretBody` route's body whole), the summary's and reason's secrets too. */
+function redacted(a: Approval, route: Pick<Route, "secretBody"> | undefined): Approval {
   const options = { allEnv: isMcpServerRoute(a.route.slice(a.route.indexOf(" ") + 1)) };
+  const args = route?.secretBody === true ? { ...a.args, body: maskAll(a.args.body) } : a.args;
   return {
-    ...a, args: redact(a.args, options) as Approval["args"], result: redact(a.result, options), error: redact(a.error, options),
+    ...a, args: redact(args, options) as Approval["args"], result: redact(a.result, options), error: redact(a.error, options),
     summary: redactText(a.summary), effects: a.effects.map(redactText), reason: a.reason === null ? null : redactText(a.reason),
   };
 }

@@ -1,6 +1,6 @@
 import type { Db } from "./db.js";
 import type { Call } from "./dispatch.js";
-import { isMcpServerRoute, redact } from "./redact.js";
+import { isMcpServerRoute, maskAll, redact } from "./redact.js";
 import { randomUUID } from "node:crypto";
 import type { ApiError } from "./errors.js";
 import type { Caller, Route } from "./route.js";
@@ -28,7 +28,7 @@ export interface AuditRow {
 
 export interface AuditEntry {
   readonly call: Call;
-  readonly route: Pick<Route, "method" | "path">;
+  readonly route: Pick<Route, "method" | "path" | "secretBody">;
   readonly outcome: "ok" | "error" | "pending_approval";
   readonly durationMs: number;
   readonly errorCode?: string;
@@ -158,10 +158,11 @@ function targetOf(call: Call): string | null {
   }
 }
 
-/** The call's params, query and body as one redacted JSON object (see {@link Audit.record}). */
-function argsOf(call: Call, route: Pick<Route, "path">): string {
+/** The call's params, query and body as one redacted JSON object (see {@link Audit.record}); a `secretBody` route's body masked whole. */
+function argsOf(call: Call, route: Pick<Route, "path" | "secretBody">): string {
   try {
-    const merged = { ...call.params, ...call.query, ...(isObject(call.body) ? call.body : call.body === undefined ? {} : { body: call.body }) };
+    const body = route.secretBody === true && call.body !== undefined ? maskAll(bounded(call.body, ARGS_DEPTH)) : call.body;
+    const merged = { ...call.params, ...call.query, ...(isObject(body) ? body : body === undefined ? {} : { body }) };
     return JSON.stringify(redact(bounded(merged, ARGS_DEPTH), { allEnv: isMcpServerRoute(route.path) }));
   } catch {
     return JSON.stringify({ _unrecorded: "the arguments could not be recorded" });

@@ -36,6 +36,8 @@ export interface Dispatcher {
   readonly memory?: import("./memory/service.js").MemoryService;
   /** Model pulls from the Hugging Face Hub (durable jobs), when this server runs them. */
   readonly pulls?: import("./pulls/service.js").PullService;
+  /** Provider credentials, the server's environment and trusted upstream hosts (server/providers/probe.ts). */
+  readonly providers?: import("./providers/probe.js").ProviderServices;
 }
 
 export interface SweepStatus {

@@ -10,9 +10,10 @@
  */
 export const MASK = "[redacted]";
 
-/** A key naming a secret value; not a name, path, id or count of one (`auth_value_env`, `api_key_file`, `max_tokens`, `tokenizer`, `token_id`). */
+/** A key naming a secret value; not a name, path, id or count of one (`auth_value_env`, `auth_credential`, `api_key_file`, `max_tokens`, `tokenizer`, `token_id`). */
 const SECRET_WORD = /(secret|passw(?:or)?d|passphrase|api[_-]?key|access[_-]?key|private[_-]?key|session[_-]?key|[a-z0-9]_key$|authorization|credential|cookie|auth[_-]?value|bearer|(?:^|[_-])pat$|token(?!s|izer|_?ids?\b))/i;
-const NOT_A_VALUE = /(_env|_file|_path|_name|_names|_id|_ids|_style|_header|_count|^secrets)$/i;
+// `auth_credential` (upstreams.toml) names a stored credential, like `auth_value_env` names a variable.
+const NOT_A_VALUE = /(_env|_file|_path|_name|_names|_id|_ids|_style|_header|_count|^secrets|^auth_credential)$/i;
 
 export function isSecretKey(key: string): boolean {
   return SECRET_WORD.test(key) && !NOT_A_VALUE.test(key);

@@ -97,6 +97,12 @@ interface RouteBase<P, Q, B> {
    */
   readonly revealsSecret?: boolean;
   /**
+   * Every value of the body is a secret (a credential being stored), whatever
+   * its key is called: the audit row and every read of a stored approval mask
+   * the body whole. The stored request keeps it, for running it when approved.
+   */
+  readonly secretBody?: boolean;
+  /**
    * Tools narrower than the route: the body a tool may send (strict). An
    * alias that takes less than its route (`model_assign`: only `model`)
    * is refused with validation.invalid for anything more.

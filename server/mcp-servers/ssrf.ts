@@ -363,7 +363,7 @@ function requestOnce(target: CheckedTarget, signal: AbortSignal, timeoutMs: numb
 }
 
 /** A `lookup` for http(s).request that answers with the checked addresses and never asks DNS. */
-function pinnedLookup(addresses: readonly ResolvedAddress[]) {
+export function pinnedLookup(addresses: readonly ResolvedAddress[]) {
   return (_host: string, opts: LookupOptions, callback: (err: NodeJS.ErrnoException | null, address: string | LookupAddress[], family?: number) => void): void => {
     const first = addresses[0];
     if (opts.all === true) callback(null, addresses.map((a) => ({ address: a.address, family: a.family })));

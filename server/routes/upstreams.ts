@@ -5,6 +5,7 @@ import type { Model } from "../../compiler/index.js";
 import { SlotName, Upstream } from "../../schema/index.js";
 import type { BoxService } from "../box.js";
 import { ApiError, apiErrorOf, refusing } from "../errors.js";
+import { probeUpstream, providersOf } from "../providers/probe.js";
 import { defineRoute, type WriteIntent } from "../route.js";
 
 type Row = Record<string, unknown>;
@@ -72,11 +73,11 @@ export const upstreamRoutes = [
   }),
   defineRoute({
     method: "POST", path: "/api/upstreams/{name}/test", kind: "action", params: Name, query: TestQuery, tools: ["upstream_test"],
-    summary: "GET <url>/models with the upstream's auth: reachable, status, latency and model count",
-    handle: async ({ params, query, box }) => {
+    summary: "GET <url>/models with the upstream's auth (sent only to its own origin, SSRF-guarded): reachable, status, latency and model count",
+    handle: async ({ params, query, box, services }) => {
       const model = await box.model();
       const up = compiled(model, params.name);
-      return probe(up, model, query.timeout_ms ?? Math.min(up.timeout_seconds * 1000, 5000));
+      return { name: up.name, kind: up.kind, ...(await probeUpstream(up, model, providersOf(services), query.timeout_ms ?? Math.min(up.timeout_seconds * 1000, 5000))) };
     },
   }),
 ];
@@ -106,37 +107,4 @@ function compiled(model: Model, name: string): Upstream {
   const up = model.upstreams.find((u) => u.name === name);
   if (!up) throw apiErrorOf(upstreamNotFound(name, model.upstreams.map((u) => u.name)));
   return up;
-}
-
-/** Where an upstream answers: its url, or its slot's address (a wildcard host is reached on loopback). */
-function baseUrl(up: Upstream, model: Model): string {
-  if (up.kind === "remote") return up.url!;
-  const slot = model.slots[up.slot_name!]!;
-  const host = ["0.0.0.0", "::", ""].includes(slot.spec.host) ? "127.0.0.1" : slot.spec.host;
-  return `http://${host.includes(":") ? `[${host}]` : host}:${slot.spec.port}/v1`;
-}
-
-/** One GET <base>/models. The credential is read from the server's environment and never echoed. */
-async function probe(up: Upstream, model: Model, timeoutMs: number): Promise<Row> {
-  const url = `${baseUrl(up, model).replace(/\/+$/, "")}/models`;
-  const result: Row = { name: up.name, kind: up.kind, url, auth: up.auth_style === "none" ? "none" : "sent", timeout_ms: timeoutMs };
-  const headers: Record<string, string> = { accept: "application/json" };
-  if (up.auth_style !== "none") {
-    const value = process.env[up.auth_value_env!];
-    if (!value) return { ...result, auth: "missing", reachable: false, status: null, latency_ms: null, model_count: null, error: `environment variable ${up.auth_value_env} is not set` };
-    if (up.auth_style === "bearer") headers.authorization = `Bearer ${value}`;
-    else headers[(up.auth_header ?? "x-api-key").toLowerCase()] = value;
-  }
-  const started = performance.now();
-  try {
-    const res = await fetch(url, { headers, redirect: "manual", signal: AbortSignal.timeout(timeoutMs) });
-    const body = await res.json().catch(() => undefined) as { data?: unknown; models?: unknown } | undefined;
-    const list = Array.isArray(body?.data) ? body.data : Array.isArray(body?.models) ? body.models : undefined;
-    return { ...result, reachable: true, ok: res.ok, status: res.status, latency_ms: Math.round(performance.now() - started), model_count: list?.length ?? null };
-  } catch (err) {
-    const timedOut = (err as Error).name === "TimeoutError";
-    const cause = (err as { cause?: { code?: string; message?: string } }).cause;
-    return { ...result, reachable: false, ok: false, status: null, latency_ms: Math.round(performance.now() - started), model_count: null,
-      error: timedOut ? `no answer within ${timeoutMs} ms` : (cause?.code ?? cause?.message ?? (err as Error).message) };
-  }
 }

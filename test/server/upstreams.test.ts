@@ -122,6 +122,7 @@ describe("upstream writes", () => {
 describe("POST /api/upstreams/{name}/test against a real loopback server", () => {
   let fake: Server;
   let fakeUrl: string;
+  let closedPort: number;
   const seen: IncomingHttpHeaders[] = [];
   beforeAll(async () => {
     fake = createServer((req, res) => {
@@ -134,10 +135,17 @@ describe("POST /api/upstreams/{name}/test against a real loopback server", () =>
     });
     await new Promise<void>((resolve) => fake.listen(0, "127.0.0.1", resolve));
     fakeUrl = `http://127.0.0.1:${(fake.address() as AddressInfo).port}`;
-    process.env.HAL0_TEST_UPSTREAM_KEY = "s3cret";
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
+    closedPort = (closed.address() as AddressInfo).port;
+    await new Promise<void>((resolve) => closed.close(() => resolve()));
+  });
+  // A remote upstream on loopback is reached only when the operator trusts it (the SSRF guard's allow list); the key is in the server's environment.
+  beforeEach(async () => {
+    await s.close();
+    s = await startTestServer({ env: { HAL0_TEST_UPSTREAM_KEY: "s3cret", HAL0_UPSTREAM_ALLOW: `${new URL(fakeUrl).host}, 127.0.0.1:${closedPort}` } });
   });
   afterAll(async () => {
-    delete process.env.HAL0_TEST_UPSTREAM_KEY;
     fake.closeAllConnections();
     await new Promise<void>((resolve) => fake.close(() => resolve()));
   });
@@ -167,11 +175,7 @@ describe("POST /api/upstreams/{name}/test against a real loopback server", () =>
     expect((await s.call("POST", "/api/upstreams/lan/test")).body).toMatchObject({ reachable: false, auth: "missing", error: "environment variable HAL0_TEST_UNSET_KEY is not set" });
     expect(seen.length).toBe(before);
 
-    const closed = createServer();
-    await new Promise<void>((resolve) => closed.listen(0, "127.0.0.1", resolve));
-    const port = (closed.address() as AddressInfo).port;
-    await new Promise<void>((resolve) => closed.close(() => resolve()));
-    await s.call("PATCH", "/api/upstreams/lan", { body: { url: `http://127.0.0.1:${port}/v1`, auth_style: "none", auth_value_env: null } });
+    await s.call("PATCH", "/api/upstreams/lan", { body: { url: `http://127.0.0.1:${closedPort}/v1`, auth_style: "none", auth_value_env: null } });
     expect((await s.call("POST", "/api/upstreams/lan/test")).body).toMatchObject({ reachable: false, status: null, error: "ECONNREFUSED" });
 
     await s.call("PATCH", "/api/upstreams/lan", { body: { url: `${fakeUrl}/slow` } });

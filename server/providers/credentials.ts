@@ -1,0 +1,94 @@
+import { chmod, mkdir, readFile } from "node:fs/promises";
+import { isAbsolute, join } from "node:path";
+import { fingerprint } from "../../compiler/hash.js";
+import { writeFileAtomic } from "../../reconciler/atomic.js";
+import { SLOT_NAME_PATTERN } from "../../schema/names.js";
+import { ApiError } from "../errors.js";
+
+/** Where a credential was found: systemd's `$CREDENTIALS_DIRECTORY`, or hal0's state folder. */
+export type CredentialSource = "systemd" | "state";
+
+/** A stored credential; `value` is for the request that sends it, never for a reply or a log line. */
+export interface Credential {
+  readonly value: string;
+  readonly source: CredentialSource;
+}
+
+/**
+ * Provider credentials by name (`auth_credential = "<name>"` in upstreams.toml).
+ * Two places, read in this order:
+ *
+ * 1. `$CREDENTIALS_DIRECTORY/<name>`: what systemd hands the service
+ *    (`LoadCredential=` / `SetCredential=`), read-only. It wins because it is
+ *    what the unit's author configured and hal0 cannot replace it: a write of a
+ *    name systemd provides is refused (`provider.credential_systemd`) instead of
+ *    landing in a file that would never be read.
+ * 2. `<state>/credentials/<name>`: written by provider_credential_write, 0600
+ *    in a 0700 folder, atomically (a temp file, fsync, rename).
+ *
+ * One trailing newline is not part of a value (`echo key > file`, systemd's
+ * `SetCredential=`), and an empty file is no credential.
+ */
+export class CredentialStore {
+  readonly dir: string;
+  /** `$CREDENTIALS_DIRECTORY` when it is set to an absolute path (systemd always does). */
+  readonly systemdDir: string | undefined;
+
+  constructor(stateDir: string, env: NodeJS.ProcessEnv) {
+    this.dir = join(stateDir, "credentials");
+    const given = env.CREDENTIALS_DIRECTORY;
+    this.systemdDir = given !== undefined && isAbsolute(given) ? given : undefined;
+  }
+
+  /** The credential `name`, from the first place that has it; undefined when none does. */
+  async read(name: string): Promise<Credential | undefined> {
+    checkName(name);
+    if (this.systemdDir !== undefined) {
+      const value = await readValue(join(this.systemdDir, name));
+      if (value !== undefined) return { value, source: "systemd" };
+    }
+    const value = await readValue(join(this.dir, name));
+    return value === undefined ? undefined : { value, source: "state" };
+  }
+
+  /** Where `name` would be read from, for lists that must not hold the value. */
+  async source(name: string): Promise<CredentialSource | undefined> {
+    return (await this.read(name))?.source;
+  }
+
+  /** Refuses a name systemd provides: hal0 would never read what it writes. */
+  async checkWritable(name: string): Promise<void> {
+    checkName(name);
+    if (this.systemdDir !== undefined && (await readValue(join(this.systemdDir, name))) !== undefined) {
+      throw new ApiError("provider.credential_systemd", `credential ${name} comes from systemd ($CREDENTIALS_DIRECTORY), which hal0 reads first; change it in the unit (LoadCredential=${name}:…) instead`, { name, source: "systemd" });
+    }
+  }
+
+  /** Stores `value` as `<state>/credentials/<name>` (0600, folder 0700); returns its fingerprint, never the value. */
+  async write(name: string, value: string): Promise<{ fingerprint: string; path: string }> {
+    await this.checkWritable(name);
+    await mkdir(this.dir, { recursive: true, mode: 0o700 });
+    // A folder made before (or by hand) may be looser than mkdir's mode would make it.
+    await chmod(this.dir, 0o700);
+    const path = join(this.dir, name);
+    await writeFileAtomic(path, value, 0o600);
+    return { fingerprint: fingerprint(value), path };
+  }
+}
+
+/** Credential names are upstream names: the grammar also keeps a name from leaving its folder. */
+function checkName(name: string): void {
+  if (!SLOT_NAME_PATTERN.test(name)) throw new ApiError("validation.invalid", `credential name ${JSON.stringify(name)} is not a name (lowercase a–z, digits, _ and -)`, { name });
+}
+
+async function readValue(path: string): Promise<string | undefined> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (err) {
+    if (["ENOENT", "ENOTDIR", "EISDIR"].includes((err as NodeJS.ErrnoException).code ?? "")) return undefined;
+    throw err;
+  }
+  const value = text.replace(/\r?\n$/, "");
+  return value === "" ? undefined : value;
+}

@@ -1,0 +1,218 @@
+import { request as httpRequest } from "node:http";
+import { request as httpsRequest } from "node:https";
+import type { Model, ResolvedSlot } from "../../compiler/index.js";
+import type { Upstream } from "../../schema/index.js";
+import type { Dispatcher } from "../dispatch.js";
+import { ApiError } from "../errors.js";
+import { checkUrlTarget, MAX_REDIRECTS, pinnedLookup, type CheckedTarget } from "../mcp-servers/ssrf.js";
+import { CredentialStore, type CredentialSource } from "./credentials.js";
+
+/**
+ * What hal0 needs to reach a provider: the credential store, the server's
+ * environment (an upstream's `auth_value_env` is read from it) and the hosts
+ * the operator trusts beyond the public internet (`HAL0_UPSTREAM_ALLOW`,
+ * `host:port` comma-separated: a LAN box, a loopback proxy).
+ */
+export interface ProviderServices {
+  readonly credentials: CredentialStore;
+  readonly env: NodeJS.ProcessEnv;
+  readonly allow: readonly string[];
+}
+
+/** The services for `env` (hal0-server.ts builds them once; a dispatcher made without them gets these of process.env). */
+export function providerServices(stateDir: string, env: NodeJS.ProcessEnv): ProviderServices {
+  const allow = (env.HAL0_UPSTREAM_ALLOW ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+  return { credentials: new CredentialStore(stateDir, env), env, allow };
+}
+
+export function providersOf(d: Dispatcher): ProviderServices {
+  return d.providers ?? providerServices(d.box.options.stateDir, process.env);
+}
+
+/** Where a slot answers: a wildcard host is reached on loopback. */
+export function slotBaseUrl(slot: Pick<ResolvedSlot, "spec">): string {
+  const host = ["0.0.0.0", "::", ""].includes(slot.spec.host) ? "127.0.0.1" : slot.spec.host;
+  return `http://${host.includes(":") ? `[${host}]` : host}:${slot.spec.port}/v1`;
+}
+
+/** Where an upstream answers: its url, or its slot's address. */
+export function upstreamBaseUrl(up: Upstream, model: Model): string {
+  if (up.kind === "remote") return up.url!;
+  const slot = model.slots[up.slot_name!]!;
+  return slotBaseUrl(slot);
+}
+
+/** How an upstream authenticates, without the value: what a list may show. */
+export interface AuthView {
+  readonly style: Upstream["auth_style"];
+  /** `credential`: a stored credential by name; `env`: an environment variable by name. */
+  readonly from: "credential" | "env" | null;
+  readonly name: string | null;
+  /** Whether a value is there to send. */
+  readonly present: boolean;
+  /** Where a stored credential was found (systemd wins over the state folder). */
+  readonly source: CredentialSource | null;
+}
+
+export async function authView(up: Upstream, p: ProviderServices): Promise<AuthView> {
+  if (up.auth_style === "none") return { style: "none", from: null, name: null, present: false, source: null };
+  if (up.auth_credential !== undefined) {
+    const source = (await p.credentials.source(up.auth_credential)) ?? null;
+    return { style: up.auth_style, from: "credential", name: up.auth_credential, present: source !== null, source };
+  }
+  const env = up.auth_value_env!;
+  return { style: up.auth_style, from: "env", name: env, present: Boolean(p.env[env]), source: null };
+}
+
+/** The auth header an upstream sends, or why it has none to send. */
+async function authHeader(up: Upstream, p: ProviderServices): Promise<{ header?: [string, string]; missing?: string }> {
+  if (up.auth_style === "none") return {};
+  let value: string | undefined;
+  let missing: string;
+  if (up.auth_credential !== undefined) {
+    value = (await p.credentials.read(up.auth_credential))?.value;
+    missing = `credential ${up.auth_credential} is not stored (provider_credential_write, or systemd's LoadCredential=${up.auth_credential}:…)`;
+  } else {
+    value = p.env[up.auth_value_env!];
+    missing = `environment variable ${up.auth_value_env} is not set`;
+  }
+  if (!value) return { missing };
+  if (up.auth_style === "bearer") return { header: ["authorization", `Bearer ${value}`] };
+  return { header: [(up.auth_header ?? "x-api-key").toLowerCase(), value] };
+}
+
+/** One probe's answer; never carries the credential. */
+export interface ProbeResult {
+  readonly url: string;
+  readonly auth: "none" | "sent" | "missing";
+  readonly timeout_ms: number;
+  readonly reachable: boolean;
+  readonly ok: boolean;
+  readonly status: number | null;
+  readonly latency_ms: number | null;
+  readonly model_count: number | null;
+  /** Redirects followed; the credential went only to hops on the upstream's own origin. */
+  readonly redirects?: number;
+  readonly error?: string;
+}
+
+/**
+ * `GET <base>/models` of an upstream, with its credential, behind the SSRF
+ * guard (server/mcp-servers/ssrf.ts): a remote upstream is reached only on a
+ * public address or a `HAL0_UPSTREAM_ALLOW` host, a slot upstream only at its
+ * slot's own address; every redirect hop is checked again, and the
+ * credential is sent only while the hop is on the upstream's own origin
+ * (scheme, host and port), so a redirect elsewhere never carries it. A hop
+ * the guard refuses throws its `mcp.ssrf_blocked` / `mcp.url_invalid`.
+ */
+export async function probeUpstream(up: Upstream, model: Model, p: ProviderServices, timeoutMs: number): Promise<ProbeResult> {
+  const base = upstreamBaseUrl(up, model);
+  const own = up.kind === "slot" ? [hostPort(base)] : [];
+  return probeModels(base, { allow: [...p.allow, ...own], auth: await authHeader(up, p), timeoutMs });
+}
+
+/** `GET <base>/models` of a slot at its own address (no credential). */
+export function probeSlot(slot: Pick<ResolvedSlot, "spec">, p: ProviderServices, timeoutMs: number): Promise<ProbeResult> {
+  const base = slotBaseUrl(slot);
+  return probeModels(base, { allow: [...p.allow, hostPort(base)], auth: {}, timeoutMs });
+}
+
+interface ProbeOptions {
+  readonly allow: readonly string[];
+  readonly auth: { header?: [string, string]; missing?: string };
+  readonly timeoutMs: number;
+}
+
+async function probeModels(base: string, o: ProbeOptions): Promise<ProbeResult> {
+  const url = `${base.replace(/\/+$/, "")}/models`;
+  const result = { url, auth: o.auth.header ? "sent" : o.auth.missing ? "missing" : "none", timeout_ms: o.timeoutMs } as const;
+  if (o.auth.missing !== undefined) return { ...result, reachable: false, ok: false, status: null, latency_ms: null, model_count: null, error: o.auth.missing };
+  const origin = new URL(url).origin;
+  const signal = AbortSignal.timeout(o.timeoutMs);
+  const started = performance.now();
+  let current = url;
+  for (let redirects = 0; ; redirects++) {
+    let target: CheckedTarget;
+    try {
+      // Throws the guard's refusal (a remote on loopback without an allow entry, a redirect to a private address…).
+      target = await checkUrlTarget(current, { allow: o.allow, allowInsecureHttp: true });
+    } catch (err) {
+      // A name that does not resolve is an unreachable upstream, not a refusal.
+      if (!(err instanceof ApiError) || err.code !== "mcp.manifest_fetch_failed") throw err;
+      return { ...result, reachable: false, ok: false, status: null, latency_ms: Math.round(performance.now() - started), model_count: null, redirects, error: err.message };
+    }
+    const headers: Record<string, string> = { accept: "application/json", "user-agent": "hal0" };
+    if (o.auth.header && target.url.origin === origin) headers[o.auth.header[0]] = o.auth.header[1];
+    let reply: Reply;
+    try {
+      reply = await requestOnce(target, headers, signal);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      return { ...result, reachable: false, ok: false, status: null, latency_ms: Math.round(performance.now() - started), model_count: null, redirects,
+        error: signal.aborted ? `no answer within ${o.timeoutMs} ms` : (code ?? (err as Error).message) };
+    }
+    const latency_ms = Math.round(performance.now() - started);
+    const next = reply.location === undefined ? null : URL.parse(reply.location, target.url.href);
+    if (next === null || redirects === MAX_REDIRECTS) {
+      const body = safeJson(reply.body) as { data?: unknown; models?: unknown } | undefined;
+      const list = Array.isArray(body?.data) ? body.data : Array.isArray(body?.models) ? body.models : undefined;
+      const ok = reply.status >= 200 && reply.status < 300;
+      return { ...result, reachable: true, ok, status: reply.status, latency_ms, model_count: ok ? (list?.length ?? null) : null, redirects,
+        ...(reply.location !== undefined ? { error: next === null ? `redirects to ${reply.location}, which is not a URL` : `more than ${MAX_REDIRECTS} redirects` } : {}) };
+    }
+    current = next.href;
+  }
+}
+
+/** `host:port` of a URL as the guard's allow list writes it. */
+function hostPort(url: string): string {
+  const u = new URL(url);
+  return `${u.hostname}:${u.port === "" ? (u.protocol === "https:" ? 443 : 80) : u.port}`;
+}
+
+function safeJson(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+}
+
+interface Reply {
+  readonly status: number;
+  readonly body: string;
+  readonly location?: string;
+}
+
+const REDIRECTS = new Set([301, 302, 303, 307, 308]);
+/** A model list can be long (OpenRouter's is megabytes): read at most this much. */
+const MAX_LIST_BYTES = 16 * 1024 * 1024;
+
+/** One GET to the checked addresses (pinned: no second DNS answer), any status; a body over the limit is cut, not an error. */
+function requestOnce(target: CheckedTarget, headers: Record<string, string>, signal: AbortSignal): Promise<Reply> {
+  return new Promise<Reply>((resolve, reject) => {
+    const send = target.url.protocol === "https:" ? httpsRequest : httpRequest;
+    const req = send(target.url, { method: "GET", agent: false, signal, lookup: pinnedLookup(target.addresses), headers }, (res) => {
+      const status = res.statusCode ?? 0;
+      const location = res.headers.location;
+      if (REDIRECTS.has(status) && location !== undefined) {
+        res.resume();
+        resolve({ status, body: "", location });
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      res.on("data", (chunk: Buffer) => {
+        size += chunk.length;
+        if (size <= MAX_LIST_BYTES) chunks.push(chunk);
+        else req.destroy();
+      });
+      const done = () => resolve({ status, body: size <= MAX_LIST_BYTES ? Buffer.concat(chunks).toString("utf8") : "" });
+      res.on("end", done);
+      res.on("close", done);
+      res.on("error", (err) => (size > MAX_LIST_BYTES ? done() : reject(err)));
+    });
+    req.on("error", (err) => reject(err));
+    req.end();
+  });
+}
