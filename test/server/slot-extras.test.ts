@@ -213,4 +213,15 @@ describe("slot extras against the stand-in runners", () => {
     expect(swept.outcome, JSON.stringify(swept.results)).toBe("converged");
     expect((await s.call("GET", "/api/npu/occupancy")).body).toMatchObject({ holder: "npu-assist", desired: "npu-assist" });
   }, 30_000);
+
+  it("a TTS slot whose runner has no voices endpoint (llama-server's stand-in answers 404) is slot.runner_error (502) with the runner's status", async () => {
+    const port = await freeInRange(new Set());
+    const made = await s.call("POST", "/api/slots", { body: { name: "voice2", profile: "cpu-small", model: "kokoro-82m", type: "tts", port, placement: { device: "cpu" } } });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    const report = await sweep();
+    expect(report.results.find((r) => r.address === "slot.voice2"), JSON.stringify(report.results)).toMatchObject({ ok: true });
+    const r = await s.call("GET", "/api/slots/voice2/voices");
+    expect(r.status).toBe(502);
+    expect(r.body.error).toMatchObject({ code: "slot.runner_error", details: { name: "voice2", path: "/v1/audio/voices", status: 404 } });
+  }, 30_000);
 });
