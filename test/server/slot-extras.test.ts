@@ -224,4 +224,15 @@ describe("slot extras against the stand-in runners", () => {
     expect(r.status).toBe(502);
     expect(r.body.error).toMatchObject({ code: "slot.runner_error", details: { name: "voice2", path: "/v1/audio/voices", status: 404 } });
   }, 30_000);
+
+  it("a swap whose new runner cannot start leaves npu_swap_status failed, with nobody holding the NPU", async () => {
+    rmSync(join(s.config, "models/flm/qwen3-1.7b-npu2.q4nx")); // the stand-in, like the real runner, exits when its model file is missing
+    const load = await s.call("POST", "/api/backends/npu/load", { body: { slot: "npu-qwen" } });
+    expect(load.body, JSON.stringify(load.body)).toMatchObject({ loaded: ["npu-qwen"], unloaded: ["npu-assist"], committed: true });
+    const report = await sweep();
+    expect(report.results.find((r) => r.address === "slot.npu-qwen"), JSON.stringify(report.results)).toMatchObject({ ok: false });
+    const swap = await s.call("GET", "/api/npu/swap-status");
+    expect(swap.body).toMatchObject({ swapping: false, phase: "failed", holder: null, desired: "npu-qwen", stopping: [], starting: null });
+    expect(swap.body.slots.find((x: any) => x.name === "npu-qwen")).toMatchObject({ status: "stopped", state: "error" });
+  }, 30_000);
 });
