@@ -46,6 +46,12 @@ export async function acquireLock(stateDir: string, command: string): Promise<()
   throw new Error(`could not take the apply lock at ${path}`);
 }
 
+/** Who holds the apply lock now (an apply or a sweep under way), or nothing; a dead holder's lock is no holder. */
+export async function lockHolder(stateDir: string): Promise<LockHolder | undefined> {
+  const holder = await readHolder(join(stateDir, "apply.lock"));
+  return holder && (await isAlive(holder)) ? holder : undefined;
+}
+
 async function readHolder(path: string): Promise<LockHolder | undefined> {
   try {
     return JSON.parse(await readFile(path, "utf8")) as LockHolder;

@@ -17,6 +17,7 @@ import { systemRoutes } from "./system.js";
 import { tokenRoutes } from "./tokens.js";
 import { slotRoutes } from "./slots.js";
 import { providerRoutes } from "./providers.js";
+import { slotExtraRoutes } from "./slot-extras.js";
 
 /**
  * The route table: the single source of truth for REST, and for the MCP
@@ -42,4 +43,5 @@ export const ROUTES: readonly Route[] = [
   ...mcpRoutes,
   ...tokenRoutes,
   ...providerRoutes,
+  ...slotExtraRoutes,
 ];

@@ -66,6 +66,8 @@ const CASES: readonly Case[] = [
   { route: "PUT /api/settings", body: { slots: { max_slots: 10 } } },
   { route: "POST /api/stacks", body: { slug: "lean", name: "Lean", mode: "replace", slot: [{ slot: "utility", tune: { reasoning_effort: "high" } }] } },
   { route: "POST /api/stacks/{slug}/apply", params: { slug: "forge" } },
+  { route: "POST /api/backends/npu/load", body: { slot: "npu-qwen" } },
+  { route: "POST /api/backends/npu/unload" },
 ];
 
 describe("a write route's change, applied through the route and as a plan by id", () => {

@@ -1,0 +1,61 @@
+import type { Model } from "../compiler/index.js";
+import { enabledNpuLlm, npuSlots } from "../compiler/edits/npu.js";
+import { npuStatus } from "../reconciler/host/probes.js";
+import { lockHolder } from "../reconciler/lock.js";
+import type { BoxService } from "./box.js";
+import type { Dispatcher } from "./dispatch.js";
+import { lifecycleOf, observeLiveness, probeHealth, statusOf } from "./slot-view.js";
+
+/** The gated tools whose queued requests would move the NPU. */
+const NPU_TOOLS = new Set(["npu_backend_load", "npu_backend_unload"]);
+
+/**
+ * Who has the NPU: the NPU's own facts (npu_status: accel devices and their
+ * driver), each slot placed on it with what runs (liveness and a /health
+ * probe, as slot_state reads them), the llm slot whose runner holds it now
+ * and the one the files want there.
+ */
+export async function npuOccupancy(box: BoxService, model: Model) {
+  const seen = await observeLiveness(box, model);
+  const outcomes = await box.state.readOutcomes();
+  const slots = await Promise.all(npuSlots(model).map(async (s) => {
+    const o = seen.get(s.name);
+    const health = await probeHealth(o);
+    return {
+      name: s.name, type: s.type, model: s.model ?? null, profile: s.profile, port: s.port, enabled: s.enabled, pinned: s.pinned,
+      status: statusOf(s, o), state: lifecycleOf(s, o, health, outcomes[s.name]?.ok), health,
+      pid: o?.record?.pid ?? null, started_at: o?.record?.started_at ?? null,
+    };
+  }));
+  const running = slots.filter((s) => s.type === "llm" && s.status === "running").map((s) => s.name);
+  return { npu: await npuStatus(), holder: running[0] ?? null, running, desired: enabledNpuLlm(model)[0]?.name ?? null, slots };
+}
+
+/**
+ * Whether the NPU is changing hands: `stopping` while an llm runner the files
+ * no longer want still runs there, `starting` while the wanted one is not
+ * ready yet, `failed` when its start failed (or it runs unhealthy), else
+ * `idle`. Beside it what may move it next: an apply or sweep holding the
+ * apply lock now, the last sweep, and gated load / unload requests waiting
+ * for a person.
+ */
+export async function npuSwapStatus(box: BoxService, model: Model, services: Dispatcher) {
+  const occupancy = await npuOccupancy(box, model);
+  const { desired, holder, running } = occupancy;
+  const stopping = running.filter((n) => n !== desired);
+  const wanted = occupancy.slots.find((s) => s.name === desired);
+  const phase = stopping.length > 0 ? "stopping"
+    : wanted && wanted.state === "error" ? "failed"
+    : wanted && wanted.state !== "ready" ? "starting"
+    : "idle";
+  const apply = await lockHolder(box.state.dir);
+  const last = services.sweeps?.last;
+  const pending = services.approvals.list("pending").filter((a) => NPU_TOOLS.has(a.tool));
+  return {
+    swapping: phase === "stopping" || phase === "starting", phase, holder, desired, stopping, starting: phase === "starting" ? desired : null,
+    apply: apply ? { command: apply.command, pid: apply.pid, started_at: apply.started_at } : null,
+    last_sweep: last ? { at: last.at, outcome: last.outcome } : null,
+    pending_approvals: pending.map((a) => ({ id: a.id, tool: a.tool, summary: a.summary, caller: a.caller.agent, created_at: a.created_at })),
+    slots: occupancy.slots,
+  };
+}

@@ -1,0 +1,46 @@
+import type { ResolvedSlot } from "../compiler/index.js";
+import type { ObservedSlot } from "../reconciler/index.js";
+import { ApiError } from "./errors.js";
+
+/** How long a runner has to answer a read hal0 passes on to it. */
+export const RUNNER_READ_TIMEOUT_MS = 3000;
+
+/** Where a slot's runner answers: its spec's host (a wildcard is reached on loopback) and port. */
+export function runnerBase(slot: ResolvedSlot): string {
+  const host = ["0.0.0.0", "::", ""].includes(slot.spec.host) ? "127.0.0.1" : slot.spec.host;
+  return `http://${host.includes(":") ? `[${host}]` : host}:${slot.spec.port}`;
+}
+
+/**
+ * `GET <path>` of a slot's running runner, its JSON reply. A slot hal0 does
+ * not see running is `slot.not_ready` before anything is sent; a runner still
+ * loading (503, as llama-server and the stand-in answer while they load) is
+ * `slot.not_ready` too; any other failure is `slot.runner_error`. The runner
+ * is on this host (loopback, or the host network for containers), so this
+ * never reaches out on a caller's behalf.
+ */
+export async function readRunner(slot: ResolvedSlot, seen: ObservedSlot | undefined, path: string): Promise<unknown> {
+  if (!seen?.running) {
+    const state = slot.enabled ? "stopped" : "disabled";
+    throw new ApiError("slot.not_ready", `slot \`${slot.name}\` is ${state}: its runner is not running`, { name: slot.name, state });
+  }
+  const url = `${runnerBase(slot)}${path}`;
+  let res: Response;
+  try {
+    res = await fetch(url, { headers: { accept: "application/json" }, redirect: "manual", signal: AbortSignal.timeout(RUNNER_READ_TIMEOUT_MS) });
+  } catch (err) {
+    const timedOut = (err as Error).name === "TimeoutError";
+    const cause = (err as { cause?: { code?: string } }).cause?.code;
+    throw new ApiError("slot.runner_error", `slot \`${slot.name}\`'s runner did not answer GET ${path}${timedOut ? ` within ${RUNNER_READ_TIMEOUT_MS} ms` : ""}`, {
+      name: slot.name, path, reason: timedOut ? "timeout" : (cause ?? "unreachable"),
+    });
+  }
+  const text = await res.text();
+  if (res.status === 503) throw new ApiError("slot.not_ready", `slot \`${slot.name}\`'s runner is still loading`, { name: slot.name, state: "warming", path });
+  if (!res.ok) throw new ApiError("slot.runner_error", `slot \`${slot.name}\`'s runner answered GET ${path} with ${res.status}`, { name: slot.name, path, status: res.status });
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw new ApiError("slot.runner_error", `slot \`${slot.name}\`'s runner answered GET ${path} with something that is not JSON`, { name: slot.name, path, status: res.status, reason: "not_json" });
+  }
+}
