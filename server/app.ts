@@ -37,9 +37,15 @@ export interface AppDeps extends Dispatcher {
 export function createHal0App(deps: AppDeps): App {
   const app = createApp();
   const router = createRouter();
+  // radix3 takes a static segment over a `{param}` and never backtracks: `/api/slots/flm/models` would
+  // hide a slot named `flm` (`/api/slots/flm`, `/api/slots/flm/voices`). What the first router does not
+  // match is tried again against the routes with params only, where `flm` is a `{name}` like any other.
+  const byParam = createRouter();
   for (const route of deps.routes) {
     if (route.inProcess) continue; // an in-process probe: an MCP tool only, no REST route
-    router.add(toH3Path(route.path), defineEventHandler((event) => handle(deps, route, event)), route.method.toLowerCase() as "get");
+    const handler = defineEventHandler((event) => handle(deps, route, event));
+    router.add(toH3Path(route.path), handler, route.method.toLowerCase() as "get");
+    if (route.path.includes("{")) byParam.add(toH3Path(route.path), handler, route.method.toLowerCase() as "get");
   }
   for (const [name, endpoint] of Object.entries(deps.mcp ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))) {
     app.use(`/mcp/${name}`, defineEventHandler(async (event) => {
@@ -50,6 +56,7 @@ export function createHal0App(deps: AppDeps): App {
   }
   mountWeb(router, deps);
   app.use(router);
+  app.use(byParam);
   app.use(defineEventHandler((event) => unmatched(deps, event)));
   return app;
 }

@@ -28,6 +28,21 @@ describe("slot reads", () => {
     expect(again.body.slots.map((x: any) => x.id)).toEqual(res.body.slots.map((x: any) => x.id));
   });
 
+  it("serves a slot whose name is a static segment of another route (flm, metrics) under /api/slots/{name}/…", async () => {
+    writeFileSync(file("flm"), read("utility").replace(/^port = 8084$/m, "port = 8095").replace(/^priority = 60$/m, "priority = 60\nenabled = false"));
+    writeFileSync(file("metrics"), read("utility").replace(/^port = 8084$/m, "port = 8096").replace(/^priority = 60$/m, "priority = 60\nenabled = false"));
+    const flm = await s.call("GET", "/api/slots/flm");
+    expect(flm.status, JSON.stringify(flm.body)).toBe(200);
+    expect(flm.body.name).toBe("flm");
+    for (const name of ["flm", "metrics"]) {
+      const state = await s.call("GET", `/api/slots/${name}/state`);
+      expect(state.status, `${name}: ${JSON.stringify(state.body)}`).toBe(200);
+    }
+    // Where a static route matches the whole path it still wins: /api/slots/metrics is slot_metrics, the slot is by-name.
+    expect((await s.call("GET", "/api/slots/metrics")).body.name).toBeUndefined();
+    expect((await s.call("GET", "/api/slots/by-name/metrics")).body.name).toBe("metrics");
+  });
+
   it("shows one slot by name, by-name and by id, with the same reply", async () => {
     const one = await s.call("GET", "/api/slots/chat");
     expect(one.status).toBe(200);
