@@ -36,6 +36,8 @@ export interface Dispatcher {
   readonly memory?: import("./memory/service.js").MemoryService;
   /** Model pulls from the Hugging Face Hub (durable jobs), when this server runs them. */
   readonly pulls?: import("./pulls/service.js").PullService;
+  /** This server's Prometheus metrics (its own registry), fed by the doors, the sweep loop and the approvals. */
+  readonly metrics?: import("./metrics/registry.js").Hal0Metrics;
 }
 
 export interface SweepStatus {
