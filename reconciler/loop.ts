@@ -7,8 +7,9 @@ export interface LoopOptions {
   /** Seconds between sweeps when nothing else triggers one (`[reconcile] interval_s`). */
   readonly intervalS: () => number;
   readonly root: string;
-  readonly onReport: (report: SweepReport) => void;
-  readonly onError?: (err: unknown) => void;
+  /** `ms`: how long the sweep took (the metrics' sweep duration). */
+  readonly onReport: (report: SweepReport, ms: number) => void;
+  readonly onError?: (err: unknown, ms: number) => void;
   /** Quiet time after the last `.toml` change before a sweep starts. */
   readonly debounceMs?: number;
 }
@@ -75,10 +76,12 @@ export class SweepLoop {
   }
 
   private async runOnce(): Promise<void> {
+    const started = performance.now();
     try {
-      this.options.onReport(await this.sweeper.sweep());
+      const report = await this.sweeper.sweep();
+      this.options.onReport(report, performance.now() - started);
     } catch (err) {
-      this.options.onError?.(err);
+      this.options.onError?.(err, performance.now() - started);
     }
   }
 }

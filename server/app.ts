@@ -13,6 +13,7 @@ import { parseJsonInput } from "./input.js";
 import { RawReply, routeId, type Caller, type Route } from "./route.js";
 import type { McpEndpoint } from "./mcp/endpoint.js";
 import { mountWeb } from "./web/index.js";
+import { UNMATCHED } from "./metrics/registry.js";
 
 export interface AppDeps extends Dispatcher {
   /** Decides each request's identity (server/identity/identify.ts). */
@@ -121,6 +122,8 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
     return envelope(api);
   } finally {
     deps.logger?.info({ reqId: requestId, caller: caller.kind === "anonymous" ? "anonymous" : `${caller.kind}:${caller.agent}`, route: routeId(route), status, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
+    // By the route's template, never the raw path; an event stream that opened is a connection, not a latency.
+    if (route.kind !== "stream" || status >= 400) deps.metrics?.observeRequest("rest", route.path, route.method, String(status), performance.now() - started);
   }
 }
 
@@ -164,6 +167,9 @@ async function readCall(event: H3Event, route: Route, caller: Call["caller"], re
 
 /** A path no route has is 404; a path some route has with another method is 405. */
 function unmatched(deps: AppDeps, event: H3Event): unknown {
+  const started = performance.now();
+  // One label for every path no route has: a raw path would let any caller mint new series.
+  event.node.res.once("finish", () => deps.metrics?.observeRequest("rest", UNMATCHED, event.method, String(event.node.res.statusCode), performance.now() - started));
   const path = (event.path.split("?")[0] ?? "/").replace(/\/+$/, "") || "/";
   const allowed = deps.routes.filter((r) => templateMatches(r.path, path)).map((r) => r.method);
   const err = allowed.length > 0

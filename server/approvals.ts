@@ -152,6 +152,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     this.pending(id, decider);
     const done = this.db.prepare("UPDATE approvals SET state = 'denied', decided_at = ?, decided_by = ?, reason = ? WHERE id = ? AND state = 'pending'").run(iso(this.now()), decider.name, reason ?? null, id);
     if (done.changes !== 1) throw this.resolvedError(id);
+    this.dispatcher.metrics?.observeDecision("denied");
     return this.emitNow("denied", id);
   }
 
@@ -160,6 +161,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     const due = this.db.prepare("SELECT id FROM approvals WHERE state = 'pending' AND expires_at <= ?").all(iso(this.now())) as Array<{ id: string }>;
     for (const { id } of due) {
       this.db.prepare("UPDATE approvals SET state = 'expired', reason = 'its time to live ([approvals] ttl_s) ran out' WHERE id = ?").run(id);
+      this.dispatcher.metrics?.observeDecision("expired");
       this.emitNow("expired", id);
     }
   }
@@ -178,6 +180,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
   private decide(id: string, state: ApprovalState, by: string): void {
     const done = this.db.prepare("UPDATE approvals SET state = ?, decided_at = ?, decided_by = ? WHERE id = ? AND state = 'pending'").run(state, iso(this.now()), by, id);
     if (done.changes !== 1) throw this.resolvedError(id);
+    this.dispatcher.metrics?.observeDecision("approved");
   }
 
   private resolvedError(id: string): ApiError {

@@ -38,6 +38,8 @@ export interface Dispatcher {
   readonly pulls?: import("./pulls/service.js").PullService;
   /** Provider credentials, the server's environment and trusted upstream hosts (server/providers/probe.ts). */
   readonly providers?: import("./providers/probe.js").ProviderServices;
+  /** This server's Prometheus metrics (its own registry), fed by the doors, the sweep loop and the approvals. */
+  readonly metrics?: import("./metrics/registry.js").Hal0Metrics;
 }
 
 export interface SweepStatus {

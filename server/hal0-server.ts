@@ -30,6 +30,8 @@ import type { Authenticator } from "./identity/identify.js";
 import { TokenStore } from "./identity/tokens.js";
 import { hermesCredentials } from "./identity/hermes-credentials.js";
 import { providerServices, type ProviderServices } from "./providers/probe.js";
+import { Hal0Metrics } from "./metrics/registry.js";
+import { slotStates } from "./metrics/slot-states.js";
 
 import type { RunnerProbe } from "../reconciler/runner-probe.js";
 
@@ -90,9 +92,12 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const audit = new Audit(db, now);
   const memory = new MemoryService({ stateDir: options.stateDir, settings: () => box.lastSettings()?.memory, engineFor: options.memoryEngine });
   const auth: Authenticator = { tokens, mode: () => box.lastSettings()?.server.auth ?? "token" };
-  const services = { box, audit, routes, memory, auth } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; auth: Authenticator; pulls: PullService; providers: ProviderServices; bundled?: readonly BundledServer[]; sweeps?: SweepStatus };
+  const services = { box, audit, routes, memory, auth } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; auth: Authenticator; pulls: PullService; providers: ProviderServices; bundled?: readonly BundledServer[]; sweeps?: SweepStatus; metrics: Hal0Metrics };
   services.plans = new PlanStore(db, now);
   services.approvals = new Approvals(db, services, (id) => byId.get(id), () => box.lastSettings()?.approvals.ttl_s ?? 86_400, now);
+  // Prometheus metrics in this server's own registry; the gauges read the approvals and the slots at scrape time.
+  services.metrics = new Hal0Metrics({ approvalsPending: () => services.approvals.list("pending").length, slotStates: () => slotStates(box) }, now);
+  box.onCommit("metrics", (proposal) => void services.metrics.observeCommit(proposal.delta));
   Object.defineProperty(services, "sweeps", { get: () => options.sweeps?.(), enumerable: true });
   const env = options.env ?? process.env;
   services.providers = providerServices(options.stateDir, env);

@@ -82,6 +82,12 @@ interface RouteBase<P, Q, B> {
    * an MCP tool only, never mounted as REST; its path only names it.
    */
   readonly inProcess?: boolean;
+  /**
+   * A route with no tool of its own that the policy judges as this tool (its
+   * tier for the caller), without being its MCP alias: `GET /metrics` is
+   * read by whoever may read `metrics_snapshot`.
+   */
+  readonly policyTool?: string;
   /** A bare-list reply is wrapped as `{<listKey>: [...], count}` by the MCP layer. */
   readonly listKey?: string;
   /** Success status; default 200 (201 for creates is declared here). */

@@ -132,11 +132,15 @@ export async function serve(options: ServeOptions): Promise<Serving> {
     loop = new SweepLoop(sweeper, {
       root: options.root,
       intervalS: () => sweeper.lastGoodModel?.settings.reconcile.interval_s ?? 120,
-      onReport: (report) => {
+      onReport: (report, ms) => {
         last = report;
+        server.metrics?.observeSweep(report, ms);
         if (report.outcome !== "nothing_to_do") logger.info({ sweep: report.outcome, results: report.results.length, diagnostics: report.diagnostics.length }, "sweep");
       },
-      onError: (err) => logger.error({ err }, "sweep failed"),
+      onError: (err, ms) => {
+        server.metrics?.observeSweep(undefined, ms);
+        logger.error({ err }, "sweep failed");
+      },
     });
     loop.start();
   }

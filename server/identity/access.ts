@@ -26,7 +26,7 @@ export type RestVerdict = { readonly run: true } | { readonly run: false; readon
  */
 export function restVerdict(route: Route, caller: Caller, policy: CompiledPolicy): RestVerdict {
   if (caller.kind === "operator") return { run: true };
-  const tools = route.tools ?? [];
+  const tools = policyTools(route);
   if (caller.kind === "anonymous") {
     if (PUBLIC_ROUTES.has(routeId(route))) return { run: true };
     if (anonymousMayCall(route, policy)) return { run: true };
@@ -41,6 +41,11 @@ export function restVerdict(route: Route, caller: Caller, policy: CompiledPolicy
   return { run: true };
 }
 
+/** The tools whose tiers judge a call to `route`: its MCP aliases, or the one it is judged as (`policyTool`). */
+function policyTools(route: Route): readonly string[] {
+  return route.tools ?? (route.policyTool === undefined ? [] : [route.policyTool]);
+}
+
 /** The stricter of two tiers. */
 export function stricter(a: Tier, b: Tier): Tier {
   return tierRank(b) > tierRank(a) ? b : a;
@@ -53,7 +58,7 @@ export function stricter(a: Tier, b: Tier): Tier {
  */
 export function routeFloor(route: Route, caller: Caller, policy: CompiledPolicy): { tier: Tier; tool: string } {
   let top: { tier: Tier; tool: string } | undefined;
-  for (const tool of route.tools ?? []) {
+  for (const tool of policyTools(route)) {
     const tier = tierFor(policy, tool, caller.agent) ?? "blocked";
     if (top === undefined || tierRank(tier) > tierRank(top.tier)) top = { tier, tool };
   }
@@ -65,7 +70,7 @@ export function routeFloor(route: Route, caller: Caller, policy: CompiledPolicy)
 /** A route (or MCP tool's route) an anonymous caller may reach: not a write, and every tool on it autonomous-read. */
 export function anonymousMayCall(route: Route, policy: CompiledPolicy, tool?: string): boolean {
   if (route.kind === "write") return false;
-  const tools = tool !== undefined ? [tool] : (route.tools ?? []);
+  const tools = tool !== undefined ? [tool] : policyTools(route);
   return tools.length > 0 && tools.every((t) => tierFor(policy, t) === "autonomous_read");
 }
 

@@ -14,6 +14,7 @@ import type { Tier } from "../../schema/index.js";
 import type { Caller, Route } from "../route.js";
 import type { ToolDef } from "./catalog.js";
 import { envelopeSdkErrors, failure, ok } from "./results.js";
+import { mcpCode } from "../metrics/registry.js";
 
 /**
  * One hal0-admin MCP server (per session): every tool of the catalog the
@@ -54,8 +55,13 @@ function inputSchemaOf(tool: ToolDef): z.ZodObject {
 
 async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unknown>, caller: Caller): Promise<CallToolResult> {
   const started = performance.now();
+  let code = "ok";
   try {
-    if (tool.memory || !tool.route) return ok(await callMemoryTool(d, tool.name, args, caller, "admin"));
+    if (tool.memory || !tool.route) {
+      const result = await callMemoryTool(d, tool.name, args, caller, "admin");
+      code = mcpCode(result);
+      return ok(result);
+    }
     const route = tool.route;
     const model = await d.box.model();
     let tier: Tier = toolTier(model.policy, route, tool.name, caller);
@@ -67,12 +73,16 @@ async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unkno
     if (tier === "gated") {
       const approval = await d.approvals.enqueue(tool.name, route, call);
       d.audit.record({ call, route, outcome: "pending_approval", durationMs: performance.now() - started, approvalId: approval.id, planId: approval.plan_id ?? undefined, tool: tool.name });
+      code = "pending_approval";
       return ok(pendingReply(approval));
     }
     return ok(wrapList(route, await invoke(d, route, call)));
   } catch (err) {
+    code = err instanceof ApiError ? err.code : "system.internal";
     if (err instanceof ApiError && REFUSALS.has(err.code)) auditRefusal(d, tool.name, caller, err, tool.route);
     return failure(err);
+  } finally {
+    d.metrics?.observeRequest("mcp", tool.name, "call", code, performance.now() - started);
   }
 }
 

@@ -18,6 +18,7 @@ import { tokenRoutes } from "./tokens.js";
 import { slotRoutes } from "./slots.js";
 import { providerRoutes } from "./providers.js";
 import { slotExtraRoutes } from "./slot-extras.js";
+import { metricsRoutes } from "./metrics.js";
 
 /**
  * The route table: the single source of truth for REST, and for the MCP
@@ -44,4 +45,5 @@ export const ROUTES: readonly Route[] = [
   ...tokenRoutes,
   ...providerRoutes,
   ...slotExtraRoutes,
+  ...metricsRoutes,
 ];

@@ -1,0 +1,15 @@
+import type { BoxService } from "../box.js";
+import { lifecycleOf, observeLiveness, probeHealth } from "../slot-view.js";
+
+/**
+ * Each slot's lifecycle state as `GET /api/slots/{name}/state` reports it:
+ * one liveness observation and the recorded outcomes for the whole box, and
+ * a `/health` probe (1 s at most, in parallel) of each running slot.
+ */
+export async function slotStates(box: BoxService): Promise<Map<string, string>> {
+  const model = await box.model();
+  const [seen, outcomes] = await Promise.all([observeLiveness(box, model), box.state.readOutcomes()]);
+  const slots = Object.values(model.slots);
+  const health = await Promise.all(slots.map((s) => probeHealth(seen.get(s.name))));
+  return new Map(slots.map((s, i) => [s.name, lifecycleOf(s, seen.get(s.name), health[i]!, outcomes[s.name]?.ok)]));
+}
