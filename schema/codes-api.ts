@@ -115,4 +115,8 @@ export const API_CODES = {
   "stacks.bad_envelope": { severity: "error", stage: "server", http: 400, meaning: "The .hal0stack.json envelope has the wrong kind, a checksum that does not match, or a stack that does not validate." },
   "stacks.envelope_too_new": { severity: "error", stage: "server", http: 400, meaning: "The stack envelope's version is newer than this hal0 reads." },
   "stacks.import_no_slug": { severity: "error", stage: "server", http: 400, meaning: "Neither the envelope nor the request names the slug to import the stack as." },
+  // ── services ─────────────────────────────────────────────────────────
+  "service.not_found": { severity: "error", stage: "server", http: 404, meaning: "No service has this id (sweep-loop, memory, api, slot.<name>); details.known lists the box's services." },
+  "service.action_not_allowed": { severity: "error", stage: "server", http: 409, meaning: "The service does not allow this action in its state (the API has none, a disabled slot only starts, an enabled one stops or restarts); details.allowed lists what it allows." },
+  "service.not_running": { severity: "error", stage: "server", http: 409, meaning: "service_action restart of the sweep loop on a server that runs no loop (hal0 serve --no-reconcile): there is nothing to restart." },
 } as const satisfies Record<string, CodeInfo>;

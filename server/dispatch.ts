@@ -36,6 +36,8 @@ export interface Dispatcher {
   readonly memory?: import("./memory/service.js").MemoryService;
   /** Model pulls from the Hugging Face Hub (durable jobs), when this server runs them. */
   readonly pulls?: import("./pulls/service.js").PullService;
+  /** The sweep loop's handle (service_list, service_action restart): attached by `hal0 serve`, never attached without a loop. */
+  readonly loop?: import("../reconciler/loop.js").LoopControl;
 }
 
 export interface SweepStatus {

@@ -31,6 +31,7 @@ import { TokenStore } from "./identity/tokens.js";
 import { hermesCredentials } from "./identity/hermes-credentials.js";
 
 import type { RunnerProbe } from "../reconciler/runner-probe.js";
+import { LoopControl } from "../reconciler/loop.js";
 
 export interface Hal0ServerOptions {
   readonly root: string;
@@ -46,6 +47,8 @@ export interface Hal0ServerOptions {
   readonly memoryEngine?: MemoryServiceOptions["engineFor"];
   /** Learns each runner's flag table (reconciler/runner-probe.ts); `hal0 serve` shares one with its sweep. Without it every runner is unprobed. */
   readonly runners?: RunnerProbe;
+  /** The sweep loop's handle, which `hal0 serve` attaches its loop to; without it the server has none (`not_running`). */
+  readonly loop?: LoopControl;
 }
 
 export interface Hal0Server extends Dispatcher {
@@ -93,6 +96,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   services.plans = new PlanStore(db, now);
   services.approvals = new Approvals(db, services, (id) => byId.get(id), () => box.lastSettings()?.approvals.ttl_s ?? 86_400, now);
   Object.defineProperty(services, "sweeps", { get: () => options.sweeps?.(), enumerable: true });
+  (services as { loop?: LoopControl }).loop = options.loop ?? new LoopControl(now);
   const env = options.env ?? process.env;
   // A finished pull registers its model through the pipeline (the register route: compiled, planned, audited) as system:pull.
   const registerRoute = byId.get("POST /api/models")!;
