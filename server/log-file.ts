@@ -1,4 +1,4 @@
-import { closeSync, fstatSync, mkdirSync, openSync, renameSync, writeSync } from "node:fs";
+import { closeSync, fchmodSync, fstatSync, mkdirSync, openSync, renameSync, writeSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { redactText } from "./redact.js";
@@ -22,8 +22,8 @@ export const LOG_FILE_MAX_BYTES = 4 * 1024 * 1024;
 /**
  * Appends lines to a file rotated at a size bound to one `.1` file. Writes
  * are synchronous (a line is on disk when `write` returns: a crash loses
- * nothing already logged); the folder is made 0700 and the file 0600 on
- * first write. A failing disk never fails the logger: the error is kept for
+ * nothing already logged); the folder is made 0700 and the file 0600 when
+ * opened. A failing disk never fails the logger: the error is kept for
  * `lastError` and the line dropped.
  */
 export class RotatingLog {
@@ -56,6 +56,8 @@ export class RotatingLog {
   private open(): void {
     mkdirSync(dirname(this.file), { recursive: true, mode: 0o700 });
     this.fd = openSync(this.file, "a", 0o600);
+    // A file some other writer made (or an older hal0) is narrowed to its owner too.
+    fchmodSync(this.fd, 0o600);
     this.size = fstatSync(this.fd).size;
   }
 
