@@ -130,6 +130,22 @@ describe("journal_snapshot", () => {
     }
   });
 
+  it("answers an agent over MCP at once (autonomous read), redacted", async () => {
+    const client = await adminClient(s.url, "hermes__ops");
+    const prior = process.env.INVOCATION_ID;
+    delete process.env.INVOCATION_ID;
+    try {
+      const r = await callTool(client, "journal_snapshot", { lines: 10 });
+      expect(r.isError).toBe(false);
+      expect(r.body).toMatchObject({ available: false });
+      expect(r.body.lines.map((l: any) => l.msg)).toContain("minted [redacted]");
+      noSecret(JSON.stringify(r.body));
+    } finally {
+      if (prior !== undefined) process.env.INVOCATION_ID = prior;
+      await client.close();
+    }
+  });
+
   it.runIf(existsSync("/usr/bin/journalctl") || existsSync("/bin/journalctl"))("under systemd (INVOCATION_ID set): asks journalctl -o json for this invocation (this machine keeps no journal: no entries)", async () => {
     const prior = process.env.INVOCATION_ID;
     process.env.INVOCATION_ID = "0123456789abcdef0123456789abcdef";

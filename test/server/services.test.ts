@@ -96,6 +96,10 @@ describe("services on a served box", () => {
     const before = await service("sweep-loop");
     const client = await adminClient(serving.url, "hermes__ops");
     try {
+      // Reading is autonomous for an agent: service_list and service_health answer at once.
+      const listed = await callTool(client, "service_list", {});
+      expect(listed.body).toMatchObject({ count: 5, services: expect.arrayContaining([expect.objectContaining({ id: "sweep-loop", state: "running" })]) });
+      expect((await callTool(client, "service_health", {})).body.services.find((x: any) => x.id === "slot.one")).toMatchObject({ health: "ok" });
       const queued = await callTool(client, "service_action", { service_id: "sweep-loop", action: "restart" });
       expect(queued.body, JSON.stringify(queued.body)).toMatchObject({ status: "pending_approval" });
       // Nothing happened yet.
