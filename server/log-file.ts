@@ -134,6 +134,8 @@ function parse(line: string): LogEntry & { level_number?: number } {
   return { level: "unknown", msg: line };
 }
 
+/** A `slot` field naming it, or its address `slot.<name>` / the words `slot <name>` anywhere in the line (not a longer name that starts the same). */
 function aboutSlot(entry: Record<string, unknown>, line: string, slot: string): boolean {
-  return entry.slot === slot || entry.name === slot || line.includes(`slot.${slot}"`) || line.includes(`slot ${slot}`);
+  if (entry.slot === slot) return true;
+  return new RegExp(String.raw`\bslot[. ]${slot.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}(?![\w-])`).test(line);
 }

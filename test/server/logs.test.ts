@@ -29,6 +29,8 @@ beforeAll(async () => {
   mkdirSync(join(s.state, "logs"), { recursive: true });
   appendFileSync(logFilePath(s.state), `${JSON.stringify({ level: 50, time: "2020-01-01T00:00:00.000Z", msg: `old: Authorization: Bearer ${secrets[0]} HF_TOKEN=${secrets[1]}` })}\n`);
   logger.debug("debug noise");
+  logger.info("sweep: + slot.utility (new)");
+  logger.info("started slot utility-big");
   logger.info({ slot: "utility" }, `calling upstream with Authorization: Bearer ${secrets[0]}`);
   logger.warn(`runner env HF_TOKEN=${secrets[1]} OPENAI_API_KEY=${secrets[4]}`);
   logger.error({ err: new Error(`upstream refused key ${secrets[2]}`) }, "upstream failed");
@@ -62,12 +64,14 @@ describe("logs_tail", () => {
     expect(all.body.lines.map((l: any) => l.msg)).toEqual([
       expect.stringContaining("old: Authorization: Bearer [redacted]"),
       "debug noise",
+      "sweep: + slot.utility (new)",
+      "started slot utility-big",
       "calling upstream with Authorization: Bearer [redacted]",
       expect.stringContaining("HF_TOKEN=[redacted] OPENAI_API_KEY=[redacted]"),
       "upstream failed",
       "minted [redacted]",
     ]);
-    expect(all.body.lines[4]).toMatchObject({ level: "error", err: { message: "upstream refused key [redacted]" } });
+    expect(all.body.lines[6]).toMatchObject({ level: "error", err: { message: "upstream refused key [redacted]" } });
 
     const warn = await s.call("GET", "/api/logs?level=warn");
     expect(warn.body.lines.map((l: any) => l.level)).toEqual(["error", "warn", "error"]);
@@ -80,7 +84,8 @@ describe("logs_tail", () => {
     expect(two.body.lines.map((l: any) => l.msg)).toEqual(["upstream failed", "minted [redacted]"]);
 
     const slot = await s.call("GET", "/api/logs?slot=utility");
-    expect(slot.body.lines.map((l: any) => l.msg)).toEqual(["calling upstream with Authorization: Bearer [redacted]"]);
+    // Its `slot` field or its address; not a slot whose name only starts the same.
+    expect(slot.body.lines.map((l: any) => l.msg)).toEqual(["sweep: + slot.utility (new)", "calling upstream with Authorization: Bearer [redacted]"]);
     expect(slot.body.slot).toMatchObject({ name: "utility", exists: true, lines: ["hal0 starts: llama-server --api-key [redacted]", "loaded model"] });
     noSecret(JSON.stringify(slot.body));
   });
