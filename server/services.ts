@@ -72,8 +72,8 @@ function sweepService(d: Dispatcher): Service {
   const restart: ActionCost = { downtime: false, destructive: false, detail: "the sweep in flight finishes, then a new loop starts and sweeps at once; slots keep running" };
   return {
     id: SWEEP_LOOP, kind: "sweep_loop", state: s.state, since: s.since ?? null, last_error: s.last_error ?? null,
-    // A server without a loop (hal0 serve --no-reconcile, a test server) has nothing to restart.
-    actions: s.state === "not_running" ? [] : [{ action: "restart", cost: restart }],
+    // A server without a loop (hal0 serve --no-reconcile, a test server), or one shutting down, has nothing to restart.
+    actions: d.loop?.attached ? [{ action: "restart", cost: restart }] : [],
     detail: { restarts: s.restarts, sweeps: s.sweeps, last_sweep: s.last_sweep ?? null },
   };
 }
@@ -137,7 +137,7 @@ export async function checkAction(d: Dispatcher, id: string, action: ServiceActi
   const service = await findService(d, id);
   if (service.actions.some((a) => a.action === action)) return service;
   const allowed = service.actions.map((a) => a.action);
-  if (service.kind === "sweep_loop" && service.state === "not_running") {
+  if (service.kind === "sweep_loop" && service.state !== "running") {
     throw new ApiError("service.not_running", "no sweep loop runs in this server (hal0 serve --no-reconcile, or a server built without one): there is nothing to restart", { id, state: service.state });
   }
   throw new ApiError("service.action_not_allowed", `service \`${id}\` (${service.state}) does not allow \`${action}\`; it allows: ${allowed.length > 0 ? allowed.join(", ") : "nothing"}`, { id, action, allowed, state: service.state });
