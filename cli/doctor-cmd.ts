@@ -1,25 +1,29 @@
+import { resolve } from "node:path";
 import { doctorRows, type DoctorRow } from "../reconciler/doctor.js";
 import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
 import { EXIT_ERROR, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
 import { compileTree, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
-export const DOCTOR_HELP = `hal0 doctor [--config DIR] [--state DIR] [--json]
+export const DOCTOR_HELP = `hal0 doctor [--config DIR] [--state DIR] [--unit-dir DIR] [--json]
 
 Checks the box and prints one row per check (ok / warn / fail, with a hint):
 tree, state_folder, runtime, runner:<prefix> (one per distinct runner: found, and what its
 --version printed, 2 s at most), model_files (every enabled slot's model files exist and are
-readable), hermes_profiles_mcp, hermes_default_memory, hermes_brain_memory. Changes nothing.
+readable), hermes_profiles_mcp, hermes_default_memory, hermes_brain_memory, service_unit (the
+hal0.service 'hal0 service install' wrote, if any: serves this config and state folder, its
+node and hal0 exist, 'systemd-analyze verify' is clean when installed). Changes nothing.
+  --unit-dir DIR  where hal0.service is (default /etc/systemd/system)
   --json   print {ok, rows, diagnostics} (diagnostics: what the compiler said of the tree, as
            'hal0 validate --json' lists it); a failure too: {ok: false, exit_code, diagnostics}
 Exit status: 0 no check fails, 1 a check fails or the doctor cannot run (config.not_found),
 64 usage error.`;
 
 export async function runDoctor(args: string[], io: CliIo): Promise<number> {
-  const { values } = parseCommandArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, json: { type: "boolean" } } });
+  const { values } = parseCommandArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, json: { type: "boolean" }, "unit-dir": { type: "string" } } });
   const tree = await compileTree(values, io);
   const state = stateDir(values.state, io.env, io.cwd);
-  const rows = await doctorRows({ ...tree, stateDir: state, env: io.env, hermesCredentials: stateHermesCredentials(state) });
+  const rows = await doctorRows({ ...tree, stateDir: state, env: io.env, hermesCredentials: stateHermesCredentials(state), unitDir: values["unit-dir"] === undefined ? undefined : resolve(io.cwd, values["unit-dir"]) });
   const failed = rows.some((r) => r.status === "fail");
   if (values.json) io.stdout.write(`${JSON.stringify({ ok: !failed, rows, diagnostics: tree.diagnostics }, null, 2)}\n`);
   else io.stdout.write(`${rows.map(formatRow).join("\n")}\n`);

@@ -32,6 +32,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   schema: async () => { const m = await import("./schema-cmd.js"); return { run: m.runSchema, help: m.SCHEMA_HELP }; },
   token: async () => { const m = await import("./token-cmd.js"); return { run: m.runToken, help: m.TOKEN_HELP }; },
   model: async () => { const m = await import("./model-cmd.js"); return { run: m.runModel, help: m.MODEL_HELP }; },
+  service: async () => { const m = await import("./service-cmd.js"); return { run: m.runService, help: m.SERVICE_HELP }; },
 };
 
 const USAGE = `usage: hal0 <command> [options]
@@ -53,6 +54,7 @@ commands:
   schema     write the JSON Schemas of every file kind
   token      create | list | revoke | rotate: operators' and agents' credentials
   model      model pull REPO FILE: pull a model from the Hugging Face Hub, verify it, register it
+  service    service install: write the systemd unit of hal0 serve (--print: show it only)
 
 exit status:
   0   done

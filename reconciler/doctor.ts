@@ -1,8 +1,8 @@
 import { spawn } from "node:child_process";
-import { constants } from "node:fs";
+import { constants, existsSync } from "node:fs";
 import { access, stat } from "node:fs/promises";
 import { request } from "node:http";
-import { dirname } from "node:path";
+import { dirname, resolve } from "node:path";
 import type { Model, ResolvedSlot } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
 import { readHermesFile, readHermesProfiles } from "./hermes-files.js";
@@ -11,6 +11,7 @@ import type { HermesCredentials, HermesManaged, HermesManagedProfile } from "./o
 import { StateStore } from "./state.js";
 import { findRunner, runnerPath } from "./drivers/runner.js";
 import { isAdvisory, preflight, type Finding } from "./preflight.js";
+import { DEFAULT_UNIT_DIR, readUnit, UNIT_NAME, verifyUnit } from "./systemd-unit.js";
 
 /**
  * The checks of `hal0 doctor` (and `GET /api/doctor`, `GET /api/health/system`):
@@ -29,8 +30,10 @@ export interface DoctorInput {
   readonly env: DoctorEnv;
   /** Whose tokens the Hermes rows compare bearers with (the reconciler never opens the token store itself). */
   readonly hermesCredentials: HermesCredentials;
-  /** Run each runner with --version for its row (default true); false: the runner rows say only whether it is found (a health check). */
+  /** Run each runner with --version for its row (default true); false: the runner rows say only whether it is found (a health check), and the unit is not verified. */
   readonly runnerVersions?: boolean;
+  /** Where `hal0 service install` wrote hal0.service (default /etc/systemd/system). */
+  readonly unitDir?: string;
 }
 
 export interface DoctorRow {
@@ -72,7 +75,33 @@ export async function doctorRows(tree: DoctorInput): Promise<DoctorRow[]> {
     rows.push(await runtimeRow(model, tree.env), ...(await runnerRows(model, findings, tree.runnerVersions ?? true)), modelFilesRow(model, findings));
     rows.push(await profilesRow(model, managed.profiles, token), await defaultMemoryRow(model, managed.default, token), await brainMemoryRow(model, managed.profiles[BRAIN_PROFILE], token));
   }
+  rows.push(await serviceUnitRow(tree.root, tree.stateDir, tree.unitDir ?? DEFAULT_UNIT_DIR, tree.runnerVersions ?? true));
   return rows;
+}
+
+/**
+ * `service_unit`: the hal0.service `hal0 service install` wrote, if any —
+ * that it serves this config and state folder, that its node and hal0 are
+ * there, and (`verify`) what `systemd-analyze verify` says of it. No unit is
+ * fine: hal0 serve needs no systemd.
+ */
+async function serviceUnitRow(root: string, stateDir: string, unitDir: string, verify: boolean): Promise<DoctorRow> {
+  const check = "service_unit";
+  const unit = await readUnit(unitDir);
+  if (!unit) return { check, status: "ok", message: `no ${UNIT_NAME} in ${unitDir}: hal0 serve runs without systemd`, hint: "" };
+  const reinstall = `run hal0 service install --config ${root} --state ${stateDir}${unitDir === DEFAULT_UNIT_DIR ? "" : ` --unit-dir ${unitDir}`} again`;
+  if (unit.config === undefined || unit.state === undefined || resolve(unit.config) !== resolve(root) || resolve(unit.state) !== resolve(stateDir)) {
+    return { check, status: "fail", message: `${unit.file} serves --config ${unit.config ?? "?"} --state ${unit.state ?? "?"}, not ${root} and ${stateDir}`, hint: reinstall };
+  }
+  const missing = unit.exec.filter((w, i) => (i === 0 || w.endsWith("hal0.js")) && !existsSync(w));
+  if (missing.length > 0) return { check, status: "fail", message: `${unit.file} runs ${missing.join(" and ")}, which does not exist (node or hal0 moved)`, hint: reinstall };
+  if (!verify) return { check, status: "ok", message: `${unit.file} serves this box`, hint: "" };
+  const verified = await verifyUnit(unit.file);
+  if (verified === undefined) return { check, status: "ok", message: `${unit.file} serves this box (systemd-analyze is not installed: not verified)`, hint: "" };
+  const first = verified.output.split("\n")[0] ?? "";
+  if (verified.code !== 0) return { check, status: "fail", message: `systemd-analyze verify ${unit.file} fails: ${first}`, hint: reinstall };
+  if (verified.output !== "") return { check, status: "warn", message: `systemd-analyze verify ${unit.file}: ${first}`, hint: "see systemd-analyze verify's full output" };
+  return { check, status: "ok", message: `${unit.file} serves this box; systemd-analyze verify is clean`, hint: "" };
 }
 
 function treeRow(root: string, errors: number, total: number): DoctorRow {

@@ -85,3 +85,90 @@ export class SweepLoop {
     }
   }
 }
+
+/** What the sweep loop service reports (`service_list`): whether it runs, since when, its last sweep and error. */
+export interface LoopState {
+  readonly state: "running" | "stopped" | "not_running";
+  /** When the loop (re)started; absent when it never ran in this process. */
+  readonly since?: string;
+  readonly restarts: number;
+  readonly sweeps: number;
+  readonly last_sweep?: { readonly at: string; readonly outcome: SweepReport["outcome"] };
+  readonly last_error?: { readonly message: string; readonly at: string };
+}
+
+/**
+ * The sweep loop as a service of `hal0 serve`: one handle the server's
+ * routes hold (service_list, service_action restart) while serve.ts owns
+ * the loop's making. A server without a loop (tests, `--no-reconcile`)
+ * holds a handle nothing was attached to: `not_running`, and no restart.
+ */
+export class LoopControl {
+  private make?: () => SweepLoop;
+  private loop?: SweepLoop;
+  private since?: string;
+  private restarts = 0;
+  private sweeps = 0;
+  private lastSweep?: LoopState["last_sweep"];
+  private lastError?: LoopState["last_error"];
+  private restarting?: Promise<void>;
+
+  constructor(private readonly now: () => number = Date.now) {}
+
+  /**
+   * Starts the loop `make(observe)` builds; the loop must hand each report
+   * and error to `observe` (its onReport / onError), so the handle knows when
+   * a sweep ran and how the last one failed.
+   */
+  attach(make: (observe: { report: (r: SweepReport) => void; error: (err: unknown) => void }) => SweepLoop): void {
+    const observe = {
+      report: (r: SweepReport) => {
+        this.sweeps++;
+        this.lastSweep = { at: r.at, outcome: r.outcome };
+        if (r.outcome === "failed") this.lastError = { message: `sweep failed: ${r.results.filter((x) => !x.ok).map((x) => `${x.address}: ${x.error ?? x.code ?? "failed"}`).join("; ") || "a step failed"}`, at: r.at };
+      },
+      error: (err: unknown) => void (this.lastError = { message: (err as Error)?.message ?? String(err), at: new Date(this.now()).toISOString() }),
+    };
+    this.make = () => make(observe);
+    this.begin();
+  }
+
+  get attached(): boolean {
+    return this.make !== undefined;
+  }
+
+  /** A sweep now (after the running one); nothing when no loop runs. */
+  request(): void {
+    this.loop?.request();
+  }
+
+  /** Stops the loop (the sweep in flight finishes) and starts a new one, which sweeps at once. */
+  async restart(): Promise<void> {
+    if (!this.make) throw new Error("no sweep loop runs in this process");
+    this.restarting ??= (async () => {
+      await this.loop?.stop();
+      this.loop = undefined;
+      this.restarts++;
+      this.begin();
+    })().finally(() => (this.restarting = undefined));
+    return this.restarting;
+  }
+
+  async stop(): Promise<void> {
+    const loop = this.loop;
+    this.loop = undefined;
+    this.make = undefined;
+    await loop?.stop();
+  }
+
+  status(): LoopState {
+    const state = this.loop ? "running" : this.since === undefined ? "not_running" : "stopped";
+    return { state, since: this.since, restarts: this.restarts, sweeps: this.sweeps, last_sweep: this.lastSweep, last_error: this.lastError };
+  }
+
+  private begin(): void {
+    this.loop = this.make!();
+    this.since = new Date(this.now()).toISOString();
+    this.loop.start();
+  }
+}

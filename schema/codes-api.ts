@@ -124,4 +124,9 @@ export const API_CODES = {
   "npu.no_slot": { severity: "error", stage: "server", http: 404, meaning: "No slot is placed on the NPU ([placement] device = \"npu\"), or none of them serves the model named; details.npu_slots lists those there are." },
   "npu.ambiguous": { severity: "error", stage: "server", http: 409, meaning: "npu_backend_load names a model that several NPU slots serve; name the slot instead (details.slots)." },
   "npu.idle": { severity: "error", stage: "server", http: 409, meaning: "npu_backend_unload with no llm slot enabled on the NPU: there is nothing to unload." },
+  // ── services ─────────────────────────────────────────────────────────
+  "service.not_found": { severity: "error", stage: "server", http: 404, meaning: "No service has this id (sweep-loop, memory, api, slot.<name>); details.known lists the box's services." },
+  "service.action_not_allowed": { severity: "error", stage: "server", http: 409, meaning: "The service does not allow this action in its state (the API has none, a disabled slot only starts, an enabled one stops or restarts); details.allowed lists what it allows." },
+  "service.install_failed": { severity: "error", stage: "cli", http: 500, meaning: "hal0 service install could not write hal0.service: the unit folder (--unit-dir, default /etc/systemd/system) is missing or not writable, or the state folder cannot be made." },
+  "service.not_running": { severity: "error", stage: "server", http: 409, meaning: "service_action restart of the sweep loop on a server that runs no loop (hal0 serve --no-reconcile): there is nothing to restart." },
 } as const satisfies Record<string, CodeInfo>;

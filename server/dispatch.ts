@@ -40,6 +40,8 @@ export interface Dispatcher {
   readonly providers?: import("./providers/probe.js").ProviderServices;
   /** This server's Prometheus metrics (its own registry), fed by the doors, the sweep loop and the approvals. */
   readonly metrics?: import("./metrics/registry.js").Hal0Metrics;
+  /** The sweep loop's handle (service_list, service_action restart): attached by `hal0 serve`, never attached without a loop. */
+  readonly loop?: import("../reconciler/loop.js").LoopControl;
 }
 
 export interface SweepStatus {

@@ -34,6 +34,7 @@ import { Hal0Metrics } from "./metrics/registry.js";
 import { slotStates } from "./metrics/slot-states.js";
 
 import type { RunnerProbe } from "../reconciler/runner-probe.js";
+import { LoopControl } from "../reconciler/loop.js";
 
 export interface Hal0ServerOptions {
   readonly root: string;
@@ -49,6 +50,8 @@ export interface Hal0ServerOptions {
   readonly memoryEngine?: MemoryServiceOptions["engineFor"];
   /** Learns each runner's flag table (reconciler/runner-probe.ts); `hal0 serve` shares one with its sweep. Without it every runner is unprobed. */
   readonly runners?: RunnerProbe;
+  /** The sweep loop's handle, which `hal0 serve` attaches its loop to; without it the server has none (`not_running`). */
+  readonly loop?: LoopControl;
 }
 
 export interface Hal0Server extends Dispatcher {
@@ -99,6 +102,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   services.metrics = new Hal0Metrics({ approvalsPending: () => services.approvals.list("pending").length, slotStates: () => slotStates(box) }, now);
   box.onCommit("metrics", (proposal) => void services.metrics.observeCommit(proposal.delta));
   Object.defineProperty(services, "sweeps", { get: () => options.sweeps?.(), enumerable: true });
+  (services as { loop?: LoopControl }).loop = options.loop ?? new LoopControl(now);
   const env = options.env ?? process.env;
   services.providers = providerServices(options.stateDir, env);
   // A finished pull registers its model through the pipeline (the register route: compiled, planned, audited) as system:pull.

@@ -7,13 +7,14 @@ import { pino, type Logger } from "pino";
 import { removeStaleTemps } from "../reconciler/atomic.js";
 import { commandOf, listeningInodes, portInUseMessage, socketOwner } from "../reconciler/drivers/proc.js";
 import { slotsDir } from "../reconciler/drivers/runtime-record.js";
-import { SweepLoop } from "../reconciler/loop.js";
+import { LoopControl, SweepLoop } from "../reconciler/loop.js";
 import { StateStore } from "../reconciler/state.js";
 import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
 import { TREE_FOLDERS } from "../reconciler/tree-cache.js";
 import { isLoopbackHost } from "../schema/settings.js";
 import { ApiError, envelope } from "./errors.js";
 import { createHal0Server, type Hal0Server, type Hal0ServerOptions } from "./hal0-server.js";
+import { logFilePath, RotatingLog } from "./log-file.js";
 import { redactText } from "./redact.js";
 import { endEventStreams, isEventStream } from "./sse.js";
 
@@ -50,12 +51,17 @@ export interface Serving {
  * then every line as written through server/redact.ts's `redactText`: bearer
  * and hal0 tokens, `"api_key": "…"` / `TOKEN=…` pairs, `--api-key …` flags,
  * URL passwords and `sk-…` style keys, wherever a message or an error's
- * stack quotes them.
+ * stack quotes them. With `file` (hal0 serve: `<state>/logs/hal0.log`, see
+ * server/log-file.ts), every redacted line also goes to that bounded file.
  */
-export function serveLogger(level = "info", destination?: NodeJS.WritableStream): Logger {
+export function serveLogger(level = "info", destination?: NodeJS.WritableStream, file?: RotatingLog): Logger {
   const out = (destination ?? pino.destination({ dest: 1, sync: false })) as NodeJS.WritableStream & { flush?: (cb?: (err?: Error) => void) => void; flushSync?: () => void };
   const redacting = {
-    write: (line: string) => out.write(redactText(line)),
+    write: (line: string) => {
+      const clean = redactText(line);
+      file?.write(clean);
+      return out.write(clean);
+    },
     flush: (cb?: (err?: Error) => void) => (out.flush ? out.flush(cb) : cb?.()),
     flushSync: () => out.flushSync?.(),
   };
@@ -86,15 +92,18 @@ export function serveLogger(level = "info", destination?: NodeJS.WritableStream)
  * (and who holds the port), so the process exits at once.
  */
 export async function serve(options: ServeOptions): Promise<Serving> {
-  const logger = options.logger ?? serveLogger();
+  // hal0's own bounded log file in the state folder (logs_tail reads it), unless the caller brings its logger.
+  const logFile = options.logger ? undefined : new RotatingLog(logFilePath(options.stateDir));
+  const logger = options.logger ?? serveLogger("info", undefined, logFile);
   const removed = await removeStaleTemps(await hal0Folders(options.root, options.stateDir));
   if (removed.length > 0) logger.info({ files: removed }, "removed stale temp files");
   const state = new StateStore(options.stateDir);
   let last: SweepReport | undefined;
-  let loop: SweepLoop | undefined;
+  // The sweep loop's handle: the server's services (service_list, service_action restart) hold it; the loop is attached below.
+  const loop = new LoopControl();
   const server = createHal0Server({
     root: options.root, stateDir: options.stateDir, driverFor: options.driverFor, env: options.env, logger, runners: options.runners,
-    nudge: () => loop?.request(), sweeps: () => ({ running: loop !== undefined, last }),
+    nudge: () => loop.request(), sweeps: () => ({ running: loop.attached, last }), loop,
   });
   // Pulls a stopped hal0 serve left under way go on, from the bytes on disk. Only the long-running server resumes them:
   // a CLI command that opens the same stores (hal0 model pull, hal0 agent approvals) must not start other pulls.
@@ -118,6 +127,7 @@ export async function serve(options: ServeOptions): Promise<Serving> {
     await server.box.close();
     await server.close();
     logger.flush();
+    logFile?.close();
     throw err;
   }
   const { snapshot, host, bound } = started;
@@ -129,20 +139,21 @@ export async function serve(options: ServeOptions): Promise<Serving> {
   // The sweep hands each Hermes profile its agent token from the server's own token store.
   const sweeper = new Sweeper({ root: options.root, state, driverFor: options.driverFor, hermesCredentials: server.box.options.hermesCredentials, runners: options.runners });
   if (options.reconcile !== false) {
-    loop = new SweepLoop(sweeper, {
+    loop.attach((observe) => new SweepLoop(sweeper, {
       root: options.root,
       intervalS: () => sweeper.lastGoodModel?.settings.reconcile.interval_s ?? 120,
       onReport: (report, ms) => {
         last = report;
+        observe.report(report);
         server.metrics?.observeSweep(report, ms);
         if (report.outcome !== "nothing_to_do") logger.info({ sweep: report.outcome, results: report.results.length, diagnostics: report.diagnostics.length }, "sweep");
       },
       onError: (err, ms) => {
+        observe.error(err);
         server.metrics?.observeSweep(undefined, ms);
         logger.error({ err }, "sweep failed");
       },
-    });
-    loop.start();
+    }));
   }
   const expiry = setInterval(() => server.approvals.expireDue(), 30_000);
   expiry.unref();
@@ -153,11 +164,12 @@ export async function serve(options: ServeOptions): Promise<Serving> {
       closing ??= (async () => {
         clearInterval(expiry);
         await front.drain(options.shutdownGraceMs ?? SHUTDOWN_GRACE_MS);
-        await loop?.stop();
+        await loop.stop();
         await server.box.close();
         await server.close();
         logger.info("hal0 serve stopped");
         logger.flush();
+        logFile?.close();
       })();
       return closing;
     },

@@ -30,7 +30,9 @@ export interface MemoryServiceOptions {
  * every tool with `mcp.memory_unconfigured`.
  */
 export class MemoryService {
-  private current?: { readonly key: string; readonly engine: MemoryEngine };
+  private current?: { readonly key: string; readonly engine: MemoryEngine; readonly since: string };
+  /** The last failure to open or close an engine (service_list's `last_error`). */
+  private lastError?: { readonly message: string; readonly at: string };
 
   constructor(private readonly options: MemoryServiceOptions) {}
 
@@ -41,10 +43,39 @@ export class MemoryService {
     const key = s.engine === "embedded" ? "embedded" : `hindsight ${s.url}`;
     if (this.current?.key !== key) {
       const before = this.current;
-      this.current = { key, engine: (this.options.engineFor ?? defaultEngine)(s, this.options.stateDir) };
+      try {
+        this.current = { key, engine: (this.options.engineFor ?? defaultEngine)(s, this.options.stateDir), since: new Date().toISOString() };
+      } catch (err) {
+        this.lastError = { message: (err as Error).message, at: new Date().toISOString() };
+        throw err;
+      }
       void before?.engine.close();
     }
     return this.current.engine;
+  }
+
+  /**
+   * Closes the engine (its queued operations settle first) and opens it
+   * again from the current `[memory]` settings: embedded reopens memory.db,
+   * Hindsight gets a new client. What service_action restart runs.
+   */
+  async restart(): Promise<void> {
+    const before = this.current;
+    this.current = undefined;
+    try {
+      await before?.engine.idle();
+      await before?.engine.close();
+    } catch (err) {
+      this.lastError = { message: (err as Error).message, at: new Date().toISOString() };
+    }
+    this.engine();
+  }
+
+  /** What service_list shows: disabled, running (an engine is open) or idle (it opens on first use), since when, the last error. */
+  status(): { state: "disabled" | "running" | "idle"; engine: string; since?: string; last_error?: { message: string; at: string } } {
+    const s = this.options.settings() ?? { enabled: true, engine: "embedded", url: "" };
+    const state = !s.enabled ? "disabled" : this.current ? "running" : "idle";
+    return { state, engine: s.engine, since: this.current?.since, last_error: this.lastError };
   }
 
   /** The engine if one was opened (for shutdown and tests), without opening one. */

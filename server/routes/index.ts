@@ -19,6 +19,8 @@ import { slotRoutes } from "./slots.js";
 import { providerRoutes } from "./providers.js";
 import { slotExtraRoutes } from "./slot-extras.js";
 import { metricsRoutes } from "./metrics.js";
+import { serviceRoutes } from "./services.js";
+import { logRoutes } from "./logs.js";
 
 /**
  * The route table: the single source of truth for REST, and for the MCP
@@ -46,4 +48,6 @@ export const ROUTES: readonly Route[] = [
   ...providerRoutes,
   ...slotExtraRoutes,
   ...metricsRoutes,
+  ...serviceRoutes,
+  ...logRoutes,
 ];

@@ -1,0 +1,159 @@
+import { spawn } from "node:child_process";
+import { existsSync } from "node:fs";
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+
+/**
+ * The systemd unit of `hal0 serve` (`hal0 service install` writes it,
+ * `hal0 doctor` checks it). What its sandboxing must leave open, and why:
+ *
+ * - `ProtectSystem=strict` makes every path read-only but those named in
+ *   `ReadWritePaths=`: the state folder (database, records, logs), the config
+ *   folder (API writes), and the model store (pulls) when it is elsewhere.
+ * - `ProtectHome=read-only`, not `yes`: model files and runners often live
+ *   under /home; a folder there that hal0 writes is in `ReadWritePaths=`.
+ * - No `PrivateDevices=`: runners need /dev/kfd, /dev/dri and /dev/accel.
+ * - No `MemoryDenyWriteExecute=`: node's JIT (and llama.cpp's) needs it.
+ * - The process runtime's runners are children in the unit's cgroup: stopping
+ *   the unit (or its restart after a crash) stops them too (`KillMode` stays
+ *   control-group), and the next start brings them up again.
+ * - The docker runtime's containers run under dockerd, outside the cgroup;
+ *   hal0 only needs to connect to the engine's socket, which a read-only
+ *   mount does not prevent (connecting is not writing the file system).
+ */
+
+export const UNIT_NAME = "hal0.service";
+export const DEFAULT_UNIT_DIR = "/etc/systemd/system";
+
+export interface UnitOptions {
+  /** Absolute path of node. */
+  readonly node: string;
+  /** Absolute path of hal0's bin/hal0.js. */
+  readonly bin: string;
+  readonly config: string;
+  readonly state: string;
+  /** Other folders hal0 writes (the model store). */
+  readonly writable?: readonly string[];
+  /** `User=` (and its group); absent: root. */
+  readonly user?: string;
+  /** `PATH` as hal0 should see it (where runners are found). */
+  readonly path?: string;
+  readonly version?: string;
+}
+
+/** The unit's text. */
+export function renderUnit(o: UnitOptions): string {
+  const rw = [...new Set([o.state, o.config, ...(o.writable ?? [])])];
+  const lines = [
+    `# Written by 'hal0 service install'${o.version ? ` (hal0 ${o.version})` : ""}; run it again to rewrite this file. 'hal0 doctor' checks it.`,
+    "[Unit]",
+    "Description=hal0: the local AI box (REST API, MCP endpoints and the reconcile loop)",
+    "After=network-online.target docker.service",
+    "Wants=network-online.target",
+    "",
+    "[Service]",
+    "Type=simple",
+    `ExecStart=${[o.node, "--max-semi-space-size=2", o.bin, "serve", "--config", o.config, "--state", o.state].map(quote).join(" ")}`,
+    ...(o.path ? [`Environment=${quote(`PATH=${o.path}`)}`] : []),
+    ...(o.user ? [`User=${o.user}`, `Group=${o.user}`] : []),
+    "Restart=on-failure",
+    "RestartSec=5",
+    // The first SIGTERM drains: requests in flight and the sweep finish, then runners get stop_grace_s.
+    "TimeoutStopSec=60",
+    "UMask=0077",
+    "NoNewPrivileges=yes",
+    "ProtectSystem=strict",
+    `ReadWritePaths=${rw.map(quote).join(" ")}`,
+    "ProtectHome=read-only",
+    "PrivateTmp=yes",
+    "ProtectKernelTunables=yes",
+    "ProtectKernelModules=yes",
+    "ProtectKernelLogs=yes",
+    "ProtectControlGroups=yes",
+    "ProtectClock=yes",
+    "ProtectHostname=yes",
+    "RestrictSUIDSGID=yes",
+    "RestrictRealtime=yes",
+    "RestrictNamespaces=yes",
+    "LockPersonality=yes",
+    "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6 AF_NETLINK",
+    "",
+    "[Install]",
+    "WantedBy=multi-user.target",
+    "",
+  ];
+  return lines.join("\n");
+}
+
+/** A word of a unit's command line or path list: quoted when it needs it; `%` and `$` escaped (specifiers, variables). */
+function quote(word: string): string {
+  const escaped = word.replace(/%/g, "%%").replace(/\$/g, "$$$$");
+  return /[\s"'\\;]/.test(escaped) || escaped === "" ? `"${escaped.replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"` : escaped;
+}
+
+/** Splits a unit value into words as systemd does for ExecStart= (double or single quotes, backslash escapes), specifiers undone. */
+export function unitWords(value: string): string[] {
+  const words: string[] = [];
+  let word: string | undefined;
+  let q: string | undefined;
+  for (let i = 0; i < value.length; i++) {
+    const c = value[i]!;
+    if (q) {
+      if (c === "\\" && i + 1 < value.length) word = (word ?? "") + value[++i];
+      else if (c === q) q = undefined;
+      else word = (word ?? "") + c;
+    } else if (c === '"' || c === "'") {
+      q = c;
+      word ??= "";
+    } else if (/\s/.test(c)) {
+      if (word !== undefined) words.push(word);
+      word = undefined;
+    } else if (c === "\\" && i + 1 < value.length) word = (word ?? "") + value[++i];
+    else word = (word ?? "") + c;
+  }
+  if (word !== undefined) words.push(word);
+  return words.map((w) => w.replace(/%%/g, "%").replace(/\$\$/g, "$"));
+}
+
+export interface InstalledUnit {
+  readonly file: string;
+  readonly text: string;
+  /** ExecStart's words. */
+  readonly exec: readonly string[];
+  /** The `--config` and `--state` ExecStart passes to hal0 serve. */
+  readonly config?: string;
+  readonly state?: string;
+}
+
+/** The unit at `<dir>/hal0.service`, read and its ExecStart taken apart; undefined when there is none. */
+export async function readUnit(dir = DEFAULT_UNIT_DIR): Promise<InstalledUnit | undefined> {
+  const file = join(dir, UNIT_NAME);
+  const text = await readFile(file, "utf8").catch(() => undefined);
+  if (text === undefined) return undefined;
+  const line = text.split("\n").find((l) => /^\s*ExecStart\s*=/.test(l));
+  const exec = line === undefined ? [] : unitWords(line.slice(line.indexOf("=") + 1).trim());
+  const after = (flag: string) => {
+    const i = exec.indexOf(flag);
+    return i === -1 ? undefined : exec[i + 1];
+  };
+  return { file, text, exec, config: after("--config"), state: after("--state") };
+}
+
+/** Where systemd-analyze is, if anywhere this process looks. */
+export function systemdAnalyze(): string | undefined {
+  return ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"].find((p) => existsSync(p));
+}
+
+/** `systemd-analyze verify FILE` (offline: it needs no running systemd): its exit code and what it printed; undefined when it is not installed. */
+export async function verifyUnit(file: string, timeoutMs = 10_000): Promise<{ code: number | null; output: string } | undefined> {
+  const bin = systemdAnalyze();
+  if (bin === undefined) return undefined;
+  return new Promise((resolve) => {
+    const child = spawn(bin, ["verify", file], { stdio: ["ignore", "pipe", "pipe"], timeout: timeoutMs });
+    let output = "";
+    child.stdout.on("data", (c: Buffer) => void (output += c.toString("utf8")));
+    child.stderr.on("data", (c: Buffer) => void (output += c.toString("utf8")));
+    child.once("error", (err) => resolve({ code: null, output: err.message }));
+    child.once("close", (code) => resolve({ code, output: output.trim() }));
+  });
+}

@@ -1,0 +1,206 @@
+import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { logFilePath, RotatingLog } from "../../server/log-file.js";
+import { ProcessDriver } from "../../reconciler/index.js";
+import { serve, serveLogger } from "../../server/serve.js";
+import { httpCall, startTestServer, type TestServer } from "./harness.js";
+import { adminClient, callTool } from "./mcp-helpers.js";
+
+/**
+ * logs_tail and journal_snapshot: hal0's own log file written by serveLogger
+ * (the logger of hal0 serve) with secrets in its lines, read back over REST
+ * and over MCP (gated, approved); nothing secret leaves.
+ */
+let s: TestServer;
+let secrets: string[];
+const sink = new Writable({ write: (_c, _e, cb) => cb() });
+
+beforeAll(async () => {
+  s = await startTestServer();
+  // This box's policy blocks logs_tail for everyone; here it is gated, as seed 001 has it.
+  writeFileSync(join(s.config, "policy.toml"), readFileSync(join(s.config, "policy.toml"), "utf8").replace(/^blocked = \["logs_tail"\]$/m, ""));
+  const hal0Token = s.hal0.tokens.mint("operator", "leaky").token;
+  secrets = ["s3cr3tBearerValue123456", "hf_AbCdEfGhIjKlMnOpQrStUv", "sk-proj-ABCDEFGHIJKLMNOPQRSTUV123", hal0Token, "plainEnvSecret42"];
+  const logger = serveLogger("debug", sink, new RotatingLog(logFilePath(s.state)));
+  // An old line (another writer, before the redacting stream): the reader masks it all the same.
+  mkdirSync(join(s.state, "logs"), { recursive: true });
+  appendFileSync(logFilePath(s.state), `${JSON.stringify({ level: 50, time: "2020-01-01T00:00:00.000Z", msg: `old: Authorization: Bearer ${secrets[0]} HF_TOKEN=${secrets[1]}` })}\n`);
+  logger.debug("debug noise");
+  logger.info("sweep: + slot.utility (new)");
+  logger.info("started slot utility-big");
+  logger.info({ slot: "utility" }, `calling upstream with Authorization: Bearer ${secrets[0]}`);
+  logger.warn(`runner env HF_TOKEN=${secrets[1]} OPENAI_API_KEY=${secrets[4]}`);
+  logger.error({ err: new Error(`upstream refused key ${secrets[2]}`) }, "upstream failed");
+  logger.info(`minted ${secrets[3]}`);
+  logger.flush();
+  mkdirSync(join(s.state, "slots/utility"), { recursive: true });
+  writeFileSync(join(s.state, "slots/utility/runner.log"), `hal0 starts: llama-server --api-key ${secrets[2]}\nloaded model\n`);
+});
+
+afterAll(async () => {
+  await s.close();
+});
+
+function noSecret(text: string): void {
+  for (const secret of secrets) expect(text).not.toContain(secret);
+}
+
+describe("logs_tail", () => {
+  it("the file holds the lines already redacted", () => {
+    const text = readFileSync(logFilePath(s.state), "utf8");
+    expect(text).toContain("upstream failed");
+    // The old line was appended raw; every line serveLogger wrote is masked.
+    noSecret(text.split("\n").slice(1).join("\n"));
+    expect(statSync(logFilePath(s.state)).mode & 0o777).toBe(0o600);
+  });
+
+  it("tails hal0's log over REST for an operator: redacted, with level, since and slot filters", async () => {
+    const all = await s.call("GET", "/api/logs");
+    expect(all.status).toBe(200);
+    noSecret(JSON.stringify(all.body));
+    expect(all.body.lines.map((l: any) => l.msg)).toEqual([
+      expect.stringContaining("old: Authorization: Bearer [redacted]"),
+      "debug noise",
+      "sweep: + slot.utility (new)",
+      "started slot utility-big",
+      "calling upstream with Authorization: Bearer [redacted]",
+      expect.stringContaining("HF_TOKEN=[redacted] OPENAI_API_KEY=[redacted]"),
+      "upstream failed",
+      "minted [redacted]",
+    ]);
+    expect(all.body.lines[6]).toMatchObject({ level: "error", err: { message: "upstream refused key [redacted]" } });
+
+    const warn = await s.call("GET", "/api/logs?level=warn");
+    expect(warn.body.lines.map((l: any) => l.level)).toEqual(["error", "warn", "error"]);
+    const recent = await s.call("GET", "/api/logs?since=1h&level=warn");
+    expect(recent.body.lines.map((l: any) => l.msg)).toEqual([expect.stringContaining("HF_TOKEN=[redacted]"), "upstream failed"]);
+    const after = await s.call("GET", `/api/logs?since=${encodeURIComponent(new Date(Date.now() + 60_000).toISOString())}`);
+    expect(after.body.lines).toEqual([]);
+    const two = await s.call("GET", "/api/logs?lines=2");
+    expect(two.body).toMatchObject({ count: 2, truncated: true });
+    expect(two.body.lines.map((l: any) => l.msg)).toEqual(["upstream failed", "minted [redacted]"]);
+
+    const slot = await s.call("GET", "/api/logs?slot=utility");
+    // Its `slot` field or its address; not a slot whose name only starts the same.
+    expect(slot.body.lines.map((l: any) => l.msg)).toEqual(["sweep: + slot.utility (new)", "calling upstream with Authorization: Bearer [redacted]"]);
+    expect(slot.body.slot).toMatchObject({ name: "utility", exists: true, lines: ["hal0 starts: llama-server --api-key [redacted]", "loaded model"] });
+    noSecret(JSON.stringify(slot.body));
+  });
+
+  it("refuses a bad filter or an unknown slot with a code", async () => {
+    for (const q of ["level=loud", "since=yesterday", "lines=0", "lines=100000", "slot=../x", "extra=1"]) {
+      const r = await s.call("GET", `/api/logs?${q}`);
+      expect(r.status, q).toBe(422);
+      expect(r.body.error.code).toBe("validation.invalid");
+    }
+    const unknown = await s.call("GET", "/api/logs?slot=nosuch");
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error.code).toBe("slot.not_found");
+  });
+
+  it("is gated for an agent over MCP; once an operator approves, the result is redacted too", async () => {
+    const client = await adminClient(s.url, "hermes__ops");
+    try {
+      const queued = await callTool(client, "logs_tail", { level: "info", lines: 50 });
+      expect(queued.body, JSON.stringify(queued.body)).toMatchObject({ status: "pending_approval" });
+      const approved = await s.call("POST", `/api/agent/approvals/${queued.body.approval_id}/approve`);
+      expect(approved.body.approval.state, JSON.stringify(approved.body)).toBe("executed");
+      const lines = approved.body.approval.result.lines as any[];
+      expect(lines.map((l) => l.msg)).toContain("minted [redacted]");
+      expect(lines.map((l) => l.level)).not.toContain("debug");
+      noSecret(JSON.stringify(approved.body));
+      // The stored request, as the CLI and the inbox read it.
+      noSecret(JSON.stringify((await s.call("GET", `/api/agent/approvals/${queued.body.approval_id}`)).body));
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+describe("journal_snapshot", () => {
+  it("without systemd: available false, with the reason and the tail of hal0's own file (redacted)", async () => {
+    const prior = process.env.INVOCATION_ID;
+    delete process.env.INVOCATION_ID;
+    try {
+      const r = await s.call("GET", "/api/journal?lines=3", { as: "anonymous" });
+      expect(r.status).toBe(200);
+      expect(r.body).toMatchObject({ available: false, reason: expect.stringContaining("INVOCATION_ID"), count: 3 });
+      expect(r.body.lines.at(-1).msg).toBe("minted [redacted]");
+      noSecret(JSON.stringify(r.body));
+    } finally {
+      if (prior !== undefined) process.env.INVOCATION_ID = prior;
+    }
+  });
+
+  it("answers an agent over MCP at once (autonomous read), redacted", async () => {
+    const client = await adminClient(s.url, "hermes__ops");
+    const prior = process.env.INVOCATION_ID;
+    delete process.env.INVOCATION_ID;
+    try {
+      const r = await callTool(client, "journal_snapshot", { lines: 10 });
+      expect(r.isError).toBe(false);
+      expect(r.body).toMatchObject({ available: false });
+      expect(r.body.lines.map((l: any) => l.msg)).toContain("minted [redacted]");
+      noSecret(JSON.stringify(r.body));
+    } finally {
+      if (prior !== undefined) process.env.INVOCATION_ID = prior;
+      await client.close();
+    }
+  });
+
+  it.runIf(existsSync("/usr/bin/journalctl") || existsSync("/bin/journalctl"))("under systemd (INVOCATION_ID set): asks journalctl -o json for this invocation (this machine keeps no journal: no entries)", async () => {
+    const prior = process.env.INVOCATION_ID;
+    process.env.INVOCATION_ID = "0123456789abcdef0123456789abcdef";
+    try {
+      const r = await s.call("GET", "/api/journal");
+      expect(r.body).toMatchObject({ available: true, invocation_id: "0123456789abcdef0123456789abcdef", lines: [], count: 0 });
+      process.env.INVOCATION_ID = "not-an-id";
+      expect((await s.call("GET", "/api/journal")).body).toMatchObject({ available: false, reason: expect.stringContaining("not a systemd invocation id") });
+    } finally {
+      if (prior === undefined) delete process.env.INVOCATION_ID;
+      else process.env.INVOCATION_ID = prior;
+    }
+  });
+});
+
+describe("hal0 serve's own logger", () => {
+  it("writes <state>/logs/hal0.log beside stdout", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-logs-serve-"));
+    const state = join(dir, "state");
+    cpSync(join(import.meta.dirname, "../../fixtures/box"), join(dir, "box"), { recursive: true });
+    const serving = await serve({ root: join(dir, "box"), stateDir: state, port: 0, reconcile: false, driverFor: async () => new ProcessDriver({ stateDir: state }), env: {} });
+    try {
+      const text = readFileSync(logFilePath(state), "utf8");
+      expect(text).toContain('"msg":"hal0 serve listening"');
+      const r = await httpCall(serving.url, "GET", "/api/logs?lines=5", { headers: { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` } });
+      expect(r.body.lines.map((l: any) => l.msg)).toContain("hal0 serve listening");
+    } finally {
+      await serving.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("the log file's bound", () => {
+  it("rotates to one .1 file at the bound: never more than twice the bound on disk, the newest lines kept", () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-logs-"));
+    try {
+      const file = join(dir, "logs", "hal0.log");
+      const log = new RotatingLog(file, 4096);
+      for (let i = 0; i < 500; i++) log.write(`${JSON.stringify({ level: 30, time: new Date().toISOString(), msg: `line ${i} ${"x".repeat(60)}` })}\n`);
+      log.write(`${"y".repeat(10_000)}\n`); // one line over the bound is cut to it
+      log.write(`${JSON.stringify({ level: 30, msg: "last" })}\n`);
+      log.close();
+      expect(readdirSync(join(dir, "logs")).sort()).toEqual(["hal0.log", "hal0.log.1"]);
+      expect(statSync(file).size).toBeLessThanOrEqual(4096);
+      expect(statSync(`${file}.1`).size).toBeLessThanOrEqual(4096);
+      expect(readFileSync(file, "utf8")).toMatch(/"msg":"last"/);
+      expect(statSync(join(dir, "logs")).mode & 0o777).toBe(0o700);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});

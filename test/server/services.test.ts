@@ -1,0 +1,170 @@
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { main } from "../../cli/index.js";
+import { ProcessDriver } from "../../reconciler/index.js";
+import { serve, serveLogger, type Serving } from "../../server/serve.js";
+import { captureIo, healthWithin } from "../cli/helpers.js";
+import { freePort, PROJECT, RUNNER, until } from "../reconciler/process-helpers.js";
+import { agentTokenFor, httpCall, registerServer, startTestServer } from "./harness.js";
+import { adminClient, callTool } from "./mcp-helpers.js";
+
+/**
+ * service_list / service_health / service_action on a served box (serve():
+ * the sweep loop runs in process) of two slots on the stand-in runner: `one`
+ * enabled, `two` disabled, each on a free port.
+ */
+const base = mkdtempSync(join(tmpdir(), "hal0-services-"));
+const config = join(base, "box");
+const state = join(base, "state");
+let serving: Serving;
+let unregister: () => void;
+let operator: Record<string, string>;
+let ports: { one: number; two: number };
+
+const call = (method: string, path: string, body?: unknown, headers = operator) => httpCall(serving.url, method, path, { body, headers });
+const services = async () => (await call("GET", "/api/services")).body.services as any[];
+const service = async (id: string) => (await services()).find((s) => s.id === id);
+
+beforeAll(async () => {
+  ports = { one: await freePort(), two: await freePort() };
+  mkdirSync(join(config, "slots"), { recursive: true });
+  copyFileSync(join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf"), join(config, "tiny.gguf"));
+  writeFileSync(join(config, "hal0.toml"), `[slots]\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 30\nstop_grace_s = 2\n\n[reconcile]\ninterval_s = 3600\n`);
+  writeFileSync(join(config, "profiles.toml"), `[profile.fake]\nrunner = ["node", ${JSON.stringify(RUNNER)}]\ndevice_class = "cpu"\n`);
+  writeFileSync(join(config, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\n`);
+  for (const [name, enabled] of [["one", true], ["two", false]] as const) {
+    writeFileSync(join(config, `slots/${name}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${ports[name]}\ntype = "llm"\nenabled = ${enabled}\n\n[placement]\ndevice = "cpu"\n`);
+  }
+  serving = await serve({ root: config, stateDir: state, port: 0, driverFor: async () => new ProcessDriver({ stateDir: state }), logger: serveLogger("silent"), env: {} });
+  unregister = registerServer(serving.url, serving.server);
+  operator = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
+  expect(await healthWithin(ports.one, 20_000)).toBe(200);
+}, 40_000);
+
+afterAll(async () => {
+  unregister?.();
+  await serving?.close();
+  await main(["down", "--config", config, "--state", state], captureIo());
+  rmSync(base, { recursive: true, force: true });
+});
+
+describe("services on a served box", () => {
+  it("lists each service with its state, since, last error, allowed actions and their cost from the plan", async () => {
+    const all = await services();
+    expect(all.map((s) => s.id)).toEqual(["sweep-loop", "memory", "api", "slot.one", "slot.two"]);
+    const loop = all[0];
+    expect(loop).toMatchObject({ kind: "sweep_loop", state: "running", last_error: null, actions: [{ action: "restart", cost: { downtime: false } }] });
+    expect(Date.parse(loop.since)).toBeGreaterThan(0);
+    expect(all[2]).toMatchObject({ kind: "api", state: "running", actions: [] });
+    const one = all[3];
+    expect(one).toMatchObject({ kind: "slot", state: "running", last_error: null, detail: { enabled: true, port: ports.one } });
+    expect(Date.parse(one.since)).toBeGreaterThan(0);
+    // Stopping or restarting a running slot takes it down for a while: the planner's delete / replace say so.
+    expect(one.actions).toEqual([
+      { action: "stop", cost: expect.objectContaining({ tool: "slot_unload", downtime: true, destructive: true, plan: { action: "delete", reason: "disabled" } }) },
+      { action: "restart", cost: expect.objectContaining({ tool: "slot_restart", downtime: true, plan: { action: "replace", reason: "restart" } }) },
+    ]);
+    expect(all[4]).toMatchObject({ state: "disabled", since: null, actions: [{ action: "start", cost: { tool: "slot_load", downtime: false, destructive: false, plan: { action: "create", reason: "new" } } }] });
+
+    const health = await call("GET", "/api/services/health");
+    expect(health.status).toBe(200);
+    expect(health.body.services).toEqual(expect.arrayContaining([
+      expect.objectContaining({ id: "slot.one", health: "ok" }),
+      expect.objectContaining({ id: "slot.two", health: "off" }),
+      expect.objectContaining({ id: "api", health: "ok" }),
+      expect.objectContaining({ id: "memory", health: "ok" }),
+    ]));
+  });
+
+  it("refuses an unknown service and an action it does not allow, with codes", async () => {
+    const unknown = await call("POST", "/api/services/nope/action", { action: "restart" });
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error).toMatchObject({ code: "service.not_found", details: { known: ["sweep-loop", "memory", "api", "slot.one", "slot.two"] } });
+    const api = await call("POST", "/api/services/api/action", { action: "restart" });
+    expect(api.status).toBe(409);
+    expect(api.body.error).toMatchObject({ code: "service.action_not_allowed", details: { allowed: [] } });
+    const started = await call("POST", "/api/services/slot.one/action", { action: "start" });
+    expect(started.body.error).toMatchObject({ code: "service.action_not_allowed", details: { allowed: ["stop", "restart"] } });
+    const bad = await call("POST", "/api/services/slot.one/action", { action: "reboot" });
+    expect(bad.status).toBe(422);
+    expect(bad.body.error.code).toBe("validation.invalid");
+  });
+
+  it("restarts the sweep loop for an agent over MCP only once an operator approves it over REST; a sweep runs after", async () => {
+    const before = await service("sweep-loop");
+    const client = await adminClient(serving.url, "hermes__ops");
+    try {
+      // Reading is autonomous for an agent: service_list and service_health answer at once.
+      const listed = await callTool(client, "service_list", {});
+      expect(listed.body).toMatchObject({ count: 5, services: expect.arrayContaining([expect.objectContaining({ id: "sweep-loop", state: "running" })]) });
+      expect((await callTool(client, "service_health", {})).body.services.find((x: any) => x.id === "slot.one")).toMatchObject({ health: "ok" });
+      const queued = await callTool(client, "service_action", { service_id: "sweep-loop", action: "restart" });
+      expect(queued.body, JSON.stringify(queued.body)).toMatchObject({ status: "pending_approval" });
+      // Nothing happened yet.
+      expect((await service("sweep-loop")).since).toBe(before.since);
+      // The agent may not decide its own request.
+      const own = await call("POST", `/api/agent/approvals/${queued.body.approval_id}/approve`, undefined, { authorization: `Bearer ${agentTokenFor(serving.url, "hermes__ops")}` });
+      expect(own.body.error.code).toBe("auth.operator_required");
+      const approved = await call("POST", `/api/agent/approvals/${queued.body.approval_id}/approve`);
+      expect(approved.body.approval, JSON.stringify(approved.body)).toMatchObject({ state: "executed", decided_by: "owner", result: { id: "sweep-loop", action: "restart", state: "running", since_before: before.since } });
+      const since = approved.body.approval.result.since as string;
+      expect(Date.parse(since)).toBeGreaterThan(Date.parse(before.since));
+      let after: any;
+      await until(async () => {
+        after = await service("sweep-loop");
+        return after.detail.sweeps > before.detail.sweeps && Date.parse(after.detail.last_sweep.at) >= Date.parse(since);
+      }, 10_000);
+      expect(after).toMatchObject({ state: "running", since, detail: { restarts: before.detail.restarts + 1 } });
+      const rows = (await call("GET", "/api/activity?actor=agent:hermes__ops")).body.items as any[];
+      expect(rows.map((r) => `${r.route} ${r.outcome}`)).toEqual(expect.arrayContaining(["POST /api/services/{service_id}/action ok", "POST /api/services/{service_id}/action pending_approval"]));
+    } finally {
+      await client.close();
+    }
+  }, 30_000);
+
+  it("stops and starts a slot as an operator through its unload and load routes; the sweep carries them out", async () => {
+    const stopped = await call("POST", "/api/services/slot.one/action", { action: "stop" });
+    expect(stopped.status, JSON.stringify(stopped.body)).toBe(200);
+    expect(stopped.body).toMatchObject({ id: "slot.one", action: "stop", tool: "slot_unload", result: { name: "one", committed: true, files: ["slots/one.toml"] } });
+    expect(stopped.body.result.plan.changes.find((c: any) => c.address === "slot.one")).toMatchObject({ action: "delete", downtime: true });
+    expect(readFileSync(join(config, "slots/one.toml"), "utf8")).toMatch(/enabled = false/);
+    await until(async () => (await service("slot.one")).state === "disabled", 15_000);
+    expect(await healthWithin(ports.one, 300)).not.toBe(200);
+
+    const started = await call("POST", "/api/services/slot.one/action", { action: "start" });
+    expect(started.body).toMatchObject({ tool: "slot_load", result: { committed: true } });
+    expect(await healthWithin(ports.one, 20_000)).toBe(200);
+    await until(async () => (await service("slot.one")).state === "running", 5000);
+    // Audited as the slot routes themselves, beside the service_action row.
+    const rows = (await call("GET", "/api/activity?actor=operator:owner")).body.items as any[];
+    expect(rows.map((r) => r.route)).toEqual(expect.arrayContaining(["POST /api/slots/{name}/unload", "POST /api/slots/{name}/load", "POST /api/services/{service_id}/action"]));
+  }, 60_000);
+});
+
+describe("services on a server without a sweep loop", () => {
+  it("lists the sweep loop as not_running and refuses its restart; restarts the memory engine in process", async () => {
+    const s = await startTestServer();
+    try {
+      const list = (await s.call("GET", "/api/services")).body.services as any[];
+      expect(list.find((x) => x.id === "sweep-loop")).toMatchObject({ state: "not_running", since: null, actions: [] });
+      const refused = await s.call("POST", "/api/services/sweep-loop/action", { body: { action: "restart" } });
+      expect(refused.status).toBe(409);
+      expect(refused.body.error).toMatchObject({ code: "service.not_running" });
+
+      expect(list.find((x) => x.id === "memory")).toMatchObject({ state: "idle", since: null });
+      s.hal0.memory.engine();
+      const opened = (await s.call("GET", "/api/services")).body.services.find((x: any) => x.id === "memory");
+      expect(opened).toMatchObject({ state: "running", detail: { engine: "embedded" }, actions: [{ action: "restart" }] });
+      const first = s.hal0.memory.opened();
+      await new Promise((r) => setTimeout(r, 5));
+      const restarted = await s.call("POST", "/api/services/memory/action", { body: { action: "restart" } });
+      expect(restarted.body, JSON.stringify(restarted.body)).toMatchObject({ id: "memory", action: "restart", state: "running" });
+      expect(s.hal0.memory.opened()).not.toBe(first);
+      expect(Date.parse(restarted.body.since)).toBeGreaterThan(Date.parse(opened.since));
+    } finally {
+      await s.close();
+    }
+  });
+});
