@@ -115,4 +115,10 @@ export const API_CODES = {
   "stacks.bad_envelope": { severity: "error", stage: "server", http: 400, meaning: "The .hal0stack.json envelope has the wrong kind, a checksum that does not match, or a stack that does not validate." },
   "stacks.envelope_too_new": { severity: "error", stage: "server", http: 400, meaning: "The stack envelope's version is newer than this hal0 reads." },
   "stacks.import_no_slug": { severity: "error", stage: "server", http: 400, meaning: "Neither the envelope nor the request names the slug to import the stack as." },
+  // ── runner images and backends ───────────────────────────────────────
+  "image.engine_unavailable": { severity: "error", stage: "server", http: 503, meaning: "No Docker engine answers at [slots] docker_host, else $DOCKER_HOST, else the default socket: runner images cannot be read or pulled; the message names the address." },
+  "image.pull_disabled": { severity: "error", stage: "server", http: 409, meaning: "runner_image_sync or slot_pull_image while [slots] pull = false: hal0 pulls no image until that setting is true." },
+  "image.not_named": { severity: "error", stage: "server", http: 409, meaning: "slot_pull_image of a slot whose profile names no image (a process-runtime profile may leave it out): there is nothing to pull." },
+  "image.pull_failed": { severity: "error", stage: "server", http: 502, meaning: "A runner image pull failed (an unknown repository or tag, a registry that does not answer, a refused connection); the pull's error quotes the engine." },
+  "backend.not_found": { severity: "error", stage: "server", http: 404, meaning: "No [[backend]] of capabilities.toml has this id; details.known lists them." },
 } as const satisfies Record<string, CodeInfo>;

@@ -36,6 +36,8 @@ export interface Dispatcher {
   readonly memory?: import("./memory/service.js").MemoryService;
   /** Model pulls from the Hugging Face Hub (durable jobs), when this server runs them. */
   readonly pulls?: import("./pulls/service.js").PullService;
+  /** Runner image pulls (in memory), when this server runs them. */
+  readonly images?: import("./image-pulls.js").ImagePulls;
 }
 
 export interface SweepStatus {

@@ -16,6 +16,8 @@ import { settingsRoutes } from "./settings.js";
 import { systemRoutes } from "./system.js";
 import { tokenRoutes } from "./tokens.js";
 import { slotRoutes } from "./slots.js";
+import { runnerImageRoutes } from "./runner-images.js";
+import { backendRoutes } from "./backends.js";
 
 /**
  * The route table: the single source of truth for REST, and for the MCP
@@ -40,4 +42,6 @@ export const ROUTES: readonly Route[] = [
   ...capabilityRoutes,
   ...mcpRoutes,
   ...tokenRoutes,
+  ...runnerImageRoutes,
+  ...backendRoutes,
 ];
