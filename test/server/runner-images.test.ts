@@ -207,6 +207,21 @@ describe.skipIf(docker === undefined || !registry)(SUITE, () => {
     expect([missing.status, missing.body.error.code]).toEqual([404, "slot.not_found"]);
   }, 60_000);
 
+  it("a profile naming a tag the registry does not have: its pull fails with image.pull_failed, quoting the engine; the others still run", async () => {
+    const ghost = `${reg.host}/hal0-test/ghost-${randomBytes(3).toString("hex")}:1`;
+    const file = join(s.config, "profiles.toml");
+    writeFileSync(file, `${readFileSync(file, "utf8")}\n[profile.ghost]\nimage = ${JSON.stringify(ghost)}\nrunner = ["hal0-fake-runner"]\ndevice_class = "cpu"\n`);
+    const sync = await s.call("POST", "/api/runner-images/sync");
+    expect(sync.status, JSON.stringify(sync.body)).toBe(202);
+    const byImage = Object.fromEntries(sync.body.pulls.map((p: { image: string; id: string }) => [p.image, p.id]));
+    expect(Object.keys(byImage).sort()).toEqual([ghost, image].sort());
+    const failed = await ended(byImage[ghost]);
+    expect(failed).toMatchObject({ state: "failed", before: null, after: null, error: { code: "image.pull_failed", message: expect.stringContaining(`pulling ${ghost} failed: `) } });
+    expect(failed.error.message).toMatch(/not found|unknown/i);
+    expect(await ended(byImage[image])).toMatchObject({ state: "done", changed: false });
+    expect(await row(ghost)).toEqual({ image: ghost, profiles: ["ghost"], slots: [], present: false });
+  }, 60_000);
+
   it("[slots] pull = false: sync and slot pulls are refused with image.pull_disabled, an agent's before anything is queued", async () => {
     const file = join(s.config, "hal0.toml");
     writeFileSync(file, readFileSync(file, "utf8").replace("pull = true", "pull = false"));
