@@ -71,6 +71,10 @@ export class ImagePulls {
 
   /** The engine `[slots] docker_host`, else `$DOCKER_HOST`, else the default socket names, answering; else 503 `image.engine_unavailable`. */
   async engine(model?: Model): Promise<Dockerode> {
+    return (await this.connect(model)).docker;
+  }
+
+  private async connect(model?: Model): Promise<{ address: string; docker: Dockerode }> {
     const settings = (model ?? (await this.o.box.model())).settings;
     const address = engineAddress(settings.slots.docker_host, this.o.env);
     try {
@@ -78,10 +82,10 @@ export class ImagePulls {
         const { dockerClient } = await import("../reconciler/drivers/docker.js");
         this.client = { address, docker: dockerClient(address) };
       }
-      const { docker } = this.client;
+      const client = this.client;
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([docker.ping(), new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer in ${PING_TIMEOUT_MS / 1000} s`)), PING_TIMEOUT_MS)))]).finally(() => clearTimeout(timer));
-      return docker;
+      await Promise.race([client.docker.ping(), new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`no answer in ${PING_TIMEOUT_MS / 1000} s`)), PING_TIMEOUT_MS)))]).finally(() => clearTimeout(timer));
+      return client;
     } catch (err) {
       throw new ApiError("image.engine_unavailable", `no Docker engine answers at ${address} (${(err as Error).message}); start it, or set [slots] docker_host or DOCKER_HOST`, { address });
     }
@@ -90,10 +94,10 @@ export class ImagePulls {
   /** Each image the profiles name, with what the engine holds of it. */
   async images(): Promise<{ model: Model; engine: string; images: Array<NamedImage & ImageFacts> }> {
     const model = await this.o.box.model();
-    const docker = await this.engine(model);
+    const { address, docker } = await this.connect(model);
     const named = profileImages(model);
     const facts = await Promise.all(named.map((n) => imageFacts(docker, n.image)));
-    return { model, engine: this.client!.address, images: named.map((n, i) => ({ ...n, ...facts[i]! })) };
+    return { model, engine: address, images: named.map((n, i) => ({ ...n, ...facts[i]! })) };
   }
 
   /** `[slots] pull = true`, and an engine that answers: what every pull needs (checked before a request is queued, and when it runs). */

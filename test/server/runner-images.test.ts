@@ -255,3 +255,32 @@ describe.skipIf(docker === undefined || !registry)(SUITE, () => {
     await c.close();
   });
 });
+
+/** Refusals that need no engine: none answering, a slot whose profile names no image. */
+describe("runner images without an engine", () => {
+  let s: TestServer;
+  const ADDRESS = "unix:///nonexistent/hal0-test-docker.sock";
+  beforeAll(async () => {
+    s = await startTestServer();
+    const settings = join(s.config, "hal0.toml");
+    writeFileSync(settings, readFileSync(settings, "utf8").replace("[slots]\n", `[slots]\ndocker_host = ${JSON.stringify(ADDRESS)}\npull = true\n`));
+    writeFileSync(join(s.config, "profiles.toml"), `${readFileSync(join(s.config, "profiles.toml"), "utf8")}\n[profile.plain]\nrunner = ["hal0-fake-runner"]\ndevice_class = "cpu"\n`);
+    writeFileSync(join(s.config, "slots/plain.toml"), "profile = \"plain\"\ntype = \"tts\"\nport = 8199\nenabled = false\n");
+  });
+  afterAll(async () => s.close());
+
+  it("no engine answering: 503 image.engine_unavailable naming the address, for reads and pulls", async () => {
+    for (const [method, path] of [["GET", "/api/runner-images"], ["GET", "/api/runner-images/downloaded"], ["POST", "/api/runner-images/sync"], ["POST", "/api/slots/chat/pull"]] as const) {
+      const res = await s.call(method, path);
+      expect([res.status, res.body.error?.code, res.body.error?.details?.address], path).toEqual([503, "image.engine_unavailable", ADDRESS]);
+    }
+    expect((await s.call("GET", "/api/runner-images/pulls/list")).body).toEqual([]);
+  });
+
+  it("a slot whose profile names no image: 409 image.not_named; an unknown slot 404", async () => {
+    const plain = await s.call("POST", "/api/slots/plain/pull");
+    expect([plain.status, plain.body.error.code]).toEqual([409, "image.not_named"]);
+    expect((await s.call("GET", "/api/slots/plain/pull/status")).body.error.code).toBe("image.not_named");
+    expect((await s.call("GET", "/api/slots/nope/pull/status")).status).toBe(404);
+  });
+});
