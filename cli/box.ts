@@ -6,6 +6,7 @@ import { stateHermesCredentials } from "../server/identity/hermes-credentials.js
 import type Dockerode from "dockerode";
 import { withRunners, runnerErrors, type ObservedCompile } from "../reconciler/runner-observe.js";
 import { RunnerProbe } from "../reconciler/runner-probe.js";
+import { engineAddress } from "../reconciler/images.js";
 import { CliError, InvalidConfigError, type CliIo } from "./io.js";
 import { compileOrThrow, configDir, stateDir } from "./paths.js";
 
@@ -54,8 +55,6 @@ export function runnerProbeFor(root: string, stateDir: string): { readonly probe
   return { probe: new RunnerProbe({ stateDir, root, env: process.env, docker: () => lastDocker }) };
 }
 
-const DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock";
-
 /**
  * The runtime `[slots] runtime` names. Docker: the engine at `[slots]
  * docker_host`, else $DOCKER_HOST, else the default socket, which must answer;
@@ -65,7 +64,7 @@ export async function driverFor(model: Model, dir: string, env: CliIo["env"] = p
   const slots = model.settings.slots;
   if (slots.runtime !== "docker") return new ProcessDriver({ stateDir: dir });
   const { DockerDriver, dockerClient } = await import("../reconciler/drivers/docker.js");
-  const host = slots.docker_host || env.DOCKER_HOST || DEFAULT_DOCKER_HOST;
+  const host = engineAddress(slots.docker_host, env);
   let docker: ReturnType<typeof dockerClient>;
   try {
     docker = dockerClient(host);

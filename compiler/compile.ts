@@ -11,7 +11,7 @@ import { compilePolicy } from "./policy.js";
 import { readTree, tableOf, validOf, validPart, type Parsed, type TreeFiles } from "./read.js";
 import { Reporter } from "./report.js";
 import { uniqueDiagnostics } from "./runner-check.js";
-import type { RunnerFactsIndex } from "./runner-facts.js";
+import type { ImageDigests, RunnerFactsIndex } from "./runner-facts.js";
 import type { SourceTree } from "./sources.js";
 
 const DEFAULT_SETTINGS = Settings.parse({});
@@ -25,6 +25,8 @@ export interface CompileFacts {
    * newest known dialect, argv unchecked).
    */
   readonly runners?: RunnerFactsIndex;
+  /** Each runner image's digest on the engine (docker runtime): in each docker slot's spec as `observed.image_digest`. Absent: none known. */
+  readonly images?: ImageDigests;
 }
 
 /**
@@ -46,7 +48,7 @@ export function compile(tree: SourceTree, carried: readonly Diagnostic[] = [], f
   const files = readTree(tree, reporter, unreadable);
   const catalog = buildCatalog(files, tree.root, reporter);
   const runnerReporter = new Reporter(tree.files);
-  const slots = linkSlots(files.slots, catalog, reporter, { runners: facts.runners, runnerReporter });
+  const slots = linkSlots(files.slots, catalog, reporter, { runners: facts.runners, images: facts.images, runnerReporter });
   linkStacks(files.stacks, files.slots.names, catalog, reporter);
   linkUpstreams(validOf(files.upstreams), files.broken.upstreams, files.slots.names, reporter);
   linkMcpServers(files.mcpServers, reporter);

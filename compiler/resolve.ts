@@ -4,13 +4,16 @@ import { sha256 } from "./hash.js";
 import type { CompiledModelFacts, CompiledProfile, ResolvedSlot, SlotRunner, SlotSpec, TuneUnavailable } from "./model.js";
 import { Reporter, type Site } from "./report.js";
 import { checkArgv, runnerLabel, type SitedEnv, type SitedWord } from "./runner-check.js";
-import { runnerKey, type Dialect, type RunnerFacts, type RunnerFactsIndex } from "./runner-facts.js";
+import { runnerKey, type Dialect, type ImageDigests, type RunnerFacts, type RunnerFactsIndex } from "./runner-facts.js";
 import { NEWEST_DIALECT } from "./runner-help.js";
 
 /**
  * Bumped whenever the spec's shape or argv rules change, so every slot re-plans.
  * 2: argv follows the runner's dialect (`--spec-type draft-mtp`, `--reasoning`),
- * and `observed` carries the dialect.
+ * and `observed` carries the dialect. (`observed.image_digest`, a docker
+ * slot's image id, came without a bump: a process slot's spec is unchanged,
+ * and a docker slot started before it is replaced once, its plan saying
+ * `image digest first observed`.)
  */
 export const SPEC_VERSION = 2;
 
@@ -21,6 +24,8 @@ const TUNED_TYPES = new Set(["llm", "embedding", "reranking"]);
 export interface ResolveFacts {
   /** Runner facts by `runnerKey`; a runner without an entry was not probed. */
   readonly runners?: RunnerFactsIndex;
+  /** Runner images' digests by reference (docker runtime); a reference without one is not present. */
+  readonly images?: ImageDigests;
   /** Where the argv check reports (kept apart from the compile's own diagnostics: a runner's refusal holds one slot back, it does not invalidate the tree). */
   readonly runnerReporter?: Reporter;
 }
@@ -61,8 +66,8 @@ export function resolveSlot(input: SlotInput, settings: Settings, reporter: Repo
     image: runtime === "docker" ? (profile.image ?? "") : undefined,
     // The bytes the model path holds, when a pull recorded them: an update in place replaces the slot.
     model_sha256: model?.sha256,
-    // The observed facts the argv was written for: in the hash, so a runner whose dialect changes re-plans the slot.
-    observed: slot.type === "llm" ? { runner_dialect: dialect.id } : undefined,
+    // The observed facts the slot runs with: in the hash, so a runner whose dialect changes, or an image a sync moved, re-plans the slot.
+    observed: observedFacts(slot.type === "llm" ? dialect.id : undefined, runtime === "docker" && profile.image ? facts.images?.get(profile.image) : undefined),
     port: slot.port, runtime, spec_version: SPEC_VERSION,
   });
   return {
@@ -71,6 +76,12 @@ export function resolveSlot(input: SlotInput, settings: Settings, reporter: Repo
     device, gpu_index: slot.placement.gpu_index, tune: slot.tune, tune_effective: effective, tune_unavailable: unavailable,
     spec, spec_hash: specHash(spec), runner,
   };
+}
+
+/** The spec's `observed` map: the runner's dialect (llm slots) and the image's digest (docker, when present); undefined when neither. */
+function observedFacts(dialect: string | undefined, imageDigest: string | undefined): Record<string, string> | undefined {
+  if (dialect === undefined && imageDigest === undefined) return undefined;
+  return { ...(imageDigest !== undefined ? { image_digest: imageDigest } : {}), ...(dialect !== undefined ? { runner_dialect: dialect } : {}) };
 }
 
 /**

@@ -98,6 +98,17 @@ export interface RunnerFacts {
  */
 export type RunnerFactsIndex = ReadonlyMap<string, RunnerFacts>;
 
+/**
+ * What each runner image reference names on the engine now: reference →
+ * the local image's digest (its id, `sha256:…`: the digest of its config,
+ * which every pull or build of different content moves). Observed by the
+ * runner probe, handed to compile as data: a docker slot's spec carries its
+ * image's digest as `observed.image_digest`, so a sync that moves a tag
+ * re-plans the slots that run it. A reference with no entry is not present
+ * (or was not asked): the spec then has no digest.
+ */
+export type ImageDigests = ReadonlyMap<string, string>;
+
 /** The key of a runner in a `RunnerFactsIndex`. */
 export function runnerKey(runtime: "process" | "docker", wordOrImage: string): string {
   return `${runtime}:${wordOrImage}`;

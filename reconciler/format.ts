@@ -43,7 +43,7 @@ export function planJson(plan: Plan): string {
 
 function formatChange(change: Change): string[] {
   const markers = [change.destructive ? " [destructive]" : "", change.downtime ? " [downtime]" : ""].join("");
-  const header = `${SYMBOLS[change.action]} ${change.address} (${change.reason})${markers}`;
+  const header = `${SYMBOLS[change.action]} ${change.address} (${reasonText(change)})${markers}`;
   if (change.action === "no-op") return [header];
   const lines = [header, ...facts(change)];
   for (const path of change.changed_paths) {
@@ -54,6 +54,27 @@ function formatChange(change: Change): string[] {
     else lines.push(before === after ? `${INDENT}${path}: reordered` : `${INDENT}${path}: ${before} → ${after}`);
   }
   return lines;
+}
+
+/** The observed facts a slot's spec carries, in words (`observed.<key>`). */
+const OBSERVED_WORDS: Readonly<Record<string, string>> = { image_digest: "image digest", runner_dialect: "runner dialect" };
+
+/**
+ * The reason, and for a slot replaced because an observed fact moved, which
+ * one in words: `observed_changed: image digest changed` (a sync moved the
+ * image's tag), `… runner dialect changed`; `first observed` when the running
+ * slot's record has none (it was started before hal0 knew it), `no longer
+ * observed` when the fact is gone now (the image is not on the engine).
+ */
+function reasonText(change: Change): string {
+  if (change.kind !== "slot" || change.reason !== "observed_changed") return change.reason;
+  const moved = change.changed_paths.filter((p) => p.startsWith("observed.")).map((path) => {
+    const key = path.slice("observed.".length);
+    const words = OBSERVED_WORDS[key] ?? key.replace(/_/g, " ");
+    if (change.before?.spec.observed?.[key] === undefined) return `${words} first observed`;
+    return change.after?.spec.observed?.[key] === undefined ? `${words} no longer observed` : `${words} changed`;
+  });
+  return moved.length === 0 ? change.reason : `${change.reason}: ${moved.join(", ")}`;
 }
 
 /** The key facts of a slot being created (from `after`) or deleted (from `before`), unless a changed path shows them; the file a Hermes update edits. */

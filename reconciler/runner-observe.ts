@@ -1,4 +1,4 @@
-import { compile, runnerKey, type CompileResult, type Model, type RunnerFactsIndex, type SourceTree } from "../compiler/index.js";
+import { compile, runnerKey, type CompileResult, type ImageDigests, type Model, type RunnerFactsIndex, type SourceTree } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
 import type { ProbeResult, ProbeTarget, RunnerProbe } from "./runner-probe.js";
 
@@ -32,6 +32,8 @@ export interface ObservedCompile {
   readonly result: CompileResult;
   /** The facts compile was given (empty: none known). */
   readonly runners: RunnerFactsIndex;
+  /** The runner images' digests compile was given (empty: none known). */
+  readonly images: ImageDigests;
   /** What the probe said (`probe` mode only): missing and failed runners. */
   readonly probe?: ProbeResult;
 }
@@ -44,23 +46,28 @@ export async function compileWithRunners(tree: SourceTree, carried: readonly Dia
 
 /** The second step alone, for a caller that holds the fact-free result already. */
 export async function withRunners(first: CompileResult, tree: SourceTree, carried: readonly Diagnostic[], probe: RunnerProbe, mode: RunnerFactsMode = "probe"): Promise<ObservedCompile> {
-  if (first.model === undefined) return { result: first, runners: new Map() };
+  if (first.model === undefined) return { result: first, runners: new Map(), images: new Map() };
   const targets = runnerTargets(first.model);
-  if (targets.length === 0) return { result: first, runners: new Map() };
+  if (targets.length === 0) return { result: first, runners: new Map(), images: new Map() };
   if (mode === "cached") {
     const runners = probe.cached(targets);
-    return { result: runners.size === 0 ? first : compile(tree, carried, { runners }), runners };
+    const images = probe.cachedImages(targets);
+    return { result: runners.size === 0 && images.size === 0 ? first : compile(tree, carried, { runners, images }), runners, images };
   }
   const found = await probe.probe(targets);
-  return { result: found.index.size === 0 ? first : compile(tree, carried, { runners: found.index }), runners: found.index, probe: found };
+  const { index: runners, images } = found;
+  return { result: runners.size === 0 && images.size === 0 ? first : compile(tree, carried, { runners, images }), runners, images, probe: found };
 }
 
 /**
- * A stable text of a facts index (each runner's key, source and version):
- * equal texts, equal facts, so a cached compile stays valid while it holds.
+ * A stable text of a facts index (each runner's key, source and version)
+ * and of the images' digests: equal texts, equal facts, so a cached compile
+ * stays valid while it holds.
  */
-export function runnersFingerprint(index: RunnerFactsIndex): string {
-  return [...index].map(([key, f]) => `${key}\u0000${f.source}\u0000${f.version.line}\u0000${f.dialect?.id ?? ""}`).sort().join("\n");
+export function runnersFingerprint(index: RunnerFactsIndex, images: ImageDigests = new Map()): string {
+  const runners = [...index].map(([key, f]) => `${key}\u0000${f.source}\u0000${f.version.line}\u0000${f.dialect?.id ?? ""}`);
+  const digests = [...images].map(([ref, id]) => `image\u0000${ref}\u0000${id}`);
+  return [...runners, ...digests].sort().join("\n");
 }
 
 /** The argv check's errors over the model's enabled slots: what `hal0 plan` and `hal0 apply` refuse to go on with. */

@@ -3,7 +3,7 @@ import { readFileSync, statSync, type Stats } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { delimiter, join } from "node:path";
 import type Dockerode from "dockerode";
-import { runnerKey, type RunnerFacts, type RunnerFactsIndex } from "../compiler/runner-facts.js";
+import { runnerKey, type ImageDigests, type RunnerFacts, type RunnerFactsIndex } from "../compiler/runner-facts.js";
 import { parseRunnerVersion, runnerFacts } from "../compiler/runner-help.js";
 import { writeFileAtomic } from "./atomic.js";
 import { engineStatus } from "./drivers/docker-engine.js";
@@ -57,6 +57,8 @@ export interface ProbeResult {
   readonly failed: Map<string, string>;
   /** How many processes and containers this call started (0: everything came from the cache). */
   readonly probed: number;
+  /** Each docker target's image id on the engine now (inspected every call, whether or not its runner answered): the slots' `observed.image_digest`. */
+  readonly images: ImageDigests;
 }
 
 export interface RunnerProbeOptions {
@@ -178,7 +180,8 @@ export class RunnerProbe {
     const byKey = new Map<string, ProbeTarget>();
     for (const t of targets) byKey.set(runnerKey(t.runtime, t.word), t);
     const learned = { any: false };
-    const outcomes = await Promise.all([...byKey].map(async ([key, t]) => [key, await this.target(t, learned)] as const));
+    const images = new Map<string, string>();
+    const outcomes = await Promise.all([...byKey].map(async ([key, t]) => [key, await this.target(t, learned, images)] as const));
     const index = new Map<string, RunnerFacts>();
     const missing = new Map<string, RunnerMissing>();
     const failed = new Map<string, string>();
@@ -190,7 +193,7 @@ export class RunnerProbe {
       else failed.set(key, outcome.why);
     }
     if (learned.any) await this.persist();
-    return { index, missing, failed, probed };
+    return { index, missing, failed, probed, images: new Map([...images].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) };
   }
 
   /**
@@ -231,9 +234,23 @@ export class RunnerProbe {
     return id !== undefined && entry !== undefined ? this.factsOf(entry, imageSource(t.word, id)) : undefined;
   }
 
-  private async target(t: ProbeTarget, learned: { any: boolean }): Promise<TargetOutcome> {
+  /**
+   * The image id each docker target's reference had when last probed, from
+   * the cache (no engine asked): what `cached()` compiles with.
+   */
+  cachedImages(targets: readonly ProbeTarget[]): ImageDigests {
+    this.load();
+    const out = new Map<string, string>();
+    for (const t of targets) {
+      const id = t.runtime === "docker" ? this.imageRefs.get(t.word) : undefined;
+      if (id !== undefined) out.set(t.word, id);
+    }
+    return out;
+  }
+
+  private async target(t: ProbeTarget, learned: { any: boolean }, images: Map<string, string>): Promise<TargetOutcome> {
     try {
-      return t.runtime === "process" ? await this.processTarget(t.word, learned) : await this.imageTarget(t.word, learned);
+      return t.runtime === "process" ? await this.processTarget(t.word, learned) : await this.imageTarget(t.word, learned, images);
     } catch (err) {
       return { ok: false, why: `the probe failed: ${(err as Error).message ?? String(err)}`, runs: 0 };
     }
@@ -315,7 +332,7 @@ export class RunnerProbe {
 
   // ---- docker runners ----
 
-  private async imageTarget(ref: string, learned: { any: boolean }): Promise<Outcome> {
+  private async imageTarget(ref: string, learned: { any: boolean }, images: Map<string, string>): Promise<Outcome> {
     let docker: Dockerode | undefined;
     try {
       docker = this.dockerOf?.();
@@ -330,6 +347,7 @@ export class RunnerProbe {
       if (engineStatus(err) === 404) return { ok: false, why: `image ${ref} is not present (hal0 never pulls)`, runs: 0 };
       return { ok: false, why: `the Docker engine does not answer: ${(err as Error).message}`, runs: 0 };
     }
+    images.set(ref, id);
     if (this.imageRefs.get(ref) !== id) {
       this.imageRefs.delete(ref);
       this.imageRefs.set(ref, id);

@@ -75,14 +75,16 @@ export class TreeCache {
   /** The result for `base` with the runner facts of now: the last one when they did not change, else compiled again with them. */
   private async withFacts(how: TreeReuse, last: Entry | undefined, tree: SourceTree, base: CompileResult, carried: string, fingerprint: string | undefined, settled: boolean): Promise<LoadedTree> {
     const targets = this.runners !== undefined && base.model !== undefined ? runnerTargets(base.model) : [];
-    const index = targets.length > 0 ? (await this.runners!.probe(targets)).index : new Map();
-    const runners = runnersFingerprint(index);
+    const found = targets.length > 0 ? await this.runners!.probe(targets) : undefined;
+    const index = found?.index ?? new Map();
+    const images = found?.images ?? new Map<string, string>();
+    const runners = runnersFingerprint(index, images);
     let result: CompileResult;
     if (last !== undefined && last.runners === runners) {
       result = last.result;
       this.lastReuse = how;
     } else {
-      result = index.size === 0 ? base : compile(tree, JSON.parse(carried), { runners: index });
+      result = index.size === 0 && images.size === 0 ? base : compile(tree, JSON.parse(carried), { runners: index, images });
       this.lastReuse = "compiled";
     }
     this.last = fingerprint === undefined ? undefined : { fingerprint, settled, tree, carried, base, runners, result };

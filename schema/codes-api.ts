@@ -129,4 +129,10 @@ export const API_CODES = {
   "service.action_not_allowed": { severity: "error", stage: "server", http: 409, meaning: "The service does not allow this action in its state (the API has none, a disabled slot only starts, an enabled one stops or restarts); details.allowed lists what it allows." },
   "service.install_failed": { severity: "error", stage: "cli", http: 500, meaning: "hal0 service install could not write hal0.service: the unit folder (--unit-dir, default /etc/systemd/system) is missing or not writable, or the state folder cannot be made." },
   "service.not_running": { severity: "error", stage: "server", http: 409, meaning: "service_action restart of the sweep loop on a server that runs no loop (hal0 serve --no-reconcile): there is nothing to restart." },
+  // ── runner images and backends ───────────────────────────────────────
+  "image.engine_unavailable": { severity: "error", stage: "server", http: 503, meaning: "No Docker engine answers at [slots] docker_host, else $DOCKER_HOST, else the default socket: runner images cannot be read or pulled; the message names the address." },
+  "image.pull_disabled": { severity: "error", stage: "server", http: 409, meaning: "runner_image_sync or slot_pull_image while [slots] pull = false: hal0 pulls no image until that setting is true." },
+  "image.not_named": { severity: "error", stage: "server", http: 409, meaning: "slot_pull_image of a slot whose profile names no image (a process-runtime profile may leave it out): there is nothing to pull." },
+  "image.pull_failed": { severity: "error", stage: "server", http: 502, meaning: "A runner image pull failed (an unknown repository or tag, a registry that does not answer, a refused connection); the pull's error quotes the engine." },
+  "backend.not_found": { severity: "error", stage: "server", http: 404, meaning: "No [[backend]] of capabilities.toml has this id; details.known lists them." },
 } as const satisfies Record<string, CodeInfo>;

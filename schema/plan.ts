@@ -73,7 +73,7 @@ export const SLOT_REASONS = [
   "not_running", // enabled, hal0 knows it (inventory or a runtime record), not running
   "spec_unknown", // running without a record to compare: replaced
   "spec_changed", // the config moved what it runs
-  "observed_changed", // same config, but an observed fact it is written for changed (the runner's dialect)
+  "observed_changed", // same config, but an observed fact it runs with changed (the runner's dialect, the image's digest)
   "drifted", // changed or stopped behind hal0's back
   "unchanged",
   "disabled", // enabled = false
@@ -108,11 +108,12 @@ export interface SlotSpec {
   readonly device: Device;
   readonly gpu_index: number;
   /**
-   * Observed facts the argv was written for, each as a stable id
-   * (`runner_dialect`: how the runner spells hal0's mappings). In the spec
-   * hash, so a change of what hal0 observed that changes how it must run the
-   * same config re-plans the slot (reason `observed_changed`, path
-   * `observed.<key>`). Later observed inputs (image digests) go here too.
+   * Observed facts the slot runs with, each as a stable id
+   * (`runner_dialect`: how the runner spells hal0's mappings, llm slots;
+   * `image_digest`: the id of the image its reference names on the engine,
+   * docker slots whose image is present). In the spec hash, so a change of
+   * what hal0 observed that changes what it must run for the same config
+   * re-plans the slot (reason `observed_changed`, path `observed.<key>`).
    */
   readonly observed?: Readonly<Record<string, string>>;
   /**

@@ -42,6 +42,8 @@ export interface Dispatcher {
   readonly metrics?: import("./metrics/registry.js").Hal0Metrics;
   /** The sweep loop's handle (service_list, service_action restart): attached by `hal0 serve`, never attached without a loop. */
   readonly loop?: import("../reconciler/loop.js").LoopControl;
+  /** Runner image pulls (in memory), when this server runs them. */
+  readonly images?: import("./image-pulls.js").ImagePulls;
 }
 
 export interface SweepStatus {

@@ -12,6 +12,7 @@ import { createHal0App } from "./app.js";
 import { gateConfig } from "./gate.js";
 import { PlanStore } from "./plans.js";
 import { PullService } from "./pulls/service.js";
+import { ImagePulls } from "./image-pulls.js";
 import { routeId, type Route } from "./route.js";
 import { ROUTES } from "./routes/index.js";
 import { adminServer } from "./mcp/admin.js";
@@ -118,6 +119,8 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
       await invoke(services, call.route, { params: call.params, query: {}, body: call.body, caller, requestId: randomUUID(), tool: call.tool });
     },
   });
+  const images = new ImagePulls({ box, env, now });
+  Object.assign(services, { images });
   let gateCache: { settings: unknown; config: ReturnType<typeof gateConfig> } | undefined;
   const gate = () => {
     const settings = box.lastSettings()?.server;
@@ -149,6 +152,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
     ...services, app, db, mcp, tokens,
     close: async () => {
       services.pulls.worker.close();
+      images.close();
       await Promise.all([mcp.admin.close(), mcp.memory.close()]);
       await memory.close();
       audit.flush();

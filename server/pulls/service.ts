@@ -249,6 +249,7 @@ export function storeDir(model: Model, store = model.settings.models.store): str
   return resolve(isAbsolute(dir) ? dir : join(model.root, dir));
 }
 
-function callerName(caller: Caller): string {
+/** `<kind>:<name>` of a caller (`anonymous` alone), as pulls record who asked. */
+export function callerName(caller: Caller): string {
   return caller.kind === "anonymous" ? "anonymous" : `${caller.kind}:${caller.agent}`;
 }

@@ -21,6 +21,8 @@ import { slotExtraRoutes } from "./slot-extras.js";
 import { metricsRoutes } from "./metrics.js";
 import { serviceRoutes } from "./services.js";
 import { logRoutes } from "./logs.js";
+import { runnerImageRoutes } from "./runner-images.js";
+import { backendRoutes } from "./backends.js";
 
 /**
  * The route table: the single source of truth for REST, and for the MCP
@@ -50,4 +52,6 @@ export const ROUTES: readonly Route[] = [
   ...metricsRoutes,
   ...serviceRoutes,
   ...logRoutes,
+  ...runnerImageRoutes,
+  ...backendRoutes,
 ];

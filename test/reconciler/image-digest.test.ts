@@ -1,0 +1,68 @@
+import { describe, expect, it } from "vitest";
+import { compile, sourceTree, type ImageDigests, type Model } from "../../compiler/index.js";
+import { formatPlan } from "../../reconciler/format.js";
+import type { Inventory, Observed } from "../../reconciler/observed.js";
+import { planChanges } from "../../reconciler/plan.js";
+import { slotView } from "../../reconciler/view.js";
+
+/**
+ * A docker slot's spec carries its image's digest (`observed.image_digest`,
+ * observed by the runner probe and handed to compile as data), so an image
+ * whose tag a sync moved re-plans the slots that run it, and the plan says so.
+ */
+const IMAGE = "127.0.0.1:5000/hal0/runner:1";
+const OLD = `sha256:${"a".repeat(64)}`;
+const NEW = `sha256:${"b".repeat(64)}`;
+
+function box(runtime: "docker" | "process", images?: ImageDigests): Model {
+  const { model, diagnostics } = compile(sourceTree("/box", [
+    ["hal0.toml", `[slots]\nruntime = "${runtime}"\n`],
+    ["profiles.toml", `[profile.fake]\nimage = ${JSON.stringify(IMAGE)}\nrunner = ["hal0-fake-runner"]\ndevice_class = "cpu"\n\n[profile.other]\nimage = "other:1"\nrunner = ["hal0-fake-runner"]\ndevice_class = "cpu"\n`],
+    ["slots/tts.toml", 'profile = "fake"\ntype = "tts"\nport = 8090\n'],
+    ["slots/stt.toml", 'profile = "other"\ntype = "transcription"\nport = 8091\n'],
+  ]), [], images === undefined ? {} : { images });
+  expect(diagnostics.filter((d) => d.severity === "error")).toEqual([]);
+  return model!;
+}
+
+/** The box as hal0 started `model`: every slot running with its record, in the inventory. */
+function running(model: Model): { observed: Observed; inventory: Inventory } {
+  const slots: Record<string, Observed["slots"][string]> = {};
+  const inv: Record<string, Inventory["slots"][string]> = {};
+  for (const s of Object.values(model.slots)) {
+    slots[s.name] = { name: s.name, running: true, health: "ok", record: { view: slotView(s), started_at: "2026-12-01T00:00:00.000Z" } };
+    inv[s.name] = { created_at: "2026-12-01T00:00:00.000Z", runtime: model.settings.slots.runtime, spec_hash: s.spec_hash };
+  }
+  return { observed: { slots, foreign_ports: {}, applied_settings: model.settings }, inventory: { version: 1, box: "b", slots: inv } };
+}
+
+describe("observed.image_digest", () => {
+  it("is in a docker slot's spec when its image's digest is known, and in no process slot's", () => {
+    const docker = box("docker", new Map([[IMAGE, OLD]]));
+    expect(docker.slots.tts!.spec.observed).toEqual({ image_digest: OLD });
+    expect(docker.slots.stt!.spec.observed).toBeUndefined(); // other:1 is not present: no digest
+    expect(box("docker").slots.tts!.spec.observed).toBeUndefined();
+    const proc = box("process", new Map([[IMAGE, OLD]]));
+    expect(proc.slots.tts!.spec.observed).toBeUndefined();
+    expect(proc.slots.tts!.spec_hash).toBe(box("process").slots.tts!.spec_hash);
+  });
+
+  it("a moved digest replaces only the slots of that image: observed_changed, and the plan says `image digest changed`", () => {
+    const world = running(box("docker", new Map([[IMAGE, OLD], ["other:1", OLD]])));
+    const same = planChanges(box("docker", new Map([[IMAGE, OLD], ["other:1", OLD]])), world.observed, world.inventory);
+    expect(same.has_changes).toBe(false);
+    const plan = planChanges(box("docker", new Map([[IMAGE, NEW], ["other:1", OLD]])), world.observed, world.inventory);
+    const tts = plan.changes.find((c) => c.address === "slot.tts")!;
+    expect(tts).toMatchObject({ action: "replace", reason: "observed_changed", changed_paths: ["observed.image_digest"] });
+    expect(plan.changes.find((c) => c.address === "slot.stt")).toMatchObject({ action: "no-op", reason: "unchanged" });
+    const text = formatPlan(plan);
+    expect(text).toContain("-/+ slot.tts (observed_changed: image digest changed) [destructive] [downtime]");
+    expect(text).toContain(`observed.image_digest: "${OLD}" → "${NEW}"`);
+  });
+
+  it("a slot started before its digest was known is replaced once, saying `image digest first observed`", () => {
+    const world = running(box("docker"));
+    const plan = planChanges(box("docker", new Map([[IMAGE, NEW]])), world.observed, world.inventory);
+    expect(formatPlan(plan)).toContain("-/+ slot.tts (observed_changed: image digest first observed)");
+  });
+});
