@@ -36,6 +36,8 @@ export interface Dispatcher {
   readonly memory?: import("./memory/service.js").MemoryService;
   /** Model pulls from the Hugging Face Hub (durable jobs), when this server runs them. */
   readonly pulls?: import("./pulls/service.js").PullService;
+  /** The slot scraper, its ring and the host root of the stats routes, when this server keeps them. */
+  readonly stats?: import("./stats/scraper.js").SlotStats;
 }
 
 export interface SweepStatus {

@@ -31,6 +31,7 @@ import { TokenStore } from "./identity/tokens.js";
 import { hermesCredentials } from "./identity/hermes-credentials.js";
 
 import type { RunnerProbe } from "../reconciler/runner-probe.js";
+import { SlotStats } from "./stats/scraper.js";
 
 export interface Hal0ServerOptions {
   readonly root: string;
@@ -46,6 +47,10 @@ export interface Hal0ServerOptions {
   readonly memoryEngine?: MemoryServiceOptions["engineFor"];
   /** Learns each runner's flag table (reconciler/runner-probe.ts); `hal0 serve` shares one with its sweep. Without it every runner is unprobed. */
   readonly runners?: RunnerProbe;
+  /** Scrape each running slot's /metrics every this many seconds (`hal0 serve`: 60); absent or 0: no timer, `stats.scrapeNow()` only. */
+  readonly scrapeIntervalS?: number;
+  /** Re-roots /proc and /sys for the stats routes (tests write those trees); default `/`. */
+  readonly hostRoot?: string;
 }
 
 export interface Hal0Server extends Dispatcher {
@@ -56,6 +61,7 @@ export interface Hal0Server extends Dispatcher {
   readonly memory: MemoryService;
   /** `/mcp/admin` and `/mcp/memory`. */
   readonly mcp: { readonly admin: McpEndpoint; readonly memory: McpEndpoint };
+  readonly stats: SlotStats;
   close(): Promise<void>;
 }
 
@@ -89,7 +95,10 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const audit = new Audit(db, now);
   const memory = new MemoryService({ stateDir: options.stateDir, settings: () => box.lastSettings()?.memory, engineFor: options.memoryEngine });
   const auth: Authenticator = { tokens, mode: () => box.lastSettings()?.server.auth ?? "token" };
-  const services = { box, audit, routes, memory, auth } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; auth: Authenticator; pulls: PullService; bundled?: readonly BundledServer[]; sweeps?: SweepStatus };
+  const services = { box, audit, routes, memory, auth } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; auth: Authenticator; pulls: PullService; bundled?: readonly BundledServer[]; sweeps?: SweepStatus; stats: SlotStats };
+  // Slot stats: the scraper's own timer (not the sweep's) fills the ring in hal0.db.
+  services.stats = new SlotStats({ box, hostRoot: options.hostRoot });
+  services.stats.start(options.scrapeIntervalS ?? 0);
   services.plans = new PlanStore(db, now);
   services.approvals = new Approvals(db, services, (id) => byId.get(id), () => box.lastSettings()?.approvals.ttl_s ?? 86_400, now);
   Object.defineProperty(services, "sweeps", { get: () => options.sweeps?.(), enumerable: true });
@@ -138,6 +147,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
     ...services, app, db, mcp, tokens,
     close: async () => {
       services.pulls.worker.close();
+      await services.stats.close();
       await Promise.all([mcp.admin.close(), mcp.memory.close()]);
       await memory.close();
       audit.flush();

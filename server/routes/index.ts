@@ -16,6 +16,7 @@ import { settingsRoutes } from "./settings.js";
 import { systemRoutes } from "./system.js";
 import { tokenRoutes } from "./tokens.js";
 import { slotRoutes } from "./slots.js";
+import { statsRoutes } from "./stats.js";
 
 /**
  * The route table: the single source of truth for REST, and for the MCP
@@ -40,4 +41,5 @@ export const ROUTES: readonly Route[] = [
   ...capabilityRoutes,
   ...mcpRoutes,
   ...tokenRoutes,
+  ...statsRoutes,
 ];
