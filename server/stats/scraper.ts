@@ -2,6 +2,7 @@ import { request } from "node:http";
 import type { ResolvedSlot } from "../../compiler/index.js";
 import { readCpuTimes, type CpuTimes } from "../../reconciler/host/system-stats.js";
 import type { ObservedSlot } from "../../reconciler/index.js";
+import type { SlotSpec } from "../../schema/index.js";
 import type { BoxService } from "../box.js";
 import { observeLiveness } from "../slot-view.js";
 import { parsePromText, valueOf, type PromText } from "./prom-text.js";
@@ -102,24 +103,33 @@ export class SlotStats {
 
   private async scrapeSlot(slot: ResolvedSlot, seen: ObservedSlot): Promise<ScrapeOutcome> {
     const { box } = this.options;
-    const at = () => new Date(box.now()).toISOString();
-    if (!LLAMA_TYPES.has(slot.type)) return { at: at(), ok: false, reason: `a ${slot.type} slot: its runner is not llama-server and has no llamacpp metrics` };
     const { spec } = seen.record!.view;
-    const reply = await getMetrics(spec.host, spec.port, apiKeyOf(spec.argv));
-    if ("error" in reply) return { at: at(), ok: false, reason: `GET /metrics on port ${spec.port}: ${reply.error}` };
-    if (reply.status === 501) return { at: at(), ok: false, reason: "the runner answers 501 to GET /metrics: it was started without --metrics (it gets the flag when it is restarted)" };
-    if (reply.status !== 200) return { at: at(), ok: false, reason: `GET /metrics on port ${spec.port} answered ${reply.status}: not a llama-server with --metrics` };
-    let text: PromText;
-    try {
-      text = parsePromText(reply.body);
-    } catch (err) {
-      return { at: at(), ok: false, reason: `GET /metrics is not Prometheus text: ${(err as Error).message}` };
-    }
-    const sample = sampleOf(slot.name, box.now(), seen.record!.started_at, text);
-    if (!sample) return { at: at(), ok: false, reason: "GET /metrics has no llamacpp:prompt_tokens_total / tokens_predicted_total counters: not llama-server's metrics" };
-    this.ring.insert(sample);
-    return { at: new Date(sample.ts).toISOString(), ok: true };
+    const got = await scrapeRunner(slot.name, slot.type, spec, seen.record!.started_at, () => box.now());
+    if ("reason" in got) return { at: new Date(box.now()).toISOString(), ok: false, reason: got.reason };
+    this.ring.insert(got.sample);
+    return { at: new Date(got.sample.ts).toISOString(), ok: true };
   }
+}
+
+/**
+ * One slot's `/metrics` as a ring sample, or why there is none: a runner that
+ * is not llama-server, a 501 (started without `--metrics`), another status,
+ * text that is not Prometheus', counters missing, or no answer.
+ */
+export async function scrapeRunner(slot: string, type: ResolvedSlot["type"], spec: Pick<SlotSpec, "host" | "port" | "argv">, run: string | null, now: () => number): Promise<{ sample: Sample } | { reason: string }> {
+  if (!LLAMA_TYPES.has(type)) return { reason: `a ${type} slot: its runner is not llama-server and has no llamacpp metrics` };
+  const reply = await getMetrics(spec.host, spec.port, apiKeyOf(spec.argv));
+  if ("error" in reply) return { reason: `GET /metrics on port ${spec.port}: ${reply.error}` };
+  if (reply.status === 501) return { reason: "the runner answers 501 to GET /metrics: it was started without --metrics (it gets the flag when it is restarted)" };
+  if (reply.status !== 200) return { reason: `GET /metrics on port ${spec.port} answered ${reply.status}: not a llama-server with --metrics` };
+  let text: PromText;
+  try {
+    text = parsePromText(reply.body);
+  } catch (err) {
+    return { reason: `GET /metrics is not Prometheus text: ${(err as Error).message}` };
+  }
+  const sample = sampleOf(slot, now(), run, text);
+  return sample ? { sample } : { reason: "GET /metrics has no llamacpp:prompt_tokens_total / tokens_predicted_total counters: not llama-server's metrics" };
 }
 
 /** llama-server's counters and gauges as a ring sample; undefined when its four counters are not all there. */
