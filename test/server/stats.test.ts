@@ -184,6 +184,27 @@ describe("the slot scraper against the stand-in runner", () => {
   });
 });
 
+describe("the status page", () => {
+  it("shows each slot's tokens/s and an inline SVG sparkline of the last hour from the ring; a slot not scraped says why", async () => {
+    const res = await s.call("GET", "/status");
+    expect(res.status).toBe(200);
+    const html = res.body as string;
+    const row = (name: string) => html.slice(html.indexOf(`<th scope="row">${name}</th>`), html.indexOf("</tr>", html.indexOf(`<th scope="row">${name}</th>`)));
+    const line = await slotLine("utility");
+    const utility = row("utility");
+    expect(utility).toContain(`<strong>${line.generation.tokens_per_s.toFixed(1)}</strong> tok/s generated`);
+    expect(utility).toMatch(/<svg class="spark" role="img" aria-label="generated tokens\/s per minute since [^"]+: peak [\d.]+" viewBox="0 0 160 32"/);
+    // Four minutes were scraped with a gap of none: one line through the three measured minutes after the first sample.
+    expect(utility.match(/<polyline points="([^"]+)"/)?.[1]?.split(" ")).toHaveLength(3);
+    expect(row("speech")).toContain("a tts slot: its runner is not llama-server");
+    expect(row("speech")).not.toContain("<svg");
+    expect(row("chat")).toContain("not running (stopped)");
+    // The sparkline is markup the page's CSP allows: no script, no inline style.
+    expect(res.headers.get("content-security-policy")).toContain("default-src 'none'");
+    expect(utility).not.toMatch(/ style=|<script/);
+  });
+});
+
 describe("the host's figures from a written /proc and /sys", () => {
   it("system_stats: CPU since boot and over the window since the last reading, memory, load, uptime, the store's disk", async () => {
     const first = await s.call("GET", "/api/system-stats");
