@@ -83,6 +83,7 @@ export class SlotStats {
   async close(): Promise<void> {
     clearInterval(this.timer);
     this.timer = undefined;
+    this.intervalS = undefined;
     await this.inFlight?.catch(() => {});
   }
 

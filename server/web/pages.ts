@@ -92,15 +92,15 @@ export async function planPage(d: Dispatcher, id: string, viewer?: Viewer): Prom
 }
 
 /**
- * `/status`: slots with lifecycle state, throughput, conditions and drift,
- * the doctor's rows and the last audit entries — read through the same read
+ * `/status`: each slot's throughput, the slots with lifecycle state,
+ * conditions and drift, the doctor's rows and the last audit entries — read through the same read
  * routes REST serves (`GET /api/slots`, `…/{name}/state`, `…/{name}`,
  * `/api/stats/slots`, `/api/stats/throughput/history`, `/api/doctor`).
  */
 export async function statusPage(d: Dispatcher, viewer?: Viewer): Promise<string> {
   const read = readRoute(d);
   const { slots } = (await read("GET /api/slots", {})) as { slots: Array<{ name: string; profile: string; model: string | null; port: number; status: string }> };
-  const throughput = await throughputCells(read);
+  const throughput = await throughputSection(read, slots.map((s) => s.name));
   // One row per slot, probed in parallel (each probe waits at most 1 s), in the roster's order.
   const rows = await Promise.all(slots.map(async (s) => {
     const [state, detail] = (await Promise.all([read("GET /api/slots/{name}/state", { name: s.name }), read("GET /api/slots/{name}", { name: s.name })])) as [
@@ -111,12 +111,13 @@ export async function statusPage(d: Dispatcher, viewer?: Viewer): Promise<string
     const conditions = state.conditions.length === 0 ? `<span class="muted">none recorded</span>`
       : `<ul>${state.conditions.map((c) => `<li><code>${esc(c.type)}</code> ${esc(c.status)}${c.reason ? ` · ${esc(c.reason)}` : ""}${c.message ? ` · ${esc(c.message)}` : ""}</li>`).join("")}</ul>`;
     return `<tr><th scope="row">${esc(s.name)}</th><td><span class="badge state-${esc(state.state)}">${esc(state.state)}</span><br><span class="muted">${esc(s.status)}, health ${esc(state.health)}</span></td>
-<td>${esc(s.profile)}<br><span class="muted">${esc(s.model ?? "—")} · port ${esc(s.port)}</span></td><td>${throughput(s.name)}</td><td>${esc(drift)}<br><span class="muted">policy ${esc(detail.drift)}</span></td><td>${conditions}</td></tr>`;
+<td>${esc(s.profile)}<br><span class="muted">${esc(s.model ?? "—")} · port ${esc(s.port)}</span></td><td>${esc(drift)}<br><span class="muted">policy ${esc(detail.drift)}</span></td><td>${conditions}</td></tr>`;
   }));
   const doctor = (await read("GET /api/doctor", {})) as { ok: boolean; rows: Array<Record<string, unknown>> };
   const audit = d.audit.query({ limit: AUDIT_ROWS, offset: 0 }).items;
-  const body = `<section aria-labelledby="slots-h"><h2 id="slots-h">Slots (${slots.length})</h2><div class="table-wrap"><table>
-<thead><tr><th scope="col">Slot</th><th scope="col">State</th><th scope="col">Profile / model</th><th scope="col">Throughput</th><th scope="col">Drift</th><th scope="col">Conditions</th></tr></thead>
+  const body = `${throughput}
+<section aria-labelledby="slots-h"><h2 id="slots-h">Slots (${slots.length})</h2><div class="table-wrap"><table>
+<thead><tr><th scope="col">Slot</th><th scope="col">State</th><th scope="col">Profile / model</th><th scope="col">Drift</th><th scope="col">Conditions</th></tr></thead>
 <tbody>${rows.join("\n")}</tbody></table></div></section>
 <section aria-labelledby="doctor-h"><h2 id="doctor-h">Doctor <span class="badge state-${doctor.ok ? "ok" : "fail"}">${doctor.ok ? "ok" : "failing"}</span></h2><div class="table-wrap"><table>
 <thead><tr><th scope="col">Check</th><th scope="col">Status</th><th scope="col">Detail</th></tr></thead>
@@ -131,12 +132,13 @@ type SlotStatsLine = { name: string; available: boolean; reason?: string; scrape
 type HistoryPoint = { t: string; generated_tokens_per_s: number | null };
 
 /**
- * Each slot's throughput cell: generation and prompt tokens/s over the last
- * scrape window, and a sparkline of generated tokens/s per minute over the
- * last hour. A slot not scraped says why; stats that cannot be read leave
- * the cell saying so, and the page still renders.
+ * The throughput table: per slot, generated and prompt tokens/s over the
+ * last scrape window and a sparkline of generated tokens/s per minute over
+ * the last hour. A slot not scraped says why; stats that cannot be read say
+ * so, and the page still renders.
  */
-async function throughputCells(read: ReturnType<typeof readRoute>): Promise<(slot: string) => string> {
+async function throughputSection(read: ReturnType<typeof readRoute>, names: readonly string[]): Promise<string> {
+  const head = `<section aria-labelledby="throughput-h"><h2 id="throughput-h">Throughput</h2>`;
   let stats: SlotStatsLine[];
   let history: Map<string, HistoryPoint[]>;
   try {
@@ -145,17 +147,22 @@ async function throughputCells(read: ReturnType<typeof readRoute>): Promise<(slo
     ];
     stats = lines.slots;
     history = new Map(hist.slots.map((h) => [h.slot, h.points]));
-  } catch {
-    return () => `<span class="muted">stats unavailable</span>`;
+  } catch (err) {
+    return `${head}<p class="muted">The slot stats cannot be read: ${esc((err as Error).message)}</p></section>`;
   }
   const rate = (n: number | null | undefined) => (n === null || n === undefined ? "—" : n >= 100 ? n.toFixed(0) : n.toFixed(1));
-  return (slot) => {
-    const line = stats.find((l) => l.name === slot);
-    const spark = sparkline(history.get(slot) ?? []);
-    if (!line || !line.available) return `<span class="muted">${esc(line?.reason ?? "no stats")}</span>${spark ? `<br>${spark}` : ""}`;
-    const window = line.window_s ? ` over ${esc(Math.round(line.window_s))} s` : "";
-    return `<strong>${esc(rate(line.generation?.tokens_per_s))}</strong> tok/s generated<br><span class="muted">${esc(rate(line.prompt?.tokens_per_s))} tok/s prompt${window}</span>${spark ? `<br>${spark}` : ""}<br><span class="muted">scraped ${time(line.scraped_at)}</span>`;
-  };
+  const rows = names.map((name) => {
+    const line = stats.find((l) => l.name === name);
+    const spark = sparkline(history.get(name) ?? []) || `<span class="muted">no samples this hour</span>`;
+    const figures = !line || !line.available
+      ? `<td colspan="2"><span class="muted">${esc(line?.reason ?? "no stats")}</span></td>`
+      : `<td><strong>${esc(rate(line.generation?.tokens_per_s))}</strong> tok/s</td><td>${esc(rate(line.prompt?.tokens_per_s))} tok/s${line.window_s ? `<br><span class="muted">over ${esc(Math.round(line.window_s))} s</span>` : ""}</td>`;
+    return `<tr><th scope="row">${esc(name)}</th>${figures}<td>${spark}</td><td>${line?.available ? time(line.scraped_at) : "—"}</td></tr>`;
+  });
+  return `${head}<p class="muted">Tokens per second over each slot's last scrape window (llama-server's counters); the line is generated tokens/s per minute over the last hour.</p>
+<div class="table-wrap"><table>
+<thead><tr><th scope="col">Slot</th><th scope="col">Generated</th><th scope="col">Prompt</th><th scope="col">Last hour</th><th scope="col">Scraped</th></tr></thead>
+<tbody>${rows.join("\n")}</tbody></table></div></section>`;
 }
 
 const SPARK_W = 160;

@@ -192,12 +192,12 @@ describe("the status page", () => {
     const row = (name: string) => html.slice(html.indexOf(`<th scope="row">${name}</th>`), html.indexOf("</tr>", html.indexOf(`<th scope="row">${name}</th>`)));
     const line = await slotLine("utility");
     const utility = row("utility");
-    expect(utility).toContain(`<strong>${line.generation.tokens_per_s.toFixed(1)}</strong> tok/s generated`);
+    expect(utility).toContain(`<strong>${line.generation.tokens_per_s.toFixed(1)}</strong> tok/s</td><td>${line.prompt.tokens_per_s.toFixed(1)} tok/s`);
     expect(utility).toMatch(/<svg class="spark" role="img" aria-label="generated tokens\/s per minute since [^"]+: peak [\d.]+" viewBox="0 0 160 32"/);
     // Four minutes were scraped with a gap of none: one line through the three measured minutes after the first sample.
     expect(utility.match(/<polyline points="([^"]+)"/)?.[1]?.split(" ")).toHaveLength(3);
     expect(row("speech")).toContain("a tts slot: its runner is not llama-server");
-    expect(row("speech")).not.toContain("<svg");
+    expect(row("speech")).toContain("no samples this hour");
     expect(row("chat")).toContain("not running (stopped)");
     // The sparkline is markup the page's CSP allows: no script, no inline style.
     expect(res.headers.get("content-security-policy")).toContain("default-src 'none'");
@@ -257,5 +257,20 @@ describe("the stats tools over MCP", () => {
     } finally {
       await c.close();
     }
+  });
+});
+
+describe("the scraper's timer (last: its scrapes move the ring's newest row)", () => {
+  it("scrapes on its own timer once started (hal0 serve starts it at 60 s), and stops with close", async () => {
+    const before = s.hal0.stats.outcome("utility")!.at;
+    expect(s.hal0.stats.intervalS).toBeUndefined(); // the harness server runs no timer
+    s.hal0.stats.start(0.2);
+    expect(s.hal0.stats.intervalS).toBe(0.2);
+    await expect.poll(() => s.hal0.stats.outcome("utility")?.at, { timeout: 5000 }).not.toBe(before);
+    await s.hal0.stats.close();
+    expect(s.hal0.stats.intervalS).toBeUndefined();
+    const after = s.hal0.stats.outcome("utility")!.at;
+    await new Promise((r) => setTimeout(r, 500));
+    expect(s.hal0.stats.outcome("utility")!.at).toBe(after);
   });
 });
