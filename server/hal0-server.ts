@@ -97,7 +97,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const auth: Authenticator = { tokens, mode: () => box.lastSettings()?.server.auth ?? "token" };
   const services = { box, audit, routes, memory, auth } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; auth: Authenticator; pulls: PullService; bundled?: readonly BundledServer[]; sweeps?: SweepStatus; stats: SlotStats };
   // Slot stats: the scraper's own timer (not the sweep's) fills the ring in hal0.db.
-  services.stats = new SlotStats({ box, hostRoot: options.hostRoot });
+  services.stats = new SlotStats({ box, hostRoot: options.hostRoot, onError: (err) => options.logger?.warn({ err }, "slot scrape failed") });
   services.stats.start(options.scrapeIntervalS ?? 0);
   services.plans = new PlanStore(db, now);
   services.approvals = new Approvals(db, services, (id) => byId.get(id), () => box.lastSettings()?.approvals.ttl_s ?? 86_400, now);

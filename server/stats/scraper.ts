@@ -19,7 +19,7 @@ import { SampleRing, type Sample } from "./ring.js";
  */
 
 /** Slot types whose runner is llama-server (compiler/resolve.ts gives them `--metrics`). */
-const LLAMA_TYPES = new Set<ResolvedSlot["type"]>(["llm", "embedding", "reranking"]);
+export const LLAMA_TYPES: ReadonlySet<string> = new Set<ResolvedSlot["type"]>(["llm", "embedding", "reranking"]);
 const SCRAPE_TIMEOUT_MS = 3000;
 /** A runner's /metrics is a few KB; more than this is not llama-server's. */
 const MAX_BODY_BYTES = 1 << 20;
@@ -32,6 +32,8 @@ export interface SlotStatsOptions {
   readonly hostRoot?: string;
   /** Bound of the ring in minutes (default 24 h). */
   readonly ringMinutes?: number;
+  /** A timer's scrape that failed as a whole (the tree does not compile, the runtime cannot be observed). */
+  readonly onError?: (err: unknown) => void;
 }
 
 export class SlotStats {
@@ -56,7 +58,7 @@ export class SlotStats {
   start(intervalS: number): void {
     if (this.timer || !(intervalS > 0)) return;
     this.intervalS = intervalS;
-    this.timer = setInterval(() => void this.scrapeNow().catch(() => {}), intervalS * 1000);
+    this.timer = setInterval(() => void this.scrapeNow().catch((err) => this.options.onError?.(err)), intervalS * 1000);
     this.timer.unref();
   }
 
@@ -118,7 +120,7 @@ export class SlotStats {
  * text that is not Prometheus', counters missing, or no answer.
  */
 export async function scrapeRunner(slot: string, type: ResolvedSlot["type"], spec: Pick<SlotSpec, "host" | "port" | "argv">, run: string | null, now: () => number): Promise<{ sample: Sample } | { reason: string }> {
-  if (!LLAMA_TYPES.has(type)) return { reason: `a ${type} slot: its runner is not llama-server and has no llamacpp metrics` };
+  if (!LLAMA_TYPES.has(type)) return { reason: notLlama(type) };
   const reply = await getMetrics(spec.host, spec.port, apiKeyOf(spec.argv));
   if ("error" in reply) return { reason: `GET /metrics on port ${spec.port}: ${reply.error}` };
   if (reply.status === 501) return { reason: "the runner answers 501 to GET /metrics: it was started without --metrics (it gets the flag when it is restarted)" };
@@ -131,6 +133,10 @@ export async function scrapeRunner(slot: string, type: ResolvedSlot["type"], spe
   }
   const sample = sampleOf(slot, now(), run, text);
   return sample ? { sample } : { reason: "GET /metrics has no llamacpp:prompt_tokens_total / tokens_predicted_total counters: not llama-server's metrics" };
+}
+
+export function notLlama(type: string): string {
+  return `a ${type} slot: its runner is not llama-server and has no llamacpp metrics`;
 }
 
 /** llama-server's counters and gauges as a ring sample; undefined when its four counters are not all there. */
