@@ -159,6 +159,8 @@ function pushModelArgs(out: SitedWord[], input: SlotInput, tune: FullTune, d: Di
   }
   push({ file, path: ["port"], target: "value" }, "the slot's port", "--host", "127.0.0.1", "--port", String(slot.port));
   if (!TUNED_TYPES.has(slot.type)) return;
+  // llama-server's Prometheus counters (GET /metrics), which hal0 scrapes for tokens/s (server/stats/).
+  push({ file, path: ["type"], target: "value" }, "hal0's slot stats", "--metrics");
   push(...tuneBy("ctx_size"), "--ctx-size", String(tune.ctx_size));
   if (slot.type === "llm") {
     const thinking = tuneBy("enable_thinking");

@@ -121,6 +121,25 @@ const MIGRATIONS: readonly string[] = [
      finished_at TEXT
    );
    CREATE INDEX pulls_state ON pulls(state, created_at);`,
+  // Slot stats (issue 19): a ring of each running llama-server slot's /metrics, one row per slot per minute (server/stats/ring.ts).
+  `CREATE TABLE slot_samples (
+     slot TEXT NOT NULL,
+     minute INTEGER NOT NULL,      -- floor(ts / 60000): a later scrape in the same minute replaces the row
+     ts INTEGER NOT NULL,          -- ms since the epoch, when it was scraped
+     run TEXT,                     -- when the runner started (its runtime record): another run means counters from zero
+     prompt_tokens REAL NOT NULL,  -- llamacpp:prompt_tokens_total
+     prompt_seconds REAL NOT NULL, -- llamacpp:prompt_seconds_total
+     predicted_tokens REAL NOT NULL, -- llamacpp:tokens_predicted_total
+     predicted_seconds REAL NOT NULL, -- llamacpp:tokens_predicted_seconds_total
+     decodes REAL,                 -- llamacpp:n_decode_total
+     requests_processing REAL,
+     requests_deferred REAL,
+     busy_slots_per_decode REAL,
+     kv_usage_ratio REAL,          -- llamacpp:kv_cache_usage_ratio (older builds only)
+     kv_tokens REAL,               -- llamacpp:kv_cache_tokens (older builds only)
+     PRIMARY KEY (slot, minute)
+   ) WITHOUT ROWID;
+   CREATE INDEX slot_samples_minute ON slot_samples(minute);`,
 ];
 
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */

@@ -44,6 +44,8 @@ export interface Dispatcher {
   readonly loop?: import("../reconciler/loop.js").LoopControl;
   /** Runner image pulls (in memory), when this server runs them. */
   readonly images?: import("./image-pulls.js").ImagePulls;
+  /** The slot scraper, its ring and the host root of the stats routes, when this server keeps them. */
+  readonly stats?: import("./stats/scraper.js").SlotStats;
 }
 
 export interface SweepStatus {

@@ -36,6 +36,7 @@ import { slotStates } from "./metrics/slot-states.js";
 
 import type { RunnerProbe } from "../reconciler/runner-probe.js";
 import { LoopControl } from "../reconciler/loop.js";
+import { SlotStats } from "./stats/scraper.js";
 
 export interface Hal0ServerOptions {
   readonly root: string;
@@ -53,6 +54,10 @@ export interface Hal0ServerOptions {
   readonly runners?: RunnerProbe;
   /** The sweep loop's handle, which `hal0 serve` attaches its loop to; without it the server has none (`not_running`). */
   readonly loop?: LoopControl;
+  /** Scrape each running slot's /metrics every this many seconds (`hal0 serve`: 60); absent or 0: no timer, `stats.scrapeNow()` only. */
+  readonly scrapeIntervalS?: number;
+  /** Re-roots /proc and /sys for the stats routes (tests write those trees); default `/`. */
+  readonly hostRoot?: string;
 }
 
 export interface Hal0Server extends Dispatcher {
@@ -63,6 +68,7 @@ export interface Hal0Server extends Dispatcher {
   readonly memory: MemoryService;
   /** `/mcp/admin` and `/mcp/memory`. */
   readonly mcp: { readonly admin: McpEndpoint; readonly memory: McpEndpoint };
+  readonly stats: SlotStats;
   close(): Promise<void>;
 }
 
@@ -96,12 +102,17 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const audit = new Audit(db, now);
   const memory = new MemoryService({ stateDir: options.stateDir, settings: () => box.lastSettings()?.memory, engineFor: options.memoryEngine });
   const auth: Authenticator = { tokens, mode: () => box.lastSettings()?.server.auth ?? "token" };
-  const services = { box, audit, routes, memory, auth } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; auth: Authenticator; pulls: PullService; providers: ProviderServices; bundled?: readonly BundledServer[]; sweeps?: SweepStatus; metrics: Hal0Metrics };
+  const services = { box, audit, routes, memory, auth } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; auth: Authenticator; pulls: PullService; providers: ProviderServices; bundled?: readonly BundledServer[]; sweeps?: SweepStatus; metrics: Hal0Metrics; stats: SlotStats };
+  // Slot stats: the scraper's own timer (not the sweep's) fills the ring in hal0.db.
+  services.stats = new SlotStats({ box, hostRoot: options.hostRoot, onError: (err) => options.logger?.warn({ err }, "slot scrape failed") });
+  services.stats.start(options.scrapeIntervalS ?? 0);
   services.plans = new PlanStore(db, now);
   services.approvals = new Approvals(db, services, (id) => byId.get(id), () => box.lastSettings()?.approvals.ttl_s ?? 86_400, now);
   // Prometheus metrics in this server's own registry; the gauges read the approvals and the slots at scrape time.
   services.metrics = new Hal0Metrics({ approvalsPending: () => services.approvals.list("pending").length, slotStates: () => slotStates(box) }, now);
   box.onCommit("metrics", (proposal) => void services.metrics.observeCommit(proposal.delta));
+  // stats_overview's `requests`: hal0's own REST and MCP totals, from the same registry as request_metrics.
+  services.stats.requests = async () => (await services.metrics.requestSummary()).totals;
   Object.defineProperty(services, "sweeps", { get: () => options.sweeps?.(), enumerable: true });
   (services as { loop?: LoopControl }).loop = options.loop ?? new LoopControl(now);
   const env = options.env ?? process.env;
@@ -153,6 +164,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
     close: async () => {
       services.pulls.worker.close();
       images.close();
+      await services.stats.close();
       await Promise.all([mcp.admin.close(), mcp.memory.close()]);
       await memory.close();
       audit.flush();

@@ -18,7 +18,7 @@ import { logFilePath, RotatingLog } from "./log-file.js";
 import { redactText } from "./redact.js";
 import { endEventStreams, isEventStream } from "./sse.js";
 
-export interface ServeOptions extends Pick<Hal0ServerOptions, "root" | "stateDir" | "driverFor" | "env" | "runners"> {
+export interface ServeOptions extends Pick<Hal0ServerOptions, "root" | "stateDir" | "driverFor" | "env" | "runners" | "scrapeIntervalS"> {
   /** Overrides `[server] host` / `port` (tests pass port 0). */
   readonly host?: string;
   readonly port?: number;
@@ -28,6 +28,9 @@ export interface ServeOptions extends Pick<Hal0ServerOptions, "root" | "stateDir
   /** How long `close()` lets open event streams run while requests are in flight (default SHUTDOWN_GRACE_MS). */
   readonly shutdownGraceMs?: number;
 }
+
+/** How often `hal0 serve` scrapes each running slot's /metrics into the stats ring (its own timer, not the sweep's). */
+export const SCRAPE_INTERVAL_S = 60;
 
 /** At most this long after SIGTERM/SIGINT, open event streams are ended (sooner when no other request is in flight). */
 export const SHUTDOWN_GRACE_MS = 3000;
@@ -104,6 +107,7 @@ export async function serve(options: ServeOptions): Promise<Serving> {
   const server = createHal0Server({
     root: options.root, stateDir: options.stateDir, driverFor: options.driverFor, env: options.env, logger, runners: options.runners,
     nudge: () => loop.request(), sweeps: () => ({ running: loop.attached, last }), loop,
+    scrapeIntervalS: options.scrapeIntervalS ?? SCRAPE_INTERVAL_S,
   });
   // Pulls a stopped hal0 serve left under way go on, from the bytes on disk. Only the long-running server resumes them:
   // a CLI command that opens the same stores (hal0 model pull, hal0 agent approvals) must not start other pulls.

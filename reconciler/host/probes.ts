@@ -12,11 +12,13 @@ import { probeHardware } from "./hardware.js";
 
 export type Absent = { readonly available: false; readonly reason: string };
 
-async function text(path: string): Promise<string | undefined> {
+/** A file's trimmed text, or undefined when it cannot be read (absent hardware reads as absent). */
+export async function text(path: string): Promise<string | undefined> {
   return readFile(path, "utf8").then((t) => t.trim(), () => undefined);
 }
 
-async function list(path: string): Promise<string[]> {
+/** A folder's entries, sorted; empty when it cannot be read. */
+export async function list(path: string): Promise<string[]> {
   return readdir(path).then((n) => n.sort(), () => []);
 }
 

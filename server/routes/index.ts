@@ -23,6 +23,7 @@ import { serviceRoutes } from "./services.js";
 import { logRoutes } from "./logs.js";
 import { runnerImageRoutes } from "./runner-images.js";
 import { backendRoutes } from "./backends.js";
+import { statsRoutes } from "./stats.js";
 
 /**
  * The route table: the single source of truth for REST, and for the MCP
@@ -54,4 +55,5 @@ export const ROUTES: readonly Route[] = [
   ...logRoutes,
   ...runnerImageRoutes,
   ...backendRoutes,
+  ...statsRoutes,
 ];

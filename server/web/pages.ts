@@ -92,13 +92,15 @@ export async function planPage(d: Dispatcher, id: string, viewer?: Viewer): Prom
 }
 
 /**
- * `/status`: slots with lifecycle state, conditions and drift, the doctor's
- * rows and the last audit entries — read through the same read routes REST
- * serves (`GET /api/slots`, `…/{name}/state`, `…/{name}`, `/api/doctor`).
+ * `/status`: each slot's throughput, the slots with lifecycle state,
+ * conditions and drift, the doctor's rows and the last audit entries — read through the same read
+ * routes REST serves (`GET /api/slots`, `…/{name}/state`, `…/{name}`,
+ * `/api/stats/slots`, `/api/stats/throughput/history`, `/api/doctor`).
  */
 export async function statusPage(d: Dispatcher, viewer?: Viewer): Promise<string> {
   const read = readRoute(d);
   const { slots } = (await read("GET /api/slots", {})) as { slots: Array<{ name: string; profile: string; model: string | null; port: number; status: string }> };
+  const throughput = await throughputSection(read, slots.map((s) => s.name));
   // One row per slot, probed in parallel (each probe waits at most 1 s), in the roster's order.
   const rows = await Promise.all(slots.map(async (s) => {
     const [state, detail] = (await Promise.all([read("GET /api/slots/{name}/state", { name: s.name }), read("GET /api/slots/{name}", { name: s.name })])) as [
@@ -113,7 +115,8 @@ export async function statusPage(d: Dispatcher, viewer?: Viewer): Promise<string
   }));
   const doctor = (await read("GET /api/doctor", {})) as { ok: boolean; rows: Array<Record<string, unknown>> };
   const audit = d.audit.query({ limit: AUDIT_ROWS, offset: 0 }).items;
-  const body = `<section aria-labelledby="slots-h"><h2 id="slots-h">Slots (${slots.length})</h2><div class="table-wrap"><table>
+  const body = `${throughput}
+<section aria-labelledby="slots-h"><h2 id="slots-h">Slots (${slots.length})</h2><div class="table-wrap"><table>
 <thead><tr><th scope="col">Slot</th><th scope="col">State</th><th scope="col">Profile / model</th><th scope="col">Drift</th><th scope="col">Conditions</th></tr></thead>
 <tbody>${rows.join("\n")}</tbody></table></div></section>
 <section aria-labelledby="doctor-h"><h2 id="doctor-h">Doctor <span class="badge state-${doctor.ok ? "ok" : "fail"}">${doctor.ok ? "ok" : "failing"}</span></h2><div class="table-wrap"><table>
@@ -125,14 +128,80 @@ export async function statusPage(d: Dispatcher, viewer?: Viewer): Promise<string
   return page("Box status", "/status", body, { viewer });
 }
 
+type SlotStatsLine = { name: string; available: boolean; reason?: string; scraped_at?: string; window_s?: number | null; prompt?: { tokens_per_s: number | null }; generation?: { tokens_per_s: number | null } };
+type HistoryPoint = { t: string; generated_tokens_per_s: number | null };
+
+/**
+ * The throughput table: per slot, generated and prompt tokens/s over the
+ * last scrape window and a sparkline of generated tokens/s per minute over
+ * the last hour. A slot not scraped says why; stats that cannot be read say
+ * so, and the page still renders.
+ */
+async function throughputSection(read: ReturnType<typeof readRoute>, names: readonly string[]): Promise<string> {
+  const head = `<section aria-labelledby="throughput-h"><h2 id="throughput-h">Throughput</h2>`;
+  let stats: SlotStatsLine[];
+  let history: Map<string, HistoryPoint[]>;
+  try {
+    const [lines, hist] = (await Promise.all([read("GET /api/stats/slots", {}), read("GET /api/stats/throughput/history", {}, { since: "3600", step: "60" })])) as [
+      { slots: SlotStatsLine[] }, { slots: Array<{ slot: string; points: HistoryPoint[] }> },
+    ];
+    stats = lines.slots;
+    history = new Map(hist.slots.map((h) => [h.slot, h.points]));
+  } catch (err) {
+    return `${head}<p class="muted">The slot stats cannot be read: ${esc((err as Error).message)}</p></section>`;
+  }
+  const rate = (n: number | null | undefined) => (n === null || n === undefined ? "—" : n >= 100 ? n.toFixed(0) : n.toFixed(1));
+  const rows = names.map((name) => {
+    const line = stats.find((l) => l.name === name);
+    const spark = sparkline(history.get(name) ?? []) || `<span class="muted">no samples this hour</span>`;
+    const figures = !line || !line.available
+      ? `<td colspan="2"><span class="muted">${esc(line?.reason ?? "no stats")}</span></td>`
+      : `<td><strong>${esc(rate(line.generation?.tokens_per_s))}</strong> tok/s</td><td>${esc(rate(line.prompt?.tokens_per_s))} tok/s${line.window_s ? `<br><span class="muted">over ${esc(Math.round(line.window_s))} s</span>` : ""}</td>`;
+    return `<tr><th scope="row">${esc(name)}</th>${figures}<td>${spark}</td><td>${line?.available ? time(line.scraped_at) : "—"}</td></tr>`;
+  });
+  return `${head}<p class="muted">Tokens per second over each slot's last scrape window (llama-server's counters); the line is generated tokens/s per minute over the last hour.</p>
+<div class="table-wrap"><table>
+<thead><tr><th scope="col">Slot</th><th scope="col">Generated</th><th scope="col">Prompt</th><th scope="col">Last hour</th><th scope="col">Scraped</th></tr></thead>
+<tbody>${rows.join("\n")}</tbody></table></div></section>`;
+}
+
+const SPARK_W = 160;
+const SPARK_H = 32;
+/** At least this many minutes wide, so a fresh slot's few points are not stretched over the whole line. */
+const SPARK_MIN_POINTS = 10;
+
+/**
+ * Generated tokens/s per minute as an inline SVG line (no script, no
+ * library): from the first measured minute of the hour (at least the last
+ * ten), scaled to the hour's peak; a minute with no sample breaks the line.
+ * Empty when nothing was measured. Its label says what the peak was.
+ */
+export function sparkline(points: readonly HistoryPoint[]): string {
+  const first = points.findIndex((p) => p.generated_tokens_per_s !== null);
+  if (first < 0) return "";
+  const shown = points.slice(Math.min(first, Math.max(0, points.length - SPARK_MIN_POINTS)));
+  const values = shown.map((p) => p.generated_tokens_per_s);
+  const peak = Math.max(...values.map((v) => v ?? 0));
+  const x = (i: number) => (shown.length === 1 ? SPARK_W : (i / (shown.length - 1)) * SPARK_W);
+  const y = (v: number) => (peak > 0 ? SPARK_H - 2 - (v / peak) * (SPARK_H - 4) : SPARK_H - 2);
+  const runs: string[][] = [[]];
+  values.forEach((v, i) => {
+    if (v === null) runs.push([]);
+    else runs.at(-1)!.push(`${x(i).toFixed(1)},${y(v).toFixed(1)}`);
+  });
+  const lines = runs.filter((r) => r.length > 0).map((r) => (r.length === 1 ? `<circle cx="${r[0]!.split(",")[0]}" cy="${r[0]!.split(",")[1]}" r="1.5"/>` : `<polyline points="${r.join(" ")}"/>`));
+  const label = `generated tokens/s per minute since ${shown[0]!.t}: peak ${peak >= 100 ? peak.toFixed(0) : peak.toFixed(1)}`;
+  return `<svg class="spark" role="img" aria-label="${esc(label)}" viewBox="0 0 ${SPARK_W} ${SPARK_H}" width="${SPARK_W}" height="${SPARK_H}"><title>${esc(label)}</title><line class="base" x1="0" y1="${SPARK_H - 1}" x2="${SPARK_W}" y2="${SPARK_H - 1}"/>${lines.join("")}</svg>`;
+}
+
 const PAGE_CALLER: Caller = { kind: "operator", agent: "web", private: false, via: "rest" };
 
 /** Calls a read route of the table by its id, as a REST read would (validated, not audited). */
-function readRoute(d: Dispatcher): (id: string, params: Record<string, unknown>) => Promise<unknown> {
-  return (id, params) => {
+function readRoute(d: Dispatcher): (id: string, params: Record<string, unknown>, query?: Record<string, unknown>) => Promise<unknown> {
+  return (id, params, query = {}) => {
     const route: Route | undefined = d.routes.find((r) => routeId(r) === id);
     if (!route || route.kind !== "read") throw new Error(`the status page needs the read route ${id}`);
-    return invoke(d, route, { params, query: {}, body: undefined, caller: PAGE_CALLER, requestId: "web" });
+    return invoke(d, route, { params, query, body: undefined, caller: PAGE_CALLER, requestId: "web" });
   };
 }
 

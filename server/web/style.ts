@@ -57,6 +57,9 @@ th { color: var(--muted); font-weight: 600; }
 form.login { display: flex; flex-direction: column; gap: .5rem; max-width: 32rem; }
 form.login input { width: 100%; }
 details > summary { cursor: pointer; }
+svg.spark { display: block; margin: .25rem 0; color: var(--accent); fill: none; stroke: currentColor; stroke-width: 1.5; stroke-linejoin: round; overflow: visible; }
+svg.spark circle { fill: currentColor; stroke: none; }
+svg.spark .base { stroke: var(--line); stroke-width: 1; }
 @media (max-width: 40rem) { dl.facts { grid-template-columns: 1fr; } dl.facts dd { margin-bottom: .25rem; } main { padding: .75rem; } }
 `;
 

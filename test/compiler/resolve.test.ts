@@ -69,7 +69,7 @@ describe("runner argv and spec", () => {
       "llama-server",
       "-fa", "on", "-ctk", "q8_0", "-ctv", "q8_0", "-ub", "512", "--parallel", "1", "--load-mode", "none",
       "--model", "/box/models/qwen3.gguf", "--alias", "qwen3", "--host", "127.0.0.1", "--port", "8090",
-      "--ctx-size", "32768", "--reasoning", "on", "--reasoning-budget", "4096",
+      "--metrics", "--ctx-size", "32768", "--reasoning", "on", "--reasoning-budget", "4096",
       "--chat-template-kwargs", '{"reasoning_effort":"medium"}', "--jinja",
       "-b", "2048", "--lora", "a.gguf", "--lora", "b.gguf",
     ]);
@@ -82,8 +82,18 @@ describe("runner argv and spec", () => {
     const argv = model.slots.embed!.spec.argv;
     expect(argv).toContain("--embedding");
     expect(argv).not.toContain("--reasoning-budget");
+    expect(argv).toContain("--metrics");
     expect(argv.join(" ")).toContain("--model /abs/bge.gguf");
     expect(model.slots.embed!.device).toBe("gpu-vulkan");
+  });
+
+  it("gives llama-server slots --metrics (hal0 scrapes it) and other runners none", () => {
+    const model = build({
+      "slots/chat.toml": `profile = "rocm"\nmodel = "qwen3"\nport = 8081\n[server]\nextra_args = "--metrics"\n`,
+      "slots/speech.toml": `profile = "tts"\nport = 8083\ntype = "tts"\n`,
+    });
+    expect(model.slots.chat!.spec.argv.filter((w) => w === "--metrics")).toHaveLength(1);
+    expect(model.slots.speech!.spec.argv).not.toContain("--metrics");
   });
 
   it("builds a docker spec (image + args, no runner prefix) under the docker runtime", () => {

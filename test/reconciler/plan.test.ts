@@ -173,7 +173,7 @@ const CHECKS: Record<string, (p: Plan) => void> = {
     expect(codes(p)).toEqual(["slot.agent slot.runner_unchecked", "slot.agent slot.tune_unavailable"]);
   },
   "env-and-extra-args": (p) => {
-    expect(change(p, "slot.chat").changed_paths).toEqual(["argv.--cache-reuse", "argv.--metrics", "env.LLAMA_ARG_THREADS"]);
+    expect(change(p, "slot.chat").changed_paths).toEqual(["argv.--cache-reuse", "argv.--no-warmup", "env.LLAMA_ARG_THREADS"]);
   },
   "runtime-docker": (p) => {
     expect(p.summary).toMatchObject({ update: 1, replace: 4 });

@@ -1,0 +1,132 @@
+/**
+ * A reader of Prometheus' text exposition format (version 0.0.4), as much of
+ * it as hal0 needs to read a runner's `/metrics`: `# HELP` / `# TYPE` lines,
+ * other comments, and samples `name{label="value",…} value [timestamp]`.
+ * Histograms and summaries come out as their plain `_bucket` / `_sum` /
+ * `_count` samples. A line it cannot read is an error naming the line, never
+ * a guess: a runner that answers something else is reported, not misread.
+ */
+
+export interface PromSample {
+  readonly name: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly value: number;
+  /** Milliseconds since the epoch, when the line carries one. */
+  readonly timestamp?: number;
+}
+
+export interface PromText {
+  readonly samples: readonly PromSample[];
+  /** `# TYPE` by metric family name: counter, gauge, histogram, summary, untyped. */
+  readonly types: Readonly<Record<string, string>>;
+  readonly help: Readonly<Record<string, string>>;
+}
+
+export class PromParseError extends Error {
+  constructor(readonly line: number, message: string) {
+    super(`line ${line}: ${message}`);
+  }
+}
+
+const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*/;
+const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*/;
+const TYPES = new Set(["counter", "gauge", "histogram", "summary", "untyped"]);
+
+export function parsePromText(text: string): PromText {
+  const samples: PromSample[] = [];
+  const types: Record<string, string> = {};
+  const help: Record<string, string> = {};
+  const lines = text.split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i]!.replace(/\r$/, "").trim();
+    if (line === "") continue;
+    const at = i + 1;
+    if (line.startsWith("#")) {
+      const m = /^#\s+(HELP|TYPE)\s+(\S+)(?:\s+(.*))?$/.exec(line);
+      if (!m) continue; // a plain comment
+      const [, kind, name, rest = ""] = m;
+      if (!NAME.test(name!) || NAME.exec(name!)![0] !== name) throw new PromParseError(at, `bad metric name in # ${kind}: ${JSON.stringify(name)}`);
+      if (kind === "TYPE") {
+        if (!TYPES.has(rest.trim())) throw new PromParseError(at, `unknown metric type ${JSON.stringify(rest.trim())}`);
+        types[name!] = rest.trim();
+      } else help[name!] = unescapeHelp(rest);
+      continue;
+    }
+    samples.push(sampleOf(line, at));
+  }
+  return { samples, types, help };
+}
+
+function sampleOf(line: string, at: number): PromSample {
+  const name = NAME.exec(line)?.[0];
+  if (!name) throw new PromParseError(at, `expected a metric name: ${JSON.stringify(line.slice(0, 80))}`);
+  let pos = name.length;
+  const labels: Record<string, string> = {};
+  if (line[pos] === "{") {
+    pos = readLabels(line, pos + 1, labels, at);
+  }
+  const rest = line.slice(pos);
+  if (rest !== "" && !/^[ \t]/.test(rest)) throw new PromParseError(at, `expected a space after ${name}`);
+  const words = rest.trim().split(/[ \t]+/);
+  if (words[0] === "" || words.length > 2) throw new PromParseError(at, `expected a value and an optional timestamp after ${name}`);
+  const value = numberOf(words[0]!);
+  if (value === undefined) throw new PromParseError(at, `not a number: ${JSON.stringify(words[0])}`);
+  if (words.length === 1) return { name, labels, value };
+  if (!/^-?\d+$/.test(words[1]!)) throw new PromParseError(at, `not a timestamp: ${JSON.stringify(words[1])}`);
+  return { name, labels, value, timestamp: Number(words[1]) };
+}
+
+/** Reads `a="x",b="y"}` from `pos` (after the `{`) into `labels`; returns the position after `}`. */
+function readLabels(line: string, pos: number, labels: Record<string, string>, at: number): number {
+  for (;;) {
+    while (line[pos] === " " || line[pos] === "\t") pos++;
+    if (line[pos] === "}") return pos + 1;
+    const name = LABEL_NAME.exec(line.slice(pos))?.[0];
+    if (!name) throw new PromParseError(at, `expected a label name at column ${pos + 1}`);
+    pos += name.length;
+    while (line[pos] === " " || line[pos] === "\t") pos++;
+    if (line[pos] !== "=") throw new PromParseError(at, `expected = after label ${name}`);
+    pos++;
+    while (line[pos] === " " || line[pos] === "\t") pos++;
+    if (line[pos] !== '"') throw new PromParseError(at, `expected a quoted value for label ${name}`);
+    pos++;
+    let value = "";
+    for (;;) {
+      const ch = line[pos];
+      if (ch === undefined) throw new PromParseError(at, `unterminated value of label ${name}`);
+      pos++;
+      if (ch === '"') break;
+      if (ch !== "\\") {
+        value += ch;
+        continue;
+      }
+      const next = line[pos++];
+      if (next === "n") value += "\n";
+      else if (next === "\\" || next === '"') value += next;
+      else throw new PromParseError(at, `bad escape \\${next ?? ""} in label ${name}`);
+    }
+    if (Object.hasOwn(labels, name)) throw new PromParseError(at, `label ${name} given twice`);
+    labels[name] = value;
+    while (line[pos] === " " || line[pos] === "\t") pos++;
+    if (line[pos] === ",") pos++;
+    else if (line[pos] !== "}") throw new PromParseError(at, `expected , or } after label ${name}`);
+  }
+}
+
+/** A sample value: Go's ParseFloat spellings Prometheus writes (`1.5e3`, `NaN`, `+Inf`, `-Inf`). */
+function numberOf(word: string): number | undefined {
+  if (word === "NaN") return NaN;
+  if (word === "+Inf" || word === "Inf") return Infinity;
+  if (word === "-Inf") return -Infinity;
+  if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(word)) return undefined;
+  return Number(word);
+}
+
+function unescapeHelp(text: string): string {
+  return text.replace(/\\(n|\\)/g, (_, c: string) => (c === "n" ? "\n" : "\\"));
+}
+
+/** The value of the one sample named `name` with no labels, or undefined when there is none. */
+export function valueOf(text: PromText, name: string): number | undefined {
+  return text.samples.find((s) => s.name === name && Object.keys(s.labels).length === 0)?.value;
+}
