@@ -10,6 +10,9 @@ import { serveLogger } from "../../server/serve.js";
 import { startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 
+/** Coded replies of reads that pass on to something that may not be running here (a runner, the Docker engine). */
+const UNAVAILABLE = new Set(["slot.not_ready", "slot.runner_error", "image.engine_unavailable"]);
+
 /**
  * Point 10, "secrets stay secret on every read": distinctive secrets go into
  * the box through real calls (an installed MCP server's env, a slot's env and
@@ -169,6 +172,7 @@ describe("secrets stay secret on every read", () => {
       server_id: () => ["ghsecret", "hal0-admin"],
       model_id: () => ["qwen3-4b"],
       slug: () => ["forge"],
+      backend_id: () => ["llama.cpp", "fastflowlm"],
     };
     const reads = ROUTES.filter((r) => r.kind === "read");
     expect(reads.length).toBeGreaterThan(30);
@@ -185,7 +189,8 @@ describe("secrets stay secret on every read", () => {
         const extra = path === "/api/agent/approvals" ? ["", "?state=executed", "?state=pending"] : path === "/api/auth/tokens" ? ["", "?all=true"] : path === "/api/slots/chat/logs" ? ["?lines=2000"] : [""];
         for (const q of extra) {
           const res = await s.call(route.method, `${path}${q}`);
-          expect(res.status, `${route.method} ${path}${q}: ${JSON.stringify(res.body).slice(0, 300)}`).toBeLessThan(500);
+          // A read that passes on to a runner or the engine may say, coded, that it is not there (a stopped NPU slot); never a crash.
+          if (!UNAVAILABLE.has(res.body?.error?.code)) expect(res.status, `${route.method} ${path}${q}: ${JSON.stringify(res.body).slice(0, 300)}`).toBeLessThan(500);
           scan(`${route.method} ${path}${q}`, res.body);
           scanned++;
         }
@@ -193,8 +198,9 @@ describe("secrets stay secret on every read", () => {
     }
     expect(scanned).toBeGreaterThan(reads.length);
     // Every stream of the table is read here: the approvals stream above, the MCP tool-call stream while the tools below run.
-    expect(ROUTES.filter((r) => r.kind === "stream").map((r) => r.path).sort()).toEqual(["/api/agent/approvals/events", "/api/mcp/stream", "/api/models/pulls/events"]);
+    expect(ROUTES.filter((r) => r.kind === "stream").map((r) => r.path).sort()).toEqual(["/api/agent/approvals/events", "/api/mcp/stream", "/api/models/pulls/events", "/api/runner-images/pulls/events"]);
     scan("SSE /api/models/pulls/events", (await readEvents("/api/models/pulls/events", (ev) => ev.some((e) => /^event: snapshot$/m.test(e)), 6000).events).join("\n\n"));
+    scan("SSE /api/runner-images/pulls/events", (await readEvents("/api/runner-images/pulls/events", (ev) => ev.some((e) => /^event: snapshot$/m.test(e)), 6000).events).join("\n\n"));
     const mcpStream = readEvents("/api/mcp/stream", (ev) => ev.some((e) => /^event: mcp\.tool\./m.test(e)), 6000);
     await new Promise((r) => setTimeout(r, 100));
 
