@@ -1,29 +1,11 @@
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { compile, sourceTree, type Model } from "../../compiler/index.js";
 import { backendRows, deviceHardware, profileRunsKind } from "../../reconciler/host/backends.js";
+import { sysroots } from "../helpers/sysroot.js";
 
 /** backend_list's rows on written /proc and /sys trees: a Strix Halo (gfx1151 GPU, amdxdna NPU) and a bare CPU-only host. */
-const dirs: string[] = [];
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
 
-function tree(files: Record<string, string>, links: Record<string, string> = {}): string {
-  const root = mkdtempSync(join(tmpdir(), "hal0-backends-"));
-  dirs.push(root);
-  for (const [rel, text] of Object.entries(files)) {
-    mkdirSync(dirname(join(root, rel)), { recursive: true });
-    writeFileSync(join(root, rel), text);
-  }
-  for (const [rel, target] of Object.entries(links)) {
-    mkdirSync(dirname(join(root, rel)), { recursive: true });
-    symlinkSync(target, join(root, rel));
-  }
-  return root;
-}
+const tree = sysroots("hal0-backends-");
 
 const CPU = { "proc/cpuinfo": "processor\t: 0\nmodel name\t: AMD RYZEN AI MAX+ 395\nflags\t\t: avx2\n\nprocessor\t: 1\nmodel name\t: AMD RYZEN AI MAX+ 395\nflags\t\t: avx2\n\n" };
 const halo = () => tree({

@@ -1,28 +1,12 @@
-import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
 import { envReport, gfxTarget, gpuTargetVersion, modelStoreProbe, npuStatus } from "../../reconciler/host/probes.js";
+import { sysroots } from "../helpers/sysroot.js";
 
 /** The in-process host probes on written /proc and /sys trees: a Strix Halo box (gfx1151, an amdxdna NPU) and a bare one. */
-const dirs: string[] = [];
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
 
-function tree(files: Record<string, string>, links: Record<string, string> = {}): string {
-  const root = mkdtempSync(join(tmpdir(), "hal0-sysroot-"));
-  dirs.push(root);
-  for (const [rel, text] of Object.entries(files)) {
-    mkdirSync(dirname(join(root, rel)), { recursive: true });
-    writeFileSync(join(root, rel), text);
-  }
-  for (const [rel, target] of Object.entries(links)) {
-    mkdirSync(dirname(join(root, rel)), { recursive: true });
-    symlinkSync(target, join(root, rel));
-  }
-  return root;
-}
+const tree = sysroots("hal0-sysroot-");
 
 const KFD = "sys/class/kfd/kfd/topology/nodes";
 const halo = () => tree({
@@ -65,8 +49,7 @@ describe("host probes (written /proc and /sys trees)", () => {
 
   it("model_store_probe: filesystem, free/total, writable, memory-backed; a store not made yet is judged by where it would be", async () => {
     const root = tree({ "proc/mounts": `/dev/vda1 / ext4 rw 0 0\ntmpfs ${tmpdir()} tmpfs rw 0 0\n` });
-    const store = mkdtempSync(join(tmpdir(), "hal0-store-probe-"));
-    dirs.push(store);
+    const store = tree({}); // a folder on the machine's tmp filesystem
     const probed = await modelStoreProbe(join(store, "not-yet"), root);
     expect(probed).toMatchObject({ available: true, exists: false, mount: tmpdir(), fstype: "tmpfs", writable: true, memory_backed: true });
     if (probed.available) expect(probed.total_bytes).toBeGreaterThan(0);

@@ -1,24 +1,10 @@
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { describe, expect, it } from "vitest";
 import { hardwareSnapshot, powerStats, readCpuTimes, systemStats } from "../../reconciler/host/system-stats.js";
+import { sysroots } from "../helpers/sysroot.js";
 
 /** The host figures on written /proc and /sys trees where the kernel has nothing to say: `{available: false, reason}`, never an error. */
-const dirs: string[] = [];
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
 
-function tree(files: Record<string, string>): string {
-  const root = mkdtempSync(join(tmpdir(), "hal0-sysroot-"));
-  dirs.push(root);
-  for (const [rel, text] of Object.entries(files)) {
-    mkdirSync(dirname(join(root, rel)), { recursive: true });
-    writeFileSync(join(root, rel), text);
-  }
-  return root;
-}
+const tree = sysroots("hal0-sysroot-");
 
 const NOW = Date.parse("2026-12-02T12:00:00.000Z");
 

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { cpSync, rmSync, writeFileSync } from "node:fs";
+
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProcessDriver } from "../../reconciler/index.js";
@@ -8,6 +8,7 @@ import { AUTONOMOUS_READ_TOOLS } from "../../schema/data/seed-tiers.js";
 import { scrapeRunner } from "../../server/stats/scraper.js";
 import { httpCall, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
+import { sysroots } from "../helpers/sysroot.js";
 
 /**
  * The stats tools against real runners: the example box's utility slot (the
@@ -24,15 +25,7 @@ let s: TestServer;
 let offset = 0;
 let host: string;
 
-function tree(files: Record<string, string>): string {
-  const root = mkdtempSync(join(tmpdir(), "hal0-stats-root-"));
-  dirs.push(root);
-  for (const [rel, text] of Object.entries(files)) {
-    mkdirSync(dirname(join(root, rel)), { recursive: true });
-    writeFileSync(join(root, rel), text);
-  }
-  return root;
-}
+const tree = sysroots("hal0-stats-root-");
 
 // user nice system idle iowait irq softirq steal guest guest_nice: busy 300 of 1000 since boot.
 const STAT_A = "cpu  200 0 100 650 50 0 0 0 0 0\ncpu0 200 0 100 650 50 0 0 0 0 0\nintr 1\n";
