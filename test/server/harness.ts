@@ -126,3 +126,24 @@ export function setModelsTable(config: string, body: string): void {
   const text = readFileSync(file, "utf8").replace(/\n\[models\]\n(?:(?!\[)[^\n]*\n?)*/, "\n");
   writeFileSync(file, `${text.trimEnd()}\n\n[models]\n${body.trimEnd()}\n`);
 }
+
+/**
+ * Reads a server-sent events route as a client would: `text()` is what has
+ * arrived so far, `done` settles when `stopWhen` matches it (or the stream
+ * ends), `close()` hangs up.
+ */
+export async function openEventStream(url: string, path: string, token: string, stopWhen: RegExp): Promise<{ text: () => string; done: Promise<void>; close: () => void; contentType: string | null }> {
+  const abort = new AbortController();
+  const res = await fetch(`${url}${path}`, { headers: { authorization: `Bearer ${token}` }, signal: abort.signal });
+  const reader = res.body!.getReader();
+  let text = "";
+  const done = (async () => {
+    for (;;) {
+      const { value, done: ended } = await reader.read().catch(() => ({ value: undefined, done: true }));
+      if (ended) return;
+      text += Buffer.from(value!).toString("utf8");
+      if (stopWhen.test(text)) return;
+    }
+  })();
+  return { text: () => text, done, close: () => abort.abort(), contentType: res.headers.get("content-type") };
+}

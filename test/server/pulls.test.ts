@@ -10,7 +10,7 @@ import { AUTONOMOUS_READ_TOOLS, AUTONOMOUS_WRITE_TOOLS, GATED_TOOLS } from "../.
 import { startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
 import { ggufBytes, modelKvs } from "./gguf-writer.js";
 import { ProcessDriver } from "../../reconciler/drivers/process.js";
-import { setModelsTable, startTestServer, type TestServer } from "./harness.js";
+import { openEventStream, setModelsTable, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 
 /**
@@ -99,24 +99,13 @@ describe("model pulls from the Hub (a local stand-in)", () => {
 
   it("/api/models/pulls/events: a snapshot, then each pull's state and progress as server-sent events", async () => {
     hub.replace("acme/tiny-GGUF", "evt.gguf", gguf({ arch: "llama", ctx: 4096 }, 64 * 1024));
-    const abort = new AbortController();
-    const res = await fetch(`${s.url}/api/models/pulls/events`, { headers: { authorization: `Bearer ${s.operator}` }, signal: abort.signal });
-    expect(res.headers.get("content-type")).toContain("text/event-stream");
-    const reader = res.body!.getReader();
-    let text = "";
-    const read = (async () => {
-      for (;;) {
-        const { value, done } = await reader.read().catch(() => ({ value: undefined, done: true }));
-        if (done) return;
-        text += Buffer.from(value!).toString("utf8");
-        if (/event: state\ndata: .*"model_id":"evt".*"state":"done"/.test(text)) return;
-      }
-    })();
-    await until(async () => text, (t) => t.includes("event: snapshot"));
+    const stream = await openEventStream(s.url, "/api/models/pulls/events", s.operator, /event: state\ndata: .*"model_id":"evt".*"state":"done"/);
+    expect(stream.contentType).toContain("text/event-stream");
+    await until(async () => stream.text(), (t) => t.includes("event: snapshot"));
     expect((await s.call("POST", "/api/models/evt/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: "evt.gguf" } })).status).toBe(202);
-    await Promise.race([read, sleep(8000)]);
-    abort.abort();
-    const states = [...text.matchAll(/event: state\ndata: (.*)/g)].map((m) => JSON.parse(m[1]!).pull).filter((p: { model_id: string }) => p.model_id === "evt").map((p: { state: string }) => p.state);
+    await Promise.race([stream.done, sleep(8000)]);
+    stream.close();
+    const states = [...stream.text().matchAll(/event: state\ndata: (.*)/g)].map((m) => JSON.parse(m[1]!).pull).filter((p: { model_id: string }) => p.model_id === "evt").map((p: { state: string }) => p.state);
     expect(states).toEqual(["queued", "downloading", "verifying", "done"].filter((st) => states.includes(st)));
     expect(states.at(-1)).toBe("done");
     expect(states).toContain("downloading");

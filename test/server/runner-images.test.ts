@@ -13,7 +13,7 @@ import { captureIo } from "../cli/helpers.js";
 import { registryAvailable, startRegistry, type TestRegistry } from "../helpers/registry.js";
 import { DOCKER_HOST, dockerEngine, ensureRunnerImage, removeContainers, slotName } from "../reconciler/docker-helpers.js";
 import { freePort, PROJECT } from "../reconciler/process-helpers.js";
-import { startTestServer, type TestServer } from "./harness.js";
+import { openEventStream, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 
 /**
@@ -118,20 +118,9 @@ describe.skipIf(docker === undefined || !registry)(SUITE, () => {
     expect(await row("hal0-runner:local")).toMatchObject({ present: true, digest: null });
     expect((await s.call("GET", "/api/runner-images/downloaded")).body.images.map((r: { image: string }) => r.image)).not.toContain(image);
 
-    const abort = new AbortController();
-    const res = await fetch(`${s.url}/api/runner-images/pulls/events`, { headers: { authorization: `Bearer ${s.operator}` }, signal: abort.signal });
-    expect(res.headers.get("content-type")).toContain("text/event-stream");
-    const reader = res.body!.getReader();
-    let text = "";
-    const read = (async () => {
-      for (;;) {
-        const { value, done } = await reader.read().catch(() => ({ value: undefined, done: true }));
-        if (done) return;
-        text += Buffer.from(value!).toString("utf8");
-        if (/event: state\ndata: .*"state":"done"/.test(text)) return;
-      }
-    })();
-    await until(async () => text, (t) => t.includes("event: snapshot"));
+    const stream = await openEventStream(s.url, "/api/runner-images/pulls/events", s.operator, /event: state\ndata: .*"state":"done"/);
+    expect(stream.contentType).toContain("text/event-stream");
+    await until(async () => stream.text(), (t) => t.includes("event: snapshot"));
 
     const sync = await s.call("POST", "/api/runner-images/sync");
     expect(sync.status, JSON.stringify(sync.body)).toBe(202);
@@ -139,9 +128,9 @@ describe.skipIf(docker === undefined || !registry)(SUITE, () => {
     expect(sync.body.skipped.map((p: { image: string }) => p.image).sort()).toEqual(["hal0-fake-runner:local", "hal0-runner:local"]);
     const done = await ended(sync.body.pulls[0].id);
     expect(done).toMatchObject({ state: "done", before: null, after: fakeId(), changed: true, requested_by: "operator:owner", error: null });
-    await Promise.race([read, sleep(5000)]);
-    abort.abort();
-    const events = [...text.matchAll(/event: (state|progress)\ndata: (.*)/g)].map((m) => ({ type: m[1], pull: JSON.parse(m[2]!).pull }));
+    await Promise.race([stream.done, sleep(5000)]);
+    stream.close();
+    const events = [...stream.text().matchAll(/event: (state|progress)\ndata: (.*)/g)].map((m) => ({ type: m[1], pull: JSON.parse(m[2]!).pull }));
     expect(events.filter((e) => e.type === "state").map((e) => e.pull.state)).toEqual(["pulling", "done"]);
     expect(events.some((e) => e.type === "progress" && typeof e.pull.progress.status === "string")).toBe(true);
 
