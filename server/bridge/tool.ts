@@ -1,0 +1,29 @@
+import type { z } from "zod";
+import type { Dispatcher } from "../dispatch.js";
+import type { Caller } from "../route.js";
+
+/**
+ * One tool of hal0-agents (`/mcp/agents`, seed 000's agent bridge): the nine
+ * that run and follow a Hermes run (server/bridge/runs/) and the seven that
+ * teach a Hermes profile (server/bridge/teach/). Data plus a handler: the
+ * mount (server/mcp/agents.ts) registers each, advertises `input`'s JSON
+ * Schema, validates arguments with it (a refusal is a coded envelope), asks
+ * the caller's policy for the tool's tier (`defaultTier` is its default in
+ * the policy tables) and runs `run` only when the tier lets it run now.
+ */
+export interface BridgeToolDef {
+  readonly name: string;
+  readonly defaultTier: "autonomous_read" | "autonomous_write" | "gated";
+  readonly description: string;
+  readonly input: z.ZodObject;
+  readonly run: (ctx: BridgeContext, args: any) => Promise<unknown>;
+}
+
+export interface BridgeContext {
+  /** The server's stores and services (the box, audit, approvals, …). */
+  readonly d: Dispatcher;
+  /** Who calls: an operator, or an agent token admitted to the bridge. */
+  readonly caller: Caller;
+  /** The Hermes profiles this caller may reach (`"all"` for an operator); a tool naming another profile is refused. */
+  readonly profiles: readonly string[] | "all";
+}
