@@ -135,4 +135,16 @@ export const API_CODES = {
   "image.not_named": { severity: "error", stage: "server", http: 409, meaning: "slot_pull_image of a slot whose profile names no image (a process-runtime profile may leave it out): there is nothing to pull." },
   "image.pull_failed": { severity: "error", stage: "server", http: 502, meaning: "A runner image pull failed (an unknown repository or tag, a registry that does not answer, a refused connection); the pull's error quotes the engine." },
   "backend.not_found": { severity: "error", stage: "server", http: 404, meaning: "No [[backend]] of capabilities.toml has this id; details.known lists them." },
+  // ── hal0-agents: teaching a Hermes profile ───────────────────────────
+  "teach.invalid_name": { severity: "error", stage: "server", http: 400, meaning: "A profile, category or skill name outside its grammar (a profile: [A-Za-z0-9_-]{1,56}; a category or skill: [a-z0-9][a-z0-9._-]{0,63}); details.arg names which." },
+  "teach.profile_not_allowed": { severity: "error", stage: "server", http: 403, meaning: "The caller's bridge admission does not reach this Hermes profile (hal0 bridge admit --profiles); details.allowed lists those it does." },
+  "teach.profile_not_found": { severity: "error", stage: "server", http: 404, meaning: "No folder <[hermes] home>/profiles/<profile>/ exists." },
+  "teach.not_found": { severity: "error", stage: "server", http: 404, meaning: "The profile has no such skill (skills/[<category>/]<name>/SKILL.md) or no SOUL.md; details.file names what was looked for." },
+  "teach.bad_skill": { severity: "error", stage: "server", http: 400, meaning: "A SKILL.md without front matter Hermes loads: it must open with a --- block holding a YAML mapping whose name is the skill's folder name and whose description is a non-empty string of at most 1024 characters, and a body after it." },
+  "teach.bad_entry": { severity: "error", stage: "server", http: 400, meaning: "A memory entry that is empty or holds a line that is only the § separator (it would become two entries)." },
+  "teach.too_large": { severity: "error", stage: "server", http: 413, meaning: "A SKILL.md over 64 KiB, or a memory entry over the store's character limit; details.limit says the limit." },
+  "teach.memory_full": { severity: "error", stage: "server", http: 409, meaning: "Appending the entry would take MEMORY.md past its character limit (config.yaml memory.memory_char_limit, default 2200), as Hermes's own memory tool counts it; nothing was written." },
+  "teach.unsafe_path": { severity: "error", stage: "server", http: 409, meaning: "A folder or file on the way to the profile file is a symbolic link or not of the expected kind; hal0 does not write through it." },
+  "teach.stale": { severity: "error", stage: "server", http: 409, meaning: "A profile file changed between the proposal (or the base the caller sent) and the write; details.files names those that moved. Read again and propose again." },
+  "teach.write_failed": { severity: "error", stage: "server", http: 500, meaning: "Writing a profile file failed (disk full, permissions); nothing was left half-written." },
 } as const satisfies Record<string, CodeInfo>;

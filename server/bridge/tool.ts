@@ -17,6 +17,22 @@ export interface BridgeToolDef {
   readonly description: string;
   readonly input: z.ZodObject;
   readonly run: (ctx: BridgeContext, args: any) => Promise<unknown>;
+  /**
+   * A write the mount may hold for an operator (a gated tool): plans the call
+   * and writes nothing — the summary and each file's diff the approval card
+   * shows, and `base`, the file hashes it planned against. The mount queues
+   * `{...args, base}`, so that `run` after approval refuses (a coded stale
+   * refusal) when a file moved meanwhile. Absent for reads.
+   */
+  readonly propose?: (ctx: BridgeContext, args: any) => Promise<BridgeProposal>;
+}
+
+/** What a write would change, before anything is written (see BridgeToolDef.propose). */
+export interface BridgeProposal {
+  readonly summary: string;
+  readonly files: ReadonlyArray<{ readonly file: string; readonly action: "create" | "update" | "delete"; readonly before_sha256: string | null; readonly after_sha256: string | null; readonly diff: string }>;
+  /** Each touched file's hash as planned (null = absent): pass back as the tool's `base` argument. */
+  readonly base: Readonly<Record<string, string | null>>;
 }
 
 export interface BridgeContext {
