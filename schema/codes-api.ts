@@ -135,4 +135,11 @@ export const API_CODES = {
   "image.not_named": { severity: "error", stage: "server", http: 409, meaning: "slot_pull_image of a slot whose profile names no image (a process-runtime profile may leave it out): there is nothing to pull." },
   "image.pull_failed": { severity: "error", stage: "server", http: 502, meaning: "A runner image pull failed (an unknown repository or tag, a registry that does not answer, a refused connection); the pull's error quotes the engine." },
   "backend.not_found": { severity: "error", stage: "server", http: 404, meaning: "No [[backend]] of capabilities.toml has this id; details.known lists them." },
+  // ── agent bridge runs (hal0-agents) ──────────────────────────────────
+  "run.not_found": { severity: "error", stage: "server", http: 404, meaning: "No Hermes run of the agent bridge has this id among the runs of the profiles the caller may reach." },
+  "run.profile_denied": { severity: "error", stage: "server", http: 403, meaning: "The Hermes profile is not one this caller's bridge admission reaches (hal0 bridge admit --profiles); details.allowed lists those it does." },
+  "run.profile_not_found": { severity: "error", stage: "server", http: 404, meaning: "No Hermes profile of this name: there is no <[hermes] home>/profiles/<name>/ folder; details.known lists the profiles there are." },
+  "run.active": { severity: "error", stage: "server", http: 409, meaning: "agent_run_message to a run that is still queued or running: its Hermes session takes the next message once the run has ended (agent_run_wait)." },
+  "run.no_session": { severity: "error", stage: "server", http: 409, meaning: "agent_run_message to a run that ended without Hermes reporting a session id (it failed to start, or was stopped before the end): there is no session to continue." },
+  "run.unavailable": { severity: "error", stage: "server", http: 503, meaning: "This server runs no Hermes runs (no run service); hal0 serve has one." },
 } as const satisfies Record<string, CodeInfo>;
