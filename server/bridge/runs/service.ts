@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, readSync, renameSync, writeFileSync } from "node:fs";
+import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, readSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { isLive, procStat } from "../../../reconciler/drivers/proc.js";
@@ -395,7 +395,18 @@ export class RunService {
         while (groupExists(row.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
         killGroup(row.pid, "SIGKILL");
       }
-      this.end(row.id, { state: "interrupted", reason: "hal0_restart", error: stopped ? "hal0 restarted while the run ran; its process group was stopped" : "hal0 restarted while the run ran; its process had already ended" });
+      // Its output counts were kept in memory: the log's size (past the dropped head) is what there is.
+      const size = (() => {
+        try {
+          return statSync(this.logPath(row.id)).size;
+        } catch {
+          return 0;
+        }
+      })();
+      this.end(row.id, {
+        state: "interrupted", reason: "hal0_restart", log_bytes: row.log_base + size,
+        error: stopped ? "hal0 restarted while the run ran; its process group was stopped" : "hal0 restarted while the run ran; its process had already ended",
+      });
     }
   }
 
