@@ -232,7 +232,7 @@ describe("agent bridge runs", () => {
     expect(ev.dropped).toBe(row.log_base);
     expect(ev.lines[0]).toMatch(/^\d{8} x+$/); // the kept tail starts at a whole line
     expect(Number(ev.lines[0].slice(0, 8))).toBeGreaterThan(0);
-    let last = ev.lines.slice(-4);
+    let last: string[] = ev.lines.slice(-4);
     while (!ev.done) {
       ev = await call(agent, "agent_run_events", { run_id: r.run_id, after: ev.next });
       last = [...last, ...ev.lines].slice(-4);
