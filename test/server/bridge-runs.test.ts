@@ -3,7 +3,10 @@ import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, s
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RunService } from "../../server/bridge/runs/service.js";
 import { RUN_TOOLS } from "../../server/bridge/runs/tools.js";
+import { openDb } from "../../server/db.js";
+import { Settings } from "../../schema/index.js";
 import type { BridgeContext } from "../../server/bridge/tool.js";
 import type { Caller } from "../../server/route.js";
 import { ApiError } from "../../server/errors.js";
@@ -270,6 +273,27 @@ describe("agent bridge runs, max_runs and restarts", () => {
       expect((await tool("agent_run_cancel").run(ctx, { run_id: c.run_id }) as any).run.state).toBe("cancelled");
     } finally {
       await t.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a command that cannot start is a failed run (spawn_failed), and the next queued one still starts", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { home } = makeBox(dir);
+    const state = join(dir, "state");
+    const db = openDb(state);
+    let command = join(dir, "no-such-hermes");
+    const runs = new RunService({ db, stateDir: state, env: {}, settings: () => Settings.parse({ hermes: { home, command }, bridge: { max_runs: 1 } }) });
+    try {
+      const bad = await runs.start({ profile: "alpha", prompt: "hi", caller: "operator:root" });
+      command = HERMES;
+      const good = await runs.start({ profile: "alpha", prompt: "hi again", caller: "operator:root" });
+      expect((await runs.wait(bad.id, 10_000))!).toMatchObject({ state: "failed", reason: "spawn_failed" });
+      expect(runs.get(bad.id)!.error).toContain("no-such-hermes");
+      expect((await runs.wait(good.id, 10_000))!.state).toBe("done");
+    } finally {
+      await runs.close();
+      db.close();
       rmSync(dir, { recursive: true, force: true });
     }
   });

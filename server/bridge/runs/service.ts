@@ -282,7 +282,7 @@ export class RunService {
     try {
       child = spawn(how.file, how.argv, { cwd: how.cwd, env: how.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
     } catch (err) {
-      this.end(row.id, { state: "failed", reason: "spawn_failed", error: `cannot start ${s.hermes.command}: ${(err as Error).message}` }, "running");
+      this.end(row.id, { state: "failed", reason: "spawn_failed", error: `cannot start ${s.hermes.command}: ${(err as Error).message}` });
       return;
     }
     if (child.pid === undefined) {
@@ -366,10 +366,10 @@ export class RunService {
     });
   }
 
-  private end(id: string, f: { state: RunState; reason: string; error?: string; exit_code?: number | null; signal?: string | null; session_id?: string; log_base?: number; log_bytes?: number }, from: RunState | "any" = "any"): void {
+  private end(id: string, f: { state: RunState; reason: string; error?: string; exit_code?: number | null; signal?: string | null; session_id?: string; log_base?: number; log_bytes?: number }): void {
     this.o.db.prepare(`UPDATE bridge_runs SET state = ?, reason = ?, error = ?, exit_code = ?, signal = ?, session_id = COALESCE(?, session_id),
-                         log_base = COALESCE(?, log_base), log_bytes = COALESCE(?, log_bytes), ended_at = ? WHERE id = ?${from === "any" ? "" : " AND state = ?"}`)
-      .run(f.state, f.reason, f.error ?? null, f.exit_code ?? null, f.signal ?? null, f.session_id ?? null, f.log_base ?? null, f.log_bytes ?? null, this.iso(), id, ...(from === "any" ? [] : [from]));
+                         log_base = COALESCE(?, log_base), log_bytes = COALESCE(?, log_bytes), ended_at = ? WHERE id = ?`)
+      .run(f.state, f.reason, f.error ?? null, f.exit_code ?? null, f.signal ?? null, f.session_id ?? null, f.log_base ?? null, f.log_bytes ?? null, this.iso(), id);
     for (const w of [...(this.waiters.get(id) ?? [])]) w();
     this.waiters.delete(id);
   }

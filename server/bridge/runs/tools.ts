@@ -22,7 +22,7 @@ const RUN_ID = z.string().regex(/^run_[0-9a-f]{16}$/, "a run id (run_<16 hex>)")
 /** No leading `-`: it goes on Hermes's command line after `--resume`. */
 const SESSION = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/, "a Hermes session id (letters, digits, _ . : -, not starting with -)");
 const TOOLSET = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "a toolset name (lowercase letters, digits, - and _)");
-const PROMPT = z.string().min(1).max(32_000);
+const PROMPT = z.string().min(1).max(32_000).regex(/^[^\0]*$/, "no NUL characters");
 
 const startInput = z.strictObject({
   profile: PROFILE.describe("The Hermes profile to run (agent_profile_list)."),
