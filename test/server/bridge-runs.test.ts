@@ -146,7 +146,7 @@ describe("agent bridge runs", () => {
     expect(status.ended_at).not.toBeNull();
     expect(statSync(join(t.state, "runs", `${started.run_id}.log`)).size).toBe(status.output_bytes);
     const audit = t.hal0.audit.query({ actor: "agent:claude", route: "POST /mcp/agents" }).items;
-    expect(audit.some((r) => r.tool === "agent_run_start" && r.outcome === "ok")).toBe(true);
+    expect(audit.filter((r) => r.tool === "agent_run_start").map((r) => [r.outcome, r.target])).toEqual([["ok", started.run_id]]);
   });
 
   it("agent_run_message continues the Hermes session (--resume)", async () => {

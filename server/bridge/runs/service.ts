@@ -111,6 +111,7 @@ export class RunService {
     this.logLimit = o.logLimit ?? DEFAULT_LOG_LIMIT;
     this.graceMs = o.graceMs ?? 3000;
     this.ready = this.recover();
+    this.ready.catch(() => undefined); // awaited by start and close, which see the error; never an unhandled rejection
   }
 
   private settings(): Settings {

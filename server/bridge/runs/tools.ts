@@ -213,13 +213,16 @@ function view(row: RunRow) {
 }
 
 /** Runs a start / message / cancel and records it in the audit log (success or refusal), as the admin tools' calls are. */
-async function audited<T>(ctx: BridgeContext, tool: string, args: unknown, target: string | undefined, fn: () => Promise<T>): Promise<T> {
+async function audited<T extends object>(ctx: BridgeContext, tool: string, args: unknown, target: string | undefined, fn: () => Promise<T>): Promise<T> {
   const started = performance.now();
   const call = { params: target === undefined ? {} : { run_id: target }, query: {}, body: args, caller: ctx.caller, requestId: randomUUID(), tool };
   const route = { method: "POST", path: "/mcp/agents" } as const;
   try {
     const out = await fn();
-    ctx.d.audit.record({ call, route, outcome: "ok", durationMs: performance.now() - started, tool });
+    // A start's row names the run it made (its target), so a run's history is one query.
+    const made = (out as { run_id?: string }).run_id;
+    const params = target === undefined && made !== undefined ? { run_id: made } : call.params;
+    ctx.d.audit.record({ call: { ...call, params }, route, outcome: "ok", durationMs: performance.now() - started, tool });
     return out;
   } catch (err) {
     ctx.d.audit.record({ call, route, outcome: "error", errorCode: err instanceof ApiError ? err.code : "system.internal", durationMs: performance.now() - started, tool });
