@@ -147,4 +147,11 @@ export const API_CODES = {
   "teach.unsafe_path": { severity: "error", stage: "server", http: 409, meaning: "A folder or file on the way to the profile file is a symbolic link or not of the expected kind; hal0 does not write through it." },
   "teach.stale": { severity: "error", stage: "server", http: 409, meaning: "A profile file changed between the proposal (or the base the caller sent) and the write; details.files names those that moved. Read again and propose again." },
   "teach.write_failed": { severity: "error", stage: "server", http: 500, meaning: "Writing a profile file failed (disk full, permissions); nothing was left half-written." },
+  // ── agent bridge runs (hal0-agents) ──────────────────────────────────
+  "run.not_found": { severity: "error", stage: "server", http: 404, meaning: "No Hermes run of the agent bridge has this id among the runs of the profiles the caller may reach." },
+  "run.profile_denied": { severity: "error", stage: "server", http: 403, meaning: "The Hermes profile is not one this caller's bridge admission reaches (hal0 bridge admit --profiles); details.allowed lists those it does." },
+  "run.profile_not_found": { severity: "error", stage: "server", http: 404, meaning: "No Hermes profile of this name: there is no <[hermes] home>/profiles/<name>/ folder; details.known lists the profiles there are." },
+  "run.active": { severity: "error", stage: "server", http: 409, meaning: "agent_run_message to a run that is still queued or running: its Hermes session takes the next message once the run has ended (agent_run_wait)." },
+  "run.no_session": { severity: "error", stage: "server", http: 409, meaning: "agent_run_message to a run that ended without Hermes reporting a session id (it failed to start, or was stopped before the end): there is no session to continue." },
+  "run.unavailable": { severity: "error", stage: "server", http: 503, meaning: "This server runs no Hermes runs (no run service); hal0 serve has one." },
 } as const satisfies Record<string, CodeInfo>;

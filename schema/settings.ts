@@ -79,6 +79,10 @@ const Reconcile = z.strictObject({
 
 const Hermes = z.strictObject({
   home: z.string().min(1).default("/var/lib/hal0/.hermes"),
+  /** The `hermes` executable the agent bridge runs (a name on PATH or a path). */
+  command: z.string().min(1).default("hermes"),
+  /** A bridge run still going after this many seconds is stopped (failed, timed_out); agent_run_start's timeout_s overrides it. */
+  run_timeout_s: z.int().min(1).max(604_800).default(1800),
 });
 
 const Memory = z
@@ -100,7 +104,11 @@ const Memory = z
     }
   }, { when: whenValid("enabled", "engine", "url") });
 
-const Bridge = z.strictObject({ enabled: z.boolean().default(true) });
+const Bridge = z.strictObject({
+  enabled: z.boolean().default(true),
+  /** At most this many agent-bridge Hermes runs at once; the rest wait, queued. */
+  max_runs: z.int().min(1).max(16).default(2),
+});
 
 const Approvals = z.strictObject({
   ttl_s: z.int().min(1).max(31_536_000).default(86_400),

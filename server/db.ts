@@ -140,6 +140,32 @@ const MIGRATIONS: readonly string[] = [
      PRIMARY KEY (slot, minute)
    ) WITHOUT ROWID;
    CREATE INDEX slot_samples_minute ON slot_samples(minute);`,
+  // Hermes runs of the agent bridge (issue 20, server/bridge/runs/): durable records; the output is <state>/runs/<id>.log.
+  `CREATE TABLE bridge_runs (
+     id TEXT PRIMARY KEY,          -- run_<hex>
+     profile TEXT NOT NULL,
+     prompt TEXT NOT NULL,
+     toolsets TEXT NOT NULL,       -- JSON string[]
+     max_turns INTEGER,
+     timeout_s INTEGER NOT NULL,
+     resume TEXT,                  -- the Hermes session id it continues
+     parent_run TEXT,              -- agent_run_message: the run whose session it continues
+     session_id TEXT,              -- as Hermes reported it
+     state TEXT NOT NULL,          -- queued running done failed cancelled interrupted
+     reason TEXT,                  -- exit timed_out cancelled spawn_failed hal0_restart hal0_stopped
+     caller TEXT NOT NULL,         -- operator:<name> | agent:<name>
+     created_at TEXT NOT NULL,
+     started_at TEXT,
+     ended_at TEXT,
+     pid INTEGER,                  -- leads its own process group (pgid = pid)
+     pid_start INTEGER,            -- /proc start time: with the pid it names one process
+     exit_code INTEGER,
+     signal TEXT,
+     error TEXT,
+     log_base INTEGER NOT NULL DEFAULT 0,  -- output bytes dropped from the log's head (the bound keeps the tail)
+     log_bytes INTEGER NOT NULL DEFAULT 0  -- output bytes in all
+   );
+   CREATE INDEX bridge_runs_state ON bridge_runs(state, created_at);`,
 ];
 
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */

@@ -46,6 +46,8 @@ export interface Dispatcher {
   readonly images?: import("./image-pulls.js").ImagePulls;
   /** The slot scraper, its ring and the host root of the stats routes, when this server keeps them. */
   readonly stats?: import("./stats/scraper.js").SlotStats;
+  /** The agent bridge's Hermes runs (durable records, bounded logs), when this server runs them. */
+  readonly runs?: import("./bridge/runs/service.js").RunService;
 }
 
 export interface SweepStatus {

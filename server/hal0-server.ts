@@ -37,6 +37,7 @@ import { slotStates } from "./metrics/slot-states.js";
 import type { RunnerProbe } from "../reconciler/runner-probe.js";
 import { LoopControl } from "../reconciler/loop.js";
 import { SlotStats } from "./stats/scraper.js";
+import { RunService } from "./bridge/runs/service.js";
 
 export interface Hal0ServerOptions {
   readonly root: string;
@@ -132,6 +133,9 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   });
   const images = new ImagePulls({ box, env, now });
   Object.assign(services, { images });
+  // The agent bridge's Hermes runs: what a previous hal0 left running is stopped and marked interrupted now.
+  const runs = new RunService({ db, stateDir: options.stateDir, env, settings: () => box.lastSettings(), now });
+  Object.assign(services, { runs });
   let gateCache: { settings: unknown; config: ReturnType<typeof gateConfig> } | undefined;
   const gate = () => {
     const settings = box.lastSettings()?.server;
@@ -164,6 +168,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
     close: async () => {
       services.pulls.worker.close();
       images.close();
+      await runs.close();
       await services.stats.close();
       await Promise.all([mcp.admin.close(), mcp.memory.close()]);
       await memory.close();

@@ -53,6 +53,10 @@ export const SETTINGS_REGISTRY: Readonly<Record<string, SettingsRegistryEntry>> 
   "reconcile.interval_s": immediate,
   "reconcile.drift": immediate,
   "approvals.ttl_s": immediate,
+  // Read when a bridge run starts.
+  "hermes.command": immediate,
+  "hermes.run_timeout_s": immediate,
+  "bridge.max_runs": immediate,
   // The server wires Hermes, memory and the bridge when it starts.
   "hermes.home": api,
   "memory.enabled": api,

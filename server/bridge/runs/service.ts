@@ -1,0 +1,449 @@
+import { spawn, type ChildProcess } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, readSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { readdir } from "node:fs/promises";
+import { join, resolve } from "node:path";
+import { isLive, procStat } from "../../../reconciler/drivers/proc.js";
+import { Settings } from "../../../schema/index.js";
+import type { Db } from "../../db.js";
+import { hermesSpawn, outcomeOf, sessionIdOf } from "./hermes-adapter.js";
+
+/**
+ * The agent bridge's Hermes runs: durable records in hal0.db (`bridge_runs`),
+ * each run's output in a bounded log (`<state>/runs/<id>.log`, the tail
+ * kept), each run's process leading its own process group so a cancel, a
+ * timeout or a restart stops everything it started. At most `[bridge]
+ * max_runs` run at once; the rest wait, queued, and start in order.
+ */
+
+export const RUN_STATES = ["queued", "running", "done", "failed", "cancelled", "interrupted"] as const;
+export type RunState = (typeof RUN_STATES)[number];
+const ENDED: ReadonlySet<string> = new Set(["done", "failed", "cancelled", "interrupted"]);
+
+export interface RunRow {
+  readonly id: string;
+  readonly profile: string;
+  readonly prompt: string;
+  readonly toolsets: string;
+  readonly max_turns: number | null;
+  readonly timeout_s: number;
+  readonly resume: string | null;
+  readonly parent_run: string | null;
+  readonly session_id: string | null;
+  readonly state: RunState;
+  readonly reason: string | null;
+  readonly caller: string;
+  readonly created_at: string;
+  readonly started_at: string | null;
+  readonly ended_at: string | null;
+  readonly pid: number | null;
+  readonly pid_start: number | null;
+  readonly exit_code: number | null;
+  readonly signal: string | null;
+  readonly error: string | null;
+  readonly log_base: number;
+  readonly log_bytes: number;
+}
+
+export interface RunRequest {
+  readonly profile: string;
+  readonly prompt: string;
+  readonly toolsets?: readonly string[];
+  readonly maxTurns?: number;
+  readonly timeoutS?: number;
+  readonly resume?: string;
+  readonly parentRun?: string;
+  /** `operator:<name>` / `agent:<name>`. */
+  readonly caller: string;
+}
+
+export interface RunServiceOptions {
+  readonly db: Db;
+  readonly stateDir: string;
+  /** hal0's environment: the run gets PATH, HOME, locale and HERMES_* from it (hermes-adapter.ts). */
+  readonly env: NodeJS.ProcessEnv;
+  readonly settings: () => Settings | undefined;
+  readonly now?: () => number;
+  /** The log's bound in bytes (default 1 MiB): past it the oldest output is dropped. */
+  readonly logLimit?: number;
+  /** Between SIGTERM to a run's group and SIGKILL (default 3000 ms). */
+  readonly graceMs?: number;
+}
+
+/** One output slice: whole lines from `after`, the cursor to ask from next. */
+export interface RunEvents {
+  readonly lines: string[];
+  readonly next: number;
+  readonly done: boolean;
+  /** Output before `next - bytes read` was dropped by the log's bound (the cursor asked for it). */
+  readonly dropped: number;
+}
+
+interface Live {
+  readonly child: ChildProcess;
+  readonly pid: number;
+  base: number;
+  bytes: number;
+  intent?: "cancel" | "timeout" | "closing";
+  timer?: NodeJS.Timeout;
+  session?: string;
+  readonly carry: { out: string; err: string };
+  readonly ended: Promise<void>;
+}
+
+const MAX_READ = 64 * 1024;
+const DEFAULT_LOG_LIMIT = 1024 * 1024;
+
+export class RunService {
+  /** Settles once runs a previous hal0 left running are stopped and marked interrupted. */
+  readonly ready: Promise<void>;
+  private readonly live = new Map<string, Live>();
+  private readonly waiters = new Map<string, Set<() => void>>();
+  private readonly dir: string;
+  private readonly now: () => number;
+  private readonly logLimit: number;
+  private readonly graceMs: number;
+  private closed = false;
+
+  constructor(private readonly o: RunServiceOptions) {
+    this.dir = join(o.stateDir, "runs");
+    this.now = o.now ?? Date.now;
+    this.logLimit = o.logLimit ?? DEFAULT_LOG_LIMIT;
+    this.graceMs = o.graceMs ?? 3000;
+    this.ready = this.recover();
+    this.ready.catch(() => undefined); // awaited by start and close, which see the error; never an unhandled rejection
+  }
+
+  private settings(): Settings {
+    return this.o.settings() ?? Settings.parse({});
+  }
+
+  /** `[bridge] max_runs`, read at each start. */
+  maxRuns(): number {
+    return this.settings().bridge.max_runs;
+  }
+
+  defaultTimeoutS(): number {
+    return this.settings().hermes.run_timeout_s;
+  }
+
+  get(id: string): RunRow | undefined {
+    return this.o.db.prepare("SELECT * FROM bridge_runs WHERE id = ?").get(id) as RunRow | undefined;
+  }
+
+  list(filter: { profile?: string; state?: string; profiles: readonly string[] | "all"; limit?: number }): RunRow[] {
+    const where: string[] = [];
+    const values: unknown[] = [];
+    if (filter.profile !== undefined) where.push("profile = ?"), values.push(filter.profile);
+    if (filter.state !== undefined) where.push("state = ?"), values.push(filter.state);
+    if (filter.profiles !== "all") where.push(`profile IN (${filter.profiles.map(() => "?").join(",") || "NULL"})`), values.push(...filter.profiles);
+    const clause = where.length ? `WHERE ${where.join(" AND ")}` : "";
+    return this.o.db.prepare(`SELECT * FROM bridge_runs ${clause} ORDER BY rowid DESC LIMIT ?`).all(...values, filter.limit ?? 200) as RunRow[];
+  }
+
+  /** Records a run (queued) and starts it when a place is free. */
+  async start(req: RunRequest): Promise<RunRow> {
+    await this.ready;
+    if (this.closed) throw new Error("the run service is closed");
+    const id = `run_${randomBytes(8).toString("hex")}`;
+    this.o.db.prepare(`INSERT INTO bridge_runs (id, profile, prompt, toolsets, max_turns, timeout_s, resume, parent_run, state, caller, created_at)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)`)
+      .run(id, req.profile, req.prompt, JSON.stringify(req.toolsets ?? []), req.maxTurns ?? null, req.timeoutS ?? this.defaultTimeoutS(), req.resume ?? null, req.parentRun ?? null, req.caller, this.iso());
+    this.pump();
+    return this.get(id)!;
+  }
+
+  /** Stops a queued or running run (its whole process group); an ended run is left as it is. */
+  async cancel(id: string): Promise<RunRow> {
+    const row = this.get(id);
+    if (!row) throw new Error(`no run ${id}`);
+    if (row.state === "queued") {
+      this.end(id, { state: "cancelled", reason: "cancelled", error: "cancelled before it started" });
+    } else if (row.state === "running") {
+      const live = this.live.get(id);
+      if (live) {
+        this.stop(live, "cancel");
+        await live.ended;
+      }
+    }
+    return this.get(id)!;
+  }
+
+  /** Resolves when the run has ended or after `ms`, whichever comes first. */
+  async wait(id: string, ms: number): Promise<RunRow | undefined> {
+    const row = this.get(id);
+    if (!row || ENDED.has(row.state)) return row;
+    await new Promise<void>((resolve) => {
+      const set = this.waiters.get(id) ?? new Set();
+      this.waiters.set(id, set);
+      const done = () => {
+        clearTimeout(timer);
+        set.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      set.add(done);
+    });
+    return this.get(id);
+  }
+
+  /** Output from byte `after` on, in whole lines (at most 64 KiB a call). */
+  events(id: string, after: number): RunEvents {
+    const row = this.get(id)!;
+    const live = this.live.get(id);
+    const base = live?.base ?? row.log_base;
+    const bytes = live?.bytes ?? row.log_bytes;
+    const ended = ENDED.has(row.state);
+    const from = Math.max(after, base);
+    const want = Math.min(MAX_READ, Math.max(0, bytes - from));
+    const buf = want > 0 ? this.readLog(id, from - base, want) : Buffer.alloc(0);
+    let take = buf.length;
+    const atEnd = from + buf.length >= bytes;
+    if (!(ended && atEnd)) {
+      const nl = buf.lastIndexOf(0x0a);
+      // A part-written line waits for its end, unless one line alone fills the read.
+      take = nl >= 0 ? nl + 1 : buf.length === MAX_READ ? buf.length : 0;
+    }
+    const text = buf.subarray(0, take).toString("utf8");
+    const lines = text === "" ? [] : text.replace(/\n$/, "").split("\n");
+    const next = from + take;
+    return { lines, next, done: ended && next >= bytes, dropped: Math.max(0, base - after) };
+  }
+
+  /** The last (up to) 64 KiB of the run's output, and whether older output was dropped. */
+  tail(id: string): { text: string; truncated: boolean } {
+    const row = this.get(id)!;
+    const live = this.live.get(id);
+    const base = live?.base ?? row.log_base;
+    const bytes = live?.bytes ?? row.log_bytes;
+    const from = Math.max(base, bytes - MAX_READ);
+    return { text: this.readLog(id, from - base, bytes - from).toString("utf8"), truncated: from > 0 };
+  }
+
+  /** Stops every running run's group (marked interrupted) and every queued one; the records stay. */
+  async close(): Promise<void> {
+    await this.ready;
+    this.closed = true;
+    const lives = [...this.live.values()];
+    for (const live of lives) this.stop(live, "closing");
+    await Promise.all(lives.map((l) => l.ended));
+    for (const row of this.o.db.prepare("SELECT id FROM bridge_runs WHERE state = 'queued'").all() as Array<{ id: string }>) {
+      this.end(row.id, { state: "interrupted", reason: "hal0_stopped", error: "hal0 stopped before the run started" });
+    }
+  }
+
+  // ── internals ──────────────────────────────────────────────────────────
+
+  private iso(): string {
+    return new Date(this.now()).toISOString();
+  }
+
+  private logPath(id: string): string {
+    return join(this.dir, `${id}.log`);
+  }
+
+  private readLog(id: string, offset: number, length: number): Buffer {
+    if (length <= 0) return Buffer.alloc(0);
+    let fd: number;
+    try {
+      fd = openSync(this.logPath(id), "r");
+    } catch {
+      return Buffer.alloc(0);
+    }
+    try {
+      const buf = Buffer.alloc(length);
+      const n = readSync(fd, buf, 0, length, offset);
+      return buf.subarray(0, n);
+    } finally {
+      closeSync(fd);
+    }
+  }
+
+  /** Starts queued runs, oldest first, while fewer than `max_runs` run. */
+  private pump(): void {
+    if (this.closed) return;
+    const max = this.maxRuns();
+    while (this.live.size < max) {
+      const next = this.o.db.prepare("SELECT * FROM bridge_runs WHERE state = 'queued' ORDER BY rowid LIMIT 1").get() as RunRow | undefined;
+      if (!next) return;
+      this.launch(next);
+    }
+  }
+
+  private launch(row: RunRow): void {
+    const s = this.settings();
+    mkdirSync(this.dir, { recursive: true });
+    writeFileSync(this.logPath(row.id), "");
+    const how = hermesSpawn(
+      { command: s.hermes.command, home: s.hermes.home, profile: row.profile, prompt: row.prompt, toolsets: JSON.parse(row.toolsets) as string[], maxTurns: row.max_turns ?? undefined, resume: row.resume ?? undefined },
+      this.o.env,
+      { HAL0_RUN_STATE: resolve(this.o.stateDir), HAL0_RUN_ID: row.id },
+    );
+    let child: ChildProcess;
+    try {
+      child = spawn(how.file, how.argv, { cwd: how.cwd, env: how.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    } catch (err) {
+      this.end(row.id, { state: "failed", reason: "spawn_failed", error: `cannot start ${s.hermes.command}: ${(err as Error).message}` });
+      return;
+    }
+    if (child.pid === undefined) {
+      // The spawn failed (no such command, no profile folder): 'error' says why, right after.
+      this.o.db.prepare("UPDATE bridge_runs SET state = 'running', started_at = ? WHERE id = ?").run(this.iso(), row.id);
+      child.once("error", (err) => {
+        this.end(row.id, { state: "failed", reason: "spawn_failed", error: `cannot start ${s.hermes.command}: ${err.message}` });
+        this.pump();
+      });
+      return;
+    }
+    const pid = child.pid;
+    this.o.db.prepare("UPDATE bridge_runs SET state = 'running', started_at = ?, pid = ? WHERE id = ?").run(this.iso(), pid, row.id);
+    void procStat(pid).then((stat) => {
+      if (stat) this.o.db.prepare("UPDATE bridge_runs SET pid_start = ? WHERE id = ? AND pid = ?").run(stat.startTime, row.id, pid);
+    });
+    let finish!: () => void;
+    const ended = new Promise<void>((r) => (finish = r));
+    const live: Live = { child, pid, base: 0, bytes: 0, carry: { out: "", err: "" }, ended };
+    this.live.set(row.id, live);
+    live.timer = setTimeout(() => this.stop(live, "timeout"), row.timeout_s * 1000);
+    live.timer.unref();
+    child.stdout!.on("data", (chunk: Buffer) => this.output(row.id, live, chunk, "out"));
+    child.stderr!.on("data", (chunk: Buffer) => this.output(row.id, live, chunk, "err"));
+    // The leader is gone: whatever it left in its group goes too, so the streams close.
+    child.once("exit", () => this.signalGroup(live, "SIGTERM", true));
+    child.once("close", (code, signal) => {
+      clearTimeout(live.timer);
+      for (const k of ["out", "err"] as const) if (live.carry[k] !== "") this.scan(live, live.carry[k]);
+      const outcome = live.intent === "cancel" ? { state: "cancelled" as const, reason: "cancelled", error: "cancelled" }
+        : live.intent === "timeout" ? { state: "failed" as const, reason: "timed_out", error: `timed out after ${row.timeout_s} s; its process group was stopped` }
+        : live.intent === "closing" ? { state: "interrupted" as const, reason: "hal0_stopped", error: "hal0 stopped while the run ran; its process group was stopped" }
+        : { reason: "exit", ...outcomeOf(code, signal) };
+      this.live.delete(row.id);
+      this.end(row.id, { ...outcome, exit_code: code, signal, session_id: live.session, log_base: live.base, log_bytes: live.bytes });
+      finish();
+      this.pump();
+    });
+  }
+
+  private output(id: string, live: Live, chunk: Buffer, stream: "out" | "err"): void {
+    appendFileSync(this.logPath(id), chunk);
+    live.bytes += chunk.length;
+    const text = live.carry[stream] + chunk.toString("utf8");
+    const cut = text.lastIndexOf("\n");
+    live.carry[stream] = text.slice(cut + 1);
+    if (cut >= 0) this.scan(live, text.slice(0, cut));
+    if (live.bytes - live.base > this.logLimit) this.trim(id, live);
+  }
+
+  private scan(live: Live, text: string): void {
+    for (const line of text.split("\n")) live.session = sessionIdOf(line) ?? live.session;
+  }
+
+  /** Keeps the log's last three quarters of the bound, from a line's start. */
+  private trim(id: string, live: Live): void {
+    const file = this.logPath(id);
+    const data = readFileSync(file);
+    let from = data.length - Math.floor((this.logLimit * 3) / 4);
+    const nl = data.indexOf(0x0a, from);
+    if (nl >= 0 && nl < data.length - 1) from = nl + 1;
+    writeFileSync(`${file}.tmp`, data.subarray(from));
+    renameSync(`${file}.tmp`, file);
+    live.base += from;
+    this.o.db.prepare("UPDATE bridge_runs SET log_base = ?, log_bytes = ? WHERE id = ?").run(live.base, live.bytes, id);
+  }
+
+  private stop(live: Live, intent: NonNullable<Live["intent"]>): void {
+    live.intent ??= intent;
+    this.signalGroup(live, "SIGTERM", true);
+  }
+
+  /** Signals the run's process group; with `escalate`, SIGKILL follows after the grace if anything of it is left. */
+  private signalGroup(live: Live, signal: NodeJS.Signals, escalate: boolean): void {
+    if (!killGroup(live.pid, signal) || !escalate) return;
+    const t = setTimeout(() => killGroup(live.pid, "SIGKILL"), this.graceMs);
+    t.unref();
+    void live.ended.then(() => {
+      // The leader's streams closed; a member that outlived it still gets the SIGKILL.
+      if (!groupExists(live.pid)) clearTimeout(t);
+    });
+  }
+
+  private end(id: string, f: { state: RunState; reason: string; error?: string; exit_code?: number | null; signal?: string | null; session_id?: string; log_base?: number; log_bytes?: number }): void {
+    this.o.db.prepare(`UPDATE bridge_runs SET state = ?, reason = ?, error = ?, exit_code = ?, signal = ?, session_id = COALESCE(?, session_id),
+                         log_base = COALESCE(?, log_base), log_bytes = COALESCE(?, log_bytes), ended_at = ? WHERE id = ?`)
+      .run(f.state, f.reason, f.error ?? null, f.exit_code ?? null, f.signal ?? null, f.session_id ?? null, f.log_base ?? null, f.log_bytes ?? null, this.iso(), id);
+    for (const w of [...(this.waiters.get(id) ?? [])]) w();
+    this.waiters.delete(id);
+  }
+
+  /**
+   * A previous hal0 left these runs behind. A running one's process group is
+   * stopped when a member of it is provably the run's (the leader's pid and
+   * start time as recorded, or the run's markers in a member's environment),
+   * never a reused pid; either way the run is marked interrupted.
+   */
+  private async recover(): Promise<void> {
+    const rows = this.o.db.prepare("SELECT * FROM bridge_runs WHERE state IN ('queued', 'running') ORDER BY rowid").all() as RunRow[];
+    for (const row of rows) {
+      if (row.state === "queued") {
+        this.end(row.id, { state: "interrupted", reason: "hal0_restart", error: "hal0 restarted before the run started" });
+        continue;
+      }
+      let stopped = false;
+      if (row.pid !== null && (await this.ownsGroup(row))) {
+        stopped = true;
+        killGroup(row.pid, "SIGTERM");
+        const deadline = Date.now() + this.graceMs;
+        while (groupExists(row.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+        killGroup(row.pid, "SIGKILL");
+      }
+      // Its output counts were kept in memory: the log's size (past the dropped head) is what there is.
+      const size = (() => {
+        try {
+          return statSync(this.logPath(row.id)).size;
+        } catch {
+          return 0;
+        }
+      })();
+      this.end(row.id, {
+        state: "interrupted", reason: "hal0_restart", log_bytes: row.log_base + size,
+        error: stopped ? "hal0 restarted while the run ran; its process group was stopped" : "hal0 restarted while the run ran; its process had already ended",
+      });
+    }
+  }
+
+  private async ownsGroup(row: RunRow): Promise<boolean> {
+    const pgid = row.pid!;
+    const leader = await procStat(pgid);
+    if (isLive(leader) && leader.pgid === pgid && row.pid_start !== null && leader.startTime === row.pid_start) return true;
+    const markers = [`HAL0_RUN_STATE=${resolve(this.o.stateDir)}`, `HAL0_RUN_ID=${row.id}`];
+    for (const name of await readdir("/proc").catch(() => [] as string[])) {
+      if (!/^\d+$/.test(name)) continue;
+      const stat = await procStat(Number(name));
+      if (!isLive(stat) || stat.pgid !== pgid) continue;
+      let environ = "";
+      try {
+        environ = readFileSync(`/proc/${name}/environ`, "latin1");
+      } catch {
+        continue;
+      }
+      const vars = environ.split("\0");
+      if (markers.every((m) => vars.includes(m))) return true;
+    }
+    return false;
+  }
+}
+
+/** Sends `signal` to process group `pgid`; false when no such group is left. */
+function killGroup(pgid: number, signal: NodeJS.Signals): boolean {
+  try {
+    process.kill(-pgid, signal);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function groupExists(pgid: number): boolean {
+  return killGroup(pgid, 0 as unknown as NodeJS.Signals);
+}
+

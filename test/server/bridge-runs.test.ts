@@ -1,0 +1,336 @@
+import { spawn } from "node:child_process";
+import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RunService } from "../../server/bridge/runs/service.js";
+import { RUN_TOOLS } from "../../server/bridge/runs/tools.js";
+import { openDb } from "../../server/db.js";
+import { Settings } from "../../schema/index.js";
+import type { BridgeContext } from "../../server/bridge/tool.js";
+import type { Caller } from "../../server/route.js";
+import { ApiError } from "../../server/errors.js";
+import { startTestServer, type TestServer } from "./harness.js";
+
+/**
+ * The nine run tools of hal0-agents, called as the /mcp/agents mount calls
+ * them (a BridgeContext over a real server), driving real processes of the
+ * stand-in Hermes CLI (fixtures/hermes/hermes) with real SQLite records.
+ */
+
+const REPO = join(import.meta.dirname, "../..");
+const HERMES = join(REPO, "fixtures/hermes/hermes");
+const AGENT: Caller = { kind: "agent", agent: "claude", private: false, via: "mcp" };
+const OPERATOR: Caller = { kind: "operator", agent: "root", private: false, via: "mcp" };
+
+/** A copy of fixtures/box whose [hermes] points at a fresh home (profiles alpha, beta) and the stand-in; `extra` appended to hal0.toml. */
+function makeBox(dir: string, extra = ""): { box: string; home: string } {
+  const box = join(dir, "box");
+  const home = join(dir, "hermes");
+  cpSync(join(REPO, "fixtures/box"), box, { recursive: true });
+  appendFileSync(join(box, "hal0.toml"), `\n[hermes]\nhome = ${JSON.stringify(home)}\ncommand = ${JSON.stringify(HERMES)}\n${extra}`);
+  for (const p of ["alpha", "beta"]) mkdirSync(join(home, "profiles", p), { recursive: true });
+  writeFileSync(join(home, "profiles/alpha/config.yaml"), "model:\n  default: local\n");
+  writeFileSync(join(home, "profiles/alpha/SOUL.md"), "You are alpha.\n");
+  return { box, home };
+}
+
+function tool(name: string) {
+  const t = RUN_TOOLS.find((x) => x.name === name);
+  if (!t) throw new Error(`no tool ${name}`);
+  return t;
+}
+
+/** The code a tool call is refused with. */
+async function refusal(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof ApiError) return err.code;
+    throw err;
+  }
+  throw new Error("the call was not refused");
+}
+
+/** The process is there and has not exited (a zombie has). */
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const state = stat.slice(stat.lastIndexOf(")") + 2).split(" ")[0];
+    return state !== "Z" && state !== "X";
+  } catch {
+    return false;
+  }
+}
+
+function groupGone(pgid: number): boolean {
+  try {
+    process.kill(-pgid, 0);
+  } catch {
+    return true;
+  }
+  return false;
+}
+
+async function until(check: () => boolean, ms = 5000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!check()) {
+    if (Date.now() > end) throw new Error("timed out waiting");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe("agent bridge runs", () => {
+  let t: TestServer & { dir: string };
+  let agent: BridgeContext;
+  let op: BridgeContext;
+  const call = (ctx: BridgeContext, name: string, args: unknown = {}) => tool(name).run(ctx, args) as Promise<any>;
+
+  let dir: string;
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { box } = makeBox(dir);
+    t = await startTestServer({ box, env: { HERMES_FAKE_DELAY_MS: "60", HERMES_FAKE_LINES: "5" } });
+    agent = { d: t.hal0, caller: AGENT, profiles: ["alpha"] };
+    op = { d: t.hal0, caller: OPERATOR, profiles: "all" };
+  });
+  afterAll(async () => {
+    await t.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it("are nine, with the issue's default tiers", () => {
+    expect(RUN_TOOLS.map((x) => `${x.name}:${x.defaultTier}`).sort()).toEqual([
+      "agent_profile_list:autonomous_read", "agent_run_cancel:autonomous_write", "agent_run_events:autonomous_read", "agent_run_list:autonomous_read",
+      "agent_run_message:autonomous_write", "agent_run_result:autonomous_read", "agent_run_start:autonomous_write", "agent_run_status:autonomous_read", "agent_run_wait:autonomous_read",
+    ]);
+  });
+
+  it("list the profiles the caller may reach", async () => {
+    expect(await call(agent, "agent_profile_list")).toEqual({ profiles: [{ name: "alpha", config: true, soul: true }] });
+    expect((await call(op, "agent_profile_list")).profiles.map((p: { name: string }) => p.name)).toEqual(["alpha", "beta"]);
+  });
+
+  it("start → events followed with the cursor to the end → result", async () => {
+    const started = await call(agent, "agent_run_start", { profile: "alpha", prompt: "summarise the box", toolsets: ["web", "terminal"], max_turns: 4 });
+    expect(started.run_id).toMatch(/^run_[0-9a-f]{16}$/);
+    expect(["queued", "running"]).toContain(started.state);
+    const lines: string[] = [];
+    let after = 0;
+    let whileRunning = 0;
+    for (let i = 0; i < 500; i++) {
+      const ev = await call(agent, "agent_run_events", { run_id: started.run_id, after });
+      expect(ev.next).toBeGreaterThanOrEqual(after);
+      lines.push(...ev.lines);
+      if (ev.state === "running" && ev.lines.length > 0) whileRunning++;
+      after = ev.next;
+      if (ev.done) break;
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    expect(whileRunning).toBeGreaterThan(1); // it streamed: several slices came while it ran
+    expect(lines).toContain("prompt: summarise the box");
+    expect(lines).toContain("toolsets: web,terminal");
+    expect(lines).toContain("max turns: 4");
+    expect(lines.filter((l) => /^line \d of 5$/.test(l))).toHaveLength(5);
+    expect(lines.some((l) => l.startsWith("⚕"))).toBe(false); // -Q: no banner
+    // Nothing more past the end.
+    expect(await call(agent, "agent_run_events", { run_id: started.run_id, after })).toMatchObject({ lines: [], next: after, done: true });
+    const result = await call(agent, "agent_run_result", { run_id: started.run_id });
+    expect(result).toMatchObject({ state: "done", done: true, exit_code: 0, error: null, truncated: false });
+    expect(result.session_id).toMatch(/^\d{8}_\d{6}_[0-9a-f]{6}$/);
+    expect(result.output).toContain("line 5 of 5");
+    expect(result.output).not.toContain("session_id");
+    const status = (await call(agent, "agent_run_status", { run_id: started.run_id })).run;
+    expect(status).toMatchObject({ profile: "alpha", state: "done", reason: "exit", caller: "agent:claude", toolsets: ["web", "terminal"], max_turns: 4, session_id: result.session_id });
+    expect(status.started_at).not.toBeNull();
+    expect(status.ended_at).not.toBeNull();
+    expect(statSync(join(t.state, "runs", `${started.run_id}.log`)).size).toBe(status.output_bytes);
+    const audit = t.hal0.audit.query({ actor: "agent:claude", route: "POST /mcp/agents" }).items;
+    expect(audit.filter((r) => r.tool === "agent_run_start").map((r) => [r.outcome, r.target])).toEqual([["ok", started.run_id]]);
+  });
+
+  it("agent_run_message continues the Hermes session (--resume)", async () => {
+    const first = await call(agent, "agent_run_start", { profile: "alpha", prompt: "remember the word kumquat" });
+    expect(await refusal(call(agent, "agent_run_message", { run_id: first.run_id, text: "too soon" }))).toBe("run.active");
+    const done = await call(agent, "agent_run_wait", { run_id: first.run_id, timeout_s: 20 });
+    expect(done).toMatchObject({ done: true, run: { state: "done" } });
+    const second = await call(agent, "agent_run_message", { run_id: first.run_id, text: "which word?" });
+    expect(second).toMatchObject({ continues: first.run_id, session_id: done.run.session_id });
+    const end = await call(agent, "agent_run_wait", { run_id: second.run_id, timeout_s: 20 });
+    expect(end.run).toMatchObject({ state: "done", resume: done.run.session_id, continues: first.run_id, session_id: done.run.session_id });
+    const result = await call(agent, "agent_run_result", { run_id: second.run_id });
+    expect(result.output).toContain(`resumed session ${done.run.session_id}: 1 earlier prompt(s), the last: remember the word kumquat`);
+    const audit = t.hal0.audit.query({ actor: "agent:claude", route: "POST /mcp/agents" }).items;
+    expect(audit.filter((r) => r.tool === "agent_run_message").map((r) => [r.outcome, r.error_code, r.target])).toEqual([
+      ["ok", null, first.run_id],
+      ["error", "run.active", first.run_id],
+    ]);
+  });
+
+  it("a non-zero exit is a failed run with its exit code, and it has a session to message", async () => {
+    const r = await call(agent, "agent_run_start", { profile: "alpha", prompt: "break [fail]" });
+    const end = await call(agent, "agent_run_wait", { run_id: r.run_id, timeout_s: 20 });
+    expect(end.run).toMatchObject({ state: "failed", reason: "exit", exit_code: 3, error: "hermes exited with code 3" });
+    expect(end.run.session_id).not.toBeNull();
+  });
+
+  it("refuses other profiles, unknown runs and bad arguments with codes", async () => {
+    expect(await refusal(call(agent, "agent_run_start", { profile: "beta", prompt: "hi" }))).toBe("run.profile_denied");
+    expect(await refusal(call(op, "agent_run_start", { profile: "gamma", prompt: "hi" }))).toBe("run.profile_not_found");
+    expect(await refusal(call(agent, "agent_run_status", { run_id: "run_0000000000000000" }))).toBe("run.not_found");
+    expect(await refusal(call(agent, "agent_run_start", { profile: "alpha", prompt: "hi", resume: "--yolo" }))).toBe("validation.invalid");
+    expect(await refusal(call(agent, "agent_run_start", { profile: "../x", prompt: "hi" }))).toBe("validation.invalid");
+    expect(await refusal(call(agent, "agent_run_start", { profile: "alpha", prompt: "" }))).toBe("validation.invalid");
+    // A run of a profile the agent does not reach is not found for it, in every read and in the list.
+    const beta = await call(op, "agent_run_start", { profile: "beta", prompt: "beta work" });
+    for (const name of ["agent_run_status", "agent_run_events", "agent_run_result", "agent_run_cancel"]) {
+      expect(await refusal(call(agent, name, { run_id: beta.run_id }))).toBe("run.not_found");
+    }
+    expect((await call(agent, "agent_run_list", {})).runs.every((r: { profile: string }) => r.profile === "alpha")).toBe(true);
+    expect((await call(op, "agent_run_list", { profile: "beta" })).runs.map((r: { run_id: string }) => r.run_id)).toContain(beta.run_id);
+    await call(op, "agent_run_wait", { run_id: beta.run_id, timeout_s: 20 });
+    expect((await call(op, "agent_run_list", { state: "failed" })).runs.every((r: { state: string }) => r.state === "failed")).toBe(true);
+    const denied = t.hal0.audit.query({ actor: "agent:claude", route: "POST /mcp/agents" }).items.filter((r) => r.error_code === "run.profile_denied");
+    expect(denied).toHaveLength(1);
+  });
+
+  it("cancel stops the whole process group, the stand-in's child too", async () => {
+    const r = await call(agent, "agent_run_start", { profile: "alpha", prompt: "work [child]" });
+    let child = 0;
+    await until(() => {
+      const ev = t.hal0.runs!.events(r.run_id, 0);
+      child = Number(ev.lines.map((l) => /^child pid: (\d+)$/.exec(l)?.[1]).find((x) => x !== undefined) ?? 0);
+      return child > 0;
+    });
+    const leader = t.hal0.runs!.get(r.run_id)!.pid!;
+    expect(alive(leader) && alive(child)).toBe(true);
+    const cancelled = await call(agent, "agent_run_cancel", { run_id: r.run_id });
+    expect(cancelled.run).toMatchObject({ state: "cancelled", reason: "cancelled" });
+    await until(() => !alive(leader) && !alive(child) && groupGone(leader));
+    // Cancelling an ended run changes nothing.
+    expect((await call(agent, "agent_run_cancel", { run_id: r.run_id })).run.state).toBe("cancelled");
+    expect(t.hal0.audit.query({ actor: "agent:claude", route: "POST /mcp/agents", target: r.run_id }).items.filter((x) => x.tool === "agent_run_cancel")).toHaveLength(2);
+  });
+
+  it("a run past its timeout_s is stopped and marked failed (timed_out)", async () => {
+    const r = await call(agent, "agent_run_start", { profile: "alpha", prompt: "forever [hang]", timeout_s: 1 });
+    const early = await call(agent, "agent_run_wait", { run_id: r.run_id, timeout_s: 0.2 });
+    expect(early).toMatchObject({ done: false, run: { state: "running" } });
+    const end = await call(agent, "agent_run_wait", { run_id: r.run_id, timeout_s: 20 });
+    expect(end).toMatchObject({ done: true, run: { state: "failed", reason: "timed_out", timeout_s: 1 } });
+    expect(end.run.error).toContain("timed out after 1 s");
+    expect(groupGone(t.hal0.runs!.get(r.run_id)!.pid!)).toBe(true);
+  });
+
+  it("the output log keeps its bound (1 MiB, the tail) and the cursor says what was dropped", async () => {
+    const r = await call(agent, "agent_run_start", { profile: "alpha", prompt: "shout [bytes=3000000]" });
+    await call(agent, "agent_run_wait", { run_id: r.run_id, timeout_s: 30 });
+    const row = t.hal0.runs!.get(r.run_id)!;
+    expect(row.state).toBe("done");
+    expect(row.log_bytes).toBeGreaterThan(3_000_000);
+    const size = statSync(join(t.state, "runs", `${r.run_id}.log`)).size;
+    expect(size).toBeLessThanOrEqual(1024 * 1024);
+    expect(size).toBe(row.log_bytes - row.log_base);
+    let ev = await call(agent, "agent_run_events", { run_id: r.run_id });
+    expect(ev.dropped).toBe(row.log_base);
+    expect(ev.lines[0]).toMatch(/^\d{8} x+$/); // the kept tail starts at a whole line
+    expect(Number(ev.lines[0].slice(0, 8))).toBeGreaterThan(0);
+    let last: string[] = ev.lines.slice(-4);
+    while (!ev.done) {
+      ev = await call(agent, "agent_run_events", { run_id: r.run_id, after: ev.next });
+      last = [...last, ...ev.lines].slice(-4);
+    }
+    // The end of the output (stdout's last line and stderr's session id, two pipes: either first).
+    expect(last).toContain("done.");
+    expect(last.some((l) => /^session_id: \d{8}_\d{6}_[0-9a-f]{6}$/.test(l))).toBe(true);
+    expect(ev.next).toBe(row.log_bytes);
+    expect(await call(agent, "agent_run_result", { run_id: r.run_id })).toMatchObject({ truncated: true, exit_code: 0 });
+  });
+});
+
+describe("agent bridge runs, max_runs and restarts", () => {
+  it("[bridge] max_runs = 1 queues the second run until the first ends", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { box } = makeBox(dir, "\n[bridge]\nmax_runs = 1\n");
+    const t = await startTestServer({ box, env: { HERMES_FAKE_DELAY_MS: "100", HERMES_FAKE_LINES: "3" } });
+    try {
+      const ctx: BridgeContext = { d: t.hal0, caller: AGENT, profiles: ["alpha"] };
+      const a = await tool("agent_run_start").run(ctx, { profile: "alpha", prompt: "first" }) as any;
+      const b = await tool("agent_run_start").run(ctx, { profile: "alpha", prompt: "second" }) as any;
+      expect([a.state, b.state]).toEqual(["running", "queued"]);
+      await t.hal0.runs!.wait(a.run_id, 20_000);
+      const first = t.hal0.runs!.get(a.run_id)!;
+      expect(first.state).toBe("done");
+      expect(["running", "done"]).toContain(t.hal0.runs!.get(b.run_id)!.state);
+      await t.hal0.runs!.wait(b.run_id, 20_000);
+      const second = t.hal0.runs!.get(b.run_id)!;
+      expect(second.state).toBe("done");
+      expect(second.started_at! >= first.ended_at!).toBe(true);
+      // A queued run can be cancelled before it starts.
+      const c = await tool("agent_run_start").run(ctx, { profile: "alpha", prompt: "third [hang]" }) as any;
+      const d = await tool("agent_run_start").run(ctx, { profile: "alpha", prompt: "fourth" }) as any;
+      expect((await tool("agent_run_cancel").run(ctx, { run_id: d.run_id }) as any).run).toMatchObject({ state: "cancelled", started_at: null });
+      expect((await tool("agent_run_cancel").run(ctx, { run_id: c.run_id }) as any).run.state).toBe("cancelled");
+    } finally {
+      await t.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a command that cannot start is a failed run (spawn_failed), and the next queued one still starts", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { home } = makeBox(dir);
+    const state = join(dir, "state");
+    const db = openDb(state);
+    let command = join(dir, "no-such-hermes");
+    const runs = new RunService({ db, stateDir: state, env: {}, settings: () => Settings.parse({ hermes: { home, command }, bridge: { max_runs: 1 } }) });
+    try {
+      const bad = await runs.start({ profile: "alpha", prompt: "hi", caller: "operator:root" });
+      command = HERMES;
+      const good = await runs.start({ profile: "alpha", prompt: "hi again", caller: "operator:root" });
+      expect((await runs.wait(bad.id, 10_000))!).toMatchObject({ state: "failed", reason: "spawn_failed" });
+      expect(runs.get(bad.id)!.error).toContain("no-such-hermes");
+      expect((await runs.wait(good.id, 10_000))!.state).toBe("done");
+    } finally {
+      await runs.close();
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a restart stops the process group a crashed hal0 left running and marks the run interrupted", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { box } = makeBox(dir);
+    const state = join(dir, "state");
+    const crash = spawn(join(REPO, "node_modules/.bin/vite-node"), [join(REPO, "test/server/bridge-runs-crash.ts"), box, state], { cwd: REPO, stdio: ["ignore", "pipe", "inherit"] });
+    let out = "";
+    crash.stdout.on("data", (c: Buffer) => (out += c.toString()));
+    try {
+      await until(() => /ready \S+ \d+ \d+\n/.test(out), 30_000);
+      const [, id, leaderS, childS] = /ready (\S+) (\d+) (\d+)\n/.exec(out)!;
+      const leader = Number(leaderS);
+      const child = Number(childS);
+      crash.kill("SIGKILL");
+      await new Promise((r) => crash.once("exit", r));
+      // The crash left the run's group running.
+      expect(alive(leader) && alive(child)).toBe(true);
+      const t = await startTestServer({ reuse: { dir }, extra: { root: box } });
+      try {
+        await t.hal0.runs!.ready;
+        const row = t.hal0.runs!.get(id!)!;
+        expect(row).toMatchObject({ state: "interrupted", reason: "hal0_restart", profile: "alpha", prompt: "work [child]" });
+        expect(row.error).toContain("its process group was stopped");
+        await until(() => !alive(leader) && !alive(child) && groupGone(leader));
+        const ctx: BridgeContext = { d: t.hal0, caller: OPERATOR, profiles: "all" };
+        const ev = await tool("agent_run_events").run(ctx, { run_id: id }) as any;
+        expect(ev.done).toBe(true);
+        expect(ev.lines).toContain(`child pid: ${child}`);
+      } finally {
+        await t.close();
+      }
+    } finally {
+      if (crash.exitCode === null) crash.kill("SIGKILL");
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
+});
