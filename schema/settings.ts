@@ -100,7 +100,12 @@ const Memory = z
     }
   }, { when: whenValid("enabled", "engine", "url") });
 
-const Bridge = z.strictObject({ enabled: z.boolean().default(true) });
+const Bridge = z.strictObject({
+  /** `/mcp/agents` (hal0-agents) is mounted; off, it answers 404 and its open sessions are closed. */
+  enabled: z.boolean().default(true),
+  /** At most this many Hermes runs at once; the rest wait, queued. */
+  max_runs: z.int().min(1).max(16).default(2),
+});
 
 const Approvals = z.strictObject({
   ttl_s: z.int().min(1).max(31_536_000).default(86_400),
