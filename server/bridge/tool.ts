@@ -17,6 +17,12 @@ export interface BridgeToolDef {
   readonly description: string;
   readonly input: z.ZodObject;
   readonly run: (ctx: BridgeContext, args: any) => Promise<unknown>;
+  /**
+   * Optional: refuses a call that could not run (a missing profile, a bad
+   * SKILL.md), with the arguments already valid. A gated call is checked
+   * before it is queued and again when a person approves it.
+   */
+  readonly precheck?: (ctx: BridgeContext, args: any) => Promise<void> | void;
 }
 
 export interface BridgeContext {
