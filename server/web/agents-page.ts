@@ -58,7 +58,7 @@ export async function agentsPage(d: Dispatcher, baseUrl: string, agent: string |
   const bridgeOn = model.settings.bridge.enabled;
   const admissions = d.auth?.tokens.list({ all: false }).filter((t) => t.kind === "agent" && t.scopes.includes("mcp:agents")) ?? [];
   const body = `<section aria-labelledby="servers-h"><h2 id="servers-h">hal0's MCP servers</h2>
-<form method="get" action="/agents"><label>Tiers for agent <input name="agent" value="${esc(who ?? "")}" pattern="[A-Za-z0-9_-]{1,64}" placeholder="(the defaults)"></label> <button type="submit">Show</button></form>
+<form method="get" action="/agents"><label>Tiers for agent <input name="agent" value="${esc(who ?? "")}" pattern="[A-Za-z0-9_\\-]{1,64}" placeholder="(the defaults)"></label> <button type="submit">Show</button></form>
 ${servers.join("\n")}
 ${bridgeOn ? "" : `<p class="muted">hal0-agents is off (<code>[bridge] enabled = false</code>): /mcp/agents answers 404.</p>`}
 <h3>Installed servers (${installed.length})</h3>${installed.length === 0 ? `<p class="muted">none</p>` : `<div class="table-wrap"><table><thead><tr><th scope="col">Server</th><th scope="col">Transport</th><th scope="col">Tools</th><th scope="col">Enabled</th></tr></thead><tbody>${installedRows.join("")}</tbody></table></div>`}</section>
@@ -66,7 +66,7 @@ ${minted ? mintedSection(minted) : ""}
 <section aria-labelledby="add-h"><h2 id="add-h">Add hal0-agents to Claude Code, Codex or Cursor</h2>
 <p>Mints an <strong>agent</strong> token admitted to the bridge (it reaches /mcp/agents and the Hermes profiles named, nothing else) and shows the client's config once.</p>
 <form method="post" action="/agents/admit">${csrfField(viewer)}
-<label>Agent name <input name="name" required pattern="[A-Za-z0-9_-]{1,64}" placeholder="claude-code"></label>
+<label>Agent name <input name="name" required pattern="[A-Za-z0-9_\\-]{1,64}" placeholder="claude-code"></label>
 <label>Hermes profiles <input name="profiles" placeholder="coder,writer (empty: every profile)"></label>
 <label>Client <select name="client">${Object.entries(CLIENTS).map(([id, label]) => `<option value="${id}">${esc(label)}</option>`).join("")}</select></label>
 <button type="submit">Mint and show config</button></form></section>
