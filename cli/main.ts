@@ -33,6 +33,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   token: async () => { const m = await import("./token-cmd.js"); return { run: m.runToken, help: m.TOKEN_HELP }; },
   model: async () => { const m = await import("./model-cmd.js"); return { run: m.runModel, help: m.MODEL_HELP }; },
   service: async () => { const m = await import("./service-cmd.js"); return { run: m.runService, help: m.SERVICE_HELP }; },
+  bridge: async () => { const m = await import("./bridge-cmd.js"); return { run: m.runBridge, help: m.BRIDGE_HELP }; },
 };
 
 const USAGE = `usage: hal0 <command> [options]
@@ -55,6 +56,7 @@ commands:
   token      create | list | revoke | rotate: operators' and agents' credentials
   model      model pull REPO FILE: pull a model from the Hugging Face Hub, verify it, register it
   service    service install: write the systemd unit of hal0 serve (--print: show it only)
+  bridge     admit NAME | list | revoke NAME: remote coding agents on hal0-agents (/mcp/agents)
 
 exit status:
   0   done

@@ -52,7 +52,7 @@ export async function runWeb(args: string[], io: CliIo): Promise<number> {
 }
 
 /** `[server] host` and `port` of the compiled config (the defaults when it does not compile). */
-async function serverAddress(flags: { config?: string }, io: CliIo): Promise<{ host: string; port: number }> {
+export async function serverAddress(flags: { config?: string }, io: CliIo): Promise<{ host: string; port: number }> {
   const { root, model } = await compileTree(flags, io);
   if (!model) io.stderr.write(`hal0 web: ${root} does not compile (see 'hal0 validate'); the link uses the default 127.0.0.1:8080\n`);
   return { host: model?.settings.server.host ?? "127.0.0.1", port: model?.settings.server.port ?? 8080 };

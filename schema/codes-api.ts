@@ -19,7 +19,7 @@ export const API_CODES = {
   "auth.invalid_token": { severity: "error", stage: "server", http: 401, meaning: "The bearer token is not one hal0 minted, or it was revoked or rotated." },
   "auth.identity_mismatch": { severity: "error", stage: "server", http: 403, meaning: "X-hal0-Agent names another identity than the token's, or a request on an MCP session carries another token (or none) than the one that opened it." },
   "auth.operator_required": { severity: "error", stage: "server", http: 403, meaning: "Only an operator (a person's token or web session) may do this: approve, deny, manage tokens, routes no tool maps to, changing [server] auth." },
-  "auth.scope_denied": { severity: "error", stage: "server", http: 403, meaning: "The token's scopes do not include this surface (mcp:admin, mcp:memory, rest); details.needed names the scope." },
+  "auth.scope_denied": { severity: "error", stage: "server", http: 403, meaning: "The token's scopes do not include this surface (mcp:admin, mcp:memory, mcp:agents, rest); details.needed names the scope." },
   "auth.csrf": { severity: "error", stage: "server", http: 403, meaning: "A request authenticated by the web page's session cookie lacks the session's CSRF token, or comes from another origin." },
   "auth.login_invalid": { severity: "error", stage: "server", http: 401, meaning: "The login code or pasted token is unknown, used, expired, or not an operator's." },
   "auth.token_not_found": { severity: "error", stage: "server", http: 404, meaning: "No token has this id or name." },
@@ -154,4 +154,8 @@ export const API_CODES = {
   "run.active": { severity: "error", stage: "server", http: 409, meaning: "agent_run_message to a run that is still queued or running: its Hermes session takes the next message once the run has ended (agent_run_wait)." },
   "run.no_session": { severity: "error", stage: "server", http: 409, meaning: "agent_run_message to a run that ended without Hermes reporting a session id (it failed to start, or was stopped before the end): there is no session to continue." },
   "run.unavailable": { severity: "error", stage: "server", http: 503, meaning: "This server runs no Hermes runs (no run service); hal0 serve has one." },
+  // ── hal0-agents (the bridge) ─────────────────────────────────────────
+  "bridge.profile_denied": { severity: "error", stage: "server", http: 403, meaning: "A hal0-agents tool named a Hermes profile the caller's bridge token was not admitted to (hal0 bridge admit NAME --profiles …); details.allowed lists the profiles it reaches." },
+  "bridge.already_admitted": { severity: "error", stage: "cli", http: 409, meaning: "hal0 bridge admit NAME while NAME has a live bridge admission: revoke it first, or rotate its token (hal0 token rotate NAME)." },
+  "bridge.not_admitted": { severity: "error", stage: "cli", http: 404, meaning: "hal0 bridge revoke NAME: no live bridge admission has this name (hal0 bridge list)." },
 } as const satisfies Record<string, CodeInfo>;

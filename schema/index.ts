@@ -34,7 +34,7 @@ export {
   AUTONOMOUS_READ_TOOLS, AUTONOMOUS_WRITE_TOOLS, GATED_TOOLS, EXCLUDED_TOOLS, NEVER_LOOSEN_TOOLS,
   type SeedTool,
 } from "./data/seed-tiers.js";
-export { HAL0_READ_TOOLS, HAL0_WRITE_TOOLS, HAL0_GATED_TOOLS } from "./data/hal0-tools.js";
+export { HAL0_READ_TOOLS, HAL0_WRITE_TOOLS, HAL0_GATED_TOOLS, AGENTS_READ_TOOLS, AGENTS_WRITE_TOOLS, AGENTS_GATED_TOOLS } from "./data/hal0-tools.js";
 
 // Diagnostics and codes
 export { CODES, isCode, type Code, type CodeInfo } from "./codes.js";

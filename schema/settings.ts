@@ -105,8 +105,9 @@ const Memory = z
   }, { when: whenValid("enabled", "engine", "url") });
 
 const Bridge = z.strictObject({
+  /** `/mcp/agents` (hal0-agents) is mounted; off, it answers 404 and its open sessions are closed. */
   enabled: z.boolean().default(true),
-  /** At most this many agent-bridge Hermes runs at once; the rest wait, queued. */
+  /** At most this many Hermes runs at once; the rest wait, queued. */
   max_runs: z.int().min(1).max(16).default(2),
 });
 

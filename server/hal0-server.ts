@@ -38,6 +38,9 @@ import type { RunnerProbe } from "../reconciler/runner-probe.js";
 import { LoopControl } from "../reconciler/loop.js";
 import { SlotStats } from "./stats/scraper.js";
 import { RunService } from "./bridge/runs/service.js";
+import { agentsServer, bridgeCatalog } from "./mcp/agents.js";
+import type { BridgeToolDef } from "./bridge/tool.js";
+import { bridgeProfiles, requireBridge } from "./bridge/access.js";
 
 export interface Hal0ServerOptions {
   readonly root: string;
@@ -59,6 +62,8 @@ export interface Hal0ServerOptions {
   readonly scrapeIntervalS?: number;
   /** Re-roots /proc and /sys for the stats routes (tests write those trees); default `/`. */
   readonly hostRoot?: string;
+  /** The tools `/mcp/agents` serves instead of this build's run and teaching tools (tests). */
+  readonly bridgeTools?: readonly BridgeToolDef[];
 }
 
 export interface Hal0Server extends Dispatcher {
@@ -67,8 +72,8 @@ export interface Hal0Server extends Dispatcher {
   readonly auth: Authenticator;
   readonly tokens: TokenStore;
   readonly memory: MemoryService;
-  /** `/mcp/admin` and `/mcp/memory`. */
-  readonly mcp: { readonly admin: McpEndpoint; readonly memory: McpEndpoint };
+  /** `/mcp/admin`, `/mcp/memory` and `/mcp/agents`. */
+  readonly mcp: { readonly admin: McpEndpoint; readonly memory: McpEndpoint; readonly agents: McpEndpoint };
   readonly stats: SlotStats;
   close(): Promise<void>;
 }
@@ -82,6 +87,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const now = options.now ?? Date.now;
   const routes = options.routes ?? ROUTES;
   const catalog = buildCatalog(routes); // an inconsistent tool catalog stops the server before it opens anything
+  const bridge = bridgeCatalog(options.bridgeTools); // the same for hal0-agents' tools against their tier tables
   const db = openDb(options.stateDir);
   // The bootstrap: the person who can read the state folder holds <state>/operator.token.
   const tokens = new TokenStore(db, options.stateDir, now);
@@ -99,7 +105,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   // A stack apply (the change set carries `stack`) whose projection the committed tree holds: the pointer names it (`stack_pointer`).
   box.onCommit("stack_pointer", stackPointerObserver(options.stateDir, now));
   // Approved requests find their route here: the REST table and hal0-memory's internal routes.
-  const byId = new Map([...routes, ...MEMORY_ROUTES].map((r) => [routeId(r), r]));
+  const byId = new Map([...routes, ...MEMORY_ROUTES, ...bridge.routes.values()].map((r) => [routeId(r), r]));
   const audit = new Audit(db, now);
   const memory = new MemoryService({ stateDir: options.stateDir, settings: () => box.lastSettings()?.memory, engineFor: options.memoryEngine });
   const auth: Authenticator = { tokens, mode: () => box.lastSettings()?.server.auth ?? "token" };
@@ -147,13 +153,22 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
     { id: "hal0-admin", name: "hal0-admin", description: "The box as MCP tools: slots, models, profiles, stacks, settings, plans", path: "/mcp/admin", serverFor: async (caller) => adminServer(services, catalog, (await box.model()).policy, caller, version) },
     { id: "hal0-memory", name: "hal0-memory", description: "Long-term memory for agents: search, recall, mental models, directives", path: "/mcp/memory", serverFor: async (caller) => memoryServer(services, (await box.model()).policy, caller, version) },
   ];
-  services.bundled = bundled;
+  // hal0-agents: listed (and introspected) only while [bridge] enabled; its profiles are the caller's bridge token's.
+  const agentsBundled: BundledServer = { enabled: () => box.lastSettings()?.bridge.enabled ?? true, id: "hal0-agents", name: "hal0-agents", description: "Remote coding agents run and teach the box's Hermes (hal0 bridge admit)", path: "/mcp/agents", serverFor: async (caller) => agentsServer(services, bridge, (await box.model()).policy, caller, caller.kind === "operator" ? "all" : [], version) };
+  const bridgeOn = async () => {
+    await box.snapshot().catch(() => undefined); // a hand edit of hal0.toml is seen at the next request
+    return box.lastSettings()?.bridge.enabled ?? true;
+  };
+  services.bundled = [...bundled, agentsBundled];
   const maxBody = () => maxBodyBytes(box.lastSettings());
   const refused = (mount: string) => (caller: Parameters<typeof auditRefusal>[2], err: Parameters<typeof auditRefusal>[3]) => auditRefusal(services, `${mount}:connect`, caller, err, { method: "POST", path: `/mcp/${mount}` });
   const mcp = {
     admin: new McpEndpoint(gate, auth, "mcp:admin", bundled[0]!.serverFor, refused("admin"), maxBody),
     memory: new McpEndpoint(gate, auth, "mcp:memory", bundled[1]!.serverFor, refused("memory"), maxBody),
+    agents: new McpEndpoint(gate, auth, "mcp:agents", async (caller, identity) => agentsServer(services, bridge, (await box.model()).policy, caller, bridgeProfiles(identity), version), refused("agents"), maxBody, { mounted: bridgeOn, admit: requireBridge, path: "/mcp/agents" }),
   };
+  // Turning the bridge off through the pipeline (settings_update, PUT /api/settings) closes its sessions at once.
+  box.onCommit("bridge", (proposal) => (proposal.model.settings.bridge.enabled ? undefined : void mcp.agents.close()));
   const app = createHal0App({
     ...services,
     get sweeps() {
@@ -170,7 +185,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
       images.close();
       await runs.close();
       await services.stats.close();
-      await Promise.all([mcp.admin.close(), mcp.memory.close()]);
+      await Promise.all([mcp.admin.close(), mcp.memory.close(), mcp.agents.close()]);
       await memory.close();
       audit.flush();
       db.close();

@@ -56,13 +56,14 @@ export const SETTINGS_REGISTRY: Readonly<Record<string, SettingsRegistryEntry>> 
   // Read when a bridge run starts.
   "hermes.command": immediate,
   "hermes.run_timeout_s": immediate,
+  // Read on every /mcp/agents request (off closes its sessions) and when a run would start.
+  "bridge.enabled": immediate,
   "bridge.max_runs": immediate,
-  // The server wires Hermes, memory and the bridge when it starts.
+  // The server wires Hermes and memory when it starts.
   "hermes.home": api,
   "memory.enabled": api,
   "memory.engine": api,
   "memory.url": api,
-  "bridge.enabled": api,
   // The server scans model roots at start; runners mount the store.
   "models.roots": api,
   "models.store": slots,

@@ -25,6 +25,12 @@ export interface BridgeToolDef {
    * refusal) when a file moved meanwhile. Absent for reads.
    */
   readonly propose?: (ctx: BridgeContext, args: any) => Promise<BridgeProposal>;
+  /**
+   * Optional: refuses a call that could not run (a missing profile, a bad
+   * SKILL.md), with the arguments already valid. A gated call is checked
+   * before it is queued and again when a person approves it.
+   */
+  readonly precheck?: (ctx: BridgeContext, args: any) => Promise<void> | void;
 }
 
 /** What a write would change, before anything is written (see BridgeToolDef.propose). */

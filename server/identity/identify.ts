@@ -18,6 +18,8 @@ export interface Identity {
   /** The token that proved it (a session names its operator token); absent for anonymous and auth off. */
   readonly tokenId?: string;
   readonly scopes: readonly Scope[];
+  /** A bridge token's Hermes profiles (`*`: every one), as the token carries them (server/bridge/access.ts reads them). */
+  readonly profiles?: readonly string[];
   /** How it was proved. */
   readonly by: "bearer" | "session" | "auth_off" | "none";
   /** `X-hal0-Agent` when the request sent one that is not the identity's own name (audit only; never trusted). */
@@ -57,7 +59,7 @@ export function identify(headers: IncomingHttpHeaders, auth: Authenticator): Ide
   if (bearer !== undefined) {
     const token = auth.tokens.verify(bearer);
     if (!token) throw new ApiError("auth.invalid_token", "the bearer token is unknown, revoked or rotated; ask the operator for a new one (hal0 token create)");
-    return checked({ kind: token.kind, name: token.name, tokenId: token.id, scopes: token.scopes, by: "bearer" }, claim);
+    return checked({ kind: token.kind, name: token.name, tokenId: token.id, scopes: token.scopes, ...(token.profiles ? { profiles: token.profiles } : {}), by: "bearer" }, claim);
   }
   const cookie = cookieOf(one(headers.cookie), SESSION_COOKIE);
   if (cookie !== undefined) {

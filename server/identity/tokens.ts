@@ -8,11 +8,11 @@ import { ApiError } from "../errors.js";
 export const TOKEN_KINDS = ["operator", "agent"] as const;
 export type TokenKind = (typeof TOKEN_KINDS)[number];
 
-/** The surfaces a token reaches. Later issues add scopes (the agents bridge); name them here. */
-export const SCOPES = ["mcp:admin", "mcp:memory", "rest"] as const;
+/** The surfaces a token reaches; `mcp:agents` is hal0-agents (the bridge, `hal0 bridge admit`). */
+export const SCOPES = ["mcp:admin", "mcp:memory", "rest", "mcp:agents"] as const;
 export type Scope = (typeof SCOPES)[number];
 
-/** What a token of each kind reaches when `--scope` names nothing: a person everything, an agent the two MCP mounts. */
+/** What a token of each kind reaches when `--scope` names nothing: a person everything, an agent the two MCP mounts (never the bridge). */
 export const DEFAULT_SCOPES: Readonly<Record<TokenKind, readonly Scope[]>> = {
   operator: SCOPES,
   agent: ["mcp:admin", "mcp:memory"],
@@ -25,6 +25,12 @@ export const TOKEN_PREFIX: Readonly<Record<TokenKind, string>> = { operator: "ha
 export const OWNER = "owner";
 
 const NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
+/**
+ * The Hermes profiles a bridge token reaches, kept beside its scopes in the
+ * same column: `profile:<name>` each, `profile:*` for every profile. Only a
+ * token with `mcp:agents` may carry them.
+ */
+const PROFILE_ENTRY_RE = /^profile:(\*|[a-z0-9][a-z0-9_-]{0,31})$/;
 const TOKEN_RE = /^hal0_(op|ag)_[A-Za-z0-9_-]{32}$/;
 
 /** One token as lists show it: never the secret, never its hash. */
@@ -33,6 +39,8 @@ export interface TokenInfo {
   readonly kind: TokenKind;
   readonly name: string;
   readonly scopes: readonly Scope[];
+  /** A bridge token's Hermes profiles (`*`: every one); absent on every other token. */
+  readonly profiles?: readonly string[];
   readonly created_at: string;
   readonly last_used_at: string | null;
   readonly revoked_at: string | null;
@@ -66,11 +74,13 @@ export function checkName(name: string): string {
   return name;
 }
 
-export function parseScopes(list: readonly string[] | undefined, kind: TokenKind): Scope[] {
+/** The scopes column's entries: known scopes, and `profile:` entries beside `mcp:agents` (sorted, unique). */
+export function parseScopes(list: readonly string[] | undefined, kind: TokenKind): string[] {
   if (list === undefined || list.length === 0) return [...DEFAULT_SCOPES[kind]];
-  const bad = list.filter((s) => !(SCOPES as readonly string[]).includes(s));
-  if (bad.length > 0) throw new ApiError("auth.name_invalid", `unknown scope ${bad.join(", ")}; scopes are ${SCOPES.join(", ")}`, { scopes: bad });
-  return [...new Set(list as Scope[])].sort();
+  const bad = list.filter((s) => !(SCOPES as readonly string[]).includes(s) && !PROFILE_ENTRY_RE.test(s));
+  if (bad.length > 0) throw new ApiError("auth.name_invalid", `unknown scope ${bad.join(", ")}; scopes are ${SCOPES.join(", ")}, and profile:<name> or profile:* beside mcp:agents`, { scopes: bad });
+  if (list.some((s) => s.startsWith("profile:")) && !list.includes("mcp:agents")) throw new ApiError("auth.name_invalid", "profile:<name> entries are for bridge tokens: add mcp:agents (hal0 bridge admit)", { scopes: [...list] });
+  return [...new Set(list)].sort();
 }
 
 /** How often a token's `last_used_at` is written at most (a write per request would cost every call). */
@@ -96,7 +106,7 @@ export class TokenStore {
     const id = `tok_${randomBytes(6).toString("hex")}`;
     const at = iso(this.now());
     this.db.prepare("INSERT INTO tokens (id, kind, name, scopes, hash, created_at) VALUES (?, ?, ?, ?, ?, ?)").run(id, kind, name, scopeList.join(" "), hashSecret(token), at);
-    return { id, kind, name, scopes: scopeList, created_at: at, last_used_at: null, revoked_at: null, token };
+    return { ...this.byId(id)!, token };
   }
 
   /** The live token a secret is, or undefined (unknown, malformed or revoked). Records its use. */
@@ -292,7 +302,12 @@ function writeSecret(file: string, secret: string): void {
 }
 
 function info(r: Row): TokenInfo {
-  return { id: r.id, kind: r.kind, name: r.name, scopes: r.scopes.split(" ").filter(Boolean) as Scope[], created_at: r.created_at, last_used_at: r.last_used_at, revoked_at: r.revoked_at };
+  const entries = r.scopes.split(" ").filter(Boolean);
+  const profiles = entries.filter((e) => e.startsWith("profile:")).map((e) => e.slice("profile:".length));
+  return {
+    id: r.id, kind: r.kind, name: r.name, scopes: entries.filter((e) => !e.startsWith("profile:")) as Scope[], ...(profiles.length > 0 ? { profiles } : {}),
+    created_at: r.created_at, last_used_at: r.last_used_at, revoked_at: r.revoked_at,
+  };
 }
 
 function iso(ms: number): string {

@@ -11,6 +11,8 @@ export interface BundledServer {
   /** Its mount, e.g. `/mcp/admin`. */
   readonly path: string;
   readonly serverFor: (caller: Caller) => Promise<McpServer>;
+  /** Whether it is mounted now (hal0-agents: `[bridge] enabled`); absent: always. A server that is off is not listed. */
+  readonly enabled?: () => boolean;
 }
 
 export interface BundledView {

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import {
+  AGENTS_GATED_TOOLS, AGENTS_READ_TOOLS, AGENTS_WRITE_TOOLS,
   AUTONOMOUS_READ_TOOLS, AUTONOMOUS_WRITE_TOOLS, EXCLUDED_TOOLS, GATED_TOOLS, HAL0_GATED_TOOLS, HAL0_READ_TOOLS, HAL0_WRITE_TOOLS, type SeedTool,
 } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
@@ -20,9 +21,10 @@ export interface ToolDef {
 }
 
 const TABLES: ReadonlyArray<readonly [string, readonly SeedTool[]]> = [
-  ["autonomous_read", [...AUTONOMOUS_READ_TOOLS, ...HAL0_READ_TOOLS]],
-  ["autonomous_write", [...AUTONOMOUS_WRITE_TOOLS, ...HAL0_WRITE_TOOLS]],
-  ["gated", [...GATED_TOOLS, ...HAL0_GATED_TOOLS]],
+  // hal0-agents' rows (route "agents") are here for the two-tiers check only: hal0-admin serves none of them.
+  ["autonomous_read", [...AUTONOMOUS_READ_TOOLS, ...HAL0_READ_TOOLS, ...AGENTS_READ_TOOLS]],
+  ["autonomous_write", [...AUTONOMOUS_WRITE_TOOLS, ...HAL0_WRITE_TOOLS, ...AGENTS_WRITE_TOOLS]],
+  ["gated", [...GATED_TOOLS, ...HAL0_GATED_TOOLS, ...AGENTS_GATED_TOOLS]],
 ];
 /** Tools whose route reaches outside the box (another host, a registry). */
 const OPEN_WORLD = new Set(["upstream_test", "model_pull", "hf_search", "model_catalogue", "model_update_check", "update_check", "runner_image_sync"]);

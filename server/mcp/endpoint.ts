@@ -21,6 +21,16 @@ interface Session {
   lastSeen: number;
 }
 
+/** What a mount may add to the plain scope check (hal0-agents: mounted only while `[bridge] enabled`; operators and bridge tokens only). */
+export interface EndpointOptions {
+  /** Read per request; false: the mount answers 404 `route.not_found` and closes every open session. */
+  readonly mounted?: () => boolean | Promise<boolean>;
+  /** The mount's path, for that 404's message. */
+  readonly path?: string;
+  /** Replaces `requireScope(identity, scope)`: throws the refusal for an identity that may not open or use a session. */
+  readonly admit?: (identity: Identity) => void;
+}
+
 /** Sessions idle this long are closed (a client that vanished without DELETE). */
 const IDLE_MS = 30 * 60_000;
 
@@ -37,11 +47,12 @@ export class McpEndpoint {
     private readonly auth: Authenticator,
     /** `mcp:admin` or `mcp:memory`: what a token must reach to open a session here. */
     private readonly scope: Scope,
-    private readonly serverFor: (caller: Caller) => Promise<McpServer>,
+    private readonly serverFor: (caller: Caller, identity: Identity) => Promise<McpServer>,
     /** Records a request refused before any tool ran (identity, scope, session mismatch, a body refused). */
     private readonly onRefused?: (caller: Caller, err: ApiError) => void,
     /** The largest body a POST may carry, in bytes (`[server] max_body_kb` of the tree in force). */
     private readonly maxBody: () => number = () => maxBodyBytes(undefined),
+    private readonly options: EndpointOptions = {},
   ) {}
 
   /** Serves one request; resolves to the label of the identity it ran as (for the request log). */
@@ -51,8 +62,14 @@ export class McpEndpoint {
     let identity: Identity;
     try {
       checkGate(req.headers, this.gate());
+      if (this.options.mounted && !(await this.options.mounted())) {
+        await this.close();
+        sendJson(res, 404, envelope(new ApiError("route.not_found", `no route for ${req.method} ${this.options.path ?? "this MCP mount"}: it is turned off`)));
+        return "unmounted";
+      }
       identity = identify(req.headers, this.auth);
-      requireScope(identity, this.scope);
+      if (this.options.admit) this.options.admit(identity);
+      else requireScope(identity, this.scope);
     } catch (err) {
       const api = err as ApiError;
       this.onRefused?.({ kind: "anonymous", agent: "anonymous", private: false, via: "mcp", peer: req.socket.remoteAddress }, api);
@@ -95,7 +112,7 @@ export class McpEndpoint {
     }
     if (sid) return sendJson(res, 404, rpcError(-32001, `Session not found: ${sid}`));
     if (req.method !== "POST" || !isInitializeRequest(body)) return sendJson(res, 400, rpcError(-32000, "Bad Request: no valid mcp-session-id; send initialize first"));
-    const server = await this.serverFor(callerOf(identity, req.headers, "mcp", req.socket.remoteAddress));
+    const server = await this.serverFor(callerOf(identity, req.headers, "mcp", req.socket.remoteAddress), identity);
     const transport: Transport = new WebStandardStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       // One JSON reply per request: hal0's tools neither stream nor notify mid-call, and SSE framing costs every call.

@@ -31,7 +31,7 @@ export function installedView(s: Model["mcpServers"][string], state?: string) {
 
 /** Which bundled server an audit row's route reached. */
 function serverOfRoute(route: string | null): string {
-  return route?.startsWith("POST /mcp/memory") ? "hal0-memory" : "hal0-admin";
+  return route?.startsWith("POST /mcp/memory") ? "hal0-memory" : route?.startsWith("POST /mcp/agents") ? "hal0-agents" : "hal0-admin";
 }
 
 /** `mcp.tool.<outcome>` for a tool call's audit row. */
@@ -51,7 +51,7 @@ export const mcpRoutes = [
     handle: async ({ box, services, caller }) => {
       const model = await box.model();
       const base = mcpBaseUrl(model);
-      const bundled = await Promise.all((services.bundled ?? []).map((b) => introspect(b, caller, base)));
+      const bundled = await Promise.all((services.bundled ?? []).filter((b) => b.enabled?.() ?? true).map((b) => introspect(b, caller, base)));
       const installed = await Promise.all(Object.values(model.mcpServers).map(async (s) => installedView(s, await serverState(s))));
       const servers = [...bundled, ...installed];
       return { servers, count: servers.length };

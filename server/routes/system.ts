@@ -7,6 +7,7 @@ import type { BoxService } from "../box.js";
 import type { Dispatcher } from "../dispatch.js";
 import { stateHermesCredentials } from "../identity/hermes-credentials.js";
 import { defineRoute } from "../route.js";
+import { introspect } from "../mcp-servers/bundled.js";
 import { packageVersion } from "../version.js";
 
 /** One hardware probe per box until a reprobe replaces it. */
@@ -74,7 +75,7 @@ export const systemRoutes = [
   defineRoute({
     method: "GET", path: "/api/features", kind: "read", tools: ["feature_list"], listKey: "features",
     summary: "The features of this build and whether each is on",
-    handle: async ({ box, services }) => ({ features: features(await box.model(), services) }),
+    handle: async ({ box, services }) => ({ features: features(await box.model(), services, await bridgeTools(services)) }),
   }),
 ];
 
@@ -128,7 +129,18 @@ function dbCheck(box: BoxService): { check: string; status: DoctorRow["status"];
   }
 }
 
-function features(model: Model, services: Dispatcher): Array<{ name: string; enabled: boolean; detail: string }> {
+/**
+ * How many tools `/mcp/agents` serves now (its server built and asked, as a
+ * client would be), or undefined when this server does not mount it or
+ * `[bridge] enabled` is off.
+ */
+async function bridgeTools(services: Dispatcher): Promise<number | undefined> {
+  const agents = services.bundled?.find((b) => b.id === "hal0-agents");
+  if (!agents || !(agents.enabled?.() ?? true)) return undefined;
+  return (await introspect(agents, { kind: "operator", agent: "feature_list", private: false, via: "rest" }, "")).tools_count;
+}
+
+function features(model: Model, services: Dispatcher, bridgeToolCount: number | undefined): Array<{ name: string; enabled: boolean; detail: string }> {
   const s = model.settings;
   const tools = new Set(services.routes.flatMap((r) => r.tools ?? []));
   const mcp = Object.values(model.mcpServers);
@@ -136,7 +148,13 @@ function features(model: Model, services: Dispatcher): Array<{ name: string; ena
     { name: "runtime.process", enabled: s.slots.runtime === "process", detail: "slots run as local processes" },
     { name: "runtime.docker", enabled: s.slots.runtime === "docker", detail: s.slots.docker_host || "the default docker socket" },
     { name: "memory", enabled: s.memory.enabled, detail: `engine ${s.memory.engine}` },
-    { name: "bridge", enabled: s.bridge.enabled, detail: "the agents' MCP bridge" },
+    {
+      // On only when the setting is on and this server mounts /mcp/agents; the detail counts what it serves.
+      name: "bridge", enabled: s.bridge.enabled && bridgeToolCount !== undefined,
+      detail: !s.bridge.enabled ? "the agents' MCP bridge is off ([bridge] enabled = false): /mcp/agents answers 404"
+        : bridgeToolCount === undefined ? "this server does not mount /mcp/agents"
+        : `/mcp/agents serves ${bridgeToolCount} tool(s) to operators and agents admitted with hal0 bridge admit; ${s.bridge.max_runs} Hermes run(s) at once`,
+    },
     { name: "approvals", enabled: true, detail: `gated tool calls wait for a person; ttl ${s.approvals.ttl_s} s` },
     { name: "mcp", enabled: tools.size > 0, detail: `${tools.size} tool(s) alias this server's routes` },
     { name: "mcp_servers", enabled: mcp.some((m) => m.enabled !== false), detail: `${mcp.length} installed MCP server(s)` },

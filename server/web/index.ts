@@ -16,6 +16,7 @@ import { routeId, type Caller } from "../route.js";
 import { errorPage, inboxPage, loginPage, planPage, statusPage } from "./pages.js";
 import type { Viewer } from "./render.js";
 import { ICON_SVG, STYLE_CSS } from "./style.js";
+import { admitForm, agentsPage, clientConfigs } from "./agents-page.js";
 
 /**
  * Only same-origin scripts run (the inbox's `/assets/inbox.js`; inline or
@@ -98,6 +99,7 @@ export function mountWeb(router: Router, deps: WebDeps): void {
   router.get("/", html((_e, viewer) => inboxPage(deps, viewer), () => "no such page"));
   router.get("/status", html((_e, viewer) => statusPage(deps, viewer), () => "no such page"));
   router.get("/plans/:id", html((event, viewer) => planPage(deps, param(event), viewer), (event) => `no plan ${param(event)}`));
+  router.get("/agents", html((event, viewer) => agentsPage(deps, originOf(event), agentQuery(event), viewer), () => "no such page"));
 
   // ── logging in and out ───────────────────────────────────────────────
   /** A new session: its cookie, then 303 to the inbox. */
@@ -185,6 +187,43 @@ export function mountWeb(router: Router, deps: WebDeps): void {
   router.post("/approvals/:id/approve", decide("approve"));
   router.post("/approvals/:id/deny", decide("deny"));
 
+  // ── the Agents page's forms: through the token routes (operator-only, audited) ──
+  /** A session form post to `routeKey`: the operator and its CSRF field, then `work` with the route and the caller; a refusal is a page. */
+  const formPost = (routeKey: string, work: (event: H3Event, form: URLSearchParams, run: (call: Omit<Call, "caller" | "requestId">) => Promise<unknown>, viewer: Viewer) => Promise<string>) => {
+    const route = deps.routes.find((r) => routeId(r) === routeKey);
+    if (!route) throw new Error(`the Agents page needs the route ${routeKey}`);
+    return defineEventHandler(async (event) => {
+      const headers = event.node.req.headers;
+      let viewer: Viewer | undefined;
+      try {
+        checkGate(headers, deps.gate());
+        const who = viewerOf(event);
+        viewer = who.viewer;
+        const form = await readForm(event);
+        checkCsrf(who.identity, event, form.get("csrf") ?? undefined);
+        const caller = callerOf(who.identity, headers, "rest", event.node.req.socket.remoteAddress);
+        return await work(event, form, (call) => invoke(deps, route, { ...call, caller, requestId: randomUUID() }), viewer);
+      } catch (err) {
+        if (err instanceof ApiError) return refusal(event, err, viewer);
+        return failed(event, err);
+      }
+    });
+  };
+  // Mints an agent token admitted to the bridge (never an operator's) and shows the chosen client's config once, in this reply only.
+  router.post("/agents/admit", formPost("POST /api/auth/tokens", async (event, form, run, viewer) => {
+    const { name, profiles, client } = admitForm(form);
+    if (deps.auth.tokens.list().some((t) => t.kind === "agent" && t.name === name && t.scopes.includes("mcp:agents"))) {
+      throw new ApiError("bridge.already_admitted", `${name} is admitted already; revoke it below first`);
+    }
+    const { token } = (await run({ params: {}, query: {}, body: { kind: "agent", name, scopes: ["mcp:agents", ...profiles.map((p) => `profile:${p}`)] } })) as { token: { token: string } };
+    const url = `${originOf(event)}/mcp/agents`;
+    return send(event, 200, await agentsPage(deps, originOf(event), undefined, viewer, { name, client, url, token: token.token, configs: clientConfigs(url, token.token) }));
+  }));
+  router.post("/agents/revoke/:id", formPost("POST /api/auth/tokens/{id}/revoke", async (event, _form, run) => {
+    await run({ params: { id: param(event) }, query: {}, body: undefined });
+    return redirect(event, "/agents");
+  }));
+
   /** A gated static asset: `content` gives its status, Content-Type and body. */
   const asset = (content: () => readonly [number, string, string]) => defineEventHandler((event) => {
     try {
@@ -211,6 +250,18 @@ export function mountWeb(router: Router, deps: WebDeps): void {
     }
     return [200, "text/javascript; charset=utf-8", inboxJs];
   }));
+}
+
+/** `http://<Host>` of the request: the address the operator's browser (and so, likely, an agent) reaches this box at. */
+function originOf(event: H3Event): string {
+  return `http://${String(event.node.req.headers.host ?? "127.0.0.1")}`;
+}
+
+/** `?agent=` of the Agents page. */
+function agentQuery(event: H3Event): string | undefined {
+  const v = getQuery(event).agent;
+  const one = Array.isArray(v) ? v[0] : v;
+  return typeof one === "string" && one.trim() !== "" ? one.trim() : undefined;
 }
 
 /** The decoded `:id` of the path. */

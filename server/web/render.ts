@@ -24,7 +24,7 @@ export function time(iso: string | null | undefined): string {
 }
 
 /** The pages' navigation entries: path and label, in display order. */
-const NAV: ReadonlyArray<readonly [string, string]> = [["/", "Inbox"], ["/status", "Box status"]];
+const NAV: ReadonlyArray<readonly [string, string]> = [["/", "Inbox"], ["/status", "Box status"], ["/agents", "Agents"]];
 
 /**
  * Who is looking at a page: the operator's name and, for a logged-in

@@ -63,9 +63,9 @@ describe("planSettings", () => {
   });
 
   it("buckets keys by class, services sorted, keys in input order", () => {
-    expect(settingsBuckets(["bridge.enabled", "models.store", "reconcile.drift", "server.host", "slots.port_range_end"])).toEqual({
-      immediate: ["reconcile.drift"],
-      service_restart: { "hal0-api": ["bridge.enabled", "server.host"], slots: ["models.store"] },
+    expect(settingsBuckets(["memory.enabled", "models.store", "reconcile.drift", "bridge.enabled", "server.host", "slots.port_range_end"])).toEqual({
+      immediate: ["reconcile.drift", "bridge.enabled"],
+      service_restart: { "hal0-api": ["memory.enabled", "server.host"], slots: ["models.store"] },
       manual_restart: ["slots.port_range_end"],
       unknown: [],
     });

@@ -1,0 +1,97 @@
+import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
+import { stateDir } from "./paths.js";
+import { BOX_OPTIONS } from "./plan-cmd.js";
+
+export const BRIDGE_HELP = `hal0 bridge admit NAME [--profiles P,Q] [--url URL] [--json]
+hal0 bridge list [--all] [--json]
+hal0 bridge revoke NAME [--json]
+  [--config DIR] [--state DIR]
+
+Admits a remote coding agent (Claude Code, Codex, Cursor, …) to hal0-agents at
+/mcp/agents, where it runs and teaches the box's Hermes. admit mints an agent
+token that reaches /mcp/agents and the Hermes profiles named (default: every
+profile), nothing else, and prints it once on stdout with ready client config:
+the 'claude mcp add' line, Codex's ~/.codex/config.toml block and Cursor's
+.cursor/mcp.json. The URL is http://<[server] host>:<[server] port>/mcp/agents
+unless --url says another (the address agents reach the box at).
+list shows each admission: name, profiles, created, last used, revoked (--all).
+revoke ends every live admission of NAME at once, in a running 'hal0 serve' too.
+[bridge] enabled = false in hal0.toml turns the mount off (404) without revoking.
+Whoever can read the state folder admits agents.
+  --json   the token and configs (admit), the admissions (list) as JSON; a
+           failure is {ok: false, exit_code, diagnostics}
+Exit status: 0 done, 1 refused (bridge.already_admitted, bridge.not_admitted,
+auth.name_invalid), 64 usage error.`;
+
+/** `hal0 bridge …`: bridge tokens in the state folder's database, as `hal0 token` mints any token. */
+export async function runBridge(args: string[], io: CliIo): Promise<number> {
+  const { values, positionals } = parseCommandArgs({
+    args, strict: true, allowPositionals: true,
+    options: { ...BOX_OPTIONS, profiles: { type: "string" }, url: { type: "string" }, json: { type: "boolean" }, all: { type: "boolean" } },
+  });
+  const [verb, name, ...extra] = positionals;
+  if (!verb || !["admit", "list", "revoke"].includes(verb) || extra.length > 0) throw new UsageError("expected: hal0 bridge admit NAME | list | revoke NAME");
+  if (verb !== "list" && name === undefined) throw new UsageError(`${verb} needs the agent's NAME`);
+  if (verb === "list" && name !== undefined) throw new UsageError("list takes no argument");
+  if (verb !== "admit" && (values.profiles !== undefined || values.url !== undefined)) throw new UsageError("--profiles and --url are for admit");
+  const { openDb } = await import("../server/db.js");
+  const { ApiError } = await import("../server/errors.js");
+  const { TokenStore } = await import("../server/identity/tokens.js");
+  const state = stateDir(values.state, io.env, io.cwd);
+  const db = openDb(state);
+  const tokens = new TokenStore(db, state);
+  const print = (human: string, json: unknown) => io.stdout.write(values.json ? `${JSON.stringify(json, null, 2)}\n` : `${human}\n`);
+  const admissions = (all: boolean) => tokens.list({ all }).filter((t) => t.kind === "agent" && t.scopes.includes("mcp:agents"));
+  try {
+    tokens.ensureOwner();
+    if (verb === "admit") {
+      const profiles = values.profiles === undefined ? ["*"] : values.profiles.split(",").map((p) => p.trim()).filter(Boolean);
+      if (profiles.length === 0) throw new UsageError("--profiles names at least one Hermes profile (or leave it out for every profile)");
+      if (admissions(false).some((t) => t.name === name)) throw new CliError("bridge.already_admitted", `${name} is admitted already; revoke it first (hal0 bridge revoke ${name}) or rotate its token (hal0 token rotate ${name})`);
+      const minted = tokens.mint("agent", name!, ["mcp:agents", ...profiles.map((p) => `profile:${p}`)]);
+      const base = (values.url ?? (await defaultUrl(values, io))).replace(/\/+$/, "");
+      const url = base.endsWith("/mcp/agents") ? base : `${base}/mcp/agents`;
+      const { clientConfigs } = await import("../server/bridge/clients.js");
+      const configs = clientConfigs(url, minted.token);
+      io.stderr.write(`hal0 bridge: ${minted.id} admits agent:${minted.name} to ${url} (profiles: ${reach(minted.profiles)}); the token is shown once — keep it\n`);
+      print([
+        minted.token, "",
+        "# Claude Code", configs.claude_code, "",
+        "# Codex: ~/.codex/config.toml", configs.codex, "",
+        "# Cursor: .cursor/mcp.json", configs.cursor,
+      ].join("\n"), { token: minted, url, configs });
+      return EXIT_OK;
+    }
+    if (verb === "list") {
+      const list = admissions(values.all === true);
+      const rows = list.map((t) => `${t.name.padEnd(20)} ${reach(t.profiles).padEnd(24)} created ${t.created_at}  last used ${t.last_used_at ?? "never"}${t.revoked_at ? `  revoked ${t.revoked_at}` : ""}`);
+      print(rows.join("\n") || "no agent is admitted to the bridge (hal0 bridge admit NAME)", { admissions: list.map(admission) });
+      return EXIT_OK;
+    }
+    const live = admissions(false).filter((t) => t.name === name);
+    if (live.length === 0) throw new CliError("bridge.not_admitted", `no live bridge admission is named ${name} (hal0 bridge list)`);
+    const revoked = live.map((t) => tokens.revoke(t.id));
+    print(`revoked ${revoked.map((t) => t.id).join(", ")} (agent:${name}): it no longer reaches /mcp/agents`, { revoked: revoked.map(admission) });
+    return EXIT_OK;
+  } catch (err) {
+    if (err instanceof ApiError) throw new CliError(err.code, err.message);
+    throw err;
+  } finally {
+    db.close();
+  }
+}
+
+function reach(profiles: readonly string[] | undefined): string {
+  return !profiles || profiles.length === 0 ? "none" : profiles.includes("*") ? "all" : profiles.join(",");
+}
+
+function admission(t: { id: string; name: string; profiles?: readonly string[]; created_at: string; last_used_at: string | null; revoked_at: string | null }) {
+  return { id: t.id, name: t.name, profiles: t.profiles?.includes("*") ? "all" : (t.profiles ?? []), created_at: t.created_at, last_used_at: t.last_used_at, revoked_at: t.revoked_at };
+}
+
+/** `http://<[server] host>:<[server] port>` of the compiled config; the default 127.0.0.1:8080 when there is none. */
+async function defaultUrl(flags: { config?: string }, io: CliIo): Promise<string> {
+  const { linkHost, serverAddress } = await import("./web-cmd.js");
+  const { host, port } = await serverAddress(flags, io).catch(() => ({ host: "127.0.0.1", port: 8080 }));
+  return `http://${linkHost(host)}:${port}`;
+}

@@ -1,0 +1,42 @@
+import { ApiError } from "../errors.js";
+import { identityLabel, requireScope, type Identity } from "../identity/identify.js";
+import type { BridgeContext } from "./tool.js";
+
+/**
+ * Who reaches `/mcp/agents`: an operator, or a token admitted to the bridge
+ * (`mcp:agents`, minted by `hal0 bridge admit`). A plain agent token is
+ * `auth.scope_denied`; no credential is `auth.required` (the bridge has no
+ * anonymous tools, whatever the tiers say).
+ */
+export function requireBridge(identity: Identity): void {
+  if (identity.kind === "operator") return;
+  if (identity.kind === "anonymous") throw new ApiError("auth.required", "/mcp/agents needs a credential: Authorization: Bearer <token> from `hal0 bridge admit NAME`");
+  requireScope(identity, "mcp:agents");
+}
+
+/**
+ * The Hermes profiles an identity reaches over the bridge: every one for an
+ * operator (and everyone while `[server] auth = "off"`) and for a token
+ * admitted with `profile:*`; else the token's `profile:<name>` entries.
+ */
+export function bridgeProfiles(identity: Pick<Identity, "kind" | "by" | "profiles">): readonly string[] | "all" {
+  if (identity.kind === "operator" || identity.by === "auth_off") return "all";
+  const profiles = identity.profiles ?? [];
+  return profiles.includes("*") ? "all" : [...profiles].sort();
+}
+
+/** Whether this caller may reach `profile` (for filtering a list without refusing). */
+export function mayReachProfile(ctx: Pick<BridgeContext, "profiles">, profile: string): boolean {
+  return ctx.profiles === "all" || ctx.profiles.includes(profile);
+}
+
+/**
+ * Refuses a tool call naming a profile the caller was not admitted to:
+ * 403 `bridge.profile_denied`, naming the profiles it does reach. Every
+ * bridge tool that takes a profile (or a run of one) calls this first.
+ */
+export function requireProfile(ctx: Pick<BridgeContext, "profiles" | "caller">, profile: string): void {
+  if (mayReachProfile(ctx, profile)) return;
+  const who = identityLabel({ kind: ctx.caller.kind === "operator" ? "operator" : "agent", name: ctx.caller.agent });
+  throw new ApiError("bridge.profile_denied", `${who} is not admitted to Hermes profile ${JSON.stringify(profile)}; it reaches ${ctx.profiles.length === 0 ? "no profile" : (ctx.profiles as readonly string[]).join(", ")} (hal0 bridge admit NAME --profiles …)`, { profile, allowed: ctx.profiles });
+}

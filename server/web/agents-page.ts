@@ -1,0 +1,102 @@
+import { tierFor } from "../../compiler/index.js";
+import { AGENT_ID_PATTERN } from "../../schema/index.js";
+import { clientConfigs, type ClientConfigs } from "../bridge/clients.js";
+import type { Dispatcher } from "../dispatch.js";
+import { ApiError } from "../errors.js";
+import type { TokenInfo } from "../identity/tokens.js";
+import { introspect } from "../mcp-servers/bundled.js";
+import type { Caller } from "../route.js";
+import { csrfField, esc, page, time, type Viewer } from "./render.js";
+
+/** The clients the "add to" panel writes config for, as the form names them. */
+export const CLIENTS = { claude_code: "Claude Code", codex: "Codex", cursor: "Cursor" } as const;
+export type ClientId = keyof typeof CLIENTS;
+
+/** How a tier reads on a badge, and its colour class. */
+const BADGE: Record<string, readonly [string, string]> = {
+  autonomous_read: ["read", "ok"], autonomous_write: ["write", "warn"], gated: ["gated", "pending"], blocked: ["blocked", "fail"],
+};
+
+/** The operator the page introspects as: every tool not blocked for everyone is listed. */
+const PAGE_CALLER: Caller = { kind: "operator", agent: "web", private: false, via: "rest" };
+
+/** What the page shows once, right after the operator minted a bridge token (never stored, never in a URL). */
+export interface Minted {
+  readonly name: string;
+  readonly client: ClientId;
+  readonly url: string;
+  readonly token: string;
+  readonly configs: ClientConfigs;
+}
+
+/**
+ * `/agents`: hal0's MCP servers — hal0-admin, hal0-memory, hal0-agents
+ * (while `[bridge] enabled`), each introspected live as a client gets it,
+ * with its tool count and each tool's tier badge for the agent named in
+ * `?agent=` (the defaults without one) — and the installed servers; the
+ * "add to Claude Code / Codex / Cursor" form, which mints an agent token
+ * admitted to the bridge (never an operator token) and shows its config
+ * once; the bridge admissions with a Revoke form each. Runs are not on it
+ * yet. No script: the forms post plainly with the session's CSRF field.
+ */
+export async function agentsPage(d: Dispatcher, baseUrl: string, agent: string | undefined, viewer?: Viewer, minted?: Minted): Promise<string> {
+  const model = await d.box.model();
+  const who = agent !== undefined && AGENT_ID_PATTERN.test(agent) ? agent : undefined;
+  const bundled = await Promise.all((d.bundled ?? []).filter((b) => b.enabled?.() ?? true).map((b) => introspect(b, PAGE_CALLER, baseUrl)));
+  const servers = bundled.map((srv) => {
+    const tools = srv.tools.map((t) => {
+      const tier = tierFor(model.policy, t.name, who) ?? "blocked";
+      const [label, cls] = BADGE[tier] ?? [tier, "warn"];
+      return `<li><code>${esc(t.name)}</code> <span class="badge state-${cls}" data-tier="${esc(tier)}">${esc(label)}</span></li>`;
+    });
+    return `<section aria-labelledby="srv-${esc(srv.id)}"><h3 id="srv-${esc(srv.id)}">${esc(srv.name)} <span class="muted">${esc(srv.url)}</span></h3>
+<p><span data-tool-count="${esc(srv.id)}">${srv.tools_count}</span> tool(s). ${esc(srv.description)}</p>
+<details><summary>Tools and their tiers${who ? ` for ${esc(who)}` : ""}</summary><ul class="tools" data-server="${esc(srv.id)}">${tools.join("")}</ul></details></section>`;
+  });
+  const installed = Object.values(model.mcpServers);
+  const installedRows = installed.map((m) => `<tr><th scope="row">${esc(m.id)}</th><td>${esc(m.transport)}</td><td>${esc(m.tools_count ?? 0)}</td><td>${m.enabled === false ? "off" : "on"}</td></tr>`);
+  const bridgeOn = model.settings.bridge.enabled;
+  const admissions = d.auth?.tokens.list({ all: false }).filter((t) => t.kind === "agent" && t.scopes.includes("mcp:agents")) ?? [];
+  const body = `<section aria-labelledby="servers-h"><h2 id="servers-h">hal0's MCP servers</h2>
+<form method="get" action="/agents"><label>Tiers for agent <input name="agent" value="${esc(who ?? "")}" pattern="[A-Za-z0-9_\\-]{1,64}" placeholder="(the defaults)"></label> <button type="submit">Show</button></form>
+${servers.join("\n")}
+${bridgeOn ? "" : `<p class="muted">hal0-agents is off (<code>[bridge] enabled = false</code>): /mcp/agents answers 404.</p>`}
+<h3>Installed servers (${installed.length})</h3>${installed.length === 0 ? `<p class="muted">none</p>` : `<div class="table-wrap"><table><thead><tr><th scope="col">Server</th><th scope="col">Transport</th><th scope="col">Tools</th><th scope="col">Enabled</th></tr></thead><tbody>${installedRows.join("")}</tbody></table></div>`}</section>
+${minted ? mintedSection(minted) : ""}
+<section aria-labelledby="add-h"><h2 id="add-h">Add hal0-agents to Claude Code, Codex or Cursor</h2>
+<p>Mints an <strong>agent</strong> token admitted to the bridge (it reaches /mcp/agents and the Hermes profiles named, nothing else) and shows the client's config once.</p>
+<form method="post" action="/agents/admit">${csrfField(viewer)}
+<label>Agent name <input name="name" required pattern="[A-Za-z0-9_\\-]{1,64}" placeholder="claude-code"></label>
+<label>Hermes profiles <input name="profiles" placeholder="coder,writer (empty: every profile)"></label>
+<label>Client <select name="client">${Object.entries(CLIENTS).map(([id, label]) => `<option value="${id}">${esc(label)}</option>`).join("")}</select></label>
+<button type="submit">Mint and show config</button></form></section>
+<section aria-labelledby="adm-h"><h2 id="adm-h">Bridge admissions (${admissions.length})</h2>${admissions.length === 0 ? `<p class="muted">No agent is admitted (hal0 bridge admit NAME, or the form above).</p>` : `<div class="table-wrap"><table>
+<thead><tr><th scope="col">Agent</th><th scope="col">Profiles</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col"></th></tr></thead>
+<tbody>${admissions.map((t) => admissionRow(t, viewer)).join("\n")}</tbody></table></div>`}</section>
+<section aria-labelledby="runs-h"><h2 id="runs-h">Runs</h2><p class="muted">Following and cancelling Hermes runs from this page is a later step; agents use agent_run_events and agent_run_cancel.</p></section>`;
+  return page("Agents", "/agents", body, { viewer });
+}
+
+function admissionRow(t: TokenInfo, viewer: Viewer | undefined): string {
+  const profiles = !t.profiles || t.profiles.length === 0 ? "none" : t.profiles.includes("*") ? "all" : t.profiles.join(", ");
+  return `<tr><th scope="row">${esc(t.name)}</th><td>${esc(profiles)}</td><td>${time(t.created_at)}</td><td>${t.last_used_at ? time(t.last_used_at) : "never"}</td>
+<td><form method="post" action="/agents/revoke/${encodeURIComponent(t.id)}">${csrfField(viewer)}<button type="submit">Revoke</button></form></td></tr>`;
+}
+
+function mintedSection(m: Minted): string {
+  const config = m.configs[m.client];
+  const where = m.client === "claude_code" ? "Run this on the agent's machine:" : m.client === "codex" ? "Add this to ~/.codex/config.toml:" : "Put this in the project's .cursor/mcp.json:";
+  return `<section aria-labelledby="minted-h" class="card"><h2 id="minted-h">${esc(CLIENTS[m.client])} config for ${esc(m.name)}</h2>
+<p><strong>Shown once.</strong> ${esc(where)}</p><pre><code data-client-config="${esc(m.client)}">${esc(config)}</code></pre></section>`;
+}
+
+/** The admit form's fields, checked: the agent's name, its profiles (`*` for every one), the client. */
+export function admitForm(form: URLSearchParams): { name: string; profiles: string[]; client: ClientId } {
+  const name = (form.get("name") ?? "").trim();
+  const list = (form.get("profiles") ?? "").split(",").map((p) => p.trim()).filter(Boolean);
+  const client = form.get("client") ?? "claude_code";
+  if (!(client in CLIENTS)) throw new ApiError("validation.invalid", `client is one of ${Object.keys(CLIENTS).join(", ")}`, { fields: [{ loc: ["body", "client"], msg: "unknown client", type: "enum" }] });
+  return { name, profiles: list.length === 0 ? ["*"] : list, client: client as ClientId };
+}
+
+export { clientConfigs };

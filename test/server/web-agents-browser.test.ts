@@ -1,0 +1,89 @@
+import { existsSync } from "node:fs";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { chromium, type Browser } from "playwright-core";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { z } from "zod";
+import type { BridgeToolDef } from "../../server/bridge/tool.js";
+import { startTestServer, type TestServer } from "./harness.js";
+
+/** Debian's Chromium, as test/server/web-browser.test.ts finds it. */
+const CHROMIUM = process.env.HAL0_CHROMIUM ?? "/usr/bin/chromium";
+const SUITE = "the Agents page in a real browser (headless Chromium)";
+const available = existsSync(CHROMIUM);
+if (!available) {
+  if (process.env.CI) {
+    describe(SUITE, () => {
+      it("needs Chromium: a required service is missing", () => {
+        throw new Error(`no Chromium at ${CHROMIUM}; .ci/run installs Debian's chromium package`);
+      });
+    });
+  } else {
+    console.warn(`[hal0 tests] SKIPPED ${SUITE}: no Chromium at ${CHROMIUM}. Install it with \`apt-get install chromium\` (or set HAL0_CHROMIUM), then rerun.`);
+  }
+}
+
+const TOOLS: BridgeToolDef[] = [
+  { name: "agent_profile_list", defaultTier: "autonomous_read", description: "stand-in", input: z.strictObject({}), run: async (ctx) => ({ profiles: ctx.profiles }) },
+  { name: "agent_run_start", defaultTier: "autonomous_write", description: "stand-in", input: z.strictObject({}), run: async () => ({ run_id: "r" }) },
+];
+
+async function connect(url: string, headers: Record<string, string>): Promise<Client> {
+  const client = new Client({ name: "browser-test", version: "1" });
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers } }));
+  return client;
+}
+
+describe.skipIf(!available)(SUITE, () => {
+  let s: TestServer;
+  let browser: Browser;
+  beforeAll(async () => {
+    s = await startTestServer({ extra: { bridgeTools: TOOLS } });
+    browser = await chromium.launch({ executablePath: CHROMIUM, args: ["--no-sandbox", "--disable-gpu", "--disable-background-networking"] });
+  });
+  afterAll(async () => {
+    await browser?.close();
+    await s?.close();
+  });
+
+  it("tool counts and badges match tools/list; the Cursor panel's snippet connects with the SDK client", async () => {
+    const page = await browser.newPage({ viewport: { width: 1000, height: 1200 } });
+    const errors: string[] = [];
+    page.on("pageerror", (err) => errors.push(err.message));
+    page.on("console", (msg) => void (msg.type() === "error" && errors.push(msg.text())));
+    const owner = s.hal0.tokens.verify(s.operator)!;
+    await page.goto(`${s.url}/login?code=${s.hal0.tokens.loginCode(owner.id, 300)}`);
+    errors.length = 0; // the inbox it lands on loads the built inbox script, which this suite does not need
+    await page.goto(`${s.url}/agents?agent=hermes__coder`);
+    expect(await page.title()).toBe("Agents · hal0");
+
+    const operator = { authorization: `Bearer ${s.operator}` };
+    for (const [id, mount] of [["hal0-admin", "/mcp/admin"], ["hal0-memory", "/mcp/memory"], ["hal0-agents", "/mcp/agents"]] as const) {
+      const client = await connect(`${s.url}${mount}`, operator);
+      const listed = (await client.listTools()).tools.map((t) => t.name).sort();
+      await client.close();
+      expect(await page.locator(`[data-tool-count="${id}"]`).textContent()).toBe(String(listed.length));
+      const names = await page.locator(`ul[data-server="${id}"] li code`).allTextContents();
+      expect(names.sort()).toEqual(listed);
+    }
+    const badge = (tool: string) => page.locator(`ul[data-server="hal0-admin"] li:has(code:text-is("${tool}")) .badge`);
+    expect(await badge("slot_load").textContent()).toBe("gated"); // [agents.hermes__coder] gated = ["slot_load", …]
+    expect(await badge("model_delete").textContent()).toBe("blocked");
+    expect(await badge("slot_list").textContent()).toBe("read");
+    expect(await page.locator(`ul[data-server="hal0-agents"] li:has(code:text-is("agent_run_start")) .badge`).textContent()).toBe("write");
+
+    await page.fill('input[name="name"]', "cursor-ide");
+    await page.fill('input[name="profiles"]', "coder");
+    await page.selectOption('select[name="client"]', "cursor");
+    await page.click('form[action="/agents/admit"] button[type="submit"]');
+    const snippet = await page.locator('code[data-client-config="cursor"]').textContent();
+    const server = (JSON.parse(snippet!) as { mcpServers: Record<string, { url: string; headers: Record<string, string> }> }).mcpServers["hal0-agents"]!;
+    const client = await connect(server.url, server.headers);
+    expect((await client.listTools()).tools.map((t) => t.name).sort()).toEqual(["agent_profile_list", "agent_run_start"]);
+    const reply = (await client.callTool({ name: "agent_profile_list", arguments: {} })) as { content: Array<{ text: string }> };
+    expect(JSON.parse(reply.content[0]!.text)).toEqual({ profiles: ["coder"] });
+    await client.close();
+    expect(errors).toEqual([]);
+    await page.close();
+  });
+});
