@@ -64,7 +64,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
   /** Queues a call (or returns the pending one with exactly the same tool and args). Writes are planned first: an invalid one is refused now. */
   async enqueue(tool: string, route: Route, call: Call): Promise<Approval> {
     this.expireDue();
-    const args = { params: call.params, query: call.query, body: call.body ?? null };
+    const args: { params: Record<string, unknown>; query: Record<string, unknown>; body: unknown } = { params: call.params, query: call.query, body: call.body ?? null };
     // Per caller: two agents asking the same thing get two requests, each decided on its own.
     // Hashed: the args (a credential being stored, say) are kept once, in `args`, for running the request.
     const dedup = createHash("sha256").update(`${call.caller.kind}:${call.caller.agent} ${tool} ${canonicalJson(args)}`).digest("hex");
@@ -83,6 +83,12 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
       effects = effectLines(effectsOf({ before: proposal.snapshot.model, after: proposal.model, files: proposal.applied.files }));
     } else {
       await precheck(this.dispatcher, route, call);
+      const described = await describe(this.dispatcher, route, call);
+      if (described) {
+        summary = described.summary;
+        effects = [...described.effects];
+        if (described.body !== undefined) args.body = described.body;
+      }
     }
     const id = `apr_${randomBytes(8).toString("hex")}`;
     const at = this.now();
@@ -209,6 +215,13 @@ async function precheck(d: Dispatcher, route: Route, call: Call): Promise<void> 
   if (!route.precheck) return;
   const input = validate(route, call);
   await route.precheck({ ...input, box: d.box, services: d, caller: call.caller, requestId: call.requestId, base: call.base });
+}
+
+/** A gated action's card: what it would do, planned and not run (Route.describe). */
+async function describe(d: Dispatcher, route: Route, call: Call): Promise<{ summary: string; effects: readonly string[]; body?: unknown } | undefined> {
+  if (!route.describe) return undefined;
+  const input = validate(route, call);
+  return route.describe({ ...input, box: d.box, services: d, caller: call.caller, requestId: call.requestId, base: call.base });
 }
 
 /** What the request changes in the plan, e.g. `plan: + slot.scratch, ~ settings`. */

@@ -98,6 +98,14 @@ interface RouteBase<P, Q, B> {
    */
   readonly precheck?: (ctx: RouteContext<P, Q, B>) => Promise<void> | void;
   /**
+   * For a gated action: what approving it would do, for the card (a summary
+   * and one line each: a file's change and its diff), planned without
+   * writing. `body`, when given, is what runs after approval instead of the
+   * call's own (the same arguments plus what was planned against, so a file
+   * that moved meanwhile is refused as stale rather than overwritten).
+   */
+  readonly describe?: (ctx: RouteContext<P, Q, B>) => Promise<{ summary: string; effects: readonly string[]; body?: unknown }>;
+  /**
    * The reply carries a secret on purpose (a token minted or rotated, shown
    * once) and is not redacted; every other reply is (dispatch.ts).
    */

@@ -4,7 +4,7 @@ import { z } from "zod";
 import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
 import { AGENTS_GATED_TOOLS, AGENTS_READ_TOOLS, AGENTS_WRITE_TOOLS } from "../../schema/index.js";
 import { auditRefusal } from "../audit.js";
-import type { BridgeToolDef } from "../bridge/tool.js";
+import type { BridgeProposal, BridgeToolDef } from "../bridge/tool.js";
 import { RUN_TOOLS } from "../bridge/runs/tools.js";
 import { TEACH_TOOLS } from "../bridge/teach/tools.js";
 import { invoke, validate, type Call, type Dispatcher } from "../dispatch.js";
@@ -75,8 +75,28 @@ export function bridgeCatalog(tools: readonly BridgeToolDef[] = bridgeTools()): 
     body: tool.input,
     handle: ({ body, query, services, caller }: Ctx) => tool.run({ d: services, caller, profiles: query.profiles }, body),
     ...(tool.precheck ? { precheck: ({ body, query, services, caller }: Ctx) => tool.precheck!({ d: services, caller, profiles: query.profiles }, body) } : {}),
+    ...(tool.propose ? { describe: async ({ body, query, services, caller }: Ctx) => cardOf(await tool.propose!({ d: services, caller, profiles: query.profiles }, body), body) } : {}),
   }]));
   return { tools, routes };
+}
+
+/** At most this many lines of diff on a card; the rest is counted. */
+const CARD_DIFF_LINES = 60;
+
+/**
+ * A teaching write's approval card: its summary, then each file's change
+ * and its unified diff, line by line; what runs after approval is the same
+ * call planned against these file hashes (`base`), so a file that moved
+ * meanwhile is refused as stale, never overwritten.
+ */
+function cardOf(proposal: BridgeProposal, body: unknown): { summary: string; effects: string[]; body: unknown } {
+  const lines: string[] = [];
+  for (const f of proposal.files) {
+    lines.push(`${f.action} ${f.file}`);
+    lines.push(...f.diff.split("\n").filter((l) => l.length > 0));
+  }
+  const effects = lines.length > CARD_DIFF_LINES ? [...lines.slice(0, CARD_DIFF_LINES - 1), `… and ${lines.length - CARD_DIFF_LINES + 1} more lines`] : lines;
+  return { summary: proposal.summary, effects, body: { ...(body as Record<string, unknown>), base: proposal.base } };
 }
 
 /**

@@ -1,0 +1,111 @@
+import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { RUN_TOOLS } from "../../server/bridge/runs/tools.js";
+import { TEACH_TOOLS } from "../../server/bridge/teach/tools.js";
+import { startTestServer, type TestServer } from "./harness.js";
+
+/**
+ * hal0-agents end to end, with the real sixteen tools: a token admitted to
+ * the bridge for one profile, over the MCP SDK's client at /mcp/agents,
+ * drives a run of the stand-in hermes to its end and teaches the profile a
+ * skill, which waits for an operator whose approval card shows the file's
+ * diff; a file that moved after the card was made is refused as stale.
+ */
+const REPO = join(import.meta.dirname, "../..");
+const dir = mkdtempSync(join(tmpdir(), "hal0-bridge-e2e-"));
+const home = join(dir, "hermes");
+let s: TestServer;
+let client: Client;
+
+const SKILL = "---\nname: tidy\ndescription: Keep the repository tidy before a commit.\n---\nRun the formatter, then the linter.\n";
+
+beforeAll(async () => {
+  const box = join(dir, "box");
+  cpSync(join(REPO, "fixtures/box"), box, { recursive: true });
+  appendFileSync(join(box, "hal0.toml"), `\n[hermes]\nhome = ${JSON.stringify(home)}\ncommand = ${JSON.stringify(join(REPO, "fixtures/hermes/hermes"))}\n`);
+  for (const p of ["alpha", "beta"]) mkdirSync(join(home, "profiles", p, "memories"), { recursive: true });
+  writeFileSync(join(home, "profiles/alpha/memories/MEMORY.md"), "The box has 128 GB of unified memory.\n§\nPrefer the utility slot for short prompts.\n");
+  s = await startTestServer({ box, env: { HERMES_FAKE_DELAY_MS: "20", HERMES_FAKE_LINES: "3" } });
+  const admitted = s.hal0.tokens.mint("agent", "claude-code", ["mcp:agents", "profile:alpha"]);
+  client = new Client({ name: "hal0-test", version: "1.0.0" });
+  await client.connect(new StreamableHTTPClientTransport(new URL(`${s.url}/mcp/agents`), { requestInit: { headers: { authorization: `Bearer ${admitted.token}` } } }));
+}, 60_000);
+
+afterAll(async () => {
+  await client?.close();
+  await s?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+async function call(name: string, args: Record<string, unknown>): Promise<{ isError: boolean; body: any }> {
+  const res = (await client.callTool({ name, arguments: args })) as { isError?: boolean; content: Array<{ text?: string }> };
+  return { isError: res.isError === true, body: JSON.parse(res.content[0]?.text ?? "null") };
+}
+
+describe("hal0-agents with its sixteen tools, for a token admitted to one profile", () => {
+  it("lists the sixteen, and feature_list says the bridge is on with them", async () => {
+    const names = (await client.listTools()).tools.map((t) => t.name).sort();
+    expect(names).toEqual([...RUN_TOOLS, ...TEACH_TOOLS].map((t) => t.name).sort());
+    expect(names).toHaveLength(16);
+    const features = await s.call("GET", "/api/features");
+    expect(features.body.features.find((f: { name: string }) => f.name === "bridge")).toMatchObject({ enabled: true });
+    expect(JSON.stringify(features.body.features.find((f: { name: string }) => f.name === "bridge"))).toContain("16");
+  });
+
+  it("runs the stand-in hermes to its end and follows it with the events cursor; another profile is refused", async () => {
+    expect((await call("agent_profile_list", {})).body).toMatchObject({ profiles: [expect.objectContaining({ name: "alpha" })] });
+    const started = await call("agent_run_start", { profile: "alpha", prompt: "say hello" });
+    expect(started.isError, JSON.stringify(started.body)).toBe(false);
+    const runId = started.body.run_id as string;
+    const waited = await call("agent_run_wait", { run_id: runId, timeout_s: 20 });
+    expect(waited.body).toMatchObject({ done: true, run: { run_id: runId, profile: "alpha", state: "done" } });
+    const first = await call("agent_run_events", { run_id: runId, after: 0 });
+    expect(first.body).toMatchObject({ run_id: runId, done: true });
+    expect(first.body.lines.length).toBeGreaterThan(0);
+    expect((await call("agent_run_events", { run_id: runId, after: first.body.next })).body.lines).toEqual([]);
+    const result = await call("agent_run_result", { run_id: runId });
+    expect(result.body).toMatchObject({ run_id: runId, state: "done", done: true, exit_code: 0, session_id: expect.any(String) });
+    expect(result.body.output).toContain("say hello");
+    const denied = await call("agent_run_start", { profile: "beta", prompt: "say hello" });
+    expect(denied.isError).toBe(true);
+    expect(denied.body.error.code).toMatch(/profile_denied$/);
+  });
+
+  it("a skill waits for an operator with its diff on the card, then lands; a file moved since the card is refused as stale", async () => {
+    const put = await call("profile_skill_put", { profile: "alpha", category: "coding", name: "tidy", text: SKILL });
+    expect(put.body.status, JSON.stringify(put.body)).toBe("pending_approval");
+    const file = join(home, "profiles/alpha/skills/coding/tidy/SKILL.md");
+    expect(existsSync(file)).toBe(false);
+    const card = (await s.call("GET", `/api/agent/approvals/${put.body.approval_id}`)).body;
+    const approval = card.approval ?? card;
+    expect(approval.effects).toContain("create skills/coding/tidy/SKILL.md");
+    expect(approval.effects).toContain("+name: tidy");
+    const approved = await s.call("POST", `/api/agent/approvals/${put.body.approval_id}/approve`);
+    expect(approved.body.approval.state, JSON.stringify(approved.body)).toBe("executed");
+    expect(readFileSync(file, "utf8")).toBe(SKILL);
+
+    // A second put over it is planned against today's file; a hand edit after that is never overwritten.
+    const again = await call("profile_skill_put", { profile: "alpha", category: "coding", name: "tidy", text: SKILL.replace("the linter", "the linter and the tests") });
+    expect(again.body.status).toBe("pending_approval");
+    const edited = `${SKILL}Also update the changelog.\n`;
+    writeFileSync(file, edited);
+    const stale = await s.call("POST", `/api/agent/approvals/${again.body.approval_id}/approve`);
+    expect(stale.body.approval.state, JSON.stringify(stale.body)).toBe("failed");
+    expect(JSON.stringify(stale.body.approval.error)).toContain("teach.stale");
+    expect(readFileSync(file, "utf8")).toBe(edited);
+  });
+
+  it("profile_memory_add runs at once (autonomous write) and keeps the other entries byte for byte", async () => {
+    const memory = join(home, "profiles/alpha/memories/MEMORY.md");
+    const before = readFileSync(memory, "utf8");
+    const added = await call("profile_memory_add", { profile: "alpha", text: "Runs of alpha are followed over /mcp/agents." });
+    expect(added.isError, JSON.stringify(added.body)).toBe(false);
+    const after = readFileSync(memory, "utf8");
+    expect(after.startsWith(before.trimEnd())).toBe(true);
+    expect(after).toContain("Runs of alpha are followed over /mcp/agents.");
+  });
+});
