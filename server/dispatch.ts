@@ -47,6 +47,8 @@ export interface Dispatcher {
   /** The slot scraper, its ring and the host root of the stats routes, when this server keeps them. */
   readonly stats?: import("./stats/scraper.js").SlotStats;
   /** The agent bridge's Hermes runs (durable records, bounded logs), when this server runs them. */
+  /** hal0-agents' tools as internal routes (server/mcp/agents.ts), for the pages' forms that act on runs. */
+  readonly bridgeRoutes?: ReadonlyMap<string, Route>;
   readonly runs?: import("./bridge/runs/service.js").RunService;
 }
 

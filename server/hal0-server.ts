@@ -141,7 +141,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   Object.assign(services, { images });
   // The agent bridge's Hermes runs: what a previous hal0 left running is stopped and marked interrupted now.
   const runs = new RunService({ db, stateDir: options.stateDir, env, settings: () => box.lastSettings(), now });
-  Object.assign(services, { runs });
+  Object.assign(services, { runs, bridgeRoutes: bridge.routes });
   let gateCache: { settings: unknown; config: ReturnType<typeof gateConfig> } | undefined;
   const gate = () => {
     const settings = box.lastSettings()?.server;

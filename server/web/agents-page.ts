@@ -6,6 +6,7 @@ import { ApiError } from "../errors.js";
 import type { TokenInfo } from "../identity/tokens.js";
 import { introspect } from "../mcp-servers/bundled.js";
 import type { Caller } from "../route.js";
+import { redactText } from "../redact.js";
 import { csrfField, esc, page, time, type Viewer } from "./render.js";
 
 /** The clients the "add to" panel writes config for, as the form names them. */
@@ -36,8 +37,10 @@ export interface Minted {
  * `?agent=` (the defaults without one) — and the installed servers; the
  * "add to Claude Code / Codex / Cursor" form, which mints an agent token
  * admitted to the bridge (never an operator token) and shows its config
- * once; the bridge admissions with a Revoke form each. Runs are not on it
- * yet. No script: the forms post plainly with the session's CSRF field.
+ * once; the bridge admissions with a Revoke form each; the newest Hermes
+ * runs, each with a page that follows its output and a Cancel form while it
+ * is queued or running. No script: the forms post plainly with the session's
+ * CSRF field, and a running run's page reloads itself (a meta refresh).
  */
 export async function agentsPage(d: Dispatcher, baseUrl: string, agent: string | undefined, viewer?: Viewer, minted?: Minted): Promise<string> {
   const model = await d.box.model();
@@ -73,8 +76,50 @@ ${minted ? mintedSection(minted) : ""}
 <section aria-labelledby="adm-h"><h2 id="adm-h">Bridge admissions (${admissions.length})</h2>${admissions.length === 0 ? `<p class="muted">No agent is admitted (hal0 bridge admit NAME, or the form above).</p>` : `<div class="table-wrap"><table>
 <thead><tr><th scope="col">Agent</th><th scope="col">Profiles</th><th scope="col">Created</th><th scope="col">Last used</th><th scope="col"></th></tr></thead>
 <tbody>${admissions.map((t) => admissionRow(t, viewer)).join("\n")}</tbody></table></div>`}</section>
-<section aria-labelledby="runs-h"><h2 id="runs-h">Runs</h2><p class="muted">Following and cancelling Hermes runs from this page is a later step; agents use agent_run_events and agent_run_cancel.</p></section>`;
+${runsSection(d, viewer)}`;
   return page("Agents", "/agents", body, { viewer });
+}
+
+/** At most this many runs on the page, newest first. */
+const RUNS_SHOWN = 20;
+const LIVE = new Set(["queued", "running"]);
+
+function runsSection(d: Dispatcher, viewer: Viewer | undefined): string {
+  const runs = d.runs?.list({ profiles: "all", limit: RUNS_SHOWN }) ?? [];
+  const rows = runs.map((r) => `<tr><th scope="row"><a href="/agents/runs/${encodeURIComponent(r.id)}">${esc(r.id)}</a></th><td>${esc(r.profile)}</td><td><span class="badge" data-run-state="${esc(r.state)}">${esc(r.state)}</span></td><td>${esc(r.caller)}</td><td>${time(r.created_at)}</td><td>${esc(short(redactText(r.prompt)))}</td>
+<td>${LIVE.has(r.state) ? cancelForm(r.id, viewer) : ""}</td></tr>`);
+  return `<section aria-labelledby="runs-h"><h2 id="runs-h">Runs (${runs.length})</h2>${runs.length === 0 ? `<p class="muted">No Hermes run yet (agent_run_start over /mcp/agents).</p>` : `<div class="table-wrap"><table>
+<thead><tr><th scope="col">Run</th><th scope="col">Profile</th><th scope="col">State</th><th scope="col">Started by</th><th scope="col">Created</th><th scope="col">Prompt</th><th scope="col"></th></tr></thead>
+<tbody>${rows.join("\n")}</tbody></table></div>`}</section>`;
+}
+
+function cancelForm(id: string, viewer: Viewer | undefined): string {
+  return `<form method="post" action="/agents/runs/${encodeURIComponent(id)}/cancel">${csrfField(viewer)}<button type="submit">Cancel</button></form>`;
+}
+
+const short = (text: string) => (text.length > 80 ? `${text.slice(0, 79)}…` : text);
+
+/**
+ * `/agents/runs/{id}`: one run and its output (the bounded log, secrets
+ * redacted, as agent_run_events gives it); while it is queued or running the
+ * page reloads every 2 s and offers Cancel.
+ */
+export async function runPage(d: Dispatcher, id: string, viewer?: Viewer): Promise<string | undefined> {
+  const run = d.runs?.get(id);
+  if (!run) return undefined;
+  const events = d.runs!.events(id, 0);
+  const live = LIVE.has(run.state);
+  const facts: Array<[string, string]> = [
+    ["Profile", esc(run.profile)], ["State", `<span class="badge" data-run-state="${esc(run.state)}">${esc(run.state)}</span>${run.reason ? ` ${esc(run.reason)}` : ""}`],
+    ["Started by", esc(run.caller)], ["Created", time(run.created_at)], ["Session", esc(run.session_id ?? "—")],
+    ["Exit", esc(run.exit_code ?? run.signal ?? "—")], ["Prompt", esc(redactText(run.prompt))],
+  ];
+  const body = `<p><a href="/agents">← Agents</a></p>
+<dl class="facts">${facts.map(([k, v]) => `<dt>${k}</dt><dd>${v}</dd>`).join("")}</dl>
+${live ? cancelForm(run.id, viewer) : ""}
+<h2>Output${events.dropped > 0 ? ` <span class="muted">(the first ${events.dropped} bytes were dropped by the log's bound)</span>` : ""}</h2>
+<pre><code data-run-output="${esc(run.id)}">${esc(events.lines.map(redactText).join("\n"))}</code></pre>`;
+  return page(`Run ${run.id}`, "/agents", body, { viewer, refreshS: live ? 2 : undefined });
 }
 
 function admissionRow(t: TokenInfo, viewer: Viewer | undefined): string {

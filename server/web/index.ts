@@ -12,11 +12,11 @@ import { invoke, type Call, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { callerOf, checkGate, type GateConfig } from "../gate.js";
 import { ANONYMOUS, cookieOf, identify, requireOperator, requireScope, SESSION_COOKIE, type Authenticator, type Identity } from "../identity/identify.js";
-import { routeId, type Caller } from "../route.js";
+import { routeId, type Caller, type Route } from "../route.js";
 import { errorPage, inboxPage, loginPage, planPage, statusPage } from "./pages.js";
 import type { Viewer } from "./render.js";
 import { ICON_SVG, STYLE_CSS } from "./style.js";
-import { admitForm, agentsPage, clientConfigs } from "./agents-page.js";
+import { admitForm, agentsPage, clientConfigs, runPage } from "./agents-page.js";
 
 /**
  * Only same-origin scripts run (the inbox's `/assets/inbox.js`; inline or
@@ -100,6 +100,7 @@ export function mountWeb(router: Router, deps: WebDeps): void {
   router.get("/status", html((_e, viewer) => statusPage(deps, viewer), () => "no such page"));
   router.get("/plans/:id", html((event, viewer) => planPage(deps, param(event), viewer), (event) => `no plan ${param(event)}`));
   router.get("/agents", html((event, viewer) => agentsPage(deps, originOf(event), agentQuery(event), viewer), () => "no such page"));
+  router.get("/agents/runs/:id", html((event, viewer) => runPage(deps, param(event), viewer), (event) => `no run ${param(event)}`));
 
   // ── logging in and out ───────────────────────────────────────────────
   /** A new session: its cookie, then 303 to the inbox. */
@@ -189,8 +190,8 @@ export function mountWeb(router: Router, deps: WebDeps): void {
 
   // ── the Agents page's forms: through the token routes (operator-only, audited) ──
   /** A session form post to `routeKey`: the operator and its CSRF field, then `work` with the route and the caller; a refusal is a page. */
-  const formPost = (routeKey: string, work: (event: H3Event, form: URLSearchParams, run: (call: Omit<Call, "caller" | "requestId">) => Promise<unknown>, viewer: Viewer) => Promise<string>) => {
-    const route = deps.routes.find((r) => routeId(r) === routeKey);
+  const formPost = (routeKey: string | Route, work: (event: H3Event, form: URLSearchParams, run: (call: Omit<Call, "caller" | "requestId">) => Promise<unknown>, viewer: Viewer) => Promise<string>) => {
+    const route = typeof routeKey === "string" ? deps.routes.find((r) => routeId(r) === routeKey) : routeKey;
     if (!route) throw new Error(`the Agents page needs the route ${routeKey}`);
     return defineEventHandler(async (event) => {
       const headers = event.node.req.headers;
@@ -218,6 +219,13 @@ export function mountWeb(router: Router, deps: WebDeps): void {
     const { token } = (await run({ params: {}, query: {}, body: { kind: "agent", name, scopes: ["mcp:agents", ...profiles.map((p) => `profile:${p}`)] } })) as { token: { token: string } };
     const url = `${originOf(event)}/mcp/agents`;
     return send(event, 200, await agentsPage(deps, originOf(event), undefined, viewer, { name, client, url, token: token.token, configs: clientConfigs(url, token.token) }));
+  }));
+  // Cancels a run through agent_run_cancel's own route (audited like the tool), as the operator.
+  const cancelRoute = deps.bridgeRoutes?.get("agent_run_cancel");
+  if (cancelRoute) router.post("/agents/runs/:id/cancel", formPost(cancelRoute, async (event, _form, run) => {
+    const id = param(event);
+    await run({ params: {}, query: { profiles: "all" }, body: { run_id: id } });
+    return redirect(event, `/agents/runs/${encodeURIComponent(id)}`);
   }));
   router.post("/agents/revoke/:id", formPost("POST /api/auth/tokens/{id}/revoke", async (event, _form, run) => {
     await run({ params: { id: param(event) }, query: {}, body: undefined });

@@ -48,6 +48,8 @@ export interface PageOptions {
   readonly viewer?: Viewer;
   /** false: no navigation (the login page). */
   readonly nav?: boolean;
+  /** Reload the page every this many seconds (a running run's output): a meta refresh, no script. */
+  readonly refreshS?: number;
 }
 
 /**
@@ -68,7 +70,7 @@ export function page(title: string, current: string, body: string, options: Page
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
 ${viewer?.csrf ? `<meta name="csrf-token" content="${esc(viewer.csrf)}">\n` : ""}<title>${esc(title)} · hal0</title>
-<link rel="stylesheet" href="/assets/style.css">
+${options.refreshS ? `<meta http-equiv="refresh" content="${Math.round(options.refreshS)}">\n` : ""}<link rel="stylesheet" href="/assets/style.css">
 <link rel="icon" href="/assets/icon.svg" type="image/svg+xml">
 ${script ? `<script type="module" src="${esc(script)}"></script>\n` : ""}</head>
 <body>

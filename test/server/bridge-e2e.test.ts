@@ -6,7 +6,8 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RUN_TOOLS } from "../../server/bridge/runs/tools.js";
 import { TEACH_TOOLS } from "../../server/bridge/teach/tools.js";
-import { startTestServer, type TestServer } from "./harness.js";
+import { httpCall, startTestServer, type TestServer } from "./harness.js";
+import { webLogin } from "./web-helpers.js";
 
 /**
  * hal0-agents end to end, with the real sixteen tools: a token admitted to
@@ -107,5 +108,30 @@ describe("hal0-agents with its sixteen tools, for a token admitted to one profil
     const after = readFileSync(memory, "utf8");
     expect(after.startsWith(before.trimEnd())).toBe(true);
     expect(after).toContain("Runs of alpha are followed over /mcp/agents.");
+  });
+
+  it("the Agents page lists the runs; a run's page follows its output, and its Cancel form stops a running one", async () => {
+    const session = await webLogin(s);
+    const get = async (path: string) => String((await httpCall(s.url, "GET", path, { headers: { cookie: session.cookie } })).body);
+    const hang = await call("agent_run_start", { profile: "alpha", prompt: "wait for ever [hang]" });
+    const runId = hang.body.run_id as string;
+    await call("agent_run_wait", { run_id: runId, timeout_s: 1 });
+    const agents = await get("/agents");
+    expect(agents).toContain(`href="/agents/runs/${runId}"`);
+    expect(agents).toContain(`action="/agents/runs/${runId}/cancel"`);
+    const running = await get(`/agents/runs/${runId}`);
+    expect(running).toContain('data-run-state="running"');
+    expect(running).toContain('http-equiv="refresh"');
+    const post = (fields: Record<string, string>) => httpCall(s.url, "POST", `/agents/runs/${runId}/cancel`, { body: new URLSearchParams(fields).toString(), headers: { cookie: session.cookie, "content-type": "application/x-www-form-urlencoded" }, exactHeaders: true });
+    expect((await post({})).status).toBe(403); // no CSRF field: refused, nothing cancelled
+    expect((await call("agent_run_status", { run_id: runId })).body.run.state).toBe("running");
+    const cancelled = await post({ csrf: session.csrf });
+    expect(cancelled.status).toBe(303);
+    expect((await call("agent_run_wait", { run_id: runId, timeout_s: 10 })).body.run.state).toBe("cancelled");
+    const ended = await get(`/agents/runs/${runId}`);
+    expect(ended).toContain('data-run-state="cancelled"');
+    expect(ended).not.toContain('http-equiv="refresh"');
+    const audit = s.hal0.db.prepare("SELECT actor FROM audit WHERE tool = 'agent_run_cancel'").all() as Array<{ actor: string }>;
+    expect(audit.some((row) => row.actor.startsWith("operator"))).toBe(true);
   });
 });
