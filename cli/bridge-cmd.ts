@@ -1,5 +1,5 @@
 import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
-import { stateDir } from "./paths.js";
+import { withTokenStore } from "./token-cmd.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
 export const BRIDGE_HELP = `hal0 bridge admit NAME [--profiles P,Q] [--url URL] [--json]
@@ -34,16 +34,9 @@ export async function runBridge(args: string[], io: CliIo): Promise<number> {
   if (verb !== "list" && name === undefined) throw new UsageError(`${verb} needs the agent's NAME`);
   if (verb === "list" && name !== undefined) throw new UsageError("list takes no argument");
   if (verb !== "admit" && (values.profiles !== undefined || values.url !== undefined)) throw new UsageError("--profiles and --url are for admit");
-  const { openDb } = await import("../server/db.js");
-  const { ApiError } = await import("../server/errors.js");
-  const { TokenStore } = await import("../server/identity/tokens.js");
-  const state = stateDir(values.state, io.env, io.cwd);
-  const db = openDb(state);
-  const tokens = new TokenStore(db, state);
   const print = (human: string, json: unknown) => io.stdout.write(values.json ? `${JSON.stringify(json, null, 2)}\n` : `${human}\n`);
-  const admissions = (all: boolean) => tokens.list({ all }).filter((t) => t.kind === "agent" && t.scopes.includes("mcp:agents"));
-  try {
-    tokens.ensureOwner();
+  return withTokenStore(values.state, io, async (tokens) => {
+    const admissions = (all: boolean) => tokens.list({ all }).filter((t) => t.kind === "agent" && t.scopes.includes("mcp:agents"));
     if (verb === "admit") {
       const profiles = values.profiles === undefined ? ["*"] : values.profiles.split(",").map((p) => p.trim()).filter(Boolean);
       if (profiles.length === 0) throw new UsageError("--profiles names at least one Hermes profile (or leave it out for every profile)");
@@ -73,12 +66,7 @@ export async function runBridge(args: string[], io: CliIo): Promise<number> {
     const revoked = live.map((t) => tokens.revoke(t.id));
     print(`revoked ${revoked.map((t) => t.id).join(", ")} (agent:${name}): it no longer reaches /mcp/agents`, { revoked: revoked.map(admission) });
     return EXIT_OK;
-  } catch (err) {
-    if (err instanceof ApiError) throw new CliError(err.code, err.message);
-    throw err;
-  } finally {
-    db.close();
-  }
+  });
 }
 
 function reach(profiles: readonly string[] | undefined): string {

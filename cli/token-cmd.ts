@@ -28,15 +28,8 @@ export async function runToken(args: string[], io: CliIo): Promise<number> {
   });
   const [verb, arg, ...extra] = positionals;
   if (!verb || !["create", "list", "revoke", "rotate"].includes(verb) || extra.length > 0) throw new UsageError("expected: hal0 token create | list | revoke ID | rotate NAME");
-  const { openDb } = await import("../server/db.js");
-  const { ApiError } = await import("../server/errors.js");
-  const { TokenStore } = await import("../server/identity/tokens.js");
-  const state = stateDir(values.state, io.env, io.cwd);
-  const db = openDb(state);
-  const tokens = new TokenStore(db, state);
   const print = (human: string, json: unknown) => io.stdout.write(values.json ? `${JSON.stringify(json, null, 2)}\n` : `${human}\n`);
-  try {
-    tokens.ensureOwner();
+  return withTokenStore(values.state, io, async (tokens) => {
     if (verb === "create") {
       if (arg !== undefined) throw new UsageError("create takes --operator NAME or --agent NAME, not a positional name");
       if ((values.operator === undefined) === (values.agent === undefined)) throw new UsageError("create needs exactly one of --operator NAME or --agent NAME");
@@ -66,6 +59,25 @@ export async function runToken(args: string[], io: CliIo): Promise<number> {
     io.stderr.write(`hal0 token: ${minted.id} replaces every earlier token of ${minted.kind}:${minted.name}; shown once — keep it\n`);
     print(minted.token, { token: minted });
     return EXIT_OK;
+  });
+}
+
+/**
+ * The state folder's token store, opened for one command (the owner's token
+ * made if it is not there yet) and closed after it; a refusal of the store
+ * (`auth.*`, `bridge.*`) is the command's coded error. `hal0 token` and
+ * `hal0 bridge` both work through it.
+ */
+export async function withTokenStore<T>(state: string | undefined, io: CliIo, work: (tokens: import("../server/identity/tokens.js").TokenStore) => Promise<T> | T): Promise<T> {
+  const { openDb } = await import("../server/db.js");
+  const { ApiError } = await import("../server/errors.js");
+  const { TokenStore } = await import("../server/identity/tokens.js");
+  const dir = stateDir(state, io.env, io.cwd);
+  const db = openDb(dir);
+  try {
+    const tokens = new TokenStore(db, dir);
+    tokens.ensureOwner();
+    return await work(tokens);
   } catch (err) {
     if (err instanceof ApiError) throw new CliError(err.code, err.message);
     throw err;
