@@ -10,10 +10,9 @@ import { TEACH_TOOLS } from "../bridge/teach/tools.js";
 import { invoke, validate, type Call, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { toolTier } from "../identity/access.js";
-import { mcpCode } from "../metrics/registry.js";
 import type { Caller, Route, RouteContext } from "../route.js";
 import { pendingReply } from "../verdict.js";
-import { envelopeSdkErrors, failure, ok } from "./results.js";
+import { envelopeSdkErrors, timedCall } from "./results.js";
 
 /** The tools `/mcp/agents` serves: the run tools, then the teaching tools. */
 export function bridgeTools(): readonly BridgeToolDef[] {
@@ -133,18 +132,7 @@ export function agentsServer(d: Dispatcher, catalog: BridgeCatalog, policy: Comp
   for (const tool of catalog.tools) {
     const route = catalog.routes.get(tool.name)!;
     const registered = server.registerTool(tool.name, { description: tool.description, inputSchema: inputSchemaOf(tool.input), annotations: annotationsOf(tool.defaultTier) }, async (args) => {
-      const started = performance.now();
-      let code = "ok";
-      try {
-        const result = await callBridgeTool(d, route, tool.name, args, caller, profiles);
-        code = mcpCode(result);
-        return ok(result);
-      } catch (err) {
-        code = err instanceof ApiError ? err.code : "system.internal";
-        return failure(err);
-      } finally {
-        d.metrics?.observeRequest("mcp", tool.name, "call", code, performance.now() - started);
-      }
+      return timedCall(d, tool.name, () => callBridgeTool(d, route, tool.name, args, caller, profiles));
     });
     if ((tierFor(policy, tool.name, caller.agent) ?? "blocked") === "blocked") registered.disable();
   }

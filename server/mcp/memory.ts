@@ -2,12 +2,10 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
 import type { Dispatcher } from "../dispatch.js";
-import { ApiError } from "../errors.js";
 import { callMemoryTool } from "../memory/service.js";
 import { advertisedSchema, MEMORY_TOOLS, memoryAnnotations, type MemoryToolDef } from "../memory/tools.js";
 import type { Caller } from "../route.js";
-import { envelopeSdkErrors, failure, ok } from "./results.js";
-import { mcpCode } from "../metrics/registry.js";
+import { envelopeSdkErrors, timedCall } from "./results.js";
 
 /**
  * One hal0-memory MCP server (per session): the 26 memory tools, each with
@@ -20,18 +18,7 @@ export function memoryServer(d: Dispatcher, policy: CompiledPolicy, caller: Call
   const server = new McpServer({ name: "hal0-memory", version }, { capabilities: { tools: {} } });
   for (const tool of MEMORY_TOOLS) {
     const registered = server.registerTool(tool.name, { description: tool.description, inputSchema: inputSchemaOf(tool), annotations: memoryAnnotations(tool) }, async (args) => {
-      const started = performance.now();
-      let code = "ok";
-      try {
-        const result = await callMemoryTool(d, tool.name, args, caller, "memory");
-        code = mcpCode(result);
-        return ok(result);
-      } catch (err) {
-        code = err instanceof ApiError ? err.code : "system.internal";
-        return failure(err);
-      } finally {
-        d.metrics?.observeRequest("mcp", tool.name, "call", code, performance.now() - started);
-      }
+      return timedCall(d, tool.name, () => callMemoryTool(d, tool.name, args, caller, "memory"));
     });
     if ((tierFor(policy, tool.name, caller.agent) ?? "blocked") === "blocked") registered.disable();
   }

@@ -3,6 +3,8 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ApiError } from "../errors.js";
 import { inputRefusal } from "../input.js";
 import { RawReply } from "../route.js";
+import type { Dispatcher } from "../dispatch.js";
+import { mcpCode } from "../metrics/registry.js";
 
 /** Success: the reply's JSON as the text content (what agents read; one serialisation, no structured copy). */
 export function ok(result: unknown): CallToolResult {
@@ -70,4 +72,24 @@ function sdkError(server: string, message: string, onBlocked?: (tool: string, er
   const unknown = /Tool (\S+) not found/.exec(message);
   if (unknown) return failure(new ApiError("mcp.unknown_tool", `${server} has no tool ${unknown[1]}`, { tool: unknown[1] }));
   return failure(new ApiError("validation.invalid", message));
+}
+
+/**
+ * One tool call of a server that is not the route table's (hal0-memory,
+ * hal0-agents): its reply or its error envelope, timed into the server's
+ * metrics by tool and outcome (`ok`, `pending_approval`, or the error code).
+ */
+export async function timedCall(d: Pick<Dispatcher, "metrics">, tool: string, run: () => Promise<unknown>): Promise<CallToolResult> {
+  const started = performance.now();
+  let code = "ok";
+  try {
+    const result = await run();
+    code = mcpCode(result);
+    return ok(result);
+  } catch (err) {
+    code = err instanceof ApiError ? err.code : "system.internal";
+    return failure(err);
+  } finally {
+    d.metrics?.observeRequest("mcp", tool, "call", code, performance.now() - started);
+  }
 }
