@@ -5,6 +5,7 @@
 #   bash .ci/swarm-up.sh smoke     # prove it: a host-network service pinned to each worker answers /health
 #   bash .ci/swarm-up.sh down      # remove everything up made (services, swarm, dockerds, netns, veths, bridge, folder)
 #   bash .ci/swarm-up.sh status    # docker node ls on the manager
+#   bash .ci/swarm-up.sh stop-node N / start-node N   # stop or restart node N's engine (its data kept)
 #
 # Each node is its own network namespace, hal0-swarm-N, holding one end of a veth pair
 # (eth0, 10.77.0.N/24); the other end (hal0swN) is a port of the bridge hal0sw0 in the root
@@ -244,10 +245,29 @@ smoke() {
   step "smoke: passed"
 }
 
+# Stops node N's engine (dockerd, then anything left in its namespace); its data and swarm state stay.
+stop_engine() {
+  local n=${1:?node number}
+  stop_node "$n"
+  step "node $n: engine stopped"
+}
+
+# Starts node N's engine again (it rejoins the swarm from its own state).
+start_engine() {
+  local n=${1:?node number}
+  ip netns list | grep -qw "^$(netns "$n")" || die "no namespace $(netns "$n") (run: bash .ci/swarm-up.sh up)"
+  answers "$n" && die "node $n: engine already answers"
+  start_dockerd "$n"
+  wait_engine "$n"
+  step "node $n: engine answers"
+}
+
 case "${1:-up}" in
   up) up ;;
   down) down ;;
   smoke) smoke ;;
   status) dk 1 node ls ;;
-  *) die "usage: $0 [up|smoke|down|status]" ;;
+  stop-node) stop_engine "${2:-}" ;;
+  start-node) start_engine "${2:-}" ;;
+  *) die "usage: $0 [up|smoke|down|status|stop-node N|start-node N]" ;;
 esac
