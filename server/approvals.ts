@@ -158,6 +158,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     this.pending(id, decider);
     const done = this.db.prepare("UPDATE approvals SET state = 'denied', decided_at = ?, decided_by = ?, reason = ? WHERE id = ? AND state = 'pending'").run(iso(this.now()), decider.name, reason ?? null, id);
     if (done.changes !== 1) throw this.resolvedError(id);
+    this.scrubSecretBody(id);
     this.dispatcher.metrics?.observeDecision("denied");
     return this.emitNow("denied", id);
   }
@@ -166,7 +167,10 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
   expireDue(): void {
     const due = this.db.prepare("SELECT id FROM approvals WHERE state = 'pending' AND expires_at <= ?").all(iso(this.now())) as Array<{ id: string }>;
     for (const { id } of due) {
-      this.db.prepare("UPDATE approvals SET state = 'expired', reason = 'its time to live ([approvals] ttl_s) ran out' WHERE id = ?").run(id);
+      // Only if still pending: another process sharing hal0.db (hal0 agent approvals) may have decided it since the SELECT.
+      const done = this.db.prepare("UPDATE approvals SET state = 'expired', reason = 'its time to live ([approvals] ttl_s) ran out' WHERE id = ? AND state = 'pending'").run(id);
+      if (done.changes !== 1) continue;
+      this.scrubSecretBody(id);
       this.dispatcher.metrics?.observeDecision("expired");
       this.emitNow("expired", id);
     }
@@ -198,7 +202,19 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     this.db.prepare("UPDATE approvals SET state = ?, decided_at = coalesce(decided_at, ?), decided_by = coalesce(decided_by, ?), result = ?, error = ?, reason = ? WHERE id = ?")
       // Kept redacted: a result or error is only ever read, never run (the route's reply is already redacted; its error may quote a value).
       .run(state, iso(this.now()), by, out.result === undefined ? null : JSON.stringify(redact(out.result)), out.error === undefined ? null : JSON.stringify(redact(out.error)), out.reason === undefined ? null : redactText(out.reason), id);
+    this.scrubSecretBody(id);
     return this.emitNow(state, id);
+  }
+
+  /**
+   * A `secretBody` route's stored body (a credential being stored) is kept
+   * only while the request may still run: once it is decided and done
+   * (executed, failed, stale, denied, expired) it is masked in the table too.
+   */
+  private scrubSecretBody(id: string): void {
+    const a = this.unredacted(id);
+    if (!a || this.routeFor(a.route)?.secretBody !== true || a.args.body === null || a.args.body === undefined) return;
+    this.db.prepare("UPDATE approvals SET args = ? WHERE id = ?").run(JSON.stringify({ ...a.args, body: maskAll(a.args.body) }), id);
   }
 
   private emitNow(type: ApprovalEvent["type"], id: string): Approval {

@@ -115,6 +115,18 @@ function recorder() {
 const addUpstream = (server: TestServer, body: Record<string, unknown>) => server.call("POST", "/api/upstreams", { body: { auth_style: "bearer", ...body } });
 
 describe("provider_credential_write", () => {
+  it("a denied credential request keeps no value: its stored body is masked in the approvals table once it is decided", async () => {
+    const server = await start();
+    const value = secret();
+    const c = await agent(server);
+    const queued = await callTool(c, "provider_credential_write", { name: "lan-key", value });
+    const id = queued.body.approval_id as string;
+    expect(JSON.stringify(server.hal0.db.prepare("SELECT args FROM approvals WHERE id = ?").get(id))).toContain(value); // kept to run it while pending
+    expect((await server.call("POST", `/api/agent/approvals/${id}/deny`, { body: { reason: "not now" } })).status).toBe(200);
+    expect(JSON.stringify(server.hal0.db.prepare("SELECT * FROM approvals").all())).not.toContain(value);
+    expect(existsSync(join(server.state, "credentials", "lan-key"))).toBe(false);
+  });
+
   it("an agent's write over MCP waits for an operator; approved, the file is 0600 in a 0700 folder and the upstream gets it; the value is in no reply, audit row, approval or log line", async () => {
     const server = await start();
     const value = secret();
@@ -183,10 +195,11 @@ describe("provider_credential_write", () => {
     expect(auditRows.some((r: any) => r.tool === "provider_credential_write" && r.outcome === "pending_approval")).toBe(true);
     expect(auditRows.some((r: any) => r.route === "POST /api/providers/{name}/credentials" && r.kind === "approval" && r.outcome === "ok")).toBe(true);
     const approvalsRead = server.hal0.approvals.list();
-    // The table keeps the value once, in `args`, to run the request; no other column (the dedup key, the stored result) has it.
+    // The table kept the value only while the request could run: executed, its stored body is masked too; no column has it.
     const { args: storedArgs, ...row } = server.hal0.db.prepare("SELECT * FROM approvals WHERE id = ?").get(id) as Record<string, unknown>;
-    expect(storedArgs).toContain(value);
+    expect(JSON.parse(storedArgs as string).body).toEqual({ value: "[redacted]" });
     expect(JSON.stringify(row)).not.toContain(value);
+    expect(JSON.stringify(server.hal0.db.prepare("SELECT * FROM approvals").all())).not.toContain(value);
     const everything = [JSON.stringify(seen.replies), JSON.stringify(auditRows), JSON.stringify(approvalsRead), log];
     expect(log).toContain("request");
     for (const text of everything) {
