@@ -348,6 +348,8 @@ interface Served {
 let served: Served | undefined;
 /** Exported variables carried from one sh block to the next, as in one terminal. */
 const session: Record<string, string> = {};
+/** A tool each hal0 mount lists, to tell that a client config reached the mount it names. */
+const MOUNT_TOOL: Readonly<Record<string, string>> = { admin: "slot_list", memory: "memory_search", agents: "agent_profile_list" };
 /** `claude` invocations by the block that made them. */
 const claudeCalls: Array<{ block: Block; args: string[] }> = [];
 
@@ -721,31 +723,34 @@ describe("the examples against a real hal0 serve (the Quickstart's command on a 
     }
   });
 
-  it.each(blocksOfKind("json client config").map((b) => [at(b), b] as const))("%s: the client's config reaches hal0-admin with the agent's token", async (_, b) => {
-    const token = session.HAL0_AGENT_TOKEN;
-    expect(token, "docs/mcp.md exports HAL0_AGENT_TOKEN before its client configs").toMatch(/^hal0_ag_/);
+  it.each(blocksOfKind("json client config").map((b) => [at(b), b] as const))("%s: the client's config reaches its hal0 server with the token the docs exported", async (_, b) => {
     const config = JSON.parse(b.text) as { mcpServers: Record<string, { url: string; headers: Record<string, string>; type?: string }> };
     for (const [name, server] of Object.entries(config.mcpServers)) {
-      // Claude Code expands ${VAR}, Cursor ${env:VAR}.
-      const headers = Object.fromEntries(Object.entries(server.headers).map(([k, v]) => [k, v.replace(/\$\{(?:env:)?(\w+)\}/g, (_m, n: string) => (n === "HAL0_AGENT_TOKEN" ? token! : `\${${n}}`))]));
-      expect(headers.Authorization).toBe(`Bearer ${token}`);
+      // Claude Code expands ${VAR}, Cursor ${env:VAR}: the token a block before exported (HAL0_AGENT_TOKEN in docs/mcp.md, HAL0_BRIDGE_TOKEN in docs/agents.md).
+      const used: string[] = [];
+      const headers = Object.fromEntries(Object.entries(server.headers).map(([k, v]) => [k, v.replace(/\$\{(?:env:)?(\w+)\}/g, (_m, n: string) => (used.push(n), session[n] ?? `\${${n}}`))]));
+      expect(used, "the config reads its token from the environment").toHaveLength(1);
+      expect(session[used[0]!], `a block before exports ${used[0]}`).toMatch(/^hal0_ag_/);
+      expect(headers.Authorization).toBe(`Bearer ${session[used[0]!]}`);
       if (server.type !== undefined) expect(server.type).toBe("http");
-      expect(new URL(server.url).pathname).toBe(`/mcp/${name.replace(/^hal0-/, "")}`);
+      const mount = name.replace(/^hal0-/, "");
+      expect(new URL(server.url).pathname).toBe(`/mcp/${mount}`);
       const { client, tools } = await mcpTools(servedUrl(server.url), headers);
       await client.close();
-      expect(tools).toContain("slot_list");
+      expect(tools).toContain(MOUNT_TOOL[mount]);
     }
   });
 
-  it.each(blocksOfKind("toml Codex config").map((b) => [at(b), b] as const))("%s: Codex's config reaches hal0-admin with the agent's token", async (_, b) => {
-    const token = session.HAL0_AGENT_TOKEN!;
+  it.each(blocksOfKind("toml Codex config").map((b) => [at(b), b] as const))("%s: Codex's config reaches its hal0 server with the token the docs exported", async (_, b) => {
     const config = parseToml(b.text) as { mcp_servers: Record<string, { url: string; bearer_token_env_var: string }> };
     for (const [name, server] of Object.entries(config.mcp_servers)) {
-      expect(server.bearer_token_env_var).toBe("HAL0_AGENT_TOKEN");
-      expect(new URL(server.url).pathname).toBe(`/mcp/${name.replace(/^hal0-/, "")}`);
+      const token = session[server.bearer_token_env_var];
+      expect(token, `a block before exports ${server.bearer_token_env_var}`).toMatch(/^hal0_ag_/);
+      const mount = name.replace(/^hal0-/, "");
+      expect(new URL(server.url).pathname).toBe(`/mcp/${mount}`);
       const { client, tools } = await mcpTools(servedUrl(server.url), { Authorization: `Bearer ${token}` });
       await client.close();
-      expect(tools).toContain("slot_list");
+      expect(tools).toContain(MOUNT_TOOL[mount]);
     }
   });
 
