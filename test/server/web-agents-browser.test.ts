@@ -1,4 +1,3 @@
-import { existsSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { chromium, type Browser } from "playwright-core";
@@ -6,22 +5,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import type { BridgeToolDef } from "../../server/bridge/tool.js";
 import { startTestServer, type TestServer } from "./harness.js";
+import { chromiumFor } from "./web-helpers.js";
 
-/** Debian's Chromium, as test/server/web-browser.test.ts finds it. */
-const CHROMIUM = process.env.HAL0_CHROMIUM ?? "/usr/bin/chromium";
 const SUITE = "the Agents page in a real browser (headless Chromium)";
-const available = existsSync(CHROMIUM);
-if (!available) {
-  if (process.env.CI) {
-    describe(SUITE, () => {
-      it("needs Chromium: a required service is missing", () => {
-        throw new Error(`no Chromium at ${CHROMIUM}; .ci/run installs Debian's chromium package`);
-      });
-    });
-  } else {
-    console.warn(`[hal0 tests] SKIPPED ${SUITE}: no Chromium at ${CHROMIUM}. Install it with \`apt-get install chromium\` (or set HAL0_CHROMIUM), then rerun.`);
-  }
-}
+const { path: CHROMIUM, available } = chromiumFor(SUITE);
 
 const TOOLS: BridgeToolDef[] = [
   { name: "agent_profile_list", defaultTier: "autonomous_read", description: "stand-in", input: z.strictObject({}), run: async (ctx) => ({ profiles: ctx.profiles }) },

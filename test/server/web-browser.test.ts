@@ -8,27 +8,15 @@ import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
+import { chromiumFor } from "./web-helpers.js";
 
-/** Debian's Chromium (`apt-get install chromium`; `.ci/run` installs it). */
-const CHROMIUM = process.env.HAL0_CHROMIUM ?? "/usr/bin/chromium";
 const SUITE = "the approval inbox in a real browser (headless Chromium)";
 /** The built CLI (`npm run build`): the test logs in through the link `hal0 web` prints. */
 const HAL0 = join(import.meta.dirname, "../../bin/hal0.js");
 /** Where the inbox screenshot is kept: a test artifact, not a golden. */
 export const ARTIFACTS = join(import.meta.dirname, "../artifacts");
 
-const available = existsSync(CHROMIUM);
-if (!available) {
-  if (process.env.CI) {
-    describe(SUITE, () => {
-      it("needs Chromium: a required service is missing", () => {
-        throw new Error(`no Chromium at ${CHROMIUM}; .ci/run installs Debian's chromium package`);
-      });
-    });
-  } else {
-    console.warn(`[hal0 tests] SKIPPED ${SUITE}: no Chromium at ${CHROMIUM}. Install it with \`apt-get install chromium\` (or set HAL0_CHROMIUM), then rerun.`);
-  }
-}
+const { path: CHROMIUM, available } = chromiumFor(SUITE);
 
 describe.skipIf(!available)(SUITE, () => {
   let s: TestServer;

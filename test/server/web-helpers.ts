@@ -1,4 +1,5 @@
-import { expect } from "vitest";
+import { existsSync } from "node:fs";
+import { describe, expect, it } from "vitest";
 import { httpCall, type TestServer } from "./harness.js";
 
 /** A logged-in browser's credentials: the `Cookie` header to send and the session's CSRF token the pages render. */
@@ -42,4 +43,27 @@ export async function webLogin(s: TestServer, tokenSecret = s.operator): Promise
 /** A form-encoded POST (what a browser sends with script off). */
 export function formPost(s: TestServer, path: string, fields: Record<string, string>, headers: Record<string, string> = {}): ReturnType<typeof httpCall> {
   return httpCall(s.url, "POST", path, { body: new URLSearchParams(fields).toString(), headers: { "content-type": "application/x-www-form-urlencoded", ...headers } });
+}
+
+/**
+ * Debian's Chromium (`apt-get install chromium`; `.ci/run` installs it), or
+ * $HAL0_CHROMIUM, for a browser suite: where it is and whether it is there.
+ * Missing, the suite is one failing test in CI (a required service is
+ * missing) and a loud notice when run by hand, never a silent skip.
+ */
+export function chromiumFor(suite: string): { readonly path: string; readonly available: boolean } {
+  const path = process.env.HAL0_CHROMIUM ?? "/usr/bin/chromium";
+  const available = existsSync(path);
+  if (!available) {
+    if (process.env.CI) {
+      describe(suite, () => {
+        it("needs Chromium: a required service is missing", () => {
+          throw new Error(`no Chromium at ${path}; .ci/run installs Debian's chromium package`);
+        });
+      });
+    } else {
+      console.warn(`[hal0 tests] SKIPPED ${suite}: no Chromium at ${path}. Install it with \`apt-get install chromium\` (or set HAL0_CHROMIUM), then rerun.`);
+    }
+  }
+  return { path, available };
 }
