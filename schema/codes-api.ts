@@ -137,7 +137,6 @@ export const API_CODES = {
   "backend.not_found": { severity: "error", stage: "server", http: 404, meaning: "No [[backend]] of capabilities.toml has this id; details.known lists them." },
   // ── hal0-agents: teaching a Hermes profile ───────────────────────────
   "teach.invalid_name": { severity: "error", stage: "server", http: 400, meaning: "A profile, category or skill name outside its grammar (a profile: [A-Za-z0-9_-]{1,56}; a category or skill: [a-z0-9][a-z0-9._-]{0,63}); details.arg names which." },
-  "teach.profile_not_allowed": { severity: "error", stage: "server", http: 403, meaning: "The caller's bridge admission does not reach this Hermes profile (hal0 bridge admit --profiles); details.allowed lists those it does." },
   "teach.profile_not_found": { severity: "error", stage: "server", http: 404, meaning: "No folder <[hermes] home>/profiles/<profile>/ exists." },
   "teach.not_found": { severity: "error", stage: "server", http: 404, meaning: "The profile has no such skill (skills/[<category>/]<name>/SKILL.md) or no SOUL.md; details.file names what was looked for." },
   "teach.bad_skill": { severity: "error", stage: "server", http: 400, meaning: "A SKILL.md without front matter Hermes loads: it must open with a --- block holding a YAML mapping whose name is the skill's folder name and whose description is a non-empty string of at most 1024 characters, and a body after it." },
@@ -149,7 +148,6 @@ export const API_CODES = {
   "teach.write_failed": { severity: "error", stage: "server", http: 500, meaning: "Writing a profile file failed (disk full, permissions); nothing was left half-written." },
   // ── agent bridge runs (hal0-agents) ──────────────────────────────────
   "run.not_found": { severity: "error", stage: "server", http: 404, meaning: "No Hermes run of the agent bridge has this id among the runs of the profiles the caller may reach." },
-  "run.profile_denied": { severity: "error", stage: "server", http: 403, meaning: "The Hermes profile is not one this caller's bridge admission reaches (hal0 bridge admit --profiles); details.allowed lists those it does." },
   "run.profile_not_found": { severity: "error", stage: "server", http: 404, meaning: "No Hermes profile of this name: there is no <[hermes] home>/profiles/<name>/ folder; details.known lists the profiles there are." },
   "run.active": { severity: "error", stage: "server", http: 409, meaning: "agent_run_message to a run that is still queued or running: its Hermes session takes the next message once the run has ended (agent_run_wait)." },
   "run.no_session": { severity: "error", stage: "server", http: 409, meaning: "agent_run_message to a run that ended without Hermes reporting a session id (it failed to start, or was stopped before the end): there is no session to continue." },

@@ -175,7 +175,7 @@ describe("agent bridge runs", () => {
   });
 
   it("refuses other profiles, unknown runs and bad arguments with codes", async () => {
-    expect(await refusal(call(agent, "agent_run_start", { profile: "beta", prompt: "hi" }))).toBe("run.profile_denied");
+    expect(await refusal(call(agent, "agent_run_start", { profile: "beta", prompt: "hi" }))).toBe("bridge.profile_denied");
     expect(await refusal(call(op, "agent_run_start", { profile: "gamma", prompt: "hi" }))).toBe("run.profile_not_found");
     expect(await refusal(call(agent, "agent_run_status", { run_id: "run_0000000000000000" }))).toBe("run.not_found");
     expect(await refusal(call(agent, "agent_run_start", { profile: "alpha", prompt: "hi", resume: "--yolo" }))).toBe("validation.invalid");
@@ -190,7 +190,7 @@ describe("agent bridge runs", () => {
     expect((await call(op, "agent_run_list", { profile: "beta" })).runs.map((r: { run_id: string }) => r.run_id)).toContain(beta.run_id);
     await call(op, "agent_run_wait", { run_id: beta.run_id, timeout_s: 20 });
     expect((await call(op, "agent_run_list", { state: "failed" })).runs.every((r: { state: string }) => r.state === "failed")).toBe(true);
-    const denied = t.hal0.audit.query({ actor: "agent:claude", route: "POST /mcp/agents" }).items.filter((r) => r.error_code === "run.profile_denied");
+    const denied = t.hal0.audit.query({ actor: "agent:claude", route: "POST /mcp/agents" }).items.filter((r) => r.error_code === "bridge.profile_denied");
     expect(denied).toHaveLength(1);
   });
 

@@ -105,7 +105,7 @@ describe("teaching tools over a Hermes profile's files", () => {
       ["profile_memory_list", "autonomous_read"], ["profile_memory_add", "autonomous_write"], ["profile_persona_get", "autonomous_read"],
     ]);
     expect(TEACH_TOOLS.filter((t) => t.propose).map((t) => t.name)).toEqual(["profile_skill_put", "profile_skill_delete", "profile_memory_add"]);
-    for (const code of ["teach.invalid_name", "teach.profile_not_allowed", "teach.profile_not_found", "teach.not_found", "teach.bad_skill", "teach.bad_entry", "teach.too_large", "teach.memory_full", "teach.unsafe_path", "teach.stale", "teach.write_failed"]) {
+    for (const code of ["teach.invalid_name", "bridge.profile_denied", "teach.profile_not_found", "teach.not_found", "teach.bad_skill", "teach.bad_entry", "teach.too_large", "teach.memory_full", "teach.unsafe_path", "teach.stale", "teach.write_failed"]) {
       expect(CODES, code).toHaveProperty([code]);
     }
   });
@@ -141,12 +141,12 @@ describe("teaching tools over a Hermes profile's files", () => {
       ["profile_skill_get", { profile: "work", category: "ops", name: "-deploy" }, "teach.invalid_name"],
       ["profile_persona_get", { profile: ".." }, "mcp.invalid_arg"],
       ["profile_persona_get", { profile: "wo rk" }, "teach.invalid_name"],
-      ["profile_persona_get", { profile: "private" }, "teach.profile_not_allowed"],
+      ["profile_persona_get", { profile: "private" }, "bridge.profile_denied"],
       ["profile_skill_get", { profile: "work", category: "ops", name: "missing" }, "teach.not_found"],
     ];
     for (const [name, args, code] of cases) expect((await refusal(run(name, args))).code, JSON.stringify(args)).toBe(code);
     // Not admitted: refused before the disk is looked at (a profile that does not exist reads the same).
-    expect((await refusal(run("profile_persona_get", { profile: "nosuch" }))).code).toBe("teach.profile_not_allowed");
+    expect((await refusal(run("profile_persona_get", { profile: "nosuch" }))).code).toBe("bridge.profile_denied");
     const operator: BridgeContext = { ...ctx, caller: { kind: "operator", agent: "admin", private: false, via: "mcp" }, profiles: "all" };
     expect((await run("profile_persona_get", { profile: "private" }, operator)).text).toBe("secret persona\n");
     const missing = await refusal(run("profile_persona_get", { profile: "nosuch" }, operator));

@@ -5,6 +5,8 @@ import { z } from "zod";
 import { ApiError } from "../../errors.js";
 import { redactText } from "../../redact.js";
 import type { BridgeContext, BridgeToolDef } from "../tool.js";
+import { mayReachProfile, requireProfile } from "../access.js";
+import { PROFILE_NAME } from "../../../reconciler/hermes-files.js";
 import { finalOutput, profileHome } from "./hermes-adapter.js";
 import { RUN_STATES, type RunRow, type RunService } from "./service.js";
 
@@ -17,7 +19,7 @@ import { RUN_STATES, type RunRow, type RunService } from "./service.js";
  * messages and cancels are audited.
  */
 
-const PROFILE = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "a profile name: lowercase letters, digits, - and _, at most 64");
+const PROFILE = z.string().regex(PROFILE_NAME, "a Hermes profile name: letters, digits, - and _, at most 56");
 const RUN_ID = z.string().regex(/^run_[0-9a-f]{16}$/, "a run id (run_<16 hex>)");
 /** No leading `-`: it goes on Hermes's command line after `--resume`. */
 const SESSION = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/, "a Hermes session id (letters, digits, _ . : -, not starting with -)");
@@ -42,7 +44,7 @@ export const RUN_TOOLS: readonly BridgeToolDef[] = [
     input: z.strictObject({}),
     run: async (ctx) => {
       const root = await home(ctx);
-      return { profiles: (await profilesOf(ctx)).filter((p) => reaches(ctx, p)).map((name) => profileView(root, name)) };
+      return { profiles: (await profilesOf(ctx)).filter((p) => mayReachProfile(ctx, p)).map((name) => profileView(root, name)) };
     },
   },
   {
@@ -158,10 +160,6 @@ function service(ctx: BridgeContext): RunService {
   return runs;
 }
 
-function reaches(ctx: BridgeContext, profile: string): boolean {
-  return ctx.profiles === "all" || ctx.profiles.includes(profile);
-}
-
 function actor(ctx: BridgeContext): string {
   return `${ctx.caller.kind}:${ctx.caller.agent}`;
 }
@@ -187,15 +185,15 @@ function profileView(hermesHome: string, name: string): { name: string; config: 
 
 /** Refuses a profile out of the caller's reach (before saying whether it exists), then one that is not there. */
 async function checkProfile(ctx: BridgeContext, profile: string): Promise<void> {
-  if (!reaches(ctx, profile)) throw new ApiError("run.profile_denied", `profile ${profile} is not among the profiles this caller may run`, { profile, allowed: ctx.profiles === "all" ? [] : [...ctx.profiles].sort() });
+  requireProfile(ctx, profile);
   const known = await profilesOf(ctx);
-  if (!known.includes(profile)) throw new ApiError("run.profile_not_found", `no Hermes profile ${profile}`, { profile, known: known.filter((p) => reaches(ctx, p)) });
+  if (!known.includes(profile)) throw new ApiError("run.profile_not_found", `no Hermes profile ${profile}`, { profile, known: known.filter((p) => mayReachProfile(ctx, p)) });
 }
 
 /** The run, when it exists and its profile is within the caller's reach; else `run.not_found`. */
 function runOf(ctx: BridgeContext, id: string): RunRow {
   const row = service(ctx).get(id);
-  if (!row || !reaches(ctx, row.profile)) throw new ApiError("run.not_found", `no run ${id}`, { run_id: id });
+  if (!row || !mayReachProfile(ctx, row.profile)) throw new ApiError("run.not_found", `no run ${id}`, { run_id: id });
   return row;
 }
 

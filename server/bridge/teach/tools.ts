@@ -3,6 +3,8 @@ import { lstat, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { PROFILE_NAME } from "../../../reconciler/hermes-files.js";
+import { requireProfile as requireAdmission } from "../access.js";
+import { profileHome } from "../runs/hermes-adapter.js";
 import { ApiError } from "../../errors.js";
 import { checkPathArgs } from "../../path-args.js";
 import type { BridgeContext, BridgeProposal, BridgeToolDef } from "../tool.js";
@@ -36,16 +38,15 @@ type SkillArgs = z.infer<typeof SkillArgs>;
 /**
  * The profile folder of `profile` for this caller: checked like a path
  * argument (mcp.invalid_arg), then Hermes's profile-name grammar
- * (teach.invalid_name), then the caller's admission
- * (teach.profile_not_allowed, before anything on disk is looked at), then
+ * (teach.invalid_name), then the caller's admission (the bridge's one rule,
+ * bridge.profile_denied, before anything on disk is looked at), then
  * that the folder exists (teach.profile_not_found).
  */
 export async function requireProfile(ctx: BridgeContext, profile: string): Promise<string> {
   checkPathArgs({ path: "/{profile}" }, { profile });
   if (!PROFILE_NAME.test(profile)) throw new ApiError("teach.invalid_name", `profile \`${profile}\` is not a Hermes profile name ([A-Za-z0-9_-]{1,56})`, { arg: "profile", value: profile });
-  if (ctx.profiles !== "all" && !ctx.profiles.includes(profile)) throw new ApiError("teach.profile_not_allowed", `your bridge admission does not reach profile \`${profile}\``, { profile, allowed: [...ctx.profiles].sort() });
-  const home = (await ctx.d.box.model()).settings.hermes.home;
-  const root = join(home, "profiles", profile);
+  requireAdmission(ctx, profile);
+  const root = profileHome((await ctx.d.box.model()).settings.hermes.home, profile);
   const info = await lstat(root).catch(() => undefined);
   if (info === undefined) throw new ApiError("teach.profile_not_found", `no Hermes profile \`${profile}\` (${root} does not exist)`, { profile });
   if (!info.isDirectory()) throw new ApiError("teach.unsafe_path", `${root} is not a plain folder (a link or a file); hal0 does not teach through it`, { profile });
