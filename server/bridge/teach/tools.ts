@@ -98,6 +98,18 @@ async function isFile(root: string, rel: string): Promise<boolean> {
   return (await lstat(join(root, rel)).catch(() => undefined))?.isFile() ?? false;
 }
 
+/** Planned against `base` (the card's hashes, or none), then committed: what a write tool runs. */
+async function commitChange(change: ProfileChange, base: Readonly<Record<string, string | null>> | undefined): Promise<Awaited<ReturnType<typeof planChange>>> {
+  const plan = await planChange(change, base);
+  await commitPlan(plan);
+  return plan;
+}
+
+/** The audit row's target of a skill write: its profile, category (when it has one) and name. */
+function skillTarget(args: Pick<SkillArgs, "category" | "name"> & { profile: string }): Record<string, string> {
+  return { profile: args.profile, ...(args.category === undefined ? {} : { category: args.category }), name: args.name };
+}
+
 /**
  * Runs one write: planned (against `base` when the caller sent it), committed,
  * and audited as the tool (`POST /mcp/agents/<tool>`, the skill or file as
@@ -191,10 +203,8 @@ export const TEACH_TOOLS: readonly BridgeToolDef[] = [
     description: "Create or replace one skill's SKILL.md in a Hermes profile (front matter with name = the folder name and a description; at most 64 KiB). Gated: an operator approves the diff first.",
     input: SkillPutArgs,
     propose: async (ctx, args: z.infer<typeof SkillPutArgs>) => proposal(await skillPutChange(ctx, args), args.base),
-    run: (ctx, args: z.infer<typeof SkillPutArgs>) => write(ctx, "profile_skill_put", { profile: args.profile, ...(args.category === undefined ? {} : { category: args.category }), name: args.name }, textRecord(args.text), async () => {
-      const plan = await planChange(await skillPutChange(ctx, args), args.base);
-      await commitPlan(plan);
-      return { committed: true, ...viewOf(plan) };
+    run: (ctx, args: z.infer<typeof SkillPutArgs>) => write(ctx, "profile_skill_put", skillTarget(args), textRecord(args.text), async () => {
+      return { committed: true, ...viewOf(await commitChange(await skillPutChange(ctx, args), args.base)) };
     }),
   },
   {
@@ -203,10 +213,8 @@ export const TEACH_TOOLS: readonly BridgeToolDef[] = [
     description: "Delete one skill of a Hermes profile: its whole folder (SKILL.md and any references/, scripts/ … in it). Gated: an operator approves first.",
     input: SkillDeleteArgs,
     propose: async (ctx, args: z.infer<typeof SkillDeleteArgs>) => proposal(await skillDeleteChange(ctx, args), args.base),
-    run: (ctx, args: z.infer<typeof SkillDeleteArgs>) => write(ctx, "profile_skill_delete", { profile: args.profile, ...(args.category === undefined ? {} : { category: args.category }), name: args.name }, {}, async () => {
-      const plan = await planChange(await skillDeleteChange(ctx, args), args.base);
-      await commitPlan(plan);
-      return { committed: true, ...viewOf(plan) };
+    run: (ctx, args: z.infer<typeof SkillDeleteArgs>) => write(ctx, "profile_skill_delete", skillTarget(args), {}, async () => {
+      return { committed: true, ...viewOf(await commitChange(await skillDeleteChange(ctx, args), args.base)) };
     }),
   },
   {
@@ -238,9 +246,7 @@ export const TEACH_TOOLS: readonly BridgeToolDef[] = [
     run: (ctx, args: z.infer<typeof MemoryAddArgs>) => write(ctx, "profile_memory_add", { profile: args.profile }, textRecord(args.text), async () => {
       const add = await memoryAddChange(ctx, args);
       if ("duplicate" in add) return { committed: false, added: false, duplicate: true, profile: args.profile, file: MEMORY_FILE };
-      const plan = await planChange(add.change, args.base);
-      await commitPlan(plan);
-      return { committed: true, added: true, entries: add.entries, chars: add.chars, limit: add.limit, ...viewOf(plan) };
+      return { committed: true, added: true, entries: add.entries, chars: add.chars, limit: add.limit, ...viewOf(await commitChange(add.change, args.base)) };
     }),
   },
   {
