@@ -1,14 +1,13 @@
 import type { Model, ResolvedSlot } from "../compiler/index.js";
 import { planChanges, type Inventory, type Observed, type ObservedSlot } from "../reconciler/index.js";
 import type { SlotOutcome } from "../reconciler/state.js";
-import type { Tier } from "../schema/index.js";
 import { slotAddress, type SlotChange } from "../schema/index.js";
-import { invoke, proposeOnly, type Call, type Dispatcher } from "./dispatch.js";
+import { invoke, type Call, type Dispatcher } from "./dispatch.js";
 import { ApiError } from "./errors.js";
 import { toolTier } from "./identity/access.js";
 import { routeId, type Caller, type Route } from "./route.js";
 import { probeHealth, statusOf } from "./slot-view.js";
-import { agentWriteTier, pendingReply } from "./verdict.js";
+import { callTier, queueForPerson } from "./verdict.js";
 
 /**
  * The box's services (seed 001's service_list / service_health /
@@ -174,10 +173,9 @@ export async function runServiceAction(d: Dispatcher, id: string, action: Servic
 async function asTool(d: Dispatcher, route: Route, tool: string, call: Call): Promise<unknown> {
   const caller = call.caller;
   if (caller.kind !== "agent" || caller.via === "approval") return invoke(d, route, call);
-  const model = await d.box.model();
-  let tier: Tier = toolTier(model.policy, route, tool, caller);
-  if (route.kind === "write") tier = (await agentWriteTier(route, caller, model.policy, tier, async () => (await proposeOnly(d, route, call)).proposal)).tier;
-  if (tier === "gated") return pendingReply(await d.approvals.enqueue(tool, route, call), `${tool} is gated for ${caller.agent}`);
+  const started = performance.now();
+  const floor = toolTier((await d.box.model()).policy, route, tool, caller);
+  if ((await callTier(d, route, floor, call)) === "gated") return queueForPerson(d, route, tool, call, started, `${tool} is gated for ${caller.agent}`);
   return invoke(d, route, call);
 }
 

@@ -5,6 +5,7 @@ import type { Proposal } from "./box.js";
 import { ApiError } from "./errors.js";
 import { routeFloor, stricter } from "./identity/access.js";
 import type { Caller, Route } from "./route.js";
+import { proposeOnly, type Call, type Dispatcher } from "./dispatch.js";
 
 export interface EffectVerdict {
   /** The tier the change meets: the floor, raised by its effects. */
@@ -58,4 +59,22 @@ export async function agentWriteTier(route: Route, caller: Caller, policy: Compi
   if (tierRank(tier) >= tierRank("gated")) return { tier, tool: floor.tool };
   const verdict = effectVerdict(await propose(), tier, caller, policy);
   return { tier: verdict.tier, tool: floor.tool };
+}
+
+/**
+ * The tier a tool call meets, from its tool's tier (`floor`): an agent's
+ * write is raised by what it does, after compile and plan; anything else
+ * keeps its floor. Every door that runs a route as a named tool asks here.
+ */
+export async function callTier(d: Dispatcher, route: Route, floor: Tier, call: Call): Promise<Tier> {
+  if (call.caller.kind !== "agent" || route.kind !== "write") return floor;
+  const policy = (await d.box.model()).policy;
+  return (await agentWriteTier(route, call.caller, policy, floor, async () => (await proposeOnly(d, route, call)).proposal)).tier;
+}
+
+/** A gated call queued for a person and recorded as such: the reply its caller gets. */
+export async function queueForPerson(d: Dispatcher, route: Route, tool: string, call: Call, started: number, why?: string): Promise<ReturnType<typeof pendingReply>> {
+  const approval = await d.approvals.enqueue(tool, route, call);
+  d.audit.record({ call, route, outcome: "pending_approval", durationMs: performance.now() - started, approvalId: approval.id, planId: approval.plan_id ?? undefined, tool });
+  return pendingReply(approval, why);
 }

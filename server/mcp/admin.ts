@@ -3,14 +3,13 @@ import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
-import { invoke, proposeOnly, type Call, type Dispatcher } from "../dispatch.js";
-import { agentWriteTier, pendingReply } from "../verdict.js";
+import { invoke, type Call, type Dispatcher } from "../dispatch.js";
+import { callTier, queueForPerson } from "../verdict.js";
 import { ApiError } from "../errors.js";
 import { auditRefusal } from "../audit.js";
 import { toolTier } from "../identity/access.js";
 import { checkPathArgs, pathParams } from "../path-args.js";
 import { callMemoryTool } from "../memory/service.js";
-import type { Tier } from "../../schema/index.js";
 import type { Caller, Route } from "../route.js";
 import type { ToolDef } from "./catalog.js";
 import { envelopeSdkErrors, failure, ok } from "./results.js";
@@ -64,17 +63,12 @@ async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unkno
     }
     const route = tool.route;
     const model = await d.box.model();
-    let tier: Tier = toolTier(model.policy, route, tool.name, caller);
+    const floor = toolTier(model.policy, route, tool.name, caller);
     const call = toCall(route, tool.name, args, caller);
     // An agent's write is judged by what it does, after compile and plan (the tool's tier is only its floor).
-    if (caller.kind === "agent" && route.kind === "write") {
-      tier = (await agentWriteTier(route, caller, model.policy, tier, async () => (await proposeOnly(d, route, call)).proposal)).tier;
-    }
-    if (tier === "gated") {
-      const approval = await d.approvals.enqueue(tool.name, route, call);
-      d.audit.record({ call, route, outcome: "pending_approval", durationMs: performance.now() - started, approvalId: approval.id, planId: approval.plan_id ?? undefined, tool: tool.name });
+    if ((await callTier(d, route, floor, call)) === "gated") {
       code = "pending_approval";
-      return ok(pendingReply(approval));
+      return ok(await queueForPerson(d, route, tool.name, call, started));
     }
     return ok(wrapList(route, await invoke(d, route, call)));
   } catch (err) {
