@@ -6,6 +6,7 @@ import { dirname, resolve } from "node:path";
 import type { Model, ResolvedSlot } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
 import { readHermesFile, readHermesProfiles } from "./hermes-files.js";
+import { engineAddress } from "./images.js";
 import { hermesHome, hermesIdentity, planHermesProfile, profileFile } from "./hermes-plan.js";
 import type { HermesCredentials, HermesManaged, HermesManagedProfile } from "./observed.js";
 import { StateStore } from "./state.js";
@@ -130,7 +131,7 @@ async function stateRow(dir: string): Promise<DoctorRow> {
 async function runtimeRow(model: Model, env: DoctorEnv): Promise<DoctorRow> {
   const slots = model.settings.slots;
   if (slots.runtime !== "docker") return { check: "runtime", status: "ok", message: "process runtime (slots run as local processes)", hint: "" };
-  const host = slots.docker_host || env.DOCKER_HOST || "unix:///var/run/docker.sock";
+  const host = engineAddress(slots.docker_host, env);
   try {
     const ping = await engineGet(host, "/_ping");
     if (ping.status !== 200) throw new Error(`GET /_ping answered ${ping.status}`);

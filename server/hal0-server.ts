@@ -118,8 +118,6 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   // Prometheus metrics in this server's own registry; the gauges read the approvals and the slots at scrape time.
   services.metrics = new Hal0Metrics({ approvalsPending: () => services.approvals.list("pending").length, slotStates: () => slotStates(box) }, now);
   box.onCommit("metrics", (proposal) => void services.metrics.observeCommit(proposal.delta));
-  // stats_overview's `requests`: hal0's own REST and MCP totals, from the same registry as request_metrics.
-  services.stats.requests = async () => (await services.metrics.requestSummary()).totals;
   Object.defineProperty(services, "sweeps", { get: () => options.sweeps?.(), enumerable: true });
   (services as { loop?: LoopControl }).loop = options.loop ?? new LoopControl(now);
   const env = options.env ?? process.env;

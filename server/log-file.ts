@@ -1,7 +1,7 @@
 import { closeSync, fchmodSync, fstatSync, mkdirSync, openSync, renameSync, writeSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { redactText } from "./redact.js";
+import { redactTyped } from "./redact.js";
 
 /**
  * hal0's own log file: `<state>/logs/hal0.log`, the JSON lines `hal0 serve`
@@ -23,13 +23,12 @@ export const LOG_FILE_MAX_BYTES = 4 * 1024 * 1024;
  * Appends lines to a file rotated at a size bound to one `.1` file. Writes
  * are synchronous (a line is on disk when `write` returns: a crash loses
  * nothing already logged); the folder is made 0700 and the file 0600 when
- * opened. A failing disk never fails the logger: the error is kept for
- * `lastError` and the line dropped.
+ * opened. A failing disk never fails the logger: the line is dropped and
+ * the file opened again for the next one.
  */
 export class RotatingLog {
   private fd?: number;
   private size = 0;
-  lastError?: Error;
 
   constructor(readonly file: string, readonly maxBytes = LOG_FILE_MAX_BYTES) {}
 
@@ -42,8 +41,7 @@ export class RotatingLog {
       const out = bytes.length > this.maxBytes ? Buffer.concat([bytes.subarray(0, this.maxBytes - 1), Buffer.from("\n")]) : bytes;
       writeSync(this.fd!, out);
       this.size += out.length;
-    } catch (err) {
-      this.lastError = err as Error;
+    } catch {
       this.close();
     }
   }
@@ -96,9 +94,9 @@ export interface LogEntry {
 
 /**
  * The newest lines of hal0's log (`hal0.log.1` then `hal0.log`) that pass
- * `filter`, oldest first, each parsed and its level named; every line goes
- * through the one redactor again on the way out (a line written before the
- * file's stream redacted, or by another writer, is masked all the same).
+ * `filter`, oldest first, each parsed and its level named; every line kept
+ * goes through the one redactor again on the way out (a line written before
+ * the file's stream redacted, or by another writer, is masked all the same).
  */
 export async function readLog(file: string, filter: LogFilter): Promise<{ file: string; exists: boolean; entries: LogEntry[]; matched: number }> {
   const texts = await Promise.all([`${file}.1`, file].map((f) => readFile(f, "utf8").catch(() => undefined)));
@@ -109,16 +107,16 @@ export async function readLog(file: string, filter: LogFilter): Promise<{ file: 
     if (text === undefined) continue;
     for (const raw of text.split("\n")) {
       if (raw.trim() === "") continue;
-      const line = redactText(raw);
-      const entry = parse(line);
+      const entry = parse(raw);
       if (min > 0 && !(typeof entry.level_number === "number" && entry.level_number >= min)) continue;
       if (filter.since !== undefined && !(entry.time !== undefined && Date.parse(entry.time) >= filter.since)) continue;
-      if (filter.slot !== undefined && !aboutSlot(entry, line, filter.slot)) continue;
+      if (filter.slot !== undefined && !aboutSlot(entry, raw, filter.slot)) continue;
       const { level_number: _n, ...rest } = entry;
       entries.push(rest as LogEntry);
     }
   }
-  return { file, exists, entries: entries.slice(-filter.lines), matched: entries.length };
+  // Redacted after filtering: only the lines that leave are masked (the line's text and every value in it).
+  return { file, exists, entries: entries.slice(-filter.lines).map((e) => redactTyped(e)), matched: entries.length };
 }
 
 function parse(line: string): LogEntry & { level_number?: number } {

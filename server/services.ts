@@ -6,7 +6,7 @@ import { invoke, type Call, type Dispatcher } from "./dispatch.js";
 import { ApiError } from "./errors.js";
 import { toolTier } from "./identity/access.js";
 import { routeId, type Caller, type Route } from "./route.js";
-import { probeHealth, statusOf } from "./slot-view.js";
+import { observeLiveness, probeHealth, statusOf } from "./slot-view.js";
 import { callTier, queueForPerson } from "./verdict.js";
 
 /**
@@ -189,8 +189,7 @@ export interface ServiceHealth {
 /** A health probe per service: the slots' GET /health (1 s each, in parallel), the memory engine's stats (2 s), the loop's last sweep. */
 export async function serviceHealth(d: Dispatcher): Promise<{ ok: boolean; services: ServiceHealth[] }> {
   const model = await d.box.model();
-  const driver = await d.box.driver(model);
-  const seen = new Map((await driver.observe({ health: false })).map((s) => [s.name, s]));
+  const seen = await observeLiveness(d.box, model);
   const slots = Object.values(model.slots).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const services: ServiceHealth[] = await Promise.all([
     sweepHealth(d),

@@ -112,8 +112,8 @@ export const statsRoutes = [
           tokens_per_s: { prompt: sum((s) => s.prompt.tokens_per_s), generation: sum((s) => s.generation.tokens_per_s) },
         },
         throughput_last_hour: { since: hour.since, prompt_tokens: tokens("prompt_tokens"), generated_tokens: tokens("generated_tokens") },
-        // hal0's own request metrics (GET /metrics' registry), when the composition root wires them in.
-        ...(stats.requests ? { requests: await stats.requests() } : {}),
+        // hal0's own request totals, from the registry request_metrics reads (GET /metrics'), when this server keeps one.
+        ...(services.metrics ? { requests: (await services.metrics.requestSummary()).totals } : {}),
       };
     },
   }),

@@ -46,8 +46,6 @@ export class SlotStats {
   private cpu: CpuTimes | undefined;
   /** The timer's period, once started. */
   intervalS: number | undefined;
-  /** The overview's `requests` (hal0's own request metrics), when the composition root wires them in. */
-  requests: (() => unknown) | undefined;
 
   constructor(private readonly options: SlotStatsOptions) {
     this.ring = new SampleRing(options.box.db, options.ringMinutes);
