@@ -35,13 +35,14 @@ export async function runBridge(args: string[], io: CliIo): Promise<number> {
   if (verb === "list" && name !== undefined) throw new UsageError("list takes no argument");
   if (verb !== "admit" && (values.profiles !== undefined || values.url !== undefined)) throw new UsageError("--profiles and --url are for admit");
   const print = (human: string, json: unknown) => io.stdout.write(values.json ? `${JSON.stringify(json, null, 2)}\n` : `${human}\n`);
+  const { bridgeScopes, isAdmission } = await import("../server/bridge/access.js");
   return withTokenStore(values.state, io, async (tokens) => {
-    const admissions = (all: boolean) => tokens.list({ all }).filter((t) => t.kind === "agent" && t.scopes.includes("mcp:agents"));
+    const admissions = (all: boolean) => tokens.list({ all }).filter(isAdmission);
     if (verb === "admit") {
       const profiles = values.profiles === undefined ? ["*"] : values.profiles.split(",").map((p) => p.trim()).filter(Boolean);
       if (profiles.length === 0) throw new UsageError("--profiles names at least one Hermes profile (or leave it out for every profile)");
       if (admissions(false).some((t) => t.name === name)) throw new CliError("bridge.already_admitted", `${name} is admitted already; revoke it first (hal0 bridge revoke ${name}) or rotate its token (hal0 token rotate ${name})`);
-      const minted = tokens.mint("agent", name!, ["mcp:agents", ...profiles.map((p) => `profile:${p}`)]);
+      const minted = tokens.mint("agent", name!, bridgeScopes(profiles));
       const base = (values.url ?? (await defaultUrl(values, io))).replace(/\/+$/, "");
       const url = base.endsWith("/mcp/agents") ? base : `${base}/mcp/agents`;
       const { clientConfigs } = await import("../server/bridge/clients.js");

@@ -40,3 +40,13 @@ export function requireProfile(ctx: Pick<BridgeContext, "profiles" | "caller">, 
   const who = identityLabel({ kind: ctx.caller.kind === "operator" ? "operator" : "agent", name: ctx.caller.agent });
   throw new ApiError("bridge.profile_denied", `${who} is not admitted to Hermes profile ${JSON.stringify(profile)}; it reaches ${ctx.profiles.length === 0 ? "no profile" : (ctx.profiles as readonly string[]).join(", ")} (hal0 bridge admit NAME --profiles …)`, { profile, allowed: ctx.profiles });
 }
+
+/** The scopes of a bridge admission: /mcp/agents and each Hermes profile it reaches (`*`: every one). */
+export function bridgeScopes(profiles: readonly string[]): string[] {
+  return ["mcp:agents", ...profiles.map((p) => `profile:${p}`)];
+}
+
+/** Whether a token is a bridge admission (an agent token that reaches /mcp/agents). */
+export function isAdmission(t: { readonly kind: string; readonly scopes: readonly string[] }): boolean {
+  return t.kind === "agent" && t.scopes.includes("mcp:agents");
+}

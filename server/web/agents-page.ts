@@ -1,6 +1,7 @@
 import { tierFor } from "../../compiler/index.js";
 import { AGENT_ID_PATTERN } from "../../schema/index.js";
-import { clientConfigs, type ClientConfigs } from "../bridge/clients.js";
+import { isAdmission } from "../bridge/access.js";
+import type { ClientConfigs } from "../bridge/clients.js";
 import type { Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import type { TokenInfo } from "../identity/tokens.js";
@@ -59,7 +60,7 @@ export async function agentsPage(d: Dispatcher, baseUrl: string, agent: string |
   const installed = Object.values(model.mcpServers);
   const installedRows = installed.map((m) => `<tr><th scope="row">${esc(m.id)}</th><td>${esc(m.transport)}</td><td>${esc(m.tools_count ?? 0)}</td><td>${m.enabled === false ? "off" : "on"}</td></tr>`);
   const bridgeOn = model.settings.bridge.enabled;
-  const admissions = d.auth?.tokens.list({ all: false }).filter((t) => t.kind === "agent" && t.scopes.includes("mcp:agents")) ?? [];
+  const admissions = d.auth?.tokens.list({ all: false }).filter(isAdmission) ?? [];
   const body = `<section aria-labelledby="servers-h"><h2 id="servers-h">hal0's MCP servers</h2>
 <form method="get" action="/agents"><label>Tiers for agent <input name="agent" value="${esc(who ?? "")}" pattern="[A-Za-z0-9_\\-]{1,64}" placeholder="(the defaults)"></label> <button type="submit">Show</button></form>
 ${servers.join("\n")}
@@ -144,4 +145,3 @@ export function admitForm(form: URLSearchParams): { name: string; profiles: stri
   return { name, profiles: list.length === 0 ? ["*"] : list, client: client as ClientId };
 }
 
-export { clientConfigs };

@@ -16,7 +16,9 @@ import { routeId, type Caller, type Route } from "../route.js";
 import { errorPage, inboxPage, loginPage, planPage, statusPage } from "./pages.js";
 import type { Viewer } from "./render.js";
 import { ICON_SVG, STYLE_CSS } from "./style.js";
-import { admitForm, agentsPage, clientConfigs, runPage } from "./agents-page.js";
+import { admitForm, agentsPage, runPage } from "./agents-page.js";
+import { bridgeScopes, isAdmission } from "../bridge/access.js";
+import { clientConfigs } from "../bridge/clients.js";
 
 /**
  * Only same-origin scripts run (the inbox's `/assets/inbox.js`; inline or
@@ -213,10 +215,10 @@ export function mountWeb(router: Router, deps: WebDeps): void {
   // Mints an agent token admitted to the bridge (never an operator's) and shows the chosen client's config once, in this reply only.
   router.post("/agents/admit", formPost("POST /api/auth/tokens", async (event, form, run, viewer) => {
     const { name, profiles, client } = admitForm(form);
-    if (deps.auth.tokens.list().some((t) => t.kind === "agent" && t.name === name && t.scopes.includes("mcp:agents"))) {
+    if (deps.auth.tokens.list().some((t) => isAdmission(t) && t.name === name)) {
       throw new ApiError("bridge.already_admitted", `${name} is admitted already; revoke it below first`);
     }
-    const { token } = (await run({ params: {}, query: {}, body: { kind: "agent", name, scopes: ["mcp:agents", ...profiles.map((p) => `profile:${p}`)] } })) as { token: { token: string } };
+    const { token } = (await run({ params: {}, query: {}, body: { kind: "agent", name, scopes: bridgeScopes(profiles) } })) as { token: { token: string } };
     const url = `${originOf(event)}/mcp/agents`;
     return send(event, 200, await agentsPage(deps, originOf(event), undefined, viewer, { name, client, url, token: token.token, configs: clientConfigs(url, token.token) }));
   }));
