@@ -62,6 +62,7 @@ export function runnerProbeFor(root: string, stateDir: string): { readonly probe
  */
 export async function driverFor(model: Model, dir: string, env: CliIo["env"] = process.env): Promise<SlotDriver> {
   const slots = model.settings.slots;
+  if (slots.runtime === "swarm") return swarmDriverFor(model, dir, env);
   if (slots.runtime !== "docker") return new ProcessDriver({ stateDir: dir });
   const { DockerDriver, dockerClient } = await import("../reconciler/drivers/docker.js");
   const host = engineAddress(slots.docker_host, env);
@@ -76,6 +77,27 @@ export async function driverFor(model: Model, dir: string, env: CliIo["env"] = p
   // Every container carries the box id (hal0.box); it is stable without a write, so planning stays read-only.
   const box = await new StateStore(dir).boxId();
   return new DockerDriver({ docker, box, stateDir: dir, stopGraceS: slots.stop_grace_s, pull: slots.pull });
+}
+
+/** The swarm runtime: the manager's engine (`[slots] docker_host`, else $DOCKER_HOST), which must answer and be a swarm manager. */
+async function swarmDriverFor(model: Model, dir: string, env: CliIo["env"]): Promise<SlotDriver> {
+  const slots = model.settings.slots;
+  const [{ SwarmDriver }, { dockerClient }, { SwarmKey }] = await Promise.all([import("../reconciler/drivers/swarm.js"), import("../reconciler/drivers/docker.js"), import("../reconciler/drivers/swarm-key.js")]);
+  const host = engineAddress(slots.docker_host, env);
+  let docker: ReturnType<typeof dockerClient>;
+  try {
+    docker = dockerClient(host);
+    const info = (await docker.info()) as { Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean } };
+    if (info.Swarm?.ControlAvailable !== true) {
+      throw new CliError("runtime.unavailable", `[slots] runtime = "swarm": the engine at ${host} is not a swarm manager (swarm state ${info.Swarm?.LocalNodeState || "inactive"}); run docker swarm init there, or point [slots] docker_host or DOCKER_HOST at a manager`);
+    }
+    lastDocker = docker;
+  } catch (err) {
+    if (err instanceof CliError) throw err;
+    throw new CliError("runtime.unavailable", `[slots] runtime = "swarm": the engine at ${host} does not answer (${(err as Error).message}); start it, or set [slots] docker_host or DOCKER_HOST`);
+  }
+  const box = await new StateStore(dir).boxId();
+  return new SwarmDriver({ docker, box, stateDir: dir, key: new SwarmKey(dir), stopGraceS: slots.stop_grace_s });
 }
 
 /**

@@ -1,6 +1,7 @@
 import type { Model } from "../compiler/index.js";
 import { closest } from "../compiler/suggest.js";
 import { observe } from "../reconciler/observe.js";
+import { nodeRows, type NodeStatus } from "../reconciler/nodes.js";
 import type { ObservedSlot } from "../reconciler/index.js";
 import type { SlotOutcome } from "../reconciler/state.js";
 import { openBox } from "./box.js";
@@ -35,6 +36,8 @@ export interface SlotStatus {
   outdated: boolean;
   /** The whole text (`code: message`, a stack included); the table shows its first line only. */
   last_error: string | null;
+  /** Swarm: the node its task is on (absent on one box). */
+  node?: string;
   /** Ready, Reconciling, Stalled, Degraded (`--json`; the text shows the ones that say something is wrong). */
   conditions?: readonly Condition[];
 }
@@ -67,7 +70,9 @@ export async function runStatus(args: string[], io: CliIo): Promise<number> {
     return EXIT_OK;
   }
   const resources = Object.entries(conditions).filter(([address]) => !address.startsWith("slot.")).map(([address, c]) => ({ address, generation: c.generation, conditions: c.conditions }));
-  io.stdout.write(values.json ? `${JSON.stringify({ slots: rows, resources }, null, 2)}\n` : `${formatStatus(rows)}\n\n${formatResources(resources)}\n`);
+  const nodes = observed.nodes === undefined ? undefined : nodeRows(observed.nodes, observed.slots);
+  const nodesText = nodes === undefined ? "" : `\n${formatNodes(nodes)}\n`;
+  io.stdout.write(values.json ? `${JSON.stringify({ slots: rows, resources, ...(nodes ? { nodes } : {}) }, null, 2)}\n` : `${formatStatus(rows)}\n\n${formatResources(resources)}\n${nodesText}`);
   return EXIT_OK;
 }
 
@@ -86,6 +91,7 @@ export function statusRows(model: Model, observed: Readonly<Record<string, Obser
       spec_hash: seen?.running ? (seen.record?.view.spec_hash ?? null) : null,
       outdated: Boolean(seen?.running && desired && seen.record?.view.spec_hash !== desired.spec_hash),
       last_error: outcome && !outcome.ok ? `${outcome.code}: ${outcome.error}` : (seen?.detail ?? null),
+      ...(seen?.node !== undefined ? { node: seen.node.hostname } : {}),
     };
   });
 }
@@ -108,8 +114,20 @@ function formatResources(resources: ReadonlyArray<{ address: string; conditions:
   return alignTable(table);
 }
 
+/** The nodes of a swarm box: state, availability, role, labels, engine and the slots on each. */
+function formatNodes(nodes: readonly NodeStatus[]): string {
+  const table = [["NODE", "STATE", "AVAILABILITY", "ROLE", "ADDRESS", "ENGINE", "LABELS", "SLOTS"]];
+  for (const n of nodes) {
+    const labels = Object.keys(n.labels).sort().map((k) => `${k}=${n.labels[k]}`).join(",");
+    table.push([n.hostname, n.state, n.availability, n.role, n.addr || "-", n.engine_version || "-", labels || "-", n.slots.join(",") || "-"]);
+  }
+  return alignTable(table);
+}
+
 function formatStatus(rows: readonly SlotStatus[]): string {
-  const table = [["SLOT", "STATE", "PID", "PORT", "SPEC", "NOTE"]];
+  // The NODE column only on a swarm box (a slot with a node).
+  const withNode = rows.some((r) => r.node !== undefined);
+  const table = [withNode ? ["SLOT", "STATE", "NODE", "PID", "PORT", "SPEC", "NOTE"] : ["SLOT", "STATE", "PID", "PORT", "SPEC", "NOTE"]];
   let cut = false;
   for (const r of rows) {
     const alarms = (r.conditions ?? []).filter((c) => (c.type === "Stalled" || c.type === "Degraded") && c.status === "True").map((c) => `${c.type}: ${c.reason}`);
@@ -117,7 +135,9 @@ function formatStatus(rows: readonly SlotStatus[]): string {
     const error = r.last_error === null ? "" : oneLine(r.last_error, NOTE_WIDTH);
     if (r.last_error !== null && error !== r.last_error.trim()) cut = true;
     const note = [r.enabled ? "" : "disabled", r.outdated ? "outdated: see hal0 plan" : "", ...alarms, error].filter(Boolean).join("; ");
-    table.push([r.name, r.state, r.pid === null ? "-" : String(r.pid), r.port === null ? "-" : String(r.port), r.spec_hash ? r.spec_hash.slice(7, 19) : "-", note]);
+    const cells = [r.name, r.state, r.pid === null ? "-" : String(r.pid), r.port === null ? "-" : String(r.port), r.spec_hash ? r.spec_hash.slice(7, 19) : "-", note];
+    if (withNode) cells.splice(2, 0, r.node ?? "-");
+    table.push(cells);
   }
   return cut ? `${alignTable(table)}\n\n(errors cut to one line: 'hal0 status SLOT' shows one in full)` : alignTable(table);
 }

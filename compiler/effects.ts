@@ -80,6 +80,12 @@ function classify(input: EffectInput, file: string, path: readonly string[], bef
     if (head === "tune") return make("tune", `tunes slot ${slot}: ${key} ${show(was)} → ${show(now)}`);
     if (head === "priority") return make("tune", `sets slot ${slot}'s priority ${show(was)} → ${show(now)}`);
     if (head === "description") return make("tune", `describes slot ${slot}`);
+    // Which machine a slot runs on (swarm): another box's hardware, network and data — a person decides.
+    if (head === "placement" && sub === "node") return make("privileged", `moves slot ${slot} to node ${show(now)} (from ${show(was)})`);
+    if (head === "placement" && sub === "labels") return make("privileged", `places slot ${slot} by node labels: ${key} ${show(was)} → ${show(now)}`);
+    if (head === "placement" && JSON.stringify(input.before?.slots[slot]?.spec.placement ?? null) !== JSON.stringify(input.after.slots[slot]?.spec.placement ?? null)) {
+      return make("privileged", `moves slot ${slot} to other nodes: placement ${show(was)} → ${show(now)}`);
+    }
     if (head === "placement") {
       const a = input.before?.slots[slot]?.device;
       const b = input.after.slots[slot]?.device;

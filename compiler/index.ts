@@ -5,7 +5,7 @@ export { loadTree, ConfigNotFoundError, type LoadResult } from "./load.js";
 // Compiling
 export { compile, treeDigest, type CompileFacts } from "./compile.js";
 export { runnerKey, type ImageDigests, type RunnerFacts, type RunnerFactsIndex, type FlagTable, type RunnerFlag, type Dialect, type RunnerVersion } from "./runner-facts.js";
-export { SPEC_VERSION } from "./resolve.js";
+export { SPEC_VERSION, SWARM_API_KEY_FILE, SWARM_HOST, rehashSpec } from "./resolve.js";
 export { tierFor } from "./policy.js";
 export { canonicalJson, fingerprint, hashOf, hashSecret, same } from "./hash.js";
 export { normalizeArgv, shellSplit, groupArgv } from "./argv.js";

@@ -110,9 +110,17 @@ function checkSlotFit(name: string, file: string, slot: Slot, profile: CompiledP
     reporter.report("slot.device_unsupported", { file, path: slot.placement.device ? ["placement", "device"] : ["model"], target: "value" },
       `model \`${model.id}\` does not list ${device}`, `models.toml lists ${model.devices.join(", ")} for \`${model.id}\`.`, [modelSite(model, "devices")]);
   }
-  if (slot.enabled && catalog.settings.slots.runtime === "docker" && profile.image === undefined) {
+  const runtime = catalog.settings.slots.runtime;
+  if (slot.enabled && runtime !== "process" && profile.image === undefined) {
     reporter.report("profile.image_required", { file, path: ["profile"], target: "value" }, `profile \`${profile.name}\` has no image`,
-      `The docker runtime runs each slot from its profile's image; set \`image\` on profile \`${profile.name}\`.`, profileSite(profile));
+      `The ${runtime} runtime runs each slot from its profile's image; set \`image\` on profile \`${profile.name}\`.`, profileSite(profile));
+  }
+  if (catalog.settingsKnown && runtime !== "swarm") {
+    for (const key of ["node", "labels"] as const) {
+      if (key === "labels" ? Object.keys(slot.placement.labels).length === 0 : slot.placement.node === undefined) continue;
+      reporter.report("slot.placement_ignored", { file, path: ["placement", key], target: "key" }, `\`[placement] ${key}\` places a slot on a node of a swarm; this box's runtime is ${runtime}`,
+        `Only \`[slots] runtime = "swarm"\` runs slots on several machines; on one box \`${key}\` is ignored. Remove it, or set runtime = "swarm" in hal0.toml.`);
+    }
   }
 }
 

@@ -17,6 +17,16 @@ import { NEWEST_DIALECT } from "./runner-help.js";
  */
 export const SPEC_VERSION = 2;
 
+/** Under `runtime = "swarm"` a runner binds every address of the node Swarm puts it on (it must be reachable from hal0's node)… */
+export const SWARM_HOST = "0.0.0.0";
+/** …and wants the box's API key, which the swarm driver mounts here from a Swarm secret (never in argv). */
+export const SWARM_API_KEY_FILE = "/run/secrets/hal0-api-key";
+
+/** A placement's labels in key order (they are hashed). */
+function sortedLabels(labels: Readonly<Record<string, string>>): Record<string, string> {
+  return Object.fromEntries(Object.keys(labels).sort().map((k) => [k, labels[k]!]));
+}
+
 /** Slot types whose runner takes llama-server's context and reasoning flags. */
 const TUNED_TYPES = new Set(["llm", "embedding", "reranking"]);
 
@@ -45,7 +55,9 @@ export function resolveSlot(input: SlotInput, settings: Settings, reporter: Repo
   const { slot, profile, model } = input;
   const runtime = settings.slots.runtime;
   const device = slot.placement.device ?? defaultDevice(profile);
-  const key = runnerKey(runtime, runtime === "docker" ? (profile.image ?? "") : (profile.runner[0] ?? ""));
+  // Docker and swarm run an image (probed on the engine hal0 talks to); the process runtime a runner word.
+  const imaged = runtime !== "process";
+  const key = runnerKey(imaged ? "docker" : "process", imaged ? (profile.image ?? "") : (profile.runner[0] ?? ""));
   const known = facts.runners?.get(key);
   // The dialect hal0 writes: the probed runner's; the newest known one when it was not probed (or is not llama-server).
   const dialect = known?.dialect ?? NEWEST_DIALECT;
@@ -53,22 +65,23 @@ export function resolveSlot(input: SlotInput, settings: Settings, reporter: Repo
   const words: SitedWord[] = [];
   const flagsSite = profileKeySite(input, "flags");
   profile.flags_argv.forEach((word, index) => words.push({ word, site: { ...flagsSite, word: { text: word, index } }, by: `profile \`${profile.name}\`'s flags` }));
-  pushModelArgs(words, input, effective, dialect);
+  pushModelArgs(words, input, effective, dialect, runtime);
   const extraSite: Site = { file: input.file, path: ["server", "extra_args"], target: "value" };
   input.extraArgs.forEach((word, index) => words.push({ word, site: { ...extraSite, word: { text: word, index } }, by: `slot \`${input.name}\`'s extra_args` }));
-  const raw = runtime === "docker" ? words.map((w) => w.word) : [...profile.runner, ...words.map((w) => w.word)];
+  const raw = imaged ? words.map((w) => w.word) : [...profile.runner, ...words.map((w) => w.word)];
   const argv = normalizeArgv(raw);
   const env = sortedEnv(profile.env, slot.server.env);
   const runner = slotRunner(input, key, known, dialect, words, facts.runnerReporter);
   const spec = slotSpec({
     argv,
-    device, env, gpu_index: slot.placement.gpu_index, health_path: "/health", host: "127.0.0.1",
-    image: runtime === "docker" ? (profile.image ?? "") : undefined,
+    device, env, gpu_index: slot.placement.gpu_index, health_path: "/health", host: runtime === "swarm" ? SWARM_HOST : "127.0.0.1",
+    image: imaged ? (profile.image ?? "") : undefined,
     // The bytes the model path holds, when a pull recorded them: an update in place replaces the slot.
     model_sha256: model?.sha256,
     // The observed facts the slot runs with: in the hash, so a runner whose dialect changes, or an image a sync moved, re-plans the slot.
-    observed: observedFacts(slot.type === "llm" ? dialect.id : undefined, runtime === "docker" && profile.image ? facts.images?.get(profile.image) : undefined),
+    observed: observedFacts(slot.type === "llm" ? dialect.id : undefined, imaged && profile.image ? facts.images?.get(profile.image) : undefined),
     port: slot.port, runtime, spec_version: SPEC_VERSION,
+    ...(runtime === "swarm" ? { placement: { ...(slot.placement.node !== undefined ? { node: slot.placement.node } : {}), labels: sortedLabels(slot.placement.labels) } } : {}),
   });
   return {
     name: input.name, file: input.file, profile: profile.name, model: model?.id, port: slot.port, type: slot.type,
@@ -122,13 +135,20 @@ function profileKeySite({ profile, file }: SlotInput, key: string): Site {
  * `canonicalJson` for both runtimes.
  */
 function slotSpec(s: SlotSpec): SlotSpec {
-  const { argv, device, env, gpu_index, health_path, host, image, model_sha256, observed, port, runtime, spec_version } = s;
+  const { argv, device, env, gpu_index, health_path, host, image, model_sha256, observed, placement, port, runtime, spec_version } = s;
   const out: Record<string, unknown> = { argv, device, env, gpu_index, health_path, host };
   if (image !== undefined) out.image = image;
   if (model_sha256 !== undefined) out.model_sha256 = model_sha256;
   if (observed !== undefined) out.observed = sortedEnv(observed, {});
+  if (placement !== undefined) out.placement = placement.node === undefined ? { labels: placement.labels } : { labels: placement.labels, node: placement.node };
   Object.assign(out, { port, runtime, spec_version });
   return out as unknown as SlotSpec;
+}
+
+/** The spec hash of a spec read back from a runtime (keys in any order; env sorted here). */
+export function rehashSpec(spec: SlotSpec): { spec: SlotSpec; spec_hash: string } {
+  const normal = slotSpec({ ...spec, env: sortedEnv(spec.env, {}) });
+  return { spec: normal, spec_hash: specHash(normal) };
 }
 
 /** `sha256:` of the spec's canonical JSON (its plain JSON, see `slotSpec`). */
@@ -147,7 +167,7 @@ export function defaultDevice(profile: Profile): Device {
  * gives, written in the runner's dialect; each word sited at the key it comes
  * from (a `[tune]` key, the slot's `model`, `port` or `type`).
  */
-function pushModelArgs(out: SitedWord[], input: SlotInput, tune: FullTune, d: Dialect): void {
+function pushModelArgs(out: SitedWord[], input: SlotInput, tune: FullTune, d: Dialect, runtime: Settings["slots"]["runtime"]): void {
   const { slot, model, file } = input;
   const push = (site: Site, by: string, ...words: string[]) => { for (const word of words) out.push({ word, site, by }); };
   const tuneBy = (key: TuneKey) => [tuneSite(input, key), `[tune] ${key}`] as const;
@@ -157,7 +177,11 @@ function pushModelArgs(out: SitedWord[], input: SlotInput, tune: FullTune, d: Di
     else push(at, "the slot's model", "--hf-repo", model.hf_repo!, "--hf-file", model.hf_filename!);
     push(at, "the slot's model", "--alias", model.id);
   }
-  push({ file, path: ["port"], target: "value" }, "the slot's port", "--host", "127.0.0.1", "--port", String(slot.port));
+  if (runtime === "swarm") {
+    // Reachable from the other nodes (Swarm picks the node; its address is not known here), and only with the box's API key, read from a Swarm secret.
+    push({ file, path: ["port"], target: "value" }, "the slot's port", "--host", SWARM_HOST, "--port", String(slot.port));
+    push({ file, path: ["port"], target: "value" }, "the swarm runtime's API key", "--api-key-file", SWARM_API_KEY_FILE);
+  } else push({ file, path: ["port"], target: "value" }, "the slot's port", "--host", "127.0.0.1", "--port", String(slot.port));
   if (!TUNED_TYPES.has(slot.type)) return;
   // llama-server's Prometheus counters (GET /metrics), which hal0 scrapes for tokens/s (server/stats/).
   push({ file, path: ["type"], target: "value" }, "hal0's slot stats", "--metrics");

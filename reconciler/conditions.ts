@@ -118,6 +118,7 @@ function degraded(facts: SlotFacts): Verdict {
   const found = preflightVerdict(facts);
   if (found !== undefined && runsDesired(facts)) return { ...found, message: `${found.message} — it runs, but a restart would fail` };
   if (seen?.running && seen.health === "down") return { status: "True", reason: "Unhealthy", message: "running, but GET /health does not answer" };
+  if (seen?.unplaced !== undefined) return { status: "True", reason: seen.unplaced.reason === "node_down" ? "NodeDown" : "Unschedulable", message: seen.unplaced.message };
   return { status: "False", reason: "AsExpected", message: "no failure" };
 }
 

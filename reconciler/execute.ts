@@ -174,7 +174,7 @@ async function timed(change: Change, o: Ctx, body: (emit: (phase: ExecEvent["pha
 }
 
 /** Adds `name` to the inventory; true when it was not a member before. */
-async function addToInventory(state: StateStore, name: string, runtime: "process" | "docker", now: () => number): Promise<boolean> {
+async function addToInventory(state: StateStore, name: string, runtime: "process" | "docker" | "swarm", now: () => number): Promise<boolean> {
   const inv = await state.readInventory();
   if (inv.slots[name]) return false;
   await state.writeInventory({ ...inv, slots: { ...inv.slots, [name]: { created_at: new Date(now()).toISOString(), runtime } } });

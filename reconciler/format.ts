@@ -1,4 +1,4 @@
-import type { Action, Change, Plan, PlanWarning, SettingsBuckets } from "../schema/index.js";
+import type { Action, Change, Plan, PlanWarning, SettingsBuckets, SlotPlacement } from "../schema/index.js";
 import { slotValueAt } from "./view.js";
 
 /**
@@ -80,10 +80,21 @@ function reasonText(change: Change): string {
 /** The key facts of a slot being created (from `after`) or deleted (from `before`), unless a changed path shows them; the file a Hermes update edits. */
 function facts(change: Change): string[] {
   if (change.kind === "hermes") return change.action === "update" ? [`${INDENT}file: ${show(change.after.file)}`] : [];
-  if (change.kind !== "slot" || (change.action !== "create" && change.action !== "delete")) return [];
+  if (change.kind !== "slot") return [];
+  // Swarm: where the slot runs is shown for every change of it (a move names placement.node among its paths instead).
+  const placed = change.after ?? change.before;
+  const where = placed?.spec.placement !== undefined && !change.changed_paths.some((p) => p.startsWith("placement.")) ? [`${INDENT}node: ${nodeText(placed.spec.placement)}`] : [];
+  if (change.action !== "create" && change.action !== "delete") return where;
   const view = change.action === "create" ? change.after : change.before;
   if (view === null) return [];
-  return SLOT_FACTS.filter((key) => !change.changed_paths.includes(key)).map((key) => `${INDENT}${key}: ${show(slotValueAt(view, key))}`);
+  return [...SLOT_FACTS.filter((key) => !change.changed_paths.includes(key)).map((key) => `${INDENT}${key}: ${show(slotValueAt(view, key))}`), ...where];
+}
+
+/** A swarm slot's placement in words: its node, else the labels its node must carry, else any node. */
+function nodeText(placement: SlotPlacement): string {
+  const labels = Object.keys(placement.labels).sort().map((k) => `${k}=${placement.labels[k]}`).join(", ");
+  if (placement.node !== undefined) return labels === "" ? show(placement.node) : `${show(placement.node)} (labels ${labels})`;
+  return labels === "" ? "any (Swarm chooses)" : `any with labels ${labels} (Swarm chooses)`;
 }
 
 /** A changed path's value on one side of a change: a slot view's (`tune.x`, `argv.--flag`), else a dotted key of the settings or a Hermes view. The web page's plan view reads the same. */

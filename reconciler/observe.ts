@@ -23,8 +23,8 @@ export interface ObserveAllOptions extends ObserveOptions {
  */
 export async function observe(model: Model, driver: SlotDriver | undefined, state: StateStore, options: ObserveAllOptions = {}): Promise<{ observed: Observed; inventory: Inventory }> {
   const { hermesCredentials, hermesDefault, ...driverOptions } = options;
-  const [slots, inventory, applied, hermes_profiles, hermes_managed, defaultText] = await Promise.all([
-    driver ? driver.observe(driverOptions) : [], state.readInventory(), state.readAppliedSettings(), readHermesProfiles(hermesHome(model)), state.readHermesManaged(),
+  const [slots, nodes, inventory, applied, hermes_profiles, hermes_managed, defaultText] = await Promise.all([
+    driver ? driver.observe(driverOptions) : [], driver?.nodes ? driver.nodes() : undefined, state.readInventory(), state.readAppliedSettings(), readHermesProfiles(hermesHome(model)), state.readHermesManaged(),
     hermesDefault ? readHermesFile(profileFile(hermesHome(model), null)) : undefined,
   ]);
   const byName: Record<string, ObservedSlot> = {};
@@ -33,7 +33,7 @@ export async function observe(model: Model, driver: SlotDriver | undefined, stat
   const hermes_default = defaultText === undefined ? undefined : { text: defaultText };
   const hermes_tokens = hermesCredentials ? hermesTokens(hermes_profiles, hermes_default !== undefined, hermesCredentials) : undefined;
   return {
-    observed: { slots: byName, applied_settings: applied, foreign_ports, hermes_profiles, hermes_managed, ...(hermes_default ? { hermes_default } : {}), ...(hermes_tokens ? { hermes_tokens } : {}) },
+    observed: { slots: byName, ...(nodes ? { nodes } : {}), applied_settings: applied, foreign_ports, hermes_profiles, hermes_managed, ...(hermes_default ? { hermes_default } : {}), ...(hermes_tokens ? { hermes_tokens } : {}) },
     inventory,
   };
 }

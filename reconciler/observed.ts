@@ -20,6 +20,41 @@ export interface ObservedSlot {
   readonly health: SlotHealth;
   /** A human note on what observe found, e.g. "pid 4242 was reused by another program". */
   readonly detail?: string;
+  /** Swarm: the node its task runs on (or last ran on), and the node Swarm moved it from, if it did. */
+  readonly node?: SlotNode;
+  /**
+   * Swarm: why its service has no healthy task although it exists as
+   * desired — its node is down (`node_down`) or no node matches its
+   * placement (`unschedulable`). Swarm holds the task; a re-create would not
+   * help, so the planner reports it (a Degraded slot) instead of churning it.
+   */
+  readonly unplaced?: { readonly reason: "node_down" | "unschedulable"; readonly message: string };
+}
+
+/** Where a swarm slot's task is. */
+export interface SlotNode {
+  readonly id: string;
+  readonly hostname: string;
+  /** The node's address (`Status.Addr`): hal0 reaches the runner there. */
+  readonly addr: string;
+  /** The node Swarm rescheduled the slot away from (an earlier task ran there), when it did. */
+  readonly moved_from?: string;
+}
+
+/** One node of a multi-node runtime (Swarm), as `hal0 status` and `/api/status` list it. */
+export interface ObservedNode {
+  readonly id: string;
+  readonly hostname: string;
+  readonly addr: string;
+  readonly role: "manager" | "worker";
+  /** `ready`, `down`, `disconnected` or `unknown` (the engine's `Status.State`). */
+  readonly state: string;
+  /** `active`, `pause` or `drain`. */
+  readonly availability: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly engine_version: string;
+  /** The message the engine gives with its state (why a node is down), when any. */
+  readonly message?: string;
 }
 
 /** A process hal0 did not start that holds a desired slot's port. */
@@ -32,6 +67,8 @@ export interface ForeignPort {
 export interface Observed {
   /** Every slot the runtime has a record of or found running, by name. */
   readonly slots: Readonly<Record<string, ObservedSlot>>;
+  /** The nodes of a multi-node runtime (Swarm), by hostname order; absent on one box. */
+  readonly nodes?: readonly ObservedNode[];
   /** The settings last applied to this box (absent before the first apply). */
   readonly applied_settings?: Settings;
   /** Desired slot name → the foreign holder of its port, when one was found. */
@@ -101,7 +138,7 @@ export interface Inventory {
 
 export interface InventorySlot {
   readonly created_at: string;
-  readonly runtime: "process" | "docker";
+  readonly runtime: "process" | "docker" | "swarm";
   /** The spec hash hal0 last started the slot with: a running spec that differs from it drifted. */
   readonly spec_hash?: string;
 }

@@ -154,6 +154,8 @@ function planSlotState({ name, desired, seen, managed, applied, goneReason }: Sl
     // Drift: a slot hal0 runs stopped, or was changed, behind its back. With
     // `drift = "warn"` it is reported (a no-op with a warning), never fixed.
     const warnOnly = managed && desired.drift === "warn";
+    // Swarm holds the task of a service that is as desired (its node is down, no node fits): re-creating it would not place it.
+    if (!running && seen?.unplaced !== undefined && recorded?.spec_hash === after.spec_hash) return slotChange(name, "no-op", "unplaced", recorded, after);
     if (!running) return warnOnly ? slotChange(name, "no-op", "not_running", recorded, after) : slotChange(name, "create", managed || recorded ? "not_running" : "new", recorded, after);
     if (recorded === null) return slotChange(name, "replace", "spec_unknown", null, after);
     if (recorded.spec_hash === after.spec_hash) return slotChange(name, "no-op", "unchanged", recorded, after);

@@ -19,8 +19,10 @@ export function runnerTargets(model: Model): ProbeTarget[] {
   for (const slot of Object.values(model.slots)) {
     if (!slot.enabled) continue;
     const profile = model.profiles[slot.profile];
-    const word = runtime === "docker" ? profile?.image : profile?.runner[0];
-    if (word) out.set(runnerKey(runtime, word), { runtime, word });
+    // Swarm runs images too: they are probed on the manager's engine, as docker images.
+    const engine = runtime === "process" ? "process" : "docker";
+    const word = engine === "docker" ? profile?.image : profile?.runner[0];
+    if (word) out.set(runnerKey(engine, word), { runtime: engine, word });
   }
   return [...out.values()];
 }

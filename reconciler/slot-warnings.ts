@@ -20,6 +20,10 @@ export function slotWarnings(change: SlotChange, desired: ResolvedSlot, seen: Ob
       message: `port ${foreign.port} is held by ${holder(foreign)}, which hal0 did not start; slot \`${desired.name}\` cannot start until it is freed`,
     });
   }
+  if (seen?.unplaced !== undefined) warnings.push({ address, code: "slot.unplaced", message: `slot \`${desired.name}\`: ${seen.unplaced.message}` });
+  if (seen?.running && seen.node?.moved_from !== undefined) {
+    warnings.push({ address, code: "slot.rescheduled", message: `Swarm moved slot \`${desired.name}\` from node ${seen.node.moved_from} to node ${seen.node.hostname}` });
+  }
   if (change.reason === "not_running" && seen?.detail) {
     warnings.push({ address, code: "slot.not_running", message: seen.detail });
   }

@@ -45,6 +45,9 @@ function specPaths(a: SlotSpec, b: SlotSpec, into: Set<string>): void {
   for (const key of SPEC_FIELDS) if (!same(a[key], b[key])) into.add(key);
   for (const name of unionKeys(a.env, b.env)) if (a.env[name] !== b.env[name]) into.add(`env.${name}`);
   for (const name of unionKeys(a.observed ?? {}, b.observed ?? {})) if (a.observed?.[name] !== b.observed?.[name]) into.add(`observed.${name}`);
+  // Swarm: a move names the placement key (`placement.node`, `placement.labels.<key>`).
+  if (a.placement?.node !== b.placement?.node) into.add("placement.node");
+  for (const name of unionKeys(a.placement?.labels ?? {}, b.placement?.labels ?? {})) if (a.placement?.labels[name] !== b.placement?.labels[name]) into.add(`placement.labels.${name}`);
   const ga = groupArgv(a.argv);
   const gb = groupArgv(b.argv);
   let flagChanged = false;
@@ -68,6 +71,8 @@ export function slotValueAt(view: SlotView, path: string): unknown {
   if (head === "tune" && dot >= 0) return valueOf(view.tune, rest);
   if (head === "env" && dot >= 0) return view.spec.env[rest];
   if (head === "observed" && dot >= 0) return view.spec.observed?.[rest];
+  if (path === "placement.node") return view.spec.placement?.node;
+  if (head === "placement" && rest.startsWith("labels.")) return view.spec.placement?.labels[rest.slice("labels.".length)];
   if (head === "argv") return dot < 0 ? groupArgv(view.spec.argv).positional : flagValue(view.spec.argv, rest);
   if ((VIEW_FIELDS as readonly string[]).includes(path) || path === "spec_hash") return valueOf(view, path);
   return valueOf(view.spec, path);

@@ -52,5 +52,5 @@ export {
   ACTIONS, APPLY_CLASSES, CHANGE_KINDS, PLAN_FORMAT_VERSION, SLOT_REASONS, SETTINGS_REASONS, HERMES_REASONS,
   slotAddress, slotNameOf, hermesAddress, hermesProfileOf, parseAddress,
   type Action, type ApplyClass, type ChangeKind, type Address, type SlotAddress, type HermesAddress,
-  type SlotReason, type SettingsReason, type HermesReason, type Reason, type SlotSpec, type SlotView, type HermesView,
+  type SlotReason, type SettingsReason, type HermesReason, type Reason, type SlotSpec, type SlotPlacement, type SlotView, type HermesView,
 } from "./plan.js";

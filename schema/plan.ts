@@ -81,6 +81,7 @@ export const SLOT_REASONS = [
   "down", // `hal0 down`
   "unmanaged", // running, but hal0 did not start it: left alone
   "restart", // asked for (`replace: [address]`)
+  "unplaced", // swarm: its service is as desired, but its node is down or no node matches its placement (Swarm holds the task)
   "backing_off", // held back after failures
   "argv_refused", // its runner would refuse the argv (a removed, unknown or badly valued flag): not started, a running one left as it is
 ] as const;
@@ -96,8 +97,8 @@ export type Reason = SlotReason | SettingsReason | HermesReason;
 /** The runtime-facing spec of one slot. Canonical JSON of it is hashed (`spec_hash`). */
 export interface SlotSpec {
   readonly spec_version: number;
-  readonly runtime: "process" | "docker";
-  /** Docker only: the image whose entrypoint is the runner. */
+  readonly runtime: "process" | "docker" | "swarm";
+  /** Docker and swarm: the image whose entrypoint is the runner. */
   readonly image?: string;
   /** Process: runner prefix + args. Docker: args only (the image's entrypoint is the runner). */
   readonly argv: readonly string[];
@@ -122,6 +123,19 @@ export interface SlotSpec {
    * slots that run it (path `model_sha256`). Absent when not recorded.
    */
   readonly model_sha256?: string;
+  /**
+   * Swarm only: where the slot's service may run (`[placement] node` and
+   * `labels`), rendered as the service's placement constraints. In the hash,
+   * so moving a slot is a replace naming `placement.node` (or
+   * `placement.labels.<key>`).
+   */
+  readonly placement?: SlotPlacement;
+}
+
+/** A swarm slot's placement: a node (hostname or id) and the labels its node must carry. */
+export interface SlotPlacement {
+  readonly node?: string;
+  readonly labels: Readonly<Record<string, string>>;
 }
 
 /**
@@ -165,7 +179,7 @@ const FullTuneSchema: z.ZodType<FullTune> = z.object({
 
 export const SlotSpecSchema: z.ZodType<SlotSpec> = z.object({
   spec_version: z.int(),
-  runtime: z.enum(["process", "docker"]),
+  runtime: z.enum(["process", "docker", "swarm"]),
   image: z.string().optional(),
   argv: z.array(z.string()),
   env: z.record(z.string(), z.string()),
@@ -176,6 +190,7 @@ export const SlotSpecSchema: z.ZodType<SlotSpec> = z.object({
   gpu_index: z.int(),
   observed: z.record(z.string(), z.string()).optional(),
   model_sha256: z.string().optional(),
+  placement: z.object({ node: z.string().optional(), labels: z.record(z.string(), z.string()) }).optional(),
 });
 
 export const SlotViewSchema: z.ZodType<SlotView> = z.object({

@@ -3,7 +3,7 @@ import { whenValid } from "./when.js";
 
 /** `hal0.toml`: every section optional, every key defaulted; an empty file is valid. */
 
-export const RUNTIMES = ["process", "docker"] as const;
+export const RUNTIMES = ["process", "docker", "swarm"] as const;
 export const DRIFT_POLICIES = ["enforce", "warn"] as const;
 export const MEMORY_ENGINES = ["embedded", "hindsight"] as const;
 

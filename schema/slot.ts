@@ -10,10 +10,21 @@ export type SlotType = (typeof SLOT_TYPES)[number];
 export const DEVICES = ["gpu-rocm", "gpu-vulkan", "cpu", "npu"] as const;
 export type Device = (typeof DEVICES)[number];
 
+/** A Swarm node's hostname or id: letters, digits, dots, dashes and underscores. */
+const NodeName = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$/, "a node's hostname or id (letters, digits, . _ -)");
+/** A node label's key, as `docker node update --label-add` takes it. */
+const NodeLabelKey = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._\/-]{0,127}$/, "a node label key (letters, digits, . _ / -)");
+/** A label value a constraint can compare: no spaces, quotes, = or !. */
+const NodeLabelValue = z.string().regex(/^[A-Za-z0-9._\/:+-]{1,128}$/, "a node label value (letters, digits, . _ / : + -)");
+
 export const Placement = z.strictObject({
   /** Absent: derived from the profile's device_class and backend. */
   device: z.enum(DEVICES).optional(),
   gpu_index: z.int().min(0).max(63).default(0),
+  /** `runtime = "swarm"`: the node the slot runs on, by hostname or node id (a `node.hostname==` / `node.id==` constraint). */
+  node: NodeName.optional(),
+  /** `runtime = "swarm"`: node labels the slot's node must carry (`{ gpu = "rocm" }` → `node.labels.gpu==rocm`). */
+  labels: z.record(NodeLabelKey, NodeLabelValue).default({}),
 });
 
 export const SlotServer = z.strictObject({

@@ -1,15 +1,12 @@
 import type { ResolvedSlot } from "../compiler/index.js";
 import type { ObservedSlot } from "../reconciler/index.js";
+import type { SlotDriver } from "../reconciler/drivers/driver.js";
 import { ApiError } from "./errors.js";
+import { reachBase, slotReach } from "./slot-reach.js";
 
 /** How long a runner has to answer a read hal0 passes on to it. */
 export const RUNNER_READ_TIMEOUT_MS = 3000;
 
-/** Where a slot's runner answers: its spec's host (a wildcard is reached on loopback) and port. */
-export function runnerBase(slot: ResolvedSlot): string {
-  const host = ["0.0.0.0", "::", ""].includes(slot.spec.host) ? "127.0.0.1" : slot.spec.host;
-  return `http://${host.includes(":") ? `[${host}]` : host}:${slot.spec.port}`;
-}
 
 /**
  * `GET <path>` of a slot's running runner, its JSON reply. A slot hal0 does
@@ -19,15 +16,16 @@ export function runnerBase(slot: ResolvedSlot): string {
  * is on this host (loopback, or the host network for containers), so this
  * never reaches out on a caller's behalf.
  */
-export async function readRunner(slot: ResolvedSlot, seen: ObservedSlot | undefined, path: string): Promise<unknown> {
+export async function readRunner(slot: ResolvedSlot, seen: ObservedSlot | undefined, path: string, driver?: Pick<SlotDriver, "reach">): Promise<unknown> {
   if (!seen?.running) {
     const state = slot.enabled ? "stopped" : "disabled";
     throw new ApiError("slot.not_ready", `slot \`${slot.name}\` is ${state}: its runner is not running`, { name: slot.name, state });
   }
-  const url = `${runnerBase(slot)}${path}`;
+  const reach = slotReach(slot.spec, seen, driver);
+  const url = `${reachBase(reach)}${path}`;
   let res: Response;
   try {
-    res = await fetch(url, { headers: { accept: "application/json" }, redirect: "manual", signal: AbortSignal.timeout(RUNNER_READ_TIMEOUT_MS) });
+    res = await fetch(url, { headers: { ...reach.headers, accept: "application/json" }, redirect: "manual", signal: AbortSignal.timeout(RUNNER_READ_TIMEOUT_MS) });
   } catch (err) {
     const timedOut = (err as Error).name === "TimeoutError";
     const cause = (err as { cause?: { code?: string } }).cause?.code;

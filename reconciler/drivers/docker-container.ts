@@ -70,7 +70,7 @@ export function observedFrom(c: ListedContainer, box: string): Omit<ObservedSlot
   return { name, running, record: { view, started_at: new Date(c.Created * 1000).toISOString() }, ...state };
 }
 
-function parseView(text: string | undefined): SlotView | undefined {
+export function parseView(text: string | undefined): SlotView | undefined {
   if (text === undefined) return undefined;
   try {
     const parsed = SlotViewSchema.safeParse(JSON.parse(text));

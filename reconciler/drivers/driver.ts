@@ -1,4 +1,4 @@
-import type { ObservedSlot, SlotView } from "../observed.js";
+import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
 
 export interface ObserveOptions {
   /** Probe each running slot's `/health` (default true); false leaves health "unknown". */
@@ -31,7 +31,7 @@ export class DriverError extends Error {
  * can be (stopping a stopped slot succeeds).
  */
 export interface SlotDriver {
-  readonly runtime: "process" | "docker";
+  readonly runtime: "process" | "docker" | "swarm";
   /**
    * One snapshot of every slot this runtime has a record of, with liveness
    * and, unless `health` is false, health (`GET /health`). Plans never read
@@ -44,6 +44,14 @@ export interface SlotDriver {
   start(name: string, view: SlotView, options: StartOptions): Promise<{ pid?: number }>;
   /** SIGTERM (or docker stop), then SIGKILL after `graceS`; removes the record. */
   stop(name: string, graceS: number): Promise<void>;
+  /** A multi-node runtime's nodes (one list call); absent on a runtime of one box. */
+  nodes?(): Promise<ObservedNode[]>;
+  /**
+   * Where a running slot answers and what a request to it carries: a
+   * multi-node runtime's runner listens on its node's address and wants the
+   * box's API key. Absent: 127.0.0.1, no header.
+   */
+  reach?(slot: Pick<ObservedSlot, "name" | "node">): { readonly host: string; readonly headers: Readonly<Record<string, string>> } | undefined;
 }
 
 /** Whether observe probes this running slot's `/health` under `options`. */

@@ -129,10 +129,10 @@ export function portInUseMessage(port: number, holder: { pid?: number; command?:
 
 const LOOPBACK = "127.0.0.1";
 
-/** Something accepts TCP connections on 127.0.0.1:`port`. */
-export function acceptsConnections(port: number, timeoutMs: number): Promise<boolean> {
+/** Something accepts TCP connections on 127.0.0.1:`port` (or `host`:`port`: a swarm node's address). */
+export function acceptsConnections(port: number, timeoutMs: number, host: string = LOOPBACK): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = connect({ host: LOOPBACK, port });
+    const socket = connect({ host, port });
     const done = (answer: boolean) => {
       socket.destroy();
       resolve(answer);
@@ -143,10 +143,10 @@ export function acceptsConnections(port: number, timeoutMs: number): Promise<boo
   });
 }
 
-/** The HTTP status of `GET http://127.0.0.1:<port><path>`; undefined when nothing answers in time. */
-export function httpStatus(port: number, path: string, timeoutMs: number): Promise<number | undefined> {
+/** The HTTP status of `GET http://127.0.0.1:<port><path>` (or at `at.host`, with `at.headers`); undefined when nothing answers in time. */
+export function httpStatus(port: number, path: string, timeoutMs: number, at: { readonly host?: string; readonly headers?: Readonly<Record<string, string>> } = {}): Promise<number | undefined> {
   return new Promise((resolve) => {
-    const req = request({ host: LOOPBACK, port, path, method: "GET", agent: false, headers: { connection: "close" } }, (res) => {
+    const req = request({ host: at.host ?? LOOPBACK, port, path, method: "GET", agent: false, headers: { ...at.headers, connection: "close" } }, (res) => {
       res.on("error", () => {});
       res.resume(); // drain the body so the socket closes
       resolve(res.statusCode);

@@ -4,6 +4,7 @@ import type { Model, ResolvedSlot } from "../../compiler/index.js";
 import type { Upstream } from "../../schema/index.js";
 import type { Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
+import { reachBase, slotReach } from "../slot-reach.js";
 import { checkUrlTarget, MAX_REDIRECTS, pinnedLookup, type CheckedTarget } from "../mcp-servers/ssrf.js";
 import { CredentialStore, type CredentialSource } from "./credentials.js";
 
@@ -29,10 +30,9 @@ export function providersOf(d: Dispatcher): ProviderServices {
   return d.providers ?? providerServices(d.box.options.stateDir, process.env);
 }
 
-/** Where a slot answers: a wildcard host is reached on loopback. */
+/** Where a slot answers on this box (a wildcard host is reached on loopback; slotReach is the one rule). */
 export function slotBaseUrl(slot: Pick<ResolvedSlot, "spec">): string {
-  const host = ["0.0.0.0", "::", ""].includes(slot.spec.host) ? "127.0.0.1" : slot.spec.host;
-  return `http://${host.includes(":") ? `[${host}]` : host}:${slot.spec.port}/v1`;
+  return `${reachBase(slotReach(slot.spec))}/v1`;
 }
 
 /** Where an upstream answers: its url, or its slot's address. */

@@ -40,7 +40,7 @@ export const slotExtraRoutes = [
       const model = await box.model();
       const slot = findSlot(model, params.name);
       if (slot.type !== "tts") throw new ApiError("slot.wrong_type", `slot \`${slot.name}\` is a ${slot.type} slot: only a tts slot has voices`, { name: slot.name, type: slot.type, needed: "tts" });
-      const reply = (await readRunner(slot, (await observeLiveness(box, model)).get(slot.name), "/v1/audio/voices")) as { voices?: unknown };
+      const reply = (await readRunner(slot, (await observeLiveness(box, model)).get(slot.name), "/v1/audio/voices", await box.driver(model))) as { voices?: unknown };
       const voices = strings(slot.name, "/v1/audio/voices", reply?.voices);
       // The voice the slot's runner speaks with when a request names none (`--voice`), as its file sets it.
       const at = slot.spec.argv.indexOf("--voice");
@@ -69,7 +69,7 @@ export const slotExtraRoutes = [
           continue;
         }
         try {
-          const reply = (await readRunner(s, seen.get(s.name), "/v1/models")) as { data?: unknown };
+          const reply = (await readRunner(s, seen.get(s.name), "/v1/models", await box.driver(model))) as { data?: unknown };
           if (!Array.isArray(reply?.data)) throw new ApiError("slot.runner_error", `slot \`${s.name}\`'s runner answered GET /v1/models without a data list`, { name: s.name, reason: "unexpected_shape" });
           const data = reply.data.filter((m): m is Record<string, unknown> => typeof m === "object" && m !== null && typeof (m as { id?: unknown }).id === "string");
           for (const m of data) models.push({ id: m.id, object: m.object ?? "model", created: m.created ?? null, owned_by: m.owned_by ?? null, slot: s.name });

@@ -2,11 +2,13 @@ import { readFile } from "node:fs/promises";
 import { arch, cpus, freemem, hostname, platform, release, totalmem, type, uptime } from "node:os";
 import { SPEC_VERSION, type Model } from "../../compiler/index.js";
 import { doctorRows, type DoctorRow } from "../../reconciler/doctor.js";
+import { nodeRows, type NodeStatus } from "../../reconciler/nodes.js";
 import { probeHardware, type HardwareReport } from "../../reconciler/host/hardware.js";
 import type { BoxService } from "../box.js";
 import type { Dispatcher } from "../dispatch.js";
 import { stateHermesCredentials } from "../identity/hermes-credentials.js";
 import { defineRoute } from "../route.js";
+import { observeLiveness } from "../slot-view.js";
 import { introspect } from "../mcp-servers/bundled.js";
 import { packageVersion } from "../version.js";
 
@@ -25,7 +27,7 @@ export const systemRoutes = [
   }),
   defineRoute({
     method: "GET", path: "/api/status", kind: "read", tools: ["version_info"],
-    summary: "hal0's version, Node's, the runner spec version, uptime, runtime and the tree's revision",
+    summary: "hal0's version, Node's, the runner spec version, uptime, runtime and the tree's revision; on a swarm box its nodes (state, availability, labels, engine, slots on each)",
     handle: async ({ box }) => {
       const snap = await box.snapshot();
       const model = snap.model ?? (await box.model());
@@ -33,6 +35,7 @@ export const systemRoutes = [
         name: "hal0", version: packageVersion(), node: process.version, spec_version: SPEC_VERSION,
         uptime_s: Math.round(process.uptime()), runtime: model.settings.slots.runtime, revision: snap.revision, tree_valid: snap.model !== undefined,
         memory_mb: memoryMb(),
+        ...(model.settings.slots.runtime === "swarm" ? { nodes: await swarmNodes(box, model) } : {}),
       };
     },
   }),
@@ -147,6 +150,7 @@ function features(model: Model, services: Dispatcher, bridgeToolCount: number | 
   return [
     { name: "runtime.process", enabled: s.slots.runtime === "process", detail: "slots run as local processes" },
     { name: "runtime.docker", enabled: s.slots.runtime === "docker", detail: s.slots.docker_host || "the default docker socket" },
+    { name: "runtime.swarm", enabled: s.slots.runtime === "swarm", detail: `slots as Swarm services through the manager at ${s.slots.docker_host || "$DOCKER_HOST or the default socket"}` },
     { name: "memory", enabled: s.memory.enabled, detail: `engine ${s.memory.engine}` },
     {
       // On only when the setting is on and this server mounts /mcp/agents; the detail counts what it serves.
@@ -167,4 +171,12 @@ function memoryMb(): Record<string, number> {
   const m = process.memoryUsage();
   const mb = (n: number) => Math.round((n / 1048576) * 10) / 10;
   return { rss: mb(m.rss), heap_used: mb(m.heapUsed), heap_total: mb(m.heapTotal), external: mb(m.external) };
+}
+
+/** A swarm box's nodes with the slots on each (one node list and one observation, no health probes). */
+async function swarmNodes(box: BoxService, model: Model): Promise<NodeStatus[]> {
+  const driver = await box.driver(model);
+  if (driver.nodes === undefined) return [];
+  const [nodes, seen] = await Promise.all([driver.nodes(), observeLiveness(box, model)]);
+  return nodeRows(nodes, Object.fromEntries(seen));
 }

@@ -2,7 +2,8 @@ import { request } from "node:http";
 import type { ResolvedSlot } from "../../compiler/index.js";
 import { readCpuTimes, type CpuTimes } from "../../reconciler/host/system-stats.js";
 import type { ObservedSlot } from "../../reconciler/index.js";
-import type { SlotSpec } from "../../schema/index.js";
+import type { SlotDriver } from "../../reconciler/drivers/driver.js";
+import { slotReach, type SlotReach } from "../slot-reach.js";
 import type { BoxService } from "../box.js";
 import { observeLiveness } from "../slot-view.js";
 import { parsePromText, valueOf, type PromText } from "./prom-text.js";
@@ -92,20 +93,19 @@ export class SlotStats {
     const now = box.now();
     this.keepCpu(await readCpuTimes(this.hostRoot, now));
     const model = await box.model();
-    const seen = await observeLiveness(box, model);
+    const [seen, driver] = await Promise.all([observeLiveness(box, model), box.driver(model)]);
     for (const name of [...this.outcomes.keys()]) if (!seen.get(name)?.running) this.outcomes.delete(name);
     await Promise.all(Object.values(model.slots).map(async (slot) => {
       const observed = seen.get(slot.name);
       if (!observed?.running || !observed.record) return;
-      const outcome = await this.scrapeSlot(slot, observed);
+      const outcome = await this.scrapeSlot(slot, observed, driver);
       this.outcomes.set(slot.name, outcome);
     }));
   }
 
-  private async scrapeSlot(slot: ResolvedSlot, seen: ObservedSlot): Promise<ScrapeOutcome> {
+  private async scrapeSlot(slot: ResolvedSlot, seen: ObservedSlot, driver: SlotDriver): Promise<ScrapeOutcome> {
     const { box } = this.options;
-    const { spec } = seen.record!.view;
-    const got = await scrapeRunner(slot.name, slot.type, spec, seen.record!.started_at, () => box.now());
+    const got = await scrapeRunner(slot.name, slot.type, slotReach(seen.record!.view.spec, seen, driver), seen.record!.started_at, () => box.now());
     if ("reason" in got) return { at: new Date(box.now()).toISOString(), ok: false, reason: got.reason };
     this.ring.insert(got.sample);
     return { at: new Date(got.sample.ts).toISOString(), ok: true };
@@ -117,12 +117,12 @@ export class SlotStats {
  * is not llama-server, a 501 (started without `--metrics`), another status,
  * text that is not Prometheus', counters missing, or no answer.
  */
-export async function scrapeRunner(slot: string, type: ResolvedSlot["type"], spec: Pick<SlotSpec, "host" | "port" | "argv">, run: string | null, now: () => number): Promise<{ sample: Sample } | { reason: string }> {
+export async function scrapeRunner(slot: string, type: ResolvedSlot["type"], at: SlotReach, run: string | null, now: () => number): Promise<{ sample: Sample } | { reason: string }> {
   if (!LLAMA_TYPES.has(type)) return { reason: notLlama(type) };
-  const reply = await getMetrics(spec.host, spec.port, apiKeyOf(spec.argv));
-  if ("error" in reply) return { reason: `GET /metrics on port ${spec.port}: ${reply.error}` };
+  const reply = await getMetrics(at.host, at.port, at.headers);
+  if ("error" in reply) return { reason: `GET /metrics on port ${at.port}: ${reply.error}` };
   if (reply.status === 501) return { reason: "the runner answers 501 to GET /metrics: it was started without --metrics (it gets the flag when it is restarted)" };
-  if (reply.status !== 200) return { reason: `GET /metrics on port ${spec.port} answered ${reply.status}: not a llama-server with --metrics` };
+  if (reply.status !== 200) return { reason: `GET /metrics on port ${at.port} answered ${reply.status}: not a llama-server with --metrics` };
   let text: PromText;
   try {
     text = parsePromText(reply.body);
@@ -154,16 +154,11 @@ export function sampleOf(slot: string, ts: number, run: string | null, text: Pro
 }
 
 /** The runner's own key (`--api-key a,b`: the first), which it wants for /metrics too. */
-function apiKeyOf(argv: readonly string[]): string | undefined {
-  const i = argv.lastIndexOf("--api-key");
-  return i >= 0 ? argv[i + 1]?.split(",")[0] : undefined;
-}
 
 /** `GET http://host:port/metrics`, at most 3 s and 1 MiB; the error never carries the key. */
-function getMetrics(host: string, port: number, key: string | undefined): Promise<{ status: number; body: string } | { error: string }> {
+function getMetrics(host: string, port: number, auth: Readonly<Record<string, string>>): Promise<{ status: number; body: string } | { error: string }> {
   return new Promise((resolve) => {
-    const headers: Record<string, string> = { connection: "close", accept: "text/plain" };
-    if (key) headers.authorization = `Bearer ${key}`;
+    const headers: Record<string, string> = { ...auth, connection: "close", accept: "text/plain" };
     const req = request({ host, port, path: "/metrics", method: "GET", agent: false, headers }, (res) => {
       const chunks: Buffer[] = [];
       let size = 0;

@@ -31,7 +31,7 @@ describe("committed JSON Schemas", () => {
     expect(slot.properties.priority).toMatchObject({ minimum: 0, maximum: 100, default: 50 });
     const settings = JSON.parse(rendered.get("hal0.schema.json")!);
     expect(settings.required ?? []).toEqual([]);
-    expect(settings.properties.slots.properties.runtime.enum).toEqual(["process", "docker"]);
+    expect(settings.properties.slots.properties.runtime.enum).toEqual(["process", "docker", "swarm"]);
   });
 });
 

@@ -170,7 +170,7 @@ describe("the slot scraper against the stand-in runner", () => {
     try {
       let got: Awaited<ReturnType<typeof scrapeRunner>> | undefined;
       for (let i = 0; i < 50; i++) {
-        got = await scrapeRunner("bare", "llm", { host: "127.0.0.1", port, argv: [] }, null, Date.now);
+        got = await scrapeRunner("bare", "llm", { host: "127.0.0.1", port, headers: {} }, null, Date.now);
         if (!("reason" in got) || !got.reason.includes("ECONNREFUSED")) break;
         await new Promise((r) => setTimeout(r, 100));
       }
@@ -178,7 +178,7 @@ describe("the slot scraper against the stand-in runner", () => {
     } finally {
       runner.kill("SIGTERM");
     }
-    expect(await scrapeRunner("gone", "llm", { host: "127.0.0.1", port: 8166, argv: [] }, null, Date.now)).toEqual({ reason: "GET /metrics on port 8166: ECONNREFUSED" });
+    expect(await scrapeRunner("gone", "llm", { host: "127.0.0.1", port: 8166, headers: {} }, null, Date.now)).toEqual({ reason: "GET /metrics on port 8166: ECONNREFUSED" });
   });
 });
 

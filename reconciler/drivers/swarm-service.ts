@@ -1,0 +1,267 @@
+import { SWARM_API_KEY_FILE, canonicalJson, rehashSpec } from "../../compiler/index.js";
+import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
+import { LABEL, containerName, labelledAs, parseView, type BindMount } from "./docker-container.js";
+
+/**
+ * What a slot's Swarm service looks like, as plain data: the create spec the
+ * manager gets, and how a listed service, its tasks and the nodes read back
+ * into an observed slot. No dockerode here (only swarm.ts imports it); the
+ * shapes are the Engine API's own field names.
+ *
+ * Invariant: a service is this box's slot `<name>` exactly when it is named
+ * `hal0-slot-<name>` and carries `hal0.managed=true`, `hal0.box=<box>` and
+ * `hal0.slot=<name>` (docker-container.ts's labels) — anything else is never
+ * updated, removed or reported.
+ */
+
+/** The desired node of a swarm slot (`[placement] node`), as a service label. */
+export const NODE_LABEL = "hal0.node";
+
+/** Where the box's API key is mounted in every runner (the `--api-key-file` the compiler writes). */
+const API_KEY_FILE = SWARM_API_KEY_FILE;
+
+/** The Swarm secret that holds `box`'s API key (secret names are at most 64 characters). */
+export function secretName(box: string): string {
+  return `hal0-api-key-${box}`.slice(0, 64);
+}
+
+/** A Swarm node id: 25 lowercase letters and digits. */
+const NODE_ID = /^[a-z0-9]{25}$/;
+
+/** `[placement] node` and `labels` as placement constraints, in a stable order. */
+export function constraintsOf(view: SlotView): string[] {
+  const placement = view.spec.placement;
+  if (placement === undefined) return [];
+  const out: string[] = [];
+  if (placement.node !== undefined) out.push(NODE_ID.test(placement.node) ? `node.id==${placement.node}` : `node.hostname==${placement.node}`);
+  for (const key of Object.keys(placement.labels).sort()) out.push(`node.labels.${key}==${placement.labels[key]}`);
+  return out;
+}
+
+/** Whether `node` satisfies a slot's placement (what Swarm's constraints say, checked against an observed node). */
+export function nodeMatches(view: SlotView, node: Pick<ObservedNode, "id" | "hostname" | "labels">): boolean {
+  const placement = view.spec.placement;
+  if (placement === undefined) return true;
+  if (placement.node !== undefined && placement.node !== node.id && placement.node !== node.hostname) return false;
+  return Object.entries(placement.labels).every(([k, v]) => node.labels[k] === v);
+}
+
+export interface ServiceInputs {
+  readonly box: string;
+  readonly name: string;
+  readonly view: SlotView;
+  readonly mounts: readonly BindMount[];
+  readonly cwd?: string;
+  readonly stopGraceS: number;
+  /** The id of the manager's `host` network (a service joins it by id). */
+  readonly hostNetwork: string;
+  readonly secret: { readonly id: string; readonly name: string };
+}
+
+/** The labels of a slot's service: its container's, plus the node its placement names (empty: placed by labels). */
+export function serviceLabels(box: string, name: string, view: SlotView): Record<string, string> {
+  return {
+    [LABEL.managed]: "true",
+    [LABEL.box]: box,
+    [LABEL.slot]: name,
+    [LABEL.specHash]: view.spec_hash,
+    [LABEL.specVersion]: String(view.spec.spec_version),
+    [LABEL.view]: JSON.stringify(view),
+    [NODE_LABEL]: view.spec.placement?.node ?? "",
+  };
+}
+
+/**
+ * `POST /services/create`: one replica on the host network with `Init`, the
+ * stop grace as the containers' stop period, the box's API key as a secret
+ * file, the placement as constraints. Swarm restarts a runner that exits
+ * (it runs the containers); an update stops the old task first (two runners
+ * cannot share a port) and carries on past a failure rather than pausing.
+ */
+export function serviceSpec(input: ServiceInputs): Record<string, unknown> {
+  const { view, name, box } = input;
+  const { spec } = view;
+  return {
+    Name: containerName(name),
+    Labels: serviceLabels(box, name, view),
+    TaskTemplate: {
+      ContainerSpec: {
+        Image: spec.image,
+        Args: [...spec.argv],
+        Env: envList(spec.env),
+        Labels: { [LABEL.managed]: "true", [LABEL.box]: box, [LABEL.slot]: name },
+        ...(input.cwd !== undefined && input.mounts[0]?.Target === input.cwd ? { Dir: input.cwd } : {}),
+        Mounts: input.mounts.map((m) => ({ ...m })),
+        Init: true,
+        StopGracePeriod: input.stopGraceS * 1e9,
+        Secrets: [{ SecretID: input.secret.id, SecretName: input.secret.name, File: { Name: API_KEY_FILE.slice(API_KEY_FILE.lastIndexOf("/") + 1), UID: "0", GID: "0", Mode: 0o400 } }],
+      },
+      Placement: { Constraints: constraintsOf(view) },
+      RestartPolicy: { Condition: "any", Delay: 2e9, MaxAttempts: 0 },
+      Networks: [{ Target: input.hostNetwork }],
+    },
+    Mode: { Replicated: { Replicas: 1 } },
+    UpdateConfig: { Parallelism: 1, FailureAction: "continue", Order: "stop-first" },
+  };
+}
+
+function envList(env: Readonly<Record<string, string>>): string[] {
+  return Object.keys(env).sort().map((k) => `${k}=${env[k]}`);
+}
+
+/** The fields of a `GET /services` row observe reads. */
+export interface ListedService {
+  readonly ID: string;
+  readonly Spec: {
+    readonly Name: string;
+    readonly Labels?: Readonly<Record<string, string>>;
+    readonly TaskTemplate?: {
+      readonly ContainerSpec?: { readonly Image?: string; readonly Args?: readonly string[]; readonly Env?: readonly string[] };
+      readonly Placement?: { readonly Constraints?: readonly string[] };
+    };
+    readonly Mode?: { readonly Replicated?: { readonly Replicas?: number } };
+  };
+  readonly CreatedAt?: string;
+}
+
+/** The fields of a `GET /tasks` row observe reads. */
+export interface ListedTask {
+  readonly ID: string;
+  readonly ServiceID: string;
+  readonly NodeID?: string;
+  readonly DesiredState: string;
+  readonly CreatedAt?: string;
+  readonly UpdatedAt?: string;
+  readonly Status: { readonly State: string; readonly Err?: string; readonly Message?: string; readonly Timestamp?: string };
+}
+
+/** The fields of a `GET /nodes` row hal0 reads. */
+export interface ListedNode {
+  readonly ID: string;
+  readonly Spec?: { readonly Role?: string; readonly Availability?: string; readonly Labels?: Readonly<Record<string, string>> };
+  readonly Description?: { readonly Hostname?: string; readonly Engine?: { readonly EngineVersion?: string } };
+  readonly Status?: { readonly State?: string; readonly Message?: string; readonly Addr?: string };
+  readonly ManagerStatus?: { readonly Addr?: string };
+}
+
+export function nodeFrom(n: ListedNode): ObservedNode {
+  // A manager may report 0.0.0.0 as its Status.Addr; its manager address then says where it is.
+  const statusAddr = n.Status?.Addr ?? "";
+  const managerAddr = (n.ManagerStatus?.Addr ?? "").replace(/:\d+$/, "");
+  const addr = statusAddr !== "" && statusAddr !== "0.0.0.0" ? statusAddr : managerAddr;
+  const message = n.Status?.Message;
+  return {
+    id: n.ID,
+    hostname: n.Description?.Hostname ?? n.ID,
+    addr,
+    role: n.Spec?.Role === "manager" ? "manager" : "worker",
+    state: n.Status?.State ?? "unknown",
+    availability: n.Spec?.Availability ?? "active",
+    labels: { ...(n.Spec?.Labels ?? {}) },
+    engine_version: n.Description?.Engine?.EngineVersion ?? "",
+    ...(message ? { message } : {}),
+  };
+}
+
+/** Task states in which a task's container may be up (or about to be). */
+const LIVE_STATES = new Set(["new", "pending", "assigned", "accepted", "preparing", "ready", "starting", "running"]);
+
+/** A task's time for ordering: its last status change, else its creation. */
+function when(t: ListedTask): string {
+  return t.Status.Timestamp ?? t.UpdatedAt ?? t.CreatedAt ?? "";
+}
+
+/**
+ * A listed service with its tasks as an observed slot (health still to
+ * probe); undefined when the service is not one of `box`'s slots. Running
+ * means: the current task (desired running) is running on a node that is
+ * ready. Everything else is said in `detail`, and what Swarm holds (its node
+ * down, no node for it) in `unplaced`.
+ */
+export function observedService(service: ListedService, tasks: readonly ListedTask[], nodes: ReadonlyMap<string, ObservedNode>, box: string): Omit<ObservedSlot, "health"> | undefined {
+  const labels = service.Spec.Labels ?? {};
+  const name = labels[LABEL.slot];
+  if (name === undefined || !labelledAs(labels, box, name) || service.Spec.Name !== containerName(name)) return undefined;
+  const view = parseView(labels[LABEL.view]);
+  const svc = containerName(name);
+  if (view === undefined) return { name, running: false, detail: `service ${svc} has no readable ${LABEL.view} label` };
+  const own = [...tasks].filter((t) => t.ServiceID === service.ID).sort((a, b) => (when(a) < when(b) ? 1 : when(a) > when(b) ? -1 : 0));
+  const current = own.find((t) => t.DesiredState === "running") ?? own[0];
+  const node = current?.NodeID ? nodes.get(current.NodeID) : undefined;
+  const earlier = own.find((t) => t !== current && t.NodeID && t.NodeID !== current?.NodeID);
+  const movedFrom = earlier?.NodeID ? nodes.get(earlier.NodeID)?.hostname ?? earlier.NodeID : undefined;
+  const where = node ? { node: { id: node.id, hostname: node.hostname, addr: node.addr, ...(movedFrom && current?.Status.State === "running" ? { moved_from: movedFrom } : {}) } } : {};
+  const edited = editedFields(service, view);
+  const record = { view: edited.length === 0 ? view : actualView(service, view), started_at: service.CreatedAt ?? new Date(0).toISOString() };
+  const editNote = edited.length === 0 ? "" : `; service ${svc} was changed behind hal0's back (${edited.join(", ")})`;
+  const misplaced = node !== undefined && current?.Status.State === "running" && !nodeMatches(view, node);
+  if (misplaced) return { name, running: true, record: { ...record, view: { ...record.view, spec_hash: `${view.spec_hash}+misplaced` } }, ...where, detail: `task of ${svc} runs on node ${node!.hostname}, which its placement does not allow${editNote}` };
+  if (current === undefined) return { name, running: false, record, detail: `service ${svc} has no task${editNote}` };
+  const state = current.Status.State;
+  const why = current.Status.Err || current.Status.Message || state;
+  if (node !== undefined && node.state !== "ready" && LIVE_STATES.has(state)) {
+    const message = `node ${node.hostname} is ${node.state}${node.message ? ` (${node.message})` : ""}; Swarm holds ${svc}'s task there`;
+    return { name, running: false, record, ...where, detail: message + editNote, unplaced: { reason: "node_down", message } };
+  }
+  if (state === "running") return { name, running: true, record, ...where, ...(editNote ? { detail: editNote.slice(2) } : {}) };
+  if (state === "pending" && /no suitable node/i.test(why)) {
+    // Swarm took the task off a node that went down and finds no other: the node being down is the reason.
+    const left = earlier?.NodeID ? nodes.get(earlier.NodeID) : undefined;
+    if (left !== undefined && left.state !== "ready") {
+      const message = `node ${left.hostname} is ${left.state}${left.message ? ` (${left.message})` : ""} and no other node can run ${svc}: ${why}`;
+      return { name, running: false, record, detail: message + editNote, unplaced: { reason: "node_down", message } };
+    }
+    const message = `no node can run ${svc}: ${why}`;
+    return { name, running: false, record, detail: message + editNote, unplaced: { reason: "unschedulable", message } };
+  }
+  return { name, running: false, record, ...where, detail: `task of ${svc} is ${state}${why !== state ? ` (${why})` : ""}${node ? ` on node ${node.hostname}` : ""}${editNote}` };
+}
+
+/**
+ * The view of what a service edited by hand runs: its image, args, env and
+ * placement read back into the recorded spec, rehashed. So a plan names what
+ * was changed (`env.FOO`, `argv.--threads`, `placement.node`) and the differing
+ * hash makes it drift. An edit the spec cannot express (another constraint,
+ * replicas) keeps the spec and marks the hash.
+ */
+function actualView(service: ListedService, view: SlotView): SlotView {
+  const c = service.Spec.TaskTemplate?.ContainerSpec ?? {};
+  const env = Object.fromEntries((c.Env ?? []).map((e) => [e.slice(0, Math.max(0, e.indexOf("="))) || e, e.includes("=") ? e.slice(e.indexOf("=") + 1) : ""]));
+  const placement = placementOf(service.Spec.TaskTemplate?.Placement?.Constraints ?? []);
+  const { spec, spec_hash } = rehashSpec({
+    ...view.spec, image: (c.Image ?? "").replace(/@sha256:[0-9a-f]+$/, ""), argv: [...(c.Args ?? [])], env,
+    ...(placement !== undefined || view.spec.placement !== undefined ? { placement: placement ?? { labels: {} } } : {}),
+  });
+  return { ...view, spec, spec_hash: spec_hash === view.spec_hash ? `${view.spec_hash}+edited` : spec_hash };
+}
+
+/** Constraints hal0 writes, read back (`node.hostname==`, `node.id==`, `node.labels.K==`); undefined when there are none. */
+function placementOf(constraints: readonly string[]): SlotView["spec"]["placement"] {
+  if (constraints.length === 0) return undefined;
+  let node: string | undefined;
+  const labels: Record<string, string> = {};
+  for (const c of constraints) {
+    const m = /^node\.(hostname|id|labels\.([^=!]+))\s*==\s*(.+)$/.exec(c.trim());
+    if (m === null) continue;
+    if (m[2] !== undefined) labels[m[2]] = m[3]!;
+    else node = m[3]!;
+  }
+  const sorted = Object.fromEntries(Object.keys(labels).sort().map((k) => [k, labels[k]!]));
+  return node === undefined ? { labels: sorted } : { labels: sorted, node };
+}
+
+/**
+ * What of a service differs from what its view says hal0 created: the image,
+ * the args, the env or the constraints (a `docker service update` by hand).
+ * An image pinned to a digest by the manager is the same image.
+ */
+export function editedFields(service: ListedService, view: SlotView): string[] {
+  const c = service.Spec.TaskTemplate?.ContainerSpec ?? {};
+  const out: string[] = [];
+  if ((c.Image ?? "").replace(/@sha256:[0-9a-f]+$/, "") !== (view.spec.image ?? "")) out.push("image");
+  if (canonicalJson(c.Args ?? []) !== canonicalJson(view.spec.argv)) out.push("args");
+  if (canonicalJson([...(c.Env ?? [])].sort()) !== canonicalJson(envList(view.spec.env))) out.push("env");
+  if (canonicalJson([...(service.Spec.TaskTemplate?.Placement?.Constraints ?? [])].sort()) !== canonicalJson([...constraintsOf(view)].sort())) out.push("constraints");
+  if ((service.Spec.Mode?.Replicated?.Replicas ?? 1) !== 1) out.push("replicas");
+  return out;
+}

@@ -1,0 +1,243 @@
+import "./docker-deps.js"; // first: defers the parts of dockerode hal0 never uses
+import Dockerode from "dockerode";
+import { setTimeout as sleep } from "node:timers/promises";
+import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
+import { DriverError, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
+import { LABEL, boxFilter, containerName, hostMounts, labelledAs } from "./docker-container.js";
+import { engineStatus, notOursMessage } from "./docker-engine.js";
+import { healthOf, httpStatus, acceptsConnections } from "./proc.js";
+import type { SwarmKey } from "./swarm-key.js";
+import { nodeFrom, observedService, secretName, serviceSpec, type ListedService, type ListedTask } from "./swarm-service.js";
+
+const OBSERVE_HEALTH_TIMEOUT_MS = 1000;
+const POLL_MS = 250;
+/** How long a new service may sit Pending with "no suitable node" before start says so. */
+const UNPLACED_AFTER_MS = 3000;
+/** Beyond the stop grace, how long stop waits for the runner's port to close on its node. */
+const STOP_SLACK_MS = 10_000;
+
+export interface SwarmDriverOptions {
+  /** A client of a swarm manager's engine. */
+  readonly docker: Dockerode;
+  /** This box's id: every service hal0 makes carries it as `hal0.box`. */
+  readonly box: string;
+  readonly stateDir: string;
+  /** The box's API key: the runners require it (`--api-key-file`, from a Swarm secret); hal0's probes send it. */
+  readonly key: SwarmKey;
+  /** `[slots] stop_grace_s`: the services' stop grace period. */
+  readonly stopGraceS?: number;
+}
+
+/**
+ * The swarm runtime: each slot is a Swarm service `hal0-slot-<name>` (one
+ * replica, host network, `Init`), placed by its spec's constraints; the
+ * runner binds its node's addresses and wants the box's API key, which it
+ * reads from a Swarm secret (never argv). Swarm runs the containers on
+ * whichever engines form the swarm; hal0 talks to one manager.
+ *
+ * Invariants: observe is one label-filtered service list, one task list of
+ * those services and one node list (plus a health probe per running slot at
+ * its node's address); start, stop and observe act only on services that
+ * carry this box's labels and the slot's service name. Drivers decide
+ * nothing: a placement is the spec's, a node's state is observed.
+ */
+export class SwarmDriver implements SlotDriver {
+  readonly runtime = "swarm" as const;
+  readonly stateDir: string;
+  private readonly docker: Dockerode;
+  private readonly box: string;
+  private readonly key: SwarmKey;
+  private readonly stopGraceS: number;
+  private secret?: { id: string; name: string };
+  private nodesInFlight?: Promise<ObservedNode[]>;
+
+  constructor(options: SwarmDriverOptions) {
+    if (options.box === "") throw new Error("SwarmDriver needs the box id (its services' hal0.box label)");
+    this.docker = options.docker;
+    this.box = options.box;
+    this.stateDir = options.stateDir;
+    this.key = options.key;
+    this.stopGraceS = options.stopGraceS ?? 20;
+  }
+
+  /** The swarm's nodes, by hostname. Calls made while one list is on its way share it (observe and its caller ask at once). */
+  nodes(): Promise<ObservedNode[]> {
+    this.nodesInFlight ??= (async () => {
+      try {
+        const listed = (await this.docker.listNodes()) as Parameters<typeof nodeFrom>[0][];
+        return listed.map(nodeFrom).sort((a, b) => (a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0));
+      } finally {
+        this.nodesInFlight = undefined;
+      }
+    })();
+    return this.nodesInFlight;
+  }
+
+  reach(slot: Pick<ObservedSlot, "name" | "node">): { host: string; headers: Record<string, string> } | undefined {
+    if (slot.node === undefined || slot.node.addr === "") return undefined;
+    const key = this.key.known();
+    return { host: slot.node.addr, headers: key === undefined ? {} : { authorization: `Bearer ${key}` } };
+  }
+
+  async observe(options: ObserveOptions = {}): Promise<ObservedSlot[]> {
+    const [services, nodes] = await Promise.all([this.listServices(), this.nodes(), this.key.read()]);
+    const tasks = services.length === 0 ? [] : ((await this.docker.listTasks({ filters: { service: services.map((s) => s.ID) } })) as ListedTask[]);
+    const byId = new Map(nodes.map((n) => [n.id, n]));
+    const slots = services.flatMap((s) => observedService(s, tasks, byId, this.box) ?? []).sort((a, b) => (a.name < b.name ? -1 : 1));
+    return Promise.all(slots.map(async (slot): Promise<ObservedSlot> => {
+      const at = this.reach(slot);
+      if (!slot.running || slot.record === undefined || at === undefined || !wantsProbe(options, slot)) return { ...slot, health: "unknown" };
+      const { port, health_path } = slot.record.view.spec;
+      const status = await httpStatus(port, health_path, OBSERVE_HEALTH_TIMEOUT_MS, at);
+      const health = healthOf(status);
+      if (health !== "down") return { ...slot, health };
+      const answer = status === undefined ? "does not answer" : `answers ${status}`;
+      return { ...slot, health, detail: `service ${containerName(slot.name)} runs on node ${slot.node!.hostname} but GET ${health_path} at ${at.host}:${port} ${answer}` };
+    }));
+  }
+
+  /** Ports are held on the nodes, which hal0 does not probe: Swarm places a slot, the planner checks placement. */
+  portHolder(): Promise<undefined> {
+    return Promise.resolve(undefined);
+  }
+
+  async start(name: string, view: SlotView, options: StartOptions): Promise<{ pid?: number }> {
+    const { spec } = view;
+    if (spec.runtime !== "swarm" || !spec.image) throw new DriverError("slot.spawn_failed", `slot ${name}: its spec is for the ${spec.runtime} runtime, not swarm (no image)`);
+    await this.refuseTaken(name);
+    const [secret, hostNetwork, mounts] = await Promise.all([this.ensureSecret(), this.hostNetwork(), hostMounts(spec.argv, options.cwd)]);
+    const svc = containerName(name);
+    try {
+      await this.docker.createService(serviceSpec({ box: this.box, name, view, mounts, cwd: options.cwd, stopGraceS: this.stopGraceS, hostNetwork, secret }) as unknown as Dockerode.CreateServiceOptions);
+    } catch (err) {
+      throw new DriverError("slot.spawn_failed", `slot ${name}: the swarm manager could not create ${svc}: ${(err as Error).message}`);
+    }
+    options.onPhase?.("starting");
+    const outcome = await this.waitReady(name, view, options);
+    if (outcome.ok) return {};
+    await this.removeService(name).catch(() => undefined);
+    throw new DriverError(outcome.code, `${outcome.message}; removed ${svc}`);
+  }
+
+  async stop(name: string, graceS: number): Promise<void> {
+    const found = await this.inspectByName(name);
+    if (found === undefined || !labelledAs(found.Spec.Labels, this.box, name)) return; // nothing of ours by that name
+    const tasks = (await this.docker.listTasks({ filters: { service: [found.ID], "desired-state": ["running"] } }).catch(() => [])) as ListedTask[];
+    const nodes = tasks.some((t) => t.NodeID) ? await this.nodes() : [];
+    const port = parsePort(found.Spec.Labels?.[LABEL.view]);
+    await this.docker.getService(found.ID).remove().catch(ignore(404));
+    // The runner stops on its node after the grace; the slot is stopped when its port there is closed.
+    const deadline = Date.now() + Math.max(graceS, this.stopGraceS) * 1000 + STOP_SLACK_MS;
+    for (const task of tasks) {
+      const node = nodes.find((n) => n.id === task.NodeID);
+      if (node === undefined || node.state !== "ready" || port === undefined) continue;
+      while (Date.now() < deadline && (await acceptsConnections(port, 500, node.addr))) await sleep(POLL_MS);
+    }
+  }
+
+  /** Polls the slot's task until its runner answers `/health` 200 at its node, fails, or cannot be placed. */
+  private async waitReady(name: string, view: SlotView, options: StartOptions): Promise<{ ok: true } | { ok: false; code: string; message: string }> {
+    const svc = containerName(name);
+    const { port, health_path } = view.spec;
+    const started = Date.now();
+    const deadline = started + options.healthTimeoutS * 1000;
+    let nodes = new Map<string, ObservedNode>();
+    let warming = false;
+    let last = "no task yet";
+    while (Date.now() < deadline) {
+      const tasks = ((await this.docker.listTasks({ filters: { service: [svc] } }).catch(() => [])) as ListedTask[])
+        .sort((a, b) => ((a.Status.Timestamp ?? "") < (b.Status.Timestamp ?? "") ? 1 : -1));
+      const failed = tasks.find((t) => ["failed", "rejected"].includes(t.Status.State));
+      if (failed !== undefined) return { ok: false, code: "slot.spawn_failed", message: `slot ${name}: a task of ${svc} ${failed.Status.State}: ${failed.Status.Err || failed.Status.Message || "no reason given"}` };
+      const task = tasks.find((t) => t.DesiredState === "running");
+      if (task !== undefined) {
+        last = `task ${task.Status.State}${task.Status.Err ? ` (${task.Status.Err})` : ""}`;
+        if (task.Status.State === "pending" && /no suitable node/i.test(task.Status.Err ?? "") && Date.now() - started > UNPLACED_AFTER_MS) {
+          return { ok: false, code: "slot.unplaced", message: `slot ${name}: no node of the swarm can run ${svc} (${task.Status.Err}); its [placement] matches no ready node with room` };
+        }
+        if (task.Status.State === "running" && task.NodeID) {
+          if (!nodes.has(task.NodeID)) nodes = new Map((await this.nodes()).map((n) => [n.id, n]));
+          const node = nodes.get(task.NodeID);
+          if (node !== undefined) {
+            const status = await httpStatus(port, health_path, 1000, { host: node.addr, headers: { authorization: `Bearer ${await this.key.ensure()}` } });
+            last = status === undefined ? `no answer at ${node.addr}:${port}` : `last answer ${status} at ${node.addr}:${port}`;
+            if (status === 200) {
+              options.onPhase?.("ready");
+              return { ok: true };
+            }
+            if (status === 503 && !warming) {
+              warming = true;
+              options.onPhase?.("warming");
+            }
+          }
+        }
+      }
+      await sleep(POLL_MS);
+    }
+    return { ok: false, code: "slot.health_failed", message: `slot ${name}: GET ${health_path} did not return 200 within ${options.healthTimeoutS} s (${last})` };
+  }
+
+  /** The box's API key as a Swarm secret, created once (secrets are immutable; the key never changes for a box). */
+  private async ensureSecret(): Promise<{ id: string; name: string }> {
+    if (this.secret) return this.secret;
+    const name = secretName(this.box);
+    const listed = (await this.docker.listSecrets({ filters: { name: [name] } })) as { ID: string; Spec?: { Name?: string } }[];
+    const found = listed.find((s) => s.Spec?.Name === name);
+    if (found) return (this.secret = { id: found.ID, name });
+    try {
+      const key = await this.key.ensure();
+      const created = (await this.docker.createSecret({ Name: name, Labels: { [LABEL.managed]: "true", [LABEL.box]: this.box }, Data: Buffer.from(`${key}\n`).toString("base64") })) as { id?: string; ID?: string };
+      return (this.secret = { id: created.id ?? created.ID ?? "", name });
+    } catch (err) {
+      if (engineStatus(err) !== 409) throw err; // another apply made it meanwhile
+      return this.ensureSecret();
+    }
+  }
+
+  private async hostNetwork(): Promise<string> {
+    const info = (await this.docker.getNetwork("host").inspect()) as { Id: string };
+    return info.Id;
+  }
+
+  private async listServices(): Promise<ListedService[]> {
+    return (await this.docker.listServices({ filters: boxFilter(this.box) })) as unknown as ListedService[];
+  }
+
+  /** The slot's service name must be free: the executor stops a slot before it starts it, and a service that is not ours is never touched. */
+  private async refuseTaken(name: string): Promise<void> {
+    const found = await this.inspectByName(name);
+    if (found === undefined) return;
+    if (!labelledAs(found.Spec.Labels, this.box, name)) throw new DriverError("slot.spawn_failed", notOursMessage(name, found.Spec.Labels, this.box).replace("a container named", "a service named"));
+    throw new DriverError("slot.spawn_failed", `slot ${name}: service ${containerName(name)} is still there; hal0 stops a slot before it starts it again`);
+  }
+
+  private async removeService(name: string): Promise<void> {
+    const found = await this.inspectByName(name);
+    if (found !== undefined && labelledAs(found.Spec.Labels, this.box, name)) await this.docker.getService(found.ID).remove().catch(ignore(404));
+  }
+
+  private async inspectByName(name: string): Promise<ListedService | undefined> {
+    try {
+      return (await this.docker.getService(containerName(name)).inspect()) as ListedService;
+    } catch (err) {
+      if (engineStatus(err) === 404) return undefined;
+      throw err;
+    }
+  }
+}
+
+/** The port a service's view label records. */
+function parsePort(viewText: string | undefined): number | undefined {
+  try {
+    const port = (JSON.parse(viewText ?? "") as { port?: unknown }).port;
+    return typeof port === "number" ? port : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function ignore(...statuses: number[]): (err: unknown) => void {
+  return (err) => {
+    if (!statuses.includes(engineStatus(err) ?? -1)) throw err;
+  };
+}

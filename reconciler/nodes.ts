@@ -1,0 +1,26 @@
+import type { ObservedNode, ObservedSlot } from "./observed.js";
+
+/** A node of a multi-node runtime as `hal0 status` and `/api/status` list it: the observed node and the slots whose tasks are on it. */
+export interface NodeStatus {
+  readonly id: string;
+  readonly hostname: string;
+  readonly addr: string;
+  readonly role: "manager" | "worker";
+  readonly state: string;
+  readonly availability: string;
+  readonly labels: Readonly<Record<string, string>>;
+  readonly engine_version: string;
+  readonly message?: string;
+  /** The slots whose current task is on this node, by name. */
+  readonly slots: readonly string[];
+}
+
+/** Each observed node with the slots on it; a slot whose task is on no listed node is not shown (it is unplaced). */
+export function nodeRows(nodes: readonly ObservedNode[], slots: Readonly<Record<string, ObservedSlot>>): NodeStatus[] {
+  const on = new Map<string, string[]>();
+  for (const name of Object.keys(slots).sort()) {
+    const id = slots[name]!.node?.id;
+    if (id !== undefined) on.set(id, [...(on.get(id) ?? []), name]);
+  }
+  return nodes.map((n) => ({ ...n, slots: on.get(n.id) ?? [] }));
+}
