@@ -194,14 +194,16 @@ export function observedService(service: ListedService, tasks: readonly ListedTa
   const edited = editedFields(service, view);
   const record = { view: edited.length === 0 ? view : actualView(service, view), started_at: service.CreatedAt ?? new Date(0).toISOString() };
   const editNote = edited.length === 0 ? "" : `; service ${svc} was changed behind hal0's back (${edited.join(", ")})`;
-  const misplaced = node !== undefined && current?.Status.State === "running" && !nodeMatches(view, node);
-  if (misplaced) return { name, running: true, record: { ...record, view: { ...record.view, spec_hash: `${view.spec_hash}+misplaced` } }, ...where, detail: `task of ${svc} runs on node ${node!.hostname}, which its placement does not allow${editNote}` };
   if (current === undefined) return { name, running: false, record, detail: `service ${svc} has no task${editNote}` };
   const state = current.Status.State;
   const why = current.Status.Err || current.Status.Message || state;
   if (node !== undefined && node.state !== "ready" && LIVE_STATES.has(state)) {
     const message = `node ${node.hostname} is ${node.state}${node.message ? ` (${node.message})` : ""}; Swarm holds ${svc}'s task there`;
     return { name, running: false, record, ...where, detail: message + editNote, unplaced: { reason: "node_down", message } };
+  }
+  // A task running where the spec's placement does not allow (a node's labels changed under it): drift, whatever the service says.
+  if (node !== undefined && state === "running" && !nodeMatches(record.view, node)) {
+    return { name, running: true, record: { ...record, view: { ...record.view, spec_hash: `${record.view.spec_hash}+misplaced` } }, ...where, detail: `task of ${svc} runs on node ${node.hostname}, which its placement does not allow${editNote}` };
   }
   if (state === "running") return { name, running: true, record, ...where, ...(editNote ? { detail: editNote.slice(2) } : {}) };
   if (state === "pending" && /no suitable node/i.test(why)) {

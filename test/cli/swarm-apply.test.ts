@@ -1,0 +1,243 @@
+import { randomBytes } from "node:crypto";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import type Dockerode from "dockerode";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { main } from "../../cli/index.js";
+import { PROJECT } from "../reconciler/process-helpers.js";
+import { SWARM_DIR, SWARM_MANAGER, rigNode, rigNodeEngine, swarmManager } from "../reconciler/swarm-helpers.js";
+import { applyKilledAfter, captureIo } from "./helpers.js";
+
+/**
+ * `[slots] runtime = "swarm"` end to end through the CLI against the
+ * three-node rig (.ci/swarm-up.sh): slots pinned to each node and one placed
+ * by a node label; a placement edit; a service removed behind hal0's back; a
+ * worker's engine stopped and started; `kill -9` of an apply. Every check
+ * reads the real swarm (services, tasks, nodes) and the runners' answers at
+ * their nodes' addresses.
+ */
+const SUITE = "the swarm runtime on a three-node swarm (real engines in network namespaces)";
+const manager = await swarmManager(SUITE);
+
+/** Slot names are the swarm's (service names): unique to this run. */
+const P = `w${randomBytes(2).toString("hex")}`;
+const S = { one: `${P}-one`, two: `${P}-two`, three: `${P}-three`, gpu: `${P}-gpu` } as const;
+const PORT = 8610;
+
+describe.skipIf(manager === undefined)(SUITE, () => {
+  const engine = manager as Dockerode;
+  const base = mkdtempSync(join(tmpdir(), "hal0-swarm-"));
+  const config = join(base, "box");
+  const state = join(base, "state");
+  const env = { DOCKER_HOST: "unix:///nonexistent.sock", HAL0_SWARM_DIR: SWARM_DIR };
+
+  const run = async (...args: string[]) => {
+    const io = captureIo(env);
+    const code = await main([...args, "--config", config, "--state", state], io);
+    return { code, out: io.out(), err: io.err() };
+  };
+  const json = async (...args: string[]) => {
+    const r = await run(...args, "--json");
+    return JSON.parse(r.out);
+  };
+  const boxId = (): string => JSON.parse(readFileSync(join(state, "inventory.json"), "utf8")).box;
+  const key = (): string => readFileSync(join(state, "swarm-api-key"), "utf8").trim();
+  const ours = async () => (await engine.listServices({ filters: { label: ["hal0.managed=true", `hal0.box=${boxId()}`] } })).map((s) => s.Spec!.Name!).sort();
+  /** Each of our services' running task: its node's hostname and the task id. */
+  const placed = async (): Promise<Record<string, { node: string; task: string }>> => {
+    const [tasks, nodes] = await Promise.all([engine.listTasks({ filters: { "desired-state": ["running"] } }), engine.listNodes()]);
+    const services = new Map((await engine.listServices({ filters: { label: [`hal0.box=${boxId()}`] } })).map((s) => [s.ID, s.Spec!.Name!.replace(/^hal0-slot-/, "")]));
+    const hostnames = new Map(nodes.map((n: any) => [n.ID, n.Description.Hostname]));
+    const out: Record<string, { node: string; task: string }> = {};
+    for (const t of tasks as any[]) if (services.has(t.ServiceID) && t.Status.State === "running") out[services.get(t.ServiceID)!] = { node: hostnames.get(t.NodeID)!, task: t.ID };
+    return out;
+  };
+  const httpAt = (addr: string, port: number, path: string, token?: string) =>
+    fetch(`http://${addr}:${port}${path}`, { headers: token ? { authorization: `Bearer ${token}` } : {}, signal: AbortSignal.timeout(3000) }).then((r) => r.status, () => 0);
+  const slotFile = (name: string, port: number, placement: string, ctx = 2048) =>
+    writeFileSync(join(config, "slots", `${name}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${port}\n[tune]\nctx_size = ${ctx}\n[server]\nenv = { HAL0_FAKE_LOAD_MS = "200" }\n[placement]\n${placement}\n`);
+  const hal0Toml = (drift: "enforce" | "warn") =>
+    writeFileSync(join(config, "hal0.toml"), `[slots]\nruntime = "swarm"\ndocker_host = ${JSON.stringify(SWARM_MANAGER)}\nport_range_start = 8600\nport_range_end = 8699\nhealth_timeout_s = 60\nstop_grace_s = 2\n\n[reconcile]\ndrift = "${drift}"\n`);
+  /** `hal0 status --json` once `until` holds of it, or the last one after `ms`. */
+  const statusUntil = async (until: (s: any) => boolean, ms: number) => {
+    const end = Date.now() + ms;
+    for (;;) {
+      const s = await json("status");
+      if (until(s) || Date.now() > end) return s;
+      await sleep(1000);
+    }
+  };
+  const allReady = (s: any) => s.slots.length === 4 && s.slots.every((r: any) => r.state === "ready");
+
+  beforeAll(() => {
+    mkdirSync(join(config, "slots"), { recursive: true });
+    copyFileSync(join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf"), join(config, "tiny.gguf"));
+    hal0Toml("enforce");
+    writeFileSync(join(config, "profiles.toml"), `[profile.fake]\nimage = "hal0-runner:local"\nflags = "--parallel 1 --threads 1"\ndevice_class = "cpu"\n`);
+    writeFileSync(join(config, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\ntype = "llm"\n`);
+    // Three slots share one port, each on its own node; the labelled one needs a port of its own across the box.
+    slotFile(S.one, PORT, `node = "hal0-node-1"`);
+    slotFile(S.two, PORT, `node = "hal0-node-2"`);
+    slotFile(S.three, PORT, `node = "hal0-node-3"`);
+    slotFile(S.gpu, PORT + 1, `labels = { gpu = "rocm" }`);
+  });
+
+  afterAll(async () => {
+    await rigNodeEngine("start-node", 2).catch(() => undefined);
+    await run("down");
+    let box = "";
+    try {
+      box = boxId();
+    } catch {
+      return;
+    }
+    const left = await engine.listServices({ filters: { label: [`hal0.box=${box}`] } });
+    await Promise.all(left.map((s) => engine.getService(s.ID).remove().catch(() => undefined)));
+    const secrets = await engine.listSecrets({ filters: { label: [`hal0.box=${box}`] } });
+    // A secret is removable once no service uses it (the services above are going).
+    for (let i = 0; i < 20; i++) {
+      const results = await Promise.all(secrets.map((s) => engine.getSecret(s.ID).remove().then(() => true, () => false)));
+      if (results.every(Boolean)) break;
+      await sleep(500);
+    }
+  }, 120_000);
+
+  it("applies slots pinned to three nodes and one placed by a label: each runs where its placement says and answers /health at its node, the key required for the rest", async () => {
+    const plan = await run("plan");
+    expect(plan.code, plan.err).toBe(0);
+    expect(plan.out).toContain(`+ slot.${S.two} (new)`);
+    expect(plan.out).toContain('node: "hal0-node-2"');
+    expect(plan.out).toContain("node: any with labels gpu=rocm (Swarm chooses)");
+
+    const applied = await run("apply", "--yes");
+    expect(applied.code, applied.out + applied.err).toBe(0);
+    expect(await ours()).toEqual(Object.values(S).map((s) => `hal0-slot-${s}`).sort());
+    const where = await placed();
+    expect(Object.fromEntries(Object.entries(where).map(([k, v]) => [k, v.node]))).toEqual({
+      [S.one]: "hal0-node-1", [S.two]: "hal0-node-2", [S.three]: "hal0-node-3", [S.gpu]: "hal0-node-2",
+    });
+    for (const n of [1, 2, 3] as const) {
+      expect(await httpAt(rigNode(n).addr, PORT, "/health"), `node ${n}`).toBe(200);
+      // Reachable across machines, and only with the box's key: everything but /health and /v1/models wants it.
+      expect(await httpAt(rigNode(n).addr, PORT, "/props"), `node ${n} without the key`).toBe(401);
+      expect(await httpAt(rigNode(n).addr, PORT, "/props", key()), `node ${n} with the key`).toBe(200);
+    }
+    expect(await httpAt(rigNode(2).addr, PORT + 1, "/health")).toBe(200);
+
+    // The key is a Swarm secret file, never an argument, a plan or a reply.
+    const svc = await engine.getService(`hal0-slot-${S.one}`).inspect();
+    const args = svc.Spec.TaskTemplate.ContainerSpec.Args as string[];
+    expect(args.join(" ")).toContain("--host 0.0.0.0");
+    expect(args.join(" ")).toContain("--api-key-file /run/secrets/hal0-api-key");
+    expect(JSON.stringify(svc)).not.toContain(key());
+    const planJson = await run("plan", "--json");
+    expect(planJson.out).not.toContain(key());
+    expect((readFileSync(join(state, "swarm-api-key")).length)).toBe(65);
+
+    const status = await json("status");
+    expect(status.slots.map((r: any) => [r.name, r.state, r.node])).toEqual([
+      [S.gpu, "ready", "hal0-node-2"], [S.one, "ready", "hal0-node-1"], [S.three, "ready", "hal0-node-3"], [S.two, "ready", "hal0-node-2"],
+    ]);
+    expect(status.nodes.map((n: any) => [n.hostname, n.state, n.role])).toEqual([["hal0-node-1", "ready", "manager"], ["hal0-node-2", "ready", "worker"], ["hal0-node-3", "ready", "worker"]]);
+    expect(status.nodes[1].labels).toEqual({ gpu: "rocm" });
+    expect(status.nodes[1].slots).toEqual([S.gpu, S.two]);
+    expect(status.nodes[0].engine_version).toMatch(/^\d+\.\d+/);
+    expect(status.nodes[0].addr).toBe("10.77.0.1");
+
+    const again = await run("plan");
+    expect(again.out).toContain("No changes.");
+  }, 180_000);
+
+  it("a placement edit moves exactly that slot: one replace naming placement.node, the others' tasks untouched", async () => {
+    const before = await placed();
+    slotFile(S.three, PORT + 2, `node = "hal0-node-1"`);
+    const plan = await json("plan");
+    const changed = plan.changes.filter((c: any) => c.action !== "no-op");
+    expect(changed.map((c: any) => [c.address, c.action])).toEqual([[`slot.${S.three}`, "replace"]]);
+    expect(changed[0].changed_paths).toEqual(expect.arrayContaining(["placement.node", "port"]));
+    const text = await run("plan");
+    expect(text.out).toContain('placement.node: "hal0-node-3" → "hal0-node-1"');
+
+    const applied = await run("apply", "--yes");
+    expect(applied.code, applied.out + applied.err).toBe(0);
+    const after = await placed();
+    expect(after[S.three]!.node).toBe("hal0-node-1");
+    for (const name of [S.one, S.two, S.gpu]) expect(after[name], name).toEqual(before[name]);
+    expect(await httpAt(rigNode(1).addr, PORT + 2, "/health")).toBe(200);
+    expect(await httpAt(rigNode(3).addr, PORT, "/health")).toBe(0); // gone from node 3
+  }, 180_000);
+
+  it("a service removed behind hal0's back is reported under drift = warn and restored under enforce", async () => {
+    await engine.getService(`hal0-slot-${S.two}`).remove();
+    hal0Toml("warn");
+    const warned = await json("plan");
+    const two = warned.changes.find((c: any) => c.address === `slot.${S.two}`);
+    expect([two.action, two.reason]).toEqual(["no-op", "not_running"]);
+    expect(warned.warnings).toContainEqual(expect.objectContaining({ address: `slot.${S.two}`, code: "slot.drifted" }));
+
+    hal0Toml("enforce");
+    const plan = await json("plan");
+    expect(plan.changes.filter((c: any) => c.kind === "slot" && c.action !== "no-op").map((c: any) => [c.address, c.action, c.reason])).toEqual([[`slot.${S.two}`, "create", "not_running"]]);
+    const applied = await run("apply", "--yes");
+    expect(applied.code, applied.out + applied.err).toBe(0);
+    expect((await placed())[S.two]!.node).toBe("hal0-node-2");
+    expect(await httpAt(rigNode(2).addr, PORT, "/health")).toBe(200);
+  }, 180_000);
+
+  it("a worker's engine stopped: its slots are Degraded with the reason, the plan holds them (unplaced), the rest is untouched; back when it returns", async () => {
+    const before = await placed();
+    await rigNodeEngine("stop-node", 2);
+    // The manager marks the node down after missed heartbeats (seconds).
+    const down = await statusUntil((s) => s.nodes?.find((n: any) => n.hostname === "hal0-node-2")?.state === "down"
+      && [S.two, S.gpu].every((name) => s.slots.find((r: any) => r.name === name)?.conditions.some((c: any) => c.type === "Degraded" && c.reason === "NodeDown")), 60_000);
+    for (const name of [S.two, S.gpu]) {
+      const row = down.slots.find((r: any) => r.name === name);
+      const degraded = row.conditions.find((c: any) => c.type === "Degraded");
+      expect(degraded, name).toMatchObject({ status: "True", reason: "NodeDown" });
+      expect(degraded.message).toContain("node hal0-node-2 is down");
+    }
+    for (const name of [S.one, S.three]) expect(down.slots.find((r: any) => r.name === name).state, name).toBe("ready");
+
+    const plan = await json("plan");
+    expect(plan.has_changes).toBe(false);
+    const slots = Object.fromEntries(plan.changes.filter((c: any) => c.kind === "slot").map((c: any) => [c.address, c.reason]));
+    expect(slots).toEqual({ [`slot.${S.gpu}`]: "unplaced", [`slot.${S.one}`]: "unchanged", [`slot.${S.three}`]: "unchanged", [`slot.${S.two}`]: "unplaced" });
+    expect(plan.warnings.filter((w: any) => w.code === "slot.unplaced").map((w: any) => w.address).sort()).toEqual([`slot.${S.gpu}`, `slot.${S.two}`]);
+    const applied = await run("apply", "--yes");
+    expect(applied.code, applied.out + applied.err).toBe(0);
+    const during = await placed();
+    for (const name of [S.one, S.three]) expect(during[name], name).toEqual(before[name]);
+
+    await rigNodeEngine("start-node", 2);
+    const back = await statusUntil(allReady, 90_000);
+    expect(back.slots.map((r: any) => [r.name, r.state, r.node])).toEqual([
+      [S.gpu, "ready", "hal0-node-2"], [S.one, "ready", "hal0-node-1"], [S.three, "ready", "hal0-node-1"], [S.two, "ready", "hal0-node-2"],
+    ]);
+  }, 240_000);
+
+  it("kill -9 of hal0 apply mid-way, then apply again: the inventory matches the services, no orphan, every slot Ready", async () => {
+    let seed = 20261202;
+    const random = () => ((seed = (seed * 1103515245 + 12345) % 2 ** 31) / 2 ** 31);
+    for (let round = 0; round < 3; round++) {
+      // Every slot's spec changes, so the kill lands among stops and starts of services.
+      const ctx = 4096 + 1024 * round;
+      slotFile(S.one, PORT, `node = "hal0-node-1"`, ctx);
+      slotFile(S.two, PORT, `node = "hal0-node-2"`, ctx);
+      slotFile(S.three, PORT + 2, `node = "hal0-node-1"`, ctx);
+      slotFile(S.gpu, PORT + 1, `labels = { gpu = "rocm" }`, ctx);
+      const at = Math.floor(300 + random() * 2500);
+      await applyKilledAfter(at, config, state, { ...process.env, ...env });
+      const applied = await run("apply", "--yes");
+      expect(applied.code, `round ${round} (killed at ${at} ms): ${applied.out}${applied.err}`).toBe(0);
+      const inventory = Object.keys(JSON.parse(readFileSync(join(state, "inventory.json"), "utf8")).slots).sort();
+      expect(inventory, `round ${round}`).toEqual(Object.values(S).sort());
+      expect(await ours(), `round ${round}: no orphan, none missing`).toEqual(inventory.map((s) => `hal0-slot-${s}`));
+      const status = await statusUntil(allReady, 30_000);
+      expect(status.slots.map((r: any) => r.state), `round ${round}`).toEqual(["ready", "ready", "ready", "ready"]);
+      const plan = await run("plan");
+      expect(plan.out, `round ${round}`).toContain("No changes.");
+    }
+  }, 300_000);
+});

@@ -1,0 +1,205 @@
+import { describe, expect, it } from "vitest";
+import { compile, sourceTree, type Model } from "../../compiler/index.js";
+import { constraintsOf, nodeFrom, nodeMatches, observedService, serviceSpec, type ListedService, type ListedTask } from "../../reconciler/drivers/swarm-service.js";
+import { planChanges } from "../../reconciler/plan.js";
+import { slotView } from "../../reconciler/view.js";
+import { effectsOf } from "../../compiler/effects.js";
+import { formatPlan } from "../../reconciler/format.js";
+import type { ObservedNode, SlotView } from "../../reconciler/observed.js";
+
+/**
+ * The swarm runtime's plain-data half (reconciler/drivers/swarm-service.ts)
+ * and what the compiler and the planner make of swarm slots, without an
+ * engine: the create spec, how services, tasks and nodes read back into an
+ * observed slot (a node down, no node to fit, a task Swarm moved, a service
+ * edited by hand), and the plan and effects of a placement change. The
+ * three-node rig runs the same against real engines (test/cli/swarm-apply.test.ts).
+ */
+
+const BOX = "box-test";
+
+function swarmModel(slots: Record<string, string>, settings = ""): Model {
+  const files: [string, string][] = [
+    ["hal0.toml", `[slots]\nruntime = "swarm"\nport_range_start = 1024\nport_range_end = 65535\n${settings}`],
+    ["profiles.toml", `[profile.fake]\nimage = "hal0-runner:local"\nflags = "--parallel 1"\ndevice_class = "cpu"\n`],
+    ["models.toml", `[model.tiny]\npath = "/models/tiny.gguf"\ntype = "llm"\n`],
+    ...Object.entries(slots).map(([name, text]): [string, string] => [`slots/${name}.toml`, `profile = "fake"\nmodel = "tiny"\n${text}`]),
+  ];
+  const { model, diagnostics } = compile(sourceTree("/box", files));
+  expect(diagnostics.filter((d) => d.severity === "error")).toEqual([]);
+  return model!;
+}
+
+const NODES: ObservedNode[] = [
+  nodeFrom({ ID: "n1".padEnd(25, "a"), Spec: { Role: "manager", Availability: "active", Labels: {} }, Description: { Hostname: "node-1", Engine: { EngineVersion: "20.10.24" } }, Status: { State: "ready", Addr: "0.0.0.0" }, ManagerStatus: { Addr: "10.0.0.1:2377" } }),
+  nodeFrom({ ID: "n2".padEnd(25, "b"), Spec: { Role: "worker", Availability: "active", Labels: { gpu: "rocm" } }, Description: { Hostname: "node-2", Engine: { EngineVersion: "20.10.24" } }, Status: { State: "ready", Addr: "10.0.0.2" } }),
+  nodeFrom({ ID: "n3".padEnd(25, "c"), Spec: { Role: "worker", Availability: "active", Labels: {} }, Description: { Hostname: "node-3", Engine: { EngineVersion: "20.10.24" } }, Status: { State: "down", Message: "heartbeat failure", Addr: "10.0.0.3" } }),
+];
+const byId = new Map(NODES.map((n) => [n.id, n]));
+
+function serviceOf(name: string, view: SlotView, edit: (spec: ReturnType<typeof serviceSpec>) => void = () => {}): ListedService {
+  const spec = serviceSpec({ box: BOX, name, view, mounts: [], stopGraceS: 5, hostNetwork: "hostnet", secret: { id: "sec", name: "hal0-api-key-box-test" } });
+  edit(spec);
+  return { ID: `svc-${name}`, Spec: spec as unknown as ListedService["Spec"], CreatedAt: "2026-12-02T10:00:00Z" };
+}
+
+function task(service: string, node: string | undefined, state: string, at: string, desired = "running", err?: string): ListedTask {
+  return { ID: `t-${service}-${at}`, ServiceID: service, ...(node ? { NodeID: node } : {}), DesiredState: desired, Status: { State: state, Timestamp: at, ...(err ? { Err: err } : {}) } };
+}
+
+describe("swarm services as plain data", () => {
+  const model = swarmModel({
+    pinned: `port = 9001\n[placement]\nnode = "node-2"\n`,
+    labelled: `port = 9002\n[placement]\nlabels = { gpu = "rocm" }\n`,
+    far: `port = 9003\n[placement]\nnode = "node-3"\n`,
+  });
+  const far = slotView(model.slots.far!);
+  const pinned = slotView(model.slots.pinned!);
+  const labelled = slotView(model.slots.labelled!);
+
+  it("compiles a swarm slot to argv that binds its node and reads the key from a file, never the key itself", () => {
+    const { argv, host, placement } = pinned.spec;
+    expect(host).toBe("0.0.0.0");
+    expect(argv.join(" ")).toContain("--host 0.0.0.0 --port 9001 --api-key-file /run/secrets/hal0-api-key");
+    expect(argv).not.toContain("--api-key");
+    expect(placement).toEqual({ labels: {}, node: "node-2" });
+    expect(labelled.spec.placement).toEqual({ labels: { gpu: "rocm" } });
+  });
+
+  it("renders placement as constraints and checks nodes against it", () => {
+    expect(constraintsOf(pinned)).toEqual(["node.hostname==node-2"]);
+    expect(constraintsOf(labelled)).toEqual(["node.labels.gpu==rocm"]);
+    expect(nodeMatches(pinned, NODES[1]!)).toBe(true);
+    expect(nodeMatches(pinned, NODES[0]!)).toBe(false);
+    expect(nodeMatches(labelled, NODES[1]!)).toBe(true);
+    expect(nodeMatches(labelled, NODES[2]!)).toBe(false);
+  });
+
+  it("creates one replica on the host network with init, the key as a 0400 secret file, labels and an update that stops first", () => {
+    const spec = serviceSpec({ box: BOX, name: "pinned", view: pinned, mounts: [], stopGraceS: 7, hostNetwork: "hostnet", secret: { id: "sec", name: "hal0-api-key-box-test" } }) as any;
+    expect(spec.Name).toBe("hal0-slot-pinned");
+    expect(spec.Mode).toEqual({ Replicated: { Replicas: 1 } });
+    expect(spec.TaskTemplate.Networks).toEqual([{ Target: "hostnet" }]);
+    expect(spec.TaskTemplate.ContainerSpec.Init).toBe(true);
+    expect(spec.TaskTemplate.ContainerSpec.StopGracePeriod).toBe(7e9);
+    expect(spec.TaskTemplate.ContainerSpec.Secrets).toEqual([{ SecretID: "sec", SecretName: "hal0-api-key-box-test", File: { Name: "hal0-api-key", UID: "0", GID: "0", Mode: 0o400 } }]);
+    expect(spec.TaskTemplate.Placement.Constraints).toEqual(["node.hostname==node-2"]);
+    expect(spec.UpdateConfig).toMatchObject({ Order: "stop-first", FailureAction: "continue" });
+    expect(spec.Labels).toMatchObject({ "hal0.managed": "true", "hal0.box": BOX, "hal0.slot": "pinned", "hal0.node": "node-2", "hal0.spec-hash": pinned.spec_hash });
+  });
+
+  it("takes a manager's address from its manager status when its node address is 0.0.0.0", () => {
+    expect(NODES[0]!.addr).toBe("10.0.0.1");
+    expect(NODES[0]!.role).toBe("manager");
+  });
+
+  it("reads a running task on a ready node as running, at that node's address", () => {
+    const svc = serviceOf("pinned", pinned);
+    const seen = observedService(svc, [task(svc.ID, NODES[1]!.id, "running", "2026-12-02T10:00:01Z")], byId, BOX)!;
+    expect(seen).toMatchObject({ name: "pinned", running: true, node: { hostname: "node-2", addr: "10.0.0.2" } });
+    expect(seen.record!.view.spec_hash).toBe(pinned.spec_hash);
+    expect(seen.unplaced).toBeUndefined();
+  });
+
+  it("leaves another box's service and an unlabelled one out", () => {
+    expect(observedService(serviceOf("pinned", pinned), [], byId, "other-box")).toBeUndefined();
+    const renamed = serviceOf("pinned", pinned, (s: any) => (s.Name = "someone-else"));
+    expect(observedService(renamed, [], byId, BOX)).toBeUndefined();
+  });
+
+  it("says a task on a node that is down is held there (node_down), not running", () => {
+    const svc = serviceOf("far", far);
+    const seen = observedService(svc, [task(svc.ID, NODES[2]!.id, "running", "2026-12-02T10:00:01Z")], byId, BOX)!;
+    expect(seen.running).toBe(false);
+    expect(seen.unplaced).toEqual({ reason: "node_down", message: expect.stringContaining("node node-3 is down (heartbeat failure)") });
+  });
+
+  it("says a pending task that no node fits is unschedulable, and names the node it left when that node is down", () => {
+    const svc = serviceOf("labelled", labelled);
+    const pending = task(svc.ID, undefined, "pending", "2026-12-02T10:00:05Z", "running", "no suitable node (scheduling constraints not satisfied on 3 nodes)");
+    expect(observedService(svc, [pending], byId, BOX)!.unplaced?.reason).toBe("unschedulable");
+    const left = task(svc.ID, NODES[2]!.id, "running", "2026-12-02T10:00:01Z", "shutdown");
+    const seen = observedService(svc, [pending, left], byId, BOX)!;
+    expect(seen.unplaced).toEqual({ reason: "node_down", message: expect.stringMatching(/^node node-3 is down .* and no other node can run hal0-slot-labelled/) });
+  });
+
+  it("says a task running on a node its placement does not allow drifted", () => {
+    const svc = serviceOf("labelled", labelled);
+    const seen = observedService(svc, [task(svc.ID, NODES[0]!.id, "running", "2026-12-02T10:00:01Z")], byId, BOX)!;
+    expect(seen.running).toBe(true);
+    expect(seen.record!.view.spec_hash).toBe(`${labelled.spec_hash}+misplaced`);
+    expect(seen.detail).toContain("runs on node node-1, which its placement does not allow");
+  });
+
+  it("notes the node Swarm moved a running slot from", () => {
+    const svc = serviceOf("labelled", labelled);
+    const now = task(svc.ID, NODES[1]!.id, "running", "2026-12-02T10:00:09Z");
+    const before = task(svc.ID, NODES[2]!.id, "shutdown", "2026-12-02T10:00:01Z", "shutdown");
+    expect(observedService(svc, [before, now], byId, BOX)!.node).toMatchObject({ hostname: "node-2", moved_from: "node-3" });
+  });
+
+  it("reads a service edited by hand back into its view, so the plan names what changed and the hash drifts", () => {
+    const svc = serviceOf("pinned", pinned, (s: any) => {
+      s.TaskTemplate.ContainerSpec.Env = [...s.TaskTemplate.ContainerSpec.Env, "FOO=bar"];
+      s.TaskTemplate.Placement.Constraints = ["node.hostname==node-1"];
+    });
+    const seen = observedService(svc, [task(svc.ID, NODES[0]!.id, "running", "2026-12-02T10:00:01Z")], byId, BOX)!;
+    expect(seen.record!.view.spec.env.FOO).toBe("bar");
+    expect(seen.record!.view.spec.placement).toEqual({ labels: {}, node: "node-1" });
+    expect(seen.record!.view.spec_hash).not.toBe(pinned.spec_hash);
+    expect(seen.record!.view.spec_hash).toMatch(/^sha256:[0-9a-f]{64}$/); // read back whole: not marked misplaced (it runs where the edit says)
+    expect(seen.detail).toContain("changed behind hal0's back (env, constraints)");
+  });
+});
+
+describe("the planner on swarm observations", () => {
+  const model = swarmModel({ a: `port = 9001\n[placement]\nnode = "node-2"\n`, b: `port = 9001\n[placement]\nnode = "node-3"\n` });
+  const inventory = { version: 1 as const, box: BOX, slots: { a: { created_at: "x", runtime: "swarm" as const, spec_hash: model.slots.a!.spec_hash }, b: { created_at: "x", runtime: "swarm" as const, spec_hash: model.slots.b!.spec_hash } } };
+  const a = slotView(model.slots.a!);
+  const b = slotView(model.slots.b!);
+
+  it("plans a slot whose node is down as unplaced (a no-op with a warning), and leaves the others", () => {
+    const observed = {
+      slots: {
+        a: { name: "a", running: true, health: "ok" as const, record: { view: a, started_at: "x" }, node: { id: NODES[1]!.id, hostname: "node-2", addr: "10.0.0.2" } },
+        b: { name: "b", running: false, health: "unknown" as const, record: { view: b, started_at: "x" }, unplaced: { reason: "node_down" as const, message: "node node-3 is down" } },
+      },
+      foreign_ports: {},
+      nodes: NODES,
+    };
+    const plan = planChanges(model, observed, inventory);
+    expect(plan.changes.filter((c) => c.kind === "slot").map((c) => [c.address, c.action, c.reason])).toEqual([["slot.a", "no-op", "unchanged"], ["slot.b", "no-op", "unplaced"]]);
+    expect(plan.warnings).toEqual([{ address: "slot.b", code: "slot.unplaced", message: "slot `b`: node node-3 is down" }]);
+  });
+
+  it("plans a node change as a replace naming placement.node, and shows where each slot goes", () => {
+    const moved = swarmModel({ a: `port = 9001\n[placement]\nnode = "node-1"\n`, b: `port = 9001\n[placement]\nnode = "node-3"\n` });
+    const observed = {
+      slots: {
+        a: { name: "a", running: true, health: "ok" as const, record: { view: a, started_at: "x" } },
+        b: { name: "b", running: true, health: "ok" as const, record: { view: b, started_at: "x" } },
+      },
+      foreign_ports: {},
+    };
+    const plan = planChanges(moved, observed, inventory);
+    const change = plan.changes.find((c) => c.address === "slot.a")!;
+    expect([change.action, change.reason]).toEqual(["replace", "spec_changed"]);
+    expect(change.changed_paths).toEqual(["placement.node"]);
+    expect(formatPlan(plan)).toContain('-/+ slot.a (spec_changed) [destructive] [downtime]\n    placement.node: "node-2" → "node-1"');
+    expect(plan.changes.find((c) => c.address === "slot.b")!.action).toBe("no-op");
+  });
+});
+
+describe("placement edits are privileged", () => {
+  it("classes a node or a label change as privileged (a person decides which machine runs a slot)", () => {
+    const before = swarmModel({ a: `port = 9001\n[placement]\nnode = "node-2"\n` });
+    const after = swarmModel({ a: `port = 9001\n[placement]\nnode = "node-3"\nlabels = { gpu = "rocm" }\n` });
+    const effects = effectsOf({
+      before, after,
+      files: [{ file: "slots/a.toml", before: `profile = "fake"\nmodel = "tiny"\nport = 9001\n[placement]\nnode = "node-2"\n`, after: `profile = "fake"\nmodel = "tiny"\nport = 9001\n[placement]\nnode = "node-3"\nlabels = { gpu = "rocm" }\n` }],
+    });
+    const placement = effects.filter((e) => e.path[0] === "placement");
+    expect(placement.length).toBeGreaterThanOrEqual(2);
+    expect(placement.every((e) => e.class === "privileged")).toBe(true);
+  });
+});
