@@ -1,4 +1,17 @@
-import type { ObservedNode, ObservedSlot } from "./observed.js";
+import type { ObservedNode, ObservedSlot, SlotView } from "./observed.js";
+
+/** Whether `node` satisfies a slot's placement (what Swarm's constraints say, checked against an observed node). */
+export function nodeMatches(view: Pick<SlotView, "spec">, node: Pick<ObservedNode, "id" | "hostname" | "labels">): boolean {
+  const placement = view.spec.placement;
+  if (placement === undefined) return true;
+  if (placement.node !== undefined && placement.node !== node.id && placement.node !== node.hostname) return false;
+  return Object.entries(placement.labels).every(([k, v]) => node.labels[k] === v);
+}
+
+/** The nodes Swarm could start a slot on now: ready, active, and matching its placement. */
+export function placeableOn(view: Pick<SlotView, "spec">, nodes: readonly ObservedNode[]): ObservedNode[] {
+  return nodes.filter((n) => n.state === "ready" && n.availability === "active" && nodeMatches(view, n));
+}
 
 /** A node of a multi-node runtime as `hal0 status` and `/api/status` list it: the observed node and the slots whose tasks are on it. */
 export interface NodeStatus {

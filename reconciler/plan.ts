@@ -2,7 +2,8 @@ import { canonicalJson, hashOf, type Model, type ResolvedSlot } from "../compile
 import { PLAN_FORMAT_VERSION, parseAddress, slotAddress, type Address, type ChangeKind, type Plan, type PlanBody, type PlanWarning, type SlotAddress, type SlotChange, type SlotReason } from "../schema/index.js";
 import { observedDigests } from "./digest.js";
 import { hermesIdentity, planHermes, planHermesProfile } from "./hermes-plan.js";
-import type { Inventory, Observed, ObservedSlot, SlotView } from "./observed.js";
+import { placeableOn } from "./nodes.js";
+import type { Inventory, Observed, ObservedNode, ObservedSlot, SlotView } from "./observed.js";
 import { planSettings } from "./settings-plan.js";
 import { slotWarnings, unmanagedWarning } from "./slot-warnings.js";
 import { slotView, viewChangedPaths } from "./view.js";
@@ -86,6 +87,8 @@ interface SlotInputs {
   readonly goneReason?: SlotReason;
   /** Restart it (`PlanOptions.replace`). */
   readonly restart: boolean;
+  /** A multi-node runtime's nodes (absent on one box): a slot no ready node can take is held, not started. */
+  readonly nodes?: readonly ObservedNode[];
 }
 
 function planSlots(model: Model, observed: Observed, inventory: Inventory, goneReason: SlotReason | undefined, restart: ReadonlySet<string>): { changes: SlotChange[]; warnings: PlanWarning[] } {
@@ -101,11 +104,12 @@ function planSlots(model: Model, observed: Observed, inventory: Inventory, goneR
       applied: own(inventory.slots, name)?.spec_hash,
       goneReason,
       restart: restart.has(slotAddress(name)),
+      nodes: observed.nodes,
     };
     const change = planSlot(inputs);
     if (change === undefined) continue;
     changes.push(change);
-    if (inputs.desired?.enabled) warnings.push(...slotWarnings(change, inputs.desired, inputs.seen, own(observed.foreign_ports, name)));
+    if (inputs.desired?.enabled) warnings.push(...slotWarnings(change, inputs.desired, inputs.seen, own(observed.foreign_ports, name), observed.nodes));
     else if (change.reason === "unmanaged") warnings.push(unmanagedWarning(name, inputs.seen!));
   }
   return { changes, warnings };
@@ -146,7 +150,7 @@ function restarted(change: SlotChange, running: boolean): SlotChange {
   return { ...change, action: "replace", reason: "restart", changed_paths, destructive: true, downtime: true };
 }
 
-function planSlotState({ name, desired, seen, managed, applied, goneReason }: SlotInputs): SlotChange | undefined {
+function planSlotState({ name, desired, seen, managed, applied, goneReason, nodes }: SlotInputs): SlotChange | undefined {
   const recorded = seen?.record?.view ?? null;
   const running = seen?.running ?? false;
   if (desired?.enabled) {
@@ -156,6 +160,8 @@ function planSlotState({ name, desired, seen, managed, applied, goneReason }: Sl
     const warnOnly = managed && desired.drift === "warn";
     // Swarm holds the task of a service that is as desired (its node is down, no node fits): re-creating it would not place it.
     if (!running && seen?.unplaced !== undefined && recorded?.spec_hash === after.spec_hash) return slotChange(name, "no-op", "unplaced", recorded, after);
+    // …and a slot no ready node could take now (a label no node carries, its node down or drained) is not started into a Pending task.
+    if (!running && nodes !== undefined && placeableOn(after, nodes).length === 0) return slotChange(name, "no-op", "unplaced", recorded, after);
     if (!running) return warnOnly ? slotChange(name, "no-op", "not_running", recorded, after) : slotChange(name, "create", managed || recorded ? "not_running" : "new", recorded, after);
     if (recorded === null) return slotChange(name, "replace", "spec_unknown", null, after);
     if (recorded.spec_hash === after.spec_hash) return slotChange(name, "no-op", "unchanged", recorded, after);

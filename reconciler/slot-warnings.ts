@@ -1,6 +1,6 @@
 import type { ResolvedSlot } from "../compiler/index.js";
 import { slotAddress, type PlanWarning, type SlotAddress, type SlotChange } from "../schema/index.js";
-import type { ForeignPort, ObservedSlot } from "./observed.js";
+import type { ForeignPort, ObservedNode, ObservedSlot } from "./observed.js";
 
 /**
  * What the planner tells the operator about a slot beside its change: things
@@ -10,7 +10,7 @@ import type { ForeignPort, ObservedSlot } from "./observed.js";
  */
 
 /** Warnings for a desired, enabled slot. */
-export function slotWarnings(change: SlotChange, desired: ResolvedSlot, seen: ObservedSlot | undefined, foreign: ForeignPort | undefined): PlanWarning[] {
+export function slotWarnings(change: SlotChange, desired: ResolvedSlot, seen: ObservedSlot | undefined, foreign: ForeignPort | undefined, nodes?: readonly ObservedNode[]): PlanWarning[] {
   const address = change.address;
   const warnings: PlanWarning[] = [];
   if (foreign !== undefined) {
@@ -21,6 +21,9 @@ export function slotWarnings(change: SlotChange, desired: ResolvedSlot, seen: Ob
     });
   }
   if (seen?.unplaced !== undefined) warnings.push({ address, code: "slot.unplaced", message: `slot \`${desired.name}\`: ${seen.unplaced.message}` });
+  else if (change.reason === "unplaced" && nodes !== undefined) {
+    warnings.push({ address, code: "slot.unplaced", message: `slot \`${desired.name}\`: no ready, active node of the swarm matches its placement (${placementWords(desired)}); it starts when one does (nodes: ${nodes.map(nodeWords).join("; ") || "none"})` });
+  }
   if (seen?.running && seen.node?.moved_from !== undefined) {
     warnings.push({ address, code: "slot.rescheduled", message: `Swarm moved slot \`${desired.name}\` from node ${seen.node.moved_from} to node ${seen.node.hostname}` });
   }
@@ -80,4 +83,18 @@ function tuneWarnings(address: SlotAddress, desired: ResolvedSlot): PlanWarning[
 function holder(foreign: ForeignPort): string {
   if (foreign.pid === undefined) return foreign.command ? `\`${foreign.command}\`` : "another program";
   return foreign.command ? `pid ${foreign.pid} (${foreign.command})` : `pid ${foreign.pid}`;
+}
+
+/** A swarm slot's placement in words, for a warning. */
+function placementWords(desired: ResolvedSlot): string {
+  const p = desired.spec.placement;
+  if (p === undefined) return "any node";
+  const labels = Object.keys(p.labels).sort().map((k) => `${k}=${p.labels[k]}`);
+  return [p.node !== undefined ? `node ${p.node}` : "", labels.length > 0 ? `labels ${labels.join(", ")}` : ""].filter(Boolean).join(", ") || "any node";
+}
+
+/** A node in a few words: hostname, state, availability, labels. */
+function nodeWords(n: ObservedNode): string {
+  const labels = Object.keys(n.labels).sort().map((k) => `${k}=${n.labels[k]}`).join(",");
+  return `${n.hostname} ${n.state}/${n.availability}${labels ? ` ${labels}` : ""}`;
 }

@@ -1,4 +1,5 @@
 import { SWARM_API_KEY_FILE, canonicalJson, rehashSpec } from "../../compiler/index.js";
+import { nodeMatches } from "../nodes.js";
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
 import { LABEL, containerName, labelledAs, parseView, type BindMount } from "./docker-container.js";
 
@@ -36,14 +37,6 @@ export function constraintsOf(view: SlotView): string[] {
   if (placement.node !== undefined) out.push(NODE_ID.test(placement.node) ? `node.id==${placement.node}` : `node.hostname==${placement.node}`);
   for (const key of Object.keys(placement.labels).sort()) out.push(`node.labels.${key}==${placement.labels[key]}`);
   return out;
-}
-
-/** Whether `node` satisfies a slot's placement (what Swarm's constraints say, checked against an observed node). */
-export function nodeMatches(view: SlotView, node: Pick<ObservedNode, "id" | "hostname" | "labels">): boolean {
-  const placement = view.spec.placement;
-  if (placement === undefined) return true;
-  if (placement.node !== undefined && placement.node !== node.id && placement.node !== node.hostname) return false;
-  return Object.entries(placement.labels).every(([k, v]) => node.labels[k] === v);
 }
 
 export interface ServiceInputs {

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { compile, sourceTree, type Model } from "../../compiler/index.js";
-import { constraintsOf, nodeFrom, nodeMatches, observedService, serviceSpec, type ListedService, type ListedTask } from "../../reconciler/drivers/swarm-service.js";
+import { nodeMatches } from "../../reconciler/nodes.js";
+import { constraintsOf, nodeFrom, observedService, serviceSpec, type ListedService, type ListedTask } from "../../reconciler/drivers/swarm-service.js";
 import { planChanges } from "../../reconciler/plan.js";
 import { slotView } from "../../reconciler/view.js";
 import { effectsOf } from "../../compiler/effects.js";
@@ -170,6 +171,20 @@ describe("the planner on swarm observations", () => {
     const plan = planChanges(model, observed, inventory);
     expect(plan.changes.filter((c) => c.kind === "slot").map((c) => [c.address, c.action, c.reason])).toEqual([["slot.a", "no-op", "unchanged"], ["slot.b", "no-op", "unplaced"]]);
     expect(plan.warnings).toEqual([{ address: "slot.b", code: "slot.unplaced", message: "slot `b`: node node-3 is down" }]);
+  });
+
+  it("holds a new slot no ready node can take (a label no node carries, its node down): unplaced at plan time, not a Pending service", () => {
+    const wanting = swarmModel({ cuda: `port = 9005\n[placement]\nlabels = { gpu = "cuda" }\n`, far: `port = 9006\n[placement]\nnode = "node-3"\n`, any: `port = 9007\n` });
+    const plan = planChanges(wanting, { slots: {}, foreign_ports: {}, nodes: NODES }, { version: 1, box: BOX, slots: {} });
+    expect(plan.changes.filter((c) => c.kind === "slot").map((c) => [c.address, c.action, c.reason])).toEqual([
+      ["slot.any", "create", "new"], ["slot.cuda", "no-op", "unplaced"], ["slot.far", "no-op", "unplaced"],
+    ]);
+    const warning = plan.warnings.find((w) => w.address === "slot.cuda")!;
+    expect(warning.code).toBe("slot.unplaced");
+    expect(warning.message).toContain("no ready, active node of the swarm matches its placement (labels gpu=cuda)");
+    expect(warning.message).toContain("node-3 down/active");
+    // Without a node list (one box, or no observation of nodes) nothing is held.
+    expect(planChanges(wanting, { slots: {}, foreign_ports: {} }, { version: 1, box: BOX, slots: {} }).summary.create).toBe(3);
   });
 
   it("plans a node change as a replace naming placement.node, and shows where each slot goes", () => {
