@@ -127,19 +127,36 @@ async function stateRow(dir: string): Promise<DoctorRow> {
   }
 }
 
-/** process: always there. docker: the engine answers GET /_ping (and /version) at [slots] docker_host, else $DOCKER_HOST, else the default socket. */
+/**
+ * process: always there. docker: the engine answers GET /_ping (and /version) at [slots]
+ * docker_host, else $DOCKER_HOST, else the default socket. swarm: that engine is a swarm
+ * manager (GET /info), and how many of its nodes are ready.
+ */
 async function runtimeRow(model: Model, env: DoctorEnv): Promise<DoctorRow> {
   const slots = model.settings.slots;
-  if (slots.runtime !== "docker") return { check: "runtime", status: "ok", message: "process runtime (slots run as local processes)", hint: "" };
+  if (slots.runtime === "process") return { check: "runtime", status: "ok", message: "process runtime (slots run as local processes)", hint: "" };
   const host = engineAddress(slots.docker_host, env);
   try {
     const ping = await engineGet(host, "/_ping");
     if (ping.status !== 200) throw new Error(`GET /_ping answered ${ping.status}`);
     const version = await engineGet(host, "/version").then((r) => (JSON.parse(r.body) as { Version?: string }).Version ?? "?", () => "?");
+    if (slots.runtime === "swarm") return await swarmRow(host, version);
     return { check: "runtime", status: "ok", message: `docker engine ${version} answers at ${host}`, hint: "" };
   } catch (err) {
-    return { check: "runtime", status: "fail", message: `docker runtime: the engine at ${host} does not answer (${(err as Error).message})`, hint: "start the engine, or set [slots] docker_host or DOCKER_HOST" };
+    return { check: "runtime", status: "fail", message: `${slots.runtime} runtime: the engine at ${host} does not answer (${(err as Error).message})`, hint: "start the engine, or set [slots] docker_host or DOCKER_HOST" };
   }
+}
+
+/** The swarm runtime's engine must be a manager; its nodes are counted by state. */
+async function swarmRow(host: string, version: string): Promise<DoctorRow> {
+  const info = JSON.parse((await engineGet(host, "/info")).body) as { Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean } };
+  if (info.Swarm?.ControlAvailable !== true) {
+    return { check: "runtime", status: "fail", message: `swarm runtime: the engine ${version} at ${host} is not a swarm manager (swarm state ${info.Swarm?.LocalNodeState || "inactive"})`, hint: "run docker swarm init on it, or point [slots] docker_host at a manager (docs/swarm.md)" };
+  }
+  const nodes = JSON.parse((await engineGet(host, "/nodes")).body) as { Status?: { State?: string } }[];
+  const ready = nodes.filter((n) => n.Status?.State === "ready").length;
+  const status = ready === nodes.length ? "ok" : "warn";
+  return { check: "runtime", status, message: `swarm manager (docker ${version}) at ${host}: ${ready} of ${nodes.length} nodes ready`, hint: status === "ok" ? "" : "hal0 status lists the nodes and the slots on each" };
 }
 
 /** How long `<runner> --version` may take before the doctor stops it. */

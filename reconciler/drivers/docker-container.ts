@@ -103,6 +103,20 @@ export async function hostMounts(argv: readonly string[], cwd: string): Promise<
   return mounts;
 }
 
+/**
+ * The swarm runtime's mounts: every regular file an absolute argv word names
+ * (models, drafters, projectors, templates), read-only at the same path — and
+ * not the config folder, which exists only on the machine hal0 runs on. Each
+ * node must hold those files at those paths (Swarm refuses a task whose bind
+ * source is missing on its node, and says so).
+ */
+export async function fileMounts(argv: readonly string[]): Promise<BindMount[]> {
+  const words = argv.map((w) => (w.startsWith("--") && w.includes("=") ? w.slice(w.indexOf("=") + 1) : w));
+  const files: string[] = [];
+  for (const path of [...new Set(words.filter((w) => isAbsolute(w)))].sort()) if ((await stat(path).catch(() => undefined))?.isFile()) files.push(path);
+  return files.map(bind);
+}
+
 function bind(path: string): BindMount {
   return { Type: "bind", Source: path, Target: path, ReadOnly: true };
 }

@@ -44,7 +44,6 @@ export interface ServiceInputs {
   readonly name: string;
   readonly view: SlotView;
   readonly mounts: readonly BindMount[];
-  readonly cwd?: string;
   readonly stopGraceS: number;
   /** The id of the manager's `host` network (a service joins it by id). */
   readonly hostNetwork: string;
@@ -83,7 +82,6 @@ export function serviceSpec(input: ServiceInputs): Record<string, unknown> {
         Args: [...spec.argv],
         Env: envList(spec.env),
         Labels: { [LABEL.managed]: "true", [LABEL.box]: box, [LABEL.slot]: name },
-        ...(input.cwd !== undefined && input.mounts[0]?.Target === input.cwd ? { Dir: input.cwd } : {}),
         Mounts: input.mounts.map((m) => ({ ...m })),
         Init: true,
         StopGracePeriod: input.stopGraceS * 1e9,

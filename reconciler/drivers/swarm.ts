@@ -3,7 +3,7 @@ import Dockerode from "dockerode";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
 import { DriverError, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
-import { LABEL, boxFilter, containerName, hostMounts, labelledAs } from "./docker-container.js";
+import { LABEL, boxFilter, containerName, fileMounts, labelledAs } from "./docker-container.js";
 import { engineStatus, notOursMessage } from "./docker-engine.js";
 import { healthOf, httpStatus, acceptsConnections } from "./proc.js";
 import type { SwarmKey } from "./swarm-key.js";
@@ -105,10 +105,10 @@ export class SwarmDriver implements SlotDriver {
     const { spec } = view;
     if (spec.runtime !== "swarm" || !spec.image) throw new DriverError("slot.spawn_failed", `slot ${name}: its spec is for the ${spec.runtime} runtime, not swarm (no image)`);
     await this.refuseTaken(name);
-    const [secret, hostNetwork, mounts] = await Promise.all([this.ensureSecret(), this.hostNetwork(), hostMounts(spec.argv, options.cwd)]);
+    const [secret, hostNetwork, mounts] = await Promise.all([this.ensureSecret(), this.hostNetwork(), fileMounts(spec.argv)]);
     const svc = containerName(name);
     try {
-      await this.docker.createService(serviceSpec({ box: this.box, name, view, mounts, cwd: options.cwd, stopGraceS: this.stopGraceS, hostNetwork, secret }) as unknown as Dockerode.CreateServiceOptions);
+      await this.docker.createService(serviceSpec({ box: this.box, name, view, mounts, stopGraceS: this.stopGraceS, hostNetwork, secret }) as unknown as Dockerode.CreateServiceOptions);
     } catch (err) {
       throw new DriverError("slot.spawn_failed", `slot ${name}: the swarm manager could not create ${svc}: ${(err as Error).message}`);
     }

@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { PROJECT } from "../reconciler/process-helpers.js";
 import { SWARM_DIR, SWARM_MANAGER, rigNode, rigNodeEngine, swarmManager } from "../reconciler/swarm-helpers.js";
-import { applyKilledAfter, captureIo } from "./helpers.js";
+import { applyKilledAfter, captureIo, startServe } from "./helpers.js";
 
 /**
  * `[slots] runtime = "swarm"` end to end through the CLI against the
@@ -148,6 +148,24 @@ describe.skipIf(manager === undefined)(SUITE, () => {
 
     const again = await run("plan");
     expect(again.out).toContain("No changes.");
+    const doctor = await run("doctor");
+    expect(doctor.out).toMatch(/ok\s+runtime\s+swarm manager \(docker [^)]+\) at unix:\/\/\S+: 3 of 3 nodes ready/);
+
+    // The server says the same: /api/status lists the nodes with the slots on each, and a slot read carries the key.
+    const { child, url } = await startServe(config, state, ["--no-reconcile"], undefined, { ...process.env, ...env });
+    try {
+      const headers = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
+      const api = (await (await fetch(`${url}/api/status`, { headers })).json()) as any;
+      expect(api.runtime).toBe("swarm");
+      expect(api.nodes.map((n: any) => [n.hostname, n.state, n.availability, n.slots])).toEqual([
+        ["hal0-node-1", "ready", "active", [S.one]], ["hal0-node-2", "ready", "active", [S.gpu, S.two]], ["hal0-node-3", "ready", "active", [S.three]],
+      ]);
+      expect(api.nodes[2].labels).toEqual({ npu: "xdna" });
+      const slots = await (await fetch(`${url}/api/slots`, { headers })).text();
+      expect(slots).not.toContain(key());
+    } finally {
+      child.kill("SIGTERM");
+    }
   }, 180_000);
 
   it("a placement edit moves exactly that slot: one replace naming placement.node, the others' tasks untouched", async () => {
@@ -205,6 +223,7 @@ describe.skipIf(manager === undefined)(SUITE, () => {
     const slots = Object.fromEntries(plan.changes.filter((c: any) => c.kind === "slot").map((c: any) => [c.address, c.reason]));
     expect(slots).toEqual({ [`slot.${S.gpu}`]: "unplaced", [`slot.${S.one}`]: "unchanged", [`slot.${S.three}`]: "unchanged", [`slot.${S.two}`]: "unplaced" });
     expect(plan.warnings.filter((w: any) => w.code === "slot.unplaced").map((w: any) => w.address).sort()).toEqual([`slot.${S.gpu}`, `slot.${S.two}`]);
+    expect((await run("doctor")).out).toMatch(/warn\s+runtime\s+swarm manager .*: 2 of 3 nodes ready/);
     const applied = await run("apply", "--yes");
     expect(applied.code, applied.out + applied.err).toBe(0);
     const during = await placed();
