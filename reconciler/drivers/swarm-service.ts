@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { SWARM_API_KEY_FILE, canonicalJson, rehashSpec } from "../../compiler/index.js";
 import { nodeMatches } from "../nodes.js";
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
@@ -21,9 +22,14 @@ export const NODE_LABEL = "hal0.node";
 /** Where the box's API key is mounted in every runner (the `--api-key-file` the compiler writes). */
 const API_KEY_FILE = SWARM_API_KEY_FILE;
 
-/** The Swarm secret that holds `box`'s API key (secret names are at most 64 characters). */
-export function secretName(box: string): string {
-  return `hal0-api-key-${box}`.slice(0, 64);
+/**
+ * The Swarm secret that holds `box`'s API key, named after the key's digest:
+ * secrets are immutable, so a new key (its state file lost or removed) gets a
+ * new secret, and the services hal0 starts from then on read the new key.
+ * Secret names are at most 64 characters.
+ */
+export function secretName(box: string, key: string): string {
+  return `hal0-api-key-${box.slice(0, 38)}-${createHash("sha256").update(key).digest("hex").slice(0, 12)}`;
 }
 
 /** A Swarm node id: 25 lowercase letters and digits. */

@@ -180,12 +180,12 @@ export class SwarmDriver implements SlotDriver {
   /** The box's API key as a Swarm secret, created once (secrets are immutable; the key never changes for a box). */
   private async ensureSecret(): Promise<{ id: string; name: string }> {
     if (this.secret) return this.secret;
-    const name = secretName(this.box);
+    const key = await this.key.ensure();
+    const name = secretName(this.box, key);
     const listed = (await this.docker.listSecrets({ filters: { name: [name] } })) as { ID: string; Spec?: { Name?: string } }[];
     const found = listed.find((s) => s.Spec?.Name === name);
     if (found) return (this.secret = { id: found.ID, name });
     try {
-      const key = await this.key.ensure();
       const created = (await this.docker.createSecret({ Name: name, Labels: { [LABEL.managed]: "true", [LABEL.box]: this.box }, Data: Buffer.from(`${key}\n`).toString("base64") })) as { id?: string; ID?: string };
       return (this.secret = { id: created.id ?? created.ID ?? "", name });
     } catch (err) {
