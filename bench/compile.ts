@@ -1,5 +1,7 @@
+import { execFile } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { parse } from "smol-toml";
 import { compile } from "../compiler/index.js";
 import { generateTree } from "./generate.js";
@@ -86,4 +88,18 @@ if (dockerHost && !hasCompose) {
   for (const line of await benchCompose(dockerHost)) console.log(line);
 } else {
   console.log("\ndocker runtime: skipped (no DOCKER_HOST; run bash .ci/docker-up.sh and export the DOCKER_HOST it prints)");
+}
+
+// The swarm part needs the three-node rig (.ci/swarm-up.sh): its manager's socket, answering as a swarm manager.
+const swarmDir = process.env.HAL0_SWARM_DIR ?? join(process.env.RUNNER_TEMP ?? "/tmp", "hal0-swarm");
+const managerSocket = join(swarmDir, "n1/docker.sock");
+const managerHost = `unix://${managerSocket}`;
+const isManager = existsSync(managerSocket) && (await promisify(execFile)("docker", ["info", "--format", "{{.Swarm.ControlAvailable}}"], { env: { ...process.env, DOCKER_HOST: managerHost }, timeout: 10_000 })
+  .then(({ stdout }) => stdout.trim() === "true", () => false));
+if (isManager) {
+  console.log(`\nswarm runtime beside docker stack deploy (manager ${managerHost}; 30 slots of hal0-runner:local, 10 pinned to each of 3 nodes)`);
+  const { benchSwarm } = await import("./swarm.js");
+  for (const line of await benchSwarm(managerHost)) console.log(line);
+} else {
+  console.log(`\nswarm runtime: skipped (no swarm manager at ${managerHost}; start the three-node rig with bash .ci/swarm-up.sh up)`);
 }
