@@ -9,7 +9,7 @@ import { packageRoot } from "../reconciler/package-root.js";
 import { compile, loadTree } from "../compiler/index.js";
 import { dockerClient } from "../reconciler/drivers/docker.js";
 import { acceptsConnections, httpStatus } from "../reconciler/drivers/proc.js";
-import { nodeFrom, secretName, type ListedNode, type ListedTask } from "../reconciler/drivers/swarm-service.js";
+import { nodeFrom, type ListedNode, type ListedTask } from "../reconciler/drivers/swarm-service.js";
 import { StateStore } from "../reconciler/state.js";
 
 /**
@@ -252,7 +252,10 @@ export async function benchSwarm(managerHost: string): Promise<string[]> {
     await hal0(["down"]).catch(() => undefined);
     // hal0 down leaves the box's key secret (it outlives slots); this bench's box goes, so does its secret.
     const boxId = await new StateStore(stateDir).boxId().catch(() => undefined);
-    if (boxId !== undefined) await docker.getSecret(secretName(boxId)).remove().catch(() => undefined);
+    if (boxId !== undefined) {
+      const secrets = await docker.listSecrets({ filters: { label: [`hal0.box=${boxId}`] } }).catch(() => []);
+      await Promise.all(secrets.map((s) => docker.getSecret(s.ID).remove().catch(() => undefined)));
+    }
     rmSync(base, { recursive: true, force: true });
   }
   // stack's median over hal0's: above 1 hal0 is that many times faster, below it the stack is.

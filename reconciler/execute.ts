@@ -33,7 +33,7 @@ export interface ExecuteOptions {
   readonly stopGraceS: number;
   /** The config folder: the runners' working folder. */
   readonly cwd: string;
-  /** How many slots start or stop at once within a wave. */
+  /** How many slots start or stop at once within a wave: per machine (on a swarm, per node a slot is pinned to). */
   readonly parallel?: number;
   readonly onEvent?: (event: ExecEvent) => void;
   /** The agent tokens a Hermes profile's `Bearer [redacted]` stands for; without them no Authorization header is written. */
@@ -61,10 +61,10 @@ export async function executePlan(plan: Pick<Plan, "changes">, opts: ExecuteOpti
   const stops = slotChanges.filter((c) => c.action === "delete" || c.action === "replace");
   const starts = slotChanges.filter((c) => c.action === "create" || c.action === "replace");
   const stopped = new Map<string, StepResult>();
-  for (const result of await inParallel(stops, options.parallel ?? 4, (c) => stopStep(c, options))) stopped.set(result.address, result);
+  for (const result of await inParallelBy(stops, options.parallel ?? 4, (c) => machineOf(c.before), (c) => stopStep(c, options))) stopped.set(result.address, result);
   const results = [...stopped.values()].filter((r) => r.action === "delete" || !r.ok);
   const startable = starts.filter((c) => stopped.get(c.address)?.ok !== false);
-  results.push(...(await inParallel(startable, options.parallel ?? 4, (c) => startStep(c, options))));
+  results.push(...(await inParallelBy(startable, options.parallel ?? 4, (c) => machineOf(c.after), (c) => startStep(c, options))));
   const settings = plan.changes.find((c): c is SettingsChange => c.kind === "settings" && c.action !== "no-op");
   if (settings) results.push(await settingsStep(settings, options));
   const hermes = plan.changes.filter((c): c is HermesChange => c.kind === "hermes" && c.action === "update");
@@ -197,6 +197,25 @@ async function removeFromInventory(state: StateStore, name: string): Promise<voi
 function runtime(o: Ctx): SlotDriver {
   if (o.driver === undefined) throw new Error("a slot step without a runtime");
   return o.driver;
+}
+
+/**
+ * The machine a slot's start or stop loads: the node a swarm slot is pinned to
+ * (its view's `placement.node`), else the one box (or the swarm as a whole,
+ * for slots Swarm places by labels). Model loads compete for one machine's
+ * memory and disk, not for another's.
+ */
+function machineOf(view: SlotChange["before"]): string {
+  return view?.spec.placement?.node ?? "";
+}
+
+/** `inParallel` per group of `key`: each machine gets `limit` at once, the groups run side by side; results in the items' order. */
+async function inParallelBy<T, R>(items: readonly T[], limit: number, key: (item: T) => string, run: (item: T) => Promise<R>): Promise<R[]> {
+  const groups = new Map<string, number[]>();
+  items.forEach((item, i) => groups.set(key(item), [...(groups.get(key(item)) ?? []), i]));
+  const out: R[] = new Array(items.length);
+  await Promise.all([...groups.values()].map((indexes) => inParallel(indexes, limit, async (i) => (out[i] = await run(items[i]!)))));
+  return out;
 }
 
 async function inParallel<T, R>(items: readonly T[], limit: number, run: (item: T) => Promise<R>): Promise<R[]> {

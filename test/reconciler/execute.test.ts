@@ -91,3 +91,42 @@ describe("executePlan", () => {
     expect(results).toMatchObject([{ address: "slot.chat", ok: false, code: "slot.apply_failed", error: "stuck" }]);
   });
 });
+
+describe("executePlan's parallelism per machine", () => {
+  it("starts `parallel` slots at once on each swarm node a slot is pinned to, the nodes side by side, and the label-placed slots as one more group", async () => {
+    const state = new StateStore(mkdtempSync(join(tmpdir(), "hal0-exec-")));
+    await state.writeInventory({ version: 1, box: "box-1", slots: {} });
+    const running = new Map<string, number>();
+    const peak = new Map<string, number>();
+    let all = 0;
+    let allPeak = 0;
+    const machine = (v: SlotView) => v.spec.placement?.node ?? "(labels)";
+    const driver: SlotDriver = {
+      runtime: "swarm",
+      observe: async () => [],
+      portHolder: async () => undefined,
+      stop: async () => {},
+      start: async (_name, v) => {
+        const m = machine(v);
+        running.set(m, (running.get(m) ?? 0) + 1);
+        peak.set(m, Math.max(peak.get(m) ?? 0, running.get(m)!));
+        allPeak = Math.max(allPeak, ++all);
+        await new Promise((r) => setTimeout(r, 20));
+        running.set(m, running.get(m)! - 1);
+        all--;
+        return {};
+      },
+    };
+    const pinned = (port: number, node?: string) => ({ port, spec: { runtime: "swarm", placement: { labels: node ? {} : { gpu: "rocm" }, ...(node ? { node } : {}) } } }) as unknown as SlotView;
+    const changes = [
+      ...[1, 2, 3, 4, 5].map((i) => change(`slot.a${i}`, "create", pinned(9000 + i, "node-1"))),
+      ...[1, 2, 3, 4, 5].map((i) => change(`slot.b${i}`, "create", pinned(9000 + i, "node-2"))),
+      ...[1, 2, 3].map((i) => change(`slot.c${i}`, "create", pinned(9100 + i))),
+    ];
+    const results = await executePlan(plan(changes), { driver, state, healthTimeoutS: 5, stopGraceS: 1, cwd: "/", parallel: 2 });
+    expect(results.every((r) => r.ok)).toBe(true);
+    // Two at once on each node and among the label-placed slots, and the groups overlapped (not 2 at once in all).
+    expect(Object.fromEntries(peak)).toEqual({ "node-1": 2, "node-2": 2, "(labels)": 2 });
+    expect(allPeak).toBe(6);
+  });
+});
