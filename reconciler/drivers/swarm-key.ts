@@ -12,6 +12,7 @@ import { writeFileAtomic } from "../atomic.js";
  */
 export class SwarmKey {
   private key?: string;
+  private ensuring?: Promise<string>;
 
   constructor(private readonly stateDir: string) {}
 
@@ -28,14 +29,17 @@ export class SwarmKey {
     return this.key;
   }
 
-  /** The key, made and kept when there is none yet. */
-  async ensure(): Promise<string> {
-    const found = await this.read();
-    if (found !== undefined) return found;
-    const key = randomBytes(32).toString("hex");
-    await writeFileAtomic(this.path, `${key}\n`, 0o600);
-    this.key = key;
-    return key;
+  /** The key, made and kept when there is none yet. Calls at once (slots started side by side) share one key. */
+  ensure(): Promise<string> {
+    this.ensuring ??= (async () => {
+      const found = await this.read();
+      if (found !== undefined) return found;
+      const key = randomBytes(32).toString("hex");
+      await writeFileAtomic(this.path, `${key}\n`, 0o600);
+      this.key = key;
+      return key;
+    })().finally(() => (this.ensuring = undefined));
+    return this.ensuring;
   }
 
   /** The key already read (sync, for a caller that observed first); undefined when none was. */

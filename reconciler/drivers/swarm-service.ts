@@ -129,7 +129,7 @@ export interface ListedTask {
   readonly DesiredState: string;
   readonly CreatedAt?: string;
   readonly UpdatedAt?: string;
-  readonly Status: { readonly State: string; readonly Err?: string; readonly Message?: string; readonly Timestamp?: string };
+  readonly Status: { readonly State: string; readonly Err?: string; readonly Message?: string; readonly Timestamp?: string; readonly ContainerStatus?: { readonly ExitCode?: number } };
 }
 
 /** The fields of a `GET /nodes` row hal0 reads. */

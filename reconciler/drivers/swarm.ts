@@ -3,7 +3,7 @@ import Dockerode from "dockerode";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
 import { DriverError, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
-import { LABEL, boxFilter, containerName, fileMounts, labelledAs } from "./docker-container.js";
+import { LABEL, boxFilter, containerName, fileMounts, labelledAs, logTailOf } from "./docker-container.js";
 import { engineStatus, notOursMessage } from "./docker-engine.js";
 import { healthOf, httpStatus, acceptsConnections } from "./proc.js";
 import type { SwarmKey } from "./swarm-key.js";
@@ -13,6 +13,11 @@ const OBSERVE_HEALTH_TIMEOUT_MS = 1000;
 const POLL_MS = 250;
 /** How long a new service may sit Pending with "no suitable node" before start says so. */
 const UNPLACED_AFTER_MS = 3000;
+/** Beyond the stop grace, how long a start waits for a pinned slot's port to free on its node. */
+const HELD_PORT_SLACK_MS = 5000;
+/** A start gives up when this many of its tasks have failed (Swarm restarts a runner that exits). */
+const FAILED_TASKS = 3;
+const LOG_LINES = 15;
 /** Beyond the stop grace, how long stop waits for the runner's port to close on its node. */
 const STOP_SLACK_MS = 10_000;
 
@@ -50,6 +55,7 @@ export class SwarmDriver implements SlotDriver {
   private readonly stopGraceS: number;
   private secret?: { id: string; name: string };
   private nodesInFlight?: Promise<ObservedNode[]>;
+  private secretInFlight?: Promise<{ id: string; name: string }>;
 
   constructor(options: SwarmDriverOptions) {
     if (options.box === "") throw new Error("SwarmDriver needs the box id (its services' hal0.box label)");
@@ -105,6 +111,7 @@ export class SwarmDriver implements SlotDriver {
     const { spec } = view;
     if (spec.runtime !== "swarm" || !spec.image) throw new DriverError("slot.spawn_failed", `slot ${name}: its spec is for the ${spec.runtime} runtime, not swarm (no image)`);
     await this.refuseTaken(name);
+    await this.refuseHeldPort(name, view);
     const [secret, hostNetwork, mounts] = await Promise.all([this.ensureSecret(), this.hostNetwork(), fileMounts(spec.argv)]);
     const svc = containerName(name);
     try {
@@ -147,8 +154,18 @@ export class SwarmDriver implements SlotDriver {
     while (Date.now() < deadline) {
       const tasks = ((await this.docker.listTasks({ filters: { service: [svc] } }).catch(() => [])) as ListedTask[])
         .sort((a, b) => ((a.Status.Timestamp ?? "") < (b.Status.Timestamp ?? "") ? 1 : -1));
-      const failed = tasks.find((t) => ["failed", "rejected"].includes(t.Status.State));
-      if (failed !== undefined) return { ok: false, code: "slot.spawn_failed", message: `slot ${name}: a task of ${svc} ${failed.Status.State}: ${failed.Status.Err || failed.Status.Message || "no reason given"}` };
+      // A node that refuses the task (no such image, a bind source missing) will refuse it again: at once.
+      // A runner that exits is restarted by Swarm; a start gives up after FAILED_TASKS of them (a port the
+      // previous runner of this slot has not freed yet on that node passes on the next try).
+      const rejected = tasks.find((t) => t.Status.State === "rejected");
+      const failed = tasks.filter((t) => t.Status.State === "failed");
+      const fatal = rejected ?? (failed.length >= FAILED_TASKS ? failed[0] : undefined);
+      if (fatal !== undefined) {
+        const exit = fatal.Status.ContainerStatus?.ExitCode;
+        const why = `${fatal.Status.Err || fatal.Status.Message || "no reason given"}${exit !== undefined && fatal.Status.State === "failed" ? ` (exit code ${exit})` : ""}`;
+        const tries = fatal === rejected ? "" : ` ${failed.length} times`;
+        return { ok: false, code: "slot.spawn_failed", message: `slot ${name}: a task of ${svc} ${fatal.Status.State}${tries}: ${why}${await this.logNote(svc)}` };
+      }
       const task = tasks.find((t) => t.DesiredState === "running");
       if (task !== undefined) {
         last = `task ${task.Status.State}${task.Status.Err ? ` (${task.Status.Err})` : ""}`;
@@ -177,8 +194,45 @@ export class SwarmDriver implements SlotDriver {
     return { ok: false, code: "slot.health_failed", message: `slot ${name}: GET ${health_path} did not return 200 within ${options.healthTimeoutS} s (${last})` };
   }
 
-  /** The box's API key as a Swarm secret, created once (secrets are immutable; the key never changes for a box). */
-  private async ensureSecret(): Promise<{ id: string; name: string }> {
+  /** The last lines of a service's log (the manager gathers them from the node), for a failed start's message. */
+  private async logNote(svc: string): Promise<string> {
+    const raw = (await this.docker.getService(svc).logs({ stdout: true, stderr: true, tail: LOG_LINES, follow: false }).catch(() => undefined)) as unknown;
+    const tail = Buffer.isBuffer(raw) ? logTailOf(raw, LOG_LINES) : "";
+    return tail === "" ? "" : `; last lines of its log:\n${tail.replace(/^/gm, "  ")}`;
+  }
+
+  /**
+   * A slot pinned to a node whose port already accepts connections there is
+   * refused, as the docker runtime refuses a held port: the runner could not
+   * bind it, and a /health answered by whatever holds it would pass for
+   * ours. (Where Swarm puts a label-placed slot is known only after it does.)
+   * A runner of a service removed a moment ago (by hand, or by an apply that
+   * was killed) holds the port for up to the stop grace: so the port gets that
+   * long, and a few seconds more, to free before the start is refused.
+   */
+  private async refuseHeldPort(name: string, view: SlotView): Promise<void> {
+    const want = view.spec.placement?.node;
+    if (want === undefined) return;
+    const node = (await this.nodes()).find((n) => n.id === want || n.hostname === want);
+    if (node === undefined || node.state !== "ready" || node.addr === "") return;
+    const deadline = Date.now() + this.stopGraceS * 1000 + HELD_PORT_SLACK_MS;
+    let held = await acceptsConnections(view.spec.port, 1000, node.addr);
+    while (held && Date.now() < deadline) {
+      await sleep(POLL_MS);
+      held = await acceptsConnections(view.spec.port, 1000, node.addr);
+    }
+    if (held) {
+      throw new DriverError("slot.port_in_use", `slot ${name}: port ${view.spec.port} on node ${node.hostname} (${node.addr}) is already in use by a program hal0 did not start there; free it or give the slot another port`);
+    }
+  }
+
+  /** The box's API key as a Swarm secret, created once per key (secrets are immutable). Starts side by side share one lookup. */
+  private ensureSecret(): Promise<{ id: string; name: string }> {
+    this.secretInFlight ??= this.findOrCreateSecret().finally(() => (this.secretInFlight = undefined));
+    return this.secretInFlight;
+  }
+
+  private async findOrCreateSecret(): Promise<{ id: string; name: string }> {
     if (this.secret) return this.secret;
     const key = await this.key.ensure();
     const name = secretName(this.box, key);
@@ -190,7 +244,7 @@ export class SwarmDriver implements SlotDriver {
       return (this.secret = { id: created.id ?? created.ID ?? "", name });
     } catch (err) {
       if (engineStatus(err) !== 409) throw err; // another apply made it meanwhile
-      return this.ensureSecret();
+      return this.findOrCreateSecret();
     }
   }
 

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -259,4 +260,33 @@ describe.skipIf(manager === undefined)(SUITE, () => {
       expect(plan.out, `round ${round}`).toContain("No changes.");
     }
   }, 300_000);
+
+  it("a port another program holds on a node: a slot pinned there is refused before any service is made; one placed by a label fails after Swarm's three tries, in the runner's own words; nothing is left", async () => {
+    // A program of nobody's on node 2 that accepts connections and closes them (no HTTP: its answers cannot pass for a runner's).
+    const holder = spawn("nsenter", ["--net=/var/run/netns/hal0-swarm-2", process.execPath, "-e", `require("net").createServer((s) => s.destroy()).listen(${PORT + 5}, "0.0.0.0", () => console.log("listening"))`], { stdio: ["ignore", "pipe", "inherit"] });
+    try {
+      await new Promise((resolve, reject) => {
+        holder.stdout!.once("data", resolve);
+        holder.once("exit", (code) => reject(new Error(`the port holder exited ${code}`)));
+      });
+      const busy = `${P}-busy`;
+      slotFile(busy, PORT + 5, `node = "hal0-node-2"`);
+      const pinned = await run("apply", "--yes");
+      expect(pinned.code).toBe(1);
+      expect(pinned.out).toContain(`slot.port_in_use: slot ${busy}: port ${PORT + 5} on node hal0-node-2 (10.77.0.2) is already in use by a program hal0 did not start there`);
+      expect(await ours()).not.toContain(`hal0-slot-${busy}`);
+
+      slotFile(busy, PORT + 5, `labels = { gpu = "rocm" }`);
+      const labelled = await run("apply", "--yes");
+      expect(labelled.code).toBe(1);
+      expect(labelled.out).toContain(`slot.spawn_failed: slot ${busy}: a task of hal0-slot-${busy} failed 3 times: task: non-zero exit (1) (exit code 1); last lines of its log:`);
+      expect(labelled.out).toContain(`couldn't bind to 0.0.0.0:${PORT + 5}: address already in use`);
+      expect(await ours()).not.toContain(`hal0-slot-${busy}`);
+      const status = await json("status", busy);
+      expect(status.slot.last_error).toMatch(/^slot\.spawn_failed: /);
+      rmSync(join(config, "slots", `${busy}.toml`));
+    } finally {
+      holder.kill("SIGKILL");
+    }
+  }, 120_000);
 });

@@ -1,4 +1,8 @@
+import { mkdtempSync, readdirSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { SwarmKey } from "../../reconciler/drivers/swarm-key.js";
 import { compile, sourceTree, type Model } from "../../compiler/index.js";
 import { nodeMatches } from "../../reconciler/nodes.js";
 import { constraintsOf, nodeFrom, observedService, serviceSpec, type ListedService, type ListedTask } from "../../reconciler/drivers/swarm-service.js";
@@ -216,5 +220,19 @@ describe("placement edits are privileged", () => {
     const placement = effects.filter((e) => e.path[0] === "placement");
     expect(placement.length).toBeGreaterThanOrEqual(2);
     expect(placement.every((e) => e.class === "privileged")).toBe(true);
+  });
+});
+
+describe("the box's API key (swarm-key.ts)", () => {
+  it("is made once, 0600, however many starts ask for it at once, and read back by a new process's store", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-swarm-key-"));
+    const store = new SwarmKey(dir);
+    expect(await store.read()).toBeUndefined();
+    const keys = await Promise.all(Array.from({ length: 5 }, () => store.ensure()));
+    expect(new Set(keys).size).toBe(1);
+    expect(keys[0]).toMatch(/^[0-9a-f]{64}$/);
+    expect(statSync(store.path).mode & 0o777).toBe(0o600);
+    expect(await new SwarmKey(dir).read()).toBe(keys[0]);
+    expect(readdirSync(dir)).toEqual(["swarm-api-key"]); // no temp file left
   });
 });
