@@ -39,11 +39,11 @@ export async function runServe(args: string[], io: CliIo): Promise<number> {
   };
   process.on("SIGINT", stop);
   process.on("SIGTERM", stop);
-  // One runner probe for the API's writes and the sweep (its cache in the state folder). On the docker
+  // One runner probe for the API's writes and the sweep (its cache in the state folder). On the docker and swarm
   // runtime the engine is reached first, so images are asked through it from the first sweep on.
   const runners = runnerProbeFor(root, state).probe;
   const first = await compileTree({ config: root }, io).catch(() => undefined);
-  if (first?.model?.settings.slots.runtime === "docker") await driverFor(first.model, new StateStore(state).dir, io.env).catch(() => undefined);
+  if (first?.model !== undefined && first.model.settings.slots.runtime !== "process") await driverFor(first.model, new StateStore(state).dir, io.env).catch(() => undefined);
   const serving = await serve({
     root, stateDir: state, env: io.env as NodeJS.ProcessEnv, host: values.host, port, reconcile: !values["no-reconcile"], runners,
     driverFor: async (model) => driverFor(model, new StateStore(state).dir, io.env),
