@@ -265,6 +265,6 @@ export async function benchSwarm(managerHost: string): Promise<string[]> {
   };
   return [
     `no-op converge, 30 running on 3 nodes:  hal0 apply --yes ${median(r.hal0Noop).toFixed(0)} ms   docker stack deploy ${median(r.stackNoop).toFixed(0)} ms   → ${verdict(r.stackNoop, r.hal0Noop)}`,
-    `create 30 on 3 nodes:                   hal0 apply --yes ${(median(r.hal0Create) / 1000).toFixed(2)} s   docker stack deploy ${(median(r.stackCreate) / 1000).toFixed(2)} s   → ${verdict(r.stackCreate, r.hal0Create)} (both until every /health answers 200 at its node; hal0 starts [slots] parallel = 4 at a time, Swarm all 30)`,
+    `create 30 on 3 nodes:                   hal0 apply --yes ${(median(r.hal0Create) / 1000).toFixed(2)} s   docker stack deploy ${(median(r.stackCreate) / 1000).toFixed(2)} s   → ${verdict(r.stackCreate, r.hal0Create)} (both until every /health answers 200 at its node; hal0 starts [slots] parallel = 4 per node at a time, Swarm all 30)`,
   ];
 }
