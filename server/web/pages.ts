@@ -1,4 +1,5 @@
 import type { Condition } from "../../reconciler/conditions.js";
+import type { NodeStatus } from "../../reconciler/nodes.js";
 import type { Approval } from "../approvals.js";
 import { invoke, type Dispatcher } from "../dispatch.js";
 import { routeId, type Caller, type Route } from "../route.js";
@@ -93,9 +94,9 @@ export async function planPage(d: Dispatcher, id: string, viewer?: Viewer): Prom
 
 /**
  * `/status`: each slot's throughput, the slots with lifecycle state,
- * conditions and drift, the doctor's rows and the last audit entries — read through the same read
- * routes REST serves (`GET /api/slots`, `…/{name}/state`, `…/{name}`,
- * `/api/stats/slots`, `/api/stats/throughput/history`, `/api/doctor`).
+ * conditions and drift, on a swarm box its nodes, the doctor's rows and the last audit entries —
+ * read through the same read routes REST serves (`GET /api/slots`, `…/{name}/state`, `…/{name}`,
+ * `/api/stats/slots`, `/api/stats/throughput/history`, `/api/status`, `/api/doctor`).
  */
 export async function statusPage(d: Dispatcher, viewer?: Viewer): Promise<string> {
   const read = readRoute(d);
@@ -114,11 +115,13 @@ export async function statusPage(d: Dispatcher, viewer?: Viewer): Promise<string
 <td>${esc(s.profile)}<br><span class="muted">${esc(s.model ?? "—")} · port ${esc(s.port)}</span></td><td>${esc(drift)}<br><span class="muted">policy ${esc(detail.drift)}</span></td><td>${conditions}</td></tr>`;
   }));
   const doctor = (await read("GET /api/doctor", {})) as { ok: boolean; rows: Array<Record<string, unknown>> };
+  const { nodes } = (await read("GET /api/status", {})) as { nodes?: readonly NodeStatus[] };
   const audit = d.audit.query({ limit: AUDIT_ROWS, offset: 0 }).items;
   const body = `${throughput}
 <section aria-labelledby="slots-h"><h2 id="slots-h">Slots (${slots.length})</h2><div class="table-wrap"><table>
 <thead><tr><th scope="col">Slot</th><th scope="col">State</th><th scope="col">Profile / model</th><th scope="col">Drift</th><th scope="col">Conditions</th></tr></thead>
 <tbody>${rows.join("\n")}</tbody></table></div></section>
+${nodes === undefined ? "" : nodesSection(nodes)}
 <section aria-labelledby="doctor-h"><h2 id="doctor-h">Doctor <span class="badge state-${doctor.ok ? "ok" : "fail"}">${doctor.ok ? "ok" : "failing"}</span></h2><div class="table-wrap"><table>
 <thead><tr><th scope="col">Check</th><th scope="col">Status</th><th scope="col">Detail</th></tr></thead>
 <tbody>${doctor.rows.map((r) => `<tr><th scope="row">${esc(r.check)}</th><td><span class="badge state-${esc(r.status)}">${esc(r.status)}</span></td><td>${esc(r.message)}${r.hint ? `<br><span class="muted">${esc(r.hint)}</span>` : ""}</td></tr>`).join("\n")}</tbody></table></div></section>
@@ -221,4 +224,17 @@ export function loginPage(message?: string): string {
 <form class="login" method="post" action="/login"><label for="login-token">Or paste an operator token (<code>hal0_op_…</code>)</label>
 <input type="password" id="login-token" name="token" autocomplete="off" spellcheck="false" required>
 <button type="submit">Log in</button></form>`, { nav: false });
+}
+
+/** A swarm box's nodes: state, availability and role, address and engine, labels, and the slots on each. */
+function nodesSection(nodes: readonly NodeStatus[]): string {
+  const rows = nodes.map((n) => {
+    const labels = Object.keys(n.labels).sort().map((k) => `<code>${esc(k)}=${esc(n.labels[k])}</code>`).join(" ");
+    const state = n.state === "ready" && n.availability === "active" ? "ok" : n.state === "ready" ? "pending" : "fail";
+    return `<tr><th scope="row">${esc(n.hostname)}</th><td><span class="badge state-${state}">${esc(n.state)}</span><br><span class="muted">${esc(n.availability)}, ${esc(n.role)}${n.message ? ` · ${esc(n.message)}` : ""}</span></td>
+<td>${esc(n.addr || "—")}<br><span class="muted">docker ${esc(n.engine_version || "?")}</span></td><td>${labels || `<span class="muted">none</span>`}</td><td>${n.slots.length === 0 ? `<span class="muted">none</span>` : n.slots.map((s) => esc(s)).join(", ")}</td></tr>`;
+  });
+  return `<section aria-labelledby="nodes-h"><h2 id="nodes-h">Nodes (${nodes.length})</h2><div class="table-wrap"><table>
+<thead><tr><th scope="col">Node</th><th scope="col">State</th><th scope="col">Address</th><th scope="col">Labels</th><th scope="col">Slots</th></tr></thead>
+<tbody>${rows.join("\n")}</tbody></table></div></section>`;
 }

@@ -164,6 +164,13 @@ describe.skipIf(manager === undefined)(SUITE, () => {
       expect(api.nodes[2].labels).toEqual({ npu: "xdna" });
       const slots = await (await fetch(`${url}/api/slots`, { headers })).text();
       expect(slots).not.toContain(key());
+      // The status page draws the same nodes.
+      const page = await (await fetch(`${url}/status`, { headers })).text();
+      const nodes = page.slice(page.indexOf('<h2 id="nodes-h">'), page.indexOf("</section>", page.indexOf('<h2 id="nodes-h">')));
+      expect(nodes).toContain("Nodes (3)");
+      expect(nodes).toContain(`<th scope="row">hal0-node-2</th><td><span class="badge state-ok">ready</span>`);
+      expect(nodes).toContain(`<code>gpu=rocm</code></td><td>${S.gpu}, ${S.two}</td>`);
+      expect(page).not.toContain(key());
     } finally {
       child.kill("SIGTERM");
     }
