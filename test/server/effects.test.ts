@@ -129,6 +129,22 @@ describe("privileged effects always need a person, whichever tool carries them",
     expect(swap.body, JSON.stringify(swap.body)).toMatchObject({ committed: true });
   });
 
+  it("which machine a slot runs on ([placement] node / labels) is privileged through slot_edit, whatever the tool's tier; the operator's own edit commits", async () => {
+    const s = await box();
+    const before = read(s, "slots/utility.toml");
+    const node = await tool(s, "slot_edit", { name: "utility", placement: { node: "hal0-node-2" } });
+    expect(node.body, JSON.stringify(node.body)).toMatchObject({ status: "pending_approval" });
+    expect(node.body.effects.join("\n")).toMatch(/^moves slot utility to node "hal0-node-2" \(from /m);
+    const labels = await tool(s, "slot_edit", { name: "utility", placement: { labels: { gpu: "rocm" } } });
+    expect(labels.body, JSON.stringify(labels.body)).toMatchObject({ status: "pending_approval" });
+    expect(labels.body.effects.join("\n")).toMatch(/places slot utility by node labels: placement\.labels/);
+    expect(read(s, "slots/utility.toml")).toBe(before);
+    // The operator's own edit commits (on this one box it is a warning: slot.placement_ignored).
+    const own = await s.call("PUT", "/api/slots/utility/config", { body: { placement: { node: "hal0-node-2" } } });
+    expect(own.status, JSON.stringify(own.body)).toBe(200);
+    expect(read(s, "slots/utility.toml")).toContain('node = "hal0-node-2"');
+  });
+
   it("an assignment is never looser than the agent's tier for the matching tool: enabling is slot_load, disabling slot_unload", async () => {
     const s = await box();
     // hermes__coder must ask before loading or unloading (policy.toml [agents.hermes__coder]); hermes__ops need not.
