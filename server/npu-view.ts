@@ -20,7 +20,7 @@ export async function npuOccupancy(box: BoxService, model: Model) {
   const outcomes = await box.state.readOutcomes();
   const slots = await Promise.all(npuSlots(model).map(async (s) => {
     const o = seen.get(s.name);
-    const health = await probeHealth(o);
+    const health = await probeHealth(o, await box.driver(model));
     return {
       name: s.name, type: s.type, model: s.model ?? null, profile: s.profile, port: s.port, enabled: s.enabled, pinned: s.pinned,
       status: statusOf(s, o), state: lifecycleOf(s, o, health, outcomes[s.name]?.ok), health,

@@ -1,6 +1,7 @@
 import type { Model, ResolvedSlot } from "../compiler/index.js";
 import { planChanges, type Inventory, type Observed, type ObservedSlot } from "../reconciler/index.js";
 import type { SlotOutcome } from "../reconciler/state.js";
+import type { SlotDriver } from "../reconciler/drivers/driver.js";
 import { slotAddress, type SlotChange } from "../schema/index.js";
 import { invoke, type Call, type Dispatcher } from "./dispatch.js";
 import { ApiError } from "./errors.js";
@@ -195,7 +196,7 @@ export async function serviceHealth(d: Dispatcher): Promise<{ ok: boolean; servi
     sweepHealth(d),
     memoryHealth(d),
     { id: API, health: "ok" as const, detail: "answering (this reply)" },
-    ...slots.map((s) => slotHealth(s, seen.get(s.name))),
+    ...slots.map(async (s) => slotHealth(s, seen.get(s.name), await d.box.driver(model))),
   ]);
   return { ok: services.every((s) => s.health === "ok" || s.health === "off"), services };
 }
@@ -226,10 +227,10 @@ async function memoryHealth(d: Dispatcher): Promise<ServiceHealth> {
   }
 }
 
-async function slotHealth(slot: ResolvedSlot, seen: ObservedSlot | undefined): Promise<ServiceHealth> {
+async function slotHealth(slot: ResolvedSlot, seen: ObservedSlot | undefined, driver: SlotDriver): Promise<ServiceHealth> {
   const id = `${SLOT_PREFIX}${slot.name}`;
   if (!slot.enabled && !seen?.running) return { id, health: "off", detail: "disabled" };
   if (!seen?.running) return { id, health: "down", detail: "enabled and not running" };
-  const h = await probeHealth(seen);
+  const h = await probeHealth(seen, driver);
   return { id, health: h === "ok" ? "ok" : h === "loading" ? "degraded" : "down", detail: `GET /health: ${h}` };
 }

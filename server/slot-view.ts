@@ -2,9 +2,11 @@ import { closest } from "../compiler/suggest.js";
 import type { Model, ResolvedSlot } from "../compiler/index.js";
 import { healthOf, httpStatus } from "../reconciler/drivers/proc.js";
 import type { ObservedSlot, SlotHealth } from "../reconciler/index.js";
+import type { SlotDriver } from "../reconciler/drivers/driver.js";
 import type { BoxService } from "./box.js";
 import { ApiError } from "./errors.js";
 import { slotIds } from "./slot-ids.js";
+import { slotReach } from "./slot-reach.js";
 
 /** running: our runner is alive; stopped: enabled but not running; disabled: `enabled = false` and not running. */
 export type SlotStatus = "running" | "stopped" | "disabled";
@@ -73,17 +75,18 @@ export async function roster(box: BoxService, model: Model, observed?: Map<strin
   return slots.map((s) => rosterEntry(s, ids.get(s.name)!, seen.get(s.name)));
 }
 
-/** `GET /health` of one running slot (1 s), as observe would report it. */
-export async function probeHealth(seen: ObservedSlot | undefined): Promise<SlotHealth> {
+/** `GET /health` of one running slot (1 s), as observe would report it: where `driver` says the slot is (slotReach: a swarm node's address, with the key). */
+export async function probeHealth(seen: ObservedSlot | undefined, driver: Pick<SlotDriver, "reach"> | undefined): Promise<SlotHealth> {
   if (!seen?.running || !seen.record) return "unknown";
-  const { port, health_path } = seen.record.view.spec;
-  return healthOf(await httpStatus(port, health_path, HEALTH_TIMEOUT_MS));
+  const { spec } = seen.record.view;
+  const at = slotReach(spec, seen, driver);
+  return healthOf(await httpStatus(at.port, spec.health_path, HEALTH_TIMEOUT_MS, { host: at.host, headers: at.headers }));
 }
 
 /** One slot in full: the roster line, the compiled facts, what runs (with a health probe) and the last apply outcome. */
 export async function slotDetail(box: BoxService, model: Model, slot: ResolvedSlot): Promise<Record<string, unknown>> {
   const seen = (await observeLiveness(box, model)).get(slot.name);
-  const [health, outcomes] = await Promise.all([probeHealth(seen), box.state.readOutcomes()]);
+  const [health, outcomes] = await Promise.all([probeHealth(seen, await box.driver(model)), box.state.readOutcomes()]);
   const record = seen?.record;
   return {
     ...rosterEntry(slot, slotIds(box.db).idOf(slot.name), seen),

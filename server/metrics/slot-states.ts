@@ -10,6 +10,7 @@ export async function slotStates(box: BoxService): Promise<Map<string, string>> 
   const model = await box.model();
   const [seen, outcomes] = await Promise.all([observeLiveness(box, model), box.state.readOutcomes()]);
   const slots = Object.values(model.slots);
-  const health = await Promise.all(slots.map((s) => probeHealth(seen.get(s.name))));
+  const driver = await box.driver(model);
+  const health = await Promise.all(slots.map((s) => probeHealth(seen.get(s.name), driver)));
   return new Map(slots.map((s, i) => [s.name, lifecycleOf(s, seen.get(s.name), health[i]!, outcomes[s.name]?.ok)]));
 }

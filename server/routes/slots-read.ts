@@ -77,7 +77,7 @@ export const slotReadRoutes = [
       const model = await box.model();
       const slot = findSlot(model, params.name);
       const seen = (await observeLiveness(box, model)).get(slot.name);
-      const [health, conditions, outcomes] = await Promise.all([probeHealth(seen), box.state.readConditions(), box.state.readOutcomes()]);
+      const [health, conditions, outcomes] = await Promise.all([probeHealth(seen, await box.driver(model)), box.state.readConditions(), box.state.readOutcomes()]);
       const outcome = outcomes[slot.name];
       const recorded = conditions[`slot.${slot.name}`];
       return {

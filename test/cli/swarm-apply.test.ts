@@ -164,6 +164,13 @@ describe.skipIf(manager === undefined)(SUITE, () => {
       expect(api.nodes[2].labels).toEqual({ npu: "xdna" });
       const slots = await (await fetch(`${url}/api/slots`, { headers })).text();
       expect(slots).not.toContain(key());
+      // Every health probe of the server goes to the slot's node with the key, not to loopback.
+      for (const name of Object.values(S)) {
+        const state = (await (await fetch(`${url}/api/slots/${name}/state`, { headers })).json()) as any;
+        expect([name, state.state, state.health]).toEqual([name, "ready", "ok"]);
+      }
+      const health = (await (await fetch(`${url}/api/services/health`, { headers })).json()) as any;
+      expect(health.services.filter((s: any) => Object.values(S).some((n) => s.id.endsWith(n))).map((s: any) => s.health)).toEqual(["ok", "ok", "ok", "ok"]);
       // The status page draws the same nodes.
       const page = await (await fetch(`${url}/status`, { headers })).text();
       const nodes = page.slice(page.indexOf('<h2 id="nodes-h">'), page.indexOf("</section>", page.indexOf('<h2 id="nodes-h">')));
