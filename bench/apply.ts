@@ -9,6 +9,7 @@ import { ProcessDriver } from "../reconciler/drivers/process.js";
 import { RunnerProbe } from "../reconciler/runner-probe.js";
 import { StateStore } from "../reconciler/state.js";
 import { Sweeper } from "../reconciler/sweep.js";
+import { median } from "./measure.js";
 
 /**
  * `npm run bench` (plan/apply part): whole `hal0` processes on a 50-slot box
@@ -71,11 +72,6 @@ async function idleSweeps(root: string, stateDir: string): Promise<number[]> {
     if (report.outcome !== "nothing_to_do") throw new Error(`bench sweep expected nothing to do, got ${report.outcome}`);
   }
   return times;
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
 }
 
 export async function benchApply(): Promise<string[]> {

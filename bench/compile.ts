@@ -9,6 +9,7 @@ import { benchApply } from "./apply.js";
 import { benchMemory } from "./memory.js";
 import { benchServe } from "./serve.js";
 import { benchPull } from "./pull.js";
+import { median } from "./measure.js";
 
 /**
  * `npm run bench`: compile time of generated trees beside smol-toml's bare
@@ -18,11 +19,6 @@ import { benchPull } from "./pull.js";
  */
 const SIZES = [10, 100, 1000];
 const TARGET_RATIO = 3;
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
 
 /**
  * Times `a` and `b` in alternating rounds, so both see the same machine load,

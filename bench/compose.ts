@@ -1,8 +1,6 @@
-import { execFile } from "node:child_process";
 import { copyFileSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { promisify } from "node:util";
 import { packageRoot } from "../reconciler/package-root.js";
 import { compile, loadTree } from "../compiler/index.js";
 import { dockerClient, DockerDriver } from "../reconciler/drivers/docker.js";
@@ -11,6 +9,7 @@ import { StateStore } from "../reconciler/state.js";
 import { RunnerProbe } from "../reconciler/runner-probe.js";
 import { Sweeper } from "../reconciler/sweep.js";
 import { freePortRange } from "./apply.js";
+import { median, wall } from "./measure.js";
 
 /**
  * `npm run bench` (docker part): hal0 beside Debian's docker-compose 1.29 on
@@ -19,20 +18,8 @@ import { freePortRange } from "./apply.js";
  * 50, and an in-process sweep with nothing to do. Whole processes, medians.
  */
 const SLOTS = 50;
-const exec = promisify(execFile);
 const ROOT = packageRoot();
 const HAL0 = join(ROOT, "bin/hal0.js");
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
-
-async function wall(cmd: string, args: string[], env: NodeJS.ProcessEnv, cwd?: string): Promise<number> {
-  const t0 = performance.now();
-  await exec(cmd, args, { env, cwd, maxBuffer: 32 << 20 });
-  return performance.now() - t0;
-}
 
 function writeBox(dir: string, first: number): void {
   mkdirSync(join(dir, "slots"), { recursive: true });

@@ -1,16 +1,15 @@
-import { execFile } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { promisify } from "node:util";
 import { packageRoot } from "../reconciler/package-root.js";
 import { compile, loadTree } from "../compiler/index.js";
 import { dockerClient } from "../reconciler/drivers/docker.js";
 import { acceptsConnections, httpStatus } from "../reconciler/drivers/proc.js";
 import { nodeFrom, type ListedNode, type ListedTask } from "../reconciler/drivers/swarm-service.js";
 import { StateStore } from "../reconciler/state.js";
+import { median, wall } from "./measure.js";
 
 /**
  * `npm run bench` (swarm part): hal0's swarm runtime beside `docker stack
@@ -34,20 +33,8 @@ const STACK = "bnstack";
 const POLL_MS = 250;
 const ROUNDS = 3;
 const NOOPS = 3;
-const exec = promisify(execFile);
 const ROOT = packageRoot();
 const HAL0 = join(ROOT, "bin/hal0.js");
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
-}
-
-async function wall(cmd: string, args: string[], env: NodeJS.ProcessEnv, cwd?: string): Promise<number> {
-  const t0 = performance.now();
-  await exec(cmd, args, { env, cwd, maxBuffer: 32 << 20 });
-  return performance.now() - t0;
-}
 
 /** A slot's name and the node it is pinned to: bn00.. round-robin over hal0-node-1..3, 10 each. */
 function slotAt(i: number): { name: string; node: string; port: number } {
