@@ -1,7 +1,7 @@
 import type { Model } from "../compiler/index.js";
 import { closest } from "../compiler/suggest.js";
 import { observe } from "../reconciler/observe.js";
-import { nodeRows, type NodeStatus } from "../reconciler/nodes.js";
+import { labelsText, nodeRows, type NodeStatus } from "../reconciler/nodes.js";
 import type { ObservedSlot } from "../reconciler/index.js";
 import type { SlotOutcome } from "../reconciler/state.js";
 import { openBox } from "./box.js";
@@ -118,7 +118,7 @@ function formatResources(resources: ReadonlyArray<{ address: string; conditions:
 function formatNodes(nodes: readonly NodeStatus[]): string {
   const table = [["NODE", "STATE", "AVAILABILITY", "ROLE", "ADDRESS", "ENGINE", "LABELS", "SLOTS"]];
   for (const n of nodes) {
-    const labels = Object.keys(n.labels).sort().map((k) => `${k}=${n.labels[k]}`).join(",");
+    const labels = labelsText(n.labels, ",");
     table.push([n.hostname, n.state, n.availability, n.role, n.addr || "-", n.engine_version || "-", labels || "-", n.slots.join(",") || "-"]);
   }
   return alignTable(table);

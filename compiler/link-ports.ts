@@ -27,8 +27,8 @@ export function checkPorts(slots: readonly PlacedSlot[], catalog: Catalog, repor
   const { settings, settingsKnown } = catalog;
   // Under swarm, slots pinned to different nodes may share a port; a slot placed by labels alone may land on any node, so its port is unique box-wide.
   const swarm = settingsKnown && settings.slots.runtime === "swarm";
-  const byPort = new Map<string, PlacedSlot>();
-  const portKey = (slot: PlacedSlot, node: string | undefined) => `${slot.port}@${node ?? ""}`;
+  const mayMeet = (a: PlacedSlot, b: PlacedSlot) => !swarm || a.node === undefined || b.node === undefined || a.node === b.node;
+  const byPort = new Map<number, PlacedSlot[]>();
   for (const slot of slots) {
     const site = { file: slot.file, path: ["port"], target: "value" as const };
     if (settingsKnown && (slot.port < settings.slots.port_range_start || slot.port > settings.slots.port_range_end)) {
@@ -36,16 +36,13 @@ export function checkPorts(slots: readonly PlacedSlot[], catalog: Catalog, repor
         `Slot ports must be within [slots] port_range_start..port_range_end of hal0.toml.`, settingsSite(catalog, ["slots", "port_range_start"], "the port range"));
     }
     if (!slot.enabled) continue;
-    const node = swarm ? slot.node : undefined;
-    // A pinned slot meets the slots on its node and the unpinned ones; an unpinned one meets every slot.
-    const first = byPort.get(portKey(slot, node)) ?? byPort.get(portKey(slot, undefined))
-      ?? (swarm && node === undefined ? [...byPort.values()].find((s) => s.port === slot.port) : undefined);
+    const first = byPort.get(slot.port)?.find((s) => mayMeet(s, slot));
     if (first) {
-      const where = swarm && node !== undefined && first.node === node ? ` on node ${node}` : "";
-      const why = swarm ? (node === undefined || first.node === undefined ? "a slot placed by labels alone may run on any node, so its port must be unique across the box" : "two slots on one node cannot share a port") : "two enabled slots cannot share a port";
+      const where = swarm && slot.node !== undefined && first.node === slot.node ? ` on node ${slot.node}` : "";
+      const why = swarm ? (slot.node === undefined || first.node === undefined ? "a slot placed by labels alone may run on any node, so its port must be unique across the box" : "two slots on one node cannot share a port") : "two enabled slots cannot share a port";
       reporter.report("slot.port_conflict", site, `port ${slot.port} is already used by slot \`${first.name}\`${where}`,
         `${why[0]!.toUpperCase()}${why.slice(1)}; give \`${slot.name}\` another one, or disable one of them.`, [{ file: first.file, path: ["port"], target: "value", message: `slot \`${first.name}\` uses port ${slot.port}` }]);
-    } else byPort.set(portKey(slot, node), slot);
+    } else byPort.set(slot.port, [...(byPort.get(slot.port) ?? []), slot]);
     if (settingsKnown && slot.port === settings.server.port) {
       reporter.report("slot.port_conflict", site, `port ${slot.port} is hal0's own server port`, `[server] port of hal0.toml is ${settings.server.port}; a slot cannot use it.`,
         settingsSite(catalog, ["server", "port"], "hal0 serves on this port"));

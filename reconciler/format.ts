@@ -1,4 +1,5 @@
 import type { Action, Change, Plan, PlanWarning, SettingsBuckets, SlotPlacement } from "../schema/index.js";
+import { labelsText } from "./nodes.js";
 import { slotValueAt } from "./view.js";
 
 /**
@@ -92,7 +93,7 @@ function facts(change: Change): string[] {
 
 /** A swarm slot's placement in words: its node, else the labels its node must carry, else any node. */
 function nodeText(placement: SlotPlacement): string {
-  const labels = Object.keys(placement.labels).sort().map((k) => `${k}=${placement.labels[k]}`).join(", ");
+  const labels = labelsText(placement.labels);
   if (placement.node !== undefined) return labels === "" ? show(placement.node) : `${show(placement.node)} (labels ${labels})`;
   return labels === "" ? "any (Swarm chooses)" : `any with labels ${labels} (Swarm chooses)`;
 }

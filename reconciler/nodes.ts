@@ -8,22 +8,18 @@ export function nodeMatches(view: Pick<SlotView, "spec">, node: Pick<ObservedNod
   return Object.entries(placement.labels).every(([k, v]) => node.labels[k] === v);
 }
 
+/** Node labels as `key=value` words in key order, joined by `sep` (what plans, warnings and `hal0 status` print). */
+export function labelsText(labels: Readonly<Record<string, string>>, sep = ", "): string {
+  return Object.keys(labels).sort().map((k) => `${k}=${labels[k]}`).join(sep);
+}
+
 /** The nodes Swarm could start a slot on now: ready, active, and matching its placement. */
 export function placeableOn(view: Pick<SlotView, "spec">, nodes: readonly ObservedNode[]): ObservedNode[] {
   return nodes.filter((n) => n.state === "ready" && n.availability === "active" && nodeMatches(view, n));
 }
 
 /** A node of a multi-node runtime as `hal0 status` and `/api/status` list it: the observed node and the slots whose tasks are on it. */
-export interface NodeStatus {
-  readonly id: string;
-  readonly hostname: string;
-  readonly addr: string;
-  readonly role: "manager" | "worker";
-  readonly state: string;
-  readonly availability: string;
-  readonly labels: Readonly<Record<string, string>>;
-  readonly engine_version: string;
-  readonly message?: string;
+export interface NodeStatus extends ObservedNode {
   /** The slots whose current task is on this node, by name. */
   readonly slots: readonly string[];
 }

@@ -1,5 +1,6 @@
 import type { ResolvedSlot } from "../compiler/index.js";
 import { slotAddress, type PlanWarning, type SlotAddress, type SlotChange } from "../schema/index.js";
+import { labelsText } from "./nodes.js";
 import type { ForeignPort, ObservedNode, ObservedSlot } from "./observed.js";
 
 /**
@@ -89,12 +90,12 @@ function holder(foreign: ForeignPort): string {
 function placementWords(desired: ResolvedSlot): string {
   const p = desired.spec.placement;
   if (p === undefined) return "any node";
-  const labels = Object.keys(p.labels).sort().map((k) => `${k}=${p.labels[k]}`);
-  return [p.node !== undefined ? `node ${p.node}` : "", labels.length > 0 ? `labels ${labels.join(", ")}` : ""].filter(Boolean).join(", ") || "any node";
+  const labels = labelsText(p.labels);
+  return [p.node !== undefined ? `node ${p.node}` : "", labels !== "" ? `labels ${labels}` : ""].filter(Boolean).join(", ") || "any node";
 }
 
 /** A node in a few words: hostname, state, availability, labels. */
 function nodeWords(n: ObservedNode): string {
-  const labels = Object.keys(n.labels).sort().map((k) => `${k}=${n.labels[k]}`).join(",");
+  const labels = labelsText(n.labels, ",");
   return `${n.hostname} ${n.state}/${n.availability}${labels ? ` ${labels}` : ""}`;
 }

@@ -13,6 +13,13 @@ export function engineStatus(err: unknown): number | undefined {
   return typeof status === "number" ? status : undefined;
 }
 
+/** Swallows the engine errors with these HTTP statuses (a missing container or service, one already stopped). */
+export function ignore(...statuses: number[]): (err: unknown) => void {
+  return (err) => {
+    if (!statuses.includes(engineStatus(err) ?? -1)) throw err;
+  };
+}
+
 /** What `POST /containers/{id}/wait` needs of a container. */
 export interface Waitable {
   wait(options: { condition: "not-running"; abortSignal: AbortSignal }): Promise<{ StatusCode?: number }>;

@@ -3,7 +3,7 @@ import Dockerode from "dockerode";
 import type { ObservedSlot, SlotView } from "../observed.js";
 import { DriverError, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
 import { boxFilter, containerName, hostMounts, labelledAs, logTailOf, observedFrom, slotLabels } from "./docker-container.js";
-import { engineStatus, exitNote, imageMissingMessage, notOursMessage, whenExited } from "./docker-engine.js";
+import { engineStatus, exitNote, ignore, imageMissingMessage, notOursMessage, whenExited } from "./docker-engine.js";
 import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
 import { waitHealthy } from "./runner.js";
 
@@ -190,12 +190,6 @@ export class DockerDriver implements SlotDriver {
   }
 }
 
-/** Swallows the engine errors with these HTTP statuses (a missing container, one already stopped). */
-function ignore(...statuses: number[]): (err: unknown) => void {
-  return (err) => {
-    if (!statuses.includes(engineStatus(err) ?? -1)) throw err;
-  };
-}
 
 /**
  * A client for an engine address: `unix:///path` (or a bare `/path`), or

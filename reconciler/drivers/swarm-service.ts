@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { SWARM_API_KEY_FILE, canonicalJson, rehashSpec } from "../../compiler/index.js";
 import { nodeMatches } from "../nodes.js";
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
-import { LABEL, containerName, labelledAs, parseView, type BindMount } from "./docker-container.js";
+import { LABEL, containerName, labelledAs, parseView, slotLabels, type BindMount } from "./docker-container.js";
 
 /**
  * What a slot's Swarm service looks like, as plain data: the create spec the
@@ -58,15 +58,7 @@ export interface ServiceInputs {
 
 /** The labels of a slot's service: its container's, plus the node its placement names (empty: placed by labels). */
 export function serviceLabels(box: string, name: string, view: SlotView): Record<string, string> {
-  return {
-    [LABEL.managed]: "true",
-    [LABEL.box]: box,
-    [LABEL.slot]: name,
-    [LABEL.specHash]: view.spec_hash,
-    [LABEL.specVersion]: String(view.spec.spec_version),
-    [LABEL.view]: JSON.stringify(view),
-    [NODE_LABEL]: view.spec.placement?.node ?? "",
-  };
+  return { ...slotLabels(box, name, view), [NODE_LABEL]: view.spec.placement?.node ?? "" };
 }
 
 /**
@@ -228,7 +220,7 @@ function actualView(service: ListedService, view: SlotView): SlotView {
   const env = Object.fromEntries((c.Env ?? []).map((e) => [e.slice(0, Math.max(0, e.indexOf("="))) || e, e.includes("=") ? e.slice(e.indexOf("=") + 1) : ""]));
   const placement = placementOf(service.Spec.TaskTemplate?.Placement?.Constraints ?? []);
   const { spec, spec_hash } = rehashSpec({
-    ...view.spec, image: (c.Image ?? "").replace(/@sha256:[0-9a-f]+$/, ""), argv: [...(c.Args ?? [])], env,
+    ...view.spec, image: bareImage(c.Image), argv: [...(c.Args ?? [])], env,
     ...(placement !== undefined || view.spec.placement !== undefined ? { placement: placement ?? { labels: {} } } : {}),
   });
   return { ...view, spec, spec_hash: spec_hash === view.spec_hash ? `${view.spec_hash}+edited` : spec_hash };
@@ -257,10 +249,15 @@ function placementOf(constraints: readonly string[]): SlotView["spec"]["placemen
 export function editedFields(service: ListedService, view: SlotView): string[] {
   const c = service.Spec.TaskTemplate?.ContainerSpec ?? {};
   const out: string[] = [];
-  if ((c.Image ?? "").replace(/@sha256:[0-9a-f]+$/, "") !== (view.spec.image ?? "")) out.push("image");
+  if (bareImage(c.Image) !== (view.spec.image ?? "")) out.push("image");
   if (canonicalJson(c.Args ?? []) !== canonicalJson(view.spec.argv)) out.push("args");
   if (canonicalJson([...(c.Env ?? [])].sort()) !== canonicalJson(envList(view.spec.env))) out.push("env");
   if (canonicalJson([...(service.Spec.TaskTemplate?.Placement?.Constraints ?? [])].sort()) !== canonicalJson([...constraintsOf(view)].sort())) out.push("constraints");
   if ((service.Spec.Mode?.Replicated?.Replicas ?? 1) !== 1) out.push("replicas");
   return out;
+}
+
+/** A service's image without the digest a manager may pin to it (`ref@sha256:…` is still `ref`). */
+function bareImage(image: string | undefined): string {
+  return (image ?? "").replace(/@sha256:[0-9a-f]+$/, "");
 }

@@ -3,8 +3,8 @@ import Dockerode from "dockerode";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
 import { DriverError, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
-import { LABEL, boxFilter, containerName, fileMounts, labelledAs, logTailOf } from "./docker-container.js";
-import { engineStatus, notOursMessage } from "./docker-engine.js";
+import { LABEL, boxFilter, containerName, fileMounts, labelledAs, logTailOf, parseView } from "./docker-container.js";
+import { engineStatus, ignore, notOursMessage } from "./docker-engine.js";
 import { healthOf, httpStatus, acceptsConnections } from "./proc.js";
 import type { SwarmKey } from "./swarm-key.js";
 import { nodeFrom, observedService, secretName, serviceSpec, type ListedService, type ListedTask } from "./swarm-service.js";
@@ -131,14 +131,14 @@ export class SwarmDriver implements SlotDriver {
     if (found === undefined || !labelledAs(found.Spec.Labels, this.box, name)) return; // nothing of ours by that name
     const tasks = (await this.docker.listTasks({ filters: { service: [found.ID], "desired-state": ["running"] } }).catch(() => [])) as ListedTask[];
     const nodes = tasks.some((t) => t.NodeID) ? await this.nodes() : [];
-    const port = parsePort(found.Spec.Labels?.[LABEL.view]);
+    const port = parseView(found.Spec.Labels?.[LABEL.view])?.port;
     await this.docker.getService(found.ID).remove().catch(ignore(404));
     // The runner stops on its node after the grace; the slot is stopped when its port there is closed.
     const deadline = Date.now() + Math.max(graceS, this.stopGraceS) * 1000 + STOP_SLACK_MS;
     for (const task of tasks) {
       const node = nodes.find((n) => n.id === task.NodeID);
       if (node === undefined || node.state !== "ready" || port === undefined) continue;
-      while (Date.now() < deadline && (await acceptsConnections(port, 500, node.addr))) await sleep(POLL_MS);
+      await portClosedBy(port, node.addr, deadline);
     }
   }
 
@@ -215,13 +215,7 @@ export class SwarmDriver implements SlotDriver {
     if (want === undefined) return;
     const node = (await this.nodes()).find((n) => n.id === want || n.hostname === want);
     if (node === undefined || node.state !== "ready" || node.addr === "") return;
-    const deadline = Date.now() + this.stopGraceS * 1000 + HELD_PORT_SLACK_MS;
-    let held = await acceptsConnections(view.spec.port, 1000, node.addr);
-    while (held && Date.now() < deadline) {
-      await sleep(POLL_MS);
-      held = await acceptsConnections(view.spec.port, 1000, node.addr);
-    }
-    if (held) {
+    if (!(await portClosedBy(view.spec.port, node.addr, Date.now() + this.stopGraceS * 1000 + HELD_PORT_SLACK_MS))) {
       throw new DriverError("slot.port_in_use", `slot ${name}: port ${view.spec.port} on node ${node.hostname} (${node.addr}) is already in use by a program hal0 did not start there; free it or give the slot another port`);
     }
   }
@@ -280,18 +274,11 @@ export class SwarmDriver implements SlotDriver {
   }
 }
 
-/** The port a service's view label records. */
-function parsePort(viewText: string | undefined): number | undefined {
-  try {
-    const port = (JSON.parse(viewText ?? "") as { port?: unknown }).port;
-    return typeof port === "number" ? port : undefined;
-  } catch {
-    return undefined;
+/** Polls `host:port` until nothing accepts connections there (true) or `deadline` passes with it still held (false). */
+async function portClosedBy(port: number, host: string, deadline: number): Promise<boolean> {
+  for (;;) {
+    if (!(await acceptsConnections(port, 500, host))) return true;
+    if (Date.now() >= deadline) return false;
+    await sleep(POLL_MS);
   }
-}
-
-function ignore(...statuses: number[]): (err: unknown) => void {
-  return (err) => {
-    if (!statuses.includes(engineStatus(err) ?? -1)) throw err;
-  };
 }
