@@ -9,7 +9,7 @@ import { benchApply } from "./apply.js";
 import { benchMemory } from "./memory.js";
 import { benchServe } from "./serve.js";
 import { benchPull } from "./pull.js";
-import { median } from "./measure.js";
+import { median, summaryTable } from "./measure.js";
 
 /**
  * `npm run bench`: compile time of generated trees beside smol-toml's bare
@@ -99,3 +99,6 @@ if (isManager) {
 } else {
   console.log(`\nswarm runtime: skipped (no swarm manager at ${managerHost}; start the three-node rig with bash .ci/swarm-up.sh up)`);
 }
+
+console.log("\nsummary (medians with their interquartile range and sample count; the anchor and floor measured in this same run)");
+for (const line of summaryTable()) console.log(line);
