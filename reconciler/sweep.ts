@@ -39,6 +39,12 @@ export interface SweeperOptions {
   readonly hermesCredentials?: HermesCredentials;
   /** Learns each runner's flag table (runner-probe.ts): each slot's argv is written in its dialect and checked before it starts. Without it every runner is unprobed. */
   readonly runners?: RunnerProbe;
+  /**
+   * Hears each observation of the runtime the sweep takes (before it plans,
+   * and after it applied), with when it started (performance.now()): `hal0
+   * serve` serves its liveness reads from it.
+   */
+  readonly onObserved?: (model: Model, slots: readonly ObservedSlot[], startedAt: number) => void;
 }
 
 /**
@@ -118,8 +124,11 @@ export class Sweeper {
   /** An observation whose health (which only feeds conditions) probes just what the cache has no fresh answer for. */
   private async observeWithHealth(model: Model, driver: SlotDriver, at: number) {
     const probing = this.health.begin(at);
+    const startedAt = performance.now();
     const seen = await observe(model, driver, this.options.state, { ...probing.options, hermesCredentials: this.options.hermesCredentials });
-    return { ...seen, observed: { ...seen.observed, slots: bySlot(probing.finish(Object.values(seen.observed.slots))) } };
+    const slots = probing.finish(Object.values(seen.observed.slots));
+    this.options.onObserved?.(model, slots, startedAt);
+    return { ...seen, observed: { ...seen.observed, slots: bySlot(slots) } };
   }
 
   /** The plan minus the changes whose resource is backing off. */

@@ -14,6 +14,7 @@ import { RawReply, routeId, type Caller, type Route } from "./route.js";
 import type { McpEndpoint } from "./mcp/endpoint.js";
 import { mountWeb } from "./web/index.js";
 import { UNMATCHED } from "./metrics/registry.js";
+import { isFrozenReply, jsonOf } from "./frozen-reply.js";
 
 export interface AppDeps extends Dispatcher {
   /** Decides each request's identity (server/identity/identify.ts). */
@@ -107,6 +108,11 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
       setResponseHeader(event, "Content-Type", result.contentType);
       for (const [k, v] of Object.entries(result.headers)) setResponseHeader(event, k, v);
       return result.text;
+    }
+    if (isFrozenReply(result)) {
+      // Serialised once per reply object, however often it is read.
+      setResponseHeader(event, "Content-Type", "application/json");
+      return jsonOf(result);
     }
     return result ?? { ok: true };
   } catch (err) {

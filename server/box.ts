@@ -9,7 +9,7 @@ import { removeStaleTemps } from "../reconciler/atomic.js";
 import { TREE_FOLDERS, TreeCache } from "../reconciler/tree-cache.js";
 import { compileWithRunners, runnerErrors } from "../reconciler/runner-observe.js";
 import type { RunnerProbe } from "../reconciler/runner-probe.js";
-import { observe, planChanges, StateStore, writeFileAtomic, type HermesCredentials, type Inventory, type Observed, type SlotDriver } from "../reconciler/index.js";
+import { observe, planChanges, StateStore, writeFileAtomic, type HermesCredentials, type Inventory, type Observed, type ObservedSlot, type SlotDriver } from "../reconciler/index.js";
 import type { Diagnostic, Plan } from "../schema/index.js";
 import type { Db } from "./db.js";
 import { ApiError } from "./errors.js";
@@ -57,8 +57,18 @@ export interface Proposal {
   readonly warnings: readonly Diagnostic[];
 }
 
-/** While watched, how long a snapshot is trusted without a stat of every file. */
-const WATCHED_RECHECK_MS = 2000;
+/**
+ * The read window: how old what a read is served from may be. A liveness
+ * observation (which runners or containers run) is reused for reads started
+ * within this long of when it was taken, and a watched tree is re-checked
+ * (a stat of every file) at least this often in case a watcher event is
+ * missed or late. A change hal0 makes itself (a commit, a sweep's or a
+ * restart's step) is seen by the next read at once.
+ */
+export const READ_WINDOW_MS = 1000;
+
+/** What the runtime ran at one moment, by slot name: liveness only (health "unknown"). */
+export type Liveness = ReadonlyMap<string, ObservedSlot>;
 
 /**
  * The box as the server sees it: the tree (cached until a file changes), its
@@ -73,6 +83,10 @@ export class BoxService {
   private watcher?: FSWatcher;
   private lastGood?: Model;
   private driverCache?: { key: string; driver: Promise<SlotDriver> };
+  /** The last liveness observation: of which driver, started when (performance.now()), and its result. */
+  private live?: { driver: Promise<SlotDriver>; startedAt: number; seen: Promise<Liveness> };
+  /** When the runtime last changed under this process's hands (forgetLiveness): an observation started earlier is not reused. */
+  private forgottenAt = Number.NEGATIVE_INFINITY;
 
   private readonly schemaDir: string;
 
@@ -97,7 +111,7 @@ export class BoxService {
   /**
    * Watches the tree's folders (chokidar) so that `snapshot()` can skip the
    * stat of every file while nothing changed; it still re-checks every
-   * WATCHED_RECHECK_MS in case an event is missed. `hal0 serve` turns it on.
+   * READ_WINDOW_MS in case an event is missed. `hal0 serve` turns it on.
    */
   async watch(): Promise<void> {
     if (this.watcher) return;
@@ -117,7 +131,7 @@ export class BoxService {
   /** The tree on disk; re-read and re-compiled only when a file of it changed (reconciler/tree-cache.ts decides). */
   async snapshot(): Promise<Snapshot> {
     const now = performance.now();
-    if (this.cached && this.watcher && now - this.cached.checkedAt < WATCHED_RECHECK_MS) return this.cached.snapshot;
+    if (this.cached && this.watcher && now - this.cached.checkedAt < READ_WINDOW_MS) return this.cached.snapshot;
     const { tree, result } = await this.tree.loadTree();
     if (this.cached?.result === result) {
       this.cached.checkedAt = now;
@@ -145,9 +159,53 @@ export class BoxService {
   }
 
   async driver(model: Model): Promise<SlotDriver> {
-    const key = `${model.settings.slots.runtime} ${model.settings.slots.docker_host}`;
+    return this.driverPromise(model);
+  }
+
+  private driverPromise(model: Model): Promise<SlotDriver> {
+    const key = driverKey(model);
     if (this.driverCache?.key !== key) this.driverCache = { key, driver: this.options.driverFor(model) };
     return this.driverCache.driver;
+  }
+
+  /**
+   * Which slots run, by name (liveness only: no /health probes, no port
+   * scans): one observation shared by every read that starts within
+   * READ_WINDOW_MS of when it was taken (reads at the same time share the one
+   * in flight). A failed observation is not kept.
+   */
+  liveness(model: Model): Promise<Liveness> {
+    const driver = this.driverPromise(model);
+    const now = performance.now();
+    const live = this.live;
+    if (live && live.driver === driver && now - live.startedAt < READ_WINDOW_MS) return live.seen;
+    const entry = { driver, startedAt: now, seen: driver.then(async (d) => bySlotName(await d.observe({ health: false }))) };
+    this.live = entry;
+    entry.seen.catch(() => {
+      if (this.live === entry) this.live = undefined;
+    });
+    return entry.seen;
+  }
+
+  /**
+   * An observation taken elsewhere in this process (the sweep's) for the
+   * liveness reads: kept when it started after the last change hal0 made and
+   * after the observation held now, and only as liveness (health dropped). One
+   * with a slot whose /health failed is not kept (the drivers word such a
+   * slot's `detail` from the probe).
+   */
+  seedLiveness(model: Model, slots: readonly ObservedSlot[], startedAt: number): void {
+    if (startedAt <= this.forgottenAt || (this.live && this.live.startedAt >= startedAt)) return;
+    if (slots.some((s) => s.health === "down")) return;
+    if (this.driverCache?.key !== driverKey(model)) return;
+    const seen = bySlotName(slots.map((s) => (s.health === "unknown" ? s : { ...s, health: "unknown" as const })));
+    this.live = { driver: this.driverCache.driver, startedAt, seen: Promise.resolve(seen) };
+  }
+
+  /** The runtime changed under this process's hands (a step started or stopped a runner): the next liveness read observes anew. */
+  forgetLiveness(): void {
+    this.live = undefined;
+    this.forgottenAt = performance.now();
   }
 
   /** One observation of the box (no /health probes unless asked). */
@@ -299,6 +357,15 @@ async function writeOrRemove(root: string, file: string, text: string | null): P
   const restricted = PRIVATE_FOLDERS.has(file.split("/")[0]!) && file.includes("/");
   await mkdir(dirname(path), { recursive: true, mode: restricted ? 0o700 : 0o777 });
   await writeFileAtomic(path, text, restricted ? 0o600 : 0o644);
+}
+
+/** Which runtime a model's slots run on: one driver per key. */
+function driverKey(model: Model): string {
+  return `${model.settings.slots.runtime} ${model.settings.slots.docker_host}`;
+}
+
+function bySlotName(slots: readonly ObservedSlot[]): Liveness {
+  return new Map(slots.map((s) => [s.name, s]));
 }
 
 /** A runner error as the same finding before and after an edit (its line may move). */

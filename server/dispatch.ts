@@ -1,6 +1,7 @@
 import { z } from "zod";
 import type { BoxService, Proposal } from "./box.js";
 import { ApiError } from "./errors.js";
+import { derivedOnce, isFrozenReply } from "./frozen-reply.js";
 import { isMcpServerRoute, redact, redactText } from "./redact.js";
 import type { Audit } from "./audit.js";
 import type { Approvals } from "./approvals.js";
@@ -117,8 +118,14 @@ export async function invoke(d: Dispatcher, route: Route, call: Call): Promise<u
 function redactReply(route: Route, result: unknown): unknown {
   if (route.revealsSecret || route.path.startsWith("/mcp/memory")) return result;
   if (result instanceof RawReply) return new RawReply(result.contentType, redactText(result.text), result.headers);
-  return redact(result, { allEnv: isMcpServerRoute(route.path) });
+  const allEnv = isMcpServerRoute(route.path);
+  // A frozen reply never changes: its redacted copy is made once (and is frozen too).
+  if (isFrozenReply(result)) return derivedOnce(allEnv ? redactedAllEnv : redacted, result, (r) => redact(r, { allEnv }) as object);
+  return redact(result, { allEnv });
 }
+
+const redacted = new WeakMap<object, object>();
+const redactedAllEnv = new WeakMap<object, object>();
 
 /** Proposes a write without committing it: what plans and approval requests store. */
 export async function proposeOnly(d: Dispatcher, route: Route, call: Call): Promise<{ intent: WriteIntent; proposal: Proposal }> {

@@ -141,7 +141,12 @@ export async function serve(options: ServeOptions): Promise<Serving> {
   logger.info({ url: `${url}/`, config: options.root, state: options.stateDir, revision: snapshot.revision, auth, operator_file: join(options.stateDir, "operator.token") }, "hal0 serve listening");
   if (auth === "off") logger.warn({ auth }, "[server] auth = \"off\": every loopback caller is trusted as an operator, and an agent is whoever its X-hal0-Agent header says; use auth = \"token\" unless this box has a single user");
   // The sweep hands each Hermes profile its agent token from the server's own token store.
-  const sweeper = new Sweeper({ root: options.root, state, driverFor: options.driverFor, hermesCredentials: server.box.options.hermesCredentials, runners: options.runners });
+  // Its observations serve the liveness reads; each step it takes makes the next read observe anew.
+  const sweeper = new Sweeper({
+    root: options.root, state, driverFor: options.driverFor, hermesCredentials: server.box.options.hermesCredentials, runners: options.runners,
+    onObserved: (model, slots, startedAt) => server.box.seedLiveness(model, slots, startedAt),
+    onEvent: () => server.box.forgetLiveness(),
+  });
   if (options.reconcile !== false) {
     loop.attach((observe) => new SweepLoop(sweeper, {
       root: options.root,

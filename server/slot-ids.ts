@@ -13,10 +13,16 @@ import type { Db } from "./db.js";
  */
 export class SlotIds {
   private readonly byName = new Map<string, string>();
+  private changes = 0;
 
   constructor(private readonly db: Db, private readonly now: () => number = Date.now) {
     const rows = db.prepare("SELECT name, id FROM slot_ids").all() as Array<{ name: string; id: string }>;
     for (const row of rows) this.byName.set(row.name, row.id);
+  }
+
+  /** Moves each time an id is given, moved or dropped (a reply built from the ids is stale once it moved). */
+  get version(): number {
+    return this.changes;
   }
 
   /** The id of each name, giving the new ones an id (one transaction for all of them). */
@@ -30,6 +36,7 @@ export class SlotIds {
       })();
       const read = this.db.prepare("SELECT id FROM slot_ids WHERE name = ?");
       for (const name of missing) this.byName.set(name, (read.get(name) as { id: string }).id);
+      this.changes++;
     }
     return this.byName;
   }
@@ -54,11 +61,13 @@ export class SlotIds {
     })();
     this.byName.delete(from);
     this.byName.set(to, id);
+    this.changes++;
   }
 
   remove(name: string): void {
     this.db.prepare("DELETE FROM slot_ids WHERE name = ?").run(name);
     this.byName.delete(name);
+    this.changes++;
   }
 }
 

@@ -31,6 +31,8 @@ export async function restartSlot(box: BoxService, model: Model, slot: ResolvedS
   } catch (err) {
     if (err instanceof LockedError) throw new ApiError("apply.locked", err.message, { holder: err.holder });
     throw err;
+  } finally {
+    box.forgetLiveness(); // the runner moved: the next read observes it
   }
   const change = done.plan.changes.find((c) => c.address === address)!;
   const result = done.results.find((r) => r.address === address)!;

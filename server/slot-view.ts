@@ -3,8 +3,9 @@ import type { Model, ResolvedSlot } from "../compiler/index.js";
 import { healthOf, httpStatus } from "../reconciler/drivers/proc.js";
 import type { ObservedSlot, SlotHealth } from "../reconciler/index.js";
 import type { SlotDriver } from "../reconciler/drivers/driver.js";
-import type { BoxService } from "./box.js";
+import type { BoxService, Liveness } from "./box.js";
 import { ApiError } from "./errors.js";
+import { freezeReply } from "./frozen-reply.js";
 import { slotIds } from "./slot-ids.js";
 import { slotReach } from "./slot-reach.js";
 
@@ -47,11 +48,10 @@ export function slotNotFound(name: string, known: readonly string[]): ApiError {
 /**
  * What the runtime has, by slot name: liveness only, never `/health` probes
  * and never port-holder scans (the roster is read often and must stay cheap).
+ * Observed at most READ_WINDOW_MS before the read (BoxService.liveness).
  */
-export async function observeLiveness(box: BoxService, model: Model): Promise<Map<string, ObservedSlot>> {
-  const driver = await box.driver(model);
-  const seen = await driver.observe({ health: false });
-  return new Map(seen.map((s) => [s.name, s]));
+export function observeLiveness(box: BoxService, model: Model): Promise<Liveness> {
+  return box.liveness(model);
 }
 
 export function statusOf(slot: ResolvedSlot, seen: ObservedSlot | undefined): SlotStatus {
@@ -68,11 +68,36 @@ export function rosterEntry(slot: ResolvedSlot, id: string, seen: ObservedSlot |
 }
 
 /** The whole roster, by name, with stable ids (new slots get theirs here). */
-export async function roster(box: BoxService, model: Model, observed?: Map<string, ObservedSlot>): Promise<RosterEntry[]> {
+export async function roster(box: BoxService, model: Model, observed?: Liveness): Promise<RosterEntry[]> {
   const seen = observed ?? (await observeLiveness(box, model));
   const slots = Object.values(model.slots);
   const ids = slotIds(box.db).ensure(slots.map((s) => s.name));
   return slots.map((s) => rosterEntry(s, ids.get(s.name)!, seen.get(s.name)));
+}
+
+export interface RosterReply {
+  readonly slots: readonly RosterEntry[];
+  readonly count: number;
+}
+
+/** The last roster reply of each liveness observation, with the model and slot ids it was made from. */
+const rosterReplies = new WeakMap<Liveness, { model: Model; ids: number; reply: RosterReply }>();
+
+/**
+ * `GET /api/slots` (slot_list): the roster as a frozen reply, made again
+ * only when the model, the liveness observation or a slot id moved; every
+ * read in between is served the same object (its redacted copy and JSON
+ * made once, server/frozen-reply.ts).
+ */
+export async function rosterReply(box: BoxService, model: Model): Promise<RosterReply> {
+  const seen = await observeLiveness(box, model);
+  const ids = slotIds(box.db);
+  const known = rosterReplies.get(seen);
+  if (known !== undefined && known.model === model && known.ids === ids.version) return known.reply;
+  const slots = await roster(box, model, seen);
+  const reply = freezeReply({ slots, count: slots.length });
+  rosterReplies.set(seen, { model, ids: ids.version, reply });
+  return reply;
 }
 
 /** `GET /health` of one running slot (1 s), as observe would report it: where `driver` says the slot is (slotReach: a swarm node's address, with the key). */

@@ -1,6 +1,7 @@
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { ApiError } from "../errors.js";
+import { jsonOf } from "../frozen-reply.js";
 import { inputRefusal } from "../input.js";
 import { RawReply } from "../route.js";
 import type { Dispatcher } from "../dispatch.js";
@@ -9,7 +10,7 @@ import { mcpCode } from "../metrics/registry.js";
 /** Success: the reply's JSON as the text content (what agents read; one serialisation, no structured copy). */
 export function ok(result: unknown): CallToolResult {
   if (result instanceof RawReply) return { content: [{ type: "text", text: result.text }] };
-  return { content: [{ type: "text", text: JSON.stringify(result ?? { ok: true }) }] };
+  return { content: [{ type: "text", text: jsonOf(result ?? { ok: true }) }] };
 }
 
 /**

@@ -6,7 +6,7 @@ import { redact, redactToml } from "../redact.js";
 import { defineRoute } from "../route.js";
 import { slotIds } from "../slot-ids.js";
 import { runnerLogPath, tailLog } from "../slot-logs.js";
-import { findSlot, lifecycleOf, observeLiveness, probeHealth, roster, slotDetail, slotNotFound } from "../slot-view.js";
+import { findSlot, lifecycleOf, observeLiveness, probeHealth, roster, rosterReply, slotDetail, slotNotFound } from "../slot-view.js";
 import type { BoxService } from "../box.js";
 
 const Name = z.strictObject({ name: z.string().min(1).max(64) });
@@ -21,10 +21,7 @@ export const slotReadRoutes = [
   defineRoute({
     method: "GET", path: "/api/slots", kind: "read", tools: ["slot_list"], listKey: "slots",
     summary: "Every slot: profile, model, port, device, status and its effective tune (liveness only, no /health probes)",
-    handle: async ({ box }) => {
-      const slots = await roster(box, await box.model());
-      return { slots, count: slots.length };
-    },
+    handle: async ({ box }) => rosterReply(box, await box.model()),
   }),
   defineRoute({
     method: "GET", path: "/api/slots/metrics", kind: "read", tools: ["slot_metrics"],

@@ -33,7 +33,7 @@ describe("BoxService: the one write path", () => {
     expect(readFileSync(file, "utf8")).toMatch(/# late edit\n$/);
   });
 
-  it("sees a hand edit while watching (from the watcher's event, well before the 2 s re-check)", async () => {
+  it("sees a hand edit while watching (from the watcher's event, well before the 1 s re-check)", async () => {
     await s.hal0.box.watch();
     const before = (await s.hal0.box.snapshot()).revision;
     expect((await s.hal0.box.snapshot()).revision).toBe(before);

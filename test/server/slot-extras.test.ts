@@ -69,7 +69,11 @@ const enabledIn = (name: string): boolean | undefined => {
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "hal0-slot-extras-"));
   s = await startTestServer({ box: await prepareBox(), extra: { sweeps: () => ({ running: true, last }) } });
-  sweeper = new Sweeper({ root: s.config, state: new StateStore(s.state), driverFor: async () => new ProcessDriver({ stateDir: s.state }) });
+  // Wired to the server as `hal0 serve` wires its loop's: its observations and steps reach the liveness reads.
+  sweeper = new Sweeper({
+    root: s.config, state: new StateStore(s.state), driverFor: async () => new ProcessDriver({ stateDir: s.state }),
+    onObserved: (model, slots, startedAt) => s.hal0.box.seedLiveness(model, slots, startedAt), onEvent: () => s.hal0.box.forgetLiveness(),
+  });
   agent = await adminClient(s.url, "hermes__ops");
 }, 60_000);
 
