@@ -95,6 +95,8 @@ const LAST_USED_EVERY_MS = 60_000;
  */
 export class TokenStore {
   private readonly lastUsed = new Map<string, number>();
+  /** The statement every bearer request runs (prepared once: preparing costs more than the lookup). */
+  private byHash?: ReturnType<Db["prepare"]>;
 
   constructor(private readonly db: Db, private readonly stateDir: string, private readonly now: () => number = Date.now) {}
 
@@ -113,7 +115,9 @@ export class TokenStore {
   verify(secret: string): TokenInfo | undefined {
     if (!TOKEN_RE.test(secret)) return undefined;
     const hash = hashSecret(secret);
-    const row = this.db.prepare("SELECT * FROM tokens WHERE hash = ?").get(hash) as Row | undefined;
+    // Read from the table every time (a token revoked by another process fails its next request); only the statement is kept.
+    this.byHash ??= this.db.prepare("SELECT * FROM tokens WHERE hash = ?");
+    const row = this.byHash.get(hash) as Row | undefined;
     if (!row || row.revoked_at !== null || !timingSafeEqual(Buffer.from(row.hash), Buffer.from(hash))) return undefined;
     this.touch(row.id);
     return info(row);

@@ -183,7 +183,11 @@ async function relay(transport: Transport, req: IncomingMessage, res: ServerResp
     const v = req.headers[k];
     if (v !== undefined) headers.set(k, Array.isArray(v) ? v.join(", ") : v);
   }
-  const request = new Request(`http://${req.headers.host ?? "localhost"}${req.url ?? "/"}`, { method: req.method, headers, body: text });
+  const url = `http://${req.headers.host ?? "localhost"}${req.url ?? "/"}`;
+  // A parsed body is handed over as is: the transport then reads only the method, the URL and the headers, so a
+  // plain object with those stands in for a `Request` (building one, with its body stream and abort signal, cost
+  // more than the rest of the relay). Without a parsed body the transport reads the body: a real `Request`.
+  const request = body === undefined ? new Request(url, { method: req.method, headers, body: text }) : ({ method: req.method, url, headers } as Request);
   const response = await transport.handleRequest(request, body === undefined ? {} : { parsedBody: body });
   releaseAnswered(transport);
   const replyHeaders = Object.fromEntries(response.headers);
