@@ -1,4 +1,5 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
+import { randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync } from "node:fs";
 import { Agent, createServer, request } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -8,18 +9,26 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
+import { z } from "zod";
 import { packageRoot } from "../reconciler/package-root.js";
 import { freePortRange, writeBox } from "./apply.js";
+import { median, quartiles, stat, summarize } from "./measure.js";
 
 /**
  * `npm run bench` (server part): `hal0 serve` on a 50-slot box of fake
- * runners, its reconcile loop converged. GET /api/slots p50/p99 over 2,000
- * sequential keep-alive requests, beside the same bytes from a bare
- * node:http server (the floor); then idle RSS beside a bare idle node.
+ * runners, its reconcile loop converged. GET /api/slots over 2,000
+ * sequential keep-alive requests, in turn with the same bytes from a bare
+ * node:http server (the floor); slot_list over MCP beside GET /api/slots and
+ * beside a bare server of the same MCP SDK (the SDK's floor); then idle RSS
+ * beside a bare idle node. Rows are medians of per-batch p50s with their IQR.
  */
 const SLOTS = 50;
 const REQUESTS = 2000;
 const RSS_TARGET_MB = 120;
+const REST_P50_TARGET_MS = 0.8;
+const MCP_RATIO_TARGET = 1.3;
 const HAL0 = join(packageRoot(), "bin/hal0.js");
 const exec = promisify(execFile);
 
@@ -38,43 +47,167 @@ function get(agent: Agent, url: string): Promise<{ ms: number; body: Buffer; sta
 /** The operator's bearer token (`<state>/operator.token`): every request is authenticated, as in real use. */
 let AUTH: Record<string, string> = {};
 
-async function latencies(url: string): Promise<{ p50: number; p99: number; body: Buffer }> {
-  const agent = new Agent({ keepAlive: true, maxSockets: 1 });
-  let body: Buffer = Buffer.alloc(0);
-  for (let i = 0; i < 100; i++) body = (await get(agent, url)).body;
-  const ms: number[] = [];
+/** Requests per batch: each batch gives one p50 sample (the rows are medians of the batches' p50s). */
+const BATCH = 100;
+
+/** One GET that must answer 200, timed. */
+async function timedGet(agent: Agent, url: string): Promise<number> {
+  const r = await get(agent, url);
+  if (r.status !== 200) throw new Error(`GET ${url}: ${r.status} ${r.body.toString().slice(0, 200)}`);
+  return r.ms;
+}
+
+function percentile(xs: readonly number[], q: number): number {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(s.length * q))]!;
+}
+
+/** Per-batch p50s and the p50/p99 over every request. */
+interface Latency {
+  readonly batches: number[];
+  readonly p50: number;
+  readonly p99: number;
+}
+
+function latency(all: readonly number[], per = BATCH): Latency {
+  const batches: number[] = [];
+  for (let i = 0; i + per <= all.length; i += per) batches.push(percentile(all.slice(i, i + per), 0.5));
+  return { batches, p50: percentile(all, 0.5), p99: percentile(all, 0.99) };
+}
+
+/**
+ * GET /api/slots from hal0 and the same bytes from a bare node:http server,
+ * request by request in turn (both see the same load), after a warm-up.
+ */
+async function restVsBare(url: string, bareUrl: string): Promise<{ hal0: Latency; bare: Latency }> {
+  const a = new Agent({ keepAlive: true, maxSockets: 1 });
+  const b = new Agent({ keepAlive: true, maxSockets: 1 });
+  for (let i = 0; i < 100; i++) (await timedGet(a, url), await timedGet(b, bareUrl));
+  const hal0: number[] = [];
+  const bare: number[] = [];
   for (let i = 0; i < REQUESTS; i++) {
-    const r = await get(agent, url);
-    if (r.status !== 200) throw new Error(`GET ${url}: ${r.status} ${r.body.toString().slice(0, 200)}`);
-    ms.push(r.ms);
+    hal0.push(await timedGet(a, url));
+    bare.push(await timedGet(b, bareUrl));
   }
-  agent.destroy();
-  ms.sort((a, b) => a - b);
-  return { p50: ms[Math.floor(REQUESTS * 0.5)]!, p99: ms[Math.floor(REQUESTS * 0.99)]!, body };
+  a.destroy();
+  b.destroy();
+  return { hal0: latency(hal0), bare: latency(bare) };
 }
 
 const MCP_CALLS = 1000;
 
-/** p50 of slot_list through the MCP SDK's client and of GET /api/slots with keep-alive, interleaved so load hits both alike. */
-async function mcpVsRest(url: string): Promise<{ mcp: number; rest: number }> {
+async function mcpClient(url: string): Promise<Client> {
   const client = new Client({ name: "hal0-bench", version: "1.0.0" });
-  await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp/admin`), { requestInit: { headers: AUTH } }));
+  await client.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit: { headers: AUTH } }));
+  return client;
+}
+
+async function timedCall(client: Client): Promise<{ ms: number; text: string }> {
+  const t0 = performance.now();
+  const res = (await client.callTool({ name: "slot_list", arguments: { args: {} } })) as { isError?: boolean; content: Array<{ text: string }> };
+  const ms = performance.now() - t0;
+  if (res.isError) throw new Error(`slot_list over MCP failed: ${res.content[0]?.text}`);
+  return { ms, text: res.content[0]!.text };
+}
+
+/**
+ * A bare MCP server of the same SDK, written as its README writes one: the
+ * node Streamable HTTP transport, one session, JSON replies (as hal0 serves
+ * them), one tool `slot_list` that answers `text` (the bytes hal0's
+ * slot_list answered). No auth, no policy, no audit: the SDK's own floor.
+ */
+async function bareMcp(text: string): Promise<{ url: string; close: () => Promise<void> }> {
+  const transports = new Map<string, StreamableHTTPServerTransport>();
+  const http = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const body = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString("utf8")) : undefined;
+    const sid = req.headers["mcp-session-id"];
+    let transport = typeof sid === "string" ? transports.get(sid) : undefined;
+    if (!transport) {
+      const server = new McpServer({ name: "bare", version: "1.0.0" }, { capabilities: { tools: {} } });
+      server.registerTool("slot_list", { description: "the roster", inputSchema: { args: z.looseObject({}).optional() } }, async () => ({ content: [{ type: "text", text }] }));
+      const made: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID(), enableJsonResponse: true, onsessioninitialized: (id) => void transports.set(id, made) });
+      await server.connect(made);
+      transport = made;
+    }
+    await transport.handleRequest(req, res, body);
+  }).listen(0, "127.0.0.1");
+  await new Promise((r) => http.once("listening", r));
+  return {
+    url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`,
+    close: async () => {
+      await Promise.all([...transports.values()].map((t) => t.close()));
+      http.close();
+      http.closeAllConnections();
+    },
+  };
+}
+
+/**
+ * Canned JSON-RPC replies over node:http (an initialize result, 202 for
+ * notifications, `text` as every tool call's result): what the SDK's client
+ * alone costs a call of this size, with no server work at all.
+ */
+async function cannedMcp(text: string): Promise<{ url: string; close: () => void }> {
+  const http = createServer(async (req, res) => {
+    const chunks: Buffer[] = [];
+    for await (const c of req) chunks.push(c as Buffer);
+    const msg = chunks.length > 0 ? (JSON.parse(Buffer.concat(chunks).toString("utf8")) as { id?: number; method: string; params?: { protocolVersion?: string } }) : undefined;
+    if (msg?.id === undefined) return void res.writeHead(202).end();
+    const result = msg.method === "initialize"
+      ? { protocolVersion: msg.params?.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "canned", version: "1.0.0" } }
+      : { content: [{ type: "text", text }] };
+    res.writeHead(200, { "content-type": "application/json", "mcp-session-id": "canned" }).end(JSON.stringify({ jsonrpc: "2.0", id: msg.id, result }));
+  }).listen(0, "127.0.0.1");
+  await new Promise((r) => http.once("listening", r));
+  return { url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`, close: () => (http.close(), http.closeAllConnections()) };
+}
+
+/**
+ * slot_list through the SDK's client on one session, GET /api/slots with
+ * keep-alive, and the same call to the bare SDK server, in turn call by call
+ * (load hits all three alike). Each batch of 50 gives a p50 of each and their
+ * ratio MCP/REST.
+ */
+async function mcpVsRest(url: string): Promise<{ mcp: Latency; rest: Latency; sdk: Latency; canned: Latency; ratios: number[] }> {
+  const client = await mcpClient(`${url}/mcp/admin`);
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
+  const { text } = await timedCall(client);
+  const bare = await bareMcp(text);
+  const sdkClient = await mcpClient(bare.url);
+  const canned = await cannedMcp(text);
+  const cannedClient = await mcpClient(canned.url);
+  if ((await timedCall(sdkClient)).text !== text || (await timedCall(cannedClient)).text !== text) throw new Error("a floor server does not answer hal0's bytes");
   const m: number[] = [];
   const r: number[] = [];
+  const s: number[] = [];
+  const k: number[] = [];
   for (let i = 0; i < MCP_CALLS + 50; i++) {
-    let t0 = performance.now();
-    const res = (await client.callTool({ name: "slot_list", arguments: { args: {} } })) as { isError?: boolean };
-    if (res.isError) throw new Error("slot_list over MCP failed");
-    if (i >= 50) m.push(performance.now() - t0);
-    t0 = performance.now();
-    await get(agent, `${url}/api/slots`);
-    if (i >= 50) r.push(performance.now() - t0);
+    const a = await timedCall(client);
+    const b = await timedGet(agent, `${url}/api/slots`);
+    const c = await timedCall(sdkClient);
+    const d = await timedCall(cannedClient);
+    if (i < 50) continue;
+    m.push(a.ms);
+    r.push(b);
+    s.push(c.ms);
+    k.push(d.ms);
   }
-  await client.close();
+  await Promise.all([client.close(), sdkClient.close(), cannedClient.close()]);
+  await bare.close();
+  canned.close();
   agent.destroy();
-  const p50 = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
-  return { mcp: p50(m), rest: p50(r) };
+  const per = MCP_CALLS / 20;
+  const ratios: number[] = [];
+  for (let i = 0; i + per <= m.length; i += per) ratios.push(percentile(m.slice(i, i + per), 0.5) / percentile(r.slice(i, i + per), 0.5));
+  return { mcp: latency(m, per), rest: latency(r, per), sdk: latency(s, per), canned: latency(k, per), ratios };
+}
+
+/** "1.21× (IQR 1.15–1.30, n=20)": a median ratio with its spread. */
+function ratioStat(xs: number[]): string {
+  const q = quartiles(xs);
+  return `${median(xs).toFixed(2)}× (IQR ${q.q1.toFixed(2)}–${q.q3.toFixed(2)}, n=${q.n})`;
 }
 
 function rssMb(pid: number): number {
@@ -116,26 +249,42 @@ export async function benchServe(): Promise<string[]> {
     await allHealthy(first);
     await sleep(3000);
     const rssConverged = rssMb(child.pid!);
-    const hal0 = await latencies(`${url}/api/slots`);
-    const mcp = await mcpVsRest(url);
-    const bare = createServer((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end(hal0.body)).listen(0, "127.0.0.1");
+    const body = (await get(new Agent(), `${url}/api/slots`)).body;
+    const bare = createServer((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end(body)).listen(0, "127.0.0.1");
     await new Promise((r) => bare.once("listening", r));
-    const floor = await latencies(`http://127.0.0.1:${(bare.address() as AddressInfo).port}/`);
+    const rest = await restVsBare(`${url}/api/slots`, `http://127.0.0.1:${(bare.address() as AddressInfo).port}/`);
     bare.close();
+    const mcp = await mcpVsRest(url);
     await sleep(3000);
     const rss = rssMb(child.pid!);
     const idle = spawn(process.execPath, ["-e", "setInterval(() => {}, 1000)"], { stdio: "ignore" });
     await sleep(1000);
     const nodeRss = rssMb(idle.pid!);
     idle.kill();
+    const restP50 = median(rest.hal0.batches);
+    summarize({
+      measure: "GET /api/slots p50, 50 slots", hal0: stat(rest.hal0.batches, "ms", 2),
+      anchor: `bare node:http, same bytes: ${stat(rest.bare.batches, "ms", 2)}`, target: `≤ ${REST_P50_TARGET_MS} ms`, pass: restP50 <= REST_P50_TARGET_MS,
+    });
+    const ratio = median(mcp.ratios);
+    summarize({
+      measure: "slot_list over MCP vs GET /api/slots", hal0: `${ratioStat(mcp.ratios)}: MCP ${median(mcp.mcp.batches).toFixed(2)} ms, REST ${median(mcp.rest.batches).toFixed(2)} ms`,
+      anchor: `bare SDK server ${stat(mcp.sdk.batches, "ms", 2)}; SDK client alone ${median(mcp.canned.batches).toFixed(2)} ms`, target: `≤ ${MCP_RATIO_TARGET}×`, pass: ratio <= MCP_RATIO_TARGET,
+    });
+    const line = (name: string, l: Latency, note = "") => `  ${name.padEnd(20)} p50 ${stat(l.batches, "ms", 2)}   all: p50 ${l.p50.toFixed(2)} ms  p99 ${l.p99.toFixed(2)} ms${note}`;
     return [
-      `GET /api/slots, 50 slots, ${REQUESTS} sequential keep-alive requests (${(hal0.body.length / 1024).toFixed(1)} KiB reply):`,
-      `  hal0 serve      p50 ${hal0.p50.toFixed(2)} ms  p99 ${hal0.p99.toFixed(2)} ms`,
-      `  bare node:http  p50 ${floor.p50.toFixed(2)} ms  p99 ${floor.p99.toFixed(2)} ms   (the same bytes, no work: the floor)`,
-      `slot_list over MCP (the SDK's client, one session) vs GET /api/slots, ${MCP_CALLS} calls each, alternating:`,
-      `  MCP p50 ${mcp.mcp.toFixed(2)} ms   REST p50 ${mcp.rest.toFixed(2)} ms   → ${(mcp.mcp / mcp.rest).toFixed(2)}× (target ≤ 1.5×: ${mcp.mcp / mcp.rest <= 1.5 ? "PASS" : "MISS"})`,
+      `GET /api/slots, 50 slots, ${REQUESTS} sequential keep-alive requests each, in turn (${(body.length / 1024).toFixed(1)} KiB reply; p50 = median of the ${BATCH}-request batches' p50s):`,
+      line("hal0 serve", rest.hal0),
+      line("bare node:http", rest.bare, "   (the same bytes, no work: the floor)"),
+      `  → hal0 p50 ${restP50.toFixed(2)} ms, target ≤ ${REST_P50_TARGET_MS} ms: ${restP50 <= REST_P50_TARGET_MS ? "PASS" : "MISS"}`,
+      `slot_list over MCP (the SDK's client, one session) vs GET /api/slots vs the floors, ${MCP_CALLS} calls each, in turn (p50 = median of 50-call batches' p50s):`,
+      line("hal0 MCP", mcp.mcp),
+      line("hal0 REST", mcp.rest),
+      line("bare SDK server", mcp.sdk, "   (the same SDK and bytes, no hal0: the SDK's floor)"),
+      line("canned replies", mcp.canned, "   (the SDK's client against fixed bytes, no server work: the client's floor)"),
+      `  → MCP/REST ${ratioStat(mcp.ratios)}, target ≤ ${MCP_RATIO_TARGET}×: ${ratio <= MCP_RATIO_TARGET ? "PASS" : "MISS"}`,
       `idle RSS of hal0 serve (sweep loop on, 50 slots running), converged and idle: ${rssConverged.toFixed(1)} MB — target ≤ ${RSS_TARGET_MB} MB: ${rssConverged <= RSS_TARGET_MB ? "PASS" : "MISS"}`,
-      `  idle again 3 s after the 4,000 REST and 1,050 MCP calls above: ${rss.toFixed(1)} MB (${rss <= RSS_TARGET_MB ? "within" : "above"} the target)   an idle bare node: ${nodeRss.toFixed(1)} MB`,
+      `  idle again 3 s after the ${REQUESTS + 100 + MCP_CALLS + 50} REST and ${MCP_CALLS + 51} MCP calls to hal0 above: ${rss.toFixed(1)} MB (${rss <= RSS_TARGET_MB ? "within" : "above"} the target)   an idle bare node: ${nodeRss.toFixed(1)} MB`,
     ];
   } finally {
     const exited = new Promise((r) => child.once("exit", r));
