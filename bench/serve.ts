@@ -1,19 +1,15 @@
 import { execFile, spawn, type ChildProcess } from "node:child_process";
-import { randomUUID } from "node:crypto";
 import { mkdtempSync, readFileSync } from "node:fs";
-import { Agent, createServer, request } from "node:http";
-import type { AddressInfo } from "node:net";
+import { Agent, request } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { promisify } from "node:util";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
-import { StreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/streamableHttp.js";
-import { z } from "zod";
 import { packageRoot } from "../reconciler/package-root.js";
 import { freePortRange, writeBox } from "./apply.js";
+import { startFloors, type Floors } from "./floors.js";
 import { median, quartiles, stat, summarize } from "./measure.js";
 
 /**
@@ -111,73 +107,17 @@ async function timedCall(client: Client): Promise<{ ms: number; text: string }> 
 }
 
 /**
- * A bare MCP server of the same SDK, written as its README writes one: the
- * node Streamable HTTP transport, one session, JSON replies (as hal0 serves
- * them), one tool `slot_list` that answers `text` (the bytes hal0's
- * slot_list answered). No auth, no policy, no audit: the SDK's own floor.
- */
-async function bareMcp(text: string): Promise<{ url: string; close: () => Promise<void> }> {
-  const transports = new Map<string, StreamableHTTPServerTransport>();
-  const http = createServer(async (req, res) => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    const body = chunks.length > 0 ? JSON.parse(Buffer.concat(chunks).toString("utf8")) : undefined;
-    const sid = req.headers["mcp-session-id"];
-    let transport = typeof sid === "string" ? transports.get(sid) : undefined;
-    if (!transport) {
-      const server = new McpServer({ name: "bare", version: "1.0.0" }, { capabilities: { tools: {} } });
-      server.registerTool("slot_list", { description: "the roster", inputSchema: { args: z.looseObject({}).optional() } }, async () => ({ content: [{ type: "text", text }] }));
-      const made: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({ sessionIdGenerator: () => randomUUID(), enableJsonResponse: true, onsessioninitialized: (id) => void transports.set(id, made) });
-      await server.connect(made);
-      transport = made;
-    }
-    await transport.handleRequest(req, res, body);
-  }).listen(0, "127.0.0.1");
-  await new Promise((r) => http.once("listening", r));
-  return {
-    url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`,
-    close: async () => {
-      await Promise.all([...transports.values()].map((t) => t.close()));
-      http.close();
-      http.closeAllConnections();
-    },
-  };
-}
-
-/**
- * Canned JSON-RPC replies over node:http (an initialize result, 202 for
- * notifications, `text` as every tool call's result): what the SDK's client
- * alone costs a call of this size, with no server work at all.
- */
-async function cannedMcp(text: string): Promise<{ url: string; close: () => void }> {
-  const http = createServer(async (req, res) => {
-    const chunks: Buffer[] = [];
-    for await (const c of req) chunks.push(c as Buffer);
-    const msg = chunks.length > 0 ? (JSON.parse(Buffer.concat(chunks).toString("utf8")) as { id?: number; method: string; params?: { protocolVersion?: string } }) : undefined;
-    if (msg?.id === undefined) return void res.writeHead(202).end();
-    const result = msg.method === "initialize"
-      ? { protocolVersion: msg.params?.protocolVersion, capabilities: { tools: {} }, serverInfo: { name: "canned", version: "1.0.0" } }
-      : { content: [{ type: "text", text }] };
-    res.writeHead(200, { "content-type": "application/json", "mcp-session-id": "canned" }).end(JSON.stringify({ jsonrpc: "2.0", id: msg.id, result }));
-  }).listen(0, "127.0.0.1");
-  await new Promise((r) => http.once("listening", r));
-  return { url: `http://127.0.0.1:${(http.address() as AddressInfo).port}/mcp`, close: () => (http.close(), http.closeAllConnections()) };
-}
-
-/**
  * slot_list through the SDK's client on one session, GET /api/slots with
  * keep-alive, and the same call to the bare SDK server, in turn call by call
  * (load hits all three alike). Each batch of 50 gives a p50 of each and their
  * ratio MCP/REST.
  */
-async function mcpVsRest(url: string): Promise<{ mcp: Latency; rest: Latency; sdk: Latency; canned: Latency; ratios: number[] }> {
+async function mcpVsRest(url: string, floors: Floors): Promise<{ mcp: Latency; rest: Latency; sdk: Latency; canned: Latency; ratios: number[] }> {
   const client = await mcpClient(`${url}/mcp/admin`);
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   const { text } = await timedCall(client);
-  const bare = await bareMcp(text);
-  const sdkClient = await mcpClient(bare.url);
-  const canned = await cannedMcp(text);
-  const cannedClient = await mcpClient(canned.url);
+  const sdkClient = await mcpClient(floors.sdk);
+  const cannedClient = await mcpClient(floors.canned);
   if ((await timedCall(sdkClient)).text !== text || (await timedCall(cannedClient)).text !== text) throw new Error("a floor server does not answer hal0's bytes");
   const m: number[] = [];
   const r: number[] = [];
@@ -195,8 +135,6 @@ async function mcpVsRest(url: string): Promise<{ mcp: Latency; rest: Latency; sd
     k.push(d.ms);
   }
   await Promise.all([client.close(), sdkClient.close(), cannedClient.close()]);
-  await bare.close();
-  canned.close();
   agent.destroy();
   const per = MCP_CALLS / 20;
   const ratios: number[] = [];
@@ -250,11 +188,15 @@ export async function benchServe(): Promise<string[]> {
     await sleep(3000);
     const rssConverged = rssMb(child.pid!);
     const body = (await get(new Agent(), `${url}/api/slots`)).body;
-    const bare = createServer((_req, res) => res.writeHead(200, { "content-type": "application/json" }).end(body)).listen(0, "127.0.0.1");
-    await new Promise((r) => bare.once("listening", r));
-    const rest = await restVsBare(`${url}/api/slots`, `http://127.0.0.1:${(bare.address() as AddressInfo).port}/`);
-    bare.close();
-    const mcp = await mcpVsRest(url);
+    const floors = await startFloors(body, base);
+    let rest: Awaited<ReturnType<typeof restVsBare>>;
+    let mcp: Awaited<ReturnType<typeof mcpVsRest>>;
+    try {
+      rest = await restVsBare(`${url}/api/slots`, floors.rest);
+      mcp = await mcpVsRest(url, floors);
+    } finally {
+      floors.stop();
+    }
     await sleep(3000);
     const rss = rssMb(child.pid!);
     const idle = spawn(process.execPath, ["-e", "setInterval(() => {}, 1000)"], { stdio: "ignore" });
