@@ -127,7 +127,9 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
     if (api.code === "route.method_not_allowed" && Array.isArray(api.details.allowed)) setResponseHeader(event, "Allow", api.details.allowed.join(", "));
     return envelope(api);
   } finally {
-    deps.logger?.info({ reqId: requestId, caller: caller.kind === "anonymous" ? "anonymous" : `${caller.kind}:${caller.agent}`, route: routeId(route), status, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
+    const line = { reqId: requestId, caller: caller.kind === "anonymous" ? "anonymous" : `${caller.kind}:${caller.agent}`, route: routeId(route), status, ms: Math.round((performance.now() - started) * 10) / 10 };
+    // Written once the reply is on its way (h3 sends it when this returns): the caller does not wait for its log line.
+    if (deps.logger) setImmediate(() => deps.logger!.info(line, "request"));
     // By the route's template, never the raw path; an event stream that opened is a connection, not a latency.
     if (route.kind !== "stream" || status >= 400) deps.metrics?.observeRequest("rest", route.path, route.method, String(status), performance.now() - started);
   }
