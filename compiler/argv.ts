@@ -103,8 +103,11 @@ export function shellSplit(input: string): string[] | undefined {
  * itself when no flag repeats.
  */
 export function normalizeArgv(argv: readonly string[]): string[] {
+  // Each group is a flag (with its value word, if any) or a stray word; `last` is each flag's last group.
   const starts: number[] = [];
   const names: Array<string | undefined> = [];
+  const last = new Map<string, number>();
+  let repeated = false;
   for (let i = 0; i < argv.length; i++) {
     const token = argv[i]!;
     starts.push(i);
@@ -112,22 +115,17 @@ export function normalizeArgv(argv: readonly string[]): string[] {
       names.push(undefined);
       continue;
     }
-    names.push(canonicalFlag(token));
-    const next = argv[i + 1];
-    if (!token.includes("=") && next !== undefined && !isFlag(next)) i++;
+    const name = canonicalFlag(token);
+    if (!repeated && last.has(name)) repeated = true;
+    last.set(name, names.length);
+    names.push(name);
+    if (i + 1 < argv.length && !isFlag(argv[i + 1]!) && !token.includes("=")) i++;
   }
-  const last = new Map<string, number>();
-  let repeated = false;
-  names.forEach((name, g) => {
-    if (name === undefined) return;
-    repeated ||= last.has(name);
-    last.set(name, g);
-  });
   if (!repeated) return argv as string[];
   const out: string[] = [];
   for (let g = 0; g < starts.length; g++) {
     const name = names[g];
-    if (name !== undefined && !REPEATABLE_FLAGS.has(name) && last.get(name) !== g) continue;
+    if (name !== undefined && last.get(name) !== g && !REPEATABLE_FLAGS.has(name)) continue;
     const end = g + 1 < starts.length ? starts[g + 1]! : argv.length;
     for (let i = starts[g]!; i < end; i++) out.push(argv[i]!);
   }

@@ -62,16 +62,14 @@ export function resolveSlot(input: SlotInput, settings: Settings, reporter: Repo
   // The dialect hal0 writes: the probed runner's; the newest known one when it was not probed (or is not llama-server).
   const dialect = known?.dialect ?? NEWEST_DIALECT;
   const { effective, unavailable } = effectiveTune(input, dialect, known, reporter);
-  const words: SitedWord[] = [];
-  const flagsSite = profileKeySite(input, "flags");
-  profile.flags_argv.forEach((word, index) => words.push({ word, site: { ...flagsSite, word: { text: word, index } }, by: `profile \`${profile.name}\`'s flags` }));
+  // Each word's site is kept only when a flag table will check the argv (a probed llama-server runner).
+  const words = new ArgvWords(imaged ? [] : profile.runner, known !== undefined && known.flags !== null);
+  words.pushEach(profileKeySite(input, "flags"), `profile \`${profile.name}\`'s flags`, profile.flags_argv);
   pushModelArgs(words, input, effective, dialect, runtime);
-  const extraSite: Site = { file: input.file, path: ["server", "extra_args"], target: "value" };
-  input.extraArgs.forEach((word, index) => words.push({ word, site: { ...extraSite, word: { text: word, index } }, by: `slot \`${input.name}\`'s extra_args` }));
-  const raw = imaged ? words.map((w) => w.word) : [...profile.runner, ...words.map((w) => w.word)];
-  const argv = normalizeArgv(raw);
+  words.pushEach({ file: input.file, path: ["server", "extra_args"], target: "value" }, `slot \`${input.name}\`'s extra_args`, input.extraArgs);
+  const argv = normalizeArgv(words.argv);
   const env = sortedEnv(profile.env, slot.server.env);
-  const runner = slotRunner(input, key, known, dialect, words, facts.runnerReporter);
+  const runner = slotRunner(input, key, known, dialect, words.sited ?? [], facts.runnerReporter);
   const spec = slotSpec({
     argv,
     device, env, gpu_index: slot.placement.gpu_index, health_path: "/health", host: runtime === "swarm" ? SWARM_HOST : "127.0.0.1",
@@ -102,13 +100,14 @@ function observedFacts(dialect: string | undefined, imageDigest: string | undefi
  * runner's flag table is known only for a probed llama-server runner).
  */
 function slotRunner(input: SlotInput, key: string, known: RunnerFacts | undefined, dialect: Dialect, words: readonly SitedWord[], reporter: Reporter | undefined): SlotRunner {
-  const base = { key, dialect: dialect.id, version: known?.version.line ?? null, source: known?.source ?? null };
-  if (known === undefined) return { ...base, status: "unprobed", diagnostics: [] };
-  if (known.flags === null) return { ...base, status: "not_checked", diagnostics: [] };
+  const version = known?.version.line ?? null;
+  const source = known?.source ?? null;
+  if (known === undefined) return { key, dialect: dialect.id, version, source, status: "unprobed", diagnostics: [] };
+  if (known.flags === null) return { key, dialect: dialect.id, version, source, status: "not_checked", diagnostics: [] };
   const target = reporter ?? new Reporter(new Map());
   const before = target.diagnostics.length;
   checkArgv(words, slotEnv(input), known, known.flags, target);
-  return { ...base, status: "checked", diagnostics: target.diagnostics.slice(before) };
+  return { key, dialect: dialect.id, version, source, status: "checked", diagnostics: target.diagnostics.slice(before) };
 }
 
 /** The slot's env as the runner gets it (the profile's, the slot's over it), each variable with the key that set it. */
@@ -167,9 +166,9 @@ export function defaultDevice(profile: Profile): Device {
  * gives, written in the runner's dialect; each word sited at the key it comes
  * from (a `[tune]` key, the slot's `model`, `port` or `type`).
  */
-function pushModelArgs(out: SitedWord[], input: SlotInput, tune: FullTune, d: Dialect, runtime: Settings["slots"]["runtime"]): void {
+function pushModelArgs(out: ArgvWords, input: SlotInput, tune: FullTune, d: Dialect, runtime: Settings["slots"]["runtime"]): void {
   const { slot, model, file } = input;
-  const push = (site: Site, by: string, ...words: string[]) => { for (const word of words) out.push({ word, site, by }); };
+  const push = (site: Site, by: string, ...words: string[]) => out.push(site, by, words);
   const tuneBy = (key: TuneKey) => [tuneSite(input, key), `[tune] ${key}`] as const;
   if (model) {
     const at: Site = { file, path: ["model"], target: "value" };
@@ -210,6 +209,39 @@ function pushModelArgs(out: SitedWord[], input: SlotInput, tune: FullTune, d: Di
   }
   if (slot.type === "embedding") push({ file, path: ["type"], target: "value" }, "the slot's type", "--embedding");
   if (slot.type === "reranking") push({ file, path: ["type"], target: "value" }, "the slot's type", "--reranking");
+}
+
+/**
+ * A slot's argv as it is built: the words (after the runner prefix, for the
+ * process runtime) and, when the argv is to be checked against a flag table,
+ * each word with the key that wrote it (`sited`). Unchecked slots, the common
+ * case, build no site per word.
+ */
+class ArgvWords {
+  readonly argv: string[];
+  readonly sited: SitedWord[] | undefined;
+
+  constructor(prefix: readonly string[], sited: boolean) {
+    this.argv = [...prefix];
+    this.sited = sited ? [] : undefined;
+  }
+
+  /** `words`, all written by the key at `site`. */
+  push(site: Site, by: string, words: readonly string[]): void {
+    for (const word of words) {
+      this.argv.push(word);
+      this.sited?.push({ word, site, by });
+    }
+  }
+
+  /** The words of one string value (`flags`, `extra_args`), each sited at its own index within the value. */
+  pushEach(site: Site, by: string, words: readonly string[]): void {
+    for (let index = 0; index < words.length; index++) {
+      const word = words[index]!;
+      this.argv.push(word);
+      this.sited?.push({ word, site: { ...site, word: { text: word, index } }, by });
+    }
+  }
 }
 
 /** Profile tune overlaid by the slot's; values the model can't honour fall back, with a warning. */
