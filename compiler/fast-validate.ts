@@ -94,6 +94,17 @@ function build(schema: z.ZodType): Check {
     if (checks.length > 0) throw new Unsupported("checks on a wrapper");
     return base;
   }
+  // The common checks as plain tests (each exactly zod's test); any other through zod's own check function.
+  const tests = checks.map(plainTest);
+  if (tests.every((t) => t !== undefined)) {
+    const plain = tests as Array<(v: unknown) => boolean>;
+    return (value) => {
+      const out = base(value);
+      if (out === REFUSED) return REFUSED;
+      for (let i = 0; i < plain.length; i++) if (!plain[i]!(out)) return REFUSED;
+      return out;
+    };
+  }
   const fns = checks.map((c) => {
     if (typeof c.check !== "function") throw new Unsupported("a check without a function");
     return c.check;
@@ -108,6 +119,26 @@ function build(schema: z.ZodType): Check {
     }
     return payload.value;
   };
+}
+
+/** A check zod runs as a plain test of the value (a regex, z.int()'s safe-integer format, a numeric bound); undefined for any other. */
+function plainTest(check: ZodInternals): ((v: unknown) => boolean) | undefined {
+  const def = check.def as unknown as { check?: string; format?: string; pattern?: RegExp; value?: unknown; inclusive?: boolean; when?: unknown };
+  if (def.when !== undefined) return undefined;
+  if (def.check === "string_format" && def.format === "regex" && def.pattern instanceof RegExp) {
+    const pattern = def.pattern;
+    return (v) => {
+      pattern.lastIndex = 0;
+      return pattern.test(v as string);
+    };
+  }
+  if (def.check === "number_format" && def.format === "safeint") return (v) => Number.isSafeInteger(v);
+  if ((def.check === "greater_than" || def.check === "less_than") && typeof def.value === "number") {
+    const bound = def.value;
+    if (def.check === "greater_than") return def.inclusive ? (v) => (v as number) >= bound : (v) => (v as number) > bound;
+    return def.inclusive ? (v) => (v as number) <= bound : (v) => (v as number) < bound;
+  }
+  return undefined;
 }
 
 function buildBase(def: ZodDef, zod: ZodInternals): Check {
@@ -196,16 +227,21 @@ function buildObject(def: ZodDef): Check {
     if (mode === "unsupported") throw new Unsupported(`key ${key}`);
     return { key, mode, check: build(shape[key]!) };
   });
+  const names = fields.map((f) => f.key);
+  const always = fields.map((f) => f.mode === "defaulted");
+  const required = fields.map((f) => f.mode === "required");
+  const checks = fields.map((f) => f.check);
   return (v) => {
     if (!isPlainTable(v)) return REFUSED;
     for (const k in v) if (!known.has(k)) return REFUSED;
     const out: Record<string, unknown> = {};
-    for (const { key, mode, check } of fields) {
+    for (let i = 0; i < names.length; i++) {
+      const key = names[i]!;
       const present = key in v;
-      if (mode === "required" && !present) return REFUSED;
-      const value = check(v[key]);
+      if (!present && required[i]) return REFUSED;
+      const value = checks[i]!(v[key]);
       if (value === REFUSED) return REFUSED;
-      if (mode === "defaulted" || present) out[key] = value;
+      if (present || always[i]) out[key] = value;
     }
     return out;
   };
