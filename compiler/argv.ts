@@ -60,8 +60,13 @@ export function isFlag(token: string): boolean {
   return !(second >= 48 && second <= 57) && second !== 46 /* . */;
 }
 
+const SHELL_SPECIAL = /['"\\]/;
+const SHELL_BLANKS = /[ \t\n\r]+/;
+
 /** Splits a shell-quoted string into words; `undefined` when a quote is left open. */
 export function shellSplit(input: string): string[] | undefined {
+  // Without a quote or a backslash, the words are the runs between spaces, tabs and line breaks.
+  if (!SHELL_SPECIAL.test(input)) return input.split(SHELL_BLANKS).filter((word) => word !== "");
   const words: string[] = [];
   let word = "";
   let inWord = false;

@@ -8,6 +8,14 @@ describe("shellSplit", () => {
     expect(shellSplit(`--empty ""`)).toEqual(["--empty", ""]);
   });
 
+  it("splits text without quotes or escapes on runs of spaces, tabs and line breaks only", () => {
+    expect(shellSplit("  -b 512\t--no-mmap\r\n  -ub  256 ")).toEqual(["-b", "512", "--no-mmap", "-ub", "256"]);
+    expect(shellSplit(" \t\n")).toEqual([]);
+    // A form feed or a non-breaking space is part of a word, as in the quoting path.
+    expect(shellSplit("a\fb c\u00a0d")).toEqual(["a\fb", "c\u00a0d"]);
+    expect(shellSplit("a\fb 'c'")).toEqual(["a\fb", "c"]);
+  });
+
   it("returns undefined for an unterminated quote", () => {
     expect(shellSplit(`--chat-template 'abc`)).toBeUndefined();
     expect(shellSplit(`"abc`)).toBeUndefined();
