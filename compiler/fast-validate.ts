@@ -233,13 +233,15 @@ function buildObject(def: ZodDef): Check {
   const checks = fields.map((f) => f.check);
   return (v) => {
     if (!isPlainTable(v)) return REFUSED;
-    for (const k in v) if (!known.has(k)) return REFUSED;
+    const own = Object.keys(v);
+    for (let i = 0; i < own.length; i++) if (!known.has(own[i]!)) return REFUSED;
     const out: Record<string, unknown> = {};
     for (let i = 0; i < names.length; i++) {
       const key = names[i]!;
-      const present = key in v;
+      const input = v[key];
+      const present = input !== undefined || key in v;
       if (!present && required[i]) return REFUSED;
-      const value = checks[i]!(v[key]);
+      const value = checks[i]!(input);
       if (value === REFUSED) return REFUSED;
       if (present || always[i]) out[key] = value;
     }
