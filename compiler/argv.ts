@@ -4,7 +4,7 @@
  */
 
 /** Short and long spellings of one flag; the long one is canonical. */
-const FLAG_ALIASES: Readonly<Record<string, string>> = {
+const FLAG_ALIASES: ReadonlyMap<string, string> = new Map(Object.entries({
   "-m": "--model",
   "-a": "--alias",
   "-c": "--ctx-size",
@@ -24,7 +24,7 @@ const FLAG_ALIASES: Readonly<Record<string, string>> = {
   "-t": "--threads",
   "-ngl": "--n-gpu-layers",
   "--gpu-layers": "--n-gpu-layers",
-};
+}));
 
 /** Flags that may appear more than once; every occurrence is kept, in order. */
 const REPEATABLE_FLAGS = new Set(["--lora", "--lora-scaled", "--override-kv", "--control-vector"]);
@@ -50,7 +50,7 @@ export const RESERVED_FLAGS: Readonly<Record<string, string>> = {
 export function canonicalFlag(token: string): string {
   const eq = token.indexOf("=");
   const name = eq < 0 ? token : token.slice(0, eq);
-  return FLAG_ALIASES[name] ?? name;
+  return FLAG_ALIASES.get(name) ?? name;
 }
 
 /** `-x`, `--xy`, `--xy=1`; not `-`, and not a negative number such as `-1`. */
