@@ -27,6 +27,9 @@ function sortedLabels(labels: Readonly<Record<string, string>>): Record<string, 
   return Object.fromEntries(Object.keys(labels).sort().map((k) => [k, labels[k]!]));
 }
 
+/** The site of a word whose site is never read (its argv is not checked). */
+const UNREAD_SITE: Site = { file: "", path: [] };
+
 /** Slot types whose runner takes llama-server's context and reasoning flags. */
 const TUNED_TYPES = new Set(["llm", "embedding", "reranking"]);
 
@@ -169,21 +172,24 @@ export function defaultDevice(profile: Profile): Device {
 function pushModelArgs(out: ArgvWords, input: SlotInput, tune: FullTune, d: Dialect, runtime: Settings["slots"]["runtime"]): void {
   const { slot, model, file } = input;
   const push = (site: Site, by: string, ...words: string[]) => out.push(site, by, words);
-  const tuneBy = (key: TuneKey) => [tuneSite(input, key), `[tune] ${key}`] as const;
+  // An argv that is not checked reads no site, so none is built.
+  const sited = out.sited !== undefined;
+  const keySite = (key: "model" | "port" | "type"): Site => (sited ? { file, path: [key], target: "value" } : UNREAD_SITE);
+  const tuneBy = (key: TuneKey): readonly [Site, string] => (sited ? [tuneSite(input, key), `[tune] ${key}`] : [UNREAD_SITE, ""]);
   if (model) {
-    const at: Site = { file, path: ["model"], target: "value" };
+    const at = keySite("model");
     if (model.path_abs) push(at, "the slot's model", "--model", model.path_abs);
     else push(at, "the slot's model", "--hf-repo", model.hf_repo!, "--hf-file", model.hf_filename!);
     push(at, "the slot's model", "--alias", model.id);
   }
   if (runtime === "swarm") {
     // Reachable from the other nodes (Swarm picks the node; its address is not known here), and only with the box's API key, read from a Swarm secret.
-    push({ file, path: ["port"], target: "value" }, "the slot's port", "--host", SWARM_HOST, "--port", String(slot.port));
-    push({ file, path: ["port"], target: "value" }, "the swarm runtime's API key", "--api-key-file", SWARM_API_KEY_FILE);
-  } else push({ file, path: ["port"], target: "value" }, "the slot's port", "--host", "127.0.0.1", "--port", String(slot.port));
+    push(keySite("port"), "the slot's port", "--host", SWARM_HOST, "--port", String(slot.port));
+    push(keySite("port"), "the swarm runtime's API key", "--api-key-file", SWARM_API_KEY_FILE);
+  } else push(keySite("port"), "the slot's port", "--host", "127.0.0.1", "--port", String(slot.port));
   if (!TUNED_TYPES.has(slot.type)) return;
   // llama-server's Prometheus counters (GET /metrics), which hal0 scrapes for tokens/s (server/stats/).
-  push({ file, path: ["type"], target: "value" }, "hal0's slot stats", "--metrics");
+  push(keySite("type"), "hal0's slot stats", "--metrics");
   push(...tuneBy("ctx_size"), "--ctx-size", String(tune.ctx_size));
   if (slot.type === "llm") {
     const thinking = tuneBy("enable_thinking");
@@ -194,7 +200,7 @@ function pushModelArgs(out: ArgvWords, input: SlotInput, tune: FullTune, d: Dial
       const kwargs = d.reasoning_flag ? { reasoning_effort: tune.reasoning_effort } : { enable_thinking: tune.enable_thinking, reasoning_effort: tune.reasoning_effort };
       push(...tuneBy("reasoning_effort"), "--chat-template-kwargs", JSON.stringify(kwargs));
     }
-    const at: Site = { file, path: ["model"], target: "value" };
+    const at = keySite("model");
     if (model?.jinja) push(at, "the model's jinja", "--jinja");
     if (model && model.chat_template !== "auto") {
       push(at, "the model's chat_template", ...(model.chat_template_file_abs ? ["--chat-template-file", model.chat_template_file_abs] : ["--chat-template", model.chat_template]));
@@ -207,8 +213,8 @@ function pushModelArgs(out: ArgvWords, input: SlotInput, tune: FullTune, d: Dial
     if (tune.speculation === "mtp" && d.mtp_type) push(...spec, "--spec-type", d.mtp_type);
     if (tune.vision && model?.mmproj_abs) push(...tuneBy("vision"), "--mmproj", model.mmproj_abs);
   }
-  if (slot.type === "embedding") push({ file, path: ["type"], target: "value" }, "the slot's type", "--embedding");
-  if (slot.type === "reranking") push({ file, path: ["type"], target: "value" }, "the slot's type", "--reranking");
+  if (slot.type === "embedding") push(keySite("type"), "the slot's type", "--embedding");
+  if (slot.type === "reranking") push(keySite("type"), "the slot's type", "--reranking");
 }
 
 /**
