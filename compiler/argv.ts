@@ -108,31 +108,30 @@ export function shellSplit(input: string): string[] | undefined {
  * itself when no flag repeats.
  */
 export function normalizeArgv(argv: readonly string[]): string[] {
-  // Each group is a flag (with its value word, if any) or a stray word; `last` is each flag's last group.
-  const starts: number[] = [];
-  const names: Array<string | undefined> = [];
+  // names[i]: the canonical name of the flag at i; null for the value word that flag takes; undefined for a stray word.
+  const names: Array<string | null | undefined> = new Array(argv.length);
   const last = new Map<string, number>();
   let repeated = false;
   for (let i = 0; i < argv.length; i++) {
     const token = argv[i]!;
-    starts.push(i);
-    if (!isFlag(token)) {
-      names.push(undefined);
-      continue;
-    }
-    const name = canonicalFlag(token);
-    if (!repeated && last.has(name)) repeated = true;
-    last.set(name, names.length);
-    names.push(name);
-    if (i + 1 < argv.length && !isFlag(argv[i + 1]!) && !token.includes("=")) i++;
+    if (!isFlag(token)) continue;
+    const eq = token.indexOf("=");
+    const written = eq < 0 ? token : token.slice(0, eq);
+    const name = FLAG_ALIASES.get(written) ?? written;
+    if (last.has(name)) repeated = true;
+    last.set(name, i);
+    names[i] = name;
+    if (eq < 0 && i + 1 < argv.length && !isFlag(argv[i + 1]!)) names[++i] = null;
   }
   if (!repeated) return argv as string[];
   const out: string[] = [];
-  for (let g = 0; g < starts.length; g++) {
-    const name = names[g];
-    if (name !== undefined && last.get(name) !== g && !REPEATABLE_FLAGS.has(name)) continue;
-    const end = g + 1 < starts.length ? starts[g + 1]! : argv.length;
-    for (let i = starts[g]!; i < end; i++) out.push(argv[i]!);
+  for (let i = 0; i < argv.length; i++) {
+    const name = names[i];
+    if (typeof name === "string" && last.get(name) !== i && !REPEATABLE_FLAGS.has(name)) {
+      if (names[i + 1] === null) i++;
+      continue;
+    }
+    out.push(argv[i]!);
   }
   return out;
 }

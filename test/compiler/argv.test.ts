@@ -36,6 +36,14 @@ describe("normalizeArgv", () => {
       .toEqual(["--lora", "a.gguf", "--lora", "b.gguf", "--override-kv", "x=1", "--override-kv", "y=2"]);
   });
 
+  it("drops a repeated flag with its value word, keeps stray words, and lets a flag before a flag take no value", () => {
+    expect(normalizeArgv(["llama-server", "-b", "512", "stray", "--no-mmap", "-b", "--jinja", "-b", "64", "--x=1", "tail"]))
+      .toEqual(["llama-server", "stray", "--no-mmap", "--jinja", "-b", "64", "--x=1", "tail"]);
+    // No flag repeats: the same array back.
+    const argv = ["llama-server", "-b", "512", "--jinja"];
+    expect(normalizeArgv(argv)).toBe(argv);
+  });
+
   it("reads negative numbers as values and --flag=value as one token", () => {
     expect(normalizeArgv(["--reasoning-budget", "-1", "--threads=4", "--threads=8"])).toEqual(["--reasoning-budget", "-1", "--threads=8"]);
   });
