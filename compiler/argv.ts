@@ -4,7 +4,7 @@
  */
 
 /** Short and long spellings of one flag; the long one is canonical. */
-const FLAG_ALIASES: Readonly<Record<string, string>> = {
+const FLAG_ALIASES: ReadonlyMap<string, string> = new Map(Object.entries({
   "-m": "--model",
   "-a": "--alias",
   "-c": "--ctx-size",
@@ -24,7 +24,7 @@ const FLAG_ALIASES: Readonly<Record<string, string>> = {
   "-t": "--threads",
   "-ngl": "--n-gpu-layers",
   "--gpu-layers": "--n-gpu-layers",
-};
+}));
 
 /** Flags that may appear more than once; every occurrence is kept, in order. */
 const REPEATABLE_FLAGS = new Set(["--lora", "--lora-scaled", "--override-kv", "--control-vector"]);
@@ -50,7 +50,7 @@ export const RESERVED_FLAGS: Readonly<Record<string, string>> = {
 export function canonicalFlag(token: string): string {
   const eq = token.indexOf("=");
   const name = eq < 0 ? token : token.slice(0, eq);
-  return FLAG_ALIASES[name] ?? name;
+  return FLAG_ALIASES.get(name) ?? name;
 }
 
 /** `-x`, `--xy`, `--xy=1`; not `-`, and not a negative number such as `-1`. */
@@ -60,8 +60,13 @@ export function isFlag(token: string): boolean {
   return !(second >= 48 && second <= 57) && second !== 46 /* . */;
 }
 
+const SHELL_SPECIAL = /['"\\]/;
+const SHELL_BLANKS = /[ \t\n\r]+/;
+
 /** Splits a shell-quoted string into words; `undefined` when a quote is left open. */
 export function shellSplit(input: string): string[] | undefined {
+  // Without a quote or a backslash, the words are the runs between spaces, tabs and line breaks.
+  if (!SHELL_SPECIAL.test(input)) return input.split(SHELL_BLANKS).filter((word) => word !== "");
   const words: string[] = [];
   let word = "";
   let inWord = false;
@@ -103,33 +108,30 @@ export function shellSplit(input: string): string[] | undefined {
  * itself when no flag repeats.
  */
 export function normalizeArgv(argv: readonly string[]): string[] {
-  const starts: number[] = [];
-  const names: Array<string | undefined> = [];
-  for (let i = 0; i < argv.length; i++) {
-    const token = argv[i]!;
-    starts.push(i);
-    if (!isFlag(token)) {
-      names.push(undefined);
-      continue;
-    }
-    names.push(canonicalFlag(token));
-    const next = argv[i + 1];
-    if (!token.includes("=") && next !== undefined && !isFlag(next)) i++;
-  }
+  // names[i]: the canonical name of the flag at i; null for the value word that flag takes; undefined for a stray word.
+  const names: Array<string | null | undefined> = new Array(argv.length);
   const last = new Map<string, number>();
   let repeated = false;
-  names.forEach((name, g) => {
-    if (name === undefined) return;
-    repeated ||= last.has(name);
-    last.set(name, g);
-  });
+  for (let i = 0; i < argv.length; i++) {
+    const token = argv[i]!;
+    if (!isFlag(token)) continue;
+    const eq = token.indexOf("=");
+    const written = eq < 0 ? token : token.slice(0, eq);
+    const name = FLAG_ALIASES.get(written) ?? written;
+    if (last.has(name)) repeated = true;
+    last.set(name, i);
+    names[i] = name;
+    if (eq < 0 && i + 1 < argv.length && !isFlag(argv[i + 1]!)) names[++i] = null;
+  }
   if (!repeated) return argv as string[];
   const out: string[] = [];
-  for (let g = 0; g < starts.length; g++) {
-    const name = names[g];
-    if (name !== undefined && !REPEATABLE_FLAGS.has(name) && last.get(name) !== g) continue;
-    const end = g + 1 < starts.length ? starts[g + 1]! : argv.length;
-    for (let i = starts[g]!; i < end; i++) out.push(argv[i]!);
+  for (let i = 0; i < argv.length; i++) {
+    const name = names[i];
+    if (typeof name === "string" && last.get(name) !== i && !REPEATABLE_FLAGS.has(name)) {
+      if (names[i + 1] === null) i++;
+      continue;
+    }
+    out.push(argv[i]!);
   }
   return out;
 }

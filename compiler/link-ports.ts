@@ -57,7 +57,9 @@ export function checkCapacity(slots: readonly PlacedSlot[], catalog: Catalog, re
   for (const s of slots) {
     if (!s.enabled || (swarm && s.node === undefined)) continue;
     const key = swarm ? s.node! : "";
-    groups.set(key, [...(groups.get(key) ?? []), s]);
+    const group = groups.get(key);
+    if (group) group.push(s);
+    else groups.set(key, [s]);
   }
   for (const [node, enabled] of [...groups].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
     const on = swarm ? ` on node ${node}` : "";

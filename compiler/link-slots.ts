@@ -38,12 +38,13 @@ export function linkSlots(slots: ResourceFiles<Slot>, catalog: Catalog, reporter
   for (const name of [...slots.broken.keys()].sort()) linkBrokenSlot(slots.broken.get(name)!, catalog, reporter);
   // Ports, capacity and the NPU are checked for every slot that holds a port,
   // linked or not: a slot with a typo in its profile still holds its port.
-  const placed = [...slots.names.keys()].sort().flatMap((name): PlacedSlot[] => {
+  const placed: PlacedSlot[] = [];
+  for (const name of [...slots.names.keys()].sort()) {
     const valid = slots.valid.get(name);
-    if (valid) return [placeSlot(name, valid, catalog)];
-    const broken = slots.broken.get(name);
-    return broken ? placeBrokenSlot(name, broken, catalog) : [];
-  });
+    const broken = valid ? undefined : slots.broken.get(name);
+    if (valid) placed.push(placeSlot(name, valid, catalog));
+    else if (broken) placed.push(...placeBrokenSlot(name, broken, catalog));
+  }
   checkPorts(placed, catalog, reporter);
   checkCapacity(placed, catalog, reporter);
   return out;

@@ -27,6 +27,9 @@ function sortedLabels(labels: Readonly<Record<string, string>>): Record<string, 
   return Object.fromEntries(Object.keys(labels).sort().map((k) => [k, labels[k]!]));
 }
 
+/** The site of a word whose site is never read (its argv is not checked). */
+const UNREAD_SITE: Site = { file: "", path: [] };
+
 /** Slot types whose runner takes llama-server's context and reasoning flags. */
 const TUNED_TYPES = new Set(["llm", "embedding", "reranking"]);
 
@@ -62,16 +65,14 @@ export function resolveSlot(input: SlotInput, settings: Settings, reporter: Repo
   // The dialect hal0 writes: the probed runner's; the newest known one when it was not probed (or is not llama-server).
   const dialect = known?.dialect ?? NEWEST_DIALECT;
   const { effective, unavailable } = effectiveTune(input, dialect, known, reporter);
-  const words: SitedWord[] = [];
-  const flagsSite = profileKeySite(input, "flags");
-  profile.flags_argv.forEach((word, index) => words.push({ word, site: { ...flagsSite, word: { text: word, index } }, by: `profile \`${profile.name}\`'s flags` }));
+  // Each word's site is kept only when a flag table will check the argv (a probed llama-server runner).
+  const words = new ArgvWords(imaged ? [] : profile.runner, known !== undefined && known.flags !== null);
+  words.pushEach(profileKeySite(input, "flags"), `profile \`${profile.name}\`'s flags`, profile.flags_argv);
   pushModelArgs(words, input, effective, dialect, runtime);
-  const extraSite: Site = { file: input.file, path: ["server", "extra_args"], target: "value" };
-  input.extraArgs.forEach((word, index) => words.push({ word, site: { ...extraSite, word: { text: word, index } }, by: `slot \`${input.name}\`'s extra_args` }));
-  const raw = imaged ? words.map((w) => w.word) : [...profile.runner, ...words.map((w) => w.word)];
-  const argv = normalizeArgv(raw);
+  words.pushEach({ file: input.file, path: ["server", "extra_args"], target: "value" }, `slot \`${input.name}\`'s extra_args`, input.extraArgs);
+  const argv = normalizeArgv(words.argv);
   const env = sortedEnv(profile.env, slot.server.env);
-  const runner = slotRunner(input, key, known, dialect, words, facts.runnerReporter);
+  const runner = slotRunner(input, key, known, dialect, words.sited ?? [], facts.runnerReporter);
   const spec = slotSpec({
     argv,
     device, env, gpu_index: slot.placement.gpu_index, health_path: "/health", host: runtime === "swarm" ? SWARM_HOST : "127.0.0.1",
@@ -102,13 +103,14 @@ function observedFacts(dialect: string | undefined, imageDigest: string | undefi
  * runner's flag table is known only for a probed llama-server runner).
  */
 function slotRunner(input: SlotInput, key: string, known: RunnerFacts | undefined, dialect: Dialect, words: readonly SitedWord[], reporter: Reporter | undefined): SlotRunner {
-  const base = { key, dialect: dialect.id, version: known?.version.line ?? null, source: known?.source ?? null };
-  if (known === undefined) return { ...base, status: "unprobed", diagnostics: [] };
-  if (known.flags === null) return { ...base, status: "not_checked", diagnostics: [] };
+  const version = known?.version.line ?? null;
+  const source = known?.source ?? null;
+  if (known === undefined) return { key, dialect: dialect.id, version, source, status: "unprobed", diagnostics: [] };
+  if (known.flags === null) return { key, dialect: dialect.id, version, source, status: "not_checked", diagnostics: [] };
   const target = reporter ?? new Reporter(new Map());
   const before = target.diagnostics.length;
   checkArgv(words, slotEnv(input), known, known.flags, target);
-  return { ...base, status: "checked", diagnostics: target.diagnostics.slice(before) };
+  return { key, dialect: dialect.id, version, source, status: "checked", diagnostics: target.diagnostics.slice(before) };
 }
 
 /** The slot's env as the runner gets it (the profile's, the slot's over it), each variable with the key that set it. */
@@ -167,24 +169,27 @@ export function defaultDevice(profile: Profile): Device {
  * gives, written in the runner's dialect; each word sited at the key it comes
  * from (a `[tune]` key, the slot's `model`, `port` or `type`).
  */
-function pushModelArgs(out: SitedWord[], input: SlotInput, tune: FullTune, d: Dialect, runtime: Settings["slots"]["runtime"]): void {
+function pushModelArgs(out: ArgvWords, input: SlotInput, tune: FullTune, d: Dialect, runtime: Settings["slots"]["runtime"]): void {
   const { slot, model, file } = input;
-  const push = (site: Site, by: string, ...words: string[]) => { for (const word of words) out.push({ word, site, by }); };
-  const tuneBy = (key: TuneKey) => [tuneSite(input, key), `[tune] ${key}`] as const;
+  const push = (site: Site, by: string, ...words: string[]) => out.push(site, by, words);
+  // An argv that is not checked reads no site, so none is built.
+  const sited = out.sited !== undefined;
+  const keySite = (key: "model" | "port" | "type"): Site => (sited ? { file, path: [key], target: "value" } : UNREAD_SITE);
+  const tuneBy = (key: TuneKey): readonly [Site, string] => (sited ? [tuneSite(input, key), `[tune] ${key}`] : [UNREAD_SITE, ""]);
   if (model) {
-    const at: Site = { file, path: ["model"], target: "value" };
+    const at = keySite("model");
     if (model.path_abs) push(at, "the slot's model", "--model", model.path_abs);
     else push(at, "the slot's model", "--hf-repo", model.hf_repo!, "--hf-file", model.hf_filename!);
     push(at, "the slot's model", "--alias", model.id);
   }
   if (runtime === "swarm") {
     // Reachable from the other nodes (Swarm picks the node; its address is not known here), and only with the box's API key, read from a Swarm secret.
-    push({ file, path: ["port"], target: "value" }, "the slot's port", "--host", SWARM_HOST, "--port", String(slot.port));
-    push({ file, path: ["port"], target: "value" }, "the swarm runtime's API key", "--api-key-file", SWARM_API_KEY_FILE);
-  } else push({ file, path: ["port"], target: "value" }, "the slot's port", "--host", "127.0.0.1", "--port", String(slot.port));
+    push(keySite("port"), "the slot's port", "--host", SWARM_HOST, "--port", String(slot.port));
+    push(keySite("port"), "the swarm runtime's API key", "--api-key-file", SWARM_API_KEY_FILE);
+  } else push(keySite("port"), "the slot's port", "--host", "127.0.0.1", "--port", String(slot.port));
   if (!TUNED_TYPES.has(slot.type)) return;
   // llama-server's Prometheus counters (GET /metrics), which hal0 scrapes for tokens/s (server/stats/).
-  push({ file, path: ["type"], target: "value" }, "hal0's slot stats", "--metrics");
+  push(keySite("type"), "hal0's slot stats", "--metrics");
   push(...tuneBy("ctx_size"), "--ctx-size", String(tune.ctx_size));
   if (slot.type === "llm") {
     const thinking = tuneBy("enable_thinking");
@@ -195,7 +200,7 @@ function pushModelArgs(out: SitedWord[], input: SlotInput, tune: FullTune, d: Di
       const kwargs = d.reasoning_flag ? { reasoning_effort: tune.reasoning_effort } : { enable_thinking: tune.enable_thinking, reasoning_effort: tune.reasoning_effort };
       push(...tuneBy("reasoning_effort"), "--chat-template-kwargs", JSON.stringify(kwargs));
     }
-    const at: Site = { file, path: ["model"], target: "value" };
+    const at = keySite("model");
     if (model?.jinja) push(at, "the model's jinja", "--jinja");
     if (model && model.chat_template !== "auto") {
       push(at, "the model's chat_template", ...(model.chat_template_file_abs ? ["--chat-template-file", model.chat_template_file_abs] : ["--chat-template", model.chat_template]));
@@ -208,8 +213,41 @@ function pushModelArgs(out: SitedWord[], input: SlotInput, tune: FullTune, d: Di
     if (tune.speculation === "mtp" && d.mtp_type) push(...spec, "--spec-type", d.mtp_type);
     if (tune.vision && model?.mmproj_abs) push(...tuneBy("vision"), "--mmproj", model.mmproj_abs);
   }
-  if (slot.type === "embedding") push({ file, path: ["type"], target: "value" }, "the slot's type", "--embedding");
-  if (slot.type === "reranking") push({ file, path: ["type"], target: "value" }, "the slot's type", "--reranking");
+  if (slot.type === "embedding") push(keySite("type"), "the slot's type", "--embedding");
+  if (slot.type === "reranking") push(keySite("type"), "the slot's type", "--reranking");
+}
+
+/**
+ * A slot's argv as it is built: the words (after the runner prefix, for the
+ * process runtime) and, when the argv is to be checked against a flag table,
+ * each word with the key that wrote it (`sited`). Unchecked slots, the common
+ * case, build no site per word.
+ */
+class ArgvWords {
+  readonly argv: string[];
+  readonly sited: SitedWord[] | undefined;
+
+  constructor(prefix: readonly string[], sited: boolean) {
+    this.argv = [...prefix];
+    this.sited = sited ? [] : undefined;
+  }
+
+  /** `words`, all written by the key at `site`. */
+  push(site: Site, by: string, words: readonly string[]): void {
+    for (const word of words) {
+      this.argv.push(word);
+      this.sited?.push({ word, site, by });
+    }
+  }
+
+  /** The words of one string value (`flags`, `extra_args`), each sited at its own index within the value. */
+  pushEach(site: Site, by: string, words: readonly string[]): void {
+    for (let index = 0; index < words.length; index++) {
+      const word = words[index]!;
+      this.argv.push(word);
+      this.sited?.push({ word, site: { ...site, word: { text: word, index } }, by });
+    }
+  }
 }
 
 /** Profile tune overlaid by the slot's; values the model can't honour fall back, with a warning. */

@@ -5,6 +5,7 @@ import {
   type Code, type FileKind, type KeyPath,
 } from "../schema/index.js";
 import type { Reporter } from "./report.js";
+import { fastParse, REFUSED } from "./fast-validate.js";
 import { mayHoldOddScalars, normalizeScalars } from "./scalars.js";
 import { didYouMean } from "./suggest.js";
 import { describeExpected, describeValue, displayValue, explainName, quoteName } from "./explain.js";
@@ -40,6 +41,9 @@ export function parseToml(rel: string, text: string, reporter: Reporter): Record
 export function validateFile<T>(kind: FileKind, rel: string, raw: Record<string, unknown>, reporter: Reporter): T | undefined {
   const { data, refused } = refuseLegacyShapes(kind, rel, raw, reporter);
   if (data === undefined) return undefined;
+  // A valid file is vouched for by the fast path; anything else is parsed by zod itself, which reports the issues.
+  const fast = fastParse(kind.schema, data);
+  if (fast !== REFUSED) return refused ? undefined : (fast as T);
   const result = kind.schema.safeParse(data);
   if (result.success) return refused ? undefined : (result.data as T);
   for (const issue of result.error.issues) reportIssue(kind, rel, issue, valueAt(data, issue.path as KeyPath), reporter);

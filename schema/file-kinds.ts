@@ -47,7 +47,7 @@ export const FILE_KINDS: readonly FileKind[] = [
 export function classifyPath(rel: string): { kind: FileKind; stem?: string } | undefined {
   for (const kind of FILE_KINDS) {
     if (kind.file === rel) return { kind };
-    if (kind.folder !== undefined && rel.startsWith(`${kind.folder}/`) && rel.endsWith(".toml")) {
+    if (kind.folder !== undefined && rel.startsWith(kind.folder) && rel.charCodeAt(kind.folder.length) === 47 /* / */ && rel.endsWith(".toml")) {
       const stem = rel.slice(kind.folder.length + 1, -".toml".length);
       if (!stem.includes("/")) return { kind, stem };
     }

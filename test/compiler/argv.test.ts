@@ -8,6 +8,14 @@ describe("shellSplit", () => {
     expect(shellSplit(`--empty ""`)).toEqual(["--empty", ""]);
   });
 
+  it("splits text without quotes or escapes on runs of spaces, tabs and line breaks only", () => {
+    expect(shellSplit("  -b 512\t--no-mmap\r\n  -ub  256 ")).toEqual(["-b", "512", "--no-mmap", "-ub", "256"]);
+    expect(shellSplit(" \t\n")).toEqual([]);
+    // A form feed or a non-breaking space is part of a word, as in the quoting path.
+    expect(shellSplit("a\fb c\u00a0d")).toEqual(["a\fb", "c\u00a0d"]);
+    expect(shellSplit("a\fb 'c'")).toEqual(["a\fb", "c"]);
+  });
+
   it("returns undefined for an unterminated quote", () => {
     expect(shellSplit(`--chat-template 'abc`)).toBeUndefined();
     expect(shellSplit(`"abc`)).toBeUndefined();
@@ -26,6 +34,14 @@ describe("normalizeArgv", () => {
   it("keeps every occurrence of repeatable flags", () => {
     expect(normalizeArgv(["--lora", "a.gguf", "--lora", "b.gguf", "--override-kv", "x=1", "--override-kv", "y=2"]))
       .toEqual(["--lora", "a.gguf", "--lora", "b.gguf", "--override-kv", "x=1", "--override-kv", "y=2"]);
+  });
+
+  it("drops a repeated flag with its value word, keeps stray words, and lets a flag before a flag take no value", () => {
+    expect(normalizeArgv(["llama-server", "-b", "512", "stray", "--no-mmap", "-b", "--jinja", "-b", "64", "--x=1", "tail"]))
+      .toEqual(["llama-server", "stray", "--no-mmap", "--jinja", "-b", "64", "--x=1", "tail"]);
+    // No flag repeats: the same array back.
+    const argv = ["llama-server", "-b", "512", "--jinja"];
+    expect(normalizeArgv(argv)).toBe(argv);
   });
 
   it("reads negative numbers as values and --flag=value as one token", () => {
