@@ -1,0 +1,80 @@
+// Bundles the CLI (cli/main.ts and every module it reaches) into dist/cli-bundle/
+// for bin/hal0.js: a command then loads a few files instead of ~250, which is
+// most of a short command's start. Each command's modules stay their own chunk,
+// loaded only when that command runs (the dynamic imports in cli/main.ts).
+// The tsc output in dist/ stays what the tests and the bench import.
+//
+// Left outside the bundle, loaded from node_modules as before:
+//   - native modules (better-sqlite3; ssh2 and its optional cpu-features);
+//   - what dockerode defers (reconciler/drivers/docker-deps.ts puts stand-ins for
+//     @grpc/grpc-js, @grpc/proto-loader and ssh2 in the require cache) and its
+//     BuildKit parts, which read .proto files beside themselves;
+//   - the packages of `hal0 serve` and the other long-running or rare commands
+//     (h3, the MCP SDK, pino, chokidar, prom-client, the Hub client, yaml): they
+//     read files beside themselves or start workers from their own folder, and a
+//     command that needs them runs for long enough that their loading does not count.
+import { build } from "esbuild";
+import { rmSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const out = join(root, "dist/cli-bundle");
+
+/** Packages bundled (with whatever they import, except NEVER). */
+const BUNDLED = new Set(["zod", "smol-toml", "@decimalturn/toml-patch", "dockerode"]);
+/** Never bundled, wherever imported from. */
+const NEVER = new Set(["better-sqlite3", "ssh2", "cpu-features", "@grpc/grpc-js", "@grpc/proto-loader"]);
+
+const packageOf = (spec) => (spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0]);
+
+/** @type {import("esbuild").Plugin} */
+const externals = {
+  name: "hal0-externals",
+  setup(b) {
+    b.onResolve({ filter: /^[^./]/ }, (args) => {
+      if (args.path.startsWith("node:")) return { external: true };
+      const pkg = packageOf(args.path);
+      if (NEVER.has(pkg)) return { external: true };
+      const fromPackage = args.importer.includes("/node_modules/");
+      if (fromPackage || BUNDLED.has(pkg)) return undefined;
+      return { external: true };
+    });
+    // zod's `locales` namespace (z.locales, z.core.locales): every language's error messages,
+    // ~360 KB of the ~800 KB zod brings, which hal0 never selects: its messages are zod's
+    // English default, which zod sets itself from locales/en.js (still bundled).
+    b.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) => {
+      if (!/node_modules\/zod\/v4\/(classic|core)$/.test(args.resolveDir)) return undefined;
+      return { path: "zod-locales", namespace: "hal0-stub" };
+    });
+    b.onLoad({ filter: /^zod-locales$/, namespace: "hal0-stub" }, () => ({
+      contents: 'export { default as en } from "zod/v4/locales/en.js";',
+      resolveDir: root,
+    }));
+    // dockerode's BuildKit session and status decoder read .proto files beside themselves: required from their own folder.
+    b.onResolve({ filter: /^\.\/(session|buildkit)$/ }, (args) => {
+      if (!/node_modules\/dockerode\/lib$/.test(args.resolveDir)) return undefined;
+      return { path: `dockerode/lib/${args.path.slice(2)}.js`, external: true };
+    });
+  },
+};
+
+rmSync(out, { recursive: true, force: true });
+await build({
+  entryPoints: { main: join(root, "cli/main.ts") },
+  outdir: out,
+  bundle: true,
+  splitting: true,
+  format: "esm",
+  platform: "node",
+  target: "node20.19",
+  // CommonJS packages in the bundle (dockerode) require node built-ins and the packages left outside.
+  banner: { js: 'import { createRequire as __hal0CreateRequire } from "node:module"; const require = __hal0CreateRequire(import.meta.url);' },
+  chunkNames: "chunk-[hash]",
+  plugins: [externals],
+  logLevel: "warning",
+  legalComments: "none",
+  // Less text to parse at every start (~10% of a short command's CPU); names are kept, so a stack still names its functions.
+  minifyWhitespace: true,
+  minifySyntax: true,
+});
