@@ -26,12 +26,58 @@ const BUNDLED = new Set(["zod", "smol-toml", "@decimalturn/toml-patch", "dockero
 /** Never bundled, wherever imported from. */
 const NEVER = new Set(["better-sqlite3", "ssh2", "cpu-features", "@grpc/grpc-js", "@grpc/proto-loader"]);
 
+/**
+ * Modules whose loading waits until something is called on them: esbuild keeps
+ * a bundled module that is require()d in a wrapper evaluated at the first
+ * require, so each stand-in requires the real module the first time it is used.
+ *   - toml-patch (~180 KB): the compiler locates a diagnostic's key with it, and
+ *     edits write with it; a tree that compiles clean and a plan never call it.
+ *   - tar-fs, @balena/dockerignore (with tar-stream, bl, …): dockerode packs a
+ *     build context with them; hal0 builds no images.
+ * Behaviour is the same: every call goes to the real function.
+ */
+const LAZY = {
+  "@decimalturn/toml-patch": {
+    stub: (name) => [
+      "let real;",
+      `const load = () => (real ??= require(${JSON.stringify(name)}));`,
+      ...["parse", "parseDocument", "patch", "stringify"].map((f) => `export function ${f}(...args) { return load().${f}(...args); }`),
+    ].join("\n"),
+  },
+  "tar-fs": { from: "/node_modules/dockerode/lib/util.js", stub: (name) => lazyCjs(name) },
+  "@balena/dockerignore": { from: "/node_modules/dockerode/lib/util.js", stub: (name) => lazyCjs(name) },
+};
+
+/** A CommonJS stand-in: every property read and call goes to the real module, required the first time. */
+function lazyCjs(name) {
+  return [
+    "let real;",
+    `const load = () => (real ??= require(${JSON.stringify(name)}));`,
+    "module.exports = new Proxy(function () {}, {",
+    "  get: (_t, key) => load()[key],",
+    "  has: (_t, key) => key in load(),",
+    "  apply: (_t, self, args) => Reflect.apply(load(), self, args),",
+    "});",
+  ].join("\n");
+}
+
 const packageOf = (spec) => (spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0]);
 
 /** @type {import("esbuild").Plugin} */
 const externals = {
   name: "hal0-externals",
   setup(b) {
+    // Loaded when first used, not at start (see LAZY): the stand-in, then the real module inside it.
+    b.onResolve({ filter: /^(@decimalturn\/toml-patch|tar-fs|@balena\/dockerignore)$/ }, (args) => {
+      if (args.namespace === "hal0-stub") return undefined;
+      const lazy = LAZY[args.path];
+      if (lazy.from !== undefined && !args.importer.endsWith(lazy.from)) return undefined;
+      return { path: `${args.resolveDir}/lazy:${args.path}`, namespace: "hal0-stub", pluginData: { name: args.path, resolveDir: args.resolveDir } };
+    });
+    b.onLoad({ filter: /\/lazy:/, namespace: "hal0-stub" }, (args) => ({
+      contents: LAZY[args.pluginData.name].stub(args.pluginData.name),
+      resolveDir: args.pluginData.resolveDir,
+    }));
     b.onResolve({ filter: /^[^./]/ }, (args) => {
       if (args.path.startsWith("node:")) return { external: true };
       const pkg = packageOf(args.path);
