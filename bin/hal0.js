@@ -5,14 +5,16 @@
 // at no measurable cost to the short commands. Running it as `node bin/hal0.js` skips the flag.
 //
 // `npm run build` writes the CLI twice: tsc's one file per module (dist/cli/main.js, what the
-// tests and the bench import) and the bundle of scripts/bundle.mjs (dist/cli-bundle/main.js),
-// which starts faster: a command loads a few files instead of some 250. The bundle runs
+// tests and the bench import) and the bundle of scripts/bundle.mjs (dist/cli-bundle/hal0.cjs,
+// with V8 code caches beside it; see load-bundle.js), which starts faster. The bundle runs
 // unless it is missing or older than tsc's output (a tsc-only build after it): then dist/cli.
 import { statSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+import { canLoadBundle, loadBundle } from "./load-bundle.js";
 
-const bundle = new URL("../dist/cli-bundle/main.js", import.meta.url);
+const bundle = fileURLToPath(new URL("../dist/cli-bundle/hal0.cjs", import.meta.url));
 const modules = new URL("../dist/cli/main.js", import.meta.url);
-const { main } = await import(fresh(bundle, modules) ? bundle.href : modules.href);
+const { main } = canLoadBundle && fresh(bundle, fileURLToPath(modules)) ? loadBundle(bundle).exports : await import(modules.href);
 
 main(process.argv.slice(2)).then(
   (code) => {
