@@ -81,6 +81,17 @@ const externals = {
       contents: LAZY[args.pluginData.name].stub(args.pluginData.name),
       resolveDir: args.pluginData.resolveDir,
     }));
+    // import() of a package left outside: required instead (from a one-line module of the bundle),
+    // since V8 drops a script's dynamic-import callback when the script comes from a code cache.
+    b.onResolve({ filter: /^[^./]/ }, (args) => {
+      if (args.kind !== "dynamic-import" || args.path.startsWith("node:") || args.importer.includes("/node_modules/")) return undefined;
+      if (BUNDLED.has(packageOf(args.path))) return undefined;
+      return { path: `${args.resolveDir}/required:${args.path}`, namespace: "hal0-stub", pluginData: { name: args.path, resolveDir: args.resolveDir } };
+    });
+    b.onLoad({ filter: /\/required:/, namespace: "hal0-stub" }, (args) => ({
+      contents: `module.exports = require(${JSON.stringify(args.pluginData.name)});`,
+      resolveDir: args.pluginData.resolveDir,
+    }));
     b.onResolve({ filter: /^[^./]/ }, (args) => {
       if (args.path.startsWith("node:")) return { external: true };
       const pkg = packageOf(args.path);
