@@ -18,7 +18,8 @@ const io = { stdout: quiet, stderr: quiet, env: { ...process.env, NO_COLOR: "1" 
 const box = join(root, "fixtures/box");
 try {
   for (const args of [["--help"], ["plan", "--help"], ["validate", "--config", box], ["plan", "--config", box, "--state", state], ["status", "--config", box, "--state", state]]) {
-    await exports.main(args, io);
+    // A command that fails here (a host without what it needs) still leaves what it compiled.
+    await exports.main(args, io).catch(() => undefined);
   }
   writeFileSync(cachePath(file), script.createCachedData());
 } finally {
