@@ -4,11 +4,11 @@ import { StateStore } from "../reconciler/state.js";
 import type { HermesCredentials, SlotDriver } from "../reconciler/index.js";
 import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
 import type Dockerode from "dockerode";
-import { withRunners, runnerErrors, type ObservedCompile } from "../reconciler/runner-observe.js";
+import { compileFromCache, withRunners, runnerErrors, type ObservedCompile } from "../reconciler/runner-observe.js";
 import { RunnerProbe } from "../reconciler/runner-probe.js";
 import { engineAddress } from "../reconciler/images.js";
 import { CliError, InvalidConfigError, type CliIo } from "./io.js";
-import { compileOrThrow, configDir, stateDir } from "./paths.js";
+import { configDir, readTree, stateDir } from "./paths.js";
 
 /** A compiled box with its runtime driver and state folder: what plan, apply, status and down work on. */
 export interface Box {
@@ -28,19 +28,22 @@ export interface Box {
  * a composition root: the only place the CLI constructs real drivers.
  */
 export async function openBox(flags: { config?: string; state?: string }, io: CliIo, options: { readonly checkRunners?: boolean } = {}): Promise<Box> {
-  const compiled = await compileOrThrow(flags, io);
+  const { root, tree, diagnostics: carried } = await readTree(flags, io);
   const state = new StateStore(stateDir(flags.state, io.env, io.cwd));
-  const driver = await driverFor(compiled.model, state.dir, io.env);
   // The runners' facts (each asked --version / --help once, cached in the state folder): argv in each runner's dialect, checked.
-  const runners = runnerProbeFor(compiled.root, state.dir);
-  const observed = await withRunners({ model: compiled.model, diagnostics: compiled.diagnostics }, compiled.tree, compiled.carried, runners.probe);
-  const model = observed.result.model ?? compiled.model;
+  // Compiled once with the cached facts; again only when the probe finds others (runner-observe.ts).
+  const runners = runnerProbeFor(root, state.dir);
+  const { first, given } = compileFromCache(tree, carried, runners.probe);
+  if (!first.model) throw new InvalidConfigError(root, first.diagnostics, tree.files);
+  const driver = await driverFor(first.model, state.dir, io.env);
+  const observed = await withRunners(first, tree, carried, runners.probe, "probe", given);
+  const model = observed.result.model ?? first.model;
   if (options.checkRunners) {
     // A flag a runner would refuse stops plan and apply before anything starts, located like any compile error.
     const errors = runnerErrors(model);
-    if (errors.length > 0) throw new InvalidConfigError(compiled.root, [...errors, ...model.runnerDiagnostics.filter((d) => d.severity === "warning")], compiled.texts);
+    if (errors.length > 0) throw new InvalidConfigError(root, [...errors, ...model.runnerDiagnostics.filter((d) => d.severity === "warning")], tree.files);
   }
-  return { root: compiled.root, model, driver, state, hermesCredentials: stateHermesCredentials(state.dir), runners: observed };
+  return { root, model, driver, state, hermesCredentials: stateHermesCredentials(state.dir), runners: observed };
 }
 
 /** The engine the last docker driver was built with: the runner probe asks images through the same one. */

@@ -35,13 +35,19 @@ export interface CompiledTree {
  * `config.not_found` (exit 1, not a usage error). Loads no reconciler code.
  */
 export async function compileTree(flags: { config?: string }, io: CliIo): Promise<CompiledTree> {
+  const loaded = await readTree(flags, io);
+  const { model, diagnostics } = compile(loaded.tree, loaded.diagnostics);
+  return { root: loaded.root, model, diagnostics, texts: loaded.tree.files, tree: loaded.tree, carried: loaded.diagnostics };
+}
+
+/** The config folder read (not compiled); a missing folder is CliError `config.not_found`. */
+export async function readTree(flags: { config?: string }, io: CliIo): Promise<{ readonly root: string; readonly tree: SourceTree; readonly diagnostics: Diagnostic[] }> {
   const root = configDir(flags.config, io.env, io.cwd);
   const loaded = await loadTree(root).catch((err: unknown) => {
     if (err instanceof ConfigNotFoundError) throw new CliError("config.not_found", `config folder not found: ${root}`);
     throw err;
   });
-  const { model, diagnostics } = compile(loaded.tree, loaded.diagnostics);
-  return { root, model, diagnostics, texts: loaded.tree.files, tree: loaded.tree, carried: loaded.diagnostics };
+  return { root, tree: loaded.tree, diagnostics: loaded.diagnostics };
 }
 
 /** The compiled tree, or InvalidConfigError (exit 1; `main` prints its diagnostics, or the JSON failure under --json). */

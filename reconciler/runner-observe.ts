@@ -1,4 +1,4 @@
-import { compile, runnerKey, type CompileResult, type ImageDigests, type Model, type RunnerFactsIndex, type SourceTree } from "../compiler/index.js";
+import { compile, runnerKey, type CompileResult, type ImageDigests, type Model, type RunnerFacts, type RunnerFactsIndex, type SourceTree } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
 import type { ProbeResult, ProbeTarget, RunnerProbe } from "./runner-probe.js";
 
@@ -9,7 +9,9 @@ import type { ProbeResult, ProbeTarget, RunnerProbe } from "./runner-probe.js";
  * its cache, or by running `--version` / `--help`), and compile again with
  * them: each slot's argv is then written in its runner's dialect and checked
  * against its flag table. When the probe knows no runner, the first result is
- * the answer (every slot unprobed: the newest known dialect).
+ * the answer (every slot unprobed: the newest known dialect). When the cache
+ * already holds the runners' facts, the first compile is given them
+ * (compileFromCache) and is the answer when the probe agrees: one compile.
  */
 
 /** The runners the enabled slots use: each process runner word, or each image on the docker runtime. */
@@ -40,25 +42,70 @@ export interface ObservedCompile {
   readonly probe?: ProbeResult;
 }
 
-/** `compile(tree, carried)` with the facts of the runners its slots use. */
-export async function compileWithRunners(tree: SourceTree, carried: readonly Diagnostic[], probe: RunnerProbe, mode: RunnerFactsMode = "probe"): Promise<ObservedCompile> {
-  const first = compile(tree, carried);
-  return withRunners(first, tree, carried, probe, mode);
+/** Runner facts as compile takes them. */
+export interface GivenFacts {
+  readonly runners: RunnerFactsIndex;
+  readonly images: ImageDigests;
 }
 
-/** The second step alone, for a caller that holds the fact-free result already. */
-export async function withRunners(first: CompileResult, tree: SourceTree, carried: readonly Diagnostic[], probe: RunnerProbe, mode: RunnerFactsMode = "probe"): Promise<ObservedCompile> {
+/** `compile(tree, carried)` with the facts of the runners its slots use. */
+export async function compileWithRunners(tree: SourceTree, carried: readonly Diagnostic[], probe: RunnerProbe, mode: RunnerFactsMode = "probe"): Promise<ObservedCompile> {
+  if (mode === "cached") return withRunners(compile(tree, carried), tree, carried, probe, mode);
+  const { first, given } = compileFromCache(tree, carried, probe);
+  return withRunners(first, tree, carried, probe, mode, given);
+}
+
+/**
+ * The first step, guessing from the probe's cache so that one compile can
+ * do: when the cache knows runners, compile with every cached runner's facts
+ * (`given`); `withRunners` then keeps that result when the probe answers with
+ * the same facts for every slot's runner. Which slots there are and which
+ * runners they name does not depend on the facts. A tree with errors: the
+ * result of a compile without facts (its diagnostics are the ones reported).
+ */
+export function compileFromCache(tree: SourceTree, carried: readonly Diagnostic[], probe: RunnerProbe): { readonly first: CompileResult; readonly given?: GivenFacts } {
+  const guess = probe.cachedAll();
+  if (guess.runners.size === 0 && guess.images.size === 0) return { first: compile(tree, carried) };
+  const guessed = compile(tree, carried, guess);
+  return guessed.model === undefined ? { first: compile(tree, carried) } : { first: guessed, given: guess };
+}
+
+/**
+ * The second step alone, for a caller that holds the first result already:
+ * compiled without facts, or with `given` (compileFromCache). Compile reads
+ * facts only by each slot's runner key and image, so when the probe answers
+ * with the very facts and image ids `given` holds for every slot's runner,
+ * `first` is the result compiling again with the answer would give.
+ */
+export async function withRunners(first: CompileResult, tree: SourceTree, carried: readonly Diagnostic[], probe: RunnerProbe, mode: RunnerFactsMode = "probe", given?: GivenFacts): Promise<ObservedCompile> {
   if (first.model === undefined) return { result: first, runners: new Map(), images: new Map() };
   const targets = runnerTargets(first.model);
-  if (targets.length === 0) return { result: first, runners: new Map(), images: new Map() };
   if (mode === "cached") {
+    if (targets.length === 0) return { result: first, runners: new Map(), images: new Map() };
     const runners = probe.cached(targets);
     const images = probe.cachedImages(targets);
     return { result: runners.size === 0 && images.size === 0 ? first : compile(tree, carried, { runners, images }), runners, images };
   }
-  const found = await probe.probe(targets);
-  const { index: runners, images } = found;
-  return { result: runners.size === 0 && images.size === 0 ? first : compile(tree, carried, { runners, images }), runners, images, probe: found };
+  const found = targets.length === 0 ? undefined : await probe.probe(targets);
+  const runners = found?.index ?? new Map<string, RunnerFacts>();
+  const images = found?.images ?? new Map<string, string>();
+  const answer = { runners, images };
+  const result = given !== undefined ? (sameFacts(first.model, given, answer) ? first : compile(tree, carried, answer))
+    : runners.size === 0 && images.size === 0 ? first : compile(tree, carried, answer);
+  return { result, runners, images, ...(found ? { probe: found } : {}) };
+}
+
+/** True when every slot's runner has the same facts (the same object) and image id in `a` as in `b`: what compile reads of them. */
+function sameFacts(model: Model, a: GivenFacts, b: GivenFacts): boolean {
+  const imaged = model.settings.slots.runtime !== "process";
+  for (const slot of Object.values(model.slots)) {
+    const profile = model.profiles[slot.profile];
+    const word = imaged ? (profile?.image ?? "") : (profile?.runner[0] ?? "");
+    const key = runnerKey(imaged ? "docker" : "process", word);
+    if (a.runners.get(key) !== b.runners.get(key)) return false;
+    if (imaged && profile?.image && a.images.get(profile.image) !== b.images.get(profile.image)) return false;
+  }
+  return true;
 }
 
 /**

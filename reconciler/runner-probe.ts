@@ -221,6 +221,24 @@ export class RunnerProbe {
     return index;
   }
 
+  /**
+   * Every runner the cache holds facts for that a slot of this config folder
+   * could name (a process runner's word looked up from this folder and PATH,
+   * any image reference), read as `cached()` reads them, with the images'
+   * last known ids: a guess at what `probe` will find, so one compile can do
+   * (runner-observe.ts checks the guess against the probe's answer).
+   */
+  cachedAll(): { readonly runners: RunnerFactsIndex; readonly images: ImageDigests } {
+    this.load();
+    const targets: ProbeTarget[] = [];
+    for (const key of this.lookups.keys()) {
+      const parsed = parseLookupKey(key);
+      if (parsed !== undefined && this.lookupKey(parsed) === key) targets.push({ runtime: "process", word: parsed });
+    }
+    for (const ref of this.imageRefs.keys()) targets.push({ runtime: "docker", word: ref });
+    return { runners: this.cached(targets), images: this.cachedImages(targets) };
+  }
+
   private cachedOne(t: ProbeTarget): RunnerFacts | undefined {
     if (t.runtime === "process") {
       const path = this.lookups.get(this.lookupKey(t.word));
@@ -647,6 +665,16 @@ function demux(raw: Buffer): { stdout: string; stderr: string } {
 }
 
 // ---- helpers ----
+
+/** The word of a lookup key (`JSON.stringify([word, root, PATH])`); undefined for anything else. */
+function parseLookupKey(key: string): string | undefined {
+  try {
+    const parsed = JSON.parse(key) as unknown;
+    return Array.isArray(parsed) && typeof parsed[0] === "string" ? parsed[0] : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 function statQuiet(path: string): Stats | undefined {
   try {

@@ -1,0 +1,145 @@
+// Bundles the CLI (cli/main.ts and every module it reaches) into one CommonJS script,
+// dist/cli-bundle/hal0.cjs, for bin/hal0.js: a command then reads one file instead of
+// ~250, and bin/load-bundle.js runs it with V8's code cache, which this script writes
+// next to it (hal0.cjs.<key>.cache) after running a few commands on the example box, so
+// that what they compiled is not compiled again at each start. A command's own modules
+// are still evaluated only when it runs (esbuild keeps each behind its dynamic import).
+// The tsc output in dist/ stays what the tests and the bench import.
+//
+// Left outside the bundle, loaded from node_modules as before:
+//   - native modules (better-sqlite3; ssh2 and its optional cpu-features);
+//   - what dockerode defers (reconciler/drivers/docker-deps.ts puts stand-ins for
+//     @grpc/grpc-js, @grpc/proto-loader and ssh2 in the require cache) and its
+//     BuildKit parts, which read .proto files beside themselves;
+//   - the packages of `hal0 serve` and the other long-running or rare commands
+//     (h3, the MCP SDK, pino, chokidar, prom-client, the Hub client, yaml): they
+//     read files beside themselves or start workers from their own folder, and a
+//     command that needs them runs for long enough that their loading does not count.
+import { build } from "esbuild";
+import { execFileSync } from "node:child_process";
+import { rmSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const out = join(root, "dist/cli-bundle");
+
+/** Packages bundled (with whatever they import, except NEVER). */
+const BUNDLED = new Set(["zod", "smol-toml", "@decimalturn/toml-patch", "dockerode"]);
+/** Never bundled, wherever imported from. */
+const NEVER = new Set(["better-sqlite3", "ssh2", "cpu-features", "@grpc/grpc-js", "@grpc/proto-loader"]);
+
+/**
+ * Modules whose loading waits until something is called on them: esbuild keeps
+ * a bundled module that is require()d in a wrapper evaluated at the first
+ * require, so each stand-in requires the real module the first time it is used.
+ *   - toml-patch (~180 KB): the compiler locates a diagnostic's key with it, and
+ *     edits write with it; a tree that compiles clean and a plan never call it.
+ *   - tar-fs, @balena/dockerignore (with tar-stream, bl, …): dockerode packs a
+ *     build context with them; hal0 builds no images.
+ * Behaviour is the same: every call goes to the real function.
+ */
+const LAZY = {
+  "@decimalturn/toml-patch": {
+    stub: (name) => [
+      "let real;",
+      `const load = () => (real ??= require(${JSON.stringify(name)}));`,
+      ...["parse", "parseDocument", "patch", "stringify"].map((f) => `export function ${f}(...args) { return load().${f}(...args); }`),
+    ].join("\n"),
+  },
+  "tar-fs": { from: "/node_modules/dockerode/lib/util.js", stub: (name) => lazyCjs(name) },
+  "@balena/dockerignore": { from: "/node_modules/dockerode/lib/util.js", stub: (name) => lazyCjs(name) },
+};
+
+/** A CommonJS stand-in: every property read and call goes to the real module, required the first time. */
+function lazyCjs(name) {
+  return [
+    "let real;",
+    `const load = () => (real ??= require(${JSON.stringify(name)}));`,
+    "module.exports = new Proxy(function () {}, {",
+    "  get: (_t, key) => load()[key],",
+    "  has: (_t, key) => key in load(),",
+    "  apply: (_t, self, args) => Reflect.apply(load(), self, args),",
+    "});",
+  ].join("\n");
+}
+
+const packageOf = (spec) => (spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0]);
+
+/** @type {import("esbuild").Plugin} */
+const externals = {
+  name: "hal0-externals",
+  setup(b) {
+    // Loaded when first used, not at start (see LAZY): the stand-in, then the real module inside it.
+    b.onResolve({ filter: /^(@decimalturn\/toml-patch|tar-fs|@balena\/dockerignore)$/ }, (args) => {
+      if (args.namespace === "hal0-stub") return undefined;
+      const lazy = LAZY[args.path];
+      if (lazy.from !== undefined && !args.importer.endsWith(lazy.from)) return undefined;
+      return { path: `${args.resolveDir}/lazy:${args.path}`, namespace: "hal0-stub", pluginData: { name: args.path, resolveDir: args.resolveDir } };
+    });
+    b.onLoad({ filter: /\/lazy:/, namespace: "hal0-stub" }, (args) => ({
+      contents: LAZY[args.pluginData.name].stub(args.pluginData.name),
+      resolveDir: args.pluginData.resolveDir,
+    }));
+    // import() of a package left outside: required instead (from a one-line module of the bundle),
+    // since V8 drops a script's dynamic-import callback when the script comes from a code cache.
+    b.onResolve({ filter: /^[^./]/ }, (args) => {
+      if (args.kind !== "dynamic-import" || args.path.startsWith("node:") || args.importer.includes("/node_modules/")) return undefined;
+      if (BUNDLED.has(packageOf(args.path))) return undefined;
+      return { path: `${args.resolveDir}/required:${args.path}`, namespace: "hal0-stub", pluginData: { name: args.path, resolveDir: args.resolveDir } };
+    });
+    b.onLoad({ filter: /\/required:/, namespace: "hal0-stub" }, (args) => ({
+      contents: `module.exports = require(${JSON.stringify(args.pluginData.name)});`,
+      resolveDir: args.pluginData.resolveDir,
+    }));
+    b.onResolve({ filter: /^[^./]/ }, (args) => {
+      if (args.path.startsWith("node:")) return { external: true };
+      const pkg = packageOf(args.path);
+      if (NEVER.has(pkg)) return { external: true };
+      const fromPackage = args.importer.includes("/node_modules/");
+      if (fromPackage || BUNDLED.has(pkg)) return undefined;
+      return { external: true };
+    });
+    // zod's `locales` namespace (z.locales, z.core.locales): every language's error messages,
+    // ~360 KB of the ~800 KB zod brings, which hal0 never selects: its messages are zod's
+    // English default, which zod sets itself from locales/en.js (still bundled).
+    b.onResolve({ filter: /^\.\.\/locales\/index\.js$/ }, (args) => {
+      if (!/node_modules\/zod\/v4\/(classic|core)$/.test(args.resolveDir)) return undefined;
+      return { path: "zod-locales", namespace: "hal0-stub" };
+    });
+    b.onLoad({ filter: /^zod-locales$/, namespace: "hal0-stub" }, () => ({
+      contents: 'export { default as en } from "zod/v4/locales/en.js";',
+      resolveDir: root,
+    }));
+    // dockerode's BuildKit session and status decoder read .proto files beside themselves: required from their own folder.
+    b.onResolve({ filter: /^\.\/(session|buildkit)$/ }, (args) => {
+      if (!/node_modules\/dockerode\/lib$/.test(args.resolveDir)) return undefined;
+      return { path: `dockerode/lib/${args.path.slice(2)}.js`, external: true };
+    });
+  },
+};
+
+rmSync(out, { recursive: true, force: true });
+await build({
+  entryPoints: { hal0: join(root, "cli/main.ts") },
+  outdir: out,
+  outExtension: { ".js": ".cjs" },
+  bundle: true,
+  format: "cjs",
+  platform: "node",
+  target: "node20.19",
+  // The modules that find files beside themselves (package-root.ts, …) ask import.meta.url: the bundle's own.
+  define: { "import.meta.url": "__hal0_bundle_url" },
+  banner: { js: 'var __hal0_bundle_url = require("node:url").pathToFileURL(__filename).href;' },
+  plugins: [externals],
+  logLevel: "warning",
+  legalComments: "none",
+  // Less text to parse when no code cache applies; names are kept, so a stack still names its functions.
+  minifyWhitespace: true,
+  minifySyntax: true,
+});
+
+// The code caches: for `node bin/hal0.js` (no flags) and for the bin's own shebang line.
+for (const flags of [[], ["--max-semi-space-size=2"]]) {
+  execFileSync(process.execPath, [...flags, join(root, "scripts/code-cache.mjs")], { stdio: "inherit" });
+}

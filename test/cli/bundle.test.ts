@@ -1,0 +1,129 @@
+import { execFile } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+import { describe, expect, it } from "vitest";
+import { DOCKER_HOST, dockerEngine, ensureRunnerImage, RUNNER_IMAGE } from "../reconciler/docker-helpers.js";
+import { freePort, PROJECT } from "../reconciler/process-helpers.js";
+
+/**
+ * The CLI as `hal0` runs it: bin/hal0.js loads the esbuild bundle that `npm
+ * run build` writes (dist/cli-bundle/hal0.cjs, with the V8 code cache written
+ * beside it), and each command says and does there
+ * what tsc's modules (dist/cli, what the other suites run) say and do: the
+ * same stdout, stderr and exit status, on the process runtime and on a real
+ * Docker engine (dockerode is bundled; its deferred parts load from
+ * node_modules). Behaviour only; speed is the bench's.
+ */
+const BUNDLE = join(PROJECT, "dist/cli-bundle/hal0.cjs");
+const LOADER = join(PROJECT, "bin/load-bundle.js");
+const MODULES = join(PROJECT, "dist/cli/main.js");
+const BIN = join(PROJECT, "bin/hal0.js");
+const BOX = join(PROJECT, "fixtures/box");
+
+interface Ran {
+  readonly code: number;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+function node(args: string[], env: NodeJS.ProcessEnv = process.env): Promise<Ran> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, args, { cwd: PROJECT, env, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      resolve({ code: err ? ((err as { code?: number }).code ?? 1) : 0, stdout, stderr });
+    });
+  });
+}
+
+/** `main(args)` of one build of the CLI, in a process of its own. */
+function runWith(entry: string, args: string[], env?: NodeJS.ProcessEnv): Promise<Ran> {
+  const load = entry === BUNDLE
+    ? `import { loadBundle } from ${JSON.stringify(pathToFileURL(LOADER).href)}; const { main } = loadBundle(${JSON.stringify(BUNDLE)}).exports;`
+    : `import { main } from ${JSON.stringify(pathToFileURL(entry).href)};`;
+  const code = `${load} process.exitCode = await main(${JSON.stringify(args)});`;
+  return node(["--input-type=module", "-e", code], env);
+}
+
+/** The bundle and the modules, each run with `args`: what each said and how it exited. */
+async function both(args: string[], env?: NodeJS.ProcessEnv): Promise<{ bundle: Ran; modules: Ran }> {
+  const [bundle, modules] = await Promise.all([runWith(BUNDLE, args, env), runWith(MODULES, args, env)]);
+  return { bundle, modules };
+}
+
+describe("the bundled CLI (dist/cli-bundle, what bin/hal0.js runs)", () => {
+  it("is built with its code cache, and bin/hal0.js loads it rather than the modules", async () => {
+    expect(existsSync(BUNDLE), "npm run build writes dist/cli-bundle/hal0.cjs").toBe(true);
+    // The cache the build wrote for this node (no flags, and the bin's shebang flag) is the one V8 takes.
+    for (const flags of [[], ["--max-semi-space-size=2"]]) {
+      const taken = await node([...flags, "--input-type=module", "-e", `import { loadBundle } from ${JSON.stringify(pathToFileURL(LOADER).href)}; process.stdout.write(String(loadBundle(${JSON.stringify(BUNDLE)}).rejected));`]);
+      expect(taken.stdout, flags.join(" ")).toBe("false");
+    }
+    const dir = mkdtempSync(join(tmpdir(), "hal0-bundle-"));
+    // A loader hook that names every module loaded: the bundle's entry, never tsc's.
+    writeFileSync(join(dir, "hooks.mjs"), 'export async function load(url, context, next) { process.stderr.write(`loaded ${url}\\n`); return next(url, context); }\n');
+    writeFileSync(join(dir, "register.mjs"), `import { register } from "node:module";\nregister(${JSON.stringify(pathToFileURL(join(dir, "hooks.mjs")).href)});\n`);
+    const ran = await node(["--import", pathToFileURL(join(dir, "register.mjs")).href, BIN, "validate", "--config", BOX]);
+    expect(ran.code).toBe(0);
+    expect(ran.stdout).toContain("valid");
+    expect(ran.stderr).toContain(pathToFileURL(LOADER).href);
+    expect(ran.stderr).not.toContain(pathToFileURL(MODULES).href);
+    expect(ran.stderr).not.toContain(pathToFileURL(join(PROJECT, "dist/cli/")).href);
+  });
+
+  it("says what the modules say: help, validate (a clean tree, a tree with errors located at their keys), a usage error, an unknown command, a missing config folder", async () => {
+    const broken = join(PROJECT, "fixtures/invalid/agent-auth-env-required");
+    for (const args of [["--help"], ["plan", "--help"], ["validate", "--config", BOX], ["validate", "--config", BOX, "--json"], ["validate", "--config", broken], ["plan", "--nope"], ["aply"], ["plan", "--config", "/nonexistent-hal0-config"]]) {
+      const { bundle, modules } = await both(args);
+      expect(bundle, args.join(" ")).toEqual(modules);
+    }
+  });
+
+  it("plans the example box on the process runtime as the modules do (text and JSON), and writes the same JSON Schemas", async () => {
+    const state = mkdtempSync(join(tmpdir(), "hal0-bundle-state-"));
+    const text = await both(["plan", "--config", BOX, "--state", state, "--detailed-exitcode"]);
+    expect(text.bundle.code).toBe(2);
+    expect(text.bundle.stdout).toContain("slot.");
+    expect(text.bundle).toEqual(text.modules);
+    const json = await both(["plan", "--config", BOX, "--state", state, "--json"]);
+    expect(JSON.parse(json.bundle.stdout).format_version).toBe(1);
+    expect(json.bundle).toEqual(json.modules);
+
+    const out = mkdtempSync(join(tmpdir(), "hal0-bundle-schema-"));
+    const [a, b] = [join(out, "bundle"), join(out, "modules")];
+    expect((await runWith(BUNDLE, ["schema", "--out", a])).code).toBe(0);
+    expect((await runWith(MODULES, ["schema", "--out", b])).code).toBe(0);
+    const files = readdirSync(a).sort();
+    expect(files.length).toBeGreaterThan(5);
+    expect(readdirSync(b).sort()).toEqual(files);
+    for (const f of files) expect(readFileSync(join(a, f), "utf8"), f).toBe(readFileSync(join(b, f), "utf8"));
+  });
+});
+
+const DOCKER_SUITE = "the bundled CLI on the docker runtime (real Docker engine)";
+const docker = await dockerEngine(DOCKER_SUITE);
+
+describe.skipIf(docker === undefined)(DOCKER_SUITE, () => {
+  it("plans a docker box as the modules do, asking the engine (its runner probed in the image)", async () => {
+    await ensureRunnerImage(docker!);
+    const dir = mkdtempSync(join(tmpdir(), "hal0-bundle-docker-"));
+    const config = join(dir, "box");
+    mkdirSync(join(config, "slots"), { recursive: true });
+    copyFileSync(join(BOX, "models/Qwen3-4B-Q4_K_M.gguf"), join(config, "tiny.gguf"));
+    const port = await freePort();
+    writeFileSync(join(config, "hal0.toml"), `[slots]\nruntime = "docker"\nport_range_start = ${port}\nport_range_end = ${port}\n`);
+    writeFileSync(join(config, "profiles.toml"), `[profile.fake]\nimage = "${RUNNER_IMAGE}"\nrunner = ["node", ${JSON.stringify(join(PROJECT, "fixtures/runner/fake-llama-server.mjs"))}]\nflags = "-fa on"\ndevice_class = "cpu"\n`);
+    writeFileSync(join(config, "models.toml"), '[model.tiny]\npath = "tiny.gguf"\n');
+    writeFileSync(join(config, "slots/one.toml"), `profile = "fake"\nmodel = "tiny"\nport = ${port}\n`);
+    const env = { ...process.env, DOCKER_HOST };
+    const args = ["plan", "--config", config, "--state", join(dir, "state"), "--json"];
+    // The first plan probes the image and fills the runner cache; the second reads it (compiled once): both as the modules say.
+    for (let i = 0; i < 2; i++) {
+      const bundle = await runWith(BUNDLE, args, env);
+      const modules = await runWith(MODULES, args, env);
+      expect(bundle.code, `${bundle.stdout}${bundle.stderr}`).toBe(0);
+      expect(JSON.parse(bundle.stdout).changes.map((c: { address: string; action: string }) => `${c.address} ${c.action}`)).toContain("slot.one create");
+      expect(bundle).toEqual(modules);
+    }
+  }, 120_000);
+});
