@@ -91,7 +91,11 @@ export async function executePlan(plan: Pick<Plan, "changes">, opts: ExecuteOpti
   return results.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
 }
 
-/** A stop that frees the port a start binds: the start waits for it (ports are the one thing two slots' runs collide on). */
+/**
+ * A stop that frees the port a start binds: the start waits for it (a port,
+ * like a name, is held by one runner at a time). Other stops are not waited
+ * for, so a load may overlap an unrelated slot's stop.
+ */
 function sharesPort(stop: SlotChange, start: SlotChange): boolean {
   return stop.before?.spec.port !== undefined && stop.before.spec.port === start.after?.spec.port;
 }
