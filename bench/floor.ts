@@ -44,6 +44,7 @@ export class Floor {
   async run(parallel: number): Promise<number> {
     const t0 = performance.now();
     const healthy: Array<Promise<void>> = [];
+    const failed = { now: false };
     let next = 0;
     const worker = async () => {
       while (next < this.slots.length) {
@@ -59,10 +60,16 @@ export class Floor {
           HostConfig: { NetworkMode: "host", Init: true, RestartPolicy: { Name: "no" }, Mounts: [{ Type: "bind", Source: this.box, Target: this.box, ReadOnly: true }] },
         });
         await container.start();
-        healthy.push(untilHealthy(slot));
+        healthy.push(untilHealthy(slot, failed));
       }
     };
-    await Promise.all(Array.from({ length: Math.min(parallel, this.slots.length) }, worker));
+    try {
+      await Promise.all(Array.from({ length: Math.min(parallel, this.slots.length) }, worker));
+    } catch (err) {
+      failed.now = true; // the polls already running stop at their next turn
+      await Promise.allSettled(healthy);
+      throw err;
+    }
     await Promise.all(healthy);
     return performance.now() - t0;
   }
@@ -75,9 +82,9 @@ export class Floor {
   }
 }
 
-async function untilHealthy(slot: FloorSlot): Promise<void> {
+async function untilHealthy(slot: FloorSlot, failed: { readonly now: boolean }): Promise<void> {
   const deadline = Date.now() + 120_000;
-  while ((await httpStatus(slot.port, slot.healthPath, 1000)) !== 200) {
+  while (!failed.now && (await httpStatus(slot.port, slot.healthPath, 1000)) !== 200) {
     if (Date.now() > deadline) throw new Error(`floor: port ${slot.port} never answered 200`);
     await sleep(100);
   }
