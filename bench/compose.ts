@@ -1,6 +1,9 @@
+import { execFile } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { copyFileSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { promisify } from "node:util";
 import { packageRoot } from "../reconciler/package-root.js";
 import { compile, loadTree } from "../compiler/index.js";
 import { dockerClient, DockerDriver } from "../reconciler/drivers/docker.js";
@@ -9,17 +12,29 @@ import { StateStore } from "../reconciler/state.js";
 import { RunnerProbe } from "../reconciler/runner-probe.js";
 import { Sweeper } from "../reconciler/sweep.js";
 import { freePortRange } from "./apply.js";
-import { median, wall } from "./measure.js";
+import { median, stat, summarize, wall } from "./measure.js";
+import { Floor, FLOOR_PARALLELISMS, floorSlots } from "./floor.js";
 
 /**
  * `npm run bench` (docker part): hal0 beside Debian's docker-compose 1.29 on
  * an equivalent 50-service file (same image, same argv, host network), on a
- * real engine ($DOCKER_HOST): no-op converge of 50 running slots, creating
- * 50, and an in-process sweep with nothing to do. Whole processes, medians.
+ * real engine ($DOCKER_HOST): creating 50 (beside the engine's floor, a bare
+ * dockerode loop: floor.ts), no-op converge of 50 running slots, an idle
+ * `hal0 plan`, and an in-process sweep with nothing to do. Whole processes;
+ * medians with their spread; create rounds alternate hal0, compose and the
+ * floor, and the ratios are the medians of the per-round ratios.
  */
 const SLOTS = 50;
+/** Create rounds for hal0, compose and the floor at its best parallelism, alternating. */
+const ROUNDS = 10;
+/** Rounds of the floor at each parallelism before the best is picked. */
+const FLOOR_SWEEP_ROUNDS = 3;
+const exec = promisify(execFile);
 const ROOT = packageRoot();
 const HAL0 = join(ROOT, "bin/hal0.js");
+
+/** Slot names and the compose project carry this run's tag: container names are global on an engine others may be benching on too. */
+const RUN = randomBytes(3).toString("hex");
 
 function writeBox(dir: string, first: number): void {
   mkdirSync(join(dir, "slots"), { recursive: true });
@@ -27,7 +42,7 @@ function writeBox(dir: string, first: number): void {
   writeFileSync(join(dir, "hal0.toml"), `[slots]\nruntime = "docker"\nport_range_start = ${first}\nport_range_end = ${first + SLOTS - 1}\nhealth_timeout_s = 60\nstop_grace_s = 2\n[server]\nport = ${first - 1}\n`);
   writeFileSync(join(dir, "profiles.toml"), `[profile.fake]\nimage = "hal0-runner:local"\nrunner = ["node", "${join(ROOT, "fixtures/runner/fake-llama-server.mjs")}"]\nflags = "-fa on -b 512"\ndevice_class = "cpu"\n`);
   writeFileSync(join(dir, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\n`);
-  for (let i = 0; i < SLOTS; i++) writeFileSync(join(dir, "slots", `bench-${i}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${first + i}\n[server]\nenv = { HAL0_FAKE_LOAD_MS = "100" }\n`);
+  for (let i = 0; i < SLOTS; i++) writeFileSync(join(dir, "slots", `bench-${RUN}-${i}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${first + i}\n[server]\nenv = { HAL0_FAKE_LOAD_MS = "100" }\n`);
 }
 
 /** The same 50 services for docker-compose: hal0's resolved image, argv, env and mount, host network. */
@@ -53,33 +68,93 @@ export async function benchCompose(dockerHost: string): Promise<string[]> {
   mkdirSync(composeDir);
   writeBox(box, (await freePortRange(SLOTS + 1)) + 1);
   await writeCompose(box, composeDir);
-  const env = { ...process.env, DOCKER_HOST: dockerHost, HAL0_CONFIG: box, HAL0_STATE: join(base, "state"), COMPOSE_PROJECT_NAME: "hal0bench" };
+  const env = { ...process.env, DOCKER_HOST: dockerHost, HAL0_CONFIG: box, HAL0_STATE: join(base, "state"), COMPOSE_PROJECT_NAME: `hal0bench${RUN}` };
   const compose = (args: string[]) => wall("docker-compose", args, env, composeDir);
   const hal0 = (args: string[]) => wall(process.execPath, [HAL0, ...args], env);
-  const r = { hal0Create: [] as number[], composeCreate: [] as number[], hal0Noop: [] as number[], composeNoop: [] as number[], sweep: [] as number[], list: [] as number[], probed: [] as number[] };
+  const floor = new Floor(dockerHost, box, await floorSlots(box));
+  const r = { hal0Create: [] as number[], composeCreate: [] as number[], floorCreate: [] as number[], hal0Noop: [] as number[], composeNoop: [] as number[], hal0Plan: [] as number[], sweep: [] as number[], list: [] as number[], probed: [] as number[] };
+  const sweep = new Map<number, number[]>(FLOOR_PARALLELISMS.map((p) => [p, []]));
+  // Paired per round (the same machine load): compose ÷ hal0 and hal0 ÷ floor.
+  const speedup: number[] = [];
+  const overFloor: number[] = [];
+  let best: number = FLOOR_PARALLELISMS[0];
   try {
-    for (let round = 0; round < 3; round++) {
-      r.composeCreate.push(await compose(["up", "-d"]));
-      for (let i = 0; i < 3; i++) r.composeNoop.push(await compose(["up", "-d"]));
+    // The floor at each parallelism, the parallelisms interleaved round by round.
+    for (let round = 0; round < FLOOR_SWEEP_ROUNDS; round++) {
+      for (const p of FLOOR_PARALLELISMS) {
+        sweep.get(p)!.push(await floor.run(p));
+        await floor.clean();
+      }
+    }
+    best = [...sweep].sort((a, b) => median(a[1]) - median(b[1]))[0]![0];
+    r.floorCreate.push(...sweep.get(best)!);
+    for (let round = 0; round < ROUNDS; round++) {
+      const composeCreate = await compose(["up", "-d"]);
+      for (let i = 0; i < 2; i++) r.composeNoop.push(await compose(["up", "-d"]));
       await compose(["down", "-t", "1"]);
-      r.hal0Create.push(await hal0(["apply", "--yes"]));
-      for (let i = 0; i < 3; i++) r.hal0Noop.push(await hal0(["apply", "--yes"]));
-      const idle = await sweepTimes(box, join(base, "state"), dockerHost);
-      r.sweep.push(...idle.sweep);
-      r.list.push(...idle.list);
-      r.probed.push(...idle.probed);
+      const hal0Create = await hal0(["apply", "--yes"]);
+      for (let i = 0; i < 2; i++) r.hal0Noop.push(await hal0(["apply", "--yes"]));
+      for (let i = 0; i < 2; i++) r.hal0Plan.push(await wallExit(process.execPath, [HAL0, "plan", "--detailed-exitcode"], env, [0, 2]));
+      if (round < 3) {
+        const idle = await sweepTimes(box, join(base, "state"), dockerHost);
+        r.sweep.push(...idle.sweep);
+        r.list.push(...idle.list);
+        r.probed.push(...idle.probed);
+      }
       await hal0(["down"]);
+      const floorCreate = await floor.run(best);
+      await floor.clean();
+      r.hal0Create.push(hal0Create);
+      r.composeCreate.push(composeCreate);
+      r.floorCreate.push(floorCreate);
+      speedup.push(composeCreate / hal0Create);
+      overFloor.push(hal0Create / floorCreate);
     }
   } finally {
     await compose(["down", "-t", "1"]).catch(() => undefined);
     await hal0(["down"]).catch(() => undefined);
+    await floor.clean().catch(() => undefined);
   }
-  const ratio = (a: number[], b: number[]) => (median(a) / median(b)).toFixed(2);
+  const x = (v: number) => `${v.toFixed(2)}×`;
+  const noopSpeedup = median(r.composeNoop) / median(r.hal0Noop);
+  summarize({
+    measure: "create 50 slots, docker (until every /health 200)",
+    hal0: stat(r.hal0Create, "s"),
+    anchor: `compose up -d ${stat(r.composeCreate, "s")}; floor (bare dockerode, ${best} at once) ${stat(r.floorCreate, "s")}`,
+    target: `≥ 1.0× compose (${x(median(speedup))}), ≤ 1.2× floor (${x(median(overFloor))})`,
+    pass: median(speedup) >= 1 && median(overFloor) <= 1.2,
+  });
+  summarize({
+    measure: "no-op converge, 50 running (docker), whole CLI",
+    hal0: stat(r.hal0Noop),
+    anchor: `compose up -d ${stat(r.composeNoop)}`,
+    target: `≥ 5× compose, ≤ 165 ms (${x(noopSpeedup)})`,
+    pass: noopSpeedup >= 5,
+  });
+  summarize({
+    measure: "hal0 plan, 50 running (docker), nothing to do",
+    hal0: stat(r.hal0Plan),
+    anchor: "—",
+    target: "≤ 120 ms",
+    pass: median(r.hal0Plan) <= 120,
+  });
   return [
-    `no-op converge, 50 running:  hal0 apply --yes ${median(r.hal0Noop).toFixed(0)} ms   docker-compose up -d ${median(r.composeNoop).toFixed(0)} ms   → hal0 ${ratio(r.composeNoop, r.hal0Noop)}× faster (target ≥ 3×)`,
-    `create 50:                   hal0 apply --yes ${(median(r.hal0Create) / 1000).toFixed(2)} s   docker-compose up -d ${(median(r.composeCreate) / 1000).toFixed(2)} s   → hal0 ${ratio(r.composeCreate, r.hal0Create)}× faster (target ≥ 2×; hal0 also waits for each /health 200)`,
-    `in-process sweep, nothing to do, docker: median ${median(r.sweep).toFixed(1)} ms (target ≤ 10 ms)   its floor, the engine's label-filtered list call alone: median ${median(r.list).toFixed(1)} ms   a sweep that probes all 50 /health (one per 30 s): median ${median(r.probed).toFixed(1)} ms`,
+    `create 50, the engine's floor (bare dockerode create+start, p at once; each /health polled until 200): ${[...sweep].map(([p, xs]) => `p=${p} ${stat(xs, "s")}`).join("   ")}   → best p=${best}`,
+    `create 50:                   hal0 apply --yes ${stat(r.hal0Create, "s")}   docker-compose up -d ${stat(r.composeCreate, "s")}   floor (p=${best}) ${stat(r.floorCreate, "s")}`,
+    `                             per round: hal0 ${x(median(speedup))} compose's speed (target ≥ 1.0×; hal0 also waits for each /health 200), ${x(median(overFloor))} the floor's time (target ≤ 1.2×)`,
+    `no-op converge, 50 running:  hal0 apply --yes ${stat(r.hal0Noop)}   docker-compose up -d ${stat(r.composeNoop)}   → hal0 ${x(noopSpeedup)} faster (target ≥ 5×, ≤ 165 ms)`,
+    `hal0 plan --detailed-exitcode, 50 running, nothing to do: ${stat(r.hal0Plan)} (target ≤ 120 ms)`,
+    `in-process sweep, nothing to do, docker: ${stat(r.sweep)} (target ≤ 10 ms)   its floor, the engine's label-filtered list call alone: ${stat(r.list)}   a sweep that probes all 50 /health (one per 30 s): ${stat(r.probed)}`,
   ];
+}
+
+/** Milliseconds from spawning `cmd args` until it exits with one of `codes` (any other exit throws). */
+async function wallExit(cmd: string, args: string[], env: NodeJS.ProcessEnv, codes: readonly number[]): Promise<number> {
+  const t0 = performance.now();
+  await exec(cmd, args, { env, maxBuffer: 32 << 20 }).catch((err: { code?: unknown }) => {
+    if (!codes.includes(err.code as number)) throw err;
+  });
+  return performance.now() - t0;
 }
 
 /**

@@ -33,7 +33,11 @@ export interface ExecuteOptions {
   readonly stopGraceS: number;
   /** The config folder: the runners' working folder. */
   readonly cwd: string;
-  /** How many slots start or stop at once within a wave: per machine (on a swarm, per node a slot is pinned to). */
+  /**
+   * How many slots are being stopped or launched at once, per machine (on a
+   * swarm, per node a slot is pinned to): a start counts until its runner is
+   * launched (the driver's `starting` phase), not while it waits for `/health`.
+   */
   readonly parallel?: number;
   readonly onEvent?: (event: ExecEvent) => void;
   /** The agent tokens a Hermes profile's `Bearer [redacted]` stands for; without them no Authorization header is written. */
@@ -44,32 +48,56 @@ export interface ExecuteOptions {
 
 /**
  * Carries out a plan and makes no decisions: it reads each change's action
- * and `after`. Two waves — stops and deletes first, so ports and memory are
- * free, then creates and starts — each run in parallel up to a bound. A
- * create first clears whatever of ours is left under the slot's name (a
- * stopped container, a runner without a record): the same stop as a
- * replace's, so no driver decides to adopt or remove anything on its own.
- * Only `converge()` calls this. A
- * failed step does not stop the others. The inventory and each slot's outcome
- * are written step by step, so an interrupted apply leaves a true record.
- * Then the settings, then each Hermes profile file (its hal0 keys set to the
- * change's `after`, the ids hal0 owns recorded in hermes-managed.json).
+ * and `after`. Every slot step is started at once and ordered only where the
+ * plan's data says so: a start waits for the stops it would collide with —
+ * its own (a replace) and any delete or replace that frees its port — and
+ * nothing else, so a create elsewhere does not wait for every stop. The
+ * engine's (or the OS's) share of each step — stops, and a start up to its
+ * `starting` phase (the runner launched) — is bounded to `parallel` at once
+ * per machine, stops queued first; the wait for `/health` holds no place in
+ * that bound. A create first clears whatever of ours is left under the
+ * slot's name (a stopped container, a runner without a record): the same
+ * stop as a replace's, so no driver decides to adopt or remove anything on
+ * its own. Only `converge()` calls this. A failed step does not stop the
+ * others (a replace whose stop failed is not started). The inventory and
+ * each slot's outcome are written step by step, so an interrupted apply
+ * leaves a true record. Then the settings, then each Hermes profile file (its
+ * hal0 keys set to the change's `after`, the ids hal0 owns recorded in
+ * hermes-managed.json).
  */
 export async function executePlan(plan: Pick<Plan, "changes">, opts: ExecuteOptions): Promise<StepResult[]> {
   const options: Ctx = { ...opts, serial: serializer() };
+  const limit = options.parallel ?? 4;
   const slotChanges = plan.changes.filter((c): c is SlotChange => c.kind === "slot" && c.action !== "no-op");
   const stops = slotChanges.filter((c) => c.action === "delete" || c.action === "replace");
   const starts = slotChanges.filter((c) => c.action === "create" || c.action === "replace");
-  const stopped = new Map<string, StepResult>();
-  for (const result of await inParallelBy(stops, options.parallel ?? 4, (c) => machineOf(c.before), (c) => stopStep(c, options))) stopped.set(result.address, result);
-  const results = [...stopped.values()].filter((r) => r.action === "delete" || !r.ok);
-  const startable = starts.filter((c) => stopped.get(c.address)?.ok !== false);
-  results.push(...(await inParallelBy(startable, options.parallel ?? 4, (c) => machineOf(c.after), (c) => startStep(c, options))));
+  const gates = new Map<string, Gate>();
+  const gateOf = (machine: string) => gates.get(machine) ?? gates.set(machine, gate(limit)).get(machine)!;
+  // Stops take their places in the bound first (in the plan's order), then the starts as their stops finish.
+  const stopped = new Map(stops.map((c) => [c.address, bounded(gateOf(machineOf(c.before)), (release) => stopStep(c, options).finally(release))] as const));
+  const started = starts.map(async (c): Promise<StepResult | undefined> => {
+    const own = stopped.get(c.address);
+    if (own !== undefined && !(await own).ok) return undefined; // reported as the stop's failure
+    await Promise.all(stops.filter((s) => s !== c && sharesPort(s, c)).map((s) => stopped.get(s.address)));
+    return bounded(gateOf(machineOf(c.after)), (release) => startStep(c, options, release).finally(release));
+  });
+  const stopResults = await Promise.all(stopped.values());
+  const results = stopResults.filter((r) => r.action === "delete" || !r.ok);
+  for (const result of await Promise.all(started)) if (result !== undefined) results.push(result);
   const settings = plan.changes.find((c): c is SettingsChange => c.kind === "settings" && c.action !== "no-op");
   if (settings) results.push(await settingsStep(settings, options));
   const hermes = plan.changes.filter((c): c is HermesChange => c.kind === "hermes" && c.action === "update");
-  results.push(...(await inParallel(hermes, options.parallel ?? 4, (c) => hermesStep(c, options))));
+  results.push(...(await inParallel(hermes, limit, (c) => hermesStep(c, options))));
   return results.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
+}
+
+/**
+ * A stop that frees the port a start binds: the start waits for it (a port,
+ * like a name, is held by one runner at a time). Other stops are not waited
+ * for, so a load may overlap an unrelated slot's stop.
+ */
+function sharesPort(stop: SlotChange, start: SlotChange): boolean {
+  return stop.before?.spec.port !== undefined && stop.before.spec.port === start.after?.spec.port;
 }
 
 /** Options plus a queue that serialises the steps' read-modify-write of the state files. */
@@ -96,7 +124,8 @@ async function stopStep(change: SlotChange, o: Ctx): Promise<StepResult> {
   });
 }
 
-async function startStep(change: SlotChange, o: Ctx): Promise<StepResult> {
+/** `release` frees the step's place in the bound: called when the driver reports the runner launched (`starting`). */
+async function startStep(change: SlotChange, o: Ctx, release: () => void): Promise<StepResult> {
   const name = slotNameOf(change.address);
   const view = change.after;
   return timed(change, o, async (emit) => {
@@ -108,7 +137,10 @@ async function startStep(change: SlotChange, o: Ctx): Promise<StepResult> {
     // even if this apply is killed before the slot turns healthy.
     const added = await o.serial(() => addToInventory(o.state, name, view.spec.runtime, o.now ?? Date.now));
     try {
-      await driver.start(name, view, { healthTimeoutS: o.healthTimeoutS, cwd: o.cwd, onPhase: (phase) => emit(phase) });
+      await driver.start(name, view, { healthTimeoutS: o.healthTimeoutS, cwd: o.cwd, onPhase: (phase) => {
+        if (phase === "starting") release();
+        emit(phase);
+      } });
     } catch (err) {
       if (added) await o.serial(() => removeFromInventory(o.state, name));
       throw err;
@@ -209,13 +241,29 @@ function machineOf(view: SlotChange["before"]): string {
   return view?.spec.placement?.node ?? "";
 }
 
-/** `inParallel` per group of `key`: each machine gets `limit` at once, the groups run side by side; results in the items' order. */
-async function inParallelBy<T, R>(items: readonly T[], limit: number, key: (item: T) => string, run: (item: T) => Promise<R>): Promise<R[]> {
-  const groups = new Map<string, number[]>();
-  items.forEach((item, i) => groups.set(key(item), [...(groups.get(key(item)) ?? []), i]));
-  const out: R[] = new Array(items.length);
-  await Promise.all([...groups.values()].map((indexes) => inParallel(indexes, limit, async (i) => (out[i] = await run(items[i]!)))));
-  return out;
+/** A bound of `limit` places: `acquire` resolves with a release, which frees the place once however often it is called. */
+type Gate = () => Promise<() => void>;
+
+function gate(limit: number): Gate {
+  let free = limit;
+  const waiting: Array<() => void> = [];
+  return async () => {
+    if (free > 0) free--;
+    else await new Promise<void>((resolve) => waiting.push(resolve));
+    let held = true;
+    return () => {
+      if (!held) return;
+      held = false;
+      const next = waiting.shift();
+      if (next) next();
+      else free++;
+    };
+  };
+}
+
+/** Runs `run` once `g` grants a place; `run` frees it (early, or when it is done). */
+async function bounded<R>(g: Gate, run: (release: () => void) => Promise<R>): Promise<R> {
+  return run(await g());
 }
 
 async function inParallel<T, R>(items: readonly T[], limit: number, run: (item: T) => Promise<R>): Promise<R[]> {

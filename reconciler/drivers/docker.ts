@@ -2,7 +2,7 @@ import "./docker-deps.js"; // first: defers the parts of dockerode hal0 never us
 import Dockerode from "dockerode";
 import type { ObservedSlot, SlotView } from "../observed.js";
 import { DriverError, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
-import { boxFilter, containerName, hostMounts, labelledAs, logTailOf, observedFrom, slotLabels } from "./docker-container.js";
+import { boxFilter, containerName, hostMounts, type BindMount, labelledAs, logTailOf, observedFrom, slotLabels } from "./docker-container.js";
 import { engineStatus, exitNote, ignore, imageMissingMessage, notOursMessage, whenExited } from "./docker-engine.js";
 import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
 import { waitHealthy } from "./runner.js";
@@ -43,6 +43,8 @@ export class DockerDriver implements SlotDriver {
   private readonly box: string;
   private readonly stopGraceS: number;
   private readonly pull: boolean;
+  /** Images found present (or being checked or pulled), by reference. */
+  private readonly images = new Map<string, Promise<void>>();
 
   constructor(options: DockerDriverOptions) {
     if (options.box === "") throw new Error("DockerDriver needs the box id (its containers' hal0.box label)");
@@ -74,9 +76,10 @@ export class DockerDriver implements SlotDriver {
   async start(name: string, view: SlotView, options: StartOptions): Promise<{ pid?: number }> {
     const { spec } = view;
     if (spec.runtime !== "docker" || !spec.image) throw new DriverError("slot.spawn_failed", `slot ${name}: its spec is for the ${spec.runtime} runtime, not docker (no image)`);
-    await this.ensureImage(spec.image);
-    await this.refuseTaken(name);
-    const container = await this.createAndStart(name, view, options.cwd);
+    // The checks side by side; when several fail, the first of image, name, port is the one reported.
+    const [image, taken, port, mounts] = await Promise.allSettled([this.ensureImage(spec.image), this.refuseTaken(name), this.refuseHeldPort(spec.port), hostMounts(spec.argv, options.cwd)]);
+    for (const check of [image, taken, port, mounts]) if (check.status === "rejected") throw check.reason;
+    const container = await this.createAndStart(name, view, options.cwd, (mounts as PromiseFulfilledResult<BindMount[]>).value);
     const abort = new AbortController();
     try {
       // After the start: "not running" then means it ran and exited, however fast.
@@ -107,8 +110,23 @@ export class DockerDriver implements SlotDriver {
     await container.remove().catch(ignore(404));
   }
 
-  /** The image is there, or pulled when `[slots] pull = true`; else `slot.image_missing`, naming it. */
-  private async ensureImage(image: string): Promise<void> {
+  /**
+   * The image is there, or pulled when `[slots] pull = true`; else
+   * `slot.image_missing`, naming it. Asked once per image while this driver
+   * lives (the starts of one apply share the answer, or the pull in flight);
+   * a create that finds the image gone forgets it and asks again.
+   */
+  private ensureImage(image: string): Promise<void> {
+    let known = this.images.get(image);
+    if (known === undefined) {
+      known = this.fetchImage(image);
+      this.images.set(image, known);
+      known.catch(() => this.images.delete(image));
+    }
+    return known;
+  }
+
+  private async fetchImage(image: string): Promise<void> {
     if (await this.imagePresent(image)) return;
     if (!this.pull) throw new DriverError("slot.image_missing", imageMissingMessage(image));
     try {
@@ -143,10 +161,22 @@ export class DockerDriver implements SlotDriver {
     throw new DriverError("slot.spawn_failed", `slot ${name}: container ${containerName(name)} (${found.State.Status}) is still there; hal0 stops a slot before it starts it again`);
   }
 
-  private async createAndStart(name: string, view: SlotView, cwd: string): Promise<Dockerode.Container> {
-    const holder = await this.portHolder(view.spec.port);
-    if (holder !== undefined) throw new DriverError("slot.port_in_use", portInUseMessage(view.spec.port, holder));
-    const container = await this.create(name, view, cwd);
+  private async refuseHeldPort(port: number): Promise<void> {
+    const holder = await this.portHolder(port);
+    if (holder !== undefined) throw new DriverError("slot.port_in_use", portInUseMessage(port, holder));
+  }
+
+  private async createAndStart(name: string, view: SlotView, cwd: string, mounts: BindMount[]): Promise<Dockerode.Container> {
+    let container: Dockerode.Container;
+    try {
+      container = await this.create(name, view, cwd, mounts);
+    } catch (err) {
+      // The image went away since it was checked: check (or pull) it again, once.
+      if (!(err instanceof DriverError && err.code === "slot.image_missing")) throw err;
+      this.images.delete(view.spec.image!);
+      await this.ensureImage(view.spec.image!);
+      container = await this.create(name, view, cwd, mounts);
+    }
     await container.start().catch(async (err: unknown) => {
       await container.remove({ force: true }).catch(() => undefined);
       throw new DriverError("slot.spawn_failed", `slot ${name}: docker could not start ${containerName(name)}: ${(err as Error).message}`);
@@ -154,9 +184,8 @@ export class DockerDriver implements SlotDriver {
     return container;
   }
 
-  private async create(name: string, view: SlotView, cwd: string): Promise<Dockerode.Container> {
+  private async create(name: string, view: SlotView, cwd: string, mounts: BindMount[]): Promise<Dockerode.Container> {
     const { spec } = view;
-    const mounts = await hostMounts(spec.argv, cwd);
     try {
       return await this.docker.createContainer({
         name: containerName(name),

@@ -167,6 +167,42 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(now.State.Running).toBe(true);
   });
 
+  it("creates through the executor with at most `parallel` creates in flight, the image checked once for all, every slot healthy", async () => {
+    // A client of its own (same engine), its calls counted: the suite's engine stays as it is.
+    const counted = new (engine.constructor as typeof Dockerode)({ socketPath: (engine.modem as { socketPath?: string }).socketPath });
+    let creating = 0;
+    let createPeak = 0;
+    let imageChecks = 0;
+    const create = counted.createContainer.bind(counted);
+    counted.createContainer = (async (options: Dockerode.ContainerCreateOptions) => {
+      createPeak = Math.max(createPeak, ++creating);
+      try {
+        return await create(options);
+      } finally {
+        creating--;
+      }
+    }) as Dockerode["createContainer"];
+    const getImage = counted.getImage.bind(counted);
+    counted.getImage = ((name: string) => (imageChecks++, getImage(name))) as Dockerode["getImage"];
+    const fresh = new DockerDriver({ docker: counted, box, stateDir, stopGraceS: 3 });
+    const names = ["w1", "w2", "w3", "w4"].map(slotName);
+    const changes: Change[] = [];
+    const ports: number[] = [];
+    for (const name of names) {
+      const after = dockerViewFor({ port: await freePort(), root, env: { HAL0_FAKE_LOAD_MS: "500" } });
+      ports.push(after.spec.port);
+      changes.push({ address: `slot.${name}`, kind: "slot", action: "create", reason: "new", changed_paths: [], before: null, after, apply_class: "immediate", destructive: false, downtime: false });
+    }
+    const results = await executePlan({ changes }, { driver: fresh, state: new StateStore(stateDir), healthTimeoutS: 30, stopGraceS: 1, cwd: root, parallel: 2 });
+    expect(results.map((r) => r.ok)).toEqual([true, true, true, true]);
+    expect(createPeak).toBeLessThanOrEqual(2);
+    expect(imageChecks).toBe(1);
+    for (const [i, name] of names.entries()) {
+      expect((await inspect(name)).State.Running).toBe(true);
+      expect((await get(ports[i]!, "/health")).status).toBe(200);
+    }
+  }, 60_000);
+
   it("refuses an image that is not present: slot.image_missing, naming it, and creates nothing", async () => {
     const name = slotName("noimg");
     const err = await startError(name, dockerViewFor({ port: await freePort(), root, image: "hal0-runner:does-not-exist" }));

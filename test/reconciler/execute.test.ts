@@ -111,7 +111,9 @@ describe("executePlan's parallelism per machine", () => {
         running.set(m, (running.get(m) ?? 0) + 1);
         peak.set(m, Math.max(peak.get(m) ?? 0, running.get(m)!));
         allPeak = Math.max(allPeak, ++all);
-        await new Promise((r) => setTimeout(r, 20));
+        // Held until six run at once (two per group), or 500 ms: the staggered state writes before each start do not decide the peak.
+        for (const t0 = Date.now(); allPeak < 6 && Date.now() - t0 < 500;) await new Promise((r) => setTimeout(r, 2));
+        await new Promise((r) => setTimeout(r, 5));
         running.set(m, running.get(m)! - 1);
         all--;
         return {};
@@ -128,5 +130,95 @@ describe("executePlan's parallelism per machine", () => {
     // Two at once on each node and among the label-placed slots, and the groups overlapped (not 2 at once in all).
     expect(Object.fromEntries(peak)).toEqual({ "node-1": 2, "node-2": 2, "(labels)": 2 });
     expect(allPeak).toBe(6);
+  });
+});
+
+describe("executePlan's order and bound", () => {
+  const at = (port: number) => ({ port, spec: { runtime: "process", port } }) as unknown as SlotView;
+  /** Settles when `ready()` holds (checked every few ms), or throws `why` after `ms`: a test that would hang fails instead. */
+  const until = async (ready: () => boolean, why: string, ms = 3000) => {
+    const deadline = Date.now() + ms;
+    while (!ready()) {
+      if (Date.now() > deadline) throw new Error(why);
+      await new Promise((r) => setTimeout(r, 2));
+    }
+  };
+
+  it("bounds the launches, not the /health waits: a slot still loading holds no place, and its failure does not hold up the others", async () => {
+    const state = new StateStore(mkdtempSync(join(tmpdir(), "hal0-exec-")));
+    const names = ["slow", "a", "b", "c", "d", "e"];
+    const called: string[] = [];
+    let launching = 0;
+    let launchPeak = 0;
+    let inStart = 0;
+    let inStartPeak = 0;
+    const driver: SlotDriver = {
+      runtime: "docker",
+      observe: async () => [],
+      portHolder: async () => undefined,
+      stop: async () => {},
+      start: async (name, _view, { onPhase }) => {
+        called.push(name);
+        inStartPeak = Math.max(inStartPeak, ++inStart);
+        launchPeak = Math.max(launchPeak, ++launching);
+        try {
+          // The engine's share (create and start) lasts until a second launch is under way, or every slot has been called.
+          await until(() => launching >= 2 || called.length === names.length, `${name}: launched alone`);
+          launching--;
+          onPhase?.("starting");
+          // Every slot waits for /health until all have been launched: only possible if a wait holds no place.
+          await until(() => called.length === names.length, `${name}: the others were not launched while it waited for /health`);
+          if (name === "slow") throw new DriverError("slot.health_failed", "slow: GET /health did not return 200 in time");
+          onPhase?.("ready");
+          return {};
+        } finally {
+          inStart--;
+        }
+      },
+    };
+    const results = await executePlan(plan(names.map((n, i) => change(`slot.${n}`, "create", at(9000 + i)))), { driver, state, healthTimeoutS: 5, stopGraceS: 1, cwd: "/", parallel: 2 });
+    expect(results.map((r) => `${r.address} ${r.ok ? "ok" : `${r.code}: ${r.error}`}`)).toEqual([
+      "slot.a ok", "slot.b ok", "slot.c ok", "slot.d ok", "slot.e ok", "slot.slow slot.health_failed: slow: GET /health did not return 200 in time",
+    ]);
+    expect(launchPeak).toBe(2);
+    expect(inStartPeak).toBe(6);
+  });
+
+  it("starts a slot after the stops it collides with (its own replace, a delete on its port) and no others: a create elsewhere does not wait", async () => {
+    const state = new StateStore(mkdtempSync(join(tmpdir(), "hal0-exec-")));
+    const log: string[] = [];
+    const driver: SlotDriver = {
+      runtime: "process",
+      observe: async () => [],
+      portHolder: async () => undefined,
+      stop: async (name) => {
+        log.push(`stop ${name}`);
+        // The delete on 8081 finishes only once the create on another port has started.
+        if (name === "old") await until(() => log.includes("start far"), "the create on 8090 waited for the stop on 8081");
+        else await new Promise((r) => setTimeout(r, 3));
+        log.push(`stopped ${name}`);
+      },
+      start: async (name, _view, { onPhase }) => {
+        log.push(`start ${name}`);
+        onPhase?.("starting");
+        onPhase?.("ready");
+        return {};
+      },
+    };
+    const del: Change = { ...change("slot.old", "delete"), before: at(8081) } as Change;
+    const replace: Change = { ...change("slot.chat", "replace", at(8082)), before: at(8082) } as Change;
+    const results = await executePlan(plan([
+      change("slot.far", "create", at(8090)),
+      change("slot.new", "create", at(8081)),
+      replace,
+      del,
+    ]), { driver, state, healthTimeoutS: 5, stopGraceS: 1, cwd: "/", parallel: 4 });
+    expect(results.map((r) => `${r.address} ${r.action} ${r.ok ? "ok" : r.error}`)).toEqual(["slot.chat replace ok", "slot.far create ok", "slot.new create ok", "slot.old delete ok"]);
+    const when = (entry: string) => log.indexOf(entry);
+    expect(when("start new")).toBeGreaterThan(when("stopped old")); // 8081 is free first
+    expect(when("start chat")).toBeGreaterThan(when("stopped chat"));
+    expect(when("start far")).toBeLessThan(when("stopped old"));
+    // Each create still clears its name first.
+    for (const name of ["far", "new"]) expect(when(`stopped ${name}`)).toBeLessThan(when(`start ${name}`));
   });
 });
