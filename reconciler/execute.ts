@@ -50,8 +50,9 @@ export interface ExecuteOptions {
  * Carries out a plan and makes no decisions: it reads each change's action
  * and `after`. Every slot step is started at once and ordered only where the
  * plan's data says so: a start waits for the stops it would collide with —
- * its own (a replace) and any delete or replace that frees its port — and
- * nothing else, so a create elsewhere does not wait for every stop. The
+ * its own (a replace) and any delete or replace that frees its port or
+ * memory on its device (`frees`) — and nothing else, so a create on another
+ * device or machine does not wait for every stop. The
  * engine's (or the OS's) share of each step — stops, and a start up to its
  * `starting` phase (the runner launched) — is bounded to `parallel` at once
  * per machine, stops queued first; the wait for `/health` holds no place in
@@ -78,7 +79,7 @@ export async function executePlan(plan: Pick<Plan, "changes">, opts: ExecuteOpti
   const started = starts.map(async (c): Promise<StepResult | undefined> => {
     const own = stopped.get(c.address);
     if (own !== undefined && !(await own).ok) return undefined; // reported as the stop's failure
-    await Promise.all(stops.filter((s) => s !== c && sharesPort(s, c)).map((s) => stopped.get(s.address)));
+    await Promise.all(stops.filter((s) => s !== c && frees(s, c)).map((s) => stopped.get(s.address)));
     return bounded(gateOf(machineOf(c.after)), (release) => startStep(c, options, release).finally(release));
   });
   const stopResults = await Promise.all(stopped.values());
@@ -92,12 +93,19 @@ export async function executePlan(plan: Pick<Plan, "changes">, opts: ExecuteOpti
 }
 
 /**
- * A stop that frees the port a start binds: the start waits for it (a port,
- * like a name, is held by one runner at a time). Other stops are not waited
- * for, so a load may overlap an unrelated slot's stop.
+ * A stop that frees what a start needs: the port it binds (a port, like a
+ * name, is held by one runner at a time), or memory on the device it loads
+ * onto — the same device and GPU index on the same machine (the compiler
+ * checks that the desired slots fit, not that the old and the new fit side
+ * by side). The start waits for it; other stops are not waited for, so a
+ * load may overlap the stop of a slot on another device or machine.
  */
-function sharesPort(stop: SlotChange, start: SlotChange): boolean {
-  return stop.before?.spec.port !== undefined && stop.before.spec.port === start.after?.spec.port;
+function frees(stop: SlotChange, start: SlotChange): boolean {
+  const before = stop.before?.spec;
+  const after = start.after?.spec;
+  if (before === undefined || after === undefined) return false;
+  if (before.port === after.port) return true;
+  return machineOf(stop.before) === machineOf(start.after) && before.device === after.device && before.gpu_index === after.gpu_index;
 }
 
 /** Options plus a queue that serialises the steps' read-modify-write of the state files. */
@@ -131,7 +139,7 @@ async function startStep(change: SlotChange, o: Ctx, release: () => void): Promi
   return timed(change, o, async (emit) => {
     if (view === null) throw new Error(`${change.address}: a ${change.action} without a desired spec`);
     const driver = runtime(o);
-    // A create starts from nothing of ours under the name (a replace was stopped in wave 1).
+    // A create starts from nothing of ours under the name (a replace's own stop ran before it).
     if (change.action === "create") await driver.stop(name, o.stopGraceS);
     // Recorded before the spawn: a process hal0 starts is in the inventory
     // even if this apply is killed before the slot turns healthy.

@@ -134,7 +134,7 @@ describe("executePlan's parallelism per machine", () => {
 });
 
 describe("executePlan's order and bound", () => {
-  const at = (port: number) => ({ port, spec: { runtime: "process", port } }) as unknown as SlotView;
+  const at = (port: number, device = "cpu") => ({ port, spec: { runtime: "process", port, device, gpu_index: 0 } }) as unknown as SlotView;
   /** Settles when `ready()` holds (checked every few ms), or throws `why` after `ms`: a test that would hang fails instead. */
   const until = async (ready: () => boolean, why: string, ms = 3000) => {
     const deadline = Date.now() + ms;
@@ -184,7 +184,7 @@ describe("executePlan's order and bound", () => {
     expect(inStartPeak).toBe(6);
   });
 
-  it("starts a slot after the stops it collides with (its own replace, a delete on its port) and no others: a create elsewhere does not wait", async () => {
+  it("starts a slot after the stops it collides with (its own replace, a delete on its port or its device) and no others: a create on another device does not wait", async () => {
     const state = new StateStore(mkdtempSync(join(tmpdir(), "hal0-exec-")));
     const log: string[] = [];
     const driver: SlotDriver = {
@@ -205,20 +205,25 @@ describe("executePlan's order and bound", () => {
         return {};
       },
     };
-    const del: Change = { ...change("slot.old", "delete"), before: at(8081) } as Change;
-    const replace: Change = { ...change("slot.chat", "replace", at(8082)), before: at(8082) } as Change;
+    // old and chat run on the GPU; far loads onto the CPU, beside (the GPU's memory is not in its way).
+    const del: Change = { ...change("slot.old", "delete"), before: at(8081, "gpu-rocm") } as Change;
+    const replace: Change = { ...change("slot.chat", "replace", at(8082, "gpu-rocm")), before: at(8082, "gpu-rocm") } as Change;
     const results = await executePlan(plan([
       change("slot.far", "create", at(8090)),
       change("slot.new", "create", at(8081)),
+      change("slot.gpu", "create", at(8091, "gpu-rocm")),
       replace,
       del,
     ]), { driver, state, healthTimeoutS: 5, stopGraceS: 1, cwd: "/", parallel: 4 });
-    expect(results.map((r) => `${r.address} ${r.action} ${r.ok ? "ok" : r.error}`)).toEqual(["slot.chat replace ok", "slot.far create ok", "slot.new create ok", "slot.old delete ok"]);
+    expect(results.map((r) => `${r.address} ${r.action} ${r.ok ? "ok" : r.error}`)).toEqual(["slot.chat replace ok", "slot.far create ok", "slot.gpu create ok", "slot.new create ok", "slot.old delete ok"]);
     const when = (entry: string) => log.indexOf(entry);
     expect(when("start new")).toBeGreaterThan(when("stopped old")); // 8081 is free first
     expect(when("start chat")).toBeGreaterThan(when("stopped chat"));
+    // A load onto the GPU waits for the GPU slots' stops: their memory is what it needs.
+    expect(when("start gpu")).toBeGreaterThan(when("stopped old"));
+    expect(when("start gpu")).toBeGreaterThan(when("stopped chat"));
     expect(when("start far")).toBeLessThan(when("stopped old"));
     // Each create still clears its name first.
-    for (const name of ["far", "new"]) expect(when(`stopped ${name}`)).toBeLessThan(when(`start ${name}`));
+    for (const name of ["far", "new", "gpu"]) expect(when(`stopped ${name}`)).toBeLessThan(when(`start ${name}`));
   });
 });
