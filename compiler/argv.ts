@@ -26,6 +26,9 @@ const FLAG_ALIASES: ReadonlyMap<string, string> = new Map(Object.entries({
   "--gpu-layers": "--n-gpu-layers",
 }));
 
+/** The lengths of the long spellings among the aliases (`--gpu-layers`): any other long flag is its own canonical name. */
+const LONG_ALIAS_LENGTHS: ReadonlySet<number> = new Set([...FLAG_ALIASES.keys()].filter((k) => k.startsWith("--")).map((k) => k.length));
+
 /** Flags that may appear more than once; every occurrence is kept, in order. */
 const REPEATABLE_FLAGS = new Set(["--lora", "--lora-scaled", "--override-kv", "--control-vector"]);
 
@@ -48,9 +51,7 @@ export const RESERVED_FLAGS: Readonly<Record<string, string>> = {
 };
 
 export function canonicalFlag(token: string): string {
-  const eq = token.indexOf("=");
-  const name = eq < 0 ? token : token.slice(0, eq);
-  return FLAG_ALIASES.get(name) ?? name;
+  return flagName(token);
 }
 
 /** `-x`, `--xy`, `--xy=1`; not `-`, and not a negative number such as `-1`. */
@@ -109,31 +110,43 @@ export function shellSplit(input: string): string[] | undefined {
  */
 export function normalizeArgv(argv: readonly string[]): string[] {
   // names[i]: the canonical name of the flag at i; null for the value word that flag takes; undefined for a stray word.
+  // A slot's argv has a few dozen words: a look-back over the flags seen so far finds a repeat without a map.
   const names: Array<string | null | undefined> = new Array(argv.length);
-  const last = new Map<string, number>();
+  const seen: string[] = [];
   let repeated = false;
   for (let i = 0; i < argv.length; i++) {
     const token = argv[i]!;
     if (!isFlag(token)) continue;
-    const eq = token.indexOf("=");
-    const written = eq < 0 ? token : token.slice(0, eq);
-    const name = FLAG_ALIASES.get(written) ?? written;
-    if (last.has(name)) repeated = true;
-    last.set(name, i);
+    const name = flagName(token);
+    if (!repeated) for (let j = 0; j < seen.length; j++) if (seen[j] === name) repeated = true;
+    seen.push(name);
     names[i] = name;
-    if (eq < 0 && i + 1 < argv.length && !isFlag(argv[i + 1]!)) names[++i] = null;
+    if (!token.includes("=") && i + 1 < argv.length && !isFlag(argv[i + 1]!)) names[++i] = null;
   }
   if (!repeated) return argv as string[];
+  // Walking back from the end, the first occurrence met is a flag's last; an earlier one is dropped with its value.
+  const kept: string[] = [];
   const out: string[] = [];
-  for (let i = 0; i < argv.length; i++) {
+  for (let i = argv.length - 1; i >= 0; i--) {
     const name = names[i];
-    if (typeof name === "string" && last.get(name) !== i && !REPEATABLE_FLAGS.has(name)) {
-      if (names[i + 1] === null) i++;
-      continue;
+    if (typeof name === "string") {
+      if (kept.includes(name) && !REPEATABLE_FLAGS.has(name)) {
+        if (names[i + 1] === null) out.pop();
+        continue;
+      }
+      kept.push(name);
     }
     out.push(argv[i]!);
   }
-  return out;
+  return out.reverse();
+}
+
+/** The canonical name of a flag token (`-c=1` → `--ctx-size`); a long flag is looked up only when it may be an alias. */
+function flagName(token: string): string {
+  const eq = token.indexOf("=");
+  const written = eq < 0 ? token : token.slice(0, eq);
+  if (written.charCodeAt(1) === 45 /* - */ && !LONG_ALIAS_LENGTHS.has(written.length)) return written;
+  return FLAG_ALIASES.get(written) ?? written;
 }
 
 /**

@@ -47,4 +47,38 @@ describe("normalizeArgv", () => {
   it("reads negative numbers as values and --flag=value as one token", () => {
     expect(normalizeArgv(["--reasoning-budget", "-1", "--threads=4", "--threads=8"])).toEqual(["--reasoning-budget", "-1", "--threads=8"]);
   });
+
+  it("agrees with a plain last-occurrence reading on thousands of random argvs", () => {
+    // The reference: every flag's last position found with a map, then one forward pass.
+    const alias: Record<string, string> = { "-b": "--batch-size", "-t": "--threads", "-c": "--ctx-size", "--gpu-layers": "--n-gpu-layers", "-ngl": "--n-gpu-layers" };
+    const isFlag = (w: string) => w.length > 1 && w[0] === "-" && !/[0-9.]/.test(w[1]!);
+    const canon = (w: string) => { const n = w.split("=", 1)[0]!; return alias[n] ?? n; };
+    const reference = (argv: string[]): string[] => {
+      const names: Array<string | null | undefined> = [];
+      const last = new Map<string, number>();
+      for (let i = 0; i < argv.length; i++) {
+        if (!isFlag(argv[i]!)) continue;
+        names[i] = canon(argv[i]!);
+        last.set(names[i]!, i);
+        if (!argv[i]!.includes("=") && i + 1 < argv.length && !isFlag(argv[i + 1]!)) names[++i] = null;
+      }
+      const out: string[] = [];
+      for (let i = 0; i < argv.length; i++) {
+        const n = names[i];
+        if (typeof n === "string" && last.get(n) !== i && n !== "--lora") {
+          if (names[i + 1] === null) i++;
+          continue;
+        }
+        out.push(argv[i]!);
+      }
+      return out;
+    };
+    const words = ["-b", "--batch-size", "-t", "--threads=4", "-c", "--ctx-size", "--gpu-layers", "-ngl", "--lora", "--jinja", "--x=1", "512", "-1", ".5", "a.gguf", "stray"];
+    let seed = 7;
+    const next = () => ((seed = (seed * 1103515245 + 12345) % 2147483648), seed);
+    for (let n = 0; n < 5000; n++) {
+      const argv = Array.from({ length: next() % 14 }, () => words[next() % words.length]!);
+      expect(normalizeArgv(argv), JSON.stringify(argv)).toEqual(reference(argv));
+    }
+  });
 });
