@@ -62,9 +62,9 @@ export function compile(tree: SourceTree, carried: readonly Diagnostic[] = [], f
     runnerDiagnostics: uniqueDiagnostics([...slots.values()].map((s) => s.runner.diagnostics)),
     root: tree.root,
     settings: catalog.settings,
-    profiles: Object.fromEntries(catalog.profiles),
-    models: Object.fromEntries(catalog.models),
-    slots: Object.fromEntries(slots),
+    profiles: objectOf(catalog.profiles),
+    models: objectOf(catalog.models),
+    slots: objectOf(slots),
     stacks: Object.fromEntries([...files.stacks.valid].sort(byKey).map(([slug, p]) => [slug, Object.assign({}, p.value, { slug, file: p.file })])),
     upstreams: validOf(files.upstreams)?.value.upstream ?? [],
     mcpServers: Object.fromEntries([...files.mcpServers.valid].sort(byKey).map(([id, p]) => [id, Object.assign({}, p.value, { id, file: p.file })])),
@@ -118,6 +118,15 @@ export function treeDigest(tree: SourceTree): string {
   const h = createHash("sha256");
   for (const [rel, text] of tree.files) h.update(`${rel}\u0000${text.length}\u0000`).update(text).update("\u0000");
   return `sha256:${h.digest("hex")}`;
+}
+
+/** A map's entries as a plain object (what `Object.fromEntries` builds, without an entry array per member). */
+function objectOf<T>(map: ReadonlyMap<string, T>): Record<string, T> {
+  const out: Record<string, T> = {};
+  map.forEach((value, key) => {
+    out[key] = value;
+  });
+  return out;
 }
 
 function byKey<T>([a]: [string, T], [b]: [string, T]): number {

@@ -170,51 +170,48 @@ export function defaultDevice(profile: Profile): Device {
  * from (a `[tune]` key, the slot's `model`, `port` or `type`).
  */
 function pushModelArgs(out: ArgvWords, input: SlotInput, tune: FullTune, d: Dialect, runtime: Settings["slots"]["runtime"]): void {
-  const { slot, model, file } = input;
-  const push = (site: Site, by: string, ...words: string[]) => out.push(site, by, words);
-  // An argv that is not checked reads no site, so none is built.
-  const sited = out.sited !== undefined;
-  const keySite = (key: "model" | "port" | "type"): Site => (sited ? { file, path: [key], target: "value" } : UNREAD_SITE);
-  const tuneBy = (key: TuneKey): readonly [Site, string] => (sited ? [tuneSite(input, key), `[tune] ${key}`] : [UNREAD_SITE, ""]);
+  const { slot, model } = input;
+  // An argv that is not checked reads no site, so none is built (`site` and `tuneBy` hand back the unread site).
+  const at = out.site(input, "model");
   if (model) {
-    const at = keySite("model");
-    if (model.path_abs) push(at, "the slot's model", "--model", model.path_abs);
-    else push(at, "the slot's model", "--hf-repo", model.hf_repo!, "--hf-file", model.hf_filename!);
-    push(at, "the slot's model", "--alias", model.id);
+    if (model.path_abs) out.push(at, "the slot's model", "--model", model.path_abs);
+    else out.push4(at, "the slot's model", "--hf-repo", model.hf_repo!, "--hf-file", model.hf_filename!);
+    out.push(at, "the slot's model", "--alias", model.id);
   }
+  const portAt = out.site(input, "port");
   if (runtime === "swarm") {
     // Reachable from the other nodes (Swarm picks the node; its address is not known here), and only with the box's API key, read from a Swarm secret.
-    push(keySite("port"), "the slot's port", "--host", SWARM_HOST, "--port", String(slot.port));
-    push(keySite("port"), "the swarm runtime's API key", "--api-key-file", SWARM_API_KEY_FILE);
-  } else push(keySite("port"), "the slot's port", "--host", "127.0.0.1", "--port", String(slot.port));
+    out.push4(portAt, "the slot's port", "--host", SWARM_HOST, "--port", String(slot.port));
+    out.push(portAt, "the swarm runtime's API key", "--api-key-file", SWARM_API_KEY_FILE);
+  } else out.push4(portAt, "the slot's port", "--host", "127.0.0.1", "--port", String(slot.port));
   if (!TUNED_TYPES.has(slot.type)) return;
+  const typeAt = out.site(input, "type");
   // llama-server's Prometheus counters (GET /metrics), which hal0 scrapes for tokens/s (server/stats/).
-  push(keySite("type"), "hal0's slot stats", "--metrics");
-  push(...tuneBy("ctx_size"), "--ctx-size", String(tune.ctx_size));
+  out.push(typeAt, "hal0's slot stats", "--metrics");
+  out.push(out.tuneSite(input, "ctx_size"), "[tune] ctx_size", "--ctx-size", String(tune.ctx_size));
   if (slot.type === "llm") {
-    const thinking = tuneBy("enable_thinking");
-    if (d.reasoning_flag) push(...thinking, "--reasoning", tune.enable_thinking ? "on" : "off");
-    if (d.reasoning_budget && tune.enable_thinking) push(...tuneBy("reasoning_budget"), "--reasoning-budget", String(tune.reasoning_budget > 0 ? tune.reasoning_budget : -1));
+    if (d.reasoning_flag) out.push(out.tuneSite(input, "enable_thinking"), "[tune] enable_thinking", "--reasoning", tune.enable_thinking ? "on" : "off");
+    if (d.reasoning_budget && tune.enable_thinking) out.push(out.tuneSite(input, "reasoning_budget"), "[tune] reasoning_budget", "--reasoning-budget", String(tune.reasoning_budget > 0 ? tune.reasoning_budget : -1));
     // Templates read reasoning_effort (no flag sets it); enable_thinking goes there only when the runner has no --reasoning.
     if (d.template_kwargs) {
       const kwargs = d.reasoning_flag ? { reasoning_effort: tune.reasoning_effort } : { enable_thinking: tune.enable_thinking, reasoning_effort: tune.reasoning_effort };
-      push(...tuneBy("reasoning_effort"), "--chat-template-kwargs", JSON.stringify(kwargs));
+      out.push(out.tuneSite(input, "reasoning_effort"), "[tune] reasoning_effort", "--chat-template-kwargs", JSON.stringify(kwargs));
     }
-    const at = keySite("model");
-    if (model?.jinja) push(at, "the model's jinja", "--jinja");
+    if (model?.jinja) out.push(at, "the model's jinja", "--jinja");
     if (model && model.chat_template !== "auto") {
-      push(at, "the model's chat_template", ...(model.chat_template_file_abs ? ["--chat-template-file", model.chat_template_file_abs] : ["--chat-template", model.chat_template]));
+      if (model.chat_template_file_abs) out.push(at, "the model's chat_template", "--chat-template-file", model.chat_template_file_abs);
+      else out.push(at, "the model's chat_template", "--chat-template", model.chat_template);
     }
-    const spec = tuneBy("speculation");
     if (tune.speculation === "draft" && model?.draft_abs && d.draft_flag) {
-      if (d.spec_type && d.draft_type) push(...spec, "--spec-type", d.draft_type);
-      push(...spec, d.draft_flag, model.draft_abs);
+      const spec = out.tuneSite(input, "speculation");
+      if (d.spec_type && d.draft_type) out.push(spec, "[tune] speculation", "--spec-type", d.draft_type);
+      out.push(spec, "[tune] speculation", d.draft_flag, model.draft_abs);
     }
-    if (tune.speculation === "mtp" && d.mtp_type) push(...spec, "--spec-type", d.mtp_type);
-    if (tune.vision && model?.mmproj_abs) push(...tuneBy("vision"), "--mmproj", model.mmproj_abs);
+    if (tune.speculation === "mtp" && d.mtp_type) out.push(out.tuneSite(input, "speculation"), "[tune] speculation", "--spec-type", d.mtp_type);
+    if (tune.vision && model?.mmproj_abs) out.push(out.tuneSite(input, "vision"), "[tune] vision", "--mmproj", model.mmproj_abs);
   }
-  if (slot.type === "embedding") push(keySite("type"), "the slot's type", "--embedding");
-  if (slot.type === "reranking") push(keySite("type"), "the slot's type", "--reranking");
+  if (slot.type === "embedding") out.push(typeAt, "the slot's type", "--embedding");
+  if (slot.type === "reranking") out.push(typeAt, "the slot's type", "--reranking");
 }
 
 /**
@@ -232,12 +229,29 @@ class ArgvWords {
     this.sited = sited ? [] : undefined;
   }
 
-  /** `words`, all written by the key at `site`. */
-  push(site: Site, by: string, words: readonly string[]): void {
-    for (const word of words) {
-      this.argv.push(word);
-      this.sited?.push({ word, site, by });
-    }
+  /** The site of the slot's own `key` (`model`, `port`, `type`); the unread site when no site is kept. */
+  site(input: SlotInput, key: "model" | "port" | "type"): Site {
+    return this.sited === undefined ? UNREAD_SITE : { file: input.file, path: [key], target: "value" };
+  }
+
+  /** Where a tune value came from (see `tuneSite`); the unread site when no site is kept. */
+  tuneSite(input: SlotInput, key: TuneKey): Site {
+    return this.sited === undefined ? UNREAD_SITE : tuneSite(input, key);
+  }
+
+  /** One or two words (a flag and its value), both written by the key at `site`. */
+  push(site: Site, by: string, first: string, second?: string): void {
+    this.argv.push(first);
+    this.sited?.push({ word: first, site, by });
+    if (second === undefined) return;
+    this.argv.push(second);
+    this.sited?.push({ word: second, site, by });
+  }
+
+  /** Two flags with their values (`--hf-repo R --hf-file F`, `--host H --port P`), all written by the key at `site`. */
+  push4(site: Site, by: string, a: string, b: string, c: string, d: string): void {
+    this.push(site, by, a, b);
+    this.push(site, by, c, d);
   }
 
   /** The words of one string value (`flags`, `extra_args`), each sited at its own index within the value. */
