@@ -27,6 +27,8 @@ export function compileProfiles(file: Parsed<{ profile: Record<string, Profile> 
  * Returns the words; an unterminated quote is reported and yields none.
  */
 export function checkedWords(text: string, site: { file: string; path: Array<string | number>; target: "value" }, reporter: Reporter): string[] {
+  // Most slots have no extra_args: nothing to split or check.
+  if (text === "") return [];
   const words = shellSplit(text);
   if (words === undefined) {
     reporter.report("config.invalid_value", site, "unterminated quote", `\`${site.path.join(".")}\` has a quote that is never closed.`);
