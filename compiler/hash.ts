@@ -2,26 +2,46 @@ import { hash } from "node:crypto";
 
 /**
  * Canonical JSON: object keys sorted at every depth, undefined members dropped,
- * no whitespace. Built natively: JSON.stringify with an allow-list replacer
- * writes each object's keys in the list's order, so the sorted union of every
- * key in `value` yields sorted objects at every depth (arrays keep their order).
+ * no whitespace. The value is copied only where an object's keys are out of
+ * order (a sorted subtree, such as a slot's spec, is used as it is), then
+ * written by the native JSON.stringify. Values JSON cannot write are dropped
+ * as JSON.stringify drops them; a value with `toJSON` (a Date) is written as
+ * its `toJSON` gives it.
  */
 export function canonicalJson(value: unknown): string {
-  const keys = new Set<string>();
-  collectKeys(value, keys);
-  return JSON.stringify(value, [...keys].sort()) ?? "null";
+  return JSON.stringify(sortedKeys(value)) ?? "null";
 }
 
-function collectKeys(value: unknown, into: Set<string>): void {
-  if (value === null || typeof value !== "object") return;
+/** `value` with every object's keys in sorted order: `value` itself when they already are. */
+function sortedKeys(value: unknown): unknown {
+  if (value === null || typeof value !== "object") return value;
   if (Array.isArray(value)) {
-    for (const item of value) if (item !== null && typeof item === "object") collectKeys(item, into);
-    return;
+    let copy: unknown[] | undefined;
+    for (let i = 0; i < value.length; i++) {
+      const item: unknown = value[i];
+      const sorted = sortedKeys(item);
+      if (sorted !== item) (copy ??= value.slice())[i] = sorted;
+    }
+    return copy ?? value;
   }
-  for (const key of Object.keys(value)) {
-    into.add(key);
-    collectKeys((value as Record<string, unknown>)[key], into);
+  if (typeof (value as { toJSON?: unknown }).toJSON === "function") return sortedKeys((value as { toJSON: () => unknown }).toJSON());
+  const record = value as Record<string, unknown>;
+  const keys = Object.keys(record);
+  let inOrder = true;
+  for (let i = 1; i < keys.length && inOrder; i++) inOrder = keys[i - 1]! < keys[i]!;
+  let children: unknown[] | undefined;
+  for (let i = 0; i < keys.length; i++) {
+    const child = record[keys[i]!];
+    const sorted = sortedKeys(child);
+    if (sorted !== child) (children ??= keys.map((k) => record[k]))[i] = sorted;
   }
+  if (inOrder && children === undefined) return value;
+  const order = keys.map((_, i) => i);
+  if (!inOrder) order.sort((a, b) => (keys[a]! < keys[b]! ? -1 : 1));
+  // A null-prototype copy: a `__proto__` key is an own member like any other.
+  const out: Record<string, unknown> = Object.create(null);
+  for (const i of order) out[keys[i]!] = children === undefined ? record[keys[i]!] : children[i];
+  return out;
 }
 
 export function sha256(text: string): string {

@@ -135,6 +135,42 @@ describe("canonicalJson", () => {
     expect(canonicalJson("x")).toBe('"x"');
     expect(canonicalJson({ env: { Z: "1", A: "2" }, argv: ["--b", "--a"] })).toBe('{"argv":["--b","--a"],"env":{"A":"2","Z":"1"}}');
   });
+
+  it("leaves the value untouched, writes dates, drops what JSON drops, and keeps a __proto__ key", async () => {
+    const { canonicalJson } = await import("../../compiler/index.js");
+    const value = { b: [{ y: 1, x: 2 }], a: 1 };
+    expect(canonicalJson(value)).toBe('{"a":1,"b":[{"x":2,"y":1}]}');
+    expect(Object.keys(value)).toEqual(["b", "a"]);
+    expect(Object.keys(value.b[0]!)).toEqual(["y", "x"]);
+    expect(canonicalJson({ t: new Date(0), f: () => 1, u: undefined, s: Symbol("s"), list: [undefined, () => 1] })).toBe('{"list":[null,null],"t":"1970-01-01T00:00:00.000Z"}');
+    expect(canonicalJson(JSON.parse('{"z":1,"__proto__":{"b":1,"a":2}}'))).toBe('{"__proto__":{"a":2,"b":1},"z":1}');
+    expect(canonicalJson(undefined)).toBe("null");
+  });
+
+  it("agrees with sorting every object's keys on thousands of random values", async () => {
+    const { canonicalJson } = await import("../../compiler/index.js");
+    // The reference: a deep copy with sorted keys, then JSON.stringify.
+    const sortedCopy = (v: unknown): unknown => (v === null || typeof v !== "object" ? v : Array.isArray(v) ? v.map(sortedCopy)
+      : Object.fromEntries(Object.keys(v).sort().map((k) => [k, sortedCopy((v as Record<string, unknown>)[k])])));
+    let seed = 11;
+    const next = (n: number) => ((seed = (seed * 1103515245 + 12345) % 2147483648), seed % n);
+    const keys = ["a", "b", "c", "spec", "argv", "env", "Z", "10", "9", "é", ""];
+    const random = (depth: number): unknown => {
+      const pick = next(depth > 3 ? 4 : 7);
+      if (pick === 0) return next(100) - 50;
+      if (pick === 1) return ["x", "\"q\"", "\n", "ü"][next(4)];
+      if (pick === 2) return [true, null, undefined][next(3)];
+      if (pick === 3) return next(2) === 0 ? "s" : 1.5;
+      if (pick === 4) return Array.from({ length: next(4) }, () => random(depth + 1));
+      const out: Record<string, unknown> = {};
+      for (let i = next(5); i > 0; i--) out[keys[next(keys.length)]!] = random(depth + 1);
+      return out;
+    };
+    for (let n = 0; n < 3000; n++) {
+      const value = random(0);
+      expect(canonicalJson(value)).toBe(JSON.stringify(sortedCopy(value)) ?? "null");
+    }
+  });
 });
 
 describe("spec hash is the hash of canonical JSON", () => {
