@@ -32,7 +32,8 @@ export function cachePath(file) {
  * write its cache) and whether V8 refused the cache it was given (undefined: none).
  */
 export function loadBundle(file, { useCache = true } = {}) {
-  const source = readFileSync(file, "utf8");
+  // The bundle is ASCII (scripts/bundle.mjs sees to it): read as latin1, the same string without UTF-8 decoding.
+  const source = readFileSync(file, "latin1");
   let cachedData;
   if (useCache) {
     try {

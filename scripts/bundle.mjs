@@ -17,7 +17,7 @@
 //     command that needs them runs for long enough that their loading does not count.
 import { build } from "esbuild";
 import { execFileSync } from "node:child_process";
-import { rmSync } from "node:fs";
+import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -138,6 +138,14 @@ await build({
   minifyWhitespace: true,
   minifySyntax: true,
 });
+
+// ASCII only (esbuild escapes strings, not regular expression literals such as /§/): node
+// decodes an ASCII file into a one-byte string with no UTF-8 work, and bin/load-bundle.js
+// reads it as latin1, the same string. A \uXXXX escape means the same code unit in a string,
+// a template and a regular expression literal, with or without the u flag.
+const file = join(out, "hal0.cjs");
+const text = readFileSync(file, "utf8");
+if (/[^\x00-\x7f]/.test(text)) writeFileSync(file, text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`));
 
 // The code caches: for `node bin/hal0.js` (no flags) and for the bin's own shebang line.
 for (const flags of [[], ["--max-semi-space-size=2"]]) {

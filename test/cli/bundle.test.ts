@@ -54,6 +54,9 @@ async function both(args: string[], env?: NodeJS.ProcessEnv): Promise<{ bundle: 
 describe("the bundled CLI (dist/cli-bundle, what bin/hal0.js runs)", () => {
   it("is built with its code cache, and bin/hal0.js loads it rather than the modules", async () => {
     expect(existsSync(BUNDLE), "npm run build writes dist/cli-bundle/hal0.cjs").toBe(true);
+    // ASCII only: the loader reads it as latin1. The build escapes what esbuild leaves, such as a regular expression's `§`.
+    const text = readFileSync(BUNDLE, "latin1");
+    expect(text.match(/[^\x00-\x7f]/)?.index, "a non-ASCII byte in the bundle").toBeUndefined();
     // The cache the build wrote for this node (no flags, and the bin's shebang flag) is the one V8 takes.
     for (const flags of [[], ["--max-semi-space-size=2"]]) {
       const taken = await node([...flags, "--input-type=module", "-e", `import { loadBundle } from ${JSON.stringify(pathToFileURL(LOADER).href)}; process.stdout.write(String(loadBundle(${JSON.stringify(BUNDLE)}).rejected));`]);
