@@ -1,17 +1,22 @@
 import { isAbsolute, join } from "node:path";
 import { Profile, SEED_PROFILES, type ModelFacts } from "../schema/index.js";
 import { RESERVED_FLAGS, reservedFlagsIn, shellSplit } from "./argv.js";
+import { parseWith } from "./fast-validate.js";
 import type { CompiledModelFacts, CompiledProfile } from "./model.js";
 import type { Parsed } from "./read.js";
 import type { Reporter } from "./report.js";
 
-/** The seed profiles, parsed once through the same schema as a person's file. */
-const SEEDS: ReadonlyMap<string, Profile> = new Map(Object.entries(SEED_PROFILES).map(([name, raw]) => [name, Profile.parse(raw)]));
+/** The seed profiles, parsed through the same schema as a person's file: once, by the first compile (not when the module loads). */
+let seeds: ReadonlyMap<string, Profile> | undefined;
+
+function seedProfiles(): ReadonlyMap<string, Profile> {
+  return (seeds ??= new Map(Object.entries(SEED_PROFILES).map(([name, raw]) => [name, parseWith(Profile, raw)])));
+}
 
 /** Seeds, overridden by name by profiles.toml. Each profile's flags are split and checked once. */
 export function compileProfiles(file: Parsed<{ profile: Record<string, Profile> }> | undefined, reporter: Reporter): Map<string, CompiledProfile> {
   const merged = new Map<string, { profile: Profile; origin: "seed" | "file" }>();
-  for (const [name, profile] of SEEDS) merged.set(name, { profile, origin: "seed" });
+  for (const [name, profile] of seedProfiles()) merged.set(name, { profile, origin: "seed" });
   for (const [name, profile] of Object.entries(file?.value.profile ?? {})) merged.set(name, { profile, origin: "file" });
   const out = new Map<string, CompiledProfile>();
   for (const name of [...merged.keys()].sort()) {

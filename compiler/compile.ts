@@ -8,13 +8,15 @@ import { linkMcpServers, linkStacks, linkUpstreams } from "./link-others.js";
 import { linkSlots, type Catalog } from "./link-slots.js";
 import type { CompileResult, Model } from "./model.js";
 import { compilePolicy } from "./policy.js";
+import { parseWith } from "./fast-validate.js";
 import { readTree, tableOf, validOf, validPart, type Parsed, type TreeFiles } from "./read.js";
 import { Reporter } from "./report.js";
 import { uniqueDiagnostics } from "./runner-check.js";
 import type { ImageDigests, RunnerFactsIndex } from "./runner-facts.js";
 import type { SourceTree } from "./sources.js";
 
-const DEFAULT_SETTINGS = Settings.parse({});
+/** hal0.toml's defaults, for a tree without one (parsed at the first such compile, not when the module loads). */
+let defaultSettings: Settings | undefined;
 
 /** Observed facts compile takes as data (it reads none itself). */
 export interface CompileFacts {
@@ -90,7 +92,7 @@ function buildCatalog(files: TreeFiles, root: string, reporter: Reporter): Catal
   const compiledProfiles = compileProfiles(profiles.file, reporter);
   for (const name of profiles.broken) compiledProfiles.delete(name);
   return {
-    settings: settings?.value ?? DEFAULT_SETTINGS,
+    settings: settings?.value ?? (defaultSettings ??= parseWith(Settings, {})),
     settingsKnown: files.settings !== "invalid",
     settingsFile: settings?.file,
     profiles: compiledProfiles,
