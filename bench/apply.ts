@@ -19,7 +19,7 @@ import { median, stat, summarize, wall as wallOf } from "./measure.js";
  */
 const SLOTS = 50;
 const exec = promisify(execFile);
-const HAL0 = join(packageRoot(), "bin/hal0.js");
+const HAL0 = join(packageRoot(), "bin/hal0.cjs");
 /** The stand-in llama-server as one runner word, so the runner probe checks every slot's argv against its --help (as on a real box). */
 const RUNNER = join(packageRoot(), "bin/hal0-fake-llama-server");
 

@@ -31,7 +31,7 @@ const ROUNDS = 10;
 const FLOOR_SWEEP_ROUNDS = 3;
 const exec = promisify(execFile);
 const ROOT = packageRoot();
-const HAL0 = join(ROOT, "bin/hal0.js");
+const HAL0 = join(ROOT, "bin/hal0.cjs");
 
 /** Slot names and the compose project carry this run's tag: container names are global on an engine others may be benching on too. */
 const RUN = randomBytes(3).toString("hex");

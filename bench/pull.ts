@@ -8,7 +8,7 @@ import { packageRoot } from "../reconciler/package-root.js";
 import { startFakeHub } from "../test/helpers/fake-hub.js";
 
 const exec = promisify(execFile);
-const HAL0 = join(packageRoot(), "bin/hal0.js");
+const HAL0 = join(packageRoot(), "bin/hal0.cjs");
 const SIZE = 512 * 1024 * 1024;
 const ROUNDS = 3;
 

@@ -25,7 +25,7 @@ const REQUESTS = 2000;
 const RSS_TARGET_MB = 120;
 const REST_P50_TARGET_MS = 0.8;
 const MCP_RATIO_TARGET = 1.3;
-const HAL0 = join(packageRoot(), "bin/hal0.js");
+const HAL0 = join(packageRoot(), "bin/hal0.cjs");
 const exec = promisify(execFile);
 
 

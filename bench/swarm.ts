@@ -34,7 +34,7 @@ const POLL_MS = 250;
 const ROUNDS = 3;
 const NOOPS = 3;
 const ROOT = packageRoot();
-const HAL0 = join(ROOT, "bin/hal0.js");
+const HAL0 = join(ROOT, "bin/hal0.cjs");
 
 /** A slot's name and the node it is pinned to: bn00.. round-robin over hal0-node-1..3, 10 each. */
 function slotAt(i: number): { name: string; node: string; port: number } {

@@ -17,7 +17,7 @@ export interface CliIo {
  * 0 done; 1 an error (a refusal with a registry code, a tree with errors, a
  * failed step); 2 only "there are changes" (`plan --detailed-exitcode`,
  * `drift`, `agent reprovision hermes` without --repair); 64 a command line
- * hal0 cannot read (EX_USAGE of sysexits.h); 70 an internal error (bin/hal0.js).
+ * hal0 cannot read (EX_USAGE of sysexits.h); 70 an internal error (bin/hal0.cjs).
  */
 export const EXIT_OK = 0;
 export const EXIT_ERROR = 1;

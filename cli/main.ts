@@ -105,7 +105,7 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
     const failure = failureOf(err, name, io);
     if (failure) return fail(io, json, failure);
     if (!json) throw err;
-    // Still one JSON document; the stack goes to stderr as bin/hal0.js would print it.
+    // Still one JSON document; the stack goes to stderr as bin/hal0.cjs would print it.
     io.stderr.write(`hal0: internal error: ${(err as Error)?.stack ?? String(err)}\n`);
     return fail(io, json, { exit: EXIT_INTERNAL, text: "", diagnostics: [cliDiagnostic("system.internal", `internal error: ${(err as Error)?.message ?? String(err)}`)] });
   }

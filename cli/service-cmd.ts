@@ -41,7 +41,7 @@ export async function runService(args: string[], io: CliIo): Promise<number> {
     if (!store.startsWith(`${state}/`) && !store.startsWith(`${tree.root}/`)) writable.push(store);
   }
   const text = renderUnit({
-    node: process.execPath, bin: join(packageRoot(), "bin", "hal0.js"), config: tree.root, state, writable,
+    node: process.execPath, bin: join(packageRoot(), "bin", "hal0.cjs"), config: tree.root, state, writable,
     user: values.user, path: io.env.PATH, version: (await import("../server/version.js")).packageVersion(),
   });
   if (values.print) {

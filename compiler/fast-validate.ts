@@ -75,6 +75,14 @@ export function parseWith<T>(schema: z.ZodType<T>, value: unknown): T {
   return fast === REFUSED ? schema.parse(value) : (fast as T);
 }
 
+/** `schema.safeParse(value)`'s data, or undefined when zod refuses `value`: the fast path's output when it vouches for `value`. */
+export function parsedOrUndefined<T>(schema: z.ZodType<T>, value: unknown): T | undefined {
+  const fast = fastParse(schema, value);
+  if (fast !== REFUSED) return fast as T;
+  const result = schema.safeParse(value);
+  return result.success ? result.data : undefined;
+}
+
 function buildOrNull(schema: z.ZodType): Check | null {
   try {
     return build(schema);

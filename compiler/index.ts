@@ -15,3 +15,4 @@ export type {
   Model, CompileResult, CompiledProfile, CompiledModelFacts, ResolvedSlot, SlotRunner, SlotSpec, TuneUnavailable, CompiledPolicy,
   CompiledAgent,
 } from "./model.js";
+export { parseWith, parsedOrUndefined } from "./fast-validate.js";

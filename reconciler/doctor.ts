@@ -94,7 +94,7 @@ async function serviceUnitRow(root: string, stateDir: string, unitDir: string, v
   if (unit.config === undefined || unit.state === undefined || resolve(unit.config) !== resolve(root) || resolve(unit.state) !== resolve(stateDir)) {
     return { check, status: "fail", message: `${unit.file} serves --config ${unit.config ?? "?"} --state ${unit.state ?? "?"}, not ${root} and ${stateDir}`, hint: reinstall };
   }
-  const missing = unit.exec.filter((w, i) => (i === 0 || w.endsWith("hal0.js")) && !existsSync(w));
+  const missing = unit.exec.filter((w, i) => (i === 0 || w.endsWith("hal0.js") || w.endsWith("hal0.cjs")) && !existsSync(w));
   if (missing.length > 0) return { check, status: "fail", message: `${unit.file} runs ${missing.join(" and ")}, which does not exist (node or hal0 moved)`, hint: reinstall };
   if (!verify) return { check, status: "ok", message: `${unit.file} serves this box`, hint: "" };
   const verified = await verifyUnit(unit.file);

@@ -1,4 +1,5 @@
 import { SETTINGS_REGISTRY, Settings, type ApplyClass, type SettingsBuckets, type SettingsChange } from "../schema/index.js";
+import { parseWith } from "../compiler/index.js";
 import { same } from "./view.js";
 
 /**
@@ -8,13 +9,14 @@ import { same } from "./view.js";
  */
 
 /** What a box runs with before its first apply; an absent `applied_settings` means these. */
-const DEFAULT_SETTINGS: Settings = Settings.parse({});
+/** hal0.toml's defaults: what was applied before any apply (parsed at first use, not when the module loads). */
+let defaultSettings: Settings | undefined;
 
 /** Weakest first; a change takes the strongest class among its keys. */
 const CLASS_RANK: Readonly<Record<ApplyClass, number>> = { immediate: 0, "service-restart": 1, "manual-restart": 2 };
 
 export function planSettings(desired: Settings, applied: Settings | undefined): { change: SettingsChange; buckets: SettingsBuckets } {
-  const before = applied ?? DEFAULT_SETTINGS;
+  const before = applied ?? (defaultSettings ??= parseWith(Settings, {}));
   const changed = changedLeafKeys(before, desired);
   const buckets = settingsBuckets(changed);
   const change: SettingsChange = {

@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { createHash } from "node:crypto";
 import { join, resolve } from "node:path";
+import { parsedOrUndefined } from "../compiler/index.js";
 import { Settings } from "../schema/index.js";
 import { writeFileAtomic } from "./atomic.js";
 import type { HermesManaged, HermesManagedProfile, Inventory } from "./observed.js";
@@ -49,8 +50,7 @@ export class StateStore {
 
   async readAppliedSettings(): Promise<Settings | undefined> {
     const raw = await this.readJson<unknown>("applied-settings.json");
-    const parsed = raw === undefined ? undefined : Settings.safeParse(raw);
-    return parsed?.success ? parsed.data : undefined;
+    return raw === undefined ? undefined : parsedOrUndefined(Settings, raw);
   }
 
   async writeAppliedSettings(settings: Settings): Promise<void> {

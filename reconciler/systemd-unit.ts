@@ -28,7 +28,7 @@ export const DEFAULT_UNIT_DIR = "/etc/systemd/system";
 export interface UnitOptions {
   /** Absolute path of node. */
   readonly node: string;
-  /** Absolute path of hal0's bin/hal0.js. */
+  /** Absolute path of hal0's bin/hal0.cjs (the `hal0` command). */
   readonly bin: string;
   readonly config: string;
   readonly state: string;

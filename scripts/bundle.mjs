@@ -1,6 +1,6 @@
 // Bundles the CLI (cli/main.ts and every module it reaches) into one CommonJS script,
-// dist/cli-bundle/hal0.cjs, for bin/hal0.js: a command then reads one file instead of
-// ~250, and bin/load-bundle.js runs it with V8's code cache, which this script writes
+// dist/cli-bundle/hal0.cjs, for bin/hal0.cjs: a command then reads one file instead of
+// ~250, and bin/load-bundle.cjs runs it with V8's code cache, which this script writes
 // next to it (hal0.cjs.<key>.cache) after running a few commands on the example box, so
 // that what they compiled is not compiled again at each start. A command's own modules
 // are still evaluated only when it runs (esbuild keeps each behind its dynamic import).
@@ -140,14 +140,14 @@ await build({
 });
 
 // ASCII only (esbuild escapes strings, not regular expression literals such as /§/): node
-// decodes an ASCII file into a one-byte string with no UTF-8 work, and bin/load-bundle.js
+// decodes an ASCII file into a one-byte string with no UTF-8 work, and bin/load-bundle.cjs
 // reads it as latin1, the same string. A \uXXXX escape means the same code unit in a string,
 // a template and a regular expression literal, with or without the u flag.
 const file = join(out, "hal0.cjs");
 const text = readFileSync(file, "utf8");
 if (/[^\x00-\x7f]/.test(text)) writeFileSync(file, text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`));
 
-// The code caches: for `node bin/hal0.js` (no flags) and for the bin's own shebang line.
+// The code caches: for `node bin/hal0.cjs` (no flags) and for the bin's own shebang line.
 for (const flags of [[], ["--max-semi-space-size=2"]]) {
   execFileSync(process.execPath, [...flags, join(root, "scripts/code-cache.mjs")], { stdio: "inherit" });
 }

@@ -1,12 +1,12 @@
 // Writes the V8 code cache of the bundled CLI (dist/cli-bundle/hal0.cjs) for this node and
-// its flags (bin/load-bundle.js names it): runs `--help`, `validate` and `plan` of the example
+// its flags (bin/load-bundle.cjs names it): runs `--help`, `validate` and `plan` of the example
 // box (process runtime, a fresh state folder, nothing started) in this process, quietly, then
 // saves what V8 compiled for them. Run by scripts/bundle.mjs once per set of flags.
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { cachePath, canLoadBundle, loadBundle } from "../bin/load-bundle.js";
+import { cachePath, canLoadBundle, loadBundle } from "../bin/load-bundle.cjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const file = join(root, "dist/cli-bundle/hal0.cjs");

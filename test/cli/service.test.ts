@@ -12,7 +12,7 @@ import { captureIo } from "./helpers.js";
  * checked by the real `systemd-analyze verify` (offline: this machine runs no
  * systemd as PID 1). Folder names carry a space, so quoting is exercised.
  */
-const HAL0_JS = join(import.meta.dirname, "../../bin/hal0.js");
+const HAL0_BIN = join(import.meta.dirname, "../../bin/hal0.cjs");
 let dir: string;
 let config: string;
 let state: string;
@@ -49,7 +49,7 @@ describe("hal0 service install", () => {
     const r = await hal0(["service", "install", "--print", "--config", config, "--state", state, "--unit-dir", units]);
     expect(r.code, r.err).toBe(0);
     const q = (p: string) => `"${p}"`;
-    expect(r.out).toContain(`ExecStart=${process.execPath} --max-semi-space-size=2 ${HAL0_JS.replace(/\/test\/cli\/\.\.\/\.\./, "")} serve --config ${q(config)} --state ${q(state)}\n`);
+    expect(r.out).toContain(`ExecStart=${process.execPath} --max-semi-space-size=2 ${HAL0_BIN.replace(/\/test\/cli\/\.\.\/\.\./, "")} serve --config ${q(config)} --state ${q(state)}\n`);
     expect(r.out).toContain(`ReadWritePaths=${q(state)} ${q(config)} ${q(store)}\n`);
     for (const line of ["Restart=on-failure", "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=read-only", "PrivateTmp=yes", "Environment=PATH=/usr/local/bin:/usr/bin:/bin", "WantedBy=multi-user.target"]) {
       expect(r.out).toContain(`${line}\n`);

@@ -5,14 +5,17 @@
 // Node 22), so the bundle is one CommonJS script run through vm.Script, which takes one.
 // V8 uses a cache only for the same source, V8 version and flags (otherwise it says so,
 // and the script compiles as usual): the cache's name carries node's version and heap flags.
-import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
-import { createRequire, Module } from "node:module";
-import { dirname } from "node:path";
-import vm from "node:vm";
+// CommonJS, as bin/hal0.cjs: an ES module entry would start node's ES module loader and
+// read every export of each built-in it imports (fs's lazy streams among them) first.
+"use strict";
+const { createHash } = require("node:crypto");
+const { readFileSync } = require("node:fs");
+const { createRequire, Module } = require("node:module");
+const { dirname } = require("node:path");
+const vm = require("node:vm");
 
 /** Whether this node can run the bundle: `import()` inside it needs the main context's loader (Node ≥ 20.12). */
-export const canLoadBundle = vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER !== undefined;
+const canLoadBundle = vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER !== undefined;
 
 /**
  * The code cache file for `file` under this node's version and architecture,
@@ -21,7 +24,7 @@ export const canLoadBundle = vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER !== u
  * flag and one with the shebang's; under any other flags V8 may refuse the
  * cache, and the bundle compiles as it would without one.
  */
-export function cachePath(file) {
+function cachePath(file) {
   const flags = process.execArgv.filter((a) => a.startsWith("--max-semi-space-size") || a.startsWith("--min-semi-space-size"));
   const key = createHash("sha256").update(JSON.stringify([process.version, process.arch, flags])).digest("hex").slice(0, 12);
   return `${file}.${key}.cache`;
@@ -31,7 +34,7 @@ export function cachePath(file) {
  * Runs the bundle's top level and returns its exports (`main`), the script (to
  * write its cache) and whether V8 refused the cache it was given (undefined: none).
  */
-export function loadBundle(file, { useCache = true } = {}) {
+function loadBundle(file, { useCache = true } = {}) {
   // The bundle is ASCII (scripts/bundle.mjs sees to it): read as latin1, the same string without UTF-8 decoding.
   const source = readFileSync(file, "latin1");
   let cachedData;
@@ -47,3 +50,7 @@ export function loadBundle(file, { useCache = true } = {}) {
   script.runInThisContext().call(module.exports, module.exports, createRequire(file), module, file, dirname(file));
   return { exports: module.exports, script, rejected: cachedData === undefined ? undefined : script.cachedDataRejected };
 }
+
+exports.canLoadBundle = canLoadBundle;
+exports.cachePath = cachePath;
+exports.loadBundle = loadBundle;
