@@ -1,8 +1,7 @@
 import { readFileSync } from "node:fs";
 import { readFile, readdir, readlink } from "node:fs/promises";
-import { request } from "node:http";
-import { connect } from "node:net";
 import type { SlotHealth } from "../observed.js";
+import { lazyHttp, lazyNet } from "./builtins.js";
 
 /**
  * What the runtimes ask the host: Linux /proc readers, then loopback
@@ -125,14 +124,15 @@ export function portInUseMessage(port: number, holder: { pid?: number; command?:
 // ── Loopback probes ─────────────────────────────────────────────────────────
 // Both settle within their timeout and never throw, and neither keeps a socket
 // open afterwards (no agent, no keep-alive), so a probe never holds a runner
-// or the caller's event loop.
+// or the caller's event loop. node:net and node:http load at the first probe
+// (builtins.ts): a command that probes nothing does not load them.
 
 const LOOPBACK = "127.0.0.1";
 
 /** Something accepts TCP connections on 127.0.0.1:`port` (or `host`:`port`: a swarm node's address). */
 export function acceptsConnections(port: number, timeoutMs: number, host: string = LOOPBACK): Promise<boolean> {
   return new Promise((resolve) => {
-    const socket = connect({ host, port });
+    const socket = lazyNet().connect({ host, port });
     const done = (answer: boolean) => {
       socket.destroy();
       resolve(answer);
@@ -146,7 +146,7 @@ export function acceptsConnections(port: number, timeoutMs: number, host: string
 /** The HTTP status of `GET http://127.0.0.1:<port><path>` (or at `at.host`, with `at.headers`); undefined when nothing answers in time. */
 export function httpStatus(port: number, path: string, timeoutMs: number, at: { readonly host?: string; readonly headers?: Readonly<Record<string, string>> } = {}): Promise<number | undefined> {
   return new Promise((resolve) => {
-    const req = request({ host: at.host ?? LOOPBACK, port, path, method: "GET", agent: false, headers: { ...at.headers, connection: "close" } }, (res) => {
+    const req = lazyHttp().request({ host: at.host ?? LOOPBACK, port, path, method: "GET", agent: false, headers: { ...at.headers, connection: "close" } }, (res) => {
       res.on("error", () => {});
       res.resume(); // drain the body so the socket closes
       resolve(res.statusCode);

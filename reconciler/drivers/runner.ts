@@ -1,10 +1,10 @@
-import { spawn } from "node:child_process";
 import { once } from "node:events";
 import { accessSync, constants, statSync } from "node:fs";
 import { open } from "node:fs/promises";
 import { delimiter, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { DriverError, type StartPhase } from "./driver.js";
+import { lazyChildProcess } from "./builtins.js";
 import { httpStatus } from "./proc.js";
 import { findPackageRoot } from "../package-root.js";
 
@@ -132,7 +132,7 @@ export async function spawnRunner(argv: readonly string[], cwd: string, env: Nod
   try {
     await log.write(`=== ${new Date().toISOString()} hal0 starts: ${argv.join(" ")}\n`);
     const logOffset = (await log.stat()).size;
-    const child = spawn(command, args, { cwd, env, detached: true, stdio: ["ignore", log.fd, log.fd] });
+    const child = lazyChildProcess().spawn(command, args, { cwd, env, detached: true, stdio: ["ignore", log.fd, log.fd] });
     const exited = new Promise<RunnerExit>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
     if (child.pid === undefined) {
       const [err] = (await once(child, "error")) as [NodeJS.ErrnoException];
