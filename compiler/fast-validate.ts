@@ -170,6 +170,10 @@ function buildBase(def: ZodDef, zod: ZodInternals): Check {
       if (values === undefined) throw new Unsupported(`${def.type} without values`);
       return (v) => (values.has(v) ? v : REFUSED);
     }
+    case "nullable": {
+      const inner = build(def.innerType!);
+      return (v) => (v === null ? null : inner(v));
+    }
     case "optional": {
       const inner = internals(def.innerType!);
       if (inner.optin === "defaulted") throw new Unsupported("optional around a default");
@@ -227,9 +231,14 @@ function buildBase(def: ZodDef, zod: ZodInternals): Check {
   }
 }
 
-/** A strict object (`z.strictObject`): unknown keys refused, keys written in the shape's order as zod writes them. */
+/**
+ * A strict object (`z.strictObject`: unknown keys refused) or a plain one
+ * (`z.object`: unknown keys dropped); keys written in the shape's order as zod
+ * writes them. A loose object (a catchall) is zod's.
+ */
 function buildObject(def: ZodDef): Check {
-  if (def.catchall === undefined || internals(def.catchall).def.type !== "never") throw new Unsupported("a non-strict object");
+  const strict = def.catchall !== undefined && internals(def.catchall).def.type === "never";
+  if (def.catchall !== undefined && !strict) throw new Unsupported("an object with a catchall");
   const shape = def.shape!;
   if (Object.getOwnPropertySymbols(shape).length > 0) throw new Unsupported("symbol keys");
   const keys = Object.keys(shape);
@@ -249,10 +258,10 @@ function buildObject(def: ZodDef): Check {
     if (mode === "optional") return `x = v[${k}]; if (x !== undefined || ${k} in v) { y = c[${i}](x); if (y === R) return R; out[${k}] = y; }`;
     return `y = c[${i}](v[${k}]); if (y === R) return R; out[${k}] = y;`;
   });
+  const unknownKeys = strict ? "const own = Object.keys(v);\n  for (let i = 0; i < own.length; i++) if (!known.has(own[i])) return R;" : "// unknown keys are dropped";
   const body = `return function (v) {
   if (!isPlainTable(v)) return R;
-  const own = Object.keys(v);
-  for (let i = 0; i < own.length; i++) if (!known.has(own[i])) return R;
+  ${unknownKeys}
   const out = {};
   let x, y;
   ${lines.join("\n  ")}

@@ -1,6 +1,7 @@
 import { stat } from "node:fs/promises";
 import { isAbsolute, relative } from "node:path";
 import type { ObservedSlot, SlotView } from "../observed.js";
+import { parsedOrUndefined } from "../../compiler/index.js";
 import { SlotViewSchema } from "../../schema/index.js";
 
 /**
@@ -73,8 +74,7 @@ export function observedFrom(c: ListedContainer, box: string): Omit<ObservedSlot
 export function parseView(text: string | undefined): SlotView | undefined {
   if (text === undefined) return undefined;
   try {
-    const parsed = SlotViewSchema.safeParse(JSON.parse(text));
-    return parsed.success ? parsed.data : undefined;
+    return parsedOrUndefined(SlotViewSchema, JSON.parse(text));
   } catch {
     return undefined;
   }

@@ -6,7 +6,9 @@ import { Reporter } from "../../compiler/report.js";
 import { TOML_DATETIME, TOML_FLOAT, TOML_HUGE_INTEGER } from "../../compiler/scalars.js";
 import { parseToml } from "../../compiler/validate.js";
 import { generateTree } from "../../bench/generate.js";
-import { classifyPath, FILE_KINDS, type FileKind } from "../../schema/index.js";
+import { compile } from "../../compiler/index.js";
+import { slotView } from "../../reconciler/view.js";
+import { classifyPath, FILE_KINDS, SlotViewSchema, type FileKind } from "../../schema/index.js";
 
 /**
  * The fast validation path against zod itself: on every TOML file of the
@@ -111,6 +113,24 @@ describe("fast validation path", () => {
     // Both answers occur: the variants exercise the fast path, not only the refusal.
     expect(fast).toBeGreaterThan(1000);
     expect(refused).toBeGreaterThan(1000);
+  });
+
+  it("agrees with zod on slot views (what the docker and swarm drivers read back from a label), plain objects with nullable keys, and every variant", () => {
+    const model = compile(generateTree(12)).model!;
+    const kind = { schema: SlotViewSchema } as unknown as FileKind;
+    let fast = 0;
+    for (const slot of Object.values(model.slots)) {
+      const view = JSON.parse(JSON.stringify(slotView(slot))) as Record<string, unknown>;
+      expect(agrees(kind, view)).toBe("fast");
+      // A plain object drops unknown keys, as zod does; a null model is a value.
+      expect(agrees(kind, { ...view, not_a_key: 1 })).toBe("fast");
+      expect(agrees(kind, { ...view, model: null })).toBe("fast");
+      for (const path of paths(view)) {
+        for (const odd of [...ODD_VALUES, null]) if (agrees(kind, variant(view, path, odd)) === "fast") fast++;
+        agrees(kind, variant(view, path, undefined, true));
+      }
+    }
+    expect(fast).toBeGreaterThan(100);
   });
 
   it("has no fast path for a schema it does not model, and refuses what is not a table", () => {
