@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import { ModelFacts, Profile, ProfileName, ResourceId, Settings, type Diagnostic } from "../schema/index.js";
 import { compileModels, compileProfiles } from "./catalog.js";
-import { createHash } from "node:crypto";
+import { hash } from "node:crypto";
 import { compileAgents, linkAgents } from "./link-agents.js";
 import { compileCapabilities, linkCapabilities } from "./link-capabilities.js";
 import { linkMcpServers, linkStacks, linkUpstreams } from "./link-others.js";
@@ -115,11 +115,11 @@ function salvage<K extends string, T>(broken: Parsed<Record<string, unknown>> | 
   return { file: { file: broken.file, value: { [table]: valid } as Record<K, Record<string, T>> }, broken: bad };
 }
 
-/** sha256 over every file's path and text, in path order. */
+/** sha256 over every file's path and text, in path order: one string hashed once (the same bytes as one update per part, without ~3 calls a file). */
 export function treeDigest(tree: SourceTree): string {
-  const h = createHash("sha256");
-  for (const [rel, text] of tree.files) h.update(`${rel}\u0000${text.length}\u0000`).update(text).update("\u0000");
-  return `sha256:${h.digest("hex")}`;
+  const parts: string[] = [];
+  for (const [rel, text] of tree.files) parts.push(`${rel}\u0000${text.length}\u0000`, text, "\u0000");
+  return `sha256:${hash("sha256", parts.join(""), "hex")}`;
 }
 
 /** A map's entries as a plain object (what `Object.fromEntries` builds, without an entry array per member). */

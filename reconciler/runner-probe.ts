@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { readFileSync, statSync, type Stats } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { delimiter, join } from "node:path";
@@ -6,6 +5,7 @@ import type Dockerode from "dockerode";
 import { runnerKey, type ImageDigests, type RunnerFacts, type RunnerFactsIndex } from "../compiler/runner-facts.js";
 import { parseRunnerVersion, runnerFacts } from "../compiler/runner-help.js";
 import { writeFileAtomic } from "./atomic.js";
+import { lazyChildProcess } from "./drivers/builtins.js";
 import { engineStatus } from "./drivers/docker-engine.js";
 import { findRunner, HAL0_BIN, runnerPath, type RunnerLookup } from "./drivers/runner.js";
 
@@ -541,7 +541,7 @@ function runProcess(path: string, args: readonly string[], cwd: string, env: Nod
       clearTimeout(timer);
       resolve(run);
     };
-    const child = spawn(path, [...args], { cwd, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    const child = lazyChildProcess().spawn(path, [...args], { cwd, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
     const take = (i: 0 | 1) => (chunk: Buffer) => {
       if (size[i]! >= MAX_OUTPUT_BYTES) return;
       out[i]!.push(chunk);
