@@ -1,6 +1,5 @@
 import "./docker-deps.js"; // first: defers the parts of dockerode hal0 never uses
 import Dockerode from "dockerode";
-import { Agent, type AgentOptions } from "node:http";
 import type { ObservedSlot, SlotView } from "../observed.js";
 import { DriverError, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
 import { boxFilter, containerName, hostMounts, type BindMount, labelledAs, logTailOf, observedFrom, slotLabels } from "./docker-container.js";
@@ -222,25 +221,14 @@ export class DockerDriver implements SlotDriver {
 
 
 /**
- * The engine's connections: node's global agent's options (keep-alive, lifo,
- * 5 s idle timeout), and no TLS server name. The engine is always plain HTTP
- * on this machine, and without one node works out a name for every request
- * from its host, which first compiles node's IPv6 pattern (~5 ms of a CLI
- * command) to find none.
- */
-function engineAgent(): Agent {
-  return new Agent({ keepAlive: true, scheduling: "lifo", timeout: 5000, servername: "" } as AgentOptions);
-}
-
-/**
  * A client for an engine address: `unix:///path` (or a bare `/path`), or
  * `tcp://` / `http://` on a loopback host. Slots are probed on 127.0.0.1, so
  * an engine on another machine could never be health-checked: refused.
  */
 export function dockerClient(host: string): Dockerode {
   const address = host.startsWith("/") ? `unix://${host}` : host;
-  if (address.startsWith("unix://")) return new Dockerode({ socketPath: address.slice("unix://".length), agent: engineAgent() } as Dockerode.DockerOptions); // docker-modem takes `agent`; its types do not say so
+  if (address.startsWith("unix://")) return new Dockerode({ socketPath: address.slice("unix://".length) });
   const tcp = /^(?:tcp|http):\/\/(127\.0\.0\.1|localhost|\[::1\]):(\d+)\/?$/.exec(address);
-  if (tcp) return new Dockerode({ host: tcp[1]!.replace(/^\[|\]$/g, ""), port: Number(tcp[2]), protocol: "http", agent: engineAgent() } as Dockerode.DockerOptions);
+  if (tcp) return new Dockerode({ host: tcp[1]!.replace(/^\[|\]$/g, ""), port: Number(tcp[2]), protocol: "http" });
   throw new Error(`docker engine address ${JSON.stringify(host)} is not unix:///PATH or tcp://127.0.0.1:PORT (slots are health-checked on loopback, so the engine must run on this machine)`);
 }
