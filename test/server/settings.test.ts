@@ -20,7 +20,7 @@ describe("GET /api/settings, schema, apply-plan", () => {
     const res = await s.call("GET", "/api/settings");
     expect(res.status).toBe(200);
     expect(res.body.revision).toMatch(/^rev_/);
-    expect(res.body.slots).toMatchObject({ max_slots: 8, health_timeout_s: 240, parallel: 8, runtime: "process" });
+    expect(res.body.slots).toMatchObject({ max_slots: 8, health_timeout_s: 240, parallel: 4, runtime: "process" });
     expect(res.body.bridge).toEqual({ enabled: true, max_runs: 2 });
     expect(res.body.models).toEqual({ roots: ["/var/lib/hal0/models"], store: "models/pulled", pull_parallel: 2, pull_on_apply: false });
     expect(res.body._hal0).toMatchObject({ file: "hal0.toml", valid: true, tree_valid: true });
