@@ -68,7 +68,7 @@ export interface ExecuteOptions {
  */
 export async function executePlan(plan: Pick<Plan, "changes">, opts: ExecuteOptions): Promise<StepResult[]> {
   const options: Ctx = { ...opts, serial: serializer() };
-  const limit = options.parallel ?? 8;
+  const limit = options.parallel ?? 4;
   const slotChanges = plan.changes.filter((c): c is SlotChange => c.kind === "slot" && c.action !== "no-op");
   const stops = slotChanges.filter((c) => c.action === "delete" || c.action === "replace");
   const starts = slotChanges.filter((c) => c.action === "create" || c.action === "replace");
