@@ -56,7 +56,10 @@ const Slots = z
     max_slots: z.int().min(0).max(1000).default(0),
     health_timeout_s: z.int().min(1).max(3600).default(180),
     stop_grace_s: z.int().min(0).max(600).default(20),
-    /** How many slots an apply starts or stops at once (model loads compete for memory and disk). */
+    /**
+     * How many slots an apply launches or stops at once, per machine: the engine's (or the OS's)
+     * share of each step; waiting for a runner's /health holds no place (docs/benchmark.md).
+     */
     parallel: z.int().min(1).max(64).default(4),
     docker_host: z.string().default(""),
     pull: z.boolean().default(false),
