@@ -50,10 +50,6 @@ export const RESERVED_FLAGS: Readonly<Record<string, string>> = {
   "--reranking": "the slot's `type = \"reranking\"`",
 };
 
-export function canonicalFlag(token: string): string {
-  return flagName(token);
-}
-
 /** `-x`, `--xy`, `--xy=1`; not `-`, and not a negative number such as `-1`. */
 export function isFlag(token: string): boolean {
   if (token.length < 2 || token.charCodeAt(0) !== 45 /* - */) return false;
@@ -117,7 +113,7 @@ export function normalizeArgv(argv: readonly string[]): string[] {
   for (let i = 0; i < argv.length; i++) {
     const token = argv[i]!;
     if (!isFlag(token)) continue;
-    const name = flagName(token);
+    const name = canonicalFlag(token);
     if (!repeated) for (let j = 0; j < seen.length; j++) if (seen[j] === name) repeated = true;
     seen.push(name);
     names[i] = name;
@@ -142,7 +138,7 @@ export function normalizeArgv(argv: readonly string[]): string[] {
 }
 
 /** The canonical name of a flag token (`-c=1` → `--ctx-size`); a long flag is looked up only when it may be an alias. */
-function flagName(token: string): string {
+export function canonicalFlag(token: string): string {
   const eq = token.indexOf("=");
   const written = eq < 0 ? token : token.slice(0, eq);
   if (written.charCodeAt(1) === 45 /* - */ && !LONG_ALIAS_LENGTHS.has(written.length)) return written;

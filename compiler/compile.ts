@@ -15,8 +15,12 @@ import { uniqueDiagnostics } from "./runner-check.js";
 import type { ImageDigests, RunnerFactsIndex } from "./runner-facts.js";
 import type { SourceTree } from "./sources.js";
 
-/** hal0.toml's defaults, for a tree without one (parsed at the first such compile, not when the module loads). */
-let defaultSettings: Settings | undefined;
+let defaults: Settings | undefined;
+
+/** hal0.toml's defaults (a tree without one, a box before its first apply): parsed at first use, not when the module loads. */
+export function defaultSettings(): Settings {
+  return (defaults ??= parseWith(Settings, {}));
+}
 
 /** Observed facts compile takes as data (it reads none itself). */
 export interface CompileFacts {
@@ -92,7 +96,7 @@ function buildCatalog(files: TreeFiles, root: string, reporter: Reporter): Catal
   const compiledProfiles = compileProfiles(profiles.file, reporter);
   for (const name of profiles.broken) compiledProfiles.delete(name);
   return {
-    settings: settings?.value ?? (defaultSettings ??= parseWith(Settings, {})),
+    settings: settings?.value ?? defaultSettings(),
     settingsKnown: files.settings !== "invalid",
     settingsFile: settings?.file,
     profiles: compiledProfiles,

@@ -3,7 +3,7 @@ export { sourceTree, type SourceTree } from "./sources.js";
 export { loadTree, ConfigNotFoundError, type LoadResult } from "./load.js";
 
 // Compiling
-export { compile, treeDigest, type CompileFacts } from "./compile.js";
+export { compile, defaultSettings, treeDigest, type CompileFacts } from "./compile.js";
 export { runnerKey, type ImageDigests, type RunnerFacts, type RunnerFactsIndex, type FlagTable, type RunnerFlag, type Dialect, type RunnerVersion } from "./runner-facts.js";
 export { SPEC_VERSION, SWARM_API_KEY_FILE, SWARM_HOST, rehashSpec } from "./resolve.js";
 export { tierFor } from "./policy.js";
@@ -15,4 +15,4 @@ export type {
   Model, CompileResult, CompiledProfile, CompiledModelFacts, ResolvedSlot, SlotRunner, SlotSpec, TuneUnavailable, CompiledPolicy,
   CompiledAgent,
 } from "./model.js";
-export { parseWith, parsedOrUndefined } from "./fast-validate.js";
+export { parsedOrUndefined } from "./fast-validate.js";

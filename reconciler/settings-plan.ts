@@ -1,5 +1,5 @@
 import { SETTINGS_REGISTRY, Settings, type ApplyClass, type SettingsBuckets, type SettingsChange } from "../schema/index.js";
-import { parseWith } from "../compiler/index.js";
+import { defaultSettings } from "../compiler/index.js";
 import { same } from "./view.js";
 
 /**
@@ -8,15 +8,12 @@ import { same } from "./view.js";
  * into apply-class buckets by `SETTINGS_REGISTRY`.
  */
 
-/** What a box runs with before its first apply; an absent `applied_settings` means these. */
-/** hal0.toml's defaults: what was applied before any apply (parsed at first use, not when the module loads). */
-let defaultSettings: Settings | undefined;
-
 /** Weakest first; a change takes the strongest class among its keys. */
 const CLASS_RANK: Readonly<Record<ApplyClass, number>> = { immediate: 0, "service-restart": 1, "manual-restart": 2 };
 
 export function planSettings(desired: Settings, applied: Settings | undefined): { change: SettingsChange; buckets: SettingsBuckets } {
-  const before = applied ?? (defaultSettings ??= parseWith(Settings, {}));
+  // Before its first apply a box runs with the defaults: an absent `applied_settings` means these.
+  const before = applied ?? defaultSettings();
   const changed = changedLeafKeys(before, desired);
   const buckets = settingsBuckets(changed);
   const change: SettingsChange = {

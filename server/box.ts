@@ -158,11 +158,8 @@ export class BoxService {
     return model;
   }
 
-  async driver(model: Model): Promise<SlotDriver> {
-    return this.driverPromise(model);
-  }
-
-  private driverPromise(model: Model): Promise<SlotDriver> {
+  /** The driver of the model's runtime: one per runtime and engine, the same promise each time (liveness reads compare it). */
+  driver(model: Model): Promise<SlotDriver> {
     const key = driverKey(model);
     if (this.driverCache?.key !== key) this.driverCache = { key, driver: this.options.driverFor(model) };
     return this.driverCache.driver;
@@ -175,7 +172,7 @@ export class BoxService {
    * in flight). A failed observation is not kept.
    */
   liveness(model: Model): Promise<Liveness> {
-    const driver = this.driverPromise(model);
+    const driver = this.driver(model);
     const now = performance.now();
     const live = this.live;
     if (live && live.driver === driver && now - live.startedAt < READ_WINDOW_MS) return live.seen;
