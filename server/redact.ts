@@ -106,8 +106,23 @@ export function isMcpServerFile(file: string): boolean {
   return file.startsWith("mcp-servers/");
 }
 
+/**
+ * Every rule of `redactText` needs one of these in the text to match: a
+ * secret-ish word of a key or flag (see SECRET_WORD: `key`, `token`, `auth`…),
+ * `bearer`, a hal0 token's `hal0_`, a URL's `://`, or a known key prefix.
+ * A text without any (most log lines and reply strings) is returned as it is
+ * after this one scan; `test/server/redact-text.test.ts` holds it against the
+ * rules run on every text.
+ */
+const MAY_HOLD_SECRET = /bearer|hal0_|:\/\/|key|token|secret|passw|passphrase|auth|credential|cookie|pat\b|github_pat|(?:sk|hf|gh[opsur]|glpat|xox[abp])[-_]/i;
+
 /** A line of text with bearer tokens, hal0 tokens, `secret-ish=value` pairs, secret flags, URL passwords and `sk-…` keys masked. */
 export function redactText(text: string): string {
+  return MAY_HOLD_SECRET.test(text) ? redactTextEveryRule(text) : text;
+}
+
+/** `redactText`'s rules, run whatever the text holds (the reference its pre-check is tested against). */
+export function redactTextEveryRule(text: string): string {
   return text
     .replace(/(bearer\s+)[A-Za-z0-9._~+/=-]{8,}/gi, `$1${MASK}`)
     .replace(/\bhal0_(?:op|ag)_[A-Za-z0-9_-]{8,}/g, MASK)
@@ -117,6 +132,73 @@ export function redactText(text: string): string {
     .replace(/"([^"\\\s]{1,80})"(\s*[:=]\s*)("(?:[^"\\]|\\.)*")/g, (m, key: string, sep: string, v: string) => (isSecretKey(key) ? `"${key}"${sep}${maskLike(v)}` : m))
     .replace(/\b([A-Za-z_][A-Za-z0-9_.-]*)(\s*=\s*)("(?:[^"\\]|\\.)*"|'[^']*'|[^\s,;}&"'\\]+)/g, (m, key: string, sep: string, v: string) => (isSecretKey(key.split(".").pop()!) ? `${key}${sep}${maskLike(v)}` : m))
     .replace(/\b(sk|hf|ghp|gho|ghs|ghu|ghr|github_pat|glpat|xox[abp])[-_][A-Za-z0-9_-]{12,}\b/g, MASK);
+}
+
+/** A log line's fields that hold a secret at any of the two top levels (`token`, `*.token`…). */
+const SECRET_LOG_FIELDS = new Set(["token", "secret", "password", "api_key"]);
+
+/**
+ * The fields of one log call (`hal0 serve`'s logger) with secrets masked
+ * where hal0 puts them: `token`, `secret`, `password` and `api_key` at the
+ * top or one level down, `authorization` and `cookie` of a `headers` object
+ * there, every value of an `env` object there, and `token` of each entry of
+ * `args`. The same fields as pino's `redact` paths
+ * (`test/server/redact-text.test.ts` compares them), without their cost on
+ * every line: a line without any is returned as it is, and only the plain
+ * objects and arrays on the way to a masked value are copied.
+ */
+export function redactLogFields(fields: Record<string, unknown>): Record<string, unknown> {
+  return maskFields(fields, 0) as Record<string, unknown>;
+}
+
+function maskFields(value: unknown, depth: number, inArgs = false): unknown {
+  if (!isPlainContainer(value)) return value;
+  let out: Record<string, unknown> | unknown[] | undefined;
+  for (const key of Object.keys(value)) {
+    const v = (value as Record<string, unknown>)[key];
+    if (v === undefined) continue;
+    let masked: unknown = MASK;
+    if (!SECRET_LOG_FIELDS.has(key)) {
+      masked = depth === 0 ? maskFields(v, 1, key === "args") : v;
+      if (isPlainContainer(masked)) {
+        if (key === "env") masked = maskValues(masked);
+        else if (key === "headers") masked = maskHeaders(masked);
+        if (inArgs && isPlainContainer(masked) && (masked as Record<string, unknown>).token !== undefined) masked = withMask(masked, "token");
+      }
+    }
+    if (masked !== v) (out ??= Array.isArray(value) ? [...value] : { ...value })[key as never] = masked as never;
+  }
+  return out ?? value;
+}
+
+/** A copy of `value` with `key` masked. */
+function withMask(value: object, key: string): object {
+  const out = (Array.isArray(value) ? [...(value as unknown[])] : { ...value }) as Record<string, unknown>;
+  out[key] = MASK;
+  return out;
+}
+
+function maskValues(value: object): object {
+  const keys = Object.keys(value).filter((k) => (value as Record<string, unknown>)[k] !== undefined);
+  if (keys.length === 0) return value;
+  const out: Record<string, unknown> | unknown[] = Array.isArray(value) ? [...value] : { ...value };
+  for (const k of keys) (out as Record<string, unknown>)[k] = MASK;
+  return out;
+}
+
+function maskHeaders(value: object): object {
+  const h = value as Record<string, unknown>;
+  let out = value;
+  if (h.authorization !== undefined) out = withMask(out, "authorization");
+  if (h.cookie !== undefined) out = withMask(out, "cookie");
+  return out;
+}
+
+function isPlainContainer(value: unknown): value is object {
+  if (value === null || typeof value !== "object") return false;
+  if (Array.isArray(value)) return true;
+  const proto: unknown = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
 }
 
 /** The mask in the value's own quoting. */

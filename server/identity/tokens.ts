@@ -2,6 +2,7 @@ import { randomBytes, timingSafeEqual } from "node:crypto";
 import { fingerprint, hashSecret } from "../../compiler/hash.js";
 import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
+import type { Statement } from "better-sqlite3";
 import type { Db } from "../db.js";
 import { ApiError } from "../errors.js";
 
@@ -87,6 +88,20 @@ export function parseScopes(list: readonly string[] | undefined, kind: TokenKind
 const LAST_USED_EVERY_MS = 60_000;
 
 /**
+ * Live tokens already verified over one database handle, by hash: good while
+ * no other connection has committed (SQLite's `data_version` is unchanged)
+ * and no store on this handle has revoked one. A bearer request then costs a
+ * pragma read instead of a table lookup, and a token revoked anywhere fails
+ * its very next request, as before. Only tokens that verified are kept.
+ */
+interface Verified {
+  version: number;
+  readonly tokens: Map<string, TokenInfo>;
+}
+const VERIFIED_MAX = 1024;
+const verifiedByDb = new WeakMap<Db, Verified>();
+
+/**
  * hal0's credentials, in the state folder's SQLite database: tokens of two
  * kinds (operator = a person, agent = one identity each) stored as hashes,
  * the web page's one-time login codes and its sessions. Tokens hal0 must
@@ -95,8 +110,9 @@ const LAST_USED_EVERY_MS = 60_000;
  */
 export class TokenStore {
   private readonly lastUsed = new Map<string, number>();
-  /** The statement every bearer request runs (prepared once: preparing costs more than the lookup). */
+  /** The statements every bearer request runs (prepared once: preparing costs more than the lookup). */
   private byHash?: ReturnType<Db["prepare"]>;
+  private dataVersion?: Statement<[], number>;
 
   constructor(private readonly db: Db, private readonly stateDir: string, private readonly now: () => number = Date.now) {}
 
@@ -115,12 +131,33 @@ export class TokenStore {
   verify(secret: string): TokenInfo | undefined {
     if (!TOKEN_RE.test(secret)) return undefined;
     const hash = hashSecret(secret);
-    // Read from the table every time (a token revoked by another process fails its next request); only the statement is kept.
+    const verified = this.verified();
+    const known = verified.tokens.get(hash);
+    if (known !== undefined) {
+      this.touch(known.id);
+      return known;
+    }
     this.byHash ??= this.db.prepare("SELECT * FROM tokens WHERE hash = ?");
     const row = this.byHash.get(hash) as Row | undefined;
     if (!row || row.revoked_at !== null || !timingSafeEqual(Buffer.from(row.hash), Buffer.from(hash))) return undefined;
     this.touch(row.id);
-    return info(row);
+    const token = info(row);
+    if (verified.tokens.size >= VERIFIED_MAX) verified.tokens.clear();
+    verified.tokens.set(hash, token);
+    return token;
+  }
+
+  /** This handle's verified tokens, emptied when another connection has committed since they were read. */
+  private verified(): Verified {
+    this.dataVersion ??= this.db.prepare<[], number>("PRAGMA data_version").pluck();
+    const version = this.dataVersion.get()!;
+    let verified = verifiedByDb.get(this.db);
+    if (verified === undefined) verifiedByDb.set(this.db, (verified = { version, tokens: new Map() }));
+    else if (verified.version !== version) {
+      verified.version = version;
+      verified.tokens.clear();
+    }
+    return verified;
   }
 
   byId(id: string): TokenInfo | undefined {
@@ -138,6 +175,7 @@ export class TokenStore {
     const row = this.db.prepare("SELECT * FROM tokens WHERE id = ?").get(id) as Row | undefined;
     if (!row) throw new ApiError("auth.token_not_found", `no token ${id}`, { id });
     if (row.revoked_at === null) {
+      verifiedByDb.get(this.db)?.tokens.clear();
       this.db.prepare("UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL").run(iso(this.now()), id);
       this.db.prepare("DELETE FROM web_sessions WHERE token_id = ?").run(id);
     }

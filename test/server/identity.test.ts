@@ -187,6 +187,16 @@ describe("the header is not an identity", () => {
       expect(res.body.error.code).toBe("auth.invalid_token");
     }
   });
+  it("a token the server has verified fails its very next request once another process revokes it", async () => {
+    const token = s.agentToken("hermes__ops");
+    for (let i = 0; i < 3; i++) expect((await s.call("GET", "/api/slots", { headers: bearer(token) })).status).toBe(200);
+    const id = s.hal0.tokens.list().find((t) => t.name === "hermes__ops")!.id;
+    const revoke = spawn(process.execPath, [HAL0, "token", "revoke", id, "--state", s.state], { stdio: "ignore" });
+    expect(await new Promise((r) => revoke.on("exit", r))).toBe(0);
+    const res = await s.call("GET", "/api/slots", { headers: bearer(token) });
+    expect(res.status).toBe(401);
+    expect(res.body.error.code).toBe("auth.invalid_token");
+  });
 });
 
 describe("the same policy on every surface", () => {

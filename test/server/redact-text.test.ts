@@ -1,0 +1,131 @@
+import { pino } from "pino";
+import { describe, expect, it } from "vitest";
+import { MASK, redactLogFields, redactText, redactTextEveryRule } from "../../server/redact.js";
+
+/** A small deterministic generator (mulberry32), so a failure names a text that can be found again. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+// Key words of every rule (and their near misses), values, separators and the shapes they sit in.
+const KEYS = [
+  "api_key", "API-KEY", "apikey", "access_key", "private-key", "session_key", "my_key", "hf_token", "GITHUB_PERSONAL_ACCESS_TOKEN", "token", "tokens", "tokenizer", "token_id",
+  "max_tokens", "secret", "SECRETS", "client_secret", "password", "passwd", "Passphrase", "authorization", "Auth-Value", "auth_value_env", "auth_credential", "credential",
+  "cookie", "bearer", "pat", "github_pat", "GITHUB_PAT", "x.pat", "path", "patch", "name", "ctx_size", "model", "keyboard", "monkey", "author", "status", "reqId", "route", "msg",
+];
+const VALUES = ["hunter2", "s3cr3t-value-12345", "\"quoted value\"", "'single'", "abcdefghijklmnopqrstu", "42", "", "[redacted]", "x y"];
+const TOKENS = [
+  "hal0_op_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "hal0_ag_abcdefgh", "hal0_xx_abcdefgh", "sk-abcdefghijklmnop", "sk_live_abcdefghijkl", "hf_abcdefghijklmnopq", "ghp_abcdefghijklmnop",
+  "gho_abcdefghijklmnop", "github_pat_abcdefghijklmnop", "glpat-abcdefghijklmnop", "xoxb-abcdefghijklmnop", "xoxq-abcdefghijklmnop", "skx-abcdefghijklmnop",
+  "https://user:pa55word@example.com/x", "http://example.com:8080/x", "postgres://u:p@db/x", "Bearer abcdefghijklmnop", "bearer   xyz12345678", "bearer short",
+];
+const FLAGS = ["--api-key", "--hf-token", "-token", "--secret", "--password", "--passwd", "--apikey", "--port", "--model", "--ctx-size"];
+const FILLER = ["GET /api/slots", "request", "operator:owner", "slot chat is running", "{", "}", ",", " ", "\n", "\"level\":30", "3f0b6a3e-7c4c-4a55-9a3b-0f4c9d1f6a21", "ok", "é", "→"];
+
+function pick<T>(r: () => number, xs: readonly T[]): T {
+  return xs[Math.floor(r() * xs.length)]!;
+}
+
+function piece(r: () => number): string {
+  switch (Math.floor(r() * 7)) {
+    case 0: return `"${pick(r, KEYS)}"${pick(r, [":", ": ", " = ", "="])}"${pick(r, VALUES).replace(/"/g, "")}"`;
+    case 1: return `${pick(r, KEYS)}${pick(r, ["=", " = ", "= "])}${pick(r, VALUES)}`;
+    case 2: return `${pick(r, FLAGS)}${pick(r, [" ", "=", "  "])}${pick(r, VALUES)}`;
+    case 3: return `"${pick(r, FLAGS)}", "${pick(r, VALUES).replace(/"/g, "")}"`;
+    case 4: return pick(r, TOKENS);
+    default: return pick(r, FILLER);
+  }
+}
+
+describe("redactText's pre-check", () => {
+  it("gives what every rule run on the text gives, for 20,000 generated texts (and skips the rules on many of them)", () => {
+    const r = rng(20261203);
+    let masked = 0;
+    let skipped = 0;
+    for (let i = 0; i < 20_000; i++) {
+      const text = Array.from({ length: 1 + Math.floor(r() * 6) }, () => piece(r)).join(pick(r, ["", " ", ", ", "\n"]));
+      const reference = redactTextEveryRule(text);
+      expect(redactText(text), text).toBe(reference);
+      if (reference !== text) masked++;
+      if (redactText(text) === text && reference === text) skipped++;
+    }
+    // The corpus exercises both sides: texts the rules mask, and texts they leave alone.
+    expect(masked).toBeGreaterThan(5_000);
+    expect(skipped).toBeGreaterThan(2_000);
+  });
+
+  it("each kind of secret is still masked", () => {
+    const cases = [
+      `{"pat":"abc"}`, "x.pat=abc", "GITHUB_PAT=abc", "github_pat_abcdefghijklmnop", "glpat-abcdefghijklmnop", "xoxb-abcdefghijklmnop", "hf_abcdefghijklmnopq",
+      "Authorization: Bearer abcdefghijk", "hal0_ag_AAAAAAAAAAAAAAAA", "https://u:pw123@host/x", "--api-key s3cr3t", `"--hf-token", "s3cr3t"`, `{"Passphrase": "s3cr3t"}`, "COOKIE=s3cr3t",
+    ];
+    for (const text of cases) expect(redactText(text), text).toContain(MASK);
+  });
+
+  it("a line with none of the trigger words is returned as it is (the request log line)", () => {
+    const line = `{"level":30,"time":"2026-12-03T12:00:00.000Z","svc":"hal0","reqId":"3f0b6a3e-7c4c-4a55-9a3b-0f4c9d1f6a21","caller":"operator:owner","route":"GET /api/slots","status":200,"ms":0.4,"msg":"request"}\n`;
+    expect(redactText(line)).toBe(line);
+  });
+});
+
+/** The paths hal0 serve's logger gave pino's `redact` before `redactLogFields` took their place: the reference. */
+const PINO_PATHS = [
+  "headers.authorization", "headers.cookie", "*.headers.authorization", "*.headers.cookie", "req.headers.authorization", "req.headers.cookie",
+  "token", "*.token", "args.*.token", "secret", "*.secret", "password", "*.password", "api_key", "*.api_key", "env.*", "*.env.*",
+];
+
+function lineOf(options: Parameters<typeof pino>[0]): (fields: Record<string, unknown>) => string {
+  let last = "";
+  const logger = pino({ ...options, base: undefined, timestamp: false }, { write: (line: string) => (last = line) } as never);
+  return (fields) => (logger.info(fields, "m"), last);
+}
+
+/**
+ * A random log call's fields: nested plain objects and arrays, with the
+ * secret-bearing keys among others. No `undefined` values: pino's paths
+ * wrote a key set to undefined as "[redacted]"; JSON drops it, and so does
+ * `redactLogFields`.
+ */
+function fieldsOf(r: () => number, depth = 0): Record<string, unknown> {
+  const names = ["token", "secret", "password", "api_key", "headers", "authorization", "cookie", "env", "args", "req", "slot", "status", "msg2", "a", "0"];
+  const out: Record<string, unknown> = {};
+  for (let i = Math.floor(r() * 5); i > 0; i--) {
+    const roll = r();
+    const value = depth < 3 && roll < 0.45 ? (r() < 0.25 ? Object.values(fieldsOf(r, depth + 1)) : fieldsOf(r, depth + 1))
+      : pick(r, ["v", 42, true, null, "hal0 s3cr3t", ["x", "y"]]);
+    out[pick(r, names)] = value;
+  }
+  return out;
+}
+
+describe("redactLogFields", () => {
+  it("writes the same line as pino's redact paths for 5,000 generated log calls, and never changes the caller's object", () => {
+    const reference = lineOf({ redact: { paths: PINO_PATHS, censor: MASK } });
+    const ours = lineOf({ formatters: { log: redactLogFields } });
+    const r = rng(7);
+    let masked = 0;
+    for (let i = 0; i < 5_000; i++) {
+      const fields = fieldsOf(r);
+      const before = JSON.stringify(fields);
+      // pino's paths mask in place and put the values back after (not always: a null under `args.*.token` stays masked), so the reference gets its own copy.
+      const want = reference(structuredClone(fields));
+      expect(ours(fields), before).toBe(want);
+      expect(JSON.stringify(fields)).toBe(before);
+      if (want.includes(MASK)) masked++;
+    }
+    expect(masked).toBeGreaterThan(1_000);
+  });
+
+  it("hands back the very object when it holds nothing to mask (no copy on the request line)", () => {
+    const line = { reqId: "r", caller: "operator:owner", route: "GET /api/slots", status: 200, ms: 0.4, nested: { slot: "chat", list: [1, 2] } };
+    expect(redactLogFields(line)).toBe(line);
+    expect(redactLogFields({ req: { headers: { authorization: "Bearer x", host: "h" } } })).toEqual({ req: { headers: { authorization: MASK, host: "h" } } });
+  });
+});

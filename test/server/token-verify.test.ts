@@ -1,0 +1,61 @@
+import { mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { openDb } from "../../server/db.js";
+import type { Db } from "../../memory/sqlite.js";
+import { TokenStore } from "../../server/identity/tokens.js";
+
+let dir: string;
+let handles: Db[];
+const open = () => {
+  const db = openDb(dir);
+  handles.push(db);
+  return db;
+};
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), "hal0-token-verify-"));
+  handles = [];
+});
+afterEach(() => {
+  for (const db of handles) db.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+describe("a verified token is re-checked whenever the tokens may have changed", () => {
+  it("revoked over another connection: the next verify on a warm handle refuses it", () => {
+    const served = new TokenStore(open(), dir);
+    const minted = served.mint("agent", "coder");
+    expect(served.verify(minted.token)?.id).toBe(minted.id);
+    expect(served.verify(minted.token)?.id).toBe(minted.id);
+    new TokenStore(open(), dir).revoke(minted.id);
+    expect(served.verify(minted.token)).toBeUndefined();
+  });
+
+  it("revoked by another store on the same handle (no other connection commits): refused too", () => {
+    const db = open();
+    const served = new TokenStore(db, dir);
+    const minted = served.mint("agent", "coder");
+    expect(served.verify(minted.token)?.name).toBe("coder");
+    new TokenStore(db, dir).revoke(minted.id);
+    expect(served.verify(minted.token)).toBeUndefined();
+  });
+
+  it("rotated over another connection: the old secret is refused, the new one verifies", () => {
+    const served = new TokenStore(open(), dir);
+    const minted = served.mint("operator", "alice");
+    expect(served.verify(minted.token)?.kind).toBe("operator");
+    const rotated = new TokenStore(open(), dir).rotate("alice");
+    expect(served.verify(minted.token)).toBeUndefined();
+    expect(served.verify(rotated.token)?.name).toBe("alice");
+  });
+
+  it("an unknown or malformed secret is never remembered: minted later over another connection, it verifies", () => {
+    const served = new TokenStore(open(), dir);
+    served.mint("agent", "first");
+    expect(served.verify("hal0_ag_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")).toBeUndefined();
+    expect(served.verify("not a token")).toBeUndefined();
+    const later = new TokenStore(open(), dir).mint("agent", "later");
+    expect(served.verify(later.token)?.name).toBe("later");
+  });
+});
