@@ -28,4 +28,22 @@ describe("odd TOML scalars", () => {
     const text = 'profile = "rocm"\nport = 8081\n[tune]\nctx_size = 32768\nlist = [1, 2, 3]\n';
     expect(normalizeScalars(parse(text, { integersAsBigInt: true }))).toEqual(parse(text));
   });
+
+  it("the scan answers as its one-branch-per-shape form on 20,000 random texts of digits and the characters around them", () => {
+    const plain = /[0-9](?:\.[0-9]|[eE][+-]?[0-9]|[0-9]{3}-[0-9]{2}-|[0-9]:[0-9]{2}|[0-9A-Fa-f_]{13}|x[0-9A-Fa-f_]{13})/;
+    // Mostly digits and hex letters (long runs are one branch), the rest what sits around a number.
+    const hex = "0123456789aAfF_";
+    const around = ".eE+-:xgz \"=\n";
+    let seed = 42;
+    const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+    let flagged = 0;
+    for (let i = 0; i < 20_000; i++) {
+      const text = Array.from({ length: 4 + Math.floor(next() * 30) }, () => (next() < 0.8 ? hex[Math.floor(next() * hex.length)] : around[Math.floor(next() * around.length)])).join("");
+      const want = plain.test(text) || /\b(?:inf|nan)\b/.test(text);
+      expect(mayHoldOddScalars(text), JSON.stringify(text)).toBe(want);
+      if (want) flagged++;
+    }
+    expect(flagged).toBeGreaterThan(2_000);
+    expect(flagged).toBeLessThan(18_000);
+  });
 });
