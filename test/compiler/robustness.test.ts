@@ -2,18 +2,7 @@ import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
 import { compile, loadTree, sourceTree, type SourceTree } from "../../compiler/index.js";
 import { Diagnostic } from "../../schema/index.js";
-
-/** mulberry32: a seeded PRNG, so a failing mutation can be replayed from its seed. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from "../helpers/rng.js";
 
 const JUNK_VALUES = ['"x"', "1.5", "true", "[]", "{}", "-1", "99999999999", '"../x"', '"\u200b"', "[1, \"a\"]", "{ a = { b = 1 } }", "1979-05-27T07:32:00Z", '""', "nan"];
 const JUNK_TEXT = ["[", "]]", "=", '"', "\u0000", "\ufeff", "\u202e", "[[slot]]", "[tune]", "\n[model.x]\n", "a.b.c = 1\n", "é", "\\u"];

@@ -1,18 +1,7 @@
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { MASK, redactLogFields, redactText, redactTextEveryRule } from "../../server/redact.js";
-
-/** A small deterministic generator (mulberry32), so a failure names a text that can be found again. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from "../helpers/rng.js";
 
 // Key words of every rule (and their near misses), values, separators and the shapes they sit in.
 const KEYS = [
