@@ -1,4 +1,6 @@
+import { execFileSync } from "node:child_process";
 import { createRequire } from "node:module";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 
 const require = createRequire(import.meta.url);
@@ -17,5 +19,25 @@ describe("the docker driver's deferred dependencies", () => {
     const grpc = createRequire(require.resolve("dockerode"))("@grpc/grpc-js") as { credentials: unknown };
     expect(grpc.credentials).toBeDefined();
     expect(loaded().length).toBeGreaterThan(0);
+  });
+
+  it("leaves node's https (and tls) and zlib unloaded until something uses them; an object built on the https stand-in keeps its own properties", () => {
+    // A fresh process (this worker may have loaded them for itself): the built driver, as the CLI runs it.
+    const driver = join(import.meta.dirname, "../../dist/reconciler/drivers/docker.js");
+    const script = `
+      const { createRequire } = require("node:module");
+      import(${JSON.stringify(driver)}).then(() => {
+        const has = (m) => process.moduleLoadList.includes("NativeModule " + m);
+        const before = ["https", "tls", "zlib"].filter(has);
+        const https = createRequire(require.resolve("docker-modem"))("https");
+        const child = Object.create(https);
+        child.request = "own";
+        const own = Object.hasOwn(child, "request") && child.request === "own";
+        const stillDeferred = !has("https");
+        const agent = typeof https.Agent === "function" && https.request === require("node:https").request;
+        console.log(JSON.stringify({ before, own, stillDeferred, agent, after: has("https") }));
+      });`;
+    const out = JSON.parse(execFileSync(process.execPath, ["-e", script], { cwd: join(import.meta.dirname, "../.."), encoding: "utf8" }));
+    expect(out).toEqual({ before: [], own: true, stillDeferred: true, agent: true, after: true });
   });
 });
