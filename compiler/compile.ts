@@ -1,7 +1,6 @@
 import type { z } from "zod";
 import { ModelFacts, Profile, ProfileName, ResourceId, Settings, type Diagnostic } from "../schema/index.js";
 import { compileModels, compileProfiles } from "./catalog.js";
-import { hash } from "node:crypto";
 import { compileAgents, linkAgents } from "./link-agents.js";
 import { compileCapabilities, linkCapabilities } from "./link-capabilities.js";
 import { linkMcpServers, linkStacks, linkUpstreams } from "./link-others.js";
@@ -9,6 +8,7 @@ import { linkSlots, type Catalog } from "./link-slots.js";
 import type { CompileResult, Model } from "./model.js";
 import { compilePolicy } from "./policy.js";
 import { parseWith } from "./fast-validate.js";
+import { sha256 } from "./hash.js";
 import { readTree, tableOf, validOf, validPart, type Parsed, type TreeFiles } from "./read.js";
 import { Reporter } from "./report.js";
 import { uniqueDiagnostics } from "./runner-check.js";
@@ -123,7 +123,7 @@ function salvage<K extends string, T>(broken: Parsed<Record<string, unknown>> | 
 export function treeDigest(tree: SourceTree): string {
   const parts: string[] = [];
   for (const [rel, text] of tree.files) parts.push(`${rel}\u0000${text.length}\u0000`, text, "\u0000");
-  return `sha256:${hash("sha256", parts.join(""), "hex")}`;
+  return `sha256:${sha256(parts.join(""))}`;
 }
 
 /** A map's entries as a plain object (what `Object.fromEntries` builds, without an entry array per member). */

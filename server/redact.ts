@@ -161,9 +161,11 @@ function maskFields(value: unknown, depth: number, inArgs = false): unknown {
     if (!SECRET_LOG_FIELDS.has(key)) {
       masked = depth === 0 ? maskFields(v, 1, key === "args") : v;
       if (isPlainContainer(masked)) {
-        if (key === "env") masked = maskValues(masked);
-        else if (key === "headers") masked = maskHeaders(masked);
-        if (inArgs && isPlainContainer(masked) && (masked as Record<string, unknown>).token !== undefined) masked = withMask(masked, "token");
+        let part: object = masked;
+        if (key === "env") part = maskValues(part);
+        else if (key === "headers") part = maskHeaders(part);
+        if (inArgs && (part as Record<string, unknown>).token !== undefined) part = withMask(part, "token");
+        masked = part;
       }
     }
     if (masked !== v) (out ??= Array.isArray(value) ? [...value] : { ...value })[key as never] = masked as never;
@@ -194,11 +196,9 @@ function maskHeaders(value: object): object {
   return out;
 }
 
+/** An array or a plain object: what a log call's fields are built of (an Error or a Date is left to pino's serialisers). */
 function isPlainContainer(value: unknown): value is object {
-  if (value === null || typeof value !== "object") return false;
-  if (Array.isArray(value)) return true;
-  const proto: unknown = Object.getPrototypeOf(value);
-  return proto === Object.prototype || proto === null;
+  return Array.isArray(value) || isPlainObject(value);
 }
 
 /** The mask in the value's own quoting. */
