@@ -9,13 +9,14 @@ import { ProcessDriver } from "../reconciler/drivers/process.js";
 import { RunnerProbe } from "../reconciler/runner-probe.js";
 import { StateStore } from "../reconciler/state.js";
 import { Sweeper } from "../reconciler/sweep.js";
-import { median, stat, summarize, wall as wallOf } from "./measure.js";
+import { median, stat, summarize, wall as wallOf, withoutExtraCaCerts } from "./measure.js";
 
 /**
  * `npm run bench` (plan/apply part): whole `hal0` processes on a 50-slot box
  * of fake runners — `hal0 apply --yes` of 50 new slots, a no-op apply, then
  * `hal0 plan` with all 50 running and nothing to do (beside node's bare start,
- * `node -e 0`, timed alternately with it). Medians with their spread (stat).
+ * `node -e 0`, timed alternately with it; again with NODE_EXTRA_CA_CERTS unset
+ * when the host sets it: measure.ts). Medians with their spread (stat).
  */
 const SLOTS = 50;
 const exec = promisify(execFile);
@@ -83,12 +84,15 @@ export async function benchApply(): Promise<string[]> {
   const config = join(base, "box");
   writeBox(config, (await freePortRange(SLOTS + 1)) + 1);
   const env = { ...process.env, HAL0_CONFIG: config, HAL0_STATE: join(base, "state") };
+  const unset = withoutExtraCaCerts(env);
   try {
     const applies: number[] = [];
     const noops: number[] = [];
     const plans: number[] = [];
     const sweeps: number[] = [];
     const bare: number[] = [];
+    const plansUnset: number[] = [];
+    const bareUnset: number[] = [];
     for (let round = 0; round < ROUNDS; round++) {
       applies.push(await wall(["apply", "--yes"], env));
       noops.push(await wall(["apply", "--yes"], env));
@@ -96,6 +100,9 @@ export async function benchApply(): Promise<string[]> {
         // The anchor beside each plan: node's own start, in the same moment.
         bare.push(await wallOf(process.execPath, ["-e", "0"], env));
         plans.push(await wall(["plan", "--detailed-exitcode"], env));
+        if (unset === undefined) continue;
+        bareUnset.push(await wallOf(process.execPath, ["-e", "0"], unset));
+        plansUnset.push(await wall(["plan", "--detailed-exitcode"], unset));
       }
       sweeps.push(...(await idleSweeps(config, join(base, "state"))));
       await wall(["down"], env);
@@ -107,10 +114,22 @@ export async function benchApply(): Promise<string[]> {
       target: "≤ 120 ms",
       pass: median(plans) <= 120,
     });
+    const unsetLines: string[] = [];
+    if (unset !== undefined) {
+      summarize({
+        measure: `hal0 plan, ${SLOTS} running (process runtime), NODE_EXTRA_CA_CERTS unset`,
+        hal0: stat(plansUnset),
+        anchor: `node -e 0 with it unset: ${stat(bareUnset)}`,
+        target: "≤ 120 ms",
+        pass: median(plansUnset) <= 120,
+      });
+      unsetLines.push(`  the same with NODE_EXTRA_CA_CERTS unset (the host sets it):  ${stat(plansUnset)}   node -e 0: ${stat(bareUnset)}`);
+    }
     return [
       `hal0 apply --yes, ${SLOTS} new slots (fake runners, 100 ms load):  ${stat(applies, "s")}`,
       `hal0 apply --yes, ${SLOTS} running, nothing to do:                 ${stat(noops)}`,
       `hal0 plan, ${SLOTS} slots running, nothing to do:                 ${stat(plans)}   node -e 0 (node's bare start): ${stat(bare)}`,
+      ...unsetLines,
       `in-process sweep, nothing to do, process runtime, ${SLOTS} running: ${stat(sweeps)}  (target ≤ 10 ms)`,
     ];
   } finally {

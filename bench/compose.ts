@@ -12,7 +12,7 @@ import { StateStore } from "../reconciler/state.js";
 import { RunnerProbe } from "../reconciler/runner-probe.js";
 import { Sweeper } from "../reconciler/sweep.js";
 import { freePortRange } from "./apply.js";
-import { median, stat, summarize, wall } from "./measure.js";
+import { median, stat, summarize, wall, withoutExtraCaCerts } from "./measure.js";
 import { Floor, FLOOR_PARALLELISMS, floorSlots } from "./floor.js";
 
 /**
@@ -22,7 +22,9 @@ import { Floor, FLOOR_PARALLELISMS, floorSlots } from "./floor.js";
  * dockerode loop: floor.ts), no-op converge of 50 running slots, an idle
  * `hal0 plan`, and an in-process sweep with nothing to do. Whole processes;
  * medians with their spread; create rounds alternate hal0, compose and the
- * floor, and the ratios are the medians of the per-round ratios.
+ * floor, and the ratios are the medians of the per-round ratios. The no-op
+ * and the plan are timed again with NODE_EXTRA_CA_CERTS unset when the host
+ * sets it (measure.ts).
  */
 const SLOTS = 50;
 /** Create rounds for hal0, compose and the floor at its best parallelism, alternating. */
@@ -71,8 +73,9 @@ export async function benchCompose(dockerHost: string): Promise<string[]> {
   const env = { ...process.env, DOCKER_HOST: dockerHost, HAL0_CONFIG: box, HAL0_STATE: join(base, "state"), COMPOSE_PROJECT_NAME: `hal0bench${RUN}` };
   const compose = (args: string[]) => wall("docker-compose", args, env, composeDir);
   const hal0 = (args: string[]) => wall(process.execPath, [HAL0, ...args], env);
+  const unset = withoutExtraCaCerts(env);
   const floor = new Floor(dockerHost, box, await floorSlots(box));
-  const r = { hal0Create: [] as number[], composeCreate: [] as number[], floorCreate: [] as number[], hal0Noop: [] as number[], composeNoop: [] as number[], hal0Plan: [] as number[], sweep: [] as number[], list: [] as number[], probed: [] as number[] };
+  const r = { hal0Create: [] as number[], composeCreate: [] as number[], floorCreate: [] as number[], hal0Noop: [] as number[], composeNoop: [] as number[], hal0Plan: [] as number[], hal0NoopUnset: [] as number[], hal0PlanUnset: [] as number[], sweep: [] as number[], list: [] as number[], probed: [] as number[] };
   const sweep = new Map<number, number[]>(FLOOR_PARALLELISMS.map((p) => [p, []]));
   // Paired per round (the same machine load): compose ÷ hal0 and hal0 ÷ floor.
   const speedup: number[] = [];
@@ -93,8 +96,14 @@ export async function benchCompose(dockerHost: string): Promise<string[]> {
       for (let i = 0; i < 2; i++) r.composeNoop.push(await compose(["up", "-d"]));
       await compose(["down", "-t", "1"]);
       const hal0Create = await hal0(["apply", "--yes"]);
-      for (let i = 0; i < 2; i++) r.hal0Noop.push(await hal0(["apply", "--yes"]));
-      for (let i = 0; i < 2; i++) r.hal0Plan.push(await wallExit(process.execPath, [HAL0, "plan", "--detailed-exitcode"], env, [0, 2]));
+      for (let i = 0; i < 2; i++) {
+        r.hal0Noop.push(await hal0(["apply", "--yes"]));
+        if (unset !== undefined) r.hal0NoopUnset.push(await wall(process.execPath, [HAL0, "apply", "--yes"], unset));
+      }
+      for (let i = 0; i < 2; i++) {
+        r.hal0Plan.push(await wallExit(process.execPath, [HAL0, "plan", "--detailed-exitcode"], env, [0, 2]));
+        if (unset !== undefined) r.hal0PlanUnset.push(await wallExit(process.execPath, [HAL0, "plan", "--detailed-exitcode"], unset, [0, 2]));
+      }
       if (round < 3) {
         const idle = await sweepTimes(box, join(base, "state"), dockerHost);
         r.sweep.push(...idle.sweep);
@@ -138,12 +147,32 @@ export async function benchCompose(dockerHost: string): Promise<string[]> {
     target: "≤ 120 ms",
     pass: median(r.hal0Plan) <= 120,
   });
+  const unsetLines: string[] = [];
+  if (unset !== undefined) {
+    const noopSpeedupUnset = median(r.composeNoop) / median(r.hal0NoopUnset);
+    summarize({
+      measure: "no-op converge, 50 running (docker), NODE_EXTRA_CA_CERTS unset",
+      hal0: stat(r.hal0NoopUnset),
+      anchor: `compose up -d ${stat(r.composeNoop)}`,
+      target: `≥ 5× compose, ≤ 165 ms (${x(noopSpeedupUnset)})`,
+      pass: noopSpeedupUnset >= 5 && median(r.hal0NoopUnset) <= 165,
+    });
+    summarize({
+      measure: "hal0 plan, 50 running (docker), NODE_EXTRA_CA_CERTS unset",
+      hal0: stat(r.hal0PlanUnset),
+      anchor: "—",
+      target: "≤ 120 ms",
+      pass: median(r.hal0PlanUnset) <= 120,
+    });
+    unsetLines.push(`  the same with NODE_EXTRA_CA_CERTS unset (the host sets it): no-op ${stat(r.hal0NoopUnset)} (${x(noopSpeedupUnset)} compose), plan ${stat(r.hal0PlanUnset)}`);
+  }
   return [
     `create 50, the engine's floor (bare dockerode create+start, p at once; each /health polled until 200): ${[...sweep].map(([p, xs]) => `p=${p} ${stat(xs, "s")}`).join("   ")}   → best p=${best}`,
     `create 50:                   hal0 apply --yes ${stat(r.hal0Create, "s")}   docker-compose up -d ${stat(r.composeCreate, "s")}   floor (p=${best}) ${stat(r.floorCreate, "s")}`,
     `                             per round: hal0 ${x(median(speedup))} compose's speed (target ≥ 1.0×; hal0 also waits for each /health 200), ${x(median(overFloor))} the floor's time (target ≤ 1.2×)`,
     `no-op converge, 50 running:  hal0 apply --yes ${stat(r.hal0Noop)}   docker-compose up -d ${stat(r.composeNoop)}   → hal0 ${x(noopSpeedup)} faster (target ≥ 5×, ≤ 165 ms)`,
     `hal0 plan --detailed-exitcode, 50 running, nothing to do: ${stat(r.hal0Plan)} (target ≤ 120 ms)`,
+    ...unsetLines,
     `in-process sweep, nothing to do, docker: ${stat(r.sweep)} (target ≤ 10 ms)   its floor, the engine's label-filtered list call alone: ${stat(r.list)}   a sweep that probes all 50 /health (one per 30 s): ${stat(r.probed)}`,
   ];
 }
