@@ -153,7 +153,7 @@ export function redactLogFields(fields: Record<string, unknown>): Record<string,
 
 function maskFields(value: unknown, depth: number, inArgs = false): unknown {
   if (!isPlainContainer(value)) return value;
-  let out: Record<string, unknown> | unknown[] | undefined;
+  let out: Record<string, unknown> | undefined;
   for (const key of Object.keys(value)) {
     const v = (value as Record<string, unknown>)[key];
     if (v === undefined) continue;
@@ -162,38 +162,29 @@ function maskFields(value: unknown, depth: number, inArgs = false): unknown {
       masked = depth === 0 ? maskFields(v, 1, key === "args") : v;
       if (isPlainContainer(masked)) {
         let part: object = masked;
-        if (key === "env") part = maskValues(part);
-        else if (key === "headers") part = maskHeaders(part);
-        if (inArgs && (part as Record<string, unknown>).token !== undefined) part = withMask(part, "token");
+        if (key === "env") part = maskKeys(part, Object.keys(part));
+        else if (key === "headers") part = maskKeys(part, ["authorization", "cookie"]);
+        if (inArgs) part = maskKeys(part, ["token"]);
         masked = part;
       }
     }
-    if (masked !== v) (out ??= Array.isArray(value) ? [...value] : { ...value })[key as never] = masked as never;
+    if (masked !== v) (out ??= copyOf(value))[key] = masked;
   }
   return out ?? value;
 }
 
-/** A copy of `value` with `key` masked. */
-function withMask(value: object, key: string): object {
-  const out = (Array.isArray(value) ? [...(value as unknown[])] : { ...value }) as Record<string, unknown>;
-  out[key] = MASK;
+/** `value` with those of `keys` it holds (not undefined) masked: a copy when there is any, else `value` itself. */
+function maskKeys(value: object, keys: readonly string[]): object {
+  const present = keys.filter((k) => (value as Record<string, unknown>)[k] !== undefined);
+  if (present.length === 0) return value;
+  const out = copyOf(value);
+  for (const k of present) out[k] = MASK;
   return out;
 }
 
-function maskValues(value: object): object {
-  const keys = Object.keys(value).filter((k) => (value as Record<string, unknown>)[k] !== undefined);
-  if (keys.length === 0) return value;
-  const out: Record<string, unknown> | unknown[] = Array.isArray(value) ? [...value] : { ...value };
-  for (const k of keys) (out as Record<string, unknown>)[k] = MASK;
-  return out;
-}
-
-function maskHeaders(value: object): object {
-  const h = value as Record<string, unknown>;
-  let out = value;
-  if (h.authorization !== undefined) out = withMask(out, "authorization");
-  if (h.cookie !== undefined) out = withMask(out, "cookie");
-  return out;
+/** A shallow copy of an array or a plain object, indexable by key. */
+function copyOf(value: object): Record<string, unknown> {
+  return (Array.isArray(value) ? [...(value as unknown[])] : { ...value }) as Record<string, unknown>;
 }
 
 /** An array or a plain object: what a log call's fields are built of (an Error or a Date is left to pino's serialisers). */
