@@ -1,5 +1,5 @@
 import { hashOf } from "../compiler/index.js";
-import { slotNameOf, type Change, type HermesChange, type Plan, type SettingsChange, type SlotChange } from "../schema/index.js";
+import { PARALLEL_DEFAULT, slotNameOf, type Change, type HermesChange, type Plan, type SettingsChange, type SlotChange } from "../schema/index.js";
 import { DriverError, type SlotDriver, type StartPhase } from "./drivers/driver.js";
 import { convergeHermesFile } from "./hermes-files.js";
 import { hermesIdentity } from "./hermes-plan.js";
@@ -68,7 +68,7 @@ export interface ExecuteOptions {
  */
 export async function executePlan(plan: Pick<Plan, "changes">, opts: ExecuteOptions): Promise<StepResult[]> {
   const options: Ctx = { ...opts, serial: serializer() };
-  const limit = options.parallel ?? 4;
+  const limit = options.parallel ?? PARALLEL_DEFAULT;
   const slotChanges = plan.changes.filter((c): c is SlotChange => c.kind === "slot" && c.action !== "no-op");
   const stops = slotChanges.filter((c) => c.action === "delete" || c.action === "replace");
   const starts = slotChanges.filter((c) => c.action === "create" || c.action === "replace");

@@ -5,7 +5,7 @@ export {
 } from "./names.js";
 
 // File kinds
-export { Settings, RUNTIMES, DRIFT_POLICIES, MEMORY_ENGINES } from "./settings.js";
+export { Settings, RUNTIMES, DRIFT_POLICIES, MEMORY_ENGINES, PARALLEL_DEFAULT } from "./settings.js";
 export { Profile, ProfilesFile, DEVICE_CLASSES, BACKENDS } from "./profile.js";
 export { Slot, Placement, SlotServer, SLOT_TYPES, DEVICES, type SlotType, type Device } from "./slot.js";
 export { ModelFacts, ModelsFile } from "./model.js";

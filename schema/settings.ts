@@ -20,6 +20,9 @@ export const MAX_BODY_KB_MIN = 64;
 export const MAX_BODY_KB_MAX = 65_536;
 export const MAX_BODY_KB_DEFAULT = 1024;
 
+/** `[slots] parallel`'s default: slots an apply launches or stops at once, per machine. */
+export const PARALLEL_DEFAULT = 4;
+
 /** Loopback names and addresses: where `[server] auth = "off"` may listen. */
 export function isLoopbackHost(host: string): boolean {
   const h = host.replace(/^\[|\]$/g, "").toLowerCase();
@@ -60,7 +63,7 @@ const Slots = z
      * How many slots an apply launches or stops at once, per machine: the engine's (or the OS's)
      * share of each step; waiting for a runner's /health holds no place (docs/benchmark.md).
      */
-    parallel: z.int().min(1).max(64).default(4),
+    parallel: z.int().min(1).max(64).default(PARALLEL_DEFAULT),
     docker_host: z.string().default(""),
     pull: z.boolean().default(false),
   })
