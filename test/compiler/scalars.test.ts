@@ -1,6 +1,7 @@
 import { parse } from "smol-toml";
 import { describe, expect, it } from "vitest";
 import { TOML_DATETIME, TOML_FLOAT, TOML_HUGE_INTEGER, mayHoldOddScalars, normalizeScalars } from "../../compiler/scalars.js";
+import { rng } from "../helpers/rng.js";
 
 describe("odd TOML scalars", () => {
   const odd = [
@@ -34,8 +35,7 @@ describe("odd TOML scalars", () => {
     // Mostly digits and hex letters (long runs are one branch), the rest what sits around a number.
     const hex = "0123456789aAfF_";
     const around = ".eE+-:xgz \"=\n";
-    let seed = 42;
-    const next = () => (seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648;
+    const next = rng(42);
     let flagged = 0;
     for (let i = 0; i < 20_000; i++) {
       const text = Array.from({ length: 4 + Math.floor(next() * 30) }, () => (next() < 0.8 ? hex[Math.floor(next() * hex.length)] : around[Math.floor(next() * around.length)])).join("");
