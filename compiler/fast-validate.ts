@@ -252,14 +252,24 @@ function buildObject(def: ZodDef): Check {
     return { key, mode, check: build(shape[key]!) };
   });
   // Straight-line code with each key spelled out (as zod's own JIT writes it): named loads and stores, no loop.
+  // A plain string or boolean (no check on it) is tested in line; any other value through its check, each held in a const of its own.
   const lines = fields.map(({ key, mode }, i) => {
     const k = JSON.stringify(key);
-    if (mode === "required") return `x = v[${k}]; if (x === undefined && !(${k} in v)) return R; y = c[${i}](x); if (y === R) return R; out[${k}] = y;`;
-    if (mode === "optional") return `x = v[${k}]; if (x !== undefined || ${k} in v) { y = c[${i}](x); if (y === R) return R; out[${k}] = y; }`;
-    return `y = c[${i}](v[${k}]); if (y === R) return R; out[${k}] = y;`;
+    const type = inlineType(shape[key]!);
+    if (mode === "required") {
+      if (type !== undefined) return `x = v[${k}]; if (typeof x !== "${type}") return R; out[${k}] = x;`;
+      return `x = v[${k}]; if (x === undefined && !(${k} in v)) return R; y = c${i}(x); if (y === R) return R; out[${k}] = y;`;
+    }
+    if (mode === "optional") {
+      if (type !== undefined) return `x = v[${k}]; if (x !== undefined) { if (typeof x !== "${type}") return R; out[${k}] = x; } else if (${k} in v) out[${k}] = undefined;`;
+      return `x = v[${k}]; if (x !== undefined || ${k} in v) { y = c${i}(x); if (y === R) return R; out[${k}] = y; }`;
+    }
+    return `y = c${i}(v[${k}]); if (y === R) return R; out[${k}] = y;`;
   });
-  const unknownKeys = strict ? "const own = Object.keys(v);\n  for (let i = 0; i < own.length; i++) if (!known.has(own[i])) return R;" : "// unknown keys are dropped";
-  const body = `return function (v) {
+  // Unknown keys: own enumerable keys (for…in, with no array to allocate; a parsed table inherits none) not in the shape.
+  const unknownKeys = strict ? "for (const key in v) if (!known.has(key)) return R;" : "// unknown keys are dropped";
+  const body = `${fields.map((_, i) => `const c${i} = c[${i}];`).join(" ")}
+return function (v) {
   if (!isPlainTable(v)) return R;
   ${unknownKeys}
   const out = {};
@@ -275,6 +285,20 @@ function buildObject(def: ZodDef): Check {
     throw new Unsupported("code generation");
   }
   return make(REFUSED, fields.map((f) => f.check), known, isPlainTable);
+}
+
+/**
+ * "string" or "boolean" when `schema` is exactly that type with no check of
+ * its own, nor a wrapper around one (its `build` is then a typeof test); else
+ * undefined. An optional one is unwrapped: its mode says how it is absent.
+ */
+function inlineType(schema: z.ZodType): "string" | "boolean" | undefined {
+  let zod = internals(schema);
+  if (zod.def.type === "optional") zod = internals(zod.def.innerType!);
+  const type = zod.def.type;
+  if (type !== "string" && type !== "boolean") return undefined;
+  if (zod.def.coerce || zod.traits.has("$ZodCheck") || (zod.def.checks ?? []).length > 0) return undefined;
+  return type;
 }
 
 /** A plain table as smol-toml builds one (not an array, a Date or a marker). */
