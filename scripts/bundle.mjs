@@ -8,9 +8,9 @@
 //
 // Left outside the bundle, loaded from node_modules as before:
 //   - native modules (better-sqlite3; ssh2 and its optional cpu-features);
-//   - what dockerode defers (reconciler/drivers/docker-deps.ts puts stand-ins for
-//     @grpc/grpc-js, @grpc/proto-loader and ssh2 in the require cache) and its
-//     BuildKit parts, which read .proto files beside themselves;
+//   - what dockerode and docker-modem load at import and hal0 never uses (ssh2, and
+//     dockerode's BuildKit session with gRPC, which read files beside themselves):
+//     behind stand-ins that require them the first time they are used (DOCKER_DEFERRED);
 //   - the packages of `hal0 serve` and the other long-running or rare commands
 //     (h3, the MCP SDK, pino, chokidar, prom-client, the Hub client, yaml): they
 //     read files beside themselves or start workers from their own folder, and a
@@ -51,6 +51,18 @@ const LAZY = {
   "@balena/dockerignore": { from: "/node_modules/dockerode/lib/util.js", stub: (name) => lazyCjs(name) },
 };
 
+/**
+ * What dockerode and docker-modem require as soon as they are imported and hal0 never uses
+ * (ssh2 for ssh:// engines, https for https:// engines, zlib for build contexts; gRPC, for
+ * BuildKit sessions, comes with dockerode's session module, itself deferred below; see
+ * reconciler/drivers/docker-deps.ts): each is the stand-in of
+ * reconciler/drivers/stand-in.ts, which requires the real module the first time anything on
+ * it is used. docker-deps.ts, which does the same through the require cache for tsc's output
+ * (looking each module up on the file system at start), is left out of the bundle.
+ */
+const DOCKER_DEFERRED = { ssh2: ["Client"], https: [], zlib: [] };
+const DOCKER_PACKAGES = /\/node_modules\/(dockerode|docker-modem)\//;
+
 /** A CommonJS stand-in: every property read and call goes to the real module, required the first time. */
 function lazyCjs(name) {
   return [
@@ -81,6 +93,33 @@ const externals = {
       contents: LAZY[args.pluginData.name].stub(args.pluginData.name),
       resolveDir: args.pluginData.resolveDir,
     }));
+    // dockerode's and docker-modem's eager requires of what hal0 never uses: stand-ins (DOCKER_DEFERRED).
+    b.onResolve({ filter: /^(ssh2|https|zlib)$/ }, (args) => {
+      if (args.namespace !== "file" || !DOCKER_PACKAGES.test(args.importer)) return undefined;
+      return { path: `docker-deferred:${args.path}`, namespace: "hal0-stub", pluginData: { name: args.path } };
+    });
+    b.onLoad({ filter: /^docker-deferred:/, namespace: "hal0-stub" }, (args) => ({
+      contents: [
+        `const { standIn } = require(${JSON.stringify(join(root, "reconciler/drivers/stand-in.ts"))});`,
+        `module.exports = standIn(() => require(${JSON.stringify(args.pluginData.name)}), ${JSON.stringify(DOCKER_DEFERRED[args.pluginData.name])});`,
+      ].join("\n"),
+      resolveDir: root,
+    }));
+    b.onResolve({ filter: /\/docker-deps\.js$/ }, (args) => {
+      if (!args.importer.endsWith("/reconciler/drivers/docker.ts") && !args.importer.endsWith("/reconciler/drivers/swarm.ts")) return undefined;
+      return { path: "docker-deps-bundled", namespace: "hal0-stub" };
+    });
+    b.onLoad({ filter: /^docker-deps-bundled$/, namespace: "hal0-stub" }, () => ({ contents: "// the bundle's stand-ins are in place (DOCKER_DEFERRED)", loader: "js" }));
+    // docker-modem writes every request's options with util.inspect (showHidden, any depth) for its
+    // debug log before it asks whether that log is on: ~2 ms of a docker command's start, and ~0.1 ms
+    // of each create after. In the bundle the inspect runs only when the log is on (DEBUG=modem);
+    // the build fails if the line is not there as written.
+    b.onLoad({ filter: /\/node_modules\/docker-modem\/lib\/modem\.js$/ }, (args) => {
+      const text = readFileSync(args.path, "utf8");
+      const eager = "debug('Sending: %s', util.inspect(options, {";
+      if (text.split(eager).length !== 2) throw new Error(`${args.path}: its request log line is not \`${eager}…\` once; look at it again`);
+      return { contents: text.replace(eager, `debug.enabled && ${eager}`), loader: "js" };
+    });
     // import() of a package left outside: required instead (from a one-line module of the bundle),
     // since V8 drops a script's dynamic-import callback when the script comes from a code cache.
     b.onResolve({ filter: /^[^./]/ }, (args) => {
@@ -111,11 +150,15 @@ const externals = {
       contents: 'export { default as en } from "zod/v4/locales/en.js";',
       resolveDir: root,
     }));
-    // dockerode's BuildKit session and status decoder read .proto files beside themselves: required from their own folder.
+    // dockerode's BuildKit session and status decoder read .proto files beside themselves: required from their own folder,
+    // the session (which requires gRPC) only when a build calls it.
     b.onResolve({ filter: /^\.\/(session|buildkit)$/ }, (args) => {
       if (!/node_modules\/dockerode\/lib$/.test(args.resolveDir)) return undefined;
-      return { path: `dockerode/lib/${args.path.slice(2)}.js`, external: true };
+      const path = `dockerode/lib/${args.path.slice(2)}.js`;
+      if (args.path === "./buildkit") return { path, external: true };
+      return { path: `docker-deferred-session:${path}`, namespace: "hal0-stub", pluginData: { name: path } };
     });
+    b.onLoad({ filter: /^docker-deferred-session:/, namespace: "hal0-stub" }, (args) => ({ contents: lazyCjs(args.pluginData.name), resolveDir: root }));
   },
 };
 

@@ -1,4 +1,5 @@
 import { createRequire } from "node:module";
+import { standIn } from "./stand-in.js";
 
 /**
  * dockerode loads gRPC (for BuildKit sessions) and docker-modem loads ssh2
@@ -11,47 +12,26 @@ import { createRequire } from "node:module";
  * consults it for a built-in named without `node:` too); the real module
  * loads the first time anything on it is used, so behaviour is the same if
  * dockerode ever does use it. Code that names `node:https` gets the real
- * module as always.
+ * module as always. The bundled CLI does not run this: its build puts the
+ * same stand-ins where dockerode and docker-modem require those modules
+ * (scripts/bundle.mjs), with no module lookup on the file system at start.
  */
 const require = createRequire(import.meta.url);
 const fromDockerode = createRequire(require.resolve("dockerode"));
 const fromModem = createRequire(require.resolve("docker-modem"));
 
-type Loader = () => Record<string | symbol, unknown>;
-
 function deferred(resolveFrom: NodeJS.Require, name: string, constructors: readonly string[] = []): void {
   const path = resolveFrom.resolve(name);
   if (require.cache[path]) return;
-  let real: Record<string | symbol, unknown> | undefined;
-  const load: Loader = () => {
-    if (!real) {
-      delete require.cache[path];
-      real = resolveFrom(name) as Record<string | symbol, unknown>;
-    }
-    return real;
+  const load = () => {
+    delete require.cache[path];
+    return resolveFrom(name) as Record<string | symbol, unknown>;
   };
-  // A class read at import time (`require('ssh2').Client`) is itself deferred until it is constructed.
-  const lazyClass = (key: string) => function (this: unknown, ...args: unknown[]) {
-    return new (load()[key] as new (...a: unknown[]) => unknown)(...args);
-  };
-  const classes = Object.fromEntries(constructors.map((k) => [k, lazyClass(k)]));
-  const stand: object = new Proxy({}, {
-    get: (_t, key) => (typeof key === "string" && key in classes && !real ? classes[key] : load()[key]),
-    // A property set on the stand-in itself goes to the real module; one set on an object that
-    // inherits from it (docker-modem builds its https client so) lands on that object, as usual.
-    set: (target, key, value, receiver): boolean => (receiver === stand ? Reflect.set(load(), key, value) : Reflect.set(target, key, value, receiver)),
-    has: (_t, key) => key in load(),
-    ownKeys: () => Reflect.ownKeys(load()),
-    getOwnPropertyDescriptor: (_t, key) => {
-      const d = Reflect.getOwnPropertyDescriptor(load(), key);
-      return d ? { ...d, configurable: true } : undefined;
-    },
-  });
   const Module = require("node:module") as { new (id: string): NodeJS.Module };
   const entry = new Module(path);
   entry.filename = path;
   entry.loaded = true;
-  entry.exports = stand;
+  entry.exports = standIn(load, constructors);
   require.cache[path] = entry;
 }
 

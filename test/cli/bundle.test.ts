@@ -129,5 +129,21 @@ describe.skipIf(docker === undefined)(DOCKER_SUITE, () => {
       expect(JSON.parse(bundle.stdout).changes.map((c: { address: string; action: string }) => `${c.address} ${c.action}`)).toContain("slot.one create");
       expect(bundle).toEqual(modules);
     }
+    // What dockerode and docker-modem require at import and a plan never uses stays unloaded: no module looked up
+    // in node_modules at all (gRPC, ssh2, dockerode's session), nor node's https, tls and zlib.
+    const probe = `import { loadBundle } from ${JSON.stringify(pathToFileURL(LOADER).href)};
+      const { main } = loadBundle(${JSON.stringify(BUNDLE)}).exports;
+      const quiet = { write: () => true };
+      const code = await main(${JSON.stringify(args)}, { stdout: quiet, stderr: quiet, env: process.env, cwd: process.cwd() });
+      const { createRequire } = await import("node:module");
+      const cache = createRequire(${JSON.stringify(BUNDLE)}).cache;
+      const builtins = ["https", "tls", "zlib"].filter((m) => process.moduleLoadList.includes("NativeModule " + m));
+      console.log(JSON.stringify({ code, builtins, packages: Object.keys(cache).filter((k) => k.includes("/node_modules/")) }));`;
+    const loaded = await node(["--input-type=module", "-e", probe], env);
+    expect(JSON.parse(loaded.stdout), loaded.stderr).toEqual({ code: 0, builtins: [], packages: [] });
+    // docker-modem's request log, which the bundle writes only when it is on, is still written when it is.
+    expect(loaded.stderr).not.toContain("Sending:");
+    const logged = await node(["--input-type=module", "-e", probe], { ...env, DEBUG: "modem" });
+    expect(logged.stderr).toMatch(/modem Sending: \{[\s\S]*path: '\/_ping'/);
   }, 120_000);
 });

@@ -2,6 +2,7 @@ import { execFileSync } from "node:child_process";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { standIn } from "../../reconciler/drivers/stand-in.js";
 
 const require = createRequire(import.meta.url);
 
@@ -39,5 +40,34 @@ describe("the docker driver's deferred dependencies", () => {
       });`;
     const out = JSON.parse(execFileSync(process.execPath, ["-e", script], { cwd: join(import.meta.dirname, "../.."), encoding: "utf8" }));
     expect(out).toEqual({ before: [], own: true, stillDeferred: true, agent: true, after: true });
+  });
+
+  it("a stand-in (what docker-deps.ts and the bundle put in place) loads its module once, at the first use, and behaves as it", () => {
+    class Client {
+      constructor(readonly host: string) {}
+    }
+    const real: Record<string | symbol, unknown> = { Client, version: "1.0", request: () => "real" };
+    let loads = 0;
+    const stand = standIn(() => (loads++, real), ["Client"]) as Record<string, unknown> & { Client: typeof Client };
+    // A class read at import time is a deferred constructor: still nothing loaded.
+    const Deferred = stand.Client;
+    expect(loads).toBe(0);
+    const made = new Deferred("h");
+    expect(made).toBeInstanceOf(Client);
+    expect(made.host).toBe("h");
+    expect(loads).toBe(1);
+    // Reads, `in` and key listings answer from the real module; it is loaded only once.
+    expect(stand.version).toBe("1.0");
+    expect("request" in stand).toBe(true);
+    expect(Object.keys(stand)).toEqual(["Client", "version", "request"]);
+    expect(stand.Client).toBe(Client);
+    // A property set on the stand-in goes to the module; one set on an object built on it stays on that object.
+    stand.version = "2.0";
+    expect(real.version).toBe("2.0");
+    const child = Object.create(stand) as Record<string, unknown>;
+    child.request = "own";
+    expect(Object.hasOwn(child, "request")).toBe(true);
+    expect((real.request as () => string)()).toBe("real");
+    expect(loads).toBe(1);
   });
 });
