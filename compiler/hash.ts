@@ -12,13 +12,21 @@ export function canonicalJson(value: unknown): string {
   return JSON.stringify(sortedKeys(value)) ?? "null";
 }
 
-/** `value` with every object's keys in sorted order: `value` itself when they already are. */
+/**
+ * `value` with every object's keys in sorted order: `value` itself when they
+ * already are. Written for code that runs once per process (a CLI's plan id),
+ * where V8 has not optimised it yet: indexed loops (an iterator allocates a
+ * result per step there), primitives skipped without a call, the few keys of
+ * an object insertion-sorted by index, and a plain object for the copy (a
+ * null-prototype one, a dictionary from the start, only for a `__proto__` key).
+ */
 function sortedKeys(value: unknown): unknown {
   if (value === null || typeof value !== "object") return value;
   if (Array.isArray(value)) {
     let copy: unknown[] | undefined;
     for (let i = 0; i < value.length; i++) {
       const item: unknown = value[i];
+      if (item === null || typeof item !== "object") continue;
       const sorted = sortedKeys(item);
       if (sorted !== item) (copy ??= value.slice())[i] = sorted;
     }
@@ -27,20 +35,33 @@ function sortedKeys(value: unknown): unknown {
   if (typeof (value as { toJSON?: unknown }).toJSON === "function") return sortedKeys((value as { toJSON: () => unknown }).toJSON());
   const record = value as Record<string, unknown>;
   const keys = Object.keys(record);
+  const n = keys.length;
   let inOrder = true;
-  for (let i = 1; i < keys.length && inOrder; i++) inOrder = keys[i - 1]! < keys[i]!;
   let children: unknown[] | undefined;
-  for (let i = 0; i < keys.length; i++) {
+  for (let i = 0; i < n; i++) {
+    if (inOrder && i > 0 && !(keys[i - 1]! < keys[i]!)) inOrder = false;
     const child = record[keys[i]!];
+    if (child === null || typeof child !== "object") continue;
     const sorted = sortedKeys(child);
-    if (sorted !== child) (children ??= keys.map((k) => record[k]))[i] = sorted;
+    if (sorted === child) continue;
+    if (children === undefined) {
+      children = new Array<unknown>(n);
+      for (let j = 0; j < n; j++) children[j] = record[keys[j]!];
+    }
+    children[i] = sorted;
   }
   if (inOrder && children === undefined) return value;
-  const order = keys.map((_, i) => i);
-  if (!inOrder) order.sort((a, b) => (keys[a]! < keys[b]! ? -1 : 1));
-  // A null-prototype copy: a `__proto__` key is an own member like any other.
-  const out: Record<string, unknown> = Object.create(null);
-  for (const i of order) out[keys[i]!] = children === undefined ? record[keys[i]!] : children[i];
+  const order = new Array<number>(n);
+  for (let i = 0; i < n; i++) {
+    let j = i;
+    for (; j > 0 && keys[order[j - 1]!]! > keys[i]!; j--) order[j] = order[j - 1]!;
+    order[j] = i;
+  }
+  const out: Record<string, unknown> = keys.includes("__proto__") ? Object.create(null) : {};
+  for (let k = 0; k < n; k++) {
+    const i = order[k]!;
+    out[keys[i]!] = children === undefined ? record[keys[i]!] : children[i];
+  }
   return out;
 }
 
