@@ -71,3 +71,39 @@ describe("the docker driver's deferred dependencies", () => {
     expect(loads).toBe(1);
   });
 });
+
+describe("the engine client", () => {
+  it("sends Host: 127.0.0.1 on a unix socket (no host name there to test against node's IPv6 pattern), and host:port over TCP", async () => {
+    const { createServer } = await import("node:http");
+    const { mkdtempSync } = await import("node:fs");
+    const { tmpdir } = await import("node:os");
+    const { dockerClient } = await import("../../reconciler/drivers/docker.js");
+    const hosts: Array<string | undefined> = [];
+    const server = createServer((req, res) => {
+      hosts.push(req.headers.host);
+      res.writeHead(200, { "Content-Type": "text/plain" }).end("OK");
+    });
+    const socket = join(mkdtempSync(join(tmpdir(), "hal0-engine-")), "docker.sock");
+    await new Promise<void>((resolve) => server.listen(socket, resolve));
+    try {
+      await dockerClient(`unix://${socket}`).ping();
+      await dockerClient(socket).listContainers({ all: true });
+      expect(hosts).toEqual(["127.0.0.1", "127.0.0.1"]);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+    const tcp = createServer((req, res) => {
+      hosts.push(req.headers.host);
+      res.writeHead(200, { "Content-Type": "text/plain" }).end("OK");
+    });
+    await new Promise<void>((resolve) => tcp.listen(0, "127.0.0.1", resolve));
+    const { port } = tcp.address() as { port: number };
+    try {
+      await dockerClient(`tcp://127.0.0.1:${port}`).ping();
+      expect(hosts.at(-1)).toBe(`127.0.0.1:${port}`);
+    } finally {
+      tcp.closeAllConnections();
+      await new Promise((resolve) => tcp.close(resolve));
+    }
+  });
+});
