@@ -24,6 +24,13 @@ loaded
   .then(
     (code) => {
       process.exitCode = code;
+      // The command is done. When nothing is left in the event loop (no timer, socket, child or file
+      // operation still running), exit now: node would otherwise wait for V8's background compiles of
+      // the code that ran hot (~5-15 ms after a docker plan) and tear the heap down before exiting.
+      // Anything still pending keeps the usual exit, after it.
+      setImmediate(() => {
+        if (process.getActiveResourcesInfo().length === 0) process.exit();
+      });
     },
     (err) => {
       process.stderr.write(`hal0: internal error: ${err?.stack ?? err}\n`);

@@ -102,6 +102,19 @@ describe("the bundled CLI (dist/cli-bundle, what bin/hal0.js runs)", () => {
     expect(readdirSync(b).sort()).toEqual(files);
     for (const f of files) expect(readFileSync(join(a, f), "utf8"), f).toBe(readFileSync(join(b, f), "utf8"));
   });
+
+  it("has written a command's whole output when it exits (which it does as soon as the command is done), even to a reader that waits before it reads", async () => {
+    const state = mkdtempSync(join(tmpdir(), "hal0-bundle-exit-"));
+    const hal0 = [process.execPath, join(PROJECT, "bin/hal0.cjs"), "plan", "--config", BOX, "--state", state, "--json"].map((w) => `'${w}'`).join(" ");
+    // The reader sleeps first: the plan is gone by then, and what it wrote must all be in the pipe.
+    const ran = await new Promise<Ran>((resolve) => {
+      execFile("sh", ["-c", `(${hal0}; echo "exit $?" >&2) | (sleep 0.5; cat)`], { cwd: PROJECT, maxBuffer: 16 << 20 }, (err, stdout, stderr) => resolve({ code: err ? 1 : 0, stdout, stderr }));
+    });
+    expect(ran.stderr).toContain("exit 0");
+    const plan = JSON.parse(ran.stdout) as { format_version: number; changes: unknown[] };
+    expect(plan.format_version).toBe(1);
+    expect(plan.changes.length).toBeGreaterThan(5);
+  });
 });
 
 const DOCKER_SUITE = "the bundled CLI on the docker runtime (real Docker engine)";
