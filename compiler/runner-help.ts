@@ -115,12 +115,28 @@ export function parseLlamaHelp(text: string): FlagTable {
   }
 
   const flags: RunnerFlag[] = [];
-  const byName = new Map<string, RunnerFlag>();
-  const byEnv = new Map<string, RunnerFlag>();
   for (const entry of entries) {
     const flag = toFlag(entry);
-    if (!flag) continue;
-    flags.push(flag);
+    if (flag) flags.push(flag);
+  }
+  return flagTable(flags);
+}
+
+/**
+ * The version of what `parseLlamaHelp` makes of a help text. The runner probe
+ * keeps a runner's parsed flags beside its help text (runners.json) and, while
+ * this number is the one they were parsed under, reads them back instead of
+ * parsing the text again at every command. Bump it whenever the parser would
+ * read the same text differently: test/compiler/runner-help.test.ts holds the
+ * recorded help's table to a digest saved with this number.
+ */
+export const FLAG_TABLE_VERSION = 1;
+
+/** The table of parsed flags, in print order: a spelling (or variable) printed twice is the later entry's. */
+export function flagTable(flags: readonly RunnerFlag[]): FlagTable {
+  const byName = new Map<string, RunnerFlag>();
+  const byEnv = new Map<string, RunnerFlag>();
+  for (const flag of flags) {
     for (const name of flag.names) byName.set(name, flag);
     if (flag.env !== null) byEnv.set(flag.env, flag);
   }
@@ -312,10 +328,11 @@ export const NEWEST_DIALECT: Dialect = {
  * with a help text that lists at least one flag (an empty table would make
  * every flag look unknown; no table means flags are not checked).
  */
-export function runnerFacts(versionText: string, helpText: string | null, source: string): RunnerFacts {
+export function runnerFacts(versionText: string, helpText: string | null, source: string, parsed?: readonly RunnerFlag[]): RunnerFacts {
   const version = parseRunnerVersion(versionText);
   if (version.kind !== "llama-server" || helpText === null) return { version, flags: null, dialect: null, source };
-  const flags = parseLlamaHelp(helpText);
+  // `parsed`: the flags parseLlamaHelp made of this help text before (under FLAG_TABLE_VERSION), kept by the caller.
+  const flags = parsed !== undefined ? flagTable(parsed) : parseLlamaHelp(helpText);
   if (flags.flags.length === 0) return { version, flags: null, dialect: null, source };
   return { version, flags, dialect: dialectOf(flags), source };
 }

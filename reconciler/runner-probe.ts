@@ -2,8 +2,8 @@ import { readFileSync, statSync, type Stats } from "node:fs";
 import { mkdir } from "node:fs/promises";
 import { delimiter, join } from "node:path";
 import type Dockerode from "dockerode";
-import { runnerKey, type ImageDigests, type RunnerFacts, type RunnerFactsIndex } from "../compiler/runner-facts.js";
-import { parseRunnerVersion, runnerFacts } from "../compiler/runner-help.js";
+import { runnerKey, type ImageDigests, type RunnerFacts, type RunnerFactsIndex, type RunnerFlag } from "../compiler/runner-facts.js";
+import { FLAG_TABLE_VERSION, parseLlamaHelp, parseRunnerVersion, runnerFacts } from "../compiler/runner-help.js";
 import { writeFileAtomic } from "./atomic.js";
 import { lazyChildProcess } from "./drivers/builtins.js";
 import { engineStatus } from "./drivers/docker-engine.js";
@@ -26,8 +26,10 @@ import { findRunner, HAL0_BIN, runnerPath, type RunnerLookup } from "./drivers/r
  *   mid-probe left behind, by the next probe that runs one).
  * - Only llama-server is asked `--help`: other runners (TTS, ComfyUI, …) may
  *   start a server when given a flag they do not know.
- * - The texts are stored, not the parsed facts: a better parser
- *   (compiler/runner-help.ts) takes effect without asking any runner again.
+ * - The texts are stored, and beside a help text the flags parsed from it
+ *   under `FLAG_TABLE_VERSION` (read back instead of parsing ~55 KB again at
+ *   every command): a better parser (compiler/runner-help.ts, its version
+ *   bumped) takes effect without asking any runner again.
  * - A runner that fails or times out is not stored (it is asked again), but
  *   not within `FAILED_PROBE_MEMORY_MS`: a sweep does not start it every pass.
  */
@@ -96,8 +98,18 @@ interface Texts {
   readonly version_text: string;
   /** `--help`'s output (llama-server only), null when not asked. */
   readonly help_text: string | null;
+  /**
+   * The flags parseLlamaHelp made of `help_text`, and under which FLAG_TABLE_VERSION:
+   * read back instead of parsing the text again (~3 ms of a command), while the version is the same.
+   */
+  readonly flag_table?: StoredFlagTable;
   /** When it was asked (ISO): the newer entry wins when two writers merge. */
   readonly probed_at: string;
+}
+
+interface StoredFlagTable {
+  readonly version: number;
+  readonly flags: readonly RunnerFlag[];
 }
 
 interface BinaryEntry extends Texts {
@@ -309,7 +321,7 @@ export class RunnerProbe {
       if (!texts.ok) return { ok: false, why: texts.why, runs };
       const size = info.size;
       const mtime_ms = info.mtimeMs;
-      const fresh: BinaryEntry = { size, mtime_ms, version_text: texts.version_text, help_text: texts.help_text, probed_at: new Date().toISOString() };
+      const fresh: BinaryEntry = { size, mtime_ms, ...textsOf(texts), probed_at: new Date().toISOString() };
       // Replaced while it ran: these texts may be the new file's or the old one's; use them now, store nothing.
       const after = statQuiet(path);
       if (after !== undefined && sameFile(fresh, after)) {
@@ -383,7 +395,7 @@ export class RunnerProbe {
       });
       const texts = await askRunner(run);
       if (!texts.ok) return { ok: false, why: texts.why, runs };
-      const fresh: ImageEntry = { version_text: texts.version_text, help_text: texts.help_text, probed_at: new Date().toISOString() };
+      const fresh: ImageEntry = { ...textsOf(texts), probed_at: new Date().toISOString() };
       this.images.delete(id);
       this.images.set(id, fresh);
       learned.any = true;
@@ -419,7 +431,10 @@ export class RunnerProbe {
     let bySource = this.built.get(entry);
     if (bySource === undefined) this.built.set(entry, (bySource = new Map()));
     let facts = bySource.get(source);
-    if (facts === undefined) bySource.set(source, (facts = runnerFacts(entry.version_text, entry.help_text, source)));
+    if (facts === undefined) {
+      const parsed = entry.flag_table?.version === FLAG_TABLE_VERSION ? entry.flag_table.flags : undefined;
+      bySource.set(source, (facts = runnerFacts(entry.version_text, entry.help_text, source, parsed)));
+    }
     return facts;
   }
 
@@ -493,6 +508,12 @@ export class RunnerProbe {
     }).catch(() => undefined);
     return this.writes;
   }
+}
+
+/** What the cache keeps of a runner's answers: the texts, and the flags parsed from its help (under FLAG_TABLE_VERSION). */
+function textsOf(texts: { version_text: string; help_text: string | null }): Omit<Texts, "probed_at"> {
+  if (texts.help_text === null) return { version_text: texts.version_text, help_text: null };
+  return { version_text: texts.version_text, help_text: texts.help_text, flag_table: { version: FLAG_TABLE_VERSION, flags: parseLlamaHelp(texts.help_text).flags } };
 }
 
 /**
@@ -719,7 +740,8 @@ function readCache(file: string | undefined): CacheFile | undefined {
   }
   if (!isRecord(raw) || raw.kind !== "hal0-runners" || raw.version !== 1) return undefined;
   const texts = (v: Record<string, unknown>): boolean =>
-    typeof v.version_text === "string" && (v.help_text === null || typeof v.help_text === "string") && typeof v.probed_at === "string";
+    typeof v.version_text === "string" && (v.help_text === null || typeof v.help_text === "string") && typeof v.probed_at === "string" &&
+    (v.flag_table === undefined || isStoredFlagTable(v.flag_table));
   const section = <T>(value: unknown, ok: (v: Record<string, unknown>) => boolean): Record<string, T> => {
     if (!isRecord(value)) return {};
     return Object.fromEntries(Object.entries(value).filter(([, v]) => isRecord(v) && ok(v))) as Record<string, T>;
@@ -734,6 +756,17 @@ function readCache(file: string | undefined): CacheFile | undefined {
     lookups: strings(raw.lookups),
     image_refs: strings(raw.image_refs),
   };
+}
+
+/** A stored flag table of the shape RunnerFlag has (an entry with a malformed one is dropped, and its runner asked again). */
+function isStoredFlagTable(value: unknown): value is StoredFlagTable {
+  if (!isRecord(value) || !Number.isInteger(value.version) || !Array.isArray(value.flags)) return false;
+  const strings = (v: unknown): boolean => Array.isArray(v) && v.every((w) => typeof w === "string");
+  const stringOrNull = (v: unknown): boolean => v === null || typeof v === "string";
+  return value.flags.every((f: unknown) => isRecord(f) && strings(f.names) && (f.names as string[]).length > 0 && typeof f.canonical === "string" &&
+    typeof f.takes_value === "boolean" && stringOrNull(f.placeholder) && (f.values === null || strings(f.values)) && typeof f.list === "boolean" &&
+    (f.deprecated === null || (isRecord(f.deprecated) && stringOrNull(f.deprecated.replacement))) &&
+    (f.removed === null || (isRecord(f.removed) && typeof f.removed.hint === "string")) && stringOrNull(f.env) && typeof f.description === "string");
 }
 
 function isRecord(value: unknown): value is Record<string, unknown> {

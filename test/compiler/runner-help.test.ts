@@ -1,10 +1,13 @@
+import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import type { FlagTable, RunnerFlag } from "../../compiler/runner-facts.js";
 import {
+  FLAG_TABLE_VERSION,
   NEWEST_DIALECT,
   dialectOf,
+  flagTable,
   parseLlamaHelp,
   parseRunnerVersion,
   runnerFacts,
@@ -422,5 +425,28 @@ describe("suggestFlag", () => {
     expect(suggestFlag(current, "--no-such-flag")).toBeUndefined();
     expect(suggestFlag(current, "--draft-maxx")).not.toBe("--draft-max");
     expect(suggestFlag(older, "--draft-maxx")).toBe("--draft-max");
+  });
+});
+
+describe("FLAG_TABLE_VERSION (the runner probe keeps parsed flags under it and reads them back while it holds)", () => {
+  /** What parseLlamaHelp made of the recorded help texts when FLAG_TABLE_VERSION was `version`. */
+  const RECORDED = {
+    version: 1,
+    "help.txt": "369fa07d651b3bfddff0f4c5bc445e091b1580d663c3c8cdcf5cabb295c17a3d",
+    "older-help.txt": "cd2d0f3b10e6225b8d4e888215f4dd1824a18d39857b5e436ec0c3976c1d9531",
+  };
+
+  it.each(["help.txt", "older-help.txt"] as const)("is bumped whenever the parser reads %s differently", (name) => {
+    const digest = createHash("sha256").update(JSON.stringify(parseLlamaHelp(fixture(name)).flags)).digest("hex");
+    if (digest === RECORDED[name]) expect(FLAG_TABLE_VERSION).toBe(RECORDED.version);
+    // A parser that reads the same text differently must not meet the tables the old one stored: bump FLAG_TABLE_VERSION, then record the new digests here.
+    else expect(FLAG_TABLE_VERSION, `parseLlamaHelp reads ${name} differently now: bump FLAG_TABLE_VERSION`).toBeGreaterThan(RECORDED.version);
+  });
+
+  it("builds from stored flags (JSON, as runners.json keeps them) the table and facts parsing gives", () => {
+    const stored = JSON.parse(JSON.stringify(current.flags)) as RunnerFlag[];
+    expect(flagTable(stored)).toEqual(current);
+    const version = fixture("version.txt");
+    expect(runnerFacts(version, helpText, "x", stored)).toEqual(runnerFacts(version, helpText, "x"));
   });
 });

@@ -4,6 +4,7 @@ import { join } from "node:path";
 import type Dockerode from "dockerode";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { runnerKey } from "../../compiler/runner-facts.js";
+import { FLAG_TABLE_VERSION, parseLlamaHelp } from "../../compiler/runner-help.js";
 import { dockerClient } from "../../reconciler/drivers/docker.js";
 import { HAL0_BIN } from "../../reconciler/drivers/runner.js";
 import { STALE_PROBE_CONTAINER_S, RunnerProbe, RUNNERS_FILE, type ProbeTarget } from "../../reconciler/runner-probe.js";
@@ -69,12 +70,13 @@ describe("RunnerProbe: process runners", () => {
     expect(facts.dialect?.spec_type).toBe(true);
     expect(facts.source).toMatch(new RegExp(`^${join(HAL0_BIN!, FAKE)} \\(size \\d+ bytes, modified \\d{4}-\\d\\d-\\d\\dT.*Z\\)$`));
 
-    // The cache: raw texts with the binary's path, size and mtime (not parsed facts).
+    // The cache: raw texts with the binary's path, size and mtime, and the flags parsed from the help text.
     const file = JSON.parse(readFileSync(join(state, RUNNERS_FILE), "utf8"));
     expect(file).toMatchObject({ kind: "hal0-runners", version: 1 });
     const entry = file.binaries[join(HAL0_BIN!, FAKE)];
     expect(entry).toMatchObject({ size: expect.any(Number), mtime_ms: expect.any(Number), version_text: readFileSync(join(FACTS, "version.txt"), "utf8") });
     expect(entry.help_text).toContain("--spec-type");
+    expect(entry.flag_table).toEqual({ version: FLAG_TABLE_VERSION, flags: JSON.parse(JSON.stringify(parseLlamaHelp(entry.help_text).flags)) });
 
     const second = new RunnerProbe({ stateDir: state, root, env: ENV });
     const warm = await second.probe([proc(FAKE)]);
@@ -86,6 +88,33 @@ describe("RunnerProbe: process runners", () => {
     const third = new RunnerProbe({ stateDir: state, root, env: ENV });
     expect(third.cached([proc(FAKE)]).get(key)).toEqual(facts);
     expect(third.runs).toBe(0);
+  });
+
+  it("reads the parsed flags back under their FLAG_TABLE_VERSION, parses the help again under another, and asks again when the stored table is malformed", async () => {
+    const state = tempDir("state");
+    const root = tempDir("root");
+    const key = runnerKey("process", FAKE);
+    const facts = (await new RunnerProbe({ stateDir: state, root, env: ENV }).probe([proc(FAKE)])).index.get(key)!;
+    const path = join(state, RUNNERS_FILE);
+    const stored = JSON.parse(readFileSync(path, "utf8"));
+    const entry = stored.binaries[join(HAL0_BIN!, FAKE)];
+    const withTable = (table: unknown) => writeFileSync(path, JSON.stringify({ ...stored, binaries: { [join(HAL0_BIN!, FAKE)]: { ...entry, flag_table: table } } }));
+    // The stored table is what the facts are built from (one flag kept: the facts have one).
+    withTable({ version: FLAG_TABLE_VERSION, flags: [entry.flag_table.flags.find((f: { canonical: string }) => f.canonical === "--spec-type")] });
+    const one = new RunnerProbe({ stateDir: state, root, env: ENV });
+    expect(one.cached([proc(FAKE)]).get(key)?.flags?.flags.map((f) => f.canonical)).toEqual(["--spec-type"]);
+    expect(one.runs).toBe(0);
+    // A table of another parser version is not read: the help text is parsed again.
+    withTable({ version: FLAG_TABLE_VERSION + 1, flags: [] });
+    const other = new RunnerProbe({ stateDir: state, root, env: ENV });
+    expect(other.cached([proc(FAKE)]).get(key)).toEqual(facts);
+    // A malformed table drops the entry: the runner is asked again, and the cache holds a good table after.
+    withTable({ version: FLAG_TABLE_VERSION, flags: [{ names: "--spec-type" }] });
+    const again = new RunnerProbe({ stateDir: state, root, env: ENV });
+    const reprobed = await again.probe([proc(FAKE)]);
+    expect(again.runs).toBe(2);
+    expect(reprobed.index.get(key)).toEqual(facts);
+    expect(JSON.parse(readFileSync(path, "utf8")).binaries[join(HAL0_BIN!, FAKE)].flag_table.version).toBe(FLAG_TABLE_VERSION);
   });
 
   it("an older llama-server speaks the older dialect; a changed binary is asked again, an unchanged one never", async () => {
