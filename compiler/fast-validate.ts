@@ -252,23 +252,26 @@ function buildObject(def: ZodDef): Check {
     return { key, mode, check: build(shape[key]!) };
   });
   // Straight-line code with each key spelled out (as zod's own JIT writes it): named loads and stores, no loop.
-  // A plain string or boolean (no check on it) is tested in line; any other value through its check, each held in a const of its own.
+  // A plain value (a string, boolean, number or enum with plain checks, or a constant default of one) is
+  // tested in line; any other through its check, each held in a const of its own.
+  const consts: unknown[] = [];
   const lines = fields.map(({ key, mode }, i) => {
     const k = JSON.stringify(key);
-    const type = inlineType(shape[key]!);
+    const plain = inlineTest(shape[key]!, consts);
     if (mode === "required") {
-      if (type !== undefined) return `x = v[${k}]; if (typeof x !== "${type}") return R; out[${k}] = x;`;
+      if (plain !== undefined) return `x = v[${k}]; if (!(${plain.test})) return R; out[${k}] = x;`;
       return `x = v[${k}]; if (x === undefined && !(${k} in v)) return R; y = c${i}(x); if (y === R) return R; out[${k}] = y;`;
     }
     if (mode === "optional") {
-      if (type !== undefined) return `x = v[${k}]; if (x !== undefined) { if (typeof x !== "${type}") return R; out[${k}] = x; } else if (${k} in v) out[${k}] = undefined;`;
+      if (plain !== undefined) return `x = v[${k}]; if (x !== undefined) { if (!(${plain.test})) return R; out[${k}] = x; } else if (${k} in v) out[${k}] = undefined;`;
       return `x = v[${k}]; if (x !== undefined || ${k} in v) { y = c${i}(x); if (y === R) return R; out[${k}] = y; }`;
     }
+    if (plain?.dflt !== undefined) return `x = v[${k}]; if (x === undefined) out[${k}] = ${plain.dflt}; else if (${plain.test}) out[${k}] = x; else return R;`;
     return `y = c${i}(v[${k}]); if (y === R) return R; out[${k}] = y;`;
   });
   // Unknown keys: own enumerable keys (for…in, with no array to allocate; a parsed table inherits none) not in the shape.
   const unknownKeys = strict ? "for (const key in v) if (!known.has(key)) return R;" : "// unknown keys are dropped";
-  const body = `${fields.map((_, i) => `const c${i} = c[${i}];`).join(" ")}
+  const body = `${fields.map((_, i) => `const c${i} = c[${i}];`).join(" ")} ${consts.map((_, n) => `const k${n} = k[${n}];`).join(" ")}
 return function (v) {
   if (!isPlainTable(v)) return R;
   ${unknownKeys}
@@ -279,26 +282,78 @@ return function (v) {
 };`;
   let make: (...args: unknown[]) => Check;
   try {
-    make = new Function("R", "c", "known", "isPlainTable", body) as typeof make;
+    make = new Function("R", "c", "k", "known", "isPlainTable", body) as typeof make;
   } catch {
     // Code generation disallowed (--disallow-code-generation-from-strings): zod parses this kind.
     throw new Unsupported("code generation");
   }
-  return make(REFUSED, fields.map((f) => f.check), known, isPlainTable);
+  return make(REFUSED, fields.map((f) => f.check), consts, known, isPlainTable);
 }
 
 /**
- * "string" or "boolean" when `schema` is exactly that type with no check of
- * its own, nor a wrapper around one (its `build` is then a typeof test); else
- * undefined. An optional one is unwrapped: its mode says how it is absent.
+ * A value `build` would check with plain tests, written as one expression over
+ * `x` (true: valid, and `x` is the output as it is), its patterns and sets put
+ * in `consts` (`k<n>`): a string, boolean, number (z.int()'s safe-integer
+ * format, numeric bounds) or enum/literal, its checks all of plainTest's kinds.
+ * An optional one is unwrapped (its mode says how it is absent); a default
+ * around one (`dflt`) when its value is a primitive that reads the same twice
+ * (zod's getter returns a constant's copy, a function's result). Otherwise undefined.
  */
-function inlineType(schema: z.ZodType): "string" | "boolean" | undefined {
+function inlineTest(schema: z.ZodType, consts: unknown[]): { test: string; dflt?: string } | undefined {
   let zod = internals(schema);
+  let dflt: string | undefined;
   if (zod.def.type === "optional") zod = internals(zod.def.innerType!);
-  const type = zod.def.type;
-  if (type !== "string" && type !== "boolean") return undefined;
-  if (zod.def.coerce || zod.traits.has("$ZodCheck") || (zod.def.checks ?? []).length > 0) return undefined;
-  return type;
+  else if (zod.def.type === "default") {
+    const value = zod.def.defaultValue;
+    if (!["string", "number", "boolean"].includes(typeof value) || zod.def.defaultValue !== value) return undefined;
+    if (zod.traits.has("$ZodCheck") || (zod.def.checks ?? []).length > 0) return undefined;
+    dflt = constant(consts, value);
+    zod = internals(zod.def.innerType!);
+  }
+  const def = zod.def;
+  if (def.coerce) return undefined;
+  let base: string;
+  switch (def.type) {
+    case "string": base = 'typeof x === "string"'; break;
+    case "boolean": base = 'typeof x === "boolean"'; break;
+    case "number": base = 'typeof x === "number" && Number.isFinite(x)'; break;
+    case "enum":
+    case "literal":
+      if (zod.values === undefined) return undefined;
+      base = `${constant(consts, zod.values)}.has(x)`;
+      break;
+    default: return undefined;
+  }
+  const checks = [...(zod.traits.has("$ZodCheck") ? [zod] : []), ...(def.checks ?? []).map((c) => c._zod)];
+  const tests = [base];
+  for (const check of checks) {
+    const test = plainTestExpr(check, consts);
+    if (test === undefined) return undefined;
+    tests.push(test);
+  }
+  return { test: tests.join(" && "), ...(dflt !== undefined ? { dflt } : {}) };
+}
+
+/** plainTest's checks as expressions over `x` (the same tests); undefined for any other. */
+function plainTestExpr(check: ZodInternals, consts: unknown[]): string | undefined {
+  const def = check.def as unknown as { check?: string; format?: string; pattern?: RegExp; value?: unknown; inclusive?: boolean; when?: unknown };
+  if (def.when !== undefined) return undefined;
+  if (def.check === "string_format" && def.format === "regex" && def.pattern instanceof RegExp) {
+    const p = constant(consts, def.pattern);
+    return `(${p}.lastIndex = 0, ${p}.test(x))`;
+  }
+  if (def.check === "number_format" && def.format === "safeint") return "Number.isSafeInteger(x)";
+  if ((def.check === "greater_than" || def.check === "less_than") && typeof def.value === "number" && Number.isFinite(def.value)) {
+    const op = def.check === "greater_than" ? (def.inclusive ? ">=" : ">") : def.inclusive ? "<=" : "<";
+    return `x ${op} ${constant(consts, def.value)}`;
+  }
+  return undefined;
+}
+
+/** `value` as a const of the generated code (`k<n>`). */
+function constant(consts: unknown[], value: unknown): string {
+  consts.push(value);
+  return `k${consts.length - 1}`;
 }
 
 /** A plain table as smol-toml builds one (not an array, a Date or a marker). */
