@@ -37,6 +37,8 @@ const NEVER = new Set(["better-sqlite3", "ssh2", "cpu-features", "@grpc/grpc-js"
  *     edits write with it; a tree that compiles clean and a plan never call it.
  *   - tar-fs, @balena/dockerignore (with tar-stream, bl, …): dockerode packs a
  *     build context with them; hal0 builds no images.
+ *   - docker-modem's http_duplex (with readable-stream): the stream of a container
+ *     attached with its stdin open; hal0 attaches to none.
  * Behaviour is the same: every call goes to the real function.
  */
 const LAZY = {
@@ -49,6 +51,7 @@ const LAZY = {
   },
   "tar-fs": { from: "/node_modules/dockerode/lib/util.js", stub: (name) => lazyCjs(name) },
   "@balena/dockerignore": { from: "/node_modules/dockerode/lib/util.js", stub: (name) => lazyCjs(name) },
+  "./http_duplex": { from: "/node_modules/docker-modem/lib/modem.js", stub: (name) => lazyCjs(name) },
 };
 
 /**
@@ -63,7 +66,7 @@ const LAZY = {
 const DOCKER_DEFERRED = { ssh2: ["Client"], https: [], zlib: [] };
 const DOCKER_PACKAGES = /\/node_modules\/(dockerode|docker-modem)\//;
 
-/** A CommonJS stand-in: every property read and call goes to the real module, required the first time. */
+/** A CommonJS stand-in: every property read, call and `new` goes to the real module, required the first time. */
 function lazyCjs(name) {
   return [
     "let real;",
@@ -72,6 +75,7 @@ function lazyCjs(name) {
     "  get: (_t, key) => load()[key],",
     "  has: (_t, key) => key in load(),",
     "  apply: (_t, self, args) => Reflect.apply(load(), self, args),",
+    "  construct: (_t, args) => Reflect.construct(load(), args),",
     "});",
   ].join("\n");
 }
@@ -83,7 +87,7 @@ const externals = {
   name: "hal0-externals",
   setup(b) {
     // Loaded when first used, not at start (see LAZY): the stand-in, then the real module inside it.
-    b.onResolve({ filter: /^(@decimalturn\/toml-patch|tar-fs|@balena\/dockerignore)$/ }, (args) => {
+    b.onResolve({ filter: /^(@decimalturn\/toml-patch|tar-fs|@balena\/dockerignore|\.\/http_duplex)$/ }, (args) => {
       if (args.namespace === "hal0-stub") return undefined;
       const lazy = LAZY[args.path];
       if (lazy.from !== undefined && !args.importer.endsWith(lazy.from)) return undefined;
