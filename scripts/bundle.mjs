@@ -86,6 +86,8 @@ const packageOf = (spec) => (spec.startsWith("@") ? spec.split("/").slice(0, 2).
 const externals = {
   name: "hal0-externals",
   setup(b) {
+    // dockerode's session module, as its stand-in below requires it: from node_modules, never bundled (it reads .proto files beside itself).
+    b.onResolve({ filter: /^dockerode\/lib\/session\.js$/ }, (args) => (args.namespace === "hal0-stub" ? { path: args.path, external: true } : undefined));
     // Loaded when first used, not at start (see LAZY): the stand-in, then the real module inside it.
     b.onResolve({ filter: /^(@decimalturn\/toml-patch|tar-fs|@balena\/dockerignore|\.\/http_duplex)$/ }, (args) => {
       if (args.namespace === "hal0-stub") return undefined;

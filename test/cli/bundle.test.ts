@@ -57,6 +57,9 @@ describe("the bundled CLI (dist/cli-bundle, what bin/hal0.js runs)", () => {
     // ASCII only: the loader reads it as latin1. The build escapes what esbuild leaves, such as a regular expression's `§`.
     const text = readFileSync(BUNDLE, "latin1");
     expect(text.match(/[^\x00-\x7f]/)?.index, "a non-ASCII byte in the bundle").toBeUndefined();
+    // dockerode's BuildKit session reads .proto files beside itself: required from node_modules, when first used, never bundled.
+    expect(text).not.toContain("auth.proto");
+    expect(text).toContain('require("dockerode/lib/session.js")');
     // The cache the build wrote for this node (no flags, and the bin's shebang flag) is the one V8 takes.
     for (const flags of [[], ["--max-semi-space-size=2"]]) {
       const taken = await node([...flags, "--input-type=module", "-e", `import { loadBundle } from ${JSON.stringify(pathToFileURL(LOADER).href)}; process.stdout.write(String(loadBundle(${JSON.stringify(BUNDLE)}).rejected));`]);
