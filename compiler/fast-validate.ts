@@ -103,16 +103,15 @@ function build(schema: z.ZodType): Check {
   const def = zod.def;
   if (def.coerce) throw new Unsupported(def.type);
   const base = buildBase(def, zod);
-  // The checks zod runs after its parse: the schema itself when it is a check (z.int()'s format), then def.checks.
-  const checks = [...(zod.traits.has("$ZodCheck") ? [zod] : []), ...(def.checks ?? []).map((c) => c._zod)];
+  const checks = checksOf(zod);
   if (checks.length === 0 || ["default", "prefault", "optional"].includes(def.type)) {
     if (checks.length > 0) throw new Unsupported("checks on a wrapper");
     return base;
   }
   // The common checks as plain tests (each exactly zod's test); any other through zod's own check function.
-  const tests = checks.map(plainTest);
-  if (tests.every((t) => t !== undefined)) {
-    const plain = tests as Array<(v: unknown) => boolean>;
+  const described = checks.map(plainCheck);
+  if (described.every((c) => c !== undefined)) {
+    const plain = (described as PlainCheck[]).map(plainTest);
     return (value) => {
       const out = base(value);
       if (out === REFUSED) return REFUSED;
@@ -136,24 +135,62 @@ function build(schema: z.ZodType): Check {
   };
 }
 
-/** A check zod runs as a plain test of the value (a regex, z.int()'s safe-integer format, a numeric bound); undefined for any other. */
-function plainTest(check: ZodInternals): ((v: unknown) => boolean) | undefined {
+/** The checks zod runs after its parse: the schema itself when it is a check (z.int()'s format), then def.checks. */
+function checksOf(zod: ZodInternals): ZodInternals[] {
+  return [...(zod.traits.has("$ZodCheck") ? [zod] : []), ...(zod.def.checks ?? []).map((c) => c._zod)];
+}
+
+/** A check zod runs as a plain test of the value: a regex, z.int()'s safe-integer format, a numeric bound. */
+type PlainCheck =
+  | { readonly kind: "pattern"; readonly pattern: RegExp }
+  | { readonly kind: "safeint" }
+  | { readonly kind: "bound"; readonly op: ">=" | ">" | "<=" | "<"; readonly value: number };
+
+/** `check` as a plain test (each exactly zod's test), or undefined for any other check (zod's own function runs it). */
+function plainCheck(check: ZodInternals): PlainCheck | undefined {
   const def = check.def as unknown as { check?: string; format?: string; pattern?: RegExp; value?: unknown; inclusive?: boolean; when?: unknown };
   if (def.when !== undefined) return undefined;
-  if (def.check === "string_format" && def.format === "regex" && def.pattern instanceof RegExp) {
-    const pattern = def.pattern;
-    return (v) => {
-      pattern.lastIndex = 0;
-      return pattern.test(v as string);
-    };
-  }
-  if (def.check === "number_format" && def.format === "safeint") return (v) => Number.isSafeInteger(v);
+  if (def.check === "string_format" && def.format === "regex" && def.pattern instanceof RegExp) return { kind: "pattern", pattern: def.pattern };
+  if (def.check === "number_format" && def.format === "safeint") return { kind: "safeint" };
   if ((def.check === "greater_than" || def.check === "less_than") && typeof def.value === "number") {
-    const bound = def.value;
-    if (def.check === "greater_than") return def.inclusive ? (v) => (v as number) >= bound : (v) => (v as number) > bound;
-    return def.inclusive ? (v) => (v as number) <= bound : (v) => (v as number) < bound;
+    const op = def.check === "greater_than" ? (def.inclusive ? ">=" : ">") : def.inclusive ? "<=" : "<";
+    return { kind: "bound", op, value: def.value };
   }
   return undefined;
+}
+
+/** A plain check as a function of the value. */
+function plainTest(c: PlainCheck): (v: unknown) => boolean {
+  switch (c.kind) {
+    case "pattern":
+      return (v) => {
+        c.pattern.lastIndex = 0;
+        return c.pattern.test(v as string);
+      };
+    case "safeint":
+      return (v) => Number.isSafeInteger(v);
+    case "bound": {
+      const bound = c.value;
+      if (c.op === ">=") return (v) => (v as number) >= bound;
+      if (c.op === ">") return (v) => (v as number) > bound;
+      if (c.op === "<=") return (v) => (v as number) <= bound;
+      return (v) => (v as number) < bound;
+    }
+  }
+}
+
+/** A plain check as an expression over `x` for generated code, its pattern or bound put in `consts`. */
+function plainTestExpr(c: PlainCheck, consts: unknown[]): string {
+  switch (c.kind) {
+    case "pattern": {
+      const p = constant(consts, c.pattern);
+      return `(${p}.lastIndex = 0, ${p}.test(x))`;
+    }
+    case "safeint":
+      return "Number.isSafeInteger(x)";
+    case "bound":
+      return `x ${c.op} ${constant(consts, c.value)}`;
+  }
 }
 
 function buildBase(def: ZodDef, zod: ZodInternals): Check {
@@ -294,7 +331,7 @@ return function (v) {
  * A value `build` would check with plain tests, written as one expression over
  * `x` (true: valid, and `x` is the output as it is), its patterns and sets put
  * in `consts` (`k<n>`): a string, boolean, number (z.int()'s safe-integer
- * format, numeric bounds) or enum/literal, its checks all of plainTest's kinds.
+ * format, numeric bounds) or enum/literal, its checks all plain (plainCheck).
  * An optional one is unwrapped (its mode says how it is absent); a default
  * around one (`dflt`) when its value is a primitive that reads the same twice
  * (zod's getter returns a constant's copy, a function's result). Otherwise undefined.
@@ -306,7 +343,7 @@ function inlineTest(schema: z.ZodType, consts: unknown[]): { test: string; dflt?
   else if (zod.def.type === "default") {
     const value = zod.def.defaultValue;
     if (!["string", "number", "boolean"].includes(typeof value) || zod.def.defaultValue !== value) return undefined;
-    if (zod.traits.has("$ZodCheck") || (zod.def.checks ?? []).length > 0) return undefined;
+    if (checksOf(zod).length > 0) return undefined;
     dflt = constant(consts, value);
     zod = internals(zod.def.innerType!);
   }
@@ -324,30 +361,13 @@ function inlineTest(schema: z.ZodType, consts: unknown[]): { test: string; dflt?
       break;
     default: return undefined;
   }
-  const checks = [...(zod.traits.has("$ZodCheck") ? [zod] : []), ...(def.checks ?? []).map((c) => c._zod)];
   const tests = [base];
-  for (const check of checks) {
-    const test = plainTestExpr(check, consts);
-    if (test === undefined) return undefined;
-    tests.push(test);
+  for (const check of checksOf(zod)) {
+    const plain = plainCheck(check);
+    if (plain === undefined) return undefined;
+    tests.push(plainTestExpr(plain, consts));
   }
   return { test: tests.join(" && "), ...(dflt !== undefined ? { dflt } : {}) };
-}
-
-/** plainTest's checks as expressions over `x` (the same tests); undefined for any other. */
-function plainTestExpr(check: ZodInternals, consts: unknown[]): string | undefined {
-  const def = check.def as unknown as { check?: string; format?: string; pattern?: RegExp; value?: unknown; inclusive?: boolean; when?: unknown };
-  if (def.when !== undefined) return undefined;
-  if (def.check === "string_format" && def.format === "regex" && def.pattern instanceof RegExp) {
-    const p = constant(consts, def.pattern);
-    return `(${p}.lastIndex = 0, ${p}.test(x))`;
-  }
-  if (def.check === "number_format" && def.format === "safeint") return "Number.isSafeInteger(x)";
-  if ((def.check === "greater_than" || def.check === "less_than") && typeof def.value === "number" && Number.isFinite(def.value)) {
-    const op = def.check === "greater_than" ? (def.inclusive ? ">=" : ">") : def.inclusive ? "<=" : "<";
-    return `x ${op} ${constant(consts, def.value)}`;
-  }
-  return undefined;
 }
 
 /** `value` as a const of the generated code (`k<n>`). */
