@@ -19,7 +19,7 @@ import { build } from "esbuild";
 import { execFileSync } from "node:child_process";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const out = join(root, "dist/cli-bundle");
@@ -56,14 +56,16 @@ const LAZY = {
 
 /**
  * What dockerode and docker-modem require as soon as they are imported and hal0 never uses
- * (ssh2 for ssh:// engines, https for https:// engines, zlib for build contexts; gRPC, for
- * BuildKit sessions, comes with dockerode's session module, itself deferred below; see
- * reconciler/drivers/docker-deps.ts): each is the stand-in of
- * reconciler/drivers/stand-in.ts, which requires the real module the first time anything on
- * it is used. docker-deps.ts, which does the same through the require cache for tsc's output
- * (looking each module up on the file system at start), is left out of the bundle.
+ * (DOCKER_DEFERRED of reconciler/drivers/stand-in.ts, read from tsc's output, which the build
+ * writes first): where a bundled file of theirs requires one, the stand-in of stand-in.ts goes
+ * in, which requires the real module the first time anything on it is used. (gRPC comes only
+ * with dockerode's session module, itself deferred below.) docker-deps.ts, which does the
+ * same through the require cache for tsc's output (looking each module up on the file system
+ * at start), is left out of the bundle.
  */
-const DOCKER_DEFERRED = { ssh2: ["Client"], https: [], zlib: [] };
+const { DOCKER_DEFERRED } = await import(pathToFileURL(join(root, "dist/reconciler/drivers/stand-in.js")).href);
+const escaped = (name) => name.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");
+const DOCKER_DEFERRED_NAMES = new RegExp(`^(${Object.keys(DOCKER_DEFERRED).map(escaped).join("|")})$`);
 const DOCKER_PACKAGES = /\/node_modules\/(dockerode|docker-modem)\//;
 
 /** A CommonJS stand-in: every property read, call and `new` goes to the real module, required the first time. */
@@ -100,14 +102,14 @@ const externals = {
       resolveDir: args.pluginData.resolveDir,
     }));
     // dockerode's and docker-modem's eager requires of what hal0 never uses: stand-ins (DOCKER_DEFERRED).
-    b.onResolve({ filter: /^(ssh2|https|zlib)$/ }, (args) => {
+    b.onResolve({ filter: DOCKER_DEFERRED_NAMES }, (args) => {
       if (args.namespace !== "file" || !DOCKER_PACKAGES.test(args.importer)) return undefined;
       return { path: `docker-deferred:${args.path}`, namespace: "hal0-stub", pluginData: { name: args.path } };
     });
     b.onLoad({ filter: /^docker-deferred:/, namespace: "hal0-stub" }, (args) => ({
       contents: [
         `const { standIn } = require(${JSON.stringify(join(root, "reconciler/drivers/stand-in.ts"))});`,
-        `module.exports = standIn(() => require(${JSON.stringify(args.pluginData.name)}), ${JSON.stringify(DOCKER_DEFERRED[args.pluginData.name])});`,
+        `module.exports = standIn(() => require(${JSON.stringify(args.pluginData.name)}), ${JSON.stringify(DOCKER_DEFERRED[args.pluginData.name].classes)});`,
       ].join("\n"),
       resolveDir: root,
     }));

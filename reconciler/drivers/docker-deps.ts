@@ -1,5 +1,5 @@
 import { createRequire } from "node:module";
-import { standIn } from "./stand-in.js";
+import { DOCKER_DEFERRED, standIn } from "./stand-in.js";
 
 /**
  * dockerode loads gRPC (for BuildKit sessions) and docker-modem loads ssh2
@@ -35,8 +35,4 @@ function deferred(resolveFrom: NodeJS.Require, name: string, constructors: reado
   require.cache[path] = entry;
 }
 
-deferred(fromDockerode, "@grpc/grpc-js");
-deferred(fromDockerode, "@grpc/proto-loader");
-deferred(fromModem, "ssh2", ["Client"]);
-deferred(fromModem, "https");
-deferred(fromDockerode, "zlib");
+for (const [name, { from, classes }] of Object.entries(DOCKER_DEFERRED)) deferred(from === "dockerode" ? fromDockerode : fromModem, name, classes);

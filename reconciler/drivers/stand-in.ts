@@ -6,6 +6,22 @@
  * the require cache) and by the bundle (scripts/bundle.mjs puts one where
  * dockerode and docker-modem require those modules).
  */
+/**
+ * What dockerode and docker-modem require as soon as they are imported and hal0
+ * never uses (gRPC for BuildKit sessions, ssh2 for ssh:// engines, https for
+ * https:// engines, zlib for build contexts): by the package that requires it,
+ * with the classes read off it at import (each deferred until constructed).
+ * docker-deps.ts puts a stand-in for each in the require cache; the bundle puts
+ * one where the bundled packages require it (scripts/bundle.mjs).
+ */
+export const DOCKER_DEFERRED: Readonly<Record<string, { readonly from: "dockerode" | "docker-modem"; readonly classes: readonly string[] }>> = {
+  "@grpc/grpc-js": { from: "dockerode", classes: [] },
+  "@grpc/proto-loader": { from: "dockerode", classes: [] },
+  ssh2: { from: "docker-modem", classes: ["Client"] },
+  https: { from: "docker-modem", classes: [] },
+  zlib: { from: "dockerode", classes: [] },
+};
+
 export function standIn(load: () => Record<string | symbol, unknown>, constructors: readonly string[] = []): object {
   let real: Record<string | symbol, unknown> | undefined;
   const once = () => (real ??= load());
