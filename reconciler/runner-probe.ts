@@ -307,8 +307,11 @@ export class RunnerProbe {
       const entry = this.binaries.get(path);
       return entry !== undefined && sameFile(entry, info) ? entry : undefined;
     };
-    const entry = known() ?? (this.refresh() ? known() : undefined);
-    if (entry !== undefined) return { ok: true, facts: this.factsOf(entry, binarySource(path, entry)), runs: 0 };
+    const cachedEntry = known() ?? (this.refresh() ? known() : undefined);
+    if (cachedEntry !== undefined) {
+      const entry = this.withCurrentTable(cachedEntry, this.binaries, path, learned);
+      return { ok: true, facts: this.factsOf(entry, binarySource(path, entry)), runs: 0 };
+    }
     const id = `binary\0${path}\0${info.size}\0${info.mtimeMs}`;
     return this.once(id, async () => {
       let runs = 0;
@@ -383,8 +386,11 @@ export class RunnerProbe {
       this.imageRefs.set(ref, id);
       learned.any = true;
     }
-    const entry = this.images.get(id) ?? (this.refresh() ? this.images.get(id) : undefined);
-    if (entry !== undefined) return { ok: true, facts: this.factsOf(entry, imageSource(ref, id)), runs: 0 };
+    const cachedEntry = this.images.get(id) ?? (this.refresh() ? this.images.get(id) : undefined);
+    if (cachedEntry !== undefined) {
+      const entry = this.withCurrentTable(cachedEntry, this.images, id, learned);
+      return { ok: true, facts: this.factsOf(entry, imageSource(ref, id)), runs: 0 };
+    }
     const engine = docker;
     return this.once(`image\0${id}`, async () => {
       await reapProbeContainers(engine);
@@ -425,6 +431,21 @@ export class RunnerProbe {
     }).finally(() => this.inflight.delete(id));
     this.inflight.set(id, job);
     return job;
+  }
+
+  /**
+   * A cached entry whose help text has no flag table of this parser's
+   * FLAG_TABLE_VERSION (written before tables were kept, or by an older
+   * parser): parsed once more and stored, so the commands after this probe
+   * read the table instead of parsing the text each time. The runner is not
+   * asked again; `probed_at` stays the entry's.
+   */
+  private withCurrentTable<E extends Texts>(entry: E, store: Map<string, E>, key: string, learned: { any: boolean }): E {
+    if (entry.help_text === null || entry.flag_table?.version === FLAG_TABLE_VERSION) return entry;
+    const upgraded: E = { ...entry, ...textsOf({ version_text: entry.version_text, help_text: entry.help_text }) };
+    store.set(key, upgraded);
+    learned.any = true;
+    return upgraded;
   }
 
   private factsOf(entry: Texts, source: string): RunnerFacts {

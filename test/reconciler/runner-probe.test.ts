@@ -108,6 +108,18 @@ describe("RunnerProbe: process runners", () => {
     withTable({ version: FLAG_TABLE_VERSION + 1, flags: [] });
     const other = new RunnerProbe({ stateDir: state, root, env: ENV });
     expect(other.cached([proc(FAKE)]).get(key)).toEqual(facts);
+    expect(JSON.parse(readFileSync(path, "utf8")).binaries[join(HAL0_BIN!, FAKE)].flag_table.version).toBe(FLAG_TABLE_VERSION + 1);
+    // The next probe (not cached(), which writes nothing) stores this parser's table, without asking the runner again.
+    // So does it for an entry stored before flag tables were kept.
+    for (const table of [{ version: FLAG_TABLE_VERSION + 1, flags: [] }, undefined]) {
+      withTable(table);
+      const upgrading = new RunnerProbe({ stateDir: state, root, env: ENV });
+      const upgraded = await upgrading.probe([proc(FAKE)]);
+      expect(upgrading.runs).toBe(0);
+      expect(upgraded.index.get(key)).toEqual(facts);
+      const after = JSON.parse(readFileSync(path, "utf8")).binaries[join(HAL0_BIN!, FAKE)];
+      expect(after).toEqual({ ...entry, flag_table: { version: FLAG_TABLE_VERSION, flags: entry.flag_table.flags } });
+    }
     // A malformed table drops the entry: the runner is asked again, and the cache holds a good table after.
     withTable({ version: FLAG_TABLE_VERSION, flags: [{ names: "--spec-type" }] });
     const again = new RunnerProbe({ stateDir: state, root, env: ENV });
