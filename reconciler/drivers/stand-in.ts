@@ -1,12 +1,4 @@
 /**
- * A stand-in for a CommonJS module that loads it the first time anything on it
- * is used: every read, `in`, key listing and property set goes to the real
- * module, required then by `load`. A class read at import time (`require('ssh2').Client`)
- * is itself deferred until it is constructed. Used by docker-deps.ts (through
- * the require cache) and by the bundle (scripts/bundle.mjs puts one where
- * dockerode and docker-modem require those modules).
- */
-/**
  * What dockerode and docker-modem require as soon as they are imported and hal0
  * never uses (gRPC for BuildKit sessions, ssh2 for ssh:// engines, https for
  * https:// engines, zlib for build contexts): by the package that requires it,
@@ -22,6 +14,14 @@ export const DOCKER_DEFERRED: Readonly<Record<string, { readonly from: "dockerod
   zlib: { from: "dockerode", classes: [] },
 };
 
+/**
+ * A stand-in for a CommonJS module that loads it the first time anything on it
+ * is used: every read, `in`, key listing and property set goes to the real
+ * module, required then by `load`. A class read at import time (`require('ssh2').Client`)
+ * is itself deferred until it is constructed. Used by docker-deps.ts (through
+ * the require cache) and by the bundle (scripts/bundle.mjs puts one where
+ * dockerode and docker-modem require those modules).
+ */
 export function standIn(load: () => Record<string | symbol, unknown>, constructors: readonly string[] = []): object {
   let real: Record<string | symbol, unknown> | undefined;
   const once = () => (real ??= load());
