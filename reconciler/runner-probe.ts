@@ -441,8 +441,8 @@ export class RunnerProbe {
    * asked again; `probed_at` stays the entry's.
    */
   private withCurrentTable<E extends Texts>(entry: E, store: Map<string, E>, key: string, learned: { any: boolean }): E {
-    if (entry.help_text === null || entry.flag_table?.version === FLAG_TABLE_VERSION) return entry;
-    const upgraded: E = { ...entry, ...textsOf({ version_text: entry.version_text, help_text: entry.help_text }) };
+    if (entry.help_text === null || currentFlags(entry) !== undefined) return entry;
+    const upgraded: E = { ...entry, ...textsOf(entry) };
     store.set(key, upgraded);
     learned.any = true;
     return upgraded;
@@ -453,8 +453,7 @@ export class RunnerProbe {
     if (bySource === undefined) this.built.set(entry, (bySource = new Map()));
     let facts = bySource.get(source);
     if (facts === undefined) {
-      const parsed = entry.flag_table?.version === FLAG_TABLE_VERSION ? entry.flag_table.flags : undefined;
-      bySource.set(source, (facts = runnerFacts(entry.version_text, entry.help_text, source, parsed)));
+      bySource.set(source, (facts = runnerFacts(entry.version_text, entry.help_text, source, currentFlags(entry))));
     }
     return facts;
   }
@@ -529,6 +528,11 @@ export class RunnerProbe {
     }).catch(() => undefined);
     return this.writes;
   }
+}
+
+/** The flags stored beside an entry's help text, when this parser's FLAG_TABLE_VERSION made them; else undefined. */
+function currentFlags(entry: Texts): readonly RunnerFlag[] | undefined {
+  return entry.flag_table?.version === FLAG_TABLE_VERSION ? entry.flag_table.flags : undefined;
 }
 
 /** What the cache keeps of a runner's answers: the texts, and the flags parsed from its help (under FLAG_TABLE_VERSION). */
