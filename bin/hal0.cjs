@@ -17,7 +17,7 @@ const { canLoadBundle, loadBundle } = require("./load-bundle.cjs");
 
 const bundle = join(__dirname, "../dist/cli-bundle/hal0.cjs");
 const modules = join(__dirname, "../dist/cli/main.js");
-const loaded = canLoadBundle && fresh(bundle, modules) ? Promise.resolve(loadBundle(bundle).exports) : import(pathToFileURL(modules).href);
+const loaded = canLoadBundle && fresh(bundle, modules) ? Promise.resolve(bundled(bundle)) : import(pathToFileURL(modules).href);
 
 loaded
   .then(({ main }) => main(process.argv.slice(2)))
@@ -37,6 +37,15 @@ loaded
       process.exitCode = 70;
     },
   );
+
+/** The bundle's exports; a damaged code cache is said on stderr (the command runs without it, compiled as usual). */
+function bundled(file) {
+  const { exports, cache, cachePath } = loadBundle(file);
+  if (cache === "damaged") {
+    process.stderr.write(`hal0: note: the CLI's code cache ${cachePath} is damaged (its bytes are not the ones the build wrote); this command runs without it (compiled as usual). \`npm run build\` in ${join(__dirname, "..")} writes it again.\n`);
+  }
+  return exports;
+}
 
 /** True when `built` exists and is not older than `source` (or `source` is missing). */
 function fresh(built, source) {

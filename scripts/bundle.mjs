@@ -20,6 +20,7 @@ import { execFileSync } from "node:child_process";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
+import { withBundleId } from "../bin/load-bundle.cjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 const out = join(root, "dist/cli-bundle");
@@ -196,7 +197,10 @@ await build({
 // a template and a regular expression literal, with or without the u flag.
 const file = join(out, "hal0.cjs");
 const text = readFileSync(file, "utf8");
-if (/[^\x00-\x7f]/.test(text)) writeFileSync(file, text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`));
+const ascii = /[^\x00-\x7f]/.test(text) ? text.replace(/[^\x00-\x7f]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`) : text;
+// Its last line: the sha256 of everything before it, the bundle's id. bin/load-bundle.cjs reads
+// a code cache only under a name made with it, so a cache of another build is never taken.
+writeFileSync(file, withBundleId(ascii), "latin1");
 
 // The code caches: for `node bin/hal0.cjs` (no flags) and for the bin's own shebang line.
 for (const flags of [[], ["--max-semi-space-size=2"]]) {

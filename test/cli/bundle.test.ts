@@ -1,5 +1,6 @@
 import { execFile } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, symlinkSync, writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -62,8 +63,8 @@ describe("the bundled CLI (dist/cli-bundle, what bin/hal0.js runs)", () => {
     expect(text).toContain('require("dockerode/lib/session.js")');
     // The cache the build wrote for this node (no flags, and the bin's shebang flag) is the one V8 takes.
     for (const flags of [[], ["--max-semi-space-size=2"]]) {
-      const taken = await node([...flags, "--input-type=module", "-e", `import { loadBundle } from ${JSON.stringify(pathToFileURL(LOADER).href)}; process.stdout.write(String(loadBundle(${JSON.stringify(BUNDLE)}).rejected));`]);
-      expect(taken.stdout, flags.join(" ")).toBe("false");
+      const taken = await node([...flags, "--input-type=module", "-e", `import { loadBundle } from ${JSON.stringify(pathToFileURL(LOADER).href)}; process.stdout.write(loadBundle(${JSON.stringify(BUNDLE)}).cache);`]);
+      expect(taken.stdout, flags.join(" ")).toBe("taken");
     }
     const dir = mkdtempSync(join(tmpdir(), "hal0-bundle-"));
     // A loader hook that names every module loaded: the bundle's entry, never tsc's.
@@ -76,6 +77,55 @@ describe("the bundled CLI (dist/cli-bundle, what bin/hal0.js runs)", () => {
     expect(ran.stderr).toContain(pathToFileURL(join(PROJECT, "bin/hal0.cjs")).href);
     expect(ran.stderr).not.toContain(pathToFileURL(MODULES).href);
     expect(ran.stderr).not.toContain(pathToFileURL(join(PROJECT, "dist/cli/")).href);
+  });
+
+  it("takes a code cache only when it is this build's and its bytes are the ones written: a damaged one is set aside with a note, another build's is never found", async () => {
+    // A copy of the built CLI (the bin, the loader, the bundle and its caches), so its files can be spoiled.
+    const dir = mkdtempSync(join(tmpdir(), "hal0-bundle-cache-"));
+    mkdirSync(join(dir, "bin"));
+    mkdirSync(join(dir, "dist/cli-bundle"), { recursive: true });
+    for (const f of ["hal0.cjs", "load-bundle.cjs"]) copyFileSync(join(PROJECT, "bin", f), join(dir, "bin", f));
+    for (const f of readdirSync(join(PROJECT, "dist/cli-bundle"))) copyFileSync(join(PROJECT, "dist/cli-bundle", f), join(dir, "dist/cli-bundle", f));
+    symlinkSync(join(PROJECT, "node_modules"), join(dir, "node_modules"));
+    copyFileSync(join(PROJECT, "package.json"), join(dir, "package.json"));
+    const bundle = join(dir, "dist/cli-bundle/hal0.cjs");
+    const caches = readdirSync(join(dir, "dist/cli-bundle")).filter((f) => f.endsWith(".cache")).map((f) => join(dir, "dist/cli-bundle", f));
+    expect(caches).toHaveLength(2);
+    const intact = new Map(caches.map((f) => [f, readFileSync(f)]));
+    const hal0 = (args: string[]) => node([join(dir, "bin/hal0.cjs"), ...args]);
+    const cacheOf = async () => (await node(["-e", `process.stdout.write(require(${JSON.stringify(join(dir, "bin/load-bundle.cjs"))}).loadBundle(${JSON.stringify(bundle)}).cache)`])).stdout;
+    const validate = ["validate", "--config", BOX];
+
+    const clean = await hal0(validate);
+    expect(clean.code, clean.stderr).toBe(0);
+    expect(clean.stderr).not.toContain("code cache");
+    expect(await cacheOf()).toBe("taken");
+
+    // Bytes flipped inside V8's part (V8 itself would end the process in a fatal error), then a file cut short.
+    for (const spoil of [(b: Buffer) => { for (let i = 4096; i < b.length; i += 65536) b[i]! ^= 0xff; return b; }, (b: Buffer) => b.subarray(0, 20)]) {
+      for (const [f, bytes] of intact) writeFileSync(f, spoil(Buffer.from(bytes)));
+      const ran = await hal0(validate);
+      expect(ran.code, ran.stderr).toBe(0);
+      expect(ran.stdout).toBe(clean.stdout);
+      expect(ran.stderr).toContain("hal0: note: the CLI's code cache");
+      expect(ran.stderr).toContain("is damaged");
+      expect(ran.stderr.replace(/^hal0: note: .*\n/m, "")).toBe(clean.stderr);
+      expect(await cacheOf()).toBe("damaged");
+    }
+
+    // Another build of the same length beside this build's caches (V8 checks a cache against a script by its length
+    // only, and would run the cached code): the build's id line names other caches, so none is found and the new text runs.
+    for (const [f, bytes] of intact) writeFileSync(f, bytes);
+    const text = readFileSync(bundle, "latin1");
+    const body = text.slice(0, text.lastIndexOf("//# hal0-bundle-sha256=")).replace("usage: hal0 <command>", "usage: HAL9 <command>");
+    expect(body).toContain("usage: HAL9 <command>");
+    writeFileSync(bundle, (createRequire(import.meta.url)(LOADER) as { withBundleId: (text: string) => string }).withBundleId(body), "latin1");
+    expect(readFileSync(bundle).length).toBe(Buffer.byteLength(text, "latin1"));
+    const help = await hal0(["--help"]);
+    expect(help.code).toBe(0);
+    expect(help.stdout).toContain("usage: HAL9 <command>");
+    expect(help.stderr).toBe("");
+    expect(await cacheOf()).toBe("none");
   });
 
   it("says what the modules say: help, validate (a clean tree, a tree with errors located at their keys), a usage error, an unknown command, a missing config folder", async () => {
