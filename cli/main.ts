@@ -136,7 +136,18 @@ function failureOf(err: unknown, name: string, io: CliIo): Failure | undefined {
     const { message } = err as Error;
     return { exit: EXIT_ERROR, text: `hal0 ${name}: ${code as string}: ${message}\n`, diagnostics: [cliDiagnostic(code as string, message)] };
   }
+  // The file system refused (a folder hal0 may not write, a full disk, a read-only mount): said with its path, no stack.
+  const refused = fileSystemRefusal(err);
+  if (refused !== undefined) return { exit: EXIT_ERROR, text: `hal0 ${name}: system.io: ${refused}\n`, diagnostics: [cliDiagnostic("system.io", refused)] };
   return undefined;
+}
+
+/** "could not open /x/y: permission denied (EACCES)" for an error of node's file system calls (it has a syscall and a path); else undefined. */
+function fileSystemRefusal(err: unknown): string | undefined {
+  const e = err as { code?: unknown; syscall?: unknown; path?: unknown; dest?: unknown; message?: unknown } | null;
+  if (!(err instanceof Error) || typeof e!.code !== "string" || !/^E[A-Z0-9]+$/.test(e!.code) || typeof e!.syscall !== "string" || typeof e!.path !== "string") return undefined;
+  const reason = new RegExp(`^${e!.code}: ([^,]+),`).exec(String(e!.message))?.[1] ?? "refused";
+  return `could not ${e!.syscall} ${e!.path}${typeof e!.dest === "string" ? ` to ${e!.dest}` : ""}: ${reason} (${e!.code})`;
 }
 
 /** The arguments before a `--` terminator: where options are. */

@@ -1,4 +1,5 @@
-import { resolve } from "node:path";
+import { statSync, type Stats } from "node:fs";
+import { dirname, resolve } from "node:path";
 import { compile, ConfigNotFoundError, loadTree, type Model, type SourceTree } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
 import { CliError, InvalidConfigError, type CliIo } from "./io.js";
@@ -11,12 +12,45 @@ export function configDir(flag: string | undefined, env: Readonly<Record<string,
   return "/etc/hal0";
 }
 
-/** The state folder: `--state`, else $HAL0_STATE, else $HAL0_HOME/var/lib/hal0, else /var/lib/hal0. */
+/**
+ * The state folder: `--state`, else $HAL0_STATE, else $HAL0_HOME/var/lib/hal0,
+ * else /var/lib/hal0. A path that is a file, or lies below one, is CliError
+ * `cli.not_a_folder` before the command reads or writes anything.
+ */
 export function stateDir(flag: string | undefined, env: Readonly<Record<string, string | undefined>>, cwd: string): string {
+  return refuseNonFolder(statePath(flag, env, cwd), "state folder");
+}
+
+/** Where the state folder is (as `stateDir`), unchecked: for `hal0 validate`, which only reads the runner cache there when it can. */
+export function statePath(flag: string | undefined, env: Readonly<Record<string, string | undefined>>, cwd: string): string {
   if (flag) return resolve(cwd, flag);
   if (env.HAL0_STATE) return resolve(cwd, env.HAL0_STATE);
   if (env.HAL0_HOME) return resolve(cwd, env.HAL0_HOME, "var/lib/hal0");
   return "/var/lib/hal0";
+}
+
+/**
+ * `dir` when it is a folder, or when it can be made one (the nearest part of
+ * it that exists is a folder); else CliError `cli.not_a_folder`, naming `what`
+ * (the command writes nothing).
+ */
+export function refuseNonFolder(dir: string, what: string): string {
+  for (let at = dir; ; at = dirname(at)) {
+    const info = statOrUndefined(at);
+    if (info === undefined && dirname(at) !== at) continue;
+    if (info === undefined || info.isDirectory()) return dir;
+    throw new CliError("cli.not_a_folder", at === dir ? `${what} ${dir} is a file, not a folder` : `${what} ${dir} cannot be made: ${at} is a file, not a folder`);
+  }
+}
+
+/** `path`'s stat; undefined when nothing is there, or when a part of it above is a file (ENOTDIR). */
+function statOrUndefined(path: string): Stats | undefined {
+  try {
+    return statSync(path, { throwIfNoEntry: false });
+  } catch (err) {
+    if ((err as { code?: unknown }).code === "ENOTDIR") return undefined;
+    throw err;
+  }
 }
 
 /** The config folder read and compiled (`agent`, `doctor`, `web`, and every command through `openBox`): the compiled tree (a model only when it has no error) and everything the compiler said. */

@@ -4,7 +4,7 @@ import { RunnerProbe } from "../reconciler/runner-probe.js";
 import { findingDiagnostic, preflight } from "../reconciler/preflight.js";
 import type { Diagnostic } from "../schema/index.js";
 import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
-import { configDir, stateDir } from "./paths.js";
+import { configDir, statePath } from "./paths.js";
 import { formatAnnotation, formatDiagnostic, formatSummary } from "./format-diagnostics.js";
 
 export const VALIDATE_HELP = `hal0 validate [--config DIR] [--state DIR] [--json] [--strict] [--runners]
@@ -47,7 +47,7 @@ export async function runValidate(args: string[], io: CliIo): Promise<number> {
     return EXIT_ERROR;
   }
   // The runners' facts: from the state folder's cache (fast, nothing runs), or asked now with --runners.
-  const probe = new RunnerProbe({ stateDir: stateDir(values.state, io.env, io.cwd), root, env: process.env });
+  const probe = new RunnerProbe({ stateDir: statePath(values.state, io.env, io.cwd), root, env: process.env });
   const observed = await withRunners(compile(loaded.tree, loaded.diagnostics), loaded.tree, loaded.diagnostics, probe, values.runners ? "probe" : "cached");
   const compiled = observed.result;
   const unknown = compiled.model ? runnerTargets(compiled.model).filter((t) => !observed.runners.has(runnerKey(t.runtime, t.word))) : [];

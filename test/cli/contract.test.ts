@@ -1,4 +1,4 @@
-import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -94,6 +94,53 @@ describe("exit statuses: 2 is only 'changes'", () => {
   it("plan --detailed-exitcode and drift keep 2 for changes", async () => {
     expect((await run(["plan", "--detailed-exitcode", "--config", good, "--state", state()])).code).toBe(2);
     expect((await run(["plan", "--config", good, "--state", state()])).code).toBe(0);
+  });
+});
+
+describe("a folder that is a file: 1 cli.not_a_folder before anything is read or written; the file system's refusals: 1 system.io, never an internal error", () => {
+  /** A file where a folder is wanted, with what it held. */
+  const file = () => {
+    const f = join(dir, "a-file");
+    writeFileSync(f, "not a folder\n");
+    return f;
+  };
+
+  it.each([
+    ["plan"], ["apply", "--yes"], ["status"], ["down"], ["drift"], ["doctor"], ["reconcile", "--once"], ["web"], ["token", "list"], ["agent", "approvals", "list"], ["agent", "reprovision", "hermes"],
+  ])("a state folder that is a file, or lies below one (--state or $HAL0_STATE): hal0 %s", async (...command) => {
+    const f = file();
+    const config = command[0] === "token" ? [] : ["--config", good];
+    const at = await run([...command, ...config, "--state", f]);
+    expect(at.code, at.err).toBe(1);
+    expect(at.out).toBe("");
+    expect(at.err).toBe(`hal0 ${command[0]}: cli.not_a_folder: state folder ${f} is a file, not a folder\n`);
+    const below = await run([...command, ...config], { HAL0_STATE: join(f, "state") });
+    expect(below.code, below.err).toBe(1);
+    expect(below.err).toBe(`hal0 ${command[0]}: cli.not_a_folder: state folder ${join(f, "state")} cannot be made: ${f} is a file, not a folder\n`);
+    expect(readFileSync(f, "utf8")).toBe("not a folder\n");
+  });
+
+  it("plan --json with a state folder that is a file: one JSON document with the diagnostic; validate, which only reads the runner cache there, still validates", async () => {
+    const f = file();
+    const r = await run(["plan", "--json", "--config", good, "--state", f]);
+    expect(r.code).toBe(1);
+    expect(r.err).toBe("");
+    expect(failureDoc(r.out, 1).diagnostics).toEqual([expect.objectContaining({ code: "cli.not_a_folder", summary: `state folder ${f} is a file, not a folder`, file: null })]);
+    const v = await run(["validate", "--config", good, "--state", f]);
+    expect(v.code, v.err).toBe(0);
+  });
+
+  it("schema --out: a file is cli.not_a_folder; a folder where a schema file goes is system.io naming both paths, with no temporary file left", async () => {
+    const f = file();
+    const r = await run(["schema", "--out", f]);
+    expect(r.code).toBe(1);
+    expect(r.err).toBe(`hal0 schema: cli.not_a_folder: --out ${f} is a file, not a folder\n`);
+    const out = join(dir, "schemas");
+    mkdirSync(join(out, "slot.schema.json"), { recursive: true });
+    const refused = await run(["schema", "--out", out]);
+    expect(refused.code, refused.err).toBe(1);
+    expect(refused.err).toMatch(new RegExp(`^hal0 schema: system\\.io: could not rename ${out}/\\.slot\\.schema\\.json\\.[^ ]+\\.tmp to ${out}/slot\\.schema\\.json: illegal operation on a directory \\(EISDIR\\)\n$`));
+    expect(readdirSync(out).filter((n) => n.endsWith(".tmp"))).toEqual([]);
   });
 });
 
