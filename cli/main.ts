@@ -34,6 +34,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   model: async () => { const m = await import("./model-cmd.js"); return { run: m.runModel, help: m.MODEL_HELP }; },
   service: async () => { const m = await import("./service-cmd.js"); return { run: m.runService, help: m.SERVICE_HELP }; },
   bridge: async () => { const m = await import("./bridge-cmd.js"); return { run: m.runBridge, help: m.BRIDGE_HELP }; },
+  version: async () => { const m = await import("./version-cmd.js"); return { run: m.runVersion, help: m.VERSION_HELP }; },
 };
 
 const USAGE = `usage: hal0 <command> [options]
@@ -57,6 +58,7 @@ commands:
   model      model pull REPO FILE: pull a model from the Hugging Face Hub, verify it, register it
   service    service install: write the systemd unit of hal0 serve (--print: show it only)
   bridge     admit NAME | list | revoke NAME: remote coding agents on hal0-agents (/mcp/agents)
+  version    hal0's version and the node it runs on (also: hal0 --version)
 
 exit status:
   0   done
@@ -81,7 +83,9 @@ interface Failure {
  * one JSON document on stdout.
  */
 export async function main(argv: string[], io: CliIo = processIo()): Promise<number> {
-  const [name, ...rest] = argv;
+  const [first, ...rest] = argv;
+  // `--version` as native tools take it: the version command.
+  const name = first === "--version" ? "version" : first;
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {
     // Asked for: stdout, exit 0. No command at all is a usage error: stderr, exit 64.
     (name === undefined ? io.stderr : io.stdout).write(`${USAGE}\n`);

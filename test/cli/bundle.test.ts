@@ -130,7 +130,7 @@ describe("the bundled CLI (dist/cli-bundle, what bin/hal0.js runs)", () => {
 
   it("says what the modules say: help, validate (a clean tree, a tree with errors located at their keys), a usage error, an unknown command, a missing config folder", async () => {
     const broken = join(PROJECT, "fixtures/invalid/agent-auth-env-required");
-    for (const args of [["--help"], ["plan", "--help"], ["validate", "--config", BOX], ["validate", "--config", BOX, "--json"], ["validate", "--config", broken], ["plan", "--nope"], ["aply"], ["plan", "--config", "/nonexistent-hal0-config"]]) {
+    for (const args of [["--help"], ["--version"], ["plan", "--help"], ["validate", "--config", BOX], ["validate", "--config", BOX, "--json"], ["validate", "--config", broken], ["plan", "--nope"], ["aply"], ["plan", "--config", "/nonexistent-hal0-config"]]) {
       const { bundle, modules } = await both(args);
       expect(bundle, args.join(" ")).toEqual(modules);
     }

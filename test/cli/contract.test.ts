@@ -84,6 +84,19 @@ describe("exit statuses: 2 is only 'changes'", () => {
     expect(r.err).toMatch(new RegExp(`^hal0 ${command[0]}: runtime\\.unavailable: \\[slots\\] runtime = "docker": the engine at unix://.*nobody\\.sock does not answer`));
   });
 
+  it("hal0 --version and hal0 version print the package's version and the node it runs on (exit 0); --json as a document", async () => {
+    const { version } = JSON.parse(readFileSync(join(import.meta.dirname, "../../package.json"), "utf8")) as { version: string };
+    expect(version).toMatch(/^\d+\.\d+\.\d+/);
+    for (const args of [["--version"], ["version"]]) {
+      const r = await run(args);
+      expect(r.code, r.err).toBe(0);
+      expect(r.out).toBe(`hal0 ${version} (node ${process.version}, ${process.platform} ${process.arch})\n`);
+    }
+    expect(JSON.parse((await run(["version", "--json"])).out)).toEqual({ version, node: process.version, platform: process.platform, arch: process.arch });
+    expect((await run(["version", "extra"])).code).toBe(64);
+    expect((await run(["--help"])).out).toMatch(/^ {2}version +hal0's version/m);
+  });
+
   it("usage errors are 64: an extra argument, a missing option value", async () => {
     expect((await run(["plan", "extra", "--config", good])).code).toBe(64);
     expect((await run(["plan", "--config"])).code).toBe(64);
@@ -214,6 +227,7 @@ describe("an unknown option names the closest known one (exit 64), for every com
     [["web", "--hots", "x"], "--hots", "--host"],
     [["schema", "--ot", "x"], "--ot", "--out"],
     [["token", "list", "--al"], "--al", "--all"],
+    [["version", "--jsn"], "--jsn", "--json"],
   ])("hal0 %j", async (args, option, hit) => {
     const r = await run(args);
     expect(r.code, r.err).toBe(64);
