@@ -155,6 +155,16 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     expect(refused.err).toMatch(new RegExp(`^hal0 schema: system\\.io: could not rename ${out}/\\.slot\\.schema\\.json\\.[^ ]+\\.tmp to ${out}/slot\\.schema\\.json: illegal operation on a directory \\(EISDIR\\)\n$`));
     expect(readdirSync(out).filter((n) => n.endsWith(".tmp"))).toEqual([]);
   });
+
+  it("plan --out naming a folder is system.io (the plan was printed; no file written, no temporary file left)", async () => {
+    const parent = join(dir, "plan-out");
+    mkdirSync(join(parent, "taken"), { recursive: true });
+    const r = await run(["plan", "--out", join(parent, "taken"), "--config", good, "--state", state()]);
+    expect(r.code, r.err).toBe(1);
+    expect(r.err).toMatch(new RegExp(`^hal0 plan: system\\.io: could not rename ${parent}/\\.taken\\.[^ ]+\\.tmp to ${parent}/taken: illegal operation on a directory \\(EISDIR\\)\n$`));
+    expect(readdirSync(parent)).toEqual(["taken"]);
+    expect(readdirSync(join(parent, "taken"))).toEqual([]);
+  });
 });
 
 describe("--json prints JSON, on failure too", () => {
