@@ -12,7 +12,7 @@
 // the same length (an edited constant, a build stopped before it wrote the caches) would
 // run that build's code. So the build writes the bundle's sha256 on its last line and puts
 // it in the cache's name, and each cache starts with the sha256 of its own bytes, checked
-// here before V8 sees them (~0.7 ms a command, as Node 22's own compile cache checks a CRC
+// here before V8 sees them (~0.9 ms a command, as Node 22's own compile cache checks a CRC
 // of its caches): a cache of another bundle is never found, and a damaged one is set aside.
 // CommonJS, as bin/hal0.cjs: an ES module entry would start node's ES module loader and
 // read every export of each built-in it imports (fs's lazy streams among them) first.
@@ -103,6 +103,5 @@ function loadBundle(file, { useCache = true } = {}) {
 
 exports.canLoadBundle = canLoadBundle;
 exports.cacheFile = cacheFile;
-exports.cachePath = cachePath;
 exports.loadBundle = loadBundle;
 exports.withBundleId = withBundleId;
