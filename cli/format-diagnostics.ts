@@ -41,12 +41,30 @@ export function formatAnnotation(d: Diagnostic, o: TextOptions): string {
   return `::${d.severity === "error" ? "error" : "warning"} file=${file},line=${d.line},col=${d.column},title=${d.code}::${msg}`;
 }
 
+/** A source line wider than this is shown as a window of it around the column, `…` where it is cut. */
+const FRAME_WIDTH = 120;
+/** How much of the line before the column the window keeps. */
+const FRAME_BEFORE = 40;
+
 function codeFrame(text: string | undefined, line: number, column: number): string[] | undefined {
-  const source = text?.split(/\r?\n/)[line - 1]?.replace(/\t/g, " ");
-  if (source === undefined) return undefined;
+  const full = text?.split(/\r?\n/)[line - 1]?.replace(/\t/g, " ");
+  if (full === undefined) return undefined;
   const w = Math.max(4, String(line).length + 1);
-  const caret = "^".repeat(tokenWidth(source, column - 1));
-  return [`${String(line).padStart(w)} | ${source}`, `${" ".repeat(w)} | ${" ".repeat(Math.max(0, column - 1))}${caret}`];
+  const at = Math.max(0, column - 1);
+  let source = full;
+  let shift = 0;
+  let cutEnd = false;
+  if (full.length > FRAME_WIDTH) {
+    const start = Math.max(0, Math.min(at - FRAME_BEFORE, full.length - FRAME_WIDTH));
+    const end = start + FRAME_WIDTH;
+    cutEnd = end < full.length;
+    source = `${start > 0 ? "…" : ""}${full.slice(start, end)}${cutEnd ? "…" : ""}`;
+    shift = start - (start > 0 ? 1 : 0);
+  }
+  // The caret stays inside what is shown: up to the `…` of a cut line.
+  const room = source.length - (cutEnd ? 1 : 0) - (at - shift);
+  const caret = "^".repeat(Math.max(1, Math.min(tokenWidth(full, at), room)));
+  return [`${String(line).padStart(w)} | ${source}`, `${" ".repeat(w)} | ${" ".repeat(at - shift)}${caret}`];
 }
 
 /** How many columns the key or value starting at `start` spans (a quoted string, or a bare word). */

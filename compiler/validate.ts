@@ -22,7 +22,8 @@ export function parseToml(rel: string, text: string, reporter: Reporter): Record
     return normalizeScalars(parse(text, { integersAsBigInt: true }) as Record<string, unknown>);
   } catch (err) {
     if (!(err instanceof TomlError)) throw err;
-    const reason = err.message.split("\n")[0]!.replace(/^Invalid TOML document: /, "");
+    // smol-toml ends some reasons with a period; the summary and detail add their own.
+    const reason = err.message.split("\n")[0]!.replace(/^Invalid TOML document: /, "").replace(/\.+$/, "");
     reporter.add([
       {
         code: "config.parse_error", severity: "error", summary: `invalid TOML: ${reason}`,

@@ -40,6 +40,25 @@ describe("hal0 validate (in process)", () => {
     expect(io.out()).not.toContain("\u001b[");
   });
 
+  it("a long line's code frame is a window of it around the column, cut with …, the caret under the key or value", async () => {
+    const long = `port = "${"y".repeat(50)}" # ${"z".repeat(300)}`;
+    const dir = tree({ "hal0.toml": `[server]\n${long}\n`, "slots/s.toml": `port = ${"[".repeat(3000)}${"]".repeat(3000)}\n` });
+    const io = captureIo({}, dir);
+    expect(await main(["validate", "--config", dir], io)).toBe(1);
+    expect(io.out()).toContain(`hal0.toml:2:8: error[config.invalid_type]: expected an integer, found a string
+   2 | ${long.slice(0, 120)}…
+     |        ^${"^".repeat(51)}
+`);
+    // A parse error deep in a 6,000-character line: the window starts 40 columns before it; the caret stops at the cut.
+    const parse = io.out().split("\n").findIndex((l) => l.includes("error[config.parse_error]"));
+    const [head, frame, caret] = io.out().split("\n").slice(parse, parse + 3);
+    const column = Number(/^slots\/s\.toml:1:(\d+):/.exec(head!)![1]);
+    expect(column).toBeGreaterThan(200);
+    expect(head).not.toContain("..");
+    expect(frame).toBe(`   1 | …${`port = ${"[".repeat(3000)}`.slice(column - 41, column - 41 + 120)}…`);
+    expect(caret).toBe(`     | ${" ".repeat(41)}${"^".repeat(80)}`);
+  });
+
   it("--json prints the stable document", async () => {
     const dir = tree(BROKEN);
     const io = captureIo();
