@@ -14,8 +14,8 @@ const TEMP_NAME = /^\..+\.([0-9]+)\.[0-9a-f]{12}\.hal0\.tmp$/;
 const LEGACY_TEMP_NAME = /^\..+\.[0-9a-f]{12}\.tmp$/;
 const LEGACY_STALE_MS = 60 * 60_000;
 
-/** Writes `text` to `path` atomically: a temp file in the same folder, fsync, rename. */
-export async function writeFileAtomic(path: string, text: string, mode = 0o644): Promise<void> {
+/** Writes `text` (or bytes) to `path` atomically: a temp file in the same folder, fsync, rename. */
+export async function writeFileAtomic(path: string, text: string | Uint8Array, mode = 0o644): Promise<void> {
   const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.hal0.tmp`);
   const handle = await open(tmp, "wx", mode);
   try {

@@ -2,15 +2,16 @@
 // its flags (bin/load-bundle.cjs names it): runs `--help`, `validate` and `plan` of the example
 // box (process runtime, a fresh state folder, nothing started) in this process, quietly, then
 // saves what V8 compiled for them, behind the sha256 that bin/load-bundle.cjs checks (written
-// to a temporary file and renamed over the cache, so no reader meets half a file). Run by
-// scripts/bundle.mjs once per set of flags.
-import { mkdtempSync, renameSync, rmSync, writeFileSync } from "node:fs";
+// atomically, by tsc's writeFileAtomic, so no reader meets half a file). Run by
+// scripts/bundle.mjs once per set of flags, after tsc.
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
-import { fileURLToPath } from "node:url";
+import { fileURLToPath, pathToFileURL } from "node:url";
 import { cacheFile, canLoadBundle, loadBundle } from "../bin/load-bundle.cjs";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const { writeFileAtomic } = await import(pathToFileURL(join(root, "dist/reconciler/atomic.js")).href);
 const file = join(root, "dist/cli-bundle/hal0.cjs");
 if (!canLoadBundle) process.exit(0);
 const { exports, script, cachePath } = loadBundle(file, { useCache: false });
@@ -24,9 +25,7 @@ try {
     // A command that fails here (a host without what it needs) still leaves what it compiled.
     await exports.main(args, io).catch(() => undefined);
   }
-  const temporary = `${cachePath}.${process.pid}.tmp`;
-  writeFileSync(temporary, cacheFile(script.createCachedData()));
-  renameSync(temporary, cachePath);
+  await writeFileAtomic(cachePath, cacheFile(script.createCachedData()));
 } finally {
   rmSync(state, { recursive: true, force: true });
 }
