@@ -1,7 +1,7 @@
-import { statSync, type Stats } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { resolve } from "node:path";
 import { compile, ConfigNotFoundError, loadTree, type Model, type SourceTree } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
+import { nearestExisting } from "../reconciler/atomic.js";
 import { CliError, InvalidConfigError, type CliIo } from "./io.js";
 
 /** The config folder: `--config`, else $HAL0_CONFIG, else $HAL0_HOME/etc/hal0, else /etc/hal0. */
@@ -35,22 +35,9 @@ export function statePath(flag: string | undefined, env: Readonly<Record<string,
  * (the command writes nothing).
  */
 export function refuseNonFolder(dir: string, what: string): string {
-  for (let at = dir; ; at = dirname(at)) {
-    const info = statOrUndefined(at);
-    if (info === undefined && dirname(at) !== at) continue;
-    if (info === undefined || info.isDirectory()) return dir;
-    throw new CliError("cli.not_a_folder", at === dir ? `${what} ${dir} is a file, not a folder` : `${what} ${dir} cannot be made: ${at} is a file, not a folder`);
-  }
-}
-
-/** `path`'s stat; undefined when nothing is there, or when a part of it above is a file (ENOTDIR). */
-function statOrUndefined(path: string): Stats | undefined {
-  try {
-    return statSync(path, { throwIfNoEntry: false });
-  } catch (err) {
-    if ((err as { code?: unknown }).code === "ENOTDIR") return undefined;
-    throw err;
-  }
+  const nearest = nearestExisting(dir);
+  if (nearest === undefined || nearest.info.isDirectory()) return dir;
+  throw new CliError("cli.not_a_folder", nearest.at === dir ? `${what} ${dir} is a file, not a folder` : `${what} ${dir} cannot be made: ${nearest.at} is a file, not a folder`);
 }
 
 /** The config folder read and compiled (`agent`, `doctor`, `web`, and every command through `openBox`): the compiled tree (a model only when it has no error) and everything the compiler said. */

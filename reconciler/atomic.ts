@@ -1,3 +1,4 @@
+import { statSync, type Stats } from "node:fs";
 import { lstat, open, readdir, rename, rm } from "node:fs/promises";
 import { basename, dirname, join } from "node:path";
 import { randomBytes } from "node:crypto";
@@ -69,4 +70,23 @@ async function writerAlive(pid: number): Promise<boolean> {
   }
   const stat = await procStat(pid);
   return stat === undefined || isLive(stat); // no /proc to ask: assume alive
+}
+
+/**
+ * The nearest part of `path` that exists (`path` itself, else its parent, …),
+ * with its stat: where a folder that is not there yet would be made, or the
+ * file that stops it. Undefined when no part exists. A part that cannot be
+ * stat'ed (below a file, or behind a folder hal0 may not search) counts as not there.
+ */
+export function nearestExisting(path: string): { readonly at: string; readonly info: Stats } | undefined {
+  for (let at = path; ; at = dirname(at)) {
+    let info: Stats | undefined;
+    try {
+      info = statSync(at, { throwIfNoEntry: false });
+    } catch {
+      // below a file (ENOTDIR), or not ours to look at: the next part up is asked
+    }
+    if (info !== undefined) return { at, info };
+    if (dirname(at) === at) return undefined;
+  }
 }

@@ -2,13 +2,14 @@ import { spawn } from "node:child_process";
 import { constants, existsSync } from "node:fs";
 import { access, stat } from "node:fs/promises";
 import { request } from "node:http";
-import { dirname, resolve } from "node:path";
+import { resolve } from "node:path";
 import type { Model, ResolvedSlot } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
 import { readHermesFile, readHermesProfiles } from "./hermes-files.js";
 import { engineAddress } from "./images.js";
 import { hermesHome, hermesIdentity, planHermesProfile, profileFile } from "./hermes-plan.js";
 import type { HermesCredentials, HermesManaged, HermesManagedProfile } from "./observed.js";
+import { nearestExisting } from "./atomic.js";
 import { StateStore } from "./state.js";
 import { findRunner, runnerPath } from "./drivers/runner.js";
 import { isAdvisory, preflight, type Finding } from "./preflight.js";
@@ -113,18 +114,13 @@ function treeRow(root: string, errors: number, total: number): DoctorRow {
 
 /** The state folder is writable (or, not there yet, can be made in its nearest existing parent). */
 async function stateRow(dir: string): Promise<DoctorRow> {
-  let at = dir;
-  for (;;) {
-    const info = await stat(at).catch(() => undefined);
-    if (info) {
-      if (!info.isDirectory()) return { check: "state_folder", status: "fail", message: `${at} is not a folder`, hint: "point --state or $HAL0_STATE at a folder" };
-      const ok = await access(at, constants.W_OK).then(() => true, () => false);
-      if (!ok) return { check: "state_folder", status: "fail", message: `${at} is not writable`, hint: `run as the user that owns ${at}, or fix its permissions` };
-      return { check: "state_folder", status: "ok", message: at === dir ? `${dir} is writable` : `${dir} does not exist yet; ${at} is writable`, hint: "" };
-    }
-    if (dirname(at) === at) return { check: "state_folder", status: "fail", message: `no folder of ${dir} exists`, hint: "create it" };
-    at = dirname(at);
-  }
+  const nearest = nearestExisting(dir);
+  if (nearest === undefined) return { check: "state_folder", status: "fail", message: `no folder of ${dir} exists`, hint: "create it" };
+  const { at, info } = nearest;
+  if (!info.isDirectory()) return { check: "state_folder", status: "fail", message: `${at} is not a folder`, hint: "point --state or $HAL0_STATE at a folder" };
+  const ok = await access(at, constants.W_OK).then(() => true, () => false);
+  if (!ok) return { check: "state_folder", status: "fail", message: `${at} is not writable`, hint: `run as the user that owns ${at}, or fix its permissions` };
+  return { check: "state_folder", status: "ok", message: at === dir ? `${dir} is writable` : `${dir} does not exist yet; ${at} is writable`, hint: "" };
 }
 
 /**
