@@ -68,12 +68,12 @@ export function compile(tree: SourceTree, carried: readonly Diagnostic[] = [], f
     runnerDiagnostics: uniqueDiagnostics([...slots.values()].map((s) => s.runner.diagnostics)),
     root: tree.root,
     settings: catalog.settings,
-    profiles: objectOf(catalog.profiles),
-    models: objectOf(catalog.models),
-    slots: objectOf(slots),
-    stacks: Object.fromEntries([...files.stacks.valid].sort(byKey).map(([slug, p]) => [slug, Object.assign({}, p.value, { slug, file: p.file })])),
+    profiles: recordOf(catalog.profiles),
+    models: recordOf(catalog.models),
+    slots: recordOf(slots),
+    stacks: recordOf([...files.stacks.valid].sort(byKey).map(([slug, p]) => [slug, Object.assign({}, p.value, { slug, file: p.file })])),
     upstreams: validOf(files.upstreams)?.value.upstream ?? [],
-    mcpServers: Object.fromEntries([...files.mcpServers.valid].sort(byKey).map(([id, p]) => [id, Object.assign({}, p.value, { id, file: p.file })])),
+    mcpServers: recordOf([...files.mcpServers.valid].sort(byKey).map(([id, p]) => [id, Object.assign({}, p.value, { id, file: p.file })])),
     policy,
     capabilities: compileCapabilities(validOf(files.capabilities)),
     agents: compileAgents(files.agents),
@@ -127,11 +127,14 @@ export function treeDigest(tree: SourceTree): string {
 }
 
 /** A map's entries as a plain object (what `Object.fromEntries` builds, without an entry array per member). */
-function objectOf<T>(map: ReadonlyMap<string, T>): Record<string, T> {
-  const out: Record<string, T> = {};
-  map.forEach((value, key) => {
-    out[key] = value;
-  });
+/**
+ * The model's records by name are objects without a prototype: a name that is
+ * also a property of every object (`constructor`, `toString`, `__proto__`) is
+ * then no entry, whoever looks it up (`model.models[name]`, `name in …`).
+ */
+export function recordOf<T>(entries: Iterable<readonly [string, T]>): Record<string, T> {
+  const out = Object.create(null) as Record<string, T>;
+  for (const [key, value] of entries) out[key] = value;
   return out;
 }
 

@@ -79,7 +79,7 @@ function partsOfBroken(file: string, raw: Record<string, unknown>): AgentParts |
 
 /** The valid agents as the model holds them: by name, each with its workspace made explicit. Call only for a tree without errors. */
 export function compileAgents(agents: ResourceFiles<Agent>): Record<string, CompiledAgent> {
-  const out: Record<string, CompiledAgent> = {};
+  const out = Object.create(null) as Record<string, CompiledAgent>; // as the model's other records (compile.ts, recordOf)
   for (const name of [...agents.valid.keys()].sort()) {
     const { file, value } = agents.valid.get(name)!;
     const servers = Object.fromEntries(Object.keys(value.mcp.servers).sort().map((id) => [id, value.mcp.servers[id]!]));

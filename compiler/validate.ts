@@ -143,7 +143,7 @@ function reportUnknownKey(kind: FileKind, rel: string, parent: KeyPath, key: str
     return;
   }
   const known = keysAt(kind.schema, parent);
-  const moved = MOVED_SLOT_KEYS[key];
+  const moved = Object.hasOwn(MOVED_SLOT_KEYS, key) ? MOVED_SLOT_KEYS[key] : undefined;
   const hint = kind.id === "slot" && parent.length === 0 && moved ? ` It moved: write it as ${moved}.` : didYouMean(key, known);
   reporter.report("config.unknown_key", { file: rel, path }, `unknown key \`${key}\``,
     `${where(parent)} has no key \`${key}\`.${hint}${hint ? "" : ` Known keys: ${known.map((k) => `\`${k}\``).join(", ")}.`}`);

@@ -38,7 +38,7 @@ export function failure(err: unknown): CallToolResult {
  */
 export function envelopeSdkErrors(server: McpServer, name: string, onBlocked?: (tool: string, err: ApiError) => void): void {
   (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = (message) => sdkError(name, message, onBlocked);
-  guardToolArguments(server, onBlocked);
+  guardToolArguments(server, name, onBlocked);
 }
 
 type RequestHandler = (request: { params?: { name?: unknown; arguments?: unknown } }, extra: unknown) => Promise<unknown>;
@@ -49,11 +49,15 @@ type RequestHandler = (request: { params?: { name?: unknown; arguments?: unknown
  * handlers in the low-level server's `_requestHandlers`; if that moves, the
  * server refuses to start rather than run unguarded.
  */
-function guardToolArguments(server: McpServer, onRefused?: (tool: string, err: ApiError) => void): void {
+function guardToolArguments(server: McpServer, name: string, onRefused?: (tool: string, err: ApiError) => void): void {
   const handlers = (server.server as unknown as { _requestHandlers?: Map<string, RequestHandler> })._requestHandlers;
   const inner = handlers?.get("tools/call");
-  if (!handlers || !inner) throw new Error("server/mcp/results.ts: the MCP SDK has no tools/call handler where hal0 guards tool arguments (SDK changed?)");
+  const tools = (server as unknown as { _registeredTools?: Record<string, unknown> })._registeredTools;
+  if (!handlers || !inner || typeof tools !== "object" || tools === null) throw new Error("server/mcp/results.ts: the MCP SDK has no tools/call handler or tool table where hal0 guards tool calls (SDK changed?)");
   handlers.set("tools/call", (request, extra) => {
+    // The SDK looks a tool up in a plain object: `constructor` or `toString` would be found there, and answered as a disabled tool.
+    const called = request.params?.name;
+    if (typeof called === "string" && !Object.hasOwn(tools, called)) return Promise.resolve(unknownTool(name, called));
     const refusal = inputRefusal(request.params?.arguments, []);
     if (!refusal) return inner(request, extra);
     const tool = request.params?.name;
@@ -71,8 +75,12 @@ function sdkError(server: string, message: string, onBlocked?: (tool: string, er
     return failure(err);
   }
   const unknown = /Tool (\S+) not found/.exec(message);
-  if (unknown) return failure(new ApiError("mcp.unknown_tool", `${server} has no tool ${unknown[1]}`, { tool: unknown[1] }));
+  if (unknown) return unknownTool(server, unknown[1]!);
   return failure(new ApiError("validation.invalid", message));
+}
+
+function unknownTool(server: string, tool: string): CallToolResult {
+  return failure(new ApiError("mcp.unknown_tool", `${server} has no tool ${tool}`, { tool }));
 }
 
 /**

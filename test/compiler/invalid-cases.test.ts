@@ -122,6 +122,14 @@ describe("related positions and details", () => {
     expect(settings.detail).toContain("Did you mean `max_slots`?");
   });
 
+  it("a key that is a property of every object gets the hint any unknown key gets", async () => {
+    for (const at of ["slots/chat.toml:3:1", "slots/chat.toml:4:1", "slots/chat.toml:7:1"]) {
+      const d = await diagnosticAt("unknown-key-object-property", at, "config.unknown_key");
+      expect(d.detail, at).toMatch(/Known keys: `/);
+      expect(d.detail, at).not.toMatch(/function|native code|moved/i);
+    }
+  });
+
   it("a near-typo of a tool or a profile gets a did-you-mean; a far one does not", async () => {
     expect((await diagnosticAt("policy-unknown-tool", "policy.toml:2:10", "policy.unknown_tool")).detail).toContain("Did you mean `slot_list`?");
     expect((await diagnosticAt("policy-unknown-tool", "policy.toml:5:12", "policy.unknown_tool")).detail).not.toContain("Did you mean");
