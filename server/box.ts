@@ -13,6 +13,7 @@ import { observe, planChanges, StateStore, writeFileAtomic, type HermesCredentia
 import type { Diagnostic, Plan } from "../schema/index.js";
 import type { Db } from "./db.js";
 import { ApiError } from "./errors.js";
+import { MASK, maskedOverValues } from "./redact.js";
 import { Mutex } from "./mutex.js";
 
 export interface BoxServiceOptions {
@@ -231,6 +232,7 @@ export class BoxService {
     const { model, diagnostics } = this.options.runners ? (await compileWithRunners(applied.tree, [], this.options.runners)).result : compile(applied.tree);
     const errors = diagnostics.filter((d) => d.severity === "error");
     if (!model) throw new ApiError("config.invalid", `the change would leave the tree with ${errors.length} error(s); nothing was written`, { diagnostics: errors });
+    refuseMaskOverSecret(applied);
     // A flag the slot's runner would refuse (its --help says so): refused like any error, when this change brings it.
     const had = new Set((snapshot.model ? runnerErrors(snapshot.model) : []).map(runnerErrorKey));
     const refusedArgv = runnerErrors(model).filter((d) => !had.has(runnerErrorKey(d)));
@@ -368,4 +370,20 @@ function bySlotName(slots: readonly ObservedSlot[]): Liveness {
 /** A runner error as the same finding before and after an edit (its line may move). */
 function runnerErrorKey(d: Diagnostic): string {
   return `${d.code}\u0000${d.file}\u0000${d.summary}`;
+}
+
+/**
+ * `[redacted]` is what hal0 shows in place of a secret. A change that would
+ * write it over a value that is there (a masked value sent back that no route
+ * could match to the value it stands for, a URL whose password was masked and
+ * whose host was edited) would put the mask over the secret: refused,
+ * whatever door it came through, and nothing is written. A new entry that
+ * carries the mask (an imported export) loses nothing and is not refused.
+ */
+function refuseMaskOverSecret(applied: AppliedChangeSet): void {
+  const over = applied.files.flatMap((f) => maskedOverValues(f.before, f.after).map((path) => `${f.file} ${path}`));
+  if (over.length === 0) return;
+  throw new ApiError("validation.invalid",
+    `the change would write ${MASK} over ${over.join(", ")}: ${MASK} is what hal0 shows in place of a secret, not the secret. Send the value itself, or send the field back exactly as it was read; nothing was written`,
+    { values: over, reason: "masked_value" });
 }

@@ -8,6 +8,8 @@
  * text line by line with the table it is in. The stored values stay where
  * they are (files, the plans and approvals tables) for execution only.
  */
+import { parse as parseToml } from "smol-toml";
+
 export const MASK = "[redacted]";
 
 /** A key naming a secret value; not a name, path, id or count of one (`auth_value_env`, `auth_credential`, `api_key_file`, `max_tokens`, `tokenizer`, `token_id`). */
@@ -266,18 +268,52 @@ function unquote(k: string): string {
 
 /**
  * A write-back of a redacted read: where `next` holds `[redacted]` and
- * `current` has a value at the same place, the current value stays. So an
+ * `current` has a value at the same place, the current value stays; so does
+ * a current text whose redaction is `next` (`https://user:[redacted]@host`
+ * for the URL with its password). So an
  * editor that GETs, changes one key and sends the rest back does not write
  * the mask over a secret it was never shown.
  */
 export function restoreMasked<T>(next: T, current: unknown): T {
   if (next === MASK) return (current !== undefined && isScalar(current) ? current : next) as T;
+  // A text with a secret masked inside it (a URL's password) sent back as it was read.
+  if (typeof next === "string" && typeof current === "string" && next.includes(MASK) && redactText(current) === next) return current as T;
   if (Array.isArray(next)) return next.map((v, i) => restoreMasked(v, Array.isArray(current) ? current[i] : undefined)) as T;
   if (isPlainObject(next)) {
     const cur = isPlainObject(current) ? current : {};
     return Object.fromEntries(Object.entries(next).map(([k, v]) => [k, restoreMasked(v, cur[k])])) as T;
   }
   return next;
+}
+
+/**
+ * Where the TOML text `after` holds `[redacted]` in a string that `before`
+ * had at the same key path without it: the mask written over a value (dotted
+ * paths, `upstream.0.url`). A key new in `after`, a text that does not parse
+ * (the compiler says so) or a value that was masked already are not counted.
+ */
+export function maskedOverValues(before: string | null, after: string | null): string[] {
+  if (before === null || after === null || !after.includes(MASK)) return [];
+  let was: unknown;
+  let now: unknown;
+  try {
+    was = parseToml(before);
+    now = parseToml(after);
+  } catch {
+    return [];
+  }
+  const out: string[] = [];
+  const walk = (a: unknown, b: unknown, path: string[]): void => {
+    if (typeof b === "string") {
+      if (b.includes(MASK) && typeof a === "string" && !a.includes(MASK)) out.push(path.join("."));
+    } else if (Array.isArray(b) && Array.isArray(a)) {
+      b.forEach((v, i) => walk(a[i], v, [...path, String(i)]));
+    } else if (isPlainObject(b) && isPlainObject(a)) {
+      for (const k of Object.keys(b)) if (Object.hasOwn(a, k)) walk(a[k], b[k], [...path, k]);
+    }
+  };
+  walk(was, now, []);
+  return out;
 }
 
 function isScalar(v: unknown): boolean {

@@ -6,6 +6,7 @@ import { SlotName, Upstream } from "../../schema/index.js";
 import type { BoxService } from "../box.js";
 import { ApiError, apiErrorOf, refusing } from "../errors.js";
 import { probeUpstream, providersOf } from "../providers/probe.js";
+import { restoreMasked } from "../redact.js";
 import { defineRoute, type WriteIntent } from "../route.js";
 
 type Row = Record<string, unknown>;
@@ -60,7 +61,9 @@ export const upstreamRoutes = [
     summary: "Merge into an upstream: a value replaces a key, null removes it, model_filters merges; name renames",
     handle: async ({ params, body, box }) => {
       const { doc, rows } = await readDoc(box);
-      return putIntent(refusing(() => updateUpstreamEdits(doc, rows, params.name, body as Row)));
+      // A `[redacted]` sent back (a GET's masked url password or auth value) keeps the value it stands for.
+      const sent = restoreMasked(body as Row, rows.find((r) => r.name === params.name));
+      return putIntent(refusing(() => updateUpstreamEdits(doc, rows, params.name, sent)));
     },
   }),
   defineRoute({

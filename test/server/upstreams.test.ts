@@ -80,6 +80,24 @@ describe("upstream writes", () => {
     expect(text).toContain("timeout_seconds = 60");
   });
 
+  it("a url read with its password masked and sent back keeps the password; a masked value no read can match is refused, nothing written", async () => {
+    expect((await s.call("PATCH", "/api/upstreams/openrouter", { body: { url: "https://user:S3CRETpw@openrouter.ai/api/v1" } })).status).toBe(200);
+    const read = (await s.call("GET", "/api/upstreams/openrouter")).body;
+    expect(read.url).toBe("https://user:[redacted]@openrouter.ai/api/v1");
+    // The whole row as read, one key changed: the password stays.
+    const back = await s.call("PATCH", "/api/upstreams/openrouter", { body: { url: read.url, timeout_seconds: 100 } });
+    expect(back.status, JSON.stringify(back.body)).toBe(200);
+    expect(file()).toContain('url = "https://user:S3CRETpw@openrouter.ai/api/v1"');
+    expect(file()).toContain("timeout_seconds = 100");
+    // The host edited around the mask: no value to keep, and the mask is not written over the password.
+    const before = file();
+    const moved = await s.call("PATCH", "/api/upstreams/openrouter", { body: { url: "https://user:[redacted]@other.example/api/v1" } });
+    expect(moved.status).toBe(422);
+    expect(moved.body.error.code).toBe("validation.invalid");
+    expect(moved.body.error.details).toMatchObject({ values: ["upstreams.toml upstream.0.url"], reason: "masked_value" });
+    expect(file()).toBe(before);
+  });
+
   it("renames through PATCH; a rename onto a taken name is 409, an unknown upstream 404", async () => {
     expect((await s.call("PATCH", "/api/upstreams/local-coder", { body: { name: "coder" } })).status).toBe(200);
     expect((await s.call("GET", "/api/upstreams")).body.upstreams.map((u: any) => u.name)).toEqual(["openrouter", "coder"]);
