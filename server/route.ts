@@ -88,6 +88,16 @@ interface RouteBase<P, Q, B> {
    * read by whoever may read `metrics_snapshot`.
    */
   readonly policyTool?: string;
+  /**
+   * What the reply holds that another route's reply holds too (`hal0-log`:
+   * hal0's own log lines, whether read from its file or from the journal).
+   * A call is judged by the strictest tier, for the caller, of every tool
+   * whose route reveals the same, so a looser tool does not read what a
+   * stricter one guards (server/identity/access.ts).
+   */
+  readonly reveals?: string;
+  /** The tools of the other routes that reveal what this one does: filled in by the route table (routes/index.ts). */
+  readonly revealPeers?: readonly string[];
   /** A bare-list reply is wrapped as `{<listKey>: [...], count}` by the MCP layer. */
   readonly listKey?: string;
   /** Success status; default 200 (201 for creates is declared here). */

@@ -41,9 +41,14 @@ export function restVerdict(route: Route, caller: Caller, policy: CompiledPolicy
   return { run: true };
 }
 
-/** The tools whose tiers judge a call to `route`: its MCP aliases, or the one it is judged as (`policyTool`). */
+/**
+ * The tools whose tiers judge a call to `route`: its MCP aliases, or the one
+ * it is judged as (`policyTool`), and the tools of every route that reveals
+ * what it does (`revealPeers`).
+ */
 function policyTools(route: Route): readonly string[] {
-  return route.tools ?? (route.policyTool === undefined ? [] : [route.policyTool]);
+  const own = route.tools ?? (route.policyTool === undefined ? [] : [route.policyTool]);
+  return route.revealPeers === undefined ? own : [...own, ...route.revealPeers];
 }
 
 /** The stricter of two tiers. */
@@ -70,7 +75,7 @@ export function routeFloor(route: Route, caller: Caller, policy: CompiledPolicy)
 /** A route (or MCP tool's route) an anonymous caller may reach: not a write, and every tool on it autonomous-read. */
 export function anonymousMayCall(route: Route, policy: CompiledPolicy, tool?: string): boolean {
   if (route.kind === "write") return false;
-  const tools = tool !== undefined ? [tool] : policyTools(route);
+  const tools = tool !== undefined ? [tool, ...(route.revealPeers ?? [])] : policyTools(route);
   return tools.length > 0 && tools.every((t) => tierFor(policy, t) === "autonomous_read");
 }
 
@@ -85,9 +90,15 @@ export function toolTier(policy: CompiledPolicy, route: Route, tool: string, cal
     if (anonymousMayCall(route, policy, tool)) return "autonomous_read";
     throw new ApiError("auth.required", `${tool} needs a credential: connect with Authorization: Bearer <agent token> (hal0 token create --agent NAME)`, { tool });
   }
-  const tier = tierFor(policy, tool, caller.agent) ?? "blocked";
+  let tier = tierFor(policy, tool, caller.agent) ?? "blocked";
   if (tier === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${tool} for ${caller.agent}`, { tool, agent: caller.agent });
-  return tier;
+  // A tool reads what its route reveals: no looser than the other tools that read the same (blocked there is refused).
+  for (const peer of route.revealPeers ?? []) {
+    const theirs = tierFor(policy, peer, caller.agent) ?? "blocked";
+    if (theirs === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${peer} for ${caller.agent}, and ${tool} reads what it reads (${route.reveals})`, { tool, agent: caller.agent, by: peer });
+    tier = stricter(tier, theirs);
+  }
+  return tier as "autonomous_read" | "autonomous_write" | "gated";
 }
 
 /** hal0's own `system` caller is never an operator: it is labelled (and refused) as an agent would be. */

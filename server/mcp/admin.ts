@@ -7,7 +7,7 @@ import { invoke, type Call, type Dispatcher } from "../dispatch.js";
 import { callTier, queueForPerson } from "../verdict.js";
 import { ApiError } from "../errors.js";
 import { auditRefusal } from "../audit.js";
-import { toolTier } from "../identity/access.js";
+import { stricter, toolTier } from "../identity/access.js";
 import { checkPathArgs, pathParams } from "../path-args.js";
 import { callMemoryTool } from "../memory/service.js";
 import type { Caller, Route } from "../route.js";
@@ -25,11 +25,11 @@ export function adminServer(d: Dispatcher, catalog: readonly ToolDef[], policy: 
   const server = new McpServer({ name: "hal0-admin", version }, { capabilities: { tools: {} } });
   for (const tool of catalog) {
     // An operator is a person: policy tiers gate agents, not them. Anonymous callers see every tool a read reaches.
-    const tier = caller.kind === "operator" ? "autonomous_write" : tierFor(policy, tool.name, caller.agent) ?? "blocked";
+    const tier = caller.kind === "operator" ? "autonomous_write" : [tool.name, ...(tool.route?.revealPeers ?? [])].map((t) => tierFor(policy, t, caller.agent) ?? "blocked").reduce(stricter);
     const registered = server.registerTool(tool.name, { description: tool.description, inputSchema: inputSchemaOf(tool), annotations: tool.annotations }, async (params) => {
       return callTool(d, tool, (params as { args?: Record<string, unknown> }).args ?? {}, caller);
     });
-    // A blocked tool is neither listed nor callable: the SDK answers a disabled tool, which createToolError turns into mcp.tool_not_allowed.
+    // A blocked tool (or one that reads what a blocked tool reads) is neither listed nor callable: the SDK answers a disabled tool, which createToolError turns into mcp.tool_not_allowed.
     if (tier === "blocked") registered.disable();
   }
   envelopeSdkErrors(server, "hal0-admin", (name, err) => auditRefusal(d, name, caller, err));

@@ -30,7 +30,7 @@ import { statsRoutes } from "./stats.js";
  * tools built from each route's `tools` aliases. Order matters only for
  * reading; the router prefers static segments over `{params}`.
  */
-export const ROUTES: readonly Route[] = [
+export const ROUTES: readonly Route[] = withRevealPeers([
   ...planRoutes,
   ...modelRoutes,
   ...modelPullRoutes,
@@ -56,4 +56,13 @@ export const ROUTES: readonly Route[] = [
   ...runnerImageRoutes,
   ...backendRoutes,
   ...statsRoutes,
-];
+]);
+
+/** Each route that reveals what others do (`reveals`) with those others' tools (`revealPeers`), judged with them. */
+function withRevealPeers(routes: readonly Route[]): Route[] {
+  return routes.map((route) => {
+    if (route.reveals === undefined) return route;
+    const peers = routes.filter((r) => r !== route && r.reveals === route.reveals).flatMap((r) => r.tools ?? (r.policyTool === undefined ? [] : [r.policyTool]));
+    return { ...route, revealPeers: peers };
+  });
+}

@@ -43,6 +43,7 @@ const JOURNAL_MAX_BYTES = 8 * 1024 * 1024;
 export const logRoutes = [
   defineRoute({
     method: "GET", path: "/api/logs", kind: "read", query: TailQuery, tools: ["logs_tail"],
+    reveals: "hal0-log",
     summary: "The newest lines of hal0's log (<state>/logs/hal0.log and .1), filtered by level / since / slot; with slot, also that slot's runner log; secret-redacted",
     handle: async ({ box, query }) => {
       const model = query.slot === undefined ? undefined : await box.model();
@@ -60,6 +61,8 @@ export const logRoutes = [
   }),
   defineRoute({
     method: "GET", path: "/api/journal", kind: "read", query: z.strictObject({ lines: Lines.default(100) }), tools: ["journal_snapshot"],
+    // The journal of hal0's unit is its log (its stdout); without systemd, the tail of its log file: what logs_tail reads.
+    reveals: "hal0-log",
     summary: "The systemd journal of this hal0 serve (journalctl -o json, its invocation) when it runs under systemd, else {available: false, reason} and the tail of hal0's own log file",
     handle: async ({ box, query }) => {
       const invocation = process.env.INVOCATION_ID;

@@ -125,26 +125,33 @@ describe("journal_snapshot", () => {
     const prior = process.env.INVOCATION_ID;
     delete process.env.INVOCATION_ID;
     try {
-      const r = await s.call("GET", "/api/journal?lines=3", { as: "anonymous" });
+      const r = await s.call("GET", "/api/journal?lines=3");
       expect(r.status).toBe(200);
       expect(r.body).toMatchObject({ available: false, reason: expect.stringContaining("INVOCATION_ID"), count: 3 });
       expect(r.body.lines.at(-1).msg).toBe("minted [redacted]");
       noSecret(JSON.stringify(r.body));
+      // hal0's log is what logs_tail reads, and logs_tail is no autonomous read: not for anonymous callers either.
+      const anonymous = await s.call("GET", "/api/journal?lines=3", { as: "anonymous" });
+      expect(anonymous.status).toBe(401);
+      expect(anonymous.body.error.code).toBe("auth.required");
     } finally {
       if (prior !== undefined) process.env.INVOCATION_ID = prior;
     }
   });
 
-  it("answers an agent over MCP at once (autonomous read), redacted", async () => {
+  it("is judged with logs_tail, which reads the same log: queued for an agent where logs_tail is gated, and the approved result redacted", async () => {
     const client = await adminClient(s.url, "hermes__ops");
     const prior = process.env.INVOCATION_ID;
     delete process.env.INVOCATION_ID;
     try {
-      const r = await callTool(client, "journal_snapshot", { lines: 10 });
-      expect(r.isError).toBe(false);
-      expect(r.body).toMatchObject({ available: false });
-      expect(r.body.lines.map((l: any) => l.msg)).toContain("minted [redacted]");
-      noSecret(JSON.stringify(r.body));
+      const queued = await callTool(client, "journal_snapshot", { lines: 10 });
+      expect(queued.body, JSON.stringify(queued.body)).toMatchObject({ status: "pending_approval" });
+      const rest = await s.call("GET", "/api/journal?lines=10", { as: "agent:hermes__ops" });
+      expect(rest.status, JSON.stringify(rest.body)).toBe(202);
+      const approved = await s.call("POST", `/api/agent/approvals/${queued.body.approval_id}/approve`);
+      expect(approved.body.approval.state, JSON.stringify(approved.body)).toBe("executed");
+      expect(approved.body.approval.result.lines.map((l: any) => l.msg)).toContain("minted [redacted]");
+      noSecret(JSON.stringify(approved.body));
     } finally {
       if (prior !== undefined) process.env.INVOCATION_ID = prior;
       await client.close();
@@ -201,6 +208,40 @@ describe("the log file's bound", () => {
       expect(statSync(join(dir, "logs")).mode & 0o777).toBe(0o700);
     } finally {
       rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("journal_snapshot beside logs_tail in other policies", () => {
+  it("blocked where logs_tail is (the example box's policy): not listed, refused over MCP and REST; an autonomous read where logs_tail is one", async () => {
+    const box = await startTestServer();
+    try {
+      const client = await adminClient(box.url, "hermes__ops");
+      try {
+        expect((await client.listTools()).tools.map((t) => t.name)).not.toContain("journal_snapshot");
+        const refused = await callTool(client, "journal_snapshot", {});
+        expect(refused.body.error.code).toBe("mcp.tool_not_allowed");
+      } finally {
+        await client.close();
+      }
+      const rest = await box.call("GET", "/api/journal", { as: "agent:hermes__ops" });
+      expect(rest.status).toBe(403);
+      expect(rest.body.error.code).toBe("mcp.tool_not_allowed");
+      expect((await box.call("GET", "/api/journal")).status).toBe(200); // an operator reads it
+      // logs_tail opened to an autonomous read: journal_snapshot answers at once.
+      const policy = join(box.config, "policy.toml");
+      writeFileSync(policy, readFileSync(policy, "utf8").replace(/^blocked = \["logs_tail"\]$/m, 'autonomous_read = ["logs_tail"]'));
+      await box.hal0.box.snapshot();
+      const open = await adminClient(box.url, "hermes__ops");
+      try {
+        const r = await callTool(open, "journal_snapshot", { lines: 5 });
+        expect(r.isError, JSON.stringify(r.body)).toBe(false);
+        expect(r.body.available).toBe(false);
+      } finally {
+        await open.close();
+      }
+    } finally {
+      await box.close();
     }
   });
 });
