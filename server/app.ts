@@ -52,7 +52,16 @@ export function createHal0App(deps: AppDeps): App {
   for (const [name, endpoint] of Object.entries(deps.mcp ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))) {
     app.use(`/mcp/${name}`, defineEventHandler(async (event) => {
       const started = performance.now();
-      const who = await endpoint.handle(event);
+      let who = "error";
+      try {
+        who = await endpoint.handle(event);
+      } catch (err) {
+        // The endpoint answers for itself (h3 leaves its response alone): a fault it did not answer is answered here, never left open.
+        const api = asApiError(err, deps.logger, randomUUID());
+        const { res } = event.node;
+        if (!res.headersSent) res.writeHead(api.status, { "content-type": "application/json" }).end(JSON.stringify(envelope(api)));
+        else res.destroy();
+      }
       deps.logger?.info({ caller: who, route: `${event.method} /mcp/${name}`, status: event.node.res.statusCode, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
     }), { match: (url) => url === "/" || url.startsWith("/?") });
   }

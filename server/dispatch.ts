@@ -51,6 +51,8 @@ export interface Dispatcher {
   /** hal0-agents' tools as internal routes (server/mcp/agents.ts), for the pages' forms that act on runs. */
   readonly bridgeRoutes?: ReadonlyMap<string, Route>;
   readonly runs?: import("./bridge/runs/service.js").RunService;
+  /** `hal0 serve`'s logger: where an internal error's stack goes, under the request id its reply gives. */
+  readonly logger?: Pick<import("pino").Logger, "error">;
 }
 
 export interface SweepStatus {

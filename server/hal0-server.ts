@@ -109,7 +109,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const audit = new Audit(db, now);
   const memory = new MemoryService({ stateDir: options.stateDir, settings: () => box.lastSettings()?.memory, engineFor: options.memoryEngine });
   const auth: Authenticator = { tokens, mode: () => box.lastSettings()?.server.auth ?? "token" };
-  const services = { box, audit, routes, memory, auth } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; auth: Authenticator; pulls: PullService; providers: ProviderServices; bundled?: readonly BundledServer[]; sweeps?: SweepStatus; metrics: Hal0Metrics; stats: SlotStats };
+  const services = { box, audit, routes, memory, auth, logger: options.logger } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; auth: Authenticator; pulls: PullService; providers: ProviderServices; bundled?: readonly BundledServer[]; sweeps?: SweepStatus; metrics: Hal0Metrics; stats: SlotStats; logger?: Logger };
   // Slot stats: the scraper's own timer (not the sweep's) fills the ring in hal0.db.
   services.stats = new SlotStats({ box, hostRoot: options.hostRoot, onError: (err) => options.logger?.warn({ err }, "slot scrape failed") });
   services.stats.start(options.scrapeIntervalS ?? 0);

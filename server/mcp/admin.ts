@@ -74,7 +74,7 @@ async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unkno
   } catch (err) {
     code = err instanceof ApiError ? err.code : "system.internal";
     if (err instanceof ApiError && REFUSALS.has(err.code)) auditRefusal(d, tool.name, caller, err, tool.route);
-    return failure(err);
+    return failure(err, d.logger);
   } finally {
     d.metrics?.observeRequest("mcp", tool.name, "call", code, performance.now() - started);
   }

@@ -1,5 +1,7 @@
+import { randomUUID } from "node:crypto";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
+import type { Logger } from "pino";
 import { ApiError } from "../errors.js";
 import { jsonOf } from "../frozen-reply.js";
 import { inputRefusal } from "../input.js";
@@ -18,8 +20,8 @@ export function ok(result: unknown): CallToolResult {
  * A schema refusal (`mcp.memory_schema`) also carries its problems as
  * `error.detail`, the field seed 001 names.
  */
-export function failure(err: unknown): CallToolResult {
-  const api = err instanceof ApiError ? err : new ApiError("system.internal", (err as Error).message ?? String(err));
+export function failure(err: unknown, logger?: Pick<Logger, "error">): CallToolResult {
+  const api = err instanceof ApiError ? err : internalError(err, logger);
   const detail = api.details.detail === undefined ? {} : { detail: api.details.detail };
   const envelope = { status: "error", error: { code: api.code, message: api.message, ...detail, details: api.details }, http_status: api.status };
   return { content: [{ type: "text", text: JSON.stringify(envelope) }], isError: true };
@@ -79,6 +81,18 @@ function sdkError(server: string, message: string, onBlocked?: (tool: string, er
   return failure(new ApiError("validation.invalid", message));
 }
 
+/**
+ * A fault that is not one of hal0's coded refusals (a bug): as REST answers
+ * it (app.ts), `system.internal` with only a request id, the error itself
+ * in the server's log under that id. Its text (a path, a value) never
+ * reaches the caller.
+ */
+function internalError(err: unknown, logger?: Pick<Logger, "error">): ApiError {
+  const requestId = randomUUID();
+  logger?.error({ reqId: requestId, err }, "unhandled error in an MCP tool call");
+  return new ApiError("system.internal", `internal error (request ${requestId})`, { request_id: requestId });
+}
+
 function unknownTool(server: string, tool: string): CallToolResult {
   return failure(new ApiError("mcp.unknown_tool", `${server} has no tool ${tool}`, { tool }));
 }
@@ -88,7 +102,7 @@ function unknownTool(server: string, tool: string): CallToolResult {
  * hal0-agents): its reply or its error envelope, timed into the server's
  * metrics by tool and outcome (`ok`, `pending_approval`, or the error code).
  */
-export async function timedCall(d: Pick<Dispatcher, "metrics">, tool: string, run: () => Promise<unknown>): Promise<CallToolResult> {
+export async function timedCall(d: Pick<Dispatcher, "metrics" | "logger">, tool: string, run: () => Promise<unknown>): Promise<CallToolResult> {
   const started = performance.now();
   let code = "ok";
   try {
@@ -97,7 +111,7 @@ export async function timedCall(d: Pick<Dispatcher, "metrics">, tool: string, ru
     return ok(result);
   } catch (err) {
     code = err instanceof ApiError ? err.code : "system.internal";
-    return failure(err);
+    return failure(err, d.logger);
   } finally {
     d.metrics?.observeRequest("mcp", tool, "call", code, performance.now() - started);
   }
