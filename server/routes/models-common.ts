@@ -1,9 +1,10 @@
-import { stat } from "node:fs/promises";
-import { isAbsolute, resolve } from "node:path";
+import { realpath, stat } from "node:fs/promises";
+import { isAbsolute, resolve, sep } from "node:path";
 import { DEFAULT_TAG } from "../../compiler/edits/models.js";
 import type { CompiledModelFacts, Model } from "../../compiler/index.js";
 import { MODEL_LEGACY_TUNE_KEYS } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
+import type { Caller } from "../route.js";
 import { inspectGguf, type GgufFacts } from "../../reconciler/host/gguf-facts.js";
 import { GgufError } from "../../reconciler/host/gguf.js";
 
@@ -71,4 +72,49 @@ export async function headerReport(path: string): Promise<{ gguf?: GgufFacts; gg
     if (err instanceof ApiError) return { gguf_error: { code: err.code, message: err.message, reason: err.details.reason } };
     return { gguf_error: { code: "model.unsupported_format", message: (err as Error).message } };
   }
+}
+
+function under(path: string, prefix: string): boolean {
+  return path === prefix || path.startsWith(prefix.endsWith(sep) ? prefix : prefix + sep);
+}
+
+/**
+ * The file a request names, symlinks resolved, when it lies under one of
+ * `[models] roots` (each resolved too); 403 model.path_outside_roots
+ * otherwise. A path that does not exist is judged by its lexical place, so
+ * the refusal never tells whether a file outside the roots exists.
+ */
+export async function insideRoots(model: Model, given: string): Promise<string> {
+  const abs = resolve(absolutePath(model.root, given));
+  const roots: string[] = [];
+  for (const r of model.settings.models.roots) {
+    const lexical = resolve(isAbsolute(r) ? r : resolve(model.root, r));
+    roots.push(lexical);
+    const real = await realpath(lexical).catch(() => undefined);
+    if (real !== undefined && real !== lexical) roots.push(real);
+  }
+  const real = await realpath(abs).catch(() => undefined);
+  const place = real ?? abs;
+  if (!roots.some((r) => under(place, r))) {
+    throw new ApiError("model.path_outside_roots", `${given} is not under any of [models] roots (${model.settings.models.roots.join(", ") || "none set"}); move the file into a root, or add its folder to roots in hal0.toml`, {
+      path: abs, ...(real !== undefined && real !== abs ? { resolved: real } : {}), roots: model.settings.models.roots,
+    });
+  }
+  if (real === undefined) throw new ApiError("model.path_missing", `no file at ${abs}`, { path: abs });
+  return real;
+}
+
+/**
+ * The file a model read (model_inspect, model_inspect_draft) may open for
+ * `caller`: any path for an operator (the person at the box); for an agent
+ * or an anonymous caller only a file under `[models] roots` (insideRoots:
+ * 403 model.path_outside_roots otherwise, never saying whether it exists) or
+ * one a model entry already names. Reading any file hal0 can read would
+ * tell them what is on the host (a header's bytes, a size, whether it is there).
+ */
+export async function inspectable(model: Model, given: string, caller: Caller): Promise<string> {
+  const abs = resolve(absolutePath(model.root, given));
+  if (caller.kind === "operator") return abs;
+  const named = Object.values(model.models).some((m) => [m.path_abs, m.draft_abs, m.mmproj_abs].includes(abs));
+  return named ? abs : insideRoots(model, given);
 }

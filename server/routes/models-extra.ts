@@ -12,7 +12,7 @@ import { MODEL_CATALOGUE } from "../../schema/data/model-catalogue.js";
 import { ResourceId, SLOT_TYPES } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
 import { defineRoute, type WriteOutcome } from "../route.js";
-import { absolutePath, findModel, headerOf, headerReport } from "./models-common.js";
+import { absolutePath, findModel, headerOf, headerReport, inspectable, insideRoots } from "./models-common.js";
 
 const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
 const Sha256 = z.string().regex(/^[0-9a-fA-F]{64}$/, "a sha256 in hex (64 digits)").transform((s) => s.toLowerCase());
@@ -140,9 +140,9 @@ export const modelExtraRoutes = [
   defineRoute({
     method: "POST", path: "/api/models/inspect-draft", kind: "read", body: PathBody, tools: ["model_inspect_draft"],
     summary: "The drafter candidates beside a local model file (same tokenizer and vocabulary, smaller) with their header facts and what they share with it; the other GGUF files there with why they are not candidates",
-    handle: async ({ body, box }) => {
+    handle: async ({ body, box, caller }) => {
       const model = await box.model();
-      const path = resolve(absolutePath(model.root, body.path));
+      const path = await inspectable(model, body.path, caller);
       const facts = await headerOf(path);
       const owner = Object.values(model.models).find((m) => m.path_abs === path);
       const found = await draftCandidates(path, facts);
@@ -172,36 +172,6 @@ function refusePath(msg: string): ApiError {
 }
 
 /** `prefix` contains `path` (or is it). */
-function under(path: string, prefix: string): boolean {
-  return path === prefix || path.startsWith(prefix.endsWith(sep) ? prefix : prefix + sep);
-}
-
-/**
- * The file a request names, symlinks resolved, when it lies under one of
- * `[models] roots` (each resolved too); 403 model.path_outside_roots
- * otherwise. A path that does not exist is judged by its lexical place, so
- * the refusal never tells whether a file outside the roots exists.
- */
-async function insideRoots(model: Model, given: string): Promise<string> {
-  const abs = resolve(absolutePath(model.root, given));
-  const roots: string[] = [];
-  for (const r of model.settings.models.roots) {
-    const lexical = resolve(isAbsolute(r) ? r : resolve(model.root, r));
-    roots.push(lexical);
-    const real = await realpath(lexical).catch(() => undefined);
-    if (real !== undefined && real !== lexical) roots.push(real);
-  }
-  const real = await realpath(abs).catch(() => undefined);
-  const place = real ?? abs;
-  if (!roots.some((r) => under(place, r))) {
-    throw new ApiError("model.path_outside_roots", `${given} is not under any of [models] roots (${model.settings.models.roots.join(", ") || "none set"}); move the file into a root, or add its folder to roots in hal0.toml`, {
-      path: abs, ...(real !== undefined && real !== abs ? { resolved: real } : {}), roots: model.settings.models.roots,
-    });
-  }
-  if (real === undefined) throw new ApiError("model.path_missing", `no file at ${abs}`, { path: abs });
-  return real;
-}
-
 /** The model whose weights are `file` (its path resolved through symlinks too), if any. */
 async function registeredAs(model: Model, file: string): Promise<string | undefined> {
   for (const m of Object.values(model.models)) {

@@ -8,7 +8,7 @@ import { ApiError } from "../errors.js";
 import { inspectHubRepo } from "../pulls/inspect.js";
 import { defineRoute } from "../route.js";
 import { HubRepo } from "./models-pull.js";
-import { absolutePath, findModel, headerOf, headerReport, modelRow, ROW_FIELDS, type ModelRow } from "./models-common.js";
+import { absolutePath, findModel, headerOf, headerReport, inspectable, modelRow, ROW_FIELDS, type ModelRow } from "./models-common.js";
 import { modelWriteRoutes } from "./models-write.js";
 
 /** A list parameter: a comma-separated string, or the key repeated (`?capability=chat&capability=tools`). */
@@ -70,10 +70,10 @@ export const modelRoutes = [
   defineRoute({
     method: "POST", path: "/api/models/inspect", kind: "read", body: InspectBody, tools: ["model_inspect"],
     summary: "A local file's GGUF header facts, the model entry a register would write, and drafter candidates beside it; or a Hub repository's GGUF files (hf_repo, hf_url): size, quant, split groups, drafts, projectors",
-    handle: async ({ body, box, services }) => {
+    handle: async ({ body, box, services, caller }) => {
       if (!("path" in body)) return inspectHub(services, body);
       const model = await box.model();
-      const path = absolutePath(model.root, body.path);
+      const path = await inspectable(model, body.path, caller);
       const facts = await headerOf(path);
       const registered = Object.values(model.models).find((m) => m.path_abs === path)?.id ?? null;
       const proposed = { id: registered ?? proposeModelId(basename(path), new Set(Object.keys(model.models))), entry: entryFor(model.root, path, facts) };

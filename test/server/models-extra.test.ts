@@ -348,3 +348,26 @@ describe("POST /api/models/inspect-draft (model_inspect_draft)", () => {
     expect(missing.body.error.code).toBe("model.path_missing");
   });
 });
+
+describe("which files a model read opens, by caller", () => {
+  it("an agent or an anonymous caller inspects only files under [models] roots or named by a model entry; outside, 403 whether the file is there or not; an operator any file", async () => {
+    gguf(join(root, "main.gguf"), { name: "Main" }, 1024);
+    gguf(join(outside, "elsewhere.gguf"), { name: "Elsewhere" }, 1024);
+    for (const route of ["/api/models/inspect", "/api/models/inspect-draft"]) {
+      for (const as of ["anonymous", "agent:hermes__ops"]) {
+        const inside = await s.call("POST", route, { body: { path: join(root, "main.gguf") }, as });
+        expect(inside.status, `${route} ${as} ${JSON.stringify(inside.body)}`).toBe(200);
+        for (const path of ["/etc/shadow", "/etc/hostname", join(outside, "elsewhere.gguf"), join(outside, "absent.gguf"), `${root}/../escape.gguf`]) {
+          const r = await s.call("POST", route, { body: { path }, as });
+          expect(`${route} ${as} ${path}: ${r.status} ${r.body.error?.code}`).toBe(`${route} ${as} ${path}: 403 model.path_outside_roots`);
+          expect(JSON.stringify(r.body)).not.toMatch(/bytes|not_gguf|path_missing/);
+        }
+        // A file a model entry names is the box's own: readable wherever it is (here an 8-byte placeholder, so no header).
+        const named = await s.call("POST", route, { body: { path: "models/Qwen3-4B-Q4_K_M.gguf" }, as });
+        expect(named.body.error?.code, `${route} ${as}`).toBe("model.unsupported_format");
+      }
+      const operator = await s.call("POST", route, { body: { path: join(outside, "elsewhere.gguf") } });
+      expect(operator.status, `${route} operator`).toBe(200);
+    }
+  });
+});
