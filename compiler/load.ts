@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync, type Dirent } from "node:fs";
 import { readdir, stat } from "node:fs/promises";
 import { join } from "node:path";
 import type { Diagnostic } from "../schema/index.js";
@@ -33,37 +33,76 @@ export class ConfigNotFoundError extends Error {
 export async function loadTree(dir: string): Promise<LoadResult> {
   const info = await stat(dir).catch(() => undefined);
   if (!info?.isDirectory()) throw new ConfigNotFoundError(dir);
-  const rels = await listTomlFiles(dir);
+  const listed = await listTomlFiles(dir);
   const files: Array<[string, string]> = [];
-  const diagnostics: Diagnostic[] = [];
+  const diagnostics: Diagnostic[] = [...listed.problems];
   // Read one after another, synchronously: a tree is tens of small files, which a blocking
   // read takes in ~15 µs each, where the promise API's open, stat, read and close through
   // the thread pool took ~10× as long for a 50-slot tree.
-  for (const rel of rels) {
+  for (const rel of listed.files) {
     try {
       files.push([rel, utf8.decode(readFileSync(join(dir, rel)))]);
     } catch (err) {
       const why = err instanceof TypeError ? "it is not valid UTF-8 text" : (err as Error).message;
-      diagnostics.push(diagnosticAt("config.read_error", rel, { line: 1, column: 1 }, [], `cannot read ${rel}`, `hal0 could not read this file: ${why}.`));
+      diagnostics.push(readError(rel, why));
     }
   }
-  return { tree: sourceTree(dir, files), diagnostics };
+  return { tree: sourceTree(dir, files), diagnostics: diagnostics.sort((a, b) => (a.file! < b.file! ? -1 : a.file! > b.file! ? 1 : 0)) };
 }
 
-async function listTomlFiles(dir: string): Promise<string[]> {
-  const out: string[] = [];
-  for (const entry of await readdir(dir, { withFileTypes: true })) {
-    if (entry.isFile() && isTreeFile(entry.name)) out.push(entry.name);
-    if (entry.isDirectory() && RESOURCE_FOLDERS.includes(entry.name)) {
-      for (const child of await readdir(join(dir, entry.name), { withFileTypes: true })) {
-        if (child.isFile() && isTreeFile(child.name)) out.push(`${entry.name}/${child.name}`);
-      }
+/**
+ * The tree's `.toml` files, and what is wrong with the entries that are not
+ * readable files. A symbolic link counts as what it leads to (a file, or a
+ * resource folder); one that leads nowhere, a `.toml` name that is a folder
+ * or a device is `config.read_error` at its path — so a slot whose file is
+ * there but unreadable is never planned as removed. `.toml` files hal0 does
+ * not read (in a folder that is not a resource folder, or below one) are
+ * `config.unknown_file` warnings, one level down.
+ */
+async function listTomlFiles(dir: string): Promise<{ files: string[]; problems: Diagnostic[] }> {
+  const files: string[] = [];
+  const problems: Diagnostic[] = [];
+  const visit = async (rel: string, entry: Dirent, inResourceFolder: boolean): Promise<void> => {
+    if (entry.name.startsWith(".")) return;
+    const kind = entryKind(join(dir, rel), entry);
+    if (entry.name.endsWith(".toml")) {
+      if (kind === "file") files.push(rel);
+      else problems.push(readError(rel, kind === "folder" ? "it is a folder, not a file" : kind === "missing" ? "it is a symbolic link that leads to no file" : "it is not a regular file"));
+      return;
     }
-  }
-  return out.sort();
+    if (kind !== "folder") return;
+    const resource = !inResourceFolder && !rel.includes("/") && RESOURCE_FOLDERS.includes(entry.name);
+    // A resource folder that cannot be listed fails the load (system.io), as the tree cannot be known; another folder is only looked into.
+    const children = resource ? await readdir(join(dir, rel), { withFileTypes: true }) : await readdir(join(dir, rel), { withFileTypes: true }).catch(() => []);
+    for (const child of children) {
+      const childRel = `${rel}/${child.name}`;
+      if (resource) await visit(childRel, child, true);
+      else if (child.name.endsWith(".toml") && !child.name.startsWith(".") && entryKind(join(dir, childRel), child) === "file") problems.push(notRead(childRel));
+    }
+  };
+  for (const entry of await readdir(dir, { withFileTypes: true })) await visit(entry.name, entry, false);
+  return { files: files.sort(), problems };
 }
 
-/** A `.toml` file that is not a dotfile (a temp or a hidden copy). */
-function isTreeFile(name: string): boolean {
-  return name.endsWith(".toml") && !name.startsWith(".");
+/** What an entry is, a symbolic link followed: "missing" when it leads nowhere (or loops). */
+function entryKind(path: string, entry: Dirent): "file" | "folder" | "other" | "missing" {
+  if (entry.isFile()) return "file";
+  if (entry.isDirectory()) return "folder";
+  if (!entry.isSymbolicLink()) return "other";
+  let target: ReturnType<typeof statSync>;
+  try {
+    target = statSync(path, { throwIfNoEntry: false });
+  } catch {
+    return "missing"; // a loop of links (ELOOP), a link into a folder hal0 may not enter
+  }
+  return target === undefined ? "missing" : target.isFile() ? "file" : target.isDirectory() ? "folder" : "other";
+}
+
+function readError(rel: string, why: string): Diagnostic {
+  return diagnosticAt("config.read_error", rel, { line: 1, column: 1 }, [], `cannot read ${rel}`, `hal0 could not read this file: ${why}.`);
+}
+
+function notRead(rel: string): Diagnostic {
+  return diagnosticAt("config.unknown_file", rel, { line: 1, column: 1 }, [], `hal0 does not read ${rel}`,
+    "This file is ignored: hal0 reads the .toml files at the top of the tree and directly in slots/, stacks/, mcp-servers/ and agents/.");
 }

@@ -1,4 +1,4 @@
-import { cpSync, mkdtempSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -25,5 +25,68 @@ describe("loadTree: temp files are not part of the tree (issue 16)", () => {
     const { model, diagnostics } = compile(loaded.tree, loaded.diagnostics);
     expect(model).toBeDefined();
     expect(diagnostics.filter((d) => d.severity === "error")).toEqual([]);
+  });
+});
+
+describe("loadTree: links, folders and files hal0 does not read", () => {
+  const box = () => {
+    const root = mkdtempSync(join(tmpdir(), "hal0-load-"));
+    cpSync(FIXTURE_BOX, root, { recursive: true });
+    return root;
+  };
+  const at = (ds: readonly { file: string | null; code: string; severity: string }[]) => ds.map((d) => `${d.file} ${d.severity} ${d.code}`);
+
+  it("reads a symbolic link as what it leads to: a slot's file, the settings, a whole resource folder", async () => {
+    const root = box();
+    const elsewhere = mkdtempSync(join(tmpdir(), "hal0-load-target-"));
+    const clean = await loadTree(root);
+    renameSync(join(root, "slots/utility.toml"), join(elsewhere, "utility.toml"));
+    symlinkSync(join(elsewhere, "utility.toml"), join(root, "slots/utility.toml"));
+    renameSync(join(root, "hal0.toml"), join(elsewhere, "hal0.toml"));
+    symlinkSync(join(elsewhere, "hal0.toml"), join(root, "hal0.toml"));
+    renameSync(join(root, "stacks"), join(elsewhere, "stacks"));
+    symlinkSync(join(elsewhere, "stacks"), join(root, "stacks"));
+    const loaded = await loadTree(root);
+    expect(loaded.diagnostics).toEqual([]);
+    expect(loaded.tree.files).toEqual(clean.tree.files);
+    expect(compile(loaded.tree, loaded.diagnostics).model?.slots.utility).toBeDefined();
+  });
+
+  it("a link that leads nowhere, a loop, a .toml that is a folder: config.read_error at each, and the tree is invalid (no slot is planned away)", async () => {
+    const root = box();
+    rmSync(join(root, "slots/utility.toml"));
+    symlinkSync("/nonexistent/utility.toml", join(root, "slots/utility.toml"));
+    symlinkSync(join(root, "slots/loop-b.toml"), join(root, "slots/loop-a.toml"));
+    symlinkSync(join(root, "slots/loop-a.toml"), join(root, "slots/loop-b.toml"));
+    mkdirSync(join(root, "upstreams.toml.d"));
+    rmSync(join(root, "capabilities.toml"));
+    mkdirSync(join(root, "capabilities.toml"));
+    const loaded = await loadTree(root);
+    expect(at(loaded.diagnostics)).toEqual([
+      "capabilities.toml error config.read_error",
+      "slots/loop-a.toml error config.read_error",
+      "slots/loop-b.toml error config.read_error",
+      "slots/utility.toml error config.read_error",
+    ]);
+    expect(loaded.diagnostics.map((d) => d.detail)).toEqual([
+      expect.stringContaining("it is a folder, not a file"),
+      expect.stringContaining("leads to no file"),
+      expect.stringContaining("leads to no file"),
+      expect.stringContaining("leads to no file"),
+    ]);
+    expect(compile(loaded.tree, loaded.diagnostics).model).toBeUndefined();
+  });
+
+  it("a .toml file in a folder hal0 does not read (a typo'd slot/, a folder below slots/) is a config.unknown_file warning, not silence", async () => {
+    const root = box();
+    mkdirSync(join(root, "slot"));
+    writeFileSync(join(root, "slot/extra.toml"), 'profile = "llama-cpu"\n');
+    mkdirSync(join(root, "slots/old"));
+    writeFileSync(join(root, "slots/old/chat.toml"), 'profile = "llama-cpu"\n');
+    writeFileSync(join(root, "slots/old/notes.txt"), "not toml\n");
+    const loaded = await loadTree(root);
+    expect(at(loaded.diagnostics)).toEqual(["slot/extra.toml warning config.unknown_file", "slots/old/chat.toml warning config.unknown_file"]);
+    const { model } = compile(loaded.tree, loaded.diagnostics);
+    expect(model).toBeDefined();
   });
 });
