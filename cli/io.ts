@@ -98,14 +98,30 @@ export function writeJsonFailure(io: CliIo, exitCode: number, diagnostics: Reado
  * the closest known one: "Unknown option '--confg'. Did you mean --config?".
  */
 export function parseCommandArgs<T extends ParseArgsConfig>(config: T): ReturnType<typeof parseArgs<T>> {
+  let parsed: ReturnType<typeof parseArgs<T>>;
   try {
-    return parseArgs(config);
+    parsed = parseArgs(config);
   } catch (err) {
     if ((err as { code?: string }).code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
       throw new UsageError(unknownOption((err as Error).message, Object.keys(config.options ?? {}).map((o) => (o.length === 1 ? `-${o}` : `--${o}`))));
     }
     throw err;
   }
+  refuseEmpty(parsed.values as Record<string, unknown>, parsed.positionals);
+  return parsed;
+}
+
+/**
+ * An empty value (`--state ""`, `--port=`, `init ""`) is a usage error: taken
+ * as the flag left out, it fell back to a default the caller did not name
+ * (`--state ""` wrote to /var/lib/hal0, `apply --plan ""` applied a new plan
+ * nobody had read).
+ */
+function refuseEmpty(values: Record<string, unknown>, positionals: readonly string[]): void {
+  for (const [name, value] of Object.entries(values)) {
+    if (value === "" || (Array.isArray(value) && value.includes(""))) throw new UsageError(`option --${name} needs a value; it was given an empty one`);
+  }
+  if (positionals.includes("")) throw new UsageError("an empty argument: name what it stands for");
 }
 
 /** The line for node's ERR_PARSE_ARGS_UNKNOWN_OPTION message, given the command's options (`--config`, …). */

@@ -104,6 +104,24 @@ describe("exit statuses: 2 is only 'changes'", () => {
     expect((await run(["status", "a", "b", "--config", good])).code).toBe(64);
   });
 
+  it("an empty value is a usage error (64), never the flag left out: it fell back to a default nobody named", async () => {
+    for (const args of [
+      ["plan", "--config", good, "--state", ""],
+      ["validate", "--config", ""],
+      ["apply", "--config", good, "--state", state(), "--plan", "", "--yes"],
+      ["schema", "--out", ""],
+      ["init", ""],
+      ["serve", "--config", good, "--state", state(), "--port="],
+      ["token", "create", "--state", state(), "--agent", "x", "--scope", ""],
+      ["status", "", "--config", good, "--state", state()],
+    ]) {
+      const r = await run(args);
+      expect(`${args.join(" ")} → ${r.code}`).toBe(`${args.join(" ")} → 64`);
+      expect(r.err).toMatch(/needs a value; it was given an empty one|an empty argument/);
+    }
+    expect(existsSync(join(dir, "hal0.toml"))).toBe(false); // init "" wrote nothing into the working folder
+  });
+
   it("plan --detailed-exitcode and drift keep 2 for changes", async () => {
     expect((await run(["plan", "--detailed-exitcode", "--config", good, "--state", state()])).code).toBe(2);
     expect((await run(["plan", "--config", good, "--state", state()])).code).toBe(0);
