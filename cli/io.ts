@@ -134,5 +134,24 @@ export function unknownOption(nodeMessage: string, known: readonly string[]): st
 }
 
 export function processIo(): CliIo {
+  keepGoingWhenOutputCloses();
   return { stdout: process.stdout, stderr: process.stderr, env: process.env, cwd: process.cwd(), stdin: process.stdin };
+}
+
+/**
+ * A reader that goes away (`hal0 apply | head -1`) must not stop a command
+ * half-way: node ignores SIGPIPE and reports EPIPE as an 'error' on the
+ * stream, which, unheard, ended the process in the middle of an apply (its
+ * lock left, some slots started). The command goes on to its end and its
+ * exit status; what it would have printed is dropped. Any other error of
+ * the streams still ends the process.
+ */
+function keepGoingWhenOutputCloses(): void {
+  for (const stream of [process.stdout, process.stderr]) {
+    if (stream.listenerCount("error") > 0) continue;
+    stream.on("error", (err: NodeJS.ErrnoException) => {
+      if (err.code === "EPIPE" || err.code === "ERR_STREAM_DESTROYED") return;
+      throw err;
+    });
+  }
 }

@@ -1,0 +1,60 @@
+import { spawn } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { main } from "../../cli/index.js";
+import { freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
+import { captureIo, healthWithin } from "./helpers.js";
+
+/**
+ * `hal0 apply | head -1`: the reader of hal0's output goes away after the
+ * first line. The apply goes on to its end (every slot up, the lock let go,
+ * exit 0); before, the EPIPE ended the process half-way with a node trace.
+ */
+const SLOTS = ["oc-0", "oc-1", "oc-2"];
+const base = mkdtempSync(join(tmpdir(), "hal0-epipe-"));
+const config = join(base, "box");
+const state = join(base, "state");
+
+afterAll(async () => {
+  await main(["down", "--config", config, "--state", state], captureIo());
+});
+
+/** Runs the built CLI with its stdout closed by the reader after the first chunk; its exit code and stderr. */
+function runClosingAfterFirstChunk(args: string[]): Promise<{ code: number | null; err: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [join(PROJECT, "bin/hal0.js"), ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    let err = "";
+    child.stderr.on("data", (c) => (err += c));
+    child.stdout.once("data", () => child.stdout.destroy());
+    child.on("close", (code) => resolve({ code, err }));
+  });
+}
+
+describe("the reader of hal0's output goes away mid-command", () => {
+  it("apply goes on to its end: exit 0, every slot healthy, no lock left, no trace; down the same", async () => {
+    mkdirSync(join(config, "slots"), { recursive: true });
+    copyFileSync(join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf"), join(config, "tiny.gguf"));
+    writeFileSync(join(config, "hal0.toml"), `[slots]\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 30\nstop_grace_s = 2\n`);
+    writeFileSync(join(config, "profiles.toml"), `[profile.fake]\nrunner = ["node", ${JSON.stringify(RUNNER)}]\ndevice_class = "cpu"\n`);
+    writeFileSync(join(config, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\n`);
+    const ports: number[] = [];
+    for (const name of SLOTS) {
+      const port = await freePort();
+      ports.push(port);
+      writeFileSync(join(config, "slots", `${name}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${port}\n[server]\nenv = { HAL0_FAKE_LOAD_MS = "400" }\n`);
+    }
+    const applied = await runClosingAfterFirstChunk(["apply", "--yes", "--config", config, "--state", state]);
+    expect(applied.err).not.toMatch(/EPIPE|Unhandled|internal error/);
+    expect(applied.code, applied.err).toBe(0);
+    expect(existsSync(join(state, "apply.lock"))).toBe(false);
+    for (const port of ports) expect(await healthWithin(port, 5000)).toBe(200);
+
+    const down = await runClosingAfterFirstChunk(["down", "--config", config, "--state", state]);
+    expect(down.err).not.toMatch(/EPIPE|Unhandled|internal error/);
+    expect(down.code, down.err).toBe(0);
+    expect(existsSync(join(state, "apply.lock"))).toBe(false);
+    for (const port of ports) expect(await healthWithin(port, 300)).not.toBe(200);
+  }, 60_000);
+});
