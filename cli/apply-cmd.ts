@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { createInterface } from "node:readline/promises";
+import { hashOf } from "../compiler/index.js";
 import { Plan } from "../schema/index.js";
 import { PlanStaleError } from "../reconciler/converge.js";
 import { formatPlan } from "../reconciler/format.js";
@@ -57,8 +58,12 @@ async function readSavedPlan(file: string): Promise<Plan> {
   const text = await readFile(file, "utf8").catch(() => {
     throw new CliError("plan.invalid", `cannot read ${file}`);
   });
-  const parsed = Plan.safeParse(parseJson(text));
+  const raw = parseJson(text);
+  const parsed = Plan.safeParse(raw);
   if (!parsed.success) throw new CliError("plan.invalid", `${file} is not a hal0 plan (format_version 1)`);
+  // The id is the hash of the rest, as `hal0 plan` wrote it: a plan edited since (a change's port, an action) is not the plan that was reviewed.
+  const { id, ...body } = raw as Record<string, unknown>;
+  if (hashOf(body) !== id) throw new CliError("plan.invalid", `${file} was changed after hal0 wrote it: its id ${String(id)} is not the hash of its contents; make the plan again (hal0 plan --out)`);
   return parsed.data;
 }
 

@@ -147,6 +147,25 @@ describe("hal0 apply / plan / status / down on the example box", () => {
     expect(edited.err).toMatch(/plan\.stale: .*\n  - config: the config changed since the plan was made \(sha256:/);
   });
 
+  it("refuses a saved plan edited after hal0 wrote it (plan.invalid: its id is no longer the hash of its contents), and applies nothing", async () => {
+    await run("apply", "--yes");
+    const file = join(state, "edited-plan.json");
+    expect((await run("plan", "--out", file)).code).toBe(0);
+    const saved = JSON.parse(readFileSync(file, "utf8"));
+    const before = readFileSync(join(state, "inventory.json"), "utf8");
+    const chat = saved.changes.find((c: { address: string }) => c.address === "slot.chat");
+    chat.after.port = 19199;
+    writeFileSync(file, JSON.stringify(saved, null, 2));
+    const edited = await run("apply", "--plan", file, "--yes");
+    expect(edited.code).toBe(1);
+    expect(edited.err).toMatch(/plan\.invalid: .*was changed after hal0 wrote it/);
+    expect(readFileSync(join(state, "inventory.json"), "utf8")).toBe(before);
+    // The same bytes as written (whitespace aside) still apply.
+    chat.after.port = 8081;
+    writeFileSync(file, JSON.stringify(saved));
+    expect((await run("apply", "--plan", file, "--yes")).code).toBe(0);
+  });
+
   it("status lists each slot's state, pid, port and spec", async () => {
     await run("apply", "--yes");
     const { code, out } = await run("status", "--json");
