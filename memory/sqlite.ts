@@ -27,7 +27,36 @@ function driver(): typeof Database {
 export function openSqlite(stateDir: string, file: string, migrations: readonly string[]): Db {
   mkdirSync(stateDir, { recursive: true });
   const Sqlite = driver();
-  const db = new Sqlite(join(stateDir, file));
+  const path = join(stateDir, file);
+  let db: Db | undefined;
+  try {
+    db = new Sqlite(path);
+    setUp(db, migrations);
+    return db;
+  } catch (err) {
+    db?.close();
+    throw unopenable(path, err);
+  }
+}
+
+/**
+ * A database SQLite cannot open or use (a read-only folder, a folder or
+ * another file where it should be, a damaged file) is `system.io` naming the
+ * file and SQLite's reason, as any file the system refuses: never an
+ * internal error with a stack.
+ */
+class DatabaseUnavailableError extends Error {
+  readonly code = "system.io";
+}
+
+function unopenable(path: string, err: unknown): unknown {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (!(err instanceof Error) || typeof code !== "string" || !code.startsWith("SQLITE_")) return err;
+  const reason = code.startsWith("SQLITE_NOTADB") ? "it is not a SQLite database" : code.startsWith("SQLITE_READONLY") ? "it is read-only" : err.message;
+  return new DatabaseUnavailableError(`could not open the database ${path}: ${reason} (${code})`);
+}
+
+function setUp(db: Db, migrations: readonly string[]): void {
   db.pragma("journal_mode = WAL");
   db.pragma("synchronous = NORMAL");
   db.pragma("busy_timeout = 5000");
@@ -39,5 +68,4 @@ export function openSqlite(stateDir: string, file: string, migrations: readonly 
       db.pragma(`user_version = ${i + 1}`);
     })();
   }
-  return db;
 }

@@ -151,6 +151,22 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     expect(readFileSync(f, "utf8")).toBe("not a folder\n");
   });
 
+  it("a state database SQLite cannot open or use (a folder where hal0.db goes, a file that is no database) is system.io naming it, for every command that opens it", async () => {
+    const folder = mkdtempSync(join(dir, "db-folder-"));
+    mkdirSync(join(folder, "hal0.db"));
+    const garbage = mkdtempSync(join(dir, "db-garbage-"));
+    writeFileSync(join(garbage, "hal0.db"), Buffer.alloc(8192, 0x5a));
+    for (const [where, reason] of [[folder, /could not open the database .*hal0\.db: .*\(SQLITE_CANTOPEN/], [garbage, /could not open the database .*hal0\.db: it is not a SQLite database \(SQLITE_NOTADB/]] as const) {
+      for (const args of [["token", "list", "--state", where], ["agent", "approvals", "list", "--config", good, "--state", where], ["bridge", "list", "--config", good, "--state", where]]) {
+        const r = await run(args);
+        expect(`${args.join(" ")} → ${r.code}`).toBe(`${args.join(" ")} → 1`);
+        expect(r.err).toMatch(/system\.io: /);
+        expect(r.err).toMatch(reason);
+        expect(r.err).not.toMatch(/internal error|    at /);
+      }
+    }
+  });
+
   it("plan --json with a state folder that is a file: one JSON document with the diagnostic; validate, which only reads the runner cache there, still validates", async () => {
     const f = file();
     const r = await run(["plan", "--json", "--config", good, "--state", f]);
