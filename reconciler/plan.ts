@@ -21,7 +21,7 @@ import { slotView, viewChangedPaths } from "./view.js";
  * drivers never decide anything (`converge()` passes them through).
  */
 export interface PlanOptions {
-  /** `hal0 down`: plan as if no slot were desired, so every inventory member is deleted (reason "down"). */
+  /** `hal0 down`: plan as if no slot were desired, so every inventory member is deleted (reason "down"); settings and Hermes files are not planned. */
   readonly destroy?: boolean;
   /**
    * Restart these slots: each one that runs is replaced (stop, then start its
@@ -53,13 +53,15 @@ export function planChanges(model: Model, observed: Observed, inventory: Invento
     if (one.warning) hermes.warnings.push(one.warning);
   }
   const keep = selector(options.only);
-  const changes = [...slots.changes, settings.change, ...hermes.changes].filter((c) => keep(c)).sort((a, b) => compare(a.address, b.address));
+  // `hal0 down` leaves the settings as they are applied, too: a pending settings change waits for the next apply.
+  const keepSettings = !options.destroy && keep(settings.change);
+  const changes = [...slots.changes, ...(keepSettings ? [settings.change] : []), ...hermes.changes].filter((c) => keep(c)).sort((a, b) => compare(a.address, b.address));
   const body: PlanBody = {
     format_version: PLAN_FORMAT_VERSION,
     base: { config_digest: model.digest, observed: observedDigests(observed) },
     has_changes: changes.some((c) => c.action !== "no-op"),
     changes,
-    settings: keep(settings.change) ? settings.buckets : { immediate: [], service_restart: {}, manual_restart: [], unknown: [] },
+    settings: keepSettings ? settings.buckets : { immediate: [], service_restart: {}, manual_restart: [], unknown: [] },
     warnings: [...slots.warnings, ...hermes.warnings].filter((w) => keep(w)).sort((a, b) => compare(a.address, b.address) || compare(a.code, b.code) || compare(a.message, b.message)),
     summary: summarize(changes),
   };

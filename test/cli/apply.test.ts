@@ -187,8 +187,14 @@ describe("hal0 apply / plan / status / down on the example box", () => {
 
   it("down leaves no process behind", async () => {
     const pids = Object.values((await desired()).slots).filter((s) => s.enabled).map((s) => runtimePid(s.name));
+    // A settings change waiting for the next apply stays waiting: down stops slots, nothing else.
+    const settings = join(config, "hal0.toml");
+    const applied = readFileSync(join(state, "applied-settings.json"), "utf8");
+    writeFileSync(settings, readFileSync(settings, "utf8").replace(/^ttl_s = \d+$/m, "ttl_s = 3600"));
     const { code, out } = await run("down");
     expect(code, out).toBe(0);
+    expect(out).not.toMatch(/settings/);
+    expect(readFileSync(join(state, "applied-settings.json"), "utf8")).toBe(applied);
     for (const pid of pids) expect(alive(pid), String(pid)).toBe(false);
     expect((await run("plan", "--detailed-exitcode")).code).toBe(2);
   });
