@@ -1,3 +1,4 @@
+import { statSync } from "node:fs";
 import { SweepLoop } from "../reconciler/loop.js";
 import { StateStore } from "../reconciler/state.js";
 import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
@@ -25,6 +26,8 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
   const state = new StateStore(stateDir(values.state, io.env, io.cwd));
   const sweeper = new Sweeper({ root, state, driverFor: async (model) => driverFor(model, state.dir), hermesCredentials: stateHermesCredentials(state.dir), runners: runnerProbeFor(root, state.dir).probe });
   const print = (report: SweepReport) => io.stdout.write(values.json ? `${JSON.stringify(report)}\n` : `${formatReport(report)}\n`);
+  // No config folder to converge to: said at once, as --once and hal0 serve say it, not a loop of failed sweeps.
+  if (!statSync(root, { throwIfNoEntry: false })?.isDirectory()) throw new CliError("config.not_found", `config folder not found: ${root}`);
   if (values.once) {
     const report = await sweeper.sweep().catch((err: unknown) => {
       if (err instanceof ConfigNotFoundError) throw new CliError("config.not_found", `config folder not found: ${root}`);
@@ -34,7 +37,7 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
     return report.outcome === "converged" || report.outcome === "nothing_to_do" ? EXIT_OK : EXIT_ERROR;
   }
   const loop = new SweepLoop(sweeper, {
-    root, onReport: print, onError: (err) => io.stderr.write(`hal0 reconcile: sweep failed: ${(err as Error).message}\n`),
+    root, onReport: print, onError: (err) => io.stderr.write(`hal0 reconcile: sweep failed: ${err instanceof ConfigNotFoundError ? "config.not_found: " : ""}${(err as Error).message}\n`),
     intervalS: () => sweeper.lastGoodModel?.settings.reconcile.interval_s ?? 120,
   });
   loop.start();

@@ -42,4 +42,15 @@ describe("hal0 reconcile --once", () => {
     expect(await main(["reconcile", "--once", "--config", "/nonexistent/hal0", "--state", state], io)).toBe(1);
     expect(io.err()).toBe("hal0 reconcile: config.not_found: config folder not found: /nonexistent/hal0\n");
   });
+
+  it("the loop (no --once) says so at once and exits 1 on a missing config folder, or one that is a file; before, it swept and failed for ever", async () => {
+    const file = join(state, "..", "a-file");
+    writeFileSync(file, "not a folder\n");
+    for (const config of ["/nonexistent/hal0", file]) {
+      const io = captureIo();
+      const code = await Promise.race([main(["reconcile", "--config", config, "--state", state], io), new Promise<string>((r) => setTimeout(() => r("still running"), 3000))]);
+      expect(code).toBe(1);
+      expect(io.err()).toBe(`hal0 reconcile: config.not_found: config folder not found: ${config}\n`);
+    }
+  });
 });
