@@ -34,11 +34,12 @@ export function formatSummary(errors: number, warnings: number, root: string, o:
   return `${where}: ${plural(errors, "error")}${warnings ? `, ${plural(warnings, "warning")}` : ""}`;
 }
 
-/** `::error file=…,line=…,col=…::…` workflow commands for GitHub Actions. */
+/** `::error file=…,line=…,col=…::…` workflow commands for GitHub Actions, escaped as the runner reads them (a property's value also escapes `:` and `,`). */
 export function formatAnnotation(d: Diagnostic, o: TextOptions): string {
   const file = relative(o.cwd, join(o.root, d.file));
-  const msg = `[${d.code}] ${d.summary}. ${d.detail}`.replace(/%/g, "%25").replace(/\r/g, "%0D").replace(/\n/g, "%0A");
-  return `::${d.severity === "error" ? "error" : "warning"} file=${file},line=${d.line},col=${d.column},title=${d.code}::${msg}`;
+  const data = (v: string) => v.replace(/%/g, "%25").replace(/\r/g, "%0D").replace(/\n/g, "%0A");
+  const property = (v: string) => data(v).replace(/:/g, "%3A").replace(/,/g, "%2C");
+  return `::${d.severity === "error" ? "error" : "warning"} file=${property(file)},line=${d.line},col=${d.column},title=${property(d.code)}::${data(`[${d.code}] ${d.summary}. ${d.detail}`)}`;
 }
 
 /** A source line wider than this is shown as a window of it around the column, `…` where it is cut. */

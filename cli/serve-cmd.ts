@@ -26,7 +26,7 @@ export async function runServe(args: string[], io: CliIo): Promise<number> {
   });
   const root = configDir(values.config, io.env, io.cwd);
   const state = stateDir(values.state, io.env, io.cwd);
-  const port = values.port === undefined ? undefined : Number(values.port);
+  const port = values.port === undefined ? undefined : /^\d{1,5}$/.test(values.port) ? Number(values.port) : Number.NaN;
   if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) throw new UsageError(`--port must be 0..65535, not ${values.port}`);
   // The first SIGTERM or SIGINT drains and exits 0, even one that comes while the server is still starting
   // (it is caught from here on, so node's default never kills a half-started server); a second one ends the process at once.

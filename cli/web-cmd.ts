@@ -24,7 +24,7 @@ export async function runWeb(args: string[], io: CliIo): Promise<number> {
     options: { ...BOX_OPTIONS, host: { type: "string" }, port: { type: "string" }, json: { type: "boolean" } },
   });
   const state = stateDir(values.state, io.env, io.cwd);
-  const portFlag = values.port === undefined ? undefined : Number(values.port);
+  const portFlag = values.port === undefined ? undefined : /^\d{1,5}$/.test(values.port) ? Number(values.port) : Number.NaN;
   if (portFlag !== undefined && (!Number.isInteger(portFlag) || portFlag < 1 || portFlag > 65535)) throw new UsageError(`--port must be 1..65535, not ${values.port}`);
   const server = await serverAddress(values, io);
   const host = linkHost(values.host ?? server.host);

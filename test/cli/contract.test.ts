@@ -122,6 +122,14 @@ describe("exit statuses: 2 is only 'changes'", () => {
     expect(existsSync(join(dir, "hal0.toml"))).toBe(false); // init "" wrote nothing into the working folder
   });
 
+  it("a port on the command line is written in decimal digits: 0x4A97, 1e4, -1 and 8080.0 are usage errors (64)", async () => {
+    for (const [cmd, port] of [["serve", "0x4A97"], ["serve", "1e4"], ["serve", "8080.0"], ["web", "0x10"], ["web", "1e4"], ["serve", "65536"]]) {
+      const r = await run([cmd!, "--config", good, "--state", state(), `--port=${port}`]);
+      expect(`${cmd} --port=${port} → ${r.code}`).toBe(`${cmd} --port=${port} → 64`);
+      expect(r.err).toMatch(/--port must be/);
+    }
+  });
+
   it("plan --detailed-exitcode and drift keep 2 for changes", async () => {
     expect((await run(["plan", "--detailed-exitcode", "--config", good, "--state", state()])).code).toBe(2);
     expect((await run(["plan", "--config", good, "--state", state()])).code).toBe(0);

@@ -80,6 +80,13 @@ describe("hal0 validate (in process)", () => {
     expect(io.out()).toContain("::error file=slots/chat.toml,line=1,col=11,title=slot.unknown_profile::[slot.unknown_profile] unknown profile `rocmm`.");
   });
 
+  it("escapes a GitHub annotation's properties as the runner reads them: a file name with %, : or , keeps its annotation whole", async () => {
+    const dir = tree({ "slots/a,b:c%d.toml": "profile = 1\n" });
+    const io = captureIo({ GITHUB_ACTIONS: "true" }, dir);
+    await main(["validate", "--config", dir], io);
+    expect(io.out()).toContain("::error file=slots/a%2Cb%3Ac%25d.toml,line=1,col=11,title=");
+  });
+
   it("colours only a TTY, and never with NO_COLOR", async () => {
     const dir = tree(BROKEN);
     const tty = captureIo({}, dir);
