@@ -189,6 +189,7 @@ function patchDoc(current: string | undefined, file: string, change: (doc: Recor
   }
   const before = structuredClone(doc);
   const next = change(doc);
+  if (text.trim() !== "") dropEmptied(before, next, [], tableLayout(text));
   const out = text.trim() === "" ? stringifyToml(next) : patchAppendingNew(removeTables(text, deletedTables(before, next)), before, next);
   return out.length > 0 && !out.endsWith("\n") ? `${out}\n` : out;
 }
@@ -196,29 +197,107 @@ function patchDoc(current: string | undefined, file: string, change: (doc: Recor
 /**
  * Patches `text` to `next`, except what toml-patch places badly: a new
  * table under a parent table (`[model.new]` comes out as a dotted inline
- * line at the top) and a file's first array of tables (it throws). Those are
- * appended at the end as sections, as a person would write them.
+ * line at the top) and a file's first array of tables (it throws) are
+ * appended at the end as sections, as a person would write them; a new key
+ * of a `[header]` table (or of the top level, where it has keys) goes right
+ * after that table's last key, where toml-patch would put it after the
+ * comments that introduce the next table (and a later removal of the key
+ * would take those comments with it).
  */
 function patchAppendingNew(text: string, before: Record<string, unknown>, next: Record<string, unknown>): string {
+  const layout = tableLayout(text);
   const added: Array<{ path: string[]; value: unknown }> = [];
-  const rest = withoutAdded(before, next, [], added);
-  if (added.length === 0) return patchToml(text, next);
-  const head = patchToml(text, rest);
+  const keys: Array<{ table: string[]; key: string; value: unknown }> = [];
+  const rest = withoutAdded(before, next, [], added, keys, layout);
+  if (added.length === 0 && keys.length === 0) return patchToml(text, next);
+  const patched = patchToml(text, rest);
+  const head = keys.length === 0 ? patched : insertKeys(patched, keys);
+  if (added.length === 0) return head;
   return `${head.replace(/\n*$/, "\n")}\n${added.map((a) => renderSection(a.path, a.value)).join("\n")}`;
 }
 
-/** `next` minus its new nested tables and new arrays of tables (collected in `added`). */
-function withoutAdded(before: Record<string, unknown>, next: Record<string, unknown>, prefix: string[], added: Array<{ path: string[]; value: unknown }>): Record<string, unknown> {
+/** `next` minus its new nested tables and new arrays of tables (collected in `added`) and its new keys of `[header]` tables (collected in `keys`). */
+function withoutAdded(
+  before: Record<string, unknown>,
+  next: Record<string, unknown>,
+  prefix: string[],
+  added: Array<{ path: string[]; value: unknown }>,
+  keys: Array<{ table: string[]; key: string; value: unknown }>,
+  layout: TableLayout,
+): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(next)) {
     const old = before[key];
     const path = [...prefix, key];
     if (old === undefined && isTable(value) && prefix.length > 0) added.push({ path, value });
     else if (old === undefined && Array.isArray(value) && value.length > 0 && value.every(isTable)) added.push({ path, value });
-    else if (isTable(value) && isTable(old)) out[key] = withoutAdded(old, value, path, added);
+    else if (old === undefined && !isTable(value) && layout.has(prefix.join("\u0000"))) keys.push({ table: prefix, key, value });
+    else if (isTable(value) && isTable(old)) out[key] = withoutAdded(old, value, path, added, keys, layout);
     else out[key] = value;
   }
   return out;
+}
+
+interface CstKeyValue {
+  readonly type: string;
+  readonly key: { value: string[] };
+  readonly loc: { start: { line: number; column: number }; end: { line: number } };
+}
+
+/**
+ * The tables of `text` a new key can be written into by hand: each
+ * `[header]` table, and the top level when it has keys of its own; for each,
+ * the line a new key goes after (its last key, or its header) and the
+ * indentation of its keys. Keyed by the table's path joined with NUL.
+ */
+type TableLayout = Map<string, { after: number; indent: string }>;
+
+function tableLayout(text: string): TableLayout {
+  const layout: TableLayout = new Map();
+  const lines = text.split("\n");
+  const indentOf = (kv: CstKeyValue) => (lines[kv.loc.start.line - 1] ?? "").slice(0, kv.loc.start.column);
+  const top = (parseDocument(text).cst as unknown as Array<HeaderNode & CstKeyValue>);
+  const rootKeys = top.filter((n) => n.type === "KeyValue");
+  const lastRoot = rootKeys[rootKeys.length - 1];
+  if (lastRoot) layout.set("", { after: lastRoot.loc.end.line, indent: indentOf(lastRoot) });
+  for (const node of top) {
+    if (node.type !== "Table" || !node.key) continue;
+    const kvs = (node.items ?? []).filter((i) => i.type === "KeyValue") as unknown as CstKeyValue[];
+    const last = kvs[kvs.length - 1];
+    layout.set(node.key.item.value.join("\u0000"), last ? { after: last.loc.end.line, indent: indentOf(last) } : { after: node.loc.start.line, indent: "" });
+  }
+  return layout;
+}
+
+/** Writes each new key on its own line after its table's last key (`keys` were collected against `text`'s layout, which patching the rest keeps). */
+function insertKeys(text: string, keys: ReadonlyArray<{ table: string[]; key: string; value: unknown }>): string {
+  const layout = tableLayout(text);
+  const at = new Map<number, string[]>();
+  for (const { table, key, value } of keys) {
+    const spot = layout.get(table.join("\u0000"));
+    if (!spot) throw new Error(`${[...table, key].join(".")}: its table is gone from the patched text`);
+    const line = `${spot.indent}${stringifyToml({ [key]: value }).trim()}`;
+    at.set(spot.after, [...(at.get(spot.after) ?? []), line]);
+  }
+  const lines = text.split("\n");
+  for (const after of [...at.keys()].sort((a, b) => b - a)) lines.splice(after, 0, ...at.get(after)!);
+  return lines.join("\n");
+}
+
+/**
+ * Drops the tables an edit emptied that the text never wrote as a
+ * `[header]` (`profile` of `profile.x.a = 1` once `x` is removed): left in,
+ * toml-patch would write an empty `[profile]` the person never had. An
+ * emptied `[header]` table stays, header and comments.
+ */
+function dropEmptied(before: Record<string, unknown>, next: Record<string, unknown>, prefix: string[], layout: TableLayout): void {
+  for (const [key, value] of Object.entries(next)) {
+    const old = before[key];
+    if (!isTable(value) || !isTable(old)) continue;
+    const path = [...prefix, key];
+    dropEmptied(old, value, path, layout);
+    if (Object.keys(value).length === 0 && Object.keys(old).length > 0 && !layout.has(path.join("\u0000"))) delete next[key];
+  }
 }
 
 /** `[a.b]` / `[[a.b]]` sections for a new table or array of tables, sub-tables as their own sections. */

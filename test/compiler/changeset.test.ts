@@ -83,6 +83,42 @@ describe("ChangeSet: new tables", () => {
   });
 });
 
+describe("ChangeSet: new keys of existing tables", () => {
+  const MODELS = `# File facts\n\n# Small generalist.\n[model."qwen3-4b"]\n  path = "q.gguf" # here\n  jinja = true\n\n# ── NPU ──\n\n[model.npu]\npath = "n.q4nx"\n\n# ── Empty ──\n[model.empty]\n`;
+
+  it("goes after the table's last key, in its indentation, not after the comments that introduce the next table", () => {
+    const [out] = after({ "models.toml": MODELS }, [
+      { file: "models.toml", op: "set", path: ["model", "qwen3-4b", "mtp"], value: true },
+      { file: "models.toml", op: "set", path: ["model", "qwen3-4b", "tags"], value: ["small"] },
+      { file: "models.toml", op: "set", path: ["model", "empty", "path"], value: "e.gguf" },
+    ]);
+    expect(out).toBe(`# File facts\n\n# Small generalist.\n[model."qwen3-4b"]\n  path = "q.gguf" # here\n  jinja = true\n  mtp = true\n  tags = [ "small" ]\n\n# ── NPU ──\n\n[model.npu]\npath = "n.q4nx"\n\n# ── Empty ──\n[model.empty]\npath = "e.gguf"\n`);
+  });
+
+  it("adding a key then removing it gives back the file byte for byte", () => {
+    const added = applyChangeSet(tree({ "models.toml": MODELS }), { edits: [{ file: "models.toml", op: "set", path: ["model", "qwen3-4b", "mtp"], value: true }] }).tree;
+    const removed = applyChangeSet(added, { edits: [{ file: "models.toml", op: "set", path: ["model", "qwen3-4b", "mtp"], value: null }] }).tree;
+    expect(removed.files.get("models.toml")).toBe(MODELS);
+  });
+
+  it("a new top-level key follows the last top-level key; a key under a dotted table is toml-patch's", () => {
+    const [out] = after({ "slots/a.toml": `# slot a\nprofile = "cpu"\n\n# the tune\n[tune]\nctx.size = 1\n` }, [
+      { file: "slots/a.toml", op: "set", path: ["model"], value: "m1" },
+      { file: "slots/a.toml", op: "set", path: ["tune", "ctx", "keep"], value: 2 },
+    ]);
+    expect(out).toBe(`# slot a\nprofile = "cpu"\nmodel = "m1"\n\n# the tune\n[tune]\nctx.size = 1\nctx.keep = 2\n`);
+  });
+
+  it("removing the last table under a parent the file never wrote as [parent] leaves no empty [parent]", () => {
+    const [dotted] = after({ "profiles.toml": `# header\n\nprofile.x.backend = "cpu"\n` }, [{ file: "profiles.toml", op: "set", path: ["profile", "x"], value: null }]);
+    expect(dotted).toBe("# header\n");
+    const [sections] = after({ "profiles.toml": `# header\n\n[profile.x]\nbackend = "cpu"\n` }, [{ file: "profiles.toml", op: "set", path: ["profile", "x"], value: null }]);
+    expect(sections).not.toContain("[profile]");
+    const [written] = after({ "profiles.toml": `# header\n\n[profile]\nx.backend = "cpu"\n` }, [{ file: "profiles.toml", op: "set", path: ["profile", "x"], value: null }]);
+    expect(written).toBe("# header\n\n[profile]\n");
+  });
+});
+
 describe("ChangeSet: null values (issue 16 point 3)", () => {
   const SLOT = `profile = "rocm"\nport = 8081\n\n[server]\n# flags\nextra_args = "--metrics"\nenv = { A = "1" }\n`;
 
