@@ -223,9 +223,10 @@ function toH3Path(path: string): string {
   return path.replace(/\{([a-z_]+)(?::path)?\}/g, ":$1");
 }
 
+/** The revision an `If-Match` names; `*` (any current revision, RFC 9110 §13.1.1) is no check, as no header is. */
 function ifMatch(v: string | undefined): string | undefined {
   const m = v?.trim().replace(/^W\//, "").replace(/^"|"$/g, "");
-  return m ? m : undefined;
+  return m && m !== "*" ? m : undefined;
 }
 
 function safeDecode(v: string): string {

@@ -183,6 +183,8 @@ describe("slot writes", () => {
     const viaBody = await s.call("PUT", "/api/slots/chat/config", { body: { priority: 93, base: revision } });
     expect(viaBody.status).toBe(409);
     expect(read("chat")).toMatch(/priority = 91/);
+    // If-Match: * is any revision: no check, as with no header (a quoted "*" is the same)
+    for (const any of ["*", '"*"']) expect((await s.call("PUT", "/api/slots/chat/config", { body: { priority: 91 }, headers: { "if-match": any } })).status).toBe(200);
     // an edit of another file from the same base is not stale
     expect((await s.call("PUT", "/api/slots/coder/config", { body: { priority: 71 }, headers: { "if-match": revision } })).status).toBe(200);
   });
