@@ -188,7 +188,7 @@ function unmatched(deps: AppDeps, event: H3Event): unknown {
   // One label for every path no route has: a raw path would let any caller mint new series.
   event.node.res.once("finish", () => deps.metrics?.observeRequest("rest", UNMATCHED, event.method, String(event.node.res.statusCode), performance.now() - started));
   const path = (event.path.split("?")[0] ?? "/").replace(/\/+$/, "") || "/";
-  const allowed = deps.routes.filter((r) => templateMatches(r.path, path)).map((r) => r.method);
+  const allowed = deps.routes.filter((r) => !r.inProcess && templateMatches(r.path, path)).map((r) => r.method);
   const err = allowed.length > 0
     ? new ApiError("route.method_not_allowed", `${event.method} is not allowed on ${path}`, { allowed: [...new Set(allowed)].sort() })
     : new ApiError("route.not_found", `no route for ${event.method} ${path}`);

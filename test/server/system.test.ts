@@ -67,6 +67,14 @@ describe("ports, status, system info", () => {
     expect(res.body.error).toMatchObject({ code: "route.method_not_allowed", details: { allowed: ["GET"] } });
     expect((await s.call("GET", "/api/hardware/probe")).body.error.details.allowed).toEqual(["POST"]);
   });
+
+  it("a path only an in-process MCP probe has is no REST route: 404, not a 405 naming a method it refuses", async () => {
+    for (const method of ["GET", "POST"]) {
+      const res = await s.call(method, "/in-process/npu_status");
+      expect(res.status).toBe(404);
+      expect(res.body.error.code).toBe("route.not_found");
+    }
+  });
 });
 
 describe("hardware", () => {
