@@ -1,3 +1,4 @@
+import { statSync } from "node:fs";
 import { ConfigNotFoundError } from "../compiler/index.js";
 import { StateStore } from "../reconciler/state.js";
 import { ApiError } from "../server/errors.js";
@@ -28,6 +29,8 @@ export async function runServe(args: string[], io: CliIo): Promise<number> {
   const state = stateDir(values.state, io.env, io.cwd);
   const port = values.port === undefined ? undefined : /^\d{1,5}$/.test(values.port) ? Number(values.port) : Number.NaN;
   if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) throw new UsageError(`--port must be 0..65535, not ${values.port}`);
+  // A missing config folder is said before the state folder is touched: no database or token is left behind by a serve that never ran.
+  if (!statSync(root, { throwIfNoEntry: false })?.isDirectory()) throw new CliError("config.not_found", `config folder not found: ${root}`);
   // The first SIGTERM or SIGINT drains and exits 0, even one that comes while the server is still starting
   // (it is caught from here on, so node's default never kills a half-started server); a second one ends the process at once.
   let stopRequested!: () => void;

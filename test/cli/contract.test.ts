@@ -71,11 +71,13 @@ describe("exit statuses: 2 is only 'changes'", () => {
   });
 
   it.each([
-    ["plan"], ["apply", "--yes"], ["status"], ["down"], ["drift"], ["doctor"], ["reconcile", "--once"], ["agent", "reprovision", "hermes"], ["web"],
-  ])("a missing config folder is an error, not usage: hal0 %s → 1 config.not_found", async (...command) => {
-    const r = await run([...command, "--config", missing(), "--state", state()]);
+    ["plan"], ["apply", "--yes"], ["status"], ["down"], ["drift"], ["doctor"], ["reconcile", "--once"], ["agent", "reprovision", "hermes"], ["web"], ["serve", "--port", "0"],
+  ])("a missing config folder is an error, not usage, and leaves no state behind: hal0 %s → 1 config.not_found", async (...command) => {
+    const stateDir = join(dir, `state-${command.join("-")}`);
+    const r = await run([...command, "--config", missing(), "--state", stateDir]);
     expect(r.code, r.err).toBe(1);
     expect(r.err).toBe(`hal0 ${command[0]}: config.not_found: config folder not found: ${missing()}\n`);
+    expect(existsSync(stateDir), `hal0 ${command[0]} wrote ${stateDir}`).toBe(false);
   });
 
   it.each([["plan"], ["apply", "--yes"], ["status"], ["down"], ["drift"]])("an engine that does not answer is 1 runtime.unavailable: hal0 %s", async (...command) => {
