@@ -8,7 +8,7 @@ import type { Reporter } from "./report.js";
 import { fastParse, REFUSED } from "./fast-validate.js";
 import { mayHoldOddScalars, normalizeScalars } from "./scalars.js";
 import { didYouMean } from "./suggest.js";
-import { describeExpected, describeValue, displayValue, explainName, quoteName } from "./explain.js";
+import { describeExpected, describeValue, displayValue, explainName, quoteName, unusualCharacter } from "./explain.js";
 import { isIntegerAt, keysAt, patternAt } from "./schema-walk.js";
 
 type Issue = z.core.$ZodIssue;
@@ -119,8 +119,15 @@ function reportIssue(kind: FileKind, rel: string, issue: Issue, input: unknown, 
     case "invalid_format": {
       const value = String(input);
       const pattern = patternAt(kind.schema, path, false);
-      reporter.report(isNamePattern(pattern) ? "config.invalid_name" : "config.invalid_value", { file: rel, path, target: "value" },
-        `invalid ${isNamePattern(pattern) ? "name" : "value"} ${quoteName(value)}`, explainName(value, pattern));
+      if (isNamePattern(pattern)) {
+        reporter.report("config.invalid_name", { file: rel, path, target: "value" }, `invalid name ${quoteName(value)}`, explainName(value, pattern));
+        return;
+      }
+      // Not a name: say what the value must be (the schema's words for its pattern), and any character a reader would not see.
+      const odd = unusualCharacter(value);
+      const want = issue.message && !issue.message.startsWith("Invalid") ? issue.message : `a string matching ${pattern?.source ?? "its pattern"}`;
+      reporter.report("config.invalid_value", { file: rel, path, target: "value" }, `invalid value ${quoteName(value)}`,
+        `\`${path.join(".")}\` must be ${want}${odd ? `; ${quoteName(value)} contains ${odd}` : ""}.`);
       return;
     }
     case "custom": {

@@ -21,7 +21,7 @@ export function defaultAgentWorkspace(name: string): string {
   return `/var/lib/hal0/agents/${name}/workspace`;
 }
 
-const HttpUrl = z.string().regex(/^https?:\/\/[^\s/]+(\/\S*)?$/);
+const HttpUrl = z.string().regex(/^https?:\/\/[^\s/]+(\/\S*)?$/, "an http:// or https:// URL with a host and no spaces");
 
 /**
  * Empty, or an absolute path without `.` or `..` segments: the workspace is a
@@ -83,7 +83,7 @@ export const Agent = z.strictObject({
   /** 1 is the only version; a newer file is refused, never half-read. */
   schema_version: z.literal(1).default(1),
   agent: z.strictObject({
-    name: z.string().regex(AGENT_NAME_PATTERN),
+    name: z.string().regex(AGENT_NAME_PATTERN, "an agent name: 1–32 characters, lowercase a–z, digits and `-`, starting with a letter or digit"),
     display: z.string().default(""),
     /** Empty ⇒ defaultAgentWorkspace(name). */
     workspace: Workspace.default(""),

@@ -33,7 +33,7 @@ export const SLOT_CHILDREN = {
 } as const satisfies Record<SlotType, Readonly<Record<string, SlotType>>>;
 
 export const CHILD_NAME_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
-const HttpUrl = z.string().regex(/^https?:\/\/[^\s/]+(\/\S*)?$/);
+const HttpUrl = z.string().regex(/^https?:\/\/[^\s/]+(\/\S*)?$/, "an http:// or https:// URL with a host and no spaces");
 
 export const Backend = z.strictObject({
   id: ResourceId,
@@ -66,6 +66,6 @@ export const CapabilitiesFile = z.strictObject({
   schema_version: z.literal(2).default(2),
   backend: z.array(Backend).default([]),
   catalog: z.array(CatalogSource).default([]),
-  selection: z.record(SlotName, z.record(z.string().regex(CHILD_NAME_PATTERN), Selection)).prefault({}),
+  selection: z.record(SlotName, z.record(z.string().regex(CHILD_NAME_PATTERN, "a child name: 1–32 characters, lowercase a–z, digits, `_` and `-`, starting with a letter"), Selection)).prefault({}),
 });
 export type CapabilitiesFile = z.infer<typeof CapabilitiesFile>;

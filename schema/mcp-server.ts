@@ -26,11 +26,11 @@ export const McpServer = z
     name: z.string().min(1).max(128),
     description: z.string().default(""),
     /** Where it came from: oci://, npm:/npx:, uvx:/uv:, git+https://, a manifest URL, or `manual:<id>` (a manifest posted to POST /api/mcp/install). */
-    spec: z.string().regex(/^(oci:\/\/|npm:|npx:|uvx:|uv:|git\+https:\/\/|https:\/\/|manual:)\S+$/),
+    spec: z.string().regex(/^(oci:\/\/|npm:|npx:|uvx:|uv:|git\+https:\/\/|https:\/\/|manual:)\S+$/, "a package spec: oci://, npm:, npx:, uvx:, uv:, git+https://, https:// or manual: and then no spaces"),
     transport: z.enum(MCP_TRANSPORTS),
     command: z.string().min(1).optional(),
     args: z.array(z.string()).default([]),
-    url: z.string().regex(/^https?:\/\/\S+$/).optional(),
+    url: z.string().regex(/^https?:\/\/\S+$/, "an http:// or https:// URL without spaces").optional(),
     enabled: z.boolean().default(true),
     env: z.record(EnvName, z.string()).default({}),
     /** Names only: values live outside the tree. */

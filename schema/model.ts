@@ -13,18 +13,18 @@ export const ModelFacts = z
   /** Relative paths resolve against the config folder. */
   path: z.string().min(1).optional(),
   type: z.enum(SLOT_TYPES).default("llm"),
-  capabilities: z.array(z.string().regex(CAPABILITY_PATTERN)).default([]),
+  capabilities: z.array(z.string().regex(CAPABILITY_PATTERN, "a capability: 1–32 characters, lowercase a–z, digits, `_` and `-`, starting with a letter")).default([]),
   devices: z.array(z.enum(DEVICES)).default([]),
-  hf_repo: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/).optional(),
+  hf_repo: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/, "a Hub repository as owner/name (letters, digits, `.`, `_` and `-`)").optional(),
   hf_filename: z.string().min(1).optional(),
   /** The Hub commit the file was pulled at (x-repo-commit); model_update_check compares it with the Hub's. */
-  revision: z.string().regex(/^[0-9a-f]{7,64}$/).optional(),
+  revision: z.string().regex(/^[0-9a-f]{7,64}$/, "a commit: 7 to 64 lowercase hex digits").optional(),
   /** The file's sha256 as the Hub's LFS oid said and the pull verified. */
-  sha256: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+  sha256: z.string().regex(/^[0-9a-f]{64}$/, "a sha256: 64 lowercase hex digits").optional(),
   /** The model's native context window in tokens. */
   context_length: z.int().min(1).optional(),
   /** The architecture its GGUF header names (`general.architecture`: llama, qwen3, gemma3, …); a fact, checked against the header when the file is a GGUF. */
-  architecture: z.string().regex(/^[a-z0-9][a-z0-9_.-]*$/).optional(),
+  architecture: z.string().regex(/^[a-z0-9][a-z0-9_.-]*$/, "an architecture as GGUF names it: lowercase a–z, digits, `_`, `.` and `-`").optional(),
   size_bytes: z.int().min(0).optional(),
   quant: z.string().optional(),
   /** "auto" uses the template embedded in the GGUF. */

@@ -9,7 +9,7 @@ export const AUTH_STYLES = ["bearer", "header", "none"] as const;
 export const WARMUP_STRATEGIES = ["none", "lazy", "eager"] as const;
 export const CATALOG_IDS = ["openai", "anthropic", "openrouter", "google_ai_studio", "ollama"] as const;
 
-const HttpUrl = z.string().regex(/^https?:\/\/[^\s/]+(\/\S*)?$/);
+const HttpUrl = z.string().regex(/^https?:\/\/[^\s/]+(\/\S*)?$/, "an http:// or https:// URL with a host and no spaces");
 
 export const Upstream = z
   .strictObject({

@@ -141,4 +141,13 @@ describe("related positions and details", () => {
     expect((await diagnosticAt("name-bom", "profiles.toml:1:10", "config.invalid_name")).detail).toContain("byte-order mark (U+FEFF)");
     expect((await diagnosticAt("name-cyrillic-profile", "profiles.toml:1:10", "config.invalid_name")).detail).toContain("U+043E");
   });
+
+  it("a value with a format that is not a name says what it must be, never 'not a valid name'", async () => {
+    const at = (where: string) => diagnosticAt("model-value-formats", where, "config.invalid_value");
+    expect((await at("models.toml:4:10")).detail).toBe("`model.a.sha256` must be a sha256: 64 lowercase hex digits.");
+    expect((await at("models.toml:5:11")).detail).toContain("must be a Hub repository as owner/name");
+    expect((await at("models.toml:6:12")).detail).toMatch(/must be a commit: 7 to 64 lowercase hex digits; .* contains a zero-width space \(U\+200B\)\.$/);
+    expect((await at("models.toml:7:17")).detail).toContain("must be a capability: 1–32 characters");
+    for (const where of ["models.toml:4:10", "models.toml:5:11", "models.toml:6:12", "models.toml:7:17"]) expect((await at(where)).detail).not.toMatch(/name grammar|not a valid name/);
+  });
 });
