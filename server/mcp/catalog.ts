@@ -100,7 +100,13 @@ function memoryTool(name: string): ToolDef {
 function fieldsOf(schema: z.ZodType | undefined): Record<string, unknown> {
   if (!schema) return {};
   try {
-    const json = z.toJSONSchema(schema, { target: "draft-7", io: "input", unrepresentable: "any" }) as { properties?: Record<string, unknown> };
+    const json = z.toJSONSchema(schema, {
+      target: "draft-7", io: "input", unrepresentable: "any",
+      // An integer query parameter's default is its input text ("50"): advertised as the integer it reads as (server/query.ts).
+      override: ({ jsonSchema: js }) => {
+        if (js.type === "integer" && typeof js.default === "string" && /^-?\d+$/.test(js.default)) js.default = Number(js.default);
+      },
+    }) as { properties?: Record<string, unknown> };
     return json.properties ?? {};
   } catch {
     return {};

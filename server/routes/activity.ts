@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { defineRoute, RawReply } from "../route.js";
+import { queryInt } from "../query.js";
 
 const Filters = z.strictObject({
   actor: z.string().max(80).optional(),
@@ -15,7 +16,7 @@ const Filters = z.strictObject({
 export const activityRoutes = [
   defineRoute({
     method: "GET", path: "/api/activity", kind: "read", listKey: "items", tools: ["activity_list"],
-    query: Filters.extend({ limit: z.coerce.number().int().min(1).max(500).default(100), offset: z.coerce.number().int().min(0).default(0) }),
+    query: Filters.extend({ limit: queryInt(1, 500, 100), offset: queryInt(0, Number.MAX_SAFE_INTEGER, 0) }),
     summary: "Audit rows, newest first, with filters and paging",
     handle: ({ query, services }) => {
       const { items, total } = services.audit.query(query);

@@ -6,11 +6,12 @@ import { redactText } from "../redact.js";
 import { defineRoute } from "../route.js";
 import { runnerLogPath, tailLog } from "../slot-logs.js";
 import { findSlot } from "../slot-view.js";
+import { queryInt } from "../query.js";
 
 /** At most this many lines per reply (logs_tail, journal_snapshot). */
 export const MAX_LOG_LINES = 1000;
 
-const Lines = z.coerce.number().int().min(1).max(MAX_LOG_LINES);
+const Lines = (dflt: number) => queryInt(1, MAX_LOG_LINES, dflt);
 
 /** `2026-12-02T14:00:00Z` (any ISO 8601 time), or a time ago: `90s`, `15m`, `2h`, `1d`. */
 const Since = z.string().max(64).transform((v, ctx) => {
@@ -28,7 +29,7 @@ const TailQuery = z.strictObject({
   level: z.enum(Object.keys(LOG_LEVELS) as [LogLevel, ...LogLevel[]]).optional(),
   since: Since.optional(),
   slot: SlotName.optional(),
-  lines: Lines.default(200),
+  lines: Lines(200),
 });
 
 /** How long journalctl may take, and how much of its output is read. */
@@ -60,7 +61,7 @@ export const logRoutes = [
     },
   }),
   defineRoute({
-    method: "GET", path: "/api/journal", kind: "read", query: z.strictObject({ lines: Lines.default(100) }), tools: ["journal_snapshot"],
+    method: "GET", path: "/api/journal", kind: "read", query: z.strictObject({ lines: Lines(100) }), tools: ["journal_snapshot"],
     // The journal of hal0's unit is its log (its stdout); without systemd, the tail of its log file: what logs_tail reads.
     reveals: "hal0-log",
     summary: "The systemd journal of this hal0 serve (journalctl -o json, its invocation) when it runs under systemd, else {available: false, reason} and the tail of hal0's own log file",

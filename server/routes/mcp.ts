@@ -10,9 +10,10 @@ import { serverState } from "../mcp-servers/probe.js";
 import { defineRoute } from "../route.js";
 import { serveEvents } from "../sse.js";
 import { mcpWriteRoutes } from "./mcp-write.js";
+import { queryInt } from "../query.js";
 
 const Id = z.strictObject({ server_id: z.string().min(1).max(64) });
-const LogsQuery = z.strictObject({ limit: z.coerce.number().int().min(1).max(500).default(100) });
+const LogsQuery = z.strictObject({ limit: queryInt(1, 500, 100) });
 const POLL_MS = 2000;
 
 /**

@@ -6,6 +6,7 @@ import type { PullService } from "../pulls/service.js";
 import type { PullView } from "../pulls/worker.js";
 import { defineRoute } from "../route.js";
 import { serveEvents } from "../sse.js";
+import { queryInt } from "../query.js";
 
 const ModelIdParams = z.strictObject({ model_id: ResourceId });
 /** A Hub repository id: `org/name`. */
@@ -19,7 +20,7 @@ const PullBody = z.strictObject({
   draft_filename: HubFile.optional(),
   mmproj_filename: HubFile.optional(),
 });
-const SearchQuery = z.strictObject({ q: z.string().min(1).max(200), limit: z.coerce.number().int().min(1).max(100).default(20) });
+const SearchQuery = z.strictObject({ q: z.string().min(1).max(200), limit: queryInt(1, 100, 20) });
 
 function pulls(services: Dispatcher): PullService {
   if (services.pulls === undefined) throw new ApiError("system.internal", "model pulls are not served here");

@@ -10,6 +10,7 @@ import { defineRoute } from "../route.js";
 import { HubRepo } from "./models-pull.js";
 import { absolutePath, findModel, headerOf, headerReport, inspectable, modelRow, ROW_FIELDS, type ModelRow } from "./models-common.js";
 import { modelWriteRoutes } from "./models-write.js";
+import { queryInt } from "../query.js";
 
 /** A list parameter: a comma-separated string, or the key repeated (`?capability=chat&capability=tools`). */
 const list = <T extends string>(item: z.ZodType<T, string>) =>
@@ -26,8 +27,8 @@ const ListQuery = z.strictObject({
   device: list(z.enum(DEVICES)).optional(),
   q: z.string().max(200).optional(),
   fields: list(z.enum(ROW_FIELDS)).optional(),
-  limit: z.coerce.number().int().min(1).max(500).optional(),
-  offset: z.coerce.number().int().min(0).default(0),
+  limit: queryInt(1, 500).optional(),
+  offset: queryInt(0, Number.MAX_SAFE_INTEGER, 0),
 });
 type ListQuery = z.infer<typeof ListQuery>;
 

@@ -5,6 +5,7 @@ import { ApiError } from "../errors.js";
 import { defineRoute } from "../route.js";
 import type { Dispatcher } from "../dispatch.js";
 import type { PlanRecord } from "../plans.js";
+import { queryInt } from "../query.js";
 
 const FileEdit = z.discriminatedUnion("op", [
   z.strictObject({ file: z.string().min(1), op: z.literal("set"), path: z.array(z.string().min(1)).min(1), value: z.unknown() }),
@@ -22,7 +23,7 @@ export const ChangeSetBody = z.strictObject({
 });
 
 const Id = z.strictObject({ id: z.string().min(1).max(64) });
-const Paging = z.strictObject({ limit: z.coerce.number().int().min(1).max(500).default(50), offset: z.coerce.number().int().min(0).default(0) });
+const Paging = z.strictObject({ limit: queryInt(1, 500, 50), offset: queryInt(0, Number.MAX_SAFE_INTEGER, 0) });
 
 /**
  * Plans over REST: a ChangeSet in, diagnostics and a plan out, nothing

@@ -4,12 +4,13 @@ import { SlotName } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
 import { authView, probeSlot, probeUpstream, providersOf, slotBaseUrl, upstreamBaseUrl, type AuthView, type ProbeResult, type ProviderServices } from "../providers/probe.js";
 import { defineRoute } from "../route.js";
+import { queryInt } from "../query.js";
 
 const Name = z.strictObject({ name: SlotName });
 const ListQuery = z.strictObject({
   /** `false`: no request to any provider (health `unprobed`), only what the tree and the credential store say. */
   probe: z.enum(["true", "false"]).default("true").transform((v) => v === "true"),
-  timeout_ms: z.coerce.number().int().min(50).max(10_000).default(1500),
+  timeout_ms: queryInt(50, 10_000, 1500),
 });
 /** A credential is one header value: printable, no line break (a header could not carry it, and a newline would start another). */
 const CredentialBody = z.strictObject({ value: z.string().min(1).max(8192).regex(/^[^\x00-\x1f\x7f]+$/, "a credential has no control characters or line breaks") });

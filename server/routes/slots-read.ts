@@ -8,9 +8,10 @@ import { slotIds } from "../slot-ids.js";
 import { runnerLogPath, tailLog } from "../slot-logs.js";
 import { findSlot, lifecycleOf, observeLiveness, probeHealth, roster, rosterReply, slotDetail, slotNotFound } from "../slot-view.js";
 import type { BoxService } from "../box.js";
+import { queryInt } from "../query.js";
 
 const Name = z.strictObject({ name: z.string().min(1).max(64) });
-const Lines = z.strictObject({ lines: z.coerce.number().int().min(1).max(2000).default(200) });
+const Lines = z.strictObject({ lines: queryInt(1, 2000, 200) });
 
 async function slotOf(box: BoxService, name: string): Promise<ResolvedSlot> {
   return findSlot(await box.model(), name);

@@ -8,6 +8,7 @@ import { defineRoute } from "../route.js";
 import { roster, slotNotFound } from "../slot-view.js";
 import type { SlotStats } from "../stats/scraper.js";
 import { slotStatsOf, throughputHistory } from "../stats/views.js";
+import { queryInt } from "../query.js";
 
 /**
  * Seed 001's stats tools (all autonomous reads): the slots' tokens/s from the
@@ -40,7 +41,7 @@ async function system(box: BoxService, stats: SlotStats) {
 const Since = z.string().trim().min(1).max(64).refine((v) => /^\d+(\.\d+)?$/.test(v) || (/^\d{4}-\d{2}-\d{2}/.test(v) && Number.isFinite(Date.parse(v))), "an ISO time (2026-12-02T14:00:00Z) or a number of seconds before now");
 const History = z.strictObject({
   since: Since.default("3600"),
-  step: z.coerce.number().int().min(60).max(86_400).default(60),
+  step: queryInt(60, 86_400, 60),
   slot: z.string().min(1).max(64).optional(),
 });
 

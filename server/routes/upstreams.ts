@@ -8,6 +8,7 @@ import { ApiError, apiErrorOf, refusing } from "../errors.js";
 import { probeUpstream, providersOf } from "../providers/probe.js";
 import { restoreMasked } from "../redact.js";
 import { defineRoute, type WriteIntent } from "../route.js";
+import { queryInt } from "../query.js";
 
 type Row = Record<string, unknown>;
 
@@ -27,7 +28,7 @@ const CreateBody = sparseObject(fields, false, ["name"]).extend({ name: SlotName
 /** JSON merge patch: a value replaces, null removes the key, `model_filters` merges key by key; `name` renames. */
 const PatchBody = sparseObject(fields, true, ["name"]).extend({ name: SlotName.optional() });
 const Name = z.strictObject({ name: z.string().min(1).max(64) });
-const TestQuery = z.strictObject({ timeout_ms: z.coerce.number().int().min(50).max(30_000).optional() });
+const TestQuery = z.strictObject({ timeout_ms: queryInt(50, 30_000).optional() });
 
 /**
  * Upstreams: `[[upstream]]` rows of upstreams.toml. Reads come from the

@@ -358,3 +358,37 @@ describe("4. bodies that are not JSON", () => {
     expect(res.status).toBe(303);
   });
 });
+
+describe("integer query parameters: decimal digits, given once", () => {
+  const refused = async (path: string, msg: RegExp) => {
+    const res = await s.call("GET", path);
+    expect(res.status, path).toBe(422);
+    expect(res.body.error.code, path).toBe("validation.invalid");
+    expect(res.body.error.details.fields[0].msg, path).toMatch(msg);
+  };
+
+  it("refuses 0x10, 1e2, 8.0, an empty value and a repeated parameter, which a number coercion read as 16, 100, 8, 0 and NaN", async () => {
+    for (const path of ["/api/plans?limit=0x10", "/api/plans?limit=1e2", "/api/plans?limit=8.0", "/api/plans?limit=", "/api/activity?limit=0x10", "/api/slots/chat/logs?lines=%205"]) await refused(path, /an integer in decimal digits/);
+    await refused("/api/plans?limit=1&limit=2", /given once/);
+    await refused("/api/plans?limit=0", /too small/i);
+    await refused("/api/activity?offset=-1", /too small/i);
+    const two = await s.call("GET", "/api/plans?limit=2");
+    expect(two.status).toBe(200);
+    expect(two.body.plans.length).toBeLessThanOrEqual(2);
+  });
+
+  it("an MCP tool takes the same parameter as a JSON integer, advertised as an integer with its bounds and default", async () => {
+    const client = await adminClient(s.url, { token: s.operator });
+    try {
+      const tool = (await client.listTools()).tools.find((t) => t.name === "plan_list")!;
+      expect((tool.inputSchema.properties as any).args.properties.limit).toEqual({ type: "integer", minimum: 1, maximum: 500, default: 50 });
+      expect((await callTool(client, "plan_list", { limit: 2 })).isError).toBe(false);
+      const hex = await callTool(client, "plan_list", { limit: "0x10" });
+      expect(hex.isError).toBe(true);
+      expect(hex.body.error.code).toBe("validation.invalid");
+      expect((await callTool(client, "plan_list", { limit: 1.5 })).body.error.code).toBe("validation.invalid");
+    } finally {
+      await client.close();
+    }
+  });
+});
