@@ -16,18 +16,25 @@ export const ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 /** MCP tool names as they appear in policy tables. */
 export const TOOL_NAME_PATTERN = /^[a-z][a-z0-9_]{0,63}$/;
 
-export const SlotName = z.string().regex(SLOT_NAME_PATTERN);
-export const ProfileName = z.string().regex(SLOT_NAME_PATTERN);
-export const ResourceId = z.string().regex(RESOURCE_ID_PATTERN);
-export const AgentId = z.string().regex(AGENT_ID_PATTERN);
-export const EnvName = z.string().regex(ENV_NAME_PATTERN);
-export const ToolName = z.string().regex(TOOL_NAME_PATTERN);
+const SLOT_NAME = "1–32 characters: lowercase a–z, digits, `_` and `-`, starting with a letter or digit";
+const RESOURCE_ID = "1–64 characters: lowercase a–z, digits, `.`, `_` and `-`, starting with a letter or digit, no `..`";
+const AGENT_ID = "1–64 characters: ASCII letters, digits, `_` and `-`";
+const ENV_NAME = "an environment variable name: ASCII letters, digits and `_`, not starting with a digit";
+const TOOL_NAME = "a tool name: lowercase a–z, digits and `_`, starting with a letter";
+
+// Each says its grammar when it refuses (a REST path or body field); the compiler explains a refused name itself (compiler/explain.ts).
+export const SlotName = z.string().regex(SLOT_NAME_PATTERN, `a name of ${SLOT_NAME}`);
+export const ProfileName = z.string().regex(SLOT_NAME_PATTERN, `a name of ${SLOT_NAME}`);
+export const ResourceId = z.string().regex(RESOURCE_ID_PATTERN, `an id of ${RESOURCE_ID}`);
+export const AgentId = z.string().regex(AGENT_ID_PATTERN, `an agent id of ${AGENT_ID}`);
+export const EnvName = z.string().regex(ENV_NAME_PATTERN, ENV_NAME);
+export const ToolName = z.string().regex(TOOL_NAME_PATTERN, TOOL_NAME);
 
 /** Which grammar a name pattern is, for messages that explain a refusal. */
 export const NAME_GRAMMARS: ReadonlyArray<{ pattern: RegExp; describe: string }> = [
-  { pattern: SLOT_NAME_PATTERN, describe: "1–32 characters: lowercase a–z, digits, `_` and `-`, starting with a letter or digit" },
-  { pattern: RESOURCE_ID_PATTERN, describe: "1–64 characters: lowercase a–z, digits, `.`, `_` and `-`, starting with a letter or digit, no `..`" },
-  { pattern: AGENT_ID_PATTERN, describe: "1–64 characters: ASCII letters, digits, `_` and `-`" },
-  { pattern: ENV_NAME_PATTERN, describe: "an environment variable name: ASCII letters, digits and `_`, not starting with a digit" },
-  { pattern: TOOL_NAME_PATTERN, describe: "a tool name: lowercase a–z, digits and `_`, starting with a letter" },
+  { pattern: SLOT_NAME_PATTERN, describe: SLOT_NAME },
+  { pattern: RESOURCE_ID_PATTERN, describe: RESOURCE_ID },
+  { pattern: AGENT_ID_PATTERN, describe: AGENT_ID },
+  { pattern: ENV_NAME_PATTERN, describe: ENV_NAME },
+  { pattern: TOOL_NAME_PATTERN, describe: TOOL_NAME },
 ];

@@ -31,6 +31,15 @@ describe("profile reads", () => {
     expect(nope.body.error.code).toBe("profiles.not_found");
     expect(nope.body.error.details.known).toContain("cpu-small");
   });
+
+  it("a name that breaks its grammar in the path is 422 saying the grammar, not a regex", async () => {
+    for (const [path, words] of [["/api/profiles/a%2Fb", "a name of 1–32 characters"], ["/api/models/Big", "an id of 1–64 characters"], ["/api/stacks/a..b", "an id of 1–64 characters"]] as const) {
+      const res = await s.call("GET", path);
+      expect(res.status, path).toBe(422);
+      expect(res.body.error.details.fields[0].msg, path).toContain(words);
+      expect(res.body.error.message, path).not.toMatch(/pattern|\/\^/);
+    }
+  });
 });
 
 describe("profile writes", () => {
