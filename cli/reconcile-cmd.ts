@@ -52,7 +52,7 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
 /** One line per sweep, then one per failed step, held-back change or diagnostic. */
 export function formatReport(r: SweepReport): string {
   const done = r.results.filter((s) => s.ok).map((s) => `${s.action} ${s.address}`);
-  const lines = [`${r.at} sweep: ${r.outcome}${done.length ? ` (${done.join(", ")})` : ""}`];
+  const lines = [`${r.at} sweep: ${r.outcome}${done.length ? ` (${done.join(", ")})` : ""}${r.locked ? `: ${r.locked.code}: ${r.locked.message}` : ""}`];
   for (const s of r.results.filter((x) => !x.ok)) lines.push(`  ✗ ${s.address} (${s.action}): ${s.code}: ${s.error}`);
   for (const d of r.deferred) lines.push(`  … ${d.address}: ${d.why}`);
   for (const d of r.diagnostics) lines.push(`  ${d.file}:${d.line}:${d.column}: ${d.severity}[${d.code}]: ${d.summary}`);

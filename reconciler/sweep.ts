@@ -4,7 +4,7 @@ import { Backoff } from "./backoff.js";
 import type { SlotDriver } from "./drivers/driver.js";
 import { converge, holdBack } from "./converge.js";
 import type { ExecEvent, StepResult } from "./execute.js";
-import { LockedError } from "./lock.js";
+import { LockedError, type LockHolder } from "./lock.js";
 import { observe } from "./observe.js";
 import { planChanges } from "./plan.js";
 import type { HermesCredentials, Inventory, Observed, ObservedSlot } from "./observed.js";
@@ -24,6 +24,8 @@ export interface SweepReport {
   readonly results: readonly StepResult[];
   /** Changes held back by the per-resource backoff, with why. */
   readonly deferred: ReadonlyArray<{ readonly address: string; readonly why: string }>;
+  /** Outcome `locked`: who holds the apply lock, and the refusal as `hal0 apply` words it (code `apply.locked`). */
+  readonly locked?: { readonly code: "apply.locked"; readonly message: string; readonly holder: LockHolder };
 }
 
 export interface SweeperOptions {
@@ -100,7 +102,9 @@ export class Sweeper {
         },
       });
     } catch (err) {
-      if (err instanceof LockedError) return { at, outcome: "locked", diagnostics: [], plan: first.plan, results: [], deferred: first.deferred };
+      if (err instanceof LockedError) {
+        return { at, outcome: "locked", diagnostics: [], plan: first.plan, results: [], deferred: first.deferred, locked: { code: err.code, message: err.message, holder: err.holder } };
+      }
       throw err;
     }
     const outcome = done.outcome === "nothing_to_do" || done.outcome === "cancelled" ? "nothing_to_do" : done.outcome;

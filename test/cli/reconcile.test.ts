@@ -1,5 +1,6 @@
 import { mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { spawn } from "node:child_process";
+import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
@@ -35,6 +36,31 @@ describe("hal0 reconcile --once", () => {
     expect(report.diagnostics[0]).toMatchObject({ file: "slots/s.toml", code: "config.invalid_type", line: 2 });
     writeFileSync(join(root, "slots/s.toml"), `profile = "fake"\nmodel = "tiny"\nport = ${port}\n`);
     expect(await main(["reconcile", "--once", ...args], captureIo())).toBe(0);
+  });
+
+  it("a sweep refused by a held lock names the holder, as hal0 apply does (text and --json), exit 1", async () => {
+    const box = mkdtempSync(join(tmpdir(), "hal0-rec-locked-"));
+    const held = mkdtempSync(join(tmpdir(), "hal0-rec-locked-state-"));
+    mkdirSync(join(box, "slots"));
+    writeFileSync(join(box, "hal0.toml"), `[slots]\nport_range_start = 1024\nport_range_end = 65535\n`);
+    writeFileSync(join(box, "profiles.toml"), `[profile.fake]\nrunner = ["node", ${JSON.stringify(RUNNER)}]\ndevice_class = "cpu"\n`);
+    writeFileSync(join(box, "models.toml"), `[model.tiny]\npath = ${JSON.stringify(join(import.meta.dirname, "../../fixtures/box/models/Qwen3-4B-Q4_K_M.gguf"))}\n`);
+    writeFileSync(join(box, "slots/s.toml"), `profile = "fake"\nmodel = "tiny"\nport = ${await freePort()}\n`);
+    const holder = spawn("sleep", ["60"], { stdio: "ignore" });
+    try {
+      writeFileSync(join(held, "apply.lock"), `${JSON.stringify({ pid: holder.pid, host: hostname(), started_at: "2026-12-05T00:00:00.000Z", command: "hal0 apply" })}\n`);
+      const json = captureIo();
+      expect(await main(["reconcile", "--once", "--json", "--config", box, "--state", held], json)).toBe(1);
+      const report = JSON.parse(json.out());
+      expect(report.outcome).toBe("locked");
+      expect(report.locked).toMatchObject({ code: "apply.locked", holder: { pid: holder.pid, command: "hal0 apply" } });
+      expect(report.results).toEqual([]);
+      const text = captureIo();
+      expect(await main(["reconcile", "--once", "--config", box, "--state", held], text)).toBe(1);
+      expect(text.out()).toContain(`sweep: locked: apply.locked: another apply holds the lock: pid ${holder.pid} on ${hostname()}, \`hal0 apply\`, since 2026-12-05T00:00:00.000Z\n`);
+    } finally {
+      holder.kill();
+    }
   });
 
   it("is an error (exit 1, config.not_found), not a usage error, on a missing config folder", async () => {
