@@ -1,3 +1,5 @@
+import { accessSync, constants, existsSync, statSync } from "node:fs";
+import { dirname } from "node:path";
 import { closest } from "../compiler/suggest.js";
 import { LockedError } from "../reconciler/lock.js";
 import { isCode } from "../schema/codes.js";
@@ -151,7 +153,30 @@ function fileSystemRefusal(err: unknown): string | undefined {
   const e = err as { code?: unknown; syscall?: unknown; path?: unknown; dest?: unknown; message?: unknown } | null;
   if (!(err instanceof Error) || typeof e!.code !== "string" || !/^E[A-Z0-9]+$/.test(e!.code) || typeof e!.syscall !== "string" || typeof e!.path !== "string") return undefined;
   const reason = new RegExp(`^${e!.code}: ([^,]+),`).exec(String(e!.message))?.[1] ?? "refused";
+  const truer = e!.syscall === "mkdir" && e!.code === "ENOENT" ? mkdirCause(e!.path) : undefined;
+  if (truer) return `could not mkdir ${e!.path}: ${truer}`;
   return `could not ${e!.syscall} ${e!.path}${typeof e!.dest === "string" ? ` to ${e!.dest}` : ""}: ${reason} (${e!.code})`;
+}
+
+/**
+ * Why a recursive mkdir said ENOENT: node's recursive mkdir reports ENOENT
+ * for a folder it may not create under an existing one (a read-only mount,
+ * EROFS). The nearest existing ancestor says the real reason: not a folder,
+ * or not writable (its access(2) error). Undefined when no cause is found.
+ */
+function mkdirCause(path: string): string | undefined {
+  let at = dirname(path);
+  while (!existsSync(at) && dirname(at) !== at) at = dirname(at);
+  if (!existsSync(at)) return undefined;
+  if (!statSync(at).isDirectory()) return `${at} is not a folder (ENOTDIR)`;
+  try {
+    accessSync(at, constants.W_OK);
+    return undefined;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code ?? "EACCES";
+    const why = code === "EROFS" ? "is on a read-only file system" : code === "EACCES" || code === "EPERM" ? "may not be written" : "cannot be written";
+    return `${at} ${why} (${code})`;
+  }
 }
 
 /** The arguments before a `--` terminator: where options are. */
