@@ -1,3 +1,4 @@
+import { statSync } from "node:fs";
 import { resolve } from "node:path";
 import { compile, ConfigNotFoundError, loadTree, type Model, type SourceTree } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
@@ -59,6 +60,12 @@ export async function compileTree(flags: { config?: string }, io: CliIo): Promis
   const loaded = await readTree(flags, io);
   const { model, diagnostics } = compile(loaded.tree, loaded.diagnostics);
   return { root: loaded.root, model, diagnostics, texts: loaded.tree.files, tree: loaded.tree, carried: loaded.diagnostics };
+}
+
+/** `root` when it is a folder; else CliError `config.not_found`, before anything (a state folder, a loop) is started for it. */
+export function requireConfigFolder(root: string): string {
+  if (!statSync(root, { throwIfNoEntry: false })?.isDirectory()) throw new CliError("config.not_found", `config folder not found: ${root}`);
+  return root;
 }
 
 /** The config folder read (not compiled); a missing folder is CliError `config.not_found`. */

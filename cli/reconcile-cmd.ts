@@ -1,4 +1,3 @@
-import { statSync } from "node:fs";
 import { SweepLoop } from "../reconciler/loop.js";
 import { StateStore } from "../reconciler/state.js";
 import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
@@ -6,7 +5,7 @@ import { stateHermesCredentials } from "../server/identity/hermes-credentials.js
 import { driverFor, runnerProbeFor } from "./box.js";
 import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
 import { ConfigNotFoundError } from "../compiler/index.js";
-import { configDir, stateDir } from "./paths.js";
+import { configDir, requireConfigFolder, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
 export const RECONCILE_HELP = `hal0 reconcile [--config DIR] [--state DIR] [--once] [--json]
@@ -27,7 +26,7 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
   const sweeper = new Sweeper({ root, state, driverFor: async (model) => driverFor(model, state.dir), hermesCredentials: stateHermesCredentials(state.dir), runners: runnerProbeFor(root, state.dir).probe });
   const print = (report: SweepReport) => io.stdout.write(values.json ? `${JSON.stringify(report)}\n` : `${formatReport(report)}\n`);
   // No config folder to converge to: said at once, as --once and hal0 serve say it, not a loop of failed sweeps.
-  if (!statSync(root, { throwIfNoEntry: false })?.isDirectory()) throw new CliError("config.not_found", `config folder not found: ${root}`);
+  requireConfigFolder(root);
   if (values.once) {
     const report = await sweeper.sweep().catch((err: unknown) => {
       if (err instanceof ConfigNotFoundError) throw new CliError("config.not_found", `config folder not found: ${root}`);

@@ -1,11 +1,10 @@
-import { statSync } from "node:fs";
 import { ConfigNotFoundError } from "../compiler/index.js";
 import { StateStore } from "../reconciler/state.js";
 import { ApiError } from "../server/errors.js";
 import { serve } from "../server/serve.js";
 import { driverFor, runnerProbeFor } from "./box.js";
 import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
-import { compileTree, configDir, stateDir } from "./paths.js";
+import { compileTree, configDir, requireConfigFolder, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
 export const SERVE_HELP = `hal0 serve [--config DIR] [--state DIR] [--host H] [--port N] [--no-reconcile]
@@ -30,7 +29,7 @@ export async function runServe(args: string[], io: CliIo): Promise<number> {
   const port = values.port === undefined ? undefined : /^\d{1,5}$/.test(values.port) ? Number(values.port) : Number.NaN;
   if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) throw new UsageError(`--port must be 0..65535, not ${values.port}`);
   // A missing config folder is said before the state folder is touched: no database or token is left behind by a serve that never ran.
-  if (!statSync(root, { throwIfNoEntry: false })?.isDirectory()) throw new CliError("config.not_found", `config folder not found: ${root}`);
+  requireConfigFolder(root);
   // The first SIGTERM or SIGINT drains and exits 0, even one that comes while the server is still starting
   // (it is caught from here on, so node's default never kills a half-started server); a second one ends the process at once.
   let stopRequested!: () => void;
