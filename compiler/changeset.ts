@@ -189,8 +189,14 @@ function patchDoc(current: string | undefined, file: string, change: (doc: Recor
   }
   const before = structuredClone(doc);
   const next = change(doc);
-  if (text.trim() !== "") dropEmptied(before, next, [], tableLayout(text));
-  const out = text.trim() === "" ? stringifyToml(next) : patchAppendingNew(removeTables(text, deletedTables(before, next)), before, next);
+  let out: string;
+  if (text.trim() === "") out = stringifyToml(next);
+  else {
+    // One read of the text's tables: removing deleted tables below keeps every other header, which is all the layout is asked here.
+    const layout = tableLayout(text);
+    dropEmptied(before, next, [], layout);
+    out = patchAppendingNew(removeTables(text, deletedTables(before, next)), before, next, layout);
+  }
   return out.length > 0 && !out.endsWith("\n") ? `${out}\n` : out;
 }
 
@@ -204,8 +210,7 @@ function patchDoc(current: string | undefined, file: string, change: (doc: Recor
  * comments that introduce the next table (and a later removal of the key
  * would take those comments with it).
  */
-function patchAppendingNew(text: string, before: Record<string, unknown>, next: Record<string, unknown>): string {
-  const layout = tableLayout(text);
+function patchAppendingNew(text: string, before: Record<string, unknown>, next: Record<string, unknown>, layout: TableLayout): string {
   const added: Array<{ path: string[]; value: unknown }> = [];
   const keys: Array<{ table: string[]; key: string; value: unknown }> = [];
   const rest = withoutAdded(before, next, [], added, keys, layout);
