@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -185,6 +186,22 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     expect(failureDoc(r.out, 1).diagnostics).toEqual([expect.objectContaining({ code: "cli.not_a_folder", summary: `state folder ${f} is a file, not a folder`, file: null })]);
     const v = await run(["validate", "--config", good, "--state", f]);
     expect(v.code, v.err).toBe(0);
+  });
+
+  it("a folder hal0 cannot create on a read-only mount is system.io naming EROFS and the folder, not node's ENOENT", async () => {
+    const ro = join(dir, "read-only");
+    mkdirSync(ro);
+    execFileSync("mount", ["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", ro]);
+    try {
+      const init = await run(["init", join(ro, "box")]);
+      expect(init.code, init.err).toBe(1);
+      expect(init.err).toBe(`hal0 init: system.io: could not mkdir ${join(ro, "box")}: ${ro} is on a read-only file system (EROFS)\n`);
+      const schema = await run(["schema", "--out", join(ro, "a", "schemas")]);
+      expect(schema.code, schema.err).toBe(1);
+      expect(schema.err).toMatch(new RegExp(`^hal0 schema: system\\.io: could not mkdir ${ro}/a.*: ${ro} is on a read-only file system \\(EROFS\\)\n$`));
+    } finally {
+      execFileSync("umount", [ro]);
+    }
   });
 
   it("schema --out: a file is cli.not_a_folder; a folder where a schema file goes is system.io naming both paths, with no temporary file left", async () => {
