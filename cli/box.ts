@@ -1,4 +1,4 @@
-import type { Model } from "../compiler/index.js";
+import { compile, type Model } from "../compiler/index.js";
 import { ProcessDriver } from "../reconciler/drivers/process.js";
 import { StateStore } from "../reconciler/state.js";
 import type { HermesCredentials, SlotDriver } from "../reconciler/index.js";
@@ -44,6 +44,21 @@ export async function openBox(flags: { config?: string; state?: string }, io: Cl
     if (errors.length > 0) throw new InvalidConfigError(root, [...errors, ...model.runnerDiagnostics.filter((d) => d.severity === "warning")], tree.files);
   }
   return { root, model, driver, state, hermesCredentials: stateHermesCredentials(state.dir), runners: observed };
+}
+
+/**
+ * What `hal0 down` works on when the tree does not compile: no slot is
+ * wanted, and the runtime is the one of the settings last applied (the
+ * settings the running slots were started with; the defaults when nothing was
+ * ever applied). Stopping what hal0 started needs the inventory and the
+ * runtime, not the tree, so an operator who broke a file can still stop the box.
+ */
+export async function inventoryBox(root: string, flags: { state?: string }, io: CliIo): Promise<Pick<Box, "root" | "model" | "driver" | "state" | "hermesCredentials">> {
+  const state = new StateStore(stateDir(flags.state, io.env, io.cwd));
+  const empty = compile({ root, files: new Map() }).model!;
+  const model: Model = { ...empty, settings: (await state.readAppliedSettings()) ?? empty.settings };
+  const driver = await driverFor(model, state.dir, io.env);
+  return { root, model, driver, state, hermesCredentials: stateHermesCredentials(state.dir) };
 }
 
 /** The engine the last docker driver was built with: the runner probe asks images through the same one. */

@@ -1,19 +1,26 @@
 import { formatPlan } from "../reconciler/format.js";
-import { openBox } from "./box.js";
-import { EXIT_ERROR, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
+import { inventoryBox, openBox } from "./box.js";
+import { EXIT_ERROR, EXIT_OK, InvalidConfigError, parseCommandArgs, type CliIo } from "./io.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 import { convergeWithProgress } from "./progress.js";
 
 export const DOWN_HELP = `hal0 down [--config DIR] [--state DIR]
 
 Stops every slot in the inventory (what hal0 started), and nothing else.
+A tree with errors does not stop it: down then says how many errors there are
+and stops the inventory's slots with the runtime of the settings last applied.
 Exit status: 0 every stop succeeded, 1 one failed or down was refused (apply.locked,
-config.not_found, a tree with errors, runtime.unavailable), 64 usage error.`;
+config.not_found, runtime.unavailable), 64 usage error.`;
 
 /** `hal0 down`: a plan that deletes every inventory member, executed like any other. */
 export async function runDown(args: string[], io: CliIo): Promise<number> {
   const { values } = parseCommandArgs({ args, strict: true, allowPositionals: false, options: BOX_OPTIONS });
-  const box = await openBox(values, io);
+  const box = await openBox(values, io).catch(async (err: unknown) => {
+    if (!(err instanceof InvalidConfigError)) throw err;
+    const errors = err.diagnostics.filter((d) => d.severity === "error").length;
+    io.stderr.write(`note: ${err.root} has ${errors} error(s) (hal0 validate lists them); down stops the slots in the inventory with the runtime of the settings last applied\n`);
+    return inventoryBox(err.root, values, io);
+  });
   const done = await convergeWithProgress(box, io, {
     holder: `hal0 down ${args.join(" ")}`.trim(),
     plan: { destroy: true },

@@ -8,7 +8,7 @@ import type { CliIo } from "./io.js";
  * the closing summary when anything ran (the caller's `review` prints the
  * plan and asks).
  */
-export async function convergeWithProgress(box: Box, io: CliIo, options: Omit<ConvergeOptions, "onEvent">): Promise<Converged> {
+export async function convergeWithProgress(box: Pick<Box, "model" | "driver" | "state" | "hermesCredentials">, io: CliIo, options: Omit<ConvergeOptions, "onEvent">): Promise<Converged> {
   const done = await converge({ model: box.model, driver: box.driver, state: box.state, hermesCredentials: box.hermesCredentials }, { ...options, onEvent: progressReporter(io) });
   if (done.results.length > 0) io.stdout.write(`${formatResults(done.results)}\n`);
   return done;

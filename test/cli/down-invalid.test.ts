@@ -1,0 +1,87 @@
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { main } from "../../cli/index.js";
+import { markedRunners } from "../../reconciler/drivers/process-orphans.js";
+import { freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
+import { captureIo, healthWithin } from "./helpers.js";
+
+/**
+ * `hal0 down` stops what hal0 started even when the tree no longer compiles:
+ * an operator who broke a file mid-edit can still stop the box. It stops the
+ * inventory's slots with the runtime of the settings last applied, not the
+ * broken tree's.
+ */
+const SLOTS = ["dn-0", "dn-1"];
+const base = mkdtempSync(join(tmpdir(), "hal0-down-invalid-"));
+const config = join(base, "box");
+const state = join(base, "state");
+
+afterAll(async () => {
+  for (const name of SLOTS) for (const r of await markedRunners(state, name)) process.kill(r.pid, "SIGKILL");
+  rmSync(base, { recursive: true, force: true });
+});
+
+async function run(...args: string[]) {
+  const io = captureIo();
+  const code = await main([...args, "--config", config, "--state", state], io);
+  return { code, out: io.out(), err: io.err() };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+describe("hal0 down on a tree with errors", () => {
+  it("with nothing ever applied, says so and stops nothing (exit 0)", async () => {
+    mkdirSync(join(config, "slots"), { recursive: true });
+    writeFileSync(join(config, "hal0.toml"), "[slots\n");
+    const r = await run("down");
+    expect(r.code, r.err).toBe(0);
+    expect(r.err).toBe(`note: ${config} has 1 error(s) (hal0 validate lists them); down stops the slots in the inventory with the runtime of the settings last applied\n`);
+    expect(r.out).toContain("No changes");
+  });
+
+  it("stops every running slot with the applied runtime, whatever the broken settings file now says", async () => {
+    copyFileSync(join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf"), join(config, "tiny.gguf"));
+    writeFileSync(join(config, "hal0.toml"), `[slots]\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 30\nstop_grace_s = 2\n`);
+    writeFileSync(join(config, "profiles.toml"), `[profile.fake]\nrunner = ["node", ${JSON.stringify(RUNNER)}]\ndevice_class = "cpu"\n`);
+    writeFileSync(join(config, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\n`);
+    const ports: number[] = [];
+    for (const name of SLOTS) {
+      const port = await freePort();
+      ports.push(port);
+      writeFileSync(join(config, "slots", `${name}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${port}\n`);
+    }
+    const applied = await run("apply", "--yes");
+    expect(applied.code, applied.out + applied.err).toBe(0);
+    for (const port of ports) expect(await healthWithin(port, 10_000)).toBe(200);
+    const pids = SLOTS.map((name) => JSON.parse(readFileSync(join(state, "slots", name, "runtime.json"), "utf8")).pid as number);
+
+    // The settings now name an engine that does not exist, and a slot file does not parse: the tree has two errors.
+    writeFileSync(join(config, "hal0.toml"), `[slots]\nruntime = "docker"\ndocker_host = "unix://${join(base, "no-engine.sock")}"\nstop_grace_s = "soon"\n`);
+    writeFileSync(join(config, "slots", "dn-1.toml"), `profile = "fake"\nport = \n`);
+    expect((await run("plan")).code).toBe(1);
+
+    const down = await run("down");
+    expect(down.code, down.out + down.err).toBe(0);
+    expect(down.err).toBe(`note: ${config} has 2 error(s) (hal0 validate lists them); down stops the slots in the inventory with the runtime of the settings last applied\n`);
+    for (const name of SLOTS) expect(down.out).toMatch(new RegExp(`- slot\\.${name} \\(down\\)`));
+    expect(down.out).toContain("0 created, 0 replaced, 2 deleted, 0 updated, 0 failed");
+    for (const pid of pids) expect(alive(pid), String(pid)).toBe(false);
+    for (const name of SLOTS) expect(await markedRunners(state, name)).toEqual([]);
+    expect(JSON.parse(readFileSync(join(state, "inventory.json"), "utf8")).slots).toEqual({});
+
+    // Nothing is left to stop: a second down is a no-op.
+    const again = await run("down");
+    expect(again.code).toBe(0);
+    expect(again.out).toContain("No changes");
+    expect(existsSync(join(state, "slots", "dn-0", "runtime.json"))).toBe(false);
+  });
+});
