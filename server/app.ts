@@ -46,8 +46,9 @@ export function createHal0App(deps: AppDeps): App {
   for (const route of deps.routes) {
     if (route.inProcess) continue; // an in-process probe: an MCP tool only, no REST route
     const handler = defineEventHandler((event) => handle(deps, route, event));
-    router.add(toH3Path(route.path), handler, route.method.toLowerCase() as "get");
-    if (route.path.includes("{")) byParam.add(toH3Path(route.path), handler, route.method.toLowerCase() as "get");
+    const methods = methodsOf(route).map((m) => m.toLowerCase() as "get");
+    router.add(toH3Path(route.path), handler, methods);
+    if (route.path.includes("{")) byParam.add(toH3Path(route.path), handler, methods);
   }
   for (const [name, endpoint] of Object.entries(deps.mcp ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))) {
     app.use(`/mcp/${name}`, defineEventHandler(async (event) => {
@@ -182,13 +183,22 @@ async function readCall(event: H3Event, route: Route, caller: Call["caller"], re
   return { params, query, body, caller, requestId, base };
 }
 
+/**
+ * The methods a route answers: a GET that is not a stream answers HEAD too,
+ * exactly as its GET (node's http sends the headers and drops the body).
+ * A stream has no HEAD: it is not opened to be dropped.
+ */
+function methodsOf(route: Route): string[] {
+  return route.method === "GET" && route.kind !== "stream" ? ["GET", "HEAD"] : [route.method];
+}
+
 /** A path no route has is 404; a path some route has with another method is 405. */
 function unmatched(deps: AppDeps, event: H3Event): unknown {
   const started = performance.now();
   // One label for every path no route has: a raw path would let any caller mint new series.
   event.node.res.once("finish", () => deps.metrics?.observeRequest("rest", UNMATCHED, event.method, String(event.node.res.statusCode), performance.now() - started));
   const path = (event.path.split("?")[0] ?? "/").replace(/\/+$/, "") || "/";
-  const allowed = deps.routes.filter((r) => !r.inProcess && templateMatches(r.path, path)).map((r) => r.method);
+  const allowed = deps.routes.filter((r) => !r.inProcess && templateMatches(r.path, path)).flatMap(methodsOf);
   const err = allowed.length > 0
     ? new ApiError("route.method_not_allowed", `${event.method} is not allowed on ${path}`, { allowed: [...new Set(allowed)].sort() })
     : new ApiError("route.not_found", `no route for ${event.method} ${path}`);

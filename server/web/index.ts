@@ -69,6 +69,8 @@ type WebDeps = Dispatcher & { readonly auth: Authenticator; readonly gate: () =>
  * Deny forms work as plain form posts.
  */
 export function mountWeb(router: Router, deps: WebDeps): void {
+  /** A page or asset answers HEAD as its GET (node's http drops the body). */
+  const get = (path: string, handler: Parameters<Router["get"]>[1]) => router.add(path, handler, ["get", "head"]);
   /** The operator a page is for (a 401 / 403 ApiError otherwise). */
   const viewerOf = (event: H3Event): { identity: Identity; viewer: Viewer } => {
     const identity = identify(event.node.req.headers, deps.auth);
@@ -98,11 +100,11 @@ export function mountWeb(router: Router, deps: WebDeps): void {
         return failed(event, err);
       }
     });
-  router.get("/", html((_e, viewer) => inboxPage(deps, viewer), () => "no such page"));
-  router.get("/status", html((_e, viewer) => statusPage(deps, viewer), () => "no such page"));
-  router.get("/plans/:id", html((event, viewer) => planPage(deps, param(event), viewer), (event) => `no plan ${param(event)}`));
-  router.get("/agents", html((event, viewer) => agentsPage(deps, originOf(event), agentQuery(event), viewer), () => "no such page"));
-  router.get("/agents/runs/:id", html((event, viewer) => runPage(deps, param(event), viewer), (event) => `no run ${param(event)}`));
+  get("/", html((_e, viewer) => inboxPage(deps, viewer), () => "no such page"));
+  get("/status", html((_e, viewer) => statusPage(deps, viewer), () => "no such page"));
+  get("/plans/:id", html((event, viewer) => planPage(deps, param(event), viewer), (event) => `no plan ${param(event)}`));
+  get("/agents", html((event, viewer) => agentsPage(deps, originOf(event), agentQuery(event), viewer), () => "no such page"));
+  get("/agents/runs/:id", html((event, viewer) => runPage(deps, param(event), viewer), (event) => `no run ${param(event)}`));
 
   // ── logging in and out ───────────────────────────────────────────────
   /** A new session: its cookie, then 303 to the inbox. */
@@ -121,7 +123,7 @@ export function mountWeb(router: Router, deps: WebDeps): void {
     }
   });
   // `/login?code=…` (the link `hal0 web` prints) exchanges a one-time code; `/login` alone is the form.
-  router.get("/login", gated((event) => {
+  get("/login", gated((event) => {
     const code = getQuery(event).code;
     if (code === undefined) return send(event, 200, loginPage());
     const { session } = deps.auth.tokens.redeemCode(String(Array.isArray(code) ? code[0] : code), SESSION_TTL_S);
@@ -248,11 +250,11 @@ export function mountWeb(router: Router, deps: WebDeps): void {
     setResponseHeader(event, "X-Content-Type-Options", "nosniff");
     return body;
   });
-  router.get("/assets/style.css", asset(() => [200, "text/css; charset=utf-8", STYLE_CSS]));
-  router.get("/assets/icon.svg", asset(() => [200, "image/svg+xml", ICON_SVG]));
+  get("/assets/style.css", asset(() => [200, "text/css; charset=utf-8", STYLE_CSS]));
+  get("/assets/icon.svg", asset(() => [200, "image/svg+xml", ICON_SVG]));
   // Read once, on the first request that finds the compiled file.
   let inboxJs: string | undefined;
-  router.get("/assets/inbox.js", asset(() => {
+  get("/assets/inbox.js", asset(() => {
     if (inboxJs === undefined) {
       const path = inboxScriptPath();
       if (path === null) return [503, "text/plain; charset=utf-8", "hal0: the inbox script is not built (dist/server/web/client/inbox.js is missing); run `npm run build`.\n"];

@@ -61,7 +61,7 @@ describe("plans over REST", () => {
     expect((await s.call("GET", "/api/nothing")).status).toBe(404);
     const wrong = await s.call("DELETE", "/api/plans");
     expect(wrong.status).toBe(405);
-    expect(wrong.body.error.details.allowed).toEqual(["GET", "POST"]);
+    expect(wrong.body.error.details.allowed).toEqual(["GET", "HEAD", "POST"]);
   });
 
   it("refuses a Host outside the allowlist with 421", async () => {

@@ -64,8 +64,37 @@ describe("ports, status, system info", () => {
   it("answers a wrong method with 405 naming the allowed one", async () => {
     const res = await s.call("POST", "/api/status");
     expect(res.status).toBe(405);
-    expect(res.body.error).toMatchObject({ code: "route.method_not_allowed", details: { allowed: ["GET"] } });
+    expect(res.body.error).toMatchObject({ code: "route.method_not_allowed", details: { allowed: ["GET", "HEAD"] } });
     expect((await s.call("GET", "/api/hardware/probe")).body.error.details.allowed).toEqual(["POST"]);
+  });
+
+  it("answers HEAD on every read route as its GET would, headers without a body; HEAD is allowed wherever GET is", async () => {
+    const get = await s.call("GET", "/api/status");
+    const head = await s.call("HEAD", "/api/status");
+    expect(head.status).toBe(200);
+    expect(head.body).toBe("");
+    expect(head.headers.get("content-type")).toBe(get.headers.get("content-type"));
+    expect(head.headers.get("x-request-id")).toBeTruthy();
+    // A gated read refuses HEAD as it refuses GET, and a missing resource is the same 404.
+    const anonymous = await s.call("HEAD", "/api/status", { headers: { authorization: "Bearer nope" } });
+    expect(anonymous.status).toBe((await s.call("GET", "/api/status", { headers: { authorization: "Bearer nope" } })).status);
+    expect((await s.call("HEAD", "/api/slots/nosuch")).status).toBe(404);
+    expect((await s.call("HEAD", "/api/ports")).status).toBe(200);
+    // A stream is not opened for HEAD, and an action has no HEAD: both 405, naming what is allowed.
+    const stream = await s.call("HEAD", "/api/models/pulls/events");
+    expect(stream.status).toBe(405);
+    expect(stream.headers.get("allow")).toBe("DELETE, GET"); // DELETE: a pull named `events`
+    const action = await s.call("HEAD", "/api/hardware/probe");
+    expect(action.status).toBe(405);
+    expect(action.headers.get("allow")).toBe("POST");
+    // And a wrong method's Allow names HEAD beside GET.
+    expect((await s.call("POST", "/api/status")).headers.get("allow")).toBe("GET, HEAD");
+    // The operator's pages and their assets answer HEAD too.
+    for (const page of ["/", "/status", "/assets/style.css", "/login"]) {
+      const [g, h] = [await s.call("GET", page), await s.call("HEAD", page)];
+      expect([h.status, h.headers.get("content-type")], page).toEqual([g.status, g.headers.get("content-type")]);
+      expect(h.body, page).toBe("");
+    }
   });
 
   it("a path only an in-process MCP probe has is no REST route: 404, not a 405 naming a method it refuses", async () => {
