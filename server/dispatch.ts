@@ -60,6 +60,9 @@ export interface SweepStatus {
   readonly last?: import("../reconciler/sweep.js").SweepReport;
 }
 
+/** The query of a route that takes none: any parameter is refused, as a route's own query schema refuses one it does not know (a typo is never ignored). */
+const NO_QUERY = z.strictObject({});
+
 /** Validated input: each part parsed by the route's zod schema, or `validation.invalid` naming every field. */
 export function validate(route: Route, call: Call): Pick<RouteContext<unknown, unknown, unknown>, "params" | "query" | "body"> {
   const fields: Array<{ loc: string[]; msg: string; type: string }> = [];
@@ -71,7 +74,8 @@ export function validate(route: Route, call: Call): Pick<RouteContext<unknown, u
     return undefined as T;
   };
   const params = part("path", route.params, call.params);
-  const query = part("query", route.query, call.query);
+  // A route that takes no query parameter refuses one, as a route with a query schema refuses one it does not know (a typo is never ignored).
+  const query = part("query", route.query ?? NO_QUERY, call.query ?? {});
   const body = part("body", route.body, route.body ? (call.body ?? {}) : call.body);
   if (fields.length > 0) throw new ApiError("validation.invalid", `invalid request: ${fields.map((f) => `${f.loc.join(".")}: ${f.msg}`).join("; ")}`, { fields });
   return { params, query, body };

@@ -377,6 +377,17 @@ describe("integer query parameters: decimal digits, given once", () => {
     expect(two.body.plans.length).toBeLessThanOrEqual(2);
   });
 
+  it("refuses a parameter a route does not take, on a route with a query schema and on one that takes none: a typo is never ignored", async () => {
+    const typo = await s.call("GET", "/api/plans?limt=2");
+    expect(typo.status).toBe(422);
+    expect(typo.body.error.details.fields).toEqual([{ loc: ["query"], msg: 'Unrecognized key: "limt"', type: "unrecognized_keys" }]);
+    const none = await s.call("GET", "/api/slots?limit=2&name=chat");
+    expect(none.status).toBe(422);
+    expect(none.body.error).toMatchObject({ code: "validation.invalid", details: { fields: [{ loc: ["query"], msg: 'Unrecognized keys: "limit", "name"', type: "unrecognized_keys" }] } });
+    expect((await s.call("GET", "/api/slots")).status).toBe(200);
+    expect((await s.call("GET", "/api/slots?")).status).toBe(200);
+  });
+
   it("an MCP tool takes the same parameter as a JSON integer, advertised as an integer with its bounds and default", async () => {
     const client = await adminClient(s.url, { token: s.operator });
     try {
