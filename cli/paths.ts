@@ -1,5 +1,5 @@
 import { statSync } from "node:fs";
-import { resolve } from "node:path";
+import { dirname, resolve } from "node:path";
 import { compile, ConfigNotFoundError, loadTree, type Model, type SourceTree } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
 import { nearestExisting } from "../reconciler/atomic.js";
@@ -39,6 +39,29 @@ export function refuseNonFolder(dir: string, what: string): string {
   const nearest = nearestExisting(dir);
   if (nearest === undefined || nearest.info.isDirectory()) return dir;
   throw new CliError("cli.not_a_folder", nearest.at === dir ? `${what} ${dir} is a file, not a folder` : `${what} ${dir} cannot be made: ${nearest.at} is a file, not a folder`);
+}
+
+/**
+ * A file the command will write (`plan --out`): `file` when it is a file or
+ * can be made one in a folder that exists; else CliError `cli.not_a_file`
+ * naming `what`, before the command observes or writes anything.
+ */
+export function refuseNonFile(file: string, what: string): string {
+  if (statOrNone(file)?.isDirectory()) throw new CliError("cli.not_a_file", `${what} ${file} is a folder; name the file to write`);
+  const folder = statOrNone(dirname(file));
+  if (folder === undefined) throw new CliError("cli.not_a_file", `${what} ${file} cannot be written: its folder ${dirname(file)} does not exist`);
+  if (!folder.isDirectory()) throw new CliError("cli.not_a_file", `${what} ${file} cannot be written: ${dirname(file)} is a file, not a folder`);
+  return file;
+}
+
+/** `stat` of `path`, or undefined when nothing is there (also when a part of it is a file: ENOTDIR). */
+function statOrNone(path: string): ReturnType<typeof statSync> {
+  try {
+    return statSync(path, { throwIfNoEntry: false });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOTDIR") return undefined;
+    throw err;
+  }
 }
 
 /** The config folder read and compiled (`agent`, `doctor`, `web`, and every command through `openBox`): the compiled tree (a model only when it has no error) and everything the compiler said. */

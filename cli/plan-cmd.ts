@@ -5,6 +5,7 @@ import { notInstalled, preflight } from "../reconciler/preflight.js";
 import { writeFileAtomic } from "../reconciler/index.js";
 import { openBox, writeRunnerNotes, type Box } from "./box.js";
 import { EXIT_CHANGES, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
+import { refuseNonFile } from "./paths.js";
 
 
 export const PLAN_HELP = `hal0 plan [--config DIR] [--state DIR] [--json] [--out FILE] [--detailed-exitcode] [--verbose]
@@ -30,6 +31,8 @@ export async function runPlan(args: string[], io: CliIo): Promise<number> {
     args, strict: true, allowPositionals: false,
     options: { ...BOX_OPTIONS, json: { type: "boolean" }, out: { type: "string" }, "detailed-exitcode": { type: "boolean" }, verbose: { type: "boolean" } },
   });
+  // A file --out cannot name is refused before the box is observed (not after the plan was printed).
+  const out = values.out === undefined ? undefined : refuseNonFile(resolve(io.cwd, values.out), "--out");
   const box = await openBox(values, io, { checkRunners: true });
   writeRunnerNotes(box, io);
   const [{ plan }, findings] = await Promise.all([previewPlan(box), preflight(box.model)]);
@@ -37,7 +40,7 @@ export async function runPlan(args: string[], io: CliIo): Promise<number> {
   for (const f of findings) io.stderr.write(`note: ${f.code}: ${f.summary}\n`);
   writeNotInstalled(box.model, io);
   io.stdout.write(values.json ? `${planJson(plan)}\n` : `${formatPlan(plan, { verbose: values.verbose === true })}\n`);
-  if (values.out) await writeFileAtomic(resolve(io.cwd, values.out), `${planJson(plan)}\n`);
+  if (out !== undefined) await writeFileAtomic(out, `${planJson(plan)}\n`);
   return values["detailed-exitcode"] && plan.has_changes ? EXIT_CHANGES : EXIT_OK;
 }
 

@@ -23,6 +23,7 @@ export const CODES = {
   // ── the command line ─────────────────────────────────────────────────
   "cli.usage": { severity: "error", stage: "cli", http: 400, meaning: "A command line hal0 cannot read: an unknown command or option (the message names the closest known one), a missing or extra argument; exit 64." },
   "cli.not_a_folder": { severity: "error", stage: "cli", http: 400, meaning: "A folder the command line names (the state folder: --state, $HAL0_STATE or $HAL0_HOME; schema --out) is a file, or lies below one; the command reads and writes nothing there." },
+  "cli.not_a_file": { severity: "error", stage: "cli", http: 400, meaning: "A file the command line names to write (plan --out) is a folder, or the folder it goes in does not exist or is a file; the command refuses before it observes anything, and writes nothing." },
   "system.io": { severity: "error", stage: "cli", http: 500, meaning: "A file or folder a command needed could not be read, written or made; the message names the path and the system's reason (permission denied, no space left, a read-only file system)." },
   "config.read_error": { severity: "error", stage: "compile", http: 500, meaning: "A file of the tree could not be read, or is not UTF-8 text." },
   "config.parse_error": { severity: "error", stage: "compile", http: 400, meaning: "A file is not valid TOML; the position is where the parser stopped." },

@@ -217,14 +217,31 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     expect(readdirSync(out).filter((n) => n.endsWith(".tmp"))).toEqual([]);
   });
 
-  it("plan --out naming a folder is system.io (the plan was printed; no file written, no temporary file left)", async () => {
+  it("plan --out naming a folder, or a file in a folder that is missing or a file, is 1 cli.not_a_file before the box is observed: nothing printed, nothing written", async () => {
     const parent = join(dir, "plan-out");
     mkdirSync(join(parent, "taken"), { recursive: true });
-    const r = await run(["plan", "--out", join(parent, "taken"), "--config", good, "--state", state()]);
-    expect(r.code, r.err).toBe(1);
-    expect(r.err).toMatch(new RegExp(`^hal0 plan: system\\.io: could not rename ${parent}/\\.taken\\.[^ ]+\\.tmp to ${parent}/taken: illegal operation on a directory \\(EISDIR\\)\n$`));
+    const f = file();
+    const cases: Array<[string, string]> = [
+      [join(parent, "taken"), `--out ${join(parent, "taken")} is a folder; name the file to write`],
+      [join(parent, "missing", "plan.json"), `--out ${join(parent, "missing", "plan.json")} cannot be written: its folder ${join(parent, "missing")} does not exist`],
+      [join(f, "plan.json"), `--out ${join(f, "plan.json")} cannot be written: ${f} is a file, not a folder`],
+    ];
+    for (const [i, [out, message]] of cases.entries()) {
+      const stateFolder = join(dir, `state-plan-out-${i}`);
+      const r = await run(["plan", "--out", out, "--config", good, "--state", stateFolder]);
+      expect(r.code, r.err).toBe(1);
+      expect(r.err).toBe(`hal0 plan: cli.not_a_file: ${message}\n`);
+      expect(r.out).toBe("");
+      expect(existsSync(stateFolder), out).toBe(false);
+    }
     expect(readdirSync(parent)).toEqual(["taken"]);
     expect(readdirSync(join(parent, "taken"))).toEqual([]);
+    // A file that exists is replaced, as before.
+    const plan = join(parent, "plan.json");
+    writeFileSync(plan, "old\n");
+    const ok = await run(["plan", "--out", plan, "--config", good, "--state", state()]);
+    expect(ok.code, ok.err).toBe(0);
+    expect(JSON.parse(readFileSync(plan, "utf8")).format_version).toBe(1);
   });
 });
 
