@@ -4,10 +4,10 @@ import { observe } from "../reconciler/observe.js";
 import { labelsText, nodeRows, type NodeStatus } from "../reconciler/nodes.js";
 import type { ObservedSlot } from "../reconciler/index.js";
 import type { SlotOutcome } from "../reconciler/state.js";
-import { openBox } from "./box.js";
+import { inventoryBox, openBox } from "./box.js";
 import { refreshConditions } from "../reconciler/conditions-store.js";
 import type { Condition } from "../reconciler/conditions.js";
-import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
+import { CliError, EXIT_OK, InvalidConfigError, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
 export const STATUS_HELP = `hal0 status [SLOT] [--config DIR] [--state DIR] [--json]
@@ -18,8 +18,12 @@ one line each, what is wrong (a last error: its code and first line); then the o
   SLOT     one slot in full: state, pid, port, spec hash, conditions and the whole last error
   --json   every field in full, with every resource's conditions (Ready, Reconciling, Stalled,
            Degraded); a failure too: {ok: false, exit_code, diagnostics}
-Exit status: 0 shown, 1 error (slot.not_found, config.not_found, a tree with errors,
-runtime.unavailable), 64 usage error.`;
+A tree with errors does not stop it: status then says how many errors there are and shows
+the slots that run (with the runtime of the settings last applied) and the conditions last
+recorded; enabled is null, as what the tree wants is unknown (--json: tree_valid false,
+and the diagnostics).
+Exit status: 0 shown, 1 error (slot.not_found, config.not_found, runtime.unavailable),
+64 usage error.`;
 
 /** How much of a last error one NOTE cell shows (and of a condition's message in `status SLOT`). */
 const NOTE_WIDTH = 80;
@@ -27,7 +31,8 @@ const NOTE_WIDTH = 80;
 /** One row of `hal0 status`. */
 export interface SlotStatus {
   name: string;
-  enabled: boolean;
+  /** null: the tree does not compile, so what it wants is unknown. */
+  enabled: boolean | null;
   state: "offline" | "starting" | "warming" | "ready" | "error";
   pid: number | null;
   port: number | null;
@@ -53,10 +58,21 @@ export interface SlotDetail extends SlotStatus {
 export async function runStatus(args: string[], io: CliIo): Promise<number> {
   const { values, positionals } = parseCommandArgs({ args, strict: true, allowPositionals: true, options: { ...BOX_OPTIONS, json: { type: "boolean" } } });
   if (positionals.length > 1) throw new UsageError("expected: hal0 status [SLOT]");
-  const box = await openBox(values, io);
+  // A tree with errors does not hide what runs: the inventory's slots are shown with the conditions last recorded, and what the tree wants is unknown.
+  let invalid: InvalidConfigError | undefined;
+  const box = await openBox(values, io).catch(async (err: unknown) => {
+    if (!(err instanceof InvalidConfigError)) throw err;
+    invalid = err;
+    const errors = err.diagnostics.filter((d) => d.severity === "error").length;
+    io.stderr.write(`note: ${err.root} has ${errors} error(s) (hal0 validate lists them); status shows what runs, with the conditions last recorded; what the tree wants is unknown\n`);
+    return inventoryBox(err.root, values, io);
+  });
   const [{ observed }, outcomes] = await Promise.all([observe(box.model, box.driver, box.state, { hermesCredentials: box.hermesCredentials }), box.state.readOutcomes()]);
-  const conditions = await refreshConditions(box.model, observed, box.state, Date.now, false);
-  const rows = statusRows(box.model, observed.slots, outcomes).map((row) => ({ ...row, conditions: conditions[`slot.${row.name}`]?.conditions ?? [] }));
+  const desiredKnown = invalid === undefined;
+  // Under --json the document says whether the tree compiled, and carries its errors when it did not.
+  const tree = { tree_valid: desiredKnown, ...(invalid ? { diagnostics: invalid.diagnostics } : {}) };
+  const conditions = desiredKnown ? await refreshConditions(box.model, observed, box.state, Date.now, false) : await box.state.readConditions();
+  const rows = statusRows(box.model, observed.slots, outcomes, desiredKnown).map((row) => ({ ...row, conditions: conditions[`slot.${row.name}`]?.conditions ?? [] }));
   const name = positionals[0];
   if (name !== undefined) {
     const row = rows.find((r) => r.name === name);
@@ -66,17 +82,17 @@ export async function runStatus(args: string[], io: CliIo): Promise<number> {
       throw new CliError("slot.not_found", `no slot '${name}'${hit ? `. Did you mean ${hit}?` : ""} (slots: ${known.join(", ") || "none"})`);
     }
     const detail: SlotDetail = { ...row, desired_spec_hash: box.model.slots[name]?.spec_hash ?? null, last_outcome: outcomes[name] ?? null };
-    io.stdout.write(values.json ? `${JSON.stringify({ slot: detail }, null, 2)}\n` : `${formatSlot(detail)}\n`);
+    io.stdout.write(values.json ? `${JSON.stringify({ slot: detail, ...tree }, null, 2)}\n` : `${formatSlot(detail)}\n`);
     return EXIT_OK;
   }
   const resources = Object.entries(conditions).filter(([address]) => !address.startsWith("slot.")).map(([address, c]) => ({ address, generation: c.generation, conditions: c.conditions }));
   const nodes = observed.nodes === undefined ? undefined : nodeRows(observed.nodes, observed.slots);
   const nodesText = nodes === undefined ? "" : `\n${formatNodes(nodes)}\n`;
-  io.stdout.write(values.json ? `${JSON.stringify({ slots: rows, resources, ...(nodes ? { nodes } : {}) }, null, 2)}\n` : `${formatStatus(rows)}\n\n${formatResources(resources)}\n${nodesText}`);
+  io.stdout.write(values.json ? `${JSON.stringify({ slots: rows, resources, ...(nodes ? { nodes } : {}), ...tree }, null, 2)}\n` : `${formatStatus(rows)}\n\n${formatResources(resources)}\n${nodesText}`);
   return EXIT_OK;
 }
 
-export function statusRows(model: Model, observed: Readonly<Record<string, ObservedSlot>>, outcomes: Record<string, SlotOutcome>): SlotStatus[] {
+export function statusRows(model: Model, observed: Readonly<Record<string, ObservedSlot>>, outcomes: Record<string, SlotOutcome>, desiredKnown = true): SlotStatus[] {
   const names = [...new Set([...Object.keys(model.slots), ...Object.keys(observed)])].sort();
   return names.map((name) => {
     const desired = model.slots[name];
@@ -84,7 +100,7 @@ export function statusRows(model: Model, observed: Readonly<Record<string, Obser
     const outcome = outcomes[name];
     return {
       name,
-      enabled: desired?.enabled ?? false,
+      enabled: desiredKnown ? (desired?.enabled ?? false) : null,
       state: lifecycle(seen, outcome),
       pid: seen?.running ? (seen.record?.pid ?? null) : null,
       port: seen?.record?.view.port ?? desired?.port ?? null,
@@ -134,7 +150,7 @@ function formatStatus(rows: readonly SlotStatus[]): string {
     // One line per slot: a last error is its code and first line, cut at NOTE_WIDTH ('hal0 status SLOT' has it whole).
     const error = r.last_error === null ? "" : oneLine(r.last_error, NOTE_WIDTH);
     if (r.last_error !== null && error !== r.last_error.trim()) cut = true;
-    const note = [r.enabled ? "" : "disabled", r.outdated ? "outdated: see hal0 plan" : "", ...alarms, error].filter(Boolean).join("; ");
+    const note = [r.enabled === false ? "disabled" : "", r.outdated ? "outdated: see hal0 plan" : "", ...alarms, error].filter(Boolean).join("; ");
     const cells = [r.name, r.state, r.pid === null ? "-" : String(r.pid), r.port === null ? "-" : String(r.port), r.spec_hash ? r.spec_hash.slice(7, 19) : "-", note];
     if (withNode) cells.splice(2, 0, r.node ?? "-");
     table.push(cells);
@@ -146,7 +162,7 @@ function formatStatus(rows: readonly SlotStatus[]): string {
 function formatSlot(d: SlotDetail): string {
   const dash = (v: string | number | null) => (v === null ? "-" : String(v));
   const lines = [
-    `slot      ${d.name}${d.enabled ? "" : " (disabled)"}`,
+    `slot      ${d.name}${d.enabled === false ? " (disabled)" : ""}`,
     `state     ${d.state}`,
     `pid       ${dash(d.pid)}`,
     `port      ${dash(d.port)}`,

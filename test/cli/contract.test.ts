@@ -268,9 +268,20 @@ describe("--json prints JSON, on failure too", () => {
     expect(doc.diagnostics).toEqual([{ code: "config.not_found", severity: "error", summary: `config folder not found: ${missing()}`, detail: `config folder not found: ${missing()}`, file: null, line: null, column: null, path: [], related: [] }]);
   });
 
+  it("hal0 status --json on a broken tree shows what runs (nothing here), says the tree is not valid and carries its errors; exit 0", async () => {
+    const r = await run(["status", "--json", "--config", broken, "--state", state()]);
+    expect(r.code, r.err).toBe(0);
+    const doc = JSON.parse(r.out);
+    expect(doc).toMatchObject({ slots: [], tree_valid: false });
+    expect(doc.diagnostics[0]).toMatchObject({ code: "config.invalid_value", file: "hal0.toml", line: 2 });
+    expect(JSON.parse((await run(["status", "--json", "--config", good, "--state", state()])).out)).toMatchObject({ tree_valid: true });
+  });
+
   it.each([["plan"], ["status"], ["drift"]])("hal0 %s --json on a broken tree and with an engine that does not answer", async (...command) => {
-    const tree = await run([...command, "--json", "--config", broken, "--state", state()]);
-    expect(failureDoc(tree.out, 1).diagnostics[0]).toMatchObject({ code: "config.invalid_value", file: "hal0.toml", line: 2 });
+    if (command[0] !== "status") {
+      const tree = await run([...command, "--json", "--config", broken, "--state", state()]);
+      expect(failureDoc(tree.out, 1).diagnostics[0]).toMatchObject({ code: "config.invalid_value", file: "hal0.toml", line: 2 });
+    }
     const engine = await run([...command, "--json", "--config", docker, "--state", state()]);
     expect(engine.code).toBe(1);
     expect(failureDoc(engine.out, 1).diagnostics[0]).toMatchObject({ code: "runtime.unavailable", file: null });

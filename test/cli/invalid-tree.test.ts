@@ -8,13 +8,13 @@ import { freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
 import { captureIo, healthWithin } from "./helpers.js";
 
 /**
- * `hal0 down` stops what hal0 started even when the tree no longer compiles:
- * an operator who broke a file mid-edit can still stop the box. It stops the
- * inventory's slots with the runtime of the settings last applied, not the
- * broken tree's.
+ * `hal0 status` and `hal0 down` work on what hal0 started even when the tree
+ * no longer compiles: an operator who broke a file mid-edit can still see and
+ * stop the box. Both use the inventory's slots with the runtime of the
+ * settings last applied, not the broken tree's.
  */
 const SLOTS = ["dn-0", "dn-1"];
-const base = mkdtempSync(join(tmpdir(), "hal0-down-invalid-"));
+const base = mkdtempSync(join(tmpdir(), "hal0-invalid-tree-"));
 const config = join(base, "box");
 const state = join(base, "state");
 
@@ -38,7 +38,7 @@ function alive(pid: number): boolean {
   }
 }
 
-describe("hal0 down on a tree with errors", () => {
+describe("hal0 status and hal0 down on a tree with errors", () => {
   it("with nothing ever applied, says so and stops nothing (exit 0)", async () => {
     mkdirSync(join(config, "slots"), { recursive: true });
     writeFileSync(join(config, "hal0.toml"), "[slots\n");
@@ -48,7 +48,7 @@ describe("hal0 down on a tree with errors", () => {
     expect(r.out).toContain("No changes");
   });
 
-  it("stops every running slot with the applied runtime, whatever the broken settings file now says", async () => {
+  it("status shows, and down stops, every running slot with the applied runtime, whatever the broken settings file now says", async () => {
     copyFileSync(join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf"), join(config, "tiny.gguf"));
     writeFileSync(join(config, "hal0.toml"), `[slots]\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 30\nstop_grace_s = 2\n`);
     writeFileSync(join(config, "profiles.toml"), `[profile.fake]\nrunner = ["node", ${JSON.stringify(RUNNER)}]\ndevice_class = "cpu"\n`);
@@ -68,6 +68,21 @@ describe("hal0 down on a tree with errors", () => {
     writeFileSync(join(config, "hal0.toml"), `[slots]\nruntime = "docker"\ndocker_host = "unix://${join(base, "no-engine.sock")}"\nstop_grace_s = "soon"\n`);
     writeFileSync(join(config, "slots", "dn-1.toml"), `profile = "fake"\nport = \n`);
     expect((await run("plan")).code).toBe(1);
+
+    // status shows what runs, with the conditions last recorded; what the tree wants is unknown.
+    const status = await run("status");
+    expect(status.code, status.err).toBe(0);
+    expect(status.err).toBe(`note: ${config} has 2 error(s) (hal0 validate lists them); status shows what runs, with the conditions last recorded; what the tree wants is unknown\n`);
+    for (const [i, name] of SLOTS.entries()) expect(status.out).toMatch(new RegExp(`^${name} +ready +${pids[i]} +${ports[i]} `, "m"));
+    expect(status.out).not.toContain("disabled");
+    const json = JSON.parse((await run("status", "--json")).out);
+    expect(json.slots.map((r: any) => [r.name, r.state, r.enabled, r.pid])).toEqual(SLOTS.map((name, i) => [name, "ready", null, pids[i]]));
+    expect(json.tree_valid).toBe(false);
+    expect(json.diagnostics.filter((d: any) => d.severity === "error").map((d: any) => d.file).sort()).toEqual(["hal0.toml", "slots/dn-1.toml"]);
+    expect(json.slots[0].conditions.find((c: any) => c.type === "Ready")?.status).toBe("True");
+    const one = await run("status", "dn-0");
+    expect(one.code).toBe(0);
+    expect(one.out).toMatch(/^slot {6}dn-0\n/);
 
     const down = await run("down");
     expect(down.code, down.out + down.err).toBe(0);
