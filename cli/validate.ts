@@ -27,7 +27,8 @@ deprecated one a warning (slot.runner_flag_deprecated), each at the key that wro
   --config DIR   the config folder (default: $HAL0_CONFIG, $HAL0_HOME/etc/hal0, /etc/hal0)
   --state DIR    the state folder whose runner facts are read (default: $HAL0_STATE, $HAL0_HOME/var/lib/hal0, /var/lib/hal0)
   --runners      ask each runner --version and --help now (cached by binary path, size and mtime)
-  --json         print {valid, error_count, warning_count, diagnostics[], runners[]} instead of text
+  --json         print {ok, exit_code, valid, error_count, warning_count, diagnostics[], runners[]}
+                 instead of text (ok and exit_code as every command's --json failure has them)
   --strict       the host checks are errors: exit 1 when any fails
 Exit status: 0 valid, 1 invalid (or no config folder: config.not_found), 64 usage error.`;
 
@@ -43,7 +44,7 @@ export async function runValidate(args: string[], io: CliIo): Promise<number> {
     const message = `config folder not found: ${root}`;
     if (!values.json) throw new CliError("config.not_found", message);
     const missing = { code: "config.not_found", severity: "error", summary: message, detail: `${root} does not exist or is not a folder; pass --config DIR, or set HAL0_CONFIG or HAL0_HOME.`, file: null, line: null, column: null, path: [], related: [] };
-    io.stdout.write(`${JSON.stringify({ valid: false, error_count: 1, warning_count: 0, diagnostics: [missing], runners: [] }, null, 2)}\n`);
+    io.stdout.write(`${JSON.stringify({ ok: false, exit_code: EXIT_ERROR, valid: false, error_count: 1, warning_count: 0, diagnostics: [missing], runners: [] }, null, 2)}\n`);
     return EXIT_ERROR;
   }
   // The runners' facts: from the state folder's cache (fast, nothing runs), or asked now with --runners.
@@ -61,7 +62,7 @@ export async function runValidate(args: string[], io: CliIo): Promise<number> {
   const text = { root, cwd: io.cwd, color: !io.env.NO_COLOR && io.stdout.isTTY === true, texts: loaded.tree.files };
   if (values.json) {
     const runners = compiled.model ? runnerTargets(compiled.model).map((t) => ({ runner: t.word, runtime: t.runtime, ...runnerSummary(observed.runners.get(runnerKey(t.runtime, t.word))) })) : [];
-    io.stdout.write(`${JSON.stringify({ valid: errors === 0, error_count: errors, warning_count: warnings, diagnostics, runners }, null, 2)}\n`);
+    io.stdout.write(`${JSON.stringify({ ok: errors === 0, exit_code: errors === 0 ? EXIT_OK : EXIT_ERROR, valid: errors === 0, error_count: errors, warning_count: warnings, diagnostics, runners }, null, 2)}\n`);
   } else {
     for (const d of diagnostics) io.stdout.write(`${formatDiagnostic(d, text)}\n\n`);
     for (const note of runnerNotes) io.stderr.write(`note: ${note}\n`);

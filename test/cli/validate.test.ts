@@ -64,8 +64,8 @@ describe("hal0 validate (in process)", () => {
     const io = captureIo();
     expect(await main(["validate", "--config", dir, "--json"], io)).toBe(1);
     const doc = JSON.parse(io.out());
-    expect(Object.keys(doc)).toEqual(["valid", "error_count", "warning_count", "diagnostics", "runners"]);
-    expect(doc).toMatchObject({ valid: false, error_count: 2, warning_count: 0 });
+    expect(Object.keys(doc)).toEqual(["ok", "exit_code", "valid", "error_count", "warning_count", "diagnostics", "runners"]);
+    expect(doc).toMatchObject({ ok: false, exit_code: 1, valid: false, error_count: 2, warning_count: 0 });
     expect(doc.diagnostics[0]).toEqual({
       code: "slot.unknown_profile", severity: "error", summary: "unknown profile `rocmm`",
       detail: "No profile `rocmm` in profiles.toml or the built-in seeds. Did you mean `rocm`?",
@@ -113,7 +113,7 @@ describe("hal0 validate (in process)", () => {
     expect(await main(["validate", "--json", "--config", "/nonexistent/hal0"], io)).toBe(1);
     expect(io.err()).toBe("");
     const doc = JSON.parse(io.out());
-    expect(Object.keys(doc)).toEqual(["valid", "error_count", "warning_count", "diagnostics", "runners"]);
+    expect(Object.keys(doc)).toEqual(["ok", "exit_code", "valid", "error_count", "warning_count", "diagnostics", "runners"]);
     expect(doc).toMatchObject({ valid: false, error_count: 1, warning_count: 0 });
     expect(doc.diagnostics).toEqual([{
       code: "config.not_found", severity: "error", summary: "config folder not found: /nonexistent/hal0", detail: expect.stringContaining("/nonexistent/hal0"),
@@ -172,12 +172,12 @@ describe("hal0 validate: the host checks after the compile", () => {
     const json = captureIo();
     expect(await main(["validate", "--config", tree(NO_MODEL), "--json"], json)).toBe(0);
     const doc = JSON.parse(json.out());
-    expect(doc).toMatchObject({ valid: true, error_count: 0, warning_count: 1 });
+    expect(doc).toMatchObject({ ok: true, exit_code: 0, valid: true, error_count: 0, warning_count: 1 });
     expect(doc.diagnostics[0]).toMatchObject({ code: "slot.model_missing", severity: "warning", file: "models.toml", line: 2, column: 8, path: ["model", "tiny", "path"] });
     expect(Object.keys(doc.diagnostics[0]).sort()).toEqual(["code", "column", "detail", "file", "line", "path", "related", "severity", "summary"]);
     const strictJson = captureIo();
     expect(await main(["validate", "--config", tree(NO_RUNNER), "--json", "--strict"], strictJson)).toBe(1);
-    expect(JSON.parse(strictJson.out())).toMatchObject({ valid: false, error_count: 1, warning_count: 0, diagnostics: [{ code: "slot.runner_missing", severity: "error", file: "profiles.toml", line: 2, column: 10 }] });
+    expect(JSON.parse(strictJson.out())).toMatchObject({ ok: false, exit_code: 1, valid: false, error_count: 1, warning_count: 0, diagnostics: [{ code: "slot.runner_missing", severity: "error", file: "profiles.toml", line: 2, column: 10 }] });
   });
 
   it("warns of a ctx_size above the GGUF's training context and of a models.toml fact its header contradicts; --strict: errors", async () => {
