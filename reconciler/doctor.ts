@@ -1,6 +1,6 @@
 import { spawn } from "node:child_process";
 import { constants, existsSync } from "node:fs";
-import { access, stat } from "node:fs/promises";
+import { access, readFile, stat } from "node:fs/promises";
 import { request } from "node:http";
 import { resolve } from "node:path";
 import type { Model, ResolvedSlot } from "../compiler/index.js";
@@ -61,7 +61,7 @@ export async function doctorRows(tree: DoctorInput): Promise<DoctorRow[]> {
   const model = tree.model;
   if (!model) {
     const row = (check: string): DoctorRow => ({ check, status: "warn", message: "not checked: the config tree does not compile", hint: "fix the tree first (hal0 validate)" });
-    rows.push(row("runtime"), row("model_files"), row("hermes_profiles_mcp"), row("hermes_default_memory"), row("hermes_brain_memory"));
+    rows.push(row("runtime"), row("model_files"), row("slot_ports"), row("hermes_profiles_mcp"), row("hermes_default_memory"), row("hermes_brain_memory"));
   } else {
     const managed = await new StateStore(tree.stateDir).readHermesManaged().catch((): HermesManaged => ({ profiles: {} }));
     const credentials = tree.hermesCredentials;
@@ -74,7 +74,7 @@ export async function doctorRows(tree: DoctorInput): Promise<DoctorRow[]> {
     };
     // Runners are looked up and run with hal0's own environment, as the process driver spawns them (not a caller's `env`).
     const findings = await preflight(model, { env: process.env });
-    rows.push(await runtimeRow(model, tree.env), ...(await runnerRows(model, findings, tree.runnerVersions ?? true)), modelFilesRow(model, findings));
+    rows.push(await runtimeRow(model, tree.env), ...(await runnerRows(model, findings, tree.runnerVersions ?? true)), modelFilesRow(model, findings), await slotPortsRow(model));
     rows.push(await profilesRow(model, managed.profiles, token), await defaultMemoryRow(model, managed.default, token), await brainMemoryRow(model, managed.profiles[BRAIN_PROFILE], token));
   }
   rows.push(await serviceUnitRow(tree.root, tree.stateDir, tree.unitDir ?? DEFAULT_UNIT_DIR, tree.runnerVersions ?? true));
@@ -250,6 +250,42 @@ export async function runnerVersion(argv: readonly string[], cwd: string, env: D
       resolve({ why: `${signal !== null ? `killed by ${signal}` : `exit ${code}`}${first ? `: ${first.slice(0, 160)}` : ""}` });
     });
   });
+}
+
+/** Where Linux keeps the range it picks outgoing connections' local ports from, and the ports it never picks. */
+export const EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range";
+export const RESERVED_PORTS_FILE = "/proc/sys/net/ipv4/ip_local_reserved_ports";
+
+/**
+ * `slot_ports`: no enabled slot listens on a port in the kernel's ephemeral
+ * range (unless reserved). The kernel hands those ports to outgoing
+ * connections, so while such a slot is stopped (a restart, a swap) any
+ * connection of the host can take its port, and the slot then fails to start
+ * with slot.port_in_use, now and then. Warn only: the slot may well start.
+ * Swarm slots listen on other nodes: not checked here.
+ */
+async function slotPortsRow(model: Model): Promise<DoctorRow> {
+  const check = "slot_ports";
+  if (model.settings.slots.runtime === "swarm") return { check, status: "ok", message: "not checked: swarm slots listen on their nodes", hint: "" };
+  const range = await readFile(EPHEMERAL_RANGE_FILE, "utf8").then((t) => t.trim().split(/\s+/).map(Number), () => undefined);
+  if (range === undefined || range.length !== 2 || !range.every(Number.isInteger)) return { check, status: "ok", message: `not checked: ${EPHEMERAL_RANGE_FILE} cannot be read`, hint: "" };
+  const [low, high] = range as [number, number];
+  const reserved = parsePortList(await readFile(RESERVED_PORTS_FILE, "utf8").catch(() => ""));
+  const inside = Object.values(model.slots).filter((s) => s.enabled && s.port >= low && s.port <= high && !reserved(s.port)).sort((a, b) => a.port - b.port);
+  const span = `${low}–${high}`;
+  if (inside.length === 0) return { check, status: "ok", message: `no enabled slot listens in the kernel's ephemeral port range (${span})`, hint: "" };
+  const ports = inside.map((s) => s.port);
+  return {
+    check, status: "warn",
+    message: `${inside.map((s) => `slot ${s.name} (port ${s.port})`).join(", ")} listen${inside.length === 1 ? "s" : ""} in the kernel's ephemeral port range (${span}): an outgoing connection can take the port while the slot is stopped, and it then fails to start (slot.port_in_use)`,
+    hint: `give ${inside.length === 1 ? "it a port" : "them ports"} below ${low}${high < 65535 ? ` or above ${high}` : ""}, or reserve ${inside.length === 1 ? "it" : "them"}: sysctl -w net.ipv4.ip_local_reserved_ports=${ports.join(",")}`,
+  };
+}
+
+/** `8081,8090-8095` (ip_local_reserved_ports' format) as a membership test. */
+export function parsePortList(text: string): (port: number) => boolean {
+  const spans = text.trim().split(",").filter(Boolean).map((part) => part.split("-").map(Number) as [number, number?]);
+  return (port) => spans.some(([a, b]) => port === a || (b !== undefined && port >= a && port <= b));
 }
 
 /** Every model file the enabled slots' argv names (path, draft, mmproj, chat template) exists and is readable. */

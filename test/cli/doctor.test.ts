@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { ggufBytes, modelKvs } from "../server/gguf-writer.js";
 import { captureIo } from "./helpers.js";
+import { EPHEMERAL_RANGE_FILE, parsePortList } from "../../reconciler/doctor.js";
 
 /** `hal0 doctor`'s runtime and tree rows: a docker engine is asked GET /_ping and /version over its socket. */
 let dir: string;
@@ -90,6 +91,34 @@ describe("hal0 doctor", () => {
     expect(row("runner:./llama-server")).toMatchObject({ status: "ok", message: `${join(config, "llama-server")}: version: 9749 (d32676d77) (slots: chat)` });
     expect(row("model_files")).toMatchObject({ status: "ok", message: "the model files of 1 enabled slot(s) exist and are readable" });
     expect(rows.map((r) => r.check).slice(0, 5)).toEqual(["tree", "state_folder", "runtime", "runner:./llama-server", "model_files"]);
+  });
+
+  it("slot_ports: warn (exit 0) for enabled slots listening in the kernel's ephemeral port range, naming each and how to reserve them; ok below it", async () => {
+    const [low, high] = readFileSync(EPHEMERAL_RANGE_FILE, "utf8").trim().split(/\s+/).map(Number) as [number, number];
+    const llama = { "llama-server": `#!/bin/sh\nprintf '${LLAMA_VERSION.replace(/\n/g, "\\n")}' >&2\n` };
+    const outside = await doctorTree(oneSlot('["./llama-server"]', "tiny.gguf", llama), ["llama-server"]);
+    expect(outside.row("slot_ports")).toEqual({ check: "slot_ports", status: "ok", message: `no enabled slot listens in the kernel's ephemeral port range (${low}–${high})`, hint: "" });
+    const [a, b] = [low + 100, low + 200];
+    const files = {
+      ...oneSlot('["./llama-server"]', "tiny.gguf", llama),
+      "hal0.toml": "[slots]\nport_range_start = 1024\nport_range_end = 65535\n",
+      "slots/chat.toml": `profile = "fake"\nmodel = "tiny"\nport = ${b}\n`,
+      "slots/side.toml": `profile = "fake"\nmodel = "tiny"\nport = ${a}\n`,
+      "slots/off.toml": `profile = "fake"\nmodel = "tiny"\nport = ${low + 300}\nenabled = false\n`,
+    };
+    const inside = await doctorTree(files, ["llama-server"]);
+    expect(inside.code).toBe(0);
+    expect(inside.row("slot_ports")).toMatchObject({
+      status: "warn",
+      message: `slot side (port ${a}), slot chat (port ${b}) listen in the kernel's ephemeral port range (${low}–${high}): an outgoing connection can take the port while the slot is stopped, and it then fails to start (slot.port_in_use)`,
+      hint: expect.stringContaining(`sysctl -w net.ipv4.ip_local_reserved_ports=${a},${b}`),
+    });
+  });
+
+  it("slot_ports: a reserved port (ip_local_reserved_ports: single ports and spans) is not warned about", () => {
+    const reserved = parsePortList("8081,40000-40010\n");
+    expect([8081, 8082, 39999, 40000, 40005, 40010, 40011].map(reserved)).toEqual([true, false, false, true, true, true, false]);
+    expect(parsePortList("\n")(8081)).toBe(false);
   });
 
   it("runner: fail for a runner file without execute permission (slot.runner_missing, not executable), with the chmod hint", async () => {
