@@ -73,14 +73,21 @@ export function buildCatalog(routes: readonly Route[]): ToolDef[] {
 
 function routeTool(name: string, route: Route): ToolDef {
   const params = pathParams(route.path).map((p) => p.name);
-  const hints = { ...fieldsOf(route.query), ...(route.method === "GET" ? {} : fieldsOf(route.body)) };
-  const properties: Record<string, unknown> = { ...hints };
+  const query = jsonOf(route.query);
+  const bodyless = route.method === "GET" || route.method === "DELETE" || !route.body;
+  const body = bodyless ? undefined : jsonOf(route.body);
+  const properties: Record<string, unknown> = { ...query?.properties, ...body?.properties };
   for (const p of params) properties[p] = { type: "string", description: "path argument: a string, or an integer below 2^53" };
+  // A write takes `base` (the revision its change is planned against, as If-Match).
+  if (route.kind === "write") properties.base ??= { type: "string", description: "the revision (rev_…) the change is planned against: refused as stale if the tree moved (If-Match)" };
+  // An argument the route does not take is refused (a query it does not know, a strict body's unknown key): advertised as closed.
+  // A body that is not one plain object (a union) is advertised open; the route still judges it.
+  const closed = (route.query === undefined || query?.additionalProperties === false) && (bodyless || body?.additionalProperties === false);
   const read = route.kind === "read";
   return {
     name, route, memory: false,
     description: `${route.summary} (${routeId(route)})`,
-    argsSchema: { type: "object", properties, required: params, additionalProperties: {} },
+    argsSchema: { type: "object", properties, required: params, additionalProperties: closed ? false : {} },
     annotations: {
       readOnlyHint: read,
       ...(route.method === "DELETE" ? { destructiveHint: true } : read ? {} : { destructiveHint: false }),
@@ -96,9 +103,9 @@ function memoryTool(name: string): ToolDef {
   return { name, memory: true, description: `${tool.description} (hal0-memory, in process)`, argsSchema: advertisedSchema(tool), annotations: memoryAnnotations(tool) };
 }
 
-/** A zod object's fields as JSON Schema properties (hints: none required). */
-function fieldsOf(schema: z.ZodType | undefined): Record<string, unknown> {
-  if (!schema) return {};
+/** A zod schema as input JSON Schema (its properties are hints: none required); undefined when absent or not representable. */
+function jsonOf(schema: z.ZodType | undefined): { properties?: Record<string, unknown>; additionalProperties?: unknown } | undefined {
+  if (!schema) return undefined;
   try {
     const json = z.toJSONSchema(schema, {
       target: "draft-7", io: "input", unrepresentable: "any",
@@ -106,9 +113,9 @@ function fieldsOf(schema: z.ZodType | undefined): Record<string, unknown> {
       override: ({ jsonSchema: js }) => {
         if (js.type === "integer" && typeof js.default === "string" && /^-?\d+$/.test(js.default)) js.default = Number(js.default);
       },
-    }) as { properties?: Record<string, unknown> };
-    return json.properties ?? {};
+    }) as { properties?: Record<string, unknown>; additionalProperties?: unknown };
+    return json;
   } catch {
-    return {};
+    return undefined;
   }
 }

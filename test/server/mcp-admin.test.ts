@@ -32,7 +32,12 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect(edit.properties.args.required).toEqual(["name"]);
     expect(edit.properties.args.properties.name.type).toBe("string");
     expect(edit.properties.args.properties.tune).toBeDefined();
+    // slot_edit's body is not one plain object: advertised open (the route judges it); it takes `base`, as every write does.
     expect(edit.properties.args.additionalProperties).toEqual({});
+    expect(edit.properties.args.properties.base.type).toBe("string");
+    // A tool whose route refuses what it does not take says so: a read without a query, a read with one, an action without a body.
+    for (const name of ["slot_list", "plan_list", "slot_restart"]) expect((byName.get(name)!.inputSchema as any).properties.args.additionalProperties, name).toBe(false);
+    expect((byName.get("slot_list")!.inputSchema as any).properties.args.properties).toEqual({});
     expect(byName.get("slot_list")!.annotations).toMatchObject({ readOnlyHint: true });
     expect(byName.get("slot_delete")!.annotations).toMatchObject({ destructiveHint: true });
     expect(byName.get("upstream_test")!.annotations).toMatchObject({ openWorldHint: true });
@@ -48,6 +53,10 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect(res.isError).toBe(false);
     expect(res.body.count).toBe(res.body.slots.length);
     expect(res.body.slots.map((x: any) => x.name)).toContain("chat");
+    // An argument the tool does not take is refused, as its schema advertises (additionalProperties: false).
+    const extra = await callTool(c, "slot_list", { bogus: 1 });
+    expect(extra.isError).toBe(true);
+    expect(extra.body.error).toMatchObject({ code: "validation.invalid", details: { fields: [{ loc: ["query"], msg: 'Unrecognized key: "bogus"' }] } });
   });
 
   it("runs an autonomous write in process, audited with the caller's identity", async () => {
