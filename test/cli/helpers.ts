@@ -1,7 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { CliIo } from "../../cli/index.js";
+import { freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
 
 /** An in-process io that records what a command prints. */
 export function captureIo(env: Record<string, string> = {}, cwd = process.cwd()): CliIo & { out: () => string; err: () => string } {
@@ -57,3 +59,26 @@ export function startServe(config: string, state: string, extra: string[] = [], 
     child.once("exit", (code) => reject(new Error(`hal0 serve exited ${code}: ${out}`)));
   });
 }
+
+/**
+ * A small process-runtime box at `config`: one `fake` profile running the
+ * stand-in llama-server, one tiny model, and a slot per name on a free
+ * loopback port (each with `env` as its `[server] env`). The ports, in the
+ * names' order.
+ */
+export async function writeFakeBox(config: string, names: readonly string[], env: Record<string, string> = {}): Promise<number[]> {
+  mkdirSync(join(config, "slots"), { recursive: true });
+  copyFileSync(join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf"), join(config, "tiny.gguf"));
+  writeFileSync(join(config, "hal0.toml"), `[slots]\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 30\nstop_grace_s = 2\n`);
+  writeFileSync(join(config, "profiles.toml"), `[profile.fake]\nrunner = ["node", ${JSON.stringify(RUNNER)}]\ndevice_class = "cpu"\n`);
+  writeFileSync(join(config, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\n`);
+  const serverEnv = Object.keys(env).length === 0 ? "" : `[server]\nenv = { ${Object.entries(env).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ")} }\n`;
+  const ports: number[] = [];
+  for (const name of names) {
+    const port = await freePort();
+    ports.push(port);
+    writeFileSync(join(config, "slots", `${name}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${port}\n${serverEnv}`);
+  }
+  return ports;
+}
+

@@ -1,11 +1,11 @@
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { markedRunners } from "../../reconciler/drivers/process-orphans.js";
-import { freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
-import { captureIo, healthWithin } from "./helpers.js";
+import { alive } from "../reconciler/process-helpers.js";
+import { captureIo, healthWithin, writeFakeBox } from "./helpers.js";
 
 /**
  * `hal0 status` and `hal0 down` work on what hal0 started even when the tree
@@ -29,15 +29,6 @@ async function run(...args: string[]) {
   return { code, out: io.out(), err: io.err() };
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 describe("hal0 status and hal0 down on a tree with errors", () => {
   it("with nothing ever applied, says so and stops nothing (exit 0)", async () => {
     mkdirSync(join(config, "slots"), { recursive: true });
@@ -49,16 +40,7 @@ describe("hal0 status and hal0 down on a tree with errors", () => {
   });
 
   it("status shows, and down stops, every running slot with the applied runtime, whatever the broken settings file now says", async () => {
-    copyFileSync(join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf"), join(config, "tiny.gguf"));
-    writeFileSync(join(config, "hal0.toml"), `[slots]\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 30\nstop_grace_s = 2\n`);
-    writeFileSync(join(config, "profiles.toml"), `[profile.fake]\nrunner = ["node", ${JSON.stringify(RUNNER)}]\ndevice_class = "cpu"\n`);
-    writeFileSync(join(config, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\n`);
-    const ports: number[] = [];
-    for (const name of SLOTS) {
-      const port = await freePort();
-      ports.push(port);
-      writeFileSync(join(config, "slots", `${name}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${port}\n`);
-    }
+    const ports = await writeFakeBox(config, SLOTS);
     const applied = await run("apply", "--yes");
     expect(applied.code, applied.out + applied.err).toBe(0);
     for (const port of ports) expect(await healthWithin(port, 10_000)).toBe(200);
@@ -89,7 +71,7 @@ describe("hal0 status and hal0 down on a tree with errors", () => {
     expect(down.err).toBe(`note: ${config} has 2 error(s) (hal0 validate lists them); down stops the slots in the inventory with the runtime of the settings last applied\n`);
     for (const name of SLOTS) expect(down.out).toMatch(new RegExp(`- slot\\.${name} \\(down\\)`));
     expect(down.out).toContain("0 created, 0 replaced, 2 deleted, 0 updated, 0 failed");
-    for (const pid of pids) expect(alive(pid), String(pid)).toBe(false);
+    for (const pid of pids) expect(await alive(pid), String(pid)).toBe(false);
     for (const name of SLOTS) expect(await markedRunners(state, name)).toEqual([]);
     expect(JSON.parse(readFileSync(join(state, "inventory.json"), "utf8")).slots).toEqual({});
 

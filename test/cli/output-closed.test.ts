@@ -1,11 +1,11 @@
 import { spawn } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
-import { freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
-import { captureIo, healthWithin } from "./helpers.js";
+import { PROJECT } from "../reconciler/process-helpers.js";
+import { captureIo, healthWithin, writeFakeBox } from "./helpers.js";
 
 /**
  * `hal0 apply | head -1`: the reader of hal0's output goes away after the
@@ -34,17 +34,7 @@ function runClosingAfterFirstChunk(args: string[]): Promise<{ code: number | nul
 
 describe("the reader of hal0's output goes away mid-command", () => {
   it("apply goes on to its end: exit 0, every slot healthy, no lock left, no trace; down the same", async () => {
-    mkdirSync(join(config, "slots"), { recursive: true });
-    copyFileSync(join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf"), join(config, "tiny.gguf"));
-    writeFileSync(join(config, "hal0.toml"), `[slots]\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 30\nstop_grace_s = 2\n`);
-    writeFileSync(join(config, "profiles.toml"), `[profile.fake]\nrunner = ["node", ${JSON.stringify(RUNNER)}]\ndevice_class = "cpu"\n`);
-    writeFileSync(join(config, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\n`);
-    const ports: number[] = [];
-    for (const name of SLOTS) {
-      const port = await freePort();
-      ports.push(port);
-      writeFileSync(join(config, "slots", `${name}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${port}\n[server]\nenv = { HAL0_FAKE_LOAD_MS = "400" }\n`);
-    }
+    const ports = await writeFakeBox(config, SLOTS, { HAL0_FAKE_LOAD_MS: "400" });
     const applied = await runClosingAfterFirstChunk(["apply", "--yes", "--config", config, "--state", state]);
     expect(applied.err).not.toMatch(/EPIPE|Unhandled|internal error/);
     expect(applied.code, applied.err).toBe(0);
