@@ -47,11 +47,11 @@ export async function openBox(flags: { config?: string; state?: string }, io: Cl
 }
 
 /**
- * What `hal0 down` works on when the tree does not compile: no slot is
+ * What `hal0 down` and `hal0 status` work on when the tree does not compile: no slot is
  * wanted, and the runtime is the one of the settings last applied (the
  * settings the running slots were started with; the defaults when nothing was
  * ever applied). Stopping what hal0 started needs the inventory and the
- * runtime, not the tree, so an operator who broke a file can still stop the box.
+ * runtime, not the tree, so an operator who broke a file can still see and stop the box.
  */
 export async function inventoryBox(root: string, flags: { state?: string }, io: CliIo): Promise<Pick<Box, "root" | "model" | "driver" | "state" | "hermesCredentials">> {
   const state = new StateStore(stateDir(flags.state, io.env, io.cwd));

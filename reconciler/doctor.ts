@@ -270,7 +270,8 @@ async function slotPortsRow(model: Model): Promise<DoctorRow> {
   const range = await readFile(EPHEMERAL_RANGE_FILE, "utf8").then((t) => t.trim().split(/\s+/).map(Number), () => undefined);
   if (range === undefined || range.length !== 2 || !range.every(Number.isInteger)) return { check, status: "ok", message: `not checked: ${EPHEMERAL_RANGE_FILE} cannot be read`, hint: "" };
   const [low, high] = range as [number, number];
-  const reserved = parsePortList(await readFile(RESERVED_PORTS_FILE, "utf8").catch(() => ""));
+  const reservedText = (await readFile(RESERVED_PORTS_FILE, "utf8").catch(() => "")).trim();
+  const reserved = parsePortList(reservedText);
   const inside = Object.values(model.slots).filter((s) => s.enabled && s.port >= low && s.port <= high && !reserved(s.port)).sort((a, b) => a.port - b.port);
   const span = `${low}–${high}`;
   if (inside.length === 0) return { check, status: "ok", message: `no enabled slot listens in the kernel's ephemeral port range (${span})`, hint: "" };
@@ -278,7 +279,7 @@ async function slotPortsRow(model: Model): Promise<DoctorRow> {
   return {
     check, status: "warn",
     message: `${inside.map((s) => `slot ${s.name} (port ${s.port})`).join(", ")} listen${inside.length === 1 ? "s" : ""} in the kernel's ephemeral port range (${span}): an outgoing connection can take the port while the slot is stopped, and it then fails to start (slot.port_in_use)`,
-    hint: `give ${inside.length === 1 ? "it a port" : "them ports"} below ${low}${high < 65535 ? ` or above ${high}` : ""}, or reserve ${inside.length === 1 ? "it" : "them"}: sysctl -w net.ipv4.ip_local_reserved_ports=${ports.join(",")}`,
+    hint: `give ${inside.length === 1 ? "it a port" : "them ports"} below ${low}${high < 65535 ? ` or above ${high}` : ""}, or reserve ${inside.length === 1 ? "it" : "them"}${reservedText ? " beside the ports reserved now" : ""}: sysctl -w net.ipv4.ip_local_reserved_ports=${[...(reservedText ? [reservedText] : []), ...ports].join(",")}`,
   };
 }
 
