@@ -74,7 +74,6 @@ export function validate(route: Route, call: Call): Pick<RouteContext<unknown, u
     return undefined as T;
   };
   const params = part("path", route.params, call.params);
-  // A route that takes no query parameter refuses one, as a route with a query schema refuses one it does not know (a typo is never ignored).
   const query = part("query", route.query ?? NO_QUERY, call.query ?? {});
   const body = part("body", route.body, route.body ? (call.body ?? {}) : call.body);
   if (fields.length > 0) throw new ApiError("validation.invalid", `invalid request: ${fields.map((f) => `${f.loc.join(".")}: ${f.msg}`).join("; ")}`, { fields });

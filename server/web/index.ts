@@ -123,9 +123,10 @@ export function mountWeb(router: Router, deps: WebDeps): void {
     }
   });
   // `/login?code=…` (the link `hal0 web` prints) exchanges a one-time code; `/login` alone is the form.
+  // A HEAD (a link checker, a chat's preview) never spends the code: it gets the form's headers.
   get("/login", gated((event) => {
     const code = getQuery(event).code;
-    if (code === undefined) return send(event, 200, loginPage());
+    if (code === undefined || event.method === "HEAD") return send(event, 200, loginPage());
     const { session } = deps.auth.tokens.redeemCode(String(Array.isArray(code) ? code[0] : code), SESSION_TTL_S);
     return loggedIn(event, session);
   }));

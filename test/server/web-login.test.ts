@@ -84,6 +84,10 @@ describe("logging in: /login?code= (hal0 web's link) and a pasted operator token
     await start();
     const owner = s.hal0.tokens.verify(s.operator)!;
     const code = s.hal0.tokens.loginCode(owner.id, 300);
+    // A HEAD of the link (a link checker, a chat's preview) does not spend the code, nor open a session.
+    const head = await httpCall(s.url, "HEAD", `/login?code=${code}`);
+    expect(head.status).toBe(200);
+    expect(head.headers.get("set-cookie")).toBeNull();
     const res = await page(`/login?code=${code}`);
     expect(res.status).toBe(303);
     expect(res.headers.get("location")).toBe("/");
