@@ -41,7 +41,7 @@ export async function runModel(args: string[], io: CliIo): Promise<number> {
       // The person at the shell holds the state folder: an operator (as `hal0 agent approvals` decides).
       await invoke(hal0, route, { params: { model_id: id }, query: {}, body: JSON.parse(JSON.stringify(body)), caller: { kind: "operator", agent: OWNER, private: false, via: "cli" }, requestId: `cli-${process.pid}`, tool: "model_pull" });
     } catch (err) {
-      if (err instanceof ApiError) throw new CliError(err.code, err.message);
+      if (err instanceof ApiError) throw new CliError(err.code, err.code === "validation.invalid" ? cliFieldMessage(err.details) ?? err.message : err.message);
       throw err;
     }
     const done = await ended(pulls, id, reporter(io, values.json));
@@ -54,6 +54,23 @@ export async function runModel(args: string[], io: CliIo): Promise<number> {
   } finally {
     await hal0.close();
   }
+}
+
+/** The pull route's fields as this command names them. */
+const CLI_NAMES: Readonly<Record<string, string>> = {
+  "path.model_id": "--id", "body.hf_repo": "REPO", "body.hf_filename": "FILE", "body.revision": "--revision",
+  "body.draft_filename": "--draft", "body.draft_repo": "--draft-repo", "body.mmproj_filename": "--mmproj",
+};
+
+/** A refusal of the route's input, in the command line's words: `--id: an id of …` rather than `path.model_id: …`; undefined when a field has no name here. */
+function cliFieldMessage(details: Record<string, unknown>): string | undefined {
+  const fields = Array.isArray(details.fields) ? (details.fields as Array<{ loc?: unknown; msg?: unknown }>) : [];
+  const parts = fields.map((f) => {
+    const name = Array.isArray(f.loc) ? CLI_NAMES[f.loc.join(".")] : undefined;
+    return name === undefined ? undefined : `${name}: ${String(f.msg)}`;
+  });
+  if (parts.length === 0 || parts.some((p) => p === undefined)) return undefined;
+  return `invalid ${parts.length === 1 ? "argument" : "arguments"}: ${parts.join("; ")}`;
 }
 
 /** A bar redrawn in place on a terminal; one JSON line per update otherwise (and with --json). */

@@ -12,10 +12,12 @@ const ModelIdParams = z.strictObject({ model_id: ResourceId });
 /** A Hub repository id: `org/name`. */
 export const HubRepo = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._-]*\/[A-Za-z0-9][A-Za-z0-9._-]*$/, "an org/name repository id");
 const HubFile = z.string().min(1).max(512);
+/** A Hub revision: a branch, tag or commit. */
+export const HubRevision = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$/, "a branch, tag or commit of 1–128 characters: letters, digits, `.`, `_`, `/` and `-`, starting with a letter or digit");
 const PullBody = z.strictObject({
   hf_repo: HubRepo,
   hf_filename: HubFile,
-  revision: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$/).optional(),
+  revision: HubRevision.optional(),
   draft_repo: HubRepo.optional(),
   draft_filename: HubFile.optional(),
   mmproj_filename: HubFile.optional(),

@@ -7,7 +7,7 @@ import type { Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { inspectHubRepo } from "../pulls/inspect.js";
 import { defineRoute } from "../route.js";
-import { HubRepo } from "./models-pull.js";
+import { HubRepo, HubRevision } from "./models-pull.js";
 import { absolutePath, findModel, headerOf, headerReport, inspectable, modelRow, ROW_FIELDS, type ModelRow } from "./models-common.js";
 import { modelWriteRoutes } from "./models-write.js";
 import { queryInt } from "../query.js";
@@ -36,7 +36,7 @@ export const ModelIdParams = z.strictObject({ model_id: ResourceId });
 /** A local file (`path`), or a Hub repository (`hf_repo` [+ `revision`], or an `hf_url` under HF_ENDPOINT). */
 const InspectBody = z.union([
   z.strictObject({ path: z.string().min(1).max(4096) }),
-  z.strictObject({ hf_repo: HubRepo, revision: z.string().regex(/^[A-Za-z0-9][A-Za-z0-9._/-]{0,127}$/).optional() }),
+  z.strictObject({ hf_repo: HubRepo, revision: HubRevision.optional() }),
   z.strictObject({ hf_url: z.string().url().max(4096) }),
 ]);
 

@@ -50,6 +50,16 @@ describe("hal0 model pull (the built CLI)", () => {
     expect(missing.stderr).toContain("model.not_found");
   });
 
+  it("an argument the pull refuses is named as the command line names it (--id, REPO, --revision), not as the REST route's field", async () => {
+    const id = await hal0(["model", "pull", "acme/Gemma-Tiny-GGUF", "x.gguf", "--id", "BAD ID"]);
+    expect(id.code).toBe(1);
+    expect(id.stderr).toMatch(/^hal0 model: validation\.invalid: invalid argument: --id: an id of 1–64 characters/);
+    const two = await hal0(["model", "pull", "not a repo", "x.gguf", "--id", "x", "--revision", "../up"]);
+    expect(two.code).toBe(1);
+    expect(two.stderr).toMatch(/^hal0 model: validation\.invalid: invalid arguments: REPO: an org\/name repository id; --revision: /);
+    expect(two.stderr).not.toContain("body.");
+  });
+
   it("a Hub model a slot uses but this host lacks: plan notes model.not_installed; with [models] pull_on_apply, apply pulls it first, then starts the slot", async () => {
     const box = join(dir, "box2");
     mkdirSync(join(box, "slots"), { recursive: true });
