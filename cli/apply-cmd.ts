@@ -55,8 +55,9 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
 
 /** A plan saved by `hal0 plan --out`; it applies only to the config and box it was made from (converge refuses it with `plan.stale` otherwise). */
 async function readSavedPlan(file: string): Promise<Plan> {
-  const text = await readFile(file, "utf8").catch(() => {
-    throw new CliError("plan.invalid", `cannot read ${file}`);
+  const text = await readFile(file, "utf8").catch((err: NodeJS.ErrnoException) => {
+    const why = err.code === "ENOENT" ? "no such file" : err.code === "EISDIR" ? "it is a folder" : err.code === "EACCES" || err.code === "EPERM" ? "permission denied" : (err.code ?? err.message);
+    throw new CliError("plan.invalid", `cannot read ${file}: ${why} (it names a plan saved by hal0 plan --out FILE)`);
   });
   const raw = parseJson(text);
   const parsed = Plan.safeParse(raw);

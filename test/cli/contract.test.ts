@@ -217,6 +217,14 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     expect(readdirSync(out).filter((n) => n.endsWith(".tmp"))).toEqual([]);
   });
 
+  it("apply --plan naming a folder or a missing file is 1 plan.invalid saying which, and what the flag names", async () => {
+    const folder = await run(["apply", "--plan", dir, "--yes", "--config", good, "--state", state()]);
+    expect(folder.code, folder.err).toBe(1);
+    expect(folder.err).toBe(`hal0 apply: plan.invalid: cannot read ${dir}: it is a folder (it names a plan saved by hal0 plan --out FILE)\n`);
+    const gone = await run(["apply", "--plan", join(dir, "no-plan.json"), "--yes", "--config", good, "--state", state()]);
+    expect(gone.err).toBe(`hal0 apply: plan.invalid: cannot read ${join(dir, "no-plan.json")}: no such file (it names a plan saved by hal0 plan --out FILE)\n`);
+  });
+
   it("plan --out naming a folder, or a file in a folder that is missing or a file, is 1 cli.not_a_file before the box is observed: nothing printed, nothing written", async () => {
     const parent = join(dir, "plan-out");
     mkdirSync(join(parent, "taken"), { recursive: true });
