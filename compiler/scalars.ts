@@ -8,7 +8,7 @@
  */
 export const TOML_FLOAT = Symbol("a float");
 export const TOML_DATETIME = Symbol("a date-time");
-export const TOML_HUGE_INTEGER = Symbol("an integer beyond ±2^53");
+export const TOML_HUGE_INTEGER = Symbol("a number too large to hold exactly (beyond ±2^53)");
 
 /**
  * True when `text` may hold a float, a date-time or an integer beyond 2^53.

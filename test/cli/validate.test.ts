@@ -1,5 +1,5 @@
 import { execFile } from "node:child_process";
-import { cpSync, existsSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdtempSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -27,6 +27,18 @@ const BROKEN = {
 };
 
 describe("hal0 validate (in process)", () => {
+  it("an integer too large to hold exactly is named so, not as an integer", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-huge-"));
+    try {
+      writeFileSync(join(dir, "hal0.toml"), "[server]\nport = 99999999999999999999\n");
+      const io = captureIo();
+      expect(await main(["validate", "--config", dir], io)).toBe(1);
+      expect(io.out()).toContain("hal0.toml:2:8: error[config.invalid_type]: expected an integer, found a number too large to hold exactly (beyond ±2^53)");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("prints compiler-style diagnostics with a code frame, detail and summary, exit 1", async () => {
     const dir = tree(BROKEN);
     const io = captureIo({}, dir);
