@@ -35,6 +35,16 @@ export interface EndpointOptions {
 const IDLE_MS = 30 * 60_000;
 
 /**
+ * Open sessions one identity may hold on one endpoint. Each costs its own
+ * McpServer (~150 KiB with the admin tools, measured), so a client that
+ * reconnects in a loop without DELETE would otherwise grow the server for
+ * `IDLE_MS`; past this, its least recently used session is closed (its next
+ * request is 404 "Session not found", and the client initializes again, as
+ * the protocol has it). Per identity, so no caller can close another's.
+ */
+export const SESSIONS_PER_IDENTITY = 32;
+
+/**
  * One Streamable-HTTP MCP endpoint (`/mcp/admin`, `/mcp/memory`), stateful:
  * one transport and one McpServer per `mcp-session-id`, made at
  * `initialize` by `serverFor` for that caller (its policy decides the tools).
@@ -117,7 +127,10 @@ export class McpEndpoint {
       sessionIdGenerator: () => randomUUID(),
       // One JSON reply per request: hal0's tools neither stream nor notify mid-call, and SSE framing costs every call.
       enableJsonResponse: true,
-      onsessioninitialized: (id) => void this.sessions.set(id, { transport, identity, lastSeen: Date.now() }),
+      onsessioninitialized: (id) => {
+        this.evictBeyondLimit(identity);
+        this.sessions.set(id, { transport, identity, lastSeen: Date.now() });
+      },
     });
     transport.onclose = () => {
       if (transport.sessionId) this.sessions.delete(transport.sessionId);
@@ -144,6 +157,17 @@ export class McpEndpoint {
   async close(): Promise<void> {
     await Promise.all([...this.sessions.values()].map((s) => s.transport.close().catch(() => undefined)));
     this.sessions.clear();
+  }
+
+  /** Makes room for one more session of `identity`: closes its least recently used ones beyond `SESSIONS_PER_IDENTITY - 1`. */
+  private evictBeyondLimit(identity: Identity): void {
+    const own = [...this.sessions].filter(([, s]) => sameIdentity(s.identity, identity));
+    if (own.length < SESSIONS_PER_IDENTITY) return;
+    own.sort(([, a], [, b]) => a.lastSeen - b.lastSeen);
+    for (const [id, s] of own.slice(0, own.length - SESSIONS_PER_IDENTITY + 1)) {
+      this.sessions.delete(id);
+      void s.transport.close().catch(() => undefined);
+    }
   }
 
   private closeIdle(): void {

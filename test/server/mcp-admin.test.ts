@@ -3,6 +3,7 @@ import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { httpCall, startTestServer, type TestServer } from "./harness.js";
+import { SESSIONS_PER_IDENTITY } from "../../server/mcp/endpoint.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 
 let s: TestServer;
@@ -57,6 +58,19 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     const extra = await callTool(c, "slot_list", { bogus: 1 });
     expect(extra.isError).toBe(true);
     expect(extra.body.error).toMatchObject({ code: "validation.invalid", details: { fields: [{ loc: ["query"], msg: 'Unrecognized key: "bogus"' }] } });
+  });
+
+  it("bounds the sessions one identity holds: past the limit its least recently used one is closed, nobody else's", async () => {
+    const other = await client("someone_else");
+    const own: Client[] = [];
+    for (let i = 0; i < SESSIONS_PER_IDENTITY; i++) own.push(await client("hermes__coder"));
+    // The first is used again, so the second is now the least recently used.
+    expect((await callTool(own[0]!, "slot_list", {})).isError).toBe(false);
+    expect(s.hal0.mcp.admin.sessionCount).toBe(SESSIONS_PER_IDENTITY + 1);
+    own.push(await client("hermes__coder"));
+    expect(s.hal0.mcp.admin.sessionCount).toBe(SESSIONS_PER_IDENTITY + 1);
+    await expect(callTool(own[1]!, "slot_list", {})).rejects.toThrow(/Session not found/);
+    for (const c of [own[0]!, own[2]!, own.at(-1)!, other]) expect((await callTool(c, "slot_list", {})).isError).toBe(false);
   });
 
   it("runs an autonomous write in process, audited with the caller's identity", async () => {
