@@ -14,7 +14,8 @@ reconcile loop in the same process. Logs JSON lines on stdout. SIGTERM or SIGINT
 refuses new requests (503), finishes the requests in flight and the sweep, ends open
 event streams (at once when nothing else is in flight, else after 3 s), closes the
 database, exits 0; a second signal exits at once. A busy port exits 1 with
-server.port_in_use, naming the address and the pid holding it.
+server.port_in_use, naming the address and the pid holding it; a state folder
+another hal0 serve runs on exits 1 with server.already_running, naming it.
   --host, --port    override [server] host / port (port 0 = any free port)
   --no-reconcile    serve the API only; leave converging to 'hal0 reconcile'`;
 
@@ -63,4 +64,4 @@ export async function runServe(args: string[], io: CliIo): Promise<number> {
 }
 
 /** What keeps `hal0 serve` from starting, printed as `code: message` (exit 1). */
-const STARTUP_CODES = new Set(["server.auth_off_exposed", "server.port_in_use", "server.listen_failed"]);
+const STARTUP_CODES = new Set(["server.auth_off_exposed", "server.already_running", "server.port_in_use", "server.listen_failed"]);

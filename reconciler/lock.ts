@@ -1,4 +1,6 @@
-import { mkdir, open, readFile, rm } from "node:fs/promises";
+import { randomBytes } from "node:crypto";
+import { link, mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { writeFileAtomic } from "./atomic.js";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { isOurs, procStat } from "./drivers/proc.js";
@@ -27,23 +29,68 @@ export class LockedError extends Error {
  * to another program) is taken over. Returns the release function.
  */
 export async function acquireLock(stateDir: string, command: string): Promise<() => Promise<void>> {
-  await mkdir(stateDir, { recursive: true });
-  const path = join(stateDir, "apply.lock");
-  const me: LockHolder = { pid: process.pid, pid_start: (await procStat(process.pid))?.startTime, host: hostname(), started_at: new Date().toISOString(), command };
-  for (let attempt = 0; attempt < 3; attempt++) {
-    try {
-      const handle = await open(path, "wx", 0o644);
-      await handle.writeFile(`${JSON.stringify(me)}\n`);
-      await handle.close();
-      return () => rm(path, { force: true });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
-      const holder = await readHolder(path);
-      if (holder && (await isAlive(holder))) throw new LockedError(holder);
-      await rm(path, { force: true });
-    }
+  const held = await holdFile(stateDir, "apply.lock", command);
+  if ("holder" in held) throw new LockedError(held.holder);
+  return held.release;
+}
+
+/** A second `hal0 serve` on a state folder one already serves: `server.already_running`, naming the holder. */
+export class ServeLockedError extends Error {
+  readonly code = "server.already_running";
+  constructor(readonly holder: LockHolder & { url?: string }) {
+    super(`another hal0 serve runs on this state folder: pid ${holder.pid} on ${holder.host}${holder.url ? ` at ${holder.url}` : ""}, since ${holder.started_at}; stop it first, or give this one its own --state`);
   }
-  throw new Error(`could not take the apply lock at ${path}`);
+}
+
+/**
+ * One `hal0 serve` per state folder (its database, tokens, approvals and
+ * sweep loop are the folder's): `serve.lock`, held for the server's life and
+ * taken over from a dead holder as `apply.lock` is. `describe` adds what the
+ * server learns once it listens (its URL) to the file.
+ */
+export async function acquireServeLock(stateDir: string): Promise<{ describe: (extra: { url: string }) => Promise<void>; release: () => Promise<void> }> {
+  const held = await holdFile(stateDir, "serve.lock", "hal0 serve");
+  if ("holder" in held) throw new ServeLockedError(held.holder);
+  const path = join(stateDir, "serve.lock");
+  return {
+    describe: async (extra) => writeFileAtomic(path, `${JSON.stringify({ ...held.me, ...extra })}\n`),
+    release: held.release,
+  };
+}
+
+/**
+ * Creates `<stateDir>/<file>` exclusively, naming this process; or the live
+ * holder that has it. The holder's record is written whole to a temp file
+ * first and linked into place, so a reader never finds the lock empty (an
+ * empty one would read as no holder and be taken over). Where the folder's
+ * file system has no hard links, the lock is created exclusively and written.
+ */
+async function holdFile(stateDir: string, file: string, command: string): Promise<{ me: LockHolder; release: () => Promise<void> } | { holder: LockHolder }> {
+  await mkdir(stateDir, { recursive: true });
+  const path = join(stateDir, file);
+  const me: LockHolder = { pid: process.pid, pid_start: (await procStat(process.pid))?.startTime, host: hostname(), started_at: new Date().toISOString(), command };
+  const record = `${JSON.stringify(me)}\n`;
+  const tmp = join(stateDir, `.${file}.${process.pid}.${randomBytes(6).toString("hex")}.hal0.tmp`);
+  await writeFile(tmp, record, { mode: 0o644, flag: "wx" });
+  try {
+    for (let attempt = 0; attempt < 3; attempt++) {
+      try {
+        await link(tmp, path).catch(async (err: NodeJS.ErrnoException) => {
+          if (err.code !== "EPERM" && err.code !== "ENOTSUP" && err.code !== "EOPNOTSUPP") throw err;
+          await writeFile(path, record, { mode: 0o644, flag: "wx" });
+        });
+        return { me, release: () => rm(path, { force: true }) };
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+        const holder = await readHolder(path);
+        if (holder && (await isAlive(holder))) return { holder };
+        await rm(path, { force: true });
+      }
+    }
+  } finally {
+    await rm(tmp, { force: true });
+  }
+  throw new Error(`could not take the lock at ${path}`);
 }
 
 /** Who holds the apply lock now (an apply or a sweep under way), or nothing; a dead holder's lock is no holder. */

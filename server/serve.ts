@@ -7,6 +7,7 @@ import { pino, type Logger } from "pino";
 import { removeStaleTemps } from "../reconciler/atomic.js";
 import { commandOf, listeningInodes, portInUseMessage, socketOwner } from "../reconciler/drivers/proc.js";
 import { slotsDir } from "../reconciler/drivers/runtime-record.js";
+import { acquireServeLock, ServeLockedError } from "../reconciler/lock.js";
 import { LoopControl, SweepLoop } from "../reconciler/loop.js";
 import { StateStore } from "../reconciler/state.js";
 import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
@@ -90,6 +91,11 @@ export function serveLogger(level = "info", destination?: NodeJS.WritableStream,
  * (and who holds the port), so the process exits at once.
  */
 export async function serve(options: ServeOptions): Promise<Serving> {
+  // One server per state folder, decided before anything in it is touched (a second one's stale-temp sweep would remove the first's writes in flight).
+  const lock = await acquireServeLock(options.stateDir).catch((err: unknown) => {
+    if (err instanceof ServeLockedError) throw new ApiError(err.code, err.message, { ...err.holder });
+    throw err;
+  });
   // hal0's own bounded log file in the state folder (logs_tail reads it), unless the caller brings its logger.
   const logFile = options.logger ? undefined : new RotatingLog(logFilePath(options.stateDir));
   const logger = options.logger ?? serveLogger("info", undefined, logFile);
@@ -125,12 +131,14 @@ export async function serve(options: ServeOptions): Promise<Serving> {
     front.abort();
     await server.box.close();
     await server.close();
+    await lock.release();
     logger.flush();
     logFile?.close();
     throw err;
   }
   const { snapshot, host, bound } = started;
   const url = `http://${urlHost(host)}:${bound}`;
+  await lock.describe({ url: `${url}/` });
   const auth = snapshot.model?.settings.server.auth ?? "token";
   // Where the person's credential is (never the token itself): the CLI reads it from there, `hal0 web` turns it into a login link.
   logger.info({ url: `${url}/`, config: options.root, state: options.stateDir, revision: snapshot.revision, auth, operator_file: join(options.stateDir, "operator.token") }, "hal0 serve listening");
@@ -171,6 +179,7 @@ export async function serve(options: ServeOptions): Promise<Serving> {
         await loop.stop();
         await server.box.close();
         await server.close();
+        await lock.release();
         logger.info("hal0 serve stopped");
         logger.flush();
         logFile?.close();

@@ -86,6 +86,35 @@ describe("hal0 serve (a real process)", () => {
     expect(await exited).toBe(0);
   }, 30_000);
 
+  it("one hal0 serve per state folder: a second exits 1 at once naming the first, which serves on; a killed one's lock is taken over", async () => {
+    const { config, state } = await smallBox();
+    const first = await startServe(config, state, ["--no-reconcile"]);
+    const lock = JSON.parse(readFileSync(join(state, "serve.lock"), "utf8"));
+    expect(lock).toMatchObject({ pid: first.child.pid, url: `${first.url}/`, command: "hal0 serve" });
+    const second = spawn(process.execPath, [HAL0, "serve", "--config", config, "--state", state, "--port", "0", "--no-reconcile"], { stdio: ["ignore", "pipe", "pipe"] });
+    let err = "";
+    second.stderr!.on("data", (c: Buffer) => (err += c.toString()));
+    const killer = setTimeout(() => second.kill("SIGKILL"), 20_000);
+    expect(await exitOf(second)).toBe(1);
+    clearTimeout(killer);
+    expect(err).toContain(`server.already_running: another hal0 serve runs on this state folder: pid ${first.child.pid} on `);
+    expect(err).toContain(`at ${first.url}/, since `);
+    expect((await httpCall(first.url, "GET", "/api/status")).status).toBe(200);
+    expect(JSON.parse(readFileSync(join(state, "serve.lock"), "utf8")).pid).toBe(first.child.pid);
+    // Killed outright, the first leaves its lock behind: the next serve takes it over.
+    const killed = exitOf(first.child);
+    first.child.kill("SIGKILL");
+    await killed;
+    expect(existsSync(join(state, "serve.lock"))).toBe(true);
+    const next = await startServe(config, state, ["--no-reconcile"]);
+    expect(JSON.parse(readFileSync(join(state, "serve.lock"), "utf8")).pid).toBe(next.child.pid);
+    const exited = exitOf(next.child);
+    next.child.kill("SIGTERM");
+    expect(await exited).toBe(0);
+    // A clean stop releases it.
+    expect(existsSync(join(state, "serve.lock"))).toBe(false);
+  }, 60_000);
+
   // Issue 16: a busy port used to leave `hal0 serve` alive (hal0.db open, the watcher running) with
   // "cannot listen on [server] host:[server] port". It exits 1 at once, naming the address and who holds it.
   describe("on a busy port it exits 1 at once, naming the address and the holder", () => {

@@ -1,9 +1,9 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { acquireLock, LockedError } from "../../reconciler/lock.js";
+import { acquireLock, acquireServeLock, LockedError, ServeLockedError } from "../../reconciler/lock.js";
 import { procStat } from "../../reconciler/drivers/proc.js";
 
 const children: number[] = [];
@@ -39,6 +39,32 @@ describe("apply lock", () => {
     expect((err as LockedError).code).toBe("apply.locked");
     expect((err as Error).message).toContain(`pid ${child.pid}`);
     expect((err as Error).message).toContain("hal0 apply --yes");
+  });
+
+  it("contenders at once: exactly one wins and the others are refused naming it (the lock is never found empty); no temp file stays", async () => {
+    for (let round = 0; round < 5; round++) {
+      const dir = mkdtempSync(join(tmpdir(), "hal0-lock-"));
+      const results = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => acquireLock(dir, `hal0 apply #${i}`)));
+      const won = results.filter((r) => r.status === "fulfilled");
+      expect(won).toHaveLength(1);
+      for (const r of results) if (r.status === "rejected") expect(r.reason).toBeInstanceOf(LockedError);
+      expect(readdirSync(dir)).toEqual(["apply.lock"]);
+      await (won[0] as PromiseFulfilledResult<() => Promise<void>>).value();
+      expect(readdirSync(dir)).toEqual([]);
+    }
+  });
+
+  it("the serve lock is its own: held beside an apply's, refused with server.already_running naming the URL", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-lock-"));
+    const serving = await acquireServeLock(dir);
+    await serving.describe({ url: "http://127.0.0.1:8080/" });
+    await (await acquireLock(dir, "hal0 apply"))();
+    const err = await acquireServeLock(dir).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ServeLockedError);
+    expect((err as ServeLockedError).code).toBe("server.already_running");
+    expect((err as Error).message).toContain(`pid ${process.pid} on ${hostname()} at http://127.0.0.1:8080/, since `);
+    await serving.release();
+    await (await acquireServeLock(dir)).release();
   });
 
   it("takes over the lock of a dead holder, and of a holder whose pid was reused", async () => {
