@@ -1,6 +1,6 @@
 import { statSync } from "node:fs";
 import { dirname, resolve } from "node:path";
-import { compile, ConfigNotFoundError, loadTree, type Model, type SourceTree } from "../compiler/index.js";
+import { compile, ConfigNotFoundError, configNotFoundMessage, loadTree, type Model, type SourceTree } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
 import { nearestExisting } from "../reconciler/atomic.js";
 import { CliError, InvalidConfigError, type CliIo } from "./io.js";
@@ -87,7 +87,7 @@ export async function compileTree(flags: { config?: string }, io: CliIo): Promis
 
 /** `root` when it is a folder; else CliError `config.not_found`, before anything (a state folder, a loop) is started for it. */
 export function requireConfigFolder(root: string): string {
-  if (!statSync(root, { throwIfNoEntry: false })?.isDirectory()) throw new CliError("config.not_found", `config folder not found: ${root}`);
+  if (!statSync(root, { throwIfNoEntry: false })?.isDirectory()) throw new CliError("config.not_found", configNotFoundMessage(root));
   return root;
 }
 
@@ -95,7 +95,7 @@ export function requireConfigFolder(root: string): string {
 export async function readTree(flags: { config?: string }, io: CliIo): Promise<{ readonly root: string; readonly tree: SourceTree; readonly diagnostics: Diagnostic[] }> {
   const root = configDir(flags.config, io.env, io.cwd);
   const loaded = await loadTree(root).catch((err: unknown) => {
-    if (err instanceof ConfigNotFoundError) throw new CliError("config.not_found", `config folder not found: ${root}`);
+    if (err instanceof ConfigNotFoundError) throw new CliError("config.not_found", configNotFoundMessage(root));
     throw err;
   });
   return { root, tree: loaded.tree, diagnostics: loaded.diagnostics };

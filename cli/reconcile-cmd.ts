@@ -4,7 +4,7 @@ import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
 import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
 import { driverFor, runnerProbeFor } from "./box.js";
 import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
-import { ConfigNotFoundError } from "../compiler/index.js";
+import { ConfigNotFoundError, configNotFoundMessage } from "../compiler/index.js";
 import { configDir, requireConfigFolder, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
@@ -29,7 +29,7 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
   requireConfigFolder(root);
   if (values.once) {
     const report = await sweeper.sweep().catch((err: unknown) => {
-      if (err instanceof ConfigNotFoundError) throw new CliError("config.not_found", `config folder not found: ${root}`);
+      if (err instanceof ConfigNotFoundError) throw new CliError("config.not_found", configNotFoundMessage(root));
       throw err;
     });
     print(report);

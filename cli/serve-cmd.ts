@@ -1,4 +1,4 @@
-import { ConfigNotFoundError } from "../compiler/index.js";
+import { ConfigNotFoundError, configNotFoundMessage } from "../compiler/index.js";
 import { StateStore } from "../reconciler/state.js";
 import { ApiError } from "../server/errors.js";
 import { serve } from "../server/serve.js";
@@ -53,7 +53,7 @@ export async function runServe(args: string[], io: CliIo): Promise<number> {
   }).catch((err: unknown) => {
     process.off("SIGINT", stop);
     process.off("SIGTERM", stop);
-    if (err instanceof ConfigNotFoundError) throw new CliError("config.not_found", `config folder not found: ${root}`);
+    if (err instanceof ConfigNotFoundError) throw new CliError("config.not_found", configNotFoundMessage(root));
     // serve() closed what it opened (the database, the watcher): the process ends as soon as this is printed.
     if (err instanceof ApiError && STARTUP_CODES.has(err.code)) throw new CliError(err.code, err.message);
     throw err;

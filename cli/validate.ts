@@ -1,4 +1,4 @@
-import { compile, loadTree, ConfigNotFoundError, runnerKey, type RunnerFacts } from "../compiler/index.js";
+import { compile, loadTree, ConfigNotFoundError, configNotFoundMessage, runnerKey, type RunnerFacts } from "../compiler/index.js";
 import { runnerTargets, withRunners } from "../reconciler/runner-observe.js";
 import { RunnerProbe } from "../reconciler/runner-probe.js";
 import { findingDiagnostic, preflight } from "../reconciler/preflight.js";
@@ -41,7 +41,7 @@ export async function runValidate(args: string[], io: CliIo): Promise<number> {
   const root = configDir(values.config, io.env, io.cwd);
   const loaded = await loadTree(root).catch((err: unknown) => (err instanceof ConfigNotFoundError ? undefined : Promise.reject(err)));
   if (loaded === undefined) {
-    const message = `config folder not found: ${root}`;
+    const message = configNotFoundMessage(root);
     if (!values.json) throw new CliError("config.not_found", message);
     const missing = { code: "config.not_found", severity: "error", summary: message, detail: `${root} does not exist or is not a folder; pass --config DIR, or set HAL0_CONFIG or HAL0_HOME.`, file: null, line: null, column: null, path: [], related: [] };
     io.stdout.write(`${JSON.stringify({ ok: false, exit_code: EXIT_ERROR, valid: false, error_count: 1, warning_count: 0, diagnostics: [missing], runners: [] }, null, 2)}\n`);

@@ -1,6 +1,6 @@
 import { readFileSync, statSync, type Dirent } from "node:fs";
 import { readdir, stat } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { Diagnostic } from "../schema/index.js";
 import { sourceTree, type SourceTree } from "./sources.js";
 import { diagnosticAt } from "./report.js";
@@ -19,8 +19,18 @@ export interface LoadResult {
 export class ConfigNotFoundError extends Error {
   readonly code = "config.not_found";
   constructor(readonly dir: string) {
-    super(`config folder not found: ${dir}`);
+    super(configNotFoundMessage(dir));
   }
+}
+
+/**
+ * "config folder not found: <dir>", and when `dir` is a file (`--config
+ * box/hal0.toml`, as other tools take a file), which folder was meant.
+ */
+export function configNotFoundMessage(dir: string): string {
+  const found = statSync(dir, { throwIfNoEntry: false });
+  if (found === undefined || found.isDirectory()) return `config folder not found: ${dir}`;
+  return `config folder not found: ${dir} is a file; the config is the folder that holds hal0.toml and the other files${dir.endsWith(".toml") ? `: ${dirname(dir)}` : ""}`;
 }
 
 /**

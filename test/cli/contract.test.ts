@@ -81,6 +81,19 @@ describe("exit statuses: 2 is only 'changes'", () => {
     expect(existsSync(stateDir), `hal0 ${command[0]} wrote ${stateDir}`).toBe(false);
   });
 
+  it.each([
+    ["plan"], ["apply", "--yes"], ["status"], ["down"], ["drift"], ["doctor"], ["reconcile", "--once"], ["agent", "reprovision", "hermes"], ["web"], ["serve", "--port", "0"], ["validate"],
+  ])("--config naming a file (the box's hal0.toml) says which folder was meant: hal0 %s → 1 config.not_found", async (...command) => {
+    const folder = join(dir, "a-box");
+    mkdirSync(folder, { recursive: true });
+    writeFileSync(join(folder, "hal0.toml"), "");
+    const stateDir = join(dir, `state-file-${command.join("-")}`);
+    const r = await run([...command, "--config", join(folder, "hal0.toml"), "--state", stateDir]);
+    expect(r.code, r.err).toBe(1);
+    expect(r.err).toBe(`hal0 ${command[0]}: config.not_found: config folder not found: ${join(folder, "hal0.toml")} is a file; the config is the folder that holds hal0.toml and the other files: ${folder}\n`);
+    expect(existsSync(stateDir), `hal0 ${command[0]} wrote ${stateDir}`).toBe(false);
+  });
+
   it.each([["plan"], ["apply", "--yes"], ["status"], ["down"], ["drift"]])("an engine that does not answer is 1 runtime.unavailable: hal0 %s", async (...command) => {
     const r = await run([...command, "--config", docker, "--state", state()]);
     expect(r.code, r.err).toBe(1);
