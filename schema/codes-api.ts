@@ -22,6 +22,7 @@ export const API_CODES = {
   "auth.scope_denied": { severity: "error", stage: "server", http: 403, meaning: "The token's scopes do not include this surface (mcp:admin, mcp:memory, mcp:agents, rest); details.needed names the scope." },
   "auth.csrf": { severity: "error", stage: "server", http: 403, meaning: "A request authenticated by the web page's session cookie lacks the session's CSRF token, or comes from another origin." },
   "auth.login_invalid": { severity: "error", stage: "server", http: 401, meaning: "The login code or pasted token is unknown, used, expired, or not an operator's." },
+  "auth.rotate_ambiguous": { severity: "error", stage: "server", http: 409, meaning: "Rotating NAME would replace live tokens that reach different scopes or profiles by one: details.tokens lists them; revoke those no longer needed, then rotate." },
   "auth.token_not_found": { severity: "error", stage: "server", http: 404, meaning: "No token has this id or name." },
   "auth.name_invalid": { severity: "error", stage: "server", http: 400, meaning: "A token's name is empty, longer than 64, or not letters, digits, - and _; or a scope is not mcp:admin, mcp:memory or rest." },
   "validation.invalid": { severity: "error", stage: "server", http: 422, meaning: "A path, query or body field is missing or has the wrong shape; details.fields lists each one." },

@@ -184,7 +184,7 @@ export class TokenStore {
 
   /**
    * Replaces every live token of `name` by one new token of the same kind
-   * and scopes. A plain copy hal0 keeps (`<state>/tokens/<name>`, or
+   * and scopes (`auth.rotate_ambiguous` when they do not share their scopes). A plain copy hal0 keeps (`<state>/tokens/<name>`, or
    * `operator.token` for the owner) is rewritten, so the next sweep writes
    * the new one into the Hermes profile.
    */
@@ -194,6 +194,12 @@ export class TokenStore {
     if (rows.length === 0) throw new ApiError("auth.token_not_found", `no live token is named ${name}`, { name });
     const kinds = [...new Set(rows.map((r) => r.kind))];
     if (kinds.length > 1) throw new ApiError("auth.name_invalid", `both an operator and an agent are named ${name}; say which (--kind operator|agent)`, { name });
+    // One new token keeps one set of scopes: tokens of NAME that reach different things are not merged, nor narrowed to the newest's.
+    const reach = (r: Row) => r.scopes.split(" ").filter(Boolean).sort().join(" ");
+    if (new Set(rows.map(reach)).size > 1) {
+      const list = rows.map((r) => ({ id: r.id, scopes: reach(r).split(" ") }));
+      throw new ApiError("auth.rotate_ambiguous", `${kinds[0]}:${name} has ${rows.length} live tokens that reach different things (${list.map((t) => `${t.id}: ${t.scopes.join(", ")}`).join("; ")}); one new token cannot keep them all: revoke the ones no longer needed (hal0 token revoke ID), then rotate`, { name, tokens: list });
+    }
     const newest = rows[0]!;
     const minted = this.db.transaction(() => {
       for (const r of rows) this.revoke(r.id);

@@ -50,6 +50,28 @@ describe("a verified token is re-checked whenever the tokens may have changed", 
     expect(served.verify(rotated.token)?.name).toBe("alice");
   });
 
+  it("rotating NAME keeps its scopes; tokens of NAME that reach different things are not merged: auth.rotate_ambiguous, nothing revoked", () => {
+    const store = new TokenStore(open(), dir);
+    const a = store.mint("agent", "bot", ["mcp:admin", "rest"]);
+    const b = store.mint("agent", "bot", ["rest", "mcp:admin"]);
+    const rotated = store.rotate("bot");
+    expect(store.verify(rotated.token)?.scopes).toEqual(["mcp:admin", "rest"]);
+    for (const old of [a, b]) expect(store.verify(old.token)).toBeUndefined();
+    const bridge = store.mint("agent", "bot", ["mcp:agents", "profile:coder"]);
+    let err: unknown;
+    try {
+      store.rotate("bot");
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toMatchObject({ code: "auth.rotate_ambiguous", status: 409, details: { name: "bot", tokens: expect.arrayContaining([{ id: rotated.id, scopes: ["mcp:admin", "rest"] }]) } });
+    expect((err as Error).message).toContain(`${bridge.id}: mcp:agents, profile:coder`);
+    expect(store.verify(rotated.token)?.name).toBe("bot");
+    expect(store.verify(bridge.token)?.name).toBe("bot");
+    store.revoke(bridge.id);
+    expect(store.verify(store.rotate("bot").token)?.scopes).toEqual(["mcp:admin", "rest"]);
+  });
+
   it("an unknown or malformed secret is never remembered: minted later over another connection, it verifies", () => {
     const served = new TokenStore(open(), dir);
     served.mint("agent", "first");
