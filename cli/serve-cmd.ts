@@ -1,6 +1,6 @@
 import { ConfigNotFoundError, configNotFoundMessage } from "../compiler/index.js";
 import { StateStore } from "../reconciler/state.js";
-import { ApiError } from "../server/errors.js";
+import { ApiError, storageFull } from "../server/errors.js";
 import { serve } from "../server/serve.js";
 import { driverFor, runnerProbeFor } from "./box.js";
 import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
@@ -58,8 +58,20 @@ export async function runServe(args: string[], io: CliIo): Promise<number> {
     if (err instanceof ApiError && STARTUP_CODES.has(err.code)) throw new CliError(err.code, err.message);
     throw err;
   });
+  // The last net under the server: a write a full disk refused, thrown where no caller catches it (a timer, a child's
+  // output), is logged and the server goes on: what it could not write is lost, the rest keeps working (SQLite rolled the
+  // write back). Anything else ends the process as node would, with the error on stderr.
+  const uncaught = (err: unknown) => {
+    if (storageFull(err)) return void serving.logger.error({ err }, "a write failed: the disk is full; hal0 serve goes on without it");
+    serving.logger.fatal({ err }, "uncaught error");
+    serving.logger.flush();
+    io.stderr.write(`${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  };
+  process.on("uncaughtException", uncaught);
   await stopped;
   await serving.close();
+  process.off("uncaughtException", uncaught);
   return EXIT_OK;
 }
 

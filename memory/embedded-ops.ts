@@ -43,11 +43,16 @@ function operationOf(row: OperationRow): Operation {
   };
 }
 
+/** How long the queue waits before trying again when its database refused a write. */
+const RETRY_MS = 5000;
+
 /** The queue one engine runs its operations on; pause()/resume() hold it between two operations. */
 export class OperationQueue {
   private paused = false;
   private closed = false;
   private scheduled: NodeJS.Immediate | undefined;
+  /** The next try after the database refused a turn's writes (a full disk). */
+  private retryTimer: NodeJS.Timeout | undefined;
   private waiters: Array<() => void> = [];
 
   constructor(
@@ -143,19 +148,37 @@ export class OperationQueue {
   private unschedule(): void {
     if (this.scheduled) clearImmediate(this.scheduled);
     this.scheduled = undefined;
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
   }
 
   private settle(): void {
     for (const resolve of this.waiters.splice(0)) resolve();
   }
 
-  /** Runs the oldest pending operation, then schedules the next turn; settles idle() waiters when none is left. */
+  /**
+   * Runs the oldest pending operation, then schedules the next turn; settles
+   * idle() waiters when none is left. A database that cannot be written (a
+   * full disk) leaves the operation pending and is tried again in
+   * RETRY_MS, never thrown out of the timer (that would end the process).
+   */
   private tick(): void {
     this.scheduled = undefined;
     if (this.paused || this.closed) return;
-    const next = this.store.q("SELECT * FROM operations WHERE status = 'pending' ORDER BY seq LIMIT 1").get() as OperationRow | undefined;
-    if (!next) return this.settle();
-    this.run(next);
+    try {
+      const next = this.store.q("SELECT * FROM operations WHERE status = 'pending' ORDER BY seq LIMIT 1").get() as OperationRow | undefined;
+      if (!next) return this.settle();
+      this.run(next);
+    } catch {
+      if (this.retryTimer === undefined) {
+        this.retryTimer = setTimeout(() => {
+          this.retryTimer = undefined;
+          this.schedule();
+        }, RETRY_MS);
+        this.retryTimer.unref();
+      }
+      return;
+    }
     this.schedule();
   }
 

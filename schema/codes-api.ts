@@ -31,6 +31,7 @@ export const API_CODES = {
   "server.already_running": { severity: "error", stage: "cli", http: 409, meaning: "Another hal0 serve runs on this state folder (its serve.lock names the pid, host, start time and URL): one server per state folder." },
   "server.port_in_use": { severity: "error", stage: "cli", http: 409, meaning: "hal0 serve cannot bind [server] host:port: another program holds it." },
   "server.listen_failed": { severity: "error", stage: "cli", http: 500, meaning: "hal0 serve cannot bind [server] host:port for another reason than a holder: a port below 1024 without the privilege, a host that is not an address of this machine or does not resolve." },
+  "server.storage_full": { severity: "error", stage: "server", http: 507, meaning: "A disk hal0 writes to is full (SQLite's SQLITE_FULL for the state folder's databases, ENOSPC, EDQUOT): what the call had to write could not be; free space and retry." },
   "server.shutting_down": { severity: "error", stage: "server", http: 503, meaning: "hal0 serve is stopping: a request that arrived after SIGTERM/SIGINT is refused (Retry-After), while those in flight finish." },
   "system.internal": { severity: "error", stage: "server", http: 500, meaning: "An unexpected error; the server log has the request id." },
   // ── the tree and its writes ──────────────────────────────────────────

@@ -49,14 +49,26 @@ export interface AuditQuery {
   readonly offset?: number;
 }
 
+/** Audit rows kept in memory while they cannot be written (a full disk). */
+export const AUDIT_HELD_MAX = 10_000;
+
 /** The audit table: one row per write, action and tool call, args with secrets redacted. */
 export class Audit {
   private readonly insert: import("better-sqlite3").Statement<unknown[]>;
   private readonly insertAll: (rows: unknown[][]) => void;
-  /** Rows recorded this turn of the event loop, written in one transaction right after it. */
+  /** Rows recorded this turn of the event loop, written in one transaction right after it (and, while writes fail, kept for the next try). */
   private pending: unknown[][] = [];
+  /** Rows given up while writes failed and more than AUDIT_HELD_MAX waited; said once writing works again. */
+  private dropped = 0;
+  private failing = false;
 
-  constructor(private readonly db: Db, private readonly now: () => number = Date.now) {
+  constructor(
+    private readonly db: Db,
+    private readonly now: () => number = Date.now,
+    /** Told when writing the rows fails (a full disk: SQLITE_FULL) and when it works again; the rows wait in memory meanwhile. */
+    private readonly onWriteError: (err: unknown, held: number) => void = () => undefined,
+    private readonly onRecovered: (written: number, dropped: number) => void = () => undefined,
+  ) {
     this.insert = db.prepare(`INSERT INTO audit (ts, actor, kind, route, tool, target, args, outcome, error_code, plan_id, approval_id, duration_ms, request_id, claimed, peer)
                                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     this.insertAll = db.transaction((rows: unknown[][]) => {
@@ -64,12 +76,31 @@ export class Audit {
     });
   }
 
-  /** Writes the rows still queued (a query, the server's close and each turn's setImmediate call it). */
+  /**
+   * Writes the rows still queued (a query, the server's close and each
+   * turn's setImmediate call it). Never throws: when the write fails (the
+   * disk is full) the rows stay queued, at most AUDIT_HELD_MAX of them (the
+   * oldest beyond are counted and given up), and the next row or query tries
+   * again; the server logs the failure and the recovery.
+   */
   flush(): void {
     if (this.pending.length === 0 || !this.db.open) return;
     const rows = this.pending;
     this.pending = [];
-    this.insertAll(rows);
+    try {
+      this.insertAll(rows);
+    } catch (err) {
+      this.pending = rows.concat(this.pending);
+      if (this.pending.length > AUDIT_HELD_MAX) this.dropped += this.pending.splice(0, this.pending.length - AUDIT_HELD_MAX).length;
+      if (!this.failing) this.onWriteError(err, this.pending.length);
+      this.failing = true;
+      return;
+    }
+    if (this.failing) {
+      this.failing = false;
+      this.onRecovered(rows.length, this.dropped);
+      this.dropped = 0;
+    }
   }
 
   /**

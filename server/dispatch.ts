@@ -1,6 +1,6 @@
 import { z } from "zod";
 import type { BoxService, Proposal } from "./box.js";
-import { ApiError } from "./errors.js";
+import { ApiError, apiErrorOf } from "./errors.js";
 import { derivedOnce, isFrozenReply } from "./frozen-reply.js";
 import { isMcpServerRoute, redact, redactText } from "./redact.js";
 import type { Audit } from "./audit.js";
@@ -106,7 +106,8 @@ export async function invoke(d: Dispatcher, route: Route, call: Call): Promise<u
     }
     if (audited) d.audit.record({ call, route, outcome: "ok", durationMs: performance.now() - started, planId, tool: call.tool });
     return redactReply(route, result);
-  } catch (err) {
+  } catch (thrown) {
+    const err = apiErrorOf(thrown);
     if (audited) d.audit.record({ call, route, outcome: "error", errorCode: err instanceof ApiError ? err.code : "system.internal", durationMs: performance.now() - started, planId, tool: call.tool });
     throw err;
   }

@@ -44,7 +44,19 @@ export function notFound(code: Code, what: string, known?: readonly string[]): A
  */
 export function apiErrorOf(err: unknown): unknown {
   if (err instanceof EditRefusal || err instanceof MemoryError) return new ApiError(err.code, err.message, err.details);
-  return err;
+  return storageFull(err) ?? err;
+}
+
+/**
+ * A full disk under the state folder (SQLite's SQLITE_FULL, a write's ENOSPC
+ * or EDQUOT) as `server.storage_full` (507): the caller can act on it, where
+ * `system.internal` would only send them to the log.
+ */
+export function storageFull(err: unknown): ApiError | undefined {
+  const { code, path } = (err ?? {}) as { code?: unknown; path?: unknown };
+  if (code !== "SQLITE_FULL" && code !== "ENOSPC" && code !== "EDQUOT") return undefined;
+  const where = code === "SQLITE_FULL" ? "the state folder's database" : typeof path === "string" ? path : "a file hal0 writes";
+  return new ApiError("server.storage_full", `hal0 could not write ${where}: the disk is full (${code}); free space there, then retry`, { cause: code });
 }
 
 /** Runs `fn` (sync or async); a lower layer's refusal it throws comes out as its `ApiError` (`apiErrorOf`). */

@@ -106,7 +106,9 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   box.onCommit("stack_pointer", stackPointerObserver(options.stateDir, now));
   // Approved requests find their route here: the REST table and hal0-memory's internal routes.
   const byId = new Map([...routes, ...MEMORY_ROUTES, ...bridge.routes.values()].map((r) => [routeId(r), r]));
-  const audit = new Audit(db, now);
+  const audit = new Audit(db, now,
+    (err, held) => options.logger?.error({ err, held }, "audit rows could not be written; they are kept in memory and written when the database takes them again"),
+    (written, dropped) => options.logger?.warn({ written, dropped }, dropped > 0 ? "audit rows are written again; some were given up meanwhile" : "audit rows are written again"));
   const memory = new MemoryService({ stateDir: options.stateDir, settings: () => box.lastSettings()?.memory, engineFor: options.memoryEngine });
   const auth: Authenticator = { tokens, mode: () => box.lastSettings()?.server.auth ?? "token" };
   const services = { box, audit, routes, memory, auth, logger: options.logger } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; auth: Authenticator; pulls: PullService; providers: ProviderServices; bundled?: readonly BundledServer[]; sweeps?: SweepStatus; metrics: Hal0Metrics; stats: SlotStats; logger?: Logger };

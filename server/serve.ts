@@ -38,6 +38,8 @@ export const SHUTDOWN_GRACE_MS = 3000;
 
 export interface Serving {
   readonly server: Hal0Server;
+  /** The JSON-lines logger the server writes to (its file in the state folder too). */
+  readonly logger: Logger;
   readonly url: string;
   readonly port: number;
   /**
@@ -167,11 +169,18 @@ export async function serve(options: ServeOptions): Promise<Serving> {
       },
     }));
   }
-  const expiry = setInterval(() => server.approvals.expireDue(), 30_000);
+  const expiry = setInterval(() => {
+    // A database that cannot take the update now (a full disk) is tried again at the next tick, not the end of the server.
+    try {
+      server.approvals.expireDue();
+    } catch (err) {
+      logger.error({ err }, "expiring approvals failed");
+    }
+  }, 30_000);
   expiry.unref();
   let closing: Promise<void> | undefined;
   return {
-    server, url, port: bound,
+    server, url, port: bound, logger,
     close() {
       closing ??= (async () => {
         clearInterval(expiry);

@@ -311,7 +311,12 @@ export class TokenStore {
     const at = this.now();
     if (at - (this.lastUsed.get(id) ?? 0) < LAST_USED_EVERY_MS) return;
     this.lastUsed.set(id, at);
-    this.db.prepare("UPDATE tokens SET last_used_at = ? WHERE id = ?").run(iso(at), id);
+    // Only a note for `hal0 token list`: a database that cannot take it (a full disk) does not refuse the caller.
+    try {
+      this.db.prepare("UPDATE tokens SET last_used_at = ? WHERE id = ?").run(iso(at), id);
+    } catch {
+      /* written again at the next use past LAST_USED_EVERY_MS */
+    }
   }
 
   private ownerFile(): string {

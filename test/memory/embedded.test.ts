@@ -255,6 +255,20 @@ describe("recall", () => {
   });
 });
 
+describe("a database that refuses writes (a full disk)", () => {
+  it("leaves the queued operation pending instead of throwing out of the queue's timer, and runs it once writes work again", async () => {
+    const { e } = open();
+    const db = (e as unknown as { store: { db: { pragma(s: string): unknown } } }).store.db;
+    const added = await e.add(fact("Alice owns the box.", { document_id: "conv-1" }));
+    db.pragma("query_only = 1"); // before the queue's next turn: its claim of the operation is refused
+    await new Promise((r) => setTimeout(r, 50));
+    expect(await e.operationGet(added.operation_id!)).toMatchObject({ status: "pending", attempts: 0 });
+    db.pragma("query_only = 0");
+    await e.idle();
+    expect(await e.operationGet(added.operation_id!)).toMatchObject({ status: "completed", attempts: 1 });
+  });
+});
+
 describe("documents", () => {
   it("upserts a document by document_id: its yield, known content, a new version, and facts already known elsewhere", async () => {
     const { e } = open();

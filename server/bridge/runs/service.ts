@@ -299,7 +299,7 @@ export class RunService {
     this.o.db.prepare("UPDATE bridge_runs SET state = 'running', started_at = ?, pid = ? WHERE id = ?").run(this.iso(), pid, row.id);
     void procStat(pid).then((stat) => {
       if (stat) this.o.db.prepare("UPDATE bridge_runs SET pid_start = ? WHERE id = ? AND pid = ?").run(stat.startTime, row.id, pid);
-    });
+    }).catch(() => undefined); // a note for telling a reused pid apart; a database that cannot take it (a full disk) ends nothing
     let finish!: () => void;
     const ended = new Promise<void>((r) => (finish = r));
     const live: Live = { child, pid, base: 0, bytes: 0, carry: { out: "", err: "" }, ended };
@@ -325,13 +325,24 @@ export class RunService {
   }
 
   private output(id: string, live: Live, chunk: Buffer, stream: "out" | "err"): void {
-    appendFileSync(this.logPath(id), chunk);
+    try {
+      appendFileSync(this.logPath(id), chunk);
+    } catch {
+      // A log that cannot grow (a full disk) loses this chunk; the run goes on, and so does the server.
+      return;
+    }
     live.bytes += chunk.length;
     const text = live.carry[stream] + chunk.toString("utf8");
     const cut = text.lastIndexOf("\n");
     live.carry[stream] = text.slice(cut + 1);
     if (cut >= 0) this.scan(live, text.slice(0, cut));
-    if (live.bytes - live.base > this.logLimit) this.trim(id, live);
+    if (live.bytes - live.base > this.logLimit) {
+      try {
+        this.trim(id, live);
+      } catch {
+        // Trimmed at the next chunk instead (a full disk refused the copy).
+      }
+    }
   }
 
   private scan(live: Live, text: string): void {
