@@ -1,4 +1,4 @@
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -27,7 +27,8 @@ const tick = () => new Promise((r) => setImmediate(r));
 
 describe("a full disk under the state folder", () => {
   it("audit rows wait in memory while they cannot be written, said once, and are all written when the database takes them again", async () => {
-    const db = openDb(mkdtempSync(join(tmpdir(), "hal0-full-")));
+    const dir = mkdtempSync(join(tmpdir(), "hal0-audit-full-"));
+    const db = openDb(dir);
     const errors: Array<{ code: unknown; held: number }> = [];
     const recovered: Array<[number, number]> = [];
     const audit = new Audit(db, Date.now, (err, held) => errors.push({ code: (err as { code?: unknown }).code, held }), (written, dropped) => recovered.push([written, dropped]));
@@ -45,6 +46,7 @@ describe("a full disk under the state folder", () => {
     expect(audit.query({ limit: 100 }).items.map((r) => r.request_id)).toEqual(Array.from({ length: 31 }, (_, i) => `r${30 - i}`));
     expect(recovered).toEqual([[30, 0]]);
     db.close();
+    rmSync(dir, { recursive: true, force: true });
   });
 
   describe("hal0's server", () => {
