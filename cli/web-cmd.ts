@@ -5,11 +5,13 @@ import { BOX_OPTIONS } from "./plan-cmd.js";
 export const WEB_HELP = `hal0 web [--config DIR] [--state DIR] [--host H] [--port N] [--json]
 
 Prints a one-time link that logs a browser into the operator's pages of 'hal0 serve':
-http://<[server] host>:<[server] port>/login?code=… (a wildcard host prints 127.0.0.1).
+http://<host>:<port>/login?code=…, at the address the hal0 serve running on this state
+folder listens on, else [server] host and port (a wildcard host prints 127.0.0.1).
 The link works once, within 5 minutes; the browser then holds a 12-hour session.
 It logs in as the owner (<state>/operator.token, minted when missing) or as the
 operator whose token is in $HAL0_TOKEN. Whoever can read the state folder may run it.
-  --host, --port    the address 'hal0 serve' listens on, when it was started with them
+  --host, --port    the address 'hal0 serve' listens on (default: where the hal0 serve
+                    running on this state folder listens, else [server] host and port)
   --json            {"url", "expires_at", "operator"} instead of the bare link (a failure:
                     {ok: false, exit_code, diagnostics})
 Exit status: 0 printed, 1 error (auth.invalid_token, config.not_found), 64 usage error.`;
@@ -26,7 +28,10 @@ export async function runWeb(args: string[], io: CliIo): Promise<number> {
   const state = stateDir(values.state, io.env, io.cwd);
   const portFlag = values.port === undefined ? undefined : /^\d{1,5}$/.test(values.port) ? Number(values.port) : Number.NaN;
   if (portFlag !== undefined && (!Number.isInteger(portFlag) || portFlag < 1 || portFlag > 65535)) throw new UsageError(`--port must be 1..65535, not ${values.port}`);
-  const server = await serverAddress(values, io);
+  const configured = await serverAddress(values, io);
+  // A hal0 serve running on this state folder says where it listens (its --host / --port, a port 0 it was given).
+  const running = values.host === undefined && portFlag === undefined ? await runningAddress(state) : undefined;
+  const server = running ?? configured;
   const host = linkHost(values.host ?? server.host);
   const port = portFlag ?? server.port;
 
@@ -56,6 +61,15 @@ export async function serverAddress(flags: { config?: string }, io: CliIo): Prom
   const { root, model } = await compileTree(flags, io);
   if (!model) io.stderr.write(`hal0 web: ${root} does not compile (see 'hal0 validate'); the link uses the default 127.0.0.1:8080\n`);
   return { host: model?.settings.server.host ?? "127.0.0.1", port: model?.settings.server.port ?? 8080 };
+}
+
+/** The address in the `serve.lock` of a live `hal0 serve` on `state`, if any. */
+async function runningAddress(state: string): Promise<{ host: string; port: number } | undefined> {
+  const { serveHolder } = await import("../reconciler/lock.js");
+  const url = (await serveHolder(state))?.url;
+  if (url === undefined || !URL.canParse(url)) return undefined;
+  const { hostname, port } = new URL(url);
+  return { host: hostname, port: Number(port) || 80 };
 }
 
 /** The host a browser can reach: a wildcard address is this machine's loopback; an IPv6 literal is bracketed. */

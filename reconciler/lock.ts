@@ -93,6 +93,12 @@ async function holdFile(stateDir: string, file: string, command: string): Promis
   throw new Error(`could not take the lock at ${path}`);
 }
 
+/** The `hal0 serve` running on this state folder, as its `serve.lock` names it (its URL once it listens), or nothing. */
+export async function serveHolder(stateDir: string): Promise<(LockHolder & { url?: string }) | undefined> {
+  const holder = await readHolder(join(stateDir, "serve.lock"));
+  return holder && (await isAlive(holder)) ? holder : undefined;
+}
+
 /** Who holds the apply lock now (an apply or a sweep under way), or nothing; a dead holder's lock is no holder. */
 export async function lockHolder(stateDir: string): Promise<LockHolder | undefined> {
   const holder = await readHolder(join(stateDir, "apply.lock"));

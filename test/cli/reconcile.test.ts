@@ -76,7 +76,8 @@ describe("hal0 reconcile --once", () => {
       const io = captureIo();
       const code = await Promise.race([main(["reconcile", "--config", config, "--state", state], io), new Promise<string>((r) => setTimeout(() => r("still running"), 3000))]);
       expect(code).toBe(1);
-      expect(io.err()).toBe(`hal0 reconcile: config.not_found: config folder not found: ${config}\n`);
+      const why = config === file ? " is a file; the config is the folder that holds hal0.toml and the other files" : "";
+      expect(io.err()).toBe(`hal0 reconcile: config.not_found: config folder not found: ${config}${why}\n`);
     }
   });
 });

@@ -101,6 +101,13 @@ describe("hal0 serve (a real process)", () => {
     expect(err).toContain(`at ${first.url}/, since `);
     expect((await httpCall(first.url, "GET", "/api/status")).status).toBe(200);
     expect(JSON.parse(readFileSync(join(state, "serve.lock"), "utf8")).pid).toBe(first.child.pid);
+    // hal0 web's link goes where the running serve listens (here a port 0 gave it), not to [server] port.
+    const web = captureIo();
+    expect(await main(["web", "--config", config, "--state", state, "--json"], web), web.err()).toBe(0);
+    const link = JSON.parse(web.out()).url as string;
+    expect(new URL(link).host).toBe(new URL(first.url).host);
+    const opened = await fetch(link, { redirect: "manual" });
+    expect([opened.status, opened.headers.get("set-cookie")?.startsWith("hal0_session=")]).toEqual([303, true]);
     // Killed outright, the first leaves its lock behind: the next serve takes it over.
     const killed = exitOf(first.child);
     first.child.kill("SIGKILL");
