@@ -101,6 +101,7 @@ export const API_CODES = {
   "mcp.catalog_invalid": { severity: "error", stage: "server", http: 500, meaning: "The tool catalog does not match the route table and the tiers (a tool without a tier or in two, an alias of no route, a tier naming no tool); the server refuses to start." },
   // ── plans and approvals ──────────────────────────────────────────────
   "plan.not_found": { severity: "error", stage: "server", http: 404, meaning: "No plan has this id." },
+  "approvals.too_many_pending": { severity: "error", stage: "server", http: 429, meaning: "The caller already has 50 gated requests waiting for a person (details.pending, details.max): wait for decisions, or for them to expire, before asking again; the same request asked again still returns its pending id." },
   "approvals.not_found": { severity: "error", stage: "server", http: 404, meaning: "No approval request has this id." },
   "approvals.self_approval": { severity: "error", stage: "server", http: 403, meaning: "The operator deciding is the one who made the request; another operator must decide it." },
   "approvals.already_resolved": { severity: "error", stage: "server", http: 409, meaning: "The approval request was already approved, denied, expired or found stale." },

@@ -50,6 +50,9 @@ export type ApprovalEvent = { type: "enqueued" | "approved" | "denied" | "execut
  * re-validates and re-plans it against that revision and refuses it (stale,
  * naming what moved) when the files it edits changed meanwhile.
  */
+/** Requests one caller may have waiting for a person at once; one more is 429 `approvals.too_many_pending`. */
+export const PENDING_PER_CALLER = 50;
+
 export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
   constructor(
     private readonly db: Db,
@@ -70,6 +73,12 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     const dedup = createHash("sha256").update(`${call.caller.kind}:${call.caller.agent} ${tool} ${canonicalJson(args)}`).digest("hex");
     const same = this.db.prepare("SELECT id FROM approvals WHERE dedup_key = ? AND state = 'pending'").get(dedup) as { id: string } | undefined;
     if (same) return this.get(same.id)!;
+    // A caller in a loop (each ask a little different) must not bury the person's inbox.
+    const waiting = (this.db.prepare("SELECT count(*) AS n FROM approvals WHERE state = 'pending' AND json_extract(caller, '$.kind') = ? AND json_extract(caller, '$.agent') = ?")
+      .get(call.caller.kind, call.caller.agent) as { n: number }).n;
+    if (waiting >= PENDING_PER_CALLER) {
+      throw new ApiError("approvals.too_many_pending", `${call.caller.kind}:${call.caller.agent} already has ${waiting} requests waiting for a person; wait for decisions on them (or for them to expire) before asking again`, { pending: waiting, max: PENDING_PER_CALLER });
+    }
     let planId: string | null = null;
     let base: string | null = call.base ?? null;
     let summary = `${tool} ${Object.values(call.params).join("/")}`.trim();

@@ -6,6 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { ApiError } from "../../server/errors.js";
 import { defineRoute, type Route } from "../../server/route.js";
 import { ROUTES } from "../../server/routes/index.js";
+import { PENDING_PER_CALLER } from "../../server/approvals.js";
 import { startTestServer, type TestServer } from "./harness.js";
 
 /** A gated write to queue: sets a slot's ctx_size (the real slot routes have their own suite). */
@@ -34,6 +35,23 @@ async function start(extra: Parameters<typeof startTestServer>[0] = {}) {
 }
 
 describe("approvals", () => {
+  it("one caller has at most PENDING_PER_CALLER requests waiting: one more is 429 approvals.too_many_pending, over REST too; the same request still answers; another caller is not held", async () => {
+    const s = await start();
+    for (let i = 0; i < PENDING_PER_CALLER; i++) await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 4096 + i));
+    const err = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 2048)).catch((e: unknown) => e);
+    expect(err).toMatchObject({ code: "approvals.too_many_pending", status: 429, details: { pending: PENDING_PER_CALLER, max: PENDING_PER_CALLER } });
+    expect((await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 4096))).state).toBe("pending");
+    const other = await s.hal0.approvals.enqueue("slot_edit", setCtx, { ...call("chat", 2048), caller: { ...agent, agent: "hermes__ops" } });
+    expect(other.state).toBe("pending");
+    const viaRest = await s.call("PUT", "/api/slots/chat/config", { as: "agent:hermes__coder", body: { tune: { ctx_size: 3072 } } });
+    expect(viaRest.status).toBe(429);
+    expect(viaRest.body.error.code).toBe("approvals.too_many_pending");
+    // A decision makes room.
+    const first = s.hal0.approvals.list("pending").find((a) => a.caller.agent === "hermes__coder")!;
+    s.hal0.approvals.deny(first.id, { kind: "operator", name: "owner" } as never);
+    expect((await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 2048))).state).toBe("pending");
+  });
+
   it("queues a gated write with its plan and base, dedups the exact same call, and runs it when approved", async () => {
     const s = await start();
     const a = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 20480));
