@@ -1,3 +1,4 @@
+import { serveHolder } from "../reconciler/lock.js";
 import { SweepLoop } from "../reconciler/loop.js";
 import { StateStore } from "../reconciler/state.js";
 import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
@@ -12,7 +13,9 @@ export const RECONCILE_HELP = `hal0 reconcile [--config DIR] [--state DIR] [--on
 
 Converges the box to the config without asking, like 'hal0 apply --yes': once with
 --once, else forever — every [reconcile] interval_s, ~100 ms after any .toml change, until
-SIGINT or SIGTERM. A tree with errors changes nothing; failing slots back off.
+SIGINT or SIGTERM. A tree with errors changes nothing; failing slots back off. The loop
+refuses to start (server.already_running) where hal0 serve already runs its own loop on
+the state folder; --once is one sweep, beside it or not.
   --json   one JSON report per sweep (a failure too: {ok: false, exit_code, diagnostics})
 Exit status (--once): 0 converged or nothing to do, 1 otherwise (a step failed, a tree with
 errors, the lock held, config.not_found, runtime.unavailable); the loop exits 0 on
@@ -34,6 +37,12 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
     });
     print(report);
     return report.outcome === "converged" || report.outcome === "nothing_to_do" ? EXIT_OK : EXIT_ERROR;
+  }
+  // A second loop beside hal0 serve's own would sweep the same box twice over (serialised by the apply lock, but each
+  // sweep observing and planning again): one loop per state folder.
+  const serving = await serveHolder(state.dir);
+  if (serving?.reconcile) {
+    throw new CliError("server.already_running", `hal0 serve (pid ${serving.pid}${serving.url ? ` at ${serving.url}` : ""}) already runs the reconcile loop on this state folder; run 'hal0 reconcile --once' for one sweep now, or start hal0 serve with --no-reconcile`);
   }
   const loop = new SweepLoop(sweeper, {
     root, onReport: print, onError: (err) => io.stderr.write(`hal0 reconcile: sweep failed: ${err instanceof ConfigNotFoundError ? "config.not_found: " : ""}${(err as Error).message}\n`),

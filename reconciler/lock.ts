@@ -46,9 +46,9 @@ export class ServeLockedError extends Error {
  * One `hal0 serve` per state folder (its database, tokens, approvals and
  * sweep loop are the folder's): `serve.lock`, held for the server's life and
  * taken over from a dead holder as `apply.lock` is. `describe` adds what the
- * server learns once it listens (its URL) to the file.
+ * server learns once it listens (its URL, whether it runs the sweep loop) to the file.
  */
-export async function acquireServeLock(stateDir: string): Promise<{ describe: (extra: { url: string }) => Promise<void>; release: () => Promise<void> }> {
+export async function acquireServeLock(stateDir: string): Promise<{ describe: (extra: { url: string; reconcile: boolean }) => Promise<void>; release: () => Promise<void> }> {
   const held = await holdFile(stateDir, "serve.lock", "hal0 serve");
   if ("holder" in held) throw new ServeLockedError(held.holder);
   const path = join(stateDir, "serve.lock");
@@ -94,7 +94,7 @@ async function holdFile(stateDir: string, file: string, command: string): Promis
 }
 
 /** The `hal0 serve` running on this state folder, as its `serve.lock` names it (its URL once it listens), or nothing. */
-export async function serveHolder(stateDir: string): Promise<(LockHolder & { url?: string }) | undefined> {
+export async function serveHolder(stateDir: string): Promise<(LockHolder & { url?: string; reconcile?: boolean }) | undefined> {
   const holder = await readHolder(join(stateDir, "serve.lock"));
   return holder && (await isAlive(holder)) ? holder : undefined;
 }

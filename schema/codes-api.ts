@@ -28,7 +28,7 @@ export const API_CODES = {
   "validation.invalid": { severity: "error", stage: "server", http: 422, meaning: "A path, query or body field is missing or has the wrong shape; details.fields lists each one." },
   "route.not_found": { severity: "error", stage: "server", http: 404, meaning: "No route has this path." },
   "route.method_not_allowed": { severity: "error", stage: "server", http: 405, meaning: "The path exists but not with this method; details.allowed lists the methods." },
-  "server.already_running": { severity: "error", stage: "cli", http: 409, meaning: "Another hal0 serve runs on this state folder (its serve.lock names the pid, host, start time and URL): one server per state folder." },
+  "server.already_running": { severity: "error", stage: "cli", http: 409, meaning: "Another hal0 serve runs on this state folder (its serve.lock names the pid, host, start time and URL): one server per state folder; and hal0 reconcile's loop does not start beside a hal0 serve that runs its own." },
   "server.port_in_use": { severity: "error", stage: "cli", http: 409, meaning: "hal0 serve cannot bind [server] host:port: another program holds it." },
   "server.listen_failed": { severity: "error", stage: "cli", http: 500, meaning: "hal0 serve cannot bind [server] host:port for another reason than a holder: a port below 1024 without the privilege, a host that is not an address of this machine or does not resolve." },
   "server.storage_full": { severity: "error", stage: "server", http: 507, meaning: "A disk hal0 writes to is full (SQLite's SQLITE_FULL for the state folder's databases, ENOSPC, EDQUOT): what the call had to write could not be; free space and retry." },

@@ -59,9 +59,13 @@ describe("hal0 serve (a real process)", () => {
     expect(log.at(-1).msg).toBe("hal0 serve stopped");
   }, 30_000);
 
-  it("runs the sweep in-process: a change applied over REST converges the slot", async () => {
+  it("runs the sweep in-process: a change applied over REST converges the slot; hal0 reconcile's loop does not start beside it", async () => {
     const { config, state, port } = await smallBox();
     const { child, url } = await startServe(config, state);
+    const io = captureIo();
+    expect(await main(["reconcile", "--config", config, "--state", state], io)).toBe(1);
+    expect(io.err()).toContain(`hal0 reconcile: server.already_running: hal0 serve (pid ${child.pid} at ${url}/) already runs the reconcile loop on this state folder; run 'hal0 reconcile --once'`);
+    expect((await main(["reconcile", "--once", "--config", config, "--state", state], captureIo()))).toBe(0);
     cleanup.push(() => main(["down", "--config", config, "--state", state], captureIo()));
     const headers = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
     const planned = await httpCall(url, "POST", "/api/plans", { body: { edits: [{ file: "slots/solo.toml", op: "set", path: ["enabled"], value: true }] }, headers });
@@ -101,6 +105,13 @@ describe("hal0 serve (a real process)", () => {
     expect(err).toContain(`at ${first.url}/, since `);
     expect((await httpCall(first.url, "GET", "/api/status")).status).toBe(200);
     expect(JSON.parse(readFileSync(join(state, "serve.lock"), "utf8")).pid).toBe(first.child.pid);
+    // A hal0 serve run with --no-reconcile leaves the loop to hal0 reconcile (the next test: one that runs its own does not).
+    const loop = spawn(process.execPath, [HAL0, "reconcile", "--config", config, "--state", state], { stdio: ["ignore", "pipe", "pipe"] });
+    await new Promise((r) => setTimeout(r, 1500));
+    expect(loop.exitCode).toBeNull();
+    const loopExit = exitOf(loop);
+    loop.kill("SIGTERM");
+    expect(await loopExit).toBe(0);
     // hal0 web's link goes where the running serve listens (here a port 0 gave it), not to [server] port.
     const web = captureIo();
     expect(await main(["web", "--config", config, "--state", state, "--json"], web), web.err()).toBe(0);

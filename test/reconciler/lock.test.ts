@@ -57,7 +57,7 @@ describe("apply lock", () => {
   it("the serve lock is its own: held beside an apply's, refused with server.already_running naming the URL", async () => {
     const dir = mkdtempSync(join(tmpdir(), "hal0-lock-"));
     const serving = await acquireServeLock(dir);
-    await serving.describe({ url: "http://127.0.0.1:8080/" });
+    await serving.describe({ url: "http://127.0.0.1:8080/", reconcile: true });
     await (await acquireLock(dir, "hal0 apply"))();
     const err = await acquireServeLock(dir).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ServeLockedError);
