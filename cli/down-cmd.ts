@@ -1,12 +1,16 @@
 import { formatPlan } from "../reconciler/format.js";
+import { serveHolder } from "../reconciler/lock.js";
 import { inventoryBox, openBox } from "./box.js";
 import { EXIT_ERROR, EXIT_OK, InvalidConfigError, parseCommandArgs, type CliIo } from "./io.js";
+import { stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 import { convergeWithProgress } from "./progress.js";
 
 export const DOWN_HELP = `hal0 down [--config DIR] [--state DIR]
 
-Stops every slot in the inventory (what hal0 started), and nothing else.
+Stops every slot in the inventory (what hal0 started), and nothing else. Where a
+hal0 serve runs its reconcile loop on the state folder, down says that its next
+sweep starts the enabled slots again.
 A tree with errors does not stop it: down then says how many errors there are
 and stops the inventory's slots with the runtime of the settings last applied.
 Exit status: 0 every stop succeeded, 1 one failed or down was refused (apply.locked,
@@ -29,5 +33,10 @@ export async function runDown(args: string[], io: CliIo): Promise<number> {
       return true;
     },
   });
+  // Down stops what runs now; a server's sweep loop on the same state folder converges to the tree again.
+  const serving = await serveHolder(stateDir(values.state, io.env, io.cwd));
+  if (serving?.reconcile) {
+    io.stderr.write(`note: hal0 serve (pid ${serving.pid}${serving.url ? ` at ${serving.url}` : ""}) runs the reconcile loop on this state folder: its next sweep starts the enabled slots again; stop it first to keep the box down\n`);
+  }
   return done.outcome === "failed" ? EXIT_ERROR : EXIT_OK;
 }

@@ -73,6 +73,10 @@ describe("hal0 serve (a real process)", () => {
     expect((await httpCall(url, "POST", `/api/plans/${planned.body.id}/apply`, { headers })).status).toBe(200);
     expect(readFileSync(join(config, "slots/solo.toml"), "utf8")).toMatch(/^# the one slot\n/);
     expect(await healthWithin(port, 20_000)).toBe(200);
+    // hal0 down beside the loop stops the slot, and says the loop will start it again.
+    const down = captureIo();
+    expect(await main(["down", "--config", config, "--state", state], down)).toBe(0);
+    expect(down.err()).toContain(`note: hal0 serve (pid ${child.pid} at ${url}/) runs the reconcile loop on this state folder: its next sweep starts the enabled slots again`);
     const exited = exitOf(child);
     child.kill("SIGTERM");
     expect(await exited).toBe(0);
