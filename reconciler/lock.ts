@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { link, mkdir, readFile, rm, writeFile } from "node:fs/promises";
-import { writeFileAtomic } from "./atomic.js";
 import { hostname } from "node:os";
 import { join } from "node:path";
+import { writeFileAtomic } from "./atomic.js";
 import { isOurs, procStat } from "./drivers/proc.js";
 
 /** Who holds the apply lock. */

@@ -74,8 +74,14 @@ describe("hal0 serve (a real process)", () => {
     expect(readFileSync(join(config, "slots/solo.toml"), "utf8")).toMatch(/^# the one slot\n/);
     expect(await healthWithin(port, 20_000)).toBe(200);
     // hal0 down beside the loop stops the slot, and says the loop will start it again.
-    const down = captureIo();
-    expect(await main(["down", "--config", config, "--state", state], down)).toBe(0);
+    // (The server's own sweep may still hold the apply lock: down is then refused with apply.locked, and tried again.)
+    let down = captureIo();
+    for (let tries = 0; tries < 50; tries++) {
+      down = captureIo();
+      if ((await main(["down", "--config", config, "--state", state], down)) === 0) break;
+      expect(down.err()).toContain("apply.locked");
+      await new Promise((r) => setTimeout(r, 200));
+    }
     expect(down.err()).toContain(`note: hal0 serve (pid ${child.pid} at ${url}/) runs the reconcile loop on this state folder: its next sweep starts the enabled slots again`);
     const exited = exitOf(child);
     child.kill("SIGTERM");
