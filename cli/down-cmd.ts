@@ -1,5 +1,5 @@
 import { formatPlan } from "../reconciler/format.js";
-import { serveHolder } from "../reconciler/lock.js";
+import { serveHolder, serveLabel } from "../reconciler/lock.js";
 import { inventoryBox, openBox } from "./box.js";
 import { EXIT_ERROR, EXIT_OK, InvalidConfigError, parseCommandArgs, type CliIo } from "./io.js";
 import { stateDir } from "./paths.js";
@@ -36,7 +36,7 @@ export async function runDown(args: string[], io: CliIo): Promise<number> {
   // Down stops what runs now; a server's sweep loop on the same state folder converges to the tree again.
   const serving = await serveHolder(stateDir(values.state, io.env, io.cwd));
   if (serving?.reconcile) {
-    io.stderr.write(`note: hal0 serve (pid ${serving.pid}${serving.url ? ` at ${serving.url}` : ""}) runs the reconcile loop on this state folder: its next sweep starts the enabled slots again; stop it first to keep the box down\n`);
+    io.stderr.write(`note: ${serveLabel(serving)} runs the reconcile loop on this state folder: its next sweep starts the enabled slots again; stop it first to keep the box down\n`);
   }
   return done.outcome === "failed" ? EXIT_ERROR : EXIT_OK;
 }

@@ -1,4 +1,4 @@
-import { serveHolder } from "../reconciler/lock.js";
+import { serveHolder, serveLabel } from "../reconciler/lock.js";
 import { SweepLoop } from "../reconciler/loop.js";
 import { StateStore } from "../reconciler/state.js";
 import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
@@ -42,7 +42,7 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
   // sweep observing and planning again): one loop per state folder.
   const serving = await serveHolder(state.dir);
   if (serving?.reconcile) {
-    throw new CliError("server.already_running", `hal0 serve (pid ${serving.pid}${serving.url ? ` at ${serving.url}` : ""}) already runs the reconcile loop on this state folder; run 'hal0 reconcile --once' for one sweep now, or start hal0 serve with --no-reconcile`);
+    throw new CliError("server.already_running", `${serveLabel(serving)} already runs the reconcile loop on this state folder; run 'hal0 reconcile --once' for one sweep now, or start hal0 serve with --no-reconcile`);
   }
   const loop = new SweepLoop(sweeper, {
     root, onReport: print, onError: (err) => io.stderr.write(`hal0 reconcile: sweep failed: ${err instanceof ConfigNotFoundError ? "config.not_found: " : ""}${(err as Error).message}\n`),

@@ -34,10 +34,18 @@ export async function acquireLock(stateDir: string, command: string): Promise<()
   return held.release;
 }
 
+/** What `serve.lock` names: its holder, and once the server listens, its URL and whether it runs the sweep loop. */
+export type ServeHolder = LockHolder & { url?: string; reconcile?: boolean };
+
+/** "hal0 serve (pid 123 at http://127.0.0.1:8080/)": the running server, as messages name it. */
+export function serveLabel(holder: ServeHolder): string {
+  return `hal0 serve (pid ${holder.pid}${holder.url ? ` at ${holder.url}` : ""})`;
+}
+
 /** A second `hal0 serve` on a state folder one already serves: `server.already_running`, naming the holder. */
 export class ServeLockedError extends Error {
   readonly code = "server.already_running";
-  constructor(readonly holder: LockHolder & { url?: string }) {
+  constructor(readonly holder: ServeHolder) {
     super(`another hal0 serve runs on this state folder: pid ${holder.pid} on ${holder.host}${holder.url ? ` at ${holder.url}` : ""}, since ${holder.started_at}; stop it first, or give this one its own --state`);
   }
 }
@@ -93,15 +101,18 @@ async function holdFile(stateDir: string, file: string, command: string): Promis
   throw new Error(`could not take the lock at ${path}`);
 }
 
-/** The `hal0 serve` running on this state folder, as its `serve.lock` names it (its URL once it listens), or nothing. */
-export async function serveHolder(stateDir: string): Promise<(LockHolder & { url?: string; reconcile?: boolean }) | undefined> {
-  const holder = await readHolder(join(stateDir, "serve.lock"));
-  return holder && (await isAlive(holder)) ? holder : undefined;
+/** The `hal0 serve` running on this state folder, as its `serve.lock` names it, or nothing. */
+export async function serveHolder(stateDir: string): Promise<ServeHolder | undefined> {
+  return liveHolder(join(stateDir, "serve.lock"));
 }
 
 /** Who holds the apply lock now (an apply or a sweep under way), or nothing; a dead holder's lock is no holder. */
 export async function lockHolder(stateDir: string): Promise<LockHolder | undefined> {
-  const holder = await readHolder(join(stateDir, "apply.lock"));
+  return liveHolder(join(stateDir, "apply.lock"));
+}
+
+async function liveHolder(path: string): Promise<LockHolder | undefined> {
+  const holder = await readHolder(path);
   return holder && (await isAlive(holder)) ? holder : undefined;
 }
 
