@@ -42,6 +42,9 @@ export interface Approval {
 
 export type ApprovalEvent = { type: "enqueued" | "approved" | "denied" | "executed" | "failed" | "expired" | "stale"; approval: Approval };
 
+/** Requests one caller may have waiting for a person at once; one more is 429 `approvals.too_many_pending`. */
+export const PENDING_PER_CALLER = 50;
+
 /**
  * Gated calls waiting for a person (DESIGN.md §4), in SQLite so they survive
  * a restart: pending → approved → executing → executed | failed, and
@@ -50,9 +53,6 @@ export type ApprovalEvent = { type: "enqueued" | "approved" | "denied" | "execut
  * re-validates and re-plans it against that revision and refuses it (stale,
  * naming what moved) when the files it edits changed meanwhile.
  */
-/** Requests one caller may have waiting for a person at once; one more is 429 `approvals.too_many_pending`. */
-export const PENDING_PER_CALLER = 50;
-
 export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
   constructor(
     private readonly db: Db,
