@@ -164,19 +164,19 @@ export class McpEndpoint {
     const own = [...this.sessions].filter(([, s]) => sameIdentity(s.identity, identity));
     if (own.length < SESSIONS_PER_IDENTITY) return;
     own.sort(([, a], [, b]) => a.lastSeen - b.lastSeen);
-    for (const [id, s] of own.slice(0, own.length - SESSIONS_PER_IDENTITY + 1)) {
-      this.sessions.delete(id);
-      void s.transport.close().catch(() => undefined);
-    }
+    for (const [id, s] of own.slice(0, own.length - SESSIONS_PER_IDENTITY + 1)) this.drop(id, s);
+  }
+
+  /** Forgets a session and closes its transport (and with it its McpServer). */
+  private drop(id: string, session: Session): void {
+    this.sessions.delete(id);
+    void session.transport.close().catch(() => undefined);
   }
 
   private closeIdle(): void {
     const now = Date.now();
     for (const [id, s] of this.sessions) {
-      if (now - s.lastSeen > IDLE_MS) {
-        this.sessions.delete(id);
-        void s.transport.close().catch(() => undefined);
-      }
+      if (now - s.lastSeen > IDLE_MS) this.drop(id, s);
     }
   }
 }
