@@ -1,6 +1,6 @@
 import { statSync, type Stats } from "node:fs";
-import { lstat, open, readdir, rename, rm } from "node:fs/promises";
-import { basename, dirname, join } from "node:path";
+import { lstat, open, readdir, readlink, realpath, rename, rm, stat } from "node:fs/promises";
+import { basename, dirname, join, resolve } from "node:path";
 import { randomBytes } from "node:crypto";
 import { isLive, procStat } from "./drivers/proc.js";
 
@@ -17,10 +17,71 @@ const LEGACY_STALE_MS = 60 * 60_000;
 
 /** Writes `text` (or bytes) to `path` atomically: a temp file in the same folder, fsync, rename. */
 export async function writeFileAtomic(path: string, text: string | Uint8Array, mode = 0o644): Promise<void> {
+  await writeAtomically(path, text, mode);
+}
+
+/** Who owns a file: what a replaced file keeps. */
+export interface Owner {
+  readonly uid: number;
+  readonly gid: number;
+}
+
+export interface KeepOptions {
+  /** The mode of a file that was not there (the umask applies). Default 0o644. */
+  readonly newMode?: number;
+  /** The owner a file that was not there takes, where permitted. Default: the writer. */
+  readonly newOwner?: Owner;
+  /** The bits a replaced file's mode may keep (0o700: never readable by others). Default: all of them. */
+  readonly maxMode?: number;
+}
+
+/**
+ * Replaces a file that a person or another program has arranged — a file of
+ * the config tree, a Hermes profile's — as an editor would: a symbolic link
+ * stays a link and the file it leads to is replaced (`linkTarget`); the file
+ * keeps its mode exactly and, where permitted, its owner, set on the temp
+ * before the rename so that the new bytes are never readable by more people
+ * than the old ones were. A file that was not there gets `newMode`. Atomic
+ * like writeFileAtomic, in the folder of the file replaced. Returns the path written.
+ */
+export async function replaceFileKeeping(path: string, text: string | Uint8Array, options: KeepOptions = {}): Promise<string> {
+  const target = await linkTarget(path);
+  const was = await stat(target).catch((err: NodeJS.ErrnoException) => {
+    if (err.code === "ENOENT") return undefined;
+    throw err;
+  });
+  if (was === undefined) await writeAtomically(target, text, options.newMode ?? 0o644, { owner: options.newOwner });
+  else await writeAtomically(target, text, was.mode & 0o7777 & (options.maxMode ?? 0o7777), { exact: true, owner: was });
+  return target;
+}
+
+/**
+ * Where a write to `path` lands: `path` itself, or, when it is a symbolic
+ * link, the file it leads to (through every link of the chain; a link that
+ * leads to nothing yet, to the path it names, so that the write makes it).
+ */
+export async function linkTarget(path: string): Promise<string> {
+  const info = await lstat(path).catch(() => undefined);
+  if (!info?.isSymbolicLink()) return path;
+  try {
+    return await realpath(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== "ENOENT") throw err; // ELOOP: a loop of links is refused, not replaced
+    return resolve(dirname(path), await readlink(path));
+  }
+}
+
+async function writeAtomically(path: string, text: string | Uint8Array, mode: number, keep: { exact?: boolean; owner?: Owner | undefined } = {}): Promise<void> {
   const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.hal0.tmp`);
   const handle = await open(tmp, "wx", mode);
   try {
     await handle.writeFile(text);
+    if (keep.owner) {
+      await handle.chown(keep.owner.uid, keep.owner.gid).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== "EPERM") throw err; // not permitted: the writer keeps it
+      });
+    }
+    if (keep.exact) await handle.chmod(mode); // after chown, which may clear set-id bits
     await handle.sync();
   } catch (err) {
     await handle.close();

@@ -1,6 +1,6 @@
-import { chmod, chown, readdir, readFile, stat } from "node:fs/promises";
+import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { writeFileAtomic } from "./atomic.js";
+import { replaceFileKeeping } from "./atomic.js";
 import { applyHal0Keys } from "./hermes-wire.js";
 import type { ObservedHermesProfile } from "./observed.js";
 
@@ -43,17 +43,13 @@ export async function readHermesFile(file: string): Promise<string | undefined> 
  * Sets hal0's keys in one Hermes file to `desired`, removing those of
  * `ownedIds` (and hal0's two servers) that are not desired: re-read, edited
  * in memory (`applyHal0Keys`), written atomically with the file's mode and,
- * where permitted, its owner. An unchanged file is not written.
+ * where permitted, its owner; a symbolic link (a dotfiles checkout) stays a
+ * link to the file written. An unchanged file is not written.
  */
 export async function convergeHermesFile(file: string, desired: Readonly<Record<string, unknown>>, ownedIds: readonly string[]): Promise<boolean> {
   const text = await readFile(file, "utf8");
   const next = applyHal0Keys(text, desired, ownedIds);
   if (next === text) return false;
-  const before = await stat(file);
-  await writeFileAtomic(file, next, before.mode & 0o7777);
-  await chmod(file, before.mode & 0o7777);
-  await chown(file, before.uid, before.gid).catch((err: NodeJS.ErrnoException) => {
-    if (err.code !== "EPERM") throw err;
-  });
+  await replaceFileKeeping(file, next);
   return true;
 }

@@ -19,4 +19,4 @@ export { DriverError, type SlotDriver, type StartOptions, type StartPhase } from
 export { ProcessDriver } from "./drivers/process.js";
 
 // File helpers shared by the state folder and the CLI
-export { writeFileAtomic } from "./atomic.js";
+export { linkTarget, replaceFileKeeping, writeFileAtomic } from "./atomic.js";

@@ -9,7 +9,7 @@ import { removeStaleTemps } from "../reconciler/atomic.js";
 import { TREE_FOLDERS, TreeCache } from "../reconciler/tree-cache.js";
 import { compileWithRunners, runnerErrors } from "../reconciler/runner-observe.js";
 import type { RunnerProbe } from "../reconciler/runner-probe.js";
-import { observe, planChanges, StateStore, writeFileAtomic, type HermesCredentials, type Inventory, type Observed, type ObservedSlot, type SlotDriver } from "../reconciler/index.js";
+import { linkTarget, observe, planChanges, replaceFileKeeping, StateStore, type HermesCredentials, type Inventory, type Observed, type ObservedSlot, type SlotDriver } from "../reconciler/index.js";
 import type { Diagnostic, Plan } from "../schema/index.js";
 import type { Db } from "./db.js";
 import { ApiError } from "./errors.js";
@@ -347,15 +347,27 @@ const PRIVATE_FOLDERS = new Set(["mcp-servers"]);
  * kept (reconciler/atomic.ts). Best effort: a failure here never stops a commit.
  */
 async function removeStaleTempsFor(root: string, files: readonly string[]): Promise<void> {
-  await removeStaleTemps(files.map((file) => dirname(join(root, file)))).catch(() => undefined);
+  const dirs = await Promise.all(files.map(async (file) => {
+    const path = join(root, file);
+    const target = await linkTarget(path).catch(() => path); // a linked file is written beside its target
+    return target === path ? [dirname(path)] : [dirname(path), dirname(target)];
+  }));
+  await removeStaleTemps(dirs.flat()).catch(() => undefined);
 }
 
+/**
+ * Writes one file of the tree as its owner arranged it: a symbolic link
+ * stays a link (the file it leads to is written), a file keeps its mode and
+ * owner (a slot file made 0600 by hand stays 0600); a new file is 0644, and
+ * 0600 in a private folder, where a file never keeps bits for others.
+ * `null` removes the entry (a link, not what it leads to).
+ */
 async function writeOrRemove(root: string, file: string, text: string | null): Promise<void> {
   const path = join(root, file);
   if (text === null) return rm(path, { force: true });
   const restricted = PRIVATE_FOLDERS.has(file.split("/")[0]!) && file.includes("/");
   await mkdir(dirname(path), { recursive: true, mode: restricted ? 0o700 : 0o777 });
-  await writeFileAtomic(path, text, restricted ? 0o600 : 0o644);
+  await replaceFileKeeping(path, text, restricted ? { newMode: 0o600, maxMode: 0o700 } : { newMode: 0o644 });
 }
 
 /** Which runtime a model's slots run on: one driver per key. */

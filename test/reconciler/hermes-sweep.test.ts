@@ -1,4 +1,4 @@
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -78,6 +78,21 @@ describe("Hermes profiles in the sweep", () => {
     const report = await sweeper.sweep();
     expect(report.plan!.changes.find((c) => c.address === "hermes.b")).toMatchObject({ action: "update", reason: "drifted", changed_paths: ["mcp_servers.hal0-admin.timeout"] });
     expect(readFileSync(file("b"), "utf8")).toBe(wired);
+  });
+
+  it("a profile's config.yaml that is a symbolic link (a dotfiles checkout) stays one; the file it leads to is wired and keeps its mode", async () => {
+    const { dir, sweeper, file } = box("127.0.0.1");
+    const dotfiles = join(dir, "dotfiles");
+    mkdirSync(dotfiles);
+    renameSync(file("a"), join(dotfiles, "hermes-a.yaml"));
+    chmodSync(join(dotfiles, "hermes-a.yaml"), 0o600);
+    symlinkSync(join(dotfiles, "hermes-a.yaml"), file("a"));
+    expect((await sweeper.sweep()).outcome).toBe("converged");
+    expect(lstatSync(file("a")).isSymbolicLink()).toBe(true);
+    expect(readFileSync(join(dotfiles, "hermes-a.yaml"), "utf8")).toContain("url: http://127.0.0.1:8080/mcp/admin");
+    expect(statSync(join(dotfiles, "hermes-a.yaml")).mode & 0o7777).toBe(0o600);
+    expect(readdirSync(dotfiles)).toEqual(["hermes-a.yaml"]);
+    expect((await sweeper.sweep()).outcome).toBe("nothing_to_do");
   });
 
   it("a profile that cannot be written is a failed step (hermes.write_failed); the others still converge", async () => {

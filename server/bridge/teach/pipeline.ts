@@ -1,7 +1,7 @@
 import { createHash, randomBytes } from "node:crypto";
-import { chmod, chown, lstat, mkdir, readdir, readFile, rename, rm, stat } from "node:fs/promises";
+import { chown, lstat, mkdir, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { removeStaleTemps, writeFileAtomic } from "../../../reconciler/atomic.js";
+import { removeStaleTemps, replaceFileKeeping } from "../../../reconciler/atomic.js";
 import { ApiError } from "../../errors.js";
 import { Mutex } from "../../mutex.js";
 import { redactText } from "../../redact.js";
@@ -161,7 +161,7 @@ export async function commitPlan(plan: ProfilePlan): Promise<void> {
     } catch (err) {
       for (const f of done.reverse()) {
         if (f.before === null) await rm(join(root, f.file), { force: true }).catch(() => undefined);
-        else await writeFileAtomic(join(root, f.file), f.before).catch(() => undefined);
+        else await writeKeeping(root, f.file, f.before).catch(() => undefined);
       }
       throw new ApiError("teach.write_failed", `writing ${plan.files.map((f) => f.file).join(", ")} in profile ${plan.change.profile} failed; what was written was put back: ${(err as Error).message}`, { profile: plan.change.profile });
     }
@@ -184,9 +184,7 @@ async function writeKeeping(root: string, file: string, text: string): Promise<v
     await mkdir(dir);
     await keepOwner(dir, owner);
   }
-  await writeFileAtomic(path, text, was ? was.mode & 0o7777 : 0o644);
-  if (was) await chmod(path, was.mode & 0o7777);
-  await keepOwner(path, owner);
+  await replaceFileKeeping(path, text, { newMode: 0o644, newOwner: owner }); // safePath refused links before this
 }
 
 async function keepOwner(path: string, owner: { uid: number; gid: number }): Promise<void> {
