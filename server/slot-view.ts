@@ -1,7 +1,7 @@
 import { closest } from "../compiler/suggest.js";
 import type { Model, ResolvedSlot } from "../compiler/index.js";
 import { healthOf, httpStatus } from "../reconciler/drivers/proc.js";
-import type { ObservedSlot, SlotHealth } from "../reconciler/index.js";
+import type { ObservedSlot, SlotHealth, SlotOutcome } from "../reconciler/index.js";
 import type { SlotDriver } from "../reconciler/drivers/driver.js";
 import type { BoxService, Liveness } from "./box.js";
 import { ApiError } from "./errors.js";
@@ -25,8 +25,24 @@ export interface RosterEntry {
   readonly pinned: boolean;
   readonly priority: number;
   readonly status: SlotStatus;
+  /** Why the last step hal0 took on an enabled slot failed (`slot.port_in_use`, …), until a step on it succeeds; else null. */
+  readonly last_error: RosterError | null;
   readonly tune_effective: ResolvedSlot["tune_effective"];
   readonly tune_unavailable: ResolvedSlot["tune_unavailable"];
+}
+
+/** A failed step in the roster: its code, the first line of its message, when. */
+export interface RosterError {
+  readonly code: string;
+  readonly message: string;
+  readonly at: string;
+}
+
+/** The roster's word on the last outcome: only a failure, and only its first line (slot_status has it whole). */
+export function rosterError(outcome: SlotOutcome | undefined): RosterError | null {
+  if (outcome === undefined || outcome.ok) return null;
+  const line = (outcome.error ?? "").split("\n", 1)[0]!;
+  return { code: outcome.code ?? "slot.failed", message: line.length > 200 ? `${line.slice(0, 199)}…` : line, at: outcome.at };
 }
 
 const HEALTH_TIMEOUT_MS = 1000;
@@ -59,20 +75,20 @@ export function statusOf(slot: ResolvedSlot, seen: ObservedSlot | undefined): Sl
   return slot.enabled ? "stopped" : "disabled";
 }
 
-export function rosterEntry(slot: ResolvedSlot, id: string, seen: ObservedSlot | undefined): RosterEntry {
+export function rosterEntry(slot: ResolvedSlot, id: string, seen: ObservedSlot | undefined, outcome: SlotOutcome | undefined): RosterEntry {
   return {
     name: slot.name, id, profile: slot.profile, model: slot.model ?? null, type: slot.type, port: slot.port, device: slot.device,
-    enabled: slot.enabled, pinned: slot.pinned, priority: slot.priority, status: statusOf(slot, seen),
+    enabled: slot.enabled, pinned: slot.pinned, priority: slot.priority, status: statusOf(slot, seen), last_error: slot.enabled ? rosterError(outcome) : null,
     tune_effective: slot.tune_effective, tune_unavailable: slot.tune_unavailable,
   };
 }
 
-/** The whole roster, by name, with stable ids (new slots get theirs here). */
+/** The whole roster, by name, with stable ids (new slots get theirs here) and each slot's last failure. */
 export async function roster(box: BoxService, model: Model, observed?: Liveness): Promise<RosterEntry[]> {
-  const seen = observed ?? (await observeLiveness(box, model));
+  const [seen, outcomes] = await Promise.all([observed ?? observeLiveness(box, model), box.state.readOutcomes()]);
   const slots = Object.values(model.slots);
   const ids = slotIds(box.db).ensure(slots.map((s) => s.name));
-  return slots.map((s) => rosterEntry(s, ids.get(s.name)!, seen.get(s.name)));
+  return slots.map((s) => rosterEntry(s, ids.get(s.name)!, seen.get(s.name), outcomes[s.name]));
 }
 
 export interface RosterReply {
@@ -114,7 +130,7 @@ export async function slotDetail(box: BoxService, model: Model, slot: ResolvedSl
   const [health, outcomes] = await Promise.all([probeHealth(seen, await box.driver(model)), box.state.readOutcomes()]);
   const record = seen?.record;
   return {
-    ...rosterEntry(slot, slotIds(box.db).idOf(slot.name), seen),
+    ...rosterEntry(slot, slotIds(box.db).idOf(slot.name), seen, outcomes[slot.name]),
     file: slot.file,
     drift: slot.drift,
     gpu_index: slot.gpu_index,

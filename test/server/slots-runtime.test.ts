@@ -1,4 +1,5 @@
-import { cpSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:net";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -66,5 +67,27 @@ describe("slot restart and runtime reads", () => {
     expect(locked.status).toBe(409);
     expect(locked.body.error).toMatchObject({ code: "apply.locked", details: { holder: { command: "hal0 apply" } } });
     expect(locked.body.error.message).toContain("hal0 apply");
+    rmSync(lock);
+  });
+
+  it("the roster says why an enabled slot is not running (last_error, the failed step's code and first line) until a step on it succeeds", async () => {
+    const blocker = createServer();
+    await new Promise<void>((resolve) => blocker.listen(PORT + 1, "127.0.0.1", resolve));
+    try {
+      expect((await s.call("PUT", "/api/slots/utility/config", { body: { port: PORT + 1 } })).status).toBe(200);
+      const failed = await s.call("POST", "/api/slots/utility/restart");
+      expect(failed.body.error, JSON.stringify(failed.body)).toMatchObject({ code: "slot.port_in_use", details: { step: { ok: false } } });
+      const line = (await s.call("GET", "/api/slots")).body.slots.find((x: any) => x.name === "utility");
+      expect(line).toMatchObject({ status: "stopped", last_error: { code: "slot.port_in_use" } });
+      expect(line.last_error.message).toContain(`port ${PORT + 1} is already in use`);
+      expect(line.last_error.message).not.toContain("\n");
+      expect((await s.call("GET", "/api/slots")).body.slots.find((x: any) => x.name === "vision").last_error).toBeNull();
+    } finally {
+      await new Promise((resolve) => blocker.close(resolve));
+    }
+    expect((await s.call("POST", "/api/slots/utility/restart")).body.result).toMatchObject({ ok: true });
+    // The roster is read again past its liveness window.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    expect((await s.call("GET", "/api/slots")).body.slots.find((x: any) => x.name === "utility")).toMatchObject({ status: "running", last_error: null });
   });
 });
