@@ -1,6 +1,6 @@
 // Sources and loading (the compiler's only I/O)
 export { sourceTree, type SourceTree } from "./sources.js";
-export { loadTree, ConfigNotFoundError, configNotFoundMessage, type LoadResult } from "./load.js";
+export { loadTree, readTreeFile, startsWithBom, ConfigNotFoundError, configNotFoundMessage, type LoadResult } from "./load.js";
 
 // Compiling
 export { compile, defaultSettings, treeDigest, type CompileFacts } from "./compile.js";

@@ -1,5 +1,5 @@
 import { readFileSync, statSync, type Dirent } from "node:fs";
-import { readdir, stat } from "node:fs/promises";
+import { open, readdir, readFile, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Diagnostic } from "../schema/index.js";
 import { sourceTree, type SourceTree } from "./sources.js";
@@ -13,6 +13,34 @@ export interface LoadResult {
   tree: SourceTree;
   /** Files that could not be read or are not UTF-8 (`config.read_error`). */
   diagnostics: Diagnostic[];
+}
+
+/**
+ * One file of the tree as `loadTree` reads it — UTF-8, its byte-order mark
+ * (if any) dropped — or null when it is missing or not such text: what a
+ * writer compares with the text it planned from.
+ */
+export async function readTreeFile(path: string): Promise<string | null> {
+  const bytes = await readFile(path).catch(() => null);
+  if (bytes === null) return null;
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    return null;
+  }
+}
+
+/** Whether the file at `path` starts with a UTF-8 byte-order mark (which `loadTree` drops and a write puts back). */
+export async function startsWithBom(path: string): Promise<boolean> {
+  const handle = await open(path, "r").catch(() => undefined);
+  if (handle === undefined) return false;
+  try {
+    const head = Buffer.alloc(3);
+    const { bytesRead } = await handle.read(head, 0, 3, 0);
+    return bytesRead === 3 && head[0] === 0xef && head[1] === 0xbb && head[2] === 0xbf;
+  } finally {
+    await handle.close();
+  }
 }
 
 /** Thrown only when the folder itself is missing: a usage error, not a diagnostic. */

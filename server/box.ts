@@ -1,10 +1,10 @@
-import { mkdir, readFile, rm } from "node:fs/promises";
+import { mkdir, rm } from "node:fs/promises";
 import { watch, type FSWatcher } from "chokidar";
 import { dirname, join } from "node:path";
 import { packageRoot } from "../reconciler/package-root.js";
 import { applyChangeSet, ChangeSetError, movedFiles, revisionFiles, type AppliedChangeSet, type ChangeSet } from "../compiler/changeset.js";
 import { checkChange } from "../compiler/change-checks.js";
-import { compile, hashOf, type CompileResult, type Model, type SourceTree } from "../compiler/index.js";
+import { compile, hashOf, readTreeFile, startsWithBom, type CompileResult, type Model, type SourceTree } from "../compiler/index.js";
 import { removeStaleTemps } from "../reconciler/atomic.js";
 import { TREE_FOLDERS, TreeCache } from "../reconciler/tree-cache.js";
 import { compileWithRunners, runnerErrors } from "../reconciler/runner-observe.js";
@@ -263,7 +263,7 @@ export class BoxService {
       if (files.length > 0) {
         const moved: string[] = [];
         for (const f of files) {
-          const now = await readFile(join(this.root, f.file), "utf8").catch(() => null);
+          const now = await readTreeFile(join(this.root, f.file));
           if (now !== f.before) moved.push(f.file);
         }
         if (moved.length > 0) throw new ApiError("config.stale", `changed on disk since the change was planned: ${moved.join(", ")}`, { files: moved });
@@ -359,7 +359,8 @@ async function removeStaleTempsFor(root: string, files: readonly string[]): Prom
  * Writes one file of the tree as its owner arranged it: a symbolic link
  * stays a link (the file it leads to is written), a file keeps its mode and
  * owner (a slot file made 0600 by hand stays 0600); a new file is 0644, and
- * 0600 in a private folder, where a file never keeps bits for others.
+ * 0600 in a private folder, where a file never keeps bits for others; a
+ * UTF-8 byte-order mark stays.
  * `null` removes the entry (a link, not what it leads to).
  */
 async function writeOrRemove(root: string, file: string, text: string | null): Promise<void> {
@@ -367,7 +368,8 @@ async function writeOrRemove(root: string, file: string, text: string | null): P
   if (text === null) return rm(path, { force: true });
   const restricted = PRIVATE_FOLDERS.has(file.split("/")[0]!) && file.includes("/");
   await mkdir(dirname(path), { recursive: true, mode: restricted ? 0o700 : 0o777 });
-  await replaceFileKeeping(path, text, restricted ? { newMode: 0o600, maxMode: 0o700 } : { newMode: 0o644 });
+  const bom = (await startsWithBom(path)) ? "\ufeff" : ""; // the loader drops it; the file keeps it
+  await replaceFileKeeping(path, bom + text, restricted ? { newMode: 0o600, maxMode: 0o700 } : { newMode: 0o644 });
 }
 
 /** Which runtime a model's slots run on: one driver per key. */

@@ -1,6 +1,6 @@
 import { createHash } from "node:crypto";
 import { constants, createReadStream, createWriteStream, type Stats } from "node:fs";
-import { access, mkdir, readFile, realpath, rename, rmdir, stat, unlink } from "node:fs/promises";
+import { access, mkdir, realpath, rename, rmdir, stat, unlink } from "node:fs/promises";
 import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
@@ -8,7 +8,7 @@ import { z } from "zod";
 import type { ChangeSet, FileEdit } from "../../compiler/changeset.js";
 import { editModelEdits } from "../../compiler/edits/models.js";
 import { effectiveSettings, mergeEdits, readSettingsDoc, SETTINGS_FILE } from "../../compiler/edits/settings.js";
-import type { Model } from "../../compiler/index.js";
+import { readTreeFile, type Model } from "../../compiler/index.js";
 import type { BoxService, Proposal } from "../box.js";
 import { guardOperatorOnly } from "../dispatch.js";
 import { ApiError } from "../errors.js";
@@ -331,7 +331,7 @@ async function copyOne(t: Transfer, made: Made): Promise<string> {
 async function landed(root: string, proposal: Proposal): Promise<boolean> {
   if (proposal.applied.files.length === 0) return false;
   for (const f of proposal.applied.files) {
-    const now = await readFile(join(root, f.file), "utf8").catch(() => null);
+    const now = await readTreeFile(join(root, f.file));
     if (now !== f.after) return false;
   }
   return true;

@@ -1,4 +1,4 @@
-import { chmodSync, lstatSync, mkdtempSync, readdirSync, readFileSync, renameSync, statSync, symlinkSync } from "node:fs";
+import { chmodSync, lstatSync, mkdtempSync, readdirSync, readFileSync, renameSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -55,5 +55,23 @@ describe("writes to the config tree keep what its owner arranged", () => {
     const created = await s.call("POST", "/api/slots", { body: { name: "extra", profile: "cpu-small", model: "qwen3-4b", port: 8150, enabled: false } });
     expect(created.status, JSON.stringify(created.body)).toBe(201);
     expect(modeOf(join(s.config, "slots/extra.toml"))).toBe(0o644 & ~process.umask());
+  });
+
+  it("a file that starts with a UTF-8 byte-order mark can be edited (it was config.stale on every write) and keeps the mark; CRLF line ends stay", async () => {
+    const coder = join(s.config, "slots/coder.toml");
+    const before = readFileSync(coder);
+    writeFileSync(coder, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), before]));
+    const put = await s.call("PUT", "/api/slots/coder/config", { body: { priority: 33 } });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    const after = readFileSync(coder);
+    expect([...after.subarray(0, 3)]).toEqual([0xef, 0xbb, 0xbf]);
+    expect(after.subarray(3).toString("utf8")).toMatch(/^priority = 33$/m);
+    expect(after.subarray(3).toString("utf8").charCodeAt(0)).not.toBe(0xfeff); // one mark, not two
+    const chat = join(s.config, "slots/chat.toml");
+    writeFileSync(chat, readFileSync(chat, "utf8").replace(/\n/g, "\r\n"));
+    expect((await s.call("PUT", "/api/slots/chat/config", { body: { priority: 34 } })).status).toBe(200);
+    const text = readFileSync(chat, "utf8");
+    expect(text).toMatch(/^priority = 34\r$/m);
+    expect(text.split("\n").slice(0, -1).every((line) => line.endsWith("\r"))).toBe(true);
   });
 });
