@@ -18,10 +18,13 @@ Plans (or loads a saved plan), shows it, asks, and converges the box: stops and
 deletes first, then starts, each slot health-gated. One apply at a time.
   --plan FILE   apply a plan saved by 'hal0 plan --out'; refused when stale (plan.stale)
   --yes         do not ask
+SIGINT or SIGTERM while it runs: no further step starts, the steps under way finish (a
+start stops waiting for /health and leaves its runner running), then the summary; a second
+signal stops hal0 at once.
 Exit status: 0 every step succeeded (or nothing to do), 1 a step failed, the apply was
-cancelled or refused (plan.stale, plan.invalid, apply.locked, config.not_found, a tree with
-errors, runtime.unavailable), 64 usage error (also: changes to confirm and no terminal to ask
-on; pass --yes).`;
+cancelled, interrupted or refused (plan.stale, plan.invalid, apply.locked, config.not_found,
+a tree with errors, runtime.unavailable), 64 usage error (also: changes to confirm and no
+terminal to ask on; pass --yes).`;
 
 /** `hal0 apply`: exit 0 when every step succeeded, 1 when one failed, or the plan was cancelled or refused. */
 export async function runApply(args: string[], io: CliIo): Promise<number> {
@@ -50,7 +53,7 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
     io.stdout.write("Apply cancelled.\n");
     return EXIT_ERROR;
   }
-  return done.outcome === "failed" ? EXIT_ERROR : EXIT_OK;
+  return done.outcome === "failed" || done.outcome === "interrupted" ? EXIT_ERROR : EXIT_OK;
 }
 
 /** A plan saved by `hal0 plan --out`; it applies only to the config and box it was made from (converge refuses it with `plan.stale` otherwise). */

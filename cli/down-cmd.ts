@@ -38,5 +38,5 @@ export async function runDown(args: string[], io: CliIo): Promise<number> {
   if (serving?.reconcile) {
     io.stderr.write(`note: ${serveLabel(serving)} runs the reconcile loop on this state folder: its next sweep starts the enabled slots again; stop it first to keep the box down\n`);
   }
-  return done.outcome === "failed" ? EXIT_ERROR : EXIT_OK;
+  return done.outcome === "failed" || done.outcome === "interrupted" ? EXIT_ERROR : EXIT_OK;
 }

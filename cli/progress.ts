@@ -1,4 +1,5 @@
 import { converge, type Converged, type ConvergeOptions } from "../reconciler/converge.js";
+import { INTERRUPTED } from "../reconciler/drivers/driver.js";
 import type { ExecEvent, StepResult } from "../reconciler/execute.js";
 import type { Box } from "./box.js";
 import type { CliIo } from "./io.js";
@@ -8,10 +9,65 @@ import type { CliIo } from "./io.js";
  * the closing summary when anything ran (the caller's `review` prints the
  * plan and asks).
  */
-export async function convergeWithProgress(box: Pick<Box, "model" | "driver" | "state" | "hermesCredentials">, io: CliIo, options: Omit<ConvergeOptions, "onEvent">): Promise<Converged> {
-  const done = await converge({ model: box.model, driver: box.driver, state: box.state, hermesCredentials: box.hermesCredentials }, { ...options, onEvent: progressReporter(io) });
-  if (done.results.length > 0) io.stdout.write(`${formatResults(done.results)}\n`);
-  return done;
+export async function convergeWithProgress(box: Pick<Box, "model" | "driver" | "state" | "hermesCredentials">, io: CliIo, options: Omit<ConvergeOptions, "onEvent" | "signal">): Promise<Converged> {
+  const interrupt = new Interrupt(io);
+  try {
+    const done = await converge({ model: box.model, driver: box.driver, state: box.state, hermesCredentials: box.hermesCredentials }, {
+      ...options,
+      onEvent: progressReporter(io),
+      signal: interrupt.signal,
+      // Armed once the plan is accepted: a Ctrl-C at the question still ends hal0 at once, as before.
+      review: async (plan) => {
+        const go = options.review ? await options.review(plan) : true;
+        if (go && plan.has_changes) interrupt.arm();
+        return go;
+      },
+    });
+    if (done.results.length > 0) io.stdout.write(`${formatResults(done.results)}\n`);
+    return done;
+  } finally {
+    interrupt.disarm();
+  }
+}
+
+/**
+ * SIGINT and SIGTERM while an apply or down runs. The first aborts the
+ * converge: no further step starts, the steps under way finish (a start's
+ * wait for `/health` ends at once, its runner left running), the outcome is
+ * recorded and the lock released, and the command ends with the summary
+ * (exit 1). The second ends hal0 at once, by that signal; the inventory
+ * already holds every runner started, and the next apply takes over the
+ * lock of the dead holder.
+ */
+class Interrupt {
+  private readonly controller = new AbortController();
+  private armed = false;
+  readonly signal = this.controller.signal;
+  constructor(private readonly io: CliIo) {}
+
+  private readonly onSignal = (sig: NodeJS.Signals): void => {
+    if (!this.controller.signal.aborted) {
+      this.controller.abort();
+      this.io.stderr.write(`\nhal0: ${sig}: no further step starts; the steps under way finish and runners already started are left running (the next apply or sweep checks them). ${sig} again stops hal0 at once.\n`);
+      return;
+    }
+    this.disarm();
+    process.kill(process.pid, sig);
+  };
+
+  arm(): void {
+    if (this.armed) return;
+    this.armed = true;
+    process.on("SIGINT", this.onSignal);
+    process.on("SIGTERM", this.onSignal);
+  }
+
+  disarm(): void {
+    if (!this.armed) return;
+    this.armed = false;
+    process.off("SIGINT", this.onSignal);
+    process.off("SIGTERM", this.onSignal);
+  }
 }
 
 /**
@@ -39,10 +95,12 @@ export function progressReporter(io: CliIo): (event: ExecEvent) => void {
 
 /** The closing lines of an apply: counts, then each failure with its code and reason. */
 export function formatResults(results: readonly StepResult[]): string {
-  const failed = results.filter((r) => !r.ok);
+  const failed = results.filter((r) => !r.ok && r.code !== INTERRUPTED);
+  const left = results.filter((r) => r.code === INTERRUPTED);
   const count = (action: string) => results.filter((r) => r.ok && r.action === action).length;
-  const head = `Apply ${failed.length ? "finished with errors" : "complete"}: ${count("create")} created, ${count("replace")} replaced, ${count("delete")} deleted, ${count("update")} updated, ${failed.length} failed.`;
-  return [head, ...failed.map((r) => `  ✗ ${r.address} (${r.action}): ${r.code}: ${r.error}`)].join("\n");
+  const done = `${count("create")} created, ${count("replace")} replaced, ${count("delete")} deleted, ${count("update")} updated, ${failed.length} failed`;
+  const head = left.length > 0 ? `Apply interrupted: ${done}, ${left.length} left to the next apply.` : `Apply ${failed.length ? "finished with errors" : "complete"}: ${done}.`;
+  return [head, ...failed.map((r) => `  ✗ ${r.address} (${r.action}): ${r.code}: ${r.error}`), ...left.map((r) => `  - ${r.address} (${r.action}): ${r.error}`)].join("\n");
 }
 
 function seconds(ms: number): string {

@@ -4,6 +4,7 @@ import type { Backoff } from "./backoff.js";
 import { refreshConditions } from "./conditions-store.js";
 import { describeMoves } from "./digest.js";
 import type { SlotDriver } from "./drivers/driver.js";
+import { INTERRUPTED } from "./drivers/driver.js";
 import { executePlan, type ExecEvent, type StepResult } from "./execute.js";
 import { acquireLock } from "./lock.js";
 import { observe } from "./observe.js";
@@ -60,10 +61,12 @@ export interface ConvergeOptions {
   readonly parallel?: number;
   readonly onEvent?: (event: ExecEvent) => void;
   readonly now?: () => number;
+  /** Interrupts the apply (executePlan's `signal`): the outcome is then `interrupted`, the lock released as always. */
+  readonly signal?: AbortSignal;
 }
 
 export interface Converged {
-  readonly outcome: "nothing_to_do" | "converged" | "failed" | "cancelled";
+  readonly outcome: "nothing_to_do" | "converged" | "failed" | "cancelled" | "interrupted";
   /** What the planner said (or the saved plan). */
   readonly plan: Plan;
   /** What ran: the plan minus the changes held back. */
@@ -100,11 +103,12 @@ export async function converge(target: ConvergeTarget, options: ConvergeOptions)
     const results = await executePlan(runnable, {
       driver: target.driver, state: target.state, cwd: target.model.root, onEvent: options.onEvent, now,
       hermesCredentials: target.hermesCredentials,
-      healthTimeoutS: slots.health_timeout_s, stopGraceS: slots.stop_grace_s, parallel: options.parallel ?? slots.parallel,
+      healthTimeoutS: slots.health_timeout_s, stopGraceS: slots.stop_grace_s, parallel: options.parallel ?? slots.parallel, signal: options.signal,
     });
     if (options.backoff) recordOutcomes(options.backoff, runnable, results, now());
     await refreshAfter(target, options.conditions ?? "probe", now);
-    return { outcome: results.every((r) => r.ok) ? "converged" : "failed", plan, runnable, deferred, results, observed };
+    const outcome = results.some((r) => r.code === INTERRUPTED) ? "interrupted" : results.every((r) => r.ok) ? "converged" : "failed";
+    return { outcome, plan, runnable, deferred, results, observed };
   } finally {
     await release();
   }

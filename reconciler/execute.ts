@@ -1,6 +1,6 @@
 import { hashOf } from "../compiler/index.js";
 import { PARALLEL_DEFAULT, slotNameOf, type Change, type HermesChange, type Plan, type SettingsChange, type SlotChange } from "../schema/index.js";
-import { DriverError, type SlotDriver, type StartPhase } from "./drivers/driver.js";
+import { DriverError, INTERRUPTED, type SlotDriver, type StartPhase } from "./drivers/driver.js";
 import { convergeHermesFile } from "./hermes-files.js";
 import { hermesIdentity } from "./hermes-plan.js";
 import { fillBearer } from "./hermes-wire.js";
@@ -44,6 +44,14 @@ export interface ExecuteOptions {
   readonly hermesCredentials?: HermesCredentials;
   /** Injected for tests; wall clock otherwise. */
   readonly now?: () => number;
+  /**
+   * An interrupted apply (the CLI's first SIGINT or SIGTERM): no step starts
+   * after it aborts — each is reported `apply.interrupted`, "not started" —
+   * the steps under way finish, except a start's wait for `/health`, which
+   * ends at once with its runner left running (and in the inventory).
+   * Neither records an outcome: hal0 did not finish a step there.
+   */
+  readonly signal?: AbortSignal;
 }
 
 /**
@@ -75,21 +83,27 @@ export async function executePlan(plan: Pick<Plan, "changes">, opts: ExecuteOpti
   const gates = new Map<string, Gate>();
   const gateOf = (machine: string) => gates.get(machine) ?? gates.set(machine, gate(limit)).get(machine)!;
   // Stops take their places in the bound first (in the plan's order), then the starts as their stops finish.
-  const stopped = new Map(stops.map((c) => [c.address, bounded(gateOf(machineOf(c.before)), (release) => stopStep(c, options).finally(release))] as const));
+  const unlessInterrupted = (c: Change, step: () => Promise<StepResult>): Promise<StepResult> => (opts.signal?.aborted ? Promise.resolve(notStarted(c)) : step());
+  const stopped = new Map(stops.map((c) => [c.address, bounded(gateOf(machineOf(c.before)), (release) => unlessInterrupted(c, () => stopStep(c, options)).finally(release))] as const));
   const started = starts.map(async (c): Promise<StepResult | undefined> => {
     const own = stopped.get(c.address);
     if (own !== undefined && !(await own).ok) return undefined; // reported as the stop's failure
     await Promise.all(stops.filter((s) => s !== c && frees(s, c)).map((s) => stopped.get(s.address)));
-    return bounded(gateOf(machineOf(c.after)), (release) => startStep(c, options, release).finally(release));
+    return bounded(gateOf(machineOf(c.after)), (release) => unlessInterrupted(c, () => startStep(c, options, release)).finally(release));
   });
   const stopResults = await Promise.all(stopped.values());
   const results = stopResults.filter((r) => r.action === "delete" || !r.ok);
   for (const result of await Promise.all(started)) if (result !== undefined) results.push(result);
   const settings = plan.changes.find((c): c is SettingsChange => c.kind === "settings" && c.action !== "no-op");
-  if (settings) results.push(await settingsStep(settings, options));
+  if (settings) results.push(await unlessInterrupted(settings, () => settingsStep(settings, options)));
   const hermes = plan.changes.filter((c): c is HermesChange => c.kind === "hermes" && c.action === "update");
-  results.push(...(await inParallel(hermes, limit, (c) => hermesStep(c, options))));
+  results.push(...(await inParallel(hermes, limit, (c) => unlessInterrupted(c, () => hermesStep(c, options)))));
   return results.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
+}
+
+/** A step an interrupted apply did not begin: nothing was done, no outcome is recorded. */
+function notStarted(change: Change): StepResult {
+  return { address: change.address, action: change.action, ok: false, code: INTERRUPTED, error: "not started: the apply was interrupted", elapsed_ms: 0 };
 }
 
 /**
@@ -145,12 +159,13 @@ async function startStep(change: SlotChange, o: Ctx, release: () => void): Promi
     // even if this apply is killed before the slot turns healthy.
     const added = await o.serial(() => addToInventory(o.state, name, view.spec.runtime, o.now ?? Date.now));
     try {
-      await driver.start(name, view, { healthTimeoutS: o.healthTimeoutS, cwd: o.cwd, onPhase: (phase) => {
+      await driver.start(name, view, { healthTimeoutS: o.healthTimeoutS, cwd: o.cwd, signal: o.signal, onPhase: (phase) => {
         if (phase === "starting") release();
         emit(phase);
       } });
     } catch (err) {
-      if (added) await o.serial(() => removeFromInventory(o.state, name));
+      // An interrupted health wait leaves the runner running: it stays ours, in the inventory.
+      if (added && !(err instanceof DriverError && err.code === INTERRUPTED)) await o.serial(() => removeFromInventory(o.state, name));
       throw err;
     }
     await o.serial(() => recordAppliedSpec(o.state, name, view.spec_hash));
@@ -207,6 +222,8 @@ async function timed(change: Change, o: Ctx, body: (emit: (phase: ExecEvent["pha
     result = { address: change.address, action: change.action, ok: false, code, error: (err as Error).message, elapsed_ms: now() - t0 };
     emit("failed", `${code}: ${(err as Error).message}`);
   }
+  // A start cut short by an interrupt did not end: its slot's last outcome stays the one before.
+  if (result.code === INTERRUPTED) return result;
   // Keyed by slot name for slots, by address (`settings`, `hermes.<p>`) for the others.
   const outcome = { ok: result.ok, action: change.action, code: result.code, error: result.error, at: new Date(now()).toISOString() };
   await o.serial(() => o.state.recordOutcome(change.kind === "slot" ? slotNameOf(change.address) : change.address, outcome));

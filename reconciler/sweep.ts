@@ -107,7 +107,8 @@ export class Sweeper {
       }
       throw err;
     }
-    const outcome = done.outcome === "nothing_to_do" || done.outcome === "cancelled" ? "nothing_to_do" : done.outcome;
+    // (A sweep is not interrupted: it gets no signal; a stop waits for it.)
+    const outcome = done.outcome === "nothing_to_do" || done.outcome === "cancelled" ? "nothing_to_do" : done.outcome === "interrupted" ? "failed" : done.outcome;
     return { at, outcome, diagnostics: [], plan: done.plan, results: done.results, deferred: done.deferred };
   }
 

@@ -1,7 +1,7 @@
 import "./docker-deps.js"; // first: defers the parts of dockerode hal0 never uses
 import Dockerode from "dockerode";
 import type { ObservedSlot, SlotView } from "../observed.js";
-import { DriverError, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
+import { DriverError, interruptedStart, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
 import { boxFilter, containerName, hostMounts, type BindMount, labelledAs, logTailOf, observedFrom, slotLabels } from "./docker-container.js";
 import { engineStatus, exitNote, ignore, imageMissingMessage, notOursMessage, whenExited } from "./docker-engine.js";
 import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
@@ -85,8 +85,9 @@ export class DockerDriver implements SlotDriver {
       // After the start: "not running" then means it ran and exited, however fast.
       const exited = whenExited(container, abort.signal);
       options.onPhase?.("starting");
-      const outcome = await waitHealthy(spec.port, spec.health_path, { exited }, options.healthTimeoutS * 1000, options.onPhase);
+      const outcome = await waitHealthy(spec.port, spec.health_path, { exited }, options.healthTimeoutS * 1000, options.onPhase, options.signal);
       if (outcome.kind === "ready") return {};
+      if (outcome.kind === "interrupted") throw interruptedStart(name, spec.port, spec.health_path, `container ${containerName(name)}`);
       const logs = await this.logNote(container);
       if (outcome.kind === "exited") {
         await container.remove({ force: true }).catch(() => undefined);

@@ -16,6 +16,20 @@ export interface StartOptions {
   /** Working folder for relative paths in argv: the config folder. */
   readonly cwd: string;
   readonly onPhase?: (phase: StartPhase) => void;
+  /**
+   * An interrupted apply: the wait for `/health` ends at once and the runner
+   * is left running, recorded, for the next apply or sweep to judge
+   * (DriverError `apply.interrupted`). Nothing already started is undone.
+   */
+  readonly signal?: AbortSignal;
+}
+
+/** The code of a step an interrupted apply did not start or did not see to its end. */
+export const INTERRUPTED = "apply.interrupted";
+
+/** The error of a start whose health wait an interrupted apply ended: the runner is left running. */
+export function interruptedStart(name: string, port: number, path: string, what: string): DriverError {
+  return new DriverError(INTERRUPTED, `slot ${name}: the apply was interrupted while it waited for GET ${path} on port ${port}; ${what} is left running, and the next apply or sweep checks it`);
 }
 
 /** Why a start or stop failed, with a registry code (`slot.port_in_use`, `slot.spawn_failed`, `slot.health_failed`). */
@@ -57,4 +71,11 @@ export interface SlotDriver {
 /** Whether observe probes this running slot's `/health` under `options`. */
 export function wantsProbe(options: ObserveOptions, slot: Pick<ObservedSlot, "name" | "record">): boolean {
   return options.health !== false && (options.probe === undefined || options.probe(slot));
+}
+
+/** Resolves when `signal` aborts; never without one. */
+export function abortedPromise(signal: AbortSignal | undefined): Promise<void> {
+  if (signal === undefined) return new Promise<void>(() => undefined);
+  if (signal.aborted) return Promise.resolve();
+  return new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
 }

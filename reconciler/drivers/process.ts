@@ -1,7 +1,7 @@
 import { mkdir, readdir } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ObservedSlot, SlotView } from "../observed.js";
-import { DriverError, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
+import { DriverError, interruptedStart, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
 import { healthOf, httpStatus, isLive, isOurs, portHolderOf, portInUseMessage, procStat } from "./proc.js";
 import { describeExit, spawnRunner, waitHealthy, type Spawned } from "./runner.js";
 import { markedRunners, markerEnv } from "./process-orphans.js";
@@ -56,8 +56,9 @@ export class ProcessDriver implements SlotDriver {
       await writeRecord(paths.record, { pid: spawned.pid, pid_start: stat.startTime, view, started_at: new Date().toISOString(), log: paths.log });
     }
     options.onPhase?.("starting");
-    const outcome = await waitHealthy(spec.port, spec.health_path, spawned, options.healthTimeoutS * 1000, options.onPhase);
+    const outcome = await waitHealthy(spec.port, spec.health_path, spawned, options.healthTimeoutS * 1000, options.onPhase, options.signal);
     if (outcome.kind === "ready") return { pid: spawned.pid };
+    if (outcome.kind === "interrupted") throw interruptedStart(name, spec.port, spec.health_path, `pid ${spawned.pid}`);
     if (outcome.kind === "exited") {
       await removeRecord(paths.record);
       throw new DriverError("slot.spawn_failed", `slot ${name}: \`${spec.argv[0]}\` (pid ${spawned.pid}) ${describeExit(outcome.exit)} before it was healthy${await tailNote(paths.log, spawned)}`);

@@ -3,7 +3,7 @@ import { accessSync, constants, statSync } from "node:fs";
 import { open } from "node:fs/promises";
 import { delimiter, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { DriverError, type StartPhase } from "./driver.js";
+import { abortedPromise, DriverError, type StartPhase } from "./driver.js";
 import { lazyChildProcess } from "./builtins.js";
 import { httpStatus } from "./proc.js";
 import { findPackageRoot } from "../package-root.js";
@@ -149,7 +149,9 @@ export async function spawnRunner(argv: readonly string[], cwd: string, env: Nod
 export type HealthOutcome =
   | { readonly kind: "ready" }
   | { readonly kind: "exited"; readonly exit: RunnerExit }
-  | { readonly kind: "timeout"; readonly lastStatus: number | undefined };
+  | { readonly kind: "timeout"; readonly lastStatus: number | undefined }
+  /** `signal` aborted (an apply interrupted): the runner is left as it is. */
+  | { readonly kind: "interrupted" };
 
 const POLL_MS = 100;
 const PROBE_TIMEOUT_MS = 1000;
@@ -159,13 +161,15 @@ const PROBE_TIMEOUT_MS = 1000;
  * at once, not at the next poll) or `timeoutMs` passes (`timeout`). Phases:
  * `warming` once, on the first 503; `ready` on 200.
  */
-export async function waitHealthy(port: number, path: string, spawned: Pick<Spawned, "exited">, timeoutMs: number, onPhase?: (phase: StartPhase) => void): Promise<HealthOutcome> {
+export async function waitHealthy(port: number, path: string, spawned: Pick<Spawned, "exited">, timeoutMs: number, onPhase?: (phase: StartPhase) => void, signal?: AbortSignal): Promise<HealthOutcome> {
   const deadline = Date.now() + timeoutMs;
   let exit: RunnerExit | undefined;
   void spawned.exited.then((e) => (exit = e));
+  const aborted = abortedPromise(signal);
   let warming = false;
   let lastStatus: number | undefined;
   while (exit === undefined) {
+    if (signal?.aborted) return { kind: "interrupted" };
     const left = deadline - Date.now();
     if (left <= 0) return { kind: "timeout", lastStatus };
     const status = await httpStatus(port, path, Math.min(PROBE_TIMEOUT_MS, left));
@@ -180,7 +184,7 @@ export async function waitHealthy(port: number, path: string, spawned: Pick<Spaw
       warming = true;
       onPhase?.("warming");
     }
-    await Promise.race([sleep(Math.min(POLL_MS, Math.max(0, deadline - Date.now()))), spawned.exited]);
+    await Promise.race([sleep(Math.min(POLL_MS, Math.max(0, deadline - Date.now()))), spawned.exited, aborted]);
   }
   return { kind: "exited", exit };
 }

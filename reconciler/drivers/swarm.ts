@@ -2,7 +2,7 @@ import "./docker-deps.js"; // first: defers the parts of dockerode hal0 never us
 import Dockerode from "dockerode";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
-import { DriverError, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
+import { abortedPromise, DriverError, interruptedStart, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
 import { LABEL, boxFilter, containerName, fileMounts, labelledAs, logTailOf, parseView } from "./docker-container.js";
 import { engineStatus, ignore, notOursMessage } from "./docker-engine.js";
 import { healthOf, httpStatus, acceptsConnections } from "./proc.js";
@@ -122,6 +122,7 @@ export class SwarmDriver implements SlotDriver {
     options.onPhase?.("starting");
     const outcome = await this.waitReady(name, view, options);
     if (outcome.ok) return {};
+    if (outcome.code === "apply.interrupted") throw interruptedStart(name, view.spec.port, view.spec.health_path, `service ${svc}`);
     await this.removeService(name).catch(() => undefined);
     throw new DriverError(outcome.code, `${outcome.message}; removed ${svc}`);
   }
@@ -151,7 +152,9 @@ export class SwarmDriver implements SlotDriver {
     let nodes = new Map<string, ObservedNode>();
     let warming = false;
     let last = "no task yet";
+    const aborted = abortedPromise(options.signal);
     while (Date.now() < deadline) {
+      if (options.signal?.aborted) return { ok: false, code: "apply.interrupted", message: "" };
       const tasks = ((await this.docker.listTasks({ filters: { service: [svc] } }).catch(() => [])) as ListedTask[])
         .sort((a, b) => ((a.Status.Timestamp ?? "") < (b.Status.Timestamp ?? "") ? 1 : -1));
       // A node that refuses the task (no such image, a bind source missing) will refuse it again: at once.
@@ -189,7 +192,7 @@ export class SwarmDriver implements SlotDriver {
           }
         }
       }
-      await sleep(POLL_MS);
+      await Promise.race([sleep(POLL_MS), aborted]);
     }
     return { ok: false, code: "slot.health_failed", message: `slot ${name}: GET ${health_path} did not return 200 within ${options.healthTimeoutS} s (${last})` };
   }

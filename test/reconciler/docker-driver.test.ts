@@ -251,4 +251,22 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(err!.message).toMatch(/did not return 200 within 1 s \(last answer 503\); stopped and removed hal0-slot-/);
     expect(await gone(name)).toBe(true);
   });
+
+  it("an interrupted apply ends the wait for /health at once and leaves the container running: apply.interrupted", async () => {
+    const name = slotName("interrupted");
+    const controller = new AbortController();
+    const phases: string[] = [];
+    const waiting = driver.start(name, dockerViewFor({ port: await freePort(), root, env: { HAL0_FAKE_LOAD_MS: "60000" } }), {
+      healthTimeoutS: 60, cwd: root, signal: controller.signal,
+      onPhase: (p) => {
+        phases.push(p);
+        if (p === "warming") controller.abort();
+      },
+    }).then(() => undefined, (e: unknown) => e as DriverError);
+    const err = await waiting;
+    expect(phases).toEqual(["starting", "warming"]);
+    expect(err?.code).toBe("apply.interrupted");
+    expect(err!.message).toMatch(/interrupted while it waited for GET \/health on port \d+; container hal0-slot-\S+ is left running/);
+    expect((await inspect(name)).State.Running).toBe(true);
+  });
 });

@@ -1,0 +1,131 @@
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterEach, describe, expect, it } from "vitest";
+import { main } from "../../cli/index.js";
+import { compile, loadTree } from "../../compiler/index.js";
+import { ProcessDriver } from "../../reconciler/drivers/process.js";
+import { markedRunners } from "../../reconciler/drivers/process-orphans.js";
+import { executePlan } from "../../reconciler/execute.js";
+import { observe } from "../../reconciler/observe.js";
+import { planChanges } from "../../reconciler/plan.js";
+import { StateStore } from "../../reconciler/state.js";
+import { alive, PROJECT } from "../reconciler/process-helpers.js";
+import { captureIo, writeFakeBox } from "./helpers.js";
+
+/**
+ * Ctrl-C (SIGINT) or SIGTERM while `hal0 apply` runs: the first ends the
+ * wait for /health and starts nothing more, leaves the runners started
+ * running and recorded, releases the lock and prints the summary (exit 1);
+ * a second ends hal0 at once, by the signal.
+ */
+const HAL0 = join(PROJECT, "bin/hal0.cjs");
+const SLOTS = ["int-a", "int-b", "int-c"];
+const boxes: Array<{ config: string; state: string }> = [];
+
+afterEach(async () => {
+  for (const { config, state } of boxes.splice(0)) {
+    await main(["down", "--config", config, "--state", state], captureIo());
+    for (const name of SLOTS) for (const r of await markedRunners(state, name)) process.kill(r.pid, "SIGKILL");
+  }
+});
+
+async function slowBox(): Promise<{ config: string; state: string }> {
+  const base = mkdtempSync(join(tmpdir(), "hal0-interrupt-"));
+  const box = { config: join(base, "box"), state: join(base, "state") };
+  await writeFakeBox(box.config, SLOTS, { HAL0_FAKE_LOAD_MS: "25000" }); // loads for 25 s, within health_timeout_s = 30
+  boxes.push(box);
+  return box;
+}
+
+/**
+ * `hal0 apply --yes` as its own process: the first of `signals` sent once
+ * `ready(stdout)` (by default: every slot is warming), each next one once
+ * hal0 has said it took the one before; resolves with how it ended.
+ */
+function applyInterrupted(box: { config: string; state: string }, signals: NodeJS.Signals[], ready = (out: string) => SLOTS.every((s) => out.includes(`slot.${s}: warming`))): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string; err: string; ms: number }> {
+  const child = spawn(process.execPath, [HAL0, "apply", "--yes", "--config", box.config, "--state", box.state], { stdio: ["ignore", "pipe", "pipe"] });
+  let out = "";
+  let err = "";
+  let sentAt = 0;
+  let sent = 0;
+  child.stdout.on("data", (d: Buffer) => {
+    out += d.toString();
+    if (sent === 0 && ready(out)) {
+      sentAt = Date.now();
+      child.kill(signals[sent++]);
+    }
+  });
+  child.stderr.on("data", (d: Buffer) => {
+    err += d.toString();
+    // Signals are not queued: the next one goes once hal0 has taken the one before.
+    if (sent > 0 && sent < signals.length && err.includes("no further step starts")) child.kill(signals[sent++]);
+  });
+  return new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal, out, err, ms: Date.now() - sentAt })));
+}
+
+describe("hal0 apply interrupted", () => {
+  it("the first SIGINT ends the wait for /health: the runners stay running and in the inventory, no outcome is recorded, the lock is released, exit 1 with the summary", async () => {
+    const box = await slowBox();
+    const ended = await applyInterrupted(box, ["SIGINT"]);
+    expect(ended, ended.err).toMatchObject({ code: 1, signal: null });
+    expect(ended.ms).toBeLessThan(10_000); // not the 25 s load
+    expect(ended.err).toContain("SIGINT: no further step starts");
+    expect(ended.out).toContain("Apply interrupted: 0 created, 0 replaced, 0 deleted, 0 updated, 0 failed, 4 left to the next apply.");
+    expect(ended.out).toMatch(/- slot\.int-a \(create\): slot int-a: the apply was interrupted while it waited for GET \/health on port \d+; pid \d+ is left running/);
+    expect(ended.out).toContain("- settings (update): not started: the apply was interrupted");
+    expect(existsSync(join(box.state, "apply.lock"))).toBe(false);
+    const inventory = JSON.parse(readFileSync(join(box.state, "inventory.json"), "utf8"));
+    expect(Object.keys(inventory.slots).sort()).toEqual(SLOTS);
+    for (const name of SLOTS) {
+      const runners = await markedRunners(box.state, name);
+      expect(runners).toHaveLength(1);
+      expect(await alive(runners[0]!.pid)).toBe(true);
+    }
+    const outcomes = existsSync(join(box.state, "outcomes.json")) ? JSON.parse(readFileSync(join(box.state, "outcomes.json"), "utf8")) : {};
+    expect(Object.keys(outcomes)).toEqual([]);
+    // The next plan sees the runners as started (nothing to create); only the settings step is left.
+    const io = captureIo();
+    expect(await main(["plan", "--config", box.config, "--state", box.state], io)).toBe(0);
+    expect(io.out()).toContain("Plan: 0 to create, 1 to update, 0 to replace, 0 to delete, 3 unchanged.");
+  }, 60_000);
+
+  it("a second signal ends hal0 at once, by that signal (here while a stop waits out its grace); down then stops what is left", async () => {
+    const base = mkdtempSync(join(tmpdir(), "hal0-interrupt-"));
+    const box = { config: join(base, "box"), state: join(base, "state") };
+    boxes.push(box);
+    // Runners that ignore SIGTERM: each stop waits out stop_grace_s (2 s) before its SIGKILL.
+    await writeFakeBox(box.config, SLOTS, { HAL0_FAKE_IGNORE_SIGTERM: "1", HAL0_FAKE_LOAD_MS: "100" });
+    expect(await main(["apply", "--yes", "--config", box.config, "--state", box.state], captureIo())).toBe(0);
+    for (const name of SLOTS) {
+      const file = join(box.config, "slots", `${name}.toml`);
+      writeFileSync(file, readFileSync(file, "utf8").replace('HAL0_FAKE_LOAD_MS = "100"', 'HAL0_FAKE_LOAD_MS = "101"'));
+    }
+    const ended = await applyInterrupted(box, ["SIGINT", "SIGINT"], (out) => SLOTS.every((s) => out.includes(`slot.${s}: stopping`)));
+    expect(ended.err).toContain("SIGINT: no further step starts");
+    expect(ended).toMatchObject({ code: null, signal: "SIGINT" });
+    expect(ended.out).not.toContain("Apply interrupted");
+    expect(await main(["down", "--config", box.config, "--state", box.state], captureIo())).toBe(0);
+    for (const name of SLOTS) expect(await markedRunners(box.state, name)).toEqual([]);
+  }, 60_000);
+
+  it("executePlan under an aborted signal starts nothing and records nothing", async () => {
+    const box = await slowBox();
+    const model = compile((await loadTree(box.config)).tree).model!;
+    const state = new StateStore(box.state);
+    const driver = new ProcessDriver({ stateDir: state.dir });
+    const { observed, inventory } = await observe(model, driver, state);
+    const plan = planChanges(model, observed, inventory);
+    const controller = new AbortController();
+    controller.abort();
+    const results = await executePlan(plan, { driver, state, healthTimeoutS: 5, stopGraceS: 1, cwd: box.config, signal: controller.signal });
+    expect(results.map((r) => `${r.address} ${r.ok} ${r.code} ${r.error}`)).toEqual([
+      "settings false apply.interrupted not started: the apply was interrupted",
+      ...SLOTS.map((s) => `slot.${s} false apply.interrupted not started: the apply was interrupted`),
+    ]);
+    for (const name of SLOTS) expect(await markedRunners(box.state, name)).toEqual([]);
+    expect(existsSync(join(box.state, "outcomes.json"))).toBe(false);
+    expect(existsSync(join(box.state, "inventory.json"))).toBe(false);
+  });
+});
