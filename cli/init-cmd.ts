@@ -6,13 +6,15 @@ import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./i
 
 export const INIT_HELP = `hal0 init DIR
 
-Writes the example box into DIR, a new or empty folder: every file kind of the tree,
+Writes the example box into DIR, a new or empty folder (dot entries such as .git do not
+count: 'git init DIR' first is fine): every file kind of the tree,
 commented (hal0.toml, profiles.toml, models.toml, slots/, stacks/, mcp-servers/, agents/,
 …), and the tiny stand-in model files its models.toml names (models/, relative paths).
 Each file's first line is '#:schema <this package>/schema/json/<kind>.schema.json', an
 absolute path, so Taplo (Even Better TOML) checks and completes it in an editor. Its
 slots run hal0's stand-in runner (hal0-fake-llama-server), so 'hal0 apply' starts them
-on any machine; point the profiles at a real llama-server to serve models.
+on any machine; point the profiles at a real llama-server to serve models. A .gitignore
+keeps the suggested state folder (DIR/.state: the database and operator.token) out of git.
 Exit status: 0 written (the next steps are printed), 1 DIR is a file or a folder that
 is not empty (init.not_empty; nothing is written), 64 usage error.`;
 
@@ -41,6 +43,11 @@ export async function runInit(args: string[], io: CliIo): Promise<number> {
     // `wx`: a file that appeared meanwhile is never overwritten.
     await writeFile(join(dir, rel), data, { flag: "wx", mode: restricted ? 0o600 : 0o644 });
   }
+  // The state folder the next steps suggest is inside DIR: it holds operator.token, which a `git add .` must not take.
+  const ignored = await writeFile(join(dir, ".gitignore"), GITIGNORE, { flag: "wx" }).then(() => true, (err: NodeJS.ErrnoException) => {
+    if (err.code === "EEXIST") return false;
+    throw err;
+  });
   const box = `--config ${quote(dir)} --state ${quote(join(dir, ".state"))}`;
   io.stdout.write(`Wrote the example box to ${dir} (${files.length} files).
 
@@ -50,16 +57,27 @@ Next:
   hal0 serve ${box}    the REST API, the operator's pages and the reconcile loop
   hal0 down ${box}    stop the slots again
 Each file's #:schema line points at ${schemas}: open the folder in an editor with Taplo.
+${ignored ? "The .gitignore keeps .state/ (the database and operator.token) out of git." : `note: ${join(dir, ".gitignore")} was there and is left as it is: add /.state/ to it, as .state holds operator.token.`}
 `);
   return EXIT_OK;
 }
 
-/** `init.not_empty` when `dir` is a file or a folder with anything in it; a missing folder is made. */
+/** What hal0 init writes at DIR's top besides the example box: the state folder its next steps name stays out of git. */
+const GITIGNORE = `# hal0's state folder, as hal0 init's next steps name it: the database and operator.token, not config.
+/.state/
+`;
+
+/**
+ * `init.not_empty` when `dir` is a file or a folder with anything in it but
+ * dot entries (a `.git` of \`git init DIR\`, a .gitignore: the loader does
+ * not read them, and hal0 writes none of them but a .gitignore that is not
+ * there yet); a missing folder is made.
+ */
 async function refuseUnlessEmpty(dir: string): Promise<void> {
   const info = await stat(dir).catch(() => undefined);
   if (info === undefined) return;
   if (!info.isDirectory()) throw new CliError("init.not_empty", `${dir} is a file; hal0 init writes into a new or empty folder`);
-  const entries = await readdir(dir);
+  const entries = (await readdir(dir)).filter((name) => !name.startsWith("."));
   if (entries.length > 0) {
     const shown = entries.sort().slice(0, 3).join(", ");
     throw new CliError("init.not_empty", `${dir} is not empty (${shown}${entries.length > 3 ? ", …" : ""}); hal0 init writes into a new or empty folder and never overwrites`);

@@ -19,7 +19,7 @@ export interface CodeInfo {
 export const CODES = {
   // ── the tree as a whole ──────────────────────────────────────────────
   "config.not_found": { severity: "error", stage: "cli", http: 404, meaning: "The config folder does not exist or is not a folder." },
-  "init.not_empty": { severity: "error", stage: "cli", http: 409, meaning: "hal0 init DIR: DIR is a file or a folder that is not empty; init writes the example box only into a new or empty folder, and writes nothing here." },
+  "init.not_empty": { severity: "error", stage: "cli", http: 409, meaning: "hal0 init DIR: DIR is a file or a folder that is not empty (dot entries such as .git do not count); init writes the example box only into a new or empty folder, and writes nothing here." },
   // ── the command line ─────────────────────────────────────────────────
   "cli.usage": { severity: "error", stage: "cli", http: 400, meaning: "A command line hal0 cannot read: an unknown command or option (the message names the closest known one), a missing or extra argument; exit 64." },
   "cli.not_a_folder": { severity: "error", stage: "cli", http: 400, meaning: "A folder the command line names (the state folder: --state, $HAL0_STATE or $HAL0_HOME; schema --out) is a file, or lies below one; the command reads and writes nothing there." },

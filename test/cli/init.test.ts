@@ -47,7 +47,10 @@ describe("hal0 init DIR", () => {
     const res = await hal0("init", "box");
     expect(res.err).toBe("");
     expect(res.code).toBe(0);
-    expect(filesUnder(dir())).toEqual(filesUnder(EXAMPLE));
+    expect(filesUnder(dir())).toEqual([".gitignore", ...filesUnder(EXAMPLE)].sort());
+    // The state folder the next steps name is inside the box: a `git add .` there must not take its operator.token.
+    expect(readFileSync(join(dir(), ".gitignore"), "utf8")).toMatch(/^\/\.state\/$/m);
+    expect(res.out).toContain("The .gitignore keeps .state/ (the database and operator.token) out of git.");
     // The stand-in model files models.toml names relatively are tiny fakes, copied as they are.
     for (const rel of filesUnder(EXAMPLE).filter((f) => f.startsWith("models/"))) {
       expect(readFileSync(join(dir(), rel))).toEqual(readFileSync(join(EXAMPLE, rel)));
@@ -105,6 +108,23 @@ describe("hal0 init DIR", () => {
     const file = await hal0("init", join(other, "todo.txt"));
     expect(file.code).toBe(1);
     expect(file.err).toContain("init.not_empty");
+  });
+
+  it("writes into a folder that holds only dot entries (git init DIR first); a .gitignore there is kept as it was, with a note", async () => {
+    const repo = join(base, "repo");
+    mkdirSync(join(repo, ".git"), { recursive: true });
+    writeFileSync(join(repo, ".git", "HEAD"), "ref: refs/heads/main\n");
+    writeFileSync(join(repo, ".gitignore"), "*.log\n");
+    const res = await hal0("init", repo);
+    expect(res.err).toBe("");
+    expect(res.code).toBe(0);
+    expect(readFileSync(join(repo, ".gitignore"), "utf8")).toBe("*.log\n");
+    expect(readFileSync(join(repo, ".git", "HEAD"), "utf8")).toBe("ref: refs/heads/main\n");
+    expect(res.out).toContain(`note: ${join(repo, ".gitignore")} was there and is left as it is: add /.state/ to it`);
+    expect(filesUnder(repo).filter((f) => !f.startsWith("."))).toEqual(filesUnder(EXAMPLE));
+    // The example box's .gitignore does not make the tree any less valid.
+    const { tree, diagnostics } = await loadTree(repo);
+    expect(compile(tree, diagnostics).diagnostics).toEqual([]);
   });
 
   it("writes into an existing empty folder; a missing or second DIR is a usage error", async () => {
