@@ -39,7 +39,7 @@ export async function convergeWithProgress(box: Pick<Box, "model" | "driver" | "
  * already holds every runner started, and the next apply takes over the
  * lock of the dead holder.
  */
-class Interrupt {
+export class Interrupt {
   private readonly controller = new AbortController();
   private armed = false;
   readonly signal = this.controller.signal;

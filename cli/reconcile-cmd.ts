@@ -8,6 +8,7 @@ import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, type CliIo } from "./i
 import { ConfigNotFoundError, configNotFoundMessage } from "../compiler/index.js";
 import { configDir, requireConfigFolder, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
+import { Interrupt } from "./progress.js";
 
 export const RECONCILE_HELP = `hal0 reconcile [--config DIR] [--state DIR] [--once] [--json]
 
@@ -31,10 +32,13 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
   // No config folder to converge to: said at once, as --once and hal0 serve say it, not a loop of failed sweeps.
   requireConfigFolder(root);
   if (values.once) {
-    const report = await sweeper.sweep().catch((err: unknown) => {
+    // Ctrl-C as in hal0 apply: the sweep starts no further step and stops waiting for /health, then reports.
+    const interrupt = new Interrupt(io);
+    interrupt.arm();
+    const report = await sweeper.sweep(interrupt.signal).catch((err: unknown) => {
       if (err instanceof ConfigNotFoundError) throw new CliError("config.not_found", configNotFoundMessage(root));
       throw err;
-    });
+    }).finally(() => interrupt.disarm());
     print(report);
     return report.outcome === "converged" || report.outcome === "nothing_to_do" ? EXIT_OK : EXIT_ERROR;
   }

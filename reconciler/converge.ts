@@ -147,7 +147,7 @@ function heldBack(change: Change): Change {
 function recordOutcomes(backoff: Backoff, plan: Plan, results: readonly StepResult[], now: number): void {
   for (const r of results) {
     const change = plan.changes.find((c) => c.address === r.address);
-    if (change === undefined) continue;
+    if (change === undefined || r.code === INTERRUPTED) continue; // not a failure of the resource: no backoff
     if (r.ok) backoff.succeeded(r.address);
     else backoff.failed(r.address, specHashOf(change), r.code ?? "slot.apply_failed", now);
   }

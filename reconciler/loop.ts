@@ -27,6 +27,7 @@ export class SweepLoop {
   private running?: Promise<void>;
   private pending = false;
   private stopped = false;
+  private readonly interrupt = new AbortController();
 
   constructor(private readonly sweeper: Sweeper, private readonly options: LoopOptions) {}
 
@@ -55,11 +56,17 @@ export class SweepLoop {
     });
   }
 
-  /** Stops watching and waits for the sweep in flight. */
+  /**
+   * Stops watching and waits for the sweep in flight, interrupted: it starts
+   * no further step and stops waiting for a runner's `/health` (the runner
+   * is left running for the next sweep), so a stop never waits out a slow
+   * model load (`[slots] health_timeout_s`).
+   */
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
     clearTimeout(this.debounce);
+    this.interrupt.abort();
     await this.watcher?.close();
     await this.running;
   }
@@ -78,7 +85,7 @@ export class SweepLoop {
   private async runOnce(): Promise<void> {
     const started = performance.now();
     try {
-      const report = await this.sweeper.sweep();
+      const report = await this.sweeper.sweep(this.interrupt.signal);
       this.options.onReport(report, performance.now() - started);
     } catch (err) {
       this.options.onError?.(err, performance.now() - started);

@@ -17,7 +17,8 @@ import { TreeCache } from "./tree-cache.js";
 /** What one sweep did. A sweep with nothing to do writes nothing. */
 export interface SweepReport {
   readonly at: string;
-  readonly outcome: "nothing_to_do" | "converged" | "failed" | "invalid_config" | "locked";
+  /** `interrupted`: the loop was stopping (its converge's signal) and the sweep left steps to the next one. */
+  readonly outcome: "nothing_to_do" | "converged" | "failed" | "invalid_config" | "locked" | "interrupted";
   /** The tree's error diagnostics when it does not compile (the last good model stays in force). */
   readonly diagnostics: readonly Diagnostic[];
   readonly plan?: Plan;
@@ -77,7 +78,13 @@ export class Sweeper {
     return this.last;
   }
 
-  async sweep(): Promise<SweepReport> {
+  /**
+   * One sweep. `signal` (the loop stopping: `hal0 serve` or `hal0 reconcile`
+   * told to end) interrupts its converge as Ctrl-C does an apply: no further
+   * step starts, a start's wait for `/health` ends with its runner left
+   * running, the next sweep takes it from there.
+   */
+  async sweep(signal?: AbortSignal): Promise<SweepReport> {
     const now = this.options.now ?? Date.now;
     const at = new Date(now()).toISOString();
     const { model, diagnostics } = await this.tree.load();
@@ -95,7 +102,7 @@ export class Sweeper {
     try {
       // Under the lock converge observes again: another apply may have moved the box meanwhile.
       done = await converge({ model, driver, state: this.options.state, hermesCredentials: this.options.hermesCredentials }, {
-        holder: "hal0 reconcile (sweep)", backoff: this.backoff, onEvent: this.options.onEvent, now,
+        holder: "hal0 reconcile (sweep)", backoff: this.backoff, onEvent: this.options.onEvent, now, signal,
         conditions: async () => {
           this.health.clear(); // runners moved: the next observation probes every one
           return (await this.observeWithHealth(model, driver, now())).observed;
@@ -107,8 +114,7 @@ export class Sweeper {
       }
       throw err;
     }
-    // (A sweep is not interrupted: it gets no signal; a stop waits for it.)
-    const outcome = done.outcome === "nothing_to_do" || done.outcome === "cancelled" ? "nothing_to_do" : done.outcome === "interrupted" ? "failed" : done.outcome;
+    const outcome = done.outcome === "nothing_to_do" || done.outcome === "cancelled" ? "nothing_to_do" : done.outcome;
     return { at, outcome, diagnostics: [], plan: done.plan, results: done.results, deferred: done.deferred };
   }
 

@@ -13,7 +13,7 @@ export const APPROVAL_DECISIONS = ["approved", "denied", "expired"] as const;
 export type ApprovalDecision = (typeof APPROVAL_DECISIONS)[number];
 
 /** What the sweep loop reports: a sweep's outcome, or `error` when it threw. */
-export const SWEEP_OUTCOMES = ["nothing_to_do", "converged", "failed", "invalid_config", "locked", "error"] as const;
+export const SWEEP_OUTCOMES = ["nothing_to_do", "converged", "failed", "invalid_config", "locked", "interrupted", "error"] as const;
 
 /** Seconds. Request latencies: a read answers in a few ms, a write that plans and commits in tens to hundreds. */
 export const REQUEST_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30];

@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -12,7 +12,7 @@ import { observe } from "../../reconciler/observe.js";
 import { planChanges } from "../../reconciler/plan.js";
 import { StateStore } from "../../reconciler/state.js";
 import { alive, PROJECT } from "../reconciler/process-helpers.js";
-import { captureIo, writeFakeBox } from "./helpers.js";
+import { captureIo, startServe, writeFakeBox } from "./helpers.js";
 
 /**
  * Ctrl-C (SIGINT) or SIGTERM while `hal0 apply` runs: the first ends the
@@ -31,12 +31,12 @@ afterEach(async () => {
   }
 });
 
-async function slowBox(): Promise<{ config: string; state: string }> {
+async function slowBox(): Promise<{ config: string; state: string; ports: number[] }> {
   const base = mkdtempSync(join(tmpdir(), "hal0-interrupt-"));
   const box = { config: join(base, "box"), state: join(base, "state") };
-  await writeFakeBox(box.config, SLOTS, { HAL0_FAKE_LOAD_MS: "25000" }); // loads for 25 s, within health_timeout_s = 30
+  const ports = await writeFakeBox(box.config, SLOTS, { HAL0_FAKE_LOAD_MS: "25000" }); // loads for 25 s, within health_timeout_s = 30
   boxes.push(box);
-  return box;
+  return { ...box, ports };
 }
 
 /**
@@ -128,4 +128,52 @@ describe("hal0 apply interrupted", () => {
     expect(existsSync(join(box.state, "outcomes.json"))).toBe(false);
     expect(existsSync(join(box.state, "inventory.json"))).toBe(false);
   });
+});
+
+/** Resolves once every slot's runner answers /health 503 (loading), i.e. the sweep waits for them. */
+async function allWarming(ports: readonly number[]): Promise<void> {
+  const end = Date.now() + 20_000;
+  while (Date.now() < end) {
+    const statuses = await Promise.all(ports.map((p) => fetch(`http://127.0.0.1:${p}/health`).then((r) => r.status, () => 0)));
+    if (statuses.every((st) => st === 503)) return;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error("the runners never came up");
+}
+
+const exitOf = (child: ChildProcess) => new Promise<{ code: number | null; ms: number }>((resolve) => {
+  const t0 = Date.now();
+  child.once("exit", (code) => resolve({ code, ms: Date.now() - t0 }));
+});
+
+describe("a stopping sweep loop does not wait out a model load", () => {
+  it("hal0 serve told to stop mid-sweep ends the sweep's wait for /health: exit 0 in seconds, not the 25 s load; the runners stay running, for the next sweep", async () => {
+    const { ports, ...box } = await slowBox();
+    const { child, lines } = await startServe(box.config, box.state);
+    await allWarming(ports);
+    const exited = exitOf(child);
+    child.kill("SIGTERM");
+    const ended = await exited;
+    expect(ended.code).toBe(0);
+    expect(ended.ms).toBeLessThan(10_000);
+    expect(lines().find((l) => l.msg === "sweep")).toMatchObject({ sweep: "interrupted" });
+    for (const name of SLOTS) expect(await markedRunners(box.state, name)).toHaveLength(1);
+    expect(existsSync(join(box.state, "apply.lock"))).toBe(false);
+  }, 60_000);
+
+  it("hal0 reconcile --once takes SIGINT as hal0 apply does: the sweep reports `interrupted`, exit 1", async () => {
+    const { ports, ...box } = await slowBox();
+    const child = spawn(process.execPath, [HAL0, "reconcile", "--once", "--json", "--config", box.config, "--state", box.state], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    child.stdout!.on("data", (d: Buffer) => (out += d.toString()));
+    const exited = exitOf(child);
+    await allWarming(ports);
+    child.kill("SIGINT");
+    const ended = await exited;
+    expect(ended.code).toBe(1);
+    expect(ended.ms).toBeLessThan(10_000);
+    const report = JSON.parse(out);
+    expect(report.outcome).toBe("interrupted");
+    expect(report.results.filter((r: { code?: string }) => r.code === "apply.interrupted")).toHaveLength(SLOTS.length + 1);
+  }, 60_000);
 });
