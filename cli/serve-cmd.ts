@@ -11,8 +11,9 @@ export const SERVE_HELP = `hal0 serve [--config DIR] [--state DIR] [--host H] [-
 
 Serves the box: the REST API on [server] host:port (default 127.0.0.1:8080) and the
 reconcile loop in the same process. Logs JSON lines on stdout. SIGTERM or SIGINT:
-refuses new requests (503), finishes the requests in flight, interrupts the sweep (no
-further step starts; a runner still loading is left running for the next sweep), ends open
+refuses new requests (503), interrupts the sweep and any slot restart (no further step
+starts; a runner still loading is left running for the next sweep; the restart answers
+409 apply.interrupted), finishes the requests in flight, ends open
 event streams (at once when nothing else is in flight, else after 3 s), closes the
 database, exits 0; a second signal exits at once. A busy port exits 1 with
 server.port_in_use, naming the address and the pid holding it; a state folder

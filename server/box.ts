@@ -124,7 +124,24 @@ export class BoxService {
     this.watcher = watcher;
   }
 
+  private readonly stopping = new AbortController();
+
+  /**
+   * Aborted when the server starts to stop (`interrupt`): a converge a
+   * request runs (a slot restart) takes it as its signal, so a drain does
+   * not wait out a model's load; its runner is left running.
+   */
+  get stoppingSignal(): AbortSignal {
+    return this.stopping.signal;
+  }
+
+  /** The server is stopping: what runs under `stoppingSignal` starts no further step. */
+  interrupt(): void {
+    this.stopping.abort();
+  }
+
   async close(): Promise<void> {
+    this.interrupt();
     await this.watcher?.close();
     this.watcher = undefined;
   }

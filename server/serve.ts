@@ -184,6 +184,7 @@ export async function serve(options: ServeOptions): Promise<Serving> {
     close() {
       closing ??= (async () => {
         clearInterval(expiry);
+        server.box.interrupt(); // a slot restart in flight stops waiting for /health, so the drain does not wait out a load
         await front.drain(options.shutdownGraceMs ?? SHUTDOWN_GRACE_MS);
         await loop.stop();
         await server.box.close();

@@ -22,6 +22,7 @@ export async function restartSlot(box: BoxService, model: Model, slot: ResolvedS
       plan: { replace: [address], only: { addresses: [address] } },
       parallel: 1,
       now: () => box.now(),
+      signal: box.stoppingSignal, // the server stopping: 409 apply.interrupted, the runner left running
       review: (plan) => {
         const change = plan.changes.find((c) => c.address === address);
         if (change === undefined || change.action === "no-op" || change.action === "delete") throw new ApiError("slot.illegal_transition", "the planner has no desired spec for this slot", {});

@@ -146,7 +146,7 @@ const exitOf = (child: ChildProcess) => new Promise<{ code: number | null; ms: n
   child.once("exit", (code) => resolve({ code, ms: Date.now() - t0 }));
 });
 
-describe("a stopping sweep loop does not wait out a model load", () => {
+describe("a stopping server or sweep loop does not wait out a model load", () => {
   it("hal0 serve told to stop mid-sweep ends the sweep's wait for /health: exit 0 in seconds, not the 25 s load; the runners stay running, for the next sweep", async () => {
     const { ports, ...box } = await slowBox();
     const { child, lines } = await startServe(box.config, box.state);
@@ -159,6 +159,25 @@ describe("a stopping sweep loop does not wait out a model load", () => {
     expect(lines().find((l) => l.msg === "sweep")).toMatchObject({ sweep: "interrupted" });
     for (const name of SLOTS) expect(await markedRunners(box.state, name)).toHaveLength(1);
     expect(existsSync(join(box.state, "apply.lock"))).toBe(false);
+  }, 60_000);
+
+  it("a slot restart in flight when hal0 serve stops answers 409 apply.interrupted at once, its runner left running; the server exits 0", async () => {
+    const box = await slowBox();
+    const { child, url } = await startServe(box.config, box.state, ["--no-reconcile"]);
+    const token = readFileSync(join(box.state, "operator.token"), "utf8").trim();
+    const restart = fetch(`${url}/api/slots/int-a/restart`, { method: "POST", headers: { authorization: `Bearer ${token}` } })
+      .then(async (r) => ({ status: r.status, body: (await r.json()) as { error: { code: string; message: string } } }));
+    await allWarming(box.ports.slice(0, 1));
+    const exited = exitOf(child);
+    child.kill("SIGTERM");
+    const reply = await restart;
+    expect(reply.status).toBe(409);
+    expect(reply.body.error.code).toBe("apply.interrupted");
+    expect(reply.body.error.message).toMatch(/interrupted while it waited for GET \/health on port \d+; pid \d+ is left running/);
+    const ended = await exited;
+    expect(ended.code).toBe(0);
+    expect(ended.ms).toBeLessThan(10_000);
+    expect(await markedRunners(box.state, "int-a")).toHaveLength(1);
   }, 60_000);
 
   it("hal0 reconcile --once takes SIGINT as hal0 apply does: the sweep reports `interrupted`, exit 1", async () => {
