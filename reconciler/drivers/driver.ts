@@ -73,9 +73,19 @@ export function wantsProbe(options: ObserveOptions, slot: Pick<ObservedSlot, "na
   return options.health !== false && (options.probe === undefined || options.probe(slot));
 }
 
-/** Resolves when `signal` aborts; never without one. */
-export function abortedPromise(signal: AbortSignal | undefined): Promise<void> {
-  if (signal === undefined) return new Promise<void>(() => undefined);
-  if (signal.aborted) return Promise.resolve();
-  return new Promise<void>((resolve) => signal.addEventListener("abort", () => resolve(), { once: true }));
+/**
+ * `aborted` resolves when `signal` aborts (never without one); `dispose`
+ * takes the listener off again. A loop's signal lives as long as the loop
+ * and sees every start of every sweep: a wait that ends must dispose, or
+ * the listeners pile up.
+ */
+export function whenAborted(signal: AbortSignal | undefined): { readonly aborted: Promise<void>; dispose(): void } {
+  if (signal === undefined) return { aborted: new Promise<void>(() => undefined), dispose: () => undefined };
+  if (signal.aborted) return { aborted: Promise.resolve(), dispose: () => undefined };
+  let listener!: () => void;
+  const aborted = new Promise<void>((resolve) => {
+    listener = () => resolve();
+    signal.addEventListener("abort", listener, { once: true });
+  });
+  return { aborted, dispose: () => signal.removeEventListener("abort", listener) };
 }

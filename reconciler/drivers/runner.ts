@@ -3,7 +3,7 @@ import { accessSync, constants, statSync } from "node:fs";
 import { open } from "node:fs/promises";
 import { delimiter, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { abortedPromise, DriverError, type StartPhase } from "./driver.js";
+import { DriverError, whenAborted, type StartPhase } from "./driver.js";
 import { lazyChildProcess } from "./builtins.js";
 import { httpStatus } from "./proc.js";
 import { findPackageRoot } from "../package-root.js";
@@ -162,10 +162,18 @@ const PROBE_TIMEOUT_MS = 1000;
  * `warming` once, on the first 503; `ready` on 200.
  */
 export async function waitHealthy(port: number, path: string, spawned: Pick<Spawned, "exited">, timeoutMs: number, onPhase?: (phase: StartPhase) => void, signal?: AbortSignal): Promise<HealthOutcome> {
+  const interrupt = whenAborted(signal);
+  try {
+    return await pollHealth(port, path, spawned, timeoutMs, onPhase, signal, interrupt.aborted);
+  } finally {
+    interrupt.dispose();
+  }
+}
+
+async function pollHealth(port: number, path: string, spawned: Pick<Spawned, "exited">, timeoutMs: number, onPhase: ((phase: StartPhase) => void) | undefined, signal: AbortSignal | undefined, aborted: Promise<void>): Promise<HealthOutcome> {
   const deadline = Date.now() + timeoutMs;
   let exit: RunnerExit | undefined;
   void spawned.exited.then((e) => (exit = e));
-  const aborted = abortedPromise(signal);
   let warming = false;
   let lastStatus: number | undefined;
   while (exit === undefined) {

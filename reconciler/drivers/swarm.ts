@@ -2,7 +2,7 @@ import "./docker-deps.js"; // first: defers the parts of dockerode hal0 never us
 import Dockerode from "dockerode";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
-import { abortedPromise, DriverError, interruptedStart, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
+import { DriverError, interruptedStart, wantsProbe, whenAborted, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
 import { LABEL, boxFilter, containerName, fileMounts, labelledAs, logTailOf, parseView } from "./docker-container.js";
 import { engineStatus, ignore, notOursMessage } from "./docker-engine.js";
 import { healthOf, httpStatus, acceptsConnections } from "./proc.js";
@@ -120,7 +120,8 @@ export class SwarmDriver implements SlotDriver {
       throw new DriverError("slot.spawn_failed", `slot ${name}: the swarm manager could not create ${svc}: ${(err as Error).message}`);
     }
     options.onPhase?.("starting");
-    const outcome = await this.waitReady(name, view, options);
+    const interrupt = whenAborted(options.signal);
+    const outcome = await this.waitReady(name, view, options, interrupt.aborted).finally(() => interrupt.dispose());
     if (outcome.ok) return {};
     if (outcome.code === "apply.interrupted") throw interruptedStart(name, view.spec.port, view.spec.health_path, `service ${svc}`);
     await this.removeService(name).catch(() => undefined);
@@ -144,7 +145,7 @@ export class SwarmDriver implements SlotDriver {
   }
 
   /** Polls the slot's task until its runner answers `/health` 200 at its node, fails, or cannot be placed. */
-  private async waitReady(name: string, view: SlotView, options: StartOptions): Promise<{ ok: true } | { ok: false; code: string; message: string }> {
+  private async waitReady(name: string, view: SlotView, options: StartOptions, aborted: Promise<void>): Promise<{ ok: true } | { ok: false; code: string; message: string }> {
     const svc = containerName(name);
     const { port, health_path } = view.spec;
     const started = Date.now();
@@ -152,7 +153,6 @@ export class SwarmDriver implements SlotDriver {
     let nodes = new Map<string, ObservedNode>();
     let warming = false;
     let last = "no task yet";
-    const aborted = abortedPromise(options.signal);
     while (Date.now() < deadline) {
       if (options.signal?.aborted) return { ok: false, code: "apply.interrupted", message: "" };
       const tasks = ((await this.docker.listTasks({ filters: { service: [svc] } }).catch(() => [])) as ListedTask[])

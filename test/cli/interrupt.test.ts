@@ -1,5 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
+import { getEventListeners } from "node:events";
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -8,6 +10,7 @@ import { compile, loadTree } from "../../compiler/index.js";
 import { ProcessDriver } from "../../reconciler/drivers/process.js";
 import { markedRunners } from "../../reconciler/drivers/process-orphans.js";
 import { executePlan } from "../../reconciler/execute.js";
+import { waitHealthy } from "../../reconciler/drivers/runner.js";
 import { observe } from "../../reconciler/observe.js";
 import { planChanges } from "../../reconciler/plan.js";
 import { StateStore } from "../../reconciler/state.js";
@@ -195,4 +198,21 @@ describe("a stopping server or sweep loop does not wait out a model load", () =>
     expect(report.outcome).toBe("interrupted");
     expect(report.results.filter((r: { code?: string }) => r.code === "apply.interrupted")).toHaveLength(SLOTS.length + 1);
   }, 60_000);
+});
+
+describe("the loop's signal outlives every wait", () => {
+  it("a wait for /health that ends takes its abort listener off the signal (a serve's loop sees every start of every sweep)", async () => {
+    const server = createServer((_req, res) => res.writeHead(200).end("{}"));
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    const port = (server.address() as { port: number }).port;
+    const loop = new AbortController();
+    try {
+      for (let i = 0; i < 20; i++) {
+        expect(await waitHealthy(port, "/health", { exited: new Promise(() => undefined) }, 5000, undefined, loop.signal)).toEqual({ kind: "ready" });
+      }
+      expect(getEventListeners(loop.signal, "abort")).toHaveLength(0);
+    } finally {
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
 });
