@@ -95,6 +95,18 @@ describe("Hermes profiles in the sweep", () => {
     expect((await sweeper.sweep()).outcome).toBe("nothing_to_do");
   });
 
+  it("a profile folder that is a symbolic link to one kept elsewhere is wired like any other", async () => {
+    const { dir, sweeper, home } = box("127.0.0.1");
+    const elsewhere = join(dir, "elsewhere", "c");
+    mkdirSync(elsewhere, { recursive: true });
+    writeFileSync(join(elsewhere, "config.yaml"), "# profile c\n");
+    symlinkSync(elsewhere, join(home, "profiles", "c"));
+    const first = await sweeper.sweep();
+    expect(first.results.map((r) => `${r.address} ${r.ok}`)).toContain("hermes.c true");
+    expect(readFileSync(join(elsewhere, "config.yaml"), "utf8")).toContain("url: http://127.0.0.1:8080/mcp/admin");
+    expect(lstatSync(join(home, "profiles", "c")).isSymbolicLink()).toBe(true);
+  });
+
   it("a profile that cannot be written is a failed step (hermes.write_failed); the others still converge", async () => {
     const { dir, state, file } = box("127.0.0.1");
     const loaded = await loadTree(join(dir, "etc"));
