@@ -4,7 +4,7 @@ import { dirname, join } from "node:path";
 import { packageRoot } from "../reconciler/package-root.js";
 import { applyChangeSet, ChangeSetError, movedFiles, revisionFiles, type AppliedChangeSet, type ChangeSet } from "../compiler/changeset.js";
 import { checkChange } from "../compiler/change-checks.js";
-import { compile, hashOf, readTreeFile, startsWithBom, type CompileResult, type Model, type SourceTree } from "../compiler/index.js";
+import { compile, ConfigNotFoundError, hashOf, readTreeFile, startsWithBom, type CompileResult, type Model, type SourceTree } from "../compiler/index.js";
 import { removeStaleTemps } from "../reconciler/atomic.js";
 import { TREE_FOLDERS, TreeCache } from "../reconciler/tree-cache.js";
 import { compileWithRunners, runnerErrors } from "../reconciler/runner-observe.js";
@@ -150,7 +150,10 @@ export class BoxService {
   async snapshot(): Promise<Snapshot> {
     const now = performance.now();
     if (this.cached && this.watcher && now - this.cached.checkedAt < READ_WINDOW_MS) return this.cached.snapshot;
-    const { tree, result } = await this.tree.loadTree();
+    const { tree, result } = await this.tree.loadTree().catch((err: unknown) => {
+      if (err instanceof ConfigNotFoundError) throw configGone(this.root);
+      throw err;
+    });
     if (this.cached?.result === result) {
       this.cached.checkedAt = now;
       return this.cached.snapshot;
@@ -168,9 +171,17 @@ export class BoxService {
     return this.lastGood?.settings;
   }
 
-  /** The compiled tree; when the files on disk do not compile, the last good model (as the sweep does). */
+  /**
+   * The compiled tree; when the files on disk do not compile, or the config
+   * folder is gone (moved, deleted, a volume unmounted), the last good model
+   * (as the sweep does): reads answer on, writes are refused.
+   */
   async model(): Promise<Model> {
-    const snap = await this.snapshot();
+    const snap = await this.snapshot().catch((err: unknown) => {
+      if (err instanceof ApiError && err.code === "config.not_found" && this.lastGood) return undefined;
+      throw err;
+    });
+    if (snap === undefined) return this.lastGood!;
     const model = snap.model ?? this.lastGood;
     if (!model) throw new ApiError("config.invalid", "the config tree has errors and no earlier version compiled", { diagnostics: snap.diagnostics.filter((d) => d.severity === "error") });
     return model;
@@ -353,6 +364,11 @@ export class BoxService {
     this.db.prepare("INSERT OR IGNORE INTO revisions (id, files, created_at) VALUES (?, ?, ?)").run(id, JSON.stringify(files), new Date(this.now()).toISOString());
     return id;
   }
+}
+
+/** The config folder went away under a running server: coded, not an internal error. */
+function configGone(root: string): ApiError {
+  return new ApiError("config.not_found", `the config folder ${root} is gone (moved, deleted or unmounted): reads answer from the last tree that compiled, and nothing is written until the folder is back`, { root });
 }
 
 /** Folders whose files carry installed servers' env: the folder is 0700 and its files 0600 (DESIGN.md §7). */

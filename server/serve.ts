@@ -165,7 +165,10 @@ export async function serve(options: ServeOptions): Promise<Serving> {
       onError: (err, ms) => {
         observe.error(err);
         server.metrics?.observeSweep(undefined, ms);
-        logger.error({ err }, "sweep failed");
+        // A coded error (the config folder gone) is said in its words, not as a stack.
+        const code = (err as { code?: unknown }).code;
+        if (typeof code === "string" && code.includes(".")) logger.error({ code, message: (err as Error).message }, "sweep failed");
+        else logger.error({ err }, "sweep failed");
       },
     }));
   }

@@ -1,4 +1,4 @@
-import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -119,5 +119,25 @@ describe("writes to the config tree keep what its owner arranged", () => {
     const text = readFileSync(chat, "utf8");
     expect(text).toMatch(/^priority = 34\r$/m);
     expect(text.split("\n").slice(0, -1).every((line) => line.endsWith("\r"))).toBe(true);
+  });
+});
+
+describe("the config folder under a running server", () => {
+  it("a config folder that goes away (moved, deleted, unmounted) keeps reads on the last good tree; a write is 404 config.not_found, coded; all is back with the folder", async () => {
+    expect((await s.call("GET", "/api/slots")).status).toBe(200);
+    const away = `${s.config}.away`;
+    renameSync(s.config, away);
+    await sleep(1100); // past the read window
+    const read = await s.call("GET", "/api/slots");
+    expect(read.status).toBe(200);
+    expect(read.body.slots.map((x: { name: string }) => x.name)).toContain("chat");
+    const write = await s.call("PUT", "/api/slots/chat/config", { body: { priority: 5 } });
+    expect(write.status).toBe(404);
+    expect(write.body.error.code).toBe("config.not_found");
+    expect(write.body.error.message).toContain("is gone (moved, deleted or unmounted)");
+    expect(existsSync(s.config)).toBe(false); // nothing was made in its place
+    renameSync(away, s.config);
+    await sleep(1100);
+    expect((await s.call("PUT", "/api/slots/chat/config", { body: { priority: 5 } })).status).toBe(200);
   });
 });
