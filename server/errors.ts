@@ -1,6 +1,6 @@
 import { EditRefusal } from "../compiler/edits/refusal.js";
 import { MemoryError } from "../memory/errors.js";
-import { CODES, type Code } from "../schema/index.js";
+import { CODES, isCode, type Code } from "../schema/index.js";
 
 /**
  * A refusal with a registered code: the route layer turns it into the error
@@ -44,6 +44,11 @@ export function notFound(code: Code, what: string, known?: readonly string[]): A
  */
 export function apiErrorOf(err: unknown): unknown {
   if (err instanceof EditRefusal || err instanceof MemoryError) return new ApiError(err.code, err.message, err.details);
+  // A lower layer's error that carries a registry code (a driver's DriverError, the runtime's
+  // `runtime.unavailable` when the engine does not answer, LockedError's `apply.locked`) is that
+  // refusal, as the CLI reports it — not an internal error.
+  const code = (err as { code?: unknown } | null)?.code;
+  if (err instanceof Error && !(err instanceof ApiError) && typeof code === "string" && isCode(code)) return new ApiError(code, err.message);
   return storageFull(err) ?? err;
 }
 

@@ -4,7 +4,7 @@ import type { SlotOutcome } from "../reconciler/state.js";
 import type { SlotDriver } from "../reconciler/drivers/driver.js";
 import { slotAddress, type SlotChange } from "../schema/index.js";
 import { invoke, type Call, type Dispatcher } from "./dispatch.js";
-import { ApiError } from "./errors.js";
+import { ApiError, apiErrorOf } from "./errors.js";
 import { toolTier } from "./identity/access.js";
 import { routeId, type Caller, type Route } from "./route.js";
 import { observeLiveness, probeHealth, statusOf } from "./slot-view.js";
@@ -53,10 +53,32 @@ const PROCESS_STARTED = new Date(Date.now() - process.uptime() * 1000).toISOStri
 /** Every service, the sweep loop first and the slots by name. */
 export async function listServices(d: Dispatcher): Promise<Service[]> {
   const model = await d.box.model();
-  const { observed, inventory } = await d.box.observe(model, false);
-  const outcomes = await d.box.state.readOutcomes();
   const slots = Object.values(model.slots).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  return [sweepService(d), memoryService(d), apiService(), ...slots.map((s) => slotService(model, s, observed, inventory, outcomes[s.name]))];
+  const [seen, outcomes] = await Promise.all([d.box.observe(model, false).catch(runtimeDown), d.box.state.readOutcomes()]);
+  const slotServices = seen instanceof ApiError
+    ? slots.map((s) => unknownSlotService(s, seen))
+    : slots.map((s) => slotService(model, s, seen.observed, seen.inventory, outcomes[s.name]));
+  return [sweepService(d), memoryService(d), apiService(), ...slotServices];
+}
+
+/**
+ * The runtime does not answer (the docker engine is down): the services list
+ * still answers — that is when it is wanted — with each slot's state
+ * `unknown` and the refusal as its last error; it offers no action.
+ */
+function runtimeDown(err: unknown): ApiError {
+  const refusal = apiErrorOf(err);
+  if (refusal instanceof ApiError && refusal.code === "runtime.unavailable") return refusal;
+  throw refusal;
+}
+
+function unknownSlotService(slot: ResolvedSlot, why: ApiError): Service {
+  return {
+    id: `${SLOT_PREFIX}${slot.name}`, kind: "slot", state: "unknown", since: null,
+    last_error: { message: why.message, at: new Date().toISOString(), code: why.code },
+    actions: [],
+    detail: { name: slot.name, enabled: slot.enabled, pinned: slot.pinned, port: slot.port, pid: null },
+  };
 }
 
 /** One service by id, or 404 `service.not_found` naming the known ones. */
@@ -69,7 +91,7 @@ export async function findService(d: Dispatcher, id: string): Promise<Service> {
 
 function sweepService(d: Dispatcher): Service {
   const s = d.loop?.status() ?? { state: "not_running" as const, restarts: 0, sweeps: 0 };
-  const restart: ActionCost = { downtime: false, destructive: false, detail: "the sweep in flight finishes, then a new loop starts and sweeps at once; slots keep running" };
+  const restart: ActionCost = { downtime: false, destructive: false, detail: "the sweep in flight is interrupted (no further step; a runner still loading is left for the next sweep), then a new loop starts and sweeps at once; slots keep running" };
   return {
     id: SWEEP_LOOP, kind: "sweep_loop", state: s.state, since: s.since ?? null, last_error: s.last_error ?? null,
     // A server without a loop (hal0 serve --no-reconcile, a test server), or one shutting down, has nothing to restart.
@@ -190,13 +212,16 @@ export interface ServiceHealth {
 /** A health probe per service: the slots' GET /health (1 s each, in parallel), the memory engine's stats (2 s), the loop's last sweep. */
 export async function serviceHealth(d: Dispatcher): Promise<{ ok: boolean; services: ServiceHealth[] }> {
   const model = await d.box.model();
-  const seen = await observeLiveness(d.box, model);
+  const seen = await observeLiveness(d.box, model).catch(runtimeDown);
   const slots = Object.values(model.slots).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   const services: ServiceHealth[] = await Promise.all([
     sweepHealth(d),
     memoryHealth(d),
     { id: API, health: "ok" as const, detail: "answering (this reply)" },
-    ...slots.map(async (s) => slotHealth(s, seen.get(s.name), await d.box.driver(model))),
+    ...slots.map(async (s): Promise<ServiceHealth> => {
+      if (!(seen instanceof ApiError)) return slotHealth(s, seen.get(s.name), await d.box.driver(model));
+      return { id: `${SLOT_PREFIX}${s.name}`, health: s.enabled ? "down" : "off", detail: `unknown: ${seen.code}: ${seen.message}` };
+    }),
   ]);
   return { ok: services.every((s) => s.health === "ok" || s.health === "off"), services };
 }

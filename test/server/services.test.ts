@@ -2,6 +2,7 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { driverFor } from "../../cli/box.js";
 import { main } from "../../cli/index.js";
 import { ProcessDriver } from "../../reconciler/index.js";
 import { serve, serveLogger, type Serving } from "../../server/serve.js";
@@ -163,6 +164,36 @@ describe("services on a server without a sweep loop", () => {
       expect(restarted.body, JSON.stringify(restarted.body)).toMatchObject({ id: "memory", action: "restart", state: "running" });
       expect(s.hal0.memory.opened()).not.toBe(first);
       expect(Date.parse(restarted.body.since)).toBeGreaterThan(Date.parse(opened.since));
+    } finally {
+      await s.close();
+    }
+  });
+});
+
+describe("services when the runtime does not answer", () => {
+  it("the docker engine down: slot reads are 503 runtime.unavailable (coded, not 500); the services list and health still answer, each slot unknown / down with the reason", async () => {
+    const dead = `unix://${join(mkdtempSync(join(tmpdir(), "hal0-noengine-")), "docker.sock")}`;
+    const s = await startTestServer({ extra: { driverFor: (model) => driverFor(model, tmpdir(), {}) } });
+    try {
+      const settings = join(s.config, "hal0.toml");
+      writeFileSync(settings, readFileSync(settings, "utf8").replace(/^runtime = "process"$/m, `runtime = "docker"\ndocker_host = "${dead}"`));
+      await new Promise((r) => setTimeout(r, 1100)); // past the read window
+      for (const path of ["/api/slots", "/api/slots/chat", "/api/slots/chat/state", "/api/ports"]) {
+        const read = await s.call("GET", path);
+        expect(read.status, path).toBe(503);
+        expect(read.body.error.code, path).toBe("runtime.unavailable");
+        expect(read.body.error.message, path).toContain(`the engine at ${dead} does not answer`);
+      }
+      const list = await s.call("GET", "/api/services");
+      expect(list.status).toBe(200);
+      const chat = list.body.services.find((x: any) => x.id === "slot.chat");
+      expect(chat).toMatchObject({ state: "unknown", actions: [], last_error: { code: "runtime.unavailable" } });
+      const health = await s.call("GET", "/api/services/health");
+      expect(health.status).toBe(200);
+      expect(health.body.ok).toBe(false);
+      expect(health.body.services.find((x: any) => x.id === "slot.chat")).toMatchObject({ health: "down" });
+      expect(health.body.services.find((x: any) => x.id === "slot.chat").detail).toMatch(/^unknown: runtime\.unavailable: /);
+      expect(health.body.services.find((x: any) => x.id === "slot.vision")).toMatchObject({ health: "off" });
     } finally {
       await s.close();
     }
