@@ -23,7 +23,7 @@ export async function convergeWithProgress(box: Pick<Box, "model" | "driver" | "
         return go;
       },
     });
-    if (done.results.length > 0) io.stdout.write(`${formatResults(done.results)}\n`);
+    if (done.results.length > 0) io.stdout.write(`${formatResults(done.results, options.plan?.destroy === true ? "down" : "apply")}\n`);
     return done;
   } finally {
     interrupt.disarm();
@@ -93,13 +93,21 @@ export function progressReporter(io: CliIo): (event: ExecEvent) => void {
   };
 }
 
-/** The closing lines of an apply: counts, then each failure with its code and reason. */
-export function formatResults(results: readonly StepResult[]): string {
+/**
+ * The closing lines of an apply — counts, then each failure with its code and
+ * reason, then the steps an interrupt left — or of a down, whose every step
+ * is a stop: "Down complete: 8 stopped, 0 failed." (its plan's deletes
+ * remove slots from the inventory, not from the config).
+ */
+export function formatResults(results: readonly StepResult[], command: "apply" | "down" = "apply"): string {
   const failed = results.filter((r) => !r.ok && r.code !== INTERRUPTED);
   const left = results.filter((r) => r.code === INTERRUPTED);
   const count = (action: string) => results.filter((r) => r.ok && r.action === action).length;
-  const done = `${count("create")} created, ${count("replace")} replaced, ${count("delete")} deleted, ${count("update")} updated, ${failed.length} failed`;
-  const head = left.length > 0 ? `Apply interrupted: ${done}, ${left.length} left to the next apply.` : `Apply ${failed.length ? "finished with errors" : "complete"}: ${done}.`;
+  const done = command === "down"
+    ? `${count("delete")} stopped, ${failed.length} failed`
+    : `${count("create")} created, ${count("replace")} replaced, ${count("delete")} deleted, ${count("update")} updated, ${failed.length} failed`;
+  const word = command === "down" ? "Down" : "Apply";
+  const head = left.length > 0 ? `${word} interrupted: ${done}, ${left.length} left to the next ${command}.` : `${word} ${failed.length ? "finished with errors" : "complete"}: ${done}.`;
   return [head, ...failed.map((r) => `  ✗ ${r.address} (${r.action}): ${r.code}: ${r.error}`), ...left.map((r) => `  - ${r.address} (${r.action}): ${r.error}`)].join("\n");
 }
 

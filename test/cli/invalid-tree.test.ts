@@ -70,7 +70,7 @@ describe("hal0 status and hal0 down on a tree with errors", () => {
     expect(down.code, down.out + down.err).toBe(0);
     expect(down.err).toBe(`note: ${config} has 2 error(s) (hal0 validate lists them); down stops the slots in the inventory with the runtime of the settings last applied\n`);
     for (const name of SLOTS) expect(down.out).toMatch(new RegExp(`- slot\\.${name} \\(down\\)`));
-    expect(down.out).toContain("0 created, 0 replaced, 2 deleted, 0 updated, 0 failed");
+    expect(down.out).toContain("Down complete: 2 stopped, 0 failed.");
     for (const pid of pids) expect(await alive(pid), String(pid)).toBe(false);
     for (const name of SLOTS) expect(await markedRunners(state, name)).toEqual([]);
     expect(JSON.parse(readFileSync(join(state, "inventory.json"), "utf8")).slots).toEqual({});

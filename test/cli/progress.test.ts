@@ -33,6 +33,17 @@ describe("apply progress", () => {
       { address: "slot.b", action: "create", ok: false, code: "slot.health_failed", error: "no 200 within 5 s", elapsed_ms: 1 },
     ])).toBe("Apply finished with errors: 1 created, 0 replaced, 0 deleted, 0 updated, 1 failed.\n  ✗ slot.b (create): slot.health_failed: no 200 within 5 s");
   });
+
+  it("a down's every step is a stop, said as such (its deletes leave the config alone)", () => {
+    expect(formatResults([
+      { address: "slot.a", action: "delete", ok: true, elapsed_ms: 1 },
+      { address: "slot.b", action: "delete", ok: true, elapsed_ms: 1 },
+    ], "down")).toBe("Down complete: 2 stopped, 0 failed.");
+    expect(formatResults([
+      { address: "slot.a", action: "delete", ok: true, elapsed_ms: 1 },
+      { address: "slot.b", action: "delete", ok: false, code: "apply.interrupted", error: "not started: the apply was interrupted", elapsed_ms: 0 },
+    ], "down")).toBe("Down interrupted: 1 stopped, 0 failed, 1 left to the next down.\n  - slot.b (delete): not started: the apply was interrupted");
+  });
 });
 
 describe("apply asks before changing anything", () => {
