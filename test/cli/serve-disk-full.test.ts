@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { httpCall } from "../server/harness.js";
-import { PROJECT } from "../reconciler/process-helpers.js";
+import { PROJECT, until } from "../reconciler/process-helpers.js";
 import { startServe } from "./helpers.js";
 
 /**
@@ -53,8 +53,10 @@ describe("hal0 serve on a state folder whose disk fills up (a real tmpfs)", () =
     expect((await httpCall(serving.url, "POST", "/api/plans", edit(43))).status).toBe(201);
     const rows = (await httpCall(serving.url, "GET", "/api/activity?route=POST%20/api/plans", { headers })).body.items;
     expect(rows.map((r: any) => [r.outcome, r.error_code])).toEqual([["ok", null], ["error", "server.storage_full"], ["error", "server.storage_full"]]);
-    const log = serving.lines().map((l) => l.msg);
-    expect(log).toContain("audit rows could not be written; they are kept in memory and written when the database takes them again");
-    expect(log).toContain("audit rows are written again");
+    // The server's log reaches this process through a pipe, after the reply that caused it: wait for the lines.
+    const log = () => serving.lines().map((l) => l.msg);
+    await until(async () => log().includes("audit rows are written again"), 5000).catch(() => undefined);
+    expect(log()).toContain("audit rows could not be written; they are kept in memory and written when the database takes them again");
+    expect(log()).toContain("audit rows are written again");
   }, 60_000);
 });
