@@ -123,7 +123,7 @@ async function listTomlFiles(dir: string): Promise<{ files: string[]; problems: 
 }
 
 /** What an entry is, a symbolic link followed: "missing" when it leads nowhere (or loops). */
-function entryKind(path: string, entry: Dirent): "file" | "folder" | "other" | "missing" {
+export function entryKind(path: string, entry: Dirent): "file" | "folder" | "other" | "missing" {
   if (entry.isFile()) return "file";
   if (entry.isDirectory()) return "folder";
   if (!entry.isSymbolicLink()) return "other";

@@ -1,4 +1,4 @@
-import { statSync } from "node:fs";
+import { entryKind } from "../compiler/load.js";
 import { readdir, readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { replaceFileKeeping } from "./atomic.js";
@@ -22,21 +22,13 @@ export async function readHermesProfiles(home: string): Promise<Record<string, O
     throw err;
   });
   // A profile folder may be a symbolic link to one kept elsewhere: it counts as what it leads to.
-  const names = entries.filter((e) => PROFILE_NAME.test(e.name) && (e.isDirectory() || (e.isSymbolicLink() && leadsToFolder(join(dir, e.name))))).map((e) => e.name).sort();
+  const names = entries.filter((e) => PROFILE_NAME.test(e.name) && entryKind(join(dir, e.name), e) === "folder").map((e) => e.name).sort();
   const texts = await Promise.all(names.map((name) => readHermesFile(join(dir, name, "config.yaml"))));
   const out: Record<string, ObservedHermesProfile> = {};
   names.forEach((name, i) => {
     if (texts[i] !== undefined) out[name] = { text: texts[i]! };
   });
   return out;
-}
-
-function leadsToFolder(path: string): boolean {
-  try {
-    return statSync(path, { throwIfNoEntry: false })?.isDirectory() ?? false;
-  } catch {
-    return false; // a loop of links, a folder hal0 may not enter
-  }
 }
 
 /** A Hermes config file's text; undefined when it does not exist. */

@@ -2,7 +2,7 @@ import "./docker-deps.js"; // first: defers the parts of dockerode hal0 never us
 import Dockerode from "dockerode";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
-import { DriverError, interruptedStart, wantsProbe, whenAborted, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
+import { DriverError, INTERRUPTED, interruptedStart, wantsProbe, whenAborted, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
 import { LABEL, boxFilter, containerName, fileMounts, labelledAs, logTailOf, parseView } from "./docker-container.js";
 import { engineStatus, ignore, notOursMessage } from "./docker-engine.js";
 import { healthOf, httpStatus, acceptsConnections } from "./proc.js";
@@ -123,7 +123,7 @@ export class SwarmDriver implements SlotDriver {
     const interrupt = whenAborted(options.signal);
     const outcome = await this.waitReady(name, view, options, interrupt.aborted).finally(() => interrupt.dispose());
     if (outcome.ok) return {};
-    if (outcome.code === "apply.interrupted") throw interruptedStart(name, view.spec.port, view.spec.health_path, `service ${svc}`);
+    if (outcome.code === INTERRUPTED) throw interruptedStart(name, view.spec.port, view.spec.health_path, `service ${svc}`);
     await this.removeService(name).catch(() => undefined);
     throw new DriverError(outcome.code, `${outcome.message}; removed ${svc}`);
   }
@@ -154,7 +154,7 @@ export class SwarmDriver implements SlotDriver {
     let warming = false;
     let last = "no task yet";
     while (Date.now() < deadline) {
-      if (options.signal?.aborted) return { ok: false, code: "apply.interrupted", message: "" };
+      if (options.signal?.aborted) return { ok: false, code: INTERRUPTED, message: "" }; // said by interruptedStart
       const tasks = ((await this.docker.listTasks({ filters: { service: [svc] } }).catch(() => [])) as ListedTask[])
         .sort((a, b) => ((a.Status.Timestamp ?? "") < (b.Status.Timestamp ?? "") ? 1 : -1));
       // A node that refuses the task (no such image, a bind source missing) will refuse it again: at once.
