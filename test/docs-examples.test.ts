@@ -624,11 +624,17 @@ describe("the examples against a real hal0 serve (the Quickstart's command on a 
     served = await serve();
     // "its 8 slots converged as processes"
     const promised = Number(/its (\d+) slots converged/.exec(blocksOfKind("quickstart")[0]!.text)?.[1]);
+    type Row = { name: string; status: string; enabled: boolean; last_error?: { code: string; message: string } };
+    let last: Row[] = [];
     const running = await until("the box's slots running", async () => {
-      const { slots } = (await getJson("/api/slots")) as { slots: Array<{ status: string; enabled: boolean }> };
-      const enabled = slots.filter((x) => x.enabled);
+      last = ((await getJson("/api/slots")) as { slots: Row[] }).slots;
+      const enabled = last.filter((x) => x.enabled);
       return enabled.every((x) => x.status === "running") ? enabled.length : undefined;
-    }, 90_000);
+    }, 90_000).catch((err: Error) => {
+      // Which slot, and why: the roster's last_error, and the server's last lines.
+      const rows = last.filter((x) => x.enabled && x.status !== "running").map((x) => `${x.name}: ${x.status}${x.last_error ? ` (${x.last_error.code}: ${x.last_error.message})` : ""}`);
+      throw new Error(`${err.message}\n${rows.join("\n")}\n--- hal0 serve, last lines ---\n${served!.log.split("\n").slice(-30).join("\n")}`);
+    });
     expect(running).toBe(promised);
   }, 120_000);
 

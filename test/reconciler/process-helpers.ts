@@ -1,6 +1,6 @@
 import { once } from "node:events";
 import { mkdir, readFile, writeFile } from "node:fs/promises";
-import { createServer, type AddressInfo } from "node:net";
+import { createServer } from "node:net";
 import { dirname, join, relative } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { fileURLToPath } from "node:url";
@@ -15,14 +15,25 @@ export const PROJECT = fileURLToPath(new URL("../..", import.meta.url));
 export const RUNNER = join(PROJECT, "fixtures/runner/fake-llama-server.mjs");
 const MODEL_FILE = join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf");
 
-/** A port nothing listens on right now (bound to 0, then released). */
+/**
+ * A port nothing listens on right now, below the kernel's ephemeral range
+ * (32768–60999). A port bound to 0 and released comes from that range, where
+ * the next outgoing connection of any suite running meanwhile may take it as its
+ * local port before the runner binds it (a slot then fails `slot.port_in_use`).
+ */
 export async function freePort(): Promise<number> {
-  const server = createServer().listen(0, "127.0.0.1");
-  await once(server, "listening");
-  const { port } = server.address() as AddressInfo;
-  server.close();
-  await once(server, "close");
-  return port;
+  for (;;) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    const server = createServer();
+    const bound = await new Promise<boolean>((resolve) => {
+      server.once("error", () => resolve(false));
+      server.listen(port, "127.0.0.1", () => resolve(true));
+    });
+    if (!bound) continue;
+    server.close();
+    await once(server, "close");
+    return port;
+  }
 }
 
 interface ViewOptions {
