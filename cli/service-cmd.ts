@@ -1,8 +1,12 @@
-import { mkdir, stat } from "node:fs/promises";
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
+import { chown, mkdir, stat } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { writeFileAtomic } from "../reconciler/atomic.js";
+import { hermesHome } from "../reconciler/hermes-plan.js";
+import { storeDir } from "../reconciler/host/model-scan.js";
 import { packageRoot } from "../reconciler/package-root.js";
-import { DEFAULT_UNIT_DIR, renderUnit, UNIT_NAME, verifyUnit } from "../reconciler/systemd-unit.js";
+import { DEFAULT_UNIT_DIR, renderUnit, underTmp, UNIT_NAME, verifyUnit, within } from "../reconciler/systemd-unit.js";
 import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { compileTree, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
@@ -11,10 +15,12 @@ export const SERVICE_HELP = `hal0 service install [--config DIR] [--state DIR] [
 
 Writes the systemd unit of 'hal0 serve' (hal0.service): ExecStart runs this node and this
 hal0 with --config and --state as absolute paths, Restart=on-failure, and a sandbox
-(NoNewPrivileges, ProtectSystem=strict with ReadWritePaths= the state and config folders
-and the model store, ProtectHome=read-only, PrivateTmp, kernel and cgroup protections).
+(NoNewPrivileges, ProtectSystem=strict with ReadWritePaths= the state and config folders,
+the model store and the Hermes home, ProtectHome=read-only, PrivateTmp unless a folder lies
+under /tmp, kernel and cgroup protections).
 PATH is the one this command runs with, so runners are found as 'hal0 doctor' finds them.
-Creates the state folder (0700) if missing. Starts nothing: run
+Creates the state folder (0700) if missing; with --user, as that user's, and names each
+folder the service writes that the user cannot. Starts nothing: run
 'systemctl daemon-reload && systemctl enable --now hal0' yourself. 'hal0 doctor' checks it.
   --unit-dir DIR   where to write hal0.service (default ${DEFAULT_UNIT_DIR})
   --user NAME      User= and Group= of the service (default: root)
@@ -31,19 +37,27 @@ export async function runService(args: string[], io: CliIo): Promise<number> {
   });
   if (positionals.length !== 1 || positionals[0] !== "install") throw new UsageError("expected: hal0 service install [--unit-dir DIR] [--print]");
   if (values.user !== undefined && !/^[a-z_][a-z0-9_-]{0,31}$/i.test(values.user)) throw new UsageError(`--user must be a user name, not ${JSON.stringify(values.user)}`);
-  // The tree need not compile to install the unit; when it does, the model store it names is writable too.
+  // The tree need not compile to install the unit; when it does, the model store it names is
+  // writable too, and the Hermes home (hal0 writes its profiles) when it is there.
   const tree = await compileTree(values, io);
   const state = stateDir(values.state, io.env, io.cwd);
   const writable: string[] = [];
+  const writableIfPresent: string[] = [];
   if (tree.model) {
-    const { storeDir } = await import("../server/pulls/service.js");
     const store = storeDir(tree.model);
-    if (!store.startsWith(`${state}/`) && !store.startsWith(`${tree.root}/`)) writable.push(store);
+    if (!within(store, state) && !within(store, tree.root)) writable.push(store);
+    writableIfPresent.push(hermesHome(tree.model));
   }
-  const text = renderUnit({
-    node: process.execPath, bin: join(packageRoot(), "bin", "hal0.cjs"), config: tree.root, state, writable,
+  const user = values.user === undefined ? undefined : serviceUser(values.user);
+  const options = {
+    node: process.execPath, bin: join(packageRoot(), "bin", "hal0.cjs"), config: tree.root, state, writable, writableIfPresent,
     user: values.user, path: io.env.PATH, version: (await import("../server/version.js")).packageVersion(),
-  });
+  };
+  const text = renderUnit(options);
+  const hidden = underTmp([options.node, options.bin, state, tree.root, ...writable, ...writableIfPresent]);
+  if (hidden.length > 0) {
+    io.stderr.write(`hal0 service: the unit leaves PrivateTmp= off: a private /tmp would hide ${hidden.join(", ")} from the service (most systems also empty /tmp at boot: keep the box elsewhere)\n`);
+  }
   if (values.print) {
     io.stdout.write(text);
     return EXIT_OK;
@@ -53,17 +67,44 @@ export async function runService(args: string[], io: CliIo): Promise<number> {
   try {
     const info = await stat(dir).catch(() => undefined);
     if (!info?.isDirectory()) throw new Error(`${dir} is not a folder`);
-    // ReadWritePaths= must exist when the unit starts, and hal0 cannot make them under ProtectSystem=strict.
-    await mkdir(state, { recursive: true, mode: 0o700 });
-    for (const w of writable) await mkdir(w, { recursive: true });
+    // ReadWritePaths= must exist when the unit starts, and hal0 cannot make them under
+    // ProtectSystem=strict; one made here for a --user service is that user's.
+    for (const [folder, mode] of [[state, 0o700], ...writable.map((w) => [w, 0o755] as const)] as const) {
+      const made = await mkdir(folder, { recursive: true, mode });
+      if (made !== undefined && user) await chown(folder, user.uid, user.gid);
+    }
     await writeFileAtomic(file, text, 0o644);
   } catch (err) {
     throw new CliError("service.install_failed", `cannot write ${file}: ${(err as Error).message}`);
   }
   io.stdout.write(`wrote ${file}\n`);
+  if (user) {
+    for (const folder of [state, tree.root, ...writable, ...writableIfPresent.filter((p) => existsSync(p))]) {
+      if (cannotWrite(user.name, folder)) io.stderr.write(`hal0 service: ${user.name}, the service's user, cannot write ${folder}: chown -R ${user.name}: ${folder}\n`);
+    }
+  }
   const verified = await verifyUnit(file);
   if (verified === undefined) io.stderr.write("hal0 service: systemd-analyze is not installed; the unit was not verified\n");
   else if (verified.code !== 0 || verified.output !== "") io.stderr.write(`hal0 service: systemd-analyze verify ${file} (exit ${verified.code}):\n${verified.output}\n`);
   io.stdout.write("next: systemctl daemon-reload && systemctl enable --now hal0\n");
   return EXIT_OK;
+}
+
+/** `--user NAME` as this machine knows it (`id`, so NSS users count): a unit naming an unknown user does not start. */
+function serviceUser(name: string): { name: string; uid: number; gid: number } {
+  const id = (flag: string) => spawnSync("id", [flag, name], { encoding: "utf8", timeout: 10_000 });
+  const [u, g] = [id("-u"), id("-g")];
+  if (u.status !== 0 || g.status !== 0) throw new CliError("service.install_failed", `no user ${name} on this machine (id -u ${name}: ${(u.stderr || u.error?.message || "").trim()})`);
+  return { name, uid: Number(u.stdout.trim()), gid: Number(g.stdout.trim()) };
+}
+
+/**
+ * Whether `user` is refused writing into `folder`, asked of the system itself
+ * (runuser with the user's groups, so ACLs, groups and every parent folder
+ * count). Only root can ask; otherwise, and for root itself, nothing is said.
+ */
+function cannotWrite(user: string, folder: string): boolean {
+  if (process.getuid?.() !== 0 || user === "root") return false;
+  const r = spawnSync("runuser", ["-u", user, "--", "test", "-w", folder, "-a", "-x", folder], { timeout: 10_000 });
+  return r.status === 1;
 }

@@ -13,7 +13,8 @@ import { nearestExisting } from "./atomic.js";
 import { StateStore } from "./state.js";
 import { findRunner, runnerPath } from "./drivers/runner.js";
 import { isAdvisory, preflight, type Finding } from "./preflight.js";
-import { DEFAULT_UNIT_DIR, readUnit, UNIT_NAME, verifyUnit } from "./systemd-unit.js";
+import { DEFAULT_UNIT_DIR, readUnit, UNIT_NAME, unitProblems, verifyUnit } from "./systemd-unit.js";
+import { storeDir } from "./host/model-scan.js";
 
 /**
  * The checks of `hal0 doctor` (and `GET /api/doctor`, `GET /api/health/system`):
@@ -77,7 +78,7 @@ export async function doctorRows(tree: DoctorInput): Promise<DoctorRow[]> {
     rows.push(await runtimeRow(model, tree.env), ...(await runnerRows(model, findings, tree.runnerVersions ?? true)), modelFilesRow(model, findings), await slotPortsRow(model));
     rows.push(await profilesRow(model, managed.profiles, token), await defaultMemoryRow(model, managed.default, token), await brainMemoryRow(model, managed.profiles[BRAIN_PROFILE], token));
   }
-  rows.push(await serviceUnitRow(tree.root, tree.stateDir, tree.unitDir ?? DEFAULT_UNIT_DIR, tree.runnerVersions ?? true));
+  rows.push(await serviceUnitRow(tree.root, tree.stateDir, tree.unitDir ?? DEFAULT_UNIT_DIR, tree.runnerVersions ?? true, model));
   return rows;
 }
 
@@ -87,7 +88,7 @@ export async function doctorRows(tree: DoctorInput): Promise<DoctorRow[]> {
  * there, and (`verify`) what `systemd-analyze verify` says of it. No unit is
  * fine: hal0 serve needs no systemd.
  */
-async function serviceUnitRow(root: string, stateDir: string, unitDir: string, verify: boolean): Promise<DoctorRow> {
+async function serviceUnitRow(root: string, stateDir: string, unitDir: string, verify: boolean, model: Model | undefined): Promise<DoctorRow> {
   const check = "service_unit";
   const unit = await readUnit(unitDir);
   if (!unit) return { check, status: "ok", message: `no ${UNIT_NAME} in ${unitDir}: hal0 serve runs without systemd`, hint: "" };
@@ -97,6 +98,9 @@ async function serviceUnitRow(root: string, stateDir: string, unitDir: string, v
   }
   const missing = unit.exec.filter((w, i) => (i === 0 || w.endsWith("hal0.js") || w.endsWith("hal0.cjs")) && !existsSync(w));
   if (missing.length > 0) return { check, status: "fail", message: `${unit.file} runs ${missing.join(" and ")}, which does not exist (node or hal0 moved)`, hint: reinstall };
+  // The folders the service writes: open to it, and not hidden by a private /tmp.
+  const problems = unitProblems(unit, { writable: [stateDir, root, ...(model ? [storeDir(model)] : [])], writableIfPresent: model ? [hermesHome(model)] : [] });
+  if (problems.length > 0) return { check, status: "fail", message: `${unit.file}: ${problems.join("; ")}`, hint: reinstall };
   if (!verify) return { check, status: "ok", message: `${unit.file} serves this box`, hint: "" };
   const verified = await verifyUnit(unit.file);
   if (verified === undefined) return { check, status: "ok", message: `${unit.file} serves this box (systemd-analyze is not installed: not verified)`, hint: "" };

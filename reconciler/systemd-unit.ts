@@ -11,7 +11,13 @@ import { join } from "node:path";
  *   `ReadWritePaths=`: the state folder (database, records, logs), the config
  *   folder (API writes), and the model store (pulls) when it is elsewhere.
  * - `ProtectHome=read-only`, not `yes`: model files and runners often live
- *   under /home; a folder there that hal0 writes is in `ReadWritePaths=`.
+ *   under /home; a folder there that hal0 writes is in `ReadWritePaths=`. The
+ *   Hermes home (`[hermes] home`, often `~/.hermes`) is there with systemd's
+ *   `-` prefix: hal0 writes its profiles but never creates it, and a missing
+ *   path must not keep the unit from starting.
+ * - `PrivateTmp=yes`, unless a folder the service uses (or node, or hal0)
+ *   lies under /tmp or /var/tmp: a private /tmp would hide it, and the unit
+ *   would start on an empty folder or not at all.
  * - No `PrivateDevices=`: runners need /dev/kfd, /dev/dri and /dev/accel.
  * - No `MemoryDenyWriteExecute=`: node's JIT (and llama.cpp's) needs it.
  * - The process runtime's runners are children in the unit's cgroup: stopping
@@ -34,6 +40,8 @@ export interface UnitOptions {
   readonly state: string;
   /** Other folders hal0 writes (the model store). */
   readonly writable?: readonly string[];
+  /** Folders hal0 writes when they are there but never creates (the Hermes home): `-` prefixed. */
+  readonly writableIfPresent?: readonly string[];
   /** `User=` (and its group); absent: root. */
   readonly user?: string;
   /** `PATH` as hal0 should see it (where runners are found). */
@@ -41,9 +49,30 @@ export interface UnitOptions {
   readonly version?: string;
 }
 
+const TMP_ROOTS = ["/tmp", "/var/tmp"];
+
+/** Whether `path` is `dir` or lies under it. */
+export function within(path: string, dir: string): boolean {
+  const d = dir.replace(/\/+$/, "");
+  return path === d || path.startsWith(`${d}/`);
+}
+
+/** Of `paths`, those a private /tmp (`PrivateTmp=yes`) would hide from the service. */
+export function underTmp(paths: readonly string[]): string[] {
+  return [...new Set(paths.filter((p) => TMP_ROOTS.some((t) => within(p, t))))];
+}
+
+/** Every path the unit's service reads or writes: node, hal0, the folders. */
+function usedPaths(o: UnitOptions): string[] {
+  return [o.node, o.bin, o.state, o.config, ...(o.writable ?? []), ...(o.writableIfPresent ?? [])];
+}
+
 /** The unit's text. */
 export function renderUnit(o: UnitOptions): string {
   const rw = [...new Set([o.state, o.config, ...(o.writable ?? [])])];
+  // A folder inside one already writable needs no line of its own.
+  const optional = [...new Set(o.writableIfPresent ?? [])].filter((p) => !rw.some((w) => within(p, w))).map((p) => `-${p}`);
+  const hidden = underTmp(usedPaths(o));
   const lines = [
     `# Written by 'hal0 service install'${o.version ? ` (hal0 ${o.version})` : ""}; run it again to rewrite this file. 'hal0 doctor' checks it.`,
     "[Unit]",
@@ -63,9 +92,9 @@ export function renderUnit(o: UnitOptions): string {
     "UMask=0077",
     "NoNewPrivileges=yes",
     "ProtectSystem=strict",
-    `ReadWritePaths=${rw.map(quote).join(" ")}`,
+    `ReadWritePaths=${[...rw, ...optional].map(quote).join(" ")}`,
     "ProtectHome=read-only",
-    "PrivateTmp=yes",
+    ...(hidden.length === 0 ? ["PrivateTmp=yes"] : [`# No PrivateTmp=: a private /tmp would hide ${hidden.join(", ")} from the service.`]),
     "ProtectKernelTunables=yes",
     "ProtectKernelModules=yes",
     "ProtectKernelLogs=yes",
@@ -137,6 +166,33 @@ export async function readUnit(dir = DEFAULT_UNIT_DIR): Promise<InstalledUnit | 
     return i === -1 ? undefined : exec[i + 1];
   };
   return { file, text, exec, config: after("--config"), state: after("--state") };
+}
+
+/** What the service at `unit` needs: folders it writes, folders it writes when they are there. */
+export interface UnitNeeds {
+  readonly writable: readonly string[];
+  readonly writableIfPresent: readonly string[];
+}
+
+/**
+ * What keeps an installed unit's service from doing its work, one sentence
+ * each: a folder it writes that `ReadWritePaths=` leaves read-only, or one a
+ * `PrivateTmp=yes` hides (a unit written by an older hal0, or edited).
+ */
+export function unitProblems(unit: InstalledUnit, needs: UnitNeeds, present: (path: string) => boolean = existsSync): string[] {
+  const settings = (key: string) => unit.text.split("\n").filter((l) => new RegExp(`^\\s*${key}\\s*=`).test(l)).map((l) => l.slice(l.indexOf("=") + 1).trim());
+  // Each line adds to the list; an empty one empties it (systemd's rule for path lists).
+  const rw = settings("ReadWritePaths").reduce<string[]>((list, v) => (v === "" ? [] : [...list, ...unitWords(v).map((w) => w.replace(/^[-+]+/, ""))]), []);
+  const problems: string[] = [];
+  const wanted = [...needs.writable, ...needs.writableIfPresent.filter((p) => present(p))];
+  const readOnly = [...new Set(wanted.filter((p) => !rw.some((w) => within(p, w))))];
+  if (readOnly.length > 0) problems.push(`its ReadWritePaths= leave ${readOnly.join(", ")} read-only to the service`);
+  const privateTmp = settings("PrivateTmp").at(-1);
+  if (privateTmp !== undefined && /^(yes|true|on|1|disconnected)$/i.test(privateTmp)) {
+    const hidden = underTmp([...unit.exec.filter((w) => w.startsWith("/")), ...wanted]);
+    if (hidden.length > 0) problems.push(`its PrivateTmp=${privateTmp} hides ${hidden.join(", ")} from the service`);
+  }
+  return problems;
 }
 
 /** Where systemd-analyze is, if anywhere this process looks. */

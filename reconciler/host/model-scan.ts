@@ -111,6 +111,12 @@ async function propose(configRoot: string, file: string, taken: Set<string>): Pr
   return { id, path: file, entry: entryFor(configRoot, file, facts), gguf: facts };
 }
 
+/** Where pulls land, absolute: `store` (default `[models] store`), else the first of `[models] roots`; relative to the config folder. */
+export function storeDir(model: Model, store = model.settings.models.store): string {
+  const dir = store || model.settings.models.roots[0] || "models";
+  return resolve(isAbsolute(dir) ? dir : join(model.root, dir));
+}
+
 /** A file's path as models.toml writes it: relative to the config folder when under it (with `/`), else absolute. */
 export function configPath(configRoot: string, file: string): string {
   const inside = relative(configRoot, file);

@@ -1,7 +1,7 @@
 import { existsSync } from "node:fs";
-import { basename, isAbsolute, join, resolve } from "node:path";
+import { basename, isAbsolute, join } from "node:path";
 import type { Model } from "../../compiler/index.js";
-import { configPath } from "../../reconciler/host/model-scan.js";
+import { configPath, storeDir } from "../../reconciler/host/model-scan.js";
 import { HubClient, HubError } from "../../reconciler/host/hf-hub.js";
 import type { BoxService } from "../box.js";
 import type { Db } from "../db.js";
@@ -243,11 +243,7 @@ export interface UpdateRow {
   readonly reason: string;
 }
 
-/** Where pulls land, absolute: `store` (default `[models] store`), else the first of `[models] roots`; relative to the config folder. */
-export function storeDir(model: Model, store = model.settings.models.store): string {
-  const dir = store || model.settings.models.roots[0] || "models";
-  return resolve(isAbsolute(dir) ? dir : join(model.root, dir));
-}
+export { storeDir };
 
 /** `<kind>:<name>` of a caller (`anonymous` alone), as pulls record who asked. */
 export function callerName(caller: Caller): string {

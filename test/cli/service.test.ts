@@ -1,10 +1,10 @@
 import { spawnSync } from "node:child_process";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
-import { systemdAnalyze } from "../../reconciler/systemd-unit.js";
+import { renderUnit, systemdAnalyze } from "../../reconciler/systemd-unit.js";
 import { captureIo } from "./helpers.js";
 
 /**
@@ -18,6 +18,7 @@ let config: string;
 let state: string;
 let units: string;
 let store: string;
+let hermes: string;
 
 beforeAll(() => {
   dir = mkdtempSync(join(tmpdir(), "hal0-service-"));
@@ -25,9 +26,10 @@ beforeAll(() => {
   state = join(dir, "var lib", "hal0");
   units = join(dir, "units");
   store = join(dir, "models store");
+  hermes = join(dir, "hermes home");
   cpSync(join(import.meta.dirname, "../../fixtures/box"), config, { recursive: true });
   const toml = join(config, "hal0.toml");
-  writeFileSync(toml, readFileSync(toml, "utf8").replace(/^store = .*$/m, `store = ${JSON.stringify(store)}`));
+  writeFileSync(toml, `${readFileSync(toml, "utf8").replace(/^store = .*$/m, `store = ${JSON.stringify(store)}`)}\n[hermes]\nhome = ${JSON.stringify(hermes)}\n`);
   mkdirSync(units);
 });
 
@@ -50,18 +52,48 @@ describe("hal0 service install", () => {
     expect(r.code, r.err).toBe(0);
     const q = (p: string) => `"${p}"`;
     expect(r.out).toContain(`ExecStart=${process.execPath} --max-semi-space-size=2 ${HAL0_BIN.replace(/\/test\/cli\/\.\.\/\.\./, "")} serve --config ${q(config)} --state ${q(state)}\n`);
-    expect(r.out).toContain(`ReadWritePaths=${q(state)} ${q(config)} ${q(store)}\n`);
-    for (const line of ["Restart=on-failure", "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=read-only", "PrivateTmp=yes", "Environment=PATH=/usr/local/bin:/usr/bin:/bin", "WantedBy=multi-user.target"]) {
+    // The Hermes home, which hal0 writes but never creates: `-`, so a missing one does not keep the unit from starting.
+    expect(r.out).toContain(`ReadWritePaths=${q(state)} ${q(config)} ${q(store)} ${q(`-${hermes}`)}\n`);
+    for (const line of ["Restart=on-failure", "NoNewPrivileges=yes", "ProtectSystem=strict", "ProtectHome=read-only", "Environment=PATH=/usr/local/bin:/usr/bin:/bin", "WantedBy=multi-user.target"]) {
       expect(r.out).toContain(`${line}\n`);
     }
+    // Every folder here lies under /tmp, which a private /tmp would hide: the unit leaves it off, and says so.
+    expect(r.out).not.toMatch(/^PrivateTmp=/m);
+    expect(r.out).toMatch(/^# No PrivateTmp=: a private \/tmp would hide .*my box/m);
+    expect(r.err).toContain(`hal0 service: the unit leaves PrivateTmp= off: a private /tmp would hide ${state}, ${config}`);
     expect(readdirSync(units)).toEqual([]);
     expect(existsSync(state)).toBe(false);
+  });
+
+  it("a box outside /tmp gets PrivateTmp=yes, and a Hermes home inside the state folder no line of its own", () => {
+    const text = renderUnit({ node: process.execPath, bin: HAL0_BIN, config: "/etc/hal0", state: "/var/lib/hal0", writableIfPresent: ["/var/lib/hal0/.hermes"], writable: ["/srv/models"] });
+    expect(text).toContain("ReadWritePaths=/var/lib/hal0 /etc/hal0 /srv/models\n");
+    expect(text).toContain("PrivateTmp=yes\n");
+    const home = renderUnit({ node: process.execPath, bin: HAL0_BIN, config: "/etc/hal0", state: "/var/lib/hal0", writableIfPresent: ["/home/ada/.hermes"] });
+    expect(home).toContain("ReadWritePaths=/var/lib/hal0 /etc/hal0 -/home/ada/.hermes\n");
+  });
+
+  it.runIf(process.getuid?.() === 0)("--user: an unknown user is refused; a folder it makes is the user's; one the user cannot write is named", async () => {
+    const unknown = await hal0(["service", "install", "--print", "--config", config, "--state", state, "--user", "no_such_user_h0"]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.err).toContain("service.install_failed: no user no_such_user_h0 on this machine");
+    const own = join(dir, "nobody units");
+    mkdirSync(own);
+    const nobodyState = join(dir, "nobody state");
+    chmodSync(dir, 0o755); // mkdtemp's 0700 would keep nobody out of every folder here
+    const r = await hal0(["service", "install", "--config", config, "--state", nobodyState, "--unit-dir", own, "--user", "nobody"]);
+    expect(r.code, r.err).toBe(0);
+    expect(readFileSync(join(own, "hal0.service"), "utf8")).toContain("User=nobody\nGroup=nobody\n");
+    expect(statSync(nobodyState).uid).toBe(Number(spawnSync("id", ["-u", "nobody"], { encoding: "utf8" }).stdout));
+    // The config folder is root's (and the test's folder 0700): the real system says nobody cannot write it.
+    expect(r.err).toContain(`hal0 service: nobody, the service's user, cannot write ${config}: chown -R nobody: ${config}`);
+    expect(r.err).not.toContain(`cannot write ${nobodyState}`);
   });
 
   it.runIf(systemdAnalyze() !== undefined)("writes hal0.service that systemd-analyze verify passes clean, and makes the folders it opens for writing", async () => {
     const r = await hal0(["service", "install", "--config", config, "--state", state, "--unit-dir", units, "--user", "root"]);
     expect(r.code, r.err).toBe(0);
-    expect(r.err).toBe("");
+    expect(r.err.split("\n").filter((l) => l !== "" && !l.includes("leaves PrivateTmp= off"))).toEqual([]);
     const file = join(units, "hal0.service");
     expect(r.out).toContain(`wrote ${file}`);
     expect(statSync(state).mode & 0o777).toBe(0o700);
@@ -92,8 +124,18 @@ describe("hal0 doctor's service_unit row", () => {
 
     const file = join(units, "hal0.service");
     const good = readFileSync(file, "utf8");
-    writeFileSync(file, good.replace("PrivateTmp=yes", "PrivateTmp=yes\nPrivateTmpp=yes"));
+    writeFileSync(file, good.replace("ProtectHome=read-only", "ProtectHome=read-only\nPrivateTmpp=yes"));
     expect(await doctorRow()).toMatchObject({ status: "warn", message: expect.stringContaining("Unknown key") });
+    // A unit of an older hal0: a private /tmp, which hides this box (it lies under /tmp) from the service.
+    writeFileSync(file, good.replace(/^# No PrivateTmp=.*$/m, "PrivateTmp=yes"));
+    expect(await doctorRow()).toMatchObject({ status: "fail", message: expect.stringMatching(/its PrivateTmp=yes hides .*my box/), hint: expect.stringContaining("hal0 service install") });
+    // A Hermes home that is there, left read-only (the unit names no such folder).
+    mkdirSync(hermes, { recursive: true });
+    writeFileSync(file, good.replace(` "-${hermes}"`, ""));
+    expect(await doctorRow()).toMatchObject({ status: "fail", message: expect.stringContaining(`its ReadWritePaths= leave ${hermes} read-only to the service`) });
+    // One missing is fine while there is none: hal0 never creates it.
+    rmSync(hermes, { recursive: true });
+    expect(await doctorRow()).toMatchObject({ status: "ok" });
     writeFileSync(file, good.replace(process.execPath, join(dir, "gone", "node")));
     expect(await doctorRow()).toMatchObject({ status: "fail", message: expect.stringContaining("does not exist"), hint: expect.stringContaining("hal0 service install") });
     writeFileSync(file, good);
