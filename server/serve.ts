@@ -5,6 +5,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { toNodeListener, type App } from "h3";
 import { pino, type Logger } from "pino";
 import { removeStaleTemps } from "../reconciler/atomic.js";
+import { INTERRUPTED } from "../reconciler/drivers/driver.js";
 import { commandOf, listeningInodes, portInUseMessage, socketOwner } from "../reconciler/drivers/proc.js";
 import { slotsDir } from "../reconciler/drivers/runtime-record.js";
 import { acquireServeLock, ServeLockedError } from "../reconciler/lock.js";
@@ -160,7 +161,7 @@ export async function serve(options: ServeOptions): Promise<Serving> {
         last = report;
         observe.report(report);
         server.metrics?.observeSweep(report, ms);
-        if (report.outcome !== "nothing_to_do") logger.info({ sweep: report.outcome, results: report.results.length, diagnostics: report.diagnostics.length }, "sweep");
+        if (report.outcome !== "nothing_to_do") logSweep(logger, report);
       },
       onError: (err, ms) => {
         observe.error(err);
@@ -333,4 +334,24 @@ async function hal0Folders(root: string, stateDir: string): Promise<string[]> {
   const slots = slotsDir(stateDir);
   const records = await readdir(slots, { withFileTypes: true }).catch(() => []);
   return [...TREE_FOLDERS.map((f) => join(root, f)), stateDir, ...records.filter((e) => e.isDirectory()).map((e) => join(slots, e.name))];
+}
+
+/** At most this many errors or failed steps are named in one sweep's log line. */
+const SWEEP_LOG_ITEMS = 10;
+
+/**
+ * A sweep's log line. One that leaves something undone (a tree with errors, a
+ * failed step) is a warning that says what, where and why, so that a person
+ * who edited a file and reads the journal needs nothing else: each error at
+ * its file:line:col with its code, each failed step with its code and the
+ * first line of its message.
+ */
+function logSweep(logger: Logger, report: SweepReport): void {
+  const fields: Record<string, unknown> = { sweep: report.outcome, results: report.results.length, diagnostics: report.diagnostics.length };
+  const errors = report.diagnostics.filter((d) => d.severity === "error");
+  if (errors.length > 0) fields.errors = errors.slice(0, SWEEP_LOG_ITEMS).map((d) => `${d.file}:${d.line}:${d.column}: ${d.code}: ${d.summary}`);
+  const failed = report.results.filter((r) => !r.ok && r.code !== INTERRUPTED);
+  if (failed.length > 0) fields.failed = failed.slice(0, SWEEP_LOG_ITEMS).map((r) => ({ address: r.address, code: r.code ?? "slot.apply_failed", message: (r.error ?? "").split("\n")[0]!.slice(0, 300) }));
+  if (errors.length > 0 || failed.length > 0) logger.warn(fields, "sweep");
+  else logger.info(fields, "sweep");
 }

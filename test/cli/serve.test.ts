@@ -88,6 +88,36 @@ describe("hal0 serve (a real process)", () => {
     expect(await exited).toBe(0);
   }, 60_000);
 
+  it("the sweep's log line says what is undone: a hand edit's error at file:line:col, a failed step with its code", async () => {
+    const { config, state, port } = await smallBox();
+    const { child, lines } = await startServe(config, state);
+    cleanup.push(() => main(["down", "--config", config, "--state", state], captureIo()));
+    const sweeps = () => lines().filter((l) => l.msg === "sweep");
+    const logged = async (what: string, found: (l: any) => boolean) => {
+      for (let i = 0; i < 200 && !sweeps().some(found); i++) await new Promise((r) => setTimeout(r, 50));
+      expect(sweeps().find(found), `${what}: ${JSON.stringify(sweeps())}`).toBeDefined();
+      return sweeps().find(found);
+    };
+    // A person breaks the slot file (the watcher runs a sweep): a warning at the error's place.
+    const slot = join(config, "slots/solo.toml");
+    writeFileSync(slot, readFileSync(slot, "utf8").replace(`port = ${port}`, 'port = "x"'));
+    const invalid = await logged("invalid_config", (l) => l.sweep === "invalid_config");
+    expect(invalid).toMatchObject({ level: 40, diagnostics: 1, errors: ["slots/solo.toml:4:8: config.invalid_type: expected an integer, found a string"] });
+    // The slot enabled on a port that is taken: the failed step, by address, code and message.
+    const holder = createServer().listen(port, "127.0.0.1");
+    await once(holder, "listening");
+    try {
+      writeFileSync(slot, readFileSync(slot, "utf8").replace('port = "x"', `port = ${port}`).replace("enabled = false", "enabled = true"));
+      const failed = await logged("failed step", (l) => Array.isArray(l.failed));
+      expect(failed).toMatchObject({ level: 40, failed: [{ address: "slot.solo", code: "slot.port_in_use", message: expect.stringContaining(String(port)) }] });
+    } finally {
+      holder.close();
+    }
+    const exited = exitOf(child);
+    child.kill("SIGTERM");
+    expect(await exited).toBe(0);
+  }, 30_000);
+
   it("refuses a port that is taken, with a coded error", async () => {
     const { config, state } = await smallBox();
     const first = await startServe(config, state, ["--no-reconcile"]);
