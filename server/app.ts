@@ -5,7 +5,7 @@ import { invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dis
 import { ApiError, envelope } from "./errors.js";
 import { callerOf, checkGate, type GateConfig } from "./gate.js";
 import { restVerdict, type RestVerdict } from "./identity/access.js";
-import { agentWriteTier, pendingReply } from "./verdict.js";
+import { agentWriteTier, pendingReply, pinnedTo } from "./verdict.js";
 import { checkCsrf } from "./identity/csrf.js";
 import { ANONYMOUS, identify, requireScope, type Authenticator } from "./identity/identify.js";
 import { maxBodyBytes, readBodyLimited, requireJsonBody } from "./body.js";
@@ -94,8 +94,9 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
     let verdict: RestVerdict = policy === undefined ? { run: true } : restVerdict(route, caller, policy);
     if (verdict.run && policy !== undefined && caller.kind === "agent" && route.kind === "write") {
       // Judged by what it does: planned first, queued when an effect needs a person.
-      const { tier, tool } = await agentWriteTier(route, caller, policy, "autonomous_write", async () => (await proposeOnly(deps, route, call!)).proposal);
+      const { tier, tool, judgedAt } = await agentWriteTier(route, caller, policy, "autonomous_write", async () => (await proposeOnly(deps, route, call!)).proposal);
       if (tier === "gated") verdict = { run: false, tool, tier: "gated" };
+      else call = pinnedTo(call!, judgedAt);
     }
     if (route.kind === "stream") {
       if (!verdict.run) throw new ApiError("auth.operator_required", `${routeId(route)} is a stream; a gated one cannot be queued`);

@@ -68,6 +68,9 @@ export interface Proposal {
  */
 export const READ_WINDOW_MS = 1000;
 
+/** How often a write that named no base is planned again when a file it edits moved under it. */
+const UNBASED_ATTEMPTS = 3;
+
 /** What the runtime ran at one moment, by slot name: liveness only (health "unknown"). */
 export type Liveness = ReadonlyMap<string, ObservedSlot>;
 
@@ -79,6 +82,8 @@ export type Liveness = ReadonlyMap<string, ObservedSlot>;
 export class BoxService {
   readonly state: StateStore;
   private readonly writes = new Mutex();
+  /** Writes that name no base revision, one at a time from planning to commit (see unbasedWrite). */
+  private readonly unbased = new Mutex();
   private readonly tree: TreeCache;
   private cached?: { result: CompileResult; snapshot: Snapshot; checkedAt: number };
   private watcher?: FSWatcher;
@@ -320,6 +325,26 @@ export class BoxService {
       this.observed.set(proposal, results);
       if (files.length > 0) this.options.nudge?.();
       return revision;
+    });
+  }
+
+  /**
+   * A write whose caller named no base revision (no `If-Match`): "apply this
+   * to the tree as it is". Such writes are planned and committed one at a
+   * time, so that one never meets another's commit between its plan and its
+   * own; a file moved meanwhile by anything else (a hand edit, a write that
+   * named its base) plans it again, up to UNBASED_ATTEMPTS times. `write`
+   * plans from the tree afresh each time.
+   */
+  unbasedWrite<T>(write: () => Promise<T>): Promise<T> {
+    return this.unbased.run(async () => {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          return await write();
+        } catch (err) {
+          if (!(err instanceof ApiError && err.code === "config.stale") || attempt >= UNBASED_ATTEMPTS) throw err;
+        }
+      }
     });
   }
 

@@ -94,11 +94,14 @@ export async function invoke(d: Dispatcher, route: Route, call: Call): Promise<u
     const ctx: RouteContext<unknown, unknown, unknown> = { ...input, box: d.box, services: d, caller: call.caller, requestId: call.requestId, base: call.base };
     let result: unknown;
     if (route.kind === "write") {
-      const intent = await route.handle(ctx);
-      const proposal = await d.box.propose(intent.changes, call.base);
-      planId = proposal.plan.id;
-      guardOperatorOnly(proposal, call.caller);
-      result = await finish(d.box, intent, proposal);
+      const write = async () => {
+        const intent = await route.handle(ctx);
+        const proposal = await d.box.propose(intent.changes, call.base);
+        planId = proposal.plan.id;
+        guardOperatorOnly(proposal, call.caller);
+        return finish(d.box, intent, proposal);
+      };
+      result = call.base === undefined ? await d.box.unbasedWrite(write) : await write();
     } else if (route.kind === "stream") {
       throw new ApiError("route.method_not_allowed", `${route.path} is a stream; open it over HTTP`);
     } else {

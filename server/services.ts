@@ -198,8 +198,9 @@ async function asTool(d: Dispatcher, route: Route, tool: string, call: Call): Pr
   if (caller.kind !== "agent" || caller.via === "approval") return invoke(d, route, call);
   const started = performance.now();
   const floor = toolTier((await d.box.model()).policy, route, tool, caller);
-  if ((await callTier(d, route, floor, call)) === "gated") return queueForPerson(d, route, tool, call, started, `${tool} is gated for ${caller.agent}`);
-  return invoke(d, route, call);
+  const judged = await callTier(d, route, floor, call);
+  if (judged.tier === "gated") return queueForPerson(d, route, tool, call, started, `${tool} is gated for ${caller.agent}`);
+  return invoke(d, route, judged.call);
 }
 
 export interface ServiceHealth {

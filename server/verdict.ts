@@ -53,23 +53,36 @@ export function pendingReply(approval: { id: string; summary: string; effects: r
  * raised to the strictest alias of its route (so no alias is looser than
  * another for the same body), then by what the planned change does.
  */
-export async function agentWriteTier(route: Route, caller: Caller, policy: CompiledPolicy, toolTier: Tier, propose: () => Promise<Pick<Proposal, "snapshot" | "model" | "applied">>): Promise<{ tier: Tier; tool: string }> {
+export async function agentWriteTier(route: Route, caller: Caller, policy: CompiledPolicy, toolTier: Tier, propose: () => Promise<Pick<Proposal, "snapshot" | "model" | "applied">>): Promise<{ tier: Tier; tool: string; judgedAt?: string }> {
   const floor = routeFloor(route, caller, policy);
   const tier = stricter(toolTier, floor.tier);
   if (tierRank(tier) >= tierRank("gated")) return { tier, tool: floor.tool };
-  const verdict = effectVerdict(await propose(), tier, caller, policy);
-  return { tier: verdict.tier, tool: floor.tool };
+  const proposal = await propose();
+  const verdict = effectVerdict(proposal, tier, caller, policy);
+  return { tier: verdict.tier, tool: floor.tool, judgedAt: proposal.snapshot.revision };
+}
+
+/**
+ * The call as it may run once judged at revision `judgedAt`: based on it when
+ * its caller named no base, so that it commits only while the files it edits
+ * are as they were judged (else 409 `config.stale`, and the next try is judged
+ * afresh) — what runs is what was judged.
+ */
+export function pinnedTo(call: Call, judgedAt: string | undefined): Call {
+  return call.base === undefined && judgedAt !== undefined ? { ...call, base: judgedAt } : call;
 }
 
 /**
  * The tier a tool call meets, from its tool's tier (`floor`): an agent's
  * write is raised by what it does, after compile and plan; anything else
- * keeps its floor. Every door that runs a route as a named tool asks here.
+ * keeps its floor. Every door that runs a route as a named tool asks here,
+ * and runs the call it gets back (pinned to the judged revision).
  */
-export async function callTier(d: Dispatcher, route: Route, floor: Tier, call: Call): Promise<Tier> {
-  if (call.caller.kind !== "agent" || route.kind !== "write") return floor;
+export async function callTier(d: Dispatcher, route: Route, floor: Tier, call: Call): Promise<{ tier: Tier; call: Call }> {
+  if (call.caller.kind !== "agent" || route.kind !== "write") return { tier: floor, call };
   const policy = (await d.box.model()).policy;
-  return (await agentWriteTier(route, call.caller, policy, floor, async () => (await proposeOnly(d, route, call)).proposal)).tier;
+  const { tier, judgedAt } = await agentWriteTier(route, call.caller, policy, floor, async () => (await proposeOnly(d, route, call)).proposal);
+  return { tier, call: pinnedTo(call, judgedAt) };
 }
 
 /** A gated call queued for a person and recorded as such: the reply its caller gets. */

@@ -66,11 +66,12 @@ async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unkno
     const floor = toolTier(model.policy, route, tool.name, caller);
     const call = toCall(route, tool.name, args, caller);
     // An agent's write is judged by what it does, after compile and plan (the tool's tier is only its floor).
-    if ((await callTier(d, route, floor, call)) === "gated") {
+    const judged = await callTier(d, route, floor, call);
+    if (judged.tier === "gated") {
       code = "pending_approval";
       return ok(await queueForPerson(d, route, tool.name, call, started));
     }
-    return ok(wrapList(route, await invoke(d, route, call)));
+    return ok(wrapList(route, await invoke(d, route, judged.call)));
   } catch (err) {
     code = err instanceof ApiError ? err.code : "system.internal";
     if (err instanceof ApiError && REFUSALS.has(err.code)) auditRefusal(d, tool.name, caller, err, tool.route);

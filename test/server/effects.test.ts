@@ -163,6 +163,38 @@ describe("privileged effects always need a person, whichever tool carries them",
     const tune = await tool(s, "slot_edit", { name: "utility", tune: { ctx_size: 4096 }, priority: 70 });
     expect(tune.body, JSON.stringify(tune.body)).toMatchObject({ committed: true });
   });
+
+  it("what commits is what was judged: a file moved between an agent's verdict and its commit is 409 config.stale (REST and MCP), and the next try is judged afresh", async () => {
+    const s = await box();
+    const box_ = s.hal0.box;
+    const propose = box_.propose.bind(box_);
+    let moveAfterJudging = false;
+    let moved = 40;
+    // The first plan of a call is its verdict's; right after it, a person edits the file by hand.
+    box_.propose = async (...args: Parameters<typeof propose>) => {
+      const proposal = await propose(...args);
+      if (moveAfterJudging) {
+        moveAfterJudging = false;
+        const file = join(s.config, "slots/utility.toml");
+        writeFileSync(file, readFileSync(file, "utf8").replace(/^priority = \d+$/m, `priority = ${++moved}`));
+      }
+      return proposal;
+    };
+    moveAfterJudging = true;
+    const rest = await s.call("PUT", "/api/slots/utility/config", { as: `agent:${AGENT}`, body: { tune: { ctx_size: 4096 } } });
+    expect(rest.status, JSON.stringify(rest.body)).toBe(409);
+    expect(rest.body.error).toMatchObject({ code: "config.stale", details: { files: ["slots/utility.toml"] } });
+    expect(read(s, "slots/utility.toml")).not.toMatch(/ctx_size = 4096/);
+    moveAfterJudging = true;
+    const mcp = await tool(s, "slot_edit", { name: "utility", tune: { ctx_size: 4096 } });
+    expect(mcp.body, JSON.stringify(mcp.body)).toMatchObject({ error: { code: "config.stale" } });
+    expect(read(s, "slots/utility.toml")).not.toMatch(/ctx_size = 4096/);
+    // Sent again, it is judged on the tree as it is now, and commits.
+    const again = await s.call("PUT", "/api/slots/utility/config", { as: `agent:${AGENT}`, body: { tune: { ctx_size: 4096 } } });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    expect(read(s, "slots/utility.toml")).toMatch(/priority = 42/); // the second hand edit's
+    expect(read(s, "slots/utility.toml")).toMatch(/ctx_size = 4096/);
+  });
 });
 
 describe("effectsOf (pure)", () => {

@@ -189,6 +189,17 @@ describe("slot writes", () => {
     expect((await s.call("PUT", "/api/slots/coder/config", { body: { priority: 71 }, headers: { "if-match": revision } })).status).toBe(200);
   });
 
+  it("writes that name no base revision, sent at once, each apply to the tree as it is: every one commits, none is lost", async () => {
+    const replies = await Promise.all(Array.from({ length: 12 }, (_, i) => s.call("PUT", "/api/slots/chat/config", { body: i % 2 ? { priority: 10 + i } : { tune: { ctx_size: 1024 * (i + 1) } } })));
+    expect(replies.map((r) => r.status), JSON.stringify(replies.find((r) => r.status !== 200)?.body)).toEqual(replies.map(() => 200));
+    // Each commit is its own revision, planned on the one before it.
+    expect(new Set(replies.map((r) => r.body.revision)).size).toBe(12);
+    // The file holds one of the values sent for each key, whichever committed last.
+    const text = read("chat");
+    expect(text).toMatch(/^priority = (1[13579]|21)$/m);
+    expect(text).toMatch(/^ctx_size = (1024|3072|5120|7168|9216|11264)\b/m);
+  });
+
   it("creates a slot (201, with an id); an existing name is 409 slot.exists; an invalid one is refused", async () => {
     const created = await s.call("POST", "/api/slots", { body: { name: "scratch", profile: "cpu-small", model: "qwen3-4b", port: 8150, enabled: false, tune: { ctx_size: 4096 } } });
     expect(created.status).toBe(201);
