@@ -102,15 +102,17 @@ export function shellSplit(input: string): string[] | undefined {
  * position of its last occurrence; repeatable flags keep every occurrence.
  * Aliases count as the same flag (`-c` and `--ctx-size`). A flag takes the
  * next word as its value unless that word is itself a flag. Returns `argv`
- * itself when no flag repeats.
+ * itself when no flag repeats. The first `from` words (the runner's argv
+ * prefix: `toolbox run -c llama-rocm llama-server`) are a command of their
+ * own, kept word for word: neither read as flags nor dropped.
  */
-export function normalizeArgv(argv: readonly string[]): string[] {
+export function normalizeArgv(argv: readonly string[], from = 0): string[] {
   // names[i]: the canonical name of the flag at i; null for the value word that flag takes; undefined for a stray word.
   // A slot's argv has a few dozen words: a look-back over the flags seen so far finds a repeat without a map.
   const names: Array<string | null | undefined> = new Array(argv.length);
   const seen: string[] = [];
   let repeated = false;
-  for (let i = 0; i < argv.length; i++) {
+  for (let i = from; i < argv.length; i++) {
     const token = argv[i]!;
     if (!isFlag(token)) continue;
     const name = canonicalFlag(token);
@@ -123,7 +125,7 @@ export function normalizeArgv(argv: readonly string[]): string[] {
   // Walking back from the end, the first occurrence met is a flag's last; an earlier one is dropped with its value.
   const kept: string[] = [];
   const out: string[] = [];
-  for (let i = argv.length - 1; i >= 0; i--) {
+  for (let i = argv.length - 1; i >= from; i--) {
     const name = names[i];
     if (typeof name === "string") {
       if (kept.includes(name) && !REPEATABLE_FLAGS.has(name)) {
@@ -134,6 +136,7 @@ export function normalizeArgv(argv: readonly string[]): string[] {
     }
     out.push(argv[i]!);
   }
+  for (let i = from - 1; i >= 0; i--) out.push(argv[i]!);
   return out.reverse();
 }
 

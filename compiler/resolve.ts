@@ -70,7 +70,8 @@ export function resolveSlot(input: SlotInput, settings: Settings, reporter: Repo
   words.pushEach(profileKeySite(input, "flags"), `profile \`${profile.name}\`'s flags`, profile.flags_argv);
   pushModelArgs(words, input, effective, dialect, runtime);
   words.pushEach({ file: input.file, path: ["server", "extra_args"], target: "value" }, `slot \`${input.name}\`'s extra_args`, input.extraArgs);
-  const argv = normalizeArgv(words.argv);
+  // The runner's own words are a command prefix, passed as written (a wrapper's `-c` is not llama-server's).
+  const argv = normalizeArgv(words.argv, imaged ? 0 : profile.runner.length);
   const env = sortedEnv(profile.env, slot.server.env);
   const runner = slotRunner(input, key, known, dialect, words.sited ?? [], facts.runnerReporter);
   const spec = slotSpec({

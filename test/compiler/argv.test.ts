@@ -44,6 +44,13 @@ describe("normalizeArgv", () => {
     expect(normalizeArgv(argv)).toBe(argv);
   });
 
+  it("keeps the first `from` words (the runner's prefix) as they are, whatever flags they hold", () => {
+    expect(normalizeArgv(["toolbox", "run", "-c", "box", "llama-server", "-c", "4096", "--ctx-size", "8192"], 5))
+      .toEqual(["toolbox", "run", "-c", "box", "llama-server", "--ctx-size", "8192"]);
+    const argv = ["sh", "-c", "exec x", "-c", "1"];
+    expect(normalizeArgv(argv, 3)).toBe(argv);
+  });
+
   it("reads negative numbers as values and --flag=value as one token", () => {
     expect(normalizeArgv(["--reasoning-budget", "-1", "--threads=4", "--threads=8"])).toEqual(["--reasoning-budget", "-1", "--threads=8"]);
   });

@@ -51,6 +51,16 @@ describe("effective tune", () => {
     ]);
   });
 
+  it("passes the runner's argv prefix word for word: a wrapper's own flags are not llama-server's (toolbox run -c)", () => {
+    const model = build({
+      "profiles.toml": `[profile.boxed]\nrunner = ["toolbox", "run", "-c", "llama-rocm", "--", "llama-server"]\nflags = "-fa on"\ndevice_class = "cpu"\n`,
+      "slots/chat.toml": `profile = "boxed"\nmodel = "qwen3"\nport = 8081\n[tune]\nctx_size = 16384\n`,
+    });
+    const argv = model.slots.chat!.spec.argv;
+    expect(argv.slice(0, 6)).toEqual(["toolbox", "run", "-c", "llama-rocm", "--", "llama-server"]);
+    expect(argv.join(" ")).toContain("--ctx-size 16384");
+  });
+
   it("honours draft and vision when the model has a drafter and a projector", () => {
     const model = build({ "slots/chat.toml": `profile = "rocm"\nmodel = "qwen3"\nport = 8081\n[tune]\nspeculation = "draft"\nvision = true\n` });
     const argv = model.slots.chat!.spec.argv;
