@@ -1,14 +1,13 @@
 import { readFile } from "node:fs/promises";
 import { resolve } from "node:path";
 import { createInterface } from "node:readline/promises";
-import { hashOf } from "../compiler/index.js";
 import { Plan } from "../schema/index.js";
 import { PlanStaleError } from "../reconciler/converge.js";
 import { formatPlan } from "../reconciler/format.js";
 import { notInstalled } from "../reconciler/preflight.js";
 import { openBox, writeRunnerNotes } from "./box.js";
 import { installMissing } from "./model-cmd.js";
-import { BOX_OPTIONS, writeNotInstalled } from "./plan-cmd.js";
+import { BOX_OPTIONS, savedPlan, writeNotInstalled } from "./plan-cmd.js";
 import { convergeWithProgress } from "./progress.js";
 import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 
@@ -37,11 +36,14 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
     box = await openBox(values, io, { checkRunners: true });
   } else writeNotInstalled(box.model, io);
   writeRunnerNotes(box, io);
-  const saved = values.plan ? await readSavedPlan(resolve(io.cwd, values.plan)) : undefined;
+  const file = values.plan === undefined ? undefined : resolve(io.cwd, values.plan);
+  const saved = file === undefined ? undefined : await readSavedPlan(file);
   const done = await convergeWithProgress(box, io, {
     holder: `hal0 apply ${args.join(" ")}`.trim(),
-    saved,
+    saved: saved?.plan,
     review: async (plan) => {
+      // The plan that runs is made again (the file's secrets are masked); the file must be that plan as hal0 wrote it.
+      if (saved && !saved.writes(plan)) throw new CliError("plan.invalid", `${file} was changed after hal0 wrote it: it is not plan ${plan.id} as hal0 plan --out writes it; make the plan again (hal0 plan --out)`);
       io.stdout.write(`${formatPlan(plan)}\n`);
       return !plan.has_changes || values.yes === true || (await confirm(io));
     },
@@ -56,8 +58,15 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
   return done.outcome === "failed" || done.outcome === "interrupted" ? EXIT_ERROR : EXIT_OK;
 }
 
-/** A plan saved by `hal0 plan --out`; it applies only to the config and box it was made from (converge refuses it with `plan.stale` otherwise). */
-async function readSavedPlan(file: string): Promise<Plan> {
+/**
+ * A plan saved by `hal0 plan --out`: secrets masked, so it names the plan to
+ * run rather than holding it. It applies only to the config and box it was
+ * made from (converge refuses it with `plan.stale` otherwise), and `writes`
+ * says whether the file is exactly what hal0 writes for a plan (a file
+ * edited since is not the plan that was reviewed). A file of an older hal0,
+ * secrets unmasked, is still read.
+ */
+async function readSavedPlan(file: string): Promise<{ plan: Plan; writes: (plan: Plan) => boolean }> {
   const text = await readFile(file, "utf8").catch((err: NodeJS.ErrnoException) => {
     const why = err.code === "ENOENT" ? "no such file" : err.code === "EISDIR" ? "it is a folder" : err.code === "EACCES" || err.code === "EPERM" ? "permission denied" : (err.code ?? err.message);
     throw new CliError("plan.invalid", `cannot read ${file}: ${why} (it names a plan saved by hal0 plan --out FILE)`);
@@ -65,10 +74,8 @@ async function readSavedPlan(file: string): Promise<Plan> {
   const raw = parseJson(text);
   const parsed = Plan.safeParse(raw);
   if (!parsed.success) throw new CliError("plan.invalid", `${file} is not a hal0 plan (format_version 1)`);
-  // The id is the hash of the rest, as `hal0 plan` wrote it: a plan edited since (a change's port, an action) is not the plan that was reviewed.
-  const { id, ...body } = raw as Record<string, unknown>;
-  if (hashOf(body) !== id) throw new CliError("plan.invalid", `${file} was changed after hal0 wrote it: its id ${String(id)} is not the hash of its contents; make the plan again (hal0 plan --out)`);
-  return parsed.data;
+  const content = JSON.stringify(raw);
+  return { plan: parsed.data, writes: (plan) => content === JSON.stringify(savedPlan(plan)) || content === JSON.stringify(plan) };
 }
 
 async function confirm(io: CliIo): Promise<boolean> {

@@ -6,6 +6,8 @@ import { writeFileAtomic } from "../reconciler/index.js";
 import { openBox, writeRunnerNotes, type Box } from "./box.js";
 import { EXIT_CHANGES, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
 import { refuseNonFile } from "./paths.js";
+import type { Plan } from "../schema/index.js";
+import { redactTyped } from "../server/redact.js";
 
 
 export const PLAN_HELP = `hal0 plan [--config DIR] [--state DIR] [--json] [--out FILE] [--detailed-exitcode] [--verbose]
@@ -39,9 +41,18 @@ export async function runPlan(args: string[], io: CliIo): Promise<number> {
   // What the host will refuse at apply (a runner not installed, a model file missing): the plan's actions stay what the planner says.
   for (const f of findings) io.stderr.write(`note: ${f.code}: ${f.summary}\n`);
   writeNotInstalled(box.model, io);
-  io.stdout.write(values.json ? `${planJson(plan)}\n` : `${formatPlan(plan, { verbose: values.verbose === true })}\n`);
-  if (out !== undefined) await writeFileAtomic(out, `${planJson(plan)}\n`);
+  io.stdout.write(values.json ? `${planJson(savedPlan(plan))}\n` : `${formatPlan(plan, { verbose: values.verbose === true })}\n`);
+  if (out !== undefined) await writeFileAtomic(out, `${planJson(savedPlan(plan))}\n`);
   return values["detailed-exitcode"] && plan.has_changes ? EXIT_CHANGES : EXIT_OK;
+}
+
+/**
+ * A plan as it leaves hal0 (`--json`, `--out`, a CI log): secrets masked as
+ * every API reply masks them (an env value under a secret-like name, a
+ * token-like string). `hal0 apply --plan` runs the same plan made again.
+ */
+export function savedPlan(plan: Plan): Plan {
+  return redactTyped(plan);
 }
 
 /** The plan's note of each Hub model an enabled slot uses whose file is not here, and what apply does about it. */

@@ -8,6 +8,7 @@ import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, type CliIo } from "./i
 import { ConfigNotFoundError, configNotFoundMessage } from "../compiler/index.js";
 import { configDir, requireConfigFolder, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
+import { redactTyped } from "../server/redact.js";
 import { Interrupt } from "./progress.js";
 
 export const RECONCILE_HELP = `hal0 reconcile [--config DIR] [--state DIR] [--once] [--json]
@@ -28,7 +29,8 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
   const root = configDir(values.config, io.env, io.cwd);
   const state = new StateStore(stateDir(values.state, io.env, io.cwd));
   const sweeper = new Sweeper({ root, state, driverFor: async (model) => driverFor(model, state.dir), hermesCredentials: stateHermesCredentials(state.dir), runners: runnerProbeFor(root, state.dir).probe });
-  const print = (report: SweepReport) => io.stdout.write(values.json ? `${JSON.stringify(report)}\n` : `${formatReport(report)}\n`);
+  // A report as it leaves hal0: secrets masked (a plan's env values), as in hal0 plan --json.
+  const print = (report: SweepReport) => io.stdout.write(values.json ? `${JSON.stringify(redactTyped(report))}\n` : `${formatReport(report)}\n`);
   // No config folder to converge to: said at once, as --once and hal0 serve say it, not a loop of failed sweeps.
   requireConfigFolder(root);
   if (values.once) {

@@ -40,7 +40,12 @@ export interface ConvergeOptions {
   readonly holder: string;
   /** The caller's choices, as planner options. */
   readonly plan?: PlanOptions;
-  /** Carry out this saved plan instead of planning afresh; refused with `PlanStaleError` when what it was made from moved. */
+  /**
+   * A saved plan (`hal0 plan --out`, secrets masked): what runs is the plan
+   * made afresh from the config and the box, which must be this one (the same
+   * id: the same config digest, observations and changes); refused with
+   * `PlanStaleError` when what it was made from moved.
+   */
   readonly saved?: Plan;
   /**
    * Sees every plan before anything runs, also one with nothing to do
@@ -88,10 +93,12 @@ export async function converge(target: ConvergeTarget, options: ConvergeOptions)
   const release = await acquireLock(target.state.dir, options.holder);
   try {
     const { observed, inventory } = await observeFor(target, options.plan);
-    const plan = options.saved ?? planChanges(target.model, observed, inventory, options.plan);
+    const plan = planChanges(target.model, observed, inventory, options.plan);
     if (options.saved) {
       const moved = describeMoves(options.saved, observed, target.model.digest);
       if (moved.length > 0) throw new PlanStaleError(moved);
+      // Its file holds no secret (an env value is masked), so it is not what runs: the same plan made again is.
+      if (plan.id !== options.saved.id) throw new PlanStaleError([`the plan made from this config and box is ${plan.id}, not the saved ${options.saved.id}`]);
     }
     if (options.review && !(await options.review(plan))) {
       return { outcome: "cancelled", plan, runnable: plan, deferred: [], results: [], observed };

@@ -147,7 +147,7 @@ describe("hal0 apply / plan / status / down on the example box", () => {
     expect(edited.err).toMatch(/plan\.stale: .*\n  - config: the config changed since the plan was made \(sha256:/);
   });
 
-  it("refuses a saved plan edited after hal0 wrote it (plan.invalid: its id is no longer the hash of its contents), and applies nothing", async () => {
+  it("refuses a saved plan edited after hal0 wrote it (plan.invalid: it is not the plan made again, as hal0 writes it), and applies nothing", async () => {
     await run("apply", "--yes");
     const file = join(state, "edited-plan.json");
     expect((await run("plan", "--out", file)).code).toBe(0);
@@ -164,6 +164,31 @@ describe("hal0 apply / plan / status / down on the example box", () => {
     chat.after.port = 8081;
     writeFileSync(file, JSON.stringify(saved));
     expect((await run("apply", "--plan", file, "--yes")).code).toBe(0);
+  });
+
+  it("a plan leaves hal0 with its secrets masked (--json, --out, reconcile --json), and the masked file still applies with the real values", async () => {
+    await run("apply", "--yes");
+    const secret = "hf_" + "k".repeat(34);
+    const embed = join(config, "slots/embed.toml");
+    writeFileSync(embed, `${readFileSync(embed, "utf8")}env = { HF_TOKEN = "${secret}", GREETING = "hello" }\n`);
+    const json = await run("plan", "--json");
+    expect(json.code, json.err).toBe(0);
+    expect(json.out).not.toContain(secret);
+    expect(JSON.parse(json.out).changes.find((c: { address: string }) => c.address === "slot.embed").after.spec.env).toEqual({ GREETING: "hello", HF_TOKEN: "[redacted]" });
+    const file = join(state, "secret-plan.json");
+    expect((await run("plan", "--out", file)).code).toBe(0);
+    expect(readFileSync(file, "utf8")).not.toContain(secret);
+    const applied = await run("apply", "--plan", file, "--yes");
+    expect(applied.code, applied.err).toBe(0);
+    // The runner got the real value: the plan that ran was made again from the config.
+    const environ = readFileSync(`/proc/${runtimePid("embed")}/environ`, "utf8").split("\0");
+    expect(environ).toContain(`HF_TOKEN=${secret}`);
+    started.push(runtimePid("embed"));
+    writeFileSync(embed, readFileSync(embed, "utf8").replace(/^env = .*\n/m, ""));
+    const once = await run("reconcile", "--once", "--json");
+    expect(once.code, once.err).toBe(0);
+    expect(once.out).not.toContain(secret);
+    expect(once.out).toContain("[redacted]");
   });
 
   it("status lists each slot's state, pid, port and spec", async () => {
