@@ -6,7 +6,7 @@ import { writeFileAtomic } from "../reconciler/atomic.js";
 import { hermesHome } from "../reconciler/hermes-plan.js";
 import { storeDir } from "../reconciler/host/model-scan.js";
 import { packageRoot } from "../reconciler/package-root.js";
-import { DEFAULT_UNIT_DIR, renderUnit, underTmp, UNIT_NAME, verifyUnit, within } from "../reconciler/systemd-unit.js";
+import { DEFAULT_UNIT_DIR, hiddenByPrivateTmp, renderUnit, UNIT_NAME, verifyUnit, within } from "../reconciler/systemd-unit.js";
 import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { compileTree, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
@@ -54,7 +54,7 @@ export async function runService(args: string[], io: CliIo): Promise<number> {
     user: values.user, path: io.env.PATH, version: (await import("../server/version.js")).packageVersion(),
   };
   const text = renderUnit(options);
-  const hidden = underTmp([options.node, options.bin, state, tree.root, ...writable, ...writableIfPresent]);
+  const hidden = hiddenByPrivateTmp(options);
   if (hidden.length > 0) {
     io.stderr.write(`hal0 service: the unit leaves PrivateTmp= off: a private /tmp would hide ${hidden.join(", ")} from the service (most systems also empty /tmp at boot: keep the box elsewhere)\n`);
   }

@@ -62,9 +62,9 @@ export function underTmp(paths: readonly string[]): string[] {
   return [...new Set(paths.filter((p) => TMP_ROOTS.some((t) => within(p, t))))];
 }
 
-/** Every path the unit's service reads or writes: node, hal0, the folders. */
-function usedPaths(o: UnitOptions): string[] {
-  return [o.node, o.bin, o.state, o.config, ...(o.writable ?? []), ...(o.writableIfPresent ?? [])];
+/** Of every path the unit's service uses (node, hal0, the folders), those a private /tmp would hide: the unit then leaves PrivateTmp= off. */
+export function hiddenByPrivateTmp(o: UnitOptions): string[] {
+  return underTmp([o.node, o.bin, o.state, o.config, ...(o.writable ?? []), ...(o.writableIfPresent ?? [])]);
 }
 
 /** The unit's text. */
@@ -72,7 +72,7 @@ export function renderUnit(o: UnitOptions): string {
   const rw = [...new Set([o.state, o.config, ...(o.writable ?? [])])];
   // A folder inside one already writable needs no line of its own.
   const optional = [...new Set(o.writableIfPresent ?? [])].filter((p) => !rw.some((w) => within(p, w))).map((p) => `-${p}`);
-  const hidden = underTmp(usedPaths(o));
+  const hidden = hiddenByPrivateTmp(o);
   const lines = [
     `# Written by 'hal0 service install'${o.version ? ` (hal0 ${o.version})` : ""}; run it again to rewrite this file. 'hal0 doctor' checks it.`,
     "[Unit]",

@@ -11,6 +11,7 @@
 import { parse as parseToml } from "smol-toml";
 
 export const MASK = "[redacted]";
+const BEARER_MASK = `Bearer ${MASK}`;
 
 /** A key naming a secret value; not a name, path, id or count of one (`auth_value_env`, `auth_credential`, `api_key_file`, `max_tokens`, `tokenizer`, `token_id`). */
 const SECRET_WORD = /(secret|passw(?:or)?d|passphrase|api[_-]?key|access[_-]?key|private[_-]?key|session[_-]?key|[a-z0-9]_key$|authorization|credential|cookie|auth[_-]?value|bearer|(?:^|[_-])pat$|token(?!s|izer|_?ids?\b))/i;
@@ -49,7 +50,8 @@ export function redact(value: unknown, options: RedactOptions = {}, depth = 0): 
   const obj = value as Record<string, unknown>;
   if (isEdit(obj)) return redactEdit(obj, options, depth);
   return Object.fromEntries(Object.entries(obj).map(([k, v]) => {
-    if (isSecretKey(k) && (isScalar(v) || (Array.isArray(v) && v.every(isScalar)))) return [k, MASK];
+    // A value masked already keeps its words (`Bearer [redacted]` says which scheme a header uses).
+    if (isSecretKey(k) && (isScalar(v) || (Array.isArray(v) && v.every(isScalar)))) return [k, v === BEARER_MASK ? v : MASK];
     if (k === "env" && options.allEnv && isPlainObject(v)) return [k, maskAll(v)];
     return [k, redact(v, options, depth + 1)];
   }));
