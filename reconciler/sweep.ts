@@ -91,6 +91,8 @@ export class Sweeper {
     if (!model) return { at, outcome: "invalid_config", diagnostics: diagnostics.filter((d) => d.severity === "error"), results: [], deferred: [] };
     this.last = model;
     const driver = await this.options.driverFor(model);
+    // Housekeeping (runner logs under their cap); a failure of it is no failure of the sweep.
+    await driver.maintain?.().catch(() => undefined);
     // Plan without the lock: a sweep with nothing to do writes nothing, not even a lock file.
     const seen = await this.observeWithHealth(model, driver, now());
     const first = this.schedule(this.plan(model, seen.observed, seen.inventory), now());

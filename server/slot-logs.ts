@@ -21,7 +21,8 @@ export interface LogTail {
 
 /**
  * Where the process runtime appends a runner's stdout and stderr, across
- * starts (reconciler/drivers/runtime-record.ts: `<state>/slots/<name>/runner.log`).
+ * starts (reconciler/drivers/runtime-record.ts: `<state>/slots/<name>/runner.log`,
+ * and `runner.log.1` before it).
  */
 export function runnerLogPath(stateDir: string, name: string): string {
   return join(stateDir, "slots", name, "runner.log");
@@ -30,9 +31,11 @@ export function runnerLogPath(stateDir: string, name: string): string {
 /**
  * The last `count` lines of `file`, read backwards from its end in chunks
  * (a long log is never read whole), with bearer tokens, `*_TOKEN=` /
- * `*_KEY=` values and `sk-…` style keys masked (server/redact.ts).
+ * `*_KEY=` values and `sk-…` style keys masked (server/redact.ts). Lines
+ * the log holds too few of come from `<file>.1` (the log before it passed
+ * its cap: reconciler/drivers/runtime-record.ts).
  */
-export async function tailLog(file: string, count: number): Promise<LogTail> {
+export async function tailLog(file: string, count: number, withPrevious = true): Promise<LogTail> {
   const handle = await open(file, "r").catch(() => undefined);
   if (!handle) return { file, exists: false, lines: [], truncated: false, size_bytes: 0 };
   try {
@@ -54,6 +57,11 @@ export async function tailLog(file: string, count: number): Promise<LogTail> {
     if (all[all.length - 1] === "") all.pop();
     if (start > 0 && all.length > 0) all.shift(); // partial first line
     const lines = all.slice(-count).map(redactText);
+    // The whole log is fewer lines than asked: the ones before it are in `<file>.1`, where a log over its cap moved.
+    if (start === 0 && lines.length < count && withPrevious) {
+      const before = await tailLog(`${file}.1`, count - lines.length, false);
+      if (before.exists) return { file, exists: true, lines: [...before.lines, ...lines], truncated: before.truncated, size_bytes: size };
+    }
     return { file, exists: true, lines, truncated: start > 0 || all.length > count, size_bytes: size };
   } finally {
     await handle.close();

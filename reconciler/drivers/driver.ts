@@ -58,6 +58,12 @@ export interface SlotDriver {
   start(name: string, view: SlotView, options: StartOptions): Promise<{ pid?: number }>;
   /** SIGTERM (or docker stop), then SIGKILL after `graceS`; removes the record. */
   stop(name: string, graceS: number): Promise<void>;
+  /**
+   * Housekeeping that decides nothing, run once per sweep (never by a plan):
+   * the process runtime keeps each runner's log under its cap. Absent where
+   * the engine keeps the logs.
+   */
+  maintain?(): Promise<void>;
   /** A multi-node runtime's nodes (one list call); absent on a runtime of one box. */
   nodes?(): Promise<ObservedNode[]>;
   /**

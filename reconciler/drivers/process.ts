@@ -5,7 +5,7 @@ import { DriverError, interruptedStart, wantsProbe, type ObserveOptions, type Sl
 import { healthOf, httpStatus, isLive, isOurs, portHolderOf, portInUseMessage, procStat } from "./proc.js";
 import { describeExit, spawnRunner, waitHealthy, type Spawned } from "./runner.js";
 import { markedRunners, markerEnv } from "./process-orphans.js";
-import { logTail, readRecord, removeRecord, slotPaths, slotsDir, writeRecord, type RuntimeRecord } from "./runtime-record.js";
+import { capRunnerLog, logTail, readRecord, removeRecord, slotPaths, slotsDir, writeRecord, type RuntimeRecord } from "./runtime-record.js";
 
 /** Grace given to a runner stopped because it never became healthy. */
 const ABORT_GRACE_S = 5;
@@ -39,6 +39,12 @@ export class ProcessDriver implements SlotDriver {
 
   portHolder(port: number): Promise<{ pid?: number; command?: string } | undefined> {
     return portHolderOf(port, PORT_PROBE_TIMEOUT_MS);
+  }
+
+  /** Each slot's runner.log over RUNNER_LOG_MAX_BYTES moves to runner.log.1 (the runner writes on, at the start of runner.log). */
+  async maintain(): Promise<void> {
+    const entries = await readdir(slotsDir(this.stateDir), { withFileTypes: true }).catch(() => []);
+    for (const e of entries) if (e.isDirectory()) await capRunnerLog(slotPaths(this.stateDir, e.name).log).catch(() => false);
   }
 
   async start(name: string, view: SlotView, options: StartOptions): Promise<{ pid?: number }> {

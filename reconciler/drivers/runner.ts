@@ -6,6 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { DriverError, whenAborted, type StartPhase } from "./driver.js";
 import { lazyChildProcess } from "./builtins.js";
 import { httpStatus } from "./proc.js";
+import { capRunnerLog } from "./runtime-record.js";
 import { findPackageRoot } from "../package-root.js";
 
 /**
@@ -128,6 +129,8 @@ export async function spawnRunner(argv: readonly string[], cwd: string, env: Nod
   const [command, ...args] = argv;
   env = runnerEnv(env);
   if (command === undefined) throw new DriverError("slot.spawn_failed", "the slot's argv is empty: there is no runner to start");
+  // A log over its cap moves aside before this start appends to it.
+  await capRunnerLog(logPath);
   const log = await open(logPath, "a");
   try {
     await log.write(`=== ${new Date().toISOString()} hal0 starts: ${argv.join(" ")}\n`);

@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { open, rm } from "node:fs/promises";
+import { copyFile, open, rm, stat, truncate } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../atomic.js";
 import type { SlotView } from "../observed.js";
@@ -8,7 +8,8 @@ import type { SlotView } from "../observed.js";
  * The process runtime's state folder, one folder per slot:
  *
  *   <state>/slots/<name>/runtime.json   what hal0 started (written atomically; removed on stop)
- *   <state>/slots/<name>/runner.log     the runner's stdout and stderr, appended across starts (kept)
+ *   <state>/slots/<name>/runner.log     the runner's stdout and stderr, appended across starts
+ *   <state>/slots/<name>/runner.log.1   the log before, once runner.log passed RUNNER_LOG_MAX_BYTES
  *
  * `pid` + `pid_start` name one process for the life of the boot: a pid whose
  * start time differs is a later process that was given a reused pid.
@@ -98,4 +99,26 @@ export async function logTail(path: string, offset: number, maxLines = 15): Prom
   } finally {
     await handle.close();
   }
+}
+
+/**
+ * How large a runner's log grows before it moves to runner.log.1 (which it
+ * replaces): a slot's logs take at most about twice this, however long the
+ * runner runs and however much it writes.
+ */
+export const RUNNER_LOG_MAX_BYTES = 16 * 1024 * 1024;
+
+/**
+ * Moves `log` to `log.1` when it is over `maxBytes`. The runner keeps its
+ * descriptor (it outlives hal0, so its output cannot pass through hal0), so
+ * the log is copied and then cut to nothing in place, as logrotate's
+ * copytruncate does: the runner appends (O_APPEND) at the new end. Lines
+ * written between the copy and the cut are lost. Returns whether it moved.
+ */
+export async function capRunnerLog(log: string, maxBytes = RUNNER_LOG_MAX_BYTES): Promise<boolean> {
+  const size = await stat(log).then((s) => s.size, () => 0);
+  if (size <= maxBytes) return false;
+  await copyFile(log, `${log}.1`);
+  await truncate(log, 0);
+  return true;
 }

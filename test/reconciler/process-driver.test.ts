@@ -1,7 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { once } from "node:events";
 import { existsSync, readFileSync, realpathSync } from "node:fs";
-import { mkdir, mkdtemp, readFile, readdir, rm, writeFile } from "node:fs/promises";
+import { appendFile, mkdir, mkdtemp, readFile, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { createServer as createHttpServer, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -10,6 +10,8 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { DriverError, type ObservedSlot, type SlotView, type StartPhase } from "../../reconciler/index.js";
 import { ProcessDriver } from "../../reconciler/drivers/process.js";
+import { RUNNER_LOG_MAX_BYTES } from "../../reconciler/drivers/runtime-record.js";
+import { tailLog } from "../../server/slot-logs.js";
 import { PROJECT, RUNNER, alive, freePort, procFields, transpileClosure, until, viewFor } from "./process-helpers.js";
 
 /** Real processes (the fake runner), real HTTP on loopback, a temp state folder per test. */
@@ -207,6 +209,32 @@ describe("ProcessDriver.observe and stop", () => {
     const [slot] = await driver.observe();
     expect(slot).toMatchObject({ name: "s", running: false, health: "unknown" });
     expect(slot!.detail).toMatch(/^runtime\.json is unreadable: not JSON/);
+  });
+});
+
+describe("a runner's log stays under its cap", () => {
+  it("maintain moves a log over RUNNER_LOG_MAX_BYTES to runner.log.1 and the running runner writes on at the start of runner.log; the slot's log tail reads across both", async () => {
+    const port = await freePort();
+    await start(viewFor({ root: tmp, port }));
+    const log = join(stateDir, "slots/s/runner.log");
+    // A runner that wrote a great deal (its own descriptor, O_APPEND, is what writes next).
+    await appendFile(log, `${"x".repeat(99)}\n`.repeat(Math.ceil(RUNNER_LOG_MAX_BYTES / 100) + 10));
+    await appendFile(log, "the last line before the move\n");
+    await driver.maintain();
+    expect((await stat(log)).size).toBeLessThan(1024);
+    expect((await stat(`${log}.1`)).size).toBeGreaterThan(RUNNER_LOG_MAX_BYTES);
+    // The runner logs each request: its next line lands in the fresh runner.log, not past a hole.
+    expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
+    await until(async () => (await logOf()).includes("GET /health 200"), 5000);
+    const text = await logOf();
+    expect(text.startsWith("\0")).toBe(false);
+    expect(text).toMatch(/^\S+ GET \/health 200\n$/);
+    const tail = await tailLog(log, 2);
+    expect(tail.lines[0]).toBe("the last line before the move");
+    expect(tail.lines.at(-1)).toMatch(/GET \/health 200$/);
+    // Under the cap, nothing moves.
+    await driver.maintain();
+    expect(await logOf()).toBe(text);
   });
 });
 

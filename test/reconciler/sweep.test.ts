@@ -1,11 +1,12 @@
 import { once } from "node:events";
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, describe, expect, it } from "vitest";
 import { ProcessDriver } from "../../reconciler/drivers/process.js";
+import { RUNNER_LOG_MAX_BYTES } from "../../reconciler/drivers/runtime-record.js";
 import { SweepLoop } from "../../reconciler/loop.js";
 import { StateStore } from "../../reconciler/state.js";
 import { Sweeper, type SweepReport } from "../../reconciler/sweep.js";
@@ -64,6 +65,19 @@ describe("the sweep", () => {
     expect(idle.outcome).toBe("nothing_to_do");
     expect(counts.observe).toBe(1);
     expect(snapshot(state.dir)).toEqual(before);
+  });
+
+  it("keeps each runner's log under its cap: a sweep moves one over it to runner.log.1, the runner untouched", async () => {
+    const { state, sweeper } = await box();
+    await sweeper.sweep();
+    const pid = pidOf(state);
+    const log = join(state.dir, "slots/s/runner.log");
+    appendFileSync(log, Buffer.alloc(RUNNER_LOG_MAX_BYTES + 1, 0x61));
+    expect((await sweeper.sweep()).outcome).toBe("nothing_to_do");
+    expect(statSync(log).size).toBeLessThan(4096);
+    expect(statSync(`${log}.1`).size).toBeGreaterThan(RUNNER_LOG_MAX_BYTES);
+    expect(pidOf(state)).toBe(pid);
+    expect(await alive(pid)).toBe(true);
   });
 
   it("keeps the last good model on a broken TOML edit: reports it and changes nothing", async () => {
