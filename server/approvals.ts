@@ -64,8 +64,10 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     super();
   }
 
-  /** Queues a call (or returns the pending one with exactly the same tool and args). Writes are planned first: an invalid one is refused now. */
+  /** Queues a call (or returns the pending one with exactly the same tool and args). Its arguments are validated and a write is planned first: an invalid one is refused now. */
   async enqueue(tool: string, route: Route, call: Call): Promise<Approval> {
+    // Arguments the route would refuse are refused now (validation.invalid), never handed to a person to approve.
+    validate(route, call);
     this.expireDue();
     const args: { params: Record<string, unknown>; query: Record<string, unknown>; body: unknown } = { params: call.params, query: call.query, body: call.body ?? null };
     // Per caller: two agents asking the same thing get two requests, each decided on its own.

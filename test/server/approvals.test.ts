@@ -8,6 +8,7 @@ import { defineRoute, type Route } from "../../server/route.js";
 import { ROUTES } from "../../server/routes/index.js";
 import { PENDING_PER_CALLER } from "../../server/approvals.js";
 import { startTestServer, type TestServer } from "./harness.js";
+import { adminClient, callTool } from "./mcp-helpers.js";
 
 /** A gated write to queue: sets a slot's ctx_size (the real slot routes have their own suite). */
 const setCtx = defineRoute({
@@ -96,6 +97,26 @@ describe("approvals", () => {
     const denied = await s.call("POST", `/api/agent/approvals/${a.id}/deny`, { body: { reason: "not today" }, headers: { authorization: `Bearer ${alice}` } });
     expect(denied.body.approval).toMatchObject({ state: "denied", reason: "not today", decided_by: "alice" });
     await expect(s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", -5))).rejects.toMatchObject({ code: "config.invalid" });
+  });
+
+  it("refuses a gated call whose arguments the route refuses (validation.invalid, over REST and MCP), and queues nothing", async () => {
+    const s = await start();
+    const token = s.agentToken("hermes__coder", ["rest", "mcp:admin"]);
+    // slot_logs is gated for agents in the example box: a valid call is queued, one out of bounds is refused at once.
+    const bad = await s.call("GET", "/api/slots/chat/logs?lines=99999", { headers: { authorization: `Bearer ${token}` } });
+    expect(bad.status, JSON.stringify(bad.body)).toBe(422);
+    expect(bad.body.error).toMatchObject({ code: "validation.invalid", details: { fields: [{ loc: ["query", "lines"] }] } });
+    const c = await adminClient(s.url, "hermes__coder");
+    try {
+      const viaMcp = await callTool(c, "slot_logs", { name: "chat", lines: 99999 });
+      expect(viaMcp.body, JSON.stringify(viaMcp.body)).toMatchObject({ error: { code: "validation.invalid" } });
+    } finally {
+      await c.close();
+    }
+    expect(s.hal0.approvals.list("pending")).toEqual([]);
+    const good = await s.call("GET", "/api/slots/chat/logs?lines=5", { headers: { authorization: `Bearer ${token}` } });
+    expect(good.status).toBe(202);
+    expect(good.body.status).toBe("pending_approval");
   });
 
   it("keeps pending requests across a restart, and expires them after the TTL", async () => {
