@@ -73,6 +73,8 @@ export function runnerProbeFor(root: string, stateDir: string): { readonly probe
   return { probe: new RunnerProbe({ stateDir, root, env: process.env, docker: () => lastDocker }) };
 }
 
+const MIB = 1024 * 1024;
+
 /**
  * The runtime `[slots] runtime` names. Docker: the engine at `[slots]
  * docker_host`, else $DOCKER_HOST, else the default socket, which must answer;
@@ -81,7 +83,7 @@ export function runnerProbeFor(root: string, stateDir: string): { readonly probe
 export async function driverFor(model: Model, dir: string, env: CliIo["env"] = process.env): Promise<SlotDriver> {
   const slots = model.settings.slots;
   if (slots.runtime === "swarm") return swarmDriverFor(model, dir, env);
-  if (slots.runtime !== "docker") return new ProcessDriver({ stateDir: dir });
+  if (slots.runtime !== "docker") return new ProcessDriver({ stateDir: dir, logMaxBytes: slots.log_max_mb * MIB });
   const { DockerDriver, dockerClient } = await import("../reconciler/drivers/docker.js");
   const host = engineAddress(slots.docker_host, env);
   let docker: ReturnType<typeof dockerClient>;
@@ -94,7 +96,7 @@ export async function driverFor(model: Model, dir: string, env: CliIo["env"] = p
   }
   // Every container carries the box id (hal0.box); it is stable without a write, so planning stays read-only.
   const box = await new StateStore(dir).boxId();
-  return new DockerDriver({ docker, box, stateDir: dir, stopGraceS: slots.stop_grace_s, pull: slots.pull });
+  return new DockerDriver({ docker, box, stateDir: dir, stopGraceS: slots.stop_grace_s, pull: slots.pull, logMaxMb: slots.log_max_mb });
 }
 
 /** The swarm runtime: the manager's engine (`[slots] docker_host`, else $DOCKER_HOST), which must answer and be a swarm manager. */

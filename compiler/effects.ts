@@ -156,7 +156,7 @@ function classify(input: EffectInput, file: string, path: readonly string[], bef
 }
 
 /** hal0.toml keys that only pace hal0 itself: tune, on purpose. Every other setting is privileged. */
-const TUNE_SETTINGS: ReadonlySet<string> = new Set(["slots.max_slots", "slots.health_timeout_s", "slots.stop_grace_s", "slots.parallel", "reconcile.interval_s"]);
+const TUNE_SETTINGS: ReadonlySet<string> = new Set(["slots.max_slots", "slots.health_timeout_s", "slots.stop_grace_s", "slots.parallel", "slots.log_max_mb", "reconcile.interval_s"]);
 
 /**
  * Per slot the change touches: a resolved runner, image, profile flags or env

@@ -66,6 +66,12 @@ const Slots = z
     parallel: z.int().min(1).max(64).default(PARALLEL_DEFAULT),
     docker_host: z.string().default(""),
     pull: z.boolean().default(false),
+    /**
+     * How large a runner's log grows (MiB) before it moves aside: the process runtime's
+     * runner.log to runner.log.1; a docker container's json-file / local log (max-size, two
+     * files). 0: hal0 leaves the logs alone (the engine's own settings rule).
+     */
+    log_max_mb: z.int().min(0).max(4096).default(16),
   })
   .superRefine((s, ctx) => {
     if (s.port_range_end < s.port_range_start) {

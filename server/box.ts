@@ -431,8 +431,10 @@ async function writeOrRemove(root: string, file: string, text: string | null): P
 }
 
 /** Which runtime a model's slots run on: one driver per key. */
+/** What a driver is built from (cli/box.ts driverFor): another value of any of these is another driver. */
 function driverKey(model: Model): string {
-  return `${model.settings.slots.runtime} ${model.settings.slots.docker_host}`;
+  const { runtime, docker_host, stop_grace_s, pull, log_max_mb } = model.settings.slots;
+  return JSON.stringify([runtime, docker_host, stop_grace_s, pull, log_max_mb]);
 }
 
 function bySlotName(slots: readonly ObservedSlot[]): Liveness {

@@ -23,7 +23,17 @@ export interface DockerDriverOptions {
   readonly stopGraceS?: number;
   /** `[slots] pull`: pull a missing image instead of failing with `slot.image_missing`. */
   readonly pull?: boolean;
+  /**
+   * `[slots] log_max_mb` (default 16; 0: the engine's own log settings). A container
+   * is created with it as its log's max-size (two files) when the engine logs to
+   * json-file (its default, which never rotates) or local; any other log driver
+   * (journald, syslog…) keeps its own retention.
+   */
+  readonly logMaxMb?: number;
 }
+
+/** The engine's log drivers that keep a container's log in files that `max-size` and `max-file` bound. */
+const FILE_LOG_DRIVERS: ReadonlySet<string> = new Set(["json-file", "local"]);
 
 /**
  * The docker runtime: each slot is a container `hal0-slot-<name>` on the host
@@ -43,6 +53,9 @@ export class DockerDriver implements SlotDriver {
   private readonly box: string;
   private readonly stopGraceS: number;
   private readonly pull: boolean;
+  private readonly logMaxMb: number;
+  /** The engine's default log driver (`docker info`), asked once, at the first create. */
+  private logDriver: Promise<string> | undefined;
   /** Images found present (or being checked or pulled), by reference. */
   private readonly images = new Map<string, Promise<void>>();
 
@@ -53,6 +66,15 @@ export class DockerDriver implements SlotDriver {
     this.stateDir = options.stateDir;
     this.stopGraceS = options.stopGraceS ?? 20;
     this.pull = options.pull ?? false;
+    this.logMaxMb = options.logMaxMb ?? 16;
+  }
+
+  /** The HostConfig.LogConfig a container is created with: undefined leaves the engine's default. */
+  private async logConfig(): Promise<{ Type: string; Config: Record<string, string> } | undefined> {
+    if (this.logMaxMb === 0) return undefined;
+    this.logDriver ??= this.docker.info().then((i: { LoggingDriver?: string }) => i.LoggingDriver ?? "", () => "");
+    const driver = await this.logDriver;
+    return FILE_LOG_DRIVERS.has(driver) ? { Type: driver, Config: { "max-size": `${this.logMaxMb}m`, "max-file": "2" } } : undefined;
   }
 
   async observe(options: ObserveOptions = {}): Promise<ObservedSlot[]> {
@@ -187,6 +209,7 @@ export class DockerDriver implements SlotDriver {
 
   private async create(name: string, view: SlotView, cwd: string, mounts: BindMount[]): Promise<Dockerode.Container> {
     const { spec } = view;
+    const logConfig = await this.logConfig();
     try {
       return await this.docker.createContainer({
         name: containerName(name),
@@ -196,7 +219,7 @@ export class DockerDriver implements SlotDriver {
         Labels: slotLabels(this.box, name, view),
         ...(mounts[0]?.Target === cwd ? { WorkingDir: cwd } : {}),
         StopTimeout: this.stopGraceS,
-        HostConfig: { NetworkMode: "host", Init: true, RestartPolicy: { Name: "no" }, Mounts: mounts },
+        HostConfig: { NetworkMode: "host", Init: true, RestartPolicy: { Name: "no" }, Mounts: mounts, ...(logConfig ? { LogConfig: logConfig } : {}) },
       });
     } catch (err) {
       if (engineStatus(err) === 404) throw new DriverError("slot.image_missing", imageMissingMessage(spec.image!));

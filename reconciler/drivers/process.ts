@@ -5,7 +5,7 @@ import { DriverError, interruptedStart, wantsProbe, type ObserveOptions, type Sl
 import { healthOf, httpStatus, isLive, isOurs, portHolderOf, portInUseMessage, procStat } from "./proc.js";
 import { describeExit, spawnRunner, waitHealthy, type Spawned } from "./runner.js";
 import { markedRunners, markerEnv } from "./process-orphans.js";
-import { capRunnerLog, logTail, readRecord, removeRecord, slotPaths, slotsDir, writeRecord, type RuntimeRecord } from "./runtime-record.js";
+import { capRunnerLog, logTail, RUNNER_LOG_MAX_BYTES, readRecord, removeRecord, slotPaths, slotsDir, writeRecord, type RuntimeRecord } from "./runtime-record.js";
 
 /** Grace given to a runner stopped because it never became healthy. */
 const ABORT_GRACE_S = 5;
@@ -25,9 +25,12 @@ const PORT_PROBE_TIMEOUT_MS = 500;
 export class ProcessDriver implements SlotDriver {
   readonly runtime = "process" as const;
   private readonly stateDir: string;
+  private readonly logMaxBytes: number;
 
-  constructor(options: { stateDir: string }) {
+  /** `logMaxBytes`: `[slots] log_max_mb` in bytes, where a runner's log moves aside (0: never). */
+  constructor(options: { stateDir: string; logMaxBytes?: number }) {
     this.stateDir = options.stateDir;
+    this.logMaxBytes = options.logMaxBytes ?? RUNNER_LOG_MAX_BYTES;
   }
 
   async observe(options: ObserveOptions = {}): Promise<ObservedSlot[]> {
@@ -41,10 +44,11 @@ export class ProcessDriver implements SlotDriver {
     return portHolderOf(port, PORT_PROBE_TIMEOUT_MS);
   }
 
-  /** Each slot's runner.log over RUNNER_LOG_MAX_BYTES moves to runner.log.1 (the runner writes on, at the start of runner.log). */
+  /** Each slot's runner.log over its cap moves to runner.log.1 (the runner writes on, at the start of runner.log). */
   async maintain(): Promise<void> {
+    if (this.logMaxBytes === 0) return;
     const entries = await readdir(slotsDir(this.stateDir), { withFileTypes: true }).catch(() => []);
-    for (const e of entries) if (e.isDirectory()) await capRunnerLog(slotPaths(this.stateDir, e.name).log).catch(() => false);
+    for (const e of entries) if (e.isDirectory()) await capRunnerLog(slotPaths(this.stateDir, e.name).log, this.logMaxBytes).catch(() => false);
   }
 
   async start(name: string, view: SlotView, options: StartOptions): Promise<{ pid?: number }> {
@@ -55,7 +59,7 @@ export class ProcessDriver implements SlotDriver {
     if (holder !== undefined) throw new DriverError("slot.port_in_use", portInUseMessage(spec.port, holder));
     const paths = slotPaths(this.stateDir, name);
     await mkdir(paths.dir, { recursive: true });
-    const spawned = await spawnRunner(spec.argv, options.cwd, { ...process.env, ...spec.env, ...markerEnv(this.stateDir, name) }, paths.log);
+    const spawned = await spawnRunner(spec.argv, options.cwd, { ...process.env, ...spec.env, ...markerEnv(this.stateDir, name) }, paths.log, this.logMaxBytes);
     const stat = await procStat(spawned.pid);
     // Even a runner that already exited is a zombie until reaped, so `stat` is there; if not, wait for the exit below.
     if (stat !== undefined) {

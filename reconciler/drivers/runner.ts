@@ -6,7 +6,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { DriverError, whenAborted, type StartPhase } from "./driver.js";
 import { lazyChildProcess } from "./builtins.js";
 import { httpStatus } from "./proc.js";
-import { capRunnerLog } from "./runtime-record.js";
+import { capRunnerLog, RUNNER_LOG_MAX_BYTES } from "./runtime-record.js";
 import { findPackageRoot } from "../package-root.js";
 
 /**
@@ -125,12 +125,12 @@ function executable(path: string): "yes" | "no" | "absent" {
   }
 }
 
-export async function spawnRunner(argv: readonly string[], cwd: string, env: NodeJS.ProcessEnv, logPath: string): Promise<Spawned> {
+export async function spawnRunner(argv: readonly string[], cwd: string, env: NodeJS.ProcessEnv, logPath: string, logMaxBytes = RUNNER_LOG_MAX_BYTES): Promise<Spawned> {
   const [command, ...args] = argv;
   env = runnerEnv(env);
   if (command === undefined) throw new DriverError("slot.spawn_failed", "the slot's argv is empty: there is no runner to start");
   // A log over its cap moves aside before this start appends to it.
-  await capRunnerLog(logPath);
+  if (logMaxBytes > 0) await capRunnerLog(logPath, logMaxBytes);
   const log = await open(logPath, "a");
   try {
     await log.write(`=== ${new Date().toISOString()} hal0 starts: ${argv.join(" ")}\n`);

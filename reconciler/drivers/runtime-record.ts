@@ -103,8 +103,8 @@ export async function logTail(path: string, offset: number, maxLines = 15): Prom
 
 /**
  * How large a runner's log grows before it moves to runner.log.1 (which it
- * replaces): a slot's logs take at most about twice this, however long the
- * runner runs and however much it writes.
+ * replaces), by default (`[slots] log_max_mb`): a slot's logs take at most
+ * about twice this, however long the runner runs and however much it writes.
  */
 export const RUNNER_LOG_MAX_BYTES = 16 * 1024 * 1024;
 

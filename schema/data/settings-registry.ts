@@ -50,6 +50,8 @@ export const SETTINGS_REGISTRY: Readonly<Record<string, SettingsRegistryEntry>> 
   "slots.stop_grace_s": immediate,
   "slots.parallel": immediate,
   "slots.pull": immediate,
+  // Read at each sweep (the process runtime's logs) and each container created.
+  "slots.log_max_mb": immediate,
   "reconcile.interval_s": immediate,
   "reconcile.drift": immediate,
   "approvals.ttl_s": immediate,

@@ -81,10 +81,19 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(info.Config.Cmd).toEqual(view.spec.argv);
     expect(info.Config.Env).toEqual(expect.arrayContaining(["EXTRA=1", "HAL0_FAKE_LOAD_MS=300"]));
     expect((info.Config as { StopTimeout?: number }).StopTimeout).toBe(3);
+    // The engine logs to json-file, which never rotates by itself: [slots] log_max_mb (default 16) bounds it.
+    expect(info.HostConfig.LogConfig).toEqual({ Type: "json-file", Config: { "max-size": "16m", "max-file": "2" } });
     expect((await get(view.port, "/health")).status).toBe(200);
     const props = await get(view.port, "/props");
     expect(props.body.argv).toEqual(view.spec.argv);
     expect(props.body.host).toBe("127.0.0.1");
+  });
+
+  it("[slots] log_max_mb = 0 leaves a container's log to the engine's own settings", async () => {
+    const name = slotName("nolog");
+    const own = new DockerDriver({ docker: engine, box, stateDir, stopGraceS: 3, logMaxMb: 0 });
+    await own.start(name, dockerViewFor({ port: await freePort(), root }), { healthTimeoutS: 20, cwd: root });
+    expect((await inspect(name)).HostConfig.LogConfig).toEqual({ Type: "json-file", Config: {} });
   });
 
   it("observes with exactly one list call: running, healthy, the record rebuilt from the labels", async () => {

@@ -213,16 +213,18 @@ describe("ProcessDriver.observe and stop", () => {
 });
 
 describe("a runner's log stays under its cap", () => {
-  it("maintain moves a log over RUNNER_LOG_MAX_BYTES to runner.log.1 and the running runner writes on at the start of runner.log; the slot's log tail reads across both", async () => {
+  it("maintain moves a log over its cap ([slots] log_max_mb) to runner.log.1 and the running runner writes on at the start of runner.log; the slot's log tail reads across both", async () => {
+    const cap = 64 * 1024;
+    driver = new ProcessDriver({ stateDir, logMaxBytes: cap });
     const port = await freePort();
     await start(viewFor({ root: tmp, port }));
     const log = join(stateDir, "slots/s/runner.log");
     // A runner that wrote a great deal (its own descriptor, O_APPEND, is what writes next).
-    await appendFile(log, `${"x".repeat(99)}\n`.repeat(Math.ceil(RUNNER_LOG_MAX_BYTES / 100) + 10));
+    await appendFile(log, `${"x".repeat(99)}\n`.repeat(cap / 100 + 10));
     await appendFile(log, "the last line before the move\n");
     await driver.maintain();
     expect((await stat(log)).size).toBeLessThan(1024);
-    expect((await stat(`${log}.1`)).size).toBeGreaterThan(RUNNER_LOG_MAX_BYTES);
+    expect((await stat(`${log}.1`)).size).toBeGreaterThan(cap);
     // The runner logs each request: its next line lands in the fresh runner.log, not past a hole.
     expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
     await until(async () => (await logOf()).includes("GET /health 200"), 5000);
@@ -232,9 +234,16 @@ describe("a runner's log stays under its cap", () => {
     const tail = await tailLog(log, 2);
     expect(tail.lines[0]).toBe("the last line before the move");
     expect(tail.lines.at(-1)).toMatch(/GET \/health 200$/);
-    // Under the cap, nothing moves.
+    // Under the cap, nothing moves; with no cap (0), nothing ever does.
     await driver.maintain();
     expect(await logOf()).toBe(text);
+    await appendFile(log, "y".repeat(2 * cap));
+    await new ProcessDriver({ stateDir, logMaxBytes: 0 }).maintain();
+    expect((await stat(log)).size).toBeGreaterThan(2 * cap);
+    // The default is RUNNER_LOG_MAX_BYTES (16 MiB): this log is far below it.
+    await new ProcessDriver({ stateDir }).maintain();
+    expect((await stat(log)).size).toBeGreaterThan(2 * cap);
+    expect(RUNNER_LOG_MAX_BYTES).toBe(16 * 1024 * 1024);
   });
 });
 
