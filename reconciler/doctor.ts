@@ -122,8 +122,9 @@ async function stateRow(dir: string): Promise<DoctorRow> {
   if (nearest === undefined) return { check: "state_folder", status: "fail", message: `no folder of ${dir} exists`, hint: "create it" };
   const { at, info } = nearest;
   if (!info.isDirectory()) return { check: "state_folder", status: "fail", message: `${at} is not a folder`, hint: "point --state or $HAL0_STATE at a folder" };
-  const ok = await access(at, constants.W_OK).then(() => true, () => false);
-  if (!ok) return { check: "state_folder", status: "fail", message: `${at} is not writable`, hint: `run as the user that owns ${at}, or fix its permissions` };
+  const refused = await access(at, constants.W_OK).then(() => undefined, (err: NodeJS.ErrnoException) => err.code ?? "EACCES");
+  if (refused === "EROFS") return { check: "state_folder", status: "fail", message: `${at} is on a read-only file system`, hint: "remount it read-write, or point --state or $HAL0_STATE at a writable folder" };
+  if (refused !== undefined) return { check: "state_folder", status: "fail", message: `${at} is not writable`, hint: `run as the user that owns ${at}, or fix its permissions` };
   return { check: "state_folder", status: "ok", message: at === dir ? `${dir} is writable` : `${dir} does not exist yet; ${at} is writable`, hint: "" };
 }
 

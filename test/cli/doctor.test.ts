@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
@@ -142,6 +143,23 @@ describe("hal0 doctor", () => {
     expect(row("runner:./mute")).toMatchObject({ status: "warn", message: expect.stringContaining("no version from --version (no answer within 2 s; stopped it)") });
     const pid = Number(readFileSync(pidFile, "utf8"));
     expect(() => process.kill(pid, 0)).toThrow();
+  });
+
+  it.runIf(process.getuid?.() === 0)("state_folder: fail on a read-only file system (a real tmpfs remounted ro), saying so, not 'fix its permissions'", async () => {
+    const ro = join(dir, "ro-state");
+    mkdirSync(ro);
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", ro]);
+    try {
+      const io = captureIo({}, dir);
+      const config = join(dir, "ro-config");
+      mkdirSync(config);
+      writeFileSync(join(config, "hal0.toml"), "");
+      expect(await main(["doctor", "--json", "--config", config, "--state", ro], io)).toBe(1);
+      const row = (JSON.parse(io.out()).rows as Array<{ check: string }>).find((r) => r.check === "state_folder");
+      expect(row).toMatchObject({ status: "fail", message: `${ro} is on a read-only file system`, hint: expect.stringContaining("remount it read-write") });
+    } finally {
+      execFileSync("umount", ["-l", ro]);
+    }
   });
 
   it("tree: fail (exit 1) when the tree does not compile; the Hermes rows are not checked", async () => {
