@@ -155,6 +155,9 @@ function fileSystemRefusal(err: unknown): string | undefined {
   const reason = new RegExp(`^${e!.code}: ([^,]+),`).exec(String(e!.message))?.[1] ?? "refused";
   const truer = e!.syscall === "mkdir" && e!.code === "ENOENT" ? mkdirCause(e!.path) : undefined;
   if (truer) return `could not mkdir ${e!.path}: ${truer}`;
+  // An atomic write's temp file (`.<base>.<pid>.<hex>.hal0.tmp`, reconciler/atomic.ts) is named as the file it was for.
+  const written = /^(.*\/)\.(.+)\.\d+\.[0-9a-f]{12}\.hal0\.tmp$/.exec(e!.path);
+  if (written && (e!.syscall === "open" || e!.syscall === "write")) return `could not write ${written[1]}${written[2]}: ${reason} (${e!.code})`;
   return `could not ${e!.syscall} ${e!.path}${typeof e!.dest === "string" ? ` to ${e!.dest}` : ""}: ${reason} (${e!.code})`;
 }
 

@@ -212,6 +212,10 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
       const schema = await run(["schema", "--out", join(ro, "a", "schemas")]);
       expect(schema.code, schema.err).toBe(1);
       expect(schema.err).toMatch(new RegExp(`^hal0 schema: system\\.io: could not mkdir ${ro}/a.*: ${ro} is on a read-only file system \\(EROFS\\)\n$`));
+      // A state folder there: the file the write was for is named, not its temp file.
+      const apply = await run(["apply", "--yes", "--config", good, "--state", ro]);
+      expect(apply.code, apply.err).toBe(1);
+      expect(apply.err).toBe(`hal0 apply: system.io: could not write ${ro}/apply.lock: read-only file system (EROFS)\n`);
     } finally {
       execFileSync("umount", [ro]);
     }
