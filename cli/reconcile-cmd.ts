@@ -15,7 +15,7 @@ export const RECONCILE_HELP = `hal0 reconcile [--config DIR] [--state DIR] [--on
 
 Converges the box to the config without asking, like 'hal0 apply --yes': once with
 --once, else forever — every [reconcile] interval_s, ~100 ms after any .toml change, until
-SIGINT or SIGTERM. A tree with errors changes nothing; failing slots back off. The loop
+SIGINT or SIGTERM (SIGHUP: a sweep now). A tree with errors changes nothing; failing slots back off. The loop
 refuses to start (server.already_running) where hal0 serve already runs its own loop on
 the state folder; --once is one sweep, beside it or not.
   --json   one JSON report per sweep (a failure too: {ok: false, exit_code, diagnostics})
@@ -55,10 +55,14 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
     intervalS: () => sweeper.lastGoodModel?.settings.reconcile.interval_s ?? 120,
   });
   loop.start();
+  // SIGHUP asks for a sweep now (the tree is read again by it), as a file change does.
+  const sweepNow = () => loop.request();
+  process.on("SIGHUP", sweepNow);
   await new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);
     process.once("SIGTERM", resolve);
   });
+  process.off("SIGHUP", sweepNow);
   await loop.stop();
   return EXIT_OK;
 }

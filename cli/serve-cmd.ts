@@ -15,7 +15,8 @@ refuses new requests (503), interrupts the sweep and any slot restart (no furthe
 starts; a runner still loading is left running for the next sweep; the restart answers
 409 apply.interrupted), finishes the requests in flight, ends open
 event streams (at once when nothing else is in flight, else after 3 s), closes the
-database, exits 0; a second signal exits at once. A busy port exits 1 with
+database, exits 0; a second signal exits at once. SIGHUP (systemctl reload hal0) reads the
+config tree again and asks for a sweep, as POST /api/settings/reload does. A busy port exits 1 with
 server.port_in_use, naming the address and the pid holding it; a state folder
 another hal0 serve runs on exits 1 with server.already_running, naming it.
   --host, --port    override [server] host / port (port 0 = any free port)
@@ -44,17 +45,22 @@ export async function runServe(args: string[], io: CliIo): Promise<number> {
   };
   process.on("SIGINT", stop);
   process.on("SIGTERM", stop);
+  // SIGHUP (systemctl reload hal0) reads the tree again and asks for a sweep: a daemon's reload, never node's default exit.
+  let serving: Awaited<ReturnType<typeof serve>> | undefined;
+  const reload = () => void serving?.reload();
+  process.on("SIGHUP", reload);
   // One runner probe for the API's writes and the sweep (its cache in the state folder). On the docker and swarm
   // runtime the engine is reached first, so images are asked through it from the first sweep on.
   const runners = runnerProbeFor(root, state).probe;
   const first = await compileTree({ config: root }, io).catch(() => undefined);
   if (first?.model !== undefined && first.model.settings.slots.runtime !== "process") await driverFor(first.model, new StateStore(state).dir, io.env).catch(() => undefined);
-  const serving = await serve({
+  serving = await serve({
     root, stateDir: state, env: io.env as NodeJS.ProcessEnv, host: values.host, port, reconcile: !values["no-reconcile"], runners,
     driverFor: async (model) => driverFor(model, new StateStore(state).dir, io.env),
   }).catch((err: unknown) => {
     process.off("SIGINT", stop);
     process.off("SIGTERM", stop);
+    process.off("SIGHUP", reload);
     if (err instanceof ConfigNotFoundError) throw new CliError("config.not_found", configNotFoundMessage(root));
     // serve() closed what it opened (the database, the watcher): the process ends as soon as this is printed.
     if (err instanceof ApiError && STARTUP_CODES.has(err.code)) throw new CliError(err.code, err.message);
@@ -73,6 +79,7 @@ export async function runServe(args: string[], io: CliIo): Promise<number> {
   process.on("uncaughtException", uncaught);
   await stopped;
   await serving.close();
+  process.off("SIGHUP", reload);
   process.off("uncaughtException", uncaught);
   return EXIT_OK;
 }

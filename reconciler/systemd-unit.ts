@@ -83,6 +83,8 @@ export function renderUnit(o: UnitOptions): string {
     "[Service]",
     "Type=simple",
     `ExecStart=${[o.node, "--max-semi-space-size=2", o.bin, "serve", "--config", o.config, "--state", o.state].map(quote).join(" ")}`,
+    // systemctl reload hal0: SIGHUP reads the config tree again and asks for a sweep.
+    "ExecReload=/bin/kill -HUP $MAINPID",
     ...(o.path ? [`Environment=${quote(`PATH=${o.path}`)}`] : []),
     ...(o.user ? [`User=${o.user}`, `Group=${o.user}`] : []),
     "Restart=on-failure",

@@ -43,6 +43,8 @@ export interface Serving {
   readonly logger: Logger;
   readonly url: string;
   readonly port: number;
+  /** Reads the config tree again and asks for a sweep (SIGHUP), as `POST /api/settings/reload` does; logs the revision. */
+  reload(): Promise<void>;
   /**
    * Stops taking requests (a request that still arrives is refused with 503
    * `server.shutting_down`), lets the requests in flight finish, ends the
@@ -185,6 +187,17 @@ export async function serve(options: ServeOptions): Promise<Serving> {
   let closing: Promise<void> | undefined;
   return {
     server, url, port: bound, logger,
+    async reload() {
+      // What POST /api/settings/reload does, for a person at the box (SIGHUP, systemctl reload hal0).
+      const snap = await server.box.snapshot().catch((err: unknown) => {
+        logger.error({ code: (err as { code?: unknown }).code, message: (err as Error).message }, "reload: the config tree cannot be read");
+        return undefined;
+      });
+      if (snap === undefined) return;
+      server.box.nudge();
+      const errors = snap.diagnostics.filter((d) => d.severity === "error");
+      logger.info({ revision: snap.revision, errors: errors.length, reconcile: options.reconcile !== false }, "reload: the config tree read again; a sweep is asked");
+    },
     close() {
       closing ??= (async () => {
         clearInterval(expiry);

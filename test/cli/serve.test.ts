@@ -118,6 +118,27 @@ describe("hal0 serve (a real process)", () => {
     expect(await exited).toBe(0);
   }, 30_000);
 
+  it("SIGHUP reads the tree again and asks for a sweep (systemctl reload hal0); the server stays up", async () => {
+    const { config, state } = await smallBox();
+    const { child, url, lines } = await startServe(config, state);
+    const headers = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
+    const sweeps = async () => {
+      const text = (await httpCall(url, "GET", "/metrics", { headers })).body as string;
+      return [...text.matchAll(/^hal0_sweeps_total\{outcome="[a-z_]+"\} (\d+)$/gm)].reduce((n, m) => n + Number(m[1]), 0);
+    };
+    // The first sweep at start; then, with interval_s = 3600 and no file change, none but the one SIGHUP asks for.
+    for (let i = 0; i < 100 && (await sweeps()) < 1; i++) await new Promise((r) => setTimeout(r, 50));
+    const before = await sweeps();
+    child.kill("SIGHUP");
+    for (let i = 0; i < 100 && (await sweeps()) === before; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(await sweeps()).toBe(before + 1);
+    expect(lines().find((l) => l.msg === "reload: the config tree read again; a sweep is asked")).toMatchObject({ revision: expect.stringMatching(/^rev_/), errors: 0 });
+    expect((await httpCall(url, "GET", "/api/status", { headers })).status).toBe(200);
+    const exited = exitOf(child);
+    child.kill("SIGTERM");
+    expect(await exited).toBe(0);
+  }, 30_000);
+
   it("refuses a port that is taken, with a coded error", async () => {
     const { config, state } = await smallBox();
     const first = await startServe(config, state, ["--no-reconcile"]);
