@@ -430,8 +430,7 @@ async function writeOrRemove(root: string, file: string, text: string | null): P
   await replaceFileKeeping(path, bom + text, restricted ? { newMode: 0o600, maxMode: 0o700 } : { newMode: 0o644 });
 }
 
-/** Which runtime a model's slots run on: one driver per key. */
-/** What a driver is built from (cli/box.ts driverFor): another value of any of these is another driver. */
+/** Which runtime, and how its driver is built (cli/box.ts driverFor): another value of any of these is another driver. */
 function driverKey(model: Model): string {
   const { runtime, docker_host, stop_grace_s, pull, log_max_mb } = model.settings.slots;
   return JSON.stringify([runtime, docker_host, stop_grace_s, pull, log_max_mb]);
