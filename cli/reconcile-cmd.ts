@@ -15,7 +15,7 @@ export const RECONCILE_HELP = `hal0 reconcile [--config DIR] [--state DIR] [--on
 
 Converges the box to the config without asking, like 'hal0 apply --yes': once with
 --once, else forever — every [reconcile] interval_s, ~100 ms after any .toml change, until
-SIGINT or SIGTERM (SIGHUP: a sweep now). A tree with errors changes nothing; failing slots back off. The loop
+SIGINT or SIGTERM (SIGHUP: a sweep now, failing slots tried at once). A tree with errors changes nothing; failing slots back off. The loop
 refuses to start (server.already_running) where hal0 serve already runs its own loop on
 the state folder; --once is one sweep, beside it or not.
   --json   one JSON report per sweep (a failure too: {ok: false, exit_code, diagnostics})
@@ -55,8 +55,8 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
     intervalS: () => sweeper.lastGoodModel?.settings.reconcile.interval_s ?? 120,
   });
   loop.start();
-  // SIGHUP asks for a sweep now (the tree is read again by it), as a file change does.
-  const sweepNow = () => loop.request();
+  // SIGHUP asks for a sweep now (the tree is read again by it) in which failing slots are tried at once.
+  const sweepNow = () => loop.retryNow();
   process.on("SIGHUP", sweepNow);
   await new Promise<void>((resolve) => {
     process.once("SIGINT", resolve);

@@ -1,6 +1,6 @@
 import type { ObservedSlot } from "./observed.js";
 import type { SlotOutcome } from "./state.js";
-import { TERMINAL_CODES } from "./backoff.js";
+import { NEEDS_FIX_CODES } from "./backoff.js";
 import type { Diagnostic } from "../schema/index.js";
 import { isAdvisory, type AdvisoryProblem, type Finding, type PreflightProblem } from "./preflight.js";
 
@@ -106,8 +106,8 @@ function stalled(facts: SlotFacts): Verdict {
   if (refused !== undefined && !runsDesired(facts)) return refused;
   const found = preflightVerdict(facts);
   if (found !== undefined && !runsDesired(facts)) return { ...found, message: `${found.message} — hal0 apply would fail until it is fixed` };
-  if (outcome && !outcome.ok && outcome.code && TERMINAL_CODES.has(outcome.code)) {
-    return { status: "True", reason: outcome.code, message: `${outcome.error ?? ""} — retried only when its spec changes`.trim() };
+  if (outcome && !outcome.ok && outcome.code && NEEDS_FIX_CODES.has(outcome.code)) {
+    return { status: "True", reason: outcome.code, message: `${outcome.error ?? ""} — retried every few minutes, at once when its spec changes or on a reload`.trim() };
   }
   return { status: "False", reason: "Progressing", message: "no terminal failure" };
 }

@@ -40,6 +40,12 @@ export class SweepLoop {
     this.request();
   }
 
+  /** A sweep now in which every resource backing off is tried again (a reload). */
+  retryNow(): void {
+    this.sweeper.retryNow();
+    this.request();
+  }
+
   /** Asks for a sweep now (after the one running, if any). */
   request(): void {
     if (this.stopped) return;
@@ -147,6 +153,11 @@ export class LoopControl {
   /** A sweep now (after the running one); nothing when no loop runs. */
   request(): void {
     this.loop?.request();
+  }
+
+  /** A sweep now that tries every resource backing off again (a reload); nothing when no loop runs. */
+  retryNow(): void {
+    this.loop?.retryNow();
   }
 
   /** Stops the loop (the sweep in flight finishes) and starts a new one, which sweeps at once. */

@@ -78,6 +78,11 @@ export class Sweeper {
     return this.last;
   }
 
+  /** Every resource backing off may be tried in the next sweep (a reload: a person says the host was fixed). */
+  retryNow(): void {
+    this.backoff.clear();
+  }
+
   /**
    * One sweep. `signal` (the loop stopping: `hal0 serve` or `hal0 reconcile`
    * told to end) interrupts its converge as Ctrl-C does an apply: no further

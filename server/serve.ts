@@ -194,9 +194,9 @@ export async function serve(options: ServeOptions): Promise<Serving> {
         return undefined;
       });
       if (snap === undefined) return;
-      server.box.nudge();
+      loop.retryNow();
       const errors = snap.diagnostics.filter((d) => d.severity === "error");
-      logger.info({ revision: snap.revision, errors: errors.length, reconcile: options.reconcile !== false }, "reload: the config tree read again; a sweep is asked");
+      logger.info({ revision: snap.revision, errors: errors.length, reconcile: options.reconcile !== false }, "reload: the config tree read again; a sweep is asked, failing slots tried again at once");
     },
     close() {
       closing ??= (async () => {

@@ -67,9 +67,11 @@ export const settingsRoutes = [
   }),
   defineRoute({
     method: "POST", path: "/api/settings/reload", kind: "action", tools: ["settings_reload"],
-    summary: "Re-read the tree from disk and ask for a sweep; replies with the revision and a diagnostics summary",
-    handle: async ({ box }) => {
+    summary: "Re-read the tree from disk and ask for a sweep in which failing slots are tried at once; replies with the revision and a diagnostics summary",
+    handle: async ({ box, services }) => {
       const snap = await box.snapshot();
+      // A reload says "the host was fixed" (a runner installed, a model copied): slots backing off are tried at once.
+      services.loop?.retryNow();
       box.nudge();
       return reloadSummary(snap);
     },

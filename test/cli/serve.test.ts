@@ -1,9 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { once } from "node:events";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { httpCall } from "../server/harness.js";
@@ -132,12 +132,33 @@ describe("hal0 serve (a real process)", () => {
     child.kill("SIGHUP");
     for (let i = 0; i < 100 && (await sweeps()) === before; i++) await new Promise((r) => setTimeout(r, 50));
     expect(await sweeps()).toBe(before + 1);
-    expect(lines().find((l) => l.msg === "reload: the config tree read again; a sweep is asked")).toMatchObject({ revision: expect.stringMatching(/^rev_/), errors: 0 });
+    expect(lines().find((l) => l.msg === "reload: the config tree read again; a sweep is asked, failing slots tried again at once")).toMatchObject({ revision: expect.stringMatching(/^rev_/), errors: 0 });
     expect((await httpCall(url, "GET", "/api/status", { headers })).status).toBe(200);
     const exited = exitOf(child);
     child.kill("SIGTERM");
     expect(await exited).toBe(0);
   }, 30_000);
+
+  it("a runner installed after its slot failed to start runs at the next SIGHUP, not minutes later", async () => {
+    const { config, state, port } = await smallBox();
+    const runner = join(config, "..", "bin", "late-runner");
+    writeFileSync(join(config, "profiles.toml"), `[profile.fake]\nrunner = [${JSON.stringify(runner)}]\ndevice_class = "cpu"\n`);
+    const slot = join(config, "slots/solo.toml");
+    writeFileSync(slot, readFileSync(slot, "utf8").replace("enabled = false", "enabled = true"));
+    const { child, lines } = await startServe(config, state);
+    cleanup.push(() => main(["down", "--config", config, "--state", state], captureIo()));
+    for (let i = 0; i < 200 && !lines().some((l) => l.msg === "sweep" && l.failed); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(lines().find((l) => l.msg === "sweep" && l.failed)?.failed).toEqual([expect.objectContaining({ address: "slot.solo", code: "slot.spawn_failed" })]);
+    // The person installs the runner, then reloads.
+    mkdirSync(dirname(runner), { recursive: true });
+    writeFileSync(runner, `#!/bin/sh\nexec ${JSON.stringify(process.execPath)} ${JSON.stringify(RUNNER)} "$@"\n`);
+    chmodSync(runner, 0o755);
+    child.kill("SIGHUP");
+    expect(await healthWithin(port, 20_000)).toBe(200);
+    const exited = exitOf(child);
+    child.kill("SIGTERM");
+    expect(await exited).toBe(0);
+  }, 40_000);
 
   it("refuses a port that is taken, with a coded error", async () => {
     const { config, state } = await smallBox();

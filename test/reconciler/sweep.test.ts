@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { appendFileSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -109,13 +109,23 @@ describe("the sweep", () => {
     expect((await sweeper.sweep()).outcome).toBe("converged");
   });
 
-  it("holds a terminal failure until the spec changes", async () => {
+  it("holds a failure that needs a fix for 30 s; a new spec is tried at once", async () => {
     const { root, port, sweeper } = await box({ model: "/nonexistent/model.gguf" });
     expect((await sweeper.sweep()).results.find((r) => r.address === "slot.s")).toMatchObject({ code: "slot.spawn_failed" });
     await sleep(1100);
-    expect((await sweeper.sweep()).deferred[0]?.why).toBe("slot.spawn_failed: waits for its spec to change");
+    expect((await sweeper.sweep()).deferred[0]?.why).toMatch(/^slot\.spawn_failed: retry in (29|30) s \(failure 1\), or at once when its spec changes or on a reload$/);
     writeFileSync(join(root, "models.toml"), `[model.tiny]\npath = ${JSON.stringify(MODEL)}\n`);
     writeSlot(root, port, 2048);
+    expect((await sweeper.sweep()).outcome).toBe("converged");
+  });
+
+  it("a fix on the host (the model file put in place) is tried at once on a reload (retryNow), without a spec change", async () => {
+    const missing = join(mkdtempSync(join(tmpdir(), "hal0-sweep-model-")), "later.gguf");
+    const { sweeper } = await box({ model: missing });
+    expect((await sweeper.sweep()).results.find((r) => r.address === "slot.s")).toMatchObject({ code: "slot.spawn_failed" });
+    copyFileSync(MODEL, missing);
+    expect((await sweeper.sweep()).outcome).toBe("nothing_to_do"); // backing off: hal0 cannot see the fix
+    sweeper.retryNow();
     expect((await sweeper.sweep()).outcome).toBe("converged");
   });
 });
