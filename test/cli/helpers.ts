@@ -2,8 +2,25 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll } from "vitest";
 import type { CliIo } from "../../cli/index.js";
 import { freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
+
+/**
+ * Every `hal0 serve` a test file started and did not stop (a test that failed
+ * before its own SIGTERM): stopped when the file's tests are done, so no
+ * server outlives its suite.
+ */
+const served = new Set<ChildProcess>();
+afterAll(async () => {
+  await Promise.all([...served].map(async (child) => {
+    const exited = new Promise((resolve) => child.once("exit", resolve));
+    child.kill("SIGTERM");
+    const killer = setTimeout(() => child.kill("SIGKILL"), 5000);
+    await exited;
+    clearTimeout(killer);
+  }));
+});
 
 /** An in-process io that records what a command prints. */
 export function captureIo(env: Record<string, string> = {}, cwd = process.cwd()): CliIo & { out: () => string; err: () => string } {
@@ -43,6 +60,8 @@ export async function healthWithin(port: number, ms: number): Promise<number> {
 /** Starts the built `hal0 serve --port 0` (with `env`) and resolves with its URL once it logs that it listens (`onSpawn` sees the child at once, e.g. to kill it after the test). */
 export function startServe(config: string, state: string, extra: string[] = [], onSpawn?: (child: ChildProcess) => void, env: NodeJS.ProcessEnv = process.env): Promise<{ child: ChildProcess; url: string; lines: () => any[] }> {
   const child = spawn(process.execPath, [join(import.meta.dirname, "../../bin/hal0.js"), "serve", "--config", config, "--state", state, "--port", "0", ...extra], { stdio: ["ignore", "pipe", "pipe"], env });
+  served.add(child);
+  child.once("exit", () => served.delete(child));
   onSpawn?.(child);
   let out = "";
   child.stdout!.on("data", (c: Buffer) => (out += c.toString()));
