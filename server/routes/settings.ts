@@ -71,8 +71,9 @@ export const settingsRoutes = [
     handle: async ({ box, services }) => {
       const snap = await box.snapshot();
       // A reload says "the host was fixed" (a runner installed, a model copied): slots backing off are tried at once.
-      services.loop?.retryNow();
-      box.nudge();
+      // (retryNow asks for the sweep itself: a nudge beside it would queue a second one.)
+      if (services.loop?.attached) services.loop.retryNow();
+      else box.nudge();
       return reloadSummary(snap);
     },
   }),
