@@ -5,7 +5,7 @@ import { invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dis
 import { ApiError, envelope } from "./errors.js";
 import { callerOf, checkGate, type GateConfig } from "./gate.js";
 import { restVerdict, type RestVerdict } from "./identity/access.js";
-import { agentWriteTier, pendingReply, pinnedTo } from "./verdict.js";
+import { agentWriteTier, pendingReply, pinnedTo, withDryRunVerdict, type DryRunVerdict } from "./verdict.js";
 import { checkCsrf } from "./identity/csrf.js";
 import { ANONYMOUS, identify, requireScope, type Authenticator } from "./identity/identify.js";
 import { maxBodyBytes, readBodyLimited, requireJsonBody } from "./body.js";
@@ -92,11 +92,14 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
     call = await readCall(event, route, caller, requestId, maxBodyBytes(deps.box.lastSettings()));
     const policy = caller.kind === "operator" ? undefined : (await deps.box.model()).policy;
     let verdict: RestVerdict = policy === undefined ? { run: true } : restVerdict(route, caller, policy);
-    if (verdict.run && policy !== undefined && caller.kind === "agent" && route.kind === "write") {
-      // Judged by what it does: planned first, queued when an effect needs a person.
-      const { tier, tool, judgedAt } = await agentWriteTier(route, caller, policy, "autonomous_write", async () => (await proposeOnly(deps, route, call!)).proposal);
-      if (tier === "gated") verdict = { run: false, tool, tier: "gated" };
-      else call = pinnedTo(call!, judgedAt);
+    let dryRun: DryRunVerdict | undefined;
+    if (policy !== undefined && caller.kind === "agent" && route.kind === "write") {
+      // Judged by what it does: planned first, queued when an effect needs a person; a dry run writes nothing and runs.
+      const judged = await agentWriteTier(route, caller, policy, "autonomous_write", () => proposeOnly(deps, route, call!));
+      dryRun = judged.dryRun;
+      if (dryRun) verdict = { run: true };
+      else if (judged.tier === "gated") verdict = { run: false, tool: judged.tool, tier: "gated" };
+      else call = pinnedTo(call!, judged.judgedAt);
     }
     if (route.kind === "stream") {
       if (!verdict.run) throw new ApiError("auth.operator_required", `${routeId(route)} is a stream; a gated one cannot be queued`);
@@ -113,7 +116,7 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
       return pendingReply(approval);
     }
     invoked = true;
-    const result = await invoke(deps, route, call);
+    const result = withDryRunVerdict(await invoke(deps, route, call), dryRun);
     setResponseStatus(event, status);
     if (result instanceof RawReply) {
       setResponseHeader(event, "Content-Type", result.contentType);

@@ -8,7 +8,7 @@ import { ApiError, apiErrorOf } from "./errors.js";
 import { toolTier } from "./identity/access.js";
 import { routeId, type Caller, type Route } from "./route.js";
 import { observeLiveness, probeHealth, statusOf } from "./slot-view.js";
-import { callTier, queueForPerson } from "./verdict.js";
+import { callTier, queueForPerson, withDryRunVerdict } from "./verdict.js";
 
 /**
  * The box's services (seed 001's service_list / service_health /
@@ -200,7 +200,7 @@ async function asTool(d: Dispatcher, route: Route, tool: string, call: Call): Pr
   const floor = toolTier((await d.box.model()).policy, route, tool, caller);
   const judged = await callTier(d, route, floor, call);
   if (judged.tier === "gated") return queueForPerson(d, route, tool, call, started, `${tool} is gated for ${caller.agent}`);
-  return invoke(d, route, judged.call);
+  return withDryRunVerdict(await invoke(d, route, judged.call), judged.dryRun);
 }
 
 export interface ServiceHealth {

@@ -4,7 +4,7 @@ import { tierRank, type Tier } from "../schema/index.js";
 import type { Proposal } from "./box.js";
 import { ApiError } from "./errors.js";
 import { routeFloor, stricter } from "./identity/access.js";
-import type { Caller, Route } from "./route.js";
+import { RawReply, type Caller, type Route, type WriteIntent } from "./route.js";
 import { proposeOnly, type Call, type Dispatcher } from "./dispatch.js";
 
 export interface EffectVerdict {
@@ -49,17 +49,57 @@ export function pendingReply(approval: { id: string; summary: string; effects: r
 }
 
 /**
+ * What a dry run by an agent would meet if it were sent for real: it writes
+ * nothing, so it runs at once (as `POST /api/plans` does) and its reply says
+ * whether the real call would wait for a person, with the effects a card
+ * would list, or be refused (`refused`: the code and message it would get).
+ */
+export interface DryRunVerdict {
+  readonly approval_needed: boolean;
+  readonly effects: readonly string[];
+  readonly refused?: { readonly code: string; readonly message: string };
+}
+
+export interface WriteVerdict {
+  readonly tier: Tier;
+  readonly tool: string;
+  /** The revision the change was judged at (absent when it was not planned). */
+  readonly judgedAt?: string;
+  /** Set for a dry run: the call runs whatever `tier` says, and this is what its real twin would meet. */
+  readonly dryRun?: DryRunVerdict;
+}
+
+/**
  * The tier an agent's call to a write route meets: the tool's own tier,
  * raised to the strictest alias of its route (so no alias is looser than
- * another for the same body), then by what the planned change does.
+ * another for the same body), then by what the planned change does. A tool
+ * blocked for the agent is refused, a dry run included; any other dry run
+ * runs, with its verdict beside it.
  */
-export async function agentWriteTier(route: Route, caller: Caller, policy: CompiledPolicy, toolTier: Tier, propose: () => Promise<Pick<Proposal, "snapshot" | "model" | "applied">>): Promise<{ tier: Tier; tool: string; judgedAt?: string }> {
+export async function agentWriteTier(route: Route, caller: Caller, policy: CompiledPolicy, toolTier: Tier, propose: () => Promise<{ intent: Pick<WriteIntent, "dryRun">; proposal: Pick<Proposal, "snapshot" | "model" | "applied"> }>): Promise<WriteVerdict> {
   const floor = routeFloor(route, caller, policy);
   const tier = stricter(toolTier, floor.tier);
-  if (tierRank(tier) >= tierRank("gated")) return { tier, tool: floor.tool };
-  const proposal = await propose();
+  const { intent, proposal } = await propose();
+  if (intent.dryRun === true) return { tier, tool: floor.tool, dryRun: dryRunVerdict(proposal, tier, caller, policy) };
+  // Judged even when the tool is gated: an effect the agent's policy blocks is refused, not queued.
   const verdict = effectVerdict(proposal, tier, caller, policy);
   return { tier: verdict.tier, tool: floor.tool, judgedAt: proposal.snapshot.revision };
+}
+
+function dryRunVerdict(proposal: Pick<Proposal, "snapshot" | "model" | "applied">, floor: Tier, caller: Caller, policy: CompiledPolicy): DryRunVerdict {
+  try {
+    const verdict = effectVerdict(proposal, floor, caller, policy);
+    return { approval_needed: verdict.tier === "gated", effects: effectLines(verdict.effects) };
+  } catch (err) {
+    if (!(err instanceof ApiError)) throw err;
+    return { approval_needed: false, effects: effectLines(effectsOf({ before: proposal.snapshot.model, after: proposal.model, files: proposal.applied.files })), refused: { code: err.code, message: err.message } };
+  }
+}
+
+/** A dry run's reply with what its real twin would meet beside it (`approval`); a reply that is not a JSON object is left as it is. */
+export function withDryRunVerdict(result: unknown, verdict: DryRunVerdict | undefined): unknown {
+  if (verdict === undefined || result === null || typeof result !== "object" || Array.isArray(result) || result instanceof RawReply) return result;
+  return { ...(result as Record<string, unknown>), approval: verdict };
 }
 
 /**
@@ -78,11 +118,12 @@ export function pinnedTo(call: Call, judgedAt: string | undefined): Call {
  * keeps its floor. Every door that runs a route as a named tool asks here,
  * and runs the call it gets back (pinned to the judged revision).
  */
-export async function callTier(d: Dispatcher, route: Route, floor: Tier, call: Call): Promise<{ tier: Tier; call: Call }> {
+export async function callTier(d: Dispatcher, route: Route, floor: Tier, call: Call): Promise<{ tier: Tier; call: Call; dryRun?: DryRunVerdict }> {
   if (call.caller.kind !== "agent" || route.kind !== "write") return { tier: floor, call };
   const policy = (await d.box.model()).policy;
-  const { tier, judgedAt } = await agentWriteTier(route, call.caller, policy, floor, async () => (await proposeOnly(d, route, call)).proposal);
-  return { tier, call: pinnedTo(call, judgedAt) };
+  const judged = await agentWriteTier(route, call.caller, policy, floor, () => proposeOnly(d, route, call));
+  if (judged.dryRun) return { tier: "autonomous_write", call, dryRun: judged.dryRun };
+  return { tier: judged.tier, call: pinnedTo(call, judged.judgedAt) };
 }
 
 /** A gated call queued for a person and recorded as such: the reply its caller gets. */

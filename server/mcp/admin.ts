@@ -4,7 +4,7 @@ import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
 import { invoke, type Call, type Dispatcher } from "../dispatch.js";
-import { callTier, queueForPerson } from "../verdict.js";
+import { callTier, queueForPerson, withDryRunVerdict } from "../verdict.js";
 import { ApiError } from "../errors.js";
 import { auditRefusal } from "../audit.js";
 import { stricter, toolTier } from "../identity/access.js";
@@ -71,7 +71,7 @@ async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unkno
       code = "pending_approval";
       return ok(await queueForPerson(d, route, tool.name, call, started));
     }
-    return ok(wrapList(route, await invoke(d, route, judged.call)));
+    return ok(withDryRunVerdict(wrapList(route, await invoke(d, route, judged.call)), judged.dryRun));
   } catch (err) {
     code = err instanceof ApiError ? err.code : "system.internal";
     if (err instanceof ApiError && REFUSALS.has(err.code)) auditRefusal(d, tool.name, caller, err, tool.route);

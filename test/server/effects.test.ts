@@ -197,6 +197,68 @@ describe("privileged effects always need a person, whichever tool carries them",
   });
 });
 
+describe("a dry run writes nothing, so an agent's runs at once, saying what the real call would meet", () => {
+  it("REST and MCP: the preview with `approval` (needed, effects); no request queued, no file written; the real call waits", async () => {
+    const s = await box();
+    const settings = read(s, "hal0.toml");
+    const dry = await s.call("PUT", "/api/settings?dry_run=true", { as: `agent:${AGENT}`, body: { server: { port: 8070 } } });
+    expect(dry.status, JSON.stringify(dry.body)).toBe(200);
+    expect(dry.body.approval).toMatchObject({ approval_needed: true });
+    expect(dry.body.approval.effects.join("\n")).toMatch(/\[server\] port in hal0\.toml: \d+ → 8070/);
+    expect(dry.body.approval.refused).toBeUndefined();
+    expect(read(s, "hal0.toml")).toBe(settings);
+    expect(s.hal0.approvals.list()).toEqual([]);
+    // The same body for real waits for a person, with the same effect line.
+    const real = await s.call("PUT", "/api/settings", { as: `agent:${AGENT}`, body: { server: { port: 8070 } } });
+    expect(real.status, JSON.stringify(real.body)).toBe(202);
+    expect(real.body.effects).toEqual(dry.body.approval.effects);
+    expect(read(s, "hal0.toml")).toBe(settings);
+
+    // A stack's apply over MCP: stack_apply is gated, its dry run is the preview.
+    const slots = ["utility", "vision", "speech"].map((n) => read(s, `slots/${n}.toml`));
+    const preview = await tool(s, "stack_apply", { slug: "forge", dry_run: true });
+    expect(preview.isError, JSON.stringify(preview.body)).toBe(false);
+    expect(preview.body).toMatchObject({ stack: "forge", dry_run: true, committed: false, approval: { approval_needed: true } });
+    expect(preview.body.approval.effects.join("\n")).toMatch(/disables slot utility/);
+    expect(["utility", "vision", "speech"].map((n) => read(s, `slots/${n}.toml`))).toEqual(slots);
+    expect(s.hal0.approvals.list().filter((a) => a.tool === "stack_apply")).toEqual([]);
+    // config_write is gated for agents (its tier, whatever the effect): a harmless setting's dry run says so too.
+    const tune = await s.call("PUT", "/api/settings?dry_run=1", { as: `agent:${AGENT}`, body: { reconcile: { interval_s: 45 } } });
+    expect(tune.status, JSON.stringify(tune.body)).toBe(200);
+    expect(tune.body.approval).toMatchObject({ approval_needed: true });
+    expect(tune.body.approval.effects.join("\n")).toMatch(/interval_s/);
+    // A tool opened for this agent: a stack file is inert until applied, so importing one needs nobody.
+    writeFileSync(join(s.config, "policy.toml"), `${read(s, "policy.toml")}\n[agents.${AGENT}]\nautonomous_write = ["stack_import"]\n`);
+    await s.hal0.box.snapshot();
+    const envelope = (await s.call("POST", "/api/stacks/forge/export")).body;
+    const open = await s.call("POST", "/api/stacks/import", { as: `agent:${AGENT}`, body: { envelope, slug: "forge9", dry_run: true } });
+    expect(open.status, JSON.stringify(open.body)).toBe(201);
+    expect(open.body).toMatchObject({ committed: false, approval: { approval_needed: false } });
+    // An operator's dry run is as before: no verdict beside it.
+    const own = await s.call("PUT", "/api/settings?dry_run=true", { body: { server: { port: 8070 } } });
+    expect(own.status).toBe(200);
+    expect(own.body.approval).toBeUndefined();
+  });
+
+  it("a tool blocked for the agent stays refused, dry run or not; an effect its policy blocks is named as the real call's refusal", async () => {
+    const s = await box();
+    // hermes__coder: stack_apply blocked.
+    const blocked = await tool(s, "stack_apply", { slug: "forge", dry_run: true }, "hermes__coder");
+    expect(blocked.body.error?.code, JSON.stringify(blocked.body)).toBe("mcp.tool_not_allowed");
+    // An agent that may apply stacks but not unload slots.
+    const policy = join(s.config, "policy.toml");
+    writeFileSync(policy, `${read(s, "policy.toml")}\n[agents.hermes__probe]\ngated = ["stack_apply"]\nblocked = ["slot_unload"]\n`);
+    await s.hal0.box.snapshot();
+    const preview = await tool(s, "stack_apply", { slug: "forge", dry_run: true }, "hermes__probe");
+    expect(preview.isError, JSON.stringify(preview.body)).toBe(false);
+    expect(preview.body.approval.refused).toMatchObject({ code: "mcp.tool_not_allowed" });
+    expect(preview.body.approval.refused.message).toMatch(/slot_unload/);
+    const real = await tool(s, "stack_apply", { slug: "forge" }, "hermes__probe");
+    expect(real.body.error?.code, JSON.stringify(real.body)).toBe("mcp.tool_not_allowed");
+    expect(s.hal0.approvals.list()).toEqual([]);
+  });
+});
+
 describe("effectsOf (pure)", () => {
   async function model(root: string) {
     return compile((await loadTree(root)).tree).model!;
