@@ -5,7 +5,7 @@ import { invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dis
 import { ApiError, envelope } from "./errors.js";
 import { callerOf, checkGate, type GateConfig } from "./gate.js";
 import { restVerdict, type RestVerdict } from "./identity/access.js";
-import { agentWriteTier, pendingReply, pinnedTo, withDryRunVerdict, type DryRunVerdict } from "./verdict.js";
+import { actionPreview, agentWriteTier, pendingReply, pinnedTo, withDryRunVerdict, type DryRunVerdict } from "./verdict.js";
 import { checkCsrf } from "./identity/csrf.js";
 import { ANONYMOUS, identify, requireScope, type Authenticator } from "./identity/identify.js";
 import { maxBodyBytes, readBodyLimited, requireJsonBody } from "./body.js";
@@ -92,7 +92,8 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
     call = await readCall(event, route, caller, requestId, maxBodyBytes(deps.box.lastSettings()));
     const policy = caller.kind === "operator" ? undefined : (await deps.box.model()).policy;
     let verdict: RestVerdict = policy === undefined ? { run: true } : restVerdict(route, caller, policy);
-    let dryRun: DryRunVerdict | undefined;
+    let dryRun: DryRunVerdict | undefined = verdict.run ? undefined : actionPreview(route, call, verdict.tier);
+    if (dryRun) verdict = { run: true };
     if (policy !== undefined && caller.kind === "agent" && route.kind === "write") {
       // Judged by what it does: planned first, queued when an effect needs a person; a dry run writes nothing and runs.
       const judged = await agentWriteTier(route, caller, policy, "autonomous_write", () => proposeOnly(deps, route, call!));

@@ -116,6 +116,12 @@ interface RouteBase<P, Q, B> {
    */
   readonly describe?: (ctx: RouteContext<P, Q, B>) => Promise<{ summary: string; effects: readonly string[]; body?: unknown }>;
   /**
+   * For an action that can only preview (its `dry_run`): true when this call
+   * changes nothing, so an agent's runs at once even where the tool is gated,
+   * with what the real call would meet beside it (server/verdict.ts).
+   */
+  readonly previewOnly?: (input: { params: P; query: Q; body: B }) => boolean;
+  /**
    * The reply carries a secret on purpose (a token minted or rotated, shown
    * once) and is not redacted; every other reply is (dispatch.ts).
    */

@@ -5,7 +5,7 @@ import type { Proposal } from "./box.js";
 import { ApiError } from "./errors.js";
 import { routeFloor, stricter } from "./identity/access.js";
 import { RawReply, type Caller, type Route, type WriteIntent } from "./route.js";
-import { proposeOnly, type Call, type Dispatcher } from "./dispatch.js";
+import { proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 
 export interface EffectVerdict {
   /** The tier the change meets: the floor, raised by its effects. */
@@ -96,6 +96,12 @@ function dryRunVerdict(proposal: Pick<Proposal, "snapshot" | "model" | "applied"
   }
 }
 
+/** An agent's call to an action that only previews this time (`previewOnly`): what the real one would meet; else undefined. */
+export function actionPreview(route: Route, call: Call, tier: Tier): DryRunVerdict | undefined {
+  if (route.kind !== "action" || !route.previewOnly || call.caller.kind !== "agent") return undefined;
+  return route.previewOnly(validate(route, call) as never) ? { approval_needed: tier === "gated", effects: [] } : undefined;
+}
+
 /** A dry run's reply with what its real twin would meet beside it (`approval`); a reply that is not a JSON object is left as it is. */
 export function withDryRunVerdict(result: unknown, verdict: DryRunVerdict | undefined): unknown {
   if (verdict === undefined || result === null || typeof result !== "object" || Array.isArray(result) || result instanceof RawReply) return result;
@@ -119,7 +125,10 @@ export function pinnedTo(call: Call, judgedAt: string | undefined): Call {
  * and runs the call it gets back (pinned to the judged revision).
  */
 export async function callTier(d: Dispatcher, route: Route, floor: Tier, call: Call): Promise<{ tier: Tier; call: Call; dryRun?: DryRunVerdict }> {
-  if (call.caller.kind !== "agent" || route.kind !== "write") return { tier: floor, call };
+  if (call.caller.kind !== "agent") return { tier: floor, call };
+  const preview = actionPreview(route, call, floor);
+  if (preview) return { tier: "autonomous_write", call, dryRun: preview };
+  if (route.kind !== "write") return { tier: floor, call };
   const policy = (await d.box.model()).policy;
   const judged = await agentWriteTier(route, call.caller, policy, floor, () => proposeOnly(d, route, call));
   if (judged.dryRun) return { tier: "autonomous_write", call, dryRun: judged.dryRun };

@@ -104,6 +104,7 @@ export const modelStoreRoutes = [
   defineRoute({
     method: "POST", path: "/api/settings/models/store/migrate", kind: "action", body: StoreBody, query: DryRunQuery, tools: ["model_store_migrate"],
     summary: "Move every registered model file under the current store (with their draft / mmproj files) to a new store: space checked first, each copy verified by sha256, then [models] store and the moved paths in one change set; the old files are removed only after it commits. Models elsewhere stay (listed as left).",
+    previewOnly: ({ query }) => query.dry_run,
     precheck: async ({ body, box, caller, base }) => {
       const model = await box.model();
       const m = await planMigration(model, body.store);

@@ -214,6 +214,8 @@ describe("a dry run writes nothing, so an agent's runs at once, saying what the 
     expect(real.body.effects).toEqual(dry.body.approval.effects);
     expect(read(s, "hal0.toml")).toBe(settings);
 
+    const viaMcp = await tool(s, "config_write", { server: { port: 8070 }, dry_run: true });
+    expect(viaMcp.body, JSON.stringify(viaMcp.body)).toMatchObject({ approval: { approval_needed: true, effects: dry.body.approval.effects } });
     // A stack's apply over MCP: stack_apply is gated, its dry run is the preview.
     const slots = ["utility", "vision", "speech"].map((n) => read(s, `slots/${n}.toml`));
     const preview = await tool(s, "stack_apply", { slug: "forge", dry_run: true });

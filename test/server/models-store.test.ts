@@ -166,6 +166,14 @@ describe("POST /api/settings/models/store/migrate (model_store_migrate)", () => 
     expect(r.body.needed_bytes).toBe(r.body.total_bytes + Math.ceil(r.body.total_bytes / 100));
     expect(existsSync(fast)).toBe(false);
     expect([hal0Toml(), modelsToml()]).toEqual(before);
+    // An agent's dry run (the tool is gated) runs too, saying the real one would wait; the real one is queued.
+    const agent = await s.call("POST", "/api/settings/models/store/migrate?dry_run=true", { as: "agent:hermes__ops", body: { store: fast } });
+    expect(agent.status, JSON.stringify(agent.body)).toBe(200);
+    expect(agent.body).toMatchObject({ dry_run: true, committed: false, total_bytes: r.body.total_bytes, approval: { approval_needed: true } });
+    const real = await s.call("POST", "/api/settings/models/store/migrate", { as: "agent:hermes__ops", body: { store: fast } });
+    expect(real.status, JSON.stringify(real.body)).toBe(202);
+    expect(existsSync(fast)).toBe(false);
+    expect([hal0Toml(), modelsToml()]).toEqual(before);
   });
 
   it("not enough space on the target (a 1 MiB tmpfs): 507 with the numbers, nothing copied", async () => {
