@@ -48,7 +48,8 @@ function hermesTokens(profiles: Readonly<Record<string, ObservedHermesProfile>>,
 
 async function foreignPorts(model: Model, slots: Readonly<Record<string, ObservedSlot>>, driver: SlotDriver): Promise<Record<string, ForeignPort>> {
   const ourPorts = new Set(Object.values(slots).filter((s) => s.running && s.record).map((s) => s.record!.view.port));
-  const wanted = Object.values(model.slots).filter((s) => s.enabled && !slots[s.name]?.running && !ourPorts.has(s.port));
+  // A running slot whose port changes is asked about too: its replace would stop it for a port it cannot bind.
+  const wanted = Object.values(model.slots).filter((s) => s.enabled && !ourPorts.has(s.port));
   const holders = await Promise.all(wanted.map(async (s) => [s.name, s.port, await driver.portHolder(s.port)] as const));
   const out: Record<string, ForeignPort> = {};
   for (const [name, port, holder] of holders) if (holder) out[name] = { port, ...holder };

@@ -108,10 +108,12 @@ function planSlots(model: Model, observed: Observed, inventory: Inventory, goneR
       restart: restart.has(slotAddress(name)),
       nodes: observed.nodes,
     };
-    const change = planSlot(inputs);
-    if (change === undefined) continue;
+    const planned = planSlot(inputs);
+    if (planned === undefined) continue;
+    const foreign = own(observed.foreign_ports, name);
+    const change = foreign !== undefined && inputs.seen?.running === true ? held(planned) : planned;
     changes.push(change);
-    if (inputs.desired?.enabled) warnings.push(...slotWarnings(change, inputs.desired, inputs.seen, own(observed.foreign_ports, name), observed.nodes));
+    if (inputs.desired?.enabled) warnings.push(...slotWarnings(change, inputs.desired, inputs.seen, foreign, observed.nodes));
     else if (change.reason === "unmanaged") warnings.push(unmanagedWarning(name, inputs.seen!));
   }
   return { changes, warnings };
@@ -122,6 +124,17 @@ function planSlot(inputs: SlotInputs): SlotChange | undefined {
   const state = planSlotState(inputs);
   const change = inputs.restart && state !== undefined ? restarted(state, inputs.seen?.running ?? false) : state;
   return change !== undefined && inputs.desired !== undefined && refusesArgv(inputs.desired) ? refused(change) : change;
+}
+
+/**
+ * A running slot whose replace would move it to a port another process holds
+ * (one hal0 did not start) is left running as it is: a no-op (reason
+ * `port_held`), so it is not stopped for a start that cannot bind. The
+ * warning names the holder; the next sweep after the port is freed replaces it.
+ */
+function held(change: SlotChange): SlotChange {
+  if (change.action !== "replace") return change;
+  return { ...change, action: "no-op", reason: "port_held", destructive: false, downtime: false };
 }
 
 /** The slot's runner would refuse its argv (the argv check found an error): see `refused`. */

@@ -18,7 +18,9 @@ export function slotWarnings(change: SlotChange, desired: ResolvedSlot, seen: Ob
     warnings.push({
       address,
       code: "slot.port_in_use",
-      message: `port ${foreign.port} is held by ${holder(foreign)}, which hal0 did not start; slot \`${desired.name}\` cannot start until it is freed`,
+      message: change.reason === "port_held"
+        ? `port ${foreign.port} is held by ${holder(foreign)}, which hal0 did not start; slot \`${desired.name}\` keeps running as it is${seen?.record ? ` on port ${seen.record.view.port}` : ""} until it is freed`
+        : `port ${foreign.port} is held by ${holder(foreign)}, which hal0 did not start; slot \`${desired.name}\` cannot start until it is freed`,
     });
   }
   if (seen?.unplaced !== undefined) warnings.push({ address, code: "slot.unplaced", message: `slot \`${desired.name}\`: ${seen.unplaced.message}` });

@@ -84,6 +84,7 @@ export const SLOT_REASONS = [
   "unplaced", // swarm: its service is as desired, but its node is down or no node matches its placement (Swarm holds the task)
   "backing_off", // held back after failures
   "argv_refused", // its runner would refuse the argv (a removed, unknown or badly valued flag): not started, a running one left as it is
+  "port_held", // running, and its new port is held by a process hal0 did not start: left running as it is until the port is free
 ] as const;
 export const SETTINGS_REASONS = ["unchanged", "first_apply", "changed", "backing_off"] as const;
 export const HERMES_REASONS = ["new", "drifted", "changed", "opted_out", "unchanged", "invalid_yaml", "backing_off"] as const;
