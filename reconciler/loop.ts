@@ -1,7 +1,7 @@
 import { watch, type FSWatcher } from "chokidar";
 import { join } from "node:path";
 import type { Sweeper, SweepReport } from "./sweep.js";
-import { TREE_FOLDERS } from "./tree-cache.js";
+import { TREE_FOLDERS, treeFingerprint } from "./tree-cache.js";
 
 export interface LoopOptions {
   /** Seconds between sweeps when nothing else triggers one (`[reconcile] interval_s`). */
@@ -12,6 +12,8 @@ export interface LoopOptions {
   readonly onError?: (err: unknown, ms: number) => void;
   /** Quiet time after the last `.toml` change before a sweep starts. */
   readonly debounceMs?: number;
+  /** How often the tree is compared with what the last sweep started from, for a change the watcher missed (default 2000). */
+  readonly checkMs?: number;
 }
 
 
@@ -19,24 +21,54 @@ export interface LoopOptions {
  * Runs sweeps forever: every interval, ~100 ms after any `.toml` change in
  * the tree (chokidar 4 on the folders; it takes no globs), and on demand.
  * Requests coalesce: at most one sweep runs, and at most one more is queued.
+ *
+ * A watch ends with what it watches: a folder moved away and back, made after
+ * the start, or the config folder itself replaced, and a linked file whose
+ * target was replaced, are not seen again by the same watcher. So every
+ * `checkMs` the tree's fingerprint (its `.toml` names, inodes, sizes and
+ * times: a readdir per folder and a stat per file) is compared with the one
+ * the last sweep started from; when they differ while no sweep is due, the
+ * watcher missed a change: it is set up anew and a sweep runs.
  */
 export class SweepLoop {
   private watcher?: FSWatcher;
   private timer?: NodeJS.Timeout;
   private debounce?: NodeJS.Timeout;
+  private check?: NodeJS.Timeout;
   private running?: Promise<void>;
   private pending = false;
   private stopped = false;
+  /** The tree's fingerprint when the last sweep started. */
+  private swept?: string;
   private readonly interrupt = new AbortController();
 
   constructor(private readonly sweeper: Sweeper, private readonly options: LoopOptions) {}
 
   start(): void {
-    const folders = TREE_FOLDERS.map((f) => join(this.options.root, f));
-    this.watcher = watch(folders, { ignoreInitial: true, depth: 0 });
-    this.watcher.on("all", (_event, path) => {
+    this.watchTree();
+    this.check = setInterval(() => this.checkTree(), this.options.checkMs ?? 2000);
+    this.check.unref();
+    this.request();
+  }
+
+  /** (Re)starts the watcher on the tree's folders as they are now. */
+  private watchTree(): void {
+    const old = this.watcher;
+    const watcher = watch(TREE_FOLDERS.map((f) => join(this.options.root, f)), { ignoreInitial: true, depth: 0 });
+    watcher.on("all", (_event, path) => {
       if (path.endsWith(".toml")) this.onChange();
     });
+    // A folder that vanishes under the watcher is an error event to chokidar; the check below sets it up again.
+    watcher.on("error", () => {});
+    this.watcher = watcher;
+    void old?.close();
+  }
+
+  /** A change no sweep has seen, with none due: the watcher missed it. */
+  private checkTree(): void {
+    if (this.stopped || this.running || this.pending || this.debounce !== undefined) return;
+    if (this.swept === undefined || treeFingerprint(this.options.root) === this.swept) return;
+    this.watchTree();
     this.request();
   }
 
@@ -72,6 +104,7 @@ export class SweepLoop {
     this.stopped = true;
     clearTimeout(this.timer);
     clearTimeout(this.debounce);
+    clearInterval(this.check);
     this.interrupt.abort();
     await this.watcher?.close();
     await this.running;
@@ -79,7 +112,10 @@ export class SweepLoop {
 
   private onChange(): void {
     clearTimeout(this.debounce);
-    this.debounce = setTimeout(() => this.request(), this.options.debounceMs ?? 100);
+    this.debounce = setTimeout(() => {
+      this.debounce = undefined;
+      this.request();
+    }, this.options.debounceMs ?? 100);
   }
 
   private schedule(): void {
@@ -90,6 +126,7 @@ export class SweepLoop {
 
   private async runOnce(): Promise<void> {
     const started = performance.now();
+    this.swept = treeFingerprint(this.options.root);
     try {
       const report = await this.sweeper.sweep(this.interrupt.signal);
       this.options.onReport(report, performance.now() - started);

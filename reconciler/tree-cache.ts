@@ -107,6 +107,18 @@ function sameTexts(a: ReadonlyMap<string, string>, b: ReadonlyMap<string, string
 }
 
 /**
+ * The tree's fingerprint as the sweep loop compares it (see `fingerprint`);
+ * a root that cannot be read is a line naming why, never a throw.
+ */
+export function treeFingerprint(root: string): string {
+  try {
+    return fingerprint(root).text;
+  } catch (err) {
+    return `unreadable ${(err as NodeJS.ErrnoException).code ?? "error"}`;
+  }
+}
+
+/**
  * One line per `.toml` entry of the tree's folders (kind, inode, size, mtime
  * and ctime in ns), sorted, and the newest of those times. A missing folder
  * reads as empty; a missing root throws (loadTree reports it). Synchronous:

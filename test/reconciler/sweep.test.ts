@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import { appendFileSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { appendFileSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -131,10 +131,10 @@ describe("the sweep", () => {
 });
 
 /** A one-slot box with a running sweep loop (interval far away), after its first converging sweep. */
-async function convergedLoop() {
+async function convergedLoop(checkMs?: number) {
   const b = await box();
   const reports: SweepReport[] = [];
-  const loop = new SweepLoop(b.sweeper, { root: b.root, intervalS: () => 3600, onReport: (r) => reports.push(r) });
+  const loop = new SweepLoop(b.sweeper, { root: b.root, intervalS: () => 3600, onReport: (r) => reports.push(r), checkMs });
   loop.start();
   cleanups.push(() => loop.stop());
   await waitFor(() => reports.some((r) => r.outcome === "converged"));
@@ -150,6 +150,58 @@ describe("the sweep loop", () => {
     await waitFor(() => reports.filter((r) => r.outcome === "converged").length >= 2);
     expect(pidOf(state)).not.toBe(pid);
     expect(reports.at(-1)?.plan?.changes.find((c) => c.address === "slot.s")?.changed_paths).toContain("tune.ctx_size");
+  });
+});
+
+describe("the sweep loop when what it watches goes away and comes back", () => {
+  // The interval is an hour: only the watcher, or the check for what it missed, can start these sweeps.
+  it("a folder moved away and back: the next edit is swept", async () => {
+    const { root, port, state, reports } = await convergedLoop(300);
+    const pid = pidOf(state);
+    renameSync(join(root, "slots"), join(root, "slots.away"));
+    await waitFor(() => reports.at(-1)?.outcome === "invalid_config" || reports.some((r) => r.plan?.changes.some((c) => c.action === "delete")));
+    renameSync(join(root, "slots.away"), join(root, "slots"));
+    await sleep(800);
+    const seen = reports.length;
+    writeSlot(root, port, 8192);
+    await waitFor(() => reports.length > seen && reports.at(-1)?.plan?.changes.find((c) => c.address === "slot.s")?.changed_paths.includes("tune.ctx_size") === true);
+    expect(pidOf(state)).not.toBe(pid);
+  });
+
+  it("the config folder itself replaced: the next edit is swept", async () => {
+    const { root, port, reports } = await convergedLoop(300);
+    renameSync(root, `${root}.away`);
+    await sleep(400);
+    renameSync(`${root}.away`, root);
+    await sleep(800);
+    const seen = reports.length;
+    writeSlot(root, port, 4096);
+    await waitFor(() => reports.length > seen && reports.at(-1)?.plan?.changes.find((c) => c.address === "slot.s")?.changed_paths.includes("tune.ctx_size") === true);
+  });
+
+  it("a linked slot file whose target an editor replaces (write, then rename over it): each edit is swept", async () => {
+    const { root, port, reports } = await convergedLoop(300);
+    const dotfiles = mkdtempSync(join(tmpdir(), "hal0-sweep-dotfiles-"));
+    const target = join(dotfiles, "s.toml");
+    copyFileSync(join(root, "slots/s.toml"), target);
+    rmSync(join(root, "slots/s.toml"));
+    symlinkSync(target, join(root, "slots/s.toml"));
+    for (const ctx of [3072, 5120]) {
+      await sleep(500);
+      const seen = reports.length;
+      writeFileSync(`${target}.tmp`, readFileSync(target, "utf8").replace(/ctx_size = \d+/, `ctx_size = ${ctx}`));
+      renameSync(`${target}.tmp`, target);
+      await waitFor(() => reports.length > seen && reports.at(-1)?.plan?.changes.find((c) => c.address === "slot.s")?.after?.tune?.ctx_size === ctx);
+    }
+    expect(port).toBeGreaterThan(0);
+  });
+
+  it("a folder made after the start (mcp-servers/): a bad file in it is reported", async () => {
+    const { root, reports } = await convergedLoop(300);
+    mkdirSync(join(root, "mcp-servers"));
+    writeFileSync(join(root, "mcp-servers/x.toml"), "bogus = 1\n");
+    await waitFor(() => reports.at(-1)?.outcome === "invalid_config");
+    expect(reports.at(-1)!.diagnostics.map((d) => d.file)).toContain("mcp-servers/x.toml");
   });
 });
 
