@@ -144,6 +144,8 @@ function classify(input: EffectInput, file: string, path: readonly string[], bef
     if (head === "env") return make("privileged", path.length > 1 ? `${now === undefined ? "removes" : "sets"} env ${path.slice(1).join(".")} for MCP server ${mcp}` : `replaces the env of MCP server ${mcp}`);
     if (head === "command" || head === "args") return make("privileged", `runs a new command for MCP server ${mcp}: ${show(at(after, ["command"]))} ${show(at(after, ["args"]))}`);
     if (head === "url") return make("privileged", `points MCP server ${mcp} at ${show(now)}`);
+    // When it was installed: a record, not a behaviour (and a time, which no two plans of one install share).
+    if (head === "installed_at") return make("tune", `records when MCP server ${mcp} was installed`);
     return make("privileged", `changes ${key} of MCP server ${mcp}: ${show(was)} → ${show(now)}`);
   }
   if (file === "hal0.toml") {

@@ -37,6 +37,7 @@ export const API_CODES = {
   // ── the tree and its writes ──────────────────────────────────────────
   "config.invalid": { severity: "error", stage: "server", http: 422, meaning: "The write would make the tree invalid; details.diagnostics lists each error and nothing was written." },
   "config.stale": { severity: "error", stage: "server", http: 409, meaning: "The write names a base revision, and files it edits moved since; details.files names them." },
+  "config.effects_changed": { severity: "error", stage: "server", http: 409, meaning: "What a judged change does moved before it committed (a file it reads but does not edit changed: a stack, a profile); details.effects lists what it would do now. Nothing was written; sent again, it is judged afresh." },
   "config.write_failed": { severity: "error", stage: "server", http: 500, meaning: "Committing a change set failed; every file it touched was rolled back." },
   "config.unknown_revision": { severity: "error", stage: "server", http: 409, meaning: "The If-Match or base revision is not one this server handed out; re-read and retry." },
   // ── slots ────────────────────────────────────────────────────────────

@@ -100,7 +100,7 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
       dryRun = judged.dryRun;
       if (dryRun) verdict = { run: true };
       else if (judged.tier === "gated") verdict = { run: false, tool: judged.tool, tier: "gated" };
-      else call = pinnedTo(call!, judged.judgedAt);
+      else call = pinnedTo(call!, judged);
     }
     if (route.kind === "stream") {
       if (!verdict.run) throw new ApiError("auth.operator_required", `${routeId(route)} is a stream; a gated one cannot be queued`);

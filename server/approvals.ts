@@ -4,7 +4,7 @@ import { canonicalJson } from "../compiler/index.js";
 import { effectsOf } from "../compiler/effects.js";
 import { effectLines } from "./verdict.js";
 import type { Db } from "./db.js";
-import { invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
+import { checkJudged, effectsDigest, invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 import { checkPathArgs } from "./path-args.js";
 import { ApiError } from "./errors.js";
 import { isMcpServerRoute, maskAll, redact, redactText } from "./redact.js";
@@ -85,13 +85,16 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     let base: string | null = call.base ?? null;
     let summary = `${tool} ${Object.values(call.params).join("/")}`.trim();
     let effects: string[] = [];
+    let judged: string | null = null;
     if (route.kind === "write") {
       const { intent, proposal } = await proposeOnly(this.dispatcher, route, call);
       planId = proposal.plan.id;
       base ??= proposal.snapshot.revision;
       summary = intent.changes.summary ?? `${summary}: ${proposal.applied.files.map((f) => f.file).join(", ")}`;
       summary = `${summary} — ${deltaSummary(proposal.delta)}`;
-      effects = effectLines(effectsOf({ before: proposal.snapshot.model, after: proposal.model, files: proposal.applied.files }));
+      const all = effectsOf({ before: proposal.snapshot.model, after: proposal.model, files: proposal.applied.files });
+      effects = effectLines(all);
+      judged = effectsDigest(all);
     } else {
       await precheck(this.dispatcher, route, call);
       const described = await describe(this.dispatcher, route, call);
@@ -103,9 +106,9 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     }
     const id = `apr_${randomBytes(8).toString("hex")}`;
     const at = this.now();
-    this.db.prepare(`INSERT INTO approvals (id, tool, route, args, dedup_key, caller, plan_id, base_revision, summary, effects, state, created_at, expires_at)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`)
-      .run(id, tool, routeId(route), JSON.stringify(args), dedup, JSON.stringify(call.caller), planId, base, summary, JSON.stringify(effects), iso(at), iso(at + this.ttlS() * 1000));
+    this.db.prepare(`INSERT INTO approvals (id, tool, route, args, dedup_key, caller, plan_id, base_revision, summary, effects, judged, state, created_at, expires_at)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`)
+      .run(id, tool, routeId(route), JSON.stringify(args), dedup, JSON.stringify(call.caller), planId, base, summary, JSON.stringify(effects), judged, iso(at), iso(at + this.ttlS() * 1000));
     return this.emitNow("enqueued", id);
   }
 
@@ -145,11 +148,13 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     this.decide(id, "approved", by);
     if (!route) return this.finish(id, "failed", by, { error: { code: "system.internal", message: `route ${approval.route} no longer exists` } });
     this.emitNow("approved", id);
-    const call: Call = { ...approval.args, body: approval.args.body ?? undefined, caller: { ...approval.caller, via: "approval", approvedBy: `operator:${by}` }, requestId: id, base: approval.base_revision ?? undefined, tool: approval.tool };
+    // What the person approved is what runs: the revision it was planned at, and what it was judged to do (a request queued before hal0 kept that has none).
+    const judged = this.judgedOf(id);
+    const call: Call = { ...approval.args, body: approval.args.body ?? undefined, caller: { ...approval.caller, via: "approval", approvedBy: `operator:${by}` }, requestId: id, base: approval.base_revision ?? undefined, tool: approval.tool, ...(judged ? { judged } : {}) };
     try {
       // The same checks as when it was queued: path arguments, then the re-plan (a write) or the route's precheck (an action).
       if (approval.caller.via === "mcp") checkPathArgs(route, approval.args.params);
-      if (route.kind === "write") await proposeOnly(this.dispatcher, route, call);
+      if (route.kind === "write") checkJudged((await proposeOnly(this.dispatcher, route, call)).proposal, call.judged);
       else await precheck(this.dispatcher, route, call);
     } catch (err) {
       if (err instanceof ApiError && STALE_CODES.has(err.code)) return this.finish(id, "stale", by, { reason: staleReason(err) });
@@ -185,6 +190,10 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
       this.dispatcher.metrics?.observeDecision("expired");
       this.emitNow("expired", id);
     }
+  }
+
+  private judgedOf(id: string): string | undefined {
+    return (this.db.prepare("SELECT judged FROM approvals WHERE id = ?").get(id) as { judged: string | null } | undefined)?.judged ?? undefined;
   }
 
   private pending(id: string, decider: Decider): Approval {
@@ -236,7 +245,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
 }
 
 /** Refusals that mean "the box moved since this was asked": the request is stale, not failed. */
-const STALE_CODES = new Set(["config.stale", "config.invalid", "config.unknown_revision", "plan.stale"]);
+const STALE_CODES = new Set(["config.stale", "config.effects_changed", "config.invalid", "config.unknown_revision", "plan.stale"]);
 
 async function precheck(d: Dispatcher, route: Route, call: Call): Promise<void> {
   if (!route.precheck) return;
@@ -261,6 +270,9 @@ function deltaSummary(delta: ReadonlyArray<{ address: string; action: string }>)
 function staleReason(err: ApiError): string {
   const files = Array.isArray(err.details.files) ? (err.details.files as string[]) : Array.isArray(err.details.moved) ? (err.details.moved as string[]) : [];
   if (files.length > 0) return `the files it edits changed since it was requested: ${files.join(", ")}`;
+  if (err.code === "config.effects_changed" && Array.isArray(err.details.effects)) {
+    return `what it does changed since it was requested (a file it reads moved); it would now: ${(err.details.effects as string[]).join("; ")}`;
+  }
   return `it no longer applies: ${err.message}`;
 }
 
@@ -285,6 +297,6 @@ function redacted(a: Approval, route: Pick<Route, "secretBody"> | undefined): Ap
 }
 
 function fromRow(r: Row): Approval {
-  const { dedup_key: _d, ...rest } = r as Row & { dedup_key?: string };
+  const { dedup_key: _d, judged: _j, ...rest } = r as Row & { dedup_key?: string; judged?: string | null };
   return { ...rest, args: JSON.parse(r.args), caller: JSON.parse(r.caller), effects: r.effects === null ? [] : JSON.parse(r.effects), result: r.result === null ? null : JSON.parse(r.result), error: r.error === null ? null : JSON.parse(r.error) };
 }

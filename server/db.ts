@@ -166,6 +166,8 @@ const MIGRATIONS: readonly string[] = [
      log_bytes INTEGER NOT NULL DEFAULT 0  -- output bytes in all
    );
    CREATE INDEX bridge_runs_state ON bridge_runs(state, created_at);`,
+  // What a queued write was judged to do (server/dispatch.ts effectsDigest): approving it runs it only if it still does that.
+  `ALTER TABLE approvals ADD COLUMN judged TEXT;`,
 ];
 
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */

@@ -1,4 +1,6 @@
+import { createHash } from "node:crypto";
 import { z } from "zod";
+import { effectsOf, type Effect } from "../compiler/effects.js";
 import type { BoxService, Proposal } from "./box.js";
 import { ApiError, apiErrorOf } from "./errors.js";
 import { derivedOnce, isFrozenReply } from "./frozen-reply.js";
@@ -18,6 +20,12 @@ export interface Call {
   readonly base?: string;
   /** The MCP tool the call came through, for the audit row. */
   readonly tool?: string;
+  /**
+   * The digest of what the change was judged to do (`effectsDigest`): set
+   * when a verdict or a person judged it, so that it commits only if it still
+   * does exactly that (else 409 `config.effects_changed`, nothing written).
+   */
+  readonly judged?: string;
 }
 
 /** What routes reach through their context: the box, the stores, the route table itself. */
@@ -99,6 +107,7 @@ export async function invoke(d: Dispatcher, route: Route, call: Call): Promise<u
         const proposal = await d.box.propose(intent.changes, call.base);
         planId = proposal.plan.id;
         guardOperatorOnly(proposal, call.caller);
+        checkJudged(proposal, call.judged);
         return finish(d.box, intent, proposal);
       };
       result = call.base === undefined ? await d.box.unbasedWrite(write) : await write();
@@ -144,6 +153,23 @@ export async function proposeOnly(d: Dispatcher, route: Route, call: Call): Prom
   const proposal = await d.box.propose(intent.changes, call.base);
   guardOperatorOnly(proposal, call.caller);
   return { intent, proposal };
+}
+
+/** The digest of what a change does: every effect line, in order (what a verdict and a person's card judge). */
+export function effectsDigest(effects: readonly Effect[]): string {
+  return createHash("sha256").update(effects.map((e) => `${e.class} ${e.line}`).join("\n")).digest("hex");
+}
+
+/**
+ * A change judged to do one thing commits only while it does exactly that. A
+ * file it edits that moved is already `config.stale` (its base); this catches
+ * one it only reads (a stack applied, a profile a slot switches to).
+ */
+export function checkJudged(proposal: Pick<Proposal, "snapshot" | "model" | "applied">, judged: string | undefined): void {
+  if (judged === undefined) return;
+  const effects = effectsOf({ before: proposal.snapshot.model, after: proposal.model, files: proposal.applied.files });
+  if (effectsDigest(effects) === judged) return;
+  throw new ApiError("config.effects_changed", "what this change does moved since it was judged (a file it reads changed); nothing was written — send it again to have it judged afresh", { effects: effects.map((e) => e.line).slice(0, 20) });
 }
 
 /**

@@ -5,7 +5,7 @@ import type { Proposal } from "./box.js";
 import { ApiError } from "./errors.js";
 import { routeFloor, stricter } from "./identity/access.js";
 import { RawReply, type Caller, type Route, type WriteIntent } from "./route.js";
-import { proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
+import { effectsDigest, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 
 export interface EffectVerdict {
   /** The tier the change meets: the floor, raised by its effects. */
@@ -65,6 +65,8 @@ export interface WriteVerdict {
   readonly tool: string;
   /** The revision the change was judged at (absent when it was not planned). */
   readonly judgedAt?: string;
+  /** What it was judged to do (`effectsDigest`), with `judgedAt`. */
+  readonly judged?: string;
   /** Set for a dry run: the call runs whatever `tier` says, and this is what its real twin would meet. */
   readonly dryRun?: DryRunVerdict;
 }
@@ -83,7 +85,7 @@ export async function agentWriteTier(route: Route, caller: Caller, policy: Compi
   if (intent.dryRun === true) return { tier, tool: floor.tool, dryRun: dryRunVerdict(proposal, tier, caller, policy) };
   // Judged even when the tool is gated: an effect the agent's policy blocks is refused, not queued.
   const verdict = effectVerdict(proposal, tier, caller, policy);
-  return { tier: verdict.tier, tool: floor.tool, judgedAt: proposal.snapshot.revision };
+  return { tier: verdict.tier, tool: floor.tool, judgedAt: proposal.snapshot.revision, judged: effectsDigest(verdict.effects) };
 }
 
 function dryRunVerdict(proposal: Pick<Proposal, "snapshot" | "model" | "applied">, floor: Tier, caller: Caller, policy: CompiledPolicy): DryRunVerdict {
@@ -109,13 +111,16 @@ export function withDryRunVerdict(result: unknown, verdict: DryRunVerdict | unde
 }
 
 /**
- * The call as it may run once judged at revision `judgedAt`: based on it when
- * its caller named no base, so that it commits only while the files it edits
- * are as they were judged (else 409 `config.stale`, and the next try is judged
- * afresh) — what runs is what was judged.
+ * The call as it may run once judged at revision `judgedAt` to do `judged`:
+ * based on it when its caller named no base, so that it commits only while
+ * the files it edits are as they were judged (else 409 `config.stale`), and
+ * only while it does what was judged (else 409 `config.effects_changed`: a
+ * file it reads moved); the next try is judged afresh — what runs is what
+ * was judged.
  */
-export function pinnedTo(call: Call, judgedAt: string | undefined): Call {
-  return call.base === undefined && judgedAt !== undefined ? { ...call, base: judgedAt } : call;
+export function pinnedTo(call: Call, verdict: Pick<WriteVerdict, "judgedAt" | "judged">): Call {
+  const based = call.base === undefined && verdict.judgedAt !== undefined ? { ...call, base: verdict.judgedAt } : call;
+  return verdict.judged === undefined ? based : { ...based, judged: verdict.judged };
 }
 
 /**
@@ -132,7 +137,7 @@ export async function callTier(d: Dispatcher, route: Route, floor: Tier, call: C
   const policy = (await d.box.model()).policy;
   const judged = await agentWriteTier(route, call.caller, policy, floor, () => proposeOnly(d, route, call));
   if (judged.dryRun) return { tier: "autonomous_write", call, dryRun: judged.dryRun };
-  return { tier: judged.tier, call: pinnedTo(call, judged.judgedAt) };
+  return { tier: judged.tier, call: pinnedTo(call, judged) };
 }
 
 /** A gated call queued for a person and recorded as such: the reply its caller gets. */

@@ -191,7 +191,7 @@ describe("the sweep loop when what it watches goes away and comes back", () => {
       const seen = reports.length;
       writeFileSync(`${target}.tmp`, readFileSync(target, "utf8").replace(/ctx_size = \d+/, `ctx_size = ${ctx}`));
       renameSync(`${target}.tmp`, target);
-      await waitFor(() => reports.length > seen && reports.at(-1)?.plan?.changes.find((c) => c.address === "slot.s")?.after?.tune?.ctx_size === ctx);
+      await waitFor(() => reports.length > seen && (reports.at(-1)?.plan?.changes.find((c) => c.address === "slot.s")?.after as { tune?: { ctx_size?: number } } | null)?.tune?.ctx_size === ctx);
     }
     expect(port).toBeGreaterThan(0);
   });

@@ -90,6 +90,26 @@ describe("approvals", () => {
     expect(readFileSync(file, "utf8")).toBe(edited);
   });
 
+  it("runs only what the card showed: a stack apply whose stack file (read, not edited) moved since the request is stale, saying what it would do now, and writes nothing", async () => {
+    const s = await start();
+    const queued = await s.call("POST", "/api/stacks/voice/apply", { as: "agent:hermes__ops" });
+    expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+    expect(queued.body.effects.join("\n")).not.toMatch(/chat/);
+    // Someone adds a slot switch to the stack after the request was made: no file the apply edits has moved.
+    const stack = join(s.config, "stacks/voice.toml");
+    writeFileSync(stack, `${readFileSync(stack, "utf8")}\n[[slot]]\nslot = "chat"\nprofile = "rocm"\n`);
+    const chat = readFileSync(join(s.config, "slots/chat.toml"), "utf8");
+    const res = await s.call("POST", `/api/agent/approvals/${queued.body.approval_id}/approve`);
+    expect(res.body.approval, JSON.stringify(res.body)).toMatchObject({ state: "stale" });
+    expect(res.body.approval.reason).toMatch(/^what it does changed since it was requested \(a file it reads moved\); it would now: .*switches slot chat to profile "rocm"/);
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toBe(chat);
+    expect(readFileSync(join(s.config, "slots/whisper.toml"), "utf8")).not.toMatch(/enabled = true/);
+    // Asked again, it is judged afresh: the new card names the switch.
+    const again = await s.call("POST", "/api/stacks/voice/apply", { as: "agent:hermes__ops" });
+    expect(again.status).toBe(202);
+    expect(again.body.effects.join("\n")).toMatch(/switches slot chat to profile "rocm"/);
+  });
+
   it("denies with a reason; refuses at enqueue a call that would break the tree", async () => {
     const s = await start();
     const a = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 20480));

@@ -261,6 +261,36 @@ describe("a dry run writes nothing, so an agent's runs at once, saying what the 
   });
 });
 
+describe("what commits is what was judged, for a file the change only reads", () => {
+  it("a stack applied by an agent whose stack file moves between the verdict and the commit: 409 config.effects_changed, nothing written; sent again it is judged afresh", async () => {
+    const s = await box();
+    writeFileSync(join(s.config, "policy.toml"), `${read(s, "policy.toml")}\n[agents.${AGENT}]\nautonomous_write = ["stack_apply"]\n`);
+    await s.hal0.box.snapshot();
+    const box_ = s.hal0.box;
+    const propose = box_.propose.bind(box_);
+    let moveAfterJudging = true;
+    box_.propose = async (...args: Parameters<typeof propose>) => {
+      const proposal = await propose(...args);
+      if (moveAfterJudging) {
+        moveAfterJudging = false;
+        const stack = join(s.config, "stacks/voice.toml");
+        writeFileSync(stack, `${readFileSync(stack, "utf8")}\n[[slot]]\nslot = "utility"\nenabled = false\n`);
+      }
+      return proposal;
+    };
+    const slots = ["utility", "whisper", "speech"].map((n) => read(s, `slots/${n}.toml`));
+    const first = await s.call("POST", "/api/stacks/voice/apply", { as: `agent:${AGENT}` });
+    expect(first.status, JSON.stringify(first.body)).toBe(409);
+    expect(first.body.error.code).toBe("config.effects_changed");
+    expect(first.body.error.details.effects).toContain("disables slot utility (it serves now: it stops)");
+    expect(["utility", "whisper", "speech"].map((n) => read(s, `slots/${n}.toml`))).toEqual(slots);
+    // Sent again: judged on the stack as it is now (an unload hermes__ops may make), and committed.
+    const again = await s.call("POST", "/api/stacks/voice/apply", { as: `agent:${AGENT}` });
+    expect(again.status, JSON.stringify(again.body)).toBe(200);
+    expect(read(s, "slots/utility.toml")).toMatch(/enabled = false/);
+  });
+});
+
 describe("effectsOf (pure)", () => {
   async function model(root: string) {
     return compile((await loadTree(root)).tree).model!;
