@@ -41,7 +41,7 @@ export async function runPlan(args: string[], io: CliIo): Promise<number> {
   // What the host will refuse at apply (a runner not installed, a model file missing): the plan's actions stay what the planner says.
   for (const f of findings) io.stderr.write(`note: ${f.code}: ${f.summary}\n`);
   writeNotInstalled(box.model, io);
-  io.stdout.write(values.json ? `${planJson(savedPlan(plan))}\n` : `${formatPlan(plan, { verbose: values.verbose === true })}\n`);
+  io.stdout.write(values.json ? `${planJson(savedPlan(plan))}\n` : `${formatPlan(savedPlan(plan), { verbose: values.verbose === true })}\n`);
   if (out !== undefined) await writeFileAtomic(out, `${planJson(savedPlan(plan))}\n`);
   return values["detailed-exitcode"] && plan.has_changes ? EXIT_CHANGES : EXIT_OK;
 }

@@ -166,7 +166,7 @@ describe("hal0 apply / plan / status / down on the example box", () => {
     expect((await run("apply", "--plan", file, "--yes")).code).toBe(0);
   });
 
-  it("a plan leaves hal0 with its secrets masked (--json, --out, reconcile --json), and the masked file still applies with the real values", async () => {
+  it("a plan leaves hal0 with its secrets masked (text, --json, --out, apply, reconcile --json), and the masked file still applies with the real values", async () => {
     await run("apply", "--yes");
     const secret = "hf_" + "k".repeat(34);
     const embed = join(config, "slots/embed.toml");
@@ -175,11 +175,18 @@ describe("hal0 apply / plan / status / down on the example box", () => {
     expect(json.code, json.err).toBe(0);
     expect(json.out).not.toContain(secret);
     expect(JSON.parse(json.out).changes.find((c: { address: string }) => c.address === "slot.embed").after.spec.env).toEqual({ GREETING: "hello", HF_TOKEN: "[redacted]" });
+    // The text a person (or a CI log) reads too, plain and verbose.
+    for (const args of [["plan"], ["plan", "--verbose"]]) {
+      const text = await run(...args);
+      expect(text.out).not.toContain(secret);
+      expect(text.out).toContain("[redacted]");
+    }
     const file = join(state, "secret-plan.json");
     expect((await run("plan", "--out", file)).code).toBe(0);
     expect(readFileSync(file, "utf8")).not.toContain(secret);
     const applied = await run("apply", "--plan", file, "--yes");
     expect(applied.code, applied.err).toBe(0);
+    expect(applied.out + applied.err).not.toContain(secret);
     // The runner got the real value: the plan that ran was made again from the config.
     const environ = readFileSync(`/proc/${runtimePid("embed")}/environ`, "utf8").split("\0");
     expect(environ).toContain(`HF_TOKEN=${secret}`);
