@@ -1,9 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { link, mkdir, readFile, rm, writeFile } from "node:fs/promises";
+import { link, readFile, rm, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { writeFileAtomic } from "./atomic.js";
 import { isOurs, procStat } from "./drivers/proc.js";
+import { ensureStateFolder } from "./state-folder.js";
 
 /** Who holds the apply lock. */
 export interface LockHolder {
@@ -74,7 +75,7 @@ export async function acquireServeLock(stateDir: string): Promise<{ describe: (e
  * file system has no hard links, the lock is created exclusively and written.
  */
 async function holdFile(stateDir: string, file: string, command: string): Promise<{ me: LockHolder; release: () => Promise<void> } | { holder: LockHolder }> {
-  await mkdir(stateDir, { recursive: true });
+  await ensureStateFolder(stateDir);
   const path = join(stateDir, file);
   const me: LockHolder = { pid: process.pid, pid_start: (await procStat(process.pid))?.startTime, host: hostname(), started_at: new Date().toISOString(), command };
   const record = `${JSON.stringify(me)}\n`;

@@ -1,5 +1,4 @@
 import { readFileSync, statSync, type Stats } from "node:fs";
-import { mkdir } from "node:fs/promises";
 import { delimiter, join } from "node:path";
 import type Dockerode from "dockerode";
 import { runnerKey, type ImageDigests, type RunnerFacts, type RunnerFactsIndex, type RunnerFlag } from "../compiler/runner-facts.js";
@@ -8,6 +7,7 @@ import { writeFileAtomic } from "./atomic.js";
 import { lazyChildProcess } from "./drivers/builtins.js";
 import { engineStatus } from "./drivers/docker-engine.js";
 import { findRunner, HAL0_BIN, runnerPath, type RunnerLookup } from "./drivers/runner.js";
+import { ensureStateFolder } from "./state-folder.js";
 
 /**
  * The runner probe: hal0 asks each runner binary (process runtime) or runner
@@ -522,7 +522,7 @@ export class RunnerProbe {
         lookups: Object.fromEntries([...this.lookups].slice(-MAX_LOOKUPS)),
         image_refs: Object.fromEntries([...this.imageRefs].slice(-MAX_LOOKUPS)),
       };
-      await mkdir(this.stateDir!, { recursive: true });
+      await ensureStateFolder(this.stateDir!);
       await writeFileAtomic(file, `${JSON.stringify(out, null, 2)}\n`);
       this.fileStamp = fileStamp(file);
     }).catch(() => undefined);

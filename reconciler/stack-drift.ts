@@ -1,8 +1,9 @@
-import { mkdir, readFile } from "node:fs/promises";
+import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { hashOf, type Model } from "../compiler/index.js";
 import { writeFileAtomic } from "./atomic.js";
+import { ensureStateFolder } from "./state-folder.js";
 
 /**
  * Which stack was applied last, and whether the live slot files still hold
@@ -64,7 +65,7 @@ export async function readPointer(stateDir: string): Promise<StackPointer | unde
 }
 
 export async function writePointer(stateDir: string, pointer: StackPointer): Promise<void> {
-  await mkdir(stateDir, { recursive: true });
+  await ensureStateFolder(stateDir);
   await writeFileAtomic(join(stateDir, POINTER_FILE), `${JSON.stringify(pointer, null, 2)}\n`);
 }
 

@@ -1,5 +1,4 @@
 import { readFileSync } from "node:fs";
-import { mkdir } from "node:fs/promises";
 import { createHash } from "node:crypto";
 import { join, resolve } from "node:path";
 import { parsedOrUndefined } from "../compiler/index.js";
@@ -7,6 +6,7 @@ import { Settings } from "../schema/index.js";
 import { writeFileAtomic } from "./atomic.js";
 import type { HermesManaged, HermesManagedProfile, Inventory } from "./observed.js";
 import type { ResourceConditions } from "./conditions.js";
+import { ensureStateFolder } from "./state-folder.js";
 
 /** The outcome of the last apply step that touched a slot, for `hal0 status`. */
 export interface SlotOutcome {
@@ -97,7 +97,7 @@ export class StateStore {
   }
 
   private async writeJson(file: string, value: unknown): Promise<void> {
-    await mkdir(this.dir, { recursive: true });
+    await ensureStateFolder(this.dir);
     await writeFileAtomic(join(this.dir, file), `${JSON.stringify(value, null, 2)}\n`);
   }
 }

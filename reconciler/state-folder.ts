@@ -1,0 +1,20 @@
+import { chmod, mkdir, stat } from "node:fs/promises";
+
+/** State folders this process has already made or tightened. */
+const ensured = new Set<string>();
+
+/**
+ * Makes the state folder (and any missing parent) if it is not there, and
+ * keeps it 0700: it holds tokens, the runners' records with their env and
+ * hal0.db, so nobody but its owner may look in (docs/operations.md). One
+ * that exists with group or other bits (made by hand, or by an older hal0)
+ * is tightened; a folder this process may not chmod is left as it is (its
+ * writes then fail or succeed on their own). Once per folder per process.
+ */
+export async function ensureStateFolder(dir: string): Promise<void> {
+  if (ensured.has(dir)) return;
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const s = await stat(dir);
+  if ((s.mode & 0o077) !== 0) await chmod(dir, s.mode & 0o700).catch(() => undefined);
+  ensured.add(dir);
+}

@@ -1,0 +1,38 @@
+import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { main } from "../../cli/index.js";
+import { markedRunners } from "../../reconciler/drivers/process-orphans.js";
+import { captureIo, writeFakeBox } from "./helpers.js";
+
+/**
+ * The state folder holds tokens, hal0.db and each runner's record with its
+ * env (an HF_TOKEN): whichever command makes it first makes it 0700, and one
+ * found open to group or others is closed.
+ */
+const base = mkdtempSync(join(tmpdir(), "hal0-state-folder-"));
+const config = join(base, "box");
+const states = [join(base, "fresh", "state"), join(base, "open")];
+
+afterAll(async () => {
+  for (const state of states) for (const r of await markedRunners(state, "sf")) process.kill(r.pid, "SIGKILL");
+  rmSync(base, { recursive: true, force: true });
+});
+
+const mode = (path: string) => statSync(path).mode & 0o777;
+
+describe("the state folder", () => {
+  it("is made 0700 by plan and apply, and an open one (0755) is closed to 0700", async () => {
+    await writeFakeBox(config, ["sf"], { HF_TOKEN: "hf_" + "s".repeat(34) });
+    const fresh = states[0]!;
+    expect((await main(["plan", "--config", config, "--state", fresh], captureIo())).toString()).toBe("0");
+    expect(mode(fresh)).toBe(0o700);
+    const open = states[1]!;
+    mkdirSync(open);
+    chmodSync(open, 0o755);
+    expect(await main(["apply", "--yes", "--config", config, "--state", open], captureIo())).toBe(0);
+    expect(mode(open)).toBe(0o700);
+    expect(await main(["down", "--config", config, "--state", open], captureIo())).toBe(0);
+  });
+});
