@@ -27,9 +27,26 @@ export interface SlotOutcome {
 export class StateStore {
   constructor(readonly dir: string) {}
 
+  /**
+   * What hal0 started. A file that does not parse (or is not an inventory)
+   * is `state.corrupt`, never read as empty: an empty inventory would make
+   * every runner hal0 owns look unmanaged, and `down` would stop none.
+   */
   async readInventory(): Promise<Inventory> {
-    const raw = await this.readJson<Inventory>("inventory.json");
-    return raw ?? { version: 1, box: "", slots: {} };
+    const file = "inventory.json";
+    let raw: unknown;
+    try {
+      raw = await this.readJson<unknown>(file, { strict: true });
+    } catch (err) {
+      if (err instanceof SyntaxError) throw new StateCorruptError(join(this.dir, file), err.message);
+      throw err;
+    }
+    if (raw === undefined) return { version: 1, box: "", slots: {} };
+    const slots = (raw as { slots?: unknown } | null)?.slots;
+    if (typeof raw !== "object" || raw === null || Array.isArray(raw) || typeof slots !== "object" || slots === null || Array.isArray(slots)) {
+      throw new StateCorruptError(join(this.dir, file), "it holds no `slots` table");
+    }
+    return raw as Inventory;
   }
 
   /**
@@ -86,12 +103,13 @@ export class StateStore {
     await this.writeJson("hermes-managed.json", next);
   }
 
-  private async readJson<T>(file: string): Promise<T | undefined> {
+  /** A missing file is undefined; one that does not parse too, unless `strict` (then the SyntaxError is thrown). */
+  private async readJson<T>(file: string, opts: { strict?: boolean } = {}): Promise<T | undefined> {
     try {
       // Synchronous: state files are small and local, and an idle sweep reads five of them.
       return JSON.parse(readFileSync(join(this.dir, file), "utf8")) as T;
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === "ENOENT" || err instanceof SyntaxError) return undefined;
+      if ((err as NodeJS.ErrnoException).code === "ENOENT" || (err instanceof SyntaxError && opts.strict !== true)) return undefined;
       throw err;
     }
   }
@@ -99,6 +117,14 @@ export class StateStore {
   private async writeJson(file: string, value: unknown): Promise<void> {
     await ensureStateFolder(this.dir);
     await writeFileAtomic(join(this.dir, file), `${JSON.stringify(value, null, 2)}\n`);
+  }
+}
+
+/** `state.corrupt`: a state file hal0 must not guess about does not parse. */
+export class StateCorruptError extends Error {
+  readonly code = "state.corrupt";
+  constructor(readonly file: string, why: string) {
+    super(`${file} does not parse (${why}): it is hal0's record of the slots it started, so hal0 stops rather than forget them; restore it, or move it away to start over (hal0 then leaves those runners alone as unmanaged)`);
   }
 }
 

@@ -1,9 +1,10 @@
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { markedRunners } from "../../reconciler/drivers/process-orphans.js";
+import { alive } from "../reconciler/process-helpers.js";
 import { captureIo, writeFakeBox } from "./helpers.js";
 
 /**
@@ -34,5 +35,25 @@ describe("the state folder", () => {
     expect(await main(["apply", "--yes", "--config", config, "--state", open], captureIo())).toBe(0);
     expect(mode(open)).toBe(0o700);
     expect(await main(["down", "--config", config, "--state", open], captureIo())).toBe(0);
+  });
+
+  it("an inventory that does not parse is state.corrupt (exit 1), never read as empty: plan and down refuse, the runner keeps running", async () => {
+    const state = states[1]!;
+    expect(await main(["apply", "--yes", "--config", config, "--state", state], captureIo())).toBe(0);
+    const file = join(state, "inventory.json");
+    const whole = readFileSync(file, "utf8");
+    const pid = JSON.parse(readFileSync(join(state, "slots", "sf", "runtime.json"), "utf8")).pid as number;
+    for (const broken of [whole.slice(0, 40), "[]\n"]) {
+      writeFileSync(file, broken);
+      for (const command of ["plan", "down"]) {
+        const io = captureIo();
+        expect(await main([command, "--config", config, "--state", state], io), command).toBe(1);
+        expect(io.err()).toMatch(new RegExp(`^hal0 ${command}: state\\.corrupt: ${file.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} does not parse`));
+      }
+      expect(await alive(pid)).toBe(true);
+    }
+    writeFileSync(file, whole);
+    expect(await main(["down", "--config", config, "--state", state], captureIo())).toBe(0);
+    expect(await alive(pid)).toBe(false);
   });
 });
