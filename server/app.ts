@@ -5,7 +5,7 @@ import { invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dis
 import { ApiError, envelope } from "./errors.js";
 import { callerOf, checkGate, type GateConfig } from "./gate.js";
 import { restVerdict, type RestVerdict } from "./identity/access.js";
-import { actionPreview, agentWriteTier, pendingReply, pinnedTo, withDryRunVerdict, type DryRunVerdict } from "./verdict.js";
+import { actionPreview, agentWriteTier, pinnedTo, queueForPerson, withDryRunVerdict, type DryRunVerdict } from "./verdict.js";
 import { checkCsrf } from "./identity/csrf.js";
 import { ANONYMOUS, identify, requireScope, type Authenticator } from "./identity/identify.js";
 import { maxBodyBytes, readBodyLimited, requireJsonBody } from "./body.js";
@@ -109,12 +109,12 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
     }
     if (!verdict.run) {
       // Gated for this agent: planned and queued for a person, exactly as the same tool over MCP.
+      // Audited by queueForPerson, queued or refused.
       invoked = true;
-      const approval = await deps.approvals.enqueue(verdict.tool, route, { ...call, tool: verdict.tool });
-      deps.audit.record({ call, route, outcome: "pending_approval", durationMs: performance.now() - started, approvalId: approval.id, planId: approval.plan_id ?? undefined, tool: verdict.tool });
+      const reply = await queueForPerson(deps, route, verdict.tool, { ...call, tool: verdict.tool }, started);
       status = 202;
       setResponseStatus(event, status);
-      return pendingReply(approval);
+      return reply;
     }
     invoked = true;
     const result = withDryRunVerdict(await invoke(deps, route, call), dryRun);

@@ -2,7 +2,7 @@ import { tierFor, type CompiledPolicy } from "../compiler/index.js";
 import { effectsOf, type Effect } from "../compiler/effects.js";
 import { tierRank, type Tier } from "../schema/index.js";
 import type { Proposal } from "./box.js";
-import { ApiError } from "./errors.js";
+import { ApiError, apiErrorOf } from "./errors.js";
 import { routeFloor, stricter } from "./identity/access.js";
 import { RawReply, type Caller, type Route, type WriteIntent } from "./route.js";
 import { effectsDigest, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
@@ -142,7 +142,15 @@ export async function callTier(d: Dispatcher, route: Route, floor: Tier, call: C
 
 /** A gated call queued for a person and recorded as such: the reply its caller gets. */
 export async function queueForPerson(d: Dispatcher, route: Route, tool: string, call: Call, started: number, why?: string): Promise<ReturnType<typeof pendingReply>> {
-  const approval = await d.approvals.enqueue(tool, route, call);
+  let approval: Awaited<ReturnType<typeof d.approvals.enqueue>>;
+  try {
+    approval = await d.approvals.enqueue(tool, route, call);
+  } catch (err) {
+    // Refused before it could be queued (arguments the route refuses, a change that breaks the tree, too many waiting): one audit row too.
+    const api = apiErrorOf(err);
+    d.audit.record({ call, route, outcome: "error", errorCode: api instanceof ApiError ? api.code : "system.internal", durationMs: performance.now() - started, tool });
+    throw err;
+  }
   d.audit.record({ call, route, outcome: "pending_approval", durationMs: performance.now() - started, approvalId: approval.id, planId: approval.plan_id ?? undefined, tool });
   return pendingReply(approval, why);
 }

@@ -134,6 +134,13 @@ describe("approvals", () => {
       await c.close();
     }
     expect(s.hal0.approvals.list("pending")).toEqual([]);
+    // Each refusal is an audit row of its own (REST and MCP), with its code.
+    const rows = s.hal0.audit.query({ actor: "agent:hermes__coder", outcome: "error", limit: 50, offset: 0 }).items.filter((r) => r.error_code === "validation.invalid");
+    expect(rows.map((r) => r.kind).sort()).toEqual(["mcp", "rest"]);
+    // A gated write that would break the tree, refused while being queued: audited too.
+    const broken = await s.call("PUT", "/api/slots/chat/config", { headers: { authorization: `Bearer ${token}` }, body: { tune: { ctx_size: "big" } } });
+    expect(broken.status, JSON.stringify(broken.body)).toBe(422);
+    expect(s.hal0.audit.query({ actor: "agent:hermes__coder", outcome: "error", limit: 50, offset: 0 }).items.some((r) => r.error_code === broken.body.error.code && r.route === "PUT /api/slots/{name}/config")).toBe(true);
     const good = await s.call("GET", "/api/slots/chat/logs?lines=5", { headers: { authorization: `Bearer ${token}` } });
     expect(good.status).toBe(202);
     expect(good.body.status).toBe("pending_approval");
