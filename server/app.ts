@@ -3,7 +3,7 @@ import { createApp, createRouter, defineEventHandler, getQuery, getRouterParams,
 import type { Logger } from "pino";
 import { invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 import { ApiError, envelope } from "./errors.js";
-import { callerOf, checkGate, type GateConfig } from "./gate.js";
+import { callerOf, checkGate, provenCaller, type GateConfig } from "./gate.js";
 import { restVerdict, type RestVerdict } from "./identity/access.js";
 import { actionPreview, agentWriteTier, pinnedTo, queueForPerson, withDryRunVerdict, type DryRunVerdict } from "./verdict.js";
 import { checkCsrf } from "./identity/csrf.js";
@@ -150,13 +150,6 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
   }
 }
 
-/** A spoofed X-hal0-Agent: the audit row names the identity the token proved and the claim it made. */
-function provenCaller(caller: Caller, err: ApiError): Caller {
-  if (err.code !== "auth.identity_mismatch" || typeof err.details.identity !== "string" || typeof err.details.claimed !== "string") return caller;
-  const [kind, ...name] = err.details.identity.split(":");
-  if (kind !== "operator" && kind !== "agent") return caller;
-  return { ...caller, kind, agent: name.join(":"), claimed: err.details.claimed };
-}
 
 /**
  * The route's input from the request. A body (every method but GET and

@@ -14,6 +14,14 @@ export function callerOf(identity: Identity, headers: IncomingHttpHeaders, via: 
   };
 }
 
+/** A spoofed X-hal0-Agent: the audit row names the identity the token proved and the claim it made. */
+export function provenCaller(caller: Caller, err: ApiError): Caller {
+  if (err.code !== "auth.identity_mismatch" || typeof err.details.identity !== "string" || typeof err.details.claimed !== "string") return caller;
+  const [kind, ...name] = err.details.identity.split(":");
+  if (kind !== "operator" && kind !== "agent") return caller;
+  return { ...caller, kind, agent: name.join(":"), claimed: err.details.claimed };
+}
+
 export interface GateConfig {
   /** Host patterns: `host`, `host:port`, `host:*`; `*` turns the check off. */
   readonly hosts: readonly string[];

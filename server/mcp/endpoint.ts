@@ -6,7 +6,7 @@ import type { H3Event } from "h3";
 import { maxBodyBytes, readBodyLimited, requireJsonBody } from "../body.js";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { ApiError, envelope } from "../errors.js";
-import { callerOf, checkGate, type GateConfig } from "../gate.js";
+import { callerOf, checkGate, provenCaller, type GateConfig } from "../gate.js";
 import { identify, identityLabel, requireScope, sameIdentity, type Authenticator, type Identity } from "../identity/identify.js";
 import type { Scope } from "../identity/tokens.js";
 import type { Caller } from "../route.js";
@@ -69,7 +69,7 @@ export class McpEndpoint {
   async handle(event: H3Event): Promise<string> {
     const { req, res } = event.node;
     (event as unknown as { _handled: boolean })._handled = true;
-    let identity: Identity;
+    let identity: Identity | undefined;
     try {
       checkGate(req.headers, this.gate());
       if (this.options.mounted && !(await this.options.mounted())) {
@@ -82,7 +82,9 @@ export class McpEndpoint {
       else requireScope(identity, this.scope);
     } catch (err) {
       const api = err as ApiError;
-      this.onRefused?.({ kind: "anonymous", agent: "anonymous", private: false, via: "mcp", peer: req.socket.remoteAddress }, api);
+      // The audit row names who the credential proved, when it proved anyone (a scope refused, a spoofed X-hal0-Agent).
+      const anonymous: Caller = { kind: "anonymous", agent: "anonymous", private: false, via: "mcp", peer: req.socket.remoteAddress };
+      this.onRefused?.(identity ? callerOf(identity, req.headers, "mcp", req.socket.remoteAddress) : provenCaller(anonymous, api), api);
       sendJson(res, api.status, envelope(api));
       return "refused";
     }

@@ -75,9 +75,9 @@ async function call(client: Client, name: string, args: Record<string, unknown>)
 }
 
 /** An `initialize` over plain HTTP: the refusal's status and envelope, as a client that cannot connect sees them. */
-function initialize(token?: string) {
+function initialize(token?: string, extra: Record<string, string> = {}) {
   return httpCall(s.url, "POST", "/mcp/agents", {
-    headers: { accept: "application/json, text/event-stream", ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    headers: { accept: "application/json, text/event-stream", ...(token ? { authorization: `Bearer ${token}` } : {}), ...extra },
     body: { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-03-26", capabilities: {}, clientInfo: { name: "t", version: "1" } } },
   });
 }
@@ -150,9 +150,17 @@ describe("/mcp/agents: who reaches it", () => {
     const anonymous = await initialize();
     expect(anonymous.status).toBe(401);
     expect(anonymous.body.error.code).toBe("auth.required");
+    // A token that proves who it is, with a header that claims someone else.
+    const spoofed = await initialize(admitted("honest", ["coder"]), { "x-hal0-agent": "owner" });
+    expect(spoofed.body.error.code).toBe("auth.identity_mismatch");
     s.hal0.audit.flush();
     const rows = s.hal0.audit.query({ limit: 50 }).items.filter((r) => r.route === "POST /mcp/agents");
-    expect(rows.map((r) => r.error_code)).toEqual(expect.arrayContaining(["auth.scope_denied", "auth.required"]));
+    expect(rows.map((r) => r.error_code)).toEqual(expect.arrayContaining(["auth.scope_denied", "auth.required", "auth.identity_mismatch"]));
+    // Each row names who the credential proved (REST's rows do the same), and the claim it made.
+    const byCode = Object.fromEntries(rows.map((r) => [r.error_code, r]));
+    expect(byCode["auth.scope_denied"]).toMatchObject({ actor: "agent:plain-agent" });
+    expect(byCode["auth.required"]).toMatchObject({ actor: "anonymous" });
+    expect(byCode["auth.identity_mismatch"]).toMatchObject({ actor: "agent:honest", claimed: "owner" });
   });
 
   it("a bridge token reaches only its profiles: agent_profile_list says which, another profile is bridge.profile_denied", async () => {
