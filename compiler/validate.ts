@@ -97,7 +97,8 @@ function reportIssue(kind: FileKind, rel: string, issue: Issue, input: unknown, 
     case "invalid_type": {
       if (input === undefined) {
         const key = String(path[path.length - 1]);
-        reporter.report("config.missing_key", { file: rel, path }, `missing required key \`${key}\``, `This file needs \`${key}\` (${describeExpected(issue.expected)}).`);
+        const wanted = describeExpected(issue.expected === "number" && isIntegerAt(kind.schema, path) ? "int" : issue.expected);
+        reporter.report("config.missing_key", { file: rel, path }, `missing required key \`${key}\``, `This file needs \`${key}\` (${wanted}).`);
         return;
       }
       const expected = describeExpected(issue.expected === "number" && isIntegerAt(kind.schema, path) ? "int" : issue.expected);
@@ -111,6 +112,12 @@ function reportIssue(kind: FileKind, rel: string, issue: Issue, input: unknown, 
       return;
     case "invalid_value": {
       const allowed = issue.values.map((v) => JSON.stringify(v));
+      if (input === undefined) {
+        // A required key whose values are a closed list (an enum), left out.
+        const key = String(path[path.length - 1]);
+        reporter.report("config.missing_key", { file: rel, path }, `missing required key \`${key}\``, `This file needs \`${key}\` (one of ${allowed.join(", ")}).`);
+        return;
+      }
       const got = typeof input === "string" ? didYouMean(input, issue.values.map(String)) : "";
       reporter.report("config.invalid_value", { file: rel, path, target: "value" }, `${displayValue(input)} is not allowed here`,
         `\`${path.join(".")}\` must be one of ${allowed.join(", ")}.${got}`);

@@ -52,6 +52,16 @@ function fakeIo(cwd: string) {
   return { io, out: () => out, err: () => err };
 }
 
+describe("a required key left out", () => {
+  it("is config.missing_key, an enum's naming its choices and an integer's saying so", async () => {
+    const transport = await diagnosticAt("mcp-transport-missing", "mcp-servers/inventory.toml:1:1", "config.missing_key");
+    expect(transport.summary).toBe("missing required key `transport`");
+    expect(transport.detail).toBe('This file needs `transport` (one of "stdio", "streamable-http", "sse").');
+    const { diagnostics } = await diagnose("slot-missing-port");
+    expect(diagnostics.find((d) => d.code === "config.missing_key" && d.summary === "missing required key `port`")?.detail).toBe("This file needs `port` (an integer).");
+  });
+});
+
 describe("fixtures/invalid", () => {
   it("holds at least 36 cases, each golden opening with a one-line description", () => {
     expect(CASES.length).toBeGreaterThanOrEqual(36);
