@@ -9,6 +9,7 @@ import { RunnerProbe } from "../reconciler/runner-probe.js";
 import { engineAddress } from "../reconciler/images.js";
 import { CliError, InvalidConfigError, type CliIo } from "./io.js";
 import { configDir, readTree, stateDir } from "./paths.js";
+import { RuntimeSwitchDriver } from "../reconciler/drivers/runtime-switch.js";
 
 /** A compiled box with its runtime driver and state folder: what plan, apply, status and down work on. */
 export interface Box {
@@ -81,6 +82,32 @@ const MIB = 1024 * 1024;
  * dockerode is loaded only for a docker box (it takes ~0.3 s to import).
  */
 export async function driverFor(model: Model, dir: string, env: CliIo["env"] = process.env): Promise<SlotDriver> {
+  const current = await runtimeDriver(model, dir, env);
+  // Slots hal0 started on another runtime ([slots] runtime changed since): observed and stopped where they run.
+  const state = new StateStore(dir);
+  const inventory = await state.readInventory();
+  const others = new Map<SlotDriver["runtime"], string[]>();
+  for (const [name, slot] of Object.entries(inventory.slots)) {
+    if (slot.runtime !== current.runtime) others.set(slot.runtime, [...(others.get(slot.runtime) ?? []), name]);
+  }
+  if (others.size === 0) return current;
+  const applied = (await state.readAppliedSettings()) ?? model.settings;
+  const formers: SlotDriver[] = [];
+  for (const [runtime, names] of others) {
+    // The engine it was reached through: the settings last applied, when they named that runtime.
+    const slots = { ...(applied.slots.runtime === runtime ? applied.slots : model.settings.slots), runtime };
+    try {
+      formers.push(await runtimeDriver({ ...model, settings: { ...model.settings, slots } }, dir, env));
+    } catch (err) {
+      const why = err instanceof CliError ? err.message : (err as Error).message;
+      throw new CliError("runtime.unavailable", `slot${names.length > 1 ? "s" : ""} ${names.join(", ")} ${names.length > 1 ? "were" : "was"} started on the ${runtime} runtime and [slots] runtime is now "${current.runtime}": hal0 must stop ${names.length > 1 ? "them" : "it"} there first, but ${why}`);
+    }
+  }
+  return new RuntimeSwitchDriver(current, formers);
+}
+
+/** The driver of the runtime `model`'s settings name (driverFor). */
+async function runtimeDriver(model: Model, dir: string, env: CliIo["env"]): Promise<SlotDriver> {
   const slots = model.settings.slots;
   if (slots.runtime === "swarm") return swarmDriverFor(model, dir, env);
   if (slots.runtime !== "docker") return new ProcessDriver({ stateDir: dir, logMaxBytes: slots.log_max_mb * MIB });

@@ -233,7 +233,12 @@ async function timed(change: Change, o: Ctx, body: (emit: (phase: ExecEvent["pha
 /** Adds `name` to the inventory; true when it was not a member before. */
 async function addToInventory(state: StateStore, name: string, runtime: "process" | "docker" | "swarm", now: () => number): Promise<boolean> {
   const inv = await state.readInventory();
-  if (inv.slots[name]) return false;
+  const entry = inv.slots[name];
+  if (entry) {
+    // Started on another runtime now ([slots] runtime changed): the inventory says where it runs, for the next stop.
+    if (entry.runtime !== runtime) await state.writeInventory({ ...inv, slots: { ...inv.slots, [name]: { ...entry, runtime } } });
+    return false;
+  }
   await state.writeInventory({ ...inv, slots: { ...inv.slots, [name]: { created_at: new Date(now()).toISOString(), runtime } } });
   return true;
 }

@@ -195,8 +195,12 @@ function planSlotState({ name, desired, seen, managed, applied, goneReason, node
  * The spec moved because an observed fact moved (the runner's dialect), not
  * the config: same spec version, and the observed ids differ.
  */
+/** Only an observed fact it runs with moved (the runner's dialect, the image's digest): the rest of the spec is as it was. */
 function observedChanged(before: SlotView, after: SlotView): boolean {
-  return before.spec.spec_version === after.spec.spec_version && canonicalJson(before.spec.observed ?? {}) !== canonicalJson(after.spec.observed ?? {});
+  if (before.spec.spec_version !== after.spec.spec_version || canonicalJson(before.spec.observed ?? {}) === canonicalJson(after.spec.observed ?? {})) return false;
+  const { observed: _b, ...was } = before.spec;
+  const { observed: _a, ...now } = after.spec;
+  return canonicalJson(was) === canonicalJson(now);
 }
 
 /**

@@ -1,0 +1,88 @@
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type Dockerode from "dockerode";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { main } from "../../cli/index.js";
+import { markedRunners } from "../../reconciler/drivers/process-orphans.js";
+import { DOCKER_HOST, dockerEngine, ensureRunnerImage, removeContainers } from "../reconciler/docker-helpers.js";
+import { alive, freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
+import { captureIo, healthWithin } from "./helpers.js";
+
+/**
+ * `[slots] runtime` changed under running slots: the slots hal0 started on
+ * the former runtime (the inventory says which) are replaced — stopped where
+ * they run, started on the new one — and `hal0 down` stops them where they
+ * run, rather than leaving them running and forgotten.
+ */
+const SUITE = "changing [slots] runtime under running slots (real Docker engine)";
+const docker = await dockerEngine(SUITE);
+const TAG = Math.random().toString(36).slice(2, 8);
+const SLOTS = [`rs-a-${TAG}`, `rs-b-${TAG}`];
+
+describe.skipIf(docker === undefined)(SUITE, () => {
+  const engine = docker as Dockerode;
+  const base = mkdtempSync(join(tmpdir(), "hal0-runtime-switch-"));
+  const config = join(base, "box");
+  const state = join(base, "state");
+  const ports: number[] = [];
+
+  const run = async (...args: string[]) => {
+    const io = captureIo({ DOCKER_HOST });
+    const code = await main([...args, "--config", config, "--state", state], io);
+    return { code, out: io.out(), err: io.err() };
+  };
+  const runtime = (name: "process" | "docker") =>
+    writeFileSync(join(config, "hal0.toml"), `[slots]\nruntime = "${name}"\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 30\nstop_grace_s = 2\n`);
+  const boxId = (): string => JSON.parse(readFileSync(join(state, "inventory.json"), "utf8")).box;
+  const running = async () => (await engine.listContainers({ filters: { label: [`hal0.box=${boxId()}`] } })).map((c) => c.Names[0]).sort();
+  const inventoryRuntimes = () => Object.values(JSON.parse(readFileSync(join(state, "inventory.json"), "utf8")).slots as Record<string, { runtime: string }>).map((s) => s.runtime);
+
+  beforeAll(async () => {
+    await ensureRunnerImage(engine);
+    mkdirSync(join(config, "slots"), { recursive: true });
+    copyFileSync(join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf"), join(config, "tiny.gguf"));
+    runtime("docker");
+    writeFileSync(join(config, "profiles.toml"), `[profile.fake]\nimage = "hal0-runner:local"\nrunner = ["node", ${JSON.stringify(RUNNER)}]\ndevice_class = "cpu"\n`);
+    writeFileSync(join(config, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\n`);
+    for (const name of SLOTS) {
+      const port = await freePort();
+      ports.push(port);
+      writeFileSync(join(config, "slots", `${name}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${port}\n`);
+    }
+  }, 120_000);
+
+  afterAll(async () => {
+    for (const name of SLOTS) for (const r of await markedRunners(state, name)) process.kill(r.pid, "SIGKILL");
+    await removeContainers(engine, boxId());
+  });
+
+  it("docker → process: the plan replaces each slot (no port held by a stranger), apply moves them, no container is left", async () => {
+    expect((await run("apply", "--yes")).code).toBe(0);
+    expect(await running()).toEqual(SLOTS.map((n) => `/hal0-slot-${n}`).sort());
+    runtime("process");
+    const plan = await run("plan", "--json");
+    expect(plan.code, plan.err).toBe(0);
+    const doc = JSON.parse(plan.out);
+    for (const name of SLOTS) expect(doc.changes.find((c: any) => c.address === `slot.${name}`)).toMatchObject({ action: "replace", reason: "spec_changed" });
+    expect(doc.warnings.filter((w: any) => w.code === "slot.port_in_use")).toEqual([]);
+    const applied = await run("apply", "--yes");
+    expect(applied.code, applied.out + applied.err).toBe(0);
+    expect(await running()).toEqual([]);
+    for (const port of ports) expect(await healthWithin(port, 10_000)).toBe(200);
+    expect(inventoryRuntimes()).toEqual(["process", "process"]);
+    expect((await run("plan", "--detailed-exitcode")).code).toBe(0);
+  });
+
+  it("process → docker, then down before any apply: down stops the runners where they run", async () => {
+    expect(inventoryRuntimes()).toEqual(["process", "process"]);
+    const pids = SLOTS.map((name) => JSON.parse(readFileSync(join(state, "slots", name, "runtime.json"), "utf8")).pid as number);
+    runtime("docker");
+    const down = await run("down");
+    expect(down.code, down.out + down.err).toBe(0);
+    expect(down.out).toMatch(/Down complete: 2 stopped, 0 failed\./);
+    for (const pid of pids) expect(await alive(pid)).toBe(false);
+    expect(await running()).toEqual([]);
+    expect(JSON.parse(readFileSync(join(state, "inventory.json"), "utf8")).slots).toEqual({});
+  });
+});
