@@ -86,13 +86,24 @@ async function writeAtomically(path: string, text: string | Uint8Array, mode: nu
   } catch (err) {
     await handle.close();
     await rm(tmp, { force: true });
-    throw err;
+    throw named(err, path);
   }
   await handle.close();
   await rename(tmp, path).catch(async (err: unknown) => {
     await rm(tmp, { force: true });
     throw err;
   });
+}
+
+/**
+ * A write to an open file fails without a path (ENOSPC on a full disk,
+ * EDQUOT, EIO): it gets the file it was for, so the refusal names it
+ * (`system.io: could not write <path>: no space left on device`).
+ */
+function named(err: unknown, path: string): unknown {
+  const e = err as NodeJS.ErrnoException | null;
+  if (e instanceof Error && typeof e.code === "string" && e.path === undefined) e.path = path;
+  return err;
 }
 
 /**

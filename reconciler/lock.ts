@@ -80,7 +80,12 @@ async function holdFile(stateDir: string, file: string, command: string): Promis
   const me: LockHolder = { pid: process.pid, pid_start: (await procStat(process.pid))?.startTime, host: hostname(), started_at: new Date().toISOString(), command };
   const record = `${JSON.stringify(me)}\n`;
   const tmp = join(stateDir, `.${file}.${process.pid}.${randomBytes(6).toString("hex")}.hal0.tmp`);
-  await writeFile(tmp, record, { mode: 0o644, flag: "wx" });
+  await writeFile(tmp, record, { mode: 0o644, flag: "wx" }).catch(async (err: NodeJS.ErrnoException) => {
+    // A full disk: the temp was made, its bytes were not. Nothing is left behind, and the refusal names the lock.
+    await rm(tmp, { force: true });
+    if (err.path === undefined) err.path = path;
+    throw err;
+  });
   try {
     for (let attempt = 0; attempt < 3; attempt++) {
       try {

@@ -63,7 +63,11 @@ export class ProcessDriver implements SlotDriver {
     const stat = await procStat(spawned.pid);
     // Even a runner that already exited is a zombie until reaped, so `stat` is there; if not, wait for the exit below.
     if (stat !== undefined) {
-      await writeRecord(paths.record, { pid: spawned.pid, pid_start: stat.startTime, view, started_at: new Date().toISOString(), log: paths.log });
+      await writeRecord(paths.record, { pid: spawned.pid, pid_start: stat.startTime, view, started_at: new Date().toISOString(), log: paths.log }).catch(async (err: unknown) => {
+        // No record (a full disk): the start failed, so the runner it spawned is stopped (found by its marker), not left running unknown.
+        await this.stopUnrecorded(name);
+        throw err;
+      });
     }
     options.onPhase?.("starting");
     const outcome = await waitHealthy(spec.port, spec.health_path, spawned, options.healthTimeoutS * 1000, options.onPhase, options.signal);
