@@ -37,6 +37,8 @@ export interface DoctorInput {
   readonly runnerVersions?: boolean;
   /** Where `hal0 service install` wrote hal0.service (default /etc/systemd/system). */
   readonly unitDir?: string;
+  /** Why there is no tree to check at all (the config folder is gone under a running server): the tree row fails with it. */
+  readonly treeMissing?: string;
 }
 
 export interface DoctorRow {
@@ -58,7 +60,12 @@ const BRAIN_PROFILE = "hal0-brain";
  * the state folder's token store, `hal0 serve` its own).
  */
 export async function doctorRows(tree: DoctorInput): Promise<DoctorRow[]> {
-  const rows: DoctorRow[] = [treeRow(tree.root, tree.diagnostics.filter((d) => d.severity === "error").length, tree.diagnostics.length), await stateRow(tree.stateDir)];
+  const rows: DoctorRow[] = [
+    tree.treeMissing !== undefined
+      ? { check: "tree", status: "fail", message: tree.treeMissing, hint: "put the config folder back (or point hal0 at it); nothing is written until it is" }
+      : treeRow(tree.root, tree.diagnostics.filter((d) => d.severity === "error").length, tree.diagnostics.length),
+    await stateRow(tree.stateDir),
+  ];
   const model = tree.model;
   if (!model) {
     const row = (check: string): DoctorRow => ({ check, status: "warn", message: "not checked: the config tree does not compile", hint: "fix the tree first (hal0 validate)" });

@@ -4,7 +4,8 @@ import { SPEC_VERSION, type Model } from "../../compiler/index.js";
 import { doctorRows, type DoctorRow } from "../../reconciler/doctor.js";
 import { nodeRows, type NodeStatus } from "../../reconciler/nodes.js";
 import { probeHardware, type HardwareReport } from "../../reconciler/host/hardware.js";
-import type { BoxService } from "../box.js";
+import type { BoxService, Snapshot } from "../box.js";
+import { ApiError } from "../errors.js";
 import type { Dispatcher } from "../dispatch.js";
 import { stateHermesCredentials } from "../identity/hermes-credentials.js";
 import { defineRoute } from "../route.js";
@@ -29,13 +30,15 @@ export const systemRoutes = [
     method: "GET", path: "/api/status", kind: "read", tools: ["version_info"],
     summary: "hal0's version, Node's, the runner spec version, uptime, runtime and the tree's revision; on a swarm box its nodes (state, availability, labels, engine, slots on each)",
     handle: async ({ box }) => {
-      const snap = await box.snapshot();
-      const model = snap.model ?? (await box.model());
+      // Answers whatever the tree's state: gone (tree_error says so) or never compiled (no runtime to name).
+      const { snap, gone } = await currentTree(box);
+      const model = snap?.model ?? (await lastGoodModel(box));
       return {
         name: "hal0", version: packageVersion(), node: process.version, spec_version: SPEC_VERSION,
-        uptime_s: Math.round(process.uptime()), runtime: model.settings.slots.runtime, revision: snap.revision, tree_valid: snap.model !== undefined,
+        uptime_s: Math.round(process.uptime()), runtime: model?.settings.slots.runtime ?? null, revision: snap?.revision ?? null, tree_valid: snap?.model !== undefined,
+        ...(gone ? { tree_error: { code: gone.code, message: gone.message } } : {}),
         memory_mb: memoryMb(),
-        ...(model.settings.slots.runtime === "swarm" ? { nodes: await swarmNodes(box, model) } : {}),
+        ...(model?.settings.slots.runtime === "swarm" ? { nodes: await swarmNodes(box, model) } : {}),
       };
     },
   }),
@@ -72,7 +75,7 @@ export const systemRoutes = [
     summary: "The rows of hal0 doctor (ok / warn / fail, each with a hint) and what the compiler says of the tree: the document `hal0 doctor --json` prints",
     handle: async ({ box }) => {
       const rows = await doctor(box);
-      return { ok: !rows.some((r) => r.status === "fail"), rows, diagnostics: (await box.snapshot()).diagnostics };
+      return { ok: !rows.some((r) => r.status === "fail"), rows, diagnostics: (await currentTree(box)).snap?.diagnostics ?? [] };
     },
   }),
   defineRoute({
@@ -112,8 +115,31 @@ async function portList(box: BoxService): Promise<unknown> {
 
 /** The doctor's rows; `runnerVersions: false` (the health check) spawns no runner's `--version`. */
 async function doctor(box: BoxService, runnerVersions = true): Promise<DoctorRow[]> {
-  const snap = await box.snapshot();
-  return doctorRows({ root: box.root, model: snap.model, diagnostics: snap.diagnostics, stateDir: box.options.stateDir, env: process.env, hermesCredentials: box.options.hermesCredentials ?? stateHermesCredentials(box.options.stateDir), runnerVersions });
+  const { snap, gone } = await currentTree(box);
+  return doctorRows({
+    root: box.root, model: snap?.model, diagnostics: snap?.diagnostics ?? [], stateDir: box.options.stateDir, env: process.env,
+    hermesCredentials: box.options.hermesCredentials ?? stateHermesCredentials(box.options.stateDir), runnerVersions, treeMissing: gone?.message,
+  });
+}
+
+/** The tree as it is on disk; a config folder that is gone is a fact these reads report (tree_error, a failed row), not their failure. */
+async function currentTree(box: BoxService): Promise<{ snap?: Snapshot; gone?: ApiError }> {
+  try {
+    return { snap: await box.snapshot() };
+  } catch (err) {
+    if (err instanceof ApiError && err.code === "config.not_found") return { gone: err };
+    throw err;
+  }
+}
+
+/** The last tree that compiled, or undefined when none ever did in this server. */
+async function lastGoodModel(box: BoxService): Promise<Model | undefined> {
+  try {
+    return await box.model();
+  } catch (err) {
+    if (err instanceof ApiError && (err.code === "config.invalid" || err.code === "config.not_found")) return undefined;
+    throw err;
+  }
 }
 
 async function systemHealth(box: BoxService): Promise<unknown> {

@@ -131,6 +131,21 @@ describe("the config folder under a running server", () => {
     const read = await s.call("GET", "/api/slots");
     expect(read.status).toBe(200);
     expect(read.body.slots.map((x: { name: string }) => x.name)).toContain("chat");
+    // The reads that say how the box is say the folder is gone, rather than failing with it.
+    const status = await s.call("GET", "/api/status");
+    expect(status.status, JSON.stringify(status.body)).toBe(200);
+    expect(status.body).toMatchObject({ tree_valid: false, revision: null, runtime: "process", tree_error: { code: "config.not_found" } });
+    const health = await s.call("GET", "/api/health/system");
+    expect(health.status).toBe(200);
+    expect(health.body.status).toBe("degraded");
+    expect(health.body.checks.find((c: { check: string }) => c.check === "tree")).toMatchObject({ status: "fail" });
+    expect(health.body.checks.find((c: { check: string }) => c.check === "tree").message).toContain("is gone");
+    const doctor = await s.call("GET", "/api/doctor");
+    expect(doctor.status).toBe(200);
+    expect(doctor.body).toMatchObject({ ok: false, diagnostics: [] });
+    const settings = await s.call("GET", "/api/settings");
+    expect(settings.status).toBe(200);
+    expect(settings.body).toMatchObject({ revision: null, slots: { runtime: "process" }, _hal0: { tree_valid: false, tree_error: { code: "config.not_found" } } });
     const write = await s.call("PUT", "/api/slots/chat/config", { body: { priority: 5 } });
     expect(write.status).toBe(404);
     expect(write.body.error.code).toBe("config.not_found");
