@@ -10,10 +10,15 @@ import { ApiError } from "./errors.js";
  * runs; create when it does not), under the state folder's apply lock (so it
  * never races an apply or a sweep). Nothing else in the box is planned.
  */
-export async function restartSlot(box: BoxService, model: Model, slot: ResolvedSlot): Promise<{ name: string; action: string; result: StepResult; plan: Plan }> {
+/** A disabled slot is not restarted (slot.illegal_transition): it is loaded. */
+export function restartable(slot: ResolvedSlot): void {
   if (!slot.enabled) {
     throw new ApiError("slot.illegal_transition", `slot \`${slot.name}\` is disabled; load it (POST /api/slots/${slot.name}/load) instead of restarting it`, { name: slot.name, enabled: false });
   }
+}
+
+export async function restartSlot(box: BoxService, model: Model, slot: ResolvedSlot): Promise<{ name: string; action: string; result: StepResult; plan: Plan }> {
+  restartable(slot);
   const address = slotAddress(slot.name);
   let done;
   try {
@@ -25,6 +30,11 @@ export async function restartSlot(box: BoxService, model: Model, slot: ResolvedS
       signal: box.stoppingSignal, // the server stopping: 409 apply.interrupted, the runner left running
       review: (plan) => {
         const change = plan.changes.find((c) => c.address === address);
+        if (change?.reason === "port_held") {
+          // Its new port is held by a process hal0 did not start: refused, and the slot keeps running as it is.
+          const held = plan.warnings.find((w) => w.address === address && w.code === "slot.port_in_use");
+          throw new ApiError("slot.port_in_use", held?.message ?? `slot ${slot.name}'s port is held by a process hal0 did not start`, { name: slot.name, port: slot.port });
+        }
         if (change === undefined || change.action === "no-op" || change.action === "delete") throw new ApiError("slot.illegal_transition", "the planner has no desired spec for this slot", {});
         return true;
       },

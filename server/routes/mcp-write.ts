@@ -125,12 +125,17 @@ export const mcpWriteRoutes = [
   defineRoute({
     method: "POST", path: "/api/mcp/{server_id}/{action}", kind: "action", params: Action, tools: ["mcp_server_action"],
     summary: "start / stop / restart: 501 mcp.supervisor_unavailable (hal0 has no MCP process supervisor yet)",
-    handle: async ({ params, box, services }) => {
-      await installed(box, services, params.server_id);
-      throw new ApiError("mcp.supervisor_unavailable", `${params.action} needs an MCP process supervisor, which hal0 does not have yet`, { server_id: params.server_id, action: params.action });
-    },
+    // Never queued for a person: it could only fail.
+    precheck: async ({ params, box, services }) => unsupervised(box, services, params),
+    handle: async ({ params, box, services }) => unsupervised(box, services, params),
   }),
 ];
+
+/** An installed server's start / stop / restart: 404 for one not installed, else 501 (no MCP process supervisor yet). */
+async function unsupervised(box: BoxService, services: Dispatcher, params: { server_id: string; action: string }): Promise<never> {
+  await installed(box, services, params.server_id);
+  throw new ApiError("mcp.supervisor_unavailable", `${params.action} needs an MCP process supervisor, which hal0 does not have yet`, { server_id: params.server_id, action: params.action });
+}
 
 /** allow / gated / blocked by the record's [tools] policy; a tool on none is `unknown_tool`. */
 function verdictOf(policy: { allow: readonly string[]; gated: readonly string[]; blocked: readonly string[] }, tool: string): string {

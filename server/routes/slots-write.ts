@@ -6,7 +6,7 @@ import { refusing } from "../errors.js";
 import { restoreMasked } from "../redact.js";
 import { defineRoute, type WriteIntent, type WriteOutcome } from "../route.js";
 import { slotIds } from "../slot-ids.js";
-import { restartSlot } from "../slot-restart.js";
+import { restartable, restartSlot } from "../slot-restart.js";
 import { findSlot, slotNotFound } from "../slot-view.js";
 import { slotNames } from "./slots-read.js";
 
@@ -93,6 +93,11 @@ export const slotWriteRoutes = [
   defineRoute({
     method: "POST", path: "/api/slots/{name}/restart", kind: "action", params: Name, tools: ["slot_restart"],
     summary: "Restart the slot's runner now (stop, start the desired spec, wait for health), under the apply lock",
+    // A slot that is not there or is disabled is refused before an agent's request is queued for a person.
+    precheck: async ({ box, params }) => {
+      await slotText(box, params.name);
+      restartable(findSlot(await box.model(), params.name));
+    },
     handle: async ({ box, params }) => {
       await slotText(box, params.name);
       const model = await box.model();

@@ -134,6 +134,21 @@ describe("approvals", () => {
       await c.close();
     }
     expect(s.hal0.approvals.list("pending")).toEqual([]);
+    // A gated action the route could only refuse is refused at once too: no slot, a disabled slot, no such server, no supervisor.
+    const ops = s.agentToken("hermes__ops", ["rest"]);
+    const refusals: Array<[string, number, string]> = [
+      ["/api/slots/nosuch/restart", 404, "slot.not_found"],
+      ["/api/slots/vision/restart", 409, "slot.illegal_transition"],
+      ["/api/mcp/nosuch/start", 404, "mcp.not_found"],
+    ];
+    for (const [path, status, code] of refusals) {
+      const r = await s.call("POST", path, { headers: { authorization: `Bearer ${ops}` } });
+      expect([r.status, r.body.error?.code], path).toEqual([status, code]);
+    }
+    const installed = (await s.call("GET", "/api/mcp/servers")).body.servers.find((x: { bundled?: boolean; id: string }) => !x.bundled);
+    const unsupervised = await s.call("POST", `/api/mcp/${installed.id}/restart`, { headers: { authorization: `Bearer ${ops}` } });
+    expect([unsupervised.status, unsupervised.body.error?.code]).toEqual([501, "mcp.supervisor_unavailable"]);
+    expect(s.hal0.approvals.list("pending")).toEqual([]);
     // Each refusal is an audit row of its own (REST and MCP), with its code.
     const rows = s.hal0.audit.query({ actor: "agent:hermes__coder", outcome: "error", limit: 50, offset: 0 }).items.filter((r) => r.error_code === "validation.invalid");
     expect(rows.map((r) => r.kind).sort()).toEqual(["mcp", "rest"]);

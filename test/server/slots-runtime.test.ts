@@ -75,6 +75,16 @@ describe("slot restart and runtime reads", () => {
     await new Promise<void>((resolve) => blocker.listen(PORT + 1, "127.0.0.1", resolve));
     try {
       expect((await s.call("PUT", "/api/slots/utility/config", { body: { port: PORT + 1 } })).status).toBe(200);
+      // Running, and moved to a port a stranger holds: the restart is refused and the slot keeps serving where it is.
+      const pid = runtimePid();
+      const refused = await s.call("POST", "/api/slots/utility/restart");
+      expect(refused.body.error, JSON.stringify(refused.body)).toMatchObject({ code: "slot.port_in_use" });
+      expect(refused.body.error.message).toMatch(new RegExp(`^port ${PORT + 1} is held by pid ${process.pid}\\b.*keeps running as it is on port ${PORT} until it is freed$`));
+      expect(runtimePid()).toBe(pid);
+      expect(process.kill(pid, 0)).toBe(true);
+      // Not running (its runner killed): the restart's start fails on the port, and the roster says why.
+      process.kill(pid, "SIGKILL");
+      await new Promise((resolve) => setTimeout(resolve, 300));
       const failed = await s.call("POST", "/api/slots/utility/restart");
       expect(failed.body.error, JSON.stringify(failed.body)).toMatchObject({ code: "slot.port_in_use", details: { step: { ok: false } } });
       const line = (await s.call("GET", "/api/slots")).body.slots.find((x: any) => x.name === "utility");
