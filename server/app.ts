@@ -39,16 +39,19 @@ export interface AppDeps extends Dispatcher {
 export function createHal0App(deps: AppDeps): App {
   const app = createApp();
   const router = createRouter();
-  // radix3 takes a static segment over a `{param}` and never backtracks: `/api/slots/flm/models` would
-  // hide a slot named `flm` (`/api/slots/flm`, `/api/slots/flm/voices`). What the first router does not
-  // match is tried again against the routes with params only, where `flm` is a `{name}` like any other.
+  // Two routers: the routes without params first, then those with. radix3 takes a static segment over a
+  // `{param}` and never backtracks (`/api/slots/flm/models` would hide a slot named `flm`), and when a
+  // static path has no handler for the method h3 borrows a param route's handler with the static node's
+  // (empty) params: `DELETE /api/slots/capacity` ran slot_delete with no name. With the static routes
+  // alone in the first router, what it does not answer goes to the param routes, each with its params.
   const byParam = createRouter();
   for (const route of deps.routes) {
     if (route.inProcess) continue; // an in-process probe: an MCP tool only, no REST route
     const handler = defineEventHandler((event) => handle(deps, route, event));
     const methods = methodsOf(route).map((m) => m.toLowerCase() as "get");
-    router.add(toH3Path(route.path), handler, methods);
-    if (route.path.includes("{")) byParam.add(toH3Path(route.path), handler, methods);
+    (route.path.includes("{") ? byParam : router).add(toH3Path(route.path), handler, methods);
+    // A stream answers HEAD with 405 (it has no head to send), not with a param route's reply for its last segment.
+    if (route.kind === "stream" && !route.path.includes("{")) router.add(toH3Path(route.path), defineEventHandler((event) => unmatched(deps, event, "HEAD")), "head");
   }
   for (const [name, endpoint] of Object.entries(deps.mcp ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))) {
     app.use(`/mcp/${name}`, defineEventHandler(async (event) => {
@@ -190,13 +193,13 @@ function methodsOf(route: Route): string[] {
   return route.method === "GET" && route.kind !== "stream" ? ["GET", "HEAD"] : [route.method];
 }
 
-/** A path no route has is 404; a path some route has with another method is 405. */
-function unmatched(deps: AppDeps, event: H3Event): unknown {
+/** A path no route has is 404; a path some route has with another method is 405 (`refused`: a method it has but refuses, never listed as allowed). */
+function unmatched(deps: AppDeps, event: H3Event, refused?: string): unknown {
   const started = performance.now();
   // One label for every path no route has: a raw path would let any caller mint new series.
   event.node.res.once("finish", () => deps.metrics?.observeRequest("rest", UNMATCHED, event.method, String(event.node.res.statusCode), performance.now() - started));
   const path = (event.path.split("?")[0] ?? "/").replace(/\/+$/, "") || "/";
-  const allowed = deps.routes.filter((r) => !r.inProcess && templateMatches(r.path, path)).flatMap(methodsOf);
+  const allowed = deps.routes.filter((r) => !r.inProcess && templateMatches(r.path, path)).flatMap(methodsOf).filter((m) => m !== refused);
   const err = allowed.length > 0
     ? new ApiError("route.method_not_allowed", `${event.method} is not allowed on ${path}`, { allowed: [...new Set(allowed)].sort() })
     : new ApiError("route.not_found", `no route for ${event.method} ${path}`);

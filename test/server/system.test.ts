@@ -68,6 +68,21 @@ describe("ports, status, system info", () => {
     expect((await s.call("GET", "/api/hardware/probe")).body.error.details.allowed).toEqual(["POST"]);
   });
 
+  it("a static path with another method is tried as a param route with its params (a slot named like a static path), and a stream's HEAD is 405", async () => {
+    // No slot `capacity`: the slot route answers for it (not 422 for a name it never got).
+    const none = await s.call("DELETE", "/api/slots/capacity");
+    expect([none.status, none.body.error?.code], JSON.stringify(none.body)).toEqual([404, "slot.not_found"]);
+    // A slot of that name is deleted through the same route.
+    const utility = readFileSync(join(s.config, "slots/utility.toml"), "utf8").replace(/^port = \d+$/m, "port = 8199");
+    writeFileSync(join(s.config, "slots/capacity.toml"), utility);
+    const deleted = await s.call("DELETE", "/api/slots/capacity");
+    expect(deleted.status, JSON.stringify(deleted.body)).toBe(200);
+    expect(existsSync(join(s.config, "slots/capacity.toml"))).toBe(false);
+    const head = await s.call("HEAD", "/api/agent/approvals/events");
+    expect(head.status).toBe(405);
+    expect(head.headers.get("allow")).toBe("GET");
+  });
+
   it("answers HEAD on every read route as its GET would, headers without a body; HEAD is allowed wherever GET is", async () => {
     const get = await s.call("GET", "/api/status");
     const head = await s.call("HEAD", "/api/status");
