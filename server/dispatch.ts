@@ -71,6 +71,9 @@ export interface SweepStatus {
 /** The query of a route that takes none: any parameter is refused, as a route's own query schema refuses one it does not know (a typo is never ignored). */
 const NO_QUERY = z.strictObject({});
 
+/** The body of a route that takes none: absent, null or `{}` (what clients send for an empty POST); anything else is refused. */
+const NO_BODY = z.union([z.undefined(), z.null(), z.strictObject({})]).transform(() => undefined);
+
 /** Validated input: each part parsed by the route's zod schema, or `validation.invalid` naming every field. */
 export function validate(route: Route, call: Call): Pick<RouteContext<unknown, unknown, unknown>, "params" | "query" | "body"> {
   const fields: Array<{ loc: string[]; msg: string; type: string }> = [];
@@ -83,7 +86,8 @@ export function validate(route: Route, call: Call): Pick<RouteContext<unknown, u
   };
   const params = part("path", route.params, call.params);
   const query = part("query", route.query ?? NO_QUERY, call.query ?? {});
-  const body = part("body", route.body, route.body ? (call.body ?? {}) : call.body);
+  // A route that takes no body refuses one with anything in it, as a route's own schema refuses a key it does not know.
+  const body = part("body", route.body ?? (route.path.startsWith("/api/") ? NO_BODY : undefined), route.body ? (call.body ?? {}) : call.body);
   if (fields.length > 0) throw new ApiError("validation.invalid", `invalid request: ${fields.map((f) => `${f.loc.join(".")}: ${f.msg}`).join("; ")}`, { fields });
   return { params, query, body };
 }

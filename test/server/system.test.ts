@@ -68,6 +68,17 @@ describe("ports, status, system info", () => {
     expect((await s.call("GET", "/api/hardware/probe")).body.error.details.allowed).toEqual(["POST"]);
   });
 
+  it("a route that takes no body refuses one with anything in it (a typo is never ignored); {} is no body", async () => {
+    const typo = await s.call("POST", "/api/hardware/probe", { body: { forse: true } });
+    expect([typo.status, typo.body.error?.code], JSON.stringify(typo.body)).toEqual([422, "validation.invalid"]);
+    expect(typo.body.error.details.fields[0].loc).toEqual(["body"]);
+    expect((await s.call("POST", "/api/hardware/probe", { body: {} })).status).toBe(200);
+    // An agent's gated call with a stray field is refused, not queued as one more request for the same action.
+    const agent = await s.call("POST", "/api/slots/chat/restart", { as: "agent:hermes__ops", body: { zzz: 1 } });
+    expect([agent.status, agent.body.error?.code]).toEqual([422, "validation.invalid"]);
+    expect(s.hal0.approvals.list("pending").filter((a) => a.tool === "slot_restart")).toEqual([]);
+  });
+
   it("a static path with another method is tried as a param route with its params (a slot named like a static path), and a stream's HEAD is 405", async () => {
     // No slot `capacity`: the slot route answers for it (not 422 for a name it never got).
     const none = await s.call("DELETE", "/api/slots/capacity");
