@@ -1,4 +1,5 @@
 import type { Approval } from "../server/approvals.js";
+import { APPROVAL_STATES } from "../server/approval-states.js";
 import { localServer } from "./box.js";
 import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { stateDir } from "./paths.js";
@@ -27,6 +28,8 @@ export async function runApprovals(args: string[], io: CliIo): Promise<number> {
   });
   const [verb, id, ...extra] = positionals;
   if (!verb || !["list", "show", "approve", "deny"].includes(verb) || extra.length > 0 || (verb !== "list" && !id)) throw new UsageError("expected: hal0 agent approvals list | show ID | approve ID | deny ID");
+  // A state no request can be in lists nothing, which reads as "nothing waits": refused instead.
+  if (values.only !== undefined && !(APPROVAL_STATES as readonly string[]).includes(values.only)) throw new UsageError(`--only ${JSON.stringify(values.only)}: a request's state is one of ${APPROVAL_STATES.join(", ")}`);
   const server = values.server ?? io.env.HAL0_SERVER;
   const state = stateDir(values.state, io.env, io.cwd);
   const backend = server ? httpBackend(server, operatorTokenFrom(state, io.env as NodeJS.ProcessEnv)) : await dbBackend(values, io);

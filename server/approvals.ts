@@ -9,6 +9,7 @@ import { checkPathArgs } from "./path-args.js";
 import { ApiError } from "./errors.js";
 import { isMcpServerRoute, maskAll, redact, redactText } from "./redact.js";
 import { routeId, type Caller, type Route } from "./route.js";
+import type { ApprovalState } from "./approval-states.js";
 
 /** Who decides a request: only a person, i.e. an operator identity (REST, the CLI, the web page). */
 export interface Decider {
@@ -16,8 +17,7 @@ export interface Decider {
   readonly name: string;
 }
 
-export const APPROVAL_STATES = ["pending", "approved", "executing", "executed", "failed", "denied", "expired", "stale"] as const;
-export type ApprovalState = (typeof APPROVAL_STATES)[number];
+export { APPROVAL_STATES, type ApprovalState } from "./approval-states.js";
 
 export interface Approval {
   readonly id: string;

@@ -77,7 +77,9 @@ export function checkName(name: string): string {
 
 /** The scopes column's entries: known scopes, and `profile:` entries beside `mcp:agents` (sorted, unique). */
 export function parseScopes(list: readonly string[] | undefined, kind: TokenKind): string[] {
-  if (list === undefined || list.length === 0) return [...DEFAULT_SCOPES[kind]];
+  if (list === undefined) return [...DEFAULT_SCOPES[kind]];
+  // Asked for nothing: a token that may do nothing, or a typo; never quietly the default.
+  if (list.length === 0) throw new ApiError("auth.name_invalid", `an empty scope list gives a token nothing; leave scopes out for the ${kind} default (${DEFAULT_SCOPES[kind].join(", ")})`, { scopes: [] });
   const bad = list.filter((s) => !(SCOPES as readonly string[]).includes(s) && !PROFILE_ENTRY_RE.test(s));
   if (bad.length > 0) throw new ApiError("auth.name_invalid", `unknown scope ${bad.join(", ")}; scopes are ${SCOPES.join(", ")}, and profile:<name> or profile:* beside mcp:agents`, { scopes: bad });
   if (list.some((s) => s.startsWith("profile:")) && !list.includes("mcp:agents")) throw new ApiError("auth.name_invalid", "profile:<name> entries are for bridge tokens: add mcp:agents (hal0 bridge admit)", { scopes: [...list] });

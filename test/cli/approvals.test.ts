@@ -25,6 +25,10 @@ describe("hal0 agent approvals", () => {
     expect(await main(["agent", "approvals", "list", "--only", "pending", ...flags], list)).toBe(0);
     expect(list.out()).toContain(a.id);
     expect(list.out()).toContain("hermes__coder");
+    // A state no request can be in is a usage error, not an empty list that reads as "nothing waits".
+    const bogus = captureIo();
+    expect(await main(["agent", "approvals", "list", "--only", "pendng", ...flags], bogus)).toBe(64);
+    expect(bogus.err()).toMatch(/--only "pendng": a request's state is one of pending, approved/);
     const show = captureIo();
     expect(await main(["agent", "approvals", "show", a.id, ...flags], show)).toBe(0);
     expect(JSON.parse(show.out()).approval.args.body).toEqual({ tune: { ctx_size: 20480 } });

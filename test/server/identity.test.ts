@@ -225,6 +225,10 @@ describe("the same policy on every surface", () => {
     const listed = await s.call("GET", "/api/auth/tokens");
     expect(JSON.stringify(listed.body)).not.toContain(minted.body.token.token);
     expect(listed.body.tokens.map((t: any) => t.name)).toContain("claude-code");
+    // An explicit empty scope list is refused, never quietly the default.
+    const empty = await s.call("POST", "/api/auth/tokens", { body: { kind: "agent", name: "nothing", scopes: [] } });
+    expect([empty.status, empty.body.error?.code]).toEqual([400, "auth.name_invalid"]);
+    expect((await s.call("GET", "/api/auth/tokens")).body.tokens.map((t: any) => t.name)).not.toContain("nothing");
   });
 
   it("a token reaches only its scopes", async () => {
