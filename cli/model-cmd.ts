@@ -2,6 +2,7 @@ import { basename } from "node:path";
 import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { localServer } from "./box.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
+import { stateDir } from "./paths.js";
 
 export const MODEL_HELP = `hal0 model pull REPO FILE [--id ID] [--revision REV] [--draft FILE] [--draft-repo REPO]
                 [--mmproj FILE] [--json] [--config DIR] [--state DIR]
@@ -12,7 +13,9 @@ models.toml as ID (default: the file's stem, lowercased and fitted to the id gra
 through the same pipeline as every change. --draft and --mmproj files come down with it
 and are wired as the model's draft and mmproj. The Hub is $HF_ENDPOINT (default
 https://huggingface.co) and $HF_TOKEN its token (sent to that host only). A pull that a
-stopped hal0 left under way resumes from the bytes on disk (a Range request).
+stopped hal0 left under way resumes from the bytes on disk (a Range request): hal0 serve
+resumes it at its start, or, with no serve on the state folder, the next pull of the same
+file under the same id. One model pull per state folder at a time (model.pull_busy).
 Progress: a bar on a terminal, else (and with --json) one JSON line per update.
 Exit status: 0 pulled and registered, 1 refused or failed (model.not_found,
 model.already_exists, model.pull_failed with its reason: checksum, no_space, register, …),
@@ -30,19 +33,36 @@ export async function runModel(args: string[], io: CliIo): Promise<number> {
   const { invoke } = await import("../server/dispatch.js");
   const { proposeModelId } = await import("../reconciler/host/model-scan.js");
   const { OWNER } = await import("../server/identity/tokens.js");
-  const hal0 = await localServer(values, io);
+  const { acquirePullLock, serveHolder } = await import("../reconciler/lock.js");
+  const { isLive } = await import("../server/pulls/store.js");
+  const state = stateDir(values.state, io.env, io.cwd);
+  const release = await acquirePullLock(state, `hal0 model pull ${repo} ${file}`);
+  const hal0 = await localServer(values, io).catch(async (err: unknown) => {
+    await release();
+    throw err;
+  });
   const pulls = hal0.pulls!;
   try {
     // The file's stem, as is: an id already registered is refused (model.already_exists), never renamed behind the person's back.
     const id = values.id ?? proposeModelId(basename(file), new Set());
-    const route = hal0.routes.find((r) => r.method === "POST" && r.path === "/api/models/{model_id}/pull")!;
-    const body = { hf_repo: repo, hf_filename: file, revision: values.revision, draft_filename: values.draft, draft_repo: values["draft-repo"], mmproj_filename: values.mmproj };
-    try {
-      // The person at the shell holds the state folder: an operator (as `hal0 agent approvals` decides).
-      await invoke(hal0, route, { params: { model_id: id }, query: {}, body: JSON.parse(JSON.stringify(body)), caller: { kind: "operator", agent: OWNER, private: false, via: "cli" }, requestId: `cli-${process.pid}`, tool: "model_pull" });
-    } catch (err) {
-      if (err instanceof ApiError) throw new CliError(err.code, err.code === "validation.invalid" ? cliFieldMessage(err.details) ?? err.message : err.message);
-      throw err;
+    const left = pulls.store.get(id);
+    // Under way in the database, with no hal0 serve here and this command the only pull: nobody works on it (a pull that was interrupted).
+    if (left !== undefined && isLive(left) && (await serveHolder(state)) === undefined) {
+      if (left.hf_repo !== repo || left.hf_filename !== file) {
+        throw new CliError("model.already_exists", `a pull of model ${id} (${left.hf_repo} ${left.hf_filename}) was left under way by a hal0 that stopped; pull that again to resume it, or give this one another --id`);
+      }
+      io.stderr.write(`note: resuming the pull of ${id} that a hal0 which stopped left under way (${mib(left.bytes)} on disk)\n`);
+      pulls.worker.resumeOne(id);
+    } else {
+      const route = hal0.routes.find((r) => r.method === "POST" && r.path === "/api/models/{model_id}/pull")!;
+      const body = { hf_repo: repo, hf_filename: file, revision: values.revision, draft_filename: values.draft, draft_repo: values["draft-repo"], mmproj_filename: values.mmproj };
+      try {
+        // The person at the shell holds the state folder: an operator (as `hal0 agent approvals` decides).
+        await invoke(hal0, route, { params: { model_id: id }, query: {}, body: JSON.parse(JSON.stringify(body)), caller: { kind: "operator", agent: OWNER, private: false, via: "cli" }, requestId: `cli-${process.pid}`, tool: "model_pull" });
+      } catch (err) {
+        if (err instanceof ApiError) throw new CliError(err.code, err.code === "validation.invalid" ? cliFieldMessage(err.details) ?? err.message : err.message);
+        throw err;
+      }
     }
     const done = await ended(pulls, id, reporter(io, values.json));
     if (done.state !== "done") {
@@ -53,6 +73,7 @@ export async function runModel(args: string[], io: CliIo): Promise<number> {
     return EXIT_OK;
   } finally {
     await hal0.close();
+    await release();
   }
 }
 

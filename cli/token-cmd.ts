@@ -34,7 +34,8 @@ export async function runToken(args: string[], io: CliIo): Promise<number> {
       if (arg !== undefined) throw new UsageError("create takes --operator NAME or --agent NAME, not a positional name");
       if ((values.operator === undefined) === (values.agent === undefined)) throw new UsageError("create needs exactly one of --operator NAME or --agent NAME");
       const kind = values.operator !== undefined ? "operator" : "agent";
-      const scopes = (values.scope ?? []).flatMap((s) => s.split(",")).map((s) => s.trim()).filter(Boolean);
+      // No --scope: the kind's default; --scope "" (a list of nothing) is refused by the store.
+      const scopes = values.scope === undefined ? undefined : values.scope.flatMap((s) => s.split(",")).map((s) => s.trim()).filter(Boolean);
       const minted = tokens.mint(kind, (values.operator ?? values.agent)!, scopes);
       io.stderr.write(`hal0 token: ${minted.id} for ${kind}:${minted.name} (${minted.scopes.join(", ")}); shown once — keep it\n`);
       print(minted.token, { token: minted });

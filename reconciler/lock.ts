@@ -35,6 +35,26 @@ export async function acquireLock(stateDir: string, command: string): Promise<()
   return held.release;
 }
 
+/** A second `hal0 model pull` on a state folder one already pulls into: `model.pull_busy`, naming the holder. */
+export class PullLockedError extends Error {
+  readonly code = "model.pull_busy";
+  constructor(readonly holder: LockHolder) {
+    super(`another hal0 model pull runs on this state folder: pid ${holder.pid} on ${holder.host}, \`${holder.command}\`, since ${holder.started_at}; wait for it to end`);
+  }
+}
+
+/**
+ * One `hal0 model pull` per state folder at a time (`pull.lock`, taken over
+ * from a dead holder): while it holds the lock and no `hal0 serve` runs
+ * there, a pull the database says is under way has nobody working on it (a
+ * pull that was interrupted), so the command may resume it.
+ */
+export async function acquirePullLock(stateDir: string, command: string): Promise<() => Promise<void>> {
+  const held = await holdFile(stateDir, "pull.lock", command);
+  if ("holder" in held) throw new PullLockedError(held.holder);
+  return held.release;
+}
+
 /** What `serve.lock` names: its holder, and once the server listens, its URL and whether it runs the sweep loop. */
 export type ServeHolder = LockHolder & { url?: string; reconcile?: boolean };
 

@@ -36,6 +36,7 @@ export const API_CODES = {
   "system.internal": { severity: "error", stage: "server", http: 500, meaning: "An unexpected error; the server log has the request id." },
   // ── the tree and its writes ──────────────────────────────────────────
   "config.invalid": { severity: "error", stage: "server", http: 422, meaning: "The write would make the tree invalid; details.diagnostics lists each error and nothing was written." },
+  "model.pull_busy": { severity: "error", stage: "server", http: 409, meaning: "Another hal0 model pull runs on this state folder; the message names its pid. One pull command at a time, so that a pull left under way is resumed by one process only." },
   "config.stale": { severity: "error", stage: "server", http: 409, meaning: "The write names a base revision, and files it edits moved since; details.files names them." },
   "config.effects_changed": { severity: "error", stage: "server", http: 409, meaning: "What a judged change does moved before it committed (a file it reads but does not edit changed: a stack, a profile); details.effects lists what it would do now. Nothing was written; sent again, it is judged afresh." },
   "config.write_failed": { severity: "error", stage: "server", http: 500, meaning: "Committing a change set failed; every file it touched was rolled back." },

@@ -12,6 +12,7 @@ import { compile, sourceTree } from "../compiler/index.js";
 import { readTree } from "../compiler/read.js";
 import { Reporter } from "../compiler/report.js";
 import { acquireLock } from "../reconciler/index.js";
+import { acquirePullLock } from "../reconciler/lock.js";
 import { formatPlan } from "../reconciler/format.js";
 import type { Inventory, Observed } from "../reconciler/observed.js";
 import { planChanges } from "../reconciler/plan.js";
@@ -836,11 +837,14 @@ describe("the examples against a real hal0 serve (the Quickstart's command on a 
     // apply.lock exists only while an apply runs: take the lock in a folder of our own.
     const lockDir = mkdtempSync(join(tmpdir(), "hal0-docs-lock-"));
     const release = await acquireLock(lockDir, "hal0 apply");
-    expect(readdirSync(lockDir)).toEqual(["apply.lock"]);
-    expect(Object.keys(JSON.parse(readFileSync(join(lockDir, "apply.lock"), "utf8"))).sort()).toEqual(["command", "host", "pid", "pid_start", "started_at"]);
+    // pull.lock only while a hal0 model pull runs: the same.
+    const releasePull = await acquirePullLock(lockDir, "hal0 model pull o/r f.gguf");
+    expect(readdirSync(lockDir).sort()).toEqual(["apply.lock", "pull.lock"]);
+    for (const lock of ["apply.lock", "pull.lock"]) expect(Object.keys(JSON.parse(readFileSync(join(lockDir, lock), "utf8"))).sort()).toEqual(["command", "host", "pid", "pid_start", "started_at"]);
     await release();
+    await releasePull();
     rmSync(lockDir, { recursive: true });
-    for (const p of listed.filter((p) => p !== "apply.lock")) expect(files.some((f) => pattern(p).test(f)), `${p} is not in the state folder: ${files.join(", ")}`).toBe(true);
+    for (const p of listed.filter((p) => p !== "apply.lock" && p !== "pull.lock")) expect(files.some((f) => pattern(p).test(f)), `${p} is not in the state folder: ${files.join(", ")}`).toBe(true);
     // SQLite's own companions (-wal, -shm) and a file being written (atomic writes: a temp file, then a rename) aside,
     // nothing is there that the listing does not name.
     for (const f of files.filter((f) => !/-(wal|shm|journal)$/.test(f) && !/\.hal0\.tmp$/.test(f))) expect(listed.some((p) => pattern(p).test(f)), `${f} is not listed`).toBe(true);

@@ -96,6 +96,9 @@ export class PullService {
     if (req.mmproj_filename) extras.push({ role: "mmproj", hf_repo: req.hf_repo, hf_filename: req.mmproj_filename, dest: join(store, basename(req.mmproj_filename)) });
     for (const path of [dest, ...extras.map((e) => e.dest)]) {
       if (existsSync(path)) throw new ApiError("model.file_exists", `${path} already exists in the store; register it with model_add, or remove it first`, { path });
+      // Another pull under way writes it (its .partial): two downloads into one file would corrupt both.
+      const other = this.store.list().find((j) => isLive(j) && j.model_id !== id && [j.dest, ...j.extras.map((e) => e.dest)].includes(path));
+      if (other) throw new ApiError("model.file_exists", `${path} is being pulled as model ${other.model_id} (${other.state}); wait for it, or cancel it first`, { path, model_id: other.model_id });
     }
     return { dest, extras };
   }

@@ -67,6 +67,15 @@ export class PullWorker {
     this.pump();
   }
 
+  /** One live job nobody works on (a `hal0 model pull` that was interrupted) queued again: it resumes from its partial file. False when it is not live or runs here. */
+  resumeOne(id: string): boolean {
+    const job = this.o.store.get(id);
+    if (job === undefined || !isLive(job) || this.running.has(id)) return false;
+    if (job.state !== "queued") this.o.store.update(id, { state: "queued" });
+    this.pump();
+    return true;
+  }
+
   /** Starts queued jobs while there is room. */
   pump(): void {
     if (this.closed) return;

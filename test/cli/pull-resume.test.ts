@@ -1,4 +1,4 @@
-import type { ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -7,6 +7,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
 import { startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
 import { ggufBytes, modelKvs } from "../server/gguf-writer.js";
+import { PROJECT } from "../reconciler/process-helpers.js";
 import { startServe } from "./helpers.js";
 
 /**
@@ -75,5 +76,71 @@ describe("a pull survives kill -9 of hal0 serve (real processes)", () => {
     expect(existsSync(partial)).toBe(false);
     expect(readFileSync(join(config, "models.toml"), "utf8")).toContain(`sha256 = "${sha}"`);
     second.child.kill("SIGTERM");
+  }, 60_000);
+});
+
+/** `hal0 model pull` as a process of its own; resolves with its exit code and output. */
+function pullCommand(args: string[], env: NodeJS.ProcessEnv, onSpawn?: (c: ChildProcess) => void): Promise<{ code: number | null; signal: NodeJS.Signals | null; out: string; err: string }> {
+  const child = spawn(process.execPath, [join(PROJECT, "bin/hal0.cjs"), "model", "pull", ...args, "--json"], { env, stdio: ["ignore", "pipe", "pipe"] });
+  children.push(child);
+  onSpawn?.(child);
+  let out = "";
+  let err = "";
+  child.stdout.on("data", (d) => (out += d));
+  child.stderr.on("data", (d) => (err += d));
+  return new Promise((resolve) => child.once("exit", (code, signal) => resolve({ code, signal, out, err })));
+}
+
+describe("a hal0 model pull that was interrupted (real processes)", () => {
+  it("the next pull of the same file resumes it with Range; another file under that id is refused; a second pull at once is model.pull_busy", async () => {
+    const slowHub = await startFakeHub({ repos: { "acme/big-GGUF": { files: { "big.gguf": data, "other.gguf": data } } }, bytesPerSecond: 1024 * 1024 });
+    try {
+      const dir = mkdtempSync(join(tmpdir(), "hal0-cli-pull-resume-"));
+      dirs.push(dir);
+      const config = join(dir, "etc");
+      const state = join(dir, "state");
+      mkdirSync(config, { recursive: true });
+      writeFileSync(join(config, "hal0.toml"), `[models]\nstore = "store"\n`);
+      const env = { ...process.env, HF_ENDPOINT: slowHub.endpoint };
+      const flags = ["--id", "big", "--config", config, "--state", state];
+      const partial = join(config, "store/big.gguf.partial");
+      let first: ChildProcess | undefined;
+      const interrupted = pullCommand(["acme/big-GGUF", "big.gguf", ...flags], env, (c) => (first = c));
+      for (let i = 0; ; i++) {
+        if (existsSync(partial) && statSync(partial).size > 512 * 1024) break;
+        if (i > 400) throw new Error("the download never got going");
+        await sleep(10);
+      }
+      // While it runs, a second pull command on the same state folder is refused.
+      const busy = await pullCommand(["acme/big-GGUF", "other.gguf", "--id", "other", "--config", config, "--state", state], env);
+      expect(busy.code, busy.err).toBe(1);
+      expect(busy.out + busy.err).toContain("model.pull_busy");
+      first!.kill("SIGINT");
+      await interrupted;
+      const kept = statSync(partial).size;
+      expect(kept).toBeLessThan(data.length);
+      // Another file under the same id: refused, naming the pull left under way.
+      const other = await pullCommand(["acme/big-GGUF", "other.gguf", ...flags], env);
+      expect(other.code).toBe(1);
+      expect(other.out + other.err).toMatch(/model\.already_exists.*acme\/big-GGUF big\.gguf.*left under way/s);
+      // The same file under another id: refused, the file being another pull's.
+      const twice = await pullCommand(["acme/big-GGUF", "big.gguf", "--id", "big2", "--config", config, "--state", state], env);
+      expect(twice.code).toBe(1);
+      expect(twice.out + twice.err).toMatch(/model\.file_exists.*big\.gguf is being pulled as model big/s);
+      expect(statSync(partial).size).toBe(kept);
+      // The same file: resumed from the bytes on disk, verified, registered.
+      slowHub.setRate(null);
+      const resumed = await pullCommand(["acme/big-GGUF", "big.gguf", ...flags], env);
+      expect(resumed.code, resumed.out + resumed.err).toBe(0);
+      expect(resumed.err).toContain("note: resuming the pull of big");
+      const ranges = slowHub.requests.filter((r) => r.server === "cdn" && r.range !== undefined).map((r) => Number(/^bytes=(\d+)-$/.exec(r.range!)?.[1]));
+      expect(Math.min(...ranges)).toBeGreaterThanOrEqual(kept);
+      expect(createHash("sha256").update(readFileSync(join(config, "store/big.gguf"))).digest("hex")).toBe(sha);
+      expect(existsSync(partial)).toBe(false);
+      expect(readFileSync(join(config, "models.toml"), "utf8")).toContain(`sha256 = "${sha}"`);
+      expect(existsSync(join(state, "pull.lock"))).toBe(false);
+    } finally {
+      await slowHub.close();
+    }
   }, 60_000);
 });
