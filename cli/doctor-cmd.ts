@@ -1,7 +1,7 @@
 import { resolve } from "node:path";
 import { doctorRows, type DoctorRow } from "../reconciler/doctor.js";
 import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
-import { EXIT_ERROR, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
+import { EXIT_ERROR, EXIT_OK, jsonFailure, parseCommandArgs, type CliIo } from "./io.js";
 import { compileTree, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
@@ -15,7 +15,8 @@ hal0.service 'hal0 service install' wrote, if any: serves this config and state 
 node and hal0 exist, 'systemd-analyze verify' is clean when installed). Changes nothing.
   --unit-dir DIR  where hal0.service is (default /etc/systemd/system)
   --json   print {ok, rows, diagnostics} (diagnostics: what the compiler said of the tree, as
-           'hal0 validate --json' lists it); a failure too: {ok: false, exit_code, diagnostics}
+           'hal0 validate --json' lists it); a failed check: {ok: false, exit_code, error_count,
+           warning_count, diagnostics, rows}
 Exit status: 0 no check fails, 1 a check fails or the doctor cannot run (config.not_found),
 64 usage error.`;
 
@@ -25,7 +26,9 @@ export async function runDoctor(args: string[], io: CliIo): Promise<number> {
   const state = stateDir(values.state, io.env, io.cwd);
   const rows = await doctorRows({ ...tree, stateDir: state, env: io.env, hermesCredentials: stateHermesCredentials(state), unitDir: values["unit-dir"] === undefined ? undefined : resolve(io.cwd, values["unit-dir"]) });
   const failed = rows.some((r) => r.status === "fail");
-  if (values.json) io.stdout.write(`${JSON.stringify({ ok: !failed, rows, diagnostics: tree.diagnostics }, null, 2)}\n`);
+  // A failed check is a failure document too (exit_code and the counts, as every command's --json failure), with the rows beside it.
+  const failure = failed ? jsonFailure(EXIT_ERROR, tree.diagnostics) : undefined;
+  if (values.json) io.stdout.write(`${JSON.stringify(failure ? { ...failure, rows } : { ok: true, rows, diagnostics: tree.diagnostics }, null, 2)}\n`);
   else io.stdout.write(`${rows.map(formatRow).join("\n")}\n`);
   return failed ? EXIT_ERROR : EXIT_OK;
 }

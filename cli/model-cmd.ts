@@ -1,5 +1,5 @@
 import { basename } from "node:path";
-import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
+import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { localServer } from "./box.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 import { stateDir } from "./paths.js";
@@ -65,10 +65,8 @@ export async function runModel(args: string[], io: CliIo): Promise<number> {
       }
     }
     const done = await ended(pulls, id, reporter(io, values.json));
-    if (done.state !== "done") {
-      if (values.json) return EXIT_ERROR;
-      throw new CliError("model.pull_failed", `${done.state}${done.reason ? ` (${done.reason})` : ""}: ${done.error ?? ""}`.trim());
-    }
+    // A failed pull is model.pull_failed, under --json too (its failure document after the progress lines).
+    if (done.state !== "done") throw new CliError("model.pull_failed", `${done.state}${done.reason ? ` (${done.reason})` : ""}: ${done.error ?? ""}`.trim());
     if (!values.json) io.stdout.write(`${id}: pulled ${done.hf_repo}/${done.hf_filename} (${mib(done.size ?? done.bytes)}, sha256 ${done.sha256}) → ${done.dest}; registered in models.toml\n`);
     return EXIT_OK;
   } finally {

@@ -155,6 +155,8 @@ describe("hal0 doctor", () => {
       mkdirSync(config);
       writeFileSync(join(config, "hal0.toml"), "");
       expect(await main(["doctor", "--json", "--config", config, "--state", ro], io)).toBe(1);
+      // The failure document every command's --json failure is, with the rows beside it.
+      expect(JSON.parse(io.out())).toMatchObject({ ok: false, exit_code: 1, error_count: 0, warning_count: 0, diagnostics: [] });
       const row = (JSON.parse(io.out()).rows as Array<{ check: string }>).find((r) => r.check === "state_folder");
       expect(row).toMatchObject({ status: "fail", message: `${ro} is on a read-only file system`, hint: expect.stringContaining("remount it read-write") });
     } finally {

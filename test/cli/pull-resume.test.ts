@@ -139,6 +139,13 @@ describe("a hal0 model pull that was interrupted (real processes)", () => {
       expect(existsSync(partial)).toBe(false);
       expect(readFileSync(join(config, "models.toml"), "utf8")).toContain(`sha256 = "${sha}"`);
       expect(existsSync(join(state, "pull.lock"))).toBe(false);
+      // A pull that fails (the bytes do not hash to the Hub's sha256) says model.pull_failed under --json too.
+      slowHub.corrupt("acme/big-GGUF", "other.gguf", 1000);
+      const corrupt = await pullCommand(["acme/big-GGUF", "other.gguf", "--id", "other", "--config", config, "--state", state], env);
+      expect(corrupt.code).toBe(1);
+      const last = JSON.parse(corrupt.out.slice(corrupt.out.lastIndexOf("\n{", corrupt.out.length - 3) + 1));
+      expect(last).toMatchObject({ ok: false, exit_code: 1, diagnostics: [{ code: "model.pull_failed" }] });
+      expect(last.diagnostics[0].summary).toMatch(/checksum/);
     } finally {
       await slowHub.close();
     }
