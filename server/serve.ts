@@ -160,10 +160,12 @@ export async function serve(options: ServeOptions): Promise<Serving> {
       root: options.root,
       intervalS: () => sweeper.lastGoodModel?.settings.reconcile.interval_s ?? 120,
       onReport: (report, ms) => {
+        // Nothing to do is logged once after a sweep that did or said something (the tree fixed, a failure gone), so the log's last word is the box's state.
+        const settled = report.outcome === "nothing_to_do" && last !== undefined && last.outcome !== "nothing_to_do";
         last = report;
         observe.report(report);
         server.metrics?.observeSweep(report, ms);
-        if (report.outcome !== "nothing_to_do") logSweep(logger, report);
+        if (report.outcome !== "nothing_to_do" || settled) logSweep(logger, report);
       },
       onError: (err, ms) => {
         observe.error(err);
@@ -361,6 +363,12 @@ const SWEEP_LOG_ITEMS = 10;
  */
 function logSweep(logger: Logger, report: SweepReport): void {
   const fields: Record<string, unknown> = { sweep: report.outcome, results: report.results.length, diagnostics: report.diagnostics.length };
+  // What it did, each step with why: `replace slot.utility (spec_changed)`.
+  const done = report.results.filter((r) => r.ok).slice(0, SWEEP_LOG_ITEMS).map((r) => {
+    const reason = report.plan?.changes.find((c) => c.address === r.address)?.reason;
+    return `${r.action} ${r.address}${reason ? ` (${reason})` : ""}`;
+  });
+  if (done.length > 0) fields.done = done;
   const errors = report.diagnostics.filter((d) => d.severity === "error");
   if (errors.length > 0) fields.errors = errors.slice(0, SWEEP_LOG_ITEMS).map((d) => `${d.file}:${d.line}:${d.column}: ${d.code}: ${d.summary}`);
   const failed = report.results.filter((r) => !r.ok && r.code !== INTERRUPTED);

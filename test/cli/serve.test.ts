@@ -88,7 +88,7 @@ describe("hal0 serve (a real process)", () => {
     expect(await exited).toBe(0);
   }, 60_000);
 
-  it("the sweep's log line says what is undone: a hand edit's error at file:line:col, a failed step with its code", async () => {
+  it("the sweep's log line says what is undone and what was done: a hand edit's error at file:line:col, the fix, a failed step with its code, the steps it took", async () => {
     const { config, state, port } = await smallBox();
     const { child, lines } = await startServe(config, state);
     cleanup.push(() => main(["down", "--config", config, "--state", state], captureIo()));
@@ -103,16 +103,30 @@ describe("hal0 serve (a real process)", () => {
     writeFileSync(slot, readFileSync(slot, "utf8").replace(`port = ${port}`, 'port = "x"'));
     const invalid = await logged("invalid_config", (l) => l.sweep === "invalid_config");
     expect(invalid).toMatchObject({ level: 40, diagnostics: 1, errors: ["slots/solo.toml:4:8: config.invalid_type: expected an integer, found a string"] });
+    // Fixed: the next sweep's line says so, at info, so the log's last word is not the error.
+    writeFileSync(slot, readFileSync(slot, "utf8").replace('port = "x"', `port = ${port}`));
+    await logged("fixed", (l) => l.level === 30 && l.time > invalid.time);
+    // Broken and fixed again, with nothing left to do: "nothing_to_do" is said once, after the error.
+    writeFileSync(slot, readFileSync(slot, "utf8").replace(`port = ${port}`, 'port = "y"'));
+    const again = await logged("invalid again", (l) => l.sweep === "invalid_config" && l.time > invalid.time);
+    writeFileSync(slot, readFileSync(slot, "utf8").replace('port = "y"', `port = ${port}`));
+    expect(await logged("settled", (l) => l.sweep === "nothing_to_do" && l.time > again.time)).toMatchObject({ level: 30, diagnostics: 0 });
     // The slot enabled on a port that is taken: the failed step, by address, code and message.
     const holder = createServer().listen(port, "127.0.0.1");
     await once(holder, "listening");
+    let failedAt = "";
     try {
-      writeFileSync(slot, readFileSync(slot, "utf8").replace('port = "x"', `port = ${port}`).replace("enabled = false", "enabled = true"));
+      writeFileSync(slot, readFileSync(slot, "utf8").replace("enabled = false", "enabled = true"));
       const failed = await logged("failed step", (l) => Array.isArray(l.failed));
+      failedAt = failed.time;
       expect(failed).toMatchObject({ level: 40, failed: [{ address: "slot.solo", code: "slot.port_in_use", message: expect.stringContaining(String(port)) }] });
     } finally {
-      holder.close();
+      await new Promise((resolve) => holder.close(resolve));
     }
+    // Freed, and retried at once (a reload): what the sweep did, each step with why.
+    child.kill("SIGHUP");
+    const converged = await logged("converged", (l) => l.sweep === "converged" && l.time > failedAt);
+    expect(converged).toMatchObject({ level: 30, done: [expect.stringMatching(/^create slot\.solo \((new|not_running)\)$/)] });
     const exited = exitOf(child);
     child.kill("SIGTERM");
     expect(await exited).toBe(0);
