@@ -191,10 +191,6 @@ function planSlotState({ name, desired, seen, managed, applied, goneReason, node
   return desired ? slotChange(name, "no-op", "disabled", recorded, null) : undefined;
 }
 
-/**
- * The spec moved because an observed fact moved (the runner's dialect), not
- * the config: same spec version, and the observed ids differ.
- */
 /** Only an observed fact it runs with moved (the runner's dialect, the image's digest): the rest of the spec is as it was. */
 function observedChanged(before: SlotView, after: SlotView): boolean {
   if (before.spec.spec_version !== after.spec.spec_version || canonicalJson(before.spec.observed ?? {}) === canonicalJson(after.spec.observed ?? {})) return false;

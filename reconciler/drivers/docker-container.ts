@@ -56,6 +56,8 @@ export interface ListedContainer {
   readonly Labels: Readonly<Record<string, string>>;
   readonly State: string;
   readonly Status: string;
+  /** What it runs: the image's entrypoint and its Cmd, joined by spaces (the engine's list). */
+  readonly Command?: string;
   /** Seconds since the epoch. */
   readonly Created: number;
 }
@@ -68,6 +70,11 @@ export function observedFrom(c: ListedContainer, box: string): Omit<ObservedSlot
   const view = parseView(c.Labels[LABEL.view]);
   const state = running ? {} : { detail: `container ${containerName(name)} is ${c.State} (${c.Status})` };
   if (view === undefined) return { name, running, detail: `container ${containerName(name)} has no readable ${LABEL.view} label` };
+  // Made again by hand with hal0's labels copied but another command: the label's spec is not what runs, so it reads as drifted.
+  if (c.Command !== undefined && !c.Command.endsWith(view.spec.argv.join(" "))) {
+    const drifted: SlotView = { ...view, spec_hash: `${view.spec_hash}+changed` };
+    return { name, running, record: { view: drifted, started_at: new Date(c.Created * 1000).toISOString() }, detail: `container ${containerName(name)} runs \`${c.Command.slice(0, 300)}\`, not the command its ${LABEL.view} label records: changed behind hal0's back` };
+  }
   return { name, running, record: { view, started_at: new Date(c.Created * 1000).toISOString() }, ...state };
 }
 

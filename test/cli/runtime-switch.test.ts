@@ -15,7 +15,7 @@ import { captureIo, healthWithin } from "./helpers.js";
  * they run, started on the new one — and `hal0 down` stops them where they
  * run, rather than leaving them running and forgotten.
  */
-const SUITE = "changing [slots] runtime under running slots (real Docker engine)";
+const SUITE = "docker slots moved under hal0: [slots] runtime changed, a container made again by hand (real Docker engine)";
 const docker = await dockerEngine(SUITE);
 const TAG = Math.random().toString(36).slice(2, 8);
 const SLOTS = [`rs-a-${TAG}`, `rs-b-${TAG}`];
@@ -85,4 +85,30 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(await running()).toEqual([]);
     expect(JSON.parse(readFileSync(join(state, "inventory.json"), "utf8")).slots).toEqual({});
   });
+
+  it("a container made again by hand with hal0's labels copied but another command reads as drifted: plan replaces it (drift = enforce)", async () => {
+    runtime("docker");
+    expect((await run("apply", "--yes")).code).toBe(0);
+    const name = SLOTS[0]!;
+    const original = engine.getContainer(`hal0-slot-${name}`);
+    const info = await original.inspect();
+    await original.remove({ force: true });
+    // The same labels, image and mounts; one argv word changed.
+    const cmd = info.Config.Cmd.map((w: string) => (w === name ? "HANDMADE" : w));
+    const alias = info.Config.Cmd.indexOf("--alias");
+    if (alias >= 0) cmd[alias + 1] = "HANDMADE";
+    const handmade = await engine.createContainer({ name: `hal0-slot-${name}`, Image: info.Config.Image, Cmd: cmd, Env: info.Config.Env, Labels: info.Config.Labels, WorkingDir: info.Config.WorkingDir, HostConfig: info.HostConfig });
+    await handmade.start();
+    const plan = await run("plan", "--json");
+    expect(plan.code, plan.err).toBe(0);
+    expect(JSON.parse(plan.out).changes.find((c: any) => c.address === `slot.${name}`)).toMatchObject({ action: "replace", reason: "drifted" });
+    const drift = await run("drift");
+    expect(drift.code).toBe(2);
+    expect(drift.out).toContain(`slot.${name} runs a spec hal0 did not apply`);
+    expect((await run("apply", "--yes")).code).toBe(0);
+    const again = await engine.getContainer(`hal0-slot-${name}`).inspect();
+    expect(again.Config.Cmd).toEqual(info.Config.Cmd);
+    expect((await run("down")).code).toBe(0);
+  });
 });
+
