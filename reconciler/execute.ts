@@ -10,7 +10,8 @@ import type { StateStore } from "./state.js";
 /** What the executor reports as it goes, for the CLI's progress display. */
 export interface ExecEvent {
   readonly address: string;
-  readonly phase: "stopping" | "stopped" | StartPhase | "applied" | "failed";
+  /** `interrupted`: the apply was stopping and left this step to the next one (not a failure). */
+  readonly phase: "stopping" | "stopped" | StartPhase | "applied" | "failed" | "interrupted";
   readonly elapsed_ms: number;
   readonly message?: string;
 }
@@ -220,7 +221,7 @@ async function timed(change: Change, o: Ctx, body: (emit: (phase: ExecEvent["pha
   } catch (err) {
     const code = err instanceof DriverError ? err.code : change.kind === "hermes" ? "hermes.write_failed" : "slot.apply_failed";
     result = { address: change.address, action: change.action, ok: false, code, error: (err as Error).message, elapsed_ms: now() - t0 };
-    emit("failed", `${code}: ${(err as Error).message}`);
+    emit(code === INTERRUPTED ? "interrupted" : "failed", `${code}: ${(err as Error).message}`);
   }
   // A start cut short by an interrupt did not end: its slot's last outcome stays the one before.
   if (result.code === INTERRUPTED) return result;

@@ -78,6 +78,9 @@ describe("hal0 apply interrupted", () => {
     expect(ended.out).toContain("Apply interrupted: 0 created, 0 replaced, 0 deleted, 0 updated, 0 failed, 4 left to the next apply.");
     expect(ended.out).toMatch(/- slot\.int-a \(create\): slot int-a: the apply was interrupted while it waited for GET \/health on port \d+; pid \d+ is left running/);
     expect(ended.out).toContain("- settings (update): not started: the apply was interrupted");
+    // Each step left to the next apply says so as it ends: interrupted, not failed.
+    expect(ended.out).toMatch(/^slot\.int-a: interrupted \(\d+\.\ds\) apply\.interrupted: /m);
+    expect(ended.out).not.toMatch(/: failed \(/);
     expect(existsSync(join(box.state, "apply.lock"))).toBe(false);
     const inventory = JSON.parse(readFileSync(join(box.state, "inventory.json"), "utf8"));
     expect(Object.keys(inventory.slots).sort()).toEqual(SLOTS);
