@@ -62,8 +62,10 @@ export class HubClient {
   /** Private (`#`), so neither a log of the client nor JSON.stringify shows it. */
   readonly #token: string | undefined;
   readonly #fetch: typeof fetch;
+  /** A download that sends no byte for this long is given up (kept partial, to resume): a connection that stays open and silent never ends on its own. */
+  readonly stallMs: number;
 
-  constructor(o: { endpoint?: string; token?: string; fetch?: typeof fetch } = {}) {
+  constructor(o: { endpoint?: string; token?: string; fetch?: typeof fetch; stallMs?: number } = {}) {
     const endpoint = (o.endpoint ?? DEFAULT_HF_ENDPOINT).replace(/\/+$/, "");
     let url: URL;
     try {
@@ -78,11 +80,14 @@ export class HubClient {
     this.#host = url.host;
     this.#token = o.token || undefined;
     this.#fetch = o.fetch ?? fetch;
+    this.stallMs = o.stallMs ?? DEFAULT_STALL_MS;
   }
 
   /** `HF_ENDPOINT` (default huggingface.co) and `HF_TOKEN`, as the Hub's own tools read them. */
   static fromEnv(env: Readonly<Record<string, string | undefined>>): HubClient {
-    return new HubClient({ endpoint: env.HF_ENDPOINT || DEFAULT_HF_ENDPOINT, token: env.HF_TOKEN || undefined });
+    // HAL0_HUB_STALL_S: seconds without a byte before a download is given up (default 60).
+    const stall = Number(env.HAL0_HUB_STALL_S);
+    return new HubClient({ endpoint: env.HF_ENDPOINT || DEFAULT_HF_ENDPOINT, token: env.HF_TOKEN || undefined, ...(Number.isFinite(stall) && stall > 0 ? { stallMs: stall * 1000 } : {}) });
   }
 
   /**
@@ -171,7 +176,7 @@ export class HubClient {
       total,
       commit: header("x-repo-commit"),
       etag: etag === null ? null : etag.replace(/^W\//, "").replace(/^"|"$/g, ""),
-      body: chunks(res, final, o.signal),
+      body: chunks(res, final, o.signal, this.stallMs),
     };
   }
 
@@ -288,13 +293,48 @@ function checkFile(file: string): void {
 }
 
 /** The body as chunks; a connection lost mid-file is hub.unreachable, an abort stays the caller's abort. */
-async function* chunks(res: Response, host: string, signal: AbortSignal | undefined): AsyncGenerator<Uint8Array> {
+/** A download with no byte for this long is given up (HAL0_HUB_STALL_S). */
+export const DEFAULT_STALL_MS = 60_000;
+
+/**
+ * The reply's bytes. A watchdog cancels the read when no byte came for
+ * `stallMs` (the time the consumer takes with a chunk does not count): a
+ * server that keeps the connection open and sends nothing would otherwise
+ * hold the pull for ever.
+ */
+async function* chunks(res: Response, host: string, signal: AbortSignal | undefined, stallMs: number): AsyncGenerator<Uint8Array> {
   if (!res.body) return;
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  /** When the pending read began; undefined while the consumer has the last chunk. */
+  let waitingSince: number | undefined;
+  let stalled = false;
+  let finished = false;
+  const watchdog = setInterval(() => {
+    if (waitingSince === undefined || Date.now() - waitingSince < stallMs) return;
+    stalled = true;
+    void reader.cancel().catch(() => undefined);
+  }, Math.max(50, Math.min(5000, stallMs / 4)));
+  watchdog.unref();
   try {
-    for await (const chunk of res.body as AsyncIterable<Uint8Array>) yield chunk;
+    for (;;) {
+      waitingSince = Date.now();
+      const { done, value } = await reader.read();
+      waitingSince = undefined;
+      if (stalled) throw new HubError("hub.unreachable", `the download from ${host} stalled: no byte for ${stallMs >= 1000 ? `${Math.round(stallMs / 1000)} s` : `${stallMs} ms`}`);
+      if (done) {
+        finished = true;
+        return;
+      }
+      yield value;
+    }
   } catch (e) {
-    if (signal?.aborted) throw e;
+    if (e instanceof HubError || signal?.aborted) throw e;
     throw new HubError("hub.unreachable", `the download from ${host} broke off: ${causeOf(e)}`);
+  } finally {
+    clearInterval(watchdog);
+    // Left before the end (a caller that stops reading): the connection is let go.
+    if (!finished) await reader.cancel().catch(() => undefined);
+    reader.releaseLock();
   }
 }
 

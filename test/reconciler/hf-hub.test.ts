@@ -238,6 +238,39 @@ describe("HubClient: download", () => {
     }
   });
 
+  it("gives up a download that goes silent (the connection open, no byte for stallMs): hub.unreachable; a slow consumer is not a stall", async () => {
+    // A real server that sends the headers and half the file, then nothing, keeping the connection open.
+    const half = Buffer.alloc(64 * 1024, 7);
+    const open = new Set<import("node:http").ServerResponse>();
+    const silent = createServer((req, res) => {
+      open.add(res);
+      res.writeHead(200, { "content-length": String(half.length * 2), "x-linked-size": String(half.length * 2), etag: '"abc"' });
+      res.write(half);
+    });
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    try {
+      const c = new HubClient({ endpoint: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`, stallMs: 300 });
+      const d = await c.download(target, { from: 0 });
+      const started = Date.now();
+      let got = 0;
+      const err = await (async () => {
+        for await (const chunk of d.body) {
+          got += chunk.length;
+          // A consumer slower than stallMs with a chunk in hand: not the server's silence.
+          await new Promise((resolve) => setTimeout(resolve, 400));
+        }
+      })().then(() => undefined, (e: unknown) => e);
+      expect(got).toBe(half.length);
+      expect(err).toBeInstanceOf(HubError);
+      expect(err).toMatchObject({ code: "hub.unreachable" });
+      expect((err as Error).message).toMatch(/^the download from 127\.0\.0\.1:\d+ stalled: no byte for 300 ms$/);
+      expect(Date.now() - started).toBeLessThan(5000);
+    } finally {
+      for (const res of open) res.destroy();
+      await new Promise((resolve) => silent.close(resolve));
+    }
+  });
+
   it("answers hub.unreachable for a closed port, naming the host and never the token", async () => {
     const port = await closedPort();
     const c = new HubClient({ endpoint: `http://127.0.0.1:${port}`, token: TOKEN });
