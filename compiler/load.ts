@@ -78,11 +78,16 @@ export async function loadTree(dir: string): Promise<LoadResult> {
   // read takes in ~15 µs each, where the promise API's open, stat, read and close through
   // the thread pool took ~10× as long for a 50-slot tree.
   for (const rel of listed.files) {
+    let bytes: Buffer | undefined;
     try {
-      files.push([rel, utf8.decode(readFileSync(join(dir, rel)))]);
+      bytes = readFileSync(join(dir, rel));
+      files.push([rel, utf8.decode(bytes)]);
     } catch (err) {
-      const why = err instanceof TypeError ? "it is not valid UTF-8 text" : (err as Error).message;
-      diagnostics.push(readError(rel, why));
+      if (err instanceof TypeError && bytes !== undefined) {
+        // Said where: the line and column of the first byte that is not UTF-8 (after the valid text before it).
+        const at = firstInvalidUtf8(bytes);
+        diagnostics.push(readError(rel, `it is not valid UTF-8 text: byte 0x${bytes[at.offset]!.toString(16).padStart(2, "0")} at line ${at.line}, column ${at.column}`, at));
+      } else diagnostics.push(readError(rel, (err as Error).message));
     }
   }
   return { tree: sourceTree(dir, files), diagnostics: diagnostics.sort((a, b) => (a.file! < b.file! ? -1 : a.file! > b.file! ? 1 : 0)) };
@@ -136,8 +141,31 @@ export function entryKind(path: string, entry: Dirent): "file" | "folder" | "oth
   return target === undefined ? "missing" : target.isFile() ? "file" : target.isDirectory() ? "folder" : "other";
 }
 
-function readError(rel: string, why: string): Diagnostic {
-  return diagnosticAt("config.read_error", rel, { line: 1, column: 1 }, [], `cannot read ${rel}`, `hal0 could not read this file: ${why}.`);
+function readError(rel: string, why: string, at: { line: number; column: number } = { line: 1, column: 1 }): Diagnostic {
+  return diagnosticAt("config.read_error", rel, { line: at.line, column: at.column }, [], `cannot read ${rel}`, `hal0 could not read this file: ${why}.`);
+}
+
+/** Where the first byte that does not decode as UTF-8 is: its offset, and its 1-based line and column (in characters of the valid text before it). */
+function firstInvalidUtf8(bytes: Buffer): { offset: number; line: number; column: number } {
+  const strict = new TextDecoder("utf-8", { fatal: true });
+  let offset = 0;
+  // Character by character: its length from the lead byte, then the decoder's word on it (overlong forms, surrogates).
+  while (offset < bytes.length) {
+    const lead = bytes[offset]!;
+    const size = lead < 0x80 ? 1 : (lead & 0xe0) === 0xc0 ? 2 : (lead & 0xf0) === 0xe0 ? 3 : (lead & 0xf8) === 0xf0 ? 4 : 0;
+    if (size === 0 || offset + size > bytes.length) break;
+    if (size > 1) {
+      try {
+        strict.decode(bytes.subarray(offset, offset + size));
+      } catch {
+        break;
+      }
+    }
+    offset += size;
+  }
+  const before = bytes.subarray(0, offset).toString("utf8");
+  const lines = before.split("\n");
+  return { offset, line: lines.length, column: [...lines[lines.length - 1]!].length + 1 };
 }
 
 function notRead(rel: string): Diagnostic {

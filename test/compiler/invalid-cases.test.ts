@@ -52,6 +52,13 @@ function fakeIo(cwd: string) {
   return { io, out: () => out, err: () => err };
 }
 
+describe("a file that is not UTF-8", () => {
+  it("is config.read_error at the first byte that does not decode, naming it", async () => {
+    const d = await diagnosticAt("read-error", "models.toml:2:21", "config.read_error");
+    expect(d.detail).toBe("hal0 could not read this file: it is not valid UTF-8 text: byte 0xe9 at line 2, column 21.");
+  });
+});
+
 describe("a required key left out", () => {
   it("is config.missing_key, an enum's naming its choices and an integer's saying so", async () => {
     const transport = await diagnosticAt("mcp-transport-missing", "mcp-servers/inventory.toml:1:1", "config.missing_key");
