@@ -56,4 +56,16 @@ describe("the state folder", () => {
     expect(await main(["down", "--config", config, "--state", state], captureIo())).toBe(0);
     expect(await alive(pid)).toBe(false);
   });
+
+  it("a config folder with no .toml file is an empty box, and plan says so before it plans every slot's delete", async () => {
+    const state = states[1]!;
+    expect(await main(["apply", "--yes", "--config", config, "--state", state], captureIo())).toBe(0);
+    const empty = mkdtempSync(join(base, "empty-"));
+    const io = captureIo();
+    expect(await main(["plan", "--config", empty, "--state", state], io)).toBe(0);
+    expect(io.err()).toContain(`note: ${empty} holds no .toml file: an empty box, which wants no slot`);
+    expect(io.out()).toMatch(/- slot\.sf/);
+    expect(await main(["down", "--config", config, "--state", state], captureIo())).toBe(0);
+  });
 });
+
