@@ -191,12 +191,15 @@ function planSlotState({ name, desired, seen, managed, applied, goneReason, node
   return desired ? slotChange(name, "no-op", "disabled", recorded, null) : undefined;
 }
 
-/** Only an observed fact it runs with moved (the runner's dialect, the image's digest): the rest of the spec is as it was. */
+/**
+ * The spec moved because an observed fact moved (the runner's dialect, which
+ * rewrites the argv; the image's digest), not the config: same spec version,
+ * the observed facts differ, and what only the config sets — the runtime, the
+ * port, the env — is as it was (a runtime switched is a config change).
+ */
 function observedChanged(before: SlotView, after: SlotView): boolean {
   if (before.spec.spec_version !== after.spec.spec_version || canonicalJson(before.spec.observed ?? {}) === canonicalJson(after.spec.observed ?? {})) return false;
-  const { observed: _b, ...was } = before.spec;
-  const { observed: _a, ...now } = after.spec;
-  return canonicalJson(was) === canonicalJson(now);
+  return before.spec.runtime === after.spec.runtime && before.spec.port === after.spec.port && canonicalJson(before.spec.env) === canonicalJson(after.spec.env);
 }
 
 /**
