@@ -30,6 +30,16 @@ async function smallBox(): Promise<{ config: string; state: string; port: number
 
 const exitOf = (child: ChildProcess) => new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
 
+/** A test's clean-up: its serve stopped first (one a failed test left running would start the slot again), then `hal0 down`. */
+async function downAfter(child: ChildProcess, config: string, state: string): Promise<unknown> {
+  if (child.exitCode === null && child.signalCode === null) {
+    const exited = exitOf(child);
+    child.kill("SIGTERM");
+    await exited;
+  }
+  return main(["down", "--config", config, "--state", state], captureIo());
+}
+
 describe("hal0 serve (a real process)", () => {
   const cleanup: Array<() => Promise<unknown>> = [];
   afterAll(async () => {
@@ -66,7 +76,7 @@ describe("hal0 serve (a real process)", () => {
     expect(await main(["reconcile", "--config", config, "--state", state], io)).toBe(1);
     expect(io.err()).toContain(`hal0 reconcile: server.already_running: hal0 serve (pid ${child.pid} at ${url}/) already runs the reconcile loop on this state folder; run 'hal0 reconcile --once'`);
     expect((await main(["reconcile", "--once", "--config", config, "--state", state], captureIo()))).toBe(0);
-    cleanup.push(() => main(["down", "--config", config, "--state", state], captureIo()));
+    cleanup.push(() => downAfter(child, config, state));
     const headers = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
     const planned = await httpCall(url, "POST", "/api/plans", { body: { edits: [{ file: "slots/solo.toml", op: "set", path: ["enabled"], value: true }] }, headers });
     expect(planned.body.valid).toBe(true);
@@ -91,7 +101,7 @@ describe("hal0 serve (a real process)", () => {
   it("the sweep's log line says what is undone and what was done: a hand edit's error at file:line:col, the fix, a failed step with its code, the steps it took", async () => {
     const { config, state, port } = await smallBox();
     const { child, lines } = await startServe(config, state);
-    cleanup.push(() => main(["down", "--config", config, "--state", state], captureIo()));
+    cleanup.push(() => downAfter(child, config, state));
     const sweeps = () => lines().filter((l) => l.msg === "sweep");
     const logged = async (what: string, found: (l: any) => boolean) => {
       for (let i = 0; i < 200 && !sweeps().some(found); i++) await new Promise((r) => setTimeout(r, 50));
@@ -160,7 +170,7 @@ describe("hal0 serve (a real process)", () => {
     const slot = join(config, "slots/solo.toml");
     writeFileSync(slot, readFileSync(slot, "utf8").replace("enabled = false", "enabled = true"));
     const { child, lines } = await startServe(config, state);
-    cleanup.push(() => main(["down", "--config", config, "--state", state], captureIo()));
+    cleanup.push(() => downAfter(child, config, state));
     for (let i = 0; i < 200 && !lines().some((l) => l.msg === "sweep" && l.failed); i++) await new Promise((r) => setTimeout(r, 50));
     expect(lines().find((l) => l.msg === "sweep" && l.failed)?.failed).toEqual([expect.objectContaining({ address: "slot.solo", code: "slot.spawn_failed" })]);
     // The person installs the runner, then reloads.
