@@ -182,14 +182,28 @@ export class BoxService {
    * (as the sweep does): reads answer on, writes are refused.
    */
   async model(): Promise<Model> {
-    const snap = await this.snapshot().catch((err: unknown) => {
-      if (err instanceof ApiError && err.code === "config.not_found" && this.lastGood) return undefined;
-      throw err;
-    });
-    if (snap === undefined) return this.lastGood!;
+    const { snap, gone } = await this.current();
+    if (snap === undefined) {
+      if (!this.lastGood) throw gone;
+      return this.lastGood;
+    }
     const model = snap.model ?? this.lastGood;
     if (!model) throw new ApiError("config.invalid", "the config tree has errors and no earlier version compiled", { diagnostics: snap.diagnostics.filter((d) => d.severity === "error") });
     return model;
+  }
+
+  /**
+   * The tree on disk, or, when the config folder is gone (moved, deleted,
+   * unmounted), the `config.not_found` refusal as a value: the reads that say
+   * how the box is report it rather than fail with it.
+   */
+  async current(): Promise<{ snap: Snapshot; gone?: undefined } | { snap?: undefined; gone: ApiError }> {
+    try {
+      return { snap: await this.snapshot() };
+    } catch (err) {
+      if (err instanceof ApiError && err.code === "config.not_found") return { gone: err };
+      throw err;
+    }
   }
 
   /** The driver of the model's runtime: one per runtime and engine, the same promise each time (liveness reads compare it). */

@@ -1,6 +1,6 @@
 import { tierFor, type CompiledPolicy } from "../compiler/index.js";
 import { effectsOf, type Effect } from "../compiler/effects.js";
-import { tierRank, type Tier } from "../schema/index.js";
+import type { Tier } from "../schema/index.js";
 import type { Proposal } from "./box.js";
 import { ApiError, apiErrorOf } from "./errors.js";
 import { routeFloor, stricter } from "./identity/access.js";

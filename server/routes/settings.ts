@@ -3,7 +3,6 @@ import { isAbsolute, resolve } from "node:path";
 import { z } from "zod";
 import { APPLY_CLASSES, FILE_KINDS, jsonSchemaOf, SETTINGS_REGISTRY } from "../../schema/index.js";
 import type { BoxService, Snapshot } from "../box.js";
-import { ApiError } from "../errors.js";
 import { defineRoute } from "../route.js";
 import { deepMerge, effectiveSettings, mergeEdits, readSettingsDoc, SETTINGS_FILE } from "../../compiler/edits/settings.js";
 import { applyPlanOf } from "../../reconciler/settings-plan.js";
@@ -27,13 +26,12 @@ export const settingsRoutes = [
     method: "GET", path: "/api/settings", kind: "read", tools: ["settings_get"],
     summary: "The effective settings of hal0.toml (defaults filled) and the tree's revision",
     handle: async ({ box }) => {
-      const snap = await box.snapshot().catch(async (err: unknown) => {
+      const { snap, gone } = await box.current();
+      if (gone) {
         // The config folder gone: the settings of the last tree that compiled, said to be that.
-        if (!(err instanceof ApiError) || err.code !== "config.not_found") throw err;
         const settings = (await box.model()).settings;
-        return { gone: { revision: null, ...settings, _hal0: { file: SETTINGS_FILE, valid: false, tree_valid: false, tree_error: { code: err.code, message: err.message } } } };
-      });
-      if ("gone" in snap) return snap.gone;
+        return { revision: null, ...settings, _hal0: { file: SETTINGS_FILE, valid: false, tree_valid: false, tree_error: { code: gone.code, message: gone.message } } };
+      }
       const own = effectiveSettings(readSettingsDoc(snap.tree.files.get(SETTINGS_FILE)));
       const settings = own ?? (await box.model()).settings;
       return { revision: snap.revision, ...settings, _hal0: { file: SETTINGS_FILE, valid: own !== undefined, tree_valid: snap.model !== undefined } };

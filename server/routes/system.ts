@@ -4,7 +4,7 @@ import { SPEC_VERSION, type Model } from "../../compiler/index.js";
 import { doctorRows, type DoctorRow } from "../../reconciler/doctor.js";
 import { nodeRows, type NodeStatus } from "../../reconciler/nodes.js";
 import { probeHardware, type HardwareReport } from "../../reconciler/host/hardware.js";
-import type { BoxService, Snapshot } from "../box.js";
+import type { BoxService } from "../box.js";
 import { ApiError } from "../errors.js";
 import type { Dispatcher } from "../dispatch.js";
 import { stateHermesCredentials } from "../identity/hermes-credentials.js";
@@ -31,7 +31,7 @@ export const systemRoutes = [
     summary: "hal0's version, Node's, the runner spec version, uptime, runtime and the tree's revision; on a swarm box its nodes (state, availability, labels, engine, slots on each)",
     handle: async ({ box }) => {
       // Answers whatever the tree's state: gone (tree_error says so) or never compiled (no runtime to name).
-      const { snap, gone } = await currentTree(box);
+      const { snap, gone } = await box.current();
       const model = snap?.model ?? (await lastGoodModel(box));
       return {
         name: "hal0", version: packageVersion(), node: process.version, spec_version: SPEC_VERSION,
@@ -74,8 +74,9 @@ export const systemRoutes = [
     method: "GET", path: "/api/doctor", kind: "read", tools: ["doctor_report"],
     summary: "The rows of hal0 doctor (ok / warn / fail, each with a hint) and what the compiler says of the tree: the document `hal0 doctor --json` prints",
     handle: async ({ box }) => {
-      const rows = await doctor(box);
-      return { ok: !rows.some((r) => r.status === "fail"), rows, diagnostics: (await currentTree(box)).snap?.diagnostics ?? [] };
+      const tree = await box.current();
+      const rows = await doctor(box, true, tree);
+      return { ok: !rows.some((r) => r.status === "fail"), rows, diagnostics: tree.snap?.diagnostics ?? [] };
     },
   }),
   defineRoute({
@@ -114,22 +115,12 @@ async function portList(box: BoxService): Promise<unknown> {
 }
 
 /** The doctor's rows; `runnerVersions: false` (the health check) spawns no runner's `--version`. */
-async function doctor(box: BoxService, runnerVersions = true): Promise<DoctorRow[]> {
-  const { snap, gone } = await currentTree(box);
+async function doctor(box: BoxService, runnerVersions = true, tree?: Awaited<ReturnType<BoxService["current"]>>): Promise<DoctorRow[]> {
+  const { snap, gone } = tree ?? (await box.current());
   return doctorRows({
     root: box.root, model: snap?.model, diagnostics: snap?.diagnostics ?? [], stateDir: box.options.stateDir, env: process.env,
     hermesCredentials: box.options.hermesCredentials ?? stateHermesCredentials(box.options.stateDir), runnerVersions, treeMissing: gone?.message,
   });
-}
-
-/** The tree as it is on disk; a config folder that is gone is a fact these reads report (tree_error, a failed row), not their failure. */
-async function currentTree(box: BoxService): Promise<{ snap?: Snapshot; gone?: ApiError }> {
-  try {
-    return { snap: await box.snapshot() };
-  } catch (err) {
-    if (err instanceof ApiError && err.code === "config.not_found") return { gone: err };
-    throw err;
-  }
 }
 
 /** The last tree that compiled, or undefined when none ever did in this server. */
