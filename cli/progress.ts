@@ -1,5 +1,5 @@
 import { converge, type Converged, type ConvergeOptions } from "../reconciler/converge.js";
-import { INTERRUPTED } from "../reconciler/drivers/driver.js";
+import { INTERRUPTED, longLivedAbort } from "../reconciler/drivers/driver.js";
 import type { ExecEvent, StepResult } from "../reconciler/execute.js";
 import type { Box } from "./box.js";
 import type { CliIo } from "./io.js";
@@ -40,7 +40,7 @@ export async function convergeWithProgress(box: Pick<Box, "model" | "driver" | "
  * lock of the dead holder.
  */
 export class Interrupt {
-  private readonly controller = new AbortController();
+  private readonly controller = longLivedAbort();
   private armed = false;
   readonly signal = this.controller.signal;
   constructor(private readonly io: CliIo) {}

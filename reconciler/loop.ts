@@ -2,6 +2,7 @@ import { watch, type FSWatcher } from "chokidar";
 import { join } from "node:path";
 import type { Sweeper, SweepReport } from "./sweep.js";
 import { TREE_FOLDERS, treeFingerprint } from "./tree-cache.js";
+import { longLivedAbort } from "./drivers/driver.js";
 
 export interface LoopOptions {
   /** Seconds between sweeps when nothing else triggers one (`[reconcile] interval_s`). */
@@ -40,7 +41,7 @@ export class SweepLoop {
   private stopped = false;
   /** The tree's fingerprint when the last sweep started. */
   private swept?: string;
-  private readonly interrupt = new AbortController();
+  private readonly interrupt = longLivedAbort();
 
   constructor(private readonly sweeper: Sweeper, private readonly options: LoopOptions) {}
 

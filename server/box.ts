@@ -6,6 +6,7 @@ import { applyChangeSet, ChangeSetError, movedFiles, revisionFiles, type Applied
 import { checkChange } from "../compiler/change-checks.js";
 import { compile, ConfigNotFoundError, hashOf, readTreeFile, startsWithBom, type CompileResult, type Model, type SourceTree } from "../compiler/index.js";
 import { removeStaleTemps } from "../reconciler/atomic.js";
+import { longLivedAbort } from "../reconciler/drivers/driver.js";
 import { TREE_FOLDERS, TreeCache } from "../reconciler/tree-cache.js";
 import { compileWithRunners, runnerErrors } from "../reconciler/runner-observe.js";
 import type { RunnerProbe } from "../reconciler/runner-probe.js";
@@ -129,7 +130,7 @@ export class BoxService {
     this.watcher = watcher;
   }
 
-  private readonly stopping = new AbortController();
+  private readonly stopping = longLivedAbort();
 
   /**
    * Aborted when the server starts to stop (`interrupt`): a converge a

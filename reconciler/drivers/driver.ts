@@ -1,3 +1,4 @@
+import { setMaxListeners } from "node:events";
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
 
 export interface ObserveOptions {
@@ -77,6 +78,21 @@ export interface SlotDriver {
 /** Whether observe probes this running slot's `/health` under `options`. */
 export function wantsProbe(options: ObserveOptions, slot: Pick<ObservedSlot, "name" | "record">): boolean {
   return options.health !== false && (options.probe === undefined || options.probe(slot));
+}
+
+/**
+ * An AbortController for a signal that lives as long as a command, a loop or
+ * a server (SIGINT during an apply, a loop's stop, a server's drain): every
+ * start under it waits for its `/health` with a listener on the signal, and
+ * those waits hold no place in `[slots] parallel`, so dozens can be under way
+ * at once. Node warns of a leak past 10 listeners on one signal; these are
+ * not one (each wait takes its listener off: `whenAborted`), so the limit is
+ * lifted for this signal alone.
+ */
+export function longLivedAbort(): AbortController {
+  const controller = new AbortController();
+  setMaxListeners(0, controller.signal);
+  return controller;
 }
 
 /**

@@ -219,3 +219,22 @@ describe("the loop's signal outlives every wait", () => {
     }
   });
 });
+
+describe("a command's signal carries one listener per wait under way", () => {
+  it("hal0 apply of 14 slots whose waits for /health overlap prints no MaxListenersExceededWarning (a wait holds no place in [slots] parallel)", async () => {
+    const base = mkdtempSync(join(tmpdir(), "hal0-interrupt-many-"));
+    const box = { config: join(base, "box"), state: join(base, "state") };
+    const names = Array.from({ length: 14 }, (_, i) => `many-${i}`);
+    await writeFakeBox(box.config, names, { HAL0_FAKE_LOAD_MS: "3000" }); // every start's wait is under way at once
+    boxes.push(box);
+    const child = spawn(process.execPath, [HAL0, "apply", "--yes", "--config", box.config, "--state", box.state], { stdio: ["ignore", "pipe", "pipe"] });
+    let out = "";
+    let err = "";
+    child.stdout.on("data", (d: Buffer) => (out += d.toString()));
+    child.stderr.on("data", (d: Buffer) => (err += d.toString()));
+    const code = await new Promise((resolve) => child.once("exit", resolve));
+    expect(code, err).toBe(0);
+    expect(out).toContain("Apply complete: 14 created");
+    expect(err).not.toContain("MaxListenersExceededWarning");
+  }, 60_000);
+});
