@@ -8,7 +8,7 @@ import { StateStore } from "../reconciler/state.js";
 import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
 import { CliError, EXIT_CHANGES, EXIT_ERROR, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { compileOrThrow, stateDir } from "./paths.js";
-import { BOX_OPTIONS, savedPlan } from "./plan-cmd.js";
+import { BOX_OPTIONS, shownPlan } from "./plan-cmd.js";
 import { APPROVALS_HELP } from "./approvals-cmd.js";
 
 export { compileTree } from "./paths.js";
@@ -49,7 +49,7 @@ export async function runAgent(args: string[], io: CliIo): Promise<number> {
   const show = (plan: Plan) => {
     // The file went away between the look above and the plan.
     if (!plan.changes.some((c) => c.address === "hermes")) throw new CliError("hermes.not_found", `no default Hermes profile at ${file}`);
-    io.stdout.write(`${formatPlan(savedPlan(plan), { verbose: true })}\n`);
+    io.stdout.write(`${formatPlan(shownPlan(plan), { verbose: true })}\n`);
   };
   if (!values.repair) {
     const { plan } = await previewPlan(target, options);

@@ -7,7 +7,7 @@ import { formatPlan } from "../reconciler/format.js";
 import { notInstalled } from "../reconciler/preflight.js";
 import { openBox, writeRunnerNotes } from "./box.js";
 import { installMissing } from "./model-cmd.js";
-import { BOX_OPTIONS, savedPlan, writeNotInstalled } from "./plan-cmd.js";
+import { BOX_OPTIONS, savedPlan, shownPlan, writeNotInstalled } from "./plan-cmd.js";
 import { convergeWithProgress } from "./progress.js";
 import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 
@@ -44,7 +44,7 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
     review: async (plan) => {
       // The plan that runs is made again (the file's secrets are masked); the file must be that plan as hal0 wrote it.
       if (saved && !saved.writes(plan)) throw new CliError("plan.invalid", `${file} was changed after hal0 wrote it: it is not plan ${plan.id} as hal0 plan --out writes it; make the plan again (hal0 plan --out)`);
-      io.stdout.write(`${formatPlan(savedPlan(plan))}\n`);
+      io.stdout.write(`${formatPlan(shownPlan(plan))}\n`);
       return !plan.has_changes || values.yes === true || (await confirm(io));
     },
   }).catch((err: unknown) => {

@@ -3,7 +3,7 @@ import { serveHolder, serveLabel } from "../reconciler/lock.js";
 import { inventoryBox, openBox } from "./box.js";
 import { EXIT_ERROR, EXIT_OK, InvalidConfigError, parseCommandArgs, type CliIo } from "./io.js";
 import { stateDir } from "./paths.js";
-import { BOX_OPTIONS, savedPlan } from "./plan-cmd.js";
+import { BOX_OPTIONS, shownPlan } from "./plan-cmd.js";
 import { convergeWithProgress } from "./progress.js";
 
 export const DOWN_HELP = `hal0 down [--config DIR] [--state DIR]
@@ -29,7 +29,7 @@ export async function runDown(args: string[], io: CliIo): Promise<number> {
     holder: `hal0 down ${args.join(" ")}`.trim(),
     plan: { destroy: true },
     review: (plan) => {
-      io.stdout.write(`${formatPlan(savedPlan(plan))}\n`);
+      io.stdout.write(`${formatPlan(shownPlan(plan))}\n`);
       return true;
     },
   });

@@ -18,8 +18,22 @@ const SECRET_WORD = /(secret|passw(?:or)?d|passphrase|api[_-]?key|access[_-]?key
 // `auth_credential` (upstreams.toml) names a stored credential, like `auth_value_env` names a variable.
 const NOT_A_VALUE = /(_env|_file|_path|_name|_names|_id|_ids|_style|_header|_count|^secrets|^auth_credential)$/i;
 
+/**
+ * Keys met before and whether each names a secret: a reply or a plan repeats
+ * a few dozen keys thousands of times, and the two tests above cost more than
+ * a lookup. Emptied when it grows past 4096 keys (a record's own keys, env
+ * names), so it cannot grow without end.
+ */
+const secretKeys = new Map<string, boolean>();
+
 export function isSecretKey(key: string): boolean {
-  return SECRET_WORD.test(key) && !NOT_A_VALUE.test(key);
+  let secret = secretKeys.get(key);
+  if (secret === undefined) {
+    if (secretKeys.size >= 4096) secretKeys.clear();
+    secret = SECRET_WORD.test(key) && !NOT_A_VALUE.test(key);
+    secretKeys.set(key, secret);
+  }
+  return secret;
 }
 
 export interface RedactOptions {
@@ -49,12 +63,19 @@ export function redact(value: unknown, options: RedactOptions = {}, depth = 0): 
   if (value === null || typeof value !== "object" || value instanceof Date || value instanceof Map || value instanceof Set || ArrayBuffer.isView(value)) return value;
   const obj = value as Record<string, unknown>;
   if (isEdit(obj)) return redactEdit(obj, options, depth);
-  return Object.fromEntries(Object.entries(obj).map(([k, v]) => {
+  const out: Record<string, unknown> = {};
+  for (const k of Object.keys(obj)) {
+    const v = obj[k];
+    let masked: unknown;
     // A value masked already keeps its words (`Bearer [redacted]` says which scheme a header uses).
-    if (isSecretKey(k) && (isScalar(v) || (Array.isArray(v) && v.every(isScalar)))) return [k, v === BEARER_MASK ? v : MASK];
-    if (k === "env" && options.allEnv && isPlainObject(v)) return [k, maskAll(v)];
-    return [k, redact(v, options, depth + 1)];
-  }));
+    if (isSecretKey(k) && (isScalar(v) || (Array.isArray(v) && v.every(isScalar)))) masked = v === BEARER_MASK ? v : MASK;
+    else if (k === "env" && options.allEnv && isPlainObject(v)) masked = maskAll(v);
+    else masked = redact(v, options, depth + 1);
+    // An own `__proto__` key (JSON.parse makes one) stays a key, as Object.fromEntries keeps it.
+    if (k === "__proto__") Object.defineProperty(out, k, { value: masked, enumerable: true, writable: true, configurable: true });
+    else out[k] = masked;
+  }
+  return out;
 }
 
 /** Whether a route's values are an installed MCP server's (its env is masked whole). */

@@ -1,6 +1,6 @@
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { MASK, redactLogFields, redactText, redactTextEveryRule } from "../../server/redact.js";
+import { isSecretKey, MASK, redact, redactLogFields, redactText, redactTextEveryRule } from "../../server/redact.js";
 import { rng } from "../helpers/rng.js";
 
 // Key words of every rule (and their near misses), values, separators and the shapes they sit in.
@@ -116,5 +116,23 @@ describe("redactLogFields", () => {
     const line = { reqId: "r", caller: "operator:owner", route: "GET /api/slots", status: 200, ms: 0.4, nested: { slot: "chat", list: [1, 2] } };
     expect(redactLogFields(line)).toBe(line);
     expect(redactLogFields({ req: { headers: { authorization: "Bearer x", host: "h" } } })).toEqual({ req: { headers: { authorization: MASK, host: "h" } } });
+  });
+});
+
+describe("redact of a value", () => {
+  it("keeps an own __proto__ key a key (JSON.parse makes one) and masks what is under it, leaving the copy's prototype alone", () => {
+    const value = JSON.parse('{"__proto__": {"api_key": "k-123", "name": "n"}, "token": "t", "list": [{"password": "p"}]}') as Record<string, unknown>;
+    const out = redact(value) as Record<string, unknown>;
+    expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
+    expect(Object.keys(out)).toEqual(["__proto__", "token", "list"]);
+    expect(JSON.stringify(out)).toBe('{"__proto__":{"api_key":"[redacted]","name":"n"},"token":"[redacted]","list":[{"password":"[redacted]"}]}');
+    expect(value.token).toBe("t"); // the input is not touched
+  });
+
+  it("answers a key it has judged before as it did the first time, past the memo's size", () => {
+    const keys = Array.from({ length: 5000 }, (_, i) => (i % 2 === 0 ? `x_${i}_token` : `x_${i}_name`));
+    const first = keys.map(isSecretKey);
+    expect(first.filter(Boolean)).toHaveLength(2500);
+    expect(keys.map(isSecretKey)).toEqual(first);
   });
 });
