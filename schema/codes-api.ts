@@ -13,6 +13,7 @@ export const API_CODES = {
   "request.too_deep": { severity: "error", stage: "server", http: 400, meaning: "The JSON body (or an MCP tool call's arguments) nests objects and arrays more than 64 levels deep; refused before anything reads it further." },
   "request.unsupported_media_type": { severity: "error", stage: "server", http: 415, meaning: "The request has a body whose Content-Type is not application/json (or a +json type); the API reads JSON bodies only." },
   "request.host_denied": { severity: "error", stage: "server", http: 421, meaning: "The Host header is not loopback nor in [server] allowed_hosts / HAL0_MCP_ALLOWED_HOSTS (DNS-rebinding guard)." },
+  "request.invalid_header": { severity: "error", stage: "server", http: 400, meaning: "A header hal0 reads has a value it does not know: X-hal0-Private takes 1, true, 0 or false (any case); details.header names it. Refused before anything runs, rather than read as false." },
   "request.origin_denied": { severity: "error", stage: "server", http: 421, meaning: "The Origin header is not loopback nor in [server] allowed_origins / HAL0_MCP_ALLOWED_ORIGINS." },
   // ── identity ─────────────────────────────────────────────────────────
   "auth.required": { severity: "error", stage: "server", http: 401, meaning: "This route or tool needs a credential (Authorization: Bearer hal0_…, or the web page's session); anonymous callers may only read what an autonomous-read tool reaches." },

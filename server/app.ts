@@ -3,7 +3,7 @@ import { createApp, createRouter, defineEventHandler, getQuery, getRouterParams,
 import type { Logger } from "pino";
 import { invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 import { ApiError, envelope } from "./errors.js";
-import { callerOf, checkGate, provenCaller, type GateConfig } from "./gate.js";
+import { callerOf, checkGate, checkPrivateHeader, provenCaller, type GateConfig } from "./gate.js";
 import { restVerdict, type RestVerdict } from "./identity/access.js";
 import { actionPreview, agentWriteTier, pinnedTo, queueForPerson, withDryRunVerdict, type DryRunVerdict } from "./verdict.js";
 import { checkCsrf } from "./identity/csrf.js";
@@ -88,6 +88,7 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
   let invoked = false;
   try {
     checkGate(headers, deps.gate());
+    checkPrivateHeader(headers);
     const identity = identify(headers, deps.auth);
     caller = callerOf(identity, headers, "rest", peer);
     requireScope(identity, "rest");

@@ -28,7 +28,7 @@ export interface AuditRow {
 
 export interface AuditEntry {
   readonly call: Call;
-  readonly route: Pick<Route, "method" | "path" | "secretBody">;
+  readonly route: Pick<Route, "method" | "path" | "secretBody" | "auditBody">;
   readonly outcome: "ok" | "error" | "pending_approval";
   readonly durationMs: number;
   readonly errorCode?: string;
@@ -189,10 +189,11 @@ function targetOf(call: Call): string | null {
   }
 }
 
-/** The call's params, query and body as one redacted JSON object (see {@link Audit.record}); a `secretBody` route's body masked whole. */
-function argsOf(call: Call, route: Pick<Route, "path" | "secretBody">): string {
+/** The call's params, query and body as one redacted JSON object (see {@link Audit.record}); a `secretBody` route's body masked whole, an `auditBody` route's body as it says. */
+function argsOf(call: Call, route: Pick<Route, "path" | "secretBody" | "auditBody">): string {
   try {
-    const body = route.secretBody === true && call.body !== undefined ? maskAll(bounded(call.body, ARGS_DEPTH)) : call.body;
+    const recorded = route.auditBody !== undefined && call.body !== undefined ? route.auditBody(call.body) : call.body;
+    const body = route.secretBody === true && recorded !== undefined ? maskAll(bounded(recorded, ARGS_DEPTH)) : recorded;
     const merged = { ...call.params, ...call.query, ...(isObject(body) ? body : body === undefined ? {} : { body }) };
     return JSON.stringify(redact(bounded(merged, ARGS_DEPTH), { allEnv: isMcpServerRoute(route.path) }));
   } catch {

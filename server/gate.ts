@@ -14,6 +14,23 @@ export function callerOf(identity: Identity, headers: IncomingHttpHeaders, via: 
   };
 }
 
+/** The values X-hal0-Private takes: on, off (or the header absent). */
+const PRIVATE_VALUES = new Set(["1", "true", "0", "false"]);
+
+/**
+ * X-hal0-Private with a value it does not take (`yes`, `on`, a typo) is
+ * refused (request.invalid_header): read as "not private", a note meant for
+ * the caller's private memory would be written to `shared`.
+ */
+export function checkPrivateHeader(headers: IncomingHttpHeaders): void {
+  const raw = headers["x-hal0-private"];
+  if (raw === undefined) return;
+  const values = [raw].flat();
+  const flag = values[0]?.trim().toLowerCase();
+  if (values.length === 1 && flag !== undefined && PRIVATE_VALUES.has(flag)) return;
+  throw new ApiError("request.invalid_header", `X-hal0-Private takes 1, true, 0 or false, not ${JSON.stringify(values.join(", ").slice(0, 64))}`, { header: "X-hal0-Private" });
+}
+
 /** A spoofed X-hal0-Agent: the audit row names the identity the token proved and the claim it made. */
 export function provenCaller(caller: Caller, err: ApiError): Caller {
   if (err.code !== "auth.identity_mismatch" || typeof err.details.identity !== "string" || typeof err.details.claimed !== "string") return caller;

@@ -133,6 +133,14 @@ interface RouteBase<P, Q, B> {
    */
   readonly secretBody?: boolean;
   /**
+   * What the audit row records of the body, when not the body itself:
+   * hal0-memory's tools carry memory (a fact's text, a query, a directive's
+   * content), which is readable only where that memory is (another agent's
+   * private dataset never), while audit rows are read by any caller; their
+   * rows keep each such field's size, not its words.
+   */
+  readonly auditBody?: (body: unknown) => unknown;
+  /**
    * Tools narrower than the route: the body a tool may send (strict). An
    * alias that takes less than its route (`model_assign`: only `model`)
    * is refused with validation.invalid for anything more.

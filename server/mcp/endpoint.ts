@@ -6,7 +6,7 @@ import type { H3Event } from "h3";
 import { maxBodyBytes, readBodyLimited, requireJsonBody } from "../body.js";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { ApiError, envelope } from "../errors.js";
-import { callerOf, checkGate, provenCaller, type GateConfig } from "../gate.js";
+import { callerOf, checkGate, checkPrivateHeader, provenCaller, type GateConfig } from "../gate.js";
 import { identify, identityLabel, requireScope, sameIdentity, type Authenticator, type Identity } from "../identity/identify.js";
 import type { Scope } from "../identity/tokens.js";
 import type { Caller } from "../route.js";
@@ -72,6 +72,7 @@ export class McpEndpoint {
     let identity: Identity | undefined;
     try {
       checkGate(req.headers, this.gate());
+      checkPrivateHeader(req.headers);
       if (this.options.mounted && !(await this.options.mounted())) {
         await this.close();
         sendJson(res, 404, envelope(new ApiError("route.not_found", `no route for ${req.method} ${this.options.path ?? "this MCP mount"}: it is turned off`)));

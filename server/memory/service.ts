@@ -104,6 +104,7 @@ export const MEMORY_ROUTES: readonly Route[] = MEMORY_TOOLS.map((tool): Route =>
   method: "POST",
   path: `/mcp/memory/${tool.name}`,
   summary: tool.description,
+  auditBody: memoryAuditBody,
   handle: ({ body, services, caller }: Ctx) => {
     const { input } = parseMemoryArgs(tool.name, body);
     return runMemoryTool(memoryOf(services).engine(), tool.name, input, caller);
@@ -113,6 +114,31 @@ export const MEMORY_ROUTES: readonly Route[] = MEMORY_TOOLS.map((tool): Route =>
     await precheckMemoryTool(memoryOf(services).engine(), tool.name, input, caller);
   },
 }));
+
+/** The arguments of a memory tool that carry memory itself: what was remembered, asked or instructed. */
+const MEMORY_CONTENT = new Set(["text", "context", "query", "source_query", "content", "metadata", "entities"]);
+
+/**
+ * A memory call's arguments as its audit row keeps them: ids, datasets,
+ * tags, names and limits as sent, and each field that carries memory
+ * (MEMORY_CONTENT) as its size (`[212 chars]`, `[3 items]`). Audit rows are
+ * read by any caller (`GET /api/activity`, activity_list), and the text of an
+ * agent's private dataset is never readable by another; a 200 KB document
+ * does not belong in the log either.
+ */
+export function memoryAuditBody(body: unknown): unknown {
+  if (body === null || typeof body !== "object" || Array.isArray(body)) return body;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(body)) {
+    let kept: unknown = v;
+    if (MEMORY_CONTENT.has(k) && typeof v === "string") kept = `[${v.length} chars]`;
+    else if (MEMORY_CONTENT.has(k) && Array.isArray(v)) kept = `[${v.length} items]`;
+    else if (MEMORY_CONTENT.has(k) && v !== null && typeof v === "object") kept = `[${Object.keys(v).length} keys]`;
+    // A key is data here, `__proto__` too (never set as a prototype).
+    Object.defineProperty(out, k, { value: kept, enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}
 
 /** The dispatcher's memory service; a server built without one answers mcp.memory_unconfigured. */
 function memoryOf(d: Dispatcher): MemoryService {

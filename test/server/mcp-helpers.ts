@@ -32,9 +32,10 @@ export async function callTool(client: Client, name: string, args: Record<string
 }
 
 /** The SDK's client on `<url>/mcp/memory` as agent `who` (or anonymous), with `X-hal0-Private: 1` when `private`. */
-export async function memoryClient(url: string, who?: string | { token: string }, options: { private?: boolean } = {}): Promise<Client> {
+export async function memoryClient(url: string, who?: string | { token: string }, options: { private?: boolean | string } = {}): Promise<Client> {
   const client = new Client({ name: "hal0-test", version: "1.0.0" });
-  const headers: Record<string, string> = { ...authHeaders(url, who), ...(options.private ? { "X-hal0-Private": "1" } : {}) };
+  const flag = typeof options.private === "string" ? options.private : options.private ? "1" : undefined;
+  const headers: Record<string, string> = { ...authHeaders(url, who), ...(flag !== undefined ? { "X-hal0-Private": flag } : {}) };
   await client.connect(new StreamableHTTPClientTransport(new URL(`${url}/mcp/memory`), { requestInit: { headers } }));
   return client;
 }

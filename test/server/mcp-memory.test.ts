@@ -19,7 +19,7 @@ afterEach(async () => {
   clients = [];
   await s.close();
 });
-async function client(agent?: string, options: { private?: boolean } = {}): Promise<Client> {
+async function client(agent?: string, options: { private?: boolean | string } = {}): Promise<Client> {
   const c = await memoryClient(s.url, agent, options);
   clients.push(c);
   return c;
@@ -179,6 +179,43 @@ describe("namespaces", () => {
     expect((await refused(bob, "memory_history", { id: aliceId })).code).toBe("memory.not_found");
     expect((await refused(bob, "memory_curate", { id: aliceId, state: "invalid" })).code).toBe("memory.not_found");
     expect(Object.keys((await ok(bob, "memory_bank_stats")).datasets).sort()).toEqual(["private:bob", "shared"]);
+  });
+});
+
+describe("the audit log keeps what a memory call did, not what it remembered", () => {
+  it("records ids, datasets and tags as sent and each text, query and content as its size, so no reader of the log sees a private fact", async () => {
+    const alice = await client("alice", { private: true });
+    const secret = "Alice's PIN is 4321 for Project Zeus.";
+    await ok(alice, "memory_add", { text: secret, context: "from the Zeus kickoff", tags: ["zeus"], metadata: { pin: "4321" }, document_id: "alice-diary" });
+    await ok(alice, "memory_search", { query: "Project Zeus PIN" });
+    await ok(alice, "memory_directive_create", { name: "zeus-rule", content: "Never say the Zeus PIN aloud." });
+    await s.hal0.memory.opened()?.idle();
+    // Anyone reads the audit log: an anonymous caller, another agent.
+    const anonymous = await s.call("GET", "/api/activity?actor=agent:alice&limit=500", { as: "anonymous" });
+    expect(anonymous.status).toBe(200);
+    const rows = anonymous.body.items as Array<{ tool: string; args: Record<string, unknown> }>;
+    expect(rows.map((r) => r.tool).sort()).toEqual(["memory_add", "memory_directive_create", "memory_search"]);
+    const text = JSON.stringify(anonymous.body);
+    for (const words of ["4321", "Zeus", "PIN"]) expect(text).not.toContain(words);
+    expect(rows.find((r) => r.tool === "memory_add")!.args).toEqual({
+      text: `[${secret.length} chars]`, context: "[21 chars]", tags: ["zeus"], metadata: "[1 keys]", document_id: "alice-diary",
+    });
+    expect(rows.find((r) => r.tool === "memory_search")!.args).toEqual({ query: "[16 chars]" });
+    expect(rows.find((r) => r.tool === "memory_directive_create")!.args).toEqual({ name: "zeus-rule", content: "[29 chars]" });
+    // What was remembered is still there for its owner.
+    expect((await ok(alice, "memory_search", { query: "Zeus" })).results.map((r: any) => r.text)).toEqual([secret]);
+  });
+});
+
+describe("X-hal0-Private", () => {
+  it("takes 1, true, 0 or false; any other value is refused before anything runs, never read as shared", async () => {
+    for (const flag of ["TRUE", " 1 ", "0", "false"]) await ok(await client("alice", { private: flag }), "memory_bank_stats");
+    const err = await client("alice", { private: "yes" }).then(() => undefined, (e: Error) => e);
+    expect(err?.message).toContain("request.invalid_header");
+    const rest = await s.call("GET", "/api/slots", { headers: { "X-hal0-Private": "on" } });
+    expect(rest.status).toBe(400);
+    expect(rest.body.error).toMatchObject({ code: "request.invalid_header", details: { header: "X-hal0-Private" } });
+    expect((await ok(await client("carol"), "memory_list", { dataset: "shared" })).items).toEqual([]);
   });
 });
 
