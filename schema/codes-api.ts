@@ -21,7 +21,7 @@ export const API_CODES = {
   "auth.identity_mismatch": { severity: "error", stage: "server", http: 403, meaning: "X-hal0-Agent names another identity than the token's, or a request on an MCP session carries another token (or none) than the one that opened it." },
   "auth.operator_required": { severity: "error", stage: "server", http: 403, meaning: "Only an operator (a person's token or web session) may do this: approve, deny, manage tokens, routes no tool maps to, changing [server] auth." },
   "auth.scope_denied": { severity: "error", stage: "server", http: 403, meaning: "The token's scopes do not include this surface (mcp:admin, mcp:memory, mcp:agents, rest); details.needed names the scope." },
-  "auth.csrf": { severity: "error", stage: "server", http: 403, meaning: "A request authenticated by the web page's session cookie lacks the session's CSRF token, or comes from another origin." },
+  "auth.csrf": { severity: "error", stage: "server", http: 403, meaning: "A request authenticated by the web page's session cookie lacks the session's CSRF token, or comes from another origin, or is sent to an MCP mount (/mcp/*), which takes bearer tokens only." },
   "auth.login_invalid": { severity: "error", stage: "server", http: 401, meaning: "The login code or pasted token is unknown, used, expired, or not an operator's." },
   "auth.rotate_ambiguous": { severity: "error", stage: "server", http: 409, meaning: "Rotating NAME would replace live tokens that reach different scopes or profiles by one: details.tokens lists them; revoke those no longer needed, then rotate." },
   "auth.token_not_found": { severity: "error", stage: "server", http: 404, meaning: "No token has this id or name." },

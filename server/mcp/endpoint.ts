@@ -79,6 +79,10 @@ export class McpEndpoint {
         return "unmounted";
       }
       identity = identify(req.headers, this.auth);
+      // The web page's cookie is a browser's credential: a request it authenticates carries the page's
+      // CSRF token and comes from the page's origin (REST checks both). MCP has neither, and a session
+      // is an operator, whose calls run at once: an MCP client sends a bearer token.
+      if (identity.by === "session") throw new ApiError("auth.csrf", "the web page's session cookie is not a credential on /mcp: an MCP client sends Authorization: Bearer hal0_…");
       if (this.options.admit) this.options.admit(identity);
       else requireScope(identity, this.scope);
     } catch (err) {

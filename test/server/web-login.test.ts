@@ -231,6 +231,32 @@ describe("deciding from the page: plain form posts with the session cookie and i
   });
 });
 
+describe("the session cookie is the pages' and REST's credential, not MCP's", () => {
+  it("an MCP mount refuses a request the cookie authenticates (auth.csrf), from any origin, and nothing it asked for runs", async () => {
+    await start();
+    const session = await webLogin(s);
+    const init = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "x", version: "1" } } };
+    for (const mount of ["/mcp/admin", "/mcp/memory", "/mcp/agents"]) {
+      for (const origin of [undefined, s.url, `http://127.0.0.1:${Number(new URL(s.url).port) + 1}`]) {
+        const res = await httpCall(s.url, "POST", mount, { body: init, headers: { cookie: session.cookie, accept: "application/json, text/event-stream", ...(origin ? { origin } : {}) } });
+        expect(res.status, `${mount} from ${origin}`).toBe(403);
+        expect(res.body.error.code, `${mount} from ${origin}`).toBe("auth.csrf");
+        expect(res.headers.get("mcp-session-id")).toBeNull();
+      }
+    }
+    // The SDK's own client with the cookie cannot connect; with the operator's bearer it can.
+    const cookieClient = new (await import("@modelcontextprotocol/sdk/client/index.js")).Client({ name: "x", version: "1" });
+    const { StreamableHTTPClientTransport } = await import("@modelcontextprotocol/sdk/client/streamableHttp.js");
+    const refused = await cookieClient.connect(new StreamableHTTPClientTransport(new URL(`${s.url}/mcp/admin`), { requestInit: { headers: { cookie: session.cookie } } })).then(() => undefined, (e: Error) => e);
+    expect(refused?.message).toContain("auth.csrf");
+    const bearer = await adminClient(s.url, { token: s.operator });
+    clients.push(bearer);
+    expect((await callTool(bearer, "slot_list", {})).isError).toBe(false);
+    s.hal0.audit.flush();
+    expect(s.hal0.audit.query({ limit: 50, offset: 0 }).items.filter((r) => r.error_code === "auth.csrf" && r.kind === "mcp").length).toBeGreaterThanOrEqual(9);
+  });
+});
+
 describe("hal0 web (the built CLI)", () => {
   beforeAll(() => {
     if (!existsSync(BUILT_CLI)) throw new Error("dist/cli/web-cmd.js is missing: run `npm run build` first");
