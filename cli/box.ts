@@ -170,5 +170,5 @@ export function writeRunnerNotes(box: Box, io: CliIo): void {
 export async function localServer(flags: { config?: string; state?: string }, io: CliIo) {
   const { createHal0Server } = await import("../server/hal0-server.js");
   const state = stateDir(flags.state, io.env, io.cwd);
-  return createHal0Server({ root: configDir(flags.config, io.env, io.cwd), stateDir: state, driverFor: (m) => driverFor(m, state, io.env), env: io.env as NodeJS.ProcessEnv });
+  return createHal0Server({ root: configDir(flags.config, io.env, io.cwd), stateDir: state, driverFor: (m) => driverFor(m, state, io.env), env: io.env as NodeJS.ProcessEnv, guest: true });
 }

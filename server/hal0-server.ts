@@ -64,6 +64,12 @@ export interface Hal0ServerOptions {
   readonly hostRoot?: string;
   /** The tools `/mcp/agents` serves instead of this build's run and teaching tools (tests). */
   readonly bridgeTools?: readonly BridgeToolDef[];
+  /**
+   * A CLI command's server (cli/box.ts localServer) beside a `hal0 serve`
+   * that may be running on the same state folder: what the serve runs in its
+   * process (agent runs) is left to it (RunServiceOptions.guest).
+   */
+  readonly guest?: boolean;
 }
 
 export interface Hal0Server extends Dispatcher {
@@ -140,7 +146,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const images = new ImagePulls({ box, env, now });
   Object.assign(services, { images });
   // The agent bridge's Hermes runs: what a previous hal0 left running is stopped and marked interrupted now.
-  const runs = new RunService({ db, stateDir: options.stateDir, env, settings: () => box.lastSettings(), now });
+  const runs = new RunService({ db, stateDir: options.stateDir, env, settings: () => box.lastSettings(), now, guest: options.guest === true });
   Object.assign(services, { runs, bridgeRoutes: bridge.routes });
   let gateCache: { settings: unknown; config: ReturnType<typeof gateConfig> } | undefined;
   const gate = () => {

@@ -298,6 +298,48 @@ describe("agent bridge runs, max_runs and restarts", () => {
     }
   });
 
+  it("a CLI command's guest server on the same database leaves the serve's runs alone; a run it records starts in the serve", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { home } = makeBox(dir);
+    const state = join(dir, "state");
+    const settings = () => Settings.parse({ hermes: { home, command: HERMES }, bridge: { max_runs: 1 } });
+    const db = openDb(state);
+    const serve = new RunService({ db, stateDir: state, env: {}, settings });
+    const cliDb = openDb(state);
+    let guest: RunService | undefined;
+    try {
+      const running = await serve.start({ profile: "alpha", prompt: "busy [hang]", caller: "agent:claude" });
+      const queued = await serve.start({ profile: "alpha", prompt: "next", caller: "agent:claude" });
+      await until(() => serve.get(running.id)!.pid !== null);
+      const pid = serve.get(running.id)!.pid!;
+      // `hal0 agent approvals list` and the like: a guest opens, reads and closes.
+      guest = new RunService({ db: cliDb, stateDir: state, env: {}, settings, guest: true });
+      await guest.ready;
+      expect(guest.list({ profiles: "all" }).map((r) => r.state)).toEqual(["queued", "running"]);
+      // An approved agent_run_start run by the guest: recorded queued, not started in the CLI's process.
+      const approved = await guest.start({ profile: "alpha", prompt: "approved from the CLI", caller: "agent:claude" });
+      expect(approved.state).toBe("queued");
+      await guest.close();
+      guest = undefined;
+      await new Promise((r) => setTimeout(r, 300));
+      expect(serve.get(running.id)).toMatchObject({ state: "running", pid });
+      expect(alive(pid)).toBe(true);
+      expect(serve.get(queued.id)!.state).toBe("queued");
+      expect(serve.get(approved.id)!.state).toBe("queued");
+      // The serve runs both, in order, once its place is free (the approved one found by its periodic look).
+      await serve.cancel(running.id);
+      expect((await serve.wait(queued.id, 20_000))!.state).toBe("done");
+      await until(() => serve.get(approved.id)!.state !== "queued", 10_000);
+      expect((await serve.wait(approved.id, 20_000))!.state).toBe("done");
+    } finally {
+      await guest?.close();
+      await serve.close();
+      cliDb.close();
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("a restart stops the process group a crashed hal0 left running and marks the run interrupted", async () => {
     const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
     const { box } = makeBox(dir);

@@ -68,7 +68,18 @@ export interface RunServiceOptions {
   readonly logLimit?: number;
   /** Between SIGTERM to a run's group and SIGKILL (default 3000 ms). */
   readonly graceMs?: number;
+  /**
+   * A CLI command's server on a state folder that a `hal0 serve` may own
+   * (`hal0 agent approvals`, `hal0 model pull`): it reads runs, and a run it
+   * records (an approved agent_run_start) waits queued for the serve, which
+   * looks for queued runs every {@link PUMP_MS}. It never stops, launches or
+   * ends a run: those are the serve's, running in its process.
+   */
+  readonly guest?: boolean;
 }
+
+/** How often the owner looks for runs another process queued (a guest's approved start) when a place is free. */
+export const PUMP_MS = 2000;
 
 /** One output slice: whole lines from `after`, the cursor to ask from next. */
 export interface RunEvents {
@@ -110,9 +121,15 @@ export class RunService {
     this.now = o.now ?? Date.now;
     this.logLimit = o.logLimit ?? DEFAULT_LOG_LIMIT;
     this.graceMs = o.graceMs ?? 3000;
-    this.ready = this.recover();
+    this.ready = o.guest ? Promise.resolve() : this.recover();
     this.ready.catch(() => undefined); // awaited by start and close, which see the error; never an unhandled rejection
+    if (!o.guest) {
+      this.pumpTimer = setInterval(() => this.pump(), PUMP_MS);
+      this.pumpTimer.unref();
+    }
   }
+
+  private pumpTimer: NodeJS.Timeout | undefined;
 
   private settings(): Settings {
     return this.o.settings() ?? Settings.parse({});
@@ -224,6 +241,9 @@ export class RunService {
   async close(): Promise<void> {
     await this.ready;
     this.closed = true;
+    clearInterval(this.pumpTimer);
+    // A guest's runs are the serve's: none runs here, and the queued ones wait for it.
+    if (this.o.guest) return;
     const lives = [...this.live.values()];
     for (const live of lives) this.stop(live, "closing");
     await Promise.all(lives.map((l) => l.ended));
@@ -261,7 +281,7 @@ export class RunService {
 
   /** Starts queued runs, oldest first, while fewer than `max_runs` run. */
   private pump(): void {
-    if (this.closed) return;
+    if (this.closed || this.o.guest) return;
     const max = this.maxRuns();
     while (this.live.size < max) {
       const next = this.o.db.prepare("SELECT * FROM bridge_runs WHERE state = 'queued' ORDER BY rowid LIMIT 1").get() as RunRow | undefined;
