@@ -67,7 +67,7 @@ export function createHal0App(deps: AppDeps): App {
         else res.destroy();
       }
       deps.logger?.info({ caller: who, route: `${event.method} /mcp/${name}`, status: event.node.res.statusCode, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
-    }), { match: (url) => url === "/" || url.startsWith("/?") });
+    }), { match: (url) => url === "" || url === "/" || url.startsWith("?") || url.startsWith("/?") }); // the mount, with or without a query string
   }
   mountWeb(router, deps);
   app.use(router);
