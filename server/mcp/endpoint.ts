@@ -120,7 +120,9 @@ export class McpEndpoint {
     const known = sid ? this.sessions.get(sid) : undefined;
     if (known) {
       if (!sameIdentity(known.identity, identity)) {
-        const err = new ApiError("auth.identity_mismatch", `this MCP session was opened by ${identityLabel(known.identity)}; a request on it as ${identityLabel(identity)} is refused`, { session: identityLabel(known.identity), identity: identityLabel(identity) });
+        const opener = identityLabel(known.identity);
+        const asWho = identityLabel(identity) === opener ? `with another token of ${opener} (rotated, or admitted again)` : `as ${identityLabel(identity)}`;
+        const err = new ApiError("auth.identity_mismatch", `this MCP session was opened by ${opener}'s token; a request on it ${asWho} is refused: open a new session`, { session: opener, identity: identityLabel(identity) });
         this.onRefused?.(callerOf(identity, req.headers, "mcp", req.socket.remoteAddress), err);
         return sendJson(res, err.status, envelope(err));
       }

@@ -283,6 +283,10 @@ describe("MCP sessions are bound to the identity that opened them", () => {
     expect((await other.json()).error.code).toBe("auth.identity_mismatch");
     const none = await post(common, list);
     expect(none.status).toBe(403);
+    // Another token of the same name (rotated, admitted again) is another credential: refused, and the message says so.
+    const sameName = await post({ ...bearer(s.agentToken("hermes__ops", ["mcp:admin"])), ...common }, list);
+    expect(sameName.status).toBe(403);
+    expect((await sameName.json()).error.message).toBe("this MCP session was opened by agent:hermes__ops's token; a request on it with another token of agent:hermes__ops (rotated, or admitted again) is refused: open a new session");
     const same = await post({ ...bearer(a), ...common }, list);
     expect(same.status).toBe(200);
   });
