@@ -94,11 +94,25 @@ export class PullService {
     const extras: PullExtra[] = [];
     if (req.draft_filename) extras.push({ role: "draft", hf_repo: req.draft_repo ?? req.hf_repo, hf_filename: req.draft_filename, dest: join(store, basename(req.draft_filename)) });
     if (req.mmproj_filename) extras.push({ role: "mmproj", hf_repo: req.hf_repo, hf_filename: req.mmproj_filename, dest: join(store, basename(req.mmproj_filename)) });
-    for (const path of [dest, ...extras.map((e) => e.dest)]) {
+    // The files of one pull land side by side under their base names: two of them with one name (a/m.gguf and b/m.gguf), or one named as another's
+    // `.partial`, would write into one file, and the registry would record one file's sha256 for the other's bytes.
+    const mine = [{ field: "hf_filename", name: req.hf_filename, path: dest }, ...extras.map((e) => ({ field: `${e.role}_filename`, name: e.hf_filename, path: e.dest }))];
+    for (const [i, a] of mine.entries()) {
+      for (const b of mine.slice(i + 1)) {
+        if (!clash(a.path, b.path)) continue;
+        throw new ApiError("validation.invalid", `${a.field} ${JSON.stringify(a.name)} and ${b.field} ${JSON.stringify(b.name)} would both be stored as ${a.path === b.path ? a.path : `${a.path} / ${b.path}`} (the store keeps base names, and a download goes to <file>.partial); pull one of them under another id`, {
+          fields: [a, b].map((x) => ({ loc: ["body", x.field], msg: `stored at ${x.path}, as is ${x === a ? b.field : a.field}`, type: "value_error" })),
+        });
+      }
+    }
+    for (const path of mine.map((m) => m.path)) {
       if (existsSync(path)) throw new ApiError("model.file_exists", `${path} already exists in the store; register it with model_add, or remove it first`, { path });
-      // Another pull under way writes it (its .partial): two downloads into one file would corrupt both.
-      const other = this.store.list().find((j) => isLive(j) && j.model_id !== id && [j.dest, ...j.extras.map((e) => e.dest)].includes(path));
-      if (other) throw new ApiError("model.file_exists", `${path} is being pulled as model ${other.model_id} (${other.state}); wait for it, or cancel it first`, { path, model_id: other.model_id });
+      // Another pull under way writes it, or its .partial is this file, or this one's .partial is its file: two downloads into one file would corrupt both.
+      for (const j of this.store.list()) {
+        if (!isLive(j) || j.model_id === id) continue;
+        const theirs = [j.dest, ...j.extras.map((e) => e.dest)].find((d) => clash(d, path));
+        if (theirs !== undefined) throw new ApiError("model.file_exists", theirs === path ? `${path} is being pulled as model ${j.model_id} (${j.state}); wait for it, or cancel it first` : `${path} and ${theirs}, being pulled as model ${j.model_id} (${j.state}), would share a file (one is the other's .partial, where a download's bytes go); wait for it, or cancel it first`, { path, model_id: j.model_id, ...(theirs === path ? {} : { other: theirs }) });
+      }
     }
     return { dest, extras };
   }
@@ -247,6 +261,11 @@ export interface UpdateRow {
 }
 
 export { storeDir };
+
+/** Two destinations that would share a file: the same path, or one is the other's `.partial` (where its bytes go while they download). */
+function clash(a: string, b: string): boolean {
+  return a === b || a === `${b}.partial` || b === `${a}.partial`;
+}
 
 /** `<kind>:<name>` of a caller (`anonymous` alone), as pulls record who asked. */
 export function callerName(caller: Caller): string {

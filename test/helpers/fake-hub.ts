@@ -40,6 +40,12 @@ export interface FakeHub {
   replace(repo: string, file: string, data: Buffer): void;
   /** Flips the served byte at `at` while the Hub keeps advertising the old sha256. */
   corrupt(repo: string, file: string, at: number): void;
+  /**
+   * Makes a file's replies misbehave: `extraBytes` more bytes are streamed
+   * (chunked, no content-length) than the size the Hub advertises; `noEtag`
+   * drops the sha256 headers (x-linked-etag, etag) from the download replies.
+   */
+  misbehave(repo: string, file: string, o: { extraBytes?: number; noEtag?: boolean }): void;
   close(): Promise<void>;
 }
 
@@ -50,6 +56,8 @@ interface FakeFile {
   /** The git blob id: of the LFS pointer for an LFS file, of the bytes otherwise. */
   readonly oid: string;
   corruptAt?: number;
+  extraBytes?: number;
+  noEtag?: boolean;
 }
 
 interface FakeRepo {
@@ -131,10 +139,16 @@ export async function startFakeHub(o: { repos: Record<string, FakeRepoSpec>; byt
       }
       h["content-range"] = `bytes ${start}-${end}/${size}`;
     }
-    h["content-length"] = end - start + 1;
+    if (file.noEtag) delete h.etag;
+    let body = data.subarray(start, end + 1);
+    if (file.extraBytes) {
+      // More bytes than advertised: chunked, so nothing but the advertised size says where the file ends.
+      body = Buffer.concat([body, Buffer.alloc(file.extraBytes, 0x5a)]);
+    } else {
+      h["content-length"] = end - start + 1;
+    }
     res.writeHead(m ? 206 : 200, h);
     if (req.method === "HEAD") return void res.end();
-    const body = data.subarray(start, end + 1);
     if (rate === null) return void res.end(body);
     // Throttled: a chunk every TICK ms, the rate read anew each time (setRate acts mid-file).
     const TICK = 50;
@@ -201,7 +215,7 @@ export async function startFakeHub(o: { repos: Record<string, FakeRepoSpec>; byt
       if (!file) return notFound(res, "Entry not found", "EntryNotFound");
       const headers = { "x-repo-commit": repo.sha };
       if (!file.lfs) return serveBytes(req, res, file, { ...headers, etag: `"${file.oid}"` });
-      res.writeHead(302, { ...headers, "x-linked-etag": `"${file.sha256}"`, "x-linked-size": String(file.data.length), etag: `"${file.sha256}"`, location: `${cdnOrigin}/blobs/${file.sha256}?X-Fake-Signature=${sha("sha1", file.sha256).slice(0, 16)}`, "content-length": 0 }).end();
+      res.writeHead(302, { ...headers, ...(file.noEtag ? {} : { "x-linked-etag": `"${file.sha256}"`, etag: `"${file.sha256}"` }), "x-linked-size": String(file.data.length), location: `${cdnOrigin}/blobs/${file.sha256}?X-Fake-Signature=${sha("sha1", file.sha256).slice(0, 16)}`, "content-length": 0 }).end();
       return;
     }
     return notFound(res, "Not found", "NotFound");
@@ -243,6 +257,12 @@ export async function startFakeHub(o: { repos: Record<string, FakeRepoSpec>; byt
       const file = repoOf(id).files.get(path);
       if (!file) throw new Error(`fake hub: no file ${path} in ${id}`);
       file.corruptAt = at;
+    },
+    misbehave(id, path, o) {
+      const file = repoOf(id).files.get(path);
+      if (!file) throw new Error(`fake hub: no file ${path} in ${id}`);
+      if (o.extraBytes !== undefined) file.extraBytes = o.extraBytes;
+      if (o.noEtag !== undefined) file.noEtag = o.noEtag;
     },
     async close() {
       await Promise.all([hub, cdn].map((s) => new Promise<void>((resolve) => {

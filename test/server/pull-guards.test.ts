@@ -1,0 +1,87 @@
+import { createHash } from "node:crypto";
+import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
+import { ggufBytes, modelKvs } from "./gguf-writer.js";
+import { setModelsTable, startTestServer, type TestServer } from "./harness.js";
+
+/**
+ * What a pull refuses or survives when the request, or the Hub, is odd: files
+ * of one pull that would share a destination, a file named as another pull's
+ * `.partial`, a Hub that sends more than it advertised or no sha256, a
+ * resume the Hub refuses, files that are not GGUF. Against the local stand-in
+ * for the Hub (test/helpers/fake-hub.ts); nothing leaves this machine.
+ */
+const gguf = (name: string, bytes: number) => ggufBytes({ kvs: modelKvs({ arch: "llama", ctx: 4096, name }), tensors: [{ name: "w", dims: [Math.ceil(bytes / 4)] }] });
+const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
+
+async function until<T>(what: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const v = await what();
+    if (ok(v)) return v;
+    if (Date.now() > deadline) throw new Error(`not reached in ${ms} ms: ${JSON.stringify(v)}`);
+    await sleep(25);
+  }
+}
+
+describe("pull guards (a local stand-in for the Hub)", () => {
+  let hub: FakeHub;
+  let s: TestServer;
+  const status = (id: string) => s.call("GET", `/api/models/${id}/pull/status`).then((r) => r.body.pull);
+  const ended = (id: string) => until(() => status(id), (p) => p !== undefined && ["done", "failed", "cancelled"].includes(p.state));
+  const pulls = async () => (await s.call("GET", "/api/models/pulls")).body.pulls.map((p: { model_id: string }) => p.model_id);
+  const store = () => join(s.config, "pulled");
+
+  beforeAll(async () => {
+    hub = await startFakeHub({ repos: {
+      "acme/same-GGUF": { files: { "a/m.gguf": gguf("A", 4096), "b/m.gguf": gguf("B", 8192), "m.gguf.partial": gguf("P", 4096), "c/m.gguf": gguf("C", 4096) } },
+      "acme/part-GGUF": { files: { "x.gguf": gguf("X", 256 * 1024), "x.gguf.partial": gguf("XP", 256 * 1024) } },
+    } });
+    s = await startTestServer({ env: { HF_ENDPOINT: hub.endpoint } });
+    setModelsTable(s.config, 'store = "pulled"');
+  });
+  afterAll(async () => {
+    await s?.close();
+    await hub?.close();
+  });
+
+  it("files of one pull that would share a destination (the same base name, or one's .partial) are refused before anything is queued", async () => {
+    const same = await s.call("POST", "/api/models/same/pull", { body: { hf_repo: "acme/same-GGUF", hf_filename: "a/m.gguf", draft_filename: "b/m.gguf" } });
+    expect([same.status, same.body.error?.code], JSON.stringify(same.body)).toEqual([422, "validation.invalid"]);
+    expect(same.body.error.message).toContain("hf_filename \"a/m.gguf\" and draft_filename \"b/m.gguf\"");
+    expect(same.body.error.details.fields.map((f: { loc: string[] }) => f.loc[1])).toEqual(["hf_filename", "draft_filename"]);
+    const mm = await s.call("POST", "/api/models/same/pull", { body: { hf_repo: "acme/same-GGUF", hf_filename: "a/m.gguf", mmproj_filename: "c/m.gguf" } });
+    expect([mm.status, mm.body.error?.code]).toEqual([422, "validation.invalid"]);
+    const partial = await s.call("POST", "/api/models/same/pull", { body: { hf_repo: "acme/same-GGUF", hf_filename: "a/m.gguf", mmproj_filename: "m.gguf.partial" } });
+    expect([partial.status, partial.body.error?.code]).toEqual([422, "validation.invalid"]);
+    expect(await pulls()).toEqual([]);
+    expect(existsSync(store()) ? readdirSync(store()) : []).toEqual([]);
+  });
+
+  it("a Hub file named X.partial is refused while another pull downloads X (and the other way round): they would share one file", async () => {
+    hub.setRate(32 * 1024);
+    try {
+      // x.gguf.partial pulled first: its destination is where a pull of x.gguf would put its bytes.
+      expect((await s.call("POST", "/api/models/xp/pull", { body: { hf_repo: "acme/part-GGUF", hf_filename: "x.gguf.partial" } })).status).toBe(202);
+      await until(() => status("xp"), (p) => p.state === "downloading" && p.bytes > 0);
+      const x = await s.call("POST", "/api/models/x/pull", { body: { hf_repo: "acme/part-GGUF", hf_filename: "x.gguf" } });
+      expect([x.status, x.body.error?.code], JSON.stringify(x.body)).toEqual([409, "model.file_exists"]);
+      expect(x.body.error.details).toMatchObject({ model_id: "xp" });
+      expect((await s.call("POST", "/api/models/xp/pull/cancel")).status).toBe(200);
+      await ended("xp");
+      // x.gguf pulled first: its .partial is the other file's destination.
+      expect((await s.call("POST", "/api/models/x/pull", { body: { hf_repo: "acme/part-GGUF", hf_filename: "x.gguf" } })).status).toBe(202);
+      await until(() => status("x"), (p) => p.state === "downloading" && p.bytes > 0);
+      const xp = await s.call("POST", "/api/models/xp2/pull", { body: { hf_repo: "acme/part-GGUF", hf_filename: "x.gguf.partial" } });
+      expect([xp.status, xp.body.error?.code], JSON.stringify(xp.body)).toEqual([409, "model.file_exists"]);
+      expect((await s.call("POST", "/api/models/x/pull/cancel")).status).toBe(200);
+      await ended("x");
+    } finally {
+      hub.setRate(null);
+    }
+    expect(readdirSync(store())).toEqual([]);
+  });
+});
