@@ -65,7 +65,7 @@ export class PullService {
   }
 
   /** The checks a pull meets before it is queued, and again when an approved one runs: names, the id, the repo and file on the Hub, the store. */
-  async precheck(id: string, req: PullRequest): Promise<{ dest: string; extras: PullExtra[] }> {
+  async precheck(id: string, req: PullRequest): Promise<{ dest: string; extras: PullExtra[]; sha256: string | null }> {
     checkHubFilename(req.hf_filename, "hf_filename");
     if (req.draft_filename !== undefined) checkHubFilename(req.draft_filename, "draft_filename");
     if (req.mmproj_filename !== undefined) checkHubFilename(req.mmproj_filename, "mmproj_filename");
@@ -79,6 +79,8 @@ export class PullService {
       ...(req.draft_filename ? [{ repo: req.draft_repo ?? req.hf_repo, file: req.draft_filename }] : []),
       ...(req.mmproj_filename ? [{ repo: req.hf_repo, file: req.mmproj_filename }] : []),
     ];
+    // The listing's LFS sha256 of each file: what the download must hash to when its reply carries none.
+    const listedSha = new Map<string, string | null>();
     for (const repo of new Set(want.map((w) => w.repo))) {
       const info = await hub.repoInfo(repo, repo === req.hf_repo ? req.revision ?? "main" : "main").catch((err: unknown): never => {
         if (err instanceof HubError && err.code === "model.not_found") throw new ApiError("model.not_found", `no model repository ${repo} on ${hub.endpoint}`, { hf_repo: repo });
@@ -86,14 +88,17 @@ export class PullService {
         throw err;
       });
       for (const w of want.filter((x) => x.repo === repo)) {
-        if (!info.files.some((f) => f.path === w.file)) throw new ApiError("model.not_found", `${repo} has no file ${w.file}`, { hf_repo: repo, hf_filename: w.file });
+        const listed = info.files.find((f) => f.path === w.file);
+        if (listed === undefined) throw new ApiError("model.not_found", `${repo} has no file ${w.file}`, { hf_repo: repo, hf_filename: w.file });
+        listedSha.set(`${repo}\n${w.file}`, listed.sha256);
       }
     }
     const store = storeDir(model);
     const dest = join(store, basename(req.hf_filename));
     const extras: PullExtra[] = [];
-    if (req.draft_filename) extras.push({ role: "draft", hf_repo: req.draft_repo ?? req.hf_repo, hf_filename: req.draft_filename, dest: join(store, basename(req.draft_filename)) });
-    if (req.mmproj_filename) extras.push({ role: "mmproj", hf_repo: req.hf_repo, hf_filename: req.mmproj_filename, dest: join(store, basename(req.mmproj_filename)) });
+    const listed = (repo: string, file: string) => listedSha.get(`${repo}\n${file}`) ?? null;
+    if (req.draft_filename) extras.push({ role: "draft", hf_repo: req.draft_repo ?? req.hf_repo, hf_filename: req.draft_filename, dest: join(store, basename(req.draft_filename)), sha256: listed(req.draft_repo ?? req.hf_repo, req.draft_filename) });
+    if (req.mmproj_filename) extras.push({ role: "mmproj", hf_repo: req.hf_repo, hf_filename: req.mmproj_filename, dest: join(store, basename(req.mmproj_filename)), sha256: listed(req.hf_repo, req.mmproj_filename) });
     // The files of one pull land side by side under their base names: two of them with one name (a/m.gguf and b/m.gguf), or one named as another's
     // `.partial`, would write into one file, and the registry would record one file's sha256 for the other's bytes.
     const mine = [{ field: "hf_filename", name: req.hf_filename, path: dest }, ...extras.map((e) => ({ field: `${e.role}_filename`, name: e.hf_filename, path: e.dest }))];
@@ -114,14 +119,14 @@ export class PullService {
         if (theirs !== undefined) throw new ApiError("model.file_exists", theirs === path ? `${path} is being pulled as model ${j.model_id} (${j.state}); wait for it, or cancel it first` : `${path} and ${theirs}, being pulled as model ${j.model_id} (${j.state}), would share a file (one is the other's .partial, where a download's bytes go); wait for it, or cancel it first`, { path, model_id: j.model_id, ...(theirs === path ? {} : { other: theirs }) });
       }
     }
-    return { dest, extras };
+    return { dest, extras, sha256: listed(req.hf_repo, req.hf_filename) };
   }
 
   /** Queues a pull (after precheck) and starts it when there is room. */
   async start(id: string, req: PullRequest, caller: Caller): Promise<PullView> {
-    const { dest, extras } = await this.precheck(id, req);
+    const { dest, extras, sha256 } = await this.precheck(id, req);
     const job = this.store.create({
-      model_id: id, mode: "pull", hf_repo: req.hf_repo, hf_filename: req.hf_filename, revision: req.revision ?? "main", dest, extras,
+      model_id: id, mode: "pull", hf_repo: req.hf_repo, hf_filename: req.hf_filename, revision: req.revision ?? "main", dest, extras, sha256,
       requested_by: callerName(caller), approved_by: caller.approvedBy ?? (caller.kind === "operator" ? callerName(caller) : null),
     });
     this.worker.pump();
@@ -174,10 +179,10 @@ export class PullService {
 
   /** Queues an update: the file is downloaded beside itself, verified, renamed over the old one, and the model's facts edited (one ChangeSet). */
   async startUpdate(id: string, caller: Caller): Promise<PullView> {
-    const { dest } = await this.precheckUpdate(id);
+    const { dest, row } = await this.precheckUpdate(id);
     const m = (await this.o.box.model()).models[id]!;
     this.store.create({
-      model_id: id, mode: "update", hf_repo: m.hf_repo!, hf_filename: m.hf_filename!, revision: "main", dest, extras: [],
+      model_id: id, mode: "update", hf_repo: m.hf_repo!, hf_filename: m.hf_filename!, revision: "main", dest, extras: [], sha256: row.hub?.sha256 ?? null,
       requested_by: callerName(caller), approved_by: caller.approvedBy ?? (caller.kind === "operator" ? callerName(caller) : null),
     });
     this.worker.pump();

@@ -9,7 +9,7 @@ import type { Db } from "../db.js";
 export const PULL_STATES = ["queued", "downloading", "verifying", "done", "failed", "cancelled"] as const;
 export type PullState = (typeof PULL_STATES)[number];
 /** Why a pull failed: the `reason` of `model.pull_failed`. */
-export type PullFailure = "checksum" | "no_space" | "register" | "not_found" | "network";
+export type PullFailure = "checksum" | "no_space" | "register" | "not_found" | "network" | "oversized";
 
 /** A file that comes down with the model and is wired as its `draft` or `mmproj`. */
 export interface PullExtra {
@@ -63,10 +63,10 @@ export class PullStore {
   }
 
   /** A new queued job; the caller has checked that no live job holds the id. Replaces an ended one. */
-  create(job: Pick<PullJob, "model_id" | "mode" | "hf_repo" | "hf_filename" | "revision" | "dest" | "extras" | "requested_by" | "approved_by">): PullJob {
+  create(job: Pick<PullJob, "model_id" | "mode" | "hf_repo" | "hf_filename" | "revision" | "dest" | "extras" | "requested_by" | "approved_by"> & { sha256?: string | null }): PullJob {
     const at = this.iso();
-    this.db.prepare(`INSERT OR REPLACE INTO pulls (model_id, mode, hf_repo, hf_filename, revision, dest, extras, requested_by, approved_by, state, bytes, created_at, updated_at)
-      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?)`).run(job.model_id, job.mode, job.hf_repo, job.hf_filename, job.revision, job.dest, JSON.stringify(job.extras), job.requested_by, job.approved_by, at, at);
+    this.db.prepare(`INSERT OR REPLACE INTO pulls (model_id, mode, hf_repo, hf_filename, revision, dest, extras, requested_by, approved_by, state, bytes, sha256, created_at, updated_at)
+      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'queued', 0, ?, ?, ?)`).run(job.model_id, job.mode, job.hf_repo, job.hf_filename, job.revision, job.dest, JSON.stringify(job.extras), job.requested_by, job.approved_by, job.sha256 ?? null, at, at);
     return this.get(job.model_id)!;
   }
 

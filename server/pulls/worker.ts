@@ -119,7 +119,7 @@ export class PullWorker {
     this.emit("state", job);
     try {
       const hub = this.o.hub();
-      const main = await this.fetchFile(hub, { repo: job.hf_repo, revision: job.revision, file: job.hf_filename, dest: job.dest }, live, (patch) => {
+      const main = await this.fetchFile(hub, { repo: job.hf_repo, revision: job.revision, file: job.hf_filename, dest: job.dest, listed: job.sha256 }, live, (patch) => {
         job = this.o.store.update(id, patch);
         this.emit("progress", job);
       });
@@ -127,7 +127,7 @@ export class PullWorker {
       for (const extra of job.extras) {
         // From the model's repo at the model's commit; from another repo (draft_repo) at its main.
         const revision = extra.hf_repo === job.hf_repo ? (job.commit_sha ?? job.revision) : "main";
-        const got = await this.fetchFile(hub, { repo: extra.hf_repo, revision, file: extra.hf_filename, dest: extra.dest }, live, () => undefined);
+        const got = await this.fetchFile(hub, { repo: extra.hf_repo, revision, file: extra.hf_filename, dest: extra.dest, listed: extra.sha256 ?? null }, live, () => undefined);
         extras.push({ ...extra, sha256: got.sha256, size: got.size, bytes: got.size });
       }
       job = this.o.store.update(id, { state: "verifying", commit_sha: main.commit, sha256: main.sha256, size: main.size, bytes: main.size, extras });
@@ -157,10 +157,12 @@ export class PullWorker {
 
   /**
    * Downloads one file to `<dest>.partial` (resuming it), hashing as it goes;
-   * renames it into place when its sha256 is the Hub's. Returns what it was.
+   * renames it into place when its sha256 is the Hub's: the reply's
+   * x-linked-etag, else the listing's (`listed`, from the precheck; when both
+   * are there they must agree). Returns what it was.
    */
   private async fetchFile(
-    hub: HubClient, t: { repo: string; revision: string; file: string; dest: string },
+    hub: HubClient, t: { repo: string; revision: string; file: string; dest: string; listed: string | null },
     live: { abort: AbortController; samples: Array<[number, number]> }, progress: (p: Partial<PullJob>) => void,
   ): Promise<{ sha256: string | null; size: number; commit: string | null }> {
     const partial = `${t.dest}.partial`;
@@ -168,17 +170,26 @@ export class PullWorker {
     const from = await sizeOf(partial);
     const hash = createHash("sha256");
     if (from > 0) await hashFile(partial, hash);
-    const reply = await hub.download({ repo: t.repo, revision: t.revision, file: t.file }, { from, signal: live.abort.signal }).catch((err: Error & { code?: string }) => {
+    const reply = await hub.download({ repo: t.repo, revision: t.revision, file: t.file }, { from, signal: live.abort.signal }).catch((err: Error & { code?: string; status?: number }) => {
       if (err.code === "model.not_found") throw new PullError("not_found", err.message);
+      // The Range is refused (the partial file is as large as the file, or larger): it cannot be resumed, so it starts again from byte 0.
+      if (err.status === 416 && from > 0) return "restart" as const;
       throw err;
     });
-    if (reply.status === 200 && from > 0) {
-      // The server ignored the Range request and sends the whole file: the partial one is emptied, the file fetched whole.
-      for await (const _ of reply.body) break; // release the connection
+    if (reply === "restart" || (reply.status === 200 && from > 0) || reply.total < from) {
+      // The server ignored the Range request and sends the whole file, or the partial file does not fit in it: the partial one is emptied, the file fetched whole.
+      if (reply !== "restart") for await (const _ of reply.body) break; // release the connection
       await truncate(partial, 0);
       return this.fetchFile(hub, t, live, progress);
     }
-    const expected = reply.etag && /^[0-9a-f]{64}$/.test(reply.etag) ? reply.etag : null;
+    const etag = reply.etag && /^[0-9a-f]{64}$/.test(reply.etag) ? reply.etag : null;
+    const listed = t.listed && /^[0-9a-f]{64}$/.test(t.listed) ? t.listed : null;
+    if (etag !== null && listed !== null && etag !== listed) {
+      for await (const _ of reply.body) break; // release the connection
+      await unlink(partial).catch(() => undefined);
+      throw new PullError("checksum", `${t.repo}/${t.file}: the download says sha256 ${etag}, the Hub's listing ${listed} (the file changed on the Hub while it was pulled?); the partial file is removed, pull it again`);
+    }
+    const expected = etag ?? listed;
     progress({ commit_sha: reply.commit, sha256: expected, size: reply.total, bytes: from });
     let bytes = from;
     let last = 0;
@@ -191,6 +202,8 @@ export class PullWorker {
     failed.catch(() => undefined);
     try {
       for await (const chunk of reply.body) {
+        // More bytes than the Hub advertised: the download stops here, before they fill the disk.
+        if (bytes + chunk.length > reply.total) throw new PullError("oversized", `${t.repo}/${t.file}: the Hub sent more than the ${reply.total} bytes it advertised; the download is stopped and its partial file removed (it cannot be resumed)`);
         hash.update(chunk);
         if (!out.write(chunk)) await Promise.race([new Promise<void>((r) => out.once("drain", () => r())), failed]);
         bytes += chunk.length;
@@ -211,6 +224,10 @@ export class PullWorker {
       await Promise.race([Promise.resolve(), failed]);
     } catch (err) {
       out.destroy();
+      if (err instanceof PullError) {
+        await unlink(partial).catch(() => undefined);
+        throw err;
+      }
       if ((err as NodeJS.ErrnoException).code === "ENOSPC") throw new PullError("no_space", `the disk filled up writing ${partial} (${bytes} of ${reply.total} bytes); the partial file is removed`);
       throw err;
     }

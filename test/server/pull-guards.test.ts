@@ -85,3 +85,64 @@ describe("pull guards (a local stand-in for the Hub)", () => {
     expect(readdirSync(store())).toEqual([]);
   });
 });
+
+describe("a Hub that misbehaves mid-download (a local stand-in)", () => {
+  let hub: FakeHub;
+  let s: TestServer;
+  const status = (id: string) => s.call("GET", `/api/models/${id}/pull/status`).then((r) => r.body.pull);
+  const ended = (id: string) => until(() => status(id), (p) => p !== undefined && ["done", "failed", "cancelled"].includes(p.state));
+  const store = () => join(s.config, "pulled");
+  const over = gguf("Over", 64 * 1024);
+  const resumed = gguf("Resumed", 64 * 1024);
+  const noEtag = gguf("NoEtag", 16 * 1024);
+  const noEtagBad = gguf("NoEtagBad", 16 * 1024);
+
+  beforeAll(async () => {
+    hub = await startFakeHub({ repos: { "acme/odd-GGUF": { files: { "over.gguf": over, "resumed.gguf": resumed, "noetag.gguf": noEtag, "noetag-bad.gguf": noEtagBad } } } });
+    s = await startTestServer({ env: { HF_ENDPOINT: hub.endpoint } });
+    setModelsTable(s.config, 'store = "pulled"');
+  });
+  afterAll(async () => {
+    await s?.close();
+    await hub?.close();
+  });
+
+  it("more bytes than advertised: stopped at the advertised size, failed (reason oversized), its partial removed; the next pull starts afresh", async () => {
+    hub.misbehave("acme/odd-GGUF", "over.gguf", { extraBytes: 4 * 1024 * 1024 });
+    expect((await s.call("POST", "/api/models/over/pull", { body: { hf_repo: "acme/odd-GGUF", hf_filename: "over.gguf" } })).status).toBe(202);
+    const failed = await ended("over");
+    expect(failed).toMatchObject({ state: "failed", reason: "oversized" });
+    expect(failed.error).toContain(`more than the ${over.length} bytes it advertised`);
+    expect(failed.bytes).toBeLessThanOrEqual(over.length);
+    expect(readdirSync(store())).toEqual([]);
+    hub.misbehave("acme/odd-GGUF", "over.gguf", { extraBytes: 0 });
+    expect((await s.call("POST", "/api/models/over/pull", { body: { hf_repo: "acme/odd-GGUF", hf_filename: "over.gguf" } })).status).toBe(202);
+    expect(await ended("over")).toMatchObject({ state: "done", sha256: sha(over) });
+  });
+
+  it("a partial file larger than the file (its Range refused with 416) is started again from byte 0, not failed", async () => {
+    mkdirSync(store(), { recursive: true });
+    writeFileSync(join(store(), "resumed.gguf.partial"), Buffer.alloc(resumed.length + 1000, 7));
+    expect((await s.call("POST", "/api/models/resumed/pull", { body: { hf_repo: "acme/odd-GGUF", hf_filename: "resumed.gguf" } })).status).toBe(202);
+    const done = await ended("resumed");
+    expect(done, JSON.stringify(done)).toMatchObject({ state: "done", sha256: sha(resumed), bytes: resumed.length });
+    expect(sha(readFileSync(join(store(), "resumed.gguf")))).toBe(sha(resumed));
+    expect(existsSync(join(store(), "resumed.gguf.partial"))).toBe(false);
+    expect(hub.requests.some((r) => r.server === "cdn" && r.range === `bytes=${resumed.length + 1000}-`)).toBe(true);
+  });
+
+  it("a download reply without the sha256 (no x-linked-etag) is checked against the listing's LFS sha256", async () => {
+    hub.misbehave("acme/odd-GGUF", "noetag.gguf", { noEtag: true });
+    expect((await s.call("POST", "/api/models/noetag/pull", { body: { hf_repo: "acme/odd-GGUF", hf_filename: "noetag.gguf" } })).status).toBe(202);
+    expect(await ended("noetag")).toMatchObject({ state: "done", sha256: sha(noEtag) });
+    hub.misbehave("acme/odd-GGUF", "noetag-bad.gguf", { noEtag: true });
+    hub.corrupt("acme/odd-GGUF", "noetag-bad.gguf", 9000);
+    expect((await s.call("POST", "/api/models/noetagbad/pull", { body: { hf_repo: "acme/odd-GGUF", hf_filename: "noetag-bad.gguf" } })).status).toBe(202);
+    const failed = await ended("noetagbad");
+    expect(failed).toMatchObject({ state: "failed", reason: "checksum" });
+    expect(failed.error).toContain(`is not the Hub's ${sha(noEtagBad)}`);
+    expect(existsSync(join(store(), "noetag-bad.gguf"))).toBe(false);
+    expect(existsSync(join(store(), "noetag-bad.gguf.partial"))).toBe(false);
+    expect((await s.call("GET", "/api/models/noetagbad")).status).toBe(404);
+  });
+});
