@@ -84,6 +84,11 @@ export class PullService {
     for (const repo of new Set(want.map((w) => w.repo))) {
       const info = await hub.repoInfo(repo, repo === req.hf_repo ? req.revision ?? "main" : "main").catch((err: unknown): never => {
         if (err instanceof HubError && err.code === "model.not_found") throw new ApiError("model.not_found", `no model repository ${repo} on ${hub.endpoint}`, { hf_repo: repo });
+        // A repo id or revision the client refuses to send (`a..b`, a name over 96 characters, `a//b`): the request's fault, as model_inspect says.
+        if (err instanceof HubError && err.code === "validation.invalid") {
+          const field = / is not a revision$/.test(err.message) ? "revision" : repo === req.hf_repo ? "hf_repo" : "draft_repo";
+          throw new ApiError("validation.invalid", err.message, { fields: [{ loc: ["body", field], msg: err.message, type: "value_error" }] });
+        }
         if (err instanceof HubError) throw new ApiError("model.hub_unreachable", err.message, { endpoint: hub.endpoint });
         throw err;
       });

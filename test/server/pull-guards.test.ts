@@ -61,6 +61,24 @@ describe("pull guards (a local stand-in for the Hub)", () => {
     expect(existsSync(store()) ? readdirSync(store()) : []).toEqual([]);
   });
 
+  it("a repo id or revision the Hub client will not send is 422 validation.invalid (not 502 model.hub_unreachable), as model_inspect says", async () => {
+    const cases: Array<[Record<string, string>, string]> = [
+      [{ hf_repo: "acme/a..b", hf_filename: "m.gguf" }, "hf_repo"],
+      [{ hf_repo: `acme/${"n".repeat(97)}`, hf_filename: "m.gguf" }, "hf_repo"],
+      [{ hf_repo: "acme/same-GGUF", hf_filename: "a/m.gguf", revision: "a/../../b" }, "revision"],
+      [{ hf_repo: "acme/same-GGUF", hf_filename: "a/m.gguf", revision: "a//b" }, "revision"],
+      [{ hf_repo: "acme/same-GGUF", hf_filename: "a/m.gguf", draft_repo: "acme/x..y", draft_filename: "d.gguf" }, "draft_repo"],
+    ];
+    for (const [body, field] of cases) {
+      const res = await s.call("POST", "/api/models/bad/pull", { body });
+      expect([res.status, res.body.error?.code], JSON.stringify(res.body)).toEqual([422, "validation.invalid"]);
+      expect(res.body.error.details.fields[0].loc).toEqual(["body", field]);
+      const inspect = await s.call("POST", "/api/models/inspect", { body: { hf_repo: body.hf_repo, ...(body.revision ? { revision: body.revision } : {}) } });
+      if (field !== "draft_repo") expect([inspect.status, inspect.body.error?.code]).toEqual([422, "validation.invalid"]);
+    }
+    expect(await pulls()).toEqual([]);
+  });
+
   it("a Hub file named X.partial is refused while another pull downloads X (and the other way round): they would share one file", async () => {
     hub.setRate(32 * 1024);
     try {
