@@ -52,7 +52,7 @@ const RATE_WINDOW_MS = 5000;
 export class PullWorker {
   /** `progress` and `state` events, each with a PullView. */
   readonly events = new EventEmitter();
-  private readonly running = new Map<string, { abort: AbortController; cancelled: boolean; samples: Array<[number, number]> }>();
+  private readonly running = new Map<string, { abort: AbortController; cancelled: boolean; samples: Array<[number, number]>; ended: Promise<void> }>();
   private closed = false;
   private readonly now: () => number;
 
@@ -90,7 +90,7 @@ export class PullWorker {
     return { ...job, rate, eta_s: rate && left !== null && rate > 0 ? Math.ceil(left / rate) : null };
   }
 
-  /** Cancels a live job: its download stops, its partial files are removed. False when it is not live. */
+  /** Cancels a live job: its download stops, its partial files are removed; resolves once the job has ended (so its state is the one after). False when it is not live. */
   async cancel(id: string): Promise<boolean> {
     const job = this.o.store.get(id);
     if (job === undefined || !isLive(job)) return false;
@@ -98,6 +98,7 @@ export class PullWorker {
     if (live !== undefined) {
       live.cancelled = true;
       live.abort.abort();
+      await live.ended;
     } else {
       await removePartials(job);
       this.emit("state", this.o.store.update(id, { state: "cancelled", finished_at: this.iso() }));
@@ -113,7 +114,8 @@ export class PullWorker {
 
   private async run(queued: PullJob): Promise<void> {
     const id = queued.model_id;
-    const live = { abort: new AbortController(), cancelled: false, samples: [] as Array<[number, number]> };
+    let ended!: () => void;
+    const live = { abort: new AbortController(), cancelled: false, samples: [] as Array<[number, number]>, ended: new Promise<void>((r) => (ended = r)) };
     this.running.set(id, live);
     let job = this.o.store.update(id, { state: "downloading", reason: null, error: null });
     this.emit("state", job);
@@ -151,6 +153,7 @@ export class PullWorker {
       }
     } finally {
       this.running.delete(id);
+      ended();
       this.pump();
     }
   }

@@ -184,6 +184,9 @@ describe("model pulls from the Hub (a local stand-in)", () => {
       await until(() => status("slow"), (p) => p.state === "downloading" && p.bytes > 0);
       const cancelled = await s.call("POST", "/api/models/slow/pull/cancel");
       expect(cancelled.status, JSON.stringify(cancelled.body)).toBe(200);
+      // The reply is the state after the cancel, its partial file already gone.
+      expect(cancelled.body.pull.state).toBe("cancelled");
+      expect(existsSync(join(s.config, "pulled/slow.gguf.partial"))).toBe(false);
       expect((await ended("slow")).state).toBe("cancelled");
       expect(existsSync(join(s.config, "pulled/slow.gguf.partial"))).toBe(false);
       expect((await s.call("POST", "/api/models/slow/pull/cancel")).body.error.code).toBe("model.pull_not_live");
