@@ -1,6 +1,6 @@
 import { MemoryError } from "./errors.js";
-import type { Operation, OperationKind, OperationStatus } from "./engine.js";
-import { newId, notFoundError, type Store } from "./embedded-store.js";
+import type { Operation, OperationKind, OperationScope, OperationStatus } from "./engine.js";
+import { newId, notFoundError, scopeSql, type Store, type Visibility } from "./embedded-store.js";
 
 /**
  * The embedded engine's asynchronous work, an in-process queue over the
@@ -40,6 +40,23 @@ function operationOf(row: OperationRow): Operation {
     attempts: row.attempts,
     created_at: row.created_at,
     updated_at: row.updated_at,
+  };
+}
+
+/**
+ * A WHERE fragment over `operations o` true for the operations `scope` may
+ * see (engine.ts OperationScope): a retain by its payload's dataset; a
+ * consolidation when every private dataset it covered (its payload's
+ * `private`, or the datasets its target lists) is visible; a refresh always.
+ */
+export function operationScopeSql(scope: Visibility | "all"): { sql: string; params: unknown[] } {
+  if (scope === "all") return { sql: "1", params: [] };
+  const retain = scopeSql(scope, "json_extract(o.payload, '$.dataset')");
+  const covered = scopeSql(scope, "j.value");
+  const consolidated = "json_each(coalesce(json_extract(o.payload, '$.private'), CASE WHEN json_valid(o.target) THEN o.target END, '[]')) j";
+  return {
+    sql: `(o.kind = 'refresh' OR (o.kind = 'retain' AND ${retain.sql}) OR (o.kind = 'consolidate' AND NOT EXISTS (SELECT 1 FROM ${consolidated} WHERE NOT ${covered.sql})))`,
+    params: [...retain.params, ...covered.params],
   };
 }
 
@@ -103,41 +120,45 @@ export class OperationQueue {
     this.settle();
   }
 
-  /** One operation (memory.not_found when absent). */
-  get(id: string): Operation {
-    return operationOf(this.row(id));
+  /** One operation `scope` may see (memory.not_found when absent or not visible). */
+  get(id: string, scope: OperationScope): Operation {
+    return operationOf(this.row(id, scope));
   }
 
-  /** Newest first, optionally one status and/or kind. */
-  list(input: { status?: OperationStatus; kind?: OperationKind; limit: number }): { items: Operation[] } {
-    const sql = "SELECT * FROM operations WHERE (@status IS NULL OR status = @status) AND (@kind IS NULL OR kind = @kind) ORDER BY created_at DESC, seq DESC LIMIT @limit";
-    const rows = this.store.q(sql).all({ status: input.status ?? null, kind: input.kind ?? null, limit: input.limit }) as OperationRow[];
+  /** Those `scope` may see, newest first, optionally one status and/or kind. */
+  list(input: { status?: OperationStatus; kind?: OperationKind; limit: number; scope: OperationScope }): { items: Operation[] } {
+    const visible = operationScopeSql(input.scope);
+    const sql = `SELECT * FROM operations o WHERE (? IS NULL OR o.status = ?) AND (? IS NULL OR o.kind = ?) AND ${visible.sql} ORDER BY o.created_at DESC, o.seq DESC LIMIT ?`;
+    const status = input.status ?? null;
+    const kind = input.kind ?? null;
+    const rows = this.store.q(sql).all(status, status, kind, kind, ...visible.params, input.limit) as OperationRow[];
     return { items: rows.map(operationOf) };
   }
 
   /** Pending or processing → cancelled (its work is never applied); else memory.operation_state. */
-  cancel(id: string): Operation {
-    return this.transition(id, ["pending", "processing"], "cancelled", "only a pending or processing operation can be cancelled");
+  cancel(id: string, scope: OperationScope): Operation {
+    return this.transition(id, scope, ["pending", "processing"], "cancelled", "only a pending or processing operation can be cancelled");
   }
 
   /** Failed or cancelled → pending again, in its original place in the queue (attempts kept); else memory.operation_state. */
-  retry(id: string): Operation {
-    const op = this.transition(id, ["failed", "cancelled"], "pending", "only a failed or cancelled operation can be retried");
+  retry(id: string, scope: OperationScope): Operation {
+    const op = this.transition(id, scope, ["failed", "cancelled"], "pending", "only a failed or cancelled operation can be retried");
     this.schedule();
     return op;
   }
 
-  private row(id: string): OperationRow {
-    const row = this.store.q("SELECT * FROM operations WHERE id = ?").get(id) as OperationRow | undefined;
+  private row(id: string, scope: OperationScope): OperationRow {
+    const visible = operationScopeSql(scope);
+    const row = this.store.q(`SELECT * FROM operations o WHERE o.id = ? AND ${visible.sql}`).get(id, ...visible.params) as OperationRow | undefined;
     if (!row) throw notFoundError("operation", id);
     return row;
   }
 
-  private transition(id: string, from: readonly OperationStatus[], to: OperationStatus, rule: string): Operation {
-    const row = this.row(id);
+  private transition(id: string, scope: OperationScope, from: readonly OperationStatus[], to: OperationStatus, rule: string): Operation {
+    const row = this.row(id, scope);
     if (!from.includes(row.status)) throw new MemoryError("memory.operation_state", `operation ${id} is ${row.status}: ${rule}`, { id, status: row.status });
     this.store.q("UPDATE operations SET status = ?, result = NULL, error = NULL, updated_at = ? WHERE id = ?").run(to, this.store.now(), id);
-    return this.get(id);
+    return this.get(id, scope);
   }
 
   private schedule(): void {

@@ -1,6 +1,7 @@
 import { MemoryError } from "./errors.js";
 import { OPERATION_STATUSES, type BankStats, type FactType, type ListInput, type MemoryUnit, type OperationStatus, type Page, type RecallInput, type RecallResult, type SearchHit, type SearchInput, type TagCount } from "./engine.js";
 import { marks, scopeSql, unitOf, type Store, type UnitRow, type Visibility } from "./embedded-store.js";
+import { operationScopeSql } from "./embedded-ops.js";
 import { estimateTokens, ftsExpression, queryWords } from "./extract.js";
 
 /**
@@ -193,7 +194,8 @@ export function tagCounts(store: Store, v: Visibility): { tags: TagCount[] } {
 /**
  * Counts for the bank as `v` sees it: units per state and per dataset,
  * documents and links (unordered pairs of active units sharing an entity,
- * case-insensitively) in scope; mental models, directives and operations
+ * case-insensitively) in scope; operations the scope may see
+ * (embedded-ops.ts operationScopeSql); mental models and directives
  * bank-wide (they belong to no dataset).
  */
 export function bankStats(store: Store, v: Visibility, bank: string): BankStats {
@@ -211,7 +213,8 @@ export function bankStats(store: Store, v: Visibility, bank: string): BankStats 
     .q(`SELECT (SELECT COUNT(*) FROM documents d WHERE ${docScope.sql}) AS documents, (SELECT COUNT(*) FROM mental_models) AS mental_models, (SELECT COUNT(*) FROM directives) AS directives`)
     .get(...docScope.params) as { documents: number; mental_models: number; directives: number };
   const operations = Object.fromEntries(OPERATION_STATUSES.map((s) => [s, 0])) as Record<OperationStatus, number>;
-  for (const row of store.q("SELECT status, COUNT(*) AS n FROM operations GROUP BY status").all() as Array<{ status: OperationStatus; n: number }>) operations[row.status] = row.n;
+  const ops = operationScopeSql(v);
+  for (const row of store.q(`SELECT o.status AS status, COUNT(*) AS n FROM operations o WHERE ${ops.sql} GROUP BY o.status`).all(...ops.params) as Array<{ status: OperationStatus; n: number }>) operations[row.status] = row.n;
   const sum = (f: (r: (typeof perDataset)[number]) => number) => perDataset.reduce((n, r) => n + f(r), 0);
   return {
     bank,

@@ -15,6 +15,7 @@ import type {
   MentalModelInput,
   Operation,
   OperationKind,
+  OperationScope,
   OperationStatus,
   Page,
   RecallInput,
@@ -30,7 +31,7 @@ import { addFact, curateUnit, deleteIds, mergeDuplicates, runRetain, unitHistory
 import * as models from "./embedded-models.js";
 import { OperationQueue } from "./embedded-ops.js";
 import { bankStats, listUnits, recallUnits, searchUnits, tagCounts } from "./embedded-search.js";
-import { requireUnit, Store, unitOf } from "./embedded-store.js";
+import { requireUnit, scopeSql, Store, unitOf } from "./embedded-store.js";
 
 /** How to open an embedded engine. */
 export interface EmbeddedEngineOptions {
@@ -182,20 +183,20 @@ export class EmbeddedEngine implements MemoryEngine {
     return this.tx((s) => models.deleteDirective(s, id));
   }
 
-  async operationList(input: { status?: OperationStatus; kind?: OperationKind; limit: number }): Promise<{ items: Operation[] }> {
+  async operationList(input: { status?: OperationStatus; kind?: OperationKind; limit: number; scope: OperationScope }): Promise<{ items: Operation[] }> {
     return this.tx(() => this.ops.list(input));
   }
 
-  async operationGet(id: string): Promise<Operation> {
-    return this.tx(() => this.ops.get(id));
+  async operationGet(id: string, scope: OperationScope): Promise<Operation> {
+    return this.tx(() => this.ops.get(id, scope));
   }
 
-  async operationCancel(id: string): Promise<Operation> {
-    return this.tx(() => this.ops.cancel(id));
+  async operationCancel(id: string, scope: OperationScope): Promise<Operation> {
+    return this.tx(() => this.ops.cancel(id, scope));
   }
 
-  async operationRetry(id: string): Promise<Operation> {
-    return this.tx(() => this.ops.retry(id));
+  async operationRetry(id: string, scope: OperationScope): Promise<Operation> {
+    return this.tx(() => this.ops.retry(id, scope));
   }
 
   async tags(scope: Scope): Promise<{ tags: TagCount[] }> {
@@ -215,7 +216,11 @@ export class EmbeddedEngine implements MemoryEngine {
     return this.tx((s) => {
       const deduplicated = mergeDuplicates(s, scope);
       const target = scope.datasets ? JSON.stringify(scope.datasets) : "all";
-      return { operation_id: this.ops.enqueue("consolidate", target, { deduplicated }), deduplicated };
+      // The private datasets it covered: only callers who may see them all see the operation.
+      const where = scopeSql(scope);
+      const covered = s.q(`SELECT DISTINCT u.dataset AS d FROM units u WHERE substr(u.dataset, 1, 8) = 'private:' AND ${where.sql} ORDER BY d`).all(...where.params) as Array<{ d: string }>;
+      const privates = [...new Set([...(scope.datasets ?? []).filter((d) => d.startsWith("private:")), ...covered.map((r) => r.d)])].sort();
+      return { operation_id: this.ops.enqueue("consolidate", target, { deduplicated, private: privates }), deduplicated };
     });
   }
 

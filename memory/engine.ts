@@ -238,6 +238,16 @@ export interface Operation {
   readonly updated_at: string;
 }
 
+/**
+ * Which operations a call may see and act on: `"all"` (an operator), or
+ * those whose datasets `Scope` may see. A retain works on one document's
+ * dataset; a consolidation on the datasets it was asked for (its private
+ * ones must all be visible); a mental model refresh belongs to the bank,
+ * like the model, and every caller sees it. Another caller's operation is
+ * memory.not_found, as if it did not exist.
+ */
+export type OperationScope = Scope | "all";
+
 export interface TagCount {
   readonly tag: string;
   readonly count: number;
@@ -255,6 +265,7 @@ export interface BankStats {
   readonly documents: number;
   readonly mental_models: number;
   readonly directives: number;
+  /** Operations per status, of those the scope may see (OperationScope). */
   readonly operations: Readonly<Record<OperationStatus, number>>;
   /** Active units per visible dataset. */
   readonly datasets: Readonly<Record<string, number>>;
@@ -288,12 +299,14 @@ export interface MemoryEngine {
   directiveUpdate(id: string, change: Partial<DirectiveInput>): Promise<Directive>;
   directiveDelete(id: string): Promise<{ deleted: number; id: string }>;
 
-  operationList(input: { status?: OperationStatus; kind?: OperationKind; limit: number }): Promise<{ items: Operation[] }>;
-  operationGet(id: string): Promise<Operation>;
-  /** Pending or processing → cancelled; else memory.operation_state. */
-  operationCancel(id: string): Promise<Operation>;
-  /** Failed (or cancelled) → pending again; else memory.operation_state. */
-  operationRetry(id: string): Promise<Operation>;
+  /** The operations `scope` may see, newest first. */
+  operationList(input: { status?: OperationStatus; kind?: OperationKind; limit: number; scope: OperationScope }): Promise<{ items: Operation[] }>;
+  /** An operation `scope` may see (else memory.not_found). */
+  operationGet(id: string, scope: OperationScope): Promise<Operation>;
+  /** Pending or processing → cancelled; else memory.operation_state (memory.not_found outside `scope`). */
+  operationCancel(id: string, scope: OperationScope): Promise<Operation>;
+  /** Failed (or cancelled) → pending again; else memory.operation_state (memory.not_found outside `scope`). */
+  operationRetry(id: string, scope: OperationScope): Promise<Operation>;
 
   tags(scope: Scope): Promise<{ tags: TagCount[] }>;
   stats(scope: Scope): Promise<BankStats>;

@@ -3,7 +3,7 @@ import { MemoryError } from "./errors.js";
 import { docKey } from "./embedded-store.js";
 import { OPERATION_STATUSES, projectModel } from "./engine.js";
 import type { AddInput, AddResult, BankStats, CurateInput, Directive, DirectiveInput, FactType, HistoryEntry, ListInput, MemoryEngine, MemoryUnit } from "./engine.js";
-import type { MentalModel, MentalModelDetail, MentalModelInput, Operation, OperationKind, OperationStatus, Page, RecallInput, RecallResult } from "./engine.js";
+import type { MentalModel, MentalModelDetail, MentalModelInput, Operation, OperationKind, OperationScope, OperationStatus, Page, RecallInput, RecallResult } from "./engine.js";
 import type { ReflectInput, ReflectResult, Scope, SearchHit, SearchInput, TagCount } from "./engine.js";
 import { estimateTokens } from "./extract.js";
 import { HindsightHttp, notFound } from "./hindsight-http.js";
@@ -325,35 +325,54 @@ export class HindsightEngine implements MemoryEngine {
     return { deleted: 1, id };
   }
 
-  /** Newest first (Hindsight's order), at most 100; Hindsight's own kinds (graph maintenance, webhooks) are left out. */
-  async operationList(input: { status?: OperationStatus; kind?: OperationKind; limit: number }): Promise<{ items: Operation[] }> {
+  /**
+   * Newest first (Hindsight's order), at most 100; Hindsight's own kinds
+   * (graph maintenance, webhooks) are left out, and so are retains of a
+   * document in a dataset `scope` may not see.
+   */
+  async operationList(input: { status?: OperationStatus; kind?: OperationKind; limit: number; scope: OperationScope }): Promise<{ items: Operation[] }> {
     const query = { status: input.status, type: input.kind && map.HINDSIGHT_OPERATION_TYPE[input.kind], limit: Math.min(Math.max(input.limit, 1), 100) };
     const reply = await this.http.object("GET", "/operations", "operation list", { query });
     const ops = map.recs(reply.operations, "operation list").map(map.operationOf);
-    return { items: ops.filter((op): op is Operation => op !== undefined && (!input.status || op.status === input.status) && (!input.kind || op.kind === input.kind)) };
+    const items: Operation[] = [];
+    for (const op of ops) if (op !== undefined && (!input.status || op.status === input.status) && (!input.kind || op.kind === input.kind) && (await this.operationVisible(op, input.scope))) items.push(op);
+    return { items };
   }
 
-  async operationGet(id: string): Promise<Operation> {
+  async operationGet(id: string, scope: OperationScope): Promise<Operation> {
     const op = map.operationOf(await this.http.object("GET", `/operations/${encodeURIComponent(id)}`, "operation", { notFound: ["operation", id] }));
-    if (!op) throw notFound("operation", id);
+    if (!op || !(await this.operationVisible(op, scope))) throw notFound("operation", id);
     return op;
   }
 
-  async operationCancel(id: string): Promise<Operation> {
-    return this.transition(id, ["pending", "processing"], "DELETE", `/operations/${encodeURIComponent(id)}`);
+  async operationCancel(id: string, scope: OperationScope): Promise<Operation> {
+    return this.transition(id, scope, ["pending", "processing"], "DELETE", `/operations/${encodeURIComponent(id)}`);
   }
 
-  async operationRetry(id: string): Promise<Operation> {
-    return this.transition(id, ["failed", "cancelled"], "POST", `/operations/${encodeURIComponent(id)}/retry`);
+  async operationRetry(id: string, scope: OperationScope): Promise<Operation> {
+    return this.transition(id, scope, ["failed", "cancelled"], "POST", `/operations/${encodeURIComponent(id)}/retry`);
+  }
+
+  /**
+   * Whether `scope` may see an operation. Hindsight's operations carry no
+   * tags, so only a retain whose document Hindsight already holds can be
+   * told apart: it is visible when the document's dataset is. A retain whose
+   * document is not stored yet, and every other kind, is visible.
+   */
+  private async operationVisible(op: Operation, scope: OperationScope): Promise<boolean> {
+    if (scope === "all" || op.kind !== "retain" || op.target === null) return true;
+    const doc = await unlessNotFound(this.http.object("GET", `/documents/${encodeURIComponent(op.target)}`, "document", { notFound: ["document", op.target] }));
+    const dataset = doc && map.decodeTags(Array.isArray(doc.tags) ? doc.tags.map(String) : []).dataset;
+    return dataset === undefined || map.visible(dataset, scope);
   }
 
   /** Cancel/retry: memory.operation_state unless the operation is in one of `from` (checked here and by the server's 409). */
-  private async transition(id: string, from: readonly OperationStatus[], method: string, path: string): Promise<Operation> {
+  private async transition(id: string, scope: OperationScope, from: readonly OperationStatus[], method: string, path: string): Promise<Operation> {
     const refuse = (op: Operation) => new MemoryError("memory.operation_state", `operation ${id} is ${op.status}`, { id, status: op.status });
-    const op = await this.operationGet(id);
+    const op = await this.operationGet(id, scope);
     if (!from.includes(op.status)) throw refuse(op);
-    await this.http.call(method, path, { notFound: ["operation", id], onConflict: async () => { throw refuse(await this.operationGet(id)); } });
-    return this.operationGet(id);
+    await this.http.call(method, path, { notFound: ["operation", id], onConflict: async () => { throw refuse(await this.operationGet(id, "all")); } });
+    return this.operationGet(id, "all");
   }
 
   /** Tags of the scope's active units (namespace tags left out), most used first, ties by tag. */
@@ -367,7 +386,8 @@ export class HindsightEngine implements MemoryEngine {
   /**
    * Units, observations, documents and datasets counted over the scope;
    * links and operations are Hindsight's bank-wide counts (it keeps no
-   * per-tag ones); mental models and directives belong to no dataset.
+   * per-tag ones, so another caller's private retains are counted, though
+   * never listed); mental models and directives belong to no dataset.
    */
   async stats(scope: Scope): Promise<BankStats> {
     let nodes = 0;

@@ -1,6 +1,6 @@
 import { ApiError, refusing } from "../errors.js";
 import type { Caller } from "../route.js";
-import type { MemoryEngine, Scope, SearchHit } from "../../memory/engine.js";
+import type { MemoryEngine, OperationScope, Scope, SearchHit } from "../../memory/engine.js";
 import { MEMORY_TOOL_BY_NAME, type MemoryToolDef } from "./tools.js";
 
 /**
@@ -83,6 +83,15 @@ function visibleScope(dataset: unknown, caller: Caller): Scope {
 }
 
 /**
+ * Which operations a caller sees and acts on: an operator (or a request an
+ * operator approved) every one; anyone else those of the datasets it may see
+ * (engine.ts OperationScope), so another agent's private retain is not found.
+ */
+export function operationScopeOf(caller: Caller): OperationScope {
+  return caller.kind === "operator" || caller.via === "approval" ? "all" : { owner: ownerOf(caller) };
+}
+
+/**
  * Why a memory_delete call needs a person (seed 001): more than one id, a list
  * of datasets, or another caller's dataset. Undefined = it runs at once.
  */
@@ -131,9 +140,9 @@ async function runTool(engine: MemoryEngine, name: string, a: Record<string, any
     case "memory_directive_get":
       return engine.directiveGet(a.id);
     case "memory_operation_list":
-      return engine.operationList({ status: a.status, kind: a.kind, limit: a.limit });
+      return engine.operationList({ status: a.status, kind: a.kind, limit: a.limit, scope: operationScopeOf(caller) });
     case "memory_operation_get":
-      return engine.operationGet(a.id);
+      return engine.operationGet(a.id, operationScopeOf(caller));
     case "memory_tags_list":
       return engine.tags(visibleScope(a.dataset, caller));
     case "memory_bank_stats":
@@ -161,9 +170,9 @@ async function runTool(engine: MemoryEngine, name: string, a: Record<string, any
       return engine.directiveUpdate(id, change);
     }
     case "memory_operation_cancel":
-      return engine.operationCancel(a.id);
+      return engine.operationCancel(a.id, operationScopeOf(caller));
     case "memory_operation_retry":
-      return engine.operationRetry(a.id);
+      return engine.operationRetry(a.id, operationScopeOf(caller));
     case "memory_bank_consolidate":
       return engine.consolidate(visibleScope(a.dataset, caller));
     case "memory_delete":

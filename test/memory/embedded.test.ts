@@ -262,10 +262,10 @@ describe("a database that refuses writes (a full disk)", () => {
     const added = await e.add(fact("Alice owns the box.", { document_id: "conv-1" }));
     db.pragma("query_only = 1"); // before the queue's next turn: its claim of the operation is refused
     await new Promise((r) => setTimeout(r, 50));
-    expect(await e.operationGet(added.operation_id!)).toMatchObject({ status: "pending", attempts: 0 });
+    expect(await e.operationGet(added.operation_id!, "all")).toMatchObject({ status: "pending", attempts: 0 });
     db.pragma("query_only = 0");
     await e.idle();
-    expect(await e.operationGet(added.operation_id!)).toMatchObject({ status: "completed", attempts: 1 });
+    expect(await e.operationGet(added.operation_id!, "all")).toMatchObject({ status: "completed", attempts: 1 });
   });
 });
 
@@ -275,24 +275,24 @@ describe("documents", () => {
     const added = await e.add(fact("Alice owns the box. Bob runs the coder agent.", { document_id: "conv-1", tags: ["conv"] }));
     expect(added).toEqual({ id: expect.stringMatching(/^doc_[0-9a-f]{16}$/), timestamp: expect.any(String), operation_id: expect.stringMatching(/^op_/) });
     await e.idle();
-    expect(await e.operationGet(added.operation_id!)).toMatchObject({ kind: "retain", status: "completed", target: added.id, attempts: 1, result: { facts_extracted: 2, document_id: "conv-1" } });
+    expect(await e.operationGet(added.operation_id!, "all")).toMatchObject({ kind: "retain", status: "completed", target: added.id, attempts: 1, result: { facts_extracted: 2, document_id: "conv-1" } });
     const facts = (await e.list({ scope: shared, limit: 10 })).items;
     expect(facts.map((u) => [u.text, u.document_id, u.tags])).toEqual([["Alice owns the box.", "conv-1", ["conv"]], ["Bob runs the coder agent.", "conv-1", ["conv"]]]);
     const again = await e.add(fact("Alice owns the box. Bob runs the coder agent.", { document_id: "conv-1" }));
     expect(again.id).toBe(added.id);
     await e.idle();
-    expect((await e.operationGet(again.operation_id!)).result).toEqual({ facts_extracted: 0, document_id: "conv-1", document_fact_count: 2, notice: "content was already known" });
+    expect((await e.operationGet(again.operation_id!, "all")).result).toEqual({ facts_extracted: 0, document_id: "conv-1", document_fact_count: 2, notice: "content was already known" });
     await e.add(fact("Alice owns the box.\nCarol tunes the profiles.", { document_id: "conv-1" }));
     const grown = await e.add(fact("Alice owns the box.\nCarol tunes the profiles.", { document_id: "conv-1" })); // queued behind the first
     await e.idle();
-    const ops = (await e.operationList({ kind: "retain", limit: 10 })).items;
+    const ops = (await e.operationList({ kind: "retain", limit: 10, scope: "all" })).items;
     expect(ops[1]!.result).toEqual({ facts_extracted: 1, document_id: "conv-1" });
     expect(ops[0]).toMatchObject({ id: grown.operation_id, result: { facts_extracted: 0, notice: "content was already known" } });
     expect((await e.list({ scope: shared, limit: 10 })).items.map((u) => u.text)).toEqual(["Alice owns the box.", "Carol tunes the profiles."]);
     expect((await e.list({ scope: shared, limit: 10 })).items[0]!.id).toBe(facts[0]!.id); // kept, not re-created
     const known = await e.add(fact("Carol tunes the profiles. Alice owns the box.", { document_id: "conv-2" }));
     await e.idle();
-    expect((await e.operationGet(known.operation_id!)).result).toEqual({ facts_extracted: 0, document_id: "conv-2", nothing_learned: true, notice: "nothing new was learned: every fact in it was already in memory" });
+    expect((await e.operationGet(known.operation_id!, "all")).result).toEqual({ facts_extracted: 0, document_id: "conv-2", nothing_learned: true, notice: "nothing new was learned: every fact in it was already in memory" });
     expect((await e.stats({ owner: "alice" })).documents).toBe(2);
   });
 
@@ -304,7 +304,7 @@ describe("documents", () => {
     expect(await e.delete([added.id], shared)).toEqual({ deleted: 1, not_found: [] });
     e.resume();
     await e.idle();
-    expect(await e.operationGet(added.operation_id!)).toMatchObject({ status: "failed", error: `document ${added.id} no longer exists` });
+    expect(await e.operationGet(added.operation_id!, "all")).toMatchObject({ status: "failed", error: `document ${added.id} no longer exists` });
   });
 });
 
@@ -313,29 +313,29 @@ describe("operations", () => {
     const { e } = open();
     e.pause();
     const pending = await e.add(fact("A document nobody will finish.", { document_id: "stuck" }));
-    expect((await e.operationGet(pending.operation_id!)).status).toBe("pending");
-    expect(await e.operationCancel(pending.operation_id!)).toMatchObject({ status: "cancelled", attempts: 0 });
-    const again = await refusal(e.operationCancel(pending.operation_id!));
+    expect((await e.operationGet(pending.operation_id!, "all")).status).toBe("pending");
+    expect(await e.operationCancel(pending.operation_id!, "all")).toMatchObject({ status: "cancelled", attempts: 0 });
+    const again = await refusal(e.operationCancel(pending.operation_id!, "all"));
     expect(again).toMatchObject({ code: "memory.operation_state", details: { status: "cancelled" } });
     const model = await e.mentalModelCreate({ name: "doomed", source_query: "anything" }, "alice");
     await e.mentalModelDelete(model.mental_model_id);
     e.resume();
     await e.idle();
     expect((await e.list({ scope: shared, limit: 10 })).items).toEqual([]);
-    expect(await e.operationGet(model.operation_id)).toMatchObject({ status: "failed", attempts: 1, error: `mental model ${model.mental_model_id} no longer exists` });
-    expect(await e.operationRetry(model.operation_id)).toMatchObject({ status: "pending", error: null, attempts: 1 });
+    expect(await e.operationGet(model.operation_id, "all")).toMatchObject({ status: "failed", attempts: 1, error: `mental model ${model.mental_model_id} no longer exists` });
+    expect(await e.operationRetry(model.operation_id, "all")).toMatchObject({ status: "pending", error: null, attempts: 1 });
     await e.idle();
-    expect(await e.operationGet(model.operation_id)).toMatchObject({ status: "failed", attempts: 2 });
-    expect((await e.operationRetry(pending.operation_id!)).status).toBe("pending");
+    expect(await e.operationGet(model.operation_id, "all")).toMatchObject({ status: "failed", attempts: 2 });
+    expect((await e.operationRetry(pending.operation_id!, "all")).status).toBe("pending");
     await e.idle();
-    expect(await e.operationGet(pending.operation_id!)).toMatchObject({ status: "completed", result: { facts_extracted: 1 } });
-    expect((await refusal(e.operationRetry(pending.operation_id!))).details).toMatchObject({ status: "completed" });
-    expect((await refusal(e.operationCancel(pending.operation_id!))).code).toBe("memory.operation_state");
-    for (const p of [e.operationGet("op_0000000000000000"), e.operationRetry("op_0000000000000000"), e.operationCancel("op_0000000000000000")]) expect((await refusal(p)).code).toBe("memory.not_found");
-    expect((await e.operationList({ limit: 10 })).items.map((o) => o.id)).toEqual([model.operation_id, pending.operation_id]);
-    expect((await e.operationList({ kind: "refresh", limit: 10 })).items.map((o) => o.id)).toEqual([model.operation_id]);
-    expect((await e.operationList({ status: "completed", limit: 10 })).items.map((o) => o.id)).toEqual([pending.operation_id]);
-    expect((await e.operationList({ limit: 1 })).items).toHaveLength(1);
+    expect(await e.operationGet(pending.operation_id!, "all")).toMatchObject({ status: "completed", result: { facts_extracted: 1 } });
+    expect((await refusal(e.operationRetry(pending.operation_id!, "all"))).details).toMatchObject({ status: "completed" });
+    expect((await refusal(e.operationCancel(pending.operation_id!, "all"))).code).toBe("memory.operation_state");
+    for (const p of [e.operationGet("op_0000000000000000", "all"), e.operationRetry("op_0000000000000000", "all"), e.operationCancel("op_0000000000000000", "all")]) expect((await refusal(p)).code).toBe("memory.not_found");
+    expect((await e.operationList({ limit: 10, scope: "all" })).items.map((o) => o.id)).toEqual([model.operation_id, pending.operation_id]);
+    expect((await e.operationList({ kind: "refresh", limit: 10, scope: "all" })).items.map((o) => o.id)).toEqual([model.operation_id]);
+    expect((await e.operationList({ status: "completed", limit: 10, scope: "all" })).items.map((o) => o.id)).toEqual([pending.operation_id]);
+    expect((await e.operationList({ limit: 1, scope: "all" })).items).toHaveLength(1);
     expect((await e.stats({ owner: "alice" })).operations).toEqual({ pending: 0, processing: 0, completed: 1, failed: 1, cancelled: 0 });
   });
 
@@ -354,8 +354,8 @@ describe("operations", () => {
     await e.idle();
     expect((await e.get(unit.id, shared)).text).toBe("The NPU slot is pinned.");
     expect((await e.directiveGet(directive.id)).content).toBe("Be brief.");
-    expect(await e.operationGet(model.operation_id)).toMatchObject({ status: "completed" });
-    expect(await e.operationGet(doc.operation_id!)).toMatchObject({ status: "completed", result: { facts_extracted: 1 } });
+    expect(await e.operationGet(model.operation_id, "all")).toMatchObject({ status: "completed" });
+    expect(await e.operationGet(doc.operation_id!, "all")).toMatchObject({ status: "completed", result: { facts_extracted: 1 } });
     expect((await e.mentalModelGet(model.mental_model_id)).content).toBe("- The NPU slot is pinned.");
     await e.close();
     await e.close();
@@ -457,7 +457,7 @@ describe("tags, stats and consolidation", () => {
     const done = await e.consolidate(shared);
     expect(done).toEqual({ operation_id: expect.stringMatching(/^op_/), deduplicated: 2 });
     await e.idle();
-    expect(await e.operationGet(done.operation_id)).toMatchObject({ kind: "consolidate", status: "completed", target: '["shared"]', result: { deduplicated: 2, refreshed: [watched.mental_model_id] } });
+    expect(await e.operationGet(done.operation_id, "all")).toMatchObject({ kind: "consolidate", status: "completed", target: '["shared"]', result: { deduplicated: 2, refreshed: [watched.mental_model_id] } });
     expect((await e.list({ scope: shared, limit: 10 })).items.map((u) => u.id)).toEqual([one.id]);
     expect((await e.get(one.id, shared)).tags).toEqual(["npu", "busy"]);
     expect((await e.history(two.id, shared)).history.at(-1)).toMatchObject({ by: "engine", action: "merged", changes: { state: { before: "active", after: "invalid" }, merged_into: { after: one.id } } });

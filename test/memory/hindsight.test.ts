@@ -5,6 +5,7 @@ import { MemoryError } from "../../memory/errors.js";
 import { ApiError, apiErrorOf } from "../../server/errors.js";
 import type { MemoryEngine, Scope } from "../../memory/engine.js";
 import { HindsightEngine } from "../../memory/hindsight.js";
+import * as map from "../../memory/hindsight-map.js";
 
 /**
  * The Hindsight client against real HTTP on 127.0.0.1. Hindsight itself
@@ -148,7 +149,7 @@ describe("an engine that cannot be reached", () => {
     const s = await stub();
     const engine = engineAt(s.url);
     await engine.close();
-    expect((await failure(engine.operationGet("op"))).code).toBe("memory.engine_unavailable");
+    expect((await failure(engine.operationGet("op", "all"))).code).toBe("memory.engine_unavailable");
     expect(s.seen).toHaveLength(0);
   });
 });
@@ -176,7 +177,7 @@ describe("an engine that answers with an error", () => {
 
   it("is memory.engine_error for a 404 on a call that names no id", async () => {
     const s = await stub();
-    const err = await failure(engineAt(s.url).operationList({ limit: 5 }));
+    const err = await failure(engineAt(s.url).operationList({ limit: 5, scope: "all" }));
     expect(err.code).toBe("memory.engine_error");
     expect(err.details.status).toBe(404);
   });
@@ -406,15 +407,29 @@ describe("mental models, directives, operations, tags and stats", () => {
         return { status: 409, json: { detail: "already done" } };
       });
     const engine = engineAt(s.url);
-    const listed = await engine.operationList({ kind: "retain", limit: 500 });
+    const listed = await engine.operationList({ kind: "retain", limit: 500, scope: "all" });
     expect(s.to("GET", "/operations")[0]!.query.get("type")).toBe("retain");
     expect(s.to("GET", "/operations")[0]!.query.get("limit")).toBe("100");
     expect(listed.items).toEqual([{ id: "o1", kind: "retain", status: "failed", target: null, result: null, error: "llm down", attempts: 2, created_at: "t", updated_at: "t" }]);
-    const err = await failure(engine.operationCancel("o1"));
+    const err = await failure(engine.operationCancel("o1", "all"));
     expect([err.code, err.details.status]).toEqual(["memory.operation_state", "completed"]);
-    expect((await engine.operationGet("o1")).result).toEqual({ facts_extracted: 2 });
-    expect((await failure(engine.operationCancel("o1"))).code).toBe("memory.operation_state");
+    expect((await engine.operationGet("o1", "all")).result).toEqual({ facts_extracted: 2 });
+    expect((await failure(engine.operationCancel("o1", "all"))).code).toBe("memory.operation_state");
     expect(s.to("DELETE", "/operations/o1")).toHaveLength(1);
+  });
+
+  it("a retain of a document in another caller's private dataset is neither listed nor found; the operator sees it", async () => {
+    const s = (await stub())
+      .on("GET", "/operations", { json: { operations: [{ id: "o1", task_type: "retain", status: "pending", document_id: "doc_a" }, { id: "o2", task_type: "retain", status: "pending", document_id: "doc_s" }] } })
+      .on("GET", "/operations/o1", { json: { operation_id: "o1", operation_type: "retain", status: "pending", document_id: "doc_a" } })
+      .on("GET", "/documents/doc_a", { json: { id: "doc_a", tags: [map.datasetTag("private:alice"), map.PRIVATE_TAG] } })
+      .on("GET", "/documents/doc_s", { json: { id: "doc_s", tags: [map.datasetTag("shared")] } });
+    const engine = engineAt(s.url);
+    expect((await engine.operationList({ limit: 10, scope: { owner: "bob" } })).items.map((o) => o.id)).toEqual(["o2"]);
+    expect((await engine.operationList({ limit: 10, scope: { owner: "alice" } })).items.map((o) => o.id)).toEqual(["o1", "o2"]);
+    for (const p of [engine.operationGet("o1", { owner: "bob" }), engine.operationCancel("o1", { owner: "bob" })]) expect((await failure(p)).code).toBe("memory.not_found");
+    expect(s.to("DELETE", "/operations/o1")).toHaveLength(0);
+    expect((await engine.operationGet("o1", "all")).status).toBe("pending");
   });
 
   it("tags count the visible units' own tags; stats count the scope", async () => {

@@ -182,6 +182,37 @@ describe("namespaces", () => {
   });
 });
 
+describe("operations belong to the datasets they work on", () => {
+  it("another agent or an anonymous caller neither lists, reads, cancels, retries nor counts a private retain; the operator sees it; refreshes are the bank's", async () => {
+    const alice = await client("alice", { private: true });
+    const bob = await client("bob");
+    const anonymous = await client();
+    const operator = await client({ token: s.operator } as any);
+    embedded().pause();
+    const doc = await ok(alice, "memory_add", { text: "Alice's private plan.", document_id: "alice-plan" });
+    const model = await ok(bob, "memory_mental_model_create", { name: "plans", source_query: "plan" });
+    for (const c of [bob, anonymous]) {
+      const listed = (await ok(c, "memory_operation_list", { limit: 100 })).items.map((o: any) => o.id);
+      expect(listed).toEqual([model.operation_id]);
+      const tools = c === bob ? ["memory_operation_get", "memory_operation_cancel", "memory_operation_retry"] : ["memory_operation_get"]; // anonymous callers may not write
+      for (const tool of tools) expect((await refused(c, tool, { id: doc.operation_id })).code, tool).toBe("memory.not_found");
+      expect((await ok(c, "memory_bank_stats")).operations).toMatchObject({ pending: 1 });
+    }
+    expect((await ok(alice, "memory_operation_list", { limit: 100 })).items.map((o: any) => o.id).sort()).toEqual([doc.operation_id, model.operation_id].sort());
+    expect((await ok(alice, "memory_bank_stats")).operations).toMatchObject({ pending: 2 });
+    expect((await ok(operator, "memory_operation_get", { id: doc.operation_id })).status).toBe("pending");
+    expect((await ok(bob, "memory_operation_get", { id: model.operation_id })).kind).toBe("refresh");
+    embedded().resume();
+    expect((await settled(alice, doc.operation_id)).status).toBe("completed");
+    expect((await ok(alice, "memory_search", { query: "plan" })).results).toHaveLength(1);
+    // A consolidation of a private dataset is its owner's too.
+    const merged = await ok(alice, "memory_bank_consolidate");
+    expect((await refused(bob, "memory_operation_get", { id: merged.operation_id })).code).toBe("memory.not_found");
+    const sharedOnly = await ok(bob, "memory_bank_consolidate", { dataset: "shared" });
+    expect((await ok(alice, "memory_operation_get", { id: sharedOnly.operation_id })).kind).toBe("consolidate");
+  });
+});
+
 describe("the audit log keeps what a memory call did, not what it remembered", () => {
   it("records ids, datasets and tags as sent and each text, query and content as its size, so no reader of the log sees a private fact", async () => {
     const alice = await client("alice", { private: true });
