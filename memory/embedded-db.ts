@@ -129,6 +129,17 @@ const MIGRATIONS: readonly string[] = [
    );
    CREATE INDEX operations_status ON operations(status, seq);
    CREATE INDEX operations_created ON operations(created_at, seq);`,
+  // A document's fact remembers the sentence it was extracted from, so a new
+  // version of the document recognises it after curation changed its text.
+  // Facts curated before: the text their first text change started from.
+  // bank_version is put back: nothing a mental model reads changed.
+  `ALTER TABLE units ADD COLUMN extracted TEXT;  -- a document fact's sentence as extracted (curation never changes it); null for a fact added on its own
+   CREATE TEMP TABLE kept_version AS SELECT n FROM bank_version;
+   UPDATE units SET extracted = coalesce(
+     (SELECT json_extract(h.changes, '$.text.before') FROM unit_history h WHERE h.unit_id = units.id AND json_type(h.changes, '$.text.before') = 'text' ORDER BY h.seq LIMIT 1),
+     text) WHERE doc_key IS NOT NULL;
+   UPDATE bank_version SET n = (SELECT n FROM kept_version);
+   DROP TABLE kept_version;`,
 ];
 
 /** Opens (creating it) `<stateDir>/memory.db` in WAL mode and brings its schema up to date. */

@@ -52,9 +52,9 @@ function insertUnit(store: Store, unit: NewUnit): { id: string; created_at: stri
   const at = store.now();
   const tags = tagUnion(unit.tags);
   store
-    .q(`INSERT INTO units (id, dataset, text, norm, context, fact_type, source, tags, metadata, entities, document_id, doc_key, state, created_at, updated_at)
-        VALUES (?, ?, ?, ?, ?, 'world', ?, ?, ?, ?, ?, ?, 'active', ?, ?)`)
-    .run(id, unit.dataset, unit.text, normalise(unit.text), unit.context, unit.source, JSON.stringify(tags), JSON.stringify(unit.metadata), JSON.stringify(entitiesOf(unit.text)), unit.document_id, unit.doc_key, at, at);
+    .q(`INSERT INTO units (id, dataset, text, norm, context, fact_type, source, tags, metadata, entities, document_id, doc_key, extracted, state, created_at, updated_at)
+        VALUES (?, ?, ?, ?, ?, 'world', ?, ?, ?, ?, ?, ?, ?, 'active', ?, ?)`)
+    .run(id, unit.dataset, unit.text, normalise(unit.text), unit.context, unit.source, JSON.stringify(tags), JSON.stringify(unit.metadata), JSON.stringify(entitiesOf(unit.text)), unit.document_id, unit.doc_key, unit.doc_key === null ? null : unit.text, at, at);
   for (const tag of tags) store.q("INSERT INTO unit_tags (unit_id, tag) VALUES (?, ?)").run(id, tag);
   recordHistory(store, id, unit.source, "created", {});
   return { id, created_at: at };
@@ -113,7 +113,8 @@ export function upsertDocument(store: Store, input: AddInput & { document_id: st
  * A `retain` operation's work: the document's new version replaces the old
  * one's facts. A version identical to the last one extracted changes
  * nothing ("content was already known"). Otherwise, split into sentences:
- * the document's facts still in it stay (curation kept), the others go, and
+ * the document's facts whose sentence (as extracted, whatever curation made
+ * of their text) is still in it stay, curation kept; the others go; and
  * each new sentence becomes a fact unless the dataset already holds it
  * actively from elsewhere.
  */
@@ -127,7 +128,8 @@ export function runRetain(store: Store, key: string, p: RetainPayload): Record<s
   }
   const sentences = new Map<string, string>();
   for (const s of splitSentences(p.text)) if (!sentences.has(normalise(s))) sentences.set(normalise(s), s);
-  const own = store.q("SELECT id, norm FROM units WHERE doc_key = ?").all(key) as Array<{ id: string; norm: string }>;
+  // Each fact is matched by the sentence it was extracted from, not its (maybe curated) text.
+  const own = (store.q("SELECT id, coalesce(extracted, text) AS extracted FROM units WHERE doc_key = ?").all(key) as Array<{ id: string; extracted: string }>).map((f) => ({ id: f.id, norm: normalise(f.extracted) }));
   for (const fact of own) if (!sentences.has(fact.norm)) store.q("DELETE FROM units WHERE id = ?").run(fact.id);
   const kept = new Set(own.map((f) => f.norm));
   let inserted = 0;

@@ -106,6 +106,8 @@ export interface UnitRow {
   readonly entities: string;
   readonly document_id: string | null;
   readonly doc_key: string | null;
+  /** A document fact's sentence as extracted (null for a fact added on its own). */
+  readonly extracted: string | null;
   readonly occurred_start: string | null;
   readonly occurred_end: string | null;
   readonly state: UnitState;

@@ -130,6 +130,25 @@ describe("facts: add, search, list, recall, history, curate, tags, stats", () =>
   });
 });
 
+describe("a document's new version keeps curation", () => {
+  it("a fact corrected with memory_curate stays corrected when the document comes back with a sentence appended", async () => {
+    const c = await client("hermes__coder");
+    const v1 = await ok(c, "memory_add", { text: "The chat slot runs on port 8080. The NPU is idle.", document_id: "notes" });
+    await settled(c, v1.operation_id);
+    const fact = (await ok(c, "memory_search", { query: "port" })).results[0];
+    await ok(c, "memory_curate", { id: fact.id, text: "The chat slot runs on port 8090." });
+    const v2 = await ok(c, "memory_add", { text: "The chat slot runs on port 8080. The NPU is idle. The box has 64 GB.", document_id: "notes" });
+    expect((await settled(c, v2.operation_id)).result).toMatchObject({ facts_extracted: 1 });
+    const texts = (await ok(c, "memory_list")).items.map((u: any) => u.text);
+    expect(texts).toEqual(["The chat slot runs on port 8090.", "The NPU is idle.", "The box has 64 GB."]);
+    expect((await ok(c, "memory_history", { id: fact.id })).history.map((h: any) => h.action)).toEqual(["created", "curated"]);
+    // A version without the sentence lets the fact go, curated or not.
+    const v3 = await ok(c, "memory_add", { text: "The NPU is idle. The box has 64 GB.", document_id: "notes" });
+    await settled(c, v3.operation_id);
+    expect((await ok(c, "memory_list")).items.map((u: any) => u.text)).toEqual(["The NPU is idle.", "The box has 64 GB."]);
+  });
+});
+
 describe("argument errors are mcp.memory_schema with every problem in detail", () => {
   it.each([
     ["memory_add", { text: "   " }, "text"],
