@@ -1,3 +1,4 @@
+import { normalise, NORM_RULE } from "./extract.js";
 import { openSqlite, type Db } from "./sqlite.js";
 
 /**
@@ -140,9 +141,31 @@ const MIGRATIONS: readonly string[] = [
      text) WHERE doc_key IS NOT NULL;
    UPDATE bank_version SET n = (SELECT n FROM kept_version);
    DROP TABLE kept_version;`,
+  // Which extract.ts normalise rule units.norm was computed by (openMemoryDb recomputes older ones).
+  `CREATE TABLE norm_rule (version INTEGER NOT NULL);
+   INSERT INTO norm_rule (version) VALUES (1);`,
 ];
 
-/** Opens (creating it) `<stateDir>/memory.db` in WAL mode and brings its schema up to date. */
+/**
+ * Opens (creating it) `<stateDir>/memory.db` in WAL mode and brings its
+ * schema up to date, and its units' normal forms: ones computed by an older
+ * normalise rule are recomputed in one transaction (bank_version is put
+ * back: no fact changed).
+ */
 export function openMemoryDb(stateDir: string): Db {
-  return openSqlite(stateDir, "memory.db", MIGRATIONS);
+  const db = openSqlite(stateDir, "memory.db", MIGRATIONS);
+  const { version } = db.prepare("SELECT version FROM norm_rule").get() as { version: number };
+  if (version < NORM_RULE) {
+    db.transaction(() => {
+      const { n } = db.prepare("SELECT n FROM bank_version").get() as { n: number };
+      const update = db.prepare("UPDATE units SET norm = ? WHERE seq = ?");
+      for (const row of db.prepare("SELECT seq, text, norm FROM units").all() as Array<{ seq: number; text: string; norm: string }>) {
+        const norm = normalise(row.text);
+        if (norm !== row.norm) update.run(norm, row.seq);
+      }
+      db.prepare("UPDATE bank_version SET n = ?").run(n);
+      db.prepare("UPDATE norm_rule SET version = ?").run(NORM_RULE);
+    })();
+  }
+  return db;
 }

@@ -24,17 +24,31 @@ export function splitSentences(text: string): string[] {
 }
 
 /**
+ * Which rule `normalise` follows. Stored normal forms computed by an earlier
+ * rule are recomputed when the database is opened (embedded-db.ts).
+ */
+export const NORM_RULE = 2;
+
+/** Symbols that change what a fact means ("> 90" is not "< 90", "C++" is not "C#"): kept, each its own word. */
+const MEANINGFUL = String.raw`\p{Sm}\p{Sc}\p{So}^#%&@*/\\`;
+const NORM_PARTS = new RegExp(String.raw`([${MEANINGFUL}]|-(?=\p{N}))|(?:(?!-\p{N})[^\p{L}\p{N}${MEANINGFUL}])+`, "gu");
+
+/**
  * The form two facts are compared in for deduplication: Unicode-decomposed,
- * diacritics dropped, lower case, every run of non-letters/digits one space,
- * trimmed ("The NPU slot is pinned." = "the npu slot is pinned"). A text
- * with no letter or digit is its own trimmed self.
+ * diacritics dropped, lower case; symbols that change the meaning (math and
+ * currency signs, `# % & @ * / \ ^`, a minus before a digit) kept, each one
+ * word; every other run of non-letters/digits one space; trimmed ("The NPU
+ * slot is pinned." = "the npu slot is pinned"; "temp > 90" = "temp >90", but
+ * not "temp < 90"). A text with no letter, digit or such symbol is its own
+ * trimmed self.
  */
 export function normalise(text: string): string {
   const norm = text
     .normalize("NFKD")
     .replace(/\p{M}+/gu, "")
     .toLowerCase()
-    .replace(/[^\p{L}\p{N}]+/gu, " ")
+    .replace(NORM_PARTS, (_run, symbol: string | undefined) => (symbol === undefined ? " " : ` ${symbol} `))
+    .replace(/ {2,}/g, " ")
     .trim();
   return norm === "" ? text.trim() : norm;
 }

@@ -415,6 +415,41 @@ describe("directives", () => {
   });
 });
 
+describe("deduplication keeps what changes a fact's meaning", () => {
+  it("merges case and punctuation variants, never > with <, C++ with C#, $ or %", async () => {
+    expect(normalise("Alert when temperature > 90")).toBe(normalise("alert when temperature >90."));
+    expect(normalise("Alert when temperature > 90")).not.toBe(normalise("Alert when temperature < 90"));
+    expect(normalise("The team writes C++")).not.toBe(normalise("The team writes C#"));
+    expect(normalise("It costs 5%")).not.toBe(normalise("It costs $5"));
+    expect(normalise("It is -5 outside")).not.toBe(normalise("It is 5 outside"));
+    const { e } = open();
+    const gt = await e.add(fact("Alert when temperature > 90"));
+    const lt = await e.add(fact("Alert when temperature < 90"));
+    expect(lt.already_known).toBeUndefined();
+    expect((await e.add(fact("alert when temperature >90."))).already_known).toBe(true);
+    const cpp = await e.add(fact("The team writes C++."));
+    await e.add(fact("The team writes C#."));
+    const recalled = await e.recall({ query: "temperature team writes", max_tokens: 1000, scope: shared });
+    expect(recalled.results).toHaveLength(4);
+    await e.curate(lt.id, { text: "ALERT when temperature > 90!" }, shared, "alice");
+    expect((await e.consolidate(shared)).deduplicated).toBe(1);
+    expect((await e.list({ scope: shared, limit: 10 })).items.map((u) => u.id)).toEqual([gt.id, cpp.id, expect.any(String)]);
+  });
+
+  it("recomputes normal forms an older rule stored when the database is opened", async () => {
+    const { e, dir } = open();
+    const gt = await e.add(fact("Alert when temperature > 90"));
+    await e.close();
+    const db = new Database(join(dir, "memory.db"));
+    db.prepare("UPDATE units SET norm = 'alert when temperature 90'").run();
+    db.prepare("UPDATE norm_rule SET version = 1").run();
+    db.close();
+    const { e: again } = open({ dir });
+    expect((await again.add(fact("Alert when temperature > 90."))).id).toBe(gt.id);
+    expect((await again.add(fact("Alert when temperature < 90"))).already_known).toBeUndefined();
+  });
+});
+
 describe("tags, stats and consolidation", () => {
   it("counts tags and the bank: nodes, links, observations, invalidated, documents, models, directives", async () => {
     const { e } = open();
