@@ -100,7 +100,7 @@ export function validate(route: Route, call: Call): Pick<RouteContext<unknown, u
  */
 export async function invoke(d: Dispatcher, route: Route, call: Call): Promise<unknown> {
   const started = performance.now();
-  const audited = route.kind === "write" || route.kind === "action" || call.caller.via !== "rest";
+  const audited = route.auditsItself !== true && (route.kind === "write" || route.kind === "action" || call.caller.via !== "rest");
   let planId: string | undefined;
   try {
     const input = validate(route, call);

@@ -141,6 +141,12 @@ interface RouteBase<P, Q, B> {
    */
   readonly auditBody?: (body: unknown) => unknown;
   /**
+   * The handler records the call's one audit row itself (ok or refused),
+   * with a target it learns as it runs (the run it started, the skill it
+   * wrote); `invoke` records none, so a call is never audited twice.
+   */
+  readonly auditsItself?: boolean;
+  /**
    * Tools narrower than the route: the body a tool may send (strict). An
    * alias that takes less than its route (`model_assign`: only `model`)
    * is refused with validation.invalid for anything more.

@@ -31,6 +31,18 @@ export interface BridgeToolDef {
    * before it is queued and again when a person approves it.
    */
   readonly precheck?: (ctx: BridgeContext, args: any) => Promise<void> | void;
+  /**
+   * The write records its call's one audit row itself (with the run or the
+   * skill as its target), so the mount records none for it.
+   */
+  readonly auditsItself?: boolean;
+  /**
+   * What an audit row keeps of the arguments, when not the arguments
+   * themselves (a skill's or a memory entry's text: its size and hash).
+   * Used by every row of the call: the write's own, a refusal, a request
+   * queued for a person.
+   */
+  readonly auditArgs?: (args: any) => unknown;
 }
 
 /** What a write would change, before anything is written (see BridgeToolDef.propose). */

@@ -110,6 +110,26 @@ describe("hal0-agents with its sixteen tools, for a token admitted to one profil
     expect(after).toContain("Runs of alpha are followed over /mcp/agents.");
   });
 
+  it("audits each call through the mount once, with a text recorded only as its size and hash", async () => {
+    const rows = (tool: string) => s.hal0.audit.query({ actor: "agent:claude-code" }).items.filter((r) => r.tool === tool) as Array<{ outcome: string; target: string | null; args: any }>;
+    const text = "The audit keeps only this entry's size.";
+    expect((await call("profile_memory_add", { profile: "alpha", text })).isError).toBe(false);
+    expect(rows("profile_memory_add").filter((r) => r.args.text_sha256 !== undefined && r.args.text_bytes === Buffer.byteLength(text))).toHaveLength(1);
+    const started = await call("agent_run_start", { profile: "alpha", prompt: "audit me once" });
+    await call("agent_run_wait", { run_id: started.body.run_id, timeout_s: 20 });
+    expect(rows("agent_run_start").filter((r) => r.args.prompt === "audit me once").map((r) => [r.outcome, r.target])).toEqual([["ok", started.body.run_id]]);
+    const skill = SKILL.replace("Keep the repository tidy", "Say what the audit keeps").replace("tidy", "audit-kept");
+    const put = await call("profile_skill_put", { profile: "alpha", name: "audit-kept", text: skill });
+    expect(put.body.status, JSON.stringify(put.body)).toBe("pending_approval");
+    expect((await s.call("POST", `/api/agent/approvals/${put.body.approval_id}/approve`)).body.approval.state).toBe("executed");
+    const puts = rows("profile_skill_put").filter((r) => r.args.name === "audit-kept");
+    expect(puts.map((r) => r.outcome).sort()).toEqual(["ok", "pending_approval"]);
+    for (const r of puts) expect(r.args).toMatchObject({ text_bytes: Buffer.byteLength(skill), text_sha256: expect.stringMatching(/^sha256:/) });
+    const all = JSON.stringify(s.hal0.audit.query({ limit: 1000 }).items);
+    expect(all).not.toContain(text);
+    expect(all).not.toContain("Say what the audit keeps");
+  });
+
   it("the Agents page lists the runs; a run's page follows its output, and its Cancel form stops a running one", async () => {
     const session = await webLogin(s);
     const get = async (path: string) => String((await httpCall(s.url, "GET", path, { headers: { cookie: session.cookie } })).body);

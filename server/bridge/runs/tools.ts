@@ -49,6 +49,7 @@ export const RUN_TOOLS: readonly BridgeToolDef[] = [
   },
   {
     name: "agent_run_start",
+    auditsItself: true,
     defaultTier: "autonomous_write",
     description: "Starts a headless Hermes run of a profile (queued while [bridge] max_runs run). Returns {run_id, state}; follow it with agent_run_events / agent_run_wait.",
     input: startInput,
@@ -93,6 +94,7 @@ export const RUN_TOOLS: readonly BridgeToolDef[] = [
   },
   {
     name: "agent_run_message",
+    auditsItself: true,
     defaultTier: "autonomous_write",
     description: "Continues an ended run's Hermes session with `text`: a new run of the same profile resuming its session id (`--resume`). Returns the new {run_id, state}.",
     input: z.strictObject({ run_id: RUN_ID, text: PROMPT }),
@@ -111,6 +113,7 @@ export const RUN_TOOLS: readonly BridgeToolDef[] = [
   },
   {
     name: "agent_run_cancel",
+    auditsItself: true,
     defaultTier: "autonomous_write",
     description: "Stops a queued or running run (its whole process group) and returns its record; an ended run is returned as it is.",
     input: runIdInput,

@@ -133,6 +133,12 @@ function textRecord(text: string): Record<string, unknown> {
   return { text_bytes: Buffer.byteLength(text, "utf8"), text_sha256: sha256(text) };
 }
 
+/** The arguments as an audit row keeps them: a `text` as its size and hash, never its words. */
+function withoutText(args: Record<string, unknown>): Record<string, unknown> {
+  const { text, ...rest } = args;
+  return typeof text === "string" ? { ...rest, ...textRecord(text) } : text === undefined ? rest : { ...rest, text: "[not recorded]" };
+}
+
 async function skillPutChange(ctx: BridgeContext, args: z.infer<typeof SkillPutArgs>): Promise<ProfileChange> {
   const root = await requireProfile(ctx, args.profile);
   const dir = skillDir(args);
@@ -199,6 +205,8 @@ export const TEACH_TOOLS: readonly BridgeToolDef[] = [
   },
   {
     name: "profile_skill_put",
+    auditsItself: true,
+    auditArgs: withoutText,
     defaultTier: "gated",
     description: "Create or replace one skill's SKILL.md in a Hermes profile (front matter with name = the folder name and a description; at most 64 KiB). Gated: an operator approves the diff first.",
     input: SkillPutArgs,
@@ -209,6 +217,7 @@ export const TEACH_TOOLS: readonly BridgeToolDef[] = [
   },
   {
     name: "profile_skill_delete",
+    auditsItself: true,
     defaultTier: "gated",
     description: "Delete one skill of a Hermes profile: its whole folder (SKILL.md and any references/, scripts/ … in it). Gated: an operator approves first.",
     input: SkillDeleteArgs,
@@ -235,6 +244,8 @@ export const TEACH_TOOLS: readonly BridgeToolDef[] = [
   },
   {
     name: "profile_memory_add",
+    auditsItself: true,
+    auditArgs: withoutText,
     defaultTier: "autonomous_write",
     description: "Append one entry to a Hermes profile's memories/MEMORY.md (Hermes's `§`-separated format); every other byte of the file stays as it was. An entry already there is not added twice.",
     input: MemoryAddArgs,
