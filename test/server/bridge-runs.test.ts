@@ -212,6 +212,17 @@ describe("agent bridge runs", () => {
     expect(t.hal0.audit.query({ actor: "agent:claude", route: "POST /mcp/agents", target: r.run_id }).items.filter((x) => x.tool === "agent_run_cancel")).toHaveLength(2);
   });
 
+  it("a timeout_s past [hermes] run_timeout_s is refused, naming the limit", async () => {
+    const err = await tool("agent_run_start").run(agent, { profile: "alpha", prompt: "too long", timeout_s: 1801 }).then(() => undefined, (e: unknown) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect((err as ApiError).code).toBe("validation.invalid");
+    expect((err as ApiError).message).toContain("run_timeout_s (1800)");
+    expect((err as ApiError).details).toMatchObject({ max: 1800, fields: [{ loc: ["timeout_s"] }] });
+    const ok = await call(agent, "agent_run_start", { profile: "alpha", prompt: "as long as allowed", timeout_s: 1800 });
+    expect(ok.run.timeout_s).toBe(1800);
+    await call(agent, "agent_run_wait", { run_id: ok.run_id, timeout_s: 20 });
+  });
+
   it("a run past its timeout_s is stopped and marked failed (timed_out)", async () => {
     const r = await call(agent, "agent_run_start", { profile: "alpha", prompt: "forever [hang]", timeout_s: 1 });
     const early = await call(agent, "agent_run_wait", { run_id: r.run_id, timeout_s: 0.2 });

@@ -32,7 +32,7 @@ const startInput = z.strictObject({
   toolsets: z.array(TOOLSET).max(32).optional().describe("Hermes toolsets to enable (`-t a,b`); absent: the profile's own."),
   max_turns: z.int().min(1).max(1000).optional().describe("At most this many agent turns (`--max-turns`)."),
   resume: SESSION.optional().describe("A Hermes session id to continue (`--resume`)."),
-  timeout_s: z.int().min(1).max(604_800).optional().describe("Stop the run after this many seconds (default [hermes] run_timeout_s, 1800)."),
+  timeout_s: z.int().min(1).max(604_800).optional().describe("Stop the run after this many seconds: at most, and by default, [hermes] run_timeout_s (1800 unless the operator set another)."),
 });
 const runIdInput = z.strictObject({ run_id: RUN_ID });
 
@@ -56,6 +56,11 @@ export const RUN_TOOLS: readonly BridgeToolDef[] = [
     run: (ctx, raw) => audited(ctx, "agent_run_start", raw, undefined, async () => {
       const a = parse(startInput, raw);
       const runs = service(ctx);
+      const limit = runs.defaultTimeoutS();
+      if (a.timeout_s !== undefined && a.timeout_s > limit) {
+        const msg = `at most [hermes] run_timeout_s (${limit}), when the box stops any run`;
+        throw new ApiError("validation.invalid", `invalid arguments: timeout_s: ${msg}`, { fields: [{ loc: ["timeout_s"], msg, type: "too_big" }], max: limit });
+      }
       await checkProfile(ctx, a.profile);
       const row = await runs.start({ profile: a.profile, prompt: a.prompt, toolsets: a.toolsets, maxTurns: a.max_turns, timeoutS: a.timeout_s, resume: a.resume, caller: actor(ctx) });
       return { run_id: row.id, state: row.state, run: view(row) };
@@ -106,7 +111,7 @@ export const RUN_TOOLS: readonly BridgeToolDef[] = [
       await checkProfile(ctx, prev.profile);
       const row = await service(ctx).start({
         profile: prev.profile, prompt: a.text, toolsets: JSON.parse(prev.toolsets) as string[], maxTurns: prev.max_turns ?? undefined,
-        timeoutS: prev.timeout_s, resume: prev.session_id, parentRun: prev.id, caller: actor(ctx),
+        timeoutS: Math.min(prev.timeout_s, service(ctx).defaultTimeoutS()), resume: prev.session_id, parentRun: prev.id, caller: actor(ctx),
       });
       return { run_id: row.id, state: row.state, continues: prev.id, session_id: prev.session_id, run: view(row) };
     }),
