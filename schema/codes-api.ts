@@ -158,6 +158,7 @@ export const API_CODES = {
   "run.profile_not_found": { severity: "error", stage: "server", http: 404, meaning: "No Hermes profile of this name: there is no <[hermes] home>/profiles/<name>/ folder; details.known lists the profiles there are." },
   "run.active": { severity: "error", stage: "server", http: 409, meaning: "agent_run_message to a run that is still queued or running: its Hermes session takes the next message once the run has ended (agent_run_wait)." },
   "run.no_session": { severity: "error", stage: "server", http: 409, meaning: "agent_run_message to a run that ended without Hermes reporting a session id (it failed to start, or was stopped before the end): there is no session to continue." },
+  "run.too_many_queued": { severity: "error", stage: "server", http: 429, meaning: "The caller already has 20 Hermes runs queued, waiting for a place among [bridge] max_runs (details.queued, details.max): wait for them to start, or cancel some, before starting more." },
   "run.unavailable": { severity: "error", stage: "server", http: 503, meaning: "This server runs no Hermes runs (no run service); hal0 serve has one." },
   // ── hal0-agents (the bridge) ─────────────────────────────────────────
   "bridge.profile_denied": { severity: "error", stage: "server", http: 403, meaning: "A hal0-agents tool named a Hermes profile the caller's bridge token was not admitted to (hal0 bridge admit NAME --profiles …); details.allowed lists the profiles it reaches." },

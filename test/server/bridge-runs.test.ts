@@ -288,6 +288,30 @@ describe("agent bridge runs, max_runs and restarts", () => {
     }
   });
 
+  it("one caller queues at most 20 runs; more is run.too_many_queued, and another caller still queues", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { box } = makeBox(dir, "\n[bridge]\nmax_runs = 1\n");
+    const t = await startTestServer({ box });
+    try {
+      const ctx: BridgeContext = { d: t.hal0, caller: AGENT, profiles: ["alpha"] };
+      const start = (c: BridgeContext, prompt: string) => tool("agent_run_start").run(c, { profile: "alpha", prompt }).then((r: any) => r, (e: unknown) => e);
+      expect((await start(ctx, "first [hang]")).state).toBe("running");
+      const all = await Promise.all(Array.from({ length: 30 }, (_, i) => start(ctx, `queued ${i} [hang]`)));
+      const queued = all.filter((r) => !(r instanceof ApiError));
+      const refused = all.filter((r): r is ApiError => r instanceof ApiError);
+      expect(queued.map((r) => r.state)).toEqual(Array(20).fill("queued"));
+      expect(refused.map((e) => e.code)).toEqual(Array(10).fill("run.too_many_queued"));
+      expect(refused[0]!.details).toMatchObject({ max: 20 });
+      expect((await start({ d: t.hal0, caller: OPERATOR, profiles: "all" }, "another caller [hang]")).state).toBe("queued");
+      await tool("agent_run_cancel").run(ctx, { run_id: queued[0].run_id });
+      expect((await start(ctx, "a freed place [hang]")).state).toBe("queued");
+      expect((await start(ctx, "still full [hang]")).code).toBe("run.too_many_queued");
+    } finally {
+      await t.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("a command that cannot start is a failed run (spawn_failed), and the next queued one still starts", async () => {
     const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
     const { home } = makeBox(dir);

@@ -6,6 +6,7 @@ import { join, resolve } from "node:path";
 import { isLive, procStat } from "../../../reconciler/drivers/proc.js";
 import { Settings } from "../../../schema/index.js";
 import type { Db } from "../../db.js";
+import { ApiError } from "../../errors.js";
 import { hermesSpawn, outcomeOf, sessionIdOf } from "./hermes-adapter.js";
 
 /**
@@ -13,7 +14,8 @@ import { hermesSpawn, outcomeOf, sessionIdOf } from "./hermes-adapter.js";
  * each run's output in a bounded log (`<state>/runs/<id>.log`, the tail
  * kept), each run's process leading its own process group so a cancel, a
  * timeout or a restart stops everything it started. At most `[bridge]
- * max_runs` run at once; the rest wait, queued, and start in order.
+ * max_runs` run at once; the rest wait, queued, and start in order, at most
+ * {@link QUEUED_PER_CALLER} of one caller's at a time.
  */
 
 export const RUN_STATES = ["queued", "running", "done", "failed", "cancelled", "interrupted"] as const;
@@ -77,6 +79,9 @@ export interface RunServiceOptions {
    */
   readonly guest?: boolean;
 }
+
+/** Runs one caller may have queued (waiting for a place among `[bridge] max_runs`) at once; one more is 429 `run.too_many_queued`. */
+export const QUEUED_PER_CALLER = 20;
 
 /** How often the owner looks for runs another process queued (a guest's approved start) when a place is free. */
 export const PUMP_MS = 2000;
@@ -163,9 +168,14 @@ export class RunService {
     await this.ready;
     if (this.closed) throw new Error("the run service is closed");
     const id = `run_${randomBytes(8).toString("hex")}`;
-    this.o.db.prepare(`INSERT INTO bridge_runs (id, profile, prompt, toolsets, max_turns, timeout_s, resume, parent_run, state, caller, created_at)
-                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?)`)
-      .run(id, req.profile, req.prompt, JSON.stringify(req.toolsets ?? []), req.maxTurns ?? null, req.timeoutS ?? this.defaultTimeoutS(), req.resume ?? null, req.parentRun ?? null, req.caller, this.iso());
+    // Counted and recorded in one statement: starts racing (in two processes too) never pass the bound together.
+    const added = this.o.db.prepare(`INSERT INTO bridge_runs (id, profile, prompt, toolsets, max_turns, timeout_s, resume, parent_run, state, caller, created_at)
+                       SELECT ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?
+                       WHERE (SELECT count(*) FROM bridge_runs WHERE state = 'queued' AND caller = ?) < ?`)
+      .run(id, req.profile, req.prompt, JSON.stringify(req.toolsets ?? []), req.maxTurns ?? null, req.timeoutS ?? this.defaultTimeoutS(), req.resume ?? null, req.parentRun ?? null, req.caller, this.iso(), req.caller, QUEUED_PER_CALLER);
+    if (added.changes !== 1) {
+      throw new ApiError("run.too_many_queued", `${req.caller} already has ${QUEUED_PER_CALLER} runs waiting to start; wait for them to start (agent_run_wait) or cancel some (agent_run_cancel) before starting more`, { queued: QUEUED_PER_CALLER, max: QUEUED_PER_CALLER });
+    }
     this.pump();
     return this.get(id)!;
   }
