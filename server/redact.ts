@@ -13,8 +13,11 @@ import { parse as parseToml } from "smol-toml";
 export const MASK = "[redacted]";
 const BEARER_MASK = `Bearer ${MASK}`;
 
-/** A key naming a secret value; not a name, path, id or count of one (`auth_value_env`, `auth_credential`, `api_key_file`, `max_tokens`, `tokenizer`, `token_id`). */
-const SECRET_WORD = /(secret|passw(?:or)?d|passphrase|api[_-]?key|access[_-]?key|private[_-]?key|session[_-]?key|[a-z0-9]_key$|authorization|credential|cookie|auth[_-]?value|bearer|(?:^|[_-])pat$|token(?!s|izer|_?ids?\b))/i;
+/**
+ * A key naming a secret value; not a name, path, id or count of one (`auth_value_env`, `auth_credential`, `api_key_file`, `max_tokens`, `tokenizer`, `token_id`).
+ * `pass`, `pwd` and `auth` count only as the whole key or its last word (`DB_PASS`, `MYSQL_PWD`, `REDIS_AUTH`), so `bypass`, `passthrough` and settings' `auth` mode are not masked.
+ */
+const SECRET_WORD = /(secret|passw(?:or)?d|passphrase|api[_-]?key|access[_-]?key|private[_-]?key|session[_-]?key|[a-z0-9]_key$|authorization|credential|cookie|auth[_-]?value|bearer|(?:^|[_-])pat$|(?:^|[_-])(?:pass|pwd)$|[a-z0-9][_-]auth$|token(?!s|izer|_?ids?\b))/i;
 // `auth_credential` (upstreams.toml) names a stored credential, like `auth_value_env` names a variable.
 const NOT_A_VALUE = /(_env|_file|_path|_name|_names|_id|_ids|_style|_header|_count|^secrets|^auth_credential)$/i;
 
@@ -90,8 +93,11 @@ export function maskAll(value: unknown): unknown {
   return value === null ? null : MASK;
 }
 
-/** A secret-looking flag of an argv (`--api-key`, `--hf-token`): the element after it is its value. */
-const SECRET_FLAG = /^--?[a-z0-9-]*(api-?key|token|secret|password|passwd)$/i;
+/**
+ * A secret-looking flag of an argv (`--api-key`, `--hf-token`): the element after it is its value.
+ * `-hft` is llama-server's short form of `--hf-token` (fixtures/llama-server/help.txt: the only short form of a secret flag there).
+ */
+const SECRET_FLAG = /^(?:--?[a-z0-9-]*(?:api-?key|token|secret|password|passwd)|-hft)$/i;
 
 function redactArray(list: readonly unknown[], options: RedactOptions, depth: number): unknown[] {
   return list.map((v, i) => {
@@ -133,13 +139,14 @@ export function isMcpServerFile(file: string): boolean {
 
 /**
  * Every rule of `redactText` needs one of these in the text to match: a
- * secret-ish word of a key or flag (see SECRET_WORD: `key`, `token`, `auth`…),
+ * secret-ish word of a key or flag (see SECRET_WORD: `key`, `token`, `auth`,
+ * `pass`, `pwd`…; `hft` for llama-server's short `-hft`),
  * `bearer`, a hal0 token's `hal0_`, a URL's `://`, or a known key prefix.
  * A text without any (most log lines and reply strings) is returned as it is
  * after this one scan; `test/server/redact-text.test.ts` holds it against the
  * rules run on every text.
  */
-const MAY_HOLD_SECRET = /bearer|hal0_|:\/\/|key|token|secret|passw|passphrase|auth|credential|cookie|pat\b|github_pat|(?:sk|hf|gh[opsur]|glpat|xox[abp])[-_]/i;
+const MAY_HOLD_SECRET = /bearer|hal0_|:\/\/|key|token|secret|pass|pwd|hft|auth|credential|cookie|pat\b|github_pat|(?:sk|hf|gh[opsur]|glpat|xox[abp])[-_]/i;
 
 /** A line of text with bearer tokens, hal0 tokens, `secret-ish=value` pairs, secret flags, URL passwords and `sk-…` keys masked. */
 export function redactText(text: string): string {
@@ -152,8 +159,8 @@ export function redactTextEveryRule(text: string): string {
     .replace(/(bearer\s+)[A-Za-z0-9._~+/=-]{8,}/gi, `$1${MASK}`)
     .replace(/\bhal0_(?:op|ag)_[A-Za-z0-9_-]{8,}/g, MASK)
     .replace(/\b([a-z][a-z0-9+.-]*:\/\/[^\s:/@]+:)[^\s@/]+@/gi, `$1${MASK}@`)
-    .replace(/(?<![\w-])(--?[A-Za-z0-9-]*(?:api-?key|token|secret|password|passwd)(?:=|\s+))("[^"]*"|'[^']*'|[^\s"'\\]+)/gi, (_m, flag: string, v: string) => `${flag}${maskLike(v)}`)
-    .replace(/("--?[A-Za-z0-9-]*(?:api-?key|token|secret|password|passwd)"\s*,\s*)"(?:[^"\\]|\\.)*"/gi, `$1"${MASK}"`)
+    .replace(/(?<![\w-])((?:--?[A-Za-z0-9-]*(?:api-?key|token|secret|password|passwd)|-hft)(?:=|\s+))("[^"]*"|'[^']*'|[^\s"'\\]+)/gi, (_m, flag: string, v: string) => `${flag}${maskLike(v)}`)
+    .replace(/("(?:--?[A-Za-z0-9-]*(?:api-?key|token|secret|password|passwd)|-hft)"\s*,\s*)"(?:[^"\\]|\\.)*"/gi, `$1"${MASK}"`)
     .replace(/"([^"\\\s]{1,80})"(\s*[:=]\s*)("(?:[^"\\]|\\.)*")/g, (m, key: string, sep: string, v: string) => (isSecretKey(key) ? `"${key}"${sep}${maskLike(v)}` : m))
     .replace(/\b([A-Za-z_][A-Za-z0-9_.-]*)(\s*=\s*)("(?:[^"\\]|\\.)*"|'[^']*'|[^\s,;}&"'\\]+)/g, (m, key: string, sep: string, v: string) => (isSecretKey(key.split(".").pop()!) ? `${key}${sep}${maskLike(v)}` : m))
     .replace(/\b(sk|hf|ghp|gho|ghs|ghu|ghr|github_pat|glpat|xox[abp])[-_][A-Za-z0-9_-]{12,}\b/g, MASK);

@@ -8,6 +8,7 @@ const KEYS = [
   "api_key", "API-KEY", "apikey", "access_key", "private-key", "session_key", "my_key", "hf_token", "GITHUB_PERSONAL_ACCESS_TOKEN", "token", "tokens", "tokenizer", "token_id",
   "max_tokens", "secret", "SECRETS", "client_secret", "password", "passwd", "Passphrase", "authorization", "Auth-Value", "auth_value_env", "auth_credential", "credential",
   "cookie", "bearer", "pat", "github_pat", "GITHUB_PAT", "x.pat", "path", "patch", "name", "ctx_size", "model", "keyboard", "monkey", "author", "status", "reqId", "route", "msg",
+  "MYSQL_PWD", "DB_PASS", "SMTP_PASS", "REDIS_AUTH", "HF_AUTH", "PASS", "pwd", "auth", "oauth", "bypass", "compass", "passthrough", "pass_through", "DB_PASS_FILE", "pwd_path",
 ];
 const VALUES = ["hunter2", "s3cr3t-value-12345", "\"quoted value\"", "'single'", "abcdefghijklmnopqrstu", "42", "", "[redacted]", "x y"];
 const TOKENS = [
@@ -15,7 +16,7 @@ const TOKENS = [
   "gho_abcdefghijklmnop", "github_pat_abcdefghijklmnop", "glpat-abcdefghijklmnop", "xoxb-abcdefghijklmnop", "xoxq-abcdefghijklmnop", "skx-abcdefghijklmnop",
   "https://user:pa55word@example.com/x", "http://example.com:8080/x", "postgres://u:p@db/x", "Bearer abcdefghijklmnop", "bearer   xyz12345678", "bearer short",
 ];
-const FLAGS = ["--api-key", "--hf-token", "-token", "--secret", "--password", "--passwd", "--apikey", "--port", "--model", "--ctx-size"];
+const FLAGS = ["--api-key", "--hf-token", "-hft", "-hf", "-token", "--secret", "--password", "--passwd", "--apikey", "--port", "--model", "--ctx-size"];
 const FILLER = ["GET /api/slots", "request", "operator:owner", "slot chat is running", "{", "}", ",", " ", "\n", "\"level\":30", "3f0b6a3e-7c4c-4a55-9a3b-0f4c9d1f6a21", "ok", "é", "→"];
 
 function pick<T>(r: () => number, xs: readonly T[]): T {
@@ -54,6 +55,7 @@ describe("redactText's pre-check", () => {
     const cases = [
       `{"pat":"abc"}`, "x.pat=abc", "GITHUB_PAT=abc", "github_pat_abcdefghijklmnop", "glpat-abcdefghijklmnop", "xoxb-abcdefghijklmnop", "hf_abcdefghijklmnopq",
       "Authorization: Bearer abcdefghijk", "hal0_ag_AAAAAAAAAAAAAAAA", "https://u:pw123@host/x", "--api-key s3cr3t", `"--hf-token", "s3cr3t"`, `{"Passphrase": "s3cr3t"}`, "COOKIE=s3cr3t",
+      "MYSQL_PWD=s3cr3t", "DB_PASS=s3cr3t", `{"SMTP_PASS": "s3cr3t"}`, "REDIS_AUTH=s3cr3t", "HF_AUTH=s3cr3t", "PASS=s3cr3t", "-hft s3cr3t", `"-hft", "s3cr3t"`,
     ];
     for (const text of cases) expect(redactText(text), text).toContain(MASK);
   });
@@ -120,6 +122,16 @@ describe("redactLogFields", () => {
 });
 
 describe("redact of a value", () => {
+  it("masks env values under *_PASS, *_PWD and *_AUTH names and the value after llama-server's short -hft flag; leaves look-alikes alone", () => {
+    const env = { MYSQL_PWD: "a1", DB_PASS: "a2", SMTP_PASS: "a3", REDIS_AUTH: "a4", HF_AUTH: "a5", PASS: "a6", PWD_FILE: "/p", bypass: "b", compass: "c", passthrough: "d", auth: "token", auth_value_env: "E" };
+    expect(redact({ env })).toEqual({
+      env: { MYSQL_PWD: MASK, DB_PASS: MASK, SMTP_PASS: MASK, REDIS_AUTH: MASK, HF_AUTH: MASK, PASS: MASK, PWD_FILE: "/p", bypass: "b", compass: "c", passthrough: "d", auth: "token", auth_value_env: "E" },
+    });
+    expect(redact({ argv: ["llama-server", "-hft", "hf_secret", "--port", "8080", "--hf-token", "t2"] })).toEqual({ argv: ["llama-server", "-hft", MASK, "--port", "8080", "--hf-token", MASK] });
+    expect(redactText("llama-server -m x.gguf -hft s3cr3tvalue --port 8080")).toBe(`llama-server -m x.gguf -hft ${MASK} --port 8080`);
+  });
+
+
   it("keeps an own __proto__ key a key (JSON.parse makes one) and masks what is under it, leaving the copy's prototype alone", () => {
     const value = JSON.parse('{"__proto__": {"api_key": "k-123", "name": "n"}, "token": "t", "list": [{"password": "p"}]}') as Record<string, unknown>;
     const out = redact(value) as Record<string, unknown>;
