@@ -183,6 +183,13 @@ export function curateUnit(store: Store, id: string, change: CurateInput, v: Vis
   return unitOf(requireUnit(store, id, v));
 }
 
+/** The units and documents among `ids` that `v` may see (what deleteIds would delete), sorted, each once. */
+export function deletableIds(store: Store, ids: readonly string[], v: Visibility): string[] {
+  const docScope = scopeSql(v, "d.dataset");
+  const found = [...new Set(ids)].filter((id) => (id.startsWith("doc_") ? store.q(`SELECT 1 FROM documents d WHERE d.id = ? AND ${docScope.sql}`).get(id, ...docScope.params) !== undefined : findUnit(store, id, v) !== undefined));
+  return found.sort();
+}
+
 /**
  * Deletes the units and documents among `ids` that `v` may see. A document
  * (`doc_…`) goes with all its facts and counts 1 + its facts; a unit counts

@@ -27,7 +27,7 @@ import type {
   TagCount,
 } from "./engine.js";
 import { openMemoryDb } from "./embedded-db.js";
-import { addFact, curateUnit, deleteIds, mergeDuplicates, runRetain, unitHistory, upsertDocument, type RetainPayload } from "./embedded-facts.js";
+import { addFact, curateUnit, deletableIds, deleteIds, mergeDuplicates, runRetain, unitHistory, upsertDocument, type RetainPayload } from "./embedded-facts.js";
 import * as models from "./embedded-models.js";
 import { OperationQueue } from "./embedded-ops.js";
 import { bankStats, listUnits, recallUnits, searchUnits, tagCounts } from "./embedded-search.js";
@@ -125,6 +125,10 @@ export class EmbeddedEngine implements MemoryEngine {
 
   async curate(id: string, change: CurateInput, scope: Scope, by: string): Promise<MemoryUnit> {
     return this.tx((s) => curateUnit(s, id, change, scope, by));
+  }
+
+  async deletable(ids: readonly string[], scope: Scope): Promise<string[]> {
+    return this.tx((s) => deletableIds(s, ids, scope));
   }
 
   /** Unit ids and document (`doc_…`) ids; a document counts 1 plus the facts it took with it. */

@@ -282,6 +282,8 @@ export interface MemoryEngine {
   get(id: string, scope: Scope): Promise<MemoryUnit>;
   history(id: string, scope: Scope): Promise<{ id: string; history: HistoryEntry[] }>;
   curate(id: string, change: CurateInput, scope: Scope, by: string): Promise<MemoryUnit>;
+  /** The ids among `ids` that delete() would find: units and documents (`doc_…`) `scope` may see; sorted, each once. */
+  deletable(ids: readonly string[], scope: Scope): Promise<string[]>;
   /** Deletes the units (or documents, with their facts) among `ids` that `scope` may see; ids it cannot see count as not deleted. */
   delete(ids: readonly string[], scope: Scope): Promise<{ deleted: number; not_found: string[] }>;
 

@@ -242,11 +242,26 @@ export class HindsightEngine implements MemoryEngine {
     return { deleted, not_found: missing.sort() };
   }
 
+  /** What delete() would find: documents `scope` may see, and its active units. */
+  async deletable(ids: readonly string[], scope: Scope): Promise<string[]> {
+    const found: string[] = [];
+    for (const id of new Set(ids)) {
+      const visible = id.startsWith("doc_") ? await this.documentVisible(id, scope) : (await unlessNotFound(this.unitIn(id, scope)))?.unit.state === "active";
+      if (visible) found.push(id);
+    }
+    return found.sort();
+  }
+
+  /** A Hindsight document whose dataset `scope` may see. */
+  private async documentVisible(id: string, scope: Scope): Promise<boolean> {
+    const doc = await unlessNotFound(this.http.object("GET", `/documents/${encodeURIComponent(id)}`, "document", { notFound: ["document", id] }));
+    const dataset = doc && map.decodeTags(Array.isArray(doc.tags) ? doc.tags.map(String) : []).dataset;
+    return dataset !== undefined && map.visible(dataset, scope);
+  }
+
   private async deleteDocument(id: string, scope: Scope): Promise<number | undefined> {
     const path = `/documents/${encodeURIComponent(id)}`;
-    const doc = await unlessNotFound(this.http.object("GET", path, "document", { notFound: ["document", id] }));
-    const dataset = doc && map.decodeTags(Array.isArray(doc.tags) ? doc.tags.map(String) : []).dataset;
-    if (dataset === undefined || !map.visible(dataset, scope)) return undefined;
+    if (!(await this.documentVisible(id, scope))) return undefined;
     const reply = await unlessNotFound(this.http.object("DELETE", path, "document delete reply", { notFound: ["document", id] }));
     return reply && 1 + map.num(reply.memory_units_deleted);
   }

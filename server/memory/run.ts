@@ -96,8 +96,8 @@ export function operationScopeOf(caller: Caller): OperationScope {
  * of datasets, or another caller's dataset. Undefined = it runs at once.
  */
 export function deleteNeedsApproval(input: Record<string, unknown>, caller: Caller): string | undefined {
-  const ids = input.ids as string[];
-  if (ids.length > 1) return `deletes ${ids.length} memory ids`;
+  const ids = new Set(input.ids as string[]);
+  if (ids.size > 1) return `deletes ${ids.size} memory ids`;
   if (Array.isArray(input.dataset)) return `deletes across datasets ${input.dataset.join(", ")}`;
   if (typeof input.dataset === "string" && isForeignDataset(input.dataset, caller)) return `deletes in another caller's dataset ${input.dataset}`;
   return undefined;
@@ -175,8 +175,13 @@ async function runTool(engine: MemoryEngine, name: string, a: Record<string, any
       return engine.operationRetry(a.id, operationScopeOf(caller));
     case "memory_bank_consolidate":
       return engine.consolidate(visibleScope(a.dataset, caller));
-    case "memory_delete":
-      return engine.delete(a.ids, scopeOf(a.dataset, caller));
+    case "memory_delete": {
+      const ids = [...new Set(a.ids as string[])];
+      const scope = scopeOf(a.dataset, caller);
+      const result = await engine.delete(ids, scope);
+      if (result.deleted === 0 && result.not_found.length === ids.length) throw noneFound(ids, scope);
+      return result;
+    }
     case "memory_mental_model_delete":
       return engine.mentalModelDelete(a.id);
     case "memory_directive_delete":
@@ -200,10 +205,14 @@ async function precheck(engine: MemoryEngine, name: string, a: Record<string, an
   else if (name === "memory_directive_delete") await engine.directiveGet(a.id);
   else if (name === "memory_delete") {
     const scope = scopeOf(a.dataset, { ...caller, via: "approval" });
-    // A unit must be visible in the scope; a document id (doc_…) is checked when the delete runs.
-    const found = await Promise.all((a.ids as string[]).map((id) => id.startsWith("doc_") || engine.get(id, scope).then(() => true, () => false)));
-    if (!found.some(Boolean)) throw new ApiError("memory.not_found", `none of ${(a.ids as string[]).join(", ")} is in ${scope.datasets!.join(", ")}`, { ids: a.ids, datasets: scope.datasets });
+    const ids = [...new Set(a.ids as string[])];
+    if ((await engine.deletable(ids, scope)).length === 0) throw noneFound(ids, scope);
   }
+}
+
+/** memory_delete's one rule for missing ids: none of them found is memory.not_found; some found is a reply listing the others in `not_found`. */
+function noneFound(ids: readonly string[], scope: Scope): ApiError {
+  return new ApiError("memory.not_found", `none of ${ids.join(", ")} is in ${scope.datasets!.join(", ")}`, { ids, datasets: scope.datasets });
 }
 
 /** A search hit as seed 001 returns it. */

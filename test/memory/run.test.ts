@@ -49,6 +49,7 @@ describe("namespaces", () => {
     expect(deleteNeedsApproval({ ids: ["a"], dataset: "private:alice" }, alice)).toBeUndefined();
     expect(deleteNeedsApproval({ ids: ["a"], dataset: "team" }, alice)).toBeUndefined();
     expect(deleteNeedsApproval({ ids: ["a", "b"] }, alice)).toBe("deletes 2 memory ids");
+    expect(deleteNeedsApproval({ ids: ["a", "a"] }, alice)).toBeUndefined(); // one id, given twice
     expect(deleteNeedsApproval({ ids: ["a"], dataset: ["shared"] }, alice)).toMatch(/across datasets/);
     expect(deleteNeedsApproval({ ids: ["a"], dataset: "private:bob" }, alice)).toMatch(/another caller's dataset/);
   });

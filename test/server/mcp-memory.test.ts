@@ -293,6 +293,22 @@ describe("memory_delete gates itself", () => {
   });
 });
 
+describe("memory_delete's missing ids", () => {
+  it("follows one rule: none found is memory.not_found, gated or not; some found deletes them and lists the rest; an id given twice is one id", async () => {
+    const c = await client("hermes__coder");
+    for (const ids of [["mem_nope"], ["mem_nope", "mem_nope2"], ["doc_0000000000000000"], ["doc_0000000000000000", "mem_nope"]]) {
+      expect((await refused(c, "memory_delete", { ids })).code, JSON.stringify(ids)).toBe("memory.not_found");
+    }
+    const kept = await ok(c, "memory_add", { text: "A fact deleted once." });
+    expect(await ok(c, "memory_delete", { ids: [kept.id, kept.id] })).toEqual({ deleted: 1, not_found: [] });
+    const doc = await ok(c, "memory_add", { text: "A document. With two facts.", document_id: "two" });
+    await settled(c, doc.operation_id);
+    const gated = await ok(c, "memory_delete", { ids: [doc.id, "mem_nope"] });
+    expect(gated.status).toBe("pending_approval");
+    expect((await approve(gated.approval_id)).result).toEqual({ deleted: 3, not_found: ["mem_nope"] });
+  });
+});
+
 describe("mental models, directives and operations", () => {
   it("creates a mental model whose content an async refresh fills; lists metadata unless asked; deleting it needs approval", async () => {
     const c = await client("hermes__coder");
