@@ -28,10 +28,16 @@ export function parseMemoryArgs(name: string, args: unknown): { tool: MemoryTool
   const parsed = tool.input.safeParse(raw);
   if (!parsed.success) throw schemaError(name, parsed.error.issues.map((i) => ({ path: i.path.map(String).join("."), message: i.message })));
   const input = parsed.data as Record<string, unknown>;
-  if (tool.needsOneOf && !tool.needsOneOf.some((f) => input[f] !== undefined)) {
+  if (tool.needsOneOf && !tool.needsOneOf.some((f) => input[f] !== undefined && !isEmptyObject(input[f]))) {
     throw schemaError(name, [{ path: "", message: `give id and at least one field to change: ${tool.needsOneOf.join(", ")}` }]);
   }
+  const problem = tool.check?.(input);
+  if (problem) throw schemaError(name, [problem]);
   return { tool, input };
+}
+
+function isEmptyObject(v: unknown): boolean {
+  return typeof v === "object" && v !== null && !Array.isArray(v) && Object.keys(v).length === 0;
 }
 
 function schemaError(tool: string, detail: Array<{ path: string; message: string }>): ApiError {

@@ -12,7 +12,8 @@ import { FACT_TYPES, MENTAL_MODEL_DETAILS, OPERATION_KINDS, OPERATION_STATUSES, 
 export const DATASET_RE = /^(private:)?[A-Za-z0-9_-]{1,64}$/;
 const Dataset = z.string().regex(DATASET_RE, "a dataset is `shared`, `private:<client_id>` or a name of letters, digits, - and _ (at most 64)");
 const Datasets = z.union([Dataset, z.array(Dataset).min(1).max(16)]).describe("one dataset or a list (default `shared`, or `private:<you>` with X-hal0-Private)");
-const Tag = z.string().min(1).max(64);
+/** A tag: printable text with something besides spaces in it (a blank or a control character is no tag anyone can ask for). */
+const Tag = z.string().min(1).max(64).regex(/^(?=.*\S)[^\u0000-\u001f\u007f]+$/, "a tag is printable text that is not blank (no control characters)");
 const Tags = z.array(Tag).max(32);
 const Id = z.string().min(1).max(128);
 const Iso = z.iso.datetime({ offset: true });
@@ -31,8 +32,10 @@ export interface MemoryToolDef {
   readonly tier: MemoryTier;
   readonly description: string;
   readonly input: z.ZodObject;
-  /** Fields of which at least one must be given besides `id` (an update with nothing to change is a schema error). */
+  /** Fields of which at least one must be given besides `id` (an update with nothing to change is a schema error); an empty object (`trigger: {}`) changes nothing. */
   readonly needsOneOf?: readonly string[];
+  /** A rule across fields, after the schema: the problem with the call, or undefined. */
+  readonly check?: (input: Record<string, unknown>) => { path: string; message: string } | undefined;
 }
 
 const byId = (what: string) => z.strictObject({ id: Id.describe(`the ${what}'s id`) });
@@ -111,6 +114,8 @@ export const MEMORY_TOOLS: readonly MemoryToolDef[] = [
       entities: z.array(z.string().min(1).max(128)).max(64).optional(), state: z.enum(UNIT_STATES).optional(),
     }),
     needsOneOf: CURATE_FIELDS,
+    check: (a) => typeof a.occurred_start === "string" && typeof a.occurred_end === "string" && Date.parse(a.occurred_start) > Date.parse(a.occurred_end)
+      ? { path: "occurred_end", message: "occurred_end is before occurred_start" } : undefined,
   },
   {
     name: "memory_mental_model_create", tier: "write",

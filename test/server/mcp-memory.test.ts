@@ -163,6 +163,11 @@ describe("argument errors are mcp.memory_schema with every problem in detail", (
     ["memory_delete", { ids: [] }, "ids"],
     ["memory_list", { dataset: "no spaces allowed" }, "dataset"],
     ["memory_directive_update", { id: "dir_x" }, ""],
+    ["memory_curate", { id: "mem_0000000000000000", occurred_start: "2030-01-01T00:00:00Z", occurred_end: "2020-01-01T00:00:00Z" }, "occurred_end"],
+    ["memory_add", { text: "hello", tags: [" "] }, "tags.0"],
+    ["memory_add", { text: "hello", tags: ["ok", "a\nb"] }, "tags.1"],
+    ["memory_search", { query: "x", tags: ["\u0000"] }, "tags.0"],
+    ["memory_mental_model_update", { id: "mm_x", trigger: {} }, ""],
   ])("%s %j", async (tool, args, path) => {
     const error = await refused(await client("hermes__coder"), tool, args);
     expect(error.code).toBe("mcp.memory_schema");
