@@ -5,6 +5,7 @@ import { basename, dirname, join } from "node:path";
 import type { Statement } from "better-sqlite3";
 import type { Db } from "../db.js";
 import { ApiError } from "../errors.js";
+import { PROFILE_NAME } from "../../reconciler/hermes-files.js";
 
 export const TOKEN_KINDS = ["operator", "agent"] as const;
 export type TokenKind = (typeof TOKEN_KINDS)[number];
@@ -29,9 +30,11 @@ const NAME_RE = /^[A-Za-z0-9_-]{1,64}$/;
 /**
  * The Hermes profiles a bridge token reaches, kept beside its scopes in the
  * same column: `profile:<name>` each, `profile:*` for every profile. Only a
- * token with `mcp:agents` may carry them.
+ * token with `mcp:agents` may carry them. A name is any profile name the
+ * bridge serves (PROFILE_NAME: letters of either case, digits, - and _, at
+ * most 56), so that every such profile can be admitted to on its own.
  */
-const PROFILE_ENTRY_RE = /^profile:(\*|[a-z0-9][a-z0-9_-]{0,31})$/;
+const PROFILE_ENTRY_RE = new RegExp(`^profile:(\\*|${PROFILE_NAME.source.replace(/^\^|\$$/g, "")})$`);
 const TOKEN_RE = /^hal0_(op|ag)_[A-Za-z0-9_-]{32}$/;
 
 /** One token as lists show it: never the secret, never its hash. */

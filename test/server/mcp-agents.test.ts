@@ -353,4 +353,12 @@ describe("hal0 bridge admit | list | revoke (against the server's state folder)"
     expect((await bridge("admit", "bad name")).err).toContain("auth.name_invalid");
     expect((await bridge("admit", "x", "--profiles", "../etc")).err).toContain("auth.name_invalid");
   });
+
+  it("admits to any profile name the bridge serves (either case, up to 56), one by one", async () => {
+    const long = `P${"x".repeat(55)}`;
+    const admit = await bridge("admit", "carol", "--profiles", `MyProfile,${long}`, "--url", s.url, "--json");
+    expect(admit.code, admit.err).toBe(0);
+    expect(JSON.parse(admit.out).token.profiles).toEqual([long, "MyProfile"].sort());
+    expect((await bridge("admit", "dave", "--profiles", `${long}x`)).err).toContain("auth.name_invalid");
+  });
 });
