@@ -78,6 +78,17 @@ export function checkName(name: string): string {
   return name;
 }
 
+/**
+ * Names a bridge admission (an agent token with `mcp:agents`) cannot take: Hermes's
+ * own identities (`hermes`, `hermes__<profile>`: hal0 mints and rotates
+ * those, and policy gives them the profile's rules) and the owner's name.
+ */
+function checkAdmissionName(name: string): void {
+  if (name === "hermes" || name.startsWith("hermes__") || name === OWNER) {
+    throw new ApiError("auth.name_invalid", `${JSON.stringify(name)} is ${name === OWNER ? "the owner's name" : "a name of Hermes's own identities (hermes, hermes__<profile>)"}; admit the agent under another name`, { name });
+  }
+}
+
 /** The scopes column's entries: known scopes, and `profile:` entries beside `mcp:agents` (sorted, unique). */
 export function parseScopes(list: readonly string[] | undefined, kind: TokenKind): string[] {
   if (list === undefined) return [...DEFAULT_SCOPES[kind]];
@@ -124,7 +135,10 @@ export class TokenStore {
   /** Mints a token; the secret is returned once and only its hash is kept. */
   mint(kind: TokenKind, name: string, scopes?: readonly string[]): Minted {
     checkName(name);
+    // A name that reads as a command-line option could be named again only after `--`.
+    if (name.startsWith("-")) throw new ApiError("auth.name_invalid", `a new token's name does not start with -, not ${JSON.stringify(name)}`, { name });
     const scopeList = parseScopes(scopes, kind);
+    if (kind === "agent" && scopeList.includes("mcp:agents")) checkAdmissionName(name);
     const token = `${TOKEN_PREFIX[kind]}${randomBytes(24).toString("base64url")}`;
     const id = `tok_${randomBytes(6).toString("hex")}`;
     const at = iso(this.now());

@@ -361,4 +361,20 @@ describe("hal0 bridge admit | list | revoke (against the server's state folder)"
     expect(JSON.parse(admit.out).token.profiles).toEqual([long, "MyProfile"].sort());
     expect((await bridge("admit", "dave", "--profiles", `${long}x`)).err).toContain("auth.name_invalid");
   });
+
+  it("refuses Hermes's own identities, the owner's name and a name that reads as an option", async () => {
+    for (const name of ["hermes", "hermes__writer", "owner"]) {
+      const r = await bridge("admit", name, "--profiles", "writer");
+      expect(`${name} → ${r.code}`).toBe(`${name} → 1`);
+      expect(r.err).toContain("auth.name_invalid");
+      expect(r.out).toBe("");
+    }
+    const io = captureIo({}, s.config);
+    const dash = await main(["bridge", "admit", "--config", s.config, "--state", s.state, "--", "-x"], io);
+    expect(dash).toBe(1);
+    expect(io.err()).toContain("auth.name_invalid");
+    const names = s.hal0.tokens.list().map((t) => t.name);
+    for (const name of ["-x", "owner"]) expect(s.hal0.tokens.list().filter((t) => t.name === name && t.kind === "agent")).toEqual([]);
+    expect(names).not.toContain("hermes__writer");
+  });
 });
