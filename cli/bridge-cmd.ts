@@ -1,6 +1,7 @@
 import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { withTokenStore } from "./token-cmd.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
+import { configDir, requireConfigFolder } from "./paths.js";
 
 export const BRIDGE_HELP = `hal0 bridge admit NAME [--profiles P,Q] [--url URL] [--json]
 hal0 bridge list [--all] [--json]
@@ -17,11 +18,14 @@ unless --url says another (the address agents reach the box at).
 list shows each admission: name, profiles, created, last used, revoked (--all).
 revoke ends every live admission of NAME at once, in a running 'hal0 serve' too.
 [bridge] enabled = false in hal0.toml turns the mount off (404) without revoking.
-Whoever can read the state folder admits agents.
+Whoever can read the state folder admits agents. The state folder is the serve's:
+one without a database (hal0.db) is refused (state.not_found), and so is a
+--config folder that is not there (config.not_found); admit needs the config
+for its URL unless --url is given.
   --json   the token and configs (admit), the admissions (list) as JSON; a
            failure is {ok: false, exit_code, diagnostics}
 Exit status: 0 done, 1 refused (bridge.already_admitted, bridge.not_admitted,
-auth.name_invalid), 64 usage error.`;
+auth.name_invalid, state.not_found, config.not_found), 64 usage error.`;
 
 /** `hal0 bridge …`: bridge tokens in the state folder's database, as `hal0 token` mints any token. */
 export async function runBridge(args: string[], io: CliIo): Promise<number> {
@@ -36,6 +40,10 @@ export async function runBridge(args: string[], io: CliIo): Promise<number> {
   if (verb !== "admit" && (values.profiles !== undefined || values.url !== undefined)) throw new UsageError("--profiles and --url are for admit");
   const print = (human: string, json: unknown) => io.stdout.write(values.json ? `${JSON.stringify(json, null, 2)}\n` : `${human}\n`);
   const { bridgeScopes, isAdmission } = await import("../server/bridge/access.js");
+  // A --config that is not there is an error, never a quiet default.
+  if (values.config !== undefined) requireConfigFolder(configDir(values.config, io.env, io.cwd));
+  // Worked out before anything is minted: a config that cannot be read leaves no token behind.
+  const url = verb === "admit" ? mountUrl(values.url ?? (await defaultUrl(values, io))) : "";
   return withTokenStore(values.state, io, async (tokens) => {
     const admissions = (all: boolean) => tokens.list({ all }).filter(isAdmission);
     if (verb === "admit") {
@@ -43,8 +51,6 @@ export async function runBridge(args: string[], io: CliIo): Promise<number> {
       if (profiles.length === 0) throw new UsageError("--profiles names at least one Hermes profile (or leave it out for every profile)");
       if (admissions(false).some((t) => t.name === name)) throw new CliError("bridge.already_admitted", `${name} is admitted already; revoke it first (hal0 bridge revoke ${name}) or rotate its token (hal0 token rotate ${name})`);
       const minted = tokens.mint("agent", name!, bridgeScopes(profiles));
-      const base = (values.url ?? (await defaultUrl(values, io))).replace(/\/+$/, "");
-      const url = base.endsWith("/mcp/agents") ? base : `${base}/mcp/agents`;
       const { clientConfigs } = await import("../server/bridge/clients.js");
       const configs = clientConfigs(url, minted.token);
       io.stderr.write(`hal0 bridge: ${minted.id} admits agent:${minted.name} to ${url} (profiles: ${reach(minted.profiles)}); the token is shown once — keep it\n`);
@@ -67,7 +73,13 @@ export async function runBridge(args: string[], io: CliIo): Promise<number> {
     const revoked = live.map((t) => tokens.revoke(t.id));
     print(`revoked ${revoked.map((t) => t.id).join(", ")} (agent:${name}): it no longer reaches /mcp/agents`, { revoked: revoked.map(admission) });
     return EXIT_OK;
-  });
+  }, { existing: true });
+}
+
+/** The mount's URL: `base` with `/mcp/agents` added unless it ends with it. */
+function mountUrl(base: string): string {
+  const trimmed = base.replace(/\/+$/, "");
+  return trimmed.endsWith("/mcp/agents") ? trimmed : `${trimmed}/mcp/agents`;
 }
 
 function reach(profiles: readonly string[] | undefined): string {
@@ -78,9 +90,9 @@ function admission(t: { id: string; name: string; profiles?: readonly string[]; 
   return { id: t.id, name: t.name, profiles: t.profiles?.includes("*") ? "all" : (t.profiles ?? []), created_at: t.created_at, last_used_at: t.last_used_at, revoked_at: t.revoked_at };
 }
 
-/** `http://<[server] host>:<[server] port>` of the compiled config; the default 127.0.0.1:8080 when there is none. */
+/** `http://<[server] host>:<[server] port>` of the compiled config (the default 127.0.0.1:8080 when it does not compile); a missing config folder is `config.not_found`. */
 async function defaultUrl(flags: { config?: string }, io: CliIo): Promise<string> {
   const { linkHost, serverAddress } = await import("./web-cmd.js");
-  const { host, port } = await serverAddress(flags, io).catch(() => ({ host: "127.0.0.1", port: 8080 }));
+  const { host, port } = await serverAddress(flags, io);
   return `http://${linkHost(host)}:${port}`;
 }

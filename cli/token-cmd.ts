@@ -1,3 +1,5 @@
+import { existsSync } from "node:fs";
+import { join } from "node:path";
 import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { stateDir } from "./paths.js";
 
@@ -65,15 +67,20 @@ export async function runToken(args: string[], io: CliIo): Promise<number> {
 
 /**
  * The state folder's token store, opened for one command (the owner's token
- * made if it is not there yet) and closed after it; a refusal of the store
+ * made if it is not there yet; with `existing`, a folder without hal0.db is
+ * CliError `state.not_found` and nothing is made) and closed after it; a refusal of the store
  * (`auth.*`, `bridge.*`) is the command's coded error. `hal0 token` and
  * `hal0 bridge` both work through it.
  */
-export async function withTokenStore<T>(state: string | undefined, io: CliIo, work: (tokens: import("../server/identity/tokens.js").TokenStore) => Promise<T> | T): Promise<T> {
+export async function withTokenStore<T>(state: string | undefined, io: CliIo, work: (tokens: import("../server/identity/tokens.js").TokenStore) => Promise<T> | T, options: { existing?: boolean } = {}): Promise<T> {
   const { openDb } = await import("../server/db.js");
   const { ApiError } = await import("../server/errors.js");
   const { TokenStore } = await import("../server/identity/tokens.js");
   const dir = stateDir(state, io.env, io.cwd);
+  // A state folder no server has used: its tokens would be for a server that does not read them.
+  if (options.existing && !existsSync(join(dir, "hal0.db"))) {
+    throw new CliError("state.not_found", `state folder ${dir} has no database (hal0.db): no hal0 serve has run there; name the serve's state folder with --state (or $HAL0_STATE)`);
+  }
   const db = openDb(dir);
   try {
     const tokens = new TokenStore(db, dir);

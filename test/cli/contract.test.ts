@@ -175,6 +175,26 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     expect(readFileSync(f, "utf8")).toBe("not a folder\n");
   });
 
+  it("hal0 bridge on a state folder without a database is state.not_found and makes nothing; a --config that is not there is config.not_found", async () => {
+    const empty = join(dir, "bridge-no-state");
+    for (const args of [["list"], ["revoke", "carol"], ["admit", "carol", "--url", "http://box.lan:8080"]]) {
+      const r = await run(["bridge", ...args, "--config", good, "--state", empty]);
+      expect(`${args[0]} → ${r.code}`).toBe(`${args[0]} → 1`);
+      expect(r.err).toContain(`state.not_found: state folder ${empty} has no database`);
+      expect(r.out).toBe("");
+      expect(existsSync(empty)).toBe(false);
+    }
+    const served = join(dir, "bridge-state");
+    expect((await run(["token", "list", "--state", served])).code).toBe(0); // a database, as a serve leaves it
+    for (const args of [["admit", "carol"], ["list"]]) {
+      const r = await run(["bridge", ...args, "--config", missing(), "--state", served]);
+      expect(`${args[0]} → ${r.code}`).toBe(`${args[0]} → 1`);
+      expect(r.err).toContain(`config.not_found: config folder not found: ${missing()}`);
+      expect(r.out).toBe("");
+    }
+    expect((await run(["token", "list", "--json", "--state", served])).out).not.toContain("carol");
+  });
+
   it("a state database SQLite cannot open or use (a folder where hal0.db goes, a file that is no database) is system.io naming it, for every command that opens it", async () => {
     const folder = mkdtempSync(join(dir, "db-folder-"));
     mkdirSync(join(folder, "hal0.db"));
