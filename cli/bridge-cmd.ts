@@ -14,7 +14,8 @@ token that reaches /mcp/agents and the Hermes profiles named (default: every
 profile), nothing else, and prints it once on stdout with ready client config:
 the 'claude mcp add' line, Codex's ~/.codex/config.toml block and Cursor's
 .cursor/mcp.json. The URL is http://<[server] host>:<[server] port>/mcp/agents
-unless --url says another (the address agents reach the box at).
+unless --url says another (the http:// or https:// address agents reach the box
+at; anything else is a usage error).
 list shows each admission: name, profiles, created, last used, revoked (--all).
 revoke ends every live admission of NAME at once, in a running 'hal0 serve' too.
 [bridge] enabled = false in hal0.toml turns the mount off (404) without revoking.
@@ -43,6 +44,7 @@ export async function runBridge(args: string[], io: CliIo): Promise<number> {
   // A --config that is not there is an error, never a quiet default.
   if (values.config !== undefined) requireConfigFolder(configDir(values.config, io.env, io.cwd));
   // Worked out before anything is minted: a config that cannot be read leaves no token behind.
+  if (values.url !== undefined && !isHttpUrl(values.url)) throw new UsageError(`--url is the http:// or https:// address agents reach the box at, not ${JSON.stringify(values.url)}`);
   const url = verb === "admit" ? mountUrl(values.url ?? (await defaultUrl(values, io))) : "";
   return withTokenStore(values.state, io, async (tokens) => {
     const admissions = (all: boolean) => tokens.list({ all }).filter(isAdmission);
@@ -74,6 +76,12 @@ export async function runBridge(args: string[], io: CliIo): Promise<number> {
     print(`revoked ${revoked.map((t) => t.id).join(", ")} (agent:${name}): it no longer reaches /mcp/agents`, { revoked: revoked.map(admission) });
     return EXIT_OK;
   }, { existing: true });
+}
+
+function isHttpUrl(text: string): boolean {
+  if (!URL.canParse(text)) return false;
+  const u = new URL(text);
+  return (u.protocol === "http:" || u.protocol === "https:") && u.hostname !== "";
 }
 
 /** The mount's URL: `base` with `/mcp/agents` added unless it ends with it. */

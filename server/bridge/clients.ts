@@ -12,8 +12,13 @@ export interface ClientConfigs {
 
 export function clientConfigs(url: string, token: string): ClientConfigs {
   return {
-    claude_code: `claude mcp add --transport http hal0-agents ${url} --header "Authorization: Bearer ${token}"`,
+    claude_code: `claude mcp add --transport http hal0-agents ${shellWord(url)} --header "Authorization: Bearer ${token}"`,
     codex: `[mcp_servers.hal0-agents]\nurl = ${JSON.stringify(url)}\nhttp_headers = { Authorization = ${JSON.stringify(`Bearer ${token}`)} }`,
     cursor: JSON.stringify({ mcpServers: { "hal0-agents": { url, headers: { Authorization: `Bearer ${token}` } } } }, null, 2),
   };
+}
+
+/** `text` as one POSIX shell word: as it is when it holds only characters no shell treats specially, else single-quoted. */
+export function shellWord(text: string): string {
+  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`;
 }

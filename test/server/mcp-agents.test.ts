@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -352,6 +353,22 @@ describe("hal0 bridge admit | list | revoke (against the server's state folder)"
     expect(all.admissions.find((a) => a.name === "claude-code")!.revoked_at).not.toBeNull();
     expect((await bridge("admit", "bad name")).err).toContain("auth.name_invalid");
     expect((await bridge("admit", "x", "--profiles", "../etc")).err).toContain("auth.name_invalid");
+  });
+
+  it("--url is an http(s) address; the Claude Code line quotes it as one shell word", async () => {
+    for (const url of ["not a url; rm -rf ~", "ftp://x/", "file:///etc/passwd"]) {
+      const r = await bridge("admit", "u1", "--url", url);
+      expect(`${url} → ${r.code}`).toBe(`${url} → 64`);
+      expect(r.out).toBe("");
+    }
+    expect(s.hal0.tokens.list().map((t) => t.name)).not.toContain("u1");
+    const odd = "http://box.lan:8080/x'$(touch pwned);y";
+    const admit = await bridge("admit", "u2", "--url", odd, "--json");
+    expect(admit.code, admit.err).toBe(0);
+    const { configs, url } = JSON.parse(admit.out) as { url: string; configs: { claude_code: string } };
+    expect(url).toBe(`${odd}/mcp/agents`);
+    const args = execFileSync("sh", ["-c", `claude() { printf '%s\\n' "$@"; }; ${configs.claude_code}`], { cwd: mkdtempSync(join(tmpdir(), "hal0-sh-")), encoding: "utf8" }).trimEnd().split("\n");
+    expect(args).toEqual(["mcp", "add", "--transport", "http", "hal0-agents", url, "--header", expect.stringMatching(/^Authorization: Bearer hal0_ag_/)]);
   });
 
   it("admits to any profile name the bridge serves (either case, up to 56), one by one", async () => {
