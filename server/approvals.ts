@@ -152,6 +152,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     const judged = this.judgedOf(id);
     const call: Call = { ...approval.args, body: approval.args.body ?? undefined, caller: { ...approval.caller, via: "approval", approvedBy: `operator:${by}` }, requestId: id, base: approval.base_revision ?? undefined, tool: approval.tool, ...(judged ? { judged } : {}) };
     try {
+      requesterLive(this.dispatcher, approval.caller);
       // The same checks as when it was queued: path arguments, then the re-plan (a write) or the route's precheck (an action).
       if (approval.caller.via === "mcp") checkPathArgs(route, approval.args.params);
       if (route.kind === "write") checkJudged((await proposeOnly(this.dispatcher, route, call)).proposal, call.judged);
@@ -246,6 +247,21 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
 
 /** Refusals that mean "the box moved since this was asked": the request is stale, not failed. */
 const STALE_CODES = new Set(["config.stale", "config.effects_changed", "config.invalid", "config.unknown_revision", "plan.stale"]);
+
+/**
+ * An agent whose every token was revoked since it asked (`hal0 bridge revoke`,
+ * `hal0 token revoke`) no longer acts on this box: its request does not run
+ * (failed, `auth.invalid_token`). A rotated token leaves a live one of the same
+ * name, so a rotation keeps the request; an agent that never had a token (a
+ * name claimed while `[server] auth = "off"`) is not judged by tokens.
+ */
+function requesterLive(d: Dispatcher, caller: Caller): void {
+  const tokens = d.auth?.tokens;
+  if (caller.kind !== "agent" || tokens === undefined) return;
+  const own = tokens.list({ all: true }).filter((t) => t.kind === "agent" && t.name === caller.agent);
+  if (own.length === 0 || own.some((t) => t.revoked_at === null)) return;
+  throw new ApiError("auth.invalid_token", `agent:${caller.agent} has no live token any more (revoked since it asked); its request does not run`, { agent: caller.agent });
+}
 
 async function precheck(d: Dispatcher, route: Route, call: Call): Promise<void> {
   if (!route.precheck) return;

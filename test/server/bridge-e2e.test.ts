@@ -130,6 +130,35 @@ describe("hal0-agents with its sixteen tools, for a token admitted to one profil
     expect(all).not.toContain("Say what the audit keeps");
   });
 
+  it("a request of an agent revoked since it asked does not run when approved; a rotated agent's still does", async () => {
+    const connect = async (token: string) => {
+      const c = new Client({ name: "hal0-test", version: "1.0.0" });
+      await c.connect(new StreamableHTTPClientTransport(new URL(`${s.url}/mcp/agents`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+      return c;
+    };
+    const put = async (c: Client, name: string) => {
+      const res = (await c.callTool({ name: "profile_skill_put", arguments: { profile: "alpha", name, text: SKILL.replace("name: tidy", `name: ${name}`) } })) as { content: Array<{ text?: string }> };
+      return JSON.parse(res.content[0]!.text!) as { status: string; approval_id: string };
+    };
+    const gone = s.hal0.tokens.mint("agent", "gone-agent", ["mcp:agents", "profile:alpha"]);
+    const goneClient = await connect(gone.token);
+    const asked = await put(goneClient, "from-gone");
+    await goneClient.close();
+    expect(asked.status).toBe("pending_approval");
+    s.hal0.tokens.revoke(gone.id);
+    const approved = await s.call("POST", `/api/agent/approvals/${asked.approval_id}/approve`);
+    expect(approved.body.approval).toMatchObject({ state: "failed", error: { code: "auth.invalid_token" } });
+    expect(existsSync(join(home, "profiles/alpha/skills/from-gone"))).toBe(false);
+
+    const kept = s.hal0.tokens.mint("agent", "kept-agent", ["mcp:agents", "profile:alpha"]);
+    const keptClient = await connect(kept.token);
+    const again = await put(keptClient, "from-kept");
+    await keptClient.close();
+    s.hal0.tokens.rotate("kept-agent");
+    expect((await s.call("POST", `/api/agent/approvals/${again.approval_id}/approve`)).body.approval.state).toBe("executed");
+    expect(existsSync(join(home, "profiles/alpha/skills/from-kept/SKILL.md"))).toBe(true);
+  });
+
   it("the Agents page lists the runs; a run's page follows its output, and its Cancel form stops a running one", async () => {
     const session = await webLogin(s);
     const get = async (path: string) => String((await httpCall(s.url, "GET", path, { headers: { cookie: session.cookie } })).body);
