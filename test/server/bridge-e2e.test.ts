@@ -117,7 +117,7 @@ describe("hal0-agents with its sixteen tools, for a token admitted to one profil
     expect(rows("profile_memory_add").filter((r) => r.args.text_sha256 !== undefined && r.args.text_bytes === Buffer.byteLength(text))).toHaveLength(1);
     const started = await call("agent_run_start", { profile: "alpha", prompt: "audit me once" });
     await call("agent_run_wait", { run_id: started.body.run_id, timeout_s: 20 });
-    expect(rows("agent_run_start").filter((r) => r.args.prompt === "audit me once").map((r) => [r.outcome, r.target])).toEqual([["ok", started.body.run_id]]);
+    expect(rows("agent_run_start").filter((r) => r.args.prompt_bytes === Buffer.byteLength("audit me once")).map((r) => [r.outcome, r.target, r.args.prompt])).toEqual([["ok", started.body.run_id, undefined]]);
     const skill = SKILL.replace("Keep the repository tidy", "Say what the audit keeps").replace("tidy", "audit-kept");
     const put = await call("profile_skill_put", { profile: "alpha", name: "audit-kept", text: skill });
     expect(put.body.status, JSON.stringify(put.body)).toBe("pending_approval");
@@ -128,6 +128,7 @@ describe("hal0-agents with its sixteen tools, for a token admitted to one profil
     const all = JSON.stringify(s.hal0.audit.query({ limit: 1000 }).items);
     expect(all).not.toContain(text);
     expect(all).not.toContain("Say what the audit keeps");
+    expect(all).not.toContain("audit me once");
   });
 
   it("a request of an agent revoked since it asked does not run when approved; a rotated agent's still does", async () => {

@@ -165,6 +165,10 @@ describe("agent bridge runs", () => {
       ["ok", null, first.run_id],
       ["error", "run.active", first.run_id],
     ]);
+    // A prompt is for those the profile admits; the audit log, read by any caller, keeps its size and hash.
+    const messages = audit.filter((r) => r.tool === "agent_run_message").map((r) => r.args as Record<string, unknown>);
+    expect(messages.map((a) => [a.text, a.text_bytes])).toEqual([[undefined, expect.any(Number)], [undefined, Buffer.byteLength("too soon")]]);
+    expect(JSON.stringify(audit)).not.toContain("kumquat");
   });
 
   it("a non-zero exit is a failed run with its exit code, and it has a session to message", async () => {

@@ -7,6 +7,7 @@ import { redactText } from "../../redact.js";
 import type { BridgeContext, BridgeToolDef } from "../tool.js";
 import { mayReachProfile, requireProfile } from "../access.js";
 import { PROFILE_NAME } from "../../../reconciler/hermes-files.js";
+import { sha256 } from "../teach/pipeline.js";
 import { finalOutput, profileHome } from "./hermes-adapter.js";
 import { RUN_STATES, type RunRow, type RunService } from "./service.js";
 
@@ -50,6 +51,7 @@ export const RUN_TOOLS: readonly BridgeToolDef[] = [
   {
     name: "agent_run_start",
     auditsItself: true,
+    auditArgs: withoutPrompt,
     defaultTier: "autonomous_write",
     description: "Starts a headless Hermes run of a profile (queued while [bridge] max_runs run). Returns {run_id, state}; follow it with agent_run_events / agent_run_wait.",
     input: startInput,
@@ -100,6 +102,7 @@ export const RUN_TOOLS: readonly BridgeToolDef[] = [
   {
     name: "agent_run_message",
     auditsItself: true,
+    auditArgs: withoutPrompt,
     defaultTier: "autonomous_write",
     description: "Continues an ended run's Hermes session with `text`: a new run of the same profile resuming its session id (`--resume`). Returns the new {run_id, state}.",
     input: z.strictObject({ run_id: RUN_ID, text: PROMPT }),
@@ -218,10 +221,25 @@ function view(row: RunRow) {
   };
 }
 
+/**
+ * The arguments as an audit row keeps them: a prompt (a start's `prompt`, a
+ * message's `text`) as its size and hash, never its words. Any caller reads
+ * the audit log; the prompt is for those the run's profile admits.
+ */
+export function withoutPrompt(args: unknown): unknown {
+  if (typeof args !== "object" || args === null || Array.isArray(args)) return args;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(args)) {
+    if ((k === "prompt" || k === "text") && typeof v === "string") Object.assign(out, { [`${k}_bytes`]: Buffer.byteLength(v, "utf8"), [`${k}_sha256`]: sha256(v) });
+    else Object.defineProperty(out, k, { value: v, enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}
+
 /** Runs a start / message / cancel and records it in the audit log (success or refusal), as the admin tools' calls are. */
 async function audited<T extends object>(ctx: BridgeContext, tool: string, args: unknown, target: string | undefined, fn: () => Promise<T>): Promise<T> {
   const started = performance.now();
-  const call = { params: target === undefined ? {} : { run_id: target }, query: {}, body: args, caller: ctx.caller, requestId: randomUUID(), tool };
+  const call = { params: target === undefined ? {} : { run_id: target }, query: {}, body: withoutPrompt(args), caller: ctx.caller, requestId: randomUUID(), tool };
   const route = { method: "POST", path: "/mcp/agents" } as const;
   try {
     const out = await fn();
