@@ -187,7 +187,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   return {
     ...services, app, db, mcp, tokens,
     close: async () => {
-      services.pulls.worker.close();
+      services.pulls.close();
       images.close();
       await runs.close();
       await services.stats.close();

@@ -64,8 +64,12 @@ export class HubClient {
   readonly #fetch: typeof fetch;
   /** A download that sends no byte for this long is given up (kept partial, to resume): a connection that stays open and silent never ends on its own. */
   readonly stallMs: number;
+  /** A metadata call (repo info, listing, search), and a download's wait for its first reply, is given up after this long: a Hub that accepts the connection and never answers would hold it for minutes. */
+  readonly timeoutMs: number;
+  /** Aborted when the owner stops (hal0 serve's shutdown): calls in flight end at once. */
+  readonly #stop: AbortSignal | undefined;
 
-  constructor(o: { endpoint?: string; token?: string; fetch?: typeof fetch; stallMs?: number } = {}) {
+  constructor(o: { endpoint?: string; token?: string; fetch?: typeof fetch; stallMs?: number; timeoutMs?: number; signal?: AbortSignal } = {}) {
     const endpoint = (o.endpoint ?? DEFAULT_HF_ENDPOINT).replace(/\/+$/, "");
     let url: URL;
     try {
@@ -81,13 +85,20 @@ export class HubClient {
     this.#token = o.token || undefined;
     this.#fetch = o.fetch ?? fetch;
     this.stallMs = o.stallMs ?? DEFAULT_STALL_MS;
+    this.timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    this.#stop = o.signal;
   }
 
   /** `HF_ENDPOINT` (default huggingface.co) and `HF_TOKEN`, as the Hub's own tools read them. */
-  static fromEnv(env: Readonly<Record<string, string | undefined>>): HubClient {
+  static fromEnv(env: Readonly<Record<string, string | undefined>>, signal?: AbortSignal): HubClient {
     // HAL0_HUB_STALL_S: seconds without a byte before a download is given up (default 60).
     const stall = Number(env.HAL0_HUB_STALL_S);
-    return new HubClient({ endpoint: env.HF_ENDPOINT || DEFAULT_HF_ENDPOINT, token: env.HF_TOKEN || undefined, ...(Number.isFinite(stall) && stall > 0 ? { stallMs: stall * 1000 } : {}) });
+    // HAL0_HUB_TIMEOUT_S: seconds a metadata call, or a download's first reply, may take (default 30).
+    const timeout = Number(env.HAL0_HUB_TIMEOUT_S);
+    return new HubClient({
+      endpoint: env.HF_ENDPOINT || DEFAULT_HF_ENDPOINT, token: env.HF_TOKEN || undefined, ...(signal ? { signal } : {}),
+      ...(Number.isFinite(stall) && stall > 0 ? { stallMs: stall * 1000 } : {}), ...(Number.isFinite(timeout) && timeout > 0 ? { timeoutMs: timeout * 1000 } : {}),
+    });
   }
 
   /**
@@ -101,7 +112,7 @@ export class HubClient {
     checkRepo(repo);
     checkRevision(revision);
     const { modelInfo } = await lib();
-    const info = await this.#api(repo, revision, () => modelInfo({ name: repo, revision, hubUrl: this.endpoint, fetch: this.#apiFetch, additionalFields: ["sha"] }));
+    const info = await this.#api(repo, revision, (fetch) => modelInfo({ name: repo, revision, hubUrl: this.endpoint, fetch, additionalFields: ["sha"] }));
     const sha = typeof info.sha === "string" && info.sha !== "" ? info.sha : undefined;
     if (!sha) throw new HubError("hub.error", `the Hub at ${this.#host} gave no commit for ${repo}@${revision}`);
     return { id: info.name, sha, files: await this.listTree(repo, sha) };
@@ -112,10 +123,10 @@ export class HubClient {
     checkRepo(repo);
     checkRevision(revision);
     const { listFiles } = await lib();
-    return this.#api(repo, revision, async () => {
+    return this.#api(repo, revision, async (fetch) => {
       const files: HubFile[] = [];
       // The client puts the revision in the path as given: encode it so `refs/pr/1` stays one segment.
-      for await (const e of listFiles({ repo, revision: encodeURIComponent(revision), recursive: true, hubUrl: this.endpoint, fetch: this.#apiFetch })) {
+      for await (const e of listFiles({ repo, revision: encodeURIComponent(revision), recursive: true, hubUrl: this.endpoint, fetch })) {
         if (e.type === "file") files.push({ path: e.path, size: e.size, sha256: e.lfs?.oid ?? null });
       }
       return files;
@@ -126,9 +137,9 @@ export class HubClient {
   async search(query: string, o: { limit?: number } = {}): Promise<HubSearchHit[]> {
     const limit = Math.max(1, Math.min(SEARCH_LIMIT.max, Math.floor(o.limit ?? SEARCH_LIMIT.default)));
     const { listModels } = await lib();
-    return this.#api(undefined, undefined, async () => {
+    return this.#api(undefined, undefined, async (fetch) => {
       const hits: HubSearchHit[] = [];
-      for await (const m of listModels({ search: { query, tags: ["gguf"] }, limit, sort: "downloads", hubUrl: this.endpoint, fetch: this.#apiFetch })) {
+      for await (const m of listModels({ search: { query, tags: ["gguf"] }, limit, sort: "downloads", hubUrl: this.endpoint, fetch })) {
         const updated = m.updatedAt instanceof Date && !Number.isNaN(m.updatedAt.getTime()) ? m.updatedAt.toISOString() : null;
         hits.push({ id: m.name, downloads: numberOrNull(m.downloads), likes: numberOrNull(m.likes), updated_at: updated });
       }
@@ -155,7 +166,20 @@ export class HubClient {
     const from = o.from;
     if (!Number.isSafeInteger(from) || from < 0) throw new HubError("validation.invalid", `download offset ${from} is not a byte offset`);
     const what = `${t.repo}@${t.revision}/${t.file}`;
-    const { res, hub } = await this.#send(url, from > 0 ? { range: `bytes=${from}-` } : {}, o.signal);
+    // The first reply must come within the timeout; after it, the stall watchdog watches the bytes.
+    const first = new AbortController();
+    const timer = setTimeout(() => first.abort(), this.timeoutMs);
+    const signals = [first.signal, ...(o.signal ? [o.signal] : []), ...(this.#stop ? [this.#stop] : [])];
+    let sent: { res: Response; hub: Map<string, string> };
+    try {
+      sent = await this.#send(url, from > 0 ? { range: `bytes=${from}-` } : {}, AbortSignal.any(signals));
+    } catch (e) {
+      if (o.signal?.aborted) throw e;
+      throw this.#gaveUp(first.signal, `${this.#host} gave no reply for ${what}`) ?? e;
+    } finally {
+      clearTimeout(timer);
+    }
+    const { res, hub } = sent;
     const final = new URL(res.url || url).host;
     if (res.status === 404 || res.status === 401) throw await refuse(res, new HubError("model.not_found", `${what} was not found on ${this.#host}`, res.status));
     if (res.status === 416) throw await refuse(res, new HubError("hub.error", `${final} refused the range from byte ${from} of ${what} (416)`, 416));
@@ -223,12 +247,22 @@ export class HubClient {
     throw bad(kind === "tree" ? "a tree link names a folder, not a file" : `\`${kind}\` is not resolve, blob or tree (or the file is missing)`);
   }
 
-  /** The `fetch` handed to the JS client: every request goes through `send`. */
-  readonly #apiFetch = (async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
-    const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
-    const headers = Object.fromEntries(new Headers(init?.headers).entries());
-    return (await this.#send(url, headers, init?.signal ?? undefined)).res;
-  }) as typeof fetch;
+  /** A `fetch` for the JS client: every request goes through `send`, with `signal` (the call's deadline, the stop) besides the client's own. */
+  #apiFetch(signal: AbortSignal): typeof fetch {
+    return (async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
+      const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
+      const headers = Object.fromEntries(new Headers(init?.headers).entries());
+      return (await this.#send(url, headers, init?.signal ? AbortSignal.any([init.signal, signal]) : signal)).res;
+    }) as typeof fetch;
+  }
+
+  /** The HubError for a call given up on by its deadline or by the stop; undefined when neither fired. */
+  #gaveUp(deadline: AbortSignal, what: string): HubError | undefined {
+    if (this.#stop?.aborted) return new HubError("hub.unreachable", `${what}: hal0 is stopping, the call was given up`);
+    const s = this.timeoutMs >= 1000 ? `${Math.round(this.timeoutMs / 1000)} s` : `${this.timeoutMs} ms`;
+    if (deadline.aborted) return new HubError("hub.unreachable", `${what} within ${s} (HAL0_HUB_TIMEOUT_S)`);
+    return undefined;
+  }
 
   /**
    * GET `url`, following up to 5 redirects by hand. The token is sent only
@@ -263,10 +297,14 @@ export class HubClient {
   }
 
   /** Runs a JS-client call, turning its errors (and a bad reply) into HubErrors. */
-  async #api<T>(repo: string | undefined, revision: string | undefined, call: () => Promise<T>): Promise<T> {
+  async #api<T>(repo: string | undefined, revision: string | undefined, call: (fetch: typeof globalThis.fetch) => Promise<T>): Promise<T> {
+    // The whole call (its pages too, and reading the replies) has one deadline.
+    const deadline = AbortSignal.timeout(this.timeoutMs);
     try {
-      return await call();
+      return await call(this.#apiFetch(this.#stop ? AbortSignal.any([deadline, this.#stop]) : deadline));
     } catch (e) {
+      const gaveUp = this.#gaveUp(deadline, `the Hub at ${this.#host} did not answer${repo ? ` for ${repo}` : ""}`);
+      if (gaveUp) throw gaveUp;
       if (e instanceof HubError) throw e;
       const status = (e as { statusCode?: unknown }).statusCode;
       if (typeof status === "number") {
@@ -295,6 +333,8 @@ function checkFile(file: string): void {
 /** The body as chunks; a connection lost mid-file is hub.unreachable, an abort stays the caller's abort. */
 /** A download with no byte for this long is given up (HAL0_HUB_STALL_S). */
 export const DEFAULT_STALL_MS = 60_000;
+/** A metadata call, or a download's first reply, that takes longer is given up (HAL0_HUB_TIMEOUT_S). */
+export const DEFAULT_TIMEOUT_MS = 30_000;
 
 /**
  * The reply's bytes. A watchdog cancels the read when no byte came for

@@ -48,6 +48,8 @@ export function checkHubFilename(name: string, field: string): void {
 export class PullService {
   readonly store: PullStore;
   readonly worker: PullWorker;
+  /** Aborted by close(): Hub calls in flight (a search, a listing, a precheck) end at once, so a stopping serve does not wait for them. */
+  readonly #stop = new AbortController();
 
   constructor(private readonly o: PullServiceOptions) {
     this.store = new PullStore(o.db, o.now);
@@ -61,7 +63,13 @@ export class PullService {
   }
 
   hub(): HubClient {
-    return HubClient.fromEnv(this.o.env);
+    return HubClient.fromEnv(this.o.env, this.#stop.signal);
+  }
+
+  /** hal0 serve is stopping: the downloads stop (they resume at the next start) and Hub calls in flight are given up. */
+  close(): void {
+    this.worker.close();
+    this.#stop.abort();
   }
 
   /** The checks a pull meets before it is queued, and again when an approved one runs: names, the id, the repo and file on the Hub, the store. */

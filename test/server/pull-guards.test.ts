@@ -1,5 +1,7 @@
 import { createHash } from "node:crypto";
 import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { createServer, type Server } from "node:http";
+import type { AddressInfo, Socket } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -162,5 +164,58 @@ describe("a Hub that misbehaves mid-download (a local stand-in)", () => {
     expect(existsSync(join(store(), "noetag-bad.gguf"))).toBe(false);
     expect(existsSync(join(store(), "noetag-bad.gguf.partial"))).toBe(false);
     expect((await s.call("GET", "/api/models/noetagbad")).status).toBe(404);
+  });
+});
+
+describe("a Hub that accepts the connection and never answers", () => {
+  let silent: Server;
+  let endpoint: string;
+  const sockets = new Set<Socket>();
+
+  beforeAll(async () => {
+    silent = createServer(() => undefined); // every request is left unanswered
+    silent.on("connection", (c) => {
+      sockets.add(c);
+      c.on("close", () => sockets.delete(c));
+    });
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    endpoint = `http://127.0.0.1:${(silent.address() as AddressInfo).port}`;
+  });
+  afterAll(async () => {
+    for (const c of sockets) c.destroy();
+    await new Promise((r) => silent.close(r));
+  });
+
+  it("search, inspect and the pull's precheck give up after HAL0_HUB_TIMEOUT_S: 502 model.hub_unreachable", async () => {
+    const s = await startTestServer({ env: { HF_ENDPOINT: endpoint, HAL0_HUB_TIMEOUT_S: "1" } });
+    try {
+      setModelsTable(s.config, 'store = "pulled"');
+      for (const [method, path, body] of [["GET", "/api/hf/search?q=tiny"], ["POST", "/api/models/inspect", { hf_repo: "acme/tiny-GGUF" }], ["POST", "/api/models/t/pull", { hf_repo: "acme/tiny-GGUF", hf_filename: "t.gguf" }]] as const) {
+        const t0 = Date.now();
+        const res = await s.call(method, path, body === undefined ? {} : { body });
+        expect([res.status, res.body.error?.code], `${path}: ${JSON.stringify(res.body)}`).toEqual([502, "model.hub_unreachable"]);
+        expect(res.body.error.message).toContain("HAL0_HUB_TIMEOUT_S");
+        expect(Date.now() - t0).toBeLessThan(5000);
+      }
+      expect((await s.call("GET", "/api/models/pulls")).body.pulls).toEqual([]);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it("a serve's stop gives up the Hub calls in flight at once", async () => {
+    const s = await startTestServer({ env: { HF_ENDPOINT: endpoint } });
+    try {
+      const t0 = Date.now();
+      const pending = s.call("GET", "/api/hf/search?q=tiny");
+      await sleep(300);
+      s.hal0.pulls!.close();
+      const res = await pending;
+      expect([res.status, res.body.error?.code], JSON.stringify(res.body)).toEqual([502, "model.hub_unreachable"]);
+      expect(res.body.error.message).toContain("stopping");
+      expect(Date.now() - t0).toBeLessThan(5000);
+    } finally {
+      await s.close();
+    }
   });
 });
