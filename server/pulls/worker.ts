@@ -3,6 +3,8 @@ import { EventEmitter } from "node:events";
 import { createReadStream, createWriteStream } from "node:fs";
 import { mkdir, open, rename, stat, truncate, unlink } from "node:fs/promises";
 import { dirname } from "node:path";
+import { inspectGguf } from "../../reconciler/host/gguf-facts.js";
+import { GgufError } from "../../reconciler/host/gguf.js";
 import type { HubClient } from "../../reconciler/host/hf-hub.js";
 import { isLive, type PullExtra, type PullFailure, type PullJob, type PullStore } from "./store.js";
 
@@ -119,17 +121,21 @@ export class PullWorker {
     this.running.set(id, live);
     let job = this.o.store.update(id, { state: "downloading", reason: null, error: null });
     this.emit("state", job);
+    /** Files this run renamed into place (a pull of a new model only): a later file that fails removes them too, so a retry does not meet model.file_exists. */
+    const placed: string[] = [];
     try {
       const hub = this.o.hub();
       const main = await this.fetchFile(hub, { repo: job.hf_repo, revision: job.revision, file: job.hf_filename, dest: job.dest, listed: job.sha256 }, live, (patch) => {
         job = this.o.store.update(id, patch);
         this.emit("progress", job);
       });
+      if (job.mode === "pull") placed.push(job.dest);
       const extras: PullExtra[] = [];
       for (const extra of job.extras) {
         // From the model's repo at the model's commit; from another repo (draft_repo) at its main.
         const revision = extra.hf_repo === job.hf_repo ? (job.commit_sha ?? job.revision) : "main";
         const got = await this.fetchFile(hub, { repo: extra.hf_repo, revision, file: extra.hf_filename, dest: extra.dest, listed: extra.sha256 ?? null }, live, () => undefined);
+        if (job.mode === "pull") placed.push(extra.dest);
         extras.push({ ...extra, sha256: got.sha256, size: got.size, bytes: got.size });
       }
       job = this.o.store.update(id, { state: "verifying", commit_sha: main.commit, sha256: main.sha256, size: main.size, bytes: main.size, extras });
@@ -149,6 +155,7 @@ export class PullWorker {
       } else {
         const reason = err instanceof PullError ? err.reason : "network";
         if (reason !== "register") await removePartials(job, reason === "network");
+        if (reason !== "register" && reason !== "network") for (const path of placed) await unlink(path).catch(() => undefined);
         this.emit("state", this.o.store.update(id, { state: "failed", reason, error: (err as Error).message, finished_at: this.iso() }));
       }
     } finally {
@@ -240,6 +247,14 @@ export class PullWorker {
     if (expected !== null && sha256 !== expected) {
       await unlink(partial).catch(() => undefined);
       throw new PullError("checksum", `${t.repo}/${t.file}: sha256 ${sha256} is not the Hub's ${expected}; the file is removed`);
+    }
+    // Only a GGUF file is a model (model_add refuses anything else): checked before it is renamed into place, so an update never replaces a model with it.
+    try {
+      await inspectGguf(partial);
+    } catch (err) {
+      if (!(err instanceof GgufError)) throw err;
+      await unlink(partial).catch(() => undefined);
+      throw new PullError("unsupported_format", `model.unsupported_format: ${t.repo}/${t.file} is not a readable GGUF file (${err.reason}: ${err.message}); the file is removed`);
     }
     await rename(partial, t.dest);
     progress({ bytes });

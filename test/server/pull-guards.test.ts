@@ -219,3 +219,41 @@ describe("a Hub that accepts the connection and never answers", () => {
     }
   });
 });
+
+describe("files that are not GGUF (a local stand-in for the Hub)", () => {
+  let hub: FakeHub;
+  let s: TestServer;
+  const status = (id: string) => s.call("GET", `/api/models/${id}/pull/status`).then((r) => r.body.pull);
+  const ended = (id: string) => until(() => status(id), (p) => p !== undefined && ["done", "failed", "cancelled"].includes(p.state));
+  const store = () => join(s.config, "pulled");
+
+  beforeAll(async () => {
+    hub = await startFakeHub({ repos: { "acme/mixed-GGUF": { files: {
+      "notes.txt": { data: Buffer.from("just some notes\n"), lfs: false },
+      "weights.bin": Buffer.alloc(64 * 1024, 3),
+      "text.gguf": Buffer.from("this is text, not a GGUF file\n".repeat(100)),
+      "good.gguf": gguf("Good", 8192),
+    } } } });
+    s = await startTestServer({ env: { HF_ENDPOINT: hub.endpoint } });
+    setModelsTable(s.config, 'store = "pulled"');
+  });
+  afterAll(async () => {
+    await s?.close();
+    await hub?.close();
+  });
+
+  it("a pull of a file that is not GGUF fails with model.unsupported_format (as model_add says), its file removed, nothing registered", async () => {
+    for (const [id, file] of [["notes", "notes.txt"], ["weights", "weights.bin"], ["text", "text.gguf"]] as const) {
+      expect((await s.call("POST", `/api/models/${id}/pull`, { body: { hf_repo: "acme/mixed-GGUF", hf_filename: file } })).status).toBe(202);
+      const failed = await ended(id);
+      expect(failed, file).toMatchObject({ state: "failed", reason: "unsupported_format" });
+      expect(failed.error, file).toContain("model.unsupported_format");
+      expect((await s.call("GET", `/api/models/${id}`)).status, file).toBe(404);
+    }
+    // A GGUF model whose draft is not GGUF: the pull fails and leaves neither file behind, so a retry is not model.file_exists.
+    expect((await s.call("POST", "/api/models/good/pull", { body: { hf_repo: "acme/mixed-GGUF", hf_filename: "good.gguf", draft_filename: "text.gguf" } })).status).toBe(202);
+    expect(await ended("good")).toMatchObject({ state: "failed", reason: "unsupported_format" });
+    expect((await s.call("GET", "/api/models/good")).status).toBe(404);
+    expect(readdirSync(store())).toEqual([]);
+  });
+});
