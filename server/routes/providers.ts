@@ -12,8 +12,11 @@ const ListQuery = z.strictObject({
   probe: z.enum(["true", "false"]).default("true").transform((v) => v === "true"),
   timeout_ms: queryInt(50, 10_000, 1500),
 });
-/** A credential is one header value: printable, no line break (a header could not carry it, and a newline would start another). */
-const CredentialBody = z.strictObject({ value: z.string().min(1).max(8192).regex(/^[^\x00-\x1f\x7f]+$/, "a credential has no control characters or line breaks") });
+/**
+ * A credential is one header value: printable, no line break (a newline would start another header), and Latin-1 only —
+ * a header carries bytes, so a character beyond U+00FF ("ключ") could be stored but never sent.
+ */
+const CredentialBody = z.strictObject({ value: z.string().min(1).max(8192).regex(/^[\x20-\x7e\xa0-\xff]+$/, "a credential is sent as a header value: printable Latin-1 characters only (U+0020 to U+007E, U+00A0 to U+00FF), no control characters or line breaks") });
 
 type Health = "ok" | "error" | "unreachable" | "blocked" | "missing_credential" | "disabled" | "unprobed";
 
