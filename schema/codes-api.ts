@@ -66,7 +66,7 @@ export const API_CODES = {
   "model.store_unwritable": { severity: "error", stage: "server", http: 422, meaning: "The [models] store folder asked for cannot be used: it does not exist and its parent is missing or not a folder, or hal0 may not write there; details.reason says which." },
   "model.store_file_exists": { severity: "error", stage: "server", http: 409, meaning: "A store migration would write files the new store already holds (details.paths); move or remove them first. Nothing was copied." },
   "model.store_no_space": { severity: "error", stage: "server", http: 507, meaning: "The new model store's filesystem has less free space than the files to move plus a 1% margin (details.needed_bytes, details.free_bytes); nothing was copied." },
-  "model.store_migrate_failed": { severity: "error", stage: "server", http: 500, meaning: "A store migration failed at details.step (copy, verify, commit) on details.file; the copies made were removed, the old files and [models] store stay in use." },
+  "model.store_migrate_failed": { severity: "error", stage: "server", http: 500, meaning: "A store migration failed at details.step (copy, verify, commit) on details.file; the copies made were removed, the old files and [models] store stay in use. Step start (409): another migration, or a model pull (details.pulls), is under way; nothing was copied." },
   // ── upstreams and capabilities ───────────────────────────────────────
   "upstream.not_found": { severity: "error", stage: "server", http: 404, meaning: "No [[upstream]] of upstreams.toml has this name; details.known lists them." },
   "upstream.exists": { severity: "error", stage: "server", http: 409, meaning: "An upstream with this name already exists (create, rename)." },

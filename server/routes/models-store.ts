@@ -13,6 +13,7 @@ import type { BoxService, Proposal } from "../box.js";
 import { guardOperatorOnly } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { storeDir } from "../pulls/service.js";
+import { isLive } from "../pulls/store.js";
 import { defineRoute, type Caller, type WriteOutcome } from "../route.js";
 import { fsync, hashFile } from "../pulls/worker.js";
 import { configPath } from "../../reconciler/host/model-scan.js";
@@ -110,7 +111,7 @@ export const modelStoreRoutes = [
       const m = await planMigration(model, body.store);
       guardOperatorOnly(await box.propose(await migrationChanges(box, model, m, body.store), base), caller);
     },
-    handle: async ({ body, query, box, caller, base }) => {
+    handle: async ({ body, query, box, caller, base, services }) => {
       const model = await box.model();
       const m = await planMigration(model, body.store);
       // The pipeline judges the change before a byte moves (compiled and planned, not committed).
@@ -119,6 +120,11 @@ export const modelStoreRoutes = [
       if (query.dry_run) return { dry_run: true, ...planView(model, body.store, m), committed: false, plan: first.plan, warnings: first.warnings };
       if (migrating.has(model.root)) {
         throw new ApiError("model.store_migrate_failed", "another store migration is under way; wait for it to end", { step: "start", file: null }, 409);
+      }
+      // A pull under way writes into the store it began with: moved under it, its file would land in the old store, unregistered or named by a stale path.
+      const live = services.pulls?.store.list().filter(isLive) ?? [];
+      if (live.length > 0) {
+        throw new ApiError("model.store_migrate_failed", `a model pull is under way (${live.map((j) => `${j.model_id}: ${j.state}`).join(", ")}); wait for it to end, or cancel it, then migrate`, { step: "start", file: null, pulls: live.map((j) => j.model_id) }, 409);
       }
       migrating.add(model.root);
       try {

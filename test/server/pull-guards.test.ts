@@ -257,3 +257,25 @@ describe("files that are not GGUF (a local stand-in for the Hub)", () => {
     expect(readdirSync(store())).toEqual([]);
   });
 });
+
+describe("a store migration while a pull is under way", () => {
+  it("is refused (409 model.store_migrate_failed, step start, naming the pull); nothing moves, the pull goes on", async () => {
+    const hub = await startFakeHub({ repos: { "acme/slow-GGUF": { files: { "slow.gguf": gguf("Slow", 512 * 1024) } } }, bytesPerSecond: 64 * 1024 });
+    const s = await startTestServer({ env: { HF_ENDPOINT: hub.endpoint } });
+    try {
+      setModelsTable(s.config, 'store = "pulled"');
+      expect((await s.call("POST", "/api/models/slow/pull", { body: { hf_repo: "acme/slow-GGUF", hf_filename: "slow.gguf" } })).status).toBe(202);
+      await until(() => s.call("GET", "/api/models/slow/pull/status").then((r) => r.body.pull), (p) => p.state === "downloading" && p.bytes > 0);
+      const moved = join(s.config, "fast");
+      const r = await s.call("POST", "/api/settings/models/store/migrate", { body: { store: moved } });
+      expect([r.status, r.body.error?.code], JSON.stringify(r.body)).toEqual([409, "model.store_migrate_failed"]);
+      expect(r.body.error.details).toMatchObject({ step: "start", pulls: ["slow"] });
+      expect(readFileSync(join(s.config, "hal0.toml"), "utf8")).toContain('store = "pulled"');
+      expect(existsSync(moved)).toBe(false);
+      expect((await s.call("POST", "/api/models/slow/pull/cancel")).body.pull.state).toBe("cancelled");
+    } finally {
+      await s.close();
+      await hub.close();
+    }
+  });
+});
