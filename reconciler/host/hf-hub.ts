@@ -292,6 +292,8 @@ export class HubClient {
       if (hop >= MAX_REDIRECTS) throw new HubError("hub.error", `more than ${MAX_REDIRECTS} redirects from ${new URL(url).host}`, res.status);
       const next = new URL(location, current);
       if (next.protocol !== "https:" && next.protocol !== "http:") throw new HubError("hub.error", `${current.host} redirected to a ${next.protocol} URL`, res.status);
+      // A link-local address (169.254.0.0/16, fe80::/10) is a cloud host's metadata service, never a Hub's CDN: a redirect there is refused, not followed.
+      if (linkLocal(next.hostname)) throw new HubError("hub.error", `${current.host} redirected to ${next.host}, a link-local address; it is not followed`, res.status);
       current = next;
     }
   }
@@ -314,6 +316,18 @@ export class HubClient {
       throw new HubError("hub.error", `the Hub at ${this.#host} sent a reply that could not be read${repo ? ` for ${repo}` : ""}: ${causeOf(e)}`);
     }
   }
+}
+
+/**
+ * A host that is a link-local address. The URL parser has already put every
+ * IPv4 spelling (decimal, hex, short) in dotted form and an IPv4-mapped IPv6
+ * one in hex (`[::ffff:a9fe:a9fe]`). A name is not resolved here.
+ */
+function linkLocal(hostname: string): boolean {
+  const h = hostname.replace(/^\[|\]$/g, "").toLowerCase();
+  if (/^\d+\.\d+\.\d+\.\d+$/.test(h)) return h.startsWith("169.254.");
+  if (!h.includes(":")) return false;
+  return /^fe[89ab][0-9a-f]:/.test(h) || /^::ffff:a9fe:/.test(h);
 }
 
 /** `org/name`, each part a Hub name (letters, digits, `_`, `-`, `.`; no `..`). */

@@ -271,6 +271,41 @@ describe("HubClient: download", () => {
     }
   });
 
+  it("refuses a redirect to a link-local address (a cloud host's metadata service), however it is spelled; other hosts are followed", async () => {
+    let to = "";
+    const redirector = createServer((_req, res) => void res.writeHead(302, { location: to, "content-length": 0 }).end());
+    await new Promise<void>((resolve) => redirector.listen(0, "127.0.0.1", resolve));
+    const endpoint = `http://127.0.0.1:${(redirector.address() as AddressInfo).port}`;
+    // What the client asks for; a link-local one is never sent, even when the refusal is missing.
+    const asked: string[] = [];
+    const guard = (async (input: string | URL | Request, init?: RequestInit) => {
+      const url = String(input instanceof Request ? input.url : input);
+      asked.push(url);
+      if (!url.startsWith(endpoint)) throw new TypeError(`not sent in this test: ${url}`);
+      return fetch(input, init);
+    }) as typeof fetch;
+    try {
+      const c = new HubClient({ endpoint, fetch: guard });
+      for (const target of ["http://169.254.169.254/latest/meta-data/", "http://2852039166/", "http://0xa9fea9fe/", "http://[fe80::1]/x", "http://[febf::1]/", "http://[::ffff:169.254.169.254]/"]) {
+        to = target;
+        asked.length = 0;
+        const e = await hubError(c.download({ repo: "o/m", revision: "main", file: "m.gguf" }, { from: 0 }));
+        expect([e.code, e.message], target).toEqual(["hub.error", expect.stringContaining("a link-local address; it is not followed")]);
+        expect(asked.length, target).toBe(1);
+      }
+      // Not link-local: followed (and then not sent, by this test's guard).
+      for (const target of ["http://169.255.0.1/", "http://[fec0::1]/", "http://fe80.example/"]) {
+        to = target;
+        asked.length = 0;
+        const e = await hubError(c.download({ repo: "o/m", revision: "main", file: "m.gguf" }, { from: 0 }));
+        expect(e.code, target).toBe("hub.unreachable");
+        expect(asked.length, target).toBe(2);
+      }
+    } finally {
+      await new Promise((resolve) => redirector.close(resolve));
+    }
+  });
+
   it("answers hub.unreachable for a closed port, naming the host and never the token", async () => {
     const port = await closedPort();
     const c = new HubClient({ endpoint: `http://127.0.0.1:${port}`, token: TOKEN });
