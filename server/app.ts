@@ -7,7 +7,8 @@ import { callerOf, checkGate, checkPrivateHeader, provenCaller, type GateConfig 
 import { restVerdict, type RestVerdict } from "./identity/access.js";
 import { actionPreview, agentWriteTier, pinnedTo, queueForPerson, withDryRunVerdict, type DryRunVerdict } from "./verdict.js";
 import { checkCsrf } from "./identity/csrf.js";
-import { ANONYMOUS, identify, requireScope, type Authenticator } from "./identity/identify.js";
+import { ANONYMOUS, identify, requireScope, sameIdentity, type Authenticator, type Identity } from "./identity/identify.js";
+import { guardEventStream } from "./sse.js";
 import { maxBodyBytes, readBodyLimited, requireJsonBody } from "./body.js";
 import { parseJsonInput } from "./input.js";
 import { RawReply, routeId, type Caller, type Route } from "./route.js";
@@ -108,6 +109,8 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
     }
     if (route.kind === "stream") {
       if (!verdict.run) throw new ApiError("auth.operator_required", `${routeId(route)} is a stream; a gated one cannot be queued`);
+      // A stream outlives the request that proved its caller: it ends when the session logs out or the token is revoked.
+      guardEventStream(event.node.res, () => stillSame(deps.auth, headers, identity));
       await route.handle({ ...validate(route, call), box: deps.box, services: deps, caller, requestId }, event);
       return;
     }
@@ -154,6 +157,15 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
   }
 }
 
+
+/** Whether the request's credential still proves `identity` (the session is live, the token not revoked). */
+function stillSame(auth: Authenticator, headers: H3Event["node"]["req"]["headers"], identity: Identity): boolean {
+  try {
+    return sameIdentity(identify(headers, auth), identity);
+  } catch {
+    return false;
+  }
+}
 
 /**
  * The route's input from the request. A body (every method but GET and

@@ -153,6 +153,68 @@ describe("logging in: /login?code= (hal0 web's link) and a pasted operator token
   });
 });
 
+/** The approvals event stream opened with `headers`: the event types read so far, and whether the server ended it. */
+function approvalStream(headers: Record<string, string>): { events: string[]; ended: () => boolean; close: () => void; opened: Promise<void> } {
+  const events: string[] = [];
+  let ended = false;
+  const ctl = new AbortController();
+  const opened = fetch(`${s.url}/api/agent/approvals/events`, { headers, signal: ctl.signal }).then((res) => {
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    void (async () => {
+      let buf = "";
+      try {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          buf += Buffer.from(value).toString();
+          for (const m of buf.matchAll(/^event: (.*)$/gm)) events.push(m[1]!);
+          buf = buf.slice(buf.lastIndexOf("\n\n") + 2);
+        }
+        ended = true;
+      } catch {
+        /* closed by the test */
+      }
+    })();
+  });
+  return { events, ended: () => ended, close: () => ctl.abort(), opened };
+}
+
+async function until(what: () => boolean, ms = 5_000): Promise<void> {
+  const deadline = Date.now() + ms;
+  while (!what()) {
+    if (Date.now() > deadline) throw new Error("timed out");
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe("the approvals event stream ends with the credential it was opened with", () => {
+  it("a logged-out session's stream delivers no later event and ends", async () => {
+    await start();
+    const session = await webLogin(s);
+    const stream = approvalStream({ cookie: session.cookie });
+    await stream.opened;
+    await until(() => stream.events.includes("snapshot"));
+    await queued("one", 8151);
+    await until(() => stream.events.includes("enqueued"));
+    expect((await formPost(s, "/logout", { csrf: session.csrf }, { cookie: session.cookie, origin: s.url })).status).toBe(303);
+    await queued("two", 8152);
+    await until(stream.ended);
+    expect(stream.events).toEqual(["snapshot", "enqueued"]);
+  });
+
+  it("a revoked operator token's stream ends with no new event to send (it is checked every 2 s)", async () => {
+    await start();
+    const minted = s.hal0.tokens.mint("operator", "alice");
+    const stream = approvalStream({ authorization: `Bearer ${minted.token}` });
+    await stream.opened;
+    await until(() => stream.events.includes("snapshot"));
+    s.hal0.tokens.revoke(minted.id);
+    await until(stream.ended, 4_000);
+    expect(stream.events).toEqual(["snapshot"]);
+  });
+});
+
 describe("deciding from the page: plain form posts with the session cookie and its CSRF field", () => {
   it("a cross-origin post, a post without (or with a wrong) csrf field, and a REST post without X-CSRF-Token change nothing", async () => {
     await start();
