@@ -141,7 +141,7 @@ export function admitForm(form: URLSearchParams): { name: string; profiles: stri
   const name = (form.get("name") ?? "").trim();
   const list = (form.get("profiles") ?? "").split(",").map((p) => p.trim()).filter(Boolean);
   const client = form.get("client") ?? "claude_code";
-  if (!(client in CLIENTS)) throw new ApiError("validation.invalid", `client is one of ${Object.keys(CLIENTS).join(", ")}`, { fields: [{ loc: ["body", "client"], msg: "unknown client", type: "enum" }] });
+  if (!Object.hasOwn(CLIENTS, client)) throw new ApiError("validation.invalid", `client is one of ${Object.keys(CLIENTS).join(", ")}`, { fields: [{ loc: ["body", "client"], msg: "unknown client", type: "enum" }] });
   return { name, profiles: list.length === 0 ? ["*"] : list, client: client as ClientId };
 }
 

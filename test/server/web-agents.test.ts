@@ -113,6 +113,16 @@ describe("/agents", () => {
     expect((await page("/agents")).text).not.toContain("cursor-ide");
   });
 
+  it("an unknown client, even an Object built-in's name (constructor, toString, __proto__), is 422 and mints nothing", async () => {
+    for (const client of ["constructor", "toString", "__proto__", "hasOwnProperty", "vscode"]) {
+      const res = await post("/agents/admit", { csrf: session.csrf, name: "odd-client", client });
+      expect(res.status, client).toBe(422);
+      expect(String(res.body), client).not.toContain("native code");
+      expect(String(res.body), client).not.toContain("hal0_ag_");
+    }
+    expect(s.hal0.tokens.list({ all: true }).map((t) => t.name)).not.toContain("odd-client");
+  });
+
   it("the Codex and Claude Code panels show their own config; an agent's token cannot see the page", async () => {
     const codex = String((await post("/agents/admit", { csrf: session.csrf, name: "codex-cli", client: "codex" })).body);
     expect(unescape(/<code data-client-config="codex">([\s\S]*?)<\/code>/.exec(codex)![1]!)).toMatch(/^\[mcp_servers\.hal0-agents\]\nurl = "http:\/\/127\.0\.0\.1:\d+\/mcp\/agents"\nhttp_headers = \{ Authorization = "Bearer hal0_ag_/);
