@@ -189,7 +189,7 @@ export class TokenStore {
     return rows.map(info);
   }
 
-  /** Revokes one token by id; its sessions end with it. */
+  /** Revokes one token by id; its sessions and its login codes end with it. */
   revoke(id: string): TokenInfo {
     const row = this.db.prepare("SELECT * FROM tokens WHERE id = ?").get(id) as Row | undefined;
     if (!row) throw new ApiError("auth.token_not_found", `no token ${id}`, { id });
@@ -197,6 +197,7 @@ export class TokenStore {
       verifiedByDb.get(this.db)?.tokens.clear();
       this.db.prepare("UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL").run(iso(this.now()), id);
       this.db.prepare("DELETE FROM web_sessions WHERE token_id = ?").run(id);
+      this.db.prepare("DELETE FROM login_codes WHERE token_id = ?").run(id);
     }
     return this.byId(id)!;
   }
@@ -281,12 +282,17 @@ export class TokenStore {
     return code;
   }
 
-  /** Exchanges a login code (once, before it expires) for a new session cookie value. */
+  /**
+   * Exchanges a login code (once, before it expires, while its operator token
+   * is live) for a new session cookie value. A code of a revoked token is
+   * refused and stays unused: no cookie that no page would take.
+   */
   redeemCode(code: string, ttlS: number): { session: string; token: TokenInfo } {
     const hash = hashSecret(code);
     const at = iso(this.now());
-    const used = this.db.prepare("UPDATE login_codes SET used_at = ? WHERE hash = ? AND used_at IS NULL AND expires_at > ?").run(at, hash, at);
-    if (used.changes !== 1) throw new ApiError("auth.login_invalid", "this login link is unknown, used or expired; run `hal0 web` for a new one");
+    const used = this.db.prepare(`UPDATE login_codes SET used_at = ? WHERE hash = ? AND used_at IS NULL AND expires_at > ?
+                                  AND token_id IN (SELECT id FROM tokens WHERE kind = 'operator' AND revoked_at IS NULL)`).run(at, hash, at);
+    if (used.changes !== 1) throw new ApiError("auth.login_invalid", "this login link is unknown, used or expired, or its token was revoked; run `hal0 web` for a new one");
     const { token_id } = this.db.prepare("SELECT token_id FROM login_codes WHERE hash = ?").get(hash) as { token_id: string };
     return this.openSession(token_id, ttlS);
   }

@@ -6,6 +6,7 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { pino } from "pino";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
 import { linkHost } from "../../cli/web-cmd.js";
+import { openDb } from "../../server/db.js";
 import { csrfOf } from "../../server/identity/identify.js";
 import { httpCall, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
@@ -117,6 +118,31 @@ describe("logging in: /login?code= (hal0 web's link) and a pasted operator token
     expect(logs).not.toContain(code);
     expect(logs).not.toContain(expired);
     expect(logs).not.toContain(cookie.split("=")[1]!);
+  });
+
+  it("a login link of an operator token revoked since is 401 and sets no cookie; revoking deletes the token's codes", async () => {
+    await start();
+    const alice = s.hal0.tokens.mint("operator", "alice");
+    const code = s.hal0.tokens.loginCode(alice.id, 300);
+    s.hal0.tokens.revoke(alice.id);
+    const db = openDb(s.state);
+    try {
+      expect(db.prepare("SELECT COUNT(*) AS n FROM login_codes WHERE token_id = ?").get(alice.id)).toEqual({ n: 0 });
+      // A token revoked by a write that left its codes (another hal0, by hand): the code is refused all the same, and stays unused.
+      const bob = s.hal0.tokens.mint("operator", "bob");
+      const bobCode = s.hal0.tokens.loginCode(bob.id, 300);
+      db.prepare("UPDATE tokens SET revoked_at = ? WHERE id = ?").run(new Date().toISOString(), bob.id);
+      for (const c of [code, bobCode]) {
+        const res = await page(`/login?code=${c}`);
+        expect(res.status).toBe(401);
+        expect(res.headers.get("set-cookie")).toBeNull();
+        expect(String(res.body)).toContain('action="/login"');
+        expect(String(res.body)).toContain("its token was revoked");
+      }
+      expect(db.prepare("SELECT used_at FROM login_codes WHERE token_id = ?").get(bob.id)).toEqual({ used_at: null });
+    } finally {
+      db.close();
+    }
   });
 
   it("a pasted operator token logs in; an agent token, a wrong one or a cross-origin post does not", async () => {
