@@ -18,7 +18,7 @@ const INBOX_SCRIPT = "/assets/inbox.js";
  * The inbox (`/`): pending approval requests newest first, each with its
  * caller, tool, arguments, summary, times and plan, and Approve / Deny forms
  * (`data-approval` / `data-decision` mark them for the script); then the last
- * decided ones, marked with their state and never with a control. Both lists
+ * decided ones, the last decided first, marked with their state and never with a control. Both lists
  * sit in `#inbox-live`, which the script swaps for a fresh copy of this page's;
  * `#inbox-status` (outside it) is where the script reports outcomes. Without
  * script the page reads the same and the forms post plainly (form-encoded, to
@@ -26,7 +26,8 @@ const INBOX_SCRIPT = "/assets/inbox.js";
  */
 export async function inboxPage(d: Dispatcher, viewer?: Viewer): Promise<string> {
   const pending = newestFirst(d.approvals.list("pending"));
-  const decided = newestFirst(d.approvals.list().filter((a) => a.state !== "pending")).slice(0, RECENT_DECIDED);
+  // By when each was decided: a request decided just now is on the page its decision lands on (`/#<id>`), however old it is.
+  const decided = lastDecidedFirst(d.approvals.list().filter((a) => a.state !== "pending")).slice(0, RECENT_DECIDED);
   const cards: string[] = [];
   for (const a of pending) cards.push(await approvalCard(d, a, viewer));
   const body = `<div id="inbox-status" class="status" role="status" aria-live="polite" tabindex="-1"></div>
@@ -35,6 +36,12 @@ ${cards.length === 0 ? `<p class="muted">Nothing is waiting for a decision.</p>`
 <section aria-labelledby="decided-h"><h2 id="decided-h">Recently decided</h2>
 ${decided.length === 0 ? `<p class="muted">No decided requests yet.</p>` : decided.map(decidedCard).join("\n")}</section></div>`;
   return page("Approval inbox", "/", body, { script: INBOX_SCRIPT, viewer });
+}
+
+/** Decided requests, the last decided first (one without a decision time by when it was made); ties newest first. */
+function lastDecidedFirst(list: readonly Approval[]): Approval[] {
+  const at = (a: Approval) => a.decided_at ?? a.created_at;
+  return newestFirst(list).sort((x, y) => (at(x) === at(y) ? 0 : at(x) < at(y) ? 1 : -1));
 }
 
 function newestFirst(list: readonly Approval[]): Approval[] {

@@ -7,7 +7,7 @@ import { ApiError } from "../../server/errors.js";
 import { defineRoute, type Route } from "../../server/route.js";
 import { ROUTES } from "../../server/routes/index.js";
 import { PENDING_PER_CALLER } from "../../server/approvals.js";
-import { startTestServer, type TestServer } from "./harness.js";
+import { httpCall, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 
 /** A gated write to queue: sets a slot's ctx_size (the real slot routes have their own suite). */
@@ -173,6 +173,26 @@ describe("approvals", () => {
     expect((await second.call("GET", `/api/agent/approvals/${a.id}`)).body.approval.state).toBe("pending");
     expect((await second.call("GET", "/api/agent/approvals?state=expired")).body.approvals.map((x: any) => x.id)).toEqual([a.id]);
     expect((await second.call("POST", `/api/agent/approvals/${a.id}/approve`)).body.error.code).toBe("approvals.already_resolved");
+  });
+
+  it("the inbox's Recently decided lists the last decided first: an old request decided just now is on the page", async () => {
+    let now = Date.parse("2026-11-30T12:00:00Z");
+    const s = await start({ extra: { routes, now: () => now } });
+    const owner = { kind: "operator" as const, name: "owner" };
+    const old = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 4096));
+    const later: string[] = [];
+    for (let i = 1; i <= 20; i++) {
+      now += 1_000;
+      const a = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 4096 + i * 512));
+      s.hal0.approvals.deny(a.id, owner);
+      later.push(a.id);
+    }
+    now += 1_000;
+    s.hal0.approvals.deny(old.id, owner);
+    const inbox = await httpCall(s.url, "GET", "/", { headers: { authorization: `Bearer ${s.operator}` } });
+    expect(inbox.status).toBe(200);
+    const shown = [...String(inbox.body).matchAll(/<article class="card decided" id="([^"]+)"/g)].map((m) => m[1]);
+    expect(shown).toEqual([old.id, ...later.reverse().slice(0, 19)]);
   });
 
   it("streams a snapshot, then every transition, as server-sent events", async () => {
