@@ -180,10 +180,18 @@ function actorOf(call: Call): string {
 const ARGS_DEPTH = 32;
 const TOO_DEEP = "[too deep]";
 
-/** The path params, `/`-joined; null when there are none. */
+/**
+ * The longest target a row keeps. Every id a route takes is far shorter; a
+ * refused request's path is whatever its sender wrote (an anonymous
+ * `POST /approvals/<3 KB>/approve`), and the row names it, not holds it.
+ */
+export const TARGET_MAX = 256;
+
+/** The path params, `/`-joined, at most {@link TARGET_MAX} characters (a longer one ends in `…`); null when there are none. */
 function targetOf(call: Call): string | null {
   try {
-    return Object.values(call.params).map((v) => (typeof v === "string" ? v : JSON.stringify(bounded(v, 4)) ?? "")).join("/") || null;
+    const target = Object.values(call.params).map((v) => (typeof v === "string" ? v : JSON.stringify(bounded(v, 4)) ?? "")).join("/") || null;
+    return target !== null && target.length > TARGET_MAX ? `${target.slice(0, TARGET_MAX - 1)}…` : target;
   } catch {
     return null;
   }

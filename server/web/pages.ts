@@ -2,6 +2,7 @@ import type { Condition } from "../../reconciler/conditions.js";
 import type { NodeStatus } from "../../reconciler/nodes.js";
 import type { Approval } from "../approvals.js";
 import { invoke, type Dispatcher } from "../dispatch.js";
+import { redactText } from "../redact.js";
 import { routeId, type Caller, type Route } from "../route.js";
 import { filesHtml, planHtml, planView, replanApproval } from "./plan-view.js";
 import { csrfField, esc, jsonBlock, page, time, type Viewer } from "./render.js";
@@ -43,6 +44,11 @@ function lastDecidedFirst(list: readonly Approval[]): Approval[] {
   const at = (a: Approval) => a.decided_at ?? a.created_at;
   return newestFirst(list).sort((x, y) => (at(x) === at(y) ? 0 : at(x) < at(y) ? 1 : -1));
 }
+
+/** How much of an audit row's target the status page shows (the activity log has the rest). */
+const TARGET_SHOWN = 80;
+
+const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
 
 function newestFirst(list: readonly Approval[]): Approval[] {
   return [...list].sort((x, y) => (x.created_at === y.created_at ? (x.id < y.id ? 1 : -1) : x.created_at < y.created_at ? 1 : -1));
@@ -134,7 +140,7 @@ ${nodes === undefined ? "" : nodesSection(nodes)}
 <tbody>${doctor.rows.map((r) => `<tr><th scope="row">${esc(r.check)}</th><td><span class="badge state-${esc(r.status)}">${esc(r.status)}</span></td><td>${esc(r.message)}${r.hint ? `<br><span class="muted">${esc(r.hint)}</span>` : ""}</td></tr>`).join("\n")}</tbody></table></div></section>
 <section aria-labelledby="audit-h"><h2 id="audit-h">Last audit entries</h2><div class="table-wrap"><table>
 <thead><tr><th scope="col">When</th><th scope="col">Who</th><th scope="col">What</th><th scope="col">Outcome</th></tr></thead>
-<tbody>${audit.map((r) => `<tr><td>${time(r.ts)}</td><td>${esc(r.actor)}</td><td><code>${esc(r.tool ?? r.route ?? r.kind)}</code>${r.target ? ` ${esc(r.target)}` : ""}</td><td><span class="badge state-${esc(r.outcome === "ok" ? "ok" : r.outcome === "pending_approval" ? "pending" : "fail")}">${esc(r.outcome)}</span>${r.error_code ? ` <code>${esc(r.error_code)}</code>` : ""}</td></tr>`).join("\n")}</tbody></table></div></section>`;
+<tbody>${audit.map((r) => `<tr><td>${time(r.ts)}</td><td>${esc(r.actor)}</td><td><code>${esc(r.tool ?? r.route ?? r.kind)}</code>${r.target ? ` ${esc(clip(redactText(r.target), TARGET_SHOWN))}` : ""}</td><td><span class="badge state-${esc(r.outcome === "ok" ? "ok" : r.outcome === "pending_approval" ? "pending" : "fail")}">${esc(r.outcome)}</span>${r.error_code ? ` <code>${esc(r.error_code)}</code>` : ""}</td></tr>`).join("\n")}</tbody></table></div></section>`;
   return page("Box status", "/status", body, { viewer });
 }
 

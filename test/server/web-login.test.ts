@@ -319,6 +319,25 @@ describe("deciding from the page: plain form posts with the session cookie and i
   });
 });
 
+describe("a refused request's target on the status page", () => {
+  it("an anonymous post to /approvals/<3 KB>/approve is audited with its target clipped, and the status page shows less of it", async () => {
+    await start();
+    const junk = `apr_${"x".repeat(3000)}`;
+    expect((await formPost(s, `/approvals/${junk}/approve`, {}, { origin: s.url })).status).toBe(401);
+    expect((await s.call("POST", `/api/agent/approvals/${junk}/deny`, { as: "anonymous" })).status).toBe(401);
+    s.hal0.audit.flush();
+    const rows = s.hal0.audit.query({ limit: 10, offset: 0 }).items.filter((r) => r.target?.startsWith("apr_x"));
+    expect(rows).toHaveLength(2);
+    for (const r of rows) {
+      expect(r.target!.length).toBe(256);
+      expect(r.target!.endsWith("…")).toBe(true);
+    }
+    const status = String((await page("/status", { authorization: `Bearer ${s.operator}` })).body);
+    expect(status).toContain(`apr_${"x".repeat(75)}…`);
+    expect(status).not.toContain("x".repeat(80));
+  });
+});
+
 describe("the session cookie is the pages' and REST's credential, not MCP's", () => {
   it("an MCP mount refuses a request the cookie authenticates (auth.csrf), from any origin, and nothing it asked for runs", async () => {
     await start();
