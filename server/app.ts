@@ -224,8 +224,13 @@ function unmatched(deps: AppDeps, event: H3Event, refused?: string): unknown {
   return reply(event, err);
 }
 
+/** What a reply no route made may do in a browser that opens it (a mistyped page's path): nothing. */
+const UNMATCHED_CSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'";
+
 function reply(event: H3Event, err: ApiError): unknown {
   setResponseStatus(event, err.status);
+  setResponseHeader(event, "Content-Security-Policy", UNMATCHED_CSP);
+  setResponseHeader(event, "X-Content-Type-Options", "nosniff");
   if (Array.isArray(err.details.allowed)) setResponseHeader(event, "Allow", err.details.allowed.join(", "));
   return envelope(err);
 }

@@ -291,10 +291,12 @@ function pathOf(event: H3Event): string {
   return event.path.split("?")[0] ?? "/";
 }
 
-/** A 303 See Other to `location` (same-origin paths only). */
+/** A 303 See Other to `location` (same-origin paths only), with the pages' headers. */
 function redirect(event: H3Event, location: string): string {
   setResponseStatus(event, 303);
   setResponseHeader(event, "Location", location);
+  setResponseHeader(event, "Content-Security-Policy", CSP);
+  setResponseHeader(event, "X-Content-Type-Options", "nosniff");
   setResponseHeader(event, "Referrer-Policy", REFERRER_POLICY);
   setResponseHeader(event, "Cache-Control", "no-store");
   return "";

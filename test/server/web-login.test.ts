@@ -80,6 +80,30 @@ describe("the pages need an operator: the web session (or an operator's bearer)"
   });
 });
 
+describe("the pages' redirects and a mistyped page's 404 carry the pages' guard headers", () => {
+  it("303s have Content-Security-Policy and X-Content-Type-Options: nosniff; so do JSON 404s under the pages' paths", async () => {
+    await start();
+    const owner = s.hal0.tokens.verify(s.operator)!;
+    const login = await page(`/login?code=${s.hal0.tokens.loginCode(owner.id, 300)}`);
+    expect(login.status).toBe(303);
+    const session = { cookie: cookiePair(login.headers.get("set-cookie")) };
+    const csrf = csrfMeta(String((await page("/", session)).body));
+    const logout = await formPost(s, "/logout", { csrf }, { ...session, origin: s.url });
+    for (const res of [login, logout]) {
+      expect(res.status).toBe(303);
+      expect(res.headers.get("content-security-policy")).toContain("default-src 'none'");
+      expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+    }
+    for (const path of ["/plans/a/b", "/agents/runs/x/y", "/nope", "/approvals/x"]) {
+      const res = await page(path, { authorization: `Bearer ${s.operator}` });
+      expect(res.status, path).toBe(404);
+      expect(res.headers.get("content-type"), path).toContain("application/json");
+      expect(res.headers.get("content-security-policy"), path).toContain("default-src 'none'");
+      expect(res.headers.get("x-content-type-options"), path).toBe("nosniff");
+    }
+  });
+});
+
 describe("logging in: /login?code= (hal0 web's link) and a pasted operator token", () => {
   it("a login code sets an HttpOnly SameSite=Strict session cookie once; a second use and an expired code are 401; neither code nor cookie is logged", async () => {
     await start();
