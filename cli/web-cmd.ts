@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { compileTree, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
@@ -14,7 +15,8 @@ operator whose token is in $HAL0_TOKEN. Whoever can read the state folder may ru
                     running on this state folder listens, else [server] host and port)
   --json            {"url", "expires_at", "operator"} instead of the bare link (a failure:
                     {ok: false, exit_code, diagnostics})
-Exit status: 0 printed, 1 error (auth.invalid_token, config.not_found), 64 usage error.`;
+Exit status: 0 printed, 1 error (auth.invalid_token, config.not_found), 64 usage error
+(a --host that is not a host name or an IP address, a --port outside 1..65535).`;
 
 /** How long a printed link works. */
 const CODE_TTL_S = 5 * 60;
@@ -26,6 +28,7 @@ export async function runWeb(args: string[], io: CliIo): Promise<number> {
     options: { ...BOX_OPTIONS, host: { type: "string" }, port: { type: "string" }, json: { type: "boolean" } },
   });
   const state = stateDir(values.state, io.env, io.cwd);
+  if (values.host !== undefined && !isHostName(values.host)) throw new UsageError(`--host must be a host name or an IP address, not ${JSON.stringify(values.host.slice(0, 80))}`);
   const portFlag = values.port === undefined ? undefined : /^\d{1,5}$/.test(values.port) ? Number(values.port) : Number.NaN;
   if (portFlag !== undefined && (!Number.isInteger(portFlag) || portFlag < 1 || portFlag > 65535)) throw new UsageError(`--port must be 1..65535, not ${values.port}`);
   const configured = await serverAddress(values, io);
@@ -70,6 +73,15 @@ async function runningAddress(state: string): Promise<{ host: string; port: numb
   if (url === undefined || !URL.canParse(url)) return undefined;
   const { hostname, port } = new URL(url);
   return { host: hostname, port: Number(port) || 80 };
+}
+
+const LABEL = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?";
+const HOST_NAME = new RegExp(`^${LABEL}(?:\\.${LABEL})*\\.?$`);
+
+/** A host name (`box.lan`), an IP address (`::1` bracketed or not) or a wildcard (`0.0.0.0`, `*`): what a link may name. */
+export function isHostName(host: string): boolean {
+  const h = host.trim().replace(/^\[(.*)\]$/, "$1");
+  return h === "*" || isIP(h) !== 0 || (h.length <= 253 && HOST_NAME.test(h));
 }
 
 /** The host a browser can reach: a wildcard address is this machine's loopback; an IPv6 literal is bracketed. */

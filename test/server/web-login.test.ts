@@ -5,7 +5,7 @@ import { Writable } from "node:stream";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { pino } from "pino";
 import { afterEach, beforeAll, describe, expect, it } from "vitest";
-import { linkHost } from "../../cli/web-cmd.js";
+import { isHostName, linkHost } from "../../cli/web-cmd.js";
 import { openDb } from "../../server/db.js";
 import { csrfOf } from "../../server/identity/identify.js";
 import { httpCall, startTestServer, type TestServer } from "./harness.js";
@@ -440,5 +440,17 @@ describe("hal0 web (the built CLI)", () => {
     expect(linkHost("::")).toBe("127.0.0.1");
     expect(linkHost("::1")).toBe("[::1]");
     expect(linkHost("box.lan")).toBe("box.lan");
+  });
+
+  it("a --host that is not a host name or an IP address is a usage error (64) and mints no code", async () => {
+    await start();
+    const port = new URL(s.url).port;
+    for (const host of ['evil"><script>alert(1)</script>', "box.lan/x", "a b", "user@box"]) {
+      const run = hal0(["--config", s.config, "--state", s.state, "--host", host, "--port", port]);
+      expect(run.status, host).toBe(64);
+      expect(run.stdout, host).not.toContain("/login?code=");
+      expect(run.stderr, host).toContain("--host must be a host name or an IP address");
+    }
+    for (const host of ["box.lan", "192.168.1.9", "::1", "[fe80::1]", "0.0.0.0", "localhost"]) expect(isHostName(host), host).toBe(true);
   });
 });
