@@ -60,11 +60,24 @@ function guardToolArguments(server: McpServer, name: string, onRefused?: (tool: 
     // The SDK looks a tool up in a plain object: `constructor` or `toString` would be found there, and answered as a disabled tool.
     const called = request.params?.name;
     if (typeof called === "string" && !Object.hasOwn(tools, called)) return Promise.resolve(unknownTool(name, called));
-    const refusal = inputRefusal(request.params?.arguments, []);
+    const refusal = argumentsRefusal(request.params?.arguments) ?? inputRefusal(request.params?.arguments, []);
     if (!refusal) return inner(request, extra);
     const tool = request.params?.name;
     if (typeof tool === "string" && tool.length <= 128) onRefused?.(tool, refusal);
     return Promise.resolve(failure(refusal));
+  });
+}
+
+/**
+ * A tool call's `arguments` that are there but not an object (`[1]`, `"x"`,
+ * `5`, `null`): refused here as every bad input is, naming the field; the
+ * SDK would answer a JSON-RPC internal error carrying zod's raw issue list.
+ */
+function argumentsRefusal(args: unknown): ApiError | undefined {
+  if (args === undefined || (typeof args === "object" && args !== null && !Array.isArray(args))) return undefined;
+  const got = args === null ? "null" : Array.isArray(args) ? "an array" : `a ${typeof args}`;
+  return new ApiError("validation.invalid", `invalid request: arguments: a tool call's arguments are an object, not ${got}`, {
+    fields: [{ loc: ["arguments"], msg: `expected an object, got ${got}`, type: "object_type" }],
   });
 }
 

@@ -107,6 +107,23 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect((await callTool(c, "slot_status", {})).body.error.code).toBe("mcp.missing_arg");
   });
 
+  it("refuses a tool call whose arguments are not an object with validation.invalid naming them, on every mount", async () => {
+    const { memoryClient } = await import("./mcp-helpers.js");
+    const admin = await client("hermes__coder");
+    const memory = await memoryClient(s.url, "hermes__coder");
+    clients.push(memory);
+    for (const [c, tool] of [[admin, "slot_list"], [memory, "memory_list"]] as const) {
+      for (const args of [[1], "str", 5, null]) {
+        const res = (await c.callTool({ name: tool, arguments: args as never })) as { isError?: boolean; content: Array<{ text?: string }> };
+        expect(res.isError, `${tool} ${JSON.stringify(args)}`).toBe(true);
+        const body = JSON.parse(res.content[0]!.text!);
+        expect(body.error, `${tool} ${JSON.stringify(args)}`).toMatchObject({ code: "validation.invalid", details: { fields: [{ loc: ["arguments"] }] } });
+      }
+      // No arguments at all is an empty object, as the protocol has it.
+      expect((await c.callTool({ name: tool })).isError, tool).toBeFalsy();
+    }
+  });
+
   it("lets agents propose plan diffs, then submit them for approval", async () => {
     const c = await client("hermes__coder");
     const proposed = await callTool(c, "plan_propose", { edits: [{ file: "slots/chat.toml", op: "set", path: ["priority"], value: 77 }], summary: "chat first" });
