@@ -295,6 +295,16 @@ describe("teaching tools over a Hermes profile's files", () => {
     expect(readdirSync(outside)).toEqual([]);
   });
 
+  it("does not read through a linked folder either", async () => {
+    const outside = join(dir, "outside-read");
+    mkdirSync(join(outside, "peek"), { recursive: true });
+    writeFileSync(join(outside, "peek/SKILL.md"), "---\nname: peek\ndescription: outside the profile\n---\nsecret body\n");
+    symlinkSync(outside, join(work, "skills/elsewhere"));
+    const err = await refusal(run("profile_skill_get", { profile: "work", category: "elsewhere", name: "peek" }));
+    expect(err.code).toBe("teach.unsafe_path");
+    expect(JSON.stringify(err)).not.toContain("secret body");
+  });
+
   it("records an audit row for each write, with the text as its size and hash", async () => {
     const text = "---\nname: audit-me\ndescription: d\n---\nbody\n";
     const auditor: BridgeContext = { ...ctx, caller: { ...ctx.caller, agent: "auditor" } };

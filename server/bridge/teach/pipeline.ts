@@ -208,8 +208,19 @@ function hashOrNull(text: string | null): string | null {
   return text === null ? null : sha256(text);
 }
 
-/** A profile file's text; null when absent. Refuses a file that is a link or a folder (teach.unsafe_path). */
+/**
+ * A profile file's text; null when absent. Refuses a file that is a link or
+ * a folder, or one reached through a linked folder (teach.unsafe_path): a
+ * read, like a write, never leaves the profile folder.
+ */
 export async function readProfileFile(root: string, file: string): Promise<string | null> {
+  const parts = file.split("/");
+  for (let i = 1; i < parts.length; i++) {
+    const sub = parts.slice(0, i).join("/");
+    const folder = await lstat(join(root, sub)).catch(() => undefined);
+    if (folder === undefined) return null;
+    if (!folder.isDirectory()) throw new ApiError("teach.unsafe_path", `${sub} is ${folder.isSymbolicLink() ? "a symbolic link" : "not a folder"}; hal0 does not read through it`, { file: sub });
+  }
   const path = join(root, file);
   const info = await lstat(path).catch((err: NodeJS.ErrnoException) => {
     if (err.code === "ENOENT" || err.code === "ENOTDIR") return undefined;
