@@ -46,7 +46,9 @@ export async function runToken(args: string[], io: CliIo): Promise<number> {
     if (verb === "list") {
       if (arg !== undefined) throw new UsageError("list takes no argument");
       const list = tokens.list({ all: values.all });
-      const rows = list.map((t) => `${t.id}  ${t.kind.padEnd(8)} ${t.name.padEnd(20)} ${t.scopes.join(",").padEnd(30)} created ${t.created_at}  last used ${t.last_used_at ?? "never"}${t.revoked_at ? `  revoked ${t.revoked_at}` : ""}`);
+      // A bridge token's profiles are part of what it reaches: shown beside its scopes (profile:NAME, as --scope takes them).
+      const reach = (t: (typeof list)[number]) => [...t.scopes, ...(t.profiles ?? []).map((p) => `profile:${p}`)].join(",");
+      const rows = list.map((t) => `${t.id}  ${t.kind.padEnd(8)} ${t.name.padEnd(20)} ${reach(t).padEnd(30)} created ${t.created_at}  last used ${t.last_used_at ?? "never"}${t.revoked_at ? `  revoked ${t.revoked_at}` : ""}`);
       print(rows.join("\n") || "no tokens", { tokens: list });
       return EXIT_OK;
     }

@@ -195,6 +195,15 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     expect((await run(["token", "list", "--json", "--state", served])).out).not.toContain("carol");
   });
 
+  it("hal0 token list shows a bridge token's profiles beside its scopes, as --scope takes them", async () => {
+    const state = join(dir, "bridge-profiles-state");
+    expect((await run(["token", "list", "--state", state])).code).toBe(0);
+    const admitted = await run(["bridge", "admit", "dana", "--profiles", "coder,writer", "--url", "http://127.0.0.1:8080", "--config", good, "--state", state]);
+    expect(admitted.code, admitted.err).toBe(0);
+    const line = (await run(["token", "list", "--state", state])).out.split("\n").find((l) => l.includes(" dana "));
+    expect(line).toMatch(/ mcp:agents,profile:coder,profile:writer +created /);
+  });
+
   it("a state database SQLite cannot open or use (a folder where hal0.db goes, a file that is no database) is system.io naming it, for every command that opens it", async () => {
     const folder = mkdtempSync(join(dir, "db-folder-"));
     mkdirSync(join(folder, "hal0.db"));
