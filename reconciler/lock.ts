@@ -132,6 +132,11 @@ export async function serveHolder(stateDir: string): Promise<ServeHolder | undef
   return liveHolder(join(stateDir, "serve.lock"));
 }
 
+/** The `hal0 model pull` working on this state folder, as its `pull.lock` names it, or nothing (a dead holder is none). */
+export async function pullHolder(stateDir: string): Promise<LockHolder | undefined> {
+  return liveHolder(join(stateDir, "pull.lock"));
+}
+
 /** Who holds the apply lock now (an apply or a sweep under way), or nothing; a dead holder's lock is no holder. */
 export async function lockHolder(stateDir: string): Promise<LockHolder | undefined> {
   return liveHolder(join(stateDir, "apply.lock"));

@@ -134,7 +134,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const registerRoute = byId.get("POST /api/models")!;
   const editRoute = byId.get("PUT /api/models/{model_id}")!;
   services.pulls = new PullService({
-    db, box, env, now,
+    db, box, env, now, guest: options.guest === true,
     register: async (job, entry, onBehalfOf) => {
       const caller = { kind: "system", agent: "pull", private: false, via: "approval", approvedBy: onBehalfOf } as const;
       const call = job.mode === "update"

@@ -8,7 +8,7 @@ import { removeStaleTemps } from "../reconciler/atomic.js";
 import { INTERRUPTED } from "../reconciler/drivers/driver.js";
 import { commandOf, listeningInodes, portInUseMessage, socketOwner } from "../reconciler/drivers/proc.js";
 import { slotsDir } from "../reconciler/drivers/runtime-record.js";
-import { acquireServeLock, ServeLockedError } from "../reconciler/lock.js";
+import { acquireServeLock, pullHolder, ServeLockedError } from "../reconciler/lock.js";
 import { LoopControl, SweepLoop } from "../reconciler/loop.js";
 import { StateStore } from "../reconciler/state.js";
 import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
@@ -118,6 +118,8 @@ export async function serve(options: ServeOptions): Promise<Serving> {
   // Pulls a stopped hal0 serve left under way go on, from the bytes on disk. Only the long-running server resumes them:
   // a CLI command that opens the same stores (hal0 model pull, hal0 agent approvals) must not start other pulls.
   server.pulls?.worker.resume();
+  // And later: a `hal0 model pull` stopped while this serve runs leaves its pull downloading; once no pull command holds the folder, the serve goes on with it.
+  server.pulls?.worker.adoptOrphans(async () => (await pullHolder(options.stateDir)) === undefined);
   const front = new Front(server.app, logger);
   let started: { snapshot: Awaited<ReturnType<typeof server.box.snapshot>>; host: string; bound: number };
   try {

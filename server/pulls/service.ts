@@ -36,6 +36,8 @@ export interface PullServiceOptions {
   readonly env: Readonly<Record<string, string | undefined>>;
   readonly register: RegisterPulled;
   readonly now?: () => number;
+  /** A CLI command's service beside a `hal0 serve` (PullWorkerOptions.guest). */
+  readonly guest?: boolean;
 }
 
 /** A Hub file name: relative, `/`-separated segments, no `..`, no scheme. */
@@ -59,6 +61,7 @@ export class PullService {
       parallel: () => o.box.lastSettings()?.models.pull_parallel ?? 2,
       register: (job) => this.register(job),
       now: o.now,
+      guest: o.guest,
     });
   }
 
@@ -142,7 +145,7 @@ export class PullService {
       model_id: id, mode: "pull", hf_repo: req.hf_repo, hf_filename: req.hf_filename, revision: req.revision ?? "main", dest, extras, sha256,
       requested_by: callerName(caller), approved_by: caller.approvedBy ?? (caller.kind === "operator" ? callerName(caller) : null),
     });
-    this.worker.pump();
+    this.worker.pump(id);
     return this.worker.view(this.store.get(job.model_id) ?? job);
   }
 
@@ -198,7 +201,7 @@ export class PullService {
       model_id: id, mode: "update", hf_repo: m.hf_repo!, hf_filename: m.hf_filename!, revision: "main", dest, extras: [], sha256: row.hub?.sha256 ?? null,
       requested_by: callerName(caller), approved_by: caller.approvedBy ?? (caller.kind === "operator" ? callerName(caller) : null),
     });
-    this.worker.pump();
+    this.worker.pump(id);
     return this.status(id);
   }
 
@@ -221,7 +224,7 @@ export class PullService {
       model_id: id, mode: "update", hf_repo: m.hf_repo, hf_filename: m.hf_filename, revision: m.revision ?? "main", dest, extras: [],
       requested_by: callerName(caller), approved_by: caller.approvedBy ?? (caller.kind === "operator" ? callerName(caller) : null),
     });
-    this.worker.pump();
+    this.worker.pump(id);
     return this.status(id);
   }
 

@@ -42,7 +42,16 @@ export interface PullWorkerOptions {
   /** Registers a downloaded model (one ChangeSet); throws when the change is refused. */
   readonly register: (job: PullJob) => Promise<void>;
   readonly now?: () => number;
+  /**
+   * A CLI command's worker on a state folder a `hal0 serve` may own (`hal0
+   * model pull`, `hal0 agent approvals`): it runs only the pulls this process
+   * queued or took over, never the serve's queued ones.
+   */
+  readonly guest?: boolean;
 }
+
+/** How often a serve looks for pulls another process left under way (a `hal0 model pull` that was stopped). */
+export const ADOPT_MS = 5000;
 
 /** How often a downloading job's row and its listeners hear of new bytes. */
 const PROGRESS_MS = 250;
@@ -56,6 +65,9 @@ export class PullWorker {
   readonly events = new EventEmitter();
   private readonly running = new Map<string, { abort: AbortController; cancelled: boolean; samples: Array<[number, number]>; ended: Promise<void> }>();
   private closed = false;
+  /** A guest's own pulls: the ones it queued or took over. */
+  private readonly mine = new Set<string>();
+  private adoptTimer: NodeJS.Timeout | undefined;
   private readonly now: () => number;
 
   constructor(private readonly o: PullWorkerOptions) {
@@ -74,15 +86,40 @@ export class PullWorker {
     const job = this.o.store.get(id);
     if (job === undefined || !isLive(job) || this.running.has(id)) return false;
     if (job.state !== "queued") this.o.store.update(id, { state: "queued" });
-    this.pump();
+    this.pump(id);
     return true;
   }
 
-  /** Starts queued jobs while there is room. */
-  pump(): void {
+  /**
+   * The serve's: every ADOPT_MS, a pull the database says is downloading
+   * that no download here works on, while no `hal0 model pull` holds the
+   * state folder (`mayAdopt`), was left by a command that stopped: it is
+   * queued again and resumes from its partial file.
+   */
+  adoptOrphans(mayAdopt: () => Promise<boolean>): void {
+    clearInterval(this.adoptTimer);
+    this.adoptTimer = setInterval(() => void this.adopt(mayAdopt), ADOPT_MS);
+    this.adoptTimer.unref();
+  }
+
+  private async adopt(mayAdopt: () => Promise<boolean>): Promise<void> {
+    if (this.closed) return;
+    const left = this.o.store.list("downloading").filter((j) => !this.running.has(j.model_id));
+    if (left.length === 0 || !(await mayAdopt())) return;
+    for (const job of left) {
+      const now = this.o.store.get(job.model_id);
+      if (now?.state === "downloading" && !this.running.has(job.model_id)) this.o.store.update(job.model_id, { state: "queued" });
+    }
+    this.pump();
+  }
+
+  /** Starts queued jobs while there is room; `id`: a job this process queued (a guest runs only those). */
+  pump(id?: string): void {
+    if (id !== undefined) this.mine.add(id);
     if (this.closed) return;
     const room = this.o.parallel() - this.running.size;
-    for (const job of this.o.store.list("queued").slice(0, Math.max(0, room))) void this.run(job);
+    const queued = this.o.store.list("queued").filter((j) => !this.running.has(j.model_id) && (!this.o.guest || this.mine.has(j.model_id)));
+    for (const job of queued.slice(0, Math.max(0, room))) void this.run(job);
   }
 
   view(job: PullJob): PullView {
@@ -111,6 +148,7 @@ export class PullWorker {
   /** Stops the downloads without cancelling them (hal0 serve is stopping): they resume at the next start. */
   close(): void {
     this.closed = true;
+    clearInterval(this.adoptTimer);
     for (const live of this.running.values()) live.abort.abort();
   }
 

@@ -151,3 +151,48 @@ describe("a hal0 model pull that was interrupted (real processes)", () => {
     }
   }, 60_000);
 });
+
+describe("a hal0 model pull interrupted while hal0 serve runs (real processes)", () => {
+  it("the serve goes on with it once no pull command holds the folder: resumed with Range, verified, registered", async () => {
+    const slowHub = await startFakeHub({ repos: { "acme/big-GGUF": { files: { "big.gguf": data } } }, bytesPerSecond: 1024 * 1024 });
+    try {
+      const dir = mkdtempSync(join(tmpdir(), "hal0-cli-pull-adopt-"));
+      dirs.push(dir);
+      const config = join(dir, "etc");
+      const state = join(dir, "state");
+      mkdirSync(config, { recursive: true });
+      writeFileSync(join(config, "hal0.toml"), `[models]\nstore = "store"\n`);
+      const env = { ...process.env, HF_ENDPOINT: slowHub.endpoint };
+      const serve = await startServe(config, state, ["--no-reconcile"], (c) => children.push(c), env);
+      const token = readFileSync(join(state, "operator.token"), "utf8").trim();
+      const status = async () => (await (await fetch(`${serve.url}/api/models/big/pull/status`, { headers: { authorization: `Bearer ${token}` } })).json() as any).pull;
+      const partial = join(config, "store/big.gguf.partial");
+      let cli: ChildProcess | undefined;
+      const interrupted = pullCommand(["acme/big-GGUF", "big.gguf", "--id", "big", "--config", config, "--state", state], env, (c) => (cli = c));
+      for (let i = 0; ; i++) {
+        if (existsSync(partial) && statSync(partial).size > 512 * 1024) break;
+        if (i > 400) throw new Error("the download never got going");
+        await sleep(10);
+      }
+      cli!.kill("SIGKILL");
+      await interrupted;
+      const kept = statSync(partial).size;
+      expect(kept).toBeLessThan(data.length);
+      slowHub.setRate(null);
+      let pull: any;
+      for (let i = 0; ; i++) {
+        pull = await status();
+        if (pull?.state === "done" || pull?.state === "failed") break;
+        if (i > 600) throw new Error(`the serve never went on with it: ${JSON.stringify(pull)}`);
+        await sleep(25);
+      }
+      expect(pull).toMatchObject({ state: "done", sha256: sha, bytes: data.length });
+      const ranges = slowHub.requests.filter((r) => r.server === "cdn" && r.range !== undefined).map((r) => Number(/^bytes=(\d+)-$/.exec(r.range!)?.[1]));
+      expect(Math.min(...ranges)).toBeGreaterThanOrEqual(kept);
+      expect(readFileSync(join(config, "models.toml"), "utf8")).toContain(`sha256 = "${sha}"`);
+      serve.child.kill("SIGTERM");
+    } finally {
+      await slowHub.close();
+    }
+  }, 60_000);
+});
