@@ -20,6 +20,25 @@ const SIZE = 3 * 1024 * 1024;
 const data = ggufBytes({ kvs: modelKvs({ arch: "llama", ctx: 4096 }), tensors: [{ name: "w", dims: [SIZE / 4] }] });
 const sha = createHash("sha256").update(data).digest("hex");
 
+/** A config folder whose models go to `store/`, and a state folder beside it (removed after the file's tests). */
+function storeBox(prefix: string): { config: string; state: string } {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  dirs.push(dir);
+  const config = join(dir, "etc");
+  mkdirSync(config, { recursive: true });
+  writeFileSync(join(config, "hal0.toml"), `[models]\nstore = "store"\n`);
+  return { config, state: join(dir, "state") };
+}
+
+/** Resolves once a download has put more than 512 KiB into `partial`. */
+async function downloadUnderWay(partial: string): Promise<void> {
+  for (let i = 0; ; i++) {
+    if (existsSync(partial) && statSync(partial).size > 512 * 1024) return;
+    if (i > 400) throw new Error("the download never got going");
+    await sleep(10);
+  }
+}
+
 const children: ChildProcess[] = [];
 const dirs: string[] = [];
 let hub: FakeHub | undefined;
@@ -32,12 +51,7 @@ afterAll(async () => {
 describe("a pull survives kill -9 of hal0 serve (real processes)", () => {
   it("resumes with Range from the partial file's end and registers the verified file", async () => {
     hub = await startFakeHub({ repos: { "acme/big-GGUF": { files: { "big.gguf": data } } }, bytesPerSecond: 1024 * 1024 });
-    const dir = mkdtempSync(join(tmpdir(), "hal0-pull-resume-"));
-    dirs.push(dir);
-    const config = join(dir, "etc");
-    const state = join(dir, "state");
-    mkdirSync(config, { recursive: true });
-    writeFileSync(join(config, "hal0.toml"), `[models]\nstore = "store"\n`);
+    const { config, state } = storeBox("hal0-pull-resume-");
     const env = { ...process.env, HF_ENDPOINT: hub.endpoint, HF_TOKEN: "hf_resume_test_token" };
     const first = await startServe(config, state, ["--no-reconcile"], (c) => children.push(c), env);
     const token = readFileSync(join(state, "operator.token"), "utf8").trim();
@@ -47,11 +61,7 @@ describe("a pull survives kill -9 of hal0 serve (real processes)", () => {
     const started = await call(first.url, "POST", "/api/models/big/pull", { hf_repo: "acme/big-GGUF", hf_filename: "big.gguf" });
     expect(started.status, JSON.stringify(started.body)).toBe(202);
     const partial = join(config, "store/big.gguf.partial");
-    for (let i = 0; ; i++) {
-      if (existsSync(partial) && statSync(partial).size > 512 * 1024) break;
-      if (i > 400) throw new Error("the download never got going");
-      await sleep(10);
-    }
+    await downloadUnderWay(partial);
     first.child.kill("SIGKILL");
     await new Promise((r) => first.child.once("exit", r));
     const kept = statSync(partial).size;
@@ -95,22 +105,13 @@ describe("a hal0 model pull that was interrupted (real processes)", () => {
   it("the next pull of the same file resumes it with Range; another file under that id is refused; a second pull at once is model.pull_busy", async () => {
     const slowHub = await startFakeHub({ repos: { "acme/big-GGUF": { files: { "big.gguf": data, "other.gguf": data } } }, bytesPerSecond: 1024 * 1024 });
     try {
-      const dir = mkdtempSync(join(tmpdir(), "hal0-cli-pull-resume-"));
-      dirs.push(dir);
-      const config = join(dir, "etc");
-      const state = join(dir, "state");
-      mkdirSync(config, { recursive: true });
-      writeFileSync(join(config, "hal0.toml"), `[models]\nstore = "store"\n`);
+      const { config, state } = storeBox("hal0-cli-pull-resume-");
       const env = { ...process.env, HF_ENDPOINT: slowHub.endpoint };
       const flags = ["--id", "big", "--config", config, "--state", state];
       const partial = join(config, "store/big.gguf.partial");
       let first: ChildProcess | undefined;
       const interrupted = pullCommand(["acme/big-GGUF", "big.gguf", ...flags], env, (c) => (first = c));
-      for (let i = 0; ; i++) {
-        if (existsSync(partial) && statSync(partial).size > 512 * 1024) break;
-        if (i > 400) throw new Error("the download never got going");
-        await sleep(10);
-      }
+      await downloadUnderWay(partial);
       // While it runs, a second pull command on the same state folder is refused.
       const busy = await pullCommand(["acme/big-GGUF", "other.gguf", "--id", "other", "--config", config, "--state", state], env);
       expect(busy.code, busy.err).toBe(1);
@@ -156,12 +157,7 @@ describe("a hal0 model pull interrupted while hal0 serve runs (real processes)",
   it("the serve goes on with it once no pull command holds the folder: resumed with Range, verified, registered", async () => {
     const slowHub = await startFakeHub({ repos: { "acme/big-GGUF": { files: { "big.gguf": data } } }, bytesPerSecond: 1024 * 1024 });
     try {
-      const dir = mkdtempSync(join(tmpdir(), "hal0-cli-pull-adopt-"));
-      dirs.push(dir);
-      const config = join(dir, "etc");
-      const state = join(dir, "state");
-      mkdirSync(config, { recursive: true });
-      writeFileSync(join(config, "hal0.toml"), `[models]\nstore = "store"\n`);
+      const { config, state } = storeBox("hal0-cli-pull-adopt-");
       const env = { ...process.env, HF_ENDPOINT: slowHub.endpoint };
       const serve = await startServe(config, state, ["--no-reconcile"], (c) => children.push(c), env);
       const token = readFileSync(join(state, "operator.token"), "utf8").trim();
@@ -169,11 +165,7 @@ describe("a hal0 model pull interrupted while hal0 serve runs (real processes)",
       const partial = join(config, "store/big.gguf.partial");
       let cli: ChildProcess | undefined;
       const interrupted = pullCommand(["acme/big-GGUF", "big.gguf", "--id", "big", "--config", config, "--state", state], env, (c) => (cli = c));
-      for (let i = 0; ; i++) {
-        if (existsSync(partial) && statSync(partial).size > 512 * 1024) break;
-        if (i > 400) throw new Error("the download never got going");
-        await sleep(10);
-      }
+      await downloadUnderWay(partial);
       cli!.kill("SIGKILL");
       await interrupted;
       const kept = statSync(partial).size;

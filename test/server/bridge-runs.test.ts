@@ -11,6 +11,7 @@ import type { BridgeContext } from "../../server/bridge/tool.js";
 import type { Caller } from "../../server/route.js";
 import { ApiError } from "../../server/errors.js";
 import { startTestServer, type TestServer } from "./harness.js";
+import { untilTrue as until } from "../helpers/until.js";
 
 /**
  * The nine run tools of hal0-agents, called as the /mcp/agents mount calls
@@ -70,14 +71,6 @@ function groupGone(pgid: number): boolean {
     return true;
   }
   return false;
-}
-
-async function until(check: () => boolean, ms = 5000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!check()) {
-    if (Date.now() > end) throw new Error("timed out waiting");
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 describe("agent bridge runs", () => {

@@ -8,6 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
 import { ggufBytes, modelKvs } from "./gguf-writer.js";
 import { setModelsTable, startTestServer, type TestServer } from "./harness.js";
+import { until } from "../helpers/until.js";
 
 /**
  * What a pull refuses or survives when the request, or the Hub, is odd: files
@@ -18,16 +19,6 @@ import { setModelsTable, startTestServer, type TestServer } from "./harness.js";
  */
 const gguf = (name: string, bytes: number) => ggufBytes({ kvs: modelKvs({ arch: "llama", ctx: 4096, name }), tensors: [{ name: "w", dims: [Math.ceil(bytes / 4)] }] });
 const sha = (b: Buffer) => createHash("sha256").update(b).digest("hex");
-
-async function until<T>(what: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await what();
-    if (ok(v)) return v;
-    if (Date.now() > deadline) throw new Error(`not reached in ${ms} ms: ${JSON.stringify(v)}`);
-    await sleep(25);
-  }
-}
 
 describe("pull guards (a local stand-in for the Hub)", () => {
   let hub: FakeHub;

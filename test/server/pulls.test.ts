@@ -12,6 +12,7 @@ import { ggufBytes, modelKvs } from "./gguf-writer.js";
 import { ProcessDriver } from "../../reconciler/drivers/process.js";
 import { openEventStream, setModelsTable, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
+import { until } from "../helpers/until.js";
 
 /**
  * Model pulls through hal0 serve's routes and MCP tools, against a local
@@ -37,16 +38,6 @@ async function freePortIn(from: number, to: number): Promise<number> {
     }
   }
   throw new Error(`no free port in ${from}..${to}`);
-}
-
-async function until<T>(what: () => Promise<T>, ok: (v: T) => boolean, ms = 10_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await what();
-    if (ok(v)) return v;
-    if (Date.now() > deadline) throw new Error(`not reached in ${ms} ms: ${JSON.stringify(v)}`);
-    await sleep(25);
-  }
 }
 
 describe("model pulls from the Hub (a local stand-in)", () => {

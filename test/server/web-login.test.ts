@@ -11,6 +11,7 @@ import { csrfOf } from "../../server/identity/identify.js";
 import { httpCall, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 import { cookiePair, csrfMeta, formPost, openLink, webLogin } from "./web-helpers.js";
+import { untilTrue as until } from "../helpers/until.js";
 
 const HAL0 = join(import.meta.dirname, "../../bin/hal0.js");
 const BUILT_CLI = join(import.meta.dirname, "../../dist/cli/web-cmd.js");
@@ -228,14 +229,6 @@ function approvalStream(headers: Record<string, string>): { events: string[]; en
     })();
   });
   return { events, ended: () => ended, close: () => ctl.abort(), opened };
-}
-
-async function until(what: () => boolean, ms = 5_000): Promise<void> {
-  const deadline = Date.now() + ms;
-  while (!what()) {
-    if (Date.now() > deadline) throw new Error("timed out");
-    await new Promise((r) => setTimeout(r, 20));
-  }
 }
 
 describe("the approvals event stream ends with the credential it was opened with", () => {
