@@ -42,7 +42,7 @@ export interface BridgeToolDef {
    * Used by every row of the call: the write's own, a refusal, a request
    * queued for a person.
    */
-  readonly auditArgs?: (args: any) => unknown;
+  readonly auditArgs?: (args: unknown) => unknown;
 }
 
 /** What a write would change, before anything is written (see BridgeToolDef.propose). */

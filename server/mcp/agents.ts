@@ -74,15 +74,11 @@ export function bridgeCatalog(tools: readonly BridgeToolDef[] = bridgeTools()): 
     body: tool.input,
     handle: ({ body, query, services, caller }: Ctx) => tool.run({ d: services, caller, profiles: query.profiles }, body),
     ...(tool.auditsItself ? { auditsItself: true } : {}),
-    ...(tool.auditArgs ? { auditBody: (body: unknown) => (isRecord(body) ? tool.auditArgs!(body) : body) } : {}),
+    ...(tool.auditArgs ? { auditBody: tool.auditArgs } : {}),
     ...(tool.precheck ? { precheck: ({ body, query, services, caller }: Ctx) => tool.precheck!({ d: services, caller, profiles: query.profiles }, body) } : {}),
     ...(tool.propose ? { describe: async ({ body, query, services, caller }: Ctx) => cardOf(await tool.propose!({ d: services, caller, profiles: query.profiles }, body), body) } : {}),
   }]));
   return { tools, routes };
-}
-
-function isRecord(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
 /** At most this many lines of diff on a card; the rest is counted. */

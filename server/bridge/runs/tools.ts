@@ -7,7 +7,7 @@ import { redactText } from "../../redact.js";
 import type { BridgeContext, BridgeToolDef } from "../tool.js";
 import { mayReachProfile, requireProfile } from "../access.js";
 import { PROFILE_NAME } from "../../../reconciler/hermes-files.js";
-import { sha256 } from "../teach/pipeline.js";
+import { withoutWords } from "../teach/pipeline.js";
 import { finalOutput, profileHome } from "./hermes-adapter.js";
 import { RUN_STATES, type RunRow, type RunService } from "./service.js";
 
@@ -227,13 +227,7 @@ function view(row: RunRow) {
  * the audit log; the prompt is for those the run's profile admits.
  */
 export function withoutPrompt(args: unknown): unknown {
-  if (typeof args !== "object" || args === null || Array.isArray(args)) return args;
-  const out: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(args)) {
-    if ((k === "prompt" || k === "text") && typeof v === "string") Object.assign(out, { [`${k}_bytes`]: Buffer.byteLength(v, "utf8"), [`${k}_sha256`]: sha256(v) });
-    else Object.defineProperty(out, k, { value: v, enumerable: true, writable: true, configurable: true });
-  }
-  return out;
+  return withoutWords(args, ["prompt", "text"]);
 }
 
 /** Runs a start / message / cancel and records it in the audit log (success or refusal), as the admin tools' calls are. */

@@ -69,6 +69,27 @@ export function sha256(text: string | Buffer): string {
   return `sha256:${createHash("sha256").update(text).digest("hex")}`;
 }
 
+/** A text as an audit row keeps it: `<key>_bytes` and `<key>_sha256`, never its words. */
+export function textRecord(text: string, key = "text"): Record<string, unknown> {
+  return { [`${key}_bytes`]: Buffer.byteLength(text, "utf8"), [`${key}_sha256`]: sha256(text) };
+}
+
+/**
+ * A bridge call's arguments as its audit rows keep them (any caller reads the
+ * audit log): each of `keys` (a skill's or memory entry's `text`, a run's
+ * `prompt`) as its size and hash (`textRecord`), anything but a text there as
+ * `[not recorded]`; the other arguments as sent.
+ */
+export function withoutWords(args: unknown, keys: readonly string[]): unknown {
+  if (typeof args !== "object" || args === null || Array.isArray(args)) return args;
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(args)) {
+    if (keys.includes(k) && typeof v === "string") Object.assign(out, textRecord(v, k));
+    else Object.defineProperty(out, k, { value: keys.includes(k) ? "[not recorded]" : v, enumerable: true, writable: true, configurable: true });
+  }
+  return out;
+}
+
 /**
  * Plans `change`: reads each file it touches, applies the edits in memory,
  * and, when `base` is given (the hashes a proposal or an earlier read saw),

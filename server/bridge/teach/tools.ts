@@ -9,7 +9,7 @@ import { ApiError } from "../../errors.js";
 import { checkPathArgs } from "../../path-args.js";
 import type { BridgeContext, BridgeProposal, BridgeToolDef } from "../tool.js";
 import { appendEntry, checkSkill, memoryChars, memoryEntries, memoryLimits, SKILL_NAME, splitSkill } from "./format.js";
-import { commitPlan, planChange, readProfileFile, sha256, viewOf, type ProfileChange, type ProfileEdit } from "./pipeline.js";
+import { commitPlan, planChange, readProfileFile, sha256, textRecord, viewOf, withoutWords, type ProfileChange, type ProfileEdit } from "./pipeline.js";
 
 /**
  * The seven tools that teach a Hermes profile (seed 000's agent bridge): read
@@ -129,14 +129,9 @@ async function write(ctx: BridgeContext, tool: string, target: Record<string, st
   }
 }
 
-function textRecord(text: string): Record<string, unknown> {
-  return { text_bytes: Buffer.byteLength(text, "utf8"), text_sha256: sha256(text) };
-}
-
 /** The arguments as an audit row keeps them: a `text` as its size and hash, never its words. */
-function withoutText(args: Record<string, unknown>): Record<string, unknown> {
-  const { text, ...rest } = args;
-  return typeof text === "string" ? { ...rest, ...textRecord(text) } : text === undefined ? rest : { ...rest, text: "[not recorded]" };
+function withoutText(args: unknown): unknown {
+  return withoutWords(args, ["text"]);
 }
 
 async function skillPutChange(ctx: BridgeContext, args: z.infer<typeof SkillPutArgs>): Promise<ProfileChange> {
