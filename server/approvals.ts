@@ -258,8 +258,7 @@ const STALE_CODES = new Set(["config.stale", "config.effects_changed", "config.i
 function requesterLive(d: Dispatcher, caller: Caller): void {
   const tokens = d.auth?.tokens;
   if (caller.kind !== "agent" || tokens === undefined) return;
-  const own = tokens.list({ all: true }).filter((t) => t.kind === "agent" && t.name === caller.agent);
-  if (own.length === 0 || own.some((t) => t.revoked_at === null)) return;
+  if (tokens.standing("agent", caller.agent) !== "revoked") return;
   throw new ApiError("auth.invalid_token", `agent:${caller.agent} has no live token any more (revoked since it asked); its request does not run`, { agent: caller.agent });
 }
 

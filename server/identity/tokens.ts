@@ -189,6 +189,12 @@ export class TokenStore {
     return rows.map(info);
   }
 
+  /** Whether `kind:name` has a live token, had only revoked ones, or never had one (one count query). */
+  standing(kind: TokenKind, name: string): "live" | "revoked" | "none" {
+    const r = this.db.prepare("SELECT count(*) AS total, count(*) FILTER (WHERE revoked_at IS NULL) AS live FROM tokens WHERE kind = ? AND name = ?").get(kind, name) as { total: number; live: number };
+    return r.live > 0 ? "live" : r.total > 0 ? "revoked" : "none";
+  }
+
   /** Revokes one token by id; its sessions and its login codes end with it. */
   revoke(id: string): TokenInfo {
     const row = this.db.prepare("SELECT * FROM tokens WHERE id = ?").get(id) as Row | undefined;
