@@ -126,11 +126,11 @@ export class PullService {
         });
       }
     }
+    const others = this.store.live().filter((j) => j.model_id !== id);
     for (const path of mine.map((m) => m.path)) {
       if (existsSync(path)) throw new ApiError("model.file_exists", `${path} already exists in the store; register it with model_add, or remove it first`, { path });
       // Another pull under way writes it, or its .partial is this file, or this one's .partial is its file: two downloads into one file would corrupt both.
-      for (const j of this.store.list()) {
-        if (!isLive(j) || j.model_id === id) continue;
+      for (const j of others) {
         const theirs = [j.dest, ...j.extras.map((e) => e.dest)].find((d) => clash(d, path));
         if (theirs !== undefined) throw new ApiError("model.file_exists", theirs === path ? `${path} is being pulled as model ${j.model_id} (${j.state}); wait for it, or cancel it first` : `${path} and ${theirs}, being pulled as model ${j.model_id} (${j.state}), would share a file (one is the other's .partial, where a download's bytes go); wait for it, or cancel it first`, { path, model_id: j.model_id, ...(theirs === path ? {} : { other: theirs }) });
       }

@@ -55,6 +55,11 @@ export class PullStore {
     return row && parse(row);
   }
 
+  /** The pulls under way: queued, downloading or verifying (`isLive`). */
+  live(): PullJob[] {
+    return this.list().filter(isLive);
+  }
+
   list(state?: PullState): PullJob[] {
     const rows = (state === undefined
       ? this.db.prepare("SELECT * FROM pulls ORDER BY created_at, model_id").all()

@@ -77,7 +77,7 @@ export class PullWorker {
 
   /** After a restart: every job that was live is queued again (downloading ones resume from their partial file). */
   resume(): void {
-    for (const job of this.o.store.list()) if (isLive(job) && job.state !== "queued") this.o.store.update(job.model_id, { state: "queued" });
+    for (const job of this.o.store.live()) if (job.state !== "queued") this.o.store.update(job.model_id, { state: "queued" });
     this.pump();
   }
 

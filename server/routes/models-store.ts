@@ -13,7 +13,6 @@ import type { BoxService, Proposal } from "../box.js";
 import { guardOperatorOnly } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { storeDir } from "../pulls/service.js";
-import { isLive } from "../pulls/store.js";
 import { defineRoute, type Caller, type WriteOutcome } from "../route.js";
 import { fsync, hashFile } from "../pulls/worker.js";
 import { configPath } from "../../reconciler/host/model-scan.js";
@@ -122,7 +121,7 @@ export const modelStoreRoutes = [
         throw new ApiError("model.store_migrate_failed", "another store migration is under way; wait for it to end", { step: "start", file: null }, 409);
       }
       // A pull under way writes into the store it began with: moved under it, its file would land in the old store, unregistered or named by a stale path.
-      const live = services.pulls?.store.list().filter(isLive) ?? [];
+      const live = services.pulls?.store.live() ?? [];
       if (live.length > 0) {
         throw new ApiError("model.store_migrate_failed", `a model pull is under way (${live.map((j) => `${j.model_id}: ${j.state}`).join(", ")}); wait for it to end, or cancel it, then migrate`, { step: "start", file: null, pulls: live.map((j) => j.model_id) }, 409);
       }
