@@ -185,9 +185,13 @@ export function curateUnit(store: Store, id: string, change: CurateInput, v: Vis
 
 /** The units and documents among `ids` that `v` may see (what deleteIds would delete), sorted, each once. */
 export function deletableIds(store: Store, ids: readonly string[], v: Visibility): string[] {
+  return [...new Set(ids)].filter((id) => (id.startsWith("doc_") ? documentVisible(store, id, v) : findUnit(store, id, v) !== undefined)).sort();
+}
+
+/** Whether `v` may see document `id` (`doc_…`). */
+function documentVisible(store: Store, id: string, v: Visibility): boolean {
   const docScope = scopeSql(v, "d.dataset");
-  const found = [...new Set(ids)].filter((id) => (id.startsWith("doc_") ? store.q(`SELECT 1 FROM documents d WHERE d.id = ? AND ${docScope.sql}`).get(id, ...docScope.params) !== undefined : findUnit(store, id, v) !== undefined));
-  return found.sort();
+  return store.q(`SELECT 1 FROM documents d WHERE d.id = ? AND ${docScope.sql}`).get(id, ...docScope.params) !== undefined;
 }
 
 /**
@@ -200,11 +204,9 @@ export function deleteIds(store: Store, ids: readonly string[], v: Visibility): 
   let deleted = 0;
   const notFound: string[] = [];
   const touched = new Set<string>();
-  const docScope = scopeSql(v, "d.dataset");
   for (const id of new Set(ids)) {
     if (id.startsWith("doc_")) {
-      const doc = store.q(`SELECT id FROM documents d WHERE d.id = ? AND ${docScope.sql}`).get(id, ...docScope.params);
-      if (!doc) notFound.push(id);
+      if (!documentVisible(store, id, v)) notFound.push(id);
       else deleted += store.q("DELETE FROM units WHERE doc_key = ?").run(id).changes + store.q("DELETE FROM documents WHERE id = ?").run(id).changes;
       continue;
     }

@@ -254,9 +254,14 @@ export class HindsightEngine implements MemoryEngine {
 
   /** A Hindsight document whose dataset `scope` may see. */
   private async documentVisible(id: string, scope: Scope): Promise<boolean> {
-    const doc = await unlessNotFound(this.http.object("GET", `/documents/${encodeURIComponent(id)}`, "document", { notFound: ["document", id] }));
-    const dataset = doc && map.decodeTags(Array.isArray(doc.tags) ? doc.tags.map(String) : []).dataset;
+    const dataset = await this.documentDataset(id);
     return dataset !== undefined && map.visible(dataset, scope);
+  }
+
+  /** The dataset of a document Hindsight holds (from its tags); undefined when it holds none by that id. */
+  private async documentDataset(id: string): Promise<string | undefined> {
+    const doc = await unlessNotFound(this.http.object("GET", `/documents/${encodeURIComponent(id)}`, "document", { notFound: ["document", id] }));
+    return doc ? map.decodeTags(Array.isArray(doc.tags) ? doc.tags.map(String) : []).dataset : undefined;
   }
 
   private async deleteDocument(id: string, scope: Scope): Promise<number | undefined> {
@@ -376,8 +381,7 @@ export class HindsightEngine implements MemoryEngine {
    */
   private async operationVisible(op: Operation, scope: OperationScope): Promise<boolean> {
     if (scope === "all" || op.kind !== "retain" || op.target === null) return true;
-    const doc = await unlessNotFound(this.http.object("GET", `/documents/${encodeURIComponent(op.target)}`, "document", { notFound: ["document", op.target] }));
-    const dataset = doc && map.decodeTags(Array.isArray(doc.tags) ? doc.tags.map(String) : []).dataset;
+    const dataset = await this.documentDataset(op.target);
     return dataset === undefined || map.visible(dataset, scope);
   }
 
