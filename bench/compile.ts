@@ -86,17 +86,22 @@ const widths = rows[0]!.map((_, c) => Math.max(...rows.map((r) => r[c]!.length))
 for (const row of rows) console.log(row.map((cell, c) => cell.padStart(widths[c]!)).join("  "));
 console.log(`\n${verdict}  (node ${process.version}, ${new Date().toISOString()})`);
 
-console.log("\nplan / apply (whole hal0 processes; targets come with the docker runtime)");
-for (const line of await benchApply()) console.log(line);
+/** The parts that failed: a part that throws is printed as FAILED and the run goes on to the next (the run's exit status is then 1). */
+const failed: string[] = [];
+async function part(title: string, run: () => Promise<string[]>): Promise<void> {
+  console.log(`\n${title}`);
+  try {
+    for (const line of await run()) console.log(line);
+  } catch (err) {
+    failed.push(title);
+    console.log(`  FAILED: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
 
-console.log("\nhal0 serve (a whole process on a 50-slot box, its sweep loop converged)");
-for (const line of await benchServe()) console.log(line);
-
-console.log("\nmodel pulls (the Hub client and the pull worker)");
-for (const line of await benchPull()) console.log(line);
-
-console.log("\nhal0-memory (the embedded engine over MCP)");
-for (const line of await benchMemory()) console.log(line);
+await part("plan / apply (whole hal0 processes; targets come with the docker runtime)", benchApply);
+await part("hal0 serve (a whole process on a 50-slot box, its sweep loop converged)", benchServe);
+await part("model pulls (the Hub client and the pull worker)", benchPull);
+await part("hal0-memory (the embedded engine over MCP)", benchMemory);
 
 const dockerHost = process.env.DOCKER_HOST;
 // The docker part's anchor is Debian's docker-compose: without it there is nothing to stand beside, so say so instead of failing.
@@ -104,9 +109,7 @@ const hasCompose = (process.env.PATH ?? "").split(":").some((dir) => dir !== "" 
 if (dockerHost && !hasCompose) {
   console.log("\ndocker runtime: skipped (its anchor, docker-compose, is not installed: apt-get install docker-compose)");
 } else if (dockerHost) {
-  console.log(`\ndocker runtime beside docker-compose 1.29 (engine ${dockerHost}; 50 slots of hal0-runner:local)`);
-  const { benchCompose } = await import("./compose.js");
-  for (const line of await benchCompose(dockerHost)) console.log(line);
+  await part(`docker runtime beside docker-compose 1.29 (engine ${dockerHost}; 50 slots of hal0-runner:local)`, async () => (await import("./compose.js")).benchCompose(dockerHost));
 } else {
   console.log("\ndocker runtime: skipped (no DOCKER_HOST; run bash .ci/docker-up.sh and export the DOCKER_HOST it prints)");
 }
@@ -118,12 +121,14 @@ const managerHost = `unix://${managerSocket}`;
 const isManager = existsSync(managerSocket) && (await promisify(execFile)("docker", ["info", "--format", "{{.Swarm.ControlAvailable}}"], { env: { ...process.env, DOCKER_HOST: managerHost }, timeout: 10_000 })
   .then(({ stdout }) => stdout.trim() === "true", () => false));
 if (isManager) {
-  console.log(`\nswarm runtime beside docker stack deploy (manager ${managerHost}; 30 slots of hal0-runner:local, 10 pinned to each of 3 nodes)`);
-  const { benchSwarm } = await import("./swarm.js");
-  for (const line of await benchSwarm(managerHost)) console.log(line);
+  await part(`swarm runtime beside docker stack deploy (manager ${managerHost}; 30 slots of hal0-runner:local, 10 pinned to each of 3 nodes)`, async () => (await import("./swarm.js")).benchSwarm(managerHost));
 } else {
   console.log(`\nswarm runtime: skipped (no swarm manager at ${managerHost}; start the three-node rig with bash .ci/swarm-up.sh up)`);
 }
 
 console.log("\nsummary (medians with their interquartile range and sample count; the anchor and floor measured in this same run)");
 for (const line of summaryTable()) console.log(line);
+if (failed.length > 0) {
+  console.log(`\nFAILED parts (their rows are missing above): ${failed.join("; ")}`);
+  process.exitCode = 1;
+}

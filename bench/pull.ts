@@ -6,10 +6,12 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { packageRoot } from "../reconciler/package-root.js";
 import { startFakeHub } from "../test/helpers/fake-hub.js";
+import { ggufBytes, modelKvs } from "../test/server/gguf-writer.js";
 
 const exec = promisify(execFile);
 const HAL0 = join(packageRoot(), "bin/hal0.cjs");
-const SIZE = 512 * 1024 * 1024;
+/** The tensor data: 512 MiB of random F32 weights behind a GGUF header (a pull refuses a file that is not GGUF). */
+const TENSOR = 512 * 1024 * 1024;
 const ROUNDS = 3;
 
 /**
@@ -23,7 +25,9 @@ const ROUNDS = 3;
  * curl | sha256sum does not.
  */
 export async function benchPull(): Promise<string[]> {
-  const data = randomFillSync(Buffer.alloc(SIZE));
+  const data = ggufBytes({ kvs: modelKvs({ arch: "llama", ctx: 4096 }), tensors: [{ name: "w", dims: [TENSOR / 4] }] });
+  randomFillSync(data, data.length - TENSOR);
+  const SIZE = data.length;
   const sha = createHash("sha256").update(data).digest("hex");
   const hub = await startFakeHub({ repos: { "bench/Big-GGUF": { files: { "big.gguf": data } } } });
   const base = mkdtempSync(join(tmpdir(), "hal0-bench-pull-"));
@@ -77,7 +81,14 @@ function pullTimed(config: string, state: string, endpoint: string): Promise<{ w
       const lines = out.split("\n");
       out = lines.pop()!;
       for (const line of lines) {
-        const state = (JSON.parse(line) as { state: string }).state;
+        // Progress is one JSON object a line; a failure's document (indented JSON) is kept for the error.
+        let state: string | undefined;
+        try {
+          state = (JSON.parse(line) as { state?: string }).state;
+        } catch {
+          err += `${line}\n`;
+          continue;
+        }
         if (state === "downloading") started ??= performance.now();
         if (state === "verifying" || state === "done") verified ??= performance.now();
       }
