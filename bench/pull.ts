@@ -10,9 +10,6 @@ import { ggufBytes, modelKvs } from "../test/server/gguf-writer.js";
 
 const exec = promisify(execFile);
 const HAL0 = join(packageRoot(), "bin/hal0.cjs");
-/** The tensor data: 512 MiB of random F32 weights behind a GGUF header (a pull refuses a file that is not GGUF). */
-const TENSOR = 512 * 1024 * 1024;
-const ROUNDS = 3;
 
 /**
  * A 512 MiB pull from a local stand-in Hub (its redirect to a second "CDN"
@@ -24,9 +21,11 @@ const ROUNDS = 3;
  * target: hal0 ≥ 0.9× curl. hal0 also writes and fsyncs the file, which
  * curl | sha256sum does not.
  */
-export async function benchPull(): Promise<string[]> {
-  const data = ggufBytes({ kvs: modelKvs({ arch: "llama", ctx: 4096 }), tensors: [{ name: "w", dims: [TENSOR / 4] }] });
-  randomFillSync(data, data.length - TENSOR);
+export async function benchPull({ mib = 512, rounds: ROUNDS = 3 }: { mib?: number; rounds?: number } = {}): Promise<string[]> {
+  // The tensor data: random F32 weights behind a GGUF header (a pull refuses a file that is not GGUF).
+  const tensor = mib * 1024 * 1024;
+  const data = ggufBytes({ kvs: modelKvs({ arch: "llama", ctx: 4096 }), tensors: [{ name: "w", dims: [tensor / 4] }] });
+  randomFillSync(data, data.length - tensor);
   const SIZE = data.length;
   const sha = createHash("sha256").update(data).digest("hex");
   const hub = await startFakeHub({ repos: { "bench/Big-GGUF": { files: { "big.gguf": data } } } });
@@ -55,7 +54,7 @@ export async function benchPull(): Promise<string[]> {
     const best = (xs: number[]) => Math.min(...xs);
     const ratio = mibs(best(phase)) / mibs(best(curl));
     return [
-      `512 MiB pull from a local stand-in Hub (redirect to a second origin), best of ${ROUNDS}, interleaved:`,
+      `${mib} MiB pull from a local stand-in Hub (redirect to a second origin), best of ${ROUNDS}, interleaved:`,
       `  hal0's download (fetch, sha256 while downloading, write, fsync: downloading → verifying)  ${mibs(best(phase)).toFixed(0)} MiB/s  (${(best(phase) / 1000).toFixed(2)} s)`,
       `  curl -sL URL | sha256sum (fetch and hash: the anchor)                                     ${mibs(best(curl)).toFixed(0)} MiB/s  (${(best(curl) / 1000).toFixed(2)} s)`,
       `  → ${ratio.toFixed(2)}× (target ≥ 0.9×: ${ratio >= 0.9 ? "PASS" : "MISS"})`,
