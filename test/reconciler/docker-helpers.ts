@@ -70,7 +70,8 @@ export function slotName(stem: string): string {
  * through this lock, one per engine. A holder that died is taken over. Returns the release.
  */
 export async function exampleBoxTurn(timeoutMs = 600_000): Promise<() => void> {
-  const dir = join(tmpdir(), `hal0-example-box-on-${createHash("sha256").update(DOCKER_HOST).digest("hex").slice(0, 12)}.lock`);
+  // In the host's temporary folder, not the run's: two runs on one engine take turns too.
+  const dir = join(process.env.HAL0_TEST_HOST_TMP ?? tmpdir(), `hal0-example-box-on-${createHash("sha256").update(DOCKER_HOST).digest("hex").slice(0, 12)}.lock`);
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {
