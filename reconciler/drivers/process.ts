@@ -48,7 +48,8 @@ export class ProcessDriver implements SlotDriver {
   async maintain(): Promise<void> {
     if (this.logMaxBytes === 0) return;
     const entries = await readdir(slotsDir(this.stateDir), { withFileTypes: true }).catch(() => []);
-    for (const e of entries) if (e.isDirectory()) await capRunnerLog(slotPaths(this.stateDir, e.name).log, this.logMaxBytes).catch(() => false);
+    // One stat a slot, all at once (a sweep waits for this before it observes).
+    await Promise.all(entries.filter((e) => e.isDirectory()).map((e) => capRunnerLog(slotPaths(this.stateDir, e.name).log, this.logMaxBytes).catch(() => false)));
   }
 
   async start(name: string, view: SlotView, options: StartOptions): Promise<{ pid?: number }> {
