@@ -11,7 +11,7 @@ import type { SlotOutcome } from "./state.js";
  * - `hermes.<p>`: Ready when hal0's keys in the profile are as desired (or it
  *   opted out and they are gone); Reconciling while an update is pending;
  *   Degraded on drift left alone (`drift = "warn"`) or a failed last write;
- *   Stalled while its config.yaml does not parse (hal0 will not touch it
+ *   Stalled while its config.yaml cannot be read or does not parse (hal0 will not touch it
  *   until a person fixes it).
  * - `settings`: Ready when the applied settings are the desired ones;
  *   Reconciling while keys are pending (the reason names the strongest
@@ -29,7 +29,7 @@ export function hermesConditions(change: HermesChange, outcome: SlotOutcome | un
     Ready: hermesReady(change, file),
     Reconciling: pending ? { status: "True", reason: change.reason, message: `the next apply or sweep writes hal0's keys in ${file} (${change.changed_paths.join(", ")})` } : CONVERGED,
     Stalled: change.reason === "invalid_yaml"
-      ? { status: "True", reason: "InvalidYaml", message: `${file} does not parse as YAML; hal0 leaves it alone until it is fixed` }
+      ? { status: "True", reason: "InvalidYaml", message: `${file} cannot be read or does not parse as YAML; hal0 leaves it alone until it is fixed` }
       : NOT_STALLED,
     Degraded: failed(outcome) ?? (change.reason === "drifted" && !pending
       ? { status: "True", reason: "DriftWarned", message: `hal0's keys in ${file} were edited by hand (${change.changed_paths.join(", ")}); drift = "warn": left as they are` }
@@ -39,7 +39,7 @@ export function hermesConditions(change: HermesChange, outcome: SlotOutcome | un
 }
 
 function hermesReady(change: HermesChange, file: string): Verdict {
-  if (change.reason === "invalid_yaml") return { status: "False", reason: "InvalidYaml", message: `${file} does not parse as YAML` };
+  if (change.reason === "invalid_yaml") return { status: "False", reason: "InvalidYaml", message: `${file} cannot be read or does not parse as YAML` };
   if (change.action !== "no-op") return { status: "False", reason: "ChangePending", message: `hal0's keys in ${file} are not as desired (${change.reason})` };
   if (change.reason === "drifted") return { status: "False", reason: "Drifted", message: `hal0's keys in ${file} were edited by hand` };
   if (change.reason === "opted_out") return { status: "True", reason: "OptedOut", message: `${file} opts out (hal0: {wire_mcp: false}); none of hal0's keys are there` };

@@ -344,7 +344,7 @@ async function profilesRow(model: Model, managed: Readonly<Record<string, { ids:
   const unwired: string[] = [];
   const broken: string[] = [];
   for (const name of names) {
-    const { change } = planHermesProfile(model, name, profiles[name]!.text, managed[name], { enforce: true, token: token(name) });
+    const { change } = planHermesProfile(model, name, profiles[name]!.text, managed[name], { enforce: true, token: token(name), unreadable: profiles[name]!.unreadable });
     if (change.reason === "invalid_yaml") broken.push(name);
     else if (change.action === "no-op") (change.reason === "opted_out" ? optedOut : wired).push(name);
     else if (change.reason === "opted_out") optedOut.push(name);

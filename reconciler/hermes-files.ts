@@ -1,5 +1,6 @@
 import { entryKind } from "../compiler/load.js";
-import { readdir, readFile } from "node:fs/promises";
+import { constants } from "node:fs";
+import { open, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { replaceFileKeeping } from "./atomic.js";
 import { applyHal0Keys } from "./hermes-wire.js";
@@ -11,7 +12,10 @@ import type { ObservedHermesProfile } from "./observed.js";
  * is not read here: it is converged only on demand (`hal0 agent reprovision
  * hermes --repair`). A missing home, a profile folder without a config.yaml,
  * or a folder name that cannot be an agent identity (`hermes__<p>` must match
- * `[A-Za-z0-9_-]{1,64}`) is skipped.
+ * `[A-Za-z0-9_-]{1,64}`) is skipped. A config.yaml hal0 cannot read (a
+ * folder, a pipe, a loop of links, permission denied) is observed with
+ * `unreadable` (why) and left alone by the plan: one profile never stops the
+ * sweep, a plan or `hal0 down` from converging the rest of the box.
  */
 export const PROFILE_NAME = /^[A-Za-z0-9_-]{1,56}$/;
 
@@ -23,21 +27,56 @@ export async function readHermesProfiles(home: string): Promise<Record<string, O
   });
   // A profile folder may be a symbolic link to one kept elsewhere: it counts as what it leads to.
   const names = entries.filter((e) => PROFILE_NAME.test(e.name) && entryKind(join(dir, e.name), e) === "folder").map((e) => e.name).sort();
-  const texts = await Promise.all(names.map((name) => readHermesFile(join(dir, name, "config.yaml"))));
+  const read = await Promise.all(names.map((name) => observeHermesFile(join(dir, name, "config.yaml"))));
   const out: Record<string, ObservedHermesProfile> = {};
   names.forEach((name, i) => {
-    if (texts[i] !== undefined) out[name] = { text: texts[i]! };
+    if (read[i] !== undefined) out[name] = read[i]!;
   });
   return out;
 }
 
-/** A Hermes config file's text; undefined when it does not exist. */
-export async function readHermesFile(file: string): Promise<string | undefined> {
+/** A Hermes config file as observed: its text, or why it cannot be read; undefined when it does not exist. */
+export async function observeHermesFile(file: string): Promise<ObservedHermesProfile | undefined> {
   try {
-    return await readFile(file, "utf8");
+    const text = await readHermesFile(file);
+    return text === undefined ? undefined : { text };
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOENT" || (err as NodeJS.ErrnoException).code === "ENOTDIR") return undefined;
+    if (err instanceof HermesReadError) return { text: "", unreadable: err.why };
     throw err;
+  }
+}
+
+/** A Hermes config file that is there but cannot be read as a file: `why` says what it is instead. */
+export class HermesReadError extends Error {
+  constructor(readonly file: string, readonly why: string) {
+    super(`cannot read ${file}: ${why}`);
+  }
+}
+
+/**
+ * A Hermes config file's text; undefined when it does not exist. Anything
+ * else that is not a readable regular file is `HermesReadError`: opened
+ * without blocking, so a pipe in its place is refused rather than waited on
+ * for ever.
+ */
+export async function readHermesFile(file: string): Promise<string | undefined> {
+  let handle;
+  try {
+    handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return undefined;
+    throw new HermesReadError(file, code === "ELOOP" ? "it is a loop of symbolic links (ELOOP)" : code === "EACCES" || code === "EPERM" ? `permission denied (${code})` : `${code ?? (err as Error).message}`);
+  }
+  try {
+    const info = await handle.stat();
+    if (!info.isFile()) throw new HermesReadError(file, info.isDirectory() ? "it is a folder, not a file" : "it is not a regular file");
+    return await handle.readFile("utf8");
+  } catch (err) {
+    if (err instanceof HermesReadError) throw err;
+    throw new HermesReadError(file, (err as NodeJS.ErrnoException).code ?? (err as Error).message);
+  } finally {
+    await handle.close();
   }
 }
 
@@ -49,7 +88,8 @@ export async function readHermesFile(file: string): Promise<string | undefined> 
  * link to the file written. An unchanged file is not written.
  */
 export async function convergeHermesFile(file: string, desired: Readonly<Record<string, unknown>>, ownedIds: readonly string[]): Promise<boolean> {
-  const text = await readFile(file, "utf8");
+  const text = await readHermesFile(file);
+  if (text === undefined) throw new HermesReadError(file, "it does not exist (it was removed)");
   const next = applyHal0Keys(text, desired, ownedIds);
   if (next === text) return false;
   await replaceFileKeeping(file, next);

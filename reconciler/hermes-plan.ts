@@ -54,7 +54,7 @@ export function planHermes(model: Model, observed: Observed): { changes: HermesC
   const warnings: PlanWarning[] = [];
   for (const name of Object.keys(profiles).sort()) {
     const tokens = observed.hermes_tokens;
-    const result = planHermesProfile(model, name, profiles[name]!.text, observed.hermes_managed?.profiles[name], { token: tokens === undefined ? undefined : tokens[hermesIdentity(name)] ?? null });
+    const result = planHermesProfile(model, name, profiles[name]!.text, observed.hermes_managed?.profiles[name], { token: tokens === undefined ? undefined : tokens[hermesIdentity(name)] ?? null, unreadable: profiles[name]!.unreadable });
     changes.push(result.change);
     if (result.warning) warnings.push(result.warning);
   }
@@ -71,6 +71,8 @@ export interface HermesPlanOptions {
    * servers get no Authorization header.
    */
   readonly token?: string | null;
+  /** The file cannot be read (observed `unreadable`: why): it is left alone like one that does not parse. */
+  readonly unreadable?: string;
 }
 
 /** One profile's change (the default profile: `profile` null, address `hermes`). */
@@ -83,6 +85,7 @@ export function planHermesProfile(model: Model, profile: string | null, text: st
   let current: Record<string, unknown>;
   let bearers: Record<string, string>;
   try {
+    if (options.unreadable !== undefined) throw new HermesYamlError(`cannot read it: ${options.unreadable}`);
     desired = desiredHal0Keys(text, identity, mcpBaseUrl(model), joinableServers(model), { bearer: options.token !== undefined });
     // From here on the file's own bearers are only fingerprints: what plans show is redacted.
     ({ view: current, bearers } = redactHal0Keys(currentHal0Keys(text, [...owned, ...Object.keys(desired)])));

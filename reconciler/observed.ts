@@ -105,6 +105,8 @@ export interface HermesCredentials {
 
 export interface ObservedHermesProfile {
   readonly text: string;
+  /** Why the config.yaml there cannot be read (a folder, a pipe, permission denied); `text` is then empty and the plan leaves the file alone. */
+  readonly unreadable?: string;
 }
 
 /**

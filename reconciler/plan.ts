@@ -48,7 +48,7 @@ export function planChanges(model: Model, observed: Observed, inventory: Invento
   const hermes: ReturnType<typeof planHermes> = options.destroy ? { changes: [], warnings: [] } : planHermes(model, observed);
   if (options.hermesDefault && observed.hermes_default !== undefined && !options.destroy) {
     const tokens = observed.hermes_tokens;
-    const one = planHermesProfile(model, null, observed.hermes_default.text, observed.hermes_managed?.default, { enforce: true, token: tokens === undefined ? undefined : tokens[hermesIdentity(null)] ?? null });
+    const one = planHermesProfile(model, null, observed.hermes_default.text, observed.hermes_managed?.default, { enforce: true, token: tokens === undefined ? undefined : tokens[hermesIdentity(null)] ?? null, unreadable: observed.hermes_default.unreadable });
     hermes.changes.push(one.change);
     if (one.warning) hermes.warnings.push(one.warning);
   }

@@ -222,7 +222,7 @@ describe("hal0 status: conditions of the settings and of each Hermes profile", (
     expect(resources["hermes.broken"]).toMatchObject({ Ready: "False InvalidYaml", Stalled: "True InvalidYaml", Degraded: "False AsExpected" });
     const text = await run("status");
     expect(text.out).toMatch(/^RESOURCE +READY +NOTE$/m);
-    expect(text.out).toMatch(/^hermes\.broken +False +Ready: InvalidYaml .*; Stalled: InvalidYaml \(.*does not parse as YAML; hal0 leaves it alone until it is fixed\)$/m);
+    expect(text.out).toMatch(/^hermes\.broken +False +Ready: InvalidYaml .*; Stalled: InvalidYaml \(.*cannot be read or does not parse as YAML; hal0 leaves it alone until it is fixed\)$/m);
     expect(text.out).toMatch(/^settings +True$/m);
   });
 });

@@ -1,4 +1,5 @@
 import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -105,6 +106,28 @@ describe("Hermes profiles in the sweep", () => {
     expect(first.results.map((r) => `${r.address} ${r.ok}`)).toContain("hermes.c true");
     expect(readFileSync(join(elsewhere, "config.yaml"), "utf8")).toContain("url: http://127.0.0.1:8080/mcp/admin");
     expect(lstatSync(join(home, "profiles", "c")).isSymbolicLink()).toBe(true);
+  });
+
+  it("a config.yaml hal0 cannot read (a folder, a pipe, a loop of links) is left alone with a warning naming why; the sweep, a plan and down go on", async () => {
+    const { dir, home, state, sweeper, file } = box("127.0.0.1");
+    rmSync(file("a"));
+    mkdirSync(file("a"));
+    mkdirSync(join(home, "profiles", "c"));
+    execFileSync("mkfifo", [file("c")]);
+    mkdirSync(join(home, "profiles", "d"));
+    symlinkSync("config.yaml", file("d"));
+    const report = await sweeper.sweep();
+    expect(report.outcome).toBe("converged");
+    expect(report.results.map((r) => `${r.address} ${r.ok}`)).toEqual(["hermes.b true", "settings true"]);
+    for (const p of ["a", "c", "d"]) expect(report.plan!.changes.find((c) => c.address === `hermes.${p}`)).toMatchObject({ action: "no-op", reason: "invalid_yaml" });
+    const why = Object.fromEntries(report.plan!.warnings.filter((w) => w.code === "hermes.invalid_yaml").map((w) => [w.address, w.message]));
+    expect(why["hermes.a"]).toContain("it is a folder, not a file");
+    expect(why["hermes.c"]).toContain("it is not a regular file");
+    expect(why["hermes.d"]).toContain("ELOOP");
+    expect(readFileSync(file("b"), "utf8")).toContain("hal0-memory:");
+    const model = compile((await loadTree(join(dir, "etc"))).tree).model!;
+    const { observed, inventory } = await observe(model, new ProcessDriver({ stateDir: state.dir }), state);
+    expect(planChanges(model, observed, inventory, { destroy: true }).has_changes).toBe(false);
   });
 
   it("a profile that cannot be written is a failed step (hermes.write_failed); the others still converge", async () => {
