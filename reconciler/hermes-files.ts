@@ -6,6 +6,8 @@ import { replaceFileKeeping } from "./atomic.js";
 import { applyHal0Keys } from "./hermes-wire.js";
 import type { ObservedHermesProfile } from "./observed.js";
 
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
+
 /**
  * Reads every named Hermes profile's `config.yaml` under `<home>/profiles/`:
  * the sweep's input for `hermes.<p>`. The default profile (`<home>/config.yaml`)
@@ -55,9 +57,11 @@ export class HermesReadError extends Error {
 
 /**
  * A Hermes config file's text; undefined when it does not exist. Anything
- * else that is not a readable regular file is `HermesReadError`: opened
- * without blocking, so a pipe in its place is refused rather than waited on
- * for ever.
+ * else that is not a readable regular file of UTF-8 text is
+ * `HermesReadError`: opened without blocking, so a pipe in its place is
+ * refused rather than waited on for ever; bytes that are not UTF-8 are not
+ * decoded into replacement characters that a write would put in their place.
+ * A byte-order mark stays in the text, so a write keeps it.
  */
 export async function readHermesFile(file: string): Promise<string | undefined> {
   let handle;
@@ -71,7 +75,13 @@ export async function readHermesFile(file: string): Promise<string | undefined> 
   try {
     const info = await handle.stat();
     if (!info.isFile()) throw new HermesReadError(file, info.isDirectory() ? "it is a folder, not a file" : "it is not a regular file");
-    return await handle.readFile("utf8");
+    const bytes = await handle.readFile();
+    try {
+      return utf8.decode(bytes);
+    } catch {
+      // Decoded with replacement characters, the bytes that are not UTF-8 would be rewritten on the next write.
+      throw new HermesReadError(file, "it is not UTF-8 text");
+    }
   } catch (err) {
     if (err instanceof HermesReadError) throw err;
     throw new HermesReadError(file, (err as NodeJS.ErrnoException).code ?? (err as Error).message);

@@ -130,6 +130,20 @@ describe("Hermes profiles in the sweep", () => {
     expect(planChanges(model, observed, inventory, { destroy: true }).has_changes).toBe(false);
   });
 
+  it("a config.yaml that is not UTF-8 text keeps every byte (left alone, hermes.invalid_yaml); one with a byte-order mark keeps it when wired", async () => {
+    const { sweeper, file } = box("127.0.0.1");
+    const latin1 = Buffer.from("# caf\xe9 notes\nmodel:\n  default: x\n", "latin1");
+    writeFileSync(file("a"), latin1);
+    writeFileSync(file("b"), `\ufeff# profile b\nmodel:\n  default: x\n`);
+    const report = await sweeper.sweep();
+    expect(report.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "no-op", reason: "invalid_yaml" });
+    expect(report.plan!.warnings.find((w) => w.address === "hermes.a")?.message).toContain("it is not UTF-8 text");
+    expect(readFileSync(file("a")).equals(latin1)).toBe(true);
+    const b = readFileSync(file("b"));
+    expect([...b.subarray(0, 3)]).toEqual([0xef, 0xbb, 0xbf]);
+    expect(b.toString("utf8")).toContain("hal0-memory:");
+  });
+
   it("a profile that cannot be written is a failed step (hermes.write_failed); the others still converge", async () => {
     const { dir, state, file } = box("127.0.0.1");
     const loaded = await loadTree(join(dir, "etc"));
