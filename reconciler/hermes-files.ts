@@ -1,8 +1,8 @@
 import { entryKind } from "../compiler/load.js";
 import { constants } from "node:fs";
 import { open, readdir } from "node:fs/promises";
-import { join } from "node:path";
-import { replaceFileKeeping } from "./atomic.js";
+import { dirname, join } from "node:path";
+import { removeStaleTemps, replaceFileKeeping } from "./atomic.js";
 import { applyHal0Keys } from "./hermes-wire.js";
 import type { ObservedHermesProfile } from "./observed.js";
 
@@ -95,13 +95,16 @@ export async function readHermesFile(file: string): Promise<string | undefined> 
  * `ownedIds` (and hal0's two servers) that are not desired: re-read, edited
  * in memory (`applyHal0Keys`), written atomically with the file's mode and,
  * where permitted, its owner; a symbolic link (a dotfiles checkout) stays a
- * link to the file written. An unchanged file is not written.
+ * link to the file written. An unchanged file is not written. A write also
+ * removes the temps a dead writer left beside that file (a hal0 killed
+ * mid-write), as a commit does in the tree's folders.
  */
 export async function convergeHermesFile(file: string, desired: Readonly<Record<string, unknown>>, ownedIds: readonly string[]): Promise<boolean> {
   const text = await readHermesFile(file);
   if (text === undefined) throw new HermesReadError(file, "it does not exist (it was removed)");
   const next = applyHal0Keys(text, desired, ownedIds);
   if (next === text) return false;
-  await replaceFileKeeping(file, next);
+  const written = await replaceFileKeeping(file, next);
+  await removeStaleTemps([dirname(written)]).catch(() => undefined);
   return true;
 }

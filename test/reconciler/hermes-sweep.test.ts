@@ -1,4 +1,4 @@
-import { chmodSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { execFileSync } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -15,6 +15,7 @@ import { openDb, type Db } from "../../server/db.js";
 import { hermesCredentials as credentialsOf } from "../../server/identity/hermes-credentials.js";
 import { TokenStore } from "../../server/identity/tokens.js";
 import { planJson } from "../../reconciler/format.js";
+import { deadPid } from "./kill-write.js";
 
 /** A box with no slots and a Hermes home with named profiles, swept in process. */
 const dirs: string[] = [];
@@ -142,6 +143,17 @@ describe("Hermes profiles in the sweep", () => {
     const b = readFileSync(file("b"));
     expect([...b.subarray(0, 3)]).toEqual([0xef, 0xbb, 0xbf]);
     expect(b.toString("utf8")).toContain("hal0-memory:");
+  });
+
+  it("a write removes the temps a dead writer (a hal0 killed mid-write) left beside the profile's config.yaml, and keeps a live writer's", async () => {
+    const { home, sweeper } = box("127.0.0.1");
+    const folder = join(home, "profiles", "a");
+    const stale = join(folder, `.config.yaml.${await deadPid()}.0123456789ab.hal0.tmp`);
+    const live = join(folder, `.config.yaml.${process.pid}.0123456789ab.hal0.tmp`);
+    for (const f of [stale, live]) writeFileSync(f, "mcp_servers:\n");
+    expect((await sweeper.sweep()).results.map((r) => `${r.address} ${r.ok}`)).toContain("hermes.a true");
+    expect(existsSync(stale)).toBe(false);
+    expect(existsSync(live)).toBe(true);
   });
 
   it("a profile that cannot be written is a failed step (hermes.write_failed); the others still converge", async () => {
