@@ -13,7 +13,9 @@ import { closest } from "./suggest.js";
  * the word (a profile's `flags`, the slot's `extra_args`, an env key, or the
  * `[tune]` key hal0 maps to a flag), so an operator fixes it where it is.
  *
- * - a flag the table does not know → `slot.runner_flag_unknown` (did-you-mean);
+ * - a flag the table does not know → `slot.runner_flag_unknown` (did-you-mean),
+ *   and so is a `--flag=value` word: llama-server reads each word whole and
+ *   has no such form (it exits 1: `error: invalid argument: --flag=value`);
  * - a removed flag → `slot.runner_flag_removed` (the runner's own hint);
  * - a value outside a listed set, a missing value, or a word after a flag that
  *   takes none → `slot.runner_flag_value`;
@@ -73,19 +75,23 @@ export function checkArgv(words: readonly SitedWord[], env: readonly SitedEnv[],
     const eq = word.indexOf("=");
     const name = eq < 0 ? word : word.slice(0, eq);
     const flag = table.byName.get(name);
+    if (eq >= 0) {
+      report("slot.runner_flag_unknown", site, `\`${word}\` is not a flag of ${label}: it takes no \`--flag=value\` form`,
+        `${by} passes \`${word}\`; ${label} reads each word whole, knows no flag of that name and would exit 1 at start (\`error: invalid argument: ${word}\`).${flag === undefined ? "" : ` Write it as two words: \`${name} ${word.slice(eq + 1)}\`.`}`);
+      continue;
+    }
     if (flag === undefined) {
       const hit = suggestFlag(table, name);
       report("slot.runner_flag_unknown", site, `\`${name}\` is not a flag of ${label}`,
         `${by} passes \`${name}\`; ${label} does not list it in its --help and would exit 1 at start (\`error: invalid argument: ${name}\`).${hit ? ` Did you mean \`${hit}\`?` : ""}`);
       // Its value (if any) is unknowable: skip a following non-flag word so it is not reported twice.
-      if (eq < 0 && i + 1 < words.length && !isFlag(words[i + 1]!.word)) i++;
+      if (i + 1 < words.length && !isFlag(words[i + 1]!.word)) i++;
       continue;
     }
     let value: string | undefined;
     // A value's findings point at the value when it is a word of its own (`mtp` of `--spec-type mtp`).
     let valueSite = site;
-    if (eq >= 0) value = word.slice(eq + 1);
-    else if (flag.takes_value && i + 1 < words.length) {
+    if (flag.takes_value && i + 1 < words.length) {
       valueSite = words[i + 1]!.site;
       value = words[++i]!.word;
       i += Math.min(valueArity(flag) - 1, words.length - 1 - i); // `START END`: both words are the value
@@ -102,11 +108,11 @@ export function checkArgv(words: readonly SitedWord[], env: readonly SitedEnv[],
         `${by} passes \`${name}\`; ${label} still runs with it but warns that it is deprecated${flag.deprecated.replacement ? ` in favour of \`${flag.deprecated.replacement}\`` : ""}. hal0 never rewrites flags: change it by hand${replacement ? ` to \`${replacement}\`` : ""}.`);
     }
     if (!flag.takes_value) {
-      if (eq >= 0 || (i + 1 < words.length && !isFlag(words[i + 1]!.word))) {
-        const extra = eq >= 0 ? word.slice(eq + 1) : words[i + 1]!.word;
-        report("slot.runner_flag_value", eq >= 0 ? site : words[i + 1]!.site, `\`${name}\` takes no value in ${label}`,
+      if (i + 1 < words.length && !isFlag(words[i + 1]!.word)) {
+        const extra = words[i + 1]!.word;
+        report("slot.runner_flag_value", words[i + 1]!.site, `\`${name}\` takes no value in ${label}`,
           `${by} passes \`${name} ${extra}\`; in this runner \`${name}\` is a switch (${flag.placeholder ?? "no value"}), so \`${extra}\` would be read as an argument it refuses (exit 1). Drop \`${extra}\`.`);
-        if (eq < 0) i++;
+        i++;
       }
       continue;
     }

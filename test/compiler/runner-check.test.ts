@@ -1,3 +1,4 @@
+import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -149,6 +150,20 @@ env = { LLAMA_ARG_CTX_SIZ = "4096", LLAMA_ARG_FLASH_ATTN = "maybe" }
     expect(byCode("slot.runner_flag_value").detail).toContain("Did you mean `draft-mtp`?");
     expect(model.runnerDiagnostics.find((d) => d.summary.startsWith("`LLAMA_ARG_CTX_SIZ`"))!.detail).toContain("Did you mean `LLAMA_ARG_CTX_SIZE`?");
     expect(model.slots.chat!.runner.diagnostics).toHaveLength(7);
+  });
+
+  it("refuses a `--flag=value` word, which llama-server (and the stand-in) reads whole and exits 1 on, and says how to write it", () => {
+    const eq = `profile = "mine"\nmodel = "qwen3"\nport = 8081\n\n[server]\nextra_args = "--metrics --cache-reuse=256 --no-such=1"\n`;
+    const tree = { "profiles.toml": profiles.replace('flags = "-fa on --draft-max 4 --no-mmap"', 'flags = "-fa on"').replace(/^env = .*$/m, ""), "slots/chat.toml": eq };
+    const { model } = build(tree, facts(CURRENT));
+    expect(model.runnerDiagnostics.map((d) => `${at(d)} ${d.summary}`)).toEqual([
+      "slots/chat.toml:6:25 error slot.runner_flag_unknown `--cache-reuse=256` is not a flag of llama-server b9749: it takes no `--flag=value` form",
+      "slots/chat.toml:6:43 error slot.runner_flag_unknown `--no-such=1` is not a flag of llama-server b9749: it takes no `--flag=value` form",
+    ]);
+    expect(model.runnerDiagnostics[0]!.detail).toContain("Write it as two words: `--cache-reuse 256`.");
+    // The stand-in refuses it as the real one does, so a test box cannot start what hal0 lets through.
+    const run = spawnSync(process.execPath, [join(import.meta.dirname, "../../fixtures/runner/fake-llama-server.mjs"), "--port", "0", "--cache-reuse=256"], { encoding: "utf8" });
+    expect([run.status, run.stderr]).toEqual([1, "error: invalid argument: --cache-reuse=256\n"]);
   });
 
   it("reports a finding of a profile's flags once, however many slots use the profile", () => {
