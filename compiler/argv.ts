@@ -140,11 +140,19 @@ export function normalizeArgv(argv: readonly string[], from = 0): string[] {
   return out.reverse();
 }
 
-/** The canonical name of a flag token (`-c=1` → `--ctx-size`); a long flag is looked up only when it may be an alias. */
+/**
+ * The canonical name of a flag token (`-c=1` → `--ctx-size`); a long flag is
+ * looked up only when it may be an alias. A long flag's `_` is `-`, as
+ * llama-server reads it (`--ctx_size` is `--ctx-size`), so a reserved flag
+ * or a repeat is not missed for its spelling.
+ */
 export function canonicalFlag(token: string): string {
   const eq = token.indexOf("=");
-  const written = eq < 0 ? token : token.slice(0, eq);
-  if (written.charCodeAt(1) === 45 /* - */ && !LONG_ALIAS_LENGTHS.has(written.length)) return written;
+  let written = eq < 0 ? token : token.slice(0, eq);
+  if (written.charCodeAt(1) === 45 /* - */) {
+    written = dashed(written);
+    if (!LONG_ALIAS_LENGTHS.has(written.length)) return written;
+  }
   return FLAG_ALIASES.get(written) ?? written;
 }
 
@@ -171,6 +179,11 @@ export function groupArgv(argv: readonly string[]): { flags: Map<string, Array<s
     flags.set(name, [...(flags.get(name) ?? []), value]);
   }
   return { flags, positional };
+}
+
+/** A long flag with each `_` read as `-`, as llama-server reads its arguments (common/arg.cpp); other words as they are. */
+export function dashed(word: string): string {
+  return word.startsWith("--") && word.includes("_") ? word.replaceAll("_", "-") : word;
 }
 
 /** The reserved flags `words` set: each as written and as its canonical name, in order. */

@@ -1,5 +1,5 @@
 import type { Diagnostic } from "../schema/index.js";
-import { isFlag } from "./argv.js";
+import { dashed, isFlag } from "./argv.js";
 import type { Site, Reporter } from "./report.js";
 import type { FlagTable, RunnerFacts, RunnerFlag } from "./runner-facts.js";
 import { suggestFlag, valueArity } from "./runner-help.js";
@@ -74,7 +74,8 @@ export function checkArgv(words: readonly SitedWord[], env: readonly SitedEnv[],
     }
     const eq = word.indexOf("=");
     const name = eq < 0 ? word : word.slice(0, eq);
-    const flag = table.byName.get(name);
+    // The runner reads a long flag's `_` as `-` (`--cache_reuse` is `--cache-reuse`).
+    const flag = table.byName.get(dashed(name));
     if (eq >= 0) {
       report("slot.runner_flag_unknown", site, `\`${word}\` is not a flag of ${label}: it takes no \`--flag=value\` form`,
         `${by} passes \`${word}\`; ${label} reads each word whole, knows no flag of that name and would exit 1 at start (\`error: invalid argument: ${word}\`).${flag === undefined ? "" : ` Write it as two words: \`${name} ${word.slice(eq + 1)}\`.`}`);

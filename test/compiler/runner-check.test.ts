@@ -166,6 +166,19 @@ env = { LLAMA_ARG_CTX_SIZ = "4096", LLAMA_ARG_FLASH_ATTN = "maybe" }
     expect([run.status, run.stderr]).toEqual([1, "error: invalid argument: --cache-reuse=256\n"]);
   });
 
+  it("reads a long flag's `_` as `-`, as llama-server (and the stand-in) does: `--cache_reuse 256` passes, `--ctx_size` is a reserved flag", () => {
+    const base = profiles.replace('flags = "-fa on --draft-max 4 --no-mmap"', 'flags = "-fa on"').replace(/^env = .*$/m, "");
+    const slotWith = (extra: string) => `profile = "mine"\nmodel = "qwen3"\nport = 8081\n\n[server]\nextra_args = "${extra}"\n`;
+    const { model } = build({ "profiles.toml": base, "slots/chat.toml": slotWith("--metrics --cache_reuse 256") }, facts(CURRENT));
+    expect(model.runnerDiagnostics).toEqual([]);
+    const run = spawnSync(process.execPath, [join(import.meta.dirname, "../../fixtures/runner/fake-llama-server.mjs"), "--cache_reuse", "256", "--help"], { encoding: "utf8" });
+    expect(run.status).toBe(0);
+    for (const spelling of ["--ctx_size 999", "--hf_repo someone/model", "--model_draft d.gguf"]) {
+      const result = compile(sourceTree(ROOT, Object.entries({ "models.toml": MODELS, "profiles.toml": base, "slots/chat.toml": slotWith(spelling) })), [], { runners: facts(CURRENT) });
+      expect(result.diagnostics.filter((d) => d.severity === "error").map((d) => d.code), spelling).toEqual(["profile.flag_reserved"]);
+    }
+  });
+
   it("reports a finding of a profile's flags once, however many slots use the profile", () => {
     const two = { "profiles.toml": profiles, "slots/a.toml": `profile = "mine"\nmodel = "qwen3"\nport = 8081\n`, "slots/b.toml": `profile = "mine"\nmodel = "qwen3"\nport = 8082\n` };
     const { model } = build(two, facts(CURRENT));
