@@ -11,6 +11,20 @@
  */
 export const NEEDS_FIX_CODES: ReadonlySet<string> = new Set(["slot.spawn_failed", "slot.image_missing"]);
 
+/**
+ * A runner that dies within this long of becoming ready crashed: its restart
+ * counts (SlotOutcome.restarts), and each further restart waits longer —
+ * 10 s, 20 s, 40 s … up to 5 min — as a start that fails does. Running this
+ * long ends the count (as Kubernetes' CrashLoopBackOff does after 10 min).
+ */
+export const CRASH_WINDOW_MS = 10 * 60 * 1000;
+const CRASH_BASE_MS = 10_000;
+
+/** The wait before the next restart of a slot that crashed `restarts` times in a row. */
+export function crashDelayMs(restarts: number): number {
+  return Math.min(CRASH_BASE_MS * 2 ** (Math.max(restarts, 1) - 1), CAP_MS);
+}
+
 const BASE_MS = 1000;
 const NEEDS_FIX_BASE_MS = 30_000;
 const CAP_MS = 5 * 60 * 1000;
@@ -39,6 +53,15 @@ export class Backoff {
     this.entries.delete(address);
   }
 
+  /**
+   * `address` was started again after it died within CRASH_WINDOW_MS of its
+   * last start, the `restarts`th time in a row: it runs now, and if it dies
+   * again its restart waits crashDelayMs(restarts) from now.
+   */
+  crashed(address: string, specHash: string, restarts: number, now: number): void {
+    this.entries.set(address, { failures: restarts, retryAt: now + crashDelayMs(restarts), specHash, code: "slot.crash_loop" });
+  }
+
   /** Every resource may be tried at once (a person says the host was fixed: a reload). */
   clear(): void {
     this.entries.clear();
@@ -48,7 +71,7 @@ export class Backoff {
   waiting(address: string, specHash: string, now: number): string | undefined {
     const entry = this.entries.get(address);
     if (!entry || entry.specHash !== specHash || now >= entry.retryAt) return undefined;
-    const wait = `retry in ${Math.ceil((entry.retryAt - now) / 1000)} s (failure ${entry.failures})`;
+    const wait = `retry in ${Math.ceil((entry.retryAt - now) / 1000)} s (${entry.code === "slot.crash_loop" ? "restart" : "failure"} ${entry.failures})`;
     return NEEDS_FIX_CODES.has(entry.code) ? `${entry.code}: ${wait}, or at once when its spec changes or on a reload` : `${entry.code}: ${wait}`;
   }
 }

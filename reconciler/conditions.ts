@@ -1,6 +1,6 @@
 import type { ObservedSlot } from "./observed.js";
 import type { SlotOutcome } from "./state.js";
-import { NEEDS_FIX_CODES } from "./backoff.js";
+import { CRASH_WINDOW_MS, crashDelayMs, NEEDS_FIX_CODES } from "./backoff.js";
 import type { Diagnostic } from "../schema/index.js";
 import { isAdvisory, type AdvisoryProblem, type Finding, type PreflightProblem } from "./preflight.js";
 
@@ -63,7 +63,7 @@ export function slotConditions(facts: SlotFacts, previous: ResourceConditions | 
     Ready: ready(facts),
     Reconciling: reconciling(facts),
     Stalled: stalled(facts),
-    Degraded: degraded(facts),
+    Degraded: degraded(facts, Date.parse(now)),
   };
   return withHistory(verdicts, facts.desiredHash ?? "", previous, now);
 }
@@ -112,9 +112,14 @@ function stalled(facts: SlotFacts): Verdict {
   return { status: "False", reason: "Progressing", message: "no terminal failure" };
 }
 
-function degraded(facts: SlotFacts): Verdict {
+function degraded(facts: SlotFacts, now: number): Verdict {
   const { seen, outcome } = facts;
   if (outcome && !outcome.ok) return { status: "True", reason: outcome.code ?? "ApplyFailed", message: outcome.error ?? "the last apply step failed" };
+  // Died within 10 min of becoming ready, twice or more in a row (one crash is no loop): until it runs 10 min.
+  const restarts = outcome?.restarts ?? 0;
+  if (restarts >= 2 && now - Date.parse(outcome!.at) < CRASH_WINDOW_MS) {
+    return { status: "True", reason: "CrashLoop", message: `started again ${restarts} times in a row after dying within ${CRASH_WINDOW_MS / 60_000} min of becoming ready; if it dies again, its restart waits ${crashDelayMs(restarts) / 1000} s (10 s doubling up to 5 min), until it runs ${CRASH_WINDOW_MS / 60_000} min` };
+  }
   const found = preflightVerdict(facts);
   if (found !== undefined && runsDesired(facts)) return { ...found, message: `${found.message} — it runs, but a restart would fail` };
   if (seen?.running && seen.health === "down") return { status: "True", reason: "Unhealthy", message: "running, but GET /health does not answer" };

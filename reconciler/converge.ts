@@ -154,7 +154,8 @@ function recordOutcomes(backoff: Backoff, plan: Plan, results: readonly StepResu
   for (const r of results) {
     const change = plan.changes.find((c) => c.address === r.address);
     if (change === undefined || r.code === INTERRUPTED) continue; // not a failure of the resource: no backoff
-    if (r.ok) backoff.succeeded(r.address);
+    if (r.ok && r.restarts !== undefined) backoff.crashed(r.address, specHashOf(change), r.restarts, now);
+    else if (r.ok) backoff.succeeded(r.address);
     else backoff.failed(r.address, specHashOf(change), r.code ?? "slot.apply_failed", now);
   }
 }

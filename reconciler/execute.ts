@@ -1,5 +1,6 @@
 import { hashOf } from "../compiler/index.js";
 import { PARALLEL_DEFAULT, slotNameOf, type Change, type HermesChange, type Plan, type SettingsChange, type SlotChange } from "../schema/index.js";
+import { CRASH_WINDOW_MS } from "./backoff.js";
 import { DriverError, INTERRUPTED, type SlotDriver, type StartPhase } from "./drivers/driver.js";
 import { convergeHermesFile } from "./hermes-files.js";
 import { hermesIdentity } from "./hermes-plan.js";
@@ -23,6 +24,8 @@ export interface StepResult {
   readonly code?: string;
   readonly error?: string;
   readonly elapsed_ms: number;
+  /** A restart of a slot that died within CRASH_WINDOW_MS of becoming ready: how many in a row (SlotOutcome.restarts). */
+  readonly restarts?: number;
 }
 
 export interface ExecuteOptions {
@@ -226,9 +229,26 @@ async function timed(change: Change, o: Ctx, body: (emit: (phase: ExecEvent["pha
   // A start cut short by an interrupt did not end: its slot's last outcome stays the one before.
   if (result.code === INTERRUPTED) return result;
   // Keyed by slot name for slots, by address (`settings`, `hermes.<p>`) for the others.
-  const outcome = { ok: result.ok, action: change.action, code: result.code, error: result.error, at: new Date(now()).toISOString() };
-  await o.serial(() => o.state.recordOutcome(change.kind === "slot" ? slotNameOf(change.address) : change.address, outcome));
+  const name = change.kind === "slot" ? slotNameOf(change.address) : change.address;
+  const restarts = result.ok ? await crashRestarts(change, name, o.state, now()) : undefined;
+  if (restarts !== undefined) result = { ...result, restarts };
+  const outcome = { ok: result.ok, action: change.action, code: result.code, error: result.error, at: new Date(now()).toISOString(), ...(restarts !== undefined && { restarts }) };
+  await o.serial(() => o.state.recordOutcome(name, outcome));
   return result;
+}
+
+/**
+ * For a slot started again because it died (`not_running`) within
+ * CRASH_WINDOW_MS of its last successful start: how many such restarts in a
+ * row, this one included. Undefined for any other step (a first start, a
+ * replace, a slot that ran longer than the window, one stopped by a person).
+ */
+async function crashRestarts(change: Change, name: string, state: StateStore, now: number): Promise<number | undefined> {
+  if (change.kind !== "slot" || change.action !== "create" || change.reason !== "not_running") return undefined;
+  const last = (await state.readOutcomes())[name];
+  if (last === undefined || !last.ok || (last.action !== "create" && last.action !== "replace")) return undefined;
+  const ranFor = now - Date.parse(last.at);
+  return ranFor >= 0 && ranFor < CRASH_WINDOW_MS ? (last.restarts ?? 0) + 1 : undefined;
 }
 
 /** Adds `name` to the inventory; true when it was not a member before. */

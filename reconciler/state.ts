@@ -15,6 +15,12 @@ export interface SlotOutcome {
   readonly code?: string;
   readonly error?: string;
   readonly at: string;
+  /**
+   * How many times in a row the slot died within CRASH_WINDOW_MS of becoming
+   * ready and was started again (backoff.ts): set on such a restart, absent
+   * on any other step.
+   */
+  readonly restarts?: number;
 }
 
 /**

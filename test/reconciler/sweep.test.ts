@@ -12,6 +12,7 @@ import { StateStore } from "../../reconciler/state.js";
 import { Sweeper, type SweepReport } from "../../reconciler/sweep.js";
 import type { SlotDriver } from "../../reconciler/index.js";
 import { alive, freePort, RUNNER } from "./process-helpers.js";
+import { until } from "../helpers/until.js";
 
 const MODEL = join(import.meta.dirname, "../../fixtures/box/models/Qwen3-4B-Q4_K_M.gguf");
 const cleanups: Array<() => Promise<unknown> | unknown> = [];
@@ -20,7 +21,7 @@ afterEach(async () => {
 });
 
 /** A one-slot box on a free port, a state folder, and a sweeper whose driver counts observe calls. */
-async function box(opts: { model?: string } = {}) {
+async function box(opts: { model?: string; now?: () => number } = {}) {
   const root = mkdtempSync(join(tmpdir(), "hal0-sweep-"));
   const port = await freePort();
   mkdirSync(join(root, "slots"));
@@ -37,7 +38,7 @@ async function box(opts: { model?: string } = {}) {
       return real.observe();
     },
   });
-  const sweeper = new Sweeper({ root, state, driverFor: async () => driver });
+  const sweeper = new Sweeper({ root, state, driverFor: async () => driver, now: opts.now });
   cleanups.push(() => real.stop("s", 1));
   return { root, port, state, sweeper, counts };
 }
@@ -91,6 +92,53 @@ describe("the sweep", () => {
     expect(sweeper.lastGoodModel?.slots.s).toBeDefined();
     expect(pidOf(state)).toBe(pid);
     expect(await alive(pid)).toBe(true);
+  });
+
+  it("a runner that keeps dying soon after it is ready: each restart waits longer, the slot is CrashLoop, and 10 min of running ends the count", async () => {
+    let clock = Date.parse("2026-12-01T10:00:00Z");
+    const { state, sweeper } = await box({ now: () => clock });
+    const crash = async () => {
+      const pid = pidOf(state);
+      process.kill(pid, "SIGKILL");
+      await until(() => alive(pid), (up) => !up);
+    };
+    const degraded = async () => (await state.readConditions())["slot.s"]!.conditions.find((c) => c.type === "Degraded")!;
+    expect((await sweeper.sweep()).outcome).toBe("converged");
+    expect((await state.readOutcomes()).s!.restarts).toBeUndefined();
+
+    // Dies 1 min after it was ready: started again at once, the first restart in a row.
+    clock += 60_000;
+    await crash();
+    expect((await sweeper.sweep()).outcome).toBe("converged");
+    expect((await state.readOutcomes()).s!.restarts).toBe(1);
+    expect((await degraded()).status).toBe("False"); // one crash is no loop
+
+    // Dies again at once: its restart waits 10 s.
+    await crash();
+    const held = await sweeper.sweep();
+    expect(held.outcome).toBe("nothing_to_do");
+    expect(held.deferred).toEqual([{ address: "slot.s", why: "slot.crash_loop: retry in 10 s (restart 1)" }]);
+    clock += 10_000;
+    expect((await sweeper.sweep()).outcome).toBe("converged");
+    expect((await state.readOutcomes()).s!.restarts).toBe(2);
+    expect(await degraded()).toMatchObject({ status: "True", reason: "CrashLoop" });
+    expect((await degraded()).message).toContain("waits 20 s");
+
+    // The next wait doubles, from the restart: it died 5 s after it.
+    clock += 5_000;
+    await crash();
+    expect((await sweeper.sweep()).deferred).toEqual([{ address: "slot.s", why: "slot.crash_loop: retry in 15 s (restart 2)" }]);
+    clock += 15_000;
+    expect((await sweeper.sweep()).outcome).toBe("converged");
+    expect((await state.readOutcomes()).s!.restarts).toBe(3);
+
+    // Ran 10 min: no longer a loop (the condition clears on the next sweep), and its next death is restarted at once, uncounted.
+    clock += 10 * 60_000;
+    expect((await sweeper.sweep()).outcome).toBe("nothing_to_do");
+    expect((await degraded()).status).toBe("False");
+    await crash();
+    expect((await sweeper.sweep()).outcome).toBe("converged");
+    expect((await state.readOutcomes()).s!.restarts).toBeUndefined();
   });
 
   it("backs off a transient failure, and retries at once when the spec changes", async () => {
