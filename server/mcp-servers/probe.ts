@@ -45,13 +45,17 @@ export interface ToolsProbe {
   readonly error?: string;
 }
 
-/** A real MCP handshake against a remote server: initialize, then tools/list, with the SDK's own client; failures are reported, not thrown. */
+/**
+ * A real MCP handshake against a remote server: initialize, then tools/list, with the SDK's own client; failures are reported, not thrown.
+ * The whole handshake has `timeoutMs`: the SDK bounds each request, but not the opening of an sse stream (a server that
+ * answers the GET and never names its endpoint would hold the probe, and the request, for ever).
+ */
 export async function listRemoteTools(url: string, transport: "streamable-http" | "sse", timeoutMs = 10_000): Promise<ToolsProbe> {
   const started = performance.now();
   const client = new Client({ name: "hal0-probe", version: "1.0.0" });
   const ms = () => Math.round(performance.now() - started);
-  try {
-    const signal = AbortSignal.timeout(timeoutMs);
+  const signal = AbortSignal.timeout(timeoutMs);
+  const handshake = async () => {
     await client.connect(transport === "sse" ? new SSEClientTransport(new URL(url)) : new StreamableHTTPClientTransport(new URL(url)), { signal, timeout: timeoutMs });
     const tools: Array<{ name: string; description?: string }> = [];
     let cursor: string | undefined;
@@ -60,6 +64,10 @@ export async function listRemoteTools(url: string, transport: "streamable-http" 
       tools.push(...page.tools.map((t) => ({ name: t.name, ...(t.description ? { description: t.description } : {}) })));
       cursor = page.nextCursor;
     } while (cursor !== undefined);
+    return tools;
+  };
+  try {
+    const tools = await withDeadline(handshake(), signal, `no MCP answer within ${timeoutMs} ms`);
     const info = client.getServerVersion();
     return { ok: true, transport, url, ms: ms(), ...(info ? { server: { name: info.name, version: info.version } } : {}), tools: tools.sort((a, b) => (a.name < b.name ? -1 : 1)) };
   } catch (err) {
@@ -67,4 +75,15 @@ export async function listRemoteTools(url: string, transport: "streamable-http" 
   } finally {
     await client.close().catch(() => undefined);
   }
+}
+
+/** `work`, or a rejection with `message` once `signal` aborts (the work is left to fail on its own when its client closes). */
+function withDeadline<T>(work: Promise<T>, signal: AbortSignal, message: string): Promise<T> {
+  work.catch(() => undefined);
+  if (signal.aborted) return Promise.reject(new Error(message));
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(new Error(message));
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
+  });
 }
