@@ -35,6 +35,9 @@ export async function serverState(s: { transport: string; url?: string; enabled:
   return s.enabled ? "reachable" : "disabled";
 }
 
+/** The longest failure a probe reports: the SDK's message carries a non-MCP server's whole reply body (an HTML page, a dump). */
+export const PROBE_ERROR_MAX = 512;
+
 export interface ToolsProbe {
   readonly ok: boolean;
   readonly transport: string;
@@ -71,7 +74,7 @@ export async function listRemoteTools(url: string, transport: "streamable-http" 
     const info = client.getServerVersion();
     return { ok: true, transport, url, ms: ms(), ...(info ? { server: { name: info.name, version: info.version } } : {}), tools: tools.sort((a, b) => (a.name < b.name ? -1 : 1)) };
   } catch (err) {
-    return { ok: false, transport, url, ms: ms(), tools: [], error: (err as Error).message };
+    return { ok: false, transport, url, ms: ms(), tools: [], error: shortened((err as Error).message) };
   } finally {
     await client.close().catch(() => undefined);
   }
@@ -86,4 +89,11 @@ function withDeadline<T>(work: Promise<T>, signal: AbortSignal, message: string)
     signal.addEventListener("abort", onAbort, { once: true });
     work.then(resolve, reject).finally(() => signal.removeEventListener("abort", onAbort));
   });
+}
+
+/** A failure's message cut to {@link PROBE_ERROR_MAX} characters, saying how long it was. */
+function shortened(message: string): string {
+  if (message.length <= PROBE_ERROR_MAX) return message;
+  const tail = `… (${message.length} characters)`;
+  return `${message.slice(0, PROBE_ERROR_MAX - tail.length)}${tail}`;
 }

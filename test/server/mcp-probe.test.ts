@@ -29,4 +29,14 @@ describe("the tools/list probe of POST /api/mcp/{id}/test", () => {
     expect(probe).toMatchObject({ ok: false, tools: [] });
     expect(probe.error).toMatch(/400 ms/);
   }, 10_000);
+
+  it("reports a server that does not speak MCP by the start of what it said, not all of it", async () => {
+    const page = `<html>${"x".repeat(4 * 1024 * 1024)}</html>`;
+    const s = await httpServer((_req, res) => res.writeHead(404, { "content-type": "text/html" }).end(page));
+    server = s;
+    const probe = await listRemoteTools(s.url, "streamable-http", 5000);
+    expect(probe).toMatchObject({ ok: false, tools: [] });
+    expect(probe.error).toContain("<html>xxx");
+    expect(probe.error!.length).toBeLessThanOrEqual(1024);
+  });
 });
