@@ -243,9 +243,21 @@ function isTable(v: unknown): v is Record<string, unknown> {
   return typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Date);
 }
 
-/** A value as a line shows it: short, secrets never (values under env are not shown at all by the callers). */
+/**
+ * A value as a line shows it: short, secrets never (values under env are not shown at all by the callers).
+ * A list is cut between its members, never inside one: a flag's value cut in half (`"--api-key","sk-12…`)
+ * is no longer a flag and its value to the redactor every reader sees a line through, so it would be shown.
+ */
 function show(v: unknown): string {
   if (v === undefined) return "(unset)";
   const text = typeof v === "string" ? JSON.stringify(v) : JSON.stringify(v) ?? String(v);
-  return text.length > 80 ? `${text.slice(0, 77)}…` : text;
+  if (text.length <= 80) return text;
+  if (!Array.isArray(v)) return `${text.slice(0, 77)}…`;
+  let shown = "[";
+  for (const member of v) {
+    const next = `${shown === "[" ? "" : ","}${JSON.stringify(member) ?? "null"}`;
+    if (shown.length + next.length > 76) break;
+    shown += next;
+  }
+  return `${shown}${shown === "[" ? "" : ","}…]`;
 }

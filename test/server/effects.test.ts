@@ -311,6 +311,17 @@ describe("effectsOf (pure)", () => {
     }
   });
 
+  it("never shows part of a flag's value: a long argv is cut between its members, so the redactor still sees flag and value (an agent's install, its reply and the inbox)", async () => {
+    const s = await box();
+    const secret = `Zq8Xv4Lm2Np7Rt5Yw1${"Kd9Hc3Jf6Gb0Sa8".repeat(5)}`;
+    const manifest = { id: "leaky", name: "Leaky", transport: "stdio", command: "npx", args: ["-y", "some-package", "--api-key", secret, "--verbose"] };
+    const queued = await s.call("POST", "/api/mcp/install", { as: `agent:${AGENT}`, body: { manifest } });
+    expect(queued.body.status, JSON.stringify(queued.body)).toBe("pending_approval");
+    const inbox = await s.call("GET", "/api/agent/approvals?state=pending");
+    for (const text of [JSON.stringify(queued.body), JSON.stringify(inbox.body)]) expect(text).not.toContain(secret.slice(0, 12));
+    expect(queued.body.effects.join("\n")).toMatch(/runs a new command for MCP server leaky: "npx" \["-y","some-package","--api-key",(?:"\[redacted\]",)?…\]/);
+  });
+
   it("says where an upstream's secret goes", async () => {
     const s = await box();
     const m = await model(s.config);
