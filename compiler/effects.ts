@@ -245,14 +245,16 @@ function isTable(v: unknown): v is Record<string, unknown> {
 
 /**
  * A value as a line shows it: short, secrets never (values under env are not shown at all by the callers).
- * A list is cut between its members, never inside one: a flag's value cut in half (`"--api-key","sk-12…`)
- * is no longer a flag and its value to the redactor every reader sees a line through, so it would be shown.
+ * A value is cut between words and a list between its members, never inside one: a flag's value cut in half
+ * (`"--api-key","sk-12…`) or a URL cut before the `@` that ends its password is no longer a secret to the
+ * redactor every reader sees a line through, so its start would be shown. One word longer than a line is
+ * shown whole up to {@link WORD_MAX} characters (a URL a person must check), else only as its length.
  */
 function show(v: unknown): string {
   if (v === undefined) return "(unset)";
   const text = typeof v === "string" ? JSON.stringify(v) : JSON.stringify(v) ?? String(v);
   if (text.length <= 80) return text;
-  if (!Array.isArray(v)) return `${text.slice(0, 77)}…`;
+  if (!Array.isArray(v)) return clip(text);
   let shown = "[";
   for (const member of v) {
     const next = `${shown === "[" ? "" : ","}${JSON.stringify(member) ?? "null"}`;
@@ -260,4 +262,15 @@ function show(v: unknown): string {
     shown += next;
   }
   return `${shown}${shown === "[" ? "" : ","}…]`;
+}
+
+const WORD_MAX = 1024;
+
+/** A long text cut at its last whitespace within 77 characters; one long first word whole (at most WORD_MAX), else its length. */
+function clip(text: string): string {
+  const space = text.slice(0, 78).search(/\s\S*$/);
+  if (space > 0) return `${text.slice(0, space)} …`;
+  const word = /^\S+/.exec(text)?.[0] ?? "";
+  if (word.length > WORD_MAX) return `(${text.length} characters)`;
+  return word.length === text.length ? text : `${word} …`;
 }
