@@ -62,6 +62,13 @@ function fileEffects(input: EffectInput, f: EffectInput["files"][number]): Effec
     // A new slot: its keys are classified like edits (a new slot's env or runner flags are privileged), under a line that says so.
     return [{ class: "assignment", where: f.file, path: [], tool: "slot_create", line: `creates slot ${slot}` }, ...diff(before, after).map((p) => classify(input, f.file, p, before, after))];
   }
+  const mcp = /^mcp-servers\/([^/]+)\.toml$/.exec(f.file)?.[1];
+  if (mcp !== undefined && f.before !== null && f.after === null) {
+    // One line for what it does, not one per key it had ("runs a new command: (unset)"): Hermes profiles drop it.
+    const was = input.before?.mcpServers[mcp];
+    const exposed = was !== undefined && (was.exposure.hermes || was.exposure.brain) ? " (it is exposed to Hermes: the profiles drop it)" : "";
+    return [{ class: "privileged", where: f.file, path: [], line: `uninstalls MCP server ${mcp}${exposed}` }];
+  }
   if (before === undefined || after === undefined) {
     // A file that is not TOML hal0 can read (the compiler refuses such a tree; be strict all the same).
     return [{ class: "privileged", where: f.file, path: [], line: `rewrites ${f.file}` }];

@@ -333,6 +333,17 @@ describe("effectsOf (pure)", () => {
     expect(queued.body.effects).toContain('points MCP server remote at "http://admin:[redacted]@127.0.0.1:9/mcp"');
   });
 
+  it("an uninstall says so in one line, whichever door sends it (the route, a plan deleting the file), and waits for a person", async () => {
+    const s = await box();
+    const line = "uninstalls MCP server sqlite (it is exposed to Hermes: the profiles drop it)";
+    const queued = await s.call("DELETE", "/api/mcp/sqlite", { as: `agent:${AGENT}` });
+    expect(queued.body).toMatchObject({ status: "pending_approval", effects: [line] });
+    const planned = await s.call("POST", "/api/plans", { as: `agent:${AGENT}`, body: { summary: "tidy up", edits: [{ file: "mcp-servers/sqlite.toml", op: "delete" }] } });
+    const submitted = await s.call("POST", `/api/plans/${planned.body.id}/apply`, { as: `agent:${AGENT}` });
+    expect(submitted.body, JSON.stringify(submitted.body)).toMatchObject({ status: "pending_approval", effects: [line] });
+    expect(read(s, "mcp-servers/sqlite.toml")).toContain("SQLite");
+  });
+
   it("says where an upstream's secret goes", async () => {
     const s = await box();
     const m = await model(s.config);
