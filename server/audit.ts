@@ -35,6 +35,8 @@ export interface AuditEntry {
   readonly planId?: string;
   readonly approvalId?: string;
   readonly tool?: string;
+  /** What the call acted on, when its path does not name it (an install names its server only once resolved): else the path's ids. */
+  readonly target?: string;
 }
 
 export interface AuditQuery {
@@ -42,6 +44,8 @@ export interface AuditQuery {
   readonly kind?: string;
   readonly outcome?: string;
   readonly target?: string;
+  /** Rows whose target is this one or below it (`<id>` and `<id>/start`…). */
+  readonly under?: string;
   readonly route?: string;
   readonly since?: string;
   readonly until?: string;
@@ -111,7 +115,7 @@ export class Audit {
    */
   record(e: AuditEntry): void {
     const { call, route } = e;
-    const row = [new Date(this.now()).toISOString(), actorOf(call), call.caller.via, `${route.method} ${route.path}`, e.tool ?? null, targetOf(call), argsOf(call, route), e.outcome,
+    const row = [new Date(this.now()).toISOString(), actorOf(call), call.caller.via, `${route.method} ${route.path}`, e.tool ?? null, e.target ?? targetOf(call), argsOf(call, route), e.outcome,
       e.errorCode ?? null, e.planId ?? null, e.approvalId ?? null, Math.round(e.durationMs * 100) / 100, call.requestId, call.caller.claimed ?? null, call.caller.peer ?? null];
     if (this.pending.push(row) === 1) setImmediate(() => this.flush());
   }
@@ -165,6 +169,7 @@ function whereOf(q: AuditQuery): { clause: string; values: unknown[] } {
   for (const col of ["actor", "kind", "outcome", "target", "route"] as const) {
     if (q[col] !== undefined) where.push(`${col} = ?`), values.push(q[col]);
   }
+  if (q.under !== undefined) where.push("(target = ? OR substr(target, 1, ?) = ?)"), values.push(q.under, q.under.length + 1, `${q.under}/`);
   if (q.since) where.push("ts >= ?"), values.push(q.since);
   if (q.until) where.push("ts < ?"), values.push(q.until);
   return { clause: where.length ? `WHERE ${where.join(" AND ")}` : "", values };

@@ -121,7 +121,7 @@ export async function invoke(d: Dispatcher, route: Route, call: Call): Promise<u
     } else {
       result = await route.handle(ctx);
     }
-    if (audited) d.audit.record({ call, route, outcome: "ok", durationMs: performance.now() - started, planId, tool: call.tool });
+    if (audited) d.audit.record({ call, route, outcome: "ok", durationMs: performance.now() - started, planId, tool: call.tool, target: route.auditTarget?.(result) });
     return redactReply(route, result);
   } catch (thrown) {
     const err = apiErrorOf(thrown);

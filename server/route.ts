@@ -140,6 +140,8 @@ interface RouteBase<P, Q, B> {
    * rows keep each such field's size, not its words.
    */
   readonly auditBody?: (body: unknown) => unknown;
+  /** The audit row's target from the reply of a call that ran, when the path names none (an install: the server it installed). */
+  readonly auditTarget?: (reply: unknown) => string | undefined;
   /**
    * The handler records the call's one audit row itself (ok or refused),
    * with a target it learns as it runs (the run it started, the skill it

@@ -49,6 +49,8 @@ export const mcpWriteRoutes = [
   defineRoute({
     method: "POST", path: "/api/mcp/install", kind: "write", status: 201, body: InstallBody, tools: ["mcp_server_install"],
     summary: "Install a server from {url} (resolved) or {manifest}: writes mcp-servers/<id>.toml (409 for a bundled or installed id)",
+    // The row is the server's first event (GET /api/mcp/{id}/logs): its id is known once the spec is resolved.
+    auditTarget: (reply) => (reply as { installed?: { id?: string } } | undefined)?.installed?.id,
     handle: async ({ body, box, services }) => {
       const manifest = "url" in body ? await resolveManifest(body.url, fetchOptions()) : validateManifest(body.manifest, typeof body.manifest.spec === "string" ? body.manifest.spec : `manual:${String(body.manifest.id)}`);
       if (bundledIds(services).has(manifest.id)) throw new ApiError("mcp.bundled", `${manifest.id} is a server hal0 serves itself`, { server_id: manifest.id });

@@ -95,14 +95,14 @@ export const mcpRoutes = [
   }),
   defineRoute({
     method: "GET", path: "/api/mcp/{server_id}/logs", kind: "read", params: Id, query: LogsQuery, tools: ["mcp_server_logs"], listKey: "events",
-    summary: "A server's recent events from the audit log: tool calls for a bundled server, install/config/test for an installed one (limit 1–500, default 100)",
+    summary: "A server's recent events from the audit log: tool calls for a bundled server, install / config / tools / exposure / test / start-stop calls for an installed one (limit 1–500, default 100)",
     handle: async ({ params, query, box, services }) => {
       const id = params.server_id;
       const bundled = (services.bundled ?? []).some((b) => b.id === id);
       if (!bundled && !(await box.model()).mcpServers[id]) throw new ApiError("mcp.not_found", `no MCP server ${id}`, { server_id: id });
       const rows = bundled
         ? services.audit.query({ kind: "mcp", limit: 10_000 }).items.filter((r) => serverOfRoute(r.route) === id)
-        : services.audit.query({ target: id, limit: 10_000 }).items.filter((r) => r.route?.includes(" /api/mcp/") === true);
+        : services.audit.query({ under: id, limit: 10_000 }).items.filter((r) => r.route?.includes(" /api/mcp/") === true);
       const events = rows.slice(0, query.limit).map((r) => ({ id: r.id, ts: r.ts, actor: r.actor, route: r.route, tool: r.tool, outcome: r.outcome, error_code: r.error_code }));
       return { server: id, events, count: events.length };
     },

@@ -106,8 +106,11 @@ describe("installed MCP servers, end to end", () => {
     await s.call("PATCH", "/api/mcp/inventory/config", { body: { enabled: true } });
     expect(profile("coder").mcp_servers!.inventory).toBeDefined();
 
+    expect((await s.call("POST", "/api/mcp/inventory/restart")).body.error.code).toBe("mcp.supervisor_unavailable");
     const history = (await s.call("GET", "/api/mcp/inventory/logs")).body;
-    expect(history.events.map((e: any) => e.route)).toEqual(expect.arrayContaining(["PATCH /api/mcp/{server_id}/exposure", "PATCH /api/mcp/{server_id}/tools", "POST /api/mcp/{server_id}/test"]));
+    // Its install (the path names no server: the row names the one installed) and its start / stop / restart too.
+    expect(history.events.map((e: any) => e.route)).toEqual(expect.arrayContaining(["POST /api/mcp/install", "PATCH /api/mcp/{server_id}/exposure", "PATCH /api/mcp/{server_id}/tools", "POST /api/mcp/{server_id}/test", "POST /api/mcp/{server_id}/{action}"]));
+    expect(history.events.filter((e: any) => e.route === "POST /api/mcp/install")).toHaveLength(1); // the refused second install is not its event
     const gone = await s.call("DELETE", "/api/mcp/inventory");
     expect(gone.body).toMatchObject({ uninstalled: "inventory", hermes_sync: { hermes: { changed: ["coder"] }, brain: { changed: true } } });
     expect(existsSync(file)).toBe(false);
