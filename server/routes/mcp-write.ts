@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { configMcpServerEdits, exposureEdits, installMcpServerEdits, toolPolicyEdits, uninstallMcpServerEdits } from "../../compiler/edits/mcp-servers.js";
+import { configMcpServerEdits, exposureEdits, installMcpServerEdits, mcpServerFile, toolPolicyEdits, uninstallMcpServerEdits } from "../../compiler/edits/mcp-servers.js";
 import type { Model } from "../../compiler/index.js";
 import { enforceableInHermes } from "../../reconciler/hermes-wire.js";
 import { EnvName, ToolName, RESERVED_MCP_IDS } from "../../schema/index.js";
@@ -31,11 +31,11 @@ function bundledIds(services: Dispatcher): Set<string> {
   return new Set<string>([...RESERVED_MCP_IDS, ...(services.bundled ?? []).map((b) => b.id)]);
 }
 
-/** The installed record, or 409 mcp.bundled / 404 mcp.not_found. */
-async function installed(box: BoxService, services: Dispatcher, id: string): Promise<Model["mcpServers"][string]> {
+/** The installed record, or 409 mcp.bundled / 404 mcp.not_found (also when the tree's `files` are given and its file is not among them). */
+async function installed(box: BoxService, services: Dispatcher, id: string, files?: ReadonlyMap<string, string>): Promise<Model["mcpServers"][string]> {
   if (bundledIds(services).has(id)) throw new ApiError("mcp.bundled", `${id} is served by hal0 itself; it cannot be changed or uninstalled`, { server_id: id });
   const record = (await box.model()).mcpServers[id];
-  if (!record) throw new ApiError("mcp.not_found", `no installed MCP server ${id}`, { server_id: id, known: Object.keys((await box.model()).mcpServers).sort() });
+  if (!record || (files !== undefined && !files.has(mcpServerFile(id)))) throw new ApiError("mcp.not_found", `no installed MCP server ${id}`, { server_id: id, known: Object.keys((await box.model()).mcpServers).sort() });
   return record;
 }
 
@@ -67,7 +67,9 @@ export const mcpWriteRoutes = [
     method: "DELETE", path: "/api/mcp/{server_id}", kind: "write", params: Id, tools: ["mcp_server_uninstall"],
     summary: "Uninstall a server: its file goes, and Hermes profiles drop it (409 mcp.bundled)",
     handle: async ({ params, box, services }) => {
-      await installed(box, services, params.server_id);
+      // The file, not the compiled record: a file that does not compile (a hand edit) is what an uninstall repairs.
+      const files = (await box.snapshot()).tree.files;
+      if (bundledIds(services).has(params.server_id) || !files.has(mcpServerFile(params.server_id))) await installed(box, services, params.server_id, files);
       return {
         changes: { edits: uninstallMcpServerEdits(params.server_id), summary: `uninstall MCP server ${params.server_id}` },
         reply: (o) => ({ uninstalled: params.server_id, hermes_sync: o.observed.hermes_sync, revision: o.revision }),

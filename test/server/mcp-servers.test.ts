@@ -146,6 +146,18 @@ describe("installed MCP servers, end to end", () => {
     }
   });
 
+  it("uninstalls a server whose file does not compile (a hand edit): removing it is the repair", async () => {
+    const file = join(s.config, "mcp-servers/broken.toml");
+    writeFileSync(file, 'name = "Broken"\nspec = "npm:broken"\ntransport = "stdio"\n'); // stdio without command
+    expect((await s.call("PATCH", "/api/mcp/github/config", { body: { enabled: false } })).body.error.code).toBe("config.invalid");
+    const gone = await s.call("DELETE", "/api/mcp/broken");
+    expect(gone.status, JSON.stringify(gone.body)).toBe(200);
+    expect(gone.body).toMatchObject({ uninstalled: "broken" });
+    expect(existsSync(file)).toBe(false);
+    expect((await s.call("PATCH", "/api/mcp/github/config", { body: { enabled: false } })).status).toBe(200);
+    expect((await s.call("DELETE", "/api/mcp/broken")).body.error.code).toBe("mcp.not_found");
+  });
+
   it("resolves package specs without fetching, and installs one as a stdio record", async () => {
     const resolved = await s.call("GET", `/api/mcp/resolve?url=${encodeURIComponent("npm:@modelcontextprotocol/server-puppeteer")}`);
     expect(resolved.body).toMatchObject({ transport: "stdio", command: "npx", source_kind: "npm" });
