@@ -33,7 +33,7 @@ export interface StackProjection {
   readonly creates: Array<{ slot: string; file: string; profile: string; model: string | null; port: number; enabled: boolean }>;
   /** Every enabled slot the apply disables, with why. */
   readonly disables: Array<{ slot: string; reason: string }>;
-  /** Enabled slots outside a replace stack that stay up, with why (pinned). */
+  /** Enabled pinned slots that stay up, with why: outside a replace stack, or named with `enabled = false`. */
   readonly kept: Array<{ slot: string; reason: string }>;
 }
 
@@ -52,7 +52,7 @@ export function projectStack(slug: string, stack: Stack, model: Model, options: 
   const ports = usedPorts(model);
   for (const entry of stack.slot) {
     const slot = model.slots[entry.slot];
-    if (slot) projectEntry(entry, slot, out);
+    if (slot) projectEntry(slug, entry, slot, out);
     else createSlot(entry, model, ports, options.createEnabled ?? true, out);
   }
   if (stack.mode === "replace") disableOthers(slug, stack, model, out);
@@ -80,7 +80,7 @@ export function holdsStack(slug: string, model: Model, tree: SourceTree): boolea
   }
 }
 
-function projectEntry(entry: Entry, slot: Model["slots"][string], out: StackProjection): void {
+function projectEntry(slug: string, entry: Entry, slot: Model["slots"][string], out: StackProjection): void {
   const file = slot.file;
   const keys: string[] = [];
   const set = (path: string[], value: unknown): void => {
@@ -93,7 +93,12 @@ function projectEntry(entry: Entry, slot: Model["slots"][string], out: StackProj
     if (value !== undefined && (slot.tune as Record<string, unknown>)[key] !== value) set(["tune", key], value);
   }
   const enabled = entry.enabled ?? true;
-  if (slot.enabled !== enabled) set(["enabled"], enabled);
+  // As in replace mode: a pinned slot is never disabled by a stack (its unload needs force, which a stack has not).
+  const keep = !enabled && slot.enabled && slot.pinned;
+  if (keep) {
+    out.kept.push({ slot: slot.name, reason: `pinned: stack ${slug} says enabled = false, but a pinned slot is never disabled by a stack` });
+    out.summary.push(`${slot.name}: kept (pinned)`);
+  } else if (slot.enabled !== enabled) set(["enabled"], enabled);
   const after = entry.model ?? slot.model ?? null;
   out.changes.push({ slot: slot.name, before_model: slot.model ?? null, after_model: after, changed: keys.length > 0, keys });
   if (keys.length === 0) return;

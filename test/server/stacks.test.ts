@@ -46,6 +46,20 @@ describe("stack apply", () => {
     expect(res.body.kept).toEqual([{ slot: "utility", reason: expect.stringMatching(/^pinned: not in stack forge \(mode replace\)/) }]);
   });
 
+  it("a pinned slot a stack names with enabled = false is kept too, with why, and the rest of the stack applies", async () => {
+    writeFileSync(join(s.config, "stacks/quiet.toml"), 'name = "Quiet"\n[[slot]]\nslot = "chat"\nenabled = false\n[slot.tune]\nctx_size = 16384\n[[slot]]\nslot = "coder"\nenabled = false\n');
+    const status = await s.call("GET", "/api/stacks/quiet");
+    expect(status.body.would_change).toEqual(["chat: kept (pinned)", "chat: sets tune.ctx_size", "coder: sets enabled"]);
+    const res = await s.call("POST", "/api/stacks/quiet/apply");
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body.kept).toEqual([{ slot: "chat", reason: "pinned: stack quiet says enabled = false, but a pinned slot is never disabled by a stack" }]);
+    expect(read("slots/chat.toml")).toMatch(/^enabled = true$/m);
+    expect(read("slots/chat.toml")).toMatch(/ctx_size = 16384/);
+    expect(read("slots/coder.toml")).toMatch(/^enabled = false$/m);
+    expect(res.body.pointer).toMatchObject({ active_slug: "quiet" });
+    expect((await s.call("GET", "/api/stacks")).body).toMatchObject({ active: "quiet", drift: "clean" });
+  });
+
   it("commits one change set, keeps comments, writes the pointer; drift goes clean → modified on a hand or profile-only edit", async () => {
     const res = await s.call("POST", "/api/stacks/forge/apply");
     expect(res.status).toBe(200);
