@@ -88,7 +88,8 @@ export const stackRoutes = [
   defineRoute({
     method: "POST", path: "/api/stacks/{slug}/apply", kind: "write", params: Slug, query: DryRunQuery, body: z.strictObject({ dry_run: z.boolean().optional() }), tools: ["stack_apply"],
     summary: "Apply a stack as one change set (?dry_run=true: the plan and every slot it would change, create or disable; nothing written)",
-    handle: async ({ params, query, body, box }) => applyIntent(box, params.slug, body.dry_run ?? (query.dry_run === "true" || query.dry_run === "1")),
+    // A dry run when either place says so: `?dry_run=true` beside a body's `dry_run: false` (a form's default) must not commit.
+    handle: async ({ params, query, body, box }) => applyIntent(box, params.slug, body.dry_run === true || query.dry_run === "true" || query.dry_run === "1"),
   }),
   defineRoute({
     method: "POST", path: "/api/stacks/{slug}/export", kind: "read", params: Slug, tools: ["stack_export"],

@@ -37,6 +37,9 @@ describe("stack apply", () => {
     }
     expect(tree()).toEqual(before);
     expect(existsSync(pointer())).toBe(false);
+    // Either place saying dry run is a dry run: a body's `dry_run: false` beside ?dry_run=true writes nothing.
+    expect((await s.call("POST", "/api/stacks/forge/apply?dry_run=true", { body: { dry_run: false } })).body).toMatchObject({ dry_run: true, committed: false });
+    expect(tree()).toEqual(before);
   });
 
   it("a pinned slot outside a replace stack is kept, with why", async () => {
