@@ -113,6 +113,10 @@ describe("privileged effects always need a person, whichever tool carries them",
     const outside = await tool(s, "model_edit", { model_id: "qwen3-4b", path: "/etc/passwd" });
     expect(outside.body, JSON.stringify(outside.body)).toMatchObject({ status: "pending_approval" });
     expect(outside.body.effects.join("\n")).toMatch(/points model qwen3-4b's path at \/etc\/passwd, outside \[models\] roots/);
+    // A model with a local path takes its updates (and, its file missing, its install) from its Hub names: a person decides them too.
+    const origin = await tool(s, "model_edit", { model_id: "qwen3-4b", hf_repo: "someone/Qwen3-4B-GGUF" });
+    expect(origin.body, JSON.stringify(origin.body)).toMatchObject({ status: "pending_approval" });
+    expect(origin.body.effects.join("\n")).toMatch(/qwen3-4b downloaded from the Hub's "someone\/Qwen3-4B-GGUF"/);
     const named = await tool(s, "model_edit", { model_id: "qwen3-4b", name: "Qwen3 4B (small)" });
     expect(named.isError, JSON.stringify(named.body)).toBe(false);
     expect(named.body.status).not.toBe("pending_approval");
@@ -388,6 +392,8 @@ describe("every privileged path, through every tool that can reach its file (pla
     { what: "slot env", edit: set("slots/utility.toml", ["server", "env"], { LD_PRELOAD: "/tmp/x.so" }), tool: ["slot_edit", { name: "utility", server: { env: { LD_PRELOAD: "/tmp/x.so" } } }], line: /LD_PRELOAD/ },
     { what: "model path outside roots", edit: set("models.toml", ["model", "qwen3-4b", "path"], "/etc/passwd"), tool: ["model_edit", { model_id: "qwen3-4b", path: "/etc/passwd" }], line: /\/etc\/passwd/ },
     { what: "model draft outside roots", edit: set("models.toml", ["model", "qwen3-4b", "draft"], "/etc/draft.gguf"), tool: ["model_edit", { model_id: "qwen3-4b", draft: "/etc/draft.gguf" }], line: /\/etc\/draft\.gguf/ },
+    { what: "hub file of a model with no local path", edit: set("models.toml", ["model", "glm-4.5-air", "hf_repo"], "evil/model-GGUF"), tool: ["model_edit", { model_id: "glm-4.5-air", hf_repo: "evil/model-GGUF" }], line: /glm-4\.5-air.*evil\/model-GGUF/ },
+    { what: "hub file name of a model with no local path", edit: set("models.toml", ["model", "glm-4.5-air", "hf_filename"], "evil.gguf"), tool: ["model_edit", { model_id: "glm-4.5-air", hf_filename: "evil.gguf" }], line: /glm-4\.5-air.*evil\.gguf/ },
     { what: "model mmproj outside roots", edit: set("models.toml", ["model", "qwen3-4b", "mmproj"], "/etc/mmproj.gguf"), tool: ["model_edit", { model_id: "qwen3-4b", mmproj: "/etc/mmproj.gguf" }], line: /\/etc\/mmproj\.gguf/ },
     { what: "upstream url", edit: { file: "upstreams.toml", op: "text", text: (t) => t.replace("https://openrouter.ai/api/v1", "http://10.9.9.9/v1") }, tool: ["upstream_update", { name: "openrouter", url: "http://10.9.9.9/v1" }], line: /10\.9\.9\.9/ },
     { what: "upstream auth", edit: { file: "upstreams.toml", op: "text", text: (t) => t.replace('"OPENROUTER_API_KEY"', '"GITHUB_PERSONAL_ACCESS_TOKEN"') }, tool: ["upstream_update", { name: "openrouter", auth_value_env: "GITHUB_PERSONAL_ACCESS_TOKEN" }], line: /GITHUB_PERSONAL_ACCESS_TOKEN/ },
