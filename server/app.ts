@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { createApp, createRouter, defineEventHandler, getQuery, getRouterParams, setResponseHeader, setResponseStatus, type App, type H3Event } from "h3";
 import type { Logger } from "pino";
-import { invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
+import { changesTree, invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 import { ApiError, envelope } from "./errors.js";
 import { callerOf, checkGate, checkPrivateHeader, provenCaller, type GateConfig } from "./gate.js";
 import { restVerdict, type RestVerdict } from "./identity/access.js";
@@ -99,7 +99,7 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
     let verdict: RestVerdict = policy === undefined ? { run: true } : restVerdict(route, caller, policy);
     let dryRun: DryRunVerdict | undefined = verdict.run ? undefined : actionPreview(route, call, verdict.tier);
     if (dryRun) verdict = { run: true };
-    if (policy !== undefined && caller.kind === "agent" && route.kind === "write") {
+    if (policy !== undefined && caller.kind === "agent" && changesTree(route)) {
       // Judged by what it does: planned first, queued when an effect needs a person; a dry run writes nothing and runs.
       const judged = await agentWriteTier(route, caller, policy, "autonomous_write", () => proposeOnly(deps, route, call!));
       dryRun = judged.dryRun;

@@ -4,7 +4,7 @@ import { canonicalJson } from "../compiler/index.js";
 import { effectsOf } from "../compiler/effects.js";
 import { effectLines } from "./verdict.js";
 import type { Db } from "./db.js";
-import { checkJudged, effectsDigest, invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
+import { changesTree, checkJudged, effectsDigest, invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 import { checkPathArgs } from "./path-args.js";
 import { ApiError } from "./errors.js";
 import { isMcpServerRoute, maskAll, redact, redactText } from "./redact.js";
@@ -86,7 +86,9 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     let summary = `${tool} ${Object.values(call.params).join("/")}`.trim();
     let effects: string[] = [];
     let judged: string | null = null;
-    if (route.kind === "write") {
+    if (changesTree(route)) {
+      // An action that commits a ChangeSet is checked as it would run, then carded by what its change does, as a write is.
+      if (route.kind !== "write") await precheck(this.dispatcher, route, call);
       const { intent, proposal } = await proposeOnly(this.dispatcher, route, call);
       planId = proposal.plan.id;
       base ??= proposal.snapshot.revision;
@@ -155,8 +157,8 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
       requesterLive(this.dispatcher, approval.caller);
       // The same checks as when it was queued: path arguments, then the re-plan (a write) or the route's precheck (an action).
       if (approval.caller.via === "mcp") checkPathArgs(route, approval.args.params);
-      if (route.kind === "write") checkJudged((await proposeOnly(this.dispatcher, route, call)).proposal, call.judged);
-      else await precheck(this.dispatcher, route, call);
+      if (route.kind !== "write") await precheck(this.dispatcher, route, call);
+      if (changesTree(route)) checkJudged((await proposeOnly(this.dispatcher, route, call)).proposal, call.judged);
     } catch (err) {
       if (err instanceof ApiError && STALE_CODES.has(err.code)) return this.finish(id, "stale", by, { reason: staleReason(err) });
       return this.finish(id, "failed", by, { error: errorOf(err) });

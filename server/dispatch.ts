@@ -150,11 +150,23 @@ function redactReply(route: Route, result: unknown): unknown {
 const redacted = new WeakMap<object, object>();
 const redactedAllEnv = new WeakMap<object, object>();
 
-/** Proposes a write without committing it: what plans and approval requests store. */
+/** Whether a call to `route` changes the tree: a write, or an action that commits a ChangeSet of its own (`proposes`). */
+export function changesTree(route: Route): boolean {
+  return route.kind === "write" || (route.kind === "action" && route.proposes !== undefined);
+}
+
+/**
+ * Proposes a write without committing it: what plans and approval requests
+ * store. For an action that commits a ChangeSet (`proposes`): that change,
+ * a dry run when the call only previews (`previewOnly`).
+ */
 export async function proposeOnly(d: Dispatcher, route: Route, call: Call): Promise<{ intent: WriteIntent; proposal: Proposal }> {
-  if (route.kind !== "write") throw new ApiError("validation.invalid", `${route.method} ${route.path} does not write the tree`);
+  if (!changesTree(route)) throw new ApiError("validation.invalid", `${route.method} ${route.path} does not write the tree`);
   const input = validate(route, call);
-  const intent = await route.handle({ ...input, box: d.box, services: d, caller: call.caller, requestId: call.requestId, base: call.base });
+  const ctx = { ...input, box: d.box, services: d, caller: call.caller, requestId: call.requestId, base: call.base };
+  const intent: WriteIntent = route.kind === "action"
+    ? { changes: await route.proposes!(ctx), dryRun: route.previewOnly?.(input as never) === true }
+    : await (route as Extract<Route, { kind: "write" }>).handle(ctx);
   const proposal = await d.box.propose(intent.changes, call.base);
   guardOperatorOnly(proposal, call.caller);
   return { intent, proposal };

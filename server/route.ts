@@ -172,6 +172,14 @@ export interface WriteRoute<P, Q, B> extends RouteBase<P, Q, B> {
 export interface ActionRoute<P, Q, B> extends RouteBase<P, Q, B> {
   readonly kind: "action";
   readonly handle: (ctx: RouteContext<P, Q, B>) => unknown;
+  /**
+   * An action that also commits a ChangeSet of its own (a model store
+   * migration: files moved, then the store and their paths): the change it
+   * would commit, planned and not run. An agent's call is judged by its
+   * effects as a write's is (server/verdict.ts), so no tool's tier lets a
+   * privileged change through without a person.
+   */
+  readonly proposes?: (ctx: RouteContext<P, Q, B>) => Promise<ChangeSet>;
 }
 
 /** A long-lived reply (server-sent events); gets the raw h3 event. Never an MCP tool. */

@@ -5,7 +5,7 @@ import type { Proposal } from "./box.js";
 import { ApiError, apiErrorOf } from "./errors.js";
 import { routeFloor, stricter } from "./identity/access.js";
 import { RawReply, type Caller, type Route, type WriteIntent } from "./route.js";
-import { effectsDigest, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
+import { changesTree, effectsDigest, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 
 export interface EffectVerdict {
   /** The tier the change meets: the floor, raised by its effects. */
@@ -125,15 +125,16 @@ export function pinnedTo(call: Call, verdict: Pick<WriteVerdict, "judgedAt" | "j
 
 /**
  * The tier a tool call meets, from its tool's tier (`floor`): an agent's
- * write is raised by what it does, after compile and plan; anything else
- * keeps its floor. Every door that runs a route as a named tool asks here,
+ * write (or action that commits a ChangeSet) is raised by what it does,
+ * after compile and plan; anything else keeps its floor. Every door that runs a route as a named tool asks here,
  * and runs the call it gets back (pinned to the judged revision).
  */
 export async function callTier(d: Dispatcher, route: Route, floor: Tier, call: Call): Promise<{ tier: Tier; call: Call; dryRun?: DryRunVerdict }> {
   if (call.caller.kind !== "agent") return { tier: floor, call };
-  const preview = actionPreview(route, call, floor);
-  if (preview) return { tier: "autonomous_write", call, dryRun: preview };
-  if (route.kind !== "write") return { tier: floor, call };
+  if (!changesTree(route)) {
+    const preview = actionPreview(route, call, floor);
+    return preview ? { tier: "autonomous_write", call, dryRun: preview } : { tier: floor, call };
+  }
   const policy = (await d.box.model()).policy;
   const judged = await agentWriteTier(route, call.caller, policy, floor, () => proposeOnly(d, route, call));
   if (judged.dryRun) return { tier: "autonomous_write", call, dryRun: judged.dryRun };

@@ -105,6 +105,11 @@ export const modelStoreRoutes = [
     method: "POST", path: "/api/settings/models/store/migrate", kind: "action", body: StoreBody, query: DryRunQuery, tools: ["model_store_migrate"],
     summary: "Move every registered model file under the current store (with their draft / mmproj files) to a new store: space checked first, each copy verified by sha256, then [models] store and the moved paths in one change set; the old files are removed only after it commits. Models elsewhere stay (listed as left).",
     previewOnly: ({ query }) => query.dry_run,
+    // What it commits ([models] store and the moved paths) is judged like a write's change: the store is privileged.
+    proposes: async ({ body, box }) => {
+      const model = await box.model();
+      return migrationChanges(box, model, await planMigration(model, body.store), body.store);
+    },
     precheck: async ({ body, box, caller, base }) => {
       const model = await box.model();
       const m = await planMigration(model, body.store);

@@ -8,6 +8,7 @@ import { ROUTES } from "../../server/routes/index.js";
 import { modelStoreRoutes } from "../../server/routes/models-store.js";
 import { ggufBytes, modelKvs } from "./gguf-writer.js";
 import { startTestServer, type TestServer } from "./harness.js";
+import { adminClient, callTool } from "./mcp-helpers.js";
 
 /**
  * The model store routes (server/routes/models-store.ts) for real, over a
@@ -288,5 +289,27 @@ describe("POST /api/settings/models/store/migrate (model_store_migrate)", () => 
     expect(readFileSync(join(fast, "alpha.gguf")).equals(files.alpha)).toBe(true);
     expect(existsSync(join(store, "alpha.gguf"))).toBe(false);
     expect(hal0Toml()).toContain(`store = ${JSON.stringify(fast)}`);
+  });
+
+  it("is judged by what it commits: opened to autonomous_write for the agent, it still waits for a person ([models] store is privileged), REST and MCP, and its dry run says so", async () => {
+    await twoModelsAndADraft();
+    writeFileSync(join(s.config, "policy.toml"), '[tiers]\nautonomous_write = ["model_store_migrate"]\n');
+    await s.hal0.box.snapshot();
+    const before = [hal0Toml(), modelsToml()];
+    const rest = await s.call("POST", "/api/settings/models/store/migrate", { body: { store: fast }, as: "agent:hermes__ops" });
+    expect(rest.status, JSON.stringify(rest.body)).toBe(202);
+    expect(rest.body).toMatchObject({ status: "pending_approval" });
+    expect(rest.body.effects.join("\n")).toMatch(/\[models\] store/);
+    const c = await adminClient(s.url, "hermes__ops");
+    try {
+      const mcp = await callTool(c, "model_store_migrate", { store: fast });
+      expect(mcp.body, JSON.stringify(mcp.body)).toMatchObject({ status: "pending_approval" });
+      const preview = await callTool(c, "model_store_migrate", { store: fast, dry_run: true });
+      expect(preview.body, JSON.stringify(preview.body)).toMatchObject({ dry_run: true, committed: false, approval: { approval_needed: true } });
+    } finally {
+      await c.close();
+    }
+    expect(existsSync(fast)).toBe(false);
+    expect([hal0Toml(), modelsToml()]).toEqual(before);
   });
 });
