@@ -168,6 +168,12 @@ const MIGRATIONS: readonly string[] = [
    CREATE INDEX bridge_runs_state ON bridge_runs(state, created_at);`,
   // What a queued write was judged to do (server/dispatch.ts effectsDigest): approving it runs it only if it still does that.
   `ALTER TABLE approvals ADD COLUMN judged TEXT;`,
+  // /mcp/agents holds an operator token to its scopes too: one minted with every scope there was before the bridge
+  // (mcp:admin, mcp:memory, rest: an operator's default then) reached everything, and keeps reaching it.
+  `UPDATE tokens SET scopes = scopes || ' mcp:agents'
+     WHERE kind = 'operator'
+       AND ' ' || scopes || ' ' LIKE '% mcp:admin %' AND ' ' || scopes || ' ' LIKE '% mcp:memory %' AND ' ' || scopes || ' ' LIKE '% rest %'
+       AND ' ' || scopes || ' ' NOT LIKE '% mcp:agents %';`,
 ];
 
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */

@@ -3,13 +3,14 @@ import { identityLabel, requireScope, type Identity } from "../identity/identify
 import type { BridgeContext } from "./tool.js";
 
 /**
- * Who reaches `/mcp/agents`: an operator, or a token admitted to the bridge
- * (`mcp:agents`, minted by `hal0 bridge admit`). A plain agent token is
- * `auth.scope_denied`; no credential is `auth.required` (the bridge has no
- * anonymous tools, whatever the tiers say).
+ * Who reaches `/mcp/agents`: an operator whose token reaches it (an
+ * operator's default scopes do), or a token admitted to the bridge
+ * (`mcp:agents`, minted by `hal0 bridge admit`). A token without
+ * `mcp:agents` — a plain agent token, an operator token minted for other
+ * surfaces — is `auth.scope_denied`; no credential is `auth.required` (the
+ * bridge has no anonymous tools, whatever the tiers say).
  */
 export function requireBridge(identity: Identity): void {
-  if (identity.kind === "operator") return;
   if (identity.kind === "anonymous") throw new ApiError("auth.required", "/mcp/agents needs a credential: Authorization: Bearer <token> from `hal0 bridge admit NAME`");
   requireScope(identity, "mcp:agents");
 }

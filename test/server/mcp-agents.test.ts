@@ -164,6 +164,15 @@ describe("/mcp/agents: who reaches it", () => {
     expect(byCode["auth.identity_mismatch"]).toMatchObject({ actor: "agent:honest", claimed: "owner" });
   });
 
+  it("an operator token minted for other surfaces (no mcp:agents) is auth.scope_denied too: a scope holds for an operator as on every other mount", async () => {
+    const narrow = s.hal0.tokens.mint("operator", "memory-only", ["mcp:memory"]).token;
+    const refused = await initialize(narrow);
+    expect(refused.status, JSON.stringify(refused.body)).toBe(403);
+    expect(refused.body).toMatchObject({ error: { code: "auth.scope_denied", details: { needed: "mcp:agents" } } });
+    // The operator's default scopes reach it.
+    expect((await initialize(s.hal0.tokens.mint("operator", "everything").token)).status).toBe(200);
+  });
+
   it("a bridge token reaches only its profiles: agent_profile_list says which, another profile is bridge.profile_denied", async () => {
     const client = await agentsClient(admitted("coder-only", ["coder"]));
     try {

@@ -81,3 +81,21 @@ describe("a verified token is re-checked whenever the tokens may have changed", 
     expect(served.verify(later.token)?.name).toBe("later");
   });
 });
+
+describe("operator tokens minted before the bridge", () => {
+  it("one that held every scope of its time (mcp:admin, mcp:memory, rest) reaches mcp:agents after the upgrade; a narrower one and agent tokens do not", () => {
+    const db = open();
+    const store = new TokenStore(db, dir);
+    const everything = store.mint("operator", "owner-then");
+    const narrow = store.mint("operator", "reader", ["mcp:memory"]);
+    const agent = store.mint("agent", "coder", ["mcp:admin", "mcp:memory", "rest"]);
+    // As the database of a hal0 before the bridge holds them, and its schema one migration behind.
+    db.prepare("UPDATE tokens SET scopes = 'mcp:admin mcp:memory rest' WHERE id = ?").run(everything.id);
+    const version = db.pragma("user_version", { simple: true }) as number;
+    db.pragma(`user_version = ${version - 1}`);
+    const upgraded = new TokenStore(open(), dir);
+    expect(upgraded.verify(everything.token)?.scopes).toEqual(["mcp:admin", "mcp:memory", "rest", "mcp:agents"]);
+    expect(upgraded.verify(narrow.token)?.scopes).toEqual(["mcp:memory"]);
+    expect(upgraded.verify(agent.token)?.scopes).toEqual(["mcp:admin", "mcp:memory", "rest"]);
+  });
+});
