@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { APPROVAL_STATES, type ApprovalEvent, type Decider } from "../approvals.js";
+import { APPROVAL_STATES, type Approval, type ApprovalEvent, type Decider } from "../approvals.js";
 import { requireOperator } from "../identity/identify.js";
 import { ApiError } from "../errors.js";
 import { defineRoute, type Caller } from "../route.js";
@@ -16,8 +16,8 @@ export const approvalRoutes = [
   defineRoute({
     method: "GET", path: "/api/agent/approvals", kind: "read", tools: ["approval_list"], listKey: "approvals",
     query: z.strictObject({ state: z.enum(APPROVAL_STATES).optional() }),
-    summary: "Approval requests, oldest first (filter by state)",
-    handle: ({ query, services }) => ({ approvals: services.approvals.list(query.state) }),
+    summary: "Approval requests, oldest first (filter by state); what a request returned only to an operator and to whoever asked",
+    handle: ({ query, services, caller }) => ({ approvals: services.approvals.list(query.state).map((a) => asReadBy(a, caller)) }),
   }),
   defineRoute({
     method: "GET", path: "/api/agent/approvals/events", kind: "stream",
@@ -47,6 +47,18 @@ export const approvalRoutes = [
     handle: ({ params, body, services, caller }) => ({ approval: services.approvals.deny(params.id, deciderOf(caller), body.reason) }),
   }),
 ];
+
+/**
+ * A request as `reader` sees it: an operator whole; anyone else (another
+ * agent, an anonymous caller) without what running it returned (`result`,
+ * `error`: null) unless they asked for it themselves. A gated read approved
+ * for one agent (a slot's log lines) is read by that agent, not by every
+ * caller that may list the queue.
+ */
+export function asReadBy(a: Approval, reader: Caller): Approval {
+  if (reader.kind === "operator" || (reader.kind === a.caller.kind && reader.agent === a.caller.agent)) return a;
+  return { ...a, result: null, error: null };
+}
 
 /** Only an operator decides (the route table already refuses agents and anonymous callers here; this holds it for every door). */
 export function deciderOf(caller: Caller): Decider {

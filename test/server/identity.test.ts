@@ -119,6 +119,23 @@ describe("anonymous callers only read", () => {
     await c.close();
   });
 
+  it("what a gated read returned once a person approved it is read by the agent that asked and by operators, not anonymously nor by another agent", async () => {
+    const asked = await s.call("GET", "/api/slots/chat/logs", { as: "agent:hermes__ops" });
+    expect(asked.status, JSON.stringify(asked.body)).toBe(202);
+    const approved = await s.call("POST", `/api/agent/approvals/${asked.body.approval_id}/approve`);
+    expect(approved.body.approval, JSON.stringify(approved.body)).toMatchObject({ state: "executed", result: { name: "chat" } });
+    const seen = async (as: string) => (await s.call("GET", "/api/agent/approvals", { as })).body.approvals.find((a: { id: string }) => a.id === asked.body.approval_id);
+    expect((await seen("anonymous")).result).toBeNull();
+    expect((await seen("agent:hermes__other")).result).toBeNull();
+    expect((await seen("agent:hermes__ops")).result).toMatchObject({ name: "chat" });
+    expect((await seen("operator")).result).toMatchObject({ name: "chat" });
+    // The same over MCP (approval_list): another agent sees the request, not its outcome.
+    const c = await adminClient(s.url, "hermes__other");
+    const listed = (await callTool(c, "approval_list", {})).body.approvals.find((a: { id: string }) => a.id === asked.body.approval_id);
+    await c.close();
+    expect(listed).toMatchObject({ state: "executed", result: null });
+  });
+
   it("a private namespace needs an agent: anonymous asking for private gets memory.identity_required", async () => {
     const anon = await memoryClient(s.url, undefined, { private: true });
     const res = await callMemory(anon, "memory_search", { query: "mine?" });
