@@ -1,6 +1,8 @@
 import { existsSync } from "node:fs";
 import { basename, isAbsolute, join } from "node:path";
 import type { Model } from "../../compiler/index.js";
+import type { ChangeSet } from "../../compiler/changeset.js";
+import { modelTableEdit } from "../../compiler/edits/models.js";
 import { configPath, storeDir } from "../../reconciler/host/model-scan.js";
 import { HubClient, HubError } from "../../reconciler/host/hf-hub.js";
 import type { BoxService } from "../box.js";
@@ -136,6 +138,22 @@ export class PullService {
       }
     }
     return { dest, extras, sha256: listed(req.hf_repo, req.hf_filename) };
+  }
+
+  /**
+   * The change a finished pull of `req` as model `id` registers — its path in
+   * the store, its Hub names, its drafter and projector — as an agent's call
+   * is judged by it (the header facts the registration adds describe the
+   * file). Planned only: no Hub call, nothing queued.
+   */
+  async registration(id: string, req: PullRequest): Promise<ChangeSet> {
+    const model = await this.o.box.model();
+    const stored = (file: string) => configPath(model.root, join(storeDir(model), basename(file)));
+    const entry: Record<string, unknown> = {
+      path: stored(req.hf_filename), hf_repo: req.hf_repo, hf_filename: req.hf_filename,
+      ...(req.draft_filename ? { draft: stored(req.draft_filename) } : {}), ...(req.mmproj_filename ? { mmproj: stored(req.mmproj_filename) } : {}),
+    };
+    return { edits: [modelTableEdit(id, entry)], summary: `pull ${req.hf_repo} ${req.hf_filename} into the store and register it as model ${id}` };
   }
 
   /** Queues a pull (after precheck) and starts it when there is room. */

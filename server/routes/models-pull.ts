@@ -42,6 +42,8 @@ export const modelPullRoutes = [
     precheck: async ({ params, body, services }) => {
       await pulls(services).precheck(params.model_id, body);
     },
+    // Judged by the model it registers once done: which Hub file its bytes come from is a person's call.
+    proposes: async ({ params, body, services }) => pulls(services).registration(params.model_id, body),
     handle: async ({ params, body, services, caller }) => ({ pull: await pulls(services).start(params.model_id, body, caller) }),
   }),
   defineRoute({

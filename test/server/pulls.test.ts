@@ -135,6 +135,28 @@ describe("model pulls from the Hub (a local stand-in)", () => {
     await c.close();
   });
 
+  it("an agent's pull is judged by the model it would register: opened to autonomous_write, it still waits for a person, its card naming the Hub file", async () => {
+    hub.replace("acme/tiny-GGUF", "tiny-open.gguf", gguf({ arch: "llama", ctx: 4096 }, 4096));
+    const policy = join(s.config, "policy.toml");
+    const was = readFileSync(policy, "utf8");
+    writeFileSync(policy, '[tiers]\nautonomous_write = ["model_pull"]\n');
+    await s.hal0.box.snapshot();
+    try {
+      const rest = await s.call("POST", "/api/models/tiny-open/pull", { as: "agent:hermes__ops", body: { hf_repo: "acme/tiny-GGUF", hf_filename: "tiny-open.gguf" } });
+      expect(rest.status, JSON.stringify(rest.body)).toBe(202);
+      expect(rest.body).toMatchObject({ status: "pending_approval" });
+      expect(rest.body.effects.join("\n")).toMatch(/tiny-open downloaded from the Hub's "acme\/tiny-GGUF" "tiny-open\.gguf"/);
+      const c = await adminClient(s.url, "hermes__ops");
+      const mcp = await callTool(c, "model_pull", { model_id: "tiny-open", hf_repo: "acme/tiny-GGUF", hf_filename: "tiny-open.gguf" });
+      await c.close();
+      expect(mcp.body, JSON.stringify(mcp.body)).toMatchObject({ status: "pending_approval" });
+      expect((await s.call("GET", "/api/models/tiny-open/pull/status")).body.error.code).toBe("model.pull_not_found");
+    } finally {
+      writeFileSync(policy, was);
+      await s.hal0.box.snapshot();
+    }
+  });
+
   it("a corrupted byte fails the pull with reason checksum: the file is removed and nothing is registered", async () => {
     hub.replace("acme/tiny-GGUF", "bad.gguf", gguf({ arch: "llama", ctx: 4096 }, 8192));
     hub.corrupt("acme/tiny-GGUF", "bad.gguf", 5000);
