@@ -11,9 +11,10 @@ import type { Model } from "./model.js";
  *   class, and keys given that class on purpose below (descriptions, file
  *   facts of a model inside `[models] roots`, inert stack files…): the
  *   tool's own tier decides.
- * - `assignment`: a slot's `model`, `enabled`, `profile`, a slot file
- *   removed: never looser than the caller's tier for `tool` (slot_load,
- *   slot_unload, model_swap, slot_delete).
+ * - `assignment`: a slot's `model`, `enabled`, `profile`, a slot or stack
+ *   file removed, a model or profile entry removed: never looser than the
+ *   caller's tier for `tool` (slot_load, slot_unload, model_swap,
+ *   slot_delete, stack_delete, model_delete, profile_delete).
  * - `privileged`: anything that decides what code runs or where secrets go
  *   — and **every key not classified here on purpose** — always needs a
  *   person.
@@ -69,11 +70,28 @@ function fileEffects(input: EffectInput, f: EffectInput["files"][number]): Effec
     const exposed = was !== undefined && (was.exposure.hermes || was.exposure.brain) ? " (it is exposed to Hermes: the profiles drop it)" : "";
     return [{ class: "privileged", where: f.file, path: [], line: `uninstalls MCP server ${mcp}${exposed}` }];
   }
+  const stack = /^stacks\/([^/]+)\.toml$/.exec(f.file)?.[1];
+  if (stack !== undefined && f.after === null) return [{ class: "assignment", where: f.file, path: [], tool: "stack_delete", line: `deletes stack ${stack}` }];
   if (before === undefined || after === undefined) {
     // A file that is not TOML hal0 can read (the compiler refuses such a tree; be strict all the same).
     return [{ class: "privileged", where: f.file, path: [], line: `rewrites ${f.file}` }];
   }
-  return diff(before, after).map((p) => classify(input, f.file, p, before, after));
+  // A model or profile whose whole entry goes is deleted, whichever door removes it: never looser than the caller's delete tool.
+  const entries = ENTRY_DELETES[f.file];
+  const gone = entries === undefined ? [] : Object.keys(tableOf(before[entries.table])).filter((id) => !(id in tableOf(after[entries.table])));
+  const deletes: Effect[] = gone.map((id) => ({ class: "assignment", where: f.file, path: [entries!.table, id], tool: entries!.tool, line: `deletes ${entries!.table} ${id}` }));
+  const kept = diff(before, after).filter((p) => !(entries !== undefined && p[0] === entries.table && gone.includes(p[1]!)));
+  return [...deletes, ...kept.map((p) => classify(input, f.file, p, before, after))];
+}
+
+/** Files of named entries, and the tool that deletes one (never loosened: a person decides, and a policy's block holds). */
+const ENTRY_DELETES: Readonly<Record<string, { readonly table: string; readonly tool: string }>> = {
+  "models.toml": { table: "model", tool: "model_delete" },
+  "profiles.toml": { table: "profile", tool: "profile_delete" },
+};
+
+function tableOf(v: unknown): Record<string, unknown> {
+  return isTable(v) ? v : {};
 }
 
 function classify(input: EffectInput, file: string, path: readonly string[], before: Doc | undefined, after: Doc | undefined): Effect {

@@ -18,7 +18,8 @@ export interface EffectVerdict {
  * after compile and plan. `floor` is the tool's (or the route's) tier, a
  * floor never a ceiling. Tune effects keep it; an assignment is never looser
  * than the agent's tier for the matching tool (slot_load, slot_unload,
- * model_swap, slot_delete; blocked there is refused); a privileged effect —
+ * model_swap, and the delete tools of slots, stacks, models and profiles;
+ * blocked there is refused); a privileged effect —
  * what code runs, where secrets go, any key without a class — always needs a
  * person.
  */

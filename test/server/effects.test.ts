@@ -162,6 +162,24 @@ describe("privileged effects always need a person, whichever tool carries them",
     expect((await tool(s, "slot_edit", { name: "vision", enabled: true })).body).toMatchObject({ committed: true });
   });
 
+  it("a policy's block on a delete tool holds through a plan: hermes__coder may never delete a model, not even with an approval", async () => {
+    const s = await box();
+    expect((await s.call("POST", "/api/models", { body: { id: "spare", path: "models/Qwen3-4B-Q4_K_M.gguf" } })).status).toBe(201);
+    const models = read(s, "models.toml");
+    const without = models.replace(/\n\[model\.spare\][\s\S]*$/, "\n");
+    expect(without).not.toContain("spare");
+    const proposed = await tool(s, "plan_propose", { edits: [{ file: "models.toml", op: "text", text: without }] }, "hermes__coder");
+    expect(proposed.isError, JSON.stringify(proposed.body)).toBe(false);
+    const submitted = await tool(s, "plan_submit", { id: proposed.body.id }, "hermes__coder");
+    expect(submitted.body.error?.code, JSON.stringify(submitted.body)).toBe("mcp.tool_not_allowed");
+    expect(submitted.body.error.details).toMatchObject({ tool: "model_delete", effect: "deletes model spare" });
+    // Another agent's same plan waits for a person, its card saying what it deletes.
+    const other = await tool(s, "plan_submit", { id: proposed.body.id });
+    expect(other.body, JSON.stringify(other.body)).toMatchObject({ status: "pending_approval" });
+    expect(other.body.effects).toContain("deletes model spare");
+    expect(read(s, "models.toml")).toBe(models);
+  });
+
   it("a tune change stays in the tool's tier", async () => {
     const s = await box();
     const tune = await tool(s, "slot_edit", { name: "utility", tune: { ctx_size: 4096 }, priority: 70 });
@@ -348,6 +366,25 @@ describe("effectsOf (pure)", () => {
     expect(read(s, "mcp-servers/sqlite.toml")).toContain("SQLite");
   });
 
+  it("a delete is an assignment of its delete tool, whichever door removes the entry: a stack file, a model's or a profile's whole entry", async () => {
+    const s = await box();
+    const m = await model(s.config);
+    const models = read(s, "models.toml");
+    const profiles = read(s, "profiles.toml");
+    const cut = (text: string, header: string) => text.replace(new RegExp(`\\n\\[${header.replace(/[.[\]"]/g, "\\$&")}\\][\\s\\S]*?(?=\\n\\[(?!${header.replace(/[.[\]"]/g, "\\$&")}\\.)|$)`), "\n");
+    const cases = [
+      { file: "stacks/forge.toml", before: read(s, "stacks/forge.toml"), after: null, tool: "stack_delete", line: "deletes stack forge" },
+      { file: "models.toml", before: models, after: cut(models, 'model."glm-4.5-air"'), tool: "model_delete", line: "deletes model glm-4.5-air" },
+      { file: "profiles.toml", before: profiles, after: cut(profiles, "profile.flm"), tool: "profile_delete", line: "deletes profile flm" },
+    ];
+    for (const c of cases) {
+      const effects = effectsOf({ before: m, after: m, files: [{ file: c.file, before: c.before, after: c.after }] });
+      expect(effects, `${c.file}: ${JSON.stringify(effects)}`).toContainEqual(expect.objectContaining({ class: "assignment", tool: c.tool, line: c.line }));
+      // The entry's own keys are not listed one by one beside it.
+      expect(effects.filter((e) => e.path[1] === c.line.split(" ").pop()).length, JSON.stringify(effects)).toBe(c.file.startsWith("stacks/") ? 0 : 1);
+    }
+  });
+
   it("says where an upstream's secret goes", async () => {
     const s = await box();
     const m = await model(s.config);
@@ -427,6 +464,11 @@ describe("every privileged path, through every tool that can reach its file (pla
     }
     expect(doors).toBe(CASES.length + CASES.filter((c) => c.tool).length);
     expect(files()).toEqual(before);
+    // Deleting a stack file (stack_delete is never loosened) waits for a person through the opened plan door too.
+    const drop = await tool(s, "plan_propose", { edits: [{ file: "stacks/voice.toml", op: "delete" }] });
+    const dropped = await tool(s, "plan_submit", { id: drop.body.id });
+    expect(dropped.body, JSON.stringify(dropped.body)).toMatchObject({ status: "pending_approval", effects: ["deletes stack voice"] });
+    expect(read(s, "stacks/voice.toml")).toBeTruthy();
     // The doors are open: the same tools carry a tune change through without a person.
     const tune = await tool(s, "plan_propose", { edits: [set("slots/utility.toml", ["tune", "ctx_size"], 4096)] });
     expect((await tool(s, "plan_submit", { id: tune.body.id })).body).toMatchObject({ applied: true, files: ["slots/utility.toml"] });
