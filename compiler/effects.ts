@@ -38,6 +38,8 @@ export interface EffectInput {
   readonly before?: Model;
   readonly after: Model;
   readonly files: ReadonlyArray<{ readonly file: string; readonly before: string | null; readonly after: string | null }>;
+  /** The ChangeSet's stack-apply mark (compiler/changeset.ts): applying a stack, whichever door carries it. */
+  readonly stack?: { readonly slug: string };
 }
 
 export const EFFECT_RANK: Readonly<Record<EffectClass, number>> = { tune: 0, assignment: 1, privileged: 2 };
@@ -45,6 +47,8 @@ export const EFFECT_RANK: Readonly<Record<EffectClass, number>> = { tune: 0, ass
 /** Every effect of a change, privileged first, then in file order. */
 export function effectsOf(input: EffectInput): Effect[] {
   const out: Effect[] = [];
+  // The mark moves the stack pointer (server/stack-pointer.ts): never looser than the caller's tier for stack_apply.
+  if (input.stack) out.push({ class: "assignment", where: `stacks/${input.stack.slug}.toml`, path: [], tool: "stack_apply", line: `applies stack ${input.stack.slug}` });
   for (const f of input.files) out.push(...fileEffects(input, f));
   out.push(...resolvedEffects(input, new Set(out.filter((e) => e.class === "privileged").map((e) => e.line))));
   return out.sort((a, b) => EFFECT_RANK[b.class] - EFFECT_RANK[a.class]);

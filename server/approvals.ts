@@ -1,10 +1,9 @@
 import { createHash, randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import { canonicalJson } from "../compiler/index.js";
-import { effectsOf } from "../compiler/effects.js";
 import { effectLines } from "./verdict.js";
 import type { Db } from "./db.js";
-import { changesTree, checkJudged, effectsDigest, invoke, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
+import { changesTree, checkJudged, effectsDigest, invoke, proposalEffects, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 import { checkPathArgs } from "./path-args.js";
 import { ApiError } from "./errors.js";
 import { isMcpServerRoute, maskAll, redact, redactText } from "./redact.js";
@@ -94,7 +93,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
       base ??= proposal.snapshot.revision;
       summary = intent.changes.summary ?? `${summary}: ${proposal.applied.files.map((f) => f.file).join(", ")}`;
       summary = `${summary} — ${deltaSummary(proposal.delta)}`;
-      const all = effectsOf({ before: proposal.snapshot.model, after: proposal.model, files: proposal.applied.files });
+      const all = proposalEffects(proposal);
       effects = effectLines(all);
       judged = effectsDigest(all);
     } else {

@@ -172,6 +172,11 @@ export async function proposeOnly(d: Dispatcher, route: Route, call: Call): Prom
   return { intent, proposal };
 }
 
+/** What a proposed change does (compiler/effects.ts), its stack-apply mark included: what every verdict, card and digest reads. */
+export function proposalEffects(proposal: Pick<Proposal, "snapshot" | "model" | "applied" | "changes">): Effect[] {
+  return effectsOf({ before: proposal.snapshot.model, after: proposal.model, files: proposal.applied.files, ...(proposal.changes.stack ? { stack: proposal.changes.stack } : {}) });
+}
+
 /** The digest of what a change does: every effect line, in order (what a verdict and a person's card judge). */
 export function effectsDigest(effects: readonly Effect[]): string {
   return createHash("sha256").update(effects.map((e) => `${e.class} ${e.line}`).join("\n")).digest("hex");
@@ -182,9 +187,9 @@ export function effectsDigest(effects: readonly Effect[]): string {
  * file it edits that moved is already `config.stale` (its base); this catches
  * one it only reads (a stack applied, a profile a slot switches to).
  */
-export function checkJudged(proposal: Pick<Proposal, "snapshot" | "model" | "applied">, judged: string | undefined): void {
+export function checkJudged(proposal: Pick<Proposal, "snapshot" | "model" | "applied" | "changes">, judged: string | undefined): void {
   if (judged === undefined) return;
-  const effects = effectsOf({ before: proposal.snapshot.model, after: proposal.model, files: proposal.applied.files });
+  const effects = proposalEffects(proposal);
   if (effectsDigest(effects) === judged) return;
   throw new ApiError("config.effects_changed", "what this change does moved since it was judged (a file it reads changed); nothing was written — send it again to have it judged afresh", { effects: effects.map((e) => e.line).slice(0, 20) });
 }

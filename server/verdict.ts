@@ -1,11 +1,11 @@
 import { tierFor, type CompiledPolicy } from "../compiler/index.js";
-import { effectsOf, type Effect } from "../compiler/effects.js";
+import type { Effect } from "../compiler/effects.js";
 import type { Tier } from "../schema/index.js";
 import type { Proposal } from "./box.js";
 import { ApiError, apiErrorOf } from "./errors.js";
 import { routeFloor, stricter } from "./identity/access.js";
 import { RawReply, type Caller, type Route, type WriteIntent } from "./route.js";
-import { changesTree, effectsDigest, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
+import { changesTree, effectsDigest, proposalEffects, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 
 export interface EffectVerdict {
   /** The tier the change meets: the floor, raised by its effects. */
@@ -23,8 +23,8 @@ export interface EffectVerdict {
  * what code runs, where secrets go, any key without a class — always needs a
  * person.
  */
-export function effectVerdict(proposal: Pick<Proposal, "snapshot" | "model" | "applied">, floor: Tier, caller: Caller, policy: CompiledPolicy): EffectVerdict {
-  const effects = effectsOf({ before: proposal.snapshot.model, after: proposal.model, files: proposal.applied.files });
+export function effectVerdict(proposal: Pick<Proposal, "snapshot" | "model" | "applied" | "changes">, floor: Tier, caller: Caller, policy: CompiledPolicy): EffectVerdict {
+  const effects = proposalEffects(proposal);
   let tier = floor;
   for (const e of effects) {
     if (e.class === "privileged") tier = stricter(tier, "gated");
@@ -79,7 +79,7 @@ export interface WriteVerdict {
  * blocked for the agent is refused, a dry run included; any other dry run
  * runs, with its verdict beside it.
  */
-export async function agentWriteTier(route: Route, caller: Caller, policy: CompiledPolicy, toolTier: Tier, propose: () => Promise<{ intent: Pick<WriteIntent, "dryRun">; proposal: Pick<Proposal, "snapshot" | "model" | "applied"> }>): Promise<WriteVerdict> {
+export async function agentWriteTier(route: Route, caller: Caller, policy: CompiledPolicy, toolTier: Tier, propose: () => Promise<{ intent: Pick<WriteIntent, "dryRun">; proposal: Pick<Proposal, "snapshot" | "model" | "applied" | "changes"> }>): Promise<WriteVerdict> {
   const floor = routeFloor(route, caller, policy);
   const tier = stricter(toolTier, floor.tier);
   const { intent, proposal } = await propose();
@@ -89,13 +89,13 @@ export async function agentWriteTier(route: Route, caller: Caller, policy: Compi
   return { tier: verdict.tier, tool: floor.tool, judgedAt: proposal.snapshot.revision, judged: effectsDigest(verdict.effects) };
 }
 
-function dryRunVerdict(proposal: Pick<Proposal, "snapshot" | "model" | "applied">, floor: Tier, caller: Caller, policy: CompiledPolicy): DryRunVerdict {
+function dryRunVerdict(proposal: Pick<Proposal, "snapshot" | "model" | "applied" | "changes">, floor: Tier, caller: Caller, policy: CompiledPolicy): DryRunVerdict {
   try {
     const verdict = effectVerdict(proposal, floor, caller, policy);
     return { approval_needed: verdict.tier === "gated", effects: effectLines(verdict.effects) };
   } catch (err) {
     if (!(err instanceof ApiError)) throw err;
-    return { approval_needed: false, effects: effectLines(effectsOf({ before: proposal.snapshot.model, after: proposal.model, files: proposal.applied.files })), refused: { code: err.code, message: err.message } };
+    return { approval_needed: false, effects: effectLines(proposalEffects(proposal)), refused: { code: err.code, message: err.message } };
   }
 }
 

@@ -180,6 +180,23 @@ describe("privileged effects always need a person, whichever tool carries them",
     expect(read(s, "models.toml")).toBe(models);
   });
 
+  it("applying a stack is judged as stack_apply whichever door carries the change set: hermes__coder may never apply one, not through a plan either", async () => {
+    const s = await box();
+    const before = read(s, "slots/utility.toml");
+    const marked = { edits: [{ file: "slots/utility.toml", op: "set", path: ["tune", "ctx_size"], value: 4096 }], stack: { slug: "voice" } };
+    const proposed = await tool(s, "plan_propose", marked, "hermes__coder");
+    expect(proposed.isError, JSON.stringify(proposed.body)).toBe(false);
+    const submitted = await tool(s, "plan_submit", { id: proposed.body.id }, "hermes__coder");
+    expect(submitted.body.error?.code, JSON.stringify(submitted.body)).toBe("mcp.tool_not_allowed");
+    expect(submitted.body.error.details).toMatchObject({ tool: "stack_apply", effect: "applies stack voice" });
+    // Without the mark the same edit is a tune change of the slot, in the tool's tier.
+    const plain = await tool(s, "plan_propose", { edits: marked.edits }, "hermes__coder");
+    const other = await tool(s, "plan_submit", { id: plain.body.id }, "hermes__coder");
+    expect(other.body, JSON.stringify(other.body)).toMatchObject({ status: "pending_approval" });
+    expect(other.body.effects.join("\n")).not.toMatch(/applies stack/);
+    expect(read(s, "slots/utility.toml")).toBe(before);
+  });
+
   it("a tune change stays in the tool's tier", async () => {
     const s = await box();
     const tune = await tool(s, "slot_edit", { name: "utility", tune: { ctx_size: 4096 }, priority: 70 });
