@@ -155,15 +155,65 @@ export function redactText(text: string): string {
 
 /** `redactText`'s rules, run whatever the text holds (the reference its pre-check is tested against). */
 export function redactTextEveryRule(text: string): string {
-  return text
+  const masked = text
     .replace(/(bearer\s+)[A-Za-z0-9._~+/=-]{8,}/gi, `$1${MASK}`)
     .replace(/\bhal0_(?:op|ag)_[A-Za-z0-9_-]{8,}/g, MASK)
-    .replace(/\b([a-z][a-z0-9+.-]*:\/\/[^\s:/@]+:)[^\s@/]+@/gi, `$1${MASK}@`)
+    // A URL's scheme is read as a whole run of its characters (see keyStart): linear in the text's length.
+    .replace(/(?<![a-z0-9+.-])([a-z0-9+.-]+)(:\/\/[^\s:/@]+:)[^\s@/]+@/gi, (m, scheme: string, rest: string, at: number, all: string) =>
+      (keyStart(scheme, all[at - 1], /[a-z]/i) < 0 ? m : `${scheme}${rest}${MASK}@`))
     .replace(/(?<![\w-])((?:--?[A-Za-z0-9-]*(?:api-?key|token|secret|password|passwd)|-hft)(?:=|\s+))("[^"]*"|'[^']*'|[^\s"'\\]+)/gi, (_m, flag: string, v: string) => `${flag}${maskLike(v)}`)
     .replace(/("(?:--?[A-Za-z0-9-]*(?:api-?key|token|secret|password|passwd)|-hft)"\s*,\s*)"(?:[^"\\]|\\.)*"/gi, `$1"${MASK}"`)
-    .replace(/"([^"\\\s]{1,80})"(\s*[:=]\s*)("(?:[^"\\]|\\.)*")/g, (m, key: string, sep: string, v: string) => (isSecretKey(key) ? `"${key}"${sep}${maskLike(v)}` : m))
-    .replace(/\b([A-Za-z_][A-Za-z0-9_.-]*)(\s*=\s*)("(?:[^"\\]|\\.)*"|'[^']*'|[^\s,;}&"'\\]+)/g, (m, key: string, sep: string, v: string) => (isSecretKey(key.split(".").pop()!) ? `${key}${sep}${maskLike(v)}` : m))
-    .replace(/\b(sk|hf|ghp|gho|ghs|ghu|ghr|github_pat|glpat|xox[abp])[-_][A-Za-z0-9_-]{12,}\b/g, MASK);
+    .replace(/"([^"\\\s]{1,80})"(\s*[:=]\s*)("(?:[^"\\]|\\.)*")/g, (m, key: string, sep: string, v: string) => (isSecretKey(key) ? `"${key}"${sep}${maskLike(v)}` : m));
+  return maskKeyValues(masked).replace(/\b(sk|hf|ghp|gho|ghs|ghu|ghr|github_pat|glpat|xox[abp])[-_][A-Za-z0-9_-]{12,}\b/g, MASK);
+}
+
+/** A whole run of a key's characters (never a part of one: the lookbehind), and what may follow it: `=` and a value, read where the run ends. */
+const KEY_RUN = /(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]+/g;
+const AFTER_KEY = /(\s*=\s*)("(?:[^"\\]|\\.)*"|'[^']*'|[^\s,;}&"'\\]+)/y;
+
+/**
+ * `key=value` pairs whose key names a secret (`API_KEY=…`, `a.b.token = "…"`:
+ * the last dotted part is judged), the value masked in its own quoting. A key
+ * is read from the first place it may start in a run of key characters
+ * (keyStart); once a pair is read, the next is looked for after its value.
+ */
+function maskKeyValues(text: string): string {
+  let out = "";
+  let kept = 0;
+  KEY_RUN.lastIndex = 0;
+  for (let run = KEY_RUN.exec(text); run !== null; run = KEY_RUN.exec(text)) {
+    const from = keyStart(run[0], text[run.index - 1], /[A-Za-z_]/);
+    if (from < 0) continue;
+    AFTER_KEY.lastIndex = KEY_RUN.lastIndex;
+    const pair = AFTER_KEY.exec(text);
+    if (pair === null) continue;
+    KEY_RUN.lastIndex = AFTER_KEY.lastIndex;
+    const key = run[0].slice(from);
+    if (!isSecretKey(key.split(".").pop()!)) continue;
+    out += `${text.slice(kept, run.index)}${run[0]}${pair[1]}${maskLike(pair[2]!)}`;
+    kept = AFTER_KEY.lastIndex;
+  }
+  return kept === 0 ? text : out + text.slice(kept);
+}
+
+const WORD_CHAR = /\w/;
+
+/**
+ * Where a key (or a URL's scheme) starts in `run`, a whole run of the
+ * characters it is made of: the first `first` character at a word boundary
+ * (`before` is the character ahead of the run), or -1. The rules used to
+ * read it as `\b[A-Za-z_][A-Za-z0-9_.-]*`, which tries again from every
+ * boundary inside a run that is not followed by `=`: quadratic, so a 1 MiB
+ * text of `a.a.a.…` (any caller's request body, a runner's log line) held
+ * the server for minutes. Every later start in a run ends where the run
+ * does, so the first one decides alone.
+ */
+function keyStart(run: string, before: string | undefined, first: RegExp): number {
+  for (let i = 0; i < run.length; i++) {
+    const prev = i === 0 ? before : run[i - 1];
+    if (first.test(run[i]!) && (prev === undefined || !WORD_CHAR.test(prev))) return i;
+  }
+  return -1;
 }
 
 /** A log line's fields that hold a secret at any of the two top levels (`token`, `*.token`…). */
@@ -237,7 +287,8 @@ export function redactToml(text: string, options: RedactOptions = {}): string {
   return text.split("\n").map(line).join("\n");
 }
 
-const BARE_OR_QUOTED = String.raw`(?:"[^"]*"|'[^']*'|[A-Za-z0-9_-]+)`;
+// A bare key starts where its run of characters does (not again inside it: a run not followed by `=` costs its length once, not its square).
+const BARE_OR_QUOTED = String.raw`(?:"[^"]*"|'[^']*'|(?<![A-Za-z0-9_-])[A-Za-z0-9_-]+)`;
 const KEY_LINE = new RegExp(String.raw`^(\s*)(${BARE_OR_QUOTED}(?:\s*\.\s*${BARE_OR_QUOTED})*)(\s*=\s*)(.*)$`);
 const HEADER_LINE = /^\s*\[\[?\s*([^\]]+?)\s*\]\]?\s*(?:#.*)?$/;
 const INLINE_PAIR = new RegExp(String.raw`(${BARE_OR_QUOTED})(\s*=\s*)("(?:[^"\\]|\\.)*"|'[^']*'|[^,}\s]+)`, "g");
