@@ -25,18 +25,26 @@ const NOT_A_VALUE = /(_env|_file|_path|_name|_names|_id|_ids|_style|_header|_cou
  * Keys met before and whether each names a secret: a reply or a plan repeats
  * a few dozen keys thousands of times, and the two tests above cost more than
  * a lookup. Emptied when it grows past 4096 keys (a record's own keys, env
- * names), so it cannot grow without end.
+ * names), so it cannot grow without end; a key longer than MEMO_KEY_MAX is
+ * judged each time and never kept (a request body's keys can be of any size,
+ * and 4096 of a megabyte each would hold gigabytes).
  */
 const secretKeys = new Map<string, boolean>();
+const MEMO_KEY_MAX = 128;
 
 export function isSecretKey(key: string): boolean {
+  if (key.length > MEMO_KEY_MAX) return namesSecret(key);
   let secret = secretKeys.get(key);
   if (secret === undefined) {
     if (secretKeys.size >= 4096) secretKeys.clear();
-    secret = SECRET_WORD.test(key) && !NOT_A_VALUE.test(key);
+    secret = namesSecret(key);
     secretKeys.set(key, secret);
   }
   return secret;
+}
+
+function namesSecret(key: string): boolean {
+  return SECRET_WORD.test(key) && !NOT_A_VALUE.test(key);
 }
 
 export interface RedactOptions {

@@ -1,3 +1,5 @@
+import { setFlagsFromString } from "node:v8";
+import { runInNewContext } from "node:vm";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { isSecretKey, MASK, redact, redactLogFields, redactText, redactTextEveryRule, redactToml } from "../../server/redact.js";
@@ -152,6 +154,17 @@ describe("redact of a value", () => {
     expect(redactText("llama-server -m x.gguf -hft s3cr3tvalue --port 8080")).toBe(`llama-server -m x.gguf -hft ${MASK} --port 8080`);
   });
 
+
+  it("keeps no long key it judged: 100 keys of 1 MiB (a request body's, any caller's) leave the heap as it was", () => {
+    setFlagsFromString("--expose-gc");
+    const gc = runInNewContext("gc") as () => void;
+    gc();
+    const before = process.memoryUsage().heapUsed;
+    for (let i = 0; i < 100; i++) expect(isSecretKey(`${Buffer.alloc(1 << 20, "a").toString("latin1")}${i}_token`)).toBe(true);
+    gc();
+    // They were kept in the memo of judged keys, up to 4096 of them: gigabytes.
+    expect(process.memoryUsage().heapUsed - before).toBeLessThan(20 << 20);
+  });
 
   it("keeps an own __proto__ key a key (JSON.parse makes one) and masks what is under it, leaving the copy's prototype alone", () => {
     const value = JSON.parse('{"__proto__": {"api_key": "k-123", "name": "n"}, "token": "t", "list": [{"password": "p"}]}') as Record<string, unknown>;
