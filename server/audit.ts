@@ -181,6 +181,14 @@ function actorOf(call: Call): string {
   return kind === "anonymous" ? "anonymous" : `${kind}:${agent}`;
 }
 
+/**
+ * The most JSON an audit row keeps of a call's arguments; longer ones are
+ * recorded as their size. A body up to `[server] max_body_kb` (1 MiB) would
+ * otherwise be kept whole, from any caller: an anonymous one is refused, and
+ * audited, as often as it asks, and each row was the whole body on disk.
+ */
+export const ARGS_MAX = 64 * 1024;
+
 /** How deep an audit row's args are kept; deeper values are recorded as {@link TOO_DEEP}. */
 const ARGS_DEPTH = 32;
 const TOO_DEEP = "[too deep]";
@@ -208,7 +216,8 @@ function argsOf(call: Call, route: Pick<Route, "path" | "secretBody" | "auditBod
     const recorded = route.auditBody !== undefined && call.body !== undefined ? route.auditBody(call.body) : call.body;
     const body = route.secretBody === true && recorded !== undefined ? maskAll(bounded(recorded, ARGS_DEPTH)) : recorded;
     const merged = { ...call.params, ...call.query, ...(isObject(body) ? body : body === undefined ? {} : { body }) };
-    return JSON.stringify(redact(bounded(merged, ARGS_DEPTH), { allEnv: isMcpServerRoute(route.path) }));
+    const json = JSON.stringify(redact(bounded(merged, ARGS_DEPTH), { allEnv: isMcpServerRoute(route.path) }));
+    return json.length <= ARGS_MAX ? json : JSON.stringify({ _unrecorded: `the arguments are ${json.length} characters of JSON; an audit row keeps at most ${ARGS_MAX}` });
   } catch {
     return JSON.stringify({ _unrecorded: "the arguments could not be recorded" });
   }

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { request, type IncomingHttpHeaders } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -167,6 +167,23 @@ describe("1. request bodies over [server] max_body_kb", () => {
     expect(row).toMatchObject({ route: "PUT /api/slots/{name}/config", outcome: "error", error_code: "request.too_large" });
     expect(JSON.stringify(row.args).length).toBeLessThan(100);
   }, 60_000);
+
+  it("keeps at most 64 KiB of a body under the limit in the audit row: an anonymous caller's refused 900 KB ask is recorded as its size", async () => {
+    const onDisk = () => ["hal0.db", "hal0.db-wal"].reduce((n, f) => n + (existsSync(join(s.state, f)) ? statSync(join(s.state, f)).size : 0), 0);
+    const before = onDisk();
+    for (let i = 0; i < 5; i++) {
+      const res = await s.call("POST", "/api/slots", { as: "anonymous", body: { name: `x${i}`, description: "x".repeat(900_000) } });
+      expectRefusal(res, "auth.required");
+    }
+    const row = await lastAudit();
+    expect(row).toMatchObject({ actor: "anonymous", route: "POST /api/slots", outcome: "error", error_code: "auth.required" });
+    expect(row.args).toEqual({ _unrecorded: expect.stringMatching(/^the arguments are 9000\d\d characters of JSON; an audit row keeps at most 65536$/) });
+    // Each used to be kept whole: 4.5 MB more in hal0.db.
+    expect(onDisk() - before).toBeLessThan(1 * MB);
+    // Arguments of a usual size are kept as they were.
+    await s.call("POST", "/api/slots", { as: "anonymous", body: { name: "x", description: "short" } });
+    expect((await lastAudit()).args).toEqual({ name: "x", description: "short" });
+  });
 
   it("answers a Content-Length over the limit at once, without waiting for (or reading) the body", async () => {
     const before = read("slots/chat.toml");
