@@ -13,10 +13,11 @@ export const MAX_LOG_LINES = 1000;
 
 const Lines = (dflt: number) => queryInt(1, MAX_LOG_LINES, dflt);
 
-/** `2026-12-02T14:00:00Z` (any ISO 8601 time), or a time ago: `90s`, `15m`, `2h`, `1d`. */
+/** `2026-12-02T14:00:00Z` (any ISO 8601 time), or a time ago: `90s`, `15m`, `2h`, `1d` (one further back than 1970 is every line). */
 const Since = z.string().max(64).transform((v, ctx) => {
   const ago = /^(\d{1,9})([smhd])$/.exec(v);
-  if (ago) return Date.now() - Number(ago[1]) * { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[ago[2] as "s" | "m" | "h" | "d"];
+  // Not before the epoch: 999999999d ago is no date at all (the reply's filters.since could not be written).
+  if (ago) return Math.max(0, Date.now() - Number(ago[1]) * { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[ago[2] as "s" | "m" | "h" | "d"]);
   const at = /^\d{4}-\d{2}-\d{2}T/.test(v) ? Date.parse(v) : Number.NaN;
   if (Number.isNaN(at)) {
     ctx.addIssue({ code: "custom", message: "since is an ISO 8601 time (2026-12-02T14:00:00Z) or a time ago (90s, 15m, 2h, 1d)" });

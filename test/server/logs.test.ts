@@ -96,6 +96,13 @@ describe("logs_tail", () => {
       expect(r.status, q).toBe(422);
       expect(r.body.error.code).toBe("validation.invalid");
     }
+    // A time ago beyond any date is every line, not a 500.
+    for (const since of ["999999999d", "999999999h"]) {
+      const all = await s.call("GET", `/api/logs?since=${since}&lines=1`);
+      expect(all.status, since).toBe(200);
+      expect(all.body.filters.since).toBe("1970-01-01T00:00:00.000Z");
+      expect(all.body.count).toBe(1);
+    }
     const unknown = await s.call("GET", "/api/logs?slot=nosuch");
     expect(unknown.status).toBe(404);
     expect(unknown.body.error.code).toBe("slot.not_found");
