@@ -96,7 +96,14 @@ interface RouteBase<P, Q, B> {
    * stricter one guards (server/identity/access.ts).
    */
   readonly reveals?: string;
-  /** The tools of the other routes that reveal what this one does: filled in by the route table (routes/index.ts). */
+  /**
+   * What the reply may hold besides, that other routes `reveal` as their own
+   * (`slot-log`: logs_tail's `?slot=` adds that slot's runner log, slot_logs'
+   * reply): a call is judged with those routes' tools too. One way: those
+   * routes are not judged with this one, as they show less.
+   */
+  readonly alsoReveals?: readonly string[];
+  /** The tools of the other routes that reveal what this one does (or `alsoReveals`): filled in by the route table (routes/index.ts). */
   readonly revealPeers?: readonly string[];
   /** A bare-list reply is wrapped as `{<listKey>: [...], count}` by the MCP layer. */
   readonly listKey?: string;

@@ -95,7 +95,7 @@ export function toolTier(policy: CompiledPolicy, route: Route, tool: string, cal
   // A tool reads what its route reveals: no looser than the other tools that read the same (blocked there is refused).
   for (const peer of route.revealPeers ?? []) {
     const theirs = tierFor(policy, peer, caller.agent) ?? "blocked";
-    if (theirs === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${peer} for ${caller.agent}, and ${tool} reads what it reads (${route.reveals})`, { tool, agent: caller.agent, by: peer });
+    if (theirs === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${peer} for ${caller.agent}, and ${tool} reads what it reads`, { tool, agent: caller.agent, by: peer });
     tier = stricter(tier, theirs);
   }
   return tier as "autonomous_read" | "autonomous_write" | "gated";

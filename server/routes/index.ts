@@ -58,11 +58,12 @@ export const ROUTES: readonly Route[] = withRevealPeers([
   ...statsRoutes,
 ]);
 
-/** Each route that reveals what others do (`reveals`) with those others' tools (`revealPeers`), judged with them. */
+/** Each route that reveals what others do (`reveals`, `alsoReveals`) with those others' tools (`revealPeers`), judged with them. */
 function withRevealPeers(routes: readonly Route[]): Route[] {
   return routes.map((route) => {
-    if (route.reveals === undefined) return route;
-    const peers = routes.filter((r) => r !== route && r.reveals === route.reveals).flatMap((r) => r.tools ?? (r.policyTool === undefined ? [] : [r.policyTool]));
+    const shown = [...(route.reveals === undefined ? [] : [route.reveals]), ...(route.alsoReveals ?? [])];
+    if (shown.length === 0) return route;
+    const peers = routes.filter((r) => r !== route && r.reveals !== undefined && shown.includes(r.reveals)).flatMap((r) => r.tools ?? (r.policyTool === undefined ? [] : [r.policyTool]));
     return { ...route, revealPeers: peers };
   });
 }

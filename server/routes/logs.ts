@@ -45,7 +45,8 @@ const JOURNAL_MAX_BYTES = 8 * 1024 * 1024;
 export const logRoutes = [
   defineRoute({
     method: "GET", path: "/api/logs", kind: "read", query: TailQuery, tools: ["logs_tail"],
-    reveals: "hal0-log",
+    // With ?slot= it adds that slot's runner log, what slot_logs reads: judged with slot_logs too.
+    reveals: "hal0-log", alsoReveals: ["slot-log"],
     summary: "The newest lines of hal0's log (<state>/logs/hal0.log and .1), filtered by level / since / slot; with slot, also that slot's runner log; secret-redacted",
     handle: async ({ box, query }) => {
       const model = query.slot === undefined ? undefined : await box.model();

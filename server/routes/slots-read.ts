@@ -103,7 +103,7 @@ export const slotReadRoutes = [
     },
   }),
   defineRoute({
-    method: "GET", path: "/api/slots/{name}/logs", kind: "read", params: Name, query: Lines, tools: ["slot_logs"],
+    method: "GET", path: "/api/slots/{name}/logs", kind: "read", params: Name, query: Lines, tools: ["slot_logs"], reveals: "slot-log",
     summary: "The tail of the slot runner's log (process runtime), secrets masked; ?lines=1..2000 (default 200)",
     handle: async ({ box, params, query }) => {
       const slot = await slotOf(box, params.name);

@@ -220,6 +220,40 @@ describe("the log file's bound", () => {
 });
 
 describe("journal_snapshot beside logs_tail in other policies", () => {
+  it("logs_tail opened to an autonomous read still meets slot_logs' tier, since ?slot= adds that slot's runner log: queued where slot_logs is gated, refused where it is blocked", async () => {
+    const box = await startTestServer();
+    try {
+      mkdirSync(join(box.state, "slots/utility"), { recursive: true });
+      writeFileSync(join(box.state, "slots/utility/runner.log"), "prompt: what the user asked the runner\n");
+      const tiers = async (lines: string): Promise<void> => {
+        writeFileSync(join(box.config, "policy.toml"), `[tiers]\n${lines}\n`);
+        await box.hal0.box.snapshot();
+      };
+      await tiers('autonomous_read = ["logs_tail"]');
+      // slot_logs is gated (seed 001): the runner log is not an agent's to read at once, whichever tool it asks with.
+      const queued = await box.call("GET", "/api/logs?slot=utility", { as: "agent:hermes__ops" });
+      expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+      expect(JSON.stringify(queued.body)).not.toContain("what the user asked");
+      const client = await adminClient(box.url, "hermes__ops");
+      try {
+        expect((await callTool(client, "logs_tail", { slot: "utility" })).body).toMatchObject({ status: "pending_approval" });
+      } finally {
+        await client.close();
+      }
+      await tiers('autonomous_read = ["logs_tail"]\nblocked = ["slot_logs"]');
+      const refused = await box.call("GET", "/api/logs?slot=utility", { as: "agent:hermes__ops" });
+      expect(refused.status).toBe(403);
+      expect(refused.body.error).toMatchObject({ code: "mcp.tool_not_allowed", details: { tool: "slot_logs" } });
+      // slot_logs itself is judged as before: logs_tail's tier does not reach it.
+      await tiers('autonomous_read = ["slot_logs"]\nblocked = ["logs_tail"]');
+      const own = await box.call("GET", "/api/slots/utility/logs", { as: "agent:hermes__ops" });
+      expect(own.status, JSON.stringify(own.body)).toBe(200);
+      expect(own.body.lines).toEqual(["prompt: what the user asked the runner"]);
+    } finally {
+      await box.close();
+    }
+  });
+
   it("blocked where logs_tail is (the example box's policy): not listed, refused over MCP and REST; an autonomous read where logs_tail is one", async () => {
     const box = await startTestServer();
     try {
