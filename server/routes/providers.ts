@@ -16,7 +16,12 @@ const ListQuery = z.strictObject({
  * A credential is one header value: printable, no line break (a newline would start another header), and Latin-1 only —
  * a header carries bytes, so a character beyond U+00FF ("ключ") could be stored but never sent.
  */
-const CredentialBody = z.strictObject({ value: z.string().min(1).max(8192).regex(/^[\x20-\x7e\xa0-\xff]+$/, "a credential is sent as a header value: printable Latin-1 characters only (U+0020 to U+007E, U+00A0 to U+00FF), no control characters or line breaks") });
+const CredentialBody = z.strictObject({
+  value: z.string().min(1).max(8192)
+    .regex(/^[\x20-\x7e\xa0-\xff]+$/, "a credential is sent as a header value: printable Latin-1 characters only (U+0020 to U+007E, U+00A0 to U+00FF), no control characters or line breaks")
+    // A header value's spaces at either end are not part of it (HTTP trims them), so " " or "key " could be stored but never arrive as stored.
+    .regex(/^[^ ].*[^ ]$|^[^ ]$/, "a credential has no space at either end: a header value is trimmed on the way, so it would not arrive as stored"),
+});
 
 type Health = "ok" | "error" | "unreachable" | "blocked" | "missing_credential" | "disabled" | "unprobed";
 

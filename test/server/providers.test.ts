@@ -221,13 +221,16 @@ describe("provider_credential_write", () => {
     expect(readFileSync(join(server.state, "credentials", "spare"), "utf8")).toBe(next);
     expect(statSync(join(server.state, "credentials", "spare")).mode & 0o777).toBe(0o600);
     // A value a header cannot carry is refused at write, the stored one kept: beyond Latin-1, a control character, a line break.
-    for (const bad of ["ключ-секрет", "key-\u{1F511}", "a\u0085b", "a\tb", "a\r\nb"]) {
+    for (const bad of ["ключ-секрет", "key-\u{1F511}", "a\u0085b", "a\tb", "a\r\nb", "sk-pasted-key ", " sk-pasted-key"]) {
       const refused = await server.call("POST", "/api/providers/spare/credentials", { body: { value: bad } });
       expect([refused.status, refused.body.error?.code], bad).toEqual([422, "validation.invalid"]);
       expect(JSON.stringify(refused.body)).not.toContain(bad);
     }
+    // Spaces at either end would be trimmed from the header on the way: " " would be a credential that is present and sends nothing.
+    for (const blank of [" ", "   "]) expect((await server.call("POST", "/api/providers/spare/credentials", { body: { value: blank } })).body.error.code).toBe("validation.invalid");
     expect(readFileSync(join(server.state, "credentials", "spare"), "utf8")).toBe(next);
     expect((await server.call("POST", "/api/providers/spare/credentials", { body: { value: "clé-secrète" } })).status).toBe(200);
+    expect((await server.call("POST", "/api/providers/spare/credentials", { body: { value: "a b" } })).status).toBe(200);
     for (const name of ["Upper", "a.b", "a%20b", "-x"]) {
       expect((await server.call("POST", `/api/providers/${name}/credentials`, { body: { value } })).body.error.code).toBe("validation.invalid");
     }
