@@ -69,7 +69,10 @@ export function parseJsonInput(text: string, root: readonly string[] = ["body"])
     // V8's JSON.parse does not recurse on the native stack: any nesting parses, and is judged after.
     value = JSON.parse(text);
   } catch (err) {
-    throw new ApiError("request.invalid_json", `the body is not JSON: ${(err as Error).message}`);
+    // V8 quotes the text around the fault (`Unexpected token 's', "{"value": sk-…"... is not valid JSON`): a credential sent
+    // without its quotes would come back in the reply. The reason is kept, the quoted text is not.
+    const reason = (err as Error).message.replace(/, (?:\.\.\.)?"[\s\S]*"(?:\.\.\.)? is not valid JSON$/, "");
+    throw new ApiError("request.invalid_json", `the body is not JSON: ${reason}`);
   }
   const refusal = inputRefusal(value, root);
   if (refusal) throw refusal;

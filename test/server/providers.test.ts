@@ -10,7 +10,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { serveLogger } from "../../server/serve.js";
-import { startTestServer, type TestServer } from "./harness.js";
+import { httpCall, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 
 /**
@@ -225,6 +225,13 @@ describe("provider_credential_write", () => {
       const refused = await server.call("POST", "/api/providers/spare/credentials", { body: { value: bad } });
       expect([refused.status, refused.body.error?.code], bad).toEqual([422, "validation.invalid"]);
       expect(JSON.stringify(refused.body)).not.toContain(bad);
+    }
+    // A body that is not JSON (a value sent without its quotes) is refused without quoting it back.
+    for (const text of [`{"value": ${value}}`, value]) {
+      const notJson = await httpCall(server.url, "POST", "/api/providers/spare/credentials", { body: text, headers: { authorization: `Bearer ${server.operator}`, "content-type": "application/json" } });
+      expect([notJson.status, notJson.body.error.code]).toEqual([400, "request.invalid_json"]);
+      expect(notJson.body.error.message).toMatch(/^the body is not JSON: Unexpected token '.'$/);
+      expect(JSON.stringify(notJson.body)).not.toContain(value.slice(5, 15));
     }
     // Spaces at either end would be trimmed from the header on the way: " " would be a credential that is present and sends nothing.
     for (const blank of [" ", "   "]) expect((await server.call("POST", "/api/providers/spare/credentials", { body: { value: blank } })).body.error.code).toBe("validation.invalid");
