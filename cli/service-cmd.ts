@@ -6,7 +6,7 @@ import { writeFileAtomic } from "../reconciler/atomic.js";
 import { hermesHome } from "../reconciler/hermes-plan.js";
 import { storeDir } from "../reconciler/host/model-scan.js";
 import { packageRoot } from "../reconciler/package-root.js";
-import { DEFAULT_UNIT_DIR, hiddenByPrivateTmp, renderUnit, UNIT_NAME, verifyUnit, within } from "../reconciler/systemd-unit.js";
+import { DEFAULT_UNIT_DIR, hiddenByPrivateTmp, renderUnit, UNIT_NAME, unwritablePath, verifyUnit, within } from "../reconciler/systemd-unit.js";
 import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { compileTree, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
@@ -53,6 +53,10 @@ export async function runService(args: string[], io: CliIo): Promise<number> {
     node: process.execPath, bin: join(packageRoot(), "bin", "hal0.cjs"), config: tree.root, state, writable, writableIfPresent,
     user: values.user, path: io.env.PATH, version: (await import("../server/version.js")).packageVersion(),
   };
+  const bad = unwritablePath(options);
+  if (bad !== undefined) {
+    throw new CliError("service.install_failed", `${JSON.stringify(bad)} has a line break or another control character: a unit file cannot hold it (the rest of the line would be read as a directive of its own); move or rename the folder`);
+  }
   const text = renderUnit(options);
   const hidden = hiddenByPrivateTmp(options);
   if (hidden.length > 0) {

@@ -67,8 +67,21 @@ export function hiddenByPrivateTmp(o: UnitOptions): string[] {
   return underTmp([o.node, o.bin, o.state, o.config, ...(o.writable ?? []), ...(o.writableIfPresent ?? [])]);
 }
 
-/** The unit's text. */
+/**
+ * A path (or the PATH) of `o` a unit file cannot hold: one with a line break
+ * or another control character. Quoting does not help: a line break ends the
+ * directive, and the rest of the path would be read as a directive of its
+ * own (`ExecStartPre=…`, run as the service's user); `ReadWritePaths=` knows
+ * no escapes. Undefined when every one can be written.
+ */
+export function unwritablePath(o: UnitOptions): string | undefined {
+  return [o.node, o.bin, o.config, o.state, ...(o.writable ?? []), ...(o.writableIfPresent ?? []), ...(o.path === undefined ? [] : [o.path])].find((p) => /[\x00-\x1f\x7f]/.test(p));
+}
+
+/** The unit's text; it throws for a path it cannot hold (see unwritablePath). */
 export function renderUnit(o: UnitOptions): string {
+  const bad = unwritablePath(o);
+  if (bad !== undefined) throw new Error(`${JSON.stringify(bad)} has a line break or another control character, which a unit file cannot hold`);
   const rw = [...new Set([o.state, o.config, ...(o.writable ?? [])])];
   // A folder inside one already writable needs no line of its own.
   const optional = [...new Set(o.writableIfPresent ?? [])].filter((p) => !rw.some((w) => within(p, w))).map((p) => `-${p}`);

@@ -134,7 +134,7 @@ export const API_CODES = {
   // ── services ─────────────────────────────────────────────────────────
   "service.not_found": { severity: "error", stage: "server", http: 404, meaning: "No service has this id (sweep-loop, memory, api, slot.<name>); details.known lists the box's services." },
   "service.action_not_allowed": { severity: "error", stage: "server", http: 409, meaning: "The service does not allow this action in its state (the API has none, a disabled slot only starts, an enabled one stops or restarts); details.allowed lists what it allows." },
-  "service.install_failed": { severity: "error", stage: "cli", http: 500, meaning: "hal0 service install could not write hal0.service: the unit folder (--unit-dir, default /etc/systemd/system) is missing or not writable, or the state folder cannot be made." },
+  "service.install_failed": { severity: "error", stage: "cli", http: 500, meaning: "hal0 service install could not write hal0.service: the unit folder (--unit-dir, default /etc/systemd/system) is missing or not writable, the state folder cannot be made, or a folder's name holds a line break a unit file cannot hold." },
   "service.not_running": { severity: "error", stage: "server", http: 409, meaning: "service_action restart of the sweep loop on a server that runs no loop (hal0 serve --no-reconcile): there is nothing to restart." },
   // ── runner images and backends ───────────────────────────────────────
   "image.engine_unavailable": { severity: "error", stage: "server", http: 503, meaning: "No Docker engine answers at [slots] docker_host, else $DOCKER_HOST, else the default socket: runner images cannot be read or pulled; the message names the address." },

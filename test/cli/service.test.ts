@@ -115,6 +115,23 @@ describe("hal0 service install", () => {
     expect((await hal0(["service", "uninstall"])).code).toBe(64);
     expect((await hal0(["service"])).code).toBe(64);
   });
+
+  it("refuses a folder whose name holds a line break, which would end the unit's line and start a directive of its own", async () => {
+    // A model store named in hal0.toml (an agent's privileged change once a person approves it) or a --config / --state folder.
+    const evil = join(dir, "x\nExecStartPre=/bin/touch /tmp/hal0-unit-injected");
+    const box = join(dir, "evil box");
+    cpSync(config, box, { recursive: true });
+    const toml = join(box, "hal0.toml");
+    writeFileSync(toml, readFileSync(toml, "utf8").replace(/^store = .*$/m, `store = ${JSON.stringify(evil)}`));
+    for (const args of [["--config", box, "--state", state], ["--config", config, "--state", evil]]) {
+      const r = await hal0(["service", "install", "--print", ...args, "--unit-dir", units]);
+      expect(r.code, r.out).toBe(1);
+      expect(r.out).not.toMatch(/^ExecStartPre=/m);
+      expect(r.err).toContain("service.install_failed");
+      expect(r.err).toContain("line break");
+    }
+    expect(() => renderUnit({ node: "/usr/bin/node", bin: "/opt/hal0/bin/hal0.cjs", config: "/etc/hal0", state: "/var/lib/hal0", path: "/bin\nUser=root" })).toThrow(/line break/);
+  });
 });
 
 describe("hal0 doctor's service_unit row", () => {
