@@ -2,6 +2,7 @@ import { request as httpRequest } from "node:http";
 import { request as httpsRequest } from "node:https";
 import type { Model, ResolvedSlot } from "../../compiler/index.js";
 import type { Upstream } from "../../schema/index.js";
+import type { BoxService, Liveness } from "../box.js";
 import type { Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { reachBase, slotReach } from "../slot-reach.js";
@@ -105,10 +106,28 @@ export interface ProbeResult {
  * (scheme, host and port), so a redirect elsewhere never carries it. A hop
  * the guard refuses throws its `mcp.ssrf_blocked` / `mcp.url_invalid`.
  */
-export async function probeUpstream(up: Upstream, model: Model, p: ProviderServices, timeoutMs: number): Promise<ProbeResult> {
+export async function probeUpstream(up: Upstream, model: Model, p: ProviderServices, timeoutMs: number, slotRuns: (name: string) => Promise<boolean>): Promise<ProbeResult> {
   const base = upstreamBaseUrl(up, model);
   const own = up.kind === "slot" ? [hostPort(base)] : [];
-  return probeModels(base, { allow: [...p.allow, ...own], auth: await authHeader(up, p), timeoutMs });
+  const auth = await authHeader(up, p);
+  // A slot's port is hal0's only while its runner runs: stopped, any process on the box may listen there. Its credential
+  // goes to the runner hal0 started, never to whatever holds the port (the same rule as every read passed on to a runner).
+  if (up.kind === "slot" && auth.header && !(await slotRuns(up.slot_name!))) {
+    return {
+      url: `${base.replace(/\/+$/, "")}/models`, auth: "none", timeout_ms: timeoutMs, reachable: false, ok: false, status: null, latency_ms: null, model_count: null,
+      error: `slot ${up.slot_name} is not running: its credential goes only to the runner hal0 started there, not to whatever holds port ${new URL(base).port} now`,
+    };
+  }
+  return probeModels(base, { allow: [...p.allow, ...own], auth, timeoutMs });
+}
+
+/** Whether a slot runs (hal0's own runner, as observed once, lazily); a runtime that does not answer runs none. */
+export function slotRunning(box: BoxService, model: Model): (name: string) => Promise<boolean> {
+  let seen: Promise<Liveness | undefined> | undefined;
+  return async (name) => {
+    seen ??= box.liveness(model).catch(() => undefined);
+    return (await seen)?.get(name)?.running === true;
+  };
 }
 
 /** `GET <base>/models` of a slot at its own address (no credential). */

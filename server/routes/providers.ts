@@ -2,7 +2,8 @@ import { z } from "zod";
 import type { Model } from "../../compiler/index.js";
 import { SlotName } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
-import { authView, probeSlot, probeUpstream, providersOf, slotBaseUrl, upstreamBaseUrl, type AuthView, type ProbeResult, type ProviderServices } from "../providers/probe.js";
+import type { BoxService } from "../box.js";
+import { authView, probeSlot, probeUpstream, providersOf, slotBaseUrl, slotRunning, upstreamBaseUrl, type AuthView, type ProbeResult, type ProviderServices } from "../providers/probe.js";
 import { defineRoute } from "../route.js";
 import { queryInt } from "../query.js";
 
@@ -56,7 +57,7 @@ export const providerRoutes = [
     summary: "Remote upstreams and local slots as OpenAI-compatible providers: base URL, auth source (never the value), health and model count",
     handle: async ({ query, box, services }) => {
       const model = await box.model();
-      return listProviders(model, providersOf(services), query.probe ? query.timeout_ms : undefined);
+      return listProviders(box, model, providersOf(services), query.probe ? query.timeout_ms : undefined);
     },
   }),
   defineRoute({
@@ -72,8 +73,9 @@ export const providerRoutes = [
   }),
 ];
 
-async function listProviders(model: Model, p: ProviderServices, timeoutMs: number | undefined): Promise<Provider[]> {
+async function listProviders(box: BoxService, model: Model, p: ProviderServices, timeoutMs: number | undefined): Promise<Provider[]> {
   const named = new Set(model.upstreams.filter((u) => u.kind === "slot").map((u) => u.slot_name));
+  const slotRuns = slotRunning(box, model);
   const fromUpstreams = model.upstreams.map(async (up): Promise<Provider> => {
     const slot = up.kind === "slot" ? model.slots[up.slot_name!] : undefined;
     const enabled = up.enabled && (slot?.enabled ?? true);
@@ -81,7 +83,7 @@ async function listProviders(model: Model, p: ProviderServices, timeoutMs: numbe
       name: up.name, kind: up.kind, source: "upstream", base_url: upstreamBaseUrl(up, model), enabled,
       slot_name: up.slot_name ?? null, catalog_id: up.catalog_id ?? null, auth: await authView(up, p),
     } as const;
-    return { ...row, ...(await healthOf(enabled, timeoutMs, (t) => probeUpstream(up, model, p, t))) };
+    return { ...row, ...(await healthOf(enabled, timeoutMs, (t) => probeUpstream(up, model, p, t, slotRuns))) };
   });
   const fromSlots = Object.keys(model.slots).sort().filter((name) => !named.has(name)).map(async (name): Promise<Provider> => {
     const slot = model.slots[name]!;

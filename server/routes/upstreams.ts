@@ -5,7 +5,7 @@ import type { Model } from "../../compiler/index.js";
 import { SlotName, Upstream } from "../../schema/index.js";
 import type { BoxService } from "../box.js";
 import { ApiError, apiErrorOf, refusing } from "../errors.js";
-import { probeUpstream, providersOf } from "../providers/probe.js";
+import { probeUpstream, providersOf, slotRunning } from "../providers/probe.js";
 import { restoreMasked } from "../redact.js";
 import { defineRoute, type WriteIntent } from "../route.js";
 import { queryInt } from "../query.js";
@@ -81,7 +81,7 @@ export const upstreamRoutes = [
     handle: async ({ params, query, box, services }) => {
       const model = await box.model();
       const up = compiled(model, params.name);
-      return { name: up.name, kind: up.kind, ...(await probeUpstream(up, model, providersOf(services), query.timeout_ms ?? Math.min(up.timeout_seconds * 1000, 5000))) };
+      return { name: up.name, kind: up.kind, ...(await probeUpstream(up, model, providersOf(services), query.timeout_ms ?? Math.min(up.timeout_seconds * 1000, 5000), slotRunning(box, model))) };
     },
   }),
 ];

@@ -341,6 +341,34 @@ describe("provider_list with a slot", () => {
     runner = undefined;
   });
 
+  it("a slot upstream's credential goes only to the slot's own runner: with the slot stopped, whatever holds its port gets nothing", async () => {
+    // Another process on the box listens on the coder slot's port while the slot is not running.
+    const squatter = await fakeServer(() => ({ status: 200, body: { data: [{ id: "looks-fine" }] } }));
+    const box = mkdtempSync(join(tmpdir(), "hal0-providers-box-"));
+    try {
+      cpSync(join(PROJECT, "fixtures/box"), box, { recursive: true });
+      writeFileSync(join(box, "hal0.toml"), readFileSync(join(box, "hal0.toml"), "utf8").replace("port_range_start = 8081", "port_range_start = 1024").replace("port_range_end = 8200", "port_range_end = 65535"));
+      const port = new URL(squatter.url).port;
+      writeFileSync(join(box, "slots/coder.toml"), readFileSync(join(box, "slots/coder.toml"), "utf8").replace("port = 8082", `port = ${port}`));
+      writeFileSync(join(box, "upstreams.toml"), readFileSync(join(box, "upstreams.toml"), "utf8").replace('slot_name = "coder"', 'slot_name = "coder"\nauth_style = "bearer"\nauth_credential = "coder-key"'));
+      log = "";
+      s = await startTestServer({ box, env: {} });
+      const value = secret();
+      expect((await s.call("POST", "/api/providers/coder-key/credentials", { body: { value } })).status).toBe(200);
+      // Any caller may ask (both are autonomous reads): an anonymous one here.
+      const listed = await s.call("GET", "/api/providers?timeout_ms=2000", { as: "anonymous" });
+      expect(listed.status).toBe(200);
+      expect(listed.body.find((p: any) => p.name === "local-coder")).toMatchObject({ health: "unreachable", status: null, error: expect.stringContaining("slot coder is not running") });
+      const tested = await s.call("POST", "/api/upstreams/local-coder/test", { as: "anonymous" });
+      expect(tested.body).toMatchObject({ reachable: false, auth: "none", error: expect.stringContaining(`not to whatever holds port ${port}`) });
+      expect(squatter.seen.filter((r) => r.headers.authorization !== undefined)).toEqual([]);
+      expect(JSON.stringify(squatter.seen)).not.toContain(value);
+    } finally {
+      await closeFake(squatter);
+      rmSync(box, { recursive: true, force: true });
+    }
+  });
+
   it("a local slot is a provider whose health and model count come from its runner (the stand-in llama-server); a slot upstream is listed once", async () => {
     const port = await new Promise<number>((resolve) => {
       const probe = createServer().listen(0, "127.0.0.1", () => {
