@@ -2,12 +2,12 @@ import { z } from "zod";
 import { hardwareSnapshot, powerStats, systemStats } from "../../reconciler/host/system-stats.js";
 import type { BoxService } from "../box.js";
 import type { Dispatcher } from "../dispatch.js";
-import { ApiError } from "../errors.js";
+import { ApiError, apiErrorOf } from "../errors.js";
 import { storeDir } from "../pulls/service.js";
 import { defineRoute } from "../route.js";
 import { roster, slotNotFound } from "../slot-view.js";
 import type { SlotStats } from "../stats/scraper.js";
-import { slotStatsOf, throughputHistory } from "../stats/views.js";
+import { slotStatsOf, slotStatsUnknown, throughputHistory } from "../stats/views.js";
 import { queryInt } from "../query.js";
 
 /**
@@ -26,7 +26,17 @@ function statsOf(d: Dispatcher): SlotStats {
 }
 
 async function slotStats(box: BoxService, stats: SlotStats) {
-  const slots = await roster(box, await box.model());
+  const model = await box.model();
+  let slots: Awaited<ReturnType<typeof roster>>;
+  try {
+    slots = await roster(box, model);
+  } catch (err) {
+    const refusal = apiErrorOf(err);
+    if (!(refusal instanceof ApiError) || refusal.code !== "runtime.unavailable") throw refusal;
+    // The runtime does not answer (the docker engine is down): each slot is unavailable with the reason, never the reply
+    // (stats_overview's host figures are what an operator looks at then).
+    return Object.keys(model.slots).sort().map((name) => slotStatsUnknown(stats, name, `the runtime does not answer: ${refusal.message}`));
+  }
   return slots.map((s) => slotStatsOf(stats, s));
 }
 

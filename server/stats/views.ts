@@ -57,6 +57,12 @@ export function slotStatsOf(stats: SlotStats, slot: SlotLine) {
   };
 }
 
+/** `slot_stats` for a slot whose state cannot be known (the runtime does not answer): unavailable, with why, and when it was last scraped. */
+export function slotStatsUnknown(stats: SlotStats, name: string, reason: string) {
+  const last = stats.ring.lastTwo(name).at(-1);
+  return { name, status: "unknown", available: false as const, reason, last_scraped_at: last ? new Date(last.ts).toISOString() : null };
+}
+
 function pair(rows: Sample[]): [Sample | undefined, Sample | undefined] {
   return rows.length >= 2 ? [rows[0], rows[1]] : [undefined, rows[0]];
 }

@@ -171,7 +171,7 @@ describe("services on a server without a sweep loop", () => {
 });
 
 describe("services when the runtime does not answer", () => {
-  it("the docker engine down: slot reads are 503 runtime.unavailable (coded, not 500); the services list and health still answer, each slot unknown / down with the reason", async () => {
+  it("the docker engine down: slot reads are 503 runtime.unavailable (coded, not 500); the services list and health and the stats still answer, each slot unknown / down with the reason", async () => {
     const dead = `unix://${join(mkdtempSync(join(tmpdir(), "hal0-noengine-")), "docker.sock")}`;
     const s = await startTestServer({ extra: { driverFor: (model) => driverFor(model, tmpdir(), {}) } });
     try {
@@ -194,6 +194,14 @@ describe("services when the runtime does not answer", () => {
       expect(health.body.services.find((x: any) => x.id === "slot.chat")).toMatchObject({ health: "down" });
       expect(health.body.services.find((x: any) => x.id === "slot.chat").detail).toMatch(/^unknown: runtime\.unavailable: /);
       expect(health.body.services.find((x: any) => x.id === "slot.vision")).toMatchObject({ health: "off" });
+      // The stats too: each slot unavailable with the reason, the host's figures served (stats say why, never fail).
+      const stats = await s.call("GET", "/api/stats/slots");
+      expect(stats.status, JSON.stringify(stats.body)).toBe(200);
+      expect(stats.body.slots.find((x: any) => x.name === "chat")).toMatchObject({ status: "unknown", available: false, reason: expect.stringContaining(`the runtime does not answer: [slots] runtime = "docker": the engine at ${dead}`) });
+      const overview = await s.call("GET", "/api/stats");
+      expect(overview.status, JSON.stringify(overview.body)).toBe(200);
+      expect(overview.body.slots).toMatchObject({ count: stats.body.count, scraped: 0, by_status: { unknown: stats.body.count } });
+      expect(overview.body.system.memory.available).toBe(true);
     } finally {
       await s.close();
     }
