@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync } from "node:fs";
+import { chmodSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -11,6 +11,8 @@ import { join } from "node:path";
 export default function setup(): () => void {
   const host = process.env.HAL0_TEST_HOST_TMP ?? tmpdir();
   const dir = mkdtempSync(join(host, "hal0-tests-"));
+  // As the host's own folder is (sticky, everyone's): tests that run something as another user (nobody) reach their folders.
+  chmodSync(dir, 0o1777);
   process.env.HAL0_TEST_HOST_TMP = host;
   process.env.TMPDIR = dir;
   return () => rmSync(dir, { recursive: true, force: true });
