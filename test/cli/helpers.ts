@@ -94,7 +94,8 @@ export async function writeFakeBox(config: string, names: readonly string[], env
   const serverEnv = Object.keys(env).length === 0 ? "" : `[server]\nenv = { ${Object.entries(env).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ")} }\n`;
   const ports: number[] = [];
   for (const name of names) {
-    const port = await freePort();
+    let port = await freePort();
+    while (ports.includes(port)) port = await freePort(); // free, and not already one of this box's
     ports.push(port);
     writeFileSync(join(config, "slots", `${name}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${port}\n${serverEnv}`);
   }
