@@ -1,6 +1,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { ApiError } from "./errors.js";
 import type { Identity } from "./identity/identify.js";
+import { SCOPES } from "./identity/tokens.js";
 import type { Caller } from "./route.js";
 
 const LOOPBACK = ["127.0.0.1:*", "localhost:*", "[::1]:*"];
@@ -11,6 +12,7 @@ export function callerOf(identity: Identity, headers: IncomingHttpHeaders, via: 
   return {
     kind: identity.kind, agent: identity.name, private: flag === "1" || flag === "true", via,
     ...(identity.claimed !== undefined ? { claimed: identity.claimed } : {}), ...(peer !== undefined ? { peer } : {}),
+    ...(identity.kind === "operator" && SCOPES.some((s) => !identity.scopes.includes(s)) ? { scopes: identity.scopes } : {}),
   };
 }
 

@@ -24,6 +24,12 @@ export interface Caller {
   readonly peer?: string;
   /** An approved request's decider (`operator:<name>`): who the call runs on behalf of. */
   readonly approvedBy?: string;
+  /**
+   * What an operator's token reaches when it was minted narrower than every
+   * scope (`--scope rest`): a token it mints or rotates reaches no more.
+   * Absent for an operator with every scope, the CLI and every other caller.
+   */
+  readonly scopes?: readonly string[];
 }
 
 export interface RouteContext<P, Q, B> {

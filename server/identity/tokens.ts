@@ -214,7 +214,7 @@ export class TokenStore {
    * `operator.token` for the owner) is rewritten, so the next sweep writes
    * the new one into the Hermes profile.
    */
-  rotate(name: string, kind?: TokenKind): Minted {
+  rotate(name: string, kind?: TokenKind, mayHandOn: (scopes: readonly string[]) => void = () => undefined): Minted {
     checkName(name);
     const rows = (this.db.prepare("SELECT * FROM tokens WHERE name = ? AND revoked_at IS NULL ORDER BY created_at DESC").all(name) as Row[]).filter((r) => kind === undefined || r.kind === kind);
     if (rows.length === 0) throw new ApiError("auth.token_not_found", `no live token is named ${name}`, { name });
@@ -227,6 +227,8 @@ export class TokenStore {
       throw new ApiError("auth.rotate_ambiguous", `${kinds[0]}:${name} has ${rows.length} live tokens that reach different things (${list.map((t) => `${t.id}: ${t.scopes.join(", ")}`).join("; ")}); one new token cannot keep them all: revoke the ones no longer needed (hal0 token revoke ID), then rotate`, { name, tokens: list });
     }
     const newest = rows[0]!;
+    // The caller may refuse to hand these scopes on (a narrower operator token: server/routes/tokens.ts).
+    mayHandOn(newest.scopes.split(" ").filter(Boolean));
     const minted = this.db.transaction(() => {
       for (const r of rows) this.revoke(r.id);
       return this.mint(newest.kind, name, newest.scopes.split(" "));

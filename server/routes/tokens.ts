@@ -1,7 +1,7 @@
 import { z } from "zod";
 import { ApiError } from "../errors.js";
-import { TOKEN_KINDS, type TokenStore } from "../identity/tokens.js";
-import { defineRoute } from "../route.js";
+import { parseScopes, SCOPES, TOKEN_KINDS, type TokenStore } from "../identity/tokens.js";
+import { defineRoute, type Caller } from "../route.js";
 import type { Dispatcher } from "../dispatch.js";
 
 const Create = z.strictObject({
@@ -30,7 +30,10 @@ export const tokenRoutes = [
   defineRoute({
     method: "POST", path: "/api/auth/tokens", kind: "action", status: 201, body: Create, revealsSecret: true,
     summary: "Mint a token (operator or agent); the secret is in this reply only",
-    handle: ({ body, services }) => ({ token: tokensOf(services).mint(body.kind, body.name, body.scopes) }),
+    handle: ({ body, services, caller }) => {
+      withinReach(caller, parseScopes(body.scopes, body.kind));
+      return { token: tokensOf(services).mint(body.kind, body.name, body.scopes) };
+    },
   }),
   defineRoute({
     method: "POST", path: "/api/auth/tokens/{id}/revoke", kind: "action", params: z.strictObject({ id: z.string().min(1).max(64) }),
@@ -41,9 +44,22 @@ export const tokenRoutes = [
     method: "POST", path: "/api/auth/tokens/rotate", kind: "action", revealsSecret: true,
     body: z.strictObject({ name: z.string().min(1).max(64), kind: z.enum(TOKEN_KINDS).optional() }),
     summary: "Replace every live token of a name by a new one (a Hermes profile's converges on the next sweep)",
-    handle: ({ body, services }) => ({ token: tokensOf(services).rotate(body.name, body.kind) }),
+    handle: ({ body, services, caller }) => ({ token: tokensOf(services).rotate(body.name, body.kind, (scopes) => withinReach(caller, scopes)) }),
   }),
 ];
+
+/**
+ * A token reaches at most what the operator's token minting or rotating it
+ * does: one minted with `--scope rest` cannot make a token for the MCP mounts
+ * (hal0-memory, the bridge) it was kept from. `profile:` entries go with
+ * `mcp:agents`. An operator with every scope, and the CLI, mint anything.
+ */
+function withinReach(caller: Caller, scopes: readonly string[]): void {
+  if (caller.scopes === undefined) return;
+  const beyond = scopes.filter((s) => (SCOPES as readonly string[]).includes(s) && !caller.scopes!.includes(s));
+  if (beyond.length === 0) return;
+  throw new ApiError("auth.scope_denied", `the token of operator:${caller.agent} reaches ${caller.scopes.join(", ")}; it cannot hand on ${beyond.join(", ")} (mint that token with an operator token that reaches it, or hal0 token create)`, { needed: beyond[0], scopes: caller.scopes });
+}
 
 function tokensOf(d: Dispatcher): TokenStore {
   if (!d.auth) throw new ApiError("system.internal", "this server has no token store");

@@ -248,6 +248,27 @@ describe("the same policy on every surface", () => {
     expect((await s.call("GET", "/api/auth/tokens")).body.tokens.map((t: any) => t.name)).not.toContain("nothing");
   });
 
+  it("an operator token narrowed by its scopes mints and rotates no token that reaches more", async () => {
+    const restOnly = bearer(s.hal0.tokens.mint("operator", "ci-job", ["rest"]).token);
+    // Within its reach: minted.
+    const ok = await s.call("POST", "/api/auth/tokens", { headers: restOnly, body: { kind: "operator", name: "ci-reader", scopes: ["rest"] } });
+    expect(ok.status, JSON.stringify(ok.body)).toBe(201);
+    // Beyond it, explicitly or by a kind's default (an operator's: every scope; an agent's: the MCP mounts): refused, nothing minted.
+    for (const body of [{ kind: "operator", name: "wider", scopes: ["rest", "mcp:memory"] }, { kind: "operator", name: "wider" }, { kind: "agent", name: "wider" }, { kind: "agent", name: "wider", scopes: ["mcp:agents", "profile:*"] }]) {
+      const refused = await s.call("POST", "/api/auth/tokens", { headers: restOnly, body });
+      expect([refused.status, refused.body.error?.code], JSON.stringify(body)).toEqual([403, "auth.scope_denied"]);
+    }
+    expect(s.hal0.tokens.list({ all: true }).map((t) => t.name)).not.toContain("wider");
+    // Rotating a token that reaches more would hand it a new one: refused, the old token stays live.
+    const owner = s.hal0.tokens.mint("operator", "ada").token;
+    const rotate = await s.call("POST", "/api/auth/tokens/rotate", { headers: restOnly, body: { name: "ada" } });
+    expect([rotate.status, rotate.body.error?.code]).toEqual([403, "auth.scope_denied"]);
+    expect((await s.call("GET", "/api/auth/whoami", { headers: bearer(owner) })).body.name).toBe("ada");
+    // An operator with every scope mints anything.
+    const full = await s.call("POST", "/api/auth/tokens", { headers: bearer(owner), body: { kind: "operator", name: "wider" } });
+    expect(full.status).toBe(201);
+  });
+
   it("a token reaches only its scopes", async () => {
     const mcpOnly = s.hal0.tokens.mint("agent", "scoped", ["mcp:admin"]).token;
     const rest = await s.call("GET", "/api/slots", { headers: bearer(mcpOnly) });
