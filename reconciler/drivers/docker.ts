@@ -243,6 +243,12 @@ export class DockerDriver implements SlotDriver {
   }
 }
 
+
+/**
+ * A client for an engine address: `unix:///path` (or a bare `/path`), or
+ * `tcp://` / `http://` on a loopback host. Slots are probed on 127.0.0.1, so
+ * an engine on another machine could never be health-checked: refused.
+ */
 /**
  * How long the engine has to answer a call that asks whether it is there or
  * what runs (ping, info, the container list). An engine that accepts the
@@ -263,11 +269,6 @@ export async function engineAnswer<T>(what: string, call: (abortSignal: AbortSig
   }
 }
 
-/**
- * A client for an engine address: `unix:///path` (or a bare `/path`), or
- * `tcp://` / `http://` on a loopback host. Slots are probed on 127.0.0.1, so
- * an engine on another machine could never be health-checked: refused.
- */
 export function dockerClient(host: string): Dockerode {
   const address = host.startsWith("/") ? `unix://${host}` : host;
   // A unix socket has no host name: node would send `Host: localhost`, and before its first request test
