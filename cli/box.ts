@@ -108,20 +108,17 @@ export async function driverFor(model: Model, dir: string, env: CliIo["env"] = p
   return new RuntimeSwitchDriver(current, formers);
 }
 
-/** dockerode's ping and info take an abort signal (their typings do not say so). */
-type Signalled<K extends "ping" | "info"> = Record<K, (options: { abortSignal: AbortSignal }) => Promise<unknown>>;
-
 /** The driver of the runtime `model`'s settings name (driverFor). */
 async function runtimeDriver(model: Model, dir: string, env: CliIo["env"]): Promise<SlotDriver> {
   const slots = model.settings.slots;
   if (slots.runtime === "swarm") return swarmDriverFor(model, dir, env);
   if (slots.runtime !== "docker") return new ProcessDriver({ stateDir: dir, logMaxBytes: slots.log_max_mb * MIB });
-  const { DockerDriver, dockerClient, engineAnswer } = await import("../reconciler/drivers/docker.js");
+  const { DockerDriver, dockerClient } = await import("../reconciler/drivers/docker.js");
   const host = engineAddress(slots.docker_host, env);
   let docker: ReturnType<typeof dockerClient>;
   try {
     docker = dockerClient(host);
-    await engineAnswer("ping", (abortSignal) => (docker as unknown as Signalled<"ping">).ping({ abortSignal }));
+    await docker.ping();
     lastDocker = docker;
   } catch (err) {
     throw new CliError("runtime.unavailable", `[slots] runtime = "docker": the engine at ${host} does not answer (${(err as Error).message}); start it, or set [slots] docker_host or DOCKER_HOST`);
@@ -134,12 +131,12 @@ async function runtimeDriver(model: Model, dir: string, env: CliIo["env"]): Prom
 /** The swarm runtime: the manager's engine (`[slots] docker_host`, else $DOCKER_HOST), which must answer and be a swarm manager. */
 async function swarmDriverFor(model: Model, dir: string, env: CliIo["env"]): Promise<SlotDriver> {
   const slots = model.settings.slots;
-  const [{ SwarmDriver }, { dockerClient, engineAnswer }, { SwarmKey }] = await Promise.all([import("../reconciler/drivers/swarm.js"), import("../reconciler/drivers/docker.js"), import("../reconciler/drivers/swarm-key.js")]);
+  const [{ SwarmDriver }, { dockerClient }, { SwarmKey }] = await Promise.all([import("../reconciler/drivers/swarm.js"), import("../reconciler/drivers/docker.js"), import("../reconciler/drivers/swarm-key.js")]);
   const host = engineAddress(slots.docker_host, env);
   let docker: ReturnType<typeof dockerClient>;
   try {
     docker = dockerClient(host);
-    const info = (await engineAnswer("say what it is (info)", (abortSignal) => (docker as unknown as Signalled<"info">).info({ abortSignal }))) as { Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean } };
+    const info = (await docker.info()) as { Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean } };
     if (info.Swarm?.ControlAvailable !== true) {
       throw new CliError("runtime.unavailable", `[slots] runtime = "swarm": the engine at ${host} is not a swarm manager (swarm state ${info.Swarm?.LocalNodeState || "inactive"}); run docker swarm init there, or point [slots] docker_host or DOCKER_HOST at a manager`);
     }

@@ -78,7 +78,7 @@ export class DockerDriver implements SlotDriver {
   }
 
   async observe(options: ObserveOptions = {}): Promise<ObservedSlot[]> {
-    const listed = await engineAnswer("list this box's containers", (abortSignal) => this.docker.listContainers({ all: true, filters: boxFilter(this.box), abortSignal }));
+    const listed = await this.docker.listContainers({ all: true, filters: boxFilter(this.box) });
     const slots = listed.flatMap((c) => observedFrom(c, this.box) ?? []).sort((a, b) => (a.name < b.name ? -1 : 1));
     return Promise.all(slots.map(async (slot): Promise<ObservedSlot> => {
       if (!slot.running || slot.record === undefined || !wantsProbe(options, slot)) return { ...slot, health: "unknown" };
@@ -249,26 +249,6 @@ export class DockerDriver implements SlotDriver {
  * `tcp://` / `http://` on a loopback host. Slots are probed on 127.0.0.1, so
  * an engine on another machine could never be health-checked: refused.
  */
-/**
- * How long the engine has to answer a call that asks whether it is there or
- * what runs (ping, info, the container list). An engine that accepts the
- * connection and never answers is `runtime.unavailable` after this, instead
- * of a command, a sweep or every read of hal0 serve waiting for ever (the
- * server, which reaches the engine before it listens, never started).
- */
-export const ENGINE_ANSWER_MS = 5_000;
-
-/** `call` given ENGINE_ANSWER_MS to answer; no answer in time is `runtime.unavailable` saying what was asked. */
-export async function engineAnswer<T>(what: string, call: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
-  const signal = AbortSignal.timeout(ENGINE_ANSWER_MS);
-  try {
-    return await call(signal);
-  } catch (err) {
-    if (signal.aborted) throw new DriverError("runtime.unavailable", `the docker engine did not answer within ${ENGINE_ANSWER_MS / 1000} s when asked to ${what}`);
-    throw err;
-  }
-}
-
 export function dockerClient(host: string): Dockerode {
   const address = host.startsWith("/") ? `unix://${host}` : host;
   // A unix socket has no host name: node would send `Host: localhost`, and before its first request test

@@ -1,6 +1,4 @@
 import { execFileSync } from "node:child_process";
-import { createServer as createHttpServer } from "node:http";
-import { createServer as createNetServer, type Socket } from "node:net";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -101,36 +99,6 @@ describe("exit statuses: 2 is only 'changes'", () => {
     expect(r.code, r.err).toBe(1);
     expect(r.err).toMatch(new RegExp(`^hal0 ${command[0]}: runtime\\.unavailable: \\[slots\\] runtime = "docker": the engine at unix://.*nobody\\.sock does not answer`));
   });
-
-  it("an engine that takes the connection and never answers is 1 runtime.unavailable within seconds, asked to ping or to list the containers", async () => {
-    // Two engines on real sockets: one answers nothing at all; one answers its ping and never lists the containers.
-    const held: Socket[] = [];
-    const silent = createNetServer((socket) => void held.push(socket));
-    const stuck = createHttpServer((req, res) => {
-      if (/\/_ping$/.test(req.url ?? "")) res.end("OK");
-      // anything else: no answer
-    });
-    const sockets = [join(dir, "silent.sock"), join(dir, "stuck.sock")];
-    await Promise.all([silent, stuck].map((srv, i) => new Promise<void>((resolve) => srv.listen(sockets[i], resolve))));
-    try {
-      for (const [sock, asked] of [[sockets[0]!, "ping"], [sockets[1]!, "list this box's containers"]] as const) {
-        const box = join(dir, `hung-${asked.length}`);
-        mkdirSync(box, { recursive: true });
-        writeFileSync(join(box, "hal0.toml"), `[slots]\nruntime = "docker"\ndocker_host = "unix://${sock}"\n`);
-        const started = Date.now();
-        const r = await run(["status", "--config", box, "--state", join(box, "state")]);
-        expect(r.code, r.err).toBe(1);
-        expect(r.err).toContain("runtime.unavailable");
-        expect(r.err).toContain(`did not answer within 5 s when asked to ${asked}`);
-        // It used to wait for ever (hal0 serve never started listening).
-        expect(Date.now() - started).toBeLessThan(15_000);
-      }
-    } finally {
-      stuck.closeAllConnections();
-      for (const socket of held) socket.destroy();
-      await Promise.all([silent, stuck].map((srv) => new Promise<void>((resolve) => srv.close(() => resolve()))));
-    }
-  }, 30_000);
 
   it("hal0 --version and hal0 version print the package's version and the node it runs on (exit 0); --json as a document", async () => {
     const { version } = JSON.parse(readFileSync(join(import.meta.dirname, "../../package.json"), "utf8")) as { version: string };
