@@ -115,17 +115,25 @@ async function runtimeDriver(model: Model, dir: string, env: CliIo["env"]): Prom
   if (slots.runtime !== "docker") return new ProcessDriver({ stateDir: dir, logMaxBytes: slots.log_max_mb * MIB });
   const { DockerDriver, dockerClient } = await import("../reconciler/drivers/docker.js");
   const host = engineAddress(slots.docker_host, env);
+  const { answered, engineDownMessage } = await import("../reconciler/drivers/docker-engine.js");
   let docker: ReturnType<typeof dockerClient>;
   try {
     docker = dockerClient(host);
-    await docker.ping();
+  } catch (err) {
+    throw new CliError("runtime.unavailable", engineDownMessage("docker", host, (err as Error).message));
+  }
+  try {
+    // dockerode's ping takes the signal, its types do not say so.
+    const ping = docker.ping.bind(docker) as unknown as (options: { abortSignal: AbortSignal }) => Promise<unknown>;
+    await answered((abortSignal) => ping({ abortSignal }), host);
     lastDocker = docker;
   } catch (err) {
-    throw new CliError("runtime.unavailable", `[slots] runtime = "docker": the engine at ${host} does not answer (${(err as Error).message}); start it, or set [slots] docker_host or DOCKER_HOST`);
+    // No answer is answered's own message; an engine that answers the ping with an error is down all the same.
+    throw new CliError("runtime.unavailable", (err as { code?: unknown }).code === "runtime.unavailable" ? (err as Error).message : engineDownMessage("docker", host, (err as Error).message));
   }
   // Every container carries the box id (hal0.box); it is stable without a write, so planning stays read-only.
   const box = await new StateStore(dir).boxId();
-  return new DockerDriver({ docker, box, stateDir: dir, stopGraceS: slots.stop_grace_s, pull: slots.pull, logMaxMb: slots.log_max_mb });
+  return new DockerDriver({ docker, address: host, box, stateDir: dir, stopGraceS: slots.stop_grace_s, pull: slots.pull, logMaxMb: slots.log_max_mb });
 }
 
 /** The swarm runtime: the manager's engine (`[slots] docker_host`, else $DOCKER_HOST), which must answer and be a swarm manager. */

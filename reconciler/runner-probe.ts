@@ -5,7 +5,7 @@ import { runnerKey, type ImageDigests, type RunnerFacts, type RunnerFactsIndex, 
 import { FLAG_TABLE_VERSION, parseLlamaHelp, parseRunnerVersion, runnerFacts } from "../compiler/runner-help.js";
 import { writeFileAtomic } from "./atomic.js";
 import { lazyChildProcess } from "./drivers/builtins.js";
-import { engineStatus } from "./drivers/docker-engine.js";
+import { engineStatus, within } from "./drivers/docker-engine.js";
 import { findRunner, HAL0_BIN, runnerPath, type RunnerLookup } from "./drivers/runner.js";
 import { ensureStateFolder } from "./state-folder.js";
 
@@ -375,7 +375,7 @@ export class RunnerProbe {
     if (docker === undefined) return { ok: false, why: "no Docker engine is configured ([slots] docker_host, DOCKER_HOST)", runs: 0 };
     let id: string;
     try {
-      id = (await docker.getImage(ref).inspect()).Id;
+      id = (await within(() => docker.getImage(ref).inspect())).Id; // a hung engine holds no compile, plan or read
     } catch (err) {
       if (engineStatus(err) === 404) return { ok: false, why: `image ${ref} is not present (hal0 never pulls)`, runs: 0 };
       return { ok: false, why: `the Docker engine does not answer: ${(err as Error).message}`, runs: 0 };

@@ -207,11 +207,20 @@ export class BoxService {
     }
   }
 
-  /** The driver of the model's runtime: one per runtime and engine, the same promise each time (liveness reads compare it). */
+  /**
+   * The driver of the model's runtime: one per runtime and engine, the same promise each time (liveness reads compare it).
+   * One that could not be made (the engine did not answer) is not kept: the next read asks the engine again.
+   */
   driver(model: Model): Promise<SlotDriver> {
     const key = driverKey(model);
-    if (this.driverCache?.key !== key) this.driverCache = { key, driver: this.options.driverFor(model) };
-    return this.driverCache.driver;
+    if (this.driverCache?.key !== key) {
+      const entry = { key, driver: this.options.driverFor(model) };
+      this.driverCache = entry;
+      entry.driver.catch(() => {
+        if (this.driverCache === entry) this.driverCache = undefined;
+      });
+    }
+    return this.driverCache!.driver;
   }
 
   /**

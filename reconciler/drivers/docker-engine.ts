@@ -1,4 +1,5 @@
 import { LABEL, containerName } from "./docker-container.js";
+import { DriverError } from "./driver.js";
 import { describeExit, type RunnerExit } from "./runner.js";
 
 /**
@@ -11,6 +12,45 @@ import { describeExit, type RunnerExit } from "./runner.js";
 export function engineStatus(err: unknown): number | undefined {
   const status = (err as { statusCode?: unknown } | null)?.statusCode;
   return typeof status === "number" ? status : undefined;
+}
+
+/**
+ * How long an engine call that answers at once on a working engine (the ping,
+ * observe's list call) may take. An engine that accepts the connection and
+ * never answers would otherwise hold every sweep, status and slot read forever.
+ */
+export const ENGINE_ANSWER_MS = 30_000;
+
+/** What hal0 says when the engine at `address` does not answer (`why`: the transport's error, or the bound). */
+export function engineDownMessage(runtime: "docker" | "swarm", address: string, why: string): string {
+  return `[slots] runtime = "${runtime}": the engine at ${address} does not answer (${why}); start it, or set [slots] docker_host or DOCKER_HOST`;
+}
+
+/**
+ * One engine call that answers at once, bounded by `ms`: given the signal to
+ * pass on (a call that takes none is no longer waited for), it fails with
+ * "no answer within N s" when the engine keeps silent that long.
+ */
+export function within<T>(call: (abortSignal: AbortSignal) => Promise<T>, ms = ENGINE_ANSWER_MS): Promise<T> {
+  const signal = AbortSignal.timeout(ms);
+  const silent = new Promise<never>((_, reject) => signal.addEventListener("abort", () => reject(new Error(`no answer within ${ms / 1000} s`)), { once: true }));
+  silent.catch(() => undefined); // the call answered first: nobody waits for this one
+  return Promise.race([call(signal).catch((err: unknown) => Promise.reject(signal.aborted ? new Error(`no answer within ${ms / 1000} s`) : err)), silent]);
+}
+
+/**
+ * `within`, for the runtime: no connection (the socket gone, the port closed)
+ * or no answer in time is `runtime.unavailable` (a DriverError), naming the
+ * address; an answer with an HTTP status (the engine's own refusal) is thrown
+ * as it came.
+ */
+export async function answered<T>(call: (abortSignal: AbortSignal) => Promise<T>, address: string, ms = ENGINE_ANSWER_MS): Promise<T> {
+  try {
+    return await within(call, ms);
+  } catch (err) {
+    if (engineStatus(err) !== undefined) throw err;
+    throw new DriverError("runtime.unavailable", engineDownMessage("docker", address, (err as Error).message));
+  }
 }
 
 /** Swallows the engine errors with these HTTP statuses (a missing container or service, one already stopped). */

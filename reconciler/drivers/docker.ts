@@ -3,7 +3,7 @@ import Dockerode from "dockerode";
 import type { ObservedSlot, SlotView } from "../observed.js";
 import { DriverError, interruptedStart, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
 import { boxFilter, containerName, hostMounts, type BindMount, labelledAs, logTailOf, observedFrom, slotLabels } from "./docker-container.js";
-import { engineStatus, exitNote, ignore, imageMissingMessage, notOursMessage, whenExited } from "./docker-engine.js";
+import { answered, ENGINE_ANSWER_MS, engineStatus, exitNote, ignore, imageMissingMessage, notOursMessage, whenExited } from "./docker-engine.js";
 import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
 import { waitHealthy } from "./runner.js";
 
@@ -15,6 +15,10 @@ const LOG_LINES = 15;
 
 export interface DockerDriverOptions {
   readonly docker: Dockerode;
+  /** The engine's address, as the messages name it (`runtime.unavailable`). */
+  readonly address?: string;
+  /** How long observe's list call may go unanswered before it is `runtime.unavailable` (ENGINE_ANSWER_MS). */
+  readonly answerMs?: number;
   /** This box's id (the inventory's `box`): every container hal0 makes carries it as `hal0.box`. */
   readonly box: string;
   /** The state folder. The docker runtime keeps no files: a container's labels are its record. */
@@ -50,6 +54,8 @@ export class DockerDriver implements SlotDriver {
   readonly runtime = "docker" as const;
   readonly stateDir: string;
   private readonly docker: Dockerode;
+  private readonly address: string;
+  private readonly answerMs: number;
   private readonly box: string;
   private readonly stopGraceS: number;
   private readonly pull: boolean;
@@ -62,6 +68,8 @@ export class DockerDriver implements SlotDriver {
   constructor(options: DockerDriverOptions) {
     if (options.box === "") throw new Error("DockerDriver needs the box id (its containers' hal0.box label)");
     this.docker = options.docker;
+    this.address = options.address ?? "the configured address";
+    this.answerMs = options.answerMs ?? ENGINE_ANSWER_MS;
     this.box = options.box;
     this.stateDir = options.stateDir;
     this.stopGraceS = options.stopGraceS ?? 20;
@@ -78,7 +86,8 @@ export class DockerDriver implements SlotDriver {
   }
 
   async observe(options: ObserveOptions = {}): Promise<ObservedSlot[]> {
-    const listed = await this.docker.listContainers({ all: true, filters: boxFilter(this.box) });
+    // The engine gone or hung after this driver was made is `runtime.unavailable`, as when it was made.
+    const listed = await answered((abortSignal) => this.docker.listContainers({ all: true, filters: boxFilter(this.box), abortSignal }), this.address, this.answerMs);
     const slots = listed.flatMap((c) => observedFrom(c, this.box) ?? []).sort((a, b) => (a.name < b.name ? -1 : 1));
     return Promise.all(slots.map(async (slot): Promise<ObservedSlot> => {
       if (!slot.running || slot.record === undefined || !wantsProbe(options, slot)) return { ...slot, health: "unknown" };

@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type Dockerode from "dockerode";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
-import { DockerDriver } from "../../reconciler/drivers/docker.js";
+import { DockerDriver, dockerClient } from "../../reconciler/drivers/docker.js";
 import { DriverError, StateStore, type StartPhase } from "../../reconciler/index.js";
 import { executePlan } from "../../reconciler/execute.js";
 import type { Change } from "../../schema/index.js";
@@ -277,5 +277,38 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(err?.code).toBe("apply.interrupted");
     expect(err!.message).toMatch(/interrupted while it waited for GET \/health on port \d+; container hal0-slot-\S+ is left running/);
     expect((await inspect(name)).State.Running).toBe(true);
+  });
+});
+
+describe("DockerDriver when its engine goes away or stops answering", () => {
+  // No engine needed: a socket that is not there, and one that takes the connection and never answers.
+  const dir = mkdtempSync(join(tmpdir(), "hal0-engine-gone-"));
+  const driverAt = (sock: string, answerMs?: number) =>
+    new DockerDriver({ docker: dockerClient(`unix://${sock}`), address: `unix://${sock}`, box: testBoxId(), stateDir: dir, ...(answerMs ? { answerMs } : {}) });
+  const refusal = (p: Promise<unknown>) => p.then(() => undefined, (err: unknown) => err as DriverError);
+
+  it("the engine's socket gone: observe is runtime.unavailable naming the address, not a bare transport error", async () => {
+    const sock = join(dir, "gone.sock");
+    const err = await refusal(driverAt(sock).observe());
+    expect(err).toBeInstanceOf(DriverError);
+    expect(err?.code).toBe("runtime.unavailable");
+    expect(err!.message).toContain(`the engine at unix://${sock} does not answer (connect ENOENT`);
+  });
+
+  it("an engine that takes the connection and never answers: observe gives up after its bound, runtime.unavailable", async () => {
+    const sock = join(dir, "silent.sock");
+    const held: import("node:net").Socket[] = [];
+    const silent = createServer((c) => void held.push(c)).listen(sock);
+    await once(silent, "listening");
+    try {
+      const began = Date.now();
+      const err = await refusal(driverAt(sock, 300).observe());
+      expect(Date.now() - began).toBeLessThan(5000);
+      expect(err?.code).toBe("runtime.unavailable");
+      expect(err!.message).toContain(`the engine at unix://${sock} does not answer (no answer within 0.3 s)`);
+    } finally {
+      for (const c of held) c.destroy();
+      silent.close();
+    }
   });
 });

@@ -10,6 +10,9 @@ import { captureIo, healthWithin } from "../cli/helpers.js";
 import { freePort, PROJECT, RUNNER, until } from "../reconciler/process-helpers.js";
 import { agentTokenFor, httpCall, registerServer, startTestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
+import { connect, createServer as createSocketServer, type Server as SocketServer } from "node:net";
+import { once } from "node:events";
+import { DOCKER_HOST, dockerEngine } from "../reconciler/docker-helpers.js";
 
 /**
  * service_list / service_health / service_action on a served box (serve():
@@ -203,6 +206,71 @@ describe("services when the runtime does not answer", () => {
       expect(overview.body.slots).toMatchObject({ count: stats.body.count, scraped: 0, by_status: { unknown: stats.body.count } });
       expect(overview.body.system.memory.available).toBe(true);
     } finally {
+      await s.close();
+    }
+  });
+});
+
+const ENGINE_SUITE = "slot reads when the docker engine goes away under a served box (real Docker engine)";
+const engine = await dockerEngine(ENGINE_SUITE);
+
+describe.skipIf(engine === undefined)(ENGINE_SUITE, () => {
+  /** A socket of the test's own that forwards to the engine: closed and removed, the engine is gone for hal0. */
+  async function engineDoor(sock: string): Promise<SocketServer> {
+    const target = DOCKER_HOST.replace(/^unix:\/\//, "");
+    const door = createSocketServer((c) => {
+      const u = connect(target);
+      c.pipe(u).pipe(c);
+      c.on("error", () => u.destroy());
+      u.on("error", () => c.destroy());
+    }).listen(sock);
+    await once(door, "listening");
+    return door;
+  }
+  const shut = (door: SocketServer) => new Promise<void>((resolve) => door.close(() => resolve()));
+  const past = () => new Promise((r) => setTimeout(r, 1100)); // past the read window
+
+  it("the engine gone after the runtime was reached: 503 runtime.unavailable (not a 500); back, the reads answer again", async () => {
+    const sock = join(mkdtempSync(join(tmpdir(), "hal0-door-")), "engine.sock");
+    let door = await engineDoor(sock);
+    const s = await startTestServer({ extra: { driverFor: (model) => driverFor(model, tmpdir(), {}) } });
+    try {
+      const settings = join(s.config, "hal0.toml");
+      writeFileSync(settings, readFileSync(settings, "utf8").replace(/^runtime = "process"$/m, `runtime = "docker"\ndocker_host = "unix://${sock}"`));
+      await past();
+      expect((await s.call("GET", "/api/slots")).status).toBe(200);
+      await shut(door);
+      await past();
+      for (const path of ["/api/slots", "/api/slots/chat", "/api/stats"]) {
+        const read = await s.call("GET", path);
+        expect(read.status, path).toBe(503);
+        expect(read.body.error.code, path).toBe("runtime.unavailable");
+        expect(read.body.error.message, path).toContain(`the engine at unix://${sock} does not answer`);
+      }
+      door = await engineDoor(sock);
+      await past();
+      expect((await s.call("GET", "/api/slots")).status).toBe(200);
+    } finally {
+      await shut(door);
+      await s.close();
+    }
+  });
+
+  it("the engine down when the runtime is first reached, then up: the reads answer (the failure is not kept)", async () => {
+    const sock = join(mkdtempSync(join(tmpdir(), "hal0-door-")), "engine.sock");
+    const s = await startTestServer({ extra: { driverFor: (model) => driverFor(model, tmpdir(), {}) } });
+    let door: SocketServer | undefined;
+    try {
+      const settings = join(s.config, "hal0.toml");
+      writeFileSync(settings, readFileSync(settings, "utf8").replace(/^runtime = "process"$/m, `runtime = "docker"\ndocker_host = "unix://${sock}"`));
+      await past();
+      expect((await s.call("GET", "/api/slots")).body.error?.code).toBe("runtime.unavailable");
+      door = await engineDoor(sock);
+      await past();
+      const read = await s.call("GET", "/api/slots");
+      expect(read.status, JSON.stringify(read.body.error)).toBe(200);
+    } finally {
+      if (door) await shut(door);
       await s.close();
     }
   });
