@@ -180,6 +180,7 @@ function planSlotState({ name, desired, seen, managed, applied, goneReason, node
     if (!running) return warnOnly ? slotChange(name, "no-op", "not_running", recorded, after) : slotChange(name, "create", managed || recorded ? "not_running" : "new", recorded, after);
     if (recorded === null) return slotChange(name, "replace", "spec_unknown", null, after);
     if (recorded.spec_hash === after.spec_hash) return slotChange(name, "no-op", "unchanged", recorded, after);
+    if (imageUnobserved(recorded, after)) return slotChange(name, "no-op", "image_unobserved", recorded, after);
     const drifted = managed && applied !== undefined && recorded.spec_hash !== applied;
     if (drifted && warnOnly) return slotChange(name, "no-op", "drifted", recorded, after);
     return slotChange(name, "replace", drifted ? "drifted" : observedChanged(recorded, after) ? "observed_changed" : "spec_changed", recorded, after);
@@ -189,6 +190,18 @@ function planSlotState({ name, desired, seen, managed, applied, goneReason, node
   // Never stop what hal0 did not start: running but not in the inventory is left alone.
   if (running) return slotChange(name, "no-op", "unmanaged", recorded, recorded);
   return desired ? slotChange(name, "no-op", "disabled", recorded, null) : undefined;
+}
+
+/**
+ * A running slot's image has no digest now (the image is not on the engine,
+ * or the engine did not answer the runner probe) while the one it runs was
+ * recorded with one: hal0 cannot tell what a replace would start, and without
+ * the image it could not start anything. It keeps running (reason
+ * `image_unobserved`, a `slot.image_missing` warning) until the digest is read
+ * again: the same one is no change, another one replaces it.
+ */
+function imageUnobserved(before: SlotView, after: SlotView): boolean {
+  return after.spec.image !== undefined && after.spec.observed?.image_digest === undefined && before.spec.observed?.image_digest !== undefined;
 }
 
 /**

@@ -38,6 +38,10 @@ export function slotWarnings(change: SlotChange, desired: ResolvedSlot, seen: Ob
     warnings.push({ address, code: "slot.drifted", message: `slot \`${desired.name}\` ${what}; drift = "warn": reported, not fixed` });
   }
   if (change.action === "create" || change.action === "replace") warnings.push(...tuneWarnings(address, desired), ...runnerNotes(address, desired));
+  if (change.reason === "image_unobserved") {
+    const image = change.after?.spec.image ?? "";
+    warnings.push({ address, code: "slot.image_missing", message: `the digest of image ${image} cannot be read (it is not on the engine, or the engine did not answer); slot \`${desired.name}\` keeps running the image it was started with (${change.before?.spec.observed?.image_digest ?? "?"}) until it can be read: the same image then changes nothing, another one replaces it` });
+  }
   if (change.reason === "argv_refused") {
     for (const d of desired.runner.diagnostics) {
       if (d.severity === "error") warnings.push({ address, code: d.code, message: `${d.file}:${d.line}:${d.column}: ${d.summary}; slot \`${desired.name}\` is not started` });

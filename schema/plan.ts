@@ -85,6 +85,7 @@ export const SLOT_REASONS = [
   "backing_off", // held back after failures
   "argv_refused", // its runner would refuse the argv (a removed, unknown or badly valued flag): not started, a running one left as it is
   "port_held", // running, and its new port is held by a process hal0 did not start: left running as it is until the port is free
+  "image_unobserved", // running, and its image's digest cannot be read now (the image is gone from the engine, or the engine did not answer): left running as it is until it can
 ] as const;
 export const SETTINGS_REASONS = ["unchanged", "first_apply", "changed", "backing_off"] as const;
 export const HERMES_REASONS = ["new", "drifted", "changed", "opted_out", "unchanged", "invalid_yaml", "backing_off"] as const;

@@ -65,4 +65,15 @@ describe("observed.image_digest", () => {
     const plan = planChanges(box("docker", new Map([[IMAGE, NEW]])), world.observed, world.inventory);
     expect(formatPlan(plan)).toContain("-/+ slot.tts (observed_changed: image digest first observed)");
   });
+
+  it("a running slot whose image's digest cannot be read now (the image removed, the engine not answering the probe) is left running, not replaced; the digest back, nothing changes", () => {
+    const world = running(box("docker", new Map([[IMAGE, OLD], ["other:1", OLD]])));
+    const plan = planChanges(box("docker", new Map([["other:1", OLD]])), world.observed, world.inventory);
+    expect(plan.has_changes).toBe(false);
+    expect(plan.changes.find((c) => c.address === "slot.tts")).toMatchObject({ action: "no-op", reason: "image_unobserved", destructive: false, downtime: false });
+    expect(plan.warnings).toContainEqual(expect.objectContaining({ address: "slot.tts", code: "slot.image_missing", message: expect.stringContaining(`keeps running the image it was started with (${OLD})`) }));
+    expect(planChanges(box("docker", new Map([[IMAGE, OLD], ["other:1", OLD]])), world.observed, world.inventory).has_changes).toBe(false);
+    // Back as another image: that one is replaced.
+    expect(planChanges(box("docker", new Map([[IMAGE, NEW], ["other:1", OLD]])), world.observed, world.inventory).changes.find((c) => c.address === "slot.tts")).toMatchObject({ action: "replace", reason: "observed_changed" });
+  });
 });
