@@ -58,6 +58,8 @@ export interface ListedContainer {
   readonly Status: string;
   /** What it runs: the image's entrypoint and its Cmd, joined by spaces (the engine's list). */
   readonly Command?: string;
+  /** The id of the image it runs (`sha256:…`, the image's config digest). */
+  readonly ImageID?: string;
   /** Seconds since the epoch. */
   readonly Created: number;
 }
@@ -74,6 +76,12 @@ export function observedFrom(c: ListedContainer, box: string): Omit<ObservedSlot
   if (c.Command !== undefined && !c.Command.endsWith(view.spec.argv.join(" "))) {
     const drifted: SlotView = { ...view, spec_hash: `${view.spec_hash}+changed` };
     return { name, running, record: { view: drifted, started_at: new Date(c.Created * 1000).toISOString() }, detail: `container ${containerName(name)} runs \`${c.Command.slice(0, 300)}\`, not the command its ${LABEL.view} label records: changed behind hal0's back` };
+  }
+  // …or the same command in another image: the image id the label records (the image it was started from) is not the one that runs.
+  const recorded = view.spec.observed?.image_digest;
+  if (recorded !== undefined && c.ImageID !== undefined && c.ImageID !== recorded) {
+    const drifted: SlotView = { ...view, spec_hash: `${view.spec_hash}+changed` };
+    return { name, running, record: { view: drifted, started_at: new Date(c.Created * 1000).toISOString() }, detail: `container ${containerName(name)} runs image ${c.ImageID}, not ${recorded}, the one its ${LABEL.view} label records: changed behind hal0's back` };
   }
   return { name, running, record: { view, started_at: new Date(c.Created * 1000).toISOString() }, ...state };
 }

@@ -110,5 +110,34 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(again.Config.Cmd).toEqual(info.Config.Cmd);
     expect((await run("down")).code).toBe(0);
   });
+
+  it("a container made again by hand with hal0's labels and command copied but another image reads as drifted: plan replaces it (drift = enforce)", async () => {
+    runtime("docker");
+    expect((await run("apply", "--yes")).code).toBe(0);
+    const name = SLOTS[1]!;
+    const original = engine.getContainer(`hal0-slot-${name}`);
+    const info = await original.inspect();
+    // Another image (another id) with the same entrypoint: the original container committed.
+    const other = `hal0-test-other-${TAG}:1`;
+    await original.commit({ repo: `hal0-test-other-${TAG}`, tag: "1" });
+    try {
+      await original.remove({ force: true });
+      const handmade = await engine.createContainer({ name: `hal0-slot-${name}`, Image: other, Cmd: info.Config.Cmd, Env: info.Config.Env, Labels: info.Config.Labels, WorkingDir: info.Config.WorkingDir, HostConfig: info.HostConfig });
+      await handmade.start();
+      expect((await handmade.inspect()).Image).not.toBe(info.Image);
+      const plan = await run("plan", "--json");
+      expect(plan.code, plan.err).toBe(0);
+      expect(JSON.parse(plan.out).changes.find((c: any) => c.address === `slot.${name}`)).toMatchObject({ action: "replace", reason: "drifted" });
+      const drift = await run("drift");
+      expect(drift.code).toBe(2);
+      expect(drift.out).toContain(`slot.${name} runs a spec hal0 did not apply`);
+      expect((await run("apply", "--yes")).code).toBe(0);
+      expect((await engine.getContainer(`hal0-slot-${name}`).inspect()).Image).toBe(info.Image);
+      expect((await run("drift")).code).toBe(0);
+      expect((await run("down")).code).toBe(0);
+    } finally {
+      await engine.getImage(other).remove({ force: true }).catch(() => undefined);
+    }
+  });
 });
 
