@@ -80,14 +80,14 @@ export class DockerDriver implements SlotDriver {
   /** The HostConfig.LogConfig a container is created with: undefined leaves the engine's default. */
   private async logConfig(): Promise<{ Type: string; Config: Record<string, string> } | undefined> {
     if (this.logMaxMb === 0) return undefined;
-    this.logDriver ??= this.docker.info().then((i: { LoggingDriver?: string }) => i.LoggingDriver ?? "", () => "");
+    this.logDriver ??= this.engine(() => this.docker.info()).then((i: { LoggingDriver?: string }) => i.LoggingDriver ?? "", () => "");
     const driver = await this.logDriver;
     return FILE_LOG_DRIVERS.has(driver) ? { Type: driver, Config: { "max-size": `${this.logMaxMb}m`, "max-file": "2" } } : undefined;
   }
 
   async observe(options: ObserveOptions = {}): Promise<ObservedSlot[]> {
     // The engine gone or hung after this driver was made is `runtime.unavailable`, as when it was made.
-    const listed = await answered((abortSignal) => this.docker.listContainers({ all: true, filters: boxFilter(this.box), abortSignal }), this.address, this.answerMs);
+    const listed = await this.engine((abortSignal) => this.docker.listContainers({ all: true, filters: boxFilter(this.box), abortSignal }));
     const slots = listed.flatMap((c) => observedFrom(c, this.box) ?? []).sort((a, b) => (a.name < b.name ? -1 : 1));
     return Promise.all(slots.map(async (slot): Promise<ObservedSlot> => {
       if (!slot.running || slot.record === undefined || !wantsProbe(options, slot)) return { ...slot, health: "unknown" };
@@ -98,6 +98,16 @@ export class DockerDriver implements SlotDriver {
       const answer = status === undefined ? "does not answer" : `answers ${status}`;
       return { ...slot, health, detail: `container ${containerName(slot.name)} is running but GET ${health_path} on port ${port} ${answer}` };
     }));
+  }
+
+  /**
+   * One engine call, bounded (answered): a socket gone or an engine that does not
+   * answer within `ms` is `runtime.unavailable`, so neither a sweep nor an apply
+   * waits on a hung engine for ever. Waits that last by design (the pull's
+   * stream, the wait for a container's exit) are not bounded.
+   */
+  private engine<T>(call: (abortSignal: AbortSignal) => Promise<T>, ms = this.answerMs): Promise<T> {
+    return answered(call, this.address, ms);
   }
 
   portHolder(port: number): Promise<{ pid?: number; command?: string } | undefined> {
@@ -121,7 +131,7 @@ export class DockerDriver implements SlotDriver {
       if (outcome.kind === "interrupted") throw interruptedStart(name, spec.port, spec.health_path, `container ${containerName(name)}`);
       const logs = await this.logNote(container);
       if (outcome.kind === "exited") {
-        await container.remove({ force: true }).catch(() => undefined);
+        await this.engine((abortSignal) => container.remove({ force: true, abortSignal })).catch(() => undefined);
         throw new DriverError("slot.spawn_failed", `slot ${name}: container ${containerName(name)} (${spec.image}) ${exitNote(outcome.exit)} before it was healthy${logs}`);
       }
       await this.stop(name, ABORT_GRACE_S);
@@ -138,8 +148,9 @@ export class DockerDriver implements SlotDriver {
     if (found === undefined || !labelledAs(found.Config.Labels, this.box, name)) return; // nothing of ours by that name
     // By id from here on: a container created under the same name meanwhile is not the one we checked.
     const container = this.docker.getContainer(found.Id);
-    await container.stop({ t: graceS }).catch(ignore(304, 404)); // 304: already stopped
-    await container.remove().catch(ignore(404));
+    // The engine answers a stop once the container is down: after the grace at most (then SIGKILL), plus the usual bound.
+    await this.engine((abortSignal) => container.stop({ t: graceS, abortSignal }), graceS * 1000 + this.answerMs).catch(ignore(304, 404)); // 304: already stopped
+    await this.engine((abortSignal) => container.remove({ abortSignal })).catch(ignore(404));
   }
 
   /**
@@ -172,7 +183,7 @@ export class DockerDriver implements SlotDriver {
 
   private async imagePresent(image: string): Promise<boolean> {
     try {
-      await this.docker.getImage(image).inspect();
+      await this.engine(() => this.docker.getImage(image).inspect());
       return true;
     } catch (err) {
       if (engineStatus(err) === 404) return false;
@@ -209,8 +220,9 @@ export class DockerDriver implements SlotDriver {
       await this.ensureImage(view.spec.image!);
       container = await this.create(name, view, cwd, mounts);
     }
-    await container.start().catch(async (err: unknown) => {
-      await container.remove({ force: true }).catch(() => undefined);
+    await this.engine((abortSignal) => container.start({ abortSignal })).catch(async (err: unknown) => {
+      await this.engine((abortSignal) => container.remove({ force: true, abortSignal })).catch(() => undefined);
+      if (err instanceof DriverError) throw err;
       throw new DriverError("slot.spawn_failed", `slot ${name}: docker could not start ${containerName(name)}: ${(err as Error).message}`);
     });
     return container;
@@ -220,7 +232,8 @@ export class DockerDriver implements SlotDriver {
     const { spec } = view;
     const logConfig = await this.logConfig();
     try {
-      return await this.docker.createContainer({
+      return await this.engine((abortSignal) => this.docker.createContainer({
+        abortSignal,
         name: containerName(name),
         Image: spec.image,
         Cmd: [...spec.argv],
@@ -229,8 +242,9 @@ export class DockerDriver implements SlotDriver {
         ...(mounts[0]?.Target === cwd ? { WorkingDir: cwd } : {}),
         StopTimeout: this.stopGraceS,
         HostConfig: { NetworkMode: "host", Init: true, RestartPolicy: { Name: "no" }, Mounts: mounts, ...(logConfig ? { LogConfig: logConfig } : {}) },
-      });
+      }));
     } catch (err) {
+      if (err instanceof DriverError) throw err; // the engine does not answer
       if (engineStatus(err) === 404) throw new DriverError("slot.image_missing", imageMissingMessage(spec.image!));
       throw new DriverError("slot.spawn_failed", `slot ${name}: docker could not create ${containerName(name)}: ${(err as Error).message}`);
     }
@@ -238,7 +252,7 @@ export class DockerDriver implements SlotDriver {
 
   private async inspectByName(name: string): Promise<Dockerode.ContainerInspectInfo | undefined> {
     try {
-      return await this.docker.getContainer(containerName(name)).inspect();
+      return await this.engine((abortSignal) => this.docker.getContainer(containerName(name)).inspect({ abortSignal }));
     } catch (err) {
       if (engineStatus(err) === 404) return undefined;
       throw err;
@@ -246,7 +260,7 @@ export class DockerDriver implements SlotDriver {
   }
 
   private async logNote(container: Dockerode.Container): Promise<string> {
-    const raw = await container.logs({ stdout: true, stderr: true, tail: LOG_LINES, follow: false }).catch(() => undefined);
+    const raw = await this.engine((abortSignal) => container.logs({ stdout: true, stderr: true, tail: LOG_LINES, follow: false, abortSignal })).catch(() => undefined);
     const tail = raw === undefined ? "" : logTailOf(raw, LOG_LINES);
     return tail === "" ? "; its log is empty" : `; last lines of its log:\n${tail.replace(/^/gm, "  ")}`;
   }

@@ -306,6 +306,13 @@ describe("DockerDriver when its engine goes away or stops answering", () => {
       expect(Date.now() - began).toBeLessThan(5000);
       expect(err?.code).toBe("runtime.unavailable");
       expect(err!.message).toContain(`the engine at unix://${sock} does not answer (no answer within 0.3 s)`);
+      // An apply's steps too: a stop and a start on that engine give up, rather than hold the apply (or the sweep loop) for ever.
+      const driver = driverAt(sock, 300);
+      const stopped = await refusal(driver.stop("chat", 1));
+      expect(stopped?.code).toBe("runtime.unavailable");
+      const started = await refusal(driver.start("chat", dockerViewFor({ port: await freePort(), root: dir }), { healthTimeoutS: 5, cwd: dir }));
+      expect(started?.code).toBe("runtime.unavailable");
+      expect(Date.now() - began).toBeLessThan(10_000);
     } finally {
       for (const c of held) c.destroy();
       silent.close();
