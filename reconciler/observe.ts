@@ -48,7 +48,9 @@ function hermesTokens(profiles: Readonly<Record<string, ObservedHermesProfile>>,
 async function foreignPorts(model: Model, slots: Readonly<Record<string, ObservedSlot>>, driver: SlotDriver): Promise<Record<string, ForeignPort>> {
   const ourPorts = new Set(Object.values(slots).filter((s) => s.running && s.record).map((s) => s.record!.view.port));
   // A running slot whose port changes is asked about too: its replace would stop it for a port it cannot bind.
-  const wanted = Object.values(model.slots).filter((s) => s.enabled && !ourPorts.has(s.port));
+  // A slot running with no readable record (its port unknown) most likely holds its own port, and its replace stops it first: not asked about.
+  const unknown = new Set(Object.values(slots).filter((s) => s.running && !s.record).map((s) => s.name));
+  const wanted = Object.values(model.slots).filter((s) => s.enabled && !ourPorts.has(s.port) && !unknown.has(s.name));
   const holders = await Promise.all(wanted.map(async (s) => [s.name, s.port, await driver.portHolder(s.port)] as const));
   const out: Record<string, ForeignPort> = {};
   for (const [name, port, holder] of holders) if (holder) out[name] = { port, ...holder };

@@ -178,7 +178,8 @@ function planSlotState({ name, desired, seen, managed, applied, goneReason, node
     // …and a slot no ready node could take now (a label no node carries, its node down or drained) is not started into a Pending task.
     if (!running && nodes !== undefined && placeableOn(after, nodes).length === 0) return slotChange(name, "no-op", "unplaced", recorded, after);
     if (!running) return warnOnly ? slotChange(name, "no-op", "not_running", recorded, after) : slotChange(name, "create", managed || recorded ? "not_running" : "new", recorded, after);
-    if (recorded === null) return slotChange(name, "replace", "spec_unknown", null, after);
+    // Running with no readable record: one hal0 started (a container made again by hand without its hal0.view label) was changed behind its back.
+    if (recorded === null) return managed ? slotChange(name, warnOnly ? "no-op" : "replace", "drifted", null, after) : slotChange(name, "replace", "spec_unknown", null, after);
     if (recorded.spec_hash === after.spec_hash) return slotChange(name, "no-op", "unchanged", recorded, after);
     if (imageUnobserved(recorded, after)) return slotChange(name, "no-op", "image_unobserved", recorded, after);
     const drifted = managed && applied !== undefined && recorded.spec_hash !== applied;

@@ -71,7 +71,7 @@ const AddressSchema = z.union([SlotAddressSchema, z.literal("settings"), HermesA
 export const SLOT_REASONS = [
   "new", // enabled, never started
   "not_running", // enabled, hal0 knows it (inventory or a runtime record), not running
-  "spec_unknown", // running without a record to compare: replaced
+  "spec_unknown", // running without a record to compare, and not in the inventory: replaced (one hal0 started is `drifted`)
   "spec_changed", // the config moved what it runs
   "observed_changed", // same config, but an observed fact it runs with changed (the runner's dialect, the image's digest)
   "drifted", // changed or stopped behind hal0's back

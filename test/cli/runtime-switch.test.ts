@@ -111,6 +111,34 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect((await run("down")).code).toBe(0);
   });
 
+  it("a container made again by hand without a readable hal0.view label is drift: reported under warn, replaced under enforce (not held as a stranger on its own port)", async () => {
+    runtime("docker");
+    expect((await run("apply", "--yes")).code).toBe(0);
+    const name = SLOTS[0]!;
+    const original = engine.getContainer(`hal0-slot-${name}`);
+    const info = await original.inspect();
+    await original.remove({ force: true });
+    const labels = { ...info.Config.Labels, "hal0.view": "{not json" };
+    const handmade = await engine.createContainer({ name: `hal0-slot-${name}`, Image: info.Config.Image, Cmd: info.Config.Cmd, Env: info.Config.Env, Labels: labels, WorkingDir: info.Config.WorkingDir, HostConfig: info.HostConfig });
+    await handmade.start();
+    expect(await healthWithin(ports[0]!, 10_000)).toBe(200);
+    const settings = readFileSync(join(config, "hal0.toml"), "utf8");
+    writeFileSync(join(config, "hal0.toml"), `${settings}[reconcile]\ndrift = "warn"\n`);
+    const warned = JSON.parse((await run("plan", "--json")).out);
+    expect(warned.changes.find((c: any) => c.address === `slot.${name}`)).toMatchObject({ action: "no-op", reason: "drifted" });
+    expect(warned.warnings.filter((w: any) => w.code === "slot.port_in_use")).toEqual([]);
+    const drift = await run("drift");
+    expect(drift.code).toBe(2);
+    expect(drift.out).toContain(`slot.${name} runs a spec hal0 did not apply; drift = "warn": reported only`);
+    writeFileSync(join(config, "hal0.toml"), settings);
+    const plan = JSON.parse((await run("plan", "--json")).out);
+    expect(plan.changes.find((c: any) => c.address === `slot.${name}`)).toMatchObject({ action: "replace", reason: "drifted" });
+    expect((await run("apply", "--yes")).code).toBe(0);
+    expect((await engine.getContainer(`hal0-slot-${name}`).inspect()).Config.Labels["hal0.view"]).toBe(info.Config.Labels["hal0.view"]);
+    expect((await run("drift")).code).toBe(0);
+    expect((await run("down")).code).toBe(0);
+  });
+
   it("a container made again by hand with hal0's labels and command copied but another image reads as drifted: plan replaces it (drift = enforce)", async () => {
     runtime("docker");
     expect((await run("apply", "--yes")).code).toBe(0);
