@@ -139,12 +139,13 @@ async function runtimeDriver(model: Model, dir: string, env: CliIo["env"]): Prom
 /** The swarm runtime: the manager's engine (`[slots] docker_host`, else $DOCKER_HOST), which must answer and be a swarm manager. */
 async function swarmDriverFor(model: Model, dir: string, env: CliIo["env"]): Promise<SlotDriver> {
   const slots = model.settings.slots;
-  const [{ SwarmDriver }, { dockerClient }, { SwarmKey }] = await Promise.all([import("../reconciler/drivers/swarm.js"), import("../reconciler/drivers/docker.js"), import("../reconciler/drivers/swarm-key.js")]);
+  const [{ SwarmDriver }, { dockerClient }, { SwarmKey }, { within }] = await Promise.all([import("../reconciler/drivers/swarm.js"), import("../reconciler/drivers/docker.js"), import("../reconciler/drivers/swarm-key.js"), import("../reconciler/drivers/docker-engine.js")]);
   const host = engineAddress(slots.docker_host, env);
   let docker: ReturnType<typeof dockerClient>;
   try {
     docker = dockerClient(host);
-    const info = (await docker.info()) as { Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean } };
+    // Bounded as the docker runtime's ping is (an engine that takes the connection and never answers); dockerode's info takes the signal, its types do not say so.
+    const info = (await within((abortSignal) => (docker.info.bind(docker) as unknown as (o: { abortSignal: AbortSignal }) => Promise<unknown>)({ abortSignal }))) as { Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean } };
     if (info.Swarm?.ControlAvailable !== true) {
       throw new CliError("runtime.unavailable", `[slots] runtime = "swarm": the engine at ${host} is not a swarm manager (swarm state ${info.Swarm?.LocalNodeState || "inactive"}); run docker swarm init there, or point [slots] docker_host or DOCKER_HOST at a manager`);
     }
