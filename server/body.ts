@@ -61,7 +61,7 @@ export function readBodyLimited(event: H3Event, limit: number): Promise<Buffer |
     const chunks: Buffer[] = [];
     let size = 0;
     const stop = () => {
-      req.off("data", onData).off("end", onEnd).off("error", onError).off("close", onClose);
+      req.off("data", onData).off("end", onEnd).off("error", onGone).off("close", onGone);
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
@@ -79,14 +79,15 @@ export function readBodyLimited(event: H3Event, limit: number): Promise<Buffer |
       (event as unknown as { _requestBody?: Buffer })._requestBody = body;
       resolve(body);
     };
-    const onError = (err: Error) => {
+    // The client went (or broke the framing) before the body it announced had arrived: its doing, not the server's.
+    const onGone = () => {
       stop();
-      reject(err);
+      reject(incomplete(size));
     };
-    const onClose = () => {
-      stop();
-      reject(new Error("the client closed the request before its body ended"));
-    };
-    req.on("data", onData).on("end", onEnd).on("error", onError).on("close", onClose);
+    req.on("data", onData).on("end", onEnd).on("error", onGone).on("close", onGone);
   });
+}
+
+function incomplete(received: number): ApiError {
+  return new ApiError("request.incomplete", "the connection closed before the request's body had all arrived; nothing was done", { received_bytes: received });
 }

@@ -1,5 +1,8 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
+import { once } from "node:events";
 import { request, type IncomingHttpHeaders } from "node:http";
+import { connect } from "node:net";
+import { setTimeout as sleep } from "node:timers/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -11,6 +14,7 @@ import { openDb } from "../../server/db.js";
 import { inputRefusal, MAX_DEPTH } from "../../server/input.js";
 import { httpCall, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callMemory, callTool, memoryClient } from "./mcp-helpers.js";
+import { until } from "../helpers/until.js";
 
 /**
  * Issue 16, bad input over HTTP: bodies over `[server] max_body_kb` (413,
@@ -237,6 +241,29 @@ describe("1. request bodies over [server] max_body_kb", () => {
     const c = await adminClient(s.url, { token: s.operator });
     expect((await callTool(c, "slot_list", {})).isError).toBe(false);
     await c.close();
+  });
+});
+
+describe("a client that goes before its body has arrived", () => {
+  /** Sends the headers and `part` of a body announced as longer, then closes the connection. */
+  async function abandon(path: string, headers: Record<string, string>, part: string): Promise<void> {
+    const socket = connect({ host: "127.0.0.1", port: Number(new URL(s.url).port) });
+    await once(socket, "connect");
+    const head = Object.entries({ host: "127.0.0.1", "content-type": "application/json", "content-length": String(part.length + 100), ...headers }).map(([k, v]) => `${k}: ${v}\r\n`).join("");
+    socket.write(`POST ${path} HTTP/1.1\r\n${head}\r\n${part}`);
+    await sleep(100);
+    socket.destroy();
+  }
+
+  it("is audited as request.incomplete, on REST and on an MCP endpoint, never system.internal; nothing is written", async () => {
+    const before = read("slots/chat.toml");
+    await abandon("/api/slots/chat/restart", { authorization: `Bearer ${s.operator}` }, '{"for');
+    const rest = await until(lastAudit, (row) => row?.route === "POST /api/slots/{name}/restart");
+    expect(rest).toMatchObject({ actor: "operator:owner", kind: "rest", outcome: "error", error_code: "request.incomplete" });
+    await abandon("/mcp/admin", { authorization: `Bearer ${s.operator}`, accept: "application/json, text/event-stream" }, '{"jsonrpc":"2.0","id":1,');
+    const mcp = await until(lastAudit, (row) => row?.route === "POST /mcp/admin");
+    expect(mcp).toMatchObject({ actor: "operator:owner", kind: "mcp", outcome: "error", error_code: "request.incomplete" });
+    expect(read("slots/chat.toml")).toBe(before);
   });
 });
 
