@@ -1,4 +1,4 @@
-import type { IncomingHttpHeaders } from "node:http";
+import type { IncomingHttpHeaders, IncomingMessage } from "node:http";
 import type { H3Event } from "h3";
 import { MAX_BODY_KB_DEFAULT } from "../schema/settings.js";
 import { ApiError } from "./errors.js";
@@ -57,11 +57,18 @@ export function readBodyLimited(event: H3Event, limit: number): Promise<Buffer |
   if (!declaresBody(req.headers)) return Promise.resolve(undefined);
   const declared = req.headers["content-length"] === undefined ? undefined : Number(req.headers["content-length"]);
   if (declared !== undefined && declared > limit) return Promise.reject(tooLarge(limit, declared));
+  const cut = CUT.get(req)?.reason;
+  if (cut && !req.complete) return Promise.reject(cut);
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
     const stop = () => {
       req.off("data", onData).off("end", onEnd).off("error", onGone).off("close", onGone);
+      CUT.get(req)?.waiting.delete(onCut);
+    };
+    const onCut = (reason: ApiError) => {
+      stop();
+      reject(reason);
     };
     const onData = (chunk: Buffer) => {
       size += chunk.length;
@@ -85,9 +92,43 @@ export function readBodyLimited(event: H3Event, limit: number): Promise<Buffer |
       reject(incomplete(size));
     };
     req.on("data", onData).on("end", onEnd).on("error", onGone).on("close", onGone);
+    waitingOn(req).add(onCut);
   });
 }
 
 function incomplete(received: number): ApiError {
   return new ApiError("request.incomplete", "the connection closed before the request's body had all arrived; nothing was done", { received_bytes: received });
+}
+
+interface Cut {
+  /** Set once the request is cut: a read that starts later is refused at once. */
+  reason?: ApiError;
+  /** The reads waiting for this request's body. */
+  readonly waiting: Set<(reason: ApiError) => void>;
+}
+
+/** Per request: the reads waiting for its body, and why it was cut. */
+const CUT = new WeakMap<IncomingMessage, Cut>();
+
+function waitingOn(req: IncomingMessage): Set<(reason: ApiError) => void> {
+  let cut = CUT.get(req);
+  if (!cut) CUT.set(req, (cut = { waiting: new Set() }));
+  return cut.waiting;
+}
+
+/**
+ * Stops waiting for the rest of `req`'s body: a read of it under way, or
+ * one that starts later, fails with `reason`, which the route answers as
+ * any refusal (hal0 serve's shutdown: 503 `server.shutting_down`). Nothing
+ * acts on a request before its whole body is read, so a cut request did
+ * nothing. A request whose body had all arrived is left alone; returns
+ * whether `req` was cut.
+ */
+export function cutBody(req: IncomingMessage, reason: ApiError): boolean {
+  if (req.complete || CUT.get(req)?.reason) return false;
+  const cut = CUT.get(req) ?? { waiting: new Set() };
+  cut.reason = reason;
+  CUT.set(req, cut);
+  for (const reader of [...cut.waiting]) reader(reason);
+  return true;
 }

@@ -14,6 +14,7 @@ import { StateStore } from "../reconciler/state.js";
 import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
 import { TREE_FOLDERS } from "../reconciler/tree-cache.js";
 import { isLoopbackHost } from "../schema/settings.js";
+import { cutBody } from "./body.js";
 import { ApiError, envelope } from "./errors.js";
 import { createHal0Server, type Hal0Server, type Hal0ServerOptions } from "./hal0-server.js";
 import { logFilePath, RotatingLog } from "./log-file.js";
@@ -274,7 +275,10 @@ class Front {
    * (503 `server.shutting_down`); lets the requests in flight finish, with
    * no limit (an apply is not cut short); ends the open event streams once
    * nothing else is in flight, or after `graceMs` at the latest (a stream
-   * never finishes on its own); resolves when every connection is closed.
+   * never finishes on its own); refuses a request whose body has still not
+   * all arrived by then (503, nothing ran: node's request timeout stops with
+   * the listener, so a client that never sends the rest held the shutdown
+   * forever); resolves when every connection is closed.
    */
   async drain(graceMs: number): Promise<void> {
     if (!this.http.listening) return;
@@ -287,6 +291,11 @@ class Front {
     while (this.open.size > 0) {
       const inFlight = [...this.open].filter((res) => !isEventStream(res)).length;
       const late = Date.now() >= deadline;
+      if (late) {
+        // A request whose body has still not all arrived did nothing yet (every route reads its whole body first): refused, not waited for.
+        const cut = [...this.open].filter((res) => cutBody(res.req, shuttingDown())).length;
+        if (cut > 0) this.logger.info({ requests: cut }, "refused requests whose body had not arrived");
+      }
       if (inFlight === 0 || late) {
         const streams = endEventStreams(this.open);
         if (streams > 0) this.logger.info({ streams, requests_in_flight: inFlight }, "ended open event streams");
@@ -305,8 +314,12 @@ class Front {
   }
 }
 
+function shuttingDown(): ApiError {
+  return new ApiError("server.shutting_down", "hal0 serve is shutting down; retry once it is back");
+}
+
 function refuseShuttingDown(res: ServerResponse): void {
-  const err = new ApiError("server.shutting_down", "hal0 serve is shutting down; retry once it is back");
+  const err = shuttingDown();
   res.writeHead(err.status, { "content-type": "application/json", connection: "close", "retry-after": "5" }).end(JSON.stringify(envelope(err)));
 }
 

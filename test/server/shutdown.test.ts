@@ -150,19 +150,32 @@ describe("serve().close(): the drain (in process)", () => {
   it("finishes requests in flight, refuses new ones (503 server.shutting_down), and ends streams at the grace while a request is in flight", async () => {
     const { config, state } = emptyBox();
     const grace = 800;
+    // The driver's observe waits while `held` is pending: a GET /api/slots is in flight for as long as the test wants.
+    let release = (): void => {};
+    const held = new Promise<void>((resolve) => (release = resolve));
+    let holding = false;
     const serving = await serve({
       root: config, stateDir: state, port: 0, reconcile: false, shutdownGraceMs: grace, logger: serveLogger("silent"),
-      driverFor: async () => new ProcessDriver({ stateDir: state }),
+      driverFor: async () => {
+        const driver = new ProcessDriver({ stateDir: state });
+        return {
+          runtime: driver.runtime,
+          observe: async (o) => (holding ? held.then(() => driver.observe(o)) : driver.observe(o)),
+          portHolder: (port) => driver.portHolder(port),
+          start: (name, view, o) => driver.start(name, view, o),
+          stop: (name, graceS) => driver.stop(name, graceS),
+        };
+      },
     });
     const token = readFileSync(join(state, "operator.token"), "utf8").trim();
     const stream = await openStream(`${serving.url}/api/agent/approvals/events`, { authorization: `Bearer ${token}` });
     await stream.saw("event: snapshot");
     let streamEndedAt = 0;
     void stream.ended.then(() => (streamEndedAt = Date.now()));
-    // In flight: a POST whose body has not all arrived.
-    const body = JSON.stringify({ edits: [] });
+    // In flight: a request whose route is still at work.
+    holding = true;
     const inFlight = await rawConnection(serving.port);
-    inFlight.socket.write(`POST /api/plans HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 5)}`);
+    inFlight.socket.write(`GET /api/slots HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\n\r\n`);
     // Arriving: a request whose headers are not complete yet when the shutdown starts.
     const late = await rawConnection(serving.port);
     late.socket.write(`GET /api/plans HTTP/1.1\r\nHost: 127.0.0.1\r\n`);
@@ -179,13 +192,40 @@ describe("serve().close(): the drain (in process)", () => {
     expect(late.received()).toContain(`"code":"server.shutting_down"`);
     expect(await stream.ended).not.toContain("error:");
     expect(streamEndedAt - started).toBeGreaterThanOrEqual(grace - 50);
-    expect(closed).toBe(false); // the request in flight is waited for
-    inFlight.socket.write(body.slice(5));
+    await sleep(grace);
+    expect(closed).toBe(false); // the request in flight is waited for, past the grace
+    release();
     await inFlight.closed;
-    expect(inFlight.received()).toMatch(/^HTTP\/1\.1 422 /); // answered by its route (an empty change set is refused)
-    expect(inFlight.received()).toContain(`"code":"validation.invalid"`);
+    expect(inFlight.received()).toMatch(/^HTTP\/1\.1 200 /); // answered by its route
+    expect(inFlight.received()).toContain(`"slots":[]`);
     expect(inFlight.received()).toMatch(/\r\nconnection: close\r\n/i);
     await closing;
+  }, 30_000);
+
+  it("refuses a request whose body never arrives at the grace (503, nothing done), instead of waiting for it forever", async () => {
+    const { config, state } = emptyBox();
+    const grace = 600;
+    const serving = await serve({
+      root: config, stateDir: state, port: 0, reconcile: false, shutdownGraceMs: grace, logger: serveLogger("silent"),
+      driverFor: async () => new ProcessDriver({ stateDir: state }),
+    });
+    const token = readFileSync(join(state, "operator.token"), "utf8").trim();
+    const before = readFileSync(join(config, "hal0.toml"), "utf8");
+    // Headers, then a part of the body, and never the rest (node's own request timeout stops with the listener).
+    const stalled = await rawConnection(serving.port);
+    const body = JSON.stringify({ reconcile: { interval_s: 60 } });
+    stalled.socket.write(`PUT /api/settings HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer ${token}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 8)}`);
+    await sleep(100);
+    const started = Date.now();
+    const closed = await Promise.race([serving.close().then(() => true), sleep(grace + 4000, false)]);
+    expect(closed).toBe(true);
+    expect(Date.now() - started).toBeLessThan(grace + 2500);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(grace - 50); // it had the grace to send the rest
+    await stalled.closed;
+    expect(stalled.received()).toMatch(/^HTTP\/1\.1 503 /);
+    expect(stalled.received()).toContain(`"code":"server.shutting_down"`);
+    expect(stalled.received()).toMatch(/\r\nconnection: close\r\n/i);
+    expect(readFileSync(join(config, "hal0.toml"), "utf8")).toBe(before);
   }, 30_000);
 
   it("with only streams open, ends them at once instead of waiting out the grace", async () => {
