@@ -1,5 +1,6 @@
 import { readdir } from "node:fs/promises";
-import { createServer, type Server, type ServerResponse } from "node:http";
+import { createServer, maxHeaderSize, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { toNodeListener, type App } from "h3";
@@ -235,8 +236,10 @@ class Front {
 
   constructor(app: App, private readonly logger: Logger) {
     const handler = toNodeListener(app);
-    this.http = createServer((req, res) => {
+    // node's own refusals (a Host-less HTTP/1.1 request, a request it cannot parse, headers over its limit, a timeout) are bare status lines: hal0 answers them with the envelope.
+    this.http = createServer({ requireHostHeader: false }, (req, res) => {
       if (this.closing) return refuseShuttingDown(res);
+      if (req.httpVersion === "1.1" && req.headers.host === undefined) return refuseRaw(res, malformed("an HTTP/1.1 request names its Host (RFC 9112 §3.2)", "missing_host"));
       this.open.add(res);
       res.once("close", () => this.open.delete(res));
       // Once stopping, a connection carries no next request: it closes after its reply.
@@ -259,6 +262,9 @@ class Front {
       throw await listenError(err as NodeJS.ErrnoException, host, port);
     }
     this.http.on("error", (err) => this.logger.error({ err }, "http server error"));
+    this.http.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket, this.http));
+    // CONNECT is no route's method (hal0 is not a proxy); without a listener node drops the connection unanswered.
+    this.http.on("connect", (req: IncomingMessage, socket: Duplex) => answerOnSocket(socket, new ApiError("route.method_not_allowed", `CONNECT is not allowed on ${req.url ?? "/"}: hal0 is not a proxy`, { allowed: [] })));
     return (this.http.address() as { port: number }).port;
   }
 
@@ -312,6 +318,36 @@ class Front {
     await closed;
     clearTimeout(cut);
   }
+}
+
+function malformed(why: string, reason: string): ApiError {
+  return new ApiError("request.malformed", `not a request hal0 can read: ${why}`, { reason });
+}
+
+/** A request node refused before any handler saw it, as hal0's envelope (what node would send bare), and the connection closed. */
+function answerClientError(err: NodeJS.ErrnoException & { reason?: string }, socket: Duplex, http: Server): void {
+  if (err.code === "ECONNRESET") return void socket.destroy(); // the client went: no one to answer
+  const api = err.code === "HPE_HEADER_OVERFLOW"
+    ? new ApiError("request.header_too_large", `the request line and headers are larger than ${maxHeaderSize / 1024} KiB (a URL or query string that long is refused)`, { max_header_kb: maxHeaderSize / 1024 })
+    : err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+      ? new ApiError("request.timeout", `the request did not arrive in time (its headers within ${http.headersTimeout / 1000} s, all of it within ${http.requestTimeout / 1000} s)`, { headers_timeout_s: http.headersTimeout / 1000, request_timeout_s: http.requestTimeout / 1000 })
+      : malformed(err.reason ?? err.message, err.code ?? "unknown");
+  answerOnSocket(socket, api);
+}
+
+/** Writes `err`'s reply on a socket no response owns yet (one whose response began is only closed), then closes it, as node does with its own. */
+function answerOnSocket(socket: Duplex, err: ApiError): void {
+  const active = (socket as Duplex & { _httpMessage?: ServerResponse })._httpMessage;
+  if (socket.writable && !active?.headersSent) {
+    const body = JSON.stringify(envelope(err));
+    socket.write(`HTTP/1.1 ${err.status} ${STATUS_CODES[err.status] ?? ""}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`);
+  }
+  socket.destroy();
+}
+
+function refuseRaw(res: ServerResponse, err: ApiError): void {
+  const body = JSON.stringify(envelope(err));
+  res.writeHead(err.status, { "content-type": "application/json", "content-length": Buffer.byteLength(body), connection: "close" }).end(body);
 }
 
 function shuttingDown(): ApiError {
