@@ -61,6 +61,8 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     private readonly now: () => number = Date.now,
   ) {
     super();
+    // One listener per open events stream (an inbox tab, an operator's client): any number is expected, not a leak.
+    this.setMaxListeners(0);
   }
 
   /** Queues a call (or returns the pending one with exactly the same tool and args). Its arguments are validated and a write is planned first: an invalid one is refused now. */

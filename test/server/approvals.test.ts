@@ -7,7 +7,8 @@ import { ApiError } from "../../server/errors.js";
 import { defineRoute, type Route } from "../../server/route.js";
 import { ROUTES } from "../../server/routes/index.js";
 import { PENDING_PER_CALLER } from "../../server/approvals.js";
-import { httpCall, startTestServer, type TestServer } from "./harness.js";
+import { httpCall, openEventStream, startTestServer, type TestServer } from "./harness.js";
+import { until } from "../helpers/until.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 
 /** A gated write to queue: sets a slot's ctx_size (the real slot routes have their own suite). */
@@ -226,5 +227,23 @@ describe("approvals", () => {
     await got(4);
     expect(events.slice(1).map((e) => `${e.event} ${e.data.approval.id}`)).toEqual([`enqueued ${b.id}`, `approved ${b.id}`, `executed ${b.id}`]);
     req.destroy();
+  });
+
+  it("serves any number of open events streams without node's listener-leak warning, and lets each go when it closes", async () => {
+    const s = await start();
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => void warnings.push(`${w.name}: ${w.message}`);
+    process.on("warning", onWarning);
+    try {
+      const streams = await Promise.all(Array.from({ length: 12 }, () => openEventStream(s.url, "/api/agent/approvals/events", s.operator, /event: snapshot/)));
+      await Promise.all(streams.map((st) => st.done));
+      expect(s.hal0.approvals.listenerCount("event")).toBe(12);
+      for (const st of streams) st.close();
+      await until(async () => s.hal0.approvals.listenerCount("event"), (n) => n === 0);
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(warnings.filter((w) => w.startsWith("MaxListenersExceededWarning"))).toEqual([]);
+    } finally {
+      process.off("warning", onWarning);
+    }
   });
 });
