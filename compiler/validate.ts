@@ -18,8 +18,10 @@ export function parseToml(rel: string, text: string, reporter: Reporter): Record
   try {
     // Most files hold no float, date-time or huge integer: a scan of the text
     // decides whether the exact (bigint) parse and its rewrite are needed.
-    if (!mayHoldOddScalars(text)) return parse(text) as Record<string, unknown>;
-    return normalizeScalars(parse(text, { integersAsBigInt: true }) as Record<string, unknown>);
+    const data = mayHoldOddScalars(text) ? normalizeScalars(parse(text, { integersAsBigInt: true }) as Record<string, unknown>) : parse(text) as Record<string, unknown>;
+    // TOML writes a NUL only as an escape: a file without one holds none.
+    if (/\\(?:u0000|U00000000)/.test(text) && reportNuls(rel, data, [], reporter)) return undefined;
+    return data;
   } catch (err) {
     if (!(err instanceof TomlError)) throw err;
     // smol-toml ends some reasons with a period; the summary and detail add their own.
@@ -33,6 +35,32 @@ export function parseToml(rel: string, text: string, reporter: Reporter): Record
     ]);
     return undefined;
   }
+}
+
+/**
+ * Reports each key and string value holding a NUL character (`"\u0000"`,
+ * valid TOML): no path, argument or environment variable can carry one, so
+ * such a value would pass every check and fail only when a runner is
+ * started. Returns whether any was found.
+ */
+function reportNuls(rel: string, value: unknown, path: KeyPath, reporter: Reporter): boolean {
+  if (typeof value === "string") {
+    if (!value.includes("\0")) return false;
+    reporter.report("config.invalid_value", { file: rel, path, target: "value" }, "a string holds a NUL character (\\u0000)",
+      `\`${path.join(".")}\` holds a NUL character: no file path, program argument or environment variable can carry one. Remove it.`);
+    return true;
+  }
+  if (value === null || typeof value !== "object") return false;
+  let found = false;
+  for (const [key, child] of Array.isArray(value) ? value.entries() : Object.entries(value)) {
+    if (typeof key === "string" && key.includes("\0")) {
+      reporter.report("config.invalid_name", { file: rel, path: [...path, key] }, "a key holds a NUL character (\\u0000)", "Keys are names: a NUL character has no place in one. Remove it.");
+      found = true;
+      continue;
+    }
+    found = reportNuls(rel, child, [...path, key], reporter) || found;
+  }
+  return found;
 }
 
 /**

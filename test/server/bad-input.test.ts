@@ -244,6 +244,24 @@ describe("1. request bodies over [server] max_body_kb", () => {
   });
 });
 
+describe("NUL characters in strings", () => {
+  it("refuses a NUL in an env value, a model path, a description or a key with 422 config.invalid (a runner could never be started with it); nothing is written", async () => {
+    const cases: Array<[string, string, unknown, string, readonly (string | number)[]]> = [
+      ["PUT", "/api/slots/utility/config", { server: { env: { EDGE_X: "a\u0000b" } } }, "slots/utility.toml", ["server", "env", "EDGE_X"]],
+      ["PUT", "/api/models/qwen3-4b", { path: "models/a\u0000b.gguf" }, "models.toml", ["model", "qwen3-4b", "path"]],
+      ["PUT", "/api/slots/chat/config", { description: "a\u0000b" }, "slots/chat.toml", ["description"]],
+      ["PUT", "/api/slots/chat/config", { server: { env: { "A\u0000B": "1" } } }, "slots/chat.toml", ["server", "env", "A\u0000B"]],
+    ];
+    for (const [method, path, body, file, loc] of cases) {
+      const before = read(file);
+      const res = await s.call(method, path, { body });
+      expectRefusal(res, "config.invalid");
+      expect(res.body.error.details.diagnostics).toEqual([expect.objectContaining({ code: expect.stringMatching(/^config\.invalid_(value|name)$/), file, path: loc })]);
+      expect(read(file)).toBe(before);
+    }
+  });
+});
+
 describe("a client that goes before its body has arrived", () => {
   /** Sends the headers and `part` of a body announced as longer, then closes the connection. */
   async function abandon(path: string, headers: Record<string, string>, part: string): Promise<void> {
