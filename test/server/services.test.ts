@@ -241,12 +241,16 @@ describe.skipIf(engine === undefined)(ENGINE_SUITE, () => {
       expect((await s.call("GET", "/api/slots")).status).toBe(200);
       await shut(door);
       await past();
-      for (const path of ["/api/slots", "/api/slots/chat", "/api/stats"]) {
+      for (const path of ["/api/slots", "/api/slots/chat"]) {
         const read = await s.call("GET", path);
         expect(read.status, path).toBe(503);
         expect(read.body.error.code, path).toBe("runtime.unavailable");
         expect(read.body.error.message, path).toContain(`the engine at unix://${sock} does not answer`);
       }
+      // The stats say why, never fail: each slot unknown with the reason.
+      const stats = await s.call("GET", "/api/stats");
+      expect(stats.status, JSON.stringify(stats.body)).toBe(200);
+      expect(stats.body.slots.by_status).toMatchObject({ unknown: stats.body.slots.count });
       door = await engineDoor(sock);
       await past();
       expect((await s.call("GET", "/api/slots")).status).toBe(200);
