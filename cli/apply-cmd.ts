@@ -13,8 +13,9 @@ import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, UsageError, type CliIo
 
 export const APPLY_HELP = `hal0 apply [--config DIR] [--state DIR] [--plan FILE] [--yes]
 
-Plans (or loads a saved plan), shows it, asks, and converges the box: stops and
-deletes first, then starts, each slot health-gated. One apply at a time.
+Plans (or loads a saved plan), shows it, asks (only 'yes' applies; any other answer,
+Ctrl-D or Ctrl-C cancels: exit 1), and converges the box: stops and deletes first,
+then starts, each slot health-gated. One apply at a time.
   --plan FILE   apply a plan saved by 'hal0 plan --out'; refused when stale (plan.stale)
   --yes         do not ask
 SIGINT or SIGTERM while it runs: no further step starts, the steps under way finish (a
@@ -81,8 +82,16 @@ async function readSavedPlan(file: string): Promise<{ plan: Plan; writes: (plan:
 async function confirm(io: CliIo): Promise<boolean> {
   if (!io.stdin || io.stdin.isTTY !== true) throw new UsageError("the plan has changes and nobody can confirm them here; pass --yes");
   const rl = createInterface({ input: io.stdin, output: io.stdout as NodeJS.WritableStream });
+  // Ctrl-D (the input ends) or Ctrl-C at the question is a no: cancelled, exit 1, the lock released. Unheard, an
+  // ended input left the question open forever: node exited 0 with nothing applied and the lock file left behind.
+  const unanswered = new Promise<undefined>((resolve) => rl.once("close", () => resolve(undefined)));
   try {
-    return (await rl.question("Apply these changes? Only 'yes' is accepted: ")).trim() === "yes";
+    const answer = await Promise.race([rl.question("Apply these changes? Only 'yes' is accepted: "), unanswered]).catch((err: unknown) => {
+      if ((err as Error | null)?.name === "AbortError") return undefined;
+      throw err;
+    });
+    if (answer === undefined) io.stdout.write("\n");
+    return answer?.trim() === "yes";
   } finally {
     rl.close();
   }

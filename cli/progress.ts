@@ -16,7 +16,7 @@ export async function convergeWithProgress(box: Pick<Box, "model" | "driver" | "
       ...options,
       onEvent: progressReporter(io),
       signal: interrupt.signal,
-      // Armed once the plan is accepted: a Ctrl-C at the question still ends hal0 at once, as before.
+      // Armed once the plan is accepted: a signal at the question still ends hal0 at once (a terminal's Ctrl-C is a key there: it cancels).
       review: async (plan) => {
         const go = options.review ? await options.review(plan) : true;
         if (go && plan.has_changes) interrupt.arm();

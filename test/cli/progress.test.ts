@@ -1,5 +1,5 @@
 import { PassThrough } from "node:stream";
-import { mkdtempSync } from "node:fs";
+import { existsSync, mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -68,5 +68,20 @@ describe("apply asks before changing anything", () => {
     const status = captureIo();
     await main(["status", "--json", ...args.slice(0, 4)], status);
     expect(JSON.parse(status.out()).slots.every((s: { state: string }) => s.state === "offline")).toBe(true);
+  });
+
+  it.each([
+    ["Ctrl-D (the input ends; output piped, as `hal0 apply | tee log`)", false, (stdin: PassThrough) => stdin.end()],
+    ["Ctrl-C on a terminal", true, (stdin: PassThrough) => stdin.write("\u0003")],
+  ])("cancels on %s at the question: exit 1, the lock released", async (_what, tty, answer) => {
+    const stdin = Object.assign(new PassThrough(), { isTTY: true });
+    const io = { ...captureIo(), stdin };
+    // A terminal: readline's raw mode, which takes Ctrl-C as a key rather than a signal (it follows resizes).
+    if (tty) Object.assign(io.stdout, { isTTY: true, columns: 80, on: () => io.stdout, off: () => io.stdout, removeListener: () => io.stdout });
+    const args = box();
+    setTimeout(() => answer(stdin), 50);
+    expect(await main(["apply", ...args], io)).toBe(1);
+    expect(io.out()).toContain("Apply cancelled.");
+    expect(existsSync(join(args[3]!, "apply.lock"))).toBe(false);
   });
 });
