@@ -2,6 +2,9 @@ import type { Action, Change, Plan, PlanWarning, SettingsBuckets, SlotPlacement 
 import { labelsText } from "./nodes.js";
 import { slotValueAt } from "./view.js";
 
+/** What a masked secret shows (server/redact.ts MASK). */
+const MASK = "[redacted]";
+
 /**
  * The plan's canonical text: what golden tests compare and what `hal0 plan`
  * prints (the CLI adds colour). Deterministic: it follows the plan's order.
@@ -50,8 +53,8 @@ function formatChange(change: Change): string[] {
   for (const path of change.changed_paths) {
     const before = show(valueOf(change, "before", path));
     const after = show(valueOf(change, "after", path));
-    // A Hermes bearer is redacted on both sides: equal views there mean the file holds another token than the one hal0 hands on.
-    if (before === after && change.kind === "hermes" && path.endsWith(".headers.Authorization")) lines.push(`${INDENT}${path}: ${before} → ${after} (another token)`);
+    // A secret is redacted on both sides: equal views there mean another value (a Hermes bearer: the file holds another token than the one hal0 hands on).
+    if (before === after && before.includes(MASK)) lines.push(`${INDENT}${path}: ${before} → ${after} (${change.kind === "hermes" && path.endsWith(".headers.Authorization") ? "another token" : "another value"})`);
     else lines.push(before === after ? `${INDENT}${path}: reordered` : `${INDENT}${path}: ${before} → ${after}`);
   }
   return lines;

@@ -191,6 +191,11 @@ describe("hal0 apply / plan / status / down on the example box", () => {
     const environ = readFileSync(`/proc/${runtimePid("embed")}/environ`, "utf8").split("\0");
     expect(environ).toContain(`HF_TOKEN=${secret}`);
     started.push(runtimePid("embed"));
+    // A new secret value is said as a change of value, not as a reordering.
+    writeFileSync(embed, readFileSync(embed, "utf8").replace(secret, "hf_" + "m".repeat(34)));
+    const rotated = await run("plan");
+    expect(rotated.out).toContain('env.HF_TOKEN: "[redacted]" → "[redacted]" (another value)');
+    expect(rotated.out).not.toContain("reordered");
     writeFileSync(embed, readFileSync(embed, "utf8").replace(/^env = .*\n/m, ""));
     const once = await run("reconcile", "--once", "--json");
     expect(once.code, once.err).toBe(0);
