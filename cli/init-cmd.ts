@@ -1,4 +1,4 @@
-import { mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, rm, rmdir, stat, writeFile } from "node:fs/promises";
 import { dirname, join, resolve } from "node:path";
 import { classifyPath } from "../schema/index.js";
 import { packageRoot } from "../reconciler/package-root.js";
@@ -16,7 +16,9 @@ slots run hal0's stand-in runner (hal0-fake-llama-server), so 'hal0 apply' start
 on any machine; point the profiles at a real llama-server to serve models. A .gitignore
 keeps the suggested state folder (DIR/.state: the database and operator.token) out of git.
 Exit status: 0 written (the next steps are printed), 1 DIR is a file or a folder that
-is not empty (init.not_empty; nothing is written), 64 usage error.`;
+is not empty (init.not_empty; nothing is written), or a write was refused (system.io: a
+full disk, a folder hal0 may not write; what was written of the box is removed again),
+64 usage error.`;
 
 /** Folders whose files may carry an installed server's env: 0700, files 0600 (as the server writes them). */
 const PRIVATE_FOLDERS = new Set(["mcp-servers"]);
@@ -33,21 +35,40 @@ export async function runInit(args: string[], io: CliIo): Promise<number> {
   const schemas = join(root, "schema", "json");
   // Everything is read before anything is written: a broken package writes nothing.
   const files = await Promise.all((await listFiles(source)).map(async (rel) => ({ rel, bytes: await readFile(join(source, rel)) })));
-  await mkdir(dir, { recursive: true });
-  for (const { rel, bytes } of files) {
-    const top = rel.split("/")[0]!;
-    const restricted = PRIVATE_FOLDERS.has(top) && rel.includes("/");
-    await mkdir(dirname(join(dir, rel)), { recursive: true, mode: restricted ? 0o700 : 0o777 });
-    const kind = rel.endsWith(".toml") ? classifyPath(rel)?.kind : undefined;
-    const data = kind ? withSchemaLine(bytes.toString("utf8"), join(schemas, kind.jsonSchema)) : bytes;
-    // `wx`: a file that appeared meanwhile is never overwritten.
-    await writeFile(join(dir, rel), data, { flag: "wx", mode: restricted ? 0o600 : 0o644 });
-  }
-  // The state folder the next steps suggest is inside DIR: it holds operator.token, which a `git add .` must not take.
-  const ignored = await writeFile(join(dir, ".gitignore"), GITIGNORE, { flag: "wx" }).then(() => true, (err: NodeJS.ErrnoException) => {
-    if (err.code === "EEXIST") return false;
+  // What this init made (folders, files), removed again when a write fails: a box half-written is none, and
+  // it left DIR not empty, so `hal0 init DIR` refused to run again once there was room.
+  const made: string[] = [];
+  let writing = dir;
+  let ignored: boolean;
+  try {
+    made.push(...madeFolders(await mkdir(dir, { recursive: true }), dir));
+    for (const { rel, bytes } of files) {
+      const top = rel.split("/")[0]!;
+      const restricted = PRIVATE_FOLDERS.has(top) && rel.includes("/");
+      writing = dirname(join(dir, rel));
+      made.push(...madeFolders(await mkdir(writing, { recursive: true, mode: restricted ? 0o700 : 0o777 }), writing));
+      const kind = rel.endsWith(".toml") ? classifyPath(rel)?.kind : undefined;
+      const data = kind ? withSchemaLine(bytes.toString("utf8"), join(schemas, kind.jsonSchema)) : bytes;
+      writing = join(dir, rel);
+      // `wx`: a file that appeared meanwhile is never overwritten.
+      await writeNew(writing, data, restricted ? 0o600 : 0o644);
+      made.push(writing);
+    }
+    // The state folder the next steps suggest is inside DIR: it holds operator.token, which a `git add .` must not take.
+    writing = join(dir, ".gitignore");
+    ignored = await writeNew(writing, GITIGNORE, 0o644).then(() => true, (err: NodeJS.ErrnoException) => {
+      if (err.code === "EEXIST") return false;
+      throw err;
+    });
+  } catch (err) {
+    // Only what this init made: its files, then its folders once empty (anything another hand put there stays).
+    for (const path of made.reverse()) await rm(path).catch(() => rmdir(path)).catch(() => undefined);
+    // A write through a file handle (a full disk: ENOSPC) names no path: it is the file being written (system.io, exit 1).
+    const e = err as NodeJS.ErrnoException;
+    if (typeof e?.code === "string" && typeof e.syscall === "string" && e.path === undefined) e.path = writing;
+    if (made.length > 0) io.stderr.write(`hal0 init: the example box was not written; what was written of it is removed again\n`);
     throw err;
-  });
+  }
   const box = `--config ${quote(dir)} --state ${quote(join(dir, ".state"))}`;
   io.stdout.write(`Wrote the example box to ${dir} (${files.length} files).
 
@@ -60,6 +81,22 @@ Each file's #:schema line points at ${schemas}: open the folder in an editor wit
 ${ignored ? "The .gitignore keeps .state/ (the database and operator.token) out of git." : `note: ${join(dir, ".gitignore")} was there and is left as it is: add /.state/ to it, as .state holds operator.token.`}
 `);
   return EXIT_OK;
+}
+
+/** Writes a file that is not there yet (`wx`); one this made and could not finish (a full disk) is removed. */
+async function writeNew(file: string, data: string | Buffer, mode: number): Promise<void> {
+  await writeFile(file, data, { flag: "wx", mode }).catch(async (err: NodeJS.ErrnoException) => {
+    if (err.code !== "EEXIST") await rm(file, { force: true }).catch(() => undefined);
+    throw err;
+  });
+}
+
+/** The folders a recursive mkdir of `target` made: from `first` (what it returned; undefined: none) down to `target`. */
+function madeFolders(first: string | undefined, target: string): string[] {
+  if (first === undefined) return [];
+  const folders = [target];
+  while (folders[0] !== first && dirname(folders[0]!) !== folders[0]) folders.unshift(dirname(folders[0]!));
+  return folders;
 }
 
 /** What hal0 init writes at DIR's top besides the example box: the state folder its next steps name stays out of git. */

@@ -1,3 +1,4 @@
+import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -138,6 +139,29 @@ describe("hal0 init DIR", () => {
     expect(none.err).toContain("DIR");
     expect((await hal0("init", join(base, "a"), join(base, "b"))).code).not.toBe(0);
     expect(existsSync(join(base, "a"))).toBe(false);
+  });
+
+  it("on a disk that fills up half-way (a real 40 KiB tmpfs) is system.io naming the file (exit 1) and leaves nothing of the box, so it can run again", async () => {
+    const disk = join(base, "disk");
+    mkdirSync(disk);
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=40k", "tmpfs", disk]);
+    try {
+      const repo = join(disk, "repo");
+      mkdirSync(join(repo, ".git"), { recursive: true });
+      for (const target of [repo, join(disk, "new", "box")]) {
+        const res = await hal0("init", target);
+        expect(res.code, res.err).toBe(1);
+        expect(res.err).toMatch(/^hal0 init: system\.io: could not write .*: no space left on device \(ENOSPC\)$/m);
+        expect(res.err).not.toContain("internal error");
+      }
+      expect(readdirSync(disk).sort()).toEqual(["repo"]);
+      expect(readdirSync(repo)).toEqual([".git"]);
+      // Nothing is left to make it not empty: with room, it runs again.
+      execFileSync("mount", ["-o", "remount,size=4m", disk]);
+      expect((await hal0("init", repo)).code).toBe(0);
+    } finally {
+      execFileSync("umount", ["-l", disk]);
+    }
   });
 });
 
