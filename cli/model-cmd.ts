@@ -1,5 +1,5 @@
 import { basename } from "node:path";
-import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
+import { CliError, cliDiagnostic, EXIT_ERROR, EXIT_OK, jsonFailure, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { localServer } from "./box.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 import { stateDir } from "./paths.js";
@@ -16,7 +16,8 @@ https://huggingface.co) and $HF_TOKEN its token (sent to that host only). A pull
 stopped hal0 left under way resumes from the bytes on disk (a Range request): hal0 serve
 resumes it at its start, or, with no serve on the state folder, the next pull of the same
 file under the same id. One model pull per state folder at a time (model.pull_busy).
-Progress: a bar on a terminal, else (and with --json) one JSON line per update.
+Progress: a bar on a terminal, else (and with --json) one JSON line per update; a pull
+that fails under --json ends with its failure document on one line too.
 Exit status: 0 pulled and registered, 1 refused or failed (model.not_found,
 model.already_exists, model.pull_failed with its reason: checksum, no_space, register, …),
 64 usage error.`;
@@ -65,8 +66,14 @@ export async function runModel(args: string[], io: CliIo): Promise<number> {
       }
     }
     const done = await ended(pulls, id, reporter(io, values.json));
-    // A failed pull is model.pull_failed, under --json too (its failure document after the progress lines).
-    if (done.state !== "done") throw new CliError("model.pull_failed", `${done.state}${done.reason ? ` (${done.reason})` : ""}: ${done.error ?? ""}`.trim());
+    // A failed pull is model.pull_failed, under --json too: its failure document after the progress lines, on one
+    // line as they are, so a JSON-lines reader (`--json | tail -1 | jq`) reads it as it reads the last update.
+    if (done.state !== "done") {
+      const failure = new CliError("model.pull_failed", `${done.state}${done.reason ? ` (${done.reason})` : ""}: ${done.error ?? ""}`.trim());
+      if (!values.json) throw failure;
+      io.stdout.write(`${JSON.stringify(jsonFailure(EXIT_ERROR, [cliDiagnostic(failure.code, failure.message)]))}\n`);
+      return EXIT_ERROR;
+    }
     if (!values.json) io.stdout.write(`${id}: pulled ${done.hf_repo}/${done.hf_filename} (${mib(done.size ?? done.bytes)}, sha256 ${done.sha256}) → ${done.dest}; registered in models.toml\n`);
     return EXIT_OK;
   } finally {

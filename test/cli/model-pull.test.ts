@@ -12,6 +12,8 @@ import { ggufBytes, modelKvs } from "../server/gguf-writer.js";
 const run = promisify(execFile);
 const HAL0 = join(import.meta.dirname, "../../bin/hal0.js");
 const data = ggufBytes({ kvs: modelKvs({ arch: "gemma3", ctx: 8192 }), tensors: [{ name: "w", dims: [64 * 1024] }] });
+/** Other bytes (the stand-in Hub serves blobs by sha256), served corrupted. */
+const broken = ggufBytes({ kvs: modelKvs({ arch: "gemma3", ctx: 4096 }), tensors: [{ name: "w", dims: [64 * 1024] }] });
 
 /** `hal0 model pull` (the built CLI) against a local stand-in for the Hub: JSON lines, the registered entry, the refusals' exit status. */
 describe("hal0 model pull (the built CLI)", () => {
@@ -20,7 +22,7 @@ describe("hal0 model pull (the built CLI)", () => {
   const hal0 = (args: string[]) => run(process.execPath, [HAL0, ...args, "--config", join(dir, "etc"), "--state", join(dir, "state")], { env: { ...process.env, HF_ENDPOINT: hub.endpoint } })
     .then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
   beforeAll(async () => {
-    hub = await startFakeHub({ repos: { "acme/Gemma-Tiny-GGUF": { files: { "Gemma-Tiny-Q4_K_M.gguf": data } } } });
+    hub = await startFakeHub({ repos: { "acme/Gemma-Tiny-GGUF": { files: { "Gemma-Tiny-Q4_K_M.gguf": data, "Broken-Q4_K_M.gguf": broken } } } });
     dir = mkdtempSync(join(tmpdir(), "hal0-model-pull-"));
     mkdirSync(join(dir, "etc"), { recursive: true });
     writeFileSync(join(dir, "etc/hal0.toml"), `[models]\nstore = "store"\n`);
@@ -39,6 +41,16 @@ describe("hal0 model pull (the built CLI)", () => {
     expect(models).toMatch(/gemma-tiny-q4_k_m = \{ name = /);
     expect(models).toContain(`sha256 = "${createHash("sha256").update(data).digest("hex")}"`);
     expect(models).toContain('architecture = "gemma3"');
+  });
+
+  it("--json: a pull that fails after its progress lines ends with its failure document on one line too (model.pull_failed, exit 1)", async () => {
+    hub.corrupt("acme/Gemma-Tiny-GGUF", "Broken-Q4_K_M.gguf", 100);
+    const res = await hal0(["model", "pull", "acme/Gemma-Tiny-GGUF", "Broken-Q4_K_M.gguf", "--id", "broken", "--json"]);
+    expect(res.code, res.stderr).toBe(1);
+    const lines = res.stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+    expect(lines.length).toBeGreaterThan(1);
+    expect(lines.at(-2)).toMatchObject({ model_id: "broken", state: "failed", reason: "checksum" });
+    expect(lines.at(-1)).toMatchObject({ ok: false, exit_code: 1, diagnostics: [{ code: "model.pull_failed" }] });
   });
 
   it("refusals exit 1 with their code: the id already registered, a repo the Hub does not have", async () => {
