@@ -1,3 +1,4 @@
+import { writeSync } from "node:fs";
 import { parseArgs, type ParseArgsConfig } from "node:util";
 import { closest } from "../compiler/suggest.js";
 import type { Diagnostic } from "../schema/index.js";
@@ -144,14 +145,33 @@ export function processIo(): CliIo {
  * stream, which, unheard, ended the process in the middle of an apply (its
  * lock left, some slots started). The command goes on to its end and its
  * exit status; what it would have printed is dropped. Any other error of
- * the streams still ends the process.
+ * the streams (`hal0 plan --json > plan.json` on a full disk: ENOSPC) lets
+ * the command end as cleanly, and then fails it: exit 1 (unless it failed
+ * already), said on stderr as system.io; said at exit, as such an error may
+ * come after the command returned. Thrown from the listener, it ended hal0
+ * at once with a trace that quoted the bundle's minified source.
  */
 function keepGoingWhenOutputCloses(): void {
-  for (const stream of [process.stdout, process.stderr]) {
+  // The first output the command could not write, other than to a reader that went away.
+  let lost: { readonly stream: string; readonly err: NodeJS.ErrnoException } | undefined;
+  let heard = false;
+  for (const [name, stream] of [["stdout", process.stdout], ["stderr", process.stderr]] as const) {
     if (stream.listenerCount("error") > 0) continue;
+    heard = true;
     stream.on("error", (err: NodeJS.ErrnoException) => {
       if (err.code === "EPIPE" || err.code === "ERR_STREAM_DESTROYED") return;
-      throw err;
+      lost ??= { stream: name, err };
     });
   }
+  if (!heard) return;
+  process.once("exit", (code) => {
+    if (lost === undefined) return;
+    const reason = new RegExp(`^${lost.err.code}: ([^,]+),`).exec(lost.err.message)?.[1] ?? lost.err.message;
+    try {
+      writeSync(2, `hal0: system.io: could not write ${lost.stream}: ${reason}${lost.err.code ? ` (${lost.err.code})` : ""}\n`);
+    } catch {
+      // stderr is what failed: the exit status alone says it.
+    }
+    if (code === EXIT_OK) process.exitCode = EXIT_ERROR;
+  });
 }

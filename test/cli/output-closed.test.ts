@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync } from "node:fs";
+import { closeSync, existsSync, mkdtempSync, openSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -47,4 +47,26 @@ describe("the reader of hal0's output goes away mid-command", () => {
     expect(existsSync(join(state, "apply.lock"))).toBe(false);
     for (const port of ports) expect(await healthWithin(port, 300)).not.toBe(200);
   }, 60_000);
+});
+
+/** Runs the built CLI with its stdout on /dev/full (every write: ENOSPC, as a full disk under `> FILE`); its exit code and stderr. */
+function runOnFullDisk(args: string[]): Promise<{ code: number | null; err: string }> {
+  const full = openSync("/dev/full", "w");
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [join(PROJECT, "bin/hal0.js"), ...args], { stdio: ["ignore", full, "pipe"] });
+    closeSync(full);
+    let err = "";
+    child.stderr!.on("data", (c) => (err += c));
+    child.on("close", (code) => resolve({ code, err }));
+  });
+}
+
+describe("hal0's output cannot be written (a full disk under > FILE)", () => {
+  it("the command ends, then fails: exit 1 and one system.io line on stderr, no trace", async () => {
+    for (const args of [["version"], ["status", "--json", "--config", config, "--state", state]]) {
+      const res = await runOnFullDisk(args);
+      expect(res.err).toBe("hal0: system.io: could not write stdout: no space left on device (ENOSPC)\n");
+      expect(res.code).toBe(1);
+    }
+  }, 30_000);
 });
