@@ -11,8 +11,9 @@ hal0 token rotate NAME [--kind operator|agent] [--json]
 
 Credentials for hal0's API and MCP servers, in the state folder's database
 (only a hash of each token is stored). create and rotate print the token once,
-on stdout; keep it. Scopes: mcp:admin, mcp:memory, rest (default: an operator
-all of them, an agent mcp:admin,mcp:memory). Revoking or rotating takes effect
+on stdout; keep it. Scopes: mcp:admin, mcp:memory, rest, mcp:agents (with
+profile:<name> or profile:* beside it, as 'hal0 bridge admit' gives them; default:
+an operator all four, an agent mcp:admin,mcp:memory). Revoking or rotating takes effect
 at once, in a running 'hal0 serve' too. Rotating a Hermes profile's token
 (hermes__<p>) rewrites <state>/tokens/hermes__<p>; the next sweep writes the
 new one into the profile. Whoever can read the state folder manages tokens.

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
+import { DEFAULT_SCOPES, SCOPES } from "../../server/identity/tokens.js";
 import { captureIo } from "./helpers.js";
 
 /**
@@ -193,6 +194,13 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
       expect(r.out).toBe("");
     }
     expect((await run(["token", "list", "--json", "--state", served])).out).not.toContain("carol");
+  });
+
+  it("hal0 token --help names every scope the store takes and gives an operator by default", async () => {
+    const help = (await run(["token", "--help"])).out.replace(/\s+/g, " ");
+    for (const scope of [...SCOPES, "profile:<name>"]) expect(help).toContain(scope);
+    expect(DEFAULT_SCOPES.operator).toEqual(SCOPES);
+    expect(help).toContain("an operator all four");
   });
 
   it("hal0 token list shows a bridge token's profiles beside its scopes, as --scope takes them", async () => {
