@@ -1,8 +1,9 @@
 import { statSync } from "node:fs";
-import { dirname, resolve } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { compile, ConfigNotFoundError, configNotFoundMessage, loadTree, type Model, type SourceTree } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
 import { nearestExisting } from "../reconciler/atomic.js";
+import { isShared } from "../reconciler/state-folder.js";
 import { CliError, InvalidConfigError, type CliIo } from "./io.js";
 
 /** The config folder: `--config`, else $HAL0_CONFIG, else $HAL0_HOME/etc/hal0, else /etc/hal0. */
@@ -19,7 +20,10 @@ export function configDir(flag: string | undefined, env: Readonly<Record<string,
  * `cli.not_a_folder` before the command reads or writes anything.
  */
 export function stateDir(flag: string | undefined, env: Readonly<Record<string, string | undefined>>, cwd: string): string {
-  return refuseNonFolder(statePath(flag, env, cwd), "state folder");
+  const dir = refuseNonFolder(statePath(flag, env, cwd), "state folder");
+  // hal0 makes its state folder 0700 (tokens, the runners' env): a shared one (/tmp, --state /tmp by mistake) was chmodded 0700 too, breaking it for everyone else.
+  if (isShared(dir)) throw new CliError("state.shared", `state folder ${dir} is one anybody may write (world-writable); hal0 keeps its state folder 0700 and will not close a shared one: name a folder of its own, such as ${join(dir, "hal0")}`);
+  return dir;
 }
 
 /** Where the state folder is (as `stateDir`), unchecked: for `hal0 validate`, which only reads the runner cache there when it can. */

@@ -1,3 +1,4 @@
+import { statSync } from "node:fs";
 import { chmod, mkdir, stat } from "node:fs/promises";
 
 /** State folders this process has already made or tightened. */
@@ -8,13 +9,26 @@ const ensured = new Set<string>();
  * keeps it 0700: it holds tokens, the runners' records with their env and
  * hal0.db, so nobody but its owner may look in (docs/operations.md). One
  * that exists with group or other bits (made by hand, or by an older hal0)
- * is tightened; a folder this process may not chmod is left as it is (its
- * writes then fail or succeed on their own). Once per folder per process.
+ * is tightened, unless anybody may write it (a shared folder such as /tmp:
+ * closed, it would break for everyone else); a folder this process may not
+ * chmod is left as it is (its writes then fail or succeed on their own).
+ * Once per folder per process.
  */
 export async function ensureStateFolder(dir: string): Promise<void> {
   if (ensured.has(dir)) return;
   await mkdir(dir, { recursive: true, mode: 0o700 });
   const s = await stat(dir);
-  if ((s.mode & 0o077) !== 0) await chmod(dir, s.mode & 0o700).catch(() => undefined);
+  if ((s.mode & 0o077) !== 0 && !sharedMode(s.mode)) await chmod(dir, s.mode & 0o700).catch(() => undefined);
   ensured.add(dir);
+}
+
+/** A mode anybody may write into (o+w; /tmp's 1777): a shared folder, never tightened (the CLI refuses it as a state folder, state.shared). */
+export function sharedMode(mode: number): boolean {
+  return (mode & 0o002) !== 0;
+}
+
+/** `dir` exists and is a shared folder (sharedMode). */
+export function isShared(dir: string): boolean {
+  const s = statSync(dir, { throwIfNoEntry: false });
+  return s !== undefined && s.isDirectory() && sharedMode(s.mode);
 }

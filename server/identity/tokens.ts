@@ -6,6 +6,7 @@ import type { Statement } from "better-sqlite3";
 import type { Db } from "../db.js";
 import { ApiError } from "../errors.js";
 import { PROFILE_NAME } from "../../reconciler/hermes-files.js";
+import { sharedMode } from "../../reconciler/state-folder.js";
 
 export const TOKEN_KINDS = ["operator", "agent"] as const;
 export type TokenKind = (typeof TOKEN_KINDS)[number];
@@ -272,7 +273,8 @@ export class TokenStore {
     const minted = this.mint("operator", OWNER);
     writeSecret(this.ownerFile(), minted.token);
     try {
-      if ((statSync(this.stateDir).mode & 0o077) !== 0) chmodSync(this.stateDir, 0o700);
+      const { mode } = statSync(this.stateDir);
+      if ((mode & 0o077) !== 0 && !sharedMode(mode)) chmodSync(this.stateDir, 0o700);
     } catch {
       // a state folder we cannot chmod (not ours) keeps its mode; the file itself is 0600
     }

@@ -241,7 +241,8 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
   it("a folder hal0 cannot create on a read-only mount is system.io naming EROFS and the folder, not node's ENOENT", async () => {
     const ro = join(dir, "read-only");
     mkdirSync(ro);
-    execFileSync("mount", ["-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", ro]);
+    // mode=755: a tmpfs root is 1777 by default, a shared folder hal0 refuses as a state folder (state.shared).
+    execFileSync("mount", ["-t", "tmpfs", "-o", "ro,size=1m,mode=755", "tmpfs", ro]);
     try {
       const init = await run(["init", join(ro, "box")]);
       expect(init.code, init.err).toBe(1);

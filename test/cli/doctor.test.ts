@@ -148,7 +148,8 @@ describe("hal0 doctor", () => {
   it.runIf(process.getuid?.() === 0)("state_folder: fail on a read-only file system (a real tmpfs remounted ro), saying so, not 'fix its permissions'", async () => {
     const ro = join(dir, "ro-state");
     mkdirSync(ro);
-    execFileSync("mount", ["-t", "tmpfs", "-o", "size=1m,ro", "tmpfs", ro]);
+    // mode=755: a tmpfs root is 1777 by default, a shared folder hal0 refuses as a state folder (state.shared).
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=1m,ro,mode=755", "tmpfs", ro]);
     try {
       const io = captureIo({}, dir);
       const config = join(dir, "ro-config");

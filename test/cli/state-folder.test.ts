@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -35,6 +35,24 @@ describe("the state folder", () => {
     expect(await main(["apply", "--yes", "--config", config, "--state", open], captureIo())).toBe(0);
     expect(mode(open)).toBe(0o700);
     expect(await main(["down", "--config", config, "--state", open], captureIo())).toBe(0);
+  });
+
+  it("a shared folder (world-writable, as /tmp) named as the state folder is refused with state.shared and keeps its mode; nothing is written there", async () => {
+    const shared = join(base, "shared-tmp");
+    mkdirSync(shared);
+    chmodSync(shared, 0o1777);
+    writeFileSync(join(shared, "someone-else"), "");
+    for (const args of [["token", "list"], ["web", "--config", config], ["plan", "--config", config], ["apply", "--yes", "--config", config]]) {
+      const io = captureIo();
+      expect(await main([...args, "--state", shared], io), args[0]).toBe(1);
+      expect(io.err()).toMatch(new RegExp(`^hal0 ${args[0]}: state\\.shared: state folder ${shared.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} is one anybody may write`));
+    }
+    expect(statSync(shared).mode & 0o7777).toBe(0o1777);
+    expect(readdirSync(shared)).toEqual(["someone-else"]);
+    // A folder of its own inside it is fine, and made 0700.
+    expect(await main(["token", "list", "--state", join(shared, "hal0")], captureIo())).toBe(0);
+    expect(mode(join(shared, "hal0"))).toBe(0o700);
+    expect(statSync(shared).mode & 0o7777).toBe(0o1777);
   });
 
   it("an inventory that does not parse is state.corrupt (exit 1), never read as empty: plan and down refuse, the runner keeps running", async () => {
