@@ -172,6 +172,19 @@ export function writeRunnerNotes(box: Box, io: CliIo): void {
 }
 
 /**
+ * A `hal0 serve` whose reconcile loop runs on this state folder for another
+ * config folder converges the box back to that folder at its next sweep:
+ * what `hal0 plan` shows and `hal0 apply` changes from this one would be
+ * undone, the two fighting over the slots. Said on stderr before the plan.
+ */
+export async function writeOtherServeNote(box: Pick<Box, "root" | "state">, io: CliIo): Promise<void> {
+  const { serveHolder, serveLabel } = await import("../reconciler/lock.js");
+  const serving = await serveHolder(box.state.dir);
+  if (!serving?.reconcile || serving.config === undefined || serving.config === box.root) return;
+  io.stderr.write(`note: ${serveLabel(serving)} runs the reconcile loop on this state folder for the config folder ${serving.config}, not ${box.root}: its next sweep converges the box back to that folder, undoing this plan; give this box its own --state, or stop that server\n`);
+}
+
+/**
  * The stores `hal0 serve` uses (its database, box, approvals, pulls), opened
  * in this process without a listener: for CLI commands that work on them
  * directly. Loaded only here (better-sqlite3, h3). The caller closes it.

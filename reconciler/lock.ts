@@ -55,8 +55,8 @@ export async function acquirePullLock(stateDir: string, command: string): Promis
   return held.release;
 }
 
-/** What `serve.lock` names: its holder, and once the server listens, its URL and whether it runs the sweep loop. */
-export type ServeHolder = LockHolder & { url?: string; reconcile?: boolean };
+/** What `serve.lock` names: its holder, and once the server listens, its URL, whether it runs the sweep loop, and the config folder it serves. */
+export type ServeHolder = LockHolder & { url?: string; reconcile?: boolean; config?: string };
 
 /** "hal0 serve (pid 123 at http://127.0.0.1:8080/)": the running server, as messages name it. */
 export function serveLabel(holder: ServeHolder): string {
@@ -75,9 +75,10 @@ export class ServeLockedError extends Error {
  * One `hal0 serve` per state folder (its database, tokens, approvals and
  * sweep loop are the folder's): `serve.lock`, held for the server's life and
  * taken over from a dead holder as `apply.lock` is. `describe` adds what the
- * server learns once it listens (its URL, whether it runs the sweep loop) to the file.
+ * server learns once it listens (its URL, whether it runs the sweep loop, its
+ * config folder) to the file.
  */
-export async function acquireServeLock(stateDir: string): Promise<{ describe: (extra: { url: string; reconcile: boolean }) => Promise<void>; release: () => Promise<void> }> {
+export async function acquireServeLock(stateDir: string): Promise<{ describe: (extra: { url: string; reconcile: boolean; config?: string }) => Promise<void>; release: () => Promise<void> }> {
   const held = await holdFile(stateDir, "serve.lock", "hal0 serve");
   if ("holder" in held) throw new ServeLockedError(held.holder);
   const path = join(stateDir, "serve.lock");

@@ -147,7 +147,7 @@ export async function serve(options: ServeOptions): Promise<Serving> {
   }
   const { snapshot, host, bound } = started;
   const url = `http://${urlHost(host)}:${bound}`;
-  await lock.describe({ url: `${url}/`, reconcile: options.reconcile !== false });
+  await lock.describe({ url: `${url}/`, reconcile: options.reconcile !== false, config: options.root });
   const auth = snapshot.model?.settings.server.auth ?? "token";
   // Where the person's credential is (never the token itself): the CLI reads it from there, `hal0 web` turns it into a login link.
   logger.info({ url: `${url}/`, config: options.root, state: options.stateDir, revision: snapshot.revision, auth, operator_file: join(options.stateDir, "operator.token") }, "hal0 serve listening");

@@ -98,6 +98,32 @@ describe("hal0 serve (a real process)", () => {
     expect(await exited).toBe(0);
   }, 60_000);
 
+  it("plan and apply with another config folder on the state folder a serve's loop runs on say that its next sweep undoes them; the same folder is not noted", async () => {
+    const { config, state } = await smallBox();
+    const { child, url } = await startServe(config, state);
+    cleanup.push(() => downAfter(child, config, state));
+    const other = mkdtempSync(join(tmpdir(), "hal0-other-box-"));
+    writeFileSync(join(other, "hal0.toml"), "");
+    const note = `note: hal0 serve (pid ${child.pid} at ${url}/) runs the reconcile loop on this state folder for the config folder ${config}, not ${other}: its next sweep converges the box back to that folder`;
+    // The server's own sweep may hold the apply lock a moment: apply is then refused with apply.locked, and tried again.
+    const run = async (args: string[]) => {
+      for (let tries = 0; ; tries++) {
+        const io = captureIo();
+        const code = await main(args, io);
+        if (code === 0 || tries > 50 || !io.err().includes("apply.locked")) return { code, err: io.err() };
+        await new Promise((r) => setTimeout(r, 200));
+      }
+    };
+    for (const command of [["plan"], ["apply", "--yes"]]) {
+      const elsewhere = await run([...command, "--config", other, "--state", state]);
+      expect(elsewhere.code, elsewhere.err).toBe(0);
+      expect(elsewhere.err).toContain(note);
+      const same = await run([...command, "--config", config, "--state", state]);
+      expect(same.code, same.err).toBe(0);
+      expect(same.err).not.toContain("runs the reconcile loop");
+    }
+  }, 60_000);
+
   it("the sweep's log line says what is undone and what was done: a hand edit's error at file:line:col, the fix, a failed step with its code, the steps it took", async () => {
     const { config, state, port } = await smallBox();
     const { child, lines } = await startServe(config, state);
