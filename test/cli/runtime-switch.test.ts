@@ -86,19 +86,32 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(JSON.parse(readFileSync(join(state, "inventory.json"), "utf8")).slots).toEqual({});
   });
 
-  it("a container made again by hand with hal0's labels copied but another command reads as drifted: plan replaces it (drift = enforce)", async () => {
+  /**
+   * The box applied on docker, then slot `name`'s container removed and made
+   * again by hand from what it was (`change` edits the create options: another
+   * command, label or image) and started. Returns what it was.
+   */
+  async function remadeByHand(name: string, change: (info: any) => Record<string, unknown>, before?: (original: ReturnType<typeof engine.getContainer>) => Promise<void>) {
     runtime("docker");
     expect((await run("apply", "--yes")).code).toBe(0);
-    const name = SLOTS[0]!;
     const original = engine.getContainer(`hal0-slot-${name}`);
     const info = await original.inspect();
+    await before?.(original);
     await original.remove({ force: true });
-    // The same labels, image and mounts; one argv word changed.
-    const cmd = info.Config.Cmd.map((w: string) => (w === name ? "HANDMADE" : w));
-    const alias = info.Config.Cmd.indexOf("--alias");
-    if (alias >= 0) cmd[alias + 1] = "HANDMADE";
-    const handmade = await engine.createContainer({ name: `hal0-slot-${name}`, Image: info.Config.Image, Cmd: cmd, Env: info.Config.Env, Labels: info.Config.Labels, WorkingDir: info.Config.WorkingDir, HostConfig: info.HostConfig });
+    const handmade = await engine.createContainer({ name: `hal0-slot-${name}`, Image: info.Config.Image, Cmd: info.Config.Cmd, Env: info.Config.Env, Labels: info.Config.Labels, WorkingDir: info.Config.WorkingDir, HostConfig: info.HostConfig, ...change(info) });
     await handmade.start();
+    return { info, handmade };
+  }
+
+  it("a container made again by hand with hal0's labels copied but another command reads as drifted: plan replaces it (drift = enforce)", async () => {
+    const name = SLOTS[0]!;
+    // The same labels, image and mounts; one argv word changed.
+    const { info } = await remadeByHand(name, (was) => {
+      const cmd = was.Config.Cmd.map((w: string) => (w === name ? "HANDMADE" : w));
+      const alias = was.Config.Cmd.indexOf("--alias");
+      if (alias >= 0) cmd[alias + 1] = "HANDMADE";
+      return { Cmd: cmd };
+    });
     const plan = await run("plan", "--json");
     expect(plan.code, plan.err).toBe(0);
     expect(JSON.parse(plan.out).changes.find((c: any) => c.address === `slot.${name}`)).toMatchObject({ action: "replace", reason: "drifted" });
@@ -112,15 +125,8 @@ describe.skipIf(docker === undefined)(SUITE, () => {
   });
 
   it("a container made again by hand without a readable hal0.view label is drift: reported under warn, replaced under enforce (not held as a stranger on its own port)", async () => {
-    runtime("docker");
-    expect((await run("apply", "--yes")).code).toBe(0);
     const name = SLOTS[0]!;
-    const original = engine.getContainer(`hal0-slot-${name}`);
-    const info = await original.inspect();
-    await original.remove({ force: true });
-    const labels = { ...info.Config.Labels, "hal0.view": "{not json" };
-    const handmade = await engine.createContainer({ name: `hal0-slot-${name}`, Image: info.Config.Image, Cmd: info.Config.Cmd, Env: info.Config.Env, Labels: labels, WorkingDir: info.Config.WorkingDir, HostConfig: info.HostConfig });
-    await handmade.start();
+    const { info } = await remadeByHand(name, (was) => ({ Labels: { ...was.Config.Labels, "hal0.view": "{not json" } }));
     expect(await healthWithin(ports[0]!, 10_000)).toBe(200);
     const settings = readFileSync(join(config, "hal0.toml"), "utf8");
     writeFileSync(join(config, "hal0.toml"), `${settings}[reconcile]\ndrift = "warn"\n`);
@@ -140,18 +146,11 @@ describe.skipIf(docker === undefined)(SUITE, () => {
   });
 
   it("a container made again by hand with hal0's labels and command copied but another image reads as drifted: plan replaces it (drift = enforce)", async () => {
-    runtime("docker");
-    expect((await run("apply", "--yes")).code).toBe(0);
     const name = SLOTS[1]!;
-    const original = engine.getContainer(`hal0-slot-${name}`);
-    const info = await original.inspect();
     // Another image (another id) with the same entrypoint: the original container committed.
     const other = `hal0-test-other-${TAG}:1`;
-    await original.commit({ repo: `hal0-test-other-${TAG}`, tag: "1" });
     try {
-      await original.remove({ force: true });
-      const handmade = await engine.createContainer({ name: `hal0-slot-${name}`, Image: other, Cmd: info.Config.Cmd, Env: info.Config.Env, Labels: info.Config.Labels, WorkingDir: info.Config.WorkingDir, HostConfig: info.HostConfig });
-      await handmade.start();
+      const { info, handmade } = await remadeByHand(name, () => ({ Image: other }), async (original) => void (await original.commit({ repo: `hal0-test-other-${TAG}`, tag: "1" })));
       expect((await handmade.inspect()).Image).not.toBe(info.Image);
       const plan = await run("plan", "--json");
       expect(plan.code, plan.err).toBe(0);
