@@ -103,6 +103,17 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     return { info, handmade };
   }
 
+  /** Slot `name` reads as drifted (plan: replace; drift: exit 2), and apply replaces it. */
+  async function driftedAndReplaced(name: string): Promise<void> {
+    const plan = await run("plan", "--json");
+    expect(plan.code, plan.err).toBe(0);
+    expect(JSON.parse(plan.out).changes.find((c: any) => c.address === `slot.${name}`)).toMatchObject({ action: "replace", reason: "drifted" });
+    const drift = await run("drift");
+    expect(drift.code).toBe(2);
+    expect(drift.out).toContain(`slot.${name} runs a spec hal0 did not apply`);
+    expect((await run("apply", "--yes")).code).toBe(0);
+  }
+
   it("a container made again by hand with hal0's labels copied but another command reads as drifted: plan replaces it (drift = enforce)", async () => {
     const name = SLOTS[0]!;
     // The same labels, image and mounts; one argv word changed.
@@ -112,13 +123,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
       if (alias >= 0) cmd[alias + 1] = "HANDMADE";
       return { Cmd: cmd };
     });
-    const plan = await run("plan", "--json");
-    expect(plan.code, plan.err).toBe(0);
-    expect(JSON.parse(plan.out).changes.find((c: any) => c.address === `slot.${name}`)).toMatchObject({ action: "replace", reason: "drifted" });
-    const drift = await run("drift");
-    expect(drift.code).toBe(2);
-    expect(drift.out).toContain(`slot.${name} runs a spec hal0 did not apply`);
-    expect((await run("apply", "--yes")).code).toBe(0);
+    await driftedAndReplaced(name);
     const again = await engine.getContainer(`hal0-slot-${name}`).inspect();
     expect(again.Config.Cmd).toEqual(info.Config.Cmd);
     expect((await run("down")).code).toBe(0);
@@ -152,13 +157,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     try {
       const { info, handmade } = await remadeByHand(name, () => ({ Image: other }), async (original) => void (await original.commit({ repo: `hal0-test-other-${TAG}`, tag: "1" })));
       expect((await handmade.inspect()).Image).not.toBe(info.Image);
-      const plan = await run("plan", "--json");
-      expect(plan.code, plan.err).toBe(0);
-      expect(JSON.parse(plan.out).changes.find((c: any) => c.address === `slot.${name}`)).toMatchObject({ action: "replace", reason: "drifted" });
-      const drift = await run("drift");
-      expect(drift.code).toBe(2);
-      expect(drift.out).toContain(`slot.${name} runs a spec hal0 did not apply`);
-      expect((await run("apply", "--yes")).code).toBe(0);
+      await driftedAndReplaced(name);
       expect((await engine.getContainer(`hal0-slot-${name}`).inspect()).Image).toBe(info.Image);
       expect((await run("drift")).code).toBe(0);
       expect((await run("down")).code).toBe(0);
