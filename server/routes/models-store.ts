@@ -106,20 +106,14 @@ export const modelStoreRoutes = [
     summary: "Move every registered model file under the current store (with their draft / mmproj files) to a new store: space checked first, each copy verified by sha256, then [models] store and the moved paths in one change set; the old files are removed only after it commits. Models elsewhere stay (listed as left).",
     previewOnly: ({ query }) => query.dry_run,
     // What it commits ([models] store and the moved paths) is judged like a write's change: the store is privileged.
-    proposes: async ({ body, box }) => {
-      const model = await box.model();
-      return migrationChanges(box, model, await planMigration(model, body.store), body.store);
-    },
+    proposes: async ({ body, box }) => (await migration(box, body.store)).changes,
     precheck: async ({ body, box, caller, base }) => {
-      const model = await box.model();
-      const m = await planMigration(model, body.store);
-      guardOperatorOnly(await box.propose(await migrationChanges(box, model, m, body.store), base), caller);
+      guardOperatorOnly(await box.propose((await migration(box, body.store)).changes, base), caller);
     },
     handle: async ({ body, query, box, caller, base, services }) => {
-      const model = await box.model();
-      const m = await planMigration(model, body.store);
+      const { model, m, changes } = await migration(box, body.store);
       // The pipeline judges the change before a byte moves (compiled and planned, not committed).
-      const first = await box.propose(await migrationChanges(box, model, m, body.store), base);
+      const first = await box.propose(changes, base);
       guardOperatorOnly(first, caller);
       if (query.dry_run) return { dry_run: true, ...planView(model, body.store, m), committed: false, plan: first.plan, warnings: first.warnings };
       if (migrating.has(model.root)) {
@@ -139,6 +133,13 @@ export const modelStoreRoutes = [
     },
   }),
 ];
+
+/** A migration to `store` of the box as it is now: its plan, and the change set it commits. */
+async function migration(box: BoxService, store: string) {
+  const model = await box.model();
+  const m = await planMigration(model, store);
+  return { model, m, changes: await migrationChanges(box, model, m, store) };
+}
 
 /** `prefix` contains `path` (or is it). */
 function under(path: string, prefix: string): boolean {
