@@ -11,6 +11,7 @@ import { RunnerProbe } from "../../reconciler/runner-probe.js";
 import { StateStore } from "../../reconciler/state.js";
 import { captureIo } from "../cli/helpers.js";
 import { registryAvailable, startRegistry, type TestRegistry } from "../helpers/registry.js";
+import { until as untilWithin } from "../helpers/until.js";
 import { DOCKER_HOST, dockerEngine, ensureRunnerImage, removeContainers, slotName } from "../reconciler/docker-helpers.js";
 import { freePort, PROJECT } from "../reconciler/process-helpers.js";
 import { openEventStream, startTestServer, type TestServer } from "./harness.js";
@@ -34,15 +35,8 @@ function cli(...args: string[]): string {
   return execFileSync("docker", args, { env: { ...process.env, DOCKER_HOST }, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"] });
 }
 
-async function until<T>(what: () => Promise<T>, ok: (v: T) => boolean, ms = 30_000): Promise<T> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await what();
-    if (ok(v)) return v;
-    if (Date.now() > deadline) throw new Error(`not reached in ${ms} ms: ${JSON.stringify(v)}`);
-    await sleep(50);
-  }
-}
+/** The helper's wait, with the 30 s an image pull may take here. */
+const until = <T>(what: () => Promise<T>, ok: (v: T) => boolean) => untilWithin(what, ok, 30_000);
 
 describe.skipIf(docker === undefined || !registry)(SUITE, () => {
   let reg: TestRegistry;
