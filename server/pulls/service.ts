@@ -111,12 +111,11 @@ export class PullService {
         listedSha.set(`${repo}\n${w.file}`, listed.sha256);
       }
     }
-    const store = storeDir(model);
-    const dest = join(store, basename(req.hf_filename));
+    const dest = storedAt(model, req.hf_filename);
     const extras: PullExtra[] = [];
     const listed = (repo: string, file: string) => listedSha.get(`${repo}\n${file}`) ?? null;
-    if (req.draft_filename) extras.push({ role: "draft", hf_repo: req.draft_repo ?? req.hf_repo, hf_filename: req.draft_filename, dest: join(store, basename(req.draft_filename)), sha256: listed(req.draft_repo ?? req.hf_repo, req.draft_filename) });
-    if (req.mmproj_filename) extras.push({ role: "mmproj", hf_repo: req.hf_repo, hf_filename: req.mmproj_filename, dest: join(store, basename(req.mmproj_filename)), sha256: listed(req.hf_repo, req.mmproj_filename) });
+    if (req.draft_filename) extras.push({ role: "draft", hf_repo: req.draft_repo ?? req.hf_repo, hf_filename: req.draft_filename, dest: storedAt(model, req.draft_filename), sha256: listed(req.draft_repo ?? req.hf_repo, req.draft_filename) });
+    if (req.mmproj_filename) extras.push({ role: "mmproj", hf_repo: req.hf_repo, hf_filename: req.mmproj_filename, dest: storedAt(model, req.mmproj_filename), sha256: listed(req.hf_repo, req.mmproj_filename) });
     // The files of one pull land side by side under their base names: two of them with one name (a/m.gguf and b/m.gguf), or one named as another's
     // `.partial`, would write into one file, and the registry would record one file's sha256 for the other's bytes.
     const mine = [{ field: "hf_filename", name: req.hf_filename, path: dest }, ...extras.map((e) => ({ field: `${e.role}_filename`, name: e.hf_filename, path: e.dest }))];
@@ -148,7 +147,7 @@ export class PullService {
    */
   async registration(id: string, req: PullRequest): Promise<ChangeSet> {
     const model = await this.o.box.model();
-    const stored = (file: string) => configPath(model.root, join(storeDir(model), basename(file)));
+    const stored = (file: string) => configPath(model.root, storedAt(model, file));
     const entry: Record<string, unknown> = {
       path: stored(req.hf_filename), hf_repo: req.hf_repo, hf_filename: req.hf_filename,
       ...(req.draft_filename ? { draft: stored(req.draft_filename) } : {}), ...(req.mmproj_filename ? { mmproj: stored(req.mmproj_filename) } : {}),
@@ -236,7 +235,7 @@ export class PullService {
     checkHubFilename(m.hf_filename, "hf_filename");
     const live = this.store.get(id);
     if (live !== undefined && isLive(live)) return this.worker.view(live);
-    const dest = m.path_abs ?? join(storeDir(model), basename(m.hf_filename));
+    const dest = m.path_abs ?? storedAt(model, m.hf_filename);
     if (existsSync(dest)) throw new ApiError("model.file_exists", `${dest} already exists: model ${id} is installed`, { path: dest });
     this.store.create({
       model_id: id, mode: "update", hf_repo: m.hf_repo, hf_filename: m.hf_filename, revision: m.revision ?? "main", dest, extras: [],
@@ -300,6 +299,11 @@ export interface UpdateRow {
 }
 
 export { storeDir };
+
+/** Where the store keeps a pulled Hub file: under its base name, in the box's model store. */
+function storedAt(model: Parameters<typeof storeDir>[0], file: string): string {
+  return join(storeDir(model), basename(file));
+}
 
 /** Two destinations that would share a file: the same path, or one is the other's `.partial` (where its bytes go while they download). */
 function clash(a: string, b: string): boolean {
