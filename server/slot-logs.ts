@@ -1,5 +1,6 @@
 import { open } from "node:fs/promises";
 import { join } from "node:path";
+import type { SlotDriver } from "../reconciler/drivers/driver.js";
 import { redactText } from "./redact.js";
 
 /** Bytes read per step while walking back from the end of a log. */
@@ -26,6 +27,35 @@ export interface LogTail {
  */
 export function runnerLogPath(stateDir: string, name: string): string {
   return join(stateDir, "slots", name, "runner.log");
+}
+
+/** A slot's runner output, from where its runtime keeps it. */
+export interface SlotLog {
+  /** The container the engine's log belongs to, or the runner.log file's path. */
+  readonly source: string;
+  /** The runner.log read (absolute); null when the engine keeps the log. */
+  readonly file: string | null;
+  /** False when the slot has no log yet (never started). */
+  readonly exists: boolean;
+  /** The last lines, oldest first, each with secrets masked. */
+  readonly lines: readonly string[];
+  /** More lines precede these. */
+  readonly truncated: boolean;
+  /** The runner.log's size; null for an engine's log. */
+  readonly size_bytes: number | null;
+}
+
+/**
+ * The last `count` lines of a slot's runner output, secrets masked: its
+ * container's log where the engine keeps it (the docker runtime, or a former
+ * one still running it: SlotDriver.logs), else the process runtime's
+ * runner.log (and its `.1`).
+ */
+export async function slotLog(driver: SlotDriver, stateDir: string, name: string, count: number): Promise<SlotLog> {
+  const kept = await driver.logs?.(name, count);
+  if (kept !== undefined) return { source: kept.source, file: null, exists: true, lines: kept.lines.map(redactText), truncated: kept.truncated, size_bytes: null };
+  const tail = await tailLog(runnerLogPath(stateDir, name), count);
+  return { source: tail.file, ...tail };
 }
 
 /**

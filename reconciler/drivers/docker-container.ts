@@ -147,6 +147,11 @@ function under(path: string, dir: string): boolean {
  * 0, 0, 0, big-endian length) and the payload, stdout and stderr interleaved.
  */
 export function logTailOf(raw: Buffer, maxLines = 15): string {
+  return logLinesOf(raw).filter((line) => line.trim() !== "").slice(-maxLines).join("\n");
+}
+
+/** Every line of such a log, oldest first (the frames' payloads joined, decoded once; no empty last line). */
+export function logLinesOf(raw: Buffer): string[] {
   const parts: Buffer[] = [];
   let at = 0;
   while (at + 8 <= raw.length && raw[at + 1] === 0 && raw[at + 2] === 0 && raw[at + 3] === 0) {
@@ -154,6 +159,7 @@ export function logTailOf(raw: Buffer, maxLines = 15): string {
     parts.push(raw.subarray(at + 8, at + 8 + length));
     at += 8 + length;
   }
-  const text = (at === 0 ? raw : Buffer.concat(parts)).toString("utf8");
-  return text.split("\n").filter((line) => line.trim() !== "").slice(-maxLines).join("\n");
+  const lines = (at === 0 ? raw : Buffer.concat(parts)).toString("utf8").split("\n");
+  if (lines[lines.length - 1] === "") lines.pop();
+  return lines;
 }

@@ -1,8 +1,8 @@
 import "./docker-deps.js"; // first: defers the parts of dockerode hal0 never uses
 import Dockerode from "dockerode";
 import type { ObservedSlot, SlotView } from "../observed.js";
-import { DriverError, interruptedStart, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
-import { boxFilter, containerName, hostMounts, type BindMount, labelledAs, logTailOf, observedFrom, slotLabels } from "./docker-container.js";
+import { DriverError, interruptedStart, wantsProbe, type EngineLog, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
+import { boxFilter, containerName, hostMounts, type BindMount, labelledAs, logLinesOf, logTailOf, observedFrom, slotLabels } from "./docker-container.js";
 import { answered, ENGINE_ANSWER_MS, engineStatus, exitNote, ignore, imageMissingMessage, notOursMessage, whenExited } from "./docker-engine.js";
 import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
 import { waitHealthy } from "./runner.js";
@@ -257,6 +257,16 @@ export class DockerDriver implements SlotDriver {
       if (engineStatus(err) === 404) return undefined;
       throw err;
     }
+  }
+
+  /** The container's log, read back from its end by the engine (`tail`): one line more than asked tells whether more precede them. */
+  async logs(name: string, lines: number): Promise<EngineLog | undefined> {
+    const found = await this.inspectByName(name);
+    if (found === undefined || !labelledAs(found.Config.Labels, this.box, name)) return undefined;
+    const container = this.docker.getContainer(found.Id);
+    const raw = await this.engine((abortSignal) => container.logs({ stdout: true, stderr: true, tail: lines + 1, follow: false, abortSignal })).catch(ignore(404));
+    const all = raw === undefined ? [] : logLinesOf(raw);
+    return { source: containerName(name), lines: all.slice(-lines), truncated: all.length > lines };
   }
 
   private async logNote(container: Dockerode.Container): Promise<string> {

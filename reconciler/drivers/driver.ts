@@ -65,6 +65,13 @@ export interface SlotDriver {
    * the engine keeps the logs.
    */
   maintain?(): Promise<void>;
+  /**
+   * The last `lines` lines of a slot's runner output where the engine keeps
+   * it (the docker runtime: its container's log, stdout and stderr in
+   * order); undefined when this runtime has no runner of that name. Absent
+   * where hal0 writes the log itself (the process runtime's `runner.log`).
+   */
+  logs?(name: string, lines: number): Promise<EngineLog | undefined>;
   /** A multi-node runtime's nodes (one list call); absent on a runtime of one box. */
   nodes?(): Promise<ObservedNode[]>;
   /**
@@ -73,6 +80,16 @@ export interface SlotDriver {
    * box's API key. Absent: 127.0.0.1, no header.
    */
   reach?(slot: Pick<ObservedSlot, "name" | "node">): { readonly host: string; readonly headers: Readonly<Record<string, string>> } | undefined;
+}
+
+/** A slot's runner output as its engine keeps it (SlotDriver.logs). */
+export interface EngineLog {
+  /** Where it was read: the container's name. */
+  readonly source: string;
+  /** The last lines, oldest first, as the runner wrote them (not yet masked). */
+  readonly lines: readonly string[];
+  /** More lines precede these. */
+  readonly truncated: boolean;
 }
 
 /** Whether observe probes this running slot's `/health` under `options`. */

@@ -1,5 +1,5 @@
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
-import type { ObserveOptions, SlotDriver, StartOptions } from "./driver.js";
+import type { EngineLog, ObserveOptions, SlotDriver, StartOptions } from "./driver.js";
 
 /**
  * The runtime while `[slots] runtime` changes: slots hal0 started on another
@@ -47,6 +47,15 @@ export class RuntimeSwitchDriver implements SlotDriver {
   /** Stopped on every runtime it may run on (stopping where it does not run succeeds), the former ones first. */
   async stop(name: string, graceS: number): Promise<void> {
     for (const driver of [...this.formers, this.current]) await driver.stop(name, graceS);
+  }
+
+  /** The log of the runtime that has a runner of that name, the current one first. */
+  async logs(name: string, lines: number): Promise<EngineLog | undefined> {
+    for (const driver of [this.current, ...this.formers]) {
+      const log = await driver.logs?.(name, lines);
+      if (log !== undefined) return log;
+    }
+    return undefined;
   }
 
   async maintain(): Promise<void> {

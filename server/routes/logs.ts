@@ -4,7 +4,7 @@ import { SlotName } from "../../schema/index.js";
 import { LOG_FILE_MAX_BYTES, LOG_LEVELS, logFilePath, readLog, type LogLevel } from "../log-file.js";
 import { redactText } from "../redact.js";
 import { defineRoute } from "../route.js";
-import { runnerLogPath, tailLog } from "../slot-logs.js";
+import { slotLog } from "../slot-logs.js";
 import { findSlot } from "../slot-view.js";
 import { queryInt } from "../query.js";
 
@@ -52,13 +52,13 @@ export const logRoutes = [
       const model = query.slot === undefined ? undefined : await box.model();
       if (model && query.slot !== undefined) findSlot(model, query.slot);
       const log = await readLog(logFilePath(box.options.stateDir), { level: query.level, since: query.since, slot: query.slot, lines: query.lines });
-      const runner = query.slot === undefined ? undefined : await tailLog(runnerLogPath(box.options.stateDir, query.slot), query.lines);
+      const runner = model === undefined || query.slot === undefined ? undefined : await slotLog(await box.driver(model), box.options.stateDir, query.slot, query.lines);
       return {
         file: log.file, exists: log.exists, max_bytes: LOG_FILE_MAX_BYTES,
         filters: { level: query.level ?? null, since: query.since === undefined ? null : new Date(query.since).toISOString(), slot: query.slot ?? null, lines: query.lines },
         lines: log.entries, count: log.entries.length, truncated: log.matched > log.entries.length,
         // A runner's own output has no level or time of hal0's: only `lines` applies to it.
-        ...(runner ? { slot: { name: query.slot, file: runner.file, exists: runner.exists, lines: runner.lines, truncated: runner.truncated } } : {}),
+        ...(runner ? { slot: { name: query.slot, source: runner.source, file: runner.file, exists: runner.exists, lines: runner.lines, truncated: runner.truncated } } : {}),
       };
     },
   }),

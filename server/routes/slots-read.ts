@@ -5,7 +5,7 @@ import { ApiError } from "../errors.js";
 import { redact, redactToml } from "../redact.js";
 import { defineRoute } from "../route.js";
 import { slotIds } from "../slot-ids.js";
-import { runnerLogPath, tailLog } from "../slot-logs.js";
+import { slotLog } from "../slot-logs.js";
 import { findSlot, lifecycleOf, observeLiveness, probeHealth, roster, rosterReply, slotDetail, slotNotFound } from "../slot-view.js";
 import type { BoxService } from "../box.js";
 import { queryInt } from "../query.js";
@@ -104,11 +104,12 @@ export const slotReadRoutes = [
   }),
   defineRoute({
     method: "GET", path: "/api/slots/{name}/logs", kind: "read", params: Name, query: Lines, tools: ["slot_logs"], reveals: "slot-log",
-    summary: "The tail of the slot runner's log (process runtime), secrets masked; ?lines=1..2000 (default 200)",
+    summary: "The tail of the slot runner's output (the process runtime's runner.log, a docker slot's container log), secrets masked; ?lines=1..2000 (default 200)",
     handle: async ({ box, params, query }) => {
-      const slot = await slotOf(box, params.name);
-      const tail = await tailLog(runnerLogPath(box.state.dir, slot.name), query.lines);
-      return { name: slot.name, runtime: slot.spec.runtime, ...tail };
+      const model = await box.model();
+      const slot = findSlot(model, params.name);
+      const log = await slotLog(await box.driver(model), box.state.dir, slot.name, query.lines);
+      return { name: slot.name, runtime: slot.spec.runtime, ...log };
     },
   }),
 ];

@@ -1,12 +1,14 @@
-import { cpSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type Dockerode from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { driverFor } from "../../cli/box.js";
 import { main } from "../../cli/index.js";
 import { compile, loadTree, type Model } from "../../compiler/index.js";
 import { DOCKER_HOST, dockerEngine, ensureRunnerImage, exampleBoxTurn, removeContainers } from "../reconciler/docker-helpers.js";
 import { freePort } from "../reconciler/process-helpers.js";
+import { startTestServer } from "../server/harness.js";
 import { captureIo } from "./helpers.js";
 
 /**
@@ -22,6 +24,7 @@ const BOX = join(import.meta.dirname, "../../fixtures/box");
 
 describe.skipIf(docker === undefined)(SUITE, () => {
   const engine = docker as Dockerode;
+  let dir: string;
   let config: string;
   let state: string;
   let release: (() => void) | undefined;
@@ -38,9 +41,12 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     await ensureRunnerImage(engine);
     // The box's container names (hal0-slot-chat, …) are the engine's: one suite at a time (docs-examples.test.ts too).
     release = await exampleBoxTurn();
-    config = join(mkdtempSync(join(tmpdir(), "hal0-dbox-")), "box");
+    // The layout a test server reuses (<dir>/config, <dir>/state): slot_logs is read through one below.
+    dir = mkdtempSync(join(tmpdir(), "hal0-dbox-"));
+    config = join(dir, "config");
     cpSync(BOX, config, { recursive: true });
-    state = mkdtempSync(join(tmpdir(), "hal0-dstate-"));
+    state = join(dir, "state");
+    mkdirSync(state, { mode: 0o700 });
     const hal0 = readFileSync(join(config, "hal0.toml"), "utf8")
       .replace(/^runtime = "process"$/m, 'runtime = "docker"')
       .replace(/^port_range_start = \d+$/m, "port_range_start = 1024")
@@ -93,6 +99,33 @@ describe.skipIf(docker === undefined)(SUITE, () => {
   it("plans nothing right after (the record comes back from the labels)", async () => {
     const { code, out } = await run("plan", "--detailed-exitcode");
     expect(code, out).toBe(0);
+  });
+
+  it("slot_logs reads a docker slot's container log back (the last lines, whether more precede them), secrets masked; a slot with no container has none", async () => {
+    const chat = (await desired()).slots.chat!;
+    const key = `sk-${"k".repeat(40)}`;
+    expect((await fetch(`http://127.0.0.1:${chat.port}/health?api_key=${key}`)).status).toBe(200); // the runner logs each request's URL
+    const s = await startTestServer({ reuse: { dir }, keep: true, extra: { driverFor: (model) => driverFor(model, state, { DOCKER_HOST }) } });
+    try {
+      const tail = await s.call("GET", "/api/slots/chat/logs?lines=2");
+      expect(tail.status, JSON.stringify(tail.body)).toBe(200);
+      expect(tail.body).toMatchObject({ name: "chat", runtime: "docker", source: "hal0-slot-chat", file: null, exists: true, truncated: true, size_bytes: null });
+      expect(tail.body.lines).toHaveLength(2);
+      expect(tail.body.lines[1]).toMatch(/ GET \/health\?api_key=.* 200$/);
+      expect(JSON.stringify(tail.body)).not.toContain(key);
+      const whole = await s.call("GET", "/api/slots/chat/logs?lines=2000");
+      expect(whole.body.truncated).toBe(false);
+      expect(whole.body.lines[0]).toMatch(/^fake-llama-server: pid \d+ listening on http:\/\/127\.0\.0\.1:/);
+      // logs_tail's ?slot= reads the same log.
+      const beside = await s.call("GET", "/api/logs?slot=chat&lines=2");
+      expect(beside.body.slot).toMatchObject({ name: "chat", source: "hal0-slot-chat", file: null, exists: true, lines: tail.body.lines });
+      // A disabled slot has no container: nothing to read, said so.
+      const none = await s.call("GET", "/api/slots/vision/logs");
+      expect(none.status).toBe(200);
+      expect(none.body).toMatchObject({ name: "vision", exists: false, lines: [] });
+    } finally {
+      await s.close();
+    }
   });
 
   it("restores a container removed behind hal0's back on the next apply", async () => {
