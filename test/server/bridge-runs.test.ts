@@ -254,6 +254,18 @@ describe("agent bridge runs", () => {
     expect(ev.next).toBe(row.log_bytes);
     expect(await call(agent, "agent_run_result", { run_id: r.run_id })).toMatchObject({ truncated: true, exit_code: 0 });
   });
+
+  it("a run printing one huge line (no newline) neither stalls the server nor loses its session id", async () => {
+    const started = Date.now();
+    const r = await call(agent, "agent_run_start", { profile: "alpha", prompt: "one line [oneline=48000000]" });
+    const end = await call(agent, "agent_run_wait", { run_id: r.run_id, timeout_s: 60 });
+    expect(end).toMatchObject({ done: true, run: { state: "done", exit_code: 0 } });
+    expect(end.run.output_bytes).toBeGreaterThan(48_000_000);
+    expect(end.run.session_id).toMatch(/^\d{8}_\d{6}_[0-9a-f]{6}$/);
+    // Searching the whole pending line again at each chunk made this quadratic: minutes, with the server unresponsive.
+    expect(Date.now() - started).toBeLessThan(20_000);
+    expect(statSync(join(t.state, "runs", `${r.run_id}.log`)).size).toBeLessThanOrEqual(1024 * 1024);
+  });
 });
 
 describe("agent bridge runs, max_runs and restarts", () => {

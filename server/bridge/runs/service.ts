@@ -362,10 +362,12 @@ export class RunService {
       return;
     }
     live.bytes += chunk.length;
-    const text = live.carry[stream] + chunk.toString("utf8");
+    // Only the chunk is searched for the line's end, and a line longer than any session id line is not
+    // kept whole: a run printing a huge line with no newline costs neither memory nor time that grows with it.
+    const text = chunk.toString("utf8");
     const cut = text.lastIndexOf("\n");
-    live.carry[stream] = text.slice(cut + 1);
-    if (cut >= 0) this.scan(live, text.slice(0, cut));
+    if (cut >= 0) this.scan(live, live.carry[stream] + text.slice(0, cut));
+    live.carry[stream] = carried(cut >= 0 ? text.slice(cut + 1) : live.carry[stream] + text);
     if (live.bytes - live.base > this.logLimit) {
       try {
         this.trim(id, live);
@@ -473,6 +475,15 @@ export class RunService {
     return false;
   }
 }
+
+/** The part of a line kept until its end: at most {@link MAX_CARRY} characters, else a mark no session id line starts with. */
+function carried(partial: string): string {
+  return partial.length > MAX_CARRY ? LONG_LINE : partial;
+}
+
+/** Longer than any `session_id: <id>` line Hermes prints. */
+const MAX_CARRY = 4096;
+const LONG_LINE = "\0";
 
 /** Sends `signal` to process group `pgid`; false when no such group is left. */
 function killGroup(pgid: number, signal: NodeJS.Signals): boolean {
