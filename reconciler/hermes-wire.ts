@@ -69,7 +69,7 @@ export class HermesYamlError extends Error {}
 const TIMEOUT_S = 60;
 
 export function readOptions(text: string): Hal0Options {
-  const js = parse(text).toJS() as unknown;
+  const js = parse(text).toJS({ maxAliasCount: MAX_ALIASES }) as unknown;
   const hal0 = isRecord(js) && isRecord(js.hal0) ? js.hal0 : {};
   return { wire_mcp: hal0.wire_mcp !== false, memory_private: hal0.memory_private === true };
 }
@@ -240,8 +240,16 @@ function parse(text: string): Document.Parsed {
   if (doc.errors.length > 0) throw new HermesYamlError(doc.errors[0]!.message.split("\n")[0]!);
   const root = doc.contents;
   if (root !== null && !(yaml().isMap(root) && !root.flow) && !(yaml().isScalar(root) && root.value === null)) throw new HermesYamlError("the file's root is not a block mapping");
+  // An alias to no anchor, or too many aliases, parses without an error but fails when read (as Hermes would).
+  try {
+    doc.toJS({ maxAliasCount: MAX_ALIASES });
+  } catch (err) {
+    throw new HermesYamlError((err as Error).message.split("\n")[0]!);
+  }
   return doc;
 }
+
+const MAX_ALIASES = 100;
 
 /** The block map under `mcp_servers`, or undefined when the key is absent, empty or `{}`. */
 function mcpServers(doc: Document.Parsed): YAMLMap | undefined {
@@ -287,7 +295,7 @@ function indentBlock(block: string, indent: number, eol: string): string {
 
 /** `mcp_servers` as plain data (aliases and merge keys resolved), for comparing entries. */
 function serversJs(doc: Document.Parsed): Record<string, unknown> {
-  const js = doc.toJS({ maxAliasCount: 100 }) as unknown;
+  const js = doc.toJS({ maxAliasCount: MAX_ALIASES }) as unknown;
   return isRecord(js) && isRecord(js.mcp_servers) ? js.mcp_servers : {};
 }
 

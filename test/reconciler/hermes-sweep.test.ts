@@ -131,6 +131,18 @@ describe("Hermes profiles in the sweep", () => {
     expect(planChanges(model, observed, inventory, { destroy: true }).has_changes).toBe(false);
   });
 
+  it("a config.yaml whose aliases do not resolve is left alone (hermes.invalid_yaml); the sweep goes on", async () => {
+    const { sweeper, file } = box("127.0.0.1");
+    // Parses without an error, fails when read: it used to fail the whole sweep with an uncoded error.
+    writeFileSync(file("a"), "model: x\nfallback: *nowhere\n");
+    const report = await sweeper.sweep();
+    expect(report.outcome).toBe("converged");
+    expect(report.results.map((r) => `${r.address} ${r.ok}`)).toEqual(["hermes.b true", "settings true"]);
+    expect(report.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "no-op", reason: "invalid_yaml" });
+    expect(report.plan!.warnings.find((w) => w.address === "hermes.a")!.message).toContain("nowhere");
+    expect(readFileSync(file("a"), "utf8")).toBe("model: x\nfallback: *nowhere\n");
+  });
+
   it("a config.yaml that is not UTF-8 text keeps every byte (left alone, hermes.invalid_yaml); one with a byte-order mark keeps it when wired", async () => {
     const { sweeper, file } = box("127.0.0.1");
     const latin1 = Buffer.from("# caf\xe9 notes\nmodel:\n  default: x\n", "latin1");
