@@ -117,7 +117,9 @@ export function currentHal0Keys(text: string, ownedIds: readonly string[]): Reco
   const out: Record<string, unknown> = {};
   if (!servers) return out;
   const js = serversJs(doc);
-  for (const id of candidateIds(ownedIds)) if (findPair(servers, id)) out[id] = js[id] ?? null;
+  const ids = candidateIds(ownedIds);
+  refuseSharedAnchors(doc, servers, ids);
+  for (const id of ids) if (findPair(servers, id)) out[id] = js[id] ?? null;
   return out;
 }
 
@@ -205,6 +207,7 @@ export function applyHal0Keys(text: string, desired: Readonly<Record<string, unk
     const end = lineEnd(text, ((rootPair.value as Node | null)?.range ?? (rootPair.key as Node).range!)[1]);
     return splice(text, [{ start, end, text: indentBlock(block, column(text, (rootPair.key as Node).range![0]), eol) }]);
   }
+  refuseSharedAnchors(doc, servers, ids);
   const indent = servers.items.length > 0 ? column(text, (servers.items[0]!.key as Node).range![0]) : 2;
   const js = serversJs(doc);
   const edits: Edit[] = [];
@@ -250,6 +253,30 @@ function parse(text: string): Document.Parsed {
 }
 
 const MAX_ALIASES = 100;
+
+/**
+ * hal0 replaces or removes its entries whole, anchors and all: an anchor in
+ * one of them that the rest of the file refers to (`*name`, `<<: *name`)
+ * would be left dangling and the file broken for Hermes. Such a file is not
+ * one hal0 can edit, and is left alone.
+ */
+function refuseSharedAnchors(doc: Document.Parsed, servers: YAMLMap, ids: readonly string[]): void {
+  const owned = ids.map((id) => findPair(servers, id)).filter((p): p is Pair => p !== undefined);
+  const anchors = new Map<string, string>();
+  for (const pair of owned) {
+    for (const node of [pair.key, pair.value]) {
+      yaml().visit(node as Node, { Node: (_, n) => void (yaml().isNode(n) && n.anchor ? anchors.set(n.anchor, String((pair.key as { value?: unknown }).value ?? pair.key)) : undefined) });
+    }
+  }
+  if (anchors.size === 0) return;
+  yaml().visit(doc, {
+    Pair: (_, p) => (owned.includes(p as Pair) ? yaml().visit.SKIP : undefined),
+    Alias: (_, a) => {
+      const id = anchors.get(a.source);
+      if (id !== undefined) throw new HermesYamlError(`mcp_servers.${id} holds the anchor &${a.source}, which the rest of the file uses (*${a.source}); hal0 replaces its entries whole, so move that anchor out of it`);
+    },
+  });
+}
 
 /** The block map under `mcp_servers`, or undefined when the key is absent, empty or `{}`. */
 function mcpServers(doc: Document.Parsed): YAMLMap | undefined {

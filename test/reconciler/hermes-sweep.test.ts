@@ -15,6 +15,7 @@ import { openDb, type Db } from "../../server/db.js";
 import { hermesCredentials as credentialsOf } from "../../server/identity/hermes-credentials.js";
 import { TokenStore } from "../../server/identity/tokens.js";
 import { planJson } from "../../reconciler/format.js";
+import { applyHal0Keys, HermesYamlError } from "../../reconciler/hermes-wire.js";
 import { deadPid } from "./kill-write.js";
 
 /** A box with no slots and a Hermes home with named profiles, swept in process. */
@@ -141,6 +142,23 @@ describe("Hermes profiles in the sweep", () => {
     expect(report.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "no-op", reason: "invalid_yaml" });
     expect(report.plan!.warnings.find((w) => w.address === "hermes.a")!.message).toContain("nowhere");
     expect(readFileSync(file("a"), "utf8")).toBe("model: x\nfallback: *nowhere\n");
+  });
+
+  it("a config.yaml that uses an anchor of one of hal0's entries elsewhere is left alone (hermes.invalid_yaml), never broken", async () => {
+    const { sweeper, file } = box("127.0.0.1");
+    // hal0 replaces its entries whole: the anchor would go, and `mine` would point at nothing.
+    const shared = "model: x\nmcp_servers:\n  hal0-admin: &adm\n    type: http\n    url: http://example/mcp\n  mine: *adm\n";
+    writeFileSync(file("a"), shared);
+    const report = await sweeper.sweep();
+    expect(report.outcome).toBe("converged");
+    expect(report.results.map((r) => `${r.address} ${r.ok}`)).toEqual(["hermes.b true", "settings true"]);
+    expect(report.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "no-op", reason: "invalid_yaml" });
+    expect(report.plan!.warnings.find((w) => w.address === "hermes.a")!.message).toContain("&adm");
+    expect(readFileSync(file("a"), "utf8")).toBe(shared);
+    expect(() => applyHal0Keys(shared, {}, [])).toThrow(HermesYamlError);
+    // An anchor of the person's own entry that hal0's entry uses is fine: hal0 writes its entry out in full.
+    const theirs = "mcp_servers:\n  mine: &m\n    url: http://example/mcp\n  hal0-admin: *m\n  other: *m\n";
+    expect(parse(applyHal0Keys(theirs, {}, []))).toEqual({ mcp_servers: { mine: { url: "http://example/mcp" }, other: { url: "http://example/mcp" } } });
   });
 
   it("a config.yaml that is not UTF-8 text keeps every byte (left alone, hermes.invalid_yaml); one with a byte-order mark keeps it when wired", async () => {
