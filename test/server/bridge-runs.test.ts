@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -102,6 +102,20 @@ describe("agent bridge runs", () => {
   it("list the profiles the caller may reach", async () => {
     expect(await call(agent, "agent_profile_list")).toEqual({ profiles: [{ name: "alpha", config: true, soul: true }] });
     expect((await call(op, "agent_profile_list")).profiles.map((p: { name: string }) => p.name)).toEqual(["alpha", "beta"]);
+  });
+
+  it("a profile folder that is a symbolic link (wired by the sweep like any other) is listed and runs", async () => {
+    const kept = join(dir, "kept-elsewhere");
+    mkdirSync(kept);
+    writeFileSync(join(kept, "config.yaml"), "model:\n  default: local\n");
+    symlinkSync(kept, join(dir, "hermes", "profiles", "linked"));
+    try {
+      expect((await call(op, "agent_profile_list")).profiles).toContainEqual({ name: "linked", config: true, soul: false });
+      const r = await call(op, "agent_run_start", { profile: "linked", prompt: "hello" });
+      expect((await call(op, "agent_run_wait", { run_id: r.run_id, timeout_s: 20 })).run).toMatchObject({ profile: "linked", state: "done" });
+    } finally {
+      rmSync(join(dir, "hermes", "profiles", "linked"));
+    }
   });
 
   it("start → events followed with the cursor to the end → result", async () => {

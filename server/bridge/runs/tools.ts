@@ -6,6 +6,7 @@ import { ApiError } from "../../errors.js";
 import { redactText } from "../../redact.js";
 import type { BridgeContext, BridgeToolDef } from "../tool.js";
 import { mayReachProfile, requireProfile } from "../access.js";
+import { entryKind } from "../../../compiler/load.js";
 import { PROFILE_NAME } from "../../../reconciler/hermes-files.js";
 import { withoutWords } from "../teach/pipeline.js";
 import { finalOutput, profileHome } from "./hermes-adapter.js";
@@ -179,11 +180,12 @@ async function home(ctx: BridgeContext): Promise<string> {
   return (ctx.d.box.lastSettings() ?? (await ctx.d.box.model()).settings).hermes.home;
 }
 
-/** The profile folders under `[hermes] home`/profiles, sorted. */
+/** The profile folders under `[hermes] home`/profiles (a link to a folder counts), sorted. */
 async function profilesOf(ctx: BridgeContext): Promise<string[]> {
   const dir = join(await home(ctx), "profiles");
   try {
-    return readdirSync(dir, { withFileTypes: true }).filter((e) => e.isDirectory() && PROFILE.safeParse(e.name).success).map((e) => e.name).sort();
+    // A profile folder may be a symbolic link to one kept elsewhere (the Hermes wiring counts it too).
+    return readdirSync(dir, { withFileTypes: true }).filter((e) => PROFILE.safeParse(e.name).success && entryKind(join(dir, e.name), e) === "folder").map((e) => e.name).sort();
   } catch {
     return [];
   }
