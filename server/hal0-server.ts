@@ -146,7 +146,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const images = new ImagePulls({ box, env, now });
   Object.assign(services, { images });
   // The agent bridge's Hermes runs: what a previous hal0 left running is stopped and marked interrupted now.
-  const runs = new RunService({ db, stateDir: options.stateDir, env, settings: () => box.lastSettings(), now, guest: options.guest === true });
+  const runs = new RunService({ db, stateDir: options.stateDir, env, settings: () => box.lastSettings(), now, guest: options.guest === true, revoked: (caller) => revokedCaller(tokens, caller) });
   Object.assign(services, { runs, bridgeRoutes: bridge.routes });
   let gateCache: { settings: unknown; config: ReturnType<typeof gateConfig> } | undefined;
   const gate = () => {
@@ -197,4 +197,11 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
       db.close();
     },
   };
+}
+
+/** Whether a run's starter (`agent:<name>`, `operator:<name>`) has had every token revoked since; a name that never had one (auth off) is not. */
+function revokedCaller(tokens: TokenStore, caller: string): boolean {
+  const at = caller.indexOf(":");
+  const kind = caller.slice(0, at);
+  return (kind === "agent" || kind === "operator") && tokens.standing(kind, caller.slice(at + 1)) === "revoked";
 }

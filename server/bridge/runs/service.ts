@@ -78,6 +78,11 @@ export interface RunServiceOptions {
    * ends a run: those are the serve's, running in its process.
    */
   readonly guest?: boolean;
+  /**
+   * Whether the identity that started a run (`agent:<name>`, `operator:<name>`)
+   * was revoked since (every token of it): its queued runs then never start.
+   */
+  readonly revoked?: (caller: string) => boolean;
 }
 
 /** Runs one caller may have queued (waiting for a place among `[bridge] max_runs`) at once; one more is 429 `run.too_many_queued`. */
@@ -296,7 +301,9 @@ export class RunService {
     while (this.live.size < max) {
       const next = this.o.db.prepare("SELECT * FROM bridge_runs WHERE state = 'queued' ORDER BY rowid LIMIT 1").get() as RunRow | undefined;
       if (!next) return;
-      this.launch(next);
+      // A revoked agent no longer acts on this box: what it queued before it was revoked does not start.
+      if (this.o.revoked?.(next.caller)) this.end(next.id, { state: "cancelled", reason: "revoked", error: `${next.caller} was revoked before the run started` });
+      else this.launch(next);
     }
   }
 
