@@ -93,8 +93,9 @@ export async function readHermesFile(file: string): Promise<string | undefined> 
 /**
  * Sets hal0's keys in one Hermes file to `desired`, removing those of
  * `ownedIds` (and hal0's two servers) that are not desired: re-read, edited
- * in memory (`applyHal0Keys`), written atomically with the file's mode and,
- * where permitted, its owner; a symbolic link (a dotfiles checkout) stays a
+ * in memory (`applyHal0Keys`), written atomically with the file's mode (less
+ * the bits for others once it carries the profile's token) and, where
+ * permitted, its owner; a symbolic link (a dotfiles checkout) stays a
  * link to the file written. An unchanged file is not written. A write also
  * removes the temps a dead writer left beside that file (a hal0 killed
  * mid-write), as a commit does in the tree's folders.
@@ -104,7 +105,16 @@ export async function convergeHermesFile(file: string, desired: Readonly<Record<
   if (text === undefined) throw new HermesReadError(file, "it does not exist (it was removed)");
   const next = applyHal0Keys(text, desired, ownedIds);
   if (next === text) return false;
-  const written = await replaceFileKeeping(file, next);
+  // The profile's token is a secret: a file that carries it keeps its owner's and group's bits, never others'.
+  const written = await replaceFileKeeping(file, next, carriesToken(desired) ? { maxMode: 0o770 } : {});
   await removeStaleTemps([dirname(written)]).catch(() => undefined);
   return true;
+}
+
+/** Whether hal0's entries as written hold a credential (the profile's bearer token). */
+function carriesToken(desired: Readonly<Record<string, unknown>>): boolean {
+  return Object.values(desired).some((entry) => {
+    const headers = (entry as { headers?: unknown } | null)?.headers;
+    return headers !== null && typeof headers === "object" && "Authorization" in headers;
+  });
 }

@@ -208,8 +208,13 @@ describe("Hermes profiles in the sweep", () => {
 describe("Hermes profiles get their agent token", () => {
   it("the first sweep mints each profile's token and writes it as the bearer of both hal0 servers; the plan shows only Bearer [redacted]", async () => {
     const { state, sweeper, tokens, file } = box("127.0.0.1", true);
+    chmodSync(file("a"), 0o644);
+    chmodSync(file("b"), 0o640);
     const first = await sweeper.sweep();
     expect(first.outcome).toBe("converged");
+    // A file that now holds a token is not readable by others; its owner's and group's bits stay.
+    expect(statSync(file("a")).mode & 0o777).toBe(0o640);
+    expect(statSync(file("b")).mode & 0o777).toBe(0o640);
     for (const p of ["a", "b"]) {
       const bearer = bearerIn(file(p), "hal0-admin");
       expect(bearer).toMatch(/^hal0_ag_[A-Za-z0-9_-]{32}$/);
