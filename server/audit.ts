@@ -26,6 +26,19 @@ export interface AuditRow {
   readonly peer: string | null;
 }
 
+/**
+ * A row as `reader` sees it: an operator whole, and so does the identity
+ * that made the call; anyone else (another agent, an anonymous caller) sees
+ * who called what, on which target, and how it went, with every value of its
+ * args masked. What an agent sent (a value queued for a person to decide, an
+ * env value under a name no rule can tell is a secret) is not read back by
+ * every caller that may list the log (the approval queue reads the same way).
+ */
+export function auditRowReadBy(row: AuditRow, reader: Pick<Caller, "kind" | "agent">): AuditRow {
+  if (reader.kind === "operator" || (reader.kind !== "anonymous" && row.actor === `${reader.kind}:${reader.agent}`)) return row;
+  return { ...row, args: maskAll(row.args) };
+}
+
 export interface AuditEntry {
   readonly call: Call;
   readonly route: Pick<Route, "method" | "path" | "secretBody" | "auditBody">;

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { auditRowReadBy } from "../audit.js";
 import { defineRoute, RawReply } from "../route.js";
 import { queryInt } from "../query.js";
 
@@ -18,17 +19,17 @@ export const activityRoutes = [
     method: "GET", path: "/api/activity", kind: "read", listKey: "items", tools: ["activity_list"],
     query: Filters.extend({ limit: queryInt(1, 500, 100), offset: queryInt(0, Number.MAX_SAFE_INTEGER, 0) }),
     summary: "Audit rows, newest first, with filters and paging",
-    handle: ({ query, services }) => {
+    handle: ({ query, services, caller }) => {
       const { items, total } = services.audit.query(query);
-      return { items, total, limit: query.limit, offset: query.offset };
+      return { items: items.map((row) => auditRowReadBy(row, caller)), total, limit: query.limit, offset: query.offset };
     },
   }),
   defineRoute({
     method: "GET", path: "/api/activity/export", kind: "read", query: Filters, tools: ["activity_export"],
     summary: "Every audit row matching the filters, oldest first, as JSON lines",
-    handle: ({ query, services }) => {
+    handle: ({ query, services, caller }) => {
       const lines: string[] = [];
-      for (const row of services.audit.all(query)) lines.push(`${JSON.stringify(row)}\n`);
+      for (const row of services.audit.all(query)) lines.push(`${JSON.stringify(auditRowReadBy(row, caller))}\n`);
       return new RawReply("application/x-ndjson", lines.join(""), { "Content-Disposition": 'attachment; filename="hal0-activity.jsonl"' });
     },
   }),

@@ -2,6 +2,7 @@ import { z } from "zod";
 import { APPROVAL_STATES, type Approval, type ApprovalEvent, type Decider } from "../approvals.js";
 import { requireOperator } from "../identity/identify.js";
 import { ApiError } from "../errors.js";
+import { maskAll } from "../redact.js";
 import { defineRoute, type Caller } from "../route.js";
 import { serveEvents } from "../sse.js";
 
@@ -49,15 +50,19 @@ export const approvalRoutes = [
 ];
 
 /**
- * A request as `reader` sees it: an operator whole; anyone else (another
- * agent, an anonymous caller) without what running it returned (`result`,
- * `error`: null) unless they asked for it themselves. A gated read approved
- * for one agent (a slot's log lines) is read by that agent, not by every
- * caller that may list the queue.
+ * A request as `reader` sees it: an operator whole, and so does the agent
+ * that asked; anyone else (another agent, an anonymous caller) sees what it
+ * is (tool, route, the ids of its path, summary, effects, who asked, state)
+ * but not what it carries: its query and body with every value masked, and
+ * not what running it returned (`result`, `error`: null). A gated read
+ * approved for one agent (a slot's log lines) is read by that agent, and a
+ * value an agent proposes (an env value under a name no rule can tell is a
+ * secret, a credential, private memory text) is read by the person deciding,
+ * not by every caller that may list the queue.
  */
 export function asReadBy(a: Approval, reader: Caller): Approval {
-  if (reader.kind === "operator" || (reader.kind === a.caller.kind && reader.agent === a.caller.agent)) return a;
-  return { ...a, result: null, error: null };
+  if (reader.kind === "operator" || (reader.kind !== "anonymous" && reader.kind === a.caller.kind && reader.agent === a.caller.agent)) return a;
+  return { ...a, args: { params: a.args.params, query: maskAll(a.args.query) as Record<string, unknown>, body: maskAll(a.args.body) }, result: null, error: null };
 }
 
 /** Only an operator decides (the route table already refuses agents and anonymous callers here; this holds it for every door). */

@@ -136,6 +136,33 @@ describe("anonymous callers only read", () => {
     expect(listed).toMatchObject({ state: "executed", result: null });
   });
 
+  it("what an agent's queued request carries is read by that agent and by operators; others see what it is, with its values masked (approvals and the audit log, REST and MCP)", async () => {
+    // A value under a name no rule can tell is a secret: only the identity that sent it and a person read it back.
+    const value = "dsn-value-only-the-asker-and-the-person-read";
+    const asked = await s.call("PUT", "/api/slots/chat/config", { as: "agent:hermes__ops", body: { server: { env: { DB_DSN: value } } } });
+    expect(asked.status, JSON.stringify(asked.body)).toBe(202);
+    const request = async (as: string) => (await s.call("GET", "/api/agent/approvals", { as })).body.approvals.find((a: { id: string }) => a.id === asked.body.approval_id);
+    const rows = async (as: string) => (await s.call("GET", "/api/activity?route=PUT%20/api/slots/%7Bname%7D/config", { as })).body.items as Array<{ args: unknown }>;
+    const exported = async (as: string) => (await s.call("GET", "/api/activity/export", { as })).body;
+    for (const as of ["anonymous", "agent:hermes__other"]) {
+      const seen = await request(as);
+      expect(seen, as).toMatchObject({ tool: "slot_edit", state: "pending", args: { params: { name: "chat" }, body: { server: { env: { DB_DSN: "[redacted]" } } } }, caller: { agent: "hermes__ops" } });
+      expect(JSON.stringify(seen), as).not.toContain(value);
+      expect((await rows(as))[0]!.args, as).toMatchObject({ server: { env: { DB_DSN: "[redacted]" } } });
+      expect(JSON.stringify(await exported(as)), as).not.toContain(value);
+    }
+    for (const as of ["agent:hermes__ops", "operator"]) {
+      expect((await request(as)).args.body, as).toEqual({ server: { env: { DB_DSN: value } } });
+      expect((await rows(as))[0]!.args, as).toMatchObject({ server: { env: { DB_DSN: value } } });
+    }
+    // The same over MCP: approval_list and activity_list anonymously carry no value.
+    const c = await adminClient(s.url);
+    const listed = JSON.stringify([(await callTool(c, "approval_list", {})).body, (await callTool(c, "activity_list", {})).body]);
+    await c.close();
+    expect(listed).toContain(asked.body.approval_id);
+    expect(listed).not.toContain(value);
+  });
+
   it("a private namespace needs an agent: anonymous asking for private gets memory.identity_required", async () => {
     const anon = await memoryClient(s.url, undefined, { private: true });
     const res = await callMemory(anon, "memory_search", { query: "mine?" });

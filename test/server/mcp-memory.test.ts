@@ -245,13 +245,16 @@ describe("the audit log keeps what a memory call did, not what it remembered", (
     await ok(alice, "memory_search", { query: "Project Zeus PIN" });
     await ok(alice, "memory_directive_create", { name: "zeus-rule", content: "Never say the Zeus PIN aloud." });
     await s.hal0.memory.opened()?.idle();
-    // Anyone reads the audit log: an anonymous caller, another agent.
-    const anonymous = await s.call("GET", "/api/activity?actor=agent:alice&limit=500", { as: "anonymous" });
-    expect(anonymous.status).toBe(200);
-    const rows = anonymous.body.items as Array<{ tool: string; args: Record<string, unknown> }>;
-    expect(rows.map((r) => r.tool).sort()).toEqual(["memory_add", "memory_directive_create", "memory_search"]);
-    const text = JSON.stringify(anonymous.body);
-    for (const words of ["4321", "Zeus", "PIN"]) expect(text).not.toContain(words);
+    // Anyone reads the audit log: an anonymous caller, another agent (their rows' values masked), an operator (the rows as kept).
+    for (const as of ["anonymous", "agent:bob"]) {
+      const read = await s.call("GET", "/api/activity?actor=agent:alice&limit=500", { as });
+      expect(read.status).toBe(200);
+      expect((read.body.items as Array<{ tool: string }>).map((r) => r.tool).sort()).toEqual(["memory_add", "memory_directive_create", "memory_search"]);
+      for (const words of ["4321", "Zeus", "PIN"]) expect(JSON.stringify(read.body)).not.toContain(words);
+    }
+    const operator = await s.call("GET", "/api/activity?actor=agent:alice&limit=500");
+    const rows = operator.body.items as Array<{ tool: string; args: Record<string, unknown> }>;
+    for (const words of ["4321", "Zeus", "PIN"]) expect(JSON.stringify(operator.body)).not.toContain(words);
     expect(rows.find((r) => r.tool === "memory_add")!.args).toEqual({
       text: `[${secret.length} chars]`, context: "[21 chars]", tags: ["zeus"], metadata: "[1 keys]", document_id: "alice-diary",
     });
