@@ -1,3 +1,4 @@
+import { createHmac } from "node:crypto";
 import { stat } from "node:fs/promises";
 import { isAbsolute, relative } from "node:path";
 import type { ObservedSlot, SlotView } from "../observed.js";
@@ -21,7 +22,7 @@ export const LABEL = {
   slot: "hal0.slot",
   specHash: "hal0.spec-hash",
   specVersion: "hal0.spec-version",
-  /** The full SlotView as JSON: observe rebuilds the record from it without reading any file. */
+  /** The SlotView as JSON, each env value sealed (sealEnv): observe rebuilds the record from it without reading any file. */
   view: "hal0.view",
 } as const;
 
@@ -34,15 +35,53 @@ export function boxFilter(box: string): { label: string[] } {
   return { label: [`${LABEL.managed}=true`, `${LABEL.box}=${box}`] };
 }
 
-export function slotLabels(box: string, name: string, view: SlotView): Record<string, string> {
+/**
+ * The labels of a slot's container (or service). The view's env values are
+ * sealed with `key` (the box's label key, `<state>/label-key`): labels are
+ * read far more widely than a container's own spec (`docker ps`, every
+ * `docker events` record, a service list), and an env value is often a
+ * credential.
+ */
+export function slotLabels(box: string, name: string, view: SlotView, key: string): Record<string, string> {
+  const sealed: SlotView = { ...view, spec: { ...view.spec, env: sealEnv(view.spec.env, key) } };
   return {
     [LABEL.managed]: "true",
     [LABEL.box]: box,
     [LABEL.slot]: name,
     [LABEL.specHash]: view.spec_hash,
     [LABEL.specVersion]: String(view.spec.spec_version),
-    [LABEL.view]: JSON.stringify(view),
+    [LABEL.view]: JSON.stringify(sealed),
   };
+}
+
+/** What a sealed env value starts with. */
+const SEALED = "hmac-sha256:";
+
+/** An env value as a label keeps it: a digest keyed with the box's label key (of the name and the value), never the value. */
+function seal(name: string, value: string, key: string): string {
+  return `${SEALED}${createHmac("sha256", key).update(`${name}=${value}`).digest("hex").slice(0, 32)}`;
+}
+
+export function sealEnv(env: Readonly<Record<string, string>>, key: string): Record<string, string> {
+  return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, seal(k, v, key)]));
+}
+
+/**
+ * A label's sealed env read back against the env the config wants now: each
+ * value that seals to what it holds is that value; any other (changed since,
+ * or sealed with a key since lost) stays as the label has it, so the plan
+ * still names `env.<NAME>` as changed without ever showing the old value.
+ * Without a key, or for a value a label of an older hal0 kept in the clear,
+ * the env is as the label has it.
+ */
+export function unsealEnv(env: Readonly<Record<string, string>>, desired: Readonly<Record<string, string>> | undefined, key: string | undefined): Readonly<Record<string, string>> {
+  if (key === undefined || desired === undefined) return env;
+  let out: Record<string, string> | undefined;
+  for (const [k, v] of Object.entries(env)) {
+    const want = desired[k];
+    if (want !== undefined && v.startsWith(SEALED) && v === seal(k, want, key)) (out ??= { ...env })[k] = want;
+  }
+  return out ?? env;
 }
 
 /** The labels say this container is slot `name` of `box` (its name is checked by the caller). */
@@ -64,12 +103,17 @@ export interface ListedContainer {
   readonly Created: number;
 }
 
-/** One listed container as an observed slot (health still to probe); undefined when it is not one of `box`'s slots. */
-export function observedFrom(c: ListedContainer, box: string): Omit<ObservedSlot, "health"> | undefined {
+/**
+ * One listed container as an observed slot (health still to probe); undefined when it is not one of `box`'s slots.
+ * `unseal` reads the label's sealed env back (unsealEnv) against the env the config wants for the slot.
+ */
+export function observedFrom(c: ListedContainer, box: string, unseal: (name: string, env: Readonly<Record<string, string>>) => Readonly<Record<string, string>> = (_n, env) => env): Omit<ObservedSlot, "health"> | undefined {
   const name = c.Labels[LABEL.slot];
   if (name === undefined || !labelledAs(c.Labels, box, name) || !c.Names.includes(`/${containerName(name)}`)) return undefined;
   const running = c.State === "running";
-  const view = parseView(c.Labels[LABEL.view]);
+  const labelled = parseView(c.Labels[LABEL.view]);
+  const env = labelled && unseal(name, labelled.spec.env);
+  const view = labelled && env !== labelled.spec.env ? { ...labelled, spec: { ...labelled.spec, env: env! } } : labelled;
   const state = running ? {} : { detail: `container ${containerName(name)} is ${c.State} (${c.Status})` };
   if (view === undefined) return { name, running, detail: `container ${containerName(name)} has no readable ${LABEL.view} label` };
   // Made again by hand with hal0's labels copied but another command: the label's spec is not what runs, so it reads as drifted.

@@ -2,10 +2,11 @@ import "./docker-deps.js"; // first: defers the parts of dockerode hal0 never us
 import Dockerode from "dockerode";
 import type { ObservedSlot, SlotView } from "../observed.js";
 import { DriverError, interruptedStart, wantsProbe, type EngineLog, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
-import { boxFilter, containerName, hostMounts, type BindMount, labelledAs, logLinesOf, logTailOf, observedFrom, slotLabels } from "./docker-container.js";
+import { boxFilter, containerName, hostMounts, type BindMount, labelledAs, logLinesOf, logTailOf, observedFrom, slotLabels, unsealEnv } from "./docker-container.js";
 import { answered, ENGINE_ANSWER_MS, engineStatus, exitNote, ignore, imageMissingMessage, notOursMessage, whenExited } from "./docker-engine.js";
 import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
 import { waitHealthy } from "./runner.js";
+import { StateKey } from "./state-key.js";
 
 /** Grace given to a container stopped because it never became healthy. */
 const ABORT_GRACE_S = 5;
@@ -21,8 +22,10 @@ export interface DockerDriverOptions {
   readonly answerMs?: number;
   /** This box's id (the inventory's `box`): every container hal0 makes carries it as `hal0.box`. */
   readonly box: string;
-  /** The state folder. The docker runtime keeps no files: a container's labels are its record. */
+  /** The state folder. The docker runtime keeps one file there, the label key; a container's labels are its record. */
   readonly stateDir: string;
+  /** The key a container's `hal0.view` label seals env values with (default `<state>/label-key`, made by the first start). */
+  readonly labelKey?: StateKey;
   /** `[slots] stop_grace_s`, the containers' StopTimeout (so a `docker stop` by hand waits as long as hal0 would). */
   readonly stopGraceS?: number;
   /** `[slots] pull`: pull a missing image instead of failing with `slot.image_missing`. */
@@ -60,6 +63,7 @@ export class DockerDriver implements SlotDriver {
   private readonly stopGraceS: number;
   private readonly pull: boolean;
   private readonly logMaxMb: number;
+  private readonly labelKey: StateKey;
   /** The engine's default log driver (`docker info`), asked once, at the first create. */
   private logDriver: Promise<string> | undefined;
   /** Images found present (or being checked or pulled), by reference. */
@@ -75,6 +79,7 @@ export class DockerDriver implements SlotDriver {
     this.stopGraceS = options.stopGraceS ?? 20;
     this.pull = options.pull ?? false;
     this.logMaxMb = options.logMaxMb ?? 16;
+    this.labelKey = options.labelKey ?? new StateKey(options.stateDir, "label-key");
   }
 
   /** The HostConfig.LogConfig a container is created with: undefined leaves the engine's default. */
@@ -87,8 +92,9 @@ export class DockerDriver implements SlotDriver {
 
   async observe(options: ObserveOptions = {}): Promise<ObservedSlot[]> {
     // The engine gone or hung after this driver was made is `runtime.unavailable`, as when it was made.
-    const listed = await this.engine((abortSignal) => this.docker.listContainers({ all: true, filters: boxFilter(this.box), abortSignal }));
-    const slots = listed.flatMap((c) => observedFrom(c, this.box) ?? []).sort((a, b) => (a.name < b.name ? -1 : 1));
+    const [listed, key] = await Promise.all([this.engine((abortSignal) => this.docker.listContainers({ all: true, filters: boxFilter(this.box), abortSignal })), this.labelKey.read()]);
+    const unseal = (name: string, env: Readonly<Record<string, string>>) => unsealEnv(env, options.desiredEnv?.(name), key);
+    const slots = listed.flatMap((c) => observedFrom(c, this.box, unseal) ?? []).sort((a, b) => (a.name < b.name ? -1 : 1));
     return Promise.all(slots.map(async (slot): Promise<ObservedSlot> => {
       if (!slot.running || slot.record === undefined || !wantsProbe(options, slot)) return { ...slot, health: "unknown" };
       const { port, health_path } = slot.record.view.spec;
@@ -230,7 +236,7 @@ export class DockerDriver implements SlotDriver {
 
   private async create(name: string, view: SlotView, cwd: string, mounts: BindMount[]): Promise<Dockerode.Container> {
     const { spec } = view;
-    const logConfig = await this.logConfig();
+    const [logConfig, key] = await Promise.all([this.logConfig(), this.labelKey.ensure()]);
     try {
       return await this.engine((abortSignal) => this.docker.createContainer({
         abortSignal,
@@ -238,7 +244,7 @@ export class DockerDriver implements SlotDriver {
         Image: spec.image,
         Cmd: [...spec.argv],
         Env: Object.entries(spec.env).map(([key, value]) => `${key}=${value}`),
-        Labels: slotLabels(this.box, name, view),
+        Labels: slotLabels(this.box, name, view, key),
         ...(mounts[0]?.Target === cwd ? { WorkingDir: cwd } : {}),
         StopTimeout: this.stopGraceS,
         HostConfig: { NetworkMode: "host", Init: true, RestartPolicy: { Name: "no" }, Mounts: mounts, ...(logConfig ? { LogConfig: logConfig } : {}) },

@@ -6,6 +6,12 @@ export interface ObserveOptions {
   readonly health?: boolean;
   /** With health on: probe only the running slots this says yes to; the others' health stays "unknown" (the sweep's HealthCache fills it in). */
   readonly probe?: (slot: Pick<ObservedSlot, "name" | "record">) => boolean;
+  /**
+   * The env the config wants for a slot now. A runtime whose record keeps env
+   * values sealed (docker and swarm labels) reads back each value that is
+   * still the wanted one, so a plan names exactly the env that changed.
+   */
+  readonly desiredEnv?: (slot: string) => Readonly<Record<string, string>> | undefined;
 }
 
 /** Progress of one slot while a driver starts it, for the executor's display. */

@@ -54,11 +54,13 @@ export interface ServiceInputs {
   /** The id of the manager's `host` network (a service joins it by id). */
   readonly hostNetwork: string;
   readonly secret: { readonly id: string; readonly name: string };
+  /** The box's label key: the `hal0.view` label seals env values with it (slotLabels). */
+  readonly labelKey: string;
 }
 
 /** The labels of a slot's service: its container's, plus the node its placement names (empty: placed by labels). */
-export function serviceLabels(box: string, name: string, view: SlotView): Record<string, string> {
-  return { ...slotLabels(box, name, view), [NODE_LABEL]: view.spec.placement?.node ?? "" };
+export function serviceLabels(box: string, name: string, view: SlotView, labelKey: string): Record<string, string> {
+  return { ...slotLabels(box, name, view, labelKey), [NODE_LABEL]: view.spec.placement?.node ?? "" };
 }
 
 /**
@@ -73,7 +75,7 @@ export function serviceSpec(input: ServiceInputs): Record<string, unknown> {
   const { spec } = view;
   return {
     Name: containerName(name),
-    Labels: serviceLabels(box, name, view),
+    Labels: serviceLabels(box, name, view, input.labelKey),
     TaskTemplate: {
       ContainerSpec: {
         Image: spec.image,
@@ -171,9 +173,10 @@ export function observedService(service: ListedService, tasks: readonly ListedTa
   const labels = service.Spec.Labels ?? {};
   const name = labels[LABEL.slot];
   if (name === undefined || !labelledAs(labels, box, name) || service.Spec.Name !== containerName(name)) return undefined;
-  const view = parseView(labels[LABEL.view]);
+  const labelled = parseView(labels[LABEL.view]);
   const svc = containerName(name);
-  if (view === undefined) return { name, running: false, detail: `service ${svc} has no readable ${LABEL.view} label` };
+  if (labelled === undefined) return { name, running: false, detail: `service ${svc} has no readable ${LABEL.view} label` };
+  const view = withServiceEnv(labelled, service);
   const own = [...tasks].filter((t) => t.ServiceID === service.ID).sort((a, b) => (when(a) < when(b) ? 1 : when(a) > when(b) ? -1 : 0));
   const current = own.find((t) => t.DesiredState === "running") ?? own[0];
   const node = current?.NodeID ? nodes.get(current.NodeID) : undefined;
@@ -209,6 +212,23 @@ export function observedService(service: ListedService, tasks: readonly ListedTa
 }
 
 /**
+ * The label's view with the env its service runs with, when that env is the
+ * one the label sealed: the label keeps no env value (slotLabels), the
+ * service spec does, and the view's spec hash (over the real values) says
+ * whether they are the ones hal0 set. Otherwise the sealed env stays, and
+ * editedFields names `env` as edited.
+ */
+function withServiceEnv(view: SlotView, service: ListedService): SlotView {
+  const env = envOf(service.Spec.TaskTemplate?.ContainerSpec?.Env ?? []);
+  if (Object.keys(view.spec.env).length === 0 && Object.keys(env).length === 0) return view;
+  return rehashSpec({ ...view.spec, env }).spec_hash === view.spec_hash ? { ...view, spec: { ...view.spec, env } } : view;
+}
+
+function envOf(list: readonly string[]): Record<string, string> {
+  return Object.fromEntries(list.map((e) => [e.slice(0, Math.max(0, e.indexOf("="))) || e, e.includes("=") ? e.slice(e.indexOf("=") + 1) : ""]));
+}
+
+/**
  * The view of what a service edited by hand runs: its image, args, env and
  * placement read back into the recorded spec, rehashed. So a plan names what
  * was changed (`env.FOO`, `argv.--threads`, `placement.node`) and the differing
@@ -217,7 +237,7 @@ export function observedService(service: ListedService, tasks: readonly ListedTa
  */
 function actualView(service: ListedService, view: SlotView): SlotView {
   const c = service.Spec.TaskTemplate?.ContainerSpec ?? {};
-  const env = Object.fromEntries((c.Env ?? []).map((e) => [e.slice(0, Math.max(0, e.indexOf("="))) || e, e.includes("=") ? e.slice(e.indexOf("=") + 1) : ""]));
+  const env = envOf(c.Env ?? []);
   const placement = placementOf(service.Spec.TaskTemplate?.Placement?.Constraints ?? []);
   const { spec, spec_hash } = rehashSpec({
     ...view.spec, image: bareImage(c.Image), argv: [...(c.Args ?? [])], env,

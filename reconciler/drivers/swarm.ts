@@ -6,6 +6,7 @@ import { DriverError, INTERRUPTED, interruptedStart, wantsProbe, whenAborted, ty
 import { LABEL, boxFilter, containerName, fileMounts, labelledAs, logTailOf, parseView } from "./docker-container.js";
 import { engineStatus, ignore, notOursMessage } from "./docker-engine.js";
 import { healthOf, httpStatus, acceptsConnections } from "./proc.js";
+import { StateKey } from "./state-key.js";
 import type { SwarmKey } from "./swarm-key.js";
 import { nodeFrom, observedService, secretName, serviceSpec, type ListedService, type ListedTask } from "./swarm-service.js";
 
@@ -29,6 +30,8 @@ export interface SwarmDriverOptions {
   readonly stateDir: string;
   /** The box's API key: the runners require it (`--api-key-file`, from a Swarm secret); hal0's probes send it. */
   readonly key: SwarmKey;
+  /** The key a service's `hal0.view` label seals env values with (default `<state>/label-key`, made by the first start). */
+  readonly labelKey?: StateKey;
   /** `[slots] stop_grace_s`: the services' stop grace period. */
   readonly stopGraceS?: number;
 }
@@ -52,6 +55,7 @@ export class SwarmDriver implements SlotDriver {
   private readonly docker: Dockerode;
   private readonly box: string;
   private readonly key: SwarmKey;
+  private readonly labelKey: StateKey;
   private readonly stopGraceS: number;
   private secret?: { id: string; name: string };
   private nodesInFlight?: Promise<ObservedNode[]>;
@@ -63,6 +67,7 @@ export class SwarmDriver implements SlotDriver {
     this.box = options.box;
     this.stateDir = options.stateDir;
     this.key = options.key;
+    this.labelKey = options.labelKey ?? new StateKey(options.stateDir, "label-key");
     this.stopGraceS = options.stopGraceS ?? 20;
   }
 
@@ -112,10 +117,10 @@ export class SwarmDriver implements SlotDriver {
     if (spec.runtime !== "swarm" || !spec.image) throw new DriverError("slot.spawn_failed", `slot ${name}: its spec is for the ${spec.runtime} runtime, not swarm (no image)`);
     await this.refuseTaken(name);
     await this.refuseHeldPort(name, view);
-    const [secret, hostNetwork, mounts] = await Promise.all([this.ensureSecret(), this.hostNetwork(), fileMounts(spec.argv)]);
+    const [secret, hostNetwork, mounts, labelKey] = await Promise.all([this.ensureSecret(), this.hostNetwork(), fileMounts(spec.argv), this.labelKey.ensure()]);
     const svc = containerName(name);
     try {
-      await this.docker.createService(serviceSpec({ box: this.box, name, view, mounts, stopGraceS: this.stopGraceS, hostNetwork, secret }) as unknown as Dockerode.CreateServiceOptions);
+      await this.docker.createService(serviceSpec({ box: this.box, name, view, mounts, stopGraceS: this.stopGraceS, hostNetwork, secret, labelKey }) as unknown as Dockerode.CreateServiceOptions);
     } catch (err) {
       throw new DriverError("slot.spawn_failed", `slot ${name}: the swarm manager could not create ${svc}: ${(err as Error).message}`);
     }

@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import { mkdtempSync } from "node:fs";
+import { mkdtempSync, statSync } from "node:fs";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -8,6 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { DockerDriver, dockerClient } from "../../reconciler/drivers/docker.js";
 import { DriverError, StateStore, type StartPhase } from "../../reconciler/index.js";
 import { executePlan } from "../../reconciler/execute.js";
+import { viewChangedPaths } from "../../reconciler/view.js";
 import type { Change } from "../../schema/index.js";
 import { countListCalls, dockerEngine, dockerViewFor, ensureRunnerImage, removeContainers, RUNNER_IMAGE, slotName, testBoxId } from "./docker-helpers.js";
 import { freePort } from "./process-helpers.js";
@@ -74,8 +75,10 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     const info = await inspect(name);
     expect(info.Config.Labels).toMatchObject({ // the image's own labels come along
       "hal0.managed": "true", "hal0.box": box, "hal0.slot": name, "hal0.spec-hash": view.spec_hash,
-      "hal0.spec-version": String(view.spec.spec_version), "hal0.view": JSON.stringify(view),
+      "hal0.spec-version": String(view.spec.spec_version),
     });
+    // The view, its env values sealed (each a keyed digest, never the value).
+    expect(JSON.parse(info.Config.Labels["hal0.view"]!)).toEqual({ ...view, spec: { ...view.spec, env: { EXTRA: expect.stringMatching(/^hmac-sha256:[0-9a-f]{32}$/), HAL0_FAKE_LOAD_MS: expect.stringMatching(/^hmac-sha256:/) } } });
     expect(info.HostConfig).toMatchObject({ NetworkMode: "host", Init: true, RestartPolicy: { Name: "no" } });
     expect(info.Config.Image).toBe(RUNNER_IMAGE);
     expect(info.Config.Cmd).toEqual(view.spec.argv);
@@ -87,6 +90,27 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     const props = await get(view.port, "/props");
     expect(props.body.argv).toEqual(view.spec.argv);
     expect(props.body.host).toBe("127.0.0.1");
+  });
+
+  it("keeps no env value in the hal0.view label (docker ps, docker events): observe reads each back against the config's env, a changed one as changed without its old value", async () => {
+    const name = slotName("sealed");
+    const secret = `hf_${"s3cr3t".repeat(5)}`;
+    const view = dockerViewFor({ port: await freePort(), root, env: { HF_TOKEN: secret, OMP_NUM_THREADS: "4" } });
+    await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
+    const labels = (await inspect(name)).Config.Labels;
+    expect(JSON.stringify(labels)).not.toContain(secret);
+    const listed = await engine.listContainers({ all: true, filters: { label: [`hal0.slot=${name}`] } });
+    expect(JSON.stringify(listed)).not.toContain(secret);
+    // The key is the state folder's, 0600.
+    expect(statSync(join(stateDir, "label-key")).mode & 0o777).toBe(0o600);
+    const seen = async (desired: Record<string, string> | undefined) => (await driver.observe({ health: false, desiredEnv: (slot) => (slot === name ? desired : undefined) }))[0]!.record!.view;
+    expect(await seen(view.spec.env)).toEqual(view);
+    // Another driver of the same state folder (the next command) reads the same key.
+    expect((await new DockerDriver({ docker: engine, box, stateDir }).observe({ health: false, desiredEnv: () => view.spec.env }))[0]!.record!.view).toEqual(view);
+    const changed = await seen({ HF_TOKEN: "hf_another", OMP_NUM_THREADS: "4" });
+    expect(changed.spec.env.OMP_NUM_THREADS).toBe("4");
+    expect(changed.spec.env.HF_TOKEN).toMatch(/^hmac-sha256:/);
+    expect(viewChangedPaths(changed, dockerViewFor({ port: view.port, root, env: { HF_TOKEN: "hf_another", OMP_NUM_THREADS: "4" } }))).toEqual(["env.HF_TOKEN"]);
   });
 
   it("[slots] log_max_mb = 0 leaves a container's log to the engine's own settings", async () => {

@@ -22,6 +22,8 @@ import type { ObservedNode, SlotView } from "../../reconciler/observed.js";
  */
 
 const BOX = "box-test";
+/** The box's label key (state-key.ts): what the `hal0.view` label seals env values with. */
+const LABEL_KEY = "ab".repeat(32);
 
 function swarmModel(slots: Record<string, string>, settings = ""): Model {
   const files: [string, string][] = [
@@ -43,7 +45,7 @@ const NODES: ObservedNode[] = [
 const byId = new Map(NODES.map((n) => [n.id, n]));
 
 function serviceOf(name: string, view: SlotView, edit: (spec: ReturnType<typeof serviceSpec>) => void = () => {}): ListedService {
-  const spec = serviceSpec({ box: BOX, name, view, mounts: [], stopGraceS: 5, hostNetwork: "hostnet", secret: { id: "sec", name: "hal0-api-key-box-test" } });
+  const spec = serviceSpec({ box: BOX, name, view, mounts: [], stopGraceS: 5, hostNetwork: "hostnet", secret: { id: "sec", name: "hal0-api-key-box-test" }, labelKey: LABEL_KEY });
   edit(spec);
   return { ID: `svc-${name}`, Spec: spec as unknown as ListedService["Spec"], CreatedAt: "2026-12-02T10:00:00Z" };
 }
@@ -81,7 +83,7 @@ describe("swarm services as plain data", () => {
   });
 
   it("creates one replica on the host network with init, the key as a 0400 secret file, labels and an update that stops first", () => {
-    const spec = serviceSpec({ box: BOX, name: "pinned", view: pinned, mounts: [], stopGraceS: 7, hostNetwork: "hostnet", secret: { id: "sec", name: "hal0-api-key-box-test" } }) as any;
+    const spec = serviceSpec({ box: BOX, name: "pinned", view: pinned, mounts: [], stopGraceS: 7, hostNetwork: "hostnet", secret: { id: "sec", name: "hal0-api-key-box-test" }, labelKey: LABEL_KEY }) as any;
     expect(spec.Name).toBe("hal0-slot-pinned");
     expect(spec.Mode).toEqual({ Replicated: { Replicas: 1 } });
     expect(spec.TaskTemplate.Networks).toEqual([{ Target: "hostnet" }]);
@@ -154,6 +156,23 @@ describe("swarm services as plain data", () => {
     expect(seen.record!.view.spec_hash).not.toBe(pinned.spec_hash);
     expect(seen.record!.view.spec_hash).toMatch(/^sha256:[0-9a-f]{64}$/); // read back whole: not marked misplaced (it runs where the edit says)
     expect(seen.detail).toContain("changed behind hal0's back (env, constraints)");
+  });
+
+  it("keeps no env value in the hal0.view label, reads the service's env back as its own, and an env value changed by hand as edited", () => {
+    const secret = "hf_labelsecret0123456789abcdef";
+    const withEnv = slotView(swarmModel({ envy: `port = 9004\n[server]\nenv = { HF_TOKEN = "${secret}", OMP_NUM_THREADS = "8" }\n` }).slots.envy!);
+    const svc = serviceOf("envy", withEnv);
+    expect(svc.Spec.Labels!["hal0.view"]).not.toContain(secret);
+    expect(svc.Spec.Labels!["hal0.view"]).not.toContain('"8"');
+    expect(JSON.parse(svc.Spec.Labels!["hal0.view"]!).spec.env).toEqual({ HF_TOKEN: expect.stringMatching(/^hmac-sha256:[0-9a-f]{32}$/), OMP_NUM_THREADS: expect.stringMatching(/^hmac-sha256:/) });
+    const seen = observedService(svc, [task(svc.ID, NODES[0]!.id, "running", "2026-12-02T10:00:01Z")], byId, BOX)!;
+    expect(seen.record!.view).toEqual(withEnv);
+    expect(seen.detail).toBeUndefined();
+    const edited = serviceOf("envy", withEnv, (s: any) => (s.TaskTemplate.ContainerSpec.Env = ["HF_TOKEN=hf_another", "OMP_NUM_THREADS=8"]));
+    const drifted = observedService(edited, [task(edited.ID, NODES[0]!.id, "running", "2026-12-02T10:00:01Z")], byId, BOX)!;
+    expect(drifted.detail).toContain("changed behind hal0's back (env)");
+    expect(drifted.record!.view.spec.env).toEqual({ HF_TOKEN: "hf_another", OMP_NUM_THREADS: "8" });
+    expect(drifted.record!.view.spec_hash).not.toBe(withEnv.spec_hash);
   });
 });
 
