@@ -155,7 +155,7 @@ async function swarmDriverFor(model: Model, dir: string, env: CliIo["env"]): Pro
     throw new CliError("runtime.unavailable", `[slots] runtime = "swarm": the engine at ${host} does not answer (${(err as Error).message}); start it, or set [slots] docker_host or DOCKER_HOST`);
   }
   const box = await new StateStore(dir).boxId();
-  return new SwarmDriver({ docker, box, stateDir: dir, key: new SwarmKey(dir), stopGraceS: slots.stop_grace_s });
+  return new SwarmDriver({ docker, address: host, box, stateDir: dir, key: new SwarmKey(dir), stopGraceS: slots.stop_grace_s });
 }
 
 /**

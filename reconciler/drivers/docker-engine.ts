@@ -44,12 +44,12 @@ export function within<T>(call: (abortSignal: AbortSignal) => Promise<T>, ms = E
  * address; an answer with an HTTP status (the engine's own refusal) is thrown
  * as it came.
  */
-export async function answered<T>(call: (abortSignal: AbortSignal) => Promise<T>, address: string, ms = ENGINE_ANSWER_MS): Promise<T> {
+export async function answered<T>(call: (abortSignal: AbortSignal) => Promise<T>, address: string, ms = ENGINE_ANSWER_MS, runtime: "docker" | "swarm" = "docker"): Promise<T> {
   try {
     return await within(call, ms);
   } catch (err) {
     if (engineStatus(err) !== undefined) throw err;
-    throw new DriverError("runtime.unavailable", engineDownMessage("docker", address, (err as Error).message));
+    throw new DriverError("runtime.unavailable", engineDownMessage(runtime, address, (err as Error).message));
   }
 }
 

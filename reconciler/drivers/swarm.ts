@@ -4,7 +4,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
 import { DriverError, INTERRUPTED, interruptedStart, wantsProbe, whenAborted, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
 import { LABEL, boxFilter, containerName, fileMounts, labelledAs, logTailOf, parseView } from "./docker-container.js";
-import { engineStatus, ignore, notOursMessage } from "./docker-engine.js";
+import { answered, ENGINE_ANSWER_MS, engineStatus, ignore, notOursMessage } from "./docker-engine.js";
 import { healthOf, httpStatus, acceptsConnections } from "./proc.js";
 import { StateKey } from "./state-key.js";
 import type { SwarmKey } from "./swarm-key.js";
@@ -25,6 +25,10 @@ const STOP_SLACK_MS = 10_000;
 export interface SwarmDriverOptions {
   /** A client of a swarm manager's engine. */
   readonly docker: Dockerode;
+  /** The manager's address, as the messages name it (`runtime.unavailable`). */
+  readonly address?: string;
+  /** How long any one call to the manager may go unanswered before it is `runtime.unavailable` (ENGINE_ANSWER_MS). */
+  readonly answerMs?: number;
   /** This box's id: every service hal0 makes carries it as `hal0.box`. */
   readonly box: string;
   readonly stateDir: string;
@@ -46,13 +50,17 @@ export interface SwarmDriverOptions {
  * Invariants: observe is one label-filtered service list, one task list of
  * those services and one node list (plus a health probe per running slot at
  * its node's address); start, stop and observe act only on services that
- * carry this box's labels and the slot's service name. Drivers decide
- * nothing: a placement is the spec's, a node's state is observed.
+ * carry this box's labels and the slot's service name. Every call to the
+ * manager is bounded (`engine`): one that does not answer is
+ * `runtime.unavailable`, never a sweep, read or apply held for ever. Drivers
+ * decide nothing: a placement is the spec's, a node's state is observed.
  */
 export class SwarmDriver implements SlotDriver {
   readonly runtime = "swarm" as const;
   readonly stateDir: string;
   private readonly docker: Dockerode;
+  private readonly address: string;
+  private readonly answerMs: number;
   private readonly box: string;
   private readonly key: SwarmKey;
   private readonly labelKey: StateKey;
@@ -64,6 +72,8 @@ export class SwarmDriver implements SlotDriver {
   constructor(options: SwarmDriverOptions) {
     if (options.box === "") throw new Error("SwarmDriver needs the box id (its services' hal0.box label)");
     this.docker = options.docker;
+    this.address = options.address ?? "the configured address";
+    this.answerMs = options.answerMs ?? ENGINE_ANSWER_MS;
     this.box = options.box;
     this.stateDir = options.stateDir;
     this.key = options.key;
@@ -75,13 +85,22 @@ export class SwarmDriver implements SlotDriver {
   nodes(): Promise<ObservedNode[]> {
     this.nodesInFlight ??= (async () => {
       try {
-        const listed = (await this.docker.listNodes()) as Parameters<typeof nodeFrom>[0][];
+        const listed = (await this.engine((abortSignal) => this.docker.listNodes({ abortSignal }))) as Parameters<typeof nodeFrom>[0][];
         return listed.map(nodeFrom).sort((a, b) => (a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0));
       } finally {
         this.nodesInFlight = undefined;
       }
     })();
     return this.nodesInFlight;
+  }
+
+  /**
+   * One call to the manager, bounded (answered): a socket gone or a manager that
+   * does not answer within `answerMs` is `runtime.unavailable`, so no sweep,
+   * read or apply waits on a hung manager for ever.
+   */
+  private engine<T>(call: (abortSignal: AbortSignal) => Promise<T>): Promise<T> {
+    return answered(call, this.address, this.answerMs, "swarm");
   }
 
   reach(slot: Pick<ObservedSlot, "name" | "node">): { host: string; headers: Record<string, string> } | undefined {
@@ -92,7 +111,7 @@ export class SwarmDriver implements SlotDriver {
 
   async observe(options: ObserveOptions = {}): Promise<ObservedSlot[]> {
     const [services, nodes] = await Promise.all([this.listServices(), this.nodes(), this.key.read()]);
-    const tasks = services.length === 0 ? [] : ((await this.docker.listTasks({ filters: { service: services.map((s) => s.ID) } })) as ListedTask[]);
+    const tasks = services.length === 0 ? [] : ((await this.engine((abortSignal) => this.docker.listTasks({ filters: { service: services.map((s) => s.ID) }, abortSignal }))) as ListedTask[]);
     const byId = new Map(nodes.map((n) => [n.id, n]));
     const slots = services.flatMap((s) => observedService(s, tasks, byId, this.box) ?? []).sort((a, b) => (a.name < b.name ? -1 : 1));
     return Promise.all(slots.map(async (slot): Promise<ObservedSlot> => {
@@ -120,8 +139,10 @@ export class SwarmDriver implements SlotDriver {
     const [secret, hostNetwork, mounts, labelKey] = await Promise.all([this.ensureSecret(), this.hostNetwork(), fileMounts(spec.argv), this.labelKey.ensure()]);
     const svc = containerName(name);
     try {
-      await this.docker.createService(serviceSpec({ box: this.box, name, view, mounts, stopGraceS: this.stopGraceS, hostNetwork, secret, labelKey }) as unknown as Dockerode.CreateServiceOptions);
+      const created = serviceSpec({ box: this.box, name, view, mounts, stopGraceS: this.stopGraceS, hostNetwork, secret, labelKey }) as unknown as Dockerode.CreateServiceOptions;
+      await this.engine((abortSignal) => this.docker.createService({ ...created, abortSignal }));
     } catch (err) {
+      if (err instanceof DriverError) throw err;
       throw new DriverError("slot.spawn_failed", `slot ${name}: the swarm manager could not create ${svc}: ${(err as Error).message}`);
     }
     options.onPhase?.("starting");
@@ -136,10 +157,10 @@ export class SwarmDriver implements SlotDriver {
   async stop(name: string, graceS: number): Promise<void> {
     const found = await this.inspectByName(name);
     if (found === undefined || !labelledAs(found.Spec.Labels, this.box, name)) return; // nothing of ours by that name
-    const tasks = (await this.docker.listTasks({ filters: { service: [found.ID], "desired-state": ["running"] } }).catch(() => [])) as ListedTask[];
+    const tasks = (await this.engine((abortSignal) => this.docker.listTasks({ filters: { service: [found.ID], "desired-state": ["running"] }, abortSignal })).catch(noTasks)) as ListedTask[];
     const nodes = tasks.some((t) => t.NodeID) ? await this.nodes() : [];
     const port = parseView(found.Spec.Labels?.[LABEL.view])?.port;
-    await this.docker.getService(found.ID).remove().catch(ignore(404));
+    await this.engine((abortSignal) => this.docker.getService(found.ID).remove({ abortSignal })).catch(ignore(404));
     // The runner stops on its node after the grace; the slot is stopped when its port there is closed.
     const deadline = Date.now() + Math.max(graceS, this.stopGraceS) * 1000 + STOP_SLACK_MS;
     for (const task of tasks) {
@@ -160,7 +181,7 @@ export class SwarmDriver implements SlotDriver {
     let last = "no task yet";
     while (Date.now() < deadline) {
       if (options.signal?.aborted) return { ok: false, code: INTERRUPTED, message: "" }; // said by interruptedStart
-      const tasks = ((await this.docker.listTasks({ filters: { service: [svc] } }).catch(() => [])) as ListedTask[])
+      const tasks = ((await this.engine((abortSignal) => this.docker.listTasks({ filters: { service: [svc] }, abortSignal })).catch(noTasks)) as ListedTask[])
         .sort((a, b) => ((a.Status.Timestamp ?? "") < (b.Status.Timestamp ?? "") ? 1 : -1));
       // A node that refuses the task (no such image, a bind source missing) will refuse it again: at once.
       // A runner that exits is restarted by Swarm; a start gives up after FAILED_TASKS of them (a port the
@@ -204,7 +225,7 @@ export class SwarmDriver implements SlotDriver {
 
   /** The last lines of a service's log (the manager gathers them from the node), for a failed start's message. */
   private async logNote(svc: string): Promise<string> {
-    const raw = (await this.docker.getService(svc).logs({ stdout: true, stderr: true, tail: LOG_LINES, follow: false }).catch(() => undefined)) as unknown;
+    const raw = (await this.engine((abortSignal) => this.docker.getService(svc).logs({ stdout: true, stderr: true, tail: LOG_LINES, follow: false, abortSignal })).catch(() => undefined)) as unknown;
     const tail = Buffer.isBuffer(raw) ? logTailOf(raw, LOG_LINES) : "";
     return tail === "" ? "" : `; last lines of its log:\n${tail.replace(/^/gm, "  ")}`;
   }
@@ -238,11 +259,11 @@ export class SwarmDriver implements SlotDriver {
     if (this.secret) return this.secret;
     const key = await this.key.ensure();
     const name = secretName(this.box, key);
-    const listed = (await this.docker.listSecrets({ filters: { name: [name] } })) as { ID: string; Spec?: { Name?: string } }[];
+    const listed = (await this.engine((abortSignal) => this.docker.listSecrets({ filters: { name: [name] }, abortSignal }))) as { ID: string; Spec?: { Name?: string } }[];
     const found = listed.find((s) => s.Spec?.Name === name);
     if (found) return (this.secret = { id: found.ID, name });
     try {
-      const created = (await this.docker.createSecret({ Name: name, Labels: { [LABEL.managed]: "true", [LABEL.box]: this.box }, Data: Buffer.from(`${key}\n`).toString("base64") })) as { id?: string; ID?: string };
+      const created = (await this.engine((abortSignal) => this.docker.createSecret({ Name: name, Labels: { [LABEL.managed]: "true", [LABEL.box]: this.box }, Data: Buffer.from(`${key}\n`).toString("base64"), abortSignal }))) as { id?: string; ID?: string };
       return (this.secret = { id: created.id ?? created.ID ?? "", name });
     } catch (err) {
       if (engineStatus(err) !== 409) throw err; // another apply made it meanwhile
@@ -251,12 +272,12 @@ export class SwarmDriver implements SlotDriver {
   }
 
   private async hostNetwork(): Promise<string> {
-    const info = (await this.docker.getNetwork("host").inspect()) as { Id: string };
+    const info = (await this.engine(() => this.docker.getNetwork("host").inspect())) as { Id: string }; // takes no signal: the bound stops the wait
     return info.Id;
   }
 
   private async listServices(): Promise<ListedService[]> {
-    return (await this.docker.listServices({ filters: boxFilter(this.box) })) as unknown as ListedService[];
+    return (await this.engine((abortSignal) => this.docker.listServices({ filters: boxFilter(this.box), abortSignal }))) as unknown as ListedService[];
   }
 
   /** The slot's service name must be free: the executor stops a slot before it starts it, and a service that is not ours is never touched. */
@@ -269,17 +290,23 @@ export class SwarmDriver implements SlotDriver {
 
   private async removeService(name: string): Promise<void> {
     const found = await this.inspectByName(name);
-    if (found !== undefined && labelledAs(found.Spec.Labels, this.box, name)) await this.docker.getService(found.ID).remove().catch(ignore(404));
+    if (found !== undefined && labelledAs(found.Spec.Labels, this.box, name)) await this.engine((abortSignal) => this.docker.getService(found.ID).remove({ abortSignal })).catch(ignore(404));
   }
 
   private async inspectByName(name: string): Promise<ListedService | undefined> {
     try {
-      return (await this.docker.getService(containerName(name)).inspect()) as ListedService;
+      return (await this.engine((abortSignal) => this.docker.getService(containerName(name)).inspect({ abortSignal }))) as ListedService;
     } catch (err) {
       if (engineStatus(err) === 404) return undefined;
       throw err;
     }
   }
+}
+
+/** A task list that failed reads as none (polled again), unless the manager did not answer at all: that is runtime.unavailable. */
+function noTasks(err: unknown): ListedTask[] {
+  if (err instanceof DriverError) throw err;
+  return [];
 }
 
 /** Polls `host:port` until nothing accepts connections there (true) or `deadline` passes with it still held (false). */

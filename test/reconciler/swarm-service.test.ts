@@ -1,7 +1,12 @@
+import { once } from "node:events";
 import { mkdtempSync, readdirSync, statSync } from "node:fs";
+import { createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { dockerClient } from "../../reconciler/drivers/docker.js";
+import { DriverError } from "../../reconciler/drivers/driver.js";
+import { SwarmDriver } from "../../reconciler/drivers/swarm.js";
 import { SwarmKey } from "../../reconciler/drivers/swarm-key.js";
 import { compile, sourceTree, type Model } from "../../compiler/index.js";
 import { nodeMatches } from "../../reconciler/nodes.js";
@@ -253,5 +258,42 @@ describe("the box's API key (swarm-key.ts)", () => {
     expect(statSync(store.path).mode & 0o777).toBe(0o600);
     expect(await new SwarmKey(dir).read()).toBe(keys[0]);
     expect(readdirSync(dir)).toEqual(["swarm-api-key"]); // no temp file left
+  });
+});
+
+describe("SwarmDriver when its manager goes away or stops answering", () => {
+  // No engine needed: a socket that takes the connection and never answers, as a hung manager does, and one that is not there.
+  it("observe, stop and start each give up after the bound with runtime.unavailable, naming the manager", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-swarm-silent-"));
+    const sock = join(dir, "silent.sock");
+    const held: Socket[] = [];
+    const silent = createServer((c) => void held.push(c)).listen(sock);
+    await once(silent, "listening");
+    const driver = new SwarmDriver({ docker: dockerClient(`unix://${sock}`), address: `unix://${sock}`, answerMs: 300, box: BOX, stateDir: dir, key: new SwarmKey(dir) });
+    const refusal = (p: Promise<unknown>) => p.then(() => undefined, (err: unknown) => err as DriverError);
+    const view = slotView(swarmModel({ a: `port = 9001\n[placement]\nnode = "node-2"\n` }).slots.a!);
+    try {
+      const began = Date.now();
+      for (const call of [driver.observe(), driver.nodes(), driver.stop("a", 1), driver.start("a", view, { healthTimeoutS: 60, cwd: dir })]) {
+        const err = await refusal(call);
+        expect(err).toBeInstanceOf(DriverError);
+        expect(err?.code).toBe("runtime.unavailable");
+        expect(err!.message).toContain(`[slots] runtime = "swarm": the engine at unix://${sock} does not answer (no answer within 0.3 s)`);
+      }
+      expect(Date.now() - began).toBeLessThan(10_000);
+    } finally {
+      for (const c of held) c.destroy();
+      silent.close();
+    }
+  });
+
+  it("a manager whose socket is gone: observe is runtime.unavailable naming it, not a bare transport error (a 500 through the API)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-swarm-gone-"));
+    const sock = join(dir, "gone.sock");
+    const driver = new SwarmDriver({ docker: dockerClient(`unix://${sock}`), address: `unix://${sock}`, box: BOX, stateDir: dir, key: new SwarmKey(dir) });
+    const err = await driver.observe().then(() => undefined, (e: unknown) => e as DriverError);
+    expect(err).toBeInstanceOf(DriverError);
+    expect(err?.code).toBe("runtime.unavailable");
+    expect(err!.message).toContain(`the engine at unix://${sock} does not answer (connect ENOENT`);
   });
 });
