@@ -100,18 +100,23 @@ function envList(env: Readonly<Record<string, string>>): string[] {
   return Object.keys(env).sort().map((k) => `${k}=${env[k]}`);
 }
 
+/** The fields of a service's spec observe reads. */
+export interface ListedServiceSpec {
+  readonly Name: string;
+  readonly Labels?: Readonly<Record<string, string>>;
+  readonly TaskTemplate?: {
+    readonly ContainerSpec?: { readonly Image?: string; readonly Args?: readonly string[]; readonly Env?: readonly string[] };
+    readonly Placement?: { readonly Constraints?: readonly string[] };
+  };
+  readonly Mode?: { readonly Replicated?: { readonly Replicas?: number } };
+}
+
 /** The fields of a `GET /services` row observe reads. */
 export interface ListedService {
   readonly ID: string;
-  readonly Spec: {
-    readonly Name: string;
-    readonly Labels?: Readonly<Record<string, string>>;
-    readonly TaskTemplate?: {
-      readonly ContainerSpec?: { readonly Image?: string; readonly Args?: readonly string[]; readonly Env?: readonly string[] };
-      readonly Placement?: { readonly Constraints?: readonly string[] };
-    };
-    readonly Mode?: { readonly Replicated?: { readonly Replicas?: number } };
-  };
+  readonly Spec: ListedServiceSpec;
+  /** The spec before the last `docker service update`: the manager keeps it; hal0 never updates a service (it replaces one). */
+  readonly PreviousSpec?: ListedServiceSpec;
   readonly CreatedAt?: string;
 }
 
@@ -264,7 +269,10 @@ function placementOf(constraints: readonly string[]): SlotView["spec"]["placemen
 /**
  * What of a service differs from what its view says hal0 created: the image,
  * the args, the env or the constraints (a `docker service update` by hand).
- * An image pinned to a digest by the manager is the same image.
+ * An image pinned to a digest by the manager is the same image. hal0 never
+ * updates a service, so one the manager has a previous spec of was updated by
+ * hand even when none of those changed (a mount, the user, a limit, the
+ * entrypoint): named by what that update changed.
  */
 export function editedFields(service: ListedService, view: SlotView): string[] {
   const c = service.Spec.TaskTemplate?.ContainerSpec ?? {};
@@ -274,7 +282,21 @@ export function editedFields(service: ListedService, view: SlotView): string[] {
   if (canonicalJson([...(c.Env ?? [])].sort()) !== canonicalJson(envList(view.spec.env))) out.push("env");
   if (canonicalJson([...(service.Spec.TaskTemplate?.Placement?.Constraints ?? [])].sort()) !== canonicalJson([...constraintsOf(view)].sort())) out.push("constraints");
   if ((service.Spec.Mode?.Replicated?.Replicas ?? 1) !== 1) out.push("replicas");
+  if (out.length === 0 && service.PreviousSpec !== undefined) out.push(...updatedKeys(service.PreviousSpec, service.Spec));
   return out;
+}
+
+/** The settings a `docker service update` changed, by their Engine API names (`ContainerSpec.Mounts`, `Resources` …); "update" when it changed none of them (a forced update, a rollback). */
+function updatedKeys(before: ListedServiceSpec, after: ListedServiceSpec): string[] {
+  const differ = (prefix: string, a: Readonly<Record<string, unknown>> = {}, b: Readonly<Record<string, unknown>> = {}) =>
+    [...new Set([...Object.keys(a), ...Object.keys(b)])].sort().filter((k) => canonicalJson(a[k] ?? null) !== canonicalJson(b[k] ?? null)).map((k) => `${prefix}${k}`);
+  const without = (o: object | undefined, key: string) => Object.fromEntries(Object.entries(o ?? {}).filter(([k]) => k !== key));
+  const keys = [
+    ...differ("", without(before, "TaskTemplate"), without(after, "TaskTemplate")),
+    ...differ("", without(before.TaskTemplate, "ContainerSpec"), without(after.TaskTemplate, "ContainerSpec")),
+    ...differ("ContainerSpec.", before.TaskTemplate?.ContainerSpec, after.TaskTemplate?.ContainerSpec),
+  ];
+  return keys.length === 0 ? ["update"] : keys;
 }
 
 /** A service's image without the digest a manager may pin to it (`ref@sha256:…` is still `ref`). */

@@ -179,6 +179,24 @@ describe("swarm services as plain data", () => {
     expect(drifted.record!.view.spec.env).toEqual({ HF_TOKEN: "hf_another", OMP_NUM_THREADS: "8" });
     expect(drifted.record!.view.spec_hash).not.toBe(withEnv.spec_hash);
   });
+
+  it("counts any update by hand as drift, naming what it changed, even one the spec cannot express (a mount, the user, a limit)", () => {
+    const created = serviceOf("pinned", pinned);
+    const svc: ListedService = { ...serviceOf("pinned", pinned, (s: any) => {
+      s.TaskTemplate.ContainerSpec.Mounts = [{ Type: "bind", Source: "/etc", Target: "/host-etc", ReadOnly: true }];
+      s.TaskTemplate.ContainerSpec.User = "0:0";
+      s.TaskTemplate.Resources = { Limits: { MemoryBytes: 64 << 20 } };
+    }), PreviousSpec: created.Spec };
+    const running = [task(svc.ID, NODES[1]!.id, "running", "2026-12-02T10:00:01Z")];
+    const seen = observedService(svc, running, byId, BOX)!;
+    expect(seen.running).toBe(true);
+    expect(seen.record!.view.spec_hash).toBe(`${pinned.spec_hash}+edited`);
+    expect(seen.detail).toBe("service hal0-slot-pinned was changed behind hal0's back (Resources, ContainerSpec.Mounts, ContainerSpec.User)");
+    // A forced update or a rollback changes none of them: still an update hal0 did not make.
+    expect(observedService({ ...created, PreviousSpec: created.Spec }, running, byId, BOX)!.detail).toContain("changed behind hal0's back (update)");
+    // What hal0 created, never updated since, is not drift.
+    expect(observedService(created, running, byId, BOX)!.record!.view.spec_hash).toBe(pinned.spec_hash);
+  });
 });
 
 describe("the planner on swarm observations", () => {
