@@ -65,7 +65,6 @@ export class SwarmDriver implements SlotDriver {
   private readonly key: SwarmKey;
   private readonly labelKey: StateKey;
   private readonly stopGraceS: number;
-  private secret?: { id: string; name: string };
   private nodesInFlight?: Promise<ObservedNode[]>;
   private secretInFlight?: Promise<{ id: string; name: string }>;
 
@@ -249,22 +248,26 @@ export class SwarmDriver implements SlotDriver {
     }
   }
 
-  /** The box's API key as a Swarm secret, created once per key (secrets are immutable). Starts side by side share one lookup. */
+  /**
+   * The box's API key as a Swarm secret, created once per key (secrets are
+   * immutable). Looked up at every start, not kept: once no service uses it,
+   * it may be removed by hand (docs/swarm.md), and the next start makes it
+   * again. Starts side by side share one lookup.
+   */
   private ensureSecret(): Promise<{ id: string; name: string }> {
     this.secretInFlight ??= this.findOrCreateSecret().finally(() => (this.secretInFlight = undefined));
     return this.secretInFlight;
   }
 
   private async findOrCreateSecret(): Promise<{ id: string; name: string }> {
-    if (this.secret) return this.secret;
     const key = await this.key.ensure();
     const name = secretName(this.box, key);
     const listed = (await this.engine((abortSignal) => this.docker.listSecrets({ filters: { name: [name] }, abortSignal }))) as { ID: string; Spec?: { Name?: string } }[];
     const found = listed.find((s) => s.Spec?.Name === name);
-    if (found) return (this.secret = { id: found.ID, name });
+    if (found) return { id: found.ID, name };
     try {
       const created = (await this.engine((abortSignal) => this.docker.createSecret({ Name: name, Labels: { [LABEL.managed]: "true", [LABEL.box]: this.box }, Data: Buffer.from(`${key}\n`).toString("base64"), abortSignal }))) as { id?: string; ID?: string };
-      return (this.secret = { id: created.id ?? created.ID ?? "", name });
+      return { id: created.id ?? created.ID ?? "", name };
     } catch (err) {
       if (engineStatus(err) !== 409) throw err; // another apply made it meanwhile
       return this.findOrCreateSecret();

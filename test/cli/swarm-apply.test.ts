@@ -303,4 +303,22 @@ describe.skipIf(manager === undefined)(SUITE, () => {
       holder.kill("SIGKILL");
     }
   }, 120_000);
+
+  it("the key's secret removed by hand once no service uses it: the next start of the same server makes it again", async () => {
+    const { child, url } = await startServe(config, state, ["--no-reconcile"], undefined, { ...process.env, ...env });
+    try {
+      const headers = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
+      const restart = async () => (await (await fetch(`${url}/api/slots/${S.one}/restart`, { method: "POST", headers })).json()) as any;
+      expect((await restart()).result?.ok).toBe(true); // this server's driver has started a slot: it has found the secret
+      expect((await run("down")).code).toBe(0);
+      const secrets = await engine.listSecrets({ filters: { label: [`hal0.box=${boxId()}`] } });
+      expect(secrets).toHaveLength(1);
+      await engine.getSecret(secrets[0]!.ID).remove();
+      const again = await restart();
+      expect(again.result?.ok, JSON.stringify(again)).toBe(true);
+      expect(await httpAt(rigNode(1).addr, PORT, "/props", key())).toBe(200);
+    } finally {
+      child.kill("SIGTERM");
+    }
+  }, 120_000);
 });
