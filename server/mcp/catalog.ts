@@ -15,7 +15,7 @@ export interface ToolDef {
   /** The REST route it runs through; undefined for a memory_* tool (delegated to hal0-memory). */
   readonly route?: Route;
   readonly memory: boolean;
-  /** The advertised `args` schema: path args required, query/body fields as hints, anything else allowed. */
+  /** The advertised `args` schema: path args and the fields the route cannot do without required, the other query/body fields as hints. */
   readonly argsSchema: Record<string, unknown>;
   readonly annotations: { readOnlyHint?: boolean; destructiveHint?: boolean; openWorldHint?: boolean };
 }
@@ -75,9 +75,12 @@ function routeTool(name: string, route: Route): ToolDef {
   const params = pathParams(route.path).map((p) => p.name);
   const query = jsonOf(route.query);
   const bodyless = route.method === "GET" || route.method === "DELETE" || !route.body;
-  const body = bodyless ? undefined : jsonOf(route.body);
+  // A tool narrower than its route (model_assign) advertises what it takes, not the route's whole body.
+  const body = bodyless ? undefined : jsonOf(route.toolBodies?.[name] ?? route.body);
   const properties: Record<string, unknown> = { ...query?.properties, ...body?.properties };
   for (const p of params) properties[p] = { type: "string", description: "path argument: a string, or an integer below 2^53" };
+  // Required: the path arguments, and the query and body fields the route cannot do without (model_store_probe's path).
+  const required = [...new Set([...params, ...(query?.required ?? []), ...(body?.required ?? [])])];
   // A write takes `base` (the revision its change is planned against, as If-Match).
   if (route.kind === "write") properties.base ??= { type: "string", description: "the revision (rev_…) the change is planned against: refused as stale if the tree moved (If-Match)" };
   // An argument the route does not take is refused (a query it does not know, a strict body's unknown key): advertised as closed.
@@ -87,7 +90,7 @@ function routeTool(name: string, route: Route): ToolDef {
   return {
     name, route, memory: false,
     description: `${route.summary} (${routeId(route)})`,
-    argsSchema: { type: "object", properties, required: params, additionalProperties: closed ? false : {} },
+    argsSchema: { type: "object", properties, required, additionalProperties: closed ? false : {} },
     annotations: {
       readOnlyHint: read,
       ...(route.method === "DELETE" ? { destructiveHint: true } : read ? {} : { destructiveHint: false }),
@@ -103,8 +106,10 @@ function memoryTool(name: string): ToolDef {
   return { name, memory: true, description: `${tool.description} (hal0-memory, in process)`, argsSchema: advertisedSchema(tool), annotations: memoryAnnotations(tool) };
 }
 
-/** A zod schema as input JSON Schema (its properties are hints: none required); undefined when absent or not representable. */
-function jsonOf(schema: z.ZodType | undefined): { properties?: Record<string, unknown>; additionalProperties?: unknown } | undefined {
+type JsonObjectSchema = { properties?: Record<string, unknown>; required?: string[]; additionalProperties?: unknown };
+
+/** A zod schema as input JSON Schema; undefined when absent or not representable. */
+function jsonOf(schema: z.ZodType | undefined): JsonObjectSchema | undefined {
   if (!schema) return undefined;
   try {
     const json = z.toJSONSchema(schema, {
@@ -113,9 +118,21 @@ function jsonOf(schema: z.ZodType | undefined): { properties?: Record<string, un
       override: ({ jsonSchema: js }) => {
         if (js.type === "integer" && typeof js.default === "string" && /^-?\d+$/.test(js.default)) js.default = Number(js.default);
       },
-    }) as { properties?: Record<string, unknown>; additionalProperties?: unknown };
-    return json;
+    }) as JsonObjectSchema & { anyOf?: JsonObjectSchema[] };
+    return json.anyOf ? branchesOf(json.anyOf) : json;
   } catch {
     return undefined;
   }
+}
+
+/**
+ * A union body (model_inspect's path | hf_repo | hf_url) as one object: every
+ * branch's fields as hints, required only what every branch requires. It
+ * stays open (the route judges which branch a call is).
+ */
+function branchesOf(branches: readonly JsonObjectSchema[]): JsonObjectSchema {
+  const properties: Record<string, unknown> = {};
+  for (const b of branches) for (const [k, v] of Object.entries(b.properties ?? {})) properties[k] ??= v;
+  const required = (branches[0]?.required ?? []).filter((k) => branches.every((b) => b.required?.includes(k)));
+  return { properties, required };
 }

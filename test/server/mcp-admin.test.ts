@@ -46,6 +46,19 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect(other.has("model_delete")).toBe(true);
   });
 
+  it("advertises what each tool takes: the fields its route cannot do without as required, a narrower tool's own body, a union's fields as hints", async () => {
+    const { tools } = await (await client("someone_else")).listTools();
+    const args = (name: string) => (tools.find((t) => t.name === name)!.inputSchema as any).properties.args;
+    expect(args("model_store_probe").required).toEqual(["path"]);
+    expect(args("model_swap").required).toEqual(["name", "model"]);
+    expect(args("slot_create").required).toEqual(["name"]);
+    // model_assign takes `model` only (seed 003), not slot_edit's body: so it says.
+    expect(args("model_assign")).toMatchObject({ required: ["name", "model"], additionalProperties: false });
+    expect(Object.keys(args("model_assign").properties).sort()).toEqual(["base", "model", "name"]);
+    expect(args("model_inspect")).toMatchObject({ required: [], additionalProperties: {} });
+    expect(Object.keys(args("model_inspect").properties)).toEqual(expect.arrayContaining(["path", "hf_repo", "hf_url"]));
+  });
+
   it("runs a read and wraps nothing that is not a bare list; answered calls hold no memory in the transport", async () => {
     const c = await client();
     for (let i = 0; i < 20; i++) await callTool(c, "slot_list", {});
