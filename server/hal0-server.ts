@@ -175,6 +175,8 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   };
   // Turning the bridge off through the pipeline (settings_update, PUT /api/settings) closes its sessions at once.
   box.onCommit("bridge", (proposal) => (proposal.model.settings.bridge.enabled ? undefined : void mcp.agents.close()));
+  // A committed change to policy.toml reaches the open MCP sessions at once (a hand edit, at each session's next request).
+  box.onCommit("mcp-tools", async (proposal) => void (await Promise.all(Object.values(mcp).map((e) => e.syncTools(proposal.model.policy)))));
   const app = createHal0App({
     ...services,
     get sweeps() {

@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { McpServer, type RegisteredTool } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
 import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
@@ -12,6 +12,7 @@ import { checkPathArgs, pathParams } from "../path-args.js";
 import { callMemoryTool } from "../memory/service.js";
 import type { Caller, Route } from "../route.js";
 import type { ToolDef } from "./catalog.js";
+import { followPolicy } from "./policy-sync.js";
 import { envelopeSdkErrors, failure, ok } from "./results.js";
 import { mcpCode } from "../metrics/registry.js";
 
@@ -22,16 +23,19 @@ import { mcpCode } from "../metrics/registry.js";
  * hop); gated calls are validated, planned and queued for a person.
  */
 export function adminServer(d: Dispatcher, catalog: readonly ToolDef[], policy: CompiledPolicy, caller: Caller, version: string): McpServer {
-  const server = new McpServer({ name: "hal0-admin", version }, { capabilities: { tools: {} } });
+  const server = new McpServer({ name: "hal0-admin", version }, { capabilities: { tools: { listChanged: true } } });
+  const tools = new Map<string, RegisteredTool>();
+  const peers = new Map<string, readonly string[]>();
   for (const tool of catalog) {
-    // An operator is a person: policy tiers gate agents, not them. Anonymous callers see every tool a read reaches.
-    const tier = caller.kind === "operator" ? "autonomous_write" : [tool.name, ...(tool.route?.revealPeers ?? [])].map((t) => tierFor(policy, t, caller.agent) ?? "blocked").reduce(stricter);
-    const registered = server.registerTool(tool.name, { description: tool.description, inputSchema: inputSchemaOf(tool), annotations: tool.annotations }, async (params) => {
+    tools.set(tool.name, server.registerTool(tool.name, { description: tool.description, inputSchema: inputSchemaOf(tool), annotations: tool.annotations }, async (params) => {
       return callTool(d, tool, (params as { args?: Record<string, unknown> }).args ?? {}, caller);
-    });
-    // A blocked tool (or one that reads what a blocked tool reads) is neither listed nor callable: the SDK answers a disabled tool, which createToolError turns into mcp.tool_not_allowed.
-    if (tier === "blocked") registered.disable();
+    }));
+    peers.set(tool.name, [tool.name, ...(tool.route?.revealPeers ?? [])]);
   }
+  // A blocked tool (or one that reads what a blocked tool reads) is neither listed nor callable: the SDK answers a disabled tool, which createToolError turns into mcp.tool_not_allowed.
+  // An operator is a person: policy tiers gate agents, not them. Anonymous callers see every tool a read reaches.
+  const blocked = (p: CompiledPolicy, name: string) => caller.kind !== "operator" && peers.get(name)!.map((t) => tierFor(p, t, caller.agent) ?? "blocked").reduce(stricter) === "blocked";
+  followPolicy(server, { tools, blocked, current: async () => (await d.box.model()).policy }, policy);
   envelopeSdkErrors(server, "hal0-admin", (name, err) => auditRefusal(d, name, caller, err));
   return server;
 }

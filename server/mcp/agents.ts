@@ -1,5 +1,5 @@
 import { randomUUID } from "node:crypto";
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { McpServer, type RegisteredTool } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
 import { AGENTS_GATED_TOOLS, AGENTS_READ_TOOLS, AGENTS_WRITE_TOOLS } from "../../schema/index.js";
@@ -12,6 +12,7 @@ import { ApiError } from "../errors.js";
 import { toolTier } from "../identity/access.js";
 import type { Caller, Route, RouteContext } from "../route.js";
 import { pendingReply } from "../verdict.js";
+import { followPolicy } from "./policy-sync.js";
 import { envelopeSdkErrors, timedCall } from "./results.js";
 
 /** The tools `/mcp/agents` serves: the run tools, then the teaching tools. */
@@ -130,14 +131,16 @@ export async function callBridgeTool(d: Dispatcher, route: Route, name: string, 
  * caller's policy blocks are neither listed nor callable.
  */
 export function agentsServer(d: Dispatcher, catalog: BridgeCatalog, policy: CompiledPolicy, caller: Caller, profiles: readonly string[] | "all", version: string): McpServer {
-  const server = new McpServer({ name: "hal0-agents", version }, { capabilities: { tools: {} } });
+  const server = new McpServer({ name: "hal0-agents", version }, { capabilities: { tools: { listChanged: true } } });
+  const tools = new Map<string, RegisteredTool>();
   for (const tool of catalog.tools) {
     const route = catalog.routes.get(tool.name)!;
-    const registered = server.registerTool(tool.name, { description: tool.description, inputSchema: inputSchemaOf(tool.input), annotations: annotationsOf(tool.defaultTier) }, async (args) => {
+    tools.set(tool.name, server.registerTool(tool.name, { description: tool.description, inputSchema: inputSchemaOf(tool.input), annotations: annotationsOf(tool.defaultTier) }, async (args) => {
       return timedCall(d, tool.name, () => callBridgeTool(d, route, tool.name, args, caller, profiles));
-    });
-    if ((tierFor(policy, tool.name, caller.agent) ?? "blocked") === "blocked") registered.disable();
+    }));
   }
+  const blocked = (p: CompiledPolicy, name: string) => (tierFor(p, name, caller.agent) ?? "blocked") === "blocked";
+  followPolicy(server, { tools, blocked, current: async () => (await d.box.model()).policy }, policy);
   envelopeSdkErrors(server, "hal0-agents", (tool, err) => auditRefusal(d, tool, { ...caller, via: "mcp" }, err));
   return server;
 }

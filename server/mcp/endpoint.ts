@@ -11,11 +11,15 @@ import { identify, identityLabel, requireScope, sameIdentity, type Authenticator
 import type { Scope } from "../identity/tokens.js";
 import type { Caller } from "../route.js";
 import { trackEventStream } from "../sse.js";
+import { syncTools } from "./policy-sync.js";
+import type { CompiledPolicy } from "../../compiler/index.js";
 
 type Transport = WebStandardStreamableHTTPServerTransport;
 
 interface Session {
   readonly transport: Transport;
+  /** The session's own server: its tools follow policy.toml (policy-sync.ts). */
+  readonly server: McpServer;
   /** The identity that opened the session: every later request on it must prove the same one. */
   readonly identity: Identity;
   lastSeen: number;
@@ -127,6 +131,8 @@ export class McpEndpoint {
         return sendJson(res, err.status, envelope(err));
       }
       known.lastSeen = Date.now();
+      // policy.toml may have moved since the last request: the tools are listed and refused as it says now.
+      await syncTools(known.server);
       return relay(known.transport, req, res, text, body);
     }
     if (sid) return sendJson(res, 404, rpcError(-32001, `Session not found: ${sid}`));
@@ -138,7 +144,7 @@ export class McpEndpoint {
       enableJsonResponse: true,
       onsessioninitialized: (id) => {
         this.evictBeyondLimit(identity);
-        this.sessions.set(id, { transport, identity, lastSeen: Date.now() });
+        this.sessions.set(id, { transport, server, identity, lastSeen: Date.now() });
       },
     });
     transport.onclose = () => {
@@ -161,6 +167,11 @@ export class McpEndpoint {
       for (const stream of streams?.values() ?? []) if (stream.resolveJson) n++;
     }
     return n;
+  }
+
+  /** Brings every open session's tools in step with `policy` (a committed change), telling each client whose list changed. */
+  async syncTools(policy: CompiledPolicy): Promise<void> {
+    await Promise.all([...this.sessions.values()].map((s) => syncTools(s.server, policy)));
   }
 
   async close(): Promise<void> {

@@ -1,10 +1,11 @@
-import { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
+import { McpServer, type RegisteredTool } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
 import type { Dispatcher } from "../dispatch.js";
 import { callMemoryTool } from "../memory/service.js";
 import { advertisedSchema, MEMORY_TOOLS, memoryAnnotations, type MemoryToolDef } from "../memory/tools.js";
 import type { Caller } from "../route.js";
+import { followPolicy } from "./policy-sync.js";
 import { envelopeSdkErrors, timedCall } from "./results.js";
 
 /**
@@ -15,13 +16,15 @@ import { envelopeSdkErrors, timedCall } from "./results.js";
  * blocks are neither listed nor callable.
  */
 export function memoryServer(d: Dispatcher, policy: CompiledPolicy, caller: Caller, version: string): McpServer {
-  const server = new McpServer({ name: "hal0-memory", version }, { capabilities: { tools: {} } });
+  const server = new McpServer({ name: "hal0-memory", version }, { capabilities: { tools: { listChanged: true } } });
+  const tools = new Map<string, RegisteredTool>();
   for (const tool of MEMORY_TOOLS) {
-    const registered = server.registerTool(tool.name, { description: tool.description, inputSchema: inputSchemaOf(tool), annotations: memoryAnnotations(tool) }, async (args) => {
+    tools.set(tool.name, server.registerTool(tool.name, { description: tool.description, inputSchema: inputSchemaOf(tool), annotations: memoryAnnotations(tool) }, async (args) => {
       return timedCall(d, tool.name, () => callMemoryTool(d, tool.name, args, caller, "memory"));
-    });
-    if ((tierFor(policy, tool.name, caller.agent) ?? "blocked") === "blocked") registered.disable();
+    }));
   }
+  const blocked = (p: CompiledPolicy, name: string) => (tierFor(p, name, caller.agent) ?? "blocked") === "blocked";
+  followPolicy(server, { tools, blocked, current: async () => (await d.box.model()).policy }, policy);
   envelopeSdkErrors(server, "hal0-memory");
   return server;
 }

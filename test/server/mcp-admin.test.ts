@@ -4,6 +4,8 @@ import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { httpCall, startTestServer, type TestServer } from "./harness.js";
 import { SESSIONS_PER_IDENTITY } from "../../server/mcp/endpoint.js";
+import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
+import { until, untilTrue } from "../helpers/until.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 
 let s: TestServer;
@@ -57,6 +59,28 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect(Object.keys(args("model_assign").properties).sort()).toEqual(["base", "model", "name"]);
     expect(args("model_inspect")).toMatchObject({ required: [], additionalProperties: {} });
     expect(Object.keys(args("model_inspect").properties)).toEqual(expect.arrayContaining(["path", "hf_repo", "hf_url"]));
+  });
+
+  it("keeps an open session's tools in step with policy.toml and tells the client (notifications/tools/list_changed)", async () => {
+    const c = await client("hermes__probe");
+    let changed = 0;
+    c.setNotificationHandler(ToolListChangedNotificationSchema, () => void changed++);
+    const listed = async () => new Set((await c.listTools()).tools.map((t) => t.name));
+    expect([(await listed()).has("slot_list"), (await listed()).has("logs_tail")]).toEqual([true, false]);
+    const policy = join(s.config, "policy.toml");
+    const before = readFileSync(policy, "utf8");
+    // A hand edit: logs_tail is gated now, not blocked; slot_list is blocked for this agent.
+    writeFileSync(policy, `${before.replace('blocked = ["logs_tail"]', "blocked = []").replace('gated = ["slot_edit"]', 'gated = ["slot_edit", "logs_tail"]')}\n[agents.hermes__probe]\nblocked = ["slot_list"]\n`);
+    const now = await until(listed, (t) => !t.has("slot_list"));
+    expect(now.has("logs_tail")).toBe(true);
+    expect((await callTool(c, "slot_list", {})).body.error.code).toBe("mcp.tool_not_allowed");
+    expect((await callTool(c, "logs_tail", {})).body.status).toBe("pending_approval");
+    await untilTrue(() => changed === 1);
+    // A change committed through the pipeline reaches the session without a request of its own.
+    const made = await s.call("POST", "/api/plans", { body: { edits: [{ file: "policy.toml", op: "text", text: before }], summary: "policy as it was" } });
+    expect((await s.call("POST", `/api/plans/${made.body.id}/apply`)).status).toBe(200);
+    await untilTrue(() => changed === 2);
+    expect([(await listed()).has("slot_list"), (await listed()).has("logs_tail")]).toEqual([true, false]);
   });
 
   it("runs a read and wraps nothing that is not a bare list; answered calls hold no memory in the transport", async () => {
