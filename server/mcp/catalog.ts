@@ -26,6 +26,14 @@ const TABLES: ReadonlyArray<readonly [string, readonly SeedTool[]]> = [
   ["autonomous_write", [...AUTONOMOUS_WRITE_TOOLS, ...HAL0_WRITE_TOOLS, ...AGENTS_WRITE_TOOLS]],
   ["gated", [...GATED_TOOLS, ...HAL0_GATED_TOOLS, ...AGENTS_GATED_TOOLS]],
 ];
+/**
+ * Writes that only add: a new file or entry (refused when it is already
+ * there), a download beside what is there, a cache read again. Every other
+ * write may change or remove what is there (an edit, a whole-file rewrite, a
+ * stack applied in replace mode, a plan's change set, a restart), which MCP
+ * clients read from `destructiveHint: true`.
+ */
+const ADDITIVE = new Set(["slot_create", "stack_create", "stack_snapshot", "profile_create", "upstream_create", "model_register", "model_add", "mcp_server_install", "plan_propose", "slot_pull_image", "runner_image_sync", "hardware_reprobe"]);
 /** Tools whose route reaches outside the box (another host, a registry). */
 const OPEN_WORLD = new Set(["upstream_test", "model_pull", "hf_search", "model_catalogue", "model_update_check", "update_check", "runner_image_sync"]);
 
@@ -93,7 +101,7 @@ function routeTool(name: string, route: Route): ToolDef {
     argsSchema: { type: "object", properties, required, additionalProperties: closed ? false : {} },
     annotations: {
       readOnlyHint: read,
-      ...(route.method === "DELETE" ? { destructiveHint: true } : read ? {} : { destructiveHint: false }),
+      ...(read ? {} : { destructiveHint: !ADDITIVE.has(name) }),
       openWorldHint: OPEN_WORLD.has(name),
     },
   };

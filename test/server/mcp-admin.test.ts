@@ -43,6 +43,9 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect((byName.get("slot_list")!.inputSchema as any).properties.args.properties).toEqual({});
     expect(byName.get("slot_list")!.annotations).toMatchObject({ readOnlyHint: true });
     expect(byName.get("slot_delete")!.annotations).toMatchObject({ destructiveHint: true });
+    // A write that may change or remove what is there is destructive, whatever its method; one that only adds is not.
+    for (const name of ["plan_submit", "model_config_write", "config_write", "slot_edit", "slot_restart", "upstream_update", "model_pull_cancel"]) expect(byName.get(name)!.annotations, name).toMatchObject({ readOnlyHint: false, destructiveHint: true });
+    for (const name of ["slot_create", "plan_propose", "upstream_create", "mcp_server_install"]) expect(byName.get(name)!.annotations, name).toMatchObject({ readOnlyHint: false, destructiveHint: false });
     expect(byName.get("upstream_test")!.annotations).toMatchObject({ openWorldHint: true });
     const other = new Set((await (await client("someone_else")).listTools()).tools.map((t) => t.name));
     expect(other.has("model_delete")).toBe(true);
