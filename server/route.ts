@@ -162,9 +162,11 @@ interface RouteBase<P, Q, B> {
    */
   readonly auditsItself?: boolean;
   /**
-   * Tools narrower than the route: the body a tool may send (strict). An
-   * alias that takes less than its route (`model_assign`: only `model`)
-   * is refused with validation.invalid for anything more.
+   * A tool's own body where it differs from the route's: what the tool may
+   * send (strict), parsed into the body the route gets. An alias that takes
+   * less than its route (`model_assign`: only `model`) is refused with
+   * validation.invalid for anything more; one that names a field as seed
+   * 003 does (`model_swap`'s `model_id`) is translated.
    */
   readonly toolBodies?: Readonly<Record<string, z.ZodType>>;
 }

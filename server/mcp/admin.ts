@@ -91,7 +91,7 @@ const REFUSALS = new Set(["mcp.tool_not_allowed", "auth.required", "auth.operato
 /** Path args checked and decoded; for GET and DELETE the rest is the query, else the route's query fields are and the rest is the body. */
 function toCall(route: Route, tool: string, args: Record<string, unknown>, caller: Caller): Call {
   const params = checkPathArgs(route, args);
-  checkToolBody(route, tool, args);
+  const toolBody = toolBodyOf(route, tool, args);
   const names = new Set(pathParams(route.path).map((p) => p.name));
   const rest = Object.fromEntries(Object.entries(args).filter(([k]) => !names.has(k) && k !== "base"));
   const queryKeys = new Set(Object.keys((route.query as { shape?: object } | undefined)?.shape ?? {}));
@@ -103,22 +103,26 @@ function toCall(route: Route, tool: string, args: Record<string, unknown>, calle
     else body[k] = v;
   }
   const base = typeof args.base === "string" ? args.base : undefined;
-  return { params, query, body: toQuery ? undefined : body, caller: { ...caller, via: "mcp" }, requestId: randomUUID(), base, tool };
+  return { params, query, body: toQuery ? undefined : (toolBody ?? body), caller: { ...caller, via: "mcp" }, requestId: randomUUID(), base, tool };
 }
 
 /**
- * A tool narrower than its route (`model_assign` takes only `model`, seed
- * 003): anything else is `validation.invalid`, before anything is planned.
+ * A tool whose body is its own (seed 003: `model_assign` takes only `model`,
+ * `model_swap` also `model_id`): the body the route gets, parsed from it;
+ * anything else is `validation.invalid`, before anything is planned.
+ * Undefined for a tool that sends the route's own body.
  */
-function checkToolBody(route: Route, tool: string, args: Record<string, unknown>): void {
+function toolBodyOf(route: Route, tool: string, args: Record<string, unknown>): Record<string, unknown> | undefined {
   const schema = route.toolBodies?.[tool];
-  if (!schema) return;
+  if (!schema) return undefined;
   const names = new Set([...pathParams(route.path).map((p) => p.name), "base"]);
   const body = Object.fromEntries(Object.entries(args).filter(([k]) => !names.has(k)));
   const r = schema.safeParse(body);
-  if (r.success) return;
+  if (r.success) return r.data as Record<string, unknown>;
   const fields = r.error.issues.map((i) => ({ loc: ["body", ...i.path.map(String)], msg: i.message, type: i.code }));
-  throw new ApiError("validation.invalid", `${tool} takes ${Object.keys((schema as { shape?: object }).shape ?? {}).join(", ") || "nothing"} only: ${fields.map((f) => `${f.loc.join(".")}: ${f.msg}`).join("; ")}`, { fields, tool });
+  const shape = (schema as { shape?: object }).shape;
+  const problems = fields.map((f) => `${f.loc.join(".")}: ${f.msg}`).join("; ");
+  throw new ApiError("validation.invalid", shape ? `${tool} takes ${Object.keys(shape).join(", ") || "nothing"} only: ${problems}` : `invalid arguments for ${tool}: ${problems}`, { fields, tool });
 }
 
 /** A bare list becomes `{<listKey>: [...], count}` (the route table's wrap key; `items` when it names none). */

@@ -18,6 +18,17 @@ const Force = z.strictObject({
 const Create = z.looseObject({ name: SlotName });
 const Edit = z.looseObject({ tune: z.union([z.null(), z.record(z.string(), z.unknown())]).optional() });
 
+/**
+ * A tool's body that may also name its field as seed 003 does (`model_swap`'s
+ * `model_id`, `slot_rename`'s `new_name`): exactly one of the two, sent on
+ * under the route's name.
+ */
+function seedNamed<T extends z.ZodType>(field: string, seedName: string, value: T) {
+  return z.strictObject({ [field]: value.optional(), [seedName]: value.optional() })
+    .refine((b) => (b[field] === undefined) !== (b[seedName] === undefined), { message: `give ${field} (or ${seedName}, its name in seed 003), one of them` })
+    .transform((b) => ({ [field]: b[field] ?? b[seedName] }));
+}
+
 /** The slot's file text as on disk now; 404 `slot.not_found` (with the known names) when there is none. */
 async function slotText(box: BoxService, name: string): Promise<string> {
   const snap = await box.snapshot();
@@ -71,6 +82,7 @@ export const slotWriteRoutes = [
   }),
   defineRoute({
     method: "POST", path: "/api/slots/{name}/swap", kind: "write", params: Name, body: z.strictObject({ model: ResourceId }), tools: ["model_swap"],
+    toolBodies: { model_swap: seedNamed("model", "model_id", ResourceId) },
     summary: "Serve another model (a model id of models.toml)",
     handle: async ({ box, params, body }) => {
       await slotText(box, params.name);
@@ -79,6 +91,7 @@ export const slotWriteRoutes = [
   }),
   defineRoute({
     method: "POST", path: "/api/slots/{name}/rename", kind: "write", params: Name, body: z.strictObject({ to: SlotName }), tools: ["slot_rename"],
+    toolBodies: { slot_rename: seedNamed("to", "new_name", SlotName) },
     summary: "Rename the slot: its file moves (text and comments kept) in one change set; the stable id moves with it",
     handle: async ({ box, params, body }) => {
       await slotText(box, params.name);

@@ -55,7 +55,7 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     const { tools } = await (await client("someone_else")).listTools();
     const args = (name: string) => (tools.find((t) => t.name === name)!.inputSchema as any).properties.args;
     expect(args("model_store_probe").required).toEqual(["path"]);
-    expect(args("model_swap").required).toEqual(["name", "model"]);
+    expect(args("provider_credential_write").required).toEqual(["name", "value"]);
     expect(args("slot_create").required).toEqual(["name"]);
     // model_assign takes `model` only (seed 003), not slot_edit's body: so it says.
     expect(args("model_assign")).toMatchObject({ required: ["name", "model"], additionalProperties: false });
@@ -119,6 +119,19 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect(res.body.committed).toBe(true);
     const row = (await s.call("GET", "/api/activity?kind=mcp")).body.items[0];
     expect(row).toMatchObject({ actor: "agent:hermes__coder", kind: "mcp", tool: "model_swap", route: "POST /api/slots/{name}/swap", outcome: "ok" });
+  });
+
+  it("takes seed 003's argument names too: model_swap's model_id, slot_rename's new_name (one of the two names, not both)", async () => {
+    const c = await client("someone_else");
+    const swap = await callTool(c, "model_swap", { name: "utility", model_id: "gemma-3-12b-it" });
+    expect(swap.isError, JSON.stringify(swap.body)).toBe(false);
+    expect(readFileSync(join(s.config, "slots/utility.toml"), "utf8")).toMatch(/^model = "gemma-3-12b-it"$/m);
+    const both = await callTool(c, "model_swap", { name: "utility", model_id: "gemma-3-12b-it", model: "gemma-3-12b-it" });
+    expect(both.body.error).toMatchObject({ code: "validation.invalid", message: expect.stringContaining("give model (or model_id") });
+    const rename = await callTool(c, "slot_rename", { name: "utility", new_name: "helper" });
+    expect(rename.body).toMatchObject({ status: "pending_approval", detail: expect.stringContaining("rename slot utility to helper") });
+    expect((await s.call("POST", `/api/agent/approvals/${rename.body.approval_id}/approve`)).status).toBe(200);
+    expect((await s.call("GET", "/api/slots/helper")).status).toBe(200);
   });
 
   it("queues a gated call with its plan summary; the same call gets the same id, another call a new one; approving it over REST runs it", async () => {
