@@ -36,6 +36,9 @@ export const McpServer = z
     /** Names only: values live outside the tree. */
     secrets: z.array(EnvName).default([]),
     tools_count: z.int().min(0).optional(),
+    /** How many resources and prompts its manifest named (the API's `resources` / `prompts`, as `tools_count` is its `tools`). */
+    resources_count: z.int().min(0).optional(),
+    prompts_count: z.int().min(0).optional(),
     tools: ToolPolicy.prefault({}),
     exposure: Exposure.prefault({}),
     source_url: z.string().optional(),

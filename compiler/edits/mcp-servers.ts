@@ -22,6 +22,8 @@ export interface McpServerSource {
   readonly args: readonly string[];
   readonly url?: string;
   readonly tools: readonly unknown[];
+  readonly resources: readonly unknown[];
+  readonly prompts: readonly unknown[];
   readonly env_required: readonly string[];
   readonly source_url?: string;
   readonly author: string;
@@ -34,6 +36,7 @@ export function mcpServerDoc(m: McpServerSource, now: number): Record<string, un
     name: m.name, description: m.description, spec: m.spec, transport: m.transport,
     ...(m.command === undefined ? {} : { command: m.command }), ...(m.args.length > 0 ? { args: [...m.args] } : {}), ...(m.url === undefined ? {} : { url: m.url }),
     enabled: true, ...(m.env_required.length > 0 ? { secrets: [...m.env_required] } : {}), tools_count: m.tools.length,
+    ...(m.resources.length > 0 ? { resources_count: m.resources.length } : {}), ...(m.prompts.length > 0 ? { prompts_count: m.prompts.length } : {}),
     ...(m.source_url === undefined ? {} : { source_url: m.source_url }), ...(m.author ? { author: m.author } : {}), verified: m.verified,
     installed_at: new Date(now).toISOString(),
   };

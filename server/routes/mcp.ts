@@ -23,7 +23,7 @@ const POLL_MS = 2000;
 export function installedView(s: Model["mcpServers"][string], state?: string) {
   return {
     id: s.id, name: s.name, description: s.description, spec: s.spec, transport: s.transport,
-    command: s.command ?? null, args: s.args, url: s.url ?? null, tools: s.tools_count ?? 0,
+    command: s.command ?? null, args: s.args, url: s.url ?? null, tools: s.tools_count ?? 0, resources: s.resources_count ?? 0, prompts: s.prompts_count ?? 0,
     env: maskAll(s.env) as Record<string, string>, secrets: s.secrets, tool_policy: s.tools, exposure: s.exposure, enabled: s.enabled,
     source_url: s.source_url ?? null, author: s.author ?? null, verified: s.verified, installed_at: s.installed_at ?? null,
     bundled: false, ...(state === undefined ? {} : { state }),

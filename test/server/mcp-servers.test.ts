@@ -61,10 +61,18 @@ describe("the Hermes join is a commit observer", () => {
 });
 
 describe("installed MCP servers, end to end", () => {
+  it("shows how many resources and prompts an installed server's manifest named, as it does its tools (seed 001's InstalledServer)", async () => {
+    const installed = await s.call("POST", "/api/mcp/install", { body: { manifest: { ...manifest(), resources: ["inventory://items"], prompts: ["summarise", "audit"] } } });
+    expect(installed.body.installed, JSON.stringify(installed.body)).toMatchObject({ tools: 3, resources: 1, prompts: 2 });
+    expect(readFileSync(join(s.config, "mcp-servers/inventory.toml"), "utf8")).toMatch(/^resources_count = 1$/m);
+    const listed = (await s.call("GET", "/api/mcp/servers")).body.servers.find((x: any) => x.id === "inventory");
+    expect(listed).toMatchObject({ tools: 3, resources: 1, prompts: 2 });
+  });
+
   it("installs by manifest, tests it, changes its tools and exposure (the Hermes files follow), and uninstalls it", async () => {
     const installed = await s.call("POST", "/api/mcp/install", { body: { manifest: manifest() } });
     expect(installed.status, JSON.stringify(installed.body)).toBe(201);
-    expect(installed.body.installed).toMatchObject({ id: "inventory", transport: "streamable-http", url: inventory.url, tools: 3, enabled: true, exposure: { hermes: false } });
+    expect(installed.body.installed).toMatchObject({ id: "inventory", transport: "streamable-http", url: inventory.url, tools: 3, resources: 0, prompts: 0, enabled: true, exposure: { hermes: false } });
     expect(installed.body.hermes_sync).toMatchObject({ hermes: { profiles: ["coder"] }, brain: { present: true }, errors: [], probe: "reachable" });
     const file = join(s.config, "mcp-servers/inventory.toml");
     expect(statSync(file).mode & 0o777).toBe(0o600);
