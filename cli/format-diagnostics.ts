@@ -56,7 +56,7 @@ function linesOf(text: string): string[] {
 }
 
 function codeFrame(text: string | undefined, line: number, column: number): string[] | undefined {
-  const full = text === undefined ? undefined : linesOf(text)[line - 1]?.replace(/\t/g, " ");
+  const full = text === undefined ? undefined : linesOf(text)[line - 1];
   if (full === undefined) return undefined;
   const w = Math.max(4, String(line).length + 1);
   const at = Math.max(0, column - 1);
@@ -72,13 +72,14 @@ function codeFrame(text: string | undefined, line: number, column: number): stri
   }
   // The caret stays inside what is shown: up to the `…` of a cut line.
   const room = source.length - (cutEnd ? 1 : 0) - (at - shift);
-  const caret = "^".repeat(Math.max(1, Math.min(tokenWidth(full, at), room)));
-  return [`${String(line).padStart(w)} | ${source}`, `${" ".repeat(w)} | ${" ".repeat(at - shift)}${caret}`];
+  // Only what the window can show is measured, so each of a long line's many diagnostics costs the window, not the line.
+  const caret = "^".repeat(Math.max(1, Math.min(tokenWidth(full.slice(at, at + FRAME_WIDTH + 2)), room)));
+  return [`${String(line).padStart(w)} | ${source.replace(/\t/g, " ")}`, `${" ".repeat(w)} | ${" ".repeat(at - shift)}${caret}`];
 }
 
-/** How many columns the key or value starting at `start` spans (a quoted string, or a bare word). */
-function tokenWidth(source: string, start: number): number {
-  const rest = [...source.slice(start)];
+/** How many columns the key or value at the start of `rest` spans (a quoted string, or a bare word). */
+function tokenWidth(text: string): number {
+  const rest = [...text];
   if (rest.length === 0) return 1;
   if (rest[0] === '"' || rest[0] === "'") {
     const close = rest.indexOf(rest[0], 1);
