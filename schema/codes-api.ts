@@ -128,6 +128,7 @@ export const API_CODES = {
   "stacks.import_no_slug": { severity: "error", stage: "server", http: 400, meaning: "Neither the envelope nor the request names the slug to import the stack as." },
   // ── providers ────────────────────────────────────────────────────────
   "provider.credential_systemd": { severity: "error", stage: "server", http: 409, meaning: "provider_credential_write of a name systemd provides in $CREDENTIALS_DIRECTORY: hal0 reads systemd's first, so change it in the unit (LoadCredential=) instead." },
+  "provider.credential_write_failed": { severity: "error", stage: "server", http: 500, meaning: "provider_credential_write could not store the credential as <state>/credentials/<name>: a folder stands at that path, credentials is not a folder, or the file system refused; the message names the path and the reason. Nothing was written; a gated request is refused before it is queued." },
   // ── slot runner reads and the NPU ────────────────────────────────────
   "slot.wrong_type": { severity: "error", stage: "server", http: 409, meaning: "The slot is not of the kind the call needs: voices come from a tts slot, the NPU backend loads a slot placed on the NPU; details.needed says which." },
   "slot.not_ready": { severity: "error", stage: "server", http: 503, meaning: "The slot's runner is not running (disabled, stopped, not started yet) or still loading, so it cannot answer a read hal0 passes on to it (voices, models); details.state says which." },

@@ -1,9 +1,9 @@
-import { chmod, mkdir, readFile } from "node:fs/promises";
+import { chmod, mkdir, readFile, stat } from "node:fs/promises";
 import { isAbsolute, join } from "node:path";
 import { fingerprint } from "../../compiler/hash.js";
 import { writeFileAtomic } from "../../reconciler/atomic.js";
 import { SLOT_NAME_PATTERN } from "../../schema/names.js";
-import { ApiError } from "../errors.js";
+import { ApiError, storageFull } from "../errors.js";
 
 /** Where a credential was found: systemd's `$CREDENTIALS_DIRECTORY`, or hal0's state folder. */
 export type CredentialSource = "systemd" | "state";
@@ -56,24 +56,40 @@ export class CredentialStore {
     return (await this.read(name))?.source;
   }
 
-  /** Refuses a name systemd provides: hal0 would never read what it writes. */
+  /**
+   * Refuses a name systemd provides (hal0 would never read what it writes),
+   * and a place no file can be written: a folder at `credentials/<name>`, or a
+   * `credentials` that is not a folder (so a gated request is refused before it is queued).
+   */
   async checkWritable(name: string): Promise<void> {
     checkName(name);
     if (this.systemdDir !== undefined && (await readValue(join(this.systemdDir, name))) !== undefined) {
       throw new ApiError("provider.credential_systemd", `credential ${name} comes from systemd ($CREDENTIALS_DIRECTORY), which hal0 reads first; change it in the unit (LoadCredential=${name}:…) instead`, { name, source: "systemd" });
     }
+    const folder = await stat(this.dir).catch(() => undefined);
+    if (folder !== undefined && !folder.isDirectory()) throw notStored(name, this.dir, `${this.dir} is not a folder`);
+    const path = join(this.dir, name);
+    if ((await stat(path).catch(() => undefined))?.isDirectory()) throw notStored(name, path, "a folder stands there");
   }
 
   /** Stores `value` as `<state>/credentials/<name>` (0600, folder 0700); returns its fingerprint, never the value. */
   async write(name: string, value: string): Promise<{ fingerprint: string; path: string }> {
     await this.checkWritable(name);
-    await mkdir(this.dir, { recursive: true, mode: 0o700 });
-    // A folder made before (or by hand) may be looser than mkdir's mode would make it.
-    await chmod(this.dir, 0o700);
     const path = join(this.dir, name);
-    await writeFileAtomic(path, value, 0o600);
+    try {
+      await mkdir(this.dir, { recursive: true, mode: 0o700 });
+      // A folder made before (or by hand) may be looser than mkdir's mode would make it.
+      await chmod(this.dir, 0o700);
+      await writeFileAtomic(path, value, 0o600);
+    } catch (err) {
+      throw storageFull(err) ?? notStored(name, path, (err as Error).message);
+    }
     return { fingerprint: fingerprint(value), path };
   }
+}
+
+function notStored(name: string, path: string, why: string): ApiError {
+  return new ApiError("provider.credential_write_failed", `credential ${name} could not be stored as ${path}: ${why}; nothing was written`, { name });
 }
 
 /** Credential names are upstream names: the grammar also keeps a name from leaving its folder. */

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -275,6 +275,30 @@ describe("provider_credential_write", () => {
     } finally {
       rmSync(systemd, { recursive: true, force: true });
     }
+  });
+});
+
+describe("a credential hal0 cannot store", () => {
+  it("a folder where the file goes, or a credentials that is a file: provider.credential_write_failed on REST and MCP, refused before it is queued, nothing written", async () => {
+    const server = await start();
+    const creds = join(server.state, "credentials");
+    mkdirSync(join(creds, "lan-key"), { recursive: true });
+    const rest = await server.call("POST", "/api/providers/lan-key/credentials", { body: { value: secret() } });
+    expect(rest.status).toBe(500);
+    expect(rest.body.error).toMatchObject({ code: "provider.credential_write_failed", details: { name: "lan-key" } });
+    expect(rest.body.error.message).toBe(`credential lan-key could not be stored as ${join(creds, "lan-key")}: a folder stands there; nothing was written`);
+    const c = await agent(server);
+    const viaMcp = await callTool(c, "provider_credential_write", { name: "lan-key", value: secret() });
+    expect(viaMcp).toMatchObject({ isError: true, body: { error: { code: "provider.credential_write_failed" } } });
+    expect(server.hal0.approvals.list("pending")).toEqual([]);
+    expect(readdirSync(creds)).toEqual(["lan-key"]);
+    expect(readdirSync(join(creds, "lan-key"))).toEqual([]);
+
+    rmSync(creds, { recursive: true });
+    writeFileSync(creds, "not a folder\n");
+    const file = await server.call("POST", "/api/providers/lan-key/credentials", { body: { value: secret() } });
+    expect(file.body.error).toMatchObject({ code: "provider.credential_write_failed", message: `credential lan-key could not be stored as ${creds}: ${creds} is not a folder; nothing was written` });
+    expect(readFileSync(creds, "utf8")).toBe("not a folder\n");
   });
 });
 
