@@ -30,6 +30,7 @@ export const API_CODES = {
   "auth.rotate_ambiguous": { severity: "error", stage: "server", http: 409, meaning: "Rotating NAME would replace live tokens that reach different scopes or profiles by one: details.tokens lists them; revoke those no longer needed, then rotate." },
   "auth.token_not_found": { severity: "error", stage: "server", http: 404, meaning: "No token has this id or name." },
   "auth.name_invalid": { severity: "error", stage: "server", http: 400, meaning: "A token's name is empty, longer than 64, or not letters, digits, - and _ (a new one also not starting with -; a bridge admission not hermes, hermes__<profile> or owner); or a scope is not mcp:admin, mcp:memory, rest, mcp:agents or profile:<name>." },
+  "auth.token_write_failed": { severity: "error", stage: "server", http: 500, meaning: "The plain copy hal0 keeps of a token (<state>/operator.token, <state>/tokens/<name>) could not be written: a folder stands at that path, or the file system refused; the message names the path and the reason. Nothing was minted, revoked or rotated, and no temporary file is left." },
   "validation.invalid": { severity: "error", stage: "server", http: 422, meaning: "A path, query or body field is missing or has the wrong shape; details.fields lists each one." },
   "route.not_found": { severity: "error", stage: "server", http: 404, meaning: "No route has this path." },
   "route.method_not_allowed": { severity: "error", stage: "server", http: 405, meaning: "The path exists but not with this method; details.allowed lists the methods." },

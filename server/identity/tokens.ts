@@ -1,10 +1,10 @@
 import { randomBytes, timingSafeEqual } from "node:crypto";
 import { fingerprint, hashSecret } from "../../compiler/hash.js";
-import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { basename, dirname, join } from "node:path";
 import type { Statement } from "better-sqlite3";
 import type { Db } from "../db.js";
-import { ApiError } from "../errors.js";
+import { ApiError, storageFull } from "../errors.js";
 import { PROFILE_NAME } from "../../reconciler/hermes-files.js";
 import { sharedMode } from "../../reconciler/state-folder.js";
 
@@ -230,14 +230,15 @@ export class TokenStore {
     const newest = rows[0]!;
     // The caller may refuse to hand these scopes on (a narrower operator token: server/routes/tokens.ts).
     mayHandOn(newest.scopes.split(" ").filter(Boolean));
-    const minted = this.db.transaction(() => {
-      for (const r of rows) this.revoke(r.id);
-      return this.mint(newest.kind, name, newest.scopes.split(" "));
-    })();
-    if (existsSync(this.handedOnFile(name))) writeSecret(this.handedOnFile(name), minted.token);
     const owner = this.readOwnerFile();
-    if (owner !== undefined && rows.some((r) => r.hash === hashSecret(owner))) writeSecret(this.ownerFile(), minted.token);
-    return minted;
+    // The kept copies are written inside the transaction: one that cannot be written undoes the rotation, so no token is revoked for a new one nobody holds.
+    return this.db.transaction(() => {
+      for (const r of rows) this.revoke(r.id);
+      const minted = this.mint(newest.kind, name, newest.scopes.split(" "));
+      if (existsSync(this.handedOnFile(name))) writeSecret(this.handedOnFile(name), minted.token);
+      if (owner !== undefined && rows.some((r) => r.hash === hashSecret(owner))) writeSecret(this.ownerFile(), minted.token);
+      return minted;
+    })();
   }
 
   /**
@@ -249,11 +250,17 @@ export class TokenStore {
     const file = this.handedOnFile(checkName(name));
     const kept = readSecret(file);
     if (kept !== undefined && this.live(kept, "agent", name)) return kept;
-    const minted = this.mint("agent", name, scopes);
-    mkdirSync(join(this.stateDir, "tokens"), { recursive: true, mode: 0o700 });
-    chmodSync(join(this.stateDir, "tokens"), 0o700);
-    writeSecret(file, minted.token);
-    return minted.token;
+    return this.db.transaction(() => {
+      const minted = this.mint("agent", name, scopes);
+      try {
+        mkdirSync(join(this.stateDir, "tokens"), { recursive: true, mode: 0o700 });
+        chmodSync(join(this.stateDir, "tokens"), 0o700);
+      } catch (err) {
+        throw secretNotWritten(file, err);
+      }
+      writeSecret(file, minted.token);
+      return minted.token;
+    })();
   }
 
   /** A fingerprint of the token `handedOn(name)` returns now, without minting one; undefined when none is kept. */
@@ -270,8 +277,11 @@ export class TokenStore {
   ensureOwner(): { token: string; created: boolean } {
     const kept = this.readOwnerFile();
     if (kept !== undefined && this.live(kept, "operator")) return { token: kept, created: false };
-    const minted = this.mint("operator", OWNER);
-    writeSecret(this.ownerFile(), minted.token);
+    const minted = this.db.transaction(() => {
+      const m = this.mint("operator", OWNER);
+      writeSecret(this.ownerFile(), m.token);
+      return m;
+    })();
     try {
       const { mode } = statSync(this.stateDir);
       if ((mode & 0o077) !== 0 && !sharedMode(mode)) chmodSync(this.stateDir, 0o700);
@@ -385,8 +395,21 @@ function readSecret(file: string): string | undefined {
 function writeSecret(file: string, secret: string): void {
   // hal0's temp name (reconciler/atomic.ts): a writer that dies here leaves a temp `hal0 serve` removes at start.
   const tmp = join(dirname(file), `.${basename(file)}.${process.pid}.${randomBytes(6).toString("hex")}.hal0.tmp`);
-  writeFileSync(tmp, `${secret}\n`, { mode: 0o600 });
-  renameSync(tmp, file);
+  try {
+    writeFileSync(tmp, `${secret}\n`, { mode: 0o600 });
+    renameSync(tmp, file);
+  } catch (err) {
+    // A write that fails leaves no copy of the token behind.
+    rmSync(tmp, { force: true });
+    throw secretNotWritten(file, err);
+  }
+}
+
+/** `auth.token_write_failed` naming the file and why (a full disk stays `server.storage_full`). */
+function secretNotWritten(file: string, err: unknown): ApiError {
+  const code = (err as NodeJS.ErrnoException).code;
+  const why = code === "EISDIR" ? "a folder stands there (EISDIR)" : code === "ENOTDIR" || code === "EEXIST" ? `${dirname(file)} is not a folder (${code})` : String((err as Error).message);
+  return storageFull(err) ?? new ApiError("auth.token_write_failed", `could not write the token's copy ${file}: ${why}; nothing was minted, revoked or rotated`, { file });
 }
 
 function info(r: Row): TokenInfo {

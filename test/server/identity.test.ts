@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { routeId } from "../../server/route.js";
@@ -294,6 +294,25 @@ describe("the same policy on every surface", () => {
     // An operator with every scope mints anything.
     const full = await s.call("POST", "/api/auth/tokens", { headers: bearer(owner), body: { kind: "operator", name: "wider" } });
     expect(full.status).toBe(201);
+  });
+
+  it("a kept copy that cannot be written (a folder stands there) undoes the rotation or the mint: auth.token_write_failed, the old token still live, no temp file left", async () => {
+    const kept = s.hal0.tokens.handedOn("hermes__ops");
+    const tokens = join(s.state, "tokens");
+    rmSync(join(tokens, "hermes__ops"));
+    mkdirSync(join(tokens, "hermes__ops"));
+    const live = () => s.hal0.tokens.list().filter((t) => t.name === "hermes__ops").map((t) => t.id);
+    const before = live();
+    const rotate = await s.call("POST", "/api/auth/tokens/rotate", { body: { name: "hermes__ops" } });
+    expect([rotate.status, rotate.body.error?.code]).toEqual([500, "auth.token_write_failed"]);
+    expect(rotate.body.error.message).toBe(`could not write the token's copy ${join(tokens, "hermes__ops")}: a folder stands there (EISDIR); nothing was minted, revoked or rotated`);
+    expect(live()).toEqual(before);
+    expect(s.hal0.tokens.verify(kept)?.name).toBe("hermes__ops");
+    // The first copy of another agent's token: nothing minted.
+    mkdirSync(join(tokens, "hermes__writer"));
+    expect(() => s.hal0.tokens.handedOn("hermes__writer")).toThrow(expect.objectContaining({ code: "auth.token_write_failed" }));
+    expect(s.hal0.tokens.list({ all: true }).map((t) => t.name)).not.toContain("hermes__writer");
+    expect(readdirSync(tokens).sort()).toEqual(["hermes__ops", "hermes__writer"]);
   });
 
   it("a token reaches only its scopes", async () => {
