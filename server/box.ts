@@ -286,7 +286,10 @@ export class BoxService {
     // A pinned slot's deletion is refused as that, before the tree it would leave is judged.
     const early = checkChange(snapshot.model, undefined, applied, changes)[0];
     if (early) throw new ApiError(early.code, early.message, early.details);
-    const { model, diagnostics } = this.options.runners ? (await compileWithRunners(applied.tree, [], this.options.runners)).result : compile(applied.tree);
+    // A file of the tree that could not be read (not UTF-8, a folder, a link to nothing) is still there, unless this change
+    // writes it: compiled as the sweep compiles it, it is an error like any other, and its slot is never planned as removed.
+    const unreadable = snapshot.diagnostics.filter((d) => d.code === "config.read_error" && !applied.tree.files.has(d.file!));
+    const { model, diagnostics } = this.options.runners ? (await compileWithRunners(applied.tree, unreadable, this.options.runners)).result : compile(applied.tree, unreadable);
     const errors = diagnostics.filter((d) => d.severity === "error");
     if (!model) throw new ApiError("config.invalid", `the change would leave the tree with ${errors.length} error(s); nothing was written`, { diagnostics: errors });
     refuseMaskOverSecret(applied);

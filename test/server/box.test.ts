@@ -1,9 +1,10 @@
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmdirSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./harness.js";
+import { adminClient, callTool } from "./mcp-helpers.js";
 
 let s: TestServer;
 beforeEach(async () => {
@@ -56,6 +57,36 @@ describe("BoxService: the one write path", () => {
     expect(snap.diagnostics.some((d) => d.code === "config.parse_error")).toBe(true);
     expect(await s.hal0.box.model()).toBe(good);
     await expect(s.hal0.box.propose({ edits: [{ file: "slots/chat.toml", op: "set", path: ["priority"], value: 1 }] })).rejects.toMatchObject({ code: "config.invalid" });
+  });
+
+  it("a file of the tree that cannot be read (not UTF-8, a folder) refuses every write as config.invalid with its read_error, on REST and MCP alike; its slot is never planned as removed; a write of that file itself fixes it", async () => {
+    const utility = join(s.config, "slots/utility.toml");
+    const good = readFileSync(utility, "utf8");
+    writeFileSync(utility, Buffer.concat([Buffer.from(good), Buffer.from("# caf\xe9\n", "latin1")]));
+    const coder = readFileSync(join(s.config, "slots/coder.toml"), "utf8");
+    const refused = await s.call("PUT", "/api/slots/coder/config", { body: { description: "edited" } });
+    expect([refused.status, refused.body.error?.code]).toEqual([422, "config.invalid"]);
+    expect(refused.body.error.details.diagnostics).toEqual([expect.objectContaining({ code: "config.read_error", file: "slots/utility.toml", line: good.split("\n").length, column: 6 })]);
+    const client = await adminClient(s.url, "hermes__ops");
+    try {
+      const viaMcp = await callTool(client, "plan_propose", { edits: [{ file: "slots/coder.toml", op: "set", path: ["description"], value: "edited" }] });
+      expect(viaMcp.body).toMatchObject({ valid: false, plan: null, diagnostics: [{ code: "config.read_error", file: "slots/utility.toml" }] });
+    } finally {
+      await client.close();
+    }
+    expect(readFileSync(join(s.config, "slots/coder.toml"), "utf8")).toBe(coder);
+    // A folder where a slot file goes is the same refusal.
+    writeFileSync(utility, good);
+    mkdirSync(join(s.config, "slots/spare.toml"));
+    const folder = await s.call("PUT", "/api/slots/coder/config", { body: { description: "edited" } });
+    expect(folder.body.error.details.diagnostics).toEqual([expect.objectContaining({ code: "config.read_error", file: "slots/spare.toml", line: 1, column: 1 })]);
+    // Writing the unreadable file itself replaces it: no longer refused.
+    writeFileSync(utility, Buffer.concat([Buffer.from(good), Buffer.from("# caf\xe9\n", "latin1")]));
+    rmdirSync(join(s.config, "slots/spare.toml"));
+    const fixed = await s.call("POST", "/api/plans", { body: { edits: [{ file: "slots/utility.toml", op: "text", text: good }] } });
+    expect(fixed.body).toMatchObject({ valid: true, files: ["slots/utility.toml"] });
+    expect((await s.call("POST", `/api/plans/${fixed.body.id}/apply`)).status).toBe(200);
+    expect(readFileSync(utility, "utf8")).toBe(good);
   });
 });
 
