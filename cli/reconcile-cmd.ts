@@ -1,7 +1,7 @@
 import { serveHolder, serveLabel } from "../reconciler/lock.js";
 import { SweepLoop } from "../reconciler/loop.js";
 import { StateStore } from "../reconciler/state.js";
-import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
+import { ConfigEmptyError, Sweeper, type SweepReport } from "../reconciler/sweep.js";
 import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
 import { driverFor, runnerProbeFor } from "./box.js";
 import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
@@ -51,7 +51,7 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
     throw new CliError("server.already_running", `${serveLabel(serving)} already runs the reconcile loop on this state folder; run 'hal0 reconcile --once' for one sweep now, or start hal0 serve with --no-reconcile`);
   }
   const loop = new SweepLoop(sweeper, {
-    root, onReport: print, onError: (err) => io.stderr.write(`hal0 reconcile: sweep failed: ${err instanceof ConfigNotFoundError ? "config.not_found: " : ""}${(err as Error).message}\n`),
+    root, onReport: print, onError: (err) => io.stderr.write(`hal0 reconcile: sweep failed: ${err instanceof ConfigNotFoundError || err instanceof ConfigEmptyError ? `${err.code}: ` : ""}${(err as Error).message}\n`),
     intervalS: () => sweeper.lastGoodModel?.settings.reconcile.interval_s ?? 120,
   });
   loop.start();

@@ -92,7 +92,7 @@ export class Sweeper {
   async sweep(signal?: AbortSignal): Promise<SweepReport> {
     const now = this.options.now ?? Date.now;
     const at = new Date(now()).toISOString();
-    const { model, diagnostics } = await this.tree.load();
+    const { tree, result: { model, diagnostics } } = await this.tree.loadTree();
     if (!model) return { at, outcome: "invalid_config", diagnostics: diagnostics.filter((d) => d.severity === "error"), results: [], deferred: [] };
     this.last = model;
     const driver = await this.options.driverFor(model);
@@ -100,6 +100,9 @@ export class Sweeper {
     await driver.maintain?.().catch(() => undefined);
     // Plan without the lock: a sweep with nothing to do writes nothing, not even a lock file.
     const seen = await this.observeWithHealth(model, driver, now());
+    // A folder that lost every file while hal0's slots run is a volume unmounted under it (its empty mount point), not a
+    // person's wish to stop them all: an unattended sweep stops nothing on its word.
+    if (tree.files.size === 0 && Object.keys(seen.inventory.slots).length > 0) throw new ConfigEmptyError(this.options.root, Object.keys(seen.inventory.slots).length);
     const first = this.schedule(this.plan(model, seen.observed, seen.inventory), now());
     if (!first.runnable.has_changes) {
       await refreshConditions(model, seen.observed, this.options.state, now, true, first.plan);
@@ -152,6 +155,14 @@ export class Sweeper {
   /** The plan minus the changes whose resource is backing off. */
   private schedule(plan: Plan, now: number): Scheduled {
     return { plan, ...holdBack(plan, this.backoff, now) };
+  }
+}
+
+/** The sweep's refusal of a config folder that holds no .toml file while slots hal0 started run (`config.empty`). */
+export class ConfigEmptyError extends Error {
+  readonly code = "config.empty";
+  constructor(readonly root: string, running: number) {
+    super(`${root} holds no .toml file while ${running} slot(s) hal0 started are in its inventory (a volume unmounted leaves an empty folder): the sweep stops nothing until the files are back; to stop every slot, run hal0 down`);
   }
 }
 

@@ -94,6 +94,21 @@ describe("the sweep", () => {
     expect(await alive(pid)).toBe(true);
   });
 
+  it("a config folder emptied under it (a volume unmounted leaves its mount point) stops nothing: config.empty, the runner kept; the files back, it converges as before", async () => {
+    const { root, state, sweeper } = await box();
+    expect((await sweeper.sweep()).outcome).toBe("converged");
+    const pid = pidOf(state);
+    renameSync(root, `${root}.away`);
+    mkdirSync(root);
+    await expect(sweeper.sweep()).rejects.toMatchObject({ code: "config.empty", message: expect.stringContaining(`${root} holds no .toml file while 1 slot(s) hal0 started are in its inventory`) });
+    expect(await alive(pid)).toBe(true);
+    expect(Object.keys((await state.readInventory()).slots)).toEqual(["s"]);
+    rmSync(root, { recursive: true });
+    renameSync(`${root}.away`, root);
+    expect((await sweeper.sweep()).outcome).toBe("nothing_to_do");
+    expect(pidOf(state)).toBe(pid);
+  });
+
   it("a runner that keeps dying soon after it is ready: each restart waits longer, the slot is CrashLoop, and 10 min of running ends the count", async () => {
     let clock = Date.parse("2026-12-01T10:00:00Z");
     const { state, sweeper } = await box({ now: () => clock });
