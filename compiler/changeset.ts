@@ -143,10 +143,13 @@ class SchemaLines {
 
   /** `text` with the `#:schema` line of `file`'s kind on top; as is for an unknown kind, a text that has one, or no known folder. */
   add(file: string, text: string): string {
+    // A text that starts with a byte-order mark keeps it first (a mark after the line is no TOML), and its line ends stay its own.
+    const bom = text.startsWith("\uFEFF") ? "\uFEFF" : "";
+    const body = text.slice(bom.length);
     const kind = classifyPath(file)?.kind;
-    if (kind === undefined || SCHEMA_LINE.test(text)) return text;
+    if (kind === undefined || SCHEMA_LINE.test(body)) return text;
     const target = this.targetFor(file, kind.id, kind.jsonSchema);
-    return target === undefined ? text : `#:schema ${target}\n${text}`;
+    return target === undefined ? text : `${bom}#:schema ${target}${/^[^\n]*\r\n/.test(body) ? "\r\n" : "\n"}${body}`;
   }
 
   private targetFor(file: string, kindId: string, jsonSchema: string): string | undefined {

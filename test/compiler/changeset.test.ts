@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { applyChangeSet, ChangeSetError, fileHash, movedFiles, revisionFiles } from "../../compiler/changeset.js";
-import { sourceTree } from "../../compiler/index.js";
+import { compile, sourceTree } from "../../compiler/index.js";
 
 const PROFILES = `# profiles of this box
 [profile.a]
@@ -196,5 +196,16 @@ describe("ChangeSet: #:schema lines of new files (issue 16 point 2)", () => {
     expect(text.tree.files.get("stacks/s.toml")).toBe(own);
     const stack = applyChangeSet(tree({ "slots/chat.toml": ABS }), { edits: [{ file: "stacks/t.toml", op: "text", text: "name = \"t\"\n" }] });
     expect(stack.tree.files.get("stacks/t.toml")).toBe("#:schema /opt/hal0/schema/json/stack.schema.json\nname = \"t\"\n");
+  });
+
+  it("puts the line after a text's byte-order mark, in its line ends, so the text compiles as it would on disk", () => {
+    const texts = { bom: "\uFEFFname = \"t\"\n", crlf: "name = \"t\"\r\nbad = 1\r\n", both: "\uFEFFname = \"t\"\r\n", marked: "\uFEFF#:schema ./mine.json\nname = \"t\"\n" };
+    const out = applyChangeSet(tree({ "slots/chat.toml": ABS }), { edits: Object.keys(texts).map((k) => ({ file: `stacks/${k}.toml`, op: "text" as const, text: texts[k as keyof typeof texts] })) }).tree;
+    expect(out.files.get("stacks/bom.toml")).toBe("\uFEFF#:schema /opt/hal0/schema/json/stack.schema.json\nname = \"t\"\n");
+    expect(out.files.get("stacks/crlf.toml")).toBe("#:schema /opt/hal0/schema/json/stack.schema.json\r\nname = \"t\"\r\nbad = 1\r\n");
+    expect(out.files.get("stacks/both.toml")).toBe("\uFEFF#:schema /opt/hal0/schema/json/stack.schema.json\r\nname = \"t\"\r\n");
+    expect(out.files.get("stacks/marked.toml")).toBe(texts.marked);
+    const diagnostics = compile(out).diagnostics.filter((d) => d.file?.startsWith("stacks/"));
+    expect(diagnostics.map((d) => `${d.file}:${d.line}:${d.column} ${d.code}`)).toEqual(["stacks/crlf.toml:3:1 config.unknown_key"]);
   });
 });
