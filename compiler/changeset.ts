@@ -70,7 +70,13 @@ export interface ApplyOptions {
 
 /** An edit that cannot apply (its file does not parse, a set on a missing file's array…): nothing is applied. */
 export class ChangeSetError extends Error {
-  constructor(readonly code: "config.parse_error" | "config.invalid_name" | "config.invalid_value" | "slot.exists", readonly file: string, message: string) {
+  constructor(
+    readonly code: "config.parse_error" | "config.invalid_name" | "config.invalid_value" | "slot.exists",
+    readonly file: string,
+    message: string,
+    /** The key path of the `set` edit that failed, when one did. */
+    readonly path: ReadonlyArray<string | number> = [],
+  ) {
     super(message);
   }
 }
@@ -100,7 +106,7 @@ export function applyChangeSet(tree: SourceTree, changes: ChangeSet, options: Ap
       files.set(edit.to, text);
       continue;
     }
-    const next = guarded(edit.file, () => applyEdit(files.get(edit.file), edit));
+    const next = guarded(edit.file, () => applyEdit(files.get(edit.file), edit), edit.op === "set" ? edit.path : []);
     if (next === null) files.delete(edit.file);
     else files.set(edit.file, next);
   }
@@ -116,13 +122,13 @@ export function applyChangeSet(tree: SourceTree, changes: ChangeSet, options: Ap
 }
 
 /** Runs one edit; anything but a ChangeSetError it throws (toml-patch's refusals, a value nested past the stack) becomes `config.invalid_value`. */
-function guarded<T>(file: string, run: () => T): T {
+function guarded<T>(file: string, run: () => T, path: ReadonlyArray<string | number>): T {
   try {
     return run();
   } catch (err) {
-    if (err instanceof ChangeSetError) throw err;
+    if (err instanceof ChangeSetError) throw err.path.length > 0 || path.length === 0 ? err : new ChangeSetError(err.code, err.file, err.message, path);
     const why = err instanceof Error ? err.message.split("\n")[0] : String(err);
-    throw new ChangeSetError("config.invalid_value", file, `${file} cannot be written with this edit: ${why}`);
+    throw new ChangeSetError("config.invalid_value", file, `${file} cannot be written with this edit: ${why}`, path);
   }
 }
 

@@ -4,6 +4,7 @@ import { dirname, join } from "node:path";
 import { packageRoot } from "../reconciler/package-root.js";
 import { applyChangeSet, ChangeSetError, movedFiles, revisionFiles, type AppliedChangeSet, type ChangeSet } from "../compiler/changeset.js";
 import { checkChange } from "../compiler/change-checks.js";
+import { Locator } from "../compiler/locate.js";
 import { compile, ConfigNotFoundError, hashOf, readTreeFile, startsWithBom, type CompileResult, type Model, type SourceTree } from "../compiler/index.js";
 import { removeStaleTemps } from "../reconciler/atomic.js";
 import { longLivedAbort } from "../reconciler/drivers/driver.js";
@@ -279,7 +280,7 @@ export class BoxService {
         const name = /^slots\/([^/]+)\.toml$/.exec(err.file)?.[1];
         throw new ApiError("slot.exists", name ? `slot \`${name}\` already exists (${err.file})` : err.message, { name, file: err.file });
       }
-      if (err instanceof ChangeSetError) throw new ApiError("config.invalid", err.message, { diagnostics: [{ code: err.code, severity: "error", summary: err.message, file: err.file }] });
+      if (err instanceof ChangeSetError) throw new ApiError("config.invalid", err.message, { diagnostics: [changeSetDiagnostic(err, snapshot.tree)] });
       throw err;
     }
     if (base !== undefined) this.checkBase(base, snapshot, applied.files.map((f) => f.file));
@@ -486,4 +487,14 @@ function refuseMaskOverSecret(applied: AppliedChangeSet): void {
   throw new ApiError("validation.invalid",
     `the change would write ${MASK} over ${over.join(", ")}: ${MASK} is what hal0 shows in place of a secret, not the secret. Send the value itself, or send the field back exactly as it was read; nothing was written`,
     { values: over, reason: "masked_value" });
+}
+
+/**
+ * An edit that cannot apply, in the one diagnostic shape: at the key the `set`
+ * edit names (or its closest ancestor the file spells out), else the file's start.
+ */
+function changeSetDiagnostic(err: ChangeSetError, tree: SourceTree): Diagnostic {
+  const text = tree.files.get(err.file);
+  const at = text === undefined || err.path.length === 0 ? { line: 1, column: 1 } : new Locator(text).locate(err.path, "value");
+  return { code: err.code, severity: "error", summary: err.message, detail: "The change set cannot be applied to this file as written; nothing of it was applied.", file: err.file, ...at, path: [...err.path], related: [] };
 }

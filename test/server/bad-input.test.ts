@@ -8,7 +8,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { compile, loadTree } from "../../compiler/index.js";
 import { effectsOf } from "../../compiler/effects.js";
-import { CODES, SETTINGS_REGISTRY, Settings } from "../../schema/index.js";
+import { CODES, Diagnostic, SETTINGS_REGISTRY, Settings } from "../../schema/index.js";
 import { Audit } from "../../server/audit.js";
 import { openDb } from "../../server/db.js";
 import { inputRefusal, MAX_DEPTH } from "../../server/input.js";
@@ -259,6 +259,27 @@ describe("NUL characters in strings", () => {
       expect(res.body.error.details.diagnostics).toEqual([expect.objectContaining({ code: expect.stringMatching(/^config\.invalid_(value|name)$/), file, path: loc })]);
       expect(read(file)).toBe(before);
     }
+  });
+});
+
+describe("an edit that cannot apply", () => {
+  it("is config.invalid with a diagnostic of the one shape, at the key the edit names (else the file's start), on REST and MCP alike; nothing is written", async () => {
+    const before = read("slots/chat.toml");
+    const line = before.split("\n").findIndex((l) => l.startsWith("description = ")) + 1;
+    const res = await s.call("PUT", "/api/slots/chat/config", { body: { description: "a\ud800b" } });
+    expectRefusal(res, "config.invalid");
+    const [d] = res.body.error.details.diagnostics;
+    expect(Diagnostic.parse(d)).toMatchObject({ code: "config.invalid_value", file: "slots/chat.toml", line, column: 15, path: ["description"], related: [] });
+    expect(d.summary).toContain("lone surrogate");
+    const client = await adminClient(s.url, "hermes__ops");
+    try {
+      const viaMcp = await callTool(client, "plan_propose", { edits: [{ file: "../escape.toml", op: "text", text: "x = 1\n" }] });
+      expect(viaMcp.body).toMatchObject({ valid: false, plan: null });
+      expect(Diagnostic.parse(viaMcp.body.diagnostics[0])).toMatchObject({ code: "config.invalid_name", file: "../escape.toml", line: 1, column: 1, path: [] });
+    } finally {
+      await client.close();
+    }
+    expect(read("slots/chat.toml")).toBe(before);
   });
 });
 
