@@ -2,7 +2,7 @@ import type { Diagnostic } from "../schema/index.js";
 import { dashed, isFlag } from "./argv.js";
 import type { Site, Reporter } from "./report.js";
 import type { FlagTable, RunnerFacts, RunnerFlag } from "./runner-facts.js";
-import { suggestFlag, valueArity } from "./runner-help.js";
+import { numericProblem, numericValue, suggestFlag, valueArity } from "./runner-help.js";
 import { closest } from "./suggest.js";
 
 /**
@@ -17,8 +17,10 @@ import { closest } from "./suggest.js";
  *   and so is a `--flag=value` word: llama-server reads each word whole and
  *   has no such form (it exits 1: `error: invalid argument: --flag=value`);
  * - a removed flag → `slot.runner_flag_removed` (the runner's own hint);
- * - a value outside a listed set, a missing value, or a word after a flag that
- *   takes none → `slot.runner_flag_value`;
+ * - a value outside a listed set, a missing value, a word after a flag that
+ *   takes none, or a numeric flag's value its help does not allow (not a
+ *   number, not whole, negative, out of a printed range: runner-help.ts
+ *   `numericValue`) → `slot.runner_flag_value`;
  * - a deprecated flag → `slot.runner_flag_deprecated` (a warning; it runs).
  *
  * The runner would refuse the first three at start (exit 1): the sweep holds
@@ -129,7 +131,10 @@ export function checkArgv(words: readonly SitedWord[], env: readonly SitedEnv[],
       const hit = renamed.length === 1 ? renamed[0] : closest(bad[0]!, flag.values!);
       report("slot.runner_flag_value", valueSite, `\`${name} ${value}\`: ${label} takes ${flag.list ? "a comma list of" : "one of"} ${flag.values!.join(", ")}`,
         `${by} passes \`${name} ${value}\`; ${label} refuses ${bad.map((b) => `\`${b}\``).join(", ")} and exits 1 at start.${hit ? ` Did you mean \`${hit}\`?` : ""}`);
+      continue;
     }
+    const number = numberFinding(flag, value, name, label);
+    if (number) report("slot.runner_flag_value", valueSite, `\`${name} ${value}\`: \`${value}\` ${number.problem}`, `${by} passes \`${name} ${value}\`; ${number.detail}`);
   }
   for (const { name, value, site, by } of env) {
     const flag = table.byEnv.get(name);
@@ -154,8 +159,29 @@ export function checkArgv(words: readonly SitedWord[], env: readonly SitedEnv[],
     if (bad.length > 0) {
       report("slot.runner_flag_value", site, `\`${name}=${value}\`: ${label} takes ${flag.list ? "a comma list of" : "one of"} ${flag.values!.join(", ")}`,
         `${by} sets \`${name}\` (\`${flag.canonical}\`) to a value ${label} refuses at start.`);
+      continue;
     }
+    const number = flag.takes_value ? numberFinding(flag, value, flag.canonical, label) : null;
+    if (number) report("slot.runner_flag_value", site, `\`${name}=${value}\`: \`${value}\` ${number.problem}`, `${by} sets \`${name}\` (\`${flag.canonical}\`); ${number.detail}`);
   }
+}
+
+/**
+ * A numeric flag's value the help does not allow (`--ctx-size -5`,
+ * `--threads 1.5`, `--parallel abc`): the summary and what the runner would
+ * do with it; null when the flag takes no number or the value is one it takes.
+ */
+function numberFinding(flag: RunnerFlag, value: string, name: string, label: string): { problem: string; detail: string } | null {
+  const spec = numericValue(flag);
+  const found = spec === null ? null : numericProblem(spec, value, name);
+  if (found === null) return null;
+  const kind = spec!.integer === true ? "a whole number" : "a number";
+  const range = spec!.min !== null && spec!.max !== null ? ` from ${spec!.min} to ${spec!.max}` : spec!.min === 0 ? ", not negative" : "";
+  const words = spec!.words.length > 0 ? `, or ${spec!.words.map((w) => `\`${w}\``).join(", ")}` : "";
+  return {
+    problem: found.problem,
+    detail: `${label} takes ${kind}${range}${words} there (\`${flag.placeholder}\`); it ${found.runs}.`,
+  };
 }
 
 /** The values of `value` outside the flag's listed set (all of them for a comma list), none when it lists no set. */

@@ -360,3 +360,84 @@ export function valueArity(flag: RunnerFlag): number {
   const words = flag.placeholder.split(" ");
   return words.length > 1 && words.every((w) => /^[A-Z][A-Z0-9_]*$/.test(w)) ? words.length : 1;
 }
+
+// ---------------------------------------------------------------- numbers
+
+/**
+ * What a numeric value of a flag may be, as its help describes it:
+ * `integer` (true: a whole number, which llama.cpp reads with `std::stoi`;
+ * false: a decimal, read with `std::stof`; null: the help does not say), the
+ * bounds, and the words it takes besides a number (`-ngl`'s `auto`, `all`).
+ */
+export interface NumericValue {
+  readonly integer: boolean | null;
+  readonly min: number | null;
+  readonly max: number | null;
+  /** The largest magnitude the runner's reader takes (`std::stoi`'s int, `std::stof`'s float); null: no limit checked. */
+  readonly limit: number | null;
+  readonly words: readonly string[];
+}
+
+/** Placeholders of a number (`N`, `P`, `INDEX`, …) and whether the name alone says it is whole (null: the default says). */
+const NUMBER_KIND: Readonly<Record<string, boolean | null>> = { N: null, P: false, SIMILARITY: false, INDEX: true, SEED: true, SECONDS: true, PORT: true };
+/** `<0...100>`: a range, both ends included. */
+const RANGE_PLACEHOLDER = /^<(-?\d+(?:\.\d+)?)\.\.\.(-?\d+(?:\.\d+)?)>$/;
+/** The number the help gives as the default (`default: -1`, `default: 0.80`, `default: 4096`). */
+const NUMERIC_DEFAULT = /\bdefault: '?(-?\d+(\.\d+)?)'?(?=[);,\s]|$)/;
+/** A negative number, `< 0` or the word "negative" in the description: the flag takes negative values (`-1 = infinity`, `low(-1)`). */
+const NAMES_NEGATIVE = /(?:^|[\s(=:,])-\d|<\s*0\b|\bnegative\b/;
+/** A word the description quotes as a value (`either an exact number, 'auto', or 'all'`). */
+const QUOTED_WORD = /'([a-z][a-z0-9_-]*)'/g;
+/** The largest `int` (`std::stoi` refuses more; a seed is read with `std::stoul`) and the largest finite `float` (`std::stof`). */
+const INT_MAX = 2_147_483_647;
+const FLOAT_MAX = 3.4028234663852886e38;
+
+/**
+ * The numeric value `flag` takes, null when it takes something else (a
+ * file, a word from a listed set, a list). Read from the help, so it holds a
+ * value only to what the help says: whole where the default is whole, not
+ * negative unless the help names a negative value, within a printed range
+ * (`<0...100>`).
+ */
+export function numericValue(flag: RunnerFlag): NumericValue | null {
+  if (flag.placeholder === null || flag.values !== null) return null;
+  const range = RANGE_PLACEHOLDER.exec(flag.placeholder);
+  if (range) {
+    const [min, max] = [Number(range[1]), Number(range[2])];
+    const integer = Number.isInteger(min) && Number.isInteger(max);
+    return { integer, min, max, limit: integer ? INT_MAX : FLOAT_MAX, words: [] };
+  }
+  if (!Object.hasOwn(NUMBER_KIND, flag.placeholder)) return null;
+  const dflt = NUMERIC_DEFAULT.exec(flag.description);
+  const integer = NUMBER_KIND[flag.placeholder] ?? (dflt ? dflt[2] === undefined : null);
+  const min = NAMES_NEGATIVE.test(flag.description) ? null : 0;
+  const limit = integer !== true ? FLOAT_MAX : flag.placeholder === "SEED" ? null : INT_MAX;
+  return { integer, min, max: null, limit, words: unique([...flag.description.matchAll(QUOTED_WORD)].map((m) => m[1]!)) };
+}
+
+/** What `std::stoi` and `std::stof` read: leading blanks skipped, then the longest number at the start. */
+const INTEGER_LEAD = /^[+-]?\d+/;
+const DECIMAL_LEAD = /^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?/;
+
+/**
+ * What is wrong with `value` as a value of `spec`, null when nothing is:
+ * `problem` completes "`N` …", `runs` says what the runner would do with it.
+ */
+export function numericProblem(spec: NumericValue, value: string, flag: string): { problem: string; runs: string } | null {
+  if (spec.words.includes(value)) return null;
+  const reader = spec.integer === null ? "" : `: \`error while handling argument "${flag}": ${spec.integer ? "stoi" : "stof"}\``;
+  const refuses = `exits 1 at start${reader}`;
+  const text = value.trimStart();
+  const lead = (spec.integer === true ? INTEGER_LEAD : DECIMAL_LEAD).exec(text)?.[0];
+  // `std::stoi` / `std::stof` throw on a value with no number at its start, and read only the number at the start of the others (`1.5` is 1 for stoi).
+  if (lead === undefined) return { problem: "is not a number", runs: refuses };
+  if (lead !== text) {
+    const whole = spec.integer === true && DECIMAL_LEAD.exec(text)?.[0] === text;
+    return { problem: whole ? "is not a whole number" : "is not a number", runs: `reads only the number it starts with and would silently run with \`${flag} ${lead}\`` };
+  }
+  const n = Number(lead);
+  if (spec.limit !== null && !(Math.abs(n) <= spec.limit)) return { problem: `is out of range (its magnitude is at most ${spec.limit === INT_MAX ? INT_MAX : "3.4e38"})`, runs: refuses };
+  if (spec.min !== null && n < spec.min) return { problem: spec.min === 0 ? "is negative" : `is below ${spec.min}`, runs: `would start with it, though its help names no value below ${spec.min}` };
+  if (spec.max !== null && n > spec.max) return { problem: `is above ${spec.max}`, runs: `would start with it, though its help names no value above ${spec.max}` };
+  return null;
+}

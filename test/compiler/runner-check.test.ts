@@ -179,6 +179,32 @@ env = { LLAMA_ARG_CTX_SIZ = "4096", LLAMA_ARG_FLASH_ATTN = "maybe" }
     }
   });
 
+  it("holds a numeric flag's value to what the help says: a number, whole where the default is, not negative unless named, within a printed range", () => {
+    const base = profiles.replace('flags = "-fa on --draft-max 4 --no-mmap"', 'flags = "--threads 1.5 --batch-size -3 --parallel abc"').replace(/^env = .*$/m, 'env = { LLAMA_ARG_UBATCH = "-1" }');
+    const extra = `profile = "mine"\nmodel = "qwen3"\nport = 8081\n\n[server]\nextra_args = "--temp x --poll 200 --cache-reuse 99999999999 -ngl all --prio -1 --temp 0.7 --parallel -1 --seed 4294967295"\n`;
+    const { model } = build({ "profiles.toml": base, "slots/chat.toml": extra }, facts(CURRENT));
+    expect(model.runnerDiagnostics.map((d) => `${at(d)} ${d.summary}`)).toEqual([
+      "profiles.toml:3:20 error slot.runner_flag_value `--threads 1.5`: `1.5` is not a whole number",
+      "profiles.toml:3:37 error slot.runner_flag_value `--batch-size -3`: `-3` is negative",
+      "profiles.toml:3:51 error slot.runner_flag_value `--parallel abc`: `abc` is not a number",
+      "profiles.toml:5:9 error slot.runner_flag_value `LLAMA_ARG_UBATCH=-1`: `-1` is negative",
+      "slots/chat.toml:6:22 error slot.runner_flag_value `--temp x`: `x` is not a number",
+      "slots/chat.toml:6:31 error slot.runner_flag_value `--poll 200`: `200` is above 100",
+      "slots/chat.toml:6:49 error slot.runner_flag_value `--cache-reuse 99999999999`: `99999999999` is out of range (its magnitude is at most 2147483647)",
+    ]);
+    const detail = (start: string) => model.runnerDiagnostics.find((d) => d.summary.startsWith(start))!.detail;
+    expect(detail("`--threads 1.5`")).toContain("would silently run with `--threads 1`");
+    // What stoi reads a number from runs with that number: not refused at start, but not what was written either; blanks before it are skipped.
+    const lead = build({ "profiles.toml": base.replace(/^flags = .*$/m, 'flags = "--threads 4abc --batch-size \' 512\'"').replace(/^env = .*$/m, ""), "slots/chat.toml": `profile = "mine"\nmodel = "qwen3"\nport = 8081\n` }, facts(CURRENT)).model;
+    expect(lead.runnerDiagnostics.map((d) => `${d.summary} | ${d.detail}`)).toEqual([
+      "`--threads 4abc`: `4abc` is not a number | profile `mine`'s flags passes `--threads 4abc`; llama-server b9749 takes a whole number there (`N`); it reads only the number it starts with and would silently run with `--threads 4`.",
+    ]);
+    expect(detail("`--parallel abc`")).toContain('exits 1 at start: `error while handling argument "--parallel": stoi`');
+    expect(detail("`--batch-size -3`")).toContain("takes a whole number, not negative there (`N`)");
+    // The tune keys hal0 writes as numbers (`--ctx-size`, `--reasoning-budget`) pass: their schema bounds them.
+    expect(model.slots.chat!.spec.argv.join(" ")).toMatch(/--ctx-size \d+/);
+  });
+
   it("reports a finding of a profile's flags once, however many slots use the profile", () => {
     const two = { "profiles.toml": profiles, "slots/a.toml": `profile = "mine"\nmodel = "qwen3"\nport = 8081\n`, "slots/b.toml": `profile = "mine"\nmodel = "qwen3"\nport = 8082\n` };
     const { model } = build(two, facts(CURRENT));
