@@ -24,6 +24,9 @@ const FLAG_ALIASES: ReadonlyMap<string, string> = new Map(Object.entries({
   "-t": "--threads",
   "-ngl": "--n-gpu-layers",
   "--gpu-layers": "--n-gpu-layers",
+  // Other spellings of the type flags hal0 sets: `--embeddings` must not make an llm slot an embedding one unseen.
+  "--embeddings": "--embedding",
+  "--rerank": "--reranking",
 }));
 
 /** The lengths of the long spellings among the aliases (`--gpu-layers`): any other long flag is its own canonical name. */

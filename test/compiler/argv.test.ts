@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { normalizeArgv, shellSplit } from "../../compiler/index.js";
+import { compile, normalizeArgv, shellSplit, sourceTree } from "../../compiler/index.js";
 
 describe("shellSplit", () => {
   it("splits on whitespace and honours quotes and escapes", () => {
@@ -86,6 +86,17 @@ describe("normalizeArgv", () => {
     for (let n = 0; n < 5000; n++) {
       const argv = Array.from({ length: next() % 14 }, () => words[next() % words.length]!);
       expect(normalizeArgv(argv), JSON.stringify(argv)).toEqual(reference(argv));
+    }
+  });
+});
+
+describe("reserved flags", () => {
+  it("are refused under each spelling llama-server gives them (`--embeddings`, `--rerank`, `-md`, `-hfr`)", () => {
+    const models = `[model.qwen3]\npath = "models/qwen3.gguf"\ntype = "llm"\n`;
+    for (const spelling of ["--embeddings", "--rerank", "--embedding", "--reranking", "-md d.gguf", "--spec-draft-model d.gguf", "-hfr a/b", "-rea on"]) {
+      const slot = `profile = "rocm"\nmodel = "qwen3"\nport = 8081\n[server]\nextra_args = "${spelling}"\n`;
+      const result = compile(sourceTree("/box", [["models.toml", models], ["slots/chat.toml", slot]]), []);
+      expect(result.diagnostics.filter((d) => d.severity === "error").map((d) => d.code), spelling).toEqual(["profile.flag_reserved"]);
     }
   });
 });
