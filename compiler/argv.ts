@@ -32,8 +32,12 @@ const FLAG_ALIASES: ReadonlyMap<string, string> = new Map(Object.entries({
 /** The lengths of the long spellings among the aliases (`--gpu-layers`): any other long flag is its own canonical name. */
 const LONG_ALIAS_LENGTHS: ReadonlySet<number> = new Set([...FLAG_ALIASES.keys()].filter((k) => k.startsWith("--")).map((k) => k.length));
 
-/** Flags that may appear more than once; every occurrence is kept, in order. */
-const REPEATABLE_FLAGS = new Set(["--lora", "--lora-scaled", "--override-kv", "--control-vector"]);
+/**
+ * Flags that may appear more than once; every occurrence is kept, in order.
+ * llama-server adds the keys of each `--api-key-file` to those of the others:
+ * a person's own key file must not drop the one hal0 gives a swarm runner.
+ */
+const REPEATABLE_FLAGS = new Set(["--lora", "--lora-scaled", "--override-kv", "--control-vector", "--api-key-file"]);
 
 /** Flags hal0 sets itself; profiles and extra_args may not. Value: where to set it instead. */
 export const RESERVED_FLAGS: Readonly<Record<string, string>> = {

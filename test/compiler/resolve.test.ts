@@ -106,6 +106,13 @@ describe("runner argv and spec", () => {
     expect(model.slots.speech!.spec.argv).not.toContain("--metrics");
   });
 
+  it("keeps the swarm runtime's --api-key-file beside a key file of the slot's own (llama-server reads the keys of both)", () => {
+    const model = build({ "hal0.toml": `[slots]\nruntime = "swarm"\n`, "slots/chat.toml": `profile = "rocm"\nmodel = "qwen3"\nport = 8081\n[server]\nextra_args = "--api-key-file /run/secrets/team-keys"\n` });
+    const argv = model.slots.chat!.spec.argv.join(" ");
+    expect(argv).toContain("--api-key-file /run/secrets/hal0-api-key");
+    expect(argv).toContain("--api-key-file /run/secrets/team-keys");
+  });
+
   it("builds a docker spec (image + args, no runner prefix) under the docker runtime", () => {
     const model = build({ "hal0.toml": `[slots]\nruntime = "docker"\n`, "slots/chat.toml": `profile = "rocm"\nmodel = "qwen3"\nport = 8081\n` });
     const spec = model.slots.chat!.spec;
