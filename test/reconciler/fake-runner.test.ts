@@ -177,6 +177,16 @@ describe("the command line, accepted", () => {
     await untilHealthy(list.base);
   });
 
+  it("takes the keys of every --api-key-file given, as the real one does (each file adds its keys)", async () => {
+    const [box, team] = [join(tmp, "box-key"), join(tmp, "team-keys")];
+    writeFileSync(box, "box-secret\n");
+    writeFileSync(team, "# the team's\nteam-secret\n");
+    const s = await serve(["--metrics", "--api-key-file", box, "--api-key-file", team]);
+    await untilHealthy(s.base);
+    const metrics = (key?: string) => fetch(`${s.base}/metrics`, { headers: key ? { authorization: `Bearer ${key}` } : {} }).then((r) => r.status);
+    expect([await metrics(), await metrics("box-secret"), await metrics("team-secret"), await metrics("# the team's")]).toEqual([401, 200, 200, 401]);
+  });
+
   it("a deprecated flag prints a DEPRECATED line on stderr and runs", async () => {
     const s = await serve(["--no-mmap", "--mlock"]);
     await untilHealthy(s.base);
