@@ -143,6 +143,18 @@ describe("the command line, refused as the real llama-server refuses it", () => 
     }
   });
 
+  it("a numeric flag's value its std::stoi / std::stof cannot read: exit 1 naming the reader, then the usage block", async () => {
+    const parallel = await run(["-m", model, "--parallel", "abc"]);
+    expect(parallel.code).toBe(1);
+    expect(parallel.stderr).toBe(`error while handling argument "--parallel": stoi\n\n${usageOf("--parallel")}`);
+    for (const [args, reader] of [[["--temp", "warm"], "stof"], [["-ngl", "most"], "stoi"], [["--cache-reuse", "99999999999"], "stoi"], [["--seed", "x"], "stoul"]] as const) {
+      const r = await run(["-m", model, ...args]);
+      expect([r.code, r.stderr.split("\n")[0]], args.join(" ")).toEqual([1, `error while handling argument "${args[0]}": ${reader}`]);
+    }
+    // What they read a number from runs: stoi keeps the whole part (`1.5` is 1), stof reads `.5`; `-ngl` takes its words.
+    for (const args of [["--threads", "1.5"], ["--rope-scale", ".5"], ["-ngl", "auto"], ["--seed", "-1"]]) expect((await run(["-m", model, ...args, "--help"])).code, args.join(" ")).toBe(0);
+  });
+
   it("a flag without its value: exit 1, expected value for argument", async () => {
     const r = await run(["-m", model, "-c"]);
     expect(r.code).toBe(1);
