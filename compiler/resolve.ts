@@ -292,6 +292,7 @@ function effectiveTune(input: SlotInput, d: Dialect, known: RunnerFacts | undefi
     if (effective.speculation === "draft" && (!d.draft_flag || (d.spec_type && !d.draft_type))) lim("speculation", "off", `${runner} has no drafter flag`);
     if (effective.enable_thinking && !d.reasoning_flag && !d.template_kwargs) lim("enable_thinking", false, `${runner} has neither \`--reasoning\` nor \`--chat-template-kwargs\``);
     if (effective.enable_thinking && effective.reasoning_budget > 0 && !d.reasoning_budget) lim("reasoning_budget", 0, `${runner} has no \`--reasoning-budget\``);
+    if (effective.vision && !d.mmproj) lim("vision", false, `${runner} has no \`--mmproj\` (no vision projector)`);
   }
   return { effective, unavailable };
 }

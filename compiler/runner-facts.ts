@@ -77,6 +77,11 @@ export interface Dialect {
   readonly reasoning_budget: boolean;
   /** `--chat-template-kwargs JSON` exists (reasoning_effort, and enable_thinking without `--reasoning`). */
   readonly template_kwargs: boolean;
+  /**
+   * `--mmproj FILE` exists (`[tune] vision`; llama-server's server took it from April 2025). Not part of `id`:
+   * it changes only the argv of a slot with vision on, which moves that slot's hash by itself.
+   */
+  readonly mmproj: boolean;
 }
 
 /** Everything hal0 learned of one runner: what compile reads. */

@@ -284,6 +284,7 @@ export function dialectOf(table: FlagTable): Dialect {
     reasoning !== undefined && reasoning.takes_value && (reasoning.values ?? []).includes("on") && (reasoning.values ?? []).includes("off");
   const reasoning_budget = live(table, "--reasoning-budget") !== undefined;
   const template_kwargs = live(table, "--chat-template-kwargs") !== undefined;
+  const mmproj = live(table, "--mmproj") !== undefined;
 
   const parts: string[] = [];
   if (spec_type) parts.push("spec-type");
@@ -302,6 +303,7 @@ export function dialectOf(table: FlagTable): Dialect {
     reasoning_flag,
     reasoning_budget,
     template_kwargs,
+    mmproj,
   };
 }
 
@@ -319,6 +321,7 @@ export const NEWEST_DIALECT: Dialect = {
   reasoning_flag: true,
   reasoning_budget: true,
   template_kwargs: true,
+  mmproj: true,
 };
 
 // ------------------------------------------------------------------ facts

@@ -103,6 +103,23 @@ describe("the older dialect (build 4748)", () => {
     expect(slot.spec.argv).not.toContain("--spec-type");
   });
 
+  it("makes vision tune_unavailable (the build has no --mmproj) instead of passing a flag it would refuse", () => {
+    const models = `${MODELS}mmproj = "models/qwen3-mmproj.gguf"\n`;
+    // A profile of plain flags both builds take (the seeds' `-fa on` and `--load-mode` are refused by the older one).
+    const profile = `[profile.mine]\nrunner = ["llama-server"]\nflags = "-b 512"\ndevice_class = "cpu"\n`;
+    const tree = { "models.toml": models, "profiles.toml": profile, "slots/chat.toml": `profile = "mine"\nmodel = "qwen3"\nport = 8081\n[tune]\nvision = true\nenable_thinking = false\n` };
+    const older = build(tree, facts(OLDER));
+    const slot = older.model.slots.chat!;
+    expect(slot.spec.argv).not.toContain("--mmproj");
+    expect(slot.tune_effective.vision).toBe(false);
+    expect(slot.tune_unavailable.vision?.reason).toMatch(/llama-server b4748.*has no `--mmproj`/);
+    expect(older.model.runnerDiagnostics).toEqual([]);
+    expect(older.diagnostics.filter((d) => d.code === "slot.tune_unavailable").map(at)).toEqual(["slots/chat.toml:5:10 warning slot.tune_unavailable"]);
+    // The current build takes it.
+    const current = build(tree, facts(CURRENT)).model.slots.chat!;
+    expect(current.spec.argv.join(" ")).toContain("--mmproj /box/models/qwen3-mmproj.gguf");
+  });
+
   it("refuses `-fa on` (a switch there) at the profile's flags, and the spec hash differs from the current dialect's", () => {
     const tree = { "profiles.toml": `[profile.mine]\nrunner = ["llama-server"]\nflags = "-fa on -b 512"\ndevice_class = "cpu"\n`, "slots/chat.toml": `profile = "mine"\nmodel = "qwen3"\nport = 8081\n` };
     const older = build(tree, facts(OLDER)).model;

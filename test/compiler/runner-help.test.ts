@@ -329,6 +329,7 @@ describe("dialectOf", () => {
       reasoning_flag: false,
       reasoning_budget: false,
       template_kwargs: false,
+      mmproj: false,
     });
   });
 
