@@ -57,6 +57,19 @@ export const RESERVED_FLAGS: Readonly<Record<string, string>> = {
   "--reranking": "the slot's `type = \"reranking\"`",
 };
 
+/**
+ * The variables llama-server reads for the flags hal0 sets (each flag's
+ * `(env: …)` in its --help, builds 4748 to 9749): the same flags set another
+ * way, so a profile's or slot's `env` may not set them either.
+ */
+export const RESERVED_ENV: Readonly<Record<string, string>> = {
+  LLAMA_ARG_MODEL: "--model", LLAMA_ARG_HOST: "--host", LLAMA_ARG_PORT: "--port", LLAMA_ARG_ALIAS: "--alias",
+  LLAMA_ARG_CTX_SIZE: "--ctx-size", LLAMA_ARG_MMPROJ: "--mmproj", LLAMA_ARG_MODEL_DRAFT: "--model-draft",
+  LLAMA_ARG_SPEC_DRAFT_MODEL: "--model-draft", LLAMA_ARG_HF_REPO: "--hf-repo", LLAMA_ARG_HF_FILE: "--hf-file",
+  LLAMA_ARG_REASONING: "--reasoning", LLAMA_ARG_THINK_BUDGET: "--reasoning-budget",
+  LLAMA_ARG_CHAT_TEMPLATE_KWARGS: "--chat-template-kwargs", LLAMA_ARG_EMBEDDINGS: "--embedding", LLAMA_ARG_RERANKING: "--reranking",
+};
+
 /** `-x`, `--xy`, `--xy=1`; not `-`, and not a negative number such as `-1`. */
 export function isFlag(token: string): boolean {
   if (token.length < 2 || token.charCodeAt(0) !== 45 /* - */) return false;

@@ -1,6 +1,6 @@
 import { isAbsolute, join } from "node:path";
 import { Profile, SEED_PROFILES, type ModelFacts } from "../schema/index.js";
-import { RESERVED_FLAGS, reservedFlagsIn, shellSplit } from "./argv.js";
+import { RESERVED_ENV, RESERVED_FLAGS, reservedFlagsIn, shellSplit } from "./argv.js";
 import { parseWith } from "./fast-validate.js";
 import type { CompiledModelFacts, CompiledProfile } from "./model.js";
 import type { Parsed } from "./read.js";
@@ -22,6 +22,7 @@ export function compileProfiles(file: Parsed<{ profile: Record<string, Profile> 
   for (const name of [...merged.keys()].sort()) {
     const { profile, origin } = merged.get(name)!;
     const site = { file: file?.file ?? "profiles.toml", path: ["profile", name, "flags"], target: "value" as const };
+    checkEnv(profile.env, ["profile", name, "env"], file?.file ?? "profiles.toml", reporter);
     out.set(name, Object.assign({}, profile, { name, origin, flags_argv: checkedWords(profile.flags, site, reporter) }));
   }
   return out;
@@ -47,6 +48,16 @@ export function checkedWords(text: string, site: { file: string; path: Array<str
     reporter.report("profile.flag_reserved", site, `${name} is set by hal0`, `hal0 sets \`${flag}\` itself; use ${RESERVED_FLAGS[flag]} instead.`);
   }
   return words;
+}
+
+/** Refuses the variables that set a flag hal0 owns (`LLAMA_ARG_EMBEDDINGS` is `--embedding`), at each one's key. */
+export function checkEnv(env: Readonly<Record<string, string>>, path: ReadonlyArray<string | number>, file: string, reporter: Reporter): void {
+  for (const key of Object.keys(env)) {
+    if (!Object.hasOwn(RESERVED_ENV, key)) continue;
+    const flag = RESERVED_ENV[key]!;
+    reporter.report("profile.flag_reserved", { file, path: [...path, key], target: "key" }, `\`${key}\` (\`${flag}\`) is set by hal0`,
+      `llama-server reads \`${key}\` as \`${flag}\`, which hal0 sets itself; use ${RESERVED_FLAGS[flag]} instead.`);
+  }
 }
 
 /** Models with their file paths made absolute against the config folder. */

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { ProfileName, ResourceId, Slot, type Settings } from "../schema/index.js";
-import { checkedWords } from "./catalog.js";
+import { checkEnv, checkedWords } from "./catalog.js";
 import type { CompiledModelFacts, CompiledProfile, ResolvedSlot } from "./model.js";
 import { tableOf, validPart, type Parsed, type ResourceFiles } from "./read.js";
 import type { Reporter } from "./report.js";
@@ -52,6 +52,7 @@ export function linkSlots(slots: ResourceFiles<Slot>, catalog: Catalog, reporter
 
 function linkSlot(name: string, file: string, slot: Slot, catalog: Catalog, reporter: Reporter): SlotInput | undefined {
   const extraArgs = checkedWords(slot.server.extra_args, { file, path: ["server", "extra_args"], target: "value" }, reporter);
+  checkEnv(slot.server.env, ["server", "env"], file, reporter);
   // Both references are checked, so one run reports every broken one.
   const { profile, model } = checkReferences(file, slot.profile, slot.model, catalog, reporter);
   if (!profile || (slot.model !== undefined && !model)) return undefined;

@@ -1,5 +1,9 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { RESERVED_ENV, RESERVED_FLAGS, canonicalFlag } from "../../compiler/argv.js";
 import { compile, normalizeArgv, shellSplit, sourceTree } from "../../compiler/index.js";
+import { parseLlamaHelp } from "../../compiler/runner-help.js";
 
 describe("shellSplit", () => {
   it("splits on whitespace and honours quotes and escapes", () => {
@@ -97,6 +101,27 @@ describe("reserved flags", () => {
       const slot = `profile = "rocm"\nmodel = "qwen3"\nport = 8081\n[server]\nextra_args = "${spelling}"\n`;
       const result = compile(sourceTree("/box", [["models.toml", models], ["slots/chat.toml", slot]]), []);
       expect(result.diagnostics.filter((d) => d.severity === "error").map((d) => d.code), spelling).toEqual(["profile.flag_reserved"]);
+    }
+  });
+
+  it("are refused as the environment variables llama-server reads for them, at the env key (`LLAMA_ARG_EMBEDDINGS`)", () => {
+    const models = `[model.qwen3]\npath = "models/qwen3.gguf"\ntype = "llm"\n`;
+    const profiles = `[profile.mine]\nrunner = ["llama-server"]\ndevice_class = "cpu"\nenv = { OMP_NUM_THREADS = "8", LLAMA_ARG_MMPROJ = "p.gguf" }\n`;
+    const slot = `profile = "mine"\nmodel = "qwen3"\nport = 8081\n[server]\nenv = { LLAMA_ARG_EMBEDDINGS = "1", LLAMA_ARG_THREADS = "4" }\n`;
+    const result = compile(sourceTree("/box", [["models.toml", models], ["profiles.toml", profiles], ["slots/chat.toml", slot]]), []);
+    expect(result.diagnostics.filter((d) => d.severity === "error").map((d) => `${d.file}:${d.line}:${d.column} ${d.code} ${d.summary}`)).toEqual([
+      "profiles.toml:4:32 profile.flag_reserved `LLAMA_ARG_MMPROJ` (`--mmproj`) is set by hal0",
+      "slots/chat.toml:5:9 profile.flag_reserved `LLAMA_ARG_EMBEDDINGS` (`--embedding`) is set by hal0",
+    ]);
+  });
+
+  it("list every variable the recorded builds name for a reserved flag", () => {
+    for (const help of ["help.txt", "older-help.txt"]) {
+      const table = parseLlamaHelp(readFileSync(join(import.meta.dirname, "../../fixtures/llama-server", help), "utf8"));
+      for (const flag of table.flags) {
+        const reserved = flag.names.map(canonicalFlag).find((n) => Object.hasOwn(RESERVED_FLAGS, n));
+        if (reserved !== undefined && flag.env !== null) expect(RESERVED_ENV[flag.env], `${help} ${flag.env}`).toBe(reserved);
+      }
     }
   });
 });
