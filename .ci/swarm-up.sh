@@ -103,7 +103,9 @@ down() {
   for n in $(nodes); do
     ns="$(netns "$n")"
     ip netns list | grep -qw "^$ns" && ip netns del "$ns"
-    ip link show "hal0sw$n" >/dev/null 2>&1 && ip link del "hal0sw$n"
+    # Deleting the namespace takes the veth pair with it, in the kernel's own time: the end here may be
+    # gone between the show and the del, which is what down wants anyway.
+    if ip link show "hal0sw$n" >/dev/null 2>&1; then ip link del "hal0sw$n" 2>/dev/null || ! ip link show "hal0sw$n" >/dev/null 2>&1; fi
   done
   ip link show "$BRIDGE" >/dev/null 2>&1 && ip link del "$BRIDGE"
   rm -rf "$HAL0_SWARM_DIR"

@@ -2,8 +2,8 @@ import "./docker-deps.js"; // first: defers the parts of dockerode hal0 never us
 import Dockerode from "dockerode";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
-import { DriverError, INTERRUPTED, interruptedStart, wantsProbe, whenAborted, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
-import { LABEL, boxFilter, containerName, fileMounts, labelledAs, logTailOf, parseView } from "./docker-container.js";
+import { DriverError, INTERRUPTED, interruptedStart, wantsProbe, whenAborted, type EngineLog, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
+import { LABEL, boxFilter, containerName, fileMounts, labelledAs, logLinesOf, logTailOf, parseView } from "./docker-container.js";
 import { answered, ENGINE_ANSWER_MS, engineStatus, ignore, notOursMessage } from "./docker-engine.js";
 import { healthOf, httpStatus, acceptsConnections } from "./proc.js";
 import { StateKey } from "./state-key.js";
@@ -223,6 +223,15 @@ export class SwarmDriver implements SlotDriver {
   }
 
   /** The last lines of a service's log (the manager gathers them from the node), for a failed start's message. */
+  /** The service's log as the manager gathers it from its tasks' nodes (`tail`): one line more than asked tells whether more precede them. */
+  async logs(name: string, lines: number): Promise<EngineLog | undefined> {
+    const found = await this.inspectByName(name);
+    if (found === undefined || !labelledAs(found.Spec.Labels, this.box, name)) return undefined;
+    const raw = (await this.engine((abortSignal) => this.docker.getService(found.ID).logs({ stdout: true, stderr: true, tail: lines + 1, follow: false, abortSignal })).catch(ignore(404))) as unknown;
+    const all = Buffer.isBuffer(raw) ? logLinesOf(raw) : [];
+    return { source: containerName(name), lines: all.slice(-lines), truncated: all.length > lines };
+  }
+
   private async logNote(svc: string): Promise<string> {
     const raw = (await this.engine((abortSignal) => this.docker.getService(svc).logs({ stdout: true, stderr: true, tail: LOG_LINES, follow: false, abortSignal })).catch(() => undefined)) as unknown;
     const tail = Buffer.isBuffer(raw) ? logTailOf(raw, LOG_LINES) : "";

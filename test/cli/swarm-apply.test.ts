@@ -321,4 +321,23 @@ describe.skipIf(manager === undefined)(SUITE, () => {
       child.kill("SIGTERM");
     }
   }, 120_000);
+
+  it("slot_logs reads a swarm slot's service log through the manager (the last lines, whether more precede them), secrets masked", async () => {
+    const secret = `sk-${"s".repeat(40)}`;
+    expect(await httpAt(rigNode(1).addr, PORT, `/health?api_key=${secret}`)).toBe(200); // the runner logs each request's URL
+    const { child, url } = await startServe(config, state, ["--no-reconcile"], undefined, { ...process.env, ...env });
+    try {
+      const headers = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
+      const read = async (lines: number) => (await (await fetch(`${url}/api/slots/${S.one}/logs?lines=${lines}`, { headers })).json()) as any;
+      const tail = await read(2);
+      expect(tail, JSON.stringify(tail)).toMatchObject({ name: S.one, runtime: "swarm", source: `hal0-slot-${S.one}`, file: null, exists: true, truncated: true });
+      expect(tail.lines).toHaveLength(2);
+      const whole = await read(2000);
+      expect(whole.truncated).toBe(false);
+      expect(whole.lines.join("\n")).toMatch(/GET \/health\?api_key=.* 200/);
+      expect(JSON.stringify(whole)).not.toContain(secret);
+    } finally {
+      child.kill("SIGTERM");
+    }
+  }, 120_000);
 });
