@@ -169,9 +169,20 @@ export class McpEndpoint {
     return n;
   }
 
-  /** Brings every open session's tools in step with `policy` (a committed change), telling each client whose list changed. */
+  /**
+   * Brings every open session's tools in step with `policy` (a committed change), telling each client whose list changed.
+   * A session whose token was revoked since (or rotated) is closed instead: its event stream ends, and it is told nothing more.
+   */
   async syncTools(policy: CompiledPolicy): Promise<void> {
+    for (const [id, s] of this.sessions) if (!this.stillLive(s.identity)) this.drop(id, s);
     await Promise.all([...this.sessions.values()].map((s) => syncTools(s.server, policy)));
+  }
+
+  /** Whether the token that opened a session is still live (anonymous and auth-off sessions have none). */
+  private stillLive(identity: Identity): boolean {
+    if (identity.tokenId === undefined) return true;
+    const token = this.auth.tokens.byId(identity.tokenId);
+    return token !== undefined && token.revoked_at === null;
   }
 
   async close(): Promise<void> {

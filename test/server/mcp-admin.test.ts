@@ -18,7 +18,7 @@ afterEach(async () => {
   clients = [];
   await s.close();
 });
-async function client(agent?: string): Promise<Client> {
+async function client(agent?: string | { token: string }): Promise<Client> {
   const c = await adminClient(s.url, agent);
   clients.push(c);
   return c;
@@ -84,6 +84,21 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect((await s.call("POST", `/api/plans/${made.body.id}/apply`)).status).toBe(200);
     await untilTrue(() => changed === 2);
     expect([(await listed()).has("slot_list"), (await listed()).has("logs_tail")]).toEqual([true, false]);
+  });
+
+  it("a session whose token was revoked is told nothing of a policy change: it is closed, its event stream ended", async () => {
+    const minted = s.hal0.tokens.mint("agent", "hermes__probe", ["mcp:admin"]);
+    const c = await client({ token: minted.token });
+    let changed = 0;
+    c.setNotificationHandler(ToolListChangedNotificationSchema, () => void changed++);
+    await c.listTools();
+    expect((await s.call("POST", `/api/auth/tokens/${minted.id}/revoke`)).status).toBe(200);
+    const before = readFileSync(join(s.config, "policy.toml"), "utf8");
+    const made = await s.call("POST", "/api/plans", { body: { edits: [{ file: "policy.toml", op: "text", text: `${before}\n[agents.hermes__probe]\nblocked = ["slot_list"]\n` }], summary: "block slot_list for the probe" } });
+    expect((await s.call("POST", `/api/plans/${made.body.id}/apply`)).status).toBe(200);
+    await untilTrue(() => s.hal0.mcp.admin.sessionCount === 0);
+    await new Promise((r) => setTimeout(r, 200));
+    expect(changed).toBe(0);
   });
 
   it("runs a read and wraps nothing that is not a bare list; answered calls hold no memory in the transport", async () => {
