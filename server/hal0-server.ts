@@ -201,9 +201,13 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   };
 }
 
-/** Whether a run's starter (`agent:<name>`, `operator:<name>`) has had every token revoked since; a name that never had one (auth off) is not. */
+/**
+ * Whether a run's starter (`agent:<name>`, `operator:<name>`) has had every token that reaches the bridge (`mcp:agents`,
+ * where runs are started) revoked since, as `hal0 bridge revoke` does though NAME keeps a token for hal0-admin; a name
+ * that never had one (auth off) is not.
+ */
 function revokedCaller(tokens: TokenStore, caller: string): boolean {
   const at = caller.indexOf(":");
   const kind = caller.slice(0, at);
-  return (kind === "agent" || kind === "operator") && tokens.standing(kind, caller.slice(at + 1)) === "revoked";
+  return (kind === "agent" || kind === "operator") && tokens.standing(kind, caller.slice(at + 1), "mcp:agents") === "revoked";
 }

@@ -190,9 +190,11 @@ export class TokenStore {
     return rows.map(info);
   }
 
-  /** Whether `kind:name` has a live token, had only revoked ones, or never had one (one count query). */
-  standing(kind: TokenKind, name: string): "live" | "revoked" | "none" {
-    const r = this.db.prepare("SELECT count(*) AS total, count(*) FILTER (WHERE revoked_at IS NULL) AS live FROM tokens WHERE kind = ? AND name = ?").get(kind, name) as { total: number; live: number };
+  /** Whether `kind:name` has a live token (one reaching `scope`, when named), had only revoked ones, or never had one (one count query). */
+  standing(kind: TokenKind, name: string, scope?: Scope): "live" | "revoked" | "none" {
+    const reaches = scope === undefined ? "" : " AND (' ' || scopes || ' ') LIKE ?";
+    const args = scope === undefined ? [kind, name] : [kind, name, `% ${scope} %`];
+    const r = this.db.prepare(`SELECT count(*) AS total, count(*) FILTER (WHERE revoked_at IS NULL) AS live FROM tokens WHERE kind = ? AND name = ?${reaches}`).get(...args) as { total: number; live: number };
     return r.live > 0 ? "live" : r.total > 0 ? "revoked" : "none";
   }
 

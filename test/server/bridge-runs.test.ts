@@ -334,6 +334,30 @@ describe("agent bridge runs, max_runs and restarts", () => {
     }
   });
 
+  it("hal0 bridge revoke is enough: the runs queued by an agent that keeps a token for hal0-admin never start either", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { box } = makeBox(dir, "\n[bridge]\nmax_runs = 1\n");
+    const t = await startTestServer({ box });
+    try {
+      const tokens = t.hal0.tokens;
+      tokens.mint("agent", "claude", ["mcp:admin", "mcp:memory"]);
+      const admission = tokens.mint("agent", "claude", ["mcp:agents", "profile:alpha"]);
+      const op: BridgeContext = { d: t.hal0, caller: OPERATOR, profiles: "all" };
+      const ctx: BridgeContext = { d: t.hal0, caller: AGENT, profiles: ["alpha"] };
+      const first = await tool("agent_run_start").run(op, { profile: "alpha", prompt: "first [hang]" }) as any;
+      const queued = await tool("agent_run_start").run(ctx, { profile: "alpha", prompt: "queued before the revoke" }) as any;
+      expect([first.state, queued.state]).toEqual(["running", "queued"]);
+      // What `hal0 bridge revoke claude` does: every live bridge token of claude, and only those.
+      tokens.revoke(admission.id);
+      await tool("agent_run_cancel").run(op, { run_id: first.run_id });
+      const row = (await t.hal0.runs!.wait(queued.run_id, 10_000))!;
+      expect(row).toMatchObject({ state: "cancelled", reason: "revoked", started_at: null, pid: null });
+    } finally {
+      await t.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("one caller queues at most 20 runs; more is run.too_many_queued, and another caller still queues", async () => {
     const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
     const { box } = makeBox(dir, "\n[bridge]\nmax_runs = 1\n");
