@@ -100,6 +100,7 @@ export const CODES = {
   "slot.spawn_failed": { severity: "error", stage: "runtime", http: 500, meaning: "A slot's runner could not be started or exited before it was healthy." },
   "slot.image_missing": { severity: "error", stage: "runtime", http: 409, meaning: "A slot's docker image is not on the engine ([slots] pull is false, or the pull failed); the message names it." },
   "slot.health_failed": { severity: "error", stage: "runtime", http: 503, meaning: "A slot's runner did not answer GET /health with 200 within [slots] health_timeout_s." },
+  "slot.log_unreadable": { severity: "error", stage: "runtime", http: 409, meaning: "slot_logs (or logs_tail ?slot=) of a docker slot whose container logs to a driver the engine cannot read back (log-driver none, or one with its local cache turned off); the message quotes the engine." },
   "slot.apply_failed": { severity: "error", stage: "runtime", http: 500, meaning: "An apply step failed for another reason; the message says which." },
   "slot.crash_loop": { severity: "warning", stage: "runtime", http: 503, meaning: "A slot died within 10 min of becoming ready and was started again, more than once in a row: each further restart waits longer (10 s, 20 s, 40 s … up to 5 min; the slot is Degraded, CrashLoop) until it runs 10 min; a new spec or a reload restarts it at once." },
   "slot.not_running": { severity: "warning", stage: "runtime", http: 409, meaning: "A slot hal0 started is no longer running (it died, or its pid now belongs to another program); apply starts it again." },

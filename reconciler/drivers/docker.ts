@@ -270,7 +270,12 @@ export class DockerDriver implements SlotDriver {
     const found = await this.inspectByName(name);
     if (found === undefined || !labelledAs(found.Config.Labels, this.box, name)) return undefined;
     const container = this.docker.getContainer(found.Id);
-    const raw = await this.engine((abortSignal) => container.logs({ stdout: true, stderr: true, tail: lines + 1, follow: false, abortSignal })).catch(ignore(404));
+    const raw = await this.engine((abortSignal) => container.logs({ stdout: true, stderr: true, tail: lines + 1, follow: false, abortSignal })).catch((err: unknown) => {
+      if (engineStatus(err) === 404) return undefined;
+      // The engine answered but keeps nothing it can read back: the container logs to a driver that does not support reading (`none`, or one without the local cache).
+      if (engineStatus(err) !== undefined) throw new DriverError("slot.log_unreadable", `the engine cannot read back ${containerName(name)}'s log: ${String((err as Error).message).replace(/^\(HTTP code \d+\) [a-z ]+- /, "").trim()} (its log driver keeps no copy the engine reads; docker logs ${containerName(name)} says the same)`);
+      throw err;
+    });
     const all = raw === undefined ? [] : logLinesOf(raw);
     return { source: containerName(name), lines: all.slice(-lines), truncated: all.length > lines };
   }

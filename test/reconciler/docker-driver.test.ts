@@ -120,6 +120,19 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect((await inspect(name)).HostConfig.LogConfig).toEqual({ Type: "json-file", Config: {} });
   });
 
+  it("logs of a container whose log driver the engine cannot read back (none) is slot.log_unreadable quoting the engine, not a bare engine error", async () => {
+    const name = slotName("nolog");
+    const c = await engine.createContainer({
+      name: `hal0-slot-${name}`, Image: RUNNER_IMAGE, Cmd: ["--host", "127.0.0.1", "--port", String(await freePort())],
+      Labels: { "hal0.managed": "true", "hal0.box": box, "hal0.slot": name },
+      HostConfig: { NetworkMode: "host", Init: true, LogConfig: { Type: "none", Config: {} } },
+    });
+    await c.start();
+    const err = await driver.logs(name, 10).then(() => undefined, (e: unknown) => e as DriverError);
+    expect(err).toBeInstanceOf(DriverError);
+    expect(err).toMatchObject({ code: "slot.log_unreadable", message: expect.stringContaining("does not support reading") });
+  });
+
   it("observes with exactly one list call: running, healthy, the record rebuilt from the labels", async () => {
     const name = slotName("obs");
     const view = dockerViewFor({ port: await freePort(), root });
