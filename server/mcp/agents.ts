@@ -139,7 +139,8 @@ export function agentsServer(d: Dispatcher, catalog: BridgeCatalog, policy: Comp
       return timedCall(d, tool.name, () => callBridgeTool(d, route, tool.name, args, caller, profiles));
     }));
   }
-  const blocked = (p: CompiledPolicy, name: string) => (tierFor(p, name, caller.agent) ?? "blocked") === "blocked";
+  // An operator is a person: policy tiers gate agents, not them (as on hal0-admin, and as the call itself judges it).
+  const blocked = (p: CompiledPolicy, name: string) => caller.kind !== "operator" && (tierFor(p, name, caller.agent) ?? "blocked") === "blocked";
   followPolicy(server, { tools, blocked, current: async () => (await d.box.model()).policy }, policy);
   envelopeSdkErrors(server, "hal0-agents", (tool, err) => auditRefusal(d, tool, { ...caller, via: "mcp" }, err));
   return server;

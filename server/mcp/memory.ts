@@ -23,7 +23,8 @@ export function memoryServer(d: Dispatcher, policy: CompiledPolicy, caller: Call
       return timedCall(d, tool.name, () => callMemoryTool(d, tool.name, args, caller, "memory"));
     }));
   }
-  const blocked = (p: CompiledPolicy, name: string) => (tierFor(p, name, caller.agent) ?? "blocked") === "blocked";
+  // An operator is a person: policy tiers gate agents, not them (as on hal0-admin, and as the call itself judges it).
+  const blocked = (p: CompiledPolicy, name: string) => caller.kind !== "operator" && (tierFor(p, name, caller.agent) ?? "blocked") === "blocked";
   followPolicy(server, { tools, blocked, current: async () => (await d.box.model()).policy }, policy);
   envelopeSdkErrors(server, "hal0-memory");
   return server;

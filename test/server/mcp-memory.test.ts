@@ -417,6 +417,18 @@ describe("policy.toml applies to hal0-memory as to hal0-admin", () => {
   });
 });
 
+describe("an operator on hal0-memory", () => {
+  it("is a person, as on hal0-admin: a tool [tiers] blocks for agents is listed and runs for the operator", async () => {
+    const file = join(s.config, "policy.toml");
+    writeFileSync(file, `${readFileSync(file, "utf8").replace('blocked = ["logs_tail"]', 'blocked = ["logs_tail", "memory_search"]')}`);
+    const agent = await client("hermes__probe");
+    expect((await agent.listTools()).tools.map((t) => t.name)).not.toContain("memory_search");
+    const operator = await client({ token: s.operator } as any);
+    expect((await operator.listTools()).tools.map((t) => t.name)).toContain("memory_search");
+    expect((await ok(operator, "memory_search", { query: "x" })).status).not.toBe("error");
+  });
+});
+
 describe("engine availability", () => {
   it("[memory] enabled = false answers every tool with an unavailable error, and nothing crashes", async () => {
     setMemory("enabled = false");
