@@ -1,10 +1,11 @@
 import { createHash, randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import { canonicalJson } from "../compiler/index.js";
-import { effectLines } from "./verdict.js";
+import { effectLines, effectVerdict } from "./verdict.js";
 import type { Db } from "./db.js";
 import { changesTree, checkJudged, effectsDigest, invoke, proposalEffects, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 import { checkPathArgs } from "./path-args.js";
+import { routeFloor, toolTier } from "./identity/access.js";
 import { ApiError } from "./errors.js";
 import { isMcpServerRoute, maskAll, redact, redactText } from "./redact.js";
 import { routeId, type Caller, type Route } from "./route.js";
@@ -156,10 +157,18 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     const call: Call = { ...approval.args, body: approval.args.body ?? undefined, caller: { ...approval.caller, via: "approval", approvedBy: `operator:${by}` }, requestId: id, base: approval.base_revision ?? undefined, tool: approval.tool, ...(judged ? { judged } : {}) };
     try {
       requesterLive(this.dispatcher, approval.caller);
+      // policy.toml as it is now: a tool blocked for the agent since it asked is not run, even approved (blocked is never).
+      const policy = approval.caller.kind === "agent" ? (await this.dispatcher.box.model()).policy : undefined;
+      if (policy) void (approval.tool === "" ? routeFloor(route, approval.caller, policy) : toolTier(policy, route, approval.tool, approval.caller));
       // The same checks as when it was queued: path arguments, then the re-plan (a write) or the route's precheck (an action).
       if (approval.caller.via === "mcp") checkPathArgs(route, approval.args.params);
       if (route.kind !== "write") await precheck(this.dispatcher, route, call);
-      if (changesTree(route)) checkJudged((await proposeOnly(this.dispatcher, route, call)).proposal, call.judged);
+      if (changesTree(route)) {
+        const { proposal } = await proposeOnly(this.dispatcher, route, call);
+        // …and so is a change that does what a tool blocked since would (a slot deleted, a model removed).
+        if (policy) effectVerdict(proposal, "gated", approval.caller, policy);
+        checkJudged(proposal, call.judged);
+      }
     } catch (err) {
       if (err instanceof ApiError && STALE_CODES.has(err.code)) return this.finish(id, "stale", by, { reason: staleReason(err) });
       return this.finish(id, "failed", by, { error: errorOf(err) });

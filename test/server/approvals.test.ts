@@ -21,7 +21,14 @@ const setCtx = defineRoute({
     return { changes: { edits: [{ file: `slots/${params.name}.toml`, op: "set", path: ["tune", "ctx_size"], value: body.ctx_size }], summary: `${params.name}: ctx_size ${body.ctx_size}` } };
   },
 });
-const routes: Route[] = [...ROUTES, setCtx];
+/** A gated write that removes a slot's file: what it does is a slot deleted (slot_delete's tier), whatever tool asked. */
+const dropSlot = defineRoute({
+  method: "DELETE", path: "/api/test-only/slots/{name}/file", kind: "write",
+  params: z.strictObject({ name: z.string() }),
+  summary: "test route: remove a slot's file",
+  handle: ({ params }) => ({ changes: { edits: [{ file: `slots/${params.name}.toml`, op: "delete" }], summary: `drop ${params.name}` } }),
+});
+const routes: Route[] = [...ROUTES, setCtx, dropSlot];
 const agent = { kind: "agent" as const, agent: "hermes__coder", private: false, via: "mcp" as const };
 const call = (name: string, ctx: number) => ({ params: { name }, query: {}, body: { ctx_size: ctx }, caller: agent, requestId: "t" });
 
@@ -77,6 +84,26 @@ describe("approvals", () => {
     expect(again.body.error).toMatchObject({ code: "approvals.already_resolved", details: { state: "executed" } });
     expect((await s.call("POST", "/api/agent/approvals/apr_nope/deny", { body: {} })).body.error.code).toBe("approvals.not_found");
     expect((await s.call("GET", "/api/agent/approvals/apr_nope")).status).toBe(404);
+  });
+
+  it("does not run a request whose tool, or what it does, policy.toml blocked for the agent since it asked: failed, mcp.tool_not_allowed, nothing written", async () => {
+    const s = await start();
+    const edit = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 20480));
+    const drop = await s.hal0.approvals.enqueue("slot_edit", dropSlot, { params: { name: "utility" }, query: {}, body: undefined, caller: agent, requestId: "t" });
+    const policy = join(s.config, "policy.toml");
+    writeFileSync(policy, readFileSync(policy, "utf8").replace('blocked = ["model_delete", "stack_apply"]', 'blocked = ["model_delete", "stack_apply", "slot_edit", "slot_delete"]'));
+    const chat = readFileSync(join(s.config, "slots/chat.toml"), "utf8");
+    const edited = (await s.call("POST", `/api/agent/approvals/${edit.id}/approve`)).body.approval;
+    expect(edited).toMatchObject({ state: "failed", error: { code: "mcp.tool_not_allowed" } });
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toBe(chat);
+    // Its tool aside, what a request does meets the tiers as they are now: a slot file removed is slot_delete's, blocked.
+    writeFileSync(policy, readFileSync(policy, "utf8").replace('"stack_apply", "slot_edit", "slot_delete"]', '"stack_apply", "slot_delete"]'));
+    const dropped = (await s.call("POST", `/api/agent/approvals/${drop.id}/approve`)).body.approval;
+    expect(dropped).toMatchObject({ state: "failed", error: { code: "mcp.tool_not_allowed" } });
+    expect(readFileSync(join(s.config, "slots/utility.toml"), "utf8")).toContain("profile");
+    // A request of a route no tool names (queued by REST with its tool "") is judged by the route's own floor: it runs.
+    const untooled = await s.hal0.approvals.enqueue("", setCtx, call("chat", 12288));
+    expect((await s.call("POST", `/api/agent/approvals/${untooled.id}/approve`)).body.approval).toMatchObject({ state: "executed" });
   });
 
   it("refuses an approval whose files moved since it was requested: stale, naming them, and writes nothing", async () => {
