@@ -178,7 +178,16 @@ export class LoopControl {
         this.lastSweep = { at: r.at, outcome: r.outcome };
         if (r.outcome === "failed") this.lastError = { message: `sweep failed: ${r.results.filter((x) => !x.ok).map((x) => `${x.address}: ${x.error ?? x.code ?? "failed"}`).join("; ") || "a step failed"}`, at: r.at };
       },
-      error: (err: unknown) => void (this.lastError = { message: (err as Error)?.message ?? String(err), at: new Date(this.now()).toISOString() }),
+      error: (err: unknown) => {
+        const at = new Date(this.now()).toISOString();
+        const code = (err as { code?: unknown } | null)?.code;
+        const message = (err as Error)?.message ?? String(err);
+        // A sweep that threw (its config folder gone or emptied: config.not_found, config.empty; the engine away) ran and
+        // failed: the loop's state and health say so, not the outcome of the last sweep that got through.
+        this.sweeps++;
+        this.lastSweep = { at, outcome: "failed" };
+        this.lastError = { message: typeof code === "string" && /^[a-z_]+\.[a-z_]+$/.test(code) ? `${code}: ${message}` : message, at };
+      },
     };
     this.make = () => make(observe);
     this.begin();

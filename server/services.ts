@@ -233,7 +233,8 @@ function sweepHealth(d: Dispatcher): ServiceHealth {
   if (s.state !== "running") return { id: SWEEP_LOOP, health: "down", detail: `the loop is ${s.state}` };
   if (s.last_sweep === undefined) return { id: SWEEP_LOOP, health: "ok", detail: "running; its first sweep is under way" };
   const bad = s.last_sweep.outcome === "failed" || s.last_sweep.outcome === "invalid_config";
-  return { id: SWEEP_LOOP, health: bad ? "degraded" : "ok", detail: `last sweep ${s.last_sweep.at}: ${s.last_sweep.outcome}` };
+  const why = bad && s.last_error?.at === s.last_sweep.at ? ` (${s.last_error.message})` : "";
+  return { id: SWEEP_LOOP, health: bad ? "degraded" : "ok", detail: `last sweep ${s.last_sweep.at}: ${s.last_sweep.outcome}${why}` };
 }
 
 const MEMORY_PROBE_MS = 2000;

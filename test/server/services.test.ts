@@ -1,4 +1,4 @@
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -145,6 +145,30 @@ describe("services on a served box", () => {
     const rows = (await call("GET", "/api/activity?actor=operator:owner")).body.items as any[];
     expect(rows.map((r) => r.route)).toEqual(expect.arrayContaining(["POST /api/slots/{name}/unload", "POST /api/slots/{name}/load", "POST /api/services/{service_id}/action"]));
   }, 60_000);
+});
+
+describe("services on a served box whose config folder is emptied", () => {
+  it("a sweep refused as config.empty makes the sweep loop degraded, naming why, while the slot runs on; the files back, it is ok again", async () => {
+    const aside = join(base, "box-aside");
+    rmSync(aside, { recursive: true, force: true });
+    renameSync(config, aside);
+    mkdirSync(config);
+    try {
+      await call("POST", "/api/services/sweep-loop/action", { action: "restart" });
+      let loop: any;
+      await until(async () => {
+        loop = (await call("GET", "/api/services/health")).body.services.find((x: any) => x.id === "sweep-loop");
+        return loop.health === "degraded";
+      }, 10_000);
+      expect(loop.detail).toMatch(/: failed \(config\.empty: .* holds no \.toml file/);
+      expect(await healthWithin(ports.one, 2000)).toBe(200);
+    } finally {
+      rmSync(config, { recursive: true, force: true });
+      renameSync(aside, config);
+    }
+    await call("POST", "/api/services/sweep-loop/action", { action: "restart" });
+    await until(async () => (await call("GET", "/api/services/health")).body.services.find((x: any) => x.id === "sweep-loop").health === "ok", 10_000);
+  }, 30_000);
 });
 
 describe("services on a server without a sweep loop", () => {
