@@ -19,7 +19,7 @@ export interface CodeInfo {
 export const CODES = {
   // ── the tree as a whole ──────────────────────────────────────────────
   "config.not_found": { severity: "error", stage: "cli", http: 404, meaning: "The config folder does not exist or is not a folder." },
-  "config.empty": { severity: "error", stage: "runtime", http: 409, meaning: "The sweep (hal0 serve, hal0 reconcile) found a config folder that holds no .toml file while slots hal0 started still run, as a volume unmounted under it leaves its empty mount point: it stops nothing and changes nothing until the files are back. To stop every slot, run hal0 down (or hal0 apply, which shows the plan first)." },
+  "config.empty": { severity: "error", stage: "runtime", http: 409, meaning: "The sweep (hal0 serve, hal0 reconcile) found a config folder that holds no .toml file while slots hal0 started still run, as a volume unmounted under it leaves its empty mount point: it stops nothing and changes nothing until the files are back; hal0 serve's reads answer from the last tree that compiled and its writes are refused. To stop every slot, run hal0 down (or hal0 apply, which shows the plan first)." },
   "init.not_empty": { severity: "error", stage: "cli", http: 409, meaning: "hal0 init DIR: DIR is a file or a folder that is not empty (dot entries such as .git do not count); init writes the example box only into a new or empty folder, and writes nothing here." },
   // ── the command line ─────────────────────────────────────────────────
   "cli.usage": { severity: "error", stage: "cli", http: 400, meaning: "A command line hal0 cannot read: an unknown command or option (the message names the closest known one), a missing or extra argument; exit 64." },

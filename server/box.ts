@@ -161,6 +161,11 @@ export class BoxService {
       if (err instanceof ConfigNotFoundError) throw configGone(this.root);
       throw err;
     });
+    // No .toml file left while slots hal0 started run: a volume unmounted under the folder, as the sweep judges it (config.empty), not an empty box.
+    if (tree.files.size === 0) {
+      const running = Object.keys((await this.state.readInventory()).slots).length;
+      if (running > 0) throw configEmpty(this.root, running);
+    }
     if (this.cached?.result === result) {
       this.cached.checkedAt = now;
       return this.cached.snapshot;
@@ -203,7 +208,7 @@ export class BoxService {
     try {
       return { snap: await this.snapshot() };
     } catch (err) {
-      if (err instanceof ApiError && err.code === "config.not_found") return { gone: err };
+      if (err instanceof ApiError && (err.code === "config.not_found" || err.code === "config.empty")) return { gone: err };
       throw err;
     }
   }
@@ -417,6 +422,11 @@ export class BoxService {
     this.db.prepare("INSERT OR IGNORE INTO revisions (id, files, created_at) VALUES (?, ?, ?)").run(id, JSON.stringify(files), new Date(this.now()).toISOString());
     return id;
   }
+}
+
+/** The config folder left with no .toml file while slots hal0 started run (a volume unmounted): the sweep's config.empty. */
+function configEmpty(root: string, running: number): ApiError {
+  return new ApiError("config.empty", `the config folder ${root} holds no .toml file while ${running} slot(s) hal0 started are in its inventory (a volume unmounted leaves an empty folder): it is not read as an empty box; hal0 serve answers from the last tree that compiled (it does not start without one) and writes nothing until the files are back; to stop every slot, run hal0 down`, { root });
 }
 
 /** The config folder went away under a running server: coded, not an internal error. */

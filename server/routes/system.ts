@@ -128,7 +128,7 @@ async function lastGoodModel(box: BoxService): Promise<Model | undefined> {
   try {
     return await box.model();
   } catch (err) {
-    if (err instanceof ApiError && (err.code === "config.invalid" || err.code === "config.not_found")) return undefined;
+    if (err instanceof ApiError && (err.code === "config.invalid" || err.code === "config.not_found" || err.code === "config.empty")) return undefined;
     throw err;
   }
 }

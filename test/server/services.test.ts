@@ -1,4 +1,4 @@
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -148,7 +148,7 @@ describe("services on a served box", () => {
 });
 
 describe("services on a served box whose config folder is emptied", () => {
-  it("a sweep refused as config.empty makes the sweep loop degraded, naming why, while the slot runs on; the files back, it is ok again", async () => {
+  it("a sweep refused as config.empty makes the sweep loop degraded, naming why, while the slot runs on; the server reads the last good tree and writes nothing; the files back, it is ok again", async () => {
     const aside = join(base, "box-aside");
     rmSync(aside, { recursive: true, force: true });
     renameSync(config, aside);
@@ -162,6 +162,13 @@ describe("services on a served box whose config folder is emptied", () => {
       }, 10_000);
       expect(loop.detail).toMatch(/: failed \(config\.empty: .* holds no \.toml file/);
       expect(await healthWithin(ports.one, 2000)).toBe(200);
+      // The server reads it as the sweep does: not an empty box but the last tree that compiled, and it writes nothing there.
+      // (a read within READ_WINDOW_MS of the last may still answer from the tree it read)
+      await until(async () => (await call("GET", "/api/settings")).body._hal0.tree_error?.code === "config.empty", 5000);
+      expect((await call("GET", "/api/slots")).body.slots.map((x: any) => x.name)).toEqual(["one", "two"]);
+      const write = await call("POST", "/api/plans", { edits: [{ file: "policy.toml", op: "text", text: "[tiers]\n" }], summary: "into the empty folder" });
+      expect([write.status, write.body.error?.code]).toEqual([409, "config.empty"]);
+      expect(readdirSync(config)).toEqual([]);
     } finally {
       rmSync(config, { recursive: true, force: true });
       renameSync(aside, config);
