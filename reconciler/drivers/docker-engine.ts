@@ -60,6 +60,20 @@ export function ignore(...statuses: number[]): (err: unknown) => void {
   };
 }
 
+/**
+ * The catch of a log read (`GET /containers/{id}/logs`, `/services/{id}/logs`):
+ * gone (404) reads as no log; an engine that answered but keeps nothing it can
+ * read back (a log driver without reading, such as `none`) is
+ * `slot.log_unreadable`, in the engine's words; anything else (no answer) as it was.
+ */
+export function logUnread(name: string, command: string): (err: unknown) => undefined {
+  return (err) => {
+    if (engineStatus(err) === 404) return undefined;
+    if (engineStatus(err) !== undefined) throw new DriverError("slot.log_unreadable", `the engine cannot read back ${name}'s log: ${String((err as Error).message).replace(/^\(HTTP code \d+\) [a-z ]+- /, "").trim()} (its log driver keeps no copy the engine reads; ${command} ${name} says the same)`);
+    throw err;
+  };
+}
+
 /** What `POST /containers/{id}/wait` needs of a container. */
 export interface Waitable {
   wait(options: { condition: "not-running"; abortSignal: AbortSignal }): Promise<{ StatusCode?: number }>;

@@ -3,7 +3,7 @@ import Dockerode from "dockerode";
 import type { ObservedSlot, SlotView } from "../observed.js";
 import { DriverError, interruptedStart, wantsProbe, type EngineLog, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
 import { boxFilter, containerName, hostMounts, type BindMount, labelledAs, logLinesOf, logTailOf, observedFrom, slotLabels, unsealEnv } from "./docker-container.js";
-import { answered, ENGINE_ANSWER_MS, engineStatus, exitNote, ignore, imageMissingMessage, notOursMessage, whenExited } from "./docker-engine.js";
+import { answered, ENGINE_ANSWER_MS, engineStatus, exitNote, ignore, imageMissingMessage, logUnread, notOursMessage, whenExited } from "./docker-engine.js";
 import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
 import { waitHealthy } from "./runner.js";
 import { StateKey } from "./state-key.js";
@@ -270,12 +270,7 @@ export class DockerDriver implements SlotDriver {
     const found = await this.inspectByName(name);
     if (found === undefined || !labelledAs(found.Config.Labels, this.box, name)) return undefined;
     const container = this.docker.getContainer(found.Id);
-    const raw = await this.engine((abortSignal) => container.logs({ stdout: true, stderr: true, tail: lines + 1, follow: false, abortSignal })).catch((err: unknown) => {
-      if (engineStatus(err) === 404) return undefined;
-      // The engine answered but keeps nothing it can read back: the container logs to a driver that does not support reading (`none`, or one without the local cache).
-      if (engineStatus(err) !== undefined) throw new DriverError("slot.log_unreadable", `the engine cannot read back ${containerName(name)}'s log: ${String((err as Error).message).replace(/^\(HTTP code \d+\) [a-z ]+- /, "").trim()} (its log driver keeps no copy the engine reads; docker logs ${containerName(name)} says the same)`);
-      throw err;
-    });
+    const raw = await this.engine((abortSignal) => container.logs({ stdout: true, stderr: true, tail: lines + 1, follow: false, abortSignal })).catch(logUnread(containerName(name), "docker logs"));
     const all = raw === undefined ? [] : logLinesOf(raw);
     return { source: containerName(name), lines: all.slice(-lines), truncated: all.length > lines };
   }

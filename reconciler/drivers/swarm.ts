@@ -4,7 +4,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
 import { DriverError, INTERRUPTED, interruptedStart, wantsProbe, whenAborted, type EngineLog, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
 import { LABEL, boxFilter, containerName, fileMounts, labelledAs, logLinesOf, logTailOf, parseView } from "./docker-container.js";
-import { answered, ENGINE_ANSWER_MS, engineStatus, ignore, notOursMessage } from "./docker-engine.js";
+import { answered, ENGINE_ANSWER_MS, engineStatus, ignore, logUnread, notOursMessage } from "./docker-engine.js";
 import { healthOf, httpStatus, acceptsConnections } from "./proc.js";
 import { StateKey } from "./state-key.js";
 import type { SwarmKey } from "./swarm-key.js";
@@ -227,7 +227,7 @@ export class SwarmDriver implements SlotDriver {
   async logs(name: string, lines: number): Promise<EngineLog | undefined> {
     const found = await this.inspectByName(name);
     if (found === undefined || !labelledAs(found.Spec.Labels, this.box, name)) return undefined;
-    const raw = (await this.engine((abortSignal) => this.docker.getService(found.ID).logs({ stdout: true, stderr: true, tail: lines + 1, follow: false, abortSignal })).catch(ignore(404))) as unknown;
+    const raw = (await this.engine((abortSignal) => this.docker.getService(found.ID).logs({ stdout: true, stderr: true, tail: lines + 1, follow: false, abortSignal })).catch(logUnread(containerName(name), "docker service logs"))) as unknown;
     const all = Buffer.isBuffer(raw) ? logLinesOf(raw) : [];
     return { source: containerName(name), lines: all.slice(-lines), truncated: all.length > lines };
   }
