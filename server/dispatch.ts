@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { z } from "zod";
 import { effectsOf, type Effect } from "../compiler/effects.js";
 import type { BoxService, Proposal } from "./box.js";
-import { ApiError, apiErrorOf } from "./errors.js";
+import { ApiError, apiErrorOf, refusing } from "./errors.js";
 import { derivedOnce, isFrozenReply } from "./frozen-reply.js";
 import { isMcpServerRoute, redact, redactText } from "./redact.js";
 import type { Audit } from "./audit.js";
@@ -162,14 +162,17 @@ export function changesTree(route: Route): boolean {
  */
 export async function proposeOnly(d: Dispatcher, route: Route, call: Call): Promise<{ intent: WriteIntent; proposal: Proposal }> {
   if (!changesTree(route)) throw new ApiError("validation.invalid", `${route.method} ${route.path} does not write the tree`);
-  const input = validate(route, call);
-  const ctx = { ...input, box: d.box, services: d, caller: call.caller, requestId: call.requestId, base: call.base };
-  const intent: WriteIntent = route.kind === "action"
-    ? { changes: await route.proposes!(ctx), dryRun: route.previewOnly?.(input as never) === true }
-    : await (route as Extract<Route, { kind: "write" }>).handle(ctx);
-  const proposal = await d.box.propose(intent.changes, call.base);
-  guardOperatorOnly(proposal, call.caller);
-  return { intent, proposal };
+  // A lower layer's coded refusal (the engine not answering while the plan observes the runtime) is that ApiError, as in `invoke`.
+  return refusing(async () => {
+    const input = validate(route, call);
+    const ctx = { ...input, box: d.box, services: d, caller: call.caller, requestId: call.requestId, base: call.base };
+    const intent: WriteIntent = route.kind === "action"
+      ? { changes: await route.proposes!(ctx), dryRun: route.previewOnly?.(input as never) === true }
+      : await (route as Extract<Route, { kind: "write" }>).handle(ctx);
+    const proposal = await d.box.propose(intent.changes, call.base);
+    guardOperatorOnly(proposal, call.caller);
+    return { intent, proposal };
+  });
 }
 
 /** What a proposed change does (compiler/effects.ts), its stack-apply mark included: what every verdict, card and digest reads. */

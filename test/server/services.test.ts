@@ -240,6 +240,33 @@ describe("services when the runtime does not answer", () => {
       await s.close();
     }
   });
+
+  it("the docker engine down: an agent's write is refused 503 runtime.unavailable over REST and MCP (coded, not 500), the REST call audited, and nothing is queued", async () => {
+    const dead = `unix://${join(mkdtempSync(join(tmpdir(), "hal0-noengine-")), "docker.sock")}`;
+    const s = await startTestServer({ extra: { driverFor: (model) => driverFor(model, tmpdir(), {}) } });
+    try {
+      const settings = join(s.config, "hal0.toml");
+      writeFileSync(settings, readFileSync(settings, "utf8").replace(/^runtime = "process"$/m, `runtime = "docker"\ndocker_host = "${dead}"`));
+      await new Promise((r) => setTimeout(r, 1100)); // past the read window
+      const rest = await s.call("PUT", "/api/slots/coder/config", { body: { tune: { ctx_size: 4096 } }, as: "agent:edgar" });
+      expect(rest.status, JSON.stringify(rest.body)).toBe(503);
+      expect(rest.body.error.code).toBe("runtime.unavailable");
+      expect(rest.body.error.message).toContain(`the engine at ${dead} does not answer`);
+      const client = await adminClient(s.url, "edgar");
+      try {
+        const mcp = await callTool(client, "slot_edit", { name: "coder", tune: { ctx_size: 4096 } });
+        expect(mcp.isError).toBe(true);
+        expect(mcp.body.error.code, JSON.stringify(mcp.body)).toBe("runtime.unavailable");
+      } finally {
+        await client.close();
+      }
+      expect((await s.call("GET", "/api/agent/approvals")).body.approvals).toEqual([]);
+      const audit = await s.call("GET", "/api/activity?limit=5");
+      expect(audit.body.items.find((r: any) => r.actor === "agent:edgar" && r.route === "PUT /api/slots/{name}/config")).toMatchObject({ outcome: "error", error_code: "runtime.unavailable" });
+    } finally {
+      await s.close();
+    }
+  });
 });
 
 const ENGINE_SUITE = "slot reads when the docker engine goes away under a served box (real Docker engine)";
