@@ -2,6 +2,7 @@ import type { Condition } from "../../reconciler/conditions.js";
 import type { NodeStatus } from "../../reconciler/nodes.js";
 import type { Approval } from "../approvals.js";
 import { invoke, type Dispatcher } from "../dispatch.js";
+import { ApiError } from "../errors.js";
 import { redactText } from "../redact.js";
 import { routeId, type Caller, type Route } from "../route.js";
 import { filesHtml, planHtml, planView, replanApproval } from "./plan-view.js";
@@ -109,15 +110,21 @@ export async function planPage(d: Dispatcher, id: string, viewer?: Viewer): Prom
  * `/status`: each slot's throughput, the slots with lifecycle state,
  * conditions and drift, on a swarm box its nodes, the doctor's rows and the last audit entries —
  * read through the same read routes REST serves (`GET /api/slots`, `…/{name}/state`, `…/{name}`,
- * `/api/stats/slots`, `/api/stats/throughput/history`, `/api/status`, `/api/doctor`).
+ * `/api/stats/slots`, `/api/stats/throughput/history`, `/api/status`, `/api/doctor`). A slot read
+ * refused (the engine down: runtime.unavailable) is said in its place; the rest still renders.
  */
 export async function statusPage(d: Dispatcher, viewer?: Viewer): Promise<string> {
   const read = readRoute(d);
-  const { slots } = (await read("GET /api/slots", {})) as { slots: Array<{ name: string; profile: string; model: string | null; port: number; status: string }> };
-  const throughput = await throughputSection(read, slots.map((s) => s.name));
+  // The slots need the runtime: an engine that does not answer (runtime.unavailable) says so in their section,
+  // and the rest of the page (the doctor, which says why, and the audit) still renders.
+  const roster = await refusedAs(read("GET /api/slots", {}) as Promise<{ slots: Array<{ name: string; profile: string; model: string | null; port: number; status: string }> }>);
+  const slots = "refused" in roster ? [] : roster.slots;
+  const throughput = "refused" in roster ? "" : await throughputSection(read, slots.map((s) => s.name));
   // One row per slot, probed in parallel (each probe waits at most 1 s), in the roster's order.
   const rows = await Promise.all(slots.map(async (s) => {
-    const [state, detail] = (await Promise.all([read("GET /api/slots/{name}/state", { name: s.name }), read("GET /api/slots/{name}", { name: s.name })])) as [
+    const both = await refusedAs(Promise.all([read("GET /api/slots/{name}/state", { name: s.name }), read("GET /api/slots/{name}", { name: s.name })]));
+    if ("refused" in both) return `<tr><th scope="row">${esc(s.name)}</th><td colspan="4"><span class="muted">cannot be read: ${esc(both.refused)}</span></td></tr>`;
+    const [state, detail] = both as unknown as [
       { state: string; health: string; conditions: readonly Condition[] },
       { drift: string; runtime: { up_to_date: boolean | null } },
     ];
@@ -130,10 +137,13 @@ export async function statusPage(d: Dispatcher, viewer?: Viewer): Promise<string
   const doctor = (await read("GET /api/doctor", {})) as { ok: boolean; rows: Array<Record<string, unknown>> };
   const { nodes } = (await read("GET /api/status", {})) as { nodes?: readonly NodeStatus[] };
   const audit = d.audit.query({ limit: AUDIT_ROWS, offset: 0 }).items;
-  const body = `${throughput}
-<section aria-labelledby="slots-h"><h2 id="slots-h">Slots (${slots.length})</h2><div class="table-wrap"><table>
+  const slotsSection = "refused" in roster
+    ? `<section aria-labelledby="slots-h"><h2 id="slots-h">Slots</h2><p role="alert"><strong>The slots cannot be read:</strong> ${esc(roster.refused)}</p></section>`
+    : `<section aria-labelledby="slots-h"><h2 id="slots-h">Slots (${slots.length})</h2><div class="table-wrap"><table>
 <thead><tr><th scope="col">Slot</th><th scope="col">State</th><th scope="col">Profile / model</th><th scope="col">Drift</th><th scope="col">Conditions</th></tr></thead>
-<tbody>${rows.join("\n")}</tbody></table></div></section>
+<tbody>${rows.join("\n")}</tbody></table></div></section>`;
+  const body = `${throughput}
+${slotsSection}
 ${nodes === undefined ? "" : nodesSection(nodes)}
 <section aria-labelledby="doctor-h"><h2 id="doctor-h">Doctor <span class="badge state-${doctor.ok ? "ok" : "fail"}">${doctor.ok ? "ok" : "failing"}</span></h2><div class="table-wrap"><table>
 <thead><tr><th scope="col">Check</th><th scope="col">Status</th><th scope="col">Detail</th></tr></thead>
@@ -208,6 +218,16 @@ export function sparkline(points: readonly HistoryPoint[]): string {
   const lines = runs.filter((r) => r.length > 0).map((r) => (r.length === 1 ? `<circle cx="${r[0]!.split(",")[0]}" cy="${r[0]!.split(",")[1]}" r="1.5"/>` : `<polyline points="${r.join(" ")}"/>`));
   const label = `generated tokens/s per minute since ${shown[0]!.t}: peak ${peak >= 100 ? peak.toFixed(0) : peak.toFixed(1)}`;
   return `<svg class="spark" role="img" aria-label="${esc(label)}" viewBox="0 0 ${SPARK_W} ${SPARK_H}" width="${SPARK_W}" height="${SPARK_H}"><title>${esc(label)}</title><line class="base" x1="0" y1="${SPARK_H - 1}" x2="${SPARK_W}" y2="${SPARK_H - 1}"/>${lines.join("")}</svg>`;
+}
+
+/** A read's result, or the message of the ApiError it was refused with (anything else still fails the page). */
+async function refusedAs<T>(read: Promise<T>): Promise<T | { refused: string }> {
+  try {
+    return await read;
+  } catch (err) {
+    if (err instanceof ApiError) return { refused: err.message };
+    throw err;
+  }
 }
 
 const PAGE_CALLER: Caller = { kind: "operator", agent: "web", private: false, via: "rest" };

@@ -1,7 +1,9 @@
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { driverFor } from "../../cli/box.js";
 import { BASE_TUNE, type SlotView } from "../../schema/index.js";
 import { changeHtml } from "../../server/web/plan-view.js";
 import { lineDiff } from "../../server/web/render.js";
@@ -152,6 +154,26 @@ describe("the operator's pages (server-rendered; they read fine without script)"
     const doctor = (await s.call("GET", "/api/doctor")).body.rows as Array<{ check: string }>;
     for (const { check } of doctor) expect(res.text).toContain(`<th scope="row">${check}</th>`);
     expect(res.text).toContain("<code>POST /api/plans</code>");
+  });
+
+  it("/status with the docker engine down: 200, the slots section says why, the doctor and the audit still render", async () => {
+    const dead = `unix://${join(mkdtempSync(join(tmpdir(), "hal0-noengine-")), "docker.sock")}`;
+    const down = await startTestServer({ extra: { driverFor: (model) => driverFor(model, tmpdir(), {}) } });
+    try {
+      const settings = join(down.config, "hal0.toml");
+      writeFileSync(settings, readFileSync(settings, "utf8").replace(/^runtime = "process"$/m, `runtime = "docker"\ndocker_host = "${dead}"`));
+      await new Promise((r) => setTimeout(r, 1100)); // past the read window
+      expect((await down.call("GET", "/api/slots")).status).toBe(503);
+      const { cookie } = await webLogin(down);
+      const res = await httpCall(down.url, "GET", "/status", { headers: { cookie } });
+      const text = String(res.body);
+      expect(res.status, text).toBe(200);
+      expect(text).toContain(`<strong>The slots cannot be read:</strong> [slots] runtime = &quot;docker&quot;: the engine at ${dead} does not answer`);
+      expect(text).toContain('<h2 id="doctor-h">Doctor');
+      expect(text).toContain("Last audit entries");
+    } finally {
+      await down.close();
+    }
   });
 
   it("refuses Host: evil.example with 421 and answers an unknown plan with a 404 page", async () => {
