@@ -79,6 +79,21 @@ describe.skipIf(!available)(SUITE, () => {
     await page.close();
   });
 
+  it("when the session ends under an open inbox (logged out in another tab), the inbox says its live updates stopped", async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    await page.goto(hal0WebLink());
+    await page.locator(`body[data-inbox-live="connected"]`).waitFor({ state: "attached", timeout: 5000 });
+    const other = await context.newPage();
+    await other.goto(`${s.url}/status`);
+    await other.locator("form.who button").click();
+    await other.waitForURL((url) => url.pathname === "/login");
+    // The stream ends within 2 s of the session; the browser's reconnect is refused and not retried.
+    await page.locator(`body[data-inbox-live="stopped"]`).waitFor({ state: "attached", timeout: 10_000 });
+    await expect(page.locator("#inbox-status").textContent()).resolves.toContain("Live updates stopped");
+    await context.close();
+  });
+
   it("with JavaScript off, Deny with a reason is a plain form post that lands back on the decided card; another origin's form post is refused", async () => {
     const context = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 900, height: 1100 } });
     const page = await context.newPage();

@@ -16,7 +16,9 @@
  *   (Without this script the forms post form-encoded to the page routes.)
  * - `body[data-inbox-live="connected"]` once the stream's snapshot arrived
  *   (every later change then reaches the page), `"reconnecting"` after an
- *   error; `data-inbox-renders` counts finished re-renders.
+ *   error, `"stopped"` when the stream was refused (the session ended; the
+ *   browser will not retry), said in `#inbox-status` too, since the page no
+ *   longer follows the queue; `data-inbox-renders` counts finished re-renders.
  *
  * Invariants: one re-render at a time (events arriving meanwhile fold into a
  * single follow-up); typed deny reasons and in-flight disabling survive a
@@ -163,5 +165,9 @@ for (const type of EVENTS) {
   });
 }
 source.addEventListener("error", () => {
-  document.body.dataset.inboxLive = "reconnecting";
+  // A dropped stream reconnects by itself; one refused (the session ended, logged out in another tab) stays closed.
+  if (source.readyState === EventSource.CLOSED) {
+    document.body.dataset.inboxLive = "stopped";
+    status("Live updates stopped: the server refused the inbox's event stream (the session may have ended). Reload the page.", false);
+  } else document.body.dataset.inboxLive = "reconnecting";
 });
