@@ -59,6 +59,9 @@ function inputSchemaOf(tool: ToolDef): z.ZodObject {
 async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unknown>, caller: Caller): Promise<CallToolResult> {
   const started = performance.now();
   let code = "ok";
+  /** The call once its arguments were read, and whether it reached `queueForPerson` or `invoke` (which audit it themselves). */
+  let call: Call | undefined;
+  let invoked = false;
   try {
     if (tool.memory || !tool.route) {
       const result = await callMemoryTool(d, tool.name, args, caller, "admin");
@@ -68,9 +71,10 @@ async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unkno
     const route = tool.route;
     const model = await d.box.model();
     const floor = toolTier(model.policy, route, tool.name, caller);
-    const call = toCall(route, tool.name, args, caller);
+    call = toCall(route, tool.name, args, caller);
     // An agent's write is judged by what it does, after compile and plan (the tool's tier is only its floor).
     const judged = await callTier(d, route, floor, call);
+    invoked = true;
     if (judged.tier === "gated") {
       code = "pending_approval";
       return ok(await queueForPerson(d, route, tool.name, call, started));
@@ -78,7 +82,10 @@ async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unkno
     return ok(withDryRunVerdict(wrapList(route, await invoke(d, route, judged.call)), judged.dryRun));
   } catch (err) {
     code = err instanceof ApiError ? err.code : "system.internal";
-    if (err instanceof ApiError && REFUSALS.has(err.code)) auditRefusal(d, tool.name, caller, err, tool.route);
+    // A call of a route's tool refused before it was queued or run (its arguments, its tier, a change the judging plan refuses) is audited too, as on REST.
+    if (err instanceof ApiError && !invoked && !tool.memory && tool.route) {
+      d.audit.record({ call: call ?? { params: {}, query: {}, body: undefined, caller: { ...caller, via: "mcp" }, requestId: randomUUID(), tool: tool.name }, route: tool.route, outcome: "error", errorCode: err.code, durationMs: performance.now() - started, tool: tool.name });
+    } else if (err instanceof ApiError && REFUSALS.has(err.code)) auditRefusal(d, tool.name, caller, err, tool.route);
     return failure(err, d.logger);
   } finally {
     d.metrics?.observeRequest("mcp", tool.name, "call", code, performance.now() - started);

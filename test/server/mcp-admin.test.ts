@@ -136,6 +136,16 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect(row).toMatchObject({ actor: "agent:hermes__coder", kind: "mcp", tool: "model_swap", route: "POST /api/slots/{name}/swap", outcome: "ok" });
   });
 
+  it("audits an agent's write refused while it is judged (a change that breaks the tree), one row, as REST does", async () => {
+    const refused = await callTool(await client("hermes__coder"), "model_swap", { name: "utility", model: "no-such-model" });
+    expect(refused.body.error?.code, JSON.stringify(refused.body)).toBe("config.invalid");
+    const rest = await s.call("POST", "/api/slots/utility/swap", { body: { model: "no-such-model" }, as: "agent:hermes__coder" });
+    expect(rest.body.error.code).toBe("config.invalid");
+    const rows = (await s.call("GET", "/api/activity?actor=agent:hermes__coder")).body.items;
+    expect(rows.map((r: any) => [r.kind, r.outcome, r.error_code])).toEqual([["rest", "error", "config.invalid"], ["mcp", "error", "config.invalid"]]);
+    expect(rows[1]).toMatchObject({ tool: "model_swap", route: "POST /api/slots/{name}/swap", target: rows[0].target });
+  });
+
   it("takes seed 003's argument names too: model_swap's model_id, slot_rename's new_name (one of the two names, not both)", async () => {
     const c = await client("someone_else");
     const swap = await callTool(c, "model_swap", { name: "utility", model_id: "gemma-3-12b-it" });
