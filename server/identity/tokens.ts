@@ -299,6 +299,7 @@ export class TokenStore {
   loginCode(tokenId: string, ttlS = 300): string {
     const token = this.byId(tokenId);
     if (!token || token.kind !== "operator" || token.revoked_at !== null) throw new ApiError("auth.login_invalid", "only a live operator token can log in");
+    pagesReach(token);
     const code = randomBytes(24).toString("base64url");
     this.db.prepare("INSERT INTO login_codes (hash, token_id, expires_at) VALUES (?, ?, ?)").run(hashSecret(code), tokenId, iso(this.now() + ttlS * 1000));
     return code;
@@ -323,6 +324,7 @@ export class TokenStore {
   sessionForToken(secret: string, ttlS: number): { session: string; token: TokenInfo } {
     const token = this.verify(secret.trim());
     if (!token || token.kind !== "operator") throw new ApiError("auth.login_invalid", "that is not a live operator token");
+    pagesReach(token);
     return this.openSession(token.id, ttlS);
   }
 
@@ -425,4 +427,9 @@ function info(r: Row): TokenInfo {
 
 function iso(ms: number): string {
   return new Date(ms).toISOString();
+}
+
+/** The pages are read with the `rest` scope: an operator token without it logs in to no page, so it is refused a session (no cookie that no page would take). */
+function pagesReach(token: TokenInfo): void {
+  if (!token.scopes.includes("rest")) throw new ApiError("auth.login_invalid", `the token of operator ${token.name} does not reach rest, which the pages need; log in with one minted with --scope rest`);
 }

@@ -191,6 +191,16 @@ describe("logging in: /login?code= (hal0 web's link) and a pasted operator token
     expect(foreign.headers.get("set-cookie")).toBeNull();
   });
 
+  it("an operator token without the rest scope (which the pages need) gets no session: neither pasted nor through a login code", async () => {
+    await start();
+    const memoryOnly = s.hal0.tokens.mint("operator", "memo", ["mcp:memory"]);
+    const pasted = await formPost(s, "/login", { token: memoryOnly.token }, { origin: s.url });
+    expect(pasted.status).toBe(401);
+    expect(pasted.headers.get("set-cookie")).toBeNull();
+    expect(String(pasted.body)).toContain("does not reach rest");
+    expect(() => s.hal0.tokens.loginCode(memoryOnly.id, 300)).toThrow(/does not reach rest/);
+  });
+
   it("logout ends the session (CSRF-checked: without the field it changes nothing)", async () => {
     await start();
     const session = await webLogin(s);
