@@ -100,7 +100,7 @@ export async function executePlan(plan: Pick<Plan, "changes">, opts: ExecuteOpti
   for (const result of await Promise.all(started)) if (result !== undefined) results.push(result);
   const settings = plan.changes.find((c): c is SettingsChange => c.kind === "settings" && c.action !== "no-op");
   if (settings) results.push(await unlessInterrupted(settings, () => settingsStep(settings, options)));
-  const hermes = plan.changes.filter((c): c is HermesChange => c.kind === "hermes" && c.action === "update");
+  const hermes = plan.changes.filter((c): c is HermesChange => c.kind === "hermes" && c.action !== "no-op");
   results.push(...(await inParallel(hermes, limit, (c) => unlessInterrupted(c, () => hermesStep(c, options)))));
   return results.sort((a, b) => (a.address < b.address ? -1 : a.address > b.address ? 1 : 0));
 }
@@ -192,7 +192,8 @@ async function hermesStep(change: HermesChange, o: Ctx): Promise<StepResult> {
 }
 
 /**
- * Carries out one `hermes` update: the file's hal0 keys become `after`'s,
+ * Carries out one `hermes` update (a `delete`: the profile was removed; its
+ * token is revoked and hal0's record of it dropped): the file's hal0 keys become `after`'s,
  * then hermes-managed.json records what hal0 owns there. `after` holds the
  * bearer as `Bearer [redacted]`: here, and only here, it becomes the real
  * token of `after.identity`, read through `credentials` (which mints one on
@@ -204,6 +205,12 @@ async function applyHermesChange(change: HermesChange, state: StateStore, option
   const serial = options.serial ?? ((fn) => fn());
   const { before, after } = change;
   const credentials = options.credentials;
+  if (change.action === "delete") {
+    // A removed profile: its token is revoked and its copy removed before hal0 forgets it, so a failure leaves the record for the next sweep.
+    credentials?.revoke(after.identity ?? hermesIdentity(after.profile));
+    await serial(() => state.forgetHermesManaged(after.profile));
+    return;
+  }
   // (A plan saved before identities has no `identity`: the profile's is derived the planner's way.)
   const identity = after.identity ?? hermesIdentity(after.profile);
   const written = fillBearer(after.mcp_servers, credentials ? () => credentials.token(identity) : undefined);

@@ -37,6 +37,26 @@ export async function readHermesProfiles(home: string): Promise<Record<string, O
   return out;
 }
 
+/**
+ * Whether `[hermes] home` can be observed, and which profile folders it
+ * holds now: a profile hal0 wired whose folder is not among them was removed.
+ * A home that is missing, empty or cannot be read (an unmounted disk, a
+ * folder briefly gone) cannot be observed (`folders` undefined): nothing may
+ * be concluded from a profile's absence then.
+ */
+export async function observeHermesHome(home: string): Promise<{ folders?: readonly string[]; unobservable?: string }> {
+  const top = await readdir(home).catch((err: NodeJS.ErrnoException) => err);
+  if (top instanceof Error) return { unobservable: top.code === "ENOENT" ? "it does not exist" : top.code === "ENOTDIR" ? "it is not a folder" : `it cannot be read (${top.code ?? top.message})` };
+  if (top.length === 0) return { unobservable: "it is empty (not mounted?)" };
+  const dir = join(home, "profiles");
+  const entries = await readdir(dir, { withFileTypes: true }).catch((err: NodeJS.ErrnoException) => err);
+  if (entries instanceof Error) {
+    if (entries.code === "ENOENT") return { folders: [] };
+    return { unobservable: `${dir} cannot be read (${entries.code ?? entries.message})` };
+  }
+  return { folders: entries.filter((e) => PROFILE_NAME.test(e.name) && entryKind(join(dir, e.name), e) === "folder").map((e) => e.name).sort() };
+}
+
 /** A Hermes config file as observed: its text, or why it cannot be read; undefined when it does not exist. */
 export async function observeHermesFile(file: string): Promise<ObservedHermesProfile | undefined> {
   try {

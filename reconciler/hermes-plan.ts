@@ -58,7 +58,34 @@ export function planHermes(model: Model, observed: Observed): { changes: HermesC
     changes.push(result.change);
     if (result.warning) warnings.push(result.warning);
   }
-  return { changes, warnings };
+  const removed = planRemovedProfiles(model, observed);
+  return { changes: [...changes, ...removed.changes], warnings: [...warnings, ...removed.warnings] };
+}
+
+/**
+ * A profile hal0 wired (in hermes-managed.json) whose folder is gone from a
+ * home that is there: a `delete` (reason `removed`) that revokes its agent
+ * token and forgets it, so a removed agent cannot act. A home that cannot be
+ * observed (missing, empty, unreadable: an unmounted disk) removes nothing:
+ * one warning says why, per profile hal0 wired there.
+ */
+function planRemovedProfiles(model: Model, observed: Observed): { changes: HermesChange[]; warnings: PlanWarning[] } {
+  const home = observed.hermes_home;
+  const profiles = observed.hermes_profiles ?? {};
+  const gone = Object.keys(observed.hermes_managed?.profiles ?? {}).filter((name) => !Object.hasOwn(profiles, name) && !(home?.folders ?? []).includes(name)).sort();
+  if (home === undefined || gone.length === 0) return { changes: [], warnings: [] };
+  const root = hermesHome(model);
+  if (home.folders === undefined) {
+    return {
+      changes: [],
+      warnings: gone.map((name) => ({ address: hermesAddress(name), code: "hermes.home_unobservable", message: `[hermes] home ${root} ${home.unobservable ?? "cannot be observed"}; hal0 cannot tell whether profile ${name} was removed, so its token stays live until the home can be read again` })),
+    };
+  }
+  const changes = gone.map((name): HermesChange => {
+    const view: HermesView = { profile: name, identity: hermesIdentity(name), file: profileFile(root, name), mcp_servers: {}, managed_ids: [...observed.hermes_managed!.profiles[name]!.ids].sort() };
+    return { address: hermesAddress(name), kind: "hermes", action: "delete", reason: "removed", changed_paths: [], before: view, after: { ...view, managed_ids: [] }, apply_class: "immediate", destructive: false, downtime: false };
+  });
+  return { changes, warnings: [] };
 }
 
 export interface HermesPlanOptions {

@@ -2,7 +2,7 @@ import type { Model } from "../compiler/index.js";
 import type { ObserveOptions, SlotDriver } from "./drivers/driver.js";
 import type { ForeignPort, HermesCredentials, Inventory, Observed, ObservedHermesProfile, ObservedSlot } from "./observed.js";
 import type { StateStore } from "./state.js";
-import { observeHermesFile, readHermesProfiles } from "./hermes-files.js";
+import { observeHermesFile, observeHermesHome, readHermesProfiles } from "./hermes-files.js";
 import { hermesHome, hermesIdentity, profileFile } from "./hermes-plan.js";
 
 export interface ObserveAllOptions extends ObserveOptions {
@@ -23,16 +23,16 @@ export interface ObserveAllOptions extends ObserveOptions {
  */
 export async function observe(model: Model, driver: SlotDriver | undefined, state: StateStore, options: ObserveAllOptions = {}): Promise<{ observed: Observed; inventory: Inventory }> {
   const { hermesCredentials, hermesDefault, ...driverOptions } = options;
-  const [slots, nodes, inventory, applied, hermes_profiles, hermes_managed, hermes_default] = await Promise.all([
+  const [slots, nodes, inventory, applied, hermes_profiles, hermes_managed, hermes_default, hermes_home] = await Promise.all([
     driver ? driver.observe({ desiredEnv: (name) => model.slots[name]?.spec.env, ...driverOptions }) : [], driver?.nodes ? driver.nodes() : undefined, state.readInventory(), state.readAppliedSettings(), readHermesProfiles(hermesHome(model)), state.readHermesManaged(),
-    hermesDefault ? observeHermesFile(profileFile(hermesHome(model), null)) : undefined,
+    hermesDefault ? observeHermesFile(profileFile(hermesHome(model), null)) : undefined, observeHermesHome(hermesHome(model)),
   ]);
   const byName: Record<string, ObservedSlot> = {};
   for (const slot of [...slots].sort((a, b) => (a.name < b.name ? -1 : 1))) byName[slot.name] = slot;
   const foreign_ports = driver ? await foreignPorts(model, byName, driver) : {};
   const hermes_tokens = hermesCredentials ? hermesTokens(hermes_profiles, hermes_default !== undefined, hermesCredentials) : undefined;
   return {
-    observed: { slots: byName, ...(nodes ? { nodes } : {}), applied_settings: applied, foreign_ports, hermes_profiles, hermes_managed, ...(hermes_default ? { hermes_default } : {}), ...(hermes_tokens ? { hermes_tokens } : {}) },
+    observed: { slots: byName, ...(nodes ? { nodes } : {}), applied_settings: applied, foreign_ports, hermes_profiles, hermes_managed, hermes_home, ...(hermes_default ? { hermes_default } : {}), ...(hermes_tokens ? { hermes_tokens } : {}) },
     inventory,
   };
 }

@@ -80,6 +80,12 @@ export interface Observed {
   /** What hal0 recorded writing into each profile (`hermes-managed.json` of the state folder). */
   readonly hermes_managed?: HermesManaged;
   /**
+   * `[hermes] home` as seen now: the profile folders it holds, or why it
+   * cannot be observed (missing, empty, unreadable: then no profile hal0
+   * wired counts as removed). Absent in older observations: nothing is removed.
+   */
+  readonly hermes_home?: { readonly folders?: readonly string[]; readonly unobservable?: string };
+  /**
    * Per identity of an observed profile (`hermes__<p>`), the fingerprint of
    * the agent token hal0 hands on to it, or null when none is live yet (one is
    * minted when the profile is written). Never the token. Absent when the
@@ -101,6 +107,8 @@ export interface HermesCredentials {
   fingerprint(identity: string): string | null;
   /** The plain token for `identity`, minted (and kept in `<state>/tokens/<identity>`) when none is live. */
   token(identity: string): string;
+  /** Revokes every live agent token of `identity` and removes its kept copy (a removed profile); the next `token` mints a fresh one. */
+  revoke(identity: string): void;
 }
 
 export interface ObservedHermesProfile {

@@ -109,6 +109,15 @@ export class StateStore {
     await this.writeJson("hermes-managed.json", next);
   }
 
+  /** Forgets a removed profile (`null`: the default profile). */
+  async forgetHermesManaged(profile: string | null): Promise<void> {
+    const all = await this.readHermesManaged();
+    if (profile === null ? all.default === undefined : !Object.hasOwn(all.profiles, profile)) return;
+    const { default: _default, ...rest } = all;
+    const next: HermesManaged = profile === null ? rest : { ...all, profiles: Object.fromEntries(Object.entries(all.profiles).filter(([name]) => name !== profile)) };
+    await this.writeJson("hermes-managed.json", next);
+  }
+
   /** A missing file is undefined; one that does not parse too, unless `strict` (then the SyntaxError is thrown). */
   private async readJson<T>(file: string, opts: { strict?: boolean } = {}): Promise<T | undefined> {
     try {

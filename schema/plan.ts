@@ -88,7 +88,7 @@ export const SLOT_REASONS = [
   "image_unobserved", // running, and its image's digest cannot be read now (the image is gone from the engine, or the engine did not answer): left running as it is until it can
 ] as const;
 export const SETTINGS_REASONS = ["unchanged", "first_apply", "changed", "backing_off"] as const;
-export const HERMES_REASONS = ["new", "drifted", "changed", "opted_out", "unchanged", "invalid_yaml", "backing_off"] as const;
+export const HERMES_REASONS = ["new", "drifted", "changed", "opted_out", "unchanged", "invalid_yaml", "backing_off", "removed"] as const;
 export type SlotReason = (typeof SLOT_REASONS)[number];
 export type SettingsReason = (typeof SETTINGS_REASONS)[number];
 export type HermesReason = (typeof HERMES_REASONS)[number];
@@ -250,11 +250,16 @@ export const SettingsChange = z.object({
 });
 export type SettingsChange = z.infer<typeof SettingsChange>;
 
-/** A Hermes profile's hal0 keys: updated in place, never destroyed. */
+/**
+ * A Hermes profile's hal0 keys: updated in place, never destroyed. A
+ * `delete` (reason `removed`) is a profile folder hal0 wired that is gone
+ * from a present `[hermes] home`: its agent token is revoked, its kept copy
+ * and hal0's record of it removed; no file is touched.
+ */
 export const HermesChange = z.object({
   address: HermesAddressSchema,
   kind: z.literal("hermes"),
-  action: z.enum(["update", "no-op"]),
+  action: z.enum(["update", "delete", "no-op"]),
   reason: z.enum(HERMES_REASONS),
   before: HermesViewSchema,
   after: HermesViewSchema,

@@ -18,6 +18,7 @@ export function hermesCredentials(tokens: TokenStore): HermesCredentials {
   return {
     fingerprint: (identity) => tokens.handedOnFingerprint(identity) ?? null,
     token: (identity) => tokens.handedOn(identity),
+    revoke: (identity) => tokens.forgetHandedOn(identity),
   };
 }
 
@@ -40,5 +41,6 @@ export function stateHermesCredentials(stateDir: string): HermesCredentials {
   return {
     fingerprint: (identity) => (existsSync(join(stateDir, "hal0.db")) ? withStore((t) => t.handedOnFingerprint(identity) ?? null) : null),
     token: (identity) => withStore((t) => t.handedOn(identity)),
+    revoke: (identity) => void (existsSync(join(stateDir, "hal0.db")) ? withStore((t) => t.forgetHandedOn(identity)) : undefined),
   };
 }

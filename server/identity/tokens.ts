@@ -265,6 +265,19 @@ export class TokenStore {
     })();
   }
 
+  /**
+   * Agent `name` is gone (a removed Hermes profile): every live agent token
+   * of that name is revoked and the kept copy removed; a later `handedOn`
+   * mints a fresh one.
+   */
+  forgetHandedOn(name: string): void {
+    const file = this.handedOnFile(checkName(name));
+    this.db.transaction(() => {
+      for (const r of this.db.prepare("SELECT id FROM tokens WHERE kind = 'agent' AND name = ? AND revoked_at IS NULL").all(name) as { id: string }[]) this.revoke(r.id);
+    })();
+    rmSync(file, { force: true });
+  }
+
   /** A fingerprint of the token `handedOn(name)` returns now, without minting one; undefined when none is kept. */
   handedOnFingerprint(name: string): string | undefined {
     const kept = readSecret(this.handedOnFile(checkName(name)));

@@ -43,8 +43,9 @@ export async function hermesSync(box: BoxService, serverId?: string): Promise<He
       for (const w of done.plan.warnings) errors.push({ profile: profileOf(w.address), code: w.code, message: w.message });
       for (const r of done.results) {
         const profile = profileOf(r.address);
-        if (r.ok) changed.push(profile);
-        else errors.push({ profile, code: r.code ?? "hermes.write_failed", message: r.error ?? "the write failed" });
+        if (!r.ok) errors.push({ profile, code: r.code ?? "hermes.write_failed", message: r.error ?? "the write failed" });
+        // A removed profile's token was revoked: no file of it changed.
+        else if (r.action !== "delete") changed.push(profile);
       }
     } catch (err) {
       if (!(err instanceof LockedError)) throw err;

@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -224,5 +224,53 @@ describe("hal0 status: conditions of the settings and of each Hermes profile", (
     expect(text.out).toMatch(/^RESOURCE +READY +NOTE$/m);
     expect(text.out).toMatch(/^hermes\.broken +False +Ready: InvalidYaml .*; Stalled: InvalidYaml \(.*cannot be read or does not parse as YAML; hal0 leaves it alone until it is fixed\)$/m);
     expect(text.out).toMatch(/^settings +True$/m);
+  });
+});
+
+describe("a removed Hermes profile loses its token", () => {
+  it("a missing or empty home revokes nothing; a profile folder gone from a present home is a planned delete that revokes its token, its copy and its record; re-created, it gets a fresh token", async () => {
+    const old = bearerOf("hal0-brain", "hal0-admin")!;
+    const kept = join(state, "tokens", "hermes__hal0-brain");
+    const managed = () => Object.keys((JSON.parse(readFileSync(join(state, "hermes-managed.json"), "utf8")) as { profiles: Record<string, unknown> }).profiles);
+    expect(withTokens((t) => t.verify(old))).toMatchObject({ name: "hermes__hal0-brain" });
+
+    // The home unmounted (gone, then an empty mount point): nothing can be concluded, nothing is revoked.
+    renameSync(home, `${home}.off`);
+    for (const empty of [false, true]) {
+      if (empty) mkdirSync(home);
+      const apply = await run("apply", "--yes");
+      expect(apply.code, apply.err).toBe(0);
+      expect(apply.out).toMatch(/! hermes\.hal0-brain: hermes\.home_unobservable: .*(does not exist|is empty)/);
+      expect(apply.out).not.toContain("(removed)");
+      expect(withTokens((t) => t.verify(old))).toMatchObject({ name: "hermes__hal0-brain" });
+      expect(existsSync(kept)).toBe(true);
+      expect(managed()).toContain("hal0-brain");
+    }
+    rmSync(home, { recursive: true });
+    renameSync(`${home}.off`, home);
+
+    // The profile's folder removed from a present home.
+    rmSync(join(home, "profiles", "hal0-brain"), { recursive: true });
+    const plan = await run("plan", "--json");
+    expect((JSON.parse(plan.out) as { changes: Array<{ address: string; action: string; reason: string }> }).changes).toContainEqual(expect.objectContaining({ address: "hermes.hal0-brain", action: "delete", reason: "removed" }));
+    expect(withTokens((t) => t.verify(old))).toMatchObject({ name: "hermes__hal0-brain" });
+    const apply = await run("apply", "--yes");
+    expect(apply.code, apply.err).toBe(0);
+    expect(apply.out).toContain("- hermes.hal0-brain (removed)");
+    expect(withTokens((t) => t.verify(old))).toBeUndefined();
+    expect(existsSync(kept)).toBe(false);
+    expect(managed()).not.toContain("hal0-brain");
+    expect((await run("plan")).out).not.toContain("hermes.hal0-brain");
+
+    // Created again: wired with a fresh, live token.
+    mkdirSync(join(home, "profiles", "hal0-brain"));
+    writeFileSync(file("hal0-brain"), BRAIN);
+    const again = await run("apply", "--yes");
+    expect(again.code, again.err).toBe(0);
+    expect(again.out).toContain("~ hermes.hal0-brain (new)");
+    const fresh = bearerOf("hal0-brain", "hal0-admin")!;
+    expect(fresh).not.toBe(old);
+    expect(withTokens((t) => t.verify(fresh))).toMatchObject({ name: "hermes__hal0-brain" });
+    expect(readFileSync(kept, "utf8").trim()).toBe(fresh);
   });
 });

@@ -257,6 +257,34 @@ describe("Hermes profiles get their agent token", () => {
     expect((await sweeper.sweep()).outcome).toBe("nothing_to_do");
   });
 
+  it("a profile folder removed from the home is a delete: the sweep revokes its token and drops its copy and record; an unmounted home revokes nothing", async () => {
+    const { dir, home, state, sweeper, tokens, file } = box("127.0.0.1", true);
+    await sweeper.sweep();
+    const a = bearerIn(file("a"), "hal0-admin")!;
+    const b = bearerIn(file("b"), "hal0-admin")!;
+    // The home's disk unmounted: the mount point is there, empty. Nothing is concluded from it.
+    renameSync(home, join(dir, "hermes.off"));
+    mkdirSync(home);
+    const blind = await sweeper.sweep();
+    expect(blind.plan!.changes.filter((c) => c.kind === "hermes")).toEqual([]);
+    expect(blind.plan!.warnings.map((w) => `${w.address} ${w.code}`)).toEqual(["hermes.a hermes.home_unobservable", "hermes.b hermes.home_unobservable"]);
+    expect(tokens!.verify(a)).toMatchObject({ name: "hermes__a" });
+    expect(tokens!.verify(b)).toMatchObject({ name: "hermes__b" });
+    rmSync(home, { recursive: true });
+    renameSync(join(dir, "hermes.off"), home);
+
+    rmSync(join(home, "profiles", "a"), { recursive: true });
+    const report = await sweeper.sweep();
+    expect(report.outcome).toBe("converged");
+    expect(report.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "delete", reason: "removed" });
+    expect(tokens!.verify(a)).toBeUndefined();
+    expect(existsSync(join(state.dir, "tokens", "hermes__a"))).toBe(false);
+    expect(Object.keys((await state.readHermesManaged()).profiles)).toEqual(["b"]);
+    expect(tokens!.verify(b)).toMatchObject({ name: "hermes__b" });
+    expect(bearerIn(file("b"), "hal0-admin")).toBe(b);
+    expect((await sweeper.sweep()).outcome).toBe("nothing_to_do");
+  });
+
   it("a revoked token, or a bearer typed by hand, is replaced by a live one on the next sweep", async () => {
     const { sweeper, tokens, file } = box("127.0.0.1", true);
     await sweeper.sweep();
