@@ -7,7 +7,7 @@ import type { Model, ResolvedSlot } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
 import { readHermesFile, readHermesProfiles } from "./hermes-files.js";
 import { engineAddress } from "./images.js";
-import { hermesHome, hermesIdentity, planHermesProfile, profileFile } from "./hermes-plan.js";
+import { hermesHome, hermesIdentity, mcpBaseUrl, planHermesProfile, profileFile } from "./hermes-plan.js";
 import type { HermesCredentials, HermesManaged, HermesManagedProfile } from "./observed.js";
 import { nearestExisting } from "./atomic.js";
 import { StateStore } from "./state.js";
@@ -343,18 +343,36 @@ async function profilesRow(model: Model, managed: Readonly<Record<string, { ids:
   const optedOut: string[] = [];
   const unwired: string[] = [];
   const broken: string[] = [];
+  const elsewhere: string[] = [];
   for (const name of names) {
     const { change } = planHermesProfile(model, name, profiles[name]!.text, managed[name], { enforce: true, token: token(name), unreadable: profiles[name]!.unreadable });
+    // hal0's entry there names another server than this box's: another hal0 box wires the same home (or this box's [server] moved since it wrote).
+    const there = adminUrl(change.before.mcp_servers);
+    const here = adminUrl(change.after.mcp_servers);
+    if (there !== undefined && here !== undefined && there !== here) elsewhere.push(`${name} (${there})`);
     if (change.reason === "invalid_yaml") broken.push(name);
     else if (change.action === "no-op") (change.reason === "opted_out" ? optedOut : wired).push(name);
     else if (change.reason === "opted_out") optedOut.push(name);
     else unwired.push(`${name} (${change.reason})`);
   }
-  const parts = [`${wired.length}/${names.length} wired`, optedOut.length ? `opted out: ${optedOut.join(", ")}` : "", unwired.length ? `not wired: ${unwired.join(", ")}` : "", broken.length ? `not YAML hal0 can edit: ${broken.join(", ")}` : ""].filter(Boolean);
+  const parts = [`${wired.length}/${names.length} wired`, optedOut.length ? `opted out: ${optedOut.join(", ")}` : "", unwired.length ? `not wired: ${unwired.join(", ")}` : "", broken.length ? `not YAML hal0 can edit: ${broken.join(", ")}` : "", elsewhere.length ? `hal0's entries point at another server than this box's ${mcpBaseUrl(model)}: ${elsewhere.join(", ")}` : ""].filter(Boolean);
   const message = parts.join("; ");
   if (broken.length) return { check: "hermes_profiles_mcp", status: "fail", message, hint: "fix the YAML of those config.yaml files; hal0 leaves them alone meanwhile" };
+  if (elsewhere.length) {
+    return {
+      check: "hermes_profiles_mcp", status: "warn", message,
+      hint: "if another hal0 box uses this [hermes] home, give each box its own (the two would rewrite each other's entries and tokens); if this box's [server] changed, run hal0 apply",
+    };
+  }
   if (unwired.length) return { check: "hermes_profiles_mcp", status: "warn", message, hint: "run hal0 apply, or wait for the next sweep (hal0 reconcile)" };
   return { check: "hermes_profiles_mcp", status: "ok", message, hint: "" };
+}
+
+/** The url of `mcp_servers.hal0-admin` in a profile's hal0 keys, when it has one. */
+function adminUrl(servers: Readonly<Record<string, unknown>>): string | undefined {
+  const entry = servers["hal0-admin"];
+  const url = entry !== null && typeof entry === "object" ? (entry as { url?: unknown }).url : undefined;
+  return typeof url === "string" ? url : undefined;
 }
 
 async function defaultMemoryRow(model: Model, managed: HermesManagedProfile | undefined, token: TokenOf): Promise<DoctorRow> {

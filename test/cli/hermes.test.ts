@@ -274,3 +274,19 @@ describe("a removed Hermes profile loses its token", () => {
     expect(readFileSync(kept, "utf8").trim()).toBe(fresh);
   });
 });
+
+describe("two boxes sharing one [hermes] home", () => {
+  it("hal0 doctor warns when hal0's entries in a profile point at another box's server", async () => {
+    rmSync(join(home, "profiles", "broken"), { recursive: true });
+    expect((await run("doctor")).out).not.toContain("another server than this box's");
+    // A second box (its own config and state folder, another port) pointed at the same home.
+    const other = join(dir, "other");
+    mkdirSync(other);
+    writeFileSync(join(other, "hal0.toml"), `[server]\nport = 8091\n\n[hermes]\nhome = "${home}"\n`);
+    const io = captureIo({}, dir);
+    expect(await main(["apply", "--yes", "--config", other, "--state", join(dir, "other-state")], io), io.err()).toBe(0);
+    const doctor = await run("doctor");
+    expect(doctor.out).toMatch(/^warn {2}hermes_profiles_mcp .*hal0-brain \(http:\/\/127\.0\.0\.1:8091\/mcp\/admin\)/m);
+    expect(doctor.out).toContain("if another hal0 box uses this [hermes] home, give each box its own");
+  });
+});
