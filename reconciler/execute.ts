@@ -142,12 +142,13 @@ function serializer(): <T>(fn: () => Promise<T>) => Promise<T> {
 
 async function stopStep(change: SlotChange, o: Ctx): Promise<StepResult> {
   const name = slotNameOf(change.address);
+  // A replace's stop is half of it: its success is no outcome (the start records the replace's), its failure is the replace's.
   return timed(change, o, async (emit) => {
     emit("stopping");
     await runtime(o).stop(name, o.stopGraceS);
     if (change.action === "delete") await o.serial(() => removeFromInventory(o.state, name));
     emit("stopped");
-  });
+  }, { recordSuccess: change.action === "delete" });
 }
 
 /** `release` frees the step's place in the bound: called when the driver reports the runner launched (`starting`). */
@@ -219,8 +220,12 @@ async function applyHermesChange(change: HermesChange, state: StateStore, option
   await serial(() => state.recordHermesManaged(after.profile, { ids: after.managed_ids, applied: hashOf(recorded) }));
 }
 
-/** Runs one step, timing it, turning a throw into a failed result and recording the outcome. */
-async function timed(change: Change, o: Ctx, body: (emit: (phase: ExecEvent["phase"], message?: string) => void) => Promise<void>): Promise<StepResult> {
+/**
+ * Runs one step, timing it, turning a throw into a failed result and
+ * recording the outcome (a success only with `recordSuccess`, the default:
+ * the stop half of a replace leaves the replace's outcome to its start).
+ */
+async function timed(change: Change, o: Ctx, body: (emit: (phase: ExecEvent["phase"], message?: string) => void) => Promise<void>, { recordSuccess = true } = {}): Promise<StepResult> {
   const now = o.now ?? Date.now;
   const t0 = now();
   const emit = (phase: ExecEvent["phase"], message?: string) => o.onEvent?.({ address: change.address, phase, elapsed_ms: now() - t0, message });
@@ -234,7 +239,7 @@ async function timed(change: Change, o: Ctx, body: (emit: (phase: ExecEvent["pha
     emit(code === INTERRUPTED ? "interrupted" : "failed", `${code}: ${(err as Error).message}`);
   }
   // A start cut short by an interrupt did not end: its slot's last outcome stays the one before.
-  if (result.code === INTERRUPTED) return result;
+  if (result.code === INTERRUPTED || (result.ok && !recordSuccess)) return result;
   // Keyed by slot name for slots, by address (`settings`, `hermes.<p>`) for the others.
   const name = change.kind === "slot" ? slotNameOf(change.address) : change.address;
   const restarts = result.ok ? await crashRestarts(change, name, o.state, now()) : undefined;
