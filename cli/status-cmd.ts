@@ -3,7 +3,7 @@ import { closest } from "../compiler/suggest.js";
 import { observe } from "../reconciler/observe.js";
 import { labelsText, nodeRows, type NodeStatus } from "../reconciler/nodes.js";
 import type { ObservedSlot } from "../reconciler/index.js";
-import type { SlotOutcome } from "../reconciler/state.js";
+import type { SlotOutcome, SlotStep } from "../reconciler/state.js";
 import { inventoryBox, openBox } from "./box.js";
 import { refreshConditions } from "../reconciler/conditions-store.js";
 import type { Condition } from "../reconciler/conditions.js";
@@ -12,7 +12,7 @@ import { BOX_OPTIONS } from "./plan-cmd.js";
 
 export const STATUS_HELP = `hal0 status [SLOT] [--config DIR] [--state DIR] [--json]
 
-Each slot's lifecycle state (offline, starting, warming, ready, error), pid, port, spec hash and,
+Each slot's lifecycle state (offline, starting, warming, ready, stopping, error), pid, port, spec hash and,
 one line each, what is wrong (a last error: its code and first line); then the other resources
 (settings, hermes.<profile>) with their Ready condition and what is wrong.
   SLOT     one slot in full: state, pid, port, spec hash, conditions and the whole last error
@@ -33,7 +33,7 @@ export interface SlotStatus {
   name: string;
   /** null: the tree does not compile, so what it wants is unknown. */
   enabled: boolean | null;
-  state: "offline" | "starting" | "warming" | "ready" | "error";
+  state: "offline" | "starting" | "warming" | "ready" | "stopping" | "error";
   pid: number | null;
   port: number | null;
   spec_hash: string | null;
@@ -53,6 +53,8 @@ export interface SlotDetail extends SlotStatus {
   desired_spec_hash: string | null;
   /** The last apply step hal0 recorded for the slot (`outcomes.json`). */
   last_outcome: SlotOutcome | null;
+  /** The step an apply runs on the slot now, until it ends (`steps.json`); null when none. */
+  step: SlotStep | null;
 }
 
 export async function runStatus(args: string[], io: CliIo): Promise<number> {
@@ -67,12 +69,12 @@ export async function runStatus(args: string[], io: CliIo): Promise<number> {
     io.stderr.write(`note: ${err.root} has ${errors} error(s) (hal0 validate lists them); status shows what runs, with the conditions last recorded; what the tree wants is unknown\n`);
     return inventoryBox(err.root, values, io);
   });
-  const [{ observed }, outcomes] = await Promise.all([observe(box.model, box.driver, box.state, { hermesCredentials: box.hermesCredentials }), box.state.readOutcomes()]);
+  const [{ observed }, outcomes, steps] = await Promise.all([observe(box.model, box.driver, box.state, { hermesCredentials: box.hermesCredentials }), box.state.readOutcomes(), box.state.readSteps()]);
   const desiredKnown = invalid === undefined;
   // Under --json the document says whether the tree compiled, and carries its errors when it did not.
   const tree = { tree_valid: desiredKnown, ...(invalid ? { diagnostics: invalid.diagnostics } : {}) };
   const conditions = desiredKnown ? await refreshConditions(box.model, observed, box.state, Date.now, false) : await box.state.readConditions();
-  const rows = statusRows(box.model, observed.slots, outcomes, desiredKnown).map((row) => ({ ...row, conditions: conditions[`slot.${row.name}`]?.conditions ?? [] }));
+  const rows = statusRows(box.model, observed.slots, outcomes, desiredKnown, steps).map((row) => ({ ...row, conditions: conditions[`slot.${row.name}`]?.conditions ?? [] }));
   const name = positionals[0];
   if (name !== undefined) {
     const row = rows.find((r) => r.name === name);
@@ -81,7 +83,7 @@ export async function runStatus(args: string[], io: CliIo): Promise<number> {
       const hit = closest(name, known);
       throw new CliError("slot.not_found", `no slot '${name}'${hit ? `. Did you mean ${hit}?` : ""} (slots: ${known.join(", ") || "none"})`);
     }
-    const detail: SlotDetail = { ...row, desired_spec_hash: box.model.slots[name]?.spec_hash ?? null, last_outcome: outcomes[name] ?? null };
+    const detail: SlotDetail = { ...row, desired_spec_hash: box.model.slots[name]?.spec_hash ?? null, last_outcome: outcomes[name] ?? null, step: steps[name] ?? null };
     io.stdout.write(values.json ? `${JSON.stringify({ slot: detail, ...tree }, null, 2)}\n` : `${formatSlot(detail)}\n`);
     return EXIT_OK;
   }
@@ -92,7 +94,7 @@ export async function runStatus(args: string[], io: CliIo): Promise<number> {
   return EXIT_OK;
 }
 
-export function statusRows(model: Model, observed: Readonly<Record<string, ObservedSlot>>, outcomes: Record<string, SlotOutcome>, desiredKnown = true): SlotStatus[] {
+export function statusRows(model: Model, observed: Readonly<Record<string, ObservedSlot>>, outcomes: Record<string, SlotOutcome>, desiredKnown = true, steps: Readonly<Record<string, SlotStep>> = {}): SlotStatus[] {
   const names = [...new Set([...Object.keys(model.slots), ...Object.keys(observed)])].sort();
   return names.map((name) => {
     const desired = model.slots[name];
@@ -101,7 +103,7 @@ export function statusRows(model: Model, observed: Readonly<Record<string, Obser
     return {
       name,
       enabled: desiredKnown ? (desired?.enabled ?? false) : null,
-      state: lifecycle(seen, outcome),
+      state: lifecycle(seen, outcome, steps[name]),
       pid: seen?.running ? (seen.record?.pid ?? null) : null,
       port: seen?.record?.view.port ?? desired?.port ?? null,
       spec_hash: seen?.running ? (seen.record?.view.spec_hash ?? null) : null,
@@ -112,7 +114,11 @@ export function statusRows(model: Model, observed: Readonly<Record<string, Obser
   });
 }
 
-function lifecycle(seen: ObservedSlot | undefined, outcome: SlotOutcome | undefined): SlotStatus["state"] {
+function lifecycle(seen: ObservedSlot | undefined, outcome: SlotOutcome | undefined, step: SlotStep | undefined): SlotStatus["state"] {
+  // A start under way whose runner is not launched yet: starting, whatever the last outcome said.
+  if (step !== undefined && step.phase !== "stopping" && !seen?.running) return "starting";
+  // An apply stops its runner (a replace's old one, a delete's).
+  if (step?.phase === "stopping" && seen?.running) return "stopping";
   if (seen?.running) return seen.health === "ok" ? "ready" : seen.health === "loading" ? "warming" : "starting";
   return outcome && !outcome.ok ? "error" : "offline";
 }
@@ -170,6 +176,7 @@ function formatSlot(d: SlotDetail): string {
     `desired   ${dash(d.desired_spec_hash)}`,
     `last step ${d.last_outcome ? `${d.last_outcome.action} ${d.last_outcome.ok ? "succeeded" : "failed"} at ${d.last_outcome.at}` : "-"}`,
   ];
+  if (d.step !== null) lines.push(`now       ${d.step.action} under way: ${d.step.phase} since ${d.step.since}`);
   const conditions = d.conditions ?? [];
   if (conditions.length > 0) {
     lines.push("", "conditions:");

@@ -1,12 +1,12 @@
 import type { Model } from "../compiler/index.js";
 import type { HermesChange, Plan, SettingsBuckets, SettingsChange } from "../schema/index.js";
-import { allSlotConditions, type ResourceConditions } from "./conditions.js";
+import { allSlotConditions, slotConditions, type ResourceConditions } from "./conditions.js";
 import { hermesConditions, settingsConditions } from "./conditions-resources.js";
 import { planHermes } from "./hermes-plan.js";
-import type { Observed } from "./observed.js";
+import type { Observed, ObservedSlot } from "./observed.js";
 import { PreflightCache, type Finding } from "./preflight.js";
 import { planSettings } from "./settings-plan.js";
-import type { StateStore } from "./state.js";
+import type { SlotOutcome, SlotStep, StateStore } from "./state.js";
 
 /**
  * The preflight every caller that passes no findings shares (the sweep, and
@@ -28,15 +28,35 @@ export const sharedPreflight = new PreflightCache();
 export async function refreshConditions(
   model: Model, observed: Observed, state: StateStore, now: () => number = Date.now, persist = true, plan?: Plan, findings?: readonly Finding[],
 ): Promise<Record<string, ResourceConditions>> {
-  const [outcomes, previous, found] = await Promise.all([state.readOutcomes(), state.readConditions(), findings ?? sharedPreflight.findings(model).catch((): Finding[] => [])]);
+  const [outcomes, previous, found, steps] = await Promise.all([state.readOutcomes(), state.readConditions(), findings ?? sharedPreflight.findings(model).catch((): Finding[] => []), state.readSteps()]);
   const at = new Date(now()).toISOString();
-  const { next } = allSlotConditions(model.slots, observed.slots, outcomes, previous, at, found);
+  const { next } = allSlotConditions(model.slots, observed.slots, outcomes, previous, at, found, steps);
   const { settings, buckets, hermes } = otherChanges(model, observed, plan);
   next.settings = settingsConditions(settings, buckets, outcomes.settings, previous.settings, at);
   for (const change of hermes) next[change.address] = hermesConditions(change, outcomes[change.address], previous[change.address], at);
   const sorted = Object.fromEntries(Object.entries(next).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
   if (persist && JSON.stringify(sorted) !== JSON.stringify(previous)) await state.writeConditions(sorted);
   return sorted;
+}
+
+/**
+ * One slot's conditions now, from `seen` (its health probed) and the state
+ * folder's outcome and step under way, written nowhere: what slot_state
+ * answers, as `hal0 status` does, so a read during an apply says what
+ * happens then rather than what the last sweep recorded.
+ */
+export async function slotConditionsNow(
+  model: Model, name: string, seen: ObservedSlot | undefined, state: StateStore, now: () => number = Date.now,
+): Promise<{ conditions: ResourceConditions; outcome?: SlotOutcome; step?: SlotStep }> {
+  const [outcomes, previous, found, steps] = await Promise.all([state.readOutcomes(), state.readConditions(), sharedPreflight.findings(model).catch((): Finding[] => []), state.readSteps()]);
+  const slot = Object.hasOwn(model.slots, name) ? model.slots[name] : undefined;
+  const outcome = outcomes[name];
+  const step = steps[name];
+  const conditions = slotConditions({
+    desiredHash: slot?.enabled ? slot.spec_hash : undefined, seen, outcome, step,
+    preflight: found.filter((f) => f.slot === name), refused: slot?.runner?.diagnostics.filter((d) => d.severity === "error"),
+  }, previous[`slot.${name}`], new Date(now()).toISOString());
+  return { conditions, outcome, step };
 }
 
 function otherChanges(model: Model, observed: Observed, plan: Plan | undefined): { settings: SettingsChange; buckets: SettingsBuckets; hermes: HermesChange[] } {

@@ -1,5 +1,5 @@
 import type { ObservedSlot } from "./observed.js";
-import type { SlotOutcome } from "./state.js";
+import type { SlotOutcome, SlotStep } from "./state.js";
 import { CRASH_WINDOW_MS, crashDelayMs, NEEDS_FIX_CODES } from "./backoff.js";
 import type { Diagnostic } from "../schema/index.js";
 import { isAdvisory, type AdvisoryProblem, type Finding, type PreflightProblem } from "./preflight.js";
@@ -36,6 +36,13 @@ export interface SlotFacts {
   readonly desiredHash?: string;
   readonly seen?: ObservedSlot;
   readonly outcome?: SlotOutcome;
+  /**
+   * The step an apply runs on the slot now (`steps.json`), if any: until it
+   * ends the slot is Reconciling (Stopping, Starting), whatever the runtime's
+   * record already says, and a runner not answering yet is starting, not
+   * unhealthy.
+   */
+  readonly step?: SlotStep;
   /**
    * What the preflight found wrong on the host for this slot (preflight.ts: a
    * runner not found, a model file missing). The planner never sees them: a
@@ -84,16 +91,30 @@ export function withHistory(verdicts: Record<ConditionType, Verdict>, hash: stri
   return { generation, spec_hash: hash, conditions };
 }
 
-function ready({ desiredHash, seen }: SlotFacts): Verdict {
+function ready({ desiredHash, seen, step }: SlotFacts): Verdict {
   if (desiredHash === undefined) return { status: "False", reason: "Disabled", message: "the slot is disabled or not in the config" };
   if (!seen?.running) return { status: "False", reason: "NotRunning", message: seen?.detail ?? "no runner is running" };
   if (seen.record?.view.spec_hash !== desiredHash) return { status: "False", reason: "SpecOutdated", message: "it runs an older spec; hal0 plan shows the difference" };
   if (seen.health === "ok") return { status: "True", reason: "Healthy", message: "GET /health answers 200" };
   if (seen.health === "loading") return { status: "False", reason: "Warming", message: "GET /health answers 503 while the model loads" };
+  if (starting(step)) return { status: "False", reason: "Starting", message: "its runner was just launched; hal0 waits for GET /health to answer" };
   return { status: "Unknown", reason: "NoHealthAnswer", message: "GET /health does not answer" };
 }
 
-function reconciling({ desiredHash, seen }: SlotFacts): Verdict {
+/** A start under way: the runner is being launched or loads, and the apply waits for its `/health`. */
+function starting(step: SlotStep | undefined): boolean {
+  return step !== undefined && step.phase !== "stopping";
+}
+
+function reconciling({ desiredHash, seen, step }: SlotFacts): Verdict {
+  if (step !== undefined) {
+    const what = step.action === "create" ? "creating" : step.action === "replace" ? "replacing" : "stopping";
+    if (step.phase === "stopping") return { status: "True", reason: "Stopping", message: `an apply is ${what} it: its runner is being stopped` };
+    const now = step.phase === "warming" ? "the model loads (GET /health answers 503)" : step.phase === "ready" ? "GET /health answers 200; the step is being recorded" : "its runner is being launched";
+    return { status: "True", reason: "Starting", message: `an apply is ${what} it: ${now}` };
+  }
+  // A disabled (or removed) slot whose runner still runs is to be stopped: not converged yet either.
+  if (desiredHash === undefined && seen?.running) return { status: "True", reason: "ChangePending", message: "the next apply or sweep stops this slot" };
   const pending = desiredHash !== undefined && (!seen?.running || seen.record?.view.spec_hash !== desiredHash);
   return pending
     ? { status: "True", reason: "ChangePending", message: "the next apply or sweep changes this slot" }
@@ -122,7 +143,8 @@ function degraded(facts: SlotFacts, now: number): Verdict {
   }
   const found = preflightVerdict(facts);
   if (found !== undefined && runsDesired(facts)) return { ...found, message: `${found.message} — it runs, but a restart would fail` };
-  if (seen?.running && seen.health === "down") return { status: "True", reason: "Unhealthy", message: "running, but GET /health does not answer" };
+  // (Not while an apply starts or stops it: a runner launched or stopping does not answer yet, or any more.)
+  if (seen?.running && seen.health === "down" && facts.step === undefined) return { status: "True", reason: "Unhealthy", message: "running, but GET /health does not answer" };
   if (seen?.unplaced !== undefined) return { status: "True", reason: seen.unplaced.reason === "node_down" ? "NodeDown" : "Unschedulable", message: seen.unplaced.message };
   return { status: "False", reason: "AsExpected", message: "no failure" };
 }
@@ -177,6 +199,8 @@ export function allSlotConditions(
   now: string,
   /** The preflight's findings (any slot's; each slot gets its own). */
   findings: readonly Finding[] = [],
+  /** The slot steps an apply runs now (`steps.json`). */
+  steps: Readonly<Record<string, SlotStep>> = {},
 ): { next: Record<string, ResourceConditions>; changed: boolean } {
   // outcomes.json also keeps `settings` and `hermes.<p>` (names with a dot, which no slot name has).
   const names = new Set([...Object.keys(desired), ...Object.keys(observed), ...Object.keys(outcomes).filter((n) => !n.includes("."))]);
@@ -186,7 +210,7 @@ export function allSlotConditions(
     const address = `slot.${name}`;
     const preflight = findings.filter((f) => f.slot === name);
     const refused = d?.runner?.diagnostics.filter((x) => x.severity === "error");
-    next[address] = slotConditions({ desiredHash: d?.enabled ? d.spec_hash : undefined, seen: observed[name], outcome: outcomes[name], preflight, refused }, previous[address], now);
+    next[address] = slotConditions({ desiredHash: d?.enabled ? d.spec_hash : undefined, seen: observed[name], outcome: outcomes[name], step: steps[name], preflight, refused }, previous[address], now);
   }
   return { next, changed: JSON.stringify(next) !== JSON.stringify(previous) };
 }

@@ -6,7 +6,7 @@ import { convergeHermesFile } from "./hermes-files.js";
 import { hermesIdentity } from "./hermes-plan.js";
 import { fillBearer } from "./hermes-wire.js";
 import type { HermesCredentials } from "./observed.js";
-import type { StateStore } from "./state.js";
+import type { SlotStep, StateStore } from "./state.js";
 
 /** What the executor reports as it goes, for the CLI's progress display. */
 export interface ExecEvent {
@@ -145,6 +145,7 @@ async function stopStep(change: SlotChange, o: Ctx): Promise<StepResult> {
   // A replace's stop is half of it: its success is no outcome (the start records the replace's), its failure is the replace's.
   return timed(change, o, async (emit) => {
     emit("stopping");
+    await markStep(o, change, "stopping");
     await runtime(o).stop(name, o.stopGraceS);
     if (change.action === "delete") await o.serial(() => removeFromInventory(o.state, name));
     emit("stopped");
@@ -158,6 +159,7 @@ async function startStep(change: SlotChange, o: Ctx, release: () => void): Promi
   return timed(change, o, async (emit) => {
     if (view === null) throw new Error(`${change.address}: a ${change.action} without a desired spec`);
     const driver = runtime(o);
+    await markStep(o, change, "starting");
     // A create starts from nothing of ours under the name (a replace's own stop ran before it).
     if (change.action === "create") await driver.stop(name, o.stopGraceS);
     // Recorded before the spawn: a process hal0 starts is in the inventory
@@ -166,6 +168,7 @@ async function startStep(change: SlotChange, o: Ctx, release: () => void): Promi
     try {
       await driver.start(name, view, { healthTimeoutS: o.healthTimeoutS, cwd: o.cwd, signal: o.signal, onPhase: (phase) => {
         if (phase === "starting") release();
+        void markStep(o, change, phase);
         emit(phase);
       } });
     } catch (err) {
@@ -239,14 +242,33 @@ async function timed(change: Change, o: Ctx, body: (emit: (phase: ExecEvent["pha
     emit(code === INTERRUPTED ? "interrupted" : "failed", `${code}: ${(err as Error).message}`);
   }
   // A start cut short by an interrupt did not end: its slot's last outcome stays the one before.
-  if (result.code === INTERRUPTED || (result.ok && !recordSuccess)) return result;
+  // The stop half of a replace that went well leaves the step under way: its start follows.
+  if (result.ok && !recordSuccess) return result;
+  if (result.code === INTERRUPTED) {
+    await markStep(o, change, undefined);
+    return result;
+  }
   // Keyed by slot name for slots, by address (`settings`, `hermes.<p>`) for the others.
   const name = change.kind === "slot" ? slotNameOf(change.address) : change.address;
   const restarts = result.ok ? await crashRestarts(change, name, o.state, now()) : undefined;
   if (restarts !== undefined) result = { ...result, restarts };
   const outcome = { ok: result.ok, action: change.action, code: result.code, error: result.error, at: new Date(now()).toISOString(), ...(restarts !== undefined && { restarts }) };
   await o.serial(() => o.state.recordOutcome(name, outcome));
+  await markStep(o, change, undefined);
   return result;
+}
+
+/**
+ * Records a slot step's phase in the state folder as it happens (undefined:
+ * the step ended, after its outcome), queued with the other state writes so
+ * a reader sees them in order. What `hal0 status` reads, never what decides
+ * anything: a write that fails fails no step.
+ */
+function markStep(o: Ctx, change: Change, phase: SlotStep["phase"] | undefined): Promise<void> {
+  if (change.kind !== "slot" || change.action === "no-op") return Promise.resolve();
+  const name = slotNameOf(change.address);
+  const step = phase === undefined ? undefined : { action: change.action, phase, since: new Date((o.now ?? Date.now)()).toISOString() };
+  return o.serial(() => o.state.recordStep(name, step)).catch(() => undefined);
 }
 
 /**

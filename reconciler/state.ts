@@ -4,6 +4,8 @@ import { join, resolve } from "node:path";
 import { parsedOrUndefined } from "../compiler/index.js";
 import { Settings } from "../schema/index.js";
 import { writeFileAtomic } from "./atomic.js";
+import { procStat } from "./drivers/proc.js";
+import { lockHolder } from "./lock.js";
 import type { HermesManaged, HermesManagedProfile, Inventory } from "./observed.js";
 import type { ResourceConditions } from "./conditions.js";
 import { ensureStateFolder } from "./state-folder.js";
@@ -24,9 +26,31 @@ export interface SlotOutcome {
 }
 
 /**
+ * A slot step an apply has begun and not yet ended (`steps.json`): what
+ * `hal0 status` and the conditions say while it runs, since the runtime's
+ * record names the new spec from the spawn on and the outcome is recorded
+ * only when the step ends. `phase`: the old runner being stopped, the new
+ * one launched (`starting`), loading (`warming`: `/health` answers 503) or
+ * healthy with the step about to be recorded (`ready`).
+ */
+export interface SlotStep {
+  readonly action: "create" | "replace" | "delete";
+  readonly phase: "stopping" | "starting" | "warming" | "ready";
+  readonly since: string;
+}
+
+/** `steps.json`: the steps under way, and the apply (the lock's holder) that runs them. */
+interface StepsFile {
+  readonly pid: number;
+  readonly pid_start?: number;
+  readonly slots: Record<string, SlotStep>;
+}
+
+/**
  * The state folder: what hal0 created (`inventory.json`), the settings last
  * applied (`applied-settings.json`), the last outcome per slot
- * (`outcomes.json`), each resource's conditions (`conditions.json`), and
+ * (`outcomes.json`), the slot steps under way (`steps.json`), each
+ * resource's conditions (`conditions.json`), and
  * the runtimes' own records under `slots/`. Every
  * write is atomic; only the apply that holds the lock writes.
  */
@@ -89,6 +113,30 @@ export class StateStore {
     await this.writeJson("outcomes.json", { ...all, [name]: outcome });
   }
 
+  /**
+   * Marks `name`'s step under way (`undefined`: it ended). Only the apply
+   * that holds the lock writes; a file another process wrote (an apply
+   * killed mid-way) is started over.
+   */
+  async recordStep(name: string, step: SlotStep | undefined): Promise<void> {
+    const me = await thisProcess();
+    const file = await this.readJson<StepsFile>("steps.json");
+    const mine = file !== undefined && file.pid === me.pid && file.pid_start === me.pid_start ? file.slots : {};
+    const { [name]: _ended, ...others } = mine;
+    await this.writeJson("steps.json", { ...me, slots: step === undefined ? others : { ...others, [name]: step } });
+  }
+
+  /**
+   * The slot steps under way: those of the live apply that holds the lock
+   * now, none when no apply runs (a killed apply's file says nothing).
+   */
+  async readSteps(): Promise<Record<string, SlotStep>> {
+    const file = await this.readJson<StepsFile>("steps.json");
+    if (file === undefined || typeof file.slots !== "object" || file.slots === null || Object.keys(file.slots).length === 0) return {};
+    const holder = await lockHolder(this.dir);
+    return holder !== undefined && holder.pid === file.pid && holder.pid_start === file.pid_start ? file.slots : {};
+  }
+
   async readConditions(): Promise<Record<string, ResourceConditions>> {
     return (await this.readJson<Record<string, ResourceConditions>>("conditions.json")) ?? {};
   }
@@ -141,6 +189,14 @@ export class StateCorruptError extends Error {
   constructor(readonly file: string, why: string) {
     super(`${file} does not parse (${why}): it is hal0's record of the slots it started, so hal0 stops rather than forget them; restore it, or move it away to start over (hal0 then leaves those runners alone as unmanaged)`);
   }
+}
+
+let me: Promise<{ pid: number; pid_start?: number }> | undefined;
+
+/** This process as the lock names its holder (pid and start time). */
+function thisProcess(): Promise<{ pid: number; pid_start?: number }> {
+  me ??= procStat(process.pid).then((stat) => ({ pid: process.pid, pid_start: stat?.startTime }));
+  return me;
 }
 
 function derivedBoxId(dir: string): string {

@@ -17,13 +17,13 @@ const NPU_TOOLS = new Set(["npu_backend_load", "npu_backend_unload"]);
  */
 export async function npuOccupancy(box: BoxService, model: Model) {
   const seen = await observeLiveness(box, model);
-  const outcomes = await box.state.readOutcomes();
+  const [outcomes, steps] = await Promise.all([box.state.readOutcomes(), box.state.readSteps()]);
   const slots = await Promise.all(npuSlots(model).map(async (s) => {
     const o = seen.get(s.name);
     const health = await probeHealth(o, await box.driver(model));
     return {
       name: s.name, type: s.type, model: s.model ?? null, profile: s.profile, port: s.port, enabled: s.enabled, pinned: s.pinned,
-      status: statusOf(s, o), state: lifecycleOf(s, o, health, outcomes[s.name]?.ok), health,
+      status: statusOf(s, o), state: lifecycleOf(s, o, health, outcomes[s.name]?.ok, steps[s.name]), health,
       pid: o?.record?.pid ?? null, started_at: o?.record?.started_at ?? null,
     };
   }));

@@ -2,6 +2,7 @@ import { closest } from "../compiler/suggest.js";
 import type { Model, ResolvedSlot } from "../compiler/index.js";
 import { healthOf, httpStatus } from "../reconciler/drivers/proc.js";
 import type { ObservedSlot, SlotHealth, SlotOutcome } from "../reconciler/index.js";
+import type { SlotStep } from "../reconciler/state.js";
 import type { SlotDriver } from "../reconciler/drivers/driver.js";
 import type { BoxService, Liveness } from "./box.js";
 import { ApiError } from "./errors.js";
@@ -150,11 +151,18 @@ export async function slotDetail(box: BoxService, model: Model, slot: ResolvedSl
   };
 }
 
-/** Lifecycle state in the reference's words (offline, starting, warming, ready, error) from one observation. */
-export function lifecycleOf(slot: ResolvedSlot, seen: ObservedSlot | undefined, health: SlotHealth, outcomeOk: boolean | undefined): string {
-  if (!seen?.running) return slot.enabled && outcomeOk === false ? "error" : "offline";
+/**
+ * Lifecycle state in the reference's words (offline, starting, warming,
+ * ready, error) from one observation, and `stopping`. While an apply starts
+ * the slot (`step`), a runner not launched or not answering yet is starting;
+ * while it stops the slot's runner, that runner is stopping.
+ */
+export function lifecycleOf(slot: ResolvedSlot, seen: ObservedSlot | undefined, health: SlotHealth, outcomeOk: boolean | undefined, step?: SlotStep): string {
+  const starting = step !== undefined && step.phase !== "stopping";
+  if (!seen?.running) return starting ? "starting" : slot.enabled && outcomeOk === false ? "error" : "offline";
+  if (step?.phase === "stopping") return "stopping";
   if (health === "ok") return "ready";
   if (health === "loading") return "warming";
-  if (health === "down") return "error";
+  if (health === "down") return starting ? "starting" : "error";
   return "starting";
 }

@@ -35,7 +35,7 @@ export interface MetricSources {
 }
 
 /** The lifecycle states of a slot (server/slot-view.ts `lifecycleOf`): each slot has one series per state, 1 on the one it is in. */
-export const SLOT_STATES = ["offline", "starting", "warming", "ready", "error"] as const;
+export const SLOT_STATES = ["offline", "starting", "warming", "ready", "stopping", "error"] as const;
 
 /** One door+route of `request_metrics`: since the server started, latencies estimated from the histogram's buckets. */
 export interface RouteRequests {

@@ -7,6 +7,7 @@ import { defineRoute } from "../route.js";
 import { slotIds } from "../slot-ids.js";
 import { slotLog } from "../slot-logs.js";
 import { findSlot, lifecycleOf, observeLiveness, probeHealth, roster, rosterReply, slotDetail, slotNotFound } from "../slot-view.js";
+import { slotConditionsNow } from "../../reconciler/conditions-store.js";
 import type { BoxService } from "../box.js";
 import { queryInt } from "../query.js";
 
@@ -75,12 +76,12 @@ export const slotReadRoutes = [
       const model = await box.model();
       const slot = findSlot(model, params.name);
       const seen = (await observeLiveness(box, model)).get(slot.name);
-      const [health, conditions, outcomes] = await Promise.all([probeHealth(seen, await box.driver(model)), box.state.readConditions(), box.state.readOutcomes()]);
-      const outcome = outcomes[slot.name];
-      const recorded = conditions[`slot.${slot.name}`];
+      const health = await probeHealth(seen, await box.driver(model));
+      // Its conditions now, from this very observation and the step an apply runs on it (as hal0 status computes them).
+      const { conditions, outcome, step } = await slotConditionsNow(model, slot.name, seen && { ...seen, health }, box.state);
       return {
-        name: slot.name, state: lifecycleOf(slot, seen, health, outcome?.ok), enabled: slot.enabled, running: seen?.running ?? false, health,
-        generation: recorded?.generation ?? null, conditions: recorded?.conditions ?? [], last_outcome: outcome ?? null,
+        name: slot.name, state: lifecycleOf(slot, seen, health, outcome?.ok, step), enabled: slot.enabled, running: seen?.running ?? false, health,
+        generation: conditions.generation, conditions: conditions.conditions, last_outcome: outcome ?? null, step: step ?? null,
       };
     },
   }),

@@ -101,7 +101,7 @@ describe("GET /metrics on a served box: sweeps, plan changes, approvals, REST an
     expect(valueOf(m.series("hal0_sweep_duration_seconds_sum"), { outcome: "converged" })).toBeGreaterThan(0);
     expect(valueOf(m.series("hal0_plan_changes_total"), { source: "sweep", kind: "slot", action: "create" })).toBe(1);
     const alpha = m.series("hal0_slot_state").filter((s) => s.labels.slot === "alpha");
-    expect(Object.fromEntries(alpha.map((s) => [s.labels.state, s.value]))).toEqual({ offline: 0, starting: 0, warming: 0, ready: 1, error: 0 });
+    expect(Object.fromEntries(alpha.map((s) => [s.labels.state, s.value]))).toEqual({ offline: 0, starting: 0, warming: 0, ready: 1, stopping: 0, error: 0 });
     expect(valueOf(m.series("hal0_approvals_pending"), {})).toBe(0);
   });
 
