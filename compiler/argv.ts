@@ -15,6 +15,16 @@ const FLAG_ALIASES: ReadonlyMap<string, string> = new Map(Object.entries({
   "-hf": "--hf-repo",
   "-hfr": "--hf-repo",
   "-hff": "--hf-file",
+  // The other ways llama-server picks or fetches a model file (fixtures/llama-server/help.txt, older-help.txt).
+  "-mu": "--model-url",
+  "-dr": "--docker-repo",
+  "-hfd": "--hf-repo-draft",
+  "-hfrd": "--hf-repo-draft",
+  "--spec-draft-hf": "--hf-repo-draft",
+  "-mmu": "--mmproj-url",
+  "-hfv": "--hf-repo-v",
+  "-hfrv": "--hf-repo-v",
+  "-hffv": "--hf-file-v",
   "-fa": "--flash-attn",
   "-ctk": "--cache-type-k",
   "-ctv": "--cache-type-v",
@@ -39,6 +49,17 @@ const LONG_ALIAS_LENGTHS: ReadonlySet<number> = new Set([...FLAG_ALIASES.keys()]
  */
 const REPEATABLE_FLAGS = new Set(["--lora", "--lora-scaled", "--override-kv", "--control-vector", "--api-key-file"]);
 
+/**
+ * llama-server's model presets (`--gpt-oss-20b-default`, …: "can download
+ * weights from the internet"): each fetches a model of its own from the Hub
+ * and runs it in place of `--model`. Those of the recorded builds (4748, 9749).
+ */
+const MODEL_PRESETS = [
+  "--embd-bge-small-en-default", "--embd-e5-small-en-default", "--embd-gte-small-default", "--embd-gemma-default",
+  "--fim-qwen-1.5b-default", "--fim-qwen-3b-default", "--fim-qwen-7b-default", "--fim-qwen-7b-spec", "--fim-qwen-14b-spec", "--fim-qwen-30b-default",
+  "--gpt-oss-20b-default", "--gpt-oss-120b-default", "--vision-gemma-4b-default", "--vision-gemma-12b-default",
+];
+
 /** Flags hal0 sets itself; profiles and extra_args may not. Value: where to set it instead. */
 export const RESERVED_FLAGS: Readonly<Record<string, string>> = {
   "--model": "the slot's `model`",
@@ -50,11 +71,19 @@ export const RESERVED_FLAGS: Readonly<Record<string, string>> = {
   "--model-draft": "the model's `draft` and `[tune] speculation`",
   "--hf-repo": "the model's `hf_repo` in models.toml",
   "--hf-file": "the model's `hf_filename` in models.toml",
+  // hal0 owns the model files: a runner that downloads one itself would run a file hal0 never checked nor stored.
+  "--model-url": "the slot's `model` (a models.toml entry; `hal0 model pull` downloads a file)",
+  "--docker-repo": "the slot's `model` (a models.toml entry; `hal0 model pull` downloads a file)",
+  "--hf-repo-draft": "the model's `draft` and `[tune] speculation`",
+  "--mmproj-url": "the model's `mmproj` and `[tune] vision`",
+  "--hf-repo-v": "a vocoder file on disk, with `--model-vocoder`",
+  "--hf-file-v": "a vocoder file on disk, with `--model-vocoder`",
   "--reasoning": "`[tune] enable_thinking`",
   "--reasoning-budget": "`[tune] enable_thinking` and `reasoning_budget`",
   "--chat-template-kwargs": "`[tune] enable_thinking` and `reasoning_effort`",
   "--embedding": "the slot's `type = \"embedding\"`",
   "--reranking": "the slot's `type = \"reranking\"`",
+  ...Object.fromEntries(MODEL_PRESETS.map((preset) => [preset, "the slot's `model` (a models.toml entry; `hal0 model pull` downloads a file)"])),
 };
 
 /**
@@ -68,6 +97,8 @@ export const RESERVED_ENV: Readonly<Record<string, string>> = {
   LLAMA_ARG_SPEC_DRAFT_MODEL: "--model-draft", LLAMA_ARG_HF_REPO: "--hf-repo", LLAMA_ARG_HF_FILE: "--hf-file",
   LLAMA_ARG_REASONING: "--reasoning", LLAMA_ARG_THINK_BUDGET: "--reasoning-budget",
   LLAMA_ARG_CHAT_TEMPLATE_KWARGS: "--chat-template-kwargs", LLAMA_ARG_EMBEDDINGS: "--embedding", LLAMA_ARG_RERANKING: "--reranking",
+  LLAMA_ARG_MODEL_URL: "--model-url", LLAMA_ARG_DOCKER_REPO: "--docker-repo", LLAMA_ARG_SPEC_DRAFT_HF_REPO: "--hf-repo-draft",
+  LLAMA_ARG_HFD_REPO: "--hf-repo-draft", LLAMA_ARG_MMPROJ_URL: "--mmproj-url", LLAMA_ARG_HF_REPO_V: "--hf-repo-v", LLAMA_ARG_HF_FILE_V: "--hf-file-v",
 };
 
 /** `-x`, `--xy`, `--xy=1`; not `-`, and not a negative number such as `-1`. */

@@ -53,7 +53,7 @@ export const CODES = {
   "slot.tune_unavailable": { severity: "warning", stage: "compile", http: 400, meaning: "A tune value the slot's model cannot honour; the effective value is shown instead." },
   // ── profiles ─────────────────────────────────────────────────────────
   "profile.device_class_mismatch": { severity: "error", stage: "compile", http: 400, meaning: "A slot's device does not fit its profile's device_class or backend." },
-  "profile.flag_reserved": { severity: "error", stage: "compile", http: 400, meaning: "Profile flags or slot extra_args set a flag hal0 owns (model, host, port, context, type, reasoning), under any of its spellings, or an env sets the LLAMA_ARG_* variable llama-server reads for one." },
+  "profile.flag_reserved": { severity: "error", stage: "compile", http: 400, meaning: "Profile flags or slot extra_args set a flag hal0 owns (model, host, port, context, type, reasoning, or one with which llama-server picks or downloads a model file itself: --model-url, --docker-repo, --hf-repo, a model preset, …), under any of its spellings, or an env sets the LLAMA_ARG_* variable llama-server reads for one." },
   "profile.image_required": { severity: "error", stage: "compile", http: 400, meaning: "The docker runtime needs an image on every profile an enabled slot uses." },
   // ── models ───────────────────────────────────────────────────────────
   "model.defaults_removed": { severity: "error", stage: "compile", http: 422, meaning: "A model carries a defaults table; tuning moved to profiles and slots." },

@@ -97,7 +97,8 @@ describe("normalizeArgv", () => {
 describe("reserved flags", () => {
   it("are refused under each spelling llama-server gives them (`--embeddings`, `--rerank`, `-md`, `-hfr`)", () => {
     const models = `[model.qwen3]\npath = "models/qwen3.gguf"\ntype = "llm"\n`;
-    for (const spelling of ["--embeddings", "--rerank", "--embedding", "--reranking", "-md d.gguf", "--spec-draft-model d.gguf", "-hfr a/b", "-rea on"]) {
+    const fetching = ["-mu https://x/m.gguf", "--model-url https://x/m.gguf", "-dr gemma3", "--docker-repo ai/gemma3", "-hfd a/b", "-hfrd a/b", "--spec-draft-hf a/b", "--hf-repo-draft a/b", "--spec_draft_hf a/b", "-mmu https://x/p.gguf", "--mmproj-url https://x/p.gguf", "-hfv a/b", "-hfrv a/b", "--hf-repo-v a/b", "-hffv f.gguf", "--hf-file-v f.gguf", "-hf a/b", "-hff f.gguf"];
+    for (const spelling of ["--embeddings", "--rerank", "--embedding", "--reranking", "-md d.gguf", "--spec-draft-model d.gguf", "-hfr a/b", "-rea on", ...fetching]) {
       const slot = `profile = "rocm"\nmodel = "qwen3"\nport = 8081\n[server]\nextra_args = "${spelling}"\n`;
       const result = compile(sourceTree("/box", [["models.toml", models], ["slots/chat.toml", slot]]), []);
       expect(result.diagnostics.filter((d) => d.severity === "error").map((d) => d.code), spelling).toEqual(["profile.flag_reserved"]);
@@ -107,11 +108,12 @@ describe("reserved flags", () => {
   it("are refused as the environment variables llama-server reads for them, at the env key (`LLAMA_ARG_EMBEDDINGS`)", () => {
     const models = `[model.qwen3]\npath = "models/qwen3.gguf"\ntype = "llm"\n`;
     const profiles = `[profile.mine]\nrunner = ["llama-server"]\ndevice_class = "cpu"\nenv = { OMP_NUM_THREADS = "8", LLAMA_ARG_MMPROJ = "p.gguf" }\n`;
-    const slot = `profile = "mine"\nmodel = "qwen3"\nport = 8081\n[server]\nenv = { LLAMA_ARG_EMBEDDINGS = "1", LLAMA_ARG_THREADS = "4" }\n`;
+    const slot = `profile = "mine"\nmodel = "qwen3"\nport = 8081\n[server]\nenv = { LLAMA_ARG_EMBEDDINGS = "1", LLAMA_ARG_THREADS = "4", LLAMA_ARG_MODEL_URL = "https://x/m.gguf" }\n`;
     const result = compile(sourceTree("/box", [["models.toml", models], ["profiles.toml", profiles], ["slots/chat.toml", slot]]), []);
     expect(result.diagnostics.filter((d) => d.severity === "error").map((d) => `${d.file}:${d.line}:${d.column} ${d.code} ${d.summary}`)).toEqual([
       "profiles.toml:4:32 profile.flag_reserved `LLAMA_ARG_MMPROJ` (`--mmproj`) is set by hal0",
       "slots/chat.toml:5:9 profile.flag_reserved `LLAMA_ARG_EMBEDDINGS` (`--embedding`) is set by hal0",
+      "slots/chat.toml:5:62 profile.flag_reserved `LLAMA_ARG_MODEL_URL` (`--model-url`) is set by hal0",
     ]);
   });
 
@@ -123,5 +125,22 @@ describe("reserved flags", () => {
         if (reserved !== undefined && flag.env !== null) expect(RESERVED_ENV[flag.env], `${help} ${flag.env}`).toBe(reserved);
       }
     }
+  });
+
+  it("cover every flag of the recorded builds that picks or downloads a model file, under each of its spellings", () => {
+    // `--hf-token` is left out: it picks nothing, and only the downloads reserved here would use it.
+    const fetching = /download|model repository|Hugging Face model file|Docker Hub|URL to a multimodal projector|Same as --hf-repo/;
+    let presets = 0;
+    for (const help of ["help.txt", "older-help.txt"]) {
+      const table = parseLlamaHelp(readFileSync(join(import.meta.dirname, "../../fixtures/llama-server", help), "utf8"));
+      for (const flag of table.flags) {
+        const reserved = flag.names.map(canonicalFlag).filter((n) => Object.hasOwn(RESERVED_FLAGS, n));
+        if (fetching.test(flag.description)) expect(reserved.length, `${help} ${flag.names.join(", ")}`).toBe(flag.names.length);
+        if (/can download weights/.test(flag.description)) presets++;
+        // A flag reserved under one spelling is reserved under all, as the same flag.
+        if (reserved.length > 0) expect(new Set(flag.names.map(canonicalFlag)), `${help} ${flag.names.join(", ")}`).toEqual(new Set([reserved[0]]));
+      }
+    }
+    expect(presets).toBeGreaterThan(10); // the model presets (`--gpt-oss-20b-default`) were read
   });
 });
