@@ -174,6 +174,9 @@ const MIGRATIONS: readonly string[] = [
      WHERE kind = 'operator'
        AND ' ' || scopes || ' ' LIKE '% mcp:admin %' AND ' ' || scopes || ' ' LIKE '% mcp:memory %' AND ' ' || scopes || ' ' LIKE '% rest %'
        AND ' ' || scopes || ' ' NOT LIKE '% mcp:agents %';`,
+  // Who saved a plan, by kind as well as name: what it carries is read whole only by an operator and by the identity
+  // that proposed it (server/plans.ts planReadBy). A plan saved before this has no kind, and reads masked to all but operators.
+  `ALTER TABLE plans ADD COLUMN actor_kind TEXT;      -- operator | agent | system`,
 ];
 
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */

@@ -3,11 +3,15 @@ import type { ChangeSet } from "../compiler/changeset.js";
 import type { Diagnostic, Plan } from "../schema/index.js";
 import type { Proposal } from "./box.js";
 import type { Db } from "./db.js";
+import { MASK, maskAll } from "./redact.js";
+import type { Caller } from "./route.js";
 
 export interface PlanRecord {
   readonly id: string;
   readonly created_at: string;
   readonly actor: string;
+  /** The kind of identity that proposed it; null for a plan saved before hal0 recorded it. */
+  readonly actor_kind: Caller["kind"] | null;
   readonly summary: string;
   readonly changes: ChangeSet;
   readonly base_revision: string;
@@ -26,12 +30,12 @@ export class PlanStore {
   constructor(private readonly db: Db, private readonly now: () => number = Date.now) {}
 
   /** Saves a valid proposal, or an invalid change set with its diagnostics (plan null). */
-  save(input: { actor: string; changes: ChangeSet; proposal?: Proposal; revision: string; baseFiles: Record<string, string>; diagnostics: readonly Diagnostic[] }): PlanRecord {
+  save(input: { actor: Pick<Caller, "kind" | "agent">; changes: ChangeSet; proposal?: Proposal; revision: string; baseFiles: Record<string, string>; diagnostics: readonly Diagnostic[] }): PlanRecord {
     const id = `pln_${randomBytes(8).toString("hex")}`;
     const plan = input.proposal?.plan ?? null;
-    this.db.prepare(`INSERT INTO plans (id, created_at, actor, summary, changes, base_revision, base_files, plan, diagnostics, valid, state)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'proposed')`)
-      .run(id, new Date(this.now()).toISOString(), input.actor, input.changes.summary ?? "", JSON.stringify(input.changes), input.revision,
+    this.db.prepare(`INSERT INTO plans (id, created_at, actor, actor_kind, summary, changes, base_revision, base_files, plan, diagnostics, valid, state)
+                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'proposed')`)
+      .run(id, new Date(this.now()).toISOString(), input.actor.agent, input.actor.kind, input.changes.summary ?? "", JSON.stringify(input.changes), input.revision,
         JSON.stringify(input.baseFiles), JSON.stringify(plan), JSON.stringify(input.diagnostics), plan ? 1 : 0);
     return this.get(id)!;
   }
@@ -51,6 +55,40 @@ export class PlanStore {
     this.db.prepare("UPDATE plans SET state = ?, applied_at = ?, stale_reason = ? WHERE id = ?")
       .run(state, state === "applied" ? new Date(this.now()).toISOString() : null, reason ?? null, id);
   }
+}
+
+/**
+ * A saved plan as `reader` sees it: an operator whole, and so does the
+ * identity that proposed it; anyone else (another agent, an anonymous
+ * caller) sees what it is (its id, who proposed it, summary, state, the
+ * files and key paths its edits touch, each change's address, action,
+ * reason, changed paths and apply class, the counts) with every value
+ * masked: what an edit sets (a `text` edit's whole TOML), each change's
+ * before and after (keys kept), and the words of its diagnostics and
+ * warnings, which quote values. The approval queue and the audit log read
+ * the same way (server/routes/approvals.ts asReadBy, server/audit.ts).
+ */
+export function planReadBy(record: PlanRecord, reader: Pick<Caller, "kind" | "agent">): PlanRecord {
+  if (reader.kind === "operator" || (reader.kind !== "anonymous" && reader.kind === record.actor_kind && reader.agent === record.actor)) return record;
+  const plan = record.plan === null ? null : {
+    ...record.plan,
+    changes: record.plan.changes.map((c) => ({ ...c, before: maskAll(c.before), after: maskAll(c.after) })),
+    warnings: record.plan.warnings.map((w) => ({ ...w, message: MASK })),
+  } as Plan;
+  return {
+    ...record,
+    changes: { ...record.changes, edits: record.changes.edits.map(maskEdit) },
+    plan,
+    diagnostics: record.diagnostics.map((d) => ({ ...d, summary: MASK, detail: MASK, related: d.related.map((r) => ({ ...r, message: MASK })) })),
+  };
+}
+
+/** An edit's file, op and key path (a rename's new name) kept; what it writes masked, keys kept. */
+function maskEdit(e: ChangeSet["edits"][number]): ChangeSet["edits"][number] {
+  if (e.op === "set") return { ...e, value: maskAll(e.value) };
+  if (e.op === "put") return { ...e, doc: maskAll(e.doc) as Record<string, unknown> };
+  if (e.op === "text") return { ...e, text: MASK };
+  return e;
 }
 
 type Row = Omit<PlanRecord, "changes" | "base_files" | "plan" | "diagnostics" | "valid"> & { changes: string; base_files: string; plan: string; diagnostics: string; valid: number };

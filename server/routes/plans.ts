@@ -4,7 +4,7 @@ import { ResourceId } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
 import { defineRoute } from "../route.js";
 import type { Dispatcher } from "../dispatch.js";
-import type { PlanRecord } from "../plans.js";
+import { planReadBy, type PlanRecord } from "../plans.js";
 import { queryInt } from "../query.js";
 
 const FileEdit = z.discriminatedUnion("op", [
@@ -40,28 +40,28 @@ export const planRoutes = [
       try {
         const proposal = await box.propose(changes, base);
         const baseFiles = pick(snapshot.files, proposal.applied.files.map((f) => f.file));
-        const record = services.plans.save({ actor: caller.agent, changes, proposal, revision: snapshot.revision, baseFiles, diagnostics: proposal.warnings });
+        const record = services.plans.save({ actor: caller, changes, proposal, revision: snapshot.revision, baseFiles, diagnostics: proposal.warnings });
         return { id: record.id, valid: true, revision: snapshot.revision, files: proposal.applied.files.map((f) => f.file), diagnostics: proposal.warnings, plan: proposal.plan };
       } catch (err) {
         if (!(err instanceof ApiError) || err.code !== "config.invalid") throw err;
         const diagnostics = (err.details.diagnostics ?? []) as never[];
-        const record = services.plans.save({ actor: caller.agent, changes, revision: snapshot.revision, baseFiles: pick(snapshot.files, changes.edits.map((e) => e.file)), diagnostics });
+        const record = services.plans.save({ actor: caller, changes, revision: snapshot.revision, baseFiles: pick(snapshot.files, changes.edits.map((e) => e.file)), diagnostics });
         return { id: record.id, valid: false, revision: snapshot.revision, files: [], diagnostics, plan: null };
       }
     },
   }),
   defineRoute({
     method: "GET", path: "/api/plans", kind: "read", query: Paging, listKey: "plans", tools: ["plan_list"],
-    summary: "Saved plans, newest first",
-    handle: ({ query, services }) => {
+    summary: "Saved plans, newest first; their values only to an operator and to whoever proposed them",
+    handle: ({ query, services, caller }) => {
       const { items, total } = services.plans.list(query.limit, query.offset);
-      return { plans: items.map(({ plan, changes, ...rest }) => ({ ...rest, has_changes: plan?.has_changes ?? false, summary_counts: plan?.summary ?? null, edits: changes.edits.length })), total };
+      return { plans: items.map((r) => planReadBy(r, caller)).map(({ plan, changes, ...rest }) => ({ ...rest, has_changes: plan?.has_changes ?? false, summary_counts: plan?.summary ?? null, edits: changes.edits.length })), total };
     },
   }),
   defineRoute({
     method: "GET", path: "/api/plans/{id}", kind: "read", params: Id, tools: ["plan_show"],
-    summary: "One saved plan with its change set and diagnostics",
-    handle: ({ params, services }) => services.plans.get(params.id) ?? notFound(params.id),
+    summary: "One saved plan with its change set and diagnostics; its values only to an operator and to whoever proposed it",
+    handle: ({ params, services, caller }) => planReadBy(services.plans.get(params.id) ?? notFound(params.id), caller),
   }),
   defineRoute({
     // A write like any other: the saved change set goes through the one pipeline (compile, plan, the change's own

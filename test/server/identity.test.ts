@@ -163,6 +163,50 @@ describe("anonymous callers only read", () => {
     expect(listed).not.toContain(value);
   });
 
+  it("what an agent's saved plan carries is read by that agent and by operators; others see what it is, with its values masked (plan_show and plan_list, REST and MCP)", async () => {
+    const value = "dsn-value-only-the-proposer-and-the-person-read";
+    const proposed = await s.call("POST", "/api/plans", { as: "agent:hermes__ops", body: { summary: "point chat at the db", edits: [
+      { file: "slots/chat.toml", op: "set", path: ["server", "env", "DB_DSN"], value },
+      { file: "slots/scratch.toml", op: "text", text: `profile = "rocm-moe"\nmodel = "qwen3-4b"\nport = 8089\nenabled = false\n[server]\nenv = { DB_DSN = "${value}" }\n` },
+    ] } });
+    expect(proposed.status, JSON.stringify(proposed.body)).toBe(201);
+    expect(JSON.stringify(proposed.body)).toContain(value);
+    // An invalid one too: its diagnostics quote the value it was given.
+    const invalid = await s.call("POST", "/api/plans", { as: "agent:hermes__ops", body: { edits: [{ file: "slots/chat.toml", op: "set", path: ["tune", "reasoning_effort"], value }] } });
+    expect(invalid.body, JSON.stringify(invalid.body)).toMatchObject({ valid: false });
+    expect(JSON.stringify(invalid.body.diagnostics)).toContain(value);
+    const id = proposed.body.id as string;
+    const show = async (as: string, plan = id) => (await s.call("GET", `/api/plans/${plan}`, { as })).body;
+    const list = async (as: string) => (await s.call("GET", "/api/plans", { as })).body;
+    for (const as of ["anonymous", "agent:hermes__other"]) {
+      const seen = await show(as);
+      expect(seen, as).toMatchObject({ id, actor: "hermes__ops", actor_kind: "agent", summary: "point chat at the db", state: "proposed", valid: true, changes: { edits: [
+        { file: "slots/chat.toml", op: "set", path: ["server", "env", "DB_DSN"], value: "[redacted]" },
+        { file: "slots/scratch.toml", op: "text", text: "[redacted]" },
+      ] } });
+      const chatChange = seen.plan.changes.find((c: { address: string }) => c.address === "slot.chat");
+      expect(chatChange, as).toMatchObject({ kind: "slot", action: "create", after: { spec: { env: { DB_DSN: "[redacted]" } } } });
+      expect(JSON.stringify(seen), as).not.toContain(value);
+      expect(JSON.stringify(await show(as, invalid.body.id)), as).not.toContain(value);
+      expect(JSON.stringify(await list(as)), as).not.toContain(value);
+      expect((await list(as)).plans.map((p: { id: string }) => p.id), as).toContain(id);
+    }
+    for (const as of ["agent:hermes__ops", "operator"]) {
+      expect((await show(as)).changes.edits[0].value, as).toBe(value);
+      expect(JSON.stringify(await show(as, invalid.body.id)), as).toContain(value);
+      expect(JSON.stringify(await list(as)), as).toContain(value);
+    }
+    // The same over MCP: another agent's plan_show and plan_list carry no value; the proposer's plan_show does.
+    const other = await adminClient(s.url, "hermes__other");
+    const seen = JSON.stringify([(await callTool(other, "plan_show", { id })).body, (await callTool(other, "plan_list", {})).body]);
+    await other.close();
+    expect(seen).toContain(id);
+    expect(seen).not.toContain(value);
+    const own = await adminClient(s.url, "hermes__ops");
+    expect(JSON.stringify((await callTool(own, "plan_show", { id })).body)).toContain(value);
+    await own.close();
+  });
+
   it("a private namespace needs an agent: anonymous asking for private gets memory.identity_required", async () => {
     const anon = await memoryClient(s.url, undefined, { private: true });
     const res = await callMemory(anon, "memory_search", { query: "mine?" });
