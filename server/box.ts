@@ -70,6 +70,17 @@ export interface Proposal {
  */
 export const READ_WINDOW_MS = 1000;
 
+/** How many checked change sets `propose` keeps per snapshot. */
+const CHECKED_MAX = 128;
+
+/** A change set applied, compiled and checked on a snapshot; and its last plan, with the hash of the observation it was made from. */
+interface Checked {
+  readonly applied: AppliedChangeSet;
+  readonly model: Model;
+  readonly warnings: readonly Diagnostic[];
+  planned?: { readonly seen: string; readonly plan: Plan; readonly delta: Plan["changes"] };
+}
+
 /** How often a write that named no base is planned again when a file it edits moved under it. */
 const UNBASED_ATTEMPTS = 3;
 
@@ -274,9 +285,48 @@ export class BoxService {
     return observe(model, await this.driver(model), this.state, { health, hermesCredentials: this.options.hermesCredentials });
   }
 
-  /** Applies `changes` to the tree in memory, compiles and plans it. Throws config.stale / config.invalid / config.unknown_revision. */
+  /**
+   * Applies `changes` to the tree in memory, compiles and plans it. Throws config.stale / config.invalid / config.unknown_revision.
+   * The compiled tree is kept per snapshot and change set (see `checked`): proposing the same change on the same tree again
+   * (the inbox re-plans every pending request on each render) observes the box and plans afresh, without compiling again.
+   */
   async propose(changes: ChangeSet, base?: string): Promise<Proposal> {
     const snapshot = await this.snapshot();
+    const key = hashOf(changes);
+    let checked = this.checked.get(snapshot)?.get(key);
+    if (checked !== undefined) {
+      if (base !== undefined) this.checkBase(base, snapshot, checked.applied.files.map((f) => f.file));
+    } else {
+      checked = await this.check(snapshot, changes, base);
+      let bySnapshot = this.checked.get(snapshot);
+      if (bySnapshot === undefined) this.checked.set(snapshot, (bySnapshot = new Map()));
+      // The oldest out first: a bound on what is kept, above the most requests an inbox holds at once in practice.
+      if (bySnapshot.size >= CHECKED_MAX) bySnapshot.delete(bySnapshot.keys().next().value!);
+      bySnapshot.set(key, checked);
+    }
+    const { applied, model, warnings } = checked;
+    const { observed, inventory } = await this.observe(model);
+    // Planned again only when the box looks otherwise than when this checked change was last planned (the plan is pure in model, observed, inventory).
+    const seen = hashOf([observed, inventory]);
+    if (checked.planned?.seen !== seen) {
+      const plan = planChanges(model, observed, inventory);
+      const before = snapshot.model ? planChanges(snapshot.model, observed, inventory) : undefined;
+      const same = new Map(before?.changes.map((c) => [c.address, JSON.stringify([c.action, c.after])]));
+      const delta = plan.changes.filter((c) => c.action !== "no-op" && same.get(c.address) !== JSON.stringify([c.action, c.after]));
+      checked.planned = { seen, plan, delta };
+    }
+    return { changes, snapshot, applied, model, plan: checked.planned.plan, delta: checked.planned.delta, warnings };
+  }
+
+  /**
+   * Change sets that applied, compiled and passed every check of the change on a snapshot, by `hashOf` the change set:
+   * all of that is pure in the tree (the snapshot: a new one whenever a file or a runner's facts change) and the change set.
+   * A refused change is not kept (it is checked again each time).
+   */
+  private readonly checked = new WeakMap<Snapshot, Map<string, Checked>>();
+
+  /** `propose`'s part that does not look at the box: apply, compile, the change's checks. */
+  private async check(snapshot: Snapshot, changes: ChangeSet, base: string | undefined): Promise<Checked> {
     let applied: AppliedChangeSet;
     try {
       applied = applyChangeSet(snapshot.tree, changes, { schemaDir: this.schemaDir });
@@ -306,13 +356,8 @@ export class BoxService {
     // The rules of the change itself (a pinned slot is not stopped without force), for every door alike.
     const refused = checkChange(snapshot.model, model, applied, changes)[0];
     if (refused) throw new ApiError(refused.code, refused.message, refused.details);
-    const { observed, inventory } = await this.observe(model);
     const warnings = diagnostics.filter((d) => d.severity === "warning" && applied.files.some((f) => f.file === d.file));
-    const plan = planChanges(model, observed, inventory);
-    const before = snapshot.model ? planChanges(snapshot.model, observed, inventory) : undefined;
-    const same = new Map(before?.changes.map((c) => [c.address, JSON.stringify([c.action, c.after])]));
-    const delta = plan.changes.filter((c) => c.action !== "no-op" && same.get(c.address) !== JSON.stringify([c.action, c.after]));
-    return { changes, snapshot, applied, model, plan, delta, warnings };
+    return { applied, model, warnings };
   }
 
   /**

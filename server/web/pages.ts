@@ -5,11 +5,13 @@ import { invoke, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { redactText } from "../redact.js";
 import { routeId, type Caller, type Route } from "../route.js";
-import { filesHtml, planHtml, planView, replanApproval } from "./plan-view.js";
+import { filesHtml, planHtml, planView, replanApproval, type PlanView } from "./plan-view.js";
 import { csrfField, esc, jsonBlock, page, time, type Viewer } from "./render.js";
 
 /** How many decided requests the inbox lists under the pending ones. */
 const RECENT_DECIDED = 20;
+/** How many pending requests the inbox re-plans at once. */
+const REPLANS_AT_ONCE = 8;
 /** How many audit rows the status page lists. */
 const AUDIT_ROWS = 20;
 
@@ -30,14 +32,28 @@ export async function inboxPage(d: Dispatcher, viewer?: Viewer): Promise<string>
   const pending = newestFirst(d.approvals.list("pending"));
   // By when each was decided: a request decided just now is on the page its decision lands on (`/#<id>`), however old it is.
   const decided = lastDecidedFirst(d.approvals.list().filter((a) => a.state !== "pending")).slice(0, RECENT_DECIDED);
-  const cards: string[] = [];
-  for (const a of pending) cards.push(await approvalCard(d, a, viewer));
+  // A few at a time: re-planning a request waits on the box (runtime records, state files, a probe of each port) more than it computes.
+  const cards = await mapLimited(pending, REPLANS_AT_ONCE, (a) => approvalCard(d, a, viewer));
   const body = `<div id="inbox-status" class="status" role="status" aria-live="polite" tabindex="-1"></div>
 <div id="inbox-live"><section aria-labelledby="pending-h"><h2 id="pending-h">Waiting for you (${pending.length})</h2>
 ${cards.length === 0 ? `<p class="muted">Nothing is waiting for a decision.</p>` : cards.join("\n")}</section>
 <section aria-labelledby="decided-h"><h2 id="decided-h">Recently decided</h2>
 ${decided.length === 0 ? `<p class="muted">No decided requests yet.</p>` : decided.map(decidedCard).join("\n")}</section></div>`;
   return page("Approval inbox", "/", body, { script: INBOX_SCRIPT, viewer });
+}
+
+/** `work` of each item, at most `limit` at once; the results in the items' order. */
+async function mapLimited<T, R>(items: readonly T[], limit: number, work: (item: T) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await work(items[i]!);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
 }
 
 /** Decided requests, the last decided first (one without a decision time by when it was made); ties newest first. */
@@ -70,7 +86,7 @@ async function approvalCard(d: Dispatcher, a: Approval, viewer: Viewer | undefin
   const made = a.plan_id ? await replanApproval(d, a) : null;
   const plan = !made ? "" : "error" in made
     ? `<p><strong>The plan cannot be made again:</strong> ${esc(made.error)} <span class="muted">(approving it would fail or be refused as stale)</span></p>`
-    : `${made.view.notes.map((n) => `<p class="muted">${esc(n)}</p>`).join("")}${planHtml(made.view.plan, made.view.delta, made.view.diagnostics)}
+    : `${made.view.notes.map((n) => `<p class="muted">${esc(n)}</p>`).join("")}${cardPlanHtml(made.view)}
 <p><a href="/plans/${esc(encodeURIComponent(a.plan_id!))}">Plan and file diff</a></p>`;
   const action = `/approvals/${encodeURIComponent(a.id)}`;
   return `<article class="card pending" id="${esc(a.id)}" data-approval="${esc(a.id)}" aria-labelledby="${esc(a.id)}-h">
@@ -84,6 +100,14 @@ ${plan}
 <form method="post" action="${esc(`${action}/deny`)}" data-approval="${esc(a.id)}" data-decision="deny">${csrfField(viewer)}<label>Reason (optional) <input type="text" name="reason" maxlength="500"></label><button type="submit" class="deny">Deny</button></form>
 </div>
 </article>`;
+}
+
+/** A card's plan list, written once per view (replanApproval hands out the same view while its plan is the same). */
+const planHtmlOf = new WeakMap<PlanView, string>();
+function cardPlanHtml(view: PlanView): string {
+  let html = planHtmlOf.get(view);
+  if (html === undefined) planHtmlOf.set(view, (html = planHtml(view.plan, view.delta, view.diagnostics)));
+  return html;
 }
 
 function decidedCard(a: Approval): string {

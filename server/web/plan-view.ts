@@ -37,12 +37,22 @@ export async function replanApproval(d: Dispatcher, a: Approval): Promise<{ view
     const { proposal } = await proposeOnly(d, route, {
       params: stored.args.params, query: stored.args.query, body: stored.args.body ?? undefined, caller: stored.caller, requestId: stored.id, base: stored.base_revision ?? undefined, tool: stored.tool,
     });
+    // The same plan as last time (the box keeps it while the tree and what it observes stay as they were): the same view.
+    const known = views.get(proposal.plan)?.get(a.id);
+    if (known !== undefined) return { view: known };
     const notes = proposal.plan.id === stored.plan_id ? [] : ["The plan differs from the one made when this request was queued: what runs changed since."];
-    return { view: redactedView({ title: `Plan of ${a.tool} (${a.id})`, plan: proposal.plan, delta: proposal.delta, diagnostics: proposal.warnings, files: proposal.applied.files, notes }) };
+    const view = redactedView({ title: `Plan of ${a.tool} (${a.id})`, plan: proposal.plan, delta: proposal.delta, diagnostics: proposal.warnings, files: proposal.applied.files, notes });
+    let byId = views.get(proposal.plan);
+    if (byId === undefined) views.set(proposal.plan, (byId = new Map()));
+    byId.set(a.id, view);
+    return { view };
   } catch (err) {
     return { error: redactText((err as Error).message) };
   }
 }
+
+/** Approvals' plan views by the plan they were made from (Box.propose hands out the same one while nothing changed), then by request. */
+const views = new WeakMap<Plan, Map<string, PlanView>>();
 
 /** A plan view as every page shows it: the plan, delta, diagnostics, notes and files with secret values masked. */
 function redactedView(view: PlanView): PlanView {

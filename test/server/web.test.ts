@@ -2,8 +2,10 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createServer } from "node:net";
+import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { driverFor } from "../../cli/box.js";
+import { RunnerProbe } from "../../reconciler/runner-probe.js";
 import { BASE_TUNE, type SlotView } from "../../schema/index.js";
 import { changeHtml } from "../../server/web/plan-view.js";
 import { lineDiff } from "../../server/web/render.js";
@@ -94,6 +96,49 @@ describe("the operator's pages (server-rendered; they read fine without script)"
     expect(css.status).toBe(200);
     expect(css.headers.get("content-type")).toContain("text/css");
     expect(css.text).toContain(":focus-visible");
+  });
+
+  it("re-renders the inbox without compiling each pending request again, with the same cards; what the box shows and the tree are planned afresh", async () => {
+    // A server that compiles with a runner probe: each compile of a change set asks it for its cached facts once.
+    await s.close();
+    const runners = new RunnerProbe({ stateDir: null, root: join(import.meta.dirname, "../../fixtures/box") });
+    s = await startTestServer({ extra: { runners } });
+    session = await webLogin(s);
+    roomForMoreSlots();
+    const settings = join(s.config, "hal0.toml");
+    writeFileSync(settings, readFileSync(settings, "utf8").replace("port_range_end = 8200", "port_range_end = 28999"));
+    const c = await client("hermes__coder");
+    const port = 28431;
+    const ids: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      const queued = await callTool(c, "slot_create", { ...SCRATCH, name: `scratch${i}`, port: port + i, description: `n${i}` });
+      expect(queued.body.status, JSON.stringify(queued.body)).toBe("pending_approval");
+      ids.push(queued.body.approval_id);
+    }
+    const first = await get("/");
+    // Each request's change set was compiled for the first render; the next render compiles none of them again.
+    const checks = vi.spyOn(runners, "cachedAll");
+    const again = await get("/");
+    expect(checks).not.toHaveBeenCalled();
+    expect(again.text).toBe(first.text);
+    // The box is observed on every render: a port taken behind hal0's back shows on the card that wants it, with no tree change.
+    expect(card(again.text, ids[2]!)).not.toContain("slot.port_in_use");
+    const squatter = createServer();
+    await new Promise<void>((resolve) => squatter.listen(port + 2, "127.0.0.1", resolve));
+    try {
+      const taken = await get("/");
+      expect(checks).not.toHaveBeenCalled();
+      expect(card(taken.text, ids[2]!)).toContain(`port ${port + 2} is held by`);
+      expect(card(taken.text, ids[1]!)).not.toContain("slot.port_in_use");
+    } finally {
+      await new Promise((resolve) => squatter.close(resolve));
+    }
+    // A change to the tree: every request is compiled again, against it.
+    const chat = join(s.config, "slots/chat.toml");
+    writeFileSync(chat, readFileSync(chat, "utf8").replace("priority = 90", "priority = 91"));
+    await s.hal0.box.snapshot().then(() => new Promise((resolve) => setTimeout(resolve, 1100)));
+    await get("/");
+    expect(checks).toHaveBeenCalledTimes(ids.length);
   });
 
   it("lists pending ones newest first; decided ones are marked with their state and have no forms", async () => {
