@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { toNodeListener } from "h3";
+import { driverFor } from "../../cli/box.js";
 import { ProcessDriver } from "../../reconciler/index.js";
 import { createHal0Server, type Hal0Server, type Hal0ServerOptions } from "../../server/hal0-server.js";
 
@@ -93,6 +94,20 @@ export async function startTestServer(options: { box?: string; env?: NodeJS.Proc
       if (!options.keep) rmSync(dir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * A test server whose tree says `[slots] runtime = "docker"` at an engine address where nothing
+ * listens, past the box's read window: every read of the runtime meets `runtime.unavailable`.
+ * `dead` is that address, as the messages name it.
+ */
+export async function startServerWithDeadEngine(): Promise<{ s: TestServer & { dir: string }; dead: string }> {
+  const dead = `unix://${join(mkdtempSync(join(tmpdir(), "hal0-noengine-")), "docker.sock")}`;
+  const s = await startTestServer({ extra: { driverFor: (model) => driverFor(model, tmpdir(), {}) } });
+  const settings = join(s.config, "hal0.toml");
+  writeFileSync(settings, readFileSync(settings, "utf8").replace(/^runtime = "process"$/m, `runtime = "docker"\ndocker_host = "${dead}"`));
+  await new Promise((r) => setTimeout(r, 1100)); // past the read window
+  return { s, dead };
 }
 
 /** One HTTP request with node:http (fetch may not set Host); the reply's JSON parsed when it is JSON. */

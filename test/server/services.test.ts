@@ -8,7 +8,7 @@ import { ProcessDriver } from "../../reconciler/index.js";
 import { serve, serveLogger, type Serving } from "../../server/serve.js";
 import { captureIo, healthWithin } from "../cli/helpers.js";
 import { freePort, PROJECT, RUNNER, until } from "../reconciler/process-helpers.js";
-import { agentTokenFor, httpCall, registerServer, startTestServer } from "./harness.js";
+import { agentTokenFor, httpCall, registerServer, startServerWithDeadEngine, startTestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 import { connect, createServer as createSocketServer, type Server as SocketServer } from "node:net";
 import { once } from "node:events";
@@ -206,12 +206,8 @@ describe("services on a server without a sweep loop", () => {
 
 describe("services when the runtime does not answer", () => {
   it("the docker engine down: slot reads are 503 runtime.unavailable (coded, not 500); the services list and health and the stats still answer, each slot unknown / down with the reason", async () => {
-    const dead = `unix://${join(mkdtempSync(join(tmpdir(), "hal0-noengine-")), "docker.sock")}`;
-    const s = await startTestServer({ extra: { driverFor: (model) => driverFor(model, tmpdir(), {}) } });
+    const { s, dead } = await startServerWithDeadEngine();
     try {
-      const settings = join(s.config, "hal0.toml");
-      writeFileSync(settings, readFileSync(settings, "utf8").replace(/^runtime = "process"$/m, `runtime = "docker"\ndocker_host = "${dead}"`));
-      await new Promise((r) => setTimeout(r, 1100)); // past the read window
       for (const path of ["/api/slots", "/api/slots/chat", "/api/slots/chat/state", "/api/ports"]) {
         const read = await s.call("GET", path);
         expect(read.status, path).toBe(503);
@@ -242,12 +238,8 @@ describe("services when the runtime does not answer", () => {
   });
 
   it("the docker engine down: an agent's write is refused 503 runtime.unavailable over REST and MCP (coded, not 500), the REST call audited, and nothing is queued", async () => {
-    const dead = `unix://${join(mkdtempSync(join(tmpdir(), "hal0-noengine-")), "docker.sock")}`;
-    const s = await startTestServer({ extra: { driverFor: (model) => driverFor(model, tmpdir(), {}) } });
+    const { s, dead } = await startServerWithDeadEngine();
     try {
-      const settings = join(s.config, "hal0.toml");
-      writeFileSync(settings, readFileSync(settings, "utf8").replace(/^runtime = "process"$/m, `runtime = "docker"\ndocker_host = "${dead}"`));
-      await new Promise((r) => setTimeout(r, 1100)); // past the read window
       const rest = await s.call("PUT", "/api/slots/coder/config", { body: { tune: { ctx_size: 4096 } }, as: "agent:edgar" });
       expect(rest.status, JSON.stringify(rest.body)).toBe(503);
       expect(rest.body.error.code).toBe("runtime.unavailable");

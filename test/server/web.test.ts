@@ -1,15 +1,13 @@
-import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { createServer } from "node:net";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import { driverFor } from "../../cli/box.js";
 import { RunnerProbe } from "../../reconciler/runner-probe.js";
 import { BASE_TUNE, type SlotView } from "../../schema/index.js";
 import { changeHtml } from "../../server/web/plan-view.js";
 import { lineDiff } from "../../server/web/render.js";
-import { httpCall, startTestServer, type TestServer } from "./harness.js";
+import { httpCall, startServerWithDeadEngine, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 import { webLogin, type WebSession } from "./web-helpers.js";
 
@@ -202,12 +200,8 @@ describe("the operator's pages (server-rendered; they read fine without script)"
   });
 
   it("/status with the docker engine down: 200, the slots section says why, the doctor and the audit still render", async () => {
-    const dead = `unix://${join(mkdtempSync(join(tmpdir(), "hal0-noengine-")), "docker.sock")}`;
-    const down = await startTestServer({ extra: { driverFor: (model) => driverFor(model, tmpdir(), {}) } });
+    const { s: down, dead } = await startServerWithDeadEngine();
     try {
-      const settings = join(down.config, "hal0.toml");
-      writeFileSync(settings, readFileSync(settings, "utf8").replace(/^runtime = "process"$/m, `runtime = "docker"\ndocker_host = "${dead}"`));
-      await new Promise((r) => setTimeout(r, 1100)); // past the read window
       expect((await down.call("GET", "/api/slots")).status).toBe(503);
       const { cookie } = await webLogin(down);
       const res = await httpCall(down.url, "GET", "/status", { headers: { cookie } });
