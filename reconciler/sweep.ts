@@ -1,4 +1,4 @@
-import type { Model } from "../compiler/index.js";
+import type { Model, SourceTree } from "../compiler/index.js";
 import type { Diagnostic, Plan } from "../schema/index.js";
 import { Backoff } from "./backoff.js";
 import type { SlotDriver } from "./drivers/driver.js";
@@ -100,9 +100,8 @@ export class Sweeper {
     await driver.maintain?.().catch(() => undefined);
     // Plan without the lock: a sweep with nothing to do writes nothing, not even a lock file.
     const seen = await this.observeWithHealth(model, driver, now());
-    // A folder that lost every file while hal0's slots run is a volume unmounted under it (its empty mount point), not a
-    // person's wish to stop them all: an unattended sweep stops nothing on its word.
-    if (tree.files.size === 0 && Object.keys(seen.inventory.slots).length > 0) throw new ConfigEmptyError(this.options.root, Object.keys(seen.inventory.slots).length);
+    // An unattended sweep stops nothing on the word of a folder emptied under it.
+    refuseEmptied(this.options.root, tree, seen.inventory, "the sweep stops nothing until the files are back");
     const first = this.schedule(this.plan(model, seen.observed, seen.inventory), now());
     if (!first.runnable.has_changes) {
       await refreshConditions(model, seen.observed, this.options.state, now, true, first.plan);
@@ -158,12 +157,22 @@ export class Sweeper {
   }
 }
 
-/** The sweep's refusal of a config folder that holds no .toml file while slots hal0 started run (`config.empty`). */
+/** The refusal of a config folder that holds no .toml file while slots hal0 started run (`config.empty`). */
 export class ConfigEmptyError extends Error {
   readonly code = "config.empty";
-  constructor(readonly root: string, running: number) {
-    super(`${root} holds no .toml file while ${running} slot(s) hal0 started are in its inventory (a volume unmounted leaves an empty folder): the sweep stops nothing until the files are back; to stop every slot, run hal0 down`);
+  constructor(readonly root: string, running: number, consequence: string) {
+    super(`the config folder ${root} holds no .toml file while ${running} slot(s) hal0 started are in its inventory (a volume unmounted leaves an empty folder): it is not read as an empty box; ${consequence}; to stop every slot, run hal0 down`);
   }
+}
+
+/**
+ * A folder that lost every file while hal0's slots run is a volume unmounted under it (its empty mount point), not a
+ * person's wish to stop them all: throws ConfigEmptyError, saying what the reader does instead (`consequence`). The
+ * sweep and hal0 serve's reads judge it here alike.
+ */
+export function refuseEmptied(root: string, tree: Pick<SourceTree, "files">, inventory: Inventory, consequence: string): void {
+  const running = Object.keys(inventory.slots).length;
+  if (tree.files.size === 0 && running > 0) throw new ConfigEmptyError(root, running, consequence);
 }
 
 /** A plan, the same plan minus what backs off (runnable), and what was held back. */

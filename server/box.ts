@@ -8,13 +8,14 @@ import { Locator } from "../compiler/locate.js";
 import { compile, ConfigNotFoundError, hashOf, readTreeFile, startsWithBom, type CompileResult, type Model, type SourceTree } from "../compiler/index.js";
 import { removeStaleTemps } from "../reconciler/atomic.js";
 import { longLivedAbort } from "../reconciler/drivers/driver.js";
+import { refuseEmptied } from "../reconciler/sweep.js";
 import { TREE_FOLDERS, TreeCache } from "../reconciler/tree-cache.js";
 import { compileWithRunners, runnerErrors } from "../reconciler/runner-observe.js";
 import type { RunnerProbe } from "../reconciler/runner-probe.js";
 import { linkTarget, observe, planChanges, replaceFileKeeping, StateStore, type HermesCredentials, type Inventory, type Observed, type ObservedSlot, type SlotDriver } from "../reconciler/index.js";
 import type { Diagnostic, Plan } from "../schema/index.js";
 import type { Db } from "./db.js";
-import { ApiError } from "./errors.js";
+import { ApiError, apiErrorOf } from "./errors.js";
 import { MASK, maskedOverValues } from "./redact.js";
 import { Mutex } from "./mutex.js";
 
@@ -174,8 +175,11 @@ export class BoxService {
     });
     // No .toml file left while slots hal0 started run: a volume unmounted under the folder, as the sweep judges it (config.empty), not an empty box.
     if (tree.files.size === 0) {
-      const running = Object.keys((await this.state.readInventory()).slots).length;
-      if (running > 0) throw configEmpty(this.root, running);
+      try {
+        refuseEmptied(this.root, tree, await this.state.readInventory(), "hal0 serve answers from the last tree that compiled (it does not start without one) and writes nothing until the files are back");
+      } catch (err) {
+        throw apiErrorOf(err);
+      }
     }
     if (this.cached?.result === result) {
       this.cached.checkedAt = now;
@@ -467,11 +471,6 @@ export class BoxService {
     this.db.prepare("INSERT OR IGNORE INTO revisions (id, files, created_at) VALUES (?, ?, ?)").run(id, JSON.stringify(files), new Date(this.now()).toISOString());
     return id;
   }
-}
-
-/** The config folder left with no .toml file while slots hal0 started run (a volume unmounted): the sweep's config.empty. */
-function configEmpty(root: string, running: number): ApiError {
-  return new ApiError("config.empty", `the config folder ${root} holds no .toml file while ${running} slot(s) hal0 started are in its inventory (a volume unmounted leaves an empty folder): it is not read as an empty box; hal0 serve answers from the last tree that compiled (it does not start without one) and writes nothing until the files are back; to stop every slot, run hal0 down`, { root });
 }
 
 /** The config folder went away under a running server: coded, not an internal error. */
