@@ -1,6 +1,6 @@
 import type { Db } from "./db.js";
 import type { Call } from "./dispatch.js";
-import { isMcpServerRoute, maskAll, redact } from "./redact.js";
+import { isMcpServerRoute, maskAll, readsWhole, redact } from "./redact.js";
 import { randomUUID } from "node:crypto";
 import type { ApiError } from "./errors.js";
 import type { Caller, Route } from "./route.js";
@@ -35,7 +35,9 @@ export interface AuditRow {
  * every caller that may list the log (the approval queue reads the same way).
  */
 export function auditRowReadBy(row: AuditRow, reader: Pick<Caller, "kind" | "agent">): AuditRow {
-  if (reader.kind === "operator" || (reader.kind !== "anonymous" && row.actor === `${reader.kind}:${reader.agent}`)) return row;
+  // The actor is `<kind>:<name>` (a kind holds no colon), or `anonymous` (actorOf).
+  const at = row.actor.indexOf(":");
+  if (readsWhole(reader, at < 0 ? { kind: null, agent: row.actor } : { kind: row.actor.slice(0, at), agent: row.actor.slice(at + 1) })) return row;
   return { ...row, args: maskAll(row.args) };
 }
 

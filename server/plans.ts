@@ -3,7 +3,7 @@ import type { ChangeSet } from "../compiler/changeset.js";
 import type { Diagnostic, Plan } from "../schema/index.js";
 import type { Proposal } from "./box.js";
 import type { Db } from "./db.js";
-import { MASK, maskAll } from "./redact.js";
+import { MASK, maskAll, readsWhole } from "./redact.js";
 import type { Caller } from "./route.js";
 
 export interface PlanRecord {
@@ -69,7 +69,7 @@ export class PlanStore {
  * the same way (server/routes/approvals.ts asReadBy, server/audit.ts).
  */
 export function planReadBy(record: PlanRecord, reader: Pick<Caller, "kind" | "agent">): PlanRecord {
-  if (reader.kind === "operator" || (reader.kind !== "anonymous" && reader.kind === record.actor_kind && reader.agent === record.actor)) return record;
+  if (readsWhole(reader, { kind: record.actor_kind, agent: record.actor })) return record;
   const plan = record.plan === null ? null : {
     ...record.plan,
     changes: record.plan.changes.map((c) => ({ ...c, before: maskAll(c.before), after: maskAll(c.after) })),

@@ -102,6 +102,15 @@ export function maskAll(value: unknown): unknown {
 }
 
 /**
+ * Whether `reader` sees whole what `author` sent (a queued request, an audit row, a saved plan): an operator always,
+ * and the identity that sent it; anyone else (another agent, an anonymous caller) reads it with every value masked.
+ * `author.kind` is null for a record kept before hal0 stored it: then only an operator.
+ */
+export function readsWhole(reader: { readonly kind: string; readonly agent: string }, author: { readonly kind: string | null; readonly agent: string }): boolean {
+  return reader.kind === "operator" || (reader.kind !== "anonymous" && reader.kind === author.kind && reader.agent === author.agent);
+}
+
+/**
  * A secret-looking flag of an argv (`--api-key`, `--hf-token`): the element after it is its value.
  * `-hft` is llama-server's short form of `--hf-token` (fixtures/llama-server/help.txt: the only short form of a secret flag there).
  */

@@ -2,7 +2,7 @@ import { z } from "zod";
 import { APPROVAL_STATES, type Approval, type ApprovalEvent, type Decider } from "../approvals.js";
 import { requireOperator } from "../identity/identify.js";
 import { ApiError } from "../errors.js";
-import { maskAll } from "../redact.js";
+import { maskAll, readsWhole } from "../redact.js";
 import { defineRoute, type Caller } from "../route.js";
 import { serveEvents } from "../sse.js";
 
@@ -61,7 +61,7 @@ export const approvalRoutes = [
  * not by every caller that may list the queue.
  */
 export function asReadBy(a: Approval, reader: Caller): Approval {
-  if (reader.kind === "operator" || (reader.kind !== "anonymous" && reader.kind === a.caller.kind && reader.agent === a.caller.agent)) return a;
+  if (readsWhole(reader, a.caller)) return a;
   return { ...a, args: { params: a.args.params, query: maskAll(a.args.query) as Record<string, unknown>, body: maskAll(a.args.body) }, result: null, error: null };
 }
 
