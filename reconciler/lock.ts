@@ -98,7 +98,7 @@ export async function acquireServeLock(stateDir: string): Promise<{ describe: (e
 async function holdFile(stateDir: string, file: string, command: string): Promise<{ me: LockHolder; release: () => Promise<void> } | { holder: LockHolder }> {
   await ensureStateFolder(stateDir);
   const path = join(stateDir, file);
-  const me: LockHolder = { pid: process.pid, pid_start: (await procStat(process.pid))?.startTime, host: hostname(), started_at: new Date().toISOString(), command };
+  const me: LockHolder = { ...(await thisProcess()), host: hostname(), started_at: new Date().toISOString(), command };
   const record = `${JSON.stringify(me)}\n`;
   const tmp = join(stateDir, `.${file}.${process.pid}.${randomBytes(6).toString("hex")}.hal0.tmp`);
   await writeFile(tmp, record, { mode: 0o644, flag: "wx" }).catch(async (err: NodeJS.ErrnoException) => {
@@ -165,4 +165,12 @@ async function isAlive(holder: LockHolder): Promise<boolean> {
   } catch (err) {
     return (err as NodeJS.ErrnoException).code === "EPERM";
   }
+}
+
+let me: Promise<{ pid: number; pid_start?: number }> | undefined;
+
+/** This process as a lock names its holder (pid and start time), asked of /proc once. */
+export function thisProcess(): Promise<{ pid: number; pid_start?: number }> {
+  me ??= procStat(process.pid).then((stat) => ({ pid: process.pid, pid_start: stat?.startTime }));
+  return me;
 }

@@ -4,8 +4,7 @@ import { join, resolve } from "node:path";
 import { parsedOrUndefined } from "../compiler/index.js";
 import { Settings } from "../schema/index.js";
 import { writeFileAtomic } from "./atomic.js";
-import { procStat } from "./drivers/proc.js";
-import { lockHolder } from "./lock.js";
+import { lockHolder, thisProcess } from "./lock.js";
 import type { HermesManaged, HermesManagedProfile, Inventory } from "./observed.js";
 import type { ResourceConditions } from "./conditions.js";
 import { ensureStateFolder } from "./state-folder.js";
@@ -189,14 +188,6 @@ export class StateCorruptError extends Error {
   constructor(readonly file: string, why: string) {
     super(`${file} does not parse (${why}): it is hal0's record of the slots it started, so hal0 stops rather than forget them; restore it, or move it away to start over (hal0 then leaves those runners alone as unmanaged)`);
   }
-}
-
-let me: Promise<{ pid: number; pid_start?: number }> | undefined;
-
-/** This process as the lock names its holder (pid and start time). */
-function thisProcess(): Promise<{ pid: number; pid_start?: number }> {
-  me ??= procStat(process.pid).then((stat) => ({ pid: process.pid, pid_start: stat?.startTime }));
-  return me;
 }
 
 function derivedBoxId(dir: string): string {
