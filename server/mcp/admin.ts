@@ -2,12 +2,12 @@ import { randomUUID } from "node:crypto";
 import { McpServer, type RegisteredTool } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
-import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
+import type { CompiledPolicy } from "../../compiler/index.js";
 import { invoke, type Call, type Dispatcher } from "../dispatch.js";
 import { callTier, queueForPerson, withDryRunVerdict } from "../verdict.js";
 import { ApiError } from "../errors.js";
 import { auditRefusal } from "../audit.js";
-import { stricter, toolTier } from "../identity/access.js";
+import { toolTier } from "../identity/access.js";
 import { checkPathArgs, pathParams } from "../path-args.js";
 import { callMemoryTool } from "../memory/service.js";
 import type { Caller, Route } from "../route.js";
@@ -32,10 +32,9 @@ export function adminServer(d: Dispatcher, catalog: readonly ToolDef[], policy: 
     }));
     peers.set(tool.name, [tool.name, ...(tool.route?.revealPeers ?? [])]);
   }
-  // A blocked tool (or one that reads what a blocked tool reads) is neither listed nor callable: the SDK answers a disabled tool, which createToolError turns into mcp.tool_not_allowed.
-  // An operator is a person: policy tiers gate agents, not them. Anonymous callers see every tool a read reaches.
-  const blocked = (p: CompiledPolicy, name: string) => caller.kind !== "operator" && peers.get(name)!.map((t) => tierFor(p, t, caller.agent) ?? "blocked").reduce(stricter) === "blocked";
-  followPolicy(server, { tools, blocked, current: async () => (await d.box.model()).policy }, policy);
+  // A blocked tool (or one that reads what a blocked tool reads: its peers) is neither listed nor callable: the SDK answers a disabled tool,
+  // which createToolError turns into mcp.tool_not_allowed. Anonymous callers see every tool a read reaches.
+  followPolicy(server, { tools, caller, box: d.box, peers }, policy);
   envelopeSdkErrors(server, "hal0-admin", (name, err) => auditRefusal(d, name, caller, err));
   return server;
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { McpServer, type RegisteredTool } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
-import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
+import type { CompiledPolicy } from "../../compiler/index.js";
 import { AGENTS_GATED_TOOLS, AGENTS_READ_TOOLS, AGENTS_WRITE_TOOLS } from "../../schema/index.js";
 import { auditRefusal } from "../audit.js";
 import type { BridgeProposal, BridgeToolDef } from "../bridge/tool.js";
@@ -139,9 +139,7 @@ export function agentsServer(d: Dispatcher, catalog: BridgeCatalog, policy: Comp
       return timedCall(d, tool.name, () => callBridgeTool(d, route, tool.name, args, caller, profiles));
     }));
   }
-  // An operator is a person: policy tiers gate agents, not them (as on hal0-admin, and as the call itself judges it).
-  const blocked = (p: CompiledPolicy, name: string) => caller.kind !== "operator" && (tierFor(p, name, caller.agent) ?? "blocked") === "blocked";
-  followPolicy(server, { tools, blocked, current: async () => (await d.box.model()).policy }, policy);
+  followPolicy(server, { tools, caller, box: d.box }, policy);
   envelopeSdkErrors(server, "hal0-agents", (tool, err) => auditRefusal(d, tool, { ...caller, via: "mcp" }, err));
   return server;
 }

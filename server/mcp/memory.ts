@@ -1,6 +1,6 @@
 import { McpServer, type RegisteredTool } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
-import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
+import type { CompiledPolicy } from "../../compiler/index.js";
 import type { Dispatcher } from "../dispatch.js";
 import { callMemoryTool } from "../memory/service.js";
 import { advertisedSchema, MEMORY_TOOLS, memoryAnnotations, type MemoryToolDef } from "../memory/tools.js";
@@ -23,9 +23,7 @@ export function memoryServer(d: Dispatcher, policy: CompiledPolicy, caller: Call
       return timedCall(d, tool.name, () => callMemoryTool(d, tool.name, args, caller, "memory"));
     }));
   }
-  // An operator is a person: policy tiers gate agents, not them (as on hal0-admin, and as the call itself judges it).
-  const blocked = (p: CompiledPolicy, name: string) => caller.kind !== "operator" && (tierFor(p, name, caller.agent) ?? "blocked") === "blocked";
-  followPolicy(server, { tools, blocked, current: async () => (await d.box.model()).policy }, policy);
+  followPolicy(server, { tools, caller, box: d.box }, policy);
   envelopeSdkErrors(server, "hal0-memory");
   return server;
 }

@@ -1,7 +1,9 @@
 import type { McpServer, RegisteredTool } from "@modelcontextprotocol/sdk/server/mcp.js";
-import type { CompiledPolicy } from "../../compiler/index.js";
+import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
+import { stricter } from "../identity/access.js";
+import type { Caller } from "../route.js";
 
-/** What a session's server needs to follow policy.toml: its tools, how to read the policy in force, which tools it blocks. */
+/** A session's tools, how it reads the policy in force, which tools that policy blocks for its caller, and the policy applied last. */
 interface Follower {
   readonly tools: ReadonlyMap<string, RegisteredTool>;
   readonly current: () => Promise<CompiledPolicy>;
@@ -11,16 +13,30 @@ interface Follower {
 
 const followers = new WeakMap<McpServer, Follower>();
 
+/** What a session's server names to follow policy.toml. */
+export interface Following {
+  readonly tools: ReadonlyMap<string, RegisteredTool>;
+  readonly caller: Pick<Caller, "kind" | "agent">;
+  /** Where the policy in force is read (the box). */
+  readonly box: { model(): Promise<{ readonly policy: CompiledPolicy }> };
+  /** Per tool, the tools whose tier it also meets (itself and those that read what it reads); absent: itself alone. */
+  readonly peers?: ReadonlyMap<string, readonly string[]>;
+}
+
 /**
  * Makes a session's tools follow policy.toml, which may change while the
- * session is open: a tool the policy blocks for the caller is disabled
- * (neither listed nor callable: `mcp.tool_not_allowed`), the others enabled.
- * Applied now, and again by `syncTools` whenever the policy in force is
- * another one, which then tells the client `notifications/tools/list_changed`.
+ * session is open: a tool the policy blocks for the caller (the strictest
+ * tier of it and its peers) is disabled (neither listed nor callable:
+ * `mcp.tool_not_allowed`), the others enabled. An operator is a person:
+ * tiers gate agents, not them. Applied now, and again by `syncTools`
+ * whenever the policy in force is another one, which then tells the client
+ * `notifications/tools/list_changed`.
  */
-export function followPolicy(server: McpServer, follower: Omit<Follower, "policy">, policy: CompiledPolicy): void {
-  for (const [name, tool] of follower.tools) tool.enabled = !follower.blocked(policy, name);
-  followers.set(server, { ...follower, policy });
+export function followPolicy(server: McpServer, o: Following, policy: CompiledPolicy): void {
+  const blocked = (p: CompiledPolicy, name: string) =>
+    o.caller.kind !== "operator" && (o.peers?.get(name) ?? [name]).map((t) => tierFor(p, t, o.caller.agent) ?? "blocked").reduce(stricter) === "blocked";
+  for (const [name, tool] of o.tools) tool.enabled = !blocked(policy, name);
+  followers.set(server, { tools: o.tools, blocked, current: async () => (await o.box.model()).policy, policy });
 }
 
 /**
