@@ -1,3 +1,4 @@
+import { readFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { AUTONOMOUS_READ_TOOLS, AUTONOMOUS_WRITE_TOOLS, GATED_TOOLS } from "../../schema/data/seed-tiers.js";
 import { HAL0_GATED_TOOLS, HAL0_READ_TOOLS, HAL0_WRITE_TOOLS } from "../../schema/data/hal0-tools.js";
@@ -41,5 +42,12 @@ describe("the route table", () => {
     const missing = SEED.filter((t) => !routed.has(t.tool) && t.route !== "memory")
       .map((t) => `${t.tool} ${t.route}`).sort();
     expect(missing).toMatchSnapshot();
+  });
+
+  it("names each seed tool without a route in docs/mcp.md, so an agent's author knows hal0 does not serve it", () => {
+    const routed = new Set(ROUTES.flatMap((r) => r.tools ?? []));
+    const doc = readFileSync(new URL("../../docs/mcp.md", import.meta.url), "utf8");
+    const unnamed = SEED.filter((t) => !routed.has(t.tool) && t.route !== "memory" && !doc.includes(`\`${t.tool}\``)).map((t) => t.tool);
+    expect(unnamed).toEqual([]);
   });
 });
