@@ -73,6 +73,8 @@ export interface CompiledTree {
   readonly root: string;
   readonly model?: Model;
   readonly diagnostics: Diagnostic[];
+  /** A tree with errors whose hal0.toml validated: its settings (CompileResult.settings). */
+  readonly settings?: Model["settings"];
   readonly texts: ReadonlyMap<string, string>;
   /** What was compiled (to compile again with observed facts: runner-observe.ts). */
   readonly tree: SourceTree;
@@ -85,8 +87,8 @@ export interface CompiledTree {
  */
 export async function compileTree(flags: { config?: string }, io: CliIo): Promise<CompiledTree> {
   const loaded = await readTree(flags, io);
-  const { model, diagnostics } = compile(loaded.tree, loaded.diagnostics);
-  return { root: loaded.root, model, diagnostics, texts: loaded.tree.files, tree: loaded.tree, carried: loaded.diagnostics };
+  const { model, diagnostics, settings } = compile(loaded.tree, loaded.diagnostics);
+  return { root: loaded.root, model, diagnostics, ...(settings && { settings }), texts: loaded.tree.files, tree: loaded.tree, carried: loaded.diagnostics };
 }
 
 /** `root` when it is a folder; else CliError `config.not_found`, before anything (a state folder, a loop) is started for it. */

@@ -59,11 +59,16 @@ export async function runWeb(args: string[], io: CliIo): Promise<number> {
   }
 }
 
-/** `[server] host` and `port` of the compiled config (the defaults when it does not compile). */
+/**
+ * `[server] host` and `port` of the compiled config; of its hal0.toml alone when
+ * only other files have errors (as `hal0 serve` listens then); the defaults
+ * when hal0.toml itself does not compile.
+ */
 export async function serverAddress(flags: { config?: string }, io: CliIo): Promise<{ host: string; port: number }> {
-  const { root, model } = await compileTree(flags, io);
-  if (!model) io.stderr.write(`hal0 web: ${root} does not compile (see 'hal0 validate'); the link uses the default 127.0.0.1:8080\n`);
-  return { host: model?.settings.server.host ?? "127.0.0.1", port: model?.settings.server.port ?? 8080 };
+  const { root, model, settings } = await compileTree(flags, io);
+  const server = (model?.settings ?? settings)?.server;
+  if (!server) io.stderr.write(`hal0 web: ${root}/hal0.toml does not compile (see 'hal0 validate'); the link uses the default 127.0.0.1:8080\n`);
+  return { host: server?.host ?? "127.0.0.1", port: server?.port ?? 8080 };
 }
 
 /** The address in the `serve.lock` of a live `hal0 serve` on `state`, if any. */

@@ -63,7 +63,7 @@ export function compile(tree: SourceTree, carried: readonly Diagnostic[] = [], f
   linkCapabilities(validOf(files.capabilities), files.broken.capabilities, files.slots, catalog, reporter);
   const policy = compilePolicy(validOf(files.policy), reporter);
   const diagnostics = reporter.sorted();
-  if (reporter.hasErrors()) return { diagnostics };
+  if (reporter.hasErrors()) return files.settings === "invalid" ? { diagnostics } : { diagnostics, settings: catalog.settings };
   const model: Model = {
     digest: treeDigest(tree),
     runnerDiagnostics: uniqueDiagnostics([...slots.values()].map((s) => s.runner.diagnostics)),

@@ -144,4 +144,12 @@ export interface CompiledPolicy {
 export interface CompileResult {
   readonly model?: Model;
   readonly diagnostics: import("../schema/index.js").Diagnostic[];
+  /**
+   * A tree with errors whose hal0.toml validated (or has none: the defaults):
+   * its settings, which depend on no other file. What `hal0 serve` listens on
+   * and is guarded by before any version of the tree has compiled, rather
+   * than the built-in defaults. Absent when hal0.toml itself has errors, and
+   * on a tree that compiled (its model holds them).
+   */
+  readonly settings?: Settings;
 }

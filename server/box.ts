@@ -102,6 +102,8 @@ export class BoxService {
   private cached?: { result: CompileResult; snapshot: Snapshot; checkedAt: number };
   private watcher?: FSWatcher;
   private lastGood?: Model;
+  /** Before any version of the tree has compiled: the settings of its hal0.toml when that file validated (CompileResult.settings). */
+  private settingsAlone?: Model["settings"];
   private driverCache?: { key: string; driver: Promise<SlotDriver> };
   /** The last liveness observation: of which driver, started when (performance.now()), and its result. */
   private live?: { driver: Promise<SlotDriver>; startedAt: number; seen: Promise<Liveness> };
@@ -189,13 +191,20 @@ export class BoxService {
     const files = revisionFiles(tree);
     const snapshot: Snapshot = { tree, model, diagnostics, files, revision: this.recordRevision(files) };
     if (model) this.lastGood = model;
+    else this.settingsAlone = result.settings;
     this.cached = { result, snapshot, checkedAt: now };
     return snapshot;
   }
 
-  /** The settings of the last tree that compiled (synchronous: the gate and TTLs read it per request). */
+  /**
+   * The settings of the last tree that compiled (synchronous: the gate and
+   * TTLs read it per request). Until one has: those of the tree's hal0.toml
+   * when that file validated, so that a box started with an error in some
+   * other file keeps its own port, hosts, auth and `[bridge] enabled`, not the
+   * built-in defaults; undefined when hal0.toml itself has errors.
+   */
   lastSettings(): Model["settings"] | undefined {
-    return this.lastGood?.settings;
+    return this.lastGood?.settings ?? this.settingsAlone;
   }
 
   /**

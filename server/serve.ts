@@ -126,7 +126,8 @@ export async function serve(options: ServeOptions): Promise<Serving> {
   let started: { snapshot: Awaited<ReturnType<typeof server.box.snapshot>>; host: string; bound: number };
   try {
     const snapshot = await server.box.snapshot();
-    const settings = snapshot.model?.settings.server;
+    // A tree with errors (and none compiled before): its hal0.toml's own [server] when that file validated.
+    const settings = server.box.lastSettings()?.server;
     const host = options.host ?? settings?.host ?? "127.0.0.1";
     const port = options.port ?? settings?.port ?? 8080;
     if ((settings?.auth ?? "token") === "off" && !isLoopbackHost(host)) {
@@ -148,8 +149,11 @@ export async function serve(options: ServeOptions): Promise<Serving> {
   const { snapshot, host, bound } = started;
   const url = `http://${urlHost(host)}:${bound}`;
   await lock.describe({ url: `${url}/`, reconcile: options.reconcile !== false, config: options.root });
-  const auth = snapshot.model?.settings.server.auth ?? "token";
+  const auth = server.box.lastSettings()?.server.auth ?? "token";
   // Where the person's credential is (never the token itself): the CLI reads it from there, `hal0 web` turns it into a login link.
+  if (server.box.lastSettings() === undefined) {
+    logger.warn({ config: options.root }, "hal0.toml has errors and no version of the tree has compiled: [server], [bridge] and the other settings are the built-in defaults until it does (hal0 validate names them)");
+  }
   logger.info({ url: `${url}/`, config: options.root, state: options.stateDir, revision: snapshot.revision, auth, operator_file: join(options.stateDir, "operator.token") }, "hal0 serve listening");
   if (auth === "off") logger.warn({ auth }, "[server] auth = \"off\": every loopback caller is trusted as an operator, and an agent is whoever its X-hal0-Agent header says; use auth = \"token\" unless this box has a single user");
   // The sweep hands each Hermes profile its agent token from the server's own token store.

@@ -318,6 +318,62 @@ describe("hal0 serve (a real process)", () => {
     }, 30_000);
   });
 
+  describe("a tree with an error outside hal0.toml, and none compiled before: hal0.toml's own settings, not the built-in defaults", () => {
+    /** A slot file with an error: the tree does not compile, hal0.toml does. */
+    const breakSlot = (config: string) => writeFileSync(join(config, "slots/broken.toml"), `profile = "fake"\nmodel = "tiny"\nport = "not a port"\n`);
+
+    it("listens on hal0.toml's [server] port", async () => {
+      const { config, state } = await smallBox();
+      breakSlot(config);
+      const holder = createServer().listen(0, "127.0.0.1");
+      await once(holder, "listening");
+      const port = (holder.address() as { port: number }).port;
+      try {
+        writeFileSync(join(config, "hal0.toml"), `${readFileSync(join(config, "hal0.toml"), "utf8")}[server]\nport = ${port}\n`);
+        const child = spawn(process.execPath, [HAL0, "serve", "--config", config, "--state", state], { stdio: ["ignore", "pipe", "pipe"] });
+        let err = "";
+        child.stderr!.on("data", (c: Buffer) => (err += c.toString()));
+        const killer = setTimeout(() => child.kill("SIGKILL"), 20_000);
+        const code = await exitOf(child);
+        clearTimeout(killer);
+        // It tried the configured port (held here), not 8080.
+        expect([code, err]).toEqual([1, expect.stringContaining(`server.port_in_use: cannot listen on 127.0.0.1:${port}`)]);
+        // hal0 web's link (no serve running) goes there too.
+        const web = captureIo();
+        expect(await main(["web", "--config", config, "--state", state, "--json"], web), web.err()).toBe(0);
+        expect(new URL(JSON.parse(web.out()).url).port).toBe(String(port));
+        expect(web.err()).not.toContain("does not compile");
+      } finally {
+        await new Promise((r) => holder.close(r));
+      }
+    }, 30_000);
+
+    it("keeps [bridge] enabled = false and [server] allowed_hosts; a hal0.toml with errors of its own is served on the defaults, with a warning", async () => {
+      const { config, state } = await smallBox();
+      breakSlot(config);
+      const settings = readFileSync(join(config, "hal0.toml"), "utf8");
+      writeFileSync(join(config, "hal0.toml"), `${settings}[server]\nallowed_hosts = ["hal0.local"]\n[bridge]\nenabled = false\n`);
+      const { child, url, lines } = await startServe(config, state, ["--no-reconcile"]);
+      cleanup.push(() => downAfter(child, config, state));
+      const token = readFileSync(join(state, "operator.token"), "utf8").trim();
+      // The bridge is off: /mcp/agents is no route (it is one on the built-in defaults).
+      const init = { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-03-26", capabilities: {}, clientInfo: { name: "t", version: "1" } } };
+      const agents = await httpCall(url, "POST", "/mcp/agents", { headers: { authorization: `Bearer ${token}`, accept: "application/json, text/event-stream" }, body: init });
+      expect([agents.status, agents.body?.error?.code]).toEqual([404, "route.not_found"]);
+      const proxied = await httpCall(url, "GET", "/api/status", { headers: { authorization: `Bearer ${token}`, host: "hal0.local" } });
+      expect(proxied.status).toBe(200);
+      expect(lines().some((l) => l.msg?.includes("hal0.toml has errors"))).toBe(false);
+      const exited = exitOf(child);
+      child.kill("SIGTERM");
+      await exited;
+      // hal0.toml itself broken: nothing to go on but the defaults, and the log says so.
+      writeFileSync(join(config, "hal0.toml"), `${settings}[bridge]\nenabled = "no"\n`);
+      const again = await startServe(config, state, ["--no-reconcile"]);
+      cleanup.push(() => downAfter(again.child, config, state));
+      expect(again.lines().find((l) => l.msg?.includes("hal0.toml has errors"))).toMatchObject({ level: 40 });
+    }, 30_000);
+  });
+
   it("removes the temp files a killed writer left (kill -9 mid-write), in the tree and the state folder, and keeps a live writer's (issue 16)", async () => {
     const { config, state } = await smallBox();
     const solo = join(config, "slots/solo.toml");

@@ -340,4 +340,15 @@ describe("fixtures/box", () => {
     expect(again.model!.digest).toBe(model.digest);
     expect(Object.values(again.model!.slots).map((s) => s.spec_hash)).toEqual(Object.values(model.slots).map((s) => s.spec_hash));
   });
+
+  it("a tree with errors only outside hal0.toml still gives hal0.toml's settings; none when hal0.toml has its own", async () => {
+    const { tree } = await loadTree(ROOT);
+    const withBrokenSlot = new Map(tree.files).set("slots/chat.toml", `${tree.files.get("slots/chat.toml")}\nport = "x"\n`);
+    const broken = compile({ root: tree.root, files: withBrokenSlot });
+    expect(broken.model).toBeUndefined();
+    expect(broken.settings).toEqual(model.settings);
+    const brokenSettings = new Map(withBrokenSlot).set("hal0.toml", `${tree.files.get("hal0.toml")}\n[bridge]\nenabled = "no"\n`);
+    expect(compile({ root: tree.root, files: brokenSettings }).settings).toBeUndefined();
+    expect(compile(tree).settings).toBeUndefined();
+  });
 });
