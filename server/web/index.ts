@@ -107,8 +107,14 @@ export function mountWeb(router: Router, deps: WebDeps): void {
   get("/agents/runs/:id", html((event, viewer) => runPage(deps, param(event), viewer), (event) => `no run ${param(event)}`));
 
   // ── logging in and out ───────────────────────────────────────────────
-  /** A new session: its cookie, then 303 to the inbox. */
+  /**
+   * A new session: its cookie, then 303 to the inbox. The session this
+   * browser held until now (its cookie is replaced) ends on the server too,
+   * so no copy of the old cookie stays a credential.
+   */
   const loggedIn = (event: H3Event, session: string) => {
+    const before = cookieOf([event.node.req.headers.cookie].flat()[0], SESSION_COOKIE);
+    if (before !== undefined) deps.auth.tokens.endSession(before);
     setResponseHeader(event, "Set-Cookie", `${SESSION_COOKIE}=${session}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${SESSION_TTL_S}`);
     return redirect(event, "/");
   };

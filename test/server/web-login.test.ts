@@ -214,6 +214,33 @@ describe("logging in: /login?code= (hal0 web's link) and a pasted operator token
   });
 });
 
+describe("logging in again in the same browser ends the session it held", () => {
+  it("a second link, or a pasted token, over a live session ends that session on the server; another browser's session stays", async () => {
+    await start();
+    const other = await webLogin(s);
+    const first = await webLogin(s);
+    const owner = s.hal0.tokens.verify(s.operator)!;
+    // The browser follows a new link while it still holds its cookie: the old cookie is no credential any more.
+    const again = await page(`/login?code=${s.hal0.tokens.loginCode(owner.id, 300)}`, { cookie: first.cookie });
+    expect(again.status).toBe(303);
+    const second = cookiePair(again.headers.get("set-cookie"));
+    expect(second).not.toBe(first.cookie);
+    expect((await page("/", { cookie: first.cookie })).status).toBe(401);
+    expect((await page("/", { cookie: second })).status).toBe(200);
+    // A pasted token over the second session does the same, whoever it logs in as.
+    const alice = s.hal0.tokens.mint("operator", "alice").token;
+    const pasted = await formPost(s, "/login", { token: alice }, { cookie: second, origin: s.url });
+    expect(pasted.status).toBe(303);
+    const third = cookiePair(pasted.headers.get("set-cookie"));
+    expect((await page("/", { cookie: second })).status).toBe(401);
+    expect(String((await page("/", { cookie: third })).body)).toContain("alice");
+    // A refused login ends nothing; another browser's session was never touched.
+    expect((await formPost(s, "/login", { token: "hal0_op_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" }, { cookie: third, origin: s.url })).status).toBe(401);
+    expect((await page("/", { cookie: third })).status).toBe(200);
+    expect((await page("/", { cookie: other.cookie })).status).toBe(200);
+  });
+});
+
 /** The approvals event stream opened with `headers`: the event types read so far, and whether the server ended it. */
 function approvalStream(headers: Record<string, string>): { events: string[]; ended: () => boolean; close: () => void; opened: Promise<void> } {
   const events: string[] = [];
