@@ -190,6 +190,21 @@ export class StateCorruptError extends Error {
   }
 }
 
+/**
+ * This box's id as `boxId()` gives it, read at once (`hal0 serve` names the
+ * web session's cookie after it): the inventory's, else the one derived from
+ * the folder's path, also when the inventory cannot be read.
+ */
+export function boxIdNow(dir: string): string {
+  try {
+    const box = (JSON.parse(readFileSync(join(dir, "inventory.json"), "utf8")) as { box?: unknown } | null)?.box;
+    if (typeof box === "string" && box !== "") return box;
+  } catch {
+    // absent or unreadable: the derived id, which a first inventory write records
+  }
+  return derivedBoxId(dir);
+}
+
 function derivedBoxId(dir: string): string {
   return `box-${createHash("sha256").update(resolve(dir)).digest("hex").slice(0, 12)}`;
 }

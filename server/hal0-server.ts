@@ -27,7 +27,7 @@ import { stackPointerObserver } from "./stack-pointer.js";
 import { maxBodyBytes } from "./body.js";
 import { hermesSync } from "./mcp-servers/hermes-sync.js";
 import { auditRefusal } from "./audit.js";
-import type { Authenticator } from "./identity/identify.js";
+import { sessionCookie, type Authenticator } from "./identity/identify.js";
 import { TokenStore } from "./identity/tokens.js";
 import { hermesCredentials } from "./identity/hermes-credentials.js";
 import { providerServices, type ProviderServices } from "./providers/probe.js";
@@ -36,6 +36,7 @@ import { slotStates } from "./metrics/slot-states.js";
 
 import type { RunnerProbe } from "../reconciler/runner-probe.js";
 import { LoopControl } from "../reconciler/loop.js";
+import { boxIdNow } from "../reconciler/state.js";
 import { SlotStats } from "./stats/scraper.js";
 import { RunService } from "./bridge/runs/service.js";
 import { agentsServer, bridgeCatalog } from "./mcp/agents.js";
@@ -116,7 +117,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
     (err, held) => options.logger?.error({ err, held }, "audit rows could not be written; they are kept in memory and written when the database takes them again"),
     (written, dropped) => options.logger?.warn({ written, dropped }, dropped > 0 ? "audit rows are written again; some were given up meanwhile" : "audit rows are written again"));
   const memory = new MemoryService({ stateDir: options.stateDir, settings: () => box.lastSettings()?.memory, engineFor: options.memoryEngine });
-  const auth: Authenticator = { tokens, mode: () => box.lastSettings()?.server.auth ?? "token" };
+  const auth: Authenticator = { tokens, mode: () => box.lastSettings()?.server.auth ?? "token", cookie: sessionCookie(boxIdNow(options.stateDir)) };
   const services = { box, audit, routes, memory, auth, logger: options.logger } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; auth: Authenticator; pulls: PullService; providers: ProviderServices; bundled?: readonly BundledServer[]; sweeps?: SweepStatus; metrics: Hal0Metrics; stats: SlotStats; logger?: Logger };
   // Slot stats: the scraper's own timer (not the sweep's) fills the ring in hal0.db.
   services.stats = new SlotStats({ box, hostRoot: options.hostRoot, onError: (err) => options.logger?.warn({ err }, "slot scrape failed") });

@@ -30,13 +30,23 @@ export interface Identity {
 
 export const ANONYMOUS: Identity = { kind: "anonymous", name: "anonymous", scopes: [], by: "none" };
 
-/** What `identify` needs: the token store and `[server] auth`, read per request. */
+/** What `identify` needs: the token store, `[server] auth` (read per request) and this box's session cookie name. */
 export interface Authenticator {
   readonly tokens: TokenStore;
   readonly mode: () => "token" | "off";
+  /** The web session's cookie: `sessionCookie(box id)`. */
+  readonly cookie: string;
 }
 
-export const SESSION_COOKIE = "hal0_session";
+/**
+ * The web session's cookie name on box `box` (its id): `hal0_session_` and 12
+ * hex digits of the id's sha256. Browsers keep cookies by host name, not
+ * port, so two boxes on one machine need two names, or logging in to one
+ * would replace (and so log out) the other's session.
+ */
+export function sessionCookie(box: string): string {
+  return `hal0_session_${createHash("sha256").update(box).digest("hex").slice(0, 12)}`;
+}
 const CLAIM_RE = /^[A-Za-z0-9_-]{1,64}$/;
 
 /**
@@ -44,7 +54,7 @@ const CLAIM_RE = /^[A-Za-z0-9_-]{1,64}$/;
  *
  * - `Authorization: Bearer <token>`: that token's operator or agent; an
  *   unknown or revoked token is 401 `auth.invalid_token` (never anonymous).
- * - else the `hal0_session` cookie of a logged-in web page: its operator.
+ * - else the box's session cookie (`auth.cookie`) of a logged-in web page: its operator.
  * - else `[server] auth = "off"`: an `X-hal0-Agent` caller is that agent, any
  *   other loopback caller the operator `local`.
  * - else anonymous.
@@ -61,7 +71,7 @@ export function identify(headers: IncomingHttpHeaders, auth: Authenticator): Ide
     if (!token) throw new ApiError("auth.invalid_token", "the bearer token is unknown, revoked or rotated; ask the operator for a new one (hal0 token create)");
     return checked({ kind: token.kind, name: token.name, tokenId: token.id, scopes: token.scopes, ...(token.profiles ? { profiles: token.profiles } : {}), by: "bearer" }, claim);
   }
-  const cookie = cookieOf(one(headers.cookie), SESSION_COOKIE);
+  const cookie = cookieOf(one(headers.cookie), auth.cookie);
   if (cookie !== undefined) {
     const token = auth.tokens.session(cookie);
     if (token && token.kind === "operator") return checked({ kind: "operator", name: token.name, tokenId: token.id, scopes: token.scopes, by: "session", csrf: csrfOf(cookie) }, claim);

@@ -11,7 +11,7 @@ import { checkCsrf } from "../identity/csrf.js";
 import { invoke, type Call, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { callerOf, checkGate, type GateConfig } from "../gate.js";
-import { ANONYMOUS, cookieOf, identify, requireOperator, requireScope, SESSION_COOKIE, type Authenticator, type Identity } from "../identity/identify.js";
+import { ANONYMOUS, cookieOf, identify, requireOperator, requireScope, type Authenticator, type Identity } from "../identity/identify.js";
 import { routeId, type Caller, type Route } from "../route.js";
 import { errorPage, inboxPage, loginPage, planPage, statusPage } from "./pages.js";
 import type { Viewer } from "./render.js";
@@ -113,9 +113,9 @@ export function mountWeb(router: Router, deps: WebDeps): void {
    * so no copy of the old cookie stays a credential.
    */
   const loggedIn = (event: H3Event, session: string) => {
-    const before = cookieOf([event.node.req.headers.cookie].flat()[0], SESSION_COOKIE);
+    const before = cookieOf([event.node.req.headers.cookie].flat()[0], deps.auth.cookie);
     if (before !== undefined) deps.auth.tokens.endSession(before);
-    setResponseHeader(event, "Set-Cookie", `${SESSION_COOKIE}=${session}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${SESSION_TTL_S}`);
+    setResponseHeader(event, "Set-Cookie", `${deps.auth.cookie}=${session}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${SESSION_TTL_S}`);
     return redirect(event, "/");
   };
   /** A login-page handler: behind the gate; a refusal is a page with its status, anything else the failure page. */
@@ -148,9 +148,9 @@ export function mountWeb(router: Router, deps: WebDeps): void {
     const identity = identify(event.node.req.headers, deps.auth);
     const form = await readForm(event);
     checkCsrf(identity, event, form.get("csrf") ?? undefined);
-    const cookie = cookieOf([event.node.req.headers.cookie].flat()[0], SESSION_COOKIE);
+    const cookie = cookieOf([event.node.req.headers.cookie].flat()[0], deps.auth.cookie);
     if (identity.by === "session" && cookie !== undefined) deps.auth.tokens.endSession(cookie);
-    setResponseHeader(event, "Set-Cookie", `${SESSION_COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
+    setResponseHeader(event, "Set-Cookie", `${deps.auth.cookie}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
     return redirect(event, "/login");
   }));
 

@@ -55,7 +55,7 @@ describe.skipIf(!available)(SUITE, () => {
     await page.goto(link);
     expect(new URL(page.url()).pathname).toBe("/");
     const cookies = await page.context().cookies();
-    expect(cookies.find((c) => c.name === "hal0_session")).toMatchObject({ httpOnly: true, sameSite: "Strict", path: "/" });
+    expect(cookies.find((c) => c.name === s.hal0.auth.cookie)).toMatchObject({ httpOnly: true, sameSite: "Strict", path: "/" });
     await expect.poll(() => page.locator("text=Nothing is waiting").count()).toBe(1);
     await page.locator(`body[data-inbox-live="connected"]`).waitFor({ state: "attached", timeout: 5000 });
 
@@ -77,6 +77,33 @@ describe.skipIf(!available)(SUITE, () => {
     await expect(page.locator(`article.decided#${queued.approval_id}`).textContent()).resolves.toContain("by owner");
     expect(errors).toEqual([]);
     await page.close();
+  });
+
+  it("two boxes on one host name keep their own sessions: logging in to one leaves the other logged in, logging out of one ends only its own", async () => {
+    const second = await startTestServer();
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      const link = (box: TestServer) => `${box.url}/login?code=${box.hal0.tokens.loginCode(box.hal0.tokens.verify(box.operator)!.id, 300)}`;
+      await page.goto(link(s));
+      await page.goto(link(second));
+      // Browsers keep cookies by host name, not port: each box's cookie has its own name.
+      expect(s.hal0.auth.cookie).not.toBe(second.hal0.auth.cookie);
+      expect((await context.cookies()).map((c) => c.name).sort()).toEqual([s.hal0.auth.cookie, second.hal0.auth.cookie].sort());
+      for (const box of [s, second]) {
+        expect((await page.goto(`${box.url}/status`))?.status(), box.url).toBe(200);
+        await expect(page.locator("form.who button").count()).resolves.toBe(1);
+      }
+      // Log out of the second (its CSRF field, its cookie): the first box's session is untouched.
+      await page.locator("form.who button").click();
+      await page.waitForURL((url) => url.pathname === "/login");
+      expect((await page.goto(`${second.url}/status`))?.status()).toBe(401);
+      expect((await page.goto(`${s.url}/status`))?.status()).toBe(200);
+      await expect(page.locator("form.who button").count()).resolves.toBe(1);
+    } finally {
+      await context.close();
+      await second.close();
+    }
   });
 
   it("when the session ends under an open inbox (logged out in another tab), the inbox says its live updates stopped", async () => {

@@ -59,7 +59,7 @@ describe("the pages need an operator: the web session (or an operator's bearer)"
       expect(html, path).not.toContain("Approval inbox");
     }
     // a stale or forged cookie is no session
-    expect((await page("/", { cookie: "hal0_session=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" })).status).toBe(401);
+    expect((await page("/", { cookie: `${s.hal0.auth.cookie}=AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA` })).status).toBe(401);
     const login = await page("/login");
     expect(login.status).toBe(200);
     expect(String(login.body)).toContain('action="/login"');
@@ -118,7 +118,8 @@ describe("logging in: /login?code= (hal0 web's link) and a pasted operator token
     expect(res.status).toBe(303);
     expect(res.headers.get("location")).toBe("/");
     const set = res.headers.get("set-cookie")!;
-    expect(set).toMatch(/^hal0_session=[A-Za-z0-9_-]{32}; /);
+    expect(set).toMatch(/^hal0_session_[0-9a-f]{12}=[A-Za-z0-9_-]{32}; /);
+    expect(set.startsWith(`${s.hal0.auth.cookie}=`)).toBe(true);
     for (const attr of ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=43200"]) expect(set.split("; ")).toContain(attr);
     const cookie = cookiePair(set);
     const inbox = await page("/", { cookie });
@@ -238,6 +239,27 @@ describe("logging in again in the same browser ends the session it held", () => 
     expect((await formPost(s, "/login", { token: "hal0_op_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA" }, { cookie: third, origin: s.url })).status).toBe(401);
     expect((await page("/", { cookie: third })).status).toBe(200);
     expect((await page("/", { cookie: other.cookie })).status).toBe(200);
+  });
+});
+
+describe("two boxes on one machine: each its own session cookie", () => {
+  it("a browser holding both boxes' cookies (one Cookie header, as for any port of the host) is logged in to each, and logging out of one leaves the other", async () => {
+    await start();
+    const second = await startTestServer();
+    try {
+      expect(s.hal0.auth.cookie).not.toBe(second.hal0.auth.cookie);
+      const a = await webLogin(s);
+      const b = await webLogin(second);
+      const both = `${a.cookie}; ${b.cookie}`;
+      for (const box of [s, second]) expect((await httpCall(box.url, "GET", "/status", { headers: { cookie: both } })).status, box.url).toBe(200);
+      const out = await formPost(second, "/logout", { csrf: b.csrf }, { cookie: both, origin: second.url });
+      expect(out.status).toBe(303);
+      expect(out.headers.get("set-cookie")).toMatch(new RegExp(`^${second.hal0.auth.cookie}=;`));
+      expect((await httpCall(second.url, "GET", "/status", { headers: { cookie: both } })).status).toBe(401);
+      expect((await httpCall(s.url, "GET", "/status", { headers: { cookie: both } })).status).toBe(200);
+    } finally {
+      await second.close();
+    }
   });
 });
 
