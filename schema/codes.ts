@@ -36,6 +36,7 @@ export const CODES = {
   "config.missing_key": { severity: "error", stage: "compile", http: 400, meaning: "A required key is absent." },
   "config.invalid_type": { severity: "error", stage: "compile", http: 400, meaning: "A value has the wrong TOML type (a string where an integer belongs, …)." },
   "server.auth_off_exposed": { severity: "error", stage: "compile", http: 400, meaning: "[server] auth = \"off\" with a [server] host that is not loopback: every caller would be trusted as an operator." },
+  "server.public_origin_invalid": { severity: "error", stage: "compile", http: 400, meaning: "A [server] public_origins entry is not an origin as a browser sends it (http:// or https://, a host, a port only when not the default, no path)." },
   "config.invalid_value": { severity: "error", stage: "compile", http: 400, meaning: "A value is not one of the allowed ones, or does not match its format." },
   "config.out_of_range": { severity: "error", stage: "compile", http: 400, meaning: "A number, string or list is below or above its allowed range." },
   // ── slots ────────────────────────────────────────────────────────────

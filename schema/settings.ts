@@ -29,12 +29,44 @@ export function isLoopbackHost(host: string): boolean {
   return h === "localhost" || h === "::1" || /^127(\.\d{1,3}){3}$/.test(h);
 }
 
+/**
+ * An origin as a browser sends it in `Origin`: `http://` or `https://`, a
+ * host and a port only when it is not the scheme's default, lower case, no
+ * path (not even `/`); `undefined` when `value` is no http(s) URL at all.
+ */
+function originForm(value: string): string | undefined {
+  try {
+    const url = new URL(value);
+    return url.protocol === "http:" || url.protocol === "https:" ? url.origin : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `[server] public_origins`: each entry exactly an origin a browser sends (else it would never match, and every page post would be refused). */
+const PublicOrigin = z.string().min(1).superRefine((value, ctx) => {
+  const form = originForm(value);
+  if (form === value.toLowerCase()) return;
+  ctx.addIssue({
+    code: "custom",
+    message: `${JSON.stringify(value)} is not an origin`,
+    params: {
+      code: "server.public_origin_invalid", target: "value",
+      detail: form === undefined
+        ? "A public origin is http:// or https://, a host name and a port when it is not the scheme's default: https://hal0.example.com, the address the browser shows."
+        : `A browser sends this origin as ${JSON.stringify(form)} (no path or trailing slash, no user, no default port); write that.`,
+    },
+  });
+});
+
 const Server = z
   .strictObject({
     host: z.string().min(1).default("127.0.0.1"),
     port: Port.default(8080),
     allowed_hosts: z.array(z.string().min(1)).default([]),
     allowed_origins: z.array(z.string().min(1)).default([]),
+    /** Where browsers reach the pages besides `http://<Host>` (an HTTPS reverse proxy's origin): a session's posts from these are its own page's. */
+    public_origins: z.array(PublicOrigin).default([]),
     /** `token`: every request is identified by a bearer token or the web page's session; `off`: every loopback caller is an operator. */
     auth: z.enum(AUTH_MODES).default("token"),
     /** The largest request body the server reads, in KiB (REST and the MCP endpoints); a larger one is 413 `request.too_large`. */

@@ -88,12 +88,13 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
   let call: Call | undefined;
   let invoked = false;
   try {
-    checkGate(headers, deps.gate());
+    const gate = deps.gate();
+    checkGate(headers, gate);
     checkPrivateHeader(headers);
     const identity = identify(headers, deps.auth);
     caller = callerOf(identity, headers, "rest", peer);
     requireScope(identity, "rest");
-    checkCsrf(identity, event);
+    checkCsrf(identity, event, gate);
     call = await readCall(event, route, caller, requestId, maxBodyBytes(deps.box.lastSettings()));
     const policy = caller.kind === "operator" ? undefined : (await deps.box.model()).policy;
     let verdict: RestVerdict = policy === undefined ? { run: true } : restVerdict(route, caller, policy);

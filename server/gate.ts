@@ -46,13 +46,30 @@ export interface GateConfig {
   readonly hosts: readonly string[];
   /** Origin patterns: the same host patterns, or full origins (`https://box.lan:*`); `*` turns it off. */
   readonly origins: readonly string[];
+  /** `[server] public_origins` (lower case): where browsers reach the pages besides `http://<Host>`, so a session's own page posts from them. */
+  readonly pages: readonly string[];
 }
 
-/** Loopback, widened by `[server] allowed_hosts / allowed_origins` and HAL0_MCP_ALLOWED_HOSTS / _ORIGINS (comma-separated). */
-export function gateConfig(settings: { allowed_hosts: readonly string[]; allowed_origins: readonly string[] }, env: NodeJS.ProcessEnv = process.env): GateConfig {
+/**
+ * Loopback, widened by `[server] allowed_hosts / allowed_origins` and
+ * HAL0_MCP_ALLOWED_HOSTS / _ORIGINS (comma-separated); a public origin
+ * passes as an Origin, and its host as a Host (a proxy that passes it on).
+ */
+export function gateConfig(settings: { allowed_hosts: readonly string[]; allowed_origins: readonly string[]; public_origins?: readonly string[] }, env: NodeJS.ProcessEnv = process.env): GateConfig {
   const list = (v: string | undefined) => (v ?? "").split(",").map((s) => s.trim()).filter(Boolean);
-  const hosts = [...LOOPBACK, ...settings.allowed_hosts, ...list(env.HAL0_MCP_ALLOWED_HOSTS)];
-  return { hosts, origins: [...hosts, ...settings.allowed_origins, ...list(env.HAL0_MCP_ALLOWED_ORIGINS)] };
+  const pages = (settings.public_origins ?? []).map((o) => o.toLowerCase());
+  const hosts = [...LOOPBACK, ...settings.allowed_hosts, ...list(env.HAL0_MCP_ALLOWED_HOSTS), ...pages.map((o) => new URL(o).host)];
+  return { hosts, origins: [...hosts, ...settings.allowed_origins, ...list(env.HAL0_MCP_ALLOWED_ORIGINS), ...pages], pages };
+}
+
+/**
+ * The origins a session's page posts from: `http://<Host>` of the request,
+ * and the public origins (`[server] public_origins`: an HTTPS reverse proxy's
+ * address, which the Host alone cannot tell). No X-Forwarded-* header counts:
+ * any client can send one.
+ */
+export function pageOrigins(headers: IncomingHttpHeaders, gate: GateConfig): readonly string[] {
+  return [`http://${String(one(headers.host) ?? "").toLowerCase()}`, ...gate.pages];
 }
 
 /** DNS-rebinding guard: a Host or Origin outside the allowlist is 421. A request without Origin (curl, scripts) passes that half. */

@@ -34,6 +34,8 @@ export const SETTINGS_REGISTRY: Readonly<Record<string, SettingsRegistryEntry>> 
   "server.port": api,
   "server.allowed_hosts": api,
   "server.allowed_origins": api,
+  // Read on every request (the gate is rebuilt from the settings applied): a new public origin is the pages' at once.
+  "server.public_origins": immediate,
   // Read on every request: turning auth on or off takes effect at once.
   "server.auth": immediate,
   // Read on every request that has a body: a new limit applies to the next request.

@@ -1,5 +1,6 @@
 import type { H3Event } from "h3";
 import { ApiError } from "../errors.js";
+import { pageOrigins, type GateConfig } from "../gate.js";
 import type { Identity } from "./identify.js";
 
 const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
@@ -8,14 +9,14 @@ const SAFE_METHODS = new Set(["GET", "HEAD", "OPTIONS"]);
  * A request the web page's session cookie authenticates may change
  * something only with the session's CSRF token (`X-CSRF-Token`, or the
  * `csrf` field of a form the page routes parse) and, when it sends an
- * Origin, from this very origin. Bearer-token requests need neither: a page
- * elsewhere cannot know the token.
+ * Origin, from the page's own origin (`pageOrigins`). Bearer-token requests
+ * need neither: a page elsewhere cannot know the token.
  */
-export function checkCsrf(identity: Identity, event: H3Event, formToken?: string): void {
+export function checkCsrf(identity: Identity, event: H3Event, gate: GateConfig, formToken?: string): void {
   if (identity.by !== "session" || SAFE_METHODS.has(event.method)) return;
   const headers = event.node.req.headers;
   const origin = [headers.origin].flat()[0];
-  if (origin !== undefined && origin.toLowerCase() !== `http://${String(headers.host ?? "").toLowerCase()}`) {
+  if (origin !== undefined && !pageOrigins(headers, gate).includes(origin.toLowerCase())) {
     throw new ApiError("auth.csrf", `a session request from ${JSON.stringify(origin)} is not from this page's origin`);
   }
   const sent = [headers["x-csrf-token"]].flat()[0] ?? formToken;

@@ -10,7 +10,7 @@ import { packageRoot } from "../../reconciler/package-root.js";
 import { checkCsrf } from "../identity/csrf.js";
 import { invoke, type Call, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
-import { callerOf, checkGate, type GateConfig } from "../gate.js";
+import { callerOf, checkGate, pageOrigins, type GateConfig } from "../gate.js";
 import { ANONYMOUS, cookieOf, identify, requireOperator, requireScope, type Authenticator, type Identity } from "../identity/identify.js";
 import { routeId, type Caller, type Route } from "../route.js";
 import { errorPage, inboxPage, loginPage, planPage, statusPage } from "./pages.js";
@@ -103,7 +103,7 @@ export function mountWeb(router: Router, deps: WebDeps): void {
   get("/", html((_e, viewer) => inboxPage(deps, viewer), () => "no such page"));
   get("/status", html((_e, viewer) => statusPage(deps, viewer), () => "no such page"));
   get("/plans/:id", html((event, viewer) => planPage(deps, param(event), viewer), (event) => `no plan ${param(event)}`));
-  get("/agents", html((event, viewer) => agentsPage(deps, originOf(event), agentQuery(event), viewer), () => "no such page"));
+  get("/agents", html((event, viewer) => agentsPage(deps, originOf(event, deps.gate()), agentQuery(event), viewer), () => "no such page"));
   get("/agents/runs/:id", html((event, viewer) => runPage(deps, param(event), viewer), (event) => `no run ${param(event)}`));
 
   // ── logging in and out ───────────────────────────────────────────────
@@ -138,7 +138,7 @@ export function mountWeb(router: Router, deps: WebDeps): void {
   }));
   // A pasted operator token; only from this very origin (no logging a browser into someone else's session).
   router.post("/login", gated(async (event) => {
-    sameOrigin(event.node.req.headers);
+    sameOrigin(event.node.req.headers, deps.gate());
     const form = await readForm(event);
     const { session } = deps.auth.tokens.sessionForToken(form.get("token") ?? "", SESSION_TTL_S);
     return loggedIn(event, session);
@@ -147,7 +147,7 @@ export function mountWeb(router: Router, deps: WebDeps): void {
   router.post("/logout", gated(async (event) => {
     const identity = identify(event.node.req.headers, deps.auth);
     const form = await readForm(event);
-    checkCsrf(identity, event, form.get("csrf") ?? undefined);
+    checkCsrf(identity, event, deps.gate(), form.get("csrf") ?? undefined);
     const cookie = cookieOf([event.node.req.headers.cookie].flat()[0], deps.auth.cookie);
     if (identity.by === "session" && cookie !== undefined) deps.auth.tokens.endSession(cookie);
     setResponseHeader(event, "Set-Cookie", `${deps.auth.cookie}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
@@ -182,7 +182,7 @@ export function mountWeb(router: Router, deps: WebDeps): void {
         viewer = who.viewer;
         caller = callerOf(who.identity, headers, "rest", peer);
         const form = await readForm(event);
-        checkCsrf(who.identity, event, form.get("csrf") ?? undefined);
+        checkCsrf(who.identity, event, deps.gate(), form.get("csrf") ?? undefined);
         const reason = (form.get("reason") ?? "").trim();
         call = { params: { id: approvalId }, query: {}, body: decision === "deny" ? (reason === "" ? {} : { reason }) : undefined, caller, requestId };
         invoked = true;
@@ -212,7 +212,7 @@ export function mountWeb(router: Router, deps: WebDeps): void {
         const who = viewerOf(event);
         viewer = who.viewer;
         const form = await readForm(event);
-        checkCsrf(who.identity, event, form.get("csrf") ?? undefined);
+        checkCsrf(who.identity, event, deps.gate(), form.get("csrf") ?? undefined);
         const caller = callerOf(who.identity, headers, "rest", event.node.req.socket.remoteAddress);
         return await work(event, form, (call) => invoke(deps, route, { ...call, caller, requestId: randomUUID() }), viewer);
       } catch (err) {
@@ -228,8 +228,8 @@ export function mountWeb(router: Router, deps: WebDeps): void {
       throw new ApiError("bridge.already_admitted", `${name} is admitted already; revoke it below first`);
     }
     const { token } = (await run({ params: {}, query: {}, body: { kind: "agent", name, scopes: bridgeScopes(profiles) } })) as { token: { token: string } };
-    const url = `${originOf(event)}/mcp/agents`;
-    return send(event, 200, await agentsPage(deps, originOf(event), undefined, viewer, { name, client, url, token: token.token, configs: clientConfigs(url, token.token) }));
+    const url = `${originOf(event, deps.gate())}/mcp/agents`;
+    return send(event, 200, await agentsPage(deps, originOf(event, deps.gate()), undefined, viewer, { name, client, url, token: token.token, configs: clientConfigs(url, token.token) }));
   }));
   // Cancels a run through agent_run_cancel's own route (audited like the tool), as the operator.
   const cancelRoute = deps.bridgeRoutes?.get("agent_run_cancel");
@@ -271,9 +271,14 @@ export function mountWeb(router: Router, deps: WebDeps): void {
   }));
 }
 
-/** `http://<Host>` of the request: the address the operator's browser (and so, likely, an agent) reaches this box at. */
-function originOf(event: H3Event): string {
-  return `http://${String(event.node.req.headers.host ?? "127.0.0.1")}`;
+/**
+ * The address the operator's browser (and so, likely, an agent) reaches this
+ * box at: the public origin (`[server] public_origins`) of the request's
+ * Host, else `http://<Host>`.
+ */
+function originOf(event: H3Event, gate: GateConfig): string {
+  const host = String(event.node.req.headers.host ?? "127.0.0.1");
+  return gate.pages.find((o) => new URL(o).host === host.toLowerCase()) ?? `http://${host}`;
 }
 
 /** `?agent=` of the Agents page. */
@@ -327,10 +332,10 @@ async function readForm(event: H3Event): Promise<URLSearchParams> {
   return new URLSearchParams(text);
 }
 
-/** A browser's post that names another origin than this page's (`http://<Host>`) is 403 `auth.csrf`; one without Origin (curl) passes. */
-function sameOrigin(headers: IncomingHttpHeaders): void {
+/** A browser's post that names another origin than this page's (`pageOrigins`) is 403 `auth.csrf`; one without Origin (curl) passes. */
+function sameOrigin(headers: IncomingHttpHeaders, gate: GateConfig): void {
   const origin = [headers.origin].flat()[0];
-  if (origin !== undefined && origin.toLowerCase() !== `http://${String(headers.host ?? "").toLowerCase()}`) {
+  if (origin !== undefined && !pageOrigins(headers, gate).includes(origin.toLowerCase())) {
     throw new ApiError("auth.csrf", `a login from ${JSON.stringify(origin)} is not from this page's origin`);
   }
 }

@@ -87,7 +87,7 @@ describe("fixtures/box", () => {
 
   it("has its settings as written in hal0.toml, defaults elsewhere", () => {
     const s = model.settings;
-    expect(s.server).toEqual({ host: "127.0.0.1", port: 8080, allowed_hosts: ["hal0.local"], allowed_origins: ["http://hal0.local"], auth: "token", max_body_kb: 1024 });
+    expect(s.server).toEqual({ host: "127.0.0.1", port: 8080, allowed_hosts: ["hal0.local"], allowed_origins: ["http://hal0.local"], public_origins: [], auth: "token", max_body_kb: 1024 });
     expect(s.slots).toMatchObject({ runtime: "process", port_range_start: 8081, port_range_end: 8200, max_slots: 8, health_timeout_s: 240 });
     expect(s.reconcile).toEqual({ interval_s: 60, drift: "enforce" });
     expect(s.approvals.ttl_s).toBe(28800);

@@ -263,6 +263,60 @@ describe("two boxes on one machine: each its own session cookie", () => {
   });
 });
 
+describe("behind an HTTPS reverse proxy: [server] public_origins", () => {
+  const PUBLIC = "https://hal0.example.com";
+
+  it("a session's login, decision and logout posted from a listed public origin are the page's own; another scheme, a foreign origin or X-Forwarded-* headers are not", async () => {
+    await start();
+    const local = new URL(s.url).host;
+    // Without the setting, the proxy's origin is not this page's, whatever X-Forwarded-* say.
+    const before = await formPost(s, "/login", { token: s.operator }, { origin: PUBLIC, host: local, "x-forwarded-proto": "https", "x-forwarded-host": "hal0.example.com" });
+    expect(before.status).toBe(421);
+    const forwarded = await formPost(s, "/login", { token: s.operator }, { origin: `https://${local}`, "x-forwarded-proto": "https" });
+    expect(forwarded.status).toBe(403);
+    expect(forwarded.headers.get("set-cookie")).toBeNull();
+
+    const put = await s.call("PUT", "/api/settings", { body: { server: { public_origins: [PUBLIC] } } });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    const id = await queued();
+    // A proxy that passes the Host on, and one that sends its upstream's (127.0.0.1:<port>).
+    for (const host of ["hal0.example.com", local]) {
+      const login = await formPost(s, "/login", { token: s.operator }, { origin: PUBLIC, host });
+      expect(login.status, `${host}: ${String(login.body)}`).toBe(303);
+      const cookie = cookiePair(login.headers.get("set-cookie"));
+      const inbox = await page("/", { cookie, host });
+      expect(inbox.status).toBe(200);
+      const csrf = csrfMeta(String(inbox.body));
+      // Under the upstream's Host, the public host over plain http is another origin; a foreign one is the gate's 421.
+      if (host === local) expect((await formPost(s, `/approvals/${id}/approve`, { csrf }, { cookie, host, origin: "http://hal0.example.com" })).status).toBe(403);
+      expect((await formPost(s, `/approvals/${id}/approve`, { csrf }, { cookie, host, origin: "https://evil.example" })).status).toBe(421);
+      expect((await approval(id)).state).toBe("pending");
+      if (host === local) {
+        const approved = await formPost(s, `/approvals/${id}/approve`, { csrf }, { cookie, host, origin: PUBLIC });
+        expect(approved.status, String(approved.body)).toBe(303);
+        expect((await approval(id)).state).toBe("executed");
+      }
+      const out = await formPost(s, "/logout", { csrf }, { cookie, host, origin: PUBLIC });
+      expect(out.status).toBe(303);
+      expect((await page("/", { cookie, host })).status).toBe(401);
+    }
+    // The Agents page names the MCP mounts at the public origin of its Host.
+    const agents = String((await page("/agents", { authorization: `Bearer ${s.operator}`, host: "hal0.example.com" })).body);
+    expect(agents).toContain(`${PUBLIC}/mcp/admin`);
+    expect(agents).not.toContain("http://hal0.example.com/mcp");
+  });
+
+  it("an entry that is not an origin as a browser sends it is refused: server.public_origin_invalid, nothing written", async () => {
+    await start();
+    for (const bad of ["https://hal0.example.com/", "https://hal0.example.com:443", "hal0.example.com", "ftp://hal0.example.com", "*"]) {
+      const res = await s.call("PUT", "/api/settings", { body: { server: { public_origins: [bad] } } });
+      expect(res.status, bad).toBe(422);
+      expect(JSON.stringify(res.body), bad).toContain("server.public_origin_invalid");
+    }
+    expect(readFileSync(join(s.config, "hal0.toml"), "utf8")).not.toContain("public_origins");
+  });
+});
+
 /** The approvals event stream opened with `headers`: the event types read so far, and whether the server ended it. */
 function approvalStream(headers: Record<string, string>): { events: string[]; ended: () => boolean; close: () => void; opened: Promise<void> } {
   const events: string[] = [];
