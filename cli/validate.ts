@@ -68,7 +68,9 @@ export async function runValidate(args: string[], io: CliIo): Promise<number> {
     for (const note of runnerNotes) io.stderr.write(`note: ${note}\n`);
     io.stdout.write(`${formatSummary(errors, warnings, root, text)}\n`);
   }
-  if (io.env.GITHUB_ACTIONS === "true") for (const d of diagnostics) io.stdout.write(`${formatAnnotation(d, text)}\n`);
+  // Under --json stdout is the one document (`validate --json > report.json`, `| jq`): the annotations go to stderr, which the runner reads them from too.
+  const annotations = values.json ? io.stderr : io.stdout;
+  if (io.env.GITHUB_ACTIONS === "true") for (const d of diagnostics) annotations.write(`${formatAnnotation(d, text)}\n`);
   return errors === 0 ? EXIT_OK : EXIT_ERROR;
 }
 

@@ -105,6 +105,14 @@ describe("hal0 validate (in process)", () => {
     expect(io.out()).toContain("::error file=slots/chat.toml,line=1,col=11,title=slot.unknown_profile::[slot.unknown_profile] unknown profile `rocmm`.");
   });
 
+  it("--json under GITHUB_ACTIONS=true: stdout stays the one JSON document, the annotations go to stderr", async () => {
+    const dir = tree(BROKEN);
+    const io = captureIo({ GITHUB_ACTIONS: "true" }, dir);
+    expect(await main(["validate", "--config", dir, "--json"], io)).toBe(1);
+    expect(JSON.parse(io.out())).toMatchObject({ ok: false, error_count: 2 });
+    expect(io.err()).toContain("::error file=slots/chat.toml,line=1,col=11,title=slot.unknown_profile::");
+  });
+
   it("escapes a GitHub annotation's properties as the runner reads them: a file name with %, : or , keeps its annotation whole", async () => {
     const dir = tree({ "slots/a,b:c%d.toml": "profile = 1\n" });
     const io = captureIo({ GITHUB_ACTIONS: "true" }, dir);
