@@ -93,7 +93,7 @@ export async function compileTree(flags: { config?: string }, io: CliIo): Promis
 
 /** `root` when it is a folder; else CliError `config.not_found`, before anything (a state folder, a loop) is started for it. */
 export function requireConfigFolder(root: string): string {
-  if (!statSync(root, { throwIfNoEntry: false })?.isDirectory()) throw new CliError("config.not_found", configNotFoundMessage(root));
+  if (!statOrNone(root)?.isDirectory()) throw new CliError("config.not_found", configNotFoundMessage(root));
   return root;
 }
 

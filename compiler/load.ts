@@ -56,7 +56,13 @@ export class ConfigNotFoundError extends Error {
  * box/hal0.toml`, as other tools take a file), which folder was meant.
  */
 export function configNotFoundMessage(dir: string): string {
-  const found = statSync(dir, { throwIfNoEntry: false });
+  let found;
+  try {
+    found = statSync(dir, { throwIfNoEntry: false });
+  } catch (err) {
+    // A path below a file (`--config box/hal0.toml/x`): no such folder, said as for any other.
+    if ((err as NodeJS.ErrnoException).code !== "ENOTDIR") throw err;
+  }
   if (found === undefined || found.isDirectory()) return `config folder not found: ${dir}`;
   return `config folder not found: ${dir} is a file; the config is the folder that holds hal0.toml and the other files${dir.endsWith(".toml") ? `: ${dirname(dir)}` : ""}`;
 }

@@ -95,6 +95,29 @@ describe("exit statuses: 2 is only 'changes'", () => {
     expect(existsSync(stateDir), `hal0 ${command[0]} wrote ${stateDir}`).toBe(false);
   });
 
+  it.each([
+    ["plan"], ["apply", "--yes"], ["status"], ["down"], ["drift"], ["doctor"], ["reconcile", "--once"], ["reconcile"], ["web"], ["serve", "--port", "0"], ["validate"],
+  ])("--config below a file (box/hal0.toml/x) is a folder that is not there: hal0 %s → 1 config.not_found, not system.io", async (...command) => {
+    const folder = join(dir, "b-box");
+    mkdirSync(folder, { recursive: true });
+    writeFileSync(join(folder, "hal0.toml"), "");
+    const below = join(folder, "hal0.toml", "x");
+    const stateDir = join(dir, `state-below-${command.join("-")}`);
+    const r = await run([...command, "--config", below, "--state", stateDir]);
+    expect(r.code, r.err).toBe(1);
+    expect(r.err).toBe(`hal0 ${command[0]}: config.not_found: config folder not found: ${below}\n`);
+    expect(existsSync(stateDir), `hal0 ${command[0]} wrote ${stateDir}`).toBe(false);
+  });
+
+  it("validate --json with --config below a file: the validate document with its config.not_found error", async () => {
+    const below = join(dir, "b-box", "hal0.toml", "x");
+    mkdirSync(join(dir, "b-box"), { recursive: true });
+    writeFileSync(join(dir, "b-box", "hal0.toml"), "");
+    const r = await run(["validate", "--json", "--config", below]);
+    expect(r.code, r.err).toBe(1);
+    expect(JSON.parse(r.out)).toMatchObject({ ok: false, valid: false, error_count: 1, diagnostics: [{ code: "config.not_found" }], runners: [] });
+  });
+
   it.each([["plan"], ["apply", "--yes"], ["status"], ["down"], ["drift"]])("an engine that does not answer is 1 runtime.unavailable: hal0 %s", async (...command) => {
     const r = await run([...command, "--config", docker, "--state", state()]);
     expect(r.code, r.err).toBe(1);
