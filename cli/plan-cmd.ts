@@ -42,8 +42,10 @@ export async function runPlan(args: string[], io: CliIo): Promise<number> {
   // What the host will refuse at apply (a runner not installed, a model file missing): the plan's actions stay what the planner says.
   for (const f of findings) io.stderr.write(`note: ${f.code}: ${f.summary}\n`);
   writeNotInstalled(box.model, io);
-  io.stdout.write(values.json ? `${planJson(savedPlan(plan))}\n` : `${formatPlan(shownPlan(plan), { verbose: values.verbose === true })}\n`);
+  // Saved before it is printed: a file the system refuses (a read-only mount, a full disk) fails the command with
+  // nothing on stdout but its failure, which under --json is then the one document there, not a second one after the plan.
   if (out !== undefined) await writeFileAtomic(out, `${planJson(savedPlan(plan))}\n`);
+  io.stdout.write(values.json ? `${planJson(savedPlan(plan))}\n` : `${formatPlan(shownPlan(plan), { verbose: values.verbose === true })}\n`);
   return values["detailed-exitcode"] && plan.has_changes ? EXIT_CHANGES : EXIT_OK;
 }
 

@@ -282,6 +282,23 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     }
   });
 
+  it("plan --json --out on a read-only mount: one JSON document on stdout, the system.io failure, not the plan and then the failure", async () => {
+    const ro = join(dir, "read-only-out");
+    mkdirSync(ro);
+    execFileSync("mount", ["-t", "tmpfs", "-o", "ro,size=1m,mode=755", "tmpfs", ro]);
+    try {
+      const r = await run(["plan", "--json", "--out", join(ro, "plan.json"), "--config", good, "--state", state()]);
+      expect(r.code, r.err).toBe(1);
+      expect(failureDoc(r.out, 1).diagnostics).toEqual([expect.objectContaining({ code: "system.io", summary: expect.stringContaining(`${ro}/plan.json: read-only file system (EROFS)`) })]);
+      const text = await run(["plan", "--out", join(ro, "plan.json"), "--config", good, "--state", state()]);
+      expect(text.code, text.err).toBe(1);
+      expect(text.out).toBe("");
+      expect(text.err).toMatch(/^hal0 plan: system\.io: could not write .*plan\.json: read-only file system \(EROFS\)\n$/);
+    } finally {
+      execFileSync("umount", [ro]);
+    }
+  });
+
   it("schema --out: a file is cli.not_a_folder; a folder where a schema file goes is system.io naming both paths, with no temporary file left", async () => {
     const f = file();
     const r = await run(["schema", "--out", f]);
