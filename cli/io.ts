@@ -87,10 +87,11 @@ export function jsonFailure(exitCode: number, diagnostics: ReadonlyArray<Diagnos
 /**
  * Prints the failure document (`{ok: false, exit_code, error_count,
  * warning_count, diagnostics}`) on stdout and returns `exitCode`, so a
- * command can `return writeJsonFailure(io, EXIT_ERROR, diagnostics)`.
+ * command can `return writeJsonFailure(io, EXIT_ERROR, diagnostics)`; on one
+ * line with `oneLine` (a command whose --json output is JSON lines).
  */
-export function writeJsonFailure(io: CliIo, exitCode: number, diagnostics: ReadonlyArray<Diagnostic | CliDiagnostic>): number {
-  io.stdout.write(`${JSON.stringify(jsonFailure(exitCode, diagnostics), null, 2)}\n`);
+export function writeJsonFailure(io: CliIo, exitCode: number, diagnostics: ReadonlyArray<Diagnostic | CliDiagnostic>, oneLine = false): number {
+  io.stdout.write(`${JSON.stringify(jsonFailure(exitCode, diagnostics), null, oneLine ? undefined : 2)}\n`);
   return exitCode;
 }
 

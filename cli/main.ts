@@ -12,6 +12,8 @@ import {
 interface Command {
   readonly run: (args: string[], io: CliIo) => Promise<number>;
   readonly help: string;
+  /** Its --json output is JSON lines (`model pull`'s progress): a failure document is one line too, so `--json | tail -1 | jq` reads it. */
+  readonly jsonLines?: boolean;
 }
 
 /**
@@ -33,7 +35,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   web: async () => { const m = await import("./web-cmd.js"); return { run: m.runWeb, help: m.WEB_HELP }; },
   schema: async () => { const m = await import("./schema-cmd.js"); return { run: m.runSchema, help: m.SCHEMA_HELP }; },
   token: async () => { const m = await import("./token-cmd.js"); return { run: m.runToken, help: m.TOKEN_HELP }; },
-  model: async () => { const m = await import("./model-cmd.js"); return { run: m.runModel, help: m.MODEL_HELP }; },
+  model: async () => { const m = await import("./model-cmd.js"); return { run: m.runModel, help: m.MODEL_HELP, jsonLines: true }; },
   service: async () => { const m = await import("./service-cmd.js"); return { run: m.runService, help: m.SERVICE_HELP }; },
   bridge: async () => { const m = await import("./bridge-cmd.js"); return { run: m.runBridge, help: m.BRIDGE_HELP }; },
   version: async () => { const m = await import("./version-cmd.js"); return { run: m.runVersion, help: m.VERSION_HELP }; },
@@ -109,16 +111,16 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
     return await command.run(rest, io);
   } catch (err) {
     const failure = failureOf(err, name, io);
-    if (failure) return fail(io, json, failure);
+    if (failure) return fail(io, json, failure, command.jsonLines);
     if (!json) throw err;
     // Still one JSON document; the stack goes to stderr as bin/hal0.cjs would print it.
     io.stderr.write(`hal0: internal error: ${(err as Error)?.stack ?? String(err)}\n`);
-    return fail(io, json, { exit: EXIT_INTERNAL, text: "", diagnostics: [cliDiagnostic("system.internal", `internal error: ${(err as Error)?.message ?? String(err)}`)] });
+    return fail(io, json, { exit: EXIT_INTERNAL, text: "", diagnostics: [cliDiagnostic("system.internal", `internal error: ${(err as Error)?.message ?? String(err)}`)] }, command.jsonLines);
   }
 }
 
-function fail(io: CliIo, json: boolean, failure: Failure): number {
-  if (json) return writeJsonFailure(io, failure.exit, failure.diagnostics);
+function fail(io: CliIo, json: boolean, failure: Failure, oneLine = false): number {
+  if (json) return writeJsonFailure(io, failure.exit, failure.diagnostics, oneLine);
   io.stderr.write(failure.text);
   return failure.exit;
 }

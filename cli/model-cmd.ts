@@ -17,7 +17,7 @@ stopped hal0 left under way resumes from the bytes on disk (a Range request): ha
 resumes it at its start, or, with no serve on the state folder, the next pull of the same
 file under the same id. One model pull per state folder at a time (model.pull_busy).
 Progress: a bar on a terminal, else (and with --json) one JSON line per update; a pull
-that fails under --json ends with its failure document on one line too.
+that fails or is refused under --json ends with its failure document on one line too.
 Exit status: 0 pulled and registered, 1 refused or failed (model.not_found,
 model.already_exists, model.pull_failed with its reason: checksum, no_space, register, …),
 64 usage error.`;

@@ -8,6 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
 import { freePort } from "../reconciler/process-helpers.js";
 import { ggufBytes, modelKvs } from "../server/gguf-writer.js";
+import { main } from "../../cli/index.js";
+import { captureIo } from "./helpers.js";
 
 const run = promisify(execFile);
 const HAL0 = join(import.meta.dirname, "../../bin/hal0.js");
@@ -60,6 +62,20 @@ describe("hal0 model pull (the built CLI)", () => {
     const missing = await hal0(["model", "pull", "acme/nothing", "x.gguf", "--id", "x"]);
     expect(missing.code).toBe(1);
     expect(missing.stderr).toContain("model.not_found");
+  });
+
+  it("--json: a pull refused before any progress (the id registered already, a repo the Hub lacks, a usage error) is its failure document on one line too", async () => {
+    for (const [args, code, exit] of [
+      [["model", "pull", "acme/Gemma-Tiny-GGUF", "Gemma-Tiny-Q4_K_M.gguf", "--json"], "model.already_exists", 1],
+      [["model", "pull", "acme/nothing", "x.gguf", "--id", "x", "--json"], "model.not_found", 1],
+      [["model", "pull", "acme/nothing", "--json"], "cli.usage", 64],
+    ] as const) {
+      const io = captureIo({ ...process.env, HF_ENDPOINT: hub.endpoint } as Record<string, string>);
+      expect(await main([...args, "--config", join(dir, "etc"), "--state", join(dir, "state")], io), args.join(" ")).toBe(exit);
+      const lines = io.out().trim().split("\n");
+      expect(lines, io.out()).toHaveLength(1);
+      expect(JSON.parse(lines[0]!)).toMatchObject({ ok: false, exit_code: exit, diagnostics: [{ code }] });
+    }
   });
 
   it("an argument the pull refuses is named as the command line names it (--id, REPO, --revision), not as the REST route's field", async () => {
