@@ -12,7 +12,7 @@ import {
 interface Command {
   readonly run: (args: string[], io: CliIo) => Promise<number>;
   readonly help: string;
-  /** Its --json output is JSON lines (`model pull`'s progress): a failure document is one line too, so `--json | tail -1 | jq` reads it. */
+  /** Its --json output is JSON lines (`model pull`'s progress, `reconcile`'s reports): a failure document is one line too, so `--json | tail -1 | jq` reads it. */
   readonly jsonLines?: boolean;
 }
 
@@ -27,7 +27,7 @@ const COMMANDS: Record<string, () => Promise<Command>> = {
   apply: async () => { const m = await import("./apply-cmd.js"); return { run: m.runApply, help: m.APPLY_HELP }; },
   status: async () => { const m = await import("./status-cmd.js"); return { run: m.runStatus, help: m.STATUS_HELP }; },
   down: async () => { const m = await import("./down-cmd.js"); return { run: m.runDown, help: m.DOWN_HELP }; },
-  reconcile: async () => { const m = await import("./reconcile-cmd.js"); return { run: m.runReconcile, help: m.RECONCILE_HELP }; },
+  reconcile: async () => { const m = await import("./reconcile-cmd.js"); return { run: m.runReconcile, help: m.RECONCILE_HELP, jsonLines: true }; },
   drift: async () => { const m = await import("./drift-cmd.js"); return { run: m.runDrift, help: m.DRIFT_HELP }; },
   agent: async () => { const m = await import("./agent-cmd.js"); return { run: m.runAgent, help: m.AGENT_HELP }; },
   doctor: async () => { const m = await import("./doctor-cmd.js"); return { run: m.runDoctor, help: m.DOCTOR_HELP }; },

@@ -18,7 +18,7 @@ Converges the box to the config without asking, like 'hal0 apply --yes': once wi
 SIGINT or SIGTERM (SIGHUP: a sweep now, failing slots tried at once). A tree with errors changes nothing; failing slots back off. The loop
 refuses to start (server.already_running) where hal0 serve already runs its own loop on
 the state folder; --once is one sweep, beside it or not.
-  --json   one JSON report per sweep (a failure too: {ok: false, exit_code, diagnostics})
+  --json   one JSON report per sweep, each on one line (a failure too: {ok: false, exit_code, diagnostics})
 Exit status (--once): 0 converged or nothing to do, 1 otherwise (a step failed, a tree with
 errors, the lock held, config.not_found, runtime.unavailable); the loop exits 0 on
 SIGINT/SIGTERM. 64 usage error.`;

@@ -357,6 +357,15 @@ describe("--json prints JSON, on failure too", () => {
     expect(doc.diagnostics).toEqual([expect.objectContaining({ code: "config.invalid_value", severity: "error", file: "hal0.toml", line: 2, column: 11, path: ["slots", "runtime"] })]);
   });
 
+  it("reconcile --json prints JSON lines, one report per sweep: a failure (config.not_found, a usage error) is one line too", async () => {
+    for (const args of [["reconcile", "--json", "--config", missing()], ["reconcile", "--once", "--json", "--config", missing()], ["reconcile", "--json", "--bogus"]]) {
+      const r = await run([...args, "--state", state()]);
+      const lines = r.out.trim().split("\n");
+      expect(lines, r.out).toHaveLength(1);
+      expect(JSON.parse(lines[0]!)).toMatchObject({ ok: false });
+    }
+  });
+
   it("plan without --json on an invalid tree prints the diagnostics on stderr (exit 1)", async () => {
     const r = await run(["plan", "--config", broken, "--state", state()]);
     expect(r.code).toBe(1);
