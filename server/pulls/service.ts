@@ -84,8 +84,7 @@ export class PullService {
     if (req.mmproj_filename !== undefined) checkHubFilename(req.mmproj_filename, "mmproj_filename");
     const model = await this.o.box.model();
     if (model.models[id] !== undefined) throw new ApiError("model.already_exists", `model ${id} is already registered; pull it under another id (--id)`, { model_id: id });
-    const live = this.store.get(id);
-    if (live !== undefined && isLive(live)) throw new ApiError("model.already_exists", `a pull of model ${id} is already ${live.state}`, { model_id: id, state: live.state });
+    this.notLive(id);
     const hub = this.hub();
     const want = [
       { repo: req.hf_repo, file: req.hf_filename },
@@ -127,8 +126,25 @@ export class PullService {
         });
       }
     }
+    this.free(id, mine.map((m) => m.path));
+    return { dest, extras, sha256: listed(req.hf_repo, req.hf_filename) };
+  }
+
+  /** Refuses an id a pull under way holds (model.already_exists). */
+  private notLive(id: string): void {
+    const live = this.store.get(id);
+    if (live !== undefined && isLive(live)) throw new ApiError("model.already_exists", `a pull of model ${id} is already ${live.state}`, { model_id: id, state: live.state });
+  }
+
+  /**
+   * Refuses files the store holds, or another pull under way writes. No
+   * await in it: `start` runs it again right before it creates the job, so
+   * two requests whose prechecks awaited the Hub side by side cannot both
+   * pass and download into one file.
+   */
+  private free(id: string, paths: readonly string[]): void {
     const others = this.store.live().filter((j) => j.model_id !== id);
-    for (const path of mine.map((m) => m.path)) {
+    for (const path of paths) {
       if (existsSync(path)) throw new ApiError("model.file_exists", `${path} already exists in the store; register it with model_add, or remove it first`, { path });
       // Another pull under way writes it, or its .partial is this file, or this one's .partial is its file: two downloads into one file would corrupt both.
       for (const j of others) {
@@ -136,7 +152,6 @@ export class PullService {
         if (theirs !== undefined) throw new ApiError("model.file_exists", theirs === path ? `${path} is being pulled as model ${j.model_id} (${j.state}); wait for it, or cancel it first` : `${path} and ${theirs}, being pulled as model ${j.model_id} (${j.state}), would share a file (one is the other's .partial, where a download's bytes go); wait for it, or cancel it first`, { path, model_id: j.model_id, ...(theirs === path ? {} : { other: theirs }) });
       }
     }
-    return { dest, extras, sha256: listed(req.hf_repo, req.hf_filename) };
   }
 
   /**
@@ -158,6 +173,9 @@ export class PullService {
   /** Queues a pull (after precheck) and starts it when there is room. */
   async start(id: string, req: PullRequest, caller: Caller): Promise<PullView> {
     const { dest, extras, sha256 } = await this.precheck(id, req);
+    // Checked again with nothing awaited before the job is created: another request for this id or these files may have passed its precheck meanwhile.
+    this.notLive(id);
+    this.free(id, [dest, ...extras.map((e) => e.dest)]);
     const job = this.store.create({
       model_id: id, mode: "pull", hf_repo: req.hf_repo, hf_filename: req.hf_filename, revision: req.revision ?? "main", dest, extras, sha256,
       requested_by: callerName(caller), approved_by: caller.approvedBy ?? (caller.kind === "operator" ? callerName(caller) : null),
@@ -202,8 +220,7 @@ export class PullService {
     const m = model.models[id];
     if (m === undefined) throw new ApiError("model.not_found", `no model ${id} in models.toml`, { model_id: id });
     if (!m.hf_repo || !m.hf_filename || !m.path_abs) throw new ApiError("validation.invalid", `model ${id} was not pulled from the Hub (it needs hf_repo, hf_filename and a path)`, { fields: [{ loc: ["params", "model_id"], msg: "not a Hub model", type: "value_error" }] });
-    const live = this.store.get(id);
-    if (live !== undefined && isLive(live)) throw new ApiError("model.already_exists", `a pull of model ${id} is already ${live.state}`, { model_id: id, state: live.state });
+    this.notLive(id);
     const [row] = await this.updates(id);
     if (row === undefined || row.hub === null) throw new ApiError("model.not_found", `${m.hf_repo}/${m.hf_filename} is not on ${this.hub().endpoint}: ${row?.reason ?? "unknown"}`, { hf_repo: m.hf_repo, hf_filename: m.hf_filename });
     if (!row.update_available) throw new ApiError("model.up_to_date", `model ${id} is up to date with ${m.hf_repo} (${row.reason})`, { model_id: id, ...row });
@@ -214,6 +231,8 @@ export class PullService {
   async startUpdate(id: string, caller: Caller): Promise<PullView> {
     const { dest, row } = await this.precheckUpdate(id);
     const m = (await this.o.box.model()).models[id]!;
+    // Again with nothing awaited before the job is created: another update of this model may have passed its precheck meanwhile.
+    this.notLive(id);
     this.store.create({
       model_id: id, mode: "update", hf_repo: m.hf_repo!, hf_filename: m.hf_filename!, revision: "main", dest, extras: [], sha256: row.hub?.sha256 ?? null,
       requested_by: callerName(caller), approved_by: caller.approvedBy ?? (caller.kind === "operator" ? callerName(caller) : null),

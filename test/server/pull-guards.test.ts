@@ -32,6 +32,7 @@ describe("pull guards (a local stand-in for the Hub)", () => {
     hub = await startFakeHub({ repos: {
       "acme/same-GGUF": { files: { "a/m.gguf": gguf("A", 4096), "b/m.gguf": gguf("B", 8192), "m.gguf.partial": gguf("P", 4096), "c/m.gguf": gguf("C", 4096) } },
       "acme/part-GGUF": { files: { "x.gguf": gguf("X", 256 * 1024), "x.gguf.partial": gguf("XP", 256 * 1024) } },
+      "acme/twice-GGUF": { files: { "t.gguf": gguf("T", 256 * 1024), "u.gguf": gguf("U", 256 * 1024) } },
     } });
     s = await startTestServer({ env: { HF_ENDPOINT: hub.endpoint } });
     setModelsTable(s.config, 'store = "pulled"');
@@ -70,6 +71,32 @@ describe("pull guards (a local stand-in for the Hub)", () => {
       if (field !== "draft_repo") expect([inspect.status, inspect.body.error?.code]).toEqual([422, "validation.invalid"]);
     }
     expect(await pulls()).toEqual([]);
+  });
+
+  it("two pulls of one id sent at once are one pull: the other is model.already_exists, not a job that replaces the first one's row while it downloads; of one file under two ids, model.file_exists", async () => {
+    hub.setRate(32 * 1024);
+    try {
+      const t = { hf_repo: "acme/twice-GGUF", hf_filename: "t.gguf" };
+      const [a, b] = await Promise.all([s.call("POST", "/api/models/t1/pull", { body: t }), s.call("POST", "/api/models/t2/pull", { body: t })]);
+      expect([a.status, b.status].sort(), JSON.stringify([a.body, b.body])).toEqual([202, 409]);
+      expect([a, b].find((r) => r.status === 409)!.body.error.code).toBe("model.file_exists");
+      const [c, d] = await Promise.all([
+        s.call("POST", "/api/models/one/pull", { body: { hf_repo: "acme/twice-GGUF", hf_filename: "u.gguf" } }),
+        s.call("POST", "/api/models/one/pull", { body: { hf_repo: "acme/same-GGUF", hf_filename: "c/m.gguf" } }),
+      ]);
+      expect([c.status, d.status].sort(), JSON.stringify([c.body, d.body])).toEqual([202, 409]);
+      expect([c, d].find((r) => r.status === 409)!.body.error.code).toBe("model.already_exists");
+      const live = (await s.call("GET", "/api/models/pulls")).body.pulls as Array<{ model_id: string; hf_filename: string }>;
+      expect(live.map((p) => p.model_id).sort()).toEqual([a.status === 202 ? "t1" : "t2", "one"].sort());
+      expect(live.find((p) => p.model_id === "one")!.hf_filename).toBe(c.status === 202 ? "u.gguf" : "c/m.gguf");
+      for (const p of live) {
+        expect((await s.call("POST", `/api/models/${p.model_id}/pull/cancel`)).status).toBe(200);
+        await s.call("DELETE", `/api/models/pulls/${p.model_id}`);
+      }
+    } finally {
+      hub.setRate(null);
+    }
+    expect(readdirSync(store())).toEqual([]);
   });
 
   it("a Hub file named X.partial is refused while another pull downloads X (and the other way round): they would share one file", async () => {
