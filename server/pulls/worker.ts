@@ -271,7 +271,10 @@ export class PullWorker {
       await flushing;
       await Promise.race([Promise.resolve(), failed]);
     } catch (err) {
-      out.destroy();
+      // The download broke off (the connection lost or silent, a cancel, hal0 stopping): the bytes received are written out
+      // before the error goes on, so the partial file holds all of them and nothing lands in it after a retry has measured it.
+      if (err instanceof PullError || out.errored !== null) out.destroy();
+      else await new Promise<void>((resolve) => out.end(() => resolve()));
       if (err instanceof PullError) {
         await unlink(partial).catch(() => undefined);
         throw err;

@@ -43,9 +43,12 @@ export interface FakeHub {
   /**
    * Makes a file's replies misbehave: `extraBytes` more bytes are streamed
    * (chunked, no content-length) than the size the Hub advertises; `noEtag`
-   * drops the sha256 headers (x-linked-etag, etag) from the download replies.
+   * drops the sha256 headers (x-linked-etag, etag) from the download replies;
+   * `dropAfter` closes the connection once the file's bytes up to that
+   * offset are sent (the full length advertised), as a server that goes away
+   * mid-file does (null: never).
    */
-  misbehave(repo: string, file: string, o: { extraBytes?: number; noEtag?: boolean }): void;
+  misbehave(repo: string, file: string, o: { extraBytes?: number; noEtag?: boolean; dropAfter?: number | null }): void;
   close(): Promise<void>;
 }
 
@@ -58,6 +61,7 @@ interface FakeFile {
   corruptAt?: number;
   extraBytes?: number;
   noEtag?: boolean;
+  dropAfter?: number | null;
 }
 
 interface FakeRepo {
@@ -149,6 +153,11 @@ export async function startFakeHub(o: { repos: Record<string, FakeRepoSpec>; byt
     }
     res.writeHead(m ? 206 : 200, h);
     if (req.method === "HEAD") return void res.end();
+    if (file.dropAfter != null && file.dropAfter < start + body.length) {
+      // The bytes up to dropAfter, then the connection is cut: the client sees fewer bytes than the content-length it was given.
+      res.write(body.subarray(0, Math.max(0, file.dropAfter - start)), () => res.socket?.destroy());
+      return;
+    }
     if (rate === null) return void res.end(body);
     // Throttled: a chunk every TICK ms, the rate read anew each time (setRate acts mid-file).
     const TICK = 50;
@@ -263,6 +272,7 @@ export async function startFakeHub(o: { repos: Record<string, FakeRepoSpec>; byt
       if (!file) throw new Error(`fake hub: no file ${path} in ${id}`);
       if (o.extraBytes !== undefined) file.extraBytes = o.extraBytes;
       if (o.noEtag !== undefined) file.noEtag = o.noEtag;
+      if (o.dropAfter !== undefined) file.dropAfter = o.dropAfter;
     },
     async close() {
       await Promise.all([hub, cdn].map((s) => new Promise<void>((resolve) => {

@@ -134,9 +134,10 @@ describe("a Hub that misbehaves mid-download (a local stand-in)", () => {
   const resumed = gguf("Resumed", 64 * 1024);
   const noEtag = gguf("NoEtag", 16 * 1024);
   const noEtagBad = gguf("NoEtagBad", 16 * 1024);
+  const cut = gguf("Cut", 64 * 1024);
 
   beforeAll(async () => {
-    hub = await startFakeHub({ repos: { "acme/odd-GGUF": { files: { "over.gguf": over, "resumed.gguf": resumed, "noetag.gguf": noEtag, "noetag-bad.gguf": noEtagBad } } } });
+    hub = await startFakeHub({ repos: { "acme/odd-GGUF": { files: { "over.gguf": over, "resumed.gguf": resumed, "noetag.gguf": noEtag, "noetag-bad.gguf": noEtagBad, "cut.gguf": cut } } } });
     s = await startTestServer({ env: { HF_ENDPOINT: hub.endpoint } });
     setModelsTable(s.config, 'store = "pulled"');
   });
@@ -167,6 +168,23 @@ describe("a Hub that misbehaves mid-download (a local stand-in)", () => {
     expect(sha(readFileSync(join(store(), "resumed.gguf")))).toBe(sha(resumed));
     expect(existsSync(join(store(), "resumed.gguf.partial"))).toBe(false);
     expect(hub.requests.some((r) => r.server === "cdn" && r.range === `bytes=${resumed.length + 1000}-`)).toBe(true);
+  });
+
+  it("the connection cut mid-file: failed (network), every byte received kept in the partial file; the retry resumes after them", async () => {
+    const body = { hf_repo: "acme/odd-GGUF", hf_filename: "cut.gguf" };
+    for (const at of [8192, 24576]) {
+      hub.misbehave("acme/odd-GGUF", "cut.gguf", { dropAfter: at });
+      expect((await s.call("POST", "/api/models/cut/pull", { body })).status).toBe(202);
+      const failed = await ended("cut");
+      expect(failed, JSON.stringify(failed)).toMatchObject({ state: "failed", reason: "network" });
+      expect(failed.error).toContain("broke off");
+      expect(statSync(join(store(), "cut.gguf.partial")).size).toBe(at);
+    }
+    hub.misbehave("acme/odd-GGUF", "cut.gguf", { dropAfter: null });
+    expect((await s.call("POST", "/api/models/cut/pull", { body })).status).toBe(202);
+    expect(await ended("cut")).toMatchObject({ state: "done", sha256: sha(cut) });
+    expect(hub.requests.filter((r) => r.server === "cdn" && r.path.startsWith(`/blobs/${sha(cut)}`)).map((r) => r.range ?? null)).toEqual([null, "bytes=8192-", "bytes=24576-"]);
+    expect(sha(readFileSync(join(store(), "cut.gguf")))).toBe(sha(cut));
   });
 
   it("a download reply without the sha256 (no x-linked-etag) is checked against the listing's LFS sha256", async () => {
