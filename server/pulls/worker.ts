@@ -159,7 +159,7 @@ export class PullWorker {
     this.running.set(id, live);
     let job = this.o.store.update(id, { state: "downloading", reason: null, error: null });
     this.emit("state", job);
-    /** Files this run renamed into place (a pull of a new model only): a later file that fails removes them too, so a retry does not meet model.file_exists. */
+    /** Files this run renamed into place (a pull of a new model only): a later file that fails (or a cancel) removes them too, so a retry does not meet model.file_exists. */
     const placed: string[] = [];
     try {
       const hub = this.o.hub();
@@ -185,15 +185,20 @@ export class PullWorker {
       }
       this.emit("state", this.o.store.update(id, { state: "done", finished_at: this.iso() }));
     } catch (err) {
+      const unplace = async () => {
+        for (const path of placed) await unlink(path).catch(() => undefined);
+      };
       if (live.cancelled) {
         await removePartials(job);
+        if (!(err instanceof PullError && err.reason === "register")) await unplace();
         this.emit("state", this.o.store.update(id, { state: "cancelled", finished_at: this.iso() }));
       } else if (this.closed && live.abort.signal.aborted) {
         // hal0 is stopping: the job stays downloading and resumes at the next start.
       } else {
         const reason = err instanceof PullError ? err.reason : "network";
         if (reason !== "register") await removePartials(job, reason === "network");
-        if (reason !== "register" && reason !== "network") for (const path of placed) await unlink(path).catch(() => undefined);
+        // A network failure keeps the partial file it broke off in, to resume; the whole files before it go too (they are fetched again).
+        if (reason !== "register") await unplace();
         this.emit("state", this.o.store.update(id, { state: "failed", reason, error: (err as Error).message, finished_at: this.iso() }));
       }
     } finally {

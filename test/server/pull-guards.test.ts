@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { existsSync, mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { join } from "node:path";
@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
 import { ggufBytes, modelKvs } from "./gguf-writer.js";
 import { setModelsTable, startTestServer, type TestServer } from "./harness.js";
-import { until } from "../helpers/until.js";
+import { until, untilTrue } from "../helpers/until.js";
 
 /**
  * What a pull refuses or survives when the request, or the Hub, is odd: files
@@ -135,9 +135,12 @@ describe("a Hub that misbehaves mid-download (a local stand-in)", () => {
   const noEtag = gguf("NoEtag", 16 * 1024);
   const noEtagBad = gguf("NoEtagBad", 16 * 1024);
   const cut = gguf("Cut", 64 * 1024);
+  const small = gguf("Small", 16 * 1024);
+  const dropDraft = gguf("DropDraft", 64 * 1024);
+  const slowDraft = gguf("SlowDraft", 512 * 1024);
 
   beforeAll(async () => {
-    hub = await startFakeHub({ repos: { "acme/odd-GGUF": { files: { "over.gguf": over, "resumed.gguf": resumed, "noetag.gguf": noEtag, "noetag-bad.gguf": noEtagBad, "cut.gguf": cut } } } });
+    hub = await startFakeHub({ repos: { "acme/odd-GGUF": { files: { "over.gguf": over, "resumed.gguf": resumed, "noetag.gguf": noEtag, "noetag-bad.gguf": noEtagBad, "cut.gguf": cut, "small.gguf": small, "drop-draft.gguf": dropDraft, "slow-draft.gguf": slowDraft } } } });
     s = await startTestServer({ env: { HF_ENDPOINT: hub.endpoint } });
     setModelsTable(s.config, 'store = "pulled"');
   });
@@ -185,6 +188,42 @@ describe("a Hub that misbehaves mid-download (a local stand-in)", () => {
     expect(await ended("cut")).toMatchObject({ state: "done", sha256: sha(cut) });
     expect(hub.requests.filter((r) => r.server === "cdn" && r.path.startsWith(`/blobs/${sha(cut)}`)).map((r) => r.range ?? null)).toEqual([null, "bytes=8192-", "bytes=24576-"]);
     expect(sha(readFileSync(join(store(), "cut.gguf")))).toBe(sha(cut));
+  });
+
+  it("the connection cut while a draft downloads (the model's file already in place): failed (network), the model's file not left behind; the retry resumes the draft", async () => {
+    hub.misbehave("acme/odd-GGUF", "drop-draft.gguf", { dropAfter: 8192 });
+    const body = { hf_repo: "acme/odd-GGUF", hf_filename: "small.gguf", draft_filename: "drop-draft.gguf" };
+    expect((await s.call("POST", "/api/models/small/pull", { body })).status).toBe(202);
+    const failed = await ended("small");
+    expect(failed, JSON.stringify(failed)).toMatchObject({ state: "failed", reason: "network" });
+    // Only the draft's partial file is left, to resume: no complete file a retry would meet as model.file_exists.
+    expect(readdirSync(store()).filter((f) => f.startsWith("small") || f.startsWith("drop-draft"))).toEqual(["drop-draft.gguf.partial"]);
+    expect(statSync(join(store(), "drop-draft.gguf.partial")).size).toBe(8192);
+    hub.misbehave("acme/odd-GGUF", "drop-draft.gguf", { dropAfter: null });
+    const retry = await s.call("POST", "/api/models/small/pull", { body });
+    expect(retry.status, JSON.stringify(retry.body)).toBe(202);
+    expect(await ended("small")).toMatchObject({ state: "done", sha256: sha(small) });
+    expect(hub.requests.some((r) => r.server === "cdn" && r.range === "bytes=8192-")).toBe(true);
+    expect(sha(readFileSync(join(store(), "drop-draft.gguf")))).toBe(sha(dropDraft));
+    expect((await s.call("GET", "/api/models/small")).body.draft).toBe("pulled/drop-draft.gguf");
+  });
+
+  it("a pull cancelled while its draft downloads (the model's file already in place) leaves no file behind; pulled again, it is not model.file_exists", async () => {
+    hub.setRate(64 * 1024);
+    const body = { hf_repo: "acme/odd-GGUF", hf_filename: "small.gguf", draft_filename: "slow-draft.gguf" };
+    try {
+      await s.call("DELETE", "/api/models/small");
+      for (const f of ["small.gguf", "drop-draft.gguf"]) rmSync(join(store(), f), { force: true });
+      expect((await s.call("POST", "/api/models/small2/pull", { body })).status).toBe(202);
+      await untilTrue(() => existsSync(join(store(), "small.gguf")) && existsSync(join(store(), "slow-draft.gguf.partial")), 10_000);
+      expect((await s.call("POST", "/api/models/small2/pull/cancel")).body.pull.state).toBe("cancelled");
+      expect(readdirSync(store()).filter((f) => f.startsWith("small") || f.startsWith("slow-draft"))).toEqual([]);
+    } finally {
+      hub.setRate(null);
+    }
+    const again = await s.call("POST", "/api/models/small2/pull", { body });
+    expect(again.status, JSON.stringify(again.body)).toBe(202);
+    expect(await ended("small2")).toMatchObject({ state: "done" });
   });
 
   it("a download reply without the sha256 (no x-linked-etag) is checked against the listing's LFS sha256", async () => {
