@@ -16,7 +16,8 @@ export interface HubFile {
   readonly sha256: string | null;
 }
 
-export type HubErrorCode = "model.not_found" | "hub.unreachable" | "hub.error" | "validation.invalid";
+/** `hub.denied`: the Hub refused the token or access (401/403: an invalid token, a gated repository the token's account was not granted). */
+export type HubErrorCode = "model.not_found" | "hub.unreachable" | "hub.error" | "hub.denied" | "validation.invalid";
 
 /** What went wrong talking to the Hub; `code` is a registry code, `status` the HTTP status when there was a reply. */
 export class HubError extends Error {
@@ -181,9 +182,14 @@ export class HubClient {
     }
     const { res, hub } = sent;
     const final = new URL(res.url || url).host;
+    const denied = res.status === 401 || res.status === 403 ? this.#denial(res.status, res.headers) : undefined;
+    if (denied !== undefined) throw await refuse(res, new HubError("hub.denied", `${final} refused ${what} (${res.status}): ${denied}`, res.status));
     if (res.status === 404 || res.status === 401) throw await refuse(res, new HubError("model.not_found", `${what} was not found on ${this.#host}`, res.status));
     if (res.status === 416) throw await refuse(res, new HubError("hub.error", `${final} refused the range from byte ${from} of ${what} (416)`, 416));
-    if (res.status !== 200 && res.status !== 206) throw await refuse(res, new HubError("hub.error", `${final} answered ${res.status} for ${what}`, res.status));
+    if (res.status !== 200 && res.status !== 206) {
+      const retry = res.headers.get("retry-after");
+      throw await refuse(res, new HubError("hub.error", `${final} answered ${res.status} for ${what}${retry !== null && /^\d{1,6}$/.test(retry) ? ` (Retry-After: ${retry} s)` : ""}`, res.status));
+    }
     const header = (name: string): string | null => hub.get(name) ?? res.headers.get(name);
     let total = toSize(hub.get("x-linked-size"));
     if (res.status === 206) {
@@ -247,13 +253,31 @@ export class HubClient {
     throw bad(kind === "tree" ? "a tree link names a folder, not a file" : `\`${kind}\` is not resolve, blob or tree (or the file is missing)`);
   }
 
-  /** A `fetch` for the JS client: every request goes through `send`, with `signal` (the call's deadline, the stop) besides the client's own. */
-  #apiFetch(signal: AbortSignal): typeof fetch {
+  /** A `fetch` for the JS client: every request goes through `send`, with `signal` (the call's deadline, the stop) besides the client's own; `seen` hears each reply. */
+  #apiFetch(signal: AbortSignal, seen: (res: Response) => void): typeof fetch {
     return (async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
       const url = typeof input === "string" ? input : input instanceof URL ? input.href : input.url;
       const headers = Object.fromEntries(new Headers(init?.headers).entries());
-      return (await this.#send(url, headers, init?.signal ? AbortSignal.any([init.signal, signal]) : signal)).res;
+      const { res } = await this.#send(url, headers, init?.signal ? AbortSignal.any([init.signal, signal]) : signal);
+      seen(res);
+      return res;
     }) as typeof fetch;
+  }
+
+  /**
+   * Why a 401 or 403 is the Hub refusing access, not saying the repo does
+   * not exist (its 401 for a private repo one may not see): a gated repo
+   * (`x-error-code: GatedRepo`), a token it does not accept, any 403.
+   * Undefined for a plain 401. Read from the Hub's headers, never echoing
+   * its text.
+   */
+  #denial(status: number, headers: Headers): string | undefined {
+    if (headers.get("x-error-code") === "GatedRepo") {
+      return this.#token ? "a gated repository whose access HF_TOKEN's account has not been granted; ask for it on the repository's page" : "a gated repository; set HF_TOKEN to a token of an account granted access";
+    }
+    if (/invalid credentials/i.test(headers.get("x-error-message") ?? "")) return "it does not accept HF_TOKEN (invalid credentials); set a valid token";
+    if (status === 403) return this.#token ? "HF_TOKEN has no access to it" : "it needs a token; set HF_TOKEN";
+    return undefined;
   }
 
   /** The HubError for a call given up on by its deadline or by the stop; undefined when neither fired. */
@@ -302,14 +326,19 @@ export class HubClient {
   async #api<T>(repo: string | undefined, revision: string | undefined, call: (fetch: typeof globalThis.fetch) => Promise<T>): Promise<T> {
     // The whole call (its pages too, and reading the replies) has one deadline.
     const deadline = AbortSignal.timeout(this.timeoutMs);
+    /** The last 401 / 403 reply's headers: the JS client's error keeps the status only. */
+    let refused: { status: number; headers: Headers } | undefined;
+    const seen = (res: Response): void => void (res.status === 401 || res.status === 403 ? (refused = { status: res.status, headers: res.headers }) : undefined);
     try {
-      return await call(this.#apiFetch(this.#stop ? AbortSignal.any([deadline, this.#stop]) : deadline));
+      return await call(this.#apiFetch(this.#stop ? AbortSignal.any([deadline, this.#stop]) : deadline, seen));
     } catch (e) {
       const gaveUp = this.#gaveUp(deadline, `the Hub at ${this.#host} did not answer${repo ? ` for ${repo}` : ""}`);
       if (gaveUp) throw gaveUp;
       if (e instanceof HubError) throw e;
       const status = (e as { statusCode?: unknown }).statusCode;
       if (typeof status === "number") {
+        const denied = refused !== undefined && refused.status === status ? this.#denial(status, refused.headers) : undefined;
+        if (denied !== undefined) throw new HubError("hub.denied", `the Hub at ${this.#host} refused ${repo ?? "the call"} (${status}): ${denied}`, status);
         if (repo !== undefined && (status === 404 || status === 401)) throw new HubError("model.not_found", `${repo}@${revision} was not found on ${this.#host}`, status);
         throw new HubError("hub.error", `the Hub at ${this.#host} answered ${status}${repo ? ` for ${repo}` : ""}`, status);
       }

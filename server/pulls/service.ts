@@ -101,6 +101,7 @@ export class PullService {
           const field = / is not a revision$/.test(err.message) ? "revision" : repo === req.hf_repo ? "hf_repo" : "draft_repo";
           throw new ApiError("validation.invalid", err.message, { fields: [{ loc: ["body", field], msg: err.message, type: "value_error" }] });
         }
+        if (err instanceof HubError && err.code === "hub.denied") throw new ApiError("model.hub_denied", err.message, { endpoint: hub.endpoint, hf_repo: repo, status: err.status });
         if (err instanceof HubError) throw new ApiError("model.hub_unreachable", err.message, { endpoint: hub.endpoint });
         throw err;
       });

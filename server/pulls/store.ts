@@ -9,7 +9,7 @@ import type { Db } from "../db.js";
 export const PULL_STATES = ["queued", "downloading", "verifying", "done", "failed", "cancelled"] as const;
 export type PullState = (typeof PULL_STATES)[number];
 /** Why a pull failed: the `reason` of `model.pull_failed`. */
-export type PullFailure = "checksum" | "no_space" | "register" | "not_found" | "network" | "oversized" | "unsupported_format";
+export type PullFailure = "checksum" | "no_space" | "register" | "not_found" | "denied" | "network" | "oversized" | "unsupported_format";
 
 /** A file that comes down with the model and is wired as its `draft` or `mmproj`. */
 export interface PullExtra {

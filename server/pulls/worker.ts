@@ -196,7 +196,8 @@ export class PullWorker {
         // hal0 is stopping: the job stays downloading and resumes at the next start.
       } else {
         const reason = err instanceof PullError ? err.reason : "network";
-        if (reason !== "register") await removePartials(job, reason === "network");
+        // A refused token keeps them too: the next try, with access granted, resumes.
+        if (reason !== "register") await removePartials(job, reason === "network" || reason === "denied");
         // A network failure keeps the partial file it broke off in, to resume; the whole files before it go too (they are fetched again).
         if (reason !== "register") await unplace();
         this.emit("state", this.o.store.update(id, { state: "failed", reason, error: (err as Error).message, finished_at: this.iso() }));
@@ -225,6 +226,7 @@ export class PullWorker {
     if (from > 0) await hashFile(partial, hash);
     const reply = await hub.download({ repo: t.repo, revision: t.revision, file: t.file }, { from, signal: live.abort.signal }).catch((err: Error & { code?: string; status?: number }) => {
       if (err.code === "model.not_found") throw new PullError("not_found", err.message);
+      if (err.code === "hub.denied") throw new PullError("denied", err.message);
       // The Range is refused (the partial file is as large as the file, or larger): it cannot be resumed, so it starts again from byte 0.
       if (err.status === 416 && from > 0) return "restart" as const;
       throw err;

@@ -104,8 +104,8 @@ export const modelPullRoutes = [
     summary: "Search the Hub (HF_ENDPOINT) for GGUF model repositories: id, downloads, likes, last update",
     handle: async ({ query, services }) => {
       const hub = pulls(services).hub();
-      const results = await hub.search(query.q, { limit: query.limit }).catch((err: Error) => {
-        throw new ApiError("model.hub_unreachable", err.message, { endpoint: hub.endpoint });
+      const results = await hub.search(query.q, { limit: query.limit }).catch((err: Error & { code?: string }) => {
+        throw new ApiError(err.code === "hub.denied" ? "model.hub_denied" : "model.hub_unreachable", err.message, { endpoint: hub.endpoint });
       });
       return { endpoint: hub.endpoint, results };
     },

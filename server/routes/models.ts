@@ -120,6 +120,7 @@ async function inspectHub(services: Dispatcher, body: { hf_repo: string; revisio
   const inspected = await inspectHubRepo(hub, target.repo, target.revision).catch((err: Error & { code?: string }) => {
     if (err.code === "model.not_found") throw new ApiError("model.not_found", `no model repository ${target.repo} on ${hub.endpoint}`, { hf_repo: target.repo });
     if (err.code === "validation.invalid") throw new ApiError("validation.invalid", err.message, { fields: [{ loc: ["body"], msg: err.message, type: "value_error" }] });
+    if (err.code === "hub.denied") throw new ApiError("model.hub_denied", err.message, { endpoint: hub.endpoint, hf_repo: target.repo });
     throw new ApiError("model.hub_unreachable", err.message, { endpoint: hub.endpoint });
   });
   return target.file === null ? inspected : { ...inspected, file: inspected.files.find((f) => f.file === target.file) ?? null };

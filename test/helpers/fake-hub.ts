@@ -48,7 +48,13 @@ export interface FakeHub {
    * offset are sent (the full length advertised), as a server that goes away
    * mid-file does (null: never).
    */
-  misbehave(repo: string, file: string, o: { extraBytes?: number; noEtag?: boolean; dropAfter?: number | null }): void;
+  misbehave(repo: string, file: string, o: { extraBytes?: number; noEtag?: boolean; dropAfter?: number | null; refuse?: FakeRefusal | null }): void;
+  /**
+   * Gates a repo as the Hub does (null: opens it again): its metadata stays
+   * public, its files answer 401 GatedRepo without a token and 403 GatedRepo
+   * with one other than `token` (an account not granted access).
+   */
+  gate(repo: string, token: string | null): void;
   close(): Promise<void>;
 }
 
@@ -62,10 +68,18 @@ interface FakeFile {
   extraBytes?: number;
   noEtag?: boolean;
   dropAfter?: number | null;
+  refuse?: FakeRefusal | null;
+}
+
+/** What `resolve` of a file answers instead of the file (`refuse` of misbehave): a status and headers, e.g. 429 with Retry-After, 503. */
+export interface FakeRefusal {
+  status: number;
+  headers?: Record<string, string>;
 }
 
 interface FakeRepo {
   sha: string;
+  gated?: string | null;
   readonly files: Map<string, FakeFile>;
   readonly downloads: number;
   readonly likes: number;
@@ -222,6 +236,14 @@ export async function startFakeHub(o: { repos: Record<string, FakeRepoSpec>; byt
       if (!repo) return;
       const file = repo.files.get(segs.slice(4).join("/"));
       if (!file) return notFound(res, "Entry not found", "EntryNotFound");
+      const id = `${segs[0]}/${segs[1]}`;
+      if (repo.gated != null && req.headers.authorization !== `Bearer ${repo.gated}`) {
+        const message = req.headers.authorization === undefined
+          ? `Access to model ${id} is restricted. You must have access to it and be authenticated to access it. Please log in.`
+          : `Access to model ${id} is restricted and you are not in the authorized list. Visit https://huggingface.co/${id} to ask for access.`;
+        return json(res, req.headers.authorization === undefined ? 401 : 403, { error: message }, { "x-error-code": "GatedRepo", "x-error-message": message });
+      }
+      if (file.refuse) return json(res, file.refuse.status, { error: `refused with ${file.refuse.status}` }, file.refuse.headers ?? {});
       const headers = { "x-repo-commit": repo.sha };
       if (!file.lfs) return serveBytes(req, res, file, { ...headers, etag: `"${file.oid}"` });
       res.writeHead(302, { ...headers, ...(file.noEtag ? {} : { "x-linked-etag": `"${file.sha256}"`, etag: `"${file.sha256}"` }), "x-linked-size": String(file.data.length), location: `${cdnOrigin}/blobs/${file.sha256}?X-Fake-Signature=${sha("sha1", file.sha256).slice(0, 16)}`, "content-length": 0 }).end();
@@ -273,6 +295,10 @@ export async function startFakeHub(o: { repos: Record<string, FakeRepoSpec>; byt
       if (o.extraBytes !== undefined) file.extraBytes = o.extraBytes;
       if (o.noEtag !== undefined) file.noEtag = o.noEtag;
       if (o.dropAfter !== undefined) file.dropAfter = o.dropAfter;
+      if (o.refuse !== undefined) file.refuse = o.refuse;
+    },
+    gate(id, token) {
+      repoOf(id).gated = token;
     },
     async close() {
       await Promise.all([hub, cdn].map((s) => new Promise<void>((resolve) => {

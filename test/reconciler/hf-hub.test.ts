@@ -306,6 +306,52 @@ describe("HubClient: download", () => {
     }
   });
 
+  it("a gated repo's file is hub.denied (401 without a token, 403 with one not granted), a plain 401 stays model.not_found; never the token in the error", async () => {
+    const h = await startFakeHub({ repos: { "o/gated": { files: { "m.gguf": GGUF } } } });
+    try {
+      h.gate("o/gated", TOKEN);
+      const t = { repo: "o/gated", revision: "main", file: "m.gguf" };
+      const none = await hubError(new HubClient({ endpoint: h.endpoint }).download(t, { from: 0 }));
+      expect(none).toMatchObject({ code: "hub.denied", status: 401 });
+      expect(none.message).toContain("set HF_TOKEN");
+      const other = await hubError(new HubClient({ endpoint: h.endpoint, token: "hf_notGrantedToken456" }).download(t, { from: 0 }));
+      expect(other).toMatchObject({ code: "hub.denied", status: 403 });
+      expect(other.message).toContain("has not been granted");
+      expect(other.message).not.toContain("hf_notGrantedToken456");
+      // Its metadata stays public, as the Hub's does; the granted token downloads it.
+      expect((await new HubClient({ endpoint: h.endpoint }).repoInfo("o/gated")).files.map((f) => f.path)).toEqual(["m.gguf"]);
+      expect((await collect((await new HubClient({ endpoint: h.endpoint, token: TOKEN }).download(t, { from: 0 })).body)).equals(GGUF)).toBe(true);
+      h.gate("o/gated", null);
+      h.misbehave("o/gated", "m.gguf", { refuse: { status: 401, headers: { "x-error-code": "RepoNotFound" } } });
+      expect(await hubError(new HubClient({ endpoint: h.endpoint }).download(t, { from: 0 }))).toMatchObject({ code: "model.not_found", status: 401 });
+      h.misbehave("o/gated", "m.gguf", { refuse: { status: 429, headers: { "retry-after": "30" } } });
+      const limited = await hubError(new HubClient({ endpoint: h.endpoint }).download(t, { from: 0 }));
+      expect(limited).toMatchObject({ code: "hub.error", status: 429 });
+      expect(limited.message).toContain("Retry-After: 30 s");
+    } finally {
+      await h.close();
+    }
+  });
+
+  it("a token the Hub does not accept is hub.denied for repo info and search, not model.not_found", async () => {
+    const refusing = createServer((_req, res) => {
+      const message = "Invalid credentials in Authorization header";
+      res.writeHead(401, { "content-type": "application/json", "x-error-message": message }).end(JSON.stringify({ error: message }));
+    });
+    await new Promise<void>((r) => refusing.listen(0, "127.0.0.1", r));
+    try {
+      const c = new HubClient({ endpoint: `http://127.0.0.1:${(refusing.address() as AddressInfo).port}`, token: TOKEN });
+      for (const call of [() => c.repoInfo("Qwen/Qwen3-4B-GGUF"), () => c.search("qwen"), () => c.download(target, { from: 0 })]) {
+        const e = await hubError(call());
+        expect(e).toMatchObject({ code: "hub.denied", status: 401 });
+        expect(e.message).toContain("invalid credentials");
+        expect(JSON.stringify([e.message, e])).not.toContain(TOKEN);
+      }
+    } finally {
+      await new Promise((r) => refusing.close(r));
+    }
+  });
+
   it("answers hub.unreachable for a closed port, naming the host and never the token", async () => {
     const port = await closedPort();
     const c = new HubClient({ endpoint: `http://127.0.0.1:${port}`, token: TOKEN });

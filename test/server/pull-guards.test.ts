@@ -354,3 +354,70 @@ describe("a store migration while a pull is under way", () => {
     }
   });
 });
+
+describe("a gated repository, a Hub that limits the rate (a local stand-in)", () => {
+  const TOKEN = "hf_notGrantedToken0123456789";
+  let hub: FakeHub;
+  let s: TestServer;
+  const status = (id: string) => s.call("GET", `/api/models/${id}/pull/status`).then((r) => r.body.pull);
+  const ended = (id: string) => until(() => status(id), (p) => p !== undefined && ["done", "failed", "cancelled"].includes(p.state));
+  const store = () => join(s.config, "pulled");
+  const gated = gguf("Gated", 64 * 1024);
+
+  beforeAll(async () => {
+    hub = await startFakeHub({ repos: { "acme/gated-GGUF": { files: { "g.gguf": gated } }, "acme/busy-GGUF": { files: { "b.gguf": gguf("Busy", 8192) } } } });
+    s = await startTestServer({ env: { HF_ENDPOINT: hub.endpoint, HF_TOKEN: TOKEN } });
+    setModelsTable(s.config, 'store = "pulled"');
+  });
+  afterAll(async () => {
+    await s?.close();
+    await hub?.close();
+  });
+
+  it("a gated file the token's account was not granted fails with reason denied, never naming the token; granted, the retry completes", async () => {
+    hub.gate("acme/gated-GGUF", "hf_someoneElsesToken0123");
+    const body = { hf_repo: "acme/gated-GGUF", hf_filename: "g.gguf" };
+    // The Hub shows a gated repo's listing to anyone: the checks pass, its download is refused.
+    expect((await s.call("POST", "/api/models/gated/pull", { body })).status).toBe(202);
+    const failed = await ended("gated");
+    expect(failed, JSON.stringify(failed)).toMatchObject({ state: "failed", reason: "denied" });
+    expect(failed.error).toContain("gated repository");
+    expect(existsSync(join(store(), "g.gguf"))).toBe(false);
+    hub.gate("acme/gated-GGUF", TOKEN);
+    expect((await s.call("POST", "/api/models/gated/pull", { body })).status).toBe(202);
+    expect(await ended("gated")).toMatchObject({ state: "done", sha256: sha(gated) });
+    // The token went to the Hub only, and is nowhere in what hal0 keeps or answers.
+    expect(hub.requests.filter((r) => r.server === "cdn").every((r) => r.authorization === undefined)).toBe(true);
+    const kept = ["hal0.db", "hal0.db-wal"].map((f) => join(s.state, f)).filter(existsSync).map((f) => readFileSync(f).toString("latin1")).join("");
+    expect(kept).not.toContain(TOKEN);
+    expect(JSON.stringify((await s.call("GET", "/api/models/pulls")).body)).not.toContain(TOKEN);
+  });
+
+  it("a 429 with Retry-After fails the download (reason network, naming it); a Hub refusing the token is model.hub_denied before anything is queued", async () => {
+    hub.misbehave("acme/busy-GGUF", "b.gguf", { refuse: { status: 429, headers: { "retry-after": "30" } } });
+    expect((await s.call("POST", "/api/models/busy/pull", { body: { hf_repo: "acme/busy-GGUF", hf_filename: "b.gguf" } })).status).toBe(202);
+    const failed = await ended("busy");
+    expect(failed).toMatchObject({ state: "failed", reason: "network" });
+    expect(failed.error).toContain("answered 429");
+    expect(failed.error).toContain("Retry-After: 30 s");
+    const refusing = createServer((_req, res) => {
+      const message = "Invalid credentials in Authorization header";
+      res.writeHead(401, { "content-type": "application/json", "x-error-message": message }).end(JSON.stringify({ error: message }));
+    });
+    await new Promise<void>((r) => refusing.listen(0, "127.0.0.1", r));
+    const t = await startTestServer({ env: { HF_ENDPOINT: `http://127.0.0.1:${(refusing.address() as AddressInfo).port}`, HF_TOKEN: TOKEN } });
+    try {
+      setModelsTable(t.config, 'store = "pulled"');
+      for (const [method, path, body] of [["GET", "/api/hf/search?q=tiny"], ["POST", "/api/models/inspect", { hf_repo: "acme/busy-GGUF" }], ["POST", "/api/models/b/pull", { hf_repo: "acme/busy-GGUF", hf_filename: "b.gguf" }]] as const) {
+        const res = await t.call(method, path, body === undefined ? {} : { body });
+        expect([res.status, res.body.error?.code], `${path}: ${JSON.stringify(res.body)}`).toEqual([502, "model.hub_denied"]);
+        expect(res.body.error.message).toContain("invalid credentials");
+        expect(JSON.stringify(res.body)).not.toContain(TOKEN);
+      }
+      expect((await t.call("GET", "/api/models/pulls")).body.pulls).toEqual([]);
+    } finally {
+      await t.close();
+      await new Promise((r) => refusing.close(r));
+    }
+  });
+});
