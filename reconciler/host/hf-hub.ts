@@ -41,6 +41,12 @@ export interface HubDownload {
   readonly commit: string | null;
   /** `x-linked-etag` (the sha256 for an LFS file), else the reply's ETag; quotes stripped. */
   readonly etag: string | null;
+  /**
+   * The git blob id (sha1 of `blob <size>\0` and the bytes) of a file the
+   * Hub serves itself, outside LFS: its ETag. Null for an LFS file (the CDN
+   * serves it; its sha256 is `etag`).
+   */
+  readonly gitBlob: string | null;
   readonly body: AsyncIterable<Uint8Array>;
 }
 
@@ -201,11 +207,14 @@ export class HubClient {
     }
     if (total === null) throw await refuse(res, new HubError("hub.error", `${final} gave no size for ${what}`, res.status));
     const etag = header("x-linked-etag") ?? res.headers.get("etag");
+    const own = res.headers.get("etag")?.replace(/^W\//, "").replace(/^"|"$/g, "") ?? "";
+    const onHub = new URL(res.url || url).origin === this.#origin;
     return {
       status: res.status,
       total,
       commit: header("x-repo-commit"),
       etag: etag === null ? null : etag.replace(/^W\//, "").replace(/^"|"$/g, ""),
+      gitBlob: onHub && !hub.has("x-linked-etag") && /^[0-9a-f]{40}$/.test(own) ? own : null,
       body: chunks(res, final, o.signal, this.stallMs),
     };
   }

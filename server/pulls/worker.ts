@@ -245,6 +245,9 @@ export class PullWorker {
       throw new PullError("checksum", `${t.repo}/${t.file}: the download says sha256 ${etag}, the Hub's listing ${listed} (the file changed on the Hub while it was pulled?); the partial file is removed, pull it again`);
     }
     const expected = etag ?? listed;
+    // A file the Hub keeps outside LFS has no sha256 there: its bytes are checked against its git blob id (the Hub's ETag) instead.
+    const blob = expected === null && reply.gitBlob !== null ? createHash("sha1").update(`blob ${reply.total}\0`) : null;
+    if (blob !== null && from > 0) await hashFile(partial, blob);
     progress({ commit_sha: reply.commit, sha256: expected, size: reply.total, bytes: from });
     let bytes = from;
     let last = 0;
@@ -260,6 +263,7 @@ export class PullWorker {
         // More bytes than the Hub advertised: the download stops here, before they fill the disk.
         if (bytes + chunk.length > reply.total) throw new PullError("oversized", `${t.repo}/${t.file}: the Hub sent more than the ${reply.total} bytes it advertised; the download is stopped and its partial file removed (it cannot be resumed)`);
         hash.update(chunk);
+        blob?.update(chunk);
         if (!out.write(chunk)) await Promise.race([new Promise<void>((r) => out.once("drain", () => r())), failed]);
         bytes += chunk.length;
         if (flushing === undefined && bytes - flushed >= FLUSH_BYTES) {
@@ -295,6 +299,11 @@ export class PullWorker {
     if (expected !== null && sha256 !== expected) {
       await unlink(partial).catch(() => undefined);
       throw new PullError("checksum", `${t.repo}/${t.file}: sha256 ${sha256} is not the Hub's ${expected}; the file is removed`);
+    }
+    const blobId = blob?.digest("hex");
+    if (blobId !== undefined && blobId !== reply.gitBlob) {
+      await unlink(partial).catch(() => undefined);
+      throw new PullError("checksum", `${t.repo}/${t.file}: git blob id ${blobId} is not the Hub's ${reply.gitBlob} (a file outside LFS, checked by its blob id); the file is removed`);
     }
     // Only a GGUF file is a model (model_add refuses anything else): checked before it is renamed into place, so an update never replaces a model with it.
     try {

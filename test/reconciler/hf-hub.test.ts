@@ -186,7 +186,9 @@ describe("HubClient: download", () => {
 
   it("serves a non-LFS file from the Hub itself", async () => {
     const d = await client.download({ ...target, file: "README.md" }, { from: 0 });
-    expect(d).toMatchObject({ status: 200, total: README.length, commit: "a".repeat(40) });
+    // Outside LFS: no sha256, its ETag is the git blob id (what the worker checks it by).
+    expect(d).toMatchObject({ status: 200, total: README.length, commit: "a".repeat(40), gitBlob: createHash("sha1").update(`blob ${README.length}\0`).update(README).digest("hex") });
+    expect((await client.download(target, { from: 0 })).gitBlob).toBeNull();
     expect((await collect(d.body)).equals(README)).toBe(true);
   });
 

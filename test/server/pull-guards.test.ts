@@ -138,9 +138,10 @@ describe("a Hub that misbehaves mid-download (a local stand-in)", () => {
   const small = gguf("Small", 16 * 1024);
   const dropDraft = gguf("DropDraft", 64 * 1024);
   const slowDraft = gguf("SlowDraft", 512 * 1024);
+  const plain = gguf("Plain", 16 * 1024);
 
   beforeAll(async () => {
-    hub = await startFakeHub({ repos: { "acme/odd-GGUF": { files: { "over.gguf": over, "resumed.gguf": resumed, "noetag.gguf": noEtag, "noetag-bad.gguf": noEtagBad, "cut.gguf": cut, "small.gguf": small, "drop-draft.gguf": dropDraft, "slow-draft.gguf": slowDraft } } } });
+    hub = await startFakeHub({ repos: { "acme/odd-GGUF": { files: { "over.gguf": over, "resumed.gguf": resumed, "noetag.gguf": noEtag, "noetag-bad.gguf": noEtagBad, "cut.gguf": cut, "small.gguf": small, "drop-draft.gguf": dropDraft, "slow-draft.gguf": slowDraft, "plain.gguf": { data: plain, lfs: false }, "plain-bad.gguf": { data: plain, lfs: false } } } } });
     s = await startTestServer({ env: { HF_ENDPOINT: hub.endpoint } });
     setModelsTable(s.config, 'store = "pulled"');
   });
@@ -224,6 +225,19 @@ describe("a Hub that misbehaves mid-download (a local stand-in)", () => {
     const again = await s.call("POST", "/api/models/small2/pull", { body });
     expect(again.status, JSON.stringify(again.body)).toBe(202);
     expect(await ended("small2")).toMatchObject({ state: "done" });
+  });
+
+  it("a file the Hub keeps outside LFS (no sha256) is checked by its git blob id: a corrupted byte fails it (checksum), the file removed", async () => {
+    hub.corrupt("acme/odd-GGUF", "plain-bad.gguf", 9000);
+    expect((await s.call("POST", "/api/models/plainbad/pull", { body: { hf_repo: "acme/odd-GGUF", hf_filename: "plain-bad.gguf" } })).status).toBe(202);
+    const failed = await ended("plainbad");
+    expect(failed, JSON.stringify(failed)).toMatchObject({ state: "failed", reason: "checksum" });
+    expect(failed.error).toContain("git blob id");
+    expect(existsSync(join(store(), "plain-bad.gguf"))).toBe(false);
+    expect(existsSync(join(store(), "plain-bad.gguf.partial"))).toBe(false);
+    expect((await s.call("GET", "/api/models/plainbad")).status).toBe(404);
+    expect((await s.call("POST", "/api/models/plain/pull", { body: { hf_repo: "acme/odd-GGUF", hf_filename: "plain.gguf" } })).status).toBe(202);
+    expect(await ended("plain")).toMatchObject({ state: "done", sha256: sha(plain) });
   });
 
   it("a download reply without the sha256 (no x-linked-etag) is checked against the listing's LFS sha256", async () => {
