@@ -162,9 +162,11 @@ async function startStep(change: SlotChange, o: Ctx, release: () => void): Promi
     await markStep(o, change, "starting");
     // A create starts from nothing of ours under the name (a replace's own stop ran before it).
     if (change.action === "create") await driver.stop(name, o.stopGraceS);
-    // Recorded before the spawn: a process hal0 starts is in the inventory
-    // even if this apply is killed before the slot turns healthy.
-    const added = await o.serial(() => addToInventory(o.state, name, view.spec.runtime, o.now ?? Date.now));
+    // Recorded before the spawn, with the spec it is started with: a process
+    // hal0 starts is in the inventory even if this apply is killed (or
+    // interrupted) before the slot turns healthy, and what it runs is then
+    // what hal0 started, not drift.
+    const added = await o.serial(() => addToInventory(o.state, name, view.spec.runtime, view.spec_hash, o.now ?? Date.now));
     try {
       await driver.start(name, view, { healthTimeoutS: o.healthTimeoutS, cwd: o.cwd, signal: o.signal, onPhase: (phase) => {
         if (phase === "starting") release();
@@ -176,7 +178,6 @@ async function startStep(change: SlotChange, o: Ctx, release: () => void): Promi
       if (added && !(err instanceof DriverError && err.code === INTERRUPTED)) await o.serial(() => removeFromInventory(o.state, name));
       throw err;
     }
-    await o.serial(() => recordAppliedSpec(o.state, name, view.spec_hash));
   });
 }
 
@@ -285,24 +286,23 @@ async function crashRestarts(change: Change, name: string, state: StateStore, no
   return ranFor >= 0 && ranFor < CRASH_WINDOW_MS ? (last.restarts ?? 0) + 1 : undefined;
 }
 
-/** Adds `name` to the inventory; true when it was not a member before. */
-async function addToInventory(state: StateStore, name: string, runtime: "process" | "docker" | "swarm", now: () => number): Promise<boolean> {
+/**
+ * Adds `name` to the inventory with the spec hash it is about to be started
+ * with (and the runtime it runs on); true when it was not a member before.
+ * Written before the runner is launched, so whatever runs under the name
+ * from then on is what hal0 started: a later change behind hal0's back shows
+ * as drift, and a start cut short is not mistaken for one.
+ */
+async function addToInventory(state: StateStore, name: string, runtime: "process" | "docker" | "swarm", specHash: string, now: () => number): Promise<boolean> {
   const inv = await state.readInventory();
   const entry = inv.slots[name];
   if (entry) {
     // Started on another runtime now ([slots] runtime changed): the inventory says where it runs, for the next stop.
-    if (entry.runtime !== runtime) await state.writeInventory({ ...inv, slots: { ...inv.slots, [name]: { ...entry, runtime } } });
+    if (entry.runtime !== runtime || entry.spec_hash !== specHash) await state.writeInventory({ ...inv, slots: { ...inv.slots, [name]: { ...entry, runtime, spec_hash: specHash } } });
     return false;
   }
-  await state.writeInventory({ ...inv, slots: { ...inv.slots, [name]: { created_at: new Date(now()).toISOString(), runtime } } });
+  await state.writeInventory({ ...inv, slots: { ...inv.slots, [name]: { created_at: new Date(now()).toISOString(), runtime, spec_hash: specHash } } });
   return true;
-}
-
-/** The spec hash a slot now runs with, so a later change behind hal0's back shows as drift. */
-async function recordAppliedSpec(state: StateStore, name: string, specHash: string): Promise<void> {
-  const inv = await state.readInventory();
-  const entry = inv.slots[name];
-  if (entry && entry.spec_hash !== specHash) await state.writeInventory({ ...inv, slots: { ...inv.slots, [name]: { ...entry, spec_hash: specHash } } });
 }
 
 async function removeFromInventory(state: StateStore, name: string): Promise<void> {

@@ -97,6 +97,31 @@ describe("hal0 apply interrupted", () => {
     expect(io.out()).toContain("Plan: 0 to create, 1 to update, 0 to replace, 0 to delete, 3 unchanged.");
   }, 60_000);
 
+  it("a replace interrupted in its wait for /health leaves the inventory naming the spec it started: a later config edit is a spec change, not drift (drift = \"warn\" applies it)", async () => {
+    const base = mkdtempSync(join(tmpdir(), "hal0-interrupt-"));
+    const box = { config: join(base, "box"), state: join(base, "state") };
+    boxes.push(box);
+    await writeFakeBox(box.config, SLOTS, { HAL0_FAKE_LOAD_MS: "100" });
+    writeFileSync(join(box.config, "hal0.toml"), `${readFileSync(join(box.config, "hal0.toml"), "utf8")}[reconcile]\ndrift = "warn"\n`);
+    expect(await main(["apply", "--yes", "--config", box.config, "--state", box.state], captureIo())).toBe(0);
+    const load = (from: string, to: string) => {
+      for (const name of SLOTS) {
+        const file = join(box.config, "slots", `${name}.toml`);
+        writeFileSync(file, readFileSync(file, "utf8").replace(`HAL0_FAKE_LOAD_MS = "${from}"`, `HAL0_FAKE_LOAD_MS = "${to}"`));
+      }
+    };
+    load("100", "25000");
+    const ended = await applyInterrupted(box, ["SIGINT"]);
+    expect(ended.out).toContain("3 left to the next apply");
+    load("25000", "200"); // a person's edit, after the interrupted apply
+    const io = captureIo();
+    expect(await main(["plan", "--json", "--config", box.config, "--state", box.state], io)).toBe(0);
+    const plan = JSON.parse(io.out());
+    expect(plan.changes.filter((c: { kind: string }) => c.kind === "slot").map((c: { address: string; action: string; reason: string }) => `${c.address} ${c.action} ${c.reason}`))
+      .toEqual(SLOTS.map((s) => `slot.${s} replace spec_changed`));
+    expect(plan.warnings.filter((w: { code: string }) => w.code === "slot.drifted")).toEqual([]);
+  }, 60_000);
+
   it("a second signal ends hal0 at once, by that signal (here while a stop waits out its grace); down then stops what is left", async () => {
     const base = mkdtempSync(join(tmpdir(), "hal0-interrupt-"));
     const box = { config: join(base, "box"), state: join(base, "state") };
