@@ -119,7 +119,7 @@ export class StateStore {
    */
   async recordStep(name: string, step: SlotStep | undefined): Promise<void> {
     const me = await thisProcess();
-    const file = await this.readJson<StepsFile>("steps.json");
+    const file = await this.readStepsFile();
     const mine = file !== undefined && file.pid === me.pid && file.pid_start === me.pid_start ? file.slots : {};
     const { [name]: _ended, ...others } = mine;
     await this.writeJson("steps.json", { ...me, slots: step === undefined ? others : { ...others, [name]: step } });
@@ -130,10 +130,18 @@ export class StateStore {
    * now, none when no apply runs (a killed apply's file says nothing).
    */
   async readSteps(): Promise<Record<string, SlotStep>> {
-    const file = await this.readJson<StepsFile>("steps.json");
-    if (file === undefined || typeof file.slots !== "object" || file.slots === null || Object.keys(file.slots).length === 0) return {};
+    const file = await this.readStepsFile();
+    if (file === undefined || Object.keys(file.slots).length === 0) return {};
     const holder = await lockHolder(this.dir);
     return holder !== undefined && holder.pid === file.pid && holder.pid_start === file.pid_start ? file.slots : {};
+  }
+
+  /** `steps.json` when it is one (an object with a `slots` table); anything else (`null`, a list, half a file) is no file: it only ever says what status shows. */
+  private async readStepsFile(): Promise<StepsFile | undefined> {
+    const file = await this.readJson<unknown>("steps.json");
+    if (typeof file !== "object" || file === null || Array.isArray(file)) return undefined;
+    const slots = (file as { slots?: unknown }).slots;
+    return typeof slots === "object" && slots !== null && !Array.isArray(slots) ? (file as StepsFile) : undefined;
   }
 
   async readConditions(): Promise<Record<string, ResourceConditions>> {

@@ -75,6 +75,20 @@ describe("the state folder", () => {
     expect(await alive(pid)).toBe(false);
   });
 
+  it("a steps.json that is not one (null, a list, half a file) says no step is under way: status answers, and apply runs, records its steps and ends with the file of its own", async () => {
+    const state = states[1]!;
+    const file = join(state, "steps.json");
+    for (const broken of ["null\n", "[]\n", "{\"pid\": 1, \"slots\": nu"]) {
+      writeFileSync(file, broken);
+      const io = captureIo();
+      expect(await main(["status", "sf", "--json", "--config", config, "--state", state], io), `${broken}: ${io.err()}`).toBe(0);
+      expect(JSON.parse(io.out()).slot.step).toBeNull();
+      expect(await main(["apply", "--yes", "--config", config, "--state", state], captureIo()), broken).toBe(0);
+      expect(JSON.parse(readFileSync(file, "utf8")).slots).toEqual({});
+      expect(await main(["down", "--config", config, "--state", state], captureIo())).toBe(0);
+    }
+  });
+
   it("a config folder with no .toml file is an empty box, and plan says so before it plans every slot's delete", async () => {
     const state = states[1]!;
     expect(await main(["apply", "--yes", "--config", config, "--state", state], captureIo())).toBe(0);
