@@ -92,6 +92,8 @@ export async function converge(target: ConvergeTarget, options: ConvergeOptions)
   const now = options.now ?? Date.now;
   const release = await acquireLock(target.state.dir, options.holder);
   try {
+    // A killed apply's steps never ended: they say nothing now, and are not left behind.
+    await target.state.clearSteps();
     const { observed, inventory } = await observeFor(target, options.plan);
     const plan = planChanges(target.model, observed, inventory, options.plan);
     if (options.saved) {

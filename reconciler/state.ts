@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { createHash } from "node:crypto";
 import { join, resolve } from "node:path";
 import { parsedOrUndefined } from "../compiler/index.js";
@@ -123,6 +124,15 @@ export class StateStore {
     const mine = file !== undefined && file.pid === me.pid && file.pid_start === me.pid_start ? file.slots : {};
     const { [name]: _ended, ...others } = mine;
     await this.writeJson("steps.json", { ...me, slots: step === undefined ? others : { ...others, [name]: step } });
+  }
+
+  /**
+   * Forgets the steps a killed apply left in `steps.json` (it never ended
+   * them). Called by the apply that now holds the lock, before any step of
+   * its own: only the lock's holder writes the file, so none of it is live.
+   */
+  async clearSteps(): Promise<void> {
+    await rm(join(this.dir, "steps.json"), { force: true });
   }
 
   /**

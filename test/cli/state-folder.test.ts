@@ -1,5 +1,6 @@
 import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { spawnSync } from "node:child_process";
+import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
@@ -87,6 +88,23 @@ describe("the state folder", () => {
       expect(JSON.parse(readFileSync(file, "utf8")).slots).toEqual({});
       expect(await main(["down", "--config", config, "--state", state], captureIo())).toBe(0);
     }
+  });
+
+  it("the steps of a killed apply (its steps.json, its apply.lock) are not left behind: the next apply, even with nothing to do, removes them", async () => {
+    const state = states[1]!;
+    expect(await main(["apply", "--yes", "--config", config, "--state", state], captureIo())).toBe(0);
+    const dead = spawnSync(process.execPath, ["-e", ""]).pid!; // a process that has ended
+    const since = new Date().toISOString();
+    writeFileSync(join(state, "steps.json"), JSON.stringify({ pid: dead, pid_start: 1, slots: { sf: { action: "replace", phase: "warming", since } } }));
+    writeFileSync(join(state, "apply.lock"), JSON.stringify({ pid: dead, pid_start: 1, host: hostname(), started_at: since, command: "hal0 apply" }));
+    const status = captureIo();
+    expect(await main(["status", "sf", "--json", "--config", config, "--state", state], status)).toBe(0);
+    expect(JSON.parse(status.out()).slot.step).toBeNull();
+    const io = captureIo();
+    expect(await main(["apply", "--yes", "--config", config, "--state", state], io)).toBe(0);
+    expect(io.out()).toContain("No changes.");
+    expect(readdirSync(state).filter((f) => f === "steps.json" || f === "apply.lock")).toEqual([]);
+    expect(await main(["down", "--config", config, "--state", state], captureIo())).toBe(0);
   });
 
   it("a config folder with no .toml file is an empty box, and plan says so before it plans every slot's delete", async () => {
