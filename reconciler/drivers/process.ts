@@ -113,7 +113,12 @@ export class ProcessDriver implements SlotDriver {
   private async observeSlot(name: string, options: ObserveOptions): Promise<ObservedSlot | undefined> {
     const read = await readRecord(slotPaths(this.stateDir, name).record);
     if (read === undefined) return undefined; // a folder with only a log: nothing was left running
-    if ("error" in read) return { name, running: false, health: "unknown", detail: `runtime.json is unreadable: ${read.error}` };
+    if ("error" in read) {
+      // Its runner may still run, found by its markers: running with no readable record (a replace stops it first), never "not running" beside a live runner.
+      const live = await markedRunners(this.stateDir, name);
+      const runs = live.length === 0 ? "" : `; its runner (pid ${live.map((r) => r.pid).join(", ")}) still runs`;
+      return { name, running: live.length > 0, health: "unknown", detail: `runtime.json is unreadable: ${read.error}${runs}` };
+    }
     const { pid, pid_start, view, started_at } = read.record;
     const record = { view, pid, started_at };
     const stat = await procStat(pid);

@@ -210,6 +210,19 @@ describe("ProcessDriver.observe and stop", () => {
     expect(slot).toMatchObject({ name: "s", running: false, health: "unknown" });
     expect(slot!.detail).toMatch(/^runtime\.json is unreadable: not JSON/);
   });
+
+  it("a corrupt runtime.json beside a runner that still runs is a running slot with no record, never \"not running\" (the plan then replaces it, with its downtime, rather than create it over a live runner)", async () => {
+    const pid = await start(viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "0" } }));
+    const whole = await readFile(recordPath(), "utf8");
+    await writeFile(recordPath(), whole.slice(0, whole.length / 2));
+    const [slot] = await driver.observe();
+    expect(slot).toMatchObject({ name: "s", running: true, health: "unknown" });
+    expect(slot!.record).toBeUndefined();
+    expect(slot!.detail).toMatch(new RegExp(`^runtime\\.json is unreadable: not JSON .*; its runner \\(pid ${pid}\\) still runs$`));
+    await driver.stop("s", 5);
+    expect(await alive(pid)).toBe(false);
+    expect((await driver.observe())).toEqual([]);
+  });
 });
 
 describe("a runner's log stays under its cap", () => {
