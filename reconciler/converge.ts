@@ -1,6 +1,7 @@
 import type { Model } from "../compiler/index.js";
 import type { Change, Plan } from "../schema/index.js";
 import type { Backoff } from "./backoff.js";
+import { removeStaleTemps } from "./atomic.js";
 import { refreshConditions } from "./conditions-store.js";
 import { describeMoves } from "./digest.js";
 import { INTERRUPTED, type SlotDriver } from "./drivers/driver.js";
@@ -92,8 +93,9 @@ export async function converge(target: ConvergeTarget, options: ConvergeOptions)
   const now = options.now ?? Date.now;
   const release = await acquireLock(target.state.dir, options.holder);
   try {
-    // A killed apply's steps never ended: they say nothing now, and are not left behind.
+    // A killed apply's steps never ended: they say nothing now, and are not left behind; nor are the temps of writers that died mid-write.
     await target.state.clearSteps();
+    await removeStaleTemps(await target.state.folders()).catch(() => undefined);
     const { observed, inventory } = await observeFor(target, options.plan);
     const plan = planChanges(target.model, observed, inventory, options.plan);
     if (options.saved) {

@@ -1,10 +1,11 @@
 import { readFileSync } from "node:fs";
-import { rm } from "node:fs/promises";
+import { readdir, rm } from "node:fs/promises";
 import { createHash } from "node:crypto";
 import { join, resolve } from "node:path";
 import { parsedOrUndefined } from "../compiler/index.js";
 import { Settings } from "../schema/index.js";
 import { writeFileAtomic } from "./atomic.js";
+import { slotsDir } from "./drivers/runtime-record.js";
 import { lockHolder, thisProcess } from "./lock.js";
 import type { HermesManaged, HermesManagedProfile, Inventory } from "./observed.js";
 import type { ResourceConditions } from "./conditions.js";
@@ -124,6 +125,13 @@ export class StateStore {
     const mine = file !== undefined && file.pid === me.pid && file.pid_start === me.pid_start ? file.slots : {};
     const { [name]: _ended, ...others } = mine;
     await this.writeJson("steps.json", { ...me, slots: step === undefined ? others : { ...others, [name]: step } });
+  }
+
+  /** The state folder and each runtime record's folder (`slots/<name>/`): where hal0's writers leave their temps. */
+  async folders(): Promise<string[]> {
+    const slots = slotsDir(this.dir);
+    const records = await readdir(slots, { withFileTypes: true }).catch(() => []);
+    return [this.dir, ...records.filter((e) => e.isDirectory()).map((e) => join(slots, e.name))];
   }
 
   /**

@@ -1,4 +1,3 @@
-import { readdir } from "node:fs/promises";
 import { createServer, maxHeaderSize, STATUS_CODES, type IncomingMessage, type Server, type ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
 import { join } from "node:path";
@@ -8,7 +7,6 @@ import { pino, type Logger } from "pino";
 import { removeStaleTemps } from "../reconciler/atomic.js";
 import { INTERRUPTED } from "../reconciler/drivers/driver.js";
 import { commandOf, listeningInodes, portInUseMessage, socketOwner } from "../reconciler/drivers/proc.js";
-import { slotsDir } from "../reconciler/drivers/runtime-record.js";
 import { acquireServeLock, pullHolder, ServeLockedError } from "../reconciler/lock.js";
 import { LoopControl, SweepLoop } from "../reconciler/loop.js";
 import { StateStore } from "../reconciler/state.js";
@@ -401,9 +399,7 @@ function urlHost(host: string, reachable = true): string {
  * folder and each slot's record folder.
  */
 async function hal0Folders(root: string, stateDir: string): Promise<string[]> {
-  const slots = slotsDir(stateDir);
-  const records = await readdir(slots, { withFileTypes: true }).catch(() => []);
-  return [...TREE_FOLDERS.map((f) => join(root, f)), stateDir, ...records.filter((e) => e.isDirectory()).map((e) => join(slots, e.name))];
+  return [...TREE_FOLDERS.map((f) => join(root, f)), ...(await new StateStore(stateDir).folders())];
 }
 
 /** At most this many errors or failed steps are named in one sweep's log line. */

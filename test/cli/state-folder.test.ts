@@ -90,20 +90,24 @@ describe("the state folder", () => {
     }
   });
 
-  it("the steps of a killed apply (its steps.json, its apply.lock) are not left behind: the next apply, even with nothing to do, removes them", async () => {
+  it("the leftovers of a killed apply (its steps.json, its apply.lock, the temps of its writes) are not left behind: the next apply, even with nothing to do, removes them", async () => {
     const state = states[1]!;
     expect(await main(["apply", "--yes", "--config", config, "--state", state], captureIo())).toBe(0);
     const dead = spawnSync(process.execPath, ["-e", ""]).pid!; // a process that has ended
     const since = new Date().toISOString();
     writeFileSync(join(state, "steps.json"), JSON.stringify({ pid: dead, pid_start: 1, slots: { sf: { action: "replace", phase: "warming", since } } }));
     writeFileSync(join(state, "apply.lock"), JSON.stringify({ pid: dead, pid_start: 1, host: hostname(), started_at: since, command: "hal0 apply" }));
+    // Its writes cut short by the kill: a temp of the steps beside them, one of the runner's record in its folder.
+    const temps = [join(state, `.steps.json.${dead}.0123456789ab.hal0.tmp`), join(state, "slots", "sf", `.runtime.json.${dead}.0123456789ab.hal0.tmp`)];
+    for (const temp of temps) writeFileSync(temp, "{");
     const status = captureIo();
     expect(await main(["status", "sf", "--json", "--config", config, "--state", state], status)).toBe(0);
     expect(JSON.parse(status.out()).slot.step).toBeNull();
     const io = captureIo();
     expect(await main(["apply", "--yes", "--config", config, "--state", state], io)).toBe(0);
     expect(io.out()).toContain("No changes.");
-    expect(readdirSync(state).filter((f) => f === "steps.json" || f === "apply.lock")).toEqual([]);
+    expect(readdirSync(state).filter((f) => f === "steps.json" || f === "apply.lock" || f.endsWith(".hal0.tmp"))).toEqual([]);
+    expect(readdirSync(join(state, "slots", "sf")).filter((f) => f.endsWith(".hal0.tmp"))).toEqual([]);
     expect(await main(["down", "--config", config, "--state", state], captureIo())).toBe(0);
   });
 
