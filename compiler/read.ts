@@ -59,7 +59,8 @@ const FOLDER_HINTS: Record<string, string> = {
 export function readTree(tree: SourceTree, reporter: Reporter, unreadable: readonly string[] = []): TreeFiles {
   const out: TreeFiles = { slots: resources(), stacks: resources(), mcpServers: resources(), agents: resources(), broken: {} };
   for (const [rel, text] of tree.files) readFile(out, rel, text, reporter);
-  for (const rel of unreadable) readFile(out, rel, undefined, reporter);
+  // A folder's read error (`slots` a link that leads nowhere) is all there is to say of it: it is no file of a kind.
+  for (const rel of unreadable) if (rel.endsWith(".toml")) readFile(out, rel, undefined, reporter);
   return out;
 }
 

@@ -77,6 +77,31 @@ describe("loadTree: links, folders and files hal0 does not read", () => {
     expect(compile(loaded.tree, loaded.diagnostics).model).toBeUndefined();
   });
 
+  it("a resource folder's name that is not a folder (a link that leads nowhere or loops, a file) is config.read_error there: its slots are unknown, never planned away", async () => {
+    const root = box();
+    const elsewhere = mkdtempSync(join(tmpdir(), "hal0-load-target-"));
+    renameSync(join(root, "slots"), join(elsewhere, "slots"));
+    symlinkSync(join(elsewhere, "slots"), join(root, "slots"));
+    expect(compile((await loadTree(root)).tree).model?.slots.chat).toBeDefined();
+    rmSync(join(root, "slots"));
+    symlinkSync(join(elsewhere, "unmounted/slots"), join(root, "slots")); // the disk it was on is not mounted
+    symlinkSync(join(root, "agents"), join(root, "agents.link"));
+    rmSync(join(root, "agents"), { recursive: true });
+    renameSync(join(root, "agents.link"), join(root, "agents")); // a link to itself
+    rmSync(join(root, "stacks"), { recursive: true });
+    writeFileSync(join(root, "stacks"), "");
+    const loaded = await loadTree(root);
+    expect(at(loaded.diagnostics)).toEqual(["agents error config.read_error", "slots error config.read_error", "stacks error config.read_error"]);
+    expect(loaded.diagnostics.map((d) => d.detail)).toEqual([
+      expect.stringContaining("leads to no folder"),
+      expect.stringContaining("leads to no folder"),
+      expect.stringContaining("it is not a folder"),
+    ]);
+    const { model, diagnostics } = compile(loaded.tree, loaded.diagnostics);
+    expect(model).toBeUndefined();
+    expect(at(diagnostics.filter((d) => ["agents", "slots", "stacks"].includes(d.file!)))).toEqual(["agents error config.read_error", "slots error config.read_error", "stacks error config.read_error"]);
+  });
+
   it("a .toml file in a folder hal0 does not read (a typo'd slot/, a folder below slots/) is a config.unknown_file warning, not silence", async () => {
     const root = box();
     mkdirSync(join(root, "slot"));
