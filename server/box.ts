@@ -141,6 +141,11 @@ export class BoxService {
     watcher.on("all", (_event, path) => {
       if (path.endsWith(".toml") && this.cached) this.cached.checkedAt = -Infinity;
     });
+    // What the watcher cannot look at (a link that loops: ELOOP, a folder it may not enter) is its error event, which unheard
+    // would end the process; the tree's own read reports such an entry (config.read_error), and the re-check covers the watch.
+    watcher.on("error", () => {
+      if (this.cached) this.cached.checkedAt = -Infinity;
+    });
     await new Promise<void>((resolve) => watcher.once("ready", () => resolve()));
     this.watcher = watcher;
   }

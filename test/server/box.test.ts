@@ -49,6 +49,20 @@ describe("BoxService: the one write path", () => {
     expect(after).not.toBe(before);
   });
 
+  it("a link that loops, made in the tree while watching, is the tree's config.read_error, not the end of the process (the watcher's ELOOP went unheard)", async () => {
+    await s.hal0.box.watch();
+    symlinkSync("loop.toml", join(s.config, "slots/loop.toml"));
+    let snap = await s.hal0.box.snapshot();
+    for (let i = 0; i < 30 && !snap.diagnostics.some((d) => d.file === "slots/loop.toml"); i++) {
+      await sleep(20);
+      snap = await s.hal0.box.snapshot();
+    }
+    expect(snap.diagnostics.filter((d) => d.code === "config.read_error").map((d) => d.file)).toEqual(["slots/loop.toml"]);
+    await sleep(300); // the watcher's look at the new entries is done
+    const res = await s.call("GET", "/api/slots/chat/config");
+    expect(res.status).toBe(200);
+  });
+
   it("keeps the last good model for reads while the tree on disk does not compile", async () => {
     const good = await s.hal0.box.model();
     writeFileSync(join(s.config, "slots/chat.toml"), "profile = \n");
