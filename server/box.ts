@@ -395,7 +395,12 @@ export class BoxService {
           const now = await readTreeFile(join(this.root, f.file));
           if (now !== f.before) moved.push(f.file);
         }
-        if (moved.length > 0) throw new ApiError("config.stale", `changed on disk since the change was planned: ${moved.join(", ")}`, { files: moved });
+        if (moved.length > 0) {
+          // The tree this was planned from is not the one on disk: the next read looks again (a write that named no base is
+          // planned again from it), rather than serve the same tree until the watcher's event or the read window says so.
+          if (this.cached) this.cached.checkedAt = -Infinity;
+          throw new ApiError("config.stale", `changed on disk since the change was planned: ${moved.join(", ")}`, { files: moved });
+        }
         await removeStaleTempsFor(this.root, files.map((f) => f.file));
         const done: Array<(typeof files)[number]> = [];
         try {
