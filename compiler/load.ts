@@ -104,8 +104,9 @@ export async function loadTree(dir: string): Promise<LoadResult> {
  * readable files. A symbolic link counts as what it leads to (a file, or a
  * resource folder); one that leads nowhere, a `.toml` name that is a folder
  * or a device, a resource folder's name that is not a folder (`slots` a link
- * that leads nowhere) is `config.read_error` at its path — so a slot whose
- * file is there but unreadable is never planned as removed. `.toml` files hal0 does
+ * that leads nowhere) or that cannot be listed is `config.read_error` at its
+ * path — so a slot whose file is there but unreadable is never planned as
+ * removed. `.toml` files hal0 does
  * not read (in a folder that is not a resource folder, or below one) are
  * `config.unknown_file` warnings, one level down.
  */
@@ -124,8 +125,15 @@ async function listTomlFiles(dir: string): Promise<{ files: string[]; problems: 
     // A resource folder's name that is not a folder (a link that leads nowhere or loops, a file): its files are unknown, not gone.
     if (resource && kind !== "folder") problems.push(readError(rel, kind === "missing" ? "it is a symbolic link that leads to no folder" : "it is not a folder"));
     if (kind !== "folder") return;
-    // A resource folder that cannot be listed fails the load (system.io), as the tree cannot be known; another folder is only looked into.
-    const children = resource ? await readdir(join(dir, rel), { withFileTypes: true }) : await readdir(join(dir, rel), { withFileTypes: true }).catch(() => []);
+    let children: Dirent[];
+    try {
+      children = await readdir(join(dir, rel), { withFileTypes: true });
+    } catch (err) {
+      // A resource folder that cannot be listed (permission denied, a stale mount) holds files that are unknown, not gone;
+      // another folder is only looked into.
+      if (resource) problems.push(readError(rel, `it cannot be listed: ${(err as Error).message}`));
+      return;
+    }
     for (const child of children) {
       const childRel = `${rel}/${child.name}`;
       if (resource) await visit(childRel, child, true);

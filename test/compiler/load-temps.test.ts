@@ -1,4 +1,4 @@
-import { cpSync, mkdirSync, mkdtempSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -100,6 +100,34 @@ describe("loadTree: links, folders and files hal0 does not read", () => {
     const { model, diagnostics } = compile(loaded.tree, loaded.diagnostics);
     expect(model).toBeUndefined();
     expect(at(diagnostics.filter((d) => ["agents", "slots", "stacks"].includes(d.file!)))).toEqual(["agents error config.read_error", "slots error config.read_error", "stacks error config.read_error"]);
+  });
+
+  it("a resource folder hal0 cannot list (permission denied) is config.read_error there, not a failed load (hal0 serve answered every read 500 system.internal)", async (ctx) => {
+    const root = box();
+    // A folder that stats as one and cannot be read: 0000 for anyone but root; /proc/1/map_files for root without CAP_SYS_ADMIN.
+    chmodSync(join(root, "stacks"), 0o000);
+    let listable = true;
+    try {
+      readdirSync(join(root, "stacks"));
+    } catch {
+      listable = false;
+    }
+    if (listable) {
+      chmodSync(join(root, "stacks"), 0o755);
+      rmSync(join(root, "stacks"), { recursive: true });
+      symlinkSync("/proc/1/map_files", join(root, "stacks"));
+      try {
+        readdirSync(join(root, "stacks"));
+        ctx.skip(); // no folder here that this process cannot list
+      } catch {
+        // unlistable: the case
+      }
+    }
+    const loaded = await loadTree(root);
+    if (!listable) chmodSync(join(root, "stacks"), 0o755);
+    expect(at(loaded.diagnostics)).toEqual(["stacks error config.read_error"]);
+    expect(loaded.diagnostics[0]!.detail).toContain("it cannot be listed");
+    expect(compile(loaded.tree, loaded.diagnostics).model).toBeUndefined();
   });
 
   it("a .toml file in a folder hal0 does not read (a typo'd slot/, a folder below slots/) is a config.unknown_file warning, not silence", async () => {
