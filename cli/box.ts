@@ -31,7 +31,7 @@ export interface Box {
 export async function openBox(flags: { config?: string; state?: string }, io: CliIo, options: { readonly checkRunners?: boolean } = {}): Promise<Box> {
   const { root, tree, diagnostics: carried } = await readTree(flags, io);
   // A valid box, and an empty one: said, since --config pointed at the wrong folder would have apply delete every slot hal0 started.
-  if (tree.files.size === 0) io.stderr.write(`note: ${root} holds no .toml file: an empty box, which wants no slot (the config is the folder that holds hal0.toml)\n`);
+  if (tree.files.size === 0 && !carried.some((d) => d.code === "config.read_error")) io.stderr.write(`note: ${root} holds no .toml file: an empty box, which wants no slot (the config is the folder that holds hal0.toml)\n`);
   const state = new StateStore(stateDir(flags.state, io.env, io.cwd));
   // The runners' facts (each asked --version / --help once, cached in the state folder): argv in each runner's dialect, checked.
   // Compiled once with the cached facts; again only when the probe finds others (runner-observe.ts).

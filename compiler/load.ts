@@ -140,7 +140,14 @@ async function listTomlFiles(dir: string): Promise<{ files: string[]; problems: 
       else if (child.name.endsWith(".toml") && !child.name.startsWith(".") && entryKind(join(dir, childRel), child) === "file") problems.push(notRead(childRel));
     }
   };
-  for (const entry of await readdir(dir, { withFileTypes: true })) await visit(entry.name, entry, false);
+  let entries: Dirent[];
+  try {
+    entries = await readdir(dir, { withFileTypes: true });
+  } catch (err) {
+    // The folder is there (loadTree stat it) and cannot be listed (permission denied): a tree that cannot be known, not an empty one.
+    return { files: [], problems: [readError(".", `the config folder cannot be listed: ${(err as Error).message}`)] };
+  }
+  for (const entry of entries) await visit(entry.name, entry, false);
   return { files: files.sort(), problems };
 }
 
@@ -159,7 +166,7 @@ export function entryKind(path: string, entry: Dirent): "file" | "folder" | "oth
 }
 
 function readError(rel: string, why: string, at: { line: number; column: number } = { line: 1, column: 1 }): Diagnostic {
-  return diagnosticAt("config.read_error", rel, { line: at.line, column: at.column }, [], `cannot read ${rel}`, `hal0 could not read this file: ${why}.`);
+  return diagnosticAt("config.read_error", rel, { line: at.line, column: at.column }, [], `cannot read ${rel}`, `hal0 could not read this ${rel.endsWith(".toml") ? "file" : "folder"}: ${why}.`);
 }
 
 /** Where the first byte that does not decode as UTF-8 is: its offset, and its 1-based line and column (in characters of the valid text before it). */

@@ -181,7 +181,8 @@ export class BoxService {
       throw err;
     });
     // No .toml file left while slots hal0 started run: a volume unmounted under the folder, as the sweep judges it (config.empty), not an empty box.
-    if (tree.files.size === 0) {
+    // (A folder that cannot be listed is no empty box either: its config.read_error leaves the tree invalid, as the sweep reads it.)
+    if (tree.files.size === 0 && result.model !== undefined) {
       try {
         refuseEmptied(this.root, tree, await this.state.readInventory(), "hal0 serve answers from the last tree that compiled (it does not start without one) and writes nothing until the files are back");
       } catch (err) {

@@ -130,6 +130,36 @@ describe("loadTree: links, folders and files hal0 does not read", () => {
     expect(compile(loaded.tree, loaded.diagnostics).model).toBeUndefined();
   });
 
+  it("a config folder hal0 cannot list is config.read_error (a tree that cannot be known), not a failed load nor an empty box", async (ctx) => {
+    const parent = mkdtempSync(join(tmpdir(), "hal0-load-"));
+    const root = join(parent, "box");
+    cpSync(FIXTURE_BOX, root, { recursive: true });
+    chmodSync(root, 0o000);
+    let listable = true;
+    try {
+      readdirSync(root);
+    } catch {
+      listable = false;
+    }
+    if (listable) {
+      chmodSync(root, 0o755);
+      rmSync(root, { recursive: true });
+      symlinkSync("/proc/1/map_files", root);
+      try {
+        readdirSync(root);
+        ctx.skip();
+      } catch {
+        // unlistable: the case
+      }
+    }
+    const loaded = await loadTree(root);
+    if (!listable) chmodSync(root, 0o755);
+    expect(at(loaded.diagnostics)).toEqual([". error config.read_error"]);
+    expect(loaded.diagnostics[0]!.detail).toMatch(/^hal0 could not read this folder: the config folder cannot be listed: /);
+    expect(loaded.tree.files.size).toBe(0);
+    expect(compile(loaded.tree, loaded.diagnostics).model).toBeUndefined();
+  });
+
   it("a .toml file in a folder hal0 does not read (a typo'd slot/, a folder below slots/) is a config.unknown_file warning, not silence", async () => {
     const root = box();
     mkdirSync(join(root, "slot"));

@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmdirSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmdirSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -75,6 +75,46 @@ describe("BoxService: the one write path", () => {
       const text = readFileSync(file, "utf8");
       expect(text).toContain(`# hand edit ${i}\n`);
       expect(text).toContain(`description = "edited through the API ${i}"`);
+    }
+  });
+
+  it("a config folder or a slots folder hal0 cannot list: reads answer from the last tree that compiled, a write is 422 config.invalid naming it (every call was 500 system.internal)", async (ctx) => {
+    await s.hal0.box.model();
+    const unlistable = (path: string): (() => void) | undefined => {
+      chmodSync(path, 0o000);
+      try {
+        readdirSync(path);
+      } catch {
+        return () => chmodSync(path, 0o755);
+      }
+      // root: a folder that stats as one and cannot be read, where the kernel has one for it
+      chmodSync(path, 0o755);
+      renameSync(path, `${path}.away`);
+      symlinkSync("/proc/1/map_files", path);
+      try {
+        readdirSync(path);
+      } catch {
+        return () => {
+          rmSync(path);
+          renameSync(`${path}.away`, path);
+        };
+      }
+      rmSync(path);
+      renameSync(`${path}.away`, path);
+      return undefined;
+    };
+    for (const [folder, file] of [[join(s.config, "slots"), "slots"], [s.config, "."]] as const) {
+      const restore = unlistable(folder);
+      if (restore === undefined) return ctx.skip();
+      try {
+        const read = await s.call("GET", "/api/slots");
+        expect([read.status, read.body.slots?.length > 0]).toEqual([200, true]);
+        const write = await s.call("PUT", "/api/models/qwen3-4b", { body: { name: "renamed" } });
+        expect([write.status, write.body.error?.code]).toEqual([422, "config.invalid"]);
+        expect(write.body.error.details.diagnostics).toContainEqual(expect.objectContaining({ code: "config.read_error", file }));
+      } finally {
+        restore();
+      }
     }
   });
 
