@@ -63,7 +63,9 @@ export function compile(tree: SourceTree, carried: readonly Diagnostic[] = [], f
   linkCapabilities(validOf(files.capabilities), files.broken.capabilities, files.slots, catalog, reporter);
   const policy = compilePolicy(validOf(files.policy), reporter);
   const diagnostics = reporter.sorted();
-  if (reporter.hasErrors()) return files.settings === "invalid" ? { diagnostics } : { diagnostics, settings: catalog.settings };
+  // hal0.toml's own settings stand when it was read and validated (or the folder was listed and has none): the config folder unlisted, or hal0.toml unread, gives none.
+  const settingsKnown = files.settings !== "invalid" && !unreadable.includes(".") && !unreadable.includes("hal0.toml");
+  if (reporter.hasErrors()) return settingsKnown ? { diagnostics, settings: catalog.settings } : { diagnostics };
   const model: Model = {
     digest: treeDigest(tree),
     runnerDiagnostics: uniqueDiagnostics([...slots.values()].map((s) => s.runner.diagnostics)),

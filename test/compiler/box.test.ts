@@ -350,5 +350,12 @@ describe("fixtures/box", () => {
     const brokenSettings = new Map(withBrokenSlot).set("hal0.toml", `${tree.files.get("hal0.toml")}\n[bridge]\nenabled = "no"\n`);
     expect(compile({ root: tree.root, files: brokenSettings }).settings).toBeUndefined();
     expect(compile(tree).settings).toBeUndefined();
+    // hal0.toml not read (the folder unlisted, or the file unreadable): its settings are not known, the defaults are not passed off as them.
+    const unread = (file: string) => [{ code: "config.read_error", severity: "error", file, line: 1, column: 1, message: `cannot read ${file}`, path: [] }] as unknown as Diagnostic[];
+    const withoutSettings = new Map(withBrokenSlot);
+    withoutSettings.delete("hal0.toml");
+    expect(compile({ root: tree.root, files: withoutSettings }).settings).toEqual(expect.objectContaining({ server: expect.anything() }));
+    expect(compile({ root: tree.root, files: withoutSettings }, unread("hal0.toml")).settings).toBeUndefined();
+    expect(compile({ root: tree.root, files: new Map() }, unread(".")).settings).toBeUndefined();
   });
 });
