@@ -94,9 +94,9 @@ export async function converge(target: ConvergeTarget, options: ConvergeOptions)
   const release = await acquireLock(target.state.dir, options.holder);
   try {
     // A killed apply's steps never ended: they say nothing now, and are not left behind; nor are the temps of writers that died mid-write.
-    await target.state.clearSteps();
-    await removeStaleTemps(await target.state.folders()).catch(() => undefined);
-    const { observed, inventory } = await observeFor(target, options.plan);
+    // Housekeeping, done while the box is observed (a no-op apply does not wait on a folder walk); a failure of it fails nothing.
+    const housekeeping = Promise.all([target.state.clearSteps(), target.state.folders().then(removeStaleTemps)]).catch(() => undefined);
+    const { observed, inventory } = await observeFor(target, options.plan).finally(() => housekeeping);
     const plan = planChanges(target.model, observed, inventory, options.plan);
     if (options.saved) {
       const moved = describeMoves(options.saved, observed, target.model.digest);
