@@ -1,7 +1,9 @@
+import { setMaxListeners } from "node:events";
 import { connect } from "node:net";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { SSEClientTransport } from "@modelcontextprotocol/sdk/client/sse.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { FetchLike } from "@modelcontextprotocol/sdk/shared/transport.js";
 
 /** How long GET /api/mcp/servers waits for a TCP connect to an installed server (seed 001). */
 export const STATE_PROBE_MS = 1500;
@@ -38,6 +40,14 @@ export async function serverState(s: { transport: string; url?: string; enabled:
 /** The longest failure a probe reports: the SDK's message carries a non-MCP server's whole reply body (an HTML page, a dump). */
 export const PROBE_ERROR_MAX = 512;
 
+/** The most a probe reads of one reply (initialize, a tools/list page, an sse stream): a server that floods is cut off, not buffered. */
+export const PROBE_REPLY_MAX = 4 * 1024 * 1024;
+/** The most tools, and pages of them, a probe lists: a server that pages for ever fails the probe instead of growing its list. */
+export const PROBE_TOOLS_MAX = 1000;
+export const PROBE_PAGES_MAX = 100;
+/** A tool's description in the probe's reply is cut to this many characters. */
+export const PROBE_DESCRIPTION_MAX = 1024;
+
 export interface ToolsProbe {
   readonly ok: boolean;
   readonly transport: string;
@@ -58,13 +68,19 @@ export async function listRemoteTools(url: string, transport: "streamable-http" 
   const client = new Client({ name: "hal0-probe", version: "1.0.0" });
   const ms = () => Math.round(performance.now() - started);
   const signal = AbortSignal.timeout(timeoutMs);
+  setMaxListeners(PROBE_PAGES_MAX + 10, signal); // each request listens on it
+  const capped = cappedFetch(PROBE_REPLY_MAX);
   const handshake = async () => {
-    await client.connect(transport === "sse" ? new SSEClientTransport(new URL(url)) : new StreamableHTTPClientTransport(new URL(url)), { signal, timeout: timeoutMs });
+    const opts = { fetch: capped.fetch };
+    await client.connect(transport === "sse" ? new SSEClientTransport(new URL(url), opts) : new StreamableHTTPClientTransport(new URL(url), opts), { signal, timeout: timeoutMs });
     const tools: Array<{ name: string; description?: string }> = [];
     let cursor: string | undefined;
+    let pages = 0;
     do {
+      if (++pages > PROBE_PAGES_MAX) throw new Error(`the server lists its tools over more than ${PROBE_PAGES_MAX} pages`);
       const page = await client.listTools(cursor === undefined ? {} : { cursor }, { signal, timeout: timeoutMs });
-      tools.push(...page.tools.map((t) => ({ name: t.name, ...(t.description ? { description: t.description } : {}) })));
+      tools.push(...page.tools.map((t) => ({ name: shortened(t.name, 128), ...(t.description ? { description: shortened(t.description, PROBE_DESCRIPTION_MAX) } : {}) })));
+      if (tools.length > PROBE_TOOLS_MAX) throw new Error(`the server lists more than ${PROBE_TOOLS_MAX} tools`);
       cursor = page.nextCursor;
     } while (cursor !== undefined);
     return tools;
@@ -74,7 +90,8 @@ export async function listRemoteTools(url: string, transport: "streamable-http" 
     const info = client.getServerVersion();
     return { ok: true, transport, url, ms: ms(), ...(info ? { server: { name: info.name, version: info.version } } : {}), tools: tools.sort((a, b) => (a.name < b.name ? -1 : 1)) };
   } catch (err) {
-    return { ok: false, transport, url, ms: ms(), tools: [], error: shortened((err as Error).message) };
+    const why = capped.cut() ? `the server sent more than ${PROBE_REPLY_MAX} bytes in one reply: ${(err as Error).message}` : (err as Error).message;
+    return { ok: false, transport, url, ms: ms(), tools: [], error: shortened(why) };
   } finally {
     await client.close().catch(() => undefined);
   }
@@ -91,9 +108,34 @@ function withDeadline<T>(work: Promise<T>, signal: AbortSignal, message: string)
   });
 }
 
-/** A failure's message cut to {@link PROBE_ERROR_MAX} characters, saying how long it was. */
-function shortened(message: string): string {
-  if (message.length <= PROBE_ERROR_MAX) return message;
+/**
+ * `fetch` whose reply bodies end after `max` bytes (the connection is dropped there): the SDK reads a reply whole, so a
+ * server that floods would otherwise be buffered until the deadline. `cut()` says whether a reply was cut.
+ */
+function cappedFetch(max: number): { fetch: FetchLike; cut: () => boolean } {
+  let cut = false;
+  const capped: FetchLike = async (url, init) => {
+    const res = await fetch(url, init);
+    if (res.body === null) return res;
+    let seen = 0;
+    const body = res.body.pipeThrough(new TransformStream<Uint8Array, Uint8Array>({
+      transform(chunk, controller) {
+        const room = max - seen;
+        seen += chunk.byteLength;
+        if (seen <= max) return controller.enqueue(chunk);
+        cut = true;
+        if (room > 0) controller.enqueue(chunk.subarray(0, room));
+        controller.terminate();
+      },
+    }));
+    return new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers });
+  };
+  return { fetch: capped, cut: () => cut };
+}
+
+/** A text cut to `max` characters (a failure's message to {@link PROBE_ERROR_MAX}), saying how long it was. */
+function shortened(message: string, max = PROBE_ERROR_MAX): string {
+  if (message.length <= max) return message;
   const tail = `… (${message.length} characters)`;
-  return `${message.slice(0, PROBE_ERROR_MAX - tail.length)}${tail}`;
+  return `${message.slice(0, max - tail.length)}${tail}`;
 }
