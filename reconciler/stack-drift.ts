@@ -1,6 +1,7 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
+import { projectStack } from "../compiler/edits/stack.js";
 import { hashOf, type Model } from "../compiler/index.js";
 import { writeFileAtomic } from "./atomic.js";
 import { ensureStateFolder } from "./state-folder.js";
@@ -14,7 +15,8 @@ import { ensureStateFolder } from "./state-folder.js";
  * - `clean`: the hash of the live view equals the pointer's `content_hash`.
  * - `modified`: a slot file was edited since (model, profile, tune, enabled of
  *   a stack slot; for `replace`, a slot outside the stack enabled), or the
- *   active stack was deleted.
+ *   active stack was deleted, or edited so that applying it again would change
+ *   a slot file.
  */
 
 export const POINTER_FILE = "stacks-state.json";
@@ -82,8 +84,10 @@ export function driftOf(pointer: StackPointer | undefined, model: Model): DriftR
   const stack = model.stacks[pointer.active_slug];
   const base = { active: pointer.active_slug, applied_at: pointer.applied_at };
   if (!stack) return { ...base, drift: "modified", reason: `stack ${pointer.active_slug} was deleted after it was applied` };
-  if (stackContentHash(stack, model) === pointer.content_hash) return { ...base, drift: "clean" };
-  return { ...base, drift: "modified", reason: `slot files changed since stack ${pointer.active_slug} was applied` };
+  if (stackContentHash(stack, model) !== pointer.content_hash) return { ...base, drift: "modified", reason: `slot files changed since stack ${pointer.active_slug} was applied` };
+  // The slots are as the apply left them, but the stack file may have moved on since: the box holds it only if applying it again changes nothing.
+  if (projectStack(stack.slug, stack, model).edits.length > 0) return { ...base, drift: "modified", reason: `stack ${pointer.active_slug} was edited after it was applied: applying it again would change slot files` };
+  return { ...base, drift: "clean" };
 }
 
 /** The drift of the box now: the pointer against the compiled tree. */

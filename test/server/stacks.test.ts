@@ -103,6 +103,22 @@ describe("stack apply", () => {
     expect((await s.call("GET", "/api/stacks")).body).toMatchObject({ active: "forge", drift: "modified" });
   });
 
+  it("editing the active stack so that applying it again would change a slot makes drift modified", async () => {
+    await s.call("POST", "/api/stacks/forge/apply");
+    expect((await s.call("GET", "/api/stacks")).body).toMatchObject({ active: "forge", drift: "clean" });
+    // Its name alone changes no slot: still clean.
+    expect((await s.call("PUT", "/api/stacks/forge", { body: { name: "Forge 2" } })).status).toBe(200);
+    expect((await s.call("GET", "/api/stacks")).body).toMatchObject({ active: "forge", drift: "clean" });
+    const res = await s.call("PUT", "/api/stacks/forge", { body: { slot: [{ slot: "chat", model: "glm-4.5-air", profile: "rocm-moe", tune: { ctx_size: 32768, speculation: "mtp" } }, { slot: "coder" }, { slot: "embed" }, { slot: "rerank" }] } });
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect((await s.call("GET", "/api/stacks/forge")).body.would_change).toEqual(["chat: sets tune.ctx_size"]);
+    const list = (await s.call("GET", "/api/stacks")).body;
+    expect(list).toMatchObject({ active: "forge", drift: "modified", drift_reason: "stack forge was edited after it was applied: applying it again would change slot files" });
+    expect((await s.call("GET", "/api/stacks/forge")).body).toMatchObject({ active: true, drift: "modified" });
+    await s.call("POST", "/api/stacks/forge/apply");
+    expect((await s.call("GET", "/api/stacks")).body).toMatchObject({ active: "forge", drift: "clean" });
+  });
+
   it("merge leaves other slots alone and enables the stack's", async () => {
     const res = await s.call("POST", "/api/stacks/voice/apply");
     expect(res.status).toBe(200);
