@@ -125,6 +125,8 @@ function classify(input: EffectInput, file: string, path: readonly string[], bef
     if (head === "profile") return make("assignment", `switches slot ${slot} to profile ${show(now)} (from ${show(was)})`, "model_swap");
     if (head === "enabled") {
       const on = now !== false;
+      // A slot that did not exist in a tree that compiled stops nothing by being created off: its slot_create line judges it.
+      if (!on && input.before !== undefined && input.before.slots[slot] === undefined) return make("tune", `creates slot ${slot} disabled (nothing starts)`);
       return on
         ? make("assignment", `enables slot ${slot} (it starts)`, "slot_load")
         : make("assignment", `disables slot ${slot}${input.before?.slots[slot]?.enabled ? " (it serves now: it stops)" : ""}`, "slot_unload");

@@ -330,6 +330,21 @@ describe("what commits is what was judged, for a file the change only reads", ()
   });
 });
 
+describe("a slot created disabled", () => {
+  it("stops nothing, so an agent whose slot_unload is blocked may still ask to create one (or import a stack that does)", async () => {
+    const s = await box();
+    writeFileSync(join(s.config, "policy.toml"), `${read(s, "policy.toml")}\n[agents.${AGENT}]\nblocked = ["slot_unload"]\n`);
+    await s.hal0.box.snapshot();
+    const queued = await s.call("POST", "/api/slots", { as: `agent:${AGENT}`, body: { name: "offslot", profile: "vulkan", port: 8150, type: "llm", enabled: false } });
+    expect(queued.body.status, JSON.stringify(queued.body)).toBe("pending_approval");
+    expect(queued.body.effects).toContain("creates slot offslot disabled (nothing starts)");
+    expect(queued.body.effects.join("\n")).not.toMatch(/disables slot/);
+    // Disabling a slot that serves is still an unload, refused for this agent.
+    const unload = await s.call("PUT", "/api/slots/utility/config", { as: `agent:${AGENT}`, body: { enabled: false } });
+    expect(unload.body.error?.code, JSON.stringify(unload.body)).toBe("mcp.tool_not_allowed");
+  });
+});
+
 describe("effectsOf (pure)", () => {
   async function model(root: string) {
     return compile((await loadTree(root)).tree).model!;
