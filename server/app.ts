@@ -39,6 +39,12 @@ export interface AppDeps extends Dispatcher {
  */
 export function createHal0App(deps: AppDeps): App {
   const app = createApp();
+  // The gate and the identity of every request read `[server]` (allowed_hosts / origins, public_origins, auth)
+  // from the last tree read: the tree is looked at first (cached: at most a stat of each file a second), so a
+  // hand edit of hal0.toml counts from the next request on, a request it lets in or shuts out included.
+  app.use(defineEventHandler(async () => {
+    await deps.box.snapshot().catch(() => undefined); // a tree that cannot be read: the routes say so
+  }));
   const router = createRouter();
   // Two routers: the routes without params first, then those with. radix3 takes a static segment over a
   // `{param}` and never backtracks (`/api/slots/flm/models` would hide a slot named `flm`), and when a

@@ -391,6 +391,18 @@ describe("[server] auth = \"off\"", () => {
     // A token still decides when one is sent.
     expect((await s.call("GET", "/api/auth/whoami", { as: "agent:hermes__coder" })).body.identity).toBe("agent:hermes__coder");
   });
+
+  it("turned on again by a hand edit of hal0.toml, the very next request without a token is refused, not the operator", async () => {
+    expect((await s.call("PUT", "/api/settings", { body: { server: { auth: "off" } } })).status).toBe(200);
+    const file = join(s.config, "hal0.toml");
+    expect(readFileSync(file, "utf8")).toMatch(/auth = "off"/);
+    writeFileSync(file, readFileSync(file, "utf8").replace(/auth = "off"/, 'auth = "token"'));
+    const anonymous = await s.call("GET", "/api/auth/whoami", { as: "anonymous" });
+    expect(anonymous.body.identity).not.toBe("operator:local");
+    const write = await s.call("PUT", "/api/slots/chat/config", { as: "anonymous", body: { tune: { ctx_size: 9216 } } });
+    expect(write.status).toBe(401);
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).not.toContain("9216");
+  });
 });
 
 describe("MCP sessions are bound to the identity that opened them", () => {

@@ -306,6 +306,15 @@ describe("behind an HTTPS reverse proxy: [server] public_origins", () => {
     expect(agents).not.toContain("http://hal0.example.com/mcp");
   });
 
+  it("written into hal0.toml by hand, a public origin is the page's own from the next request on, the first one through the proxy included", async () => {
+    await start();
+    const file = join(s.config, "hal0.toml");
+    writeFileSync(file, readFileSync(file, "utf8").replace(/^\[server\]$/m, `[server]\npublic_origins = [${JSON.stringify(PUBLIC)}]`));
+    const login = await formPost(s, "/login", { token: s.operator }, { origin: PUBLIC, host: "hal0.example.com" });
+    expect(login.status, String(login.body)).toBe(303);
+    expect(login.headers.get("set-cookie")).toMatch(/^hal0_session_[0-9a-f]{12}=/);
+  });
+
   it("an entry that is not an origin as a browser sends it is refused: server.public_origin_invalid, nothing written", async () => {
     await start();
     for (const bad of ["https://hal0.example.com/", "https://hal0.example.com:443", "hal0.example.com", "ftp://hal0.example.com", "*"]) {
