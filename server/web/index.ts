@@ -273,10 +273,14 @@ export function mountWeb(router: Router, deps: WebDeps): void {
 
 /**
  * The address the operator's browser (and so, likely, an agent) reaches this
- * box at: the public origin (`[server] public_origins`) of the request's
- * Host, else `http://<Host>`.
+ * box at: the request's Origin when it is a public origin (`[server]
+ * public_origins`; a form post behind a proxy that sends its upstream's Host
+ * carries it), else the public origin of the request's Host, else
+ * `http://<Host>`.
  */
 function originOf(event: H3Event, gate: GateConfig): string {
+  const origin = [event.node.req.headers.origin].flat()[0]?.toLowerCase();
+  if (origin !== undefined && gate.pages.includes(origin)) return origin;
   const host = String(event.node.req.headers.host ?? "127.0.0.1");
   return gate.pages.find((o) => new URL(o).host === host.toLowerCase()) ?? `http://${host}`;
 }

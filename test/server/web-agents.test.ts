@@ -123,6 +123,18 @@ describe("/agents", () => {
     expect(s.hal0.tokens.list({ all: true }).map((t) => t.name)).not.toContain("odd-client");
   });
 
+  it("behind a proxy that sends its upstream's Host, the config shown is for the public origin the form was posted from", async () => {
+    const PUBLIC = "https://hal0.example.com";
+    expect((await s.call("PUT", "/api/settings", { body: { server: { public_origins: [PUBLIC] } } })).status).toBe(200);
+    try {
+      const res = await httpCall(s.url, "POST", "/agents/admit", { body: new URLSearchParams({ csrf: session.csrf, name: "proxied", client: "codex" }).toString(), headers: { cookie: session.cookie, origin: PUBLIC, "content-type": "application/x-www-form-urlencoded" }, exactHeaders: true });
+      expect(res.status, String(res.body)).toBe(200);
+      expect(unescape(/<code data-client-config="codex">([\s\S]*?)<\/code>/.exec(String(res.body))![1]!)).toContain(`url = "${PUBLIC}/mcp/agents"`);
+    } finally {
+      expect((await s.call("PUT", "/api/settings", { body: { server: { public_origins: [] } } })).status).toBe(200);
+    }
+  });
+
   it("the Codex and Claude Code panels show their own config; an agent's token cannot see the page", async () => {
     const codex = String((await post("/agents/admit", { csrf: session.csrf, name: "codex-cli", client: "codex" })).body);
     expect(unescape(/<code data-client-config="codex">([\s\S]*?)<\/code>/.exec(codex)![1]!)).toMatch(/^\[mcp_servers\.hal0-agents\]\nurl = "http:\/\/127\.0\.0\.1:\d+\/mcp\/agents"\nhttp_headers = \{ Authorization = "Bearer hal0_ag_/);
