@@ -8,7 +8,9 @@ import { convergeWithProgress } from "./progress.js";
 
 export const DOWN_HELP = `hal0 down [--config DIR] [--state DIR]
 
-Stops every slot in the inventory (what hal0 started), and nothing else. Where a
+Stops every slot in the inventory (what hal0 started), and nothing else. On the
+docker runtime that includes a slot's container renamed by hand (it still carries
+this box's labels for the slot). Where a
 hal0 serve runs its reconcile loop on the state folder, down says that its next
 sweep starts the enabled slots again.
 A tree with errors does not stop it: down then says how many errors there are

@@ -161,7 +161,8 @@ async function startStep(change: SlotChange, o: Ctx, release: () => void): Promi
     const driver = runtime(o);
     await markStep(o, change, "starting");
     // A create starts from nothing of ours under the name (a replace's own stop ran before it).
-    if (change.action === "create") await driver.stop(name, o.stopGraceS);
+    // A container of the slot renamed by hand is not under the name: it is left to hal0 down (its port, if held, fails the start).
+    if (change.action === "create") await driver.stop(name, o.stopGraceS, { renamed: false });
     // Recorded before the spawn, with the spec it is started with: a process
     // hal0 starts is in the inventory even if this apply is killed (or
     // interrupted) before the slot turns healthy, and what it runs is then

@@ -57,11 +57,26 @@ export interface ObservedNode {
   readonly message?: string;
 }
 
-/** A process hal0 did not start that holds a desired slot's port. */
+/** A process that holds a desired slot's port and is not that slot's runner as hal0 knows it. */
 export interface ForeignPort {
   readonly port: number;
   readonly pid?: number;
   readonly command?: string;
+  /**
+   * The container it runs in, when that container carries this box's labels
+   * for a slot (`hal0.slot`) but another name than the slot's: made by hal0,
+   * then renamed by hand, so hal0 no longer takes it for the slot.
+   */
+  readonly container?: { readonly name: string; readonly slot: string };
+}
+
+/**
+ * A container of this box carrying slot `slot`'s labels under another name
+ * than the slot's (`hal0-slot-<slot>`, docker-container.ts), in words: hal0
+ * made it, but no longer takes it for the slot.
+ */
+export function renamedContainerWords(container: { readonly name: string; readonly slot: string }): string {
+  return `container ${container.name}, which hal0 started as slot \`${container.slot}\` (it carries this box's hal0.slot=${container.slot} labels) but which is no longer named hal0-slot-${container.slot}, so hal0 does not take it for the slot; rename it back, or hal0 down stops it`;
 }
 
 export interface Observed {

@@ -1,7 +1,7 @@
 import type { ResolvedSlot } from "../compiler/index.js";
 import { slotAddress, type PlanWarning, type SlotAddress, type SlotChange } from "../schema/index.js";
 import { labelsText } from "./nodes.js";
-import type { ForeignPort, ObservedNode, ObservedSlot } from "./observed.js";
+import { renamedContainerWords, type ForeignPort, type ObservedNode, type ObservedSlot } from "./observed.js";
 
 /**
  * What the planner tells the operator about a slot beside its change: things
@@ -19,8 +19,8 @@ export function slotWarnings(change: SlotChange, desired: ResolvedSlot, seen: Ob
       address,
       code: "slot.port_in_use",
       message: change.reason === "port_held"
-        ? `port ${foreign.port} is held by ${holder(foreign)}, which hal0 did not start; slot \`${desired.name}\` keeps running as it is${seen?.record ? ` on port ${seen.record.view.port}` : ""} until it is freed`
-        : `port ${foreign.port} is held by ${holder(foreign)}, which hal0 did not start; slot \`${desired.name}\` cannot start until it is freed`,
+        ? `port ${foreign.port} is held by ${holder(foreign)}; slot \`${desired.name}\` keeps running as it is${seen?.record ? ` on port ${seen.record.view.port}` : ""} until it is freed`
+        : `port ${foreign.port} is held by ${holder(foreign)}; slot \`${desired.name}\` cannot start until it is freed`,
     });
   }
   if (seen?.unplaced !== undefined) warnings.push({ address, code: "slot.unplaced", message: `slot \`${desired.name}\`: ${seen.unplaced.message}` });
@@ -88,8 +88,11 @@ function tuneWarnings(address: SlotAddress, desired: ResolvedSlot): PlanWarning[
 }
 
 function holder(foreign: ForeignPort): string {
-  if (foreign.pid === undefined) return foreign.command ? `\`${foreign.command}\`` : "another program";
-  return foreign.command ? `pid ${foreign.pid} (${foreign.command})` : `pid ${foreign.pid}`;
+  if (foreign.container !== undefined) return renamedContainerWords(foreign.container);
+  const which = foreign.pid === undefined
+    ? foreign.command ? `\`${foreign.command}\`` : "another program"
+    : foreign.command ? `pid ${foreign.pid} (${foreign.command})` : `pid ${foreign.pid}`;
+  return `${which}, which hal0 did not start`;
 }
 
 /** A swarm slot's placement in words, for a warning. */

@@ -13,7 +13,10 @@ import { SlotViewSchema } from "../../schema/index.js";
  *
  * Invariant: a container is this box's slot `<name>` exactly when it is named
  * `hal0-slot-<name>` and carries `hal0.managed=true`, `hal0.box=<box>` and
- * `hal0.slot=<name>`. Anything else is never stopped, removed or reported.
+ * `hal0.slot=<name>`. Anything else is never stopped, removed or reported,
+ * save one thing: a container with this box's labels for slot `<name>` under
+ * another name (renamed by hand) is stopped with the slot (not by a create's
+ * clearing of the name) and named as what holds the slot's port.
  */
 
 export const LABEL = {

@@ -1,8 +1,8 @@
 import "./docker-deps.js"; // first: defers the parts of dockerode hal0 never uses
 import Dockerode from "dockerode";
-import type { ObservedSlot, SlotView } from "../observed.js";
-import { DriverError, interruptedStart, wantsProbe, type EngineLog, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
-import { boxFilter, containerName, hostMounts, type BindMount, labelledAs, logLinesOf, logTailOf, observedFrom, slotLabels, unsealEnv } from "./docker-container.js";
+import { renamedContainerWords, type ObservedSlot, type SlotView } from "../observed.js";
+import { DriverError, interruptedStart, wantsProbe, type EngineLog, type ObserveOptions, type PortHolder, type SlotDriver, type StartOptions } from "./driver.js";
+import { LABEL, boxFilter, containerName, hostMounts, type BindMount, labelledAs, logLinesOf, logTailOf, observedFrom, parseView, slotLabels, unsealEnv } from "./docker-container.js";
 import { answered, ENGINE_ANSWER_MS, engineStatus, exitNote, ignore, imageMissingMessage, logUnread, notOursMessage, whenExited } from "./docker-engine.js";
 import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
 import { waitHealthy } from "./runner.js";
@@ -50,8 +50,9 @@ const FILE_LOG_DRIVERS: ReadonlySet<string> = new Set(["json-file", "local"]);
  * Invariants: observe is exactly one label-filtered list call (plus a health
  * probe per running slot); start, stop and observe act only on containers
  * that carry this box's labels *and* the slot's container name
- * (docker-container.ts); an unlabelled container or another box's is never
- * stopped, removed or reported. This is the only module that imports dockerode.
+ * (docker-container.ts), save that stopping a slot also stops a container of
+ * this box renamed by hand from it; an unlabelled container or another box's
+ * is never stopped, removed or reported. This is the only module that imports dockerode.
  */
 export class DockerDriver implements SlotDriver {
   readonly runtime = "docker" as const;
@@ -116,8 +117,26 @@ export class DockerDriver implements SlotDriver {
     return answered(call, this.address, ms);
   }
 
-  portHolder(port: number): Promise<{ pid?: number; command?: string } | undefined> {
-    return portHolderOf(port, PORT_PROBE_TIMEOUT_MS);
+  /**
+   * Who holds `port`; when it is a running container of this box labelled as a
+   * slot but named otherwise (renamed by hand: observe does not take it for the
+   * slot), that container, so no message calls it a process hal0 did not start.
+   */
+  async portHolder(port: number): Promise<PortHolder | undefined> {
+    const holder = await portHolderOf(port, PORT_PROBE_TIMEOUT_MS);
+    if (holder === undefined) return undefined;
+    const renamed = (await this.renamed().catch(() => [])).find((c) => c.State === "running" && parseView(c.Labels[LABEL.view])?.spec.port === port);
+    return renamed === undefined ? holder : { ...holder, container: { name: renamed.Names[0]!.replace(/^\//, ""), slot: renamed.Labels[LABEL.slot]! } };
+  }
+
+  /** This box's containers labelled as a slot (`slot`, else any) under another name than that slot's. */
+  private async renamed(slot?: string): Promise<Dockerode.ContainerInfo[]> {
+    const filters = boxFilter(this.box);
+    const listed = await this.engine((abortSignal) => this.docker.listContainers({ all: true, filters: slot === undefined ? filters : { label: [...filters.label, `${LABEL.slot}=${slot}`] }, abortSignal }));
+    return listed.filter((c) => {
+      const name = c.Labels[LABEL.slot];
+      return name !== undefined && !c.Names.includes(`/${containerName(name)}`);
+    });
   }
 
   async start(name: string, view: SlotView, options: StartOptions): Promise<{ pid?: number }> {
@@ -149,14 +168,23 @@ export class DockerDriver implements SlotDriver {
     }
   }
 
-  async stop(name: string, graceS: number): Promise<void> {
-    const found = await this.inspectByName(name);
-    if (found === undefined || !labelledAs(found.Config.Labels, this.box, name)) return; // nothing of ours by that name
+  /**
+   * Stops and removes the slot's container, and every other container of this
+   * box labelled as that slot under another name (one renamed by hand: hal0
+   * started it, and stopping the slot means none of its runners is left),
+   * unless `renamed` is false.
+   */
+  async stop(name: string, graceS: number, options: { readonly renamed?: boolean } = {}): Promise<void> {
+    const [found, renamed] = await Promise.all([this.inspectByName(name), options.renamed === false ? [] : this.renamed(name)]);
+    const ids = renamed.map((c) => c.Id);
+    if (found !== undefined && labelledAs(found.Config.Labels, this.box, name)) ids.unshift(found.Id); // else nothing of ours by that name
     // By id from here on: a container created under the same name meanwhile is not the one we checked.
-    const container = this.docker.getContainer(found.Id);
-    // The engine answers a stop once the container is down: after the grace at most (then SIGKILL), plus the usual bound.
-    await this.engine((abortSignal) => container.stop({ t: graceS, abortSignal }), graceS * 1000 + this.answerMs).catch(ignore(304, 404)); // 304: already stopped
-    await this.engine((abortSignal) => container.remove({ abortSignal })).catch(ignore(404));
+    await Promise.all(ids.map(async (id) => {
+      const container = this.docker.getContainer(id);
+      // The engine answers a stop once the container is down: after the grace at most (then SIGKILL), plus the usual bound.
+      await this.engine((abortSignal) => container.stop({ t: graceS, abortSignal }), graceS * 1000 + this.answerMs).catch(ignore(304, 404)); // 304: already stopped
+      await this.engine((abortSignal) => container.remove({ abortSignal })).catch(ignore(404));
+    }));
   }
 
   /**
@@ -212,7 +240,8 @@ export class DockerDriver implements SlotDriver {
 
   private async refuseHeldPort(port: number): Promise<void> {
     const holder = await this.portHolder(port);
-    if (holder !== undefined) throw new DriverError("slot.port_in_use", portInUseMessage(port, holder));
+    if (holder === undefined) return;
+    throw new DriverError("slot.port_in_use", holder.container === undefined ? portInUseMessage(port, holder) : `port ${port} is already in use by ${renamedContainerWords(holder.container)}`);
   }
 
   private async createAndStart(name: string, view: SlotView, cwd: string, mounts: BindMount[]): Promise<Dockerode.Container> {

@@ -1,5 +1,5 @@
 import { setMaxListeners } from "node:events";
-import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
+import type { ForeignPort, ObservedNode, ObservedSlot, SlotView } from "../observed.js";
 
 export interface ObserveOptions {
   /** Probe each running slot's `/health` (default true); false leaves health "unknown". */
@@ -46,6 +46,9 @@ export class DriverError extends Error {
   }
 }
 
+/** Who holds a port (ForeignPort without the port). */
+export type PortHolder = Omit<ForeignPort, "port">;
+
 /**
  * A slot runtime (process or docker). Drivers make no decisions: the
  * executor calls them as the plan says. Every method is idempotent where it
@@ -60,11 +63,15 @@ export interface SlotDriver {
    */
   observe(options?: ObserveOptions): Promise<ObservedSlot[]>;
   /** Who holds `port` when it is not one of our slots; undefined when free. */
-  portHolder(port: number): Promise<{ pid?: number; command?: string } | undefined>;
+  portHolder(port: number): Promise<PortHolder | undefined>;
   /** Starts `name` as `view.spec` says and waits for health; records pid, spec and hash. */
   start(name: string, view: SlotView, options: StartOptions): Promise<{ pid?: number }>;
-  /** SIGTERM (or docker stop), then SIGKILL after `graceS`; removes the record. */
-  stop(name: string, graceS: number): Promise<void>;
+  /**
+   * SIGTERM (or docker stop), then SIGKILL after `graceS`; removes the record.
+   * `renamed: false` (a create clearing the slot's name before it starts it)
+   * leaves a docker container of the slot renamed by hand alone.
+   */
+  stop(name: string, graceS: number, options?: { readonly renamed?: boolean }): Promise<void>;
   /**
    * Housekeeping that decides nothing, run once per sweep (never by a plan):
    * the process runtime keeps each runner's log under its cap. Absent where

@@ -1,5 +1,5 @@
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
-import type { EngineLog, ObserveOptions, SlotDriver, StartOptions } from "./driver.js";
+import type { EngineLog, ObserveOptions, PortHolder, SlotDriver, StartOptions } from "./driver.js";
 
 /**
  * The runtime while `[slots] runtime` changes: slots hal0 started on another
@@ -36,7 +36,7 @@ export class RuntimeSwitchDriver implements SlotDriver {
     return [...byName.values()];
   }
 
-  portHolder(port: number): Promise<{ pid?: number; command?: string } | undefined> {
+  portHolder(port: number): Promise<PortHolder | undefined> {
     return this.current.portHolder(port);
   }
 
@@ -45,8 +45,8 @@ export class RuntimeSwitchDriver implements SlotDriver {
   }
 
   /** Stopped on every runtime it may run on (stopping where it does not run succeeds), the former ones first. */
-  async stop(name: string, graceS: number): Promise<void> {
-    for (const driver of [...this.formers, this.current]) await driver.stop(name, graceS);
+  async stop(name: string, graceS: number, options?: { readonly renamed?: boolean }): Promise<void> {
+    for (const driver of [...this.formers, this.current]) await driver.stop(name, graceS, options);
   }
 
   /** The log of the runtime that has a runner of that name, the current one first. */

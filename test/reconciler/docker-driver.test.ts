@@ -282,6 +282,24 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     }
   });
 
+  it("a slot's container renamed by hand: named as what holds the port (not a process hal0 did not start), left alone by a create's clearing of the name, stopped with the slot", async () => {
+    const name = slotName("renamed");
+    const port = await freePort();
+    const view = dockerViewFor({ port, root });
+    await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
+    const renamed = `${name}-renamed`;
+    await engine.getContainer(`hal0-slot-${name}`).rename({ name: renamed });
+    expect(await driver.observe({ health: false })).toEqual([]); // not the slot any more: name + labels
+    expect(await driver.portHolder(port)).toMatchObject({ container: { name: renamed, slot: name } });
+    const err = await startError(name, view);
+    expect(err?.code).toBe("slot.port_in_use");
+    expect(err!.message).toBe(`port ${port} is already in use by container ${renamed}, which hal0 started as slot \`${name}\` (it carries this box's hal0.slot=${name} labels) but which is no longer named hal0-slot-${name}, so hal0 does not take it for the slot; rename it back, or hal0 down stops it`);
+    await driver.stop(name, 3, { renamed: false });
+    expect((await engine.getContainer(renamed).inspect()).State.Running).toBe(true);
+    await driver.stop(name, 3);
+    expect(await engine.getContainer(renamed).inspect().then(() => false, (e: { statusCode?: number }) => e.statusCode === 404)).toBe(true);
+  });
+
   it("reports a runner that exits before it is healthy with its last log lines, and leaves no container", async () => {
     const name = slotName("crash");
     const err = await startError(name, dockerViewFor({ port: await freePort(), root, modelPath: "/nonexistent/model.gguf" }));
