@@ -4,7 +4,7 @@ import { healthOf, httpStatus } from "../reconciler/drivers/proc.js";
 import type { ObservedSlot, SlotHealth, SlotOutcome } from "../reconciler/index.js";
 import type { SlotStep } from "../reconciler/state.js";
 import type { SlotDriver } from "../reconciler/drivers/driver.js";
-import type { BoxService, Liveness } from "./box.js";
+import type { BoxService, Liveness, Snapshot } from "./box.js";
 import { ApiError } from "./errors.js";
 import { freezeReply } from "./frozen-reply.js";
 import { slotIds } from "./slot-ids.js";
@@ -53,6 +53,24 @@ export function findSlot(model: Model, name: string): ResolvedSlot {
   const slot = Object.hasOwn(model.slots, name) ? model.slots[name] : undefined;
   if (slot) return slot;
   throw slotNotFound(name, Object.keys(model.slots));
+}
+
+/**
+ * The text of slot `name`'s file in `snap`'s tree; 404 `slot.not_found` (the
+ * known names) only when the tree is known to have no such file. One hal0
+ * could not read — the file, the slots folder or the config folder
+ * (`config.read_error`) — is unknown, not absent: 422 `config.invalid`
+ * naming the read error, as any write on a tree with it is refused.
+ */
+export function slotFileText(snap: Snapshot, name: string): string {
+  const file = `slots/${name}.toml`;
+  const text = snap.tree.files.get(file);
+  if (text !== undefined) return text;
+  const unread = snap.diagnostics.filter((d) => d.code === "config.read_error" && (d.file === file || d.file === "slots" || d.file === "."));
+  if (unread.length > 0) {
+    throw new ApiError("config.invalid", `slot \`${name}\` cannot be known: ${unread.map((d) => `${d.file}: ${d.detail}`).join("; ")}`, { diagnostics: unread });
+  }
+  throw slotNotFound(name, [...snap.tree.files.keys()].filter((f) => f.startsWith("slots/")).map((f) => f.slice("slots/".length, -".toml".length)));
 }
 
 export function slotNotFound(name: string, known: readonly string[]): ApiError {

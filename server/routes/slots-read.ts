@@ -6,7 +6,7 @@ import { redact, redactToml } from "../redact.js";
 import { defineRoute } from "../route.js";
 import { slotIds } from "../slot-ids.js";
 import { slotLog } from "../slot-logs.js";
-import { findSlot, lifecycleOf, observeLiveness, probeHealth, roster, rosterReply, slotDetail, slotNotFound } from "../slot-view.js";
+import { findSlot, lifecycleOf, observeLiveness, probeHealth, roster, rosterReply, slotDetail, slotFileText } from "../slot-view.js";
 import { slotConditionsNow } from "../../reconciler/conditions-store.js";
 import type { BoxService } from "../box.js";
 import { queryInt } from "../query.js";
@@ -91,8 +91,7 @@ export const slotReadRoutes = [
     handle: async ({ box, params }) => {
       const snap = await box.snapshot();
       const file = `slots/${params.name}.toml`;
-      const text = snap.tree.files.get(file);
-      if (text === undefined) throw slotNotFound(params.name, slotNames(snap.tree.files));
+      const text = slotFileText(snap, params.name);
       let content: unknown = null;
       try {
         content = parseToml(text);
@@ -115,9 +114,6 @@ export const slotReadRoutes = [
   }),
 ];
 
-export function slotNames(files: ReadonlyMap<string, string>): string[] {
-  return [...files.keys()].filter((f) => f.startsWith("slots/")).map((f) => f.slice("slots/".length, -".toml".length));
-}
 
 async function slotMetrics(box: BoxService): Promise<Record<string, unknown>> {
   const model = await box.model();

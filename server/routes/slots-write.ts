@@ -7,8 +7,7 @@ import { restoreMasked } from "../redact.js";
 import { defineRoute, type WriteIntent, type WriteOutcome } from "../route.js";
 import { slotIds } from "../slot-ids.js";
 import { restartable, restartSlot } from "../slot-restart.js";
-import { findSlot, slotNotFound } from "../slot-view.js";
-import { slotNames } from "./slots-read.js";
+import { findSlot, slotFileText } from "../slot-view.js";
 
 const Name = z.strictObject({ name: z.string().min(1).max(64) });
 const Force = z.strictObject({
@@ -29,12 +28,9 @@ function seedNamed<T extends z.ZodType>(field: string, seedName: string, value: 
     .transform((b) => ({ [field]: b[field] ?? b[seedName] }));
 }
 
-/** The slot's file text as on disk now; 404 `slot.not_found` (with the known names) when there is none. */
+/** The slot's file text as on disk now; 404 `slot.not_found` when there is none, 422 `config.invalid` when it cannot be read (slotFileText). */
 async function slotText(box: BoxService, name: string): Promise<string> {
-  const snap = await box.snapshot();
-  const text = snap.tree.files.get(fileOf(name));
-  if (text === undefined) throw slotNotFound(name, slotNames(snap.tree.files));
-  return text;
+  return slotFileText(await box.snapshot(), name);
 }
 
 function withSlot(box: BoxService, name: string): (o: WriteOutcome) => unknown {

@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, writeFileSync, existsSync } from "node:fs";
+import { mkdirSync, readFileSync, renameSync, symlinkSync, writeFileSync, existsSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./harness.js";
@@ -69,6 +69,33 @@ describe("slot reads", () => {
       expect(res.body.error.code).toBe("slot.not_found");
       expect(res.body.error.details.known).toContain("chat");
       expect(res.body.error.message).toContain("did you mean `chat`");
+    }
+  });
+
+  it("a slot whose file cannot be read is no unknown slot: its file's read and every write of it are 422 config.invalid naming the read error (were 404 slot.not_found)", async () => {
+    await s.hal0.box.model(); // a tree that compiled: reads of the model answer from it
+    writeFileSync(file("chat"), Buffer.concat([Buffer.from(read("chat")), Buffer.from([0xff, 0x0a])])); // not UTF-8: config.read_error
+    const routes: Array<[string, string, unknown?]> = [
+      ["GET", "/api/slots/chat/config"], ["PUT", "/api/slots/chat/config", { priority: 1 }], ["POST", "/api/slots/chat/load"],
+      ["POST", "/api/slots/chat/unload", undefined], ["POST", "/api/slots/chat/swap", { model: "qwen3-4b" }],
+      ["POST", "/api/slots/chat/rename", { to: "talk" }], ["POST", "/api/slots/chat/restart"], ["DELETE", "/api/slots/chat?force=true"],
+    ];
+    for (const [method, path, body] of routes) {
+      const res = await s.call(method, path, { body });
+      expect([res.status, res.body.error?.code], `${method} ${path}`).toEqual([422, "config.invalid"]);
+      expect(res.body.error.message).toContain("slots/chat.toml");
+      expect(res.body.error.details.diagnostics).toContainEqual(expect.objectContaining({ code: "config.read_error", file: "slots/chat.toml" }));
+    }
+    // Another slot's file that is simply not there is still 404.
+    const other = await s.call("PUT", "/api/slots/chta/config", { body: { priority: 1 } });
+    expect([other.status, other.body.error?.code]).toEqual([404, "slot.not_found"]);
+    // A slots folder that cannot be read (here a link that leads nowhere): no slot's file can be known, so none is "not found".
+    renameSync(join(s.config, "slots"), join(s.config, ".slots-away"));
+    symlinkSync("/nonexistent-slots", join(s.config, "slots"));
+    for (const name of ["utility", "chta"]) {
+      const res = await s.call("PUT", `/api/slots/${name}/config`, { body: { priority: 1 } });
+      expect([res.status, res.body.error?.code], name).toEqual([422, "config.invalid"]);
+      expect(res.body.error.details.diagnostics).toContainEqual(expect.objectContaining({ code: "config.read_error", file: "slots" }));
     }
   });
 
