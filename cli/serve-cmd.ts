@@ -1,5 +1,6 @@
 import { ConfigNotFoundError, configNotFoundMessage } from "../compiler/index.js";
 import { StateStore } from "../reconciler/state.js";
+import { missingFolder } from "../reconciler/state-folder.js";
 import { ApiError, storageFull } from "../server/errors.js";
 import { serve } from "../server/serve.js";
 import { driverFor, runnerProbeFor } from "./box.js";
@@ -18,7 +19,8 @@ event streams (at once when nothing else is in flight, else after 3 s), closes t
 database, exits 0; a second signal exits at once. SIGHUP (systemctl reload hal0) reads the
 config tree again and asks for a sweep, as POST /api/settings/reload does. A busy port exits 1 with
 server.port_in_use, naming the address and the pid holding it; a state folder
-another hal0 serve runs on exits 1 with server.already_running, naming it.
+another hal0 serve runs on exits 1 with server.already_running, naming it. A start
+that fails leaves no state folder it made (no database, no operator token).
   --host, --port    override [server] host / port (port 0 = any free port)
   --no-reconcile    serve the API only; leave converging to 'hal0 reconcile'`;
 
@@ -34,6 +36,8 @@ export async function runServe(args: string[], io: CliIo): Promise<number> {
   if (port !== undefined && (!Number.isInteger(port) || port < 0 || port > 65535)) throw new UsageError(`--port must be 0..65535, not ${values.port}`);
   // A missing config folder is said before the state folder is touched: no database or token is left behind by a serve that never ran.
   requireConfigFolder(root);
+  // A state folder this start makes is removed again if the start fails: no database or new operator token is left behind.
+  const madeState = missingFolder(state);
   // The first SIGTERM or SIGINT drains and exits 0, even one that comes while the server is still starting
   // (it is caught from here on, so node's default never kills a half-started server); a second one ends the process at once.
   let stopRequested!: () => void;
@@ -55,7 +59,7 @@ export async function runServe(args: string[], io: CliIo): Promise<number> {
   const first = await compileTree({ config: root }, io).catch(() => undefined);
   if (first?.model !== undefined && first.model.settings.slots.runtime !== "process") await driverFor(first.model, new StateStore(state).dir, io.env).catch(() => undefined);
   serving = await serve({
-    root, stateDir: state, env: io.env as NodeJS.ProcessEnv, host: values.host, port, reconcile: !values["no-reconcile"], runners,
+    root, stateDir: state, env: io.env as NodeJS.ProcessEnv, host: values.host, port, reconcile: !values["no-reconcile"], runners, madeState,
     driverFor: async (model) => driverFor(model, new StateStore(state).dir, io.env),
   }).catch((err: unknown) => {
     process.off("SIGINT", stop);

@@ -1,5 +1,6 @@
-import { statSync } from "node:fs";
-import { chmod, mkdir, stat } from "node:fs/promises";
+import { existsSync, statSync } from "node:fs";
+import { chmod, mkdir, rm, stat } from "node:fs/promises";
+import { dirname } from "node:path";
 
 /** State folders this process has already made or tightened. */
 const ensured = new Set<string>();
@@ -31,4 +32,27 @@ export function sharedMode(mode: number): boolean {
 export function isShared(dir: string): boolean {
   const s = statSync(dir, { throwIfNoEntry: false });
   return s !== undefined && s.isDirectory() && sharedMode(s.mode);
+}
+
+/**
+ * The outermost of `dir` and its parents that is not there yet: what
+ * ensureStateFolder would make for it (undefined when `dir` exists).
+ */
+export function missingFolder(dir: string): string | undefined {
+  let missing: string | undefined;
+  for (let d = dir; !existsSync(d); d = dirname(d)) {
+    missing = d;
+    if (dirname(d) === d) break;
+  }
+  return missing;
+}
+
+/**
+ * Removes `made` (a folder missingFolder named before this process made it),
+ * with everything in it, and forgets the state folder `dir` below it was made:
+ * what a start that failed leaves of a state folder it created.
+ */
+export async function removeMadeFolder(made: string, dir: string): Promise<void> {
+  await rm(made, { recursive: true, force: true });
+  ensured.delete(dir);
 }

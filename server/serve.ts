@@ -10,6 +10,7 @@ import { commandOf, listeningInodes, portInUseMessage, socketOwner } from "../re
 import { acquireServeLock, pullHolder, ServeLockedError } from "../reconciler/lock.js";
 import { LoopControl, SweepLoop } from "../reconciler/loop.js";
 import { StateStore } from "../reconciler/state.js";
+import { removeMadeFolder } from "../reconciler/state-folder.js";
 import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
 import { TREE_FOLDERS } from "../reconciler/tree-cache.js";
 import { isLoopbackHost } from "../schema/settings.js";
@@ -29,6 +30,11 @@ export interface ServeOptions extends Pick<Hal0ServerOptions, "root" | "stateDir
   readonly reconcile?: boolean;
   /** How long `close()` lets open event streams run while requests are in flight (default SHUTDOWN_GRACE_MS). */
   readonly shutdownGraceMs?: number;
+  /**
+   * The outermost folder this start makes for the state folder (missingFolder, taken before anything touched it):
+   * when the start fails (a busy port…), it is removed with all in it, so a failed start leaves nothing new behind.
+   */
+  readonly madeState?: string;
 }
 
 /** How often `hal0 serve` scrapes each running slot's /metrics into the stats ring (its own timer, not the sweep's). */
@@ -139,9 +145,12 @@ export async function serve(options: ServeOptions): Promise<Serving> {
     front.abort();
     await server.box.close();
     await server.close();
-    await lock.release();
     logger.flush();
     logFile?.close();
+    // A state folder this start made holds nothing of a box that ever ran (its database, a new operator token): it goes,
+    // while the lock still keeps any other hal0 serve out, so a typo in --state leaves no stray owner token behind.
+    if (options.madeState !== undefined) await removeMadeFolder(options.madeState, options.stateDir).catch(() => undefined);
+    await lock.release();
     throw err;
   }
   const { snapshot, host, bound } = started;

@@ -222,6 +222,30 @@ describe("hal0 serve (a real process)", () => {
     expect(await exited).toBe(0);
   }, 30_000);
 
+  it("a start that fails on a busy port leaves no state folder it made: no hal0.db, no new operator token (a mistyped --state left both)", async () => {
+    const { config, state } = await smallBox();
+    const holder = createServer().listen(0, "127.0.0.1");
+    await once(holder, "listening");
+    try {
+      const port = String((holder.address() as { port: number }).port);
+      const typo = `${state}-typo`;
+      const io = captureIo();
+      expect(await main(["serve", "--config", config, "--state", join(typo, "state"), "--port", port, "--no-reconcile"], io)).toBe(1);
+      expect(io.err()).toContain("server.port_in_use");
+      expect(existsSync(typo)).toBe(false);
+      // The same folder, now with the port free: made again from nothing, and served.
+      holder.close();
+      await once(holder, "close");
+      const served = await startServe(config, join(typo, "state"), ["--no-reconcile"]);
+      expect(existsSync(join(typo, "state", "operator.token"))).toBe(true);
+      const exited = exitOf(served.child);
+      served.child.kill("SIGTERM");
+      expect(await exited).toBe(0);
+    } finally {
+      if (holder.listening) holder.close();
+    }
+  }, 30_000);
+
   it("one hal0 serve per state folder: a second exits 1 at once naming the first, which serves on; a killed one's lock is taken over", async () => {
     const { config, state } = await smallBox();
     const first = await startServe(config, state, ["--no-reconcile"]);
