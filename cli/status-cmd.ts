@@ -119,7 +119,13 @@ function lifecycle(seen: ObservedSlot | undefined, outcome: SlotOutcome | undefi
   if (step !== undefined && step.phase !== "stopping" && !seen?.running) return "starting";
   // An apply stops its runner (a replace's old one, a delete's).
   if (step?.phase === "stopping" && seen?.running) return "stopping";
-  if (seen?.running) return seen.health === "ok" ? "ready" : seen.health === "loading" ? "warming" : "starting";
+  if (seen?.running) {
+    if (seen.health === "ok") return "ready";
+    if (seen.health === "loading") return "warming";
+    // Running and /health does not answer: starting only while an apply starts it; else (one an interrupted apply
+    // left, one that stopped answering) it is an error, as slot_state says (server/slot-view.ts lifecycleOf).
+    return seen.health === "down" && step === undefined ? "error" : "starting";
+  }
   return outcome && !outcome.ok ? "error" : "offline";
 }
 

@@ -151,3 +151,33 @@ describe("hal0 status while hal0 apply runs", () => {
     }
   }, 60_000);
 });
+
+describe("hal0 status of a runner no apply is starting that does not answer /health", () => {
+  it("is error, with the reason in last_error, as slot_state says (it read starting, as if an apply were at it)", async () => {
+    const base = mkdtempSync(join(tmpdir(), "hal0-status-mute-"));
+    const config = join(base, "box");
+    const state = join(base, "state");
+    const port = await freePort();
+    mkdirSync(join(config, "slots"), { recursive: true });
+    writeFileSync(join(config, "hal0.toml"), `[slots]\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 10\nstop_grace_s = 2\n`);
+    writeFileSync(join(config, "profiles.toml"), `[profile.fake]\nrunner = ["node", ${JSON.stringify(RUNNER)}]\ndevice_class = "cpu"\n`);
+    writeFileSync(join(config, "models.toml"), `[model.tiny]\npath = ${JSON.stringify(MODEL)}\n`);
+    writeFileSync(join(config, "slots", "b.toml"), `profile = "fake"\nmodel = "tiny"\nport = ${port}\n`);
+    let pid: number | undefined;
+    try {
+      expect(await main(["apply", "--yes", "--config", config, "--state", state], captureIo())).toBe(0);
+      pid = (await markedRunners(state, "b"))[0]?.pid;
+      expect(pid).toBeDefined();
+      process.kill(pid!, "SIGSTOP"); // alive, its port accepts connections, and it answers nothing
+      const io = captureIo();
+      expect(await main(["status", "b", "--json", "--config", config, "--state", state], io), io.err()).toBe(0);
+      const slot = JSON.parse(io.out()).slot;
+      expect(slot.state).toBe("error");
+      expect(slot.last_error).toContain(`GET /health on port ${port} does not answer`);
+      expect(slot.conditions).toContainEqual(expect.objectContaining({ type: "Degraded", status: "True", reason: "Unhealthy" }));
+    } finally {
+      if (pid !== undefined) process.kill(pid, "SIGCONT");
+      await main(["down", "--config", config, "--state", state], captureIo());
+    }
+  }, 60_000);
+});
