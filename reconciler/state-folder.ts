@@ -1,5 +1,5 @@
 import { existsSync, statSync } from "node:fs";
-import { chmod, mkdir, rm, stat } from "node:fs/promises";
+import { chmod, mkdir, rm, rmdir, stat } from "node:fs/promises";
 import { dirname } from "node:path";
 
 /** State folders this process has already made or tightened. */
@@ -48,11 +48,15 @@ export function missingFolder(dir: string): string | undefined {
 }
 
 /**
- * Removes `made` (a folder missingFolder named before this process made it),
- * with everything in it, and forgets the state folder `dir` below it was made:
- * what a start that failed leaves of a state folder it created.
+ * Removes the state folder `dir` this process made, with everything in it,
+ * then each parent it made up to `made` (what missingFolder named before) while
+ * that parent is empty: what a start that failed leaves of a state folder it
+ * created. A parent something else has put a file in since is left as it is.
  */
 export async function removeMadeFolder(made: string, dir: string): Promise<void> {
-  await rm(made, { recursive: true, force: true });
+  await rm(dir, { recursive: true, force: true });
   ensured.delete(dir);
+  for (let d = dirname(dir); d.length >= made.length && d !== dirname(d); d = dirname(d)) {
+    if (!(await rmdir(d).then(() => true, () => false))) return;
+  }
 }
