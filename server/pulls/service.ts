@@ -78,7 +78,7 @@ export class PullService {
   }
 
   /** The checks a pull meets before it is queued, and again when an approved one runs: names, the id, the repo and file on the Hub, the store. */
-  async precheck(id: string, req: PullRequest): Promise<{ dest: string; extras: PullExtra[]; sha256: string | null }> {
+  async precheck(id: string, req: PullRequest): Promise<{ hf_filename: string; dest: string; extras: PullExtra[]; sha256: string | null }> {
     checkHubFilename(req.hf_filename, "hf_filename");
     if (req.draft_filename !== undefined) checkHubFilename(req.draft_filename, "draft_filename");
     if (req.mmproj_filename !== undefined) checkHubFilename(req.mmproj_filename, "mmproj_filename");
@@ -86,8 +86,11 @@ export class PullService {
     if (model.models[id] !== undefined) throw new ApiError("model.already_exists", `model ${id} is already registered; pull it under another id (--id)`, { model_id: id });
     this.notLive(id);
     const hub = this.hub();
+    // A split model (`-00002-of-00003.gguf`) comes down whole, whichever part was named: every part, registered by the first.
+    const parts = splitParts(req.hf_filename);
+    const first = parts[0]!;
     const want = [
-      { repo: req.hf_repo, file: req.hf_filename },
+      ...parts.map((file) => ({ repo: req.hf_repo, file })),
       ...(req.draft_filename ? [{ repo: req.draft_repo ?? req.hf_repo, file: req.draft_filename }] : []),
       ...(req.mmproj_filename ? [{ repo: req.hf_repo, file: req.mmproj_filename }] : []),
     ];
@@ -105,20 +108,27 @@ export class PullService {
         if (err instanceof HubError) throw new ApiError("model.hub_unreachable", err.message, { endpoint: hub.endpoint });
         throw err;
       });
+      if (repo === req.hf_repo && parts.length > 1) {
+        const missing = parts.filter((p) => !info.files.some((f) => f.path === p));
+        if (missing.length > 0 && !missing.includes(req.hf_filename)) {
+          throw new ApiError("model.split_incomplete", `${repo} has ${parts.length - missing.length} of the ${parts.length} parts of ${first}; missing: ${missing.join(", ")} (a split model is loaded from all of its parts, so none is pulled)`, { hf_repo: repo, hf_filename: req.hf_filename, parts, missing });
+        }
+      }
       for (const w of want.filter((x) => x.repo === repo)) {
         const listed = info.files.find((f) => f.path === w.file);
         if (listed === undefined) throw new ApiError("model.not_found", `${repo} has no file ${w.file}`, { hf_repo: repo, hf_filename: w.file });
         listedSha.set(`${repo}\n${w.file}`, listed.sha256);
       }
     }
-    const dest = storedAt(model, req.hf_filename);
+    const dest = storedAt(model, first);
     const extras: PullExtra[] = [];
     const listed = (repo: string, file: string) => listedSha.get(`${repo}\n${file}`) ?? null;
+    for (const part of parts.slice(1)) extras.push({ role: "part", hf_repo: req.hf_repo, hf_filename: part, dest: storedAt(model, part), sha256: listed(req.hf_repo, part) });
     if (req.draft_filename) extras.push({ role: "draft", hf_repo: req.draft_repo ?? req.hf_repo, hf_filename: req.draft_filename, dest: storedAt(model, req.draft_filename), sha256: listed(req.draft_repo ?? req.hf_repo, req.draft_filename) });
     if (req.mmproj_filename) extras.push({ role: "mmproj", hf_repo: req.hf_repo, hf_filename: req.mmproj_filename, dest: storedAt(model, req.mmproj_filename), sha256: listed(req.hf_repo, req.mmproj_filename) });
     // The files of one pull land side by side under their base names: two of them with one name (a/m.gguf and b/m.gguf), or one named as another's
     // `.partial`, would write into one file, and the registry would record one file's sha256 for the other's bytes.
-    const mine = [{ field: "hf_filename", name: req.hf_filename, path: dest }, ...extras.map((e) => ({ field: `${e.role}_filename`, name: e.hf_filename, path: e.dest }))];
+    const mine = [{ field: "hf_filename", name: first, path: dest }, ...extras.map((e) => ({ field: e.role === "part" ? "hf_filename" : `${e.role}_filename`, name: e.hf_filename, path: e.dest }))];
     for (const [i, a] of mine.entries()) {
       for (const b of mine.slice(i + 1)) {
         if (!clash(a.path, b.path)) continue;
@@ -128,7 +138,7 @@ export class PullService {
       }
     }
     this.free(id, mine.map((m) => m.path));
-    return { dest, extras, sha256: listed(req.hf_repo, req.hf_filename) };
+    return { hf_filename: first, dest, extras, sha256: listed(req.hf_repo, first) };
   }
 
   /** Refuses an id a pull under way holds (model.already_exists). */
@@ -164,8 +174,9 @@ export class PullService {
   async registration(id: string, req: PullRequest): Promise<ChangeSet> {
     const model = await this.o.box.model();
     const stored = (file: string) => configPath(model.root, storedAt(model, file));
+    const first = splitParts(req.hf_filename)[0]!;
     const entry: Record<string, unknown> = {
-      path: stored(req.hf_filename), hf_repo: req.hf_repo, hf_filename: req.hf_filename,
+      path: stored(first), hf_repo: req.hf_repo, hf_filename: first,
       ...(req.draft_filename ? { draft: stored(req.draft_filename) } : {}), ...(req.mmproj_filename ? { mmproj: stored(req.mmproj_filename) } : {}),
     };
     return { edits: [modelTableEdit(id, entry)], summary: `pull ${req.hf_repo} ${req.hf_filename} into the store and register it as model ${id}` };
@@ -173,12 +184,12 @@ export class PullService {
 
   /** Queues a pull (after precheck) and starts it when there is room. */
   async start(id: string, req: PullRequest, caller: Caller): Promise<PullView> {
-    const { dest, extras, sha256 } = await this.precheck(id, req);
+    const { hf_filename, dest, extras, sha256 } = await this.precheck(id, req);
     // Checked again with nothing awaited before the job is created: another request for this id or these files may have passed its precheck meanwhile.
     this.notLive(id);
     this.free(id, [dest, ...extras.map((e) => e.dest)]);
     const job = this.store.create({
-      model_id: id, mode: "pull", hf_repo: req.hf_repo, hf_filename: req.hf_filename, revision: req.revision ?? "main", dest, extras, sha256,
+      model_id: id, mode: "pull", hf_repo: req.hf_repo, hf_filename, revision: req.revision ?? "main", dest, extras, sha256,
       requested_by: callerName(caller), approved_by: caller.approvedBy ?? (caller.kind === "operator" ? callerName(caller) : null),
     });
     this.worker.pump(id);
@@ -302,7 +313,7 @@ export class PullService {
       path: path(job.dest), hf_repo: job.hf_repo, hf_filename: job.hf_filename,
       ...(job.commit_sha ? { revision: job.commit_sha } : {}), ...(job.sha256 ? { sha256: job.sha256 } : {}),
     };
-    for (const e of job.extras) entry[e.role] = path(e.dest);
+    for (const e of job.extras) if (e.role !== "part") entry[e.role] = path(e.dest);
     await this.o.register(job, entry, job.approved_by ?? job.requested_by);
   }
 }
@@ -323,6 +334,20 @@ export { storeDir };
 /** Where the store keeps a pulled Hub file: under its base name, in the box's model store. */
 function storedAt(model: Parameters<typeof storeDir>[0], file: string): string {
   return join(storeDir(model), basename(file));
+}
+
+const SPLIT = /^(.*)-(\d{5})-of-(\d{5})(\.gguf)$/i;
+
+/**
+ * Every part of the split set a file name belongs to, first part first
+ * (`m-00002-of-00003.gguf` → `m-00001-of-00003.gguf`, …, `m-00003-of-00003.gguf`);
+ * the name alone for any other file.
+ */
+export function splitParts(file: string): string[] {
+  const m = SPLIT.exec(file);
+  const n = m ? Number(m[3]) : 0;
+  if (!m || n < 2 || Number(m[2]) < 1 || Number(m[2]) > n) return [file];
+  return Array.from({ length: n }, (_, i) => `${m[1]}-${String(i + 1).padStart(5, "0")}-of-${m[3]}${m[4]}`);
 }
 
 /** Two destinations that would share a file: the same path, or one is the other's `.partial` (where its bytes go while they download). */

@@ -11,9 +11,9 @@ export type PullState = (typeof PULL_STATES)[number];
 /** Why a pull failed: the `reason` of `model.pull_failed`. */
 export type PullFailure = "checksum" | "no_space" | "register" | "not_found" | "denied" | "network" | "oversized" | "unsupported_format";
 
-/** A file that comes down with the model and is wired as its `draft` or `mmproj`. */
+/** A file that comes down with the model: wired as its `draft` or `mmproj`, or another `part` of a split model (`-00002-of-00003.gguf`: llama.cpp reads it from beside the first). */
 export interface PullExtra {
-  readonly role: "draft" | "mmproj";
+  readonly role: "draft" | "mmproj" | "part";
   readonly hf_repo: string;
   readonly hf_filename: string;
   readonly dest: string;

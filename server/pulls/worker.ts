@@ -163,19 +163,30 @@ export class PullWorker {
     const placed: string[] = [];
     try {
       const hub = this.o.hub();
-      const main = await this.fetchFile(hub, { repo: job.hf_repo, revision: job.revision, file: job.hf_filename, dest: job.dest, listed: job.sha256 }, live, (patch) => {
+      // The other parts of a split model: llama.cpp loads the first and reads them from beside it, so no part is placed until every one is verified.
+      const parts = job.extras.filter((e) => e.role === "part");
+      const main = await this.fetchFile(hub, { repo: job.hf_repo, revision: job.revision, file: job.hf_filename, dest: job.dest, listed: job.sha256, place: parts.length === 0 }, live, (patch) => {
         job = this.o.store.update(id, patch);
         this.emit("progress", job);
       });
-      if (job.mode === "pull") placed.push(job.dest);
+      if (job.mode === "pull" && parts.length === 0) placed.push(job.dest);
       const extras: PullExtra[] = [];
-      for (const extra of job.extras) {
+      const fetchExtra = async (extra: PullExtra, place: boolean): Promise<void> => {
         // From the model's repo at the model's commit; from another repo (draft_repo) at its main.
         const revision = extra.hf_repo === job.hf_repo ? (job.commit_sha ?? job.revision) : "main";
-        const got = await this.fetchFile(hub, { repo: extra.hf_repo, revision, file: extra.hf_filename, dest: extra.dest, listed: extra.sha256 ?? null }, live, () => undefined);
-        if (job.mode === "pull") placed.push(extra.dest);
+        const got = await this.fetchFile(hub, { repo: extra.hf_repo, revision, file: extra.hf_filename, dest: extra.dest, listed: extra.sha256 ?? null, place }, live, () => undefined);
+        if (job.mode === "pull" && place) placed.push(extra.dest);
         extras.push({ ...extra, sha256: got.sha256, size: got.size, bytes: got.size });
+      };
+      for (const part of parts) await fetchExtra(part, false);
+      if (parts.length > 0) {
+        // Every part verified: all of them renamed into place together (a failure part way removes the ones placed).
+        for (const dest of [job.dest, ...parts.map((p) => p.dest)]) {
+          await rename(`${dest}.partial`, dest);
+          if (job.mode === "pull") placed.push(dest);
+        }
       }
+      for (const extra of job.extras) if (extra.role !== "part") await fetchExtra(extra, true);
       job = this.o.store.update(id, { state: "verifying", commit_sha: main.commit, sha256: main.sha256, size: main.size, bytes: main.size, extras });
       this.emit("state", job);
       try {
@@ -211,12 +222,12 @@ export class PullWorker {
 
   /**
    * Downloads one file to `<dest>.partial` (resuming it), hashing as it goes;
-   * renames it into place when its sha256 is the Hub's: the reply's
+   * renames it into place (unless `place` is false) when its sha256 is the Hub's: the reply's
    * x-linked-etag, else the listing's (`listed`, from the precheck; when both
    * are there they must agree). Returns what it was.
    */
   private async fetchFile(
-    hub: HubClient, t: { repo: string; revision: string; file: string; dest: string; listed: string | null },
+    hub: HubClient, t: { repo: string; revision: string; file: string; dest: string; listed: string | null; place?: boolean },
     live: { abort: AbortController; samples: Array<[number, number]> }, progress: (p: Partial<PullJob>) => void,
   ): Promise<{ sha256: string | null; size: number; commit: string | null }> {
     const partial = `${t.dest}.partial`;
@@ -313,7 +324,8 @@ export class PullWorker {
       await unlink(partial).catch(() => undefined);
       throw new PullError("unsupported_format", `model.unsupported_format: ${t.repo}/${t.file} is not a readable GGUF file (${err.reason}: ${err.message}); the file is removed`);
     }
-    await rename(partial, t.dest);
+    // A part of a split model stays `<dest>.partial`, verified: the caller places all the parts at once.
+    if (t.place !== false) await rename(partial, t.dest);
     progress({ bytes });
     return { sha256, size: bytes, commit: reply.commit };
   }

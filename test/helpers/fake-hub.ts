@@ -21,6 +21,16 @@ export interface FakeRepoSpec {
   likes?: number;
 }
 
+/**
+ * The files of a split model as the Hub holds them (`stem-00001-of-0000N.gguf`,
+ * …), from its parts' bytes in order: a FakeRepoSpec's `files`, or some of
+ * them (`only`: the part numbers the Hub has, for a set with a part missing).
+ */
+export function splitSet(stem: string, parts: readonly Buffer[], only?: readonly number[]): Record<string, Buffer> {
+  const n = String(parts.length).padStart(5, "0");
+  return Object.fromEntries(parts.map((data, i) => [`${stem}-${String(i + 1).padStart(5, "0")}-of-${n}.gguf`, data] as const).filter((_, i) => only === undefined || only.includes(i + 1)));
+}
+
 export interface FakeHubRequest {
   server: "hub" | "cdn";
   method: string;

@@ -5,7 +5,7 @@ import type { AddressInfo, Socket } from "node:net";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
+import { splitSet, startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
 import { ggufBytes, modelKvs } from "./gguf-writer.js";
 import { setModelsTable, startTestServer, type TestServer } from "./harness.js";
 import { until, untilTrue } from "../helpers/until.js";
@@ -432,6 +432,72 @@ describe("a gated repository, a Hub that limits the rate (a local stand-in)", ()
     } finally {
       await t.close();
       await new Promise((r) => refusing.close(r));
+    }
+  });
+});
+
+describe("a split model (a local stand-in for the Hub serving a -0000N-of-00003 set)", () => {
+  let hub: FakeHub;
+  let s: TestServer;
+  const status = (id: string) => s.call("GET", `/api/models/${id}/pull/status`).then((r) => r.body.pull);
+  const ended = (id: string) => until(() => status(id), (p) => p !== undefined && ["done", "failed", "cancelled"].includes(p.state));
+  const store = () => join(s.config, "pulled");
+  const listing = () => (existsSync(store()) ? readdirSync(store()).sort() : []);
+  const parts = [gguf("Part1", 64 * 1024), gguf("Part2", 256 * 1024), gguf("Part3", 32 * 1024)];
+  const names = Object.keys(splitSet("Big-Q4_K_M", parts));
+
+  beforeAll(async () => {
+    hub = await startFakeHub({ repos: {
+      "acme/split-GGUF": { files: splitSet("Big-Q4_K_M", parts) },
+      "acme/holey-GGUF": { files: splitSet("Big-Q4_K_M", [gguf("Holey1", 4096), gguf("Holey2", 4096), gguf("Holey3", 4096)], [1, 3]) },
+    } });
+    s = await startTestServer({ env: { HF_ENDPOINT: hub.endpoint } });
+    setModelsTable(s.config, 'store = "pulled"');
+  });
+  afterAll(async () => {
+    await s?.close();
+    await hub?.close();
+  });
+
+  it("a set with a part missing on the Hub is 404 model.split_incomplete before anything is queued or downloaded", async () => {
+    const res = await s.call("POST", "/api/models/holey/pull", { body: { hf_repo: "acme/holey-GGUF", hf_filename: names[0] } });
+    expect([res.status, res.body.error?.code], JSON.stringify(res.body)).toEqual([404, "model.split_incomplete"]);
+    expect(res.body.error.details.missing).toEqual([names[1]]);
+    expect((await s.call("GET", "/api/models/pulls")).body.pulls).toEqual([]);
+    expect(hub.requests.some((r) => r.path.includes("/resolve/"))).toBe(false);
+  });
+
+  it("a connection cut in the last part: failed (network), no part placed, nothing registered; the retry fetches the set and registers it by its first part", async () => {
+    hub.misbehave("acme/split-GGUF", names[2]!, { dropAfter: 8192 });
+    const body = { hf_repo: "acme/split-GGUF", hf_filename: names[1] };
+    expect((await s.call("POST", "/api/models/big/pull", { body })).status).toBe(202);
+    const failed = await ended("big");
+    expect(failed, JSON.stringify(failed)).toMatchObject({ state: "failed", reason: "network" });
+    expect(listing()).toEqual(names.map((n) => `${n}.partial`));
+    expect((await s.call("GET", "/api/models/big")).status).toBe(404);
+    hub.misbehave("acme/split-GGUF", names[2]!, { dropAfter: null });
+    expect((await s.call("POST", "/api/models/big/pull", { body })).status).toBe(202);
+    const done = await ended("big");
+    expect(done, JSON.stringify(done)).toMatchObject({ state: "done", hf_filename: names[0], sha256: sha(parts[0]!) });
+    expect(listing()).toEqual(names);
+    for (const [i, n] of names.entries()) expect(sha(readFileSync(join(store(), n))), n).toBe(sha(parts[i]!));
+    expect(hub.requests.some((r) => r.server === "cdn" && r.path.startsWith(`/blobs/${sha(parts[2]!)}`) && r.range === "bytes=8192-")).toBe(true);
+    expect((await s.call("GET", "/api/models/big")).body).toMatchObject({ hf_repo: "acme/split-GGUF", hf_filename: names[0], path: `pulled/${names[0]}`, sha256: sha(parts[0]!) });
+  });
+
+  it("a cancel while a later part downloads leaves no part behind and registers nothing", async () => {
+    await s.call("DELETE", "/api/models/big");
+    for (const n of names) rmSync(join(store(), n), { force: true });
+    hub.setRate(64 * 1024);
+    try {
+      expect((await s.call("POST", "/api/models/big2/pull", { body: { hf_repo: "acme/split-GGUF", hf_filename: names[0] } })).status).toBe(202);
+      await untilTrue(() => existsSync(join(store(), `${names[1]}.partial`)), 10_000);
+      expect(listing().some((f) => names.includes(f))).toBe(false);
+      expect((await s.call("POST", "/api/models/big2/pull/cancel")).body.pull.state).toBe("cancelled");
+      expect(listing()).toEqual([]);
+      expect((await s.call("GET", "/api/models/big2")).status).toBe(404);
+    } finally {
+      hub.setRate(null);
     }
   });
 });
