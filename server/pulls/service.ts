@@ -104,9 +104,7 @@ export class PullService {
           const field = / is not a revision$/.test(err.message) ? "revision" : repo === req.hf_repo ? "hf_repo" : "draft_repo";
           throw new ApiError("validation.invalid", err.message, { fields: [{ loc: ["body", field], msg: err.message, type: "value_error" }] });
         }
-        if (err instanceof HubError && err.code === "hub.denied") throw new ApiError("model.hub_denied", err.message, { endpoint: hub.endpoint, hf_repo: repo, status: err.status });
-        if (err instanceof HubError) throw new ApiError("model.hub_unreachable", err.message, { endpoint: hub.endpoint });
-        throw err;
+        throw hubFailure(err, hub, repo);
       });
       if (repo === req.hf_repo && parts.length > 1) {
         const missing = parts.filter((p) => !info.files.some((f) => f.path === p));
@@ -210,15 +208,7 @@ export class PullService {
       if (!m.hf_repo || !m.hf_filename) continue;
       const local = { revision: m.revision ?? null, sha256: m.sha256 ?? null, size_bytes: m.size_bytes ?? null };
       try {
-        const info = await hub.repoInfo(m.hf_repo, "main");
-        const file = info.files.find((f) => f.path === m.hf_filename);
-        if (file === undefined) {
-          rows.push({ id: m.id, hf_repo: m.hf_repo, hf_filename: m.hf_filename, local, hub: null, update_available: false, reason: "the file is no longer in the repository" });
-          continue;
-        }
-        const remote = { revision: info.sha, sha256: file.sha256, size_bytes: file.size };
-        const differs = local.sha256 !== null && remote.sha256 !== null ? local.sha256 !== remote.sha256 : local.size_bytes !== null && local.size_bytes !== remote.size_bytes;
-        rows.push({ id: m.id, hf_repo: m.hf_repo, hf_filename: m.hf_filename, local, hub: remote, update_available: differs, reason: differs ? "the Hub's file differs from the recorded one" : local.sha256 === null && local.size_bytes === null ? "nothing recorded to compare (no sha256, no size)" : "up to date" });
+        rows.push(updateRow(m as HubModel, await hub.repoInfo(m.hf_repo, "main")));
       } catch (err) {
         rows.push({ id: m.id, hf_repo: m.hf_repo, hf_filename: m.hf_filename, local, hub: null, update_available: false, reason: (err as Error).message });
       }
@@ -233,8 +223,13 @@ export class PullService {
     if (m === undefined) throw new ApiError("model.not_found", `no model ${id} in models.toml`, { model_id: id });
     if (!m.hf_repo || !m.hf_filename || !m.path_abs) throw new ApiError("validation.invalid", `model ${id} was not pulled from the Hub (it needs hf_repo, hf_filename and a path)`, { fields: [{ loc: ["params", "model_id"], msg: "not a Hub model", type: "value_error" }] });
     this.notLive(id);
-    const [row] = await this.updates(id);
-    if (row === undefined || row.hub === null) throw new ApiError("model.not_found", `${m.hf_repo}/${m.hf_filename} is not on ${this.hub().endpoint}: ${row?.reason ?? "unknown"}`, { hf_repo: m.hf_repo, hf_filename: m.hf_filename });
+    const hub = this.hub();
+    // A Hub that refuses access, or does not answer, is said as a pull's checks say it (model.hub_denied, model.hub_unreachable), not as a file it lacks.
+    const info = await hub.repoInfo(m.hf_repo, "main").catch((err: unknown): never => {
+      throw hubFailure(err, hub, m.hf_repo!, (e) => new ApiError("model.not_found", `${m.hf_repo}/${m.hf_filename} is not on ${hub.endpoint}: ${e.message}`, { hf_repo: m.hf_repo, hf_filename: m.hf_filename }));
+    });
+    const row = updateRow(m as HubModel, info);
+    if (row.hub === null) throw new ApiError("model.not_found", `${m.hf_repo}/${m.hf_filename} is not on ${hub.endpoint}: ${row.reason}`, { hf_repo: m.hf_repo, hf_filename: m.hf_filename });
     if (!row.update_available) throw new ApiError("model.up_to_date", `model ${id} is up to date with ${m.hf_repo} (${row.reason})`, { model_id: id, ...row });
     return { dest: m.path_abs, row };
   }
@@ -316,6 +311,32 @@ export class PullService {
     for (const e of job.extras) if (e.role !== "part") entry[e.role] = path(e.dest);
     await this.o.register(job, entry, job.approved_by ?? job.requested_by);
   }
+}
+
+/** A model pulled from the Hub: one with hf_repo and hf_filename. */
+type HubModel = Model["models"][string] & { hf_repo: string; hf_filename: string };
+
+/** The row of `model_update_check` for `m`, from the Hub's listing of its repository. */
+function updateRow(m: HubModel, info: Awaited<ReturnType<HubClient["repoInfo"]>>): UpdateRow {
+  const local = { revision: m.revision ?? null, sha256: m.sha256 ?? null, size_bytes: m.size_bytes ?? null };
+  const file = info.files.find((f) => f.path === m.hf_filename);
+  if (file === undefined) return { id: m.id, hf_repo: m.hf_repo, hf_filename: m.hf_filename, local, hub: null, update_available: false, reason: "the file is no longer in the repository" };
+  const remote = { revision: info.sha, sha256: file.sha256, size_bytes: file.size };
+  const differs = local.sha256 !== null && remote.sha256 !== null ? local.sha256 !== remote.sha256 : local.size_bytes !== null && local.size_bytes !== remote.size_bytes;
+  return { id: m.id, hf_repo: m.hf_repo, hf_filename: m.hf_filename, local, hub: remote, update_available: differs, reason: differs ? "the Hub's file differs from the recorded one" : local.sha256 === null && local.size_bytes === null ? "nothing recorded to compare (no sha256, no size)" : "up to date" };
+}
+
+/**
+ * A Hub call's failure as the routes say it: a refused access is
+ * model.hub_denied, any other Hub error model.hub_unreachable; `notFound`
+ * says a repository the Hub does not have (as the caller names it). Anything
+ * else is returned as it is.
+ */
+function hubFailure(err: unknown, hub: HubClient, repo: string, notFound?: (e: HubError) => ApiError): unknown {
+  if (!(err instanceof HubError)) return err;
+  if (err.code === "model.not_found" && notFound !== undefined) return notFound(err);
+  if (err.code === "hub.denied") return new ApiError("model.hub_denied", err.message, { endpoint: hub.endpoint, hf_repo: repo, status: err.status });
+  return new ApiError("model.hub_unreachable", err.message, { endpoint: hub.endpoint });
 }
 
 /** One row of `model_update_check`. */

@@ -436,6 +436,34 @@ describe("a gated repository, a Hub that limits the rate (a local stand-in)", ()
   });
 });
 
+describe("model_update against a Hub that refuses or limits it (a real HTTP stub)", () => {
+  /** Runs `fn` against a hal0 serve whose Hub answers every request with `reply`. */
+  const withHub = async (reply: (res: import("node:http").ServerResponse) => void, fn: (t: TestServer) => Promise<void>): Promise<void> => {
+    const stub = createServer((_req, res) => reply(res));
+    await new Promise<void>((r) => stub.listen(0, "127.0.0.1", r));
+    const t = await startTestServer({ env: { HF_ENDPOINT: `http://127.0.0.1:${(stub.address() as AddressInfo).port}`, HF_TOKEN: "hf_refusedToken0123456789" } });
+    try {
+      await fn(t);
+    } finally {
+      await t.close();
+      await new Promise((r) => stub.close(r));
+    }
+  };
+
+  it("a token the Hub refuses is 502 model.hub_denied, as a pull's checks say, not model.not_found; nothing is queued", async () => {
+    await withHub((res) => {
+      const message = "Invalid credentials in Authorization header";
+      res.writeHead(401, { "content-type": "application/json", "x-error-message": message }).end(JSON.stringify({ error: message }));
+    }, async (t) => {
+      const res = await t.call("POST", "/api/models/qwen3-30b-a3b/update");
+      expect([res.status, res.body.error?.code], JSON.stringify(res.body)).toEqual([502, "model.hub_denied"]);
+      expect(res.body.error.message).toContain("invalid credentials");
+      expect(JSON.stringify(res.body)).not.toContain("hf_refusedToken");
+      expect((await t.call("GET", "/api/models/pulls")).body.pulls).toEqual([]);
+    });
+  });
+});
+
 describe("a split model (a local stand-in for the Hub serving a -0000N-of-00003 set)", () => {
   let hub: FakeHub;
   let s: TestServer;
