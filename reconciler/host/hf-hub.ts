@@ -193,8 +193,7 @@ export class HubClient {
     if (res.status === 404 || res.status === 401) throw await refuse(res, new HubError("model.not_found", `${what} was not found on ${this.#host}`, res.status));
     if (res.status === 416) throw await refuse(res, new HubError("hub.error", `${final} refused the range from byte ${from} of ${what} (416)`, 416));
     if (res.status !== 200 && res.status !== 206) {
-      const retry = res.headers.get("retry-after");
-      throw await refuse(res, new HubError("hub.error", `${final} answered ${res.status} for ${what}${retry !== null && /^\d{1,6}$/.test(retry) ? ` (Retry-After: ${retry} s)` : ""}`, res.status));
+      throw await refuse(res, new HubError("hub.error", `${final} answered ${res.status} for ${what}${retryAfter(res.headers)}`, res.status));
     }
     const header = (name: string): string | null => hub.get(name) ?? res.headers.get(name);
     let total = toSize(hub.get("x-linked-size"));
@@ -335,9 +334,9 @@ export class HubClient {
   async #api<T>(repo: string | undefined, revision: string | undefined, call: (fetch: typeof globalThis.fetch) => Promise<T>): Promise<T> {
     // The whole call (its pages too, and reading the replies) has one deadline.
     const deadline = AbortSignal.timeout(this.timeoutMs);
-    /** The last 401 / 403 reply's headers: the JS client's error keeps the status only. */
+    /** The last error reply's status and headers (a 401 / 403's reason, a 429's Retry-After): the JS client's error keeps the status only. */
     let refused: { status: number; headers: Headers } | undefined;
-    const seen = (res: Response): void => void (res.status === 401 || res.status === 403 ? (refused = { status: res.status, headers: res.headers }) : undefined);
+    const seen = (res: Response): void => void (res.status >= 400 ? (refused = { status: res.status, headers: res.headers }) : undefined);
     try {
       return await call(this.#apiFetch(this.#stop ? AbortSignal.any([deadline, this.#stop]) : deadline, seen));
     } catch (e) {
@@ -349,7 +348,8 @@ export class HubClient {
         const denied = refused !== undefined && refused.status === status ? this.#denial(status, refused.headers) : undefined;
         if (denied !== undefined) throw new HubError("hub.denied", `the Hub at ${this.#host} refused ${repo ?? "the call"} (${status}): ${denied}`, status);
         if (repo !== undefined && (status === 404 || status === 401)) throw new HubError("model.not_found", `${repo}@${revision} was not found on ${this.#host}`, status);
-        throw new HubError("hub.error", `the Hub at ${this.#host} answered ${status}${repo ? ` for ${repo}` : ""}`, status);
+        const retry = refused !== undefined && refused.status === status ? retryAfter(refused.headers) : "";
+        throw new HubError("hub.error", `the Hub at ${this.#host} answered ${status}${repo ? ` for ${repo}` : ""}${retry}`, status);
       }
       throw new HubError("hub.error", `the Hub at ${this.#host} sent a reply that could not be read${repo ? ` for ${repo}` : ""}: ${causeOf(e)}`);
     }
@@ -434,6 +434,18 @@ async function* chunks(res: Response, host: string, signal: AbortSignal | undefi
 async function refuse(res: Response, e: HubError): Promise<HubError> {
   await res.body?.cancel().catch(() => undefined);
   return e;
+}
+
+/**
+ * When the Hub says to try again (a 429's or 503's Retry-After, in seconds or
+ * as an HTTP date), as ` (Retry-After: N s)` for a message; "" when it says
+ * nothing readable.
+ */
+function retryAfter(headers: Headers): string {
+  const v = headers.get("retry-after")?.trim() ?? "";
+  if (/^\d{1,6}$/.test(v)) return ` (Retry-After: ${Number(v)} s)`;
+  const at = /[a-z]/i.test(v) ? Date.parse(v) : NaN;
+  return Number.isNaN(at) ? "" : ` (Retry-After: ${Math.max(0, Math.ceil((at - Date.now()) / 1000))} s)`;
 }
 
 function toSize(v: string | null | undefined): number | null {

@@ -436,7 +436,7 @@ describe("a gated repository, a Hub that limits the rate (a local stand-in)", ()
   });
 });
 
-describe("model_update against a Hub that refuses or limits it (a real HTTP stub)", () => {
+describe("the checks before a pull or an update, against a Hub that refuses or limits them (a real HTTP stub)", () => {
   /** Runs `fn` against a hal0 serve whose Hub answers every request with `reply`. */
   const withHub = async (reply: (res: import("node:http").ServerResponse) => void, fn: (t: TestServer) => Promise<void>): Promise<void> => {
     const stub = createServer((_req, res) => reply(res));
@@ -461,6 +461,20 @@ describe("model_update against a Hub that refuses or limits it (a real HTTP stub
       expect(JSON.stringify(res.body)).not.toContain("hf_refusedToken");
       expect((await t.call("GET", "/api/models/pulls")).body.pulls).toEqual([]);
     });
+  });
+
+  it("a 429 during the checks (a pull's, an update's, search, inspect) is 502 model.hub_unreachable naming its Retry-After, as a download's is", async () => {
+    for (const retry of ["30", new Date(Date.now() + 120_000).toUTCString()]) {
+      await withHub((res) => res.writeHead(429, { "content-type": "application/json", "retry-after": retry }).end(JSON.stringify({ error: "rate limited" })), async (t) => {
+        setModelsTable(t.config, 'store = "pulled"');
+        for (const [method, path, body] of [["POST", "/api/models/b/pull", { hf_repo: "acme/busy-GGUF", hf_filename: "b.gguf" }], ["POST", "/api/models/qwen3-30b-a3b/update"], ["GET", "/api/hf/search?q=tiny"], ["POST", "/api/models/inspect", { hf_repo: "acme/busy-GGUF" }]] as const) {
+          const res = await t.call(method, path, body === undefined ? {} : { body });
+          expect([res.status, res.body.error?.code], `${path}: ${JSON.stringify(res.body)}`).toEqual([502, "model.hub_unreachable"]);
+          expect(res.body.error.message, path).toMatch(retry === "30" ? /answered 429.*\(Retry-After: 30 s\)/ : /answered 429.*\(Retry-After: 1[12]\d s\)/);
+        }
+        expect((await t.call("GET", "/api/models/pulls")).body.pulls).toEqual([]);
+      });
+    }
   });
 });
 
