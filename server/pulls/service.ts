@@ -1,10 +1,10 @@
 import { existsSync } from "node:fs";
-import { basename, isAbsolute, join } from "node:path";
+import { basename, dirname, isAbsolute, join } from "node:path";
 import type { Model } from "../../compiler/index.js";
 import type { ChangeSet } from "../../compiler/changeset.js";
 import { modelTableEdit } from "../../compiler/edits/models.js";
 import { configPath, storeDir } from "../../reconciler/host/model-scan.js";
-import { HubClient, HubError } from "../../reconciler/host/hf-hub.js";
+import { HubClient, HubError, type HubFile } from "../../reconciler/host/hf-hub.js";
 import type { BoxService } from "../box.js";
 import type { Db } from "../db.js";
 import { ApiError } from "../errors.js";
@@ -217,7 +217,7 @@ export class PullService {
   }
 
   /** The checks an update meets before it is queued (and again when an approved one runs). */
-  async precheckUpdate(id: string): Promise<{ dest: string; row: UpdateRow }> {
+  async precheckUpdate(id: string): Promise<{ dest: string; row: UpdateRow; parts: PullExtra[] }> {
     const model = await this.o.box.model();
     const m = model.models[id];
     if (m === undefined) throw new ApiError("model.not_found", `no model ${id} in models.toml`, { model_id: id });
@@ -231,17 +231,19 @@ export class PullService {
     const row = updateRow(m as HubModel, info);
     if (row.hub === null) throw new ApiError("model.not_found", `${m.hf_repo}/${m.hf_filename} is not on ${hub.endpoint}: ${row.reason}`, { hf_repo: m.hf_repo, hf_filename: m.hf_filename });
     if (!row.update_available) throw new ApiError("model.up_to_date", `model ${id} is up to date with ${m.hf_repo} (${row.reason})`, { model_id: id, ...row });
-    return { dest: m.path_abs, row };
+    // A split model's file is its first part: the others come down with it, each verified, all renamed over the old ones together.
+    const parts = otherParts(m.hf_repo, m.hf_filename, m.path_abs, (file) => info.files.find((f) => f.path === file));
+    return { dest: m.path_abs, row, parts };
   }
 
   /** Queues an update: the file is downloaded beside itself, verified, renamed over the old one, and the model's facts edited (one ChangeSet). */
   async startUpdate(id: string, caller: Caller): Promise<PullView> {
-    const { dest, row } = await this.precheckUpdate(id);
+    const { dest, row, parts } = await this.precheckUpdate(id);
     const m = (await this.o.box.model()).models[id]!;
     // Again with nothing awaited before the job is created: another update of this model may have passed its precheck meanwhile.
     this.notLive(id);
     this.store.create({
-      model_id: id, mode: "update", hf_repo: m.hf_repo!, hf_filename: m.hf_filename!, revision: "main", dest, extras: [], sha256: row.hub?.sha256 ?? null,
+      model_id: id, mode: "update", hf_repo: m.hf_repo!, hf_filename: m.hf_filename!, revision: "main", dest, extras: parts, sha256: row.hub?.sha256 ?? null,
       requested_by: callerName(caller), approved_by: caller.approvedBy ?? (caller.kind === "operator" ? callerName(caller) : null),
     });
     this.worker.pump(id);
@@ -264,7 +266,7 @@ export class PullService {
     const dest = m.path_abs ?? storedAt(model, m.hf_filename);
     if (existsSync(dest)) throw new ApiError("model.file_exists", `${dest} already exists: model ${id} is installed`, { path: dest });
     this.store.create({
-      model_id: id, mode: "update", hf_repo: m.hf_repo, hf_filename: m.hf_filename, revision: m.revision ?? "main", dest, extras: [],
+      model_id: id, mode: "update", hf_repo: m.hf_repo, hf_filename: m.hf_filename, revision: m.revision ?? "main", dest, extras: otherParts(m.hf_repo, m.hf_filename, dest),
       requested_by: callerName(caller), approved_by: caller.approvedBy ?? (caller.kind === "operator" ? callerName(caller) : null),
     });
     this.worker.pump(id);
@@ -369,6 +371,19 @@ export function splitParts(file: string): string[] {
   const n = m ? Number(m[3]) : 0;
   if (!m || n < 2 || Number(m[2]) < 1 || Number(m[2]) > n) return [file];
   return Array.from({ length: n }, (_, i) => `${m[1]}-${String(i + 1).padStart(5, "0")}-of-${m[3]}${m[4]}`);
+}
+
+/**
+ * The other parts of the split model whose `file` lands at `dest`, each
+ * beside it under its base name (none for a file that is not split). With
+ * the Hub's listing (`listed`), each carries its sha256, and a part the
+ * listing lacks is model.split_incomplete.
+ */
+function otherParts(repo: string, file: string, dest: string, listed?: (file: string) => HubFile | undefined): PullExtra[] {
+  const others = splitParts(file).filter((p) => p !== file);
+  const missing = listed === undefined ? [] : others.filter((p) => listed(p) === undefined);
+  if (missing.length > 0) throw new ApiError("model.split_incomplete", `${repo} lacks ${missing.join(", ")}, other parts of ${file} (a split model is loaded from all of its parts, so none is pulled)`, { hf_repo: repo, hf_filename: file, parts: splitParts(file), missing });
+  return others.map((p) => ({ role: "part", hf_repo: repo, hf_filename: p, dest: join(dirname(dest), basename(p)), sha256: listed?.(p)?.sha256 ?? null }));
 }
 
 /** Two destinations that would share a file: the same path, or one is the other's `.partial` (where its bytes go while they download). */

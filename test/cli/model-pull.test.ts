@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
+import { splitSet, startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
 import { freePort } from "../reconciler/process-helpers.js";
 import { ggufBytes, modelKvs } from "../server/gguf-writer.js";
 import { main } from "../../cli/index.js";
@@ -16,6 +16,8 @@ const HAL0 = join(import.meta.dirname, "../../bin/hal0.js");
 const data = ggufBytes({ kvs: modelKvs({ arch: "gemma3", ctx: 8192 }), tensors: [{ name: "w", dims: [64 * 1024] }] });
 /** Other bytes (the stand-in Hub serves blobs by sha256), served corrupted. */
 const broken = ggufBytes({ kvs: modelKvs({ arch: "gemma3", ctx: 4096 }), tensors: [{ name: "w", dims: [64 * 1024] }] });
+/** The parts of a split model. */
+const parts = [2048, 1024].map((n) => ggufBytes({ kvs: modelKvs({ arch: "gemma3", ctx: 8192, name: `part ${n}` }), tensors: [{ name: "w", dims: [n] }] }));
 
 /** `hal0 model pull` (the built CLI) against a local stand-in for the Hub: JSON lines, the registered entry, the refusals' exit status. */
 describe("hal0 model pull (the built CLI)", () => {
@@ -24,7 +26,7 @@ describe("hal0 model pull (the built CLI)", () => {
   const hal0 = (args: string[]) => run(process.execPath, [HAL0, ...args, "--config", join(dir, "etc"), "--state", join(dir, "state")], { env: { ...process.env, HF_ENDPOINT: hub.endpoint } })
     .then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
   beforeAll(async () => {
-    hub = await startFakeHub({ repos: { "acme/Gemma-Tiny-GGUF": { files: { "Gemma-Tiny-Q4_K_M.gguf": data, "Broken-Q4_K_M.gguf": broken } } } });
+    hub = await startFakeHub({ repos: { "acme/Gemma-Tiny-GGUF": { files: { "Gemma-Tiny-Q4_K_M.gguf": data, "Broken-Q4_K_M.gguf": broken } }, "acme/Gemma-Split-GGUF": { files: splitSet("Gemma-Split-Q8_0", parts) } } });
     dir = mkdtempSync(join(tmpdir(), "hal0-model-pull-"));
     mkdirSync(join(dir, "etc"), { recursive: true });
     writeFileSync(join(dir, "etc/hal0.toml"), `[models]\nstore = "store"\n`);
@@ -118,6 +120,14 @@ describe("hal0 model pull (the built CLI)", () => {
       const props = (await (await fetch(`http://127.0.0.1:${port}/props`)).json()) as { argv: string[] };
       expect(props.argv).toContain(join(box, "store/Gemma-Tiny-Q4_K_M.gguf"));
       expect((await cli(["plan"])).stderr).not.toContain("model.not_installed");
+
+      // A split model: apply pulls every part, beside the first one its entry names.
+      await cli(["down"]);
+      writeFileSync(join(box, "models.toml"), `[model.gemma]\nhf_repo = "acme/Gemma-Split-GGUF"\nhf_filename = "Gemma-Split-Q8_0-00001-of-00002.gguf"\n`);
+      const split = await cli(["apply", "--yes"]);
+      expect(split.code, `${split.stdout}${split.stderr}`).toBe(0);
+      expect(readFileSync(join(box, "models.toml"), "utf8")).toContain('path = "store/Gemma-Split-Q8_0-00001-of-00002.gguf"');
+      for (const [i, n] of Object.keys(splitSet("Gemma-Split-Q8_0", parts)).entries()) expect(createHash("sha256").update(readFileSync(join(box, "store", n))).digest("hex"), n).toBe(createHash("sha256").update(parts[i]!).digest("hex"));
     } finally {
       await cli(["down"]);
     }

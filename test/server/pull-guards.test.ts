@@ -527,6 +527,17 @@ describe("a split model (a local stand-in for the Hub serving a -0000N-of-00003 
     expect((await s.call("GET", "/api/models/big")).body).toMatchObject({ hf_repo: "acme/split-GGUF", hf_filename: names[0], path: `pulled/${names[0]}`, sha256: sha(parts[0]!) });
   });
 
+  it("model_update of a split model replaces every part, not only the first (which the old parts would not load beside)", async () => {
+    const newer = [gguf("Part1v2", 64 * 1024), gguf("Part2v2", 128 * 1024), gguf("Part3v2", 32 * 1024)];
+    for (const [i, n] of names.entries()) hub.replace("acme/split-GGUF", n, newer[i]!);
+    const res = await s.call("POST", "/api/models/big/update");
+    expect(res.status, JSON.stringify(res.body)).toBe(202);
+    expect(await ended("big")).toMatchObject({ state: "done", mode: "update", sha256: sha(newer[0]!) });
+    expect(listing()).toEqual(names);
+    for (const [i, n] of names.entries()) expect(sha(readFileSync(join(store(), n))), n).toBe(sha(newer[i]!));
+    expect((await s.call("GET", "/api/models/big")).body).toMatchObject({ hf_filename: names[0], sha256: sha(newer[0]!) });
+  });
+
   it("a cancel while a later part downloads leaves no part behind and registers nothing", async () => {
     await s.call("DELETE", "/api/models/big");
     for (const n of names) rmSync(join(store(), n), { force: true });
