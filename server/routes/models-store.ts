@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { constants, createReadStream, createWriteStream, type Stats } from "node:fs";
 import { access, mkdir, realpath, rename, rmdir, stat, unlink } from "node:fs/promises";
-import { dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from "node:path";
 import { Transform } from "node:stream";
 import { pipeline } from "node:stream/promises";
 import { z } from "zod";
@@ -12,7 +12,7 @@ import { readTreeFile, type Model } from "../../compiler/index.js";
 import type { BoxService, Proposal } from "../box.js";
 import { guardOperatorOnly } from "../dispatch.js";
 import { ApiError } from "../errors.js";
-import { storeDir } from "../pulls/service.js";
+import { splitParts, storeDir } from "../pulls/service.js";
 import { defineRoute, type Caller, type WriteOutcome } from "../route.js";
 import { fsync, hashFile } from "../pulls/worker.js";
 import { configPath } from "../../reconciler/host/model-scan.js";
@@ -33,6 +33,7 @@ interface Transfer {
   readonly from: string;
   readonly to: string;
   readonly size: number;
+  /** The model fields that name it (none for a split model's other part, which moves with the first). */
   readonly refs: Array<{ readonly id: string; readonly file: Field }>;
   /** What models.toml records for it (a model's `path` only: sha256 and size_bytes are the main file's facts). */
   readonly recorded: Array<{ readonly id: string; readonly sha256?: string; readonly size_bytes?: number }>;
@@ -41,7 +42,8 @@ interface Transfer {
 /** A registered file the migration does not move, and why. */
 interface Left {
   readonly id: string;
-  readonly file: Field;
+  /** `part`: another part of a split model (`-00002-of-00003.gguf`), beside its `path`. */
+  readonly file: Field | "part";
   readonly path_abs: string;
   readonly reason: "outside_store" | "missing" | "not_a_file";
 }
@@ -213,8 +215,9 @@ async function planMigration(model: Model, store: string): Promise<Migration> {
   const byPath = new Map<string, Transfer>();
   const left: Left[] = [];
   for (const m of Object.values(model.models).sort((a, b) => a.id.localeCompare(b.id))) {
-    for (const file of FIELDS) {
-      const given = file === "path" ? m.path_abs : file === "draft" ? m.draft_abs : m.mmproj_abs;
+    // A split model's other parts, beside its first (its `path`): llama.cpp reads them from there, so they move with it.
+    const parts = m.path_abs === undefined ? [] : splitParts(basename(m.path_abs)).filter((p) => p !== basename(m.path_abs!)).map((p) => join(dirname(m.path_abs!), p));
+    for (const [file, given] of [...FIELDS.map((f) => [f, f === "path" ? m.path_abs : f === "draft" ? m.draft_abs : m.mmproj_abs] as const), ...parts.map((p) => ["part", p] as const)]) {
       if (given === undefined) continue;
       const abs = resolve(given);
       if (abs === from || !under(abs, from)) {
@@ -228,7 +231,7 @@ async function planMigration(model: Model, store: string): Promise<Migration> {
       }
       let t = byPath.get(abs);
       if (!t) byPath.set(abs, (t = { from: abs, to: join(to, relative(from, abs)), size: s.size, refs: [], recorded: [] }));
-      t.refs.push({ id: m.id, file });
+      if (file !== "part") t.refs.push({ id: m.id, file });
       if (file === "path" && m.sha256 !== undefined) t.recorded.push({ id: m.id, sha256: m.sha256, ...(m.size_bytes === undefined ? {} : { size_bytes: m.size_bytes }) });
     }
   }

@@ -157,6 +157,19 @@ describe("POST /api/settings/models/store/migrate (model_store_migrate)", () => 
     expect(fixtureQwen.path).toBe("models/Qwen3-30B-A3B-Q4_K_M.gguf");
   });
 
+  it("moves every part of a split model with its first part (llama.cpp reads them from beside it)", async () => {
+    const names = ["big-00001-of-00003.gguf", "big-00002-of-00003.gguf", "big-00003-of-00003.gguf"];
+    const bytes = names.map((n, i) => gguf(join(store, n), `Big ${i + 1}`));
+    await register("big", { path: join(store, names[0]!) });
+    const r = await s.call("POST", "/api/settings/models/store/migrate", { body: { store: fast } });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.moved.map((m: any) => [m.to, m.sha256])).toEqual(names.map((n, i) => [join(fast, n), sha(bytes[i]!)]));
+    expect(readdirSync(fast).sort()).toEqual(names);
+    expect(readdirSync(store)).toEqual([]);
+    expect((await s.call("GET", "/api/models/big")).body).toMatchObject({ path: join(fast, names[0]!) });
+    expect(modelsToml()).not.toContain("00002-of");
+  });
+
   it("a dry run lists what would move and copies nothing", async () => {
     const files = await twoModelsAndADraft();
     const before = [hal0Toml(), modelsToml()];
