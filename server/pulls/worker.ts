@@ -187,7 +187,7 @@ export class PullWorker {
         }
       }
       for (const extra of job.extras) if (extra.role !== "part") await fetchExtra(extra, true);
-      job = this.o.store.update(id, { state: "verifying", commit_sha: main.commit, sha256: main.sha256, size: main.size, bytes: main.size, extras });
+      job = this.o.store.update(id, { state: "verifying", commit_sha: main.commit ?? job.commit_sha, sha256: main.sha256, size: main.size, bytes: main.size, extras });
       this.emit("state", job);
       try {
         await this.o.register(job);
@@ -242,6 +242,12 @@ export class PullWorker {
       if (err.status === 416 && from > 0) return "restart" as const;
       throw err;
     });
+    if (reply === "restart" && t.listed !== null && /^[0-9a-f]{64}$/.test(t.listed) && hash.copy().digest("hex") === t.listed) {
+      // The partial file is the whole file, already verified (a part of a split set kept when a later part failed): nothing left to fetch.
+      progress({ sha256: t.listed, size: from, bytes: from });
+      await this.finish(partial, t);
+      return { sha256: t.listed, size: from, commit: null };
+    }
     if (reply === "restart" || (reply.status === 200 && from > 0) || reply.total < from) {
       // The server ignored the Range request and sends the whole file, or the partial file does not fit in it: the partial one is emptied, the file fetched whole.
       if (reply !== "restart") for await (const _ of reply.body) break; // release the connection
@@ -316,6 +322,13 @@ export class PullWorker {
       await unlink(partial).catch(() => undefined);
       throw new PullError("checksum", `${t.repo}/${t.file}: git blob id ${blobId} is not the Hub's ${reply.gitBlob} (a file outside LFS, checked by its blob id); the file is removed`);
     }
+    await this.finish(partial, t);
+    progress({ bytes });
+    return { sha256, size: bytes, commit: reply.commit };
+  }
+
+  /** A verified download: its GGUF header checked, then renamed into place (a part of a split model stays `<dest>.partial`: the caller places all the parts at once). */
+  private async finish(partial: string, t: { repo: string; file: string; dest: string; place?: boolean }): Promise<void> {
     // Only a GGUF file is a model (model_add refuses anything else): checked before it is renamed into place, so an update never replaces a model with it.
     try {
       await inspectGguf(partial);
@@ -324,10 +337,7 @@ export class PullWorker {
       await unlink(partial).catch(() => undefined);
       throw new PullError("unsupported_format", `model.unsupported_format: ${t.repo}/${t.file} is not a readable GGUF file (${err.reason}: ${err.message}); the file is removed`);
     }
-    // A part of a split model stays `<dest>.partial`, verified: the caller places all the parts at once.
     if (t.place !== false) await rename(partial, t.dest);
-    progress({ bytes });
-    return { sha256, size: bytes, commit: reply.commit };
   }
 
   private emit(kind: "state" | "progress", job: PullJob): void {

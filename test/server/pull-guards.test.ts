@@ -524,6 +524,8 @@ describe("a split model (a local stand-in for the Hub serving a -0000N-of-00003 
     expect(listing()).toEqual(names);
     for (const [i, n] of names.entries()) expect(sha(readFileSync(join(store(), n))), n).toBe(sha(parts[i]!));
     expect(hub.requests.some((r) => r.server === "cdn" && r.path.startsWith(`/blobs/${sha(parts[2]!)}`) && r.range === "bytes=8192-")).toBe(true);
+    // The parts verified before the failure were kept whole: the retry does not fetch them again.
+    for (const p of parts.slice(0, 2)) expect(hub.requests.filter((r) => r.server === "cdn" && r.path.startsWith(`/blobs/${sha(p)}`) && r.range === undefined).length).toBe(1);
     expect((await s.call("GET", "/api/models/big")).body).toMatchObject({ hf_repo: "acme/split-GGUF", hf_filename: names[0], path: `pulled/${names[0]}`, sha256: sha(parts[0]!) });
   });
 
