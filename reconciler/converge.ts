@@ -120,6 +120,8 @@ export async function converge(target: ConvergeTarget, options: ConvergeOptions)
     const outcome = results.some((r) => r.code === INTERRUPTED) ? "interrupted" : results.every((r) => r.ok) ? "converged" : "failed";
     return { outcome, plan, runnable, deferred, results, observed };
   } finally {
+    // Every step has ended (or was cut short): nothing is under way once the lock goes, so its record goes first.
+    await target.state.clearSteps().catch(() => undefined);
     await release();
   }
 }

@@ -1,4 +1,4 @@
-import { chmodSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { spawnSync } from "node:child_process";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
@@ -76,7 +76,7 @@ describe("the state folder", () => {
     expect(await alive(pid)).toBe(false);
   });
 
-  it("a steps.json that is not one (null, a list, half a file) says no step is under way: status answers, and apply runs, records its steps and ends with the file of its own", async () => {
+  it("a steps.json that is not one (null, a list, half a file) says no step is under way: status answers, and apply runs and removes it as it ends", async () => {
     const state = states[1]!;
     const file = join(state, "steps.json");
     for (const broken of ["null\n", "[]\n", "{\"pid\": 1, \"slots\": nu"]) {
@@ -85,7 +85,7 @@ describe("the state folder", () => {
       expect(await main(["status", "sf", "--json", "--config", config, "--state", state], io), `${broken}: ${io.err()}`).toBe(0);
       expect(JSON.parse(io.out()).slot.step).toBeNull();
       expect(await main(["apply", "--yes", "--config", config, "--state", state], captureIo()), broken).toBe(0);
-      expect(JSON.parse(readFileSync(file, "utf8")).slots).toEqual({});
+      expect(existsSync(file)).toBe(false);
       expect(await main(["down", "--config", config, "--state", state], captureIo())).toBe(0);
     }
   });
