@@ -49,6 +49,21 @@ export interface Snapshot {
   readonly files: Readonly<Record<string, string>>;
 }
 
+/**
+ * The text of the tree's file `file`; undefined when the tree has no such
+ * file. A file hal0 could not read (nor its folder, nor the config folder) is
+ * not absent: 422 `config.invalid`, naming why, so no read says "there is no
+ * such file" of one that is there.
+ */
+export function treeFileText(snap: Pick<Snapshot, "tree" | "diagnostics">, file: string): string | undefined {
+  const text = snap.tree.files.get(file);
+  if (text !== undefined) return text;
+  const folder = dirname(file);
+  const unread = snap.diagnostics.filter((d) => d.code === "config.read_error" && (d.file === file || d.file === folder || d.file === "."));
+  if (unread.length > 0) throw new ApiError("config.invalid", `${file} cannot be known: ${unread.map((d) => `${d.file}: ${d.detail}`).join("; ")}`, { diagnostics: unread });
+  return undefined;
+}
+
 /** A change set compiled and planned against the tree and the box: nothing written yet. */
 export interface Proposal {
   readonly changes: ChangeSet;

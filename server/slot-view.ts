@@ -4,7 +4,7 @@ import { healthOf, httpStatus } from "../reconciler/drivers/proc.js";
 import type { ObservedSlot, SlotHealth, SlotOutcome } from "../reconciler/index.js";
 import type { SlotStep } from "../reconciler/state.js";
 import type { SlotDriver } from "../reconciler/drivers/driver.js";
-import type { BoxService, Liveness, Snapshot } from "./box.js";
+import { treeFileText, type BoxService, type Liveness, type Snapshot } from "./box.js";
 import { ApiError } from "./errors.js";
 import { freezeReply } from "./frozen-reply.js";
 import { slotIds } from "./slot-ids.js";
@@ -63,13 +63,8 @@ export function findSlot(model: Model, name: string): ResolvedSlot {
  * naming the read error, as any write on a tree with it is refused.
  */
 export function slotFileText(snap: Snapshot, name: string): string {
-  const file = `slots/${name}.toml`;
-  const text = snap.tree.files.get(file);
+  const text = treeFileText(snap, `slots/${name}.toml`);
   if (text !== undefined) return text;
-  const unread = snap.diagnostics.filter((d) => d.code === "config.read_error" && (d.file === file || d.file === "slots" || d.file === "."));
-  if (unread.length > 0) {
-    throw new ApiError("config.invalid", `slot \`${name}\` cannot be known: ${unread.map((d) => `${d.file}: ${d.detail}`).join("; ")}`, { diagnostics: unread });
-  }
   throw slotNotFound(name, [...snap.tree.files.keys()].filter((f) => f.startsWith("slots/")).map((f) => f.slice("slots/".length, -".toml".length)));
 }
 

@@ -1,3 +1,4 @@
+import { treeFileText } from "../box.js";
 import { z } from "zod";
 import { CAPABILITIES_FILE as FILE, selectionEdits } from "../../compiler/edits/capabilities.js";
 import type { CompiledCapabilities } from "../../compiler/model.js";
@@ -45,7 +46,7 @@ export const capabilityRoutes = [
     method: "POST", path: "/api/capabilities/{slot}/{child}", kind: "write", params: SlotChild, body: SetBody, tools: ["capability_set"],
     summary: "Set the model (and optionally backend, device, enabled) a slot's child capability uses",
     handle: async ({ params, body, box }) => {
-      const text = (await box.snapshot()).tree.files.get(FILE);
+      const text = treeFileText(await box.snapshot(), FILE);
       const given = Object.fromEntries(Object.entries(body).filter(([, v]) => v !== undefined));
       const row = { slot: params.slot, child: params.child, ...Object.fromEntries(Object.entries(given).filter(([, v]) => v !== null)) };
       return {

@@ -8,6 +8,7 @@ import { MODELS_FILE, modelTableEdit } from "../../compiler/edits/models.js";
 import type { CompiledModelFacts, Model } from "../../compiler/index.js";
 import { inspectGguf, type GgufFacts } from "../../reconciler/host/gguf-facts.js";
 import { draftCandidates, entryFor, proposeModelId } from "../../reconciler/host/model-scan.js";
+import { treeFileText } from "../box.js";
 import { MODEL_CATALOGUE } from "../../schema/data/model-catalogue.js";
 import { ResourceId, SLOT_TYPES } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
@@ -89,7 +90,7 @@ export const modelExtraRoutes = [
     summary: "models.toml as text, as it is on disk (\"\" when absent), with the sha256 of that text (PUT's base_sha256) and the tree's revision",
     handle: async ({ box }) => {
       const snap = await box.snapshot();
-      const text = snap.tree.files.get(MODELS_FILE);
+      const text = treeFileText(snap, MODELS_FILE);
       return { file: MODELS_FILE, exists: text !== undefined, text: text ?? "", sha256: sha256Text(text ?? ""), revision: snap.revision };
     },
   }),
@@ -98,7 +99,7 @@ export const modelExtraRoutes = [
     summary: "Replace models.toml's whole text (one change set, compiled and planned before anything is written); base_sha256 (from GET) refuses the write with config.stale when the file moved since",
     handle: async ({ body, query, box }) => {
       const snap = await box.snapshot();
-      const current = snap.tree.files.get(MODELS_FILE) ?? "";
+      const current = treeFileText(snap, MODELS_FILE) ?? "";
       const currentSha = sha256Text(current);
       if (body.base_sha256 !== undefined && body.base_sha256 !== currentSha) {
         throw new ApiError("config.stale", `${MODELS_FILE} changed since the text whose sha256 is ${body.base_sha256}; read it again (GET /api/config/models) and retry`, {

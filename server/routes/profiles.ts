@@ -3,7 +3,7 @@ import { z } from "zod";
 import { appendProfileEdit, compactProfile, deleteProfileEdits, isSeedProfile as isSeed, profileUsage as usedBy, PROFILES_FILE as FILE, updateProfileEdits } from "../../compiler/edits/profiles.js";
 import type { Model } from "../../compiler/index.js";
 import { BACKENDS, DEVICE_CLASSES, EnvName, Profile, ProfileName, REASONING_EFFORTS, SEED_PROFILES, SPECULATION_MODES } from "../../schema/index.js";
-import type { BoxService } from "../box.js";
+import { treeFileText, type BoxService } from "../box.js";
 import { openProfileEnvelope, profileEnvelope } from "../envelopes.js";
 import { ApiError, refusing } from "../errors.js";
 import { restoreMasked } from "../redact.js";
@@ -116,7 +116,7 @@ export const profileRoutes = [
 ];
 
 async function appendIntent(box: BoxService, name: string, profile: Record<string, unknown>, summary: string, dryRun: boolean): Promise<WriteIntent> {
-  const text = (await box.snapshot()).tree.files.get(FILE) ?? "";
+  const text = treeFileText(await box.snapshot(), FILE) ?? "";
   return {
     changes: { edits: [appendProfileEdit(text, name, profile)], summary },
     dryRun,
@@ -129,7 +129,7 @@ async function updateIntent(box: BoxService, name: string, sent: z.infer<typeof 
   const p = model.profiles[name] ?? notFound(name, model);
   // A `[redacted]` sent back (a GET's masked env value) keeps the value it stands for.
   const body = restoreMasked(sent, p);
-  const text = (await box.snapshot()).tree.files.get(FILE) ?? "";
+  const text = treeFileText(await box.snapshot(), FILE) ?? "";
   return {
     changes: updateProfileEdits(model, name, body, text),
     reply: (o) => ({ name, committed: o.committed, revision: o.revision, plan: o.plan, warnings: o.warnings }),
@@ -147,7 +147,7 @@ async function deleteIntent(box: BoxService, name: string): Promise<WriteIntent>
 }
 
 async function fileProfiles(box: BoxService): Promise<Record<string, unknown>> {
-  const text = (await box.snapshot()).tree.files.get(FILE);
+  const text = treeFileText(await box.snapshot(), FILE);
   return text ? ((parseToml(text).profile ?? {}) as Record<string, unknown>) : {};
 }
 

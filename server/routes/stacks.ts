@@ -3,7 +3,7 @@ import { z } from "zod";
 import { applyStackChanges, deleteStackEdit, importStackEdits, newStackEdit, projectStack, snapshotStack, stackFile as fileOf, updateStackEdit } from "../../compiler/edits/stack.js";
 import type { Model } from "../../compiler/index.js";
 import { ResourceId, Stack, STACK_MODES, StackSlot } from "../../schema/index.js";
-import type { BoxService } from "../box.js";
+import { treeFileText, type BoxService } from "../box.js";
 import { openStackEnvelope, stackEnvelope } from "../envelopes.js";
 import { ApiError } from "../errors.js";
 import { defineRoute, type WriteIntent } from "../route.js";
@@ -150,7 +150,7 @@ async function importIntent(box: BoxService, body: z.infer<typeof ImportBody>): 
 
 /** The box's own (profiles.toml) profiles among `names`, as written. */
 async function ownProfiles(box: BoxService, model: Model, names: ReadonlyArray<string | undefined>): Promise<Record<string, Record<string, unknown>>> {
-  const text = (await box.snapshot()).tree.files.get("profiles.toml");
+  const text = treeFileText(await box.snapshot(), "profiles.toml");
   const file = text ? ((parseToml(text).profile ?? {}) as Record<string, Record<string, unknown>>) : {};
   const out: Record<string, Record<string, unknown>> = {};
   for (const n of [...new Set(names)].filter((x): x is string => x !== undefined).sort()) if (model.profiles[n]?.origin === "file" && file[n]) out[n] = file[n];
@@ -159,7 +159,7 @@ async function ownProfiles(box: BoxService, model: Model, names: ReadonlyArray<s
 
 async function rawStack(box: BoxService, slug: string): Promise<{ raw: Record<string, unknown>; text: string }> {
   const snap = await box.snapshot();
-  const text = snap.tree.files.get(fileOf(slug));
+  const text = treeFileText(snap, fileOf(slug));
   if (text === undefined) notFound(slug, await box.model());
   try {
     return { raw: parseToml(text) as Record<string, unknown>, text };

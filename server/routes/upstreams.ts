@@ -1,3 +1,4 @@
+import { treeFileText } from "../box.js";
 import { parse as parseToml } from "smol-toml";
 import { z } from "zod";
 import { createUpstreamEdits, deleteUpstreamEdits, updateUpstreamEdits, upstreamNotFound, upstreamRows, UPSTREAMS_FILE as FILE, type UpstreamEdits } from "../../compiler/edits/upstreams.js";
@@ -88,7 +89,7 @@ export const upstreamRoutes = [
 
 async function readDoc(box: BoxService): Promise<{ doc: Row; rows: Row[]; text?: string }> {
   const snapshot = await box.snapshot();
-  const text = snapshot.tree.files.get(FILE);
+  const text = treeFileText(snapshot, FILE);
   if (text === undefined) return { doc: {}, rows: [] };
   let doc: Row;
   try {

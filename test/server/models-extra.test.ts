@@ -168,6 +168,17 @@ describe("GET/PUT /api/config/models (model_config_read, model_config_write)", (
     expect(r.body.revision).toMatch(/^rev_/);
   });
 
+  it("a models.toml hal0 cannot read is no absent file: its read is 422 config.invalid naming why, not exists: false, and a write refused", async () => {
+    await s.hal0.box.model();
+    writeFileSync(join(s.config, "models.toml"), Buffer.concat([Buffer.from(modelsToml()), Buffer.from([0xff, 0x0a])])); // not UTF-8: config.read_error
+    const r = await s.call("GET", "/api/config/models");
+    expect([r.status, r.body.error?.code], JSON.stringify(r.body)).toEqual([422, "config.invalid"]);
+    expect(r.body.error.details.diagnostics).toContainEqual(expect.objectContaining({ code: "config.read_error", file: "models.toml" }));
+    const w = await s.call("PUT", "/api/config/models", { body: { text: "" } });
+    expect([w.status, w.body.error?.code]).toEqual([422, "config.invalid"]);
+    expect(readFileSync(join(s.config, "models.toml")).at(-2)).toBe(0xff);
+  });
+
   it("replaces the whole text through the pipeline, comments and all, when base_sha256 is current", async () => {
     const read = (await s.call("GET", "/api/config/models")).body;
     const text = `${read.text}\n# Added by hand through the API.\n[model."tiny-hub"]\nname = "Tiny from the Hub"   # a comment survives\nhf_repo = "acme/tiny-GGUF"\nhf_filename = "tiny.gguf"\n`;
