@@ -87,15 +87,16 @@ export class PullService {
     this.notLive(id);
     const hub = this.hub();
     // A split model (`-00002-of-00003.gguf`) comes down whole, whichever part was named: every part, registered by the first.
-    const parts = splitParts(req.hf_filename);
-    const first = parts[0]!;
+    const first = splitParts(req.hf_filename)[0]!;
+    const dest = storedAt(model, first);
     const want = [
-      ...parts.map((file) => ({ repo: req.hf_repo, file })),
+      { repo: req.hf_repo, file: req.hf_filename },
       ...(req.draft_filename ? [{ repo: req.draft_repo ?? req.hf_repo, file: req.draft_filename }] : []),
       ...(req.mmproj_filename ? [{ repo: req.hf_repo, file: req.mmproj_filename }] : []),
     ];
     // The listing's LFS sha256 of each file: what the download must hash to when its reply carries none.
     const listedSha = new Map<string, string | null>();
+    let parts: PullExtra[] = [];
     for (const repo of new Set(want.map((w) => w.repo))) {
       const info = await hub.repoInfo(repo, repo === req.hf_repo ? req.revision ?? "main" : "main").catch((err: unknown): never => {
         if (err instanceof HubError && err.code === "model.not_found") throw new ApiError("model.not_found", `no model repository ${repo} on ${hub.endpoint}`, { hf_repo: repo });
@@ -106,22 +107,18 @@ export class PullService {
         }
         throw hubFailure(err, hub, repo);
       });
-      if (repo === req.hf_repo && parts.length > 1) {
-        const missing = parts.filter((p) => !info.files.some((f) => f.path === p));
-        if (missing.length > 0 && !missing.includes(req.hf_filename)) {
-          throw new ApiError("model.split_incomplete", `${repo} has ${parts.length - missing.length} of the ${parts.length} parts of ${first}; missing: ${missing.join(", ")} (a split model is loaded from all of its parts, so none is pulled)`, { hf_repo: repo, hf_filename: req.hf_filename, parts, missing });
-        }
-      }
       for (const w of want.filter((x) => x.repo === repo)) {
         const listed = info.files.find((f) => f.path === w.file);
         if (listed === undefined) throw new ApiError("model.not_found", `${repo} has no file ${w.file}`, { hf_repo: repo, hf_filename: w.file });
         listedSha.set(`${repo}\n${w.file}`, listed.sha256);
       }
+      if (repo !== req.hf_repo) continue;
+      const lookup = (file: string) => info.files.find((f) => f.path === file);
+      parts = otherParts(repo, first, dest, lookup, req.hf_filename);
+      listedSha.set(`${repo}\n${first}`, lookup(first)?.sha256 ?? null);
     }
-    const dest = storedAt(model, first);
-    const extras: PullExtra[] = [];
     const listed = (repo: string, file: string) => listedSha.get(`${repo}\n${file}`) ?? null;
-    for (const part of parts.slice(1)) extras.push({ role: "part", hf_repo: req.hf_repo, hf_filename: part, dest: storedAt(model, part), sha256: listed(req.hf_repo, part) });
+    const extras: PullExtra[] = [...parts];
     if (req.draft_filename) extras.push({ role: "draft", hf_repo: req.draft_repo ?? req.hf_repo, hf_filename: req.draft_filename, dest: storedAt(model, req.draft_filename), sha256: listed(req.draft_repo ?? req.hf_repo, req.draft_filename) });
     if (req.mmproj_filename) extras.push({ role: "mmproj", hf_repo: req.hf_repo, hf_filename: req.mmproj_filename, dest: storedAt(model, req.mmproj_filename), sha256: listed(req.hf_repo, req.mmproj_filename) });
     // The files of one pull land side by side under their base names: two of them with one name (a/m.gguf and b/m.gguf), or one named as another's
@@ -374,15 +371,16 @@ export function splitParts(file: string): string[] {
 }
 
 /**
- * The other parts of the split model whose `file` lands at `dest`, each
- * beside it under its base name (none for a file that is not split). With
- * the Hub's listing (`listed`), each carries its sha256, and a part the
- * listing lacks is model.split_incomplete.
+ * The other parts of the split model whose `file` (its first part) lands at
+ * `dest`, each beside it under its base name (none for a file that is not
+ * split). With the Hub's listing (`listed`), each carries its sha256, and a
+ * part the listing lacks is model.split_incomplete (`asked`: the part the
+ * request named, in its details).
  */
-function otherParts(repo: string, file: string, dest: string, listed?: (file: string) => HubFile | undefined): PullExtra[] {
+function otherParts(repo: string, file: string, dest: string, listed?: (file: string) => HubFile | undefined, asked = file): PullExtra[] {
   const others = splitParts(file).filter((p) => p !== file);
-  const missing = listed === undefined ? [] : others.filter((p) => listed(p) === undefined);
-  if (missing.length > 0) throw new ApiError("model.split_incomplete", `${repo} lacks ${missing.join(", ")}, other parts of ${file} (a split model is loaded from all of its parts, so none is pulled)`, { hf_repo: repo, hf_filename: file, parts: splitParts(file), missing });
+  const missing = listed === undefined ? [] : splitParts(file).filter((p) => listed(p) === undefined);
+  if (missing.length > 0) throw new ApiError("model.split_incomplete", `${repo} lacks ${missing.join(", ")}, of the parts of ${file} (a split model is loaded from all of its parts, so none is pulled)`, { hf_repo: repo, hf_filename: asked, parts: splitParts(file), missing });
   return others.map((p) => ({ role: "part", hf_repo: repo, hf_filename: p, dest: join(dirname(dest), basename(p)), sha256: listed?.(p)?.sha256 ?? null }));
 }
 
