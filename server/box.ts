@@ -154,13 +154,11 @@ export class BoxService {
     if (this.watcher) return;
     const watcher = watch(TREE_FOLDERS.map((f) => join(this.root, f)), { ignoreInitial: true, depth: 0 });
     watcher.on("all", (_event, path) => {
-      if (path.endsWith(".toml") && this.cached) this.cached.checkedAt = -Infinity;
+      if (path.endsWith(".toml")) this.readAgain();
     });
     // What the watcher cannot look at (a link that loops: ELOOP, a folder it may not enter) is its error event, which unheard
     // would end the process; the tree's own read reports such an entry (config.read_error), and the re-check covers the watch.
-    watcher.on("error", () => {
-      if (this.cached) this.cached.checkedAt = -Infinity;
-    });
+    watcher.on("error", () => this.readAgain());
     await new Promise<void>((resolve) => watcher.once("ready", () => resolve()));
     this.watcher = watcher;
   }
@@ -215,6 +213,11 @@ export class BoxService {
     else this.settingsAlone = result.settings;
     this.cached = { result, snapshot, checkedAt: now };
     return snapshot;
+  }
+
+  /** The next read looks at the files again, however fresh the cached tree is. */
+  private readAgain(): void {
+    if (this.cached) this.cached.checkedAt = -Infinity;
   }
 
   /**
@@ -414,7 +417,7 @@ export class BoxService {
         if (moved.length > 0) {
           // The tree this was planned from is not the one on disk: the next read looks again (a write that named no base is
           // planned again from it), rather than serve the same tree until the watcher's event or the read window says so.
-          if (this.cached) this.cached.checkedAt = -Infinity;
+          this.readAgain();
           throw new ApiError("config.stale", `changed on disk since the change was planned: ${moved.join(", ")}`, { files: moved });
         }
         await removeStaleTempsFor(this.root, files.map((f) => f.file));
