@@ -135,9 +135,9 @@ export class StateStore {
   }
 
   /**
-   * Forgets the steps a killed apply left in `steps.json` (it never ended
-   * them). Called by the apply that now holds the lock, before any step of
-   * its own: only the lock's holder writes the file, so none of it is live.
+   * Removes `steps.json`. Called by the apply that holds the lock before any
+   * step of its own (a killed apply's steps never ended; only the lock's
+   * holder writes the file, so none of it is live) and as it ends.
    */
   async clearSteps(): Promise<void> {
     await rm(join(this.dir, "steps.json"), { force: true });
