@@ -113,7 +113,7 @@ export function mountWeb(router: Router, deps: WebDeps): void {
    * so no copy of the old cookie stays a credential.
    */
   const loggedIn = (event: H3Event, session: string) => {
-    const before = cookieOf([event.node.req.headers.cookie].flat()[0], deps.auth.cookie);
+    const before = sessionOf(event, deps.auth);
     if (before !== undefined) deps.auth.tokens.endSession(before);
     setResponseHeader(event, "Set-Cookie", `${deps.auth.cookie}=${session}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${SESSION_TTL_S}`);
     return redirect(event, "/");
@@ -148,7 +148,7 @@ export function mountWeb(router: Router, deps: WebDeps): void {
     const identity = identify(event.node.req.headers, deps.auth);
     const form = await readForm(event);
     checkCsrf(identity, event, deps.gate(), form.get("csrf") ?? undefined);
-    const cookie = cookieOf([event.node.req.headers.cookie].flat()[0], deps.auth.cookie);
+    const cookie = sessionOf(event, deps.auth);
     if (identity.by === "session" && cookie !== undefined) deps.auth.tokens.endSession(cookie);
     setResponseHeader(event, "Set-Cookie", `${deps.auth.cookie}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
     return redirect(event, "/login");
@@ -269,6 +269,11 @@ export function mountWeb(router: Router, deps: WebDeps): void {
     }
     return [200, "text/javascript; charset=utf-8", inboxJs];
   }));
+}
+
+/** The session cookie's value the request presents (this box's cookie name), if any. */
+function sessionOf(event: H3Event, auth: Authenticator): string | undefined {
+  return cookieOf([event.node.req.headers.cookie].flat()[0], auth.cookie);
 }
 
 /**
