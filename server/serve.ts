@@ -32,7 +32,7 @@ export interface ServeOptions extends Pick<Hal0ServerOptions, "root" | "stateDir
   readonly shutdownGraceMs?: number;
   /**
    * The outermost folder this start makes for the state folder (missingFolder, taken before anything touched it):
-   * when the start fails (a busy port…), it is removed with all in it, so a failed start leaves nothing new behind.
+   * when the start fails (a busy port…), the state folder goes, and each parent up to it while empty (removeMadeFolder).
    */
   readonly madeState?: string;
 }
