@@ -155,9 +155,17 @@ export function sampleOf(slot: string, ts: number, run: string | null, text: Pro
 
 /** The runner's own key (`--api-key a,b`: the first), which it wants for /metrics too. */
 
-/** `GET http://host:port/metrics`, at most 3 s and 1 MiB; the error never carries the key. */
+/**
+ * `GET http://host:port/metrics`, at most 3 s for the whole reply (a runner that trickles bytes gets no longer) and
+ * 1 MiB; the error never carries the key.
+ */
 function getMetrics(host: string, port: number, auth: Readonly<Record<string, string>>): Promise<{ status: number; body: string } | { error: string }> {
-  return new Promise((resolve) => {
+  return new Promise((settle) => {
+    let timer: NodeJS.Timeout | undefined;
+    const resolve = (v: { status: number; body: string } | { error: string }) => {
+      clearTimeout(timer);
+      settle(v);
+    };
     const headers: Record<string, string> = { ...auth, connection: "close", accept: "text/plain" };
     const req = request({ host, port, path: "/metrics", method: "GET", agent: false, headers }, (res) => {
       const chunks: Buffer[] = [];
@@ -172,10 +180,10 @@ function getMetrics(host: string, port: number, auth: Readonly<Record<string, st
       res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }));
       res.on("error", (err) => resolve({ error: err.message }));
     });
-    req.setTimeout(SCRAPE_TIMEOUT_MS, () => {
+    timer = setTimeout(() => {
       req.destroy();
-      resolve({ error: `no reply within ${SCRAPE_TIMEOUT_MS / 1000} s` });
-    });
+      resolve({ error: `no whole reply within ${SCRAPE_TIMEOUT_MS / 1000} s` });
+    }, SCRAPE_TIMEOUT_MS);
     req.on("error", (err) => resolve({ error: (err as NodeJS.ErrnoException).code ?? err.message }));
     req.end();
   });

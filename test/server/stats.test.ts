@@ -1,5 +1,7 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { cpSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -182,6 +184,24 @@ describe("the slot scraper against the stand-in runner", () => {
     }
     expect(await scrapeRunner("gone", "llm", { host: "127.0.0.1", port: 8166, headers: {} }, null, Date.now)).toEqual({ reason: "GET /metrics on port 8166: ECONNREFUSED" });
   });
+
+  it("a runner that trickles its /metrics a byte at a time is given 3 s for the whole reply, not 3 s between bytes: unavailable, and the scrape ends", async () => {
+    const trickle = createServer((_req, res) => {
+      res.writeHead(200, { "content-type": "text/plain" });
+      const timer = setInterval(() => res.write("#"), 200);
+      res.on("close", () => clearInterval(timer));
+    });
+    await new Promise<void>((resolve) => trickle.listen(0, "127.0.0.1", resolve));
+    const port = (trickle.address() as AddressInfo).port;
+    try {
+      const started = Date.now();
+      expect(await scrapeRunner("slow", "llm", { host: "127.0.0.1", port, headers: {} }, null, Date.now)).toEqual({ reason: `GET /metrics on port ${port}: no whole reply within 3 s` });
+      expect(Date.now() - started).toBeLessThan(4500);
+    } finally {
+      trickle.closeAllConnections();
+      await new Promise((resolve) => trickle.close(resolve));
+    }
+  }, 15_000);
 });
 
 describe("the status page", () => {
