@@ -135,7 +135,7 @@ export const API_CODES = {
   // ── slot runner reads and the NPU ────────────────────────────────────
   "slot.wrong_type": { severity: "error", stage: "server", http: 409, meaning: "The slot is not of the kind the call needs: voices come from a tts slot, the NPU backend loads a slot placed on the NPU; details.needed says which." },
   "slot.not_ready": { severity: "error", stage: "server", http: 503, meaning: "The slot's runner is not running (disabled, stopped, not started yet) or still loading, so it cannot answer a read hal0 passes on to it (voices, models); details.state says which." },
-  "slot.runner_error": { severity: "error", stage: "server", http: 502, meaning: "The slot's runner answered a read hal0 passes on to it with an error status, something that is not the expected JSON, or nothing within 3 s; details.status or details.reason says which." },
+  "slot.runner_error": { severity: "error", stage: "server", http: 502, meaning: "The slot's runner answered a read hal0 passes on to it with an error status, something that is not the expected JSON, no whole reply within 3 s, a reply cut short or one over 4 MiB; details.status or details.reason says which." },
   "npu.no_slot": { severity: "error", stage: "server", http: 404, meaning: "No slot is placed on the NPU ([placement] device = \"npu\"), or none of them serves the model named; details.npu_slots lists those there are." },
   "npu.ambiguous": { severity: "error", stage: "server", http: 409, meaning: "npu_backend_load names a model that several NPU slots serve; name the slot instead (details.slots)." },
   "npu.idle": { severity: "error", stage: "server", http: 409, meaning: "npu_backend_unload with no llm slot enabled on the NPU: there is nothing to unload." },

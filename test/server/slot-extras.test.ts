@@ -1,5 +1,6 @@
 import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { createServer } from "node:net";
+import { createServer as createHttpServer, type ServerResponse } from "node:http";
+import { createServer, type AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -11,6 +12,10 @@ import { Sweeper, type SweepReport } from "../../reconciler/sweep.js";
 import { AUTONOMOUS_READ_TOOLS, GATED_TOOLS } from "../../schema/data/seed-tiers.js";
 import { startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
+import type { ResolvedSlot } from "../../compiler/index.js";
+import type { ObservedSlot } from "../../reconciler/index.js";
+import { ApiError } from "../../server/errors.js";
+import { readRunner } from "../../server/runner-read.js";
 
 /**
  * Slot extras on a served copy of the example box whose only enabled slots
@@ -239,4 +244,56 @@ describe("slot extras against the stand-in runners", () => {
     expect(swap.body).toMatchObject({ swapping: false, phase: "failed", holder: null, desired: "npu-qwen", stopping: [], starting: null });
     expect(swap.body.slots.find((x: any) => x.name === "npu-qwen")).toMatchObject({ status: "stopped", state: "error" });
   }, 30_000);
+});
+
+describe("a read passed on to a runner that fails mid-reply", () => {
+  /** A loopback HTTP server standing in for a runner, answering every request with `answer`. */
+  async function runnerAt(answer: (res: ServerResponse) => void): Promise<{ slot: ResolvedSlot; close: () => Promise<void> }> {
+    const srv = createHttpServer((_req, res) => answer(res));
+    await new Promise<void>((resolve) => srv.listen(0, "127.0.0.1", resolve));
+    const port = (srv.address() as AddressInfo).port;
+    const slot = { name: "voice9", enabled: true, spec: { host: "127.0.0.1", port, argv: [] } } as unknown as ResolvedSlot;
+    return { slot, close: () => new Promise((resolve) => { srv.closeAllConnections(); srv.close(() => resolve()); }) };
+  }
+  const running = { name: "voice9", running: true } as unknown as ObservedSlot;
+  const readFrom = (slot: ResolvedSlot) => readRunner(slot, running, "/v1/audio/voices").then(() => undefined, (err: unknown) => err);
+
+  it("headers then silence: slot.runner_error (timeout) within the read's 3 s, never an uncoded error", async () => {
+    const r = await runnerAt((res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      res.write('{"voices": [');
+    });
+    try {
+      const started = Date.now();
+      const err = await readFrom(r.slot);
+      expect(err).toBeInstanceOf(ApiError);
+      expect(err).toMatchObject({ code: "slot.runner_error", details: { name: "voice9", path: "/v1/audio/voices", status: 200, reason: "timeout" } });
+      expect(Date.now() - started).toBeLessThan(4500);
+    } finally {
+      await r.close();
+    }
+  }, 15_000);
+
+  it("a runner that dies mid-reply, or sends more than a list's worth: slot.runner_error with the reason", async () => {
+    const cut = await runnerAt((res) => {
+      res.writeHead(200, { "content-type": "application/json", "content-length": "1000" });
+      res.write('{"voices": [', () => res.destroy());
+    });
+    try {
+      expect(await readFrom(cut.slot)).toMatchObject({ code: "slot.runner_error", details: { status: 200 } });
+    } finally {
+      await cut.close();
+    }
+    const big = await runnerAt((res) => {
+      res.writeHead(200, { "content-type": "application/json" });
+      const chunk = Buffer.alloc(1024 * 1024, 0x20);
+      const more = (n: number): void => void (n > 0 && !res.destroyed ? res.write(chunk, () => more(n - 1)) : res.end());
+      more(16);
+    });
+    try {
+      expect(await readFrom(big.slot)).toMatchObject({ code: "slot.runner_error", details: { status: 200, reason: "too_large" } });
+    } finally {
+      await big.close();
+    }
+  }, 15_000);
 });
