@@ -405,7 +405,7 @@ function urlHost(host: string, reachable = true): string {
 /**
  * Where hal0 writes with writeFileAtomic and so where a crashed writer's
  * temp can be: the tree's folders (as the loader reads them), the state
- * folder and each slot's record folder.
+ * folder, its credentials and tokens folders, and each slot's record folder.
  */
 async function hal0Folders(root: string, stateDir: string): Promise<string[]> {
   return [...TREE_FOLDERS.map((f) => join(root, f)), ...(await new StateStore(stateDir).folders())];

@@ -398,15 +398,17 @@ describe("hal0 serve (a real process)", () => {
     }, 30_000);
   });
 
-  it("removes the temp files a killed writer left (kill -9 mid-write), in the tree and the state folder, and keeps a live writer's (issue 16)", async () => {
+  it("removes the temp files a killed writer left (kill -9 mid-write), in the tree and the state folder (its credentials and tokens too), and keeps a live writer's (issue 16)", async () => {
     const { config, state } = await smallBox();
     const solo = join(config, "slots/solo.toml");
     const text = readFileSync(solo, "utf8");
     const crashed = await killMidWrite(solo);
     writeFileSync(solo, text); // what the crashed writer was replacing is whole again; its temp is not
     const dead = await deadPid();
-    mkdirSync(join(state, "slots/solo"), { recursive: true });
-    const stateTemps = [join(state, `.inventory.json.${dead}.0123456789ab.hal0.tmp`), join(state, `slots/solo/.runtime.json.${dead}.0123456789ab.hal0.tmp`)];
+    for (const f of ["slots/solo", "credentials", "tokens"]) mkdirSync(join(state, f), { recursive: true, mode: 0o700 });
+    // A provider credential's and an agent token's temps hold the secret itself.
+    const stateTemps = [join(state, `.inventory.json.${dead}.0123456789ab.hal0.tmp`), join(state, `slots/solo/.runtime.json.${dead}.0123456789ab.hal0.tmp`),
+      join(state, `credentials/.openrouter.${dead}.0123456789ab.hal0.tmp`), join(state, `tokens/.hermes__ops.${dead}.0123456789ab.hal0.tmp`)];
     const live = join(config, `slots/.solo.toml.${process.pid}.0123456789ab.hal0.tmp`);
     for (const f of [...stateTemps, live]) writeFileSync(f, "{");
     const left = crashed.left.map((n) => join(config, "slots", n));
