@@ -1,5 +1,8 @@
 import { createHash, randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
+import { readlinkSync } from "node:fs";
+import { hostname } from "node:os";
+import { isLive, procStatNow } from "../reconciler/drivers/proc.js";
 import { canonicalJson } from "../compiler/index.js";
 import { effectLines, effectVerdict } from "./verdict.js";
 import type { Db } from "./db.js";
@@ -51,7 +54,10 @@ export const PENDING_PER_CALLER = 50;
  * pending → denied | expired | stale. A request stores the call, the caller,
  * the plan it would make and the revision it was based on; approving
  * re-validates and re-plans it against that revision and refuses it (stale,
- * naming what moved) when the files it edits changed meanwhile.
+ * naming what moved) when the files it edits changed meanwhile. An approved
+ * request names the process running it (`executor`): one left approved or
+ * executing by a process that is gone (killed, crashed, a Ctrl-C of `hal0
+ * agent approvals approve`) is failed, `approvals.interrupted`, at the next read.
  */
 export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
   constructor(
@@ -192,8 +198,12 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     return this.emitNow("denied", id);
   }
 
-  /** Pending requests past their TTL become expired. */
+  /**
+   * Pending requests past their TTL become expired; approved ones whose
+   * process is gone before they ended become failed (`settleInterrupted`).
+   */
   expireDue(): void {
+    this.settleInterrupted();
     const due = this.db.prepare("SELECT id FROM approvals WHERE state = 'pending' AND expires_at <= ?").all(iso(this.now())) as Array<{ id: string }>;
     for (const { id } of due) {
       // Only if still pending: another process sharing hal0.db (hal0 agent approvals) may have decided it since the SELECT.
@@ -202,6 +212,30 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
       this.scrubSecretBody(id);
       this.dispatcher.metrics?.observeDecision("expired");
       this.emitNow("expired", id);
+    }
+  }
+
+  /**
+   * A request approved by a process that stopped before it ended (killed,
+   * crashed, a Ctrl-C of `hal0 agent approvals approve`) would read approved
+   * or executing for ever, and its agent wait for a result that never comes:
+   * it is failed, `approvals.interrupted`. Whether it took effect is not known
+   * (a write may have committed), so the error says to look. A live process's
+   * request (this one's, another `hal0` on the same database) is left to it.
+   */
+  private settleInterrupted(): void {
+    const running = this.db.prepare("SELECT id, executor FROM approvals WHERE state IN ('approved', 'executing')").all() as Array<{ id: string; executor: string | null }>;
+    for (const { id, executor } of running) {
+      const by = executorOf(executor);
+      if (by !== undefined && stillRunning(by)) continue;
+      const error = {
+        code: "approvals.interrupted",
+        message: `the process that ran this approved request${by ? ` (pid ${by.pid})` : ""} stopped before it ended; whether it took effect is unknown: check the box (hal0 plan, GET /api/slots) before asking again`,
+      };
+      const done = this.db.prepare("UPDATE approvals SET state = 'failed', error = ? WHERE id = ? AND state IN ('approved', 'executing')").run(JSON.stringify(error), id);
+      if (done.changes !== 1) continue;
+      this.scrubSecretBody(id);
+      this.emitNow("failed", id);
     }
   }
 
@@ -219,9 +253,9 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     return a;
   }
 
-  /** pending → `state`, only if it is still pending: the one decision. */
+  /** pending → `state`, only if it is still pending: the one decision, made by this process (which runs it). */
   private decide(id: string, state: ApprovalState, by: string): void {
-    const done = this.db.prepare("UPDATE approvals SET state = ?, decided_at = ?, decided_by = ? WHERE id = ? AND state = 'pending'").run(state, iso(this.now()), by, id);
+    const done = this.db.prepare("UPDATE approvals SET state = ?, decided_at = ?, decided_by = ?, executor = ? WHERE id = ? AND state = 'pending'").run(state, iso(this.now()), by, thisExecutor(), id);
     if (done.changes !== 1) throw this.resolvedError(id);
     this.dispatcher.metrics?.observeDecision("approved");
   }
@@ -255,6 +289,49 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     this.emit("event", { type, approval });
     return approval;
   }
+}
+
+/**
+ * The process running an approved request: its host, its pid namespace (a
+ * container's pids are not this one's) and its pid with its /proc start time
+ * (so a reused pid is not taken for it).
+ */
+interface Executor {
+  readonly host: string;
+  readonly ns: string | null;
+  readonly pid: number;
+  readonly start: number | null;
+}
+
+let executorJson: string | undefined;
+
+function thisExecutor(): string {
+  executorJson ??= JSON.stringify({ host: hostname(), ns: pidNamespace(), pid: process.pid, start: procStatNow(process.pid)?.startTime ?? null } satisfies Executor);
+  return executorJson;
+}
+
+function pidNamespace(): string | null {
+  try {
+    return readlinkSync("/proc/self/ns/pid");
+  } catch {
+    return null;
+  }
+}
+
+function executorOf(json: string | null): Executor | undefined {
+  if (json === null) return undefined; // decided before hal0 recorded who runs a request
+  try {
+    return JSON.parse(json) as Executor;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether the process still runs; one this process cannot look at (another host, another pid namespace) is taken to. */
+function stillRunning(e: Executor): boolean {
+  if (e.host !== hostname() || (e.ns ?? null) !== pidNamespace()) return true;
+  const stat = procStatNow(e.pid);
+  return isLive(stat) && (e.start === null || stat.startTime === e.start);
 }
 
 /** Refusals that mean "the box moved since this was asked": the request is stale, not failed. */
@@ -324,6 +401,6 @@ function redacted(a: Approval, route: Pick<Route, "secretBody"> | undefined): Ap
 }
 
 function fromRow(r: Row): Approval {
-  const { dedup_key: _d, judged: _j, ...rest } = r as Row & { dedup_key?: string; judged?: string | null };
+  const { dedup_key: _d, judged: _j, executor: _e, ...rest } = r as Row & { dedup_key?: string; judged?: string | null; executor?: string | null };
   return { ...rest, args: JSON.parse(r.args), caller: JSON.parse(r.caller), effects: r.effects === null ? [] : JSON.parse(r.effects), result: r.result === null ? null : JSON.parse(r.result), error: r.error === null ? null : JSON.parse(r.error) };
 }

@@ -177,6 +177,9 @@ const MIGRATIONS: readonly string[] = [
   // Who saved a plan, by kind as well as name: what it carries is read whole only by an operator and by the identity
   // that proposed it (server/plans.ts planReadBy). A plan saved before this has no kind, and reads masked to all but operators.
   `ALTER TABLE plans ADD COLUMN actor_kind TEXT;      -- operator | agent | system`,
+  // The process running an approved request (server/approvals.ts): one that is gone before the request ended leaves it
+  // failed (approvals.interrupted) instead of approved or executing for ever.
+  `ALTER TABLE approvals ADD COLUMN executor TEXT;    -- JSON {host, pid, start}`,
 ];
 
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */

@@ -25,6 +25,11 @@ export interface ProcStat {
  * per slot, where fs.promises' four thread-pool hops per file cost ~10× more.
  */
 export async function procStat(pid: number): Promise<ProcStat | undefined> {
+  return procStatNow(pid);
+}
+
+/** `procStat` for a caller that cannot wait (a synchronous store): the same read. */
+export function procStatNow(pid: number): ProcStat | undefined {
   let text: string;
   try {
     text = readFileSync(`/proc/${pid}/stat`, "utf8");

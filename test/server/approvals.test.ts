@@ -1,5 +1,7 @@
-import { readFileSync, writeFileSync } from "node:fs";
+import { spawn } from "node:child_process";
+import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
+import { createServer, type AddressInfo, type Socket } from "node:net";
 import { join } from "node:path";
 import { z } from "zod";
 import { afterEach, describe, expect, it } from "vitest";
@@ -29,6 +31,7 @@ const dropSlot = defineRoute({
   handle: ({ params }) => ({ changes: { edits: [{ file: `slots/${params.name}.toml`, op: "delete" }], summary: `drop ${params.name}` } }),
 });
 const routes: Route[] = [...ROUTES, setCtx, dropSlot];
+const HAL0 = join(import.meta.dirname, "../../bin/hal0.js");
 const agent = { kind: "agent" as const, agent: "hermes__coder", private: false, via: "mcp" as const };
 const call = (name: string, ctx: number) => ({ params: { name }, query: {}, body: { ctx_size: ctx }, caller: agent, requestId: "t" });
 
@@ -137,6 +140,41 @@ describe("approvals", () => {
     expect(again.status).toBe(202);
     expect(again.body.effects.join("\n")).toMatch(/switches slot chat to profile "rocm"/);
   });
+
+  it("a request whose process is killed while it runs does not stay executing: the next read finds it failed, approvals.interrupted", async () => {
+    // An upstream that takes connections and never answers: testing it runs until its timeout.
+    const held: Socket[] = [];
+    const hole = createServer((socket) => void held.push(socket));
+    await new Promise<void>((resolve) => hole.listen(0, "127.0.0.1", resolve));
+    const port = (hole.address() as AddressInfo).port;
+    try {
+      const s = await start({ env: { HAL0_UPSTREAM_ALLOW: `127.0.0.1:${port}` } });
+      appendFileSync(join(s.config, "upstreams.toml"), `\n[[upstream]]\nname = "silent"\nkind = "remote"\nurl = "http://127.0.0.1:${port}/v1"\n`);
+      appendFileSync(join(s.config, "policy.toml"), `\n[agents.hermes__ops]\ngated = ["upstream_test"]\n`);
+      const queued = await s.call("POST", "/api/upstreams/silent/test?timeout_ms=30000", { as: "agent:hermes__ops" });
+      expect(queued.status, JSON.stringify(queued.body)).toBe(202);
+      const id = queued.body.approval_id as string;
+      // A person approves it from the CLI (against the database), then that process is killed while the test runs.
+      const cli = spawn(process.execPath, [HAL0, "agent", "approvals", "approve", id, "--config", s.config, "--state", s.state], { stdio: "ignore", env: { ...process.env, HAL0_TOKEN: "", HAL0_UPSTREAM_ALLOW: `127.0.0.1:${port}` } });
+      const exited = new Promise((resolve) => cli.once("exit", resolve));
+      await until(async () => s.hal0.approvals.unredacted(id)?.state, (state) => state === "executing", 20_000);
+      cli.kill("SIGKILL");
+      await exited;
+      const after = s.hal0.approvals.list().find((a) => a.id === id)!;
+      expect(after, JSON.stringify(after)).toMatchObject({ state: "failed", decided_by: "owner", error: { code: "approvals.interrupted" } });
+      expect(after).not.toHaveProperty("executor"); // who ran it is the store's business, not a reader's
+      expect((after.error as { message: string }).message).toMatch(/^the process that ran this approved request \(pid \d+\) stopped before it ended/);
+      // A request this process runs is its own to finish: the same read leaves it alone.
+      const mine = await s.call("POST", "/api/upstreams/silent/test?timeout_ms=1500", { as: "agent:hermes__ops" });
+      const deciding = s.call("POST", `/api/agent/approvals/${mine.body.approval_id}/approve`);
+      await until(async () => s.hal0.approvals.unredacted(mine.body.approval_id)?.state, (state) => state === "executing");
+      expect(s.hal0.approvals.list().find((a) => a.id === mine.body.approval_id)!.state).toBe("executing");
+      expect((await deciding).body.approval).toMatchObject({ state: "executed", result: { ok: false } });
+    } finally {
+      for (const socket of held) socket.destroy();
+      hole.close();
+    }
+  }, 40_000);
 
   it("denies with a reason; refuses at enqueue a call that would break the tree", async () => {
     const s = await start();
