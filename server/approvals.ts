@@ -114,6 +114,10 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
         if (described.body !== undefined) args.body = described.body;
       }
     }
+    // The same call asked again while this one was being planned (a client's retry, two calls sent at once) was queued
+    // meanwhile: that request is this one. Looked up and inserted with nothing awaited between, so one request is queued.
+    const queued = this.db.prepare("SELECT id FROM approvals WHERE dedup_key = ? AND state = 'pending'").get(dedup) as { id: string } | undefined;
+    if (queued) return this.get(queued.id)!;
     const id = `apr_${randomBytes(8).toString("hex")}`;
     const at = this.now();
     this.db.prepare(`INSERT INTO approvals (id, tool, route, args, dedup_key, caller, plan_id, base_revision, summary, effects, judged, state, created_at, expires_at)

@@ -89,6 +89,14 @@ describe("approvals", () => {
     expect((await s.call("GET", "/api/agent/approvals/apr_nope")).status).toBe(404);
   });
 
+  it("the same call sent several times at once (a client's retries) is one request, not one per copy", async () => {
+    const s = await start();
+    const replies = await Promise.all(Array.from({ length: 5 }, () => s.call("PUT", "/api/slots/chat/config", { as: "agent:hermes__ops", body: { tune: { ctx_size: 12288 } } })));
+    expect(replies.map((r) => r.status)).toEqual([202, 202, 202, 202, 202]);
+    expect(new Set(replies.map((r) => r.body.approval_id)).size).toBe(1);
+    expect(s.hal0.approvals.list("pending").filter((a) => a.caller.agent === "hermes__ops").map((a) => a.id)).toEqual([replies[0]!.body.approval_id]);
+  });
+
   it("does not run a request whose tool, or what it does, policy.toml blocked for the agent since it asked: failed, mcp.tool_not_allowed, nothing written", async () => {
     const s = await start();
     const edit = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 20480));
