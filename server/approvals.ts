@@ -81,14 +81,8 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     // Per caller: two agents asking the same thing get two requests, each decided on its own.
     // Hashed: the args (a credential being stored, say) are kept once, in `args`, for running the request.
     const dedup = createHash("sha256").update(`${call.caller.kind}:${call.caller.agent} ${tool} ${canonicalJson(args)}`).digest("hex");
-    const same = this.db.prepare("SELECT id FROM approvals WHERE dedup_key = ? AND state = 'pending'").get(dedup) as { id: string } | undefined;
+    const same = this.waitingAs(dedup, call.caller);
     if (same) return this.get(same.id)!;
-    // A caller in a loop (each ask a little different) must not bury the person's inbox.
-    const waiting = (this.db.prepare("SELECT count(*) AS n FROM approvals WHERE state = 'pending' AND json_extract(caller, '$.kind') = ? AND json_extract(caller, '$.agent') = ?")
-      .get(call.caller.kind, call.caller.agent) as { n: number }).n;
-    if (waiting >= PENDING_PER_CALLER) {
-      throw new ApiError("approvals.too_many_pending", `${call.caller.kind}:${call.caller.agent} already has ${waiting} requests waiting for a person; wait for decisions on them (or for them to expire) before asking again`, { pending: waiting, max: PENDING_PER_CALLER });
-    }
     let planId: string | null = null;
     let base: string | null = call.base ?? null;
     let summary = `${tool} ${Object.values(call.params).join("/")}`.trim();
@@ -114,9 +108,10 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
         if (described.body !== undefined) args.body = described.body;
       }
     }
-    // The same call asked again while this one was being planned (a client's retry, two calls sent at once) was queued
-    // meanwhile: that request is this one. Looked up and inserted with nothing awaited between, so one request is queued.
-    const queued = this.db.prepare("SELECT id FROM approvals WHERE dedup_key = ? AND state = 'pending'").get(dedup) as { id: string } | undefined;
+    // Asked again now that it is planned: calls sent at once (a client's retries, a loop) were planned side by side, and
+    // one queued meanwhile may be this very call, or the caller's last place. Looked up and inserted with nothing awaited
+    // between, so the copies of one call are one request and no caller passes its limit.
+    const queued = this.waitingAs(dedup, call.caller);
     if (queued) return this.get(queued.id)!;
     const id = `apr_${randomBytes(8).toString("hex")}`;
     const at = this.now();
@@ -124,6 +119,23 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
                      VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`)
       .run(id, tool, routeId(route), JSON.stringify(args), dedup, JSON.stringify(call.caller), planId, base, summary, JSON.stringify(effects), judged, iso(at), iso(at + this.ttlS() * 1000));
     return this.emitNow("enqueued", id);
+  }
+
+  /**
+   * The pending request that is this call (the same caller, tool and args), or
+   * none; refused (429 `approvals.too_many_pending`) when the caller already
+   * has PENDING_PER_CALLER requests waiting: a caller in a loop (each ask a
+   * little different) must not bury the person's inbox.
+   */
+  private waitingAs(dedup: string, caller: Caller): { id: string } | undefined {
+    const same = this.db.prepare("SELECT id FROM approvals WHERE dedup_key = ? AND state = 'pending'").get(dedup) as { id: string } | undefined;
+    if (same) return same;
+    const waiting = (this.db.prepare("SELECT count(*) AS n FROM approvals WHERE state = 'pending' AND json_extract(caller, '$.kind') = ? AND json_extract(caller, '$.agent') = ?")
+      .get(caller.kind, caller.agent) as { n: number }).n;
+    if (waiting >= PENDING_PER_CALLER) {
+      throw new ApiError("approvals.too_many_pending", `${caller.kind}:${caller.agent} already has ${waiting} requests waiting for a person; wait for decisions on them (or for them to expire) before asking again`, { pending: waiting, max: PENDING_PER_CALLER });
+    }
+    return undefined;
   }
 
   /** One request as every reader sees it (API, inbox, events, CLI): values under secret-like keys are `[redacted]`. */

@@ -89,6 +89,14 @@ describe("approvals", () => {
     expect((await s.call("GET", "/api/agent/approvals/apr_nope")).status).toBe(404);
   });
 
+  it("a caller's limit holds for calls sent at once: PENDING_PER_CALLER + 10 different ones asked together queue PENDING_PER_CALLER, the rest 429", async () => {
+    const s = await start();
+    const asked = await Promise.allSettled(Array.from({ length: PENDING_PER_CALLER + 10 }, (_, i) => s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 4096 + i))));
+    expect(asked.filter((r) => r.status === "fulfilled")).toHaveLength(PENDING_PER_CALLER);
+    expect(asked.filter((r) => r.status === "rejected").map((r) => (r as PromiseRejectedResult).reason.code)).toEqual(Array(10).fill("approvals.too_many_pending"));
+    expect(s.hal0.approvals.list("pending")).toHaveLength(PENDING_PER_CALLER);
+  });
+
   it("the same call sent several times at once (a client's retries) is one request, not one per copy", async () => {
     const s = await start();
     const replies = await Promise.all(Array.from({ length: 5 }, () => s.call("PUT", "/api/slots/chat/config", { as: "agent:hermes__ops", body: { tune: { ctx_size: 12288 } } })));
