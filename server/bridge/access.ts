@@ -1,5 +1,7 @@
 import { ApiError } from "../errors.js";
 import { identityLabel, requireScope, type Identity } from "../identity/identify.js";
+import type { TokenStore } from "../identity/tokens.js";
+import type { Caller } from "../route.js";
 import type { BridgeContext } from "./tool.js";
 
 /**
@@ -24,6 +26,25 @@ export function bridgeProfiles(identity: Pick<Identity, "kind" | "by" | "profile
   if (identity.kind === "operator" || identity.by === "auth_off") return "all";
   const profiles = identity.profiles ?? [];
   return profiles.includes("*") ? "all" : [...profiles].sort();
+}
+
+/**
+ * The profiles an approved request of an agent still reaches when it runs:
+ * those it was queued with, never more than the agent's live bridge tokens
+ * reach now. An agent whose every bridge token was revoked since it asked
+ * (`hal0 bridge revoke`, even while NAME keeps a token for hal0-admin) is
+ * refused `auth.invalid_token`: its request does not run. Any other call
+ * (the caller's own, or an operator's) reaches what it was given.
+ */
+export function approvedProfiles(tokens: TokenStore | undefined, caller: Caller, asked: readonly string[] | "all"): readonly string[] | "all" {
+  if (caller.via !== "approval" || caller.kind !== "agent" || tokens === undefined) return asked;
+  const standing = tokens.standing("agent", caller.agent, "mcp:agents");
+  if (standing === "none") return asked; // never admitted by a token ([server] auth = "off")
+  if (standing === "revoked") throw new ApiError("auth.invalid_token", `agent:${caller.agent} is no longer admitted to the bridge (revoked since it asked); its request does not run`, { agent: caller.agent });
+  const now = tokens.list().filter((t) => t.name === caller.agent && isAdmission(t)).map((t) => bridgeProfiles({ kind: "agent", by: "bearer", profiles: t.profiles }));
+  if (now.includes("all")) return asked;
+  const reach = new Set(now.flat() as string[]);
+  return asked === "all" ? [...reach].sort() : asked.filter((p) => reach.has(p));
 }
 
 /** Whether this caller may reach `profile` (for filtering a list without refusing). */

@@ -4,7 +4,8 @@ import { z } from "zod";
 import type { CompiledPolicy } from "../../compiler/index.js";
 import { AGENTS_GATED_TOOLS, AGENTS_READ_TOOLS, AGENTS_WRITE_TOOLS } from "../../schema/index.js";
 import { auditRefusal } from "../audit.js";
-import type { BridgeProposal, BridgeToolDef } from "../bridge/tool.js";
+import { approvedProfiles } from "../bridge/access.js";
+import type { BridgeContext, BridgeProposal, BridgeToolDef } from "../bridge/tool.js";
 import { RUN_TOOLS } from "../bridge/runs/tools.js";
 import { TEACH_TOOLS } from "../bridge/teach/tools.js";
 import { invoke, validate, type Call, type Dispatcher } from "../dispatch.js";
@@ -73,13 +74,18 @@ export function bridgeCatalog(tools: readonly BridgeToolDef[] = bridgeTools()): 
     summary: tool.description,
     query: Reach,
     body: tool.input,
-    handle: ({ body, query, services, caller }: Ctx) => tool.run({ d: services, caller, profiles: query.profiles }, body),
+    handle: (input: Ctx) => tool.run(contextOf(input), input.body),
     ...(tool.auditsItself ? { auditsItself: true } : {}),
     ...(tool.auditArgs ? { auditBody: tool.auditArgs } : {}),
-    ...(tool.precheck ? { precheck: ({ body, query, services, caller }: Ctx) => tool.precheck!({ d: services, caller, profiles: query.profiles }, body) } : {}),
-    ...(tool.propose ? { describe: async ({ body, query, services, caller }: Ctx) => cardOf(await tool.propose!({ d: services, caller, profiles: query.profiles }, body), body) } : {}),
+    ...(tool.precheck ? { precheck: (input: Ctx) => tool.precheck!(contextOf(input), input.body) } : {}),
+    ...(tool.propose ? { describe: async (input: Ctx) => cardOf(await tool.propose!(contextOf(input), input.body), input.body) } : {}),
   }]));
   return { tools, routes };
+}
+
+/** A bridge tool's context for one call through its route: an approved agent's request reaches no more than the agent's admission now does. */
+function contextOf({ query, services, caller }: Ctx): BridgeContext {
+  return { d: services, caller, profiles: approvedProfiles(services.auth?.tokens, caller, query.profiles) };
 }
 
 /** At most this many lines of diff on a card; the rest is counted. */

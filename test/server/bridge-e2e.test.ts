@@ -160,6 +160,36 @@ describe("hal0-agents with its sixteen tools, for a token admitted to one profil
     expect(existsSync(join(home, "profiles/alpha/skills/from-kept/SKILL.md"))).toBe(true);
   });
 
+  it("hal0 bridge revoke is enough: an agent keeping a token for hal0-admin has its request refused when approved; admitted again to fewer profiles, it reaches only those", async () => {
+    const connect = async (token: string) => {
+      const c = new Client({ name: "hal0-test", version: "1.0.0" });
+      await c.connect(new StreamableHTTPClientTransport(new URL(`${s.url}/mcp/agents`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+      return c;
+    };
+    const put = async (token: string, name: string) => {
+      const c = await connect(token);
+      const res = (await c.callTool({ name: "profile_skill_put", arguments: { profile: "alpha", name, text: SKILL.replace("name: tidy", `name: ${name}`) } })) as { content: Array<{ text?: string }> };
+      await c.close();
+      return JSON.parse(res.content[0]!.text!) as { status: string; approval_id: string };
+    };
+    s.hal0.tokens.mint("agent", "two-tokens", ["mcp:admin", "mcp:memory"]);
+    const admission = s.hal0.tokens.mint("agent", "two-tokens", ["mcp:agents", "profile:alpha"]);
+    const asked = await put(admission.token, "from-unbridged");
+    expect(asked.status).toBe("pending_approval");
+    s.hal0.tokens.revoke(admission.id); // what `hal0 bridge revoke two-tokens` does: the bridge token only
+    const approved = await s.call("POST", `/api/agent/approvals/${asked.approval_id}/approve`);
+    expect(approved.body.approval).toMatchObject({ state: "failed", error: { code: "auth.invalid_token" } });
+    expect(existsSync(join(home, "profiles/alpha/skills/from-unbridged"))).toBe(false);
+
+    const first = s.hal0.tokens.mint("agent", "narrowed", ["mcp:agents", "profile:alpha", "profile:beta"]);
+    const wide = await put(first.token, "from-narrowed");
+    s.hal0.tokens.revoke(first.id);
+    s.hal0.tokens.mint("agent", "narrowed", ["mcp:agents", "profile:beta"]);
+    const refused = await s.call("POST", `/api/agent/approvals/${wide.approval_id}/approve`);
+    expect(refused.body.approval).toMatchObject({ state: "failed", error: { code: "bridge.profile_denied" } });
+    expect(existsSync(join(home, "profiles/alpha/skills/from-narrowed"))).toBe(false);
+  });
+
   it("the Agents page lists the runs; a run's page follows its output, and its Cancel form stops a running one", async () => {
     const session = await webLogin(s);
     const get = async (path: string) => String((await httpCall(s.url, "GET", path, { headers: { cookie: session.cookie } })).body);
