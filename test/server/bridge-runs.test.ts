@@ -1,9 +1,9 @@
 import { spawn } from "node:child_process";
 import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { RunService } from "../../server/bridge/runs/service.js";
+import { PUMP_MS, RunService } from "../../server/bridge/runs/service.js";
 import { RUN_TOOLS } from "../../server/bridge/runs/tools.js";
 import { openDb } from "../../server/db.js";
 import { Settings } from "../../schema/index.js";
@@ -441,6 +441,33 @@ describe("agent bridge runs, max_runs and restarts", () => {
       await serve.close();
       cliDb.close();
       db.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a restart starts none of the runs a crashed hal0 left queued, even while it still stops one it left running", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { home } = makeBox(dir);
+    const state = join(dir, "state");
+    const db = openDb(state);
+    const left = "run_00000000000000aa";
+    const queued = "run_00000000000000bb";
+    // What the crashed hal0 left running: a process of the run's group that takes its time to go (SIGTERM ignored).
+    const stubborn = spawn(process.execPath, ["-e", "process.on('SIGTERM', () => {}); console.log('ready'); setInterval(() => {}, 1000)"], { detached: true, stdio: ["ignore", "pipe", "ignore"], env: { HAL0_RUN_STATE: resolve(state), HAL0_RUN_ID: left } });
+    await new Promise((r) => stubborn.stdout!.once("data", r));
+    const insert = db.prepare("INSERT INTO bridge_runs (id, profile, prompt, toolsets, timeout_s, state, caller, created_at, pid) VALUES (?, 'alpha', ?, '[]', 60, ?, 'agent:claude', ?, ?)");
+    insert.run(left, "left running", "running", new Date().toISOString(), stubborn.pid);
+    insert.run(queued, "left queued", "queued", new Date().toISOString(), null);
+    const runs = new RunService({ db, stateDir: state, env: {}, settings: () => Settings.parse({ hermes: { home, command: HERMES } }), graceMs: PUMP_MS + 1500 });
+    try {
+      await runs.ready;
+      expect(runs.get(left)).toMatchObject({ state: "interrupted", reason: "hal0_restart" });
+      expect(runs.get(queued)).toMatchObject({ state: "interrupted", reason: "hal0_restart", started_at: null, pid: null });
+      await until(() => groupGone(stubborn.pid!));
+    } finally {
+      await runs.close();
+      db.close();
+      if (!groupGone(stubborn.pid!)) process.kill(-stubborn.pid!, "SIGKILL");
       rmSync(dir, { recursive: true, force: true });
     }
   });

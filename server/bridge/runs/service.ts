@@ -125,6 +125,8 @@ export class RunService {
   private readonly logLimit: number;
   private readonly graceMs: number;
   private closed = false;
+  /** Set once `recover` has marked what a previous hal0 left: until then no queued run starts (it may be one of those). */
+  private recovered = false;
 
   constructor(private readonly o: RunServiceOptions) {
     this.dir = join(o.stateDir, "runs");
@@ -296,7 +298,7 @@ export class RunService {
 
   /** Starts queued runs, oldest first, while fewer than `max_runs` run. */
   private pump(): void {
-    if (this.closed || this.o.guest) return;
+    if (this.closed || this.o.guest || !this.recovered) return;
     const max = this.maxRuns();
     while (this.live.size < max) {
       const next = this.o.db.prepare("SELECT * FROM bridge_runs WHERE state = 'queued' ORDER BY rowid LIMIT 1").get() as RunRow | undefined;
@@ -459,6 +461,7 @@ export class RunService {
         error: stopped ? "hal0 restarted while the run ran; its process group was stopped" : "hal0 restarted while the run ran; its process had already ended",
       });
     }
+    this.recovered = true;
   }
 
   private async ownsGroup(row: RunRow): Promise<boolean> {
