@@ -27,7 +27,9 @@ import { join } from "node:path";
  * 4. At the end of a non-interactive run Hermes writes `\nsession_id: <id>` to
  *    stderr (cli.py: "reports session_id to stderr for automation wrappers");
  *    ids look like `20250820_143000_abc123`. The last such line wins (a
- *    compression can move a session to a new id during the run).
+ *    compression can move a session to a new id during the run). Only stderr
+ *    is read for it, and only an id of SESSION_ID's shape: stdout is the
+ *    answer, whose words the prompt can choose.
  * 5. The exit status is the result: 0 a finished answer, non-zero a failure
  *    (1 an error, 130 interrupted). There is no structured result stream; the
  *    output is the text Hermes printed, the session id line left out.
@@ -78,11 +80,18 @@ export function hermesSpawn(inv: HermesInvocation, parentEnv: NodeJS.ProcessEnv,
 
 const PASSED = new Set(["PATH", "HOME", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "TMPDIR"]);
 
+/**
+ * A Hermes session id as hal0 passes one after `--resume` (an agent's `resume`, or a run's reported id):
+ * letters, digits, `_ . : -`, never starting with `-`, so it can never be read as an option.
+ */
+export const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/;
+
 const SESSION_LINE = /^session_id:\s*(\S+)\s*$/;
 
-/** The session id a line of output reports, if it is Hermes's `session_id: <id>` line. */
+/** The session id a line of stderr reports, if it is Hermes's `session_id: <id>` line with an id of that shape. */
 export function sessionIdOf(line: string): string | undefined {
-  return SESSION_LINE.exec(line)?.[1];
+  const id = SESSION_LINE.exec(line)?.[1];
+  return id !== undefined && SESSION_ID.test(id) ? id : undefined;
 }
 
 /** The run's answer: its output without the session id line. */

@@ -108,7 +108,8 @@ interface Live {
   intent?: "cancel" | "timeout" | "closing";
   timer?: NodeJS.Timeout;
   session?: string;
-  readonly carry: { out: string; err: string };
+  /** The line of stderr still being written (where Hermes reports its session id). */
+  carry: string;
   readonly ended: Promise<void>;
 }
 
@@ -341,7 +342,7 @@ export class RunService {
     }).catch(() => undefined); // a note for telling a reused pid apart; a database that cannot take it (a full disk) ends nothing
     let finish!: () => void;
     const ended = new Promise<void>((r) => (finish = r));
-    const live: Live = { child, pid, base: 0, bytes: 0, carry: { out: "", err: "" }, ended };
+    const live: Live = { child, pid, base: 0, bytes: 0, carry: "", ended };
     this.live.set(row.id, live);
     live.timer = setTimeout(() => this.stop(live, "timeout"), row.timeout_s * 1000);
     live.timer.unref();
@@ -351,7 +352,7 @@ export class RunService {
     child.once("exit", () => this.signalGroup(live, "SIGTERM", true));
     child.once("close", (code, signal) => {
       clearTimeout(live.timer);
-      for (const k of ["out", "err"] as const) if (live.carry[k] !== "") this.scan(live, live.carry[k]);
+      if (live.carry !== "") this.scan(live, live.carry);
       const outcome = live.intent === "cancel" ? { state: "cancelled" as const, reason: "cancelled", error: "cancelled" }
         : live.intent === "timeout" ? { state: "failed" as const, reason: "timed_out", error: `timed out after ${row.timeout_s} s; its process group was stopped` }
         : live.intent === "closing" ? { state: "interrupted" as const, reason: "hal0_stopped", error: "hal0 stopped while the run ran; its process group was stopped" }
@@ -371,12 +372,16 @@ export class RunService {
       return;
     }
     live.bytes += chunk.length;
-    // Only the chunk is searched for the line's end, and a line longer than any session id line is not
-    // kept whole: a run printing a huge line with no newline costs neither memory nor time that grows with it.
-    const text = chunk.toString("utf8");
-    const cut = text.lastIndexOf("\n");
-    if (cut >= 0) this.scan(live, live.carry[stream] + text.slice(0, cut));
-    live.carry[stream] = carried(cut >= 0 ? text.slice(cut + 1) : live.carry[stream] + text);
+    // Hermes reports its session id on stderr; stdout is its answer, whose words the prompt (or what the model read)
+    // chooses, so a `session_id:` line there is text, never the run's session. Only the chunk is searched for the
+    // line's end, and a line longer than any session id line is not kept whole: a run printing a huge line with no
+    // newline costs neither memory nor time that grows with it.
+    if (stream === "err") {
+      const text = chunk.toString("utf8");
+      const cut = text.lastIndexOf("\n");
+      if (cut >= 0) this.scan(live, live.carry + text.slice(0, cut));
+      live.carry = carried(cut >= 0 ? text.slice(cut + 1) : live.carry + text);
+    }
     if (live.bytes - live.base > this.logLimit) {
       try {
         this.trim(id, live);

@@ -9,7 +9,7 @@ import { mayReachProfile, requireProfile } from "../access.js";
 import { entryKind } from "../../../compiler/load.js";
 import { PROFILE_NAME } from "../../../reconciler/hermes-files.js";
 import { withoutWords } from "../teach/pipeline.js";
-import { finalOutput, profileHome } from "./hermes-adapter.js";
+import { finalOutput, profileHome, SESSION_ID } from "./hermes-adapter.js";
 import { RUN_STATES, type RunRow, type RunService } from "./service.js";
 
 /**
@@ -24,7 +24,7 @@ import { RUN_STATES, type RunRow, type RunService } from "./service.js";
 const PROFILE = z.string().regex(PROFILE_NAME, "a Hermes profile name: letters, digits, - and _, at most 56");
 const RUN_ID = z.string().regex(/^run_[0-9a-f]{16}$/, "a run id (run_<16 hex>)");
 /** No leading `-`: it goes on Hermes's command line after `--resume`. */
-const SESSION = z.string().regex(/^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$/, "a Hermes session id (letters, digits, _ . : -, not starting with -)");
+const SESSION = z.string().regex(SESSION_ID, "a Hermes session id (letters, digits, _ . : -, not starting with -)");
 const TOOLSET = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, "a toolset name (lowercase letters, digits, - and _)");
 const PROMPT = z.string().min(1).max(32_000).regex(/^[^\0]*$/, "no NUL characters");
 
