@@ -58,12 +58,20 @@ export const approvalRoutes = [
  * approved for one agent (a slot's log lines) is read by that agent, and a
  * value an agent proposes (an env value under a name no rule can tell is a
  * secret, a credential, private memory text) is read by the person deciding,
- * not by every caller that may list the queue.
+ * not by every caller that may list the queue. So is a hal0-agents request's
+ * diff (a skill's text, a Hermes profile's memory, which only callers admitted
+ * to that profile read): its card shows anyone else which files it changes.
  */
 export function asReadBy(a: Approval, reader: Caller): Approval {
   if (readsWhole(reader, a.caller)) return a;
-  return { ...a, args: { params: a.args.params, query: maskAll(a.args.query) as Record<string, unknown>, body: maskAll(a.args.body) }, result: null, error: null };
+  const effects = a.route.startsWith(`POST ${BRIDGE_ROUTES}`) ? a.effects.filter((line) => FILE_CHANGE.test(line)) : a.effects;
+  return { ...a, args: { params: a.args.params, query: maskAll(a.args.query) as Record<string, unknown>, body: maskAll(a.args.body) }, effects, result: null, error: null };
 }
+
+/** Where hal0-agents' tools have their internal routes (server/mcp/agents.ts). */
+const BRIDGE_ROUTES = "/mcp/agents/";
+/** A bridge card's line naming one file's change (`create skills/ops/deploy/SKILL.md`); its diff lines start with `+`, `-`, ` ` or `@`. */
+const FILE_CHANGE = /^(create|update|delete) \S/;
 
 /** Only an operator decides (the route table already refuses agents and anonymous callers here; this holds it for every door). */
 export function deciderOf(caller: Caller): Decider {

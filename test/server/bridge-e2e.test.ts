@@ -100,6 +100,18 @@ describe("hal0-agents with its sixteen tools, for a token admitted to one profil
     expect(readFileSync(file, "utf8")).toBe(edited);
   });
 
+  it("a pending skill's diff is on the card for operators only: another agent or an anonymous caller listing the queue sees which file it changes", async () => {
+    const text = SKILL.replace("name: tidy", "name: private-words").replace("Run the formatter", "Only alpha's callers read this line");
+    const put = await call("profile_skill_put", { profile: "alpha", name: "private-words", text });
+    expect(put.body.status, JSON.stringify(put.body)).toBe("pending_approval");
+    const cardFor = async (as: string) => ((await s.call("GET", "/api/agent/approvals?state=pending", { as })).body.approvals as Array<{ id: string; effects: string[] }>).find((a) => a.id === put.body.approval_id)!;
+    expect((await cardFor("operator")).effects).toContain("+Only alpha's callers read this line, then the linter.");
+    for (const as of ["agent:not-admitted", "anonymous"]) {
+      expect((await cardFor(as)).effects, as).toEqual(["create skills/private-words/SKILL.md"]);
+    }
+    await s.call("POST", `/api/agent/approvals/${put.body.approval_id}/deny`, { body: {} });
+  });
+
   it("profile_memory_add runs at once (autonomous write) and keeps the other entries byte for byte", async () => {
     const memory = join(home, "profiles/alpha/memories/MEMORY.md");
     const before = readFileSync(memory, "utf8");
