@@ -284,6 +284,16 @@ describe("agent bridge runs", () => {
     expect(await call(agent, "agent_run_result", { run_id: r.run_id })).toMatchObject({ truncated: true, exit_code: 0 });
   });
 
+  it("a line longer than one read is cut between two characters, never inside one", async () => {
+    const prompt = "€".repeat(30_000); // 90 000 bytes: the first 64 KiB read ends inside a character
+    const r = await call(agent, "agent_run_start", { profile: "alpha", prompt });
+    await call(agent, "agent_run_wait", { run_id: r.run_id, timeout_s: 20 });
+    const first = await call(agent, "agent_run_events", { run_id: r.run_id });
+    expect(first.lines).toHaveLength(1);
+    const second = await call(agent, "agent_run_events", { run_id: r.run_id, after: first.next });
+    expect(first.lines[0] + second.lines[0]).toBe(`prompt: ${prompt}`);
+  });
+
   it("a run printing one huge line (no newline) neither stalls the server nor loses its session id", async () => {
     const started = Date.now();
     const r = await call(agent, "agent_run_start", { profile: "alpha", prompt: "one line [oneline=48000000]" });

@@ -236,8 +236,8 @@ export class RunService {
     const atEnd = from + buf.length >= bytes;
     if (!(ended && atEnd)) {
       const nl = buf.lastIndexOf(0x0a);
-      // A part-written line waits for its end, unless one line alone fills the read.
-      take = nl >= 0 ? nl + 1 : buf.length === MAX_READ ? buf.length : 0;
+      // A part-written line waits for its end, unless one line alone fills the read (then cut between two characters).
+      take = nl >= 0 ? nl + 1 : buf.length === MAX_READ ? wholeCharacters(buf) : 0;
     }
     const text = buf.subarray(0, take).toString("utf8");
     const lines = text === "" ? [] : text.replace(/\n$/, "").split("\n");
@@ -494,6 +494,15 @@ export class RunService {
 /** The part of a line kept until its end: at most {@link MAX_CARRY} characters, else a mark no session id line starts with. */
 function carried(partial: string): string {
   return partial.length > MAX_CARRY ? LONG_LINE : partial;
+}
+
+/** How many bytes of `buf` hold whole UTF-8 characters: a character cut at its end is left for the next read. */
+function wholeCharacters(buf: Buffer): number {
+  let lead = buf.length - 1;
+  while (lead >= 0 && buf.length - lead < 4 && (buf[lead]! & 0xc0) === 0x80) lead--;
+  if (lead < 0 || buf[lead]! < 0xc0) return buf.length;
+  const size = buf[lead]! >= 0xf0 ? 4 : buf[lead]! >= 0xe0 ? 3 : 2;
+  return lead + size > buf.length ? lead : buf.length;
 }
 
 /** Longer than any `session_id: <id>` line Hermes prints. */
