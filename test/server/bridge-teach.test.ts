@@ -246,6 +246,15 @@ describe("teaching tools over a Hermes profile's files", () => {
     expect(readFileSync(join(work, "memories/MEMORY.md"), "utf8")).toBe("First note.");
   });
 
+  it("memory entries added at once all land, one after the other (no base sent, so none is stale)", async () => {
+    const notes = Array.from({ length: 6 }, (_, i) => `Note ${i}.`);
+    const done = await Promise.all(notes.map((text) => run("profile_memory_add", { profile: "work", text })));
+    expect(done.map((d) => d.committed)).toEqual(notes.map(() => true));
+    expect((await run("profile_memory_list", { profile: "work" })).memory.entries.slice(-6).sort()).toEqual(notes);
+    expect(readFileSync(join(work, "memories/MEMORY.md"), "utf8").startsWith(MEMORY)).toBe(true);
+    writeFileSync(join(work, "memories/MEMORY.md"), MEMORY);
+  });
+
   it("refuses a memory entry that is empty, holds a § line, or overflows the store, and writes nothing", async () => {
     const cases: Array<[string, string]> = [
       ["   \n", "teach.bad_entry"],

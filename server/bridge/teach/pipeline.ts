@@ -154,39 +154,52 @@ const writes = new Mutex();
  * what was already written (`teach.write_failed`).
  */
 export async function commitPlan(plan: ProfilePlan): Promise<void> {
-  await writes.run(async () => {
-    const root = plan.change.root;
-    const moved: string[] = [];
-    for (const f of plan.files) {
-      await safePath(root, f.file, "file");
-      if ((await readProfileFile(root, f.file)) !== f.before) moved.push(f.file);
+  await writes.run(() => writePlan(plan));
+}
+
+/**
+ * Runs `work` under the commit lock, with `commit` writing a plan as
+ * commitPlan does: a change planned inside it (an appended memory entry) is
+ * planned against the files as no other write can move them before it lands,
+ * so two such changes at once both land, one after the other.
+ */
+export function underCommitLock<T>(work: (commit: (plan: ProfilePlan) => Promise<void>) => Promise<T>): Promise<T> {
+  return writes.run(() => work(writePlan));
+}
+
+/** commitPlan's work, with the lock held. */
+async function writePlan(plan: ProfilePlan): Promise<void> {
+  const root = plan.change.root;
+  const moved: string[] = [];
+  for (const f of plan.files) {
+    await safePath(root, f.file, "file");
+    if ((await readProfileFile(root, f.file)) !== f.before) moved.push(f.file);
+  }
+  for (const dir of plan.dirs) {
+    await safePath(root, dir, "dir");
+    for (const file of await filesUnder(root, dir)) if (!plan.files.some((p) => p.file === file)) moved.push(file); // appeared since
+  }
+  if (moved.length > 0) throw stale(moved);
+  const changed = plan.files.filter((f) => f.after !== null && f.after !== f.before);
+  await removeStaleTemps(changed.map((f) => dirname(join(root, f.file)))).catch(() => undefined);
+  const done: PlannedFile[] = [];
+  try {
+    for (const f of changed) {
+      await writeKeeping(root, f.file, f.after!);
+      done.push(f);
     }
     for (const dir of plan.dirs) {
-      await safePath(root, dir, "dir");
-      for (const file of await filesUnder(root, dir)) if (!plan.files.some((p) => p.file === file)) moved.push(file); // appeared since
+      const aside = join(root, dirname(dir), `.${dir.split("/").pop()}.${process.pid}.${randomBytes(6).toString("hex")}.hal0.removed`);
+      await rename(join(root, dir), aside);
+      await rm(aside, { recursive: true, force: true });
     }
-    if (moved.length > 0) throw stale(moved);
-    const changed = plan.files.filter((f) => f.after !== null && f.after !== f.before);
-    await removeStaleTemps(changed.map((f) => dirname(join(root, f.file)))).catch(() => undefined);
-    const done: PlannedFile[] = [];
-    try {
-      for (const f of changed) {
-        await writeKeeping(root, f.file, f.after!);
-        done.push(f);
-      }
-      for (const dir of plan.dirs) {
-        const aside = join(root, dirname(dir), `.${dir.split("/").pop()}.${process.pid}.${randomBytes(6).toString("hex")}.hal0.removed`);
-        await rename(join(root, dir), aside);
-        await rm(aside, { recursive: true, force: true });
-      }
-    } catch (err) {
-      for (const f of done.reverse()) {
-        if (f.before === null) await rm(join(root, f.file), { force: true }).catch(() => undefined);
-        else await writeKeeping(root, f.file, f.before).catch(() => undefined);
-      }
-      throw new ApiError("teach.write_failed", `writing ${plan.files.map((f) => f.file).join(", ")} in profile ${plan.change.profile} failed; what was written was put back: ${(err as Error).message}`, { profile: plan.change.profile });
+  } catch (err) {
+    for (const f of done.reverse()) {
+      if (f.before === null) await rm(join(root, f.file), { force: true }).catch(() => undefined);
+      else await writeKeeping(root, f.file, f.before).catch(() => undefined);
     }
-  });
+    throw new ApiError("teach.write_failed", `writing ${plan.files.map((f) => f.file).join(", ")} in profile ${plan.change.profile} failed; what was written was put back: ${(err as Error).message}`, { profile: plan.change.profile });
+  }
 }
 
 /**

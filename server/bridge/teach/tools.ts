@@ -9,7 +9,7 @@ import { ApiError } from "../../errors.js";
 import { checkPathArgs } from "../../path-args.js";
 import type { BridgeContext, BridgeProposal, BridgeToolDef } from "../tool.js";
 import { appendEntry, checkSkill, memoryChars, memoryEntries, memoryLimits, SKILL_NAME, splitSkill } from "./format.js";
-import { commitPlan, planChange, readProfileFile, sha256, textRecord, viewOf, withoutWords, type ProfileChange, type ProfileEdit } from "./pipeline.js";
+import { commitPlan, planChange, readProfileFile, sha256, textRecord, underCommitLock, viewOf, withoutWords, type ProfileChange, type ProfileEdit } from "./pipeline.js";
 
 /**
  * The seven tools that teach a Hermes profile (seed 000's agent bridge): read
@@ -249,11 +249,14 @@ export const TEACH_TOOLS: readonly BridgeToolDef[] = [
       if ("duplicate" in add) return { summary: `memory entry already in MEMORY.md of Hermes profile ${args.profile}: nothing to write`, files: [], base: {} };
       return proposal(add.change, args.base);
     },
-    run: (ctx, args: z.infer<typeof MemoryAddArgs>) => write(ctx, "profile_memory_add", { profile: args.profile }, textRecord(args.text), async () => {
+    // Read, appended and written under the commit lock: entries added at once (two agents, or one in a loop) all land.
+    run: (ctx, args: z.infer<typeof MemoryAddArgs>) => write(ctx, "profile_memory_add", { profile: args.profile }, textRecord(args.text), () => underCommitLock(async (commit) => {
       const add = await memoryAddChange(ctx, args);
       if ("duplicate" in add) return { committed: false, added: false, duplicate: true, profile: args.profile, file: MEMORY_FILE };
-      return { committed: true, added: true, entries: add.entries, chars: add.chars, limit: add.limit, ...viewOf(await commitChange(add.change, args.base)) };
-    }),
+      const plan = await planChange(add.change, args.base);
+      await commit(plan);
+      return { committed: true, added: true, entries: add.entries, chars: add.chars, limit: add.limit, ...viewOf(plan) };
+    })),
   },
   {
     name: "profile_persona_get",
