@@ -3,7 +3,7 @@ import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./i
 import { compileTree, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 
-export const WEB_HELP = `hal0 web [--config DIR] [--state DIR] [--host H] [--port N] [--json]
+export const WEB_HELP = `hal0 web [--config DIR] [--state DIR] [--host H] [--port N | --origin URL] [--json]
 
 Prints a one-time link that logs a browser into the operator's pages of 'hal0 serve':
 http://<host>:<port>/login?code=…, at the address the hal0 serve running on this state
@@ -13,10 +13,13 @@ It logs in as the owner (<state>/operator.token, minted when missing) or as the
 operator whose token is in $HAL0_TOKEN. Whoever can read the state folder may run it.
   --host, --port    the address 'hal0 serve' listens on (default: where the hal0 serve
                     running on this state folder listens, else [server] host and port)
+  --origin URL      the link under one of [server] public_origins instead (an HTTPS
+                    reverse proxy's: https://hal0.example.com/login?code=…)
   --json            {"url", "expires_at", "operator"} instead of the bare link (a failure:
                     {ok: false, exit_code, diagnostics})
 Exit status: 0 printed, 1 error (auth.invalid_token, config.not_found), 64 usage error
-(a --host that is not a host name or an IP address, a --port outside 1..65535).`;
+(a --host that is not a host name or an IP address, a --port outside 1..65535, an
+--origin that [server] public_origins does not list, --origin with --host or --port).`;
 
 /** How long a printed link works. */
 const CODE_TTL_S = 5 * 60;
@@ -25,13 +28,15 @@ const CODE_TTL_S = 5 * 60;
 export async function runWeb(args: string[], io: CliIo): Promise<number> {
   const { values } = parseCommandArgs({
     args, strict: true, allowPositionals: false,
-    options: { ...BOX_OPTIONS, host: { type: "string" }, port: { type: "string" }, json: { type: "boolean" } },
+    options: { ...BOX_OPTIONS, host: { type: "string" }, port: { type: "string" }, origin: { type: "string" }, json: { type: "boolean" } },
   });
+  if (values.origin !== undefined && (values.host !== undefined || values.port !== undefined)) throw new UsageError("--origin names the whole address: give it without --host and --port");
   const state = stateDir(values.state, io.env, io.cwd);
   if (values.host !== undefined && !isHostName(values.host)) throw new UsageError(`--host must be a host name or an IP address, not ${JSON.stringify(values.host.slice(0, 80))}`);
   const portFlag = values.port === undefined ? undefined : /^\d{1,5}$/.test(values.port) ? Number(values.port) : Number.NaN;
   if (portFlag !== undefined && (!Number.isInteger(portFlag) || portFlag < 1 || portFlag > 65535)) throw new UsageError(`--port must be 1..65535, not ${values.port}`);
   const configured = await serverAddress(values, io);
+  const origin = values.origin === undefined ? undefined : publicOrigin(values.origin, configured.publicOrigins);
   // A hal0 serve running on this state folder says where it listens (its --host / --port, a port 0 it was given).
   const running = values.host === undefined && portFlag === undefined ? await runningAddress(state) : undefined;
   const server = running ?? configured;
@@ -49,10 +54,14 @@ export async function runWeb(args: string[], io: CliIo): Promise<number> {
     const token = tokens.verify(secret);
     if (!token || token.kind !== "operator") throw new CliError("auth.invalid_token", "HAL0_TOKEN is not a live operator token (unset it to log in as the owner)");
     const code = tokens.loginCode(token.id, CODE_TTL_S);
-    const url = `http://${host}:${port}/login?code=${encodeURIComponent(code)}`;
+    const url = `${origin ?? `http://${host}:${port}`}/login?code=${encodeURIComponent(code)}`;
     const expiresAt = new Date(Date.now() + CODE_TTL_S * 1000).toISOString();
     io.stdout.write(values.json ? `${JSON.stringify({ url, expires_at: expiresAt, operator: token.name })}\n` : `${url}\n`);
-    if (!values.json) io.stderr.write(`hal0 web: open that link within 5 minutes to log in as ${token.name}; it works once.\n`);
+    if (!values.json) {
+      io.stderr.write(`hal0 web: open that link within 5 minutes to log in as ${token.name}; it works once.\n`);
+      // Behind a reverse proxy, the browser is elsewhere: say how to get the link it can open.
+      if (origin === undefined && configured.publicOrigins.length > 0) io.stderr.write(`hal0 web: through a reverse proxy, run it with --origin ${configured.publicOrigins[0]} for a link under that origin.\n`);
+    }
     return EXIT_OK;
   } finally {
     db.close();
@@ -64,11 +73,22 @@ export async function runWeb(args: string[], io: CliIo): Promise<number> {
  * only other files have errors (as `hal0 serve` listens then); the defaults
  * when hal0.toml itself does not compile.
  */
-export async function serverAddress(flags: { config?: string }, io: CliIo): Promise<{ host: string; port: number }> {
+export async function serverAddress(flags: { config?: string }, io: CliIo): Promise<{ host: string; port: number; publicOrigins: readonly string[] }> {
   const { root, model, settings } = await compileTree(flags, io);
   const server = (model?.settings ?? settings)?.server;
   if (!server) io.stderr.write(`hal0 web: ${root}/hal0.toml does not compile (see 'hal0 validate'); the link uses the default 127.0.0.1:8080\n`);
-  return { host: server?.host ?? "127.0.0.1", port: server?.port ?? 8080 };
+  return { host: server?.host ?? "127.0.0.1", port: server?.port ?? 8080, publicOrigins: server?.public_origins ?? [] };
+}
+
+/** `--origin`: one of `[server] public_origins` (compared as browsers do, case aside); any other would be refused at the gate. */
+function publicOrigin(given: string, listed: readonly string[]): string {
+  const wanted = given.trim().replace(/\/+$/, "").toLowerCase();
+  const found = listed.find((o) => o.toLowerCase() === wanted);
+  if (found !== undefined) return found;
+  const shown = JSON.stringify(given.slice(0, 80));
+  throw new UsageError(listed.length === 0
+    ? `--origin ${shown}: [server] public_origins lists no origin, and hal0 serve answers only its own address and those (docs/config.md)`
+    : `--origin ${shown} is not one of [server] public_origins: ${listed.join(", ")}`);
 }
 
 /** The address in the `serve.lock` of a live `hal0 serve` on `state`, if any. */

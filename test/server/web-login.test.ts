@@ -557,6 +557,43 @@ describe("hal0 web (the built CLI)", () => {
     expect(linkHost("box.lan")).toBe("box.lan");
   });
 
+  it("--origin prints the link under a listed public origin (an HTTPS proxy's), which logs in through it; an unlisted one is a usage error", async () => {
+    await start();
+    const PUBLIC = "https://hal0.example.com";
+    // None listed: refused, no code; the plain link's stderr says nothing of a proxy.
+    const none = hal0(["--config", s.config, "--state", s.state, "--origin", PUBLIC]);
+    expect(none.status).toBe(64);
+    expect(none.stderr).toContain("public_origins lists no origin");
+    expect(none.stdout).not.toContain("/login?code=");
+    expect(hal0(["--config", s.config, "--state", s.state]).stderr).not.toContain("--origin");
+
+    const put = await s.call("PUT", "/api/settings", { body: { server: { public_origins: [PUBLIC] } } });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    const plain = hal0(["--config", s.config, "--state", s.state]);
+    expect(plain.status, plain.stderr).toBe(0);
+    expect(plain.stdout).toMatch(/^http:\/\/127\.0\.0\.1:8080\/login\?code=/);
+    expect(plain.stderr).toContain(`--origin ${PUBLIC}`);
+
+    // As a browser would type it (a trailing slash, upper case): the listed origin, as listed.
+    const run = hal0(["--config", s.config, "--state", s.state, "--origin", "HTTPS://hal0.example.com/", "--json"]);
+    expect(run.status, run.stderr).toBe(0);
+    const link = new URL(JSON.parse(run.stdout).url);
+    expect(link.origin).toBe(PUBLIC);
+    expect(link.pathname).toBe("/login");
+    // Through the proxy (which passes the Host on), the link logs the browser in.
+    const opened = await httpCall(s.url, "GET", `${link.pathname}${link.search}`, { headers: { host: "hal0.example.com" } });
+    expect(opened.status, String(opened.body)).toBe(303);
+    const cookie = cookiePair(opened.headers.get("set-cookie"));
+    expect((await page("/", { cookie, host: "hal0.example.com" })).status).toBe(200);
+
+    for (const args of [["--origin", "https://evil.example"], ["--origin", PUBLIC, "--port", "8080"], ["--origin", PUBLIC, "--host", "box.lan"]]) {
+      const bad = hal0(["--config", s.config, "--state", s.state, ...args]);
+      expect(bad.status, args.join(" ")).toBe(64);
+      expect(bad.stdout, args.join(" ")).not.toContain("/login?code=");
+    }
+    expect(hal0(["--config", s.config, "--state", s.state, "--origin", "https://evil.example"]).stderr).toContain(`not one of [server] public_origins: ${PUBLIC}`);
+  });
+
   it("a --host that is not a host name or an IP address is a usage error (64) and mints no code", async () => {
     await start();
     const port = new URL(s.url).port;
