@@ -1,4 +1,5 @@
 import { existsSync } from "node:fs";
+import { stat } from "node:fs/promises";
 import { basename, dirname, isAbsolute, join } from "node:path";
 import type { Model } from "../../compiler/index.js";
 import type { ChangeSet } from "../../compiler/changeset.js";
@@ -94,8 +95,8 @@ export class PullService {
       ...(req.draft_filename ? [{ repo: req.draft_repo ?? req.hf_repo, file: req.draft_filename }] : []),
       ...(req.mmproj_filename ? [{ repo: req.hf_repo, file: req.mmproj_filename }] : []),
     ];
-    // The listing's LFS sha256 of each file: what the download must hash to when its reply carries none.
-    const listedSha = new Map<string, string | null>();
+    // The listing's entry of each file: its LFS sha256 (what the download must hash to when its reply carries none) and size.
+    const listedFiles = new Map<string, HubFile>();
     let parts: PullExtra[] = [];
     for (const repo of new Set(want.map((w) => w.repo))) {
       const info = await hub.repoInfo(repo, repo === req.hf_repo ? req.revision ?? "main" : "main").catch((err: unknown): never => {
@@ -110,17 +111,19 @@ export class PullService {
       for (const w of want.filter((x) => x.repo === repo)) {
         const listed = info.files.find((f) => f.path === w.file);
         if (listed === undefined) throw new ApiError("model.not_found", `${repo} has no file ${w.file}`, { hf_repo: repo, hf_filename: w.file });
-        listedSha.set(`${repo}\n${w.file}`, listed.sha256);
+        listedFiles.set(`${repo}\n${w.file}`, listed);
       }
       if (repo !== req.hf_repo) continue;
       const lookup = (file: string) => info.files.find((f) => f.path === file);
       parts = otherParts(repo, first, dest, lookup, req.hf_filename);
-      listedSha.set(`${repo}\n${first}`, lookup(first)?.sha256 ?? null);
+      const head = lookup(first);
+      if (head !== undefined) listedFiles.set(`${repo}\n${first}`, head);
     }
-    const listed = (repo: string, file: string) => listedSha.get(`${repo}\n${file}`) ?? null;
+    const listed = (repo: string, file: string) => listedFiles.get(`${repo}\n${file}`)?.sha256 ?? null;
+    const sizeOf = (repo: string, file: string) => listedFiles.get(`${repo}\n${file}`)?.size ?? null;
     const extras: PullExtra[] = [...parts];
-    if (req.draft_filename) extras.push({ role: "draft", hf_repo: req.draft_repo ?? req.hf_repo, hf_filename: req.draft_filename, dest: storedAt(model, req.draft_filename), sha256: listed(req.draft_repo ?? req.hf_repo, req.draft_filename) });
-    if (req.mmproj_filename) extras.push({ role: "mmproj", hf_repo: req.hf_repo, hf_filename: req.mmproj_filename, dest: storedAt(model, req.mmproj_filename), sha256: listed(req.hf_repo, req.mmproj_filename) });
+    if (req.draft_filename) extras.push({ role: "draft", hf_repo: req.draft_repo ?? req.hf_repo, hf_filename: req.draft_filename, dest: storedAt(model, req.draft_filename), sha256: listed(req.draft_repo ?? req.hf_repo, req.draft_filename), size: sizeOf(req.draft_repo ?? req.hf_repo, req.draft_filename) });
+    if (req.mmproj_filename) extras.push({ role: "mmproj", hf_repo: req.hf_repo, hf_filename: req.mmproj_filename, dest: storedAt(model, req.mmproj_filename), sha256: listed(req.hf_repo, req.mmproj_filename), size: sizeOf(req.hf_repo, req.mmproj_filename) });
     // The files of one pull land side by side under their base names: two of them with one name (a/m.gguf and b/m.gguf), or one named as another's
     // `.partial`, would write into one file, and the registry would record one file's sha256 for the other's bytes.
     const mine = [{ field: "hf_filename", name: first, path: dest }, ...extras.map((e) => ({ field: e.role === "part" ? "hf_filename" : `${e.role}_filename`, name: e.hf_filename, path: e.dest }))];
@@ -298,7 +301,9 @@ export class PullService {
   private async register(job: PullJob): Promise<void> {
     const model = await this.o.box.model();
     if (job.mode === "update") {
-      const entry = { path: configPath(model.root, job.dest), ...(job.commit_sha ? { revision: job.commit_sha } : {}), ...(job.sha256 ? { sha256: job.sha256 } : {}), ...(job.size ? { size_bytes: job.size } : {}) };
+      // size_bytes is the model's file's own (a split model's first part), as a registration reads it from the file; the job's size counts every file of the pull.
+      const size = await stat(job.dest).then((st) => st.size, () => undefined);
+      const entry = { path: configPath(model.root, job.dest), ...(job.commit_sha ? { revision: job.commit_sha } : {}), ...(job.sha256 ? { sha256: job.sha256 } : {}), ...(size ? { size_bytes: size } : {}) };
       await this.o.register(job, entry, job.approved_by ?? job.requested_by);
       return;
     }
@@ -381,7 +386,7 @@ function otherParts(repo: string, file: string, dest: string, listed?: (file: st
   const others = splitParts(file).filter((p) => p !== file);
   const missing = listed === undefined ? [] : splitParts(file).filter((p) => listed(p) === undefined);
   if (missing.length > 0) throw new ApiError("model.split_incomplete", `${repo} lacks ${missing.join(", ")}, of the parts of ${file} (a split model is loaded from all of its parts, so none is pulled)`, { hf_repo: repo, hf_filename: asked, parts: splitParts(file), missing });
-  return others.map((p) => ({ role: "part", hf_repo: repo, hf_filename: p, dest: join(dirname(dest), basename(p)), sha256: listed?.(p)?.sha256 ?? null }));
+  return others.map((p) => ({ role: "part", hf_repo: repo, hf_filename: p, dest: join(dirname(dest), basename(p)), sha256: listed?.(p)?.sha256 ?? null, size: listed?.(p)?.size ?? null }));
 }
 
 /** Two destinations that would share a file: the same path, or one is the other's `.partial` (where its bytes go while they download). */

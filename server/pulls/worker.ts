@@ -165,16 +165,27 @@ export class PullWorker {
       const hub = this.o.hub();
       // The other parts of a split model: llama.cpp loads the first and reads them from beside it, so no part is placed until every one is verified.
       const parts = job.extras.filter((e) => e.role === "part");
-      const main = await this.fetchFile(hub, { repo: job.hf_repo, revision: job.revision, file: job.hf_filename, dest: job.dest, listed: job.sha256, place: parts.length === 0 }, live, (patch) => {
-        job = this.o.store.update(id, patch);
+      // The job's size and bytes count every file of the pull (each part of a split model, the draft, the projector): the listing's sizes
+      // from the precheck, each replaced by its download's own once it answers; `done` is the bytes of the files already fetched whole.
+      const sizes = new Map<string, number>(job.extras.flatMap((e) => (typeof e.size === "number" ? [[e.dest, e.size] as const] : [])));
+      let done = 0;
+      const progressOf = (dest: string, own: boolean) => (patch: Partial<PullJob>): void => {
+        if (typeof patch.size === "number") sizes.set(dest, patch.size);
+        // The model's file's reply names the commit and its sha256; another file's only adds to the counts.
+        const counted: Partial<PullJob> = { ...(own ? patch : {}), ...(typeof patch.size === "number" && sizes.has(job.dest) ? { size: sum(sizes.values()) } : {}), ...(patch.bytes !== undefined ? { bytes: done + patch.bytes } : {}) };
+        if (Object.keys(counted).length === 0) return;
+        job = this.o.store.update(id, counted);
         this.emit("progress", job);
-      });
+      };
+      const main = await this.fetchFile(hub, { repo: job.hf_repo, revision: job.revision, file: job.hf_filename, dest: job.dest, listed: job.sha256, place: parts.length === 0, offset: done }, live, progressOf(job.dest, true));
+      done += main.size;
       if (job.mode === "pull" && parts.length === 0) placed.push(job.dest);
       const extras: PullExtra[] = [];
       const fetchExtra = async (extra: PullExtra, place: boolean): Promise<void> => {
         // From the model's repo at the model's commit; from another repo (draft_repo) at its main.
         const revision = extra.hf_repo === job.hf_repo ? (job.commit_sha ?? job.revision) : "main";
-        const got = await this.fetchFile(hub, { repo: extra.hf_repo, revision, file: extra.hf_filename, dest: extra.dest, listed: extra.sha256 ?? null, place }, live, () => undefined);
+        const got = await this.fetchFile(hub, { repo: extra.hf_repo, revision, file: extra.hf_filename, dest: extra.dest, listed: extra.sha256 ?? null, place, offset: done }, live, progressOf(extra.dest, false));
+        done += got.size;
         if (job.mode === "pull" && place) placed.push(extra.dest);
         extras.push({ ...extra, sha256: got.sha256, size: got.size, bytes: got.size });
       };
@@ -187,7 +198,7 @@ export class PullWorker {
         }
       }
       for (const extra of job.extras) if (extra.role !== "part") await fetchExtra(extra, true);
-      job = this.o.store.update(id, { state: "verifying", commit_sha: main.commit ?? job.commit_sha, sha256: main.sha256, size: main.size, bytes: main.size, extras });
+      job = this.o.store.update(id, { state: "verifying", commit_sha: main.commit ?? job.commit_sha, sha256: main.sha256, size: done, bytes: done, extras });
       this.emit("state", job);
       try {
         await this.o.register(job);
@@ -227,7 +238,7 @@ export class PullWorker {
    * are there they must agree). Returns what it was.
    */
   private async fetchFile(
-    hub: HubClient, t: { repo: string; revision: string; file: string; dest: string; listed: string | null; place?: boolean },
+    hub: HubClient, t: { repo: string; revision: string; file: string; dest: string; listed: string | null; place?: boolean; offset?: number },
     live: { abort: AbortController; samples: Array<[number, number]> }, progress: (p: Partial<PullJob>) => void,
   ): Promise<{ sha256: string | null; size: number; commit: string | null }> {
     const partial = `${t.dest}.partial`;
@@ -290,7 +301,8 @@ export class PullWorker {
         const t0 = this.now();
         if (t0 - last >= PROGRESS_MS) {
           last = t0;
-          live.samples.push([t0, bytes]);
+          // The rate is the job's: measured on the bytes of all its files, so it does not drop (or turn negative) when the next file starts.
+          live.samples.push([t0, (t.offset ?? 0) + bytes]);
           while (live.samples.length > 2 && live.samples[0]![0] < t0 - RATE_WINDOW_MS) live.samples.shift();
           progress({ bytes });
         }
@@ -347,6 +359,12 @@ export class PullWorker {
   private iso(): string {
     return new Date(this.now()).toISOString();
   }
+}
+
+function sum(values: Iterable<number>): number {
+  let n = 0;
+  for (const v of values) n += v;
+  return n;
 }
 
 /** Bytes per second between the oldest and newest sample of the window. */

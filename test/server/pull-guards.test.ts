@@ -556,3 +556,42 @@ describe("a split model (a local stand-in for the Hub serving a -0000N-of-00003 
     }
   });
 });
+
+describe("every part of a split model counts (a local stand-in for the Hub)", () => {
+  let hub: FakeHub;
+  let s: TestServer;
+  const status = (id: string) => s.call("GET", `/api/models/${id}/pull/status`).then((r) => r.body.pull);
+  const ended = (id: string) => until(() => status(id), (p) => p !== undefined && ["done", "failed", "cancelled"].includes(p.state));
+  const store = () => join(s.config, "pulled");
+  const parts = [gguf("Whole1", 64 * 1024), gguf("Whole2", 256 * 1024), gguf("Whole3", 64 * 1024)];
+  const names = Object.keys(splitSet("Whole-Q8_0", parts));
+  const total = parts.reduce((n, p) => n + p.length, 0);
+
+  beforeAll(async () => {
+    hub = await startFakeHub({ repos: { "acme/whole-GGUF": { files: splitSet("Whole-Q8_0", parts) } } });
+    s = await startTestServer({ env: { HF_ENDPOINT: hub.endpoint } });
+    setModelsTable(s.config, 'store = "pulled"');
+  });
+  afterAll(async () => {
+    await s?.close();
+    await hub?.close();
+  });
+
+  it("a pull's size is the whole set's and its bytes go on over the later parts (not the first part's alone)", async () => {
+    hub.setRate(256 * 1024);
+    try {
+      expect((await s.call("POST", "/api/models/whole/pull", { body: { hf_repo: "acme/whole-GGUF", hf_filename: names[0] } })).status).toBe(202);
+      const second = join(store(), `${names[1]}.partial`);
+      await untilTrue(() => existsSync(second) && statSync(second).size >= 64 * 1024, 20_000);
+      await sleep(400); // a progress report or more since
+      const mid = await status("whole");
+      expect(mid, JSON.stringify(mid)).toMatchObject({ state: "downloading", size: total });
+      expect(mid.bytes).toBeGreaterThan(parts[0]!.length);
+      expect(mid.rate).toBeGreaterThan(0);
+    } finally {
+      hub.setRate(null);
+    }
+    expect(await ended("whole")).toMatchObject({ state: "done", size: total, bytes: total, sha256: sha(parts[0]!) });
+    expect((await s.call("GET", "/api/models/whole")).body).toMatchObject({ sha256: sha(parts[0]!), size_bytes: parts[0]!.length });
+  });
+});

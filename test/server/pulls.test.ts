@@ -69,7 +69,8 @@ describe("model pulls from the Hub (a local stand-in)", () => {
     expect(res.status, JSON.stringify(res.body)).toBe(202);
     expect(res.body.pull).toMatchObject({ model_id: "tiny", state: expect.stringMatching(/queued|downloading/) });
     const done = await ended("tiny");
-    expect(done).toMatchObject({ state: "done", sha256: sha(model), size: model.length, bytes: model.length, requested_by: "operator:owner" });
+    // size and bytes count every file of the pull: the model's and its draft's.
+    expect(done).toMatchObject({ state: "done", sha256: sha(model), size: model.length + draft.length, bytes: model.length + draft.length, requested_by: "operator:owner" });
     const file = join(s.config, "pulled/tiny-q4_k_m.gguf");
     expect(sha(readFileSync(file))).toBe(sha(model));
     expect(readdirSync(join(s.config, "pulled")).filter((f) => f.endsWith(".partial"))).toEqual([]);
