@@ -26,6 +26,17 @@ export const ModelFacts = z
   /** The architecture its GGUF header names (`general.architecture`: llama, qwen3, gemma3, …); a fact, checked against the header when the file is a GGUF. */
   architecture: z.string().regex(/^[a-z0-9][a-z0-9_.-]*$/, "an architecture as GGUF names it: lowercase a–z, digits, `_`, `.` and `-`").optional(),
   size_bytes: z.int().min(0).optional(),
+  /**
+   * A split model's other parts (`-00002-of-00003.gguf`, …), each beside its
+   * `path` under `file`, with the sha256 and size a pull verified (`sha256`
+   * and `size_bytes` above are its first part's): the health check and the
+   * update check look at every part, not only the first.
+   */
+  parts: z.array(z.strictObject({
+    file: z.string().regex(/^(?!\.\.?$)[^/\\\u0000]+$/, "a file name beside the model's path (no folder, not `.` or `..`)"),
+    sha256: z.string().regex(/^[0-9a-f]{64}$/, "a sha256: 64 lowercase hex digits").optional(),
+    size_bytes: z.int().min(0).optional(),
+  })).optional(),
   quant: z.string().optional(),
   /** "auto" uses the template embedded in the GGUF. */
   chat_template: z.string().min(1).default("auto"),

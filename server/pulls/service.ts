@@ -303,18 +303,24 @@ export class PullService {
     if (job.mode === "update") {
       // size_bytes is the model's file's own (a split model's first part), as a registration reads it from the file; the job's size counts every file of the pull.
       const size = await stat(job.dest).then((st) => st.size, () => undefined);
-      const entry = { path: configPath(model.root, job.dest), ...(job.commit_sha ? { revision: job.commit_sha } : {}), ...(job.sha256 ? { sha256: job.sha256 } : {}), ...(size ? { size_bytes: size } : {}) };
+      const entry = { path: configPath(model.root, job.dest), ...(job.commit_sha ? { revision: job.commit_sha } : {}), ...(job.sha256 ? { sha256: job.sha256 } : {}), ...(size ? { size_bytes: size } : {}), ...partsOf(job) };
       await this.o.register(job, entry, job.approved_by ?? job.requested_by);
       return;
     }
     const path = (abs: string) => configPath(model.root, abs);
     const entry: Record<string, unknown> = {
       path: path(job.dest), hf_repo: job.hf_repo, hf_filename: job.hf_filename,
-      ...(job.commit_sha ? { revision: job.commit_sha } : {}), ...(job.sha256 ? { sha256: job.sha256 } : {}),
+      ...(job.commit_sha ? { revision: job.commit_sha } : {}), ...(job.sha256 ? { sha256: job.sha256 } : {}), ...partsOf(job),
     };
     for (const e of job.extras) if (e.role !== "part") entry[e.role] = path(e.dest);
     await this.o.register(job, entry, job.approved_by ?? job.requested_by);
   }
+}
+
+/** A split model's other parts as models.toml records them (`parts`: each one's file name beside the first, sha256 and size, as the pull verified them); nothing for one file. */
+function partsOf(job: PullJob): { parts?: Array<Record<string, unknown>> } {
+  const parts = job.extras.filter((e) => e.role === "part").map((e) => ({ file: basename(e.dest), ...(e.sha256 ? { sha256: e.sha256 } : {}), ...(typeof e.size === "number" ? { size_bytes: e.size } : {}) }));
+  return parts.length > 0 ? { parts } : {};
 }
 
 /** A model pulled from the Hub: one with hf_repo and hf_filename. */

@@ -11,7 +11,7 @@ import { GgufError } from "../../reconciler/host/gguf.js";
 
 /** The keys a model row has: what `fields` may name. */
 export const ROW_FIELDS = [
-  "id", "name", "path", "type", "capabilities", "devices", "hf_repo", "hf_filename", "revision", "sha256", "architecture", "context_length", "size_bytes", "quant",
+  "id", "name", "path", "type", "capabilities", "devices", "hf_repo", "hf_filename", "revision", "sha256", "architecture", "context_length", "size_bytes", "parts", "quant",
   "chat_template", "tokenizer_repo", "jinja", "mtp", "draft", "mmproj", "tags", "installed", "default",
 ] as const;
 
@@ -23,7 +23,7 @@ export async function modelRow(m: CompiledModelFacts): Promise<ModelRow> {
   return {
     id: m.id, name: m.name ?? m.id, path: m.path ?? null, type: m.type, capabilities: m.capabilities, devices: m.devices,
     hf_repo: m.hf_repo ?? null, hf_filename: m.hf_filename ?? null, revision: m.revision ?? null, sha256: m.sha256 ?? null, architecture: m.architecture ?? null,
-    context_length: m.context_length ?? null, size_bytes: m.size_bytes ?? null,
+    context_length: m.context_length ?? null, size_bytes: m.size_bytes ?? null, parts: m.parts ?? null,
     quant: m.quant ?? null, chat_template: m.chat_template, tokenizer_repo: m.tokenizer_repo ?? null, jinja: m.jinja, mtp: m.mtp,
     draft: m.draft ?? null, mmproj: m.mmproj ?? null, tags: m.tags, installed, default: m.tags.includes(DEFAULT_TAG),
   };

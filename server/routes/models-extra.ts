@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { createReadStream } from "node:fs";
+import { createReadStream, type Stats } from "node:fs";
 import { readdir, realpath, stat } from "node:fs/promises";
 import { basename, dirname, isAbsolute, join, resolve, sep } from "node:path";
 import { pipeline } from "node:stream/promises";
@@ -13,6 +13,7 @@ import { MODEL_CATALOGUE } from "../../schema/data/model-catalogue.js";
 import { ResourceId, SLOT_TYPES } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
 import { defineRoute, type WriteOutcome } from "../route.js";
+import { splitParts } from "../pulls/service.js";
 import { absolutePath, findModel, headerOf, headerReport, inspectable, insideRoots } from "./models-common.js";
 
 const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
@@ -32,7 +33,7 @@ const isGgufName = (path: string) => path.toLowerCase().endsWith(".gguf");
 interface Problem {
   readonly code: "model.path_missing" | "model.unsupported_format" | "model.size_mismatch" | "model.checksum_mismatch";
   readonly message: string;
-  readonly file: "path" | "draft" | "mmproj";
+  readonly file: "path" | "draft" | "mmproj" | "part";
   readonly [k: string]: unknown;
 }
 
@@ -71,7 +72,7 @@ export const modelExtraRoutes = [
   }),
   defineRoute({
     method: "GET", path: "/api/models/health", kind: "read", query: HealthQuery, tools: ["model_health_check"],
-    summary: "Every registered model with a local path: file present, GGUF header readable, size equal to size_bytes; with verify=true the file is hashed and compared with sha256 (slow on big files)",
+    summary: "Every registered model with a local path: file present, GGUF header readable, size equal to size_bytes (a split model: every part, each against its parts entry, the wrong one named); with verify=true the files are hashed and compared with sha256 (slow on big files)",
     handle: async ({ query, box }) => {
       const model = await box.model();
       const all = query.model_id === undefined ? Object.values(model.models) : [findModel(model, query.model_id)];
@@ -198,32 +199,13 @@ async function healthOf(m: CompiledModelFacts, verify: boolean): Promise<HealthR
   const path = m.path_abs!;
   const problems: Problem[] = [];
   const checked = { header: false, size: false, sha256: false };
-  const s = await stat(path).catch(() => undefined);
-  if (!s) {
-    problems.push({ code: "model.path_missing", message: `no file at ${path}`, file: "path" });
-  } else if (!s.isFile()) {
-    problems.push({ code: "model.unsupported_format", message: `${path} is not a file`, file: "path", reason: "not_a_file" });
-  } else {
-    if (isGgufName(path)) {
-      checked.header = true;
-      const report = await headerReport(path);
-      if (report.gguf_error) problems.push({ code: report.gguf_error.code as Problem["code"], message: report.gguf_error.message, file: "path", ...(report.gguf_error.reason === undefined ? {} : { reason: report.gguf_error.reason }) });
-    }
-    let sizeOk = true;
-    if (m.size_bytes !== undefined) {
-      checked.size = true;
-      if (s.size !== m.size_bytes) {
-        sizeOk = false;
-        problems.push({ code: "model.size_mismatch", message: `${path} is ${s.size} bytes; models.toml records size_bytes = ${m.size_bytes}`, file: "path", expected: m.size_bytes, actual: s.size });
-      }
-    }
-    // A file of the wrong size cannot hash right: not read in full for nothing.
-    if (verify && m.sha256 !== undefined && sizeOk) {
-      checked.sha256 = true;
-      const actual = await sha256File(path);
-      if (actual !== m.sha256) problems.push({ code: "model.checksum_mismatch", message: `${path} hashes to ${actual}; models.toml records sha256 = ${m.sha256}`, file: "path", expected: m.sha256, actual });
-    }
-  }
+  const s = await checkFile(path, "path", m, verify, problems, checked);
+  // A split model's other parts, named after its path (`-00002-of-00003.gguf`, …) and beside it, where llama.cpp reads them: each
+  // present, readable, of the size and sha256 models.toml records for it (`parts`), the one that is wrong named (`file: "part"`, its
+  // `path`). Only those names: a `parts` entry is no way to have another file beside it read and hashed.
+  const first = basename(path);
+  const recorded = new Map((m.parts ?? []).map((p) => [p.file, p] as const));
+  for (const name of splitParts(first).filter((p) => p !== first)) await checkFile(join(dirname(path), name), "part", recorded.get(name) ?? {}, verify, problems, checked);
   for (const [file, abs] of [["draft", m.draft_abs], ["mmproj", m.mmproj_abs]] as const) {
     if (abs === undefined) continue;
     const there = await stat(abs).catch(() => undefined);
@@ -235,6 +217,48 @@ async function healthOf(m: CompiledModelFacts, verify: boolean): Promise<HealthR
     }
   }
   return { id: m.id, path_abs: path, ok: problems.length === 0, problems, size_on_disk: s?.isFile() ? s.size : null, checked };
+}
+
+/**
+ * One file of a model (its `path`, or another part of a split model): present, a file, its GGUF header readable, its size and
+ * (with `verify`) sha256 the ones recorded. Adds what is wrong to `problems` (a part's carry its `path`) and what was looked at to
+ * `checked`; returns the file's stat (undefined when it is not there).
+ */
+async function checkFile(
+  path: string, file: "path" | "part", want: { readonly size_bytes?: number; readonly sha256?: string }, verify: boolean,
+  problems: Problem[], checked: { header: boolean; size: boolean; sha256: boolean },
+): Promise<Stats | undefined> {
+  const where = file === "part" ? { path } : {};
+  const what = file === "part" ? `its part ${basename(path)}: ` : "";
+  const s = await stat(path).catch(() => undefined);
+  if (!s) {
+    problems.push({ code: "model.path_missing", message: `${what}no file at ${path}`, file, ...where });
+    return undefined;
+  }
+  if (!s.isFile()) {
+    problems.push({ code: "model.unsupported_format", message: `${what}${path} is not a file`, file, ...where, reason: "not_a_file" });
+    return s;
+  }
+  if (isGgufName(path)) {
+    checked.header = true;
+    const report = await headerReport(path);
+    if (report.gguf_error) problems.push({ code: report.gguf_error.code as Problem["code"], message: `${what}${report.gguf_error.message}`, file, ...where, ...(report.gguf_error.reason === undefined ? {} : { reason: report.gguf_error.reason }) });
+  }
+  let sizeOk = true;
+  if (want.size_bytes !== undefined) {
+    checked.size = true;
+    if (s.size !== want.size_bytes) {
+      sizeOk = false;
+      problems.push({ code: "model.size_mismatch", message: `${what}${path} is ${s.size} bytes; models.toml records size_bytes = ${want.size_bytes}`, file, ...where, expected: want.size_bytes, actual: s.size });
+    }
+  }
+  // A file of the wrong size cannot hash right: not read in full for nothing.
+  if (verify && want.sha256 !== undefined && sizeOk) {
+    checked.sha256 = true;
+    const actual = await sha256File(path);
+    if (actual !== want.sha256) problems.push({ code: "model.checksum_mismatch", message: `${what}${path} hashes to ${actual}; models.toml records sha256 = ${want.sha256}`, file, ...where, expected: want.sha256, actual });
+  }
+  return s;
 }
 
 async function sha256File(path: string): Promise<string> {

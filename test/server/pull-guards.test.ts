@@ -566,6 +566,7 @@ describe("every part of a split model counts (a local stand-in for the Hub)", ()
   const parts = [gguf("Whole1", 64 * 1024), gguf("Whole2", 256 * 1024), gguf("Whole3", 64 * 1024)];
   const names = Object.keys(splitSet("Whole-Q8_0", parts));
   const total = parts.reduce((n, p) => n + p.length, 0);
+  const health = async (verify: boolean) => (await s.call("GET", `/api/models/health?model_id=whole${verify ? "&verify=true" : ""}`)).body.models[0];
 
   beforeAll(async () => {
     hub = await startFakeHub({ repos: { "acme/whole-GGUF": { files: splitSet("Whole-Q8_0", parts) } } });
@@ -577,7 +578,7 @@ describe("every part of a split model counts (a local stand-in for the Hub)", ()
     await hub?.close();
   });
 
-  it("a pull's size is the whole set's and its bytes go on over the later parts (not the first part's alone)", async () => {
+  it("a pull's size is the whole set's and its bytes go on over the later parts (not the first part's alone); the model records every part", async () => {
     hub.setRate(256 * 1024);
     try {
       expect((await s.call("POST", "/api/models/whole/pull", { body: { hf_repo: "acme/whole-GGUF", hf_filename: names[0] } })).status).toBe(202);
@@ -592,6 +593,28 @@ describe("every part of a split model counts (a local stand-in for the Hub)", ()
       hub.setRate(null);
     }
     expect(await ended("whole")).toMatchObject({ state: "done", size: total, bytes: total, sha256: sha(parts[0]!) });
-    expect((await s.call("GET", "/api/models/whole")).body).toMatchObject({ sha256: sha(parts[0]!), size_bytes: parts[0]!.length });
+    expect((await s.call("GET", "/api/models/whole")).body).toMatchObject({
+      sha256: sha(parts[0]!), size_bytes: parts[0]!.length,
+      parts: [1, 2].map((i) => ({ file: names[i], sha256: sha(parts[i]!), size_bytes: parts[i]!.length })),
+    });
+  });
+
+  it("the health check looks at every part: a part missing, of another size, or (verify=true) with other bytes is a problem naming that part", async () => {
+    expect(await health(true)).toMatchObject({ ok: true, problems: [], checked: { header: true, size: true, sha256: true } });
+    const at = (i: number) => join(store(), names[i]!);
+    const flipped = Buffer.from(parts[1]!);
+    flipped[flipped.length - 1] = flipped[flipped.length - 1]! ^ 1;
+    writeFileSync(at(1), flipped);
+    expect((await health(false)).ok).toBe(true); // same size: only a hash sees it
+    expect((await health(true)).problems).toEqual([expect.objectContaining({ code: "model.checksum_mismatch", file: "part", path: at(1), expected: sha(parts[1]!), actual: sha(flipped) })]);
+    writeFileSync(at(2), parts[2]!.subarray(0, parts[2]!.length - 100));
+    rmSync(at(1));
+    expect((await health(false)).problems).toEqual([
+      expect.objectContaining({ code: "model.path_missing", file: "part", path: at(1) }),
+      expect.objectContaining({ code: "model.size_mismatch", file: "part", path: at(2), expected: parts[2]!.length, actual: parts[2]!.length - 100 }),
+    ]);
+    writeFileSync(at(1), parts[1]!);
+    writeFileSync(at(2), parts[2]!);
+    expect((await health(true)).ok).toBe(true);
   });
 });
