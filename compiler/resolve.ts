@@ -78,8 +78,9 @@ export function resolveSlot(input: SlotInput, settings: Settings, reporter: Repo
     argv,
     device, env, gpu_index: slot.placement.gpu_index, health_path: "/health", host: runtime === "swarm" ? SWARM_HOST : "127.0.0.1",
     image: imaged ? (profile.image ?? "") : undefined,
-    // The bytes the model path holds, when a pull recorded them: an update in place replaces the slot.
-    model_sha256: model?.sha256,
+    // The bytes the model path holds, when a pull recorded them: an update in place replaces the slot (a split model's
+    // other parts too: any of them may change alone).
+    model_sha256: modelSha256(model),
     // The observed facts the slot runs with: in the hash, so a runner whose dialect changes, or an image a sync moved, re-plans the slot.
     observed: observedFacts(slot.type === "llm" ? dialect.id : undefined, imaged && profile.image ? facts.images?.get(profile.image) : undefined),
     port: slot.port, runtime, spec_version: SPEC_VERSION,
@@ -137,6 +138,13 @@ function profileKeySite({ profile, file }: SlotInput, key: string): Site {
  * no key sorting. `test/compiler/resolve.test.ts` holds this against
  * `canonicalJson` for both runtimes.
  */
+/** The recorded sha256 of a model's file; of a split model whose parts record theirs, every part's in order, joined by `,`. Undefined when not recorded. */
+function modelSha256(model: CompiledModelFacts | undefined): string | undefined {
+  if (model?.sha256 === undefined) return undefined;
+  const parts = (model.parts ?? []).flatMap((p) => (p.sha256 === undefined ? [] : [p.sha256]));
+  return [model.sha256, ...parts].join(",");
+}
+
 function slotSpec(s: SlotSpec): SlotSpec {
   const { argv, device, env, gpu_index, health_path, host, image, model_sha256, observed, placement, port, runtime, spec_version } = s;
   const out: Record<string, unknown> = { argv, device, env, gpu_index, health_path, host };

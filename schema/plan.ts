@@ -122,7 +122,9 @@ export interface SlotSpec {
   /**
    * The model file's sha256 as models.toml records it (a pull writes it): in
    * the hash, so a model updated in place (same path, new bytes) replaces the
-   * slots that run it (path `model_sha256`). Absent when not recorded.
+   * slots that run it (path `model_sha256`). A split model whose `parts`
+   * record theirs: every part's, first first, joined by `,`, so a change to
+   * any part replaces them too. Absent when not recorded.
    */
   readonly model_sha256?: string;
   /**

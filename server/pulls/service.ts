@@ -332,8 +332,18 @@ function updateRow(m: HubModel, info: Awaited<ReturnType<HubClient["repoInfo"]>>
   const file = info.files.find((f) => f.path === m.hf_filename);
   if (file === undefined) return { id: m.id, hf_repo: m.hf_repo, hf_filename: m.hf_filename, local, hub: null, update_available: false, reason: "the file is no longer in the repository" };
   const remote = { revision: info.sha, sha256: file.sha256, size_bytes: file.size };
-  const differs = local.sha256 !== null && remote.sha256 !== null ? local.sha256 !== remote.sha256 : local.size_bytes !== null && local.size_bytes !== remote.size_bytes;
-  return { id: m.id, hf_repo: m.hf_repo, hf_filename: m.hf_filename, local, hub: remote, update_available: differs, reason: differs ? "the Hub's file differs from the recorded one" : local.sha256 === null && local.size_bytes === null ? "nothing recorded to compare (no sha256, no size)" : "up to date" };
+  // Each file by its recorded sha256, else its recorded size: the model's file, and a split model's other parts (`parts`), any of which may change alone.
+  const differs = (rec: { sha256?: string | null; size_bytes?: number | null }, hub: HubFile) => (rec.sha256 ?? null) !== null && hub.sha256 !== null ? rec.sha256 !== hub.sha256 : (rec.size_bytes ?? null) !== null && rec.size_bytes !== hub.size;
+  const changed = differs(local, file) ? [m.hf_filename] : [];
+  for (const part of splitParts(m.hf_filename).filter((p) => p !== m.hf_filename)) {
+    const there = info.files.find((f) => f.path === part);
+    const recorded = m.parts?.find((r) => r.file === basename(part));
+    if (there !== undefined && recorded !== undefined && differs(recorded, there)) changed.push(part);
+  }
+  const update = changed.length > 0;
+  const reason = !update ? (local.sha256 === null && local.size_bytes === null ? "nothing recorded to compare (no sha256, no size)" : "up to date")
+    : changed.length === 1 && changed[0] === m.hf_filename ? "the Hub's file differs from the recorded one" : `the Hub's ${changed.join(", ")} ${changed.length === 1 ? "differs" : "differ"} from the recorded ${changed.length === 1 ? "one" : "ones"}`;
+  return { id: m.id, hf_repo: m.hf_repo, hf_filename: m.hf_filename, local, hub: remote, update_available: update, changed, reason };
 }
 
 /**
@@ -357,6 +367,8 @@ export interface UpdateRow {
   readonly local: { revision: string | null; sha256: string | null; size_bytes: number | null };
   readonly hub: { revision: string; sha256: string | null; size_bytes: number } | null;
   readonly update_available: boolean;
+  /** The files the Hub holds otherwise than recorded (the model's file, a split model's other parts); empty when none, or unknown. */
+  readonly changed?: readonly string[];
   readonly reason: string;
 }
 

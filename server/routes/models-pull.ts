@@ -85,7 +85,7 @@ export const modelPullRoutes = [
   }),
   defineRoute({
     method: "GET", path: "/api/models/updates/check", kind: "read", query: z.strictObject({ model_id: ResourceId.optional() }), tools: ["model_update_check"], listKey: "models",
-    summary: "For each model pulled from the Hub: the recorded revision and sha256 beside the Hub's now, and whether an update is available",
+    summary: "For each model pulled from the Hub: the recorded revision and sha256 beside the Hub's now, and whether an update is available (a split model: any of its parts changed; changed names the files that differ)",
     handle: async ({ query, services }) => {
       const rows = await pulls(services).updates(query.model_id);
       return { models: rows, updates_available: rows.filter((r) => r.update_available).length };

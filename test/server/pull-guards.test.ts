@@ -557,7 +557,7 @@ describe("a split model (a local stand-in for the Hub serving a -0000N-of-00003 
   });
 });
 
-describe("every part of a split model counts (a local stand-in for the Hub)", () => {
+describe("every part of a split model counts: a pull's progress, the health check, the update check (a local stand-in for the Hub)", () => {
   let hub: FakeHub;
   let s: TestServer;
   const status = (id: string) => s.call("GET", `/api/models/${id}/pull/status`).then((r) => r.body.pull);
@@ -616,5 +616,26 @@ describe("every part of a split model counts (a local stand-in for the Hub)", ()
     writeFileSync(at(1), parts[1]!);
     writeFileSync(at(2), parts[2]!);
     expect((await health(true)).ok).toBe(true);
+  });
+
+  it("a change to a later part alone is an update (named in changed); model_update fetches it, records it, and the slots that run the model re-plan", async () => {
+    expect((await s.call("GET", "/api/models/updates/check?model_id=whole")).body.models[0]).toMatchObject({ update_available: false, changed: [] });
+    expect((await s.call("PUT", "/api/slots/utility/config", { body: { model: "whole" } })).status).toBe(200);
+    const before = (await s.call("GET", "/api/slots/utility/resolved")).body;
+    expect(before.spec.model_sha256).toBe(parts.map(sha).join(","));
+    const newer = gguf("Whole2v2", 128 * 1024);
+    hub.replace("acme/whole-GGUF", names[1]!, newer);
+    const row = (await s.call("GET", "/api/models/updates/check?model_id=whole")).body.models[0];
+    expect(row, JSON.stringify(row)).toMatchObject({ update_available: true, changed: [names[1]], hub: { sha256: sha(parts[0]!) } });
+    const res = await s.call("POST", "/api/models/whole/update");
+    expect(res.status, JSON.stringify(res.body)).toBe(202);
+    expect(await ended("whole")).toMatchObject({ state: "done", mode: "update" });
+    expect(sha(readFileSync(join(store(), names[1]!)))).toBe(sha(newer));
+    expect((await s.call("GET", "/api/models/whole")).body).toMatchObject({ sha256: sha(parts[0]!), size_bytes: parts[0]!.length, parts: [{ file: names[1], sha256: sha(newer), size_bytes: newer.length }, { file: names[2], sha256: sha(parts[2]!) }] });
+    expect((await health(true)).ok).toBe(true);
+    const after = (await s.call("GET", "/api/slots/utility/resolved")).body;
+    expect(after.spec_hash).not.toBe(before.spec_hash);
+    expect(after.spec.model_sha256).toBe([sha(parts[0]!), sha(newer), sha(parts[2]!)].join(","));
+    expect((await s.call("GET", "/api/models/updates/check?model_id=whole")).body.models[0]).toMatchObject({ update_available: false, changed: [] });
   });
 });
