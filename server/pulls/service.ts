@@ -201,6 +201,8 @@ export class PullService {
    */
   async updates(only?: string): Promise<UpdateRow[]> {
     const model = await this.o.box.model();
+    // An id models.toml lacks is said, as model_health_check says it: an empty list would read as "no update" for a typo.
+    if (only !== undefined && model.models[only] === undefined) throw new ApiError("model.not_found", `no model ${only} in models.toml`, { model_id: only, known: Object.keys(model.models) });
     const hub = this.hub();
     const rows: UpdateRow[] = [];
     for (const m of Object.values(model.models)) {

@@ -250,6 +250,12 @@ describe("model pulls from the Hub (a local stand-in)", () => {
     expect([missing.status, missing.body.error.code]).toEqual([404, "model.not_found"]);
   });
 
+  it("model_update_check of an id models.toml lacks is 404 model.not_found (as model_health_check says), not an empty list that reads as up to date", async () => {
+    const res = await s.call("GET", "/api/models/updates/check?model_id=nope");
+    expect([res.status, res.body.error?.code], JSON.stringify(res.body)).toEqual([404, "model.not_found"]);
+    expect((await s.call("GET", "/api/models/health?model_id=nope")).body.error.code).toBe("model.not_found");
+  });
+
   it("a slot using the pulled model starts; an update in place (model_update_check, model_update) re-plans it with model_sha256", async () => {
     const port = await freePortIn(8150, 8187); // inside the box's [slots] port range, clear of its slots' ports
     const moved = await s.call("PUT", "/api/slots/utility/config", { body: { model: "tiny", port } });
