@@ -217,7 +217,7 @@ export class PullWorker {
       } else if (this.closed && live.abort.signal.aborted) {
         // hal0 is stopping: the job stays downloading and resumes at the next start.
       } else {
-        const reason = err instanceof PullError ? err.reason : "network";
+        const reason = err instanceof PullError ? err.reason : diskFailure(err) ?? "network";
         // A refused token keeps them too: the next try, with access granted, resumes.
         if (reason !== "register") await removePartials(job, reason === "network" || reason === "denied");
         // A network failure keeps the partial file it broke off in, to resume; the whole files before it go too (they are fetched again).
@@ -359,6 +359,16 @@ export class PullWorker {
   private iso(): string {
     return new Date(this.now()).toISOString();
   }
+}
+
+/**
+ * A failure of the store's disk rather than of the network (a file system call's error carries the path it was given): no_space
+ * for a full disk, store for one hal0 cannot write there (a file where a folder should be, no permission, a read-only disk).
+ */
+function diskFailure(err: unknown): PullFailure | undefined {
+  const e = err as Partial<NodeJS.ErrnoException> | null;
+  if (e?.code === "ENOSPC") return "no_space";
+  return typeof e?.path === "string" && typeof e.syscall === "string" ? "store" : undefined;
 }
 
 function sum(values: Iterable<number>): number {

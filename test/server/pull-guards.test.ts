@@ -55,6 +55,22 @@ describe("pull guards (a local stand-in for the Hub)", () => {
     expect(existsSync(store()) ? readdirSync(store()) : []).toEqual([]);
   });
 
+  it("a store hal0 cannot write (a file where its folder should be) fails the pull with reason store, naming the path, not network", async () => {
+    writeFileSync(join(s.config, "blocked"), "a file, not a folder\n");
+    setModelsTable(s.config, 'store = "blocked/models"');
+    try {
+      expect((await s.call("POST", "/api/models/blocked/pull", { body: { hf_repo: "acme/twice-GGUF", hf_filename: "u.gguf" } })).status).toBe(202);
+      const failed = await ended("blocked");
+      expect(failed, JSON.stringify(failed)).toMatchObject({ state: "failed", reason: "store" });
+      expect(failed.error).toContain(join(s.config, "blocked"));
+      expect((await s.call("GET", "/api/models/blocked")).status).toBe(404);
+    } finally {
+      setModelsTable(s.config, 'store = "pulled"');
+      rmSync(join(s.config, "blocked"));
+      await s.call("DELETE", "/api/models/pulls/blocked");
+    }
+  });
+
   it("a repo id or revision the Hub client will not send is 422 validation.invalid (not 502 model.hub_unreachable), as model_inspect says", async () => {
     const cases: Array<[Record<string, string>, string]> = [
       [{ hf_repo: "acme/a..b", hf_filename: "m.gguf" }, "hf_repo"],
