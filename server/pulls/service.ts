@@ -100,7 +100,7 @@ export class PullService {
     let parts: PullExtra[] = [];
     for (const repo of new Set(want.map((w) => w.repo))) {
       const info = await hub.repoInfo(repo, repo === req.hf_repo ? req.revision ?? "main" : "main").catch((err: unknown): never => {
-        if (err instanceof HubError && err.code === "model.not_found") throw new ApiError("model.not_found", `no model repository ${repo} on ${hub.endpoint}`, { hf_repo: repo });
+        if (err instanceof HubError && err.code === "model.not_found") throw repoNotFound(hub, repo, repo === req.hf_repo ? req.revision ?? "main" : "main");
         // A repo id or revision the client refuses to send (`a..b`, a name over 96 characters, `a//b`): the request's fault, as model_inspect says.
         if (err instanceof HubError && err.code === "validation.invalid") {
           const field = / is not a revision$/.test(err.message) ? "revision" : repo === req.hf_repo ? "hf_repo" : "draft_repo";
@@ -346,6 +346,12 @@ function updateRow(m: HubModel, info: Awaited<ReturnType<HubClient["repoInfo"]>>
   const reason = !update ? (local.sha256 === null && local.size_bytes === null ? "nothing recorded to compare (no sha256, no size)" : "up to date")
     : changed.length === 1 && changed[0] === m.hf_filename ? "the Hub's file differs from the recorded one" : `the Hub's ${changed.join(", ")} ${changed.length === 1 ? "differs" : "differ"} from the recorded ${changed.length === 1 ? "one" : "ones"}`;
   return { id: m.id, hf_repo: m.hf_repo, hf_filename: m.hf_filename, local, hub: remote, update_available: update, changed, reason };
+}
+
+/** 404 model.not_found for a repository the Hub does not answer for: at a revision other than main, the revision may be what it lacks, so it is named too. */
+export function repoNotFound(hub: HubClient, repo: string, revision: string): ApiError {
+  if (revision === "main") return new ApiError("model.not_found", `no model repository ${repo} on ${hub.endpoint}`, { hf_repo: repo });
+  return new ApiError("model.not_found", `no model repository ${repo}, or no revision ${revision} of it, on ${hub.endpoint}`, { hf_repo: repo, revision });
 }
 
 /**

@@ -6,6 +6,7 @@ import { DEVICES, ResourceId, SLOT_TYPES } from "../../schema/index.js";
 import type { Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { inspectHubRepo } from "../pulls/inspect.js";
+import { repoNotFound } from "../pulls/service.js";
 import { defineRoute } from "../route.js";
 import { HubRepo, HubRevision } from "./models-pull.js";
 import { absolutePath, findModel, headerOf, headerReport, inspectable, modelRow, ROW_FIELDS, type ModelRow } from "./models-common.js";
@@ -118,7 +119,7 @@ async function inspectHub(services: Dispatcher, body: { hf_repo: string; revisio
   const hub = services.pulls.hub();
   const target = "hf_url" in body ? hubTarget(hub, body.hf_url) : { repo: body.hf_repo, revision: body.revision ?? "main", file: null };
   const inspected = await inspectHubRepo(hub, target.repo, target.revision).catch((err: Error & { code?: string }) => {
-    if (err.code === "model.not_found") throw new ApiError("model.not_found", `no model repository ${target.repo} on ${hub.endpoint}`, { hf_repo: target.repo });
+    if (err.code === "model.not_found") throw repoNotFound(hub, target.repo, target.revision);
     if (err.code === "validation.invalid") throw new ApiError("validation.invalid", err.message, { fields: [{ loc: ["body"], msg: err.message, type: "value_error" }] });
     if (err.code === "hub.denied") throw new ApiError("model.hub_denied", err.message, { endpoint: hub.endpoint, hf_repo: target.repo });
     throw new ApiError("model.hub_unreachable", err.message, { endpoint: hub.endpoint });

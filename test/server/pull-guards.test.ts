@@ -71,6 +71,18 @@ describe("pull guards (a local stand-in for the Hub)", () => {
     }
   });
 
+  it("a revision the Hub lacks is 404 model.not_found naming the revision, not only a repository that is there (pull and inspect)", async () => {
+    const revision = "0".repeat(40);
+    const pull = await s.call("POST", "/api/models/norev/pull", { body: { hf_repo: "acme/twice-GGUF", hf_filename: "t.gguf", revision } });
+    const inspect = await s.call("POST", "/api/models/inspect", { body: { hf_repo: "acme/twice-GGUF", revision } });
+    for (const res of [pull, inspect]) {
+      expect([res.status, res.body.error?.code], JSON.stringify(res.body)).toEqual([404, "model.not_found"]);
+      expect(res.body.error.message).toContain(`no revision ${revision}`);
+      expect(res.body.error.details).toEqual({ hf_repo: "acme/twice-GGUF", revision });
+    }
+    expect(await pulls()).toEqual([]);
+  });
+
   it("a repo id or revision the Hub client will not send is 422 validation.invalid (not 502 model.hub_unreachable), as model_inspect says", async () => {
     const cases: Array<[Record<string, string>, string]> = [
       [{ hf_repo: "acme/a..b", hf_filename: "m.gguf" }, "hf_repo"],
