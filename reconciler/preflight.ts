@@ -5,6 +5,7 @@ import type { Diagnostic, KeyPath, RelatedPosition } from "../schema/index.js";
 import { findRunner, HAL0_BIN, type RunnerLookup } from "./drivers/runner.js";
 import { readGgufHeader } from "./host/gguf.js";
 import { ggufFacts } from "./host/gguf-facts.js";
+import { modelFiles } from "./host/model-scan.js";
 
 /**
  * The preflight: what `compile()` cannot know because it never reads the disk,
@@ -369,7 +370,8 @@ export function notInstalled(model: Model): Array<{ id: string; hf_repo: string;
   const out = new Map<string, { id: string; hf_repo: string; hf_filename: string; slots: string[] }>();
   for (const slot of Object.values(model.slots)) {
     const m = slot.enabled && slot.model ? model.models[slot.model] : undefined;
-    if (!m?.hf_repo || !m.hf_filename || (m.path_abs !== undefined && existsSync(m.path_abs))) continue;
+    // Installed when every file it is loaded from is here: a split model missing a later part is not.
+    if (!m?.hf_repo || !m.hf_filename || (m.path_abs !== undefined && modelFiles(m.path_abs).every((f) => existsSync(f)))) continue;
     const row = out.get(m.id) ?? { id: m.id, hf_repo: m.hf_repo, hf_filename: m.hf_filename, slots: [] };
     row.slots.push(slot.name);
     out.set(m.id, row);

@@ -111,6 +111,26 @@ async function propose(configRoot: string, file: string, taken: Set<string>): Pr
   return { id, path: file, entry: entryFor(configRoot, file, facts), gguf: facts };
 }
 
+const SPLIT = /^(.*)-(\d{5})-of-(\d{5})(\.gguf)$/i;
+
+/**
+ * Every part of the split set a file name belongs to, first part first
+ * (`m-00002-of-00003.gguf` → `m-00001-of-00003.gguf`, …, `m-00003-of-00003.gguf`);
+ * the name alone for any other file.
+ */
+export function splitParts(file: string): string[] {
+  const m = SPLIT.exec(file);
+  const n = m ? Number(m[3]) : 0;
+  if (!m || n < 2 || Number(m[2]) < 1 || Number(m[2]) > n) return [file];
+  return Array.from({ length: n }, (_, i) => `${m[1]}-${String(i + 1).padStart(5, "0")}-of-${m[3]}${m[4]}`);
+}
+
+/** The files a model whose `path` is `path` is loaded from: that file, and a split model's other parts beside it. */
+export function modelFiles(path: string): string[] {
+  const first = basename(path);
+  return [path, ...splitParts(first).filter((p) => p !== first).map((p) => join(dirname(path), p))];
+}
+
 /** Where pulls land, absolute: `store` (default `[models] store`), else the first of `[models] roots`; relative to the config folder. */
 export function storeDir(model: Model, store = model.settings.models.store): string {
   const dir = store || model.settings.models.roots[0] || "models";

@@ -4,7 +4,7 @@ import { basename, dirname, isAbsolute, join } from "node:path";
 import type { Model } from "../../compiler/index.js";
 import type { ChangeSet } from "../../compiler/changeset.js";
 import { modelTableEdit } from "../../compiler/edits/models.js";
-import { configPath, storeDir } from "../../reconciler/host/model-scan.js";
+import { configPath, modelFiles, splitParts, storeDir } from "../../reconciler/host/model-scan.js";
 import { HubClient, HubError, type HubFile } from "../../reconciler/host/hf-hub.js";
 import type { BoxService } from "../box.js";
 import type { Db } from "../db.js";
@@ -266,7 +266,8 @@ export class PullService {
     const live = this.store.get(id);
     if (live !== undefined && isLive(live)) return this.worker.view(live);
     const dest = m.path_abs ?? storedAt(model, m.hf_filename);
-    if (existsSync(dest)) throw new ApiError("model.file_exists", `${dest} already exists: model ${id} is installed`, { path: dest });
+    // A split model with a part missing is not installed: its set is pulled again, every part renamed over the ones here.
+    if (modelFiles(dest).every((f) => existsSync(f))) throw new ApiError("model.file_exists", `${dest} already exists: model ${id} is installed`, { path: dest });
     this.store.create({
       model_id: id, mode: "update", hf_repo: m.hf_repo, hf_filename: m.hf_filename, revision: m.revision ?? "main", dest, extras: otherParts(m.hf_repo, m.hf_filename, dest),
       requested_by: callerName(caller), approved_by: caller.approvedBy ?? (caller.kind === "operator" ? callerName(caller) : null),
@@ -385,20 +386,6 @@ export { storeDir };
 /** Where the store keeps a pulled Hub file: under its base name, in the box's model store. */
 function storedAt(model: Parameters<typeof storeDir>[0], file: string): string {
   return join(storeDir(model), basename(file));
-}
-
-const SPLIT = /^(.*)-(\d{5})-of-(\d{5})(\.gguf)$/i;
-
-/**
- * Every part of the split set a file name belongs to, first part first
- * (`m-00002-of-00003.gguf` → `m-00001-of-00003.gguf`, …, `m-00003-of-00003.gguf`);
- * the name alone for any other file.
- */
-export function splitParts(file: string): string[] {
-  const m = SPLIT.exec(file);
-  const n = m ? Number(m[3]) : 0;
-  if (!m || n < 2 || Number(m[2]) < 1 || Number(m[2]) > n) return [file];
-  return Array.from({ length: n }, (_, i) => `${m[1]}-${String(i + 1).padStart(5, "0")}-of-${m[3]}${m[4]}`);
 }
 
 /**

@@ -7,6 +7,7 @@ import { ApiError } from "../errors.js";
 import type { Caller } from "../route.js";
 import { inspectGguf, type GgufFacts } from "../../reconciler/host/gguf-facts.js";
 import { GgufError } from "../../reconciler/host/gguf.js";
+import { modelFiles } from "../../reconciler/host/model-scan.js";
 
 
 /** The keys a model row has: what `fields` may name. */
@@ -19,7 +20,7 @@ export type ModelRow = Record<(typeof ROW_FIELDS)[number], unknown>;
 
 /** One model as the list and show replies carry it: the file facts as written, whether its file is on this host, whether it is its type's default. */
 export async function modelRow(m: CompiledModelFacts): Promise<ModelRow> {
-  const installed = m.path_abs === undefined ? false : ((await stat(m.path_abs).catch(() => undefined))?.isFile() ?? false);
+  const installed = m.path_abs === undefined ? false : await filesHere(m.path_abs);
   return {
     id: m.id, name: m.name ?? m.id, path: m.path ?? null, type: m.type, capabilities: m.capabilities, devices: m.devices,
     hf_repo: m.hf_repo ?? null, hf_filename: m.hf_filename ?? null, revision: m.revision ?? null, sha256: m.sha256 ?? null, architecture: m.architecture ?? null,
@@ -27,6 +28,12 @@ export async function modelRow(m: CompiledModelFacts): Promise<ModelRow> {
     quant: m.quant ?? null, chat_template: m.chat_template, tokenizer_repo: m.tokenizer_repo ?? null, jinja: m.jinja, mtp: m.mtp,
     draft: m.draft ?? null, mmproj: m.mmproj ?? null, tags: m.tags, installed, default: m.tags.includes(DEFAULT_TAG),
   };
+}
+
+/** Every file a model at `path` is loaded from is here (a split model: each of its parts beside it, as llama.cpp needs them). */
+export async function filesHere(path: string): Promise<boolean> {
+  for (const file of modelFiles(path)) if (!((await stat(file).catch(() => undefined))?.isFile() ?? false)) return false;
+  return true;
 }
 
 export function findModel(model: Model, id: string): CompiledModelFacts {

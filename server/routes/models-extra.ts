@@ -7,14 +7,13 @@ import { z } from "zod";
 import { MODELS_FILE, modelTableEdit } from "../../compiler/edits/models.js";
 import type { CompiledModelFacts, Model } from "../../compiler/index.js";
 import { inspectGguf, type GgufFacts } from "../../reconciler/host/gguf-facts.js";
-import { draftCandidates, entryFor, proposeModelId } from "../../reconciler/host/model-scan.js";
+import { draftCandidates, entryFor, proposeModelId, splitParts } from "../../reconciler/host/model-scan.js";
 import { treeFileText } from "../box.js";
 import { MODEL_CATALOGUE } from "../../schema/data/model-catalogue.js";
 import { ResourceId, SLOT_TYPES } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
 import { defineRoute, type WriteOutcome } from "../route.js";
-import { splitParts } from "../pulls/service.js";
-import { absolutePath, findModel, headerOf, headerReport, inspectable, insideRoots } from "./models-common.js";
+import { absolutePath, filesHere, findModel, headerOf, headerReport, inspectable, insideRoots } from "./models-common.js";
 
 const bool = z.enum(["true", "false", "1", "0"]).transform((v) => v === "true" || v === "1");
 const Sha256 = z.string().regex(/^[0-9a-fA-F]{64}$/, "a sha256 in hex (64 digits)").transform((s) => s.toLowerCase());
@@ -58,7 +57,7 @@ export const modelExtraRoutes = [
         let registered: string | null = same[0]?.id ?? null;
         let installed = false;
         for (const m of same) {
-          if (m.path_abs !== undefined && (await isFile(m.path_abs))) {
+          if (m.path_abs !== undefined && (await filesHere(m.path_abs))) {
             installed = true;
             registered = m.id;
             break;
@@ -163,10 +162,6 @@ export const modelExtraRoutes = [
     },
   }),
 ];
-
-async function isFile(path: string): Promise<boolean> {
-  return (await stat(path).catch(() => undefined))?.isFile() ?? false;
-}
 
 /** A request's path that names no model file (a projector, a later shard): validation.invalid on body.path. */
 function refusePath(msg: string): ApiError {

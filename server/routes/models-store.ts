@@ -12,10 +12,10 @@ import { readTreeFile, type Model } from "../../compiler/index.js";
 import type { BoxService, Proposal } from "../box.js";
 import { guardOperatorOnly } from "../dispatch.js";
 import { ApiError } from "../errors.js";
-import { splitParts, storeDir } from "../pulls/service.js";
+import { storeDir } from "../pulls/service.js";
 import { defineRoute, type Caller, type WriteOutcome } from "../route.js";
 import { fsync, hashFile } from "../pulls/worker.js";
-import { configPath } from "../../reconciler/host/model-scan.js";
+import { configPath, modelFiles } from "../../reconciler/host/model-scan.js";
 import { spaceAt } from "../../reconciler/host/probes.js";
 
 /** A store path: "" is the first of `[models] roots` (schema/settings.ts); relative paths resolve against the config folder. */
@@ -216,7 +216,7 @@ async function planMigration(model: Model, store: string): Promise<Migration> {
   const left: Left[] = [];
   for (const m of Object.values(model.models).sort((a, b) => a.id.localeCompare(b.id))) {
     // A split model's other parts, beside its first (its `path`): llama.cpp reads them from there, so they move with it.
-    const parts = m.path_abs === undefined ? [] : splitParts(basename(m.path_abs)).filter((p) => p !== basename(m.path_abs!)).map((p) => join(dirname(m.path_abs!), p));
+    const parts = m.path_abs === undefined ? [] : modelFiles(m.path_abs).slice(1);
     for (const [file, given] of [...FIELDS.map((f) => [f, f === "path" ? m.path_abs : f === "draft" ? m.draft_abs : m.mmproj_abs] as const), ...parts.map((p) => ["part", p] as const)]) {
       if (given === undefined) continue;
       const abs = resolve(given);

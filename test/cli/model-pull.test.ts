@@ -128,6 +128,15 @@ describe("hal0 model pull (the built CLI)", () => {
       expect(split.code, `${split.stdout}${split.stderr}`).toBe(0);
       expect(readFileSync(join(box, "models.toml"), "utf8")).toContain('path = "store/Gemma-Split-Q8_0-00001-of-00002.gguf"');
       for (const [i, n] of Object.keys(splitSet("Gemma-Split-Q8_0", parts)).entries()) expect(createHash("sha256").update(readFileSync(join(box, "store", n))).digest("hex"), n).toBe(createHash("sha256").update(parts[i]!).digest("hex"));
+
+      // A later part gone: the model is not installed (llama.cpp cannot load it), so plan says so and apply pulls the set again.
+      const second = join(box, "store", Object.keys(splitSet("Gemma-Split-Q8_0", parts))[1]!);
+      rmSync(second);
+      expect((await cli(["plan"])).stderr).toContain("model.not_installed: model gemma");
+      const again = await cli(["apply", "--yes"]);
+      expect(again.code, `${again.stdout}${again.stderr}`).toBe(0);
+      expect(again.stdout).toContain("model gemma: not installed; pulling it first");
+      expect(createHash("sha256").update(readFileSync(second)).digest("hex")).toBe(createHash("sha256").update(parts[1]!).digest("hex"));
     } finally {
       await cli(["down"]);
     }

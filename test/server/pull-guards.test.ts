@@ -637,6 +637,7 @@ describe("every part of a split model counts: a pull's progress, the health chec
     expect((await health(true)).problems).toEqual([expect.objectContaining({ code: "model.checksum_mismatch", file: "part", path: at(1), expected: sha(parts[1]!), actual: sha(flipped) })]);
     writeFileSync(at(2), parts[2]!.subarray(0, parts[2]!.length - 100));
     rmSync(at(1));
+    expect((await s.call("GET", "/api/models/whole")).body.installed).toBe(false); // a part gone: llama.cpp cannot load it
     expect((await health(false)).problems).toEqual([
       expect.objectContaining({ code: "model.path_missing", file: "part", path: at(1) }),
       expect.objectContaining({ code: "model.size_mismatch", file: "part", path: at(2), expected: parts[2]!.length, actual: parts[2]!.length - 100 }),
@@ -644,6 +645,7 @@ describe("every part of a split model counts: a pull's progress, the health chec
     writeFileSync(at(1), parts[1]!);
     writeFileSync(at(2), parts[2]!);
     expect((await health(true)).ok).toBe(true);
+    expect((await s.call("GET", "/api/models/whole")).body.installed).toBe(true);
   });
 
   it("a change to a later part alone is an update (named in changed); model_update fetches it, records it, and the slots that run the model re-plan", async () => {
