@@ -1,4 +1,3 @@
-import { spawn } from "node:child_process";
 import { constants, existsSync } from "node:fs";
 import { access, readFile, stat } from "node:fs/promises";
 import { request } from "node:http";
@@ -10,6 +9,7 @@ import { engineAddress } from "./images.js";
 import { hermesHome, hermesIdentity, mcpBaseUrl, planHermesProfile, profileFile } from "./hermes-plan.js";
 import type { HermesCredentials, HermesManaged, HermesManagedProfile } from "./observed.js";
 import { nearestExisting } from "./atomic.js";
+import { spawnProbe } from "./probe-process.js";
 import { StateStore } from "./state.js";
 import { findRunner, runnerPath } from "./drivers/runner.js";
 import { isAdvisory, preflight, type Finding } from "./preflight.js";
@@ -236,7 +236,8 @@ async function cachedVersion(argv: readonly string[], cwd: string, env: DoctorEn
 export async function runnerVersion(argv: readonly string[], cwd: string, env: DoctorEnv, timeoutMs: number): Promise<{ version?: string; why: string }> {
   return new Promise((resolve) => {
     let out = "";
-    const child = spawn(argv[0]!, [...argv.slice(1), "--version"], { cwd, env: env as NodeJS.ProcessEnv, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    // Its own process group, killed at the timeout and with hal0 (probe-process.ts).
+    const child = spawnProbe(argv[0]!, [...argv.slice(1), "--version"], { cwd, env: env as NodeJS.ProcessEnv });
     const take = (chunk: Buffer) => (out = (out + chunk.toString("utf8")).slice(0, 65536));
     child.stdout.on("data", take);
     child.stderr.on("data", take);

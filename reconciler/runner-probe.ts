@@ -4,9 +4,9 @@ import type Dockerode from "dockerode";
 import { runnerKey, type ImageDigests, type RunnerFacts, type RunnerFactsIndex, type RunnerFlag } from "../compiler/runner-facts.js";
 import { FLAG_TABLE_VERSION, parseLlamaHelp, parseRunnerVersion, runnerFacts } from "../compiler/runner-help.js";
 import { writeFileAtomic } from "./atomic.js";
-import { lazyChildProcess } from "./drivers/builtins.js";
 import { engineStatus, within } from "./drivers/docker-engine.js";
 import { findRunner, HAL0_BIN, runnerPath, type RunnerLookup } from "./drivers/runner.js";
+import { spawnProbe } from "./probe-process.js";
 import { ensureStateFolder } from "./state-folder.js";
 
 /**
@@ -572,7 +572,8 @@ function seconds(ms: number): string {
  * Runs `<path> <args>` in `cwd` with `env`, stdin closed, both streams kept
  * (up to MAX_OUTPUT_BYTES each). In its own process group: at the timeout the
  * whole group is SIGKILLed, and the answer comes once the runner is reaped,
- * so nothing it started outlives the probe.
+ * so nothing it started outlives the probe; the group is killed too when
+ * hal0 ends first (a Ctrl-C while it waits: probe-process.ts).
  */
 function runProcess(path: string, args: readonly string[], cwd: string, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<Run> {
   return new Promise((resolve) => {
@@ -587,7 +588,7 @@ function runProcess(path: string, args: readonly string[], cwd: string, env: Nod
       clearTimeout(timer);
       resolve(run);
     };
-    const child = lazyChildProcess().spawn(path, [...args], { cwd, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawnProbe(path, args, { cwd, env });
     const take = (i: 0 | 1) => (chunk: Buffer) => {
       if (size[i]! >= MAX_OUTPUT_BYTES) return;
       out[i]!.push(chunk);
