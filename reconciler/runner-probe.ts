@@ -685,15 +685,16 @@ async function runContainer(docker: Dockerode, id: string, ref: string, cmd: rea
 }
 
 /**
- * How old a stopped probe container must be before a probe removes it: older
- * than any probe still reading its log (a run is killed at its timeout), so
- * it is one a hal0 that died mid-probe (kill -9) left behind.
+ * How old a probe container must be before a probe removes it: older than
+ * any probe still running or reading its log (a run is killed at its
+ * timeout), so it is one a hal0 that died mid-probe (a Ctrl-C, kill -9) left
+ * behind: stopped, or still running when its runner hangs.
  */
 export const STALE_PROBE_CONTAINER_S = 120;
 
-/** Removes the stopped probe containers (label hal0.runner-probe) older than STALE_PROBE_CONTAINER_S; best effort. */
+/** Removes the probe containers (label hal0.runner-probe) older than STALE_PROBE_CONTAINER_S, running or not; best effort. */
 async function reapProbeContainers(docker: Dockerode): Promise<void> {
-  const listed = await docker.listContainers({ all: true, filters: { label: [PROBE_LABEL], status: ["exited", "created", "dead"] } }).catch(() => []);
+  const listed = await docker.listContainers({ all: true, filters: { label: [PROBE_LABEL] } }).catch(() => []);
   const before = Date.now() / 1000 - STALE_PROBE_CONTAINER_S;
   await Promise.all(listed.filter((c) => c.Created < before).map((c) => docker.getContainer(c.Id).remove({ force: true }).catch(() => undefined)));
 }

@@ -371,4 +371,20 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     }
     expect(await probeContainers()).toEqual([]);
   }, 60_000);
+
+  it("removes a probe container left running (its runner hangs; the hal0 waiting for it was stopped), once it is stale", async () => {
+    const id = (await engine.getImage(IMAGE).inspect()).Id;
+    // The stand-in serves when given no --version: a probe run that never ends.
+    const hung = await engine.createContainer({ Image: id, Cmd: ["--port", "8080"], Labels: { "hal0.runner-probe": IMAGE }, HostConfig: { NetworkMode: "none" } });
+    await hung.start();
+    expect((await hung.inspect()).State.Running).toBe(true);
+    const realNow = Date.now;
+    Date.now = () => realNow() + (STALE_PROBE_CONTAINER_S + 1) * 1000;
+    try {
+      expect((await new RunnerProbe({ stateDir: null, root: tempDir("root"), docker: () => engine, timeoutMs: 20_000 }).probe([{ runtime: "docker", word: IMAGE }])).failed).toEqual(new Map());
+    } finally {
+      Date.now = realNow;
+    }
+    expect(await probeContainers()).toEqual([]);
+  }, 60_000);
 });
