@@ -142,15 +142,24 @@ async function tailNote(logPath: string, spawned: Spawned): Promise<string> {
 
 /**
  * SIGTERM to the runner's process group, SIGKILL after `graceS`. Each signal
- * is sent only after re-checking that pid and start time are still ours.
+ * is sent only after re-checking that pid and start time are still ours. A
+ * runner that leads its group is gone once every process of the group is:
+ * what it started (a wrapper's llama-server, a child that ignores SIGTERM)
+ * is stopped with it, not left holding the port and the memory once the
+ * runner itself has exited.
  */
 async function terminate(name: string, pid: number, pidStart: number, graceS: number): Promise<void> {
+  const stat = await procStat(pid);
+  if (!isLive(stat) || stat.startTime !== pidStart) return;
+  const group = stat.pgid === pid;
   if (!(await signalIfOurs(pid, pidStart, "SIGTERM"))) return;
-  if (await waitGone(pid, pidStart, graceS * 1000)) return;
-  if (!(await signalIfOurs(pid, pidStart, "SIGKILL"))) return;
-  if (await waitGone(pid, pidStart, KILL_WAIT_MS)) return;
+  if (await waitGone(pid, pidStart, graceS * 1000, group)) return;
+  // The runner if it still runs, else what is left of its group (the group's id stays its leader's while it has members).
+  if (!(await signalIfOurs(pid, pidStart, "SIGKILL")) && group) killQuietly(-pid);
+  if (await waitGone(pid, pidStart, KILL_WAIT_MS, group)) return;
   // The record stays: the process is still ours to stop, and a later stop retries.
-  throw new DriverError("slot.apply_failed", `slot ${name}: pid ${pid} is still alive ${KILL_WAIT_MS / 1000} s after SIGKILL (stuck in the kernel?)`);
+  const which = (await isOurs(pid, pidStart)) ? `pid ${pid}` : `a process of pid ${pid}'s group`;
+  throw new DriverError("slot.apply_failed", `slot ${name}: ${which} is still alive ${KILL_WAIT_MS / 1000} s after SIGKILL (stuck in the kernel?)`);
 }
 
 /** Signals the runner's group (the runner leads its own) or, if it left its group, the runner alone. */
@@ -165,13 +174,42 @@ async function signalIfOurs(pid: number, pidStart: number, signal: NodeJS.Signal
   return true;
 }
 
-async function waitGone(pid: number, pidStart: number, ms: number): Promise<boolean> {
+function killQuietly(target: number): void {
+  try {
+    process.kill(target, "SIGKILL");
+  } catch {
+    // gone
+  }
+}
+
+/** The runner has exited and, when `group`, so has every process of its group; polled until `ms` passes. */
+async function waitGone(pid: number, pidStart: number, ms: number, group: boolean): Promise<boolean> {
   const deadline = Date.now() + ms;
   for (;;) {
-    if (!(await isOurs(pid, pidStart))) return true;
+    if (!(await isOurs(pid, pidStart)) && !(group && (await groupLives(pid)))) return true;
     if (Date.now() >= deadline) return false;
     await sleep(GONE_POLL_MS);
   }
+}
+
+/**
+ * A process of group `pgid` is alive (not a zombie waiting to be reaped). The
+ * kernel keeps a group's id from being given to a new process while the group
+ * has members, so the id is still the runner's group's.
+ */
+async function groupLives(pgid: number): Promise<boolean> {
+  try {
+    process.kill(-pgid, 0);
+  } catch {
+    return false; // no process in it at all: the common case, no /proc walk
+  }
+  // kill() counts zombies too: look at the members.
+  const pids = (await readdir("/proc").catch(() => [] as string[])).filter((d) => /^\d+$/.test(d)).map(Number);
+  for (const member of pids) {
+    const stat = await procStat(member);
+    if (isLive(stat) && stat.pgid === pgid) return true;
+  }
+  return false;
 }
 
 export type { RuntimeRecord };

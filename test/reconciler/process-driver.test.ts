@@ -191,6 +191,23 @@ describe("ProcessDriver.observe and stop", () => {
     expect(existsSync(recordPath())).toBe(false);
   });
 
+  it("stops what the runner started with it: a wrapper that exits on SIGTERM does not leave its server (which ignores SIGTERM) holding the port", async () => {
+    const wrapper = join(tmp, "wrapper.sh");
+    const childPid = join(tmp, "child.pid");
+    await writeFile(wrapper, `#!/bin/sh\nHAL0_FAKE_IGNORE_SIGTERM=1 node ${JSON.stringify(RUNNER)} "$@" &\necho $! > ${JSON.stringify(childPid)}\nwait\n`, { mode: 0o755 });
+    const port = await freePort();
+    const pid = await start(viewFor({ root: tmp, port, runner: [wrapper], env: { HAL0_FAKE_LOAD_MS: "0" } }));
+    const child = Number(readFileSync(childPid, "utf8"));
+    pids.add(child);
+    const began = Date.now();
+    await driver.stop("s", 1);
+    expect(Date.now() - began).toBeGreaterThanOrEqual(1000); // the grace, then SIGKILL to the group
+    expect(await alive(pid)).toBe(false);
+    expect(await alive(child)).toBe(false);
+    expect(await driver.portHolder(port)).toBeUndefined();
+    expect(existsSync(recordPath())).toBe(false);
+  });
+
   it("stops a runner with SIGTERM, and stopping a stopped slot succeeds", async () => {
     // A runner path relative to the config folder, as fixtures/box writes it: it resolves against `cwd`.
     const runner = ["node", relative(tmp, RUNNER)];
