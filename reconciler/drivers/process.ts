@@ -76,6 +76,8 @@ export class ProcessDriver implements SlotDriver {
     if (outcome.kind === "interrupted") throw interruptedStart(name, spec.port, spec.health_path, `pid ${spawned.pid}`);
     if (outcome.kind === "exited") {
       await removeRecord(paths.record);
+      // What it left running in its group (a server it put in the background) goes with it, not left holding the port.
+      await stopGroupLeft(spawned.pid, ABORT_GRACE_S);
       throw new DriverError("slot.spawn_failed", `slot ${name}: \`${spec.argv[0]}\` (pid ${spawned.pid}) ${describeExit(outcome.exit)} before it was healthy${await tailNote(paths.log, spawned)}`);
     }
     await this.stop(name, ABORT_GRACE_S);
@@ -174,11 +176,25 @@ async function signalIfOurs(pid: number, pidStart: number, signal: NodeJS.Signal
   return true;
 }
 
-function killQuietly(target: number): void {
+function killQuietly(target: number, signal: NodeJS.Signals = "SIGKILL"): void {
   try {
-    process.kill(target, "SIGKILL");
+    process.kill(target, signal);
   } catch {
     // gone
+  }
+}
+
+/**
+ * What is left of the group of a runner that has exited (and been reaped):
+ * SIGTERM, SIGKILL after `graceS`. Best effort: the start has failed already.
+ */
+async function stopGroupLeft(pgid: number, graceS: number): Promise<void> {
+  if (!(await groupLives(pgid))) return;
+  killQuietly(-pgid, "SIGTERM");
+  const deadline = Date.now() + graceS * 1000;
+  while (await groupLives(pgid)) {
+    if (Date.now() >= deadline) return killQuietly(-pgid);
+    await sleep(GONE_POLL_MS);
   }
 }
 

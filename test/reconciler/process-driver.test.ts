@@ -117,6 +117,20 @@ describe("ProcessDriver.start", () => {
     expect(missing.message).toMatch(/exited with code 1[^]*failed to load model/);
   });
 
+  it("a runner that exits before it is healthy leaves nothing of its group behind (a server it put in the background)", async () => {
+    const script = join(tmp, "forks.sh");
+    const childPid = join(tmp, "child.pid");
+    await writeFile(script, `#!/bin/sh\nHAL0_FAKE_LOAD_MS=60000 node ${JSON.stringify(RUNNER)} "$@" &\necho $! > ${JSON.stringify(childPid)}\nsleep 0.3\nexit 0\n`, { mode: 0o755 });
+    const port = await freePort();
+    const err = await rejection(driver.start("s", viewFor({ root: tmp, port, runner: [script] }), options()));
+    const child = Number(readFileSync(childPid, "utf8"));
+    pids.add(child);
+    expect(err.code).toBe("slot.spawn_failed");
+    expect(err.message).toContain("exited with code 0 before it was healthy");
+    expect(await alive(child)).toBe(false);
+    expect(await driver.portHolder(port)).toBeUndefined();
+  });
+
   it("fails with slot.spawn_failed when the runner can't be executed", async () => {
     const err = await rejection(driver.start("s", viewFor({ root: tmp, port: await freePort(), runner: ["hal0-no-such-runner"] }), options()));
     expect(err.code).toBe("slot.spawn_failed");
