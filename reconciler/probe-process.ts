@@ -26,7 +26,8 @@ const live = new Set<number>();
 /**
  * Spawns `file args` as a probe: its own process group, stdin closed, both
  * streams piped; its group is killed with hal0 (see above) until the child
- * has exited and its streams have closed.
+ * has exited and its streams have closed, and then: nothing a probe started
+ * outlives it.
  */
 export function spawnProbe(file: string, args: readonly string[], options: { readonly cwd: string; readonly env: NodeJS.ProcessEnv }): ChildProcessByStdio<null, Readable, Readable> {
   const child = lazyChildProcess().spawn(file, [...args], { cwd: options.cwd, env: options.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
@@ -35,6 +36,8 @@ export function spawnProbe(file: string, args: readonly string[], options: { rea
   if (live.size === 0) watch(true);
   live.add(pid);
   child.once("close", () => {
+    // Done: what it left in its group (a background child that let go of the pipes) goes too.
+    killGroup(pid);
     live.delete(pid);
     if (live.size === 0) watch(false);
   });
@@ -46,14 +49,16 @@ export function liveProbes(): number {
   return live.size;
 }
 
-function killAll(): void {
-  for (const pid of live) {
-    try {
-      process.kill(-pid, "SIGKILL");
-    } catch {
-      // already gone
-    }
+function killGroup(pgid: number): void {
+  try {
+    process.kill(-pgid, "SIGKILL");
+  } catch {
+    // already gone
   }
+}
+
+function killAll(): void {
+  for (const pid of live) killGroup(pid);
 }
 
 function onSignal(sig: NodeJS.Signals): void {

@@ -9,7 +9,7 @@ import { dockerClient } from "../../reconciler/drivers/docker.js";
 import { HAL0_BIN } from "../../reconciler/drivers/runner.js";
 import { STALE_PROBE_CONTAINER_S, RunnerProbe, RUNNERS_FILE, type ProbeTarget } from "../../reconciler/runner-probe.js";
 import { dockerEngine, ensureRunnerImage, RUNNER_IMAGE } from "./docker-helpers.js";
-import { alive, PROJECT } from "./process-helpers.js";
+import { alive, PROJECT, until } from "./process-helpers.js";
 
 /**
  * The runner probe against real processes: hal0's stand-in llama-server
@@ -224,6 +224,17 @@ describe("RunnerProbe: process runners", () => {
     expect(again.failed.get(key)).toBe("--version: no answer within 0.5 s; stopped it");
     expect(again.probed).toBe(0);
     expect(probe.runs).toBe(1);
+  });
+
+  it("a runner whose --version answers and leaves a background child behind: the child is killed with the probe's group", async () => {
+    const root = tempDir("root");
+    const pids = join(root, "pids");
+    script(root, "spawner", `sleep 30 >/dev/null 2>&1 &\necho $! > ${JSON.stringify(pids)}\necho 'spawner 1.0'`);
+    const probe = new RunnerProbe({ stateDir: null, root, env: ENV });
+    const result = await probe.probe([proc("./spawner")]);
+    expect(result.index.get(runnerKey("process", "./spawner"))!.version.line).toBe("spawner 1.0");
+    const sleeper = Number(readFileSync(pids, "utf8"));
+    await until(async () => !(await alive(sleeper)), 2000); // SIGKILLed as the probe ended
   });
 
   it("a runner whose --version exits non-zero fails, saying so, and is not cached", async () => {
