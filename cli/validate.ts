@@ -51,8 +51,8 @@ export async function runValidate(args: string[], io: CliIo): Promise<number> {
   const probe = new RunnerProbe({ stateDir: statePath(values.state, io.env, io.cwd), root, env: process.env });
   const observed = await withRunners(compile(loaded.tree, loaded.diagnostics), loaded.tree, loaded.diagnostics, probe, values.runners ? "probe" : "cached");
   const compiled = observed.result;
-  const unknown = compiled.model ? runnerTargets(compiled.model).filter((t) => !observed.runners.has(runnerKey(t.runtime, t.word))) : [];
-  const runnerNotes = unknown.map((t) => `${t.runtime === "docker" ? "image" : "runner"} \`${t.word}\`: ${values.runners ? `could not be asked (${observed.probe?.failed.get(runnerKey(t.runtime, t.word)) ?? "not found"})` : "no facts cached (run hal0 validate --runners, or hal0 plan)"}; its slots' flags are not checked`);
+  const unknown = compiled.model ? runnerTargets(compiled.model).filter((t) => !observed.runners.has(runnerKey(t.runtime, t.word, t.path))) : [];
+  const runnerNotes = unknown.map((t) => `${t.runtime === "docker" ? "image" : "runner"} \`${t.word}\`: ${values.runners ? `could not be asked (${observed.probe?.failed.get(runnerKey(t.runtime, t.word, t.path)) ?? "not found"})` : "no facts cached (run hal0 validate --runners, or hal0 plan)"}; its slots' flags are not checked`);
   // The host checks (a pure compile cannot make them), for a tree that compiles: runners are looked up on
   // hal0's own PATH, as the process driver spawns them (with process.env, whatever the caller's io.env).
   const found = compiled.model ? await preflight(compiled.model, { env: process.env, texts: loaded.tree.files }) : [];
@@ -61,7 +61,7 @@ export async function runValidate(args: string[], io: CliIo): Promise<number> {
   const warnings = diagnostics.length - errors;
   const text = { root, cwd: io.cwd, color: !io.env.NO_COLOR && io.stdout.isTTY === true, texts: loaded.tree.files };
   if (values.json) {
-    const runners = compiled.model ? runnerTargets(compiled.model).map((t) => ({ runner: t.word, runtime: t.runtime, ...runnerSummary(observed.runners.get(runnerKey(t.runtime, t.word))) })) : [];
+    const runners = compiled.model ? runnerTargets(compiled.model).map((t) => ({ runner: t.word, runtime: t.runtime, ...runnerSummary(observed.runners.get(runnerKey(t.runtime, t.word, t.path))) })) : [];
     io.stdout.write(`${JSON.stringify({ ok: errors === 0, exit_code: errors === 0 ? EXIT_OK : EXIT_ERROR, valid: errors === 0, error_count: errors, warning_count: warnings, diagnostics, runners }, null, 2)}\n`);
   } else {
     for (const d of diagnostics) io.stdout.write(`${formatDiagnostic(d, text)}\n\n`);

@@ -60,7 +60,9 @@ export function resolveSlot(input: SlotInput, settings: Settings, reporter: Repo
   const device = slot.placement.device ?? defaultDevice(profile);
   // Docker and swarm run an image (probed on the engine hal0 talks to); the process runtime a runner word.
   const imaged = runtime !== "process";
-  const key = runnerKey(imaged ? "docker" : "process", imaged ? (profile.image ?? "") : (profile.runner[0] ?? ""));
+  const env = sortedEnv(profile.env, slot.server.env);
+  // A process runner is the binary its word names on the PATH it is spawned with: the slot's env's, when it sets one.
+  const key = runnerKey(imaged ? "docker" : "process", imaged ? (profile.image ?? "") : (profile.runner[0] ?? ""), imaged ? undefined : env.PATH);
   const known = facts.runners?.get(key);
   // The dialect hal0 writes: the probed runner's; the newest known one when it was not probed (or is not llama-server).
   const dialect = known?.dialect ?? NEWEST_DIALECT;
@@ -72,7 +74,6 @@ export function resolveSlot(input: SlotInput, settings: Settings, reporter: Repo
   words.pushEach({ file: input.file, path: ["server", "extra_args"], target: "value" }, `slot \`${input.name}\`'s extra_args`, input.extraArgs);
   // The runner's own words are a command prefix, passed as written (a wrapper's `-c` is not llama-server's).
   const argv = normalizeArgv(words.argv, imaged ? 0 : profile.runner.length);
-  const env = sortedEnv(profile.env, slot.server.env);
   const runner = slotRunner(input, key, known, dialect, words.sited ?? [], facts.runnerReporter);
   const spec = slotSpec({
     argv,

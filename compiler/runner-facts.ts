@@ -114,7 +114,11 @@ export type RunnerFactsIndex = ReadonlyMap<string, RunnerFacts>;
  */
 export type ImageDigests = ReadonlyMap<string, string>;
 
-/** The key of a runner in a `RunnerFactsIndex`. */
-export function runnerKey(runtime: "process" | "docker", wordOrImage: string): string {
-  return `${runtime}:${wordOrImage}`;
+/**
+ * The key of a runner in a `RunnerFactsIndex`. A process runner's word with
+ * the PATH a slot's env sets (`path`): it names the binary found on that
+ * PATH, which may not be the one hal0's own PATH finds.
+ */
+export function runnerKey(runtime: "process" | "docker", wordOrImage: string, path?: string): string {
+  return runtime === "process" && path !== undefined ? `${runtime}:${wordOrImage} (PATH=${path})` : `${runtime}:${wordOrImage}`;
 }

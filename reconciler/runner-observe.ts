@@ -24,7 +24,9 @@ export function runnerTargets(model: Model): ProbeTarget[] {
     // Swarm runs images too: they are probed on the manager's engine, as docker images.
     const engine = runtime === "process" ? "process" : "docker";
     const word = engine === "docker" ? profile?.image : profile?.runner[0];
-    if (word) out.set(runnerKey(engine, word), { runtime: engine, word });
+    // A process runner is looked up and run with the PATH its slot's env sets, as the process driver spawns it.
+    const path = engine === "process" ? slot.spec.env.PATH : undefined;
+    if (word) out.set(runnerKey(engine, word, path), { runtime: engine, word, ...(path !== undefined ? { path } : {}) });
   }
   return [...out.values()];
 }
@@ -100,8 +102,7 @@ function sameFacts(model: Model, a: GivenFacts, b: GivenFacts): boolean {
   const imaged = model.settings.slots.runtime !== "process";
   for (const slot of Object.values(model.slots)) {
     const profile = model.profiles[slot.profile];
-    const word = imaged ? (profile?.image ?? "") : (profile?.runner[0] ?? "");
-    const key = runnerKey(imaged ? "docker" : "process", word);
+    const key = slot.runner.key;
     if (a.runners.get(key) !== b.runners.get(key)) return false;
     if (imaged && profile?.image && a.images.get(profile.image) !== b.images.get(profile.image)) return false;
   }

@@ -38,6 +38,11 @@ import { ensureStateFolder } from "./state-folder.js";
 export interface ProbeTarget {
   readonly runtime: "process" | "docker";
   readonly word: string;
+  /**
+   * A process runner's PATH when the slot's env sets one (the runner is spawned with it, so its word is looked up
+   * and run with it); undefined: hal0's own.
+   */
+  readonly path?: string;
 }
 
 /** Why a process runner's word leads to no binary (as `findRunner` says). */
@@ -190,7 +195,7 @@ export class RunnerProbe {
   async probe(targets: readonly ProbeTarget[]): Promise<ProbeResult> {
     this.load();
     const byKey = new Map<string, ProbeTarget>();
-    for (const t of targets) byKey.set(runnerKey(t.runtime, t.word), t);
+    for (const t of targets) byKey.set(runnerKey(t.runtime, t.word, t.path), t);
     const learned = { any: false };
     const images = new Map<string, string>();
     const outcomes = await Promise.all([...byKey].map(async ([key, t]) => [key, await this.target(t, learned, images)] as const));
@@ -221,7 +226,7 @@ export class RunnerProbe {
     this.load();
     const index = new Map<string, RunnerFacts>();
     for (const t of targets) {
-      const key = runnerKey(t.runtime, t.word);
+      const key = runnerKey(t.runtime, t.word, t.path);
       if (index.has(key)) continue;
       try {
         const facts = this.cachedOne(t);
@@ -253,7 +258,7 @@ export class RunnerProbe {
 
   private cachedOne(t: ProbeTarget): RunnerFacts | undefined {
     if (t.runtime === "process") {
-      const path = this.lookups.get(this.lookupKey(t.word));
+      const path = this.lookups.get(this.lookupKey(t.word, this.envFor(t.path)));
       const entry = path === undefined ? undefined : this.binaries.get(path);
       if (path === undefined || entry === undefined) return undefined;
       const info = statQuiet(path);
@@ -280,7 +285,7 @@ export class RunnerProbe {
 
   private async target(t: ProbeTarget, learned: { any: boolean }, images: Map<string, string>): Promise<TargetOutcome> {
     try {
-      return t.runtime === "process" ? await this.processTarget(t.word, learned) : await this.imageTarget(t.word, learned, images);
+      return t.runtime === "process" ? await this.processTarget(t.word, this.envFor(t.path), learned) : await this.imageTarget(t.word, learned, images);
     } catch (err) {
       return { ok: false, why: `the probe failed: ${(err as Error).message ?? String(err)}`, runs: 0 };
     }
@@ -288,14 +293,14 @@ export class RunnerProbe {
 
   // ---- process runners ----
 
-  private async processTarget(word: string, learned: { any: boolean }): Promise<TargetOutcome> {
-    const lookup = await this.find(word);
+  private async processTarget(word: string, env: Readonly<Record<string, string | undefined>>, learned: { any: boolean }): Promise<TargetOutcome> {
+    const lookup = await this.find(word, env);
     if (!lookup.found) {
       const missing: RunnerMissing = { problem: lookup.problem, searched: [...lookup.searched], ...(lookup.candidate !== undefined ? { candidate: lookup.candidate } : {}) };
       return { ok: false, missing, runs: 0 };
     }
     const path = lookup.path;
-    const lookupKey = this.lookupKey(word);
+    const lookupKey = this.lookupKey(word, env);
     if (this.lookups.get(lookupKey) !== path) {
       this.lookups.delete(lookupKey);
       this.lookups.set(lookupKey, path);
@@ -318,7 +323,7 @@ export class RunnerProbe {
       const run = (arg: string): Promise<Run> => {
         runs++;
         this.runCount++;
-        return runProcess(path, [arg], this.root, this.runEnv(), this.timeoutMs);
+        return runProcess(path, [arg], this.root, this.runEnv(env), this.timeoutMs);
       };
       const texts = await askRunner(run);
       if (!texts.ok) return { ok: false, why: texts.why, runs };
@@ -341,26 +346,31 @@ export class RunnerProbe {
    * defaults to HAL0_BIN when undefined is passed, so a folder PATH already
    * holds stands in for "none" (runnerPath adds nothing then).
    */
-  private find(word: string): Promise<RunnerLookup> {
-    if (this.bin !== undefined || word.includes("/")) return findRunner(word, this.root, this.env, this.bin);
-    const env = this.env.PATH === undefined ? { ...this.env, PATH: DEFAULT_PATH } : this.env;
+  private find(word: string, given: Readonly<Record<string, string | undefined>> = this.env): Promise<RunnerLookup> {
+    if (this.bin !== undefined || word.includes("/")) return findRunner(word, this.root, given, this.bin);
+    const env = given.PATH === undefined ? { ...given, PATH: DEFAULT_PATH } : given;
     return findRunner(word, this.root, env, env.PATH!.split(delimiter)[0]!);
   }
 
+  /** The environment a target is looked up and run with: the given one, its PATH the slot's when it sets one. */
+  private envFor(path: string | undefined): Readonly<Record<string, string | undefined>> {
+    return path === undefined ? this.env : { ...this.env, PATH: path };
+  }
+
   /** The folders a bare word is searched in: PATH, then hal0's bin/ (unless `bin` is null). */
-  private searchPath(): string {
-    return this.bin === undefined ? (this.env.PATH ?? "") : runnerPath(this.env, this.bin);
+  private searchPath(env: Readonly<Record<string, string | undefined>> = this.env): string {
+    return this.bin === undefined ? (env.PATH ?? "") : runnerPath(env, this.bin);
   }
 
   /** The runner's environment: the given one, hal0's bin/ after its PATH (as the process driver starts it). */
-  private runEnv(): NodeJS.ProcessEnv {
-    const PATH = this.searchPath();
-    return (PATH === (this.env.PATH ?? "") ? { ...this.env } : { ...this.env, PATH }) as NodeJS.ProcessEnv;
+  private runEnv(env: Readonly<Record<string, string | undefined>> = this.env): NodeJS.ProcessEnv {
+    const PATH = this.searchPath(env);
+    return (PATH === (env.PATH ?? "") ? { ...env } : { ...env, PATH }) as NodeJS.ProcessEnv;
   }
 
   /** What a word resolves against: itself, the config folder, and the folders it is searched in. */
-  private lookupKey(word: string): string {
-    return JSON.stringify([word, this.root, word.includes("/") ? "" : this.searchPath()]);
+  private lookupKey(word: string, env: Readonly<Record<string, string | undefined>> = this.env): string {
+    return JSON.stringify([word, this.root, word.includes("/") ? "" : this.searchPath(env)]);
   }
 
   // ---- docker runners ----

@@ -287,6 +287,33 @@ describe("the hal0 binary", () => {
     expect(readdirSync(planState).filter((f) => f !== "runners.json" && !f.startsWith("."))).toEqual([]);
   });
 
+  it("a profile whose env sets PATH is checked against the runner that PATH finds (the one the process driver starts), not the one on hal0's PATH", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-validate-path-"));
+    // An older llama-server (build 4748) under the stand-in's name, found first on the profile's PATH: it has no --load-mode.
+    mkdirSync(join(dir, "older"));
+    writeFileSync(join(dir, "older/hal0-fake-llama-server"), `#!/bin/sh\nHAL0_FAKE_BUILD=older exec ${JSON.stringify(process.execPath)} ${JSON.stringify(join(ROOT, "fixtures/runner/fake-llama-server.mjs"))} "$@"\n`, { mode: 0o755 });
+    const files = (env: string) => ({
+      "hal0.toml": "[slots]\nport_range_start = 24001\nport_range_end = 24100\n",
+      "profiles.toml": `[profile.cpu]\nrunner = ["hal0-fake-llama-server"]\nflags = "--load-mode none"\ndevice_class = "cpu"\n${env}`,
+      "models.toml": `[model.tiny]\npath = "tiny.gguf"\n`,
+      "slots/chat.toml": `profile = "cpu"\nmodel = "tiny"\nport = 24001\n`,
+    });
+    for (const [rel, text] of Object.entries(files(`env = { PATH = ${JSON.stringify(`${join(dir, "older")}:${process.env.PATH}`)} }\n`))) {
+      mkdirSync(join(dir, rel, ".."), { recursive: true });
+      writeFileSync(join(dir, rel), text);
+    }
+    writeFileSync(join(dir, "tiny.gguf"), readFileSync(join(ROOT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf")));
+    const state = mkdtempSync(join(tmpdir(), "hal0-validate-state-"));
+    const hal0 = (args: string[]) => run("node", [join(ROOT, "bin/hal0.js"), ...args], { cwd: dir }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
+    const older = await hal0(["validate", "--config", dir, "--state", state, "--runners"]);
+    expect(older.code).toBe(1);
+    expect(older.stdout).toContain("error[slot.runner_flag_unknown]: `--load-mode` is not a flag of llama-server b4748");
+    // Without the profile's PATH, hal0's own finds the current stand-in: the same flags pass.
+    writeFileSync(join(dir, "profiles.toml"), files("")["profiles.toml"]);
+    const current = await hal0(["validate", "--config", dir, "--state", state, "--runners"]);
+    expect(current.stdout.trim()).toBe(".: valid");
+  });
+
   it("exits 1 on an invalid tree and on a missing folder (config.not_found)", async () => {
     const bad = await run("node", [join(ROOT, "bin/hal0.js"), "validate", "--config", tree(BROKEN)]).catch((e: { code: number }) => e);
     expect((bad as { code: number }).code).toBe(1);
