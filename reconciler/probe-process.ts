@@ -1,4 +1,5 @@
 import type { ChildProcessByStdio } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
 import type { Readable } from "node:stream";
 import { lazyChildProcess } from "./drivers/builtins.js";
 
@@ -16,9 +17,20 @@ import { lazyChildProcess } from "./drivers/builtins.js";
  * node's default), just before hal0 ends by that signal. A command that
  * takes the signal itself (`hal0 serve`'s drain, an apply's first Ctrl-C)
  * goes on, and its probes end at their timeout or with it.
+ *
+ * A hal0 killed outright (kill -9) runs none of that: each probe carries
+ * the pid and start time of the hal0 that started it in its environment
+ * (`HAL0_RUNNER_PROBE`, inherited by whatever it starts), and the next hal0
+ * to start a probe kills the marked processes whose hal0 is gone.
  */
 
 const SIGNALS = ["SIGINT", "SIGTERM", "SIGHUP"] as const;
+const OWNER_KEY = "HAL0_RUNNER_PROBE";
+/** This process, as its probes' marker names it: `pid:start time`. */
+let owner: string | undefined;
+/** Orphaned probes are looked for before a probe starts, at most this often (a /proc walk). */
+const REAP_EVERY_MS = 60_000;
+let reapedAt = -Infinity;
 
 /** The process groups (by leader pid) of the probes not yet done. */
 const live = new Set<number>();
@@ -30,7 +42,13 @@ const live = new Set<number>();
  * outlives it.
  */
 export function spawnProbe(file: string, args: readonly string[], options: { readonly cwd: string; readonly env: NodeJS.ProcessEnv }): ChildProcessByStdio<null, Readable, Readable> {
-  const child = lazyChildProcess().spawn(file, [...args], { cwd: options.cwd, env: options.env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+  owner ??= `${process.pid}:${startTime()}`;
+  if (Date.now() - reapedAt >= REAP_EVERY_MS) {
+    reapedAt = Date.now();
+    reapOrphans(); // those a killed hal0 left
+  }
+  const env = { ...options.env, [OWNER_KEY]: owner };
+  const child = lazyChildProcess().spawn(file, [...args], { cwd: options.cwd, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
   const pid = child.pid;
   if (pid === undefined) return child; // not started: 'error' says why
   if (live.size === 0) watch(true);
@@ -44,9 +62,50 @@ export function spawnProbe(file: string, args: readonly string[], options: { rea
   return child;
 }
 
-/** Probe groups not done yet (for tests). */
-export function liveProbes(): number {
-  return live.size;
+/**
+ * SIGKILLs every process marked as a probe of a hal0 that is no longer
+ * running (killed before it could end its probes). Synchronous (a few ms,
+ * at most once a minute, and only when a probe is to run: a cached runner
+ * costs nothing), so a short command finishes it before it exits. Best effort.
+ */
+function reapOrphans(): void {
+  let pids: string[];
+  try {
+    pids = readdirSync("/proc").filter((d) => /^\d+$/.test(d));
+  } catch {
+    return;
+  }
+  for (const pid of pids) {
+    let environ: string;
+    try {
+      environ = readFileSync(`/proc/${pid}/environ`, "latin1");
+    } catch {
+      continue;
+    }
+    const at = environ.indexOf(`${OWNER_KEY}=`);
+    if (at < 0 || (at > 0 && environ[at - 1] !== "\0")) continue;
+    const value = environ.slice(at + OWNER_KEY.length + 1).split("\0", 1)[0]!;
+    const [ownerPid, ownerStart] = value.split(":").map(Number);
+    // A start time of 0: the hal0 could not read its own, so whether it still runs cannot be told.
+    if (!Number.isSafeInteger(ownerPid) || !Number.isSafeInteger(ownerStart) || ownerStart === 0 || startTime(ownerPid!) === ownerStart) continue;
+    try {
+      process.kill(Number(pid), "SIGKILL");
+    } catch {
+      // gone, or not ours to signal
+    }
+  }
+}
+
+/** A live process's start time (field 22 of /proc/<pid>/stat); 0 when it is not running (or a zombie) or cannot be read. */
+function startTime(pid: number | "self" = "self"): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    const start = Number(fields[19]);
+    return fields[0] === "Z" || fields[0] === "X" || !Number.isSafeInteger(start) ? 0 : start;
+  } catch {
+    return 0;
+  }
 }
 
 function killGroup(pgid: number): void {

@@ -67,4 +67,22 @@ describe("a signal to hal0 while a runner hangs on --version", () => {
     expect(await ended, err).toEqual({ code: null, signal: sig });
     await until(async () => !(await alive(shell)) && !(await alive(sleeper)), (v) => v, 2000);
   });
+
+  it("kill -9 of hal0 mid-probe: the runner and its child are left, and the next hal0 that runs a probe kills them", async () => {
+    const box = await hangingBox();
+    const child = spawn(process.execPath, [HAL0, "plan", "--config", box.config, "--state", box.state], { stdio: "ignore" });
+    const ended = new Promise((resolve) => child.once("exit", resolve));
+    await untilTrue(() => existsSync(box.pids) && readFileSync(box.pids, "utf8").endsWith("\n"), 10_000);
+    const [shell, sleeper] = readFileSync(box.pids, "utf8").trim().split(" ").map(Number) as [number, number];
+    leftovers.push(shell, sleeper);
+    child.kill("SIGKILL");
+    await ended;
+    expect(await alive(shell)).toBe(true); // nothing in hal0 ran to stop it
+    // Another box, another state folder: its runner (the stand-in) is asked, and what the dead hal0 left is killed first.
+    const other = await hangingBox();
+    writeFileSync(join(other.config, "profiles.toml"), `[profile.hang]\nrunner = ["hal0-fake-llama-server"]\ndevice_class = "cpu"\n`);
+    const next = spawn(process.execPath, [HAL0, "validate", "--runners", "--config", other.config, "--state", other.state], { stdio: "ignore" });
+    expect(await new Promise((resolve) => next.once("exit", resolve))).toBe(0);
+    await until(async () => !(await alive(shell)) && !(await alive(sleeper)), (v) => v, 2000);
+  });
 });
