@@ -3,12 +3,12 @@ import { planChanges, type Inventory, type Observed, type ObservedSlot } from ".
 import type { SlotOutcome } from "../reconciler/state.js";
 import type { SlotDriver } from "../reconciler/drivers/driver.js";
 import { slotAddress, type SlotChange } from "../schema/index.js";
-import { invoke, type Call, type Dispatcher } from "./dispatch.js";
+import { invoke, proposalEffects, proposeOnly, type Call, type Dispatcher } from "./dispatch.js";
 import { ApiError, apiErrorOf } from "./errors.js";
 import { toolTier } from "./identity/access.js";
 import { routeId, type Caller, type Route } from "./route.js";
 import { observeLiveness, probeHealth, statusOf } from "./slot-view.js";
-import { callTier, queueForPerson, withDryRunVerdict } from "./verdict.js";
+import { callTier, effectLines, effectVerdict, queueForPerson, withDryRunVerdict } from "./verdict.js";
 
 /**
  * The box's services (seed 001's service_list / service_health /
@@ -183,13 +183,35 @@ export async function runServiceAction(d: Dispatcher, id: string, action: Servic
     const s = d.memory!.status();
     return { id, action, state: s.state, since: s.since ?? null };
   }
-  const name = id.slice(SLOT_PREFIX.length);
+  const { route, tool, call } = slotCall(d, id, action, force, caller, requestId);
+  const result = await asTool(d, route, tool, call);
+  return { id, action, tool, result };
+}
+
+/** A slot service's action as its slot route's call (a stop with force as ?force=true). */
+function slotCall(d: Dispatcher, id: string, action: ServiceAction, force: boolean, caller: Caller, requestId: string): { route: Route; tool: string; call: Call } {
   const { tool, route: rid } = SLOT_ACTIONS[action];
   const route = d.routes.find((r) => routeId(r) === rid);
   if (!route) throw new ApiError("system.internal", `the route ${rid} is not in this server's table`);
-  const call: Call = { params: { name }, query: action === "stop" && force ? { force: "true" } : {}, body: undefined, caller, requestId, tool };
-  const result = await asTool(d, route, tool, call);
-  return { id, action, tool, result };
+  const call: Call = { params: { name: id.slice(SLOT_PREFIX.length) }, query: action === "stop" && force ? { force: "true" } : {}, body: undefined, caller, requestId, tool };
+  return { route, tool, call };
+}
+
+/**
+ * Before an agent's action is queued for a person, and again when it is
+ * approved: the service allows it, and a slot's start or stop is judged by
+ * the change its slot route would commit, as that route's own call is — a
+ * pinned slot's stop without force is `slot.pinned`, an effect the agent's
+ * policy blocks is `mcp.tool_not_allowed` — so the verdict never depends on
+ * which tool sent it. Returns the card's effect lines (none for the others).
+ */
+export async function precheckAction(d: Dispatcher, id: string, action: ServiceAction, force: boolean, caller: Caller, requestId: string): Promise<string[]> {
+  const service = await checkAction(d, id, action);
+  if (service.kind !== "slot" || action === "restart") return [];
+  const { route, call } = slotCall(d, id, action, force, caller, requestId);
+  const { proposal } = await proposeOnly(d, route, call);
+  if (caller.kind === "agent") effectVerdict(proposal, "gated", caller, (await d.box.model()).policy);
+  return effectLines(proposalEffects(proposal));
 }
 
 /** The slot route run as its tool would be for this caller: an agent's own call meets the tool's tier (and a write's effects) first. */

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { defineRoute } from "../route.js";
-import { checkAction, listServices, runServiceAction, serviceHealth } from "../services.js";
+import { listServices, precheckAction, runServiceAction, serviceHealth } from "../services.js";
 
 const ServiceId = z.strictObject({ service_id: z.string().min(1).max(80) });
 const Action = z.strictObject({
@@ -31,8 +31,12 @@ export const serviceRoutes = [
   defineRoute({
     method: "POST", path: "/api/services/{service_id}/action", kind: "action", params: ServiceId, body: Action, tools: ["service_action"],
     summary: "restart the sweep loop or the memory engine in process; start / stop / restart a slot (its load, unload and restart routes, through the pipeline)",
-    // Before a card is queued, and again when it is approved: the service exists and allows the action.
-    precheck: async ({ services, params, body }) => void (await checkAction(services, params.service_id, body.action)),
+    // Before a card is queued, and again when it is approved: the service exists and allows the action, and a slot's start or stop is judged by its change.
+    precheck: async ({ services, params, body, caller, requestId }) => void (await precheckAction(services, params.service_id, body.action, body.force ?? false, caller, requestId)),
+    describe: async ({ services, params, body, caller, requestId }) => ({
+      summary: `service_action ${params.service_id} ${body.action}`,
+      effects: await precheckAction(services, params.service_id, body.action, body.force ?? false, caller, requestId),
+    }),
     handle: ({ services, params, body, caller, requestId }) => runServiceAction(services, params.service_id, body.action, body.force ?? false, caller, requestId),
   }),
 ];

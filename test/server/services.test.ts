@@ -204,6 +204,37 @@ describe("services on a server without a sweep loop", () => {
   });
 });
 
+describe("a slot's stop through service_action, as an agent", () => {
+  it("is judged by what it changes, as slot_unload is: a pinned slot's stop without force is refused before a card is queued, an effect the agent's policy blocks too; with force it is queued, its card naming the change", async () => {
+    const s = await startTestServer();
+    try {
+      const direct = await s.call("POST", "/api/slots/chat/unload", { as: "agent:edgar" });
+      expect([direct.status, direct.body.error?.code]).toEqual([409, "slot.pinned"]);
+      const viaService = await s.call("POST", "/api/services/slot.chat/action", { body: { action: "stop" }, as: "agent:edgar" });
+      expect([viaService.status, viaService.body.error?.code], JSON.stringify(viaService.body)).toEqual([409, "slot.pinned"]);
+      expect((await s.call("GET", "/api/agent/approvals")).body.approvals).toEqual([]);
+
+      // The agent's own policy blocks unloading: the stop is refused up front, as the same change is through slot_edit.
+      const policy = join(s.config, "policy.toml");
+      writeFileSync(policy, `${readFileSync(policy, "utf8")}\n[agents.ruth]\nblocked = ["slot_unload"]\n`);
+      await new Promise((r) => setTimeout(r, 1100)); // past the read window
+      const blocked = await s.call("POST", "/api/services/slot.chat/action", { body: { action: "stop", force: true }, as: "agent:ruth" });
+      expect([blocked.status, blocked.body.error?.code], JSON.stringify(blocked.body)).toEqual([403, "mcp.tool_not_allowed"]);
+      expect((await s.call("GET", "/api/agent/approvals")).body.approvals).toEqual([]);
+
+      const forced = await s.call("POST", "/api/services/slot.chat/action", { body: { action: "stop", force: true }, as: "agent:edgar" });
+      expect(forced.body, JSON.stringify(forced.body)).toMatchObject({ status: "pending_approval" });
+      const [card] = (await s.call("GET", "/api/agent/approvals")).body.approvals as any[];
+      expect(card.effects.join("\n")).toMatch(/chat/);
+      const approved = await s.call("POST", `/api/agent/approvals/${forced.body.approval_id}/approve`);
+      expect(approved.body.approval, JSON.stringify(approved.body)).toMatchObject({ state: "executed", result: { id: "slot.chat", action: "stop", tool: "slot_unload", result: { committed: true } } });
+      expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toMatch(/^enabled = false$/m);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 describe("services when the runtime does not answer", () => {
   it("the docker engine down: slot reads are 503 runtime.unavailable (coded, not 500); the services list and health and the stats still answer, each slot unknown / down with the reason", async () => {
     const { s, dead } = await startServerWithDeadEngine();
