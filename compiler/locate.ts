@@ -19,6 +19,14 @@ export type Target = "key" | "value";
 const FILE_START: Point = { line: 1, column: 1 };
 
 /**
+ * The deepest a key of a file hal0 reads may sit (tables and arrays); a file
+ * nested deeper is a parse error (validate.ts). The locator marks paths only
+ * this deep, plus one level: marking every prefix of a dotted key of
+ * thousands of parts costs time and memory quadratic in their number.
+ */
+export const MAX_DEPTH = 64;
+
+/**
  * Maps key paths of one file to positions, from toml-patch's CST. Built only
  * when a file has a diagnostic to place, so valid trees never pay for it.
  * Array-of-tables elements are indexed (`["upstream", 1, "url"]`), as zod paths are.
@@ -57,7 +65,7 @@ export class Locator {
   private visitBlock(node: CstNode): void {
     if (node.type === "KeyValue") this.visitKeyValue([], node);
     else if (node.type === "Table" || node.type === "TableArray") {
-      const header = this.resolveHeader(node.key.item.value);
+      const header = this.resolveHeader(node.key.item.value.slice(0, MAX_DEPTH + 1));
       const at = lastPartPoint(node.key.item);
       this.markHeaderParts(node.key.item, header);
       let path = header;
@@ -74,13 +82,16 @@ export class Locator {
   }
 
   private visitKeyValue(prefix: KeyPath, node: KeyValueNode): void {
-    const path = [...prefix, ...node.key.value];
+    const full = [...prefix, ...node.key.value];
+    const path = full.slice(0, MAX_DEPTH + 1);
     for (let n = prefix.length + 1; n < path.length; n++) this.mark(path.slice(0, n), { key: point(node.key.loc.start) });
+    if (path.length < full.length) return void this.mark(path, { key: point(node.key.loc.start) });
     this.mark(path, { key: point(node.key.loc.start), value: point(node.value.loc.start) });
     this.visitValue(path, node.value);
   }
 
   private visitValue(path: KeyPath, value: CstNode): void {
+    if (path.length > MAX_DEPTH) return;
     if (value.type === "InlineTable") {
       for (const item of value.items) this.visitKeyValue(path, item.item as KeyValueNode);
     } else if (value.type === "InlineArray") {

@@ -4,6 +4,7 @@ import {
   MODEL_LEGACY_TUNE_KEYS, NAME_GRAMMARS, SLOT_LEGACY_ROOT_KEYS, TUNE_KEYS, isCode,
   type Code, type FileKind, type KeyPath,
 } from "../schema/index.js";
+import { MAX_DEPTH } from "./locate.js";
 import type { Reporter } from "./report.js";
 import { fastParse, REFUSED } from "./fast-validate.js";
 import { mayHoldOddScalars, normalizeScalars } from "./scalars.js";
@@ -18,7 +19,16 @@ export function parseToml(rel: string, text: string, reporter: Reporter): Record
   try {
     // Most files hold no float, date-time or huge integer: a scan of the text
     // decides whether the exact (bigint) parse and its rewrite are needed.
-    const data = mayHoldOddScalars(text) ? normalizeScalars(parse(text, { integersAsBigInt: true }) as Record<string, unknown>) : parse(text) as Record<string, unknown>;
+    const exact = mayHoldOddScalars(text);
+    const parsed = (exact ? parse(text, { integersAsBigInt: true }) : parse(text)) as Record<string, unknown>;
+    // Checked before anything walks the data: a dotted key or table header of thousands of parts is valid TOML.
+    const deep = tooDeep(parsed);
+    if (deep !== undefined) {
+      reporter.report("config.parse_error", { file: rel, path: deep }, `invalid TOML: nested more than ${MAX_DEPTH} levels deep`,
+        `A key here sits more than ${MAX_DEPTH} tables or arrays deep; no file hal0 reads nests half as deep. Nothing in this file is used until it is flatter.`);
+      return undefined;
+    }
+    const data = exact ? normalizeScalars(parsed) : parsed;
     // TOML writes a NUL only as an escape: a file without one holds none.
     if (/\\(?:u0000|U00000000)/.test(text) && reportNuls(rel, data, [], reporter)) return undefined;
     return data;
@@ -35,6 +45,23 @@ export function parseToml(rel: string, text: string, reporter: Reporter): Record
     ]);
     return undefined;
   }
+}
+
+/**
+ * The path of the first value nested deeper than `MAX_DEPTH` tables and
+ * arrays (cut to `MAX_DEPTH + 1` parts), or undefined. Iterative, and it
+ * stops there: the data of a 100 000-part dotted key is that deep, which any
+ * recursive walk (and the locator, quadratic in a key's parts) would not survive.
+ */
+function tooDeep(data: Record<string, unknown>): KeyPath | undefined {
+  const stack: Array<{ value: unknown; path: KeyPath }> = [{ value: data, path: [] }];
+  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
+    const { value, path } = top;
+    if (value === null || typeof value !== "object" || value instanceof Date) continue;
+    if (path.length > MAX_DEPTH) return path;
+    for (const [key, child] of Array.isArray(value) ? value.entries() : Object.entries(value)) stack.push({ value: child, path: [...path, key] });
+  }
+  return undefined;
 }
 
 /**

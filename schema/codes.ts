@@ -29,7 +29,7 @@ export const CODES = {
   "state.not_found": { severity: "error", stage: "cli", http: 404, meaning: "The state folder has no database (hal0.db): no hal0 serve has run there. hal0 bridge reads and writes the serve's tokens, so it refuses rather than make a database no server reads; name the serve's state folder (--state, $HAL0_STATE)." },
   "system.io": { severity: "error", stage: "cli", http: 500, meaning: "A file or folder a command needed could not be read, written or made; the message names the path and the system's reason (permission denied, no space left, a read-only file system)." },
   "config.read_error": { severity: "error", stage: "compile", http: 500, meaning: "A file of the tree could not be read, or is not UTF-8 text." },
-  "config.parse_error": { severity: "error", stage: "compile", http: 400, meaning: "A file is not valid TOML; the position is where the parser stopped." },
+  "config.parse_error": { severity: "error", stage: "compile", http: 400, meaning: "A file is not valid TOML, or nests keys more than 64 tables and arrays deep; the position is where the parser stopped (the key too deep)." },
   "config.unknown_file": { severity: "warning", stage: "compile", http: 400, meaning: "A .toml file that hal0 does not read; it is ignored." },
   "config.invalid_name": { severity: "error", stage: "compile", http: 400, meaning: "A file name or table key breaks its name grammar (DESIGN.md §7)." },
   "config.unknown_key": { severity: "error", stage: "compile", http: 400, meaning: "A key the file kind does not have; the detail names the closest known key." },

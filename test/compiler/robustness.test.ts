@@ -93,4 +93,25 @@ describe("compiler robustness", () => {
     // The mutations must actually reach the compiler's rules, not only the parser.
     expect(seen.size).toBeGreaterThan(8);
   });
+
+  it("refuses a file nested deeper than 64 levels as a parse error at its key, in linear time: a dotted key or a table header of 100 000 parts neither throws nor takes minutes", () => {
+    const parts = (n: number) => Array.from({ length: n }, () => "a").join(".");
+    const cases: Array<[string, string, number, number]> = [
+      ["slots/deep.toml", `profile = "cpu"\nport = 8100\n${parts(100_000)} = 1\n`, 3, 1],
+      ["policy.toml", `# deep\n[${parts(100_000)}]\nb = 1\n`, 2, 200_000],
+      // A value as deep (0.5 makes the parse the exact one, whose scalars are rewritten by a recursive walk).
+      ["profiles.toml", `x = 0.5\n${parts(20_000)} = 1\n`, 2, 1],
+    ];
+    for (const [file, text, line, column] of cases) {
+      const started = performance.now();
+      const result = compile(sourceTree(box.root, new Map([...box.files, [file, text]])));
+      expect(performance.now() - started, file).toBeLessThan(10_000);
+      expect(result.model, file).toBeUndefined();
+      const found = result.diagnostics.filter((d) => d.file === file);
+      expect(found.map((d) => [d.code, d.line, d.column, d.summary]), file).toEqual([["config.parse_error", line, column, "invalid TOML: nested more than 64 levels deep"]]);
+    }
+    // 64 tables deep is read (an unknown key, not a parse error).
+    const ok = compile(sourceTree(box.root, new Map([...box.files, ["policy.toml", `${parts(64)} = 1\n`]])));
+    expect(ok.diagnostics.filter((d) => d.file === "policy.toml").map((d) => d.code)).toEqual(["config.unknown_key"]);
+  }, 60_000);
 });
