@@ -2,8 +2,8 @@ import { readFileSync, statSync, type Dirent } from "node:fs";
 import { open, readdir, readFile, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Diagnostic } from "../schema/index.js";
-import { sourceTree, type SourceTree } from "./sources.js";
-import { diagnosticAt } from "./report.js";
+import { MAX_FILE_BYTES, sourceTree, type SourceTree } from "./sources.js";
+import { diagnosticAt, readError, tooLarge } from "./report.js";
 
 /** Folders of the tree that hold one resource per `.toml` file. */
 const RESOURCE_FOLDERS = ["slots", "stacks", "mcp-servers", "agents"];
@@ -86,6 +86,11 @@ export async function loadTree(dir: string): Promise<LoadResult> {
   for (const rel of listed.files) {
     let bytes: Buffer | undefined;
     try {
+      const size = statSync(join(dir, rel)).size;
+      if (size > MAX_FILE_BYTES) {
+        diagnostics.push(tooLarge(rel, size));
+        continue;
+      }
       bytes = readFileSync(join(dir, rel));
       files.push([rel, utf8.decode(bytes)]);
     } catch (err) {
@@ -165,9 +170,6 @@ export function entryKind(path: string, entry: Dirent): "file" | "folder" | "oth
   return target === undefined ? "missing" : target.isFile() ? "file" : target.isDirectory() ? "folder" : "other";
 }
 
-function readError(rel: string, why: string, at: { line: number; column: number } = { line: 1, column: 1 }): Diagnostic {
-  return diagnosticAt("config.read_error", rel, { line: at.line, column: at.column }, [], `cannot read ${rel}`, `hal0 could not read this ${rel.endsWith(".toml") ? "file" : "folder"}: ${why}.`);
-}
 
 /** Where the first byte that does not decode as UTF-8 is: its offset, and its 1-based line and column (in characters of the valid text before it). */
 function firstInvalidUtf8(bytes: Buffer): { offset: number; line: number; column: number } {

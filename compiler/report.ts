@@ -1,5 +1,6 @@
 import { CODES, type Code, type Diagnostic, type KeyPath, type RelatedPosition } from "../schema/index.js";
 import { Locator, type Point, type Target } from "./locate.js";
+import { MAX_FILE_BYTES } from "./sources.js";
 
 /** Builds a diagnostic at a known position, with the code's default severity. */
 export function diagnosticAt(
@@ -12,6 +13,16 @@ export function diagnosticAt(
   related: RelatedPosition[] = [],
 ): Diagnostic {
   return { code, severity: CODES[code].severity, summary, detail, file, line: at.line, column: at.column, path: [...path], related };
+}
+
+/** `config.read_error` at `rel`: the file (or folder) could not be read, and why. */
+export function readError(rel: string, why: string, at: { line: number; column: number } = { line: 1, column: 1 }): Diagnostic {
+  return diagnosticAt("config.read_error", rel, { line: at.line, column: at.column }, [], `cannot read ${rel}`, `hal0 could not read this ${rel.endsWith(".toml") ? "file" : "folder"}: ${why}.`);
+}
+
+/** A file larger than hal0 reads (`MAX_FILE_BYTES`), on disk or as a change's text: `config.read_error`. */
+export function tooLarge(rel: string, bytes: number): Diagnostic {
+  return readError(rel, `it is ${bytes} bytes, more than the ${MAX_FILE_BYTES} (1 MiB) hal0 reads of one file`);
 }
 
 /** A place in the tree a diagnostic or related note points at. */

@@ -5,7 +5,8 @@ import {
   type Code, type FileKind, type KeyPath,
 } from "../schema/index.js";
 import { MAX_DEPTH } from "./locate.js";
-import type { Reporter } from "./report.js";
+import { tooLarge, type Reporter } from "./report.js";
+import { MAX_FILE_BYTES } from "./sources.js";
 import { fastParse, REFUSED } from "./fast-validate.js";
 import { mayHoldOddScalars, normalizeScalars } from "./scalars.js";
 import { didYouMean } from "./suggest.js";
@@ -16,6 +17,9 @@ type Issue = z.core.$ZodIssue;
 
 /** Parses one file's text; a syntax error becomes `config.parse_error`. */
 export function parseToml(rel: string, text: string, reporter: Reporter): Record<string, unknown> | undefined {
+  // A change's text (loadTree leaves a file this large on disk unread). A UTF-16 code unit is at most 3 bytes of UTF-8.
+  const bytes = text.length > MAX_FILE_BYTES / 3 ? Buffer.byteLength(text, "utf8") : 0;
+  if (bytes > MAX_FILE_BYTES) return void reporter.add([tooLarge(rel, bytes)]);
   try {
     // Most files hold no float, date-time or huge integer: a scan of the text
     // decides whether the exact (bigint) parse and its rewrite are needed.

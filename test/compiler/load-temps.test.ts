@@ -173,3 +173,38 @@ describe("loadTree: links, folders and files hal0 does not read", () => {
     expect(model).toBeDefined();
   });
 });
+
+describe("loadTree and compile: a file larger than hal0 reads", () => {
+  it("a 50 MB slot file on disk is config.read_error at it, left unread (present and broken: no model, so no plan)", async () => {
+    const root = mkdtempSync(join(tmpdir(), "hal0-load-"));
+    try {
+      cpSync(FIXTURE_BOX, root, { recursive: true });
+      // 50 MB of keys hal0 does not know: compiled, each one's diagnostic took minutes and gigabytes.
+      let keys = "";
+      for (let i = 0; keys.length < 1024 * 1024; i++) keys += `k${i} = ${i}\n`;
+      writeFileSync(join(root, "slots/chat.toml"), keys.repeat(50));
+      const started = performance.now();
+      const loaded = await loadTree(root);
+      expect(loaded.tree.files.has("slots/chat.toml")).toBe(false);
+      expect(loaded.diagnostics.map((d) => [d.code, d.file, d.line, d.column])).toEqual([["config.read_error", "slots/chat.toml", 1, 1]]);
+      expect(loaded.diagnostics[0]!.detail).toMatch(/more than the 1048576 \(1 MiB\) hal0 reads of one file/);
+      const { model, diagnostics } = compile(loaded.tree, loaded.diagnostics);
+      expect(model).toBeUndefined();
+      expect(diagnostics.filter((d) => d.severity === "error").map((d) => d.code)).toEqual(["config.read_error"]);
+      expect(performance.now() - started).toBeLessThan(5000);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+
+  it("a change's text over 1 MiB is the same config.read_error, the file present and broken; 1 MiB itself is read", async () => {
+    const { tree } = await loadTree(FIXTURE_BOX);
+    const over = `description = "${"é".repeat(512 * 1024)}"\n`; // 1 MiB and a few bytes of UTF-8, in half as many characters
+    const big = compile({ root: tree.root, files: new Map([...tree.files, ["policy.toml", over]]) });
+    expect(big.model).toBeUndefined();
+    expect(big.diagnostics.filter((d) => d.file === "policy.toml").map((d) => [d.code, d.line, d.column])).toEqual([["config.read_error", 1, 1]]);
+    const padded = `# ${"x".repeat(1024 * 1024 - 3)}\n`;
+    expect(padded.length).toBe(1024 * 1024);
+    expect(compile({ root: tree.root, files: new Map([...tree.files, ["policy.toml", padded]]) }).model).toBeDefined();
+  });
+});
