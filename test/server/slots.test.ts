@@ -308,3 +308,27 @@ describe("slot writes", () => {
     expect(existsSync(file("coder"))).toBe(true);
   });
 });
+
+describe("a pinned slot moved and stopped in one change set", () => {
+  it("is refused as slot.pinned without force, whichever way it goes (renamed then disabled, deleted, or moved out of slots/); a plain rename and a forced one pass", async () => {
+    expect((await s.call("PUT", "/api/slots/utility/config", { body: { pinned: true } })).status).toBe(200);
+    const before = readFileSync(join(s.config, "slots/utility.toml"), "utf8");
+    const plan = (edits: unknown[], force?: boolean) => s.call("POST", "/api/plans", { body: { edits, ...(force ? { force } : {}) } });
+    for (const edits of [
+      [{ file: "slots/utility.toml", op: "rename", to: "slots/helper.toml" }, { file: "slots/helper.toml", op: "set", path: ["enabled"], value: false }],
+      [{ file: "slots/utility.toml", op: "rename", to: "slots/helper.toml" }, { file: "slots/helper.toml", op: "delete" }],
+      [{ file: "slots/utility.toml", op: "rename", to: "stacks/utility.toml" }],
+      [{ file: "slots/utility.toml", op: "rename", to: "slots/helper.toml" }, { file: "slots/helper.toml", op: "rename", to: "slots/aide.toml" }, { file: "slots/aide.toml", op: "set", path: ["enabled"], value: false }],
+      [{ file: "slots/utility.toml", op: "rename", to: "slots/helper.toml" }, { file: "slots/helper.toml", op: "set", path: ["pinned"], value: false }, { file: "slots/helper.toml", op: "set", path: ["enabled"], value: false }],
+    ]) {
+      const refused = await plan(edits);
+      expect([refused.status, refused.body.error?.code], JSON.stringify(edits)).toEqual([409, "slot.pinned"]);
+      expect(refused.body.error.details).toEqual({ name: "utility" });
+    }
+    const moved = await plan([{ file: "slots/utility.toml", op: "rename", to: "slots/helper.toml" }]);
+    expect(moved.status, JSON.stringify(moved.body)).toBe(201);
+    const forced = await plan([{ file: "slots/utility.toml", op: "rename", to: "slots/helper.toml" }, { file: "slots/helper.toml", op: "delete" }], true);
+    expect(forced.status, JSON.stringify(forced.body)).toBe(201);
+    expect(readFileSync(join(s.config, "slots/utility.toml"), "utf8")).toBe(before);
+  });
+});
