@@ -206,7 +206,9 @@ function patchDoc(current: string | undefined, file: string, change: (doc: Recor
     dropEmptied(before, next, [], layout);
     out = patchAppendingNew(removeTables(text, deletedTables(before, next)), before, next, layout);
   }
-  return out.length > 0 && !out.endsWith("\n") ? `${out}\n` : out;
+  out = out.length > 0 && !out.endsWith("\n") ? `${out}\n` : out;
+  // A file written with CRLF keeps them: what the patch adds (a new table, a key, the last newline) comes with LF.
+  return /^[^\n]*\r\n/.test(text) ? out.replace(/\r?\n/g, "\r\n") : out;
 }
 
 /**

@@ -20,6 +20,23 @@ const tree = (files: Record<string, string>) => sourceTree("/box", Object.entrie
 const after = (files: Record<string, string>, edits: any[]) => applyChangeSet(tree(files), { edits }).files.map((f) => f.after);
 
 describe("ChangeSet", () => {
+  it("keeps a CRLF file's line endings: a new key, a new table and a new nested table come with CRLF too", () => {
+    const slot = `# my chat slot\r\nprofile = "rocm" # keep\r\nmodel = "m1"\r\n\r\n[tune]\r\nctx_size = 32768\r\nvision = false\r\n\r\n[server]\r\nextra_args = "--jinja"\r\n`;
+    for (const [path, value, line] of [
+      [["priority"], 80, "priority = 80"],
+      [["tune", "vision"], null, "ctx_size = 32768"],
+      [["server", "env", "A_B"], "x", "[server.env]"],
+      [["placement", "device"], "cpu", "[placement]"],
+    ] as const) {
+      const [out] = after({ "slots/chat.toml": slot }, [{ file: "slots/chat.toml", op: "set", path, value }]);
+      expect(out!.replace(/\r\n/g, ""), path.join(".")).not.toContain("\n");
+      expect(out!.split("\r\n"), path.join(".")).toContain(line);
+    }
+    // An LF file stays LF.
+    const [lf] = after({ "slots/chat.toml": slot.replace(/\r\n/g, "\n") }, [{ file: "slots/chat.toml", op: "set", path: ["server", "env", "A_B"], value: "x" }]);
+    expect(lf).not.toContain("\r");
+  });
+
   it("sets and removes keys keeping every comment and the layout", () => {
     const slot = `# my chat slot\nprofile = "rocm" # keep\nmodel = "m1"\n\n[tune]\n# big ctx\nctx_size = 32768\nvision = false\n`;
     const [out] = after({ "slots/chat.toml": slot }, [
