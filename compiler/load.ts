@@ -171,7 +171,7 @@ export function entryKind(path: string, entry: Dirent): "file" | "folder" | "oth
 }
 
 
-/** Where the first byte that does not decode as UTF-8 is: its offset, and its 1-based line and column (in characters of the valid text before it). */
+/** Where the first byte that does not decode as UTF-8 is: its offset, and its 1-based line and column (in UTF-16 code units of the valid text before it, as every other diagnostic's column counts). */
 function firstInvalidUtf8(bytes: Buffer): { offset: number; line: number; column: number } {
   const strict = new TextDecoder("utf-8", { fatal: true });
   let offset = 0;
@@ -191,7 +191,7 @@ function firstInvalidUtf8(bytes: Buffer): { offset: number; line: number; column
   }
   const before = bytes.subarray(0, offset).toString("utf8");
   const lines = before.split("\n");
-  return { offset, line: lines.length, column: [...lines[lines.length - 1]!].length + 1 };
+  return { offset, line: lines.length, column: lines[lines.length - 1]!.length + 1 };
 }
 
 function notRead(rel: string): Diagnostic {

@@ -208,3 +208,23 @@ describe("loadTree and compile: a file larger than hal0 reads", () => {
     expect(compile({ root: tree.root, files: new Map([...tree.files, ["policy.toml", padded]]) }).model).toBeDefined();
   });
 });
+
+describe("loadTree: a file that is not UTF-8 after text outside the BMP", () => {
+  it("gives the bad byte's column in UTF-16 code units, as the parser's and the locator's columns count (an emoji is two)", async () => {
+    const root = mkdtempSync(join(tmpdir(), "hal0-load-"));
+    try {
+      cpSync(FIXTURE_BOX, root, { recursive: true });
+      writeFileSync(join(root, "policy.toml"), Buffer.concat([Buffer.from('# 🎉🎉 x\n# 🎉 é'), Buffer.from([0xff]), Buffer.from("\n")]));
+      const { diagnostics } = await loadTree(root);
+      expect(diagnostics.map((d) => [d.code, d.file, d.line, d.column])).toEqual([["config.read_error", "policy.toml", 2, 7]]);
+      expect(diagnostics[0]!.detail).toBe("hal0 could not read this file: it is not valid UTF-8 text: byte 0xff at line 2, column 7.");
+      // The same emoji before a value the schema refuses: the column counts it as two there too.
+      writeFileSync(join(root, "policy.toml"), 'x = "🎉"; y = 1\n');
+      const tree = (await loadTree(root)).tree;
+      const parse = compile(tree).diagnostics.find((d) => d.file === "policy.toml")!;
+      expect([parse.code, parse.line, parse.column]).toEqual(["config.parse_error", 1, 9]);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
