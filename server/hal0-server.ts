@@ -41,7 +41,7 @@ import { SlotStats } from "./stats/scraper.js";
 import { RunService } from "./bridge/runs/service.js";
 import { agentsServer, bridgeCatalog } from "./mcp/agents.js";
 import type { BridgeToolDef } from "./bridge/tool.js";
-import { bridgeProfiles, requireBridge } from "./bridge/access.js";
+import { bridgeProfiles, queuedRunRefusal, requireBridge } from "./bridge/access.js";
 
 export interface Hal0ServerOptions {
   readonly root: string;
@@ -147,7 +147,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const images = new ImagePulls({ box, env, now });
   Object.assign(services, { images });
   // The agent bridge's Hermes runs: what a previous hal0 left running is stopped and marked interrupted now.
-  const runs = new RunService({ db, stateDir: options.stateDir, env, settings: () => box.lastSettings(), now, guest: options.guest === true, revoked: (caller) => revokedCaller(tokens, caller) });
+  const runs = new RunService({ db, stateDir: options.stateDir, env, settings: () => box.lastSettings(), now, guest: options.guest === true, refused: (starter, profile) => queuedRunRefusal(tokens, starter, profile) });
   Object.assign(services, { runs, bridgeRoutes: bridge.routes });
   let gateCache: { settings: unknown; config: ReturnType<typeof gateConfig> } | undefined;
   const gate = () => {
@@ -200,15 +200,4 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
       db.close();
     },
   };
-}
-
-/**
- * Whether a run's starter (`agent:<name>`, `operator:<name>`) has had every token that reaches the bridge (`mcp:agents`,
- * where runs are started) revoked since, as `hal0 bridge revoke` does though NAME keeps a token for hal0-admin; a name
- * that never had one (auth off) is not.
- */
-function revokedCaller(tokens: TokenStore, caller: string): boolean {
-  const at = caller.indexOf(":");
-  const kind = caller.slice(0, at);
-  return (kind === "agent" || kind === "operator") && tokens.standing(kind, caller.slice(at + 1), "mcp:agents") === "revoked";
 }

@@ -29,6 +29,20 @@ export function bridgeProfiles(identity: Pick<Identity, "kind" | "by" | "profile
 }
 
 /**
+ * What `kind:name`'s live bridge tokens reach now: `never` when it never had
+ * one (`[server] auth = "off"`), `revoked` when every one was revoked
+ * (`hal0 bridge revoke`, even while NAME keeps a token for hal0-admin), else
+ * the profiles they reach (every one for an operator).
+ */
+export function liveBridgeReach(tokens: TokenStore, kind: "agent" | "operator", name: string): "never" | "revoked" | readonly string[] | "all" {
+  const standing = tokens.standing(kind, name, "mcp:agents");
+  if (standing !== "live") return standing === "none" ? "never" : "revoked";
+  if (kind === "operator") return "all";
+  const now = tokens.list().filter((t) => t.name === name && isAdmission(t)).map((t) => bridgeProfiles({ kind: "agent", by: "bearer", profiles: t.profiles }));
+  return now.includes("all") ? "all" : [...new Set(now.flat() as string[])].sort();
+}
+
+/**
  * The profiles an approved request of an agent still reaches when it runs:
  * those it was queued with, never more than the agent's live bridge tokens
  * reach now. An agent whose every bridge token was revoked since it asked
@@ -38,13 +52,28 @@ export function bridgeProfiles(identity: Pick<Identity, "kind" | "by" | "profile
  */
 export function approvedProfiles(tokens: TokenStore | undefined, caller: Caller, asked: readonly string[] | "all"): readonly string[] | "all" {
   if (caller.via !== "approval" || caller.kind !== "agent" || tokens === undefined) return asked;
-  const standing = tokens.standing("agent", caller.agent, "mcp:agents");
-  if (standing === "none") return asked; // never admitted by a token ([server] auth = "off")
-  if (standing === "revoked") throw new ApiError("auth.invalid_token", `agent:${caller.agent} is no longer admitted to the bridge (revoked since it asked); its request does not run`, { agent: caller.agent });
-  const now = tokens.list().filter((t) => t.name === caller.agent && isAdmission(t)).map((t) => bridgeProfiles({ kind: "agent", by: "bearer", profiles: t.profiles }));
-  if (now.includes("all")) return asked;
-  const reach = new Set(now.flat() as string[]);
-  return asked === "all" ? [...reach].sort() : asked.filter((p) => reach.has(p));
+  const reach = liveBridgeReach(tokens, "agent", caller.agent);
+  if (reach === "never" || reach === "all") return asked; // never admitted by a token ([server] auth = "off")
+  if (reach === "revoked") throw new ApiError("auth.invalid_token", `agent:${caller.agent} is no longer admitted to the bridge (revoked since it asked); its request does not run`, { agent: caller.agent });
+  return asked === "all" ? reach : asked.filter((p) => reach.includes(p));
+}
+
+/**
+ * Why a queued run of `starter` (`agent:<name>`, `operator:<name>`) must not
+ * start now, checked as an approved request is: its starter's every bridge
+ * token was revoked since (`revoked`, what a request gets as
+ * `auth.invalid_token`), or its live ones no longer reach the run's profile,
+ * admitted again to fewer (`profile_denied`, as `bridge.profile_denied`).
+ * Undefined: it starts (a name that never had a token, with auth off, too).
+ */
+export function queuedRunRefusal(tokens: TokenStore, starter: string, profile: string): { reason: "revoked" | "profile_denied"; error: string } | undefined {
+  const at = starter.indexOf(":");
+  const kind = starter.slice(0, at);
+  if (kind !== "agent" && kind !== "operator") return undefined;
+  const reach = liveBridgeReach(tokens, kind, starter.slice(at + 1));
+  if (reach === "revoked") return { reason: "revoked", error: `${starter} was revoked before the run started (auth.invalid_token)` };
+  if (reach === "never" || reach === "all" || reach.includes(profile)) return undefined;
+  return { reason: "profile_denied", error: `${starter} is no longer admitted to Hermes profile ${JSON.stringify(profile)} (bridge.profile_denied); it reaches ${reach.length === 0 ? "no profile" : reach.join(", ")}` };
 }
 
 /** Whether this caller may reach `profile` (for filtering a list without refusing). */

@@ -383,6 +383,33 @@ describe("agent bridge runs, max_runs and restarts", () => {
     }
   });
 
+  it("a run queued before its agent was revoked and admitted again to other profiles never starts for the old one: it ends cancelled (profile_denied)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { box } = makeBox(dir, "\n[bridge]\nmax_runs = 1\n");
+    const t = await startTestServer({ box });
+    try {
+      const tokens = t.hal0.tokens;
+      const first = tokens.mint("agent", "claude", ["mcp:agents", "profile:alpha", "profile:beta"]);
+      const op: BridgeContext = { d: t.hal0, caller: OPERATOR, profiles: "all" };
+      const ctx: BridgeContext = { d: t.hal0, caller: AGENT, profiles: ["alpha", "beta"] };
+      const hang = await tool("agent_run_start").run(op, { profile: "alpha", prompt: "first [hang]" }) as any;
+      const alpha = await tool("agent_run_start").run(ctx, { profile: "alpha", prompt: "queued for alpha" }) as any;
+      const beta = await tool("agent_run_start").run(ctx, { profile: "beta", prompt: "queued for beta" }) as any;
+      expect([alpha.state, beta.state]).toEqual(["queued", "queued"]);
+      // `hal0 bridge revoke claude`, then `hal0 bridge admit claude --profiles beta`.
+      tokens.revoke(first.id);
+      tokens.mint("agent", "claude", ["mcp:agents", "profile:beta"]);
+      await tool("agent_run_cancel").run(op, { run_id: hang.run_id });
+      const denied = (await t.hal0.runs!.wait(alpha.run_id, 10_000))!;
+      expect(denied).toMatchObject({ state: "cancelled", reason: "profile_denied", started_at: null, pid: null });
+      expect(denied.error).toContain("bridge.profile_denied");
+      expect((await t.hal0.runs!.wait(beta.run_id, 10_000))!).toMatchObject({ state: "done" });
+    } finally {
+      await t.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("one caller queues at most 20 runs; more is run.too_many_queued, and another caller still queues", async () => {
     const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
     const { box } = makeBox(dir, "\n[bridge]\nmax_runs = 1\n");

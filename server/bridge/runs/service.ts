@@ -79,10 +79,12 @@ export interface RunServiceOptions {
    */
   readonly guest?: boolean;
   /**
-   * Whether the identity that started a run (`agent:<name>`, `operator:<name>`)
-   * was revoked since (every token of it): its queued runs then never start.
+   * Why a queued run must not start now, asked as it reaches the front: the
+   * identity that started it (`agent:<name>`, `operator:<name>`) was revoked
+   * since, or admitted again to profiles that leave the run's out. It then
+   * ends cancelled with that reason, never started.
    */
-  readonly revoked?: (caller: string) => boolean;
+  readonly refused?: (starter: string, profile: string) => { reason: string; error: string } | undefined;
 }
 
 /** Runs one caller may have queued (waiting for a place among `[bridge] max_runs`) at once; one more is 429 `run.too_many_queued`. */
@@ -304,8 +306,9 @@ export class RunService {
     while (this.live.size < max) {
       const next = this.o.db.prepare("SELECT * FROM bridge_runs WHERE state = 'queued' ORDER BY rowid LIMIT 1").get() as RunRow | undefined;
       if (!next) return;
-      // A revoked agent no longer acts on this box: what it queued before it was revoked does not start.
-      if (this.o.revoked?.(next.caller)) this.end(next.id, { state: "cancelled", reason: "revoked", error: `${next.caller} was revoked before the run started` });
+      // A revoked agent no longer acts on this box, and one admitted again reaches only its new profiles: what it queued before does not start.
+      const refused = this.o.refused?.(next.caller, next.profile);
+      if (refused) this.end(next.id, { state: "cancelled", ...refused });
       else this.launch(next);
     }
   }
