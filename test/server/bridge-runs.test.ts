@@ -294,6 +294,18 @@ describe("agent bridge runs", () => {
     expect(first.lines[0] + second.lines[0]).toBe(`prompt: ${prompt}`);
   });
 
+  it("agent_run_result's last 64 KiB start at a character, never inside one", async () => {
+    // 90 000 bytes of three-byte characters, then 0, 1 or 2 more bytes: the cut 64 KiB from the end falls inside a character in two of them at least.
+    for (const shift of ["", "a", "aa"]) {
+      const r = await call(agent, "agent_run_start", { profile: "alpha", prompt: "€".repeat(30_000) + shift });
+      await call(agent, "agent_run_wait", { run_id: r.run_id, timeout_s: 20 });
+      const result = await call(agent, "agent_run_result", { run_id: r.run_id });
+      expect(result.truncated).toBe(true);
+      expect(result.output.startsWith("€")).toBe(true);
+      expect(result.output).not.toContain("\uFFFD");
+    }
+  });
+
   it("a run printing one huge line (no newline) neither stalls the server nor loses its session id", async () => {
     const started = Date.now();
     const r = await call(agent, "agent_run_start", { profile: "alpha", prompt: "one line [oneline=48000000]" });

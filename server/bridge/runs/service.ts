@@ -247,13 +247,18 @@ export class RunService {
     return { lines, next, done: ended && next >= bytes, dropped: Math.max(0, base - after) };
   }
 
-  /** The last (up to) 64 KiB of the run's output, and whether older output was dropped. */
+  /** The last (up to) 64 KiB of the run's output, from a character's start, and whether older output was dropped. */
   tail(id: string): { text: string; truncated: boolean } {
     const row = this.get(id)!;
     const live = this.live.get(id);
     const base = live?.base ?? row.log_base;
     const bytes = live?.bytes ?? row.log_bytes;
-    const from = Math.max(base, bytes - MAX_READ);
+    let from = Math.max(base, bytes - MAX_READ);
+    if (from > base) {
+      // The window starts between two characters: one the 64 KiB cut would split is taken whole.
+      const before = this.readLog(id, Math.max(0, from - base - 3), Math.min(3, from - base));
+      from -= before.length - wholeCharacters(before);
+    }
     return { text: this.readLog(id, from - base, bytes - from).toString("utf8"), truncated: from > 0 };
   }
 
