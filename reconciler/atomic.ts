@@ -71,8 +71,18 @@ export async function linkTarget(path: string): Promise<string> {
   }
 }
 
+/**
+ * The name of a temp that will replace `path`, in its folder, as hal0 names
+ * them all (`.<base>.<pid>.<12 hex>.hal0.tmp`): a writer that writes one
+ * itself rather than through writeFileAtomic (a synchronous one) uses it, so
+ * that removeStaleTemps finds what it leaves when it dies.
+ */
+export function tempPathFor(path: string): string {
+  return join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.hal0.tmp`);
+}
+
 async function writeAtomically(path: string, text: string | Uint8Array, mode: number, keep: { exact?: boolean; owner?: Owner | undefined } = {}): Promise<void> {
-  const tmp = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.hal0.tmp`);
+  const tmp = tempPathFor(path);
   const handle = await open(tmp, "wx", mode);
   try {
     await handle.writeFile(text);

@@ -129,12 +129,13 @@ export class StateStore {
 
   /**
    * The state folder, its `credentials/` and `tokens/` (a provider credential's and an agent token's temp holds the
-   * secret) and each runtime record's folder (`slots/<name>/`): where hal0's writers leave their temps.
+   * secret), `runs/` (a Hermes run's log being trimmed) and each runtime record's folder (`slots/<name>/`): where
+   * hal0's writers leave their temps.
    */
   async folders(): Promise<string[]> {
     const slots = slotsDir(this.dir);
     const records = await readdir(slots, { withFileTypes: true }).catch(() => []);
-    return [this.dir, join(this.dir, "credentials"), join(this.dir, "tokens"), ...records.filter((e) => e.isDirectory()).map((e) => join(slots, e.name))];
+    return [this.dir, join(this.dir, "credentials"), join(this.dir, "tokens"), join(this.dir, "runs"), ...records.filter((e) => e.isDirectory()).map((e) => join(slots, e.name))];
   }
 
   /**

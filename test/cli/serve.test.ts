@@ -398,24 +398,27 @@ describe("hal0 serve (a real process)", () => {
     }, 30_000);
   });
 
-  it("removes the temp files a killed writer left (kill -9 mid-write), in the tree and the state folder (its credentials and tokens too), and keeps a live writer's (issue 16)", async () => {
+  it("removes the temp files a killed writer left (kill -9 mid-write), in the tree and the state folder (its credentials, tokens and run logs too), and keeps a live writer's (issue 16)", async () => {
     const { config, state } = await smallBox();
     const solo = join(config, "slots/solo.toml");
     const text = readFileSync(solo, "utf8");
     const crashed = await killMidWrite(solo);
     writeFileSync(solo, text); // what the crashed writer was replacing is whole again; its temp is not
     const dead = await deadPid();
-    for (const f of ["slots/solo", "credentials", "tokens"]) mkdirSync(join(state, f), { recursive: true, mode: 0o700 });
+    for (const f of ["slots/solo", "credentials", "tokens", "runs"]) mkdirSync(join(state, f), { recursive: true, mode: 0o700 });
     // A provider credential's and an agent token's temps hold the secret itself.
     const stateTemps = [join(state, `.inventory.json.${dead}.0123456789ab.hal0.tmp`), join(state, `slots/solo/.runtime.json.${dead}.0123456789ab.hal0.tmp`),
-      join(state, `credentials/.openrouter.${dead}.0123456789ab.hal0.tmp`), join(state, `tokens/.hermes__ops.${dead}.0123456789ab.hal0.tmp`)];
+      join(state, `credentials/.openrouter.${dead}.0123456789ab.hal0.tmp`), join(state, `tokens/.hermes__ops.${dead}.0123456789ab.hal0.tmp`),
+      join(state, `runs/.run_0123456789abcdef.log.${dead}.0123456789ab.hal0.tmp`)]; // a Hermes run's log cut while a crash stopped its trim
+    const oldTrim = join(state, "runs/run_fedcba9876543210.log.tmp"); // the same, as hal0 named that temp before
+    writeFileSync(oldTrim, "output");
     const live = join(config, `slots/.solo.toml.${process.pid}.0123456789ab.hal0.tmp`);
     for (const f of [...stateTemps, live]) writeFileSync(f, "{");
     const left = crashed.left.map((n) => join(config, "slots", n));
     for (const f of left) expect(existsSync(f)).toBe(true);
     const { child, lines } = await startServe(config, state, ["--no-reconcile"]);
     cleanup.push(async () => child.exitCode === null && child.signalCode === null && child.kill("SIGKILL"));
-    for (const f of [...left, ...stateTemps]) expect(existsSync(f)).toBe(false);
+    for (const f of [...left, ...stateTemps, oldTrim]) expect(existsSync(f)).toBe(false);
     expect(existsSync(live)).toBe(true);
     expect(lines().find((l) => l.msg === "removed stale temp files")?.files.sort()).toEqual([...left, ...stateTemps].sort());
     const exited = exitOf(child);

@@ -1,8 +1,9 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, readSync, renameSync, statSync, writeFileSync } from "node:fs";
+import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, readSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { readdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
+import { tempPathFor } from "../../../reconciler/atomic.js";
 import { isLive, procStat } from "../../../reconciler/drivers/proc.js";
 import { Settings } from "../../../schema/index.js";
 import type { Db } from "../../db.js";
@@ -410,8 +411,10 @@ export class RunService {
     let from = data.length - Math.floor((this.logLimit * 3) / 4);
     const nl = data.indexOf(0x0a, from);
     if (nl >= 0 && nl < data.length - 1) from = nl + 1;
-    writeFileSync(`${file}.tmp`, data.subarray(from));
-    renameSync(`${file}.tmp`, file);
+    // A temp named as hal0's others: one a crash leaves here is removed with theirs (hal0 serve's start, each apply).
+    const tmp = tempPathFor(file);
+    writeFileSync(tmp, data.subarray(from));
+    renameSync(tmp, file);
     live.base += from;
     this.o.db.prepare("UPDATE bridge_runs SET log_base = ?, log_bytes = ? WHERE id = ?").run(live.base, live.bytes, id);
   }
@@ -447,6 +450,10 @@ export class RunService {
    * never a reused pid; either way the run is marked interrupted.
    */
   private async recover(): Promise<void> {
+    // A trim's temp as hal0 named it before it was named as hal0's other temps (`<id>.log.tmp`): only the owner, not started yet, writes one.
+    for (const name of await readdir(this.dir).catch(() => [] as string[])) {
+      if (/^run_[0-9a-f]+\.log\.tmp$/.test(name)) rmSync(join(this.dir, name), { force: true });
+    }
     const rows = this.o.db.prepare("SELECT * FROM bridge_runs WHERE state IN ('queued', 'running') ORDER BY rowid").all() as RunRow[];
     for (const row of rows) {
       if (row.state === "queued") {
