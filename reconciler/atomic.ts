@@ -11,6 +11,8 @@ import { isLive, procStat } from "./drivers/proc.js";
  * live writer is still filling (`removeStaleTemps`).
  */
 const TEMP_NAME = /^\..+\.([0-9]+)\.[0-9a-f]{12}\.hal0\.tmp$/;
+/** A folder set aside to be removed (`tempPathFor(path, "removed")`) by a writer that may have died before it was. */
+const ASIDE_NAME = /^\..+\.([0-9]+)\.[0-9a-f]{12}\.hal0\.removed$/;
 /** The name hal0 used before the pid was in it (`.<base>.<12 hex>.tmp`): removed once it is this old. */
 const LEGACY_TEMP_NAME = /^\..+\.[0-9a-f]{12}\.tmp$/;
 const LEGACY_STALE_MS = 60 * 60_000;
@@ -75,10 +77,12 @@ export async function linkTarget(path: string): Promise<string> {
  * The name of a temp that will replace `path`, in its folder, as hal0 names
  * them all (`.<base>.<pid>.<12 hex>.hal0.tmp`): a writer that writes one
  * itself rather than through writeFileAtomic (a synchronous one) uses it, so
- * that removeStaleTemps finds what it leaves when it dies.
+ * that removeStaleTemps finds what it leaves when it dies. `removed`: the
+ * name a folder is renamed to before it is removed (`.<base>.<pid>.<12
+ * hex>.hal0.removed`), so that one a crash leaves half-removed is found too.
  */
-export function tempPathFor(path: string): string {
-  return join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.hal0.tmp`);
+export function tempPathFor(path: string, kind: "tmp" | "removed" = "tmp"): string {
+  return join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(6).toString("hex")}.hal0.${kind}`);
 }
 
 async function writeAtomically(path: string, text: string | Uint8Array, mode: number, keep: { exact?: boolean; owner?: Owner | undefined } = {}): Promise<void> {
@@ -120,7 +124,9 @@ function named(err: unknown, path: string): unknown {
  * Removes hal0's own temp files left in `dirs` (not recursive) by writers
  * that are gone: a `.hal0.tmp` whose pid is not a live process (a live one
  * is never touched, whoever it is), and an old-style temp (no pid in its
- * name) an hour old. Nothing else: not folders, not another program's files.
+ * name) an hour old; and, with all it holds, a folder such a writer set
+ * aside to remove (a `.hal0.removed`). Nothing else: no other folder, not
+ * another program's files.
  * A folder that is missing or unreadable is skipped. Returns the paths removed.
  */
 export async function removeStaleTemps(dirs: Iterable<string>): Promise<string[]> {
@@ -128,6 +134,13 @@ export async function removeStaleTemps(dirs: Iterable<string>): Promise<string[]
   for (const dir of new Set(dirs)) {
     const names = await readdir(dir).catch(() => [] as string[]);
     for (const name of names) {
+      const aside = ASIDE_NAME.exec(name)?.[1];
+      if (aside !== undefined) {
+        const path = join(dir, name);
+        if (!(await lstat(path).catch(() => undefined))?.isDirectory() || (await writerAlive(Number(aside)))) continue;
+        await rm(path, { recursive: true, force: true }).then(() => removed.push(path), () => undefined);
+        continue;
+      }
       const pid = TEMP_NAME.exec(name)?.[1];
       const legacy = pid === undefined && LEGACY_TEMP_NAME.test(name);
       if (pid === undefined && !legacy) continue;

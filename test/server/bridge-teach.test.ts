@@ -7,6 +7,7 @@ import type { BridgeContext, BridgeProposal } from "../../server/bridge/tool.js"
 import { TEACH_TOOLS } from "../../server/bridge/teach/tools.js";
 import { CODES } from "../../schema/index.js";
 import { startTestServer, type TestServer } from "./harness.js";
+import { deadPid } from "../reconciler/kill-write.js";
 
 const FIXTURE_BOX = join(import.meta.dirname, "../../fixtures/box");
 
@@ -220,6 +221,19 @@ describe("teaching tools over a Hermes profile's files", () => {
     await run("profile_skill_delete", { profile: "work", category: "ops", name: "deploy", base: p.base });
     expect(readdirSync(join(work, "skills/ops"))).toEqual([]); // no folder renamed aside left behind
     expect((await refusal(run("profile_skill_delete", { profile: "work", category: "ops", name: "deploy" }))).code).toBe("teach.not_found");
+  });
+
+  it("removes a skill folder a crashed delete left set aside, at the next write in its category; a live writer's is kept", async () => {
+    const dead = await deadPid();
+    const left = join(work, `skills/ops/.old.${dead}.0123456789ab.hal0.removed`);
+    const live = join(work, `skills/ops/.busy.${process.pid}.0123456789ab.hal0.removed`);
+    for (const d of [left, live]) {
+      mkdirSync(join(d, "references"), { recursive: true });
+      writeFileSync(join(d, "SKILL.md"), "---\nname: old\ndescription: Gone.\n---\nGone.\n");
+    }
+    const text = "---\nname: backup\ndescription: Back up the box nightly.\n---\n# Backup\n";
+    await run("profile_skill_put", { profile: "work", category: "ops", name: "backup", text });
+    expect(readdirSync(join(work, "skills/ops")).sort()).toEqual([`.busy.${process.pid}.0123456789ab.hal0.removed`, "backup", "deploy"]);
   });
 
   it("profile_memory_add appends one entry and keeps every other byte of MEMORY.md", async () => {

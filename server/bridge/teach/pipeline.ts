@@ -1,7 +1,7 @@
-import { createHash, randomBytes } from "node:crypto";
+import { createHash } from "node:crypto";
 import { chown, lstat, mkdir, readdir, readFile, rename, rm, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
-import { removeStaleTemps, replaceFileKeeping } from "../../../reconciler/atomic.js";
+import { removeStaleTemps, replaceFileKeeping, tempPathFor } from "../../../reconciler/atomic.js";
 import { ApiError } from "../../errors.js";
 import { Mutex } from "../../mutex.js";
 import { redactText } from "../../redact.js";
@@ -181,7 +181,8 @@ async function writePlan(plan: ProfilePlan): Promise<void> {
   }
   if (moved.length > 0) throw stale(moved);
   const changed = plan.files.filter((f) => f.after !== null && f.after !== f.before);
-  await removeStaleTemps(changed.map((f) => dirname(join(root, f.file)))).catch(() => undefined);
+  // What a writer that died here left (a temp, a folder set aside to remove) goes, from each folder on the way to what this changes.
+  await removeStaleTemps([...changed.map((f) => f.file), ...plan.dirs].flatMap((f) => foldersTo(root, f))).catch(() => undefined);
   const done: PlannedFile[] = [];
   try {
     for (const f of changed) {
@@ -189,7 +190,7 @@ async function writePlan(plan: ProfilePlan): Promise<void> {
       done.push(f);
     }
     for (const dir of plan.dirs) {
-      const aside = join(root, dirname(dir), `.${dir.split("/").pop()}.${process.pid}.${randomBytes(6).toString("hex")}.hal0.removed`);
+      const aside = tempPathFor(join(root, dir), "removed");
       await rename(join(root, dir), aside);
       await rm(aside, { recursive: true, force: true });
     }
@@ -200,6 +201,12 @@ async function writePlan(plan: ProfilePlan): Promise<void> {
     }
     throw new ApiError("teach.write_failed", `writing ${plan.files.map((f) => f.file).join(", ")} in profile ${plan.change.profile} failed; what was written was put back: ${(err as Error).message}`, { profile: plan.change.profile });
   }
+}
+
+/** The folders between the profile's folder and `rel` (a file or folder in it), the profile's own included: `skills`, `skills/ops`, … */
+function foldersTo(root: string, rel: string): string[] {
+  const parts = rel.split("/").slice(0, -1);
+  return parts.map((_, i) => join(root, ...parts.slice(0, i + 1))).concat(root);
 }
 
 /**
