@@ -422,6 +422,26 @@ describe("agent bridge runs, max_runs and restarts", () => {
     }
   });
 
+  it("a queued run whose profile was removed before it started fails saying so, not that the command could not be started", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { box, home } = makeBox(dir, "\n[bridge]\nmax_runs = 1\n");
+    const t = await startTestServer({ box });
+    try {
+      const op: BridgeContext = { d: t.hal0, caller: OPERATOR, profiles: "all" };
+      const first = await tool("agent_run_start").run(op, { profile: "alpha", prompt: "first [hang]" }) as any;
+      const queued = await tool("agent_run_start").run(op, { profile: "beta", prompt: "queued for beta" }) as any;
+      expect(queued.state).toBe("queued");
+      rmSync(join(home, "profiles/beta"), { recursive: true });
+      await tool("agent_run_cancel").run(op, { run_id: first.run_id });
+      const row = (await t.hal0.runs!.wait(queued.run_id, 10_000))!;
+      expect(row).toMatchObject({ state: "failed", reason: "profile_not_found", pid: null });
+      expect(row.error).toContain("beta");
+    } finally {
+      await t.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("one caller queues at most 20 runs; more is run.too_many_queued, and another caller still queues", async () => {
     const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
     const { box } = makeBox(dir, "\n[bridge]\nmax_runs = 1\n");

@@ -8,7 +8,7 @@ import { isLive, procStat } from "../../../reconciler/drivers/proc.js";
 import { Settings } from "../../../schema/index.js";
 import type { Db } from "../../db.js";
 import { ApiError } from "../../errors.js";
-import { hermesSpawn, outcomeOf, sessionIdOf } from "./hermes-adapter.js";
+import { hermesSpawn, outcomeOf, profileHome, sessionIdOf } from "./hermes-adapter.js";
 
 /**
  * The agent bridge's Hermes runs: durable records in hal0.db (`bridge_runs`),
@@ -321,6 +321,12 @@ export class RunService {
 
   private launch(row: RunRow): void {
     const s = this.settings();
+    // The profile may have been removed while the run waited: say so, rather than that the command could not start (the spawn's ENOENT).
+    const home = profileHome(s.hermes.home, row.profile);
+    if (!isFolder(home)) {
+      this.end(row.id, { state: "failed", reason: "profile_not_found", error: `Hermes profile ${row.profile} is no longer there (no folder ${home}): it was removed before the run started` });
+      return;
+    }
     mkdirSync(this.dir, { recursive: true });
     writeFileSync(this.logPath(row.id), "");
     const how = hermesSpawn(
@@ -523,6 +529,15 @@ function wholeCharacters(buf: Buffer): number {
 /** Longer than any `session_id: <id>` line Hermes prints. */
 const MAX_CARRY = 4096;
 const LONG_LINE = "\0";
+
+/** Whether `path` is a folder (or a link to one). */
+function isFolder(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
+  }
+}
 
 /** Sends `signal` to process group `pgid`; false when no such group is left. */
 function killGroup(pgid: number, signal: NodeJS.Signals): boolean {
