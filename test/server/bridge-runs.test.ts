@@ -11,7 +11,7 @@ import type { BridgeContext } from "../../server/bridge/tool.js";
 import type { Caller } from "../../server/route.js";
 import { ApiError } from "../../server/errors.js";
 import { startTestServer, type TestServer } from "./harness.js";
-import { untilTrue as until } from "../helpers/until.js";
+import { untilTrue as until, until as untilValue } from "../helpers/until.js";
 
 /**
  * The nine run tools of hal0-agents, called as the /mcp/agents mount calls
@@ -436,6 +436,27 @@ describe("agent bridge runs, max_runs and restarts", () => {
       const row = (await t.hal0.runs!.wait(queued.run_id, 10_000))!;
       expect(row).toMatchObject({ state: "failed", reason: "profile_not_found", pid: null });
       expect(row.error).toContain("beta");
+    } finally {
+      await t.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it("a queued run started after [hermes] run_timeout_s was lowered runs no longer than the new limit", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { box } = makeBox(dir, "\n[bridge]\nmax_runs = 1\n");
+    const t = await startTestServer({ box });
+    try {
+      const op: BridgeContext = { d: t.hal0, caller: OPERATOR, profiles: "all" };
+      const first = await tool("agent_run_start").run(op, { profile: "alpha", prompt: "first [hang]" }) as any;
+      const queued = await tool("agent_run_start").run(op, { profile: "alpha", prompt: "queued [hang]" }) as any;
+      expect(queued.run).toMatchObject({ state: "queued", timeout_s: 1800 });
+      const toml = join(t.config, "hal0.toml");
+      writeFileSync(toml, readFileSync(toml, "utf8").replace(`command = ${JSON.stringify(HERMES)}\n`, `command = ${JSON.stringify(HERMES)}\nrun_timeout_s = 1\n`));
+      await untilValue(() => t.hal0.box.model(), (m) => m.settings.hermes.run_timeout_s === 1); // the hand edit is read, as the next request would
+      await tool("agent_run_cancel").run(op, { run_id: first.run_id });
+      const row = (await t.hal0.runs!.wait(queued.run_id, 10_000))!;
+      expect(row).toMatchObject({ state: "failed", reason: "timed_out", timeout_s: 1 });
     } finally {
       await t.close();
       rmSync(dir, { recursive: true, force: true });

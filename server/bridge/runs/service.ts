@@ -351,7 +351,9 @@ export class RunService {
       return;
     }
     const pid = child.pid;
-    this.o.db.prepare("UPDATE bridge_runs SET state = 'running', started_at = ?, pid = ? WHERE id = ?").run(this.iso(), pid, row.id);
+    // [hermes] run_timeout_s is read as the run starts: lowered while it waited, queued, the run runs no longer than it says now.
+    const timeoutS = Math.min(row.timeout_s, s.hermes.run_timeout_s);
+    this.o.db.prepare("UPDATE bridge_runs SET state = 'running', started_at = ?, pid = ?, timeout_s = ? WHERE id = ?").run(this.iso(), pid, timeoutS, row.id);
     void procStat(pid).then((stat) => {
       if (stat) this.o.db.prepare("UPDATE bridge_runs SET pid_start = ? WHERE id = ? AND pid = ?").run(stat.startTime, row.id, pid);
     }).catch(() => undefined); // a note for telling a reused pid apart; a database that cannot take it (a full disk) ends nothing
@@ -359,7 +361,7 @@ export class RunService {
     const ended = new Promise<void>((r) => (finish = r));
     const live: Live = { child, pid, base: 0, bytes: 0, carry: "", ended };
     this.live.set(row.id, live);
-    live.timer = setTimeout(() => this.stop(live, "timeout"), row.timeout_s * 1000);
+    live.timer = setTimeout(() => this.stop(live, "timeout"), timeoutS * 1000);
     live.timer.unref();
     child.stdout!.on("data", (chunk: Buffer) => this.output(row.id, live, chunk, "out"));
     child.stderr!.on("data", (chunk: Buffer) => this.output(row.id, live, chunk, "err"));
@@ -369,7 +371,7 @@ export class RunService {
       clearTimeout(live.timer);
       if (live.carry !== "") this.scan(live, live.carry);
       const outcome = live.intent === "cancel" ? { state: "cancelled" as const, reason: "cancelled", error: "cancelled" }
-        : live.intent === "timeout" ? { state: "failed" as const, reason: "timed_out", error: `timed out after ${row.timeout_s} s; its process group was stopped` }
+        : live.intent === "timeout" ? { state: "failed" as const, reason: "timed_out", error: `timed out after ${timeoutS} s; its process group was stopped` }
         : live.intent === "closing" ? { state: "interrupted" as const, reason: "hal0_stopped", error: "hal0 stopped while the run ran; its process group was stopped" }
         : { reason: "exit", ...outcomeOf(code, signal) };
       this.live.delete(row.id);
