@@ -1,6 +1,8 @@
-import { open } from "node:fs/promises";
+import { constants } from "node:fs";
+import { open, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
 import type { SlotDriver } from "../reconciler/drivers/driver.js";
+import { ApiError } from "./errors.js";
 import { redactText } from "./redact.js";
 
 /** Bytes read per step while walking back from the end of a log. */
@@ -63,13 +65,18 @@ export async function slotLog(driver: SlotDriver, stateDir: string, name: string
  * (a long log is never read whole), with bearer tokens, `*_TOKEN=` /
  * `*_KEY=` values and `sk-…` style keys masked (server/redact.ts). Lines
  * the log holds too few of come from `<file>.1` (the log before it passed
- * its cap: reconciler/drivers/runtime-record.ts).
+ * its cap: reconciler/drivers/runtime-record.ts). Only a regular file is
+ * read: a link (whose target could be any file hal0 may read), a folder or
+ * a pipe (whose read would wait for ever) in its place is
+ * `slot.log_unreadable`.
  */
 export async function tailLog(file: string, count: number, withPrevious = true): Promise<LogTail> {
-  const handle = await open(file, "r").catch(() => undefined);
+  const handle = await openLog(file);
   if (!handle) return { file, exists: false, lines: [], truncated: false, size_bytes: 0 };
   try {
-    const size = (await handle.stat()).size;
+    const stat = await handle.stat();
+    if (!stat.isFile()) throw notALog(file, stat.isDirectory() ? "a folder" : stat.isFIFO() ? "a pipe" : "not a regular file");
+    const size = stat.size;
     let start = size;
     const chunks: Buffer[] = [];
     let seen = 0;
@@ -96,6 +103,20 @@ export async function tailLog(file: string, count: number, withPrevious = true):
   } finally {
     await handle.close();
   }
+}
+
+/** `file` opened to read, not through a link, and without waiting on a pipe; undefined when there is none. */
+async function openLog(file: string): Promise<FileHandle | undefined> {
+  try {
+    return await open(file, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ELOOP") throw notALog(file, "a symbolic link");
+    return undefined;
+  }
+}
+
+function notALog(file: string, what: string): ApiError {
+  return new ApiError("slot.log_unreadable", `${file} is ${what}, not the log file a runner writes: hal0 reads only a regular file there (remove it; the runner's next start writes a new log)`, { file });
 }
 
 function newlines(bytes: Buffer): number {

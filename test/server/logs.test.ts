@@ -1,4 +1,5 @@
-import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { appendFileSync, cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Writable } from "node:stream";
@@ -106,6 +107,34 @@ describe("logs_tail", () => {
     const unknown = await s.call("GET", "/api/logs?slot=nosuch");
     expect(unknown.status).toBe(404);
     expect(unknown.body.error.code).toBe("slot.not_found");
+  });
+
+  it("a runner.log that is a link, a folder or a pipe is slot.log_unreadable (409), not read: no other file's bytes, no 500, no wait", async () => {
+    const log = join(s.state, "slots/utility/runner.log");
+    const kept = readFileSync(log);
+    const outside = join(s.state, "not-a-log.txt");
+    writeFileSync(outside, "a file of the operator's that is not a runner log\n");
+    try {
+      for (const [what, plant] of [
+        ["a symbolic link", () => symlinkSync(outside, log)],
+        ["a folder", () => mkdirSync(log)],
+        ["a pipe", () => execFileSync("mkfifo", [log])],
+      ] as const) {
+        rmSync(log, { recursive: true, force: true });
+        plant();
+        for (const path of ["/api/slots/utility/logs?lines=5", "/api/logs?slot=utility&lines=5"]) {
+          const r = await s.call("GET", path);
+          expect(r.status, `${what} ${path}: ${JSON.stringify(r.body)}`).toBe(409);
+          expect(r.body.error.code).toBe("slot.log_unreadable");
+          expect(r.body.error.message).toContain(what);
+          expect(JSON.stringify(r.body)).not.toContain("not a runner log");
+        }
+      }
+    } finally {
+      rmSync(log, { recursive: true, force: true });
+      writeFileSync(log, kept);
+      rmSync(outside, { force: true });
+    }
   });
 
   it("is gated for an agent over MCP; once an operator approves, the result is redacted too", async () => {
