@@ -89,12 +89,13 @@ describe("operator tokens minted before the bridge", () => {
     const everything = store.mint("operator", "owner-then");
     const narrow = store.mint("operator", "reader", ["mcp:memory"]);
     const agent = store.mint("agent", "coder", ["mcp:admin", "mcp:memory", "rest"]);
-    // As the database of a hal0 before the bridge holds them, and its schema as it was then: two migrations behind
-    // (the bridge's scopes, and the plans' actor_kind after it, undone).
+    // As the database of a hal0 before the bridge holds them, and its schema as it was then: three migrations behind
+    // (the bridge's scopes, and after it the plans' actor_kind and the approvals' executor, undone).
     db.prepare("UPDATE tokens SET scopes = 'mcp:admin mcp:memory rest' WHERE id = ?").run(everything.id);
     db.exec("ALTER TABLE plans DROP COLUMN actor_kind");
+    db.exec("ALTER TABLE approvals DROP COLUMN executor");
     const version = db.pragma("user_version", { simple: true }) as number;
-    db.pragma(`user_version = ${version - 2}`);
+    db.pragma(`user_version = ${version - 3}`);
     const upgraded = new TokenStore(open(), dir);
     expect(upgraded.verify(everything.token)?.scopes).toEqual(["mcp:admin", "mcp:memory", "rest", "mcp:agents"]);
     expect(upgraded.verify(narrow.token)?.scopes).toEqual(["mcp:memory"]);
