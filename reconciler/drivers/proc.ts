@@ -152,12 +152,19 @@ export function acceptsConnections(port: number, timeoutMs: number, host: string
 export function httpStatus(port: number, path: string, timeoutMs: number, at: { readonly host?: string; readonly headers?: Readonly<Record<string, string>> } = {}): Promise<number | undefined> {
   return new Promise((resolve) => {
     const req = lazyHttp().request({ host: at.host ?? LOOPBACK, port, path, method: "GET", agent: false, headers: { ...at.headers, connection: "close" } }, (res) => {
+      clearTimeout(deadline);
       res.on("error", () => {});
-      res.resume(); // drain the body so the socket closes
       resolve(res.statusCode);
+      // Only the status is wanted: the connection ends here, the body not waited for (a runner trickling it would hold the socket open).
+      req.destroy();
     });
-    req.setTimeout(timeoutMs, () => req.destroy());
-    req.on("error", () => resolve(undefined)); // `on`: a second error after a timeout must not go unhandled
+    // `timeoutMs` for the whole answer up to its status line and headers, not between two bytes of it:
+    // a runner that trickles its headers must not hold a sweep for longer.
+    const deadline = setTimeout(() => req.destroy(), timeoutMs);
+    req.on("error", () => {
+      clearTimeout(deadline);
+      resolve(undefined); // `on`: a second error after the deadline must not go unhandled
+    });
     req.end();
   });
 }
