@@ -2,6 +2,7 @@ import type { ChildProcessByStdio } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import type { Readable } from "node:stream";
 import { lazyChildProcess } from "./drivers/builtins.js";
+import { isLive, procStatNow } from "./drivers/proc.js";
 
 /**
  * The short runs hal0 makes of a runner to ask it something (the runner
@@ -96,16 +97,10 @@ function reapOrphans(): void {
   }
 }
 
-/** A live process's start time (field 22 of /proc/<pid>/stat); 0 when it is not running (or a zombie) or cannot be read. */
-function startTime(pid: number | "self" = "self"): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8");
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    const start = Number(fields[19]);
-    return fields[0] === "Z" || fields[0] === "X" || !Number.isSafeInteger(start) ? 0 : start;
-  } catch {
-    return 0;
-  }
+/** A live process's start time (/proc/<pid>/stat); 0 when it is not running (or a zombie) or cannot be read. */
+function startTime(pid: number = process.pid): number {
+  const stat = procStatNow(pid);
+  return isLive(stat) ? stat.startTime : 0;
 }
 
 function killGroup(pgid: number): void {
