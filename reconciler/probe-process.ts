@@ -2,7 +2,7 @@ import type { ChildProcessByStdio } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import type { Readable } from "node:stream";
 import { lazyChildProcess } from "./drivers/builtins.js";
-import { isLive, procStatNow } from "./drivers/proc.js";
+import { isLive, killQuietly, procStatNow } from "./drivers/proc.js";
 
 /**
  * The short runs hal0 makes of a runner to ask it something (the runner
@@ -89,11 +89,7 @@ function reapOrphans(): void {
     const [ownerPid, ownerStart] = value.split(":").map(Number);
     // A start time of 0: the hal0 could not read its own, so whether it still runs cannot be told.
     if (!Number.isSafeInteger(ownerPid) || !Number.isSafeInteger(ownerStart) || ownerStart === 0 || startTime(ownerPid!) === ownerStart) continue;
-    try {
-      process.kill(Number(pid), "SIGKILL");
-    } catch {
-      // gone, or not ours to signal
-    }
+    killQuietly(Number(pid)); // gone, or not ours to signal: nothing to do
   }
 }
 
@@ -104,11 +100,7 @@ function startTime(pid: number = process.pid): number {
 }
 
 function killGroup(pgid: number): void {
-  try {
-    process.kill(-pgid, "SIGKILL");
-  } catch {
-    // already gone
-  }
+  killQuietly(-pgid);
 }
 
 function killAll(): void {

@@ -6,6 +6,7 @@ import { FLAG_TABLE_VERSION, parseLlamaHelp, parseRunnerVersion, runnerFacts } f
 import { writeFileAtomic } from "./atomic.js";
 import { engineStatus, within } from "./drivers/docker-engine.js";
 import { findRunner, HAL0_BIN, runnerPath, type RunnerLookup } from "./drivers/runner.js";
+import { killQuietly } from "./drivers/proc.js";
 import { spawnProbe } from "./probe-process.js";
 import { ensureStateFolder } from "./state-folder.js";
 
@@ -633,12 +634,7 @@ function runProcess(path: string, args: readonly string[], cwd: string, env: Nod
 }
 
 function killGroup(pid: number | undefined, fallback: () => void): void {
-  if (pid === undefined) return;
-  try {
-    process.kill(-pid, "SIGKILL");
-  } catch {
-    fallback();
-  }
+  if (pid !== undefined && !killQuietly(-pid)) fallback();
 }
 
 /**

@@ -51,6 +51,16 @@ export function isLive(stat: ProcStat | undefined): stat is ProcStat {
   return stat !== undefined && stat.state !== "Z" && stat.state !== "X";
 }
 
+/** Sends `signal` to `target` (a pid, or a process group as its negated id); false when there is no such process or group. */
+export function killQuietly(target: number, signal: NodeJS.Signals | 0 = "SIGKILL"): boolean {
+  try {
+    process.kill(target, signal);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** `pid` is alive and is the very process that started at `startTime` (not a later one given a reused pid). */
 export async function isOurs(pid: number, startTime: number): Promise<boolean> {
   const stat = await procStat(pid);

@@ -2,7 +2,7 @@ import { mkdir, readdir } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ObservedSlot, SlotView } from "../observed.js";
 import { DriverError, interruptedStart, wantsProbe, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
-import { healthOf, httpStatus, isLive, isOurs, portHolderOf, portInUseMessage, procStat } from "./proc.js";
+import { healthOf, httpStatus, isLive, isOurs, killQuietly, portHolderOf, portInUseMessage, procStat } from "./proc.js";
 import { describeExit, spawnRunner, waitHealthy, type Spawned } from "./runner.js";
 import { markedRunners, markerEnv } from "./process-orphans.js";
 import { capRunnerLog, logTail, RUNNER_LOG_MAX_BYTES, readRecord, removeRecord, slotPaths, slotsDir, writeRecord, type RuntimeRecord } from "./runtime-record.js";
@@ -176,14 +176,6 @@ async function signalIfOurs(pid: number, pidStart: number, signal: NodeJS.Signal
   return true;
 }
 
-function killQuietly(target: number, signal: NodeJS.Signals = "SIGKILL"): void {
-  try {
-    process.kill(target, signal);
-  } catch {
-    // gone
-  }
-}
-
 /**
  * What is left of the group of a runner that has exited (and been reaped):
  * SIGTERM, SIGKILL after `graceS`. Best effort: the start has failed already.
@@ -193,7 +185,7 @@ async function stopGroupLeft(pgid: number, graceS: number): Promise<void> {
   killQuietly(-pgid, "SIGTERM");
   const deadline = Date.now() + graceS * 1000;
   while (await groupLives(pgid)) {
-    if (Date.now() >= deadline) return killQuietly(-pgid);
+    if (Date.now() >= deadline) return void killQuietly(-pgid);
     await sleep(GONE_POLL_MS);
   }
 }
@@ -214,11 +206,7 @@ async function waitGone(pid: number, pidStart: number, ms: number, group: boolea
  * has members, so the id is still the runner's group's.
  */
 async function groupLives(pgid: number): Promise<boolean> {
-  try {
-    process.kill(-pgid, 0);
-  } catch {
-    return false; // no process in it at all: the common case, no /proc walk
-  }
+  if (!killQuietly(-pgid, 0)) return false; // no process in it at all: the common case, no /proc walk
   // kill() counts zombies too: look at the members.
   const pids = (await readdir("/proc").catch(() => [] as string[])).filter((d) => /^\d+$/.test(d)).map(Number);
   for (const member of pids) {

@@ -4,7 +4,7 @@ import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, readSync,
 import { readdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { tempPathFor } from "../../../reconciler/atomic.js";
-import { isLive, procStat } from "../../../reconciler/drivers/proc.js";
+import { isLive, killQuietly, procStat } from "../../../reconciler/drivers/proc.js";
 import { Settings } from "../../../schema/index.js";
 import type { Db } from "../../db.js";
 import { ApiError } from "../../errors.js";
@@ -543,15 +543,10 @@ function isFolder(path: string): boolean {
 
 /** Sends `signal` to process group `pgid`; false when no such group is left. */
 function killGroup(pgid: number, signal: NodeJS.Signals): boolean {
-  try {
-    process.kill(-pgid, signal);
-    return true;
-  } catch {
-    return false;
-  }
+  return killQuietly(-pgid, signal);
 }
 
 function groupExists(pgid: number): boolean {
-  return killGroup(pgid, 0 as unknown as NodeJS.Signals);
+  return killQuietly(-pgid, 0);
 }
 
