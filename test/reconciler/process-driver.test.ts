@@ -218,7 +218,9 @@ describe("ProcessDriver.observe and stop", () => {
     expect(Date.now() - began).toBeGreaterThanOrEqual(1000); // the grace, then SIGKILL to the group
     expect(await alive(pid)).toBe(false);
     expect(await alive(child)).toBe(false);
-    expect(await driver.portHolder(port)).toBeUndefined();
+    // The port is no longer the runner's or its server's (another suite running beside this one may take a freed port at once).
+    const holder = await driver.portHolder(port);
+    expect(holder === undefined || (holder.pid !== pid && holder.pid !== child), JSON.stringify(holder)).toBe(true);
     expect(existsSync(recordPath())).toBe(false);
   });
 
