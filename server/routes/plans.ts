@@ -39,13 +39,15 @@ export const planRoutes = [
       const snapshot = await box.snapshot();
       try {
         const proposal = await box.propose(changes, base);
-        const baseFiles = pick(snapshot.files, proposal.applied.files.map((f) => f.file));
-        const record = services.plans.save({ actor: caller, changes, proposal, revision: snapshot.revision, baseFiles, diagnostics: proposal.warnings });
-        return { id: record.id, valid: true, revision: snapshot.revision, files: proposal.applied.files.map((f) => f.file), diagnostics: proposal.warnings, plan: proposal.plan };
+        // Every file it names, not only those it changes: an edit that sets what a file already holds would,
+        // once the file moved, change it at apply, a change the plan never showed. Hashed as planned.
+        const baseFiles = pick(proposal.snapshot.files, [...proposal.applied.files.map((f) => f.file), ...namedFiles(changes)]);
+        const record = services.plans.save({ actor: caller, changes, proposal, revision: proposal.snapshot.revision, baseFiles, diagnostics: proposal.warnings });
+        return { id: record.id, valid: true, revision: proposal.snapshot.revision, files: proposal.applied.files.map((f) => f.file), diagnostics: proposal.warnings, plan: proposal.plan };
       } catch (err) {
         if (!(err instanceof ApiError) || err.code !== "config.invalid") throw err;
         const diagnostics = (err.details.diagnostics ?? []) as never[];
-        const record = services.plans.save({ actor: caller, changes, revision: snapshot.revision, baseFiles: pick(snapshot.files, changes.edits.map((e) => e.file)), diagnostics });
+        const record = services.plans.save({ actor: caller, changes, revision: snapshot.revision, baseFiles: pick(snapshot.files, namedFiles(changes)), diagnostics });
         return { id: record.id, valid: false, revision: snapshot.revision, files: [], diagnostics, plan: null };
       }
     },
@@ -94,6 +96,11 @@ async function checkApplicable(services: Dispatcher, id: string, box: Dispatcher
   return record;
 }
 
+
+/** The files a change set's edits name: each edit's file, and a rename's new name. */
+function namedFiles(changes: ChangeSet): string[] {
+  return changes.edits.flatMap((e) => (e.op === "rename" ? [e.file, e.to] : [e.file]));
+}
 
 function pick(files: Readonly<Record<string, string>>, names: readonly string[]): Record<string, string> {
   return Object.fromEntries([...new Set(names)].sort().map((f) => [f, files[f] ?? "absent"]));

@@ -48,6 +48,21 @@ describe("plans over REST", () => {
     expect(applied.body.error).toMatchObject({ code: "plan.stale", details: { moved: ["slots/chat.toml"] } });
   });
 
+  it("refuses a plan when a file it names but leaves as it is moved since: applying it would change that file unshown", async () => {
+    // ctx_size is 40960 already: the plan changes only utility.toml, and shows only that.
+    const made = await s.call("POST", "/api/plans", { body: { edits: [
+      { file: "slots/chat.toml", op: "set", path: ["tune", "ctx_size"], value: 40960 },
+      { file: "slots/utility.toml", op: "set", path: ["priority"], value: 11 },
+    ] } });
+    expect(made.body.files).toEqual(["slots/utility.toml"]);
+    const chat = join(s.config, "slots/chat.toml");
+    writeFileSync(chat, readFileSync(chat, "utf8").replace("ctx_size = 40960", "ctx_size = 16384"));
+    const applied = await s.call("POST", `/api/plans/${made.body.id}/apply`);
+    expect(applied.status).toBe(409);
+    expect(applied.body.error).toMatchObject({ code: "plan.stale", details: { moved: ["slots/chat.toml"] } });
+    expect(readFileSync(chat, "utf8")).toMatch(/ctx_size = 16384/);
+  });
+
   it("answers unknown plans, bad JSON and unknown routes with the error envelope", async () => {
     expect((await s.call("GET", "/api/plans/pln_nope")).body.error.code).toBe("plan.not_found");
     const bad = await s.call("POST", "/api/plans", { body: "{nope" });
