@@ -199,7 +199,9 @@ function slotCall(d: Dispatcher, id: string, action: ServiceAction, force: boole
 
 /**
  * Before an agent's action is queued for a person, and again when it is
- * approved: the service allows it, and a slot's start or stop is judged by
+ * approved: the service allows it, a slot's action meets its slot tool's
+ * tier for the agent (`slot_restart` blocked is `mcp.tool_not_allowed`, as
+ * that tool's own call is), and a slot's start or stop is judged by
  * the change its slot route would commit, as that route's own call is — a
  * pinned slot's stop without force is `slot.pinned`, an effect the agent's
  * policy blocks is `mcp.tool_not_allowed` — so the verdict never depends on
@@ -207,10 +209,14 @@ function slotCall(d: Dispatcher, id: string, action: ServiceAction, force: boole
  */
 export async function precheckAction(d: Dispatcher, id: string, action: ServiceAction, force: boolean, caller: Caller, requestId: string): Promise<string[]> {
   const service = await checkAction(d, id, action);
-  if (service.kind !== "slot" || action === "restart") return [];
-  const { route, call } = slotCall(d, id, action, force, caller, requestId);
+  if (service.kind !== "slot") return [];
+  const { route, tool, call } = slotCall(d, id, action, force, caller, requestId);
+  const policy = caller.kind === "agent" ? (await d.box.model()).policy : undefined;
+  // The slot tool's own tier holds through service_action too: one blocked for the agent is refused, queued or approved.
+  if (policy) toolTier(policy, route, tool, caller);
+  if (action === "restart") return [];
   const { proposal } = await proposeOnly(d, route, call);
-  if (caller.kind === "agent") effectVerdict(proposal, "gated", caller, (await d.box.model()).policy);
+  if (policy) effectVerdict(proposal, "gated", caller, policy);
   return effectLines(proposalEffects(proposal));
 }
 

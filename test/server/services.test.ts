@@ -235,6 +235,32 @@ describe("a slot's stop through service_action, as an agent", () => {
   });
 });
 
+describe("a slot's restart through service_action, as an agent", () => {
+  it("meets slot_restart's own tier: blocked for the agent, it is refused before a card is queued, and a card queued before the block fails when approved", async () => {
+    const s = await startTestServer();
+    try {
+      // Queued while nothing blocks it…
+      const early = await s.call("POST", "/api/services/slot.utility/action", { body: { action: "restart" }, as: "agent:ruth" });
+      expect(early.body, JSON.stringify(early.body)).toMatchObject({ status: "pending_approval" });
+      const policy = join(s.config, "policy.toml");
+      writeFileSync(policy, `${readFileSync(policy, "utf8")}\n[agents.ruth]\nblocked = ["slot_restart"]\n`);
+      await new Promise((r) => setTimeout(r, 1100)); // past the read window
+      const direct = await s.call("POST", "/api/slots/chat/restart", { as: "agent:ruth" });
+      expect([direct.status, direct.body.error?.code], JSON.stringify(direct.body)).toEqual([403, "mcp.tool_not_allowed"]);
+      const viaService = await s.call("POST", "/api/services/slot.chat/action", { body: { action: "restart" }, as: "agent:ruth" });
+      expect([viaService.status, viaService.body.error?.code], JSON.stringify(viaService.body)).toEqual([403, "mcp.tool_not_allowed"]);
+      expect((await s.call("GET", "/api/agent/approvals?state=pending")).body.approvals.map((a: any) => a.id)).toEqual([early.body.approval_id]);
+      // …and blocked since: approving it runs nothing (blocked holds even with an approval).
+      const approved = await s.call("POST", `/api/agent/approvals/${early.body.approval_id}/approve`);
+      expect(approved.body.approval, JSON.stringify(approved.body)).toMatchObject({ state: "failed", error: { code: "mcp.tool_not_allowed" } });
+      const restarts = (await s.call("GET", "/api/activity?route=POST%20/api/slots/%7Bname%7D/restart")).body.items as any[];
+      expect(restarts.filter((r) => r.kind === "approval")).toEqual([]);
+    } finally {
+      await s.close();
+    }
+  });
+});
+
 describe("services when the runtime does not answer", () => {
   it("the docker engine down: slot reads are 503 runtime.unavailable (coded, not 500); the services list and health and the stats still answer, each slot unknown / down with the reason", async () => {
     const { s, dead } = await startServerWithDeadEngine();
