@@ -181,7 +181,9 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
       requesterLive(this.dispatcher, approval.caller);
       // policy.toml as it is now: a tool blocked for the agent since it asked is not run, even approved (blocked is never).
       const policy = approval.caller.kind === "agent" ? (await this.dispatcher.box.model()).policy : undefined;
-      if (policy) void (approval.tool === "" ? routeFloor(route, approval.caller, policy) : toolTier(policy, route, approval.tool, approval.caller));
+      if (policy && approval.tool !== "") toolTier(policy, route, approval.tool, approval.caller);
+      // …nor one whose route another tool aliases that is blocked for it now, where a fresh call meets every alias (routeFloor: a write, and any REST call).
+      if (policy && (approval.tool === "" || changesTree(route) || approval.caller.via === "rest")) routeFloor(route, approval.caller, policy);
       // The same checks as when it was queued: path arguments, then the re-plan (a write) or the route's precheck (an action).
       if (approval.caller.via === "mcp") checkPathArgs(route, approval.args.params);
       if (route.kind !== "write") await precheck(this.dispatcher, route, call);

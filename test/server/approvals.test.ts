@@ -125,6 +125,21 @@ describe("approvals", () => {
     expect((await s.call("POST", `/api/agent/approvals/${untooled.id}/approve`)).body.approval).toMatchObject({ state: "executed" });
   });
 
+  it("does not run a write whose route another tool aliases that policy.toml blocked for the agent since it asked, as a fresh call of it is refused", async () => {
+    const s = await start();
+    const queued = await s.call("PUT", "/api/slots/chat/config", { as: "agent:hermes__ops", body: { tune: { ctx_size: 12288 } } });
+    expect(queued.body, JSON.stringify(queued.body)).toMatchObject({ status: "pending_approval" });
+    const policy = join(s.config, "policy.toml");
+    writeFileSync(policy, `${readFileSync(policy, "utf8")}\n[agents.hermes__ops]\nblocked = ["model_assign"]\n`);
+    await new Promise((r) => setTimeout(r, 1100)); // past the read window
+    const fresh = await s.call("PUT", "/api/slots/chat/config", { as: "agent:hermes__ops", body: { tune: { ctx_size: 16384 } } });
+    expect([fresh.status, fresh.body.error?.code]).toEqual([403, "mcp.tool_not_allowed"]);
+    const chat = readFileSync(join(s.config, "slots/chat.toml"), "utf8");
+    const approved = (await s.call("POST", `/api/agent/approvals/${queued.body.approval_id}/approve`)).body.approval;
+    expect(approved, JSON.stringify({ state: approved.state, error: approved.error })).toMatchObject({ state: "failed", error: { code: "mcp.tool_not_allowed" } });
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toBe(chat);
+  });
+
   it("refuses an approval whose files moved since it was requested: stale, naming them, and writes nothing", async () => {
     const s = await start();
     const a = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 20480));
