@@ -49,8 +49,19 @@ export async function runApprovals(args: string[], io: CliIo): Promise<number> {
 }
 
 function line(a: Approval): string {
-  const why = a.reason ? ` — ${a.reason}` : "";
-  return `${a.id}  ${a.state.padEnd(9)} ${a.tool.padEnd(16)} ${a.caller.agent.padEnd(18)} ${a.created_at}  ${a.summary}${why}`;
+  const why = a.reason ? ` — ${printable(a.reason)}` : "";
+  return `${a.id}  ${a.state.padEnd(9)} ${a.tool.padEnd(16)} ${a.caller.agent.padEnd(18)} ${a.created_at}  ${printable(a.summary)}${why}`;
+}
+
+/**
+ * Text an agent chose (a plan's summary) as one line the terminal only
+ * prints: each control character (an escape sequence's ESC, a carriage
+ * return, a line break) and invisible formatting character (a bidi
+ * override) written as `\u001b`, so no request can redraw, reorder or
+ * forge the lines an operator reads.
+ */
+function printable(text: string): string {
+  return text.replace(/[\p{Cc}\p{Cf}]/gu, (c) => `\\u${c.codePointAt(0)!.toString(16).padStart(4, "0")}`);
 }
 
 interface Backend {

@@ -46,6 +46,20 @@ describe("hal0 agent approvals", () => {
     expect(again.err()).toContain("approvals.already_resolved");
   });
 
+  it("prints a request's summary, which an agent chose, with its control characters escaped: no escape sequence reaches the terminal", async () => {
+    s = await startTestServer();
+    const summary = "harmless\u001b[2K\r\u001b[1Aapr_0000 executed\nforged\u0007 \u202etxt.exe";
+    const planned = await s.call("POST", "/api/plans", { as: "agent:hermes__ops", body: { summary, edits: [{ file: "slots/utility.toml", op: "set", path: ["priority"], value: 13 }] } });
+    const queued = await s.call("POST", `/api/plans/${planned.body.id}/apply`, { as: "agent:hermes__ops" });
+    expect(queued.body, JSON.stringify(queued.body)).toMatchObject({ status: "pending_approval" });
+    const list = captureIo();
+    expect(await main(["agent", "approvals", "list", "--config", s.config, "--state", s.state], list)).toBe(0);
+    expect(list.out()).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f]/);
+    const row = list.out().split("\n").filter((l) => l.includes(queued.body.approval_id));
+    expect(row).toHaveLength(1);
+    expect(row[0]).toContain("harmless\\u001b[2K\\u000d\\u001b[1Aapr_0000 executed\\u000aforged\\u0007 \\u202etxt.exe");
+  });
+
   it("goes through a running server with --server", async () => {
     s = await startTestServer();
     const a = await s.hal0.approvals.enqueue("slot_edit", slotEdit, request(20480));
