@@ -1,6 +1,6 @@
 import type { Db } from "./db.js";
 import type { Call } from "./dispatch.js";
-import { isMcpServerRoute, maskAll, readsWhole, redact } from "./redact.js";
+import { isMcpServerRoute, maskAll, readsWhole, redact, redactText } from "./redact.js";
 import { randomUUID } from "node:crypto";
 import type { ApiError } from "./errors.js";
 import type { Caller, Route } from "./route.js";
@@ -130,8 +130,10 @@ export class Audit {
    */
   record(e: AuditEntry): void {
     const { call, route } = e;
-    const row = [new Date(this.now()).toISOString(), actorOf(call), call.caller.via, `${route.method} ${route.path}`, e.tool ?? null, e.target ?? targetOf(call), argsOf(call, route), e.outcome,
-      e.errorCode ?? null, e.planId ?? null, e.approvalId ?? null, Math.round(e.durationMs * 100) / 100, call.requestId, call.caller.claimed ?? null, call.caller.peer ?? null];
+    // The target and the claimed header are what the caller wrote (a token pasted as an id, or as X-hal0-Agent): kept with secrets redacted, as the args are.
+    const target = e.target ?? targetOf(call);
+    const row = [new Date(this.now()).toISOString(), actorOf(call), call.caller.via, `${route.method} ${route.path}`, e.tool ?? null, target === null ? null : redactText(target), argsOf(call, route), e.outcome,
+      e.errorCode ?? null, e.planId ?? null, e.approvalId ?? null, Math.round(e.durationMs * 100) / 100, call.requestId, call.caller.claimed === undefined ? null : redactText(call.caller.claimed), call.caller.peer ?? null];
     if (this.pending.push(row) === 1) setImmediate(() => this.flush());
   }
 

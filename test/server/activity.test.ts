@@ -42,6 +42,17 @@ describe("audit and /api/activity", () => {
     expect(rows.every((r: any) => r.peer === "127.0.0.1" && r.route === "POST /api/plans")).toBe(true);
   });
 
+  it("keeps no token a caller pasted by mistake into a path or X-hal0-Agent: the row's target and claimed hold it redacted, in the table too", async () => {
+    const secret = s.agentToken("hermes__ops");
+    expect((await s.call("POST", `/api/auth/tokens/${secret}/revoke`)).body.error.code).toBe("auth.token_not_found");
+    expect((await s.call("POST", "/api/plans", { body: edit(1), headers: { "x-hal0-agent": secret } })).body.error.code).toBe("auth.identity_mismatch");
+    await s.call("GET", "/api/activity");
+    const stored = s.hal0.db.prepare("SELECT target, claimed FROM audit").all() as Array<{ target: string | null; claimed: string | null }>;
+    expect(JSON.stringify(stored)).not.toContain(secret);
+    expect(stored.map((r) => r.target)).toContain("[redacted]");
+    expect(stored.map((r) => r.claimed)).toContain("[redacted]");
+  });
+
   it("filters and pages, and exports JSON lines oldest first", async () => {
     for (let i = 0; i < 3; i++) await s.call("POST", "/api/plans", { body: edit(20000 + i), as: i === 1 ? "agent:alice" : "agent:bob" });
     await s.call("POST", "/api/plans/pln_x/apply");
