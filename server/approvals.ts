@@ -18,6 +18,8 @@ import type { ApprovalState } from "./approval-states.js";
 export interface Decider {
   readonly kind: "operator";
   readonly name: string;
+  /** The surfaces the deciding operator's token reaches, when it was minted narrower than every one (Caller.scopes). */
+  readonly scopes?: readonly string[];
 }
 
 export { APPROVAL_STATES, type ApprovalState } from "./approval-states.js";
@@ -170,6 +172,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
   async approve(id: string, decider: Decider): Promise<Approval> {
     const by = decider.name;
     const approval = this.pending(id, decider);
+    reachesSurface(decider, approval);
     const route = this.routeFor(approval.route);
     this.decide(id, "approved", by);
     if (!route) return this.finish(id, "failed", by, { error: { code: "system.internal", message: `route ${approval.route} no longer exists` } });
@@ -350,6 +353,23 @@ function stillRunning(e: Executor): boolean {
   if (e.host !== hostname() || (e.ns ?? null) !== pidNamespace()) return true;
   const stat = procStatNow(e.pid);
   return isLive(stat) && (e.start === null || stat.startTime === e.start);
+}
+
+/** The surface a request of each mount's internal routes acts on: an operator token kept from it approves none of them. */
+const SURFACES: ReadonlyArray<readonly [prefix: string, scope: string]> = [["/mcp/memory/", "mcp:memory"], ["/mcp/agents/", "mcp:agents"]];
+
+/**
+ * An operator whose token was minted without the surface a request acts on
+ * (a `--scope rest` CI token, and a hal0-memory deletion or a Hermes skill
+ * write) cannot run it by approving it, as it cannot call it itself: 403
+ * `auth.scope_denied`, the request left pending for one who can.
+ */
+function reachesSurface(decider: Decider, approval: Pick<Approval, "route">): void {
+  if (decider.scopes === undefined) return;
+  const path = approval.route.slice(approval.route.indexOf(" ") + 1);
+  const needed = SURFACES.find(([prefix]) => path.startsWith(prefix))?.[1];
+  if (needed === undefined || decider.scopes.includes(needed)) return;
+  throw new ApiError("auth.scope_denied", `the token of operator:${decider.name} does not reach ${needed}, which request ${approval.route} acts on; approve it with an operator token that reaches it`, { needed, scopes: decider.scopes });
 }
 
 /** Refusals that mean "the box moved since this was asked": the request is stale, not failed. */

@@ -76,7 +76,7 @@ const FILE_CHANGE = /^(create|update|delete) \S/;
 /** Only an operator decides (the route table already refuses agents and anonymous callers here; this holds it for every door). */
 export function deciderOf(caller: Caller): Decider {
   requireOperator({ kind: caller.kind === "system" ? "agent" : caller.kind, name: caller.agent }, "approve or deny a request");
-  return { kind: "operator", name: caller.agent };
+  return { kind: "operator", name: caller.agent, ...(caller.scopes !== undefined ? { scopes: caller.scopes } : {}) };
 }
 
 function notFound(id: string): never {

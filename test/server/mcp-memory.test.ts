@@ -301,6 +301,22 @@ describe("memory_delete gates itself", () => {
   });
 });
 
+describe("approving a memory request", () => {
+  it("needs an operator token that reaches hal0-memory: one minted --scope rest is auth.scope_denied and the request stays pending", async () => {
+    const c = await client("hermes__coder");
+    const someone = await client("someone", { private: true });
+    const theirs = await ok(someone, "memory_add", { text: "someone's own fact" });
+    const foreign = await ok(c, "memory_delete", { ids: [theirs.id], dataset: "private:someone" });
+    expect(foreign.status).toBe("pending_approval");
+    const ci = s.hal0.tokens.mint("operator", "ci", ["rest"]).token;
+    const refusedByScope = await s.call("POST", `/api/agent/approvals/${foreign.approval_id}/approve`, { headers: { authorization: `Bearer ${ci}` } });
+    expect([refusedByScope.status, refusedByScope.body.error?.code, refusedByScope.body.error?.details?.needed]).toEqual([403, "auth.scope_denied", "mcp:memory"]);
+    expect(s.hal0.approvals.get(foreign.approval_id)!.state).toBe("pending");
+    expect((await ok(someone, "memory_list")).items).toHaveLength(1);
+    expect(await approve(foreign.approval_id)).toMatchObject({ state: "executed", result: { deleted: 1 } });
+  });
+});
+
 describe("memory_delete's missing ids", () => {
   it("follows one rule: none found is memory.not_found, gated or not; some found deletes them and lists the rest; an id given twice is one id", async () => {
     const c = await client("hermes__coder");
