@@ -193,8 +193,10 @@ export function tagCounts(store: Store, v: Visibility): { tags: TagCount[] } {
 
 /**
  * Counts for the bank as `v` sees it: units per state and per dataset,
- * documents and links (unordered pairs of active units sharing an entity,
- * case-insensitively) in scope; operations the scope may see
+ * documents and entity links (for each entity, case-insensitively, each
+ * unordered pair of active units naming it: two units sharing two entities
+ * are linked twice, as an engine keeping a link per entity counts them) in
+ * scope; operations the scope may see
  * (embedded-ops.ts operationScopeSql); mental models and directives
  * bank-wide (they belong to no dataset).
  */
@@ -204,9 +206,11 @@ export function bankStats(store: Store, v: Visibility, bank: string): BankStats 
     .q(`SELECT u.dataset AS dataset, SUM(u.state = 'active') AS active, SUM(u.state = 'invalid') AS invalid, SUM(u.state = 'active' AND u.fact_type = 'observation') AS observations
         FROM units u WHERE ${scope.sql} GROUP BY u.dataset ORDER BY u.dataset`)
     .all(...scope.params) as Array<{ dataset: string; active: number; invalid: number; observations: number }>;
+  // Counted per entity (k units naming it make k·(k−1)/2 links), never by pairing rows: one entity in
+  // thousands of facts would make millions of pairs, and the engine's calls hold the event loop.
   const links = store
     .q(`WITH e AS (SELECT DISTINCT u.seq AS seq, lower(j.value) AS entity FROM units u, json_each(u.entities) j WHERE u.state = 'active' AND ${scope.sql})
-        SELECT COUNT(*) AS n FROM (SELECT DISTINCT a.seq AS x, b.seq AS y FROM e a JOIN e b ON a.entity = b.entity AND a.seq < b.seq)`)
+        SELECT coalesce(SUM(k * (k - 1) / 2), 0) AS n FROM (SELECT COUNT(*) AS k FROM e GROUP BY entity)`)
     .get(...scope.params) as { n: number };
   const docScope = scopeSql(v, "d.dataset");
   const counts = store

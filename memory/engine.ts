@@ -258,7 +258,7 @@ export interface BankStats {
   readonly engine: "embedded" | "hindsight";
   /** Active memory units. */
   readonly nodes: number;
-  /** Pairs of units sharing an entity. */
+  /** Entity links: for each entity, the pairs of units naming it (a pair sharing two entities is two links). */
   readonly links: number;
   readonly observations: number;
   readonly invalidated: number;

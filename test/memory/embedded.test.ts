@@ -465,13 +465,34 @@ describe("tags, stats and consolidation", () => {
     await e.idle();
     const stats = await e.stats({ owner: "alice" });
     expect(stats).toEqual({
-      bank: "hal0", engine: "embedded", nodes: 5, links: 6, observations: 1, invalidated: 0, documents: 0, mental_models: 1, directives: 1,
+      // Bob: 3 units, Depot: 3, NPU: 2 → 3 + 3 + 1 links (the Alice/Later pair shares Bob and the Depot: two links).
+      bank: "hal0", engine: "embedded", nodes: 5, links: 7, observations: 1, invalidated: 0, documents: 0, mental_models: 1, directives: 1,
       operations: { pending: 0, processing: 0, completed: 1, failed: 0, cancelled: 0 }, datasets: { shared: 5 },
     });
     await e.curate(units[0]!.id, { state: "invalid" }, shared, "alice");
     expect(await e.stats({ owner: "alice" })).toMatchObject({ nodes: 4, links: 3, invalidated: 1 });
     expect((await e.tags({ owner: "alice" })).tags).toEqual([{ tag: "bob", count: 2 }, { tag: "misc", count: 2 }, { tag: "people", count: 2 }]);
     expect((await e.stats({ owner: "carol" })).datasets).toEqual({ "private:carol": 1, shared: 4 });
+  });
+
+  it("counts the links of one entity named by 20 000 facts without pairing them (the engine's calls hold the event loop)", async () => {
+    const { e, dir } = open();
+    const n = 20_000;
+    const first = await e.add(fact("The Strix box was set up."));
+    await e.close();
+    // The other facts are written straight into the database: 20 000 adds would only slow the test.
+    const db = new Database(join(dir, "memory.db"));
+    const { entities, created_at } = db.prepare("SELECT entities, created_at FROM units WHERE id = ?").get(first.id) as { entities: string; created_at: string };
+    const insert = db.prepare("INSERT INTO units (id, dataset, text, norm, context, fact_type, source, tags, metadata, entities, state, created_at, updated_at) VALUES (?, 'shared', ?, ?, NULL, 'world', 'alice', '[]', '{}', ?, 'active', ?, ?)");
+    db.transaction(() => {
+      for (let i = 1; i < n; i++) insert.run(`mem_${String(i).padStart(16, "0")}`, `Fact ${i} about the Strix box.`, `fact ${i} about the strix box`, entities, created_at, created_at);
+    })();
+    db.close();
+    const { e: again } = open({ dir });
+    const started = performance.now();
+    expect(await again.stats({ owner: "alice" })).toMatchObject({ nodes: n, links: (n * (n - 1)) / 2 });
+    // Pairing the rows (200 million pairs) took minutes; counting per entity takes milliseconds.
+    expect(performance.now() - started).toBeLessThan(5000);
   });
 
   it("consolidate merges active duplicates in scope into the oldest, then refreshes the models that ask for it", async () => {
