@@ -165,7 +165,7 @@ export function openMemoryDb(stateDir: string): Db {
       }
       db.prepare("UPDATE bank_version SET n = ?").run(n);
       db.prepare("UPDATE norm_rule SET version = ?").run(NORM_RULE);
-    })();
+    }).immediate(); // it reads before it writes: the write lock first, as Store.tx takes it
   }
   return db;
 }

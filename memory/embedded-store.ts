@@ -37,12 +37,19 @@ export class Store {
     return this.instant ?? new Date(this.clock()).toISOString();
   }
 
-  /** Runs `work` in one transaction (a savepoint when already in one). */
-  tx<T>(work: () => T): T {
+  /**
+   * Runs `work` in one transaction (a savepoint when already in one). One
+   * that may write takes the write lock as it begins (BEGIN IMMEDIATE): it
+   * waits out another process's write (busy_timeout), where a transaction
+   * that had read first would be refused at once (SQLITE_BUSY) on its first
+   * write. `read` begins one that only reads, which takes no lock.
+   */
+  tx<T>(work: () => T, mode: "write" | "read" = "write"): T {
     if (this.instant !== undefined) return this.db.transaction(work)();
     this.instant = new Date(this.clock()).toISOString();
     try {
-      return this.db.transaction(work)();
+      const transaction = this.db.transaction(work);
+      return mode === "write" ? transaction.immediate() : transaction();
     } finally {
       this.instant = undefined;
     }

@@ -76,10 +76,15 @@ export class EmbeddedEngine implements MemoryEngine {
     });
   }
 
-  /** Runs `work` in one transaction, unless the engine is closed. */
-  private tx<T>(work: (store: Store) => T): T {
+  /** Runs `work` in one transaction, unless the engine is closed: one that may write takes the write lock first (Store.tx). */
+  private tx<T>(work: (store: Store) => T, mode: "write" | "read" = "write"): T {
     if (this.closed) throw new MemoryError("memory.engine_unavailable", "the embedded memory engine was closed; retry", { retry_after_s: 5 });
-    return this.store.tx(() => work(this.store));
+    return this.store.tx(() => work(this.store), mode);
+  }
+
+  /** Runs `work`, which only reads, in one transaction. */
+  private read<T>(work: (store: Store) => T): T {
+    return this.tx(work, "read");
   }
 
   /**
@@ -99,15 +104,15 @@ export class EmbeddedEngine implements MemoryEngine {
   }
 
   async search(input: SearchInput): Promise<{ results: SearchHit[] }> {
-    return this.tx((s) => searchUnits(s, input));
+    return this.read((s) => searchUnits(s, input));
   }
 
   async list(input: ListInput): Promise<Page<MemoryUnit>> {
-    return this.tx((s) => listUnits(s, input));
+    return this.read((s) => listUnits(s, input));
   }
 
   async recall(input: RecallInput): Promise<RecallResult> {
-    return this.tx((s) => recallUnits(s, input));
+    return this.read((s) => recallUnits(s, input));
   }
 
   /** The embedded engine has no language model to synthesise with. */
@@ -116,11 +121,11 @@ export class EmbeddedEngine implements MemoryEngine {
   }
 
   async get(id: string, scope: Scope): Promise<MemoryUnit> {
-    return this.tx((s) => unitOf(requireUnit(s, id, scope)));
+    return this.read((s) => unitOf(requireUnit(s, id, scope)));
   }
 
   async history(id: string, scope: Scope): Promise<{ id: string; history: HistoryEntry[] }> {
-    return this.tx((s) => unitHistory(s, id, scope));
+    return this.read((s) => unitHistory(s, id, scope));
   }
 
   async curate(id: string, change: CurateInput, scope: Scope, by: string): Promise<MemoryUnit> {
@@ -128,7 +133,7 @@ export class EmbeddedEngine implements MemoryEngine {
   }
 
   async deletable(ids: readonly string[], scope: Scope): Promise<string[]> {
-    return this.tx((s) => deletableIds(s, ids, scope));
+    return this.read((s) => deletableIds(s, ids, scope));
   }
 
   /** Unit ids and document (`doc_…`) ids; a document counts 1 plus the facts it took with it. */
@@ -137,11 +142,11 @@ export class EmbeddedEngine implements MemoryEngine {
   }
 
   async mentalModelList(input: { detail: MentalModelDetail; tags?: readonly string[] }): Promise<{ items: Array<Partial<MentalModel>> }> {
-    return this.tx((s) => models.listModels(s, input));
+    return this.read((s) => models.listModels(s, input));
   }
 
   async mentalModelGet(id: string): Promise<MentalModel> {
-    return this.tx((s) => models.getModel(s, id));
+    return this.read((s) => models.getModel(s, id));
   }
 
   /** `_by` is not stored: the audit log records who created it. */
@@ -168,11 +173,11 @@ export class EmbeddedEngine implements MemoryEngine {
   }
 
   async directiveList(input: { active_only?: boolean; tags?: readonly string[] }): Promise<{ items: Directive[] }> {
-    return this.tx((s) => models.listDirectives(s, input));
+    return this.read((s) => models.listDirectives(s, input));
   }
 
   async directiveGet(id: string): Promise<Directive> {
-    return this.tx((s) => models.getDirective(s, id));
+    return this.read((s) => models.getDirective(s, id));
   }
 
   async directiveCreate(input: DirectiveInput): Promise<Directive> {
@@ -188,11 +193,11 @@ export class EmbeddedEngine implements MemoryEngine {
   }
 
   async operationList(input: { status?: OperationStatus; kind?: OperationKind; limit: number; scope: OperationScope }): Promise<{ items: Operation[] }> {
-    return this.tx(() => this.ops.list(input));
+    return this.read(() => this.ops.list(input));
   }
 
   async operationGet(id: string, scope: OperationScope): Promise<Operation> {
-    return this.tx(() => this.ops.get(id, scope));
+    return this.read(() => this.ops.get(id, scope));
   }
 
   async operationCancel(id: string, scope: OperationScope): Promise<Operation> {
@@ -204,11 +209,11 @@ export class EmbeddedEngine implements MemoryEngine {
   }
 
   async tags(scope: Scope): Promise<{ tags: TagCount[] }> {
-    return this.tx((s) => tagCounts(s, scope));
+    return this.read((s) => tagCounts(s, scope));
   }
 
   async stats(scope: Scope): Promise<BankStats> {
-    return this.tx((s) => bankStats(s, scope, this.bank));
+    return this.read((s) => bankStats(s, scope, this.bank));
   }
 
   /**

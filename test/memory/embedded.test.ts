@@ -1,5 +1,7 @@
 import Database from "better-sqlite3";
+import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
+import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
@@ -266,6 +268,32 @@ describe("a database that refuses writes (a full disk)", () => {
     db.pragma("query_only = 0");
     await e.idle();
     expect(await e.operationGet(added.operation_id!, "all")).toMatchObject({ status: "completed", attempts: 1 });
+  });
+});
+
+describe("another process writing the database", () => {
+  /** Another process holding memory.db's write lock for `ms`: resolves once it holds it, with its exit. */
+  async function writerHolding(dir: string, ms: number): Promise<{ exited: Promise<number | null> }> {
+    const sqlite = createRequire(import.meta.url).resolve("better-sqlite3");
+    const script = `const db = new (require(${JSON.stringify(sqlite)}))(${JSON.stringify(join(dir, "memory.db"))}); db.exec("BEGIN IMMEDIATE"); db.prepare("UPDATE bank_version SET n = n").run(); process.stdout.write("held\\n"); setTimeout(() => { db.exec("COMMIT"); db.close(); }, ${ms});`;
+    const child = spawn(process.execPath, ["-e", script], { stdio: ["ignore", "pipe", "inherit"] });
+    const exited = new Promise<number | null>((resolve) => child.on("exit", resolve));
+    await new Promise<void>((resolve, reject) => {
+      child.stdout.on("data", (chunk: Buffer) => chunk.toString().includes("held") && resolve());
+      child.on("exit", () => reject(new Error("the writer exited before it held the lock")));
+    });
+    return { exited };
+  }
+
+  it("waits out its write (busy_timeout) instead of refusing a call whose transaction read first", async () => {
+    const { e, dir } = open();
+    await e.add(fact("Alice owns the box."));
+    const writer = await writerHolding(dir, 400);
+    // add reads (is the fact already known?) before it writes.
+    const added = await e.add(fact("Bob runs the coder agent."));
+    expect(added.already_known).toBeUndefined();
+    expect(await writer.exited).toBe(0);
+    expect((await e.search({ query: "coder", limit: 5, scope: shared })).results.map((h) => h.id)).toEqual([added.id]);
   });
 });
 
