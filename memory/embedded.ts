@@ -27,6 +27,7 @@ import type {
   TagCount,
 } from "./engine.js";
 import { openMemoryDb } from "./embedded-db.js";
+import { damagedInUse, sqliteCode } from "./sqlite.js";
 import { addFact, curateUnit, deletableIds, deleteIds, mergeDuplicates, runRetain, unitHistory, upsertDocument, type RetainPayload } from "./embedded-facts.js";
 import * as models from "./embedded-models.js";
 import { OperationQueue } from "./embedded-ops.js";
@@ -76,10 +77,23 @@ export class EmbeddedEngine implements MemoryEngine {
     });
   }
 
-  /** Runs `work` in one transaction, unless the engine is closed: one that may write takes the write lock first (Store.tx). */
+  /**
+   * Runs `work` in one transaction, unless the engine is closed: one that may
+   * write takes the write lock first (Store.tx). A lock another process held
+   * past the wait (busy_timeout, 5 s) is memory.engine_unavailable, to retry;
+   * a database found damaged is system.io naming memory.db.
+   */
   private tx<T>(work: (store: Store) => T, mode: "write" | "read" = "write"): T {
     if (this.closed) throw new MemoryError("memory.engine_unavailable", "the embedded memory engine was closed; retry", { retry_after_s: 5 });
-    return this.store.tx(() => work(this.store), mode);
+    try {
+      return this.store.tx(() => work(this.store), mode);
+    } catch (err) {
+      const code = sqliteCode(err);
+      if (code?.startsWith("SQLITE_BUSY")) {
+        throw new MemoryError("memory.engine_unavailable", `the memory database ${this.store.db.name} is held by another process's write; retry shortly`, { retry_after_s: 5, cause: code });
+      }
+      throw damagedInUse(this.store.db.name, err);
+    }
   }
 
   /** Runs `work`, which only reads, in one transaction. */

@@ -40,20 +40,39 @@ export function openSqlite(stateDir: string, file: string, migrations: readonly 
 }
 
 /**
- * A database SQLite cannot open or use (a read-only folder, a folder or
- * another file where it should be, a damaged file) is `system.io` naming the
- * file and SQLite's reason, as any file the system refuses: never an
- * internal error with a stack.
+ * A database SQLite cannot open (a read-only folder, a folder or another
+ * file where it should be, a damaged file), or finds damaged in use, is
+ * `system.io` naming the file and SQLite's reason, as any file the system
+ * refuses: never an internal error with a stack.
  */
 class DatabaseUnavailableError extends Error {
   readonly code = "system.io";
 }
 
 function unopenable(path: string, err: unknown): unknown {
-  const code = (err as { code?: unknown } | null)?.code;
-  if (!(err instanceof Error) || typeof code !== "string" || !code.startsWith("SQLITE_")) return err;
-  const reason = code.startsWith("SQLITE_NOTADB") ? "it is not a SQLite database" : code.startsWith("SQLITE_READONLY") ? "it is read-only" : err.message;
+  const code = sqliteCode(err);
+  if (code === undefined) return err;
+  const reason = code.startsWith("SQLITE_NOTADB") ? "it is not a SQLite database" : code.startsWith("SQLITE_READONLY") ? "it is read-only" : (err as Error).message;
   return new DatabaseUnavailableError(`could not open the database ${path}: ${reason} (${code})`);
+}
+
+/**
+ * A database found damaged while in use (SQLITE_CORRUPT, SQLITE_NOTADB: its
+ * file overwritten or replaced under a running server) is `system.io` naming
+ * the file, as when it cannot be opened; any other error is returned as it is
+ * (a full disk stays SQLITE_FULL, which the server answers as such).
+ */
+export function damagedInUse(path: string, err: unknown): unknown {
+  const code = sqliteCode(err);
+  if (code === undefined || !(code.startsWith("SQLITE_CORRUPT") || code.startsWith("SQLITE_NOTADB"))) return err;
+  const reason = code.startsWith("SQLITE_NOTADB") ? "it is no longer a SQLite database" : (err as Error).message;
+  return new DatabaseUnavailableError(`the database ${path} is damaged: ${reason} (${code}); restore it from a backup, or move it away to start an empty one`);
+}
+
+/** SQLite's error code (`SQLITE_BUSY`, `SQLITE_CORRUPT_…`) of an error the driver threw, else undefined. */
+export function sqliteCode(err: unknown): string | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  return err instanceof Error && typeof code === "string" && code.startsWith("SQLITE_") ? code : undefined;
 }
 
 function setUp(db: Db, migrations: readonly string[]): void {

@@ -102,7 +102,7 @@ export const API_CODES = {
   "mcp.exposure_needs_supervisor": { severity: "error", stage: "server", http: 409, meaning: "A stdio server cannot be exposed to hermes or brain: nothing runs it to give it a url." },
   "mcp.exposure_policy_unenforced": { severity: "error", stage: "server", http: 409, meaning: "The server's [tools] policy has gated tools, which Hermes cannot hold for approval; exposing it to hermes or brain would bypass them." },
   // ── memory ───────────────────────────────────────────────────────────
-  "memory.engine_unavailable": { severity: "error", stage: "server", http: 503, meaning: "hal0 cannot connect to the memory engine ([memory] url refused or timed out); retry after details.retry_after_s (5) seconds." },
+  "memory.engine_unavailable": { severity: "error", stage: "server", http: 503, meaning: "hal0 cannot connect to the memory engine ([memory] url refused or timed out), or the embedded engine's memory.db stayed held by another process's write past its 5 s wait; retry after details.retry_after_s (5) seconds." },
   "memory.engine_error": { severity: "error", stage: "server", http: 502, meaning: "The memory engine answered with an error; details.status and details.body carry its reply (never reclassified as unavailable)." },
   "memory.not_found": { severity: "error", stage: "server", http: 404, meaning: "No memory unit, document, mental model, directive or operation with this id is visible to the caller." },
   "memory.operation_state": { severity: "error", stage: "server", http: 409, meaning: "The operation cannot do this in its state (cancel a finished one, retry one that did not fail); details.status is its state." },

@@ -1,6 +1,6 @@
 import Database from "better-sqlite3";
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -294,6 +294,32 @@ describe("another process writing the database", () => {
     expect(added.already_known).toBeUndefined();
     expect(await writer.exited).toBe(0);
     expect((await e.search({ query: "coder", limit: 5, scope: shared })).results.map((h) => h.id)).toEqual([added.id]);
+  });
+
+  it("refuses a call whose wait ran out as memory.engine_unavailable, to retry, not as an internal error", async () => {
+    const { e, dir } = open();
+    (e as unknown as { store: { db: { pragma(s: string): unknown } } }).store.db.pragma("busy_timeout = 100"); // 5 s in use
+    const writer = await writerHolding(dir, 1500);
+    const err = await refusal(e.add(fact("Bob runs the coder agent.")));
+    expect(err).toMatchObject({ code: "memory.engine_unavailable", details: { retry_after_s: 5, cause: "SQLITE_BUSY" } });
+    expect(err.message).toContain(join(dir, "memory.db"));
+    expect(await writer.exited).toBe(0);
+    expect((await e.add(fact("Bob runs the coder agent."))).already_known).toBeUndefined();
+  });
+});
+
+describe("a database damaged while in use", () => {
+  it("is system.io naming memory.db, not an internal error", async () => {
+    const { e, dir } = open();
+    for (let i = 0; i < 300; i++) await e.add(fact(`Fact ${i}: the box keeps a long enough sentence to fill several pages of the database file.`));
+    await e.close();
+    const { e: again } = open({ dir });
+    const file = join(dir, "memory.db");
+    const bytes = readFileSync(file);
+    writeFileSync(file, Buffer.concat([bytes.subarray(0, 4096 * 2), Buffer.alloc(bytes.length - 4096 * 2, 0xde)]));
+    const err = await refusal(again.search({ query: "box sentence", limit: 5, scope: shared }));
+    expect(err).toMatchObject({ code: "system.io" });
+    expect(err.message).toContain(`the database ${file} is damaged`);
   });
 });
 
