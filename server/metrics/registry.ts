@@ -98,7 +98,7 @@ export class Hal0Metrics {
       help: "REST and MCP request latency. door: rest|mcp; route: the route template (REST; `unmatched` when none matched) or the MCP tool name; method: the HTTP method (REST) or `call` (MCP); code: the HTTP status (REST) or ok|pending_approval|<error code> (MCP)",
     });
     this.sweepSeconds = new Histogram({ name: "hal0_sweep_duration_seconds", registers, buckets: SWEEP_BUCKETS, labelNames: ["outcome"], help: "How long each reconcile sweep took, by its outcome" });
-    this.sweeps = new Counter({ name: "hal0_sweeps_total", registers, labelNames: ["outcome"], help: "Reconcile sweeps by outcome (nothing_to_do, converged, failed, invalid_config, locked; error: the sweep threw)" });
+    this.sweeps = new Counter({ name: "hal0_sweeps_total", registers, labelNames: ["outcome"], help: `Reconcile sweeps by outcome (${SWEEP_OUTCOMES.filter((o) => o !== "error").join(", ")}; error: the sweep threw)` });
     this.planChanges = new Counter({
       name: "hal0_plan_changes_total", registers, labelNames: ["source", "kind", "action"],
       help: "Changes of the plans hal0 acted on, by action (no-ops not counted). source=sweep: the plan a sweep executed; source=commit: what a committed change added to the plan (its delta)",
@@ -121,7 +121,7 @@ export class Hal0Metrics {
       },
     });
     this.gauge({
-      name: "hal0_slot_state", labelNames: ["slot", "state"], help: "Each slot's lifecycle state: 1 on the state it is in (offline, starting, warming, ready, error), 0 on the others",
+      name: "hal0_slot_state", labelNames: ["slot", "state"], help: `Each slot's lifecycle state: 1 on the state it is in (${SLOT_STATES.join(", ")}), 0 on the others`,
       async collect() {
         this.reset();
         if (!sources.slotStates) return;

@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { ProcessDriver } from "../../reconciler/index.js";
 import { AUTONOMOUS_READ_TOOLS } from "../../schema/data/seed-tiers.js";
-import { quantileMs } from "../../server/metrics/registry.js";
+import { quantileMs, SLOT_STATES, SWEEP_OUTCOMES } from "../../server/metrics/registry.js";
 import { serve, serveLogger, type Serving } from "../../server/serve.js";
 import { captureIo } from "../cli/helpers.js";
 import { freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
@@ -90,6 +90,9 @@ describe("GET /metrics on a served box: sweeps, plan changes, approvals, REST an
     expect(m.families.get("hal0_approvals_pending")?.type).toBe("GAUGE");
     expect(m.families.get("hal0_slot_state")?.type).toBe("GAUGE");
     for (const f of m.families.values()) expect(f.help, f.name).toMatch(/\S/);
+    // The HELP lines that list a label's values list every one the series carry.
+    for (const outcome of SWEEP_OUTCOMES) expect(m.families.get("hal0_sweeps_total")?.help).toContain(outcome);
+    for (const state of SLOT_STATES) expect(m.families.get("hal0_slot_state")?.help).toContain(state);
     // The process's own, from prom-client's default metrics.
     expect(m.series("process_cpu_seconds_total")[0]?.value).toBeGreaterThan(0);
     expect(m.series("process_resident_memory_bytes")[0]?.value).toBeGreaterThan(1_000_000);
