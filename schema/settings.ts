@@ -129,6 +129,16 @@ const Hermes = z.strictObject({
   run_timeout_s: z.int().min(1).max(604_800).default(1800),
 });
 
+/** Whether an http(s) URL names a user or password before its host. */
+function carriesCredentials(url: string): boolean {
+  try {
+    const parsed = new URL(url);
+    return parsed.username !== "" || parsed.password !== "";
+  } catch {
+    return /^https?:\/\/[^/]*@/.test(url);
+  }
+}
+
 const Memory = z
   .strictObject({
     enabled: z.boolean().default(true),
@@ -138,6 +148,16 @@ const Memory = z
   })
   .superRefine((m, ctx) => {
     const bad = m.url !== "" && !/^https?:\/\/[^\s/]+/.test(m.url);
+    if (!bad && m.url !== "" && carriesCredentials(m.url)) {
+      // Not echoed: the message reaches whoever reads the diagnostics.
+      ctx.addIssue({
+        code: "custom",
+        path: ["url"],
+        message: "url carries a user name or password (user:password@host): hal0 cannot send them to Hindsight, and memory errors that name the engine's URL are read by every caller",
+        params: { code: "config.invalid_value", target: "value", detail: "[memory] url is the Hindsight server's base URL without credentials, e.g. \"http://127.0.0.1:8888\"." },
+      });
+      return;
+    }
     if (bad || (m.enabled && m.engine === "hindsight" && m.url === "")) {
       ctx.addIssue({
         code: "custom",

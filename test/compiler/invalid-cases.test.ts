@@ -132,6 +132,12 @@ describe("related positions and details", () => {
     expect(d.related).toMatchObject([{ file: "slots/npu-a.toml", line: 1, column: 11 }]);
   });
 
+  it("a [memory] url with a password is refused without repeating it (the diagnostics reach any caller of a server whose tree never compiled)", async () => {
+    const d = await diagnosticAt("settings-memory-url-credentials", "hal0.toml:3:7", "config.invalid_value");
+    expect(d.summary).toContain("user name or password");
+    expect(JSON.stringify(d)).not.toContain("s3cret");
+  });
+
   it("a near-typo of a key gets a did-you-mean", async () => {
     const tune = await diagnosticAt("unknown-key-typo", "slots/chat.toml:5:1", "config.unknown_key");
     expect(tune.detail).toContain("Did you mean `ctx_size`?");
