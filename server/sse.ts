@@ -8,6 +8,13 @@ const KEEP_ALIVE_MS = 15_000;
 const RECHECK_MS = 2_000;
 
 /**
+ * What a stream may hold that its client has not read (a client that never
+ * reads, a tab stalled with its connection open) before the stream is cut:
+ * the server does not keep a client's unread events for ever.
+ */
+export const MAX_UNREAD_BYTES = 4 * 1024 * 1024;
+
+/**
  * Whether the credential a stream was opened with still holds (the session
  * is not logged out, the token not revoked), by stream: set by the route
  * table before the stream's handler runs (server/app.ts).
@@ -87,10 +94,15 @@ export async function serveEvents(event: H3Event, start: (send: SendEvent) => ()
     res.end(": the credential this stream was opened with has ended (logged out or revoked)\n\n");
     return false;
   };
-  const send: SendEvent = (type, data, id) => {
-    if (!res.writableEnded && holds()) res.write(`${id === undefined ? "" : `id: ${id}\n`}event: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+  /** Writes `text`, unless the client has left more than MAX_UNREAD_BYTES unread: then the stream is cut (its connection closed). */
+  const write = (text: string): void => {
+    if (res.writableEnded || !holds()) return;
+    if (res.writableLength <= MAX_UNREAD_BYTES) return void res.write(text);
+    close();
+    res.destroy();
   };
-  const keepAlive = setInterval(() => holds() && res.write(": keep-alive\n\n"), KEEP_ALIVE_MS);
+  const send: SendEvent = (type, data, id) => write(`${id === undefined ? "" : `id: ${id}\n`}event: ${type}\ndata: ${JSON.stringify(data)}\n\n`);
+  const keepAlive = setInterval(() => write(": keep-alive\n\n"), KEEP_ALIVE_MS);
   const recheck = allowed === undefined ? undefined : setInterval(holds, RECHECK_MS);
   const untrack = trackEventStream(res, () => {
     close();

@@ -1,14 +1,15 @@
 import { spawn } from "node:child_process";
 import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
 import { request } from "node:http";
-import { createServer, type AddressInfo, type Socket } from "node:net";
+import { connect, createServer, type AddressInfo, type Socket } from "node:net";
 import { join } from "node:path";
 import { z } from "zod";
 import { afterEach, describe, expect, it } from "vitest";
 import { ApiError } from "../../server/errors.js";
 import { defineRoute, type Route } from "../../server/route.js";
 import { ROUTES } from "../../server/routes/index.js";
-import { PENDING_PER_CALLER } from "../../server/approvals.js";
+import { PENDING_PER_CALLER, type Approval } from "../../server/approvals.js";
+import { MAX_UNREAD_BYTES } from "../../server/sse.js";
 import { httpCall, openEventStream, startTestServer, type TestServer } from "./harness.js";
 import { until } from "../helpers/until.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
@@ -323,6 +324,27 @@ describe("approvals", () => {
     await got(4);
     expect(events.slice(1).map((e) => `${e.event} ${e.data.approval.id}`)).toEqual([`enqueued ${b.id}`, `approved ${b.id}`, `executed ${b.id}`]);
     req.destroy();
+  });
+
+  it("cuts an events stream whose client never reads, once it holds MAX_UNREAD_BYTES unread, instead of keeping its events for ever", async () => {
+    const s = await start();
+    const { port } = new URL(s.url);
+    // A client that asks for the stream and never reads a byte of it.
+    const socket = connect(Number(port), "127.0.0.1");
+    socket.pause();
+    socket.write(`GET /api/agent/approvals/events HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${s.operator}\r\n\r\n`);
+    await until(async () => s.hal0.approvals.listenerCount("event"), (n) => n === 1);
+    const closed = new Promise<void>((resolve) => socket.once("close", () => resolve()));
+    const [approval] = s.hal0.approvals.list();
+    const big = { ...(approval ?? {}), id: "apr_0000000000000000", summary: "x".repeat(100_000) } as unknown as Approval;
+    // Far more than the kernel's socket buffers and MAX_UNREAD_BYTES hold.
+    for (let i = 0; i * 100_000 < 8 * MAX_UNREAD_BYTES && s.hal0.approvals.listenerCount("event") > 0; i++) {
+      s.hal0.approvals.emit("event", { type: "enqueued", approval: big });
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    expect(s.hal0.approvals.listenerCount("event")).toBe(0);
+    socket.resume();
+    await closed;
   });
 
   it("serves any number of open events streams without node's listener-leak warning, and lets each go when it closes", async () => {
