@@ -115,7 +115,7 @@ export class Hal0Metrics {
         try {
           this.set(await sources.approvalsPending());
         } catch {
-          this.reset();
+          this.remove(); // no sample, not a 0 that reads as "none pending" (reset() would leave one)
           failed("hal0_approvals_pending");
         }
       },

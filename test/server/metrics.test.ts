@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { ProcessDriver } from "../../reconciler/index.js";
 import { AUTONOMOUS_READ_TOOLS } from "../../schema/data/seed-tiers.js";
-import { quantileMs, SLOT_STATES, SWEEP_OUTCOMES } from "../../server/metrics/registry.js";
+import { Hal0Metrics, quantileMs, SLOT_STATES, SWEEP_OUTCOMES } from "../../server/metrics/registry.js";
 import { serve, serveLogger, type Serving } from "../../server/serve.js";
 import { captureIo } from "../cli/helpers.js";
 import { freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
@@ -212,5 +212,32 @@ describe("quantiles from cumulative buckets", () => {
     expect(quantileMs(buckets, 0.9)).toBe(30); // rank 9: half into (20, 40]
     expect(quantileMs([[0.01, 0], [Infinity, 3]], 0.5)).toBe(10); // above every bound: the highest one
     expect(quantileMs([[0.01, 0], [Infinity, 0]], 0.5)).toBeNull();
+  });
+});
+
+describe("a gauge that cannot be read at scrape time", () => {
+  it("is left without a sample (never a 0 that reads as a real value) and counted in hal0_metrics_collect_failures_total", async () => {
+    let fail = true;
+    const metrics = new Hal0Metrics({
+      approvalsPending: () => {
+        if (fail) throw new Error("the database is locked");
+        return 2;
+      },
+      slotStates: async () => {
+        if (fail) throw new Error("the runtime does not answer");
+        return new Map([["alpha", "ready"]]);
+      },
+    });
+    await metrics.text();
+    // The failure counter is read as the scrape starts, so a scrape shows the failures of the ones before it.
+    const failed = parse((await metrics.text()).text);
+    expect(failed.series("hal0_approvals_pending")).toEqual([]);
+    expect(failed.series("hal0_slot_state")).toEqual([]);
+    expect(valueOf(failed.series("hal0_metrics_collect_failures_total"), { gauge: "hal0_approvals_pending" })).toBeGreaterThanOrEqual(1);
+    expect(valueOf(failed.series("hal0_metrics_collect_failures_total"), { gauge: "hal0_slot_state" })).toBeGreaterThanOrEqual(1);
+    fail = false;
+    const read = parse((await metrics.text()).text);
+    expect(read.series("hal0_approvals_pending")).toEqual([{ labels: {}, value: 2 }]);
+    expect(valueOf(read.series("hal0_slot_state"), { slot: "alpha", state: "ready" })).toBe(1);
   });
 });
