@@ -25,8 +25,11 @@ export const McpServer = z
   .strictObject({
     name: z.string().min(1).max(128),
     description: z.string().default(""),
-    /** Where it came from: oci://, npm:/npx:, uvx:/uv:, git+https://, a manifest URL, or `manual:<id>` (a manifest posted to POST /api/mcp/install). */
-    spec: z.string().regex(/^(oci:\/\/|npm:|npx:|uvx:|uv:|git\+https:\/\/|https:\/\/|manual:)\S+$/, "a package spec: oci://, npm:, npx:, uvx:, uv:, git+https://, https:// or manual: and then no spaces"),
+    /**
+     * Where it came from: oci://, npm:/npx:, uvx:/uv:, git+https://, a manifest URL (https://, or http:// where
+     * HAL0_MCP_FETCH_INSECURE_HTTP=1 lets resolve fetch one), or `manual:<id>` (a manifest posted to POST /api/mcp/install).
+     */
+    spec: z.string().regex(/^(oci:\/\/|npm:|npx:|uvx:|uv:|git\+https:\/\/|https?:\/\/|manual:)\S+$/, "a package spec: oci://, npm:, npx:, uvx:, uv:, git+https://, https:// (or http://) or manual: and then no spaces"),
     transport: z.enum(MCP_TRANSPORTS),
     command: z.string().min(1).optional(),
     args: z.array(z.string()).default([]),

@@ -176,6 +176,27 @@ describe("installed MCP servers, end to end", () => {
   });
 });
 
+  it("installs from a plain-http manifest URL where HAL0_MCP_FETCH_INSECURE_HTTP and the allow list let resolve fetch it", async () => {
+    const host = createServer((_req, res) => void res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify(manifest())));
+    const port = await new Promise<number>((resolve) => host.listen(0, "127.0.0.1", () => resolve((host.address() as AddressInfo).port)));
+    const saved = { allow: process.env.HAL0_MCP_FETCH_ALLOW, insecure: process.env.HAL0_MCP_FETCH_INSECURE_HTTP };
+    process.env.HAL0_MCP_FETCH_ALLOW = `127.0.0.1:${port}`;
+    process.env.HAL0_MCP_FETCH_INSECURE_HTTP = "1";
+    try {
+      const url = `http://127.0.0.1:${port}/manifest.json`;
+      expect((await s.call("GET", `/api/mcp/resolve?url=${encodeURIComponent(url)}`)).body).toMatchObject({ id: "inventory", spec: url });
+      const installed = await s.call("POST", "/api/mcp/install", { body: { url } });
+      expect(installed.status, JSON.stringify(installed.body)).toBe(201);
+      expect(installed.body.installed).toMatchObject({ id: "inventory", spec: url, source_url: url, url: inventory.url });
+    } finally {
+      for (const [key, value] of [["HAL0_MCP_FETCH_ALLOW", saved.allow], ["HAL0_MCP_FETCH_INSECURE_HTTP", saved.insecure]] as const) {
+        if (value === undefined) delete process.env[key];
+        else process.env[key] = value;
+      }
+      await new Promise((resolve) => host.close(resolve));
+    }
+  });
+
 describe("clients, catalog, logs and the event stream", () => {
   it("knows MCP clients from the audit log and streams their tool calls", async () => {
     const events: string[] = [];
