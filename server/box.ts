@@ -439,8 +439,15 @@ export class BoxService {
       // After-effects keyed on what the commit touched, whichever door it came through (a route, a plan by id, an approval).
       const results: Record<string, unknown> = {};
       for (const { name, observer } of this.observers) {
-        const result = await observer(proposal);
-        if (result !== undefined) results[name] = result;
+        // The files are written: an after-effect that fails (the stack pointer on a full or read-only state folder) is
+        // reported as its own, never as the commit's, which a caller would take for a change not made.
+        try {
+          const result = await observer(proposal);
+          if (result !== undefined) results[name] = result;
+        } catch (err) {
+          const refusal = apiErrorOf(err);
+          results[name] = { error: { code: refusal instanceof ApiError ? refusal.code : "system.io", message: (err as Error).message } };
+        }
       }
       this.observed.set(proposal, results);
       if (files.length > 0) this.options.nudge?.();
@@ -475,7 +482,8 @@ export class BoxService {
    * Registers an after-effect of every commit (under the write lock, right
    * after the files are written): it sees the proposal — the change set and
    * the files it touched — and decides from those alone. What it returns
-   * (undefined = it did nothing) is the commit's `observed[name]`.
+   * (undefined = it did nothing) is the commit's `observed[name]`; when it
+   * throws, that is `{error: {code, message}}` and the commit stands.
    */
   onCommit(name: string, observer: (proposal: Proposal) => unknown): void {
     this.observers.push({ name, observer });

@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { seal } from "../../server/envelopes.js";
@@ -125,6 +125,18 @@ describe("stack apply", () => {
     expect(res.body.disables).toEqual([]);
     expect(res.body.files).toEqual([]);
     expect((await s.call("GET", "/api/stacks")).body).toMatchObject({ active: "voice", drift: "clean" });
+  });
+
+  it("a pointer that cannot be written leaves the apply committed, saying so, not a failure of what it changed", async () => {
+    mkdirSync(pointer()); // a folder where the pointer goes: writing it fails (as on a full or read-only state folder)
+    const res = await s.call("POST", "/api/stacks/forge/apply");
+    expect(res.status, JSON.stringify(res.body)).toBe(200);
+    expect(res.body).toMatchObject({ committed: true, pointer: { error: { code: "system.io", message: expect.stringContaining("stacks-state.json") } } });
+    expect(read("slots/chat.toml")).toMatch(/^model = "glm-4.5-air"$/m);
+    expect((await s.call("GET", "/api/activity?route=POST%20/api/stacks/{slug}/apply")).body.items[0]).toMatchObject({ outcome: "ok" });
+    rmSync(pointer(), { recursive: true });
+    await s.call("POST", "/api/stacks/forge/apply"); // nothing left to write but the pointer
+    expect((await s.call("GET", "/api/stacks")).body).toMatchObject({ active: "forge", drift: "clean" });
   });
 
   it("a corrupt pointer is drift none", async () => {
