@@ -390,8 +390,8 @@ async function memoryRow(check: string, model: Model, profile: string | null, ma
   const text = await readHermesFile(file).catch((err: Error) => err);
   if (text instanceof Error) return { check, status: "fail", message: `cannot read ${file}: ${text.message}`, hint: "check the file's permissions" };
   if (text === undefined) return { check, status: "warn", message: `no ${profile === null ? "default" : profile} profile (${file} does not exist)`, hint: profile === null ? "install Hermes, then run hal0 agent reprovision hermes --repair" : `create the ${profile} profile with hermes, then run hal0 apply` };
-  const { change, warning } = planHermesProfile(model, profile, text, managed, { enforce: true, token: token(profile) });
-  if (change.reason === "invalid_yaml") return { check, status: "fail", message: `${file} is not YAML hal0 can edit: ${(warning?.message ?? "").slice(file.length + 2).replace(/; hal0 leaves the file alone$/, "")}`, hint: "fix the file's YAML" };
+  const { change, warnings } = planHermesProfile(model, profile, text, managed, { enforce: true, token: token(profile) });
+  if (change.reason === "invalid_yaml") return { check, status: "fail", message: `${file} is not YAML hal0 can edit: ${(warnings[0]?.message ?? "").slice(file.length + 2).replace(/; hal0 leaves the file alone$/, "")}`, hint: "fix the file's YAML" };
   const desired = change.after.mcp_servers;
   const current = change.before.mcp_servers;
   if (!Object.hasOwn(desired, "hal0-memory")) return { check, status: "warn", message: `${file} opts out of hal0's MCP servers (hal0: {wire_mcp: false})`, hint: "remove the opt-out to give this profile hal0's memory" };

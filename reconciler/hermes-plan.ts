@@ -56,7 +56,7 @@ export function planHermes(model: Model, observed: Observed): { changes: HermesC
     const tokens = observed.hermes_tokens;
     const result = planHermesProfile(model, name, profiles[name]!.text, observed.hermes_managed?.profiles[name], { token: tokens === undefined ? undefined : tokens[hermesIdentity(name)] ?? null, unreadable: profiles[name]!.unreadable });
     changes.push(result.change);
-    if (result.warning) warnings.push(result.warning);
+    warnings.push(...result.warnings);
   }
   const removed = planRemovedProfiles(model, observed);
   return { changes: [...changes, ...removed.changes], warnings: [...warnings, ...removed.warnings] };
@@ -103,17 +103,27 @@ export interface HermesPlanOptions {
 }
 
 /** One profile's change (the default profile: `profile` null, address `hermes`). */
-export function planHermesProfile(model: Model, profile: string | null, text: string, managed: HermesManagedProfile | undefined, options: HermesPlanOptions = {}): { change: HermesChange; warning?: PlanWarning } {
+export function planHermesProfile(model: Model, profile: string | null, text: string, managed: HermesManagedProfile | undefined, options: HermesPlanOptions = {}): { change: HermesChange; warnings: PlanWarning[] } {
   const address = hermesAddress(profile);
   const identity = hermesIdentity(profile);
   const file = profileFile(hermesHome(model), profile);
   const owned = [...(managed?.ids ?? [])].sort();
+  const warnings: PlanWarning[] = [];
   let desired: Record<string, unknown>;
   let current: Record<string, unknown>;
   let bearers: Record<string, string>;
   try {
     if (options.unreadable !== undefined) throw new HermesYamlError(`cannot read it: ${options.unreadable}`);
     desired = desiredHal0Keys(text, identity, mcpBaseUrl(model), joinableServers(model), { bearer: options.token !== undefined });
+    // An entry under an installed server's id that hal0 did not join is the person's own: kept as it is, the server not
+    // wired there (unless the entry already is what hal0 would write, which hal0 then keeps as its own).
+    const theirs = currentHal0Keys(text, Object.keys(desired).filter((id) => !(HAL0_SERVER_IDS as readonly string[]).includes(id) && !owned.includes(id)));
+    const taken = Object.keys(theirs).filter((id) => !(HAL0_SERVER_IDS as readonly string[]).includes(id) && !sameKeys(theirs[id], desired[id])).sort();
+    for (const id of taken) delete desired[id];
+    if (taken.length > 0) {
+      const entries = taken.map((id) => `mcp_servers.${id}`).join(", ");
+      warnings.push({ address, code: "hermes.entry_taken", message: `${file}: ${entries} ${taken.length === 1 ? "is an entry" : "are entries"} hal0 did not write; hal0 leaves ${taken.length === 1 ? "it" : "them"} as ${taken.length === 1 ? "it is" : "they are"} and does not wire installed MCP server ${taken.join(", ")} into this profile (rename or remove the entry to have it wired)` });
+    }
     // From here on the file's own bearers are only fingerprints: what plans show is redacted.
     ({ view: current, bearers } = redactHal0Keys(currentHal0Keys(text, [...owned, ...Object.keys(desired)])));
   } catch (err) {
@@ -121,22 +131,22 @@ export function planHermesProfile(model: Model, profile: string | null, text: st
     const view: HermesView = { profile, identity, file, mcp_servers: {}, managed_ids: owned };
     return {
       change: hermesChange(address, "no-op", "invalid_yaml", [], view, view),
-      warning: { address, code: "hermes.invalid_yaml", message: `${file}: ${err.message}; hal0 leaves the file alone` },
+      warnings: [{ address, code: "hermes.invalid_yaml", message: `${file}: ${err.message}; hal0 leaves the file alone` }],
     };
   }
   const before: HermesView = { profile, identity, file, mcp_servers: current, managed_ids: owned };
   const after: HermesView = { profile, identity, file, mcp_servers: desired, managed_ids: Object.keys(desired).filter((id) => id !== "hal0-admin" && id !== "hal0-memory").sort() };
   const paths = [...new Set([...diffPaths("mcp_servers", current, desired), ...bearerPaths(current, desired, bearers, options.token)])].sort();
-  if (paths.length === 0) return { change: hermesChange(address, "no-op", Object.keys(desired).length === 0 ? "opted_out" : "unchanged", [], before, after) };
+  if (paths.length === 0) return { change: hermesChange(address, "no-op", Object.keys(desired).length === 0 ? "opted_out" : "unchanged", [], before, after), warnings };
   const reason = reasonFor(current, desired, managed);
   // `[reconcile] drift = "warn"`: a hand edit of hal0's keys is reported, not undone.
   if (reason === "drifted" && model.settings.reconcile.drift === "warn" && !options.enforce) {
     return {
       change: hermesChange(address, "no-op", "drifted", paths, before, after),
-      warning: { address, code: "hermes.drifted", message: `hal0's keys in ${file} were edited by hand (${paths.join(", ")}); drift = "warn": left as they are` },
+      warnings: [...warnings, { address, code: "hermes.drifted", message: `hal0's keys in ${file} were edited by hand (${paths.join(", ")}); drift = "warn": left as they are` }],
     };
   }
-  return { change: hermesChange(address, "update", reason, paths, before, after) };
+  return { change: hermesChange(address, "update", reason, paths, before, after), warnings };
 }
 
 /**

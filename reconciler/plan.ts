@@ -50,7 +50,7 @@ export function planChanges(model: Model, observed: Observed, inventory: Invento
     const tokens = observed.hermes_tokens;
     const one = planHermesProfile(model, null, observed.hermes_default.text, observed.hermes_managed?.default, { enforce: true, token: tokens === undefined ? undefined : tokens[hermesIdentity(null)] ?? null, unreadable: observed.hermes_default.unreadable });
     hermes.changes.push(one.change);
-    if (one.warning) hermes.warnings.push(one.warning);
+    hermes.warnings.push(...one.warnings);
   }
   const keep = selector(options.only);
   // `hal0 down` leaves the settings as they are applied, too: a pending settings change waits for the next apply.

@@ -129,6 +129,19 @@ describe("installed MCP servers, end to end", () => {
     expect(logs.body.error.code).toBe("mcp.not_found");
   });
 
+  it("never takes over a person's own entry of the same id in a profile: it is left as it is, the server not wired there, and the join says so", async () => {
+    const own = "# coder's own settings\nmodel: qwen3\nmcp_servers:\n  inventory:\n    url: https://inventory.example.com/mcp\n    headers:\n      Authorization: Bearer my-own-token\n";
+    writeFileSync(join(hermes, "profiles/coder/config.yaml"), own);
+    expect((await s.call("POST", "/api/mcp/install", { body: { manifest: manifest() } })).status).toBe(201);
+    const exposed = await s.call("PATCH", "/api/mcp/inventory/exposure", { body: { hermes: true } });
+    expect(exposed.status, JSON.stringify(exposed.body)).toBe(200);
+    expect(exposed.body.hermes_sync.errors).toEqual([{ profile: "coder", code: "hermes.entry_taken", message: expect.stringContaining("mcp_servers.inventory is an entry hal0 did not write") }]);
+    expect(profile("coder").mcp_servers!.inventory).toEqual({ url: "https://inventory.example.com/mcp", headers: { Authorization: "Bearer my-own-token" } });
+    expect(profile("coder").mcp_servers!["hal0-admin"]).toBeDefined(); // the rest of the profile is wired as ever
+    expect((await s.call("DELETE", "/api/mcp/inventory")).status).toBe(200);
+    expect(profile("coder").mcp_servers!.inventory).toEqual({ url: "https://inventory.example.com/mcp", headers: { Authorization: "Bearer my-own-token" } });
+  });
+
   it("refuses what it cannot do, with the seed's codes", async () => {
     await s.call("POST", "/api/mcp/install", { body: { manifest: manifest() } });
     const cases: Array<[string, string, unknown, number, string]> = [
