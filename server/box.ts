@@ -1,4 +1,5 @@
 import { mkdir, rm } from "node:fs/promises";
+import { parse as parseToml } from "smol-toml";
 import { watch, type FSWatcher } from "chokidar";
 import { dirname, join } from "node:path";
 import { packageRoot } from "../reconciler/package-root.js";
@@ -62,6 +63,20 @@ export function treeFileText(snap: Pick<Snapshot, "tree" | "diagnostics">, file:
   const unread = snap.diagnostics.filter((d) => d.code === "config.read_error" && (d.file === file || d.file === folder || d.file === "."));
   if (unread.length > 0) throw new ApiError("config.invalid", `${file} cannot be known: ${unread.map((d) => `${d.file}: ${d.detail}`).join("; ")}`, { diagnostics: unread });
   return undefined;
+}
+
+/**
+ * The tree's file `file` as a TOML document (undefined when absent, as {@link treeFileText}). A text that does
+ * not parse (a hand edit the tree does not compile with) is 422 `config.invalid` naming the file, not an internal error.
+ */
+export function treeFileDoc(snap: Pick<Snapshot, "tree" | "diagnostics">, file: string): Record<string, unknown> | undefined {
+  const text = treeFileText(snap, file);
+  if (text === undefined) return undefined;
+  try {
+    return parseToml(text) as Record<string, unknown>;
+  } catch (err) {
+    throw new ApiError("config.invalid", `${file} is not valid TOML: ${(err as Error).message.split("\n")[0]}`, { file, diagnostics: snap.diagnostics.filter((d) => d.file === file) });
+  }
 }
 
 /** A change set compiled and planned against the tree and the box: nothing written yet. */

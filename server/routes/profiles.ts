@@ -1,9 +1,8 @@
-import { parse as parseToml } from "smol-toml";
 import { z } from "zod";
 import { appendProfileEdit, compactProfile, deleteProfileEdits, isSeedProfile as isSeed, profileUsage as usedBy, PROFILES_FILE as FILE, updateProfileEdits } from "../../compiler/edits/profiles.js";
 import type { Model } from "../../compiler/index.js";
 import { BACKENDS, DEVICE_CLASSES, EnvName, Profile, ProfileName, REASONING_EFFORTS, SEED_PROFILES, SPECULATION_MODES } from "../../schema/index.js";
-import { treeFileText, type BoxService } from "../box.js";
+import { treeFileDoc, treeFileText, type BoxService } from "../box.js";
 import { openProfileEnvelope, profileEnvelope } from "../envelopes.js";
 import { ApiError, refusing } from "../errors.js";
 import { restoreMasked } from "../redact.js";
@@ -147,8 +146,7 @@ async function deleteIntent(box: BoxService, name: string): Promise<WriteIntent>
 }
 
 async function fileProfiles(box: BoxService): Promise<Record<string, unknown>> {
-  const text = treeFileText(await box.snapshot(), FILE);
-  return text ? ((parseToml(text).profile ?? {}) as Record<string, unknown>) : {};
+  return (treeFileDoc(await box.snapshot(), FILE)?.profile ?? {}) as Record<string, unknown>;
 }
 
 function notFound(name: string, model: Model): never {

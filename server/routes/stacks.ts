@@ -1,9 +1,8 @@
-import { parse as parseToml } from "smol-toml";
 import { z } from "zod";
 import { applyStackChanges, deleteStackEdit, importStackEdits, newStackEdit, projectStack, snapshotStack, stackFile as fileOf, updateStackEdit } from "../../compiler/edits/stack.js";
 import type { Model } from "../../compiler/index.js";
 import { ResourceId, Stack, STACK_MODES, StackSlot } from "../../schema/index.js";
-import { treeFileText, type BoxService } from "../box.js";
+import { treeFileDoc, treeFileText, type BoxService } from "../box.js";
 import { openStackEnvelope, stackEnvelope } from "../envelopes.js";
 import { ApiError } from "../errors.js";
 import { defineRoute, type WriteIntent } from "../route.js";
@@ -150,8 +149,7 @@ async function importIntent(box: BoxService, body: z.infer<typeof ImportBody>): 
 
 /** The box's own (profiles.toml) profiles among `names`, as written. */
 async function ownProfiles(box: BoxService, model: Model, names: ReadonlyArray<string | undefined>): Promise<Record<string, Record<string, unknown>>> {
-  const text = treeFileText(await box.snapshot(), "profiles.toml");
-  const file = text ? ((parseToml(text).profile ?? {}) as Record<string, Record<string, unknown>>) : {};
+  const file = (treeFileDoc(await box.snapshot(), "profiles.toml")?.profile ?? {}) as Record<string, Record<string, unknown>>;
   const out: Record<string, Record<string, unknown>> = {};
   for (const n of [...new Set(names)].filter((x): x is string => x !== undefined).sort()) if (model.profiles[n]?.origin === "file" && file[n]) out[n] = file[n];
   return out;
@@ -161,11 +159,7 @@ async function rawStack(box: BoxService, slug: string): Promise<{ raw: Record<st
   const snap = await box.snapshot();
   const text = treeFileText(snap, fileOf(slug));
   if (text === undefined) notFound(slug, await box.model());
-  try {
-    return { raw: parseToml(text) as Record<string, unknown>, text };
-  } catch (err) {
-    throw new ApiError("config.invalid", `${fileOf(slug)} is not valid TOML: ${(err as Error).message.split("\n")[0]}`, { file: fileOf(slug) });
-  }
+  return { raw: treeFileDoc(snap, fileOf(slug))!, text };
 }
 
 async function mustNotExist(box: BoxService, slug: string): Promise<void> {

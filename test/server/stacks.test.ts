@@ -207,6 +207,15 @@ describe("stack CRUD", () => {
 });
 
 describe("stack export and import", () => {
+  it("exports nothing while profiles.toml does not parse (a hand edit): 422 config.invalid naming it, as the stack file's own parse error is", async () => {
+    writeFileSync(join(s.config, "profiles.toml"), `${read("profiles.toml")}\nbroken = = =\n`);
+    for (const path of ["/api/stacks/forge/export", "/api/profiles/rocm/export"]) {
+      const res = await s.call("POST", path);
+      expect([res.status, res.body.error?.code], `${path} ${JSON.stringify(res.body)}`).toEqual([422, "config.invalid"]);
+      expect(res.body.error.message).toMatch(/^profiles\.toml is not valid TOML: /);
+    }
+  });
+
   it("round-trips through a checksummed envelope", async () => {
     const exp = await s.call("POST", "/api/stacks/forge/export");
     expect(exp.status).toBe(200);
