@@ -62,6 +62,14 @@ export function inputRefusal(value: unknown, root: readonly string[] = ["body"])
   return new ApiError("validation.invalid", `invalid request: ${fields.map((f) => `${f.loc.join(".")}: forbidden key`).join("; ")}`, { fields });
 }
 
+/**
+ * Why `JSON.parse` refused a text, without the text: V8 quotes it around the fault (`Unexpected token 's', "{"value": sk-…"...
+ * is not valid JSON`), so a credential sent without its quotes, or a document fetched for a caller, would come back in a reply.
+ */
+export function jsonFault(err: unknown): string {
+  return (err as Error).message.replace(/, (?:\.\.\.)?"[\s\S]*"(?:\.\.\.)? is not valid JSON$/, "");
+}
+
 /** `JSON.parse`, then {@link inputRefusal}: a body that is not JSON is `request.invalid_json`; one a route must not see is refused. */
 export function parseJsonInput(text: string, root: readonly string[] = ["body"]): unknown {
   let value: unknown;
@@ -69,10 +77,7 @@ export function parseJsonInput(text: string, root: readonly string[] = ["body"])
     // V8's JSON.parse does not recurse on the native stack: any nesting parses, and is judged after.
     value = JSON.parse(text);
   } catch (err) {
-    // V8 quotes the text around the fault (`Unexpected token 's', "{"value": sk-…"... is not valid JSON`): a credential sent
-    // without its quotes would come back in the reply. The reason is kept, the quoted text is not.
-    const reason = (err as Error).message.replace(/, (?:\.\.\.)?"[\s\S]*"(?:\.\.\.)? is not valid JSON$/, "");
-    throw new ApiError("request.invalid_json", `the body is not JSON: ${reason}`);
+    throw new ApiError("request.invalid_json", `the body is not JSON: ${jsonFault(err)}`);
   }
   const refusal = inputRefusal(value, root);
   if (refusal) throw refusal;

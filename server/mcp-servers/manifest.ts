@@ -2,6 +2,7 @@ import { z } from "zod";
 import { EnvName } from "../../schema/names.js";
 import { MCP_TRANSPORTS } from "../../schema/mcp-server.js";
 import { ApiError } from "../errors.js";
+import { jsonFault } from "../input.js";
 import { guardedFetch, MAX_URL_LENGTH, type GuardedFetchOptions } from "./ssrf.js";
 
 /**
@@ -163,7 +164,8 @@ async function resolveUrl(spec: string, options: GuardedFetchOptions): Promise<R
   try {
     document = JSON.parse(fetched.body);
   } catch (err) {
-    const msg = `not JSON: ${(err as Error).message}`;
+    // What the body holds is not said: an agent's install may point hal0 at a host only hal0 reaches (HAL0_MCP_FETCH_ALLOW).
+    const msg = `not JSON: ${jsonFault(err)}`;
     throw new ApiError("mcp.manifest_invalid", `${fetched.url} is ${msg}`, { fields: [{ loc: ["manifest"], msg, type: "json" }] });
   }
   return validateManifest(document, spec, fetched.url);

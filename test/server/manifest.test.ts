@@ -123,6 +123,7 @@ describe("manifest URLs", () => {
   documents["/good.json"] = JSON.stringify(good);
   documents["/stdio.json"] = JSON.stringify({ id: "files", name: "Files", transport: "stdio", command: "npx", args: ["-y", "@x/files"] });
   documents["/not-json.json"] = "{ id: sqlite";
+  documents["/secret.txt"] = "s3cr3t-token-of-an-internal-host";
   documents["/bad-shape.json"] = JSON.stringify({ id: "x", transport: "carrier-pigeon", tools: [{ description: "no name" }], env_required: ["1BAD"] });
   documents["/no-url.json"] = JSON.stringify({ id: "x", name: "X", transport: "sse" });
   documents["/no-id.json"] = JSON.stringify({ name: "X", transport: "stdio", command: "x" });
@@ -171,6 +172,11 @@ describe("manifest URLs", () => {
     expect(err.code).toBe("mcp.manifest_invalid");
     expect(err.status).toBe(422);
     expect(err.details).toMatchObject({ fields: [{ loc: ["manifest"], type: "json" }] });
+    // What the body holds is never quoted back: the fetch may reach a host only hal0 reaches, for an agent.
+    expect(err.message).toBe(`${at("/not-json.json")} is not JSON: Expected property name or '}' in JSON at position 2`);
+    const secret = await refusal(resolveManifest(at("/secret.txt"), opts()));
+    expect(secret.message).toBe(`${at("/secret.txt")} is not JSON: Unexpected token 's'`);
+    expect(JSON.stringify([secret.message, secret.details])).not.toContain("s3cr3t");
   });
 
   it("lists every schema problem in details.fields", async () => {
