@@ -35,7 +35,8 @@ const TABLES: ReadonlyArray<readonly [string, readonly SeedTool[]]> = [
  */
 const ADDITIVE = new Set(["slot_create", "stack_create", "stack_snapshot", "profile_create", "upstream_create", "model_register", "model_add", "mcp_server_install", "plan_propose", "slot_pull_image", "runner_image_sync", "hardware_reprobe"]);
 /** Tools whose route reaches outside the box (another host, a registry). */
-const OPEN_WORLD = new Set(["upstream_test", "model_pull", "hf_search", "model_catalogue", "model_update_check", "update_check", "runner_image_sync"]);
+// mcp_server_install fetches a manifest from the url it is given (GET /api/mcp/resolve's fetch, behind the SSRF guard).
+const OPEN_WORLD = new Set(["upstream_test", "model_pull", "hf_search", "model_catalogue", "model_update_check", "update_check", "runner_image_sync", "mcp_server_install"]);
 
 /**
  * Every problem between the tier tables and the route table: a tool in two
