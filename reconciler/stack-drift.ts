@@ -16,7 +16,8 @@ import { ensureStateFolder } from "./state-folder.js";
  * - `modified`: a slot file was edited since (model, profile, tune, enabled of
  *   a stack slot; for `replace`, a slot outside the stack enabled), or the
  *   active stack was deleted, or edited so that applying it again would change
- *   a slot file.
+ *   a slot file (which the reason says: the pointer keeps a hash of what the
+ *   stack said when applied, `stack_hash`).
  */
 
 export const POINTER_FILE = "stacks-state.json";
@@ -26,6 +27,8 @@ export type Drift = "none" | "clean" | "modified";
 const Pointer = z.object({
   active_slug: z.string().min(1),
   content_hash: z.string().min(1),
+  /** What the stack said when applied (its mode and entries): absent in a pointer an older hal0 wrote. */
+  stack_hash: z.string().min(1).optional(),
   applied_at: z.string().min(1),
 });
 export type StackPointer = z.infer<typeof Pointer>;
@@ -53,6 +56,11 @@ export function stackView(stack: CompiledStack, model: Model): Record<string, un
 
 export function stackContentHash(stack: CompiledStack, model: Model): string {
   return hashOf(stackView(stack, model));
+}
+
+/** What a stack says about the slots (its mode and entries), not its name or description: whether it was edited since it was applied. */
+export function stackHash(stack: CompiledStack): string {
+  return hashOf({ mode: stack.mode, slot: stack.slot });
 }
 
 export async function readPointer(stateDir: string): Promise<StackPointer | undefined> {
@@ -84,10 +92,14 @@ export function driftOf(pointer: StackPointer | undefined, model: Model): DriftR
   const stack = model.stacks[pointer.active_slug];
   const base = { active: pointer.active_slug, applied_at: pointer.applied_at };
   if (!stack) return { ...base, drift: "modified", reason: `stack ${pointer.active_slug} was deleted after it was applied` };
+  const edited = { ...base, drift: "modified" as const, reason: `stack ${pointer.active_slug} was edited after it was applied: applying it again would change slot files` };
+  const holds = projectStack(stack.slug, stack, model).edits.length === 0;
+  // A stack edited since (another slot named, another mode) is judged as it is now: the box holds it only if applying it
+  // again changes nothing. Its view of the slots is another, so comparing it with the pointer's would blame the slot files.
+  if (pointer.stack_hash !== undefined && stackHash(stack) !== pointer.stack_hash) return holds ? { ...base, drift: "clean" } : edited;
   if (stackContentHash(stack, model) !== pointer.content_hash) return { ...base, drift: "modified", reason: `slot files changed since stack ${pointer.active_slug} was applied` };
   // The slots are as the apply left them, but the stack file may have moved on since: the box holds it only if applying it again changes nothing.
-  if (projectStack(stack.slug, stack, model).edits.length > 0) return { ...base, drift: "modified", reason: `stack ${pointer.active_slug} was edited after it was applied: applying it again would change slot files` };
-  return { ...base, drift: "clean" };
+  return holds ? { ...base, drift: "clean" } : edited;
 }
 
 /** The drift of the box now: the pointer against the compiled tree. */

@@ -1,7 +1,7 @@
 import type { ChangeSet } from "../compiler/changeset.js";
 import { holdsStack } from "../compiler/edits/stack.js";
 import type { Model, SourceTree } from "../compiler/index.js";
-import { stackContentHash, writePointer, type StackPointer } from "../reconciler/stack-drift.js";
+import { stackContentHash, stackHash, writePointer, type StackPointer } from "../reconciler/stack-drift.js";
 
 /**
  * The commit observer that keeps the stack pointer (`<state>/stacks-state.json`,
@@ -18,7 +18,8 @@ export function stackPointerObserver(stateDir: string, now: () => number): (prop
   return async ({ changes, applied, model }) => {
     const slug = changes.stack?.slug;
     if (slug === undefined || !holdsStack(slug, model, applied.tree)) return undefined;
-    const pointer: StackPointer = { active_slug: slug, content_hash: stackContentHash(model.stacks[slug]!, model), applied_at: new Date(now()).toISOString() };
+    const stack = model.stacks[slug]!;
+    const pointer: StackPointer = { active_slug: slug, content_hash: stackContentHash(stack, model), stack_hash: stackHash(stack), applied_at: new Date(now()).toISOString() };
     await writePointer(stateDir, pointer);
     return pointer;
   };

@@ -119,6 +119,20 @@ describe("stack apply", () => {
     expect((await s.call("GET", "/api/stacks")).body).toMatchObject({ active: "forge", drift: "clean" });
   });
 
+  it("a stack given another slot or mode after it was applied is drift modified for that edit, not blamed on the slot files", async () => {
+    await s.call("POST", "/api/stacks/forge/apply");
+    const files = tree();
+    const entries = [{ slot: "chat", model: "glm-4.5-air", profile: "rocm-moe", tune: { ctx_size: 65536, speculation: "mtp" } }, { slot: "coder" }, { slot: "embed" }, { slot: "rerank" }];
+    expect((await s.call("PUT", "/api/stacks/forge", { body: { slot: [...entries, { slot: "vision" }] } })).status).toBe(200);
+    expect(Object.entries(tree()).filter(([file, text]) => file.startsWith("slots/") && files[file] !== text)).toEqual([]);
+    expect((await s.call("GET", "/api/stacks")).body).toMatchObject({ active: "forge", drift: "modified", drift_reason: "stack forge was edited after it was applied: applying it again would change slot files" });
+    // Another mode that the slots already satisfy (nothing else is enabled): the box holds the stack as it is now.
+    expect((await s.call("PUT", "/api/stacks/forge", { body: { slot: entries, mode: "merge" } })).status).toBe(200);
+    expect((await s.call("GET", "/api/stacks")).body).toMatchObject({ active: "forge", drift: "clean" });
+    edit("slots/coder.toml", "priority = 70", "priority = 70\nenabled = false");
+    expect((await s.call("GET", "/api/stacks")).body).toMatchObject({ drift: "modified", drift_reason: "stack forge was edited after it was applied: applying it again would change slot files" });
+  });
+
   it("merge leaves other slots alone and enables the stack's", async () => {
     const res = await s.call("POST", "/api/stacks/voice/apply");
     expect(res.status).toBe(200);
