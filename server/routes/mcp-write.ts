@@ -55,6 +55,10 @@ export const mcpWriteRoutes = [
       const manifest = "url" in body ? await resolveManifest(body.url, fetchOptions()) : validateManifest(body.manifest, typeof body.manifest.spec === "string" ? body.manifest.spec : `manual:${String(body.manifest.id)}`);
       if (bundledIds(services).has(manifest.id)) throw new ApiError("mcp.bundled", `${manifest.id} is a server hal0 serves itself`, { server_id: manifest.id });
       if ((await box.model()).mcpServers[manifest.id]) throw new ApiError("mcp.already_installed", `${manifest.id} is already installed`, { server_id: manifest.id });
+      // Its file, too, when it does not compile (a hand edit in progress): an install adds, it never rewrites what is there.
+      if ((await box.snapshot()).tree.files.has(mcpServerFile(manifest.id))) {
+        throw new ApiError("mcp.already_installed", `${mcpServerFile(manifest.id)} is already there, though it does not compile; fix it, or uninstall ${manifest.id} first`, { server_id: manifest.id, file: mcpServerFile(manifest.id) });
+      }
       const id = manifest.id;
       return {
         changes: { edits: installMcpServerEdits(manifest, Date.now()), summary: `install MCP server ${id}` },

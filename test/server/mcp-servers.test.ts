@@ -179,6 +179,15 @@ describe("installed MCP servers, end to end", () => {
     expect((await s.call("DELETE", "/api/mcp/broken")).body.error.code).toBe("mcp.not_found");
   });
 
+  it("does not install over a server's file that is there but does not compile (a hand edit in progress): it is kept as written", async () => {
+    const file = join(s.config, "mcp-servers/inventory.toml");
+    const text = '# notes I keep about it\nname = "Mine"\nspec = "npm:inventory"\ntransport = "stdio"\n'; // stdio without command
+    writeFileSync(file, text);
+    const res = await s.call("POST", "/api/mcp/install", { body: { manifest: manifest() } });
+    expect([res.status, res.body.error?.code], JSON.stringify(res.body)).toEqual([409, "mcp.already_installed"]);
+    expect(readFileSync(file, "utf8")).toBe(text);
+  });
+
   it("resolves package specs without fetching, and installs one as a stdio record", async () => {
     const resolved = await s.call("GET", `/api/mcp/resolve?url=${encodeURIComponent("npm:@modelcontextprotocol/server-puppeteer")}`);
     expect(resolved.body).toMatchObject({ transport: "stdio", command: "npx", source_kind: "npm" });
