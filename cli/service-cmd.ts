@@ -23,7 +23,7 @@ Creates the state folder (0700) if missing; with --user, as that user's, and nam
 folder the service writes that the user cannot. Starts nothing: run
 'systemctl daemon-reload && systemctl enable --now hal0' yourself. 'hal0 doctor' checks it.
   --unit-dir DIR   where to write hal0.service (default ${DEFAULT_UNIT_DIR})
-  --user NAME      User= and Group= of the service (default: root)
+  --user NAME      User= of the service, Group= its primary group (default: root)
   --print          print the unit on stdout and write nothing
 When systemd-analyze is installed, the written unit is checked with 'systemd-analyze verify'
 and what it says is printed on stderr.
@@ -51,7 +51,7 @@ export async function runService(args: string[], io: CliIo): Promise<number> {
   const user = values.user === undefined ? undefined : serviceUser(values.user);
   const options = {
     node: process.execPath, bin: join(packageRoot(), "bin", "hal0.cjs"), config: tree.root, state, writable, writableIfPresent,
-    user: values.user, path: io.env.PATH, version: (await import("../server/version.js")).packageVersion(),
+    user: user?.name, group: user?.group, path: io.env.PATH, version: (await import("../server/version.js")).packageVersion(),
   };
   const bad = unwritablePath(options);
   if (bad !== undefined) {
@@ -94,12 +94,19 @@ export async function runService(args: string[], io: CliIo): Promise<number> {
   return EXIT_OK;
 }
 
-/** `--user NAME` as this machine knows it (`id`, so NSS users count): a unit naming an unknown user does not start. */
-function serviceUser(name: string): { name: string; uid: number; gid: number } {
+/**
+ * `--user NAME` as this machine knows it (`id`, so NSS users count): a unit
+ * naming an unknown user does not start. Its group is the user's primary
+ * group by name (nobody's is nogroup on Debian, a user's may be users): a
+ * `Group=` naming a group that is not there does not start either (216/GROUP).
+ */
+function serviceUser(name: string): { name: string; uid: number; gid: number; group: string } {
   const id = (flag: string) => spawnSync("id", [flag, name], { encoding: "utf8", timeout: 10_000 });
-  const [u, g] = [id("-u"), id("-g")];
+  const [u, g, gn] = [id("-u"), id("-g"), id("-gn")];
   if (u.status !== 0 || g.status !== 0) throw new CliError("service.install_failed", `no user ${name} on this machine (id -u ${name}: ${(u.stderr || u.error?.message || "").trim()})`);
-  return { name, uid: Number(u.stdout.trim()), gid: Number(g.stdout.trim()) };
+  // A primary group with no name (no entry in the group database) is written as its number, which systemd takes too.
+  const group = gn.status === 0 && gn.stdout.trim() !== "" ? gn.stdout.trim() : g.stdout.trim();
+  return { name, uid: Number(u.stdout.trim()), gid: Number(g.stdout.trim()), group };
 }
 
 /**

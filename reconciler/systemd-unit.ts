@@ -42,8 +42,10 @@ export interface UnitOptions {
   readonly writable?: readonly string[];
   /** Folders hal0 writes when they are there but never creates (the Hermes home): `-` prefixed. */
   readonly writableIfPresent?: readonly string[];
-  /** `User=` (and its group); absent: root. */
+  /** `User=`; absent: root. */
   readonly user?: string;
+  /** `Group=`: the user's primary group (absent: systemd's default, the user's own). */
+  readonly group?: string;
   /** `PATH` as hal0 should see it (where runners are found). */
   readonly path?: string;
   readonly version?: string;
@@ -99,7 +101,8 @@ export function renderUnit(o: UnitOptions): string {
     // systemctl reload hal0: SIGHUP reads the config tree again and asks for a sweep.
     "ExecReload=/bin/kill -HUP $MAINPID",
     ...(o.path ? [`Environment=${quote(`PATH=${o.path}`)}`] : []),
-    ...(o.user ? [`User=${o.user}`, `Group=${o.user}`] : []),
+    ...(o.user ? [`User=${o.user}`] : []),
+    ...(o.user && o.group ? [`Group=${o.group}`] : []),
     "Restart=on-failure",
     "RestartSec=5",
     // The first SIGTERM drains: requests in flight and the sweep finish, then runners get stop_grace_s.

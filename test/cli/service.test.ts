@@ -85,7 +85,9 @@ describe("hal0 service install", () => {
     chmodSync(dir, 0o755); // mkdtemp's 0700 would keep nobody out of every folder here
     const r = await hal0(["service", "install", "--config", config, "--state", nobodyState, "--unit-dir", own, "--user", "nobody"]);
     expect(r.code, r.err).toBe(0);
-    expect(readFileSync(join(own, "hal0.service"), "utf8")).toContain("User=nobody\nGroup=nobody\n");
+    // Group= is nobody's primary group by its name (nogroup on Debian): a group named nobody need not exist, and the unit would not start (216/GROUP).
+    const group = spawnSync("id", ["-gn", "nobody"], { encoding: "utf8" }).stdout.trim();
+    expect(readFileSync(join(own, "hal0.service"), "utf8")).toContain(`User=nobody\nGroup=${group}\n`);
     expect(statSync(nobodyState).uid).toBe(Number(spawnSync("id", ["-u", "nobody"], { encoding: "utf8" }).stdout));
     // The config folder is root's (and the test's folder 0700): the real system says nobody cannot write it.
     expect(r.err).toContain(`hal0 service: nobody, the service's user, cannot write ${config}: chown -R nobody: ${config}`);
