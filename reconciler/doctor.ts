@@ -1,7 +1,7 @@
 import { constants, existsSync } from "node:fs";
-import { access, readFile, stat } from "node:fs/promises";
+import { access, readdir, readFile, stat } from "node:fs/promises";
 import { request } from "node:http";
-import { resolve } from "node:path";
+import { join, resolve } from "node:path";
 import type { Model, ResolvedSlot } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
 import { readHermesFile, readHermesProfiles } from "./hermes-files.js";
@@ -337,6 +337,14 @@ type TokenOf = (profile: string | null) => string | null;
 
 async function profilesRow(model: Model, managed: Readonly<Record<string, { ids: readonly string[]; applied?: string }>>, token: TokenOf): Promise<DoctorRow> {
   const home = hermesHome(model);
+  // A profiles folder hal0 may not read shows no profile: said, rather than "no named Hermes profiles".
+  const refused = await readdir(join(home, "profiles")).then(() => undefined, (err: NodeJS.ErrnoException) => (err.code === "ENOENT" || err.code === "ENOTDIR" ? undefined : err.code ?? err.message));
+  if (refused !== undefined) {
+    return {
+      check: "hermes_profiles_mcp", status: "warn", message: `cannot read ${home}/profiles (${refused}): hal0 neither wires nor checks the named Hermes profiles there`,
+      hint: "give hal0's user read access to the Hermes home, or set [hermes] home in hal0.toml to the one Hermes uses here",
+    };
+  }
   const profiles = await readHermesProfiles(home);
   const names = Object.keys(profiles);
   if (names.length === 0) return { check: "hermes_profiles_mcp", status: "ok", message: `no named Hermes profiles under ${home}/profiles`, hint: "" };

@@ -14,7 +14,8 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
  * is not read here: it is converged only on demand (`hal0 agent reprovision
  * hermes --repair`). A missing home, a profile folder without a config.yaml,
  * or a folder name that cannot be an agent identity (`hermes__<p>` must match
- * `[A-Za-z0-9_-]{1,64}`) is skipped. A config.yaml hal0 cannot read (a
+ * `[A-Za-z0-9_-]{1,64}`) is skipped, and a profiles folder hal0 cannot read
+ * (permission denied) holds none it can see. A config.yaml hal0 cannot read (a
  * folder, a pipe, a loop of links, permission denied) is observed with
  * `unreadable` (why) and left alone by the plan: one profile never stops the
  * sweep, a plan or `hal0 down` from converging the rest of the box.
@@ -23,8 +24,11 @@ export const PROFILE_NAME = /^[A-Za-z0-9_-]{1,56}$/;
 
 export async function readHermesProfiles(home: string): Promise<Record<string, ObservedHermesProfile>> {
   const dir = join(home, "profiles");
+  // A profiles folder hal0 may not read (a home under another user's 0700 folder, as the default
+  // /var/lib/hal0/.hermes is for anyone but root) holds no profile hal0 can see: the home is then
+  // unobservable (observeHermesHome says why), which removes nothing, rather than a failure of every plan.
   const entries = await readdir(dir, { withFileTypes: true }).catch((err: NodeJS.ErrnoException) => {
-    if (err.code === "ENOENT" || err.code === "ENOTDIR") return [];
+    if (typeof err.code === "string") return [];
     throw err;
   });
   // A profile folder may be a symbolic link to one kept elsewhere: it counts as what it leads to.

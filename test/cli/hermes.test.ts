@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -248,6 +248,19 @@ describe("a removed Hermes profile loses its token", () => {
     }
     rmSync(home, { recursive: true });
     renameSync(`${home}.off`, home);
+
+    // A profiles folder hal0 may not read (EACCES for a user other than root under a 0700 folder; a loop of links here, as
+    // the tests run as root): the home cannot be observed, which revokes nothing, and plan, status and doctor still run.
+    renameSync(join(home, "profiles"), join(home, "profiles.off"));
+    symlinkSync("profiles", join(home, "profiles"));
+    const unread = await run("apply", "--yes");
+    expect(unread.code, unread.err).toBe(0);
+    expect(unread.out).toMatch(/! hermes\.hal0-brain: hermes\.home_unobservable: .*profiles cannot be read \(ELOOP\)/);
+    expect(withTokens((t) => t.verify(old))).toMatchObject({ name: "hermes__hal0-brain" });
+    expect((await run("status")).code).toBe(0);
+    expect((await run("doctor")).out).toMatch(/^warn {2}hermes_profiles_mcp +cannot read .*\/profiles \(ELOOP\)/m);
+    rmSync(join(home, "profiles"));
+    renameSync(join(home, "profiles.off"), join(home, "profiles"));
 
     // The profile's folder removed from a present home.
     rmSync(join(home, "profiles", "hal0-brain"), { recursive: true });
