@@ -4,7 +4,7 @@ import { request } from "node:http";
 import { join, resolve } from "node:path";
 import type { Model, ResolvedSlot } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
-import { readHermesFile, readHermesProfiles } from "./hermes-files.js";
+import { HermesReadError, readHermesFile, readHermesProfiles } from "./hermes-files.js";
 import { engineAddress } from "./images.js";
 import { hermesHome, hermesIdentity, mcpBaseUrl, planHermesProfile, profileFile } from "./hermes-plan.js";
 import type { HermesCredentials, HermesManaged, HermesManagedProfile } from "./observed.js";
@@ -396,7 +396,7 @@ async function brainMemoryRow(model: Model, managed: HermesManagedProfile | unde
 async function memoryRow(check: string, model: Model, profile: string | null, managed: HermesManagedProfile | undefined, token: TokenOf, fix: string): Promise<DoctorRow> {
   const file = profileFile(hermesHome(model), profile);
   const text = await readHermesFile(file).catch((err: Error) => err);
-  if (text instanceof Error) return { check, status: "fail", message: `cannot read ${file}: ${text.message}`, hint: "check the file's permissions" };
+  if (text instanceof Error) return { check, status: "fail", message: text instanceof HermesReadError ? text.message : `cannot read ${file}: ${text.message}`, hint: "check the file's permissions" };
   if (text === undefined) return { check, status: "warn", message: `no ${profile === null ? "default" : profile} profile (${file} does not exist)`, hint: profile === null ? "install Hermes, then run hal0 agent reprovision hermes --repair" : `create the ${profile} profile with hermes, then run hal0 apply` };
   const { change, warnings } = planHermesProfile(model, profile, text, managed, { enforce: true, token: token(profile) });
   if (change.reason === "invalid_yaml") return { check, status: "fail", message: `${file} is not YAML hal0 can edit: ${(warnings[0]?.message ?? "").slice(file.length + 2).replace(/; hal0 leaves the file alone$/, "")}`, hint: "fix the file's YAML" };

@@ -258,7 +258,10 @@ describe("a removed Hermes profile loses its token", () => {
     expect(unread.out).toMatch(/! hermes\.hal0-brain: hermes\.home_unobservable: .*profiles cannot be read \(ELOOP\)/);
     expect(withTokens((t) => t.verify(old))).toMatchObject({ name: "hermes__hal0-brain" });
     expect((await run("status")).code).toBe(0);
-    expect((await run("doctor")).out).toMatch(/^warn {2}hermes_profiles_mcp +cannot read .*\/profiles \(ELOOP\)/m);
+    const doctor = await run("doctor");
+    expect(doctor.out).toMatch(/^warn {2}hermes_profiles_mcp +cannot read .*\/profiles \(ELOOP\)/m);
+    // The file is named once, with why.
+    expect(doctor.out).toContain(`hermes_brain_memory    cannot read ${file("hal0-brain")}: it is a loop of symbolic links (ELOOP)\n`);
     rmSync(join(home, "profiles"));
     renameSync(join(home, "profiles.off"), join(home, "profiles"));
 
