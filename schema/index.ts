@@ -43,7 +43,7 @@ export {
 } from "./diagnostic.js";
 
 // JSON Schema export
-export { renderJsonSchemas, jsonSchemaOf } from "./json-schema.js";
+export { HAL0_SCHEMA_ID, renderJsonSchemas, jsonSchemaOf } from "./json-schema.js";
 
 // Plans
 export {

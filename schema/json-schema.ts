@@ -15,6 +15,9 @@ import { FILE_KINDS, type FileKind } from "./file-kinds.js";
  * and a float with a zero fraction (`port = 8081.0`), which JSON Schema counts
  * as an integer while hal0 refuses every TOML float (compiler/scalars.ts).
  */
+/** Where every hal0 schema's `$id` lies: `hal0 schema` removes a stale schema only when it is hal0's. */
+export const HAL0_SCHEMA_ID = "https://hal0.dev/schema/";
+
 export function renderJsonSchemas(): Map<string, string> {
   const out = new Map<string, string>();
   for (const kind of FILE_KINDS) out.set(kind.jsonSchema, `${JSON.stringify(jsonSchemaOf(kind), null, 2)}\n`);
@@ -24,7 +27,7 @@ export function renderJsonSchemas(): Map<string, string> {
 /** One file kind's JSON Schema as an object (what `GET /api/settings/schema` serves for hal0.toml). */
 export function jsonSchemaOf(kind: FileKind): Record<string, unknown> {
   const body = integral(z.toJSONSchema(kind.schema, { target: "draft-7", io: "input", unrepresentable: "any" }));
-  return { ...body, $id: `https://hal0.dev/schema/${kind.jsonSchema}`, title: kind.title };
+  return { ...body, $id: `${HAL0_SCHEMA_ID}${kind.jsonSchema}`, title: kind.title };
 }
 
 /**
