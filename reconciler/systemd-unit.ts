@@ -97,7 +97,7 @@ export function renderUnit(o: UnitOptions): string {
     "",
     "[Service]",
     "Type=simple",
-    `ExecStart=${[o.node, "--max-semi-space-size=2", o.bin, "serve", "--config", o.config, "--state", o.state].map(quote).join(" ")}`,
+    `ExecStart=${[o.node, "--max-semi-space-size=2", o.bin, "serve", "--config", o.config, "--state", o.state].map((w) => quote(w, true)).join(" ")}`,
     // systemctl reload hal0: SIGHUP reads the config tree again and asks for a sweep.
     "ExecReload=/bin/kill -HUP $MAINPID",
     ...(o.path ? [`Environment=${quote(`PATH=${o.path}`)}`] : []),
@@ -110,7 +110,7 @@ export function renderUnit(o: UnitOptions): string {
     "UMask=0077",
     "NoNewPrivileges=yes",
     "ProtectSystem=strict",
-    `ReadWritePaths=${[...rw, ...optional].map(quote).join(" ")}`,
+    `ReadWritePaths=${[...rw, ...optional].map((w) => quote(w)).join(" ")}`,
     "ProtectHome=read-only",
     ...(hidden.length === 0 ? ["PrivateTmp=yes"] : [`# No PrivateTmp=: a private /tmp would hide ${hidden.join(", ")} from the service.`]),
     "ProtectKernelTunables=yes",
@@ -132,14 +132,19 @@ export function renderUnit(o: UnitOptions): string {
   return lines.join("\n");
 }
 
-/** A word of a unit's command line or path list: quoted when it needs it; `%` and `$` escaped (specifiers, variables). */
-function quote(word: string): string {
-  const escaped = word.replace(/%/g, "%%").replace(/\$/g, "$$$$");
+/**
+ * A word of a unit's command line or path list: quoted when it needs it; `%`
+ * escaped (a specifier everywhere), `$` only on a command line (`exec`), the
+ * one place systemd expands variables: in `Environment=` and
+ * `ReadWritePaths=` a `$$` stays two dollars, another path.
+ */
+function quote(word: string, exec = false): string {
+  const escaped = exec ? word.replace(/%/g, "%%").replace(/\$/g, "$$$$") : word.replace(/%/g, "%%");
   return /[\s"'\\;]/.test(escaped) || escaped === "" ? `"${escaped.replace(/\\/g, "\\\\").replace(/"/g, '\\"')}"` : escaped;
 }
 
-/** Splits a unit value into words as systemd does for ExecStart= (double or single quotes, backslash escapes), specifiers undone. */
-export function unitWords(value: string): string[] {
+/** Splits a unit value into words as systemd does (double or single quotes, backslash escapes), specifiers undone, and `$$` too on a command line (`exec`). */
+export function unitWords(value: string, exec = false): string[] {
   const words: string[] = [];
   let word: string | undefined;
   let q: string | undefined;
@@ -159,7 +164,7 @@ export function unitWords(value: string): string[] {
     else word = (word ?? "") + c;
   }
   if (word !== undefined) words.push(word);
-  return words.map((w) => w.replace(/%%/g, "%").replace(/\$\$/g, "$"));
+  return words.map((w) => (exec ? w.replace(/%%/g, "%").replace(/\$\$/g, "$") : w.replace(/%%/g, "%")));
 }
 
 export interface InstalledUnit {
@@ -178,7 +183,7 @@ export async function readUnit(dir = DEFAULT_UNIT_DIR): Promise<InstalledUnit | 
   const text = await readFile(file, "utf8").catch(() => undefined);
   if (text === undefined) return undefined;
   const line = text.split("\n").find((l) => /^\s*ExecStart\s*=/.test(l));
-  const exec = line === undefined ? [] : unitWords(line.slice(line.indexOf("=") + 1).trim());
+  const exec = line === undefined ? [] : unitWords(line.slice(line.indexOf("=") + 1).trim(), true);
   const after = (flag: string) => {
     const i = exec.indexOf(flag);
     return i === -1 ? undefined : exec[i + 1];

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
-import { renderUnit, systemdAnalyze } from "../../reconciler/systemd-unit.js";
+import { renderUnit, systemdAnalyze, unitProblems, unitWords } from "../../reconciler/systemd-unit.js";
 import { captureIo } from "./helpers.js";
 
 /**
@@ -73,6 +73,18 @@ describe("hal0 service install", () => {
     expect(text).toContain("PrivateTmp=yes\n");
     const home = renderUnit({ node: "/usr/bin/node", bin: "/opt/hal0/bin/hal0.cjs", config: "/etc/hal0", state: "/var/lib/hal0", writableIfPresent: ["/home/ada/.hermes"] });
     expect(home).toContain("ReadWritePaths=/var/lib/hal0 /etc/hal0 -/home/ada/.hermes\n");
+  });
+
+  it("a $ in a path is doubled on the command line only, where systemd expands variables; Environment= and ReadWritePaths= take it as it is", () => {
+    const o = { node: "/usr/bin/node", bin: "/opt/hal0/bin/hal0.cjs", config: "/etc/hal0", state: "/srv/hal0$box%1", path: "/opt/$tools/bin:/usr/bin" };
+    const text = renderUnit(o);
+    expect(text).toContain(" --state /srv/hal0$$box%%1\n");
+    expect(text).toContain("ReadWritePaths=/srv/hal0$box%%1 /etc/hal0\n");
+    expect(text).toContain("Environment=PATH=/opt/$tools/bin:/usr/bin\n");
+    // Read back as systemd reads it: the unit serves that state folder and leaves it writable.
+    const unit = { file: "hal0.service", text, exec: unitWords(text.split("\n").find((l) => l.startsWith("ExecStart="))!.slice("ExecStart=".length), true) };
+    expect(unit.exec.at(-1)).toBe(o.state);
+    expect(unitProblems(unit, { writable: [o.state, o.config], writableIfPresent: [] })).toEqual([]);
   });
 
   it.runIf(process.getuid?.() === 0)("--user: an unknown user is refused; a folder it makes is the user's; one the user cannot write is named", async () => {
