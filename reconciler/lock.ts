@@ -6,6 +6,17 @@ import { writeFileAtomic } from "./atomic.js";
 import { isOurs, procStat } from "./drivers/proc.js";
 import { ensureStateFolder } from "./state-folder.js";
 
+/**
+ * What a refusal adds for a holder on another host, whose process hal0
+ * cannot look for: its lock is never taken over, so one left by a hal0 that
+ * died there (a container since replaced, whose hostname was another) held
+ * the state folder for good, with no word of how to free it.
+ */
+function elsewhere(holder: LockHolder, file: string | undefined): string {
+  if (file === undefined || holder.host === hostname()) return "";
+  return `. hal0 cannot see the processes of ${holder.host} from ${hostname()}: if no hal0 runs there any more (a container or machine since replaced), remove ${file}`;
+}
+
 /** Who holds the apply lock. */
 export interface LockHolder {
   readonly pid: number;
@@ -19,8 +30,8 @@ export interface LockHolder {
 /** A second apply while one runs: `apply.locked`, naming the holder. */
 export class LockedError extends Error {
   readonly code = "apply.locked";
-  constructor(readonly holder: LockHolder) {
-    super(`another apply holds the lock: pid ${holder.pid} on ${holder.host}, \`${holder.command}\`, since ${holder.started_at}`);
+  constructor(readonly holder: LockHolder, file?: string) {
+    super(`another apply holds the lock: pid ${holder.pid} on ${holder.host}, \`${holder.command}\`, since ${holder.started_at}${elsewhere(holder, file)}`);
   }
 }
 
@@ -31,15 +42,15 @@ export class LockedError extends Error {
  */
 export async function acquireLock(stateDir: string, command: string): Promise<() => Promise<void>> {
   const held = await holdFile(stateDir, "apply.lock", command);
-  if ("holder" in held) throw new LockedError(held.holder);
+  if ("holder" in held) throw new LockedError(held.holder, join(stateDir, "apply.lock"));
   return held.release;
 }
 
 /** A second `hal0 model pull` on a state folder one already pulls into: `model.pull_busy`, naming the holder. */
 export class PullLockedError extends Error {
   readonly code = "model.pull_busy";
-  constructor(readonly holder: LockHolder) {
-    super(`another hal0 model pull runs on this state folder: pid ${holder.pid} on ${holder.host}, \`${holder.command}\`, since ${holder.started_at}; wait for it to end`);
+  constructor(readonly holder: LockHolder, file?: string) {
+    super(`another hal0 model pull runs on this state folder: pid ${holder.pid} on ${holder.host}, \`${holder.command}\`, since ${holder.started_at}; wait for it to end${elsewhere(holder, file)}`);
   }
 }
 
@@ -51,7 +62,7 @@ export class PullLockedError extends Error {
  */
 export async function acquirePullLock(stateDir: string, command: string): Promise<() => Promise<void>> {
   const held = await holdFile(stateDir, "pull.lock", command);
-  if ("holder" in held) throw new PullLockedError(held.holder);
+  if ("holder" in held) throw new PullLockedError(held.holder, join(stateDir, "pull.lock"));
   return held.release;
 }
 
@@ -66,8 +77,8 @@ export function serveLabel(holder: ServeHolder): string {
 /** A second `hal0 serve` on a state folder one already serves: `server.already_running`, naming the holder. */
 export class ServeLockedError extends Error {
   readonly code = "server.already_running";
-  constructor(readonly holder: ServeHolder) {
-    super(`another hal0 serve runs on this state folder: pid ${holder.pid} on ${holder.host}${holder.url ? ` at ${holder.url}` : ""}, since ${holder.started_at}; stop it first, or give this one its own --state`);
+  constructor(readonly holder: ServeHolder, file?: string) {
+    super(`another hal0 serve runs on this state folder: pid ${holder.pid} on ${holder.host}${holder.url ? ` at ${holder.url}` : ""}, since ${holder.started_at}; stop it first, or give this one its own --state${elsewhere(holder, file)}`);
   }
 }
 
@@ -80,7 +91,7 @@ export class ServeLockedError extends Error {
  */
 export async function acquireServeLock(stateDir: string): Promise<{ describe: (extra: { url: string; reconcile: boolean; config?: string }) => Promise<void>; release: () => Promise<void> }> {
   const held = await holdFile(stateDir, "serve.lock", "hal0 serve");
-  if ("holder" in held) throw new ServeLockedError(held.holder);
+  if ("holder" in held) throw new ServeLockedError(held.holder, join(stateDir, "serve.lock"));
   const path = join(stateDir, "serve.lock");
   return {
     describe: async (extra) => writeFileAtomic(path, `${JSON.stringify({ ...held.me, ...extra })}\n`),

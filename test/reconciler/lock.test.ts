@@ -80,4 +80,16 @@ describe("apply lock", () => {
     expect(JSON.parse(readFileSync(join(dir, "apply.lock"), "utf8")).pid).toBe(process.pid);
     await release();
   });
+
+  it("a holder on another host is never taken over, and the refusal says how to free a lock whose hal0 is gone (a container since replaced)", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-lock-"));
+    const held = { pid: 1, pid_start: 1, host: "old-container", started_at: "2026-11-30T12:00:00.000Z" };
+    writeFileSync(join(dir, "apply.lock"), JSON.stringify({ ...held, command: "hal0 apply --yes" }));
+    writeFileSync(join(dir, "serve.lock"), JSON.stringify({ ...held, command: "hal0 serve" }));
+    for (const [take, file] of [[() => acquireLock(dir, "hal0 apply"), "apply.lock"], [() => acquireServeLock(dir), "serve.lock"]] as const) {
+      const err = await take().catch((e: unknown) => e);
+      expect((err as Error).message).toContain(`pid 1 on old-container`);
+      expect((err as Error).message).toContain(`hal0 cannot see the processes of old-container from ${hostname()}: if no hal0 runs there any more (a container or machine since replaced), remove ${join(dir, file)}`);
+    }
+  });
 });
