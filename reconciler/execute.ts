@@ -243,10 +243,13 @@ async function timed(change: Change, o: Ctx, body: (emit: (phase: ExecEvent["pha
     result = { address: change.address, action: change.action, ok: false, code, error: (err as Error).message, elapsed_ms: now() - t0 };
     emit(code === INTERRUPTED ? "interrupted" : "failed", `${code}: ${(err as Error).message}`);
   }
-  // A start cut short by an interrupt did not end: its slot's last outcome stays the one before.
+  // A start cut short by an interrupt did not end: its slot's last outcome stays the one before, unless that was a failure.
   // The stop half of a replace that went well leaves the step under way: its start follows.
   if (result.ok && !recordSuccess) return result;
   if (result.code === INTERRUPTED) {
+    // Its runner is left running, started after any failure recorded for the slot: that failure was an earlier attempt's.
+    // Kept, it said Degraded (and its error) of a slot that then ran healthy, for good: the next apply's no-op records nothing.
+    if (change.kind === "slot") await o.serial(() => o.state.forgetFailedOutcome(slotNameOf(change.address)));
     await markStep(o, change, undefined);
     return result;
   }

@@ -114,6 +114,13 @@ export class StateStore {
     await this.writeJson("outcomes.json", { ...all, [name]: outcome });
   }
 
+  /** Forgets `name`'s last outcome when it is a failure (a runner started since, by a step that did not end); a success stays. */
+  async forgetFailedOutcome(name: string): Promise<void> {
+    const { [name]: last, ...others } = await this.readOutcomes();
+    if (last === undefined || last.ok) return;
+    await this.writeJson("outcomes.json", others);
+  }
+
   /**
    * Marks `name`'s step under way (`undefined`: it ended). Only the apply
    * that holds the lock writes; a file another process wrote (an apply

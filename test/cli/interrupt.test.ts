@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { getEventListeners } from "node:events";
-import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -71,6 +71,9 @@ function applyInterrupted(box: { config: string; state: string }, signals: NodeJ
 describe("hal0 apply interrupted", () => {
   it("the first SIGINT ends the wait for /health: the runners stay running and in the inventory, no outcome is recorded, the lock is released, exit 1 with the summary", async () => {
     const box = await slowBox();
+    // An earlier apply's failure of int-a (its port was held then): the runner started now is another attempt.
+    mkdirSync(box.state, { recursive: true, mode: 0o700 });
+    writeFileSync(join(box.state, "outcomes.json"), JSON.stringify({ "int-a": { ok: false, action: "create", code: "slot.port_in_use", error: "port held by pid 1", at: "2026-01-01T00:00:00.000Z" } }));
     const ended = await applyInterrupted(box, ["SIGINT"]);
     expect(ended, ended.err).toMatchObject({ code: 1, signal: null });
     expect(ended.ms).toBeLessThan(10_000); // not the 25 s load
@@ -89,8 +92,13 @@ describe("hal0 apply interrupted", () => {
       expect(runners).toHaveLength(1);
       expect(await alive(runners[0]!.pid)).toBe(true);
     }
+    // No outcome is recorded for the steps left, and int-a's earlier failure is gone: it described no runner that runs now
+    // (kept, the slot stayed Degraded slot.port_in_use once healthy, as no later no-op records anything).
     const outcomes = existsSync(join(box.state, "outcomes.json")) ? JSON.parse(readFileSync(join(box.state, "outcomes.json"), "utf8")) : {};
     expect(Object.keys(outcomes)).toEqual([]);
+    const status = captureIo();
+    expect(await main(["status", "int-a", "--json", "--config", box.config, "--state", box.state], status)).toBe(0);
+    expect(JSON.parse(status.out()).slot).toMatchObject({ last_error: null, conditions: expect.arrayContaining([expect.objectContaining({ type: "Degraded", status: "False" })]) });
     // The next plan sees the runners as started (nothing to create); only the settings step is left.
     const io = captureIo();
     expect(await main(["plan", "--config", box.config, "--state", box.state], io)).toBe(0);
