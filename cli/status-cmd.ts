@@ -99,10 +99,12 @@ export function statusRows(model: Model, observed: Readonly<Record<string, Obser
   return names.map((name) => {
     const desired = model.slots[name];
     const seen = observed[name];
-    const outcome = outcomes[name];
+    const enabled = desiredKnown ? (desired?.enabled ?? false) : null;
+    // A slot disabled since its last step failed, and not running: that failure is nothing to fix (offline, as slot_state says).
+    const outcome = enabled === false && !seen?.running ? undefined : outcomes[name];
     return {
       name,
-      enabled: desiredKnown ? (desired?.enabled ?? false) : null,
+      enabled,
       state: lifecycle(seen, outcome, steps[name]),
       pid: seen?.running ? (seen.record?.pid ?? null) : null,
       port: seen?.record?.view.port ?? desired?.port ?? null,

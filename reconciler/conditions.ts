@@ -121,13 +121,23 @@ function reconciling({ desiredHash, seen, step }: SlotFacts): Verdict {
     : { status: "False", reason: "Converged", message: "nothing to do" };
 }
 
+/**
+ * The slot's last step when it failed and still counts: while the slot is
+ * wanted, or still runs (a stop that failed). One disabled since (or removed
+ * from the config) and stopped has nothing left to fix; its failure said
+ * Degraded, and Stalled "retried every few minutes", for good.
+ */
+function failedStep({ desiredHash, seen, outcome }: SlotFacts): SlotOutcome | undefined {
+  return outcome && !outcome.ok && (desiredHash !== undefined || seen?.running) ? outcome : undefined;
+}
+
 function stalled(facts: SlotFacts): Verdict {
-  const { outcome } = facts;
+  const outcome = failedStep(facts);
   const refused = refusedVerdict(facts);
   if (refused !== undefined && !runsDesired(facts)) return refused;
   const found = preflightVerdict(facts);
   if (found !== undefined && !runsDesired(facts)) return { ...found, message: `${found.message} — hal0 apply would fail until it is fixed` };
-  if (outcome && !outcome.ok && outcome.code && NEEDS_FIX_CODES.has(outcome.code)) {
+  if (outcome?.code && NEEDS_FIX_CODES.has(outcome.code)) {
     return { status: "True", reason: outcome.code, message: `${outcome.error ?? ""} — retried every few minutes, at once when its spec changes or on a reload`.trim() };
   }
   return { status: "False", reason: "Progressing", message: "no terminal failure" };
@@ -135,7 +145,8 @@ function stalled(facts: SlotFacts): Verdict {
 
 function degraded(facts: SlotFacts, now: number): Verdict {
   const { seen, outcome } = facts;
-  if (outcome && !outcome.ok) return { status: "True", reason: outcome.code ?? "ApplyFailed", message: outcome.error ?? "the last apply step failed" };
+  const failed = failedStep(facts);
+  if (failed) return { status: "True", reason: failed.code ?? "ApplyFailed", message: failed.error ?? "the last apply step failed" };
   // Died within 10 min of becoming ready, twice or more in a row (one crash is no loop): until it runs 10 min.
   const restarts = outcome?.restarts ?? 0;
   if (restarts >= 2 && now - Date.parse(outcome!.at) < CRASH_WINDOW_MS) {

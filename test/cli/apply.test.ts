@@ -1,4 +1,4 @@
-import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -234,5 +234,23 @@ describe("hal0 apply / plan / status / down on the example box", () => {
     expect(readFileSync(join(state, "applied-settings.json"), "utf8")).toBe(applied);
     for (const pid of pids) expect(alive(pid), String(pid)).toBe(false);
     expect((await run("plan", "--detailed-exitcode")).code).toBe(2);
+  });
+});
+
+describe("hal0 status of a slot disabled since its last step failed", () => {
+  it("is offline with no last error, neither Stalled nor Degraded: that failure is nothing to fix (as slot_state says)", async () => {
+    const base = mkdtempSync(join(tmpdir(), "hal0-disabled-"));
+    const box = join(base, "box");
+    const dir = join(base, "state");
+    cpSync(BOX, box, { recursive: true });
+    // vision is disabled in the example box; its create failed before that (its model file was missing).
+    mkdirSync(dir, { mode: 0o700 });
+    writeFileSync(join(dir, "outcomes.json"), JSON.stringify({ vision: { ok: false, action: "create", code: "slot.spawn_failed", error: "exit 3", at: "2026-01-01T00:00:00.000Z" } }));
+    const io = captureIo({}, process.cwd());
+    expect(await main(["status", "--json", "--config", box, "--state", dir], io), io.err()).toBe(0);
+    const vision = (JSON.parse(io.out()).slots as Array<{ name: string; state: string; last_error: string | null; conditions: Array<{ type: string; status: string }> }>).find((r) => r.name === "vision")!;
+    expect(vision).toMatchObject({ enabled: false, state: "offline", last_error: null });
+    expect(vision.conditions.map((c) => `${c.type}=${c.status}`)).toEqual(["Ready=False", "Reconciling=False", "Stalled=False", "Degraded=False"]);
+    rmSync(base, { recursive: true, force: true });
   });
 });

@@ -27,6 +27,14 @@ describe("slot conditions", () => {
     expect(byType(slotConditions({ desiredHash: "h1", outcome: transient }, undefined, "T1"))).toMatchObject({ Stalled: "False Progressing", Degraded: "True slot.port_in_use" });
   });
 
+  it("a failure counts while the slot is wanted or still runs: disabled since, and stopped, it is neither Stalled nor Degraded", () => {
+    const outcome = { ok: false, action: "create", code: "slot.spawn_failed", error: "exit 3", at: "t" };
+    expect(byType(slotConditions({ outcome }, undefined, "T1"))).toEqual({ Ready: "False Disabled", Reconciling: "False Converged", Stalled: "False Progressing", Degraded: "False AsExpected" });
+    // A stop that failed: the runner still runs, so the failure still says something.
+    const stop = { ...outcome, action: "delete", code: "slot.stop_failed" };
+    expect(byType(slotConditions({ seen: running("h1"), outcome: stop }, undefined, "T1"))).toMatchObject({ Reconciling: "True ChangePending", Degraded: "True slot.stop_failed" });
+  });
+
   it("keeps lastTransitionTime while a status holds, bumps the generation when the spec changes", () => {
     const first = slotConditions({ desiredHash: "h1", seen: running("h1") }, undefined, "T1");
     const same = slotConditions({ desiredHash: "h1", seen: running("h1") }, first, "T2");
