@@ -32,6 +32,11 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
   let box = await openBox(values, io, { checkRunners: true });
   // [models] pull_on_apply: the Hub models the enabled slots use come down first (each its own change), then the box is read again.
   const missing = notInstalled(box.model).map((m) => m.id);
+  if (missing.length > 0 && box.model.settings.models.pull_on_apply && values.plan !== undefined) {
+    // A saved plan was made before they were pulled: pulling registers them in models.toml, which moves the config, so
+    // the plan could only be refused as stale after the download (of gigabytes, for nothing it could apply).
+    throw new CliError("plan.stale", `${resolve(io.cwd, values.plan)} was planned while model${missing.length > 1 ? "s" : ""} ${missing.join(", ")} ${missing.length > 1 ? "were" : "was"} not installed; [models] pull_on_apply would pull ${missing.length > 1 ? "them" : "it"} first and register ${missing.length > 1 ? "them" : "it"} in models.toml, so that plan no longer applies: pull ${missing.length > 1 ? "them" : "it"} (hal0 model pull, or hal0 apply without --plan), then make the plan again (hal0 plan --out)`);
+  }
   if (missing.length > 0 && box.model.settings.models.pull_on_apply) {
     await installMissing(values, io, missing);
     box = await openBox(values, io, { checkRunners: true });

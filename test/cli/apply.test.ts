@@ -254,3 +254,29 @@ describe("hal0 status of a slot disabled since its last step failed", () => {
     rmSync(base, { recursive: true, force: true });
   });
 });
+
+describe("hal0 apply --plan FILE with [models] pull_on_apply and a model not installed", () => {
+  it("is refused before any pull (plan.stale): pulling registers the model in models.toml, which moves the config the saved plan was made from", async () => {
+    const base = mkdtempSync(join(tmpdir(), "hal0-pull-plan-"));
+    const box = join(base, "box");
+    const dir = join(base, "state");
+    cpSync(BOX, box, { recursive: true });
+    // qwen3-4b (slot utility) as a Hub file only; hal0 apply is to pull it first.
+    const models = join(box, "models.toml");
+    writeFileSync(models, readFileSync(models, "utf8").replace('[model."qwen3-4b"]\nname = "Qwen3 4B"\npath = "models/Qwen3-4B-Q4_K_M.gguf"\n', '[model."qwen3-4b"]\nname = "Qwen3 4B"\n'));
+    const settings = join(box, "hal0.toml");
+    writeFileSync(settings, readFileSync(settings, "utf8").replace(/^store = .*$/m, '$&\npull_on_apply = true'));
+    const before = readFileSync(models, "utf8");
+    // A Hub nobody answers at: a pull that starts fails (model.pull_failed), not plan.stale.
+    const env = { HF_ENDPOINT: "http://127.0.0.1:9" };
+    const plan = captureIo(env, process.cwd());
+    expect(await main(["plan", "--out", join(base, "plan.json"), "--config", box, "--state", dir], plan), plan.err()).toBe(0);
+    expect(plan.err()).toContain("note: model.not_installed: model qwen3-4b");
+    const apply = captureIo(env, process.cwd());
+    expect(await main(["apply", "--plan", join(base, "plan.json"), "--yes", "--config", box, "--state", dir], apply)).toBe(1);
+    expect(apply.err()).toContain(`hal0 apply: plan.stale: ${join(base, "plan.json")} was planned while model qwen3-4b was not installed; [models] pull_on_apply would pull it first`);
+    expect(apply.out()).not.toContain("pulling it first");
+    expect(readFileSync(models, "utf8")).toBe(before);
+    rmSync(base, { recursive: true, force: true });
+  });
+});
