@@ -3,7 +3,8 @@ import type { HermesChange, Plan, SettingsBuckets, SettingsChange } from "../sch
 import { allSlotConditions, slotConditions, type ResourceConditions } from "./conditions.js";
 import { hermesConditions, settingsConditions } from "./conditions-resources.js";
 import { planHermes } from "./hermes-plan.js";
-import type { Observed, ObservedSlot } from "./observed.js";
+import { heldUnplaced } from "./nodes.js";
+import type { Observed, ObservedNode, ObservedSlot } from "./observed.js";
 import { PreflightCache, type Finding } from "./preflight.js";
 import { planSettings } from "./settings-plan.js";
 import type { SlotOutcome, SlotStep, StateStore } from "./state.js";
@@ -30,7 +31,7 @@ export async function refreshConditions(
 ): Promise<Record<string, ResourceConditions>> {
   const [outcomes, previous, found, steps] = await Promise.all([state.readOutcomes(), state.readConditions(), findings ?? sharedPreflight.findings(model).catch((): Finding[] => []), state.readSteps()]);
   const at = new Date(now()).toISOString();
-  const { next } = allSlotConditions(model.slots, observed.slots, outcomes, previous, at, found, steps);
+  const { next } = allSlotConditions(model.slots, observed.slots, outcomes, previous, at, found, steps, observed.nodes);
   const { settings, buckets, hermes } = otherChanges(model, observed, plan);
   next.settings = settingsConditions(settings, buckets, outcomes.settings, previous.settings, at);
   for (const change of hermes) next[change.address] = hermesConditions(change, outcomes[change.address], previous[change.address], at);
@@ -47,6 +48,8 @@ export async function refreshConditions(
  */
 export async function slotConditionsNow(
   model: Model, name: string, seen: ObservedSlot | undefined, state: StateStore, now: () => number = Date.now,
+  /** A multi-node runtime's nodes: a slot the planner holds for want of one is not pending (heldUnplaced). */
+  nodes?: readonly ObservedNode[],
 ): Promise<{ conditions: ResourceConditions; outcome?: SlotOutcome; step?: SlotStep }> {
   const [outcomes, previous, found, steps] = await Promise.all([state.readOutcomes(), state.readConditions(), sharedPreflight.findings(model).catch((): Finding[] => []), state.readSteps()]);
   const slot = Object.hasOwn(model.slots, name) ? model.slots[name] : undefined;
@@ -55,6 +58,7 @@ export async function slotConditionsNow(
   const conditions = slotConditions({
     desiredHash: slot?.enabled ? slot.spec_hash : undefined, seen, outcome, step,
     preflight: found.filter((f) => f.slot === name), refused: slot?.runner?.diagnostics.filter((d) => d.severity === "error"),
+    unplaced: slot?.enabled ? heldUnplaced(slot, seen, nodes) : undefined,
   }, previous[`slot.${name}`], new Date(now()).toISOString());
   return { conditions, outcome, step };
 }

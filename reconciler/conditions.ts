@@ -1,4 +1,5 @@
-import type { ObservedSlot } from "./observed.js";
+import { heldUnplaced, type Unplaced } from "./nodes.js";
+import type { ObservedNode, ObservedSlot, SlotView } from "./observed.js";
 import type { SlotOutcome, SlotStep } from "./state.js";
 import { CRASH_WINDOW_MS, crashDelayMs, NEEDS_FIX_CODES } from "./backoff.js";
 import type { Diagnostic } from "../schema/index.js";
@@ -60,6 +61,13 @@ export interface SlotFacts {
    * Stalled (RunnerRefusesArgv) until the TOML is fixed, never a crash loop.
    */
   readonly refused?: readonly Diagnostic[];
+  /**
+   * Why the planner holds this desired slot rather than start it (a swarm
+   * slot no ready node takes: nodes.ts's heldUnplaced). Nothing is pending
+   * then, and the slot is Degraded (`NodeDown`, `Unschedulable`) until a node
+   * that fits is ready again.
+   */
+  readonly unplaced?: Unplaced;
 }
 
 export type Verdict = Pick<Condition, "status" | "reason" | "message">;
@@ -91,9 +99,9 @@ export function withHistory(verdicts: Record<ConditionType, Verdict>, hash: stri
   return { generation, spec_hash: hash, conditions };
 }
 
-function ready({ desiredHash, seen, step }: SlotFacts): Verdict {
+function ready({ desiredHash, seen, step, unplaced }: SlotFacts): Verdict {
   if (desiredHash === undefined) return { status: "False", reason: "Disabled", message: "the slot is disabled or not in the config" };
-  if (!seen?.running) return { status: "False", reason: "NotRunning", message: seen?.detail ?? "no runner is running" };
+  if (!seen?.running) return { status: "False", reason: "NotRunning", message: seen?.detail ?? unplaced?.message ?? "no runner is running" };
   if (seen.record?.view.spec_hash !== desiredHash) return { status: "False", reason: "SpecOutdated", message: "it runs an older spec; hal0 plan shows the difference" };
   if (seen.health === "ok") return { status: "True", reason: "Healthy", message: "GET /health answers 200" };
   if (seen.health === "loading") return { status: "False", reason: "Warming", message: "GET /health answers 503 while the model loads" };
@@ -106,7 +114,7 @@ function starting(step: SlotStep | undefined): boolean {
   return step !== undefined && step.phase !== "stopping";
 }
 
-function reconciling({ desiredHash, seen, step }: SlotFacts): Verdict {
+function reconciling({ desiredHash, seen, step, unplaced }: SlotFacts): Verdict {
   if (step !== undefined) {
     const what = step.action === "create" ? "creating" : step.action === "replace" ? "replacing" : "stopping";
     if (step.phase === "stopping") return { status: "True", reason: "Stopping", message: `an apply is ${what} it: its runner is being stopped` };
@@ -115,6 +123,8 @@ function reconciling({ desiredHash, seen, step }: SlotFacts): Verdict {
   }
   // A disabled (or removed) slot whose runner still runs is to be stopped: not converged yet either.
   if (desiredHash === undefined && seen?.running) return { status: "True", reason: "ChangePending", message: "the next apply or sweep stops this slot" };
+  // The planner holds it (a no-op, reason unplaced): no apply changes it until a node that fits is ready.
+  if (desiredHash !== undefined && unplaced !== undefined) return { status: "False", reason: "Unplaced", message: "no apply or sweep starts it until a ready, active node matches its placement (hal0 plan: unplaced)" };
   const pending = desiredHash !== undefined && (!seen?.running || seen.record?.view.spec_hash !== desiredHash);
   return pending
     ? { status: "True", reason: "ChangePending", message: "the next apply or sweep changes this slot" }
@@ -156,7 +166,8 @@ function degraded(facts: SlotFacts, now: number): Verdict {
   if (found !== undefined && runsDesired(facts)) return { ...found, message: `${found.message} — it runs, but a restart would fail` };
   // (Not while an apply starts or stops it: a runner launched or stopping does not answer yet, or any more.)
   if (seen?.running && seen.health === "down" && facts.step === undefined) return { status: "True", reason: "Unhealthy", message: "running, but GET /health does not answer" };
-  if (seen?.unplaced !== undefined) return { status: "True", reason: seen.unplaced.reason === "node_down" ? "NodeDown" : "Unschedulable", message: seen.unplaced.message };
+  const unplaced = facts.unplaced ?? seen?.unplaced;
+  if (unplaced !== undefined) return { status: "True", reason: unplaced.reason === "node_down" ? "NodeDown" : "Unschedulable", message: unplaced.message };
   return { status: "False", reason: "AsExpected", message: "no failure" };
 }
 
@@ -203,7 +214,7 @@ function runsDesired({ desiredHash, seen }: SlotFacts): boolean {
  * differs from `previous` (so a sweep with nothing new writes nothing).
  */
 export function allSlotConditions(
-  desired: Readonly<Record<string, { enabled: boolean; spec_hash: string; runner?: { diagnostics: readonly Diagnostic[] } }>>,
+  desired: Readonly<Record<string, { enabled: boolean; spec_hash: string; spec?: SlotView["spec"]; runner?: { diagnostics: readonly Diagnostic[] } }>>,
   observed: Readonly<Record<string, ObservedSlot>>,
   outcomes: Readonly<Record<string, SlotOutcome>>,
   previous: Readonly<Record<string, ResourceConditions>>,
@@ -212,6 +223,8 @@ export function allSlotConditions(
   findings: readonly Finding[] = [],
   /** The slot steps an apply runs now (`steps.json`). */
   steps: Readonly<Record<string, SlotStep>> = {},
+  /** A multi-node runtime's nodes (Observed.nodes): a desired slot the planner holds for want of one is not pending (heldUnplaced). */
+  nodes?: readonly ObservedNode[],
 ): { next: Record<string, ResourceConditions>; changed: boolean } {
   // outcomes.json also keeps `settings` and `hermes.<p>` (names with a dot, which no slot name has).
   const names = new Set([...Object.keys(desired), ...Object.keys(observed), ...Object.keys(outcomes).filter((n) => !n.includes("."))]);
@@ -221,7 +234,8 @@ export function allSlotConditions(
     const address = `slot.${name}`;
     const preflight = findings.filter((f) => f.slot === name);
     const refused = d?.runner?.diagnostics.filter((x) => x.severity === "error");
-    next[address] = slotConditions({ desiredHash: d?.enabled ? d.spec_hash : undefined, seen: observed[name], outcome: outcomes[name], step: steps[name], preflight, refused }, previous[address], now);
+    const unplaced = d?.enabled && d.spec !== undefined ? heldUnplaced({ spec: d.spec, spec_hash: d.spec_hash }, observed[name], nodes) : undefined;
+    next[address] = slotConditions({ desiredHash: d?.enabled ? d.spec_hash : undefined, seen: observed[name], outcome: outcomes[name], step: steps[name], preflight, refused, unplaced }, previous[address], now);
   }
   return { next, changed: JSON.stringify(next) !== JSON.stringify(previous) };
 }

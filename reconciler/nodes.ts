@@ -18,6 +18,38 @@ export function placeableOn(view: Pick<SlotView, "spec">, nodes: readonly Observ
   return nodes.filter((n) => n.state === "ready" && n.availability === "active" && nodeMatches(view, n));
 }
 
+/** Why a swarm slot does not run and is not started: Swarm holds its service's task (its node down, no node fits), or no node could take it. */
+export type Unplaced = NonNullable<ObservedSlot["unplaced"]>;
+
+/**
+ * Whether the planner holds a desired slot that does not run rather than
+ * start it (plan.ts's reason `unplaced`), and why: Swarm holds the task of
+ * its service, which is as desired (re-creating it would not place it), or
+ * no ready, active node matches its placement now (it would start into a
+ * Pending service). Undefined when the slot runs or may be started. The
+ * planner and the slot's conditions ask the same question.
+ */
+export function heldUnplaced(view: Pick<SlotView, "spec" | "spec_hash">, seen: ObservedSlot | undefined, nodes: readonly ObservedNode[] | undefined): Unplaced | undefined {
+  if (seen?.running) return undefined;
+  if (seen?.unplaced !== undefined && seen.record?.view.spec_hash === view.spec_hash) return seen.unplaced;
+  if (nodes === undefined || placeableOn(view, nodes).length > 0) return undefined;
+  return { reason: "unschedulable", message: `no ready, active node of the swarm matches its placement (${placementWords(view)}); it starts when one does (nodes: ${nodes.map(nodeWords).join("; ") || "none"})` };
+}
+
+/** A swarm slot's placement in words. */
+function placementWords(view: Pick<SlotView, "spec">): string {
+  const p = view.spec.placement;
+  if (p === undefined) return "any node";
+  const labels = labelsText(p.labels);
+  return [p.node !== undefined ? `node ${p.node}` : "", labels !== "" ? `labels ${labels}` : ""].filter(Boolean).join(", ") || "any node";
+}
+
+/** A node in a few words: hostname, state, availability, labels. */
+function nodeWords(n: ObservedNode): string {
+  const labels = labelsText(n.labels, ",");
+  return `${n.hostname} ${n.state}/${n.availability}${labels ? ` ${labels}` : ""}`;
+}
+
 /** A node of a multi-node runtime as `hal0 status` and `/api/status` list it: the observed node and the slots whose tasks are on it. */
 export interface NodeStatus extends ObservedNode {
   /** The slots whose current task is on this node, by name. */

@@ -2,7 +2,7 @@ import { canonicalJson, hashOf, type Model, type ResolvedSlot } from "../compile
 import { PLAN_FORMAT_VERSION, parseAddress, slotAddress, type Address, type ChangeKind, type Plan, type PlanBody, type PlanWarning, type SlotAddress, type SlotChange, type SlotReason } from "../schema/index.js";
 import { observedDigests } from "./digest.js";
 import { hermesIdentity, planHermes, planHermesProfile } from "./hermes-plan.js";
-import { placeableOn } from "./nodes.js";
+import { heldUnplaced } from "./nodes.js";
 import type { Inventory, Observed, ObservedNode, ObservedSlot, SlotView } from "./observed.js";
 import { planSettings } from "./settings-plan.js";
 import { slotWarnings, unmanagedWarning } from "./slot-warnings.js";
@@ -173,10 +173,9 @@ function planSlotState({ name, desired, seen, managed, applied, goneReason, node
     // Drift: a slot hal0 runs stopped, or was changed, behind its back. With
     // `drift = "warn"` it is reported (a no-op with a warning), never fixed.
     const warnOnly = managed && desired.drift === "warn";
-    // Swarm holds the task of a service that is as desired (its node is down, no node fits): re-creating it would not place it.
-    if (!running && seen?.unplaced !== undefined && recorded?.spec_hash === after.spec_hash) return slotChange(name, "no-op", "unplaced", recorded, after);
-    // …and a slot no ready node could take now (a label no node carries, its node down or drained) is not started into a Pending task.
-    if (!running && nodes !== undefined && placeableOn(after, nodes).length === 0) return slotChange(name, "no-op", "unplaced", recorded, after);
+    // Swarm holds the task of a service that is as desired (its node is down, no node fits): re-creating it would not place it;
+    // and a slot no ready node could take now (a label no node carries, its node down or drained) is not started into a Pending task.
+    if (heldUnplaced(after, seen, nodes) !== undefined) return slotChange(name, "no-op", "unplaced", recorded, after);
     if (!running) return warnOnly ? slotChange(name, "no-op", "not_running", recorded, after) : slotChange(name, "create", managed || recorded ? "not_running" : "new", recorded, after);
     // Running with no readable record: one hal0 started (a container made again by hand without its hal0.view label) was changed behind its back.
     if (recorded === null) return managed ? slotChange(name, warnOnly ? "no-op" : "replace", "drifted", null, after) : slotChange(name, "replace", "spec_unknown", null, after);

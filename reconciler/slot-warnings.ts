@@ -1,6 +1,6 @@
 import type { ResolvedSlot } from "../compiler/index.js";
 import { slotAddress, type PlanWarning, type SlotAddress, type SlotChange } from "../schema/index.js";
-import { labelsText } from "./nodes.js";
+import { heldUnplaced } from "./nodes.js";
 import { renamedContainerWords, type ForeignPort, type ObservedNode, type ObservedSlot } from "./observed.js";
 
 /**
@@ -24,8 +24,9 @@ export function slotWarnings(change: SlotChange, desired: ResolvedSlot, seen: Ob
     });
   }
   if (seen?.unplaced !== undefined) warnings.push({ address, code: "slot.unplaced", message: `slot \`${desired.name}\`: ${seen.unplaced.message}` });
-  else if (change.reason === "unplaced" && nodes !== undefined) {
-    warnings.push({ address, code: "slot.unplaced", message: `slot \`${desired.name}\`: no ready, active node of the swarm matches its placement (${placementWords(desired)}); it starts when one does (nodes: ${nodes.map(nodeWords).join("; ") || "none"})` });
+  else if (change.reason === "unplaced") {
+    const held = heldUnplaced(desired, seen, nodes);
+    if (held !== undefined) warnings.push({ address, code: "slot.unplaced", message: `slot \`${desired.name}\`: ${held.message}` });
   }
   if (seen?.running && seen.node?.moved_from !== undefined) {
     warnings.push({ address, code: "slot.rescheduled", message: `Swarm moved slot \`${desired.name}\` from node ${seen.node.moved_from} to node ${seen.node.hostname}` });
@@ -93,18 +94,4 @@ function holder(foreign: ForeignPort): string {
     ? foreign.command ? `\`${foreign.command}\`` : "another program"
     : foreign.command ? `pid ${foreign.pid} (${foreign.command})` : `pid ${foreign.pid}`;
   return `${which}, which hal0 did not start`;
-}
-
-/** A swarm slot's placement in words, for a warning. */
-function placementWords(desired: ResolvedSlot): string {
-  const p = desired.spec.placement;
-  if (p === undefined) return "any node";
-  const labels = labelsText(p.labels);
-  return [p.node !== undefined ? `node ${p.node}` : "", labels !== "" ? `labels ${labels}` : ""].filter(Boolean).join(", ") || "any node";
-}
-
-/** A node in a few words: hostname, state, availability, labels. */
-function nodeWords(n: ObservedNode): string {
-  const labels = labelsText(n.labels, ",");
-  return `${n.hostname} ${n.state}/${n.availability}${labels ? ` ${labels}` : ""}`;
 }

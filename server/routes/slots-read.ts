@@ -75,10 +75,12 @@ export const slotReadRoutes = [
     handle: async ({ box, params }) => {
       const model = await box.model();
       const slot = findSlot(model, params.name);
-      const seen = (await observeLiveness(box, model)).get(slot.name);
-      const health = await probeHealth(seen, await box.driver(model));
+      const [liveness, driver] = await Promise.all([observeLiveness(box, model), box.driver(model)]);
+      const seen = liveness.get(slot.name);
+      // A swarm's nodes (one more list call): a slot no node can take is held by the planner, not pending.
+      const [health, nodes] = await Promise.all([probeHealth(seen, driver), driver.nodes?.()]);
       // Its conditions now, from this very observation and the step an apply runs on it (as hal0 status computes them).
-      const { conditions, outcome, step } = await slotConditionsNow(model, slot.name, seen && { ...seen, health }, box.state);
+      const { conditions, outcome, step } = await slotConditionsNow(model, slot.name, seen && { ...seen, health }, box.state, Date.now, nodes);
       return {
         name: slot.name, state: lifecycleOf(slot, seen, health, outcome?.ok, step), enabled: slot.enabled, running: seen?.running ?? false, health,
         generation: conditions.generation, conditions: conditions.conditions, last_outcome: outcome ?? null, step: step ?? null,

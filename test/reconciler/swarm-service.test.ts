@@ -10,6 +10,9 @@ import { SwarmDriver } from "../../reconciler/drivers/swarm.js";
 import { SwarmKey } from "../../reconciler/drivers/swarm-key.js";
 import { compile, sourceTree, type Model } from "../../compiler/index.js";
 import { nodeMatches } from "../../reconciler/nodes.js";
+import { allSlotConditions } from "../../reconciler/conditions.js";
+import { slotConditionsNow } from "../../reconciler/conditions-store.js";
+import { StateStore } from "../../reconciler/state.js";
 import { constraintsOf, nodeFrom, observedService, serviceSpec, type ListedService, type ListedTask } from "../../reconciler/drivers/swarm-service.js";
 import { planChanges } from "../../reconciler/plan.js";
 import { slotView } from "../../reconciler/view.js";
@@ -231,6 +234,22 @@ describe("the planner on swarm observations", () => {
     expect(warning.message).toContain("node-3 down/active");
     // Without a node list (one box, or no observation of nodes) nothing is held.
     expect(planChanges(wanting, { slots: {}, foreign_ports: {} }, { version: 1, box: BOX, slots: {} }).summary.create).toBe(3);
+  });
+
+  it("a slot the planner holds is not pending: Reconciling False Unplaced, Degraded with the reason, in the sweep's conditions and in one slot's", async () => {
+    const wanting = swarmModel({ cuda: `port = 9005\n[placement]\nlabels = { gpu = "cuda" }\n`, far: `port = 9006\n[placement]\nnode = "node-3"\n`, any: `port = 9007\n` });
+    const observed = { far: { name: "far", running: false, health: "unknown" as const, record: { view: slotView(wanting.slots.far!), started_at: "x" }, unplaced: { reason: "node_down" as const, message: "node node-3 is down" } } };
+    const { next } = allSlotConditions(wanting.slots, observed, {}, {}, "T1", [], {}, NODES);
+    const verdicts = (address: string) => Object.fromEntries(next[address]!.conditions.map((c) => [c.type, `${c.status} ${c.reason}`]));
+    expect(verdicts("slot.cuda")).toEqual({ Ready: "False NotRunning", Reconciling: "False Unplaced", Stalled: "False Progressing", Degraded: "True Unschedulable" });
+    expect(next["slot.cuda"]!.conditions.find((c) => c.type === "Degraded")!.message).toContain("no ready, active node of the swarm matches its placement (labels gpu=cuda)");
+    expect(verdicts("slot.far")).toMatchObject({ Reconciling: "False Unplaced", Degraded: "True NodeDown" });
+    // One any node takes is pending until it is started.
+    expect(verdicts("slot.any")).toMatchObject({ Reconciling: "True ChangePending", Degraded: "False AsExpected" });
+    // slot_state's conditions, from the same facts.
+    const state = new StateStore(mkdtempSync(join(tmpdir(), "hal0-swarm-held-")));
+    const one = await slotConditionsNow(wanting, "cuda", undefined, state, Date.now, NODES);
+    expect(one.conditions.conditions.find((c) => c.type === "Reconciling")).toMatchObject({ status: "False", reason: "Unplaced" });
   });
 
   it("plans a node change as a replace naming placement.node, and shows where each slot goes", () => {
