@@ -183,7 +183,10 @@ export function observedService(service: ListedService, tasks: readonly ListedTa
   if (labelled === undefined) return { name, running: false, detail: `service ${svc} has no readable ${LABEL.view} label` };
   const view = withServiceEnv(labelled, service);
   const own = [...tasks].filter((t) => t.ServiceID === service.ID).sort((a, b) => (when(a) < when(b) ? 1 : when(a) > when(b) ? -1 : 0));
-  const current = own.find((t) => t.DesiredState === "running") ?? own[0];
+  // The task Swarm keeps running; with more than one replica (scaled by hand: drift), the one that runs on a ready node, so a
+  // second replica failing beside it (two runners cannot share a node's port) does not make the slot read as stopped.
+  const wanted = own.filter((t) => t.DesiredState === "running");
+  const current = wanted.find((t) => t.Status.State === "running" && t.NodeID !== undefined && nodes.get(t.NodeID)?.state === "ready") ?? wanted[0] ?? own[0];
   const node = current?.NodeID ? nodes.get(current.NodeID) : undefined;
   const earlier = own.find((t) => t !== current && t.NodeID && t.NodeID !== current?.NodeID);
   const movedFrom = earlier?.NodeID ? nodes.get(earlier.NodeID)?.hostname ?? earlier.NodeID : undefined;

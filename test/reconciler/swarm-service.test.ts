@@ -116,6 +116,16 @@ describe("swarm services as plain data", () => {
     expect(seen.unplaced).toBeUndefined();
   });
 
+  it("a service scaled to two replicas by hand reads as running and edited, whichever of its tasks is newest (the second failing to bind beside the first)", () => {
+    const svc = serviceOf("pinned", pinned, (s: any) => (s.Mode.Replicated.Replicas = 2));
+    const first = task(svc.ID, NODES[1]!.id, "running", "2026-12-02T10:00:01Z");
+    const second = { ...task(svc.ID, NODES[1]!.id, "starting", "2026-12-02T10:00:09Z"), ID: "t-second" };
+    const seen = observedService(svc, [first, second], byId, BOX)!;
+    expect(seen).toMatchObject({ running: true, node: { hostname: "node-2" } });
+    expect(seen.detail).toContain("changed behind hal0's back (replicas)");
+    expect(seen.record!.view.spec_hash).toBe(`${pinned.spec_hash}+edited`);
+  });
+
   it("leaves another box's service and an unlabelled one out", () => {
     expect(observedService(serviceOf("pinned", pinned), [], byId, "other-box")).toBeUndefined();
     const renamed = serviceOf("pinned", pinned, (s: any) => (s.Name = "someone-else"));
