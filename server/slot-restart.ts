@@ -35,6 +35,11 @@ export async function restartSlot(box: BoxService, model: Model, slot: ResolvedS
           const held = plan.warnings.find((w) => w.address === address && w.code === "slot.port_in_use");
           throw new ApiError("slot.port_in_use", held?.message ?? `slot ${slot.name}'s port is held by a process hal0 did not start`, { name: slot.name, port: slot.port });
         }
+        if (change?.reason === "unplaced") {
+          // A swarm slot no ready node can take: a new service would not be placed, and the one Swarm holds for its node's return would be gone.
+          const held = plan.warnings.find((w) => w.address === address && w.code === "slot.unplaced");
+          throw new ApiError("slot.unplaced", held?.message ?? `slot ${slot.name}: no ready, active node of the swarm matches its placement`, { name: slot.name });
+        }
         if (change === undefined || change.action === "no-op" || change.action === "delete") throw new ApiError("slot.illegal_transition", "the planner has no desired spec for this slot", {});
         return true;
       },

@@ -239,6 +239,20 @@ describe.skipIf(manager === undefined)(SUITE, () => {
     expect(slots).toEqual({ [`slot.${S.gpu}`]: "unplaced", [`slot.${S.one}`]: "unchanged", [`slot.${S.three}`]: "unchanged", [`slot.${S.two}`]: "unplaced" });
     expect(plan.warnings.filter((w: any) => w.code === "slot.unplaced").map((w: any) => w.address).sort()).toEqual([`slot.${S.gpu}`, `slot.${S.two}`]);
     expect((await run("doctor")).out).toMatch(/warn\s+runtime\s+swarm manager .*: 2 of 3 nodes ready/);
+    // Held, so not pending; and a restart through the API is refused before anything is touched: the service Swarm holds for the node stays.
+    for (const name of [S.two, S.gpu]) expect(down.slots.find((r: any) => r.name === name).conditions.find((c: any) => c.type === "Reconciling"), name).toMatchObject({ status: "False", reason: "Unplaced" });
+    const { child, url } = await startServe(config, state, ["--no-reconcile"], undefined, { ...process.env, ...env });
+    try {
+      const headers = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
+      const restart = await fetch(`${url}/api/slots/${S.two}/restart`, { method: "POST", headers });
+      expect(restart.status).toBe(503);
+      expect(((await restart.json()) as any).error).toMatchObject({ code: "slot.unplaced", message: expect.stringContaining("node hal0-node-2 is down") });
+      const held = (await (await fetch(`${url}/api/slots/${S.two}/state`, { headers })).json()) as any;
+      expect(held.conditions.find((c: any) => c.type === "Reconciling")).toMatchObject({ status: "False", reason: "Unplaced" });
+    } finally {
+      child.kill("SIGTERM");
+    }
+    expect(await ours()).toContain(`hal0-slot-${S.two}`);
     const applied = await run("apply", "--yes");
     expect(applied.code, applied.out + applied.err).toBe(0);
     const during = await placed();
