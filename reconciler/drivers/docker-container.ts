@@ -199,14 +199,27 @@ export function logTailOf(raw: Buffer, maxLines = 15): string {
 
 /** Every line of such a log, oldest first (the frames' payloads joined, decoded once; no empty last line). */
 export function logLinesOf(raw: Buffer): string[] {
+  return logFramesOf(raw).lines;
+}
+
+/**
+ * Such a log split by who wrote it: the runner's lines (stdout and stderr
+ * frames, oldest first), and what the engine itself said in the stream (its
+ * system-error frames, such as a swarm manager's "node … is not available"
+ * for a task whose node is down), which are no line of the runner's.
+ */
+export function logFramesOf(raw: Buffer): { lines: string[]; errors: string[] } {
   const parts: Buffer[] = [];
+  const errors: string[] = [];
   let at = 0;
   while (at + 8 <= raw.length && raw[at + 1] === 0 && raw[at + 2] === 0 && raw[at + 3] === 0) {
     const length = raw.readUInt32BE(at + 4);
-    parts.push(raw.subarray(at + 8, at + 8 + length));
+    const payload = raw.subarray(at + 8, at + 8 + length);
+    if (raw[at] === 3) errors.push(payload.toString("utf8").trim());
+    else parts.push(payload);
     at += 8 + length;
   }
   const lines = (at === 0 ? raw : Buffer.concat(parts)).toString("utf8").split("\n");
   if (lines[lines.length - 1] === "") lines.pop();
-  return lines;
+  return { lines, errors };
 }

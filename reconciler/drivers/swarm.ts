@@ -3,7 +3,7 @@ import Dockerode from "dockerode";
 import { setTimeout as sleep } from "node:timers/promises";
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
 import { DriverError, INTERRUPTED, interruptedStart, wantsProbe, whenAborted, type EngineLog, type ObserveOptions, type SlotDriver, type StartOptions } from "./driver.js";
-import { LABEL, boxFilter, containerName, fileMounts, labelledAs, logLinesOf, logTailOf, parseView } from "./docker-container.js";
+import { LABEL, boxFilter, containerName, fileMounts, labelledAs, logFramesOf, logTailOf, parseView } from "./docker-container.js";
 import { answered, ENGINE_ANSWER_MS, engineStatus, ignore, logUnread, notOursMessage } from "./docker-engine.js";
 import { healthOf, httpStatus, acceptsConnections } from "./proc.js";
 import { StateKey } from "./state-key.js";
@@ -227,9 +227,12 @@ export class SwarmDriver implements SlotDriver {
   async logs(name: string, lines: number): Promise<EngineLog | undefined> {
     const found = await this.inspectByName(name);
     if (found === undefined || !labelledAs(found.Spec.Labels, this.box, name)) return undefined;
-    const raw = (await this.engine((abortSignal) => this.docker.getService(found.ID).logs({ stdout: true, stderr: true, tail: lines + 1, follow: false, abortSignal })).catch(logUnread(containerName(name), "docker service logs"))) as unknown;
-    const all = Buffer.isBuffer(raw) ? logLinesOf(raw) : [];
-    return { source: containerName(name), lines: all.slice(-lines), truncated: all.length > lines };
+    const svc = containerName(name);
+    const raw = (await this.engine((abortSignal) => this.docker.getService(found.ID).logs({ stdout: true, stderr: true, tail: lines + 1, follow: false, abortSignal })).catch(logUnread(svc, "docker service logs"))) as unknown;
+    // The manager's own words in the stream (a task's node down) are no line of the runner's; when they are all it sent, the log cannot be read.
+    const { lines: all, errors } = Buffer.isBuffer(raw) ? logFramesOf(raw) : { lines: [], errors: [] };
+    if (all.length === 0 && errors.length > 0) throw new DriverError("slot.log_unreadable", `the swarm manager cannot read back ${svc}'s log: ${errors.join("; ")} (docker service logs ${svc} says the same)`);
+    return { source: svc, lines: all.slice(-lines), truncated: all.length > lines };
   }
 
   private async logNote(svc: string): Promise<string> {

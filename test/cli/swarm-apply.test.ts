@@ -249,6 +249,10 @@ describe.skipIf(manager === undefined)(SUITE, () => {
       expect(((await restart.json()) as any).error).toMatchObject({ code: "slot.unplaced", message: expect.stringContaining("node hal0-node-2 is down") });
       const held = (await (await fetch(`${url}/api/slots/${S.two}/state`, { headers })).json()) as any;
       expect(held.conditions.find((c: any) => c.type === "Reconciling")).toMatchObject({ status: "False", reason: "Unplaced" });
+      // Its log is on the node that is down: the manager's own words are no log line of the runner's.
+      const logs = await fetch(`${url}/api/slots/${S.two}/logs?lines=5`, { headers });
+      expect(logs.status).toBe(409);
+      expect(((await logs.json()) as any).error).toMatchObject({ code: "slot.log_unreadable", message: expect.stringMatching(/^the swarm manager cannot read back hal0-slot-\S+'s log: .*is not available/) });
     } finally {
       child.kill("SIGTERM");
     }

@@ -10,6 +10,7 @@ import { SwarmDriver } from "../../reconciler/drivers/swarm.js";
 import { SwarmKey } from "../../reconciler/drivers/swarm-key.js";
 import { compile, sourceTree, type Model } from "../../compiler/index.js";
 import { nodeMatches } from "../../reconciler/nodes.js";
+import { logFramesOf, logLinesOf } from "../../reconciler/drivers/docker-container.js";
 import { allSlotConditions } from "../../reconciler/conditions.js";
 import { slotConditionsNow } from "../../reconciler/conditions-store.js";
 import { StateStore } from "../../reconciler/state.js";
@@ -291,6 +292,22 @@ describe("placement edits are privileged", () => {
     const placement = effects.filter((e) => e.path[0] === "placement");
     expect(placement.length).toBeGreaterThanOrEqual(2);
     expect(placement.every((e) => e.class === "privileged")).toBe(true);
+  });
+});
+
+describe("a service's log as the manager sends it", () => {
+  /** One frame of the Engine API's multiplexed stream: type (1 stdout, 2 stderr, 3 the engine's own error), three zero bytes, the length. */
+  const frame = (type: number, text: string) => {
+    const body = Buffer.from(text);
+    const head = Buffer.alloc(8);
+    head[0] = type;
+    head.writeUInt32BE(body.length, 4);
+    return Buffer.concat([head, body]);
+  };
+  it("keeps the runner's stdout and stderr lines and sets the manager's own system-error frames apart", () => {
+    const raw = Buffer.concat([frame(1, "loading model\n"), frame(2, "listening on 0.0.0.0:9001\n"), frame(3, "Error grabbing logs: node abc is not available\n")]);
+    expect(logFramesOf(raw)).toEqual({ lines: ["loading model", "listening on 0.0.0.0:9001"], errors: ["Error grabbing logs: node abc is not available"] });
+    expect(logLinesOf(raw)).toEqual(["loading model", "listening on 0.0.0.0:9001"]);
   });
 });
 
