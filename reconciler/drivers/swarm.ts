@@ -188,6 +188,11 @@ export class SwarmDriver implements SlotDriver {
       const rejected = tasks.find((t) => t.Status.State === "rejected");
       const failed = tasks.filter((t) => t.Status.State === "failed");
       const fatal = rejected ?? (failed.length >= FAILED_TASKS ? failed[0] : undefined);
+      if (fatal !== undefined && fatal === rejected && /no such image/i.test(fatal.Status.Err ?? "")) {
+        // The node's engine has not got the image: the docker runtime's slot.image_missing, on that node (hal0 never pulls for Swarm).
+        const on = fatal.NodeID ? (await this.nodes()).find((n) => n.id === fatal.NodeID)?.hostname ?? fatal.NodeID : "its node";
+        return { ok: false, code: "slot.image_missing", message: `slot ${name}: image ${view.spec.image} is not on node ${on} (${fatal.Status.Err}); hal0 never pulls for Swarm: load it there (docker save | docker load) or make it pullable by that node's engine` };
+      }
       if (fatal !== undefined) {
         const exit = fatal.Status.ContainerStatus?.ExitCode;
         const why = `${fatal.Status.Err || fatal.Status.Message || "no reason given"}${exit !== undefined && fatal.Status.State === "failed" ? ` (exit code ${exit})` : ""}`;

@@ -322,6 +322,20 @@ describe.skipIf(manager === undefined)(SUITE, () => {
     }
   }, 120_000);
 
+  it("an image a node has not got: the start fails at once with slot.image_missing naming the node, and its service is removed", async () => {
+    const missing = `${P}-noimg`;
+    writeFileSync(join(config, "profiles.toml"), `${readFileSync(join(config, "profiles.toml"), "utf8")}\n[profile.noimg]\nimage = "hal0-nosuch:local"\nflags = "--parallel 1"\ndevice_class = "cpu"\n`);
+    writeFileSync(join(config, "slots", `${missing}.toml`), `profile = "noimg"\nmodel = "tiny"\nport = ${PORT + 6}\n[placement]\nnode = "hal0-node-3"\n`);
+    try {
+      const applied = await run("apply", "--yes");
+      expect(applied.code).toBe(1);
+      expect(applied.out).toContain(`slot.image_missing: slot ${missing}: image hal0-nosuch:local is not on node hal0-node-3 (No such image: hal0-nosuch:local); hal0 never pulls for Swarm`);
+      expect(await ours()).not.toContain(`hal0-slot-${missing}`);
+    } finally {
+      rmSync(join(config, "slots", `${missing}.toml`));
+    }
+  }, 120_000);
+
   it("the key's secret removed by hand once no service uses it: the next start of the same server makes it again", async () => {
     const { child, url } = await startServe(config, state, ["--no-reconcile"], undefined, { ...process.env, ...env });
     try {
