@@ -44,7 +44,9 @@ const IDLE_MS = 30 * 60_000;
  * reconnects in a loop without DELETE would otherwise grow the server for
  * `IDLE_MS`; past this, its least recently used session is closed (its next
  * request is 404 "Session not found", and the client initializes again, as
- * the protocol has it). Per identity, so no caller can close another's.
+ * the protocol has it). Per identity, so no caller with a token can close
+ * another's; callers without one are a single identity (nothing tells them
+ * apart) and share the limit.
  */
 export const SESSIONS_PER_IDENTITY = 32;
 
