@@ -154,7 +154,7 @@ export class PullService {
   private free(id: string, paths: readonly string[]): void {
     const others = this.store.live().filter((j) => j.model_id !== id);
     for (const path of paths) {
-      if (existsSync(path)) throw new ApiError("model.file_exists", `${path} already exists in the store; register it with model_add, or remove it first`, { path });
+      if (existsSync(path)) throw new ApiError("model.file_exists", `${path} already exists in the store; register it (POST /api/models/add-from-path, the MCP tool model_add), or remove it first`, { path });
       // Another pull under way writes it, or its .partial is this file, or this one's .partial is its file: two downloads into one file would corrupt both.
       for (const j of others) {
         const theirs = [j.dest, ...j.extras.map((e) => e.dest)].find((d) => clash(d, path));
