@@ -74,7 +74,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     this.setMaxListeners(0);
   }
 
-  /** Queues a call (or returns the pending one with exactly the same tool and args). Its arguments are validated and a write is planned first: an invalid one is refused now. */
+  /** Queues a call (or returns the pending one with exactly the same tool and args, once the call passed the same checks as a fresh one). Its arguments are validated and a write is planned first: an invalid one is refused now. */
   async enqueue(tool: string, route: Route, call: Call): Promise<Approval> {
     // Arguments the route would refuse are refused now (validation.invalid), never handed to a person to approve.
     validate(route, call);
@@ -83,8 +83,10 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     // Per caller: two agents asking the same thing get two requests, each decided on its own.
     // Hashed: the args (a credential being stored, say) are kept once, in `args`, for running the request.
     const dedup = createHash("sha256").update(`${call.caller.kind}:${call.caller.agent} ${tool} ${canonicalJson(args)}`).digest("hex");
-    const same = this.waitingAs(dedup, call.caller);
-    if (same) return this.get(same.id)!;
+    // The caller's limit is met now, before anything is planned. A copy of a pending request is not returned yet: it
+    // meets every check a fresh call meets first (a tool policy.toml has blocked since it asked is refused, not handed
+    // the pending request's id), and is found again below.
+    this.waitingAs(dedup, call.caller);
     let planId: string | null = null;
     let base: string | null = call.base ?? null;
     let summary = `${tool} ${Object.values(call.params).join("/")}`.trim();

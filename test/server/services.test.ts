@@ -249,6 +249,9 @@ describe("a slot's restart through service_action, as an agent", () => {
       expect([direct.status, direct.body.error?.code], JSON.stringify(direct.body)).toEqual([403, "mcp.tool_not_allowed"]);
       const viaService = await s.call("POST", "/api/services/slot.chat/action", { body: { action: "restart" }, as: "agent:ruth" });
       expect([viaService.status, viaService.body.error?.code], JSON.stringify(viaService.body)).toEqual([403, "mcp.tool_not_allowed"]);
+      // The very call queued before the block, sent again, is refused as a fresh one is: not handed the pending request's id.
+      const again = await s.call("POST", "/api/services/slot.utility/action", { body: { action: "restart" }, as: "agent:ruth" });
+      expect([again.status, again.body.error?.code], JSON.stringify(again.body)).toEqual([403, "mcp.tool_not_allowed"]);
       expect((await s.call("GET", "/api/agent/approvals?state=pending")).body.approvals.map((a: any) => a.id)).toEqual([early.body.approval_id]);
       // …and blocked since: approving it runs nothing (blocked holds even with an approval).
       const approved = await s.call("POST", `/api/agent/approvals/${early.body.approval_id}/approve`);
