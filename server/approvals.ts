@@ -360,6 +360,12 @@ function stillRunning(e: Executor): boolean {
 /** The surface a request of each mount's internal routes acts on: an operator token kept from it approves none of them. */
 const SURFACES: ReadonlyArray<readonly [prefix: string, scope: string]> = [["/mcp/memory/", "mcp:memory"], ["/mcp/agents/", "mcp:agents"]];
 
+/** The scope a request's route needs (`mcp:memory`, `mcp:agents`), when it is one of those mounts' internal routes. */
+export function surfaceOf(route: string): string | undefined {
+  const path = route.slice(route.indexOf(" ") + 1);
+  return SURFACES.find(([prefix]) => path.startsWith(prefix))?.[1];
+}
+
 /**
  * An operator whose token was minted without the surface a request acts on
  * (a `--scope rest` CI token, and a hal0-memory deletion or a Hermes skill
@@ -368,8 +374,7 @@ const SURFACES: ReadonlyArray<readonly [prefix: string, scope: string]> = [["/mc
  */
 function reachesSurface(decider: Decider, approval: Pick<Approval, "route">): void {
   if (decider.scopes === undefined) return;
-  const path = approval.route.slice(approval.route.indexOf(" ") + 1);
-  const needed = SURFACES.find(([prefix]) => path.startsWith(prefix))?.[1];
+  const needed = surfaceOf(approval.route);
   if (needed === undefined || decider.scopes.includes(needed)) return;
   throw new ApiError("auth.scope_denied", `the token of operator:${decider.name} does not reach ${needed}, which request ${approval.route} acts on; approve it with an operator token that reaches it`, { needed, scopes: decider.scopes });
 }

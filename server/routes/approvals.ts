@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { APPROVAL_STATES, type Approval, type ApprovalEvent, type Decider } from "../approvals.js";
+import { APPROVAL_STATES, surfaceOf, type Approval, type ApprovalEvent, type Decider } from "../approvals.js";
 import { requireOperator } from "../identity/identify.js";
 import { ApiError } from "../errors.js";
 import { maskAll, readsWhole } from "../redact.js";
@@ -23,10 +23,10 @@ export const approvalRoutes = [
   defineRoute({
     method: "GET", path: "/api/agent/approvals/events", kind: "stream",
     summary: "Server-sent events: a snapshot of pending requests, then enqueued / approved / denied / executed / failed / expired / stale; 15 s keep-alive",
-    handle: ({ services }, event) => serveEvents(event, (send) => {
+    handle: ({ services, caller }, event) => serveEvents(event, (send) => {
       let seq = 0;
-      send("snapshot", { approvals: services.approvals.list("pending") }, ++seq);
-      const onEvent = (e: ApprovalEvent) => send(e.type, { approval: e.approval }, ++seq);
+      send("snapshot", { approvals: services.approvals.list("pending").map((a) => asReadBy(a, caller)) }, ++seq);
+      const onEvent = (e: ApprovalEvent) => send(e.type, { approval: asReadBy(e.approval, caller) }, ++seq);
       services.approvals.on("event", onEvent);
       return () => void services.approvals.off("event", onEvent);
     }),
@@ -34,7 +34,7 @@ export const approvalRoutes = [
   defineRoute({
     method: "GET", path: "/api/agent/approvals/{id}", kind: "read", params: Id,
     summary: "One approval request",
-    handle: ({ params, services }) => ({ approval: services.approvals.get(params.id) ?? notFound(params.id) }),
+    handle: ({ params, services, caller }) => ({ approval: asReadBy(services.approvals.get(params.id) ?? notFound(params.id), caller) }),
   }),
   defineRoute({
     method: "POST", path: "/api/agent/approvals/{id}/approve", kind: "action", params: Id,
@@ -62,10 +62,22 @@ export const approvalRoutes = [
  * diff (a skill's text, a Hermes profile's memory, which only callers admitted
  * to that profile read): its card shows anyone else which files it changes.
  */
-export function asReadBy(a: Approval, reader: Caller): Approval {
-  if (readsWhole(reader, a.caller)) return a;
+export function asReadBy(a: Approval, reader: Pick<Caller, "kind" | "agent" | "scopes">): Approval {
+  if (readsWhole(reader, a.caller) && reachesWhatItActsOn(reader, a)) return a;
   const effects = a.route.startsWith(`POST ${BRIDGE_ROUTES}`) ? a.effects.filter((line) => FILE_CHANGE.test(line)) : a.effects;
   return { ...a, args: { params: a.args.params, query: maskAll(a.args.query) as Record<string, unknown>, body: maskAll(a.args.body) }, effects, result: null, error: null };
+}
+
+/**
+ * An operator token minted without the surface a request acts on (a `--scope
+ * rest` token: no `mcp:agents` for a hal0-agents request, no `mcp:memory` for a
+ * hal0-memory one) reads it as any other reader does, masked: it may not
+ * approve it (`auth.scope_denied`), nor call that surface to read what it holds.
+ */
+function reachesWhatItActsOn(reader: Pick<Caller, "kind" | "scopes">, a: Approval): boolean {
+  if (reader.kind !== "operator" || reader.scopes === undefined) return true;
+  const needed = surfaceOf(a.route);
+  return needed === undefined || reader.scopes.includes(needed);
 }
 
 /** Where hal0-agents' tools have their internal routes (server/mcp/agents.ts). */

@@ -76,7 +76,7 @@ export function mountWeb(router: Router, deps: WebDeps): void {
     const identity = identify(event.node.req.headers, deps.auth);
     requireOperator(identity, "see the operator's pages");
     requireScope(identity, "rest");
-    return { identity, viewer: { name: identity.name, ...(identity.csrf !== undefined ? { csrf: identity.csrf } : {}) } };
+    return { identity, viewer: { name: identity.name, scopes: identity.scopes, ...(identity.csrf !== undefined ? { csrf: identity.csrf } : {}) } };
   };
   /** An ApiError as a page: 401 is the login page, anything else the error page. */
   const refusal = (event: H3Event, err: ApiError, viewer?: Viewer) =>

@@ -5,6 +5,7 @@ import { invoke, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { redactText } from "../redact.js";
 import { routeId, type Caller, type Route } from "../route.js";
+import { asReadBy } from "../routes/approvals.js";
 import { filesHtml, planHtml, planView, replanApproval, type PlanView } from "./plan-view.js";
 import { csrfField, esc, jsonBlock, page, time, type Viewer } from "./render.js";
 
@@ -31,7 +32,7 @@ const INBOX_SCRIPT = "/assets/inbox.js";
 export async function inboxPage(d: Dispatcher, viewer?: Viewer): Promise<string> {
   const pending = newestFirst(d.approvals.list("pending"));
   // By when each was decided: a request decided just now is on the page its decision lands on (`/#<id>`), however old it is.
-  const decided = lastDecidedFirst(d.approvals.list().filter((a) => a.state !== "pending")).slice(0, RECENT_DECIDED);
+  const decided = lastDecidedFirst(d.approvals.list().filter((a) => a.state !== "pending")).slice(0, RECENT_DECIDED).map((a) => readBy(a, viewer));
   // A few at a time: re-planning a request waits on the box (runtime records, state files, a probe of each port) more than it computes.
   const cards = await mapLimited(pending, REPLANS_AT_ONCE, (a) => approvalCard(d, a, viewer));
   const body = `<div id="inbox-status" class="status" role="status" aria-live="polite" tabindex="-1"></div>
@@ -82,8 +83,14 @@ ${a.effects.length > 0 ? `<dt>What it does</dt><dd><ul class="effects">${a.effec
 </dl>`;
 }
 
-async function approvalCard(d: Dispatcher, a: Approval, viewer: Viewer | undefined): Promise<string> {
-  const made = a.plan_id ? await replanApproval(d, a) : null;
+/** A request as the viewing operator reads it: masked as the REST queue masks it when the operator's token does not reach what it acts on. */
+function readBy(a: Approval, viewer: Viewer | undefined): Approval {
+  return viewer === undefined ? a : asReadBy(a, { kind: "operator", agent: viewer.name, ...(viewer.scopes !== undefined ? { scopes: viewer.scopes } : {}) });
+}
+
+async function approvalCard(d: Dispatcher, request: Approval, viewer: Viewer | undefined): Promise<string> {
+  const made = request.plan_id ? await replanApproval(d, request) : null;
+  const a = readBy(request, viewer);
   const plan = !made ? "" : "error" in made
     ? `<p><strong>The plan cannot be made again:</strong> ${esc(made.error)} <span class="muted">(approving it would fail or be refused as stale)</span></p>`
     : `${made.view.notes.map((n) => `<p class="muted">${esc(n)}</p>`).join("")}${cardPlanHtml(made.view)}

@@ -34,6 +34,8 @@ const NAV: ReadonlyArray<readonly [string, string]> = [["/", "Inbox"], ["/status
 export interface Viewer {
   readonly name: string;
   readonly csrf?: string;
+  /** The surfaces the operator's token reaches, when it was minted narrower than every one (Caller.scopes). */
+  readonly scopes?: readonly string[];
 }
 
 /** The hidden `csrf` field every state-changing form carries (nothing without a session). */

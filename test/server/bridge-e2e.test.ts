@@ -6,7 +6,7 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { RUN_TOOLS } from "../../server/bridge/runs/tools.js";
 import { TEACH_TOOLS } from "../../server/bridge/teach/tools.js";
-import { httpCall, startTestServer, type TestServer } from "./harness.js";
+import { httpCall, openEventStream, startTestServer, type TestServer } from "./harness.js";
 import { webLogin } from "./web-helpers.js";
 
 /**
@@ -110,6 +110,36 @@ describe("hal0-agents with its sixteen tools, for a token admitted to one profil
       expect((await cardFor(as)).effects, as).toEqual(["create skills/private-words/SKILL.md"]);
     }
     await s.call("POST", `/api/agent/approvals/${put.body.approval_id}/deny`, { body: {} });
+  });
+
+  it("an operator token minted without mcp:agents reads a pending skill's card as another reader does, as it may not approve it: the file it changes, not its diff, on every door", async () => {
+    const text = SKILL.replace("name: tidy", "name: ci-hidden").replace("Run the formatter", "Only the bridge's readers see this line");
+    const put = await call("profile_skill_put", { profile: "alpha", name: "ci-hidden", text });
+    expect(put.body.status, JSON.stringify(put.body)).toBe("pending_approval");
+    const id = put.body.approval_id as string;
+    const secretLine = "Only the bridge's readers see this line";
+    const ci = s.hal0.tokens.mint("operator", "ci-rest", ["rest"]).token;
+    const asCi = { headers: { authorization: `Bearer ${ci}` } };
+    const listed = ((await s.call("GET", "/api/agent/approvals?state=pending", asCi)).body.approvals as Array<{ id: string; effects: string[]; args: any }>).find((a) => a.id === id)!;
+    expect(listed.effects).toEqual(["create skills/ci-hidden/SKILL.md"]);
+    expect(JSON.stringify(listed.args)).not.toContain(secretLine);
+    const one = await s.call("GET", `/api/agent/approvals/${id}`, asCi);
+    expect(one.status).toBe(200);
+    expect(JSON.stringify(one.body)).not.toContain(secretLine);
+    expect(one.body.approval.effects).toEqual(["create skills/ci-hidden/SKILL.md"]);
+    const events = await openEventStream(s.url, "/api/agent/approvals/events", ci, /event: snapshot[^]*?\n\n/);
+    await events.done;
+    events.close();
+    expect(events.text()).toContain(id);
+    expect(events.text()).not.toContain(secretLine);
+    const page = await httpCall(s.url, "GET", "/", { headers: { cookie: (await webLogin(s, ci)).cookie } });
+    expect(String(page.body)).toContain("create skills/ci-hidden/SKILL.md");
+    expect(String(page.body)).not.toContain("Only the bridge&#39;s readers");
+    expect(String(page.body)).not.toContain("readers see this line");
+    // An operator whose token reaches the bridge reads it whole, on the same doors.
+    expect(JSON.stringify((await s.call("GET", `/api/agent/approvals/${id}`)).body)).toContain(secretLine);
+    expect(String((await httpCall(s.url, "GET", "/", { headers: { cookie: (await webLogin(s)).cookie } })).body)).toContain("readers see this line");
+    await s.call("POST", `/api/agent/approvals/${id}/deny`, { body: {} });
   });
 
   it("profile_memory_add runs at once (autonomous write) and keeps the other entries byte for byte", async () => {

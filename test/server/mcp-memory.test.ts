@@ -312,6 +312,10 @@ describe("approving a memory request", () => {
     const refusedByScope = await s.call("POST", `/api/agent/approvals/${foreign.approval_id}/approve`, { headers: { authorization: `Bearer ${ci}` } });
     expect([refusedByScope.status, refusedByScope.body.error?.code, refusedByScope.body.error?.details?.needed]).toEqual([403, "auth.scope_denied", "mcp:memory"]);
     expect(s.hal0.approvals.get(foreign.approval_id)!.state).toBe("pending");
+    // Nor does it read what the request carries (which notes of whom), as it cannot call hal0-memory to read them.
+    const card = await s.call("GET", `/api/agent/approvals/${foreign.approval_id}`, { headers: { authorization: `Bearer ${ci}` } });
+    expect(JSON.stringify(card.body.approval.args)).not.toContain(theirs.id);
+    expect(JSON.stringify((await s.call("GET", `/api/agent/approvals/${foreign.approval_id}`)).body.approval.args)).toContain(theirs.id);
     expect((await ok(someone, "memory_list")).items).toHaveLength(1);
     expect(await approve(foreign.approval_id)).toMatchObject({ state: "executed", result: { deleted: 1 } });
   });
