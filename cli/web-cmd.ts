@@ -53,7 +53,7 @@ export async function runWeb(args: string[], io: CliIo): Promise<number> {
     const secret = io.env.HAL0_TOKEN?.trim() ? operatorTokenFrom(state, io.env as NodeJS.ProcessEnv)! : owner.token;
     const token = tokens.verify(secret);
     if (!token || token.kind !== "operator") throw new CliError("auth.invalid_token", "HAL0_TOKEN is not a live operator token (unset it to log in as the owner)");
-    const code = tokens.loginCode(token.id, CODE_TTL_S);
+    const code = tokens.loginCode(token.id, CODE_TTL_S, origin);
     const url = `${origin ?? `http://${host}:${port}`}/login?code=${encodeURIComponent(code)}`;
     const expiresAt = new Date(Date.now() + CODE_TTL_S * 1000).toISOString();
     io.stdout.write(values.json ? `${JSON.stringify({ url, expires_at: expiresAt, operator: token.name })}\n` : `${url}\n`);

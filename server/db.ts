@@ -180,6 +180,9 @@ const MIGRATIONS: readonly string[] = [
   // The process running an approved request (server/approvals.ts): one that is gone before the request ended leaves it
   // failed (approvals.interrupted) instead of approved or executing for ever.
   `ALTER TABLE approvals ADD COLUMN executor TEXT;    -- JSON {host, pid, start}`,
+  // The public origin a login link was printed under (`hal0 web --origin`): a session it opens under an https one gets a
+  // Secure cookie, though a proxy that sends its upstream's Host leaves the request itself no sign of https.
+  `ALTER TABLE login_codes ADD COLUMN origin TEXT;`,
 ];
 
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */

@@ -308,29 +308,30 @@ export class TokenStore {
 
   // ── the web page: one-time login codes and sessions ─────────────────
 
-  /** A one-time login code for operator token `tokenId`, valid `ttlS` seconds. */
-  loginCode(tokenId: string, ttlS = 300): string {
+  /** A one-time login code for operator token `tokenId`, valid `ttlS` seconds; `origin`: the public origin its link is printed under. */
+  loginCode(tokenId: string, ttlS = 300, origin?: string): string {
     const token = this.byId(tokenId);
     if (!token || token.kind !== "operator" || token.revoked_at !== null) throw new ApiError("auth.login_invalid", "only a live operator token can log in");
     pagesReach(token);
     const code = randomBytes(24).toString("base64url");
-    this.db.prepare("INSERT INTO login_codes (hash, token_id, expires_at) VALUES (?, ?, ?)").run(hashSecret(code), tokenId, iso(this.now() + ttlS * 1000));
+    this.db.prepare("INSERT INTO login_codes (hash, token_id, expires_at, origin) VALUES (?, ?, ?, ?)").run(hashSecret(code), tokenId, iso(this.now() + ttlS * 1000), origin ?? null);
     return code;
   }
 
   /**
    * Exchanges a login code (once, before it expires, while its operator token
    * is live) for a new session cookie value. A code of a revoked token is
-   * refused and stays unused: no cookie that no page would take.
+   * refused and stays unused: no cookie that no page would take. `origin`:
+   * the public origin the code's link was printed under, if any.
    */
-  redeemCode(code: string, ttlS: number): { session: string; token: TokenInfo } {
+  redeemCode(code: string, ttlS: number): { session: string; token: TokenInfo; origin?: string } {
     const hash = hashSecret(code);
     const at = iso(this.now());
     const used = this.db.prepare(`UPDATE login_codes SET used_at = ? WHERE hash = ? AND used_at IS NULL AND expires_at > ?
                                   AND token_id IN (SELECT id FROM tokens WHERE kind = 'operator' AND revoked_at IS NULL)`).run(at, hash, at);
     if (used.changes !== 1) throw new ApiError("auth.login_invalid", "this login link is unknown, used or expired, or its token was revoked; run `hal0 web` for a new one");
-    const { token_id } = this.db.prepare("SELECT token_id FROM login_codes WHERE hash = ?").get(hash) as { token_id: string };
-    return this.openSession(token_id, ttlS);
+    const { token_id, origin } = this.db.prepare("SELECT token_id, origin FROM login_codes WHERE hash = ?").get(hash) as { token_id: string; origin: string | null };
+    return { ...this.openSession(token_id, ttlS), ...(origin !== null ? { origin } : {}) };
   }
 
   /** A session for a pasted operator token. */

@@ -112,10 +112,10 @@ export function mountWeb(router: Router, deps: WebDeps): void {
    * browser held until now (its cookie is replaced) ends on the server too,
    * so no copy of the old cookie stays a credential.
    */
-  const loggedIn = (event: H3Event, session: string) => {
+  const loggedIn = (event: H3Event, session: string, linkOrigin?: string) => {
     const before = sessionOf(event, deps.auth);
     if (before !== undefined) deps.auth.tokens.endSession(before);
-    setResponseHeader(event, "Set-Cookie", `${deps.auth.cookie}=${session}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${SESSION_TTL_S}`);
+    setResponseHeader(event, "Set-Cookie", `${deps.auth.cookie}=${session}; HttpOnly; SameSite=Strict; Path=/; Max-Age=${SESSION_TTL_S}${secureFlag(event, deps.gate(), linkOrigin)}`);
     return redirect(event, "/");
   };
   /** A login-page handler: behind the gate; a refusal is a page with its status, anything else the failure page. */
@@ -133,8 +133,8 @@ export function mountWeb(router: Router, deps: WebDeps): void {
   get("/login", gated((event) => {
     const code = getQuery(event).code;
     if (code === undefined || event.method === "HEAD") return send(event, 200, loginPage());
-    const { session } = deps.auth.tokens.redeemCode(String(Array.isArray(code) ? code[0] : code), SESSION_TTL_S);
-    return loggedIn(event, session);
+    const { session, origin } = deps.auth.tokens.redeemCode(String(Array.isArray(code) ? code[0] : code), SESSION_TTL_S);
+    return loggedIn(event, session, origin);
   }));
   // A pasted operator token; only from this very origin (no logging a browser into someone else's session).
   router.post("/login", gated(async (event) => {
@@ -150,7 +150,7 @@ export function mountWeb(router: Router, deps: WebDeps): void {
     checkCsrf(identity, event, deps.gate(), form.get("csrf") ?? undefined);
     const cookie = sessionOf(event, deps.auth);
     if (identity.by === "session" && cookie !== undefined) deps.auth.tokens.endSession(cookie);
-    setResponseHeader(event, "Set-Cookie", `${deps.auth.cookie}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0`);
+    setResponseHeader(event, "Set-Cookie", `${deps.auth.cookie}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0${secureFlag(event, deps.gate())}`);
     return redirect(event, "/login");
   }));
 
@@ -288,6 +288,25 @@ function originOf(event: H3Event, gate: GateConfig): string {
   if (origin !== undefined && gate.pages.includes(origin)) return origin;
   const host = String(event.node.req.headers.host ?? "127.0.0.1");
   return gate.pages.find((o) => new URL(o).host === host.toLowerCase()) ?? `http://${host}`;
+}
+
+/**
+ * `; Secure` for a session cookie set for an https page: the request's Origin
+ * is an https public origin (`[server] public_origins`: a form posted through
+ * an HTTPS reverse proxy), or its Host is one's and no plain-http public
+ * origin shares that host (a proxy that passes the Host on), or the login
+ * link was printed under one (`hal0 web --origin`, whatever Host the proxy
+ * sends). Else nothing: a browser on plain http (`http://127.0.0.1:<port>`)
+ * would drop a Secure cookie, and no X-Forwarded-* header counts.
+ */
+function secureFlag(event: H3Event, gate: GateConfig, linkOrigin?: string): string {
+  const https = (o: string) => o.startsWith("https://");
+  const origin = [event.node.req.headers.origin].flat()[0]?.toLowerCase();
+  if (origin !== undefined && gate.pages.includes(origin)) return https(origin) ? "; Secure" : "";
+  const host = String(event.node.req.headers.host ?? "").toLowerCase();
+  const sameHost = gate.pages.filter((o) => new URL(o).host === host);
+  if (sameHost.length > 0 && sameHost.every(https)) return "; Secure";
+  return linkOrigin !== undefined && https(linkOrigin) && gate.pages.includes(linkOrigin.toLowerCase()) ? "; Secure" : "";
 }
 
 /** `?agent=` of the Agents page. */

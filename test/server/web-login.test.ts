@@ -121,6 +121,8 @@ describe("logging in: /login?code= (hal0 web's link) and a pasted operator token
     expect(set).toMatch(/^hal0_session_[0-9a-f]{12}=[A-Za-z0-9_-]{32}; /);
     expect(set.startsWith(`${s.hal0.auth.cookie}=`)).toBe(true);
     for (const attr of ["HttpOnly", "SameSite=Strict", "Path=/", "Max-Age=43200"]) expect(set.split("; ")).toContain(attr);
+    // Over plain http on loopback: not Secure, which a browser there would drop.
+    expect(set.split("; ")).not.toContain("Secure");
     const cookie = cookiePair(set);
     const inbox = await page("/", { cookie });
     expect(inbox.status).toBe(200);
@@ -283,6 +285,8 @@ describe("behind an HTTPS reverse proxy: [server] public_origins", () => {
     for (const host of ["hal0.example.com", local]) {
       const login = await formPost(s, "/login", { token: s.operator }, { origin: PUBLIC, host });
       expect(login.status, `${host}: ${String(login.body)}`).toBe(303);
+      // Posted from the https public origin: the cookie is Secure, whichever Host the proxy sends.
+      expect(login.headers.get("set-cookie")!.split("; "), host).toContain("Secure");
       const cookie = cookiePair(login.headers.get("set-cookie"));
       const inbox = await page("/", { cookie, host });
       expect(inbox.status).toBe(200);
@@ -298,6 +302,7 @@ describe("behind an HTTPS reverse proxy: [server] public_origins", () => {
       }
       const out = await formPost(s, "/logout", { csrf }, { cookie, host, origin: PUBLIC });
       expect(out.status).toBe(303);
+      expect(out.headers.get("set-cookie")!.split("; ")).toContain("Secure");
       expect((await page("/", { cookie, host })).status).toBe(401);
     }
     // The Agents page names the MCP mounts at the public origin of its Host.
@@ -585,6 +590,17 @@ describe("hal0 web (the built CLI)", () => {
     expect(opened.status, String(opened.body)).toBe(303);
     const cookie = cookiePair(opened.headers.get("set-cookie"));
     expect((await page("/", { cookie, host: "hal0.example.com" })).status).toBe(200);
+    expect(opened.headers.get("set-cookie")!.split("; ")).toContain("Secure");
+    // Through a proxy that sends its upstream's Host, the request shows no sign of https: the link printed under it does.
+    const upstream = new URL(JSON.parse(hal0(["--config", s.config, "--state", s.state, "--origin", PUBLIC, "--json"]).stdout).url);
+    const viaUpstream = await httpCall(s.url, "GET", `${upstream.pathname}${upstream.search}`);
+    expect(viaUpstream.status, String(viaUpstream.body)).toBe(303);
+    expect(viaUpstream.headers.get("set-cookie")!.split("; ")).toContain("Secure");
+    // The plain link, opened on loopback over plain http: no Secure, as the browser there would drop it.
+    const local = new URL(JSON.parse(hal0(["--config", s.config, "--state", s.state, "--json"]).stdout).url);
+    const plainOpened = await httpCall(s.url, "GET", `${local.pathname}${local.search}`);
+    expect(plainOpened.status, String(plainOpened.body)).toBe(303);
+    expect(plainOpened.headers.get("set-cookie")!.split("; ")).not.toContain("Secure");
 
     for (const args of [["--origin", "https://evil.example"], ["--origin", PUBLIC, "--port", "8080"], ["--origin", PUBLIC, "--host", "box.lan"]]) {
       const bad = hal0(["--config", s.config, "--state", s.state, ...args]);
