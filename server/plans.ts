@@ -25,18 +25,42 @@ export interface PlanRecord {
   readonly stale_reason: string | null;
 }
 
+/**
+ * Unapplied plans (proposed or stale, valid or not) one caller keeps: its
+ * 51st drops its oldest. A refusal instead would shut a caller proposing in a
+ * loop out of planning for good, since nothing else ever removes a plan.
+ */
+export const UNAPPLIED_PLANS_PER_CALLER = 50;
+
+/** The route that applies a saved plan: a request of it not yet ended keeps the plan it names. */
+const APPLY_ROUTE = "POST /api/plans/{id}/apply";
+
 /** Saved proposals (`POST /api/plans`): a change set, the plan made from it, and what it was based on. */
 export class PlanStore {
   constructor(private readonly db: Db, private readonly now: () => number = Date.now) {}
 
-  /** Saves a valid proposal, or an invalid change set with its diagnostics (plan null). */
+  /**
+   * Saves a valid proposal, or an invalid change set with its diagnostics
+   * (plan null). The caller's unapplied plans beyond its newest
+   * UNAPPLIED_PLANS_PER_CALLER are deleted in the same step, so a caller
+   * proposing in a loop cannot grow the database without bound; applied plans
+   * (each one a commit) and a plan a request waiting for a person or running
+   * names (its apply, queued) are kept.
+   */
   save(input: { actor: Pick<Caller, "kind" | "agent">; changes: ChangeSet; proposal?: Proposal; revision: string; baseFiles: Record<string, string>; diagnostics: readonly Diagnostic[] }): PlanRecord {
     const id = `pln_${randomBytes(8).toString("hex")}`;
     const plan = input.proposal?.plan ?? null;
-    this.db.prepare(`INSERT INTO plans (id, created_at, actor, actor_kind, summary, changes, base_revision, base_files, plan, diagnostics, valid, state)
-                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'proposed')`)
-      .run(id, new Date(this.now()).toISOString(), input.actor.agent, input.actor.kind, input.changes.summary ?? "", JSON.stringify(input.changes), input.revision,
-        JSON.stringify(input.baseFiles), JSON.stringify(plan), JSON.stringify(input.diagnostics), plan ? 1 : 0);
+    this.db.transaction(() => {
+      this.db.prepare(`INSERT INTO plans (id, created_at, actor, actor_kind, summary, changes, base_revision, base_files, plan, diagnostics, valid, state)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'proposed')`)
+        .run(id, new Date(this.now()).toISOString(), input.actor.agent, input.actor.kind, input.changes.summary ?? "", JSON.stringify(input.changes), input.revision,
+          JSON.stringify(input.baseFiles), JSON.stringify(plan), JSON.stringify(input.diagnostics), plan ? 1 : 0);
+      this.db.prepare(`DELETE FROM plans WHERE id IN (
+                         SELECT id FROM plans WHERE actor = ? AND actor_kind = ? AND state != 'applied'
+                           AND id NOT IN (SELECT json_extract(args, '$.params.id') FROM approvals WHERE route = ? AND state IN ('pending', 'approved', 'executing'))
+                         ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)`)
+        .run(input.actor.agent, input.actor.kind, APPLY_ROUTE, UNAPPLIED_PLANS_PER_CALLER);
+    })();
     return this.get(id)!;
   }
 

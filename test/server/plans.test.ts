@@ -79,6 +79,34 @@ describe("plans over REST", () => {
     expect(wrong.body.error.details.allowed).toEqual(["GET", "HEAD", "POST"]);
   });
 
+  it("a caller keeps its newest 50 unapplied plans: one more drops its oldest, but never an applied one, one a queued apply names, or another caller's", async () => {
+    const propose = async (body: unknown, as: string) => {
+      const made = await s.call("POST", "/api/plans", { body, as });
+      expect(made.status, JSON.stringify(made.body)).toBe(201);
+      return made.body.id as string;
+    };
+    const exists = async (id: string) => (await s.call("GET", `/api/plans/${id}`)).status === 200;
+    const theirs = await propose(ctxEdit(8192), "agent:other");
+    const applied = await propose({ edits: [{ file: "slots/utility.toml", op: "set", path: ["priority"], value: 11 }] }, "agent:ruth");
+    expect((await s.call("POST", `/api/plans/${applied}/apply`)).status).toBe(200);
+    // A slot edit is gated in the example box: its apply by the agent waits for a person, naming the plan.
+    const queued = await propose(ctxEdit(20480), "agent:ruth");
+    const waiting = await s.call("POST", `/api/plans/${queued}/apply`, { as: "agent:ruth" });
+    expect(waiting.status, JSON.stringify(waiting.body)).toBe(202);
+    const oldest = await propose(ctxEdit(24576), "agent:ruth");
+    const loop: string[] = [];
+    for (let i = 0; i < 50; i++) loop.push(await propose(ctxEdit(4096 + i), "agent:ruth"));
+    expect(await exists(oldest)).toBe(false);
+    expect((await s.call("GET", `/api/plans/${oldest}`)).body.error.code).toBe("plan.not_found");
+    for (const id of [theirs, applied, queued, ...loop]) expect(await exists(id), id).toBe(true);
+    const ruths = (await s.call("GET", "/api/plans?limit=500")).body.plans.filter((p: any) => p.actor === "ruth");
+    expect(ruths).toHaveLength(52);
+    // The queued apply still runs its plan once approved.
+    const approved = await s.call("POST", `/api/agent/approvals/${waiting.body.approval_id}/approve`);
+    expect(approved.body.approval.state, JSON.stringify(approved.body)).toBe("executed");
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toMatch(/ctx_size = 20480/);
+  }, 60_000);
+
   it("refuses a Host outside the allowlist with 421", async () => {
     const res = await s.call("GET", "/api/plans", { headers: { host: "evil.example" } });
     expect(res.status).toBe(421);
