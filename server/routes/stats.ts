@@ -48,7 +48,9 @@ async function system(box: BoxService, stats: SlotStats) {
 }
 
 /** `since`: an ISO time, or seconds before now. */
-const Since = z.string().trim().min(1).max(64).refine((v) => /^\d+(\.\d+)?$/.test(v) || (/^\d{4}-\d{2}-\d{2}/.test(v) && Number.isFinite(Date.parse(v))), "an ISO time (2026-12-02T14:00:00Z) or a number of seconds before now");
+/** An ISO 8601 date or date-time, nothing after it (V8's Date.parse reads past trailing junk such as a NUL). */
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
+const Since = z.string().trim().min(1).max(64).refine((v) => /^\d+(\.\d+)?$/.test(v) || (ISO_TIME.test(v) && Number.isFinite(Date.parse(v))), "an ISO time (2026-12-02T14:00:00Z) or a number of seconds before now");
 const History = z.strictObject({
   since: Since.default("3600"),
   step: queryInt(60, 86_400, 60),

@@ -159,6 +159,15 @@ describe("the slot scraper against the stand-in runner", () => {
       expect(r.status, q).toBe(422);
       expect(r.body.error.code, q).toBe("validation.invalid");
     }
+    // A time with something after it (V8's Date.parse reads past a NUL) is no ISO time.
+    const recent = new Date(Date.now() + offset - 600_000).toISOString();
+    for (const tail of ["%00x", "%00", "x"]) {
+      const r = await s.call("GET", `/api/stats/throughput/history?since=${recent}${tail}`);
+      expect(r.status, tail).toBe(422);
+      expect(r.body.error.code, tail).toBe("validation.invalid");
+    }
+    const fine = await s.call("GET", `/api/stats/throughput/history?since=${recent}`);
+    expect(fine.status).toBe(200);
     const future = await s.call("GET", `/api/stats/throughput/history?since=${new Date(Date.now() + offset + 3_600_000).toISOString()}`);
     expect(future.body.error).toMatchObject({ code: "validation.invalid", message: expect.stringContaining("in the future") });
     const long = await s.call("GET", "/api/stats/throughput/history?since=172800&step=60");
