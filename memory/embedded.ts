@@ -33,6 +33,23 @@ import * as models from "./embedded-models.js";
 import { OperationQueue } from "./embedded-ops.js";
 import { bankStats, listUnits, recallUnits, searchUnits, tagCounts } from "./embedded-search.js";
 import { requireUnit, scopeSql, Store, unitOf } from "./embedded-store.js";
+import { splitSentences } from "./extract.js";
+
+/**
+ * The most sentences one version of a document may split into. Its retain
+ * operation writes each as a fact in one transaction, which holds the
+ * server's one thread (~0.2 ms a fact here: 5 000 take about 1 s; the
+ * 200 000 characters memory_add takes, one short line each, were ~49 000
+ * and held it ~10 s, replacing them again as long).
+ */
+export const MAX_DOCUMENT_SENTENCES = 5000;
+
+function refuseLongDocument(text: string): void {
+  const n = splitSentences(text).length;
+  if (n <= MAX_DOCUMENT_SENTENCES) return;
+  const message = `a document splits into at most ${MAX_DOCUMENT_SENTENCES} sentences (line breaks and . ! ? … end one); this one has ${n}: send it as several documents`;
+  throw new MemoryError("mcp.memory_schema", `text: ${message}`, { tool: "memory_add", detail: [{ path: "text", message }] });
+}
 
 /** How to open an embedded engine. */
 export interface EmbeddedEngineOptions {
@@ -110,6 +127,7 @@ export class EmbeddedEngine implements MemoryEngine {
   async add(input: AddInput): Promise<AddResult> {
     const documentId = input.document_id;
     if (documentId === undefined) return this.tx((s) => addFact(s, input));
+    refuseLongDocument(input.text);
     return this.tx((s) => {
       const doc = upsertDocument(s, { ...input, document_id: documentId });
       const payload: RetainPayload = { text: input.text, dataset: input.dataset, document_id: documentId, tags: input.tags, metadata: input.metadata, source: input.source, context: input.context ?? null };

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { MemoryError } from "../../memory/errors.js";
-import { EmbeddedEngine } from "../../memory/embedded.js";
+import { EmbeddedEngine, MAX_DOCUMENT_SENTENCES } from "../../memory/embedded.js";
 import type { AddInput, Scope } from "../../memory/engine.js";
 import { entitiesOf, estimateTokens, ftsExpression, normalise, queryWords, splitSentences } from "../../memory/extract.js";
 
@@ -324,6 +324,22 @@ describe("a database damaged while in use", () => {
 });
 
 describe("documents", () => {
+  it("refuses a document of more than MAX_DOCUMENT_SENTENCES sentences before recording anything; one of exactly that many is extracted", async () => {
+    const { e } = open();
+    const lines = (n: number) => Array.from({ length: n }, (_, i) => `Line ${i} here`).join("\n");
+    const err = await refusal(e.add(fact(lines(MAX_DOCUMENT_SENTENCES + 1), { document_id: "big" })));
+    expect(err).toMatchObject({ code: "mcp.memory_schema", details: { detail: [{ path: "text" }] } });
+    expect(err.message).toContain(`at most ${MAX_DOCUMENT_SENTENCES} sentences`);
+    expect(err.message).toContain(`has ${MAX_DOCUMENT_SENTENCES + 1}`);
+    expect((await e.operationList({ limit: 10, scope: "all" })).items).toEqual([]);
+    expect((await e.list({ scope: shared, limit: 10 })).items).toEqual([]);
+    // A single fact (no document_id) is one unit whatever its length: not split, not refused.
+    expect(await e.add(fact(lines(MAX_DOCUMENT_SENTENCES + 1)))).toMatchObject({ id: expect.stringMatching(/^mem_/) });
+    const fits = await e.add(fact(lines(MAX_DOCUMENT_SENTENCES), { document_id: "fits" }));
+    await e.idle();
+    expect((await e.operationGet(fits.operation_id!, "all")).result).toEqual({ facts_extracted: MAX_DOCUMENT_SENTENCES, document_id: "fits" });
+  });
+
   it("upserts a document by document_id: its yield, known content, a new version, and facts already known elsewhere", async () => {
     const { e } = open();
     const added = await e.add(fact("Alice owns the box. Bob runs the coder agent.", { document_id: "conv-1", tags: ["conv"] }));
