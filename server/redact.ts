@@ -175,6 +175,8 @@ export function redactTextEveryRule(text: string): string {
   const masked = text
     .replace(/(bearer\s+)[A-Za-z0-9._~+/=-]{8,}/gi, `$1${MASK}`)
     .replace(/\bhal0_(?:op|ag)_[A-Za-z0-9_-]{8,}/g, MASK)
+    // A URL's query parameter named just `key` is an API key (`?key=AIza…`), though a key named `key` elsewhere (a TOML table's) is not.
+    .replace(/([?&]key=)[^&\s#"'<>]+/gi, `$1${MASK}`)
     // A URL's scheme is read as a whole run of its characters (see keyStart): linear in the text's length.
     .replace(/(?<![a-z0-9+.-])([a-z0-9+.-]+)(:\/\/[^\s:/@]+:)[^\s@/]+@/gi, (m, scheme: string, rest: string, at: number, all: string) =>
       (keyStart(scheme, all[at - 1], /[a-z]/i) < 0 ? m : `${scheme}${rest}${MASK}@`))

@@ -2,7 +2,7 @@ import { setFlagsFromString } from "node:v8";
 import { runInNewContext } from "node:vm";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { isSecretKey, MASK, redact, redactLogFields, redactText, redactTextEveryRule, redactToml } from "../../server/redact.js";
+import { isSecretKey, MASK, redact, redactLogFields, redactText, redactTextEveryRule, redactToml, restoreMasked } from "../../server/redact.js";
 import { rng } from "../helpers/rng.js";
 
 // Key words of every rule (and their near misses), values, separators and the shapes they sit in.
@@ -16,7 +16,7 @@ const VALUES = ["hunter2", "s3cr3t-value-12345", "\"quoted value\"", "'single'",
 const TOKENS = [
   "hal0_op_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", "hal0_ag_abcdefgh", "hal0_xx_abcdefgh", "sk-abcdefghijklmnop", "sk_live_abcdefghijkl", "hf_abcdefghijklmnopq", "ghp_abcdefghijklmnop",
   "gho_abcdefghijklmnop", "github_pat_abcdefghijklmnop", "glpat-abcdefghijklmnop", "xoxb-abcdefghijklmnop", "xoxq-abcdefghijklmnop", "skx-abcdefghijklmnop",
-  "https://user:pa55word@example.com/x", "http://example.com:8080/x", "postgres://u:p@db/x", "Bearer abcdefghijklmnop", "bearer   xyz12345678", "bearer short",
+  "https://user:pa55word@example.com/x", "http://example.com:8080/x", "https://h.example/mcp?key=AIzaS3cr3t&x=1", "postgres://u:p@db/x", "Bearer abcdefghijklmnop", "bearer   xyz12345678", "bearer short",
 ];
 const FLAGS = ["--api-key", "--hf-token", "-hft", "-hf", "-token", "--secret", "--password", "--passwd", "--apikey", "--port", "--model", "--ctx-size"];
 const FILLER = ["GET /api/slots", "request", "operator:owner", "slot chat is running", "{", "}", ",", " ", "\n", "\"level\":30", "3f0b6a3e-7c4c-4a55-9a3b-0f4c9d1f6a21", "ok", "é", "→"];
@@ -58,8 +58,17 @@ describe("redactText's pre-check", () => {
       `{"pat":"abc"}`, "x.pat=abc", "GITHUB_PAT=abc", "github_pat_abcdefghijklmnop", "glpat-abcdefghijklmnop", "xoxb-abcdefghijklmnop", "hf_abcdefghijklmnopq",
       "Authorization: Bearer abcdefghijk", "hal0_ag_AAAAAAAAAAAAAAAA", "https://u:pw123@host/x", "--api-key s3cr3t", `"--hf-token", "s3cr3t"`, `{"Passphrase": "s3cr3t"}`, "COOKIE=s3cr3t",
       "MYSQL_PWD=s3cr3t", "DB_PASS=s3cr3t", `{"SMTP_PASS": "s3cr3t"}`, "REDIS_AUTH=s3cr3t", "HF_AUTH=s3cr3t", "PASS=s3cr3t", "-hft s3cr3t", `"-hft", "s3cr3t"`,
+      "https://h.example/mcp?key=AIzaSyS3cr3t", "https://h.example/mcp?mode=a&KEY=s3cr3t#top",
     ];
     for (const text of cases) expect(redactText(text), text).toContain(MASK);
+  });
+
+  it("masks a URL's query parameter named key (an API key), leaves other keys named key and look-alike parameters alone, and a URL sent back as read keeps its key", () => {
+    expect(redactText("url = \"https://h.example/mcp?key=AIzaSyS3cr3t&mode=a\"")).toBe(`url = "https://h.example/mcp?key=${MASK}&mode=a"`);
+    expect(redactText("https://h.example/?monkey=1&keyboard=2&key_id=3")).toBe("https://h.example/?monkey=1&keyboard=2&key_id=3");
+    expect(redactText('key = "value"')).toBe('key = "value"');
+    const url = "https://h.example/mcp?key=AIzaSyS3cr3t";
+    expect(restoreMasked({ url: redactText(url) }, { url })).toEqual({ url });
   });
 
   it("reads a long run of key or scheme characters once: a 512 KiB text of each shape takes well under a second, not minutes", () => {
