@@ -1,3 +1,4 @@
+import { realpathSync } from "node:fs";
 import { compile, type Model } from "../compiler/index.js";
 import { ProcessDriver } from "../reconciler/drivers/process.js";
 import { StateStore } from "../reconciler/state.js";
@@ -180,8 +181,18 @@ export function writeRunnerNotes(box: Box, io: CliIo): void {
 export async function writeOtherServeNote(box: Pick<Box, "root" | "state">, io: CliIo): Promise<void> {
   const { serveHolder, serveLabel } = await import("../reconciler/lock.js");
   const serving = await serveHolder(box.state.dir);
-  if (!serving?.reconcile || serving.config === undefined || serving.config === box.root) return;
+  if (!serving?.reconcile || serving.config === undefined || sameFolder(serving.config, box.root)) return;
   io.stderr.write(`note: ${serveLabel(serving)} runs the reconcile loop on this state folder for the config folder ${serving.config}, not ${box.root}: its next sweep converges the box back to that folder, undoing this plan; give this box its own --state, or stop that server\n`);
+}
+
+/** Whether two paths name one folder (a symlink to it, `..` in one), else whether they are spelled alike. */
+function sameFolder(a: string, b: string): boolean {
+  if (a === b) return true;
+  try {
+    return realpathSync(a) === realpathSync(b);
+  } catch {
+    return false;
+  }
 }
 
 /**

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { once } from "node:events";
 import { createServer } from "node:net";
 import { tmpdir } from "node:os";
@@ -122,6 +122,12 @@ describe("hal0 serve (a real process)", () => {
       expect(same.code, same.err).toBe(0);
       expect(same.err).not.toContain("runs the reconcile loop");
     }
+    // The same folder by another name (a symlink to it) is the same folder: no note.
+    const alias = join(mkdtempSync(join(tmpdir(), "hal0-alias-")), "box");
+    symlinkSync(config, alias);
+    const viaLink = await run(["plan", "--config", alias, "--state", state]);
+    expect(viaLink.code, viaLink.err).toBe(0);
+    expect(viaLink.err).not.toContain("runs the reconcile loop");
   }, 60_000);
 
   it("the sweep's log line says what is undone and what was done: a hand edit's error at file:line:col, the fix, a failed step with its code, the steps it took", async () => {
