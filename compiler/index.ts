@@ -7,6 +7,7 @@ export { compile, defaultSettings, treeDigest, type CompileFacts } from "./compi
 export { runnerKey, type ImageDigests, type RunnerFacts, type RunnerFactsIndex, type FlagTable, type RunnerFlag, type Dialect, type RunnerVersion } from "./runner-facts.js";
 export { SPEC_VERSION, SWARM_API_KEY_FILE, SWARM_HOST, rehashSpec } from "./resolve.js";
 export { tierFor } from "./policy.js";
+export { classifyTool, type ToolVerdict } from "./link-agents.js";
 export { canonicalJson, fingerprint, hashOf, hashSecret, same } from "./hash.js";
 export { normalizeArgv, shellSplit, groupArgv } from "./argv.js";
 

@@ -99,3 +99,22 @@ function trimSlash(path: string): string {
   const trimmed = path.replace(/\/+$/, "");
   return trimmed === "" ? "/" : trimmed.replace(/\/{2,}/g, "/");
 }
+
+/** What an agent's policy says about one tool of one server. */
+export type ToolVerdict = "allow" | "gated" | "blocked" | "unknown_server" | "unknown_tool";
+
+/**
+ * The verdict for `tool` on `server`: `unknown_server` when the agent has no
+ * `[mcp.servers.<server>]` or it is disabled, then the first list naming the
+ * tool in the order blocked → gated → allow, else `unknown_tool`. The
+ * compiler keeps the lists disjoint; the order only matters for a
+ * hand-built agent, and always favours the stricter list. Pure.
+ */
+export function classifyTool(agent: Pick<CompiledAgent, "servers" | "tools">, server: string, tool: string): ToolVerdict {
+  const entry = Object.hasOwn(agent.servers, server) ? agent.servers[server] : undefined;
+  if (entry === undefined || !entry.enabled) return "unknown_server";
+  if (agent.tools.blocked.includes(tool)) return "blocked";
+  if (agent.tools.gated.includes(tool)) return "gated";
+  if (agent.tools.allow.includes(tool)) return "allow";
+  return "unknown_tool";
+}

@@ -1,6 +1,6 @@
 import { lstatSync, readlinkSync } from "node:fs";
 import { posix } from "node:path";
-import type { CompiledAgent } from "../../compiler/index.js";
+import { classifyTool, type CompiledAgent } from "../../compiler/index.js";
 import { ApiError } from "../errors.js";
 
 /**
@@ -11,24 +11,8 @@ import { ApiError } from "../errors.js";
  * `guardToolCall` first.
  */
 
-/** What an agent's policy says about one tool of one server. */
-export type ToolVerdict = "allow" | "gated" | "blocked" | "unknown_server" | "unknown_tool";
-
-/**
- * The verdict for `tool` on `server`: `unknown_server` when the agent has no
- * `[mcp.servers.<server>]` or it is disabled, then the first list naming the
- * tool in the order blocked → gated → allow, else `unknown_tool`. The
- * compiler keeps the lists disjoint; the order only matters for a
- * hand-built agent, and always favours the stricter list. Pure.
- */
-export function classifyTool(agent: CompiledAgent, server: string, tool: string): ToolVerdict {
-  const entry = Object.hasOwn(agent.servers, server) ? agent.servers[server] : undefined;
-  if (entry === undefined || !entry.enabled) return "unknown_server";
-  if (agent.tools.blocked.includes(tool)) return "blocked";
-  if (agent.tools.gated.includes(tool)) return "gated";
-  if (agent.tools.allow.includes(tool)) return "allow";
-  return "unknown_tool";
-}
+/** `classifyTool` and `ToolVerdict` live with the compiler, which folds an agent's verdicts for hal0's own servers into the policy. */
+export { classifyTool, type ToolVerdict } from "../../compiler/index.js";
 
 /**
  * Refuses a call the agent may not make, else returns whether it runs now
