@@ -61,7 +61,8 @@ export function compile(tree: SourceTree, carried: readonly Diagnostic[] = [], f
   linkMcpServers(files.mcpServers, reporter);
   linkAgents(files.agents, reporter);
   linkCapabilities(validOf(files.capabilities), files.broken.capabilities, files.slots, catalog, reporter);
-  const policy = compilePolicy(validOf(files.policy), reporter);
+  const agents = compileAgents(files.agents);
+  const policy = compilePolicy(validOf(files.policy), reporter, agents);
   const diagnostics = reporter.sorted();
   // hal0.toml's own settings stand when it was read and validated (or the folder was listed and has none): the config folder unlisted, or hal0.toml unread, gives none.
   const settingsKnown = files.settings !== "invalid" && !unreadable.includes(".") && !unreadable.includes("hal0.toml");
@@ -79,7 +80,7 @@ export function compile(tree: SourceTree, carried: readonly Diagnostic[] = [], f
     mcpServers: recordOf([...files.mcpServers.valid].sort(byKey).map(([id, p]) => [id, Object.assign({}, p.value, { id, file: p.file })])),
     policy,
     capabilities: compileCapabilities(validOf(files.capabilities)),
-    agents: compileAgents(files.agents),
+    agents,
   };
   return { model, diagnostics };
 }

@@ -137,8 +137,23 @@ export type { SlotSpec } from "../schema/index.js";
 export interface CompiledPolicy {
   /** Every known tool's tier after `[tiers]` of policy.toml. */
   readonly tiers: Readonly<Record<string, Tier>>;
-  /** Per caller identity, only the tools whose tier differs from `tiers`. */
+  /** Per caller identity, only the tools whose tier differs from `tiers` (`[agents.<id>]`, raised by a bound agent file). */
   readonly agents: Readonly<Record<string, Readonly<Record<string, Tier>>>>;
+  /**
+   * Per identity `hermes__<P>` that `agents/<P>.toml` binds: the file, and
+   * its verdict for each of hal0's own tools whose tier it raised (by the
+   * tool's builtin server, `builtinServerOf`: gated, or blocked for
+   * blocked, unknown_tool and unknown_server). Folded into `agents` already;
+   * kept to say why a call is refused.
+   */
+  readonly bound?: Readonly<Record<string, BoundAgentFile>>;
+}
+
+/** An agent file's say over the identity it binds (`CompiledPolicy.bound`). */
+export interface BoundAgentFile {
+  /** Tree-relative: `agents/<P>.toml`. */
+  readonly file: string;
+  readonly verdicts: Readonly<Record<string, "gated" | "blocked" | "unknown_server" | "unknown_tool">>;
 }
 
 export interface CompileResult {

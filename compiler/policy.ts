@@ -1,8 +1,9 @@
 import {
-  EXCLUDED_TOOLS, NEVER_LOOSEN_TOOLS, TIERS, defaultTiers, tierRank,
+  EXCLUDED_TOOLS, NEVER_LOOSEN_TOOLS, TIERS, builtinServerOf, defaultTiers, tierRank,
   type PolicyFile, type Tier, type TierLists,
 } from "../schema/index.js";
-import type { CompiledPolicy } from "./model.js";
+import { classifyTool } from "./link-agents.js";
+import type { BoundAgentFile, CompiledAgent, CompiledPolicy } from "./model.js";
 import type { Parsed } from "./read.js";
 import type { Reporter } from "./report.js";
 import { didYouMean } from "./suggest.js";
@@ -13,18 +14,40 @@ const NEVER_LOOSEN = new Set([...NEVER_LOOSEN_TOOLS, ...EXCLUDED_TOOLS]);
  * Tool tiers: the built-in default (seed 001), moved by `[tiers]`, then per
  * caller by `[agents.<id>]`. Stricter moves are always allowed; looser ones
  * except for the never-loosen set. Every known tool ends in exactly one tier.
+ * Then each bundled agent's file (`agents/<P>.toml`, `agents`) binds the
+ * identity `hermes__<P>`: for hal0's own tools it has the last word by
+ * server and tool (`classifyTool`) — allow keeps the tier, gated is gated at
+ * least, blocked, unknown_tool and unknown_server are blocked. Strictest wins.
  */
-export function compilePolicy(file: Parsed<PolicyFile> | undefined, reporter: Reporter): CompiledPolicy {
+export function compilePolicy(file: Parsed<PolicyFile> | undefined, reporter: Reporter, agentFiles: Readonly<Record<string, CompiledAgent>> = {}): CompiledPolicy {
   const base = defaultTiers();
-  if (!file) return { tiers: sortedRecord(base), agents: {} };
-  const global = applyMoves(base, file.value.tiers, { file: file.file, prefix: ["tiers"], scope: "the built-in default" }, reporter);
-  const agents: Record<string, Record<string, Tier>> = {};
-  for (const id of Object.keys(file.value.agents).sort()) {
-    const moved = applyMoves(global, file.value.agents[id]!, { file: file.file, prefix: ["agents", id], scope: "`[tiers]`" }, reporter);
-    const diff = new Map([...moved].filter(([tool, tier]) => global.get(tool) !== tier));
-    agents[id] = sortedRecord(diff);
+  const global = file ? applyMoves(base, file.value.tiers, { file: file.file, prefix: ["tiers"], scope: "the built-in default" }, reporter) : base;
+  const moved = new Map<string, Map<string, Tier>>();
+  for (const id of Object.keys(file?.value.agents ?? {}).sort()) {
+    moved.set(id, applyMoves(global, file!.value.agents[id]!, { file: file!.file, prefix: ["agents", id], scope: "`[tiers]`" }, reporter));
   }
-  return { tiers: sortedRecord(global), agents };
+  const bound: Record<string, BoundAgentFile> = {};
+  for (const name of Object.keys(agentFiles).sort()) {
+    const id = `hermes__${name}`;
+    const agent = agentFiles[name]!;
+    const tiers = new Map(moved.get(id) ?? global);
+    const verdicts: Record<string, BoundAgentFile["verdicts"][string]> = {};
+    for (const [tool, tier] of [...tiers].sort(([a], [b]) => (a < b ? -1 : 1))) {
+      const verdict = classifyTool(agent, builtinServerOf(tool) ?? "hal0-admin", tool);
+      if (verdict === "allow") continue;
+      const cap: Tier = verdict === "gated" ? "gated" : "blocked";
+      if (tierRank(cap) <= tierRank(tier)) continue;
+      tiers.set(tool, cap);
+      verdicts[tool] = verdict;
+    }
+    moved.set(id, tiers);
+    bound[id] = { file: agent.file, verdicts };
+  }
+  const agents: Record<string, Record<string, Tier>> = {};
+  for (const id of [...moved.keys()].sort()) {
+    agents[id] = sortedRecord(new Map([...moved.get(id)!].filter(([tool, tier]) => global.get(tool) !== tier)));
+  }
+  return Object.keys(bound).length > 0 ? { tiers: sortedRecord(global), agents, bound } : { tiers: sortedRecord(global), agents };
 }
 
 interface Scope {

@@ -36,6 +36,25 @@ export function defaultTiers(): Map<string, Tier> {
   return tiers;
 }
 
+/** hal0's own MCP servers, by which an agent file's `[mcp.servers.<id>]` names them. */
+export type BuiltinServer = "hal0-admin" | "hal0-memory" | "hal0-agents";
+
+/**
+ * The builtin server a tool is hal0's as: hal0-memory for the memory_* rows
+ * (hal0-admin also serves them, delegated: still hal0-memory's tools),
+ * hal0-agents for its sixteen, hal0-admin for every other (the excluded
+ * tools included). Undefined for a name hal0 does not have.
+ */
+export function builtinServerOf(tool: string): BuiltinServer | undefined {
+  return SERVER_OF_TOOL.get(tool);
+}
+
+const SERVER_OF_TOOL: ReadonlyMap<string, BuiltinServer> = new Map<string, BuiltinServer>([
+  ...EXCLUDED_TOOLS.map((tool) => [tool, "hal0-admin"] as const),
+  ...[...AUTONOMOUS_READ_TOOLS, ...HAL0_READ_TOOLS, ...AGENTS_READ_TOOLS, ...AUTONOMOUS_WRITE_TOOLS, ...HAL0_WRITE_TOOLS, ...AGENTS_WRITE_TOOLS, ...GATED_TOOLS, ...HAL0_GATED_TOOLS, ...AGENTS_GATED_TOOLS]
+    .map(({ tool, route }) => [tool, route === "memory" ? "hal0-memory" : route === "agents" ? "hal0-agents" : "hal0-admin"] as const),
+]);
+
 export function tierRank(tier: Tier): number {
   return TIERS.indexOf(tier);
 }

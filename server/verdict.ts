@@ -3,7 +3,7 @@ import type { Effect } from "../compiler/effects.js";
 import type { Tier } from "../schema/index.js";
 import type { Proposal } from "./box.js";
 import { ApiError, apiErrorOf } from "./errors.js";
-import { routeFloor, stricter } from "./identity/access.js";
+import { policyBlocks, routeFloor, stricter } from "./identity/access.js";
 import { RawReply, type Caller, type Route, type WriteIntent } from "./route.js";
 import { changesTree, effectsDigest, proposalEffects, proposeOnly, validate, type Call, type Dispatcher } from "./dispatch.js";
 
@@ -30,7 +30,7 @@ export function effectVerdict(proposal: Pick<Proposal, "snapshot" | "model" | "a
     if (e.class === "privileged") tier = stricter(tier, "gated");
     else if (e.class === "assignment" && e.tool) {
       const own = tierFor(policy, e.tool, caller.agent) ?? "blocked";
-      if (own === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${e.tool} for ${caller.agent}, and this change ${e.line}`, { tool: e.tool, agent: caller.agent, effect: e.line });
+      if (own === "blocked") throw policyBlocks(policy, e.tool, caller.agent, `, and this change ${e.line}`, { effect: e.line });
       tier = stricter(tier, own);
     }
   }

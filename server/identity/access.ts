@@ -1,5 +1,5 @@
 import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
-import { tierRank, type Tier } from "../../schema/index.js";
+import { builtinServerOf, tierRank, type Tier } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
 import { routeId, type Caller, type Route } from "../route.js";
 import { identityLabel } from "./identify.js";
@@ -68,7 +68,7 @@ export function routeFloor(route: Route, caller: Caller, policy: CompiledPolicy)
     if (top === undefined || tierRank(tier) > tierRank(top.tier)) top = { tier, tool };
   }
   if (!top) return { tier: "gated", tool: "" };
-  if (top.tier === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${top.tool} for ${caller.agent}`, { tool: top.tool, agent: caller.agent });
+  if (top.tier === "blocked") throw policyBlocks(policy, top.tool, caller.agent);
   return top;
 }
 
@@ -91,14 +91,32 @@ export function toolTier(policy: CompiledPolicy, route: Route, tool: string, cal
     throw new ApiError("auth.required", `${tool} needs a credential: connect with Authorization: Bearer <agent token> (hal0 token create --agent NAME)`, { tool });
   }
   let tier = tierFor(policy, tool, caller.agent) ?? "blocked";
-  if (tier === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${tool} for ${caller.agent}`, { tool, agent: caller.agent });
+  if (tier === "blocked") throw policyBlocks(policy, tool, caller.agent);
   // A tool reads what its route reveals: no looser than the other tools that read the same (blocked there is refused).
   for (const peer of route.revealPeers ?? []) {
     const theirs = tierFor(policy, peer, caller.agent) ?? "blocked";
-    if (theirs === "blocked") throw new ApiError("mcp.tool_not_allowed", `policy blocks ${peer} for ${caller.agent}, and ${tool} reads what it reads`, { tool, agent: caller.agent, by: peer });
+    if (theirs === "blocked") throw policyBlocks(policy, peer, caller.agent, `, and ${tool} reads what it reads`, { tool, by: peer });
     tier = stricter(tier, theirs);
   }
   return tier as "autonomous_read" | "autonomous_write" | "gated";
+}
+
+/**
+ * The refusal of a tool its caller's policy blocks (403
+ * `mcp.tool_not_allowed`), naming the agent file when that is why: for an
+ * identity `hermes__<P>` bound to `agents/<P>.toml`, `details.agent_file`
+ * and `details.verdict` (blocked, unknown_tool or unknown_server — what
+ * `agent.tool_blocked` / `agent.unknown_tool` / `agent.unknown_server`
+ * mean, for hal0's own servers).
+ */
+export function policyBlocks(policy: CompiledPolicy, tool: string, agent: string | undefined, tail = "", extra: Record<string, unknown> = {}): ApiError {
+  const bound = agent === undefined ? undefined : policy.bound?.[agent];
+  const verdict = bound?.verdicts[tool];
+  if (bound && verdict !== undefined && verdict !== "gated") {
+    const why = verdict === "blocked" ? "its [tools] blocked lists it" : verdict === "unknown_tool" ? "no list of its [tools] names it" : `it has no enabled [mcp.servers.${builtinServerOf(tool) ?? "hal0-admin"}]`;
+    return new ApiError("mcp.tool_not_allowed", `${bound.file} refuses ${tool} for ${agent} (${why})${tail}`, { tool, agent, ...extra, agent_file: bound.file, verdict });
+  }
+  return new ApiError("mcp.tool_not_allowed", `policy blocks ${tool} for ${agent}${tail}`, { tool, agent, ...extra });
 }
 
 /** hal0's own `system` caller is never an operator: it is labelled (and refused) as an agent would be. */

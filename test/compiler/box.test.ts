@@ -318,7 +318,7 @@ describe("fixtures/box", () => {
     expect(coder.servers["hal0-admin"]).toEqual({ builtin: true, enabled: true, auth: { kind: "none" } });
     expect(coder.servers.github!.auth).toEqual({ kind: "bearer-from-env", env: "GITHUB_TOKEN" });
     expect(coder.servers.search!.enabled).toBe(false);
-    expect(coder.tools.blocked).toEqual(["slot_unload", "memory_delete", "push_files"]);
+    expect(coder.tools.blocked).toEqual(["model_delete", "stack_apply", "memory_delete", "push_files"]);
   });
 
   it("applies policy.toml: two tools tightened globally, one agent tightened further", () => {
@@ -327,12 +327,29 @@ describe("fixtures/box", () => {
     expect(tiers.logs_tail).toBe("blocked"); // gated by default
     expect(tiers.slot_load).toBe("autonomous_write"); // untouched
     expect(tiers.model_delete).toBe("gated");
-    expect(agents).toEqual({
-      hermes__coder: { model_delete: "blocked", slot_load: "gated", slot_unload: "gated", stack_apply: "blocked" },
-    });
+    expect(Object.keys(agents)).toEqual(["hermes__coder"]);
+    expect(agents.hermes__coder).toMatchObject({ model_delete: "blocked", slot_load: "gated", slot_unload: "gated", stack_apply: "blocked" });
     expect(tierFor(model.policy, "slot_load", "hermes__coder")).toBe("gated");
     expect(tierFor(model.policy, "slot_load", "hermes__writer")).toBe("autonomous_write");
     expect(tierFor(model.policy, "logs_tail", "hermes__coder")).toBe("blocked");
+  });
+
+  it("binds agents/coder.toml to hermes__coder: for hal0's own tools the file's verdict is a floor, strictest wins", () => {
+    const p = model.policy;
+    // blocked by the file (memory_delete is autonomous_write by default), not listed (upstream_delete), a server it does not list (hal0-agents): refused.
+    expect(tierFor(p, "memory_delete", "hermes__coder")).toBe("blocked");
+    expect(tierFor(p, "upstream_delete", "hermes__coder")).toBe("blocked");
+    expect(tierFor(p, "agent_profile_list", "hermes__coder")).toBe("blocked");
+    expect(p.bound?.hermes__coder).toMatchObject({ file: "agents/coder.toml", verdicts: { memory_delete: "blocked", upstream_delete: "unknown_tool", agent_profile_list: "unknown_server" } });
+    // gated by the file: at least gated (memory_add is autonomous_write by default).
+    expect(tierFor(p, "memory_add", "hermes__coder")).toBe("gated");
+    // allowed: policy.toml's tier stands, stricter ones included.
+    expect(tierFor(p, "slot_list", "hermes__coder")).toBe("autonomous_read");
+    expect(tierFor(p, "slot_edit", "hermes__coder")).toBe("gated");
+    expect(tierFor(p, "logs_tail", "hermes__coder")).toBe("blocked");
+    // Only hermes__coder is bound: another identity keeps the tiers.
+    expect(tierFor(p, "memory_delete", "hermes__writer")).toBe(p.tiers.memory_delete);
+    expect(tierFor(p, "upstream_delete", "hermes__writer")).toBe(p.tiers.upstream_delete);
   });
 
   it("compiles deterministically", async () => {

@@ -9,6 +9,8 @@ import { advertisedSchema, MEMORY_TOOLS } from "../../server/memory/tools.js";
 import { startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callMemory, callTool, memoryClient } from "./mcp-helpers.js";
 
+// The agent here is hermes__scribe: bound by no agents/<P>.toml, it meets hal0-memory's own gates and the tiers alone
+// (hermes__coder is bound by fixtures/box/agents/coder.toml, which blocks memory_delete: test/server/agent-file-enforced.test.ts).
 let s: TestServer & { dir: string };
 let clients: Client[] = [];
 beforeEach(async () => {
@@ -55,7 +57,7 @@ async function approve(id: string): Promise<any> {
 
 describe("hal0-memory's tool list", () => {
   it("has the 26 tools, each with its real typed schema (not an args blob) and honest annotations", async () => {
-    const { tools } = await (await client("hermes__coder")).listTools();
+    const { tools } = await (await client("hermes__scribe")).listTools();
     expect(tools.map((t) => t.name).sort()).toEqual(MEMORY_TOOLS.map((t) => t.name).sort());
     expect(tools).toHaveLength(26);
     const byName = new Map(tools.map((t) => [t.name, t]));
@@ -79,14 +81,14 @@ describe("hal0-memory's tool list", () => {
 
 describe("facts: add, search, list, recall, history, curate, tags, stats", () => {
   it("remembers, finds by rank, tags and time, pages, and records who said it", async () => {
-    const c = await client("hermes__coder");
+    const c = await client("hermes__scribe");
     const a = await ok(c, "memory_add", { text: "The box runs llama-server for the chat slot.", tags: ["slots", "chat"], metadata: { from: "test" } });
     expect(a).toMatchObject({ id: expect.stringMatching(/^mem_/), timestamp: expect.any(String) });
     expect(a.operation_id).toBeUndefined();
     await ok(c, "memory_add", { text: "The coder agent prefers short answers.", tags: ["agents"] });
     await ok(c, "memory_add", { text: "Qwen3 chat model loads in forty seconds.", tags: ["chat", "models"] });
     const found = await ok(c, "memory_search", { query: "chat slot llama-server" });
-    expect(found.results[0]).toMatchObject({ id: a.id, text: "The box runs llama-server for the chat slot.", dataset: "shared", tags: ["slots", "chat"], source: "hermes__coder", metadata: { from: "test" } });
+    expect(found.results[0]).toMatchObject({ id: a.id, text: "The box runs llama-server for the chat slot.", dataset: "shared", tags: ["slots", "chat"], source: "hermes__scribe", metadata: { from: "test" } });
     expect(found.results[0].score).toBeGreaterThan(0);
     expect(found.results[0].score).toBeLessThanOrEqual(1);
     expect(found.results.map((r: any) => r.score)).toEqual([...found.results.map((r: any) => r.score)].sort((x: number, y: number) => y - x));
@@ -115,7 +117,7 @@ describe("facts: add, search, list, recall, history, curate, tags, stats", () =>
   });
 
   it("upserts a logical document by document_id: async extraction with its yield reported", async () => {
-    const c = await client("hermes__coder");
+    const c = await client("hermes__scribe");
     const added = await ok(c, "memory_add", { text: "Alice owns the box. Bob runs the coder agent.", document_id: "conv-1" });
     expect(added.operation_id).toMatch(/^op_/);
     expect((await settled(c, added.operation_id))).toMatchObject({ kind: "retain", status: "completed", result: { facts_extracted: 2 } });
@@ -132,7 +134,7 @@ describe("facts: add, search, list, recall, history, curate, tags, stats", () =>
 
 describe("a document's new version keeps curation", () => {
   it("a fact corrected with memory_curate stays corrected when the document comes back with a sentence appended", async () => {
-    const c = await client("hermes__coder");
+    const c = await client("hermes__scribe");
     const v1 = await ok(c, "memory_add", { text: "The chat slot runs on port 8080. The NPU is idle.", document_id: "notes" });
     await settled(c, v1.operation_id);
     const fact = (await ok(c, "memory_search", { query: "port" })).results[0];
@@ -169,14 +171,14 @@ describe("argument errors are mcp.memory_schema with every problem in detail", (
     ["memory_search", { query: "x", tags: ["\u0000"] }, "tags.0"],
     ["memory_mental_model_update", { id: "mm_x", trigger: {} }, ""],
   ])("%s %j", async (tool, args, path) => {
-    const error = await refused(await client("hermes__coder"), tool, args);
+    const error = await refused(await client("hermes__scribe"), tool, args);
     expect(error.code).toBe("mcp.memory_schema");
     expect(Array.isArray(error.detail)).toBe(true);
     expect(error.detail.map((d: any) => d.path)).toContain(path);
   });
 
   it("a malformed cursor and an unknown id are refused with their codes", async () => {
-    const c = await client("hermes__coder");
+    const c = await client("hermes__scribe");
     expect((await refused(c, "memory_list", { cursor: "not-a-cursor" })).code).toBe("mcp.memory_schema");
     expect((await refused(c, "memory_history", { id: "mem_0000000000000000" })).code).toBe("memory.not_found");
     expect((await refused(c, "memory_operation_get", { id: "op_0000000000000000" })).code).toBe("memory.not_found");
@@ -279,7 +281,7 @@ describe("X-hal0-Private", () => {
 
 describe("memory_delete gates itself", () => {
   it("deletes one id at once; more ids, a list of datasets or another caller's dataset wait for a person", async () => {
-    const c = await client("hermes__coder");
+    const c = await client("hermes__scribe");
     const ids = [];
     for (const text of ["one fact", "two fact", "three fact"]) ids.push((await ok(c, "memory_add", { text })).id);
     expect(await ok(c, "memory_delete", { ids: [ids[0]] })).toMatchObject({ deleted: 1 });
@@ -288,7 +290,7 @@ describe("memory_delete gates itself", () => {
     expect((await ok(c, "memory_delete", { ids: [ids[1]], dataset: ["shared"] })).status).toBe("pending_approval");
     expect((await ok(c, "memory_search", { query: "fact" })).results).toHaveLength(2);
     const done = await approve(bulk.approval_id);
-    expect(done).toMatchObject({ state: "executed", result: { deleted: 2 }, caller: { kind: "agent" as const, agent: "hermes__coder" } });
+    expect(done).toMatchObject({ state: "executed", result: { deleted: 2 }, caller: { kind: "agent" as const, agent: "hermes__scribe" } });
     expect((await ok(c, "memory_search", { query: "fact" })).results).toEqual([]);
     // Another caller's private fact: only a person can let it go.
     const someone = await client("someone", { private: true });
@@ -303,7 +305,7 @@ describe("memory_delete gates itself", () => {
 
 describe("approving a memory request", () => {
   it("needs an operator token that reaches hal0-memory: one minted --scope rest is auth.scope_denied and the request stays pending", async () => {
-    const c = await client("hermes__coder");
+    const c = await client("hermes__scribe");
     const someone = await client("someone", { private: true });
     const theirs = await ok(someone, "memory_add", { text: "someone's own fact" });
     const foreign = await ok(c, "memory_delete", { ids: [theirs.id], dataset: "private:someone" });
@@ -323,7 +325,7 @@ describe("approving a memory request", () => {
 
 describe("memory_delete's missing ids", () => {
   it("follows one rule: none found is memory.not_found, gated or not; some found deletes them and lists the rest; an id given twice is one id", async () => {
-    const c = await client("hermes__coder");
+    const c = await client("hermes__scribe");
     for (const ids of [["mem_nope"], ["mem_nope", "mem_nope2"], ["doc_0000000000000000"], ["doc_0000000000000000", "mem_nope"]]) {
       expect((await refused(c, "memory_delete", { ids })).code, JSON.stringify(ids)).toBe("memory.not_found");
     }
@@ -339,7 +341,7 @@ describe("memory_delete's missing ids", () => {
 
 describe("mental models, directives and operations", () => {
   it("creates a mental model whose content an async refresh fills; lists metadata unless asked; deleting it needs approval", async () => {
-    const c = await client("hermes__coder");
+    const c = await client("hermes__scribe");
     await ok(c, "memory_add", { text: "The chat slot runs Qwen3." });
     const created = await ok(c, "memory_mental_model_create", { name: "slots", source_query: "chat slot", tags: ["ops"], trigger: { refresh_after_consolidation: true } });
     expect(created).toMatchObject({ mental_model_id: expect.stringMatching(/^mm_/), operation_id: expect.stringMatching(/^op_/) });
@@ -364,7 +366,7 @@ describe("mental models, directives and operations", () => {
   });
 
   it("keeps directives, highest priority first; deleting one needs approval", async () => {
-    const c = await client("hermes__coder");
+    const c = await client("hermes__scribe");
     const low = await ok(c, "memory_directive_create", { name: "tone", content: "Answer briefly.", priority: 1 });
     const high = await ok(c, "memory_directive_create", { name: "safety", content: "Never print secrets.", priority: 10, tags: ["security"] });
     expect((await ok(c, "memory_directive_list")).items.map((d: any) => d.name)).toEqual(["safety", "tone"]);
@@ -378,7 +380,7 @@ describe("mental models, directives and operations", () => {
   });
 
   it("lists, cancels and retries operations; consolidation merges duplicates", async () => {
-    const c = await client("hermes__coder");
+    const c = await client("hermes__scribe");
     embedded().pause();
     const pending = await ok(c, "memory_add", { text: "A document nobody will finish.", document_id: "stuck" });
     expect((await ok(c, "memory_operation_get", { id: pending.operation_id })).status).toBe("pending");
@@ -409,12 +411,12 @@ describe("mental models, directives and operations", () => {
 
 describe("the admin server's memory_* tools", () => {
   it("call the same handlers in process, with the same namespaces and gates", async () => {
-    const admin = await adminClient(s.url, "hermes__coder");
+    const admin = await adminClient(s.url, "hermes__scribe");
     clients.push(admin);
     const added = await callTool(admin, "memory_add", { text: "Added through hal0-admin." });
     expect(added.isError, JSON.stringify(added.body)).toBe(false);
-    const mem = await client("hermes__coder");
-    expect((await ok(mem, "memory_search", { query: "hal0-admin" })).results[0]).toMatchObject({ id: added.body.id, source: "hermes__coder" });
+    const mem = await client("hermes__scribe");
+    expect((await ok(mem, "memory_search", { query: "hal0-admin" })).results[0]).toMatchObject({ id: added.body.id, source: "hermes__scribe" });
     expect((await callTool(admin, "memory_delete", { ids: [added.body.id, "mem_0000000000000000"] })).body.status).toBe("pending_approval");
     expect((await callTool(admin, "memory_add", { text: "x", source: "forged" })).body.error.code).toBe("mcp.memory_schema");
     const rows = (await s.call("GET", "/api/activity?kind=mcp")).body.items;
@@ -452,7 +454,7 @@ describe("an operator on hal0-memory", () => {
 describe("engine availability", () => {
   it("[memory] enabled = false answers every tool with an unavailable error, and nothing crashes", async () => {
     setMemory("enabled = false");
-    const c = await client("hermes__coder");
+    const c = await client("hermes__scribe");
     for (const [tool, args] of [["memory_add", { text: "x" }], ["memory_search", { query: "x" }], ["memory_bank_stats", {}]] as const) {
       expect((await refused(c, tool, args)).code, tool).toBe("mcp.memory_unconfigured");
     }
@@ -462,7 +464,7 @@ describe("engine availability", () => {
   it("memory_add against an engine URL nobody listens on is memory.engine_unavailable with retry_after_s 5", async () => {
     const port = await deadPort();
     setMemory(`enabled = true\nengine = "hindsight"\nurl = "http://127.0.0.1:${port}"`);
-    const error = await refused(await client("hermes__coder"), "memory_add", { text: "hello" });
+    const error = await refused(await client("hermes__scribe"), "memory_add", { text: "hello" });
     expect(error).toMatchObject({ code: "memory.engine_unavailable", message: expect.stringMatching(/retry/i), details: { retry_after_s: 5 } });
   });
 
@@ -470,7 +472,7 @@ describe("engine availability", () => {
     const engine = await erringEngine(500);
     try {
       setMemory(`enabled = true\nengine = "hindsight"\nurl = "${engine.url}"`);
-      const error = await refused(await client("hermes__coder"), "memory_add", { text: "hello" });
+      const error = await refused(await client("hermes__scribe"), "memory_add", { text: "hello" });
       expect(error).toMatchObject({ code: "memory.engine_error", details: { status: 500 } });
       expect(error.details.retry_after_s).toBeUndefined();
     } finally {
@@ -482,7 +484,7 @@ describe("engine availability", () => {
 describe("a restart", () => {
   it("keeps every fact, model and directive", async () => {
     const first = await startTestServer({ keep: true });
-    const c = await memoryClient(first.url, "hermes__coder");
+    const c = await memoryClient(first.url, "hermes__scribe");
     const ids: string[] = [];
     for (let i = 0; i < 25; i++) ids.push((await callMemory(c, "memory_add", { text: `Fact number ${i} about restarts.`, tags: [`t${i % 3}`] })).body.id);
     await callMemory(c, "memory_directive_create", { name: "keep", content: "Survive restarts." });
@@ -490,7 +492,7 @@ describe("a restart", () => {
     await first.close();
     const second = await startTestServer({ reuse: { dir: first.dir } });
     try {
-      const again = await memoryClient(second.url, "hermes__coder");
+      const again = await memoryClient(second.url, "hermes__scribe");
       clients.push(again);
       const listed = (await callMemory(again, "memory_list", { limit: 200 })).body;
       expect(listed.items.map((u: any) => u.id).sort()).toEqual([...ids].sort());

@@ -71,7 +71,10 @@ describe("/agents", () => {
     expect(admin.get("slot_edit")).toBe("gated");
     expect(admin.get("slot_load")).toBe("gated");
     expect(admin.get("model_delete")).toBe("blocked");
-    expect(pageTools(text, "hal0-agents")).toEqual(new Map([["agent_profile_list", "autonomous_read"], ["profile_skill_put", "gated"]]));
+    // agents/coder.toml binds hermes__coder and lists no hal0-agents server (unknown_server): its tools are blocked for it; memory_delete is on its blocked list.
+    expect(pageTools(text, "hal0-agents")).toEqual(new Map([["agent_profile_list", "blocked"], ["profile_skill_put", "blocked"]]));
+    expect(pageTools(text, "hal0-memory").get("memory_delete")).toBe("blocked");
+    expect(pageTools((await page("/agents?agent=hermes__ops")).text, "hal0-agents")).toEqual(new Map([["agent_profile_list", "autonomous_read"], ["profile_skill_put", "gated"]]));
     // Without an agent: the defaults (slot_load is autonomous-write for everyone else).
     expect(pageTools((await page("/agents")).text, "hal0-admin").get("slot_load")).toBe("autonomous_write");
   });
