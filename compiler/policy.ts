@@ -32,6 +32,7 @@ export function compilePolicy(file: Parsed<PolicyFile> | undefined, reporter: Re
     const agent = agentFiles[name]!;
     const tiers = new Map(moved.get(id) ?? global);
     const verdicts: Record<string, BoundAgentFile["verdicts"][string]> = {};
+    warnRefused(file, id, agent, reporter);
     for (const [tool, tier] of [...tiers].sort(([a], [b]) => (a < b ? -1 : 1))) {
       const verdict = classifyTool(agent, builtinServerOf(tool) ?? "hal0-admin", tool);
       if (verdict === "allow") continue;
@@ -48,6 +49,25 @@ export function compilePolicy(file: Parsed<PolicyFile> | undefined, reporter: Re
     agents[id] = sortedRecord(new Map([...moved.get(id)!].filter(([tool, tier]) => global.get(tool) !== tier)));
   }
   return Object.keys(bound).length > 0 ? { tiers: sortedRecord(global), agents, bound } : { tiers: sortedRecord(global), agents };
+}
+
+/** A tool `[agents.<id>]` of policy.toml puts in a tier other than blocked that the file binding `id` refuses: a warning each (the file wins). */
+function warnRefused(file: Parsed<PolicyFile> | undefined, id: string, agent: CompiledAgent, reporter: Reporter): void {
+  const lists = file?.value.agents[id];
+  if (!file || !lists) return;
+  for (const tier of TIERS) {
+    if (tier === "blocked") continue;
+    lists[tier].forEach((tool, index) => {
+      const server = builtinServerOf(tool);
+      if (server === undefined) return;
+      const verdict = classifyTool(agent, server, tool);
+      if (verdict === "allow" || verdict === "gated") return;
+      const why = verdict === "blocked" ? "blocks it" : verdict === "unknown_tool" ? "lists it nowhere" : `does not list ${server}`;
+      reporter.report("policy.agent_file_refuses", { file: file.file, path: ["agents", id, tier, index], target: "value" }, `${agent.file} refuses \`${tool}\` for ${id}`,
+        `${agent.file} binds ${id} and ${why}, so \`${tool}\` stays refused for ${id} whatever tier this puts it in: list it in the file's [tools] (allow or gated), or drop it here.`,
+        [{ file: agent.file, path: ["tools"], target: "key", message: "the agent file's tool lists" }]);
+    });
+  }
 }
 
 interface Scope {

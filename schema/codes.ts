@@ -88,6 +88,7 @@ export const CODES = {
   "policy.unknown_tool": { severity: "error", stage: "compile", http: 400, meaning: "policy.toml names a tool hal0 does not have; the detail names the closest one." },
   "policy.tool_in_two_tiers": { severity: "error", stage: "compile", http: 400, meaning: "policy.toml puts one tool in two tiers of the same table." },
   "policy.loosen_denied": { severity: "error", stage: "compile", http: 400, meaning: "policy.toml moves a never-loosen tool (a delete, config_write, …) to a looser tier." },
+  "policy.agent_file_refuses": { severity: "warning", stage: "compile", http: 400, meaning: "policy.toml's [agents.hermes__<P>] puts a tool in a tier that agents/<P>.toml refuses (blocked, on no list, or of a server it does not list); the file wins and the tool stays refused for that identity." },
   // ── capabilities ─────────────────────────────────────────────────────
   "capability.unknown_slot": { severity: "error", stage: "compile", http: 400, meaning: "A [selection.<slot>] of capabilities.toml names a slot that has no slots/<name>.toml." },
   "capability.unknown_child": { severity: "error", stage: "compile", http: 400, meaning: "A selection names a child capability the slot's type does not have (an image slot has upscaler, refiner, vae, controlnet, lora; …)." },

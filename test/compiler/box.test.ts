@@ -352,6 +352,24 @@ describe("fixtures/box", () => {
     expect(tierFor(p, "upstream_delete", "hermes__writer")).toBe(p.tiers.upstream_delete);
   });
 
+  it("warns where policy.toml moves a tool for hermes__<P> that agents/<P>.toml refuses; the file wins", async () => {
+    const { tree } = await loadTree(ROOT);
+    const policy = `${tree.files.get("policy.toml")}`.replace('gated = ["slot_load", "slot_unload"]', 'gated = ["slot_load", "slot_unload"]\nautonomous_write = ["memory_delete", "upstream_delete", "slot_list"]');
+    const result = compile({ root: tree.root, files: new Map(tree.files).set("policy.toml", policy) });
+    expect(result.model).toBeDefined();
+    const warned = result.diagnostics.filter((d) => d.code === "policy.agent_file_refuses");
+    expect(warned.map((d) => [d.severity, d.file, d.path])).toEqual([
+      ["warning", "policy.toml", ["agents", "hermes__coder", "autonomous_write", 0]],
+      ["warning", "policy.toml", ["agents", "hermes__coder", "autonomous_write", 1]],
+    ]);
+    expect(warned[1]!.summary).toMatch(/agents\/coder\.toml refuses `upstream_delete` for hermes__coder/);
+    expect(tierFor(result.model!.policy, "memory_delete", "hermes__coder")).toBe("blocked");
+    expect(tierFor(result.model!.policy, "upstream_delete", "hermes__coder")).toBe("blocked");
+    expect(tierFor(result.model!.policy, "slot_list", "hermes__coder")).toBe("autonomous_write");
+    // The example box itself is coherent: no such warning.
+    expect(compile(tree).diagnostics.filter((d) => d.code === "policy.agent_file_refuses")).toEqual([]);
+  });
+
   it("compiles deterministically", async () => {
     const again = compile((await loadTree(ROOT)).tree);
     expect(again.model!.digest).toBe(model.digest);
