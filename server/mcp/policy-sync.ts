@@ -1,6 +1,7 @@
 import type { McpServer, RegisteredTool } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
-import { stricter } from "../identity/access.js";
+import type { ApiError } from "../errors.js";
+import { policyBlocks, stricter } from "../identity/access.js";
 import type { Caller } from "../route.js";
 
 /** A session's tools, how it reads the policy in force, which tools that policy blocks for its caller, and the policy applied last. */
@@ -8,6 +9,8 @@ interface Follower {
   readonly tools: ReadonlyMap<string, RegisteredTool>;
   readonly current: () => Promise<CompiledPolicy>;
   readonly blocked: (policy: CompiledPolicy, tool: string) => boolean;
+  /** Why the policy blocks `tool` for the caller, as a fresh call of it would be refused (undefined when it does not). */
+  readonly refusal: (policy: CompiledPolicy, tool: string) => ApiError | undefined;
   policy: CompiledPolicy;
 }
 
@@ -36,7 +39,19 @@ export function followPolicy(server: McpServer, o: Following, policy: CompiledPo
   const blocked = (p: CompiledPolicy, name: string) =>
     o.caller.kind !== "operator" && (o.peers?.get(name) ?? [name]).map((t) => tierFor(p, t, o.caller.agent) ?? "blocked").reduce(stricter) === "blocked";
   for (const [name, tool] of o.tools) tool.enabled = !blocked(policy, name);
-  followers.set(server, { tools: o.tools, blocked, current: async () => (await o.box.model()).policy, policy });
+  const refusal = (p: CompiledPolicy, name: string): ApiError | undefined => {
+    if (o.caller.kind !== "agent" || o.caller.agent === undefined) return undefined;
+    const by = (o.peers?.get(name) ?? [name]).find((t) => (tierFor(p, t, o.caller.agent) ?? "blocked") === "blocked");
+    if (by === undefined) return undefined;
+    return by === name ? policyBlocks(p, name, o.caller.agent) : policyBlocks(p, by, o.caller.agent, `, and ${name} reads what it reads`, { tool: name, by });
+  };
+  followers.set(server, { tools: o.tools, blocked, refusal, current: async () => (await o.box.model()).policy, policy });
+}
+
+/** The refusal a session's disabled tool answers with: as a call of it would be refused under the policy the session follows (naming an agent file that is why). */
+export function blockedRefusal(server: McpServer, tool: string): ApiError | undefined {
+  const f = followers.get(server);
+  return f?.refusal(f.policy, tool);
 }
 
 /**

@@ -8,6 +8,7 @@ import { inputRefusal } from "../input.js";
 import { RawReply } from "../route.js";
 import type { Dispatcher } from "../dispatch.js";
 import { mcpCode } from "../metrics/registry.js";
+import { blockedRefusal } from "./policy-sync.js";
 
 /** Success: the reply's JSON as the text content (what agents read; one serialisation, no structured copy). */
 export function ok(result: unknown): CallToolResult {
@@ -39,7 +40,7 @@ export function failure(err: unknown, logger?: Pick<Logger, "error">): CallToolR
  * `onBlocked` hears of a blocked tool and of refused arguments (the audit).
  */
 export function envelopeSdkErrors(server: McpServer, name: string, onBlocked?: (tool: string, err: ApiError) => void): void {
-  (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = (message) => sdkError(name, message, onBlocked);
+  (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = (message) => sdkError(name, message, onBlocked, (tool) => blockedRefusal(server, tool));
   guardToolArguments(server, name, onBlocked);
 }
 
@@ -82,10 +83,10 @@ function argumentsRefusal(args: unknown): ApiError | undefined {
 }
 
 /** The envelope for a refusal the SDK makes itself (unknown or disabled tool, arguments that are not an object). */
-function sdkError(server: string, message: string, onBlocked?: (tool: string, err: ApiError) => void): CallToolResult {
+function sdkError(server: string, message: string, onBlocked?: (tool: string, err: ApiError) => void, why?: (tool: string) => ApiError | undefined): CallToolResult {
   const disabled = /Tool (\S+) disabled/.exec(message);
   if (disabled) {
-    const err = new ApiError("mcp.tool_not_allowed", `policy blocks ${disabled[1]} for this caller`, { tool: disabled[1] });
+    const err = why?.(disabled[1]!) ?? new ApiError("mcp.tool_not_allowed", `policy blocks ${disabled[1]} for this caller`, { tool: disabled[1] });
     onBlocked?.(disabled[1]!, err);
     return failure(err);
   }

@@ -25,7 +25,8 @@ describe("agents/<P>.toml is enforced for hermes__<P> on hal0's own servers", ()
     const mem = await memoryClient(s.url, "hermes__coder");
     expect((await mem.listTools()).tools.map((t) => t.name)).not.toContain("memory_delete");
     const viaMemory = await callMemory(mem, "memory_delete", { ids: [id] });
-    expect(viaMemory).toMatchObject({ isError: true, body: { error: { code: "mcp.tool_not_allowed" } } });
+    expect(viaMemory).toMatchObject({ isError: true, body: { error: { code: "mcp.tool_not_allowed", details: { tool: "memory_delete", agent_file: "agents/coder.toml", verdict: "blocked" } } } });
+    expect(viaMemory.body.error.message).toBe("agents/coder.toml refuses memory_delete for hermes__coder (its [tools] blocked lists it)");
     const viaAdmin = await callTool(await adminClient(s.url, "hermes__coder"), "memory_delete", { ids: [id] });
     expect(viaAdmin).toMatchObject({ isError: true, body: { error: { code: "mcp.tool_not_allowed" } } });
     expect((await callMemory(ops, "memory_search", { query: "keep me" })).body.results).toMatchObject([{ id }]);
@@ -38,7 +39,7 @@ describe("agents/<P>.toml is enforced for hermes__<P> on hal0's own servers", ()
     const admin = await adminClient(s.url, "hermes__coder");
     expect((await admin.listTools()).tools.map((t) => t.name)).not.toContain("upstream_delete");
     const viaMcp = await callTool(admin, "upstream_delete", { name: "openrouter" });
-    expect(viaMcp).toMatchObject({ isError: true, body: { error: { code: "mcp.tool_not_allowed" } } });
+    expect(viaMcp).toMatchObject({ isError: true, body: { error: { code: "mcp.tool_not_allowed", details: { agent_file: "agents/coder.toml", verdict: "unknown_tool" } } } });
     const viaRest = await s.call("DELETE", "/api/upstreams/openrouter", { as: "agent:hermes__coder" });
     expect([viaRest.status, viaRest.body.error?.code]).toEqual([403, "mcp.tool_not_allowed"]);
     expect(viaRest.body.error.details).toMatchObject({ agent_file: "agents/coder.toml", verdict: "unknown_tool", tool: "upstream_delete" });
