@@ -159,7 +159,10 @@ async function runtimeRow(model: Model, env: DoctorEnv): Promise<DoctorRow> {
 async function swarmRow(host: string, version: string): Promise<DoctorRow> {
   const info = JSON.parse((await engineGet(host, "/info")).body) as { Swarm?: { LocalNodeState?: string; ControlAvailable?: boolean } };
   if (info.Swarm?.ControlAvailable !== true) {
-    return { check: "runtime", status: "fail", message: `swarm runtime: the engine ${version} at ${host} is not a swarm manager (swarm state ${info.Swarm?.LocalNodeState || "inactive"})`, hint: "run docker swarm init on it, or point [slots] docker_host at a manager (docs/swarm.md)" };
+    // A worker is in a swarm already (its state is active): swarm init there fails; only a manager's engine will do.
+    const state = info.Swarm?.LocalNodeState || "inactive";
+    const hint = state === "active" ? "it is a worker of a swarm: point [slots] docker_host at a manager's engine (docs/swarm.md)" : "run docker swarm init on it, or point [slots] docker_host at a manager (docs/swarm.md)";
+    return { check: "runtime", status: "fail", message: `swarm runtime: the engine ${version} at ${host} is not a swarm manager (swarm state ${state})`, hint };
   }
   const nodes = JSON.parse((await engineGet(host, "/nodes")).body) as { Status?: { State?: string } }[];
   const ready = nodes.filter((n) => n.Status?.State === "ready").length;

@@ -151,6 +151,15 @@ describe.skipIf(manager === undefined)(SUITE, () => {
     expect(again.out).toContain("No changes.");
     const doctor = await run("doctor");
     expect(doctor.out).toMatch(/ok\s+runtime\s+swarm manager \(docker [^)]+\) at unix:\/\/\S+: 3 of 3 nodes ready/);
+    // Pointed at a worker's engine, the doctor says so and names the fix that works there (swarm init fails on a worker).
+    const worker = `unix://${SWARM_DIR}/n2/docker.sock`;
+    const toml = readFileSync(join(config, "hal0.toml"), "utf8");
+    writeFileSync(join(config, "hal0.toml"), toml.replace(JSON.stringify(SWARM_MANAGER), JSON.stringify(worker)));
+    const atWorker = await run("doctor");
+    expect(atWorker.out).toMatch(/fail\s+runtime\s+swarm runtime: the engine \S+ at unix:\/\/\S+n2\/docker\.sock is not a swarm manager \(swarm state active\)/);
+    expect(atWorker.out).toContain("it is a worker of a swarm: point [slots] docker_host at a manager's engine");
+    expect(atWorker.out).not.toContain("swarm init");
+    writeFileSync(join(config, "hal0.toml"), toml);
 
     // The server says the same: /api/status lists the nodes with the slots on each, and a slot read carries the key.
     const { child, url } = await startServe(config, state, ["--no-reconcile"], undefined, { ...process.env, ...env });
