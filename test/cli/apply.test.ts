@@ -12,6 +12,14 @@ import { captureIo } from "./helpers.js";
  * the fake llama-server of fixtures/runner on the box's own loopback ports.
  */
 const BOX = join(import.meta.dirname, "../../fixtures/box");
+
+/** A copy of the example box in a new folder (`box`), beside a state folder path (`dir`, not made). */
+function copiedBox(prefix: string): { base: string; box: string; dir: string } {
+  const base = mkdtempSync(join(tmpdir(), prefix));
+  const box = join(base, "box");
+  cpSync(BOX, box, { recursive: true });
+  return { base, box, dir: join(base, "state") };
+}
 let config: string;
 let state: string;
 
@@ -239,10 +247,7 @@ describe("hal0 apply / plan / status / down on the example box", () => {
 
 describe("hal0 status of a slot disabled since its last step failed", () => {
   it("is offline with no last error, neither Stalled nor Degraded: that failure is nothing to fix (as slot_state says)", async () => {
-    const base = mkdtempSync(join(tmpdir(), "hal0-disabled-"));
-    const box = join(base, "box");
-    const dir = join(base, "state");
-    cpSync(BOX, box, { recursive: true });
+    const { base, box, dir } = copiedBox("hal0-disabled-");
     // vision is disabled in the example box; its create failed before that (its model file was missing).
     mkdirSync(dir, { mode: 0o700 });
     writeFileSync(join(dir, "outcomes.json"), JSON.stringify({ vision: { ok: false, action: "create", code: "slot.spawn_failed", error: "exit 3", at: "2026-01-01T00:00:00.000Z" } }));
@@ -257,10 +262,7 @@ describe("hal0 status of a slot disabled since its last step failed", () => {
 
 describe("hal0 apply --plan FILE with [models] pull_on_apply and a model not installed", () => {
   it("is refused before any pull (plan.stale): pulling registers the model in models.toml, which moves the config the saved plan was made from", async () => {
-    const base = mkdtempSync(join(tmpdir(), "hal0-pull-plan-"));
-    const box = join(base, "box");
-    const dir = join(base, "state");
-    cpSync(BOX, box, { recursive: true });
+    const { base, box, dir } = copiedBox("hal0-pull-plan-");
     // qwen3-4b (slot utility) as a Hub file only; hal0 apply is to pull it first.
     const models = join(box, "models.toml");
     writeFileSync(models, readFileSync(models, "utf8").replace('[model."qwen3-4b"]\nname = "Qwen3 4B"\npath = "models/Qwen3-4B-Q4_K_M.gguf"\n', '[model."qwen3-4b"]\nname = "Qwen3 4B"\n'));
