@@ -15,7 +15,7 @@ const NEVER_LOOSEN = new Set([...NEVER_LOOSEN_TOOLS, ...EXCLUDED_TOOLS]);
  * caller by `[agents.<id>]`. Stricter moves are always allowed; looser ones
  * except for the never-loosen set. Every known tool ends in exactly one tier.
  * Then each bundled agent's file (`agents/<P>.toml`, `agents`) binds the
- * identity `hermes__<P>`: for hal0's own tools it has the last word by
+ * identity `hermes__<P>` (`hermes` for `default`, see boundIdentity): for hal0's own tools it has the last word by
  * server and tool (`classifyTool`) — allow keeps the tier, gated is gated at
  * least, blocked, unknown_tool and unknown_server are blocked. Strictest wins.
  */
@@ -28,7 +28,7 @@ export function compilePolicy(file: Parsed<PolicyFile> | undefined, reporter: Re
   }
   const bound: Record<string, BoundAgentFile> = {};
   for (const name of Object.keys(agentFiles).sort()) {
-    const id = `hermes__${name}`;
+    const id = boundIdentity(name);
     const agent = agentFiles[name]!;
     const tiers = new Map(moved.get(id) ?? global);
     const verdicts: Record<string, BoundAgentFile["verdicts"][string]> = {};
@@ -49,6 +49,15 @@ export function compilePolicy(file: Parsed<PolicyFile> | undefined, reporter: Re
     agents[id] = sortedRecord(new Map([...moved.get(id)!].filter(([tool, tier]) => global.get(tool) !== tier)));
   }
   return Object.keys(bound).length > 0 ? { tiers: sortedRecord(global), agents, bound } : { tiers: sortedRecord(global), agents };
+}
+
+/**
+ * The identity `agents/<name>.toml` binds: the Hermes profile `<name>`'s
+ * agent token, `hermes__<name>`; `default` is the default profile, whose
+ * token is `hermes` (reconciler/hermes-plan.ts hermesIdentity).
+ */
+export function boundIdentity(name: string): string {
+  return name === "default" ? "hermes" : `hermes__${name}`;
 }
 
 /** A tool `[agents.<id>]` of policy.toml puts in a tier other than blocked that the file binding `id` refuses: a warning each (the file wins). */

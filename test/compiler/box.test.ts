@@ -352,6 +352,17 @@ describe("fixtures/box", () => {
     expect(tierFor(p, "upstream_delete", "hermes__writer")).toBe(p.tiers.upstream_delete);
   });
 
+  it("binds agents/default.toml to hermes, the default profile's identity (not hermes__default)", async () => {
+    const { tree } = await loadTree(ROOT);
+    const coder = `${tree.files.get("agents/coder.toml")}`;
+    const result = compile({ root: tree.root, files: new Map(tree.files).set("agents/default.toml", coder.replace('name = "coder"', 'name = "default"')) });
+    expect(result.model, JSON.stringify(result.diagnostics.filter((d) => d.severity === "error"))).toBeDefined();
+    const p = result.model!.policy;
+    expect(Object.keys(p.bound ?? {}).sort()).toEqual(["hermes", "hermes__coder"]);
+    expect(tierFor(p, "memory_delete", "hermes")).toBe("blocked");
+    expect(tierFor(p, "memory_delete", "hermes__default")).toBe(p.tiers.memory_delete);
+  });
+
   it("warns where policy.toml moves a tool for hermes__<P> that agents/<P>.toml refuses; the file wins", async () => {
     const { tree } = await loadTree(ROOT);
     const policy = `${tree.files.get("policy.toml")}`.replace('gated = ["slot_load", "slot_unload"]', 'gated = ["slot_load", "slot_unload"]\nautonomous_write = ["memory_delete", "upstream_delete", "slot_list"]');
