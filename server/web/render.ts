@@ -5,9 +5,15 @@
  * (text and attribute values alike); markup is only ever built from literals.
  */
 
-/** `&`, `<`, `>`, `"` and `'` as entities: safe in text and in quoted attribute values. */
+/**
+ * `&`, `<`, `>`, `"` and `'` as entities: safe in text and in quoted attribute values.
+ * Each invisible formatting character (a bidi override or isolate, a zero-width
+ * one) and control character but tab, line feed and carriage return is written
+ * as `\u202e`, so no value an agent chose (a summary, an argument, a file's
+ * line) can reorder or hide what an operator reads.
+ */
 export function esc(value: unknown): string {
-  return String(value ?? "").replace(/[&<>"']/g, (c) => ENTITIES[c]!);
+  return String(value ?? "").replace(/[&<>"']|[^\P{Cc}\t\n\r]|\p{Cf}/gu, (c) => ENTITIES[c] ?? `\\u${c.codePointAt(0)!.toString(16).padStart(4, "0")}`);
 }
 
 const ENTITIES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };

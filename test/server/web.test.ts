@@ -185,6 +185,24 @@ describe("the operator's pages (server-rendered; they read fine without script)"
     expect(page.text).toContain("<code>slots/chat.toml</code>");
   });
 
+  it("shows the invisible formatting characters an agent put in a summary or a value (bidi overrides, zero-width ones) as escapes, on the inbox and the plan page", async () => {
+    const summary = "raise utility's priority \u202egpj.exe\u202c and\u200b nothing else";
+    const edits = [{ file: "slots/utility.toml", op: "set", path: ["description"], value: "plain\u2066 \u2067reversed\u2069\ufeff" }];
+    const planned = await s.call("POST", "/api/plans", { as: "agent:hermes__ops", body: { summary, edits } });
+    expect(planned.status, JSON.stringify(planned.body)).toBe(201);
+    const queued = await s.call("POST", `/api/plans/${planned.body.id}/apply`, { as: "agent:hermes__ops" });
+    expect(queued.body, JSON.stringify(queued.body)).toMatchObject({ status: "pending_approval" });
+    const inbox = await get("/");
+    const plan = await get(`/plans/${encodeURIComponent(planned.body.id)}`);
+    for (const res of [inbox, plan]) {
+      expect(res.status, res.text).toBe(200);
+      expect(res.text).not.toMatch(/\p{Cf}/u);
+      expect(res.text).toContain("raise utility&#39;s priority \\u202egpj.exe\\u202c and\\u200b nothing else");
+    }
+    // The file's diff on the plan page.
+    expect(plan.text).toContain("+ description = &quot;plain\\u2066 \\u2067reversed\\u2069\\ufeff&quot;");
+  });
+
   it("/status lists every slot with its state, the doctor rows and the last audit entries", async () => {
     await s.call("POST", "/api/plans", { body: { edits: [{ file: "slots/chat.toml", op: "set", path: ["priority"], value: 5 }] } });
     const res = await get("/status");
