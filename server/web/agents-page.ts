@@ -85,7 +85,26 @@ ${runsSection(d, viewer)}`;
 const RUNS_SHOWN = 20;
 const LIVE = new Set(["queued", "running"]);
 
+/** The scope a run's prompt, output and Cancel need: they are hal0-agents' (agent_run_list, agent_run_events, agent_run_cancel). */
+const RUNS_SCOPE = "mcp:agents";
+
+/** The viewer's token reaches hal0-agents, where runs are read and cancelled (an operator token minted without mcp:agents does not). */
+function reachesRuns(viewer: Viewer | undefined): boolean {
+  return viewer?.scopes === undefined || viewer.scopes.includes(RUNS_SCOPE);
+}
+
+/**
+ * 403 `auth.scope_denied` for an operator whose token was minted without
+ * mcp:agents: the pages show it no run's prompt or output and cancel none,
+ * as it can do neither over /mcp/agents.
+ */
+export function requireRunsReach(viewer: Viewer | undefined): void {
+  if (reachesRuns(viewer)) return;
+  throw new ApiError("auth.scope_denied", `the token of operator:${viewer!.name} does not reach ${RUNS_SCOPE}, where Hermes runs are read and cancelled; log in with an operator token that reaches it`, { needed: RUNS_SCOPE, scopes: viewer!.scopes });
+}
+
 function runsSection(d: Dispatcher, viewer: Viewer | undefined): string {
+  if (!reachesRuns(viewer)) return `<section aria-labelledby="runs-h"><h2 id="runs-h">Runs</h2><p class="muted">Hermes runs are not listed: your operator token does not reach hal0-agents (<code>${RUNS_SCOPE}</code>).</p></section>`;
   const runs = d.runs?.list({ profiles: "all", limit: RUNS_SHOWN }) ?? [];
   const rows = runs.map((r) => `<tr><th scope="row"><a href="/agents/runs/${encodeURIComponent(r.id)}">${esc(r.id)}</a></th><td>${esc(r.profile)}</td><td><span class="badge" data-run-state="${esc(r.state)}">${esc(r.state)}</span></td><td>${esc(r.caller)}</td><td>${time(r.created_at)}</td><td>${esc(short(redactText(r.prompt)))}</td>
 <td>${LIVE.has(r.state) ? cancelForm(r.id, viewer) : ""}</td></tr>`);
@@ -103,9 +122,11 @@ const short = (text: string) => (text.length > 80 ? `${text.slice(0, 79)}…` : 
 /**
  * `/agents/runs/{id}`: one run and its output (the bounded log, secrets
  * redacted, as agent_run_events gives it); while it is queued or running the
- * page reloads every 2 s and offers Cancel.
+ * page reloads every 2 s and offers Cancel. An operator token without
+ * mcp:agents is refused (403 `auth.scope_denied`).
  */
 export async function runPage(d: Dispatcher, id: string, viewer?: Viewer): Promise<string | undefined> {
+  requireRunsReach(viewer);
   const run = d.runs?.get(id);
   if (!run) return undefined;
   const events = d.runs!.events(id, 0);

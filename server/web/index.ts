@@ -16,7 +16,7 @@ import { routeId, type Caller, type Route } from "../route.js";
 import { errorPage, inboxPage, loginPage, planPage, statusPage } from "./pages.js";
 import type { Viewer } from "./render.js";
 import { ICON_SVG, STYLE_CSS } from "./style.js";
-import { admitForm, agentsPage, runPage } from "./agents-page.js";
+import { admitForm, agentsPage, requireRunsReach, runPage } from "./agents-page.js";
 import { bridgeScopes, isAdmission } from "../bridge/access.js";
 import { clientConfigs } from "../bridge/clients.js";
 
@@ -233,7 +233,8 @@ export function mountWeb(router: Router, deps: WebDeps): void {
   }));
   // Cancels a run through agent_run_cancel's own route (audited like the tool), as the operator.
   const cancelRoute = deps.bridgeRoutes?.get("agent_run_cancel");
-  if (cancelRoute) router.post("/agents/runs/:id/cancel", formPost(cancelRoute, async (event, _form, run) => {
+  if (cancelRoute) router.post("/agents/runs/:id/cancel", formPost(cancelRoute, async (event, _form, run, viewer) => {
+    requireRunsReach(viewer);
     const id = param(event);
     await run({ params: {}, query: { profiles: "all" }, body: { run_id: id } });
     return redirect(event, `/agents/runs/${encodeURIComponent(id)}`);

@@ -256,4 +256,25 @@ describe("hal0-agents with its sixteen tools, for a token admitted to one profil
     const audit = s.hal0.db.prepare("SELECT actor FROM audit WHERE tool = 'agent_run_cancel'").all() as Array<{ actor: string }>;
     expect(audit.some((row) => row.actor.startsWith("operator"))).toBe(true);
   });
+
+  it("an operator token minted without mcp:agents neither reads a run's prompt or output on the pages nor cancels it, as it cannot over hal0-agents", async () => {
+    const narrow = s.hal0.tokens.mint("operator", "ci-rest", ["rest"]);
+    const session = await webLogin(s, narrow.token);
+    const get = (path: string) => httpCall(s.url, "GET", path, { headers: { cookie: session.cookie } });
+    const hang = await call("agent_run_start", { profile: "alpha", prompt: "a secret plan [hang]" });
+    const runId = hang.body.run_id as string;
+    await call("agent_run_wait", { run_id: runId, timeout_s: 1 });
+    const agents = String((await get("/agents")).body);
+    expect(agents).not.toContain(runId);
+    expect(agents).not.toContain("a secret plan");
+    expect(agents).toContain("mcp:agents");
+    const page = await get(`/agents/runs/${runId}`);
+    expect(page.status).toBe(403);
+    expect(String(page.body)).not.toContain("a secret plan");
+    expect(String(page.body)).toContain("mcp:agents");
+    const cancel = await httpCall(s.url, "POST", `/agents/runs/${runId}/cancel`, { body: new URLSearchParams({ csrf: session.csrf }).toString(), headers: { cookie: session.cookie, "content-type": "application/x-www-form-urlencoded" }, exactHeaders: true });
+    expect(cancel.status).toBe(403);
+    expect((await call("agent_run_status", { run_id: runId })).body.run.state).toBe("running");
+    await call("agent_run_cancel", { run_id: runId });
+  });
 });
