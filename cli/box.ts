@@ -7,7 +7,7 @@ import { stateHermesCredentials } from "../server/identity/hermes-credentials.js
 import type Dockerode from "dockerode";
 import { compileFromCache, withRunners, runnerErrors, type ObservedCompile } from "../reconciler/runner-observe.js";
 import { RunnerProbe } from "../reconciler/runner-probe.js";
-import { engineAddress } from "../reconciler/images.js";
+import { engineAddress, imageStallMs } from "../reconciler/images.js";
 import { CliError, InvalidConfigError, type CliIo } from "./io.js";
 import { configDir, readTree, stateDir } from "./paths.js";
 import { RuntimeSwitchDriver } from "../reconciler/drivers/runtime-switch.js";
@@ -134,7 +134,7 @@ async function runtimeDriver(model: Model, dir: string, env: CliIo["env"]): Prom
   }
   // Every container carries the box id (hal0.box); it is stable without a write, so planning stays read-only.
   const box = await new StateStore(dir).boxId();
-  return new DockerDriver({ docker, address: host, box, stateDir: dir, stopGraceS: slots.stop_grace_s, pull: slots.pull, logMaxMb: slots.log_max_mb });
+  return new DockerDriver({ docker, address: host, box, stateDir: dir, stopGraceS: slots.stop_grace_s, pull: slots.pull, pullStallMs: imageStallMs(env), logMaxMb: slots.log_max_mb });
 }
 
 /** The swarm runtime: the manager's engine (`[slots] docker_host`, else $DOCKER_HOST), which must answer and be a swarm manager. */

@@ -116,14 +116,25 @@ interface PullMessage {
 const LAYER_DONE = new Set(["Pull complete", "Already exists"]);
 const LAYER_ID = /^[0-9a-f]{12}$/;
 
+/** A pull the engine reports nothing of for this long is given up (HAL0_IMAGE_STALL_S). */
+export const IMAGE_STALL_MS = 120_000;
+
+/** HAL0_IMAGE_STALL_S: seconds a pull may go without a word from the engine (default 120). */
+export function imageStallMs(env: Readonly<Record<string, string | undefined>>): number {
+  const s = Number(env.HAL0_IMAGE_STALL_S);
+  return Number.isFinite(s) && s > 0 ? s * 1000 : IMAGE_STALL_MS;
+}
+
 /**
  * Pulls `ref` through the engine, calling `onProgress` with the running sum
  * after each message. Resolves when the engine has finished; rejects with
  * the engine's own message when it refuses (unknown repository or tag, a
  * registry that does not answer), including the errors it reports inside the
- * stream rather than as an HTTP status.
+ * stream rather than as an HTTP status. The engine waits on a registry that
+ * takes the connection and never answers for ever, saying nothing: a pull
+ * with no message for `stallMs` is given up (its request to the engine ends).
  */
-export async function pullImage(docker: Dockerode, ref: string, onProgress: (p: PullProgress) => void): Promise<void> {
+export async function pullImage(docker: Dockerode, ref: string, onProgress: (p: PullProgress) => void, stallMs = IMAGE_STALL_MS): Promise<void> {
   const layers = new Map<string, { done: boolean; current: number; total: number }>();
   let status: string | null = null;
   const sum = (): PullProgress => {
@@ -137,25 +148,49 @@ export async function pullImage(docker: Dockerode, ref: string, onProgress: (p: 
     }
     return { status, layers: layers.size, layers_done: done, bytes_done: bytesDone, bytes_total: bytesTotal };
   };
-  const stream = (await docker.pull(ref)) as NodeJS.ReadableStream;
-  await new Promise<void>((resolve, reject) => {
-    docker.modem.followProgress(
-      stream,
-      (err: Error | null) => (err ? reject(err) : resolve()),
-      (m: PullMessage) => {
-        if (m.error !== undefined) return; // followProgress rejects with it
-        if (m.status !== undefined) status = m.status;
-        if (m.id !== undefined && LAYER_ID.test(m.id)) {
-          const layer = layers.get(m.id) ?? { done: false, current: 0, total: 0 };
-          if (m.status === "Downloading" && m.progressDetail) {
-            layer.current = m.progressDetail.current ?? layer.current;
-            layer.total = m.progressDetail.total ?? layer.total;
+  const stop = new AbortController();
+  let timer: NodeJS.Timeout | undefined;
+  let giveUp!: (err: Error) => void;
+  const stalled = new Promise<never>((_, reject) => (giveUp = reject));
+  const rearm = () => {
+    clearTimeout(timer);
+    timer = setTimeout(() => {
+      giveUp(new Error(`the engine reported nothing for ${stallMs / 1000} s (a registry that takes the connection and does not answer); the pull was given up (HAL0_IMAGE_STALL_S)`));
+      stop.abort();
+    }, stallMs);
+  };
+  rearm();
+  const work = (async () => {
+    const stream = (await docker.pull(ref, { abortSignal: stop.signal })) as NodeJS.ReadableStream;
+    rearm();
+    await new Promise<void>((resolve, reject) => {
+      docker.modem.followProgress(
+        stream,
+        (err: Error | null) => (err ? reject(err) : resolve()),
+        (m: PullMessage) => {
+          rearm();
+          if (m.error !== undefined) return; // followProgress rejects with it
+          if (m.status !== undefined) status = m.status;
+          if (m.id !== undefined && LAYER_ID.test(m.id)) {
+            const layer = layers.get(m.id) ?? { done: false, current: 0, total: 0 };
+            if (m.status === "Downloading" && m.progressDetail) {
+              layer.current = m.progressDetail.current ?? layer.current;
+              layer.total = m.progressDetail.total ?? layer.total;
+            }
+            if (m.status !== undefined && LAYER_DONE.has(m.status)) layer.done = true;
+            layers.set(m.id, layer);
           }
-          if (m.status !== undefined && LAYER_DONE.has(m.status)) layer.done = true;
-          layers.set(m.id, layer);
-        }
-        onProgress(sum());
-      },
-    );
-  });
+          onProgress(sum());
+        },
+      );
+    });
+  })();
+  // Whichever loses the race is settled here, never unhandled.
+  work.catch(() => {});
+  stalled.catch(() => {});
+  try {
+    await Promise.race([work, stalled]);
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { EventEmitter } from "node:events";
 import type Dockerode from "dockerode";
 import type { Model } from "../compiler/index.js";
-import { builtLocally, engineAddress, imageFacts, profileImages, pullImage, type ImageFacts, type NamedImage, type PullProgress } from "../reconciler/images.js";
+import { builtLocally, engineAddress, imageFacts, imageStallMs, profileImages, pullImage, type ImageFacts, type NamedImage, type PullProgress } from "../reconciler/images.js";
 import type { BoxService } from "./box.js";
 import { ApiError } from "./errors.js";
 import { callerName } from "./pulls/service.js";
@@ -175,7 +175,7 @@ export class ImagePulls {
       job = this.put({ ...job, before: before.present ? before.id : null });
       await pullImage(docker, job.image, (progress) => {
         job = this.put({ ...job, progress }, this.due(job.id, progress.status) ? "progress" : undefined);
-      });
+      }, imageStallMs(this.o.env));
       const after = await imageFacts(docker, job.image);
       const afterId = after.present ? after.id : null;
       if (afterId === null) throw new Error(`the engine finished the pull, but ${job.image} is not present`);

@@ -7,6 +7,7 @@ import { answered, ENGINE_ANSWER_MS, engineStatus, exitNote, ignore, imageMissin
 import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
 import { waitHealthy } from "./runner.js";
 import { StateKey } from "./state-key.js";
+import { IMAGE_STALL_MS, pullImage } from "../images.js";
 
 /** Grace given to a container stopped because it never became healthy. */
 const ABORT_GRACE_S = 5;
@@ -30,6 +31,8 @@ export interface DockerDriverOptions {
   readonly stopGraceS?: number;
   /** `[slots] pull`: pull a missing image instead of failing with `slot.image_missing`. */
   readonly pull?: boolean;
+  /** How long that pull may go without a word from the engine before it is given up (HAL0_IMAGE_STALL_S; IMAGE_STALL_MS). */
+  readonly pullStallMs?: number;
   /**
    * `[slots] log_max_mb` (default 16; 0: the engine's own log settings). A container
    * is created with it as its log's max-size (two files) when the engine logs to
@@ -63,6 +66,7 @@ export class DockerDriver implements SlotDriver {
   private readonly box: string;
   private readonly stopGraceS: number;
   private readonly pull: boolean;
+  private readonly pullStallMs: number;
   private readonly logMaxMb: number;
   private readonly labelKey: StateKey;
   /** The engine's default log driver (`docker info`), asked once, at the first create. */
@@ -79,6 +83,7 @@ export class DockerDriver implements SlotDriver {
     this.stateDir = options.stateDir;
     this.stopGraceS = options.stopGraceS ?? 20;
     this.pull = options.pull ?? false;
+    this.pullStallMs = options.pullStallMs ?? IMAGE_STALL_MS;
     this.logMaxMb = options.logMaxMb ?? 16;
     this.labelKey = options.labelKey ?? new StateKey(options.stateDir, "label-key");
   }
@@ -207,8 +212,7 @@ export class DockerDriver implements SlotDriver {
     if (await this.imagePresent(image)) return;
     if (!this.pull) throw new DriverError("slot.image_missing", imageMissingMessage(image));
     try {
-      const stream = (await this.docker.pull(image)) as NodeJS.ReadableStream;
-      await new Promise((resolve, reject) => this.docker.modem.followProgress(stream, (err: unknown, out: unknown) => (err ? reject(err) : resolve(out))));
+      await pullImage(this.docker, image, () => {}, this.pullStallMs);
     } catch (err) {
       throw new DriverError("slot.image_missing", `image ${image} is not present and pulling it failed: ${String((err as Error).message ?? err).trim()}`);
     }

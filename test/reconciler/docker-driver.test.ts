@@ -1,6 +1,6 @@
 import { once } from "node:events";
 import { mkdtempSync, statSync } from "node:fs";
-import { createServer } from "node:net";
+import { createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type Dockerode from "dockerode";
@@ -266,6 +266,30 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(err!.message).toMatch(/^image 127\.0\.0\.1:1\/hal0\/nothing:here is not present and pulling it failed: /);
     expect(await gone(name)).toBe(true);
   });
+
+  it("with [slots] pull = true gives up a pull the engine reports nothing of (a registry that never answers): slot.image_missing saying so, not a start that waits for ever", async () => {
+    // Answers the engine's /v2/ check, then holds the manifest request open.
+    const held: Socket[] = [];
+    const registry = createServer((socket) => {
+      held.push(socket);
+      socket.on("data", (chunk) => {
+        if (chunk.toString("latin1").startsWith("GET /v2/ ")) socket.write("HTTP/1.1 200 OK\r\ndocker-distribution-api-version: registry/2.0\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}");
+      });
+    }).listen(0, "127.0.0.1");
+    await once(registry, "listening");
+    try {
+      const image = `127.0.0.1:${(registry.address() as { port: number }).port}/hal0/hang:1`;
+      const pulling = new DockerDriver({ docker: engine, box, stateDir, pull: true, pullStallMs: 2000 });
+      const name = slotName("hang");
+      const err = await pulling.start(name, dockerViewFor({ port: await freePort(), root, image }), { healthTimeoutS: 5, cwd: root }).then(() => undefined, (e: unknown) => e as DriverError);
+      expect(err?.code).toBe("slot.image_missing");
+      expect(err!.message).toBe(`image ${image} is not present and pulling it failed: the engine reported nothing for 2 s (a registry that takes the connection and does not answer); the pull was given up (HAL0_IMAGE_STALL_S)`);
+      expect(await gone(name)).toBe(true);
+    } finally {
+      for (const socket of held) socket.destroy();
+      registry.close();
+    }
+  }, 30_000);
 
   it("refuses a port held by a process it did not start: slot.port_in_use, naming the holder", async () => {
     const server = createServer().listen(0, "127.0.0.1");

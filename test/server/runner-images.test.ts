@@ -1,4 +1,6 @@
 import { execFileSync } from "node:child_process";
+import { createServer, type Server } from "node:http";
+import type { Socket } from "node:net";
 import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -266,4 +268,43 @@ describe("runner images without an engine", () => {
     expect((await s.call("GET", "/api/slots/plain/pull/status")).body.error.code).toBe("image.not_named");
     expect((await s.call("GET", "/api/slots/nope/pull/status")).status).toBe(404);
   });
+});
+
+describe.skipIf(docker === undefined)("runner images from a registry that takes the connection and never answers", () => {
+  let s: TestServer;
+  let registry: Server;
+  const held = new Set<Socket>();
+  let image: string;
+  beforeAll(async () => {
+    // Answers the engine's /v2/ check, then holds every manifest request open: the engine waits on it for ever, saying nothing.
+    registry = createServer((req, res) => {
+      if (req.url === "/v2/") res.writeHead(200, { "docker-distribution-api-version": "registry/2.0", "content-type": "application/json" }).end("{}");
+    });
+    registry.on("connection", (socket) => held.add(socket));
+    const port = await freePort();
+    await new Promise<void>((resolve) => registry.listen(port, "127.0.0.1", resolve));
+    image = `127.0.0.1:${port}/hal0-test/hang-${randomBytes(3).toString("hex")}:1`;
+    s = await startTestServer({ env: { HAL0_IMAGE_STALL_S: "2" } });
+    const settings = join(s.config, "hal0.toml");
+    writeFileSync(settings, readFileSync(settings, "utf8").replace("[slots]\n", `[slots]\ndocker_host = ${JSON.stringify(DOCKER_HOST)}\npull = true\n`));
+    writeFileSync(join(s.config, "profiles.toml"), `${readFileSync(join(s.config, "profiles.toml"), "utf8")}\n[profile.hang]\nimage = ${JSON.stringify(image)}\nrunner = ["hal0-fake-runner"]\ndevice_class = "cpu"\n`);
+    writeFileSync(join(s.config, "slots/hang.toml"), "profile = \"hang\"\ntype = \"tts\"\nport = 8198\nenabled = false\n");
+  });
+  afterAll(async () => {
+    await s?.close();
+    for (const socket of held) socket.destroy();
+    await new Promise((resolve) => registry?.close(resolve));
+  });
+
+  it("a pull the engine reports nothing of for HAL0_IMAGE_STALL_S fails with image.pull_failed saying so, and the next pull starts afresh", async () => {
+    const first = await s.call("POST", "/api/slots/hang/pull");
+    expect(first.status, JSON.stringify(first.body)).toBe(202);
+    const pullOf = async (id: string) => ((await s.call("GET", "/api/runner-images/pulls/list")).body as Array<Record<string, any>>).find((p) => p.id === id)!;
+    const failed = await untilWithin(() => pullOf(first.body.pull.id), (p) => p.state !== "pulling", 20_000);
+    expect(failed).toMatchObject({ state: "failed", error: { code: "image.pull_failed", message: expect.stringContaining(`pulling ${image} failed: the engine reported nothing for 2 s`) } });
+    // Not joined to a pull that hangs for ever: asking again is a new pull.
+    const again = await s.call("POST", "/api/slots/hang/pull");
+    expect(again.body.pull.id).not.toBe(first.body.pull.id);
+    expect((await untilWithin(() => pullOf(again.body.pull.id), (p) => p.state !== "pulling", 20_000)).state).toBe("failed");
+  }, 60_000);
 });
