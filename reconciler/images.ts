@@ -133,8 +133,9 @@ export function imageStallMs(env: Readonly<Record<string, string | undefined>>):
  * stream rather than as an HTTP status. The engine waits on a registry that
  * takes the connection and never answers for ever, saying nothing: a pull
  * with no message for `stallMs` is given up (its request to the engine ends).
+ * An aborted `signal` ends the request as well.
  */
-export async function pullImage(docker: Dockerode, ref: string, onProgress: (p: PullProgress) => void, stallMs = IMAGE_STALL_MS): Promise<void> {
+export async function pullImage(docker: Dockerode, ref: string, onProgress: (p: PullProgress) => void, stallMs = IMAGE_STALL_MS, signal?: AbortSignal): Promise<void> {
   const layers = new Map<string, { done: boolean; current: number; total: number }>();
   let status: string | null = null;
   const sum = (): PullProgress => {
@@ -160,8 +161,11 @@ export async function pullImage(docker: Dockerode, ref: string, onProgress: (p: 
     }, stallMs);
   };
   rearm();
+  // `signal` (its caller going away) ends the request to the engine too, which ends the engine's pull.
+  const abort = signal === undefined ? stop.signal : AbortSignal.any([signal, stop.signal]);
   const work = (async () => {
-    const stream = (await docker.pull(ref, { abortSignal: stop.signal })) as NodeJS.ReadableStream;
+    signal?.throwIfAborted();
+    const stream = (await docker.pull(ref, { abortSignal: abort })) as NodeJS.ReadableStream;
     rearm();
     await new Promise<void>((resolve, reject) => {
       docker.modem.followProgress(

@@ -64,6 +64,8 @@ export class ImagePulls {
   private readonly lastSent = new Map<string, { at: number; status: string | null }>();
   private client?: { address: string; docker: Dockerode };
   private closed = false;
+  /** Ends the requests of the pulls under way when the server closes (an open request to the engine kept the process alive). */
+  private readonly stop = new AbortController();
 
   constructor(private readonly o: ImagePullsOptions) {
     this.events.setMaxListeners(0);
@@ -145,9 +147,13 @@ export class ImagePulls {
     return this.list().find((j) => j.image === image) ?? null;
   }
 
-  /** Stops reporting (the engine finishes what it started); called when the server closes. */
+  /**
+   * Stops reporting and ends the pulls under way (their requests to the engine; the engine stops pulling, keeping the layers
+   * it has for the next pull); called when the server closes, so that a pull never keeps a stopped `hal0 serve` running.
+   */
   close(): void {
     this.closed = true;
+    this.stop.abort();
     this.events.removeAllListeners();
   }
 
@@ -175,7 +181,7 @@ export class ImagePulls {
       job = this.put({ ...job, before: before.present ? before.id : null });
       await pullImage(docker, job.image, (progress) => {
         job = this.put({ ...job, progress }, this.due(job.id, progress.status) ? "progress" : undefined);
-      }, imageStallMs(this.o.env));
+      }, imageStallMs(this.o.env), this.stop.signal);
       const after = await imageFacts(docker, job.image);
       const afterId = after.present ? after.id : null;
       if (afterId === null) throw new Error(`the engine finished the pull, but ${job.image} is not present`);

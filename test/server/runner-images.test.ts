@@ -11,12 +11,12 @@ import { main } from "../../cli/main.js";
 import { DockerDriver } from "../../reconciler/drivers/docker.js";
 import { RunnerProbe } from "../../reconciler/runner-probe.js";
 import { StateStore } from "../../reconciler/state.js";
-import { captureIo } from "../cli/helpers.js";
+import { captureIo, startServe } from "../cli/helpers.js";
 import { registryAvailable, startRegistry, type TestRegistry } from "../helpers/registry.js";
 import { until as untilWithin } from "../helpers/until.js";
 import { DOCKER_HOST, dockerEngine, ensureRunnerImage, removeContainers, slotName } from "../reconciler/docker-helpers.js";
 import { freePort, PROJECT } from "../reconciler/process-helpers.js";
-import { openEventStream, startTestServer, type TestServer } from "./harness.js";
+import { httpCall, openEventStream, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 
 /**
@@ -307,4 +307,21 @@ describe.skipIf(docker === undefined)("runner images from a registry that takes 
     expect(again.body.pull.id).not.toBe(first.body.pull.id);
     expect((await untilWithin(() => pullOf(again.body.pull.id), (p) => p.state !== "pulling", 20_000)).state).toBe("failed");
   }, 60_000);
+
+  it("hal0 serve stopped while a pull waits on that registry exits at once: the pull's request to the engine ends with the server", async () => {
+    const state = mkdtempSync(join(tmpdir(), "hal0-images-serve-"));
+    try {
+      const { child, url } = await startServe(s.config, state, ["--no-reconcile"], undefined, { ...process.env, HAL0_IMAGE_STALL_S: "60" });
+      const token = readFileSync(join(state, "operator.token"), "utf8").trim();
+      const pull = await httpCall(url, "POST", "/api/slots/hang/pull", { headers: { authorization: `Bearer ${token}` } });
+      expect(pull.status, JSON.stringify(pull.body)).toBe(202);
+      const exited = new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+      child.kill("SIGTERM");
+      const within = await Promise.race([exited, sleep(10_000).then(() => "still running" as const)]);
+      if (within === "still running") child.kill("SIGKILL");
+      expect(within).toBe(0);
+    } finally {
+      rmSync(state, { recursive: true, force: true });
+    }
+  }, 40_000);
 });
