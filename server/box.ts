@@ -39,6 +39,8 @@ export interface BoxServiceOptions {
   readonly schemaDir?: string;
   /** Learns each runner's flag table: every write's plan (and the snapshot) is compiled with the runners' facts. Without it every runner is unprobed. */
   readonly runners?: RunnerProbe;
+  /** Told of a commit's after-effect (`onCommit`) that failed once the files were written: the commit stands (the server logs it). */
+  readonly onAfterEffectError?: (name: string, err: unknown) => void;
 }
 
 /** The tree as it is on disk now. `model` is absent when it does not compile. */
@@ -462,6 +464,8 @@ export class BoxService {
         } catch (err) {
           const refusal = apiErrorOf(err);
           results[name] = { error: { code: refusal instanceof ApiError ? refusal.code : "system.io", message: (err as Error).message } };
+          // Only some replies carry an after-effect's result (a stack apply's pointer): the log says it for every one.
+          this.options.onAfterEffectError?.(name, err);
         }
       }
       this.observed.set(proposal, results);

@@ -99,7 +99,8 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   // The bootstrap: the person who can read the state folder holds <state>/operator.token.
   const tokens = new TokenStore(db, options.stateDir, now);
   tokens.ensureOwner();
-  const box = new BoxService({ root: options.root, stateDir: options.stateDir, db, driverFor: options.driverFor, nudge: options.nudge, now, hermesCredentials: hermesCredentials(tokens), runners: options.runners });
+  const box = new BoxService({ root: options.root, stateDir: options.stateDir, db, driverFor: options.driverFor, nudge: options.nudge, now, hermesCredentials: hermesCredentials(tokens), runners: options.runners,
+    onAfterEffectError: (after, err) => options.logger?.error({ err, after }, `the commit's after-effect ${after} failed; the files it wrote stand`) });
   // Commit observers: after-effects keyed on the files a commit touched, for every door alike.
   box.onCommit("slot_ids", slotIdObserver(() => slotIds(db)));
   // An installed MCP server's file changed: the Hermes join converges now (seed 001's `hermes_sync`), however the change came.

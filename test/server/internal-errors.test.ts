@@ -64,3 +64,23 @@ describe("an internal error", () => {
     }
   });
 });
+
+describe("a commit's after-effect that fails", () => {
+  it("leaves the commit standing and committed in its reply, and is in the server's log with what failed", async () => {
+    let fail = true;
+    s.hal0.box.onCommit("test_fault", () => {
+      if (fail) throw new Error("EIO: the after-effect's own write failed");
+    });
+    try {
+      const made = await s.call("POST", "/api/stacks", { body: { slug: "after", name: "After", mode: "replace", slot: [{ slot: "utility" }] } });
+      expect(made.status, JSON.stringify(made.body)).toBe(201);
+      expect((await s.call("GET", "/api/stacks/after")).status).toBe(200);
+      const line = logged.find((l) => l.after === "test_fault");
+      expect(line).toMatchObject({ level: 50, msg: "the commit's after-effect test_fault failed; the files it wrote stand" });
+      expect(JSON.stringify(line)).toContain("the after-effect's own write failed");
+    } finally {
+      fail = false;
+    }
+  });
+});
+
