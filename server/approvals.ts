@@ -360,10 +360,17 @@ function stillRunning(e: Executor): boolean {
 /** The surface a request of each mount's internal routes acts on: an operator token kept from it approves none of them. */
 const SURFACES: ReadonlyArray<readonly [prefix: string, scope: string]> = [["/mcp/memory/", "mcp:memory"], ["/mcp/agents/", "mcp:agents"]];
 
-/** The scope a request's route needs (`mcp:memory`, `mcp:agents`), when it is one of those mounts' internal routes. */
-export function surfaceOf(route: string): string | undefined {
+/**
+ * The surface (`mcp:memory`, `mcp:agents`) a request of `route` acts on that a
+ * token of `scopes` does not reach, if any: the route is one of those mounts'
+ * internal routes and the token was minted without it (undefined `scopes`
+ * reach every surface).
+ */
+export function surfaceMissed(scopes: readonly string[] | undefined, route: string): string | undefined {
+  if (scopes === undefined) return undefined;
   const path = route.slice(route.indexOf(" ") + 1);
-  return SURFACES.find(([prefix]) => path.startsWith(prefix))?.[1];
+  const needed = SURFACES.find(([prefix]) => path.startsWith(prefix))?.[1];
+  return needed !== undefined && !scopes.includes(needed) ? needed : undefined;
 }
 
 /**
@@ -373,9 +380,8 @@ export function surfaceOf(route: string): string | undefined {
  * `auth.scope_denied`, the request left pending for one who can.
  */
 function reachesSurface(decider: Decider, approval: Pick<Approval, "route">): void {
-  if (decider.scopes === undefined) return;
-  const needed = surfaceOf(approval.route);
-  if (needed === undefined || decider.scopes.includes(needed)) return;
+  const needed = surfaceMissed(decider.scopes, approval.route);
+  if (needed === undefined) return;
   throw new ApiError("auth.scope_denied", `the token of operator:${decider.name} does not reach ${needed}, which request ${approval.route} acts on; approve it with an operator token that reaches it`, { needed, scopes: decider.scopes });
 }
 

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { APPROVAL_STATES, surfaceOf, type Approval, type ApprovalEvent, type Decider } from "../approvals.js";
+import { APPROVAL_STATES, surfaceMissed, type Approval, type ApprovalEvent, type Decider } from "../approvals.js";
 import { requireOperator } from "../identity/identify.js";
 import { ApiError } from "../errors.js";
 import { maskAll, readsWhole } from "../redact.js";
@@ -75,9 +75,7 @@ export function asReadBy(a: Approval, reader: Pick<Caller, "kind" | "agent" | "s
  * approve it (`auth.scope_denied`), nor call that surface to read what it holds.
  */
 function reachesWhatItActsOn(reader: Pick<Caller, "kind" | "scopes">, a: Approval): boolean {
-  if (reader.kind !== "operator" || reader.scopes === undefined) return true;
-  const needed = surfaceOf(a.route);
-  return needed === undefined || reader.scopes.includes(needed);
+  return reader.kind !== "operator" || surfaceMissed(reader.scopes, a.route) === undefined;
 }
 
 /** Where hal0-agents' tools have their internal routes (server/mcp/agents.ts). */
