@@ -5,6 +5,7 @@ import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, UsageError, type CliIo
 import { stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 import { operatorTokenFrom } from "../server/identity/tokens.js";
+import { showInvisible } from "../server/web/render.js";
 
 export const APPROVALS_HELP = `hal0 agent approvals list [--only STATE] [--json]
 hal0 agent approvals show ID [--json]
@@ -53,15 +54,9 @@ function line(a: Approval): string {
   return `${a.id}  ${a.state.padEnd(9)} ${a.tool.padEnd(16)} ${a.caller.agent.padEnd(18)} ${a.created_at}  ${printable(a.summary)}${why}`;
 }
 
-/**
- * Text an agent chose (a plan's summary) as one line the terminal only
- * prints: each control character (an escape sequence's ESC, a carriage
- * return, a line break) and invisible formatting character (a bidi
- * override) written as `\u001b`, so no request can redraw, reorder or
- * forge the lines an operator reads.
- */
+/** Text an agent chose (a plan's summary) as one line the terminal only prints: no escape sequence, line break or bidi override of its own. */
 function printable(text: string): string {
-  return text.replace(/[\p{Cc}\p{Cf}]/gu, (c) => `\\u${c.codePointAt(0)!.toString(16).padStart(4, "0")}`);
+  return showInvisible(text);
 }
 
 interface Backend {

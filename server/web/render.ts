@@ -7,13 +7,26 @@
 
 /**
  * `&`, `<`, `>`, `"` and `'` as entities: safe in text and in quoted attribute values.
- * Each invisible formatting character (a bidi override or isolate, a zero-width
- * one) and control character but tab, line feed and carriage return is written
- * as `\u202e`, so no value an agent chose (a summary, an argument, a file's
- * line) can reorder or hide what an operator reads.
+ * Invisible characters but tab, line feed and carriage return are shown as
+ * `showInvisible` writes them.
  */
 export function esc(value: unknown): string {
-  return String(value ?? "").replace(/[&<>"']|[^\P{Cc}\t\n\r]|\p{Cf}/gu, (c) => ENTITIES[c] ?? `\\u${c.codePointAt(0)!.toString(16).padStart(4, "0")}`);
+  return showInvisible(String(value ?? "").replace(/[&<>"']/g, (c) => ENTITIES[c]!), true);
+}
+
+/**
+ * `text` with each control character (but tab, line feed and carriage return
+ * with `keepLayout`) and invisible formatting character (a bidi override or
+ * isolate, a zero-width one) written as `\u202e`, so no value an agent chose
+ * (a summary, an argument, a file's line) can redraw, reorder or hide what an
+ * operator reads: on the pages (`esc`) and in the terminal's approval list.
+ */
+export function showInvisible(text: string, keepLayout = false): string {
+  return text.replace(keepLayout ? /[^\P{Cc}\t\n\r]|\p{Cf}/gu : /[\p{Cc}\p{Cf}]/gu, codePoint);
+}
+
+function codePoint(c: string): string {
+  return `\\u${c.codePointAt(0)!.toString(16).padStart(4, "0")}`;
 }
 
 const ENTITIES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
