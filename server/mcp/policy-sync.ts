@@ -1,7 +1,7 @@
 import type { McpServer, RegisteredTool } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { tierFor, type CompiledPolicy } from "../../compiler/index.js";
 import type { ApiError } from "../errors.js";
-import { policyBlocks, stricter } from "../identity/access.js";
+import { policyBlocks } from "../identity/access.js";
 import type { Caller } from "../route.js";
 
 /** A session's tools, how it reads the policy in force, which tools that policy blocks for its caller, and the policy applied last. */
@@ -36,12 +36,14 @@ export interface Following {
  * `notifications/tools/list_changed`.
  */
 export function followPolicy(server: McpServer, o: Following, policy: CompiledPolicy): void {
-  const blocked = (p: CompiledPolicy, name: string) =>
-    o.caller.kind !== "operator" && (o.peers?.get(name) ?? [name]).map((t) => tierFor(p, t, o.caller.agent) ?? "blocked").reduce(stricter) === "blocked";
+  /** The tool (it, or a peer whose reads it shares) the policy blocks for the caller, if any: the strictest tier of them is blocked. */
+  const blockedBy = (p: CompiledPolicy, name: string): string | undefined =>
+    o.caller.kind === "operator" ? undefined : (o.peers?.get(name) ?? [name]).find((t) => (tierFor(p, t, o.caller.agent) ?? "blocked") === "blocked");
+  const blocked = (p: CompiledPolicy, name: string) => blockedBy(p, name) !== undefined;
   for (const [name, tool] of o.tools) tool.enabled = !blocked(policy, name);
   const refusal = (p: CompiledPolicy, name: string): ApiError | undefined => {
     if (o.caller.kind !== "agent" || o.caller.agent === undefined) return undefined;
-    const by = (o.peers?.get(name) ?? [name]).find((t) => (tierFor(p, t, o.caller.agent) ?? "blocked") === "blocked");
+    const by = blockedBy(p, name);
     if (by === undefined) return undefined;
     return by === name ? policyBlocks(p, name, o.caller.agent) : policyBlocks(p, by, o.caller.agent, `, and ${name} reads what it reads`, { tool: name, by });
   };
