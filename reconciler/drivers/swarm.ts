@@ -227,7 +227,6 @@ export class SwarmDriver implements SlotDriver {
     return { ok: false, code: "slot.health_failed", message: `slot ${name}: GET ${health_path} did not return 200 within ${options.healthTimeoutS} s (${last})` };
   }
 
-  /** The last lines of a service's log (the manager gathers them from the node), for a failed start's message. */
   /** The service's log as the manager gathers it from its tasks' nodes (`tail`): one line more than asked tells whether more precede them. */
   async logs(name: string, lines: number): Promise<EngineLog | undefined> {
     const found = await this.inspectByName(name);
@@ -240,6 +239,7 @@ export class SwarmDriver implements SlotDriver {
     return { source: svc, lines: all.slice(-lines), truncated: all.length > lines };
   }
 
+  /** The last lines of a service's log (the manager gathers them from the node), for a failed start's message. */
   private async logNote(svc: string): Promise<string> {
     const raw = (await this.engine((abortSignal) => this.docker.getService(svc).logs({ stdout: true, stderr: true, tail: LOG_LINES, follow: false, abortSignal })).catch(() => undefined)) as unknown;
     const tail = Buffer.isBuffer(raw) ? logTailOf(raw, LOG_LINES) : "";
