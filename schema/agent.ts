@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { EnvName, ResourceId } from "./names.js";
 import { ToolPolicy } from "./mcp-server.js";
+import { HttpUrl } from "./url.js";
 import { whenValid } from "./when.js";
 
 /**
@@ -20,8 +21,6 @@ export const AGENT_AUTH_KINDS = ["none", "bearer-from-env"] as const;
 export function defaultAgentWorkspace(name: string): string {
   return `/var/lib/hal0/agents/${name}/workspace`;
 }
-
-const HttpUrl = z.string().regex(/^https?:\/\/[^\s/]+(\/\S*)?$/, "an http:// or https:// URL with a host and no spaces");
 
 /**
  * Empty, or an absolute path without `.` or `..` segments: the workspace is a

@@ -1,6 +1,7 @@
 import { z } from "zod";
 import { ResourceId, SlotName } from "./names.js";
 import { DEVICES, type SlotType } from "./slot.js";
+import { HttpUrl } from "./url.js";
 
 /**
  * `capabilities.toml`: the runtime backends hal0 can use (`[[backend]]`), the
@@ -33,7 +34,6 @@ export const SLOT_CHILDREN = {
 } as const satisfies Record<SlotType, Readonly<Record<string, SlotType>>>;
 
 export const CHILD_NAME_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
-const HttpUrl = z.string().regex(/^https?:\/\/[^\s/]+(\/\S*)?$/, "an http:// or https:// URL with a host and no spaces");
 
 export const Backend = z.strictObject({
   id: ResourceId,

@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { EnvName, ToolName } from "./names.js";
+import { HttpUrl } from "./url.js";
 import { whenValid } from "./when.js";
 
 /** `mcp-servers/<id>.toml`: an installed third-party MCP server; the file stem is its id. */
@@ -33,7 +34,7 @@ export const McpServer = z
     transport: z.enum(MCP_TRANSPORTS),
     command: z.string().min(1).optional(),
     args: z.array(z.string()).default([]),
-    url: z.string().regex(/^https?:\/\/\S+$/, "an http:// or https:// URL without spaces").optional(),
+    url: HttpUrl.optional(),
     enabled: z.boolean().default(true),
     env: z.record(EnvName, z.string()).default({}),
     /** Names only: values live outside the tree. */

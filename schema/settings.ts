@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { carriesCredentials } from "./url.js";
 import { whenValid } from "./when.js";
 
 /** `hal0.toml`: every section optional, every key defaulted; an empty file is valid. */
@@ -128,16 +129,6 @@ const Hermes = z.strictObject({
   /** A bridge run still going after this many seconds is stopped (failed, timed_out); agent_run_start's timeout_s overrides it. */
   run_timeout_s: z.int().min(1).max(604_800).default(1800),
 });
-
-/** Whether an http(s) URL names a user or password before its host. */
-function carriesCredentials(url: string): boolean {
-  try {
-    const parsed = new URL(url);
-    return parsed.username !== "" || parsed.password !== "";
-  } catch {
-    return /^https?:\/\/[^/]*@/.test(url);
-  }
-}
 
 const Memory = z
   .strictObject({

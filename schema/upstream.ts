@@ -1,5 +1,6 @@
 import { z } from "zod";
 import { EnvName, SlotName } from "./names.js";
+import { HttpUrl } from "./url.js";
 import { whenValid } from "./when.js";
 
 /** `upstreams.toml`: `[[upstream]]` remote OpenAI-compatible endpoints, or local slots. */
@@ -9,7 +10,6 @@ export const AUTH_STYLES = ["bearer", "header", "none"] as const;
 export const WARMUP_STRATEGIES = ["none", "lazy", "eager"] as const;
 export const CATALOG_IDS = ["openai", "anthropic", "openrouter", "google_ai_studio", "ollama"] as const;
 
-const HttpUrl = z.string().regex(/^https?:\/\/[^\s/]+(\/\S*)?$/, "an http:// or https:// URL with a host and no spaces");
 
 export const Upstream = z
   .strictObject({

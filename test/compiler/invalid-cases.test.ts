@@ -138,6 +138,14 @@ describe("related positions and details", () => {
     expect(JSON.stringify(d)).not.toContain("s3cret");
   });
 
+  it("a URL with user:password@ anywhere in the tree is refused, and the refusal does not repeat it", async () => {
+    for (const at of ["agents/coder.toml:5:7", "mcp-servers/search.toml:4:7", "upstreams.toml:3:7"]) {
+      const d = await diagnosticAt("url-credentials", at, "config.invalid_value");
+      expect(d.summary).toContain("user name or password");
+      expect(JSON.stringify(d)).not.toMatch(/hunter2|tok3n|s3cret/);
+    }
+  });
+
   it("a near-typo of a key gets a did-you-mean", async () => {
     const tune = await diagnosticAt("unknown-key-typo", "slots/chat.toml:5:1", "config.unknown_key");
     expect(tune.detail).toContain("Did you mean `ctx_size`?");
