@@ -8,7 +8,7 @@ import type { TokenInfo } from "../identity/tokens.js";
 import { introspect } from "../mcp-servers/bundled.js";
 import type { Caller } from "../route.js";
 import { redactText } from "../redact.js";
-import { csrfField, esc, page, time, type Viewer } from "./render.js";
+import { clip, csrfField, esc, page, time, type Viewer } from "./render.js";
 
 /** The clients the "add to" panel writes config for, as the form names them. */
 export const CLIENTS = { claude_code: "Claude Code", codex: "Codex", cursor: "Cursor" } as const;
@@ -106,7 +106,7 @@ export function requireRunsReach(viewer: Viewer | undefined): void {
 function runsSection(d: Dispatcher, viewer: Viewer | undefined): string {
   if (!reachesRuns(viewer)) return `<section aria-labelledby="runs-h"><h2 id="runs-h">Runs</h2><p class="muted">Hermes runs are not listed: your operator token does not reach hal0-agents (<code>${RUNS_SCOPE}</code>).</p></section>`;
   const runs = d.runs?.list({ profiles: "all", limit: RUNS_SHOWN }) ?? [];
-  const rows = runs.map((r) => `<tr><th scope="row"><a href="/agents/runs/${encodeURIComponent(r.id)}">${esc(r.id)}</a></th><td>${esc(r.profile)}</td><td><span class="badge" data-run-state="${esc(r.state)}">${esc(r.state)}</span></td><td>${esc(r.caller)}</td><td>${time(r.created_at)}</td><td>${esc(short(redactText(r.prompt)))}</td>
+  const rows = runs.map((r) => `<tr><th scope="row"><a href="/agents/runs/${encodeURIComponent(r.id)}">${esc(r.id)}</a></th><td>${esc(r.profile)}</td><td><span class="badge" data-run-state="${esc(r.state)}">${esc(r.state)}</span></td><td>${esc(r.caller)}</td><td>${time(r.created_at)}</td><td>${esc(clip(redactText(r.prompt), PROMPT_SHOWN))}</td>
 <td>${LIVE.has(r.state) ? cancelForm(r.id, viewer) : ""}</td></tr>`);
   return `<section aria-labelledby="runs-h"><h2 id="runs-h">Runs (${runs.length})</h2>${runs.length === 0 ? `<p class="muted">No Hermes run yet (agent_run_start over /mcp/agents).</p>` : `<div class="table-wrap"><table>
 <thead><tr><th scope="col">Run</th><th scope="col">Profile</th><th scope="col">State</th><th scope="col">Started by</th><th scope="col">Created</th><th scope="col">Prompt</th><th scope="col"></th></tr></thead>
@@ -117,7 +117,8 @@ function cancelForm(id: string, viewer: Viewer | undefined): string {
   return `<form method="post" action="/agents/runs/${encodeURIComponent(id)}/cancel">${csrfField(viewer)}<button type="submit">Cancel</button></form>`;
 }
 
-const short = (text: string) => (text.length > 80 ? `${text.slice(0, 79)}…` : text);
+/** How much of a run's prompt the runs list shows (its page has the rest). */
+const PROMPT_SHOWN = 80;
 
 /**
  * `/agents/runs/{id}`: one run and its output (the bounded log, secrets

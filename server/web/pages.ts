@@ -7,7 +7,7 @@ import { redactText } from "../redact.js";
 import { routeId, type Caller, type Route } from "../route.js";
 import { asReadBy } from "../routes/approvals.js";
 import { filesHtml, planHtml, planView, replanApproval, type PlanView } from "./plan-view.js";
-import { csrfField, esc, jsonBlock, page, time, type Viewer } from "./render.js";
+import { clip, csrfField, esc, jsonBlock, page, time, type Viewer } from "./render.js";
 
 /** How many decided requests the inbox lists under the pending ones. */
 const RECENT_DECIDED = 20;
@@ -65,8 +65,6 @@ function lastDecidedFirst(list: readonly Approval[]): Approval[] {
 
 /** How much of an audit row's target the status page shows (the activity log has the rest). */
 const TARGET_SHOWN = 80;
-
-const clip = (text: string, max: number) => (text.length > max ? `${text.slice(0, max - 1)}…` : text);
 
 function newestFirst(list: readonly Approval[]): Approval[] {
   return [...list].sort((x, y) => (x.created_at === y.created_at ? (x.id < y.id ? 1 : -1) : x.created_at < y.created_at ? 1 : -1));

@@ -31,6 +31,16 @@ function codePoint(c: string): string {
 
 const ENTITIES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" };
 
+/**
+ * `text` cut to at most `max` UTF-16 units, the last of them `…` when anything was cut;
+ * never between the two halves of a character (an emoji, say), which would show as �.
+ */
+export function clip(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const end = /[\uD800-\uDBFF]/.test(text[max - 2] ?? "") ? max - 2 : max - 1;
+  return `${text.slice(0, end)}…`;
+}
+
 /** A value as indented JSON inside a `<pre>`, escaped. */
 export function jsonBlock(value: unknown, label?: string): string {
   return `<pre class="json"${label ? ` aria-label="${esc(label)}"` : ""}>${esc(JSON.stringify(value ?? null, null, 2))}</pre>`;

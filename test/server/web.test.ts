@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
 import { RunnerProbe } from "../../reconciler/runner-probe.js";
 import { BASE_TUNE, type SlotView } from "../../schema/index.js";
 import { changeHtml } from "../../server/web/plan-view.js";
-import { lineDiff } from "../../server/web/render.js";
+import { clip, lineDiff } from "../../server/web/render.js";
 import { httpCall, startServerWithDeadEngine, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 import { webLogin, type WebSession } from "./web-helpers.js";
@@ -278,6 +278,19 @@ describe("the inbox script", () => {
       expect(other.headers.get("content-security-policy"), path).toContain("script-src 'self'");
     }
     expect((await get("/assets/inbox.js", { host: "evil.example" })).status).toBe(421);
+  });
+});
+
+describe("clip", () => {
+  it("cuts to max units with an ellipsis, never between the halves of a character", () => {
+    expect(clip("short", 80)).toBe("short");
+    expect(clip("abcdef", 4)).toBe("abc…");
+    // 🦙 is two UTF-16 units: a cut after its first half would leave a lone surrogate (shown as �).
+    const cut = clip(`ab🦙cd`, 4);
+    expect(cut).toBe("ab…");
+    expect(cut).not.toMatch(/[\uD800-\uDFFF]/);
+    expect(clip(`abc🦙d`, 5)).toBe("abc…");
+    expect(clip(`ab🦙cd`, 5)).toBe("ab🦙…");
   });
 });
 
