@@ -130,18 +130,21 @@ export async function scrapeRunner(slot: string, type: ResolvedSlot["type"], at:
     return { reason: `GET /metrics is not Prometheus text: ${(err as Error).message}` };
   }
   const sample = sampleOf(slot, now(), run, text);
-  return sample ? { sample } : { reason: "GET /metrics has no llamacpp:prompt_tokens_total / tokens_predicted_total counters: not llama-server's metrics" };
+  return sample ? { sample } : { reason: "GET /metrics has no llamacpp:prompt_tokens_total / tokens_predicted_total counters (each a number ≥ 0): not llama-server's metrics" };
 }
 
 export function notLlama(type: string): string {
   return `a ${type} slot: its runner is not llama-server and has no llamacpp metrics`;
 }
 
-/** llama-server's counters and gauges as a ring sample; undefined when its four counters are not all there. */
+/**
+ * llama-server's counters and gauges as a ring sample; undefined when its four counters are not all there, each a
+ * finite number ≥ 0 (a counter never is below 0: one that is would make the tokens and tokens/s negative).
+ */
 export function sampleOf(slot: string, ts: number, run: string | null, text: PromText): Sample | undefined {
   const v = (name: string) => valueOf(text, `llamacpp:${name}`);
   const [prompt_tokens, prompt_seconds, predicted_tokens, predicted_seconds] = ["prompt_tokens_total", "prompt_seconds_total", "tokens_predicted_total", "tokens_predicted_seconds_total"].map(v);
-  if ([prompt_tokens, prompt_seconds, predicted_tokens, predicted_seconds].some((n) => n === undefined || !Number.isFinite(n))) return undefined;
+  if ([prompt_tokens, prompt_seconds, predicted_tokens, predicted_seconds].some((n) => n === undefined || !Number.isFinite(n) || n < 0)) return undefined;
   const g = (name: string) => {
     const n = v(name);
     return n === undefined || !Number.isFinite(n) ? null : n;

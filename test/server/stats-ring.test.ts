@@ -140,6 +140,8 @@ describe("the sample ring in hal0.db", () => {
     const s = sampleOf("chat", T0, null, parsePromText(REAL))!;
     expect(s).toMatchObject({ prompt_tokens: 29, prompt_seconds: 0.013, predicted_tokens: 4, predicted_seconds: 0.002, decodes: 4, requests_processing: 0, requests_deferred: 0, busy_slots_per_decode: 1, kv_usage_ratio: null });
     expect(sampleOf("chat", T0, null, parsePromText("process_cpu_seconds_total 3\n"))).toBeUndefined();
+    // A counter below 0 is not llama-server's: taken, it would make the tokens/s negative.
+    expect(sampleOf("chat", T0, null, parsePromText(REAL.replace(/^llamacpp:tokens_predicted_total .*$/m, "llamacpp:tokens_predicted_total -5000")))).toBeUndefined();
     expect(sampleOf("chat", T0, null, parsePromText(`${REAL}llamacpp:kv_cache_usage_ratio 0.25\nllamacpp:kv_cache_tokens 512\n`))).toMatchObject({ kv_usage_ratio: 0.25, kv_tokens: 512 });
   });
 });
