@@ -29,6 +29,8 @@ export class PromParseError extends Error {
 }
 
 const NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*/;
+/** Most characters of the runner's text an error quotes: the reason is kept and shown in every stats reply. */
+const SHOWN_CHARS = 80;
 const LABEL_NAME = /^[a-zA-Z_][a-zA-Z0-9_]*/;
 const TYPES = new Set(["counter", "gauge", "histogram", "summary", "untyped"]);
 
@@ -45,9 +47,9 @@ export function parsePromText(text: string): PromText {
       const m = /^#\s+(HELP|TYPE)\s+(\S+)(?:\s+(.*))?$/.exec(line);
       if (!m) continue; // a plain comment
       const [, kind, name, rest = ""] = m;
-      if (!NAME.test(name!) || NAME.exec(name!)![0] !== name) throw new PromParseError(at, `bad metric name in # ${kind}: ${JSON.stringify(name)}`);
+      if (!NAME.test(name!) || NAME.exec(name!)![0] !== name) throw new PromParseError(at, `bad metric name in # ${kind}: ${shown(name!)}`);
       if (kind === "TYPE") {
-        if (!TYPES.has(rest.trim())) throw new PromParseError(at, `unknown metric type ${JSON.stringify(rest.trim())}`);
+        if (!TYPES.has(rest.trim())) throw new PromParseError(at, `unknown metric type ${shown(rest.trim())}`);
         types[name!] = rest.trim();
       } else help[name!] = unescapeHelp(rest);
       continue;
@@ -59,20 +61,20 @@ export function parsePromText(text: string): PromText {
 
 function sampleOf(line: string, at: number): PromSample {
   const name = NAME.exec(line)?.[0];
-  if (!name) throw new PromParseError(at, `expected a metric name: ${JSON.stringify(line.slice(0, 80))}`);
+  if (!name) throw new PromParseError(at, `expected a metric name: ${shown(line)}`);
   let pos = name.length;
   const labels: Record<string, string> = {};
   if (line[pos] === "{") {
     pos = readLabels(line, pos + 1, labels, at);
   }
   const rest = line.slice(pos);
-  if (rest !== "" && !/^[ \t]/.test(rest)) throw new PromParseError(at, `expected a space after ${name}`);
+  if (rest !== "" && !/^[ \t]/.test(rest)) throw new PromParseError(at, `expected a space after ${cut(name)}`);
   const words = rest.trim().split(/[ \t]+/);
-  if (words[0] === "" || words.length > 2) throw new PromParseError(at, `expected a value and an optional timestamp after ${name}`);
+  if (words[0] === "" || words.length > 2) throw new PromParseError(at, `expected a value and an optional timestamp after ${cut(name)}`);
   const value = numberOf(words[0]!);
-  if (value === undefined) throw new PromParseError(at, `not a number: ${JSON.stringify(words[0])}`);
+  if (value === undefined) throw new PromParseError(at, `not a number: ${shown(words[0]!)}`);
   if (words.length === 1) return { name, labels, value };
-  if (!/^-?\d+$/.test(words[1]!)) throw new PromParseError(at, `not a timestamp: ${JSON.stringify(words[1])}`);
+  if (!/^-?\d+$/.test(words[1]!)) throw new PromParseError(at, `not a timestamp: ${shown(words[1]!)}`);
   return { name, labels, value, timestamp: Number(words[1]) };
 }
 
@@ -85,15 +87,15 @@ function readLabels(line: string, pos: number, labels: Record<string, string>, a
     if (!name) throw new PromParseError(at, `expected a label name at column ${pos + 1}`);
     pos += name.length;
     while (line[pos] === " " || line[pos] === "\t") pos++;
-    if (line[pos] !== "=") throw new PromParseError(at, `expected = after label ${name}`);
+    if (line[pos] !== "=") throw new PromParseError(at, `expected = after label ${cut(name)}`);
     pos++;
     while (line[pos] === " " || line[pos] === "\t") pos++;
-    if (line[pos] !== '"') throw new PromParseError(at, `expected a quoted value for label ${name}`);
+    if (line[pos] !== '"') throw new PromParseError(at, `expected a quoted value for label ${cut(name)}`);
     pos++;
     let value = "";
     for (;;) {
       const ch = line[pos];
-      if (ch === undefined) throw new PromParseError(at, `unterminated value of label ${name}`);
+      if (ch === undefined) throw new PromParseError(at, `unterminated value of label ${cut(name)}`);
       pos++;
       if (ch === '"') break;
       if (ch !== "\\") {
@@ -103,13 +105,13 @@ function readLabels(line: string, pos: number, labels: Record<string, string>, a
       const next = line[pos++];
       if (next === "n") value += "\n";
       else if (next === "\\" || next === '"') value += next;
-      else throw new PromParseError(at, `bad escape \\${next ?? ""} in label ${name}`);
+      else throw new PromParseError(at, `bad escape \\${next ?? ""} in label ${cut(name)}`);
     }
-    if (Object.hasOwn(labels, name)) throw new PromParseError(at, `label ${name} given twice`);
+    if (Object.hasOwn(labels, name)) throw new PromParseError(at, `label ${cut(name)} given twice`);
     labels[name] = value;
     while (line[pos] === " " || line[pos] === "\t") pos++;
     if (line[pos] === ",") pos++;
-    else if (line[pos] !== "}") throw new PromParseError(at, `expected , or } after label ${name}`);
+    else if (line[pos] !== "}") throw new PromParseError(at, `expected , or } after label ${cut(name)}`);
   }
 }
 
@@ -120,6 +122,16 @@ function numberOf(word: string): number | undefined {
   if (word === "-Inf") return -Infinity;
   if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(word)) return undefined;
   return Number(word);
+}
+
+/** A name from the runner's text in an error, cut at SHOWN_CHARS (a 1 MiB word is not repeated in every stats reply). */
+function cut(text: string): string {
+  return text.length > SHOWN_CHARS ? `${text.slice(0, SHOWN_CHARS)}… (${text.length} characters)` : text;
+}
+
+/** The runner's text in an error, quoted and cut at SHOWN_CHARS. */
+function shown(text: string): string {
+  return text.length > SHOWN_CHARS ? `${JSON.stringify(text.slice(0, SHOWN_CHARS))}… (${text.length} characters)` : JSON.stringify(text);
 }
 
 function unescapeHelp(text: string): string {

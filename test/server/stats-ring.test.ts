@@ -68,6 +68,20 @@ describe("the Prometheus text reader", () => {
       expect(() => parsePromText(text), text).toThrow(message);
     }
   });
+
+  it("quotes at most 80 characters of the runner's text in its error: the reason is kept and shown in every stats reply", () => {
+    const huge = "z".repeat(1_000_000);
+    for (const text of [`llamacpp:prompt_tokens_total ${huge}`, `x 1 ${huge}`, `# TYPE x ${huge}`, `# HELP ${huge}- x`, `${"a".repeat(1_000_000)}{b="1" 2`, `${"a".repeat(1_000_000)}-`, `<${huge}`]) {
+      let message = "";
+      try {
+        parsePromText(text);
+      } catch (err) {
+        message = (err as Error).message;
+      }
+      expect(message, text.slice(0, 40)).toMatch(/^line 1: /);
+      expect(message.length, message.slice(0, 120)).toBeLessThan(200);
+    }
+  });
 });
 
 function sample(slot: string, ts: number, prompt: number, predicted: number, run = "2026-12-02T10:00:00.000Z"): Sample {
