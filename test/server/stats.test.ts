@@ -166,6 +166,13 @@ describe("the slot scraper against the stand-in runner", () => {
       expect(r.status, tail).toBe(422);
       expect(r.body.error.code, tail).toBe("validation.invalid");
     }
+    // A day the calendar does not have is no ISO time either (V8's Date.parse rolls 02-30 over into March).
+    const year = new Date(Date.now() + offset).getUTCFullYear() - 1;
+    for (const day of [`${year}-02-30`, `${year}-04-31T10:00:00Z`, `${year}-00-10`]) {
+      const r = await s.call("GET", `/api/stats/throughput/history?since=${day}&step=86400`);
+      expect(r.status, day).toBe(422);
+      expect(r.body.error.code, day).toBe("validation.invalid");
+    }
     const fine = await s.call("GET", `/api/stats/throughput/history?since=${recent}`);
     expect(fine.status).toBe(200);
     const future = await s.call("GET", `/api/stats/throughput/history?since=${new Date(Date.now() + offset + 3_600_000).toISOString()}`);
