@@ -41,21 +41,30 @@ export async function npuOccupancy(box: BoxService, model: Model) {
  */
 export async function npuSwapStatus(box: BoxService, model: Model, services: Dispatcher) {
   const occupancy = await npuOccupancy(box, model);
-  const { desired, holder, running } = occupancy;
-  const stopping = running.filter((n) => n !== desired);
-  const wanted = occupancy.slots.find((s) => s.name === desired);
-  const phase = stopping.length > 0 ? "stopping"
-    : wanted && wanted.state === "error" ? "failed"
-    : wanted && wanted.state !== "ready" ? "starting"
-    : "idle";
+  const { desired, holder } = occupancy;
+  const { phase, stopping, starting } = swapPhase(occupancy.slots);
   const apply = await lockHolder(box.state.dir);
   const last = services.sweeps?.last;
   const pending = services.approvals.list("pending").filter((a) => NPU_TOOLS.has(a.tool));
   return {
-    swapping: phase === "stopping" || phase === "starting", phase, holder, desired, stopping, starting: phase === "starting" ? desired : null,
+    swapping: phase === "stopping" || phase === "starting", phase, holder, desired, stopping, starting,
     apply: apply ? { command: apply.command, pid: apply.pid, started_at: apply.started_at } : null,
     last_sweep: last ? { at: last.at, outcome: last.outcome } : null,
     pending_approvals: pending.map((a) => ({ id: a.id, tool: a.tool, summary: a.summary, caller: a.caller.agent, created_at: a.created_at })),
     slots: occupancy.slots,
   };
+}
+
+/**
+ * The NPU's phase from its slots: `stopping` while an llm runner the files no longer want (disabled) still runs,
+ * `failed` when a wanted one's start failed, `starting` while a wanted one is not ready, else `idle`. Every enabled
+ * llm slot is wanted: one on a box, one per node's NPU under swarm.
+ */
+export function swapPhase(slots: ReadonlyArray<{ name: string; type: string; enabled: boolean; status: string; state: string }>) {
+  const llm = slots.filter((s) => s.type === "llm");
+  const stopping = llm.filter((s) => !s.enabled && s.status === "running").map((s) => s.name);
+  const wanted = llm.filter((s) => s.enabled);
+  const waiting = wanted.find((s) => s.state !== "ready" && s.state !== "error");
+  const phase = stopping.length > 0 ? "stopping" : wanted.some((s) => s.state === "error") ? "failed" : waiting ? "starting" : "idle";
+  return { phase, stopping, starting: phase === "starting" ? waiting!.name : null };
 }

@@ -19,7 +19,16 @@ export function npuSlots(model: Model): ResolvedSlot[] {
   return Object.values(model.slots).filter((s) => s.device === "npu").sort((a, b) => (a.name < b.name ? -1 : 1));
 }
 
-/** The llm slots on the NPU that are enabled: the one that has it (the compiler allows at most one). */
+/**
+ * Whether two slots may run on one machine, and so on one NPU: always on one box; under the swarm runtime unless they
+ * are pinned to different nodes (each node has its own NPU, and the compiler counts one enabled llm slot per node).
+ */
+export function mayShareNpu(a: ResolvedSlot, b: ResolvedSlot): boolean {
+  const [x, y] = [a.spec.placement?.node, b.spec.placement?.node];
+  return x === undefined || y === undefined || x === y;
+}
+
+/** The llm slots on the NPU that are enabled: the one that has it (the compiler allows at most one, per node under swarm). */
 export function enabledNpuLlm(model: Model): ResolvedSlot[] {
   return npuSlots(model).filter((s) => s.type === "llm" && s.enabled);
 }
@@ -46,9 +55,12 @@ export function npuTarget(model: Model, which: { readonly slot?: string; readonl
 
 const enable = (s: ResolvedSlot, on: boolean): FileEdit => ({ file: s.file, op: "set", path: ["enabled"], value: on });
 
-/** Enable `target` and, when it is an llm, disable the other enabled llm slots on the NPU; `force` lets that stop a pinned one. */
+/**
+ * Enable `target` and, when it is an llm, disable the other enabled llm slots on its NPU (under swarm, a slot pinned
+ * to another node keeps its own); `force` lets that stop a pinned one.
+ */
 export function npuLoadChanges(model: Model, target: ResolvedSlot, force: boolean): ChangeSet {
-  const others = target.type === "llm" ? enabledNpuLlm(model).filter((s) => s.name !== target.name) : [];
+  const others = target.type === "llm" ? enabledNpuLlm(model).filter((s) => s.name !== target.name && mayShareNpu(s, target)) : [];
   const instead = others.length > 0 ? ` in place of ${others.map((s) => s.name).join(", ")}` : "";
   return {
     edits: [enable(target, true), ...others.map((s) => enable(s, false))],
