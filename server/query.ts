@@ -20,3 +20,20 @@ export function queryInt(min: number, max: number, dflt?: number): z.ZodType<num
   // The default is the input's (the text "50", parsed like a sent one); catalog.ts advertises it as the integer.
   return (dflt === undefined ? advertised : advertised.prefault(String(dflt))) as z.ZodType<number, string | undefined>;
 }
+
+/** An ISO 8601 date or date-time, nothing after it (V8's Date.parse reads past trailing junk such as a NUL). */
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
+
+/**
+ * `text` as epoch milliseconds when it is an ISO 8601 date or date-time of a day the
+ * calendar has, else undefined: Date.parse alone takes `2026-02-30` as March 2nd and
+ * reads past trailing junk.
+ */
+export function isoTimeMs(text: string): number | undefined {
+  if (!ISO_TIME.test(text)) return undefined;
+  const [y, m, d] = text.slice(0, 10).split("-").map(Number) as [number, number, number];
+  const leap = y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0);
+  if (m < 1 || m > 12 || d < 1 || d > [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][m - 1]!) return undefined;
+  const at = Date.parse(text);
+  return Number.isFinite(at) ? at : undefined;
+}

@@ -6,7 +6,7 @@ import { redactText } from "../redact.js";
 import { defineRoute } from "../route.js";
 import { slotLog } from "../slot-logs.js";
 import { findSlot } from "../slot-view.js";
-import { queryInt } from "../query.js";
+import { isoTimeMs, queryInt } from "../query.js";
 
 /** At most this many lines per reply (logs_tail, journal_snapshot). */
 export const MAX_LOG_LINES = 1000;
@@ -18,8 +18,8 @@ const Since = z.string().max(64).transform((v, ctx) => {
   const ago = /^(\d{1,9})([smhd])$/.exec(v);
   // Not before the epoch: 999999999d ago is no date at all (the reply's filters.since could not be written).
   if (ago) return Math.max(0, Date.now() - Number(ago[1]) * { s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 }[ago[2] as "s" | "m" | "h" | "d"]);
-  const at = /^\d{4}-\d{2}-\d{2}T/.test(v) ? Date.parse(v) : Number.NaN;
-  if (Number.isNaN(at)) {
+  const at = isoTimeMs(v);
+  if (at === undefined) {
     ctx.addIssue({ code: "custom", message: "since is an ISO 8601 time (2026-12-02T14:00:00Z) or a time ago (90s, 15m, 2h, 1d)" });
     return z.NEVER;
   }

@@ -8,7 +8,7 @@ import { defineRoute } from "../route.js";
 import { roster, slotNotFound } from "../slot-view.js";
 import type { SlotStats } from "../stats/scraper.js";
 import { slotStatsOf, slotStatsUnknown, throughputHistory } from "../stats/views.js";
-import { queryInt } from "../query.js";
+import { isoTimeMs, queryInt } from "../query.js";
 
 /**
  * Seed 001's stats tools (all autonomous reads): the slots' tokens/s from the
@@ -47,16 +47,8 @@ async function system(box: BoxService, stats: SlotStats) {
   return out;
 }
 
-/** `since`: an ISO time, or seconds before now. An ISO 8601 date or date-time, nothing after it (V8's Date.parse reads past trailing junk such as a NUL). */
-const ISO_TIME = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/;
-const Since = z.string().trim().min(1).max(64).refine((v) => /^\d+(\.\d+)?$/.test(v) || (ISO_TIME.test(v) && calendarDay(v) && Number.isFinite(Date.parse(v))), "an ISO time (2026-12-02T14:00:00Z) or a number of seconds before now");
-
-/** Whether the date's day is in the calendar: Date.parse takes 2026-02-30 as March 2nd. */
-function calendarDay(v: string): boolean {
-  const [y, m, d] = v.slice(0, 10).split("-").map(Number) as [number, number, number];
-  const leap = y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0);
-  return m >= 1 && m <= 12 && d >= 1 && d <= [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][m - 1]!;
-}
+/** `since`: an ISO time, or seconds before now. */
+const Since = z.string().trim().min(1).max(64).refine((v) => /^\d+(\.\d+)?$/.test(v) || isoTimeMs(v) !== undefined, "an ISO time (2026-12-02T14:00:00Z) or a number of seconds before now");
 
 const History = z.strictObject({
   since: Since.default("3600"),

@@ -92,7 +92,8 @@ describe("logs_tail", () => {
   });
 
   it("refuses a bad filter or an unknown slot with a code", async () => {
-    for (const q of ["level=loud", "since=yesterday", "lines=0", "lines=100000", "slot=../x", "extra=1"]) {
+    // A day the calendar lacks (Date.parse would roll it into the next month) and junk after a time are refused too.
+    for (const q of ["level=loud", "since=yesterday", "since=2026-02-30T10:00:00Z", "since=2026-04-31", "since=2026-12-02T14:00:00Z%00junk", "since=2026-12-02Tnoon", "lines=0", "lines=100000", "slot=../x", "extra=1"]) {
       const r = await s.call("GET", `/api/logs?${q}`);
       expect(r.status, q).toBe(422);
       expect(r.body.error.code).toBe("validation.invalid");
