@@ -27,7 +27,7 @@ import { stackPointerObserver } from "./stack-pointer.js";
 import { maxBodyBytes } from "./body.js";
 import { hermesSync } from "./mcp-servers/hermes-sync.js";
 import { auditRefusal } from "./audit.js";
-import { sessionCookie, type Authenticator } from "./identity/identify.js";
+import { sessionCookie, type Authenticator, type Identity } from "./identity/identify.js";
 import { TokenStore } from "./identity/tokens.js";
 import { hermesCredentials } from "./identity/hermes-credentials.js";
 import { providerServices, type ProviderServices } from "./providers/probe.js";
@@ -158,7 +158,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   };
   const version = packageVersion();
   const bundled: BundledServer[] = [
-    { id: "hal0-admin", name: "hal0-admin", description: "The box as MCP tools: slots, models, profiles, stacks, settings, plans", path: "/mcp/admin", serverFor: async (caller) => adminServer(services, catalog, (await box.model()).policy, caller, version) },
+    { id: "hal0-admin", name: "hal0-admin", description: "The box as MCP tools: slots, models, profiles, stacks, settings, plans", path: "/mcp/admin", serverFor: async (caller, identity?: Identity) => adminServer(services, catalog, (await box.model()).policy, caller, version, identity) },
     { id: "hal0-memory", name: "hal0-memory", description: "Long-term memory for agents: search, recall, mental models, directives", path: "/mcp/memory", serverFor: async (caller) => memoryServer(services, (await box.model()).policy, caller, version) },
   ];
   // hal0-agents: listed (and introspected) only while [bridge] enabled; its profiles are the caller's bridge token's.

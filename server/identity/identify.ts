@@ -99,7 +99,7 @@ export function sameIdentity(a: Identity, b: Identity): boolean {
 }
 
 /** A scope this identity lacks is 403 `auth.scope_denied`; anonymous callers pass (what they reach is decided per route and tool). */
-export function requireScope(identity: Identity, scope: Scope): void {
+export function requireScope(identity: Pick<Identity, "kind" | "name" | "scopes">, scope: Scope): void {
   if (identity.kind === "anonymous" || identity.scopes.includes(scope)) return;
   throw new ApiError("auth.scope_denied", `the token of ${identityLabel(identity)} does not reach ${scope}; mint one with --scope ${scope}`, { needed: scope, scopes: identity.scopes });
 }

@@ -8,6 +8,7 @@ import { callTier, queueForPerson, withDryRunVerdict } from "../verdict.js";
 import { ApiError } from "../errors.js";
 import { auditRefusal } from "../audit.js";
 import { toolTier } from "../identity/access.js";
+import { requireScope, type Identity } from "../identity/identify.js";
 import { checkPathArgs, pathParams } from "../path-args.js";
 import { callMemoryTool } from "../memory/service.js";
 import type { Caller, Route } from "../route.js";
@@ -21,8 +22,11 @@ import { mcpCode } from "../metrics/registry.js";
  * caller's policy does not block, each taking `{"args": {...}}`. Reads and
  * autonomous writes run in process through `invoke` (the REST path, no HTTP
  * hop); gated calls are validated, planned and queued for a person.
+ * The memory_* tools are hal0-memory's: a token minted without `mcp:memory`
+ * (`identity`'s scopes) neither lists nor calls them here
+ * (`auth.scope_denied`), as it cannot open /mcp/memory.
  */
-export function adminServer(d: Dispatcher, catalog: readonly ToolDef[], policy: CompiledPolicy, caller: Caller, version: string): McpServer {
+export function adminServer(d: Dispatcher, catalog: readonly ToolDef[], policy: CompiledPolicy, caller: Caller, version: string, identity?: Pick<Identity, "kind" | "name" | "scopes">): McpServer {
   const server = new McpServer({ name: "hal0-admin", version }, { capabilities: { tools: { listChanged: true } } });
   const tools = new Map<string, RegisteredTool>();
   const peers = new Map<string, readonly string[]>();
@@ -34,9 +38,22 @@ export function adminServer(d: Dispatcher, catalog: readonly ToolDef[], policy: 
   }
   // A blocked tool (or one that reads what a blocked tool reads: its peers) is neither listed nor callable: the SDK answers a disabled tool,
   // which createToolError turns into mcp.tool_not_allowed. Anonymous callers see every tool a read reaches.
-  followPolicy(server, { tools, caller, box: d.box, peers }, policy);
+  const memory = catalog.filter((t) => t.memory).map((t) => t.name);
+  const outOfReach = (name: string) => (memory.includes(name) && identity !== undefined ? scopeRefusal(identity, "mcp:memory") : undefined);
+  followPolicy(server, { tools, caller, box: d.box, peers, outOfReach }, policy);
   envelopeSdkErrors(server, "hal0-admin", (name, err) => auditRefusal(d, name, caller, err));
   return server;
+}
+
+/** `auth.scope_denied` when `identity` does not reach `scope` (anonymous callers pass: their tiers decide), else undefined. */
+function scopeRefusal(identity: Pick<Identity, "kind" | "name" | "scopes">, scope: "mcp:memory"): ApiError | undefined {
+  try {
+    requireScope(identity, scope);
+    return undefined;
+  } catch (err) {
+    if (err instanceof ApiError) return err;
+    throw err;
+  }
 }
 
 const inputSchemas = new WeakMap<ToolDef, z.ZodType>();

@@ -24,13 +24,16 @@ export interface Following {
   readonly box: { model(): Promise<{ readonly policy: CompiledPolicy }> };
   /** Per tool, the tools whose tier it also meets (itself and those that read what it reads); absent: itself alone. */
   readonly peers?: ReadonlyMap<string, readonly string[]>;
+  /** The refusal of a tool the caller may not call whatever the policy says (a surface its token does not reach), else undefined. */
+  readonly outOfReach?: (tool: string) => ApiError | undefined;
 }
 
 /**
  * Makes a session's tools follow policy.toml, which may change while the
  * session is open: a tool the policy blocks for the caller (the strictest
  * tier of it and its peers) is disabled (neither listed nor callable:
- * `mcp.tool_not_allowed`), the others enabled. An operator is a person:
+ * `mcp.tool_not_allowed`), and so is one out of the caller's reach
+ * (`outOfReach`, its own refusal), the others enabled. An operator is a person:
  * tiers gate agents, not them. Applied now, and again by `syncTools`
  * whenever the policy in force is another one, which then tells the client
  * `notifications/tools/list_changed`.
@@ -39,9 +42,11 @@ export function followPolicy(server: McpServer, o: Following, policy: CompiledPo
   /** The tool (it, or a peer whose reads it shares) the policy blocks for the caller, if any: the strictest tier of them is blocked. */
   const blockedBy = (p: CompiledPolicy, name: string): string | undefined =>
     o.caller.kind === "operator" ? undefined : (o.peers?.get(name) ?? [name]).find((t) => (tierFor(p, t, o.caller.agent) ?? "blocked") === "blocked");
-  const blocked = (p: CompiledPolicy, name: string) => blockedBy(p, name) !== undefined;
+  const blocked = (p: CompiledPolicy, name: string) => o.outOfReach?.(name) !== undefined || blockedBy(p, name) !== undefined;
   for (const [name, tool] of o.tools) tool.enabled = !blocked(policy, name);
   const refusal = (p: CompiledPolicy, name: string): ApiError | undefined => {
+    const reach = o.outOfReach?.(name);
+    if (reach !== undefined) return reach;
     if (o.caller.kind !== "agent" || o.caller.agent === undefined) return undefined;
     const by = blockedBy(p, name);
     if (by === undefined) return undefined;

@@ -370,6 +370,25 @@ describe("the same policy on every surface", () => {
     await c.close();
   });
 
+  it("hal0-admin's memory_* tools are hal0-memory's: a token without mcp:memory neither lists nor calls them there", async () => {
+    for (const token of [s.hal0.tokens.mint("agent", "admin-only", ["mcp:admin"]).token, s.hal0.tokens.mint("operator", "ci-admin", ["mcp:admin", "rest"]).token]) {
+      const c = await adminClient(s.url, { token });
+      const listed = new Set((await c.listTools()).tools.map((t) => t.name));
+      expect([listed.has("slot_list"), listed.has("memory_search"), listed.has("memory_add")]).toEqual([true, false, false]);
+      for (const [tool, args] of [["memory_search", { query: "x" }], ["memory_add", { text: "a note it may not write" }]] as const) {
+        const res = await callTool(c, tool, args);
+        expect(res.isError).toBe(true);
+        expect(res.body.error.code).toBe("auth.scope_denied");
+        expect(res.body.error.details.needed).toBe("mcp:memory");
+      }
+      await c.close();
+    }
+    // A token that reaches hal0-memory still calls them through hal0-admin.
+    const both = await adminClient(s.url, { token: s.hal0.tokens.mint("agent", "admin-memory", ["mcp:admin", "mcp:memory"]).token });
+    expect((await callTool(both, "memory_search", { query: "x" })).isError).toBe(false);
+    await both.close();
+  });
+
   it("only an operator changes [server] auth, through whichever route", async () => {
     const res = await s.call("PUT", "/api/settings", { as: "agent:hermes__ops", body: { server: { auth: "off" } } });
     expect([202, 403]).toContain(res.status);
