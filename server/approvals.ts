@@ -183,7 +183,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     const judged = this.judgedOf(id);
     const call: Call = { ...approval.args, body: approval.args.body ?? undefined, caller: { ...approval.caller, via: "approval", approvedBy: `operator:${by}` }, requestId: id, base: approval.base_revision ?? undefined, tool: approval.tool, ...(judged ? { judged } : {}) };
     try {
-      requesterLive(this.dispatcher, approval.caller);
+      requesterLive(this.dispatcher, approval.caller, approval.route);
       // policy.toml as it is now: a tool blocked for the agent since it asked is not run, even approved (blocked is never).
       const policy = approval.caller.kind === "agent" ? (await this.dispatcher.box.model()).policy : undefined;
       if (policy && approval.tool !== "") toolTier(policy, route, approval.tool, approval.caller);
@@ -358,7 +358,7 @@ function stillRunning(e: Executor): boolean {
 }
 
 /** The surface a request of each mount's internal routes acts on: an operator token kept from it approves none of them. */
-const SURFACES: ReadonlyArray<readonly [prefix: string, scope: string]> = [["/mcp/memory/", "mcp:memory"], ["/mcp/agents/", "mcp:agents"]];
+const SURFACES = [["/mcp/memory/", "mcp:memory"], ["/mcp/agents/", "mcp:agents"]] as const;
 
 /**
  * The surface (`mcp:memory`, `mcp:agents`) a request of `route` acts on that a
@@ -368,9 +368,14 @@ const SURFACES: ReadonlyArray<readonly [prefix: string, scope: string]> = [["/mc
  */
 export function surfaceMissed(scopes: readonly string[] | undefined, route: string): string | undefined {
   if (scopes === undefined) return undefined;
-  const path = route.slice(route.indexOf(" ") + 1);
-  const needed = SURFACES.find(([prefix]) => path.startsWith(prefix))?.[1];
+  const needed = surfaceOf(route);
   return needed !== undefined && !scopes.includes(needed) ? needed : undefined;
+}
+
+/** The surface (`mcp:memory`, `mcp:agents`) a request of `route` (`METHOD /path`) acts on, when it is one of those mounts' internal routes. */
+function surfaceOf(route: string): (typeof SURFACES)[number][1] | undefined {
+  const path = route.slice(route.indexOf(" ") + 1);
+  return SURFACES.find(([prefix]) => path.startsWith(prefix))?.[1];
 }
 
 /**
@@ -391,15 +396,22 @@ const STALE_CODES = new Set(["config.stale", "config.effects_changed", "config.i
 /**
  * An agent whose every token was revoked since it asked (`hal0 bridge revoke`,
  * `hal0 token revoke`) no longer acts on this box: its request does not run
- * (failed, `auth.invalid_token`). A rotated token leaves a live one of the same
- * name, so a rotation keeps the request; an agent that never had a token (a
- * name claimed while `[server] auth = "off"`) is not judged by tokens.
+ * (failed, `auth.invalid_token`). So is a request of hal0-memory or hal0-agents
+ * (`route`) whose agent has no live token reaching that surface any more (its
+ * `mcp:memory` token revoked, one `--scope mcp:admin` kept): a fresh call of it
+ * is refused so. A rotated token leaves a live one of the same name and scopes,
+ * so a rotation keeps the request; an agent that never had a token (a name
+ * claimed while `[server] auth = "off"`) is not judged by tokens.
  */
-function requesterLive(d: Dispatcher, caller: Caller): void {
+function requesterLive(d: Dispatcher, caller: Caller, route: string): void {
   const tokens = d.auth?.tokens;
   if (caller.kind !== "agent" || tokens === undefined) return;
-  if (tokens.standing("agent", caller.agent) !== "revoked") return;
-  throw new ApiError("auth.invalid_token", `agent:${caller.agent} has no live token any more (revoked since it asked); its request does not run`, { agent: caller.agent });
+  const standing = tokens.standing("agent", caller.agent);
+  if (standing === "none") return;
+  if (standing === "revoked") throw new ApiError("auth.invalid_token", `agent:${caller.agent} has no live token any more (revoked since it asked); its request does not run`, { agent: caller.agent });
+  const needed = surfaceOf(route);
+  if (needed === undefined || tokens.standing("agent", caller.agent, needed) === "live") return;
+  throw new ApiError("auth.invalid_token", `agent:${caller.agent} has no live token reaching ${needed} any more (revoked since it asked), which request ${route} acts on; its request does not run`, { agent: caller.agent, needed });
 }
 
 async function precheck(d: Dispatcher, route: Route, call: Call): Promise<void> {

@@ -389,6 +389,21 @@ describe("the same policy on every surface", () => {
     await both.close();
   });
 
+  it("a hal0-memory request of an agent whose every mcp:memory token was revoked since it asked does not run when approved, though it keeps one for hal0-admin", async () => {
+    const wide = s.hal0.tokens.mint("agent", "narrowed", ["mcp:admin", "mcp:memory"]);
+    const c = await memoryClient(s.url, { token: wide.token });
+    const a = (await callMemory(c, "memory_add", { text: "the staging box reboots at noon" })).body;
+    const b = (await callMemory(c, "memory_add", { text: "the backup disk is full" })).body;
+    const asked = (await callMemory(c, "memory_delete", { ids: [a.id, b.id] })).body;
+    await c.close();
+    expect(asked.status).toBe("pending_approval");
+    s.hal0.tokens.revoke(wide.id);
+    s.hal0.tokens.mint("agent", "narrowed", ["mcp:admin"]);
+    const approved = await s.call("POST", `/api/agent/approvals/${asked.approval_id}/approve`);
+    expect(approved.body.approval.state).toBe("failed");
+    expect(approved.body.approval.error.code).toBe("auth.invalid_token");
+  });
+
   it("only an operator changes [server] auth, through whichever route", async () => {
     const res = await s.call("PUT", "/api/settings", { as: "agent:hermes__ops", body: { server: { auth: "off" } } });
     expect([202, 403]).toContain(res.status);
