@@ -16,7 +16,8 @@ const Filters = z.strictObject({
 /** The audit log: every write, action and tool call. */
 export const activityRoutes = [
   defineRoute({
-    method: "GET", path: "/api/activity", kind: "read", listKey: "items", tools: ["activity_list"],
+    // Both reveal the audit rows: a policy that blocks (or gates) one for an agent holds for the other.
+    method: "GET", path: "/api/activity", kind: "read", listKey: "items", tools: ["activity_list"], reveals: "audit-log",
     query: Filters.extend({ limit: queryInt(1, 500, 100), offset: queryInt(0, Number.MAX_SAFE_INTEGER, 0) }),
     summary: "Audit rows, newest first, with filters and paging",
     handle: ({ query, services, caller }) => {
@@ -25,7 +26,7 @@ export const activityRoutes = [
     },
   }),
   defineRoute({
-    method: "GET", path: "/api/activity/export", kind: "read", query: Filters, tools: ["activity_export"],
+    method: "GET", path: "/api/activity/export", kind: "read", query: Filters, tools: ["activity_export"], reveals: "audit-log",
     summary: "Every audit row matching the filters, oldest first, as JSON lines",
     handle: ({ query, services, caller }) => {
       const lines: string[] = [];

@@ -1,5 +1,8 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { redact } from "../../server/redact.js";
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { adminClient, callTool } from "./mcp-helpers.js";
 import { startTestServer, type TestServer } from "./harness.js";
 
 let s: TestServer;
@@ -75,5 +78,25 @@ describe("audit and /api/activity", () => {
     expect(JSON.stringify(row.args)).not.toContain("abcdefghijklmnop");
     expect(row.args.edits[0].text).toContain("[redacted]");
     expect(redact({ password: "hunter2", nested: { api_key: "k", keep: "v" } })).toEqual({ password: "[redacted]", nested: { api_key: "[redacted]", keep: "v" } });
+  });
+});
+
+describe("activity_list and activity_export read the same rows", () => {
+  it("a policy that blocks one for an agent holds for the other: refused on REST and MCP, and not listed", async () => {
+    writeFileSync(join(s.config, "policy.toml"), '[agents.hermes__ops]\nblocked = ["activity_list"]\n');
+    await s.hal0.box.snapshot();
+    const exported = await s.call("GET", "/api/activity/export", { as: "agent:hermes__ops" });
+    expect(exported.status).toBe(403);
+    expect(exported.body.error).toMatchObject({ code: "mcp.tool_not_allowed", details: { tool: "activity_list" } });
+    const client = await adminClient(s.url, "hermes__ops");
+    try {
+      expect((await client.listTools()).tools.map((t) => t.name)).not.toContain("activity_export");
+      expect((await callTool(client, "activity_export", {})).body.error.code).toBe("mcp.tool_not_allowed");
+    } finally {
+      await client.close();
+    }
+    // Another agent, and an operator, read both.
+    expect((await s.call("GET", "/api/activity/export", { as: "agent:hermes__other" })).status).toBe(200);
+    expect((await s.call("GET", "/api/activity/export")).status).toBe(200);
   });
 });
