@@ -15,7 +15,9 @@ hal0 agent approvals deny ID [--reason TEXT]
 
 Gated requests waiting for a person. Against the database in the state folder
 directly, or with --server (or $HAL0_SERVER) through a running 'hal0 serve'.
-Only an operator decides: the token in <state>/operator.token (or $HAL0_TOKEN).
+Only an operator decides: the token in <state>/operator.token (or $HAL0_TOKEN). A
+$HAL0_TOKEN minted narrower (--scope rest) approves and reads whole no hal0-memory or
+hal0-agents request, either way (auth.scope_denied), as through the server.
 Approving re-plans the request and runs it; one whose files moved is refused (stale).
 With --json a failure is {ok: false, exit_code, diagnostics} on stdout too.
 Exit status (approvals): 0 done, 1 refused (approvals.*, auth.*), or the request failed or
@@ -75,14 +77,18 @@ async function dbBackend(flags: { config?: string; state?: string }, io: CliIo):
   const hal0 = await localServer(flags, io);
   await hal0.box.snapshot().catch(() => undefined);
   // Whoever can read the state folder is the person at the box: the owner's token (or $HAL0_TOKEN's operator) decides.
-  const { operatorTokenFrom: tokenFrom, OWNER } = await import("../server/identity/tokens.js");
+  const { operatorTokenFrom: tokenFrom, OWNER, SCOPES } = await import("../server/identity/tokens.js");
+  const { asReadBy } = await import("../server/routes/approvals.js");
   const own = tokenFrom(state, io.env as NodeJS.ProcessEnv);
   const token = own === undefined ? undefined : hal0.tokens.verify(own);
   if (own !== undefined && (!token || token.kind !== "operator")) {
     await hal0.close();
     throw new CliError("auth.invalid_token", "HAL0_TOKEN (or <state>/operator.token) is not a live operator token");
   }
-  const decider = { kind: "operator" as const, name: token?.name ?? OWNER };
+  // An operator token minted narrower (--scope rest) decides and reads here as it does through the server: not a request of a surface it does not reach.
+  const scopes = token !== undefined && SCOPES.some((scope) => !token.scopes.includes(scope)) ? { scopes: token.scopes } : {};
+  const decider = { kind: "operator" as const, name: token?.name ?? OWNER, ...scopes };
+  const reader = { kind: "operator" as const, agent: decider.name, ...scopes };
   const wrap = async <T>(work: () => T | Promise<T>): Promise<T> => {
     try {
       return await work();
@@ -92,10 +98,10 @@ async function dbBackend(flags: { config?: string; state?: string }, io: CliIo):
     }
   };
   return {
-    list: (s) => wrap(() => hal0.approvals.list(s as never)),
-    get: (id) => wrap(() => hal0.approvals.get(id) ?? (() => { throw new CliError("approvals.not_found", `no approval request ${id}`); })()),
-    approve: (id) => wrap(() => hal0.approvals.approve(id, decider)),
-    deny: (id, _by, reason) => wrap(() => hal0.approvals.deny(id, decider, reason)),
+    list: (s) => wrap(() => hal0.approvals.list(s as never).map((a) => asReadBy(a, reader))),
+    get: (id) => wrap(() => asReadBy(hal0.approvals.get(id) ?? (() => { throw new CliError("approvals.not_found", `no approval request ${id}`); })(), reader)),
+    approve: (id) => wrap(async () => asReadBy(await hal0.approvals.approve(id, decider), reader)),
+    deny: (id, _by, reason) => wrap(() => asReadBy(hal0.approvals.deny(id, decider, reason), reader)),
     close: () => hal0.close(),
   };
 }

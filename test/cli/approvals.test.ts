@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { ROUTES } from "../../server/routes/index.js";
+import { MEMORY_ROUTES } from "../../server/memory/service.js";
 import { startTestServer, type TestServer } from "../server/harness.js";
 import { captureIo } from "./helpers.js";
 
@@ -58,6 +59,25 @@ describe("hal0 agent approvals", () => {
     const row = list.out().split("\n").filter((l) => l.includes(queued.body.approval_id));
     expect(row).toHaveLength(1);
     expect(row[0]).toContain("harmless\\u001b[2K\\u000d\\u001b[1Aapr_0000 executed\\u000aforged\\u0007 \\u202etxt.exe");
+  });
+
+  it("a $HAL0_TOKEN minted without mcp:memory decides and reads against the database as through the server: it neither approves a hal0-memory request nor reads what it carries", async () => {
+    s = await startTestServer();
+    const memoryAdd = MEMORY_ROUTES.find((r) => r.path === "/mcp/memory/memory_add")!;
+    const a = await s.hal0.approvals.enqueue("memory_add", memoryAdd, { params: {}, query: {}, body: { text: "the vault code is 4471" }, caller: { kind: "agent", agent: "hermes__coder", private: false, via: "mcp" }, requestId: "t" });
+    const flags = ["--config", s.config, "--state", s.state];
+    const narrow = { HAL0_TOKEN: s.hal0.tokens.mint("operator", "ci", ["rest"]).token };
+    const show = captureIo(narrow);
+    expect(await main(["agent", "approvals", "show", a.id, "--json", ...flags], show)).toBe(0);
+    expect(show.out()).not.toContain("4471");
+    const approve = captureIo(narrow);
+    expect(await main(["agent", "approvals", "approve", a.id, ...flags], approve)).toBe(1);
+    expect(approve.err()).toContain("auth.scope_denied");
+    expect(s.hal0.approvals.get(a.id)!.state).toBe("pending");
+    // The owner's token (the state folder's) decides it.
+    const owner = captureIo();
+    expect(await main(["agent", "approvals", "approve", a.id, ...flags], owner)).toBe(0);
+    expect(s.hal0.approvals.get(a.id)!.state).toBe("executed");
   });
 
   it("goes through a running server with --server", async () => {
