@@ -213,7 +213,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
   }
 
   deny(id: string, decider: Decider, reason?: string): Approval {
-    this.pending(id, decider);
+    reachesSurface(decider, this.pending(id, decider));
     const done = this.db.prepare("UPDATE approvals SET state = 'denied', decided_at = ?, decided_by = ?, reason = ? WHERE id = ? AND state = 'pending'").run(iso(this.now()), decider.name, reason ?? null, id);
     if (done.changes !== 1) throw this.resolvedError(id);
     this.scrubSecretBody(id);
@@ -381,8 +381,9 @@ function surfaceOf(route: string): (typeof SURFACES)[number][1] | undefined {
 /**
  * An operator whose token was minted without the surface a request acts on
  * (a `--scope rest` CI token, and a hal0-memory deletion or a Hermes skill
- * write) cannot run it by approving it, as it cannot call it itself: 403
- * `auth.scope_denied`, the request left pending for one who can.
+ * write) cannot run it by approving it, as it cannot call it itself, nor
+ * deny it, reading only its masked card: 403 `auth.scope_denied`, the
+ * request left pending for one who can decide it.
  */
 function reachesSurface(decider: Decider, approval: Pick<Approval, "route">): void {
   const needed = surfaceMissed(decider.scopes, approval.route);

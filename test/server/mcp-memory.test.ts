@@ -314,6 +314,10 @@ describe("approving a memory request", () => {
     const refusedByScope = await s.call("POST", `/api/agent/approvals/${foreign.approval_id}/approve`, { headers: { authorization: `Bearer ${ci}` } });
     expect([refusedByScope.status, refusedByScope.body.error?.code, refusedByScope.body.error?.details?.needed]).toEqual([403, "auth.scope_denied", "mcp:memory"]);
     expect(s.hal0.approvals.get(foreign.approval_id)!.state).toBe("pending");
+    // Nor does it deny it, deciding on a card it reads masked: the request is left for one who can decide it.
+    const deniedByScope = await s.call("POST", `/api/agent/approvals/${foreign.approval_id}/deny`, { headers: { authorization: `Bearer ${ci}` }, body: { reason: "no" } });
+    expect([deniedByScope.status, deniedByScope.body.error?.code]).toEqual([403, "auth.scope_denied"]);
+    expect(s.hal0.approvals.get(foreign.approval_id)!.state).toBe("pending");
     // Nor does it read what the request carries (which notes of whom), as it cannot call hal0-memory to read them.
     const card = await s.call("GET", `/api/agent/approvals/${foreign.approval_id}`, { headers: { authorization: `Bearer ${ci}` } });
     expect(JSON.stringify(card.body.approval.args)).not.toContain(theirs.id);
