@@ -24,17 +24,20 @@ export const sharedPreflight = new PreflightCache();
  * writes nothing). `plan`, when the caller has one made from this very
  * observation, spares planning settings and Hermes again. `findings`: the
  * preflight's (preflight.ts), else `sharedPreflight`'s for this model; a slot
- * with one is Stalled (RunnerNotFound, ModelMissing, …). Returns the map.
+ * with one is Stalled (RunnerNotFound, ModelMissing, …). `keepHermes`: the
+ * `hermes.<p>` conditions stay as recorded (`hal0 down`, which touched no
+ * Hermes file, observed them without their agent tokens). Returns the map.
  */
 export async function refreshConditions(
-  model: Model, observed: Observed, state: StateStore, now: () => number = Date.now, persist = true, plan?: Plan, findings?: readonly Finding[],
+  model: Model, observed: Observed, state: StateStore, now: () => number = Date.now, persist = true, plan?: Plan, findings?: readonly Finding[], keepHermes = false,
 ): Promise<Record<string, ResourceConditions>> {
   const [outcomes, previous, found, steps] = await Promise.all([state.readOutcomes(), state.readConditions(), findings ?? sharedPreflight.findings(model).catch((): Finding[] => []), state.readSteps()]);
   const at = new Date(now()).toISOString();
   const { next } = allSlotConditions(model.slots, observed.slots, outcomes, previous, at, found, steps, observed.nodes);
-  const { settings, buckets, hermes } = otherChanges(model, observed, plan);
+  const { settings, buckets, hermes } = otherChanges(model, observed, plan, keepHermes);
   next.settings = settingsConditions(settings, buckets, outcomes.settings, previous.settings, at);
   for (const change of hermes) next[change.address] = hermesConditions(change, outcomes[change.address], previous[change.address], at);
+  if (keepHermes) for (const [address, kept] of Object.entries(previous)) if (address === "hermes" || address.startsWith("hermes.")) next[address] = kept;
   const sorted = Object.fromEntries(Object.entries(next).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
   if (persist && JSON.stringify(sorted) !== JSON.stringify(previous)) await state.writeConditions(sorted);
   return sorted;
@@ -63,12 +66,12 @@ export async function slotConditionsNow(
   return { conditions, outcome, step };
 }
 
-function otherChanges(model: Model, observed: Observed, plan: Plan | undefined): { settings: SettingsChange; buckets: SettingsBuckets; hermes: HermesChange[] } {
+function otherChanges(model: Model, observed: Observed, plan: Plan | undefined, keepHermes: boolean): { settings: SettingsChange; buckets: SettingsBuckets; hermes: HermesChange[] } {
   const settings = plan?.changes.find((c): c is SettingsChange => c.kind === "settings");
   // A whole plan (one made without `only`) already holds both kinds.
   if (plan !== undefined && settings !== undefined) {
     return { settings, buckets: plan.settings, hermes: plan.changes.filter((c): c is HermesChange => c.kind === "hermes") };
   }
   const { change, buckets } = planSettings(model.settings, observed.applied_settings);
-  return { settings: change, buckets, hermes: planHermes(model, observed).changes };
+  return { settings: change, buckets, hermes: keepHermes ? [] : planHermes(model, observed).changes };
 }

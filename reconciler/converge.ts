@@ -116,7 +116,7 @@ export async function converge(target: ConvergeTarget, options: ConvergeOptions)
       healthTimeoutS: slots.health_timeout_s, stopGraceS: slots.stop_grace_s, parallel: options.parallel ?? slots.parallel, signal: options.signal,
     });
     if (options.backoff) recordOutcomes(options.backoff, runnable, results, now());
-    await refreshAfter(target, options.conditions ?? "probe", now);
+    await refreshAfter(target, options.conditions ?? "probe", now, options.plan?.destroy === true);
     const outcome = results.some((r) => r.code === INTERRUPTED) ? "interrupted" : results.every((r) => r.ok) ? "converged" : "failed";
     return { outcome, plan, runnable, deferred, results, observed };
   } finally {
@@ -172,7 +172,9 @@ function specHashOf(change: Change): string {
 }
 
 async function observeFor(target: ConvergeTarget, options: PlanOptions = {}): Promise<{ observed: Observed; inventory: Inventory }> {
-  const observeOptions = { health: false, hermesCredentials: target.hermesCredentials, hermesDefault: options.hermesDefault };
+  // `hal0 down` plans no Hermes change, so it reads no agent token: it needs only the inventory and the runtime, and
+  // still stops the box when hal0.db, which holds the tokens, cannot be opened (damaged, a disk that failed).
+  const observeOptions = { health: false, hermesCredentials: options.destroy ? undefined : target.hermesCredentials, hermesDefault: options.hermesDefault };
   if (target.driver === undefined && selectsSlots(options)) throw new Error("converge: slots are planned but no runtime was given");
   return observe(target.model, target.driver, target.state, observeOptions);
 }
@@ -183,10 +185,11 @@ function selectsSlots(options: PlanOptions): boolean {
   return only === undefined || (only.kinds ?? []).includes("slot") || (only.addresses ?? []).some((a) => a.startsWith("slot."));
 }
 
-async function refreshAfter(target: ConvergeTarget, how: NonNullable<ConvergeOptions["conditions"]>, now: () => number): Promise<void> {
+/** `destroy` (`hal0 down`): observed without agent tokens, as it planned; the Hermes conditions stay as recorded, no Hermes file having moved. */
+async function refreshAfter(target: ConvergeTarget, how: NonNullable<ConvergeOptions["conditions"]>, now: () => number, destroy: boolean): Promise<void> {
   if (how === "skip" || target.driver === undefined) return;
   const observed = how === "probe"
-    ? (await observe(target.model, target.driver, target.state, { hermesCredentials: target.hermesCredentials })).observed
+    ? (await observe(target.model, target.driver, target.state, { hermesCredentials: destroy ? undefined : target.hermesCredentials })).observed
     : await how(target.model, target.driver);
-  await refreshConditions(target.model, observed, target.state, now);
+  await refreshConditions(target.model, observed, target.state, now, true, undefined, undefined, destroy);
 }

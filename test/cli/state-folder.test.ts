@@ -15,7 +15,7 @@ import { captureIo, writeFakeBox } from "./helpers.js";
  */
 const base = mkdtempSync(join(tmpdir(), "hal0-state-folder-"));
 const config = join(base, "box");
-const states = [join(base, "fresh", "state"), join(base, "open")];
+const states = [join(base, "fresh", "state"), join(base, "open"), join(base, "damaged-db")];
 
 afterAll(async () => {
   for (const state of states) for (const r of await markedRunners(state, "sf")) process.kill(r.pid, "SIGKILL");
@@ -74,6 +74,27 @@ describe("the state folder", () => {
     writeFileSync(file, whole);
     expect(await main(["down", "--config", config, "--state", state], captureIo())).toBe(0);
     expect(await alive(pid)).toBe(false);
+  });
+
+  it("a hal0.db that cannot be opened (damaged) does not keep hal0 down from stopping the box, Hermes profiles wired or not; their conditions stay as recorded", async () => {
+    const state = states[2]!;
+    const wired = join(base, "wired");
+    const home = join(base, "hermes");
+    await writeFakeBox(wired, ["sf"]);
+    writeFileSync(join(wired, "hal0.toml"), `${readFileSync(join(wired, "hal0.toml"), "utf8")}\n[hermes]\nhome = ${JSON.stringify(home)}\n`);
+    mkdirSync(join(home, "profiles", "coder"), { recursive: true });
+    writeFileSync(join(home, "profiles", "coder", "config.yaml"), "model: qwen3\n");
+    expect(await main(["apply", "--yes", "--config", wired, "--state", state], captureIo())).toBe(0);
+    const pid = JSON.parse(readFileSync(join(state, "slots", "sf", "runtime.json"), "utf8")).pid as number;
+    const hermes = JSON.parse(readFileSync(join(state, "conditions.json"), "utf8"))["hermes.coder"];
+    expect(hermes.conditions.find((c: { type: string }) => c.type === "Ready").status).toBe("True");
+    const db = join(state, "hal0.db");
+    writeFileSync(db, readFileSync(db).subarray(0, 8192)); // cut short: SQLITE_CORRUPT
+    const io = captureIo();
+    expect(await main(["down", "--config", wired, "--state", state], io), io.err()).toBe(0);
+    expect(io.out()).toContain("Down complete: 1 stopped, 0 failed.");
+    expect(await alive(pid)).toBe(false);
+    expect(JSON.parse(readFileSync(join(state, "conditions.json"), "utf8"))["hermes.coder"]).toEqual(hermes);
   });
 
   it("a steps.json that is not one (null, a list, half a file) says no step is under way: status answers, and apply runs and removes it as it ends", async () => {
