@@ -1,5 +1,5 @@
 import { entryKind } from "../compiler/load.js";
-import { constants } from "node:fs";
+import { constants, statSync, type Dirent } from "node:fs";
 import { open, readdir } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { removeStaleTemps, replaceFileKeeping } from "./atomic.js";
@@ -31,8 +31,7 @@ export async function readHermesProfiles(home: string): Promise<Record<string, O
     if (typeof err.code === "string") return [];
     throw err;
   });
-  // A profile folder may be a symbolic link to one kept elsewhere: it counts as what it leads to.
-  const names = entries.filter((e) => PROFILE_NAME.test(e.name) && entryKind(join(dir, e.name), e) === "folder").map((e) => e.name).sort();
+  const names = profileFolders(dir, entries);
   const read = await Promise.all(names.map((name) => observeHermesFile(join(dir, name, "config.yaml"))));
   const out: Record<string, ObservedHermesProfile> = {};
   names.forEach((name, i) => {
@@ -58,7 +57,34 @@ export async function observeHermesHome(home: string): Promise<{ folders?: reado
     if (entries.code === "ENOENT") return { folders: [] };
     return { unobservable: `${dir} cannot be read (${entries.code ?? entries.message})` };
   }
-  return { folders: entries.filter((e) => PROFILE_NAME.test(e.name) && entryKind(join(dir, e.name), e) === "folder").map((e) => e.name).sort() };
+  return { folders: profileFolders(dir, entries) };
+}
+
+/**
+ * The profiles of a profiles folder `dir` (its `entries`), sorted: each name
+ * that can be an identity and leads to a folder (a symbolic link to one kept
+ * elsewhere counts as what it leads to). A folder reached under two names (a
+ * link to another profile's folder, two links to one folder) is one profile:
+ * wired under both, its config.yaml would get two identities' tokens by
+ * turns, each sweep undoing the last one's write. It is the profile of one
+ * name: the folder's own, else the first of its links; the others are none.
+ */
+function profileFolders(dir: string, entries: readonly Dirent[]): string[] {
+  const byFolder = new Map<string, { readonly name: string; readonly own: boolean }>();
+  for (const entry of [...entries].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+    const path = join(dir, entry.name);
+    if (!PROFILE_NAME.test(entry.name) || entryKind(path, entry) !== "folder") continue;
+    let folder = entry.name;
+    try {
+      const info = statSync(path, { throwIfNoEntry: false });
+      if (info !== undefined) folder = `${info.dev}:${info.ino}`;
+    } catch {
+      // gone or not ours to look at since it was listed: its own name
+    }
+    const kept = byFolder.get(folder);
+    if (kept === undefined || (!kept.own && entry.isDirectory())) byFolder.set(folder, { name: entry.name, own: entry.isDirectory() });
+  }
+  return [...byFolder.values()].map((p) => p.name).sort();
 }
 
 /** A Hermes config file as observed: its text, or why it cannot be read; undefined when it does not exist. */

@@ -110,6 +110,20 @@ describe("Hermes profiles in the sweep", () => {
     expect(lstatSync(join(home, "profiles", "c")).isSymbolicLink()).toBe(true);
   });
 
+  it("a profile folder reached under two names (a link to another profile's folder, two links to one kept elsewhere) is one profile, wired once: sweeps do not write two tokens into its file by turns", async () => {
+    const { dir, home, sweeper, file, tokens } = box("127.0.0.1", true);
+    symlinkSync("b", join(home, "profiles", "a-alias"));
+    const elsewhere = join(dir, "elsewhere", "c");
+    mkdirSync(elsewhere, { recursive: true });
+    writeFileSync(join(elsewhere, "config.yaml"), "# profile c\n");
+    for (const name of ["c2", "c1"]) symlinkSync(elsewhere, join(home, "profiles", name));
+    const first = await sweeper.sweep();
+    expect(first.results.map((r) => `${r.address} ${r.ok}`)).toEqual(["hermes.a true", "hermes.b true", "hermes.c1 true", "settings true"]);
+    expect(bearerIn(file("b"), "hal0-admin")).toBe(tokens!.handedOn("hermes__b"));
+    expect(bearerIn(join(elsewhere, "config.yaml"), "hal0-admin")).toBe(tokens!.handedOn("hermes__c1"));
+    for (let i = 0; i < 2; i++) expect((await sweeper.sweep()).outcome).toBe("nothing_to_do");
+  });
+
   it("a config.yaml hal0 cannot read (a folder, a pipe, a loop of links) is left alone with a warning naming why; the sweep, a plan and down go on", async () => {
     const { dir, home, state, sweeper, file } = box("127.0.0.1");
     rmSync(file("a"));
