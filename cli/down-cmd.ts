@@ -1,5 +1,5 @@
 import { formatPlan } from "../reconciler/format.js";
-import { serveHolder, serveLabel } from "../reconciler/lock.js";
+import { loopHolder, serveHolder, serveLabel } from "../reconciler/lock.js";
 import { inventoryBox, openBox } from "./box.js";
 import { EXIT_ERROR, EXIT_OK, InvalidConfigError, parseCommandArgs, type CliIo } from "./io.js";
 import { stateDir } from "./paths.js";
@@ -11,8 +11,8 @@ export const DOWN_HELP = `hal0 down [--config DIR] [--state DIR]
 Stops every slot in the inventory (what hal0 started), and nothing else. On the
 docker runtime that includes a slot's container renamed by hand (it still carries
 this box's labels for the slot). Where a
-hal0 serve runs its reconcile loop on the state folder, down says that its next
-sweep starts the enabled slots again.
+hal0 serve or hal0 reconcile runs its reconcile loop on the state folder, down says
+that its next sweep starts the enabled slots again.
 A tree with errors does not stop it: down then says how many errors there are
 and stops the inventory's slots with the runtime of the settings last applied.
 Exit status: 0 every stop succeeded, 1 one failed or down was refused (apply.locked,
@@ -36,9 +36,11 @@ export async function runDown(args: string[], io: CliIo): Promise<number> {
     },
   });
   // Down stops what runs now; a server's sweep loop on the same state folder converges to the tree again.
-  const serving = await serveHolder(stateDir(values.state, io.env, io.cwd));
-  if (serving?.reconcile) {
-    io.stderr.write(`note: ${serveLabel(serving)} runs the reconcile loop on this state folder: its next sweep starts the enabled slots again; stop it first to keep the box down\n`);
+  const state = stateDir(values.state, io.env, io.cwd);
+  const serving = await serveHolder(state);
+  const looping = serving?.reconcile ? serveLabel(serving) : await loopHolder(state).then((h) => h && `${h.command} (pid ${h.pid})`);
+  if (looping) {
+    io.stderr.write(`note: ${looping} runs the reconcile loop on this state folder: its next sweep starts the enabled slots again; stop it first to keep the box down\n`);
   }
   return done.outcome === "failed" || done.outcome === "interrupted" ? EXIT_ERROR : EXIT_OK;
 }

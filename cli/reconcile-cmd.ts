@@ -1,4 +1,4 @@
-import { serveHolder, serveLabel } from "../reconciler/lock.js";
+import { acquireLoopLock, LoopLockedError, serveHolder, serveLabel } from "../reconciler/lock.js";
 import { SweepLoop } from "../reconciler/loop.js";
 import { StateStore } from "../reconciler/state.js";
 import { ConfigEmptyError, Sweeper, type SweepReport } from "../reconciler/sweep.js";
@@ -17,7 +17,8 @@ Converges the box to the config without asking, like 'hal0 apply --yes': once wi
 --once, else forever — every [reconcile] interval_s, ~100 ms after any .toml change, until
 SIGINT or SIGTERM (SIGHUP: a sweep now, failing slots tried at once). A tree with errors changes nothing; failing slots back off. The loop
 refuses to start (server.already_running) where hal0 serve already runs its own loop on
-the state folder; --once is one sweep, beside it or not.
+the state folder, or another hal0 reconcile loop does (reconcile.lock names it; a hal0 serve
+with its loop does not start beside this one either); --once is one sweep, beside it or not.
   --json   one JSON report per sweep, each on one line (a failure too: {ok: false, exit_code, diagnostics})
 Exit status (--once): 0 converged or nothing to do, 1 otherwise (a step failed, a tree with
 errors, the lock held, config.not_found, runtime.unavailable); the loop exits 0 on
@@ -50,6 +51,11 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
   if (serving?.reconcile) {
     throw new CliError("server.already_running", `${serveLabel(serving)} already runs the reconcile loop on this state folder; run 'hal0 reconcile --once' for one sweep now, or start hal0 serve with --no-reconcile`);
   }
+  // Held while this loop runs: a hal0 serve with its own loop, or a second hal0 reconcile, does not start beside it.
+  const release = await acquireLoopLock(state.dir, "hal0 reconcile").catch((err: unknown) => {
+    if (err instanceof LoopLockedError) throw new CliError(err.code, `${err.message}; run 'hal0 reconcile --once' for one sweep now`);
+    throw err;
+  });
   const loop = new SweepLoop(sweeper, {
     root, onReport: print, onError: (err) => io.stderr.write(`hal0 reconcile: sweep failed: ${err instanceof ConfigNotFoundError || err instanceof ConfigEmptyError ? `${err.code}: ` : ""}${(err as Error).message}\n`),
     intervalS: () => sweeper.lastGoodModel?.settings.reconcile.interval_s ?? 120,
@@ -64,6 +70,7 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
   });
   process.off("SIGHUP", sweepNow);
   await loop.stop();
+  await release();
   return EXIT_OK;
 }
 

@@ -46,6 +46,34 @@ export async function acquireLock(stateDir: string, command: string): Promise<()
   return held.release;
 }
 
+/**
+ * A second sweep loop on a state folder one already runs on (`hal0 reconcile`'s, or a `hal0 serve`'s own):
+ * `server.already_running`, naming the holder. Two loops, each converging the box to its own config folder
+ * (or to one folder named two ways), would undo each other's sweeps, replacing the slots at every one.
+ */
+export class LoopLockedError extends Error {
+  readonly code = "server.already_running";
+  constructor(readonly holder: LockHolder, file?: string) {
+    super(`\`${holder.command}\` (pid ${holder.pid} on ${holder.host}, since ${holder.started_at}) already runs the reconcile loop on this state folder; one loop per state folder${elsewhere(holder, file)}`);
+  }
+}
+
+/**
+ * One sweep loop per state folder: `reconcile.lock`, held by `hal0 reconcile`
+ * while its loop runs and by a `hal0 serve` that runs its own, taken over
+ * from a dead holder as `apply.lock` is. Returns the release function.
+ */
+export async function acquireLoopLock(stateDir: string, command: string): Promise<() => Promise<void>> {
+  const held = await holdFile(stateDir, "reconcile.lock", command);
+  if ("holder" in held) throw new LoopLockedError(held.holder, join(stateDir, "reconcile.lock"));
+  return held.release;
+}
+
+/** The sweep loop running on this state folder, as its `reconcile.lock` names it, or nothing (a dead holder is none). */
+export async function loopHolder(stateDir: string): Promise<LockHolder | undefined> {
+  return liveHolder(join(stateDir, "reconcile.lock"));
+}
+
 /** A second `hal0 model pull` on a state folder one already pulls into: `model.pull_busy`, naming the holder. */
 export class PullLockedError extends Error {
   readonly code = "model.pull_busy";

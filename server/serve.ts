@@ -7,7 +7,7 @@ import { pino, type Logger } from "pino";
 import { removeStaleTemps } from "../reconciler/atomic.js";
 import { INTERRUPTED } from "../reconciler/drivers/driver.js";
 import { commandOf, listeningInodes, portInUseMessage, socketOwner } from "../reconciler/drivers/proc.js";
-import { acquireServeLock, pullHolder, ServeLockedError } from "../reconciler/lock.js";
+import { acquireLoopLock, acquireServeLock, LoopLockedError, pullHolder, ServeLockedError } from "../reconciler/lock.js";
 import { LoopControl, SweepLoop } from "../reconciler/loop.js";
 import { StateStore } from "../reconciler/state.js";
 import { removeMadeFolder } from "../reconciler/state-folder.js";
@@ -103,10 +103,20 @@ export function serveLogger(level = "info", destination?: NodeJS.WritableStream,
  */
 export async function serve(options: ServeOptions): Promise<Serving> {
   // One server per state folder, decided before anything in it is touched (a second one's stale-temp sweep would remove the first's writes in flight).
-  const lock = await acquireServeLock(options.stateDir).catch((err: unknown) => {
+  const serveLock = await acquireServeLock(options.stateDir).catch((err: unknown) => {
     if (err instanceof ServeLockedError) throw new ApiError(err.code, err.message, { ...err.holder });
     throw err;
   });
+  // And one sweep loop: a `hal0 reconcile` loop already on the folder keeps this server's out (the two would undo each other's sweeps).
+  const releaseLoop = options.reconcile === false ? async () => {} : await acquireLoopLock(options.stateDir, "hal0 serve").catch(async (err: unknown) => {
+    await serveLock.release();
+    if (err instanceof LoopLockedError) throw new ApiError(err.code, `${err.message}: stop it first, or start hal0 serve with --no-reconcile`, { ...err.holder });
+    throw err;
+  });
+  const lock = { describe: serveLock.describe, release: async () => {
+    await releaseLoop();
+    await serveLock.release();
+  } };
   // hal0's own bounded log file in the state folder (logs_tail reads it), unless the caller brings its logger.
   const logFile = options.logger ? undefined : new RotatingLog(logFilePath(options.stateDir));
   const logger = options.logger ?? serveLogger("info", undefined, logFile);

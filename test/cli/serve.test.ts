@@ -69,6 +69,34 @@ describe("hal0 serve (a real process)", () => {
     expect(log.at(-1).msg).toBe("hal0 serve stopped");
   }, 30_000);
 
+  it("a hal0 reconcile loop already on the state folder keeps a hal0 serve with its own loop (and a second reconcile loop) out, since two loops undo each other's sweeps; --no-reconcile starts", async () => {
+    const { config, state } = await smallBox();
+    const looping = spawn(process.execPath, [HAL0, "reconcile", "--config", config, "--state", state], { stdio: "ignore" });
+    cleanup.push(() => downAfter(looping, config, state));
+    const lockFile = join(state, "reconcile.lock");
+    for (let i = 0; i < 200 && !existsSync(lockFile); i++) await new Promise((r) => setTimeout(r, 50));
+    expect(JSON.parse(readFileSync(lockFile, "utf8"))).toMatchObject({ pid: looping.pid, command: "hal0 reconcile" });
+    const second = captureIo();
+    expect(await main(["reconcile", "--config", config, "--state", state], second)).toBe(1);
+    expect(second.err()).toContain(`hal0 reconcile: server.already_running: \`hal0 reconcile\` (pid ${looping.pid} on `);
+    const served = spawn(process.execPath, [HAL0, "serve", "--config", config, "--state", state, "--port", "0"], { stdio: ["ignore", "ignore", "pipe"] });
+    let err = "";
+    served.stderr!.on("data", (c: Buffer) => (err += c.toString()));
+    expect(await exitOf(served)).toBe(1);
+    expect(err).toContain(`server.already_running: \`hal0 reconcile\` (pid ${looping.pid} on `);
+    expect(err).toContain("start hal0 serve with --no-reconcile");
+    const api = await startServe(config, state, ["--no-reconcile"]);
+    const down = captureIo();
+    expect(await main(["down", "--config", config, "--state", state], down)).toBe(0);
+    expect(down.err()).toContain(`note: hal0 reconcile (pid ${looping.pid}) runs the reconcile loop on this state folder`);
+    for (const child of [api.child, looping]) {
+      const exited = exitOf(child);
+      child.kill("SIGTERM");
+      expect(await exited).toBe(0);
+    }
+    expect(existsSync(lockFile)).toBe(false);
+  }, 60_000);
+
   it("runs the sweep in-process: a change applied over REST converges the slot; hal0 reconcile's loop does not start beside it", async () => {
     const { config, state, port } = await smallBox();
     const { child, url } = await startServe(config, state);
