@@ -1,7 +1,7 @@
 import { entryKind } from "../compiler/load.js";
 import { constants, statSync, type Dirent } from "node:fs";
-import { open, readdir } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { lstat, open, readdir, readlink } from "node:fs/promises";
+import { dirname, isAbsolute, join } from "node:path";
 import { removeStaleTemps, replaceFileKeeping } from "./atomic.js";
 import { applyHal0Keys } from "./hermes-wire.js";
 import type { ObservedHermesProfile } from "./observed.js";
@@ -16,9 +16,10 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
  * or a folder name that cannot be an agent identity (`hermes__<p>` must match
  * `[A-Za-z0-9_-]{1,64}`) is skipped, and a profiles folder hal0 cannot read
  * (permission denied) holds none it can see. A config.yaml hal0 cannot read (a
- * folder, a pipe, a loop of links, permission denied) is observed with
- * `unreadable` (why) and left alone by the plan: one profile never stops the
- * sweep, a plan or `hal0 down` from converging the rest of the box.
+ * folder, a pipe, a loop of links, permission denied, a link to a file its
+ * maker does not own) is observed with `unreadable` (why) and left alone by
+ * the plan: one profile never stops the sweep, a plan or `hal0 down` from
+ * converging the rest of the box.
  */
 export const PROFILE_NAME = /^[A-Za-z0-9_-]{1,56}$/;
 
@@ -125,6 +126,8 @@ export async function readHermesFile(file: string): Promise<string | undefined> 
   try {
     const info = await handle.stat();
     if (!info.isFile()) throw new HermesReadError(file, info.isDirectory() ? "it is a folder, not a file" : "it is not a regular file");
+    const foreign = await foreignLink(file, info.uid);
+    if (foreign !== undefined) throw new HermesReadError(file, foreign);
     const bytes = await handle.readFile();
     try {
       return utf8.decode(bytes);
@@ -138,6 +141,35 @@ export async function readHermesFile(file: string): Promise<string | undefined> 
   } finally {
     await handle.close();
   }
+}
+
+/**
+ * Why `file` (owned by `owner`) is not to be followed to, or undefined: a
+ * symbolic link on its path owned by someone other than root, hal0's own user
+ * or the file's owner. hal0 often runs as root while the Hermes home belongs
+ * to a less trusted user; followed, such a link would have hal0 edit (and
+ * narrow the mode of) a file its owner never offered, such as another user's
+ * or a system YAML file. A link its owner made to their own file (a dotfiles
+ * checkout) is followed. Walks the path as the kernel does, at most 40 links.
+ */
+async function foreignLink(file: string, owner: number): Promise<string | undefined> {
+  const trusted = new Set([0, owner, process.getuid?.() ?? 0]);
+  const pending = file.split("/").filter((part) => part !== "");
+  let at = "/";
+  for (let hops = 0; pending.length > 0;) {
+    const path = join(at, pending.shift()!);
+    const info = await lstat(path).catch(() => undefined);
+    if (info === undefined || !info.isSymbolicLink()) {
+      at = path;
+      continue;
+    }
+    if (!trusted.has(info.uid)) return `it is reached through ${path}, a symbolic link of user ${info.uid} to a file of user ${owner}: hal0 follows a link only to a file of the link's owner`;
+    if (++hops > 40) return "it is a loop of symbolic links (ELOOP)";
+    const target = await readlink(path);
+    if (isAbsolute(target)) at = "/";
+    pending.unshift(...target.split("/").filter((part) => part !== ""));
+  }
+  return undefined;
 }
 
 /**

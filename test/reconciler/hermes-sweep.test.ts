@@ -1,4 +1,4 @@
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, chownSync, existsSync, lchownSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { execFileSync } from "node:child_process";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -96,6 +96,39 @@ describe("Hermes profiles in the sweep", () => {
     expect(statSync(join(dotfiles, "hermes-a.yaml")).mode & 0o7777).toBe(0o600);
     expect(readdirSync(dotfiles)).toEqual(["hermes-a.yaml"]);
     expect((await sweeper.sweep()).outcome).toBe("nothing_to_do");
+  });
+
+  // hal0 runs as root here (as in CI): a link made by a less trusted user must not lead it to edit another user's file.
+  it.skipIf(process.getuid?.() !== 0)("a config.yaml linked by one user to another user's file (a system YAML file, say) is left alone; a link to the linker's own file is wired", async () => {
+    const { dir, home, sweeper, file } = box("127.0.0.1");
+    const HERMES_USER = 65534;
+    const system = join(dir, "system.yaml");
+    writeFileSync(system, "# a root-owned file\nkeep: true\n", { mode: 0o644 });
+    rmSync(file("a"));
+    symlinkSync(system, file("a"));
+    lchownSync(file("a"), HERMES_USER, HERMES_USER);
+    // a folder link too: profiles/c leads to another user's folder holding a config.yaml
+    const theirs = join(dir, "theirs");
+    mkdirSync(theirs);
+    writeFileSync(join(theirs, "config.yaml"), "# theirs\n");
+    symlinkSync(theirs, join(home, "profiles", "c"));
+    lchownSync(join(home, "profiles", "c"), HERMES_USER, HERMES_USER);
+    // the linker's own file is followed, as a dotfiles link is
+    const own = join(dir, "own.yaml");
+    writeFileSync(own, "# the hermes user's own file\n");
+    chownSync(own, HERMES_USER, HERMES_USER);
+    rmSync(file("b"));
+    symlinkSync(own, file("b"));
+    lchownSync(file("b"), HERMES_USER, HERMES_USER);
+    const report = await sweeper.sweep();
+    expect(report.results.map((r) => `${r.address} ${r.ok}`)).toEqual(["hermes.b true", "settings true"]);
+    const why = Object.fromEntries(report.plan!.warnings.filter((w) => w.code === "hermes.invalid_yaml").map((w) => [w.address, w.message]));
+    expect(why["hermes.a"]).toContain(`a symbolic link of user ${HERMES_USER} to a file of user 0`);
+    expect(why["hermes.c"]).toContain(`${join(home, "profiles", "c")}, a symbolic link of user ${HERMES_USER}`);
+    expect(readFileSync(system, "utf8")).toBe("# a root-owned file\nkeep: true\n");
+    expect(statSync(system).mode & 0o777).toBe(0o644);
+    expect(readFileSync(join(theirs, "config.yaml"), "utf8")).toBe("# theirs\n");
+    expect(readFileSync(own, "utf8")).toContain("url: http://127.0.0.1:8080/mcp/admin");
   });
 
   it("a profile folder that is a symbolic link to one kept elsewhere is wired like any other", async () => {
