@@ -1,7 +1,7 @@
 import { createHash, type Hash } from "node:crypto";
 import { EventEmitter } from "node:events";
-import { createReadStream, createWriteStream } from "node:fs";
-import { mkdir, open, rename, stat, truncate, unlink } from "node:fs/promises";
+import { createReadStream, createWriteStream, existsSync } from "node:fs";
+import { link, mkdir, open, rename, stat, truncate, unlink } from "node:fs/promises";
 import { dirname } from "node:path";
 import { inspectGguf } from "../../reconciler/host/gguf-facts.js";
 import { GgufError } from "../../reconciler/host/gguf.js";
@@ -177,14 +177,16 @@ export class PullWorker {
         job = this.o.store.update(id, counted);
         this.emit("progress", job);
       };
-      const main = await this.fetchFile(hub, { repo: job.hf_repo, revision: job.revision, file: job.hf_filename, dest: job.dest, listed: job.sha256, place: parts.length === 0, offset: done }, live, progressOf(job.dest, true));
+      // An update (or an install) replaces the model's files; a new model's never takes the place of a file that is there.
+      const replace = job.mode === "update";
+      const main = await this.fetchFile(hub, { repo: job.hf_repo, revision: job.revision, file: job.hf_filename, dest: job.dest, listed: job.sha256, place: parts.length === 0, replace, offset: done }, live, progressOf(job.dest, true));
       done += main.size;
       if (job.mode === "pull" && parts.length === 0) placed.push(job.dest);
       const extras: PullExtra[] = [];
       const fetchExtra = async (extra: PullExtra, place: boolean): Promise<void> => {
         // From the model's repo at the model's commit; from another repo (draft_repo) at its main.
         const revision = extra.hf_repo === job.hf_repo ? (job.commit_sha ?? job.revision) : "main";
-        const got = await this.fetchFile(hub, { repo: extra.hf_repo, revision, file: extra.hf_filename, dest: extra.dest, listed: extra.sha256 ?? null, place, offset: done }, live, progressOf(extra.dest, false));
+        const got = await this.fetchFile(hub, { repo: extra.hf_repo, revision, file: extra.hf_filename, dest: extra.dest, listed: extra.sha256 ?? null, place, replace, offset: done }, live, progressOf(extra.dest, false));
         done += got.size;
         if (job.mode === "pull" && place) placed.push(extra.dest);
         extras.push({ ...extra, sha256: got.sha256, size: got.size, bytes: got.size });
@@ -193,7 +195,7 @@ export class PullWorker {
       if (parts.length > 0) {
         // Every part verified: all of them renamed into place together (a failure part way removes the ones placed).
         for (const dest of [job.dest, ...parts.map((p) => p.dest)]) {
-          await rename(`${dest}.partial`, dest);
+          await placeFile(`${dest}.partial`, dest, replace);
           if (job.mode === "pull") placed.push(dest);
         }
       }
@@ -218,8 +220,8 @@ export class PullWorker {
         // hal0 is stopping: the job stays downloading and resumes at the next start.
       } else {
         const reason = err instanceof PullError ? err.reason : diskFailure(err) ?? "network";
-        // A refused token keeps them too: the next try, with access granted, resumes.
-        if (reason !== "register") await removePartials(job, reason === "network" || reason === "denied");
+        // A refused token keeps them too: the next try, with access granted, resumes; so does a file found in the way (verified, to be placed once it is moved).
+        if (reason !== "register") await removePartials(job, reason === "network" || reason === "denied" || reason === "file_exists");
         // A network failure keeps the partial file it broke off in, to resume; the whole files before it go too (they are fetched again).
         if (reason !== "register") await unplace();
         this.emit("state", this.o.store.update(id, { state: "failed", reason, error: (err as Error).message, finished_at: this.iso() }));
@@ -238,7 +240,7 @@ export class PullWorker {
    * are there they must agree). Returns what it was.
    */
   private async fetchFile(
-    hub: HubClient, t: { repo: string; revision: string; file: string; dest: string; listed: string | null; place?: boolean; offset?: number },
+    hub: HubClient, t: { repo: string; revision: string; file: string; dest: string; listed: string | null; place?: boolean; replace?: boolean; offset?: number },
     live: { abort: AbortController; samples: Array<[number, number]> }, progress: (p: Partial<PullJob>) => void,
   ): Promise<{ sha256: string | null; size: number; commit: string | null }> {
     const partial = `${t.dest}.partial`;
@@ -340,7 +342,7 @@ export class PullWorker {
   }
 
   /** A verified download: its GGUF header checked, then renamed into place (a part of a split model stays `<dest>.partial`: the caller places all the parts at once). */
-  private async finish(partial: string, t: { repo: string; file: string; dest: string; place?: boolean }): Promise<void> {
+  private async finish(partial: string, t: { repo: string; file: string; dest: string; place?: boolean; replace?: boolean }): Promise<void> {
     // Only a GGUF file is a model (model_add refuses anything else): checked before it is renamed into place, so an update never replaces a model with it.
     try {
       await inspectGguf(partial);
@@ -349,7 +351,7 @@ export class PullWorker {
       await unlink(partial).catch(() => undefined);
       throw new PullError("unsupported_format", `model.unsupported_format: ${t.repo}/${t.file} is not a readable GGUF file (${err.reason}: ${err.message}); the file is removed`);
     }
-    if (t.place !== false) await rename(partial, t.dest);
+    if (t.place !== false) await placeFile(partial, t.dest, t.replace === true);
   }
 
   private emit(kind: "state" | "progress", job: PullJob): void {
@@ -415,6 +417,30 @@ export async function fsync(path: string): Promise<void> {
   } finally {
     await fh.close();
   }
+}
+
+/**
+ * Renames a verified download into place. With `replace` false (a new
+ * model's file) a file there is never replaced: one a person put there while
+ * the pull ran stays, and the pull fails with reason file_exists, its
+ * verified partial file kept (pulled again once the file is moved away, it
+ * is taken as downloaded). The file is linked, then its partial name
+ * removed, so nothing can slip in between a look and the rename; a file
+ * system without hard links is looked at, then renamed.
+ */
+async function placeFile(partial: string, dest: string, replace: boolean): Promise<void> {
+  if (replace) return rename(partial, dest);
+  const inTheWay = () => new PullError("file_exists", `${dest} was put there while it was pulled, and a pull does not replace a file; it is left as it is, the verified download kept as ${partial}: move that file away and pull again to use it`);
+  try {
+    await link(partial, dest);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === "EEXIST") throw inTheWay();
+    if (code !== "EPERM" && code !== "ENOTSUP" && code !== "EOPNOTSUPP" && code !== "ENOSYS" && code !== "EMLINK") throw err;
+    if (existsSync(dest)) throw inTheWay();
+    return rename(partial, dest);
+  }
+  await unlink(partial);
 }
 
 /** Removes a job's partial files (`keepForResume`: a network failure keeps them, so a retry resumes). */

@@ -190,6 +190,34 @@ describe("model pulls from the Hub (a local stand-in)", () => {
     expect((await s.call("GET", "/api/models/race")).body.path).toBe("models/Qwen3-4B-Q4_K_M.gguf");
   });
 
+  it("a file a person puts where the pull lands while it downloads is not replaced: failed with reason file_exists; moved away, the pull again takes the kept download", async () => {
+    const pulled = gguf({ arch: "llama", ctx: 4096 }, 256 * 1024);
+    hub.replace("acme/tiny-GGUF", "mine.gguf", pulled);
+    const dest = join(s.config, "pulled/mine.gguf");
+    hub.setRate(256 * 1024);
+    try {
+      expect((await s.call("POST", "/api/models/mine/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: "mine.gguf" } })).status).toBe(202);
+      await until(() => status("mine"), (p) => p.state === "downloading" && p.bytes > 0);
+      writeFileSync(dest, "a person's own file");
+    } finally {
+      hub.setRate(null);
+    }
+    const failed = await ended("mine");
+    expect(failed).toMatchObject({ state: "failed", reason: "file_exists" });
+    expect(failed.error).toContain(dest);
+    expect(readFileSync(dest, "utf8")).toBe("a person's own file");
+    expect(sha(readFileSync(`${dest}.partial`))).toBe(sha(pulled));
+    expect((await s.call("GET", "/api/models/mine")).status).toBe(404);
+    rmSync(dest);
+    const cdn = hub.requests.filter((r) => r.server === "cdn").length;
+    expect((await s.call("POST", "/api/models/mine/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: "mine.gguf" } })).status).toBe(202);
+    expect(await ended("mine")).toMatchObject({ state: "done", sha256: sha(pulled) });
+    expect(sha(readFileSync(dest))).toBe(sha(pulled));
+    expect(existsSync(`${dest}.partial`)).toBe(false);
+    // Taken as downloaded: the retry's Range was refused (the partial file is whole), no byte fetched again.
+    expect(hub.requests.filter((r) => r.server === "cdn").slice(cdn).every((r) => r.range !== undefined)).toBe(true);
+  });
+
   it("cancel stops a download and removes its partial file; delete forgets the pull", async () => {
     hub.replace("acme/tiny-GGUF", "slow.gguf", gguf({ arch: "llama", ctx: 4096 }, 512 * 1024));
     hub.setRate(64 * 1024);
