@@ -63,6 +63,7 @@ export class PullService {
       hub: () => this.hub(),
       parallel: () => o.box.lastSettings()?.models.pull_parallel ?? 2,
       register: (job) => this.register(job),
+      stale: (job) => this.stale(job),
       now: o.now,
       guest: o.guest,
     });
@@ -299,6 +300,18 @@ export class PullService {
     if (isLive(job)) await this.worker.cancel(id);
     this.store.delete(id);
     return { deleted: id, was: job.state };
+  }
+
+  /** Why the model an update (an install) was queued for is not that model now: removed, or another path or Hub file; undefined while it is. */
+  private async stale(job: PullJob): Promise<string | undefined> {
+    const model = await this.o.box.model();
+    const m = model.models[job.model_id];
+    const why = (what: string) => `model ${job.model_id} ${what} while its update downloaded; nothing is replaced and the download is removed (check for updates again)`;
+    if (m === undefined) return why("was removed from models.toml");
+    const now = { hf_repo: m.hf_repo ?? null, hf_filename: m.hf_filename ?? null, path: m.path_abs ?? (m.hf_filename ? storedAt(model, m.hf_filename) : null) };
+    const was = { hf_repo: job.hf_repo, hf_filename: job.hf_filename, path: job.dest };
+    const moved = (Object.keys(was) as Array<keyof typeof was>).filter((k) => now[k] !== was[k]).map((k) => `${k} ${was[k]} → ${now[k] ?? "(none)"}`);
+    return moved.length > 0 ? why(`was edited (${moved.join(", ")})`) : undefined;
   }
 
   private async register(job: PullJob): Promise<void> {

@@ -9,7 +9,7 @@ import type { Db } from "../db.js";
 export const PULL_STATES = ["queued", "downloading", "verifying", "done", "failed", "cancelled"] as const;
 export type PullState = (typeof PULL_STATES)[number];
 /** Why a pull failed: the `reason` of `model.pull_failed`. */
-export type PullFailure = "checksum" | "no_space" | "store" | "register" | "not_found" | "denied" | "network" | "oversized" | "unsupported_format" | "file_exists";
+export type PullFailure = "checksum" | "no_space" | "store" | "register" | "not_found" | "denied" | "network" | "oversized" | "unsupported_format" | "file_exists" | "model_changed";
 
 /** A file that comes down with the model: wired as its `draft` or `mmproj`, or another `part` of a split model (`-00002-of-00003.gguf`: llama.cpp reads it from beside the first). */
 export interface PullExtra {

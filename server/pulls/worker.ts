@@ -41,6 +41,8 @@ export interface PullWorkerOptions {
   readonly parallel: () => number;
   /** Registers a downloaded model (one ChangeSet); throws when the change is refused. */
   readonly register: (job: PullJob) => Promise<void>;
+  /** Why an update's (an install's) model is no longer the one it was queued for (edited or removed meanwhile); undefined while it is. Asked before its files are placed. */
+  readonly stale?: (job: PullJob) => Promise<string | undefined>;
   readonly now?: () => number;
   /**
    * A CLI command's worker on a state folder a `hal0 serve` may own (`hal0
@@ -179,9 +181,11 @@ export class PullWorker {
       };
       // An update (or an install) replaces the model's files; a new model's never takes the place of a file that is there.
       const replace = job.mode === "update";
-      const main = await this.fetchFile(hub, { repo: job.hf_repo, revision: job.revision, file: job.hf_filename, dest: job.dest, listed: job.sha256, place: parts.length === 0, replace, offset: done }, live, progressOf(job.dest, true));
+      // A split model's parts, and an update's files, are placed together once all are verified (an update only while its model is as it was queued).
+      const together = parts.length > 0 || replace;
+      const main = await this.fetchFile(hub, { repo: job.hf_repo, revision: job.revision, file: job.hf_filename, dest: job.dest, listed: job.sha256, place: !together, replace, offset: done }, live, progressOf(job.dest, true));
       done += main.size;
-      if (job.mode === "pull" && parts.length === 0) placed.push(job.dest);
+      if (job.mode === "pull" && !together) placed.push(job.dest);
       const extras: PullExtra[] = [];
       const fetchExtra = async (extra: PullExtra, place: boolean): Promise<void> => {
         // From the model's repo at the model's commit; from another repo (draft_repo) at its main.
@@ -192,7 +196,10 @@ export class PullWorker {
         extras.push({ ...extra, sha256: got.sha256, size: got.size, bytes: got.size });
       };
       for (const part of parts) await fetchExtra(part, false);
-      if (parts.length > 0) {
+      if (together) {
+        // A person's edit of the model (its path, its Hub file) or its removal while the update downloaded wins: nothing is replaced.
+        const stale = replace ? await this.o.stale?.(job) : undefined;
+        if (stale !== undefined) throw new PullError("model_changed", stale);
         // Every part verified: all of them renamed into place together (a failure part way removes the ones placed).
         for (const dest of [job.dest, ...parts.map((p) => p.dest)]) {
           await placeFile(`${dest}.partial`, dest, replace);

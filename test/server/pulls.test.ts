@@ -218,6 +218,31 @@ describe("model pulls from the Hub (a local stand-in)", () => {
     expect(hub.requests.filter((r) => r.server === "cdn").slice(cdn).every((r) => r.range !== undefined)).toBe(true);
   });
 
+  it("a model edited while its update downloads keeps the person's edit: failed with reason model_changed, nothing replaced, the download removed", async () => {
+    const old = gguf({ arch: "llama", ctx: 4096 }, 64 * 1024);
+    hub.replace("acme/tiny-GGUF", "edited.gguf", old);
+    expect((await s.call("POST", "/api/models/edited/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: "edited.gguf" } })).status).toBe(202);
+    expect((await ended("edited")).state).toBe("done");
+    const file = join(s.config, "pulled/edited.gguf");
+    hub.replace("acme/tiny-GGUF", "edited.gguf", gguf({ arch: "llama", ctx: 8192 }, 256 * 1024));
+    hub.setRate(256 * 1024);
+    try {
+      expect((await s.call("POST", "/api/models/edited/update")).status).toBe(202);
+      await until(() => status("edited"), (p) => p.state === "downloading" && p.bytes > 0);
+      // Meanwhile a person points the model at another file.
+      const edit = await s.call("PUT", "/api/models/edited", { body: { path: "models/Qwen3-4B-Q4_K_M.gguf" } });
+      expect(edit.status, JSON.stringify(edit.body)).toBe(200);
+    } finally {
+      hub.setRate(null);
+    }
+    const failed = await ended("edited");
+    expect(failed).toMatchObject({ state: "failed", reason: "model_changed" });
+    expect(failed.error).toContain(`path ${file} → ${join(s.config, "models/Qwen3-4B-Q4_K_M.gguf")}`);
+    expect((await s.call("GET", "/api/models/edited")).body).toMatchObject({ path: "models/Qwen3-4B-Q4_K_M.gguf", sha256: sha(old) });
+    expect(sha(readFileSync(file))).toBe(sha(old));
+    expect(existsSync(`${file}.partial`)).toBe(false);
+  });
+
   it("cancel stops a download and removes its partial file; delete forgets the pull", async () => {
     hub.replace("acme/tiny-GGUF", "slow.gguf", gguf({ arch: "llama", ctx: 4096 }, 512 * 1024));
     hub.setRate(64 * 1024);
