@@ -158,6 +158,15 @@ describe("model pulls from the Hub (a local stand-in)", () => {
     }
   });
 
+  it("an agent's pull with a draft from another repository names that repository and the draft's file on its card, as it does the model's", async () => {
+    hub.replace("acme/tiny-GGUF", "drafted.gguf", gguf({ arch: "llama", ctx: 4096 }, 4096));
+    const rest = await s.call("POST", "/api/models/drafted/pull", { as: "agent:hermes__ops", body: { hf_repo: "acme/tiny-GGUF", hf_filename: "drafted.gguf", draft_repo: "acme/split-GGUF", draft_filename: "Big-draft-Q4_0.gguf", mmproj_filename: "README.md" } });
+    expect(rest.body, JSON.stringify(rest.body)).toMatchObject({ status: "pending_approval" });
+    const card = (await s.call("GET", `/api/agent/approvals/${rest.body.approval_id}`)).body.approval;
+    expect(card.summary).toContain("pull acme/tiny-GGUF drafted.gguf with its draft acme/split-GGUF Big-draft-Q4_0.gguf and its projector acme/tiny-GGUF README.md into the store");
+    expect((await s.call("POST", `/api/agent/approvals/${rest.body.approval_id}/deny`)).status).toBe(200);
+  });
+
   it("a corrupted byte fails the pull with reason checksum: the file is removed and nothing is registered", async () => {
     hub.replace("acme/tiny-GGUF", "bad.gguf", gguf({ arch: "llama", ctx: 4096 }, 8192));
     hub.corrupt("acme/tiny-GGUF", "bad.gguf", 5000);
