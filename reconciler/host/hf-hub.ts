@@ -89,7 +89,8 @@ export class HubClient {
     this.endpoint = endpoint;
     this.#origin = url.origin;
     this.#host = url.host;
-    this.#token = o.token || undefined;
+    // Blanks around it (a line end read with it from a file) are no part of a token; what is left must be sendable in a header.
+    this.#token = o.token?.trim() || undefined;
     this.#fetch = o.fetch ?? fetch;
     this.stallMs = o.stallMs ?? DEFAULT_STALL_MS;
     this.timeoutMs = o.timeoutMs ?? DEFAULT_TIMEOUT_MS;
@@ -307,6 +308,11 @@ export class HubClient {
     let current = new URL(url);
     for (let hop = 0; ; hop++) {
       const onHub = current.origin === this.#origin;
+      // A token fetch cannot send (a line break, a space or a character outside ASCII in it) is refused here: fetch's own
+      // refusal repeats the whole header, token and all, in its message, which would reach the caller's reply and the logs.
+      if (onHub && this.#token !== undefined && !/^[\x21-\x7e]+$/.test(this.#token)) {
+        throw new HubError("hub.denied", "HF_TOKEN cannot be sent: it holds a line break, a space or a character outside ASCII, and a token is one run of printable ASCII; set it again");
+      }
       const h: Record<string, string> = { ...headers };
       for (const k of Object.keys(h)) if (k.toLowerCase() === "authorization") delete h[k];
       if (onHub && this.#token) h.authorization = `Bearer ${this.#token}`;

@@ -354,6 +354,22 @@ describe("HubClient: download", () => {
     }
   });
 
+  it("a token that cannot be sent (a line break or a character outside ASCII in it) is hub.denied before any request, never the token in the error; blanks around one are dropped", async () => {
+    const before = hub.requests.length;
+    for (const bad of ["hf_firstPartOfIt0123\nsecondPartOfIt4567", "hf_firstPartOfIt0123\u0000secondPartOfIt4567", "hf_firstPartOfIt0123\u2019secondPartOfIt4567"]) {
+      const c = new HubClient({ endpoint: hub.endpoint, token: bad });
+      for (const call of [() => c.repoInfo("Qwen/Qwen3-4B-GGUF"), () => c.search("qwen"), () => c.download(target, { from: 0 })]) {
+        const e = await hubError(call());
+        expect(e.code).toBe("hub.denied");
+        expect(e.message).toContain("HF_TOKEN cannot be sent");
+        expect(JSON.stringify([e.message, e])).not.toMatch(/firstPartOfIt|secondPartOfIt/);
+      }
+    }
+    expect(hub.requests.length).toBe(before);
+    await new HubClient({ endpoint: hub.endpoint, token: `${TOKEN}\n` }).download(target, { from: 0 }).then((d) => collect(d.body));
+    expect(hub.requests.at(-2)).toMatchObject({ server: "hub", authorization: `Bearer ${TOKEN}` });
+  });
+
   it("answers hub.unreachable for a closed port, naming the host and never the token", async () => {
     const port = await closedPort();
     const c = new HubClient({ endpoint: `http://127.0.0.1:${port}`, token: TOKEN });
