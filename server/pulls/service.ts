@@ -178,12 +178,14 @@ export class PullService {
       path: stored(first), hf_repo: req.hf_repo, hf_filename: first,
       ...(req.draft_filename ? { draft: stored(req.draft_filename) } : {}), ...(req.mmproj_filename ? { mmproj: stored(req.mmproj_filename) } : {}),
     };
-    // The draft's and the projector's Hub files too (a draft may come from another repository): models.toml records only where they land, so a card reads their source here.
+    // The draft's and the projector's Hub files too (a draft may come from another repository, at its main): models.toml records only where they land, so a card reads their source here.
     const beside = [
       ...(req.draft_filename ? [`its draft ${req.draft_repo ?? req.hf_repo} ${req.draft_filename}`] : []),
       ...(req.mmproj_filename ? [`its projector ${req.hf_repo} ${req.mmproj_filename}`] : []),
     ];
-    return { edits: [modelTableEdit(id, entry)], summary: `pull ${req.hf_repo} ${req.hf_filename}${beside.length > 0 ? ` with ${beside.join(" and ")}` : ""} into the store and register it as model ${id}` };
+    // A revision other than main is named too: `refs/pr/N` is a pull request's, which anyone may open on a public repository.
+    const at = req.revision !== undefined && req.revision !== "main" ? ` at revision ${req.revision}` : "";
+    return { edits: [modelTableEdit(id, entry)], summary: `pull ${req.hf_repo} ${req.hf_filename}${at}${beside.length > 0 ? ` with ${beside.join(" and ")}` : ""} into the store and register it as model ${id}` };
   }
 
   /** Queues a pull (after precheck) and starts it when there is room. */

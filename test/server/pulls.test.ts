@@ -167,6 +167,16 @@ describe("model pulls from the Hub (a local stand-in)", () => {
     expect((await s.call("POST", `/api/agent/approvals/${rest.body.approval_id}/deny`)).status).toBe(200);
   });
 
+  it("an agent's pull at a revision other than main (a pull request's refs/pr/N, which anyone may open) names that revision on its card", async () => {
+    hub.replace("acme/tiny-GGUF", "at-rev.gguf", gguf({ arch: "llama", ctx: 4096 }, 4096));
+    const commit = (await s.call("POST", "/api/models/inspect", { body: { hf_repo: "acme/tiny-GGUF" } })).body.commit as string;
+    const rest = await s.call("POST", "/api/models/at-rev/pull", { as: "agent:hermes__ops", body: { hf_repo: "acme/tiny-GGUF", hf_filename: "at-rev.gguf", revision: commit } });
+    expect(rest.body, JSON.stringify(rest.body)).toMatchObject({ status: "pending_approval" });
+    const card = (await s.call("GET", `/api/agent/approvals/${rest.body.approval_id}`)).body.approval;
+    expect(card.summary).toContain(`pull acme/tiny-GGUF at-rev.gguf at revision ${commit} into the store`);
+    expect((await s.call("POST", `/api/agent/approvals/${rest.body.approval_id}/deny`)).status).toBe(200);
+  });
+
   it("a corrupted byte fails the pull with reason checksum: the file is removed and nothing is registered", async () => {
     hub.replace("acme/tiny-GGUF", "bad.gguf", gguf({ arch: "llama", ctx: 4096 }, 8192));
     hub.corrupt("acme/tiny-GGUF", "bad.gguf", 5000);
