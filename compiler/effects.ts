@@ -152,13 +152,18 @@ function classify(input: EffectInput, file: string, path: readonly string[], bef
       return make("privileged", `points model ${id}'s ${field} at ${abs ?? show(now)}, outside [models] roots`);
     }
     if (path[0] === "model" && field === "chat_template") return make("privileged", `gives model ${id} the chat template ${show(now)}`);
-    if (path[0] === "model" && (field === "hf_repo" || field === "hf_filename")) {
+    if (path[0] === "model" && (field === "hf_repo" || field === "hf_filename" || field === "revision")) {
       // Which Hub file a model's bytes come from: what its runner downloads when it has no local path (--hf-repo / --hf-file),
       // what model_update and `[models] pull_on_apply` write to its path. Like a path outside the roots, a person decides.
+      // The revision too, for a model with Hub names: `pull_on_apply` installs it at that commit, and a commit may be a pull
+      // request's (`refs/pr/N`), which anyone may open on a public repository.
       const m = input.after.models[id!];
-      if (m !== undefined) return make("privileged", `has model ${id} downloaded from the Hub's ${show(m.hf_repo)} ${show(m.hf_filename)}${m.path_abs === undefined ? " (no local path: its runner fetches it)" : ""}`);
+      const at = m?.revision !== undefined && m.revision !== "main" ? ` at revision ${show(m.revision)}` : "";
+      if (m !== undefined && (field !== "revision" || m.hf_repo !== undefined)) {
+        return make("privileged", `has model ${id} downloaded from the Hub's ${show(m.hf_repo)} ${show(m.hf_filename)}${at}${m.path_abs === undefined ? " (no local path: its runner fetches it)" : ""}`);
+      }
     }
-    // The other file facts (type, capabilities, native context, the revision of a repository a person chose, …) only describe the file: tune, on purpose.
+    // The other file facts (type, capabilities, native context, …) only describe the file: tune, on purpose.
     if (path[0] === "model" && field !== undefined) return make("tune", `sets model ${id}'s ${path.slice(2).join(".")} ${show(was)} → ${show(now)}`);
     return make("privileged", `changes ${key} in models.toml`);
   }

@@ -117,6 +117,11 @@ describe("privileged effects always need a person, whichever tool carries them",
     const origin = await tool(s, "model_edit", { model_id: "qwen3-4b", hf_repo: "someone/Qwen3-4B-GGUF" });
     expect(origin.body, JSON.stringify(origin.body)).toMatchObject({ status: "pending_approval" });
     expect(origin.body.effects.join("\n")).toMatch(/qwen3-4b downloaded from the Hub's "someone\/Qwen3-4B-GGUF"/);
+    // Its revision too: `pull_on_apply` installs it at that commit, which may be a pull request's (anyone may open one).
+    const revision = await tool(s, "model_edit", { model_id: "qwen3-4b", revision: "0123456789abcdef0123456789abcdef01234567" });
+    expect(revision.body, JSON.stringify(revision.body)).toMatchObject({ status: "pending_approval" });
+    expect(revision.body.effects.join("\n")).toMatch(/qwen3-4b downloaded from the Hub's "Qwen\/Qwen3-4B-GGUF" "Qwen3-4B-Q4_K_M\.gguf" at revision "0123456789abcdef0123456789abcdef01234567"/);
+    expect(read(s, "models.toml")).not.toContain("0123456789abcdef0123456789abcdef01234567");
     const named = await tool(s, "model_edit", { model_id: "qwen3-4b", name: "Qwen3 4B (small)" });
     expect(named.isError, JSON.stringify(named.body)).toBe(false);
     expect(named.body.status).not.toBe("pending_approval");
