@@ -32,7 +32,7 @@ export async function runModel(args: string[], io: CliIo): Promise<number> {
   if (verb !== "pull" || !repo || !file || extra.length > 0) throw new UsageError("expected: hal0 model pull REPO FILE");
   const { ApiError } = await import("../server/errors.js");
   const { invoke } = await import("../server/dispatch.js");
-  const { proposeModelId } = await import("../reconciler/host/model-scan.js");
+  const { proposeModelId, splitParts } = await import("../reconciler/host/model-scan.js");
   const { OWNER } = await import("../server/identity/tokens.js");
   const { acquirePullLock, serveHolder } = await import("../reconciler/lock.js");
   const { isLive } = await import("../server/pulls/store.js");
@@ -49,7 +49,8 @@ export async function runModel(args: string[], io: CliIo): Promise<number> {
     const left = pulls.store.get(id);
     // Under way in the database, with no hal0 serve here and this command the only pull: nobody works on it (a pull that was interrupted).
     if (left !== undefined && isLive(left) && (await serveHolder(state)) === undefined) {
-      if (left.hf_repo !== repo || left.hf_filename !== file) {
+      // A pull is recorded by the file it registers: a split model's first part, whichever part was named.
+      if (left.hf_repo !== repo || left.hf_filename !== splitParts(file)[0]) {
         throw new CliError("model.already_exists", `a pull of model ${id} (${left.hf_repo} ${left.hf_filename}) was left under way by a hal0 that stopped; pull that again to resume it, or give this one another --id`);
       }
       io.stderr.write(`note: resuming the pull of ${id} that a hal0 which stopped left under way (${mib(left.bytes)} on disk)\n`);

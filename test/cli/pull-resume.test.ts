@@ -5,7 +5,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, describe, expect, it } from "vitest";
-import { startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
+import { splitSet, startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
 import { ggufBytes, modelKvs } from "../server/gguf-writer.js";
 import { PROJECT } from "../reconciler/process-helpers.js";
 import { startServe } from "./helpers.js";
@@ -147,6 +147,35 @@ describe("a hal0 model pull that was interrupted (real processes)", () => {
       const last = JSON.parse(corrupt.out.slice(corrupt.out.lastIndexOf("\n{", corrupt.out.length - 3) + 1));
       expect(last).toMatchObject({ ok: false, exit_code: 1, diagnostics: [{ code: "model.pull_failed" }] });
       expect(last.diagnostics[0].summary).toMatch(/checksum/);
+    } finally {
+      await slowHub.close();
+    }
+  }, 60_000);
+});
+
+describe("a hal0 model pull of a split model's later part that was interrupted (real processes)", () => {
+  it("the same command again resumes it (the pull is recorded by the set's first part)", async () => {
+    const half = (n: number) => ggufBytes({ kvs: modelKvs({ arch: "llama", ctx: 4096 }), tensors: [{ name: "w", dims: [n / 4] }] });
+    const parts = [half(SIZE), half(1024 * 1024)];
+    const slowHub = await startFakeHub({ repos: { "acme/split-GGUF": { files: splitSet("Big-Q8_0", parts) } }, bytesPerSecond: 1024 * 1024 });
+    try {
+      const { config, state } = storeBox("hal0-cli-pull-split-resume-");
+      const env = { ...process.env, HF_ENDPOINT: slowHub.endpoint };
+      const args = ["acme/split-GGUF", "Big-Q8_0-00002-of-00002.gguf", "--config", config, "--state", state];
+      const partial = join(config, "store/Big-Q8_0-00001-of-00002.gguf.partial");
+      let first: ChildProcess | undefined;
+      const interrupted = pullCommand(args, env, (c) => (first = c));
+      await downloadUnderWay(partial);
+      first!.kill("SIGINT");
+      await interrupted;
+      const kept = statSync(partial).size;
+      slowHub.setRate(null);
+      const resumed = await pullCommand(args, env);
+      expect(resumed.code, resumed.out + resumed.err).toBe(0);
+      expect(resumed.err).toContain("note: resuming the pull of big-q8_0");
+      const ranges = slowHub.requests.filter((r) => r.server === "cdn" && r.range !== undefined).map((r) => Number(/^bytes=(\d+)-$/.exec(r.range!)?.[1]));
+      expect(Math.min(...ranges)).toBeGreaterThanOrEqual(kept);
+      expect(readFileSync(join(config, "models.toml"), "utf8")).toContain('hf_filename = "Big-Q8_0-00001-of-00002.gguf"');
     } finally {
       await slowHub.close();
     }
