@@ -75,12 +75,13 @@ export class PullStore {
     return this.get(job.model_id)!;
   }
 
-  update(id: string, patch: Partial<Omit<PullJob, "model_id" | "created_at" | "updated_at">>): PullJob {
+  /** The job as written; undefined when its row is gone (forgotten by another process meanwhile: the serve's model_pull_delete of a pull a command runs). */
+  update(id: string, patch: Partial<Omit<PullJob, "model_id" | "created_at" | "updated_at">>): PullJob | undefined {
     const fields = Object.entries(patch).filter(([, v]) => v !== undefined);
     const set = [...fields.map(([k]) => `${k} = ?`), "updated_at = ?"].join(", ");
     const values = fields.map(([k, v]) => (k === "extras" ? JSON.stringify(v) : v));
     this.db.prepare(`UPDATE pulls SET ${set} WHERE model_id = ?`).run(...values, this.iso(), id);
-    return this.get(id)!;
+    return this.get(id);
   }
 
   delete(id: string): boolean {

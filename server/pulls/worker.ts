@@ -142,7 +142,7 @@ export class PullWorker {
       await live.ended;
     } else {
       await removePartials(job);
-      this.emit("state", this.o.store.update(id, { state: "cancelled", finished_at: this.iso() }));
+      this.emit("state", this.o.store.update(id, { state: "cancelled", finished_at: this.iso() }) ?? { ...job, state: "cancelled" });
     }
     return true;
   }
@@ -159,7 +159,10 @@ export class PullWorker {
     let ended!: () => void;
     const live = { abort: new AbortController(), cancelled: false, samples: [] as Array<[number, number]>, ended: new Promise<void>((r) => (ended = r)) };
     this.running.set(id, live);
-    let job = this.o.store.update(id, { state: "downloading", reason: null, error: null });
+    /** The job as written, or as known here once another process has forgotten its row (the run then ends, and says how, all the same). */
+    const save = (patch: Partial<PullJob>): PullJob => this.o.store.update(id, patch) ?? { ...job, ...patch };
+    let job: PullJob = queued;
+    job = save({ state: "downloading", reason: null, error: null });
     this.emit("state", job);
     /** Files this run renamed into place (a pull of a new model only): a later file that fails (or a cancel) removes them too, so a retry does not meet model.file_exists. */
     const placed: string[] = [];
@@ -176,7 +179,14 @@ export class PullWorker {
         // The model's file's reply names the commit and its sha256; another file's only adds to the counts.
         const counted: Partial<PullJob> = { ...(own ? patch : {}), ...(typeof patch.size === "number" && sizes.has(job.dest) ? { size: sum(sizes.values()) } : {}), ...(patch.bytes !== undefined ? { bytes: done + patch.bytes } : {}) };
         if (Object.keys(counted).length === 0) return;
-        job = this.o.store.update(id, counted);
+        const row = this.o.store.update(id, counted);
+        // Cancelled or forgotten by another process (the serve, of a pull this command runs): it stops here as a cancel does.
+        if (row === undefined || row.state === "cancelled") {
+          live.cancelled = true;
+          live.abort.abort();
+          return;
+        }
+        job = row;
         this.emit("progress", job);
       };
       // An update (or an install) replaces the model's files; a new model's never takes the place of a file that is there.
@@ -207,14 +217,14 @@ export class PullWorker {
         }
       }
       for (const extra of job.extras) if (extra.role !== "part") await fetchExtra(extra, true);
-      job = this.o.store.update(id, { state: "verifying", commit_sha: main.commit ?? job.commit_sha, sha256: main.sha256, size: done, bytes: done, extras });
+      job = save({ state: "verifying", commit_sha: main.commit ?? job.commit_sha, sha256: main.sha256, size: done, bytes: done, extras });
       this.emit("state", job);
       try {
         await this.o.register(job);
       } catch (err) {
         throw new PullError("register", `${job.dest} was downloaded and verified but could not be registered (it stays in the store, unregistered): ${(err as Error).message}`);
       }
-      this.emit("state", this.o.store.update(id, { state: "done", finished_at: this.iso() }));
+      this.emit("state", save({ state: "done", finished_at: this.iso() }));
     } catch (err) {
       const unplace = async () => {
         for (const path of placed) await unlink(path).catch(() => undefined);
@@ -222,7 +232,7 @@ export class PullWorker {
       if (live.cancelled) {
         await removePartials(job);
         if (!(err instanceof PullError && err.reason === "register")) await unplace();
-        this.emit("state", this.o.store.update(id, { state: "cancelled", finished_at: this.iso() }));
+        this.emit("state", save({ state: "cancelled", finished_at: this.iso() }));
       } else if (this.closed && live.abort.signal.aborted) {
         // hal0 is stopping: the job stays downloading and resumes at the next start.
       } else {
@@ -231,7 +241,7 @@ export class PullWorker {
         if (reason !== "register") await removePartials(job, reason === "network" || reason === "denied" || reason === "file_exists");
         // A network failure keeps the partial file it broke off in, to resume; the whole files before it go too (they are fetched again).
         if (reason !== "register") await unplace();
-        this.emit("state", this.o.store.update(id, { state: "failed", reason, error: (err as Error).message, finished_at: this.iso() }));
+        this.emit("state", save({ state: "failed", reason, error: (err as Error).message, finished_at: this.iso() }));
       }
     } finally {
       this.running.delete(id);

@@ -217,3 +217,30 @@ describe("a hal0 model pull interrupted while hal0 serve runs (real processes)",
     }
   }, 60_000);
 });
+
+describe("a hal0 model pull that hal0 serve forgets while it downloads (real processes)", () => {
+  it("model_pull_delete on the serve stops the command's download as a cancel: it says cancelled, exit 1, no file left, no crash", async () => {
+    const slowHub = await startFakeHub({ repos: { "acme/big-GGUF": { files: { "big.gguf": data } } }, bytesPerSecond: 512 * 1024 });
+    try {
+      const { config, state } = storeBox("hal0-cli-pull-forgotten-");
+      const env = { ...process.env, HF_ENDPOINT: slowHub.endpoint };
+      const serve = await startServe(config, state, ["--no-reconcile"], (c) => children.push(c), env);
+      const token = readFileSync(join(state, "operator.token"), "utf8").trim();
+      const partial = join(config, "store/big.gguf.partial");
+      const pulled = pullCommand(["acme/big-GGUF", "big.gguf", "--id", "big", "--config", config, "--state", state], env);
+      await downloadUnderWay(partial);
+      const res = await fetch(`${serve.url}/api/models/pulls/big`, { method: "DELETE", headers: { authorization: `Bearer ${token}` } });
+      expect(await res.json()).toEqual({ deleted: "big", was: "downloading" });
+      const done = await pulled;
+      expect(done.err).not.toMatch(/TypeError|at PullWorker/);
+      expect(done.code, done.out + done.err).toBe(1);
+      expect(JSON.parse(done.out.trim().split("\n").at(-1)!)).toMatchObject({ ok: false, diagnostics: [{ code: "model.pull_failed", summary: expect.stringMatching(/^cancelled/) }] });
+      expect(existsSync(partial)).toBe(false);
+      expect(existsSync(join(config, "store/big.gguf"))).toBe(false);
+      expect(existsSync(join(state, "pull.lock"))).toBe(false);
+      serve.child.kill("SIGTERM");
+    } finally {
+      await slowHub.close();
+    }
+  }, 60_000);
+});
