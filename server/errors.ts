@@ -1,6 +1,7 @@
 import { EditRefusal } from "../compiler/edits/refusal.js";
 import { MemoryError } from "../memory/errors.js";
 import { CODES, isCode, type Code } from "../schema/index.js";
+import { redactText } from "./redact.js";
 
 /**
  * A refusal with a registered code: the route layer turns it into the error
@@ -28,8 +29,14 @@ export interface ErrorEnvelope {
   readonly error: { readonly code: string; readonly message: string; readonly details: Readonly<Record<string, unknown>> };
 }
 
+/**
+ * The reply of a refusal, over REST and MCP alike. Its message is redacted
+ * (server/redact.ts `redactText`) however it was made: a message that quotes
+ * what a lower layer said (fetch repeating a header, an engine echoing a URL)
+ * must not hand a credential to the caller.
+ */
 export function envelope(err: ApiError): ErrorEnvelope {
-  return { error: { code: err.code, message: err.message, details: err.details } };
+  return { error: { code: err.code, message: redactText(err.message), details: err.details } };
 }
 
 export function notFound(code: Code, what: string, known?: readonly string[]): ApiError {

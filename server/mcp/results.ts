@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js";
 import type { Logger } from "pino";
-import { ApiError } from "../errors.js";
+import { ApiError, envelope } from "../errors.js";
 import { jsonOf } from "../frozen-reply.js";
 import { inputRefusal } from "../input.js";
 import { RawReply } from "../route.js";
@@ -24,8 +24,9 @@ export function ok(result: unknown): CallToolResult {
 export function failure(err: unknown, logger?: Pick<Logger, "error">): CallToolResult {
   const api = err instanceof ApiError ? err : internalError(err, logger);
   const detail = api.details.detail === undefined ? {} : { detail: api.details.detail };
-  const envelope = { status: "error", error: { code: api.code, message: api.message, ...detail, details: api.details }, http_status: api.status };
-  return { content: [{ type: "text", text: JSON.stringify(envelope) }], isError: true };
+  const { error } = envelope(api);
+  const reply = { status: "error", error: { code: error.code, message: error.message, ...detail, details: error.details }, http_status: api.status };
+  return { content: [{ type: "text", text: JSON.stringify(reply) }], isError: true };
 }
 
 /**

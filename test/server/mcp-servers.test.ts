@@ -167,6 +167,22 @@ describe("installed MCP servers, end to end", () => {
     }
   });
 
+  it("a refusal's message is redacted over REST and MCP: a URL's key quoted in it is masked", async () => {
+    const url = "http://example.com/m.json?key=AIzaSyFAKE0123456789&x=1";
+    const rest = await s.call("GET", `/api/mcp/resolve?url=${encodeURIComponent(url)}`);
+    expect(rest.body.error.code).toBe("mcp.spec_unsupported");
+    expect(rest.body.error.message).toContain("?key=[redacted]&x=1");
+    const client = await adminClient(s.url, { token: s.operator });
+    try {
+      const mcp = await callTool(client, "mcp_server_install", { url });
+      expect(mcp.isError).toBe(true);
+      expect(mcp.body.error.message).toContain("?key=[redacted]&x=1");
+      expect(mcp.body.error.message).not.toContain("AIzaSyFAKE");
+    } finally {
+      await client.close();
+    }
+  });
+
   it("uninstalls a server whose file does not compile (a hand edit): removing it is the repair", async () => {
     const file = join(s.config, "mcp-servers/broken.toml");
     writeFileSync(file, 'name = "Broken"\nspec = "npm:broken"\ntransport = "stdio"\n'); // stdio without command
