@@ -63,7 +63,7 @@ export const upstreamRoutes = [
     summary: "Merge into an upstream: a value replaces a key, null removes it, model_filters merges; name renames",
     handle: async ({ params, body, box }) => {
       const { doc, rows } = await readDoc(box);
-      // A `[redacted]` sent back (a GET's masked url password or auth value) keeps the value it stands for.
+      // A `[redacted]` sent back (a GET's masked url `?key=`) keeps the value it stands for.
       const sent = restoreMasked(body as Row, rows.find((r) => r.name === params.name));
       return putIntent(refusing(() => updateUpstreamEdits(doc, rows, params.name, sent)));
     },

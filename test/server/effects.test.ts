@@ -381,15 +381,15 @@ describe("effectsOf (pure)", () => {
     expect(queued.body.effects.join("\n")).toMatch(/runs a new command for MCP server leaky: "npx" \["-y","some-package","--api-key",(?:"\[redacted\]",)?…\]/);
   });
 
-  it("never shows the start of a URL's password: a long url is shown whole, where the redactor masks it", async () => {
+  it("never shows the start of a URL's key: a long url is shown whole, where the redactor masks it", async () => {
     const s = await box();
     const password = `Pw9Xv4Lm2Np7Rt5Yw1${"Kd9Hc3Jf6Gb0Sa8".repeat(4)}`;
-    const manifest = { id: "remote", name: "Remote", transport: "streamable-http", url: `http://admin:${password}@127.0.0.1:9/mcp` };
+    const manifest = { id: "remote", name: "Remote", transport: "streamable-http", url: `http://127.0.0.1:9/mcp?key=${password}` };
     const queued = await s.call("POST", "/api/mcp/install", { as: `agent:${AGENT}`, body: { manifest } });
     expect(queued.body.status, JSON.stringify(queued.body)).toBe("pending_approval");
     const inbox = await s.call("GET", "/api/agent/approvals?state=pending");
     for (const text of [JSON.stringify(queued.body), JSON.stringify(inbox.body)]) expect(text).not.toContain(password.slice(0, 12));
-    expect(queued.body.effects).toContain('points MCP server remote at "http://admin:[redacted]@127.0.0.1:9/mcp"');
+    expect(queued.body.effects).toContain('points MCP server remote at "http://127.0.0.1:9/mcp?key=[redacted]"');
   });
 
   it("an uninstall says so in one line, whichever door sends it (the route, a plan deleting the file), and waits for a person", async () => {

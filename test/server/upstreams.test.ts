@@ -80,21 +80,31 @@ describe("upstream writes", () => {
     expect(text).toContain("timeout_seconds = 60");
   });
 
-  it("a url read with its password masked and sent back keeps the password; a masked value no read can match is refused, nothing written", async () => {
-    expect((await s.call("PATCH", "/api/upstreams/openrouter", { body: { url: "https://user:S3CRETpw@openrouter.ai/api/v1" } })).status).toBe(200);
+  it("a url read with its ?key= masked and sent back keeps the key; a masked value no read can match is refused, nothing written", async () => {
+    expect((await s.call("PATCH", "/api/upstreams/openrouter", { body: { url: "https://openrouter.ai/api/v1?key=AIzaS3CRETkey" } })).status).toBe(200);
     const read = (await s.call("GET", "/api/upstreams/openrouter")).body;
-    expect(read.url).toBe("https://user:[redacted]@openrouter.ai/api/v1");
-    // The whole row as read, one key changed: the password stays.
+    expect(read.url).toBe("https://openrouter.ai/api/v1?key=[redacted]");
+    // The whole row as read, one key changed: the key stays.
     const back = await s.call("PATCH", "/api/upstreams/openrouter", { body: { url: read.url, timeout_seconds: 100 } });
     expect(back.status, JSON.stringify(back.body)).toBe(200);
-    expect(file()).toContain('url = "https://user:S3CRETpw@openrouter.ai/api/v1"');
+    expect(file()).toContain('url = "https://openrouter.ai/api/v1?key=AIzaS3CRETkey"');
     expect(file()).toContain("timeout_seconds = 100");
-    // The host edited around the mask: no value to keep, and the mask is not written over the password.
+    // The host edited around the mask: no value to keep, and the mask is not written over the key.
     const before = file();
-    const moved = await s.call("PATCH", "/api/upstreams/openrouter", { body: { url: "https://user:[redacted]@other.example/api/v1" } });
+    const moved = await s.call("PATCH", "/api/upstreams/openrouter", { body: { url: "https://other.example/api/v1?key=[redacted]" } });
     expect(moved.status).toBe(422);
     expect(moved.body.error.code).toBe("validation.invalid");
     expect(moved.body.error.details).toMatchObject({ values: ["upstreams.toml upstream.0.url"], reason: "masked_value" });
+    expect(file()).toBe(before);
+  });
+
+  it("a url with user:password@ is refused (the upstream schema's rule), its password in no reply, nothing written", async () => {
+    const before = file();
+    const refused = await s.call("PATCH", "/api/upstreams/openrouter", { body: { url: "https://user:S3CRETpw@openrouter.ai/api/v1" } });
+    expect(refused.status).toBe(422);
+    expect(refused.body.error.code).toBe("validation.invalid");
+    expect(refused.body.error.message).toContain("user name or password");
+    expect(JSON.stringify(refused.body)).not.toContain("S3CRETpw");
     expect(file()).toBe(before);
   });
 
