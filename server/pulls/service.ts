@@ -264,7 +264,9 @@ export class PullService {
    * Installs a model models.toml names with `hf_repo` and `hf_filename` but
    * whose file is not here (`hal0 apply` with `[models] pull_on_apply`): the
    * file is pulled to its `path` (else into the store) and the entry gains
-   * path, revision and sha256 — one change, like an update.
+   * path, revision and sha256 — one change, like an update. A sha256 the
+   * entry records already (a part's in `parts`) is what the bytes must hash
+   * to: other bytes fail the pull (reason checksum), nothing placed.
    */
   async startInstall(id: string, caller: Caller): Promise<PullView> {
     const model = await this.o.box.model();
@@ -276,8 +278,11 @@ export class PullService {
     const dest = m.path_abs ?? storedAt(model, m.hf_filename);
     // A split model with a part missing is not installed: its set is pulled again, every part renamed over the ones here.
     if (modelFiles(dest).every((f) => existsSync(f))) throw new ApiError("model.file_exists", `${dest} already exists: model ${id} is installed`, { path: dest });
+    // A sha256 the entry records (and each part's, in `parts`) is what the bytes must hash to: the pin holds whatever the Hub serves now.
+    const recorded = (file: string) => m.parts?.find((p) => p.file === basename(file));
     this.store.create({
-      model_id: id, mode: "update", hf_repo: m.hf_repo, hf_filename: m.hf_filename, revision: m.revision ?? "main", dest, extras: otherParts(m.hf_repo, m.hf_filename, dest),
+      model_id: id, mode: "update", hf_repo: m.hf_repo, hf_filename: m.hf_filename, revision: m.revision ?? "main", dest, sha256: m.sha256 ?? null,
+      extras: otherParts(m.hf_repo, m.hf_filename, dest).map((part) => ({ ...part, sha256: recorded(part.hf_filename)?.sha256 ?? null })),
       requested_by: callerName(caller), approved_by: caller.approvedBy ?? (caller.kind === "operator" ? callerName(caller) : null),
     });
     this.worker.pump(id);

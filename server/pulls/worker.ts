@@ -289,7 +289,7 @@ export class PullWorker {
     if (etag !== null && listed !== null && etag !== listed) {
       for await (const _ of reply.body) break; // release the connection
       await unlink(partial).catch(() => undefined);
-      throw new PullError("checksum", `${t.repo}/${t.file}: the download says sha256 ${etag}, the Hub's listing ${listed} (the file changed on the Hub while it was pulled?); the partial file is removed, pull it again`);
+      throw new PullError("checksum", `${t.repo}/${t.file}: the download says sha256 ${etag}, not ${listed} (the Hub's listing before the pull, or the sha256 models.toml records: the file changed on the Hub, or is not the one pinned); the partial file is removed`);
     }
     const expected = etag ?? listed;
     // A file the Hub keeps outside LFS has no sha256 there: its bytes are checked against its git blob id (the Hub's ETag) instead.

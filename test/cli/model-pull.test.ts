@@ -1,6 +1,6 @@
 import { execFile } from "node:child_process";
 import { createHash } from "node:crypto";
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { promisify } from "node:util";
@@ -137,6 +137,30 @@ describe("hal0 model pull (the built CLI)", () => {
       expect(again.code, `${again.stdout}${again.stderr}`).toBe(0);
       expect(again.stdout).toContain("model gemma: not installed; pulling it first");
       expect(createHash("sha256").update(readFileSync(second)).digest("hex")).toBe(createHash("sha256").update(parts[1]!).digest("hex"));
+    } finally {
+      await cli(["down"]);
+    }
+  });
+
+  it("with [models] pull_on_apply, a sha256 the entry records is what the bytes must hash to: the Hub's other bytes fail the apply, nothing placed, the pin kept", async () => {
+    const box = join(dir, "box3");
+    mkdirSync(join(box, "slots"), { recursive: true });
+    const port = await freePort();
+    writeFileSync(join(box, "hal0.toml"), `[slots]\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 30\nstop_grace_s = 2\n\n[models]\nstore = "store"\npull_on_apply = true\n`);
+    writeFileSync(join(box, "profiles.toml"), `[profile.cpu]\nrunner = ["hal0-fake-llama-server"]\nflags = "--threads 2"\ndevice_class = "cpu"\n`);
+    const pinned = createHash("sha256").update("the bytes a person verified").digest("hex");
+    const models = `[model.gemma]\nhf_repo = "acme/Gemma-Tiny-GGUF"\nhf_filename = "Gemma-Tiny-Q4_K_M.gguf"\nsha256 = "${pinned}"\n`;
+    writeFileSync(join(box, "models.toml"), models);
+    writeFileSync(join(box, "slots/chat.toml"), `profile = "cpu"\nmodel = "gemma"\nport = ${port}\n\n[tune]\nctx_size = 4096\n`);
+    const cli = (args: string[]) => run(process.execPath, [HAL0, ...args, "--config", box, "--state", join(dir, "state3")], { env: { ...process.env, HF_ENDPOINT: hub.endpoint } })
+      .then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
+    try {
+      const apply = await cli(["apply", "--yes"]);
+      expect(apply.code, `${apply.stdout}${apply.stderr}`).toBe(1);
+      expect(apply.stderr).toContain("model.pull_failed");
+      expect(apply.stderr).toContain(`not ${pinned}`);
+      expect(readFileSync(join(box, "models.toml"), "utf8")).toBe(models);
+      expect(existsSync(join(box, "store")) ? readdirSync(join(box, "store")) : []).toEqual([]);
     } finally {
       await cli(["down"]);
     }
