@@ -38,7 +38,11 @@ export const tokenRoutes = [
   defineRoute({
     method: "POST", path: "/api/auth/tokens/{id}/revoke", kind: "action", params: z.strictObject({ id: z.string().min(1).max(64) }),
     summary: "Revoke a token by id; its web sessions end with it",
-    handle: ({ params, services }) => ({ token: tokensOf(services).revoke(params.id) }),
+    handle: ({ params, services, caller }) => {
+      const target = tokensOf(services).byId(params.id);
+      if (target !== undefined) withinReach(caller, target.scopes, "revoke");
+      return { token: tokensOf(services).revoke(params.id) };
+    },
   }),
   defineRoute({
     method: "POST", path: "/api/auth/tokens/rotate", kind: "action", revealsSecret: true,
@@ -51,14 +55,17 @@ export const tokenRoutes = [
 /**
  * A token reaches at most what the operator's token minting or rotating it
  * does: one minted with `--scope rest` cannot make a token for the MCP mounts
- * (hal0-memory, the bridge) it was kept from. `profile:` entries go with
- * `mcp:agents`. An operator with every scope, and the CLI, mint anything.
+ * (hal0-memory, the bridge) it was kept from, nor revoke one that reaches them
+ * (the owner's, a bridge admission: surfaces it may not act on). `profile:`
+ * entries go with `mcp:agents`. An operator with every scope, and the CLI, do
+ * anything.
  */
-function withinReach(caller: Caller, scopes: readonly string[]): void {
+function withinReach(caller: Caller, scopes: readonly string[], act: "hand on" | "revoke" = "hand on"): void {
   if (caller.scopes === undefined) return;
   const beyond = scopes.filter((s) => (SCOPES as readonly string[]).includes(s) && !caller.scopes!.includes(s));
   if (beyond.length === 0) return;
-  throw new ApiError("auth.scope_denied", `the token of operator:${caller.agent} reaches ${caller.scopes.join(", ")}; it cannot hand on ${beyond.join(", ")} (mint that token with an operator token that reaches it, or hal0 token create)`, { needed: beyond[0], scopes: caller.scopes });
+  const why = act === "revoke" ? `it cannot revoke a token that reaches ${beyond.join(", ")} (revoke it with an operator token that reaches them, or hal0 token revoke)` : `it cannot hand on ${beyond.join(", ")} (mint that token with an operator token that reaches it, or hal0 token create)`;
+  throw new ApiError("auth.scope_denied", `the token of operator:${caller.agent} reaches ${caller.scopes.join(", ")}; ${why}`, { needed: beyond[0], scopes: caller.scopes });
 }
 
 function tokensOf(d: Dispatcher): TokenStore {

@@ -335,6 +335,14 @@ describe("the same policy on every surface", () => {
     const rotate = await s.call("POST", "/api/auth/tokens/rotate", { headers: restOnly, body: { name: "ada" } });
     expect([rotate.status, rotate.body.error?.code]).toEqual([403, "auth.scope_denied"]);
     expect((await s.call("GET", "/api/auth/whoami", { headers: bearer(owner) })).body.name).toBe("ada");
+    // Nor does it revoke a token that reaches more (the owner's, a bridge admission); one within its reach it may.
+    const adaId = s.hal0.tokens.list().find((t) => t.name === "ada")!.id;
+    const revoke = await s.call("POST", `/api/auth/tokens/${adaId}/revoke`, { headers: restOnly });
+    expect([revoke.status, revoke.body.error?.code]).toEqual([403, "auth.scope_denied"]);
+    expect(revoke.body.error.message).toContain("cannot revoke a token that reaches mcp:admin");
+    expect((await s.call("GET", "/api/auth/whoami", { headers: bearer(owner) })).body.name).toBe("ada");
+    const readerId = s.hal0.tokens.list().find((t) => t.name === "ci-reader")!.id;
+    expect((await s.call("POST", `/api/auth/tokens/${readerId}/revoke`, { headers: restOnly })).status).toBe(200);
     // An operator with every scope mints anything.
     const full = await s.call("POST", "/api/auth/tokens", { headers: bearer(owner), body: { kind: "operator", name: "wider" } });
     expect(full.status).toBe(201);
