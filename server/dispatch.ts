@@ -136,7 +136,8 @@ export async function invoke(d: Dispatcher, route: Route, call: Call): Promise<u
  * server's. Whatever door it leaves by (REST, an MCP tool, an approval's
  * stored result, a page) a reply is read by someone; the real values stay in
  * the files and stores for execution. Not redacted: a route that reveals a
- * secret on purpose (a minted token) and hal0-memory's own content.
+ * secret on purpose (a minted token), hal0-memory's own content and a
+ * Hermes profile's files as hal0-agents' teaching reads return them.
  */
 function redactReply(route: Route, result: unknown): unknown {
   if (route.revealsSecret || route.path.startsWith("/mcp/memory")) return result;

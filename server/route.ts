@@ -136,7 +136,8 @@ interface RouteBase<P, Q, B> {
   readonly previewOnly?: (input: { params: P; query: Q; body: B }) => boolean;
   /**
    * The reply carries a secret on purpose (a token minted or rotated, shown
-   * once) and is not redacted; every other reply is (dispatch.ts).
+   * once; a Hermes profile's files as a teaching read returns them) and is
+   * not redacted; every other reply is (dispatch.ts).
    */
   readonly revealsSecret?: boolean;
   /**

@@ -43,6 +43,14 @@ export interface BridgeToolDef {
    * queued for a person.
    */
   readonly auditArgs?: (args: unknown) => unknown;
+  /**
+   * The reply holds a Hermes profile's files as they are (a teaching read):
+   * not put through the redactor, as hal0-memory's content is not. Its
+   * `sha256` is of those bytes, so a text read, edited and sent back as
+   * `base` must be the file's own, never one with `[redacted]` in place of
+   * a value (a put of that would replace the value with the mask).
+   */
+  readonly asIs?: boolean;
 }
 
 /** What a write would change, before anything is written (see BridgeToolDef.propose). */

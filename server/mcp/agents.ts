@@ -77,6 +77,7 @@ export function bridgeCatalog(tools: readonly BridgeToolDef[] = bridgeTools()): 
     handle: (input: Ctx) => tool.run(contextOf(input), input.body),
     ...(tool.auditsItself ? { auditsItself: true } : {}),
     ...(tool.auditArgs ? { auditBody: tool.auditArgs } : {}),
+    ...(tool.asIs ? { revealsSecret: true } : {}),
     ...(tool.precheck ? { precheck: (input: Ctx) => tool.precheck!(contextOf(input), input.body) } : {}),
     ...(tool.propose ? { describe: async (input: Ctx) => cardOf(await tool.propose!(contextOf(input), input.body), input.body) } : {}),
   }]));

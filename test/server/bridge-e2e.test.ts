@@ -152,6 +152,26 @@ describe("hal0-agents with its sixteen tools, for a token admitted to one profil
     expect(after).toContain("Runs of alpha are followed over /mcp/agents.");
   });
 
+  it("the reads return a profile's files as they are, so a skill read, edited and put back keeps a value the redactor would mask", async () => {
+    const root = join(home, "profiles/alpha");
+    const skill = "---\nname: call-api\ndescription: Call the example API.\n---\nexport API_KEY=example-not-real\ncurl -H \"Authorization: Bearer abcdefgh12345\" https://example.test/\n";
+    mkdirSync(join(root, "skills/ops/call-api"), { recursive: true });
+    writeFileSync(join(root, "skills/ops/call-api/SKILL.md"), skill);
+    writeFileSync(join(root, "SOUL.md"), "You are alpha. password=open-sesame is only an example.\n");
+    const memory = join(root, "memories/MEMORY.md");
+    writeFileSync(memory, `${readFileSync(memory, "utf8").trimEnd()}\n§\nThe test key is API_KEY=example-not-real.\n`);
+
+    const got = await call("profile_skill_get", { profile: "alpha", category: "ops", name: "call-api" });
+    expect(got.body.text).toBe(skill);
+    expect((await call("profile_persona_get", { profile: "alpha" })).body.text).toContain("password=open-sesame");
+    expect((await call("profile_memory_list", { profile: "alpha" })).body.memory.entries).toContain("The test key is API_KEY=example-not-real.");
+
+    const put = await call("profile_skill_put", { profile: "alpha", category: "ops", name: "call-api", text: `${got.body.text}Then check the reply.\n`, base: { "skills/ops/call-api/SKILL.md": got.body.sha256 } });
+    expect(put.body.status, JSON.stringify(put.body)).toBe("pending_approval");
+    expect((await s.call("POST", `/api/agent/approvals/${put.body.approval_id}/approve`)).body.approval.state).toBe("executed");
+    expect(readFileSync(join(root, "skills/ops/call-api/SKILL.md"), "utf8")).toBe(`${skill}Then check the reply.\n`);
+  });
+
   it("audits each call through the mount once, with a text recorded only as its size and hash", async () => {
     const rows = (tool: string) => s.hal0.audit.query({ actor: "agent:claude-code" }).items.filter((r) => r.tool === tool) as Array<{ outcome: string; target: string | null; args: any }>;
     const text = "The audit keeps only this entry's size.";

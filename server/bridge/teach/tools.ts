@@ -177,6 +177,7 @@ export const TEACH_TOOLS: readonly BridgeToolDef[] = [
   {
     name: "profile_skill_list",
     defaultTier: "autonomous_read",
+    asIs: true,
     description: "List a Hermes profile's skills: category (null for one directly under skills/), name, description from SKILL.md's front matter, and `problem` when Hermes would not load it.",
     input: ProfileArgs,
     run: async (ctx, args: z.infer<typeof ProfileArgs>) => {
@@ -187,6 +188,7 @@ export const TEACH_TOOLS: readonly BridgeToolDef[] = [
   {
     name: "profile_skill_get",
     defaultTier: "autonomous_read",
+    asIs: true,
     description: "Read one skill of a Hermes profile: SKILL.md's text, its parsed front matter, and its sha256 (send it back as `base` to put over exactly this version).",
     input: SkillArgs,
     run: async (ctx, args: SkillArgs) => {
@@ -224,6 +226,7 @@ export const TEACH_TOOLS: readonly BridgeToolDef[] = [
   {
     name: "profile_memory_list",
     defaultTier: "autonomous_read",
+    asIs: true,
     description: "Read a Hermes profile's memory: the entries of memories/MEMORY.md (the agent's notes) and memories/USER.md (about its user), each store's size, character limit and sha256.",
     input: ProfileArgs,
     run: async (ctx, args: z.infer<typeof ProfileArgs>) => {
@@ -261,6 +264,7 @@ export const TEACH_TOOLS: readonly BridgeToolDef[] = [
   {
     name: "profile_persona_get",
     defaultTier: "autonomous_read",
+    asIs: true,
     description: "Read a Hermes profile's persona: SOUL.md's text and sha256.",
     input: ProfileArgs,
     run: async (ctx, args: z.infer<typeof ProfileArgs>) => {
