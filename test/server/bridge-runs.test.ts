@@ -238,6 +238,22 @@ describe("agent bridge runs", () => {
     expect(t.hal0.audit.query({ actor: "agent:claude", route: "POST /mcp/agents", target: r.run_id }).items.filter((x) => x.tool === "agent_run_cancel")).toHaveLength(2);
   });
 
+  it("a run whose process left a daemon outside its group holding the output open still ends, and frees its place", async () => {
+    const r = await call(agent, "agent_run_start", { profile: "alpha", prompt: "serve it [escape]" });
+    let daemon = 0;
+    try {
+      await until(() => {
+        daemon = Number(t.hal0.runs!.events(r.run_id, 0).lines.map((l) => /^escaped pid: (\d+)$/.exec(l)?.[1]).find((x) => x !== undefined) ?? 0);
+        return daemon > 0;
+      });
+      const end = await call(agent, "agent_run_wait", { run_id: r.run_id, timeout_s: 20 });
+      expect(end).toMatchObject({ done: true, run: { state: "done", reason: "exit", exit_code: 0, session_id: expect.any(String) } });
+      expect((await call(agent, "agent_run_result", { run_id: r.run_id })).output).toContain("done.");
+    } finally {
+      if (daemon > 0) process.kill(daemon, "SIGKILL");
+    }
+  });
+
   it("a timeout_s past [hermes] run_timeout_s is refused, naming the limit", async () => {
     const err = await tool("agent_run_start").run(agent, { profile: "alpha", prompt: "too long", timeout_s: 1801 }).then(() => undefined, (e: unknown) => e);
     expect(err).toBeInstanceOf(ApiError);

@@ -117,6 +117,8 @@ interface Live {
 }
 
 const MAX_READ = 64 * 1024;
+/** After the group's SIGKILL, how long a run's output may stay open (held by a process outside its group) before the run ends without it. */
+const STREAMS_GRACE_MS = 1000;
 const DEFAULT_LOG_LIMIT = 1024 * 1024;
 
 export class RunService {
@@ -366,7 +368,18 @@ export class RunService {
     child.stdout!.on("data", (chunk: Buffer) => this.output(row.id, live, chunk, "out"));
     child.stderr!.on("data", (chunk: Buffer) => this.output(row.id, live, chunk, "err"));
     // The leader is gone: whatever it left in its group goes too, so the streams close.
-    child.once("exit", () => this.signalGroup(live, "SIGTERM", true));
+    child.once("exit", () => {
+      this.signalGroup(live, "SIGTERM", true);
+      // A process that left the group (a daemon started with setsid) may hold the output open for ever: once the
+      // group has had its grace and its SIGKILL, the run ends without it (else it stayed running, a place of
+      // max_runs taken, and a cancel never answered).
+      const cut = setTimeout(() => {
+        child.stdout!.destroy();
+        child.stderr!.destroy();
+      }, this.graceMs + STREAMS_GRACE_MS);
+      cut.unref();
+      void ended.then(() => clearTimeout(cut));
+    });
     child.once("close", (code, signal) => {
       clearTimeout(live.timer);
       if (live.carry !== "") this.scan(live, live.carry);
