@@ -183,6 +183,9 @@ const MIGRATIONS: readonly string[] = [
   // The public origin a login link was printed under (`hal0 web --origin`): a session it opens under an https one gets a
   // Secure cookie, though a proxy that sends its upstream's Host leaves the request itself no sign of https.
   `ALTER TABLE login_codes ADD COLUMN origin TEXT;`,
+  // A cancel of a running Hermes run asked for by a process that does not run it (a CLI command's approval beside
+  // hal0 serve): the serve, whose process group it is, stops it at its next look (server/bridge/runs/service.ts).
+  `ALTER TABLE bridge_runs ADD COLUMN cancel_requested TEXT;  -- when`,
 ];
 
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */

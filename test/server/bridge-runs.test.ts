@@ -524,6 +524,32 @@ describe("agent bridge runs, max_runs and restarts", () => {
     }
   });
 
+  it("a cancel approved in a CLI command's guest stops the serve's running run (the serve signals its group) and ends a queued one", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { home } = makeBox(dir);
+    const state = join(dir, "state");
+    const settings = () => Settings.parse({ hermes: { home, command: HERMES }, bridge: { max_runs: 1 } });
+    const db = openDb(state);
+    const serve = new RunService({ db, stateDir: state, env: {}, settings, graceMs: 500 });
+    const cliDb = openDb(state);
+    const guest = new RunService({ db: cliDb, stateDir: state, env: {}, settings, guest: true, graceMs: 500 });
+    try {
+      const running = await serve.start({ profile: "alpha", prompt: "busy [hang]", caller: "agent:claude" });
+      const queued = await serve.start({ profile: "alpha", prompt: "next [hang]", caller: "agent:claude" });
+      await until(() => serve.get(running.id)!.pid !== null);
+      const pid = serve.get(running.id)!.pid!;
+      expect(await guest.cancel(queued.id)).toMatchObject({ state: "cancelled", reason: "cancelled" });
+      expect(await guest.cancel(running.id)).toMatchObject({ state: "cancelled", reason: "cancelled" });
+      await until(() => groupGone(pid));
+    } finally {
+      await guest.close();
+      await serve.close();
+      cliDb.close();
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("a CLI command's guest server on the same database leaves the serve's runs alone; a run it records starts in the serve", async () => {
     const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
     const { home } = makeBox(dir);

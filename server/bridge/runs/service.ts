@@ -46,6 +46,8 @@ export interface RunRow {
   readonly error: string | null;
   readonly log_base: number;
   readonly log_bytes: number;
+  /** When a process that does not run it (a CLI command's guest) asked its owner to cancel it. */
+  readonly cancel_requested: string | null;
 }
 
 export interface RunRequest {
@@ -193,18 +195,24 @@ export class RunService {
     return this.get(id)!;
   }
 
-  /** Stops a queued or running run (its whole process group); an ended run is left as it is. */
+  /**
+   * Stops a queued or running run (its whole process group); an ended run is
+   * left as it is. A guest asks the serve, whose process the run is, to stop
+   * it (it looks every {@link PUMP_MS}) and waits a while for it to end.
+   */
   async cancel(id: string): Promise<RunRow> {
     const row = this.get(id);
     if (!row) throw new Error(`no run ${id}`);
-    if (row.state === "queued") {
-      this.end(id, { state: "cancelled", reason: "cancelled", error: "cancelled before it started" });
-    } else if (row.state === "running") {
-      const live = this.live.get(id);
-      if (live) {
-        this.stop(live, "cancel");
-        await live.ended;
-      }
+    // Only while it is still queued: the serve may have started it meanwhile (this one a guest).
+    if (row.state === "queued" && this.end(id, { state: "cancelled", reason: "cancelled", error: "cancelled before it started" }, "queued")) return this.get(id)!;
+    const live = this.live.get(id);
+    if (live) {
+      this.stop(live, "cancel");
+      await live.ended;
+    } else if (this.o.guest && this.get(id)!.state === "running") {
+      this.o.db.prepare("UPDATE bridge_runs SET cancel_requested = ? WHERE id = ? AND state = 'running'").run(this.iso(), id);
+      const deadline = Date.now() + PUMP_MS + this.graceMs + STREAMS_GRACE_MS + 2000;
+      while (this.get(id)!.state === "running" && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     }
     return this.get(id)!;
   }
@@ -310,6 +318,11 @@ export class RunService {
   /** Starts queued runs, oldest first, while fewer than `max_runs` run. */
   private pump(): void {
     if (this.closed || this.o.guest || !this.recovered) return;
+    // Cancels a guest asked for (a CLI command's approved agent_run_cancel): the runs are this process's to stop.
+    for (const { id } of this.o.db.prepare("SELECT id FROM bridge_runs WHERE state = 'running' AND cancel_requested IS NOT NULL").all() as Array<{ id: string }>) {
+      const live = this.live.get(id);
+      if (live && live.intent === undefined) this.stop(live, "cancel");
+    }
     const max = this.maxRuns();
     while (this.live.size < max) {
       const next = this.o.db.prepare("SELECT * FROM bridge_runs WHERE state = 'queued' ORDER BY rowid LIMIT 1").get() as RunRow | undefined;
@@ -456,12 +469,14 @@ export class RunService {
     });
   }
 
-  private end(id: string, f: { state: RunState; reason: string; error?: string; exit_code?: number | null; signal?: string | null; session_id?: string; log_base?: number; log_bytes?: number }): void {
-    this.o.db.prepare(`UPDATE bridge_runs SET state = ?, reason = ?, error = ?, exit_code = ?, signal = ?, session_id = COALESCE(?, session_id),
-                         log_base = COALESCE(?, log_base), log_bytes = COALESCE(?, log_bytes), ended_at = ? WHERE id = ?`)
-      .run(f.state, f.reason, f.error ?? null, f.exit_code ?? null, f.signal ?? null, f.session_id ?? null, f.log_base ?? null, f.log_bytes ?? null, this.iso(), id);
+  /** Records how a run ended; with `from`, only while it is still in that state (false: it was not, nothing changed). */
+  private end(id: string, f: { state: RunState; reason: string; error?: string; exit_code?: number | null; signal?: string | null; session_id?: string; log_base?: number; log_bytes?: number }, from?: RunState): boolean {
+    const changed = this.o.db.prepare(`UPDATE bridge_runs SET state = ?, reason = ?, error = ?, exit_code = ?, signal = ?, session_id = COALESCE(?, session_id),
+                         log_base = COALESCE(?, log_base), log_bytes = COALESCE(?, log_bytes), ended_at = ? WHERE id = ? AND (? IS NULL OR state = ?)`)
+      .run(f.state, f.reason, f.error ?? null, f.exit_code ?? null, f.signal ?? null, f.session_id ?? null, f.log_base ?? null, f.log_bytes ?? null, this.iso(), id, from ?? null, from ?? null).changes === 1;
     for (const w of [...(this.waiters.get(id) ?? [])]) w();
     this.waiters.delete(id);
+    return changed;
   }
 
   /**
