@@ -328,6 +328,17 @@ describe("teaching tools over a Hermes profile's files", () => {
     expect(JSON.stringify(err)).not.toContain("secret body");
   });
 
+  it("does not list the skills of a skills folder that is a link out of the profile", async () => {
+    const outside = join(dir, "outside-list");
+    mkdirSync(join(outside, "hidden-name"), { recursive: true });
+    const profile = join(home, "profiles/linked-skills");
+    mkdirSync(profile, { recursive: true });
+    symlinkSync(outside, join(profile, "skills"));
+    const err = await refusal(run("profile_skill_list", { profile: "linked-skills" }, { ...ctx, profiles: ["linked-skills"] }));
+    expect(err.code).toBe("teach.unsafe_path");
+    expect(JSON.stringify(err)).not.toContain("hidden-name");
+  });
+
   it("records an audit row for each write, with the text as its size and hash", async () => {
     const text = "---\nname: audit-me\ndescription: d\n---\nbody\n";
     const auditor: BridgeContext = { ...ctx, caller: { ...ctx.caller, agent: "auditor" } };

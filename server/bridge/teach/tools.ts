@@ -72,8 +72,15 @@ interface SkillEntry {
   readonly problem?: string;
 }
 
-/** The profile's skills as Hermes lays them out: skills/<name>/SKILL.md and skills/<category>/<name>/SKILL.md; links and dot-folders skipped. */
+/**
+ * The profile's skills as Hermes lays them out: skills/<name>/SKILL.md and
+ * skills/<category>/<name>/SKILL.md; links and dot-folders under skills/
+ * skipped, and a skills/ that is itself a link (or not a folder) refused
+ * (teach.unsafe_path), as a read of a skill through it is.
+ */
 async function listSkills(root: string): Promise<SkillEntry[]> {
+  const skills = await lstat(join(root, "skills")).catch(() => undefined);
+  if (skills !== undefined && !skills.isDirectory()) throw new ApiError("teach.unsafe_path", `skills is ${skills.isSymbolicLink() ? "a symbolic link" : "not a folder"}; hal0 does not read through it`, { file: "skills" });
   const out: SkillEntry[] = [];
   const dirs = async (rel: string) => (await readdir(join(root, rel), { withFileTypes: true }).catch(() => [])).filter((e) => e.isDirectory() && !e.name.startsWith(".")).map((e) => e.name).sort();
   const entry = async (category: string | null, name: string, file: string): Promise<SkillEntry> => {
