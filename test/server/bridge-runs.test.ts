@@ -230,6 +230,10 @@ describe("agent bridge runs", () => {
     });
     const leader = t.hal0.runs!.get(r.run_id)!.pid!;
     expect(alive(leader) && alive(child)).toBe(true);
+    // While it runs, its record counts the output printed so far (as the log holds it).
+    const running = (await call(agent, "agent_run_status", { run_id: r.run_id })).run;
+    expect(running).toMatchObject({ state: "running", output_bytes: statSync(join(t.state, "runs", `${r.run_id}.log`)).size });
+    expect(running.output_bytes).toBeGreaterThan(0);
     const cancelled = await call(agent, "agent_run_cancel", { run_id: r.run_id });
     expect(cancelled.run).toMatchObject({ state: "cancelled", reason: "cancelled" });
     await until(() => !alive(leader) && !alive(child) && groupGone(leader));

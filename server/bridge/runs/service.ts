@@ -165,7 +165,13 @@ export class RunService {
   }
 
   get(id: string): RunRow | undefined {
-    return this.o.db.prepare("SELECT * FROM bridge_runs WHERE id = ?").get(id) as RunRow | undefined;
+    return this.withLiveCounts(this.o.db.prepare("SELECT * FROM bridge_runs WHERE id = ?").get(id) as RunRow | undefined);
+  }
+
+  /** A running run's output counts as they are now: its row has them only from a trim of its log, or from its end. */
+  private withLiveCounts<T extends RunRow | undefined>(row: T): T {
+    const live = row && this.live.get(row.id);
+    return live ? { ...row, log_base: live.base, log_bytes: live.bytes } : row;
   }
 
   list(filter: { profile?: string; state?: string; profiles: readonly string[] | "all"; limit?: number }): RunRow[] {
@@ -175,7 +181,7 @@ export class RunService {
     if (filter.state !== undefined) where.push("state = ?"), values.push(filter.state);
     if (filter.profiles !== "all") where.push(`profile IN (${filter.profiles.map(() => "?").join(",") || "NULL"})`), values.push(...filter.profiles);
     const clause = where.length ? `WHERE ${where.join(" AND ")}` : "";
-    return this.o.db.prepare(`SELECT * FROM bridge_runs ${clause} ORDER BY rowid DESC LIMIT ?`).all(...values, filter.limit ?? 200) as RunRow[];
+    return (this.o.db.prepare(`SELECT * FROM bridge_runs ${clause} ORDER BY rowid DESC LIMIT ?`).all(...values, filter.limit ?? 200) as RunRow[]).map((r) => this.withLiveCounts(r));
   }
 
   /** Records a run (queued) and starts it when a place is free. */
