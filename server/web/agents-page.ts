@@ -121,8 +121,8 @@ function cancelForm(id: string, viewer: Viewer | undefined): string {
 const PROMPT_SHOWN = 80;
 
 /**
- * `/agents/runs/{id}`: one run and its output (the bounded log, secrets
- * redacted, as agent_run_events gives it); while it is queued or running the
+ * `/agents/runs/{id}`: one run and its newest output (the last 64 KiB, from a
+ * line's start, secrets redacted); while it is queued or running the
  * page reloads every 2 s and offers Cancel. An operator token without
  * mcp:agents is refused (403 `auth.scope_denied`).
  */
@@ -130,7 +130,9 @@ export async function runPage(d: Dispatcher, id: string, viewer?: Viewer): Promi
   requireRunsReach(viewer);
   const run = d.runs?.get(id);
   if (!run) return undefined;
-  const events = d.runs!.events(id, 0);
+  // Its newest output (the last 64 KiB, from a line's start): a page that reloads to follow a run shows where it is now.
+  const tail = d.runs!.tail(id);
+  const output = tail.truncated ? tail.text.slice(tail.text.indexOf("\n") + 1) : tail.text;
   const live = LIVE.has(run.state);
   const facts: Array<[string, string]> = [
     ["Profile", esc(run.profile)], ["State", `<span class="badge" data-run-state="${esc(run.state)}">${esc(run.state)}</span>${run.reason ? ` ${esc(run.reason)}` : ""}`],
@@ -140,8 +142,8 @@ export async function runPage(d: Dispatcher, id: string, viewer?: Viewer): Promi
   const body = `<p><a href="/agents">← Agents</a></p>
 <dl class="facts">${facts.map(([k, v]) => `<dt>${k}</dt><dd>${v}</dd>`).join("")}</dl>
 ${live ? cancelForm(run.id, viewer) : ""}
-<h2>Output${events.dropped > 0 ? ` <span class="muted">(the first ${events.dropped} bytes were dropped by the log's bound)</span>` : ""}</h2>
-<pre><code data-run-output="${esc(run.id)}">${esc(events.lines.map(redactText).join("\n"))}</code></pre>`;
+<h2>Output${tail.truncated ? ` <span class="muted">(its newest 64 KiB; what it printed before is not shown here)</span>` : ""}</h2>
+<pre><code data-run-output="${esc(run.id)}">${esc(redactText(output.replace(/\n$/, "")))}</code></pre>`;
   return page(`Run ${run.id}`, "/agents", body, { viewer, refreshS: live ? 2 : undefined });
 }
 

@@ -277,6 +277,19 @@ describe("hal0-agents with its sixteen tools, for a token admitted to one profil
     expect(audit.some((row) => row.actor.startsWith("operator"))).toBe(true);
   });
 
+  it("a run's page shows its newest output, its end included, when it printed more than one read", async () => {
+    const session = await webLogin(s);
+    const started = await call("agent_run_start", { profile: "alpha", prompt: "print a lot [bytes=200000]" });
+    const runId = started.body.run_id as string;
+    expect((await call("agent_run_wait", { run_id: runId, timeout_s: 20 })).body.run.state).toBe("done");
+    const page = String((await httpCall(s.url, "GET", `/agents/runs/${runId}`, { headers: { cookie: session.cookie } })).body);
+    const output = /<code data-run-output="[^"]+">([\s\S]*?)<\/code>/.exec(page)![1]!;
+    expect(output).toContain("done.");
+    expect(output).not.toContain("00000000 ");
+    expect(output.split("\n")[0]).toMatch(/^\d{8} x+$/); // from a line's start
+    expect(page).toContain("newest 64 KiB");
+  });
+
   it("an operator token minted without mcp:agents neither reads a run's prompt or output on the pages nor cancels it, as it cannot over hal0-agents", async () => {
     const narrow = s.hal0.tokens.mint("operator", "ci-rest", ["rest"]);
     const session = await webLogin(s, narrow.token);
