@@ -14,7 +14,8 @@ Serves the box: the REST API on [server] host:port (default 127.0.0.1:8080) and 
 reconcile loop in the same process. Logs JSON lines on stdout. SIGTERM or SIGINT:
 refuses new requests (503), interrupts the sweep and any slot restart (no further step
 starts; a runner still loading is left running for the next sweep; the restart answers
-409 apply.interrupted), finishes the requests in flight, ends open
+409 apply.interrupted), finishes the requests in flight (an agent_run_wait answers
+at once), ends open
 event streams (at once when nothing else is in flight, else after 3 s), closes the
 database, exits 0; a second signal exits at once. SIGHUP (systemctl reload hal0) reads the
 config tree again and asks for a sweep, as POST /api/settings/reload does. A busy port exits 1 with

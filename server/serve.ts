@@ -229,6 +229,7 @@ export async function serve(options: ServeOptions): Promise<Serving> {
       closing ??= (async () => {
         clearInterval(expiry);
         server.box.interrupt(); // a slot restart in flight stops waiting for /health, so the drain does not wait out a load
+        server.runs?.interrupt(); // an agent_run_wait in flight answers now, so the drain does not wait out its 300 s
         await front.drain(options.shutdownGraceMs ?? SHUTDOWN_GRACE_MS);
         await loop.stop();
         await server.box.close();

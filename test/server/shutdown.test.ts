@@ -5,6 +5,8 @@ import { connect, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 import { afterAll, describe, expect, it } from "vitest";
 import { ProcessDriver } from "../../reconciler/index.js";
 import { serve, serveLogger } from "../../server/serve.js";
@@ -241,5 +243,34 @@ describe("serve().close(): the drain (in process)", () => {
     await serving.close();
     expect(Date.now() - started).toBeLessThan(1000);
     expect(await stream.ended).not.toContain("error:");
+  }, 30_000);
+});
+
+describe("serve().close() with an agent_run_wait in flight (in process)", () => {
+  it("answers the wait at once with the run as it is (done: false) instead of holding the stop for its 300 s, then stops the run", async () => {
+    const { config, state } = emptyBox();
+    const home = join(config, "..", "hermes");
+    mkdirSync(join(home, "profiles", "alpha"), { recursive: true });
+    writeFileSync(join(config, "hal0.toml"), `[reconcile]\ninterval_s = 3600\n\n[hermes]\nhome = ${JSON.stringify(home)}\ncommand = ${JSON.stringify(join(PROJECT, "fixtures/hermes/hermes"))}\n`);
+    const serving = await serve({
+      root: config, stateDir: state, port: 0, reconcile: false, shutdownGraceMs: 10_000, logger: serveLogger("silent"),
+      driverFor: async () => new ProcessDriver({ stateDir: state }),
+    });
+    const token = readFileSync(join(state, "operator.token"), "utf8").trim();
+    const client = new Client({ name: "shutdown-test", version: "1" });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${serving.url}/mcp/agents`), { requestInit: { headers: { authorization: `Bearer ${token}` } } }));
+    const call = async (name: string, args: Record<string, unknown>) => JSON.parse(((await client.callTool({ name, arguments: args }, undefined, { timeout: 400_000 })) as { content: Array<{ text: string }> }).content[0]!.text);
+    const started = await call("agent_run_start", { profile: "alpha", prompt: "for ever [hang]" });
+    expect(started.state).toBe("running");
+    while ((await call("agent_run_status", { run_id: started.run_id })).run.output_bytes === 0) await sleep(50);
+    const pid = serving.server.runs!.get(started.run_id)!.pid!;
+    const waiting = call("agent_run_wait", { run_id: started.run_id, timeout_s: 300 });
+    await sleep(300);
+    const at = Date.now();
+    await serving.close();
+    expect(Date.now() - at).toBeLessThan(8000);
+    expect(await waiting).toMatchObject({ done: false, run: { run_id: started.run_id, state: "running" } });
+    expect(() => process.kill(-pid, 0)).toThrow(); // its process group was stopped
+    await client.close().catch(() => undefined);
   }, 30_000);
 });

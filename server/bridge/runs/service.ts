@@ -133,6 +133,8 @@ export class RunService {
   private readonly logLimit: number;
   private readonly graceMs: number;
   private closed = false;
+  /** hal0 is stopping (interrupt): waits answer at once. */
+  private stopping = false;
   /** Set once `recover` has marked what a previous hal0 left: until then no queued run starts (it may be one of those). */
   private recovered = false;
 
@@ -223,10 +225,10 @@ export class RunService {
     return this.get(id)!;
   }
 
-  /** Resolves when the run has ended or after `ms`, whichever comes first. */
+  /** Resolves when the run has ended or after `ms`, whichever comes first (at once while hal0 stops: see {@link interrupt}). */
   async wait(id: string, ms: number): Promise<RunRow | undefined> {
     const row = this.get(id);
-    if (!row || ENDED.has(row.state)) return row;
+    if (!row || ENDED.has(row.state) || this.stopping) return row;
     await new Promise<void>((resolve) => {
       const set = this.waiters.get(id) ?? new Set();
       this.waiters.set(id, set);
@@ -277,6 +279,17 @@ export class RunService {
       from -= before.length - wholeCharacters(before);
     }
     return { text: this.readLog(id, from - base, bytes - from).toString("utf8"), truncated: from > 0 };
+  }
+
+  /**
+   * hal0 is stopping: every wait answers now, with the run as it is, and a
+   * later one does not wait. A shutdown finishes the requests in flight, and
+   * an agent_run_wait of up to 300 s is one: it held the stop (and the runs
+   * it stops) for as long.
+   */
+  interrupt(): void {
+    this.stopping = true;
+    for (const set of this.waiters.values()) for (const w of [...set]) w();
   }
 
   /** Stops every running run's group (marked interrupted) and every queued one; the records stay. */
