@@ -12,7 +12,7 @@ import { invoke, validate, type Call, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { toolTier } from "../identity/access.js";
 import type { Caller, Route, RouteContext } from "../route.js";
-import { pendingReply } from "../verdict.js";
+import { queueForPerson } from "../verdict.js";
 import { followPolicy } from "./policy-sync.js";
 import { envelopeSdkErrors, timedCall } from "./results.js";
 
@@ -112,7 +112,8 @@ function cardOf(proposal: BridgeProposal, body: unknown): { summary: string; eff
  * One bridge tool call: arguments validated (a refusal is
  * `validation.invalid` naming each field), the caller's tier looked up,
  * then run (audited) or — gated for an agent — queued for a person and
- * answered `pending_approval`. An operator's own call runs.
+ * answered `pending_approval` (audited, as is a refusal before it could be
+ * queued). An operator's own call runs.
  */
 export async function callBridgeTool(d: Dispatcher, route: Route, name: string, args: unknown, caller: Caller, profiles: readonly string[] | "all"): Promise<unknown> {
   const started = performance.now();
@@ -126,9 +127,8 @@ export async function callBridgeTool(d: Dispatcher, route: Route, name: string, 
     throw err;
   }
   if (call.caller.kind === "operator" || tier !== "gated") return invoke(d, route, call);
-  const approval = await d.approvals.enqueue(name, route, call);
-  d.audit.record({ call, route, outcome: "pending_approval", durationMs: performance.now() - started, approvalId: approval.id, tool: name });
-  return pendingReply(approval, `${name} is gated for ${call.caller.agent}`);
+  // Queued with one audit row, or refused before it could be (a bad SKILL.md, a stale base, too many waiting) with one too.
+  return queueForPerson(d, route, name, call, started, `${name} is gated for ${call.caller.agent}`);
 }
 
 /**

@@ -193,6 +193,19 @@ describe("hal0-agents with its sixteen tools, for a token admitted to one profil
     expect(all).not.toContain("audit me once");
   });
 
+  it("a gated write refused before it could be queued (a bad SKILL.md, a stale base) is audited once too, its text as size and hash", async () => {
+    const rows = () => s.hal0.audit.query({ actor: "agent:claude-code" }).items.filter((r) => r.tool === "profile_skill_put" && r.outcome === "error") as Array<{ error_code: string; args: any }>;
+    const before = rows().length;
+    const bad = await call("profile_skill_put", { profile: "alpha", name: "refused-one", text: "no front matter: words the audit must not keep" });
+    expect(bad.body.error.code).toBe("teach.bad_skill");
+    const stale = await call("profile_skill_put", { profile: "alpha", name: "refused-two", text: "---\nname: refused-two\ndescription: d\n---\nbody\n", base: { "skills/refused-two/SKILL.md": "sha256:00" } });
+    expect(stale.body.error.code).toBe("teach.stale");
+    const added = rows().slice(0, rows().length - before);
+    expect(added.map((r) => r.error_code).sort()).toEqual(["teach.bad_skill", "teach.stale"]);
+    for (const r of added) expect(r.args).toMatchObject({ profile: "alpha", text_bytes: expect.any(Number), text_sha256: expect.stringMatching(/^sha256:/) });
+    expect(JSON.stringify(added)).not.toContain("words the audit must not keep");
+  });
+
   it("a request of an agent revoked since it asked does not run when approved; a rotated agent's still does", async () => {
     const connect = async (token: string) => {
       const c = new Client({ name: "hal0-test", version: "1.0.0" });
