@@ -528,6 +528,27 @@ describe("agent bridge runs, max_runs and restarts", () => {
     }
   });
 
+  it("a run whose log cannot be written fails saying so (spawn_failed); the start answers and the queue goes on once the log can be", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { home } = makeBox(dir);
+    const state = join(dir, "state");
+    const db = openDb(state);
+    writeFileSync(join(state, "runs"), ""); // runs/ is a file: no log can be made there
+    const runs = new RunService({ db, stateDir: state, env: {}, settings: () => Settings.parse({ hermes: { home, command: HERMES }, bridge: { max_runs: 1 } }) });
+    try {
+      const bad = await runs.start({ profile: "alpha", prompt: "hi", caller: "operator:root" });
+      expect(runs.get(bad.id)).toMatchObject({ state: "failed", reason: "spawn_failed" });
+      expect(runs.get(bad.id)!.error).toContain("cannot write its log");
+      rmSync(join(state, "runs"));
+      const good = await runs.start({ profile: "alpha", prompt: "hi again", caller: "operator:root" });
+      expect((await runs.wait(good.id, 10_000))!.state).toBe("done");
+    } finally {
+      await runs.close();
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("a cancel approved in a CLI command's guest stops the serve's running run (the serve signals its group) and ends a queued one", async () => {
     const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
     const { home } = makeBox(dir);

@@ -361,8 +361,14 @@ export class RunService {
       this.end(row.id, { state: "failed", reason: "profile_not_found", error: `Hermes profile ${row.profile} is no longer there (no folder ${home}): it was removed before the run started` });
       return;
     }
-    mkdirSync(this.dir, { recursive: true });
-    writeFileSync(this.logPath(row.id), "");
+    try {
+      mkdirSync(this.dir, { recursive: true });
+      writeFileSync(this.logPath(row.id), "");
+    } catch (err) {
+      // A log that cannot be made (a full disk, runs/ not a folder): the run fails, and the server and the queue go on.
+      this.end(row.id, { state: "failed", reason: "spawn_failed", error: `cannot write its log ${this.logPath(row.id)}: ${(err as Error).message}` });
+      return;
+    }
     const how = hermesSpawn(
       { command: s.hermes.command, home: s.hermes.home, profile: row.profile, prompt: row.prompt, toolsets: JSON.parse(row.toolsets) as string[], maxTurns: row.max_turns ?? undefined, resume: row.resume ?? undefined },
       this.o.env,
