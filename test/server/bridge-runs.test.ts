@@ -528,6 +528,30 @@ describe("agent bridge runs, max_runs and restarts", () => {
     }
   });
 
+  it("a run that ends while the database refuses writes is recorded once it takes them again, never left running", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { home } = makeBox(dir);
+    const state = join(dir, "state");
+    const db = openDb(state);
+    const runs = new RunService({ db, stateDir: state, env: { HERMES_FAKE_DELAY_MS: "300", HERMES_FAKE_LINES: "2" }, settings: () => Settings.parse({ hermes: { home, command: HERMES } }) });
+    try {
+      const r = await runs.start({ profile: "alpha", prompt: "hi", caller: "operator:root" });
+      await until(() => runs.get(r.id)!.pid !== null);
+      const pid = runs.get(r.id)!.pid!;
+      db.pragma("query_only = ON"); // as a full disk: every write refused
+      await until(() => !alive(pid) && groupGone(pid), 10_000);
+      await new Promise((res) => setTimeout(res, 300));
+      expect(runs.get(r.id)!.state).toBe("running");
+      db.pragma("query_only = OFF");
+      expect((await runs.wait(r.id, 3 * PUMP_MS))!).toMatchObject({ state: "done", reason: "exit", exit_code: 0, session_id: expect.any(String) });
+    } finally {
+      db.pragma("query_only = OFF");
+      await runs.close();
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("a run whose log cannot be written fails saying so (spawn_failed); the start answers and the queue goes on once the log can be", async () => {
     const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
     const { home } = makeBox(dir);

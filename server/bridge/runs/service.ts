@@ -118,6 +118,18 @@ interface Live {
   readonly ended: Promise<void>;
 }
 
+/** How a run ended, as its row records it. */
+interface RunEnd {
+  readonly state: RunState;
+  readonly reason: string;
+  readonly error?: string;
+  readonly exit_code?: number | null;
+  readonly signal?: string | null;
+  readonly session_id?: string;
+  readonly log_base?: number;
+  readonly log_bytes?: number;
+}
+
 const MAX_READ = 64 * 1024;
 /** After the group's SIGKILL, how long a run's output may stay open (held by a process outside its group) before the run ends without it. */
 const STREAMS_GRACE_MS = 1000;
@@ -128,6 +140,8 @@ export class RunService {
   readonly ready: Promise<void>;
   private readonly live = new Map<string, Live>();
   private readonly waiters = new Map<string, Set<() => void>>();
+  /** Ends the database could not record yet (ended), by run. */
+  private readonly unrecorded = new Map<string, RunEnd>();
   private readonly dir: string;
   private readonly now: () => number;
   private readonly logLimit: number;
@@ -337,6 +351,14 @@ export class RunService {
   /** Starts queued runs, oldest first, while fewer than `max_runs` run. */
   private pump(): void {
     if (this.closed || this.o.guest || !this.recovered) return;
+    for (const [id, f] of this.unrecorded) {
+      try {
+        this.end(id, f);
+      } catch {
+        return; // still refused: nothing else starts before the database takes it
+      }
+      this.unrecorded.delete(id);
+    }
     // Cancels a guest asked for (a CLI command's approved agent_run_cancel): the runs are this process's to stop.
     for (const { id } of this.o.db.prepare("SELECT id FROM bridge_runs WHERE state = 'running' AND cancel_requested IS NOT NULL").all() as Array<{ id: string }>) {
       const live = this.live.get(id);
@@ -385,7 +407,7 @@ export class RunService {
       // The spawn failed (no such command, no profile folder): 'error' says why, right after.
       this.o.db.prepare("UPDATE bridge_runs SET state = 'running', started_at = ? WHERE id = ?").run(this.iso(), row.id);
       child.once("error", (err) => {
-        this.end(row.id, { state: "failed", reason: "spawn_failed", error: `cannot start ${s.hermes.command}: ${err.message}` });
+        this.ended(row.id, { state: "failed", reason: "spawn_failed", error: `cannot start ${s.hermes.command}: ${err.message}` });
         this.pump();
       });
       return;
@@ -426,7 +448,7 @@ export class RunService {
         : live.intent === "closing" ? { state: "interrupted" as const, reason: "hal0_stopped", error: "hal0 stopped while the run ran; its process group was stopped" }
         : { reason: "exit", ...outcomeOf(code, signal) };
       this.live.delete(row.id);
-      this.end(row.id, { ...outcome, exit_code: code, signal, session_id: live.session, log_base: live.base, log_bytes: live.bytes });
+      this.ended(row.id, { ...outcome, exit_code: code, signal, session_id: live.session, log_base: live.base, log_bytes: live.bytes });
       finish();
       this.pump();
     });
@@ -494,8 +516,22 @@ export class RunService {
     });
   }
 
+  /**
+   * Records the end of a run whose process is gone. A database that cannot
+   * take it now (a full disk) gets it again at each look of the queue (every
+   * {@link PUMP_MS}) until it does: the run is never left `running` for good,
+   * and the error never leaves the child's event.
+   */
+  private ended(id: string, f: RunEnd): void {
+    try {
+      this.end(id, f);
+    } catch {
+      this.unrecorded.set(id, f);
+    }
+  }
+
   /** Records how a run ended; with `from`, only while it is still in that state (false: it was not, nothing changed). */
-  private end(id: string, f: { state: RunState; reason: string; error?: string; exit_code?: number | null; signal?: string | null; session_id?: string; log_base?: number; log_bytes?: number }, from?: RunState): boolean {
+  private end(id: string, f: RunEnd, from?: RunState): boolean {
     const changed = this.o.db.prepare(`UPDATE bridge_runs SET state = ?, reason = ?, error = ?, exit_code = ?, signal = ?, session_id = COALESCE(?, session_id),
                          log_base = COALESCE(?, log_base), log_bytes = COALESCE(?, log_bytes), ended_at = ? WHERE id = ? AND (? IS NULL OR state = ?)`)
       .run(f.state, f.reason, f.error ?? null, f.exit_code ?? null, f.signal ?? null, f.session_id ?? null, f.log_base ?? null, f.log_bytes ?? null, this.iso(), id, from ?? null, from ?? null).changes === 1;
