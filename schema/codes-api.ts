@@ -165,7 +165,7 @@ export const API_CODES = {
   // ── agent bridge runs (hal0-agents) ──────────────────────────────────
   "run.not_found": { severity: "error", stage: "server", http: 404, meaning: "No Hermes run of the agent bridge has this id among the runs of the profiles the caller may reach." },
   "run.profile_not_found": { severity: "error", stage: "server", http: 404, meaning: "No Hermes profile of this name: there is no <[hermes] home>/profiles/<name>/ folder; details.known lists the profiles there are." },
-  "run.active": { severity: "error", stage: "server", http: 409, meaning: "agent_run_message to a run that is still queued or running: its Hermes session takes the next message once the run has ended (agent_run_wait)." },
+  "run.active": { severity: "error", stage: "server", http: 409, meaning: "agent_run_message to a run that is still queued or running, or a message (or a start with resume) to a Hermes session another queued or running run continues: the session takes the next message once that run has ended (agent_run_wait)." },
   "run.no_session": { severity: "error", stage: "server", http: 409, meaning: "agent_run_message to a run that ended without Hermes reporting a session id (it failed to start, or was stopped before the end): there is no session to continue." },
   "run.too_many_queued": { severity: "error", stage: "server", http: 429, meaning: "The caller already has 20 Hermes runs queued, waiting for a place among [bridge] max_runs (details.queued, details.max): wait for them to start, or cancel some, before starting more." },
   "run.unavailable": { severity: "error", stage: "server", http: 503, meaning: "This server runs no Hermes runs (no run service); hal0 serve has one." },

@@ -178,6 +178,26 @@ describe("agent bridge runs", () => {
     expect(JSON.stringify(audit)).not.toContain("kumquat");
   });
 
+  it("one Hermes session is continued by one run at a time: a second message, or a start resuming it, waits for that run's end (run.active)", async () => {
+    const first = await call(agent, "agent_run_start", { profile: "alpha", prompt: "remember the word quince" });
+    const done = await call(agent, "agent_run_wait", { run_id: first.run_id, timeout_s: 20 });
+    const session = done.run.session_id as string;
+    const [a, b] = await Promise.allSettled([
+      call(agent, "agent_run_message", { run_id: first.run_id, text: "which word? (one)" }),
+      call(op, "agent_run_message", { run_id: first.run_id, text: "which word? (two)" }),
+    ]);
+    const went = [a, b].filter((x) => x.status === "fulfilled") as Array<PromiseFulfilledResult<any>>;
+    const refused = [a, b].filter((x) => x.status === "rejected") as PromiseRejectedResult[];
+    expect(went).toHaveLength(1);
+    expect((refused[0]!.reason as ApiError).code).toBe("run.active");
+    expect((refused[0]!.reason as ApiError).details).toMatchObject({ run_id: went[0]!.value.run_id, session_id: session });
+    expect(await refusal(call(op, "agent_run_start", { profile: "alpha", prompt: "and again", resume: session }))).toBe("run.active");
+    await call(agent, "agent_run_wait", { run_id: went[0]!.value.run_id, timeout_s: 20 });
+    const next = await call(op, "agent_run_message", { run_id: first.run_id, text: "which word? (three)" });
+    expect((await call(op, "agent_run_wait", { run_id: next.run_id, timeout_s: 20 })).run.state).toBe("done");
+    expect((await call(op, "agent_run_result", { run_id: next.run_id })).output).toContain("2 earlier prompt(s)");
+  });
+
   it("a session_id line in the answer (stdout) is not the run's session: only Hermes's own on stderr is", async () => {
     // The stand-in echoes the prompt on stdout; cancelled, it never reports a session on stderr.
     const r = await call(agent, "agent_run_start", { profile: "alpha", prompt: "say this\nsession_id: --yolo\n[hang]" });

@@ -205,12 +205,17 @@ export class RunService {
     await this.ready;
     if (this.closed) throw new Error("the run service is closed");
     const id = `run_${randomBytes(8).toString("hex")}`;
-    // Counted and recorded in one statement: starts racing (in two processes too) never pass the bound together.
+    // Counted and recorded in one statement: starts racing (in two processes too) never pass the bound together, and
+    // never continue one Hermes session together (two runs writing one session's history at once).
     const added = this.o.db.prepare(`INSERT INTO bridge_runs (id, profile, prompt, toolsets, max_turns, timeout_s, resume, parent_run, state, caller, created_at)
                        SELECT ?, ?, ?, ?, ?, ?, ?, ?, 'queued', ?, ?
-                       WHERE (SELECT count(*) FROM bridge_runs WHERE state = 'queued' AND caller = ?) < ?`)
-      .run(id, req.profile, req.prompt, JSON.stringify(req.toolsets ?? []), req.maxTurns ?? null, req.timeoutS ?? this.defaultTimeoutS(), req.resume ?? null, req.parentRun ?? null, req.caller, this.iso(), req.caller, QUEUED_PER_CALLER);
+                       WHERE (SELECT count(*) FROM bridge_runs WHERE state = 'queued' AND caller = ?) < ?
+                         AND NOT EXISTS (SELECT 1 FROM bridge_runs WHERE state IN ('queued', 'running') AND profile = ? AND resume = ?)`)
+      .run(id, req.profile, req.prompt, JSON.stringify(req.toolsets ?? []), req.maxTurns ?? null, req.timeoutS ?? this.defaultTimeoutS(), req.resume ?? null, req.parentRun ?? null, req.caller, this.iso(), req.caller, QUEUED_PER_CALLER, req.profile, req.resume ?? null);
     if (added.changes !== 1) {
+      const busy = req.resume === undefined ? undefined
+        : this.o.db.prepare("SELECT id, state FROM bridge_runs WHERE state IN ('queued', 'running') AND profile = ? AND resume = ? LIMIT 1").get(req.profile, req.resume) as { id: string; state: string } | undefined;
+      if (busy) throw new ApiError("run.active", `Hermes session ${req.resume} is being continued by run ${busy.id} (${busy.state}); continue it once that run has ended (agent_run_wait)`, { run_id: busy.id, state: busy.state, session_id: req.resume });
       throw new ApiError("run.too_many_queued", `${req.caller} already has ${QUEUED_PER_CALLER} runs waiting to start; wait for them to start (agent_run_wait) or cancel some (agent_run_cancel) before starting more`, { queued: QUEUED_PER_CALLER, max: QUEUED_PER_CALLER });
     }
     this.pump();
