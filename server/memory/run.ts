@@ -211,6 +211,9 @@ async function precheck(engine: MemoryEngine, name: string, a: Record<string, an
   else if (name === "memory_directive_delete") await engine.directiveGet(a.id);
   else if (name === "memory_delete") {
     const scope = scopeOf(a.dataset, { ...caller, via: "approval" });
+    // An agent learns nothing of another's private dataset, not even whether an id (a doc_ id is
+    // its document_id's hash) is there: its request is queued unlooked-at, and checked when approved.
+    if (caller.via !== "approval" && caller.kind !== "operator" && scope.datasets!.some((d) => isForeignDataset(d, caller))) return;
     const ids = [...new Set(a.ids as string[])];
     if ((await engine.deletable(ids, scope)).length === 0) throw noneFound(ids, scope);
   }

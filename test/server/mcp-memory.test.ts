@@ -5,6 +5,7 @@ import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { EmbeddedEngine } from "../../memory/embedded.js";
+import { docKey } from "../../memory/embedded-store.js";
 import { advertisedSchema, MEMORY_TOOLS } from "../../server/memory/tools.js";
 import { startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callMemory, callTool, memoryClient } from "./mcp-helpers.js";
@@ -297,8 +298,15 @@ describe("memory_delete gates itself", () => {
     const theirs = await ok(someone, "memory_add", { text: "someone's own fact" });
     const foreign = await ok(c, "memory_delete", { ids: [theirs.id], dataset: "private:someone" });
     expect(foreign).toMatchObject({ status: "pending_approval", detail: expect.stringContaining("another caller's dataset private:someone") });
-    expect((await refused(c, "memory_delete", { ids: [ids[0]], dataset: "private:someone" })).code).toBe("memory.not_found"); // nothing to ask a person about
     expect((await approve(foreign.approval_id))).toMatchObject({ state: "executed", result: { deleted: 1 } });
+    // Whether an id is there is not told before a person looks: a doc_ id is its document_id's hash, so an
+    // answer would tell another agent which documents someone keeps. A missing one is queued too, and fails when approved.
+    const diary = await ok(someone, "memory_add", { text: "A private diary line.", document_id: "diary" });
+    await settled(someone, diary.operation_id);
+    const guesses = await Promise.all(["diary", "no-such-doc"].map((name) => ok(c, "memory_delete", { ids: [docKey("private:someone", name)], dataset: "private:someone" })));
+    expect(guesses.map((g) => g.status)).toEqual(["pending_approval", "pending_approval"]);
+    expect(await approve(guesses[1].approval_id)).toMatchObject({ state: "failed", error: { code: "memory.not_found" } });
+    expect(await approve(guesses[0].approval_id)).toMatchObject({ state: "executed", result: { deleted: 2 } });
     expect((await ok(someone, "memory_list")).items).toEqual([]);
   });
 });
