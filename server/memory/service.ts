@@ -4,7 +4,7 @@ import { invoke, type Call, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { auditRefusal } from "../audit.js";
 import { toolTier } from "../identity/access.js";
-import { pendingReply } from "../verdict.js";
+import { queueForPerson } from "../verdict.js";
 import type { Caller, Route, RouteContext } from "../route.js";
 
 type Ctx = RouteContext<unknown, unknown, unknown>;
@@ -166,9 +166,8 @@ export async function callMemoryTool(d: Dispatcher, name: string, args: unknown,
       ?? (tier === "gated" ? "its tier is gated" : undefined)
       ?? (name === "memory_delete" ? deleteNeedsApproval(input, call.caller) : undefined);
   if (gatedBy === undefined) return invoke(d, route, call);
-  const approval = await d.approvals.enqueue(name, route, call);
-  d.audit.record({ call, route, outcome: "pending_approval", durationMs: performance.now() - started, approvalId: approval.id, tool: name });
-  return pendingReply(approval, gatedBy);
+  // Queued with one audit row, or refused before it could be (too many waiting, a delete of nothing) with one too.
+  return queueForPerson(d, route, name, call, started, gatedBy);
 }
 
 async function tierOf(d: Dispatcher, name: string, route: Route, caller: Caller): Promise<string> {

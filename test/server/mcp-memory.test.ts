@@ -349,6 +349,13 @@ describe("memory_delete's missing ids", () => {
     expect(gated.status).toBe("pending_approval");
     expect((await approve(gated.approval_id)).result).toEqual({ deleted: 3, not_found: ["mem_nope"] });
   });
+
+  it("a gated delete refused before it could be queued (none of its ids found) leaves its audit row, as any gated call's refusal does", async () => {
+    const c = await client("hermes__auditee");
+    expect((await refused(c, "memory_delete", { ids: ["mem_nope", "mem_nope2"] })).code).toBe("memory.not_found");
+    const rows = (await s.call("GET", "/api/activity?actor=agent:hermes__auditee&limit=50")).body.items;
+    expect(rows.map((r: any) => [r.tool, r.outcome, r.error_code])).toContainEqual(["memory_delete", "error", "memory.not_found"]);
+  });
 });
 
 describe("mental models, directives and operations", () => {
