@@ -37,10 +37,23 @@ export function effectVerdict(proposal: Pick<Proposal, "snapshot" | "model" | "a
   return { tier, effects };
 }
 
-/** The effect lines a person reads on a card: every privileged and assignment effect, then the tune ones (at most 12 lines). */
+/** How many lines a card shows when the tune ones are cut. */
+const CARD_LINES = 12;
+
+/**
+ * The effect lines a person reads on a card: every privileged and assignment
+ * effect, never cut (one left off would be approved unread: a runner among
+ * many lines of an imported stack's profiles), then the tune ones while the
+ * card has room for them (12 lines in all), the rest counted.
+ */
 export function effectLines(effects: readonly Effect[]): string[] {
   const lines = [...new Set(effects.map((e) => e.line))];
-  return lines.length > 12 ? [...lines.slice(0, 11), `… and ${lines.length - 11} more changes`] : lines;
+  if (lines.length <= CARD_LINES) return lines;
+  const decided = new Set(effects.filter((e) => e.class !== "tune").map((e) => e.line));
+  const kept = lines.filter((l) => decided.has(l));
+  const tune = lines.filter((l) => !decided.has(l));
+  const room = Math.max(0, CARD_LINES - 1 - kept.length);
+  return tune.length <= room ? [...kept, ...tune] : [...kept, ...tune.slice(0, room), `… and ${tune.length - room} more tune changes`];
 }
 
 /** The reply to a call queued for a person (REST 202, an MCP tool's result): the request id and what it does. */
