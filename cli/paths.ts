@@ -46,12 +46,16 @@ export function refuseNonFolder(dir: string, what: string): string {
 }
 
 /**
- * A file the command will write (`plan --out`): `file` when it is a file or
- * can be made one in a folder that exists; else CliError `cli.not_a_file`
+ * A file the command will write (`plan --out`): `file` when it is a regular
+ * file or can be made one in a folder that exists; else (a folder, a device
+ * such as /dev/stdout, a pipe) CliError `cli.not_a_file`
  * naming `what`, before the command observes or writes anything.
  */
 export function refuseNonFile(file: string, what: string): string {
-  if (statOrNone(file)?.isDirectory()) throw new CliError("cli.not_a_file", `${what} ${file} is a folder; name the file to write`);
+  const info = statOrNone(file);
+  if (info?.isDirectory()) throw new CliError("cli.not_a_file", `${what} ${file} is a folder; name the file to write`);
+  // The file is replaced whole (a temp renamed over it): over /dev/stdout or a pipe that put a plain file where the device's link was.
+  if (info !== undefined && !info.isFile()) throw new CliError("cli.not_a_file", `${what} ${file} is not a regular file (a device, a pipe or a socket); the plan is saved by replacing its file whole, so name a regular file (--json prints the plan on stdout)`);
   const folder = statOrNone(dirname(file));
   if (folder === undefined) throw new CliError("cli.not_a_file", `${what} ${file} cannot be written: its folder ${dirname(file)} does not exist`);
   if (!folder.isDirectory()) throw new CliError("cli.not_a_file", `${what} ${file} cannot be written: ${dirname(file)} is a file, not a folder`);

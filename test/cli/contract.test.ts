@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -345,6 +345,24 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     const ok = await run(["plan", "--out", plan, "--config", good, "--state", state()]);
     expect(ok.code, ok.err).toBe(0);
     expect(JSON.parse(readFileSync(plan, "utf8")).format_version).toBe(1);
+  });
+
+  it("plan --out naming a pipe, or a link to one (as /dev/stdout is), is 1 cli.not_a_file: the pipe and its link are left as they are, not replaced by a file", async () => {
+    const parent = join(dir, "plan-out-pipe");
+    mkdirSync(parent);
+    const pipe = join(parent, "fifo");
+    execFileSync("mkfifo", [pipe]);
+    const link = join(parent, "stdout");
+    symlinkSync(pipe, link);
+    for (const out of [pipe, link]) {
+      const r = await run(["plan", "--out", out, "--config", good, "--state", state()]);
+      expect(r.code, r.err).toBe(1);
+      expect(r.err).toBe(`hal0 plan: cli.not_a_file: --out ${out} is not a regular file (a device, a pipe or a socket); the plan is saved by replacing its file whole, so name a regular file (--json prints the plan on stdout)\n`);
+      expect(r.out).toBe("");
+    }
+    expect(lstatSync(pipe).isFIFO()).toBe(true);
+    expect(lstatSync(link).isSymbolicLink()).toBe(true);
+    expect(readdirSync(parent).sort()).toEqual(["fifo", "stdout"]);
   });
 });
 
