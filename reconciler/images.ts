@@ -1,6 +1,7 @@
 import type Dockerode from "dockerode";
 import type { Model } from "../compiler/index.js";
 import { engineStatus } from "./drivers/docker-engine.js";
+import { envSecondsMs } from "./env-seconds.js";
 
 /**
  * Runner images: the images the profiles name, what the engine holds of each,
@@ -121,8 +122,7 @@ export const IMAGE_STALL_MS = 120_000;
 
 /** HAL0_IMAGE_STALL_S: seconds a pull may go without a word from the engine (default 120). */
 export function imageStallMs(env: Readonly<Record<string, string | undefined>>): number {
-  const s = Number(env.HAL0_IMAGE_STALL_S);
-  return Number.isFinite(s) && s > 0 ? s * 1000 : IMAGE_STALL_MS;
+  return envSecondsMs(env.HAL0_IMAGE_STALL_S, IMAGE_STALL_MS);
 }
 
 /**

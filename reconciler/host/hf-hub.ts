@@ -9,6 +9,8 @@
  * The token is never logged and never put in an error message.
  */
 
+import { envSecondsMs } from "../env-seconds.js";
+
 export interface HubFile {
   readonly path: string;
   readonly size: number;
@@ -99,13 +101,12 @@ export class HubClient {
 
   /** `HF_ENDPOINT` (default huggingface.co) and `HF_TOKEN`, as the Hub's own tools read them. */
   static fromEnv(env: Readonly<Record<string, string | undefined>>, signal?: AbortSignal): HubClient {
-    // HAL0_HUB_STALL_S: seconds without a byte before a download is given up (default 60).
-    const stall = Number(env.HAL0_HUB_STALL_S);
-    // HAL0_HUB_TIMEOUT_S: seconds a metadata call, or a download's first reply, may take (default 30).
-    const timeout = Number(env.HAL0_HUB_TIMEOUT_S);
     return new HubClient({
       endpoint: env.HF_ENDPOINT || DEFAULT_HF_ENDPOINT, token: env.HF_TOKEN || undefined, ...(signal ? { signal } : {}),
-      ...(Number.isFinite(stall) && stall > 0 ? { stallMs: stall * 1000 } : {}), ...(Number.isFinite(timeout) && timeout > 0 ? { timeoutMs: timeout * 1000 } : {}),
+      // HAL0_HUB_STALL_S: seconds without a byte before a download is given up (default 60).
+      stallMs: envSecondsMs(env.HAL0_HUB_STALL_S, DEFAULT_STALL_MS),
+      // HAL0_HUB_TIMEOUT_S: seconds a metadata call, or a download's first reply, may take (default 30).
+      timeoutMs: envSecondsMs(env.HAL0_HUB_TIMEOUT_S, DEFAULT_TIMEOUT_MS),
     });
   }
 

@@ -61,6 +61,17 @@ describe("HubClient: setup", () => {
     expect(() => new HubClient({ endpoint: "ftp://x" })).toThrow(HubError);
   });
 
+  it("takes HAL0_HUB_TIMEOUT_S and HAL0_HUB_STALL_S beyond a node timer's reach (meant as no limit) as the longest one, not as 1 ms: the calls go through", async () => {
+    const far = HubClient.fromEnv({ HF_ENDPOINT: hub.endpoint, HF_TOKEN: TOKEN, HAL0_HUB_TIMEOUT_S: "3000000", HAL0_HUB_STALL_S: "1e12" });
+    expect(far.timeoutMs).toBe(2_147_483_647);
+    expect(far.stallMs).toBe(2_147_483_647);
+    expect((await far.repoInfo("Qwen/Qwen3-4B-GGUF")).sha).toBe("a".repeat(40));
+    const d = await far.download({ repo: "Qwen/Qwen3-4B-GGUF", revision: "main", file: "Qwen3-4B-Q4_K_M.gguf" }, { from: 0 });
+    expect((await collect(d.body)).equals(GGUF)).toBe(true);
+    // A value that is no number above 0 keeps the default.
+    expect(HubClient.fromEnv({ HAL0_HUB_TIMEOUT_S: "abc", HAL0_HUB_STALL_S: "-1" })).toMatchObject({ timeoutMs: 30_000, stallMs: 60_000 });
+  });
+
   it("builds resolve URLs with each segment encoded", () => {
     expect(client.resolveUrl("Qwen/Qwen3-4B-GGUF", "refs/pr/1", "sub dir/a#b.gguf")).toBe(`${hub.endpoint}/Qwen/Qwen3-4B-GGUF/resolve/refs%2Fpr%2F1/sub%20dir/a%23b.gguf`);
     expect(() => client.resolveUrl("Qwen/../x", "main", "a.gguf")).toThrow(HubError);
