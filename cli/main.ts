@@ -72,7 +72,7 @@ exit status:
   2   there are changes: plan --detailed-exitcode, drift, agent reprovision hermes
   64  usage error: an unknown command or option, a missing or extra argument
 
-Run 'hal0 <command> --help' for a command's options.`;
+Run 'hal0 <command> --help' (or 'hal0 help <command>') for a command's options.`;
 
 /** How a failed command ends: its exit status, the text for stderr, the diagnostics for --json. */
 interface Failure {
@@ -88,6 +88,8 @@ interface Failure {
  */
 export async function main(argv: string[], io: CliIo = processIo()): Promise<number> {
   const [first, ...rest] = argv;
+  // `hal0 help COMMAND`, as git and npm take it: that command's --help.
+  if (first === "help" && rest[0] !== undefined && !rest[0].startsWith("-")) return main([rest[0], "--help"], io);
   // `--version` as native tools take it: the version command.
   const name = first === "--version" ? "version" : first;
   if (name === undefined || name === "--help" || name === "-h" || name === "help") {

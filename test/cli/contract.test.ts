@@ -72,6 +72,16 @@ describe("exit statuses: 2 is only 'changes'", () => {
     expect((await run(["--help"])).code).toBe(0);
   });
 
+  it("hal0 help COMMAND is that command's --help (stdout, 0); hal0 help alone the usage; an unknown one is 64", async () => {
+    const help = await run(["help", "plan"]);
+    expect(help.code).toBe(0);
+    expect(help.out).toBe((await run(["plan", "--help"])).out);
+    expect(help.out).toMatch(/^hal0 plan /);
+    expect((await run(["help"])).out).toContain("usage: hal0 <command>");
+    const typo = await run(["help", "pln"]);
+    expect([typo.code, typo.err]).toEqual([64, "hal0: unknown command 'pln'. Did you mean plan? (try 'hal0 --help')\n"]);
+  });
+
   it.each([
     ["plan"], ["apply", "--yes"], ["status"], ["down"], ["drift"], ["doctor"], ["reconcile", "--once"], ["agent", "reprovision", "hermes"], ["web"], ["serve", "--port", "0"],
   ])("a missing config folder is an error, not usage, and leaves no state behind: hal0 %s → 1 config.not_found", async (...command) => {
