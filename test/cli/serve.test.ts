@@ -103,8 +103,16 @@ describe("hal0 serve (a real process)", () => {
     const io = captureIo();
     expect(await main(["reconcile", "--config", config, "--state", state], io)).toBe(1);
     expect(io.err()).toContain(`hal0 reconcile: server.already_running: hal0 serve (pid ${child.pid} at ${url}/) already runs the reconcile loop on this state folder; run 'hal0 reconcile --once'`);
-    expect((await main(["reconcile", "--once", "--config", config, "--state", state], captureIo()))).toBe(0);
     cleanup.push(() => downAfter(child, config, state));
+    // One sweep still runs beside the loop; the server's own first sweep may hold the apply lock a moment (apply.locked): tried again.
+    let once = captureIo();
+    for (let tries = 0; tries < 50; tries++) {
+      once = captureIo();
+      if ((await main(["reconcile", "--once", "--config", config, "--state", state], once)) === 0) break;
+      expect(once.out()).toContain("sweep: locked: apply.locked");
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    expect(once.out()).not.toContain("apply.locked");
     const headers = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
     const planned = await httpCall(url, "POST", "/api/plans", { body: { edits: [{ file: "slots/solo.toml", op: "set", path: ["enabled"], value: true }] }, headers });
     expect(planned.body.valid).toBe(true);
