@@ -100,8 +100,14 @@ export function sameIdentity(a: Identity, b: Identity): boolean {
 
 /** A scope this identity lacks is 403 `auth.scope_denied`; anonymous callers pass (what they reach is decided per route and tool). */
 export function requireScope(identity: Pick<Identity, "kind" | "name" | "scopes">, scope: Scope): void {
-  if (identity.kind === "anonymous" || identity.scopes.includes(scope)) return;
-  throw new ApiError("auth.scope_denied", `the token of ${identityLabel(identity)} does not reach ${scope}; mint one with --scope ${scope}`, { needed: scope, scopes: identity.scopes });
+  const refusal = scopeRefusal(identity, scope);
+  if (refusal !== undefined) throw refusal;
+}
+
+/** `requireScope`'s refusal as a value: `auth.scope_denied` when the identity lacks `scope`, else undefined. */
+export function scopeRefusal(identity: Pick<Identity, "kind" | "name" | "scopes">, scope: Scope): ApiError | undefined {
+  if (identity.kind === "anonymous" || identity.scopes.includes(scope)) return undefined;
+  return new ApiError("auth.scope_denied", `the token of ${identityLabel(identity)} does not reach ${scope}; mint one with --scope ${scope}`, { needed: scope, scopes: identity.scopes });
 }
 
 export function requireOperator(identity: Pick<Identity, "kind" | "name">, what: string): void {

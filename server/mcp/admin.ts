@@ -8,7 +8,7 @@ import { callTier, queueForPerson, withDryRunVerdict } from "../verdict.js";
 import { ApiError } from "../errors.js";
 import { auditRefusal } from "../audit.js";
 import { toolTier } from "../identity/access.js";
-import { requireScope, type Identity } from "../identity/identify.js";
+import { scopeRefusal, type Identity } from "../identity/identify.js";
 import { checkPathArgs, pathParams } from "../path-args.js";
 import { callMemoryTool } from "../memory/service.js";
 import type { Caller, Route } from "../route.js";
@@ -43,17 +43,6 @@ export function adminServer(d: Dispatcher, catalog: readonly ToolDef[], policy: 
   followPolicy(server, { tools, caller, box: d.box, peers, outOfReach }, policy);
   envelopeSdkErrors(server, "hal0-admin", (name, err) => auditRefusal(d, name, caller, err));
   return server;
-}
-
-/** `auth.scope_denied` when `identity` does not reach `scope` (anonymous callers pass: their tiers decide), else undefined. */
-function scopeRefusal(identity: Pick<Identity, "kind" | "name" | "scopes">, scope: "mcp:memory"): ApiError | undefined {
-  try {
-    requireScope(identity, scope);
-    return undefined;
-  } catch (err) {
-    if (err instanceof ApiError) return err;
-    throw err;
-  }
 }
 
 const inputSchemas = new WeakMap<ToolDef, z.ZodType>();
