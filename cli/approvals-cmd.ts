@@ -77,8 +77,9 @@ async function dbBackend(flags: { config?: string; state?: string }, io: CliIo):
   const hal0 = await localServer(flags, io);
   await hal0.box.snapshot().catch(() => undefined);
   // Whoever can read the state folder is the person at the box: the owner's token (or $HAL0_TOKEN's operator) decides.
-  const { operatorTokenFrom: tokenFrom, OWNER, SCOPES } = await import("../server/identity/tokens.js");
+  const { operatorTokenFrom: tokenFrom, OWNER } = await import("../server/identity/tokens.js");
   const { asReadBy } = await import("../server/routes/approvals.js");
+  const { narrowedScopes } = await import("../server/gate.js");
   const own = tokenFrom(state, io.env as NodeJS.ProcessEnv);
   const token = own === undefined ? undefined : hal0.tokens.verify(own);
   if (own !== undefined && (!token || token.kind !== "operator")) {
@@ -86,7 +87,7 @@ async function dbBackend(flags: { config?: string; state?: string }, io: CliIo):
     throw new CliError("auth.invalid_token", "HAL0_TOKEN (or <state>/operator.token) is not a live operator token");
   }
   // An operator token minted narrower (--scope rest) decides and reads here as it does through the server: not a request of a surface it does not reach.
-  const scopes = token !== undefined && SCOPES.some((scope) => !token.scopes.includes(scope)) ? { scopes: token.scopes } : {};
+  const scopes = token === undefined ? {} : narrowedScopes(token.scopes);
   const decider = { kind: "operator" as const, name: token?.name ?? OWNER, ...scopes };
   const reader = { kind: "operator" as const, agent: decider.name, ...scopes };
   const wrap = async <T>(work: () => T | Promise<T>): Promise<T> => {

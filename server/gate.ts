@@ -1,7 +1,7 @@
 import type { IncomingHttpHeaders } from "node:http";
 import { ApiError } from "./errors.js";
 import type { Identity } from "./identity/identify.js";
-import { SCOPES } from "./identity/tokens.js";
+import { SCOPES, type Scope } from "./identity/tokens.js";
 import type { Caller } from "./route.js";
 
 const LOOPBACK = ["127.0.0.1:*", "localhost:*", "[::1]:*"];
@@ -12,8 +12,16 @@ export function callerOf(identity: Identity, headers: IncomingHttpHeaders, via: 
   return {
     kind: identity.kind, agent: identity.name, private: flag === "1" || flag === "true", via,
     ...(identity.claimed !== undefined ? { claimed: identity.claimed } : {}), ...(peer !== undefined ? { peer } : {}),
-    ...(identity.kind === "operator" && SCOPES.some((s) => !identity.scopes.includes(s)) ? { scopes: identity.scopes } : {}),
+    ...(identity.kind === "operator" ? narrowedScopes(identity.scopes) : {}),
   };
+}
+
+/**
+ * An operator's scopes as a Caller carries them: only when its token reaches
+ * less than every surface (`--scope rest`); none means it reaches them all.
+ */
+export function narrowedScopes(scopes: readonly Scope[]): { scopes?: readonly Scope[] } {
+  return SCOPES.some((s) => !scopes.includes(s)) ? { scopes } : {};
 }
 
 /** The values X-hal0-Private takes: on, off (or the header absent). */
