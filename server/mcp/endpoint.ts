@@ -44,16 +44,16 @@ const IDLE_MS = 30 * 60_000;
  * reconnects in a loop without DELETE would otherwise grow the server for
  * `IDLE_MS`; past this, its least recently used session is closed (its next
  * request is 404 "Session not found", and the client initializes again, as
- * the protocol has it). Per identity, so no caller with a token can close
- * another's; callers without one are a single identity (nothing tells them
- * apart) and share the limit.
+ * the protocol has it). Per identity, so no caller can close another's;
+ * callers without a token hold no session at all (`serveOnce`).
  */
 export const SESSIONS_PER_IDENTITY = 32;
 
 /**
  * One Streamable-HTTP MCP endpoint (`/mcp/admin`, `/mcp/memory`), stateful:
  * one transport and one McpServer per `mcp-session-id`, made at
- * `initialize` by `serverFor` for that caller (its policy decides the tools).
+ * `initialize` by `serverFor` for that caller (its policy decides the tools);
+ * an anonymous caller's requests, one each (`serveOnce`).
  */
 export class McpEndpoint {
   private readonly sessions = new Map<string, Session>();
@@ -138,6 +138,7 @@ export class McpEndpoint {
       return relay(known.transport, req, res, text, body);
     }
     if (sid) return sendJson(res, 404, rpcError(-32001, `Session not found: ${sid}`));
+    if (identity.kind === "anonymous") return this.serveOnce(event, identity, text, body);
     if (req.method !== "POST" || !isInitializeRequest(body)) return sendJson(res, 400, rpcError(-32000, "Bad Request: no valid mcp-session-id; send initialize first"));
     const server = await this.serverFor(callerOf(identity, req.headers, "mcp", req.socket.remoteAddress), identity);
     const transport: Transport = new WebStandardStreamableHTTPServerTransport({
@@ -154,6 +155,30 @@ export class McpEndpoint {
     };
     await server.connect(transport);
     await relay(transport, req, res, text, body);
+  }
+
+  /**
+   * A caller without a token holds no session: nothing tells two of them
+   * apart, so sessions of theirs would be one identity's, each able to close
+   * another's (the limit) or use one whose id it learned. Each of its POSTs
+   * is served on its own, by a server made for it and closed after it (the
+   * protocol's stateless mode: no `mcp-session-id`, so no event stream and
+   * nothing to DELETE: 405).
+   */
+  private async serveOnce(event: H3Event, identity: Identity, text: string | undefined, body: unknown): Promise<void> {
+    const { req, res } = event.node;
+    if (req.method !== "POST") {
+      res.writeHead(405, { "content-type": "application/json", allow: "POST" }).end(JSON.stringify(rpcError(-32000, `Method not allowed: a caller without a token holds no session, so it has no event stream (GET) and nothing to end (DELETE); send Authorization: Bearer <token> for a session`)));
+      return;
+    }
+    const server = await this.serverFor(callerOf(identity, req.headers, "mcp", req.socket.remoteAddress), identity);
+    const transport: Transport = new WebStandardStreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+    await server.connect(transport);
+    try {
+      await relay(transport, req, res, text, body);
+    } finally {
+      void server.close().catch(() => undefined);
+    }
   }
 
   /** Open sessions (for tests and status). */

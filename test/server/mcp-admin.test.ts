@@ -130,6 +130,24 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     for (const c of [own[0]!, own[2]!, own.at(-1)!, other]) expect((await callTool(c, "slot_list", {})).isError).toBe(false);
   });
 
+  it("callers without a token hold no session: none closes or reaches another's, each request is served on its own", async () => {
+    const first = await client();
+    const own = await client("hermes__coder");
+    // More anonymous clients than one identity's sessions: with a shared pool, the first would have been closed.
+    for (let i = 0; i < SESSIONS_PER_IDENTITY + 2; i++) expect((await callTool(await client(), "slot_list", {})).isError).toBe(false);
+    expect((await callTool(first, "slot_list", {})).isError).toBe(false);
+    expect((await first.listTools()).tools.map((t) => t.name)).toContain("slot_list");
+    expect(s.hal0.mcp.admin.sessionCount).toBe(1); // the token's own
+    expect((await callTool(own, "slot_list", {})).isError).toBe(false);
+    const headers = { accept: "application/json, text/event-stream" };
+    const init = await httpCall(s.url, "POST", "/mcp/admin", { headers, body: { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } } });
+    expect([init.status, init.headers.get("mcp-session-id")]).toEqual([200, null]);
+    for (const method of ["GET", "DELETE"]) {
+      const res = await httpCall(s.url, method, "/mcp/admin", { headers });
+      expect([res.status, res.headers.get("allow")], method).toEqual([405, "POST"]);
+    }
+  });
+
   it("runs an autonomous write in process, audited with the caller's identity", async () => {
     const res = await callTool(await client("hermes__coder"), "model_swap", { name: "utility", model: "gemma-3-12b-it" });
     expect(res.isError, JSON.stringify(res.body)).toBe(false);
