@@ -88,17 +88,15 @@ async function callTool(d: Dispatcher, tool: ToolDef, args: Record<string, unkno
   } catch (err) {
     code = err instanceof ApiError ? err.code : "system.internal";
     // A call of a route's tool refused before it was queued or run (its arguments, its tier, a change the judging plan refuses) is audited too, as on REST.
+    // Past that, `invoke` and `queueForPerson` audited it, and a memory tool's call is hal0-memory's, which audits its own (as on /mcp/memory).
     if (err instanceof ApiError && !invoked && !tool.memory && tool.route) {
       d.audit.record({ call: call ?? { params: {}, query: {}, body: undefined, caller: { ...caller, via: "mcp" }, requestId: randomUUID(), tool: tool.name }, route: tool.route, outcome: "error", errorCode: err.code, durationMs: performance.now() - started, tool: tool.name });
-    } else if (err instanceof ApiError && REFUSALS.has(err.code)) auditRefusal(d, tool.name, caller, err, tool.route);
+    }
     return failure(err, d.logger);
   } finally {
     d.metrics?.observeRequest("mcp", tool.name, "call", code, performance.now() - started);
   }
 }
-
-/** Refusals made before a call reaches `invoke`, which audits everything after. */
-const REFUSALS = new Set(["mcp.tool_not_allowed", "auth.required", "auth.operator_required"]);
 
 /** Path args checked and decoded; for GET and DELETE the rest is the query, else the route's query fields are and the rest is the body. */
 function toCall(route: Route, tool: string, args: Record<string, unknown>, caller: Caller): Call {

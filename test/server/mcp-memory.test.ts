@@ -441,6 +441,16 @@ describe("the admin server's memory_* tools", () => {
     const rows = (await s.call("GET", "/api/activity?kind=mcp")).body.items;
     expect(rows.map((r: any) => r.tool)).toEqual(expect.arrayContaining(["memory_add", "memory_search", "memory_delete"]));
   });
+
+  it("a call refused for want of a credential leaves one audit row, the one /mcp/memory leaves", async () => {
+    const admin = await adminClient(s.url);
+    clients.push(admin);
+    expect((await callTool(admin, "memory_delete", { ids: ["mem_0000000000000000"] })).body.error.code).toBe("auth.required");
+    expect((await refused(await client(), "memory_delete", { ids: ["mem_0000000000000000"] })).code).toBe("auth.required");
+    const rows = (await s.call("GET", "/api/activity?actor=anonymous&limit=50")).body.items;
+    const seen = rows.map((r: any) => [r.tool, r.route, r.outcome, r.error_code]);
+    expect(seen).toEqual([["memory_delete", "POST /mcp/memory/memory_delete", "error", "auth.required"], ["memory_delete", "POST /mcp/memory/memory_delete", "error", "auth.required"]]);
+  });
 });
 
 describe("policy.toml applies to hal0-memory as to hal0-admin", () => {
