@@ -1,6 +1,7 @@
 import { McpServer, type RegisteredTool } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { z } from "zod";
 import type { CompiledPolicy } from "../../compiler/index.js";
+import { auditRefusal } from "../audit.js";
 import type { Dispatcher } from "../dispatch.js";
 import { callMemoryTool } from "../memory/service.js";
 import { advertisedSchema, MEMORY_TOOLS, memoryAnnotations, type MemoryToolDef } from "../memory/tools.js";
@@ -24,7 +25,8 @@ export function memoryServer(d: Dispatcher, policy: CompiledPolicy, caller: Call
     }));
   }
   followPolicy(server, { tools, caller, box: d.box }, policy);
-  envelopeSdkErrors(server, "hal0-memory");
+  // A call refused before its tool runs (a tool the policy blocks, arguments nested too deep or naming __proto__) is audited, as on hal0-admin.
+  envelopeSdkErrors(server, "hal0-memory", (tool, err) => auditRefusal(d, tool, caller, err));
   return server;
 }
 

@@ -466,6 +466,22 @@ describe("policy.toml applies to hal0-memory as to hal0-admin", () => {
     expect((await approve(queued.approval_id)).state).toBe("executed");
     expect((await ok(nosy, "memory_directive_list")).items.map((d: any) => d.name)).toEqual(["n"]);
   });
+
+  it("a call refused before its tool runs (blocked, or a __proto__ argument) leaves the same audit row on /mcp/memory as on /mcp/admin", async () => {
+    const file = join(s.config, "policy.toml");
+    writeFileSync(file, `${readFileSync(file, "utf8")}\n[agents.nosy]\nblocked = ["memory_search"]\n`);
+    const admin = await adminClient(s.url, "nosy");
+    clients.push(admin);
+    const mem = await client("nosy");
+    expect((await callTool(admin, "memory_search", { query: "x" })).body.error.code).toBe("mcp.tool_not_allowed");
+    expect((await refused(mem, "memory_search", { query: "x" })).code).toBe("mcp.tool_not_allowed");
+    const proto = async (c: Client, args: string) => JSON.parse(((await c.callTool({ name: "memory_add", arguments: JSON.parse(args) })) as { content: Array<{ text: string }> }).content[0]!.text).error.code;
+    expect(await proto(admin, '{"args": {"text": "x", "__proto__": {"a": 1}}}')).toBe("validation.invalid");
+    expect(await proto(mem, '{"text": "x", "__proto__": {"a": 1}}')).toBe("validation.invalid");
+    const rows = (await s.call("GET", "/api/activity?actor=agent:nosy&limit=50")).body.items;
+    const seen = rows.map((r: any) => [r.tool, r.route, r.error_code]);
+    expect(seen).toEqual([["memory_add", "POST /mcp/tool/memory_add", "validation.invalid"], ["memory_add", "POST /mcp/tool/memory_add", "validation.invalid"], ["memory_search", "POST /mcp/tool/memory_search", "mcp.tool_not_allowed"], ["memory_search", "POST /mcp/tool/memory_search", "mcp.tool_not_allowed"]]);
+  });
 });
 
 describe("an operator on hal0-memory", () => {
