@@ -13,7 +13,7 @@ import { maxBodyBytes, readBodyLimited, requireJsonBody } from "./body.js";
 import { parseJsonInput } from "./input.js";
 import { RawReply, routeId, type Caller, type Route } from "./route.js";
 import type { McpEndpoint } from "./mcp/endpoint.js";
-import { mountWeb } from "./web/index.js";
+import { mountWeb, type PagePath } from "./web/index.js";
 import { UNMATCHED } from "./metrics/registry.js";
 import { isFrozenReply, jsonOf } from "./frozen-reply.js";
 
@@ -58,7 +58,7 @@ export function createHal0App(deps: AppDeps): App {
     const methods = methodsOf(route).map((m) => m.toLowerCase() as "get");
     (route.path.includes("{") ? byParam : router).add(toH3Path(route.path), handler, methods);
     // A stream answers HEAD with 405 (it has no head to send), not with a param route's reply for its last segment.
-    if (route.kind === "stream" && !route.path.includes("{")) router.add(toH3Path(route.path), defineEventHandler((event) => unmatched(deps, event, "HEAD")), "head");
+    if (route.kind === "stream" && !route.path.includes("{")) router.add(toH3Path(route.path), defineEventHandler((event) => unmatched(deps, pages, event, "HEAD")), "head");
   }
   for (const [name, endpoint] of Object.entries(deps.mcp ?? {}).sort(([a], [b]) => (a < b ? -1 : 1))) {
     app.use(`/mcp/${name}`, defineEventHandler(async (event) => {
@@ -76,10 +76,10 @@ export function createHal0App(deps: AppDeps): App {
       deps.logger?.info({ caller: who, route: `${event.method} /mcp/${name}`, status: event.node.res.statusCode, ms: Math.round((performance.now() - started) * 10) / 10 }, "request");
     }), { match: (url) => url === "" || url === "/" || url.startsWith("?") || url.startsWith("/?") }); // the mount, with or without a query string
   }
-  mountWeb(router, deps);
+  const pages = mountWeb(router, deps);
   app.use(router);
   app.use(byParam);
-  app.use(defineEventHandler((event) => unmatched(deps, event)));
+  app.use(defineEventHandler((event) => unmatched(deps, pages, event)));
   return app;
 }
 
@@ -213,13 +213,20 @@ function methodsOf(route: Route): string[] {
   return route.method === "GET" && route.kind !== "stream" ? ["GET", "HEAD"] : [route.method];
 }
 
-/** A path no route has is 404; a path some route has with another method is 405 (`refused`: a method it has but refuses, never listed as allowed). */
-function unmatched(deps: AppDeps, event: H3Event, refused?: string): unknown {
+/**
+ * A path no route nor page has is 404; a path some route or page (`pages`:
+ * `PUT /`, `GET /logout`) has with another method is 405 (`refused`: a
+ * method it has but refuses, never listed as allowed).
+ */
+function unmatched(deps: AppDeps, pages: readonly PagePath[], event: H3Event, refused?: string): unknown {
   const started = performance.now();
   // One label for every path no route has: a raw path would let any caller mint new series.
   event.node.res.once("finish", () => deps.metrics?.observeRequest("rest", UNMATCHED, event.method, String(event.node.res.statusCode), performance.now() - started));
   const path = (event.path.split("?")[0] ?? "/").replace(/\/+$/, "") || "/";
-  const allowed = deps.routes.filter((r) => !r.inProcess && templateMatches(r.path, path)).flatMap(methodsOf).filter((m) => m !== refused);
+  const allowed = [
+    ...deps.routes.filter((r) => !r.inProcess && templateMatches(r.path, path)).flatMap(methodsOf),
+    ...pages.filter((p) => templateMatches(p.path, path)).flatMap((p) => p.methods),
+  ].filter((m) => m !== refused);
   const err = allowed.length > 0
     ? new ApiError("route.method_not_allowed", `${event.method} is not allowed on ${path}`, { allowed: [...new Set(allowed)].sort() })
     : new ApiError("route.not_found", `no route for ${event.method} ${path}`);
@@ -251,7 +258,7 @@ function asApiError(err: unknown, logger: Logger | undefined, requestId: string)
 function templateMatches(template: string, path: string): boolean {
   const a = template.split("/");
   const b = path.split("/");
-  return a.length === b.length && a.every((seg, i) => seg.startsWith("{") || seg === b[i]);
+  return a.length === b.length && a.every((seg, i) => seg.startsWith("{") || seg.startsWith(":") || seg === b[i]);
 }
 
 /** `/api/slots/{name}` → `/api/slots/:name` (h3's router syntax). */

@@ -66,11 +66,23 @@ type WebDeps = Dispatcher & { readonly auth: Authenticator; readonly gate: () =>
  * bearer token); without one they answer 401 with the login page, an
  * agent's token gets 403. The login page and the assets are open.
  * Server-rendered: they read fine with JavaScript off, and the Approve /
- * Deny forms work as plain form posts.
+ * Deny forms work as plain form posts. Returns the paths it mounted with
+ * their methods, so that another method on one is 405 (app.ts).
  */
-export function mountWeb(router: Router, deps: WebDeps): void {
+export function mountWeb(router: Router, deps: WebDeps): readonly PagePath[] {
+  const mounted: PagePath[] = [];
   /** A page or asset answers HEAD as its GET (node's http drops the body). */
-  const get = (path: string, handler: Parameters<Router["get"]>[1]) => router.add(path, handler, ["get", "head"]);
+  const get = (path: string, handler: Parameters<Router["get"]>[1]) => {
+    mounted.push({ path, methods: ["GET", "HEAD"] });
+    router.add(path, handler, ["get", "head"]);
+  };
+  /** A form's target: POST only. */
+  const post = (path: string, handler: Parameters<Router["post"]>[1]) => {
+    const known = mounted.find((m) => m.path === path);
+    if (known) known.methods = [...known.methods, "POST"];
+    else mounted.push({ path, methods: ["POST"] });
+    router.post(path, handler);
+  };
   /** The operator a page is for (a 401 / 403 ApiError otherwise). */
   const viewerOf = (event: H3Event): { identity: Identity; viewer: Viewer } => {
     const identity = identify(event.node.req.headers, deps.auth);
@@ -137,14 +149,14 @@ export function mountWeb(router: Router, deps: WebDeps): void {
     return loggedIn(event, session, origin);
   }));
   // A pasted operator token; only from this very origin (no logging a browser into someone else's session).
-  router.post("/login", gated(async (event) => {
+  post("/login", gated(async (event) => {
     sameOrigin(event.node.req.headers, deps.gate());
     const form = await readForm(event);
     const { session } = deps.auth.tokens.sessionForToken(form.get("token") ?? "", SESSION_TTL_S);
     return loggedIn(event, session);
   }));
   // Ends this browser's session (CSRF-checked like every session post) and forgets the cookie.
-  router.post("/logout", gated(async (event) => {
+  post("/logout", gated(async (event) => {
     const identity = identify(event.node.req.headers, deps.auth);
     const form = await readForm(event);
     checkCsrf(identity, event, deps.gate(), form.get("csrf") ?? undefined);
@@ -196,8 +208,8 @@ export function mountWeb(router: Router, deps: WebDeps): void {
       }
     });
   };
-  router.post("/approvals/:id/approve", decide("approve"));
-  router.post("/approvals/:id/deny", decide("deny"));
+  post("/approvals/:id/approve", decide("approve"));
+  post("/approvals/:id/deny", decide("deny"));
 
   // ── the Agents page's forms: through the token routes (operator-only, audited) ──
   /** A session form post to `routeKey`: the operator and its CSRF field, then `work` with the route and the caller; a refusal is a page. */
@@ -222,7 +234,7 @@ export function mountWeb(router: Router, deps: WebDeps): void {
     });
   };
   // Mints an agent token admitted to the bridge (never an operator's) and shows the chosen client's config once, in this reply only.
-  router.post("/agents/admit", formPost("POST /api/auth/tokens", async (event, form, run, viewer) => {
+  post("/agents/admit", formPost("POST /api/auth/tokens", async (event, form, run, viewer) => {
     const { name, profiles, client } = admitForm(form);
     if (deps.auth.tokens.list().some((t) => isAdmission(t) && t.name === name)) {
       throw new ApiError("bridge.already_admitted", `${name} is admitted already; revoke it below first`);
@@ -233,13 +245,13 @@ export function mountWeb(router: Router, deps: WebDeps): void {
   }));
   // Cancels a run through agent_run_cancel's own route (audited like the tool), as the operator.
   const cancelRoute = deps.bridgeRoutes?.get("agent_run_cancel");
-  if (cancelRoute) router.post("/agents/runs/:id/cancel", formPost(cancelRoute, async (event, _form, run, viewer) => {
+  if (cancelRoute) post("/agents/runs/:id/cancel", formPost(cancelRoute, async (event, _form, run, viewer) => {
     requireRunsReach(viewer);
     const id = param(event);
     await run({ params: {}, query: { profiles: "all" }, body: { run_id: id } });
     return redirect(event, `/agents/runs/${encodeURIComponent(id)}`);
   }));
-  router.post("/agents/revoke/:id", formPost("POST /api/auth/tokens/{id}/revoke", async (event, _form, run) => {
+  post("/agents/revoke/:id", formPost("POST /api/auth/tokens/{id}/revoke", async (event, _form, run) => {
     await run({ params: { id: param(event) }, query: {}, body: undefined });
     return redirect(event, "/agents");
   }));
@@ -270,6 +282,13 @@ export function mountWeb(router: Router, deps: WebDeps): void {
     }
     return [200, "text/javascript; charset=utf-8", inboxJs];
   }));
+  return mounted;
+}
+
+/** A path the pages answer (h3's syntax, `:id` for a segment) and its methods: a request with another one is 405, not 404 (app.ts). */
+export interface PagePath {
+  readonly path: string;
+  methods: string[];
 }
 
 /** The session cookie's value the request presents (this box's cookie name), if any. */

@@ -103,6 +103,26 @@ describe("the pages' redirects and a mistyped page's 404 carry the pages' guard 
       expect(res.headers.get("x-content-type-options"), path).toBe("nosniff");
     }
   });
+
+  it("a page's path with a method it does not take is 405 route.method_not_allowed naming the methods in Allow, not 404", async () => {
+    await start();
+    const cases: Array<[string, string, string]> = [
+      ["PUT", "/", "GET, HEAD"],
+      ["POST", "/status", "GET, HEAD"],
+      ["DELETE", "/plans/pln_x", "GET, HEAD"],
+      ["GET", "/logout", "POST"],
+      ["GET", "/approvals/apr_x/approve", "POST"],
+      ["PUT", "/login", "GET, HEAD, POST"],
+      ["POST", "/assets/style.css", "GET, HEAD"],
+    ];
+    for (const [method, path, allow] of cases) {
+      const res = await httpCall(s.url, method, path, { headers: { authorization: `Bearer ${s.operator}` } });
+      expect(res.status, `${method} ${path}`).toBe(405);
+      expect(res.body.error.code, `${method} ${path}`).toBe("route.method_not_allowed");
+      expect(res.headers.get("allow"), `${method} ${path}`).toBe(allow);
+      expect(res.headers.get("content-security-policy"), path).toContain("default-src 'none'");
+    }
+  });
 });
 
 describe("logging in: /login?code= (hal0 web's link) and a pasted operator token", () => {
