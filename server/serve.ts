@@ -285,6 +285,8 @@ class Front {
     }
     this.http.on("error", (err) => this.logger.error({ err }, "http server error"));
     this.http.on("clientError", (err: NodeJS.ErrnoException, socket: Duplex) => answerClientError(err, socket, this.http));
+    // An Expect other than 100-continue: node answered a bare 417 (no body, the connection kept); the envelope, and closed, as node's other refusals.
+    this.http.on("checkExpectation", (req: IncomingMessage, res: ServerResponse) => refuseRaw(res, new ApiError("request.expectation_failed", `Expect: ${JSON.stringify(String(req.headers.expect ?? "").slice(0, 64))} is not met; only Expect: 100-continue is taken`, { expect: String(req.headers.expect ?? "").slice(0, 64) })));
     // CONNECT is no route's method (hal0 is not a proxy); without a listener node drops the connection unanswered.
     this.http.on("connect", (req: IncomingMessage, socket: Duplex) => answerOnSocket(socket, new ApiError("route.method_not_allowed", `CONNECT is not allowed on ${req.url ?? "/"}: hal0 is not a proxy`, { allowed: [] })));
     return (this.http.address() as { port: number }).port;

@@ -80,6 +80,12 @@ describe("requests node refuses before any route", () => {
     expectEnvelope(res, "route.method_not_allowed");
   });
 
+  it("an Expect other than 100-continue: 417 request.expectation_failed (node's own reply had no body and kept the connection)", async () => {
+    const res = await exchange("POST /api/settings/reload HTTP/1.1\r\nHost: 127.0.0.1\r\nExpect: 200-ok\r\nContent-Length: 0\r\n\r\n");
+    expectEnvelope(res, "request.expectation_failed");
+    expect(res.body.error.details).toEqual({ expect: "200-ok" });
+  });
+
   it("still serves a well-formed request on the same server", async () => {
     const res = await exchange("GET /api/auth/whoami HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
     expect(res.status).toBe(200);
