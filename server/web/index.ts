@@ -83,12 +83,11 @@ export function mountWeb(router: Router, deps: WebDeps): readonly PagePath[] {
     else mounted.push({ path, methods: ["POST"] });
     router.post(path, handler);
   };
-  /** The operator a page is for (a 401 / 403 ApiError otherwise). */
-  const viewerOf = (event: H3Event): { identity: Identity; viewer: Viewer } => {
-    const identity = identify(event.node.req.headers, deps.auth);
+  /** The operator a page is for, from the request's identity (a 401 / 403 ApiError otherwise). */
+  const viewerOf = (identity: Identity): Viewer => {
     requireOperator(identity, "see the operator's pages");
     requireScope(identity, "rest");
-    return { identity, viewer: { name: identity.name, scopes: identity.scopes, ...(identity.csrf !== undefined ? { csrf: identity.csrf } : {}) } };
+    return { name: identity.name, scopes: identity.scopes, ...(identity.csrf !== undefined ? { csrf: identity.csrf } : {}) };
   };
   /** An ApiError as a page: 401 is the login page, anything else the error page. */
   const refusal = (event: H3Event, err: ApiError, viewer?: Viewer) =>
@@ -103,7 +102,7 @@ export function mountWeb(router: Router, deps: WebDeps): readonly PagePath[] {
       let viewer: Viewer | undefined;
       try {
         checkGate(event.node.req.headers, deps.gate());
-        viewer = viewerOf(event).viewer;
+        viewer = viewerOf(identify(event.node.req.headers, deps.auth));
         const out = await render(event, viewer);
         if (out === undefined) return send(event, 404, errorPage(404, notFound(event), viewer));
         return send(event, 200, out);
@@ -190,11 +189,12 @@ export function mountWeb(router: Router, deps: WebDeps): readonly PagePath[] {
       const approvalId = param(event);
       try {
         checkGate(headers, deps.gate());
-        const who = viewerOf(event);
-        viewer = who.viewer;
-        caller = callerOf(who.identity, headers, "rest", peer);
+        // The caller first: a refusal's audit row names the identity the credential proved (an agent's bearer, say).
+        const identity = identify(headers, deps.auth);
+        caller = callerOf(identity, headers, "rest", peer);
+        viewer = viewerOf(identity);
         const form = await readForm(event);
-        checkCsrf(who.identity, event, deps.gate(), form.get("csrf") ?? undefined);
+        checkCsrf(identity, event, deps.gate(), form.get("csrf") ?? undefined);
         const reason = (form.get("reason") ?? "").trim();
         call = { params: { id: approvalId }, query: {}, body: decision === "deny" ? (reason === "" ? {} : { reason }) : undefined, caller, requestId };
         invoked = true;
@@ -217,17 +217,31 @@ export function mountWeb(router: Router, deps: WebDeps): readonly PagePath[] {
     const route = typeof routeKey === "string" ? deps.routes.find((r) => routeId(r) === routeKey) : routeKey;
     if (!route) throw new Error(`the Agents page needs the route ${routeKey}`);
     return defineEventHandler(async (event) => {
+      const started = performance.now();
       const headers = event.node.req.headers;
+      const peer = event.node.req.socket.remoteAddress;
+      const requestId = randomUUID();
+      let caller: Caller = callerOf(ANONYMOUS, headers, "rest", peer);
       let viewer: Viewer | undefined;
+      let invoked = false;
       try {
         checkGate(headers, deps.gate());
-        const who = viewerOf(event);
-        viewer = who.viewer;
+        // The caller first: a refusal's audit row names the identity the credential proved (an agent's bearer, say).
+        const identity = identify(headers, deps.auth);
+        caller = callerOf(identity, headers, "rest", peer);
+        viewer = viewerOf(identity);
         const form = await readForm(event);
-        checkCsrf(who.identity, event, deps.gate(), form.get("csrf") ?? undefined);
-        const caller = callerOf(who.identity, headers, "rest", event.node.req.socket.remoteAddress);
-        return await work(event, form, (call) => invoke(deps, route, { ...call, caller, requestId: randomUUID() }), viewer);
+        checkCsrf(identity, event, deps.gate(), form.get("csrf") ?? undefined);
+        return await work(event, form, (call) => {
+          invoked = true;
+          return invoke(deps, route, { ...call, caller, requestId });
+        }, viewer);
       } catch (err) {
+        // A post refused before it reached its route (identity, CSRF, the form, an agent admitted already) is audited too, as on REST and the inbox's forms.
+        if (!invoked && err instanceof ApiError) {
+          const id = getRouterParam(event, "id") === undefined ? {} : { id: param(event) };
+          deps.audit.record({ call: { params: id, query: {}, body: undefined, caller, requestId }, route, outcome: "error", errorCode: err.code, durationMs: performance.now() - started });
+        }
         if (err instanceof ApiError) return refusal(event, err, viewer);
         return failed(event, err);
       }

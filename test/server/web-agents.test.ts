@@ -146,4 +146,24 @@ describe("/agents", () => {
     const agent = await httpCall(s.url, "GET", "/agents", { headers: { authorization: `Bearer ${s.agentToken("someone")}` } });
     expect(agent.status).toBe(403);
   });
+
+  it("a refused admit or revoke post (no CSRF field, another port's origin, an agent's token) is an audit row naming the identity the credential proved, as the same call over REST is", async () => {
+    const send = (path: string, fields: Record<string, string>, headers: Record<string, string>) =>
+      httpCall(s.url, "POST", path, { body: new URLSearchParams(fields).toString(), headers: { "content-type": "application/x-www-form-urlencoded", ...headers }, exactHeaders: true });
+    s.hal0.audit.flush();
+    const before = s.hal0.audit.query({ limit: 1, offset: 0 }).items[0]?.id ?? 0;
+    expect((await send("/agents/admit", { name: "sneaky", client: "cursor" }, { cookie: session.cookie })).status).toBe(403);
+    expect((await send("/agents/revoke/tok_abc", { csrf: session.csrf }, { cookie: session.cookie, origin: "http://127.0.0.1:3999" })).status).toBe(403);
+    expect((await send("/agents/admit", { name: "sneaky", client: "cursor" }, { authorization: `Bearer ${s.agentToken("someone")}` })).status).toBe(403);
+    expect((await send("/approvals/apr_x/approve", {}, { authorization: `Bearer ${s.agentToken("someone")}` })).status).toBe(403);
+    s.hal0.audit.flush();
+    const rows = s.hal0.audit.query({ limit: 10, offset: 0 }).items.filter((r) => r.id > before).reverse();
+    expect(rows.map((r) => [r.route, r.actor, r.outcome, r.error_code, r.target])).toEqual([
+      ["POST /api/auth/tokens", "operator:owner", "error", "auth.csrf", null],
+      ["POST /api/auth/tokens/{id}/revoke", "operator:owner", "error", "auth.csrf", "tok_abc"],
+      ["POST /api/auth/tokens", "agent:someone", "error", "auth.operator_required", null],
+      ["POST /api/agent/approvals/{id}/approve", "agent:someone", "error", "auth.operator_required", "apr_x"],
+    ]);
+    expect(s.hal0.auth.tokens.list().some((t) => t.name === "sneaky")).toBe(false);
+  });
 });
