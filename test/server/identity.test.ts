@@ -7,7 +7,7 @@ import { ROUTES } from "../../server/routes/index.js";
 import { PUBLIC_ROUTES, anonymousMayCall } from "../../server/identity/access.js";
 import { hashSecret } from "../../server/identity/tokens.js";
 import { compile, loadTree } from "../../compiler/index.js";
-import { startTestServer, type TestServer } from "./harness.js";
+import { httpCall, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callMemory, callTool, memoryClient } from "./mcp-helpers.js";
 
 const HAL0 = join(import.meta.dirname, "../../bin/hal0.js");
@@ -444,6 +444,32 @@ describe("[server] auth = \"off\"", () => {
     const write = await s.call("PUT", "/api/slots/chat/config", { as: "anonymous", body: { tune: { ctx_size: 9216 } } });
     expect(write.status).toBe(401);
     expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).not.toContain("9216");
+  });
+
+  it("a browser's post from a page on another local port (a form, a body-less fetch: no preflight) is 403 auth.csrf, not the operator; the page's own origin and a client without Origin still decide", async () => {
+    expect((await s.call("PUT", "/api/settings", { body: { server: { auth: "off" } } })).status).toBe(200);
+    const queue = async (ctx: number) => {
+      const res = await s.call("PUT", "/api/slots/chat/config", { as: "anonymous", headers: { "x-hal0-agent": "hermes__ops" }, body: { tune: { ctx_size: ctx } } });
+      expect(res.status).toBe(202);
+      return res.body.approval_id as string;
+    };
+    const state = async (id: string) => (await s.call("GET", `/api/agent/approvals/${id}`)).body.approval.state;
+    const id = await queue(9216);
+    const elsewhere = "http://127.0.0.1:3999";
+    const formPost = (origin: string) => httpCall(s.url, "POST", `/approvals/${id}/approve`, { headers: { origin, "content-type": "application/x-www-form-urlencoded" }, body: "", exactHeaders: true });
+    const form = await formPost(elsewhere);
+    expect(form.status).toBe(403);
+    const rest = await s.call("POST", `/api/agent/approvals/${id}/approve`, { as: "anonymous", headers: { origin: elsewhere } });
+    expect(rest.status).toBe(403);
+    expect(rest.body.error.code).toBe("auth.csrf");
+    expect((await s.call("POST", "/api/settings/reload", { as: "anonymous", headers: { origin: "http://localhost:8000" } })).body.error?.code).toBe("auth.csrf");
+    expect(await state(id)).toBe("pending");
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).not.toContain("9216");
+    // The page's own origin, and a client that sends no Origin (curl, a script), are the operator as before.
+    expect((await formPost(s.url)).status).toBe(303);
+    expect(await state(id)).toBe("executed");
+    const second = await queue(10240);
+    expect((await s.call("POST", `/api/agent/approvals/${second}/deny`, { as: "anonymous" })).status).toBe(200);
   });
 });
 
