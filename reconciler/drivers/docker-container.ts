@@ -1,5 +1,5 @@
 import { createHmac } from "node:crypto";
-import { stat } from "node:fs/promises";
+import { realpath, stat } from "node:fs/promises";
 import { isAbsolute, relative } from "node:path";
 import type { ObservedSlot, SlotView } from "../observed.js";
 import { parsedOrUndefined } from "../../compiler/index.js";
@@ -154,14 +154,20 @@ export interface BindMount {
  * means in the container what it means on the host: the config folder (also
  * the working folder, as for the process runtime) and every regular file an
  * absolute argv word names outside it (models, drafters, projectors, chat
- * templates: the compiler makes their paths absolute).
+ * templates: the compiler makes their paths absolute) — or inside it through
+ * a symbolic link that leads out of it (`models/x.gguf` linked to a file on
+ * another disk), since the container has only the folder, not where the link leads.
  */
 export async function hostMounts(argv: readonly string[], cwd: string): Promise<BindMount[]> {
   const mounts: BindMount[] = [];
-  if ((await stat(cwd).catch(() => undefined))?.isDirectory()) mounts.push(bind(cwd));
+  const realCwd = (await stat(cwd).catch(() => undefined))?.isDirectory() ? await realpath(cwd).catch(() => undefined) : undefined;
+  if (realCwd !== undefined) mounts.push(bind(cwd));
   const words = argv.map((w) => (w.startsWith("--") && w.includes("=") ? w.slice(w.indexOf("=") + 1) : w));
-  const outside = [...new Set(words.filter((w) => isAbsolute(w) && !under(w, cwd)))].sort();
-  for (const path of outside) if ((await stat(path).catch(() => undefined))?.isFile()) mounts.push(bind(path));
+  for (const path of [...new Set(words.filter((w) => isAbsolute(w)))].sort()) {
+    if (!(await stat(path).catch(() => undefined))?.isFile()) continue;
+    if (realCwd === undefined || !under(path, cwd)) mounts.push(bind(path));
+    else if (!under(await realpath(path).catch(() => path), realCwd)) mounts.push(bind(path)); // the engine mounts where the link leads, at the path argv names
+  }
   return mounts;
 }
 

@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import { mkdtempSync, statSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -10,7 +10,7 @@ import { DriverError, StateStore, type StartPhase } from "../../reconciler/index
 import { executePlan } from "../../reconciler/execute.js";
 import { viewChangedPaths } from "../../reconciler/view.js";
 import type { Change } from "../../schema/index.js";
-import { countListCalls, dockerEngine, dockerViewFor, ensureRunnerImage, removeContainers, RUNNER_IMAGE, slotName, testBoxId } from "./docker-helpers.js";
+import { countListCalls, dockerEngine, dockerViewFor, ensureRunnerImage, MODEL_FILE, removeContainers, RUNNER_IMAGE, slotName, testBoxId } from "./docker-helpers.js";
 import { freePort } from "./process-helpers.js";
 
 /**
@@ -90,6 +90,30 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     const props = await get(view.port, "/props");
     expect(props.body.argv).toEqual(view.spec.argv);
     expect(props.body.host).toBe("127.0.0.1");
+  });
+
+  it("a model file in the config folder through a symbolic link that leads out of it (the file linked, or its folder) is mounted at its path, so the runner loads it", async () => {
+    const outside = mkdtempSync(join(tmpdir(), "hal0-docker-models-"));
+    copyFileSync(MODEL_FILE, join(outside, "m.gguf"));
+    mkdirSync(join(root, "models"), { recursive: true });
+    symlinkSync(join(outside, "m.gguf"), join(root, "models", "linked.gguf"));
+    symlinkSync(outside, join(root, "store"));
+    try {
+      for (const modelPath of [join(root, "models", "linked.gguf"), join(root, "store", "m.gguf")]) {
+        const name = slotName("linked");
+        const view = dockerViewFor({ port: await freePort(), root, modelPath });
+        expect(await startError(name, view)).toBeUndefined();
+        expect((await inspect(name)).HostConfig.Mounts).toEqual([
+          { Type: "bind", Source: root, Target: root, ReadOnly: true },
+          { Type: "bind", Source: modelPath, Target: modelPath, ReadOnly: true },
+        ]);
+        await driver.stop(name, 1);
+      }
+    } finally {
+      rmSync(join(root, "models"), { recursive: true, force: true });
+      rmSync(join(root, "store"), { force: true });
+      rmSync(outside, { recursive: true, force: true });
+    }
   });
 
   it("keeps no env value in the hal0.view label (docker ps, docker events): observe reads each back against the config's env, a changed one as changed without its old value", async () => {

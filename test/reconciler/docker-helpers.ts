@@ -19,7 +19,8 @@ import { PROJECT } from "./process-helpers.js";
 
 export const DOCKER_HOST = process.env.DOCKER_HOST || "unix:///var/run/docker.sock";
 export const RUNNER_IMAGE = "hal0-runner:local";
-const MODEL_FILE = join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf");
+/** The model file a slot of dockerViewFor loads by default (outside any test's config folder). */
+export const MODEL_FILE = join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf");
 
 /**
  * The engine, when one answers. Call at a suite file's top level: without an
