@@ -24,7 +24,7 @@ export interface ObserveAllOptions extends ObserveOptions {
 export async function observe(model: Model, driver: SlotDriver | undefined, state: StateStore, options: ObserveAllOptions = {}): Promise<{ observed: Observed; inventory: Inventory }> {
   const { hermesCredentials, hermesDefault, ...driverOptions } = options;
   const [slots, nodes, inventory, applied, hermes_profiles, hermes_managed, hermes_default, hermes_home] = await Promise.all([
-    driver ? driver.observe({ desiredEnv: (name) => model.slots[name]?.spec.env, ...driverOptions }) : [], driver?.nodes ? driver.nodes() : undefined, state.readInventory(), state.readAppliedSettings(), readHermesProfiles(hermesHome(model)), state.readHermesManaged(),
+    driver ? driver.observe({ desiredEnv: (name) => model.slots[name]?.spec.env, desiredArgv: (name) => model.slots[name]?.spec.argv, ...driverOptions }) : [], driver?.nodes ? driver.nodes() : undefined, state.readInventory(), state.readAppliedSettings(), readHermesProfiles(hermesHome(model)), state.readHermesManaged(),
     hermesDefault ? observeHermesFile(profileFile(hermesHome(model), null)) : undefined, observeHermesHome(hermesHome(model)),
   ]);
   const byName: Record<string, ObservedSlot> = {};

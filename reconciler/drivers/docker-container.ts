@@ -39,14 +39,15 @@ export function boxFilter(box: string): { label: string[] } {
 }
 
 /**
- * The labels of a slot's container (or service). The view's env values are
+ * The labels of a slot's container (or service). The view's env values, and
+ * the value of each secret flag of its argv (`--api-key`, `--hf-token`), are
  * sealed with `key` (the box's label key, `<state>/label-key`): labels are
  * read far more widely than a container's own spec (`docker ps`, every
  * `docker events` record, a service list), and an env value is often a
  * credential.
  */
 export function slotLabels(box: string, name: string, view: SlotView, key: string): Record<string, string> {
-  const sealed: SlotView = { ...view, spec: { ...view.spec, env: sealEnv(view.spec.env, key) } };
+  const sealed: SlotView = { ...view, spec: { ...view.spec, env: sealEnv(view.spec.env, key), argv: sealArgv(view.spec.argv, key) } };
   return {
     [LABEL.managed]: "true",
     [LABEL.box]: box,
@@ -67,6 +68,90 @@ function seal(name: string, value: string, key: string): string {
 
 export function sealEnv(env: Readonly<Record<string, string>>, key: string): Record<string, string> {
   return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, seal(k, v, key)]));
+}
+
+/**
+ * A flag whose value is a secret, as the reply redactor judges one (`--api-key`,
+ * `--hf-token`, `-hft`; not `--api-key-file`, whose value is a path).
+ */
+const SECRET_FLAG = /^(?:--?[a-z0-9-]*(?:api-?key|token|secret|password|passwd)|-hft)$/i;
+
+/** The secret flag a word of `argv` is the value of (the word before it, or its own `--flag=`), if any. */
+function secretFlagOf(argv: readonly string[], i: number): { flag: string; prefix: string; value: string } | undefined {
+  const word = argv[i]!;
+  const eq = word.startsWith("-") ? word.indexOf("=") : -1;
+  if (eq > 0 && SECRET_FLAG.test(word.slice(0, eq))) return { flag: word.slice(0, eq), prefix: word.slice(0, eq + 1), value: word.slice(eq + 1) };
+  const prev = argv[i - 1];
+  return prev !== undefined && SECRET_FLAG.test(prev) ? { flag: prev, prefix: "", value: word } : undefined;
+}
+
+/** An argv as a label keeps it: the value of each secret flag sealed as an env value is. */
+export function sealArgv(argv: readonly string[], key: string): string[] {
+  return argv.map((word, i) => {
+    const secret = secretFlagOf(argv, i);
+    return secret === undefined ? word : `${secret.prefix}${seal(secret.flag, secret.value, key)}`;
+  });
+}
+
+/**
+ * A label's sealed argv read back against the argv the config wants now, as
+ * unsealEnv reads env: each sealed value is matched with the value the config
+ * gives the same flag (its first, second … use), wherever it now stands, so
+ * a flag added elsewhere does not read as a changed secret.
+ */
+export function unsealArgv(argv: readonly string[], desired: readonly string[] | undefined, key: string | undefined): readonly string[] {
+  if (key === undefined || desired === undefined) return argv;
+  const wanted = new Map<string, string[]>();
+  desired.forEach((_, i) => {
+    const secret = secretFlagOf(desired, i);
+    if (secret !== undefined) wanted.set(secret.prefix + secret.flag, [...(wanted.get(secret.prefix + secret.flag) ?? []), secret.value]);
+  });
+  const used = new Map<string, number>();
+  let out: string[] | undefined;
+  argv.forEach((word, i) => {
+    const secret = secretFlagOf(argv, i);
+    if (secret === undefined) return;
+    const which = secret.prefix + secret.flag;
+    const n = used.get(which) ?? 0;
+    used.set(which, n + 1);
+    const value = wanted.get(which)?.[n];
+    if (value !== undefined && value !== secret.value && seal(secret.flag, value, key) === secret.value) (out ??= [...argv])[i] = `${secret.prefix}${value}`;
+  });
+  return out ?? argv;
+}
+
+/**
+ * Whether a container's command (its entrypoint and Cmd, joined by spaces, as
+ * the engine lists it) ends with `argv`, a label's argv whose secret values
+ * may still be sealed: each is then matched by the word that seals to it
+ * (any word, without the key to check it with).
+ */
+export function runsArgv(command: string, argv: readonly string[], key: string | undefined): boolean {
+  if (command.endsWith(argv.join(" "))) return true;
+  const sealedAt = argv.map((word, i) => secretFlagOf(argv, i)?.value.startsWith(SEALED) === true);
+  if (!sealedAt.includes(true)) return false;
+  const pattern = argv.map((word, i) => (sealedAt[i] ? `${escapeRegExp(secretFlagOf(argv, i)!.prefix)}(.*)` : escapeRegExp(word))).join(" ");
+  const m = new RegExp(`(?:^| )${pattern}$`, "s").exec(command);
+  if (m === null) return false;
+  let group = 1;
+  return argv.every((word, i) => {
+    if (!sealedAt[i]) return true;
+    const secret = secretFlagOf(argv, i)!;
+    return key === undefined || `${secret.prefix}${seal(secret.flag, m[group++]!, key)}` === word;
+  });
+}
+
+/** A service's args are a label's argv word for word, save the value of a secret flag the label sealed (the label's key is not read here). */
+export function argvAlike(args: readonly string[], labelled: readonly string[]): boolean {
+  return args.length === labelled.length && labelled.every((word, i) => {
+    if (word === args[i]) return true;
+    const secret = secretFlagOf(labelled, i);
+    return secret !== undefined && secret.value.startsWith(SEALED) && args[i]!.startsWith(secret.prefix);
+  });
+}
+
+function escapeRegExp(text: string): string {
+  return text.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 }
 
 /**
@@ -106,21 +191,27 @@ export interface ListedContainer {
   readonly Created: number;
 }
 
+/** What the config wants of a slot now, to read its label's sealed values back against (unsealEnv, unsealArgv). */
+export interface Unsealing {
+  /** The box's label key; undefined when there is none (a state folder made again). */
+  readonly key: string | undefined;
+  readonly desired: (name: string) => { readonly env?: Readonly<Record<string, string>>; readonly argv?: readonly string[] } | undefined;
+}
+
 /**
  * One listed container as an observed slot (health still to probe); undefined when it is not one of `box`'s slots.
- * `unseal` reads the label's sealed env back (unsealEnv) against the env the config wants for the slot.
+ * `unsealing` reads the label's sealed env and argv values back against what the config wants for the slot.
  */
-export function observedFrom(c: ListedContainer, box: string, unseal: (name: string, env: Readonly<Record<string, string>>) => Readonly<Record<string, string>> = (_n, env) => env): Omit<ObservedSlot, "health"> | undefined {
+export function observedFrom(c: ListedContainer, box: string, unsealing: Unsealing = { key: undefined, desired: () => undefined }): Omit<ObservedSlot, "health"> | undefined {
   const name = c.Labels[LABEL.slot];
   if (name === undefined || !labelledAs(c.Labels, box, name) || !c.Names.includes(`/${containerName(name)}`)) return undefined;
   const running = c.State === "running";
   const labelled = parseView(c.Labels[LABEL.view]);
-  const env = labelled && unseal(name, labelled.spec.env);
-  const view = labelled && env !== labelled.spec.env ? { ...labelled, spec: { ...labelled.spec, env: env! } } : labelled;
+  const view = labelled && unsealView(labelled, unsealing.desired(name), unsealing.key);
   const state = running ? {} : { detail: `container ${containerName(name)} is ${c.State} (${c.Status})` };
   if (view === undefined) return { name, running, detail: `container ${containerName(name)} has no readable ${LABEL.view} label` };
   // Made again by hand with hal0's labels copied but another command: the label's spec is not what runs, so it reads as drifted.
-  if (c.Command !== undefined && !c.Command.endsWith(view.spec.argv.join(" "))) {
+  if (c.Command !== undefined && !runsArgv(c.Command, view.spec.argv, unsealing.key)) {
     const drifted: SlotView = { ...view, spec_hash: `${view.spec_hash}+changed` };
     return { name, running, record: { view: drifted, started_at: new Date(c.Created * 1000).toISOString() }, detail: `container ${containerName(name)} runs \`${c.Command.slice(0, 300)}\`, not the command its ${LABEL.view} label records: changed behind hal0's back` };
   }
@@ -131,6 +222,12 @@ export function observedFrom(c: ListedContainer, box: string, unseal: (name: str
     return { name, running, record: { view: drifted, started_at: new Date(c.Created * 1000).toISOString() }, detail: `container ${containerName(name)} runs image ${c.ImageID}, not ${recorded}, the one its ${LABEL.view} label records: changed behind hal0's back` };
   }
   return { name, running, record: { view, started_at: new Date(c.Created * 1000).toISOString() }, ...state };
+}
+
+function unsealView(view: SlotView, desired: ReturnType<Unsealing["desired"]>, key: string | undefined): SlotView {
+  const env = unsealEnv(view.spec.env, desired?.env, key);
+  const argv = unsealArgv(view.spec.argv, desired?.argv, key);
+  return env === view.spec.env && argv === view.spec.argv ? view : { ...view, spec: { ...view.spec, env, argv } };
 }
 
 export function parseView(text: string | undefined): SlotView | undefined {

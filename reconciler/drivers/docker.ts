@@ -2,7 +2,7 @@ import "./docker-deps.js"; // first: defers the parts of dockerode hal0 never us
 import Dockerode from "dockerode";
 import { renamedContainerWords, type ObservedSlot, type SlotView } from "../observed.js";
 import { DriverError, interruptedStart, wantsProbe, type EngineLog, type ObserveOptions, type PortHolder, type SlotDriver, type StartOptions } from "./driver.js";
-import { LABEL, boxFilter, containerName, hostMounts, type BindMount, labelledAs, logLinesOf, logTailOf, observedFrom, parseView, slotLabels, unsealEnv } from "./docker-container.js";
+import { LABEL, boxFilter, containerName, hostMounts, type BindMount, labelledAs, logLinesOf, logTailOf, observedFrom, parseView, slotLabels } from "./docker-container.js";
 import { answered, ENGINE_ANSWER_MS, engineStatus, exitNote, ignore, imageMissingMessage, logUnread, notOursMessage, whenExited } from "./docker-engine.js";
 import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
 import { waitHealthy } from "./runner.js";
@@ -99,8 +99,8 @@ export class DockerDriver implements SlotDriver {
   async observe(options: ObserveOptions = {}): Promise<ObservedSlot[]> {
     // The engine gone or hung after this driver was made is `runtime.unavailable`, as when it was made.
     const [listed, key] = await Promise.all([this.engine((abortSignal) => this.docker.listContainers({ all: true, filters: boxFilter(this.box), abortSignal })), this.labelKey.read()]);
-    const unseal = (name: string, env: Readonly<Record<string, string>>) => unsealEnv(env, options.desiredEnv?.(name), key);
-    const slots = listed.flatMap((c) => observedFrom(c, this.box, unseal) ?? []).sort((a, b) => (a.name < b.name ? -1 : 1));
+    const desired = (name: string) => ({ env: options.desiredEnv?.(name), argv: options.desiredArgv?.(name) });
+    const slots = listed.flatMap((c) => observedFrom(c, this.box, { key, desired }) ?? []).sort((a, b) => (a.name < b.name ? -1 : 1));
     return Promise.all(slots.map(async (slot): Promise<ObservedSlot> => {
       if (!slot.running || slot.record === undefined || !wantsProbe(options, slot)) return { ...slot, health: "unknown" };
       const { port, health_path } = slot.record.view.spec;

@@ -12,6 +12,8 @@ export interface ObserveOptions {
    * still the wanted one, so a plan names exactly the env that changed.
    */
   readonly desiredEnv?: (slot: string) => Readonly<Record<string, string>> | undefined;
+  /** The argv the config wants for a slot now: a docker label's sealed secret flag values (`--api-key`) are read back against it, as env. */
+  readonly desiredArgv?: (slot: string) => readonly string[] | undefined;
 }
 
 /** Progress of one slot while a driver starts it, for the executor's display. */

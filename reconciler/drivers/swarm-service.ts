@@ -2,7 +2,7 @@ import { createHash } from "node:crypto";
 import { SWARM_API_KEY_FILE, canonicalJson, rehashSpec } from "../../compiler/index.js";
 import { nodeMatches } from "../nodes.js";
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
-import { LABEL, containerName, labelledAs, parseView, slotLabels, type BindMount } from "./docker-container.js";
+import { LABEL, containerName, labelledAs, argvAlike, parseView, slotLabels, type BindMount } from "./docker-container.js";
 
 /**
  * What a slot's Swarm service looks like, as plain data: the create spec the
@@ -220,17 +220,21 @@ export function observedService(service: ListedService, tasks: readonly ListedTa
 }
 
 /**
- * The label's view with the env its service runs with, when that env is the
- * one the label sealed: the label keeps no env value (slotLabels), the
- * service spec does, and the view's spec hash (over the real values) says
- * whether they are the ones hal0 set. Otherwise the sealed env stays, and
- * editedFields names `env` as edited.
+ * The label's view with the env and args its service runs with, when they
+ * are the ones the label sealed: the label keeps no env value nor secret flag
+ * value (slotLabels), the service spec does, and the view's spec hash (over
+ * the real values) says whether they are the ones hal0 set. Otherwise the
+ * sealed values stay, and editedFields names `env` (or `args`) as edited.
  */
 function withServiceEnv(view: SlotView, service: ListedService): SlotView {
   const env = envOf(service.Spec.TaskTemplate?.ContainerSpec?.Env ?? []);
-  if (Object.keys(view.spec.env).length === 0 && Object.keys(env).length === 0) return view;
-  return rehashSpec({ ...view.spec, env }).spec_hash === view.spec_hash ? { ...view, spec: { ...view.spec, env } } : view;
+  const args = service.Spec.TaskTemplate?.ContainerSpec?.Args ?? [];
+  const sealedArgs = canonicalJson(args) !== canonicalJson(view.spec.argv) && argvAlike(args, view.spec.argv);
+  if (Object.keys(view.spec.env).length === 0 && Object.keys(env).length === 0 && !sealedArgs) return view;
+  const spec = sealedArgs ? { ...view.spec, env, argv: [...args] } : { ...view.spec, env };
+  return rehashSpec(spec).spec_hash === view.spec_hash ? { ...view, spec } : view;
 }
+
 
 function envOf(list: readonly string[]): Record<string, string> {
   return Object.fromEntries(list.map((e) => [e.slice(0, Math.max(0, e.indexOf("="))) || e, e.includes("=") ? e.slice(e.indexOf("=") + 1) : ""]));
@@ -281,7 +285,7 @@ export function editedFields(service: ListedService, view: SlotView): string[] {
   const c = service.Spec.TaskTemplate?.ContainerSpec ?? {};
   const out: string[] = [];
   if (bareImage(c.Image) !== (view.spec.image ?? "")) out.push("image");
-  if (canonicalJson(c.Args ?? []) !== canonicalJson(view.spec.argv)) out.push("args");
+  if (canonicalJson(c.Args ?? []) !== canonicalJson(view.spec.argv)) out.push("args"); // a sealed value still sealed: the args did not hash to the label's
   if (canonicalJson([...(c.Env ?? [])].sort()) !== canonicalJson(envList(view.spec.env))) out.push("env");
   if (canonicalJson([...(service.Spec.TaskTemplate?.Placement?.Constraints ?? [])].sort()) !== canonicalJson([...constraintsOf(view)].sort())) out.push("constraints");
   if ((service.Spec.Mode?.Replicated?.Replicas ?? 1) !== 1) out.push("replicas");

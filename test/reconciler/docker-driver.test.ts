@@ -137,6 +137,35 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(viewChangedPaths(changed, dockerViewFor({ port: view.port, root, env: { HF_TOKEN: "hf_another", OMP_NUM_THREADS: "4" } }))).toEqual(["env.HF_TOKEN"]);
   });
 
+  it("keeps no secret flag value (--api-key) in the hal0.view label: observe reads it back against the config's argv, and a container made again by hand with another key is drifted", async () => {
+    const name = slotName("keyed");
+    const secret = `sk-${"k3y".repeat(8)}`;
+    const view = dockerViewFor({ port: await freePort(), root, extraArgs: `--api-key ${secret}` });
+    expect(view.spec.argv).toContain(secret);
+    await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
+    const info = await inspect(name);
+    expect(info.Config.Cmd).toEqual(view.spec.argv); // the runner needs it
+    expect(JSON.stringify(info.Config.Labels)).not.toContain(secret);
+    const listed = await engine.listContainers({ all: true, filters: { label: [`hal0.slot=${name}`] } });
+    expect(JSON.stringify(listed.map((c) => c.Labels))).not.toContain(secret);
+    const seen = async (argv?: readonly string[]) => (await driver.observe({ health: false, desiredArgv: () => argv }))[0]!.record!.view;
+    expect(await seen(view.spec.argv)).toEqual(view);
+    // Without the config's argv (or with another key) the value stays sealed, but the container still runs what its label records.
+    const sealed = await seen(undefined);
+    expect(sealed.spec_hash).toBe(view.spec_hash);
+    expect(JSON.stringify(sealed)).not.toContain(secret);
+    expect(viewChangedPaths(await seen(dockerViewFor({ port: view.port, root, extraArgs: "--api-key sk-another" }).spec.argv), view)).toEqual(["argv.--api-key"]);
+    // Another flag added before it: the key is still read back, only that flag changed.
+    const more = dockerViewFor({ port: view.port, root, extraArgs: `--threads-http 3 --api-key ${secret}` });
+    expect(viewChangedPaths(await seen(more.spec.argv), more)).toEqual(["argv.--threads-http"]);
+    // Made again by hand, the labels copied, with another key: drifted.
+    await engine.getContainer(`hal0-slot-${name}`).remove({ force: true });
+    const argv = view.spec.argv.map((w) => (w === secret ? "sk-chosen-by-hand" : w));
+    const again = await engine.createContainer({ name: `hal0-slot-${name}`, Image: RUNNER_IMAGE, Cmd: argv, Labels: info.Config.Labels, HostConfig: { NetworkMode: "host", Init: true } });
+    await again.start();
+    expect((await seen(view.spec.argv)).spec_hash).toBe(`${view.spec_hash}+changed`);
+  });
+
   it("[slots] log_max_mb = 0 leaves a container's log to the engine's own settings", async () => {
     const name = slotName("nolog");
     const own = new DockerDriver({ docker: engine, box, stateDir, stopGraceS: 3, logMaxMb: 0 });

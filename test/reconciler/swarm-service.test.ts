@@ -194,6 +194,23 @@ describe("swarm services as plain data", () => {
     expect(drifted.record!.view.spec_hash).not.toBe(withEnv.spec_hash);
   });
 
+  it("keeps no secret flag value (--api-key in extra_args) in the hal0.view label, reads the service's args back as its own, and a key changed by hand as edited", () => {
+    const secret = "sk-labelsecret0123456789abcdef";
+    const keyed = slotView(swarmModel({ keyed: `port = 9005\n[server]\nextra_args = "--api-key ${secret}"\n` }).slots.keyed!);
+    expect(keyed.spec.argv).toContain(secret);
+    const svc = serviceOf("keyed", keyed);
+    expect(svc.Spec.Labels!["hal0.view"]).not.toContain(secret);
+    expect((svc.Spec as any).TaskTemplate.ContainerSpec.Args).toContain(secret);
+    const seen = observedService(svc, [task(svc.ID, NODES[0]!.id, "running", "2026-12-02T10:00:01Z")], byId, BOX)!;
+    expect(seen.record!.view).toEqual(keyed);
+    expect(seen.detail).toBeUndefined();
+    const edited = serviceOf("keyed", keyed, (s: any) => (s.TaskTemplate.ContainerSpec.Args = s.TaskTemplate.ContainerSpec.Args.map((w: string) => (w === secret ? "sk-by-hand" : w))));
+    const drifted = observedService(edited, [task(edited.ID, NODES[0]!.id, "running", "2026-12-02T10:00:01Z")], byId, BOX)!;
+    expect(drifted.record!.view.spec_hash).not.toBe(keyed.spec_hash);
+    expect(drifted.record!.view.spec.argv).toContain("sk-by-hand");
+    expect(drifted.detail).toContain("changed behind hal0's back (args)");
+  });
+
   it("counts any update by hand as drift, naming what it changed, even one the spec cannot express (a mount, the user, a limit)", () => {
     const created = serviceOf("pinned", pinned);
     const svc: ListedService = { ...serviceOf("pinned", pinned, (s: any) => {
