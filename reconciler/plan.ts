@@ -198,21 +198,23 @@ function planSlotState({ name, desired, seen, managed, applied, goneReason, node
  * recorded with one: hal0 cannot tell what a replace would start, and without
  * the image it could not start anything. It keeps running (reason
  * `image_unobserved`, a `slot.image_missing` warning) until the digest is read
- * again: the same one is no change, another one replaces it.
+ * again: the same one is no change, another one replaces it. Only for the
+ * image it runs: a profile that names another image asks for that one, which
+ * a replace starts (pulling it with `[slots] pull = true`) or fails to.
  */
 function imageUnobserved(before: SlotView, after: SlotView): boolean {
-  return after.spec.image !== undefined && after.spec.observed?.image_digest === undefined && before.spec.observed?.image_digest !== undefined;
+  return after.spec.image !== undefined && after.spec.image === before.spec.image && after.spec.observed?.image_digest === undefined && before.spec.observed?.image_digest !== undefined;
 }
 
 /**
  * The spec moved because an observed fact moved (the runner's dialect, which
  * rewrites the argv; the image's digest), not the config: same spec version,
  * the observed facts differ, and what only the config sets — the runtime, the
- * port, the env — is as it was (a runtime switched is a config change).
+ * image, the port, the env — is as it was (a runtime switched is a config change).
  */
 function observedChanged(before: SlotView, after: SlotView): boolean {
   if (before.spec.spec_version !== after.spec.spec_version || canonicalJson(before.spec.observed ?? {}) === canonicalJson(after.spec.observed ?? {})) return false;
-  return before.spec.runtime === after.spec.runtime && before.spec.port === after.spec.port && canonicalJson(before.spec.env) === canonicalJson(after.spec.env);
+  return before.spec.runtime === after.spec.runtime && before.spec.image === after.spec.image && before.spec.port === after.spec.port && canonicalJson(before.spec.env) === canonicalJson(after.spec.env);
 }
 
 /**

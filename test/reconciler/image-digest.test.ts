@@ -14,10 +14,10 @@ const IMAGE = "127.0.0.1:5000/hal0/runner:1";
 const OLD = `sha256:${"a".repeat(64)}`;
 const NEW = `sha256:${"b".repeat(64)}`;
 
-function box(runtime: "docker" | "process", images?: ImageDigests): Model {
+function box(runtime: "docker" | "process", images?: ImageDigests, image = IMAGE): Model {
   const { model, diagnostics } = compile(sourceTree("/box", [
     ["hal0.toml", `[slots]\nruntime = "${runtime}"\n`],
-    ["profiles.toml", `[profile.fake]\nimage = ${JSON.stringify(IMAGE)}\nrunner = ["hal0-fake-runner"]\ndevice_class = "cpu"\n\n[profile.other]\nimage = "other:1"\nrunner = ["hal0-fake-runner"]\ndevice_class = "cpu"\n`],
+    ["profiles.toml", `[profile.fake]\nimage = ${JSON.stringify(image)}\nrunner = ["hal0-fake-runner"]\ndevice_class = "cpu"\n\n[profile.other]\nimage = "other:1"\nrunner = ["hal0-fake-runner"]\ndevice_class = "cpu"\n`],
     ["slots/tts.toml", 'profile = "fake"\ntype = "tts"\nport = 8090\n'],
     ["slots/stt.toml", 'profile = "other"\ntype = "transcription"\nport = 8091\n'],
   ]), [], images === undefined ? {} : { images });
@@ -75,5 +75,15 @@ describe("observed.image_digest", () => {
     expect(planChanges(box("docker", new Map([[IMAGE, OLD], ["other:1", OLD]])), world.observed, world.inventory).has_changes).toBe(false);
     // Back as another image: that one is replaced.
     expect(planChanges(box("docker", new Map([[IMAGE, NEW], ["other:1", OLD]])), world.observed, world.inventory).changes.find((c) => c.address === "slot.tts")).toMatchObject({ action: "replace", reason: "observed_changed" });
+  });
+
+  it("a running slot whose profile now names another image, one the engine has not got yet, is replaced (its start pulls it with [slots] pull = true), not kept on the old one", () => {
+    const world = running(box("docker", new Map([[IMAGE, OLD], ["other:1", OLD]])));
+    const moved = "127.0.0.1:5000/hal0/runner:2";
+    const plan = planChanges(box("docker", new Map([["other:1", OLD]]), moved), world.observed, world.inventory);
+    const tts = plan.changes.find((c) => c.address === "slot.tts")!;
+    expect(tts).toMatchObject({ action: "replace", reason: "spec_changed" });
+    expect(tts.changed_paths).toContain("image");
+    expect(plan.warnings.filter((w) => w.code === "slot.image_missing")).toEqual([]);
   });
 });
