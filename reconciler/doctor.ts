@@ -12,6 +12,7 @@ import { nearestExisting } from "./atomic.js";
 import { spawnProbe } from "./probe-process.js";
 import { StateStore } from "./state.js";
 import { findRunner, runnerPath } from "./drivers/runner.js";
+import { runnerBaseEnv } from "./drivers/runner-env.js";
 import { isAdvisory, preflight, type Finding } from "./preflight.js";
 import { DEFAULT_UNIT_DIR, readUnit, UNIT_NAME, unitProblems, verifyUnit } from "./systemd-unit.js";
 import { storeDir } from "./host/model-scan.js";
@@ -206,7 +207,7 @@ async function runnerRows(model: Model, findings: readonly Finding[], versions: 
         : `install it, put its folder on hal0's PATH, or set profile ${slots[0]!.profile}'s runner in profiles.toml; hal0 apply would fail for these slots`;
       return { check, status: "fail", message: `${missing.summary.replace(` of slot ${missing.slot}`, "")} (slots: ${names})`, hint };
     }
-    const runEnv = { ...process.env, ...slots[0]!.spec.env };
+    const runEnv = { ...runnerBaseEnv(process.env), ...slots[0]!.spec.env };
     const lookup = await findRunner(prefix[0]!, model.root, runEnv);
     if (!lookup.found) return { check, status: "fail", message: `\`${prefix[0]}\` is not found (slots: ${names})`, hint: "install it, or set the profile's runner" };
     const at = `${lookup.path}${lookup.via === "bin" ? " (hal0's bin/)" : ""}`;

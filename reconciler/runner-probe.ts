@@ -7,6 +7,7 @@ import { writeFileAtomic } from "./atomic.js";
 import { engineStatus, within } from "./drivers/docker-engine.js";
 import { findRunner, HAL0_BIN, runnerPath, type RunnerLookup } from "./drivers/runner.js";
 import { killQuietly } from "./drivers/proc.js";
+import { runnerBaseEnv } from "./drivers/runner-env.js";
 import { spawnProbe } from "./probe-process.js";
 import { ensureStateFolder } from "./state-folder.js";
 
@@ -363,10 +364,11 @@ export class RunnerProbe {
     return this.bin === undefined ? (env.PATH ?? "") : runnerPath(env, this.bin);
   }
 
-  /** The runner's environment: the given one, hal0's bin/ after its PATH (as the process driver starts it). */
+  /** The runner's environment: the base the process driver starts it with (runnerBaseEnv: none of hal0's secrets), hal0's bin/ after its PATH. */
   private runEnv(env: Readonly<Record<string, string | undefined>> = this.env): NodeJS.ProcessEnv {
     const PATH = this.searchPath(env);
-    return (PATH === (env.PATH ?? "") ? { ...env } : { ...env, PATH }) as NodeJS.ProcessEnv;
+    const base = runnerBaseEnv(env);
+    return PATH === (env.PATH ?? "") ? base : { ...base, PATH };
   }
 
   /** What a word resolves against: itself, the config folder, and the folders it is searched in. */

@@ -5,6 +5,7 @@ import { DriverError, interruptedStart, wantsProbe, type ObserveOptions, type Sl
 import { healthOf, httpStatus, isLive, isOurs, killQuietly, portHolderOf, portInUseMessage, procStat } from "./proc.js";
 import { describeExit, spawnRunner, waitHealthy, type Spawned } from "./runner.js";
 import { markedRunners, markerEnv } from "./process-orphans.js";
+import { runnerBaseEnv } from "./runner-env.js";
 import { capRunnerLog, logTail, RUNNER_LOG_MAX_BYTES, readRecord, removeRecord, slotPaths, slotsDir, writeRecord, type RuntimeRecord } from "./runtime-record.js";
 
 /** Grace given to a runner stopped because it never became healthy. */
@@ -60,7 +61,8 @@ export class ProcessDriver implements SlotDriver {
     if (holder !== undefined) throw new DriverError("slot.port_in_use", portInUseMessage(spec.port, holder));
     const paths = slotPaths(this.stateDir, name);
     await mkdir(paths.dir, { recursive: true });
-    const spawned = await spawnRunner(spec.argv, options.cwd, { ...process.env, ...spec.env, ...markerEnv(this.stateDir, name) }, paths.log, this.logMaxBytes);
+    // Never hal0's whole environment (its secrets): the base every runner gets, then what the slot declares.
+    const spawned = await spawnRunner(spec.argv, options.cwd, { ...runnerBaseEnv(process.env), ...spec.env, ...markerEnv(this.stateDir, name) }, paths.log, this.logMaxBytes);
     const stat = await procStat(spawned.pid);
     // Even a runner that already exited is a zombie until reaped, so `stat` is there; if not, wait for the exit below.
     if (stat !== undefined) {

@@ -69,7 +69,12 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     const name = slotName("chat");
     const view = dockerViewFor({ port: await freePort(), root, env: { HAL0_FAKE_LOAD_MS: "300", EXTRA: "1" } });
     const phases: StartPhase[] = [];
-    await driver.start(name, view, { healthTimeoutS: 20, cwd: root, onPhase: (p) => phases.push(p) });
+    process.env.HAL0_TEST_SECRET = "hal0-secret"; // hal0's own environment never reaches a container
+    try {
+      await driver.start(name, view, { healthTimeoutS: 20, cwd: root, onPhase: (p) => phases.push(p) });
+    } finally {
+      delete process.env.HAL0_TEST_SECRET;
+    }
     expect(phases[0]).toBe("starting");
     expect(phases.at(-1)).toBe("ready");
     const info = await inspect(name);
@@ -82,7 +87,9 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(info.HostConfig).toMatchObject({ NetworkMode: "host", Init: true, RestartPolicy: { Name: "no" } });
     expect(info.Config.Image).toBe(RUNNER_IMAGE);
     expect(info.Config.Cmd).toEqual(view.spec.argv);
-    expect(info.Config.Env).toEqual(expect.arrayContaining(["EXTRA=1", "HAL0_FAKE_LOAD_MS=300"]));
+    // The slot's env over the image's own, and nothing else.
+    const imageEnv = (await engine.getImage(RUNNER_IMAGE).inspect()).Config.Env ?? [];
+    expect(info.Config.Env?.filter((e) => !imageEnv.includes(e)).sort()).toEqual(["EXTRA=1", "HAL0_FAKE_LOAD_MS=300"]);
     expect((info.Config as { StopTimeout?: number }).StopTimeout).toBe(3);
     // The engine logs to json-file, which never rotates by itself: [slots] log_max_mb (default 16) bounds it.
     expect(info.HostConfig.LogConfig).toEqual({ Type: "json-file", Config: { "max-size": "16m", "max-file": "2" } });

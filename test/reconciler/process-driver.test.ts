@@ -10,6 +10,7 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { DriverError, type ObservedSlot, type SlotView, type StartPhase } from "../../reconciler/index.js";
 import { ProcessDriver } from "../../reconciler/drivers/process.js";
+import { RUNNER_BASE_ENV } from "../../reconciler/drivers/runner-env.js";
 import { RUNNER_LOG_MAX_BYTES } from "../../reconciler/drivers/runtime-record.js";
 import { tailLog } from "../../server/slot-logs.js";
 import { PROJECT, RUNNER, alive, freePort, procFields, transpileClosure, until, viewFor } from "./process-helpers.js";
@@ -82,6 +83,25 @@ describe("ProcessDriver.start", () => {
     expect((await procFields(pid)).pgid).toBe(pid); // detached: it leads its own process group
     expect(record).toEqual({ pid, pid_start: (await procFields(pid)).start, view, started_at: expect.any(String), log: join(stateDir, "slots/s/runner.log") });
     expect(await logOf()).toMatch(/hal0 starts: node .*fake-llama-server\.mjs[^]*listening on http:\/\/127\.0\.0\.1:\d+[^]*GET \/health 200/);
+  });
+
+  it("starts the runner with the documented base of hal0's environment and the slot's env, never hal0's secrets", async () => {
+    const parent = { HAL0_TOKEN: "hal0-secret", HF_TOKEN: "hf-secret", OPENAI_API_KEY: "sk-secret", HIP_VISIBLE_DEVICES: "1", LC_TIME: "C" };
+    const saved = Object.fromEntries(Object.keys(parent).map((k) => [k, process.env[k]]));
+    Object.assign(process.env, parent);
+    let pid: number;
+    try {
+      pid = await start(viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "0", DECLARED: "yes", HF_TOKEN: "the slot's own" } }));
+    } finally {
+      for (const [k, v] of Object.entries(saved)) if (v === undefined) delete process.env[k]; else process.env[k] = v;
+    }
+    const env = Object.fromEntries(readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").filter(Boolean).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
+    expect(JSON.stringify(env)).not.toMatch(/hal0-secret|hf-secret|sk-secret/);
+    expect(Object.keys(env).filter((k) => !RUNNER_BASE_ENV.includes(k)).sort()).toEqual(["DECLARED", "HAL0_FAKE_LOAD_MS", "HAL0_RUNNER_SLOT", "HAL0_RUNNER_STATE", "HF_TOKEN"]);
+    expect(env).toMatchObject({ HF_TOKEN: "the slot's own", DECLARED: "yes", HIP_VISIBLE_DEVICES: "1", LC_TIME: "C", PATH: expect.stringContaining(join(PROJECT, "bin")) });
+    // docs/operations.md lists exactly these.
+    const documented = /\*\*A runner's environment\.\*\*([^]*?)\nthen the profile's/.exec(readFileSync(join(PROJECT, "docs/operations.md"), "utf8"))![1]!;
+    expect([...documented.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]!).filter((n) => !/TOKEN|API_KEY/.test(n)).sort()).toEqual([...RUNNER_BASE_ENV].sort());
   });
 
   it("refuses a port held by a foreign server at once, naming the port and its holder", async () => {

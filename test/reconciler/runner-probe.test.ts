@@ -191,6 +191,17 @@ describe("RunnerProbe: process runners", () => {
     expect(existsSync(marker)).toBe(false);
   });
 
+  it("asks a runner with the base a runner starts from, never a secret of hal0's environment", async () => {
+    const root = tempDir("root");
+    const seen = join(root, "env");
+    script(root, "tts-server", `env > ${JSON.stringify(seen)}; echo 'tts-server 0.1'`);
+    const probe = new RunnerProbe({ stateDir: null, root, env: { ...ENV, HAL0_TOKEN: "hal0-secret", OPENAI_API_KEY: "sk-secret", HIP_VISIBLE_DEVICES: "0" } });
+    expect((await probe.probe([proc("./tts-server")])).failed).toEqual(new Map());
+    const env = readFileSync(seen, "utf8");
+    expect(env).not.toMatch(/hal0-secret|sk-secret/);
+    expect(env).toMatch(/^HIP_VISIBLE_DEVICES=0$/m);
+  });
+
   it("a word on no PATH is missing (not_found, the folders searched); a file that may not be run is not_executable", async () => {
     const root = tempDir("root");
     const onPath = tempDir("path");
