@@ -92,19 +92,25 @@ export class ProcessDriver implements SlotDriver {
     const paths = slotPaths(this.stateDir, name);
     const read = await readRecord(paths.record);
     const recorded = read !== undefined && "record" in read ? read.record : undefined;
-    // The recorded runner, else any runner marked as this slot's (a start interrupted between spawn and record).
-    if (recorded !== undefined && (await isOurs(recorded.pid, recorded.pid_start))) await terminate(name, recorded.pid, recorded.pid_start, graceS);
-    else await this.stopUnrecorded(name, graceS);
+    const runner = recorded !== undefined && (await isOurs(recorded.pid, recorded.pid_start)) ? [{ pid: recorded.pid, startTime: recorded.pid_start }] : [];
+    // The recorded runner and, at the same time, every other process marked as this slot's.
+    await terminateAll(name, [...runner, ...(await this.marked(name, recorded?.pid))], graceS);
     await removeRecord(paths.record);
   }
 
   /** Stops `name`'s runners that have no record (a start interrupted between spawn and record). */
   private async stopUnrecorded(name: string, graceS = ABORT_GRACE_S): Promise<void> {
     const read = await readRecord(slotPaths(this.stateDir, name).record);
-    const recorded = read !== undefined && "record" in read ? read.record.pid : undefined;
-    for (const orphan of await markedRunners(this.stateDir, name)) {
-      if (orphan.pid !== recorded) await terminate(name, orphan.pid, orphan.startTime, graceS);
-    }
+    await terminateAll(name, await this.marked(name, read !== undefined && "record" in read ? read.record.pid : undefined), graceS);
+  }
+
+  /**
+   * The live processes marked as `name`'s but the recorded runner (`recorded`): a runner whose start was
+   * interrupted between spawn and record, and what a runner started outside its process group (a child in
+   * a session of its own, which a signal to the group does not reach). Each inherited the markers.
+   */
+  private async marked(name: string, recorded: number | undefined): Promise<Array<{ pid: number; startTime: number }>> {
+    return (await markedRunners(this.stateDir, name)).filter((p) => p.pid !== recorded);
   }
 
   /** Starting over a live runner would lose the only record of it: the executor stops a slot before it restarts it. */
@@ -164,6 +170,13 @@ async function terminate(name: string, pid: number, pidStart: number, graceS: nu
   // The record stays: the process is still ours to stop, and a later stop retries.
   const which = (await isOurs(pid, pidStart)) ? `pid ${pid}` : `a process of pid ${pid}'s group`;
   throw new DriverError("slot.apply_failed", `slot ${name}: ${which} is still alive ${KILL_WAIT_MS / 1000} s after SIGKILL (stuck in the kernel?)`);
+}
+
+/** `terminate` for each of `processes` at once (one grace for all); the first failure is thrown once all are done. */
+async function terminateAll(name: string, processes: ReadonlyArray<{ pid: number; startTime: number }>, graceS: number): Promise<void> {
+  const results = await Promise.allSettled(processes.map((p) => terminate(name, p.pid, p.startTime, graceS)));
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === "rejected");
+  if (failed !== undefined) throw failed.reason;
 }
 
 /** Signals the runner's group (the runner leads its own) or, if it left its group, the runner alone. */

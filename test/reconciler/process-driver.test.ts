@@ -244,6 +244,21 @@ describe("ProcessDriver.observe and stop", () => {
     expect(existsSync(recordPath())).toBe(false);
   });
 
+  it("stops what the runner started in a session of its own (setsid), outside its process group", async () => {
+    const wrapper = join(tmp, "wrapper.sh");
+    const childPid = join(tmp, "child.pid");
+    await writeFile(wrapper, `#!/bin/sh\nsetsid node ${JSON.stringify(RUNNER)} "$@" &\necho $! > ${JSON.stringify(childPid)}\nwait\n`, { mode: 0o755 });
+    const port = await freePort();
+    const pid = await start(viewFor({ root: tmp, port, runner: [wrapper], env: { HAL0_FAKE_LOAD_MS: "0" } }));
+    const child = Number(readFileSync(childPid, "utf8"));
+    pids.add(child);
+    expect((await procFields(child)).pgid).toBe(child); // its own group, not the runner's
+    await driver.stop("s", 1);
+    expect(await alive(pid)).toBe(false);
+    expect(await alive(child)).toBe(false);
+    expect(existsSync(recordPath())).toBe(false);
+  });
+
   it("stops a runner with SIGTERM, and stopping a stopped slot succeeds", async () => {
     // A runner path relative to the config folder, as fixtures/box writes it: it resolves against `cwd`.
     const runner = ["node", relative(tmp, RUNNER)];
