@@ -78,8 +78,8 @@ export class ProcessDriver implements SlotDriver {
     if (outcome.kind === "interrupted") throw interruptedStart(name, spec.port, spec.health_path, `pid ${spawned.pid}`);
     if (outcome.kind === "exited") {
       await removeRecord(paths.record);
-      // What it left running in its group (a server it put in the background) goes with it, not left holding the port.
-      await stopGroupLeft(spawned.pid, ABORT_GRACE_S);
+      // What it left running (a server it put in the background, in its group or in a session of its own) goes with it, not left holding the port.
+      await Promise.all([stopGroupLeft(spawned.pid, ABORT_GRACE_S), this.stopUnrecorded(name).catch(() => undefined)]); // best effort: the start has failed already
       throw new DriverError("slot.spawn_failed", `slot ${name}: \`${spec.argv[0]}\` (pid ${spawned.pid}) ${describeExit(outcome.exit)} before it was healthy${await tailNote(paths.log, spawned)}`);
     }
     await this.stop(name, ABORT_GRACE_S);

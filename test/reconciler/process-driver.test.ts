@@ -137,10 +137,10 @@ describe("ProcessDriver.start", () => {
     expect(missing.message).toMatch(/exited with code 1[^]*failed to load model/);
   });
 
-  it("a runner that exits before it is healthy leaves nothing of its group behind (a server it put in the background)", async () => {
+  it.each([["in its group", ""], ["in a session of its own (setsid)", "setsid "]])("a runner that exits before it is healthy leaves nothing behind: a server it put in the background %s", async (_, setsid) => {
     const script = join(tmp, "forks.sh");
     const childPid = join(tmp, "child.pid");
-    await writeFile(script, `#!/bin/sh\nHAL0_FAKE_LOAD_MS=60000 node ${JSON.stringify(RUNNER)} "$@" &\necho $! > ${JSON.stringify(childPid)}\nsleep 0.3\nexit 0\n`, { mode: 0o755 });
+    await writeFile(script, `#!/bin/sh\nHAL0_FAKE_LOAD_MS=60000 ${setsid}node ${JSON.stringify(RUNNER)} "$@" &\necho $! > ${JSON.stringify(childPid)}\nsleep 0.3\nexit 0\n`, { mode: 0o755 });
     const port = await freePort();
     const err = await rejection(driver.start("s", viewFor({ root: tmp, port, runner: [script] }), options()));
     const child = Number(readFileSync(childPid, "utf8"));
