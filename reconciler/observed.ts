@@ -68,6 +68,13 @@ export interface ForeignPort {
    * then renamed by hand, so hal0 no longer takes it for the slot.
    */
   readonly container?: { readonly name: string; readonly slot: string };
+  /**
+   * The slot it is a runner of, when it carries this state folder's runner
+   * markers (process runtime) but no record names it: hal0 started it (a start
+   * cut short before its record was written, or what a runner left running),
+   * and stopping that slot stops it.
+   */
+  readonly runner?: { readonly slot: string };
 }
 
 /**
@@ -77,6 +84,12 @@ export interface ForeignPort {
  */
 export function renamedContainerWords(container: { readonly name: string; readonly slot: string }): string {
   return `container ${container.name}, which hal0 started as slot \`${container.slot}\` (it carries this box's hal0.slot=${container.slot} labels) but which is no longer named hal0-slot-${container.slot}, so hal0 does not take it for the slot; rename it back, or hal0 down stops it`;
+}
+
+/** A process marked as slot `slot`'s runner that no record names (`ForeignPort.runner`), in words. */
+export function unrecordedRunnerWords(holder: { readonly pid?: number; readonly command?: string }, slot: string): string {
+  const which = holder.command === undefined ? `pid ${holder.pid}` : `pid ${holder.pid} (${holder.command})`;
+  return `${which}, a runner hal0 started as slot \`${slot}\` that no record names (its start was cut short, or its runner left it running); stopping slot \`${slot}\` stops it`;
 }
 
 export interface Observed {

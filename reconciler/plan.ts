@@ -111,7 +111,8 @@ function planSlots(model: Model, observed: Observed, inventory: Inventory, goneR
     const planned = planSlot(inputs);
     if (planned === undefined) continue;
     const foreign = own(observed.foreign_ports, name);
-    const change = foreign !== undefined && inputs.seen?.running === true ? held(planned) : planned;
+    // Held by a runner of this very slot that no record names: its replace stops it, as it stops the slot.
+    const change = foreign !== undefined && foreign.runner?.slot !== name && inputs.seen?.running === true ? held(planned) : planned;
     changes.push(change);
     if (inputs.desired?.enabled) warnings.push(...slotWarnings(change, inputs.desired, inputs.seen, foreign, observed.nodes));
     else if (change.reason === "unmanaged") warnings.push(unmanagedWarning(name, inputs.seen!));

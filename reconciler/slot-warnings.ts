@@ -1,7 +1,7 @@
 import type { ResolvedSlot } from "../compiler/index.js";
 import { slotAddress, type PlanWarning, type SlotAddress, type SlotChange } from "../schema/index.js";
 import { heldUnplaced } from "./nodes.js";
-import { renamedContainerWords, type ForeignPort, type ObservedNode, type ObservedSlot } from "./observed.js";
+import { renamedContainerWords, unrecordedRunnerWords, type ForeignPort, type ObservedNode, type ObservedSlot } from "./observed.js";
 
 /**
  * What the planner tells the operator about a slot beside its change: things
@@ -20,7 +20,9 @@ export function slotWarnings(change: SlotChange, desired: ResolvedSlot, seen: Ob
       code: "slot.port_in_use",
       message: change.reason === "port_held"
         ? `port ${foreign.port} is held by ${holder(foreign)}; slot \`${desired.name}\` keeps running as it is${seen?.record ? ` on port ${seen.record.view.port}` : ""} until it is freed`
-        : `port ${foreign.port} is held by ${holder(foreign)}; slot \`${desired.name}\` cannot start until it is freed`,
+        : foreign.runner?.slot === desired.name && (change.action === "create" || change.action === "replace")
+          ? `port ${foreign.port} is held by ${holder(foreign)}; the ${change.action} stops it first`
+          : `port ${foreign.port} is held by ${holder(foreign)}; slot \`${desired.name}\` cannot start until it is freed`,
     });
   }
   if (seen?.unplaced !== undefined) warnings.push({ address, code: "slot.unplaced", message: `slot \`${desired.name}\`: ${seen.unplaced.message}` });
@@ -90,6 +92,7 @@ function tuneWarnings(address: SlotAddress, desired: ResolvedSlot): PlanWarning[
 
 function holder(foreign: ForeignPort): string {
   if (foreign.container !== undefined) return renamedContainerWords(foreign.container);
+  if (foreign.runner !== undefined) return unrecordedRunnerWords(foreign, foreign.runner.slot);
   const which = foreign.pid === undefined
     ? foreign.command ? `\`${foreign.command}\`` : "another program"
     : foreign.command ? `pid ${foreign.pid} (${foreign.command})` : `pid ${foreign.pid}`;

@@ -98,7 +98,7 @@ export const CODES = {
   "capability.illegal_backend_model_pair": { severity: "error", stage: "compile", http: 400, meaning: "A selection's backend cannot run its model: the backend's kind does not serve the model's type, or no device suits both." },
   "capability.duplicate_id": { severity: "error", stage: "compile", http: 409, meaning: "Two [[backend]] or two [[catalog]] rows of capabilities.toml share an id." },
   // ── runtime, plans and apply ─────────────────────────────────────────
-  "slot.port_in_use": { severity: "error", stage: "runtime", http: 409, meaning: "A slot's port is held by a process hal0 did not start, or by a container hal0 started as a slot and someone renamed by hand; the message names the holder." },
+  "slot.port_in_use": { severity: "error", stage: "runtime", http: 409, meaning: "A slot's port is held by a process hal0 did not start, by a container hal0 started as a slot and someone renamed by hand, or by a runner hal0 started for a slot that no record names; the message names the holder." },
   "slot.spawn_failed": { severity: "error", stage: "runtime", http: 500, meaning: "A slot's runner could not be started or exited before it was healthy." },
   "slot.image_missing": { severity: "error", stage: "runtime", http: 409, meaning: "A slot's docker image is not on the engine ([slots] pull is false, or the pull failed), or, under the swarm runtime, not on the node Swarm gave its task (hal0 never pulls for Swarm); the message names it." },
   "slot.health_failed": { severity: "error", stage: "runtime", http: 503, meaning: "A slot's runner did not answer GET /health with 200 within [slots] health_timeout_s." },

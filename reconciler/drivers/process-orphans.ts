@@ -16,6 +16,14 @@ export function markerEnv(stateDir: string, name: string): Record<string, string
   return { [STATE_KEY]: resolve(stateDir), [SLOT_KEY]: name };
 }
 
+/** The slot `pid` is marked as a runner of, in this state folder; undefined when it carries no such markers (or cannot be read). */
+export async function runnerSlotOf(stateDir: string, pid: number): Promise<string | undefined> {
+  const environ = await readFile(`/proc/${pid}/environ`, "latin1").catch(() => "");
+  const vars = environ.split("\0");
+  if (!vars.includes(`${STATE_KEY}=${resolve(stateDir)}`)) return undefined;
+  return vars.find((v) => v.startsWith(`${SLOT_KEY}=`))?.slice(SLOT_KEY.length + 1);
+}
+
 /** Live processes marked as `name`'s runner of this state folder, with their start times. */
 export async function markedRunners(stateDir: string, name: string): Promise<Array<{ pid: number; startTime: number }>> {
   const want = [`${STATE_KEY}=${resolve(stateDir)}`, `${SLOT_KEY}=${name}`];

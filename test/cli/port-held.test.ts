@@ -71,3 +71,27 @@ describe("a running slot's new port held by a process hal0 did not start", () =>
     expect((await run("down")).code).toBe(0);
   });
 });
+
+describe("a slot's port held by a runner hal0 started for it that no record names", () => {
+  it("plan names it as the slot's runner (never a process hal0 did not start) and says the create stops it first; apply does so", async () => {
+    const [port] = await writeFakeBox(config, ["moving"]);
+    expect((await run("apply", "--yes")).code).toBe(0);
+    expect(await healthWithin(port!, 10_000)).toBe(200);
+    // As a hal0 killed between the spawn and the record leaves it.
+    const record = join(state, "slots", "moving", "runtime.json");
+    const pid = JSON.parse(readFileSync(record, "utf8")).pid as number;
+    rmSync(record);
+
+    const plan = JSON.parse((await run("plan", "--json")).out);
+    expect(plan.changes.find((c: any) => c.address === "slot.moving")).toMatchObject({ action: "create" });
+    const warning = plan.warnings.find((w: any) => w.address === "slot.moving" && w.code === "slot.port_in_use");
+    expect(warning.message).toMatch(new RegExp(`^port ${port} is held by pid ${pid} \\(.*\\), a runner hal0 started as slot \`moving\` that no record names .*; the create stops it first$`));
+    expect(warning.message).not.toContain("did not start");
+
+    const applied = await run("apply", "--yes");
+    expect(applied.code, applied.out + applied.err).toBe(0);
+    expect(await alive(pid)).toBe(false);
+    expect(await healthWithin(port!, 10_000)).toBe(200);
+    expect((await run("down")).code).toBe(0);
+  });
+});
