@@ -14,7 +14,7 @@ import { StateStore } from "./state.js";
 import { findRunner, runnerPath } from "./drivers/runner.js";
 import { runnerBaseEnv } from "./drivers/runner-env.js";
 import { isAdvisory, preflight, type Finding } from "./preflight.js";
-import { DEFAULT_UNIT_DIR, readUnit, UNIT_NAME, unitProblems, verifyUnit } from "./systemd-unit.js";
+import { DEFAULT_UNIT_DIR, readUnit, reinstallCommand, UNIT_NAME, unitProblems, verifyUnit } from "./systemd-unit.js";
 import { storeDir } from "./host/model-scan.js";
 
 /**
@@ -100,7 +100,7 @@ async function serviceUnitRow(root: string, stateDir: string, unitDir: string, v
   const check = "service_unit";
   const unit = await readUnit(unitDir);
   if (!unit) return { check, status: "ok", message: `no ${UNIT_NAME} in ${unitDir}: hal0 serve runs without systemd`, hint: "" };
-  const reinstall = `run hal0 service install --config ${root} --state ${stateDir}${unitDir === DEFAULT_UNIT_DIR ? "" : ` --unit-dir ${unitDir}`} again`;
+  const reinstall = `run ${reinstallCommand(unit, { config: root, state: stateDir, unitDir })} again`;
   if (unit.config === undefined || unit.state === undefined || resolve(unit.config) !== resolve(root) || resolve(unit.state) !== resolve(stateDir)) {
     return { check, status: "fail", message: `${unit.file} serves --config ${unit.config ?? "?"} --state ${unit.state ?? "?"}, not ${root} and ${stateDir}`, hint: reinstall };
   }

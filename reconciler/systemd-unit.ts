@@ -2,6 +2,7 @@ import { spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
+import { shellWord } from "./shell-word.js";
 
 /**
  * The systemd unit of `hal0 serve` (`hal0 service install` writes it,
@@ -175,6 +176,8 @@ export interface InstalledUnit {
   /** The `--config` and `--state` ExecStart passes to hal0 serve. */
   readonly config?: string;
   readonly state?: string;
+  /** `User=` (the last one, as systemd takes it); absent: root. */
+  readonly user?: string;
 }
 
 /** The unit at `<dir>/hal0.service`, read and its ExecStart taken apart; undefined when there is none. */
@@ -188,7 +191,21 @@ export async function readUnit(dir = DEFAULT_UNIT_DIR): Promise<InstalledUnit | 
     const i = exec.indexOf(flag);
     return i === -1 ? undefined : exec[i + 1];
   };
-  return { file, text, exec, config: after("--config"), state: after("--state") };
+  const user = text.split("\n").filter((l) => /^\s*User\s*=/.test(l)).map((l) => l.slice(l.indexOf("=") + 1).trim()).at(-1);
+  return { file, text, exec, config: after("--config"), state: after("--state"), ...(user ? { user } : {}) };
+}
+
+/**
+ * The `hal0 service install` that writes `unit` again for this box: its
+ * folders, its unit folder unless the default, and its `User=` (without
+ * `--user` the unit written would run hal0 as root). Each word is quoted for
+ * a shell, so the line can be pasted as it is.
+ */
+export function reinstallCommand(unit: InstalledUnit | undefined, o: { config: string; state: string; unitDir: string }): string {
+  const words = ["hal0", "service", "install", "--config", o.config, "--state", o.state];
+  if (o.unitDir !== DEFAULT_UNIT_DIR) words.push("--unit-dir", o.unitDir);
+  if (unit?.user !== undefined) words.push("--user", unit.user);
+  return words.map(shellWord).join(" ");
 }
 
 /** What the service at `unit` needs: folders it writes, folders it writes when they are there. */

@@ -1,3 +1,5 @@
+import { shellWord } from "../../reconciler/shell-word.js";
+
 /**
  * Ready MCP client configuration for hal0-agents, as `hal0 bridge admit`
  * (and the Agents page) print it once, with the token in place: Claude
@@ -18,7 +20,3 @@ export function clientConfigs(url: string, token: string): ClientConfigs {
   };
 }
 
-/** `text` as one POSIX shell word: as it is when it holds only characters no shell treats specially, else single-quoted. */
-export function shellWord(text: string): string {
-  return /^[A-Za-z0-9_@%+=:,./-]+$/.test(text) ? text : `'${text.replace(/'/g, `'\\''`)}'`;
-}

@@ -174,6 +174,26 @@ describe("hal0 doctor's service_unit row", () => {
     writeFileSync(file, good);
   });
 
+  it("the hint to install again keeps the unit's User= and quotes each folder, so it can be pasted as it is", async () => {
+    const r = await hal0(["service", "install", "--config", config, "--state", state, "--unit-dir", units]);
+    expect(r.code, r.err).toBe(0);
+    const file = join(units, "hal0.service");
+    const good = readFileSync(file, "utf8");
+    try {
+      // A unit written with --user ada: installing it again without --user would run hal0 as root.
+      writeFileSync(file, good.replace("Restart=on-failure", "User=ada\nGroup=users\nRestart=on-failure"));
+      const other = join(dir, "other state");
+      const row = JSON.parse((await hal0(["doctor", "--json", "--config", config, "--state", other, "--unit-dir", units])).out).rows.find((x: any) => x.check === "service_unit");
+      expect(row).toMatchObject({ status: "fail", hint: `run hal0 service install --config '${config}' --state '${other}' --unit-dir ${units} --user ada again` });
+      // Without User=: root, as hal0 service install writes it without --user.
+      writeFileSync(file, good);
+      const plain = JSON.parse((await hal0(["doctor", "--json", "--config", config, "--state", other, "--unit-dir", units])).out).rows.find((x: any) => x.check === "service_unit");
+      expect(plain.hint).toBe(`run hal0 service install --config '${config}' --state '${other}' --unit-dir ${units} again`);
+    } finally {
+      writeFileSync(file, good);
+    }
+  });
+
   it("ok without a unit: hal0 serve needs no systemd", async () => {
     const empty = join(dir, "no-units");
     mkdirSync(empty, { recursive: true });
