@@ -5,6 +5,7 @@ import { basename, dirname, join } from "node:path";
 import type { Statement } from "better-sqlite3";
 import type { Db } from "../db.js";
 import { ApiError, storageFull } from "../errors.js";
+import { redactText } from "../redact.js";
 import { PROFILE_NAME } from "../../reconciler/hermes-files.js";
 import { sharedMode } from "../../reconciler/state-folder.js";
 
@@ -75,6 +76,8 @@ export { fingerprint, hashSecret };
 const RESERVED_NAMES = new Set(["anonymous", "local"]);
 
 export function checkName(name: string): string {
+  // A secret pasted as a name (a token, a provider key) would be kept in plain text, shown by every list and masked in every reply and audit row: refused, and not repeated.
+  if (redactText(name) !== name) throw new ApiError("auth.name_invalid", "a token name may not read as a secret (a hal0 token, a provider key): was a token pasted in place of the name?");
   if (!NAME_RE.test(name) || RESERVED_NAMES.has(name)) throw new ApiError("auth.name_invalid", `a token name is 1 to 64 letters, digits, - and _ (not anonymous or local), not ${JSON.stringify(name)}`, { name });
   return name;
 }

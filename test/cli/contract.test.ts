@@ -245,6 +245,20 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     expect(line).toMatch(/ mcp:agents,profile:coder,profile:writer +created /);
   });
 
+  it("a token pasted where a name goes (create --operator, rotate, bridge admit) is refused, never kept as a name nor repeated", async () => {
+    const state = join(dir, "secret-name-state");
+    expect((await run(["token", "list", "--state", state])).code).toBe(0);
+    const owner = readFileSync(join(state, "operator.token"), "utf8").trim();
+    for (const args of [["token", "create", "--operator", owner], ["token", "create", "--agent", "hf_abcdefghijklmnop"], ["token", "rotate", owner], ["bridge", "admit", owner, "--config", good]]) {
+      const r = await run([...args, "--state", state]);
+      expect(`${args.slice(0, 2).join(" ")} → ${r.code}`).toBe(`${args.slice(0, 2).join(" ")} → 1`);
+      expect(r.err).toContain("auth.name_invalid: a token name may not read as a secret");
+      expect(r.out + r.err).not.toContain(owner);
+    }
+    const listed = (await run(["token", "list", "--all", "--json", "--state", state])).out;
+    expect(JSON.parse(listed).tokens.map((t: { name: string }) => t.name)).toEqual(["owner"]);
+  });
+
   it("a state database SQLite cannot open or use (a folder where hal0.db goes, a file that is no database) is system.io naming it, for every command that opens it", async () => {
     const folder = mkdtempSync(join(dir, "db-folder-"));
     mkdirSync(join(folder, "hal0.db"));
