@@ -204,7 +204,14 @@ export class TokenStore {
   /** Revokes one token by id; its sessions and its login codes end with it. */
   revoke(id: string): TokenInfo {
     const row = this.db.prepare("SELECT * FROM tokens WHERE id = ?").get(id) as Row | undefined;
-    if (!row) throw new ApiError("auth.token_not_found", `no token ${id}`, { id });
+    if (!row) {
+      // A token's secret given for its id (a leaked token pasted whole): named by its id, never repeated.
+      if (redactText(id) !== id) {
+        const owned = TOKEN_RE.test(id) ? (this.db.prepare("SELECT id FROM tokens WHERE hash = ?").get(hashSecret(id)) as Pick<Row, "id"> | undefined) : undefined;
+        throw new ApiError("auth.token_not_found", `no token has that id: it reads as a token's secret, which is not repeated${owned ? `; it is the secret of ${owned.id}: revoke that id` : ""} (hal0 token list shows the ids)`);
+      }
+      throw new ApiError("auth.token_not_found", `no token ${id}`, { id });
+    }
     if (row.revoked_at === null) {
       verifiedByDb.get(this.db)?.tokens.clear();
       this.db.prepare("UPDATE tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL").run(iso(this.now()), id);

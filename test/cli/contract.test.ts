@@ -259,6 +259,23 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     expect(JSON.parse(listed).tokens.map((t: { name: string }) => t.name)).toEqual(["owner"]);
   });
 
+  it("hal0 token revoke given a token's secret for its id names that token's id and does not print the secret (under --json neither)", async () => {
+    const state = join(dir, "revoke-secret-state");
+    expect((await run(["token", "list", "--state", state])).code).toBe(0);
+    const owner = readFileSync(join(state, "operator.token"), "utf8").trim();
+    const id = JSON.parse((await run(["token", "list", "--json", "--state", state])).out).tokens[0].id;
+    for (const json of [[], ["--json"]]) {
+      const r = await run(["token", "revoke", owner, ...json, "--state", state]);
+      expect(r.code).toBe(1);
+      expect(r.out + r.err).toContain(`auth.token_not_found`);
+      expect(r.out + r.err).toContain(`it is the secret of ${id}: revoke that id`);
+      expect(r.out + r.err).not.toContain(owner);
+    }
+    // One no token has: not repeated either.
+    const r = await run(["token", "revoke", "hal0_op_abcdefghijklmnopqrstuvwxyz012345", "--state", state]);
+    expect([r.code, r.err.includes("reads as a token's secret"), r.err.includes("abcdefgh")]).toEqual([1, true, false]);
+  });
+
   it("a state database SQLite cannot open or use (a folder where hal0.db goes, a file that is no database) is system.io naming it, for every command that opens it", async () => {
     const folder = mkdtempSync(join(dir, "db-folder-"));
     mkdirSync(join(folder, "hal0.db"));
