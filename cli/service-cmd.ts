@@ -1,7 +1,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { chown, mkdir, stat } from "node:fs/promises";
-import { join, resolve } from "node:path";
+import { chown, mkdir, rmdir, stat } from "node:fs/promises";
+import { dirname, join, resolve } from "node:path";
 import { writeFileAtomic } from "../reconciler/atomic.js";
 import { hermesHome } from "../reconciler/hermes-plan.js";
 import { storeDir } from "../reconciler/host/model-scan.js";
@@ -68,18 +68,30 @@ export async function runService(args: string[], io: CliIo): Promise<number> {
   }
   const dir = values["unit-dir"] === undefined ? DEFAULT_UNIT_DIR : resolve(io.cwd, values["unit-dir"]);
   const file = join(dir, UNIT_NAME);
+  const info = await stat(dir).catch(() => undefined);
+  if (!info?.isDirectory()) throw new CliError("service.install_failed", `cannot write ${file}: ${dir} is not a folder`);
+  // The folders this install made, removed again when it fails: a failed install leaves nothing behind.
+  const made: string[] = [];
+  let doing = "";
   try {
-    const info = await stat(dir).catch(() => undefined);
-    if (!info?.isDirectory()) throw new Error(`${dir} is not a folder`);
     // ReadWritePaths= must exist when the unit starts, and hal0 cannot make them under
     // ProtectSystem=strict; one made here for a --user service is that user's.
     for (const [folder, mode] of [[state, 0o700], ...writable.map((w) => [w, 0o755] as const)] as const) {
-      const made = await mkdir(folder, { recursive: true, mode });
-      if (made !== undefined && user) await chown(folder, user.uid, user.gid);
+      doing = `make ${folder}`;
+      const first = await mkdir(folder, { recursive: true, mode });
+      if (first === undefined) continue;
+      for (let at = folder; ; at = dirname(at)) {
+        made.push(at);
+        if (at === first || dirname(at) === at) break;
+      }
+      if (user) await chown(folder, user.uid, user.gid);
     }
+    doing = `write ${file}`;
     await writeFileAtomic(file, text, 0o644);
   } catch (err) {
-    throw new CliError("service.install_failed", `cannot write ${file}: ${(err as Error).message}`);
+    // Deepest first, so a folder is empty when its turn comes (rmdir: never one that holds anything).
+    for (const folder of made.sort((a, b) => b.length - a.length)) await rmdir(folder).catch(() => undefined);
+    throw new CliError("service.install_failed", `cannot ${doing}: ${refusal(err)}${made.length > 0 ? " (the folders this install made are removed again)" : ""}`);
   }
   io.stdout.write(`wrote ${file}\n`);
   if (user) {
@@ -118,4 +130,11 @@ function cannotWrite(user: string, folder: string): boolean {
   if (process.getuid?.() !== 0 || user === "root") return false;
   const r = spawnSync("runuser", ["-u", user, "--", "test", "-w", folder, "-a", "-x", folder], { timeout: 10_000 });
   return r.status === 1;
+}
+
+/** Why the file system refused, as 'permission denied (EACCES)': node's message without the syscall and the path (a temp file's, for the unit). */
+function refusal(err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  const reason = typeof e?.code === "string" ? new RegExp(`^${e.code}: ([^,]+),`).exec(String(e.message))?.[1] : undefined;
+  return reason === undefined ? String((err as Error)?.message ?? err) : `${reason} (${e.code})`;
 }

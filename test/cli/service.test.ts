@@ -130,6 +130,18 @@ describe("hal0 service install", () => {
     expect((await hal0(["service"])).code).toBe(64);
   });
 
+  it("a unit it cannot write leaves none of the folders it made for it, and says what was refused without a temp file's name", async () => {
+    const blocked = join(dir, "blocked units");
+    mkdirSync(join(blocked, "hal0.service"), { recursive: true }); // a folder where the unit goes: the write is refused
+    const fresh = join(dir, "fresh", "var lib", "hal0");
+    const r = await hal0(["service", "install", "--config", config, "--state", fresh, "--unit-dir", blocked]);
+    expect(r.code).toBe(1);
+    expect(r.err).toContain(`service.install_failed: cannot write ${join(blocked, "hal0.service")}: illegal operation on a directory (EISDIR) (the folders this install made are removed again)`);
+    expect(r.err).not.toContain(".hal0.tmp");
+    expect(existsSync(join(dir, "fresh"))).toBe(false);
+    expect(readdirSync(blocked)).toEqual(["hal0.service"]);
+  });
+
   it("refuses a folder whose name holds a line break, which would end the unit's line and start a directive of its own", async () => {
     // A model store named in hal0.toml (an agent's privileged change once a person approves it) or a --config / --state folder.
     const evil = join(dir, "x\nExecStartPre=/bin/touch /tmp/hal0-unit-injected");
