@@ -3,6 +3,7 @@ import { INTERRUPTED, longLivedAbort } from "../reconciler/drivers/driver.js";
 import type { ExecEvent, StepResult } from "../reconciler/execute.js";
 import type { Box } from "./box.js";
 import type { CliIo } from "./io.js";
+import { redactText } from "../server/redact.js";
 
 /**
  * `apply` and `down`: one converge of the box with progress as it goes and
@@ -76,6 +77,12 @@ export class Interrupt {
  * per event, so logs and CI read well.
  */
 export function progressReporter(io: CliIo): (event: ExecEvent) => void {
+  // A failed start's message quotes the runner's last lines, which may hold a secret it printed: masked, as every API reply masks it.
+  const report = reporter(io);
+  return (e) => report(e.message ? { ...e, message: redactText(e.message) } : e);
+}
+
+function reporter(io: CliIo): (event: ExecEvent) => void {
   if (io.stdout.isTTY !== true) {
     return (e) => io.stdout.write(`${e.address}: ${e.phase} (${seconds(e.elapsed_ms)})${e.message ? ` ${e.message}` : ""}\n`);
   }
@@ -108,7 +115,7 @@ export function formatResults(results: readonly StepResult[], command: "apply" |
     : `${count("create")} created, ${count("replace")} replaced, ${count("delete")} deleted, ${count("update")} updated, ${failed.length} failed`;
   const word = command === "down" ? "Down" : "Apply";
   const head = left.length > 0 ? `${word} interrupted: ${done}, ${left.length} left to the next ${command}.` : `${word} ${failed.length ? "finished with errors" : "complete"}: ${done}.`;
-  return [head, ...failed.map((r) => `  ✗ ${r.address} (${r.action}): ${r.code}: ${r.error}`), ...left.map((r) => `  - ${r.address} (${r.action}): ${r.error}`)].join("\n");
+  return [head, ...failed.map((r) => `  ✗ ${r.address} (${r.action}): ${r.code}: ${redactText(r.error ?? "")}`), ...left.map((r) => `  - ${r.address} (${r.action}): ${redactText(r.error ?? "")}`)].join("\n");
 }
 
 function seconds(ms: number): string {

@@ -31,7 +31,7 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
   const state = new StateStore(stateDir(values.state, io.env, io.cwd));
   const sweeper = new Sweeper({ root, state, driverFor: async (model) => driverFor(model, state.dir), hermesCredentials: stateHermesCredentials(state.dir), runners: runnerProbeFor(root, state.dir).probe });
   // A report as it leaves hal0: secrets masked (a plan's env values), as in hal0 plan --json.
-  const print = (report: SweepReport) => io.stdout.write(values.json ? `${JSON.stringify(redactTyped(report))}\n` : `${formatReport(report)}\n`);
+  const print = (report: SweepReport) => io.stdout.write(`${values.json ? JSON.stringify(redactTyped(report)) : formatReport(redactTyped(report))}\n`);
   // No config folder to converge to: said at once, as --once and hal0 serve say it, not a loop of failed sweeps.
   requireConfigFolder(root);
   if (values.once) {

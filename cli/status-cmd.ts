@@ -9,6 +9,7 @@ import { refreshConditions } from "../reconciler/conditions-store.js";
 import type { Condition } from "../reconciler/conditions.js";
 import { CliError, EXIT_OK, InvalidConfigError, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
+import { redactTyped } from "../server/redact.js";
 
 export const STATUS_HELP = `hal0 status [SLOT] [--config DIR] [--state DIR] [--json]
 
@@ -74,7 +75,8 @@ export async function runStatus(args: string[], io: CliIo): Promise<number> {
   // Under --json the document says whether the tree compiled, and carries its errors when it did not.
   const tree = { tree_valid: desiredKnown, ...(invalid ? { diagnostics: invalid.diagnostics } : {}) };
   const conditions = desiredKnown ? await refreshConditions(box.model, observed, box.state, Date.now, false) : await box.state.readConditions();
-  const rows = statusRows(box.model, observed.slots, outcomes, desiredKnown, steps).map((row) => ({ ...row, conditions: conditions[`slot.${row.name}`]?.conditions ?? [] }));
+  // A last error or a condition may quote a runner's last lines, which may hold a secret it printed: masked, as slot_state masks it.
+  const rows = redactTyped(statusRows(box.model, observed.slots, outcomes, desiredKnown, steps).map((row) => ({ ...row, conditions: conditions[`slot.${row.name}`]?.conditions ?? [] })));
   const name = positionals[0];
   if (name !== undefined) {
     const row = rows.find((r) => r.name === name);
@@ -83,11 +85,11 @@ export async function runStatus(args: string[], io: CliIo): Promise<number> {
       const hit = closest(name, known);
       throw new CliError("slot.not_found", `no slot '${name}'${hit ? `. Did you mean ${hit}?` : ""} (slots: ${known.join(", ") || "none"})`);
     }
-    const detail: SlotDetail = { ...row, desired_spec_hash: box.model.slots[name]?.spec_hash ?? null, last_outcome: outcomes[name] ?? null, step: steps[name] ?? null };
+    const detail: SlotDetail = { ...row, desired_spec_hash: box.model.slots[name]?.spec_hash ?? null, last_outcome: redactTyped(outcomes[name] ?? null), step: steps[name] ?? null };
     io.stdout.write(values.json ? `${JSON.stringify({ slot: detail, ...tree }, null, 2)}\n` : `${formatSlot(detail)}\n`);
     return EXIT_OK;
   }
-  const resources = Object.entries(conditions).filter(([address]) => !address.startsWith("slot.")).map(([address, c]) => ({ address, generation: c.generation, conditions: c.conditions }));
+  const resources = redactTyped(Object.entries(conditions).filter(([address]) => !address.startsWith("slot.")).map(([address, c]) => ({ address, generation: c.generation, conditions: c.conditions })));
   const nodes = observed.nodes === undefined ? undefined : nodeRows(observed.nodes, observed.slots);
   const nodesText = nodes === undefined ? "" : `\n${formatNodes(nodes)}\n`;
   io.stdout.write(values.json ? `${JSON.stringify({ slots: rows, resources, ...(nodes ? { nodes } : {}), ...tree }, null, 2)}\n` : `${formatStatus(rows)}\n\n${formatResources(resources)}\n${nodesText}`);

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { compile, loadTree, type Model } from "../../compiler/index.js";
 import { captureIo } from "./helpers.js";
+import { freePort } from "../reconciler/process-helpers.js";
 
 /**
  * The whole loop on real processes: apply the example box, plan again,
@@ -279,6 +280,42 @@ describe("hal0 apply --plan FILE with [models] pull_on_apply and a model not ins
     expect(apply.err()).toContain(`hal0 apply: plan.stale: ${join(base, "plan.json")} was planned while model qwen3-4b was not installed; [models] pull_on_apply would pull it first`);
     expect(apply.out()).not.toContain("pulling it first");
     expect(readFileSync(models, "utf8")).toBe(before);
+    rmSync(base, { recursive: true, force: true });
+  });
+});
+
+describe("a runner that prints a secret before it fails", () => {
+  it("has its last lines masked wherever the CLI prints them: apply's progress and summary, reconcile --once, status and status SLOT (text and --json)", async () => {
+    const { base, box, dir } = copiedBox("hal0-leak-");
+    // One slot, whose runner prints the token it was given and exits: the failed start's message quotes the runner's last lines.
+    for (const gone of ["slots", "stacks", "agents", "capabilities.toml", "upstreams.toml"]) rmSync(join(box, gone), { recursive: true, force: true });
+    mkdirSync(join(box, "slots"));
+    writeFileSync(join(box, "leak.sh"), '#!/bin/sh\necho "starting with token $HF_TOKEN"\nexit 3\n', { mode: 0o755 });
+    writeFileSync(join(box, "profiles.toml"), `${readFileSync(join(box, "profiles.toml"), "utf8")}\n[profile.leaky]\nrunner = ["./leak.sh"]\ndevice_class = "cpu"\n`);
+    const secret = "hf_abcdefghijklmnopqrstuvwx";
+    const port = await freePort();
+    const settings = join(box, "hal0.toml");
+    writeFileSync(settings, readFileSync(settings, "utf8").replace(/^port_range_start = \d+$/m, `port_range_start = ${port}`).replace(/^port_range_end = \d+$/m, `port_range_end = ${port}`));
+    writeFileSync(join(box, "slots", "leak.toml"), `profile = "leaky"\nmodel = "qwen3-4b"\nport = ${port}\ntype = "llm"\n\n[placement]\ndevice = "cpu"\n\n[server]\nenv = { HF_TOKEN = "${secret}" }\n`);
+    const cli = async (...args: string[]) => {
+      const io = captureIo({}, process.cwd());
+      const code = await main([...args, "--config", box, "--state", dir], io);
+      return { code, text: io.out() + io.err() };
+    };
+    const apply = await cli("apply", "--yes");
+    expect(apply.code).toBe(1);
+    expect(apply.text, apply.text).toContain("slot.spawn_failed");
+    expect(apply.text).toContain("starting with token [redacted]");
+    // The record itself keeps what the runner said (the state folder is the operator's); only what is printed is masked.
+    expect(readFileSync(join(dir, "outcomes.json"), "utf8")).toContain(secret);
+    for (const args of [["status"], ["status", "--json"], ["status", "leak"], ["status", "leak", "--json"], ["reconcile", "--once"], ["reconcile", "--once", "--json"]]) {
+      const r = await cli(...args);
+      // (status's table shows a last error's first line only: the runner's lines are not there to mask.)
+      if (args.join(" ") !== "status") expect(r.text, args.join(" ")).toContain("[redacted]");
+      expect(r.text, args.join(" ")).not.toContain(secret);
+    }
+    expect(apply.text).not.toContain(secret);
+    await cli("down");
     rmSync(base, { recursive: true, force: true });
   });
 });
