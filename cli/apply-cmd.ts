@@ -29,7 +29,7 @@ terminal to ask on; pass --yes).`;
 /** `hal0 apply`: exit 0 when every step succeeded, 1 when one failed, or the plan was cancelled or refused. */
 export async function runApply(args: string[], io: CliIo): Promise<number> {
   const { values } = parseCommandArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, plan: { type: "string" }, yes: { type: "boolean" } } });
-  let box = await openBox(values, io, { checkRunners: true });
+  let box = await openBox(values, io, { checkRunners: true, makesState: true });
   // [models] pull_on_apply: the Hub models the enabled slots use come down first (each its own change), then the box is read again.
   const missing = notInstalled(box.model).map((m) => m.id);
   if (missing.length > 0 && box.model.settings.models.pull_on_apply && values.plan !== undefined) {
@@ -39,7 +39,7 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
   }
   if (missing.length > 0 && box.model.settings.models.pull_on_apply) {
     await installMissing(values, io, missing);
-    box = await openBox(values, io, { checkRunners: true });
+    box = await openBox(values, io, { checkRunners: true, makesState: true });
   } else writeNotInstalled(box.model, io);
   writeRunnerNotes(box, io);
   await writeOtherServeNote(box, io);

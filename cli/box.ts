@@ -1,4 +1,4 @@
-import { realpathSync } from "node:fs";
+import { existsSync, realpathSync } from "node:fs";
 import { compile, type Model } from "../compiler/index.js";
 import { ProcessDriver } from "../reconciler/drivers/process.js";
 import { StateStore } from "../reconciler/state.js";
@@ -29,14 +29,16 @@ export interface Box {
  * Loads and compiles the config folder and builds the runtime for it. This is
  * a composition root: the only place the CLI constructs real drivers.
  */
-export async function openBox(flags: { config?: string; state?: string }, io: CliIo, options: { readonly checkRunners?: boolean } = {}): Promise<Box> {
+export async function openBox(flags: { config?: string; state?: string }, io: CliIo, options: { readonly checkRunners?: boolean; readonly makesState?: boolean } = {}): Promise<Box> {
   const { root, tree, diagnostics: carried } = await readTree(flags, io);
   // A valid box, and an empty one: said, since --config pointed at the wrong folder would have apply delete every slot hal0 started.
   if (tree.files.size === 0 && !carried.some((d) => d.code === "config.read_error")) io.stderr.write(`note: ${root} holds no .toml file: an empty box, which wants no slot (the config is the folder that holds hal0.toml)\n`);
   const state = new StateStore(stateDir(flags.state, io.env, io.cwd));
   // The runners' facts (each asked --version / --help once, cached in the state folder): argv in each runner's dialect, checked.
   // Compiled once with the cached facts; again only when the probe finds others (runner-observe.ts).
-  const runners = runnerProbeFor(root, state.dir);
+  // A command that only reads (status, drift, plan, down) keeps the facts in memory when the state folder is not there:
+  // a mistyped --state leaves no folder behind. apply (makesState) makes the folder anyway, and caches there.
+  const runners = runnerProbeFor(root, options.makesState || existsSync(state.dir) ? state.dir : null);
   const { first, given } = compileFromCache(tree, carried, runners.probe);
   if (!first.model) throw new InvalidConfigError(root, first.diagnostics, tree.files);
   const driver = await driverFor(first.model, state.dir, io.env);
@@ -73,7 +75,7 @@ let lastDocker: Dockerode | undefined;
  * through the engine the docker runtime uses. Runners are looked up and run
  * with hal0's own environment (process.env), as the process driver spawns them.
  */
-export function runnerProbeFor(root: string, stateDir: string): { readonly probe: RunnerProbe } {
+export function runnerProbeFor(root: string, stateDir: string | null): { readonly probe: RunnerProbe } {
   return { probe: new RunnerProbe({ stateDir, root, env: process.env, docker: () => lastDocker }) };
 }
 

@@ -259,6 +259,15 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     expect(JSON.parse(listed).tokens.map((t: { name: string }) => t.name)).toEqual(["owner"]);
   });
 
+  it("status, drift and plan on a state folder that is not there (a mistyped --state) leave no folder behind (the runners' facts are kept in memory)", async () => {
+    const typo = join(dir, "typo-state", "hal0");
+    for (const args of [["status"], ["status", "--json"], ["drift"], ["plan"]]) {
+      const r = await run([...args, "--config", good, "--state", typo]);
+      expect(`${args.join(" ")} → ${r.code}`, r.err).toBe(`${args.join(" ")} → 0`);
+      expect(existsSync(join(dir, "typo-state")), args.join(" ")).toBe(false);
+    }
+  });
+
   it("hal0 token revoke given a token's secret for its id names that token's id and does not print the secret (under --json neither)", async () => {
     const state = join(dir, "revoke-secret-state");
     expect((await run(["token", "list", "--state", state])).code).toBe(0);
