@@ -8,9 +8,11 @@ import { openSqlite, type Db } from "./sqlite.js";
  *
  * Invariants kept by the schema itself:
  * - `units_fts` (FTS5, external content) indexes every unit's text and
- *   context as one column (`units_body`: text, a line break, context), kept
- *   in sync by triggers; `units.seq` is its rowid. One column, because bm25
- *   over two costs about twice as much per matching row.
+ *   context as one column (`units_body.body`: text, a line break, context)
+ *   and an active unit's dataset id as another (`ds`, see the fourth
+ *   migration), kept in sync by triggers; `units.seq` is its rowid.
+ * - `datasets` holds each dataset's search statistics (active units, their
+ *   summed length), kept by the same triggers.
  * - `unit_tags` mirrors `units.tags` (the JSON array is what is returned, the
  *   rows are what filters and counts use); tags and history rows go with
  *   their unit (ON DELETE CASCADE).
@@ -18,7 +20,7 @@ import { openSqlite, type Db } from "./sqlite.js";
  *   is inserted, updated or deleted: a mental model is stale when it grew
  *   since its refresh (mental models read non-private facts only).
  */
-const MIGRATIONS: readonly string[] = [
+export const MIGRATIONS: readonly string[] = [
   `CREATE TABLE units (
      seq INTEGER PRIMARY KEY,      -- FTS rowid and recording-order tie-breaker
      id TEXT NOT NULL UNIQUE,      -- mem_<16 hex>
@@ -144,6 +146,53 @@ const MIGRATIONS: readonly string[] = [
   // Which extract.ts normalise rule units.norm was computed by (openMemoryDb recomputes older ones).
   `CREATE TABLE norm_rule (version INTEGER NOT NULL);
    INSERT INTO norm_rule (version) VALUES (1);`,
+  // Search statistics per dataset, so a search is weighed over the datasets it
+  // reads and nothing else (embedded-search.ts): \`datasets\` counts each
+  // dataset's active units and their length (characters of text and context),
+  // and the index gets a second column, \`ds\`, holding an active unit's
+  // dataset id (all digits, which the porter stemmer leaves alone; nothing for
+  // an invalid unit), so FTS5 counts a word's units in given datasets alone.
+  // A dataset's row (and id) is never removed. bank_version is put back.
+  `CREATE TEMP TABLE kept_version AS SELECT n FROM bank_version;
+   DROP TRIGGER units_fts_insert;
+   DROP TRIGGER units_fts_delete;
+   DROP TRIGGER units_fts_update;
+   DROP TABLE units_fts;
+   DROP VIEW units_body;
+   CREATE TABLE datasets (
+     id INTEGER PRIMARY KEY,
+     name TEXT NOT NULL UNIQUE,
+     facts INTEGER NOT NULL,       -- its active units
+     chars INTEGER NOT NULL        -- their length(text) + length(context), summed
+   );
+   INSERT INTO datasets (name, facts, chars)
+     SELECT dataset, SUM(state = 'active'), SUM(CASE WHEN state = 'active' THEN length(text) + length(coalesce(context, '')) ELSE 0 END) FROM units GROUP BY dataset ORDER BY dataset;
+   CREATE VIEW units_body AS SELECT u.seq AS seq, u.text || char(10) || coalesce(u.context, '') AS body,
+     CASE WHEN u.state = 'active' THEN (SELECT d.id FROM datasets d WHERE d.name = u.dataset) END AS ds FROM units u;
+   CREATE VIRTUAL TABLE units_fts USING fts5(body, ds, content='units_body', content_rowid='seq', tokenize='porter unicode61 remove_diacritics 2');
+   INSERT INTO units_fts(units_fts) VALUES ('rebuild');
+   CREATE TRIGGER units_fts_insert AFTER INSERT ON units BEGIN
+     INSERT OR IGNORE INTO datasets (name, facts, chars) VALUES (new.dataset, 0, 0);
+     UPDATE datasets SET facts = facts + 1, chars = chars + length(new.text) + length(coalesce(new.context, '')) WHERE name = new.dataset AND new.state = 'active';
+     INSERT INTO units_fts(rowid, body, ds) VALUES (new.seq, new.text || char(10) || coalesce(new.context, ''),
+       CASE WHEN new.state = 'active' THEN (SELECT d.id FROM datasets d WHERE d.name = new.dataset) END);
+   END;
+   CREATE TRIGGER units_fts_delete AFTER DELETE ON units BEGIN
+     UPDATE datasets SET facts = facts - 1, chars = chars - length(old.text) - length(coalesce(old.context, '')) WHERE name = old.dataset AND old.state = 'active';
+     INSERT INTO units_fts(units_fts, rowid, body, ds) VALUES ('delete', old.seq, old.text || char(10) || coalesce(old.context, ''),
+       CASE WHEN old.state = 'active' THEN (SELECT d.id FROM datasets d WHERE d.name = old.dataset) END);
+   END;
+   CREATE TRIGGER units_fts_update AFTER UPDATE OF text, context, state, dataset ON units BEGIN
+     UPDATE datasets SET facts = facts - 1, chars = chars - length(old.text) - length(coalesce(old.context, '')) WHERE name = old.dataset AND old.state = 'active';
+     INSERT OR IGNORE INTO datasets (name, facts, chars) VALUES (new.dataset, 0, 0);
+     UPDATE datasets SET facts = facts + 1, chars = chars + length(new.text) + length(coalesce(new.context, '')) WHERE name = new.dataset AND new.state = 'active';
+     INSERT INTO units_fts(units_fts, rowid, body, ds) VALUES ('delete', old.seq, old.text || char(10) || coalesce(old.context, ''),
+       CASE WHEN old.state = 'active' THEN (SELECT d.id FROM datasets d WHERE d.name = old.dataset) END);
+     INSERT INTO units_fts(rowid, body, ds) VALUES (new.seq, new.text || char(10) || coalesce(new.context, ''),
+       CASE WHEN new.state = 'active' THEN (SELECT d.id FROM datasets d WHERE d.name = new.dataset) END);
+   END;
+   UPDATE bank_version SET n = (SELECT n FROM kept_version);
+   DROP TABLE kept_version;`,
 ];
 
 /**

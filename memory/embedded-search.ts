@@ -5,8 +5,8 @@ import { operationScopeSql } from "./embedded-ops.js";
 import { estimateTokens, ftsExpression, queryWords } from "./extract.js";
 
 /**
- * The embedded engine's reads over facts: ranked full-text search (FTS5,
- * bm25), paging in recording order, token-budgeted recall, tag counts and
+ * The embedded engine's reads over facts: ranked full-text search (FTS5
+ * matching, BM25 weighed over the datasets searched alone), paging in recording order, token-budgeted recall, tag counts and
  * bank statistics. Every filter is SQL and every result is LIMITed in SQL,
  * so a search costs the matching rows' ranking, not the bank's size.
  */
@@ -27,7 +27,7 @@ interface Filter {
   readonly include_invalid?: boolean;
 }
 
-type RankedRow = UnitRow & { readonly r: number };
+type RankedRow = UnitRow & { readonly s: number };
 
 /** An ISO-8601 bound in the stored form (UTC, milliseconds), or mcp.memory_schema. */
 function isoBound(value: string, field: string): string {
@@ -65,60 +65,121 @@ function filterSql(f: Filter): { sql: string; params: unknown[] } {
   return { sql: parts.join(" AND "), params };
 }
 
-/** FTS5's bm25 k1 (fixed by SQLite; b is 0.75). */
+/** BM25's k1 and b (the usual values, FTS5's own). */
 const BM25_K1 = 1.2;
+const BM25_B = 0.75;
 
 /** Queries of up to this many words rank the rows holding every word first (see ranked). */
 const MAX_ALL_WORDS = 8;
 
-/** Up to `limit` units matching an FTS5 expression, best bm25 first (ties by id). */
-function rankedBy(store: Store, match: string, f: Filter, limit: number): RankedRow[] {
-  const where = filterSql(f);
-  return store
-    .q(`SELECT u.*, bm25(units_fts) AS r FROM units_fts JOIN units u ON u.seq = units_fts.rowid WHERE units_fts MATCH ? AND ${where.sql} ORDER BY r, u.id LIMIT ?`)
-    .all(match, ...where.params, limit) as RankedRow[];
+/** A unit's length as search weighs it: characters of its text and context (what `datasets.chars` sums). */
+const UNIT_LENGTH = "(length(u.text) + length(coalesce(u.context, '')))";
+
+/**
+ * What a search is weighed against: the active units of the datasets it
+ * reads (`facts`, their mean length `avgLength`), and the FTS5 column
+ * filter that keeps a match inside them. Nothing outside the scope counts,
+ * so a score tells a caller nothing about facts it cannot read.
+ */
+interface Collection {
+  readonly facts: number;
+  readonly avgLength: number;
+  /** `ds : ("3" OR "7")`: the scope's datasets' ids in units_fts's ds column (active units only). */
+  readonly ds: string;
+}
+
+function collectionOf(store: Store, v: Visibility): Collection | undefined {
+  const scope = scopeSql(v, "d.name");
+  const rows = store.q(`SELECT d.id AS id, d.facts AS facts, d.chars AS chars FROM datasets d WHERE d.facts > 0 AND ${scope.sql} ORDER BY d.id`).all(...scope.params) as Array<{ id: number; facts: number; chars: number }>;
+  const facts = rows.reduce((n, r) => n + r.facts, 0);
+  if (facts === 0) return undefined;
+  const chars = rows.reduce((n, r) => n + r.chars, 0);
+  return { facts, avgLength: Math.max(chars / facts, 1), ds: `ds : (${rows.map((r) => `"${r.id}"`).join(" OR ")})` };
+}
+
+/** An FTS5 expression for query words in the body column only (a word never matches the ds column's ids). */
+function bodyMatch(words: readonly string[], op: "OR" | "AND"): string {
+  return `body : (${ftsExpression(words, op)})`;
+}
+
+/** idf values are summed as integers in units of 2^-32 (exact in any order, in SQL and here alike). */
+const IDF_UNIT = 2 ** 32;
+
+/**
+ * Each word's idf over the collection, ln(1 + (N − n + 0.5) / (n + 0.5))
+ * in IDF_UNITs, N its facts, n those holding the word (always > 0: a word
+ * in most facts still counts a little, as in Lucene's BM25).
+ */
+function idfs(store: Store, words: readonly string[], c: Collection): number[] {
+  return words.map((word) => {
+    const { n } = store.q("SELECT COUNT(*) AS n FROM units_fts WHERE units_fts MATCH ?").get(`${bodyMatch([word], "OR")} AND ${c.ds}`) as { n: number };
+    return Math.round(Math.log(1 + (c.facts - n + 0.5) / (n + 0.5)) * IDF_UNIT);
+  });
 }
 
 /**
- * Up to `limit` units holding any of `words`, best bm25 first (ties by id).
- * Ranking costs a few microseconds per matching row, and common words match
- * thousands; rows holding every word are far fewer and usually the best. So
- * for 2–MAX_ALL_WORDS words those are ranked first, and kept when the last
- * of them outscores the most any row missing a word can score
- * (partialBound): then they are exactly what ranking every row would give.
- * Otherwise every row with any word is ranked.
+ * The BM25 score of a unit of length `len` (SQL) holding query words whose
+ * idf sums to `held` (SQL, IDF_UNITs): held × (k1 + 1) / (1 + k1·(1 − b +
+ * b·len/avgLength)), with the parameters it binds. A word counts once per
+ * unit, however often it repeats (facts are sentences).
+ */
+function scoreSql(held: string, len: string, c: Collection): { sql: string; params: number[] } {
+  return { sql: `${held} * ? / (1 + ? * (? + ? * ${len}))`, params: [(BM25_K1 + 1) / IDF_UNIT, BM25_K1, 1 - BM25_B, BM25_B / c.avgLength] };
+}
+
+/** Up to `limit` units matching `match`, each holding words whose idf sums to `held`, best first (ties by id). */
+function rankedBy(store: Store, match: string, held: number, f: Filter, c: Collection, limit: number): RankedRow[] {
+  const where = filterSql(f);
+  const score = scoreSql("?", UNIT_LENGTH, c);
+  return store
+    .q(`SELECT u.*, ${score.sql} AS s FROM units_fts JOIN units u ON u.seq = units_fts.rowid WHERE units_fts MATCH ? AND ${where.sql} ORDER BY s DESC, u.id LIMIT ?`)
+    .all(held, ...score.params, `${match} AND ${c.ds}`, ...where.params, limit) as RankedRow[];
+}
+
+/**
+ * Up to `limit` units holding any of several words, best first (ties by
+ * id): each row's idf sum is counted over the words' matches in the
+ * collection (FTS5 alone), then the rows the filter keeps are scored.
+ */
+function rankedAny(store: Store, words: readonly string[], idf: readonly number[], f: Filter, c: Collection, limit: number): RankedRow[] {
+  const where = filterSql(f);
+  const score = scoreSql("h.held", UNIT_LENGTH, c);
+  const matches = words.map(() => "SELECT rowid AS seq, ? AS idf FROM units_fts WHERE units_fts MATCH ?").join(" UNION ALL ");
+  return store
+    .q(`WITH h (seq, held) AS (SELECT seq, SUM(idf) FROM (${matches}) GROUP BY seq)
+        SELECT u.*, ${score.sql} AS s FROM h JOIN units u ON u.seq = h.seq WHERE ${where.sql} ORDER BY s DESC, u.id LIMIT ?`)
+    .all(...words.flatMap((w, i) => [idf[i], `${bodyMatch([w], "OR")} AND ${c.ds}`]), ...score.params, ...where.params, limit) as RankedRow[];
+}
+
+/**
+ * Up to `limit` units holding any of `words`, best first (ties by id),
+ * scored by BM25 over the scope's collection. Rows holding every word are
+ * far fewer than rows holding any, and usually the best; so for
+ * 2–MAX_ALL_WORDS words those are ranked first (each holds every word: the
+ * same idf sum), and kept when the last of them outscores the most a row
+ * missing a word can score: the idf sum without the least informative word,
+ * times (k1 + 1) / (1 + k1·(1 − b)), the length factor of a unit of length
+ * 0. Then they are exactly what ranking every row would give. Otherwise
+ * every row with any word is ranked.
  */
 function ranked(store: Store, words: readonly string[], f: Filter, limit: number): RankedRow[] {
-  if (words.length > 1 && words.length <= MAX_ALL_WORDS) {
-    const all = rankedBy(store, ftsExpression(words, "AND"), f, limit);
-    const last = all[limit - 1];
-    if (last && -last.r > partialBound(store, words)) return all;
-  }
-  return rankedBy(store, ftsExpression(words, "OR"), f, limit);
-}
-
-/**
- * The highest score (−bm25) a row missing one of `words` can reach. FTS5's
- * bm25 sums, per word w in the row, idf(w)·tf·(k1+1) / (tf + k1·(1 − b +
- * b·len/avglen)), which is below idf(w)·(k1+1); so a row without w scores
- * below the sum of that over the other words, and the bound is the largest
- * such sum: the one leaving out the least informative word. idf is FTS5's:
- * ln((N − n + 0.5) / (n + 0.5)), at least 1e-6, with N the indexed rows (one
- * per unit) and n those holding the word.
- */
-function partialBound(store: Store, words: readonly string[]): number {
-  const { n: rows } = store.q("SELECT COUNT(*) AS n FROM units").get() as { n: number };
-  const idf = words.map((word) => {
-    const { n } = store.q("SELECT COUNT(*) AS n FROM units_fts WHERE units_fts MATCH ?").get(ftsExpression([word], "OR")) as { n: number };
-    return Math.max(Math.log((rows - n + 0.5) / (n + 0.5)), 1e-6);
-  });
+  const c = collectionOf(store, f.scope);
+  if (!c) return [];
+  const idf = idfs(store, words, c);
   const sum = idf.reduce((a, b) => a + b, 0);
-  return (sum - Math.min(...idf)) * (BM25_K1 + 1) * (1 + 1e-9);
+  if (words.length === 1) return rankedBy(store, bodyMatch(words, "OR"), sum, f, c, limit);
+  if (words.length <= MAX_ALL_WORDS) {
+    const all = rankedBy(store, bodyMatch(words, "AND"), sum, f, c, limit);
+    const last = all[limit - 1];
+    const bound = ((sum - Math.min(...idf)) / IDF_UNIT) * ((BM25_K1 + 1) / (1 + BM25_K1 * (1 - BM25_B))) * (1 + 1e-9);
+    if (last && last.s > bound) return all;
+  }
+  return rankedAny(store, words, idf, f, c, limit);
 }
 
-/** A ranked row as a hit: score = s / (1 + s) with s = -bm25 > 0, so 0 < score < 1. */
+/** A ranked row as a hit: score = s / (1 + s) with s > 0 its BM25 score, so 0 < score < 1. */
 function hitOf(row: RankedRow): SearchHit {
-  const s = Math.max(-row.r, 1e-9);
+  const s = Math.max(row.s, 1e-9);
   return { ...unitOf(row), score: s / (1 + s) };
 }
 

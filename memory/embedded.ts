@@ -63,7 +63,8 @@ export interface EmbeddedEngineOptions {
 
 /**
  * hal0-memory's embedded engine: SQLite (WAL) with FTS5 in the state folder,
- * no language model. Facts are ranked by bm25 over their text and context;
+ * no language model. Facts are ranked by BM25 over their text and context,
+ * weighed over the datasets searched alone (embedded-search.ts);
  * duplicates are recognised by normalised text (extract.ts); a document's
  * facts are its sentences. Writes of one fact are synchronous; document
  * extraction, mental model refreshes and consolidation run as operations on

@@ -7,6 +7,8 @@ import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import type { MemoryError } from "../../memory/errors.js";
 import { EmbeddedEngine, MAX_DOCUMENT_SENTENCES } from "../../memory/embedded.js";
+import { MIGRATIONS } from "../../memory/embedded-db.js";
+import { openSqlite } from "../../memory/sqlite.js";
 import type { AddInput, Scope } from "../../memory/engine.js";
 import { entitiesOf, estimateTokens, ftsExpression, normalise, queryWords, splitSentences } from "../../memory/extract.js";
 
@@ -176,19 +178,106 @@ describe("search", () => {
     let x = 7;
     const rand = () => ((x = (Math.imul(x ^ (x >>> 15), 0x2c1b3c6d) + 0x6d2b79f5) >>> 0) / 2 ** 32);
     const pick = () => words[Math.floor(rand() * words.length)]!;
-    for (let i = 0; i < 300; i++) await e.add(fact(`${Array.from({ length: 3 + Math.floor(rand() * 8) }, pick).join(" ")} ${i}`, { dataset: i % 3 === 0 ? "team" : "shared" }));
+    for (let i = 0; i < 300; i++) {
+      const added = await e.add(fact(`${Array.from({ length: 3 + Math.floor(rand() * 8) }, pick).join(" ")} ${i}`, { dataset: i % 3 === 0 ? "team" : "shared", context: i % 7 === 0 ? `${pick()} notes` : undefined }));
+      if (i % 11 === 0) await e.curate(added.id, { state: "invalid" }, { datasets: [i % 3 === 0 ? "team" : "shared"], owner: "alice" }, "alice");
+    }
+    // BM25 by hand over the active units of `shared` alone (FTS5 only says which units hold a word).
     const raw = new Database(join(dir, "memory.db"), { readonly: true });
-    const every = raw.prepare("SELECT u.id FROM units_fts JOIN units u ON u.seq = units_fts.rowid WHERE units_fts MATCH ? AND u.dataset = 'shared' ORDER BY bm25(units_fts), u.id LIMIT ?");
     try {
+      const units = raw.prepare("SELECT seq, id, length(text) + length(coalesce(context, '')) AS len FROM units WHERE dataset = 'shared' AND state = 'active'").all() as Array<{ seq: number; id: string; len: number }>;
+      const holding = raw.prepare("SELECT rowid AS seq FROM units_fts WHERE units_fts MATCH ?");
+      const avg = units.reduce((n, u) => n + u.len, 0) / units.length;
+      const want = (query: string[], limit: number) => {
+        const held = [...new Set(query)].map((w) => new Set((holding.all(`body : "${w}"`) as Array<{ seq: number }>).map((r) => r.seq)));
+        // idf in units of 2^-32, summed as integers (the engine's exact sums)
+        const idf = held.map((h) => { const n = units.filter((u) => h.has(u.seq)).length; return Math.round(Math.log(1 + (units.length - n + 0.5) / (n + 0.5)) * 2 ** 32); });
+        return units
+          .filter((u) => held.some((h) => h.has(u.seq)))
+          .map((u) => ({ id: u.id, s: (held.reduce((a, h, i) => a + (h.has(u.seq) ? idf[i]! : 0), 0) * ((1.2 + 1) / 2 ** 32)) / (1 + 1.2 * (1 - 0.75 + (0.75 / avg) * u.len)) }))
+          .sort((a, b) => b.s - a.s || (a.id < b.id ? -1 : 1))
+          .slice(0, limit);
+      };
       for (let i = 0; i < 150; i++) {
         const query = Array.from({ length: 1 + (i % 4) }, pick);
         const limit = 1 + (i % 12);
-        const want = (every.all([...new Set(query)].map((w) => `"${w}"`).join(" OR "), limit) as Array<{ id: string }>).map((r) => r.id);
-        expect((await e.search({ query: query.join(" "), limit, scope: shared })).results.map((h) => h.id), query.join(" ")).toEqual(want);
+        const expected = want(query, limit);
+        const got = (await e.search({ query: query.join(" "), limit, scope: shared })).results;
+        expect(got.map((h) => h.id), query.join(" ")).toEqual(expected.map((r) => r.id));
+        expect(got.map((h) => h.score)).toEqual(expected.map((r) => r.s / (1 + r.s)));
       }
     } finally {
       raw.close();
     }
+  });
+
+  it("brings a memory.db of the one-column index up to date: statistics per dataset, the index rebuilt, searches as on a new one", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-memory-"));
+    dirs.push(dir);
+    const old = openSqlite(dir, "memory.db", MIGRATIONS.slice(0, 3));
+    const insert = old.prepare(`INSERT INTO units (id, dataset, text, norm, context, fact_type, source, tags, metadata, entities, state, created_at, updated_at)
+      VALUES (?, ?, ?, ?, ?, 'world', 'alice', '[]', '{}', '[]', ?, '2025-01-01T00:00:00.000Z', '2025-01-01T00:00:00.000Z')`);
+    const rows: Array<[string, string, string, string | null, string]> = [
+      ["mem_0000000000000001", "shared", "The deploy key rotates on Fridays.", null, "active"],
+      ["mem_0000000000000002", "shared", "The deploy calendar is on the wiki.", "ops notes", "active"],
+      ["mem_0000000000000003", "shared", "The old deploy runbook.", null, "invalid"],
+      ["mem_0000000000000004", "private:bob", "Bob's deploy token.", null, "active"],
+    ];
+    for (const [id, dataset, text, context, state] of rows) insert.run(id, dataset, text, normalise(text), context, state);
+    const version = old.prepare("SELECT n FROM bank_version").pluck().get();
+    old.close();
+    const { e } = open({ dir });
+    const raw = new Database(join(dir, "memory.db"));
+    try {
+      expect(() => raw.prepare("INSERT INTO units_fts(units_fts, rank) VALUES ('integrity-check', 1)").run()).not.toThrow();
+      expect(raw.prepare("SELECT name, facts, chars FROM datasets ORDER BY name").all()).toEqual([
+        { name: "private:bob", facts: 1, chars: 19 },
+        { name: "shared", facts: 2, chars: 34 + 35 + 9 },
+      ]);
+      expect(raw.prepare("SELECT n FROM bank_version").pluck().get()).toBe(version);
+    } finally {
+      raw.close();
+    }
+    const found = (await e.search({ query: "deploy", limit: 10, scope: shared })).results;
+    expect(found.map((h) => h.id).sort()).toEqual(["mem_0000000000000001", "mem_0000000000000002"]);
+    // the same facts added to a new memory.db score the same
+    const { e: fresh } = open();
+    for (const [, dataset, text, context, state] of rows) {
+      const { id } = await fresh.add(fact(text, { dataset, context: context ?? undefined }));
+      if (state === "invalid") await fresh.curate(id, { state: "invalid" }, { datasets: [dataset], owner: "alice" }, "alice");
+    }
+    expect((await fresh.search({ query: "deploy", limit: 10, scope: shared })).results.map((h) => [h.text, h.score]).sort()).toEqual(found.map((h) => [h.text, h.score]).sort());
+  });
+
+  it("weighs scores over the datasets searched alone: another agent's private facts never move them", async () => {
+    const base = async () => {
+      const { e } = open();
+      await e.add(fact("The deploy key rotates on Fridays."));
+      await e.add(fact("The deploy calendar lives in the wiki, next to the runbook."));
+      await e.add(fact("Alice keeps her deploy checklist short.", { dataset: "private:alice" }));
+      await e.add(fact("The fan curve is tuned for the quiet room."));
+      return { e };
+    };
+    const queries = ["deploy", "deploy key", "wiki runbook fan", "fan"];
+    const scopes: Scope[] = [shared, { datasets: ["private:alice", "shared"], owner: "alice" }, { owner: "alice" }];
+    const scores = async (e: EmbeddedEngine) => {
+      const out: Array<Array<[string, number]>> = [];
+      for (const scope of scopes) for (const query of queries) out.push((await e.search({ query, limit: 10, scope })).results.map((h) => [h.text, h.score]));
+      for (const scope of scopes) out.push((await e.recall({ query: "deploy fan", max_tokens: 1000, scope })).results.map((h) => [h.text, h.score]));
+      return out;
+    };
+    const quiet = await base();
+    const before = await scores(quiet.e);
+    const busy = await base();
+    // bob's private dataset holds the words, many times, in facts long and short
+    for (let i = 0; i < 40; i++) await busy.e.add(fact(`deploy ${i} ${"key ".repeat(i % 5)}fan`, { dataset: "private:bob", source: "bob" }));
+    expect((await busy.e.search({ query: "deploy", limit: 50, scope: { owner: "bob" } })).results.filter((h) => h.dataset === "private:bob")).toHaveLength(40);
+    expect(await scores(busy.e)).toEqual(before);
+    // a dataset alice may read counts where she searches it (every dataset she sees), and only there
+    for (let i = 0; i < 20; i++) await busy.e.add(fact(`the wiki runbook deploy note ${i}`, { dataset: "team" }));
+    const after = await scores(busy.e);
+    expect(after.slice(0, 2 * queries.length)).toEqual(before.slice(0, 2 * queries.length));
+    expect(after.slice(2 * queries.length, 3 * queries.length)).not.toEqual(before.slice(2 * queries.length, 3 * queries.length));
   });
 });
 
