@@ -140,7 +140,9 @@ export class HindsightEngine implements MemoryEngine {
    * Units in the order they were recorded (oldest first), though Hindsight
    * lists newest first: the cursor counts units consumed from the oldest end,
    * which new units do not shift. Pages are filled from as many Hindsight
-   * pages as the scope filter needs.
+   * pages as the scope filter needs. A Hindsight page holding fewer units
+   * than its count says it has (its count and its pages disagree) is
+   * memory.engine_error, not asked for again.
    */
   async list(input: ListInput): Promise<Page<MemoryUnit>> {
     const tags = input.scope.datasets?.map(map.datasetTag);
@@ -155,7 +157,12 @@ export class HindsightEngine implements MemoryEngine {
         total = map.num(reply.total);
         continue;
       }
-      for (const raw of map.recs(reply.items, "memory list").reverse()) {
+      const page = map.recs(reply.items, "memory list");
+      if (page.length !== n) {
+        // Asked again, the same short page would come back for ever; a short page's units are not the window's oldest either.
+        throw new MemoryError("memory.engine_error", `the memory engine's memory list counts ${total} units but its page at offset ${total - consumed - n} held ${page.length} of the ${n} asked for`, { total, offset: total - consumed - n, limit: n, items: page.length });
+      }
+      for (const raw of page.reverse()) {
         consumed++;
         const unit = map.unitOf(raw);
         if (unit && map.visible(unit.dataset, input.scope) && map.hasTags(unit, input.tags) && (input.include_invalid || unit.state === "active")) items.push(unit);

@@ -317,6 +317,15 @@ describe("list", () => {
     expect(third).toEqual({ items: [expect.objectContaining({ text: "six" })], next_cursor: null });
     expect((await failure(engine.list({ scope: shared, limit: 2, cursor: "nope" }))).code).toBe("mcp.memory_schema");
   });
+
+  it("is memory.engine_error, not a request loop, when Hindsight's list counts more units than its pages hold", async () => {
+    for (const items of [[], [unit(U(1), "one", "shared")]]) {
+      const s = (await stub()).on("GET", "/memories/list", { json: { items, total: 3 } });
+      const err = await failure(engineAt(s.url).list({ scope: shared, limit: 10 }));
+      expect([err.code, err.details]).toEqual(["memory.engine_error", { total: 3, offset: 0, limit: 3, items: items.length }]);
+      expect(s.to("GET", "/memories/list")).toHaveLength(2); // the count, then one page
+    }
+  });
 });
 
 describe("get, history, curate and delete", () => {
