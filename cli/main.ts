@@ -3,6 +3,7 @@ import { dirname } from "node:path";
 import { closest } from "../compiler/suggest.js";
 import { LockedError } from "../reconciler/lock.js";
 import { isCode } from "../schema/codes.js";
+import { redactText } from "../server/redact.js";
 import { formatDiagnostic, formatSummary } from "./format-diagnostics.js";
 import {
   CliError, cliDiagnostic, EXIT_ERROR, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, InvalidConfigError, UsageError, processIo, writeJsonFailure,
@@ -102,7 +103,7 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
   if (!load) {
     const hit = closest(name, Object.keys(COMMANDS));
     const message = `unknown command '${name}'${hit ? `. Did you mean ${hit}?` : ""} (try 'hal0 --help')`;
-    return fail(io, json, { exit: EXIT_USAGE, text: `hal0: ${message}\n`, diagnostics: [cliDiagnostic("cli.usage", message)] });
+    return fail(io, json, masked(EXIT_USAGE, `hal0: ${message}\n`, "cli.usage", message));
   }
   const command = await load();
   if (optionsOf(rest).includes("--help") || optionsOf(rest).includes("-h")) {
@@ -116,8 +117,8 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
     if (failure) return fail(io, json, failure, command.jsonLines);
     if (!json) throw err;
     // Still one JSON document; the stack goes to stderr as bin/hal0.cjs would print it.
-    io.stderr.write(`hal0: internal error: ${(err as Error)?.stack ?? String(err)}\n`);
-    return fail(io, json, { exit: EXIT_INTERNAL, text: "", diagnostics: [cliDiagnostic("system.internal", `internal error: ${(err as Error)?.message ?? String(err)}`)] }, command.jsonLines);
+    io.stderr.write(redactText(`hal0: internal error: ${(err as Error)?.stack ?? String(err)}\n`));
+    return fail(io, json, masked(EXIT_INTERNAL, "", "system.internal", `internal error: ${(err as Error)?.message ?? String(err)}`), command.jsonLines);
   }
 }
 
@@ -125,6 +126,16 @@ function fail(io: CliIo, json: boolean, failure: Failure, oneLine = false): numb
   if (json) return writeJsonFailure(io, failure.exit, failure.diagnostics, oneLine);
   io.stderr.write(failure.text);
   return failure.exit;
+}
+
+/**
+ * A refusal's text and diagnostic masked as the API masks every error envelope's message: a secret typed where a
+ * name or path goes (`hal0 status hal0_op_…`), or quoted by a lower layer, is not printed to a terminal or a CI log.
+ * A tree's diagnostics are not passed through here: they point into the operator's own files.
+ */
+function masked(exit: number, text: string, code: string, message: string): Failure {
+  const safe = redactText(message);
+  return { exit, text: redactText(text), diagnostics: [cliDiagnostic(code, safe)] };
 }
 
 /** What an error thrown by a command means for the exit status; undefined: a bug (rethrown, or system.internal under --json). */
@@ -138,17 +149,17 @@ function failureOf(err: unknown, name: string, io: CliIo): Failure | undefined {
   if (err instanceof UsageError || isParseArgsError(err)) {
     // Every command parses through io.ts parseCommandArgs, which names the closest option of an unknown one.
     const message = (err as Error).message.split("\n")[0]!;
-    return { exit: EXIT_USAGE, text: `hal0 ${name}: ${message}\n`, diagnostics: [cliDiagnostic("cli.usage", message)] };
+    return masked(EXIT_USAGE, `hal0 ${name}: ${message}\n`, "cli.usage", message);
   }
   // A refusal with a registry code: CliError, LockedError (apply.locked), ConfigNotFoundError (config.not_found), …
   const code = (err as { code?: unknown } | null)?.code;
   if (err instanceof CliError || err instanceof LockedError || (err instanceof Error && typeof code === "string" && isCode(code))) {
     const { message } = err as Error;
-    return { exit: EXIT_ERROR, text: `hal0 ${name}: ${code as string}: ${message}\n`, diagnostics: [cliDiagnostic(code as string, message)] };
+    return masked(EXIT_ERROR, `hal0 ${name}: ${code as string}: ${message}\n`, code as string, message);
   }
   // The file system refused (a folder hal0 may not write, a full disk, a read-only mount): said with its path, no stack.
   const refused = fileSystemRefusal(err);
-  if (refused !== undefined) return { exit: EXIT_ERROR, text: `hal0 ${name}: system.io: ${refused}\n`, diagnostics: [cliDiagnostic("system.io", refused)] };
+  if (refused !== undefined) return masked(EXIT_ERROR, `hal0 ${name}: system.io: ${refused}\n`, "system.io", refused);
   return undefined;
 }
 

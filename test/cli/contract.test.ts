@@ -479,6 +479,16 @@ describe("--json prints JSON, on failure too", () => {
     expect(failureDoc(r.out, 1).diagnostics[0]).toMatchObject({ code: "slot.not_found" });
   });
 
+  it("a secret typed where a name goes is not printed back, in text or under --json (as the API masks its error messages)", async () => {
+    const secret = "hal0_op_AbCdEfGhIjKlMnOpQrStUvWx";
+    for (const args of [["status", secret, "--config", good, "--state", state()], ["status", secret, "--json", "--config", good, "--state", state()], [secret], [secret, "--json"], ["status", `--${secret}`]]) {
+      const r = await run(args);
+      expect(r.code, args.join(" ")).not.toBe(0);
+      expect(`${r.out}${r.err}`, args.join(" ")).not.toContain(secret);
+      expect(`${r.out}${r.err}`, args.join(" ")).toContain("[redacted]");
+    }
+  });
+
   it("doctor --json carries the tree's diagnostics beside its rows", async () => {
     const r = await run(["doctor", "--json", "--config", broken, "--state", state()]);
     expect(r.code).toBe(1);
