@@ -397,10 +397,12 @@ const STALE_CODES = new Set(["config.stale", "config.effects_changed", "config.i
 /**
  * An agent whose every token was revoked since it asked (`hal0 bridge revoke`,
  * `hal0 token revoke`) no longer acts on this box: its request does not run
- * (failed, `auth.invalid_token`). So is a request of hal0-memory or hal0-agents
- * (`route`) whose agent has no live token reaching that surface any more (its
- * `mcp:memory` token revoked, one `--scope mcp:admin` kept): a fresh call of it
- * is refused so. A rotated token leaves a live one of the same name and scopes,
+ * (failed, `auth.invalid_token`). So is a request whose agent has no live
+ * token reaching its surface any more: hal0-memory's or hal0-agents' for their
+ * requests (`route`), else the door it asked through, `rest` or hal0-admin's
+ * `mcp:admin` (its `mcp:memory` token revoked, one `--scope mcp:admin` kept; its
+ * `rest` token revoked, one `--scope mcp:memory` kept): a fresh call of it is
+ * refused so. A rotated token leaves a live one of the same name and scopes,
  * so a rotation keeps the request; an agent that never had a token (a name
  * claimed while `[server] auth = "off"`) is not judged by tokens.
  */
@@ -410,7 +412,8 @@ function requesterLive(d: Dispatcher, caller: Caller, route: string): void {
   const standing = tokens.standing("agent", caller.agent);
   if (standing === "none") return;
   if (standing === "revoked") throw new ApiError("auth.invalid_token", `agent:${caller.agent} has no live token any more (revoked since it asked); its request does not run`, { agent: caller.agent });
-  const needed = surfaceOf(route);
+  // The surface a fresh call of it needs: hal0-memory's or hal0-agents' own, else the door it came through (REST, or hal0-admin over MCP).
+  const needed = surfaceOf(route) ?? (caller.via === "rest" ? "rest" : caller.via === "mcp" ? "mcp:admin" : undefined);
   if (needed === undefined || tokens.standing("agent", caller.agent, needed) === "live") return;
   throw new ApiError("auth.invalid_token", `agent:${caller.agent} has no live token reaching ${needed} any more (revoked since it asked), which request ${route} acts on; its request does not run`, { agent: caller.agent, needed });
 }

@@ -412,6 +412,28 @@ describe("the same policy on every surface", () => {
     expect(approved.body.approval.error.code).toBe("auth.invalid_token");
   });
 
+  it("a REST or hal0-admin request of an agent whose every token reaching that surface was revoked since it asked does not run when approved, though it keeps one for hal0-memory", async () => {
+    for (const [name, scope, ask] of [
+      ["rest-narrowed", "rest", async (token: string) => (await s.call("PUT", "/api/slots/chat/config", { headers: bearer(token), body: { tune: { ctx_size: 12288 } } })).body],
+      ["admin-narrowed", "mcp:admin", async (token: string) => {
+        const c = await adminClient(s.url, { token });
+        const res = (await callTool(c, "slot_edit", { name: "chat", tune: { ctx_size: 16384 } })).body;
+        await c.close();
+        return res;
+      }],
+    ] as const) {
+      const before = chat();
+      const wide = s.hal0.tokens.mint("agent", name, [scope, "mcp:memory"]);
+      const asked = await ask(wide.token);
+      expect(asked.status, JSON.stringify(asked)).toBe("pending_approval");
+      s.hal0.tokens.revoke(wide.id);
+      s.hal0.tokens.mint("agent", name, ["mcp:memory"]);
+      const approved = await s.call("POST", `/api/agent/approvals/${asked.approval_id}/approve`);
+      expect([approved.body.approval.state, approved.body.approval.error?.code], name).toEqual(["failed", "auth.invalid_token"]);
+      expect(chat()).toBe(before);
+    }
+  });
+
   it("only an operator changes [server] auth, through whichever route", async () => {
     const res = await s.call("PUT", "/api/settings", { as: "agent:hermes__ops", body: { server: { auth: "off" } } });
     expect([202, 403]).toContain(res.status);
