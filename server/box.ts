@@ -415,7 +415,7 @@ export class BoxService {
   }
 
   /**
-   * Writes a proposal's files (atomic each; all roll back if one fails), then
+   * Writes a proposal's files (atomic each, removals last; all roll back if one fails), then
    * runs the commit observers and asks for a sweep. Returns the new revision.
    * A proposal that changes no file writes nothing and asks for no sweep, but
    * its observers still see it (a stack re-applied onto a tree that already
@@ -440,7 +440,9 @@ export class BoxService {
         await removeStaleTempsFor(this.root, files.map((f) => f.file));
         const done: Array<(typeof files)[number]> = [];
         try {
-          for (const f of files) {
+          // Removals last: a write that fails then rolls back only written files, which keep their mode, owner and link;
+          // a removed file written back would be a new plain 0644 file (a private slot file readable by all, a link gone).
+          for (const f of [...files.filter((x) => x.after !== null), ...files.filter((x) => x.after === null)]) {
             await writeOrRemove(this.root, f.file, f.after);
             done.push(f);
           }

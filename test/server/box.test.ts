@@ -27,6 +27,25 @@ describe("BoxService: the one write path", () => {
     expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toBe(chat);
   });
 
+  it("a change set that removes a file and fails to write another leaves the removed file as it was: its mode, and a link a link", async () => {
+    const chat = join(s.config, "slots/npu-qwen.toml");
+    chmodSync(chat, 0o600); // a slot file made private by hand
+    const kept = join(s.config, "kept-rerank.toml");
+    renameSync(join(s.config, "slots/vision.toml"), kept);
+    symlinkSync("../kept-rerank.toml", join(s.config, "slots/vision.toml"));
+    const before = [readFileSync(chat, "utf8"), readFileSync(kept, "utf8")];
+    mkdirSync(join(s.config, "stacks/blocked.toml")); // a folder where a file must go: its rename fails
+    const proposal = await s.hal0.box.propose({ edits: [
+      { file: "slots/npu-qwen.toml", op: "delete" },
+      { file: "slots/vision.toml", op: "delete" },
+      { file: "stacks/blocked.toml", op: "put", doc: { name: "Blocked", slot: [{ slot: "embed" }] } },
+    ], force: true });
+    await expect(s.hal0.box.commit(proposal)).rejects.toMatchObject({ code: "config.write_failed" });
+    expect([readFileSync(chat, "utf8"), readFileSync(kept, "utf8")]).toEqual(before);
+    expect(statSync(chat).mode & 0o777).toBe(0o600);
+    expect(lstatSync(join(s.config, "slots/vision.toml")).isSymbolicLink()).toBe(true);
+  });
+
   it("refuses to commit over a file that changed after the proposal was made", async () => {
     const proposal = await s.hal0.box.propose({ edits: [{ file: "slots/chat.toml", op: "set", path: ["priority"], value: 99 }] });
     const file = join(s.config, "slots/chat.toml");
