@@ -110,6 +110,7 @@ export async function invoke(d: Dispatcher, route: Route, call: Call): Promise<u
       const write = async () => {
         const intent = await route.handle(ctx);
         const proposal = await d.box.propose(intent.changes, call.base);
+        intent.stillHolds?.(proposal);
         planId = proposal.plan.id;
         guardOperatorOnly(proposal, call.caller);
         checkJudged(proposal, call.judged);
@@ -171,6 +172,7 @@ export async function proposeOnly(d: Dispatcher, route: Route, call: Call): Prom
       ? { changes: await route.proposes!(ctx), dryRun: route.previewOnly?.(input as never) === true }
       : await (route as Extract<Route, { kind: "write" }>).handle(ctx);
     const proposal = await d.box.propose(intent.changes, call.base);
+    intent.stillHolds?.(proposal);
     guardOperatorOnly(proposal, call.caller);
     return { intent, proposal };
   });

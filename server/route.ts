@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import type { ChangeSet } from "../compiler/changeset.js";
 import type { Diagnostic, Plan } from "../schema/index.js";
-import type { BoxService } from "./box.js";
+import type { BoxService, Proposal } from "./box.js";
 import type { Dispatcher } from "./dispatch.js";
 
 export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -54,6 +54,11 @@ export interface WriteIntent {
   readonly changes: ChangeSet;
   /** Plan only and write nothing (e.g. `?dry_run=true`). */
   readonly dryRun?: boolean;
+  /**
+   * A check of the tree the change was planned from (the proposal's snapshot), before anything is committed or
+   * queued: a saved plan's files as they were when it was made. Thrown, nothing is written.
+   */
+  readonly stillHolds?: (proposal: Proposal) => void;
   /** After the commit: a runtime step (restart, …); its result is `outcome.after`. */
   readonly after?: (box: BoxService) => Promise<unknown>;
   /** The reply body; default `{revision, files, plan}`. */

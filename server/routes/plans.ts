@@ -71,10 +71,13 @@ export const planRoutes = [
     // through its route does. Refused when a file it edits moved since it was made (plan.stale).
     method: "POST", path: "/api/plans/{id}/apply", kind: "write", params: Id, tools: ["plan_submit"],
     summary: "Commit a saved plan's change set; refused when a file it edits moved since (plan.stale)",
-    handle: async ({ params, services, box }) => {
-      const record = await checkApplicable(services, params.id, box);
+    handle: ({ params, services }) => {
+      const record = checkApplicable(services, params.id);
       return {
         changes: record.changes,
+        // Judged on the very tree the change is planned from, not one read before it: a hand edit landing between two
+        // reads, to a file the plan names but leaves as it was, would otherwise commit a change the plan never showed.
+        stillHolds: (proposal) => refuseMoved(services, record, proposal.snapshot.files),
         after: async () => services.plans.mark(params.id, "applied"),
         reply: (o) => ({ id: params.id, applied: o.committed, revision: o.revision, files: o.files, plan: o.plan }),
       };
@@ -82,18 +85,20 @@ export const planRoutes = [
   }),
 ];
 
-/** A saved plan that can still apply: it exists, is valid, was not applied, and no file it edits moved. */
-async function checkApplicable(services: Dispatcher, id: string, box: Dispatcher["box"]): Promise<PlanRecord> {
+/** A saved plan that can still apply: it exists, is valid and was not applied (that no file it names moved: refuseMoved). */
+function checkApplicable(services: Dispatcher, id: string): PlanRecord {
   const record = services.plans.get(id) ?? notFound(id);
   if (!record.valid) throw new ApiError("config.invalid", `plan ${id} was made from an invalid change set and cannot be applied`, { diagnostics: record.diagnostics });
   if (record.state === "applied") throw new ApiError("plan.stale", `plan ${id} was already applied at ${record.applied_at}`, { id, moved: [] });
-  const snapshot = await box.snapshot();
-  const moved = movedFiles(record.base_files, snapshot.files, Object.keys(record.base_files));
-  if (moved.length > 0) {
-    services.plans.mark(id, "stale", `moved: ${moved.join(", ")}`);
-    throw new ApiError("plan.stale", `plan ${id} is stale; these files changed since it was made: ${moved.join(", ")}`, { id, moved });
-  }
   return record;
+}
+
+/** plan.stale (and the plan marked so) when a file the plan names is not as it was when the plan was made. */
+function refuseMoved(services: Dispatcher, record: PlanRecord, files: Readonly<Record<string, string>>): void {
+  const moved = movedFiles(record.base_files, files, Object.keys(record.base_files));
+  if (moved.length === 0) return;
+  services.plans.mark(record.id, "stale", `moved: ${moved.join(", ")}`);
+  throw new ApiError("plan.stale", `plan ${record.id} is stale; these files changed since it was made: ${moved.join(", ")}`, { id: record.id, moved });
 }
 
 

@@ -63,6 +63,26 @@ describe("plans over REST", () => {
     expect(readFileSync(chat, "utf8")).toMatch(/ctx_size = 16384/);
   });
 
+  it("judges a plan on the tree it is planned from: a hand edit landing just before the apply plans (after the plan's own checks) is plan.stale", async () => {
+    const made = await s.call("POST", "/api/plans", { body: { edits: [
+      { file: "slots/chat.toml", op: "set", path: ["tune", "ctx_size"], value: 40960 },
+      { file: "slots/utility.toml", op: "set", path: ["priority"], value: 11 },
+    ] } });
+    const chat = join(s.config, "slots/chat.toml");
+    const box = s.hal0.box;
+    const propose = box.propose.bind(box);
+    // The edit lands at the one moment between the route reading the saved plan and the pipeline reading the tree.
+    box.propose = async (...args: Parameters<typeof propose>) => {
+      writeFileSync(chat, readFileSync(chat, "utf8").replace("ctx_size = 40960", "ctx_size = 16384"));
+      box.propose = propose;
+      return propose(...args);
+    };
+    const utility = readFileSync(join(s.config, "slots/utility.toml"), "utf8");
+    const applied = await s.call("POST", `/api/plans/${made.body.id}/apply`);
+    expect(applied.body.error).toMatchObject({ code: "plan.stale", details: { moved: ["slots/chat.toml"] } });
+    expect(readFileSync(join(s.config, "slots/utility.toml"), "utf8")).toBe(utility);
+  });
+
   it("answers unknown plans, bad JSON and unknown routes with the error envelope", async () => {
     expect((await s.call("GET", "/api/plans/pln_nope")).body.error.code).toBe("plan.not_found");
     const bad = await s.call("POST", "/api/plans", { body: "{nope" });
