@@ -114,7 +114,7 @@ export async function probeUpstream(up: Upstream, model: Model, p: ProviderServi
   // goes to the runner hal0 started, never to whatever holds the port (the same rule as every read passed on to a runner).
   if (up.kind === "slot" && auth.header && !(await slotRuns(up.slot_name!))) {
     return {
-      url: `${base.replace(/\/+$/, "")}/models`, auth: "none", timeout_ms: timeoutMs, reachable: false, ok: false, status: null, latency_ms: null, model_count: null,
+      url: modelsUrl(base), auth: "none", timeout_ms: timeoutMs, reachable: false, ok: false, status: null, latency_ms: null, model_count: null,
       error: `slot ${up.slot_name} is not running: its credential goes only to the runner hal0 started there, not to whatever holds port ${new URL(base).port} now`,
     };
   }
@@ -143,7 +143,7 @@ interface ProbeOptions {
 }
 
 async function probeModels(base: string, o: ProbeOptions): Promise<ProbeResult> {
-  const url = `${base.replace(/\/+$/, "")}/models`;
+  const url = modelsUrl(base);
   const result = { url, auth: o.auth.header ? "sent" : o.auth.missing ? "missing" : "none", timeout_ms: o.timeoutMs } as const;
   if (o.auth.missing !== undefined) return { ...result, reachable: false, ok: false, status: null, latency_ms: null, model_count: null, error: o.auth.missing };
   const origin = new URL(url).origin;
@@ -181,6 +181,16 @@ async function probeModels(base: string, o: ProbeOptions): Promise<ProbeResult> 
     }
     current = next.href;
   }
+}
+
+/**
+ * `<base>/models`: `/models` goes on the path, and a query the base carries (Azure OpenAI's `?api-version=…`)
+ * stays the query; written after it, `/models` would become part of the query's last value.
+ */
+function modelsUrl(base: string): string {
+  const u = new URL(base);
+  u.pathname = `${u.pathname.replace(/\/+$/, "")}/models`;
+  return u.href;
 }
 
 /** `host:port` of a URL as the guard's allow list writes it. */

@@ -66,6 +66,7 @@ beforeAll(async () => {
     if (path === "/moved/models") return { status: 302, location: `${other.url}/v1/models` };
     if (path === "/same/models") return { status: 307, location: "/v1/models" };
     if (path === "/to-untrusted/models") return { status: 302, location: `${untrusted.url}/v1/models` };
+    if (path === "/azure/models?api-version=2024-02-01") return { status: 200, body: { data: [{ id: "gpt" }] } };
     if (path !== "/v1/models") return { status: 404 };
     const key = /^Bearer (.+)$/.exec(headers.authorization ?? "")?.[1];
     if (key === undefined || !accepted.has(key)) return { status: 401, body: { error: "no key" } };
@@ -321,6 +322,14 @@ describe("where a credential is sent", () => {
     expect(other.seen.length).toBe(otherBefore + 1);
     expect(other.seen.at(-1)!.headers.authorization).toBeUndefined();
     expect(JSON.stringify(other.seen.at(-1)!.headers)).not.toContain(value);
+  });
+
+  it("a base url with a query (Azure's ?api-version=) is probed at <path>/models with the query kept, not with /models inside the query", async () => {
+    const server = await start();
+    await addUpstream(server, { name: "azure", url: `${upstream.url}/azure?api-version=2024-02-01`, auth_style: "none" });
+    const tested = await server.call("POST", "/api/upstreams/azure/test");
+    expect(tested.body).toMatchObject({ url: `${upstream.url}/azure/models?api-version=2024-02-01`, ok: true, status: 200, model_count: 1 });
+    expect(upstream.seen.at(-1)!.path).toBe("/azure/models?api-version=2024-02-01");
   });
 
   it("pointing an upstream at a stored credential is privileged: an agent's change waits for a person, and the card says where it is sent", async () => {
