@@ -150,15 +150,22 @@ async function probeModels(base: string, o: ProbeOptions): Promise<ProbeResult> 
   const signal = AbortSignal.timeout(o.timeoutMs);
   const started = performance.now();
   let current = url;
+  let redirectStatus: number | null = null;
   for (let redirects = 0; ; redirects++) {
     let target: CheckedTarget;
     try {
       // Throws the guard's refusal (a remote on loopback without an allow entry, a redirect to a private address…).
       target = await checkUrlTarget(current, { allow: o.allow, allowInsecureHttp: true });
     } catch (err) {
+      if (!(err instanceof ApiError)) throw err;
+      const latency_ms = Math.round(performance.now() - started);
+      // A redirect to a URL hal0 does not fetch (file:, a user:password@, too long) is the upstream's answer, not a bad request.
+      if (redirects > 0 && err.code === "mcp.url_invalid") {
+        return { ...result, reachable: true, ok: false, status: redirectStatus, latency_ms, model_count: null, redirects, error: `redirects to a URL hal0 does not follow: ${err.message}` };
+      }
       // A name that does not resolve is an unreachable upstream, not a refusal.
-      if (!(err instanceof ApiError) || err.code !== "mcp.manifest_fetch_failed") throw err;
-      return { ...result, reachable: false, ok: false, status: null, latency_ms: Math.round(performance.now() - started), model_count: null, redirects, error: err.message };
+      if (err.code !== "mcp.manifest_fetch_failed") throw err;
+      return { ...result, reachable: false, ok: false, status: null, latency_ms, model_count: null, redirects, error: err.message };
     }
     const headers: Record<string, string> = { accept: "application/json", "user-agent": "hal0" };
     if (o.auth.header && target.url.origin === origin) headers[o.auth.header[0]] = o.auth.header[1];
@@ -180,6 +187,7 @@ async function probeModels(base: string, o: ProbeOptions): Promise<ProbeResult> 
         ...(reply.location !== undefined ? { error: next === null ? `redirects to ${reply.location}, which is not a URL` : `more than ${MAX_REDIRECTS} redirects` } : {}) };
     }
     current = next.href;
+    redirectStatus = reply.status;
   }
 }
 

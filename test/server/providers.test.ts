@@ -66,6 +66,7 @@ beforeAll(async () => {
     if (path === "/moved/models") return { status: 302, location: `${other.url}/v1/models` };
     if (path === "/same/models") return { status: 307, location: "/v1/models" };
     if (path === "/to-untrusted/models") return { status: 302, location: `${untrusted.url}/v1/models` };
+    if (path === "/to-file/models") return { status: 302, location: "file:///etc/passwd" };
     if (path === "/azure/models?api-version=2024-02-01") return { status: 200, body: { data: [{ id: "gpt" }] } };
     if (path !== "/v1/models") return { status: 404 };
     const key = /^Bearer (.+)$/.exec(headers.authorization ?? "")?.[1];
@@ -330,6 +331,16 @@ describe("where a credential is sent", () => {
     const tested = await server.call("POST", "/api/upstreams/azure/test");
     expect(tested.body).toMatchObject({ url: `${upstream.url}/azure/models?api-version=2024-02-01`, ok: true, status: 200, model_count: 1 });
     expect(upstream.seen.at(-1)!.path).toBe("/azure/models?api-version=2024-02-01");
+  });
+
+  it("a redirect to a URL hal0 does not fetch (file:) is the upstream's failed answer, not a 400 for the caller; provider_list says error, not blocked", async () => {
+    const server = await start();
+    await addUpstream(server, { name: "to-file", url: `${upstream.url}/to-file`, auth_style: "none" });
+    const tested = await server.call("POST", "/api/upstreams/to-file/test");
+    expect(tested.status).toBe(200);
+    expect(tested.body).toMatchObject({ reachable: true, ok: false, status: 302, redirects: 1, model_count: null, error: expect.stringContaining("redirects to a URL hal0 does not follow") });
+    const listed = await server.call("GET", "/api/providers");
+    expect(listed.body.find((p: any) => p.name === "to-file")).toMatchObject({ health: "error", status: 302 });
   });
 
   it("pointing an upstream at a stored credential is privileged: an agent's change waits for a person, and the card says where it is sent", async () => {
