@@ -8,6 +8,8 @@ import { whenValid } from "./when.js";
 export const UPSTREAM_KINDS = ["remote", "slot"] as const;
 export const AUTH_STYLES = ["bearer", "header", "none"] as const;
 export const WARMUP_STRATEGIES = ["none", "lazy", "eager"] as const;
+/** An HTTP field name (RFC 9110's token), at most 64 characters. */
+export const HEADER_NAME_PATTERN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]{1,64}$/;
 export const CATALOG_IDS = ["openai", "anthropic", "openrouter", "google_ai_studio", "ollama"] as const;
 
 
@@ -26,7 +28,11 @@ export const Upstream = z
      * `<state>/credentials/<name>`, written by provider_credential_write); never the value.
      */
     auth_credential: SlotName.optional(),
-    auth_header: z.string().optional(),
+    /**
+     * The header an `auth_style = "header"` credential is sent in (default `x-api-key`): an HTTP field name, so a
+     * space or a line break (which no request can carry) is refused here, not by every request that would send it.
+     */
+    auth_header: z.string().regex(HEADER_NAME_PATTERN, "an HTTP header name: 1–64 of ASCII letters, digits and !#$%&'*+-.^_`|~ (no spaces, no colon)").optional(),
     timeout_seconds: z.int().min(1).max(3600).default(300),
     warmup_strategy: z.enum(WARMUP_STRATEGIES).default("none"),
     enabled: z.boolean().default(true),
