@@ -8,6 +8,13 @@ import { ApiError, storageFull } from "../errors.js";
 /** Where a credential was found: systemd's `$CREDENTIALS_DIRECTORY`, or hal0's state folder. */
 export type CredentialSource = "systemd" | "state";
 
+/**
+ * What one header value can carry: printable Latin-1, no control character or line break (a newline would start
+ * another header; a character beyond U+00FF is not a byte). A write is refused otherwise, and a value from
+ * elsewhere (an environment variable, systemd's folder, a file put by hand) that is not one is never sent.
+ */
+export const HEADER_VALUE_PATTERN = /^[\x20-\x7e\xa0-\xff]+$/;
+
 /** A stored credential; `value` is for the request that sends it, never for a reply or a log line. */
 export interface Credential {
   readonly value: string;

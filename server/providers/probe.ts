@@ -7,7 +7,7 @@ import type { Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { reachBase, slotReach } from "../slot-reach.js";
 import { checkUrlTarget, MAX_REDIRECTS, pinnedLookup, type CheckedTarget } from "../mcp-servers/ssrf.js";
-import { CredentialStore, type CredentialSource } from "./credentials.js";
+import { CredentialStore, HEADER_VALUE_PATTERN, type CredentialSource } from "./credentials.js";
 
 /**
  * What hal0 needs to reach a provider: the credential store, the server's
@@ -70,14 +70,22 @@ async function authHeader(up: Upstream, p: ProviderServices): Promise<{ header?:
   if (up.auth_style === "none") return {};
   let value: string | undefined;
   let missing: string;
+  let from: string;
   if (up.auth_credential !== undefined) {
-    value = (await p.credentials.read(up.auth_credential))?.value;
+    const found = await p.credentials.read(up.auth_credential);
+    value = found?.value;
+    from = `credential ${up.auth_credential}${found?.source === "systemd" ? " (from systemd)" : ""}`;
     missing = `credential ${up.auth_credential} is not stored (provider_credential_write, or systemd's LoadCredential=${up.auth_credential}:…)`;
   } else {
     value = p.env[up.auth_value_env!];
+    from = `environment variable ${up.auth_value_env}`;
     missing = `environment variable ${up.auth_value_env} is not set`;
   }
   if (!value) return { missing };
+  // No request could carry it (Node refuses it before a byte is sent): say so, rather than "sent" and ERR_INVALID_CHAR.
+  if (!HEADER_VALUE_PATTERN.test(value)) {
+    return { missing: `${from} holds a value no header can carry (a control character, a line break or a character beyond Latin-1): nothing is sent` };
+  }
   if (up.auth_style === "bearer") return { header: ["authorization", `Bearer ${value}`] };
   return { header: [(up.auth_header ?? "x-api-key").toLowerCase(), value] };
 }

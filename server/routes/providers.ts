@@ -4,6 +4,7 @@ import { SlotName } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
 import type { BoxService } from "../box.js";
 import { authView, probeSlot, probeUpstream, providersOf, slotBaseUrl, slotRunning, upstreamBaseUrl, type AuthView, type ProbeResult, type ProviderServices } from "../providers/probe.js";
+import { HEADER_VALUE_PATTERN } from "../providers/credentials.js";
 import { defineRoute } from "../route.js";
 import { queryInt } from "../query.js";
 
@@ -19,7 +20,7 @@ const ListQuery = z.strictObject({
  */
 const CredentialBody = z.strictObject({
   value: z.string().min(1).max(8192)
-    .regex(/^[\x20-\x7e\xa0-\xff]+$/, "a credential is sent as a header value: printable Latin-1 characters only (U+0020 to U+007E, U+00A0 to U+00FF), no control characters or line breaks")
+    .regex(HEADER_VALUE_PATTERN, "a credential is sent as a header value: printable Latin-1 characters only (U+0020 to U+007E, U+00A0 to U+00FF), no control characters or line breaks")
     // A header value's spaces at either end are not part of it (HTTP trims them), so " " or "key " could be stored but never arrive as stored.
     .regex(/^[^ ].*[^ ]$|^[^ ]$/, "a credential has no space at either end: a header value is trimmed on the way, so it would not arrive as stored"),
 });

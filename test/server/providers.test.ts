@@ -343,6 +343,29 @@ describe("where a credential is sent", () => {
     expect(listed.body.find((p: any) => p.name === "to-file")).toMatchObject({ health: "error", status: 302 });
   });
 
+  it("a value no header can carry (an environment variable or systemd's file with a line break or beyond Latin-1) is not sent, and the probe says why: not 'sent' and ERR_INVALID_CHAR", async () => {
+    const systemd = mkdtempSync(join(tmpdir(), "hal0-creds-"));
+    try {
+      const half = secret();
+      writeFileSync(join(systemd, "two-lines"), `${half}\nX-Other: ${secret()}\n`, { mode: 0o400 });
+      const server = await start({ CREDENTIALS_DIRECTORY: systemd, BROKEN_KEY: `${half}\r\nX-Other: 1`, CYRILLIC_KEY: "ключ-секрет" });
+      await addUpstream(server, { name: "env-break", url: `${upstream.url}/v1`, auth_value_env: "BROKEN_KEY" });
+      await addUpstream(server, { name: "env-cyr", url: `${upstream.url}/v1`, auth_style: "header", auth_value_env: "CYRILLIC_KEY" });
+      await addUpstream(server, { name: "sys-break", url: `${upstream.url}/v1`, auth_credential: "two-lines" });
+      const before = upstream.seen.length;
+      for (const [name, from] of [["env-break", "environment variable BROKEN_KEY"], ["env-cyr", "environment variable CYRILLIC_KEY"], ["sys-break", "credential two-lines (from systemd)"]]) {
+        const tested = await server.call("POST", `/api/upstreams/${name}/test`);
+        expect(tested.body).toMatchObject({ auth: "missing", reachable: false, ok: false, error: `${from} holds a value no header can carry (a control character, a line break or a character beyond Latin-1): nothing is sent` });
+        expect(JSON.stringify(tested.body)).not.toContain(half);
+      }
+      const listed = await server.call("GET", "/api/providers");
+      expect(listed.body.filter((p: any) => ["env-break", "env-cyr", "sys-break"].includes(p.name)).map((p: any) => p.health)).toEqual(["missing_credential", "missing_credential", "missing_credential"]);
+      expect(upstream.seen.length).toBe(before);
+    } finally {
+      rmSync(systemd, { recursive: true, force: true });
+    }
+  });
+
   it("pointing an upstream at a stored credential is privileged: an agent's change waits for a person, and the card says where it is sent", async () => {
     const server = await start();
     await addUpstream(server, { name: "lan", url: `${upstream.url}/v1`, auth_style: "none" });
