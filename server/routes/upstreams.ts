@@ -28,6 +28,12 @@ const fields = (Upstream as unknown as z.ZodObject).shape as Record<string, z.Zo
 const CreateBody = sparseObject(fields, false, ["name"]).extend({ name: SlotName });
 /** JSON merge patch: a value replaces, null removes the key, `model_filters` merges key by key; `name` renames. */
 const PatchBody = sparseObject(fields, true, ["name"]).extend({ name: SlotName.optional() });
+/**
+ * upstream_update's arguments: `name` is the upstream's path argument there, so a rename is `new_name`
+ * (as slot_rename's seed name), sent on to the route as the patch's `name`.
+ */
+const ToolPatchBody = sparseObject(fields, true, ["name"]).extend({ new_name: SlotName.optional() })
+  .transform(({ new_name, ...patch }) => (new_name === undefined ? patch : { ...patch, name: new_name }));
 const Name = z.strictObject({ name: z.string().min(1).max(64) });
 const TestQuery = z.strictObject({ timeout_ms: queryInt(50, 30_000).optional() });
 
@@ -60,6 +66,7 @@ export const upstreamRoutes = [
   }),
   defineRoute({
     method: "PATCH", path: "/api/upstreams/{name}", kind: "write", params: Name, body: PatchBody, tools: ["upstream_update"],
+    toolBodies: { upstream_update: ToolPatchBody },
     summary: "Merge into an upstream: a value replaces a key, null removes it, model_filters merges; name renames",
     handle: async ({ params, body, box }) => {
       const { doc, rows } = await readDoc(box);

@@ -4,6 +4,7 @@ import type { AddressInfo } from "node:net";
 import { join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./harness.js";
+import { adminClient, callTool } from "./mcp-helpers.js";
 
 let s: TestServer;
 beforeEach(async () => {
@@ -119,6 +120,23 @@ describe("upstream writes", () => {
     const bad = await s.call("PATCH", "/api/upstreams/coder", { body: { warmup_strategy: "sometimes" } });
     expect(bad.status).toBe(422);
     expect(bad.body.error.code).toBe("validation.invalid");
+  });
+
+  it("renames over MCP with upstream_update's new_name (name is the upstream it edits there), advertised beside the patch's keys", async () => {
+    const c = await adminClient(s.url, { token: s.operator });
+    try {
+      const { tools } = await c.listTools();
+      const schema = (tools.find((t) => t.name === "upstream_update")!.inputSchema as any).properties.args as { properties: Record<string, unknown>; required: string[] };
+      expect(Object.keys(schema.properties)).toEqual(expect.arrayContaining(["name", "new_name", "url", "enabled"]));
+      expect(schema.required).toEqual(["name"]);
+      const renamed = await callTool(c, "upstream_update", { name: "local-coder", new_name: "coder", enabled: false });
+      expect(renamed.isError, JSON.stringify(renamed.body)).toBe(false);
+      expect((await s.call("GET", "/api/upstreams/coder")).body).toMatchObject({ name: "coder", slot_name: "coder", enabled: false });
+      expect(file()).toContain(CODER_NOTE);
+      expect((await callTool(c, "upstream_update", { name: "coder", new_name: "openrouter" })).body.error.code).toBe("upstream.exists");
+    } finally {
+      await c.close();
+    }
   });
 
   it("deletes an upstream; the remaining rows keep their keys and comments", async () => {
