@@ -15,11 +15,14 @@ export type CredentialSource = "systemd" | "state";
  */
 export const HEADER_VALUE_PATTERN = /^[\x20-\x7e\xa0-\xff]+$/;
 
-/** A stored credential; `value` is for the request that sends it, never for a reply or a log line. */
-export interface Credential {
-  readonly value: string;
-  readonly source: CredentialSource;
-}
+/**
+ * A stored credential; `value` is for the request that sends it, never for a reply or a log line. A file that
+ * is there but cannot be read (a symlink loop, no permission) has no value and says why in `unreadable`: it is
+ * still where the credential comes from (systemd's is not passed over for the state folder's), but nothing is sent.
+ */
+export type Credential =
+  | { readonly value: string; readonly source: CredentialSource; readonly unreadable?: undefined }
+  | { readonly value?: undefined; readonly source: CredentialSource; readonly unreadable: string };
 
 /**
  * Provider credentials by name (`auth_credential = "<name>"` in upstreams.toml).
@@ -51,16 +54,11 @@ export class CredentialStore {
   async read(name: string): Promise<Credential | undefined> {
     checkName(name);
     if (this.systemdDir !== undefined) {
-      const value = await readValue(join(this.systemdDir, name));
-      if (value !== undefined) return { value, source: "systemd" };
+      const found = await readValue(join(this.systemdDir, name));
+      if (found !== undefined) return { ...found, source: "systemd" };
     }
-    const value = await readValue(join(this.dir, name));
-    return value === undefined ? undefined : { value, source: "state" };
-  }
-
-  /** Where `name` would be read from, for lists that must not hold the value. */
-  async source(name: string): Promise<CredentialSource | undefined> {
-    return (await this.read(name))?.source;
+    const found = await readValue(join(this.dir, name));
+    return found === undefined ? undefined : { ...found, source: "state" };
   }
 
   /**
@@ -104,14 +102,16 @@ function checkName(name: string): void {
   if (!SLOT_NAME_PATTERN.test(name)) throw new ApiError("validation.invalid", `credential name ${JSON.stringify(name)} is not a name (lowercase a–z, digits, _ and -)`, { name });
 }
 
-async function readValue(path: string): Promise<string | undefined> {
+/** A credential file's value; undefined when there is none (no file, an empty one); `unreadable` when it is there but cannot be read. */
+async function readValue(path: string): Promise<{ value: string } | { unreadable: string } | undefined> {
   let text: string;
   try {
     text = await readFile(path, "utf8");
   } catch (err) {
-    if (["ENOENT", "ENOTDIR", "EISDIR"].includes((err as NodeJS.ErrnoException).code ?? "")) return undefined;
-    throw err;
+    const code = (err as NodeJS.ErrnoException).code ?? "";
+    if (["ENOENT", "ENOTDIR", "EISDIR"].includes(code)) return undefined;
+    return { unreadable: `${path} cannot be read: ${code || (err as Error).message}` };
   }
   const value = text.replace(/\r?\n$/, "");
-  return value === "" ? undefined : value;
+  return value === "" ? undefined : { value };
 }

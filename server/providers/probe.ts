@@ -58,8 +58,8 @@ export interface AuthView {
 export async function authView(up: Upstream, p: ProviderServices): Promise<AuthView> {
   if (up.auth_style === "none") return { style: "none", from: null, name: null, present: false, source: null };
   if (up.auth_credential !== undefined) {
-    const source = (await p.credentials.source(up.auth_credential)) ?? null;
-    return { style: up.auth_style, from: "credential", name: up.auth_credential, present: source !== null, source };
+    const found = await p.credentials.read(up.auth_credential);
+    return { style: up.auth_style, from: "credential", name: up.auth_credential, present: found?.value !== undefined, source: found?.source ?? null };
   }
   const env = up.auth_value_env!;
   return { style: up.auth_style, from: "env", name: env, present: Boolean(p.env[env]), source: null };
@@ -75,7 +75,9 @@ async function authHeader(up: Upstream, p: ProviderServices): Promise<{ header?:
     const found = await p.credentials.read(up.auth_credential);
     value = found?.value;
     from = `credential ${up.auth_credential}${found?.source === "systemd" ? " (from systemd)" : ""}`;
-    missing = `credential ${up.auth_credential} is not stored (provider_credential_write, or systemd's LoadCredential=${up.auth_credential}:…)`;
+    missing = found?.unreadable !== undefined
+      ? `${from} is there but ${found.unreadable}: nothing is sent`
+      : `credential ${up.auth_credential} is not stored (provider_credential_write, or systemd's LoadCredential=${up.auth_credential}:…)`;
   } else {
     value = p.env[up.auth_value_env!];
     from = `environment variable ${up.auth_value_env}`;

@@ -1,6 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
@@ -361,6 +361,35 @@ describe("where a credential is sent", () => {
       const listed = await server.call("GET", "/api/providers");
       expect(listed.body.filter((p: any) => ["env-break", "env-cyr", "sys-break"].includes(p.name)).map((p: any) => p.health)).toEqual(["missing_credential", "missing_credential", "missing_credential"]);
       expect(upstream.seen.length).toBe(before);
+    } finally {
+      rmSync(systemd, { recursive: true, force: true });
+    }
+  });
+
+  it("a credential file that is there but cannot be read (a symlink loop) is not sent and fails no list: the probe says why, provider_list shows it absent", async () => {
+    const systemd = mkdtempSync(join(tmpdir(), "hal0-creds-"));
+    try {
+      symlinkSync("sys-loop", join(systemd, "sys-loop"));
+      const server = await start({ CREDENTIALS_DIRECTORY: systemd });
+      mkdirSync(join(server.state, "credentials"), { recursive: true, mode: 0o700 });
+      symlinkSync("loop", join(server.state, "credentials", "loop"));
+      await addUpstream(server, { name: "looped", url: `${upstream.url}/v1`, auth_credential: "loop" });
+      await addUpstream(server, { name: "sys-looped", url: `${upstream.url}/v1`, auth_credential: "sys-loop" });
+      const before = upstream.seen.length;
+      for (const [name, file, from] of [["looped", join(server.state, "credentials", "loop"), "credential loop"], ["sys-looped", join(systemd, "sys-loop"), "credential sys-loop (from systemd)"]] as const) {
+        const tested = await server.call("POST", `/api/upstreams/${name}/test`);
+        expect(tested.status).toBe(200);
+        expect(tested.body).toMatchObject({ auth: "missing", reachable: false, error: `${from} is there but ${file} cannot be read: ELOOP: nothing is sent` });
+      }
+      for (const probe of ["false", "true"]) {
+        const listed = await server.call("GET", `/api/providers?probe=${probe}`);
+        expect(listed.status).toBe(200);
+        expect(listed.body.find((p: any) => p.name === "looped").auth).toMatchObject({ present: false, source: "state" });
+        expect(listed.body.find((p: any) => p.name === "sys-looped").auth).toMatchObject({ present: false, source: "systemd" });
+      }
+      expect(upstream.seen.length).toBe(before);
+      // systemd's name is still systemd's: a write of it would land where hal0 never reads.
+      expect((await server.call("POST", "/api/providers/sys-loop/credentials", { body: { value: secret() } })).body.error.code).toBe("provider.credential_systemd");
     } finally {
       rmSync(systemd, { recursive: true, force: true });
     }
