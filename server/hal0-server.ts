@@ -132,6 +132,9 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   (services as { loop?: LoopControl }).loop = options.loop ?? new LoopControl(now);
   const env = options.env ?? process.env;
   services.providers = providerServices(options.stateDir, env);
+  if (services.providers.allowIgnored.length > 0) {
+    options.logger?.warn({ ignored: services.providers.allowIgnored }, "HAL0_UPSTREAM_ALLOW entries that are not host:port (192.168.1.20:11434) trust nothing and are ignored");
+  }
   // A finished pull registers its model through the pipeline (the register route: compiled, planned, audited) as system:pull.
   const registerRoute = byId.get("POST /api/models")!;
   const editRoute = byId.get("PUT /api/models/{model_id}")!;

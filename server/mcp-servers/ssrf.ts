@@ -245,7 +245,7 @@ function parseTarget(url: string, allowInsecureHttp: boolean): URL {
 }
 
 /** `host:port` with the host as the URL parser writes it (lowercase, dotted IPv4, compressed IPv6), no trailing dot. */
-function normalizeAllowEntry(entry: string): string {
+export function normalizeAllowEntry(entry: string): string {
   const m = /^(.+):(\d{1,5})$/.exec(entry);
   const host = m ? URL.parse(`http://${m[1]}/`)?.hostname : undefined;
   if (m === null || host === undefined || host === "" || Number(m[2]) > 65535) {

@@ -6,7 +6,7 @@ import type { BoxService, Liveness } from "../box.js";
 import type { Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { reachBase, slotReach } from "../slot-reach.js";
-import { checkUrlTarget, MAX_REDIRECTS, pinnedLookup, type CheckedTarget } from "../mcp-servers/ssrf.js";
+import { checkUrlTarget, MAX_REDIRECTS, normalizeAllowEntry, pinnedLookup, type CheckedTarget } from "../mcp-servers/ssrf.js";
 import { CredentialStore, HEADER_VALUE_PATTERN, type CredentialSource } from "./credentials.js";
 
 /**
@@ -19,12 +19,26 @@ export interface ProviderServices {
   readonly credentials: CredentialStore;
   readonly env: NodeJS.ProcessEnv;
   readonly allow: readonly string[];
+  /** `HAL0_UPSTREAM_ALLOW` entries that are not `host:port`: left out of `allow` (hal0-server.ts warns of them at start). */
+  readonly allowIgnored: readonly string[];
 }
 
-/** The services for `env` (hal0-server.ts builds them once; a dispatcher made without them gets these of process.env). */
+/**
+ * The services for `env` (hal0-server.ts builds them once; a dispatcher made without them gets these of process.env).
+ * An allow entry that is not `host:port` (`192.168.1.20`, a port missing) trusts nothing and is left out: kept, the
+ * guard would refuse it on every probe, so every provider, public ones and slots too, would read as blocked.
+ */
 export function providerServices(stateDir: string, env: NodeJS.ProcessEnv): ProviderServices {
-  const allow = (env.HAL0_UPSTREAM_ALLOW ?? "").split(",").map((s) => s.trim()).filter(Boolean);
-  return { credentials: new CredentialStore(stateDir, env), env, allow };
+  const entries = (env.HAL0_UPSTREAM_ALLOW ?? "").split(",").map((s) => s.trim()).filter(Boolean);
+  const valid = (entry: string) => {
+    try {
+      normalizeAllowEntry(entry);
+      return true;
+    } catch {
+      return false;
+    }
+  };
+  return { credentials: new CredentialStore(stateDir, env), env, allow: entries.filter(valid), allowIgnored: entries.filter((e) => !valid(e)) };
 }
 
 export function providersOf(d: Dispatcher): ProviderServices {

@@ -395,6 +395,19 @@ describe("where a credential is sent", () => {
     }
   });
 
+  it("a HAL0_UPSTREAM_ALLOW entry that is not host:port is ignored with a warning at start, not a refusal of every probe", async () => {
+    const server = await start({ HAL0_UPSTREAM_ALLOW: `192.168.1.20,${upstream.host}` });
+    const value = secret();
+    accepted.add(value);
+    await server.call("POST", "/api/providers/lan-key/credentials", { body: { value } });
+    await addUpstream(server, { name: "lan", url: `${upstream.url}/v1`, auth_credential: "lan-key" });
+    expect((await server.call("POST", "/api/upstreams/lan/test")).body).toMatchObject({ ok: true, status: 200, model_count: 3 });
+    const listed = await server.call("GET", "/api/providers");
+    expect(listed.body.find((p: any) => p.name === "lan")).toMatchObject({ health: "ok" });
+    expect(log).toContain("HAL0_UPSTREAM_ALLOW entries that are not host:port");
+    expect(log).toContain('"ignored":["192.168.1.20"]');
+  });
+
   it("pointing an upstream at a stored credential is privileged: an agent's change waits for a person, and the card says where it is sent", async () => {
     const server = await start();
     await addUpstream(server, { name: "lan", url: `${upstream.url}/v1`, auth_style: "none" });
