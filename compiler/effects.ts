@@ -80,6 +80,12 @@ function fileEffects(input: EffectInput, f: EffectInput["files"][number]): Effec
     // A file that is not TOML hal0 can read (the compiler refuses such a tree; be strict all the same).
     return [{ class: "privileged", where: f.file, path: [], line: `rewrites ${f.file}` }];
   }
+  if (f.file === "upstreams.toml" && Array.isArray(before.upstream ?? []) && Array.isArray(after.upstream ?? [])) {
+    // Entries are paired by name, so removing one is said as that (not as the next entry's keys changing under its index).
+    const { aligned, removed } = alignUpstreams(before, after);
+    const gone: Effect[] = removed.map(({ index, name }) => ({ class: "privileged", where: f.file, path: ["upstream", String(index)], line: `removes upstream ${name}` }));
+    return [...gone, ...diff(aligned, after).map((p) => classify(input, f.file, p, aligned, after))];
+  }
   // A model or profile whose whole entry goes is deleted, whichever door removes it: never looser than the caller's delete tool.
   const entries = ENTRY_DELETES[f.file];
   const gone = entries === undefined ? [] : Object.keys(tableOf(before[entries.table])).filter((id) => !(id in tableOf(after[entries.table])));
@@ -239,6 +245,39 @@ function insideRoots(abs: string, roots: readonly string[]): boolean {
     const root = r.replace(/\/+$/, "");
     return clean === root || clean.startsWith(`${root}/`);
   });
+}
+
+/**
+ * upstreams.toml's `before` with its `[[upstream]]` entries moved to the index of the same entry in `after`:
+ * paired by name, then an unpaired entry with an unpaired one at its own index (a rename in place); an entry new
+ * in `after` faces an empty table, and one with no pair is `removed` (with its index and name in `before`).
+ */
+function alignUpstreams(before: Doc, after: Doc): { aligned: Doc; removed: Array<{ index: number; name: string }> } {
+  const was = ((before.upstream ?? []) as unknown[]).map(tableOf);
+  const now = ((after.upstream ?? []) as unknown[]).map(tableOf);
+  const pairOf = new Map<number, number>();
+  const taken = new Set<number>();
+  was.forEach((entry, i) => {
+    const j = now.findIndex((e, k) => !taken.has(k) && e.name !== undefined && e.name === entry.name);
+    if (j >= 0) {
+      pairOf.set(j, i);
+      taken.add(j);
+    }
+  });
+  const paired = new Set(pairOf.values());
+  was.forEach((_, i) => {
+    if (!paired.has(i) && i < now.length && !taken.has(i)) {
+      pairOf.set(i, i);
+      taken.add(i);
+      paired.add(i);
+    }
+  });
+  const removed = was.flatMap((entry, i) => (paired.has(i) ? [] : [{ index: i, name: typeof entry.name === "string" ? entry.name : `#${i + 1}` }]));
+  const upstream = now.map((_, j) => (pairOf.has(j) ? was[pairOf.get(j)!]! : {}));
+  const aligned: Doc = { ...before };
+  if (after.upstream !== undefined) aligned.upstream = upstream;
+  else delete aligned.upstream;
+  return { aligned, removed };
 }
 
 function upstreamAt(doc: Doc | undefined, path: readonly string[]): { name?: string; url?: string; auth_value_env?: string; auth_credential?: string } | undefined {

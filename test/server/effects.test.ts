@@ -451,6 +451,22 @@ describe("effectsOf (pure)", () => {
     });
     expect(effects.map((e) => e.line)).toContain("sends the value of $GITHUB_PERSONAL_ACCESS_TOKEN to http://10.9.9.9/v1");
   });
+
+  it("says an upstream removed is removed, whichever entry it was: the next entry's keys are not read as changed under its index", async () => {
+    const s = await box();
+    const m = await model(s.config);
+    const text = read(s, "upstreams.toml");
+    const first = text.indexOf("[[upstream]]");
+    const second = text.indexOf("[[upstream]]", first + 1);
+    const lines = (after: string) => effectsOf({ before: m, after: m, files: [{ file: "upstreams.toml", before: text, after }] }).map((e) => [e.class, e.line]);
+    expect(lines(text.slice(0, first) + text.slice(second))).toEqual([["privileged", "removes upstream openrouter"]]);
+    expect(lines(text.slice(0, second))).toEqual([["privileged", "removes upstream local-coder"]]);
+    // A rename in place is still a rename, and a change to the entry after a removed one is said under its own name.
+    expect(lines(text.replace('name = "local-coder"', 'name = "coder"'))).toEqual([["tune", "renames or describes upstream coder"]]);
+    expect(lines(text.slice(0, first) + text.slice(second).replace('slot_name = "coder"', 'slot_name = "chat"'))).toEqual([
+      ["privileged", "removes upstream openrouter"], ["privileged", "changes upstream.0.slot_name in upstreams.toml"],
+    ]);
+  });
 });
 
 describe("every privileged path, through every tool that can reach its file (plan_propose + plan_submit reaches every file)", () => {
