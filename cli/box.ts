@@ -119,6 +119,7 @@ async function runtimeDriver(model: Model, dir: string, env: CliIo["env"]): Prom
   const { DockerDriver, dockerClient } = await import("../reconciler/drivers/docker.js");
   const host = engineAddress(slots.docker_host, env);
   const { answered, engineDownMessage } = await import("../reconciler/drivers/docker-engine.js");
+  const { redactText } = await import("../server/redact.js");
   let docker: ReturnType<typeof dockerClient>;
   try {
     docker = dockerClient(host);
@@ -136,7 +137,7 @@ async function runtimeDriver(model: Model, dir: string, env: CliIo["env"]): Prom
   }
   // Every container carries the box id (hal0.box); it is stable without a write, so planning stays read-only.
   const box = await new StateStore(dir).boxId();
-  return new DockerDriver({ docker, address: host, box, stateDir: dir, stopGraceS: slots.stop_grace_s, pull: slots.pull, pullStallMs: imageStallMs(env), logMaxMb: slots.log_max_mb });
+  return new DockerDriver({ docker, address: host, box, stateDir: dir, stopGraceS: slots.stop_grace_s, pull: slots.pull, pullStallMs: imageStallMs(env), logMaxMb: slots.log_max_mb, maskLog: redactText });
 }
 
 /** The swarm runtime: the manager's engine (`[slots] docker_host`, else $DOCKER_HOST), which must answer and be a swarm manager. */

@@ -1,6 +1,7 @@
 import { constants } from "node:fs";
 import { open, type FileHandle } from "node:fs/promises";
 import { join } from "node:path";
+import { containerLogPath } from "../reconciler/drivers/container-log.js";
 import type { SlotDriver } from "../reconciler/drivers/driver.js";
 import { ApiError } from "./errors.js";
 import { redactText } from "./redact.js";
@@ -35,7 +36,11 @@ export function runnerLogPath(stateDir: string, name: string): string {
 export interface SlotLog {
   /** The container the engine's log belongs to, or the runner.log file's path. */
   readonly source: string;
-  /** The runner.log read (absolute); null when the engine keeps the log. */
+  /**
+   * The file read (absolute): the runner.log, or the container.log of the
+   * containers hal0 removed whose last lines precede the engine's; null when
+   * only the engine's log was read.
+   */
   readonly file: string | null;
   /** False when the slot has no log yet (never started). */
   readonly exists: boolean;
@@ -51,12 +56,26 @@ export interface SlotLog {
  * The last `count` lines of a slot's runner output, secrets masked: its
  * container's log where the engine keeps it (the docker runtime, or a former
  * one still running it: SlotDriver.logs), else the process runtime's
- * runner.log (and its `.1`).
+ * runner.log (and its `.1`). The engine deletes a container's log with the
+ * container, so the docker runtime keeps the last output of each one it
+ * removes (crashed, replaced, stopped) in `container.log`
+ * (reconciler/drivers/container-log.ts): its lines come before the current
+ * container's, as runner.log.1's before runner.log's, and alone when the slot
+ * has no container now and no runner.log.
  */
 export async function slotLog(driver: SlotDriver, stateDir: string, name: string, count: number): Promise<SlotLog> {
   const kept = await driver.logs?.(name, count);
-  if (kept !== undefined) return { source: kept.source, file: null, exists: true, lines: kept.lines.map(redactText), truncated: kept.truncated, size_bytes: null };
+  if (kept !== undefined) {
+    const lines = kept.lines.map(redactText);
+    const saved = lines.length < count && !kept.truncated ? await tailLog(containerLogPath(stateDir, name), count - lines.length, false) : undefined;
+    if (saved?.exists === true && saved.lines.length > 0) return { source: kept.source, file: saved.file, exists: true, lines: [...saved.lines, ...lines], truncated: saved.truncated, size_bytes: null };
+    return { source: kept.source, file: null, exists: true, lines, truncated: kept.truncated, size_bytes: null };
+  }
   const tail = await tailLog(runnerLogPath(stateDir, name), count);
+  if (!tail.exists) {
+    const saved = await tailLog(containerLogPath(stateDir, name), count, false);
+    if (saved.exists) return { source: saved.file, ...saved };
+  }
   return { source: tail.file, ...tail };
 }
 

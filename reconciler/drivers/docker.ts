@@ -7,6 +7,7 @@ import { answered, ENGINE_ANSWER_MS, engineStatus, exitNote, ignore, imageMissin
 import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
 import { waitHealthy } from "./runner.js";
 import { StateKey } from "./state-key.js";
+import { saveContainerLog } from "./container-log.js";
 import { IMAGE_STALL_MS, pullImage } from "../images.js";
 
 /** Grace given to a container stopped because it never became healthy. */
@@ -14,6 +15,8 @@ const ABORT_GRACE_S = 5;
 const OBSERVE_HEALTH_TIMEOUT_MS = 1000;
 const PORT_PROBE_TIMEOUT_MS = 500;
 const LOG_LINES = 15;
+/** How many of a removed container's last lines are read to keep (then bounded to CONTAINER_LOG_MAX_BYTES). */
+const KEPT_LOG_LINES = 1000;
 
 export interface DockerDriverOptions {
   readonly docker: Dockerode;
@@ -23,7 +26,11 @@ export interface DockerDriverOptions {
   readonly answerMs?: number;
   /** This box's id (the inventory's `box`): every container hal0 makes carries it as `hal0.box`. */
   readonly box: string;
-  /** The state folder. The docker runtime keeps one file there, the label key; a container's labels are its record. */
+  /**
+   * The state folder. The docker runtime keeps the label key there, and each slot's
+   * `slots/<name>/container.log` (the last output of the containers it removed:
+   * container-log.ts); a container's labels are its record.
+   */
   readonly stateDir: string;
   /** The key a container's `hal0.view` label seals env values with (default `<state>/label-key`, made by the first start). */
   readonly labelKey?: StateKey;
@@ -40,6 +47,12 @@ export interface DockerDriverOptions {
    * (journald, syslog…) keeps its own retention.
    */
   readonly logMaxMb?: number;
+  /**
+   * Masks the secrets of a line of a removed container's output before it is
+   * kept in `<state>/slots/<name>/container.log` (server/redact.ts redactText,
+   * as slot_logs masks; default: none, and slot_logs masks on reading).
+   */
+  readonly maskLog?: (line: string) => string;
 }
 
 /** The engine's log drivers that keep a container's log in files that `max-size` and `max-file` bound. */
@@ -69,8 +82,11 @@ export class DockerDriver implements SlotDriver {
   private readonly pullStallMs: number;
   private readonly logMaxMb: number;
   private readonly labelKey: StateKey;
+  private readonly maskLog: (line: string) => string;
   /** The engine's default log driver (`docker info`), asked once, at the first create. */
   private logDriver: Promise<string> | undefined;
+  /** The save of each slot's container.log under way (keepLog): one at a time per slot, so none is lost. */
+  private readonly keeping = new Map<string, Promise<void>>();
   /** Images found present (or being checked or pulled), by reference. */
   private readonly images = new Map<string, Promise<void>>();
 
@@ -86,6 +102,7 @@ export class DockerDriver implements SlotDriver {
     this.pullStallMs = options.pullStallMs ?? IMAGE_STALL_MS;
     this.logMaxMb = options.logMaxMb ?? 16;
     this.labelKey = options.labelKey ?? new StateKey(options.stateDir, "label-key");
+    this.maskLog = options.maskLog ?? ((line) => line);
   }
 
   /** The HostConfig.LogConfig a container is created with: undefined leaves the engine's default. */
@@ -161,6 +178,7 @@ export class DockerDriver implements SlotDriver {
       if (outcome.kind === "interrupted") throw interruptedStart(name, spec.port, spec.health_path, `container ${containerName(name)}`);
       const logs = await this.logNote(container);
       if (outcome.kind === "exited") {
+        await this.keepLog(name, container.id);
         await this.engine((abortSignal) => container.remove({ force: true, abortSignal })).catch(() => undefined);
         throw new DriverError("slot.spawn_failed", `slot ${name}: container ${containerName(name)} (${spec.image}) ${exitNote(outcome.exit)} before it was healthy${logs}`);
       }
@@ -188,6 +206,7 @@ export class DockerDriver implements SlotDriver {
       const container = this.docker.getContainer(id);
       // The engine answers a stop once the container is down: after the grace at most (then SIGKILL), plus the usual bound.
       await this.engine((abortSignal) => container.stop({ t: graceS, abortSignal }), graceS * 1000 + this.answerMs).catch(ignore(304, 404)); // 304: already stopped
+      await this.keepLog(name, id);
       await this.engine((abortSignal) => container.remove({ abortSignal })).catch(ignore(404));
     }));
   }
@@ -306,6 +325,39 @@ export class DockerDriver implements SlotDriver {
     const raw = await this.engine((abortSignal) => container.logs({ stdout: true, stderr: true, tail: lines + 1, follow: false, abortSignal })).catch(logUnread(containerName(name), "docker logs"));
     const all = raw === undefined ? [] : logLinesOf(raw);
     return { source: containerName(name), lines: all.slice(-lines), truncated: all.length > lines };
+  }
+
+  /**
+   * Before a container of slot `name` is removed (the engine deletes its log
+   * with it): its last output, masked, and how it ended, appended to the
+   * slot's container.log (container-log.ts), which slot_logs shows before the
+   * current container's lines. Best effort: a log the engine cannot read back
+   * or a write that fails never holds up the removal.
+   */
+  private keepLog(name: string, id: string): Promise<void> {
+    const next = (this.keeping.get(name) ?? Promise.resolve()).then(() => this.saveLog(name, id));
+    this.keeping.set(name, next);
+    void next.then(() => {
+      if (this.keeping.get(name) === next) this.keeping.delete(name);
+    });
+    return next;
+  }
+
+  private async saveLog(name: string, id: string): Promise<void> {
+    try {
+      const container = this.docker.getContainer(id);
+      const [raw, info] = await Promise.all([
+        this.engine((abortSignal) => container.logs({ stdout: true, stderr: true, tail: KEPT_LOG_LINES, follow: false, abortSignal })),
+        this.engine((abortSignal) => container.inspect({ abortSignal })).catch(() => undefined),
+      ]);
+      const lines = logLinesOf(raw);
+      const state = info?.State;
+      const how = state === undefined ? "" : state.Running ? ` (${state.Status})` : ` (exited with code ${state.ExitCode}${state.FinishedAt && !state.FinishedAt.startsWith("0001-") ? ` at ${state.FinishedAt}` : ""})`;
+      const footer = `--- hal0 removed container ${containerName(name)} ${id.slice(0, 12)} at ${new Date().toISOString()}${how}; the lines above are its last output ---`;
+      await saveContainerLog(this.stateDir, name, lines, footer, this.maskLog);
+    } catch {
+      // nothing kept: the removal goes on
+    }
   }
 
   private async logNote(container: Dockerode.Container): Promise<string> {

@@ -1,10 +1,14 @@
-import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, statSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type Dockerode from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { DockerDriver } from "../../reconciler/drivers/docker.js";
+import { containerLogPath } from "../../reconciler/drivers/container-log.js";
 import { StateStore } from "../../reconciler/state.js";
+import { redactText } from "../../server/redact.js";
+import { slotLog } from "../../server/slot-logs.js";
+import { until } from "../helpers/until.js";
 import { Sweeper } from "../../reconciler/sweep.js";
 import { dockerEngine, ensureRunnerImage, removeContainers, slotName, testBoxId } from "./docker-helpers.js";
 import { freePort, PROJECT, RUNNER } from "./process-helpers.js";
@@ -12,7 +16,8 @@ import { freePort, PROJECT, RUNNER } from "./process-helpers.js";
 /**
  * The sweep on the docker runtime against a real engine: idle sweeps make one
  * list call and write nothing; a container removed behind hal0's back is
- * restored (drift = "enforce") or only reported (drift = "warn").
+ * restored (drift = "enforce") or only reported (drift = "warn"); a crashed
+ * container's last output outlives the container the next sweep replaces.
  */
 const SUITE = "the sweep on the docker runtime (real Docker engine)";
 const docker = await dockerEngine(SUITE);
@@ -25,6 +30,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
   const names = { kept: slotName("kept"), watched: slotName("watched") };
   const calls = { list: 0 };
   let sweeper: Sweeper;
+  let driver: DockerDriver;
 
   beforeAll(async () => {
     await ensureRunnerImage(engine);
@@ -39,7 +45,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     const list = engine.listContainers.bind(engine);
     const counting = Object.create(engine) as Dockerode;
     counting.listContainers = ((opts: Dockerode.ContainerListOptions) => (calls.list++, list(opts))) as Dockerode["listContainers"];
-    const driver = new DockerDriver({ docker: counting, box, stateDir: state.dir, stopGraceS: 2 });
+    driver = new DockerDriver({ docker: counting, box, stateDir: state.dir, stopGraceS: 2, maskLog: redactText });
     sweeper = new Sweeper({ root, state, driverFor: async () => driver });
   }, 120_000);
 
@@ -72,5 +78,35 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(report.plan!.warnings.filter((w) => w.code === "slot.drifted").map((w) => w.address)).toEqual([`slot.${names.watched}`]);
     expect((await container(names.kept))?.State).toBe("running");
     expect(await container(names.watched)).toBeUndefined();
+  });
+
+  it("keeps a crashed container's last output when the next sweep replaces it: slot_logs shows it before the new container's lines", async () => {
+    const crashed = await container(names.kept);
+    const cmd = (await engine.getContainer(crashed!.Id).inspect()).Config.Cmd!;
+    const port = cmd[cmd.indexOf("--port") + 1];
+    // The runner prints a line of its own (a secret in it), then says why it goes and exits.
+    await fetch(`http://127.0.0.1:${port}/last-words?key=sk-abcdefghijklmnopqrstuvwx`).catch(() => undefined);
+    await engine.getContainer(crashed!.Id).kill({ signal: "SIGTERM" });
+    await until(async () => (await container(names.kept))?.State, (state) => state === "exited", 15_000);
+    sweeper.retryNow(); // its restart would wait out the crash-loop backoff: it was started a moment ago
+    const report = await sweeper.sweep();
+    expect(report.results.map((r) => `${r.address} ${r.action} ${r.ok}`)).toEqual([`slot.${names.kept} create true`]);
+    const now = await container(names.kept);
+    expect(now?.Id).not.toBe(crashed!.Id);
+    expect(now?.State).toBe("running");
+
+    const log = await slotLog(driver, state.dir, names.kept, 200);
+    const text = log.lines.join("\n");
+    expect(text).toMatch(/GET \/last-words\?key=\[redacted\] 404/);
+    expect(text).toMatch(/fake-llama-server: SIGTERM, shutting down/);
+    expect(text).toMatch(new RegExp(`hal0 removed container hal0-slot-${names.kept} ${crashed!.Id.slice(0, 12)} at \\S+ \\(exited with code 0 at `));
+    // …before the new container's own lines.
+    const words = log.lines.findIndex((l) => l.includes("last-words"));
+    expect(log.lines.findIndex((l, i) => i > words && l.includes("listening on"))).toBeGreaterThan(words);
+    expect(log).toMatchObject({ source: `hal0-slot-${names.kept}`, file: containerLogPath(state.dir, names.kept), exists: true });
+    // Kept masked, 0600.
+    const file = containerLogPath(state.dir, names.kept);
+    expect(readFileSync(file, "utf8")).not.toContain("sk-abcdefghijklmnopqrstuvwx");
+    expect(statSync(file).mode & 0o777).toBe(0o600);
   });
 });
