@@ -1,5 +1,6 @@
 import { writeSync } from "node:fs";
 import { parseArgs, type ParseArgsConfig } from "node:util";
+import { countDiagnostics } from "../compiler/index.js";
 import { closest } from "../compiler/suggest.js";
 import type { Diagnostic } from "../schema/index.js";
 
@@ -80,8 +81,8 @@ export function cliDiagnostic(code: string, message: string, severity: Diagnosti
 }
 
 export function jsonFailure(exitCode: number, diagnostics: ReadonlyArray<Diagnostic | CliDiagnostic>): JsonFailure {
-  const errors = diagnostics.filter((d) => d.severity === "error").length;
-  return { ok: false, exit_code: exitCode, error_count: errors, warning_count: diagnostics.length - errors, diagnostics: [...diagnostics] };
+  const { errors, warnings } = countDiagnostics(diagnostics);
+  return { ok: false, exit_code: exitCode, error_count: errors, warning_count: warnings, diagnostics: [...diagnostics] };
 }
 
 /**

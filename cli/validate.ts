@@ -1,4 +1,4 @@
-import { compile, loadTree, ConfigNotFoundError, configNotFoundMessage, runnerKey, type RunnerFacts } from "../compiler/index.js";
+import { compile, countDiagnostics, loadTree, ConfigNotFoundError, configNotFoundMessage, runnerKey, type RunnerFacts } from "../compiler/index.js";
 import { runnerTargets, withRunners } from "../reconciler/runner-observe.js";
 import { RunnerProbe } from "../reconciler/runner-probe.js";
 import { findingDiagnostic, preflight } from "../reconciler/preflight.js";
@@ -57,8 +57,7 @@ export async function runValidate(args: string[], io: CliIo): Promise<number> {
   // hal0's own PATH, as the process driver spawns them (with process.env, whatever the caller's io.env).
   const found = compiled.model ? await preflight(compiled.model, { env: process.env, texts: loaded.tree.files }) : [];
   const diagnostics = [...compiled.diagnostics, ...(compiled.model?.runnerDiagnostics ?? []), ...found.map((f) => findingDiagnostic(f, values.strict ? "error" : "warning"))].sort(byPosition);
-  const errors = diagnostics.filter((d) => d.severity === "error").length;
-  const warnings = diagnostics.length - errors;
+  const { errors, warnings } = countDiagnostics(diagnostics);
   const text = { root, cwd: io.cwd, color: !io.env.NO_COLOR && io.stdout.isTTY === true, texts: loaded.tree.files };
   if (values.json) {
     const runners = compiled.model ? runnerTargets(compiled.model).map((t) => ({ runner: t.word, runtime: t.runtime, ...runnerSummary(observed.runners.get(runnerKey(t.runtime, t.word, t.path))) })) : [];

@@ -215,6 +215,8 @@ function reportUnknownKey(kind: FileKind, rel: string, parent: KeyPath, key: str
     reporter.report(legacy.code, { file: rel, path }, legacy.summary, legacy.detail);
     return;
   }
+  // Past the limit the key is only counted: its did-you-mean would cost an edit distance per known key, for nothing.
+  if (reporter.full) return reporter.count("config.unknown_key");
   const known = keysAt(kind.schema, parent);
   const moved = Object.hasOwn(MOVED_SLOT_KEYS, key) ? MOVED_SLOT_KEYS[key] : undefined;
   const hint = kind.id === "slot" && parent.length === 0 && moved ? ` It moved: write it as ${moved}.` : didYouMean(key, known);

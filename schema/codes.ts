@@ -32,6 +32,7 @@ export const CODES = {
   "config.parse_error": { severity: "error", stage: "compile", http: 400, meaning: "A file is not valid TOML, or nests keys more than 64 tables and arrays deep; the position is where the parser stopped (the key too deep)." },
   "config.unknown_file": { severity: "warning", stage: "compile", http: 400, meaning: "A .toml file that hal0 does not read; it is ignored." },
   "config.invalid_name": { severity: "error", stage: "compile", http: 400, meaning: "A file name or table key breaks its name grammar (DESIGN.md §7)." },
+  "config.too_many_diagnostics": { severity: "warning", stage: "compile", http: 400, meaning: "The tree has more diagnostics than the 200 hal0 lists at once: this last one counts the rest (an error when any of them is one). Fix those listed and check again." },
   "config.unknown_key": { severity: "error", stage: "compile", http: 400, meaning: "A key the file kind does not have; the detail names the closest known key." },
   "config.missing_key": { severity: "error", stage: "compile", http: 400, meaning: "A required key is absent." },
   "config.invalid_type": { severity: "error", stage: "compile", http: 400, meaning: "A value has the wrong TOML type (a string where an integer belongs, …)." },

@@ -6,7 +6,7 @@ import { packageRoot } from "../reconciler/package-root.js";
 import { applyChangeSet, ChangeSetError, movedFiles, revisionFiles, type AppliedChangeSet, type ChangeSet } from "../compiler/changeset.js";
 import { checkChange } from "../compiler/change-checks.js";
 import { Locator } from "../compiler/locate.js";
-import { compile, ConfigNotFoundError, hashOf, readTreeFile, startsWithBom, type CompileResult, type Model, type SourceTree } from "../compiler/index.js";
+import { compile, ConfigNotFoundError, hashOf, MAX_DIAGNOSTICS, readTreeFile, startsWithBom, type CompileResult, type Model, type SourceTree } from "../compiler/index.js";
 import { removeStaleTemps } from "../reconciler/atomic.js";
 import { longLivedAbort } from "../reconciler/drivers/driver.js";
 import { refuseEmptied } from "../reconciler/sweep.js";
@@ -401,7 +401,8 @@ export class BoxService {
     const unreadable = snapshot.diagnostics.filter((d) => d.code === "config.read_error" && !applied.tree.files.has(d.file!));
     const { model, diagnostics } = this.options.runners ? (await compileWithRunners(applied.tree, unreadable, this.options.runners)).result : compile(applied.tree, unreadable);
     const errors = diagnostics.filter((d) => d.severity === "error");
-    if (!model) throw new ApiError("config.invalid", `the change would leave the tree with ${errors.length} error(s); nothing was written`, { diagnostics: errors });
+    // Past MAX_DIAGNOSTICS the last one (config.too_many_diagnostics) counts the rest.
+    if (!model) throw new ApiError("config.invalid", `the change would leave the tree with ${errors.length > MAX_DIAGNOSTICS ? `more than ${MAX_DIAGNOSTICS}` : errors.length} error(s); nothing was written`, { diagnostics: errors });
     refuseMaskOverSecret(applied);
     // A flag the slot's runner would refuse (its --help says so): refused like any error, when this change brings it.
     const had = new Set((snapshot.model ? runnerErrors(snapshot.model) : []).map(runnerErrorKey));

@@ -94,6 +94,20 @@ describe("compiler robustness", () => {
     expect(seen.size).toBeGreaterThan(8);
   });
 
+  it("lists the first 200 diagnostics of a tree and one more that counts the rest, by severity: a file of 20 000 bad keys is not 20 000 located diagnostics", () => {
+    const keys = Array.from({ length: 20_000 }, (_, i) => `k${i} = 1\n`).join("");
+    const result = compile(sourceTree(box.root, new Map([...box.files, ["slots/wide.toml", `profile = "cpu"\nport = 8100\n${keys}`]])));
+    expect(result.model).toBeUndefined();
+    expect(result.diagnostics).toHaveLength(201);
+    expect(result.diagnostics.slice(1).map((d) => [d.code, d.line])).toEqual(Array.from({ length: 200 }, (_, i) => ["config.unknown_key", i + 3]));
+    expect(result.diagnostics[0]).toMatchObject({ code: "config.too_many_diagnostics", severity: "error", file: ".", summary: expect.stringMatching(/^198\d\d more diagnostics not listed$/) });
+    expect(result.diagnostics[0]!.detail).toMatch(/^hal0 lists the first 200 diagnostics of a tree; it found 198\d\d errors besides\./);
+    // A real tree's diagnostics are all listed, with no count.
+    const few = compile(sourceTree(box.root, new Map([...box.files, ["slots/wide.toml", `profile = "cpu"\nport = 8100\nk1 = 1\nk2 = 2\n`]])));
+    expect(few.diagnostics.filter((d) => d.file === "slots/wide.toml").map((d) => d.code)).toEqual(["slot.unknown_profile", "slot.port_conflict", "config.unknown_key", "config.unknown_key"]);
+    expect(few.diagnostics.some((d) => d.code === "config.too_many_diagnostics")).toBe(false);
+  });
+
   it("refuses a file nested deeper than 64 levels as a parse error at its key, in linear time: a dotted key or a table header of 100 000 parts neither throws nor takes minutes", () => {
     const parts = (n: number) => Array.from({ length: n }, () => "a").join(".");
     const cases: Array<[string, string, number, number]> = [

@@ -442,6 +442,32 @@ describe("4. bodies that are not JSON", () => {
   });
 });
 
+describe("diagnostics per reply", () => {
+  it("lists at most 200 diagnostics of a write and counts the rest in one more (first), over REST and MCP: 10 000 unknown keys made a 3.4 MB reply of one diagnostic each", async () => {
+    const tune = Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [`k${i}`, 1]));
+    const body = { name: "wide", profile: "cpu-small", model: "qwen3-4b", port: 8150, enabled: false, tune };
+    const check = (diagnostics: Diagnostic[]) => {
+      expect(diagnostics).toHaveLength(201);
+      expect(diagnostics.slice(1).every((d) => d.code === "config.unknown_key" && d.file === "slots/wide.toml" && d.line > 1)).toBe(true);
+      expect(diagnostics[0]).toMatchObject({ code: "config.too_many_diagnostics", severity: "error", summary: "9800 more diagnostics not listed" });
+    };
+    const res = await s.call("POST", "/api/slots", { body });
+    expectRefusal(res, "config.invalid");
+    check(res.body.error.details.diagnostics);
+    expect(JSON.stringify(res.body).length).toBeLessThan(100_000);
+    const c = await adminClient(s.url, { token: s.operator });
+    try {
+      const tool = await callTool(c, "slot_create", body);
+      expectToolRefusal(tool, "config.invalid");
+      check(tool.body.error.details.diagnostics);
+      expect(JSON.stringify(tool.body).length).toBeLessThan(100_000);
+    } finally {
+      await c.close();
+    }
+    expect(existsSync(join(s.config, "slots/wide.toml"))).toBe(false);
+  }, 60_000);
+});
+
 describe("integer query parameters: decimal digits, given once", () => {
   const refused = async (path: string, msg: RegExp) => {
     const res = await s.call("GET", path);
