@@ -41,7 +41,7 @@ export function createSlotChanges(name: string, fields: Record<string, unknown>,
 }
 
 /** The slot file's tables: an edit of one sets its keys one by one (sparse), like `tune`. */
-const SPARSE_TABLES = new Set(["tune", "placement", "server"]);
+export const SPARSE_TABLES = new Set(["tune", "placement", "server"]);
 
 /**
  * Sparse edit: each field set (null removes it). The tables `tune`,

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { createSlotChanges, deleteSlotChanges, editSlotChanges, renameSlotChanges, slotDoc, slotFile as fileOf, swapSlotChanges, toggleSlotChanges } from "../../compiler/edits/slots.js";
+import { createSlotChanges, deleteSlotChanges, editSlotChanges, renameSlotChanges, slotDoc, slotFile as fileOf, SPARSE_TABLES, swapSlotChanges, toggleSlotChanges } from "../../compiler/edits/slots.js";
 import { ResourceId, SlotName } from "../../schema/index.js";
 import type { BoxService } from "../box.js";
 import { refusing } from "../errors.js";
@@ -13,9 +13,29 @@ const Name = z.strictObject({ name: z.string().min(1).max(64) });
 const Force = z.strictObject({
   force: z.enum(["true", "false", "1", "0"]).optional().transform((v) => v === "true" || v === "1"),
 });
+/**
+ * The most fields a create or an edit takes, counting the keys given in
+ * `tune`, `placement` and `server` too. A slot file has about 25 such keys;
+ * a body with far more is mostly unknown keys, each a diagnostic and, for an
+ * edit, one key set after another (1000 of them took 40 s), so it is refused
+ * before any of that work.
+ */
+const MAX_SLOT_FIELDS = 64;
+
+function fieldCount(body: Record<string, unknown>): number {
+  let n = 0;
+  for (const [key, value] of Object.entries(body)) {
+    n++;
+    if (SPARSE_TABLES.has(key) && value !== null && typeof value === "object" && !Array.isArray(value)) n += Object.keys(value).length;
+  }
+  return n;
+}
+
+const bounded = { message: `more than ${MAX_SLOT_FIELDS} fields, counting those of tune, placement and server; a slot file has fewer keys` };
+
 /** A slot file's fields pass through: the compiler validates them (an unknown key gets a did-you-mean). */
-const Create = z.looseObject({ name: SlotName });
-const Edit = z.looseObject({ tune: z.union([z.null(), z.record(z.string(), z.unknown())]).optional() });
+const Create = z.looseObject({ name: SlotName }).refine((b) => fieldCount(b) <= MAX_SLOT_FIELDS, bounded);
+const Edit = z.looseObject({ tune: z.union([z.null(), z.record(z.string(), z.unknown())]).optional() }).refine((b) => fieldCount(b) <= MAX_SLOT_FIELDS, bounded);
 
 /**
  * A tool's body that may also name its field as seed 003 does (`model_swap`'s
