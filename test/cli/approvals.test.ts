@@ -82,6 +82,8 @@ describe("hal0 agent approvals", () => {
 
   it("goes through a running server with --server", async () => {
     s = await startTestServer();
+    // The requester still holds a token reaching the door it asked through (hal0-admin): its request may run.
+    s.agentToken("hermes__coder", ["mcp:admin"]);
     const a = await s.hal0.approvals.enqueue("slot_edit", slotEdit, request(20480));
     // No credential: refused. An agent's token: refused. The operator's (from the state folder): decides.
     const none = captureIo();

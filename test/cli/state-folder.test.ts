@@ -25,11 +25,14 @@ afterAll(async () => {
 const mode = (path: string) => statSync(path).mode & 0o777;
 
 describe("the state folder", () => {
-  it("is made 0700 by plan and apply, and an open one (0755) is closed to 0700", async () => {
+  it("is made 0700 by apply (plan, which only reads, leaves a missing one missing), and an open one (0755) is closed to 0700", async () => {
     await writeFakeBox(config, ["sf"], { HF_TOKEN: "hf_" + "s".repeat(34) });
     const fresh = states[0]!;
     expect((await main(["plan", "--config", config, "--state", fresh], captureIo())).toString()).toBe("0");
+    expect(existsSync(fresh)).toBe(false);
+    expect(await main(["apply", "--yes", "--config", config, "--state", fresh], captureIo())).toBe(0);
     expect(mode(fresh)).toBe(0o700);
+    expect(await main(["down", "--config", config, "--state", fresh], captureIo())).toBe(0);
     const open = states[1]!;
     mkdirSync(open);
     chmodSync(open, 0o755);
