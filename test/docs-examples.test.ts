@@ -642,10 +642,12 @@ describe("the examples against a real hal0 serve (the Quickstart's command on a 
   afterAll(async () => {
     const s = served;
     if (!s) return;
-    spawnSync(process.execPath, [HAL0, "down", "--config", s.config, "--state", s.state], { env: cleanEnv(), timeout: 60_000 });
+    // The serve first: while its first apply still starts slots (a run of one test, cut short) it holds the apply lock,
+    // and a down beside it would be refused and leave the runners it goes on starting.
     const exited = new Promise((r) => s.child.once("exit", r));
     s.child.kill("SIGTERM");
     await exited;
+    spawnSync(process.execPath, [HAL0, "down", "--config", s.config, "--state", s.state], { env: cleanEnv(), timeout: 60_000 });
     rmSync(s.dir, { recursive: true, force: true });
     await docsHub?.close();
   }, 90_000);
