@@ -9,6 +9,7 @@
  * they are (files, the plans and approvals tables) for execution only.
  */
 import { parse as parseToml } from "smol-toml";
+import { SECRET_FLAG } from "../schema/secret-flag.js";
 
 export const MASK = "[redacted]";
 const BEARER_MASK = `Bearer ${MASK}`;
@@ -110,11 +111,6 @@ export function readsWhole(reader: { readonly kind: string; readonly agent: stri
   return reader.kind === "operator" || (reader.kind !== "anonymous" && reader.kind === author.kind && reader.agent === author.agent);
 }
 
-/**
- * A secret-looking flag of an argv (`--api-key`, `--hf-token`): the element after it is its value.
- * `-hft` is llama-server's short form of `--hf-token` (fixtures/llama-server/help.txt: the only short form of a secret flag there).
- */
-const SECRET_FLAG = /^(?:--?[a-z0-9-]*(?:api-?key|token|secret|password|passwd)|-hft)$/i;
 
 function redactArray(list: readonly unknown[], options: RedactOptions, depth: number): unknown[] {
   return list.map((v, i) => {

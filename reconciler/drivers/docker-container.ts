@@ -3,6 +3,7 @@ import { realpath, stat } from "node:fs/promises";
 import { isAbsolute, relative } from "node:path";
 import type { ObservedSlot, SlotView } from "../observed.js";
 import { parsedOrUndefined } from "../../compiler/index.js";
+import { SECRET_FLAG } from "../../schema/secret-flag.js";
 import { SlotViewSchema } from "../../schema/index.js";
 
 /**
@@ -69,12 +70,6 @@ function seal(name: string, value: string, key: string): string {
 export function sealEnv(env: Readonly<Record<string, string>>, key: string): Record<string, string> {
   return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, seal(k, v, key)]));
 }
-
-/**
- * A flag whose value is a secret, as the reply redactor judges one (`--api-key`,
- * `--hf-token`, `-hft`; not `--api-key-file`, whose value is a path).
- */
-const SECRET_FLAG = /^(?:--?[a-z0-9-]*(?:api-?key|token|secret|password|passwd)|-hft)$/i;
 
 /** The secret flag a word of `argv` is the value of (the word before it, or its own `--flag=`), if any. */
 function secretFlagOf(argv: readonly string[], i: number): { flag: string; prefix: string; value: string } | undefined {
