@@ -87,16 +87,52 @@ const FILE_RE = /^(?:[a-z0-9][a-z0-9._-]{0,63}\.toml|(?:slots|stacks|mcp-servers
  * Applies `changes` to a copy of `tree`; the input is not touched. Edits of one
  * file apply in order. Never throws anything but a ChangeSetError: whatever
  * toml-patch refuses becomes `config.invalid_value` naming the file.
+ *
+ * The `set` and `put` edits of one file are made on its parsed document and
+ * the text is patched once, when something else reads or replaces the file
+ * (a `text`, `delete` or `rename` edit) or at the end: a change set of 500
+ * edits to one file parses and patches it once, not 500 times. An edit that
+ * cannot apply is found by applying the change set again edit by edit, so its
+ * refusal names that edit as before.
  */
 export function applyChangeSet(tree: SourceTree, changes: ChangeSet, options: ApplyOptions = {}): AppliedChangeSet {
+  try {
+    return applyEdits(tree, changes, options, true);
+  } catch (err) {
+    if (!(err instanceof ChangeSetError)) throw err;
+    return applyEdits(tree, changes, options, false);
+  }
+}
+
+/** A file's `set` and `put` edits not yet written back to its text (see applyChangeSet). */
+interface PendingDoc {
+  readonly text: string | undefined;
+  readonly before: Record<string, unknown>;
+  doc: Record<string, unknown>;
+  /** Whether the file exists after the edits so far: a `set` of null on an absent file leaves it absent. */
+  exists: boolean;
+}
+
+function applyEdits(tree: SourceTree, changes: ChangeSet, options: ApplyOptions, coalesce: boolean): AppliedChangeSet {
   const files = new Map(tree.files);
   const before = new Map<string, string | null>();
   const moved = new Set<string>();
+  const pending = new Map<string, PendingDoc>();
+  const flush = (file: string) => {
+    const p = pending.get(file);
+    if (p === undefined) return;
+    pending.delete(file);
+    const next = p.exists ? guarded(file, () => patchParsed(p.text, file, p.before, p.doc), []) : null;
+    if (next === null) files.delete(file);
+    else files.set(file, next);
+  };
   for (const edit of changes.edits) {
     if (!FILE_RE.test(edit.file) || edit.file.includes("..")) throw new ChangeSetError("config.invalid_name", edit.file, `${edit.file} is not a file of the tree`);
     if (!before.has(edit.file)) before.set(edit.file, files.get(edit.file) ?? null);
     if (edit.op === "rename") {
       if (!FILE_RE.test(edit.to) || edit.to.includes("..")) throw new ChangeSetError("config.invalid_name", edit.to, `${edit.to} is not a file of the tree`);
+      flush(edit.file);
+      flush(edit.to);
       const text = files.get(edit.file);
       if (text === undefined) throw new ChangeSetError("config.invalid_value", edit.file, `${edit.file} does not exist, so it cannot be renamed`);
       if (files.has(edit.to)) throw new ChangeSetError("slot.exists", edit.to, `${edit.to} already exists`);
@@ -106,10 +142,30 @@ export function applyChangeSet(tree: SourceTree, changes: ChangeSet, options: Ap
       files.set(edit.to, text);
       continue;
     }
+    if (coalesce && (edit.op === "set" || edit.op === "put")) {
+      let p = pending.get(edit.file);
+      if (p === undefined) {
+        const text = files.get(edit.file);
+        const doc = parseText(text, edit.file);
+        pending.set(edit.file, (p = { text, before: structuredClone(doc), doc, exists: text !== undefined }));
+      }
+      const target = p;
+      if (edit.op === "put") {
+        target.doc = guarded(edit.file, () => withoutNulls(edit.doc, edit.file, []) as Record<string, unknown>, []);
+        target.exists = true;
+      } else if (target.exists || edit.value !== null) {
+        // Removing a key of a file that does not exist leaves it absent (no empty file appears).
+        guarded(edit.file, () => setPath(target.doc, edit.path, edit.value, edit.file), edit.path);
+        target.exists = true;
+      }
+      continue;
+    }
+    flush(edit.file);
     const next = guarded(edit.file, () => applyEdit(files.get(edit.file), edit), edit.op === "set" ? edit.path : []);
     if (next === null) files.delete(edit.file);
     else files.set(edit.file, next);
   }
+  for (const file of [...pending.keys()]) flush(file);
   let schemaLines: SchemaLines | undefined;
   for (const [file, was] of before) {
     const text = files.get(file);
@@ -189,15 +245,23 @@ function applyEdit(current: string | undefined, edit: Exclude<FileEdit, { op: "r
 
 /** Rewrites a document format-preservingly: comments and layout of every key that stays survive. */
 function patchDoc(current: string | undefined, file: string, change: (doc: Record<string, unknown>) => Record<string, unknown>): string {
-  const text = current ?? "";
-  let doc: Record<string, unknown>;
+  const doc = parseText(current, file);
+  const before = structuredClone(doc);
+  return patchParsed(current, file, before, change(doc));
+}
+
+/** The document of a file's text (`{}` for an absent file); config.parse_error when it is not TOML. */
+function parseText(current: string | undefined, file: string): Record<string, unknown> {
   try {
-    doc = parseToml(text) as Record<string, unknown>;
+    return parseToml(current ?? "") as Record<string, unknown>;
   } catch (err) {
     throw new ChangeSetError("config.parse_error", file, `${file} is not valid TOML, so it can't be edited key by key: ${(err as Error).message.split("\n")[0]}`);
   }
-  const before = structuredClone(doc);
-  const next = change(doc);
+}
+
+/** `current` (whose document is `before`) patched to the document `next`, keeping comments and layout of every key that stays. */
+function patchParsed(current: string | undefined, file: string, before: Record<string, unknown>, next: Record<string, unknown>): string {
+  const text = current ?? "";
   let out: string;
   if (text.trim() === "") out = stringifyToml(next);
   else {
