@@ -75,8 +75,13 @@ export class PlanStore {
     return { items: rows.map(fromRow), total };
   }
 
+  /**
+   * Records an apply, or that the plan is stale. An applied plan stays
+   * applied: an apply that lost a race with another of the same plan (which
+   * committed it, so its files moved) marks nothing.
+   */
   mark(id: string, state: "applied" | "stale", reason?: string): void {
-    this.db.prepare("UPDATE plans SET state = ?, applied_at = ?, stale_reason = ? WHERE id = ?")
+    this.db.prepare("UPDATE plans SET state = ?, applied_at = ?, stale_reason = ? WHERE id = ? AND state != 'applied'")
       .run(state, state === "applied" ? new Date(this.now()).toISOString() : null, reason ?? null, id);
   }
 }

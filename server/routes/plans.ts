@@ -89,14 +89,22 @@ export const planRoutes = [
 function checkApplicable(services: Dispatcher, id: string): PlanRecord {
   const record = services.plans.get(id) ?? notFound(id);
   if (!record.valid) throw new ApiError("config.invalid", `plan ${id} was made from an invalid change set and cannot be applied`, { diagnostics: record.diagnostics });
-  if (record.state === "applied") throw new ApiError("plan.stale", `plan ${id} was already applied at ${record.applied_at}`, { id, moved: [] });
+  refuseApplied(record);
   return record;
 }
 
-/** plan.stale (and the plan marked so) when a file the plan names is not as it was when the plan was made. */
+function refuseApplied(record: PlanRecord): void {
+  if (record.state === "applied") throw new ApiError("plan.stale", `plan ${record.id} was already applied at ${record.applied_at}`, { id: record.id, moved: [] });
+}
+
+/**
+ * plan.stale (and the plan marked so) when a file the plan names is not as it was when the plan was made.
+ * Its files moved because another apply of the same plan committed it meanwhile: refused as already applied, and it stays so.
+ */
 function refuseMoved(services: Dispatcher, record: PlanRecord, files: Readonly<Record<string, string>>): void {
   const moved = movedFiles(record.base_files, files, Object.keys(record.base_files));
   if (moved.length === 0) return;
+  refuseApplied(services.plans.get(record.id) ?? notFound(record.id));
   services.plans.mark(record.id, "stale", `moved: ${moved.join(", ")}`);
   throw new ApiError("plan.stale", `plan ${record.id} is stale; these files changed since it was made: ${moved.join(", ")}`, { id: record.id, moved });
 }

@@ -83,6 +83,28 @@ describe("plans over REST", () => {
     expect(readFileSync(join(s.config, "slots/utility.toml"), "utf8")).toBe(utility);
   });
 
+  it("two applies of one plan at once (each with If-Match): one commits it, the other is refused as already applied, and the plan stays applied", async () => {
+    const made = await s.call("POST", "/api/plans", { body: ctxEdit(20480) });
+    const apply = () => s.call("POST", `/api/plans/${made.body.id}/apply`, { headers: { "if-match": made.body.revision } });
+    const box = s.hal0.box;
+    const propose = box.propose.bind(box);
+    let first: Awaited<ReturnType<typeof apply>> | undefined;
+    // The other apply runs whole between this one reading the saved plan and this one planning from the tree.
+    box.propose = async (...args: Parameters<typeof propose>) => {
+      box.propose = propose;
+      first = await apply();
+      return propose(...args);
+    };
+    const second = await apply();
+    expect(first!.status, JSON.stringify(first!.body)).toBe(200);
+    expect(second.status).toBe(409);
+    expect(second.body.error.code).toBe("plan.stale");
+    expect(second.body.error.message).toMatch(/was already applied at/);
+    const record = (await s.call("GET", `/api/plans/${made.body.id}`)).body;
+    expect(record).toMatchObject({ state: "applied", stale_reason: null });
+    expect(record.applied_at).toEqual(expect.any(String));
+  });
+
   it("answers unknown plans, bad JSON and unknown routes with the error envelope", async () => {
     expect((await s.call("GET", "/api/plans/pln_nope")).body.error.code).toBe("plan.not_found");
     const bad = await s.call("POST", "/api/plans", { body: "{nope" });
