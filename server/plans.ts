@@ -76,6 +76,23 @@ export class PlanStore {
   }
 
   /**
+   * Records that `record` was applied (committed). A plan its proposer's
+   * newer plans dropped while it was being applied (UNAPPLIED_PLANS_PER_CALLER)
+   * is saved again, as applied: applied plans are the history of commits.
+   */
+  markApplied(record: PlanRecord): void {
+    const at = new Date(this.now()).toISOString();
+    this.db.transaction(() => {
+      this.mark(record.id, "applied");
+      if (this.get(record.id) !== undefined) return;
+      this.db.prepare(`INSERT INTO plans (id, created_at, actor, actor_kind, summary, changes, base_revision, base_files, plan, diagnostics, valid, state, applied_at, stale_reason)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'applied', ?, NULL)`)
+        .run(record.id, record.created_at, record.actor, record.actor_kind, record.summary, JSON.stringify(record.changes), record.base_revision,
+          JSON.stringify(record.base_files), JSON.stringify(record.plan), JSON.stringify(record.diagnostics), record.valid ? 1 : 0, at);
+    })();
+  }
+
+  /**
    * Records an apply, or that the plan is stale. An applied plan stays
    * applied: an apply that lost a race with another of the same plan (which
    * committed it, so its files moved) marks nothing.

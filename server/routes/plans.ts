@@ -78,7 +78,7 @@ export const planRoutes = [
         // Judged on the very tree the change is planned from, not one read before it: a hand edit landing between two
         // reads, to a file the plan names but leaves as it was, would otherwise commit a change the plan never showed.
         stillHolds: (proposal) => refuseMoved(services, record, proposal.snapshot.files),
-        after: async () => services.plans.mark(params.id, "applied"),
+        after: async () => services.plans.markApplied(record),
         reply: (o) => ({ id: params.id, applied: o.committed, revision: o.revision, files: o.files, plan: o.plan }),
       };
     },

@@ -149,6 +149,32 @@ describe("plans over REST", () => {
     expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toMatch(/ctx_size = 20480/);
   }, 60_000);
 
+  it("a plan being applied when its proposer's 51st plan drops its oldest is kept, as applied: the commit it made stays in the history", async () => {
+    const propose = async (body: unknown) => {
+      const made = await s.call("POST", "/api/plans", { body, as: "agent:ruth" });
+      expect(made.status, JSON.stringify(made.body)).toBe(201);
+      return made.body.id as string;
+    };
+    const oldest = await propose(ctxEdit(20480));
+    for (let i = 0; i < 49; i++) await propose(ctxEdit(4096 + i));
+    const box = s.hal0.box;
+    const plan = box.propose.bind(box);
+    // The agent proposes once more while the operator's apply of its oldest plan is planning.
+    box.propose = async (...args: Parameters<typeof plan>) => {
+      box.propose = plan;
+      await propose(ctxEdit(8192));
+      return plan(...args);
+    };
+    const applied = await s.call("POST", `/api/plans/${oldest}/apply`);
+    expect(applied.status, JSON.stringify(applied.body)).toBe(200);
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toMatch(/ctx_size = 20480/);
+    const record = await s.call("GET", `/api/plans/${oldest}`);
+    expect(record.status, JSON.stringify(record.body)).toBe(200);
+    expect(record.body).toMatchObject({ id: oldest, actor: "ruth", actor_kind: "agent", state: "applied", changes: ctxEdit(20480) });
+    // Applying it again is refused as applied, not as unknown.
+    expect((await s.call("POST", `/api/plans/${oldest}/apply`)).body.error.message).toMatch(/already applied/);
+  }, 60_000);
+
   it("refuses a Host outside the allowlist with 421", async () => {
     const res = await s.call("GET", "/api/plans", { headers: { host: "evil.example" } });
     expect(res.status).toBe(421);
