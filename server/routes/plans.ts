@@ -2,7 +2,7 @@ import { z } from "zod";
 import { movedFiles, type ChangeSet } from "../../compiler/changeset.js";
 import { ResourceId } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
-import { defineRoute } from "../route.js";
+import { defineRoute, type Caller } from "../route.js";
 import type { Dispatcher } from "../dispatch.js";
 import { planReadBy, type PlanRecord } from "../plans.js";
 import { queryInt } from "../query.js";
@@ -71,8 +71,8 @@ export const planRoutes = [
     // through its route does. Refused when a file it edits moved since it was made (plan.stale).
     method: "POST", path: "/api/plans/{id}/apply", kind: "write", params: Id, tools: ["plan_submit"],
     summary: "Commit a saved plan's change set; refused when a file it edits moved since (plan.stale)",
-    handle: ({ params, services }) => {
-      const record = checkApplicable(services, params.id);
+    handle: ({ params, services, caller }) => {
+      const record = checkApplicable(services, params.id, caller);
       return {
         changes: record.changes,
         // Judged on the very tree the change is planned from, not one read before it: a hand edit landing between two
@@ -85,10 +85,13 @@ export const planRoutes = [
   }),
 ];
 
-/** A saved plan that can still apply: it exists, is valid and was not applied (that no file it names moved: refuseMoved). */
-function checkApplicable(services: Dispatcher, id: string): PlanRecord {
+/**
+ * A saved plan that can still apply: it exists, is valid and was not applied (that no file it names moved: refuseMoved).
+ * An invalid plan's refusal carries its diagnostics as `caller` reads the plan (their words masked but for an operator and its proposer).
+ */
+function checkApplicable(services: Dispatcher, id: string, caller: Pick<Caller, "kind" | "agent">): PlanRecord {
   const record = services.plans.get(id) ?? notFound(id);
-  if (!record.valid) throw new ApiError("config.invalid", `plan ${id} was made from an invalid change set and cannot be applied`, { diagnostics: record.diagnostics });
+  if (!record.valid) throw new ApiError("config.invalid", `plan ${id} was made from an invalid change set and cannot be applied`, { diagnostics: planReadBy(record, caller).diagnostics });
   refuseApplied(record);
   return record;
 }

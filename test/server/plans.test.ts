@@ -2,6 +2,7 @@ import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./harness.js";
+import { adminClient, callTool } from "./mcp-helpers.js";
 
 let s: TestServer;
 beforeEach(async () => {
@@ -38,6 +39,31 @@ describe("plans over REST", () => {
     const applied = await s.call("POST", `/api/plans/${made.body.id}/apply`);
     expect(applied.status).toBe(422);
     expect(applied.body.error.code).toBe("config.invalid");
+  });
+
+  it("refuses an invalid plan's apply with its diagnostics as the caller reads the plan: another agent gets their words masked, as plan_show masks them", async () => {
+    const made = await s.call("POST", "/api/plans", { as: "agent:alice", body: { edits: [{ file: "slots/utility.toml", op: "set", path: ["profile"], value: "alices-unshared-words" }] } });
+    expect(made.body.valid).toBe(false);
+    expect(JSON.stringify((await s.call("GET", `/api/plans/${made.body.id}`, { as: "agent:bob" })).body)).not.toContain("alices-unshared-words");
+    const bobs = await s.call("POST", `/api/plans/${made.body.id}/apply`, { as: "agent:bob" });
+    expect(bobs.status).toBe(422);
+    expect(bobs.body.error.code).toBe("config.invalid");
+    expect(bobs.body.error.details.diagnostics[0]).toMatchObject({ code: "slot.unknown_profile", file: "slots/utility.toml", path: ["profile"], summary: "[redacted]" });
+    expect(JSON.stringify(bobs.body)).not.toContain("alices-unshared-words");
+    const bob = await adminClient(s.url, "bob");
+    try {
+      const submitted = await callTool(bob, "plan_submit", { id: made.body.id });
+      expect(submitted.isError).toBe(true);
+      expect(submitted.body.error.code).toBe("config.invalid");
+      expect(JSON.stringify(submitted.body)).not.toContain("alices-unshared-words");
+    } finally {
+      await bob.close();
+    }
+    // Its proposer and an operator read them whole.
+    for (const as of ["agent:alice", "operator"]) {
+      const whole = await s.call("POST", `/api/plans/${made.body.id}/apply`, { as });
+      expect(whole.body.error.details.diagnostics[0].summary, as).toContain("alices-unshared-words");
+    }
   });
 
   it("refuses a plan whose file moved since, naming the file", async () => {
