@@ -79,7 +79,8 @@ export const planRoutes = [
         // reads, to a file the plan names but leaves as it was, would otherwise commit a change the plan never showed.
         stillHolds: (proposal) => refuseMoved(services, record, proposal.snapshot.files),
         after: async () => services.plans.markApplied(record),
-        reply: (o) => ({ id: params.id, applied: o.committed, revision: o.revision, files: o.files, plan: o.plan }),
+        // Applied as the plan now reads, also when the tree already held its change (files empty: nothing was written).
+        reply: (o) => ({ id: params.id, applied: true, revision: o.revision, files: o.files, plan: o.plan }),
       };
     },
   }),

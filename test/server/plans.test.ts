@@ -31,6 +31,18 @@ describe("plans over REST", () => {
     expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toMatch(/ctx_size = 20480/);
   });
 
+  it("applies a plan whose change the tree already holds: applied, no file written, and then refused as applied", async () => {
+    const before = readFileSync(join(s.config, "slots/chat.toml"), "utf8");
+    const made = await s.call("POST", "/api/plans", { body: ctxEdit(40960) }); // chat's ctx_size already
+    expect(made.body.files).toEqual([]);
+    const applied = await s.call("POST", `/api/plans/${made.body.id}/apply`);
+    expect(applied.status).toBe(200);
+    expect(applied.body).toMatchObject({ id: made.body.id, applied: true, files: [] });
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toBe(before);
+    expect((await s.call("GET", `/api/plans/${made.body.id}`)).body.state).toBe("applied");
+    expect((await s.call("POST", `/api/plans/${made.body.id}/apply`)).body.error.message).toMatch(/already applied/);
+  });
+
   it("returns diagnostics for a change set that would break the tree, and writes nothing", async () => {
     const made = await s.call("POST", "/api/plans", { body: ctxEdit("huge") });
     expect(made.status).toBe(201);
