@@ -203,9 +203,10 @@ export const MIGRATIONS: readonly string[] = [
  */
 export function openMemoryDb(stateDir: string): Db {
   const db = openSqlite(stateDir, "memory.db", MIGRATIONS);
-  const { version } = db.prepare("SELECT version FROM norm_rule").get() as { version: number };
-  if (version < NORM_RULE) {
+  const rule = db.prepare("SELECT version FROM norm_rule").pluck();
+  if ((rule.get() as number) < NORM_RULE) {
     db.transaction(() => {
+      if ((rule.get() as number) >= NORM_RULE) return; // another process opening it at once did it first
       const { n } = db.prepare("SELECT n FROM bank_version").get() as { n: number };
       const update = db.prepare("UPDATE units SET norm = ? WHERE seq = ?");
       for (const row of db.prepare("SELECT seq, text, norm FROM units").all() as Array<{ seq: number; text: string; norm: string }>) {

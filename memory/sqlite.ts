@@ -22,7 +22,7 @@ function driver(): typeof Database {
 /**
  * Opens (creating it) `<stateDir>/<file>` in WAL mode (several processes may
  * read and write it: `hal0 serve`, `hal0 agent approvals`) and applies the
- * migrations it has not seen, each in its own transaction.
+ * migrations it has not seen, each once, in its own transaction (setUp).
  */
 export function openSqlite(stateDir: string, file: string, migrations: readonly string[]): Db {
   mkdirSync(stateDir, { recursive: true });
@@ -75,16 +75,30 @@ export function sqliteCode(err: unknown): string | undefined {
   return err instanceof Error && typeof code === "string" && code.startsWith("SQLITE_") ? code : undefined;
 }
 
+/**
+ * Sets the connection up and applies the migrations `db` has not seen. The
+ * wait for another process's lock (busy_timeout) comes first, since turning
+ * a new file to WAL takes one. Each migration runs in a transaction that
+ * takes the write lock before it reads `user_version` (BEGIN IMMEDIATE): two
+ * processes opening an older file at once (`hal0 serve` and `hal0 agent
+ * approvals`) apply it once, the second finding it done, where both reading
+ * the version first made the second run it again (`duplicate column name`)
+ * or be refused at its first write (SQLITE_BUSY). A file that is up to date
+ * takes no write lock (a read-only one still opens).
+ */
 function setUp(db: Db, migrations: readonly string[]): void {
+  db.pragma("busy_timeout = 5000");
   db.pragma("journal_mode = WAL");
   db.pragma("synchronous = NORMAL");
-  db.pragma("busy_timeout = 5000");
   db.pragma("foreign_keys = ON");
-  const version = db.pragma("user_version", { simple: true }) as number;
-  for (let i = version; i < migrations.length; i++) {
-    db.transaction(() => {
-      db.exec(migrations[i]!);
-      db.pragma(`user_version = ${i + 1}`);
-    })();
-  }
+  const version = () => db.pragma("user_version", { simple: true }) as number;
+  if (version() >= migrations.length) return;
+  const step = db.transaction((): boolean => {
+    const at = version();
+    if (at >= migrations.length) return false;
+    db.exec(migrations[at]!);
+    db.pragma(`user_version = ${at + 1}`);
+    return true;
+  });
+  while (step.immediate());
 }

@@ -397,6 +397,56 @@ describe("another process writing the database", () => {
   });
 });
 
+describe("two processes opening an older memory.db at once", () => {
+  it("both open it and its migration runs once: the second finds it done, not half-applied again or refused", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-memory-"));
+    dirs.push(dir);
+    const old = openSqlite(dir, "memory.db", MIGRATIONS.slice(0, 3));
+    const insert = old.prepare(`INSERT INTO units (id, dataset, text, norm, context, fact_type, source, tags, metadata, entities, state, created_at, updated_at)
+      VALUES (?, 'shared', ?, ?, NULL, 'world', 'alice', '[]', '{}', '[]', 'active', '2025-01-01T00:00:00.000Z', '2025-01-01T00:00:00.000Z')`);
+    old.transaction(() => {
+      for (let i = 0; i < 200; i++) insert.run(`mem_${String(i).padStart(16, "0")}`, `Fact ${i} about the deploy key.`, normalise(`Fact ${i} about the deploy key.`));
+    })();
+    old.close();
+    // A third connection holds the write lock while both start, so both read the old version before either migrates.
+    const holder = new Database(join(dir, "memory.db"));
+    holder.exec("BEGIN IMMEDIATE");
+    holder.prepare("UPDATE bank_version SET n = n").run();
+    const repo = join(import.meta.dirname, "../..");
+    const children = [0, 1].map(() => {
+      const child = spawn(join(repo, "node_modules/.bin/vite-node"), [join(repo, "test/memory/open-engine.ts"), dir], { cwd: repo, stdio: ["pipe", "pipe", "inherit"] });
+      let out = "";
+      child.stdout.on("data", (c: Buffer) => (out += c.toString()));
+      const exited = new Promise<void>((resolve) => child.on("exit", () => resolve()));
+      return { child, out: () => out, exited };
+    });
+    try {
+      const deadline = Date.now() + 60_000;
+      while (!children.every((c) => c.out().includes("ready\n"))) {
+        if (Date.now() > deadline) throw new Error(`the openers did not start: ${children.map((c) => c.out()).join(" | ")}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      for (const c of children) c.child.stdin.end("go\n");
+      await new Promise((r) => setTimeout(r, 500));
+      holder.exec("COMMIT");
+      holder.close();
+      await Promise.all(children.map((c) => c.exited));
+    } finally {
+      if (holder.open) holder.close();
+      for (const c of children) c.child.kill();
+    }
+    expect(children.map((c) => c.out().replace("ready\n", "").trim())).toEqual(["opened", "opened"]);
+    const raw = new Database(join(dir, "memory.db"));
+    try {
+      expect(raw.pragma("user_version", { simple: true })).toBe(MIGRATIONS.length);
+      expect(raw.prepare("SELECT name, facts FROM datasets").all()).toEqual([{ name: "shared", facts: 200 }]);
+      expect(() => raw.prepare("INSERT INTO units_fts(units_fts, rank) VALUES ('integrity-check', 1)").run()).not.toThrow();
+    } finally {
+      raw.close();
+    }
+  }, 90_000);
+});
+
 describe("a database damaged while in use", () => {
   it("is system.io naming memory.db, not an internal error", async () => {
     const { e, dir } = open();
