@@ -1,5 +1,5 @@
 import { normalise, NORM_RULE } from "./extract.js";
-import { openSqlite, type Db } from "./sqlite.js";
+import { openSqlite, unopenable, type Db } from "./sqlite.js";
 
 /**
  * The embedded memory engine's schema migrations, applied in order once each
@@ -199,10 +199,22 @@ export const MIGRATIONS: readonly string[] = [
  * Opens (creating it) `<stateDir>/memory.db` in WAL mode and brings its
  * schema up to date, and its units' normal forms: ones computed by an older
  * normalise rule are recomputed in one transaction (bank_version is put
- * back: no fact changed).
+ * back: no fact changed). A file it cannot write (read-only) is refused
+ * here, as system.io naming it (sqlite.ts unopenable), as is one that fails
+ * the engine's first write (EmbeddedEngine's constructor).
  */
 export function openMemoryDb(stateDir: string): Db {
   const db = openSqlite(stateDir, "memory.db", MIGRATIONS);
+  try {
+    renormalise(db);
+  } catch (err) {
+    db.close();
+    throw unopenable(db.name, err);
+  }
+  return db;
+}
+
+function renormalise(db: Db): void {
   const rule = db.prepare("SELECT version FROM norm_rule").pluck();
   if ((rule.get() as number) < NORM_RULE) {
     db.transaction(() => {
@@ -217,5 +229,4 @@ export function openMemoryDb(stateDir: string): Db {
       db.prepare("UPDATE norm_rule SET version = ?").run(NORM_RULE);
     }).immediate(); // it reads before it writes: the write lock first, as Store.tx takes it
   }
-  return db;
 }

@@ -27,7 +27,7 @@ import type {
   TagCount,
 } from "./engine.js";
 import { openMemoryDb } from "./embedded-db.js";
-import { damagedInUse, sqliteCode } from "./sqlite.js";
+import { damagedInUse, sqliteCode, unopenable } from "./sqlite.js";
 import { addFact, curateUnit, deletableIds, deleteIds, mergeDuplicates, runRetain, unitHistory, upsertDocument, type RetainPayload } from "./embedded-facts.js";
 import * as models from "./embedded-models.js";
 import { OperationQueue } from "./embedded-ops.js";
@@ -81,18 +81,25 @@ export class EmbeddedEngine implements MemoryEngine {
   private closed = false;
 
   constructor(options: EmbeddedEngineOptions) {
-    this.store = new Store(openMemoryDb(options.stateDir), options.now ?? Date.now);
+    const db = openMemoryDb(options.stateDir);
+    this.store = new Store(db, options.now ?? Date.now);
     this.bank = options.bank ?? "hal0";
     const store = this.store;
-    this.ops = new OperationQueue(store, {
-      retain: (target, payload) => runRetain(store, target!, payload as RetainPayload),
-      refresh: (target) => models.refreshModel(store, target!),
-      consolidate: (_target, payload) => {
-        const refreshed = models.modelsRefreshedByConsolidation(store);
-        for (const id of refreshed) models.refreshModel(store, id);
-        return { deduplicated: (payload as { deduplicated: number }).deduplicated, refreshed };
-      },
-    });
+    try {
+      // Its first write (operations a stopped process left processing go back to pending): a read-only memory.db is refused here.
+      this.ops = new OperationQueue(store, {
+        retain: (target, payload) => runRetain(store, target!, payload as RetainPayload),
+        refresh: (target) => models.refreshModel(store, target!),
+        consolidate: (_target, payload) => {
+          const refreshed = models.modelsRefreshedByConsolidation(store);
+          for (const id of refreshed) models.refreshModel(store, id);
+          return { deduplicated: (payload as { deduplicated: number }).deduplicated, refreshed };
+        },
+      });
+    } catch (err) {
+      db.close();
+      throw unopenable(db.name, err);
+    }
   }
 
   /**

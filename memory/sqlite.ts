@@ -43,13 +43,16 @@ export function openSqlite(stateDir: string, file: string, migrations: readonly 
  * A database SQLite cannot open (a read-only folder, a folder or another
  * file where it should be, a damaged file), or finds damaged in use, is
  * `system.io` naming the file and SQLite's reason, as any file the system
- * refuses: never an internal error with a stack.
+ * refuses: never an internal error with a stack. A read-only file opens (its
+ * reads work) and is refused at its first write: an opener that writes as it
+ * opens (embedded-db.ts) refuses it with `unopenable` too.
  */
 class DatabaseUnavailableError extends Error {
   readonly code = "system.io";
 }
 
-function unopenable(path: string, err: unknown): unknown {
+/** `err`, thrown while opening `path`, as `system.io` naming the file when SQLite threw it; any other error as it is. */
+export function unopenable(path: string, err: unknown): unknown {
   const code = sqliteCode(err);
   if (code === undefined) return err;
   const reason = code.startsWith("SQLITE_NOTADB") ? "it is not a SQLite database" : code.startsWith("SQLITE_READONLY") ? "it is read-only" : (err as Error).message;

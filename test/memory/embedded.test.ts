@@ -1,6 +1,6 @@
 import Database from "better-sqlite3";
 import { spawn } from "node:child_process";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -445,6 +445,26 @@ describe("two processes opening an older memory.db at once", () => {
       raw.close();
     }
   }, 90_000);
+});
+
+describe("a memory.db hal0 may not write", () => {
+  it("is refused when the engine opens as system.io naming the file and that it is read-only, not as an internal error", async () => {
+    const { e, dir } = open();
+    await e.add(fact("Alice owns the box."));
+    await e.close();
+    const file = join(dir, "memory.db");
+    chmodSync(file, 0o444); // its folder stays writable: SQLite opens the file read-only, and only a write fails
+    chmodSync(dir, 0o777);
+    // As root (here, as in CI) a mode refuses nothing: the opener runs as nobody.
+    const asNobody = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
+    const repo = join(import.meta.dirname, "../..");
+    const child = spawn(join(repo, "node_modules/.bin/vite-node"), [join(repo, "test/memory/open-engine.ts"), dir], { cwd: repo, stdio: ["pipe", "pipe", "inherit"], env: { ...process.env, HOME: dir }, ...asNobody });
+    let out = "";
+    child.stdout.on("data", (c: Buffer) => (out += c.toString()));
+    child.stdin.end("go\n");
+    await new Promise((resolve) => child.on("exit", resolve));
+    expect(out.replace("ready\n", "").trim()).toBe(`failed system.io could not open the database ${file}: it is read-only (SQLITE_READONLY)`);
+  }, 60_000);
 });
 
 describe("a database damaged while in use", () => {
