@@ -51,6 +51,19 @@ class DatabaseUnavailableError extends Error {
   readonly code = "system.io";
 }
 
+/**
+ * A database a newer hal0 migrated (its user_version past the migrations
+ * this one knows; an upgrade rolled back): refused before anything reads or
+ * writes it, since this hal0 would write rows the newer schema's rules do
+ * not expect, and the newer hal0 would not migrate them again.
+ */
+class NewerSchemaError extends Error {
+  readonly code = "state.newer_schema";
+  constructor(path: string, found: number, known: number) {
+    super(`the database ${path} was written by a newer hal0 (its schema version is ${found}; this hal0 knows ${known}): run that hal0 again, or restore a backup taken before the upgrade`);
+  }
+}
+
 /** `err`, thrown while opening `path`, as `system.io` naming the file when SQLite threw it; any other error as it is. */
 export function unopenable(path: string, err: unknown): unknown {
   const code = sqliteCode(err);
@@ -87,7 +100,8 @@ export function sqliteCode(err: unknown): string | undefined {
  * approvals`) apply it once, the second finding it done, where both reading
  * the version first made the second run it again (`duplicate column name`)
  * or be refused at its first write (SQLITE_BUSY). A file that is up to date
- * takes no write lock (a read-only one still opens).
+ * takes no write lock (a read-only one still opens); one a newer hal0
+ * migrated is refused (state.newer_schema), touched by no migration.
  */
 function setUp(db: Db, migrations: readonly string[]): void {
   db.pragma("busy_timeout = 5000");
@@ -95,7 +109,9 @@ function setUp(db: Db, migrations: readonly string[]): void {
   db.pragma("synchronous = NORMAL");
   db.pragma("foreign_keys = ON");
   const version = () => db.pragma("user_version", { simple: true }) as number;
-  if (version() >= migrations.length) return;
+  const at = version();
+  if (at > migrations.length) throw new NewerSchemaError(db.name, at, migrations.length);
+  if (at === migrations.length) return;
   const step = db.transaction((): boolean => {
     const at = version();
     if (at >= migrations.length) return false;

@@ -447,6 +447,28 @@ describe("two processes opening an older memory.db at once", () => {
   }, 90_000);
 });
 
+describe("a memory.db a newer hal0 migrated", () => {
+  it("is refused as state.newer_schema naming the file and both versions, and left as it was", async () => {
+    const { e, dir } = open();
+    await e.add(fact("Alice owns the box."));
+    await e.close();
+    const file = join(dir, "memory.db");
+    const raw = new Database(file);
+    raw.pragma(`user_version = ${MIGRATIONS.length + 1}`);
+    raw.close();
+    const before = readFileSync(file);
+    let err: unknown;
+    try {
+      new EmbeddedEngine({ stateDir: dir });
+    } catch (thrown) {
+      err = thrown;
+    }
+    expect(err).toMatchObject({ code: "state.newer_schema" });
+    expect((err as Error).message).toBe(`the database ${file} was written by a newer hal0 (its schema version is ${MIGRATIONS.length + 1}; this hal0 knows ${MIGRATIONS.length}): run that hal0 again, or restore a backup taken before the upgrade`);
+    expect(readFileSync(file).equals(before)).toBe(true);
+  });
+});
+
 describe("a memory.db hal0 may not write", () => {
   it("is refused when the engine opens as system.io naming the file and that it is read-only, not as an internal error", async () => {
     const { e, dir } = open();
