@@ -17,6 +17,12 @@ export interface HindsightEngineOptions extends HindsightHttpOptions {
 
 /** Units per page when hal0 walks Hindsight's memory list. */
 const LIST_PAGE = 200;
+/**
+ * How often one memory_list page follows a changed count (units arriving
+ * while it pages) before it gives up: a count that changes on every request
+ * would otherwise be asked for again for ever.
+ */
+const MAX_RECOUNTS = 8;
 /** Token budget of the recall behind memory_search (its limit is a count, not a budget). */
 const SEARCH_BUDGET = 4096;
 /** Fact types Hindsight's recall accepts; hal0's `opinion` has no Hindsight counterpart. */
@@ -61,17 +67,26 @@ export class HindsightEngine implements MemoryEngine {
     this.now = options.now ?? Date.now;
   }
 
-  /** The scope's datasets; without a list, every `dataset:` tag in the bank the scope may see. */
+  /**
+   * The scope's datasets; without a list, every `dataset:` tag in the bank
+   * the scope may see. A page holding only tags already sent is
+   * memory.engine_error (repeatedPage), not asked past for ever.
+   */
   private async datasetsOf(scope: Scope): Promise<readonly string[]> {
     if (scope.datasets) return scope.datasets;
     const found: string[] = [];
-    for (let offset = 0; ; offset += LIST_PAGE) {
-      const page = map.recs((await this.http.object("GET", "/tags", "tag list", { query: { q: `${map.DATASET_TAG}*`, limit: LIST_PAGE, offset } })).items, "tag list");
-      for (const item of page) {
-        const tag = String(item.tag);
+    const seen = new Set<string>();
+    for (let offset = 0; ; ) {
+      const reply = await this.http.object("GET", "/tags", "tag list", { query: { q: `${map.DATASET_TAG}*`, limit: LIST_PAGE, offset } });
+      const page = map.recs(reply.items, "tag list");
+      const tags = page.map((item) => String(item.tag));
+      if (page.length > 0 && tags.every((tag) => seen.has(tag))) throw repeatedPage("tag list", offset);
+      for (const tag of tags) {
+        seen.add(tag);
         if (tag.startsWith(map.DATASET_TAG) && map.visible(tag.slice(map.DATASET_TAG.length), scope)) found.push(tag.slice(map.DATASET_TAG.length));
       }
-      if (page.length < LIST_PAGE) return [...new Set(found)].sort();
+      offset += page.length;
+      if (page.length < LIST_PAGE || (typeof reply.total === "number" && offset >= reply.total)) return [...new Set(found)].sort();
     }
   }
 
@@ -87,13 +102,18 @@ export class HindsightEngine implements MemoryEngine {
   /**
    * Every unit of `scope` in one curation state, newest first (Hindsight's
    * order), with its Hindsight record; bank-wide reads (tags, stats) count these.
+   * A page holding only units already sent is memory.engine_error
+   * (repeatedPage): a server that ignores `offset` is not walked for ever.
    */
   private async *walk(scope: Scope, state: "valid" | "invalidated"): AsyncGenerator<{ raw: Record<string, unknown>; unit: MemoryUnit }> {
     const tags = scope.datasets?.map(map.datasetTag);
+    const seen = new Set<unknown>();
     for (let offset = 0; ; ) {
       const reply = await this.http.object("GET", "/memories/list", "memory list", { query: { state, tags, tags_match: tags && "any_strict", limit: LIST_PAGE, offset } });
       const items = map.recs(reply.items, "memory list");
+      if (items.length > 0 && items.every((raw) => typeof raw.id !== "string" || seen.has(raw.id))) throw repeatedPage("memory list", offset);
       for (const raw of items) {
+        seen.add(raw.id);
         const unit = map.unitOf(raw);
         if (unit && map.visible(unit.dataset, scope)) yield { raw, unit };
       }
@@ -142,7 +162,8 @@ export class HindsightEngine implements MemoryEngine {
    * which new units do not shift. Pages are filled from as many Hindsight
    * pages as the scope filter needs. A Hindsight page holding fewer units
    * than its count says it has (its count and its pages disagree) is
-   * memory.engine_error, not asked for again.
+   * memory.engine_error, not asked for again, as is a count that changed
+   * on more than MAX_RECOUNTS pages of one call.
    */
   async list(input: ListInput): Promise<Page<MemoryUnit>> {
     const tags = input.scope.datasets?.map(map.datasetTag);
@@ -150,10 +171,14 @@ export class HindsightEngine implements MemoryEngine {
     let consumed = map.decodeCursor(input.cursor);
     let total = map.num((await this.http.object("GET", "/memories/list", "memory list", { query: { ...query, limit: 1, offset: 0 } })).total);
     const items: MemoryUnit[] = [];
+    let recounts = 0;
     while (items.length < input.limit && consumed < total) {
       const n = Math.min(LIST_PAGE, total - consumed);
       const reply = await this.http.object("GET", "/memories/list", "memory list", { query: { ...query, limit: n, offset: total - consumed - n } });
       if (map.num(reply.total) !== total) {
+        if (++recounts > MAX_RECOUNTS) {
+          throw new MemoryError("memory.engine_error", `the memory engine's memory list changed its count of units on each of ${recounts} pages hal0 asked for (last ${total}, then ${map.num(reply.total)}); retry when it settles`, { recounts, total, then: map.num(reply.total) });
+        }
         total = map.num(reply.total);
         continue;
       }
@@ -452,4 +477,13 @@ export class HindsightEngine implements MemoryEngine {
   async close(): Promise<void> {
     this.http.close();
   }
+}
+
+/**
+ * memory.engine_error for a page of a Hindsight list holding nothing the
+ * pages before it did not (a server that ignores `offset` sends its first
+ * page again): asking for the next one would go on for ever.
+ */
+function repeatedPage(what: string, offset: number): MemoryError {
+  return new MemoryError("memory.engine_error", `the memory engine's ${what} answered the page at offset ${offset} with items it had already sent: it does not page by offset`, { list: what, offset });
 }

@@ -293,6 +293,43 @@ describe("search and recall", () => {
   });
 });
 
+describe("pages Hindsight sends that do not page", () => {
+  const tagPage = { items: Array.from({ length: 200 }, (_, i) => ({ tag: `dataset:team-${i}`, count: 1 })), total: 400, limit: 200, offset: 0 };
+  const unitPage = { items: Array.from({ length: 200 }, (_, i) => unit(`${String(i).padStart(8, "0")}-0000-4000-8000-000000000000`, `fact ${i}`, "shared")), total: 1_000_000 };
+
+  it("a tag list that ignores offset (its first page again) is memory.engine_error after two pages, not a request loop", async () => {
+    const s = (await stub()).on("GET", "/tags", { json: tagPage }).on("POST", "/memories/recall", { json: { results: [] } });
+    const err = await failure(engineAt(s.url).search({ query: "x", limit: 10, scope: { owner: "alice" } }));
+    expect([err.code, err.details]).toEqual(["memory.engine_error", { list: "tag list", offset: 200 }]);
+    expect(err.message).toContain("does not page by offset");
+    expect(s.to("GET", "/tags").map((r) => r.query.get("offset"))).toEqual(["0", "200"]);
+    expect(s.to("POST", "/memories/recall")).toEqual([]);
+  });
+
+  it("a memory list that ignores offset is memory.engine_error for the bank-wide reads (stats, tags) after two pages", async () => {
+    const s = (await stub()).on("GET", "/memories/list", { json: unitPage }).on("GET", "/mental-models", { json: { items: [] } }).on("GET", "/directives", { json: { items: [] } }).on("GET", "/operations", { json: { operations: [], total: 0 } });
+    const engine = engineAt(s.url);
+    for (const read of [() => engine.stats(shared), () => engine.tags(shared)]) {
+      const before = s.to("GET", "/memories/list").length;
+      const err = await failure(read());
+      expect([err.code, err.details]).toEqual(["memory.engine_error", { list: "memory list", offset: 200 }]);
+      expect(s.to("GET", "/memories/list").length - before).toBe(2);
+    }
+  });
+
+  it("memory_list against a count that changes on every request is memory.engine_error after a bounded number of recounts", async () => {
+    let total = 300;
+    const s = (await stub()).on("GET", "/memories/list", (req) => {
+      const limit = Number(req.query.get("limit"));
+      return { json: { items: unitPage.items.slice(0, limit), total: total++ } };
+    });
+    const err = await failure(engineAt(s.url).list({ scope: shared, limit: 10 }));
+    expect(err.code).toBe("memory.engine_error");
+    expect(err.details).toMatchObject({ recounts: 9 });
+    expect(s.to("GET", "/memories/list")).toHaveLength(10); // the count, then nine pages each with another count
+  });
+});
+
 describe("list", () => {
   it("pages oldest first across Hindsight's newest-first list, in scope, stable while units arrive", async () => {
     const all = [unit(U(5), "five", "shared"), unit(U(4), "four", "private:bob"), unit(U(3), "three", "shared"), unit(U(2), "two", "shared"), unit(U(1), "one", "shared")];
