@@ -9,7 +9,8 @@ import { newId, notFoundError, scopeSql, type Store, type Visibility } from "./e
  * and its status change commit in one transaction, so it is applied exactly
  * when it completes; work that throws leaves nothing behind and the
  * operation `failed` with the error's message. Operations left pending or
- * processing by a previous process run again when the database is opened.
+ * processing by a previous process run again when the database is opened;
+ * ones another process queues (and did not run) are found within POLL_MS.
  */
 
 /** An operation's work: runs inside its transaction; returns its result, throws to fail it. */
@@ -62,6 +63,12 @@ export function operationScopeSql(scope: Visibility | "all"): { sql: string; par
 
 /** How long the queue waits before trying again when its database refused a write. */
 const RETRY_MS = 5000;
+/**
+ * How often an idle queue looks for operations another process queued on
+ * the same database (`hal0 agent approvals` approving a memory_add with a
+ * document_id closes its engine right after): nothing else would wake it.
+ */
+export const POLL_MS = 2000;
 
 /** The queue one engine runs its operations on; pause()/resume() hold it between two operations. */
 export class OperationQueue {
@@ -70,6 +77,8 @@ export class OperationQueue {
   private scheduled: NodeJS.Immediate | undefined;
   /** The next try after the database refused a turn's writes (a full disk). */
   private retryTimer: NodeJS.Timeout | undefined;
+  /** The next look for operations another process queued, while none is pending here. */
+  private pollTimer: NodeJS.Timeout | undefined;
   private waiters: Array<() => void> = [];
 
   constructor(
@@ -171,6 +180,18 @@ export class OperationQueue {
     this.scheduled = undefined;
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
+    if (this.pollTimer) clearTimeout(this.pollTimer);
+    this.pollTimer = undefined;
+  }
+
+  /** Looks again in POLL_MS for work another process queued (never keeps the process alive). */
+  private poll(): void {
+    if (this.pollTimer || this.paused || this.closed) return;
+    this.pollTimer = setTimeout(() => {
+      this.pollTimer = undefined;
+      this.schedule();
+    }, POLL_MS);
+    this.pollTimer.unref();
   }
 
   private settle(): void {
@@ -179,7 +200,8 @@ export class OperationQueue {
 
   /**
    * Runs the oldest pending operation, then schedules the next turn; settles
-   * idle() waiters when none is left. A database that cannot be written (a
+   * idle() waiters when none is left, and looks again in POLL_MS (another
+   * process may queue one). A database that cannot be written (a
    * full disk) leaves the operation pending and is tried again in
    * RETRY_MS, never thrown out of the timer (that would end the process).
    */
@@ -188,7 +210,10 @@ export class OperationQueue {
     if (this.paused || this.closed) return;
     try {
       const next = this.store.q("SELECT * FROM operations WHERE status = 'pending' ORDER BY seq LIMIT 1").get() as OperationRow | undefined;
-      if (!next) return this.settle();
+      if (!next) {
+        this.settle();
+        return this.poll();
+      }
       this.run(next);
     } catch {
       if (this.retryTimer === undefined) {

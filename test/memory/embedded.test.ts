@@ -8,6 +8,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { MemoryError } from "../../memory/errors.js";
 import { EmbeddedEngine, MAX_DOCUMENT_SENTENCES } from "../../memory/embedded.js";
 import { MIGRATIONS } from "../../memory/embedded-db.js";
+import { POLL_MS } from "../../memory/embedded-ops.js";
 import { openSqlite } from "../../memory/sqlite.js";
 import type { AddInput, Scope } from "../../memory/engine.js";
 import { entitiesOf, estimateTokens, ftsExpression, normalise, queryWords, splitSentences } from "../../memory/extract.js";
@@ -394,6 +395,24 @@ describe("another process writing the database", () => {
     expect(err.message).toContain(join(dir, "memory.db"));
     expect(await writer.exited).toBe(0);
     expect((await e.add(fact("Bob runs the coder agent."))).already_known).toBeUndefined();
+  });
+});
+
+describe("an operation another process queued", () => {
+  it("is run by the engine already open on memory.db within POLL_MS, though nothing in its own process woke its queue", async () => {
+    const { e, dir } = open();
+    await e.add(fact("Alice owns the box."));
+    await new Promise((r) => setTimeout(r, 20)); // its queue's first turn, at opening, found nothing
+    // As `hal0 agent approvals approve` does with an approved memory_add of a document: queued, then its engine closed.
+    const other = new EmbeddedEngine({ stateDir: dir });
+    other.pause();
+    const added = await other.add(fact("Bob runs the coder agent. Carol tunes the fans.", { document_id: "notes" }));
+    await other.close();
+    expect(await e.operationGet(added.operation_id!, "all")).toMatchObject({ status: "pending" });
+    const deadline = Date.now() + POLL_MS * 3;
+    while ((await e.operationGet(added.operation_id!, "all")).status === "pending" && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    expect(await e.operationGet(added.operation_id!, "all")).toMatchObject({ status: "completed", result: { facts_extracted: 2 } });
+    expect(texts(await e.search({ query: "fans", limit: 5, scope: shared }))).toEqual(["Carol tunes the fans."]);
   });
 });
 
