@@ -1,3 +1,5 @@
+import { existsSync } from "node:fs";
+import { previewPlan } from "../reconciler/converge.js";
 import { formatPlan } from "../reconciler/format.js";
 import { loopHolder, serveHolder, serveLabel } from "../reconciler/lock.js";
 import { inventoryBox, openBox } from "./box.js";
@@ -10,7 +12,8 @@ export const DOWN_HELP = `hal0 down [--config DIR] [--state DIR]
 
 Stops every slot in the inventory (what hal0 started), and nothing else. On the
 docker runtime that includes a slot's container renamed by hand (it still carries
-this box's labels for the slot). Where a
+this box's labels for the slot). A state folder that is not there (a mistyped
+--state) has nothing to stop: down says so and does not make it. Where a
 hal0 serve or hal0 reconcile runs its reconcile loop on the state folder, down says
 that its next sweep starts the enabled slots again.
 A tree with errors does not stop it: down then says how many errors there are
@@ -27,6 +30,16 @@ export async function runDown(args: string[], io: CliIo): Promise<number> {
     io.stderr.write(`note: ${err.root} has ${errors} error(s) (hal0 validate lists them); down stops the slots in the inventory with the runtime of the settings last applied\n`);
     return inventoryBox(err.root, values, io);
   });
+  // No state folder, no inventory: hal0 started nothing there (a mistyped --state). Planned without the lock, which
+  // would make the folder; only a slot still found there (a docker container labelled for this box) is stopped.
+  if (!existsSync(box.state.dir)) {
+    const { plan } = await previewPlan(box, { destroy: true });
+    if (!plan.has_changes) {
+      io.stdout.write(`${formatPlan(shownPlan(plan))}\n`);
+      io.stderr.write(`note: the state folder ${box.state.dir} does not exist: there is no inventory of slots hal0 started there, and down leaves it missing (is --state the one apply used?)\n`);
+      return EXIT_OK;
+    }
+  }
   const done = await convergeWithProgress(box, io, {
     holder: `hal0 down ${args.join(" ")}`.trim(),
     plan: { destroy: true },

@@ -35,8 +35,9 @@ describe("hal0 status and hal0 down on a tree with errors", () => {
     writeFileSync(join(config, "hal0.toml"), "[slots\n");
     const r = await run("down");
     expect(r.code, r.err).toBe(0);
-    expect(r.err).toBe(`note: ${config} has 1 error(s) (hal0 validate lists them); down stops the slots in the inventory with the runtime of the settings last applied\n`);
+    expect(r.err).toBe(`note: ${config} has 1 error(s) (hal0 validate lists them); down stops the slots in the inventory with the runtime of the settings last applied\nnote: the state folder ${state} does not exist: there is no inventory of slots hal0 started there, and down leaves it missing (is --state the one apply used?)\n`);
     expect(r.out).toContain("No changes");
+    expect(existsSync(state)).toBe(false);
   });
 
   it("status shows, and down stops, every running slot with the applied runtime, whatever the broken settings file now says", async () => {

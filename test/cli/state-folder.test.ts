@@ -41,6 +41,22 @@ describe("the state folder", () => {
     expect(await main(["down", "--config", config, "--state", open], captureIo())).toBe(0);
   });
 
+  it("down on a state folder that is not there (a mistyped --state) stops nothing and leaves it missing, a tree with errors too", async () => {
+    if (!existsSync(config)) await writeFakeBox(config, ["sf"]);
+    const typo = join(base, "typo", "state");
+    const io = captureIo();
+    expect(await main(["down", "--config", config, "--state", typo], io), io.err()).toBe(0);
+    expect(existsSync(join(base, "typo"))).toBe(false);
+    expect(io.out()).toContain("No changes.");
+    expect(io.err()).toContain(`note: the state folder ${typo} does not exist: there is no inventory of slots hal0 started there`);
+    const broken = join(base, "broken-box");
+    await writeFakeBox(broken, ["sf"]);
+    writeFileSync(join(broken, "hal0.toml"), "[slots\n");
+    const invalid = captureIo();
+    expect(await main(["down", "--config", broken, "--state", typo], invalid), invalid.err()).toBe(0);
+    expect(existsSync(join(base, "typo"))).toBe(false);
+  });
+
   it("a shared folder (world-writable, as /tmp) named as the state folder is refused with state.shared and keeps its mode; nothing is written there", async () => {
     const shared = join(base, "shared-tmp");
     mkdirSync(shared);
