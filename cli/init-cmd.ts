@@ -3,6 +3,7 @@ import { dirname, join, resolve } from "node:path";
 import { classifyPath } from "../schema/index.js";
 import { packageRoot } from "../reconciler/package-root.js";
 import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
+import { refuseNonFolder } from "./paths.js";
 
 export const INIT_HELP = `hal0 init DIR
 
@@ -16,7 +17,9 @@ slots run hal0's stand-in runner (hal0-fake-llama-server), so 'hal0 apply' start
 on any machine; point the profiles at a real llama-server to serve models. A .gitignore
 keeps the suggested state folder (DIR/.state: the database and operator.token) out of git.
 Exit status: 0 written (the next steps are printed), 1 DIR is a file or a folder that
-is not empty (init.not_empty; nothing is written), or a write was refused (system.io: a
+is not empty (init.not_empty; nothing is written), DIR cannot be made: it lies below a
+file, or it is (or lies below) a symbolic link to nothing (cli.not_a_folder; nothing is
+made), or a write was refused (system.io: a
 full disk, a folder hal0 may not write; what was written of the box is removed again),
 64 usage error.`;
 
@@ -30,6 +33,8 @@ export async function runInit(args: string[], io: CliIo): Promise<number> {
   if (positionals.length > 1) throw new UsageError(`one folder only, got ${positionals.length}: hal0 init DIR`);
   const dir = resolve(io.cwd, positionals[0]!);
   await refuseUnlessEmpty(dir);
+  // Below a file, or through a symbolic link to nothing: cli.not_a_folder, naming which part (mkdir said only ENOENT or ENOTDIR).
+  refuseNonFolder(dir, "folder");
   const root = packageRoot();
   const source = join(root, "fixtures", "box");
   const schemas = join(root, "schema", "json");

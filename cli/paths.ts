@@ -1,4 +1,4 @@
-import { statSync } from "node:fs";
+import { lstatSync, readlinkSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { compile, ConfigNotFoundError, configNotFoundMessage, loadTree, type Model, type SourceTree } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
@@ -40,9 +40,30 @@ export function statePath(flag: string | undefined, env: Readonly<Record<string,
  * (the command writes nothing).
  */
 export function refuseNonFolder(dir: string, what: string): string {
+  // A symbolic link to nothing (its target moved, or not made yet): making the folder through it failed as "no such file or directory", naming the link.
+  const dangling = danglingLink(dir);
+  if (dangling !== undefined) {
+    const { at, target } = dangling;
+    throw new CliError("cli.not_a_folder", `${what} ${dir} ${at === dir ? "is" : `cannot be made: ${at} is`} a symbolic link to ${target}, which does not exist; make that folder first, or name another`);
+  }
   const nearest = nearestExisting(dir);
   if (nearest === undefined || nearest.info.isDirectory()) return dir;
   throw new CliError("cli.not_a_folder", nearest.at === dir ? `${what} ${dir} is a file, not a folder` : `${what} ${dir} cannot be made: ${nearest.at} is a file, not a folder`);
+}
+
+/** The nearest part of `dir` (itself or a folder above) that is a symbolic link leading nowhere, with where it points; undefined when the nearest part that is there is not one. */
+function danglingLink(dir: string): { readonly at: string; readonly target: string } | undefined {
+  for (let at = dir; ; at = dirname(at)) {
+    let link: ReturnType<typeof lstatSync> | undefined;
+    try {
+      if (statSync(at, { throwIfNoEntry: false }) !== undefined) return undefined;
+      link = lstatSync(at, { throwIfNoEntry: false });
+    } catch {
+      return undefined; // below a file (ENOTDIR: nearestExisting names it), a loop of links (ELOOP: the write names it)
+    }
+    if (link?.isSymbolicLink()) return { at, target: resolve(dirname(at), readlinkSync(at)) };
+    if (dirname(at) === at) return undefined;
+  }
 }
 
 /**

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -109,6 +109,30 @@ describe("hal0 init DIR", () => {
     const file = await hal0("init", join(other, "todo.txt"));
     expect(file.code).toBe(1);
     expect(file.err).toContain("init.not_empty");
+  });
+
+  it("refuses a symbolic link to nothing, or a path below one or below a file, with cli.not_a_folder naming the part (exit 1), and makes nothing; a link to an empty folder is written through", async () => {
+    const link = join(base, "moved");
+    symlinkSync(join(base, "gone", "box"), link);
+    const dangling = await hal0("init", link);
+    expect(dangling.code).toBe(1);
+    expect(dangling.err).toBe(`hal0 init: cli.not_a_folder: folder ${link} is a symbolic link to ${join(base, "gone", "box")}, which does not exist; make that folder first, or name another\n`);
+    const below = await hal0("init", join(link, "inner"));
+    expect(below.code).toBe(1);
+    expect(below.err).toContain(`cli.not_a_folder: folder ${join(link, "inner")} cannot be made: ${link} is a symbolic link to`);
+    expect(existsSync(join(base, "gone"))).toBe(false);
+    writeFileSync(join(base, "plain"), "");
+    const file = await hal0("init", join(base, "plain", "box"));
+    expect(file.code).toBe(1);
+    expect(file.err).toContain(`cli.not_a_folder: folder ${join(base, "plain", "box")} cannot be made: ${join(base, "plain")} is a file, not a folder`);
+    // The same for a state folder so named: said before anything is read or written.
+    const token = await hal0("token", "list", "--state", link);
+    expect(token.code).toBe(1);
+    expect(token.err).toContain(`cli.not_a_folder: state folder ${link} is a symbolic link to`);
+    expect(existsSync(join(base, "gone"))).toBe(false);
+    mkdirSync(join(base, "gone", "box"), { recursive: true });
+    expect((await hal0("init", link)).code).toBe(0);
+    expect(existsSync(join(base, "gone", "box", "hal0.toml"))).toBe(true);
   });
 
   it("writes into a folder that holds only dot entries (git init DIR first); a .gitignore there is kept as it was, with a note", async () => {
