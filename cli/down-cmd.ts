@@ -12,14 +12,16 @@ export const DOWN_HELP = `hal0 down [--config DIR] [--state DIR]
 
 Stops every slot in the inventory (what hal0 started), and nothing else. On the
 docker runtime that includes a slot's container renamed by hand (it still carries
-this box's labels for the slot). A state folder that is not there (a mistyped
+this box's labels for the slot). With nothing to stop it says "Nothing to stop: no
+slot hal0 started runs." (the plan's summary). A state folder that is not there (a mistyped
 --state) has nothing to stop: down says so and does not make it. Where a
 hal0 serve or hal0 reconcile runs its reconcile loop on the state folder, down says
 that its next sweep starts the enabled slots again.
 A tree with errors does not stop it: down then says how many errors there are
 and stops the inventory's slots with the runtime of the settings last applied.
-Exit status: 0 every stop succeeded, 1 one failed or down was refused (apply.locked,
-config.not_found, runtime.unavailable), 64 usage error.`;
+Exit status: 0 every stop succeeded (or nothing to stop), 1 one failed, was interrupted,
+or down was refused (apply.locked, config.not_found, runtime.unavailable, state.corrupt),
+64 usage error.`;
 
 /** `hal0 down`: a plan that deletes every inventory member, executed like any other. */
 export async function runDown(args: string[], io: CliIo): Promise<number> {
@@ -35,7 +37,7 @@ export async function runDown(args: string[], io: CliIo): Promise<number> {
   if (!existsSync(box.state.dir)) {
     const { plan } = await previewPlan(box, { destroy: true });
     if (!plan.has_changes) {
-      io.stdout.write(`${formatPlan(shownPlan(plan))}\n`);
+      io.stdout.write(`${formatPlan(shownPlan(plan), { command: "down" })}\n`);
       io.stderr.write(`note: the state folder ${box.state.dir} does not exist: there is no inventory of slots hal0 started there, and down leaves it missing (is --state the one apply used?)\n`);
       return EXIT_OK;
     }
@@ -44,7 +46,7 @@ export async function runDown(args: string[], io: CliIo): Promise<number> {
     holder: `hal0 down ${args.join(" ")}`.trim(),
     plan: { destroy: true },
     review: (plan) => {
-      io.stdout.write(`${formatPlan(shownPlan(plan))}\n`);
+      io.stdout.write(`${formatPlan(shownPlan(plan), { command: "down" })}\n`);
       return true;
     },
   });

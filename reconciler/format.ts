@@ -24,6 +24,8 @@ const INDENT = "    ";
 export interface FormatOptions {
   /** Show unchanged resources too (`= slot.x (unchanged)`). */
   readonly verbose?: boolean;
+  /** `down`: a plan with nothing to do says there is nothing to stop, not that the box matches the configuration (it is down). */
+  readonly command?: "down";
 }
 
 export function formatPlan(plan: Plan, options: FormatOptions = {}): string {
@@ -36,7 +38,7 @@ export function formatPlan(plan: Plan, options: FormatOptions = {}): string {
   const buckets = formatBuckets(plan.settings);
   if (buckets.length > 0) lines.push("", "Settings to apply:", ...buckets);
   if (lines.length > 0) lines.push("");
-  lines.push(formatSummary(plan));
+  lines.push(formatSummary(plan, options.command));
   return lines.join("\n");
 }
 
@@ -146,7 +148,8 @@ function formatBuckets(b: SettingsBuckets): string[] {
   return rows.filter(([, keys]) => keys.length > 0).map(([label, keys]) => `${INDENT}${label}: ${keys.join(", ")}`);
 }
 
-function formatSummary(plan: Plan): string {
+function formatSummary(plan: Plan, command?: "down"): string {
+  if (!plan.has_changes && command === "down") return plan.warnings.length > 0 ? "Nothing to stop; the warnings above need a person." : "Nothing to stop: no slot hal0 started runs.";
   if (!plan.has_changes) return plan.warnings.length > 0 ? "No changes to apply; the warnings above need a person." : "No changes. The box matches the configuration.";
   const s = plan.summary;
   return `Plan: ${s.create} to create, ${s.update} to update, ${s.replace} to replace, ${s.delete} to delete, ${s.no_op} unchanged.`;

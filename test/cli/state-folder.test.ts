@@ -47,7 +47,7 @@ describe("the state folder", () => {
     const io = captureIo();
     expect(await main(["down", "--config", config, "--state", typo], io), io.err()).toBe(0);
     expect(existsSync(join(base, "typo"))).toBe(false);
-    expect(io.out()).toContain("No changes.");
+    expect(io.out()).toBe("Nothing to stop: no slot hal0 started runs.\n");
     expect(io.err()).toContain(`note: the state folder ${typo} does not exist: there is no inventory of slots hal0 started there`);
     const broken = join(base, "broken-box");
     await writeFakeBox(broken, ["sf"]);

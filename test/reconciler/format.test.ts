@@ -61,6 +61,12 @@ describe("formatPlan", () => {
     expect(formatPlan(plan, { verbose: true })).toBe("= slot.chat (unchanged)\n\nNo changes. The box matches the configuration.");
   });
 
+  it("says a down with nothing to do has nothing to stop: the box is down, it does not match the configuration", () => {
+    const plan = planOf([]);
+    expect(formatPlan(plan, { command: "down" })).toBe("Nothing to stop: no slot hal0 started runs.");
+    expect(formatPlan(planOf([], { warnings: [{ address: "slot.x", code: "slot.unmanaged", message: "m" }] }), { command: "down" })).toMatch(/\n\nNothing to stop; the warnings above need a person\.$/);
+  });
+
   it("prints one block per change with markers and before → after values, JSON-quoted", () => {
     const after = withArgv(["llama-server", "-b", "2", "-a", "1", "--metrics"]);
     const before = withArgv(["llama-server", "-a", "1", "-b", "2"]);
