@@ -1,4 +1,6 @@
+import { existsSync } from "node:fs";
 import { isIP } from "node:net";
+import { join } from "node:path";
 import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { compileTree, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
@@ -17,7 +19,10 @@ operator whose token is in $HAL0_TOKEN. Whoever can read the state folder may ru
                     reverse proxy's: https://hal0.example.com/login?code=…)
   --json            {"url", "expires_at", "operator"} instead of the bare link (a failure:
                     {ok: false, exit_code, diagnostics})
-Exit status: 0 printed, 1 error (auth.invalid_token, config.not_found), 64 usage error
+The state folder must be the serve's: one without a database (hal0.db: no hal0 serve has
+run there, a mistyped --state) is refused (state.not_found) and nothing is made there, as
+no server would take its link; with no hal0 serve running on it, a note says so.
+Exit status: 0 printed, 1 error (auth.invalid_token, config.not_found, state.not_found), 64 usage error
 (a --host that is not a host name or an IP address, a --port outside 1..65535, an
 --origin that [server] public_origins does not list, --origin with --host or --port).`;
 
@@ -36,10 +41,19 @@ export async function runWeb(args: string[], io: CliIo): Promise<number> {
   const portFlag = values.port === undefined ? undefined : /^\d{1,5}$/.test(values.port) ? Number(values.port) : Number.NaN;
   if (portFlag !== undefined && (!Number.isInteger(portFlag) || portFlag < 1 || portFlag > 65535)) throw new UsageError(`--port must be 1..65535, not ${values.port}`);
   const configured = await serverAddress(values, io);
+  // A code lives in the state folder's database, where only the hal0 serve of that folder looks: minted into a new one
+  // (a mistyped --state, the default /var/lib/hal0 beside a serve started with --state) it made a box's state folder
+  // for nothing, and the link, opened at the serve that runs, was refused (401).
+  if (!existsSync(join(state, "hal0.db"))) {
+    throw new CliError("state.not_found", `state folder ${state} has no database (hal0.db): no hal0 serve has run there, so none would take its link; name the serve's state folder with --state (or $HAL0_STATE)`);
+  }
   const origin = values.origin === undefined ? undefined : publicOrigin(values.origin, configured.publicOrigins);
   // A hal0 serve running on this state folder says where it listens (its --host / --port, a port 0 it was given).
   const running = values.host === undefined && portFlag === undefined ? await runningAddress(state) : undefined;
   const server = running ?? configured;
+  if (values.host === undefined && portFlag === undefined && running === undefined) {
+    io.stderr.write(`note: no hal0 serve runs on the state folder ${state} now: the link works at a hal0 serve started on it (--state ${state}) within 5 minutes; a serve on another state folder refuses it\n`);
+  }
   const host = linkHost(values.host ?? server.host);
   const port = portFlag ?? server.port;
 

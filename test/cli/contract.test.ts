@@ -229,6 +229,26 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     expect((await run(["token", "list", "--json", "--state", served])).out).not.toContain("carol");
   });
 
+  it("hal0 web on a state folder without a database (no serve ran there) is state.not_found and makes nothing; on one whose serve is not running it notes that the link needs one", async () => {
+    const empty = join(dir, "web-no-state");
+    for (const json of [[], ["--json"]]) {
+      const r = await run(["web", ...json, "--config", good, "--state", empty]);
+      expect(r.code, r.err).toBe(1);
+      if (json.length === 0) expect(r.err).toBe(`hal0 web: state.not_found: state folder ${empty} has no database (hal0.db): no hal0 serve has run there, so none would take its link; name the serve's state folder with --state (or $HAL0_STATE)\n`);
+      else expect(JSON.parse(r.out)).toMatchObject({ ok: false, exit_code: 1, diagnostics: [{ code: "state.not_found" }] });
+      expect(r.out).not.toContain("/login?code=");
+      expect(existsSync(empty)).toBe(false);
+    }
+    const served = join(dir, "web-state");
+    expect((await run(["token", "list", "--state", served])).code).toBe(0); // a database, as a serve leaves it
+    const r = await run(["web", "--config", good, "--state", served]);
+    expect(r.code, r.err).toBe(0);
+    expect(r.out).toMatch(/\/login\?code=/);
+    expect(r.err).toContain(`note: no hal0 serve runs on the state folder ${served} now: the link works at a hal0 serve started on it`);
+    // Given the address, the person knows where the serve is: no note.
+    expect((await run(["web", "--config", good, "--state", served, "--port", "8080"])).err).not.toContain("note:");
+  });
+
   it("hal0 token --help names every scope the store takes and gives an operator by default", async () => {
     const help = (await run(["token", "--help"])).out.replace(/\s+/g, " ");
     for (const scope of [...SCOPES, "profile:<name>"]) expect(help).toContain(scope);

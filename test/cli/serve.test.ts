@@ -314,6 +314,7 @@ describe("hal0 serve (a real process)", () => {
     const web = captureIo();
     expect(await main(["web", "--config", config, "--state", state, "--json"], web), web.err()).toBe(0);
     const link = JSON.parse(web.out()).url as string;
+    expect(web.err()).not.toContain("no hal0 serve runs");
     expect(new URL(link).host).toBe(new URL(first.url).host);
     const opened = await fetch(link, { redirect: "manual" });
     expect([opened.status, /^hal0_session_[0-9a-f]{12}=/.test(opened.headers.get("set-cookie") ?? "")]).toEqual([303, true]);
@@ -404,7 +405,9 @@ describe("hal0 serve (a real process)", () => {
         clearTimeout(killer);
         // It tried the configured port (held here), not 8080.
         expect([code, err]).toEqual([1, expect.stringContaining(`server.port_in_use: cannot listen on 127.0.0.1:${port}`)]);
-        // hal0 web's link (no serve running) goes there too.
+        // hal0 web's link (no serve running) goes there too; the serve that failed to start left no state folder, and web needs the serve's database.
+        expect(await main(["web", "--config", config, "--state", state, "--json"], captureIo())).toBe(1);
+        expect(await main(["token", "list", "--state", state], captureIo())).toBe(0);
         const web = captureIo();
         expect(await main(["web", "--config", config, "--state", state, "--json"], web), web.err()).toBe(0);
         expect(new URL(JSON.parse(web.out()).url).port).toBe(String(port));
