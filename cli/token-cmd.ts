@@ -17,6 +17,8 @@ an operator all four, an agent mcp:admin,mcp:memory). Revoking or rotating takes
 at once, in a running 'hal0 serve' too. Rotating a Hermes profile's token
 (hermes__<p>) rewrites <state>/tokens/hermes__<p>; the next sweep writes the
 new one into the profile. Whoever can read the state folder manages tokens.
+revoke takes a token's id (hal0 token list); given a name, it revokes nothing and
+names that name's live tokens' ids (rotate NAME replaces them all).
 With --json a failure is {ok: false, exit_code, diagnostics} on stdout too.
 Exit status: 0 done, 1 refused (auth.token_not_found, auth.name_invalid, …), 64 usage error.`;
 

@@ -210,6 +210,11 @@ export class TokenStore {
         const owned = TOKEN_RE.test(id) ? (this.db.prepare("SELECT id FROM tokens WHERE hash = ?").get(hashSecret(id)) as Pick<Row, "id"> | undefined) : undefined;
         throw new ApiError("auth.token_not_found", `no token has that id: it reads as a token's secret, which is not repeated${owned ? `; it is the secret of ${owned.id}: revoke that id` : ""} (hal0 token list shows the ids)`);
       }
+      // A name given for the id (`hal0 token revoke alice`): its live tokens' ids, to pick from.
+      const named = (this.db.prepare("SELECT id, kind FROM tokens WHERE name = ? AND revoked_at IS NULL ORDER BY created_at").all(id) as Array<Pick<Row, "id" | "kind">>);
+      if (named.length > 0) {
+        throw new ApiError("auth.token_not_found", `no token has the id ${id}: revoke takes a token's id, and ${id} is a name, of ${named.map((r) => `${r.id} (${r.kind})`).join(", ")}; revoke ${named.length > 1 ? "each id" : "that id"}, or rotate the name (hal0 token rotate ${id})`, { id });
+      }
       throw new ApiError("auth.token_not_found", `no token ${id}`, { id });
     }
     if (row.revoked_at === null) {

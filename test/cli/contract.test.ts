@@ -305,6 +305,23 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     expect([r.code, r.err.includes("reads as a token's secret"), r.err.includes("abcdefgh")]).toEqual([1, true, false]);
   });
 
+  it("hal0 token revoke given a name for the id names that name's live token ids and says to revoke them or rotate the name; nothing is revoked", async () => {
+    const state = join(dir, "revoke-name-state");
+    for (let i = 0; i < 2; i++) expect((await run(["token", "create", "--agent", "ci", "--state", state])).code).toBe(0);
+    const ids = JSON.parse((await run(["token", "list", "--json", "--state", state])).out).tokens.filter((t: { name: string }) => t.name === "ci").map((t: { id: string }) => t.id).sort();
+    expect(ids).toHaveLength(2);
+    const r = await run(["token", "revoke", "ci", "--state", state]);
+    expect(r.code).toBe(1);
+    expect(r.err).toContain("auth.token_not_found: no token has the id ci: revoke takes a token's id, and ci is a name, of ");
+    for (const id of ids) expect(r.err).toContain(`${id} (agent)`);
+    expect(r.err).toContain("or rotate the name (hal0 token rotate ci)");
+    const json = await run(["token", "revoke", "ci", "--json", "--state", state]);
+    expect(JSON.parse(json.out)).toMatchObject({ ok: false, exit_code: 1, diagnostics: [{ code: "auth.token_not_found" }] });
+    expect(JSON.parse((await run(["token", "list", "--json", "--state", state])).out).tokens.filter((t: { name: string; revoked_at: string | null }) => t.name === "ci" && t.revoked_at === null)).toHaveLength(2);
+    // A name nobody has is said as before.
+    expect((await run(["token", "revoke", "nobody", "--state", state])).err).toBe("hal0 token: auth.token_not_found: no token nobody\n");
+  });
+
   it("a state database SQLite cannot open or use (a folder where hal0.db goes, a file that is no database) is system.io naming it, for every command that opens it", async () => {
     const folder = mkdtempSync(join(dir, "db-folder-"));
     mkdirSync(join(folder, "hal0.db"));
