@@ -72,6 +72,8 @@ exit status:
       {"ok": false, "exit_code", "error_count", "warning_count", "diagnostics": [...]}
   2   there are changes: plan --detailed-exitcode, drift, agent reprovision hermes
   64  usage error: an unknown command or option, a missing or extra argument
+  70  internal error (a bug): 'hal0: internal error: <stack>' on stderr; with --json,
+      the failure document with code system.internal
 
 Run 'hal0 <command> --help' (or 'hal0 help <command>') for a command's options.`;
 
