@@ -266,10 +266,45 @@ function toH3Path(path: string): string {
   return path.replace(/\{([a-z_]+)(?::path)?\}/g, ":$1");
 }
 
-/** The revision an `If-Match` names; `*` (any current revision, RFC 9110 §13.1.1) is no check, as no header is. */
-function ifMatch(v: string | undefined): string | undefined {
-  const m = v?.trim().replace(/^W\//, "").replace(/^"|"$/g, "");
-  return m && m !== "*" ? m : undefined;
+/** One element of an `If-Match` list: an entity-tag (`"rev_…"`, `W/` let through), or a bare revision. */
+const IF_MATCH_ELEMENT = /^(?:(?:W\/)?"([\x21\x23-\x7e\x80-\xff]*)"|([\x21\x23-\x2b\x2d-\x7e]+))$/;
+
+/**
+ * The revision(s) an `If-Match` names (RFC 9110 §13.1.1): `*` (any current
+ * revision) is no check, as no header is; a list (`"rev_a", "rev_b"`, or the
+ * header sent twice) holds when any of its revisions does. A value that is
+ * not a list of entity-tags is 400 `request.invalid_header`, not a revision
+ * looked up as it stands.
+ */
+function ifMatch(v: string | undefined): string | readonly string[] | undefined {
+  if (v === undefined) return undefined;
+  const tags: string[] = [];
+  for (const raw of splitList(v)) {
+    const element = raw.trim();
+    if (element === "") continue; // an empty list element (`a, , b`) is no element (RFC 9110 §5.6.1)
+    const m = IF_MATCH_ELEMENT.exec(element);
+    if (!m) throw new ApiError("request.invalid_header", `If-Match must be * or a list of revisions (If-Match: "rev_…"), not ${JSON.stringify(element.slice(0, 80))}`, { header: "if-match" });
+    tags.push(m[1] ?? m[2]!);
+  }
+  if (tags.length === 0 || tags.includes("*")) return undefined;
+  const unique = [...new Set(tags)];
+  return unique.length === 1 ? unique[0] : unique;
+}
+
+/** A header's comma-separated list, a comma inside a quoted string kept in its element. */
+function splitList(v: string): string[] {
+  const out: string[] = [];
+  let start = 0;
+  let quoted = false;
+  for (let i = 0; i < v.length; i++) {
+    if (v[i] === '"') quoted = !quoted;
+    else if (v[i] === "," && !quoted) {
+      out.push(v.slice(start, i));
+      start = i + 1;
+    }
+  }
+  out.push(v.slice(start));
+  return out;
 }
 
 function safeDecode(v: string): string {

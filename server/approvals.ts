@@ -88,7 +88,8 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     // the pending request's id), and is found again below.
     this.waitingAs(dedup, call.caller);
     let planId: string | null = null;
-    let base: string | null = call.base ?? null;
+    // Several revisions (an If-Match list): the one it was planned on below, which held.
+    let base: string | null = typeof call.base === "string" ? call.base : null;
     let summary = `${tool} ${Object.values(call.params).join("/")}`.trim();
     let effects: string[] = [];
     let judged: string | null = null;

@@ -121,6 +121,13 @@ const UNBASED_ATTEMPTS = 3;
 export type Liveness = ReadonlyMap<string, ObservedSlot>;
 
 /**
+ * The revision a write is based on: one (`If-Match: "rev_a"`, a body's `base`), or
+ * several (`If-Match: "rev_a", "rev_b"`: RFC 9110 §13.1.1, the write goes ahead when
+ * any of them holds).
+ */
+export type Base = string | readonly string[];
+
+/**
  * The box as the server sees it: the tree (cached until a file changes), its
  * revisions, the runtime, and the one write path — propose (apply the change
  * set in memory, compile, plan) then commit (atomic, all files or none).
@@ -344,7 +351,7 @@ export class BoxService {
    * The compiled tree is kept per snapshot and change set (see `checked`): proposing the same change on the same tree again
    * (the inbox re-plans every pending request on each render) observes the box and plans afresh, without compiling again.
    */
-  async propose(changes: ChangeSet, base?: string): Promise<Proposal> {
+  async propose(changes: ChangeSet, base?: Base): Promise<Proposal> {
     const snapshot = await this.snapshot();
     const key = hashOf(changes);
     let checked = this.checked.get(snapshot)?.get(key);
@@ -380,7 +387,7 @@ export class BoxService {
   private readonly checked = new WeakMap<Snapshot, Map<string, Checked>>();
 
   /** `propose`'s part that does not look at the box: apply, compile, the change's checks. */
-  private async check(snapshot: Snapshot, changes: ChangeSet, base: string | undefined): Promise<Checked> {
+  private async check(snapshot: Snapshot, changes: ChangeSet, base: Base | undefined): Promise<Checked> {
     let applied: AppliedChangeSet;
     try {
       applied = applyChangeSet(snapshot.tree, changes, { schemaDir: this.schemaDir });
@@ -527,11 +534,25 @@ export class BoxService {
     return row ? (JSON.parse(row.files) as Record<string, string>) : undefined;
   }
 
-  private checkBase(base: string, snapshot: Snapshot, touched: readonly string[]): void {
-    const baseFiles = this.revisionFiles(base);
-    if (!baseFiles) throw new ApiError("config.unknown_revision", `revision ${base} is unknown to this server; read the resource again and retry`, { base });
-    const moved = movedFiles(baseFiles, snapshot.files, touched);
-    if (moved.length > 0) throw new ApiError("config.stale", `changed since revision ${base}: ${moved.join(", ")}`, { base, current: snapshot.revision, files: moved });
+  /**
+   * Refuses a change when a file it edits (`touched`) moved since its base. Several
+   * revisions (an If-Match list) hold when any one does; when none does, the refusal
+   * names the known one the fewest files moved since (`config.stale`), or, none being
+   * known, every one (`config.unknown_revision`).
+   */
+  private checkBase(base: Base, snapshot: Snapshot, touched: readonly string[]): void {
+    const bases = typeof base === "string" ? [base] : [...new Set(base)];
+    let closest: { base: string; moved: string[] } | undefined;
+    for (const b of bases) {
+      const baseFiles = this.revisionFiles(b);
+      if (!baseFiles) continue;
+      const moved = movedFiles(baseFiles, snapshot.files, touched);
+      if (moved.length === 0) return;
+      if (!closest || moved.length < closest.moved.length) closest = { base: b, moved };
+    }
+    if (closest) throw new ApiError("config.stale", `changed since revision ${closest.base}: ${closest.moved.join(", ")}`, { base: closest.base, current: snapshot.revision, files: closest.moved });
+    if (bases.length === 1) throw new ApiError("config.unknown_revision", `revision ${bases[0]} is unknown to this server; read the resource again and retry`, { base: bases[0] });
+    throw new ApiError("config.unknown_revision", `none of the revisions ${bases.join(", ")} is known to this server; read the resource again and retry`, { base: bases });
   }
 
   private recordRevision(files: Record<string, string>): string {

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { effectsOf, type Effect } from "../compiler/effects.js";
-import type { BoxService, Proposal } from "./box.js";
+import type { Base, BoxService, Proposal } from "./box.js";
 import { ApiError, apiErrorOf, refusing } from "./errors.js";
 import { derivedOnce, isFrozenReply } from "./frozen-reply.js";
 import { isMcpServerRoute, redact, redactText } from "./redact.js";
@@ -17,7 +17,8 @@ export interface Call {
   readonly body: unknown;
   readonly caller: Caller;
   readonly requestId: string;
-  readonly base?: string;
+  /** The revision(s) the write is based on (`If-Match`, a body's or a tool's `base`); absent = no check. */
+  readonly base?: Base;
   /** The MCP tool the call came through, for the audit row. */
   readonly tool?: string;
   /**

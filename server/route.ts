@@ -1,7 +1,7 @@
 import type { z } from "zod";
 import type { ChangeSet } from "../compiler/changeset.js";
 import type { Diagnostic, Plan } from "../schema/index.js";
-import type { BoxService, Proposal } from "./box.js";
+import type { Base, BoxService, Proposal } from "./box.js";
 import type { Dispatcher } from "./dispatch.js";
 
 export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE";
@@ -42,7 +42,7 @@ export interface RouteContext<P, Q, B> {
   readonly caller: Caller;
   readonly requestId: string;
   /** The revision the caller based a write on (`If-Match`, or the body's `base`); absent = no check. */
-  readonly base?: string;
+  readonly base?: Base;
 }
 
 /**

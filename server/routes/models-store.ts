@@ -9,7 +9,7 @@ import type { ChangeSet, FileEdit } from "../../compiler/changeset.js";
 import { editModelEdits } from "../../compiler/edits/models.js";
 import { effectiveSettings, mergeEdits, readSettingsDoc, SETTINGS_FILE } from "../../compiler/edits/settings.js";
 import { readTreeFile, type Model } from "../../compiler/index.js";
-import type { BoxService, Proposal } from "../box.js";
+import type { Base, BoxService, Proposal } from "../box.js";
 import { guardOperatorOnly } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { storeDir } from "../pulls/service.js";
@@ -352,7 +352,7 @@ async function landed(root: string, proposal: Proposal): Promise<boolean> {
   return true;
 }
 
-async function migrate(box: BoxService, caller: Caller, base: string | undefined, model: Model, m: Migration, store: string): Promise<unknown> {
+async function migrate(box: BoxService, caller: Caller, base: Base | undefined, model: Model, m: Migration, store: string): Promise<unknown> {
   const made: Made = { files: [], dirs: [] };
   const moved: Array<{ from: string; to: string; size_bytes: number; sha256: string; models: Transfer["refs"] }> = [];
   const fail = async (err: unknown): Promise<never> => {

@@ -219,6 +219,38 @@ describe("slot writes", () => {
     expect((await s.call("PUT", "/api/slots/coder/config", { body: { priority: 71 }, headers: { "if-match": revision } })).status).toBe(200);
   });
 
+  it("If-Match with a list of revisions (RFC 9110) holds when any of them does; a value that is no list of revisions is 400", async () => {
+    const { revision: r1 } = (await s.call("GET", "/api/slots/chat/config")).body;
+    const first = await s.call("PUT", "/api/slots/chat/config", { body: { priority: 91 }, headers: { "if-match": `"${r1}"` } });
+    expect(first.status).toBe(200);
+    const r2 = first.body.revision;
+    expect(r2).not.toBe(r1);
+    // the current revision among others: the write goes ahead (the list was read as one revision, unknown: 409)
+    const listed = await s.call("PUT", "/api/slots/chat/config", { body: { priority: 92 }, headers: { "if-match": `"rev_000000000000000000000000", "${r1}", "${r2}"` } });
+    expect(listed.status, JSON.stringify(listed.body)).toBe(200);
+    expect(read("chat")).toMatch(/priority = 92/);
+    // none of them holds: stale, naming the known one and the file
+    const stale = await s.call("PUT", "/api/slots/chat/config", { body: { priority: 93 }, headers: { "if-match": `"${r1}",W/"${r2}"` } });
+    expect(stale.status).toBe(409);
+    expect(stale.body.error).toMatchObject({ code: "config.stale", details: { files: ["slots/chat.toml"] } });
+    // the header sent twice is one list
+    const current = (await s.call("GET", "/api/slots/chat/config")).body.revision;
+    const twice = await fetch(`${s.url}/api/slots/chat/config`, { method: "PUT", headers: [["authorization", `Bearer ${s.operator}`], ["content-type", "application/json"], ["if-match", `"${r1}"`], ["if-match", `"${current}"`]], body: JSON.stringify({ priority: 94 }) });
+    expect(twice.status).toBe(200);
+    // none known: unknown_revision naming each
+    const unknown = await s.call("PUT", "/api/slots/chat/config", { body: { priority: 95 }, headers: { "if-match": `"rev_a", "rev_b"` } });
+    expect(unknown.status).toBe(409);
+    expect(unknown.body.error).toMatchObject({ code: "config.unknown_revision", details: { base: ["rev_a", "rev_b"] } });
+    // * among empty elements is any revision
+    expect((await s.call("PUT", "/api/slots/chat/config", { body: { priority: 96 }, headers: { "if-match": " , *" } })).status).toBe(200);
+    for (const bad of [`"${current}`, `rev a`, `"a"b`]) {
+      const res = await s.call("PUT", "/api/slots/chat/config", { body: { priority: 97 }, headers: { "if-match": bad } });
+      expect(res.status, bad).toBe(400);
+      expect(res.body.error).toMatchObject({ code: "request.invalid_header", details: { header: "if-match" } });
+    }
+    expect(read("chat")).toMatch(/priority = 96/);
+  });
+
   it("writes that name no base revision, sent at once, each apply to the tree as it is: every one commits, none is lost", async () => {
     const replies = await Promise.all(Array.from({ length: 12 }, (_, i) => s.call("PUT", "/api/slots/chat/config", { body: i % 2 ? { priority: 10 + i } : { tune: { ctx_size: 1024 * (i + 1) } } })));
     expect(replies.map((r) => r.status), JSON.stringify(replies.find((r) => r.status !== 200)?.body)).toEqual(replies.map(() => 200));
