@@ -10,7 +10,7 @@ import { checkCsrf } from "./identity/csrf.js";
 import { ANONYMOUS, identify, requireScope, sameIdentity, type Authenticator, type Identity } from "./identity/identify.js";
 import { guardEventStream } from "./sse.js";
 import { maxBodyBytes, readBodyLimited, requireJsonBody } from "./body.js";
-import { parseJsonInput } from "./input.js";
+import { parseJsonInput, queryRefusal } from "./input.js";
 import { RawReply, routeId, type Caller, type Route } from "./route.js";
 import type { McpEndpoint } from "./mcp/endpoint.js";
 import { mountWeb, type PagePath } from "./web/index.js";
@@ -180,11 +180,15 @@ function stillSame(auth: Authenticator, headers: H3Event["node"]["req"]["headers
  * nothing read past the limit), JSON (400), nested at most 64 deep (400
  * `request.too_deep`), free of `__proto__` / `constructor` / `prototype`
  * keys (422, the path named) and an object (400): all judged before any
- * route, audit or redaction code walks it.
+ * route, audit or redaction code walks it. A query parameter of those names
+ * is refused the same way (h3's reader would drop it unseen).
  */
 async function readCall(event: H3Event, route: Route, caller: Call["caller"], requestId: string, maxBody: number): Promise<Call> {
   const raw = getRouterParams(event);
   const params = Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, safeDecode(v)]));
+  const search = event.path.includes("?") ? event.path.slice(event.path.indexOf("?")) : "";
+  const refused = queryRefusal(search);
+  if (refused) throw refused;
   const query = getQuery(event) as Record<string, unknown>;
   let body: unknown;
   if (route.method !== "GET" && route.method !== "DELETE") {

@@ -70,6 +70,36 @@ export function jsonFault(err: unknown): string {
   return (err as Error).message.replace(/, (?:\.\.\.)?"[\s\S]*"(?:\.\.\.)? is not valid JSON$/, "");
 }
 
+/**
+ * Refuses a query string with a `__proto__`, `constructor` or `prototype`
+ * parameter (`validation.invalid`, 422, `details.fields` naming `query.<key>`),
+ * as a body with such a key is refused. h3's query reader drops the first two
+ * without a word, so `?__proto__=x` would otherwise reach the route as if it
+ * had never been sent. `search` is the raw query, with or without its `?`.
+ */
+export function queryRefusal(search: string): ApiError | undefined {
+  const named = new Set<string>();
+  for (const pair of search.replace(/^\?/, "").split("&")) {
+    const raw = pair.split("=", 1)[0]!;
+    if (raw === "") continue;
+    const key = decodeQueryKey(raw);
+    if (FORBIDDEN_KEYS.has(key)) named.add(key);
+  }
+  if (named.size === 0) return undefined;
+  const fields = [...named].map((key) => ({ loc: ["query", key], msg: `the parameter ${JSON.stringify(key)} is not allowed: it names the object prototype, never data`, type: "forbidden_key" }));
+  return new ApiError("validation.invalid", `invalid request: ${fields.map((f) => `${f.loc.join(".")}: forbidden key`).join("; ")}`, { fields });
+}
+
+/** A query key as h3 (ufo) decodes it: `+` is a space, then percent-decoding (a broken escape left as it is). */
+function decodeQueryKey(raw: string): string {
+  const text = raw.replace(/\+/g, " ");
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
 /** `JSON.parse`, then {@link inputRefusal}: a body that is not JSON is `request.invalid_json`; one a route must not see is refused. */
 export function parseJsonInput(text: string, root: readonly string[] = ["body"]): unknown {
   let value: unknown;

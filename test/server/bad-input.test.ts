@@ -389,6 +389,22 @@ describe("3. __proto__, constructor and prototype keys", () => {
     expect(await lastAudit()).toMatchObject({ route: "POST /api/plans", outcome: "error", error_code: "validation.invalid" });
   });
 
+  it("refuses them as query parameters, which were dropped unseen: ?__proto__=x on a route that takes no query answered 200", async () => {
+    for (const path of ["/api/slots?__proto__=x", "/api/slots?constructor", "/api/plans?limit=2&%5F%5Fproto%5F%5F=1", "/api/slots?prototype=1"]) {
+      const res = await s.call("GET", path);
+      expectRefusal(res, "validation.invalid");
+      expect(res.body.error.details.fields[0], path).toMatchObject({ loc: ["query", path.includes("constructor") ? "constructor" : path.includes("prototype=") ? "prototype" : "__proto__"], type: "forbidden_key" });
+    }
+    const before = read("slots/chat.toml");
+    const write = await s.call("PUT", "/api/slots/chat/config?__proto__=1", { body: { priority: 12 } });
+    expectRefusal(write, "validation.invalid");
+    expect(read("slots/chat.toml")).toBe(before);
+    expect(await lastAudit()).toMatchObject({ route: "PUT /api/slots/{name}/config", outcome: "error", error_code: "validation.invalid" });
+    // a key that only contains the word is data
+    expect((await s.call("GET", "/api/slots?x__proto__=1")).body.error.details.fields[0].type).toBe("unrecognized_keys");
+    expect((await s.call("GET", "/api/plans?limit=2")).status).toBe(200);
+  });
+
   it("refuses them in MCP tool arguments with the envelope and isError (even at the top of args, which the SDK's schema would drop)", async () => {
     const before = read("mcp-servers/sqlite.toml");
     const c = await adminClient(s.url, { token: s.operator });
