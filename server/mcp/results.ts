@@ -43,6 +43,37 @@ export function failure(err: unknown, logger?: Pick<Logger, "error">): CallToolR
 export function envelopeSdkErrors(server: McpServer, name: string, onBlocked?: (tool: string, err: ApiError) => void): void {
   (server as unknown as { createToolError: (message: string) => CallToolResult }).createToolError = (message) => sdkError(name, message, onBlocked, (tool) => blockedRefusal(server, tool));
   guardToolArguments(server, name, onBlocked);
+  invalidParamsAsSuch(server);
+}
+
+/** JSON-RPC's code for a request whose params do not fit its method. */
+const INVALID_PARAMS = -32602;
+
+/**
+ * Makes a request whose params do not fit its method (`tools/call` without a
+ * `name`, or with a number for one; `tools/list` with a number for `cursor`)
+ * answer -32602 invalid params naming each field. The SDK parses the params
+ * with zod in each handler, before the handler runs, and answered what zod
+ * threw as -32603 internal error carrying zod's raw issue list. Only what the
+ * parse throws (synchronously, before any handler's work) is caught here.
+ */
+function invalidParamsAsSuch(server: McpServer): void {
+  const handlers = (server.server as unknown as { _requestHandlers?: Map<string, RequestHandler> })._requestHandlers;
+  if (!handlers) throw new Error("server/mcp/results.ts: the MCP SDK has no request handler table (SDK changed?)");
+  for (const [method, handler] of handlers) {
+    handlers.set(method, (request, extra) => {
+      try {
+        return handler(request, extra);
+      } catch (err) {
+        // zod's error (the SDK parses with zod/mini: `$ZodError`; full zod: `ZodError`).
+        const { name, issues } = (err ?? {}) as { name?: unknown; issues?: Array<{ path: PropertyKey[]; message: string }> };
+        if (name !== "ZodError" && name !== "$ZodError") throw err;
+        if (!Array.isArray(issues)) throw err;
+        const fields = issues.slice(0, 20).map((i) => ({ loc: i.path.map(String), msg: i.message }));
+        throw Object.assign(new Error(`invalid params of ${method}: ${fields.map((f) => `${f.loc.join(".") || "params"}: ${f.msg}`).join("; ")}`), { code: INVALID_PARAMS, data: { fields } });
+      }
+    });
+  }
 }
 
 type RequestHandler = (request: { params?: { name?: unknown; arguments?: unknown } }, extra: unknown) => Promise<unknown>;
@@ -61,7 +92,9 @@ function guardToolArguments(server: McpServer, name: string, onRefused?: (tool: 
   handlers.set("tools/call", (request, extra) => {
     // The SDK looks a tool up in a plain object: `constructor` or `toString` would be found there, and answered as a disabled tool.
     const called = request.params?.name;
-    if (typeof called === "string" && !Object.hasOwn(tools, called)) return Promise.resolve(unknownTool(name, called));
+    // No tool named (no name, or not a string): not a tool call at all, refused by the SDK's parse as invalid params (-32602).
+    if (typeof called !== "string") return inner(request, extra);
+    if (!Object.hasOwn(tools, called)) return Promise.resolve(unknownTool(name, called));
     const refusal = argumentsRefusal(request.params?.arguments) ?? inputRefusal(request.params?.arguments, []);
     if (!refusal) return inner(request, extra);
     const tool = request.params?.name;

@@ -222,6 +222,32 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     }
   });
 
+  it("answers a tools/call that names no tool (no name, a number for one, no params) with -32602 invalid params naming the field, not -32603 internal error", async () => {
+    const { memoryClient } = await import("./mcp-helpers.js");
+    const { CallToolResultSchema, ListToolsResultSchema, McpError } = await import("@modelcontextprotocol/sdk/types.js");
+    const admin = await client("hermes__coder");
+    const memory = await memoryClient(s.url, "hermes__coder");
+    clients.push(memory);
+    const refusal = async (c: Client, method: string, params: unknown) => {
+      const err = await c.request({ method, params } as never, method === "tools/list" ? ListToolsResultSchema : CallToolResultSchema).then(() => undefined, (e: unknown) => e);
+      expect(err, `${method} ${JSON.stringify(params)}`).toBeInstanceOf(McpError);
+      return err as InstanceType<typeof McpError>;
+    };
+    for (const c of [admin, memory]) {
+      for (const [params, loc] of [[{ arguments: {} }, ["params", "name"]], [{ name: 5, arguments: "x" }, ["params", "name"]], [undefined, ["params"]]] as const) {
+        const err = await refusal(c, "tools/call", params);
+        expect(err.code, JSON.stringify(params)).toBe(-32602);
+        expect(err.message).toMatch(/invalid params of tools\/call/);
+        expect((err.data as { fields: unknown[] }).fields[0]).toMatchObject({ loc });
+      }
+      const list = await refusal(c, "tools/list", { cursor: 5 });
+      expect(list.code).toBe(-32602);
+      expect((list.data as { fields: unknown[] }).fields).toContainEqual(expect.objectContaining({ loc: ["params", "cursor"] }));
+      // the session still serves
+      expect((await c.listTools()).tools.length).toBeGreaterThan(0);
+    }
+  });
+
   it("lets agents propose plan diffs, then submit them for approval", async () => {
     const c = await client("hermes__coder");
     const proposed = await callTool(c, "plan_propose", { edits: [{ file: "slots/chat.toml", op: "set", path: ["priority"], value: 77 }], summary: "chat first" });
