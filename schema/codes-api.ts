@@ -7,7 +7,7 @@ import type { CodeInfo } from "./codes.js";
  */
 export const API_CODES = {
   // ── requests ─────────────────────────────────────────────────────────
-  "request.invalid_json": { severity: "error", stage: "server", http: 400, meaning: "The request body is not valid JSON." },
+  "request.invalid_json": { severity: "error", stage: "server", http: 400, meaning: "The request body is not valid JSON, or not valid UTF-8 (JSON is sent as UTF-8; a leading byte order mark is taken)." },
   "request.not_an_object": { severity: "error", stage: "server", http: 400, meaning: "The request body is JSON but not an object." },
   "request.too_large": { severity: "error", stage: "server", http: 413, meaning: "The request body is larger than [server] max_body_kb (default 1024 KiB); the server stopped reading at the limit and nothing was written." },
   "request.too_deep": { severity: "error", stage: "server", http: 400, meaning: "The JSON body (or an MCP tool call's arguments) nests objects and arrays more than 64 levels deep; refused before anything reads it further." },
@@ -16,7 +16,7 @@ export const API_CODES = {
   "request.header_too_large": { severity: "error", stage: "server", http: 431, meaning: "The request line and headers are larger than node's limit (16 KiB): a URL or query string that long is refused before anything reads it. The connection is closed." },
   "request.expectation_failed": { severity: "error", stage: "server", http: 417, meaning: "The request sent an Expect header hal0 does not meet: only Expect: 100-continue is taken (node answers it and the body follows); anything else is refused before the request is read. The connection is closed." },
   "request.timeout": { severity: "error", stage: "server", http: 408, meaning: "The request did not arrive in time: its headers within 60 s, all of it (its body too) within 300 s. Nothing was done; the connection is closed." },
-  "request.unsupported_media_type": { severity: "error", stage: "server", http: 415, meaning: "The request has a body whose Content-Type is not application/json (or a +json type); the API reads JSON bodies only." },
+  "request.unsupported_media_type": { severity: "error", stage: "server", http: 415, meaning: "The request has a body whose Content-Type is not application/json (or a +json type), or says a charset other than UTF-8; the API reads JSON bodies in UTF-8 only." },
   "request.host_denied": { severity: "error", stage: "server", http: 421, meaning: "The Host header is not loopback nor in [server] allowed_hosts / HAL0_MCP_ALLOWED_HOSTS (DNS-rebinding guard)." },
   "request.invalid_header": { severity: "error", stage: "server", http: 400, meaning: "A header hal0 reads has a value it does not know: X-hal0-Private takes 1, true, 0 or false (any case), If-Match takes * or a list of revisions (\"rev_…\"); details.header names it. Refused before anything runs, rather than read as false." },
   "request.origin_denied": { severity: "error", stage: "server", http: 421, meaning: "The Origin header is not loopback nor in [server] allowed_origins / HAL0_MCP_ALLOWED_ORIGINS." },

@@ -9,7 +9,7 @@ import { actionPreview, agentWriteTier, pinnedTo, queueForPerson, withDryRunVerd
 import { checkCsrf } from "./identity/csrf.js";
 import { ANONYMOUS, identify, requireScope, sameIdentity, type Authenticator, type Identity } from "./identity/identify.js";
 import { guardEventStream } from "./sse.js";
-import { maxBodyBytes, readBodyLimited, requireJsonBody } from "./body.js";
+import { bodyText, maxBodyBytes, readBodyLimited, requireJsonBody } from "./body.js";
 import { parseJsonInput, queryRefusal } from "./input.js";
 import { RawReply, routeId, type Caller, type Route } from "./route.js";
 import type { McpEndpoint } from "./mcp/endpoint.js";
@@ -193,7 +193,8 @@ async function readCall(event: H3Event, route: Route, caller: Call["caller"], re
   let body: unknown;
   if (route.method !== "GET" && route.method !== "DELETE") {
     requireJsonBody(event.node.req.headers);
-    const text = (await readBodyLimited(event, maxBody))?.toString("utf8");
+    const bytes = await readBodyLimited(event, maxBody);
+    const text = bytes && bodyText(bytes);
     if (text !== undefined && text.trim() !== "") {
       body = parseJsonInput(text);
       if (typeof body !== "object" || body === null || Array.isArray(body)) throw new ApiError("request.not_an_object", "the body must be a JSON object");

@@ -30,8 +30,28 @@ export function isJsonMediaType(contentType: string | undefined): boolean {
 export function requireJsonBody(headers: IncomingHttpHeaders): void {
   if (!declaresBody(headers)) return;
   const type = [headers["content-type"]].flat()[0];
-  if (isJsonMediaType(type)) return;
-  throw new ApiError("request.unsupported_media_type", `the body is ${type ? JSON.stringify(type.split(";")[0]!.trim()) : "of no declared type"}; send it as application/json`, { content_type: type ?? null, accepted: ["application/json", "application/*+json"] });
+  if (!isJsonMediaType(type)) throw new ApiError("request.unsupported_media_type", `the body is ${type ? JSON.stringify(type.split(";")[0]!.trim()) : "of no declared type"}; send it as application/json`, { content_type: type ?? null, accepted: ["application/json", "application/*+json"] });
+  // JSON is UTF-8 (RFC 8259 §8.1): a body said to be in another charset would be read as UTF-8 and its text changed.
+  const charset = /;\s*charset\s*=\s*"?([^";\s]*)"?/i.exec(type!)?.[1]?.toLowerCase();
+  if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") {
+    throw new ApiError("request.unsupported_media_type", `the body is in charset ${JSON.stringify(charset)}; JSON bodies are UTF-8 (send charset=utf-8, or none)`, { content_type: type, accepted: ["application/json", "application/*+json"], charset: "utf-8" });
+  }
+}
+
+const UTF8 = new TextDecoder("utf-8", { fatal: true });
+
+/**
+ * A JSON body's text: strict UTF-8, a leading byte order mark dropped (RFC
+ * 8259 §8.1 lets a reader ignore it). Bytes that are not UTF-8 (a Latin-1
+ * `é`) are 400 `request.invalid_json`, never replaced with U+FFFD and
+ * written to the tree that way.
+ */
+export function bodyText(bytes: Buffer): string {
+  try {
+    return UTF8.decode(bytes);
+  } catch {
+    throw new ApiError("request.invalid_json", "the body is not JSON: it is not valid UTF-8 (JSON is sent as UTF-8)");
+  }
 }
 
 export function tooLarge(limit: number, declared?: number): ApiError {

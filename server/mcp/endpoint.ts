@@ -3,7 +3,7 @@ import type { IncomingMessage, ServerResponse } from "node:http";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
 import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
 import type { H3Event } from "h3";
-import { maxBodyBytes, readBodyLimited, requireJsonBody } from "../body.js";
+import { bodyText, maxBodyBytes, readBodyLimited, requireJsonBody } from "../body.js";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
 import { ApiError, envelope } from "../errors.js";
 import { callerOf, checkGate, checkPrivateHeader, provenCaller, type GateConfig } from "../gate.js";
@@ -112,7 +112,8 @@ export class McpEndpoint {
       // The REST routes' own reader: JSON only (415), nothing read past the limit (413); the caller is the one identified above.
       try {
         requireJsonBody(req.headers);
-        text = (await readBodyLimited(event, this.maxBody()))?.toString("utf8");
+        const bytes = await readBodyLimited(event, this.maxBody());
+        text = bytes && bodyText(bytes);
       } catch (err) {
         if (!(err instanceof ApiError)) throw err;
         this.onRefused?.(callerOf(identity, req.headers, "mcp", req.socket.remoteAddress), err);

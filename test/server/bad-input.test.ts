@@ -127,7 +127,7 @@ function streamBody(method: string, path: string, o: { headers: Record<string, s
 }
 
 /** One request as the operator, its headers exactly as given (no Content-Type added); the reply's JSON parsed. */
-function raw(method: string, path: string, headers: Record<string, string>, body?: string): Promise<{ status: number; body: any }> {
+function raw(method: string, path: string, headers: Record<string, string>, body?: string | Buffer): Promise<{ status: number; body: any }> {
   return httpCall(s.url, method, path, { body, headers: { authorization: `Bearer ${s.operator}`, ...headers }, exactHeaders: true });
 }
 
@@ -443,6 +443,29 @@ describe("4. bodies that are not JSON", () => {
     expect(read("slots/chat.toml")).toContain('description = "two"');
     expect((await raw("POST", "/api/settings/reload", {})).status).toBe(200);
     expect((await raw("POST", "/api/settings/reload", { "content-type": "text/plain", "content-length": "0" })).status).toBe(200);
+  });
+
+  it("refuses a body that is not UTF-8 (a Latin-1 é was written to the tree as U+FFFD) or says it is in another charset; takes one with a byte order mark", async () => {
+    const before = read("slots/chat.toml");
+    const latin1 = Buffer.from('{"description":"caf\xe9"}', "latin1");
+    for (const type of ["application/json", "application/json; charset=utf-8"]) {
+      const res = await raw("PUT", "/api/slots/chat/config", { "content-type": type }, latin1);
+      expectRefusal(res, "request.invalid_json");
+      expect(res.body.error.message).toMatch(/not valid UTF-8/);
+    }
+    for (const type of ["application/json; charset=iso-8859-1", "application/json;charset=\"UTF-16\""]) {
+      const res = await raw("PUT", "/api/slots/chat/config", { "content-type": type }, latin1);
+      expectRefusal(res, "request.unsupported_media_type");
+      expect(res.body.error.details.charset).toBe("utf-8");
+    }
+    expect(read("slots/chat.toml")).toBe(before);
+    expect(await lastAudit()).toMatchObject({ route: "PUT /api/slots/{name}/config", outcome: "error", error_code: "request.unsupported_media_type" });
+    // the same on an MCP endpoint: refused with the envelope, not read as U+FFFD
+    const mcp = await raw("POST", "/mcp/admin", { "content-type": "application/json", accept: "application/json, text/event-stream" }, Buffer.from('{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"caf\xe9","version":"1"}}}', "latin1"));
+    expectRefusal(mcp, "request.invalid_json");
+    // UTF-8 itself, with a byte order mark (Windows editors write one) or without, and UTF8 spelt so
+    expect((await raw("PUT", "/api/slots/chat/config", { "content-type": "application/json; charset=UTF8" }, Buffer.from('\ufeff{"description":"café"}', "utf8"))).status).toBe(200);
+    expect(read("slots/chat.toml")).toContain('description = "café"');
   });
 
   it("refuses a non-JSON POST to an MCP endpoint with the same 415 envelope (the SDK's client sends application/json)", async () => {

@@ -112,7 +112,7 @@ export async function startServerWithDeadEngine(): Promise<{ s: TestServer & { d
 
 /** One HTTP request with node:http (fetch may not set Host); the reply's JSON parsed when it is JSON. */
 export function httpCall(url: string, method: string, path: string, { body, headers = {}, exactHeaders = false }: { body?: unknown; headers?: Record<string, string>; /** send `headers` as given: no Content-Type added */ exactHeaders?: boolean } = {}): Promise<{ status: number; body: any; headers: Headers }> {
-  const payload = body === undefined ? undefined : typeof body === "string" ? body : JSON.stringify(body);
+  const payload = body === undefined ? undefined : typeof body === "string" || Buffer.isBuffer(body) ? body : JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const req = request(`${url}${path}`, { method, headers: { ...(payload === undefined || exactHeaders ? {} : { "content-type": "application/json" }), ...headers } }, (res) => {
       const chunks: Buffer[] = [];
