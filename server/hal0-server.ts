@@ -174,8 +174,8 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const maxBody = () => maxBodyBytes(box.lastSettings());
   const refused = (mount: string) => (caller: Parameters<typeof auditRefusal>[2], err: Parameters<typeof auditRefusal>[3]) => auditRefusal(services, `${mount}:connect`, caller, err, { method: "POST", path: `/mcp/${mount}` });
   const mcp = {
-    admin: new McpEndpoint(gate, auth, "mcp:admin", bundled[0]!.serverFor, refused("admin"), maxBody),
-    memory: new McpEndpoint(gate, auth, "mcp:memory", bundled[1]!.serverFor, refused("memory"), maxBody),
+    admin: new McpEndpoint(gate, auth, "mcp:admin", bundled[0]!.serverFor, refused("admin"), maxBody, { path: "/mcp/admin" }),
+    memory: new McpEndpoint(gate, auth, "mcp:memory", bundled[1]!.serverFor, refused("memory"), maxBody, { path: "/mcp/memory" }),
     agents: new McpEndpoint(gate, auth, "mcp:agents", async (caller, identity) => agentsServer(services, bridge, (await box.model()).policy, caller, bridgeProfiles(identity), version), refused("agents"), maxBody, { mounted: bridgeOn, admit: requireBridge, path: "/mcp/agents" }),
   };
   // Turning the bridge off through the pipeline (settings_update, PUT /api/settings) closes its sessions at once.

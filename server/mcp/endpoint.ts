@@ -35,6 +35,9 @@ export interface EndpointOptions {
   readonly admit?: (identity: Identity) => void;
 }
 
+/** The methods of a Streamable-HTTP MCP endpoint. */
+const MCP_METHODS: readonly string[] = ["DELETE", "GET", "POST"];
+
 /** Sessions idle this long are closed (a client that vanished without DELETE). */
 const IDLE_MS = 30 * 60_000;
 
@@ -83,6 +86,13 @@ export class McpEndpoint {
         await this.close();
         sendJson(res, 404, envelope(new ApiError("route.not_found", `no route for ${req.method} ${this.options.path ?? "this MCP mount"}: it is turned off`)));
         return "unmounted";
+      }
+      // The protocol's three methods only (Streamable HTTP): a HEAD, OPTIONS or PUT is refused as a REST path refuses a
+      // method it does not take, not told to send initialize first.
+      if (!MCP_METHODS.includes(req.method ?? "")) {
+        const err = new ApiError("route.method_not_allowed", `${req.method} is not allowed on ${this.options.path ?? "an MCP endpoint"}: it takes POST (JSON-RPC), GET (the session's event stream) and DELETE (ending the session)`, { allowed: [...MCP_METHODS] });
+        res.writeHead(err.status, { "content-type": "application/json", allow: MCP_METHODS.join(", ") }).end(JSON.stringify(envelope(err)));
+        return "refused";
       }
       identity = identify(req.headers, this.auth);
       // The web page's cookie is a browser's credential: a request it authenticates carries the page's

@@ -262,6 +262,22 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toMatch(/priority = 77/);
   });
 
+  it("refuses HEAD, OPTIONS, PUT and PATCH on the mounts with 405 route.method_not_allowed and Allow (they were told to send initialize first)", async () => {
+    for (const mount of ["/mcp/admin", "/mcp/memory"]) {
+      for (const method of ["HEAD", "OPTIONS", "PUT", "PATCH"]) {
+        for (const auth of [{ authorization: `Bearer ${s.operator}` }, {}] as Record<string, string>[]) {
+          const res = await httpCall(s.url, method, mount, { headers: { ...auth, accept: "application/json, text/event-stream" } });
+          expect(res.status, `${method} ${mount}`).toBe(405);
+          expect(res.headers.get("allow")).toBe("DELETE, GET, POST");
+          if (method !== "HEAD") expect(res.body.error, `${method} ${mount}`).toMatchObject({ code: "route.method_not_allowed", details: { allowed: ["DELETE", "GET", "POST"] } });
+        }
+      }
+    }
+    // the mount still serves its own methods
+    const c = await client();
+    expect((await c.listTools()).tools.length).toBeGreaterThan(0);
+  });
+
   it("refuses Host: evil.example with 421", async () => {
     const res = await httpCall(s.url, "POST", "/mcp/admin", { headers: { host: "evil.example", accept: "application/json, text/event-stream" }, body: { jsonrpc: "2.0", id: 1, method: "initialize", params: {} } });
     expect(res.status).toBe(421);
