@@ -1,7 +1,7 @@
 import { randomUUID } from "node:crypto";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js";
-import { isInitializeRequest } from "@modelcontextprotocol/sdk/types.js";
+import { isInitializeRequest, JSONRPCMessageSchema } from "@modelcontextprotocol/sdk/types.js";
 import type { H3Event } from "h3";
 import { bodyText, maxBodyBytes, readBodyLimited, requireJsonBody } from "../body.js";
 import type { McpServer } from "@modelcontextprotocol/sdk/server/mcp.js";
@@ -134,6 +134,8 @@ export class McpEndpoint {
     }
     const body = parseBody(text);
     if (body === INVALID) return sendJson(res, 400, rpcError(-32700, "Parse error: the body is not JSON"));
+    const invalid = body === undefined ? undefined : invalidMessage(body);
+    if (invalid) return sendJson(res, 400, rpcError(-32600, `Invalid Request: ${invalid}`));
     const known = sid ? this.sessions.get(sid) : undefined;
     if (known) {
       if (!sameIdentity(known.identity, identity)) {
@@ -321,6 +323,32 @@ function parseBody(text: string | undefined): unknown {
   } catch {
     return INVALID;
   }
+}
+
+/**
+ * Why a POST's JSON is not a JSON-RPC 2.0 message (or a batch of them) as the
+ * SDK reads one, else undefined. JSON-RPC answers that -32600 Invalid
+ * Request; the SDK's transport answered it -32700 Parse error, as if the
+ * body were not JSON. An id must be a string or an integer (MCP: never null).
+ */
+function invalidMessage(body: unknown): string | undefined {
+  if (Array.isArray(body) && body.length === 0) return "an empty batch";
+  const messages: unknown[] = Array.isArray(body) ? body : [body];
+  for (const [i, m] of messages.entries()) {
+    if (JSONRPCMessageSchema.safeParse(m).success) continue;
+    const where = Array.isArray(body) ? `message ${i} of the batch: ` : "";
+    return `${where}${whyNotMessage(m)}`;
+  }
+  return undefined;
+}
+
+function whyNotMessage(m: unknown): string {
+  if (typeof m !== "object" || m === null || Array.isArray(m)) return `a JSON-RPC message is an object, not ${m === null ? "null" : Array.isArray(m) ? "an array" : `a ${typeof m}`}`;
+  const { jsonrpc, id, method } = m as { jsonrpc?: unknown; id?: unknown; method?: unknown };
+  if (jsonrpc !== "2.0") return `"jsonrpc" must be "2.0", not ${JSON.stringify(jsonrpc) ?? "missing"}`;
+  if ("id" in m && typeof id !== "string" && !Number.isSafeInteger(id)) return `"id" must be a string or an integer, not ${JSON.stringify(id)}`;
+  if ("method" in m && typeof method !== "string") return `"method" must be a string`;
+  return "not a request (id and method), a notification (method) or a response (id and result or error) of JSON-RPC 2.0";
 }
 
 function rpcError(code: number, message: string) {

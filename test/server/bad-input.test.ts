@@ -475,6 +475,34 @@ describe("4. bodies that are not JSON", () => {
     expect(await lastAudit()).toMatchObject({ kind: "mcp", route: "POST /mcp/admin", error_code: "request.unsupported_media_type" });
   });
 
+  it("answers JSON that is no JSON-RPC message (an id null, an object or 1.5, jsonrpc 1.0, a bare number, an empty batch) with -32600 Invalid Request, not -32700 Parse error", async () => {
+    for (const path of ["/mcp/admin", "/mcp/memory"]) {
+      const send = await rawMcp(path);
+      const cases: Array<[string, RegExp]> = [
+        ['{"jsonrpc":"2.0","id":null,"method":"tools/list"}', /"id" must be a string or an integer, not null/],
+        ['{"jsonrpc":"2.0","id":{"a":1},"method":"tools/list"}', /"id" must be/],
+        ['{"jsonrpc":"2.0","id":1.5,"method":"ping"}', /"id" must be/],
+        ['{"jsonrpc":"1.0","id":2,"method":"ping"}', /"jsonrpc" must be "2.0"/],
+        ['{"jsonrpc":"2.0","id":3,"method":7}', /"method" must be a string/],
+        ["5", /an object, not a number/],
+        ["[]", /an empty batch/],
+        ['[{"jsonrpc":"2.0","id":4,"method":"ping"},true]', /message 1 of the batch: .*an object, not a boolean/],
+      ];
+      for (const [text, why] of cases) {
+        const res = await send(text);
+        expect(res.status, text).toBe(400);
+        expect(res.body, text).toMatchObject({ jsonrpc: "2.0", id: null, error: { code: -32600 } });
+        expect(res.body.error.message, text).toMatch(why);
+      }
+      // not JSON at all is still a parse error; a good message, an id a string, a batch of good ones are served
+      expect((await send("{nope")).body.error.code).toBe(-32700);
+      expect((await send('{"jsonrpc":"2.0","id":"x-1","method":"ping"}')).body).toMatchObject({ id: "x-1", result: {} });
+      const batch = await send('[{"jsonrpc":"2.0","id":5,"method":"ping"},{"jsonrpc":"2.0","id":6,"method":"ping"}]');
+      expect(batch.status).toBe(200);
+      expect(batch.body).toEqual([expect.objectContaining({ id: 5, result: {} }), expect.objectContaining({ id: 6, result: {} })]);
+    }
+  });
+
   it("leaves the pages' form posts alone (they are not JSON routes)", async () => {
     const res = await raw("POST", "/login", { "content-type": "application/x-www-form-urlencoded" }, `token=${encodeURIComponent(s.operator)}`);
     expect(res.status).toBe(303);
