@@ -112,8 +112,21 @@ function toCall(route: Route, tool: string, args: Record<string, unknown>, calle
     if (toQuery || queryKeys.has(k)) query[k] = Array.isArray(v) ? v.map(String) : typeof v === "object" && v !== null ? JSON.stringify(v) : String(v);
     else body[k] = v;
   }
-  const base = typeof args.base === "string" ? args.base : undefined;
+  const base = baseOf(args.base);
   return { params, query, body: toQuery ? undefined : (toolBody ?? body), caller: { ...caller, via: "mcp" }, requestId: randomUUID(), base, tool };
+}
+
+/**
+ * A tool's `base` (the revision its write is planned against): a string, or
+ * none (absent or null). Anything else (`123`, `["rev_…"]`) is
+ * `validation.invalid`: dropped, it would let the write through unchecked
+ * against a tree the caller meant it to be refused on.
+ */
+function baseOf(base: unknown): string | undefined {
+  if (base === undefined || base === null) return undefined;
+  if (typeof base === "string") return base;
+  const got = Array.isArray(base) ? "an array" : `a ${typeof base}`;
+  throw new ApiError("validation.invalid", `invalid request: args.base: a revision (rev_…) as a string, not ${got}`, { fields: [{ loc: ["args", "base"], msg: `expected a string, got ${got}`, type: "invalid_type" }] });
 }
 
 /**

@@ -262,6 +262,24 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toMatch(/priority = 77/);
   });
 
+  it("refuses a base that is not a string (123, a list) instead of dropping it: the write went through unchecked on a tree that had moved", async () => {
+    const c = await client({ token: s.operator });
+    const { revision } = (await s.call("GET", "/api/slots/chat/config")).body;
+    expect((await s.call("PUT", "/api/slots/chat/config", { body: { priority: 91 } })).status).toBe(200);
+    const file = join(s.config, "slots/chat.toml");
+    const moved = readFileSync(file, "utf8");
+    for (const base of [123, [revision], { rev: revision }, true]) {
+      const res = await callTool(c, "slot_edit", { name: "chat", priority: 5, base });
+      expect(res.isError, JSON.stringify(base)).toBe(true);
+      expect(res.body.error, JSON.stringify(base)).toMatchObject({ code: "validation.invalid", details: { fields: [{ loc: ["args", "base"] }] } });
+    }
+    expect(readFileSync(file, "utf8")).toBe(moved);
+    // a string is the check it always was; null is no base
+    expect((await callTool(c, "slot_edit", { name: "chat", priority: 5, base: revision })).body.error.code).toBe("config.stale");
+    expect((await callTool(c, "slot_edit", { name: "chat", priority: 6, base: null })).isError).toBe(false);
+    expect(readFileSync(file, "utf8")).toMatch(/priority = 6/);
+  });
+
   it("refuses HEAD, OPTIONS, PUT and PATCH on the mounts with 405 route.method_not_allowed and Allow (they were told to send initialize first)", async () => {
     for (const mount of ["/mcp/admin", "/mcp/memory"]) {
       for (const method of ["HEAD", "OPTIONS", "PUT", "PATCH"]) {
