@@ -290,7 +290,10 @@ async function relay(transport: Transport, req: IncomingMessage, res: ServerResp
   if (!replyHeaders["content-type"]?.startsWith("text/event-stream")) {
     // A JSON reply is one string: read it whole (web-stream chunk pumping costs more than the call).
     const text = await response.text();
-    return void res.writeHead(response.status, replyHeaders).end(text);
+    // A batch is answered with an array (JSON-RPC 2.0 §6), however many of its messages are requests: the SDK sends
+    // the lone response of a batch of one request (the rest notifications) as a bare object.
+    const reply = Array.isArray(body) && response.status === 200 && text.startsWith("{") ? `[${text}]` : text;
+    return void res.writeHead(response.status, { ...replyHeaders, ...(reply === text ? {} : { "content-length": String(Buffer.byteLength(reply)) }) }).end(reply);
   }
   res.writeHead(response.status, replyHeaders);
   res.flushHeaders(); // the client sees the stream open now, not at its first event (the SDK's keep-alive)

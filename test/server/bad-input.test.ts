@@ -503,6 +503,19 @@ describe("4. bodies that are not JSON", () => {
     }
   });
 
+  it("answers a batch with an array even when one of its messages is a request (it was a bare object)", async () => {
+    for (const path of ["/mcp/admin", "/mcp/memory"]) {
+      const send = await rawMcp(path);
+      for (const text of ['[{"jsonrpc":"2.0","id":7,"method":"ping"}]', '[{"jsonrpc":"2.0","id":7,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":99}}]']) {
+        const res = await send(text);
+        expect(res.status, text).toBe(200);
+        expect(res.body, text).toEqual([{ jsonrpc: "2.0", id: 7, result: {} }]);
+      }
+      // a single message is still answered with a single object
+      expect((await send('{"jsonrpc":"2.0","id":8,"method":"ping"}')).body).toEqual({ jsonrpc: "2.0", id: 8, result: {} });
+    }
+  });
+
   it("leaves the pages' form posts alone (they are not JSON routes)", async () => {
     const res = await raw("POST", "/login", { "content-type": "application/x-www-form-urlencoded" }, `token=${encodeURIComponent(s.operator)}`);
     expect(res.status).toBe(303);
