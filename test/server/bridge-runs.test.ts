@@ -723,4 +723,41 @@ describe("agent bridge runs, max_runs and restarts", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
+
+  it("two processes owning the runs of one state folder start a queued run once: the first to claim it in the database runs it, the other leaves it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { home } = makeBox(dir);
+    const state = join(dir, "state");
+    const db = openDb(state);
+    // A Hermes command that notes each start of a run, then is the stand-in.
+    const starts = join(dir, "starts");
+    const command = join(dir, "hermes-noting");
+    writeFileSync(command, `#!/bin/sh\necho "$HAL0_RUN_ID" >> ${JSON.stringify(starts)}\nexec ${JSON.stringify(HERMES)} "$@"\n`, { mode: 0o755 });
+    const owners = [0, 1].map(() => spawn(join(REPO, "node_modules/.bin/vite-node"), [join(REPO, "test/server/bridge-runs-owner.ts"), state, home, command], { cwd: REPO, stdio: ["ignore", "pipe", "inherit"] }));
+    const outs = owners.map((o) => {
+      const out = { text: "" };
+      o.stdout!.on("data", (c: Buffer) => (out.text += c.toString()));
+      return out;
+    });
+    const guest = new RunService({ db, stateDir: state, env: {}, settings: () => Settings.parse({ hermes: { home, command } }), guest: true });
+    try {
+      await until(() => outs.every((o) => o.text.includes("ready")), 30_000);
+      // A run recorded queued (an approved agent_run_start), then the database held by a writer for longer than both
+      // owners take to look at the queue: each finds the run queued before either can record that it started it.
+      const run = await guest.start({ profile: "alpha", prompt: "once", caller: "operator:root" });
+      db.exec("BEGIN IMMEDIATE");
+      await new Promise((r) => setTimeout(r, PUMP_MS + 1000));
+      db.exec("COMMIT");
+      await until(() => guest.get(run.id)!.state === "done", 20_000);
+      await new Promise((r) => setTimeout(r, 500));
+      expect(readFileSync(starts, "utf8").split("\n").filter(Boolean)).toEqual([run.id]);
+    } finally {
+      if (db.inTransaction) db.exec("ROLLBACK");
+      await guest.close();
+      for (const o of owners) if (o.exitCode === null) o.kill("SIGTERM");
+      await Promise.all(owners.map((o) => (o.exitCode === null ? new Promise((r) => o.once("exit", r)) : undefined)));
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 60_000);
 });

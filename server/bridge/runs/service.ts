@@ -375,7 +375,7 @@ export class RunService {
       if (!next) return;
       // A revoked agent no longer acts on this box, and one admitted again reaches only its new profiles: what it queued before does not start.
       const refused = this.o.refused?.(next.caller, next.profile);
-      if (refused) this.end(next.id, { state: "cancelled", ...refused });
+      if (refused) this.end(next.id, { state: "cancelled", ...refused }, "queued");
       else this.launch(next);
     }
   }
@@ -385,9 +385,12 @@ export class RunService {
     // The profile may have been removed while the run waited: say so, rather than that the command could not start (the spawn's ENOENT).
     const home = profileHome(s.hermes.home, row.profile);
     if (!isFolder(home)) {
-      this.end(row.id, { state: "failed", reason: "profile_not_found", error: `Hermes profile ${row.profile} is no longer there (no folder ${home}): it was removed before the run started` });
+      this.end(row.id, { state: "failed", reason: "profile_not_found", error: `Hermes profile ${row.profile} is no longer there (no folder ${home}): it was removed before the run started` }, "queued");
       return;
     }
+    // Claimed in the database before anything of it is made: another process that owns runs on this state folder
+    // (or a guest's cancel) may have taken it since it was read, and a run is started once, by whoever claims it.
+    if (this.o.db.prepare("UPDATE bridge_runs SET state = 'running', started_at = ? WHERE id = ? AND state = 'queued'").run(this.iso(), row.id).changes !== 1) return;
     try {
       mkdirSync(this.dir, { recursive: true });
       writeFileSync(this.logPath(row.id), "");
@@ -410,7 +413,6 @@ export class RunService {
     }
     if (child.pid === undefined) {
       // The spawn failed (no such command, no profile folder): 'error' says why, right after.
-      this.o.db.prepare("UPDATE bridge_runs SET state = 'running', started_at = ? WHERE id = ?").run(this.iso(), row.id);
       child.once("error", (err) => {
         this.ended(row.id, { state: "failed", reason: "spawn_failed", error: `cannot start ${s.hermes.command}: ${err.message}` });
         this.pump();
@@ -420,7 +422,7 @@ export class RunService {
     const pid = child.pid;
     // [hermes] run_timeout_s is read as the run starts: lowered while it waited, queued, the run runs no longer than it says now.
     const timeoutS = Math.min(row.timeout_s, s.hermes.run_timeout_s);
-    this.o.db.prepare("UPDATE bridge_runs SET state = 'running', started_at = ?, pid = ?, timeout_s = ? WHERE id = ?").run(this.iso(), pid, timeoutS, row.id);
+    this.o.db.prepare("UPDATE bridge_runs SET pid = ?, timeout_s = ? WHERE id = ?").run(pid, timeoutS, row.id);
     void procStat(pid).then((stat) => {
       if (stat) this.o.db.prepare("UPDATE bridge_runs SET pid_start = ? WHERE id = ? AND pid = ?").run(stat.startTime, row.id, pid);
     }).catch(() => undefined); // a note for telling a reused pid apart; a database that cannot take it (a full disk) ends nothing
