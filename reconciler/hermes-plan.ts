@@ -8,7 +8,7 @@ import type { HermesManagedProfile, HermesView, Observed } from "./observed.js";
  * Hermes profile. Pure (the YAML is parsed in memory). A change is an
  * `update` when hal0's keys in the file differ from the desired ones; its
  * reason says why: `new` (none of hal0's keys there yet), `drifted` (hal0's
- * keys were edited by hand: they differ from what hal0 last wrote), `changed`
+ * keys were edited by hand, or removed: they differ from what hal0 last wrote), `changed`
  * (the config moved: server address, exposure, the profile's own opt-ins; or
  * hal0 has no record of writing the file, e.g. a lost state folder),
  * `opted_out` (hal0: {wire_mcp: false}: hal0's keys are removed).
@@ -168,9 +168,10 @@ function headersOf(entry: unknown): Record<string, unknown> {
 }
 
 function reasonFor(current: Record<string, unknown>, desired: Record<string, unknown>, managed: HermesManagedProfile | undefined): HermesReason {
-  if (Object.keys(current).length === 0) return "new";
-  // Drift needs evidence: a record of what hal0 last wrote that the file no longer holds.
+  // Drift needs evidence: a record of what hal0 last wrote that the file no longer holds. Entries hal0 wrote that a
+  // person removed are such an edit too, not a profile never wired (its record, if any, is of no entries: opted out).
   if (managed?.applied !== undefined && managed.applied !== hashOf(current)) return "drifted";
+  if (Object.keys(current).length === 0) return "new";
   return Object.keys(desired).length === 0 ? "opted_out" : "changed";
 }
 

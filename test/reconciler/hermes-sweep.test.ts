@@ -83,6 +83,24 @@ describe("Hermes profiles in the sweep", () => {
     expect(readFileSync(file("b"), "utf8")).toBe(wired);
   });
 
+  it("hal0's entries removed by hand are drift: written back (drifted) under enforce, left out and reported under drift = \"warn\"", async () => {
+    const { dir, sweeper, file } = box("127.0.0.1");
+    await sweeper.sweep();
+    const wired = readFileSync(file("b"), "utf8");
+    const unwired = wired.slice(0, wired.indexOf("mcp_servers:"));
+    writeFileSync(file("b"), unwired);
+    const report = await sweeper.sweep();
+    expect(report.plan!.changes.find((c) => c.address === "hermes.b")).toMatchObject({ action: "update", reason: "drifted", changed_paths: ["mcp_servers.hal0-admin", "mcp_servers.hal0-memory"] });
+    expect(readFileSync(file("b"), "utf8")).toBe(wired);
+    writeFileSync(join(dir, "etc", "hal0.toml"), `${readFileSync(join(dir, "etc", "hal0.toml"), "utf8")}\n[reconcile]\ndrift = "warn"\n`);
+    await sweeper.sweep();
+    writeFileSync(file("b"), unwired);
+    const warned = await sweeper.sweep();
+    expect(warned.plan!.changes.find((c) => c.address === "hermes.b")).toMatchObject({ action: "no-op", reason: "drifted" });
+    expect(warned.plan!.warnings).toContainEqual(expect.objectContaining({ address: "hermes.b", code: "hermes.drifted" }));
+    expect(readFileSync(file("b"), "utf8")).toBe(unwired);
+  });
+
   it("a profile's config.yaml that is a symbolic link (a dotfiles checkout) stays one; the file it leads to is wired and keeps its mode", async () => {
     const { dir, sweeper, file } = box("127.0.0.1");
     const dotfiles = join(dir, "dotfiles");
