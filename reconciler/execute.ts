@@ -219,6 +219,15 @@ async function applyHermesChange(change: HermesChange, state: StateStore, option
   }
   // (A plan saved before identities has no `identity`: the profile's is derived the planner's way.)
   const identity = after.identity ?? hermesIdentity(after.profile);
+  // The profile is recorded before its token may be minted, so a write that then fails (or a hal0 killed before it)
+  // leaves no live token that the profile's removal would not revoke. The record names no write (no `applied`).
+  if (credentials) {
+    await serial(async () => {
+      const all = await state.readHermesManaged();
+      const known = after.profile === null ? all.default : all.profiles[after.profile];
+      if (known === undefined) await state.recordHermesManaged(after.profile, { ids: [...before.managed_ids] });
+    });
+  }
   const written = fillBearer(after.mcp_servers, credentials ? () => credentials.token(identity) : undefined);
   await convergeHermesFile(after.file, written, before.managed_ids);
   const recorded = credentials ? after.mcp_servers : written;

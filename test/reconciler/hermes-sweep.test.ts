@@ -350,6 +350,28 @@ describe("Hermes profiles get their agent token", () => {
     expect((await sweeper.sweep()).outcome).toBe("nothing_to_do");
   });
 
+  it("a token minted for a profile whose write then failed is revoked once the profile folder is removed", async () => {
+    const { dir, home, state, sweeper, tokens, hermesCredentials, file } = box("127.0.0.1", true);
+    const model = compile((await loadTree(join(dir, "etc"))).tree).model!;
+    const driver = new ProcessDriver({ stateDir: state.dir });
+    const { observed, inventory } = await observe(model, driver, state, { hermesCredentials });
+    const plan = planChanges(model, observed, inventory);
+    // Between plan and apply, profile a's config.yaml turns into a folder: its token is minted, its write fails.
+    rmSync(file("a"));
+    mkdirSync(file("a"));
+    const results = await executePlan(plan, { driver, state, healthTimeoutS: 5, stopGraceS: 1, cwd: dir, hermesCredentials });
+    expect(results.find((r) => r.address === "hermes.a")).toMatchObject({ ok: false, code: "hermes.write_failed" });
+    const minted = readFileSync(join(state.dir, "tokens", "hermes__a"), "utf8").trim();
+    expect(tokens!.verify(minted)).toMatchObject({ name: "hermes__a" });
+    // The person gives up on that profile and removes it: nothing may act as it any more.
+    rmSync(join(home, "profiles", "a"), { recursive: true });
+    const report = await sweeper.sweep();
+    expect(report.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "delete", reason: "removed" });
+    expect(tokens!.verify(minted)).toBeUndefined();
+    expect(existsSync(join(state.dir, "tokens", "hermes__a"))).toBe(false);
+    expect(Object.keys((await state.readHermesManaged()).profiles)).toEqual(["b"]);
+  });
+
   it("a revoked token, or a bearer typed by hand, is replaced by a live one on the next sweep", async () => {
     const { sweeper, tokens, file } = box("127.0.0.1", true);
     await sweeper.sweep();
