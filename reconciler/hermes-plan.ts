@@ -39,8 +39,12 @@ export function hermesIdentity(profile: string | null): string {
 
 /** `[hermes] home`, a relative one taken against the config folder. */
 export function hermesHome(model: Model): string {
-  const home = model.settings.hermes.home;
-  return home.startsWith("/") ? home : `${model.root.replace(/\/+$/, "")}/${home}`;
+  return resolveHermesHome(model.settings.hermes.home, model.root);
+}
+
+/** `[hermes] home` as set (`home`), a relative one taken against the config folder `root`: the wiring's and the bridge's one reading of it. */
+export function resolveHermesHome(home: string, root: string): string {
+  return home.startsWith("/") ? home : `${root.replace(/\/+$/, "")}/${home}`;
 }
 
 export function profileFile(home: string, profile: string | null): string {

@@ -151,7 +151,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const images = new ImagePulls({ box, env, now });
   Object.assign(services, { images });
   // The agent bridge's Hermes runs: what a previous hal0 left running is stopped and marked interrupted now.
-  const runs = new RunService({ db, stateDir: options.stateDir, env, settings: () => box.lastSettings(), now, guest: options.guest === true, refused: (starter, profile) => queuedRunRefusal(tokens, starter, profile) });
+  const runs = new RunService({ db, stateDir: options.stateDir, root: options.root, env, settings: () => box.lastSettings(), now, guest: options.guest === true, refused: (starter, profile) => queuedRunRefusal(tokens, starter, profile) });
   Object.assign(services, { runs, bridgeRoutes: bridge.routes });
   let gateCache: { settings: unknown; config: ReturnType<typeof gateConfig> } | undefined;
   const gate = () => {

@@ -5,6 +5,7 @@ import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { PUMP_MS, RunService } from "../../server/bridge/runs/service.js";
 import { RUN_TOOLS } from "../../server/bridge/runs/tools.js";
+import { TEACH_TOOLS } from "../../server/bridge/teach/tools.js";
 import { openDb } from "../../server/db.js";
 import { Settings } from "../../schema/index.js";
 import type { BridgeContext } from "../../server/bridge/tool.js";
@@ -723,6 +724,28 @@ describe("agent bridge runs, max_runs and restarts", () => {
       rmSync(dir, { recursive: true, force: true });
     }
   }, 60_000);
+
+  it("a relative [hermes] home is taken against the config folder, as the wiring takes it: its profiles are listed, run and taught, whatever hal0's working folder", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { box, home } = makeBox(dir);
+    const toml = join(box, "hal0.toml");
+    writeFileSync(toml, readFileSync(toml, "utf8").replace(`home = ${JSON.stringify(home)}`, 'home = "../hermes"'));
+    mkdirSync(join(home, "profiles/alpha/skills/ops/deploy"), { recursive: true });
+    writeFileSync(join(home, "profiles/alpha/skills/ops/deploy/SKILL.md"), "---\nname: deploy\ndescription: Deploy.\n---\n# Deploy\n");
+    const t = await startTestServer({ extra: { root: box }, env: { HERMES_FAKE_DELAY_MS: "10" } });
+    try {
+      expect(process.cwd()).not.toBe(box);
+      const ctx: BridgeContext = { d: t.hal0, caller: OPERATOR, profiles: "all" };
+      expect((await tool("agent_profile_list").run(ctx, {}) as any).profiles.map((p: { name: string }) => p.name)).toEqual(["alpha", "beta"]);
+      const r = await tool("agent_run_start").run(ctx, { profile: "alpha", prompt: "hello" }) as any;
+      expect((await tool("agent_run_wait").run(ctx, { run_id: r.run_id, timeout_s: 20 }) as any).run).toMatchObject({ profile: "alpha", state: "done", exit_code: 0 });
+      const skills = TEACH_TOOLS.find((x) => x.name === "profile_skill_list")!;
+      expect(await skills.run!(ctx, { profile: "alpha" })).toMatchObject({ profile: "alpha", count: 1, skills: [expect.objectContaining({ category: "ops", name: "deploy" })] });
+    } finally {
+      await t.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 
   it("two processes owning the runs of one state folder start a queued run once: the first to claim it in the database runs it, the other leaves it", async () => {
     const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));

@@ -5,6 +5,7 @@ import { readdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { tempPathFor } from "../../../reconciler/atomic.js";
 import { isLive, killQuietly, procStat } from "../../../reconciler/drivers/proc.js";
+import { resolveHermesHome } from "../../../reconciler/hermes-plan.js";
 import { Settings } from "../../../schema/index.js";
 import type { Db } from "../../db.js";
 import { ApiError } from "../../errors.js";
@@ -68,6 +69,8 @@ export interface RunServiceOptions {
   /** hal0's environment: the run gets PATH, HOME, locale and HERMES_* from it (hermes-adapter.ts). */
   readonly env: NodeJS.ProcessEnv;
   readonly settings: () => Settings | undefined;
+  /** The config folder: a relative `[hermes] home` is taken against it, as the wiring takes it (default: hal0's working folder). */
+  readonly root?: string;
   readonly now?: () => number;
   /** The log's bound in bytes (default 1 MiB): past it the oldest output is dropped. */
   readonly logLimit?: number;
@@ -383,7 +386,8 @@ export class RunService {
   private launch(row: RunRow): void {
     const s = this.settings();
     // The profile may have been removed while the run waited: say so, rather than that the command could not start (the spawn's ENOENT).
-    const home = profileHome(s.hermes.home, row.profile);
+    const hermesHome = this.o.root === undefined ? s.hermes.home : resolveHermesHome(s.hermes.home, this.o.root);
+    const home = profileHome(hermesHome, row.profile);
     if (!isFolder(home)) {
       this.end(row.id, { state: "failed", reason: "profile_not_found", error: `Hermes profile ${row.profile} is no longer there (no folder ${home}): it was removed before the run started` }, "queued");
       return;
@@ -400,7 +404,7 @@ export class RunService {
       return;
     }
     const how = hermesSpawn(
-      { command: s.hermes.command, home: s.hermes.home, profile: row.profile, prompt: row.prompt, toolsets: JSON.parse(row.toolsets) as string[], maxTurns: row.max_turns ?? undefined, resume: row.resume ?? undefined },
+      { command: s.hermes.command, home: hermesHome, profile: row.profile, prompt: row.prompt, toolsets: JSON.parse(row.toolsets) as string[], maxTurns: row.max_turns ?? undefined, resume: row.resume ?? undefined },
       this.o.env,
       { HAL0_RUN_STATE: resolve(this.o.stateDir), HAL0_RUN_ID: row.id },
     );

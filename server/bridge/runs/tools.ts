@@ -8,6 +8,7 @@ import type { BridgeContext, BridgeToolDef } from "../tool.js";
 import { mayReachProfile, requireProfile } from "../access.js";
 import { entryKind } from "../../../compiler/load.js";
 import { PROFILE_NAME } from "../../../reconciler/hermes-files.js";
+import { resolveHermesHome } from "../../../reconciler/hermes-plan.js";
 import { withoutWords } from "../teach/pipeline.js";
 import { finalOutput, profileHome, SESSION_ID } from "./hermes-adapter.js";
 import { RUN_STATES, type RunRow, type RunService } from "./service.js";
@@ -177,7 +178,8 @@ function actor(ctx: BridgeContext): string {
 }
 
 async function home(ctx: BridgeContext): Promise<string> {
-  return (ctx.d.box.lastSettings() ?? (await ctx.d.box.model()).settings).hermes.home;
+  // A relative home is the config folder's, as the wiring reads it (never hal0's working folder).
+  return resolveHermesHome((ctx.d.box.lastSettings() ?? (await ctx.d.box.model()).settings).hermes.home, ctx.d.box.root);
 }
 
 /** The profile folders under `[hermes] home`/profiles (a link to a folder counts), sorted. */

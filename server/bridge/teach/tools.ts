@@ -3,6 +3,7 @@ import { lstat, readdir } from "node:fs/promises";
 import { join } from "node:path";
 import { z } from "zod";
 import { PROFILE_NAME } from "../../../reconciler/hermes-files.js";
+import { resolveHermesHome } from "../../../reconciler/hermes-plan.js";
 import { requireProfile as requireAdmission } from "../access.js";
 import { profileHome } from "../runs/hermes-adapter.js";
 import { ApiError } from "../../errors.js";
@@ -46,7 +47,8 @@ export async function requireProfile(ctx: BridgeContext, profile: string): Promi
   checkPathArgs({ path: "/{profile}" }, { profile });
   if (!PROFILE_NAME.test(profile)) throw new ApiError("teach.invalid_name", `profile \`${profile}\` is not a Hermes profile name ([A-Za-z0-9_-]{1,56})`, { arg: "profile", value: profile });
   requireAdmission(ctx, profile);
-  const root = profileHome((await ctx.d.box.model()).settings.hermes.home, profile);
+  const model = await ctx.d.box.model();
+  const root = profileHome(resolveHermesHome(model.settings.hermes.home, model.root), profile);
   const info = await lstat(root).catch(() => undefined);
   if (info === undefined) throw new ApiError("teach.profile_not_found", `no Hermes profile \`${profile}\` (${root} does not exist)`, { profile });
   if (!info.isDirectory()) throw new ApiError("teach.unsafe_path", `${root} is not a plain folder (a link or a file); hal0 does not teach through it`, { profile });
