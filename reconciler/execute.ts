@@ -231,7 +231,14 @@ async function applyHermesChange(change: HermesChange, state: StateStore, option
   const written = fillBearer(after.mcp_servers, credentials ? () => credentials.token(identity) : undefined);
   await convergeHermesFile(after.file, written, before.managed_ids);
   const recorded = credentials ? after.mcp_servers : written;
-  await serial(() => state.recordHermesManaged(after.profile, { ids: after.managed_ids, applied: hashOf(recorded) }));
+  await serial(async () => {
+    // A write of the token alone (the entries as they were, a hand edit kept under drift = "warn") leaves the record of
+    // what hal0 last wrote as it was: the hand edit stays one.
+    const all = await state.readHermesManaged();
+    const known = after.profile === null ? all.default : all.profiles[after.profile];
+    const applied = known?.applied !== undefined && hashOf(before.mcp_servers) === hashOf(after.mcp_servers) ? known.applied : hashOf(recorded);
+    await state.recordHermesManaged(after.profile, { ids: after.managed_ids, applied });
+  });
 }
 
 /**

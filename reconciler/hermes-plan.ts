@@ -145,10 +145,13 @@ export function planHermesProfile(model: Model, profile: string | null, text: st
   const reason = reasonFor(current, desired, managed);
   // `[reconcile] drift = "warn"`: a hand edit of hal0's keys is reported, not undone.
   if (reason === "drifted" && model.settings.reconcile.drift === "warn" && !options.enforce) {
-    return {
-      change: hermesChange(address, "no-op", "drifted", paths, before, after),
-      warnings: [...warnings, { address, code: "hermes.drifted", message: `hal0's keys in ${file} were edited by hand (${paths.join(", ")}); drift = "warn": left as they are` }],
-    };
+    const edited = diffPaths("mcp_servers", current, desired);
+    const drifted: PlanWarning = { address, code: "hermes.drifted", message: `hal0's keys in ${file} were edited by hand (${edited.join(", ")}); drift = "warn": left as they are` };
+    // A bearer that is not the live token (rotated, revoked) is not a hand edit, and left as it is it locks the profile
+    // out: it is written even so, into the entries as the person left them (the edit kept, and still reported).
+    const bearer = bearerPaths(current, current, bearers, options.token);
+    if (bearer.length > 0) return { change: hermesChange(address, "update", "changed", bearer, before, { ...before, mcp_servers: current }), warnings: [...warnings, drifted] };
+    return { change: hermesChange(address, "no-op", "drifted", edited, before, after), warnings: [...warnings, drifted] };
   }
   return { change: hermesChange(address, "update", reason, paths, before, after), warnings };
 }

@@ -300,6 +300,29 @@ describe("Hermes profiles get their agent token", () => {
     expect((await sweeper.sweep()).outcome).toBe("nothing_to_do");
   });
 
+  it("under drift = \"warn\", a rotated token still reaches a profile whose hal0 keys were edited by hand: the bearer is written, the hand edit kept and still reported", async () => {
+    const { dir, sweeper, tokens, file } = box("127.0.0.1", true);
+    const toml = join(dir, "etc", "hal0.toml");
+    writeFileSync(toml, `${readFileSync(toml, "utf8")}\n[reconcile]\ndrift = "warn"\n`);
+    await sweeper.sweep();
+    writeFileSync(file("a"), readFileSync(file("a"), "utf8").replace("timeout: 60", "timeout: 7"));
+    const rotated = tokens!.rotate("hermes__a");
+    const report = await sweeper.sweep();
+    expect(report.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "update", reason: "changed", changed_paths: ["mcp_servers.hal0-admin.headers.Authorization", "mcp_servers.hal0-memory.headers.Authorization"] });
+    expect(report.plan!.warnings).toContainEqual(expect.objectContaining({ address: "hermes.a", code: "hermes.drifted", message: expect.stringContaining("(mcp_servers.hal0-admin.timeout)") }));
+    expect(bearerIn(file("a"), "hal0-admin")).toBe(rotated.token);
+    expect(bearerIn(file("a"), "hal0-memory")).toBe(rotated.token);
+    expect(readFileSync(file("a"), "utf8")).toContain("timeout: 7");
+    // Still the person's edit, not hal0's: reported under warn, undone once drift is enforced.
+    const again = await sweeper.sweep();
+    expect(again.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "no-op", reason: "drifted", changed_paths: ["mcp_servers.hal0-admin.timeout"] });
+    writeFileSync(toml, readFileSync(toml, "utf8").replace('drift = "warn"', 'drift = "enforce"'));
+    const enforced = await sweeper.sweep();
+    expect(enforced.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "update", reason: "drifted" });
+    expect(readFileSync(file("a"), "utf8")).not.toContain("timeout: 7");
+    expect(bearerIn(file("a"), "hal0-admin")).toBe(rotated.token);
+  });
+
   it("after hal0 token rotate hermes__<p>, the next sweep converges the file to the new token and the old one no longer verifies", async () => {
     const { state, sweeper, tokens, file } = box("127.0.0.1", true);
     await sweeper.sweep();
