@@ -1,7 +1,7 @@
 import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
 import { withTokenStore } from "./token-cmd.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
-import { configDir, requireConfigFolder } from "./paths.js";
+import { compileTree, configDir, requireConfigFolder } from "./paths.js";
 
 export const BRIDGE_HELP = `hal0 bridge admit NAME [--profiles P,Q] [--url URL] [--json]
 hal0 bridge list [--all] [--json]
@@ -15,7 +15,8 @@ profile), nothing else, and prints it once on stdout with ready client config:
 the 'claude mcp add' line, Codex's ~/.codex/config.toml block and Cursor's
 .cursor/mcp.json. The URL is http://<[server] host>:<[server] port>/mcp/agents
 unless --url says another (the http:// or https:// address agents reach the box
-at; anything else is a usage error).
+at; anything else is a usage error). A profile named that [hermes] home holds
+no folder of is warned about (names are case-sensitive); the admission stands.
 list shows each admission: name, profiles, created, last used, revoked (--all).
 revoke ends every live admission of NAME at once, in a running 'hal0 serve' too.
 [bridge] enabled = false in hal0.toml turns the mount off (404) without revoking.
@@ -53,6 +54,7 @@ export async function runBridge(args: string[], io: CliIo): Promise<number> {
       if (profiles.length === 0) throw new UsageError("--profiles names at least one Hermes profile (or leave it out for every profile)");
       if (admissions(false).some((t) => t.name === name)) throw new CliError("bridge.already_admitted", `${name} is admitted already; revoke it first (hal0 bridge revoke ${name}) or rotate its token (hal0 token rotate ${name})`);
       const minted = tokens.mint("agent", name!, bridgeScopes(profiles));
+      for (const line of await unknownProfiles(values, io, profiles)) io.stderr.write(`hal0 bridge: warning: ${line}\n`);
       const { clientConfigs } = await import("../server/bridge/clients.js");
       const configs = clientConfigs(url, minted.token);
       io.stderr.write(`hal0 bridge: ${minted.id} admits agent:${minted.name} to ${url} (profiles: ${reach(minted.profiles)}); the token is shown once — keep it\n`);
@@ -99,6 +101,29 @@ function admission(t: { id: string; name: string; profiles?: readonly string[]; 
 }
 
 /** `http://<[server] host>:<[server] port>` of the compiled config (the default 127.0.0.1:8080 when it does not compile); a missing config folder is `config.not_found`. */
+/**
+ * A line for each named profile that `[hermes] home` holds no folder of
+ * (profile names are case-sensitive: `Work` is not `work`). The admission
+ * stands, as asked (a profile may be made later), but it reaches no profile
+ * of that name until one is there. Nothing is said when the home cannot be
+ * read or the tree does not compile.
+ */
+async function unknownProfiles(flags: { config?: string }, io: CliIo, profiles: readonly string[]): Promise<string[]> {
+  const named = profiles.filter((p) => p !== "*");
+  if (named.length === 0) return [];
+  const { model } = await compileTree(flags, io).catch(() => ({ model: undefined }));
+  if (model === undefined) return [];
+  const { hermesHome } = await import("../reconciler/hermes-plan.js");
+  const { observeHermesHome } = await import("../reconciler/hermes-files.js");
+  const home = hermesHome(model);
+  const { folders } = await observeHermesHome(home);
+  if (folders === undefined) return [];
+  return named.filter((p) => !folders.includes(p)).map((p) => {
+    const like = folders.filter((f) => f.toLowerCase() === p.toLowerCase());
+    return `no Hermes profile ${p} in ${home}/profiles${like.length > 0 ? ` (profile names are case-sensitive: did you mean ${like.join(" or ")}?)` : folders.length > 0 ? ` (there are: ${folders.join(", ")})` : ""}; the admission reaches it only once a folder of that name is there`;
+  });
+}
+
 async function defaultUrl(flags: { config?: string }, io: CliIo): Promise<string> {
   const { linkHost, serverAddress } = await import("./web-cmd.js");
   const { host, port } = await serverAddress(flags, io);

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -8,6 +8,7 @@ import { parse as parseToml } from "smol-toml";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
 import { main } from "../../cli/index.js";
+import { openDb } from "../../server/db.js";
 import { requireProfile, mayReachProfile } from "../../server/bridge/access.js";
 import type { BridgeToolDef } from "../../server/bridge/tool.js";
 import { RUN_TOOLS } from "../../server/bridge/runs/tools.js";
@@ -402,5 +403,36 @@ describe("hal0 bridge admit | list | revoke (against the server's state folder)"
     const names = s.hal0.tokens.list().map((t) => t.name);
     for (const name of ["-x", "owner"]) expect(s.hal0.tokens.list().filter((t) => t.name === name && t.kind === "agent")).toEqual([]);
     expect(names).not.toContain("hermes__writer");
+  });
+});
+
+describe("hal0 bridge admit to a profile that is not there", () => {
+  it("warns for each named profile [hermes] home holds no folder of, naming the one of another case it may have meant; the admission stands as asked", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-admit-"));
+    try {
+      const config = join(dir, "etc");
+      mkdirSync(config);
+      writeFileSync(join(config, "hal0.toml"), '[hermes]\nhome = "../hermes"\n');
+      for (const p of ["coder", "writer"]) mkdirSync(join(dir, "hermes", "profiles", p), { recursive: true });
+      openDb(join(dir, "state")).close(); // a served state folder
+      const bridge = async (...args: string[]) => {
+        const io = captureIo({}, config);
+        const code = await main(["bridge", ...args, "--config", config, "--state", join(dir, "state"), "--url", "http://127.0.0.1:43090"], io);
+        return { code, out: io.out(), err: io.err() };
+      };
+      const admit = await bridge("admit", "typo", "--profiles", "Coder,writer,later", "--json");
+      expect(admit.code, admit.err).toBe(0);
+      expect((JSON.parse(admit.out) as { token: { profiles: string[] } }).token.profiles).toEqual(["Coder", "later", "writer"]);
+      const home = `${config}/../hermes`;
+      expect(admit.err).toContain(`warning: no Hermes profile Coder in ${home}/profiles (profile names are case-sensitive: did you mean coder?)`);
+      expect(admit.err).toContain(`warning: no Hermes profile later in ${home}/profiles (there are: coder, writer)`);
+      expect(admit.err).not.toContain("profile writer");
+      const exact = await bridge("admit", "right", "--profiles", "coder");
+      expect(exact.code).toBe(0);
+      expect(exact.err).not.toContain("warning");
+      expect((await bridge("admit", "everyone")).err).not.toContain("warning");
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
