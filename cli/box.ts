@@ -143,7 +143,7 @@ async function runtimeDriver(model: Model, dir: string, env: CliIo["env"]): Prom
 /** The swarm runtime: the manager's engine (`[slots] docker_host`, else $DOCKER_HOST), which must answer and be a swarm manager. */
 async function swarmDriverFor(model: Model, dir: string, env: CliIo["env"]): Promise<SlotDriver> {
   const slots = model.settings.slots;
-  const [{ SwarmDriver }, { dockerClient }, { SwarmKey }, { within }] = await Promise.all([import("../reconciler/drivers/swarm.js"), import("../reconciler/drivers/docker.js"), import("../reconciler/drivers/swarm-key.js"), import("../reconciler/drivers/docker-engine.js")]);
+  const [{ SwarmDriver }, { dockerClient }, { SwarmKey }, { within }, { redactText }] = await Promise.all([import("../reconciler/drivers/swarm.js"), import("../reconciler/drivers/docker.js"), import("../reconciler/drivers/swarm-key.js"), import("../reconciler/drivers/docker-engine.js"), import("../server/redact.js")]);
   const host = engineAddress(slots.docker_host, env);
   let docker: ReturnType<typeof dockerClient>;
   try {
@@ -159,7 +159,7 @@ async function swarmDriverFor(model: Model, dir: string, env: CliIo["env"]): Pro
     throw new CliError("runtime.unavailable", `[slots] runtime = "swarm": the engine at ${host} does not answer (${(err as Error).message}); start it, or set [slots] docker_host or DOCKER_HOST`);
   }
   const box = await new StateStore(dir).boxId();
-  return new SwarmDriver({ docker, address: host, box, stateDir: dir, key: new SwarmKey(dir), stopGraceS: slots.stop_grace_s });
+  return new SwarmDriver({ docker, address: host, box, stateDir: dir, key: new SwarmKey(dir), stopGraceS: slots.stop_grace_s, maskLog: redactText });
 }
 
 /**

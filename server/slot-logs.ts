@@ -57,8 +57,9 @@ export interface SlotLog {
  * container's log where the engine keeps it (the docker runtime, or a former
  * one still running it: SlotDriver.logs), else the process runtime's
  * runner.log (and its `.1`). The engine deletes a container's log with the
- * container, so the docker runtime keeps the last output of each one it
- * removes (crashed, replaced, stopped) in `container.log`
+ * container (and Swarm a service's with the service), so the docker and
+ * swarm runtimes keep the last output of each one they remove (crashed,
+ * replaced, stopped, a failed start) in `container.log`
  * (reconciler/drivers/container-log.ts): its lines come before the current
  * container's, as runner.log.1's before runner.log's, and alone when the slot
  * has no container now and no runner.log.

@@ -84,7 +84,7 @@ export interface SlotDriver {
    * The last `lines` lines of a slot's runner output where the engine keeps
    * it (the docker runtime: its container's log, stdout and stderr in
    * order); undefined when this runtime has no runner of that name. (The
-   * docker runtime keeps what its removed containers wrote last in
+   * docker and swarm runtimes keep what their removed containers and services wrote last in
    * `<state>/slots/<name>/container.log`: server/slot-logs.ts reads it.) Absent
    * where hal0 writes the log itself (the process runtime's `runner.log`).
    */

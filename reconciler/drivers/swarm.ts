@@ -6,6 +6,7 @@ import { DriverError, INTERRUPTED, interruptedStart, wantsProbe, whenAborted, ty
 import { LABEL, boxFilter, containerName, fileMounts, labelledAs, logFramesOf, logTailOf, parseView } from "./docker-container.js";
 import { answered, ENGINE_ANSWER_MS, engineStatus, ignore, logUnread, notOursMessage } from "./docker-engine.js";
 import { healthOf, httpStatus, acceptsConnections } from "./proc.js";
+import { saveContainerLog } from "./container-log.js";
 import { StateKey } from "./state-key.js";
 import type { SwarmKey } from "./swarm-key.js";
 import { nodeFrom, observedService, secretName, serviceSpec, type ListedService, type ListedTask } from "./swarm-service.js";
@@ -19,6 +20,8 @@ const HELD_PORT_SLACK_MS = 5000;
 /** A start gives up when this many of its tasks have failed (Swarm restarts a runner that exits). */
 const FAILED_TASKS = 3;
 const LOG_LINES = 15;
+/** How many of a removed service's last lines are read to keep (then bounded to CONTAINER_LOG_MAX_BYTES). */
+const KEPT_LOG_LINES = 1000;
 /** Beyond the stop grace, how long stop waits for the runner's port to close on its node. */
 const STOP_SLACK_MS = 10_000;
 
@@ -38,6 +41,12 @@ export interface SwarmDriverOptions {
   readonly labelKey?: StateKey;
   /** `[slots] stop_grace_s`: the services' stop grace period. */
   readonly stopGraceS?: number;
+  /**
+   * Masks the secrets of a line of a removed service's output before it is
+   * kept in `<state>/slots/<name>/container.log` (server/redact.ts redactText,
+   * as slot_logs masks; default: none, and slot_logs masks on reading).
+   */
+  readonly maskLog?: (line: string) => string;
 }
 
 /**
@@ -65,6 +74,9 @@ export class SwarmDriver implements SlotDriver {
   private readonly key: SwarmKey;
   private readonly labelKey: StateKey;
   private readonly stopGraceS: number;
+  private readonly maskLog: (line: string) => string;
+  /** The save of each slot's container.log under way (keepLog): one at a time per slot, so none is lost. */
+  private readonly keeping = new Map<string, Promise<void>>();
   private nodesInFlight?: Promise<ObservedNode[]>;
   private secretInFlight?: Promise<{ id: string; name: string }>;
 
@@ -78,6 +90,7 @@ export class SwarmDriver implements SlotDriver {
     this.key = options.key;
     this.labelKey = options.labelKey ?? new StateKey(options.stateDir, "label-key");
     this.stopGraceS = options.stopGraceS ?? 20;
+    this.maskLog = options.maskLog ?? ((line) => line);
   }
 
   /** The swarm's nodes, by hostname. Calls made while one list is on its way share it (observe and its caller ask at once). */
@@ -159,6 +172,7 @@ export class SwarmDriver implements SlotDriver {
     const tasks = (await this.engine((abortSignal) => this.docker.listTasks({ filters: { service: [found.ID], "desired-state": ["running"] }, abortSignal })).catch(noTasks)) as ListedTask[];
     const nodes = tasks.some((t) => t.NodeID) ? await this.nodes() : [];
     const port = parseView(found.Spec.Labels?.[LABEL.view])?.port;
+    await this.keepLog(name, found.ID);
     await this.engine((abortSignal) => this.docker.getService(found.ID).remove({ abortSignal })).catch(ignore(404));
     // The runner stops on its node after the grace; the slot is stopped when its port there is closed.
     const deadline = Date.now() + Math.max(graceS, this.stopGraceS) * 1000 + STOP_SLACK_MS;
@@ -310,7 +324,44 @@ export class SwarmDriver implements SlotDriver {
 
   private async removeService(name: string): Promise<void> {
     const found = await this.inspectByName(name);
-    if (found !== undefined && labelledAs(found.Spec.Labels, this.box, name)) await this.engine((abortSignal) => this.docker.getService(found.ID).remove({ abortSignal })).catch(ignore(404));
+    if (found === undefined || !labelledAs(found.Spec.Labels, this.box, name)) return;
+    await this.keepLog(name, found.ID);
+    await this.engine((abortSignal) => this.docker.getService(found.ID).remove({ abortSignal })).catch(ignore(404));
+  }
+
+  /**
+   * Before the service of slot `name` is removed (its tasks' containers, and
+   * their logs, go with it): its last output as the manager gathers it from
+   * the nodes, masked, and how its last task ended, appended to the slot's
+   * container.log (container-log.ts), which slot_logs shows before the lines
+   * of the slot's current service, and alone when it has none. So a start
+   * that failed (its service removed) still says why. Best effort: a log the
+   * manager cannot read back (a node down) or a write that fails never holds
+   * up the removal.
+   */
+  private keepLog(name: string, id: string): Promise<void> {
+    const next = (this.keeping.get(name) ?? Promise.resolve()).then(() => this.saveLog(name, id));
+    this.keeping.set(name, next);
+    void next.then(() => {
+      if (this.keeping.get(name) === next) this.keeping.delete(name);
+    });
+    return next;
+  }
+
+  private async saveLog(name: string, id: string): Promise<void> {
+    try {
+      const svc = containerName(name);
+      const [raw, tasks, nodes] = await Promise.all([
+        this.engine((abortSignal) => this.docker.getService(id).logs({ stdout: true, stderr: true, tail: KEPT_LOG_LINES, follow: false, abortSignal })) as Promise<unknown>,
+        this.engine((abortSignal) => this.docker.listTasks({ filters: { service: [id] }, abortSignal })).catch(() => []) as Promise<ListedTask[]>,
+        this.nodes().catch(() => [] as ObservedNode[]),
+      ]);
+      const { lines } = Buffer.isBuffer(raw) ? logFramesOf(raw) : { lines: [] };
+      const footer = `--- hal0 removed service ${svc} ${id.slice(0, 12)} at ${new Date().toISOString()}${lastTaskNote(tasks, nodes)}; the lines above are its last output ---`;
+      await saveContainerLog(this.stateDir, name, lines, footer, this.maskLog);
+    } catch {
+      // nothing kept: the removal goes on
+    }
   }
 
   private async inspectByName(name: string): Promise<ListedService | undefined> {
@@ -321,6 +372,26 @@ export class SwarmDriver implements SlotDriver {
       throw err;
     }
   }
+}
+
+/**
+ * How a service's tasks ended, for the line kept after its output: the newest
+ * failed (or rejected) one and how many failed (" (3 tasks failed; the last on
+ * node n2: non-zero exit (1), exit code 1)"), else where its newest task was;
+ * "" with no task.
+ */
+function lastTaskNote(tasks: readonly ListedTask[], nodes: readonly ObservedNode[]): string {
+  const newest = (list: readonly ListedTask[]) => [...list].sort((a, b) => ((a.Status.Timestamp ?? "") < (b.Status.Timestamp ?? "") ? 1 : -1))[0];
+  const on = (t: ListedTask) => (t.NodeID ? ` on node ${nodes.find((n) => n.id === t.NodeID)?.hostname ?? t.NodeID}` : "");
+  const failed = tasks.filter((t) => t.Status.State === "failed" || t.Status.State === "rejected");
+  const last = newest(failed);
+  if (last !== undefined) {
+    const exit = last.Status.ContainerStatus?.ExitCode;
+    const why = [last.Status.Err || last.Status.Message || "", exit !== undefined && last.Status.State === "failed" ? `exit code ${exit}` : ""].filter((w) => w !== "").join(", ");
+    return ` (${failed.length} ${failed.length === 1 ? "task" : "tasks"} ${failed.every((t) => t.Status.State === "rejected") ? "rejected" : "failed"}; the last${on(last)}${why ? `: ${why}` : ""})`;
+  }
+  const task = newest(tasks);
+  return task === undefined ? "" : ` (its task was ${task.Status.State}${on(task)})`;
 }
 
 /** A task list that failed reads as none (polled again), unless the manager did not answer at all: that is runtime.unavailable. */

@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { spawn } from "node:child_process";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -325,6 +325,19 @@ describe.skipIf(manager === undefined)(SUITE, () => {
       expect(await ours()).not.toContain(`hal0-slot-${busy}`);
       const status = await json("status", busy);
       expect(status.slot.last_error).toMatch(/^slot\.spawn_failed: /);
+      // The service went, its tasks' logs with it: what its runners said is kept in the state folder, and slot_logs shows it.
+      const kept = join(state, "slots", busy, "container.log");
+      expect(statSync(kept).mode & 0o777).toBe(0o600);
+      const { child, url } = await startServe(config, state, ["--no-reconcile"], undefined, { ...process.env, ...env });
+      try {
+        const headers = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
+        const log = (await (await fetch(`${url}/api/slots/${busy}/logs?lines=200`, { headers })).json()) as any;
+        expect(log, JSON.stringify(log)).toMatchObject({ name: busy, runtime: "swarm", source: kept, file: kept, exists: true });
+        expect(log.lines.join("\n")).toContain(`couldn't bind to 0.0.0.0:${PORT + 5}: address already in use`);
+        expect(log.lines.at(-1)).toMatch(new RegExp(`^--- hal0 removed service hal0-slot-${busy} [0-9a-z]{12} at \\S+ \\(3 tasks failed; the last on node hal0-node-2: .*exit code 1\\); the lines above are its last output ---$`));
+      } finally {
+        child.kill("SIGTERM");
+      }
       rmSync(join(config, "slots", `${busy}.toml`));
     } finally {
       holder.kill("SIGKILL");
