@@ -24,9 +24,11 @@ export function runnerTargets(model: Model): ProbeTarget[] {
     // Swarm runs images too: they are probed on the manager's engine, as docker images.
     const engine = runtime === "process" ? "process" : "docker";
     const word = engine === "docker" ? profile?.image : profile?.runner[0];
-    // A process runner is looked up and run with the PATH its slot's env sets, as the process driver spawns it.
+    // A process runner is looked up on the PATH its slot's env sets and run with that env, as the process driver spawns it.
     const path = engine === "process" ? slot.spec.env.PATH : undefined;
-    if (word) out.set(runnerKey(engine, word, path), { runtime: engine, word, ...(path !== undefined ? { path } : {}) });
+    const env = engine === "process" && Object.keys(slot.spec.env).length > 0 ? { env: slot.spec.env } : {};
+    const key = runnerKey(engine, word ?? "", path);
+    if (word && !out.has(key)) out.set(key, { runtime: engine, word, ...(path !== undefined ? { path } : {}), ...env });
   }
   return [...out.values()];
 }

@@ -45,6 +45,12 @@ export interface ProbeTarget {
    * and run with it); undefined: hal0's own.
    */
   readonly path?: string;
+  /**
+   * A process runner's env as its slot declares it (the profile's and the slot's: `spec.env`): the process
+   * driver starts the runner with it over the base (runnerBaseEnv), so the probe runs it so too. It is not part
+   * of the runner's key: slots of one runner word and PATH share the facts, asked with the first one's env.
+   */
+  readonly env?: Readonly<Record<string, string>>;
 }
 
 /** Why a process runner's word leads to no binary (as `findRunner` says). */
@@ -287,7 +293,7 @@ export class RunnerProbe {
 
   private async target(t: ProbeTarget, learned: { any: boolean }, images: Map<string, string>): Promise<TargetOutcome> {
     try {
-      return t.runtime === "process" ? await this.processTarget(t.word, this.envFor(t.path), learned) : await this.imageTarget(t.word, learned, images);
+      return t.runtime === "process" ? await this.processTarget(t.word, this.envFor(t.path), learned, t.env) : await this.imageTarget(t.word, learned, images);
     } catch (err) {
       return { ok: false, why: `the probe failed: ${(err as Error).message ?? String(err)}`, runs: 0 };
     }
@@ -295,7 +301,7 @@ export class RunnerProbe {
 
   // ---- process runners ----
 
-  private async processTarget(word: string, env: Readonly<Record<string, string | undefined>>, learned: { any: boolean }): Promise<TargetOutcome> {
+  private async processTarget(word: string, env: Readonly<Record<string, string | undefined>>, learned: { any: boolean }, slotEnv: Readonly<Record<string, string>> = {}): Promise<TargetOutcome> {
     const lookup = await this.find(word, env);
     if (!lookup.found) {
       const missing: RunnerMissing = { problem: lookup.problem, searched: [...lookup.searched], ...(lookup.candidate !== undefined ? { candidate: lookup.candidate } : {}) };
@@ -325,7 +331,7 @@ export class RunnerProbe {
       const run = (arg: string): Promise<Run> => {
         runs++;
         this.runCount++;
-        return runProcess(path, [arg], this.root, this.runEnv(env), this.timeoutMs);
+        return runProcess(path, [arg], this.root, this.runEnv(env, slotEnv), this.timeoutMs);
       };
       const texts = await askRunner(run);
       if (!texts.ok) return { ok: false, why: texts.why, runs };
@@ -364,10 +370,14 @@ export class RunnerProbe {
     return this.bin === undefined ? (env.PATH ?? "") : runnerPath(env, this.bin);
   }
 
-  /** The runner's environment: the base the process driver starts it with (runnerBaseEnv: none of hal0's secrets), hal0's bin/ after its PATH. */
-  private runEnv(env: Readonly<Record<string, string | undefined>> = this.env): NodeJS.ProcessEnv {
+  /**
+   * The runner's environment as the process driver starts it: the base (runnerBaseEnv: none of hal0's
+   * secrets), the slot's env over it (`slotEnv`: a library path, a variable a wrapper reads), hal0's bin/
+   * after its PATH (`env`'s: the slot's PATH when it sets one).
+   */
+  private runEnv(env: Readonly<Record<string, string | undefined>> = this.env, slotEnv: Readonly<Record<string, string>> = {}): NodeJS.ProcessEnv {
     const PATH = this.searchPath(env);
-    const base = runnerBaseEnv(env);
+    const base = { ...runnerBaseEnv(env), ...slotEnv };
     return PATH === (env.PATH ?? "") ? base : { ...base, PATH };
   }
 

@@ -317,6 +317,29 @@ describe("the hal0 binary", () => {
     expect(current.stdout.trim()).toBe(".: valid");
   });
 
+  it("a runner that needs its profile's env to run (a library path, a variable its wrapper reads) is probed with that env, as the process driver starts it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-validate-env-"));
+    // A wrapper that fails as a binary missing its libraries does unless the profile's env says where they are; with it, an older llama-server (no --load-mode).
+    writeFileSync(join(dir, "wrapped-llama"), `#!/bin/sh\n[ "$WRAPPED_LIBS" = "/opt/wrapped/lib" ] || { echo "wrapped-llama: error while loading shared libraries: libggml.so: cannot open shared object file" >&2; exit 127; }\nHAL0_FAKE_BUILD=older exec ${JSON.stringify(process.execPath)} ${JSON.stringify(join(ROOT, "fixtures/runner/fake-llama-server.mjs"))} "$@"\n`, { mode: 0o755 });
+    const files: Record<string, string> = {
+      "hal0.toml": "[slots]\nport_range_start = 24001\nport_range_end = 24100\n",
+      "profiles.toml": `[profile.cpu]\nrunner = ["./wrapped-llama"]\nflags = "--load-mode none"\ndevice_class = "cpu"\nenv = { WRAPPED_LIBS = "/opt/wrapped/lib" }\n`,
+      "models.toml": `[model.tiny]\npath = "tiny.gguf"\n`,
+      "slots/chat.toml": `profile = "cpu"\nmodel = "tiny"\nport = 24001\n`,
+    };
+    for (const [rel, text] of Object.entries(files)) {
+      mkdirSync(join(dir, rel, ".."), { recursive: true });
+      writeFileSync(join(dir, rel), text);
+    }
+    writeFileSync(join(dir, "tiny.gguf"), readFileSync(join(ROOT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf")));
+    const state = mkdtempSync(join(tmpdir(), "hal0-validate-state-"));
+    const hal0 = (args: string[]) => run("node", [join(ROOT, "bin/hal0.js"), ...args], { cwd: dir }).then((r) => ({ code: 0, ...r }), (e: { code: number; stdout: string; stderr: string }) => e);
+    const checked = await hal0(["validate", "--config", dir, "--state", state, "--runners"]);
+    expect(checked.stdout).not.toContain("could not be asked");
+    expect(checked.stdout).toContain("error[slot.runner_flag_unknown]: `--load-mode` is not a flag of llama-server b4748");
+    expect(checked.code).toBe(1);
+  });
+
   it("exits 1 on an invalid tree and on a missing folder (config.not_found)", async () => {
     const bad = await run("node", [join(ROOT, "bin/hal0.js"), "validate", "--config", tree(BROKEN)]).catch((e: { code: number }) => e);
     expect((bad as { code: number }).code).toBe(1);
