@@ -11,7 +11,7 @@ import type { HermesCredentials, HermesManaged, HermesManagedProfile } from "./o
 import { nearestExisting } from "./atomic.js";
 import { spawnProbe } from "./probe-process.js";
 import { StateStore } from "./state.js";
-import { findRunner, runnerPath } from "./drivers/runner.js";
+import { findRunner, runnerPath, spawnErrorWords } from "./drivers/runner.js";
 import { runnerBaseEnv } from "./drivers/runner-env.js";
 import { isAdvisory, preflight, type Finding } from "./preflight.js";
 import { DEFAULT_UNIT_DIR, readUnit, reinstallCommand, UNIT_NAME, unitProblems, verifyUnit } from "./systemd-unit.js";
@@ -256,7 +256,7 @@ export async function runnerVersion(argv: readonly string[], cwd: string, env: D
     }, timeoutMs);
     child.once("error", (err: NodeJS.ErrnoException) => {
       clearTimeout(timer);
-      resolve({ why: `cannot run it: ${err.code ?? err.message}` });
+      resolve({ why: `cannot run it: ${argv[0]!.startsWith("/") ? spawnErrorWords(argv[0]!, err) : err.code ?? err.message}` });
     });
     child.once("close", (code, signal) => {
       clearTimeout(timer);

@@ -5,7 +5,7 @@ import { runnerKey, type ImageDigests, type RunnerFacts, type RunnerFactsIndex, 
 import { FLAG_TABLE_VERSION, parseLlamaHelp, parseRunnerVersion, runnerFacts } from "../compiler/runner-help.js";
 import { writeFileAtomic } from "./atomic.js";
 import { engineStatus, within } from "./drivers/docker-engine.js";
-import { findRunner, HAL0_BIN, runnerPath, type RunnerLookup } from "./drivers/runner.js";
+import { findRunner, HAL0_BIN, runnerPath, spawnErrorWords, type RunnerLookup } from "./drivers/runner.js";
 import { killQuietly } from "./drivers/proc.js";
 import { runnerBaseEnv } from "./drivers/runner-env.js";
 import { spawnProbe } from "./probe-process.js";
@@ -636,7 +636,7 @@ function runProcess(path: string, args: readonly string[], cwd: string, env: Nod
       child.stderr!.destroy();
       if (exit !== undefined) answer();
     }, timeoutMs);
-    child.once("error", (err: NodeJS.ErrnoException) => finish({ ok: false, why: `cannot run it: ${err.code ?? err.message}` }));
+    child.once("error", (err: NodeJS.ErrnoException) => finish({ ok: false, why: `cannot run it: ${spawnErrorWords(path, err)}` }));
     child.once("exit", (code, signal) => {
       exit = { code, signal };
       if (timedOut) answer(); // the streams were destroyed: 'close' may not follow

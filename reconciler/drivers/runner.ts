@@ -1,5 +1,5 @@
 import { once } from "node:events";
-import { accessSync, constants, statSync } from "node:fs";
+import { accessSync, closeSync, constants, existsSync, openSync, readSync, statSync } from "node:fs";
 import { open } from "node:fs/promises";
 import { delimiter, join, resolve } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -139,7 +139,8 @@ export async function spawnRunner(argv: readonly string[], cwd: string, env: Nod
     const exited = new Promise<RunnerExit>((resolve) => child.once("exit", (code, signal) => resolve({ code, signal })));
     if (child.pid === undefined) {
       const [err] = (await once(child, "error")) as [NodeJS.ErrnoException];
-      throw new DriverError("slot.spawn_failed", `cannot run \`${command}\` (in ${cwd}): ${err.code ?? err.message}`);
+      const found = err.code === "ENOENT" ? await findRunner(command, cwd, env, undefined) : undefined;
+      throw new DriverError("slot.spawn_failed", `cannot run \`${command}\` (in ${cwd}): ${found?.found ? spawnErrorWords(found.path, err) : err.code ?? err.message}`);
     }
     child.on("error", () => {}); // later errors (a failed kill) are not the starter's to crash on
     child.unref();
@@ -147,6 +148,58 @@ export async function spawnRunner(argv: readonly string[], cwd: string, env: Nod
   } finally {
     await log.close(); // the child holds its own copy of the descriptor
   }
+}
+
+/**
+ * Why a spawn of the file at `path` failed, in words: an ENOENT for a file
+ * that is there means the program that runs it is not — the interpreter its
+ * `#!` line names (a script whose venv moved), or the dynamic loader an ELF
+ * binary names (one built for another libc, such as musl's) — and is said so,
+ * naming it; anything else is the error's code.
+ */
+export function spawnErrorWords(path: string, err: NodeJS.ErrnoException): string {
+  const code = err.code ?? err.message;
+  if (err.code !== "ENOENT") return code;
+  const missing = interpreterOf(path);
+  if (missing === undefined || existsSync(missing.program)) return code;
+  return `${path} is there, but ${missing.kind === "script" ? "the interpreter its #! line names" : "the dynamic loader (ELF interpreter) it names"}, ${missing.program}, is not on this system (${code}); install it, or point the profile's runner at a build for this system`;
+}
+
+/** The program a file names to run it: its `#!` line's, or an ELF binary's PT_INTERP; undefined when it names none or cannot be read. */
+function interpreterOf(path: string): { kind: "script" | "elf"; program: string } | undefined {
+  let head: Buffer;
+  try {
+    const fd = openSync(path, "r");
+    try {
+      head = Buffer.alloc(8192);
+      head = head.subarray(0, readSync(fd, head, 0, head.length, 0));
+    } finally {
+      closeSync(fd);
+    }
+  } catch {
+    return undefined;
+  }
+  if (head[0] === 0x23 && head[1] === 0x21) {
+    const program = head.subarray(2, head.indexOf(10) === -1 ? head.length : head.indexOf(10)).toString("utf8").trim().split(/\s+/)[0];
+    return program ? { kind: "script", program } : undefined;
+  }
+  // ELF, little-endian (x86-64, arm64, 32-bit x86/arm): the program headers' PT_INTERP (type 3) holds the loader's path.
+  if (head.length < 52 || head.readUInt32BE(0) !== 0x7f454c46 || head[5] !== 1) return undefined;
+  const wide = head[4] === 2;
+  const phoff = wide ? Number(head.readBigUInt64LE(32)) : head.readUInt32LE(28);
+  const phentsize = head.readUInt16LE(wide ? 54 : 42);
+  const phnum = head.readUInt16LE(wide ? 56 : 44);
+  for (let i = 0; i < phnum; i++) {
+    const at = phoff + i * phentsize;
+    if (at + phentsize > head.length) return undefined;
+    if (head.readUInt32LE(at) !== 3) continue;
+    const offset = wide ? Number(head.readBigUInt64LE(at + 8)) : head.readUInt32LE(at + 4);
+    const size = wide ? Number(head.readBigUInt64LE(at + 32)) : head.readUInt32LE(at + 16);
+    if (offset + size > head.length) return undefined;
+    const program = head.subarray(offset, offset + size).toString("utf8").replace(/\0+$/, "");
+    return program ? { kind: "elf", program } : undefined;
+  }
+  return undefined;
 }
 
 export type HealthOutcome =

@@ -159,6 +159,26 @@ describe("ProcessDriver.start", () => {
     expect(await driver.observe()).toEqual([]);
   });
 
+  it("a runner that is there but whose interpreter is not (a #! line naming a moved venv, an ELF binary's loader for another libc) says which program is missing, not a bare ENOENT", async () => {
+    const script = join(tmp, "moved-venv-runner");
+    await writeFile(script, "#!/opt/hal0-no-such-venv/bin/python3 -u\nprint('never')\n", { mode: 0o755 });
+    const err = await rejection(driver.start("s", viewFor({ root: tmp, port: await freePort(), runner: [script] }), options()));
+    expect(err.code).toBe("slot.spawn_failed");
+    expect(err.message).toContain(`cannot run \`${script}\``);
+    expect(err.message).toContain("the interpreter its #! line names, /opt/hal0-no-such-venv/bin/python3, is not on this system (ENOENT)");
+    // An ELF binary naming a loader this system lacks: this system's own `true`, its loader's path changed (same length).
+    const own = readFileSync("/bin/true");
+    const loader = /\/lib[a-z0-9_]*\/ld-[ -~]+?\.so(\.\d+)?\0/.exec(own.toString("latin1"))?.[0];
+    if (loader !== undefined) {
+      const elf = join(tmp, "other-libc-runner");
+      const gone = `/nx${loader.slice(3, -1)}`;
+      await writeFile(elf, Buffer.from(own.toString("latin1").replace(loader, `${gone}\0`), "latin1"), { mode: 0o755 });
+      const elfErr = await rejection(driver.start("s", viewFor({ root: tmp, port: await freePort(), runner: [elf] }), options()));
+      expect(elfErr.message).toContain(`the dynamic loader (ELF interpreter) it names, ${gone}, is not on this system (ENOENT)`);
+    }
+    expect(await driver.observe()).toEqual([]);
+  });
+
   it("stops a runner that is not healthy in time and fails with slot.health_failed", async () => {
     const view = viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "60000" } });
     let pid: number | undefined;
