@@ -6,6 +6,7 @@ import { DriverError, INTERRUPTED, interruptedStart, wantsProbe, whenAborted, ty
 import { LABEL, boxFilter, containerName, fileMounts, labelledAs, logFramesOf, logTailOf, parseView } from "./docker-container.js";
 import { answered, ENGINE_ANSWER_MS, engineStatus, ignore, logUnread, notOursMessage } from "./docker-engine.js";
 import { healthOf, httpStatus, acceptsConnections } from "./proc.js";
+import { nodeMatches } from "../nodes.js";
 import { saveContainerLog } from "./container-log.js";
 import { StateKey } from "./state-key.js";
 import type { SwarmKey } from "./swarm-key.js";
@@ -217,7 +218,10 @@ export class SwarmDriver implements SlotDriver {
       if (task !== undefined) {
         last = `task ${task.Status.State}${task.Status.Err ? ` (${task.Status.Err})` : ""}`;
         if (task.Status.State === "pending" && /no suitable node/i.test(task.Status.Err ?? "") && Date.now() - started > UNPLACED_AFTER_MS) {
-          return { ok: false, code: "slot.unplaced", message: `slot ${name}: no node of the swarm can run ${svc} (${task.Status.Err}); its [placement] matches no ready node with room` };
+          // Which nodes its placement names, and how they are now: one drained (or paused, or gone down) mid-apply is why.
+          const matching = (await this.nodes().catch(() => [] as ObservedNode[])).filter((n) => nodeMatches(view, n));
+          const states = matching.length === 0 ? "none" : matching.map((n) => `${n.hostname} ${n.state}/${n.availability}`).join(", ");
+          return { ok: false, code: "slot.unplaced", message: `slot ${name}: no node of the swarm can run ${svc} (${task.Status.Err}); its [placement] matches no ready, active node with room (the nodes it matches: ${states})` };
         }
         if (task.Status.State === "running" && task.NodeID) {
           if (!nodes.has(task.NodeID)) nodes = new Map((await this.nodes()).map((n) => [n.id, n]));

@@ -358,6 +358,30 @@ describe.skipIf(manager === undefined)(SUITE, () => {
     }
   }, 120_000);
 
+  it("a node drained while an apply starts a slot pinned to it: the start fails with slot.unplaced naming that node as drained, and its service is removed", async () => {
+    const drained = `${P}-drained`;
+    writeFileSync(join(config, "slots", `${drained}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${PORT + 7}\n[server]\nenv = { HAL0_FAKE_LOAD_MS = "8000" }\n[placement]\nnode = "hal0-node-3"\n`);
+    const node3 = (await engine.listNodes() as any[]).find((n) => n.Description.Hostname === "hal0-node-3")!;
+    const availability = async (to: "drain" | "active") => {
+      const n = await engine.getNode(node3.ID).inspect();
+      await engine.getNode(node3.ID).update({ version: n.Version.Index, ...n.Spec, Availability: to });
+    };
+    try {
+      const applying = run("apply", "--yes");
+      // Its task placed and its runner loading: then the node is drained under it.
+      for (let i = 0; i < 100 && !(await engine.listTasks({ filters: { service: [`hal0-slot-${drained}`], "desired-state": ["running"] } }).then((t: any[]) => t.some((x) => x.Status.State === "running"), () => false)); i++) await sleep(100);
+      await availability("drain");
+      const applied = await applying;
+      expect(applied.code).toBe(1);
+      expect(applied.out).toContain(`slot.unplaced: slot ${drained}: no node of the swarm can run hal0-slot-${drained}`);
+      expect(applied.out).toContain("its [placement] matches no ready, active node with room (the nodes it matches: hal0-node-3 ready/drain)");
+      expect(await ours()).not.toContain(`hal0-slot-${drained}`);
+    } finally {
+      await availability("active");
+      rmSync(join(config, "slots", `${drained}.toml`));
+    }
+  }, 120_000);
+
   it("the key's secret removed by hand once no service uses it: the next start of the same server makes it again", async () => {
     const { child, url } = await startServe(config, state, ["--no-reconcile"], undefined, { ...process.env, ...env });
     try {
