@@ -1,4 +1,4 @@
-import { describe, expect, it } from "vitest";
+import { describe, expect, it, vi } from "vitest";
 import { applyChangeSet, ChangeSetError, fileHash, movedFiles, revisionFiles, type FileEdit } from "../../compiler/changeset.js";
 import { parse as parseToml } from "smol-toml";
 import { compile, sourceTree } from "../../compiler/index.js";
@@ -16,6 +16,17 @@ image = "b"
 
 # trailing comment of file
 `;
+
+// The change set's parses and patches of a file's text, counted: how many times a file is read and written back.
+const tomlCalls = vi.hoisted(() => ({ parse: 0, patch: 0 }));
+vi.mock("@decimalturn/toml-patch", async (importOriginal) => {
+  const real = await importOriginal<typeof import("@decimalturn/toml-patch")>();
+  return {
+    ...real,
+    parse: (...args: Parameters<typeof real.parse>) => (tomlCalls.parse++, real.parse(...args)),
+    patch: (...args: Parameters<typeof real.patch>) => (tomlCalls.patch++, real.patch(...args)),
+  };
+});
 
 const tree = (files: Record<string, string>) => sourceTree("/box", Object.entries(files));
 const after = (files: Record<string, string>, edits: any[]) => applyChangeSet(tree(files), { edits }).files.map((f) => f.after);
@@ -233,17 +244,14 @@ describe("ChangeSet: many edits of one file", () => {
   /** The change set applied one edit at a time, each edit its own change set: what the edits mean in order. */
   const oneByOne = (files: Record<string, string>, edits: any[]) => edits.reduce((t, e) => applyChangeSet(t, { edits: [e] }).tree, tree(files));
 
-  it("applies 500 edits of one file in well under a second: the file is parsed and patched once, not once per edit", () => {
+  it("applies 500 edits of one file with one parse and one patch of its text, not one per edit", () => {
     const edits = Array.from({ length: 500 }, (_, i) => ({ file: "slots/chat.toml", op: "set", path: ["server", "env", `K_${i}`], value: `v${i}` }));
-    // The best of two runs: the cost of the change set, not the load of a shared machine. Edit by edit it took seconds.
-    let best = Infinity;
-    let out: string | null | undefined;
-    for (let i = 0; i < 2; i++) {
-      const t0 = performance.now();
-      [out] = after({ "slots/chat.toml": SLOT }, edits);
-      best = Math.min(best, performance.now() - t0);
-    }
-    expect(best).toBeLessThan(1000);
+    tomlCalls.parse = 0;
+    tomlCalls.patch = 0;
+    const [out] = after({ "slots/chat.toml": SLOT }, edits);
+    // Edit by edit, the file was parsed and patched 500 times (about 4 s); the schema-line check may parse it once more.
+    expect(tomlCalls.patch).toBe(1);
+    expect(tomlCalls.parse).toBeLessThanOrEqual(2);
     expect(out).toContain(`K_0 = "v0"`);
     expect(out).toContain(`K_499 = "v499"`);
     expect(out).toContain("# big ctx");
