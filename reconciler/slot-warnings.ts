@@ -36,6 +36,10 @@ export function slotWarnings(change: SlotChange, desired: ResolvedSlot, seen: Ob
   if (change.reason === "not_running" && seen?.detail) {
     warnings.push({ address, code: "slot.not_running", message: seen.detail });
   }
+  // What the runtime found changed in a running slot (a container made again by hand, a service updated), beyond the paths the plan names.
+  if (change.reason === "drifted" && seen?.running && seen.detail) {
+    warnings.push({ address, code: "slot.changed_by_hand", message: seen.detail });
+  }
   if (change.action === "no-op" && (change.reason === "not_running" || change.reason === "drifted")) {
     const what = change.reason === "drifted" ? "was changed behind hal0's back" : "stopped behind hal0's back";
     warnings.push({ address, code: "slot.drifted", message: `slot \`${desired.name}\` ${what}; drift = "warn": reported, not fixed` });

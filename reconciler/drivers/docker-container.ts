@@ -5,6 +5,7 @@ import type { ObservedSlot, SlotView } from "../observed.js";
 import { parsedOrUndefined } from "../../compiler/index.js";
 import { SECRET_FLAG } from "../../schema/secret-flag.js";
 import { SlotViewSchema } from "../../schema/index.js";
+import { viewChangedPaths } from "../view.js";
 
 /**
  * What a slot's container looks like, as plain data: its name, its labels,
@@ -28,6 +29,8 @@ export const LABEL = {
   specVersion: "hal0.spec-version",
   /** The SlotView as JSON, each env value sealed (sealEnv): observe rebuilds the record from it without reading any file. */
   view: "hal0.view",
+  /** What the container was created with beyond its spec (its mounts), as JSON: observe checks the container still has it. */
+  host: "hal0.host",
 } as const;
 
 export function containerName(slot: string): string {
@@ -47,7 +50,7 @@ export function boxFilter(box: string): { label: string[] } {
  * `docker events` record, a service list), and an env value is often a
  * credential.
  */
-export function slotLabels(box: string, name: string, view: SlotView, key: string): Record<string, string> {
+export function slotLabels(box: string, name: string, view: SlotView, key: string, host?: HostRecord): Record<string, string> {
   const sealed: SlotView = { ...view, spec: { ...view.spec, env: sealEnv(view.spec.env, key), argv: sealArgv(view.spec.argv, key) } };
   return {
     [LABEL.managed]: "true",
@@ -56,7 +59,122 @@ export function slotLabels(box: string, name: string, view: SlotView, key: strin
     [LABEL.specHash]: view.spec_hash,
     [LABEL.specVersion]: String(view.spec.spec_version),
     [LABEL.view]: JSON.stringify(sealed),
+    ...(host === undefined ? {} : { [LABEL.host]: JSON.stringify(host) }),
   };
+}
+
+/** What a container is created with beyond its spec that can differ between two containers of one spec: its bind mounts (the `hal0.host` label). */
+export interface HostRecord {
+  readonly mounts: readonly BindMount[];
+}
+
+/** The settings hal0 gives every slot container (create, in docker.ts): host network, Init, no restart policy, nothing published, not privileged. */
+export const FIXED_HOST = { NetworkMode: "host", Init: true, RestartPolicy: { Name: "no" } } as const;
+
+/** The fields of `GET /containers/{id}/json` that say what a container runs and how (observe compares them with what hal0 created). */
+export interface InspectedContainer {
+  readonly Config: {
+    readonly Env?: readonly string[] | null;
+    readonly Cmd?: readonly string[] | null;
+    readonly Entrypoint?: readonly string[] | string | null;
+  };
+  readonly HostConfig: {
+    readonly NetworkMode?: string;
+    readonly Init?: boolean | null;
+    readonly RestartPolicy?: { readonly Name?: string; readonly MaximumRetryCount?: number };
+    readonly Privileged?: boolean;
+    readonly Binds?: readonly string[] | null;
+    readonly Mounts?: readonly { readonly Type?: string; readonly Source?: string; readonly Target?: string; readonly ReadOnly?: boolean }[] | null;
+    readonly PortBindings?: Readonly<Record<string, unknown>> | null;
+    readonly Devices?: readonly { readonly PathOnHost?: string; readonly PathInContainer?: string }[] | null;
+  };
+}
+
+/** What of its image a container inherits unless it is set: its env and entrypoint (`GET /images/{id}/json`'s Config). */
+export interface ImageDefaults {
+  readonly Env?: readonly string[] | null;
+  readonly Entrypoint?: readonly string[] | string | null;
+}
+
+function envOf(list: readonly string[] | null | undefined): Map<string, string> {
+  return new Map((list ?? []).map((e) => (e.includes("=") ? [e.slice(0, e.indexOf("=")), e.slice(e.indexOf("=") + 1)] : [e, ""])));
+}
+
+function words(value: readonly string[] | string | null | undefined): string[] {
+  return value === null || value === undefined ? [] : typeof value === "string" ? [value] : [...value];
+}
+
+/**
+ * The env a container runs with that is hal0's to set: every variable the label's
+ * view has, and every other one the image does not give it with that value (one
+ * added by hand). A value that is not the label's is sealed (never shown), as
+ * unsealEnv leaves a changed one; undefined without the key (nothing to seal with).
+ */
+function containerEnv(c: InspectedContainer, image: ImageDefaults | undefined, labelled: Readonly<Record<string, string>>, key: string | undefined): Record<string, string> | undefined {
+  if (key === undefined) return undefined;
+  const defaults = envOf(image?.Env);
+  const env: Record<string, string> = {};
+  for (const [k, v] of envOf(c.Config.Env)) {
+    const mine = labelled[k];
+    // The image's own; without the image (removed under the container) any variable the label does not have is taken for one.
+    if (mine === undefined && (image === undefined || defaults.get(k) === v)) continue;
+    env[k] = mine === v || mine === seal(k, v, key) ? mine : seal(k, v, key);
+  }
+  return Object.fromEntries(Object.keys(env).sort().map((k) => [k, env[k]!]));
+}
+
+/** The argv a container runs (its Cmd), each secret flag's value sealed unless it is the config's (as the label's view reads). */
+function containerArgv(c: InspectedContainer, desired: readonly string[] | undefined, key: string | undefined): readonly string[] | undefined {
+  if (key === undefined || c.Config.Cmd === null || c.Config.Cmd === undefined) return undefined;
+  return unsealArgv(sealArgv(c.Config.Cmd, key), desired, key);
+}
+
+const show = (value: unknown) => JSON.stringify(value);
+
+/**
+ * What of a slot's container differs from what hal0 created it with (a
+ * container made again by hand under the same name with the labels copied,
+ * or changed in place with `docker update`): its spec rebuilt with the env
+ * and command it runs (so a plan names `env.FOO`, `argv.--threads`), and the
+ * host settings that differ, in words (its restart policy, network, published
+ * ports, mounts, devices, Init, privileged, entrypoint). Empty when it is as created.
+ */
+export function containerEdits(c: InspectedContainer, image: ImageDefaults | undefined, view: SlotView, host: HostRecord | undefined, key: string | undefined, desired: ReturnType<Unsealing["desired"]>): { view: SlotView; edits: string[] } {
+  const env = containerEnv(c, image, view.spec.env, key) ?? view.spec.env;
+  const argv = containerArgv(c, desired?.argv, key) ?? view.spec.argv;
+  const actual: SlotView = { ...view, spec: { ...view.spec, env, argv } };
+  const edits = viewChangedPaths(view, actual).filter((p) => p !== "spec_hash");
+  const h = c.HostConfig;
+  if ((h.NetworkMode ?? "") !== FIXED_HOST.NetworkMode) edits.push(`network ${show(h.NetworkMode ?? "default")}, not "host"`);
+  const restart = h.RestartPolicy?.Name || "no";
+  if (restart !== FIXED_HOST.RestartPolicy.Name) edits.push(`restart policy ${show(restart)}, not "no"`);
+  const published = Object.keys(h.PortBindings ?? {});
+  if (published.length > 0) edits.push(`published ports ${published.sort().join(", ")}`);
+  if (h.Init !== true) edits.push("Init off");
+  if (h.Privileged === true) edits.push("privileged");
+  if ((h.Binds ?? []).length > 0) edits.push(`binds ${(h.Binds ?? []).join(", ")}`);
+  const mounts = (h.Mounts ?? []).map((m) => `${m.Source}:${m.Target}${m.ReadOnly ? ":ro" : ""}`).sort();
+  const recorded = host?.mounts.map((m) => `${m.Source}:${m.Target}:ro`).sort();
+  if (recorded !== undefined) {
+    const added = mounts.filter((m) => !recorded.includes(m)).join(", ");
+    const missing = recorded.filter((m) => !mounts.includes(m)).join(", ");
+    if (added !== "" || missing !== "") edits.push(added === "" ? `mounts ${missing} missing` : missing === "" ? `mounts ${added} added` : `mounts ${added} in place of ${missing}`);
+  }
+  const devices = (h.Devices ?? []).map((d) => d.PathOnHost ?? "").sort();
+  if (devices.length > 0) edits.push(`devices ${devices.join(", ")}`);
+  const entrypoint = words(c.Config.Entrypoint);
+  if (image !== undefined && show(entrypoint) !== show(words(image.Entrypoint))) edits.push(`entrypoint ${show(entrypoint)}`);
+  return { view: edits.length === 0 ? view : { ...actual, spec_hash: `${view.spec_hash}+changed` }, edits };
+}
+
+export function parseHost(text: string | undefined): HostRecord | undefined {
+  if (text === undefined) return undefined;
+  try {
+    const parsed = JSON.parse(text) as { mounts?: unknown };
+    return Array.isArray(parsed.mounts) && parsed.mounts.every((m) => typeof m?.Source === "string" && typeof m?.Target === "string") ? (parsed as HostRecord) : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** What a sealed env value starts with. */
@@ -197,14 +315,24 @@ export interface Unsealing {
  * One listed container as an observed slot (health still to probe); undefined when it is not one of `box`'s slots.
  * `unsealing` reads the label's sealed env and argv values back against what the config wants for the slot.
  */
-export function observedFrom(c: ListedContainer, box: string, unsealing: Unsealing = { key: undefined, desired: () => undefined }): Omit<ObservedSlot, "health"> | undefined {
-  const name = c.Labels[LABEL.slot];
-  if (name === undefined || !labelledAs(c.Labels, box, name) || !c.Names.includes(`/${containerName(name)}`)) return undefined;
+export function observedFrom(c: ListedContainer, box: string, unsealing: Unsealing = { key: undefined, desired: () => undefined }, inspected?: { readonly container: InspectedContainer; readonly image: ImageDefaults | undefined }): Omit<ObservedSlot, "health"> | undefined {
+  const name = slotOf(c, box);
+  if (name === undefined) return undefined;
   const running = c.State === "running";
   const labelled = parseView(c.Labels[LABEL.view]);
-  const view = labelled && unsealView(labelled, unsealing.desired(name), unsealing.key);
-  const state = running ? {} : { detail: `container ${containerName(name)} is ${c.State} (${c.Status})` };
+  const desired = unsealing.desired(name);
+  const view = labelled && unsealView(labelled, desired, unsealing.key);
+  const stopped = `container ${containerName(name)} is ${c.State} (${c.Status})`;
+  const state = running ? {} : { detail: stopped };
   if (view === undefined) return { name, running, detail: `container ${containerName(name)} has no readable ${LABEL.view} label` };
+  // Made again by hand with hal0's labels copied but another env, command, restart policy, mounts…, or changed in place (docker update): drifted, naming what.
+  if (inspected !== undefined) {
+    const { view: actual, edits } = containerEdits(inspected.container, inspected.image, view, parseHost(c.Labels[LABEL.host]), unsealing.key, desired);
+    if (edits.length > 0) {
+      const what = `container ${containerName(name)} was changed behind hal0's back (${edits.join("; ")})`;
+      return { name, running, record: { view: actual, started_at: new Date(c.Created * 1000).toISOString() }, detail: running ? what : `${stopped}; ${what}` };
+    }
+  }
   // Made again by hand with hal0's labels copied but another command: the label's spec is not what runs, so it reads as drifted.
   if (c.Command !== undefined && !runsArgv(c.Command, view.spec.argv, unsealing.key)) {
     const drifted: SlotView = { ...view, spec_hash: `${view.spec_hash}+changed` };
@@ -217,6 +345,12 @@ export function observedFrom(c: ListedContainer, box: string, unsealing: Unseali
     return { name, running, record: { view: drifted, started_at: new Date(c.Created * 1000).toISOString() }, detail: `container ${containerName(name)} runs image ${c.ImageID}, not ${recorded}, the one its ${LABEL.view} label records: changed behind hal0's back` };
   }
   return { name, running, record: { view, started_at: new Date(c.Created * 1000).toISOString() }, ...state };
+}
+
+/** The slot a listed container is, when it is one of `box`'s (its labels and its name agree). */
+export function slotOf(c: Pick<ListedContainer, "Labels" | "Names">, box: string): string | undefined {
+  const name = c.Labels[LABEL.slot];
+  return name === undefined || !labelledAs(c.Labels, box, name) || !c.Names.includes(`/${containerName(name)}`) ? undefined : name;
 }
 
 function unsealView(view: SlotView, desired: ReturnType<Unsealing["desired"]>, key: string | undefined): SlotView {

@@ -2,7 +2,7 @@ import "./docker-deps.js"; // first: defers the parts of dockerode hal0 never us
 import Dockerode from "dockerode";
 import { renamedContainerWords, type ObservedSlot, type SlotView } from "../observed.js";
 import { DriverError, interruptedStart, wantsProbe, type EngineLog, type ObserveOptions, type PortHolder, type SlotDriver, type StartOptions } from "./driver.js";
-import { LABEL, boxFilter, containerName, hostMounts, type BindMount, labelledAs, logLinesOf, logTailOf, observedFrom, parseView, slotLabels } from "./docker-container.js";
+import { LABEL, boxFilter, containerName, hostMounts, type BindMount, type ImageDefaults, type InspectedContainer, labelledAs, logLinesOf, logTailOf, observedFrom, parseView, slotLabels, slotOf } from "./docker-container.js";
 import { answered, ENGINE_ANSWER_MS, engineStatus, exitNote, ignore, imageMissingMessage, logUnread, notOursMessage, whenExited } from "./docker-engine.js";
 import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
 import { waitHealthy } from "./runner.js";
@@ -63,8 +63,8 @@ const FILE_LOG_DRIVERS: ReadonlySet<string> = new Set(["json-file", "local"]);
  * network (the runner binds 127.0.0.1, as its argv says), with `Init` so a
  * stop is prompt, and no restart policy (hal0 decides what runs).
  *
- * Invariants: observe is exactly one label-filtered list call (plus a health
- * probe per running slot); start, stop and observe act only on containers
+ * Invariants: observe is exactly one label-filtered list call (plus an
+ * inspect of each slot's container, and a health probe per running slot); start, stop and observe act only on containers
  * that carry this box's labels *and* the slot's container name
  * (docker-container.ts), save that stopping a slot also stops a container of
  * this box renamed by hand from it; an unlabelled container or another box's
@@ -87,6 +87,8 @@ export class DockerDriver implements SlotDriver {
   private logDriver: Promise<string> | undefined;
   /** The save of each slot's container.log under way (keepLog): one at a time per slot, so none is lost. */
   private readonly keeping = new Map<string, Promise<void>>();
+  /** The env and entrypoint of each image a slot's container runs, by image id (observe). */
+  private readonly imageConfigs = new Map<string, Promise<ImageDefaults | undefined>>();
   /** Images found present (or being checked or pulled), by reference. */
   private readonly images = new Map<string, Promise<void>>();
 
@@ -117,7 +119,9 @@ export class DockerDriver implements SlotDriver {
     // The engine gone or hung after this driver was made is `runtime.unavailable`, as when it was made.
     const [listed, key] = await Promise.all([this.engine((abortSignal) => this.docker.listContainers({ all: true, filters: boxFilter(this.box), abortSignal })), this.labelKey.read()]);
     const desired = (name: string) => ({ env: options.desiredEnv?.(name), argv: options.desiredArgv?.(name) });
-    const slots = listed.flatMap((c) => observedFrom(c, this.box, { key, desired }) ?? []).sort((a, b) => (a.name < b.name ? -1 : 1));
+    // Each slot's container inspected (its env, restart policy, mounts… are not in the list): one removed meanwhile is gone.
+    const ours = await Promise.all(listed.filter((c) => slotOf(c, this.box) !== undefined).map(async (c) => ({ c, inspected: await this.inspected(c) })));
+    const slots = ours.flatMap(({ c, inspected }) => (inspected === null ? [] : observedFrom(c, this.box, { key, desired }, inspected) ?? [])).sort((a, b) => (a.name < b.name ? -1 : 1));
     return Promise.all(slots.map(async (slot): Promise<ObservedSlot> => {
       if (!slot.running || slot.record === undefined || !wantsProbe(options, slot)) return { ...slot, health: "unknown" };
       const { port, health_path } = slot.record.view.spec;
@@ -127,6 +131,36 @@ export class DockerDriver implements SlotDriver {
       const answer = status === undefined ? "does not answer" : `answers ${status}`;
       return { ...slot, health, detail: `container ${containerName(slot.name)} is running but GET ${health_path} on port ${port} ${answer}` };
     }));
+  }
+
+  /**
+   * A listed container as the engine inspects it, with the env and entrypoint
+   * of its image (asked once per image id while this driver lives: an id names
+   * one image for ever; none when the image was removed under the container);
+   * null when the container was removed since it was listed.
+   */
+  private async inspected(c: Dockerode.ContainerInfo): Promise<{ container: InspectedContainer; image: ImageDefaults | undefined } | null> {
+    const container = await this.engine((abortSignal) => this.docker.getContainer(c.Id).inspect({ abortSignal })).catch((err: unknown) => {
+      if (engineStatus(err) === 404) return null;
+      throw err;
+    });
+    return container === null ? null : { container, image: await this.imageDefaults(container.Image) };
+  }
+
+  private imageDefaults(id: string): Promise<ImageDefaults | undefined> {
+    let known = this.imageConfigs.get(id);
+    if (known === undefined) {
+      known = this.engine(() => this.docker.getImage(id).inspect()).then(
+        (info) => ({ Env: info.Config?.Env ?? [], Entrypoint: (info.Config?.Entrypoint as string[] | string | null | undefined) ?? null }),
+        (err: unknown) => {
+          if (engineStatus(err) === 404) return undefined;
+          throw err;
+        },
+      );
+      this.imageConfigs.set(id, known);
+      known.then((found) => found === undefined && this.imageConfigs.delete(id), () => this.imageConfigs.delete(id));
+    }
+    return known;
   }
 
   /**
@@ -296,7 +330,7 @@ export class DockerDriver implements SlotDriver {
         Image: spec.image,
         Cmd: [...spec.argv],
         Env: Object.entries(spec.env).map(([key, value]) => `${key}=${value}`),
-        Labels: slotLabels(this.box, name, view, key),
+        Labels: slotLabels(this.box, name, view, key, { mounts }),
         ...(mounts[0]?.Target === cwd ? { WorkingDir: cwd } : {}),
         StopTimeout: this.stopGraceS,
         HostConfig: { NetworkMode: "host", Init: true, RestartPolicy: { Name: "no" }, Mounts: mounts, ...(logConfig ? { LogConfig: logConfig } : {}) },

@@ -173,6 +173,40 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect((await seen(view.spec.argv)).spec_hash).toBe(`${view.spec_hash}+changed`);
   });
 
+  it("a container made again by hand under the slot's name with the labels copied but other mounts, network, published ports or command is drifted, naming what changed; one as hal0 made it is not", async () => {
+    const name = slotName("remade");
+    const view = dockerViewFor({ port: await freePort(), root, env: { FOO: "1" } });
+    await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
+    const made = await inspect(name);
+    const observed = async () => (await driver.observe({ health: false, desiredEnv: () => view.spec.env, desiredArgv: () => view.spec.argv }))[0]!;
+    expect(await observed()).toMatchObject({ record: { view }, running: true });
+    expect((await observed()).detail).toBeUndefined();
+    /** docker rm -f, then docker create with what hal0 gave it, `changes` applied over it. */
+    const remake = async (changes: { Cmd?: string[]; Env?: string[]; HostConfig?: Dockerode.HostConfig }) => {
+      await engine.getContainer(`hal0-slot-${name}`).remove({ force: true });
+      await engine.createContainer({
+        name: `hal0-slot-${name}`, Image: made.Config.Image, Cmd: changes.Cmd ?? made.Config.Cmd, Env: changes.Env ?? made.Config.Env,
+        Labels: made.Config.Labels, WorkingDir: made.Config.WorkingDir,
+        HostConfig: { NetworkMode: "host", Init: true, Mounts: made.HostConfig.Mounts, ...changes.HostConfig },
+      });
+      const seen = await observed();
+      return { paths: viewChangedPaths(seen.record!.view, view), detail: seen.detail, hash: seen.record!.view.spec_hash };
+    };
+    expect(await remake({})).toEqual({ paths: [], detail: `container hal0-slot-${name} is created (Created)`, hash: view.spec_hash });
+    const writable = made.HostConfig.Mounts!.map((m) => (m.Target === root ? { ...m, ReadOnly: false } : m));
+    expect(await remake({ HostConfig: { Mounts: writable } })).toEqual({
+      paths: ["spec_hash"], hash: `${view.spec_hash}+changed`,
+      detail: `container hal0-slot-${name} is created (Created); container hal0-slot-${name} was changed behind hal0's back (mounts ${root}:${root} in place of ${root}:${root}:ro)`,
+    });
+    expect((await remake({ HostConfig: { Binds: [`${root}:/data`] } })).detail).toContain(`(binds ${root}:/data)`);
+    expect((await remake({ HostConfig: { NetworkMode: "none" } })).detail).toContain(`(network "none", not "host")`);
+    expect((await remake({ HostConfig: { PortBindings: { [`${view.port}/tcp`]: [{ HostPort: String(view.port) }] } } })).detail).toContain(`(published ports ${view.port}/tcp)`);
+    expect((await remake({ HostConfig: { Init: false } })).detail).toContain("(Init off)");
+    // The command and env are read back into the spec, so a plan names the flag and the variable.
+    const threads = made.Config.Cmd!.map((w, i, all) => (all[i - 1] === "--threads" ? "7" : w));
+    expect((await remake({ Cmd: threads, Env: made.Config.Env.filter((e) => !e.startsWith("FOO=")) })).paths).toEqual(["argv.--threads", "env.FOO"]);
+  });
+
   it("[slots] log_max_mb = 0 leaves a container's log to the engine's own settings", async () => {
     const name = slotName("nolog");
     const own = new DockerDriver({ docker: engine, box, stateDir, stopGraceS: 3, logMaxMb: 0 });

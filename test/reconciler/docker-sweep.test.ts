@@ -109,4 +109,36 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(readFileSync(file, "utf8")).not.toContain("sk-abcdefghijklmnopqrstuvwx");
     expect(statSync(file).mode & 0o777).toBe(0o600);
   });
+
+  it("replaces a container made again by hand with another env (the labels copied), and one whose restart policy was changed in place, naming what changed", async () => {
+    // docker rm -f, then docker run with everything copied and one more variable (llama-server reads LLAMA_ARG_*).
+    const before = await engine.getContainer((await container(names.kept))!.Id).inspect();
+    await engine.getContainer(before.Id).remove({ force: true });
+    const again = await engine.createContainer({
+      name: before.Name.slice(1), Image: before.Config.Image, Cmd: before.Config.Cmd, Env: [...before.Config.Env, "LLAMA_ARG_CTX_SIZE=4096"],
+      Labels: before.Config.Labels, WorkingDir: before.Config.WorkingDir,
+      HostConfig: { NetworkMode: "host", Init: true, Mounts: before.HostConfig.Mounts },
+    });
+    await again.start();
+    sweeper.retryNow(); // the last test's crash left a backoff
+    const report = await sweeper.sweep();
+    expect(report.results.map((r) => `${r.address} ${r.action} ${r.ok}`)).toEqual([`slot.${names.kept} replace true`]);
+    const change = report.plan!.changes.find((c) => c.address === `slot.${names.kept}`)!;
+    expect(change).toMatchObject({ action: "replace", reason: "drifted", changed_paths: ["env.LLAMA_ARG_CTX_SIZE"] });
+    expect(report.plan!.warnings).toContainEqual({ address: `slot.${names.kept}`, code: "slot.changed_by_hand", message: `container hal0-slot-${names.kept} was changed behind hal0's back (env.LLAMA_ARG_CTX_SIZE)` });
+    // The value set by hand is never shown (it may be a credential): sealed, as the label keeps env.
+    expect(JSON.stringify(report.plan)).not.toContain("4096");
+    const now = await engine.getContainer((await container(names.kept))!.Id).inspect();
+    expect(now.Id).not.toBe(again.id);
+    expect(now.Config.Env).not.toContain("LLAMA_ARG_CTX_SIZE=4096");
+    expect((await sweeper.sweep()).outcome).toBe("nothing_to_do");
+
+    // docker update --restart always: the engine would start it again whatever hal0 decides.
+    await engine.getContainer(now.Id).update({ RestartPolicy: { Name: "always" } });
+    sweeper.retryNow();
+    const updated = await sweeper.sweep();
+    expect(updated.results.map((r) => `${r.address} ${r.action} ${r.ok}`)).toEqual([`slot.${names.kept} replace true`]);
+    expect(updated.plan!.warnings.find((w) => w.code === "slot.changed_by_hand")?.message).toBe(`container hal0-slot-${names.kept} was changed behind hal0's back (restart policy "always", not "no")`);
+    expect((await engine.getContainer((await container(names.kept))!.Id).inspect()).HostConfig.RestartPolicy?.Name).toBe("no");
+  });
 });
