@@ -4,7 +4,7 @@ import { isAbsolute, relative } from "node:path";
 import type { ObservedSlot, SlotView } from "../observed.js";
 import { parsedOrUndefined } from "../../compiler/index.js";
 import { SECRET_FLAG } from "../../schema/secret-flag.js";
-import { SlotViewSchema } from "../../schema/index.js";
+import { SlotViewSchema, type Device } from "../../schema/index.js";
 import { viewChangedPaths } from "../view.js";
 
 /**
@@ -63,9 +63,46 @@ export function slotLabels(box: string, name: string, view: SlotView, key: strin
   };
 }
 
-/** What a container is created with beyond its spec that can differ between two containers of one spec: its bind mounts (the `hal0.host` label). */
+/** What a container is created with beyond its spec that can differ between two containers of one spec: its bind mounts and devices (the `hal0.host` label). */
 export interface HostRecord {
   readonly mounts: readonly BindMount[];
+  /** The host paths of its devices (absent in a label of a hal0 that passed none: none). */
+  readonly devices?: readonly string[];
+}
+
+/**
+ * The device nodes (under /dev) a runner in a container needs to reach its
+ * slot's device: ROCm's KFD and the DRM render nodes, the DRM nodes for Vulkan,
+ * the accel nodes of an NPU (amdxdna). A folder passes every node in it.
+ */
+export const DEVICE_NODES: Readonly<Record<Device, readonly string[]>> = {
+  "gpu-rocm": ["/dev/kfd", "/dev/dri"],
+  "gpu-vulkan": ["/dev/dri"],
+  npu: ["/dev/accel"],
+  cpu: [],
+};
+
+/** One entry of HostConfig.Devices: a host node (or folder of nodes) at its /dev path in the container. */
+export interface DeviceMapping {
+  readonly PathOnHost: string;
+  readonly PathInContainer: string;
+  readonly CgroupPermissions: "rwm";
+}
+
+/**
+ * The devices a slot's container is created with, read from `devRoot` (the
+ * host's /dev; another folder in tests); `missing` lists the nodes the host
+ * has not got (left out: the engine refuses to create a container with them).
+ */
+export async function deviceMappings(device: Device, devRoot = "/dev"): Promise<{ devices: DeviceMapping[]; missing: string[] }> {
+  const devices: DeviceMapping[] = [];
+  const missing: string[] = [];
+  for (const node of DEVICE_NODES[device]) {
+    const onHost = `${devRoot}${node.slice("/dev".length)}`;
+    if ((await stat(onHost).catch(() => undefined)) === undefined) missing.push(onHost);
+    else devices.push({ PathOnHost: onHost, PathInContainer: node, CgroupPermissions: "rwm" });
+  }
+  return { devices, missing };
 }
 
 /** The settings hal0 gives every slot container (create, in docker.ts): host network, Init, no restart policy, nothing published, not privileged. */
@@ -161,7 +198,8 @@ export function containerEdits(c: InspectedContainer, image: ImageDefaults | und
     if (added !== "" || missing !== "") edits.push(added === "" ? `mounts ${missing} missing` : missing === "" ? `mounts ${added} added` : `mounts ${added} in place of ${missing}`);
   }
   const devices = (h.Devices ?? []).map((d) => d.PathOnHost ?? "").sort();
-  if (devices.length > 0) edits.push(`devices ${devices.join(", ")}`);
+  const passed = [...(host?.devices ?? [])].sort();
+  if (show(devices) !== show(passed)) edits.push(`devices ${devices.join(", ") || "(none)"}, not ${passed.join(", ") || "(none)"}`);
   const entrypoint = words(c.Config.Entrypoint);
   if (image !== undefined && show(entrypoint) !== show(words(image.Entrypoint))) edits.push(`entrypoint ${show(entrypoint)}`);
   return { view: edits.length === 0 ? view : { ...actual, spec_hash: `${view.spec_hash}+changed` }, edits };

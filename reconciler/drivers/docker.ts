@@ -2,13 +2,14 @@ import "./docker-deps.js"; // first: defers the parts of dockerode hal0 never us
 import Dockerode from "dockerode";
 import { renamedContainerWords, type ObservedSlot, type SlotView } from "../observed.js";
 import { DriverError, interruptedStart, wantsProbe, type EngineLog, type ObserveOptions, type PortHolder, type SlotDriver, type StartOptions } from "./driver.js";
-import { LABEL, boxFilter, containerName, hostMounts, type BindMount, type ImageDefaults, type InspectedContainer, labelledAs, logLinesOf, logTailOf, observedFrom, parseView, slotLabels, slotOf } from "./docker-container.js";
+import { LABEL, boxFilter, containerName, deviceMappings, hostMounts, type BindMount, type DeviceMapping, type ImageDefaults, type InspectedContainer, labelledAs, logLinesOf, logTailOf, observedFrom, parseView, slotLabels, slotOf } from "./docker-container.js";
 import { answered, ENGINE_ANSWER_MS, engineStatus, exitNote, ignore, imageMissingMessage, logUnread, notOursMessage, whenExited } from "./docker-engine.js";
 import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
 import { waitHealthy } from "./runner.js";
 import { StateKey } from "./state-key.js";
 import { saveContainerLog } from "./container-log.js";
 import { IMAGE_STALL_MS, pullImage } from "../images.js";
+import type { Device } from "../../schema/index.js";
 
 /** Grace given to a container stopped because it never became healthy. */
 const ABORT_GRACE_S = 5;
@@ -53,6 +54,8 @@ export interface DockerDriverOptions {
    * as slot_logs masks; default: none, and slot_logs masks on reading).
    */
   readonly maskLog?: (line: string) => string;
+  /** Where the host's device nodes are (default /dev): a slot on a GPU or the NPU gets its nodes from there (DEVICE_NODES). */
+  readonly devRoot?: string;
 }
 
 /** The engine's log drivers that keep a container's log in files that `max-size` and `max-file` bound. */
@@ -83,6 +86,7 @@ export class DockerDriver implements SlotDriver {
   private readonly logMaxMb: number;
   private readonly labelKey: StateKey;
   private readonly maskLog: (line: string) => string;
+  private readonly devRoot: string;
   /** The engine's default log driver (`docker info`), asked once, at the first create. */
   private logDriver: Promise<string> | undefined;
   /** The save of each slot's container.log under way (keepLog): one at a time per slot, so none is lost. */
@@ -105,6 +109,7 @@ export class DockerDriver implements SlotDriver {
     this.logMaxMb = options.logMaxMb ?? 16;
     this.labelKey = options.labelKey ?? new StateKey(options.stateDir, "label-key");
     this.maskLog = options.maskLog ?? ((line) => line);
+    this.devRoot = options.devRoot ?? "/dev";
   }
 
   /** The HostConfig.LogConfig a container is created with: undefined leaves the engine's default. */
@@ -199,9 +204,9 @@ export class DockerDriver implements SlotDriver {
     const { spec } = view;
     if (spec.runtime !== "docker" || !spec.image) throw new DriverError("slot.spawn_failed", `slot ${name}: its spec is for the ${spec.runtime} runtime, not docker (no image)`);
     // The checks side by side; when several fail, the first of image, name, port is the one reported.
-    const [image, taken, port, mounts] = await Promise.allSettled([this.ensureImage(spec.image), this.refuseTaken(name), this.refuseHeldPort(spec.port), hostMounts(spec.argv, options.cwd)]);
-    for (const check of [image, taken, port, mounts]) if (check.status === "rejected") throw check.reason;
-    const container = await this.createAndStart(name, view, options.cwd, (mounts as PromiseFulfilledResult<BindMount[]>).value);
+    const [image, taken, port, mounts, devices] = await Promise.allSettled([this.ensureImage(spec.image), this.refuseTaken(name), this.refuseHeldPort(spec.port), hostMounts(spec.argv, options.cwd), this.devicesFor(spec.device)]);
+    for (const check of [image, taken, port, mounts, devices]) if (check.status === "rejected") throw check.reason;
+    const container = await this.createAndStart(name, view, options.cwd, (mounts as PromiseFulfilledResult<BindMount[]>).value, (devices as PromiseFulfilledResult<DeviceMapping[]>).value);
     const abort = new AbortController();
     try {
       // After the start: "not running" then means it ran and exited, however fast.
@@ -301,16 +306,27 @@ export class DockerDriver implements SlotDriver {
     throw new DriverError("slot.port_in_use", holder.container === undefined ? portInUseMessage(port, holder) : `port ${port} is already in use by ${renamedContainerWords(holder.container)}`);
   }
 
-  private async createAndStart(name: string, view: SlotView, cwd: string, mounts: BindMount[]): Promise<Dockerode.Container> {
+  /**
+   * The device nodes the slot's device needs (DEVICE_NODES) that this host
+   * has, passed to its container. One it has not got is left out, as a
+   * process runner on the same host would find no device either: the runner
+   * says so (a ROCm runner that finds no GPU exits, and the failed start shows
+   * its last lines); creating the container with it would fail in the engine's words.
+   */
+  private async devicesFor(device: Device): Promise<DeviceMapping[]> {
+    return (await deviceMappings(device, this.devRoot)).devices;
+  }
+
+  private async createAndStart(name: string, view: SlotView, cwd: string, mounts: BindMount[], devices: DeviceMapping[]): Promise<Dockerode.Container> {
     let container: Dockerode.Container;
     try {
-      container = await this.create(name, view, cwd, mounts);
+      container = await this.create(name, view, cwd, mounts, devices);
     } catch (err) {
       // The image went away since it was checked: check (or pull) it again, once.
       if (!(err instanceof DriverError && err.code === "slot.image_missing")) throw err;
       this.images.delete(view.spec.image!);
       await this.ensureImage(view.spec.image!);
-      container = await this.create(name, view, cwd, mounts);
+      container = await this.create(name, view, cwd, mounts, devices);
     }
     await this.engine((abortSignal) => container.start({ abortSignal })).catch(async (err: unknown) => {
       await this.engine((abortSignal) => container.remove({ force: true, abortSignal })).catch(() => undefined);
@@ -320,7 +336,7 @@ export class DockerDriver implements SlotDriver {
     return container;
   }
 
-  private async create(name: string, view: SlotView, cwd: string, mounts: BindMount[]): Promise<Dockerode.Container> {
+  private async create(name: string, view: SlotView, cwd: string, mounts: BindMount[], devices: DeviceMapping[]): Promise<Dockerode.Container> {
     const { spec } = view;
     const [logConfig, key] = await Promise.all([this.logConfig(), this.labelKey.ensure()]);
     try {
@@ -330,10 +346,10 @@ export class DockerDriver implements SlotDriver {
         Image: spec.image,
         Cmd: [...spec.argv],
         Env: Object.entries(spec.env).map(([key, value]) => `${key}=${value}`),
-        Labels: slotLabels(this.box, name, view, key, { mounts }),
+        Labels: slotLabels(this.box, name, view, key, { mounts, ...(devices.length > 0 ? { devices: devices.map((d) => d.PathOnHost) } : {}) }),
         ...(mounts[0]?.Target === cwd ? { WorkingDir: cwd } : {}),
         StopTimeout: this.stopGraceS,
-        HostConfig: { NetworkMode: "host", Init: true, RestartPolicy: { Name: "no" }, Mounts: mounts, ...(logConfig ? { LogConfig: logConfig } : {}) },
+        HostConfig: { NetworkMode: "host", Init: true, RestartPolicy: { Name: "no" }, Mounts: mounts, Devices: devices, ...(logConfig ? { LogConfig: logConfig } : {}) },
       }));
     } catch (err) {
       if (err instanceof DriverError) throw err; // the engine does not answer

@@ -1,10 +1,11 @@
+import { execFileSync } from "node:child_process";
 import { once } from "node:events";
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type Dockerode from "dockerode";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from "vitest";
 import { DockerDriver, dockerClient } from "../../reconciler/drivers/docker.js";
 import { DriverError, StateStore, type StartPhase } from "../../reconciler/index.js";
 import { executePlan } from "../../reconciler/execute.js";
@@ -205,6 +206,45 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     // The command and env are read back into the spec, so a plan names the flag and the variable.
     const threads = made.Config.Cmd!.map((w, i, all) => (all[i - 1] === "--threads" ? "7" : w));
     expect((await remake({ Cmd: threads, Env: made.Config.Env.filter((e) => !e.startsWith("FOO=")) })).paths).toEqual(["argv.--threads", "env.FOO"]);
+  });
+
+  it("passes a GPU slot's device nodes to its container (ROCm: /dev/kfd and /dev/dri), leaves out those the host has not got, and reads a container made again without them as drifted", async () => {
+    // The host's /dev has no GPU here: a folder of nodes of our own stands in for it (mknod needs root, as the engine does).
+    const dev = mkdtempSync(join(tmpdir(), "hal0-dev-"));
+    mkdirSync(join(dev, "dri"));
+    try {
+      execFileSync("mknod", [join(dev, "kfd"), "c", "1", "3"]);
+      execFileSync("mknod", [join(dev, "dri", "renderD128"), "c", "1", "5"]);
+    } catch (err) {
+      if (process.env.CI) throw err;
+      console.warn(`[hal0 tests] SKIPPED the device test: mknod failed (${(err as Error).message.split("\n")[0]}); it needs root`);
+      return;
+    }
+    onTestFinished(() => rmSync(dev, { recursive: true, force: true }));
+    const own = new DockerDriver({ docker: engine, box, stateDir, stopGraceS: 3, devRoot: dev });
+    const name = slotName("gpu");
+    const view = dockerViewFor({ port: await freePort(), root, deviceClass: "gpu" });
+    expect(view.spec.device).toBe("gpu-rocm");
+    await own.start(name, view, { healthTimeoutS: 20, cwd: root });
+    const info = await inspect(name);
+    expect(info.HostConfig.Devices).toEqual([
+      { PathOnHost: join(dev, "kfd"), PathInContainer: "/dev/kfd", CgroupPermissions: "rwm" },
+      { PathOnHost: join(dev, "dri"), PathInContainer: "/dev/dri", CgroupPermissions: "rwm" },
+    ]);
+    // As created, it is not drifted; made again by hand without its devices, it is.
+    const seen = async () => (await own.observe({ health: false, desiredEnv: () => view.spec.env }))[0]!;
+    expect((await seen()).record!.view).toEqual(view);
+    await engine.getContainer(info.Id).remove({ force: true });
+    await engine.createContainer({ name: `hal0-slot-${name}`, Image: info.Config.Image, Cmd: info.Config.Cmd, Env: info.Config.Env, Labels: info.Config.Labels, WorkingDir: info.Config.WorkingDir, HostConfig: { NetworkMode: "host", Init: true, Mounts: info.HostConfig.Mounts } });
+    expect((await seen()).detail).toContain(`changed behind hal0's back (devices (none), not ${join(dev, "dri")}, ${join(dev, "kfd")})`);
+    // An NPU slot on a host without /dev/accel: created without it (the engine would refuse the create), as a process runner would find none.
+    const npu = slotName("npu");
+    await own.start(npu, dockerViewFor({ port: await freePort(), root, deviceClass: "npu" }), { healthTimeoutS: 20, cwd: root });
+    expect((await inspect(npu)).HostConfig.Devices ?? []).toEqual([]);
+    // A CPU slot gets none.
+    const cpu = slotName("cpu");
+    await own.start(cpu, dockerViewFor({ port: await freePort(), root }), { healthTimeoutS: 20, cwd: root });
+    expect((await inspect(cpu)).HostConfig.Devices ?? []).toEqual([]);
   });
 
   it("[slots] log_max_mb = 0 leaves a container's log to the engine's own settings", async () => {

@@ -118,14 +118,16 @@ export interface DockerViewOptions {
   readonly modelPath?: string;
   /** The slot's `[server] extra_args`. */
   readonly extraArgs?: string;
+  /** The profile's device_class (default cpu). */
+  readonly deviceClass?: "cpu" | "gpu" | "npu";
 }
 
 /** Compiles a one-slot docker tree in memory and takes the slot's view, as the executor would. */
-export function dockerViewFor({ port, root, image = RUNNER_IMAGE, env = {}, modelPath = MODEL_FILE, extraArgs }: DockerViewOptions): SlotView {
+export function dockerViewFor({ port, root, image = RUNNER_IMAGE, env = {}, modelPath = MODEL_FILE, extraArgs, deviceClass = "cpu" }: DockerViewOptions): SlotView {
   const envToml = `{ ${Object.entries(env).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ")} }`;
   const { model, diagnostics } = compile(sourceTree(root, [
     ["hal0.toml", `[slots]\nruntime = "docker"\nport_range_start = 1024\nport_range_end = 65535\n`],
-    ["profiles.toml", `[profile.fake]\nimage = ${JSON.stringify(image)}\nflags = "--parallel 1 --threads 2"\ndevice_class = "cpu"\n`],
+    ["profiles.toml", `[profile.fake]\nimage = ${JSON.stringify(image)}\nflags = "--parallel 1 --threads 2"\ndevice_class = "${deviceClass}"\n`],
     ["models.toml", `[model.tiny]\npath = ${JSON.stringify(modelPath)}\ntype = "llm"\n`],
     ["slots/s.toml", `profile = "fake"\nmodel = "tiny"\nport = ${port}\n\n[tune]\nctx_size = 2048\n\n[server]\nenv = ${envToml}\n${extraArgs === undefined ? "" : `extra_args = ${JSON.stringify(extraArgs)}\n`}`],
   ]));
