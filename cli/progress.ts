@@ -25,6 +25,7 @@ export async function convergeWithProgress(box: Pick<Box, "model" | "driver" | "
       },
     });
     if (done.results.length > 0) io.stdout.write(`${formatResults(done.results, options.plan?.destroy === true ? "down" : "apply")}\n`);
+    if (done.unobserved) io.stderr.write(`hal0: the steps above ran, but the box could not be observed after them (${done.unobserved.code}: ${done.unobserved.message}); hal0 status shows the conditions of before until it can be\n`);
     return done;
   } finally {
     interrupt.disarm();

@@ -4,7 +4,7 @@ import type { Backoff } from "./backoff.js";
 import { removeStaleTemps } from "./atomic.js";
 import { refreshConditions } from "./conditions-store.js";
 import { describeMoves } from "./digest.js";
-import { INTERRUPTED, type SlotDriver } from "./drivers/driver.js";
+import { DriverError, INTERRUPTED, type SlotDriver } from "./drivers/driver.js";
 import { executePlan, type ExecEvent, type StepResult } from "./execute.js";
 import { acquireLock } from "./lock.js";
 import { observe } from "./observe.js";
@@ -80,6 +80,12 @@ export interface Converged {
   readonly results: readonly StepResult[];
   /** The observation the plan was made from, under the lock. */
   readonly observed: Observed;
+  /**
+   * The steps ran, but the box could not be observed after them to refresh its
+   * conditions (the engine went away: `runtime.unavailable`): they stay as they
+   * were until the next observation. The results still say what was done.
+   */
+  readonly unobserved?: { readonly code: string; readonly message: string };
 }
 
 /** A saved plan whose config or observed resources moved since it was made. */
@@ -116,9 +122,13 @@ export async function converge(target: ConvergeTarget, options: ConvergeOptions)
       healthTimeoutS: slots.health_timeout_s, stopGraceS: slots.stop_grace_s, parallel: options.parallel ?? slots.parallel, signal: options.signal,
     });
     if (options.backoff) recordOutcomes(options.backoff, runnable, results, now());
-    await refreshAfter(target, options.conditions ?? "probe", now, options.plan?.destroy === true);
+    // An engine gone after the steps ran does not take their results with it: what was done is recorded, and said.
+    const unobserved = await refreshAfter(target, options.conditions ?? "probe", now, options.plan?.destroy === true).then(() => undefined, (err: unknown) => {
+      if (err instanceof DriverError && err.code === "runtime.unavailable") return { code: err.code, message: err.message };
+      throw err;
+    });
     const outcome = results.some((r) => r.code === INTERRUPTED) ? "interrupted" : results.every((r) => r.ok) ? "converged" : "failed";
-    return { outcome, plan, runnable, deferred, results, observed };
+    return { outcome, plan, runnable, deferred, results, observed, ...(unobserved ? { unobserved } : {}) };
   } finally {
     // Every step has ended (or was cut short): nothing is under way once the lock goes, so its record goes first.
     await target.state.clearSteps().catch(() => undefined);

@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { once } from "node:events";
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync } from "node:fs";
-import { createServer, type Socket } from "node:net";
+import { connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type Dockerode from "dockerode";
@@ -9,6 +9,8 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } 
 import { DockerDriver, dockerClient } from "../../reconciler/drivers/docker.js";
 import { DriverError, StateStore, type StartPhase } from "../../reconciler/index.js";
 import { executePlan } from "../../reconciler/execute.js";
+import { converge } from "../../reconciler/converge.js";
+import { compile, sourceTree } from "../../compiler/index.js";
 import { viewChangedPaths } from "../../reconciler/view.js";
 import type { Change } from "../../schema/index.js";
 import { countListCalls, dockerEngine, dockerViewFor, ensureRunnerImage, MODEL_FILE, removeContainers, RUNNER_IMAGE, slotName, testBoxId } from "./docker-helpers.js";
@@ -245,6 +247,46 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     const cpu = slotName("cpu");
     await own.start(cpu, dockerViewFor({ port: await freePort(), root }), { healthTimeoutS: 20, cwd: root });
     expect((await inspect(cpu)).HostConfig.Devices ?? []).toEqual([]);
+  });
+
+  it("an engine that goes away once an apply's steps ran: the apply still returns what it did (the slot created, its outcome recorded), saying the box could not be observed after", async () => {
+    // A socket of our own in front of the engine, closed once the slot is ready: the engine goes away mid-apply.
+    const dir = mkdtempSync(join(tmpdir(), "hal0-proxy-"));
+    const sock = join(dir, "engine.sock");
+    const upstream = (engine.modem as { socketPath?: string }).socketPath;
+    if (upstream === undefined) return; // a tcp:// engine: nothing to put in front of it here
+    const open = new Set<import("node:net").Socket>();
+    const proxy = createServer((c) => {
+      const u = connect(upstream);
+      for (const s of [c, u]) {
+        open.add(s);
+        s.on("error", () => undefined).on("close", () => (c.destroy(), u.destroy()));
+      }
+      c.pipe(u).pipe(c);
+    }).listen(sock);
+    await once(proxy, "listening");
+    const goAway = () => {
+      proxy.close();
+      for (const s of open) s.destroy();
+    };
+    onTestFinished(goAway);
+    const name = slotName("gone");
+    const files: Array<[string, string]> = [
+      ["hal0.toml", `[slots]\nruntime = "docker"\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 20\nstop_grace_s = 2\n`],
+      ["profiles.toml", `[profile.fake]\nimage = ${JSON.stringify(RUNNER_IMAGE)}\ndevice_class = "cpu"\n`],
+      ["models.toml", `[model.tiny]\npath = ${JSON.stringify(MODEL_FILE)}\n`],
+      [`slots/${name}.toml`, `profile = "fake"\nmodel = "tiny"\nport = ${await freePort()}\n`],
+    ];
+    const { model } = compile(sourceTree(root, files));
+    const state = new StateStore(mkdtempSync(join(tmpdir(), "hal0-proxy-state-")));
+    const proxied = new DockerDriver({ docker: dockerClient(`unix://${sock}`), address: `unix://${sock}`, box, stateDir: state.dir, stopGraceS: 3, answerMs: 2000 });
+    const done = await converge({ model: model!, driver: proxied, state }, { holder: "test", onEvent: (e) => e.phase === "ready" && goAway() });
+    expect(done.outcome).toBe("converged");
+    expect(done.results.map((r) => `${r.address} ${r.action} ${r.ok}`)).toContain(`slot.${name} create true`);
+    expect(done.results.every((r) => r.ok)).toBe(true);
+    expect(done.unobserved).toMatchObject({ code: "runtime.unavailable", message: expect.stringContaining(`the engine at unix://${sock} does not answer`) });
+    expect((await inspect(name)).State.Running).toBe(true);
+    expect((await state.readInventory()).slots[name]).toBeDefined();
   });
 
   it("[slots] log_max_mb = 0 leaves a container's log to the engine's own settings", async () => {
