@@ -67,7 +67,12 @@ export interface ForeignPort {
    * for a slot (`hal0.slot`) but another name than the slot's: made by hal0,
    * then renamed by hand, so hal0 no longer takes it for the slot.
    */
-  readonly container?: { readonly name: string; readonly slot: string };
+  readonly container?: {
+    readonly name: string;
+    readonly slot: string;
+    /** The slot's own container (named hal0-slot-<slot>) in a state observe does not count as running (paused, restarting): stopping the slot stops it. */
+    readonly state?: string;
+  };
   /**
    * The slot it is a runner of, when it carries this state folder's runner
    * markers (process runtime) but no record names it: hal0 started it (a start
@@ -82,7 +87,8 @@ export interface ForeignPort {
  * than the slot's (`hal0-slot-<slot>`, docker-container.ts), in words: hal0
  * made it, but no longer takes it for the slot.
  */
-export function renamedContainerWords(container: { readonly name: string; readonly slot: string }): string {
+export function renamedContainerWords(container: { readonly name: string; readonly slot: string; readonly state?: string }): string {
+  if (container.state !== undefined) return `container ${container.name}, slot \`${container.slot}\`'s own, which is ${container.state} (not running, yet holding the port)`;
   return `container ${container.name}, which hal0 started as slot \`${container.slot}\` (it carries this box's hal0.slot=${container.slot} labels) but which is no longer named hal0-slot-${container.slot}, so hal0 does not take it for the slot; rename it back, or hal0 down stops it`;
 }
 

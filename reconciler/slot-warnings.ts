@@ -20,7 +20,7 @@ export function slotWarnings(change: SlotChange, desired: ResolvedSlot, seen: Ob
       code: "slot.port_in_use",
       message: change.reason === "port_held"
         ? `port ${foreign.port} is held by ${holder(foreign)}; slot \`${desired.name}\` keeps running as it is${seen?.record ? ` on port ${seen.record.view.port}` : ""} until it is freed`
-        : foreign.runner?.slot === desired.name && (change.action === "create" || change.action === "replace")
+        : (foreign.runner?.slot ?? (foreign.container?.state !== undefined ? foreign.container.slot : undefined)) === desired.name && (change.action === "create" || change.action === "replace")
           ? `port ${foreign.port} is held by ${holder(foreign)}; the ${change.action} stops it first`
           : `port ${foreign.port} is held by ${holder(foreign)}; slot \`${desired.name}\` cannot start until it is freed`,
     });

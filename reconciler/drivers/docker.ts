@@ -186,8 +186,14 @@ export class DockerDriver implements SlotDriver {
   async portHolder(port: number): Promise<PortHolder | undefined> {
     const holder = await portHolderOf(port, PORT_PROBE_TIMEOUT_MS);
     if (holder === undefined) return undefined;
-    const renamed = (await this.renamed().catch(() => [])).find((c) => c.State === "running" && parseView(c.Labels[LABEL.view])?.spec.port === port);
-    return renamed === undefined ? holder : { ...holder, container: { name: renamed.Names[0]!.replace(/^\//, ""), slot: renamed.Labels[LABEL.slot]! } };
+    // One list of this box's containers: one labelled as a slot under another name (renamed by hand) that runs, or a
+    // slot's own container that observe does not count as running (paused, restarting) though it holds its port.
+    const listed = await this.engine((abortSignal) => this.docker.listContainers({ all: true, filters: boxFilter(this.box), abortSignal })).catch(() => []);
+    const onPort = listed.filter((c) => c.Labels[LABEL.slot] !== undefined && parseView(c.Labels[LABEL.view])?.spec.port === port);
+    const renamed = onPort.find((c) => c.State === "running" && !c.Names.includes(`/${containerName(c.Labels[LABEL.slot]!)}`));
+    if (renamed !== undefined) return { ...holder, container: { name: renamed.Names[0]!.replace(/^\//, ""), slot: renamed.Labels[LABEL.slot]! } };
+    const own = onPort.find((c) => c.State !== "running" && slotOf(c, this.box) !== undefined);
+    return own === undefined ? holder : { ...holder, container: { name: containerName(own.Labels[LABEL.slot]!), slot: own.Labels[LABEL.slot]!, state: own.State } };
   }
 
   /** This box's containers labelled as a slot (`slot`, else any) under another name than that slot's. */

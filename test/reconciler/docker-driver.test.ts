@@ -9,7 +9,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } 
 import { DockerDriver, dockerClient } from "../../reconciler/drivers/docker.js";
 import { DriverError, StateStore, type StartPhase } from "../../reconciler/index.js";
 import { executePlan } from "../../reconciler/execute.js";
-import { converge } from "../../reconciler/converge.js";
+import { converge, previewPlan } from "../../reconciler/converge.js";
 import { compile, sourceTree } from "../../compiler/index.js";
 import { viewChangedPaths } from "../../reconciler/view.js";
 import type { Change } from "../../schema/index.js";
@@ -287,6 +287,33 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(done.unobserved).toMatchObject({ code: "runtime.unavailable", message: expect.stringContaining(`the engine at unix://${sock} does not answer`) });
     expect((await inspect(name)).State.Running).toBe(true);
     expect((await state.readInventory()).slots[name]).toBeDefined();
+  });
+
+  it("a slot's container paused by hand (docker pause) is not running, and the plan names it as what holds the slot's port, its create stopping it first, not as a process hal0 did not start", async () => {
+    const name = slotName("paused");
+    const port = await freePort();
+    const files: Array<[string, string]> = [
+      ["hal0.toml", `[slots]\nruntime = "docker"\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 20\nstop_grace_s = 2\n`],
+      ["profiles.toml", `[profile.fake]\nimage = ${JSON.stringify(RUNNER_IMAGE)}\ndevice_class = "cpu"\n`],
+      ["models.toml", `[model.tiny]\npath = ${JSON.stringify(MODEL_FILE)}\n`],
+      [`slots/${name}.toml`, `profile = "fake"\nmodel = "tiny"\nport = ${port}\n`],
+    ];
+    const { model } = compile(sourceTree(root, files));
+    const state = new StateStore(mkdtempSync(join(tmpdir(), "hal0-paused-state-")));
+    const target = { model: model!, driver, state };
+    expect((await converge(target, { holder: "test" })).outcome).toBe("converged");
+    const id = (await inspect(name)).Id;
+    await engine.getContainer(id).pause();
+    expect(await driver.portHolder(port)).toMatchObject({ container: { name: `hal0-slot-${name}`, slot: name, state: "paused" } });
+    const { plan } = await previewPlan(target);
+    expect(plan.changes.find((c) => c.address === `slot.${name}`)).toMatchObject({ action: "create", reason: "not_running" });
+    const held = plan.warnings.find((w) => w.code === "slot.port_in_use");
+    expect(held?.message).toBe(`port ${port} is held by container hal0-slot-${name}, slot \`${name}\`'s own, which is paused (not running, yet holding the port); the create stops it first`);
+    expect(held?.message).not.toContain("hal0 did not start");
+    const done = await converge(target, { holder: "test" });
+    expect(done.results.every((r) => r.ok)).toBe(true);
+    expect((await inspect(name)).Id).not.toBe(id);
+    expect((await inspect(name)).State.Running).toBe(true);
   });
 
   it("[slots] log_max_mb = 0 leaves a container's log to the engine's own settings", async () => {
