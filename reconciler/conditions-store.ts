@@ -31,9 +31,9 @@ export const sharedPreflight = new PreflightCache();
 export async function refreshConditions(
   model: Model, observed: Observed, state: StateStore, now: () => number = Date.now, persist = true, plan?: Plan, findings?: readonly Finding[], keepHermes = false,
 ): Promise<Record<string, ResourceConditions>> {
-  const [outcomes, previous, found, steps] = await Promise.all([state.readOutcomes(), state.readConditions(), findings ?? sharedPreflight.findings(model).catch((): Finding[] => []), state.readSteps()]);
+  const [outcomes, previous, found, steps, inventory] = await Promise.all([state.readOutcomes(), state.readConditions(), findings ?? sharedPreflight.findings(model).catch((): Finding[] => []), state.readSteps(), state.readInventory()]);
   const at = new Date(now()).toISOString();
-  const { next } = allSlotConditions(model.slots, observed.slots, outcomes, previous, at, found, steps, observed.nodes);
+  const { next } = allSlotConditions(model.slots, observed.slots, outcomes, previous, at, found, steps, observed.nodes, new Set(Object.keys(inventory.slots)));
   const { settings, buckets, hermes } = otherChanges(model, observed, plan, keepHermes);
   next.settings = settingsConditions(settings, buckets, outcomes.settings, previous.settings, at);
   for (const change of hermes) next[change.address] = hermesConditions(change, outcomes[change.address], previous[change.address], at);
@@ -54,12 +54,12 @@ export async function slotConditionsNow(
   /** A multi-node runtime's nodes: a slot the planner holds for want of one is not pending (heldUnplaced). */
   nodes?: readonly ObservedNode[],
 ): Promise<{ conditions: ResourceConditions; outcome?: SlotOutcome; step?: SlotStep }> {
-  const [outcomes, previous, found, steps] = await Promise.all([state.readOutcomes(), state.readConditions(), sharedPreflight.findings(model).catch((): Finding[] => []), state.readSteps()]);
+  const [outcomes, previous, found, steps, inventory] = await Promise.all([state.readOutcomes(), state.readConditions(), sharedPreflight.findings(model).catch((): Finding[] => []), state.readSteps(), state.readInventory()]);
   const slot = Object.hasOwn(model.slots, name) ? model.slots[name] : undefined;
   const outcome = outcomes[name];
   const step = steps[name];
   const conditions = slotConditions({
-    desiredHash: slot?.enabled ? slot.spec_hash : undefined, seen, outcome, step,
+    desiredHash: slot?.enabled ? slot.spec_hash : undefined, managed: Object.hasOwn(inventory.slots, name), seen, outcome, step,
     preflight: found.filter((f) => f.slot === name), refused: slot?.runner?.diagnostics.filter((d) => d.severity === "error"),
     unplaced: slot?.enabled ? heldUnplaced(slot, seen, nodes) : undefined,
   }, previous[`slot.${name}`], new Date(now()).toISOString());

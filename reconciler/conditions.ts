@@ -35,6 +35,8 @@ export interface ResourceConditions {
 export interface SlotFacts {
   /** Desired spec hash; undefined when the slot is not desired or disabled. */
   readonly desiredHash?: string;
+  /** Whether hal0 started it (its inventory names it); undefined when not known. One it did not start is never stopped. */
+  readonly managed?: boolean;
   readonly seen?: ObservedSlot;
   readonly outcome?: SlotOutcome;
   /**
@@ -114,7 +116,7 @@ function starting(step: SlotStep | undefined): boolean {
   return step !== undefined && step.phase !== "stopping";
 }
 
-function reconciling({ desiredHash, seen, step, unplaced }: SlotFacts): Verdict {
+function reconciling({ desiredHash, managed, seen, step, unplaced }: SlotFacts): Verdict {
   if (step !== undefined) {
     const what = step.action === "create" ? "creating" : step.action === "replace" ? "replacing" : "stopping";
     if (step.phase === "stopping") return { status: "True", reason: "Stopping", message: `an apply is ${what} it: its runner is being stopped` };
@@ -122,7 +124,11 @@ function reconciling({ desiredHash, seen, step, unplaced }: SlotFacts): Verdict 
     return { status: "True", reason: "Starting", message: `an apply is ${what} it: ${now}` };
   }
   // A disabled (or removed) slot whose runner still runs is to be stopped: not converged yet either.
-  if (desiredHash === undefined && seen?.running) return { status: "True", reason: "ChangePending", message: "the next apply or sweep stops this slot" };
+  if (desiredHash === undefined && seen?.running) {
+    // …unless hal0 did not start it: the plan leaves it alone (slot.unmanaged), and so must this.
+    if (managed === false) return { status: "False", reason: "Unmanaged", message: "hal0 did not start it (its inventory does not name it) and leaves it alone" };
+    return { status: "True", reason: "ChangePending", message: "the next apply or sweep stops this slot" };
+  }
   // The planner holds it (a no-op, reason unplaced): no apply changes it until a node that fits is ready.
   if (desiredHash !== undefined && unplaced !== undefined) return { status: "False", reason: "Unplaced", message: "no apply or sweep starts it until a ready, active node matches its placement (hal0 plan: unplaced)" };
   const pending = desiredHash !== undefined && (!seen?.running || seen.record?.view.spec_hash !== desiredHash);
@@ -225,6 +231,8 @@ export function allSlotConditions(
   steps: Readonly<Record<string, SlotStep>> = {},
   /** A multi-node runtime's nodes (Observed.nodes): a desired slot the planner holds for want of one is not pending (heldUnplaced). */
   nodes?: readonly ObservedNode[],
+  /** The slots hal0 started (the inventory's); undefined: not known. */
+  managed?: ReadonlySet<string>,
 ): { next: Record<string, ResourceConditions>; changed: boolean } {
   // outcomes.json also keeps `settings` and `hermes.<p>` (names with a dot, which no slot name has).
   const names = new Set([...Object.keys(desired), ...Object.keys(observed), ...Object.keys(outcomes).filter((n) => !n.includes("."))]);
@@ -235,7 +243,7 @@ export function allSlotConditions(
     const preflight = findings.filter((f) => f.slot === name);
     const refused = d?.runner?.diagnostics.filter((x) => x.severity === "error");
     const unplaced = d?.enabled && d.spec !== undefined ? heldUnplaced({ spec: d.spec, spec_hash: d.spec_hash }, observed[name], nodes) : undefined;
-    next[address] = slotConditions({ desiredHash: d?.enabled ? d.spec_hash : undefined, seen: observed[name], outcome: outcomes[name], step: steps[name], preflight, refused, unplaced }, previous[address], now);
+    next[address] = slotConditions({ desiredHash: d?.enabled ? d.spec_hash : undefined, managed: managed?.has(name), seen: observed[name], outcome: outcomes[name], step: steps[name], preflight, refused, unplaced }, previous[address], now);
   }
   return { next, changed: JSON.stringify(next) !== JSON.stringify(previous) };
 }

@@ -46,6 +46,13 @@ describe("slot conditions", () => {
     expect(changed.conditions.find((c) => c.type === "Stalled")!.lastTransitionTime).toBe("T1");
   });
 
+  it("a running slot that is neither in the config nor in the inventory (hal0 did not start it) is not pending a stop: the plan leaves it alone", () => {
+    const { next } = allSlotConditions({}, { stray: running("h1") }, {}, {}, "T1", [], {}, undefined, new Set(["chat"]));
+    expect(byType(next["slot.stray"]!)).toMatchObject({ Reconciling: "False Unmanaged" });
+    // One hal0 started and then removed from the config is.
+    expect(byType(allSlotConditions({}, { stray: running("h1") }, {}, {}, "T1", [], {}, undefined, new Set(["stray"])).next["slot.stray"]!)).toMatchObject({ Reconciling: "True ChangePending" });
+  });
+
   it("says when nothing changed, so an idle sweep writes nothing", () => {
     const desired = { chat: { enabled: true, spec_hash: "h1" } };
     const observed = { chat: running("h1") };
