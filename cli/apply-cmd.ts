@@ -41,7 +41,7 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
     await installMissing(values, io, missing);
     box = await openBox(values, io, { checkRunners: true, makesState: true });
   } else writeNotInstalled(box.model, io);
-  writeRunnerNotes(box, io);
+  await writeRunnerNotes(box, io);
   await writeOtherServeNote(box, io);
   const file = values.plan === undefined ? undefined : resolve(io.cwd, values.plan);
   const saved = file === undefined ? undefined : await readSavedPlan(file);

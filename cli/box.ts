@@ -168,11 +168,15 @@ async function swarmDriverFor(model: Model, dir: string, env: CliIo["env"]): Pro
  * key), and each runner the probe could not ask (why). A runner that is not
  * installed is the preflight's (slot.runner_missing).
  */
-export function writeRunnerNotes(box: Box, io: CliIo): void {
+export async function writeRunnerNotes(box: Box, io: CliIo): Promise<void> {
   for (const d of box.model.runnerDiagnostics) {
     if (d.severity === "warning") io.stderr.write(`note: ${d.file}:${d.line}:${d.column}: ${d.code}: ${d.summary}\n`);
   }
-  for (const [key, why] of box.runners.probe?.failed ?? []) io.stderr.write(`note: runner ${key} could not be probed (${why}): its slots' argv is written for the newest known llama-server and not checked\n`);
+  const failed = box.runners.probe?.failed ?? new Map<string, string>();
+  if (failed.size === 0) return;
+  // Why a probe failed quotes what the runner printed, run with its slot's env: masked as every CLI line quoting a runner.
+  const { redactText } = await import("../server/redact.js");
+  for (const [key, why] of failed) io.stderr.write(redactText(`note: runner ${key} could not be probed (${why}): its slots' argv is written for the newest known llama-server and not checked\n`));
 }
 
 /**

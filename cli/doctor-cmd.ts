@@ -1,5 +1,6 @@
 import { resolve } from "node:path";
 import { doctorRows, type DoctorRow } from "../reconciler/doctor.js";
+import { redactText } from "../server/redact.js";
 import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
 import { EXIT_ERROR, EXIT_OK, jsonFailure, parseCommandArgs, type CliIo } from "./io.js";
 import { compileTree, stateDir } from "./paths.js";
@@ -24,7 +25,8 @@ export async function runDoctor(args: string[], io: CliIo): Promise<number> {
   const { values } = parseCommandArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, json: { type: "boolean" }, "unit-dir": { type: "string" } } });
   const tree = await compileTree(values, io);
   const state = stateDir(values.state, io.env, io.cwd);
-  const rows = await doctorRows({ ...tree, stateDir: state, env: io.env, hermesCredentials: stateHermesCredentials(state), unitDir: values["unit-dir"] === undefined ? undefined : resolve(io.cwd, values["unit-dir"]) });
+  // A runner's --version answer is run with its slot's env and quoted in its row: every row is masked as the API's doctor_report is.
+  const rows = (await doctorRows({ ...tree, stateDir: state, env: io.env, hermesCredentials: stateHermesCredentials(state), unitDir: values["unit-dir"] === undefined ? undefined : resolve(io.cwd, values["unit-dir"]) })).map((r) => ({ ...r, message: redactText(r.message), hint: redactText(r.hint) }));
   const failed = rows.some((r) => r.status === "fail");
   // A failed check is a failure document too (exit_code and the counts, as every command's --json failure), with the rows beside it.
   const failure = failed ? jsonFailure(EXIT_ERROR, tree.diagnostics) : undefined;

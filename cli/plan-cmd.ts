@@ -36,7 +36,7 @@ export async function runPlan(args: string[], io: CliIo): Promise<number> {
   // A file --out cannot name is refused before the box is observed (not after the plan was printed).
   const out = values.out === undefined ? undefined : refuseNonFile(resolve(io.cwd, values.out), "--out");
   const box = await openBox(values, io, { checkRunners: true });
-  writeRunnerNotes(box, io);
+  await writeRunnerNotes(box, io);
   await writeOtherServeNote(box, io);
   const [{ plan }, findings] = await Promise.all([previewPlan(box), preflight(box.model)]);
   // What the host will refuse at apply (a runner not installed, a model file missing): the plan's actions stay what the planner says.

@@ -3,6 +3,7 @@ import { runnerTargets, withRunners } from "../reconciler/runner-observe.js";
 import { RunnerProbe } from "../reconciler/runner-probe.js";
 import { findingDiagnostic, preflight } from "../reconciler/preflight.js";
 import type { Diagnostic } from "../schema/index.js";
+import { redactText } from "../server/redact.js";
 import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
 import { configDir, statePath } from "./paths.js";
 import { formatAnnotation, formatDiagnostic, formatSummary } from "./format-diagnostics.js";
@@ -64,7 +65,8 @@ export async function runValidate(args: string[], io: CliIo): Promise<number> {
     io.stdout.write(`${JSON.stringify({ ok: errors === 0, exit_code: errors === 0 ? EXIT_OK : EXIT_ERROR, valid: errors === 0, error_count: errors, warning_count: warnings, diagnostics, runners }, null, 2)}\n`);
   } else {
     for (const d of diagnostics) io.stdout.write(`${formatDiagnostic(d, text)}\n\n`);
-    for (const note of runnerNotes) io.stderr.write(`note: ${note}\n`);
+    // A probe's failure quotes what the runner printed, run with its slot's env: masked as every CLI line quoting a runner.
+    for (const note of runnerNotes) io.stderr.write(redactText(`note: ${note}\n`));
     io.stdout.write(`${formatSummary(errors, warnings, root, text)}\n`);
   }
   // Under --json stdout is the one document (`validate --json > report.json`, `| jq`): the annotations go to stderr, which the runner reads them from too.

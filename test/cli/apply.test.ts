@@ -285,7 +285,7 @@ describe("hal0 apply --plan FILE with [models] pull_on_apply and a model not ins
 });
 
 describe("a runner that prints a secret before it fails", () => {
-  it("has its last lines masked wherever the CLI prints them: apply's progress and summary, reconcile --once, status and status SLOT (text and --json)", async () => {
+  it("has its last lines masked wherever the CLI prints them: apply's progress and summary, reconcile --once, status and status SLOT (text and --json), the runner probe's notes, validate --runners and doctor", async () => {
     const { base, box, dir } = copiedBox("hal0-leak-");
     // One slot, whose runner prints the token it was given and exits: the failed start's message quotes the runner's last lines.
     for (const gone of ["slots", "stacks", "agents", "capabilities.toml", "upstreams.toml"]) rmSync(join(box, gone), { recursive: true, force: true });
@@ -308,7 +308,8 @@ describe("a runner that prints a secret before it fails", () => {
     expect(apply.text).toContain("starting with token [redacted]");
     // The record itself keeps what the runner said (the state folder is the operator's); only what is printed is masked.
     expect(readFileSync(join(dir, "outcomes.json"), "utf8")).toContain(secret);
-    for (const args of [["status"], ["status", "--json"], ["status", "leak"], ["status", "leak", "--json"], ["reconcile", "--once"], ["reconcile", "--once", "--json"]]) {
+    // validate --runners and doctor run the runner with its slot's env too (--version), and quote what it printed.
+    for (const args of [["status"], ["status", "--json"], ["status", "leak"], ["status", "leak", "--json"], ["reconcile", "--once"], ["reconcile", "--once", "--json"], ["validate", "--runners"], ["doctor"], ["doctor", "--json"], ["plan"]]) {
       const r = await cli(...args);
       // (status's table shows a last error's first line only: the runner's lines are not there to mask.)
       if (args.join(" ") !== "status") expect(r.text, args.join(" ")).toContain("[redacted]");
