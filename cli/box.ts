@@ -5,6 +5,7 @@ import { StateStore } from "../reconciler/state.js";
 import type { HermesCredentials, SlotDriver } from "../reconciler/index.js";
 import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
 import type Dockerode from "dockerode";
+import type { InspectCache } from "../reconciler/drivers/docker.js";
 import { compileFromCache, withRunners, runnerErrors, type ObservedCompile } from "../reconciler/runner-observe.js";
 import { RunnerProbe } from "../reconciler/runner-probe.js";
 import { engineAddress, imageStallMs } from "../reconciler/images.js";
@@ -86,8 +87,8 @@ const MIB = 1024 * 1024;
  * docker_host`, else $DOCKER_HOST, else the default socket, which must answer;
  * dockerode is loaded only for a docker box (it takes ~0.3 s to import).
  */
-export async function driverFor(model: Model, dir: string, env: CliIo["env"] = process.env): Promise<SlotDriver> {
-  const current = await runtimeDriver(model, dir, env);
+export async function driverFor(model: Model, dir: string, env: CliIo["env"] = process.env, options: DriverOptions = {}): Promise<SlotDriver> {
+  const current = await runtimeDriver(model, dir, env, options);
   // Slots hal0 started on another runtime ([slots] runtime changed since): observed and stopped where they run.
   const state = new StateStore(dir);
   const inventory = await state.readInventory();
@@ -102,7 +103,7 @@ export async function driverFor(model: Model, dir: string, env: CliIo["env"] = p
     // The engine it was reached through: the settings last applied, when they named that runtime.
     const slots = { ...(applied.slots.runtime === runtime ? applied.slots : model.settings.slots), runtime };
     try {
-      formers.push(await runtimeDriver({ ...model, settings: { ...model.settings, slots } }, dir, env));
+      formers.push(await runtimeDriver({ ...model, settings: { ...model.settings, slots } }, dir, env, options));
     } catch (err) {
       const why = err instanceof CliError ? err.message : (err as Error).message;
       throw new CliError("runtime.unavailable", `slot${names.length > 1 ? "s" : ""} ${names.join(", ")} ${names.length > 1 ? "were" : "was"} started on the ${runtime} runtime and [slots] runtime is now "${current.runtime}": hal0 must stop ${names.length > 1 ? "them" : "it"} there first, but ${why}`);
@@ -111,12 +112,25 @@ export async function driverFor(model: Model, dir: string, env: CliIo["env"] = p
   return new RuntimeSwitchDriver(current, formers);
 }
 
+export interface DriverOptions {
+  /**
+   * A long-lived process (hal0 serve, hal0 reconcile): the docker runtime's drivers
+   * it makes share their containers' inspects (InspectCache, reused while the
+   * engine lists a container unchanged, for up to INSPECT_REUSE_MS). A one-shot
+   * command leaves it off: it observes the engine afresh.
+   */
+  readonly reuseInspects?: boolean;
+}
+
+/** The inspects each engine and box's drivers share in this process (DriverOptions.reuseInspects). */
+const inspectCaches = new Map<string, InspectCache>();
+
 /** The driver of the runtime `model`'s settings name (driverFor). */
-async function runtimeDriver(model: Model, dir: string, env: CliIo["env"]): Promise<SlotDriver> {
+async function runtimeDriver(model: Model, dir: string, env: CliIo["env"], options: DriverOptions = {}): Promise<SlotDriver> {
   const slots = model.settings.slots;
   if (slots.runtime === "swarm") return swarmDriverFor(model, dir, env);
   if (slots.runtime !== "docker") return new ProcessDriver({ stateDir: dir, logMaxBytes: slots.log_max_mb * MIB });
-  const { DockerDriver, dockerClient } = await import("../reconciler/drivers/docker.js");
+  const { DockerDriver, InspectCache, dockerClient } = await import("../reconciler/drivers/docker.js");
   const host = engineAddress(slots.docker_host, env);
   const { answered, engineDownMessage } = await import("../reconciler/drivers/docker-engine.js");
   const { redactText } = await import("../server/redact.js");
@@ -137,7 +151,13 @@ async function runtimeDriver(model: Model, dir: string, env: CliIo["env"]): Prom
   }
   // Every container carries the box id (hal0.box); it is stable without a write, so planning stays read-only.
   const box = await new StateStore(dir).boxId();
-  return new DockerDriver({ docker, address: host, box, stateDir: dir, stopGraceS: slots.stop_grace_s, pull: slots.pull, pullStallMs: imageStallMs(env), logMaxMb: slots.log_max_mb, maskLog: redactText });
+  let inspections: InspectCache | undefined;
+  if (options.reuseInspects === true) {
+    const key = JSON.stringify([host, box]);
+    inspections = inspectCaches.get(key) ?? new InspectCache();
+    inspectCaches.set(key, inspections);
+  }
+  return new DockerDriver({ docker, address: host, box, stateDir: dir, stopGraceS: slots.stop_grace_s, pull: slots.pull, pullStallMs: imageStallMs(env), logMaxMb: slots.log_max_mb, maskLog: redactText, ...(inspections ? { inspections } : {}) });
 }
 
 /** The swarm runtime: the manager's engine (`[slots] docker_host`, else $DOCKER_HOST), which must answer and be a swarm manager. */

@@ -29,7 +29,7 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
   const { values } = parseCommandArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, once: { type: "boolean" }, json: { type: "boolean" } } });
   const root = configDir(values.config, io.env, io.cwd);
   const state = new StateStore(stateDir(values.state, io.env, io.cwd));
-  const sweeper = new Sweeper({ root, state, driverFor: async (model) => driverFor(model, state.dir), hermesCredentials: stateHermesCredentials(state.dir), runners: runnerProbeFor(root, state.dir).probe });
+  const sweeper = new Sweeper({ root, state, driverFor: async (model) => driverFor(model, state.dir, process.env, { reuseInspects: true }), hermesCredentials: stateHermesCredentials(state.dir), runners: runnerProbeFor(root, state.dir).probe });
   // A report as it leaves hal0: secrets masked (a plan's env values), as in hal0 plan --json.
   const print = (report: SweepReport) => io.stdout.write(`${values.json ? JSON.stringify(redactTyped(report)) : formatReport(redactTyped(report))}\n`);
   // No config folder to converge to: said at once, as --once and hal0 serve say it, not a loop of failed sweeps.

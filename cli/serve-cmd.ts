@@ -61,7 +61,7 @@ export async function runServe(args: string[], io: CliIo): Promise<number> {
   if (first?.model !== undefined && first.model.settings.slots.runtime !== "process") await driverFor(first.model, new StateStore(state).dir, io.env).catch(() => undefined);
   serving = await serve({
     root, stateDir: state, env: io.env as NodeJS.ProcessEnv, host: values.host, port, reconcile: !values["no-reconcile"], runners, madeState,
-    driverFor: async (model) => driverFor(model, new StateStore(state).dir, io.env),
+    driverFor: async (model) => driverFor(model, new StateStore(state).dir, io.env, { reuseInspects: true }),
   }).catch((err: unknown) => {
     process.off("SIGINT", stop);
     process.off("SIGTERM", stop);

@@ -56,6 +56,32 @@ export interface DockerDriverOptions {
   readonly maskLog?: (line: string) => string;
   /** Where the host's device nodes are (default /dev): a slot on a GPU or the NPU gets its nodes from there (DEVICE_NODES). */
   readonly devRoot?: string;
+  /**
+   * What a long-lived process (`hal0 serve`, `hal0 reconcile`) keeps of its
+   * observes from one driver to the next (InspectCache). Without it (a one-shot
+   * command) every observe inspects every slot's container afresh.
+   */
+  readonly inspections?: InspectCache;
+}
+
+/** How long a long-lived process reuses a container's inspect while the engine lists it unchanged (docs/operations.md). */
+export const INSPECT_REUSE_MS = 5 * 60_000;
+
+type Inspected = { container: InspectedContainer; image: ImageDefaults | undefined } | null;
+
+/**
+ * The inspects a long-lived process reuses: a slot's container's, while the
+ * list shows it with the same id, state and creation time and the inspect is
+ * less than `reuseMs` old (a container made again has another id; one
+ * stopped, paused or restarted another state; a `docker update` in place
+ * changes none of them, so it is seen within `reuseMs`); and each image's env
+ * and entrypoint, by image id, for as long as the process lives (an id names
+ * one image for ever).
+ */
+export class InspectCache {
+  readonly containers = new Map<string, { readonly stamp: string; readonly at: number; readonly inspected: Promise<Inspected> }>();
+  readonly images = new Map<string, Promise<ImageDefaults | undefined>>();
+  constructor(readonly reuseMs = INSPECT_REUSE_MS, readonly now: () => number = Date.now) {}
 }
 
 /** The engine's log drivers that keep a container's log in files that `max-size` and `max-file` bound. */
@@ -67,7 +93,8 @@ const FILE_LOG_DRIVERS: ReadonlySet<string> = new Set(["json-file", "local"]);
  * stop is prompt, and no restart policy (hal0 decides what runs).
  *
  * Invariants: observe is exactly one label-filtered list call (plus an
- * inspect of each slot's container, and a health probe per running slot); start, stop and observe act only on containers
+ * inspect of each slot's container, reused in a long-lived process while the
+ * list shows it unchanged for up to INSPECT_REUSE_MS, and a health probe per running slot); start, stop and observe act only on containers
  * that carry this box's labels *and* the slot's container name
  * (docker-container.ts), save that stopping a slot also stops a container of
  * this box renamed by hand from it; an unlabelled container or another box's
@@ -91,8 +118,9 @@ export class DockerDriver implements SlotDriver {
   private logDriver: Promise<string> | undefined;
   /** The save of each slot's container.log under way (keepLog): one at a time per slot, so none is lost. */
   private readonly keeping = new Map<string, Promise<void>>();
-  /** The env and entrypoint of each image a slot's container runs, by image id (observe). */
-  private readonly imageConfigs = new Map<string, Promise<ImageDefaults | undefined>>();
+  /** The env and entrypoint of each image a slot's container runs, by image id (observe): the process's, when it keeps them. */
+  private readonly imageConfigs: Map<string, Promise<ImageDefaults | undefined>>;
+  private readonly inspections: InspectCache | undefined;
   /** Images found present (or being checked or pulled), by reference. */
   private readonly images = new Map<string, Promise<void>>();
 
@@ -110,6 +138,8 @@ export class DockerDriver implements SlotDriver {
     this.labelKey = options.labelKey ?? new StateKey(options.stateDir, "label-key");
     this.maskLog = options.maskLog ?? ((line) => line);
     this.devRoot = options.devRoot ?? "/dev";
+    this.inspections = options.inspections;
+    this.imageConfigs = options.inspections?.images ?? new Map();
   }
 
   /** The HostConfig.LogConfig a container is created with: undefined leaves the engine's default. */
@@ -125,7 +155,9 @@ export class DockerDriver implements SlotDriver {
     const [listed, key] = await Promise.all([this.engine((abortSignal) => this.docker.listContainers({ all: true, filters: boxFilter(this.box), abortSignal })), this.labelKey.read()]);
     const desired = (name: string) => ({ env: options.desiredEnv?.(name), argv: options.desiredArgv?.(name) });
     // Each slot's container inspected (its env, restart policy, mounts… are not in the list): one removed meanwhile is gone.
-    const ours = await Promise.all(listed.filter((c) => slotOf(c, this.box) !== undefined).map(async (c) => ({ c, inspected: await this.inspected(c) })));
+    const slotContainers = listed.filter((c) => slotOf(c, this.box) !== undefined);
+    this.forgetGone(slotContainers);
+    const ours = await Promise.all(slotContainers.map(async (c) => ({ c, inspected: await this.inspected(c) })));
     const slots = ours.flatMap(({ c, inspected }) => (inspected === null ? [] : observedFrom(c, this.box, { key, desired }, inspected) ?? [])).sort((a, b) => (a.name < b.name ? -1 : 1));
     return Promise.all(slots.map(async (slot): Promise<ObservedSlot> => {
       if (!slot.running || slot.record === undefined || !wantsProbe(options, slot)) return { ...slot, health: "unknown" };
@@ -140,11 +172,36 @@ export class DockerDriver implements SlotDriver {
 
   /**
    * A listed container as the engine inspects it, with the env and entrypoint
-   * of its image (asked once per image id while this driver lives: an id names
-   * one image for ever; none when the image was removed under the container);
-   * null when the container was removed since it was listed.
+   * of its image (asked once per image id while this driver, or the process
+   * keeping its inspects, lives: an id names one image for ever; none when the
+   * image was removed under the container); null when the container was
+   * removed since it was listed. Asked of the engine each time, save in a
+   * process that keeps its inspects (InspectCache).
    */
-  private async inspected(c: Dockerode.ContainerInfo): Promise<{ container: InspectedContainer; image: ImageDefaults | undefined } | null> {
+  private inspected(c: Dockerode.ContainerInfo): Promise<Inspected> {
+    const cache = this.inspections;
+    if (cache === undefined) return this.inspect(c);
+    const stamp = `${c.State}\u0000${c.Created}`;
+    const kept = cache.containers.get(c.Id);
+    const now = cache.now();
+    if (kept !== undefined && kept.stamp === stamp && now - kept.at < cache.reuseMs) return kept.inspected;
+    const entry = { stamp, at: now, inspected: this.inspect(c) };
+    cache.containers.set(c.Id, entry);
+    // One removed meanwhile, or an inspect that failed, is asked again next time.
+    const drop = () => void (cache.containers.get(c.Id) === entry && cache.containers.delete(c.Id));
+    entry.inspected.then((found) => found === null && drop(), drop);
+    return entry.inspected;
+  }
+
+  /** The kept inspects of containers the engine no longer lists. */
+  private forgetGone(listed: readonly Dockerode.ContainerInfo[]): void {
+    const containers = this.inspections?.containers;
+    if (containers === undefined || containers.size === 0) return;
+    const ids = new Set(listed.map((c) => c.Id));
+    for (const id of containers.keys()) if (!ids.has(id)) containers.delete(id);
+  }
+
+  private async inspect(c: Dockerode.ContainerInfo): Promise<Inspected> {
     const container = await this.engine((abortSignal) => this.docker.getContainer(c.Id).inspect({ abortSignal })).catch((err: unknown) => {
       if (engineStatus(err) === 404) return null;
       throw err;

@@ -6,14 +6,14 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type Dockerode from "dockerode";
 import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished } from "vitest";
-import { DockerDriver, dockerClient } from "../../reconciler/drivers/docker.js";
+import { DockerDriver, dockerClient, InspectCache } from "../../reconciler/drivers/docker.js";
 import { DriverError, StateStore, type StartPhase } from "../../reconciler/index.js";
 import { executePlan } from "../../reconciler/execute.js";
 import { converge, previewPlan } from "../../reconciler/converge.js";
 import { compile, sourceTree } from "../../compiler/index.js";
 import { viewChangedPaths } from "../../reconciler/view.js";
 import type { Change } from "../../schema/index.js";
-import { countListCalls, dockerEngine, dockerViewFor, ensureRunnerImage, MODEL_FILE, removeContainers, RUNNER_IMAGE, slotName, testBoxId } from "./docker-helpers.js";
+import { countListCalls, DOCKER_HOST, dockerEngine, dockerViewFor, ensureRunnerImage, MODEL_FILE, removeContainers, RUNNER_IMAGE, slotName, testBoxId } from "./docker-helpers.js";
 import { freePort } from "./process-helpers.js";
 
 /**
@@ -314,6 +314,50 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(done.results.every((r) => r.ok)).toBe(true);
     expect((await inspect(name)).Id).not.toBe(id);
     expect((await inspect(name)).State.Running).toBe(true);
+  });
+
+  it("drivers sharing an InspectCache (a long-lived process's) reuse a container's inspect while the engine lists it unchanged, up to its reuse time; without one every observe inspects", async () => {
+    const name = slotName("kept");
+    const view = dockerViewFor({ port: await freePort(), root });
+    await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
+    let inspects = 0;
+    const counted = dockerClient(DOCKER_HOST);
+    const getContainer = counted.getContainer.bind(counted);
+    counted.getContainer = ((id: string) => {
+      const c = getContainer(id);
+      const original = c.inspect.bind(c);
+      c.inspect = ((options?: object) => (inspects++, original(options))) as typeof c.inspect;
+      return c;
+    }) as Dockerode["getContainer"];
+    let now = 1_000_000;
+    const cache = new InspectCache(60_000, () => now);
+    // As hal0 serve makes them: a new driver for each sweep, one cache for the process.
+    const observe = async (inspections?: InspectCache) => {
+      inspects = 0;
+      const seen = (await new DockerDriver({ docker: counted, box, stateDir, ...(inspections ? { inspections } : {}) }).observe({ health: false }))[0]!;
+      return { inspects, detail: seen.detail, hash: seen.record?.view.spec_hash };
+    };
+    expect(await observe(cache)).toEqual({ inspects: 1, detail: undefined, hash: view.spec_hash });
+    expect(await observe(cache)).toEqual({ inspects: 0, detail: undefined, hash: view.spec_hash });
+    expect(await observe()).toMatchObject({ inspects: 1 });
+    // docker update in place changes nothing the list shows: a one-shot observe sees it at once, the process within the reuse time.
+    const id = (await inspect(name)).Id;
+    await engine.getContainer(id).update({ RestartPolicy: { Name: "always" } });
+    const changed = `container hal0-slot-${name} was changed behind hal0's back (restart policy "always", not "no")`;
+    expect(await observe()).toEqual({ inspects: 1, detail: changed, hash: `${view.spec_hash}+changed` });
+    now += 59_000;
+    expect(await observe(cache)).toEqual({ inspects: 0, detail: undefined, hash: view.spec_hash });
+    now += 1_000;
+    expect(await observe(cache)).toEqual({ inspects: 1, detail: changed, hash: `${view.spec_hash}+changed` });
+    // Another state in the list (stopped by hand) is inspected again at once: the policy put back is seen.
+    await engine.getContainer(id).update({ RestartPolicy: { Name: "no" } });
+    await engine.getContainer(id).stop({ t: 1 });
+    expect(await observe(cache)).toEqual({ inspects: 1, detail: expect.stringMatching(/^container hal0-slot-\S+ is exited \(Exited \(0\)[^;]*$/), hash: view.spec_hash });
+    expect(await observe(cache)).toMatchObject({ inspects: 0 });
+    // Removed: its inspect is forgotten.
+    await engine.getContainer(id).remove({ force: true });
+    expect((await new DockerDriver({ docker: counted, box, stateDir, inspections: cache }).observe({ health: false }))).toEqual([]);
+    expect(cache.containers.size).toBe(0);
   });
 
   it("[slots] log_max_mb = 0 leaves a container's log to the engine's own settings", async () => {
