@@ -2,7 +2,7 @@ import type { Model } from "../compiler/index.js";
 import { closest } from "../compiler/suggest.js";
 import { observe } from "../reconciler/observe.js";
 import { labelsText, nodeRows, type NodeStatus } from "../reconciler/nodes.js";
-import type { ObservedSlot } from "../reconciler/index.js";
+import type { Inventory, ObservedSlot } from "../reconciler/index.js";
 import type { SlotOutcome, SlotStep } from "../reconciler/state.js";
 import { inventoryBox, openBox } from "./box.js";
 import { refreshConditions } from "../reconciler/conditions-store.js";
@@ -44,6 +44,8 @@ export interface SlotStatus {
   last_error: string | null;
   /** Swarm: the node its task is on (absent on one box). */
   node?: string;
+  /** Running, but neither in the config nor in the inventory: hal0 did not start it and leaves it alone (slot.unmanaged). */
+  unmanaged?: true;
   /** Ready, Reconciling, Stalled, Degraded (`--json`; the text shows the ones that say something is wrong). */
   conditions?: readonly Condition[];
 }
@@ -70,13 +72,13 @@ export async function runStatus(args: string[], io: CliIo): Promise<number> {
     io.stderr.write(`note: ${err.root} has ${errors} error(s) (hal0 validate lists them); status shows what runs, with the conditions last recorded; what the tree wants is unknown\n`);
     return inventoryBox(err.root, values, io);
   });
-  const [{ observed }, outcomes, steps] = await Promise.all([observe(box.model, box.driver, box.state, { hermesCredentials: box.hermesCredentials }), box.state.readOutcomes(), box.state.readSteps()]);
+  const [{ observed, inventory }, outcomes, steps] = await Promise.all([observe(box.model, box.driver, box.state, { hermesCredentials: box.hermesCredentials }), box.state.readOutcomes(), box.state.readSteps()]);
   const desiredKnown = invalid === undefined;
   // Under --json the document says whether the tree compiled, and carries its errors when it did not.
   const tree = { tree_valid: desiredKnown, ...(invalid ? { diagnostics: invalid.diagnostics } : {}) };
   const conditions = desiredKnown ? await refreshConditions(box.model, observed, box.state, Date.now, false) : await box.state.readConditions();
   // A last error or a condition may quote a runner's last lines, which may hold a secret it printed: masked, as slot_state masks it.
-  const rows = redactTyped(statusRows(box.model, observed.slots, outcomes, desiredKnown, steps).map((row) => ({ ...row, conditions: conditions[`slot.${row.name}`]?.conditions ?? [] })));
+  const rows = redactTyped(statusRows(box.model, observed.slots, outcomes, desiredKnown, steps, inventory).map((row) => ({ ...row, conditions: conditions[`slot.${row.name}`]?.conditions ?? [] })));
   const name = positionals[0];
   if (name !== undefined) {
     const row = rows.find((r) => r.name === name);
@@ -96,7 +98,7 @@ export async function runStatus(args: string[], io: CliIo): Promise<number> {
   return EXIT_OK;
 }
 
-export function statusRows(model: Model, observed: Readonly<Record<string, ObservedSlot>>, outcomes: Record<string, SlotOutcome>, desiredKnown = true, steps: Readonly<Record<string, SlotStep>> = {}): SlotStatus[] {
+export function statusRows(model: Model, observed: Readonly<Record<string, ObservedSlot>>, outcomes: Record<string, SlotOutcome>, desiredKnown = true, steps: Readonly<Record<string, SlotStep>> = {}, inventory?: Pick<Inventory, "slots">): SlotStatus[] {
   const names = [...new Set([...Object.keys(model.slots), ...Object.keys(observed)])].sort();
   return names.map((name) => {
     const desired = model.slots[name];
@@ -104,6 +106,8 @@ export function statusRows(model: Model, observed: Readonly<Record<string, Obser
     const enabled = desiredKnown ? (desired?.enabled ?? false) : null;
     // A slot disabled since its last step failed, and not running: that failure is nothing to fix (offline, as slot_state says).
     const outcome = enabled === false && !seen?.running ? undefined : outcomes[name];
+    // Running, and named neither by the config nor by the inventory: the plan leaves it alone (slot.unmanaged).
+    const unmanaged = desiredKnown && desired === undefined && seen?.running === true && inventory !== undefined && inventory.slots[name] === undefined;
     return {
       name,
       enabled,
@@ -114,6 +118,7 @@ export function statusRows(model: Model, observed: Readonly<Record<string, Obser
       outdated: Boolean(seen?.running && desired && seen.record?.view.spec_hash !== desired.spec_hash),
       last_error: outcome && !outcome.ok ? `${outcome.code}: ${outcome.error}` : (seen?.detail ?? null),
       ...(seen?.node !== undefined ? { node: seen.node.hostname } : {}),
+      ...(unmanaged ? { unmanaged: true as const } : {}),
     };
   });
 }
@@ -126,9 +131,10 @@ function lifecycle(seen: ObservedSlot | undefined, outcome: SlotOutcome | undefi
   if (seen?.running) {
     if (seen.health === "ok") return "ready";
     if (seen.health === "loading") return "warming";
-    // Running and /health does not answer: starting only while an apply starts it; else (one an interrupted apply
-    // left, one that stopped answering) it is an error, as slot_state says (server/slot-view.ts lifecycleOf).
-    return seen.health === "down" && step === undefined ? "error" : "starting";
+    // Running and /health does not answer, or cannot be asked (no readable record: its port is unknown): starting only
+    // while an apply starts it; else (one an interrupted apply left, one that stopped answering, one whose record is
+    // unreadable) it is an error, as slot_state says (server/slot-view.ts lifecycleOf).
+    return (seen.health === "down" || seen.record === undefined) && step === undefined ? "error" : "starting";
   }
   return outcome && !outcome.ok ? "error" : "offline";
 }
@@ -166,7 +172,7 @@ function formatStatus(rows: readonly SlotStatus[]): string {
     // One line per slot: a last error is its code and first line, cut at NOTE_WIDTH ('hal0 status SLOT' has it whole).
     const error = r.last_error === null ? "" : oneLine(r.last_error, NOTE_WIDTH);
     if (r.last_error !== null && error !== r.last_error.trim()) cut = true;
-    const note = [r.enabled === false ? "disabled" : "", r.outdated ? "outdated: see hal0 plan" : "", ...alarms, error].filter(Boolean).join("; ");
+    const note = [r.unmanaged ? "unmanaged: hal0 did not start it and leaves it alone" : r.enabled === false ? "disabled" : "", r.outdated ? "outdated: see hal0 plan" : "", ...alarms, error].filter(Boolean).join("; ");
     const cells = [r.name, r.state, r.pid === null ? "-" : String(r.pid), r.port === null ? "-" : String(r.port), r.spec_hash ? r.spec_hash.slice(7, 19) : "-", note];
     if (withNode) cells.splice(2, 0, r.node ?? "-");
     table.push(cells);

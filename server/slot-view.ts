@@ -176,6 +176,7 @@ export function lifecycleOf(slot: ResolvedSlot, seen: ObservedSlot | undefined, 
   if (step?.phase === "stopping") return "stopping";
   if (health === "ok") return "ready";
   if (health === "loading") return "warming";
-  if (health === "down") return starting ? "starting" : "error";
+  // No readable record: its port is unknown, so it cannot be asked; starting only while an apply starts it.
+  if (health === "down" || seen.record === undefined) return starting ? "starting" : "error";
   return "starting";
 }
