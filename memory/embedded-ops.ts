@@ -113,9 +113,9 @@ export class OperationQueue {
     this.schedule();
   }
 
-  /** Resolves once no operation is pending; at once when paused or closed (queued work then stays queued). */
+  /** Resolves once no operation is pending; at once when paused or closed, or memory.db was removed or replaced (queued work then stays queued). */
   idle(): Promise<void> {
-    if (this.paused || this.closed || !this.store.q("SELECT 1 FROM operations WHERE status = 'pending' LIMIT 1").get()) return Promise.resolve();
+    if (this.paused || this.closed || this.store.moved() || !this.store.q("SELECT 1 FROM operations WHERE status = 'pending' LIMIT 1").get()) return Promise.resolve();
     return new Promise((resolve) => {
       this.waiters.push(resolve);
       this.schedule();
@@ -209,6 +209,7 @@ export class OperationQueue {
     this.scheduled = undefined;
     if (this.paused || this.closed) return;
     try {
+      this.store.check(); // memory.db removed or replaced: nothing runs (it would be lost), tried again in RETRY_MS
       const next = this.store.q("SELECT * FROM operations WHERE status = 'pending' ORDER BY seq LIMIT 1").get() as OperationRow | undefined;
       if (!next) {
         this.settle();
@@ -216,6 +217,7 @@ export class OperationQueue {
       }
       this.run(next);
     } catch {
+      if (this.store.moved()) this.settle(); // none of its work can run: idle() waiters go on
       if (this.retryTimer === undefined) {
         this.retryTimer = setTimeout(() => {
           this.retryTimer = undefined;

@@ -1,6 +1,6 @@
 import type Database from "better-sqlite3";
 import { createHash, randomBytes } from "node:crypto";
-import type { Db } from "./sqlite.js";
+import type { Db, DbFile } from "./sqlite.js";
 import { MemoryError } from "./errors.js";
 import type { FactType, MemoryUnit, UnitState } from "./engine.js";
 
@@ -19,7 +19,31 @@ export class Store {
   constructor(
     readonly db: Db,
     private readonly clock: () => number,
+    /** The file `db` opened, checked before each transaction (check()). */
+    private readonly file?: DbFile,
   ) {}
+
+  /**
+   * Whether memory.db's path no longer names the file this engine opened
+   * (removed, or another file moved over it). check() then refuses
+   * (memory.store_replaced): what it would write is lost at the next start,
+   * and what it reads is not what the folder holds. Restarting hal0 serve
+   * opens the file now there.
+   */
+  moved(): boolean {
+    return (this.file?.state() ?? "same") !== "same";
+  }
+
+  /** Throws memory.store_replaced when moved(). */
+  check(): void {
+    const state = this.file?.state() ?? "same";
+    if (state === "same") return;
+    throw new MemoryError(
+      "memory.store_replaced",
+      `${this.db.name} was ${state === "removed" ? "removed" : "replaced"} while hal0 runs; nothing was read or written: restart hal0 serve to open the ${state === "removed" ? "empty memory it makes" : "new file"} (docs/operations.md, restoring a backup)`,
+      { path: this.db.name, state },
+    );
+  }
 
   /** The prepared statement for `sql` (its shape: parameters are always bound, never inlined). */
   q(sql: string): Database.Statement {
@@ -46,6 +70,7 @@ export class Store {
    */
   tx<T>(work: () => T, mode: "write" | "read" = "write"): T {
     if (this.instant !== undefined) return this.db.transaction(work)();
+    this.check();
     this.instant = new Date(this.clock()).toISOString();
     try {
       const transaction = this.db.transaction(work);

@@ -27,7 +27,7 @@ import type {
   TagCount,
 } from "./engine.js";
 import { openMemoryDb } from "./embedded-db.js";
-import { damagedInUse, sqliteCode, unopenable } from "./sqlite.js";
+import { damagedInUse, DbFile, sqliteCode, unopenable } from "./sqlite.js";
 import { addFact, curateUnit, deletableIds, deleteIds, mergeDuplicates, runRetain, unitHistory, upsertDocument, type RetainPayload } from "./embedded-facts.js";
 import * as models from "./embedded-models.js";
 import { OperationQueue } from "./embedded-ops.js";
@@ -78,11 +78,13 @@ export class EmbeddedEngine implements MemoryEngine {
   private readonly store: Store;
   private readonly ops: OperationQueue;
   private readonly bank: string;
+  private readonly file: DbFile;
   private closed = false;
 
   constructor(options: EmbeddedEngineOptions) {
     const db = openMemoryDb(options.stateDir);
-    this.store = new Store(db, options.now ?? Date.now);
+    this.file = new DbFile(db.name);
+    this.store = new Store(db, options.now ?? Date.now, this.file);
     this.bank = options.bank ?? "hal0";
     const store = this.store;
     try {
@@ -294,5 +296,7 @@ export class EmbeddedEngine implements MemoryEngine {
     this.closed = true;
     this.ops.close();
     this.store.db.close();
+    // memory.db removed or replaced meanwhile: its old -wal would be replayed onto the file now there at the next open.
+    if (this.file.state() !== "same") this.file.dropOrphans();
   }
 }

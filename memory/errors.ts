@@ -1,7 +1,7 @@
 import type { Code } from "../schema/index.js";
 
 /** The registry codes a memory engine refuses with (schema/codes-api.ts). */
-export type MemoryErrorCode = Extract<Code, "memory.not_found" | "memory.operation_state" | "memory.engine_unavailable" | "memory.engine_error" | "mcp.memory_schema">;
+export type MemoryErrorCode = Extract<Code, "memory.not_found" | "memory.operation_state" | "memory.engine_unavailable" | "memory.engine_error" | "memory.store_replaced" | "mcp.memory_schema">;
 
 /**
  * A memory engine's refusal: a registered code, a message and details. The

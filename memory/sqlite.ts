@@ -1,5 +1,5 @@
 import type Database from "better-sqlite3";
-import { mkdirSync } from "node:fs";
+import { mkdirSync, statSync, unlinkSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
 
@@ -120,4 +120,68 @@ function setUp(db: Db, migrations: readonly string[]): void {
     return true;
   });
   while (step.immediate());
+}
+
+/** A file's identity: its device and inode (bigint: an inode may pass 2^53). */
+type FileId = { readonly dev: bigint; readonly ino: bigint };
+
+function idOf(path: string): FileId | undefined {
+  try {
+    const st = statSync(path, { bigint: true });
+    return { dev: st.dev, ino: st.ino };
+  } catch {
+    return undefined;
+  }
+}
+
+function sameId(a: FileId | undefined, b: FileId | undefined): boolean {
+  return a !== undefined && b !== undefined && a.dev === b.dev && a.ino === b.ino;
+}
+
+/**
+ * Whether a database's path still names the file its handle opened. A
+ * handle keeps reading and writing the file it opened: after `rm memory.db`
+ * (or a backup moved over it) under a running server, its writes land in a
+ * file no path names, lost at the next start. SQLite does not notice in WAL
+ * mode, and opening the path again while the old `-wal` is there replays the
+ * old file's pages onto the new one. So the engine asks before each call
+ * (one stat, a few microseconds) and refuses once the path names another
+ * file or none.
+ */
+export class DbFile {
+  private readonly db: FileId | undefined;
+  private readonly wal: FileId | undefined;
+  private readonly shm: FileId | undefined;
+
+  /** Records the identity of `path` and its `-wal` and `-shm` as the handle opened them (WAL mode: all three are there). */
+  constructor(readonly path: string) {
+    this.db = idOf(path);
+    this.wal = idOf(`${path}-wal`);
+    this.shm = idOf(`${path}-shm`);
+  }
+
+  /** `same` while the path names the opened file; `removed` when it names nothing; `replaced` when it names another file. */
+  state(): "same" | "removed" | "replaced" {
+    const now = idOf(this.path);
+    if (now === undefined) return "removed";
+    return sameId(now, this.db) ? "same" : "replaced";
+  }
+
+  /**
+   * After the handle closed on a file that is no longer at its path: removes
+   * the `-wal` and `-shm` beside the path when they are still the ones the
+   * handle used (the old file's), so the next open does not replay the old
+   * file's pages onto the file now there. Another file's are left alone.
+   */
+  dropOrphans(): void {
+    for (const [suffix, id] of [["-wal", this.wal], ["-shm", this.shm]] as const) {
+      const path = `${this.path}${suffix}`;
+      if (!sameId(idOf(path), id)) continue;
+      try {
+        unlinkSync(path);
+      } catch {
+        // gone meanwhile, or a folder we may no longer write: the next start's open reports it
+      }
+    }
+  }
 }
