@@ -42,6 +42,8 @@ export interface Dispatcher {
   readonly bundled?: readonly import("./mcp-servers/bundled.js").BundledServer[];
   /** Credentials and `[server] auth` (identity is decided in server/identity/identify.ts). */
   readonly auth?: import("./identity/identify.js").Authenticator;
+  /** hal0.db as this server opened it: every call is refused (state.db_replaced) once its path names another file or none. */
+  readonly dbFile?: import("../memory/sqlite.js").DbFile;
   /** hal0-memory's engine, when this server serves it. */
   readonly memory?: import("./memory/service.js").MemoryService;
   /** Model pulls from the Hugging Face Hub (durable jobs), when this server runs them. */
@@ -104,6 +106,7 @@ export async function invoke(d: Dispatcher, route: Route, call: Call): Promise<u
   const audited = route.auditsItself !== true && (route.kind === "write" || route.kind === "action" || call.caller.via !== "rest");
   let planId: string | undefined;
   try {
+    refuseMovedDb(d);
     const input = validate(route, call);
     const ctx: RouteContext<unknown, unknown, unknown> = { ...input, box: d.box, services: d, caller: call.caller, requestId: call.requestId, base: call.base };
     let result: unknown;
@@ -130,6 +133,18 @@ export async function invoke(d: Dispatcher, route: Route, call: Call): Promise<u
     if (audited) d.audit.record({ call, route, outcome: "error", errorCode: err instanceof ApiError ? err.code : "system.internal", durationMs: performance.now() - started, planId, tool: call.tool });
     throw err;
   }
+}
+
+/**
+ * hal0.db removed, or another file moved over it, while hal0 serve runs: its
+ * open handle would keep reading and writing the file no path names (lost at
+ * the next start). Every call is refused until the restart opens the file now
+ * there (the old one's -wal and -shm are removed as the server stops).
+ */
+function refuseMovedDb(d: Dispatcher): void {
+  const state = d.dbFile?.state() ?? "same";
+  if (state === "same") return;
+  throw new ApiError("state.db_replaced", `${d.dbFile!.path} was ${state} while hal0 runs; nothing was read or written: restart hal0 serve to open the ${state === "removed" ? "new empty one it makes" : "file now there"} (docs/operations.md, restoring a backup)`, { path: d.dbFile!.path, state });
 }
 
 /**

@@ -7,6 +7,7 @@ import { Approvals } from "./approvals.js";
 import { Audit } from "./audit.js";
 import { BoxService } from "./box.js";
 import { openDb, type Db } from "./db.js";
+import { DbFile } from "../memory/sqlite.js";
 import { invoke, type Dispatcher, type SweepStatus } from "./dispatch.js";
 import { createHal0App } from "./app.js";
 import { gateConfig } from "./gate.js";
@@ -96,6 +97,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const catalog = buildCatalog(routes); // an inconsistent tool catalog stops the server before it opens anything
   const bridge = bridgeCatalog(options.bridgeTools); // the same for hal0-agents' tools against their tier tables
   const db = openDb(options.stateDir);
+  const dbFile = new DbFile(db.name);
   // The bootstrap: the person who can read the state folder holds <state>/operator.token.
   const tokens = new TokenStore(db, options.stateDir, now);
   tokens.ensureOwner();
@@ -119,7 +121,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
     (written, dropped) => options.logger?.warn({ written, dropped }, dropped > 0 ? "audit rows are written again; some were given up meanwhile" : "audit rows are written again"));
   const memory = new MemoryService({ stateDir: options.stateDir, settings: () => box.lastSettings()?.memory, engineFor: options.memoryEngine });
   const auth: Authenticator = { tokens, mode: () => box.lastSettings()?.server.auth ?? "token", cookie: sessionCookie(boxIdNow(options.stateDir)) };
-  const services = { box, audit, routes, memory, auth, logger: options.logger } as { box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; auth: Authenticator; pulls: PullService; providers: ProviderServices; bundled?: readonly BundledServer[]; sweeps?: SweepStatus; metrics: Hal0Metrics; stats: SlotStats; logger?: Logger };
+  const services = { box, audit, routes, memory, auth, dbFile, logger: options.logger } as { dbFile: DbFile; box: BoxService; audit: Audit; routes: readonly Route[]; plans: PlanStore; approvals: Approvals; memory: MemoryService; auth: Authenticator; pulls: PullService; providers: ProviderServices; bundled?: readonly BundledServer[]; sweeps?: SweepStatus; metrics: Hal0Metrics; stats: SlotStats; logger?: Logger };
   // Slot stats: the scraper's own timer (not the sweep's) fills the ring in hal0.db.
   services.stats = new SlotStats({ box, hostRoot: options.hostRoot, onError: (err) => options.logger?.warn({ err }, "slot scrape failed") });
   services.stats.start(options.scrapeIntervalS ?? 0);
@@ -202,6 +204,8 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
       await memory.close();
       audit.flush();
       db.close();
+      // hal0.db removed or replaced meanwhile: its old -wal would be replayed onto the file now there at the next open.
+      if (dbFile.state() !== "same") dbFile.dropOrphans();
     },
   };
 }

@@ -4,9 +4,11 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameS
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
 import { PROJECT } from "../reconciler/process-helpers.js";
 import { startServe } from "../cli/helpers.js";
+import { httpCall } from "./harness.js";
 import { callMemory, memoryClient } from "./mcp-helpers.js";
 
 /**
@@ -111,5 +113,42 @@ describe("memory.db removed or replaced while hal0 serve runs", () => {
     expect(await texts(mem, "restored")).toEqual(["the restored file takes new facts"]);
     await mem.close();
     await stop(third.child);
+  });
+});
+
+describe("hal0.db replaced while hal0 serve runs", () => {
+  it("refuses every call with state.db_replaced, and the restart serves the backup alone, not mixed with the old file's -wal", async () => {
+    const { config, state } = emptyBox();
+    const db = join(state, "hal0.db");
+    const first = await startServe(config, state, [], (c) => children.add(c));
+    await stop(first.child);
+    copyFileSync(db, join(state, "backup.db"));
+    const auditRows = (file: string) => {
+      const raw = new Database(file, { readonly: true });
+      try {
+        return (raw.prepare("SELECT count(*) AS n FROM audit WHERE tool = 'memory_add'").get() as { n: number }).n;
+      } finally {
+        raw.close();
+      }
+    };
+    expect(auditRows(join(state, "backup.db"))).toBe(0);
+
+    const second = await startServe(config, state, [], (c) => children.add(c));
+    const operator = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
+    const { mem } = await connect(second.url, state);
+    await add(mem, "an audited call the backup never saw"); // its audit row goes to hal0.db's -wal
+    await mem.close();
+    renameSync(join(state, "backup.db"), db);
+
+    const refused = await httpCall(second.url, "GET", "/api/slots", { headers: operator });
+    expect(refused.status).toBe(503);
+    expect(refused.body.error).toMatchObject({ code: "state.db_replaced", details: { state: "replaced" } });
+    expect(refused.body.error.message).toContain("restart hal0 serve");
+    await stop(second.child);
+
+    const third = await startServe(config, state, [], (c) => children.add(c));
+    expect((await httpCall(third.url, "GET", "/api/slots", { headers: operator })).status).toBe(200);
+    await stop(third.child);
+    expect(auditRows(db)).toBe(0);
   });
 });
