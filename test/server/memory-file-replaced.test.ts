@@ -116,6 +116,33 @@ describe("memory.db removed or replaced while hal0 serve runs", () => {
   });
 });
 
+describe("memory's service_action restart after a backup was moved over memory.db", () => {
+  it("opens the backup alone, without stopping hal0 serve", async () => {
+    const { config, state } = emptyBox();
+    const first = await startServe(config, state, [], (c) => children.add(c));
+    let { mem } = await connect(first.url, state);
+    await add(mem, "the backup remembers the lighthouse");
+    await mem.close();
+    await stop(first.child);
+    copyFileSync(join(state, "memory.db"), join(state, "backup.db"));
+
+    const second = await startServe(config, state, [], (c) => children.add(c));
+    ({ mem } = await connect(second.url, state));
+    await add(mem, "only the running file knows the windmill");
+    renameSync(join(state, "backup.db"), join(state, "memory.db"));
+    expect((await callMemory(mem, "memory_search", { query: "windmill" })).body.error?.code).toBe("memory.store_replaced");
+    const operator = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
+    const restarted = await httpCall(second.url, "POST", "/api/services/memory/action", { body: { action: "restart" }, headers: operator });
+    expect(restarted.status, JSON.stringify(restarted.body)).toBe(200);
+    expect(await texts(mem, "lighthouse")).toEqual(["the backup remembers the lighthouse"]);
+    expect(await texts(mem, "windmill")).toEqual([]);
+    await add(mem, "the restored file takes new facts");
+    expect(await texts(mem, "restored")).toEqual(["the restored file takes new facts"]);
+    await mem.close();
+    await stop(second.child);
+  });
+});
+
 describe("hal0.db replaced while hal0 serve runs", () => {
   it("refuses every call with state.db_replaced, and the restart serves the backup alone, not mixed with the old file's -wal", async () => {
     const { config, state } = emptyBox();
