@@ -56,3 +56,23 @@ async function keptTail(file: string): Promise<Buffer> {
     await handle.close();
   }
 }
+
+/**
+ * The saves of each slot's container.log under way, one at a time per slot in
+ * the order asked, so two removals close together (a replace, then a stop)
+ * append both, never one over the other. The docker and swarm drivers keep one
+ * each.
+ */
+export class LogSaves {
+  private readonly pending = new Map<string, Promise<void>>();
+
+  /** Runs `save` after the slot's earlier saves; resolves when it has run. */
+  after(name: string, save: () => Promise<void>): Promise<void> {
+    const next = (this.pending.get(name) ?? Promise.resolve()).then(save);
+    this.pending.set(name, next);
+    void next.then(() => {
+      if (this.pending.get(name) === next) this.pending.delete(name);
+    });
+    return next;
+  }
+}

@@ -7,7 +7,7 @@ import { answered, ENGINE_ANSWER_MS, engineStatus, exitNote, ignore, imageMissin
 import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
 import { waitHealthy } from "./runner.js";
 import { StateKey } from "./state-key.js";
-import { saveContainerLog } from "./container-log.js";
+import { LogSaves, saveContainerLog } from "./container-log.js";
 import { IMAGE_STALL_MS, pullImage } from "../images.js";
 import type { Device } from "../../schema/index.js";
 
@@ -117,7 +117,7 @@ export class DockerDriver implements SlotDriver {
   /** The engine's default log driver (`docker info`), asked once, at the first create. */
   private logDriver: Promise<string> | undefined;
   /** The save of each slot's container.log under way (keepLog): one at a time per slot, so none is lost. */
-  private readonly keeping = new Map<string, Promise<void>>();
+  private readonly keeping = new LogSaves();
   /** The env and entrypoint of each image a slot's container runs, by image id (observe): the process's, when it keeps them. */
   private readonly imageConfigs: Map<string, Promise<ImageDefaults | undefined>>;
   private readonly inspections: InspectCache | undefined;
@@ -448,12 +448,7 @@ export class DockerDriver implements SlotDriver {
    * or a write that fails never holds up the removal.
    */
   private keepLog(name: string, id: string): Promise<void> {
-    const next = (this.keeping.get(name) ?? Promise.resolve()).then(() => this.saveLog(name, id));
-    this.keeping.set(name, next);
-    void next.then(() => {
-      if (this.keeping.get(name) === next) this.keeping.delete(name);
-    });
-    return next;
+    return this.keeping.after(name, () => this.saveLog(name, id));
   }
 
   private async saveLog(name: string, id: string): Promise<void> {

@@ -7,7 +7,7 @@ import { LABEL, boxFilter, containerName, fileMounts, labelledAs, logFramesOf, l
 import { answered, ENGINE_ANSWER_MS, engineStatus, ignore, logUnread, notOursMessage } from "./docker-engine.js";
 import { healthOf, httpStatus, acceptsConnections } from "./proc.js";
 import { nodeMatches } from "../nodes.js";
-import { saveContainerLog } from "./container-log.js";
+import { LogSaves, saveContainerLog } from "./container-log.js";
 import { StateKey } from "./state-key.js";
 import type { SwarmKey } from "./swarm-key.js";
 import { nodeFrom, observedService, secretName, serviceSpec, type ListedService, type ListedTask } from "./swarm-service.js";
@@ -77,7 +77,7 @@ export class SwarmDriver implements SlotDriver {
   private readonly stopGraceS: number;
   private readonly maskLog: (line: string) => string;
   /** The save of each slot's container.log under way (keepLog): one at a time per slot, so none is lost. */
-  private readonly keeping = new Map<string, Promise<void>>();
+  private readonly keeping = new LogSaves();
   private nodesInFlight?: Promise<ObservedNode[]>;
   private secretInFlight?: Promise<{ id: string; name: string }>;
 
@@ -344,12 +344,7 @@ export class SwarmDriver implements SlotDriver {
    * up the removal.
    */
   private keepLog(name: string, id: string): Promise<void> {
-    const next = (this.keeping.get(name) ?? Promise.resolve()).then(() => this.saveLog(name, id));
-    this.keeping.set(name, next);
-    void next.then(() => {
-      if (this.keeping.get(name) === next) this.keeping.delete(name);
-    });
-    return next;
+    return this.keeping.after(name, () => this.saveLog(name, id));
   }
 
   private async saveLog(name: string, id: string): Promise<void> {
