@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { copyFileSync, mkdirSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll } from "vitest";
@@ -102,3 +103,14 @@ export async function writeFakeBox(config: string, names: readonly string[], env
   return ports;
 }
 
+
+/** A box with no slots under a new temporary folder (what serves the API is all that matters), and the state folder beside it. */
+export function emptyServeBox(prefix: string): { config: string; state: string } {
+  const base = mkdtempSync(join(tmpdir(), prefix));
+  const config = join(base, "box");
+  mkdirSync(join(config, "slots"), { recursive: true });
+  copyFileSync(join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf"), join(config, "tiny.gguf"));
+  writeFileSync(join(config, "hal0.toml"), `[reconcile]\ninterval_s = 3600\n`);
+  writeFileSync(join(config, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\n`);
+  return { config, state: join(base, "state") };
+}

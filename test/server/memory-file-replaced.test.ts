@@ -1,13 +1,11 @@
 import type { ChildProcess } from "node:child_process";
 import { once } from "node:events";
-import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
+import { copyFileSync, existsSync, readFileSync, renameSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import Database from "better-sqlite3";
 import { afterAll, describe, expect, it } from "vitest";
-import { PROJECT } from "../reconciler/process-helpers.js";
-import { startServe } from "../cli/helpers.js";
+import { emptyServeBox, startServe } from "../cli/helpers.js";
 import { httpCall } from "./harness.js";
 import { callMemory, memoryClient } from "./mcp-helpers.js";
 
@@ -25,15 +23,7 @@ afterAll(() => {
   for (const child of children) if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
 });
 
-function emptyBox(): { config: string; state: string } {
-  const base = mkdtempSync(join(tmpdir(), "hal0-memfile-"));
-  const config = join(base, "box");
-  mkdirSync(join(config, "slots"), { recursive: true });
-  copyFileSync(join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf"), join(config, "tiny.gguf"));
-  writeFileSync(join(config, "hal0.toml"), `[reconcile]\ninterval_s = 3600\n`);
-  writeFileSync(join(config, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\n`);
-  return { config, state: join(base, "state") };
-}
+const emptyBox = () => emptyServeBox("hal0-memfile-");
 
 /** The SDK's client on hal0-memory as the operator. */
 async function connect(url: string, state: string): Promise<{ mem: Client }> {

@@ -1,8 +1,7 @@
 import type { ChildProcess } from "node:child_process";
 import { once } from "node:events";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { connect, type Socket } from "node:net";
-import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
@@ -11,7 +10,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { ProcessDriver } from "../../reconciler/index.js";
 import { serve, serveLogger } from "../../server/serve.js";
 import { PROJECT } from "../reconciler/process-helpers.js";
-import { startServe } from "../cli/helpers.js";
+import { emptyServeBox, startServe } from "../cli/helpers.js";
 
 /**
  * Issue 16: SIGTERM waited forever while a client held an event stream open
@@ -23,16 +22,7 @@ import { startServe } from "../cli/helpers.js";
 
 const GRACE_MS = 3000;
 
-/** A box with no slots: what serves the API is all that matters here. */
-function emptyBox(): { config: string; state: string } {
-  const base = mkdtempSync(join(tmpdir(), "hal0-shutdown-"));
-  const config = join(base, "box");
-  mkdirSync(join(config, "slots"), { recursive: true });
-  copyFileSync(join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf"), join(config, "tiny.gguf"));
-  writeFileSync(join(config, "hal0.toml"), `[reconcile]\ninterval_s = 3600\n`);
-  writeFileSync(join(config, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\n`);
-  return { config, state: join(base, "state") };
-}
+const emptyBox = () => emptyServeBox("hal0-shutdown-");
 
 /** Every `hal0 serve` a test started: none outlives the file, even when a test fails before it stops it. */
 const children = new Set<ChildProcess>();
