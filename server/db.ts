@@ -186,6 +186,9 @@ const MIGRATIONS: readonly string[] = [
   // A cancel of a running Hermes run asked for by a process that does not run it (a CLI command's approval beside
   // hal0 serve): the serve, whose process group it is, stops it at its next look (server/bridge/runs/service.ts).
   `ALTER TABLE bridge_runs ADD COLUMN cancel_requested TEXT;  -- when`,
+  // What a Hermes run did to its profile's skills/ (its own skill_manage writes there, past hal0's gate): the skills
+  // added, changed or removed between the run's start and its end (server/bridge/runs/skills-diff.ts).
+  `ALTER TABLE bridge_runs ADD COLUMN skill_changes TEXT;     -- JSON {changes: [{skill, change}], more, complete}`,
 ];
 
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */

@@ -153,7 +153,18 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
   const images = new ImagePulls({ box, env, now });
   Object.assign(services, { images });
   // The agent bridge's Hermes runs: what a previous hal0 left running is stopped and marked interrupted now.
-  const runs = new RunService({ db, stateDir: options.stateDir, root: options.root, env, settings: () => box.lastSettings(), now, guest: options.guest === true, refused: (starter, profile) => queuedRunRefusal(tokens, starter, profile) });
+  const runs = new RunService({ db, stateDir: options.stateDir, root: options.root, env, settings: () => box.lastSettings(), now, guest: options.guest === true, refused: (starter, profile) => queuedRunRefusal(tokens, starter, profile),
+    // Hermes's own writes to a profile's skills/ during a run (skill_manage, its file tools): one audit row per skill, naming the run and who started it.
+    onSkillChanges: (row, c) => {
+      const caller = { kind: "system", agent: "hermes", private: false, via: "mcp" } as const;
+      const rows: object[] = c.changes.map(({ skill, change }) => ({ skill, change }));
+      if (c.more > 0) rows.push({ more: c.more });
+      for (const what of rows) {
+        audit.record({ call: { params: { run_id: row.id }, query: {}, body: { run_id: row.id, profile: row.profile, started_by: row.caller, ...what, complete: c.complete }, caller, requestId: randomUUID(), tool: "hermes_skill_change" },
+          route: { method: "POST", path: "/mcp/agents" }, outcome: "ok", durationMs: 0, tool: "hermes_skill_change", target: row.id });
+      }
+    },
+  });
   Object.assign(services, { runs, bridgeRoutes: bridge.routes });
   let gateCache: { settings: unknown; config: ReturnType<typeof gateConfig> } | undefined;
   const gate = () => {

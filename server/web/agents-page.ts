@@ -1,3 +1,4 @@
+import type { SkillChanges } from "../bridge/runs/skills-diff.js";
 import { tierFor } from "../../compiler/index.js";
 import { AGENT_ID_PATTERN } from "../../schema/index.js";
 import { isAdmission } from "../bridge/access.js";
@@ -138,6 +139,7 @@ export async function runPage(d: Dispatcher, id: string, viewer?: Viewer): Promi
     ["Profile", esc(run.profile)], ["State", `<span class="badge" data-run-state="${esc(run.state)}">${esc(run.state)}</span>${run.reason ? ` ${esc(run.reason)}` : ""}`],
     ["Started by", esc(run.caller)], ["Created", time(run.created_at)], ["Session", esc(run.session_id ?? "—")],
     ["Exit", esc(run.exit_code ?? run.signal ?? "—")], ["Prompt", esc(redactText(run.prompt))],
+    ["Skills changed by the run", skillChangesText(run.skill_changes)],
   ];
   const body = `<p><a href="/agents">← Agents</a></p>
 <dl class="facts">${facts.map(([k, v]) => `<dt>${k}</dt><dd>${v}</dd>`).join("")}</dl>
@@ -145,6 +147,16 @@ ${live ? cancelForm(run.id, viewer) : ""}
 <h2>Output${tail.truncated ? ` <span class="muted">(its newest 64 KiB; what it printed before is not shown here)</span>` : ""}</h2>
 <pre><code data-run-output="${esc(run.id)}">${esc(redactText(output.replace(/\n$/, "")))}</code></pre>`;
   return page(`Run ${run.id}`, "/agents", body, { viewer, refreshS: live ? 2 : undefined });
+}
+
+/** What Hermes itself did to the profile's skills/ while the run ran, as the run's record has it. */
+function skillChangesText(json: string | null): string {
+  if (json === null) return `<span data-run-skills="unknown">not known (the run has not ended, or it did not end under this hal0)</span>`;
+  const c = JSON.parse(json) as SkillChanges;
+  const note = c.complete ? "" : " (skills/ was read only in part: bounded)";
+  if (c.changes.length === 0) return `<span data-run-skills="none">none${esc(note)}</span>`;
+  const items = c.changes.map((x) => `<li data-skill-change="${esc(x.change)}">${esc(x.change)} ${esc(x.skill)}</li>`).join("");
+  return `<ul data-run-skills="changed">${items}${c.more > 0 ? `<li>and ${c.more} more</li>` : ""}</ul>${esc(note)}`;
 }
 
 function admissionRow(t: TokenInfo, viewer: Viewer | undefined): string {

@@ -10,6 +10,7 @@ import { Settings } from "../../../schema/index.js";
 import type { Db } from "../../db.js";
 import { ApiError } from "../../errors.js";
 import { hermesSpawn, outcomeOf, profileHome, sessionIdOf } from "./hermes-adapter.js";
+import { diffSkills, snapshotSkills, type SkillChanges, type SkillsSnapshot } from "./skills-diff.js";
 
 /**
  * The agent bridge's Hermes runs: durable records in hal0.db (`bridge_runs`),
@@ -49,6 +50,8 @@ export interface RunRow {
   readonly log_bytes: number;
   /** When a process that does not run it (a CLI command's guest) asked its owner to cancel it. */
   readonly cancel_requested: string | null;
+  /** JSON {@link SkillChanges}: what the run did to its profile's skills/ (read as it started and as it ended); null when not known. */
+  readonly skill_changes: string | null;
 }
 
 export interface RunRequest {
@@ -91,6 +94,8 @@ export interface RunServiceOptions {
    * ends cancelled with that reason, never started.
    */
   readonly refused?: (starter: string, profile: string) => { reason: string; error: string } | undefined;
+  /** Told, once a run has ended, of each skill its profile's skills/ gained, changed or lost while it ran (the audit rows). */
+  readonly onSkillChanges?: (row: RunRow, changes: SkillChanges) => void;
 }
 
 /** Runs one caller may have queued (waiting for a place among `[bridge] max_runs`) at once; one more is 429 `run.too_many_queued`. */
@@ -118,6 +123,9 @@ interface Live {
   session?: string;
   /** The line of stderr still being written (where Hermes reports its session id). */
   carry: string;
+  /** The profile's skills/ as the run started. */
+  readonly skills?: SkillsSnapshot;
+  readonly home: string;
   readonly ended: Promise<void>;
 }
 
@@ -131,6 +139,7 @@ interface RunEnd {
   readonly session_id?: string;
   readonly log_base?: number;
   readonly log_bytes?: number;
+  readonly skill_changes?: SkillChanges;
 }
 
 const MAX_READ = 64 * 1024;
@@ -403,6 +412,8 @@ export class RunService {
       this.end(row.id, { state: "failed", reason: "spawn_failed", error: `cannot write its log ${this.logPath(row.id)}: ${(err as Error).message}` });
       return;
     }
+    // What skills/ holds as the run starts: compared with what it holds at the end (skills-diff.ts).
+    const skills = snapshotSkills(home);
     const how = hermesSpawn(
       { command: s.hermes.command, home: hermesHome, profile: row.profile, prompt: row.prompt, toolsets: JSON.parse(row.toolsets) as string[], maxTurns: row.max_turns ?? undefined, resume: row.resume ?? undefined },
       this.o.env,
@@ -432,7 +443,7 @@ export class RunService {
     }).catch(() => undefined); // a note for telling a reused pid apart; a database that cannot take it (a full disk) ends nothing
     let finish!: () => void;
     const ended = new Promise<void>((r) => (finish = r));
-    const live: Live = { child, pid, base: 0, bytes: 0, carry: "", ended };
+    const live: Live = { child, pid, base: 0, bytes: 0, carry: "", ended, skills, home };
     this.live.set(row.id, live);
     live.timer = setTimeout(() => this.stop(live, "timeout"), timeoutS * 1000);
     live.timer.unref();
@@ -459,7 +470,15 @@ export class RunService {
         : live.intent === "closing" ? { state: "interrupted" as const, reason: "hal0_stopped", error: "hal0 stopped while the run ran; its process group was stopped" }
         : { reason: "exit", ...outcomeOf(code, signal) };
       this.live.delete(row.id);
-      this.ended(row.id, { ...outcome, exit_code: code, signal, session_id: live.session, log_base: live.base, log_bytes: live.bytes });
+      const skillChanges = live.skills ? diffSkills(live.skills, snapshotSkills(live.home)) : undefined;
+      this.ended(row.id, { ...outcome, exit_code: code, signal, session_id: live.session, log_base: live.base, log_bytes: live.bytes, skill_changes: skillChanges });
+      if (skillChanges && skillChanges.changes.length > 0) {
+        try {
+          this.o.onSkillChanges?.(this.get(row.id)!, skillChanges);
+        } catch {
+          // The audit never ends a run.
+        }
+      }
       finish();
       this.pump();
     });
@@ -544,8 +563,8 @@ export class RunService {
   /** Records how a run ended; with `from`, only while it is still in that state (false: it was not, nothing changed). */
   private end(id: string, f: RunEnd, from?: RunState): boolean {
     const changed = this.o.db.prepare(`UPDATE bridge_runs SET state = ?, reason = ?, error = ?, exit_code = ?, signal = ?, session_id = COALESCE(?, session_id),
-                         log_base = COALESCE(?, log_base), log_bytes = COALESCE(?, log_bytes), ended_at = ? WHERE id = ? AND (? IS NULL OR state = ?)`)
-      .run(f.state, f.reason, f.error ?? null, f.exit_code ?? null, f.signal ?? null, f.session_id ?? null, f.log_base ?? null, f.log_bytes ?? null, this.iso(), id, from ?? null, from ?? null).changes === 1;
+                         log_base = COALESCE(?, log_base), log_bytes = COALESCE(?, log_bytes), skill_changes = COALESCE(?, skill_changes), ended_at = ? WHERE id = ? AND (? IS NULL OR state = ?)`)
+      .run(f.state, f.reason, f.error ?? null, f.exit_code ?? null, f.signal ?? null, f.session_id ?? null, f.log_base ?? null, f.log_bytes ?? null, f.skill_changes ? JSON.stringify(f.skill_changes) : null, this.iso(), id, from ?? null, from ?? null).changes === 1;
     for (const w of [...(this.waiters.get(id) ?? [])]) w();
     this.waiters.delete(id);
     return changed;

@@ -12,6 +12,7 @@ import { resolveHermesHome } from "../../../reconciler/hermes-plan.js";
 import { withoutWords } from "../teach/pipeline.js";
 import { finalOutput, profileHome, SESSION_ID } from "./hermes-adapter.js";
 import { RUN_STATES, type RunRow, type RunService } from "./service.js";
+import type { SkillChanges } from "./skills-diff.js";
 
 /**
  * The nine run tools of hal0-agents (seed 000's agent bridge): start a Hermes
@@ -222,6 +223,8 @@ function view(row: RunRow) {
     run_id: row.id, profile: row.profile, state: row.state, reason: row.reason, prompt: redactText(row.prompt), toolsets: JSON.parse(row.toolsets) as string[],
     max_turns: row.max_turns, timeout_s: row.timeout_s, resume: row.resume, continues: row.parent_run, session_id: row.session_id, caller: row.caller,
     created_at: row.created_at, started_at: row.started_at, ended_at: row.ended_at, exit_code: row.exit_code, signal: row.signal, error: row.error, output_bytes: row.log_bytes,
+    // What Hermes itself did to the profile's skills/ while the run ran (skill_manage, its file tools): null until it ends, or when not known.
+    skill_changes: row.skill_changes === null ? null : (JSON.parse(row.skill_changes) as SkillChanges),
   };
 }
 
