@@ -189,6 +189,8 @@ const MIGRATIONS: readonly string[] = [
   // What a Hermes run did to its profile's skills/ (its own skill_manage writes there, past hal0's gate): the skills
   // added, changed or removed between the run's start and its end (server/bridge/runs/skills-diff.ts).
   `ALTER TABLE bridge_runs ADD COLUMN skill_changes TEXT;     -- JSON {changes: [{skill, change}], more, complete}`,
+  // The run's profile's skills/ as it started, kept while it runs: a hal0 restarted meanwhile compares against it.
+  `ALTER TABLE bridge_runs ADD COLUMN skills_before TEXT;     -- JSON {home, files: [[path, hash]], partial, cut}`,
 ];
 
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */

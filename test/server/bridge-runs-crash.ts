@@ -8,7 +8,7 @@ import { createHal0Server } from "../../server/hal0-server.js";
 const [root, stateDir] = process.argv.slice(2) as [string, string];
 const hal0 = createHal0Server({ root, stateDir, driverFor: async () => new ProcessDriver({ stateDir }), env: { HERMES_FAKE_DELAY_MS: "10" } });
 await hal0.box.snapshot();
-const run = await hal0.runs!.start({ profile: "alpha", prompt: "work [child]", caller: "operator:crash" });
+const run = await hal0.runs!.start({ profile: "alpha", prompt: "work [skill=learnt-before-crash] [child]", caller: "operator:crash" });
 for (;;) {
   const ev = hal0.runs!.events(run.id, 0);
   const child = ev.lines.map((l) => /^child pid: (\d+)$/.exec(l)?.[1]).find((x) => x !== undefined);

@@ -10,7 +10,7 @@ import { Settings } from "../../../schema/index.js";
 import type { Db } from "../../db.js";
 import { ApiError } from "../../errors.js";
 import { hermesSpawn, outcomeOf, profileHome, sessionIdOf } from "./hermes-adapter.js";
-import { diffSkills, snapshotSkills, type SkillChanges, type SkillsSnapshot } from "./skills-diff.js";
+import { diffSkills, snapshotFromJson, snapshotSkills, snapshotToJson, type SkillChanges, type SkillsSnapshot } from "./skills-diff.js";
 
 /**
  * The agent bridge's Hermes runs: durable records in hal0.db (`bridge_runs`),
@@ -52,6 +52,8 @@ export interface RunRow {
   readonly cancel_requested: string | null;
   /** JSON {@link SkillChanges}: what the run did to its profile's skills/ (read as it started and as it ended); null when not known. */
   readonly skill_changes: string | null;
+  /** While it runs: its profile's skills/ as it started (skills-diff.ts snapshotToJson), so a hal0 restarted meanwhile still compares. */
+  readonly skills_before: string | null;
 }
 
 export interface RunRequest {
@@ -437,7 +439,7 @@ export class RunService {
     const pid = child.pid;
     // [hermes] run_timeout_s is read as the run starts: lowered while it waited, queued, the run runs no longer than it says now.
     const timeoutS = Math.min(row.timeout_s, s.hermes.run_timeout_s);
-    this.o.db.prepare("UPDATE bridge_runs SET pid = ?, timeout_s = ? WHERE id = ?").run(pid, timeoutS, row.id);
+    this.o.db.prepare("UPDATE bridge_runs SET pid = ?, timeout_s = ?, skills_before = ? WHERE id = ?").run(pid, timeoutS, snapshotToJson(home, skills), row.id);
     void procStat(pid).then((stat) => {
       if (stat) this.o.db.prepare("UPDATE bridge_runs SET pid_start = ? WHERE id = ? AND pid = ?").run(stat.startTime, row.id, pid);
     }).catch(() => undefined); // a note for telling a reused pid apart; a database that cannot take it (a full disk) ends nothing
@@ -472,13 +474,7 @@ export class RunService {
       this.live.delete(row.id);
       const skillChanges = live.skills ? diffSkills(live.skills, snapshotSkills(live.home)) : undefined;
       this.ended(row.id, { ...outcome, exit_code: code, signal, session_id: live.session, log_base: live.base, log_bytes: live.bytes, skill_changes: skillChanges });
-      if (skillChanges && skillChanges.changes.length > 0) {
-        try {
-          this.o.onSkillChanges?.(this.get(row.id)!, skillChanges);
-        } catch {
-          // The audit never ends a run.
-        }
-      }
+      this.tellSkillChanges(row.id, skillChanges);
       finish();
       this.pump();
     });
@@ -508,6 +504,16 @@ export class RunService {
       } catch {
         // Trimmed at the next chunk instead (a full disk refused the copy).
       }
+    }
+  }
+
+  /** The audit rows of what a run did to its profile's skills/ (none when it did nothing, or it is not known). */
+  private tellSkillChanges(id: string, changes: SkillChanges | undefined): void {
+    if (!changes || changes.changes.length === 0 && changes.more === 0) return;
+    try {
+      this.o.onSkillChanges?.(this.get(id)!, changes);
+    } catch {
+      // The audit never ends a run.
     }
   }
 
@@ -563,7 +569,7 @@ export class RunService {
   /** Records how a run ended; with `from`, only while it is still in that state (false: it was not, nothing changed). */
   private end(id: string, f: RunEnd, from?: RunState): boolean {
     const changed = this.o.db.prepare(`UPDATE bridge_runs SET state = ?, reason = ?, error = ?, exit_code = ?, signal = ?, session_id = COALESCE(?, session_id),
-                         log_base = COALESCE(?, log_base), log_bytes = COALESCE(?, log_bytes), skill_changes = COALESCE(?, skill_changes), ended_at = ? WHERE id = ? AND (? IS NULL OR state = ?)`)
+                         log_base = COALESCE(?, log_base), log_bytes = COALESCE(?, log_bytes), skill_changes = COALESCE(?, skill_changes), skills_before = NULL, ended_at = ? WHERE id = ? AND (? IS NULL OR state = ?)`)
       .run(f.state, f.reason, f.error ?? null, f.exit_code ?? null, f.signal ?? null, f.session_id ?? null, f.log_base ?? null, f.log_bytes ?? null, f.skill_changes ? JSON.stringify(f.skill_changes) : null, this.iso(), id, from ?? null, from ?? null).changes === 1;
     for (const w of [...(this.waiters.get(id) ?? [])]) w();
     this.waiters.delete(id);
@@ -603,10 +609,14 @@ export class RunService {
           return 0;
         }
       })();
+      // What it did to its profile's skills/ until now: the reading its start recorded, against the folder as it is.
+      const before = snapshotFromJson(row.skills_before);
+      const skillChanges = before ? diffSkills(before.snap, snapshotSkills(before.home)) : undefined;
       this.end(row.id, {
-        state: "interrupted", reason: "hal0_restart", log_bytes: row.log_base + size,
+        state: "interrupted", reason: "hal0_restart", log_bytes: row.log_base + size, skill_changes: skillChanges,
         error: stopped ? "hal0 restarted while the run ran; its process group was stopped" : "hal0 restarted while the run ran; its process had already ended",
       });
+      this.tellSkillChanges(row.id, skillChanges);
     }
     this.recovered = true;
   }

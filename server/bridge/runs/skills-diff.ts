@@ -46,6 +46,23 @@ export interface SkillChanges {
   readonly complete: boolean;
 }
 
+/** A snapshot as a run's row keeps it while the run runs (`skills_before`), with the profile folder it read. */
+export function snapshotToJson(profileDir: string, snap: SkillsSnapshot): string {
+  return JSON.stringify({ home: profileDir, files: [...snap.files], partial: snap.partial, cut: snap.cut ?? null });
+}
+
+/** A snapshot read back from a run's row, and the profile folder it read; undefined when the text is not one. */
+export function snapshotFromJson(text: string | null): { home: string; snap: SkillsSnapshot } | undefined {
+  if (text === null) return undefined;
+  try {
+    const o = JSON.parse(text) as { home: string; files: Array<[string, string]>; partial: boolean; cut: string[] | null };
+    if (typeof o.home !== "string" || !Array.isArray(o.files)) return undefined;
+    return { home: o.home, snap: { files: new Map(o.files), partial: o.partial === true, cut: o.cut ?? undefined } };
+  } catch {
+    return undefined;
+  }
+}
+
 /** Reads `<profile>/skills/` within the bounds above; never throws (a missing folder is an empty one). */
 export function snapshotSkills(profileDir: string): SkillsSnapshot {
   const files = new Map<string, string>();
