@@ -107,10 +107,10 @@ export function requireRunsReach(viewer: Viewer | undefined): void {
 function runsSection(d: Dispatcher, viewer: Viewer | undefined): string {
   if (!reachesRuns(viewer)) return `<section aria-labelledby="runs-h"><h2 id="runs-h">Runs</h2><p class="muted">Hermes runs are not listed: your operator token does not reach hal0-agents (<code>${RUNS_SCOPE}</code>).</p></section>`;
   const runs = d.runs?.list({ profiles: "all", limit: RUNS_SHOWN }) ?? [];
-  const rows = runs.map((r) => `<tr><th scope="row"><a href="/agents/runs/${encodeURIComponent(r.id)}">${esc(r.id)}</a></th><td>${esc(r.profile)}</td><td><span class="badge" data-run-state="${esc(r.state)}">${esc(r.state)}</span></td><td>${esc(r.caller)}</td><td>${time(r.created_at)}</td><td>${esc(clip(redactText(r.prompt), PROMPT_SHOWN))}</td>
+  const rows = runs.map((r) => `<tr><th scope="row"><a href="/agents/runs/${encodeURIComponent(r.id)}">${esc(r.id)}</a></th><td>${esc(r.profile)}</td><td><span class="badge" data-run-state="${esc(r.state)}">${esc(r.state)}</span></td><td>${esc(r.caller)}</td><td>${time(r.created_at)}</td><td>${esc(clip(redactText(r.prompt), PROMPT_SHOWN))}</td><td data-run-skill-count="${esc(r.id)}">${skillCount(r.skill_changes)}</td>
 <td>${LIVE.has(r.state) ? cancelForm(r.id, viewer) : ""}</td></tr>`);
   return `<section aria-labelledby="runs-h"><h2 id="runs-h">Runs (${runs.length})</h2>${runs.length === 0 ? `<p class="muted">No Hermes run yet (agent_run_start over /mcp/agents).</p>` : `<div class="table-wrap"><table>
-<thead><tr><th scope="col">Run</th><th scope="col">Profile</th><th scope="col">State</th><th scope="col">Started by</th><th scope="col">Created</th><th scope="col">Prompt</th><th scope="col"></th></tr></thead>
+<thead><tr><th scope="col">Run</th><th scope="col">Profile</th><th scope="col">State</th><th scope="col">Started by</th><th scope="col">Created</th><th scope="col">Prompt</th><th scope="col">Skills changed</th><th scope="col"></th></tr></thead>
 <tbody>${rows.join("\n")}</tbody></table></div>`}</section>`;
 }
 
@@ -147,6 +147,13 @@ ${live ? cancelForm(run.id, viewer) : ""}
 <h2>Output${tail.truncated ? ` <span class="muted">(its newest 64 KiB; what it printed before is not shown here)</span>` : ""}</h2>
 <pre><code data-run-output="${esc(run.id)}">${esc(redactText(output.replace(/\n$/, "")))}</code></pre>`;
   return page(`Run ${run.id}`, "/agents", body, { viewer, refreshS: live ? 2 : undefined });
+}
+
+/** How many skills a run added, changed or removed, for the runs list ("—" while not known). */
+function skillCount(json: string | null): string {
+  if (json === null) return "—";
+  const c = JSON.parse(json) as SkillChanges;
+  return esc(`${c.changes.length + c.more}${c.complete ? "" : "+"}`);
 }
 
 /** What Hermes itself did to the profile's skills/ while the run ran, as the run's record has it. */

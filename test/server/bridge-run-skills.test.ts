@@ -74,6 +74,8 @@ describe("what a Hermes run does to its profile's skills", () => {
     // The run's page shows them too.
     const session = await webLogin(t);
     const page = String((await httpCall(t.url, "GET", `/agents/runs/${r.run_id}`, { headers: { cookie: session.cookie } })).body);
+    const list = String((await httpCall(t.url, "GET", "/agents", { headers: { cookie: session.cookie } })).body);
+    expect(list).toContain(`<td data-run-skill-count="${r.run_id}">3</td>`);
     expect(page).toContain('data-run-skills="changed"');
     expect(page).toContain('<li data-skill-change="added">added ops-notes</li>');
     expect(page).toContain('<li data-skill-change="removed">removed old</li>');
