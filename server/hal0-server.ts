@@ -160,7 +160,7 @@ export function createHal0Server(options: Hal0ServerOptions): Hal0Server {
       const rows: object[] = c.changes.map(({ skill, change }) => ({ skill, change }));
       if (c.more > 0) rows.push({ more: c.more });
       for (const what of rows) {
-        audit.record({ call: { params: { run_id: row.id }, query: {}, body: { run_id: row.id, profile: row.profile, started_by: row.caller, ...what, complete: c.complete }, caller, requestId: randomUUID(), tool: "hermes_skill_change" },
+        audit.record({ call: { params: { run_id: row.id }, query: {}, body: { run_id: row.id, profile: row.profile, started_by: row.caller, ...what, complete: c.complete, overlapping: c.overlapping ?? [] }, caller, requestId: randomUUID(), tool: "hermes_skill_change" },
           route: { method: "POST", path: "/mcp/agents" }, outcome: "ok", durationMs: 0, tool: "hermes_skill_change", target: row.id });
       }
     },

@@ -160,7 +160,8 @@ function skillCount(json: string | null): string {
 function skillChangesText(json: string | null): string {
   if (json === null) return `<span data-run-skills="unknown">not known (the run has not ended, or it did not end under this hal0)</span>`;
   const c = JSON.parse(json) as SkillChanges;
-  const note = c.complete ? "" : " (skills/ was read only in part: bounded)";
+  const note = (c.complete ? "" : " (skills/ was read only in part: bounded)")
+    + (c.overlapping && c.overlapping.length > 0 ? ` (runs of the same profile ran meanwhile, and a change may be theirs: ${c.overlapping.join(", ")})` : "");
   if (c.changes.length === 0) return `<span data-run-skills="none">none${esc(note)}</span>`;
   const items = c.changes.map((x) => `<li data-skill-change="${esc(x.change)}">${esc(x.change)} ${esc(x.skill)}</li>`).join("");
   return `<ul data-run-skills="changed">${items}${c.more > 0 ? `<li>and ${c.more} more</li>` : ""}</ul>${esc(note)}`;

@@ -62,13 +62,13 @@ describe("what a Hermes run does to its profile's skills", () => {
     expect(r.state).toBe("done");
     expect(r.skill_changes).toEqual({
       changes: [{ skill: "old", change: "removed" }, { skill: "ops-notes", change: "added" }, { skill: "ops/deploy", change: "changed" }],
-      more: 0, complete: true,
+      more: 0, complete: true, overlapping: [],
     });
     expect((await call("agent_run_status", { run_id: r.run_id })).run.skill_changes).toEqual(r.skill_changes);
     expect(auditOf(r.run_id)).toEqual([
-      { actor: "system:hermes", args: { run_id: r.run_id, profile: "alpha", started_by: "agent:claude", skill: "old", change: "removed", complete: true } },
-      { actor: "system:hermes", args: { run_id: r.run_id, profile: "alpha", started_by: "agent:claude", skill: "ops-notes", change: "added", complete: true } },
-      { actor: "system:hermes", args: { run_id: r.run_id, profile: "alpha", started_by: "agent:claude", skill: "ops/deploy", change: "changed", complete: true } },
+      { actor: "system:hermes", args: { run_id: r.run_id, profile: "alpha", started_by: "agent:claude", skill: "old", change: "removed", complete: true, overlapping: [] } },
+      { actor: "system:hermes", args: { run_id: r.run_id, profile: "alpha", started_by: "agent:claude", skill: "ops-notes", change: "added", complete: true, overlapping: [] } },
+      { actor: "system:hermes", args: { run_id: r.run_id, profile: "alpha", started_by: "agent:claude", skill: "ops/deploy", change: "changed", complete: true, overlapping: [] } },
     ]);
 
     // The run's page shows them too.
@@ -83,8 +83,22 @@ describe("what a Hermes run does to its profile's skills", () => {
 
   it("a run that leaves skills/ as it was records no change and writes no audit row", async () => {
     const r = await run("just answer");
-    expect(r.skill_changes).toEqual({ changes: [], more: 0, complete: true });
+    expect(r.skill_changes).toEqual({ changes: [], more: 0, complete: true, overlapping: [] });
     expect(auditOf(r.run_id)).toEqual([]);
+  });
+
+  it("two runs of one profile at once both report a skill either wrote, and each names the other as overlapping", async () => {
+    const a = await call("agent_run_start", { profile: "alpha", prompt: "wait [hang]" });
+    await call("agent_run_wait", { run_id: a.run_id, timeout_s: 1 });
+    const b = await run("learn [skill=from-b]");
+    expect(b.skill_changes).toEqual({ changes: [{ skill: "from-b", change: "added" }], more: 0, complete: true, overlapping: [a.run_id] });
+    const ended = (await call("agent_run_cancel", { run_id: a.run_id })).run;
+    expect(ended.state).toBe("cancelled");
+    expect(ended.skill_changes).toEqual({ changes: [{ skill: "from-b", change: "added" }], more: 0, complete: true, overlapping: [b.run_id] });
+    const session = await webLogin(t);
+    const page = String((await httpCall(t.url, "GET", `/agents/runs/${a.run_id}`, { headers: { cookie: session.cookie } })).body);
+    expect(page).toContain(`a change may be theirs: ${b.run_id}`);
+    rmSync(join(skills, "from-b"), { recursive: true });
   });
 
   it("a skills/ of thousands of files and a huge file is read within its bounds: the run ends promptly, says the reading was partial, and still sees the skill it wrote", async () => {

@@ -711,10 +711,10 @@ describe("agent bridge runs, max_runs and restarts", () => {
         const row = t.hal0.runs!.get(id!)!;
         expect(row).toMatchObject({ state: "interrupted", reason: "hal0_restart", profile: "alpha", prompt: "work [skill=learnt-before-crash] [child]" });
         // What the run did to skills/ before the crash is compared with the reading its start recorded, and audited.
-        expect(JSON.parse(row.skill_changes!)).toEqual({ changes: [{ skill: "learnt-before-crash", change: "added" }], more: 0, complete: true });
+        expect(JSON.parse(row.skill_changes!)).toEqual({ changes: [{ skill: "learnt-before-crash", change: "added" }], more: 0, complete: true, overlapping: [] });
         expect(row.skills_before).toBeNull();
         expect(t.hal0.audit.query({ target: id! }).items.filter((r) => r.tool === "hermes_skill_change").map((r) => r.args)).toEqual([
-          { run_id: id, profile: "alpha", started_by: "operator:crash", skill: "learnt-before-crash", change: "added", complete: true },
+          { run_id: id, profile: "alpha", started_by: "operator:crash", skill: "learnt-before-crash", change: "added", complete: true, overlapping: [] },
         ]);
         expect(row.error).toContain("its process group was stopped");
         await until(() => !alive(leader) && !alive(child) && groupGone(leader));

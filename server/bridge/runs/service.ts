@@ -472,7 +472,7 @@ export class RunService {
         : live.intent === "closing" ? { state: "interrupted" as const, reason: "hal0_stopped", error: "hal0 stopped while the run ran; its process group was stopped" }
         : { reason: "exit", ...outcomeOf(code, signal) };
       this.live.delete(row.id);
-      const skillChanges = live.skills ? diffSkills(live.skills, snapshotSkills(live.home)) : undefined;
+      const skillChanges = live.skills ? this.overlapping(row.id, diffSkills(live.skills, snapshotSkills(live.home))) : undefined;
       this.ended(row.id, { ...outcome, exit_code: code, signal, session_id: live.session, log_base: live.base, log_bytes: live.bytes, skill_changes: skillChanges });
       this.tellSkillChanges(row.id, skillChanges);
       finish();
@@ -504,6 +504,19 @@ export class RunService {
       } catch {
         // Trimmed at the next chunk instead (a full disk refused the copy).
       }
+    }
+  }
+
+  /** The changes, naming the other runs of the run's profile that ran while it ran (whose writes to skills/ it cannot tell from its own). */
+  private overlapping(id: string, changes: SkillChanges): SkillChanges {
+    try {
+      const row = this.get(id);
+      const others = row?.started_at ? this.o.db.prepare(`SELECT id FROM bridge_runs WHERE profile = ? AND id != ? AND started_at IS NOT NULL AND started_at <= ?
+                                                          AND (ended_at IS NULL OR ended_at >= ?) ORDER BY rowid LIMIT 20`)
+        .all(row.profile, id, this.iso(), row.started_at) as Array<{ id: string }> : [];
+      return { ...changes, overlapping: others.map((o) => o.id) };
+    } catch {
+      return changes; // a database that cannot answer now: the end is recorded all the same
     }
   }
 
@@ -611,7 +624,7 @@ export class RunService {
       })();
       // What it did to its profile's skills/ until now: the reading its start recorded, against the folder as it is.
       const before = snapshotFromJson(row.skills_before);
-      const skillChanges = before ? diffSkills(before.snap, snapshotSkills(before.home)) : undefined;
+      const skillChanges = before ? this.overlapping(row.id, diffSkills(before.snap, snapshotSkills(before.home))) : undefined;
       this.end(row.id, {
         state: "interrupted", reason: "hal0_restart", log_bytes: row.log_base + size, skill_changes: skillChanges,
         error: stopped ? "hal0 restarted while the run ran; its process group was stopped" : "hal0 restarted while the run ran; its process had already ended",

@@ -44,6 +44,11 @@ export interface SkillChanges {
   readonly more: number;
   /** False when either snapshot was partial: a change in what was not read is not seen. */
   readonly complete: boolean;
+  /**
+   * Other runs of the same profile that ran at some time during this one (at most 20): a change
+   * either made is reported by both, as the folder cannot tell whose it was. Set by the run service.
+   */
+  readonly overlapping?: readonly string[];
 }
 
 /** A snapshot as a run's row keeps it while the run runs (`skills_before`), with the profile folder it read. */
