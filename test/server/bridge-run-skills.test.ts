@@ -1,4 +1,5 @@
-import { appendFileSync, cpSync, mkdirSync, mkdtempSync, rmSync, truncateSync, writeFileSync } from "node:fs";
+import { execFileSync } from "node:child_process";
+import { appendFileSync, cpSync, mkdirSync, mkdtempSync, rmSync, symlinkSync, truncateSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -124,4 +125,23 @@ describe("what a Hermes run does to its profile's skills", () => {
     rmSync(big, { recursive: true });
     rmSync(huge);
   });
+});
+
+describe("reading skills/ never blocks hal0", () => {
+  it("a file swapped for a FIFO (or a link to one) after the listing is not waited on: its hash is unknown at once", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-run-skills-fifo-"));
+    try {
+      const fifo = join(dir, "SKILL.md");
+      execFileSync("mkfifo", [fifo]);
+      symlinkSync(fifo, join(dir, "link.md"));
+      // In a process of its own: a blocking open of a FIFO with no writer never returns, and would hang this one.
+      const script = `import { hashFile } from ${JSON.stringify(join(REPO, "server/bridge/runs/skills-diff.ts"))};
+        console.log(JSON.stringify([hashFile(${JSON.stringify(fifo)}) ?? null, hashFile(${JSON.stringify(join(dir, "link.md"))}) ?? null]));`;
+      writeFileSync(join(dir, "probe.ts"), script);
+      const out = execFileSync(join(REPO, "node_modules/.bin/vite-node"), [join(dir, "probe.ts")], { cwd: REPO, timeout: 20_000, killSignal: "SIGKILL", encoding: "utf8" });
+      expect(JSON.parse(out.trim().split("\n").at(-1)!)).toEqual([null, null]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  }, 30_000);
 });

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { closeSync, lstatSync, openSync, readdirSync, readlinkSync, readSync } from "node:fs";
+import { closeSync, constants, fstatSync, lstatSync, openSync, readdirSync, readlinkSync, readSync } from "node:fs";
 import { join } from "node:path";
 
 /**
@@ -129,14 +129,21 @@ export function snapshotSkills(profileDir: string): SkillsSnapshot {
   return { files, partial, cut };
 }
 
-function hashFile(path: string): string | undefined {
+/**
+ * A regular file's SHA-256. Opened without following a link and without
+ * blocking, and checked to be a plain file once open: a file swapped for a
+ * FIFO (or a link to one) after the folder was listed would otherwise block
+ * hal0's whole process on the open or the read.
+ */
+export function hashFile(path: string): string | undefined {
   let fd: number;
   try {
-    fd = openSync(path, "r");
+    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK);
   } catch {
     return undefined;
   }
   try {
+    if (!fstatSync(fd).isFile()) return undefined;
     const h = createHash("sha256");
     const buf = Buffer.alloc(64 * 1024);
     let total = 0;
