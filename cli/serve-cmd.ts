@@ -22,6 +22,8 @@ config tree again and asks for a sweep, as POST /api/settings/reload does. A bus
 server.port_in_use, naming the address and the pid holding it; a state folder
 another hal0 serve runs on exits 1 with server.already_running, naming it. A start
 that fails leaves no state folder it made (no database, no operator token).
+A state folder removed while it runs: state.folder_gone is logged once, the records
+of the runners it started are put back (hal0 status and hal0 down find them), exit 1.
   --host, --port    override [server] host / port (port 0 = any free port)
   --no-reconcile    serve the API only; leave converging to 'hal0 reconcile'`;
 
@@ -82,10 +84,16 @@ export async function runServe(args: string[], io: CliIo): Promise<number> {
     process.exit(1);
   };
   process.on("uncaughtException", uncaught);
-  await stopped;
+  // The state folder removed under the server (state.folder_gone, logged by serve): it stops as on SIGTERM, and exits 1.
+  const lost = await Promise.race([stopped.then(() => undefined), serving.lost]);
   await serving.close();
   process.off("SIGHUP", reload);
   process.off("uncaughtException", uncaught);
+  if (lost !== undefined) {
+    process.off("SIGINT", stop);
+    process.off("SIGTERM", stop);
+    throw new CliError(lost.code, lost.message);
+  }
   return EXIT_OK;
 }
 

@@ -15,6 +15,7 @@ import { Sweeper, type SweepReport } from "../reconciler/sweep.js";
 import { TREE_FOLDERS } from "../reconciler/tree-cache.js";
 import { isLoopbackHost } from "../schema/settings.js";
 import { cutBody } from "./body.js";
+import { StateGuard } from "./state-guard.js";
 import { ApiError, envelope } from "./errors.js";
 import { createHal0Server, type Hal0Server, type Hal0ServerOptions } from "./hal0-server.js";
 import { logFilePath, RotatingLog } from "./log-file.js";
@@ -35,6 +36,8 @@ export interface ServeOptions extends Pick<Hal0ServerOptions, "root" | "stateDir
    * when the start fails (a busy port…), the state folder goes, and each parent up to it while empty (removeMadeFolder).
    */
   readonly madeState?: string;
+  /** How often the state folder is looked at (default STATE_CHECK_MS). */
+  readonly stateCheckMs?: number;
 }
 
 /** How often `hal0 serve` scrapes each running slot's /metrics into the stats ring (its own timer, not the sweep's). */
@@ -58,6 +61,8 @@ export interface Serving {
    * lets the sweep finish, closes the database.
    */
   close(): Promise<void>;
+  /** Resolves when the server cannot go on (its state folder removed: `state.folder_gone`, logged); the caller then closes it. */
+  readonly lost: Promise<ApiError>;
 }
 
 /**
@@ -211,9 +216,17 @@ export async function serve(options: ServeOptions): Promise<Serving> {
     }
   }, 30_000);
   expiry.unref();
+  // The state folder removed under the server: one coded line, the runners' records put back, and the caller stops it (never a sweep failing on ENOENT forever).
+  let lostWith!: (err: ApiError) => void;
+  const lost = new Promise<ApiError>((resolve) => (lostWith = resolve));
+  const guard = new StateGuard(options.stateDir, logger, (err) => {
+    loop.stop().catch(() => undefined); // no further sweep writes into the folder put back
+    lostWith(err);
+  });
+  guard.start(options.stateCheckMs);
   let closing: Promise<void> | undefined;
   return {
-    server, url, port: bound, logger,
+    server, url, port: bound, logger, lost,
     async reload() {
       // What POST /api/settings/reload does, for a person at the box (SIGHUP, systemctl reload hal0).
       const snap = await server.box.snapshot().catch((err: unknown) => {
@@ -228,6 +241,7 @@ export async function serve(options: ServeOptions): Promise<Serving> {
     close() {
       closing ??= (async () => {
         clearInterval(expiry);
+        guard.stop();
         server.box.interrupt(); // a slot restart in flight stops waiting for /health, so the drain does not wait out a load
         server.runs?.interrupt(); // an agent_run_wait in flight answers now, so the drain does not wait out its 300 s
         await front.drain(options.shutdownGraceMs ?? SHUTDOWN_GRACE_MS);

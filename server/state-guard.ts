@@ -1,0 +1,97 @@
+import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Logger } from "pino";
+import { slotsDir } from "../reconciler/drivers/runtime-record.js";
+import { ApiError } from "./errors.js";
+
+/** How often `hal0 serve` looks at its state folder (default). */
+export const STATE_CHECK_MS = 1000;
+
+/** The files that say what hal0 started and applied (a runner hal0 down must find): the inventory, the applied settings, Hermes' record, each slot's runtime record. */
+function recordFiles(stateDir: string): string[] {
+  const slots = slotsDir(stateDir);
+  let names: string[] = [];
+  try {
+    names = readdirSync(slots, { withFileTypes: true }).filter((e) => e.isDirectory()).map((e) => e.name);
+  } catch {
+    // no slot records yet
+  }
+  return [join(stateDir, "inventory.json"), join(stateDir, "applied-settings.json"), join(stateDir, "hermes-managed.json"), ...names.map((n) => join(slots, n, "runtime.json"))];
+}
+
+/**
+ * Watches the state folder of a running `hal0 serve`. While it is there, the
+ * records of what hal0 started are held in memory as last read. When the
+ * folder is gone (removed, moved away, or replaced by another) the server cannot go on: its
+ * database, tokens and locks went with it. The guard logs one coded line
+ * (`state.folder_gone`), puts the records back in a new folder (0700) so
+ * that `hal0 status` and `hal0 down` still find the runners, and calls
+ * `onLost` once; serve then stops.
+ */
+export class StateGuard {
+  private readonly held = new Map<string, string>();
+  private timer?: NodeJS.Timeout;
+  private lost = false;
+  /** The folder's identity when first seen: one made anew since (a write's mkdir after a removal) is not the server's folder. */
+  private identity?: string;
+
+  constructor(private readonly stateDir: string, private readonly logger: Logger, private readonly onLost: (err: ApiError) => void) {}
+
+  start(everyMs = STATE_CHECK_MS): void {
+    this.check();
+    this.timer = setInterval(() => this.check(), everyMs);
+    this.timer.unref();
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+
+  /** One look: the records read again, or the loss handled. */
+  check(): void {
+    if (this.lost) return;
+    const s = statSync(this.stateDir, { throwIfNoEntry: false });
+    if (s === undefined || !s.isDirectory()) return this.folderGone();
+    const identity = `${s.dev}:${s.ino}`;
+    this.identity ??= identity;
+    if (identity !== this.identity) return this.folderGone();
+    const seen = new Map<string, string>();
+    for (const file of recordFiles(this.stateDir)) {
+      try {
+        seen.set(file, readFileSync(file, "utf8"));
+      } catch {
+        // absent (none yet, or removed by a stop), or unreadable now: not held
+      }
+    }
+    // Read while the folder still stood: a folder removed between the stat and the reads keeps what was held before.
+    const after = statSync(this.stateDir, { throwIfNoEntry: false });
+    if (after === undefined || `${after.dev}:${after.ino}` !== this.identity) return this.folderGone();
+    this.held.clear();
+    for (const [file, text] of seen) this.held.set(file, text);
+  }
+
+  private folderGone(): void {
+    this.lost = true;
+    this.stop();
+    const restored: string[] = [];
+    try {
+      mkdirSync(this.stateDir, { recursive: true, mode: 0o700 });
+      for (const [file, text] of this.held) {
+        mkdirSync(join(file, ".."), { recursive: true, mode: 0o700 });
+        try {
+          writeFileSync(file, text, { mode: 0o600, flag: "wx" });
+          restored.push(file);
+        } catch (err) {
+          // One already there (the folder put back by hand, or a write that made it anew) is left as it is.
+          if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
+        }
+      }
+    } catch (err) {
+      this.logger.error({ code: "state.folder_gone", errno: (err as NodeJS.ErrnoException).code, message: (err as Error).message }, "the state folder's records could not be put back");
+    }
+    const runners = restored.length === 0 ? "it had started no runner" : `its record of the runners it started is put back there (${restored.length} file${restored.length === 1 ? "" : "s"}), so hal0 status and hal0 down still find them`;
+    const err = new ApiError("state.folder_gone", `the state folder ${this.stateDir} was removed while hal0 serve ran: its database, tokens and locks went with it, so hal0 serve stops (its runners are left running); ${runners}; start hal0 serve again to go on with a new database and operator token`, { state: this.stateDir, restored });
+    this.logger.error({ code: err.code, message: err.message, restored }, "state folder gone");
+    this.onLost(err);
+  }
+}

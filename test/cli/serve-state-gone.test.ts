@@ -1,0 +1,52 @@
+import type { ChildProcess } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { afterAll, describe, expect, it } from "vitest";
+import { main } from "../../cli/index.js";
+import { captureIo, healthWithin, startServe, writeFakeBox } from "./helpers.js";
+
+const exitOf = (child: ChildProcess) => new Promise<number | null>((resolve) => child.once("exit", (code) => resolve(code)));
+
+describe("hal0 serve whose state folder is removed while it runs (real processes)", () => {
+  const base = mkdtempSync(join(tmpdir(), "hal0-gone-"));
+  const config = join(base, "box");
+  const state = join(base, "state");
+  afterAll(async () => {
+    await main(["down", "--config", config, "--state", state], captureIo());
+    rmSync(base, { recursive: true, force: true });
+  });
+
+  it("says state.folder_gone once, puts back the runners' records, exits 1; status and down still find the runner", async () => {
+    const [port] = await writeFakeBox(config, ["solo"]);
+    const { child, lines } = await startServe(config, state);
+    let err = "";
+    child.stderr!.on("data", (c: Buffer) => (err += c.toString()));
+    expect(await healthWithin(port!, 20_000)).toBe(200);
+    // The sweep has recorded the runner it started.
+    const record = join(state, "slots/solo/runtime.json");
+    for (let i = 0; i < 100 && !existsSync(record); i++) await new Promise((r) => setTimeout(r, 100));
+    await new Promise((r) => setTimeout(r, 1500));
+    const exited = exitOf(child);
+    rmSync(state, { recursive: true, force: true });
+    // A sweep asked now would meet the missing folder.
+    expect(await exited).toBe(1);
+    expect(err).toContain("state.folder_gone");
+    const gone = lines().filter((l) => l.code === "state.folder_gone");
+    expect(gone).toHaveLength(1);
+    expect(gone[0].message).toContain("hal0 status and hal0 down still find them");
+    expect(lines().filter((l) => l.msg === "sweep failed")).toEqual([]);
+    // The runner was left running, and its records are back.
+    expect(await healthWithin(port!, 2000)).toBe(200);
+    expect(existsSync(record)).toBe(true);
+    expect(existsSync(join(state, "inventory.json"))).toBe(true);
+    const status = captureIo();
+    await main(["status", "--config", config, "--state", state], status);
+    expect(status.out()).toMatch(/^solo +ready +\d+/m);
+    expect(status.out()).not.toContain("ChangesPending");
+    const down = captureIo();
+    expect(await main(["down", "--config", config, "--state", state], down)).toBe(0);
+    expect(down.out() + down.err()).toContain("solo");
+    expect(await healthWithin(port!, 1000).catch(() => 0)).not.toBe(200);
+  }, 60_000);
+});
