@@ -61,7 +61,7 @@ export interface Serving {
    * lets the sweep finish, closes the database.
    */
   close(): Promise<void>;
-  /** Resolves when the server cannot go on (its state folder removed: `state.folder_gone`, logged); the caller then closes it. */
+  /** Resolves when the server cannot go on (its state folder removed: `state.folder_gone`; its serve.lock taken by another server: `server.lock_lost`; logged); the caller then closes it. */
   readonly lost: Promise<ApiError>;
 }
 
@@ -118,9 +118,11 @@ export async function serve(options: ServeOptions): Promise<Serving> {
     if (err instanceof LoopLockedError) throw new ApiError(err.code, `${err.message}: stop it first, or start hal0 serve with --no-reconcile`, { ...err.holder });
     throw err;
   });
+  // A serve.lock another server holds now (server.lock_lost) is its own: this one's stop leaves it.
+  let lockTaken = false;
   const lock = { describe: serveLock.describe, release: async () => {
     await releaseLoop();
-    await serveLock.release();
+    if (!lockTaken) await serveLock.release();
   } };
   // hal0's own bounded log file in the state folder (logs_tail reads it), unless the caller brings its logger.
   const logFile = options.logger ? undefined : new RotatingLog(logFilePath(options.stateDir));
@@ -171,6 +173,15 @@ export async function serve(options: ServeOptions): Promise<Serving> {
   const { snapshot, host, bound } = started;
   const url = `http://${urlHost(host)}:${bound}`;
   await lock.describe({ url: `${url}/`, reconcile: options.reconcile !== false, config: options.root });
+  // The state folder removed under the server: one coded line, the runners' records put back, and the caller stops it (never a sweep failing on ENOENT forever).
+  let lostWith!: (err: ApiError) => void;
+  const lost = new Promise<ApiError>((resolve) => (lostWith = resolve));
+  const guard = new StateGuard(options.stateDir, logger, (err) => {
+    if (err.code === "server.lock_lost") lockTaken = true;
+    loop.stop().catch(() => undefined); // no further sweep writes into the folder put back
+    lostWith(err);
+  });
+  guard.start(options.stateCheckMs);
   const auth = server.box.lastSettings()?.server.auth ?? "token";
   // Where the person's credential is (never the token itself): the CLI reads it from there, `hal0 web` turns it into a login link.
   if (server.box.lastSettings() === undefined) {
@@ -216,14 +227,6 @@ export async function serve(options: ServeOptions): Promise<Serving> {
     }
   }, 30_000);
   expiry.unref();
-  // The state folder removed under the server: one coded line, the runners' records put back, and the caller stops it (never a sweep failing on ENOENT forever).
-  let lostWith!: (err: ApiError) => void;
-  const lost = new Promise<ApiError>((resolve) => (lostWith = resolve));
-  const guard = new StateGuard(options.stateDir, logger, (err) => {
-    loop.stop().catch(() => undefined); // no further sweep writes into the folder put back
-    lostWith(err);
-  });
-  guard.start(options.stateCheckMs);
   let closing: Promise<void> | undefined;
   return {
     server, url, port: bound, logger, lost,

@@ -1,4 +1,4 @@
-import { mkdirSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
+import { linkSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Logger } from "pino";
 import { slotsDir } from "../reconciler/drivers/runtime-record.js";
@@ -27,6 +27,13 @@ function recordFiles(stateDir: string): string[] {
  * (`state.folder_gone`), puts the records back in a new folder (0700) so
  * that `hal0 status` and `hal0 down` still find the runners, and calls
  * `onLost` once; serve then stops.
+ *
+ * The folder's `serve.lock` is the server's own as long as it runs: one
+ * removed by hand is written again at once (logged), so a second `hal0
+ * serve` started on the folder still finds it and refuses
+ * (`server.already_running`); one that names another process (a second
+ * server that took the folder in between) is `server.lock_lost`, and this
+ * one stops.
  */
 export class StateGuard {
   private readonly held = new Map<string, string>();
@@ -34,6 +41,8 @@ export class StateGuard {
   private lost = false;
   /** The folder's identity when first seen: one made anew since (a write's mkdir after a removal) is not the server's folder. */
   private identity?: string;
+  /** This server's serve.lock as last read (its pid, start time, URL). */
+  private lock?: string;
 
   constructor(private readonly stateDir: string, private readonly logger: Logger, private readonly onLost: (err: ApiError) => void) {}
 
@@ -68,6 +77,48 @@ export class StateGuard {
     if (after === undefined || `${after.dev}:${after.ino}` !== this.identity) return this.folderGone();
     this.held.clear();
     for (const [file, text] of seen) this.held.set(file, text);
+    this.checkLock();
+  }
+
+  private checkLock(): void {
+    const path = join(this.stateDir, "serve.lock");
+    let text: string | undefined;
+    try {
+      text = readFileSync(path, "utf8");
+    } catch {
+      // removed by hand (or unreadable): written again below
+    }
+    if (text !== undefined) {
+      let pid: unknown;
+      try {
+        pid = (JSON.parse(text) as { pid?: unknown } | null)?.pid;
+      } catch {
+        // half a file or another writer's: taken as not ours only when it names another pid
+      }
+      if (typeof pid === "number" && pid !== process.pid) return this.lockLost(path, pid);
+      if (pid === process.pid) this.lock = text;
+      return;
+    }
+    if (this.lock === undefined) return;
+    // Written whole to a temp and linked into place, as the lock is taken: a reader never finds it empty; one made in between wins.
+    const tmp = join(this.stateDir, `.serve.lock.${process.pid}.guard.hal0.tmp`);
+    try {
+      writeFileSync(tmp, this.lock, { mode: 0o644 });
+      linkSync(tmp, path);
+      this.logger.warn({ code: "server.lock_restored", lock: path }, "serve.lock was removed while hal0 serve runs: written again, so no second hal0 serve starts on this state folder");
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") this.logger.error({ errno: (err as NodeJS.ErrnoException).code, message: (err as Error).message, lock: path }, "serve.lock was removed and could not be written again");
+    } finally {
+      rmSync(tmp, { force: true });
+    }
+  }
+
+  private lockLost(path: string, pid: number): void {
+    this.lost = true;
+    this.stop();
+    const err = new ApiError("server.lock_lost", `${path} now names another process (pid ${pid}), not this hal0 serve (pid ${process.pid}): another hal0 serve took the state folder after its lock was removed; this one stops so the two do not both write it`, { lock: path, holder_pid: pid });
+    this.logger.error({ code: err.code, message: err.message }, "serve.lock lost");
+    this.onLost(err);
   }
 
   private folderGone(): void {

@@ -1,5 +1,5 @@
 import type { ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -48,5 +48,39 @@ describe("hal0 serve whose state folder is removed while it runs (real processes
     expect(await main(["down", "--config", config, "--state", state], down)).toBe(0);
     expect(down.out() + down.err()).toContain("solo");
     expect(await healthWithin(port!, 1000).catch(() => 0)).not.toBe(200);
+  }, 60_000);
+
+  it("a serve.lock removed by hand is written again at once: a second hal0 serve on the folder still refuses to start", async () => {
+    const lockState = join(base, "state-lock");
+    const { child, lines } = await startServe(config, lockState, ["--no-reconcile"]);
+    const lock = join(lockState, "serve.lock");
+    const before = readFileSync(lock, "utf8");
+    rmSync(lock);
+    for (let i = 0; i < 50 && !existsSync(lock); i++) await new Promise((r) => setTimeout(r, 100));
+    expect(readFileSync(lock, "utf8")).toBe(before);
+    const second = await startServe(config, lockState, ["--no-reconcile"]).then((s) => {
+      s.child.kill("SIGKILL");
+      return "started";
+    }, (err: Error) => err.message);
+    expect(second).toMatch(/exited 1/);
+    expect(lines().filter((l) => l.code === "server.lock_restored")).toHaveLength(1);
+    expect(child.exitCode).toBeNull();
+    const exited = exitOf(child);
+    child.kill("SIGTERM");
+    expect(await exited).toBe(0);
+    expect(existsSync(lock)).toBe(false);
+  }, 60_000);
+
+  it("a serve.lock that names another process now (another serve took the folder): server.lock_lost, exit 1, and that lock is left to its holder", async () => {
+    const lockState = join(base, "state-taken");
+    const { child, lines } = await startServe(config, lockState, ["--no-reconcile"]);
+    const lock = join(lockState, "serve.lock");
+    const other = `${JSON.stringify({ pid: process.pid, host: "here", started_at: new Date().toISOString(), command: "hal0 serve" })}\n`;
+    const exited = exitOf(child);
+    rmSync(lock);
+    writeFileSync(lock, other);
+    expect(await exited).toBe(1);
+    expect(lines().filter((l) => l.code === "server.lock_lost")).toHaveLength(1);
+    expect(readFileSync(lock, "utf8")).toBe(other);
   }, 60_000);
 });
