@@ -24,6 +24,7 @@ another hal0 serve runs on exits 1 with server.already_running, naming it. A sta
 that fails leaves no state folder it made (no database, no operator token).
 A state folder removed while it runs: state.folder_gone is logged once, the records
 of the runners it started are put back (hal0 status and hal0 down find them), exit 1.
+hal0.db removed or replaced while it runs: state.database_gone is logged once, exit 1.
   --host, --port    override [server] host / port (port 0 = any free port)
   --no-reconcile    serve the API only; leave converging to 'hal0 reconcile'`;
 

@@ -61,7 +61,7 @@ export interface Serving {
    * lets the sweep finish, closes the database.
    */
   close(): Promise<void>;
-  /** Resolves when the server cannot go on (its state folder removed: `state.folder_gone`; its serve.lock taken by another server: `server.lock_lost`; logged); the caller then closes it. */
+  /** Resolves when the server cannot go on (its state folder removed: `state.folder_gone`; its serve.lock taken by another server: `server.lock_lost`; hal0.db removed or replaced: `state.database_gone`; logged); the caller then closes it. */
   readonly lost: Promise<ApiError>;
 }
 

@@ -41,6 +41,10 @@ export class StateGuard {
   private lost = false;
   /** The folder's identity when first seen: one made anew since (a write's mkdir after a removal) is not the server's folder. */
   private identity?: string;
+  /** hal0.db's identity when first seen: the file the server's open database writes. */
+  private database?: string;
+  /** hal0.db was not the server's at the last look: a second look decides. */
+  private databaseMissed = false;
   /** This server's serve.lock as last read (its pid, start time, URL). */
   private lock?: string;
 
@@ -64,6 +68,9 @@ export class StateGuard {
     const identity = `${s.dev}:${s.ino}`;
     this.identity ??= identity;
     if (identity !== this.identity) return this.folderGone();
+    // hal0.db first: while a removal of the whole folder is under way it goes before the folder, so a missing one is judged
+    // at the next look, when the folder is gone too (state.folder_gone, with the records held before) or not (state.database_gone).
+    if (!this.checkDatabase()) return;
     const seen = new Map<string, string>();
     for (const file of recordFiles(this.stateDir)) {
       try {
@@ -78,6 +85,29 @@ export class StateGuard {
     this.held.clear();
     for (const [file, text] of seen) this.held.set(file, text);
     this.checkLock();
+  }
+
+  /** hal0.db removed or replaced (moved over, restored from a backup by a rename): what the server writes from now on would be lost. False while it is not the server's (the loss is said at the second look). */
+  private checkDatabase(): boolean {
+    const file = join(this.stateDir, "hal0.db");
+    const s = statSync(file, { throwIfNoEntry: false });
+    const identity = s === undefined ? undefined : `${s.dev}:${s.ino}`;
+    this.database ??= identity;
+    if (this.database === undefined || identity === this.database) {
+      this.databaseMissed = false;
+      return true;
+    }
+    if (!this.databaseMissed) {
+      this.databaseMissed = true;
+      return false;
+    }
+    this.lost = true;
+    this.stop();
+    const what = identity === undefined ? "was removed" : "was replaced by another file";
+    const err = new ApiError("state.database_gone", `${file} ${what} while hal0 serve ran: the server's open database is no longer that file, so what it records from now on (approvals, audit, tokens, sessions) would be lost or go to the wrong file; hal0 serve stops (its runners are left running); start it again to open ${identity === undefined ? "a new database" : "the file now there"}`, { database: file });
+    this.logger.error({ code: err.code, message: err.message }, "hal0.db gone");
+    this.onLost(err);
+    return false;
   }
 
   private checkLock(): void {

@@ -1,8 +1,8 @@
 import type { ChildProcess } from "node:child_process";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { captureIo, healthWithin, startServe, writeFakeBox } from "./helpers.js";
 
@@ -12,17 +12,20 @@ describe("hal0 serve whose state folder is removed while it runs (real processes
   const base = mkdtempSync(join(tmpdir(), "hal0-gone-"));
   const config = join(base, "box");
   const state = join(base, "state");
+  let port: number;
+  beforeAll(async () => {
+    [port] = await writeFakeBox(config, ["solo"]);
+  });
   afterAll(async () => {
     await main(["down", "--config", config, "--state", state], captureIo());
     rmSync(base, { recursive: true, force: true });
   });
 
   it("says state.folder_gone once, puts back the runners' records, exits 1; status and down still find the runner", async () => {
-    const [port] = await writeFakeBox(config, ["solo"]);
     const { child, lines } = await startServe(config, state);
     let err = "";
     child.stderr!.on("data", (c: Buffer) => (err += c.toString()));
-    expect(await healthWithin(port!, 20_000)).toBe(200);
+    expect(await healthWithin(port, 20_000)).toBe(200);
     // The sweep has recorded the runner it started.
     const record = join(state, "slots/solo/runtime.json");
     for (let i = 0; i < 100 && !existsSync(record); i++) await new Promise((r) => setTimeout(r, 100));
@@ -37,7 +40,7 @@ describe("hal0 serve whose state folder is removed while it runs (real processes
     expect(gone[0].message).toContain("hal0 status and hal0 down still find them");
     expect(lines().filter((l) => l.msg === "sweep failed")).toEqual([]);
     // The runner was left running, and its records are back.
-    expect(await healthWithin(port!, 2000)).toBe(200);
+    expect(await healthWithin(port, 2000)).toBe(200);
     expect(existsSync(record)).toBe(true);
     expect(existsSync(join(state, "inventory.json"))).toBe(true);
     const status = captureIo();
@@ -47,7 +50,7 @@ describe("hal0 serve whose state folder is removed while it runs (real processes
     const down = captureIo();
     expect(await main(["down", "--config", config, "--state", state], down)).toBe(0);
     expect(down.out() + down.err()).toContain("solo");
-    expect(await healthWithin(port!, 1000).catch(() => 0)).not.toBe(200);
+    expect(await healthWithin(port, 1000).catch(() => 0)).not.toBe(200);
   }, 60_000);
 
   it("a serve.lock removed by hand is written again at once: a second hal0 serve on the folder still refuses to start", async () => {
@@ -82,5 +85,23 @@ describe("hal0 serve whose state folder is removed while it runs (real processes
     expect(await exited).toBe(1);
     expect(lines().filter((l) => l.code === "server.lock_lost")).toHaveLength(1);
     expect(readFileSync(lock, "utf8")).toBe(other);
+  }, 60_000);
+
+  it("hal0.db removed, or replaced by a rename, while serve runs: state.database_gone once, exit 1", async () => {
+    for (const how of ["removed", "replaced"] as const) {
+      const dbState = join(base, `state-db-${how}`);
+      const { child, lines } = await startServe(config, dbState, ["--no-reconcile"]);
+      const exited = exitOf(child);
+      const db = join(dbState, "hal0.db");
+      if (how === "removed") rmSync(db);
+      else {
+        writeFileSync(`${db}.restored`, readFileSync(db));
+        renameSync(`${db}.restored`, db);
+      }
+      expect(await exited).toBe(1);
+      const gone = lines().filter((l) => l.code === "state.database_gone");
+      expect(gone).toHaveLength(1);
+      expect(gone[0].message).toContain(how === "removed" ? "was removed" : "was replaced by another file");
+    }
   }, 60_000);
 });
