@@ -16,7 +16,7 @@ import { TREE_FOLDERS } from "../reconciler/tree-cache.js";
 import { isLoopbackHost } from "../schema/settings.js";
 import { cutBody } from "./body.js";
 import { StateGuard } from "./state-guard.js";
-import { ApiError, envelope } from "./errors.js";
+import { ApiError, envelope, storageFull } from "./errors.js";
 import { createHal0Server, type Hal0Server, type Hal0ServerOptions } from "./hal0-server.js";
 import { logFilePath, RotatingLog } from "./log-file.js";
 import { redactLogFields, redactText } from "./redact.js";
@@ -212,8 +212,13 @@ export async function serve(options: ServeOptions): Promise<Serving> {
         observe.error(err);
         server.metrics?.observeSweep(undefined, ms);
         // A coded error (the config folder gone) is said in its words, not as a stack.
+        // A full disk, or a file system that refuses the write (read-only, permission), is said as the registry's code or the errno and the path: it repeats every sweep until fixed, so never as a stack.
+        const full = storageFull(err);
         const code = (err as { code?: unknown }).code;
-        if (typeof code === "string" && code.includes(".")) logger.error({ code, message: (err as Error).message }, "sweep failed");
+        const errno = err as NodeJS.ErrnoException;
+        if (full) logger.error({ code: full.code, message: full.message }, "sweep failed");
+        else if (typeof code === "string" && code.includes(".")) logger.error({ code, message: (err as Error).message }, "sweep failed");
+        else if (typeof code === "string" && /^E[A-Z]+$/.test(code) && typeof errno.path === "string") logger.error({ errno: code, path: errno.path, message: errno.message }, "sweep failed");
         else logger.error({ err }, "sweep failed");
       },
     }));

@@ -5,7 +5,8 @@ import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { httpCall } from "../server/harness.js";
 import { PROJECT, until } from "../reconciler/process-helpers.js";
-import { startServe } from "./helpers.js";
+import { main } from "../../cli/index.js";
+import { captureIo, healthWithin, startServe, writeFakeBox } from "./helpers.js";
 
 /**
  * A real full disk: the state folder on a 2 MiB tmpfs that the test mounts
@@ -16,8 +17,20 @@ describe("hal0 serve on a state folder whose disk fills up (a real tmpfs)", () =
   const base = mkdtempSync(join(tmpdir(), "hal0-full-"));
   const disk = join(base, "disk");
   let child: ChildProcess | undefined;
-  afterAll(() => {
+  const mounted: string[] = [];
+  let down: (() => Promise<unknown>) | undefined;
+  let sweepChild: ChildProcess | undefined;
+  afterAll(async () => {
     child?.kill("SIGKILL");
+    sweepChild?.kill("SIGKILL");
+    await down?.();
+    for (const m of mounted) {
+      try {
+        execFileSync("umount", ["-l", m]);
+      } catch {
+        /* not mounted */
+      }
+    }
     try {
       execFileSync("umount", ["-l", disk]);
     } catch {
@@ -58,5 +71,32 @@ describe("hal0 serve on a state folder whose disk fills up (a real tmpfs)", () =
     await until(async () => log().includes("audit rows are written again"), 5000).catch(() => undefined);
     expect(log()).toContain("audit rows could not be written; they are kept in memory and written when the database takes them again");
     expect(log()).toContain("audit rows are written again");
+  }, 60_000);
+
+  it("a sweep whose state write meets the full disk logs server.storage_full, not a stack", async () => {
+    const sweepDisk = join(base, "sweep-disk");
+    mkdirSync(sweepDisk);
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", sweepDisk]);
+    mounted.push(sweepDisk);
+    const config = join(base, "sweep-box");
+    const [port] = await writeFakeBox(config, ["solo"]);
+    const state = join(sweepDisk, "state");
+    const serving = await startServe(config, state);
+    sweepChild = serving.child;
+    down = () => main(["down", "--config", config, "--state", state], captureIo());
+    expect(await healthWithin(port!, 20_000)).toBe(200);
+    try {
+      writeFileSync(join(sweepDisk, "filler"), Buffer.alloc(4 * 1024 * 1024));
+    } catch (err) {
+      expect((err as NodeJS.ErrnoException).code).toBe("ENOSPC");
+    }
+    // Disabling the slot: the sweep stops its runner and must write the inventory.
+    writeFileSync(join(config, "slots/solo.toml"), `profile = "fake"\nmodel = "tiny"\nport = ${port}\nenabled = false\n`);
+    const failed = () => serving.lines().filter((l) => l.msg === "sweep failed" || (l.msg === "sweep" && l.level >= 40));
+    await until(async () => failed().length > 0, 15_000);
+    const line = failed()[0];
+    expect(JSON.stringify(line)).not.toContain("    at ");
+    expect(JSON.stringify(line)).toContain("server.storage_full");
+    rmSync(join(sweepDisk, "filler"));
   }, 60_000);
 });
