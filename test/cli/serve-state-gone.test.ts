@@ -14,7 +14,7 @@ describe("hal0 serve whose state folder is removed while it runs (real processes
   const state = join(base, "state");
   let port: number;
   beforeAll(async () => {
-    [port] = await writeFakeBox(config, ["solo"]);
+    port = (await writeFakeBox(config, ["solo"]))[0]!;
   });
   afterAll(async () => {
     await main(["down", "--config", config, "--state", state], captureIo());
