@@ -496,14 +496,19 @@ describe("a memory.db hal0 may not write", () => {
     const file = join(dir, "memory.db");
     chmodSync(file, 0o444); // its folder stays writable: SQLite opens the file read-only, and only a write fails
     chmodSync(dir, 0o777);
-    // As root (here, as in CI) a mode refuses nothing: the opener runs as nobody.
-    const asNobody = process.getuid?.() === 0 ? { uid: 65534, gid: 65534 } : {};
+    // As root (here, as in CI) a mode refuses nothing: the opener runs as root without the capabilities that override
+    // file modes (util-linux's setpriv), so it still reads the checkout wherever it is, as another user might not.
     const repo = join(import.meta.dirname, "../..");
-    const child = spawn(join(repo, "node_modules/.bin/vite-node"), [join(repo, "test/memory/open-engine.ts"), dir], { cwd: repo, stdio: ["pipe", "pipe", "inherit"], env: { ...process.env, HOME: dir }, ...asNobody });
+    const opener = [join(repo, "node_modules/.bin/vite-node"), join(repo, "test/memory/open-engine.ts"), dir];
+    const argv = process.getuid?.() === 0 ? ["setpriv", "--bounding-set=-dac_override,-dac_read_search", ...opener] : opener;
+    const child = spawn(argv[0]!, argv.slice(1), { cwd: repo, stdio: ["pipe", "pipe", "inherit"], env: { ...process.env, HOME: dir } });
     let out = "";
     child.stdout.on("data", (c: Buffer) => (out += c.toString()));
     child.stdin.end("go\n");
-    await new Promise((resolve) => child.on("exit", resolve));
+    await new Promise((resolve, reject) => {
+      child.on("exit", resolve);
+      child.on("error", reject);
+    });
     expect(out.replace("ready\n", "").trim()).toBe(`failed system.io could not open the database ${file}: it is read-only (SQLITE_READONLY)`);
   }, 60_000);
 });
