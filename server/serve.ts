@@ -180,7 +180,7 @@ export async function serve(options: ServeOptions): Promise<Serving> {
     if (err.code === "server.lock_lost") lockTaken = true;
     loop.stop().catch(() => undefined); // no further sweep writes into the folder put back
     lostWith(err);
-  });
+  }, server.dbFile);
   guard.start(options.stateCheckMs);
   const auth = server.box.lastSettings()?.server.auth ?? "token";
   // Where the person's credential is (never the token itself): the CLI reads it from there, `hal0 web` turns it into a login link.

@@ -2,6 +2,7 @@ import { linkSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, write
 import { join } from "node:path";
 import type { Logger } from "pino";
 import { slotsDir } from "../reconciler/drivers/runtime-record.js";
+import type { DbFile } from "../memory/sqlite.js";
 import { ApiError } from "./errors.js";
 
 /** How often `hal0 serve` looks at its state folder (default). */
@@ -41,14 +42,13 @@ export class StateGuard {
   private lost = false;
   /** The folder's identity when first seen: one made anew since (a write's mkdir after a removal) is not the server's folder. */
   private identity?: string;
-  /** hal0.db's identity when first seen: the file the server's open database writes. */
-  private database?: string;
   /** hal0.db was not the server's at the last look: a second look decides. */
   private databaseMissed = false;
   /** This server's serve.lock as last read (its pid, start time, URL). */
   private lock?: string;
 
-  constructor(private readonly stateDir: string, private readonly logger: Logger, private readonly onLost: (err: ApiError) => void) {}
+  /** `database`: hal0.db as the server's handle opened it (the file it writes); without it hal0.db is not watched. */
+  constructor(private readonly stateDir: string, private readonly logger: Logger, private readonly onLost: (err: ApiError) => void, private readonly database?: DbFile) {}
 
   start(everyMs = STATE_CHECK_MS): void {
     this.check();
@@ -89,11 +89,8 @@ export class StateGuard {
 
   /** hal0.db removed or replaced (moved over, restored from a backup by a rename): what the server writes from now on would be lost. False while it is not the server's (the loss is said at the second look). */
   private checkDatabase(): boolean {
-    const file = join(this.stateDir, "hal0.db");
-    const s = statSync(file, { throwIfNoEntry: false });
-    const identity = s === undefined ? undefined : `${s.dev}:${s.ino}`;
-    this.database ??= identity;
-    if (this.database === undefined || identity === this.database) {
+    const state = this.database?.state() ?? "same";
+    if (state === "same") {
       this.databaseMissed = false;
       return true;
     }
@@ -103,8 +100,9 @@ export class StateGuard {
     }
     this.lost = true;
     this.stop();
-    const what = identity === undefined ? "was removed" : "was replaced by another file";
-    const err = new ApiError("state.database_gone", `${file} ${what} while hal0 serve ran: the server's open database is no longer that file, so what it records from now on (approvals, audit, tokens, sessions) would be lost or go to the wrong file; hal0 serve stops (its runners are left running); start it again to open ${identity === undefined ? "a new database" : "the file now there"}`, { database: file });
+    const file = this.database!.path;
+    const what = state === "removed" ? "was removed" : "was replaced by another file";
+    const err = new ApiError("state.database_gone", `${file} ${what} while hal0 serve ran: the server's open database is no longer that file, so what it records from now on (approvals, audit, tokens, sessions) would be lost or go to the wrong file; hal0 serve stops (its runners are left running); start it again to open ${state === "removed" ? "a new database" : "the file now there"}`, { database: file });
     this.logger.error({ code: err.code, message: err.message }, "hal0.db gone");
     this.onLost(err);
     return false;
