@@ -53,17 +53,30 @@ export function parseToml(rel: string, text: string, reporter: Reporter): Record
 
 /**
  * The path of the first value nested deeper than `MAX_DEPTH` tables and
- * arrays (cut to `MAX_DEPTH + 1` parts), or undefined. Iterative, and it
- * stops there: the data of a 100 000-part dotted key is that deep, which any
- * recursive walk (and the locator, quadratic in a key's parts) would not survive.
+ * arrays (cut to `MAX_DEPTH + 1` parts), or undefined. It stops there: the
+ * data of a 100 000-part dotted key is that deep, which any unbounded walk
+ * (and the locator, quadratic in a key's parts) would not survive; this one
+ * never goes more than `MAX_DEPTH + 1` calls deep. Every file is walked once
+ * whole, so the walk allocates nothing until it finds one: the path is built
+ * only on the way back out.
  */
 function tooDeep(data: Record<string, unknown>): KeyPath | undefined {
-  const stack: Array<{ value: unknown; path: KeyPath }> = [{ value: data, path: [] }];
-  for (let top = stack.pop(); top !== undefined; top = stack.pop()) {
-    const { value, path } = top;
-    if (value === null || typeof value !== "object" || value instanceof Date) continue;
-    if (path.length > MAX_DEPTH) return path;
-    for (const [key, child] of Array.isArray(value) ? value.entries() : Object.entries(value)) stack.push({ value: child, path: [...path, key] });
+  return deepPath(data, 0);
+}
+
+function deepPath(value: unknown, depth: number): Array<string | number> | undefined {
+  if (value === null || typeof value !== "object" || value instanceof Date) return undefined;
+  if (depth > MAX_DEPTH) return [];
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) {
+      const found = deepPath(value[i], depth + 1);
+      if (found !== undefined) return (found.unshift(i), found);
+    }
+    return undefined;
+  }
+  for (const key in value) {
+    const found = deepPath((value as Record<string, unknown>)[key], depth + 1);
+    if (found !== undefined) return (found.unshift(key), found);
   }
   return undefined;
 }
