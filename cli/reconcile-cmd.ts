@@ -10,6 +10,8 @@ import { configDir, requireConfigFolder, stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 import { redactTyped } from "../server/redact.js";
 import { Interrupt } from "./progress.js";
+import { StateGuard, type GuardLogger } from "../server/state-guard.js";
+import type { ApiError } from "../server/errors.js";
 
 export const RECONCILE_HELP = `hal0 reconcile [--config DIR] [--state DIR] [--once] [--json]
 
@@ -22,7 +24,9 @@ with its loop does not start beside this one either); --once is one sweep, besid
   --json   one JSON report per sweep, each on one line (a failure too: {ok: false, exit_code, diagnostics})
 Exit status (--once): 0 converged or nothing to do, 1 otherwise (a step failed, a tree with
 errors, the lock held, config.not_found, runtime.unavailable); the loop exits 0 on
-SIGINT/SIGTERM. 64 usage error.`;
+SIGINT/SIGTERM, and 1 when its state folder is removed under it (state.folder_gone: the
+runners' records are put back, the runners left running) or another loop took its
+reconcile.lock (server.lock_lost). 64 usage error.`;
 
 /** `hal0 reconcile`: exit 0 when the sweep converged or had nothing to do, 1 otherwise (with --once). */
 export async function runReconcile(args: string[], io: CliIo): Promise<number> {
@@ -64,14 +68,35 @@ export async function runReconcile(args: string[], io: CliIo): Promise<number> {
   // SIGHUP asks for a sweep now (the tree is read again by it) in which failing slots are tried at once.
   const sweepNow = () => loop.retryNow();
   process.on("SIGHUP", sweepNow);
+  // The state folder removed under the loop (or its reconcile.lock taken by another loop): one coded line, the runners'
+  // records put back, and the loop stops with status 1, as hal0 serve does — not a sweep failing on ENOENT forever.
+  let lost: ApiError | undefined;
+  let guard!: StateGuard;
   await new Promise<void>((resolve) => {
-    process.once("SIGINT", resolve);
-    process.once("SIGTERM", resolve);
+    const stop = () => resolve();
+    process.once("SIGINT", stop);
+    process.once("SIGTERM", stop);
+    guard = new StateGuard(state.dir, lineLogger(io), (err) => {
+      lost = err;
+      process.off("SIGINT", stop);
+      process.off("SIGTERM", stop);
+      resolve();
+    }, undefined, { program: "hal0 reconcile", lockFile: "reconcile.lock" });
+    guard.start();
   });
+  guard.stop();
   process.off("SIGHUP", sweepNow);
   await loop.stop();
-  await release();
-  return EXIT_OK;
+  // A lock another loop now holds is not this one's to remove.
+  if (lost?.code !== "server.lock_lost") await release();
+  return lost === undefined ? EXIT_OK : EXIT_ERROR;
+}
+
+/** The state guard's lines on stderr: `hal0 reconcile: <code>: <message>`. */
+function lineLogger(io: CliIo): GuardLogger {
+  const line = (fields: Record<string, unknown>, message: string) =>
+    io.stderr.write(`hal0 reconcile: ${typeof fields.code === "string" ? `${fields.code}: ` : ""}${typeof fields.message === "string" ? fields.message : message}\n`);
+  return { warn: line, error: line };
 }
 
 /** One line per sweep, then one per failed step, held-back change or diagnostic. */

@@ -1,11 +1,10 @@
 import { linkSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Logger } from "pino";
 import { slotsDir } from "../reconciler/drivers/runtime-record.js";
 import type { DbFile } from "../memory/sqlite.js";
 import { ApiError } from "./errors.js";
 
-/** How often `hal0 serve` looks at its state folder (default). */
+/** How often `hal0 serve` (and the `hal0 reconcile` loop) looks at its state folder (default). */
 export const STATE_CHECK_MS = 1000;
 
 /** The files that say what hal0 started and applied (a runner hal0 down must find): the inventory, the applied settings, Hermes' record, each slot's runtime record. */
@@ -21,7 +20,8 @@ function recordFiles(stateDir: string): string[] {
 }
 
 /**
- * Watches the state folder of a running `hal0 serve`. While it is there, the
+ * Watches the state folder of a running `hal0 serve` (or `hal0 reconcile`
+ * loop, with `program` and `lockFile` set: it holds no database). While it is there, the
  * records of what hal0 started are held in memory as last read. When the
  * folder is gone (removed, moved away, or replaced by another) the server cannot go on: its
  * database, tokens and locks went with it. The guard logs one coded line
@@ -36,6 +36,20 @@ function recordFiles(stateDir: string): string[] {
  * server that took the folder in between) is `server.lock_lost`, and this
  * one stops.
  */
+/** What the guard logs through: pino's logger, or a line writer of the same shape. */
+export interface GuardLogger {
+  warn(fields: Record<string, unknown>, message: string): void;
+  error(fields: Record<string, unknown>, message: string): void;
+}
+
+/** Who runs on the folder: the program messages name and the lock file it holds there. */
+export interface GuardHolder {
+  readonly program: "hal0 serve" | "hal0 reconcile";
+  readonly lockFile: "serve.lock" | "reconcile.lock";
+}
+
+const SERVE: GuardHolder = { program: "hal0 serve", lockFile: "serve.lock" };
+
 export class StateGuard {
   private readonly held = new Map<string, string>();
   private timer?: NodeJS.Timeout;
@@ -44,11 +58,11 @@ export class StateGuard {
   private identity?: string;
   /** hal0.db was not the server's at the last look: a second look decides. */
   private databaseMissed = false;
-  /** This server's serve.lock as last read (its pid, start time, URL). */
+  /** This process's lock file as last read (its pid, start time, URL). */
   private lock?: string;
 
   /** `database`: hal0.db as the server's handle opened it (the file it writes); without it hal0.db is not watched. */
-  constructor(private readonly stateDir: string, private readonly logger: Logger, private readonly onLost: (err: ApiError) => void, private readonly database?: DbFile) {}
+  constructor(private readonly stateDir: string, private readonly logger: GuardLogger, private readonly onLost: (err: ApiError) => void, private readonly database?: DbFile, private readonly holder: GuardHolder = SERVE) {}
 
   start(everyMs = STATE_CHECK_MS): void {
     this.check();
@@ -109,7 +123,8 @@ export class StateGuard {
   }
 
   private checkLock(): void {
-    const path = join(this.stateDir, "serve.lock");
+    const { program, lockFile } = this.holder;
+    const path = join(this.stateDir, lockFile);
     let text: string | undefined;
     try {
       text = readFileSync(path, "utf8");
@@ -129,13 +144,13 @@ export class StateGuard {
     }
     if (this.lock === undefined) return;
     // Written whole to a temp and linked into place, as the lock is taken: a reader never finds it empty; one made in between wins.
-    const tmp = join(this.stateDir, `.serve.lock.${process.pid}.guard.hal0.tmp`);
+    const tmp = join(this.stateDir, `.${lockFile}.${process.pid}.guard.hal0.tmp`);
     try {
       writeFileSync(tmp, this.lock, { mode: 0o644 });
       linkSync(tmp, path);
-      this.logger.warn({ code: "server.lock_restored", lock: path }, "serve.lock was removed while hal0 serve runs: written again, so no second hal0 serve starts on this state folder");
+      this.logger.warn({ code: "server.lock_restored", lock: path }, `${lockFile} was removed while ${program} runs: written again, so no second ${program} starts on this state folder`);
     } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== "EEXIST") this.logger.error({ errno: (err as NodeJS.ErrnoException).code, message: (err as Error).message, lock: path }, "serve.lock was removed and could not be written again");
+      if ((err as NodeJS.ErrnoException).code !== "EEXIST") this.logger.error({ errno: (err as NodeJS.ErrnoException).code, message: (err as Error).message, lock: path }, `${lockFile} was removed and could not be written again`);
     } finally {
       rmSync(tmp, { force: true });
     }
@@ -144,8 +159,9 @@ export class StateGuard {
   private lockLost(path: string, pid: number): void {
     this.lost = true;
     this.stop();
-    const err = new ApiError("server.lock_lost", `${path} now names another process (pid ${pid}), not this hal0 serve (pid ${process.pid}): another hal0 serve took the state folder after its lock was removed; this one stops so the two do not both write it`, { lock: path, holder_pid: pid });
-    this.logger.error({ code: err.code, message: err.message }, "serve.lock lost");
+    const { program, lockFile } = this.holder;
+    const err = new ApiError("server.lock_lost", `${path} now names another process (pid ${pid}), not this ${program} (pid ${process.pid}): another ${program} took the state folder after its lock was removed; this one stops so the two do not both write it`, { lock: path, holder_pid: pid });
+    this.logger.error({ code: err.code, message: err.message }, `${lockFile} lost`);
     this.onLost(err);
   }
 
@@ -169,7 +185,10 @@ export class StateGuard {
       this.logger.error({ code: "state.folder_gone", errno: (err as NodeJS.ErrnoException).code, message: (err as Error).message }, "the state folder's records could not be put back");
     }
     const runners = restored.length === 0 ? "it had started no runner" : `its record of the runners it started is put back there (${restored.length} file${restored.length === 1 ? "" : "s"}), so hal0 status and hal0 down still find them`;
-    const err = new ApiError("state.folder_gone", `the state folder ${this.stateDir} was removed while hal0 serve ran: its database, tokens and locks went with it, so hal0 serve stops (its runners are left running); ${runners}; start hal0 serve again to go on with a new database and operator token`, { state: this.stateDir, restored });
+    const { program } = this.holder;
+    const lostWhat = program === "hal0 serve" ? "its database, tokens and locks went with it" : "its records and locks went with it";
+    const again = program === "hal0 serve" ? "start hal0 serve again to go on with a new database and operator token" : "start hal0 reconcile again to go on";
+    const err = new ApiError("state.folder_gone", `the state folder ${this.stateDir} was removed while ${program} ran: ${lostWhat}, so ${program} stops (its runners are left running); ${runners}; ${again}`, { state: this.stateDir, restored });
     this.logger.error({ code: err.code, message: err.message, restored }, "state folder gone");
     this.onLost(err);
   }

@@ -1,4 +1,4 @@
-import type { ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { existsSync, mkdtempSync, readFileSync, renameSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -102,6 +102,42 @@ describe("hal0 serve whose state folder is removed while it runs (real processes
       const gone = lines().filter((l) => l.code === "state.database_gone");
       expect(gone).toHaveLength(1);
       expect(gone[0].message).toContain(how === "removed" ? "was removed" : "was replaced by another file");
+    }
+  }, 60_000);
+
+  it("a hal0 reconcile loop whose state folder is removed: state.folder_gone once on stderr, the records put back, exit 1 (before, it failed sweep after sweep); its reconcile.lock removed by hand is written again", async () => {
+    const loopState = join(base, "state-loop");
+    const child = spawn(process.execPath, [join(import.meta.dirname, "../../bin/hal0.js"), "reconcile", "--config", config, "--state", loopState], { stdio: ["ignore", "pipe", "pipe"] });
+    let err = "";
+    child.stderr!.on("data", (c: Buffer) => (err += c.toString()));
+    const exited = exitOf(child);
+    try {
+      expect(await healthWithin(port, 20_000)).toBe(200);
+      const record = join(loopState, "slots/solo/runtime.json");
+      for (let i = 0; i < 100 && !existsSync(record); i++) await new Promise((r) => setTimeout(r, 100));
+      // The loop's lock, removed by hand, is put back as it was.
+      const lock = join(loopState, "reconcile.lock");
+      const before = readFileSync(lock, "utf8");
+      rmSync(lock);
+      for (let i = 0; i < 50 && !existsSync(lock); i++) await new Promise((r) => setTimeout(r, 100));
+      expect(readFileSync(lock, "utf8")).toBe(before);
+      expect(err).toContain("hal0 reconcile: server.lock_restored: reconcile.lock was removed while hal0 reconcile runs");
+      await new Promise((r) => setTimeout(r, 1200));
+      rmSync(loopState, { recursive: true, force: true });
+      // Before, the loop went on, each sweep failing on the missing folder.
+      expect(await Promise.race([exited, new Promise((r) => setTimeout(() => r("still running"), 10_000))])).toBe(1);
+      expect(err.match(/state\.folder_gone/g)).toHaveLength(1);
+      expect(err).toContain("hal0 reconcile: state.folder_gone: the state folder");
+      expect(err).not.toContain("sweep failed");
+      // The runner was left running, and its records are back for status and down.
+      expect(await healthWithin(port, 2000)).toBe(200);
+      expect(existsSync(record)).toBe(true);
+      expect(existsSync(join(loopState, "inventory.json"))).toBe(true);
+      const down = captureIo();
+      expect(await main(["down", "--config", config, "--state", loopState], down)).toBe(0);
+      expect(down.out() + down.err()).toContain("solo");
+    } finally {
+      child.kill("SIGKILL");
     }
   }, 60_000);
 });
