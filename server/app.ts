@@ -271,8 +271,8 @@ function toH3Path(path: string): string {
   return path.replace(/\{([a-z_]+)(?::path)?\}/g, ":$1");
 }
 
-/** One element of an `If-Match` list: an entity-tag (`"rev_…"`, `W/` let through), or a bare revision. */
-const IF_MATCH_ELEMENT = /^(?:(?:W\/)?"([\x21\x23-\x7e\x80-\xff]*)"|([\x21\x23-\x2b\x2d-\x7e]+))$/;
+/** One element of an `If-Match` list: an entity-tag (`"rev_…"`, weak `W/"…"` told apart), or a bare revision. */
+const IF_MATCH_ELEMENT = /^(?:(W\/)?"([\x21\x23-\x7e\x80-\xff]*)"|([\x21\x23-\x2b\x2d-\x7e]+))$/;
 
 /**
  * The revision(s) an `If-Match` names (RFC 9110 §13.1.1): `*` (any current
@@ -289,7 +289,9 @@ function ifMatch(v: string | undefined): string | readonly string[] | undefined 
     if (element === "") continue; // an empty list element (`a, , b`) is no element (RFC 9110 §5.6.1)
     const m = IF_MATCH_ELEMENT.exec(element);
     if (!m) throw new ApiError("request.invalid_header", `If-Match must be * or a list of revisions (If-Match: "rev_…"), not ${JSON.stringify(element.slice(0, 80))}`, { header: "if-match" });
-    tags.push(m[1] ?? m[2]!);
+    // If-Match compares strongly (RFC 9110 §13.1.1): a weak tag matches nothing, so it would hold no write back. Said, not taken as the revision.
+    if (m[1] !== undefined) throw new ApiError("request.invalid_header", `If-Match compares revisions strongly: a weak tag (${JSON.stringify(element.slice(0, 80))}) never matches; send the revision as a reply gave it (If-Match: "rev_…")`, { header: "if-match" });
+    tags.push(m[2] ?? m[3]!);
   }
   if (tags.length === 0 || tags.includes("*")) return undefined;
   const unique = [...new Set(tags)];

@@ -230,7 +230,7 @@ describe("slot writes", () => {
     expect(listed.status, JSON.stringify(listed.body)).toBe(200);
     expect(read("chat")).toMatch(/priority = 92/);
     // none of them holds: stale, naming the known one and the file
-    const stale = await s.call("PUT", "/api/slots/chat/config", { body: { priority: 93 }, headers: { "if-match": `"${r1}",W/"${r2}"` } });
+    const stale = await s.call("PUT", "/api/slots/chat/config", { body: { priority: 93 }, headers: { "if-match": `"${r1}","${r2}"` } });
     expect(stale.status).toBe(409);
     expect(stale.body.error).toMatchObject({ code: "config.stale", details: { files: ["slots/chat.toml"] } });
     // the header sent twice is one list
@@ -248,6 +248,13 @@ describe("slot writes", () => {
       expect(res.status, bad).toBe(400);
       expect(res.body.error).toMatchObject({ code: "request.invalid_header", details: { header: "if-match" } });
     }
+    expect(read("chat")).toMatch(/priority = 96/);
+    // A weak tag never matches (If-Match compares strongly): the current revision sent weak is 400, not taken as it (before: 200).
+    const now = (await s.call("GET", "/api/slots/chat/config")).body.revision;
+    const weak = await s.call("PUT", "/api/slots/chat/config", { body: { priority: 98 }, headers: { "if-match": `W/"${now}"` } });
+    expect(weak.status).toBe(400);
+    expect(weak.body.error).toMatchObject({ code: "request.invalid_header", details: { header: "if-match" } });
+    expect(weak.body.error.message).toContain("a weak tag");
     expect(read("chat")).toMatch(/priority = 96/);
   });
 
