@@ -230,14 +230,19 @@ async function applyHermesChange(change: HermesChange, state: StateStore, option
   }
   const written = fillBearer(after.mcp_servers, credentials ? () => credentials.token(identity) : undefined);
   await convergeHermesFile(after.file, written, before.managed_ids);
-  const recorded = credentials ? after.mcp_servers : written;
+  // A merge with a hand edit kept under drift = "warn" records hal0's own entries (`desired`), not the file's: the edit
+  // stays one, and the next merge's base is what hal0 wanted.
+  const recorded = after.desired ?? (credentials ? after.mcp_servers : fillBearer(after.mcp_servers, undefined));
   await serial(async () => {
-    // A write of the token alone (the entries as they were, a hand edit kept under drift = "warn") leaves the record of
-    // what hal0 last wrote as it was: the hand edit stays one.
+    // A write of the token alone (the entries as they were, a hand edit kept under drift = "warn", in a record kept
+    // before merges were) leaves the record of what hal0 last wrote as it was: the hand edit stays one.
     const all = await state.readHermesManaged();
     const known = after.profile === null ? all.default : all.profiles[after.profile];
-    const applied = known?.applied !== undefined && hashOf(before.mcp_servers) === hashOf(after.mcp_servers) ? known.applied : hashOf(recorded);
-    await state.recordHermesManaged(after.profile, { ids: after.managed_ids, applied });
+    if (after.desired === undefined && known?.applied !== undefined && known.base === undefined && hashOf(before.mcp_servers) === hashOf(after.mcp_servers)) {
+      await state.recordHermesManaged(after.profile, { ids: after.managed_ids, applied: known.applied });
+      return;
+    }
+    await state.recordHermesManaged(after.profile, { ids: after.managed_ids, applied: hashOf(recorded), base: recorded });
   });
 }
 

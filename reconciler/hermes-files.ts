@@ -3,7 +3,7 @@ import { constants, statSync, type Dirent } from "node:fs";
 import { lstat, open, readdir, readlink } from "node:fs/promises";
 import { dirname, isAbsolute, join } from "node:path";
 import { removeStaleTemps, replaceFileKeeping } from "./atomic.js";
-import { applyHal0Keys } from "./hermes-wire.js";
+import { applyHal0Keys, keepFileCredentials } from "./hermes-wire.js";
 import type { ObservedHermesProfile } from "./observed.js";
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
@@ -185,7 +185,8 @@ async function foreignLink(file: string, owner: number): Promise<string | undefi
 export async function convergeHermesFile(file: string, desired: Readonly<Record<string, unknown>>, ownedIds: readonly string[]): Promise<boolean> {
   const text = await readHermesFile(file);
   if (text === undefined) throw new HermesReadError(file, "it does not exist (it was removed)");
-  const next = applyHal0Keys(text, desired, ownedIds);
+  // Entries kept as a person edited them hold their credentials only redacted: the file's own values go back in.
+  const next = applyHal0Keys(text, keepFileCredentials(text, desired), ownedIds);
   if (next === text) return false;
   // The profile's token is a secret: a file that carries it keeps its owner's and group's bits, never others'.
   const written = await replaceFileKeeping(file, next, carriesToken(desired) ? { maxMode: 0o770 } : {});

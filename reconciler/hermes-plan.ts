@@ -145,13 +145,25 @@ export function planHermesProfile(model: Model, profile: string | null, text: st
   const reason = reasonFor(current, desired, managed);
   // `[reconcile] drift = "warn"`: a hand edit of hal0's keys is reported, not undone.
   if (reason === "drifted" && model.settings.reconcile.drift === "warn" && !options.enforce) {
-    const edited = diffPaths("mcp_servers", current, desired);
-    const drifted: PlanWarning = { address, code: "hermes.drifted", message: `hal0's keys in ${file} were edited by hand (${edited.join(", ")}); drift = "warn": left as they are` };
+    const base = baseOf(managed, desired);
+    // A three-way merge against what hal0 last wrote (`base`): hal0's own changes since then reach the keys the person
+    // left alone, the person's edits stay, and a key both changed keeps the person's value and is reported.
+    const merge = base === undefined ? { value: current, conflicts: [] as string[] } : merge3("mcp_servers", base, current, desired);
+    const merged = isRecord(merge.value) ? merge.value : {};
+    const edited = diffPaths("mcp_servers", merged, desired);
+    const kept: PlanWarning[] = edited.length === 0 ? [] : [{ address, code: "hermes.drifted", message: `hal0's keys in ${file} were edited by hand (${edited.join(", ")}); drift = "warn": left as they are` }];
+    if (merge.conflicts.length > 0) {
+      kept.push({ address, code: "hermes.drift_conflict", message: `${file}: ${merge.conflicts.join(", ")} ${merge.conflicts.length === 1 ? "was" : "were"} edited by hand and hal0 now wants ${merge.conflicts.length === 1 ? "it" : "them"} changed too; drift = "warn": the hand edit is kept and hal0's change not made (undo the edit, or run with drift = "enforce", to have it)` });
+    }
     // A bearer that is not the live token (rotated, revoked) is not a hand edit, and left as it is it locks the profile
-    // out: it is written even so, into the entries as the person left them (the edit kept, and still reported).
-    const bearer = bearerPaths(current, current, bearers, options.token);
-    if (bearer.length > 0) return { change: hermesChange(address, "update", "changed", bearer, before, { ...before, mcp_servers: current }), warnings: [...warnings, drifted] };
-    return { change: hermesChange(address, "no-op", "drifted", edited, before, after), warnings: [...warnings, drifted] };
+    // out: it is written even so, into the entries as merged (the edit kept, and still reported).
+    const changedPaths = [...new Set([...diffPaths("mcp_servers", current, merged), ...bearerPaths(current, merged, bearers, options.token)])].sort();
+    if (changedPaths.length === 0) return { change: hermesChange(address, "no-op", "drifted", edited, before, after), warnings: [...warnings, ...kept] };
+    // `desired`: what hal0 records as written (the next merge's base), while the file gets the merge. (A record without a
+    // base, kept before merges were, gets the token alone, its ids as they were.)
+    const ids = [...new Set([...Object.keys(merged), ...after.managed_ids])].filter((id) => !(HAL0_SERVER_IDS as readonly string[]).includes(id)).sort();
+    const mergedView: HermesView = base === undefined ? { ...before, mcp_servers: current } : { ...after, mcp_servers: merged, managed_ids: ids, desired };
+    return { change: hermesChange(address, "update", "changed", changedPaths, before, mergedView), warnings: [...warnings, ...kept] };
   }
   return { change: hermesChange(address, "update", reason, paths, before, after), warnings };
 }
@@ -168,6 +180,49 @@ function bearerPaths(current: Record<string, unknown>, desired: Record<string, u
     if (now !== BEARER_PLACEHOLDER || headersOf(desired[id]).Authorization !== BEARER_PLACEHOLDER) return false;
     return token === null || bearers[id] === undefined || fingerprint(bearers[id]!) !== token;
   }).map((id) => `mcp_servers.${id}.headers.Authorization`);
+}
+
+/**
+ * What hal0 last wrote into a profile (redacted), when the record holds it and
+ * it matches the record's digest. A record kept before the base was (its
+ * digest alone) has one only while hal0 still wants what it wrote then.
+ */
+function baseOf(managed: HermesManagedProfile | undefined, desired: Record<string, unknown>): Record<string, unknown> | undefined {
+  if (managed?.applied === undefined) return undefined;
+  const base = managed.base ?? desired;
+  return isRecord(base) && hashOf(base) === managed.applied ? base : undefined;
+}
+
+/** A key absent on one side. */
+const ABSENT = Symbol("absent");
+
+/**
+ * The three-way merge of one value: `base` what hal0 last wrote, `mine` the
+ * file now (the person's edits), `theirs` what hal0 wants now. A side that
+ * did not move from the base yields to the other; two maps merge key by key;
+ * anything else changed on both sides differently is a conflict at `path`,
+ * which keeps the file's value. ABSENT is a key that is not there.
+ */
+function merge3(path: string, base: unknown, mine: unknown, theirs: unknown): { value: unknown; conflicts: string[] } {
+  if (sameOrAbsent(mine, base)) return { value: theirs, conflicts: [] };
+  if (sameOrAbsent(theirs, base) || sameOrAbsent(mine, theirs)) return { value: mine, conflicts: [] };
+  if (isRecord(base) && isRecord(mine) && isRecord(theirs)) {
+    const value: Record<string, unknown> = {};
+    const conflicts: string[] = [];
+    // hal0's order of keys first (an entry is written in it), then the person's own.
+    for (const k of new Set([...Object.keys(theirs), ...Object.keys(mine), ...Object.keys(base)])) {
+      const at = (o: Record<string, unknown>) => (Object.hasOwn(o, k) ? o[k] : ABSENT);
+      const one = merge3(`${path}.${k}`, at(base), at(mine), at(theirs));
+      if (one.value !== ABSENT) value[k] = one.value;
+      conflicts.push(...one.conflicts);
+    }
+    return { value, conflicts };
+  }
+  return { value: mine, conflicts: [path] };
+}
+
+function sameOrAbsent(a: unknown, b: unknown): boolean {
+  return a === ABSENT || b === ABSENT ? a === b : sameKeys(a, b);
 }
 
 function headersOf(entry: unknown): Record<string, unknown> {

@@ -142,8 +142,8 @@ export function redactHal0Keys(current: Readonly<Record<string, unknown>>): { vi
     for (const [name, value] of Object.entries(headers)) {
       if (!isAuthorization(name)) redacted[name] = value;
       else {
-        const m = name === "Authorization" && typeof value === "string" ? /^Bearer (\S+)$/.exec(value) : null;
-        redacted[name] = m ? BEARER_PLACEHOLDER : REDACTED;
+        redacted[name] = redactHeader(name, value);
+        const m = redacted[name] === BEARER_PLACEHOLDER ? /^Bearer (\S+)$/.exec(value as string) : null;
         if (m) bearers[id] = m[1]!;
       }
     }
@@ -175,6 +175,39 @@ export function fillBearer(entries: Readonly<Record<string, unknown>>, token: ((
       const { headers: _headers, ...bare } = entry;
       out[id] = Object.keys(rest).length > 0 ? { ...bare, headers: rest } : bare;
     }
+  }
+  return out;
+}
+
+function redactHeader(name: string, value: unknown): string {
+  return name === "Authorization" && typeof value === "string" && /^Bearer \S+$/.test(value) ? BEARER_PLACEHOLDER : REDACTED;
+}
+
+/**
+ * `entries` with each redacted credential header (`Bearer [redacted]`,
+ * `[redacted]`) that the file `text` holds under the same entry and name,
+ * redacting to the same, given back its value from the file: an entry kept
+ * as a person edited it (drift = "warn") keeps their credential. One the
+ * file does not hold is left out: a placeholder is never written. Run after
+ * `fillBearer`, which gives hal0's two servers the live token.
+ */
+export function keepFileCredentials(text: string, entries: Readonly<Record<string, unknown>>): Record<string, unknown> {
+  const file = serversJs(parse(text));
+  const out: Record<string, unknown> = {};
+  for (const [id, entry] of Object.entries(entries)) {
+    const headers = isRecord(entry) ? entry.headers : undefined;
+    if (!isRecord(entry) || !isRecord(headers) || !Object.entries(headers).some(([name, value]) => isAuthorization(name) && (value === BEARER_PLACEHOLDER || value === REDACTED))) {
+      out[id] = entry;
+      continue;
+    }
+    const inFile = isRecord(file[id]) && isRecord((file[id] as Record<string, unknown>).headers) ? ((file[id] as Record<string, unknown>).headers as Record<string, unknown>) : {};
+    const kept: Record<string, unknown> = {};
+    for (const [name, value] of Object.entries(headers)) {
+      if (!isAuthorization(name) || (value !== BEARER_PLACEHOLDER && value !== REDACTED)) kept[name] = value;
+      else if (Object.hasOwn(inFile, name) && redactHeader(name, inFile[name]) === value) kept[name] = inFile[name];
+    }
+    const { headers: _headers, ...bare } = entry;
+    out[id] = Object.keys(kept).length > 0 ? { ...bare, headers: kept } : bare;
   }
   return out;
 }

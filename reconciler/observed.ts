@@ -166,6 +166,13 @@ export interface HermesManagedProfile {
   readonly ids: readonly string[];
   /** hashOf the hal0 keys last written (absent: hal0 never wrote this file). */
   readonly applied?: string;
+  /**
+   * The hal0 keys last written, as plans show them (every bearer `Bearer
+   * [redacted]`): the base of the three-way merge that, under drift =
+   * "warn", brings hal0's later changes into a profile edited by hand.
+   * Absent in records written before it was kept.
+   */
+  readonly base?: Readonly<Record<string, unknown>>;
 }
 
 

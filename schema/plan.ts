@@ -170,6 +170,12 @@ export interface HermesView {
   readonly mcp_servers: Readonly<Record<string, unknown>>;
   /** The joined installed-server ids hal0 owns in this file (before: recorded; after: once applied). */
   readonly managed_ids: readonly string[];
+  /**
+   * Only in an `after` whose `mcp_servers` is a merge of hal0's entries with
+   * a hand edit kept under drift = "warn": hal0's own entries, which the
+   * executor records as what it last wrote (the next merge's base).
+   */
+  readonly desired?: Readonly<Record<string, unknown>>;
 }
 
 const FullTuneSchema: z.ZodType<FullTune> = z.object({
@@ -214,6 +220,7 @@ export const HermesViewSchema: z.ZodType<HermesView> = z.object({
   file: z.string(),
   mcp_servers: z.record(z.string(), z.unknown()),
   managed_ids: z.array(z.string()),
+  desired: z.record(z.string(), z.unknown()).optional(),
 });
 
 // ── Changes ──────────────────────────────────────────────────────────────────

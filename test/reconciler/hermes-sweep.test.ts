@@ -439,3 +439,95 @@ describe("hal0 down's plan", () => {
     expect(planChanges(model, observed, inventory, { destroy: true }).changes.filter((c) => c.kind === "hermes")).toEqual([]);
   });
 });
+
+describe("drift = \"warn\": hal0's later changes reach a profile edited by hand (a three-way merge with what hal0 last wrote)", () => {
+  /** A wired box under drift = "warn", with its hal0.toml's path and a way to move the server's port. */
+  async function warned() {
+    const b = box("127.0.0.1", true);
+    const toml = join(b.dir, "etc", "hal0.toml");
+    writeFileSync(toml, `${readFileSync(toml, "utf8")}\n[reconcile]\ndrift = "warn"\n`);
+    expect((await b.sweeper.sweep()).outcome).toBe("converged");
+    const port = (n: number) => writeFileSync(toml, readFileSync(toml, "utf8").replace(/host = "127.0.0.1"\n(port = \d+\n)?/, `host = "127.0.0.1"\nport = ${n}\n`));
+    const entry = (p: string, id: string) => (parse(readFileSync(b.file(p), "utf8")) as { mcp_servers: Record<string, Record<string, unknown>> }).mcp_servers[id];
+    return { ...b, toml, port, entry };
+  }
+
+  it("a new port, a new installed server and a rotated token all reach a profile whose hal0-admin timeout was edited by hand; the edit stays and is reported, and nothing is written once converged", async () => {
+    const { dir, state, sweeper, tokens, file, port, entry } = await warned();
+    writeFileSync(file("a"), readFileSync(file("a"), "utf8").replace("timeout: 60", "timeout: 7"));
+    port(8090);
+    const moved = await sweeper.sweep();
+    expect(moved.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "update", reason: "changed", changed_paths: ["mcp_servers.hal0-admin.url", "mcp_servers.hal0-memory.url"] });
+    expect(moved.plan!.warnings).toContainEqual(expect.objectContaining({ address: "hermes.a", code: "hermes.drifted", message: expect.stringContaining("(mcp_servers.hal0-admin.timeout)") }));
+    expect(moved.plan!.warnings.map((w) => w.code)).not.toContain("hermes.drift_conflict");
+    expect(entry("a", "hal0-admin")).toMatchObject({ url: "http://127.0.0.1:8090/mcp/admin", timeout: 7 });
+    expect(entry("a", "hal0-memory")).toMatchObject({ url: "http://127.0.0.1:8090/mcp/memory", timeout: 60 });
+    expect(entry("b", "hal0-admin")).toMatchObject({ url: "http://127.0.0.1:8090/mcp/admin", timeout: 60 });
+    // The entry keeps hal0's order of keys, as it was first written.
+    expect(Object.keys(entry("a", "hal0-admin")!)).toEqual(Object.keys(entry("b", "hal0-admin")!));
+    expect(readFileSync(file("a"), "utf8").startsWith("# profile a\nmodel:\n  default: x   # keep\n")).toBe(true);
+    // What hal0 records as written is its own entries (the next merge's base), redacted: the edit stays the person's.
+    const managed = JSON.parse(readFileSync(join(state.dir, "hermes-managed.json"), "utf8")) as { profiles: Record<string, { base: Record<string, { timeout: number; headers: { Authorization: string } }> }> };
+    expect(managed.profiles.a!.base["hal0-admin"]).toMatchObject({ timeout: 60, headers: { Authorization: "Bearer [redacted]" } });
+    const settled = readFileSync(file("a"), "utf8");
+    const again = await sweeper.sweep();
+    expect(again.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "no-op", reason: "drifted", changed_paths: ["mcp_servers.hal0-admin.timeout"] });
+    expect(readFileSync(file("a"), "utf8")).toBe(settled);
+
+    // An installed server exposed to Hermes is joined into the edited profile too.
+    mkdirSync(join(dir, "etc", "mcp-servers"));
+    writeFileSync(join(dir, "etc", "mcp-servers", "inventory.toml"), 'name = "Inventory"\nspec = "npx:inventory-mcp"\ntransport = "streamable-http"\nurl = "http://127.0.0.1:9300/mcp"\n\n[exposure]\nhermes = true\n');
+    const joined = await sweeper.sweep();
+    expect(joined.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "update", reason: "changed", changed_paths: ["mcp_servers.inventory"] });
+    expect(entry("a", "inventory")).toEqual({ type: "http", url: "http://127.0.0.1:9300/mcp", timeout: 60 });
+    expect(entry("a", "hal0-admin")).toMatchObject({ timeout: 7 });
+
+    // A rotated token reaches it as well.
+    const rotated = tokens!.rotate("hermes__a");
+    await sweeper.sweep();
+    expect(entry("a", "hal0-admin")).toMatchObject({ timeout: 7, headers: { Authorization: `Bearer ${rotated.token}` } });
+    expect(entry("a", "hal0-memory")).toMatchObject({ headers: { Authorization: `Bearer ${rotated.token}` } });
+    for (const f of readdirSync(state.dir).filter((f) => f.endsWith(".json"))) expect(readFileSync(join(state.dir, f), "utf8"), f).not.toMatch(/hal0_ag_/);
+
+    // The person undoes their edit: the profile is hal0's again, nothing reported.
+    writeFileSync(file("a"), readFileSync(file("a"), "utf8").replace("timeout: 7", "timeout: 60"));
+    const clean = await sweeper.sweep();
+    expect(clean.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "no-op", reason: "unchanged" });
+    expect(clean.plan!.warnings.filter((w) => w.address === "hermes.a")).toEqual([]);
+  });
+
+  it("a key both the person and hal0 changed keeps the person's value and is reported as a conflict; the rest of hal0's change is made; drift = \"enforce\" then makes it", async () => {
+    const { sweeper, file, toml, port, entry } = await warned();
+    writeFileSync(file("a"), readFileSync(file("a"), "utf8").replace("url: http://127.0.0.1:8080/mcp/admin", "url: http://10.0.0.5:9999/mcp/admin"));
+    port(8090);
+    const report = await sweeper.sweep();
+    expect(report.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "update", reason: "changed", changed_paths: ["mcp_servers.hal0-memory.url"] });
+    expect(report.plan!.warnings).toContainEqual(expect.objectContaining({ address: "hermes.a", code: "hermes.drift_conflict", message: expect.stringContaining("mcp_servers.hal0-admin.url was edited by hand") }));
+    expect(entry("a", "hal0-admin")).toMatchObject({ url: "http://10.0.0.5:9999/mcp/admin" });
+    expect(entry("a", "hal0-memory")).toMatchObject({ url: "http://127.0.0.1:8090/mcp/memory" });
+    // Reported once as a conflict; from then on it is the person's edit, reported as drift.
+    const again = await sweeper.sweep();
+    expect(again.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "no-op", reason: "drifted" });
+    expect(again.plan!.warnings.map((w) => w.code)).toEqual(["hermes.drifted"]);
+    writeFileSync(toml, readFileSync(toml, "utf8").replace('drift = "warn"', 'drift = "enforce"'));
+    await sweeper.sweep();
+    expect(entry("a", "hal0-admin")).toMatchObject({ url: "http://127.0.0.1:8090/mcp/admin" });
+  });
+
+  it("a credential the person added to an entry hal0 joined stays in the file as they wrote it when hal0 changes that entry's other keys", async () => {
+    const { dir, sweeper, file, port, entry } = await warned();
+    mkdirSync(join(dir, "etc", "mcp-servers"));
+    const inventory = join(dir, "etc", "mcp-servers", "inventory.toml");
+    writeFileSync(inventory, 'name = "Inventory"\nspec = "npx:inventory-mcp"\ntransport = "streamable-http"\nurl = "http://127.0.0.1:9300/mcp"\n\n[exposure]\nhermes = true\n');
+    await sweeper.sweep();
+    writeFileSync(file("a"), readFileSync(file("a"), "utf8").replace("url: http://127.0.0.1:9300/mcp\n", "url: http://127.0.0.1:9300/mcp\n    headers:\n      Authorization: Bearer my-own-secret\n      authorization: Basic b3duOnNlY3JldA==\n"));
+    writeFileSync(inventory, readFileSync(inventory, "utf8").replace("9300", "9301"));
+    port(8090);
+    const report = await sweeper.sweep();
+    expect(report.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "update", reason: "changed" });
+    expect(JSON.stringify(report.plan)).not.toContain("my-own-secret");
+    expect(entry("a", "inventory")).toEqual({ type: "http", url: "http://127.0.0.1:9301/mcp", timeout: 60, headers: { Authorization: "Bearer my-own-secret", authorization: "Basic b3duOnNlY3JldA==" } });
+    expect(readFileSync(file("a"), "utf8")).not.toContain("[redacted]");
+    expect(entry("a", "hal0-admin")).toMatchObject({ url: "http://127.0.0.1:8090/mcp/admin" });
+  });
+});
