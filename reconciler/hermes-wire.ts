@@ -234,7 +234,12 @@ export function applyHal0Keys(text: string, desired: Readonly<Record<string, unk
     if (wanted.length === 0) return text;
     const rootPair = yaml().isMap(root) ? findPair(root, "mcp_servers") : undefined;
     const block = `mcp_servers:${eol}${wanted.map((id) => renderEntry(id, desired[id], 2, eol)).join("")}`;
-    if (!rootPair) return `${text}${text === "" || text.endsWith("\n") ? "" : eol}${block}`;
+    if (!rootPair) {
+      // Inside the document: before its end marker (`...`), after which the block would be a second document.
+      const at = documentEnd(text, doc);
+      const head = text.slice(0, at);
+      return `${head}${head === "" || head.endsWith("\n") ? "" : eol}${block}${text.slice(at)}`;
+    }
     // `mcp_servers:` with no value (or `{}`): its line becomes the block.
     const start = lineStart(text, (rootPair.key as Node).range![0]);
     const end = lineEnd(text, ((rootPair.value as Node | null)?.range ?? (rootPair.key as Node).range!)[1]);
@@ -357,6 +362,19 @@ function indentBlock(block: string, indent: number, eol: string): string {
 function serversJs(doc: Document.Parsed): Record<string, unknown> {
   const js = doc.toJS({ maxAliasCount: MAX_ALIASES }) as unknown;
   return isRecord(js) && isRecord(js.mcp_servers) ? js.mcp_servers : {};
+}
+
+/**
+ * Where text may be added at the end of the document: the start of the line
+ * of its end marker (`...`, after the contents, with only comments between),
+ * or the end of the text when it has none.
+ */
+function documentEnd(text: string, doc: Document.Parsed): number {
+  if (!doc.directives?.docEnd) return text.length;
+  const marker = /^\.\.\.(?=[ \t\r\n#]|$)/gm;
+  marker.lastIndex = doc.contents?.range?.[1] ?? doc.range[1];
+  const m = marker.exec(text);
+  return m === null ? text.length : m.index;
 }
 
 function splice(text: string, edits: readonly Edit[]): string {

@@ -220,6 +220,17 @@ describe("hermes-wire", () => {
     expect(wire("model: x")).toBe(`model: x\n${wire("").trimStart()}`);
   });
 
+  it("creates mcp_servers inside a document closed by an end marker (`...`), not after it, where it would be a second document Hermes cannot load", () => {
+    for (const text of ["model: x\n...\n", "---\nmodel: x\n# note\n... # end\n# after\n", "---\n...\n", "model: x\n..."]) {
+      const out = wire(text);
+      expect(() => parse(out), JSON.stringify(out)).not.toThrow();
+      expect(parse(out), JSON.stringify(out)).toMatchObject({ mcp_servers: { "hal0-admin": { url: `${BASE}/mcp/admin` } } });
+      // The marker and what follows it stay, after hal0's lines; wiring again changes nothing.
+      expect(out.slice(out.lastIndexOf("\n  hal0-memory:"))).toMatch(/\n\.\.\.[^\n]*\n?(# after\n)?$/);
+      expect(wire(out)).toBe(out);
+    }
+  });
+
   it("refuses a file that is not YAML it can edit", () => {
     expect(() => wire("model: [unclosed\n")).toThrow(HermesYamlError);
     expect(() => wire("- a list\n")).toThrow(HermesYamlError);
