@@ -251,11 +251,12 @@ export function applyHal0Keys(text: string, desired: Readonly<Record<string, unk
   const edits: Edit[] = [];
   let appendAt = servers.items.length > 0 ? pairSpan(text, servers.items[servers.items.length - 1]!).end : lineEnd(text, servers.range![1]);
   let appended = "";
+  const rewritten = withAliasesOf(servers, ids, new Set(ids.filter((id) => findPair(servers, id) && (!Object.hasOwn(desired, id) || !same(js[id] ?? null, desired[id])))));
   for (const id of ids) {
     const pair = findPair(servers, id);
     const want = Object.hasOwn(desired, id);
     if (pair && !want) edits.push({ ...pairSpan(text, pair), text: "" });
-    else if (pair && want && !same(js[id] ?? null, desired[id])) edits.push({ ...pairSpan(text, pair), text: renderEntry(id, desired[id], indent, eol) });
+    else if (pair && want && rewritten.has(id)) edits.push({ ...pairSpan(text, pair), text: renderEntry(id, desired[id], indent, eol) });
     else if (!pair && want) appended += renderEntry(id, desired[id], indent, eol);
   }
   if (appended !== "") {
@@ -314,6 +315,39 @@ function refuseSharedAnchors(doc: Document.Parsed, servers: YAMLMap, ids: readon
       if (id !== undefined) throw new HermesYamlError(`mcp_servers.${id} holds the anchor &${a.source}, which the rest of the file uses (*${a.source}); hal0 replaces its entries whole, so move that anchor out of it`);
     },
   });
+}
+
+/**
+ * `edited` (the ids of hal0's entries about to be replaced or removed), with
+ * every other of hal0's entries `ids` that uses an anchor one of them holds
+ * (`headers: *h` under hal0-memory, `&h` under hal0-admin): written whole
+ * too, or the alias would be left pointing at nothing.
+ */
+function withAliasesOf(servers: YAMLMap, ids: readonly string[], edited: Set<string>): Set<string> {
+  const anchorsOf = (pair: Pair) => {
+    const out: string[] = [];
+    for (const node of [pair.key, pair.value]) yaml().visit(node as Node, { Node: (_, n) => void (yaml().isNode(n) && n.anchor ? out.push(n.anchor) : undefined) });
+    return out;
+  };
+  const aliasesOf = (pair: Pair) => {
+    const out: string[] = [];
+    for (const node of [pair.key, pair.value]) yaml().visit(node as Node, { Alias: (_, a) => void out.push(a.source) });
+    return out;
+  };
+  for (let grew = true; grew;) {
+    grew = false;
+    const gone = new Set([...edited].flatMap((id) => {
+      const pair = findPair(servers, id);
+      return pair ? anchorsOf(pair) : [];
+    }));
+    for (const id of ids) {
+      const pair = findPair(servers, id);
+      if (pair === undefined || edited.has(id) || !aliasesOf(pair).some((a) => gone.has(a))) continue;
+      edited.add(id);
+      grew = true;
+    }
+  }
+  return edited;
 }
 
 /** The block map under `mcp_servers`, or undefined when the key is absent, empty or `{}`. */

@@ -231,6 +231,15 @@ describe("hermes-wire", () => {
     }
   });
 
+  it("an entry of hal0's that uses an anchor of one hal0 rewrites (headers: *h beside &h) is rewritten too, not left with an alias to nothing", () => {
+    const shared = `model: x\nmcp_servers:\n  hal0-admin:\n    type: http\n    url: ${BASE}/mcp/admin\n    timeout: 5\n    headers: &h\n      Authorization: "Bearer ${TOKEN}"\n  hal0-memory:\n    type: http\n    url: ${BASE}/mcp/memory\n    timeout: 60\n    headers: *h\n  mine:\n    url: http://x\n`;
+    const out = wire(shared);
+    expect(() => parse(out)).not.toThrow();
+    expect(parse(out)).toEqual({ model: "x", mcp_servers: { ...fillBearer(desired(shared), () => TOKEN), mine: { url: "http://x" } } });
+    expect(out).not.toContain("*h");
+    expect(wire(out)).toBe(out);
+  });
+
   it("refuses a file that is not YAML it can edit", () => {
     expect(() => wire("model: [unclosed\n")).toThrow(HermesYamlError);
     expect(() => wire("- a list\n")).toThrow(HermesYamlError);
