@@ -16,7 +16,7 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true });
  * or a folder name that cannot be an agent identity (`hermes__<p>` must match
  * `[A-Za-z0-9_-]{1,64}`) is skipped, and a profiles folder hal0 cannot read
  * (permission denied) holds none it can see. A config.yaml hal0 cannot read (a
- * folder, a pipe, a loop of links, permission denied, a link to a file its
+ * folder, a pipe, a loop of links, a link to nothing, permission denied, a link to a file its
  * maker does not own) is observed with `unreadable` (why) and left alone by
  * the plan: one profile never stops the sweep, a plan or `hal0 down` from
  * converging the rest of the box.
@@ -107,7 +107,8 @@ export class HermesReadError extends Error {
 }
 
 /**
- * A Hermes config file's text; undefined when it does not exist. Anything
+ * A Hermes config file's text; undefined when it does not exist (a symbolic
+ * link to nothing is there, and refused as below). Anything
  * else that is not a readable regular file of UTF-8 text is
  * `HermesReadError`: opened without blocking, so a pipe in its place is
  * refused rather than waited on for ever; bytes that are not UTF-8 are not
@@ -120,6 +121,9 @@ export async function readHermesFile(file: string): Promise<string | undefined> 
     handle = await open(file, constants.O_RDONLY | constants.O_NONBLOCK);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
+    // A symbolic link to nothing (a dotfiles checkout moved) is a profile whose file is broken, not one that has none.
+    const target = code === "ENOENT" ? await readlink(file).catch(() => undefined) : undefined;
+    if (target !== undefined) throw new HermesReadError(file, `it is a symbolic link to ${target}, which does not exist`);
     if (code === "ENOENT" || code === "ENOTDIR") return undefined;
     throw new HermesReadError(file, code === "ELOOP" ? "it is a loop of symbolic links (ELOOP)" : code === "EACCES" || code === "EPERM" ? `permission denied (${code})` : `${code ?? (err as Error).message}`);
   }

@@ -101,6 +101,25 @@ describe("Hermes profiles in the sweep", () => {
     expect(readFileSync(file("b"), "utf8")).toBe(unwired);
   });
 
+  it("a wired profile whose config.yaml became a symbolic link to nothing (its dotfiles checkout moved) is reported and left alone, not dropped from the plan in silence; the link mended, it is wired again", async () => {
+    const { dir, sweeper, file } = box("127.0.0.1");
+    await sweeper.sweep();
+    const dotfiles = join(dir, "dotfiles");
+    mkdirSync(dotfiles);
+    renameSync(file("a"), join(dotfiles, "hermes-a.yaml"));
+    symlinkSync(join(dir, "moved", "hermes-a.yaml"), file("a"));
+    const report = await sweeper.sweep();
+    expect(report.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "no-op", reason: "invalid_yaml" });
+    expect(report.plan!.warnings).toContainEqual(expect.objectContaining({ address: "hermes.a", code: "hermes.invalid_yaml", message: expect.stringContaining(`it is a symbolic link to ${join(dir, "moved", "hermes-a.yaml")}, which does not exist`) }));
+    expect(report.plan!.changes.filter((c) => c.action === "delete")).toEqual([]);
+    expect(lstatSync(file("a")).isSymbolicLink()).toBe(true);
+    rmSync(file("a"));
+    symlinkSync(join(dotfiles, "hermes-a.yaml"), file("a"));
+    const mended = await sweeper.sweep();
+    expect(mended.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "no-op", reason: "unchanged" });
+    expect(mended.plan!.warnings).toEqual([]);
+  });
+
   it("a profile's config.yaml that is a symbolic link (a dotfiles checkout) stays one; the file it leads to is wired and keeps its mode", async () => {
     const { dir, sweeper, file } = box("127.0.0.1");
     const dotfiles = join(dir, "dotfiles");
