@@ -69,9 +69,28 @@ export class HermesYamlError extends Error {}
 const TIMEOUT_S = 60;
 
 export function readOptions(text: string): Hal0Options {
-  const js = parse(text).toJS({ maxAliasCount: MAX_ALIASES }) as unknown;
+  const doc = parse(text);
+  return { wire_mcp: switchOf(doc, "wire_mcp") !== false, memory_private: switchOf(doc, "memory_private") === true };
+}
+
+/** The YAML 1.1 booleans Hermes (PyYAML) reads from a plain scalar, which YAML 1.2 reads as strings. */
+const YAML11_BOOLEANS: Readonly<Record<string, boolean>> = Object.fromEntries(
+  ["yes", "Yes", "YES", "on", "On", "ON"].map((w) => [w, true]).concat(["no", "No", "NO", "off", "Off", "OFF"].map((w) => [w, false])),
+);
+
+/**
+ * One switch of the profile's `hal0:` table as Hermes reads the file: a
+ * boolean, also when written `yes`/`no`/`on`/`off` (YAML 1.1, which Hermes
+ * speaks); undefined when absent or anything else (a quoted "no" is a string).
+ */
+function switchOf(doc: Document.Parsed, key: string): boolean | undefined {
+  const js = doc.toJS({ maxAliasCount: MAX_ALIASES }) as unknown;
   const hal0 = isRecord(js) && isRecord(js.hal0) ? js.hal0 : {};
-  return { wire_mcp: hal0.wire_mcp !== false, memory_private: hal0.memory_private === true };
+  const value = hal0[key];
+  if (typeof value === "boolean") return value;
+  if (typeof value !== "string" || !Object.hasOwn(YAML11_BOOLEANS, value)) return undefined;
+  const node = doc.getIn(["hal0", key], true);
+  return yaml().isScalar(node) && node.type === "PLAIN" ? YAML11_BOOLEANS[value] : undefined;
 }
 
 /**

@@ -158,6 +158,15 @@ describe("hermes-wire", () => {
     expect(wire(edited)).toBe(wire(text));
   });
 
+  it("reads the hal0: switches as Hermes does (YAML 1.1): wire_mcp: no / off opts out, memory_private: yes / on opts in; a quoted \"no\" is a string and changes nothing", () => {
+    for (const word of ["no", "No", "NO", "off", "Off", "false"]) expect(desired(`model: x\nhal0:\n  wire_mcp: ${word}\n`), word).toEqual({});
+    for (const word of ['"no"', "'off'", "yes", "nope"]) expect(Object.keys(desired(`model: x\nhal0:\n  wire_mcp: ${word}\n`)), word).toEqual(["hal0-admin", "hal0-memory"]);
+    for (const word of ["yes", "Yes", "on", "ON", "true"]) expect(desired(`hal0: {memory_private: ${word}}\n`)["hal0-memory"]!.headers, word).toEqual({ Authorization: BEARER_PLACEHOLDER, "X-hal0-Private": "1" });
+    for (const word of ['"yes"', "no", "1"]) expect(desired(`hal0: {memory_private: ${word}}\n`)["hal0-memory"]!.headers, word).toEqual({ Authorization: BEARER_PLACEHOLDER });
+    // An opted-out profile wired before loses exactly hal0's entries.
+    expect(applyHal0Keys(`${wire(PERSON)}hal0:\n  wire_mcp: off\n`, desired(`${wire(PERSON)}hal0:\n  wire_mcp: off\n`), [])).toBe(`${PERSON}hal0:\n  wire_mcp: off\n`);
+  });
+
   it("with hal0: {wire_mcp: false} removes exactly hal0's keys; the person's server stays", () => {
     const wired = wire(PERSON, [], [SEARCH]);
     const optedOut = `${wired}hal0:\n  wire_mcp: false\n`;
