@@ -297,7 +297,8 @@ interface Edit {
 }
 
 function parse(text: string): Document.Parsed {
-  const doc = yaml().parseDocument(text, { keepSourceTokens: false });
+  // `merge`: a `<<: *anchor` merge key is resolved, as Hermes (PyYAML, YAML 1.1) resolves it.
+  const doc = yaml().parseDocument(text, { keepSourceTokens: false, merge: true });
   if (doc.errors.length > 0) throw new HermesYamlError(doc.errors[0]!.message.split("\n")[0]!);
   const root = doc.contents;
   if (root !== null && !(yaml().isMap(root) && !root.flow) && !(yaml().isScalar(root) && root.value === null)) throw new HermesYamlError("the file's root is not a block mapping");

@@ -120,6 +120,23 @@ describe("Hermes profiles in the sweep", () => {
     expect(mended.plan!.warnings).toEqual([]);
   });
 
+  it("hal0's entries written with a merge key (hal0-memory: {<<: *admin, url: …}) are read as Hermes reads them: nothing to do when they resolve to what hal0 wants, and once rewritten no alias is left dangling", async () => {
+    const { sweeper, file, tokens } = box("127.0.0.1", true);
+    await sweeper.sweep();
+    const bearer = bearerIn(file("a"), "hal0-admin")!;
+    const merged = `# profile a\nmodel:\n  default: x   # keep\nmcp_servers:\n  hal0-admin: &admin\n    type: http\n    url: http://127.0.0.1:8080/mcp/admin\n    timeout: 60\n    headers:\n      Authorization: "Bearer ${bearer}"\n  hal0-memory:\n    <<: *admin\n    url: http://127.0.0.1:8080/mcp/memory\n`;
+    writeFileSync(file("a"), merged);
+    const report = await sweeper.sweep();
+    expect(report.plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "no-op", reason: "unchanged" });
+    expect(readFileSync(file("a"), "utf8")).toBe(merged);
+    // A rotation rewrites hal0-admin, and hal0-memory with it (its merge key used hal0-admin's anchor).
+    const rotated = tokens!.rotate("hermes__a");
+    expect((await sweeper.sweep()).plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "update", reason: "changed" });
+    expect(readFileSync(file("a"), "utf8")).not.toContain("*admin");
+    expect(bearerIn(file("a"), "hal0-memory")).toBe(rotated.token);
+    expect((await sweeper.sweep()).plan!.changes.find((c) => c.address === "hermes.a")).toMatchObject({ action: "no-op", reason: "unchanged" });
+  });
+
   it("a profile's config.yaml that is a symbolic link (a dotfiles checkout) stays one; the file it leads to is wired and keeps its mode", async () => {
     const { dir, sweeper, file } = box("127.0.0.1");
     const dotfiles = join(dir, "dotfiles");
