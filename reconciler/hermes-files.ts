@@ -1,5 +1,5 @@
 import { entryKind } from "../compiler/load.js";
-import { constants, statSync, type Dirent } from "node:fs";
+import { constants, lstatSync, statSync, type Dirent } from "node:fs";
 import { lstat, open, readdir, readlink } from "node:fs/promises";
 import { dirname, isAbsolute, join } from "node:path";
 import { removeStaleTemps, replaceFileKeeping } from "./atomic.js";
@@ -38,6 +38,45 @@ export async function readHermesProfiles(home: string): Promise<Record<string, O
   names.forEach((name, i) => {
     if (read[i] !== undefined) out[name] = read[i]!;
   });
+  return sharedFilesLeftOut(dir, out);
+}
+
+/**
+ * Profiles whose config.yaml is one file through a symbolic link (a link
+ * to another profile's): wired under each name, the file would get each
+ * identity's token by turns, every sweep undoing the last one's write. The
+ * file is the profile of one name: the one whose config.yaml is the file
+ * itself (not a link), else the first; each link to it is observed
+ * `unreadable`, saying whose file it is, and left alone. (Hard links are
+ * not: hal0's first write replaces the file, which parts them.)
+ */
+function sharedFilesLeftOut(dir: string, profiles: Record<string, ObservedHermesProfile>): Record<string, ObservedHermesProfile> {
+  const byFile = new Map<string, string[]>();
+  for (const name of Object.keys(profiles).sort()) {
+    if (profiles[name]!.unreadable !== undefined) continue;
+    try {
+      const info = statSync(join(dir, name, "config.yaml"), { throwIfNoEntry: false });
+      if (info !== undefined) byFile.set(`${info.dev}:${info.ino}`, [...(byFile.get(`${info.dev}:${info.ino}`) ?? []), name]);
+    } catch {
+      // gone since it was read: read alone
+    }
+  }
+  const out = { ...profiles };
+  const isLink = (name: string) => {
+    try {
+      return lstatSync(join(dir, name, "config.yaml")).isSymbolicLink();
+    } catch {
+      return false;
+    }
+  };
+  for (const names of byFile.values()) {
+    if (names.length < 2) continue;
+    const own = names.find((name) => !isLink(name)) ?? names[0]!;
+    for (const name of names) {
+      // A hard link (a file of its own name) is parted from the other by hal0's first write, which replaces the file.
+      if (name !== own && isLink(name)) out[name] = { text: "", unreadable: `it is the same file as profile ${own}'s config.yaml (a link), which hal0 wires as ${own}'s: one file cannot hold two profiles' tokens; give profile ${name} a config.yaml of its own` };
+    }
+  }
   return out;
 }
 

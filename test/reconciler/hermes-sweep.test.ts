@@ -211,6 +211,28 @@ describe("Hermes profiles in the sweep", () => {
     for (let i = 0; i < 2; i++) expect((await sweeper.sweep()).outcome).toBe("nothing_to_do");
   });
 
+  it("profiles sharing one config.yaml through symbolic links wire it once, as the profile whose file it is; the links are reported and left alone, so sweeps do not write two tokens into it by turns", async () => {
+    const { dir, home, sweeper, file, tokens } = box("127.0.0.1", true);
+    rmSync(file("a"));
+    symlinkSync("../b/config.yaml", file("a"));
+    // Two links to one file kept elsewhere: the first name's.
+    writeFileSync(join(dir, "shared.yaml"), "# shared\n");
+    for (const p of ["d", "c"]) {
+      mkdirSync(join(home, "profiles", p));
+      symlinkSync(join(dir, "shared.yaml"), file(p));
+    }
+    const first = await sweeper.sweep();
+    expect(first.results.map((r) => `${r.address} ${r.ok}`)).toEqual(["hermes.b true", "hermes.c true", "settings true"]);
+    expect(bearerIn(file("b"), "hal0-admin")).toBe(tokens!.handedOn("hermes__b"));
+    expect(bearerIn(join(dir, "shared.yaml"), "hal0-admin")).toBe(tokens!.handedOn("hermes__c"));
+    const why = Object.fromEntries(first.plan!.warnings.filter((w) => w.code === "hermes.invalid_yaml").map((w) => [w.address, w.message]));
+    expect(why["hermes.a"]).toContain("it is the same file as profile b's config.yaml");
+    expect(why["hermes.d"]).toContain("it is the same file as profile c's config.yaml");
+    for (let i = 0; i < 2; i++) expect((await sweeper.sweep()).outcome).toBe("nothing_to_do");
+    expect(bearerIn(file("b"), "hal0-admin")).toBe(tokens!.handedOn("hermes__b"));
+    expect(lstatSync(file("a")).isSymbolicLink()).toBe(true);
+  });
+
   it("a config.yaml hal0 cannot read (a folder, a pipe, a loop of links) is left alone with a warning naming why; the sweep, a plan and down go on", async () => {
     const { dir, home, state, sweeper, file } = box("127.0.0.1");
     rmSync(file("a"));
