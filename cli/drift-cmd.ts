@@ -41,6 +41,12 @@ export async function runDrift(args: string[], io: CliIo): Promise<number> {
   for (const c of plan.changes.filter((x) => x.kind === "hermes" && x.reason === "drifted")) {
     drift.push({ address: c.address, reason: "drifted", policy: box.model.settings.reconcile.drift, action: c.action, details: c.changed_paths.map((p) => `${p} was edited by hand`) });
   }
+  // Under drift = "warn" a hand edit kept while hal0 has changes of its own for the profile (merged three ways, reason
+  // `changed`): still drift, its keys named by the plan's warnings.
+  for (const c of plan.changes.filter((x) => x.kind === "hermes" && x.reason !== "drifted")) {
+    const kept = plan.warnings.filter((w) => w.address === c.address && (w.code === "hermes.drifted" || w.code === "hermes.drift_conflict"));
+    if (kept.length > 0) drift.push({ address: c.address, reason: "drifted", policy: box.model.settings.reconcile.drift, action: c.action, details: kept.map((w) => w.message) });
+  }
   if (values.json) io.stdout.write(`${JSON.stringify({ drift, count: drift.length }, null, 2)}\n`);
   else io.stdout.write(`${drift.length === 0 ? "No drift." : drift.map(formatEntry).join("\n")}\n`);
   return drift.length === 0 ? EXIT_OK : EXIT_CHANGES;

@@ -151,6 +151,28 @@ describe("Hermes profiles through the CLI", () => {
     expect(read("coder")).toBe(wired);
   });
 
+  it("under drift = \"warn\", a hand edit kept while hal0 has a change of its own for the profile (a new port) is still listed by hal0 drift, before the apply and after it", async () => {
+    const toml = join(config, "hal0.toml");
+    const original = readFileSync(toml, "utf8");
+    const wired = read("coder");
+    writeFileSync(toml, `${original.replace("port = 8090", "port = 8091")}\n[reconcile]\ndrift = "warn"\n`);
+    writeFileSync(file("coder"), wired.replace("timeout: 60", "timeout: 9"));
+    try {
+      const drift = await run("drift", "--json");
+      expect(drift.code).toBe(2);
+      expect(JSON.parse(drift.out).drift).toEqual([expect.objectContaining({ address: "hermes.coder", reason: "drifted", policy: "warn", action: "update", details: [expect.stringContaining("(mcp_servers.hal0-admin.timeout)")] })]);
+      expect((await run("apply", "--yes")).code).toBe(0);
+      expect(servers("coder")["hal0-admin"]).toMatchObject({ url: "http://127.0.0.1:8091/mcp/admin", timeout: 9 });
+      const after = await run("drift");
+      expect(after.code).toBe(2);
+      expect(after.out).toContain("hermes.coder has hal0 keys edited by hand; drift = \"warn\": reported only\n    mcp_servers.hal0-admin.timeout was edited by hand");
+    } finally {
+      writeFileSync(toml, original);
+    }
+    expect((await run("apply", "--yes")).code).toBe(0);
+    expect(read("coder")).toBe(wired);
+  });
+
   it("hal0 doctor's memory row names a bearer that is not the profile's live token; apply fixes it", async () => {
     withTokens((t) => t.rotate("hermes__hal0-brain"));
     const row = async () => (JSON.parse((await run("doctor", "--json")).out).rows as Array<{ check: string; status: string; message: string }>).find((r) => r.check === "hermes_brain_memory")!;
