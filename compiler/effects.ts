@@ -209,9 +209,10 @@ function classify(input: EffectInput, file: string, path: readonly string[], bef
 const TUNE_SETTINGS: ReadonlySet<string> = new Set(["slots.max_slots", "slots.health_timeout_s", "slots.stop_grace_s", "slots.parallel", "slots.log_max_mb", "reconcile.interval_s"]);
 
 /**
- * Per slot the change touches: a resolved runner, image, profile flags or env
- * that moved is privileged even when the key that moved it is an
- * assignment (a model_swap to a profile that runs something else).
+ * Per slot the change touches: a resolved runner, image, profile flags, env
+ * or device class that moved is privileged even when the key that moved it is
+ * an assignment (a model_swap to a profile that runs something else, or on
+ * another device class: the devices a container is given).
  */
 function resolvedEffects(input: EffectInput, seen: ReadonlySet<string>): Effect[] {
   const out: Effect[] = [];
@@ -228,6 +229,8 @@ function resolvedEffects(input: EffectInput, seen: ReadonlySet<string>): Effect[
     if (JSON.stringify(p0?.runner ?? []) !== JSON.stringify(p1?.runner ?? [])) push(`runs a new command for slot ${name}: ${(p1?.runner ?? []).join(" ")}`);
     if ((p0?.image ?? "") !== (p1?.image ?? "")) push(`runs another image for slot ${name}: ${p1?.image ?? "—"}`);
     if (JSON.stringify(p0?.flags_argv ?? []) !== JSON.stringify(p1?.flags_argv ?? [])) push(`runs slot ${name} with other runner flags: ${(p1?.flags_argv ?? []).join(" ")}`);
+    // The device class a profile switch moves it to (its device_class and backend): what a [placement] device edit across classes is.
+    if (deviceClass(was.device) !== deviceClass(now.device)) push(`moves slot ${name} to another device class: ${was.device} → ${now.device}`);
     const keys = [...new Set([...Object.keys(was.spec.env), ...Object.keys(now.spec.env)])].sort();
     for (const k of keys) if (was.spec.env[k] !== now.spec.env[k]) push(`${now.spec.env[k] === undefined ? "removes" : "sets"} env ${k} for slot ${name}`);
   }

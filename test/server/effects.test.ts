@@ -139,6 +139,31 @@ describe("privileged effects always need a person, whichever tool carries them",
     expect(swap.body, JSON.stringify(swap.body)).toMatchObject({ committed: true });
   });
 
+  it("a switch to a profile of another device class is privileged through the resolved diff, as a [placement] device edit across classes is, with one line", async () => {
+    const s = await box();
+    // Two profiles alike but for their device class; rerank derives its device from its profile (no [placement] device).
+    writeFileSync(join(s.config, "profiles.toml"), `${read(s, "profiles.toml")}
+[profile.twin-gpu]
+runner = ["hal0-fake-llama-server"]
+device_class = "gpu"
+backend = "vulkan"
+
+[profile.twin-cpu]
+runner = ["hal0-fake-llama-server"]
+device_class = "cpu"
+`);
+    writeFileSync(join(s.config, "slots/rerank.toml"), read(s, "slots/rerank.toml").replace('profile = "vulkan"', 'profile = "twin-gpu"'));
+    await s.hal0.box.snapshot();
+    const before = read(s, "slots/rerank.toml");
+    const moved = await tool(s, "slot_edit", { name: "rerank", profile: "twin-cpu" });
+    expect(moved.body, JSON.stringify(moved.body)).toMatchObject({ status: "pending_approval" });
+    expect(moved.body.effects).toContain("moves slot rerank to another device class: gpu-vulkan → cpu");
+    // Both keys at once: the move is said once.
+    const both = await tool(s, "slot_edit", { name: "rerank", profile: "twin-cpu", placement: { device: "cpu" } });
+    expect((both.body.effects as string[]).filter((l) => l.startsWith("moves slot rerank to another device class"))).toEqual(["moves slot rerank to another device class: gpu-vulkan → cpu"]);
+    expect(read(s, "slots/rerank.toml")).toBe(before);
+  });
+
   it("which machine a slot runs on ([placement] node / labels) is privileged through slot_edit, whatever the tool's tier; the operator's own edit commits", async () => {
     const s = await box();
     const before = read(s, "slots/utility.toml");
