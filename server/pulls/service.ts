@@ -3,7 +3,7 @@ import { stat } from "node:fs/promises";
 import { basename, dirname, isAbsolute, join } from "node:path";
 import type { Model } from "../../compiler/index.js";
 import type { ChangeSet } from "../../compiler/changeset.js";
-import { modelTableEdit } from "../../compiler/edits/models.js";
+import { editModelEdits, modelTableEdit } from "../../compiler/edits/models.js";
 import { configPath, modelFiles, splitParts, storeDir } from "../../reconciler/host/model-scan.js";
 import { HubClient, HubError, type HubFile } from "../../reconciler/host/hf-hub.js";
 import type { BoxService } from "../box.js";
@@ -244,6 +244,20 @@ export class PullService {
     // A split model's file is its first part: the others come down with it, each verified, all renamed over the old ones together.
     const parts = otherParts(m.hf_repo, m.hf_filename, m.path_abs, (file) => info.files.find((f) => f.path === file));
     return { dest: m.path_abs, row, parts };
+  }
+
+  /**
+   * The change a finished update of model `id` commits — the commit of the
+   * Hub's main as its revision, the new file's sha256 and size — as an agent's
+   * call is judged by it: which commit a model's bytes come from is a
+   * person's call, as the same revision set through model_edit is. Planned
+   * only: the Hub is asked what it holds (as the precheck asks), nothing queued.
+   */
+  async updateChange(id: string): Promise<ChangeSet> {
+    const { row } = await this.precheckUpdate(id);
+    const hub = row.hub!;
+    const facts = { revision: hub.revision, ...(hub.sha256 !== null ? { sha256: hub.sha256 } : {}), size_bytes: hub.size_bytes };
+    return { edits: editModelEdits(id, facts).edits, summary: `update model ${id} to the Hub's ${row.hf_repo} ${row.hf_filename} at its main (commit ${hub.revision})` };
   }
 
   /** Queues an update: the file is downloaded beside itself, verified, renamed over the old one, and the model's facts edited (one ChangeSet). */

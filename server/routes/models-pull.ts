@@ -97,6 +97,8 @@ export const modelPullRoutes = [
     precheck: async ({ params, services }) => {
       await pulls(services).precheckUpdate(params.model_id);
     },
+    // Judged by the change it commits once done (the commit the model's bytes come from), as model_edit's revision is.
+    proposes: async ({ params, services }) => pulls(services).updateChange(params.model_id),
     handle: async ({ params, services, caller }) => ({ pull: await pulls(services).startUpdate(params.model_id, caller) }),
   }),
   defineRoute({

@@ -408,3 +408,39 @@ describe("each model tool answers in its seed tier over MCP (an agent, the SDK's
     ]);
   });
 });
+
+describe("model_update is judged by the change it commits", () => {
+  let hub: FakeHub;
+  let s: TestServer;
+  beforeAll(async () => {
+    hub = await startFakeHub({ repos: { "acme/tiny-GGUF": { files: { "tiny-q4_k_m.gguf": model } } } });
+    s = await startTestServer({ env: { HF_ENDPOINT: hub.endpoint } });
+    setModelsTable(s.config, 'store = "pulled"\nroots = ["models"]');
+    // A policy that opens model_update for hermes__ops: what gates its call can only be what the update does.
+    writeFileSync(join(s.config, "policy.toml"), '[agents.hermes__ops]\nautonomous_write = ["model_update"]\n');
+  });
+  afterAll(async () => {
+    await s.close();
+    await hub.close();
+  });
+
+  it("opened in policy.toml, an agent's update of a Hub model (a new commit for its bytes) waits for a person, its card naming the commit; approved, it runs", async () => {
+    expect((await s.call("POST", "/api/models/tiny/pull", { body: { hf_repo: "acme/tiny-GGUF", hf_filename: "tiny-q4_k_m.gguf" } })).status).toBe(202);
+    const pulled = await until(() => s.call("GET", "/api/models/tiny/pull/status").then((r) => r.body.pull), (p) => p.state === "done");
+    const newer = gguf({ arch: "qwen3", ctx: 32768 }, 300 * 1024);
+    hub.replace("acme/tiny-GGUF", "tiny-q4_k_m.gguf", newer);
+    const commit = (await s.call("GET", "/api/models/updates/check?model_id=tiny")).body.models[0].hub.revision as string;
+    expect(commit).not.toBe(pulled.commit_sha);
+    const c = await adminClient(s.url, "hermes__ops");
+    const res = await callTool(c, "model_update", { model_id: "tiny" });
+    await c.close();
+    expect(res.body, JSON.stringify(res.body)).toMatchObject({ status: "pending_approval" });
+    expect((res.body.effects as string[]).join("\n")).toContain(`has model tiny downloaded from the Hub's "acme/tiny-GGUF" "tiny-q4_k_m.gguf" at revision "${commit}"`);
+    // Nothing was queued for download: the pull's record is still the first one's.
+    expect((await s.call("GET", "/api/models/tiny/pull/status")).body.pull).toMatchObject({ state: "done", mode: "pull", sha256: sha(model) });
+    const approved = await s.call("POST", `/api/agent/approvals/${res.body.approval_id}/approve`);
+    expect(approved.body, JSON.stringify(approved.body)).toMatchObject({ approval: { state: "executed" } });
+    expect(await until(() => s.call("GET", "/api/models/tiny/pull/status").then((r) => r.body.pull), (p) => p.mode === "update" && p.state === "done")).toMatchObject({ sha256: sha(newer) });
+    expect((await s.call("GET", "/api/models/tiny")).body).toMatchObject({ revision: commit, sha256: sha(newer) });
+  });
+});
