@@ -1,3 +1,4 @@
+import { isAbsolute, join } from "node:path";
 import { parse } from "smol-toml";
 import type { Model } from "./model.js";
 
@@ -154,7 +155,7 @@ function classify(input: EffectInput, file: string, path: readonly string[], bef
     const [, id, field] = path;
     if (path[0] === "model" && (field === "path" || field === "draft" || field === "mmproj")) {
       const abs = field === "path" ? input.after.models[id!]?.path_abs : field === "draft" ? input.after.models[id!]?.draft_abs : input.after.models[id!]?.mmproj_abs;
-      if (abs !== undefined && insideRoots(abs, input.after.settings.models.roots)) return make("tune", `points model ${id}'s ${field} at ${abs} (inside [models] roots)`);
+      if (abs !== undefined && insideRoots(abs, input.after.settings.models.roots, input.after.root)) return make("tune", `points model ${id}'s ${field} at ${abs} (inside [models] roots)`);
       return make("privileged", `points model ${id}'s ${field} at ${abs ?? show(now)}, outside [models] roots`);
     }
     if (path[0] === "model" && field === "chat_template") return make("privileged", `gives model ${id} the chat template ${show(now)}`);
@@ -241,12 +242,13 @@ function deviceClass(device: string): string {
   return device.split("-")[0]!;
 }
 
-function insideRoots(abs: string, roots: readonly string[]): boolean {
+/** Whether `abs` lies under one of `roots`; a relative root is the config folder's (`root`) folder of that name, as the routes and the scan read it. */
+function insideRoots(abs: string, roots: readonly string[], root: string): boolean {
   const clean = abs.replace(/\/+$/, "");
   if (clean.split("/").includes("..")) return false;
   return roots.some((r) => {
-    const root = r.replace(/\/+$/, "");
-    return clean === root || clean.startsWith(`${root}/`);
+    const dir = (isAbsolute(r) ? r : join(root, r)).replace(/\/+$/, "");
+    return clean === dir || clean.startsWith(`${dir}/`);
   });
 }
 

@@ -129,6 +129,19 @@ describe("privileged effects always need a person, whichever tool carries them",
     expect(read(s, "models.toml")).toContain("Qwen3 4B (small)");
   });
 
+  it("a relative [models] root is the config folder's: a model path under it stays in the tool's tier, one beside it waits for a person", async () => {
+    const s = await box();
+    // The example box's models live in the config folder's models/; a root named relatively, as the model routes read one.
+    writeFileSync(join(s.config, "hal0.toml"), read(s, "hal0.toml").replace("[models]\n", '[models]\nroots = ["models"]\n'));
+    await s.hal0.box.snapshot();
+    const inside = await tool(s, "model_edit", { model_id: "qwen3-4b", path: "models/Qwen3-30B-A3B-Q4_K_M.gguf" });
+    expect(inside.body, JSON.stringify(inside.body)).toMatchObject({ committed: true });
+    expect(read(s, "models.toml")).toContain('path = "models/Qwen3-30B-A3B-Q4_K_M.gguf"');
+    const beside = await tool(s, "model_edit", { model_id: "qwen3-4b", path: "models-elsewhere/x.gguf" });
+    expect(beside.body, JSON.stringify(beside.body)).toMatchObject({ status: "pending_approval" });
+    expect(beside.body.effects.join("\n")).toContain(`points model qwen3-4b's path at ${join(s.config, "models-elsewhere/x.gguf")}, outside [models] roots`);
+  });
+
   it("a swap to an existing profile whose runner, flags or env differ is privileged through the resolved diff; a swap between two models on one profile is not", async () => {
     const s = await box();
     // utility runs cpu-small; rocm has other flags (and the example box's profiles share one runner word).
