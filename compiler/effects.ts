@@ -213,13 +213,20 @@ const TUNE_SETTINGS: ReadonlySet<string> = new Set(["slots.max_slots", "slots.he
  * Per slot the change touches: a resolved runner, image, profile flags, env
  * or device class that moved is privileged even when the key that moved it is
  * an assignment (a model_swap to a profile that runs something else, or on
- * another device class: the devices a container is given).
+ * another device class: the devices a container is given). With no `before`
+ * (no tree compiled to compare with) every enabled slot's runner is said,
+ * privileged.
  */
 function resolvedEffects(input: EffectInput, seen: ReadonlySet<string>): Effect[] {
   const out: Effect[] = [];
   const before = input.before;
-  if (!before) return out;
   for (const [name, now] of Object.entries(input.after.slots).sort(([a], [b]) => (a < b ? -1 : 1))) {
+    if (!before) {
+      // No tree compiled before this one, so nothing tells what it moves: what each slot would run is said, and a person decides.
+      const p = input.after.profiles[now.profile];
+      if (now.enabled) out.push({ class: "privileged", where: `slot.${name}`, path: [], line: `runs slot ${name}: ${(p?.runner ?? []).join(" ")}${p?.image ? ` (image ${p.image})` : ""} (no earlier tree compiled to compare with)` });
+      continue;
+    }
     const was = before.slots[name];
     if (!was) continue;
     const p0 = before.profiles[was.profile];

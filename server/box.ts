@@ -85,6 +85,12 @@ export function treeFileDoc(snap: Pick<Snapshot, "tree" | "diagnostics">, file: 
 export interface Proposal {
   readonly changes: ChangeSet;
   readonly snapshot: Snapshot;
+  /**
+   * When the tree on disk does not compile (a hand edit in progress): the last
+   * one that did, which the box runs. What the change does is judged against
+   * it, since committing a tree that compiles again sets all of it going.
+   */
+  readonly baseline?: Model;
   readonly applied: AppliedChangeSet;
   readonly model: Model;
   readonly plan: Plan;
@@ -376,7 +382,7 @@ export class BoxService {
       const delta = plan.changes.filter((c) => c.action !== "no-op" && same.get(c.address) !== JSON.stringify([c.action, c.after]));
       checked.planned = { seen, plan, delta };
     }
-    return { changes, snapshot, applied, model, plan: checked.planned.plan, delta: checked.planned.delta, warnings };
+    return { changes, snapshot, ...(snapshot.model === undefined && this.lastGood !== undefined ? { baseline: this.lastGood } : {}), applied, model, plan: checked.planned.plan, delta: checked.planned.delta, warnings };
   }
 
   /**

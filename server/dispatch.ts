@@ -194,9 +194,12 @@ export async function proposeOnly(d: Dispatcher, route: Route, call: Call): Prom
   });
 }
 
-/** What a proposed change does (compiler/effects.ts), its stack-apply mark included: what every verdict, card and digest reads. */
-export function proposalEffects(proposal: Pick<Proposal, "snapshot" | "model" | "applied" | "changes">): Effect[] {
-  return effectsOf({ before: proposal.snapshot.model, after: proposal.model, files: proposal.applied.files, ...(proposal.changes.stack ? { stack: proposal.changes.stack } : {}) });
+/**
+ * What a proposed change does (compiler/effects.ts), its stack-apply mark included: what every verdict, card and digest reads.
+ * Judged against the tree on disk, or, when that does not compile, the last one that did (what runs).
+ */
+export function proposalEffects(proposal: Pick<Proposal, "snapshot" | "baseline" | "model" | "applied" | "changes">): Effect[] {
+  return effectsOf({ before: proposal.snapshot.model ?? proposal.baseline, after: proposal.model, files: proposal.applied.files, ...(proposal.changes.stack ? { stack: proposal.changes.stack } : {}) });
 }
 
 /** The digest of what a change does: every effect line, in order (what a verdict and a person's card judge). */
@@ -209,7 +212,7 @@ export function effectsDigest(effects: readonly Effect[]): string {
  * file it edits that moved is already `config.stale` (its base); this catches
  * one it only reads (a stack applied, a profile a slot switches to).
  */
-export function checkJudged(proposal: Pick<Proposal, "snapshot" | "model" | "applied" | "changes">, judged: string | undefined): void {
+export function checkJudged(proposal: Pick<Proposal, "snapshot" | "baseline" | "model" | "applied" | "changes">, judged: string | undefined): void {
   if (judged === undefined) return;
   const effects = proposalEffects(proposal);
   if (effectsDigest(effects) === judged) return;
@@ -221,9 +224,9 @@ export function checkJudged(proposal: Pick<Proposal, "snapshot" | "model" | "app
  * (and whoever approved them): `[server] auth`. An agent's change to it is
  * refused before it is queued, and again if it were ever run.
  */
-export function guardOperatorOnly(proposal: Pick<Proposal, "snapshot" | "model">, caller: Caller): void {
+export function guardOperatorOnly(proposal: Pick<Proposal, "snapshot" | "baseline" | "model">, caller: Caller): void {
   if (caller.kind === "operator") return;
-  const before = proposal.snapshot.model?.settings.server.auth ?? "token";
+  const before = (proposal.snapshot.model ?? proposal.baseline)?.settings.server.auth ?? "token";
   const after = proposal.model.settings.server.auth;
   if (before !== after) throw new ApiError("auth.operator_required", `only an operator may change [server] auth (${before} → ${after})`, { key: "server.auth" });
 }

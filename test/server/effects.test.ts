@@ -374,6 +374,29 @@ describe("what commits is what was judged, for a file the change only reads", ()
   });
 });
 
+describe("a change to a tree that does not compile now (a hand edit in progress)", () => {
+  it("is judged against the last tree that compiled, which the box runs: a profile switch to other runner flags, riding on a fix, waits for a person; the fix alone commits", async () => {
+    const s = await box();
+    // A typo in rerank's file: the tree on disk no longer compiles (the box runs the last one that did).
+    writeFileSync(join(s.config, "slots/rerank.toml"), `${read(s, "slots/rerank.toml")}\n[tune]\nctx_size = 50\n`);
+    expect((await s.hal0.box.snapshot()).model).toBeUndefined();
+    const broken = read(s, "slots/rerank.toml");
+    const switched = await tool(s, "slot_edit", { name: "rerank", profile: "rocm", tune: { ctx_size: 8192 } });
+    expect(switched.body, JSON.stringify(switched.body)).toMatchObject({ status: "pending_approval" });
+    expect(switched.body.effects.join("\n")).toMatch(/runs slot rerank with other runner flags/);
+    expect(read(s, "slots/rerank.toml")).toBe(broken);
+    const fixed = await tool(s, "slot_edit", { name: "rerank", tune: { ctx_size: 8192 } });
+    expect(fixed.body, JSON.stringify(fixed.body)).toMatchObject({ committed: true });
+  });
+
+  it("with no tree compiled before at all, says what each enabled slot runs, privileged (pure)", async () => {
+    const s = await box();
+    const m = compile((await loadTree(s.config)).tree).model!;
+    const effects = effectsOf({ after: m, files: [{ file: "slots/rerank.toml", before: "", after: read(s, "slots/rerank.toml") }] });
+    expect(effects.filter((e) => e.class === "privileged").map((e) => e.line)).toContain("runs slot rerank: hal0-fake-llama-server (image hal0-runner:local) (no earlier tree compiled to compare with)");
+  });
+});
+
 describe("a slot created disabled", () => {
   it("stops nothing, so an agent whose slot_unload is blocked may still ask to create one (or import a stack that does)", async () => {
     const s = await box();
