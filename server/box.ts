@@ -406,8 +406,10 @@ export class BoxService {
       throw err;
     }
     if (base !== undefined) this.checkBase(base, snapshot, applied.files.map((f) => f.file));
-    // A pinned slot's deletion is refused as that, before the tree it would leave is judged.
-    const early = checkChange(snapshot.model, undefined, applied, changes)[0];
+    // A pinned slot's deletion is refused as that, before the tree it would leave is judged. Judged against the tree on
+    // disk, or, while that does not compile (a hand edit in progress), the last one that did: its pinned slots run.
+    const judgedFrom = snapshot.model ?? this.lastGood;
+    const early = checkChange(judgedFrom, undefined, applied, changes)[0];
     if (early) throw new ApiError(early.code, early.message, early.details);
     // A file of the tree that could not be read (not UTF-8, a folder, a link to nothing) is still there, unless this change
     // writes it: compiled as the sweep compiles it, it is an error like any other, and its slot is never planned as removed.
@@ -422,7 +424,7 @@ export class BoxService {
     const refusedArgv = runnerErrors(model).filter((d) => !had.has(runnerErrorKey(d)));
     if (refusedArgv.length > 0) throw new ApiError("config.invalid", `the change would give ${refusedArgv.length === 1 ? "a slot an argv" : "slots argv"} its runner refuses (${refusedArgv.map((d) => d.code).join(", ")}); nothing was written`, { diagnostics: refusedArgv });
     // The rules of the change itself (a pinned slot is not stopped without force), for every door alike.
-    const refused = checkChange(snapshot.model, model, applied, changes)[0];
+    const refused = checkChange(judgedFrom, model, applied, changes)[0];
     if (refused) throw new ApiError(refused.code, refused.message, refused.details);
     const warnings = diagnostics.filter((d) => d.severity === "warning" && applied.files.some((f) => f.file === d.file));
     return { applied, model, warnings };

@@ -371,3 +371,23 @@ describe("a pinned slot moved and stopped in one change set", () => {
     expect(readFileSync(join(s.config, "slots/utility.toml"), "utf8")).toBe(before);
   });
 });
+
+describe("a pinned slot while the tree on disk does not compile (a hand edit in progress)", () => {
+  it("is judged as the box runs it, by the last tree that compiled: a change that fixes the typo and stops or deletes it is slot.pinned without force", async () => {
+    const file = join(s.config, "slots/chat.toml");
+    const text = readFileSync(file, "utf8");
+    expect(text).toContain("pinned = true");
+    // A typo in another file: the tree on disk no longer compiles.
+    const utility = join(s.config, "slots/utility.toml");
+    writeFileSync(utility, readFileSync(utility, "utf8").replace("port = 8084", "port = 0"));
+    expect((await s.hal0.box.snapshot()).model).toBeUndefined();
+    const fix = { file: "slots/utility.toml", op: "set", path: ["port"], value: 8084 };
+    for (const stop of [{ file: "slots/chat.toml", op: "set", path: ["enabled"], value: false }, { file: "slots/chat.toml", op: "delete" }]) {
+      const refused = await s.call("POST", "/api/plans", { body: { edits: [fix, stop] } });
+      expect([refused.status, refused.body.error?.code], JSON.stringify(refused.body)).toEqual([409, "slot.pinned"]);
+    }
+    const forced = await s.call("POST", "/api/plans", { body: { edits: [fix, { file: "slots/chat.toml", op: "set", path: ["enabled"], value: false }], force: true } });
+    expect(forced.status, JSON.stringify(forced.body)).toBe(201);
+    expect(readFileSync(file, "utf8")).toBe(text);
+  });
+});
