@@ -149,6 +149,8 @@ function classify(input: EffectInput, file: string, path: readonly string[], bef
     if (path[0] === "profile" && field === "runner") return make("privileged", `runs a new command for profile ${name}: ${show(now)}`);
     if (path[0] === "profile" && field === "image") return make("privileged", `runs another image for profile ${name}: ${show(now)}`);
     if (path[0] === "profile" && field === "flags") return make("privileged", `runs profile ${name} with flags ${show(now)}`);
+    // Its values are not shown (a runner's env holds tokens and passwords), as a slot's and an MCP server's are not.
+    if (path[0] === "profile" && field === "env") return make("privileged", path.length > 3 ? `${now === undefined ? "removes" : "sets"} env ${path.slice(3).join(".")} for profile ${name}` : `replaces the env of profile ${name}`);
     return make("privileged", `changes ${key} in profiles.toml: ${show(was)} → ${show(now)}`);
   }
   if (file === "models.toml") {

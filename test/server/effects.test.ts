@@ -473,6 +473,17 @@ describe("effectsOf (pure)", () => {
     expect(queued.body.effects).toContain('points MCP server remote at "http://127.0.0.1:9/mcp?key=[redacted]"');
   });
 
+  it("never shows a profile's env values: the card says which variable it sets, as for a slot's env (the pending reply, the inbox, another agent's list)", async () => {
+    const s = await box();
+    const password = "correct-horse-battery-staple";
+    const queued = await s.call("PUT", "/api/profiles/rocm", { as: `agent:${AGENT}`, body: { env: { DB_PASSWORD: password } } });
+    expect(queued.body.status, JSON.stringify(queued.body)).toBe("pending_approval");
+    const inbox = await s.call("GET", "/api/agent/approvals?state=pending");
+    const other = await s.call("GET", "/api/agent/approvals?state=pending", { as: "agent:claude-code" });
+    for (const text of [JSON.stringify(queued.body), JSON.stringify(inbox.body), JSON.stringify(other.body)]) expect(text).not.toContain(password);
+    expect(queued.body.effects).toContain("sets env DB_PASSWORD for profile rocm");
+  });
+
   it("an uninstall says so in one line, whichever door sends it (the route, a plan deleting the file), and waits for a person", async () => {
     const s = await box();
     const line = "uninstalls MCP server sqlite (it is exposed to Hermes: the profiles drop it)";
