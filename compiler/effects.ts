@@ -13,9 +13,10 @@ import type { Model } from "./model.js";
  *   facts of a model inside `[models] roots`, inert stack files…): the
  *   tool's own tier decides.
  * - `assignment`: a slot's `model`, `enabled`, `profile`, a slot or stack
- *   file removed, a model or profile entry removed: never looser than the
- *   caller's tier for `tool` (slot_load, slot_unload, model_swap,
- *   slot_delete, stack_delete, model_delete, profile_delete).
+ *   file removed, a slot file moved to another name with its text, a model
+ *   or profile entry removed: never looser than the caller's tier for `tool`
+ *   (slot_load, slot_unload, model_swap, slot_delete, slot_rename,
+ *   stack_delete, model_delete, profile_delete).
  * - `privileged`: anything that decides what code runs or where secrets go
  *   — and **every key not classified here on purpose** — always needs a
  *   person.
@@ -50,12 +51,37 @@ export function effectsOf(input: EffectInput): Effect[] {
   const out: Effect[] = [];
   // The mark moves the stack pointer (server/stack-pointer.ts): never looser than the caller's tier for stack_apply.
   if (input.stack) out.push({ class: "assignment", where: `stacks/${input.stack.slug}.toml`, path: [], tool: "stack_apply", line: `applies stack ${input.stack.slug}` });
-  for (const f of input.files) out.push(...fileEffects(input, f));
+  const renamed = slotRenames(input);
+  for (const r of renamed) {
+    const on = input.before?.slots[r.from]?.enabled === true;
+    out.push({ class: "assignment", where: `slots/${r.to}.toml`, path: [], tool: "slot_rename", line: `renames slot ${r.from} to ${r.to}${on ? " (it runs on under the new name: its server restarts)" : ""}` });
+  }
+  const moved = new Set(renamed.flatMap((r) => [`slots/${r.from}.toml`, `slots/${r.to}.toml`]));
+  for (const f of input.files) if (!moved.has(f.file)) out.push(...fileEffects(input, f));
   out.push(...resolvedEffects(input, new Set(out.filter((e) => e.class === "privileged").map((e) => e.line))));
   return out.sort((a, b) => EFFECT_RANK[b.class] - EFFECT_RANK[a.class]);
 }
 
 type Doc = Record<string, unknown>;
+
+/**
+ * Slot files moved to another name with their text as it was (slot_rename, a plan's `rename`, or a delete and a
+ * create of the same text): one rename each, not a slot deleted and every key of a new one read as new.
+ */
+function slotRenames(input: EffectInput): Array<{ from: string; to: string }> {
+  const slotOf = (file: string) => /^slots\/([^/]+)\.toml$/.exec(file)?.[1];
+  const gone = input.files.filter((f) => f.after === null && f.before !== null && slotOf(f.file) !== undefined);
+  const taken = new Set<string>();
+  const out: Array<{ from: string; to: string }> = [];
+  for (const f of input.files) {
+    if (f.before !== null || f.after === null || slotOf(f.file) === undefined) continue;
+    const from = gone.find((g) => !taken.has(g.file) && g.before === f.after);
+    if (from === undefined) continue;
+    taken.add(from.file);
+    out.push({ from: slotOf(from.file)!, to: slotOf(f.file)! });
+  }
+  return out;
+}
 
 function fileEffects(input: EffectInput, f: EffectInput["files"][number]): Effect[] {
   const before = docOf(f.before);

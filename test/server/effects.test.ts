@@ -397,6 +397,26 @@ describe("a change to a tree that does not compile now (a hand edit in progress)
   });
 });
 
+describe("a slot renamed", () => {
+  it("is one rename, judged as slot_rename whichever door moves the file: not a slot deleted (slot_delete blocked does not refuse it) nor every key of a new one read as new", async () => {
+    const s = await box();
+    const queued = await tool(s, "slot_rename", { name: "utility", to: "helper" });
+    expect(queued.body, JSON.stringify(queued.body)).toMatchObject({ status: "pending_approval", effects: ["renames slot utility to helper (it runs on under the new name: its server restarts)"] });
+    // An agent that may rename but never delete: the same move through a plan, opened, commits.
+    writeFileSync(join(s.config, "policy.toml"), '[agents.hermes__ops]\nautonomous_write = ["slot_rename", "plan_submit"]\nblocked = ["slot_delete"]\n');
+    await s.hal0.box.snapshot();
+    const text = read(s, "slots/utility.toml");
+    const planned = await tool(s, "plan_propose", { edits: [{ file: "slots/utility.toml", op: "rename", to: "slots/helper.toml" }] });
+    const applied = await tool(s, "plan_submit", { id: planned.body.id });
+    expect(applied.body, JSON.stringify(applied.body)).toMatchObject({ applied: true });
+    expect(read(s, "slots/helper.toml")).toBe(text);
+    // A delete is still a delete: refused, as slot_delete is blocked for it.
+    const dropped = await tool(s, "plan_propose", { edits: [{ file: "slots/helper.toml", op: "delete" }] });
+    const refused = await tool(s, "plan_submit", { id: dropped.body.id });
+    expect(refused.body.error?.code, JSON.stringify(refused.body)).toBe("mcp.tool_not_allowed");
+  });
+});
+
 describe("a slot created disabled", () => {
   it("stops nothing, so an agent whose slot_unload is blocked may still ask to create one (or import a stack that does)", async () => {
     const s = await box();
