@@ -97,7 +97,7 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
     const gate = deps.gate();
     checkGate(headers, gate);
     checkPrivateHeader(headers);
-    const identity = identify(headers, deps.auth);
+    const identity = identify(headers, deps.auth, peer);
     caller = callerOf(identity, headers, "rest", peer);
     requireScope(identity, "rest");
     checkCsrf(identity, event, gate);
@@ -117,7 +117,7 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
     if (route.kind === "stream") {
       if (!verdict.run) throw new ApiError("auth.operator_required", `${routeId(route)} is a stream; a gated one cannot be queued`);
       // A stream outlives the request that proved its caller: it ends when the session logs out or the token is revoked.
-      guardEventStream(event.node.res, () => stillSame(deps.auth, headers, identity));
+      guardEventStream(event.node.res, () => stillSame(deps.auth, headers, peer, identity));
       await route.handle({ ...validate(route, call), box: deps.box, services: deps, caller, requestId }, event);
       return;
     }
@@ -166,9 +166,9 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
 
 
 /** Whether the request's credential still proves `identity` (the session is live, the token not revoked). */
-function stillSame(auth: Authenticator, headers: H3Event["node"]["req"]["headers"], identity: Identity): boolean {
+function stillSame(auth: Authenticator, headers: H3Event["node"]["req"]["headers"], peer: string | undefined, identity: Identity): boolean {
   try {
-    return sameIdentity(identify(headers, auth), identity);
+    return sameIdentity(identify(headers, auth, peer), identity);
   } catch {
     return false;
   }

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import type { IncomingHttpHeaders } from "node:http";
+import { isLoopbackHost } from "../../schema/settings.js";
 import { ApiError } from "../errors.js";
 import { SCOPES, type Scope, type TokenStore } from "./tokens.js";
 
@@ -55,14 +56,18 @@ const CLAIM_RE = /^[A-Za-z0-9_-]{1,64}$/;
  * - `Authorization: Bearer <token>`: that token's operator or agent; an
  *   unknown or revoked token is 401 `auth.invalid_token` (never anonymous).
  * - else the box's session cookie (`auth.cookie`) of a logged-in web page: its operator.
- * - else `[server] auth = "off"`: an `X-hal0-Agent` caller is that agent, any
- *   other loopback caller the operator `local`.
+ * - else `[server] auth = "off"` and the peer (`peer`, the socket's remote
+ *   address) is loopback: an `X-hal0-Agent` caller is that agent, any other
+ *   the operator `local`. A caller from any other address is judged as under
+ *   `auth = "token"`: the server may listen beyond loopback (`hal0 serve
+ *   --host`, whatever hal0.toml's `[server] host` says since), and "off"
+ *   trusts the person at the box, not the network.
  * - else anonymous.
  *
  * `X-hal0-Agent` must be absent or name the identity itself: anything else is
  * 403 `auth.identity_mismatch`.
  */
-export function identify(headers: IncomingHttpHeaders, auth: Authenticator): Identity {
+export function identify(headers: IncomingHttpHeaders, auth: Authenticator, peer: string | undefined): Identity {
   const claimRaw = one(headers["x-hal0-agent"])?.trim();
   const claim = claimRaw === undefined || claimRaw === "" ? undefined : claimRaw;
   const bearer = bearerOf(one(headers.authorization));
@@ -76,11 +81,18 @@ export function identify(headers: IncomingHttpHeaders, auth: Authenticator): Ide
     const token = auth.tokens.session(cookie);
     if (token && token.kind === "operator") return checked({ kind: "operator", name: token.name, tokenId: token.id, scopes: token.scopes, by: "session", csrf: csrfOf(cookie) }, claim);
   }
-  if (auth.mode() === "off") {
+  if (auth.mode() === "off" && isLoopbackPeer(peer)) {
     if (claim !== undefined && CLAIM_RE.test(claim)) return { kind: "agent", name: claim, scopes: SCOPES, by: "auth_off" };
     return { kind: "operator", name: "local", scopes: SCOPES, by: "auth_off" };
   }
   return claim === undefined ? ANONYMOUS : { ...ANONYMOUS, claimed: claim.slice(0, 64) };
+}
+
+/** A socket's remote address on this machine: 127.0.0.0/8, ::1, or either as an IPv4-mapped IPv6 address. */
+export function isLoopbackPeer(peer: string | undefined): boolean {
+  if (peer === undefined) return false;
+  const address = peer.toLowerCase().replace(/^::ffff:/, "");
+  return address !== "localhost" && isLoopbackHost(address);
 }
 
 function checked(identity: Identity, claim: string | undefined): Identity {

@@ -94,7 +94,7 @@ export class McpEndpoint {
         res.writeHead(err.status, { "content-type": "application/json", allow: MCP_METHODS.join(", ") }).end(JSON.stringify(envelope(err)));
         return "refused";
       }
-      identity = identify(req.headers, this.auth);
+      identity = identify(req.headers, this.auth, req.socket.remoteAddress);
       // The web page's cookie is a browser's credential: a request it authenticates carries the page's
       // CSRF token and comes from the page's origin (REST checks both). MCP has neither, and a session
       // is an operator, whose calls run at once: an MCP client sends a bearer token.

@@ -102,7 +102,7 @@ export function mountWeb(router: Router, deps: WebDeps): readonly PagePath[] {
       let viewer: Viewer | undefined;
       try {
         checkGate(event.node.req.headers, deps.gate());
-        viewer = viewerOf(identify(event.node.req.headers, deps.auth));
+        viewer = viewerOf(identify(event.node.req.headers, deps.auth, event.node.req.socket.remoteAddress));
         const out = await render(event, viewer);
         if (out === undefined) return send(event, 404, errorPage(404, notFound(event), viewer));
         return send(event, 200, out);
@@ -156,7 +156,7 @@ export function mountWeb(router: Router, deps: WebDeps): readonly PagePath[] {
   }));
   // Ends this browser's session (CSRF-checked like every session post) and forgets the cookie.
   post("/logout", gated(async (event) => {
-    const identity = identify(event.node.req.headers, deps.auth);
+    const identity = identify(event.node.req.headers, deps.auth, event.node.req.socket.remoteAddress);
     const form = await readForm(event);
     checkCsrf(identity, event, deps.gate(), form.get("csrf") ?? undefined);
     const cookie = sessionOf(event, deps.auth);
@@ -190,7 +190,7 @@ export function mountWeb(router: Router, deps: WebDeps): readonly PagePath[] {
       try {
         checkGate(headers, deps.gate());
         // The caller first: a refusal's audit row names the identity the credential proved (an agent's bearer, say).
-        const identity = identify(headers, deps.auth);
+        const identity = identify(headers, deps.auth, peer);
         caller = callerOf(identity, headers, "rest", peer);
         viewer = viewerOf(identity);
         const form = await readForm(event);
@@ -227,7 +227,7 @@ export function mountWeb(router: Router, deps: WebDeps): readonly PagePath[] {
       try {
         checkGate(headers, deps.gate());
         // The caller first: a refusal's audit row names the identity the credential proved (an agent's bearer, say).
-        const identity = identify(headers, deps.auth);
+        const identity = identify(headers, deps.auth, peer);
         caller = callerOf(identity, headers, "rest", peer);
         viewer = viewerOf(identity);
         const form = await readForm(event);

@@ -1,6 +1,10 @@
 import { spawn } from "node:child_process";
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { networkInterfaces } from "node:os";
 import { join } from "node:path";
+import { toNodeListener } from "h3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { routeId } from "../../server/route.js";
 import { ROUTES } from "../../server/routes/index.js";
@@ -9,6 +13,9 @@ import { hashSecret } from "../../server/identity/tokens.js";
 import { compile, loadTree } from "../../compiler/index.js";
 import { httpCall, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callMemory, callTool, memoryClient } from "./mcp-helpers.js";
+
+/** An address of this machine beyond loopback (a LAN's), if it has one: a caller from there is no loopback caller. */
+const LAN = Object.values(networkInterfaces()).flat().find((i) => i !== undefined && !i.internal && i.family === "IPv4")?.address;
 
 const HAL0 = join(import.meta.dirname, "../../bin/hal0.js");
 
@@ -454,6 +461,34 @@ describe("[server] auth = \"off\"", () => {
     expect(agent.status).toBe(202);
     // A token still decides when one is sent.
     expect((await s.call("GET", "/api/auth/whoami", { as: "agent:hermes__coder" })).body.identity).toBe("agent:hermes__coder");
+  });
+
+  it.skipIf(LAN === undefined)("trusts loopback callers only: a caller from another address (a server listening beyond loopback) is judged as with auth = \"token\", whatever its Host or X-Forwarded-For say", async () => {
+    // The file keeps [server] host = 127.0.0.1 (so auth = "off" compiles), while the server also listens on another
+    // address, as `hal0 serve --host` does.
+    expect((await s.call("PUT", "/api/settings", { body: { server: { auth: "off" } } })).status).toBe(200);
+    const outside = createServer(toNodeListener(s.hal0.app));
+    await new Promise<void>((resolve) => outside.listen(0, LAN, resolve));
+    try {
+      const url = `http://${LAN}:${(outside.address() as AddressInfo).port}`;
+      const forged = { host: new URL(s.url).host, "x-forwarded-for": "127.0.0.1" };
+      expect((await httpCall(url, "GET", "/api/auth/whoami", { headers: forged })).body.identity).toBe("anonymous");
+      const mint = await httpCall(url, "POST", "/api/auth/tokens", { headers: forged, body: { kind: "operator", name: "mallory" } });
+      expect(mint.status).toBe(401);
+      expect(mint.body.error.code).toBe("auth.required");
+      const claimed = await httpCall(url, "PUT", "/api/slots/chat/config", { headers: { ...forged, "x-hal0-agent": "hermes__ops" }, body: { tune: { ctx_size: 9216 } } });
+      expect(claimed.status).toBe(401);
+      expect((await httpCall(url, "GET", "/", { headers: forged })).status).toBe(401);
+      const mcp = await httpCall(url, "POST", "/mcp/admin", { headers: { ...forged, accept: "application/json, text/event-stream" }, body: { jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "slot_delete", arguments: { args: { name: "chat" } } } } });
+      expect(JSON.stringify(mcp.body)).toContain("auth.required");
+      // A token still decides from there, and loopback callers are still the operator.
+      expect((await httpCall(url, "GET", "/api/auth/whoami", { headers: { ...forged, ...bearer(s.operator) } })).body.identity).toBe("operator:owner");
+      expect((await s.call("GET", "/api/auth/whoami", { as: "anonymous" })).body.identity).toBe("operator:local");
+      expect(s.hal0.tokens.list().map((t) => t.name)).not.toContain("mallory");
+      expect(chat()).not.toContain("9216");
+    } finally {
+      await new Promise((resolve) => outside.close(resolve));
+    }
   });
 
   it("turned on again by a hand edit of hal0.toml, the very next request without a token is refused, not the operator", async () => {
