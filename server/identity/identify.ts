@@ -57,8 +57,9 @@ const CLAIM_RE = /^[A-Za-z0-9_-]{1,64}$/;
  *   unknown or revoked token is 401 `auth.invalid_token` (never anonymous).
  * - else the box's session cookie (`auth.cookie`) of a logged-in web page: its operator.
  * - else `[server] auth = "off"` and the peer (`peer`, the socket's remote
- *   address) is loopback: an `X-hal0-Agent` caller is that agent, any other
- *   the operator `local`. A caller from any other address is judged as under
+ *   address) is loopback: an `X-hal0-Agent` caller is that agent (a value
+ *   that is no agent's name is 400 `request.invalid_header`), any other the
+ *   operator `local`. A caller from any other address is judged as under
  *   `auth = "token"`: the server may listen beyond loopback (`hal0 serve
  *   --host`, whatever hal0.toml's `[server] host` says since), and "off"
  *   trusts the person at the box, not the network.
@@ -82,8 +83,11 @@ export function identify(headers: IncomingHttpHeaders, auth: Authenticator, peer
     if (token && token.kind === "operator") return checked({ kind: "operator", name: token.name, tokenId: token.id, scopes: token.scopes, by: "session", csrf: csrfOf(cookie) }, claim);
   }
   if (auth.mode() === "off" && isLoopbackPeer(peer)) {
-    if (claim !== undefined && CLAIM_RE.test(claim)) return { kind: "agent", name: claim, scopes: SCOPES, by: "auth_off" };
-    return { kind: "operator", name: "local", scopes: SCOPES, by: "auth_off" };
+    if (claimRaw === undefined) return { kind: "operator", name: "local", scopes: SCOPES, by: "auth_off" };
+    // The header is all that tells an agent from the operator here: one sent that names no agent (empty too: an unset
+    // variable in a client's config) is refused, never read as absent (the operator).
+    if (claim === undefined || !CLAIM_RE.test(claim)) throw new ApiError("request.invalid_header", "X-hal0-Agent names an agent: 1 to 64 letters, digits, - and _; with [server] auth = \"off\" a caller that sends it is that agent (its tiers apply), so a name hal0 cannot read is refused rather than taken for the operator", { header: "X-hal0-Agent" });
+    return { kind: "agent", name: claim, scopes: SCOPES, by: "auth_off" };
   }
   return claim === undefined ? ANONYMOUS : { ...ANONYMOUS, claimed: claim.slice(0, 64) };
 }

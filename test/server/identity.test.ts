@@ -463,6 +463,23 @@ describe("[server] auth = \"off\"", () => {
     expect((await s.call("GET", "/api/auth/whoami", { as: "agent:hermes__coder" })).body.identity).toBe("agent:hermes__coder");
   });
 
+  it("an X-hal0-Agent that names no agent (empty, a dot, a space, 65 characters) is 400 request.invalid_header, never the operator: the agent's gated write is not run", async () => {
+    expect((await s.call("PUT", "/api/settings", { body: { server: { auth: "off" } } })).status).toBe(200);
+    for (const claim of ["", " ", "hermes.ops", "claude code", "a".repeat(65)]) {
+      const who = await s.call("GET", "/api/auth/whoami", { as: "anonymous", headers: { "x-hal0-agent": claim } });
+      expect(who.status, claim).toBe(400);
+      expect(who.body.error).toMatchObject({ code: "request.invalid_header", details: { header: "X-hal0-Agent" } });
+      const write = await s.call("PUT", "/api/slots/chat/config", { as: "anonymous", headers: { "x-hal0-agent": claim }, body: { tune: { ctx_size: 9216 } } });
+      expect(write.status, claim).toBe(400);
+      const mcp = await httpCall(s.url, "POST", "/mcp/admin", { headers: { "x-hal0-agent": claim, accept: "application/json, text/event-stream" }, body: { jsonrpc: "2.0", id: 1, method: "initialize", params: { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "t", version: "1" } } } });
+      expect(mcp.status, claim).toBe(400);
+    }
+    expect(chat()).not.toContain("9216");
+    expect((await s.call("GET", "/api/agent/approvals", { as: "anonymous" })).body.approvals).toEqual([]);
+    // A name that is one is that agent, gated as one.
+    expect((await s.call("PUT", "/api/slots/chat/config", { as: "anonymous", headers: { "x-hal0-agent": "hermes__ops" }, body: { tune: { ctx_size: 9216 } } })).status).toBe(202);
+  });
+
   it.skipIf(LAN === undefined)("trusts loopback callers only: a caller from another address (a server listening beyond loopback) is judged as with auth = \"token\", whatever its Host or X-Forwarded-For say", async () => {
     // The file keeps [server] host = 127.0.0.1 (so auth = "off" compiles), while the server also listens on another
     // address, as `hal0 serve --host` does.
