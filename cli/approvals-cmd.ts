@@ -5,6 +5,7 @@ import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, UsageError, type CliIo
 import { stateDir } from "./paths.js";
 import { BOX_OPTIONS } from "./plan-cmd.js";
 import { operatorTokenFrom } from "../server/identity/tokens.js";
+import { isLoopbackHost } from "../schema/settings.js";
 import { showInvisible } from "../server/web/render.js";
 
 export const APPROVALS_HELP = `hal0 agent approvals list [--only STATE] [--json]
@@ -15,7 +16,9 @@ hal0 agent approvals deny ID [--reason TEXT]
 
 Gated requests waiting for a person. Against the database in the state folder
 directly, or with --server (or $HAL0_SERVER) through a running 'hal0 serve'.
-Only an operator decides: the token in <state>/operator.token (or $HAL0_TOKEN). A
+Only an operator decides: the token in <state>/operator.token (or $HAL0_TOKEN). With
+--server, operator.token is sent only to a server on loopback or the one serving
+--state (its serve.lock); another server needs $HAL0_TOKEN (auth.required). A
 $HAL0_TOKEN minted narrower (--scope rest) approves and reads whole no hal0-memory or
 hal0-agents request, either way (auth.scope_denied), as through the server.
 Approving re-plans the request and runs it; one whose files moved is refused (stale).
@@ -35,7 +38,7 @@ export async function runApprovals(args: string[], io: CliIo): Promise<number> {
   if (values.only !== undefined && !(APPROVAL_STATES as readonly string[]).includes(values.only)) throw new UsageError(`--only ${JSON.stringify(values.only)}: a request's state is one of ${APPROVAL_STATES.join(", ")}`);
   const server = values.server ?? io.env.HAL0_SERVER;
   const state = stateDir(values.state, io.env, io.cwd);
-  const backend = server ? httpBackend(server, operatorTokenFrom(state, io.env as NodeJS.ProcessEnv)) : await dbBackend(values, io);
+  const backend = server ? httpBackend(server, await serverToken(server, state, io.env)) : await dbBackend(values, io);
   try {
     const by = "cli";
     if (verb === "list") {
@@ -105,6 +108,27 @@ async function dbBackend(flags: { config?: string; state?: string }, io: CliIo):
     deny: (id, _by, reason) => wrap(() => asReadBy(hal0.approvals.deny(id, decider, reason), reader)),
     close: () => hal0.close(),
   };
+}
+
+/**
+ * The credential sent to `--server`: `$HAL0_TOKEN` when set, else the state
+ * folder's `operator.token` — this box's owner credential — and that only to
+ * a server on loopback or the `hal0 serve` this state folder's serve.lock
+ * names (the box it is for). Sent to any other address (a `$HAL0_SERVER` left
+ * naming another box), it would hand that server the owner's token, over
+ * plain HTTP: refused, `auth.required`, nothing sent.
+ */
+async function serverToken(server: string, state: string, env: CliIo["env"]): Promise<string | undefined> {
+  const given = env.HAL0_TOKEN?.trim();
+  if (given) return given;
+  if (!URL.canParse(server) || !/^https?:$/.test(new URL(server).protocol)) throw new UsageError(`--server ${JSON.stringify(server.slice(0, 80))}: expected the URL of a running hal0 serve, such as http://127.0.0.1:8080`);
+  const own = operatorTokenFrom(state, env as NodeJS.ProcessEnv);
+  const url = new URL(server);
+  if (own === undefined || isLoopbackHost(url.hostname)) return own;
+  const { serveHolder } = await import("../reconciler/lock.js");
+  const served = (await serveHolder(state))?.url;
+  if (served !== undefined && URL.canParse(served) && new URL(served).origin === url.origin) return own;
+  throw new CliError("auth.required", `${url.origin} is neither on loopback nor the hal0 serve of ${state}${served ? ` (${new URL(served).origin})` : ""}: the state folder's operator.token is this box's owner credential and is not sent there; set HAL0_TOKEN to an operator token of that server`);
 }
 
 function httpBackend(base: string, token: string | undefined): Backend {

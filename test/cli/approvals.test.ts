@@ -1,4 +1,7 @@
 import { readFileSync } from "node:fs";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { networkInterfaces } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
@@ -9,6 +12,9 @@ import { captureIo } from "./helpers.js";
 
 const slotEdit = ROUTES.find((r) => r.tools?.includes("slot_edit"))!;
 const request = (ctx: number) => ({ params: { name: "chat" }, query: {}, body: { tune: { ctx_size: ctx } }, caller: { kind: "agent" as const, agent: "hermes__coder", private: false, via: "mcp" as const }, requestId: "t" });
+
+/** An address of this machine beyond loopback, if it has one: a --server there is not "on this machine's loopback". */
+const LAN = Object.values(networkInterfaces()).flat().find((i) => i !== undefined && !i.internal && i.family === "IPv4")?.address;
 
 let s: TestServer | undefined;
 afterEach(async () => {
@@ -100,5 +106,29 @@ describe("hal0 agent approvals", () => {
     const missing = captureIo({ HAL0_TOKEN: s.operator });
     expect(await main(["agent", "approvals", "show", "apr_nope", "--server", s.url], missing)).toBe(1);
     expect(missing.err()).toContain("approvals.not_found");
+  });
+
+  it.skipIf(LAN === undefined)("sends the state folder's operator.token to no --server beyond loopback but the one serving that folder: another box (a $HAL0_SERVER left set) is refused before anything is sent; $HAL0_TOKEN is sent where it is told", async () => {
+    s = await startTestServer();
+    const seen: Array<string | undefined> = [];
+    const elsewhere = createServer((req, res) => {
+      seen.push(req.headers.authorization);
+      res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ approvals: [] }));
+    });
+    await new Promise<void>((resolve) => elsewhere.listen(0, LAN, resolve));
+    try {
+      const url = `http://${LAN}:${(elsewhere.address() as AddressInfo).port}`;
+      const io = captureIo({ HAL0_SERVER: url });
+      expect(await main(["agent", "approvals", "list", "--state", s.state], io)).toBe(1);
+      expect(io.err()).toContain("auth.required");
+      expect(io.err()).not.toContain(s.operator);
+      expect(seen).toEqual([]);
+      // A token named for that server is sent to it.
+      const told = captureIo({ HAL0_SERVER: url, HAL0_TOKEN: "hal0_op_elsewhere" });
+      expect(await main(["agent", "approvals", "list", "--state", s.state], told)).toBe(0);
+      expect(seen).toEqual(["Bearer hal0_op_elsewhere"]);
+    } finally {
+      await new Promise((resolve) => elsewhere.close(resolve));
+    }
   });
 });
