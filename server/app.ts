@@ -149,7 +149,9 @@ async function handle(deps: AppDeps, route: Route, event: H3Event): Promise<unkn
     status = api.status;
     caller = provenCaller(caller, api);
     // A call refused before it reached the pipeline (identity, scope, policy, a bad body) is audited too.
-    if (!invoked) deps.audit.record({ call: call ?? { params: {}, query: {}, body: undefined, caller, requestId }, route, outcome: "error", errorCode: api.code, durationMs: performance.now() - started });
+    // Its target too (the path's ids), when it was refused before its input was read: a bad or revoked token, a spoofed
+    // X-hal0-Agent, a scope. Whoever looks at what was tried on apr_…, a slot, a token, finds it.
+    if (!invoked) deps.audit.record({ call: call ?? { params: pathParams(event), query: {}, body: undefined, caller, requestId }, route, outcome: "error", errorCode: api.code, durationMs: performance.now() - started });
     setResponseStatus(event, status);
     // Refused with the body (or its rest) unread: close the connection rather than drain it for a next request.
     if (api.code === "request.too_large" || api.code === "request.unsupported_media_type") setResponseHeader(event, "Connection", "close");
@@ -184,8 +186,7 @@ function stillSame(auth: Authenticator, headers: H3Event["node"]["req"]["headers
  * is refused the same way (h3's reader would drop it unseen).
  */
 async function readCall(event: H3Event, route: Route, caller: Call["caller"], requestId: string, maxBody: number): Promise<Call> {
-  const raw = getRouterParams(event);
-  const params = Object.fromEntries(Object.entries(raw).map(([k, v]) => [k, safeDecode(v)]));
+  const params = pathParams(event);
   const search = event.path.includes("?") ? event.path.slice(event.path.indexOf("?")) : "";
   const refused = queryRefusal(search);
   if (refused) throw refused;
@@ -312,6 +313,11 @@ function splitList(v: string): string[] {
   }
   out.push(v.slice(start));
   return out;
+}
+
+/** The path's params, each percent-decoded (left as sent when it does not decode). */
+function pathParams(event: H3Event): Record<string, string> {
+  return Object.fromEntries(Object.entries(getRouterParams(event)).map(([k, v]) => [k, safeDecode(v)]));
 }
 
 function safeDecode(v: string): string {

@@ -282,6 +282,18 @@ describe("the header is not an identity", () => {
       expect(res.body.error.code).toBe("auth.invalid_token");
     }
   });
+  it("an approval refused at the credential (a spoofed X-hal0-Agent, a revoked or unknown token, a narrow scope) is audited against the request it aimed at", async () => {
+    const id = await queueEdit("hermes__ops");
+    const coder = s.agentToken("hermes__coder");
+    expect((await s.call("POST", `/api/agent/approvals/${id}/approve`, { headers: { ...bearer(coder), "x-hal0-agent": "owner" } })).body.error.code).toBe("auth.identity_mismatch");
+    expect((await s.call("POST", `/api/agent/approvals/${id}/approve`, { headers: bearer("hal0_op_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA") })).body.error.code).toBe("auth.invalid_token");
+    const memoryOnly = s.hal0.tokens.mint("operator", "narrow", ["mcp:memory"]).token;
+    expect((await s.call("POST", `/api/agent/approvals/${id}/approve`, { headers: bearer(memoryOnly) })).body.error.code).toBe("auth.scope_denied");
+    const rows = (await s.call("GET", `/api/activity?target=${id}&outcome=error`)).body.items.map((r: any) => [r.actor, r.error_code, r.claimed]);
+    expect(rows).toEqual(expect.arrayContaining([["agent:hermes__coder", "auth.identity_mismatch", "owner"], ["anonymous", "auth.invalid_token", null], ["operator:narrow", "auth.scope_denied", null]]));
+    expect((await s.call("GET", `/api/agent/approvals/${id}`)).body.approval.state).toBe("pending");
+  });
+
   it("a token the server has verified fails its very next request once another process revokes it", async () => {
     const token = s.agentToken("hermes__ops");
     for (let i = 0; i < 3; i++) expect((await s.call("GET", "/api/slots", { headers: bearer(token) })).status).toBe(200);
