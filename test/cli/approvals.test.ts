@@ -1,7 +1,6 @@
 import { readFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { networkInterfaces } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
@@ -9,12 +8,11 @@ import { ROUTES } from "../../server/routes/index.js";
 import { MEMORY_ROUTES } from "../../server/memory/service.js";
 import { startTestServer, type TestServer } from "../server/harness.js";
 import { captureIo } from "./helpers.js";
+import { lanAddress } from "../helpers/lan.js";
 
 const slotEdit = ROUTES.find((r) => r.tools?.includes("slot_edit"))!;
 const request = (ctx: number) => ({ params: { name: "chat" }, query: {}, body: { tune: { ctx_size: ctx } }, caller: { kind: "agent" as const, agent: "hermes__coder", private: false, via: "mcp" as const }, requestId: "t" });
 
-/** An address of this machine beyond loopback, if it has one: a --server there is not "on this machine's loopback". */
-const LAN = Object.values(networkInterfaces()).flat().find((i) => i !== undefined && !i.internal && i.family === "IPv4")?.address;
 
 let s: TestServer | undefined;
 afterEach(async () => {
@@ -108,13 +106,14 @@ describe("hal0 agent approvals", () => {
     expect(missing.err()).toContain("approvals.not_found");
   });
 
-  it.skipIf(LAN === undefined)("sends the state folder's operator.token to no --server beyond loopback but the one serving that folder: another box (a $HAL0_SERVER left set) is refused before anything is sent; $HAL0_TOKEN is sent where it is told", async () => {
+  it("sends the state folder's operator.token to no --server beyond loopback but the one serving that folder: another box (a $HAL0_SERVER left set) is refused before anything is sent; $HAL0_TOKEN is sent where it is told", async () => {
     s = await startTestServer();
     const seen: Array<string | undefined> = [];
     const elsewhere = createServer((req, res) => {
       seen.push(req.headers.authorization);
       res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ approvals: [] }));
     });
+    const LAN = lanAddress();
     await new Promise<void>((resolve) => elsewhere.listen(0, LAN, resolve));
     try {
       const url = `http://${LAN}:${(elsewhere.address() as AddressInfo).port}`;

@@ -2,7 +2,6 @@ import { spawn } from "node:child_process";
 import { mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { networkInterfaces } from "node:os";
 import { join } from "node:path";
 import { toNodeListener } from "h3";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
@@ -13,9 +12,8 @@ import { hashSecret } from "../../server/identity/tokens.js";
 import { compile, loadTree } from "../../compiler/index.js";
 import { httpCall, startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callMemory, callTool, memoryClient } from "./mcp-helpers.js";
+import { lanAddress } from "../helpers/lan.js";
 
-/** An address of this machine beyond loopback (a LAN's), if it has one: a caller from there is no loopback caller. */
-const LAN = Object.values(networkInterfaces()).flat().find((i) => i !== undefined && !i.internal && i.family === "IPv4")?.address;
 
 const HAL0 = join(import.meta.dirname, "../../bin/hal0.js");
 
@@ -492,11 +490,12 @@ describe("[server] auth = \"off\"", () => {
     expect((await s.call("PUT", "/api/slots/chat/config", { as: "anonymous", headers: { "x-hal0-agent": "hermes__ops" }, body: { tune: { ctx_size: 9216 } } })).status).toBe(202);
   });
 
-  it.skipIf(LAN === undefined)("trusts loopback callers only: a caller from another address (a server listening beyond loopback) is judged as with auth = \"token\", whatever its Host or X-Forwarded-For say", async () => {
+  it("trusts loopback callers only: a caller from another address (a server listening beyond loopback) is judged as with auth = \"token\", whatever its Host or X-Forwarded-For say", async () => {
     // The file keeps [server] host = 127.0.0.1 (so auth = "off" compiles), while the server also listens on another
     // address, as `hal0 serve --host` does.
     expect((await s.call("PUT", "/api/settings", { body: { server: { auth: "off" } } })).status).toBe(200);
     const outside = createServer(toNodeListener(s.hal0.app));
+    const LAN = lanAddress();
     await new Promise<void>((resolve) => outside.listen(0, LAN, resolve));
     try {
       const url = `http://${LAN}:${(outside.address() as AddressInfo).port}`;
