@@ -391,6 +391,7 @@ export class DockerDriver implements SlotDriver {
       await this.ensureImage(view.spec.image!);
       container = await this.create(name, view, cwd, mounts, devices);
     }
+    container = await this.planned(name, view, container, () => this.create(name, view, cwd, mounts, devices, view.spec.observed!.image_digest));
     await this.engine((abortSignal) => container.start({ abortSignal })).catch(async (err: unknown) => {
       await this.engine((abortSignal) => container.remove({ force: true, abortSignal })).catch(() => undefined);
       if (err instanceof DriverError) throw err;
@@ -399,14 +400,41 @@ export class DockerDriver implements SlotDriver {
     return container;
   }
 
-  private async create(name: string, view: SlotView, cwd: string, mounts: BindMount[], devices: DeviceMapping[]): Promise<Dockerode.Container> {
+  /**
+   * The container made from the image the plan was made with. The plan read
+   * the id the slot's reference named then (`observed.image_digest`, in the
+   * spec and its label); when the reference names another image now (a pull,
+   * a `docker tag` between the plan and the start, such as while `hal0 apply`
+   * waits for its 'yes'), the container made from the reference is removed and
+   * made again from that id, so what runs is what the plan showed (the next
+   * plan replaces it, `image digest changed`), not another image under a label
+   * that records the planned one. That image gone from the engine meanwhile is
+   * `slot.image_missing`: plan again.
+   */
+  private async planned(name: string, view: SlotView, container: Dockerode.Container, again: () => Promise<Dockerode.Container>): Promise<Dockerode.Container> {
+    const planned = view.spec.observed?.image_digest;
+    if (planned === undefined) return container;
+    const made = await this.engine((abortSignal) => container.inspect({ abortSignal })).catch(async (err: unknown) => {
+      await this.engine((abortSignal) => container.remove({ force: true, abortSignal })).catch(() => undefined);
+      throw err instanceof DriverError ? err : new DriverError("slot.spawn_failed", `slot ${name}: docker could not inspect ${containerName(name)}: ${(err as Error).message}`);
+    });
+    if (made.Image === planned) return container;
+    await this.engine((abortSignal) => container.remove({ force: true, abortSignal })).catch(ignore(404));
+    return again().catch((err: unknown) => {
+      if (!(err instanceof DriverError && err.code === "slot.image_missing")) throw err;
+      throw new DriverError("slot.image_missing", `slot ${name}: image ${view.spec.image} names ${made.Image} on the engine now, and ${planned}, the image the plan was made with, is no longer there; run hal0 plan again to start the image it names now`);
+    });
+  }
+
+  /** Creates the slot's container from its spec's image, or from `image` (an image id) when given. */
+  private async create(name: string, view: SlotView, cwd: string, mounts: BindMount[], devices: DeviceMapping[], image?: string): Promise<Dockerode.Container> {
     const { spec } = view;
     const [logConfig, key] = await Promise.all([this.logConfig(), this.labelKey.ensure()]);
     try {
       return await this.engine((abortSignal) => this.docker.createContainer({
         abortSignal,
         name: containerName(name),
-        Image: spec.image,
+        Image: image ?? spec.image,
         Cmd: [...spec.argv],
         Env: Object.entries(spec.env).map(([key, value]) => `${key}=${value}`),
         Labels: slotLabels(this.box, name, view, key, { mounts, ...(devices.length > 0 ? { devices: devices.map((d) => d.PathOnHost) } : {}) }),

@@ -1,4 +1,5 @@
 import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
 import { once } from "node:events";
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { connect, createServer, type Socket } from "node:net";
@@ -503,6 +504,43 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(err!.message).toBe("image hal0-runner:does-not-exist is not present; build it (npm run runner-image) or set [slots] pull = true");
     expect(await gone(name)).toBe(true);
   });
+
+  it("starts the image the plan was made with when its tag names another one by then (a pull or docker tag while apply waits for its 'yes'); that image gone, slot.image_missing saying to plan again", async () => {
+    const repo = `hal0-test-planned-${randomBytes(3).toString("hex")}`;
+    const made: string[] = [];
+    onTestFinished(async () => {
+      for (const ref of made.reverse()) await engine.getImage(ref).remove().catch(() => undefined);
+    });
+    const build = (tag: string): string => {
+      execFileSync("docker", ["build", "--quiet", "--tag", `${repo}:${tag}`, "-"], { env: { ...process.env, DOCKER_HOST, DOCKER_BUILDKIT: "0" }, input: `FROM ${RUNNER_IMAGE}\nLABEL hal0.test=${repo}-${tag}\n`, stdio: ["pipe", "pipe", "pipe"] });
+      made.push(`${repo}:${tag}`);
+      return execFileSync("docker", ["image", "inspect", "--format", "{{.Id}}", `${repo}:${tag}`], { env: { ...process.env, DOCKER_HOST }, encoding: "utf8" }).trim();
+    };
+    const planned = build("a");
+    const moved = build("b");
+    const ref = `${repo}:run`;
+    await engine.getImage(planned).tag({ repo, tag: "run" });
+    made.push(ref);
+    const name = slotName("planned");
+    const view = dockerViewFor({ port: await freePort(), root, image: ref, images: new Map([[ref, planned]]) });
+    expect(view.spec.observed?.image_digest).toBe(planned);
+
+    // Planned with `a`; the tag moves to `b` before the start.
+    await engine.getImage(moved).tag({ repo, tag: "run" });
+    await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
+    expect((await inspect(name)).Image).toBe(planned);
+    const seen = (await driver.observe()).find((s) => s.name === name)!;
+    expect(seen).toMatchObject({ running: true, record: { view: { spec_hash: view.spec_hash } } });
+    expect(seen.detail).toBeUndefined(); // not "changed behind hal0's back"
+    await driver.stop(name, 1);
+
+    // `a` removed from the engine since the plan: nothing of it can start, and the message says what to do.
+    await engine.getImage(`${repo}:a`).remove();
+    const err = await startError(name, view);
+    expect(err?.code).toBe("slot.image_missing");
+    expect(err!.message).toBe(`slot ${name}: image ${ref} names ${moved} on the engine now, and ${planned}, the image the plan was made with, is no longer there; run hal0 plan again to start the image it names now`);
+    expect(await gone(name)).toBe(true);
+  }, 60_000);
 
   it("with [slots] pull = true tries to pull a missing image and says why it failed", async () => {
     const pulling = new DockerDriver({ docker: engine, box, stateDir, pull: true });

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type Dockerode from "dockerode";
 import { describe, expect, it } from "vitest";
-import { compile, sourceTree } from "../../compiler/index.js";
+import { compile, sourceTree, type ImageDigests } from "../../compiler/index.js";
 import { dockerClient } from "../../reconciler/drivers/docker.js";
 import type { SlotView } from "../../reconciler/index.js";
 import { PROJECT } from "./process-helpers.js";
@@ -120,17 +120,19 @@ export interface DockerViewOptions {
   readonly extraArgs?: string;
   /** The profile's device_class (default cpu). */
   readonly deviceClass?: "cpu" | "gpu" | "npu";
+  /** The image ids the runner probe read (the spec's `observed.image_digest`, as a plan has it). */
+  readonly images?: ImageDigests;
 }
 
 /** Compiles a one-slot docker tree in memory and takes the slot's view, as the executor would. */
-export function dockerViewFor({ port, root, image = RUNNER_IMAGE, env = {}, modelPath = MODEL_FILE, extraArgs, deviceClass = "cpu" }: DockerViewOptions): SlotView {
+export function dockerViewFor({ port, root, image = RUNNER_IMAGE, env = {}, modelPath = MODEL_FILE, extraArgs, deviceClass = "cpu", images }: DockerViewOptions): SlotView {
   const envToml = `{ ${Object.entries(env).map(([k, v]) => `${k} = ${JSON.stringify(v)}`).join(", ")} }`;
   const { model, diagnostics } = compile(sourceTree(root, [
     ["hal0.toml", `[slots]\nruntime = "docker"\nport_range_start = 1024\nport_range_end = 65535\n`],
     ["profiles.toml", `[profile.fake]\nimage = ${JSON.stringify(image)}\nflags = "--parallel 1 --threads 2"\ndevice_class = "${deviceClass}"\n`],
     ["models.toml", `[model.tiny]\npath = ${JSON.stringify(modelPath)}\ntype = "llm"\n`],
     ["slots/s.toml", `profile = "fake"\nmodel = "tiny"\nport = ${port}\n\n[tune]\nctx_size = 2048\n\n[server]\nenv = ${envToml}\n${extraArgs === undefined ? "" : `extra_args = ${JSON.stringify(extraArgs)}\n`}`],
-  ]));
+  ]), [], images === undefined ? {} : { images });
   expect(diagnostics.filter((d) => d.severity === "error")).toEqual([]);
   const s = model!.slots.s!;
   return { profile: s.profile, model: s.model ?? null, type: s.type, port: s.port, device: s.device, tune: s.tune_effective, spec: s.spec, spec_hash: s.spec_hash };
