@@ -19,7 +19,8 @@ then starts, each slot health-gated. One apply at a time.
   --plan FILE   apply a plan saved by 'hal0 plan --out'; refused when stale (plan.stale)
   --yes         do not ask
 SIGINT or SIGTERM while it runs: no further step starts, the steps under way finish (a
-start stops waiting for /health and leaves its runner running), then the summary; a second
+start stops waiting for /health and leaves its runner running; one still pulling its image
+stops the pull and creates nothing), then the summary; a second
 signal stops hal0 at once.
 Exit status: 0 every step succeeded (or nothing to do), 1 a step failed, the apply was
 cancelled, interrupted or refused (plan.stale, plan.invalid, apply.locked, config.not_found,

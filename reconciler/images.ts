@@ -192,9 +192,13 @@ export async function pullImage(docker: Dockerode, ref: string, onProgress: (p: 
   // Whichever loses the race is settled here, never unhandled.
   work.catch(() => {});
   stalled.catch(() => {});
+  // Aborted, the pull is over at once, whether or not the engine's stream says so.
+  const onAbort = () => giveUp(new Error("the pull was stopped"));
+  signal?.addEventListener("abort", onAbort, { once: true });
   try {
     await Promise.race([work, stalled]);
   } finally {
     clearTimeout(timer);
+    signal?.removeEventListener("abort", onAbort);
   }
 }

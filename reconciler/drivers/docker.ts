@@ -1,7 +1,7 @@
 import "./docker-deps.js"; // first: defers the parts of dockerode hal0 never uses
 import Dockerode from "dockerode";
 import { renamedContainerWords, type ObservedSlot, type SlotView } from "../observed.js";
-import { DriverError, interruptedStart, wantsProbe, type EngineLog, type ObserveOptions, type PortHolder, type SlotDriver, type StartOptions } from "./driver.js";
+import { DriverError, INTERRUPTED, interruptedStart, whenAborted, wantsProbe, type EngineLog, type ObserveOptions, type PortHolder, type SlotDriver, type StartOptions } from "./driver.js";
 import { LABEL, boxFilter, containerName, deviceMappings, hostMounts, type BindMount, type DeviceMapping, type ImageDefaults, type InspectedContainer, labelledAs, logLinesOf, logTailOf, observedFrom, parseView, slotLabels, slotOf } from "./docker-container.js";
 import { answered, ENGINE_ANSWER_MS, engineStatus, exitNote, ignore, imageMissingMessage, logUnread, notOursMessage, whenExited } from "./docker-engine.js";
 import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
@@ -10,6 +10,9 @@ import { StateKey } from "./state-key.js";
 import { LogSaves, saveContainerLog } from "./container-log.js";
 import { IMAGE_STALL_MS, pullImage } from "../images.js";
 import type { Device } from "../../schema/index.js";
+
+/** A pull ended because the start that began it was interrupted (ensureImage tells its own starts from others). */
+class PullInterrupted extends Error {}
 
 /** Grace given to a container stopped because it never became healthy. */
 const ABORT_GRACE_S = 5;
@@ -267,9 +270,11 @@ export class DockerDriver implements SlotDriver {
     const { spec } = view;
     if (spec.runtime !== "docker" || !spec.image) throw new DriverError("slot.spawn_failed", `slot ${name}: its spec is for the ${spec.runtime} runtime, not docker (no image)`);
     // The checks side by side; when several fail, the first of image, name, port is the one reported.
-    const [image, taken, port, mounts, devices] = await Promise.allSettled([this.ensureImage(spec.image), this.refuseTaken(name), this.refuseHeldPort(spec.port), hostMounts(spec.argv, options.cwd), this.devicesFor(spec.device)]);
+    const [image, taken, port, mounts, devices] = await Promise.allSettled([this.ensureImage(name, spec.image, options.signal), this.refuseTaken(name), this.refuseHeldPort(spec.port), hostMounts(spec.argv, options.cwd), this.devicesFor(spec.device)]);
     for (const check of [image, taken, port, mounts, devices]) if (check.status === "rejected") throw check.reason;
-    const container = await this.createAndStart(name, view, options.cwd, (mounts as PromiseFulfilledResult<BindMount[]>).value, (devices as PromiseFulfilledResult<DeviceMapping[]>).value);
+    // Interrupted while the image was checked or pulled: nothing is created (a container made now would be left running).
+    if (options.signal?.aborted) throw new DriverError(INTERRUPTED, `slot ${name}: the apply was interrupted before its container was created; nothing was started, and the next apply or sweep starts it`);
+    const container = await this.createAndStart(name, view, options.cwd, (mounts as PromiseFulfilledResult<BindMount[]>).value, (devices as PromiseFulfilledResult<DeviceMapping[]>).value, options.signal);
     const abort = new AbortController();
     try {
       // After the start: "not running" then means it ran and exited, however fast.
@@ -319,22 +324,37 @@ export class DockerDriver implements SlotDriver {
    * lives (the starts of one apply share the answer, or the pull in flight);
    * a create that finds the image gone forgets it and asks again.
    */
-  private ensureImage(image: string): Promise<void> {
-    let known = this.images.get(image);
-    if (known === undefined) {
-      known = this.fetchImage(image);
-      this.images.set(image, known);
-      known.catch(() => this.images.delete(image));
+  private async ensureImage(name: string, image: string, signal?: AbortSignal): Promise<void> {
+    const interrupted = () => new DriverError(INTERRUPTED, `slot ${name}: the apply was interrupted while image ${image} was being pulled; the pull was stopped (the engine keeps the layers it finished for the next pull) and nothing was started`);
+    for (;;) {
+      let known = this.images.get(image);
+      if (known === undefined) {
+        known = this.fetchImage(image, signal);
+        this.images.set(image, known);
+        known.catch(() => this.images.delete(image));
+      }
+      // An interrupted start stops waiting at once; the pull it started ends with it (its request to the engine closes).
+      const stop = whenAborted(signal);
+      try {
+        await Promise.race([known, stop.aborted.then(() => Promise.reject(interrupted()))]);
+        return;
+      } catch (err) {
+        // Another start's pull, ended by its own interruption: this one, not interrupted, pulls afresh.
+        if (err instanceof PullInterrupted && signal?.aborted !== true) continue;
+        throw err instanceof PullInterrupted ? interrupted() : err;
+      } finally {
+        stop.dispose();
+      }
     }
-    return known;
   }
 
-  private async fetchImage(image: string): Promise<void> {
+  private async fetchImage(image: string, signal?: AbortSignal): Promise<void> {
     if (await this.imagePresent(image)) return;
     if (!this.pull) throw new DriverError("slot.image_missing", imageMissingMessage(image));
     try {
-      await pullImage(this.docker, image, () => {}, this.pullStallMs);
+      await pullImage(this.docker, image, () => {}, this.pullStallMs, signal);
     } catch (err) {
+      if (signal?.aborted) throw new PullInterrupted();
       throw new DriverError("slot.image_missing", `image ${image} is not present and pulling it failed: ${String((err as Error).message ?? err).trim()}`);
     }
     if (!(await this.imagePresent(image))) throw new DriverError("slot.image_missing", `image ${image} is still not present after a pull`);
@@ -380,7 +400,7 @@ export class DockerDriver implements SlotDriver {
     return (await deviceMappings(device, this.devRoot)).devices;
   }
 
-  private async createAndStart(name: string, view: SlotView, cwd: string, mounts: BindMount[], devices: DeviceMapping[]): Promise<Dockerode.Container> {
+  private async createAndStart(name: string, view: SlotView, cwd: string, mounts: BindMount[], devices: DeviceMapping[], signal?: AbortSignal): Promise<Dockerode.Container> {
     let container: Dockerode.Container;
     try {
       container = await this.create(name, view, cwd, mounts, devices);
@@ -388,7 +408,7 @@ export class DockerDriver implements SlotDriver {
       // The image went away since it was checked: check (or pull) it again, once.
       if (!(err instanceof DriverError && err.code === "slot.image_missing")) throw err;
       this.images.delete(view.spec.image!);
-      await this.ensureImage(view.spec.image!);
+      await this.ensureImage(name, view.spec.image!, signal);
       container = await this.create(name, view, cwd, mounts, devices);
     }
     container = await this.planned(name, view, container, () => this.create(name, view, cwd, mounts, devices, view.spec.observed!.image_digest));

@@ -576,6 +576,47 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     }
   }, 30_000);
 
+  it("an apply interrupted while a start pulls its image (Ctrl-C of hal0 apply) ends the pull and the start at once: apply.interrupted, no container made; another start of the image pulls afresh", async () => {
+    // Answers the engine's /v2/ check, then holds each manifest request open: the pull goes on until someone ends it.
+    const held: Socket[] = [];
+    let manifests = 0;
+    const registry = createServer((socket) => {
+      held.push(socket);
+      socket.on("data", (chunk) => {
+        const line = chunk.toString("latin1");
+        if (chunk[0] === 0x16) socket.destroy(); // the engine tries TLS first: refused at once, it asks over plain HTTP
+        else if (line.startsWith("GET /v2/ ")) socket.write("HTTP/1.1 200 OK\r\ndocker-distribution-api-version: registry/2.0\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n{}");
+        else if (/^(GET|HEAD) \/v2\/.*\/manifests\//.test(line)) manifests++;
+      });
+    }).listen(0, "127.0.0.1");
+    await once(registry, "listening");
+    try {
+      const image = `127.0.0.1:${(registry.address() as { port: number }).port}/hal0/slow-${randomBytes(3).toString("hex")}:1`;
+      const pulling = new DockerDriver({ docker: engine, box, stateDir, pull: true, pullStallMs: 10 * 60_000 });
+      const name = slotName("ctrlc");
+      const view = dockerViewFor({ port: await freePort(), root, image });
+      const interrupt = new AbortController();
+      const started = pulling.start(name, view, { healthTimeoutS: 5, cwd: root, signal: interrupt.signal }).then(() => undefined, (e: unknown) => e as DriverError);
+      for (let i = 0; i < 200 && manifests === 0; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(manifests).toBe(1);
+      interrupt.abort();
+      const err = await started;
+      expect(err?.code).toBe("apply.interrupted");
+      expect(err!.message).toBe(`slot ${name}: the apply was interrupted while image ${image} was being pulled; the pull was stopped (the engine keeps the layers it finished for the next pull) and nothing was started`);
+      expect(await gone(name)).toBe(true);
+      // The driver forgets the ended pull: a start that is not interrupted asks the registry again.
+      const again = new AbortController();
+      const second = pulling.start(name, view, { healthTimeoutS: 5, cwd: root, signal: again.signal }).then(() => undefined, (e: unknown) => e as DriverError);
+      for (let i = 0; i < 200 && manifests < 2; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(manifests).toBe(2);
+      again.abort();
+      expect((await second)?.code).toBe("apply.interrupted");
+    } finally {
+      for (const socket of held) socket.destroy();
+      registry.close();
+    }
+  }, 60_000);
+
   it("refuses a port held by a process it did not start: slot.port_in_use, naming the holder", async () => {
     const server = createServer().listen(0, "127.0.0.1");
     await once(server, "listening");
