@@ -130,7 +130,9 @@ export function imageStallMs(env: Readonly<Record<string, string | undefined>>):
  * after each message. Resolves when the engine has finished; rejects with
  * the engine's own message when it refuses (unknown repository or tag, a
  * registry that does not answer), including the errors it reports inside the
- * stream rather than as an HTTP status. The engine waits on a registry that
+ * stream rather than as an HTTP status (a registry that fails a layer with
+ * 500 or drops mid-layer: the stream then ends as a finished one would, and
+ * the reference still names the image it named before, if any). The engine waits on a registry that
  * takes the connection and never answers for ever, saying nothing: a pull
  * with no message for `stallMs` is given up (its request to the engine ends).
  * An aborted `signal` ends the request as well.
@@ -163,6 +165,9 @@ export async function pullImage(docker: Dockerode, ref: string, onProgress: (p: 
   rearm();
   // `signal` (its caller going away) ends the request to the engine too, which ends the engine's pull.
   const abort = signal === undefined ? stop.signal : AbortSignal.any([signal, stop.signal]);
+  // The engine reports a pull that fails after it began (a registry answering 500, a connection dropped mid-layer, a
+  // layer that does not verify) inside its stream, as a message with `error`, and then ends the stream as if done.
+  let failed: string | undefined;
   const work = (async () => {
     signal?.throwIfAborted();
     const stream = (await docker.pull(ref, { abortSignal: abort })) as NodeJS.ReadableStream;
@@ -170,10 +175,13 @@ export async function pullImage(docker: Dockerode, ref: string, onProgress: (p: 
     await new Promise<void>((resolve, reject) => {
       docker.modem.followProgress(
         stream,
-        (err: Error | null) => (err ? reject(err) : resolve()),
+        (err: Error | null) => (err ? reject(err) : failed !== undefined ? reject(new Error(failed)) : resolve()),
         (m: PullMessage) => {
           rearm();
-          if (m.error !== undefined) return; // followProgress rejects with it
+          if (m.error !== undefined || m.errorDetail?.message !== undefined) {
+            failed ??= String(m.errorDetail?.message ?? m.error).trim();
+            return;
+          }
           if (m.status !== undefined) status = m.status;
           if (m.id !== undefined && LAYER_ID.test(m.id)) {
             const layer = layers.get(m.id) ?? { done: false, current: 0, total: 0 };
