@@ -400,7 +400,7 @@ export class RunnerProbe {
     try {
       id = (await within(() => docker.getImage(ref).inspect())).Id; // a hung engine holds no compile, plan or read
     } catch (err) {
-      if (engineStatus(err) === 404) return { ok: false, why: `image ${ref} is not present (hal0 never pulls)`, runs: 0 };
+      if (engineStatus(err) === 404) return { ok: false, why: `image ${ref} is not present (the probe pulls nothing; with [slots] pull = true a slot's start pulls it)`, runs: 0 };
       return { ok: false, why: `the Docker engine does not answer: ${(err as Error).message}`, runs: 0 };
     }
     images.set(ref, id);
@@ -667,7 +667,7 @@ async function runContainer(docker: Dockerode, id: string, ref: string, cmd: rea
       HostConfig: { NetworkMode: "none", RestartPolicy: { Name: "no" } },
     });
   } catch (err) {
-    if (engineStatus(err) === 404) return { ok: false, why: `image ${ref} is not present (hal0 never pulls)` };
+    if (engineStatus(err) === 404) return { ok: false, why: `image ${ref} is not present (the probe pulls nothing; with [slots] pull = true a slot's start pulls it)` };
     return { ok: false, why: `docker could not create a container of ${ref}: ${(err as Error).message}` };
   }
   started();

@@ -366,11 +366,11 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(result.probed).toBe(1);
   }, 30_000);
 
-  it("an image that is not present fails, and is not pulled", async () => {
+  it("an image that is not present fails, and is not pulled; the reason says a start pulls it with [slots] pull = true (not that hal0 never pulls)", async () => {
     const ref = "hal0-no-such-image:never";
     const probe = new RunnerProbe({ stateDir: null, root: tempDir("root"), docker: () => engine });
     const result = await probe.probe([{ runtime: "docker", word: ref }]);
-    expect(result.failed.get(runnerKey("docker", ref))).toBe(`image ${ref} is not present (hal0 never pulls)`);
+    expect(result.failed.get(runnerKey("docker", ref))).toBe(`image ${ref} is not present (the probe pulls nothing; with [slots] pull = true a slot's start pulls it)`);
     expect(result.probed).toBe(0);
     expect(await engine.getImage(ref).inspect().then(() => true, () => false)).toBe(false);
   });
