@@ -3,7 +3,7 @@ import type { Change, Plan } from "../schema/index.js";
 import type { Backoff } from "./backoff.js";
 import { removeStaleTemps } from "./atomic.js";
 import { refreshConditions } from "./conditions-store.js";
-import { describeMoves } from "./digest.js";
+import { describeMoves, imageMoves } from "./digest.js";
 import { DriverError, INTERRUPTED, type SlotDriver } from "./drivers/driver.js";
 import { executePlan, type ExecEvent, type StepResult } from "./execute.js";
 import { acquireLock } from "./lock.js";
@@ -108,7 +108,10 @@ export async function converge(target: ConvergeTarget, options: ConvergeOptions)
       const moved = describeMoves(options.saved, observed, target.model.digest);
       if (moved.length > 0) throw new PlanStaleError(moved);
       // Its file holds no secret (an env value is masked), so it is not what runs: the same plan made again is.
-      if (plan.id !== options.saved.id) throw new PlanStaleError([`the plan made from this config and box is ${plan.id}, not the saved ${options.saved.id}`]);
+      if (plan.id !== options.saved.id) {
+        const images = imageMoves(options.saved, plan);
+        throw new PlanStaleError(images.length > 0 ? images : [`the plan made from this config and box is ${plan.id}, not the saved ${options.saved.id}`]);
+      }
     }
     if (options.review && !(await options.review(plan))) {
       return { outcome: "cancelled", plan, runnable: plan, deferred: [], results: [], observed };

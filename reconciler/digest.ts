@@ -68,6 +68,27 @@ export function describeMoves(saved: Plan, observed: Observed, configDigest: str
   });
 }
 
+/**
+ * The slots whose image a saved plan was made with is not the one its reference
+ * names now (a pull or `docker tag` since: the same config, another
+ * `observed.image_digest`), as `plan.stale` names them. `plan` is the plan
+ * made afresh; a slot whose image reference itself changed is a config move.
+ */
+export function imageMoves(saved: Plan, plan: Plan): string[] {
+  const out: string[] = [];
+  for (const change of saved.changes) {
+    if (change.kind !== "slot") continue;
+    const now = plan.changes.find((c) => c.address === change.address);
+    const was = change.after?.spec;
+    const is = now?.kind === "slot" ? now.after?.spec : undefined;
+    if (was?.image === undefined || is?.image !== was.image) continue;
+    const [before, after] = [was.observed?.image_digest, is.observed?.image_digest];
+    if (before === after) continue;
+    out.push(`${change.address}: image ${was.image} was ${before ?? "not on the engine"} when planned; now ${after ?? "not on the engine"} (${after === undefined ? "removed or untagged" : "pulled or tagged"} since)`);
+  }
+  return out;
+}
+
 function specOf(view: SlotView | null | undefined): string {
   const hash = view?.spec_hash;
   return hash ? `, spec ${short(hash)}` : "";

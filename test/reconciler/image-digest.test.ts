@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { compile, sourceTree, type ImageDigests, type Model } from "../../compiler/index.js";
+import { imageMoves } from "../../reconciler/digest.js";
 import { formatPlan } from "../../reconciler/format.js";
 import type { Inventory, Observed } from "../../reconciler/observed.js";
 import { planChanges } from "../../reconciler/plan.js";
@@ -58,6 +59,20 @@ describe("observed.image_digest", () => {
     const text = formatPlan(plan);
     expect(text).toContain("-/+ slot.tts (observed_changed: image digest changed) [destructive] [downtime]");
     expect(text).toContain(`observed.image_digest: "${OLD}" → "${NEW}"`);
+  });
+
+  it("a saved plan made before the tag moved is stale naming the slot, its image and both ids (not only two plan ids)", () => {
+    const world = running(box("docker", new Map([[IMAGE, OLD], ["other:1", OLD]])));
+    const gone = { ...world.observed, slots: { stt: world.observed.slots.stt! } };
+    const saved = planChanges(box("docker", new Map([[IMAGE, OLD], ["other:1", OLD]])), gone, world.inventory);
+    const moved = planChanges(box("docker", new Map([[IMAGE, NEW], ["other:1", OLD]])), gone, world.inventory);
+    expect(moved.id).not.toBe(saved.id);
+    expect(imageMoves(saved, moved)).toEqual([`slot.tts: image ${IMAGE} was ${OLD} when planned; now ${NEW} (pulled or tagged since)`]);
+    const removed = planChanges(box("docker", new Map([["other:1", OLD]])), gone, world.inventory);
+    expect(imageMoves(saved, removed)).toEqual([`slot.tts: image ${IMAGE} was ${OLD} when planned; now not on the engine (removed or untagged since)`]);
+    expect(imageMoves(saved, saved)).toEqual([]);
+    // Another image named by the config is a config move, not this one.
+    expect(imageMoves(saved, planChanges(box("docker", new Map([["other:2", NEW], ["other:1", OLD]]), "other:2"), gone, world.inventory))).toEqual([]);
   });
 
   it("a slot started before its digest was known is replaced once, saying `image digest first observed`", () => {
