@@ -1,4 +1,5 @@
 import { heldUnplaced, type Unplaced } from "./nodes.js";
+import { imageUnobserved } from "./view.js";
 import type { ObservedNode, ObservedSlot, SlotView } from "./observed.js";
 import type { SlotOutcome, SlotStep } from "./state.js";
 import { CRASH_WINDOW_MS, crashDelayMs, NEEDS_FIX_CODES } from "./backoff.js";
@@ -70,6 +71,13 @@ export interface SlotFacts {
    * that fits is ready again.
    */
   readonly unplaced?: Unplaced;
+  /**
+   * It runs, and its image's digest cannot be read now (the image removed or
+   * untagged on the engine, or the engine not answering the probe): the
+   * planner leaves it running (`image_unobserved`), so no change is pending
+   * and what it runs is not known to be older (view.ts imageUnobserved).
+   */
+  readonly imageUnobserved?: boolean;
 }
 
 export type Verdict = Pick<Condition, "status" | "reason" | "message">;
@@ -101,10 +109,10 @@ export function withHistory(verdicts: Record<ConditionType, Verdict>, hash: stri
   return { generation, spec_hash: hash, conditions };
 }
 
-function ready({ desiredHash, seen, step, unplaced }: SlotFacts): Verdict {
+function ready({ desiredHash, seen, step, unplaced, imageUnobserved }: SlotFacts): Verdict {
   if (desiredHash === undefined) return { status: "False", reason: "Disabled", message: "the slot is disabled or not in the config" };
   if (!seen?.running) return { status: "False", reason: "NotRunning", message: seen?.detail ?? unplaced?.message ?? "no runner is running" };
-  if (seen.record?.view.spec_hash !== desiredHash) return { status: "False", reason: "SpecOutdated", message: "it runs an older spec; hal0 plan shows the difference" };
+  if (seen.record?.view.spec_hash !== desiredHash && !imageUnobserved) return { status: "False", reason: "SpecOutdated", message: "it runs an older spec; hal0 plan shows the difference" };
   if (seen.health === "ok") return { status: "True", reason: "Healthy", message: "GET /health answers 200" };
   if (seen.health === "loading") return { status: "False", reason: "Warming", message: "GET /health answers 503 while the model loads" };
   if (starting(step)) return { status: "False", reason: "Starting", message: "its runner was just launched; hal0 waits for GET /health to answer" };
@@ -116,7 +124,7 @@ function starting(step: SlotStep | undefined): boolean {
   return step !== undefined && step.phase !== "stopping";
 }
 
-function reconciling({ desiredHash, managed, seen, step, unplaced }: SlotFacts): Verdict {
+function reconciling({ desiredHash, managed, seen, step, unplaced, imageUnobserved }: SlotFacts): Verdict {
   if (step !== undefined) {
     const what = step.action === "create" ? "creating" : step.action === "replace" ? "replacing" : "stopping";
     if (step.phase === "stopping") return { status: "True", reason: "Stopping", message: `an apply is ${what} it: its runner is being stopped` };
@@ -131,6 +139,9 @@ function reconciling({ desiredHash, managed, seen, step, unplaced }: SlotFacts):
   }
   // The planner holds it (a no-op, reason unplaced): no apply changes it until a node that fits is ready.
   if (desiredHash !== undefined && unplaced !== undefined) return { status: "False", reason: "Unplaced", message: "no apply or sweep starts it until a ready, active node matches its placement (hal0 plan: unplaced)" };
+  if (desiredHash !== undefined && seen?.running && imageUnobserved) {
+    return { status: "False", reason: "ImageUnobserved", message: "its image's digest cannot be read now (the image was removed or untagged on the engine, or the engine did not answer): it keeps running the image it was started with, and no apply or sweep replaces it until the digest can be read (hal0 plan: image_unobserved)" };
+  }
   const pending = desiredHash !== undefined && (!seen?.running || seen.record?.view.spec_hash !== desiredHash);
   return pending
     ? { status: "True", reason: "ChangePending", message: "the next apply or sweep changes this slot" }
@@ -243,7 +254,9 @@ export function allSlotConditions(
     const preflight = findings.filter((f) => f.slot === name);
     const refused = d?.runner?.diagnostics.filter((x) => x.severity === "error");
     const unplaced = d?.enabled && d.spec !== undefined ? heldUnplaced({ spec: d.spec, spec_hash: d.spec_hash }, observed[name], nodes) : undefined;
-    next[address] = slotConditions({ desiredHash: d?.enabled ? d.spec_hash : undefined, managed: managed?.has(name), seen: observed[name], outcome: outcomes[name], step: steps[name], preflight, refused, unplaced }, previous[address], now);
+    const recorded = observed[name]?.record?.view;
+    const unobserved = d?.enabled === true && d.spec !== undefined && recorded !== undefined && imageUnobserved(recorded, { spec: d.spec });
+    next[address] = slotConditions({ desiredHash: d?.enabled ? d.spec_hash : undefined, managed: managed?.has(name), seen: observed[name], outcome: outcomes[name], step: steps[name], preflight, refused, unplaced, imageUnobserved: unobserved }, previous[address], now);
   }
   return { next, changed: JSON.stringify(next) !== JSON.stringify(previous) };
 }

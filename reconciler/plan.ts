@@ -6,7 +6,7 @@ import { heldUnplaced } from "./nodes.js";
 import type { Inventory, Observed, ObservedNode, ObservedSlot, SlotView } from "./observed.js";
 import { planSettings } from "./settings-plan.js";
 import { slotWarnings, unmanagedWarning } from "./slot-warnings.js";
-import { slotView, viewChangedPaths } from "./view.js";
+import { imageUnobserved, slotView, viewChangedPaths } from "./view.js";
 
 /**
  * The planner: desired Model + one Observed snapshot + the inventory → Plan.
@@ -191,20 +191,6 @@ function planSlotState({ name, desired, seen, managed, applied, goneReason, node
   // Never stop what hal0 did not start: running but not in the inventory is left alone.
   if (running) return slotChange(name, "no-op", "unmanaged", recorded, recorded);
   return desired ? slotChange(name, "no-op", "disabled", recorded, null) : undefined;
-}
-
-/**
- * A running slot's image has no digest now (the image is not on the engine,
- * or the engine did not answer the runner probe) while the one it runs was
- * recorded with one: hal0 cannot tell what a replace would start, and without
- * the image it could not start anything. It keeps running (reason
- * `image_unobserved`, a `slot.image_missing` warning) until the digest is read
- * again: the same one is no change, another one replaces it. Only for the
- * image it runs: a profile that names another image asks for that one, which
- * a replace starts (pulling it with `[slots] pull = true`) or fails to.
- */
-function imageUnobserved(before: SlotView, after: SlotView): boolean {
-  return after.spec.image !== undefined && after.spec.image === before.spec.image && after.spec.observed?.image_digest === undefined && before.spec.observed?.image_digest !== undefined;
 }
 
 /**

@@ -95,3 +95,18 @@ function unionKeys(a: object, b: object): string[] {
 
 /** Deep equality of JSON-like values (key order ignored); lives in compiler/hash.ts, beside canonical JSON. */
 export { same };
+
+/**
+ * A running slot's image has no digest now (the image is not on the engine,
+ * or the engine did not answer the runner probe) while the one it runs was
+ * recorded with one: hal0 cannot tell what a replace would start, and without
+ * the image it could not start anything. The planner keeps it running (reason
+ * `image_unobserved`, a `slot.image_missing` warning) until the digest is read
+ * again: the same one is no change, another one replaces it; its conditions
+ * say so (ImageUnobserved), not that a change is pending. Only for the image it
+ * runs: a profile that names another image asks for that one, which a replace
+ * starts (pulling it with `[slots] pull = true`) or fails to.
+ */
+export function imageUnobserved(before: Pick<SlotView, "spec">, after: Pick<SlotView, "spec">): boolean {
+  return after.spec.image !== undefined && after.spec.image === before.spec.image && after.spec.observed?.image_digest === undefined && before.spec.observed?.image_digest !== undefined;
+}

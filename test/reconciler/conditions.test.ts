@@ -20,6 +20,17 @@ describe("slot conditions", () => {
     expect(byType(slotConditions({ desiredHash: "h1", seen: running("h1", "loading") }, undefined, "T1"))).toMatchObject({ Ready: "False Warming" });
   });
 
+  it("a running slot whose image's digest cannot be read now (removed from the engine) is not SpecOutdated or ChangePending: the planner leaves it running (image_unobserved)", () => {
+    const spec = (digest?: string) => ({ runtime: "docker", image: "127.0.0.1:5000/hal0/voice:1", ...(digest ? { observed: { image_digest: digest } } : {}) }) as unknown as SlotView["spec"];
+    const seen: ObservedSlot = { name: "chat", running: true, health: "ok", record: { view: { spec_hash: "h1", spec: spec("sha256:old") } as unknown as SlotView, started_at: "t" } };
+    const gone = allSlotConditions({ chat: { enabled: true, spec_hash: "h2", spec: spec() } }, { chat: seen }, {}, {}, "T1").next["slot.chat"]!;
+    expect(byType(gone)).toMatchObject({ Ready: "True Healthy", Reconciling: "False ImageUnobserved" });
+    expect(gone.conditions.find((c) => c.type === "Reconciling")!.message).toContain("keeps running the image it was started with");
+    // Read again as another image: a replace is pending.
+    const moved = allSlotConditions({ chat: { enabled: true, spec_hash: "h3", spec: spec("sha256:new") } }, { chat: seen }, {}, {}, "T1").next["slot.chat"]!;
+    expect(byType(moved)).toMatchObject({ Ready: "False SpecOutdated", Reconciling: "True ChangePending" });
+  });
+
   it("Stalled on a terminal failure, Degraded on any failure", () => {
     const outcome = { ok: false, action: "create", code: "slot.spawn_failed", error: "exit 3", at: "t" };
     expect(byType(slotConditions({ desiredHash: "h1", outcome }, undefined, "T1"))).toMatchObject({ Ready: "False NotRunning", Stalled: "True slot.spawn_failed", Degraded: "True slot.spawn_failed" });
