@@ -1,4 +1,4 @@
-import { canonicalJson, hashOf, type Model, type ResolvedSlot } from "../compiler/index.js";
+import { canonicalJson, hashOf, rehashSpec, type Model, type ResolvedSlot } from "../compiler/index.js";
 import { PLAN_FORMAT_VERSION, parseAddress, slotAddress, type Address, type ChangeKind, type Plan, type PlanBody, type PlanWarning, type SlotAddress, type SlotChange, type SlotReason } from "../schema/index.js";
 import { observedDigests } from "./digest.js";
 import { hermesIdentity, planHermes, planHermesProfile } from "./hermes-plan.js";
@@ -182,7 +182,7 @@ function planSlotState({ name, desired, seen, managed, applied, goneReason, node
     if (recorded === null) return managed ? slotChange(name, warnOnly ? "no-op" : "replace", "drifted", null, after) : slotChange(name, "replace", "spec_unknown", null, after);
     if (recorded.spec_hash === after.spec_hash) return slotChange(name, "no-op", "unchanged", recorded, after);
     if (imageUnobserved(recorded, after)) return slotChange(name, "no-op", "image_unobserved", recorded, after);
-    const drifted = managed && applied !== undefined && recorded.spec_hash !== applied;
+    const drifted = managed && applied !== undefined && recorded.spec_hash !== applied && labelledHash(recorded) !== applied;
     if (drifted && warnOnly) return slotChange(name, "no-op", "drifted", recorded, after);
     return slotChange(name, "replace", drifted ? "drifted" : observedChanged(recorded, after) ? "observed_changed" : "spec_changed", recorded, after);
   }
@@ -191,6 +191,19 @@ function planSlotState({ name, desired, seen, managed, applied, goneReason, node
   // Never stop what hal0 did not start: running but not in the inventory is left alone.
   if (running) return slotChange(name, "no-op", "unmanaged", recorded, recorded);
   return desired ? slotChange(name, "no-op", "disabled", recorded, null) : undefined;
+}
+
+/**
+ * The spec hash a docker slot's label recorded when observe filled in the id
+ * of the image its container runs (docker-container.ts withImageId: the view
+ * was recorded without one), which is what hal0 started and the inventory
+ * holds: not drift.
+ */
+function labelledHash(recorded: SlotView): string | undefined {
+  const observed = recorded.spec.observed;
+  if (observed?.image_digest === undefined) return undefined;
+  const { image_digest: _filled, ...rest } = observed;
+  return rehashSpec({ ...recorded.spec, observed: Object.keys(rest).length > 0 ? rest : undefined }).spec_hash;
 }
 
 /**

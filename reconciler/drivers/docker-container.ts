@@ -2,7 +2,7 @@ import { createHmac } from "node:crypto";
 import { realpath, stat } from "node:fs/promises";
 import { isAbsolute, relative } from "node:path";
 import type { ObservedSlot, SlotView } from "../observed.js";
-import { parsedOrUndefined } from "../../compiler/index.js";
+import { parsedOrUndefined, rehashSpec } from "../../compiler/index.js";
 import { SECRET_FLAG } from "../../schema/secret-flag.js";
 import { SlotViewSchema, type Device } from "../../schema/index.js";
 import { viewChangedPaths } from "../view.js";
@@ -382,7 +382,24 @@ export function observedFrom(c: ListedContainer, box: string, unsealing: Unseali
     const drifted: SlotView = { ...view, spec_hash: `${view.spec_hash}+changed` };
     return { name, running, record: { view: drifted, started_at: new Date(c.Created * 1000).toISOString() }, detail: `container ${containerName(name)} runs image ${c.ImageID}, not ${recorded}, the one its ${LABEL.view} label records: changed behind hal0's back` };
   }
-  return { name, running, record: { view, started_at: new Date(c.Created * 1000).toISOString() }, ...state };
+  return { name, running, record: { view: withImageId(view, c.ImageID), started_at: new Date(c.Created * 1000).toISOString() }, ...state };
+}
+
+/**
+ * A label's view recorded without its image's id (the image was not on the
+ * engine when the slot was planned, and its start pulled it; or a hal0 from
+ * before image digests started it) with the id of the image the container
+ * runs filled in, as the plan of that moment would have had it: the plan then
+ * compares what runs with what the tag names now (the same image: nothing to
+ * do; another: `image digest changed`) instead of replacing the slot once for
+ * learning what it already runs. Only for a view the label holds intact (its
+ * spec hashes to its spec hash): one changed since is drifted as it was.
+ */
+export function withImageId(view: SlotView, imageId: string | undefined): SlotView {
+  if (imageId === undefined || view.spec.image === undefined || view.spec.observed?.image_digest !== undefined) return view;
+  if (rehashSpec(view.spec).spec_hash !== view.spec_hash) return view;
+  const { spec, spec_hash } = rehashSpec({ ...view.spec, observed: { ...view.spec.observed, image_digest: imageId } });
+  return { ...view, spec, spec_hash };
 }
 
 /** The slot a listed container is, when it is one of `box`'s (its labels and its name agree). */

@@ -42,12 +42,16 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     lists = countListCalls(engine);
     driver = new DockerDriver({ docker: engine, box, stateDir, stopGraceS: 3 });
     await ensureRunnerImage(engine);
+    runnerId = (await engine.getImage(RUNNER_IMAGE).inspect()).Id;
   }, 120_000);
   afterEach(() => removeContainers(engine, box));
   afterAll(async () => {
     await removeContainers(engine, box, foreign);
   });
 
+  /** A slot's view as a plan makes it with the runner image on the engine: with that image's id (observed.image_digest). */
+  let runnerId: string | undefined;
+  const plannedView = (o: Parameters<typeof dockerViewFor>[0]) => dockerViewFor({ ...((o.image ?? RUNNER_IMAGE) === RUNNER_IMAGE && runnerId !== undefined ? { images: new Map([[RUNNER_IMAGE, runnerId]]) } : {}), ...o });
   const inspect = (name: string) => engine.getContainer(`hal0-slot-${name}`).inspect();
   const gone = (name: string) => inspect(name).then(() => false, (err: { statusCode?: number }) => err.statusCode === 404);
   const get = async (port: number, path: string) => {
@@ -71,7 +75,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
 
   it("starts a labelled container on the host network with Init; /health 200 and /props shows the spec's argv", async () => {
     const name = slotName("chat");
-    const view = dockerViewFor({ port: await freePort(), root, env: { HAL0_FAKE_LOAD_MS: "300", EXTRA: "1" } });
+    const view = plannedView({ port: await freePort(), root, env: { HAL0_FAKE_LOAD_MS: "300", EXTRA: "1" } });
     const phases: StartPhase[] = [];
     process.env.HAL0_TEST_SECRET = "hal0-secret"; // hal0's own environment never reaches a container
     try {
@@ -112,7 +116,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     try {
       for (const modelPath of [join(root, "models", "linked.gguf"), join(root, "store", "m.gguf")]) {
         const name = slotName("linked");
-        const view = dockerViewFor({ port: await freePort(), root, modelPath });
+        const view = plannedView({ port: await freePort(), root, modelPath });
         expect(await startError(name, view)).toBeUndefined();
         expect((await inspect(name)).HostConfig.Mounts).toEqual([
           { Type: "bind", Source: root, Target: root, ReadOnly: true },
@@ -130,7 +134,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
   it("keeps no env value in the hal0.view label (docker ps, docker events): observe reads each back against the config's env, a changed one as changed without its old value", async () => {
     const name = slotName("sealed");
     const secret = `hf_${"s3cr3t".repeat(5)}`;
-    const view = dockerViewFor({ port: await freePort(), root, env: { HF_TOKEN: secret, OMP_NUM_THREADS: "4" } });
+    const view = plannedView({ port: await freePort(), root, env: { HF_TOKEN: secret, OMP_NUM_THREADS: "4" } });
     await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
     const labels = (await inspect(name)).Config.Labels;
     expect(JSON.stringify(labels)).not.toContain(secret);
@@ -145,13 +149,13 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     const changed = await seen({ HF_TOKEN: "hf_another", OMP_NUM_THREADS: "4" });
     expect(changed.spec.env.OMP_NUM_THREADS).toBe("4");
     expect(changed.spec.env.HF_TOKEN).toMatch(/^hmac-sha256:/);
-    expect(viewChangedPaths(changed, dockerViewFor({ port: view.port, root, env: { HF_TOKEN: "hf_another", OMP_NUM_THREADS: "4" } }))).toEqual(["env.HF_TOKEN"]);
+    expect(viewChangedPaths(changed, plannedView({ port: view.port, root, env: { HF_TOKEN: "hf_another", OMP_NUM_THREADS: "4" } }))).toEqual(["env.HF_TOKEN"]);
   });
 
   it("keeps no secret flag value (--api-key) in the hal0.view label: observe reads it back against the config's argv, and a container made again by hand with another key is drifted", async () => {
     const name = slotName("keyed");
     const secret = `sk-${"k3y".repeat(8)}`;
-    const view = dockerViewFor({ port: await freePort(), root, extraArgs: `--api-key ${secret}` });
+    const view = plannedView({ port: await freePort(), root, extraArgs: `--api-key ${secret}` });
     expect(view.spec.argv).toContain(secret);
     await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
     const info = await inspect(name);
@@ -165,9 +169,9 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     const sealed = await seen(undefined);
     expect(sealed.spec_hash).toBe(view.spec_hash);
     expect(JSON.stringify(sealed)).not.toContain(secret);
-    expect(viewChangedPaths(await seen(dockerViewFor({ port: view.port, root, extraArgs: "--api-key sk-another" }).spec.argv), view)).toEqual(["argv.--api-key"]);
+    expect(viewChangedPaths(await seen(plannedView({ port: view.port, root, extraArgs: "--api-key sk-another" }).spec.argv), view)).toEqual(["argv.--api-key"]);
     // Another flag added before it: the key is still read back, only that flag changed.
-    const more = dockerViewFor({ port: view.port, root, extraArgs: `--threads-http 3 --api-key ${secret}` });
+    const more = plannedView({ port: view.port, root, extraArgs: `--threads-http 3 --api-key ${secret}` });
     expect(viewChangedPaths(await seen(more.spec.argv), more)).toEqual(["argv.--threads-http"]);
     // Made again by hand, the labels copied, with another key: drifted.
     await engine.getContainer(`hal0-slot-${name}`).remove({ force: true });
@@ -179,7 +183,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
 
   it("a container made again by hand under the slot's name with the labels copied but other mounts, network, published ports or command is drifted, naming what changed; one as hal0 made it is not", async () => {
     const name = slotName("remade");
-    const view = dockerViewFor({ port: await freePort(), root, env: { FOO: "1" } });
+    const view = plannedView({ port: await freePort(), root, env: { FOO: "1" } });
     await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
     const made = await inspect(name);
     const observed = async () => (await driver.observe({ health: false, desiredEnv: () => view.spec.env, desiredArgv: () => view.spec.argv }))[0]!;
@@ -226,7 +230,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     onTestFinished(() => rmSync(dev, { recursive: true, force: true }));
     const own = new DockerDriver({ docker: engine, box, stateDir, stopGraceS: 3, devRoot: dev });
     const name = slotName("gpu");
-    const view = dockerViewFor({ port: await freePort(), root, deviceClass: "gpu" });
+    const view = plannedView({ port: await freePort(), root, deviceClass: "gpu" });
     expect(view.spec.device).toBe("gpu-rocm");
     await own.start(name, view, { healthTimeoutS: 20, cwd: root });
     const info = await inspect(name);
@@ -242,11 +246,11 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect((await seen()).detail).toContain(`changed behind hal0's back (devices (none), not ${join(dev, "dri")}, ${join(dev, "kfd")})`);
     // An NPU slot on a host without /dev/accel: created without it (the engine would refuse the create), as a process runner would find none.
     const npu = slotName("npu");
-    await own.start(npu, dockerViewFor({ port: await freePort(), root, deviceClass: "npu" }), { healthTimeoutS: 20, cwd: root });
+    await own.start(npu, plannedView({ port: await freePort(), root, deviceClass: "npu" }), { healthTimeoutS: 20, cwd: root });
     expect((await inspect(npu)).HostConfig.Devices ?? []).toEqual([]);
     // A CPU slot gets none.
     const cpu = slotName("cpu");
-    await own.start(cpu, dockerViewFor({ port: await freePort(), root }), { healthTimeoutS: 20, cwd: root });
+    await own.start(cpu, plannedView({ port: await freePort(), root }), { healthTimeoutS: 20, cwd: root });
     expect((await inspect(cpu)).HostConfig.Devices ?? []).toEqual([]);
   });
 
@@ -319,7 +323,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
 
   it("drivers sharing an InspectCache (a long-lived process's) reuse a container's inspect while the engine lists it unchanged, up to its reuse time; without one every observe inspects", async () => {
     const name = slotName("kept");
-    const view = dockerViewFor({ port: await freePort(), root });
+    const view = plannedView({ port: await freePort(), root });
     await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
     let inspects = 0;
     const counted = dockerClient(DOCKER_HOST);
@@ -364,7 +368,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
   it("[slots] log_max_mb = 0 leaves a container's log to the engine's own settings", async () => {
     const name = slotName("nolog");
     const own = new DockerDriver({ docker: engine, box, stateDir, stopGraceS: 3, logMaxMb: 0 });
-    await own.start(name, dockerViewFor({ port: await freePort(), root }), { healthTimeoutS: 20, cwd: root });
+    await own.start(name, plannedView({ port: await freePort(), root }), { healthTimeoutS: 20, cwd: root });
     expect((await inspect(name)).HostConfig.LogConfig).toEqual({ Type: "json-file", Config: {} });
   });
 
@@ -383,7 +387,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
 
   it("observes with exactly one list call: running, healthy, the record rebuilt from the labels", async () => {
     const name = slotName("obs");
-    const view = dockerViewFor({ port: await freePort(), root });
+    const view = plannedView({ port: await freePort(), root });
     await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
     lists.reset();
     const slots = await driver.observe();
@@ -397,7 +401,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
 
   it("sees a container stopped behind its back as not running, and one removed behind its back as gone", async () => {
     const name = slotName("drift");
-    const view = dockerViewFor({ port: await freePort(), root });
+    const view = plannedView({ port: await freePort(), root });
     await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
     await engine.getContainer(`hal0-slot-${name}`).kill();
     const [stopped] = await driver.observe();
@@ -413,7 +417,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
 
   it("stop removes the container; stopping a missing one succeeds", async () => {
     const name = slotName("stop");
-    const view = dockerViewFor({ port: await freePort(), root });
+    const view = plannedView({ port: await freePort(), root });
     await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
     await driver.stop(name, 3);
     expect(await gone(name)).toBe(true);
@@ -431,18 +435,18 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     await driver.stop(other, 1);
     expect((await inspect(plain)).State.Running).toBe(true);
     expect((await inspect(other)).State.Running).toBe(true);
-    const err = await startError(plain, dockerViewFor({ port: await freePort(), root }));
+    const err = await startError(plain, plannedView({ port: await freePort(), root }));
     expect(err).toBeInstanceOf(DriverError);
     expect(err!.code).toBe("slot.spawn_failed");
     expect(err!.message).toMatch(/not this box's slot \(it carries no hal0 labels\)/);
     expect((await inspect(plain)).State.Running).toBe(true);
-    const err2 = await startError(other, dockerViewFor({ port: await freePort(), root }));
+    const err2 = await startError(other, plannedView({ port: await freePort(), root }));
     expect(err2!.message).toMatch(/it belongs to box test-/);
   });
 
   it("decides nothing about its own container left under the name: start refuses it; the executor's create stops it first, then starts", async () => {
     const name = slotName("left");
-    const view = dockerViewFor({ port: await freePort(), root });
+    const view = plannedView({ port: await freePort(), root });
     await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
     const first = (await inspect(name)).Id;
     await engine.getContainer(first).stop({ t: 1 });
@@ -483,7 +487,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     const changes: Change[] = [];
     const ports: number[] = [];
     for (const name of names) {
-      const after = dockerViewFor({ port: await freePort(), root, env: { HAL0_FAKE_LOAD_MS: "500" } });
+      const after = plannedView({ port: await freePort(), root, env: { HAL0_FAKE_LOAD_MS: "500" } });
       ports.push(after.spec.port);
       changes.push({ address: `slot.${name}`, kind: "slot", action: "create", reason: "new", changed_paths: [], before: null, after, apply_class: "immediate", destructive: false, downtime: false });
     }
@@ -499,7 +503,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
 
   it("refuses an image that is not present: slot.image_missing, naming it, and creates nothing", async () => {
     const name = slotName("noimg");
-    const err = await startError(name, dockerViewFor({ port: await freePort(), root, image: "hal0-runner:does-not-exist" }));
+    const err = await startError(name, plannedView({ port: await freePort(), root, image: "hal0-runner:does-not-exist" }));
     expect(err?.code).toBe("slot.image_missing");
     expect(err!.message).toBe("image hal0-runner:does-not-exist is not present; build it (npm run runner-image) or set [slots] pull = true");
     expect(await gone(name)).toBe(true);
@@ -542,10 +546,24 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(await gone(name)).toBe(true);
   }, 60_000);
 
+  it("a container started from a view without its image's id (the start pulled the image) is observed with the id of the image it runs filled in, as a plan made with the image present has it: no replace for learning it", async () => {
+    const name = slotName("learnt");
+    const port = await freePort();
+    const view = dockerViewFor({ port, root });
+    expect(view.spec.observed?.image_digest).toBeUndefined();
+    await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
+    const id = (await engine.getImage(RUNNER_IMAGE).inspect()).Id;
+    const planned = dockerViewFor({ port, root, images: new Map([[RUNNER_IMAGE, id]]) });
+    const seen = (await driver.observe()).find((s) => s.name === name)!;
+    expect(seen.record?.view.spec.observed?.image_digest).toBe(id);
+    expect(seen.record?.view.spec_hash).toBe(planned.spec_hash);
+    expect(seen.detail).toBeUndefined();
+  }, 60_000);
+
   it("with [slots] pull = true tries to pull a missing image and says why it failed", async () => {
     const pulling = new DockerDriver({ docker: engine, box, stateDir, pull: true });
     const name = slotName("pull");
-    const view = dockerViewFor({ port: await freePort(), root, image: "127.0.0.1:1/hal0/nothing:here" });
+    const view = plannedView({ port: await freePort(), root, image: "127.0.0.1:1/hal0/nothing:here" });
     const err = await pulling.start(name, view, { healthTimeoutS: 5, cwd: root }).then(() => undefined, (e: unknown) => e as DriverError);
     expect(err?.code).toBe("slot.image_missing");
     expect(err!.message).toMatch(/^image 127\.0\.0\.1:1\/hal0\/nothing:here is not present and pulling it failed: /);
@@ -566,7 +584,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
       const image = `127.0.0.1:${(registry.address() as { port: number }).port}/hal0/hang:1`;
       const pulling = new DockerDriver({ docker: engine, box, stateDir, pull: true, pullStallMs: 2000 });
       const name = slotName("hang");
-      const err = await pulling.start(name, dockerViewFor({ port: await freePort(), root, image }), { healthTimeoutS: 5, cwd: root }).then(() => undefined, (e: unknown) => e as DriverError);
+      const err = await pulling.start(name, plannedView({ port: await freePort(), root, image }), { healthTimeoutS: 5, cwd: root }).then(() => undefined, (e: unknown) => e as DriverError);
       expect(err?.code).toBe("slot.image_missing");
       expect(err!.message).toBe(`image ${image} is not present and pulling it failed: the engine reported nothing for 2 s (a registry that takes the connection and does not answer); the pull was given up (HAL0_IMAGE_STALL_S)`);
       expect(await gone(name)).toBe(true);
@@ -594,7 +612,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
       const image = `127.0.0.1:${(registry.address() as { port: number }).port}/hal0/slow-${randomBytes(3).toString("hex")}:1`;
       const pulling = new DockerDriver({ docker: engine, box, stateDir, pull: true, pullStallMs: 10 * 60_000 });
       const name = slotName("ctrlc");
-      const view = dockerViewFor({ port: await freePort(), root, image });
+      const view = plannedView({ port: await freePort(), root, image });
       const interrupt = new AbortController();
       const started = pulling.start(name, view, { healthTimeoutS: 5, cwd: root, signal: interrupt.signal }).then(() => undefined, (e: unknown) => e as DriverError);
       for (let i = 0; i < 200 && manifests === 0; i++) await new Promise((r) => setTimeout(r, 50));
@@ -623,7 +641,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     try {
       const port = (server.address() as { port: number }).port;
       const name = slotName("busy");
-      const err = await startError(name, dockerViewFor({ port, root }));
+      const err = await startError(name, plannedView({ port, root }));
       expect(err?.code).toBe("slot.port_in_use");
       expect(err!.message).toContain(`port ${port} is already in use by pid ${process.pid}`);
       expect(await gone(name)).toBe(true);
@@ -635,7 +653,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
   it("a slot's container renamed by hand: named as what holds the port (not a process hal0 did not start), left alone by a create's clearing of the name, stopped with the slot", async () => {
     const name = slotName("renamed");
     const port = await freePort();
-    const view = dockerViewFor({ port, root });
+    const view = plannedView({ port, root });
     await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
     const renamed = `${name}-renamed`;
     await engine.getContainer(`hal0-slot-${name}`).rename({ name: renamed });
@@ -652,7 +670,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
 
   it("reports a runner that exits before it is healthy with its last log lines, and leaves no container", async () => {
     const name = slotName("crash");
-    const err = await startError(name, dockerViewFor({ port: await freePort(), root, modelPath: "/nonexistent/model.gguf" }));
+    const err = await startError(name, plannedView({ port: await freePort(), root, modelPath: "/nonexistent/model.gguf" }));
     expect(err?.code).toBe("slot.spawn_failed");
     expect(err!.message).toMatch(/exited with code 1 before it was healthy; last lines of its log:\n.*failed to load model '\/nonexistent\/model\.gguf'/);
     expect(await gone(name)).toBe(true);
@@ -660,7 +678,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
 
   it("stops and removes a container that is not healthy in time: slot.health_failed", async () => {
     const name = slotName("slow");
-    const err = await startError(name, dockerViewFor({ port: await freePort(), root, env: { HAL0_FAKE_LOAD_MS: "60000" } }), 1);
+    const err = await startError(name, plannedView({ port: await freePort(), root, env: { HAL0_FAKE_LOAD_MS: "60000" } }), 1);
     expect(err?.code).toBe("slot.health_failed");
     expect(err!.message).toMatch(/did not return 200 within 1 s \(last answer 503\); stopped and removed hal0-slot-/);
     expect(await gone(name)).toBe(true);
@@ -670,7 +688,7 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     const name = slotName("interrupted");
     const controller = new AbortController();
     const phases: string[] = [];
-    const waiting = driver.start(name, dockerViewFor({ port: await freePort(), root, env: { HAL0_FAKE_LOAD_MS: "60000" } }), {
+    const waiting = driver.start(name, plannedView({ port: await freePort(), root, env: { HAL0_FAKE_LOAD_MS: "60000" } }), {
       healthTimeoutS: 60, cwd: root, signal: controller.signal,
       onPhase: (p) => {
         phases.push(p);

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import { compile, sourceTree, type ImageDigests, type Model } from "../../compiler/index.js";
 import { imageMoves } from "../../reconciler/digest.js";
+import { withImageId } from "../../reconciler/drivers/docker-container.js";
 import { formatPlan } from "../../reconciler/format.js";
 import type { Inventory, Observed } from "../../reconciler/observed.js";
 import { planChanges } from "../../reconciler/plan.js";
@@ -73,6 +74,27 @@ describe("observed.image_digest", () => {
     expect(imageMoves(saved, saved)).toEqual([]);
     // Another image named by the config is a config move, not this one.
     expect(imageMoves(saved, planChanges(box("docker", new Map([["other:2", NEW], ["other:1", OLD]]), "other:2"), gone, world.inventory))).toEqual([]);
+  });
+
+  it("a slot whose start pulled its image (its label has no digest) observed with the id its container runs: nothing to do for the same image, `image digest changed` for another, and a config change later is spec_changed, not drift", () => {
+    const world = running(box("docker"));
+    const tts = world.observed.slots.tts!;
+    const filled = { ...world.observed, slots: { ...world.observed.slots, tts: { ...tts, record: { ...tts.record!, view: withImageId(tts.record!.view, OLD) } } } };
+    expect(filled.slots.tts!.record!.view.spec_hash).toBe(box("docker", new Map([[IMAGE, OLD]])).slots.tts!.spec_hash);
+    expect(planChanges(box("docker", new Map([[IMAGE, OLD]])), filled, world.inventory).has_changes).toBe(false);
+    expect(formatPlan(planChanges(box("docker", new Map([[IMAGE, NEW]])), filled, world.inventory))).toContain("-/+ slot.tts (observed_changed: image digest changed)");
+    // The inventory holds the hash hal0 started it with (the label's): another config is a spec change, also under drift = "warn".
+    const edited = compile(sourceTree("/box", [
+      ["hal0.toml", '[slots]\nruntime = "docker"\n\n[reconcile]\ndrift = "warn"\n'],
+      ["profiles.toml", `[profile.fake]\nimage = ${JSON.stringify(IMAGE)}\nrunner = ["hal0-fake-runner"]\ndevice_class = "cpu"\n\n[profile.other]\nimage = "other:1"\nrunner = ["hal0-fake-runner"]\ndevice_class = "cpu"\n`],
+      ["slots/tts.toml", 'profile = "fake"\ntype = "tts"\nport = 8092\n'],
+      ["slots/stt.toml", 'profile = "other"\ntype = "transcription"\nport = 8091\n'],
+    ]), [], { images: new Map([[IMAGE, OLD]]) }).model!;
+    expect(planChanges(edited, filled, world.inventory).changes.find((c) => c.address === "slot.tts")).toMatchObject({ action: "replace", reason: "spec_changed" });
+    // A label without an image (a process-like view) or one that records its digest is left as it is.
+    expect(withImageId(tts.record!.view, undefined)).toBe(tts.record!.view);
+    const known = running(box("docker", new Map([[IMAGE, OLD]]))).observed.slots.tts!.record!.view;
+    expect(withImageId(known, NEW)).toBe(known);
   });
 
   it("a slot started before its digest was known is replaced once, saying `image digest first observed`", () => {
