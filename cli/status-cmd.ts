@@ -136,6 +136,8 @@ function lifecycle(seen: ObservedSlot | undefined, outcome: SlotOutcome | undefi
     // unreadable) it is an error, as slot_state says (server/slot-view.ts lifecycleOf).
     return (seen.health === "down" || seen.record === undefined) && step === undefined ? "error" : "starting";
   }
+  // Swarm starts its task (again, after its runner exited): starting; one it keeps restarting is an error (Degraded CrashLoop).
+  if (seen?.starting !== undefined) return seen.starting.failed >= 2 ? "error" : "starting";
   return outcome && !outcome.ok ? "error" : "offline";
 }
 

@@ -111,6 +111,7 @@ export function withHistory(verdicts: Record<ConditionType, Verdict>, hash: stri
 
 function ready({ desiredHash, seen, step, unplaced, imageUnobserved }: SlotFacts): Verdict {
   if (desiredHash === undefined) return { status: "False", reason: "Disabled", message: "the slot is disabled or not in the config" };
+  if (!seen?.running && seen?.starting !== undefined) return { status: "False", reason: "Starting", message: seen.starting.message };
   if (!seen?.running) return { status: "False", reason: "NotRunning", message: seen?.detail ?? unplaced?.message ?? "no runner is running" };
   if (seen.record?.view.spec_hash !== desiredHash && !imageUnobserved) return { status: "False", reason: "SpecOutdated", message: "it runs an older spec; hal0 plan shows the difference" };
   if (seen.health === "ok") return { status: "True", reason: "Healthy", message: "GET /health answers 200" };
@@ -141,6 +142,10 @@ function reconciling({ desiredHash, managed, seen, step, unplaced, imageUnobserv
   if (desiredHash !== undefined && unplaced !== undefined) return { status: "False", reason: "Unplaced", message: "no apply or sweep starts it until a ready, active node matches its placement (hal0 plan: unplaced)" };
   if (desiredHash !== undefined && seen?.running && imageUnobserved) {
     return { status: "False", reason: "ImageUnobserved", message: "its image's digest cannot be read now (the image was removed or untagged on the engine, or the engine did not answer): it keeps running the image it was started with, and no apply or sweep replaces it until the digest can be read (hal0 plan: image_unobserved)" };
+  }
+  // Swarm starts its task (again, after its runner exited), as desired: no apply or sweep re-creates it meanwhile.
+  if (desiredHash !== undefined && !seen?.running && seen?.starting !== undefined && seen.record?.view.spec_hash === desiredHash) {
+    return { status: "True", reason: "Starting", message: `${seen.starting.message}; no apply or sweep re-creates it meanwhile` };
   }
   const pending = desiredHash !== undefined && (!seen?.running || seen.record?.view.spec_hash !== desiredHash);
   return pending
@@ -178,6 +183,10 @@ function degraded(facts: SlotFacts, now: number): Verdict {
   const restarts = outcome?.restarts ?? 0;
   if (restarts >= 2 && now - Date.parse(outcome!.at) < CRASH_WINDOW_MS) {
     return { status: "True", reason: "CrashLoop", message: `started again ${restarts} times in a row after dying within ${CRASH_WINDOW_MS / 60_000} min of becoming ready; if it dies again, its restart waits ${crashDelayMs(restarts) / 1000} s (10 s doubling up to 5 min), until it runs ${CRASH_WINDOW_MS / 60_000} min` };
+  }
+  // Swarm restarts a runner that exits (a swarm slot): one it restarted twice or more within the window keeps dying.
+  if (seen?.starting !== undefined && seen.starting.failed >= 2 && facts.step === undefined) {
+    return { status: "True", reason: "CrashLoop", message: `${seen.starting.message}; Swarm starts it again a few seconds after each exit, for as long as its service exists` };
   }
   const found = preflightVerdict(facts);
   if (found !== undefined && runsDesired(facts)) return { ...found, message: `${found.message} — it runs, but a restart would fail` };

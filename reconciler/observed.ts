@@ -29,6 +29,16 @@ export interface ObservedSlot {
    * help, so the planner reports it (a Degraded slot) instead of churning it.
    */
   readonly unplaced?: { readonly reason: "node_down" | "unschedulable"; readonly message: string };
+  /**
+   * Swarm: its service exists and Swarm itself is starting its task — again
+   * after its runner exited (the restart delay, then pending, preparing,
+   * starting), or for the first time. The slot is starting, not missing:
+   * re-creating the service would fight Swarm's own restart, so the planner
+   * leaves it to Swarm. `failed`: how many of its tasks ended (failed, were
+   * rejected, or exited 0) in the CRASH_WINDOW_MS before this one, for a
+   * runner Swarm keeps restarting (a crash loop).
+   */
+  readonly starting?: { readonly message: string; readonly failed: number };
 }
 
 /** Where a swarm slot's task is. */

@@ -177,10 +177,13 @@ function planSlotState({ name, desired, seen, managed, applied, goneReason, node
     // Swarm holds the task of a service that is as desired (its node is down, no node fits): re-creating it would not place it;
     // and a slot no ready node could take now (a label no node carries, its node down or drained) is not started into a Pending task.
     if (heldUnplaced(after, seen, nodes) !== undefined) return slotChange(name, "no-op", "unplaced", recorded, after);
-    if (!running) return warnOnly ? slotChange(name, "no-op", "not_running", recorded, after) : slotChange(name, "create", managed || recorded ? "not_running" : "new", recorded, after);
+    // Swarm starts its service's task (again, after its runner exited): the slot is starting, not missing. A create would
+    // remove the service and fight Swarm's own restart; as desired, it is left to Swarm, else replaced as a running one is.
+    const present = running || seen?.starting !== undefined;
+    if (!present) return warnOnly ? slotChange(name, "no-op", "not_running", recorded, after) : slotChange(name, "create", managed || recorded ? "not_running" : "new", recorded, after);
     // Running with no readable record: one hal0 started (a container made again by hand without its hal0.view label) was changed behind its back.
     if (recorded === null) return managed ? slotChange(name, warnOnly ? "no-op" : "replace", "drifted", null, after) : slotChange(name, "replace", "spec_unknown", null, after);
-    if (recorded.spec_hash === after.spec_hash) return slotChange(name, "no-op", "unchanged", recorded, after);
+    if (recorded.spec_hash === after.spec_hash) return slotChange(name, "no-op", running ? "unchanged" : "starting", recorded, after);
     if (imageUnobserved(recorded, after)) return slotChange(name, "no-op", "image_unobserved", recorded, after);
     const drifted = managed && applied !== undefined && recorded.spec_hash !== applied && labelledHash(recorded) !== applied;
     if (drifted && warnOnly) return slotChange(name, "no-op", "drifted", recorded, after);

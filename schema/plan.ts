@@ -81,6 +81,7 @@ export const SLOT_REASONS = [
   "down", // `hal0 down`
   "unmanaged", // running, but hal0 did not start it: left alone
   "restart", // asked for (`replace: [address]`)
+  "starting", // swarm: its service is as desired and Swarm itself is starting its task (again, after its runner exited): left to Swarm
   "unplaced", // swarm: its service is as desired, but its node is down or no node matches its placement (Swarm holds the task)
   "backing_off", // held back after failures
   "argv_refused", // its runner would refuse the argv (a removed, unknown or badly valued flag): not started, a running one left as it is

@@ -172,6 +172,8 @@ export async function slotDetail(box: BoxService, model: Model, slot: ResolvedSl
  */
 export function lifecycleOf(slot: ResolvedSlot, seen: ObservedSlot | undefined, health: SlotHealth, outcomeOk: boolean | undefined, step?: SlotStep): string {
   const starting = step !== undefined && step.phase !== "stopping";
+  // Swarm starts its task (again, after its runner exited): starting; one it keeps restarting is an error (Degraded CrashLoop).
+  if (!seen?.running && !starting && seen?.starting !== undefined) return seen.starting.failed >= 2 ? "error" : "starting";
   if (!seen?.running) return starting ? "starting" : slot.enabled && outcomeOk === false ? "error" : "offline";
   if (step?.phase === "stopping") return "stopping";
   if (health === "ok") return "ready";

@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
 import { SWARM_API_KEY_FILE, canonicalJson, rehashSpec } from "../../compiler/index.js";
+import { CRASH_WINDOW_MS } from "../backoff.js";
 import { nodeMatches } from "../nodes.js";
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
 import { LABEL, containerName, labelledAs, argvAlike, parseView, slotLabels, type BindMount } from "./docker-container.js";
@@ -161,6 +162,16 @@ export function nodeFrom(n: ListedNode): ObservedNode {
 
 /** Task states in which a task's container may be up (or about to be). */
 const LIVE_STATES = new Set(["new", "pending", "assigned", "accepted", "preparing", "ready", "starting", "running"]);
+/** Task states on the way to running: Swarm is starting the task. */
+const STARTING_STATES = new Set(["new", "pending", "assigned", "accepted", "preparing", "ready", "starting"]);
+/** Task states in which a task ended on its own; with the restart condition `any`, Swarm starts another one. */
+const ENDED_STATES = new Set(["failed", "rejected", "complete"]);
+/**
+ * The desired states of a service's current task: `running`, or `ready` while
+ * Swarm waits out its restart delay before it runs a task that replaces one
+ * whose runner exited.
+ */
+const WANTED_STATES = new Set(["running", "ready"]);
 
 /** A task's time for ordering: its last status change, else its creation. */
 function when(t: ListedTask): string {
@@ -185,7 +196,7 @@ export function observedService(service: ListedService, tasks: readonly ListedTa
   const own = [...tasks].filter((t) => t.ServiceID === service.ID).sort((a, b) => (when(a) < when(b) ? 1 : when(a) > when(b) ? -1 : 0));
   // The task Swarm keeps running; with more than one replica (scaled by hand: drift), the one that runs on a ready node, so a
   // second replica failing beside it (two runners cannot share a node's port) does not make the slot read as stopped.
-  const wanted = own.filter((t) => t.DesiredState === "running");
+  const wanted = own.filter((t) => WANTED_STATES.has(t.DesiredState));
   const current = wanted.find((t) => t.Status.State === "running" && t.NodeID !== undefined && nodes.get(t.NodeID)?.state === "ready") ?? wanted[0] ?? own[0];
   const node = current?.NodeID ? nodes.get(current.NodeID) : undefined;
   const earlier = own.find((t) => t !== current && t.NodeID && t.NodeID !== current?.NodeID);
@@ -216,7 +227,35 @@ export function observedService(service: ListedService, tasks: readonly ListedTa
     const message = `no node can run ${svc}: ${why}`;
     return { name, running: false, record, detail: message + editNote, unplaced: { reason: "unschedulable", message } };
   }
+  // Swarm starts the task (again, after its runner exited): the slot is starting, and Swarm's restart is left alone.
+  if (WANTED_STATES.has(current.DesiredState) && (STARTING_STATES.has(state) || ENDED_STATES.has(state))) {
+    const starting = startingNote(svc, current, own, node?.hostname);
+    return { name, running: false, record, ...where, detail: starting.message + editNote, starting };
+  }
   return { name, running: false, record, ...where, detail: `task of ${svc} is ${state}${why !== state ? ` (${why})` : ""}${node ? ` on node ${node.hostname}` : ""}${editNote}` };
+}
+
+/**
+ * What Swarm is doing with a service whose current task is on its way to
+ * running (or just ended, to be replaced): starting it, or starting it again
+ * after its runner exited, and how many of its tasks ended (failed, were
+ * rejected, or exited 0) in the CRASH_WINDOW_MS before it (Swarm keeps the
+ * last few).
+ */
+function startingNote(svc: string, current: ListedTask, own: readonly ListedTask[], hostname: string | undefined): NonNullable<ObservedSlot["starting"]> {
+  const at = Date.parse(when(current));
+  const ended = own.filter((t) => ENDED_STATES.has(t.Status.State) && !(at - Date.parse(when(t)) > CRASH_WINDOW_MS));
+  const last = ended[0];
+  const state = current.Status.State;
+  const on = hostname === undefined ? "" : ` on node ${hostname}`;
+  const now = ENDED_STATES.has(state) ? "its next task is about to be made" : current.DesiredState === "ready" ? `its next task is ${state}${on}, held for the restart delay` : `its task is ${state}${on}`;
+  if (last === undefined) return { message: `Swarm is starting ${svc}: ${now}`, failed: 0 };
+  const exit = last.Status.ContainerStatus?.ExitCode;
+  const why = [last.Status.Err || last.Status.Message || last.Status.State, exit !== undefined && last.Status.State === "failed" ? `exit code ${exit}` : ""].filter((w) => w !== "").join(", ");
+  // A task its node rejected (an image or a bind source missing there) never ran a runner.
+  const what = ended.every((t) => t.Status.State === "rejected") ? "its node rejected its task" : "its runner exited";
+  const count = ended.length === 1 ? what : `${what} ${ended.length} times in a row`;
+  return { message: `Swarm is restarting ${svc} (${count}; the last: ${why}): ${now}; hal0 leaves the restart to Swarm`, failed: ended.length };
 }
 
 /**

@@ -149,6 +149,41 @@ describe("swarm services as plain data", () => {
     expect(seen.unplaced).toEqual({ reason: "node_down", message: expect.stringMatching(/^node node-3 is down .* and no other node can run hal0-slot-labelled/) });
   });
 
+  it("reads a service whose task Swarm is starting again after its runner exited as starting, not stopped: through the restart delay, pending, preparing and starting", () => {
+    const svc = serviceOf("pinned", pinned);
+    const n2 = NODES[1]!.id;
+    const exited = { ...task(svc.ID, n2, "failed", "2026-12-02T10:00:10Z", "shutdown", "task: non-zero exit (137)"), Status: { State: "failed", Timestamp: "2026-12-02T10:00:10Z", Err: "task: non-zero exit (137)", ContainerStatus: { ExitCode: 137 } } };
+    // What the manager lists, step by step, from the runner's exit to its next task running (read on the rig).
+    const steps: [string, ListedTask[]][] = [
+      ["exited, its next task not made yet", [{ ...exited, DesiredState: "running" }]],
+      ["the restart delay: pending", [task(svc.ID, undefined, "pending", "2026-12-02T10:00:11Z", "ready"), exited]],
+      ["the restart delay: assigned", [task(svc.ID, n2, "assigned", "2026-12-02T10:00:11Z", "ready"), exited]],
+      ["the restart delay: ready", [task(svc.ID, n2, "ready", "2026-12-02T10:00:11Z", "ready"), exited]],
+      ["after the delay: ready", [task(svc.ID, n2, "ready", "2026-12-02T10:00:13Z"), exited]],
+      ["after the delay: starting", [task(svc.ID, n2, "starting", "2026-12-02T10:00:13Z"), exited]],
+    ];
+    for (const [when, tasks] of steps) {
+      const seen = observedService(svc, tasks, byId, BOX)!;
+      expect([when, seen.running, seen.unplaced, seen.starting?.failed]).toEqual([when, false, undefined, 1]);
+      expect(seen.record!.view.spec_hash, when).toBe(pinned.spec_hash);
+      expect(seen.detail, when).toMatch(/^Swarm is restarting hal0-slot-pinned \(its runner exited; the last: task: non-zero exit \(137\), exit code 137\): .*; hal0 leaves the restart to Swarm$/);
+    }
+    expect(observedService(svc, steps[3]![1], byId, BOX)!.detail).toContain("its next task is ready on node node-2, held for the restart delay");
+    const up = observedService(svc, [task(svc.ID, n2, "running", "2026-12-02T10:00:14Z"), exited], byId, BOX)!;
+    expect([up.running, up.starting]).toEqual([true, undefined]);
+    // A first task on its way is starting too, with nothing failed; one that keeps exiting counts its exits (within 10 min).
+    expect(observedService(svc, [task(svc.ID, n2, "preparing", "2026-12-02T10:00:01Z")], byId, BOX)!.starting).toEqual({ message: "Swarm is starting hal0-slot-pinned: its task is preparing on node node-2", failed: 0 });
+    const old = { ...exited, ID: "t-old", Status: { ...exited.Status, Timestamp: "2026-12-02T09:00:00Z" } };
+    const again = { ...exited, ID: "t-again", Status: { ...exited.Status, Timestamp: "2026-12-02T10:00:05Z" } };
+    const looping = observedService(svc, [task(svc.ID, n2, "ready", "2026-12-02T10:00:11Z", "ready"), exited, again, old], byId, BOX)!;
+    expect(looping.starting?.failed).toBe(2);
+    expect(looping.detail).toContain("its runner exited 2 times in a row");
+    // A node that refuses the task (its image gone from there) has Swarm retry it too: no runner ran.
+    const refused = (at: string) => ({ ...exited, ID: `t-r-${at}`, Status: { State: "rejected", Timestamp: at, Err: "No such image: hal0-runner:local" } });
+    const rejecting = observedService(svc, [task(svc.ID, n2, "ready", "2026-12-02T10:00:11Z", "ready"), refused("2026-12-02T10:00:10Z"), refused("2026-12-02T10:00:07Z"), refused("2026-12-02T10:00:04Z")], byId, BOX)!;
+    expect(rejecting.starting).toEqual({ message: expect.stringContaining("(its node rejected its task 3 times in a row; the last: No such image: hal0-runner:local)"), failed: 3 });
+  });
+
   it("says a task running on a node its placement does not allow drifted", () => {
     const svc = serviceOf("labelled", labelled);
     const seen = observedService(svc, [task(svc.ID, NODES[0]!.id, "running", "2026-12-02T10:00:01Z")], byId, BOX)!;
@@ -248,6 +283,36 @@ describe("the planner on swarm observations", () => {
     const plan = planChanges(model, observed, inventory);
     expect(plan.changes.filter((c) => c.kind === "slot").map((c) => [c.address, c.action, c.reason])).toEqual([["slot.a", "no-op", "unchanged"], ["slot.b", "no-op", "unplaced"]]);
     expect(plan.warnings).toEqual([{ address: "slot.b", code: "slot.unplaced", message: "slot `b`: node node-3 is down" }]);
+  });
+
+  it("leaves a slot Swarm is starting again to Swarm: a no-op (reason starting) under enforce and warn, no drift warning, starting in its conditions; a changed spec still replaces it", async () => {
+    const starting = { message: "Swarm is restarting hal0-slot-a (its runner exited; the last: task: non-zero exit (137)): its next task is ready on node node-2, held for the restart delay; hal0 leaves the restart to Swarm", failed: 1 };
+    const observed = (view: SlotView, failed = 1) => ({
+      slots: { a: { name: "a", running: false, health: "unknown" as const, record: { view, started_at: "x" }, detail: starting.message, starting: { ...starting, failed } } },
+      foreign_ports: {},
+      nodes: NODES,
+    });
+    const single = swarmModel({ a: `port = 9001\n[placement]\nnode = "node-2"\n` });
+    const warned = swarmModel({ a: `port = 9001\n[placement]\nnode = "node-2"\n` }, `[reconcile]\ndrift = "warn"\n`);
+    const inv = { ...inventory, slots: { a: inventory.slots.a } };
+    for (const m of [single, warned]) {
+      const plan = planChanges(m, { ...observed(a), applied_settings: m.settings }, inv);
+      expect(plan.changes.filter((c) => c.kind === "slot").map((c) => [c.address, c.action, c.reason])).toEqual([["slot.a", "no-op", "starting"]]);
+      expect(plan.has_changes).toBe(false);
+      expect(plan.warnings.filter((w) => w.address === "slot.a")).toEqual([]);
+    }
+    const { next } = allSlotConditions(single.slots, observed(a).slots, {}, {}, "T1", [], {}, NODES);
+    const verdicts = Object.fromEntries(next["slot.a"]!.conditions.map((c) => [c.type, `${c.status} ${c.reason}`]));
+    expect(verdicts).toEqual({ Ready: "False Starting", Reconciling: "True Starting", Stalled: "False Progressing", Degraded: "False AsExpected" });
+    // Swarm restarting it again and again: Degraded CrashLoop, and still left to Swarm.
+    const looping = allSlotConditions(single.slots, observed(a, 3).slots, {}, {}, "T1", [], {}, NODES).next["slot.a"]!.conditions.find((c) => c.type === "Degraded")!;
+    expect([looping.status, looping.reason]).toEqual(["True", "CrashLoop"]);
+    expect(planChanges(single, { ...observed(a, 3), applied_settings: single.settings }, inv).has_changes).toBe(false);
+    // What it runs is not what the config says now: replaced, as a running one would be.
+    const moved = swarmModel({ a: `port = 9011\n[placement]\nnode = "node-2"\n` });
+    expect(planChanges(moved, observed(a), inv).changes.filter((c) => c.kind === "slot").map((c) => [c.action, c.reason])).toEqual([["replace", "spec_changed"]]);
+    // A restart asked for is still carried out (the service is made again).
+    expect(planChanges(single, observed(a), inv, { replace: ["slot.a"] }).changes.find((c) => c.address === "slot.a")!.action).toBe("create");
   });
 
   it("holds a new slot no ready node can take (a label no node carries, its node down): unplaced at plan time, not a Pending service", () => {

@@ -1,0 +1,115 @@
+import { randomBytes } from "node:crypto";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
+import type Dockerode from "dockerode";
+import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { main } from "../../cli/index.js";
+import { dockerClient } from "../../reconciler/drivers/docker.js";
+import { PROJECT } from "../reconciler/process-helpers.js";
+import { SWARM_DIR, SWARM_MANAGER, swarmManager } from "../reconciler/swarm-helpers.js";
+import { captureIo } from "./helpers.js";
+
+/**
+ * Swarm's own restart of a runner that exited, on the three-node rig
+ * (.ci/swarm-up.sh): Swarm waits its restart delay, then starts the
+ * service's next task. Meanwhile the slot is starting, not missing, so
+ * neither a plan nor a sweep re-creates its service.
+ */
+const SUITE = "the swarm runtime while Swarm restarts a runner (real engines in network namespaces)";
+const manager = await swarmManager(SUITE);
+
+const SLOT = `r${randomBytes(2).toString("hex")}-crash`;
+const SERVICE = `hal0-slot-${SLOT}`;
+const PORT = 8640;
+
+describe.skipIf(manager === undefined)(SUITE, () => {
+  const engine = manager as Dockerode;
+  const node2 = dockerClient(`unix://${SWARM_DIR}/n2/docker.sock`);
+  const base = mkdtempSync(join(tmpdir(), "hal0-swarm-restart-"));
+  const config = join(base, "box");
+  const state = join(base, "state");
+  const env = { DOCKER_HOST: "unix:///nonexistent.sock", HAL0_SWARM_DIR: SWARM_DIR };
+
+  const run = async (...args: string[]) => {
+    const io = captureIo(env);
+    const code = await main([...args, "--config", config, "--state", state], io);
+    return { code, out: io.out(), err: io.err() };
+  };
+  const tasks = async () => (await engine.listTasks({ filters: { service: [SERVICE] } })) as { ID: string; DesiredState: string; Status: { State: string } }[];
+  /** Kills the slot's runner on its node, as a crash would, and waits for the task Swarm holds for its restart delay. */
+  const crash = async () => {
+    const [container] = await node2.listContainers({ filters: { label: [`com.docker.swarm.service.name=${SERVICE}`] } });
+    expect(container, "the slot's container on node 2").toBeDefined();
+    await node2.getContainer(container!.Id).kill();
+    for (let i = 0; i < 200; i++) {
+      if ((await tasks()).some((t) => t.DesiredState === "ready")) return;
+      await sleep(25);
+    }
+    throw new Error(`Swarm made no task for its restart delay: ${JSON.stringify(await tasks())}`);
+  };
+  const running = async () => {
+    for (let i = 0; i < 120; i++) {
+      if ((await tasks()).some((t) => t.DesiredState === "running" && t.Status.State === "running")) return;
+      await sleep(250);
+    }
+    throw new Error(`the slot's task never ran again: ${JSON.stringify(await tasks())}`);
+  };
+
+  beforeAll(() => {
+    mkdirSync(join(config, "slots"), { recursive: true });
+    copyFileSync(join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf"), join(config, "tiny.gguf"));
+    writeFileSync(join(config, "hal0.toml"), `[slots]\nruntime = "swarm"\ndocker_host = ${JSON.stringify(SWARM_MANAGER)}\nport_range_start = 8600\nport_range_end = 8699\nhealth_timeout_s = 60\nstop_grace_s = 2\n\n[reconcile]\ndrift = "enforce"\n`);
+    writeFileSync(join(config, "profiles.toml"), `[profile.fake]\nimage = "hal0-runner:local"\nflags = "--parallel 1 --threads 1"\ndevice_class = "cpu"\n`);
+    writeFileSync(join(config, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\ntype = "llm"\n`);
+    writeFileSync(join(config, "slots", `${SLOT}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${PORT}\n[server]\nenv = { HAL0_FAKE_LOAD_MS = "200" }\n[placement]\nnode = "hal0-node-2"\n`);
+  });
+
+  afterAll(async () => {
+    await run("down");
+    let box = "";
+    try {
+      box = JSON.parse(readFileSync(join(state, "inventory.json"), "utf8")).box;
+    } catch {
+      return;
+    }
+    const left = await engine.listServices({ filters: { label: [`hal0.box=${box}`] } });
+    await Promise.all(left.map((s) => engine.getService(s.ID).remove().catch(() => undefined)));
+    const secrets = await engine.listSecrets({ filters: { label: [`hal0.box=${box}`] } });
+    for (let i = 0; i < 20; i++) {
+      const results = await Promise.all(secrets.map((s) => engine.getSecret(s.ID).remove().then(() => true, () => false)));
+      if (results.every(Boolean)) break;
+      await sleep(500);
+    }
+  }, 120_000);
+
+  it("a runner that exits: through Swarm's restart delay the plan leaves the slot to Swarm (starting) and a sweep keeps its service; Swarm runs it again", async () => {
+    const applied = await run("apply", "--yes");
+    expect(applied.code, applied.out + applied.err).toBe(0);
+    const { ID: id } = await engine.getService(SERVICE).inspect();
+
+    // Twice: each plan and sweep reads the slot while Swarm holds its next task for the restart delay.
+    for (let round = 0; round < 2; round++) {
+      await crash();
+      const [plan, sweep] = await Promise.all([run("plan", "--json"), run("reconcile", "--once", "--json")]);
+      const change = JSON.parse(plan.out).changes.find((c: any) => c.address === `slot.${SLOT}`);
+      expect([round, change.action, change.reason], plan.out).toEqual([round, "no-op", "starting"]);
+      expect(sweep.code, sweep.out + sweep.err).toBe(0);
+      expect([round, JSON.parse(sweep.out).outcome], sweep.out).toEqual([round, "nothing_to_do"]);
+      expect((await engine.getService(SERVICE).inspect()).ID, `round ${round}: the service Swarm restarts is the one hal0 made`).toBe(id);
+      await running();
+    }
+    // Every task Swarm made is the one service's: two exited, one runs.
+    const all = await tasks();
+    expect(all.filter((t) => t.Status.State === "failed")).toHaveLength(2);
+    expect(all.filter((t) => t.Status.State === "running")).toHaveLength(1);
+    for (let i = 0; i < 40; i++) {
+      const status = JSON.parse((await run("status", "--json")).out);
+      if (status.slots[0]?.state === "ready") break;
+      await sleep(500);
+    }
+    const status = JSON.parse((await run("status", "--json")).out);
+    expect(status.slots.map((s: any) => [s.name, s.state, s.node])).toEqual([[SLOT, "ready", "hal0-node-2"]]);
+  }, 180_000);
+});
