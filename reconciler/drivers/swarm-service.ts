@@ -203,7 +203,8 @@ export function observedService(service: ListedService, tasks: readonly ListedTa
   const movedFrom = earlier?.NodeID ? nodes.get(earlier.NodeID)?.hostname ?? earlier.NodeID : undefined;
   const where = node ? { node: { id: node.id, hostname: node.hostname, addr: node.addr, ...(movedFrom && current?.Status.State === "running" ? { moved_from: movedFrom } : {}) } } : {};
   const edited = editedFields(service, view);
-  const record = { view: edited.length === 0 ? view : actualView(service, view), started_at: service.CreatedAt ?? new Date(0).toISOString() };
+  // Each restart by Swarm is a new task (a new container): a running task's start is its runner's, else the service's creation.
+  const record = { view: edited.length === 0 ? view : actualView(service, view), started_at: runningSince(current) ?? service.CreatedAt ?? new Date(0).toISOString() };
   const editNote = edited.length === 0 ? "" : `; service ${svc} was changed behind hal0's back (${edited.join(", ")})`;
   if (current === undefined) return { name, running: false, record, detail: `service ${svc} has no task${editNote}` };
   const state = current.Status.State;
@@ -233,6 +234,13 @@ export function observedService(service: ListedService, tasks: readonly ListedTa
     return { name, running: false, record, ...where, detail: starting.message + editNote, starting };
   }
   return { name, running: false, record, ...where, detail: `task of ${svc} is ${state}${why !== state ? ` (${why})` : ""}${node ? ` on node ${node.hostname}` : ""}${editNote}` };
+}
+
+/** When a running task reached running (its runner started), as an ISO time; undefined for any other task. */
+function runningSince(task: ListedTask | undefined): string | undefined {
+  if (task?.Status.State !== "running" || task.Status.Timestamp === undefined) return undefined;
+  const at = Date.parse(task.Status.Timestamp);
+  return Number.isNaN(at) ? undefined : new Date(at).toISOString();
 }
 
 /**

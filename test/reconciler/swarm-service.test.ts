@@ -16,6 +16,7 @@ import { slotConditionsNow } from "../../reconciler/conditions-store.js";
 import { StateStore } from "../../reconciler/state.js";
 import { constraintsOf, nodeFrom, observedService, serviceSpec, type ListedService, type ListedTask } from "../../reconciler/drivers/swarm-service.js";
 import { planChanges } from "../../reconciler/plan.js";
+import { HealthCache } from "../../reconciler/health-cache.js";
 import { slotView } from "../../reconciler/view.js";
 import { effectsOf } from "../../compiler/effects.js";
 import { formatPlan } from "../../reconciler/format.js";
@@ -182,6 +183,25 @@ describe("swarm services as plain data", () => {
     const refused = (at: string) => ({ ...exited, ID: `t-r-${at}`, Status: { State: "rejected", Timestamp: at, Err: "No such image: hal0-runner:local" } });
     const rejecting = observedService(svc, [task(svc.ID, n2, "ready", "2026-12-02T10:00:11Z", "ready"), refused("2026-12-02T10:00:10Z"), refused("2026-12-02T10:00:07Z"), refused("2026-12-02T10:00:04Z")], byId, BOX)!;
     expect(rejecting.starting).toEqual({ message: expect.stringContaining("(its node rejected its task 3 times in a row; the last: No such image: hal0-runner:local)"), failed: 3 });
+  });
+
+  it("a runner Swarm restarted is a new runner: its start is its running task's, not the service's creation, so uptime and the sweep's health answers follow it", () => {
+    const svc = serviceOf("pinned", pinned);
+    const n2 = NODES[1]!.id;
+    const first = task(svc.ID, n2, "running", "2026-12-02T10:00:01.123456789Z");
+    const before = observedService(svc, [first], byId, BOX)!;
+    expect(before.record!.started_at).toBe("2026-12-02T10:00:01.123Z");
+    const exited = { ...first, DesiredState: "shutdown", Status: { State: "failed", Timestamp: "2026-12-02T10:05:00Z", Err: "task: non-zero exit (137)" } };
+    const after = observedService(svc, [task(svc.ID, n2, "running", "2026-12-02T10:05:02.5Z"), exited], byId, BOX)!;
+    expect(after.record!.started_at).toBe("2026-12-02T10:05:02.500Z");
+    // The sweep's cached 200 was the first runner's: the restarted one is probed, not taken as Ready on the old answer.
+    const cache = new HealthCache(60_000);
+    cache.begin(0).finish([{ ...before, health: "ok" }]);
+    const { options } = cache.begin(1000);
+    expect(options.probe!(before)).toBe(false);
+    expect(options.probe!(after)).toBe(true);
+    // A task that does not run yet has no start of its own: the service's creation stands.
+    expect(observedService(svc, [task(svc.ID, n2, "starting", "2026-12-02T10:05:02Z")], byId, BOX)!.record!.started_at).toBe("2026-12-02T10:00:00Z");
   });
 
   it("says a task running on a node its placement does not allow drifted", () => {
