@@ -163,6 +163,7 @@ export class SwarmDriver implements SlotDriver {
     const outcome = await this.waitReady(name, view, options, interrupt.aborted).finally(() => interrupt.dispose());
     if (outcome.ok) return {};
     if (outcome.code === INTERRUPTED) throw interruptedStart(name, view.spec.port, view.spec.health_path, `service ${svc}`);
+    if (outcome.gone) throw new DriverError(outcome.code, outcome.message);
     await this.removeService(name).catch(() => undefined);
     throw new DriverError(outcome.code, `${outcome.message}; removed ${svc}`);
   }
@@ -185,7 +186,7 @@ export class SwarmDriver implements SlotDriver {
   }
 
   /** Polls the slot's task until its runner answers `/health` 200 at its node, fails, or cannot be placed. */
-  private async waitReady(name: string, view: SlotView, options: StartOptions, aborted: Promise<void>): Promise<{ ok: true } | { ok: false; code: string; message: string }> {
+  private async waitReady(name: string, view: SlotView, options: StartOptions, aborted: Promise<void>): Promise<{ ok: true } | { ok: false; code: string; message: string; gone?: true }> {
     const svc = containerName(name);
     const { port, health_path } = view.spec;
     const started = Date.now();
@@ -195,8 +196,13 @@ export class SwarmDriver implements SlotDriver {
     let last = "no task yet";
     while (Date.now() < deadline) {
       if (options.signal?.aborted) return { ok: false, code: INTERRUPTED, message: "" }; // said by interruptedStart
-      const tasks = ((await this.engine((abortSignal) => this.docker.listTasks({ filters: { service: [svc] }, abortSignal })).catch(noTasks)) as ListedTask[])
-        .sort((a, b) => ((a.Status.Timestamp ?? "") < (b.Status.Timestamp ?? "") ? 1 : -1));
+      const listed = (await this.engine((abortSignal) => this.docker.listTasks({ filters: { service: [svc] }, abortSignal })).catch((err: unknown) => (engineStatus(err) === 404 ? GONE : noTasks(err)))) as ListedTask[] | typeof GONE;
+      // The manager knows no such service any more: removed behind hal0's back while it waited (docker service rm). Its runner
+      // went with it, so no answer will come: said at once, not after the health timeout (nothing is left to remove).
+      if (listed === GONE && (await this.inspectByName(name).catch(() => ({}))) === undefined) {
+        return { ok: false, code: "slot.spawn_failed", gone: true, message: `slot ${name}: service ${svc} was removed (docker service rm) while hal0 waited for its runner to answer GET ${health_path}; its runner went with it (${last})` };
+      }
+      const tasks = (listed === GONE ? [] : listed).sort((a, b) => ((a.Status.Timestamp ?? "") < (b.Status.Timestamp ?? "") ? 1 : -1));
       // A node that refuses the task (no such image, a bind source missing) will refuse it again: at once.
       // A runner that exits is restarted by Swarm; a start gives up after FAILED_TASKS of them (a port the
       // previous runner of this slot has not freed yet on that node passes on the next try).
@@ -392,6 +398,9 @@ function lastTaskNote(tasks: readonly ListedTask[], nodes: readonly ObservedNode
   const task = newest(tasks);
   return task === undefined ? "" : ` (its task was ${task.Status.State}${on(task)})`;
 }
+
+/** The task list of a service the manager no longer knows (404). */
+const GONE = Symbol("gone");
 
 /** A task list that failed reads as none (polled again), unless the manager did not answer at all: that is runtime.unavailable. */
 function noTasks(err: unknown): ListedTask[] {

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
@@ -12,12 +12,13 @@ import { SWARM_DIR, SWARM_MANAGER, swarmManager } from "../reconciler/swarm-help
 import { captureIo } from "./helpers.js";
 
 /**
- * Swarm's own restart of a runner that exited, on the three-node rig
- * (.ci/swarm-up.sh): Swarm waits its restart delay, then starts the
- * service's next task. Meanwhile the slot is starting, not missing, so
- * neither a plan nor a sweep re-creates its service.
+ * A slot's service changing under hal0, on the three-node rig
+ * (.ci/swarm-up.sh). Swarm's own restart of a runner that exited: Swarm
+ * waits its restart delay, then starts the service's next task; meanwhile
+ * the slot is starting, not missing, so neither a plan nor a sweep
+ * re-creates its service. A service removed by hand while hal0 starts it.
  */
-const SUITE = "the swarm runtime while Swarm restarts a runner (real engines in network namespaces)";
+const SUITE = "the swarm runtime while Swarm restarts a runner or a service is removed by hand (real engines in network namespaces)";
 const manager = await swarmManager(SUITE);
 
 const SLOT = `r${randomBytes(2).toString("hex")}-crash`;
@@ -111,5 +112,21 @@ describe.skipIf(manager === undefined)(SUITE, () => {
     }
     const status = JSON.parse((await run("status", "--json")).out);
     expect(status.slots.map((s: any) => [s.name, s.state, s.node])).toEqual([[SLOT, "ready", "hal0-node-2"]]);
+  }, 180_000);
+
+  it("a service removed by hand while an apply waits for its runner: the start fails at once saying so, not after the health timeout, and the inventory does not keep it", async () => {
+    const slow = `${SLOT.replace(/-crash$/, "")}-slow`;
+    writeFileSync(join(config, "slots", `${slow}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${PORT + 1}\n[server]\nenv = { HAL0_FAKE_LOAD_MS = "600000" }\n[placement]\nnode = "hal0-node-2"\n`);
+    const applying = run("apply", "--yes");
+    // Its runner runs and loads (503): then the service is removed behind hal0's back.
+    const svc = `hal0-slot-${slow}`;
+    for (let i = 0; i < 200 && !(await engine.listTasks({ filters: { service: [svc], "desired-state": ["running"] } }).then((t: any[]) => t.some((x) => x.Status.State === "running"), () => false)); i++) await sleep(100);
+    await engine.getService(svc).remove();
+    const applied = await applying;
+    expect(applied.code).toBe(1);
+    expect(applied.out).toContain(`slot.spawn_failed: slot ${slow}: service ${svc} was removed (docker service rm) while hal0 waited for its runner to answer GET /health; its runner went with it`);
+    expect(applied.out).not.toContain("slot.health_failed");
+    expect(Object.keys(JSON.parse(readFileSync(join(state, "inventory.json"), "utf8")).slots)).toEqual([SLOT]);
+    rmSync(join(config, "slots", `${slow}.toml`));
   }, 180_000);
 });
