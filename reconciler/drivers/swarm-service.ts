@@ -225,7 +225,10 @@ export function observedService(service: ListedService, tasks: readonly ListedTa
       const message = `node ${left.hostname} is ${left.state}${left.message ? ` (${left.message})` : ""} and no other node can run ${svc}: ${why}`;
       return { name, running: false, record, detail: message + editNote, unplaced: { reason: "node_down", message } };
     }
-    const message = `no node can run ${svc}: ${why}`;
+    // Which nodes its placement names, and how they are: one drained (or paused, or down) is why, which Swarm's words do not say.
+    const matching = [...nodes.values()].filter((n) => nodeMatches(record.view, n)).sort((a, b) => (a.hostname < b.hostname ? -1 : a.hostname > b.hostname ? 1 : 0));
+    const states = matching.length === 0 ? "none" : matching.map((n) => `${n.hostname} ${n.state}/${n.availability}`).join(", ");
+    const message = `no node can run ${svc}: ${why} (the nodes its placement matches: ${states})`;
     return { name, running: false, record, detail: message + editNote, unplaced: { reason: "unschedulable", message } };
   }
   // Swarm starts the task (again, after its runner exited): the slot is starting, and Swarm's restart is left alone.

@@ -145,6 +145,11 @@ describe("swarm services as plain data", () => {
     const svc = serviceOf("labelled", labelled);
     const pending = task(svc.ID, undefined, "pending", "2026-12-02T10:00:05Z", "running", "no suitable node (scheduling constraints not satisfied on 3 nodes)");
     expect(observedService(svc, [pending], byId, BOX)!.unplaced?.reason).toBe("unschedulable");
+    // Swarm's words do not say why; the nodes its placement matches, with their state and availability, do (one drained).
+    const drained = new Map(NODES.map((n) => [n.id, n.hostname === "node-2" ? { ...n, availability: "drain" } : n]));
+    expect(observedService(svc, [pending], drained, BOX)!.unplaced!.message).toBe("no node can run hal0-slot-labelled: no suitable node (scheduling constraints not satisfied on 3 nodes) (the nodes its placement matches: node-2 ready/drain)");
+    const nowhere = serviceOf("cuda", slotView(swarmModel({ cuda: `port = 9009\n[placement]\nlabels = { gpu = "cuda" }\n` }).slots.cuda!));
+    expect(observedService(nowhere, [{ ...pending, ServiceID: nowhere.ID }], byId, BOX)!.unplaced!.message).toContain("(the nodes its placement matches: none)");
     const left = task(svc.ID, NODES[2]!.id, "running", "2026-12-02T10:00:01Z", "shutdown");
     const seen = observedService(svc, [pending, left], byId, BOX)!;
     expect(seen.unplaced).toEqual({ reason: "node_down", message: expect.stringMatching(/^node node-3 is down .* and no other node can run hal0-slot-labelled/) });
