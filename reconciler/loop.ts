@@ -42,6 +42,7 @@ export class SweepLoop {
   /** The tree's fingerprint when the last sweep started. */
   private swept?: string;
   private readonly interrupt = longLivedAbort();
+  private made = 0;
 
   constructor(private readonly sweeper: Sweeper, private readonly options: LoopOptions) {}
 
@@ -52,10 +53,20 @@ export class SweepLoop {
     this.request();
   }
 
+  /** How many times the watcher was set up (the start, and each change the check found it missed). */
+  get watches(): number {
+    return this.made;
+  }
+
   /** (Re)starts the watcher on the tree's folders as they are now. */
   private watchTree(): void {
     const old = this.watcher;
-    const watcher = watch(TREE_FOLDERS.map((f) => join(this.options.root, f)), { ignoreInitial: true, depth: 0 });
+    this.made++;
+    // Not persistent: chokidar shares one fs.watch per path among its persistent watchers in the process (the old one
+    // here, hal0 serve's reads), and a shared one stays on the folder the path named when it was made — after a config
+    // folder's link is switched to another folder, every edit there would wait for the check. (The loop's timers, or the
+    // server's socket, keep the process alive.)
+    const watcher = watch(TREE_FOLDERS.map((f) => join(this.options.root, f)), { ignoreInitial: true, depth: 0, persistent: false });
     watcher.on("all", (_event, path) => {
       if (path.endsWith(".toml")) this.onChange();
     });

@@ -1,9 +1,10 @@
 import { once } from "node:events";
-import { appendFileSync, copyFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { appendFileSync, copyFileSync, cpSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
+import { watch } from "chokidar";
 import { afterEach, describe, expect, it } from "vitest";
 import { ProcessDriver } from "../../reconciler/drivers/process.js";
 import { RUNNER_LOG_MAX_BYTES } from "../../reconciler/drivers/runtime-record.js";
@@ -257,6 +258,38 @@ describe("the sweep loop when what it watches goes away and comes back", () => {
       await waitFor(() => reports.length > seen && (reports.at(-1)?.plan?.changes.find((c) => c.address === "slot.s")?.after as { tune?: { ctx_size?: number } } | null)?.tune?.ctx_size === ctx);
     }
     expect(port).toBeGreaterThan(0);
+  });
+
+  it("a config folder that is a symbolic link switched to another folder: the switch is swept, and each later edit there is seen by the watcher, not the check", async () => {
+    const b = await box();
+    const base = mkdtempSync(join(tmpdir(), "hal0-sweep-link-"));
+    const other = join(base, "other");
+    cpSync(b.root, other, { recursive: true });
+    const link = join(base, "config");
+    symlinkSync(b.root, link);
+    const reports: SweepReport[] = [];
+    // Another watcher of the same folders in the process (hal0 serve's reads watch them too).
+    const reader = watch(join(link, "slots"), { ignoreInitial: true, depth: 0 });
+    cleanups.push(() => reader.close());
+    const sweeper = new Sweeper({ root: link, state: b.state, driverFor: async () => new ProcessDriver({ stateDir: b.state.dir }) });
+    const loop = new SweepLoop(sweeper, { root: link, intervalS: () => 3600, onReport: (r) => reports.push(r), checkMs: 300 });
+    loop.start();
+    cleanups.push(() => loop.stop());
+    await waitFor(() => reports.some((r) => r.outcome === "converged"));
+    const ctxOf = (r: SweepReport | undefined) => (r?.plan?.changes.find((c) => c.address === "slot.s")?.after as { tune?: { ctx_size?: number } } | null)?.tune?.ctx_size;
+    writeSlot(other, b.port, 3072);
+    renameSync(link, `${link}.old`);
+    symlinkSync(other, link);
+    await waitFor(() => ctxOf(reports.at(-1)) === 3072);
+    await sleep(500);
+    const watches = loop.watches;
+    for (const ctx of [4096, 5120]) {
+      const seen = reports.length;
+      writeSlot(other, b.port, ctx);
+      await waitFor(() => reports.length > seen && ctxOf(reports.at(-1)) === ctx);
+      // The watcher saw it: the check found nothing it missed, so it did not set the watcher up again.
+      expect(loop.watches).toBe(watches);
+    }
   });
 
   it("a folder made after the start (mcp-servers/): a bad file in it is reported", async () => {
