@@ -1,7 +1,7 @@
 import { watch, type FSWatcher } from "chokidar";
-import { join } from "node:path";
+import { basename, join } from "node:path";
 import type { Sweeper, SweepReport } from "./sweep.js";
-import { TREE_FOLDERS, treeFingerprint } from "./tree-cache.js";
+import { isTreeFileName, TREE_FOLDERS, treeFingerprint } from "./tree-cache.js";
 import { longLivedAbort } from "./drivers/driver.js";
 
 export interface LoopOptions {
@@ -19,7 +19,7 @@ export interface LoopOptions {
 
 
 /**
- * Runs sweeps forever: every interval, ~100 ms after any `.toml` change in
+ * Runs sweeps forever: every interval, ~100 ms after any change to a `.toml` file hal0 reads (dotfiles are not) in
  * the tree (chokidar 4 on the folders; it takes no globs), and on demand.
  * Requests coalesce: at most one sweep runs, and at most one more is queued.
  *
@@ -68,7 +68,7 @@ export class SweepLoop {
     // server's socket, keep the process alive.)
     const watcher = watch(TREE_FOLDERS.map((f) => join(this.options.root, f)), { ignoreInitial: true, depth: 0, persistent: false });
     watcher.on("all", (_event, path) => {
-      if (path.endsWith(".toml")) this.onChange();
+      if (isTreeFileName(basename(path))) this.onChange();
     });
     // A folder that vanishes under the watcher is an error event to chokidar; the check below sets it up again.
     watcher.on("error", () => {});

@@ -8,6 +8,16 @@ import type { RunnerProbe } from "./runner-probe.js";
 export const TREE_FOLDERS = ["", "slots", "stacks", "mcp-servers", "agents"] as const;
 
 /**
+ * Whether a name in the tree's folders is one `loadTree` reads: a `.toml`
+ * file that is no dotfile (an editor's lock `.#s.toml`, a copy's AppleDouble
+ * `._s.toml`, hal0's own temps). The sweep loop's watcher, its check and the
+ * fingerprint go by the same rule, so what hal0 never reads starts no sweep.
+ */
+export function isTreeFileName(name: string): boolean {
+  return name.endsWith(".toml") && !name.startsWith(".");
+}
+
+/**
  * A file's stamp must be at least this much older than the fingerprint that
  * holds it before the fingerprint alone is trusted. File timestamps tick
  * coarsely (a jiffy on ext4 without multigrain timestamps, 2 s on FAT), so a
@@ -119,7 +129,7 @@ export function treeFingerprint(root: string): string {
 }
 
 /**
- * One line per `.toml` entry of the tree's folders (kind, inode, size, mtime
+ * One line per `.toml` entry of the tree's folders, dotfiles left out as `loadTree` leaves them (kind, inode, size, mtime
  * and ctime in ns), sorted, and the newest of those times. A missing folder
  * reads as empty; a missing root throws (loadTree reports it). Synchronous:
  * one readdir per folder and one stat per file, each a few µs, where
@@ -139,7 +149,7 @@ function fingerprint(root: string): { text: string; newestNs: bigint } {
       throw err;
     }
     for (const e of entries) {
-      if (!e.name.endsWith(".toml")) continue;
+      if (!isTreeFileName(e.name)) continue;
       const rel = folder === "" ? e.name : `${folder}/${e.name}`;
       const s = statSync(join(dir, e.name), { bigint: true, throwIfNoEntry: false });
       if (s === undefined) {

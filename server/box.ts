@@ -1,7 +1,7 @@
 import { mkdir, rm } from "node:fs/promises";
 import { parse as parseToml } from "smol-toml";
 import { watch, type FSWatcher } from "chokidar";
-import { dirname, join } from "node:path";
+import { basename, dirname, join } from "node:path";
 import { packageRoot } from "../reconciler/package-root.js";
 import { applyChangeSet, ChangeSetError, movedFiles, revisionFiles, type AppliedChangeSet, type ChangeSet } from "../compiler/changeset.js";
 import { checkChange } from "../compiler/change-checks.js";
@@ -10,7 +10,7 @@ import { compile, ConfigNotFoundError, hashOf, MAX_DIAGNOSTICS, readTreeFile, st
 import { removeStaleTemps } from "../reconciler/atomic.js";
 import { longLivedAbort } from "../reconciler/drivers/driver.js";
 import { refuseEmptied } from "../reconciler/sweep.js";
-import { TREE_FOLDERS, TreeCache } from "../reconciler/tree-cache.js";
+import { isTreeFileName, TREE_FOLDERS, TreeCache } from "../reconciler/tree-cache.js";
 import { compileWithRunners, runnerErrors } from "../reconciler/runner-observe.js";
 import type { RunnerProbe } from "../reconciler/runner-probe.js";
 import { linkTarget, observe, planChanges, replaceFileKeeping, StateStore, type HermesCredentials, type Inventory, type Observed, type ObservedSlot, type SlotDriver } from "../reconciler/index.js";
@@ -184,7 +184,7 @@ export class BoxService {
     if (this.watcher) return;
     const watcher = watch(TREE_FOLDERS.map((f) => join(this.root, f)), { ignoreInitial: true, depth: 0 });
     watcher.on("all", (_event, path) => {
-      if (path.endsWith(".toml")) this.readAgain();
+      if (isTreeFileName(basename(path))) this.readAgain();
     });
     // What the watcher cannot look at (a link that loops: ELOOP, a folder it may not enter) is its error event, which unheard
     // would end the process; the tree's own read reports such an entry (config.read_error), and the re-check covers the watch.

@@ -215,6 +215,23 @@ describe("the sweep loop", () => {
     expect(pidOf(state)).not.toBe(pid);
     expect(reports.at(-1)?.plan?.changes.find((c) => c.address === "slot.s")?.changed_paths).toContain("tune.ctx_size");
   });
+
+  it("files hal0 does not read start no sweep: an editor's lock (.#s.toml), a copy's AppleDouble (._s.toml); the edit itself is one sweep", async () => {
+    const { root, port, reports } = await convergedLoop(300);
+    const seen = reports.length;
+    symlinkSync("root@box.4242:1700000000", join(root, "slots/.#s.toml"));
+    writeFileSync(join(root, "slots/._s.toml"), "\0\u0005\u0016\u0007");
+    writeFileSync(join(root, ".hal0.toml"), "junk");
+    await sleep(300);
+    rmSync(join(root, "slots/.#s.toml"));
+    // Quiet for longer than the debounce and several checks: any sweep these started has run.
+    await sleep(1200);
+    expect(reports.length).toBe(seen);
+    writeSlot(root, port, 6144);
+    await waitFor(() => reports.length > seen);
+    await sleep(1200);
+    expect(reports.map((r) => r.outcome).slice(seen)).toEqual(["converged"]);
+  });
 });
 
 describe("the sweep loop when what it watches goes away and comes back", () => {
