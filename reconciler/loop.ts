@@ -25,7 +25,9 @@ export interface LoopOptions {
  *
  * A watch ends with what it watches: a folder moved away and back, made after
  * the start, or the config folder itself replaced, and a linked file whose
- * target was replaced, are not seen again by the same watcher. So every
+ * target was replaced, are not seen again by the same watcher. A resource
+ * folder made, removed or replaced is an event at the top, on which the
+ * folders are watched anew. For what no event tells, every
  * `checkMs` the tree's fingerprint (its `.toml` names, inodes, sizes and
  * times: a readdir per folder and a stat per file) is compared with the one
  * the last sweep started from; when they differ while no sweep is due, the
@@ -53,7 +55,7 @@ export class SweepLoop {
     this.request();
   }
 
-  /** How many times the watcher was set up (the start, and each change the check found it missed). */
+  /** How many times the watcher was set up (the start, a resource folder made or replaced, each change the check found it missed). */
   get watches(): number {
     return this.made;
   }
@@ -66,9 +68,17 @@ export class SweepLoop {
     // here, hal0 serve's reads), and a shared one stays on the folder the path named when it was made — after a config
     // folder's link is switched to another folder, every edit there would wait for the check. (The loop's timers, or the
     // server's socket, keep the process alive.)
-    const watcher = watch(TREE_FOLDERS.map((f) => join(this.options.root, f)), { ignoreInitial: true, depth: 0, persistent: false });
+    const folders = TREE_FOLDERS.map((f) => join(this.options.root, f));
+    const watcher = watch(folders, { ignoreInitial: true, depth: 0, persistent: false });
     watcher.on("all", (_event, path) => {
+      if (this.stopped) return;
       if (isTreeFileName(basename(path))) this.onChange();
+      // A resource folder made, removed or replaced at the top (rm -rf slots and a restore, a checkout, a link switched):
+      // what watched the old one ends with it, so the folders are watched anew, and what the new one holds is swept.
+      else if (path !== folders[0] && folders.includes(path)) {
+        this.watchTree();
+        this.onChange();
+      }
     });
     // A folder that vanishes under the watcher is an error event to chokidar; the check below sets it up again.
     watcher.on("error", () => {});

@@ -277,6 +277,24 @@ describe("the sweep loop when what it watches goes away and comes back", () => {
     expect(port).toBeGreaterThan(0);
   });
 
+  it("a resource folder removed and made again (rm -rf slots, then restored): the watcher alone sees the files of the new one", async () => {
+    // The check for what the watcher missed runs once an hour here: only the watcher can start these sweeps.
+    const { root, port, reports } = await convergedLoop(3_600_000);
+    rmSync(join(root, "slots"), { recursive: true });
+    await waitFor(() => reports.some((r) => r.plan?.changes.some((c) => c.address === "slot.s" && c.action === "delete")));
+    await sleep(300);
+    mkdirSync(join(root, "slots"));
+    await sleep(300);
+    const seen = reports.length;
+    writeSlot(root, port, 7168);
+    await waitFor(() => reports.length > seen && reports.at(-1)?.plan?.changes.find((c) => c.address === "slot.s")?.action === "create");
+    // And the next edit in it.
+    await sleep(300);
+    const again = reports.length;
+    writeSlot(root, port, 6144);
+    await waitFor(() => reports.length > again && reports.at(-1)?.plan?.changes.find((c) => c.address === "slot.s")?.changed_paths.includes("tune.ctx_size") === true);
+  });
+
   it("a config folder that is a symbolic link switched to another folder: the switch is swept, and each later edit there is seen by the watcher, not the check", async () => {
     const b = await box();
     const base = mkdtempSync(join(tmpdir(), "hal0-sweep-link-"));
