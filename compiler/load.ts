@@ -3,7 +3,7 @@ import { open, readdir, readFile, stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import type { Diagnostic } from "../schema/index.js";
 import { MAX_FILE_BYTES, sourceTree, type SourceTree } from "./sources.js";
-import { diagnosticAt, readError, tooLarge } from "./report.js";
+import { diagnosticAt, errnoBrief, readError, tooLarge } from "./report.js";
 
 /** Folders of the tree that hold one resource per `.toml` file. */
 const RESOURCE_FOLDERS = ["slots", "stacks", "mcp-servers", "agents"];
@@ -97,8 +97,8 @@ export async function loadTree(dir: string): Promise<LoadResult> {
       if (err instanceof TypeError && bytes !== undefined) {
         // Said where: the line and column of the first byte that is not UTF-8 (after the valid text before it).
         const at = firstInvalidUtf8(bytes);
-        diagnostics.push(readError(rel, `it is not valid UTF-8 text: byte 0x${bytes[at.offset]!.toString(16).padStart(2, "0")} at line ${at.line}, column ${at.column}`, at));
-      } else diagnostics.push(readError(rel, (err as Error).message));
+        diagnostics.push(readError(rel, `it is not valid UTF-8 text: byte 0x${bytes[at.offset]!.toString(16).padStart(2, "0")} at line ${at.line}, column ${at.column}`, "it is not UTF-8 text", at));
+      } else diagnostics.push(readError(rel, (err as Error).message, errnoBrief(err)));
     }
   }
   return { tree: sourceTree(dir, files), diagnostics: diagnostics.sort((a, b) => (a.file! < b.file! ? -1 : a.file! > b.file! ? 1 : 0)) };
@@ -123,12 +123,14 @@ async function listTomlFiles(dir: string): Promise<{ files: string[]; problems: 
     const kind = entryKind(join(dir, rel), entry);
     if (entry.name.endsWith(".toml")) {
       if (kind === "file") files.push(rel);
-      else problems.push(readError(rel, kind === "folder" ? "it is a folder, not a file" : kind === "missing" ? "it is a symbolic link that leads to no file" : "it is not a regular file"));
+      else if (kind === "folder") problems.push(readError(rel, "it is a folder, not a file", "it is a folder"));
+      else if (kind === "missing") problems.push(readError(rel, "it is a symbolic link that leads to no file", "a symbolic link that leads to no file"));
+      else problems.push(readError(rel, "it is not a regular file", "it is not a regular file"));
       return;
     }
     const resource = !inResourceFolder && !rel.includes("/") && RESOURCE_FOLDERS.includes(entry.name);
     // A resource folder's name that is not a folder (a link that leads nowhere or loops, a file): its files are unknown, not gone.
-    if (resource && kind !== "folder") problems.push(readError(rel, kind === "missing" ? "it is a symbolic link that leads to no folder" : "it is not a folder"));
+    if (resource && kind !== "folder") problems.push(kind === "missing" ? readError(rel, "it is a symbolic link that leads to no folder", "a symbolic link that leads to no folder") : readError(rel, "it is not a folder", "it is not a folder"));
     if (kind !== "folder") return;
     let children: Dirent[];
     try {
@@ -136,7 +138,7 @@ async function listTomlFiles(dir: string): Promise<{ files: string[]; problems: 
     } catch (err) {
       // A resource folder that cannot be listed (permission denied, a stale mount) holds files that are unknown, not gone;
       // another folder is only looked into.
-      if (resource) problems.push(readError(rel, `it cannot be listed: ${(err as Error).message}`));
+      if (resource) problems.push(readError(rel, `it cannot be listed: ${(err as Error).message}`, `it cannot be listed: ${errnoBrief(err)}`));
       return;
     }
     for (const child of children) {
@@ -150,7 +152,7 @@ async function listTomlFiles(dir: string): Promise<{ files: string[]; problems: 
     entries = await readdir(dir, { withFileTypes: true });
   } catch (err) {
     // The folder is there (loadTree stat it) and cannot be listed (permission denied): a tree that cannot be known, not an empty one.
-    return { files: [], problems: [readError(".", `the config folder cannot be listed: ${(err as Error).message}`)] };
+    return { files: [], problems: [readError(".", `the config folder cannot be listed: ${(err as Error).message}`, `the config folder cannot be listed: ${errnoBrief(err)}`)] };
   }
   for (const entry of entries) await visit(entry.name, entry, false);
   return { files: files.sort(), problems };

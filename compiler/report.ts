@@ -15,14 +15,38 @@ export function diagnosticAt(
   return { code, severity: CODES[code].severity, summary, detail, file, line: at.line, column: at.column, path: [...path], related };
 }
 
-/** `config.read_error` at `rel`: the file (or folder) could not be read, and why. */
-export function readError(rel: string, why: string, at: { line: number; column: number } = { line: 1, column: 1 }): Diagnostic {
-  return diagnosticAt("config.read_error", rel, { line: at.line, column: at.column }, [], `cannot read ${rel}`, `hal0 could not read this ${rel.endsWith(".toml") ? "file" : "folder"}: ${why}.`);
+/**
+ * `config.read_error` at `rel`: the file (or folder) could not be read, and
+ * why — in brief in the summary (what a sweep's log line and `hal0 reconcile`
+ * print, one line per diagnostic), in full in the detail.
+ */
+export function readError(rel: string, why: string, brief: string, at: { line: number; column: number } = { line: 1, column: 1 }): Diagnostic {
+  return diagnosticAt("config.read_error", rel, { line: at.line, column: at.column }, [], `cannot read ${rel}: ${brief}`, `hal0 could not read this ${rel.endsWith(".toml") ? "file" : "folder"}: ${why}.`);
+}
+
+/** A file system error in a few words, for a read error's summary: "permission denied", not the errno's message with its absolute path. */
+export function errnoBrief(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException | null)?.code;
+  switch (code) {
+    case "EACCES":
+    case "EPERM":
+      return "permission denied";
+    case "ENOENT":
+      return "it is gone";
+    case "EISDIR":
+      return "it is a folder";
+    case "ELOOP":
+      return "a loop of symbolic links";
+    case "EIO":
+      return "an I/O error";
+    default:
+      return typeof code === "string" ? code : "an error";
+  }
 }
 
 /** A file larger than hal0 reads (`MAX_FILE_BYTES`), on disk or as a change's text: `config.read_error`. */
 export function tooLarge(rel: string, bytes: number): Diagnostic {
-  return readError(rel, `it is ${bytes} bytes, more than the ${MAX_FILE_BYTES} (1 MiB) hal0 reads of one file`);
+  return readError(rel, `it is ${bytes} bytes, more than the ${MAX_FILE_BYTES} (1 MiB) hal0 reads of one file`, "it is larger than 1 MiB");
 }
 
 /** A place in the tree a diagnostic or related note points at. */

@@ -127,6 +127,7 @@ describe("loadTree: links, folders and files hal0 does not read", () => {
     if (!listable) chmodSync(join(root, "stacks"), 0o755);
     expect(at(loaded.diagnostics)).toEqual(["stacks error config.read_error"]);
     expect(loaded.diagnostics[0]!.detail).toContain("it cannot be listed");
+    expect(loaded.diagnostics[0]!.summary).toBe("cannot read stacks: it cannot be listed: permission denied");
     expect(compile(loaded.tree, loaded.diagnostics).model).toBeUndefined();
   });
 
@@ -156,6 +157,7 @@ describe("loadTree: links, folders and files hal0 does not read", () => {
     if (!listable) chmodSync(root, 0o755);
     expect(at(loaded.diagnostics)).toEqual([". error config.read_error"]);
     expect(loaded.diagnostics[0]!.detail).toMatch(/^hal0 could not read this folder: the config folder cannot be listed: /);
+    expect(loaded.diagnostics[0]!.summary).toBe("cannot read .: the config folder cannot be listed: permission denied");
     expect(loaded.tree.files.size).toBe(0);
     expect(compile(loaded.tree, loaded.diagnostics).model).toBeUndefined();
   });

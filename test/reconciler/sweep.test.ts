@@ -352,6 +352,24 @@ describe("the sweep loop with a broken edit", () => {
   });
 });
 
+describe("the sweep loop with a file it cannot read", () => {
+  it("says why in each diagnostic's one line (what the sweep's log line prints): not UTF-8, a link that leads nowhere, a folder", async () => {
+    const { root, port, reports } = await convergedLoop();
+    const lines = () => reports.at(-1)!.diagnostics.map((d) => `${d.file}:${d.line}:${d.column}: ${d.code}: ${d.summary}`);
+    // Saved as UTF-16 (Windows PowerShell's redirect, Notepad's "Unicode").
+    writeFileSync(join(root, "slots/s.toml"), Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(`profile = "fake"\n`, "utf16le")]));
+    symlinkSync("/nonexistent/x.toml", join(root, "slots/x.toml"));
+    mkdirSync(join(root, "slots/y.toml"));
+    await waitFor(() => reports.at(-1)?.outcome === "invalid_config" && reports.at(-1)!.diagnostics.length === 3);
+    expect(lines()).toEqual([
+      "slots/s.toml:1:1: config.read_error: cannot read slots/s.toml: it is not UTF-8 text",
+      "slots/x.toml:1:1: config.read_error: cannot read slots/x.toml: a symbolic link that leads to no file",
+      "slots/y.toml:1:1: config.read_error: cannot read slots/y.toml: it is a folder",
+    ]);
+    expect(port).toBeGreaterThan(0);
+  });
+});
+
 async function waitFor(condition: () => boolean, timeoutMs = 10_000): Promise<void> {
   const end = Date.now() + timeoutMs;
   while (!condition()) {
