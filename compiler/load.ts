@@ -53,15 +53,20 @@ export class ConfigNotFoundError extends Error {
 
 /**
  * "config folder not found: <dir>", and when `dir` is a file (`--config
- * box/hal0.toml`, as other tools take a file), which folder was meant.
+ * box/hal0.toml`, as other tools take a file), which folder was meant; when
+ * the path cannot be followed (a loop of symbolic links, a folder on the way
+ * hal0 may not enter), why. Never throws: it words the error of a folder gone.
  */
 export function configNotFoundMessage(dir: string): string {
   let found;
   try {
     found = statSync(dir, { throwIfNoEntry: false });
   } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
     // A path below a file (`--config box/hal0.toml/x`): no such folder, said as for any other.
-    if ((err as NodeJS.ErrnoException).code !== "ENOTDIR") throw err;
+    if (code === "ENOTDIR") return `config folder not found: ${dir}`;
+    const why = code === "ELOOP" ? "it is a loop of symbolic links" : code === "EACCES" || code === "EPERM" ? "permission denied on the way to it" : `${code ?? (err as Error).message}`;
+    return `config folder not found: ${dir} (${why})`;
   }
   if (found === undefined || found.isDirectory()) return `config folder not found: ${dir}`;
   return `config folder not found: ${dir} is a file; the config is the folder that holds hal0.toml and the other files${dir.endsWith(".toml") ? `: ${dirname(dir)}` : ""}`;

@@ -274,4 +274,25 @@ describe("the config folder under a running server", () => {
     await sleep(1100);
     expect((await s.call("PUT", "/api/slots/chat/config", { body: { priority: 5 } })).status).toBe(200);
   });
+
+  it("a config folder whose path became a loop of symbolic links (a link switch gone wrong) is a folder gone, not a 500 on every read", async () => {
+    expect((await s.call("GET", "/api/slots")).status).toBe(200);
+    const away = `${s.config}.away`;
+    renameSync(s.config, away);
+    symlinkSync(s.config, s.config); // a link to itself: ELOOP
+    await sleep(1100); // past the read window
+    const read = await s.call("GET", "/api/slots");
+    expect(read.status, JSON.stringify(read.body)).toBe(200);
+    expect(read.body.slots.map((x: { name: string }) => x.name)).toContain("chat");
+    const status = await s.call("GET", "/api/status");
+    expect(status.status, JSON.stringify(status.body)).toBe(200);
+    expect(status.body).toMatchObject({ tree_valid: false, revision: null, tree_error: { code: "config.not_found" } });
+    const write = await s.call("PUT", "/api/slots/chat/config", { body: { priority: 5 } });
+    expect(write.status).toBe(404);
+    expect(write.body.error.code).toBe("config.not_found");
+    rmSync(s.config);
+    renameSync(away, s.config);
+    await sleep(1100);
+    expect((await s.call("PUT", "/api/slots/chat/config", { body: { priority: 5 } })).status).toBe(200);
+  });
 });
