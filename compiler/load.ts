@@ -99,7 +99,10 @@ export async function loadTree(dir: string): Promise<LoadResult> {
       bytes = readFileSync(join(dir, rel));
       files.push([rel, utf8.decode(bytes)]);
     } catch (err) {
-      if (err instanceof TypeError && bytes !== undefined) {
+      if (err instanceof TypeError && bytes !== undefined && utf16Mark(bytes) !== undefined) {
+        // Saved as UTF-16 (Windows PowerShell's `>` and Set-Content, an editor's "Unicode"): said as such, not as a bad byte.
+        diagnostics.push(readError(rel, `it is UTF-16 text (it starts with the byte-order mark ${utf16Mark(bytes)}), not UTF-8: save it as UTF-8`, "it is UTF-16 text, not UTF-8"));
+      } else if (err instanceof TypeError && bytes !== undefined) {
         // Said where: the line and column of the first byte that is not UTF-8 (after the valid text before it).
         const at = firstInvalidUtf8(bytes);
         diagnostics.push(readError(rel, `it is not valid UTF-8 text: byte 0x${bytes[at.offset]!.toString(16).padStart(2, "0")} at line ${at.line}, column ${at.column}`, "it is not UTF-8 text", at));
@@ -177,6 +180,13 @@ export function entryKind(path: string, entry: Dirent): "file" | "folder" | "oth
   return target === undefined ? "missing" : target.isFile() ? "file" : target.isDirectory() ? "folder" : "other";
 }
 
+
+/** The UTF-16 byte-order mark `bytes` start with ("0xff 0xfe" little-endian, "0xfe 0xff" big-endian), if any. */
+function utf16Mark(bytes: Buffer): string | undefined {
+  if (bytes.length >= 2 && bytes[0] === 0xff && bytes[1] === 0xfe) return "0xff 0xfe";
+  if (bytes.length >= 2 && bytes[0] === 0xfe && bytes[1] === 0xff) return "0xfe 0xff";
+  return undefined;
+}
 
 /** Where the first byte that does not decode as UTF-8 is: its offset, and its 1-based line and column (in UTF-16 code units of the valid text before it, as every other diagnostic's column counts). */
 function firstInvalidUtf8(bytes: Buffer): { offset: number; line: number; column: number } {

@@ -211,6 +211,25 @@ describe("loadTree and compile: a file larger than hal0 reads", () => {
   });
 });
 
+describe("loadTree: a file saved as UTF-16", () => {
+  it("is config.read_error that says so and how to fix it (little- and big-endian), not a bad byte at 1:1", async () => {
+    const root = mkdtempSync(join(tmpdir(), "hal0-load-"));
+    try {
+      cpSync(FIXTURE_BOX, root, { recursive: true });
+      const le = Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('[policy]\n', "utf16le")]);
+      writeFileSync(join(root, "policy.toml"), le);
+      writeFileSync(join(root, "slots/chat.toml"), Buffer.from(le.map((_, i) => le[i ^ 1]!)));
+      const { diagnostics } = await loadTree(root);
+      expect(diagnostics.map((d) => `${d.file}:${d.line}:${d.column}: ${d.code}: ${d.summary} | ${d.detail}`)).toEqual([
+        "policy.toml:1:1: config.read_error: cannot read policy.toml: it is UTF-16 text, not UTF-8 | hal0 could not read this file: it is UTF-16 text (it starts with the byte-order mark 0xff 0xfe), not UTF-8: save it as UTF-8.",
+        "slots/chat.toml:1:1: config.read_error: cannot read slots/chat.toml: it is UTF-16 text, not UTF-8 | hal0 could not read this file: it is UTF-16 text (it starts with the byte-order mark 0xfe 0xff), not UTF-8: save it as UTF-8.",
+      ]);
+    } finally {
+      rmSync(root, { recursive: true, force: true });
+    }
+  });
+});
+
 describe("loadTree: a file that is not UTF-8 after text outside the BMP", () => {
   it("gives the bad byte's column in UTF-16 code units, as the parser's and the locator's columns count (an emoji is two)", async () => {
     const root = mkdtempSync(join(tmpdir(), "hal0-load-"));

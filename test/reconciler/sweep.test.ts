@@ -353,7 +353,7 @@ describe("the sweep loop with a broken edit", () => {
 });
 
 describe("the sweep loop with a file it cannot read", () => {
-  it("says why in each diagnostic's one line (what the sweep's log line prints): not UTF-8, a link that leads nowhere, a folder", async () => {
+  it("says why in each diagnostic's one line (what the sweep's log line prints): UTF-16, a link that leads nowhere, a folder", async () => {
     const { root, port, reports } = await convergedLoop();
     const lines = () => reports.at(-1)!.diagnostics.map((d) => `${d.file}:${d.line}:${d.column}: ${d.code}: ${d.summary}`);
     // Saved as UTF-16 (Windows PowerShell's redirect, Notepad's "Unicode").
@@ -362,7 +362,7 @@ describe("the sweep loop with a file it cannot read", () => {
     mkdirSync(join(root, "slots/y.toml"));
     await waitFor(() => reports.at(-1)?.outcome === "invalid_config" && reports.at(-1)!.diagnostics.length === 3);
     expect(lines()).toEqual([
-      "slots/s.toml:1:1: config.read_error: cannot read slots/s.toml: it is not UTF-8 text",
+      "slots/s.toml:1:1: config.read_error: cannot read slots/s.toml: it is UTF-16 text, not UTF-8",
       "slots/x.toml:1:1: config.read_error: cannot read slots/x.toml: a symbolic link that leads to no file",
       "slots/y.toml:1:1: config.read_error: cannot read slots/y.toml: it is a folder",
     ]);
