@@ -11,7 +11,7 @@ export interface LoopOptions {
   /** `ms`: how long the sweep took (the metrics' sweep duration). */
   readonly onReport: (report: SweepReport, ms: number) => void;
   readonly onError?: (err: unknown, ms: number) => void;
-  /** Quiet time after the last `.toml` change before a sweep starts. */
+  /** Quiet time after the last `.toml` change, and then the time the tree must hold still (its fingerprint unchanged), before a sweep starts. */
   readonly debounceMs?: number;
   /** How often the tree is compared with what the last sweep started from, for a change the watcher missed (default 2000). */
   readonly checkMs?: number;
@@ -19,8 +19,8 @@ export interface LoopOptions {
 
 
 /**
- * Runs sweeps forever: every interval, ~100 ms after any change to a `.toml` file hal0 reads (dotfiles are not) in
- * the tree (chokidar 4 on the folders; it takes no globs), and on demand.
+ * Runs sweeps forever: every interval, once the tree holds still after any change to a `.toml` file hal0 reads
+ * (dotfiles are not; ~200 ms after the last) in the tree (chokidar 4 on the folders; it takes no globs), and on demand.
  * Requests coalesce: at most one sweep runs, and at most one more is queued.
  *
  * A watch ends with what it watches: a folder moved away and back, made after
@@ -45,6 +45,8 @@ export class SweepLoop {
   private swept?: string;
   private readonly interrupt = longLivedAbort();
   private made = 0;
+  /** The tree's fingerprint at the last quiet moment, while a sweep waits for the tree to hold still (settle). */
+  private settling?: string;
 
   constructor(private readonly sweeper: Sweeper, private readonly options: LoopOptions) {}
 
@@ -91,7 +93,7 @@ export class SweepLoop {
     if (this.stopped || this.running || this.pending || this.debounce !== undefined) return;
     if (this.swept === undefined || treeFingerprint(this.options.root) === this.swept) return;
     this.watchTree();
-    this.request();
+    this.onChange(); // swept once it holds still, as an edit the watcher saw
   }
 
   /** A sweep now in which every resource backing off is tried again (a reload). */
@@ -134,10 +136,28 @@ export class SweepLoop {
 
   private onChange(): void {
     clearTimeout(this.debounce);
-    this.debounce = setTimeout(() => {
-      this.debounce = undefined;
-      this.request();
-    }, this.options.debounceMs ?? 100);
+    this.settling = undefined;
+    this.debounce = setTimeout(() => this.settle(), this.options.debounceMs ?? 100);
+  }
+
+  /**
+   * Quiet since the last event: a sweep once the tree holds still, its
+   * fingerprint the same over one more quiet time. The events of a long copy
+   * come in bursts with gaps (chokidar reads a folder of thousands of files
+   * again between them), and a file `cp` made is empty until its bytes
+   * follow: without this, a copy of 3000 slot files was swept ten times, each
+   * sweep over a part of it, some over a file still empty.
+   */
+  private settle(): void {
+    const now = treeFingerprint(this.options.root);
+    if (now !== this.settling) {
+      this.settling = now;
+      this.debounce = setTimeout(() => this.settle(), this.options.debounceMs ?? 100);
+      return;
+    }
+    this.debounce = undefined;
+    this.settling = undefined;
+    this.request();
   }
 
   private schedule(): void {
