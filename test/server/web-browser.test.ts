@@ -121,6 +121,37 @@ describe.skipIf(!available)(SUITE, () => {
     await context.close();
   });
 
+  it("after logging in again in another tab, the open inbox takes the new session's CSRF token: its Approve and Log out still work", async () => {
+    const context = await browser.newContext();
+    const owner = s.hal0.tokens.verify(s.operator)!;
+    const page = await context.newPage();
+    await page.goto(`${s.url}/login?code=${s.hal0.tokens.loginCode(owner.id, 300)}`);
+    await page.locator(`body[data-inbox-live="connected"]`).waitFor({ state: "attached", timeout: 5000 });
+    const renders = async () => Number(await page.evaluate(() => document.body.dataset.inboxRenders ?? "0"));
+    const before = await renders();
+    // A second login in this browser (a fresh hal0 web link) ends the session the open inbox was rendered for.
+    const other = await context.newPage();
+    await other.goto(`${s.url}/login?code=${s.hal0.tokens.loginCode(owner.id, 300)}`);
+    await other.close();
+    // The inbox's stream ends with the old session and comes back on the new cookie: its snapshot re-renders the page.
+    await expect.poll(renders, { timeout: 15_000 }).toBeGreaterThan(before);
+    const args = { name: "scratch11", profile: "cpu-small", model: "qwen3-4b", port: 8161, type: "llm", enabled: false, placement: { device: "cpu" } };
+    const queued = (await callTool(client, "slot_create", args)).body;
+    expect(queued.status).toBe("pending_approval");
+    const card = page.locator(`article.pending[data-approval="${queued.approval_id}"]`);
+    await card.waitFor({ state: "visible", timeout: 5000 });
+    await card.locator('form[data-decision="approve"] button').click();
+    // The outcome is announced once the approve call returned, that is once the change ran.
+    await expect.poll(() => page.locator("#inbox-status").textContent(), { timeout: 5000 }).toContain(`${queued.approval_id}: executed`);
+    expect((await s.call("GET", `/api/agent/approvals/${queued.approval_id}`)).body.approval.state).toBe("executed");
+    await page.locator(`article.decided#${queued.approval_id}`).waitFor({ state: "visible", timeout: 5000 });
+    // Log out sits outside the re-rendered region; its form carries the new token too.
+    await page.locator("form.who button").click();
+    await page.waitForURL((url) => url.pathname === "/login");
+    expect((await page.goto(`${s.url}/`))?.status()).toBe(401);
+    await context.close();
+  });
+
   it("with JavaScript off, Deny with a reason is a plain form post that lands back on the decided card; another origin's form post is refused", async () => {
     const context = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 900, height: 1100 } });
     const page = await context.newPage();

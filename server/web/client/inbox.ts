@@ -10,8 +10,9 @@
  *   `/api/agent/approvals/{id}/approve|deny` (`{}` to approve, `{reason}` to
  *   deny when one is typed — what the deny route's strict body accepts) with
  *   the session's CSRF token in `X-CSRF-Token` (read from the page's
- *   `<meta name="csrf-token">`; the session cookie goes along, same-origin
- *   only), disables that card's buttons while in flight, reports the
+ *   `<meta name="csrf-token">`, and again from each re-render's: a login in
+ *   another tab replaces the session; the session cookie goes along,
+ *   same-origin only), disables that card's buttons while in flight, reports the
  *   outcome in `#inbox-status` (`aria-live="polite"`) and re-renders.
  *   (Without this script the forms post form-encoded to the page routes.)
  * - `body[data-inbox-live="connected"]` once the stream's snapshot arrived
@@ -28,8 +29,25 @@
 
 const LIVE_ID = "inbox-live";
 const STATUS_ID = "inbox-status";
-/** The session's CSRF token the page was rendered with (none when it was read with a bearer token). */
-const CSRF = document.querySelector<HTMLMetaElement>('meta[name="csrf-token"]')?.content ?? "";
+/**
+ * The session's CSRF token (none when the page was read with a bearer
+ * token): the page's, then each re-render's, since logging in again in
+ * another tab replaces the session the page was rendered for.
+ */
+let csrf = document.querySelector<HTMLMetaElement>('meta[name="csrf-token"]')?.content ?? "";
+
+/**
+ * Takes the fresh page's CSRF token, when it is another session's: the
+ * script's and every form's outside the live region (Log out), so that no
+ * control keeps a token the server no longer takes.
+ */
+function adoptCsrf(fresh: Document): void {
+  const token = fresh.querySelector<HTMLMetaElement>('meta[name="csrf-token"]')?.content ?? "";
+  if (token === "" || token === csrf) return;
+  csrf = token;
+  document.querySelector<HTMLMetaElement>('meta[name="csrf-token"]')?.setAttribute("content", token);
+  for (const input of document.querySelectorAll<HTMLInputElement>('input[type="hidden"][name="csrf"]')) input.value = token;
+}
 const EVENTS = ["snapshot", "enqueued", "approved", "denied", "executed", "failed", "expired", "stale"] as const;
 
 /** Approval ids whose decision is being posted. */
@@ -78,7 +96,8 @@ async function rerender(): Promise<void> {
       const res = await fetch("/", { headers: { accept: "text/html" }, cache: "no-store", credentials: "same-origin" });
       if (res.status === 401) throw new Error("the session ended (log in again)");
       if (!res.ok) throw new Error(`the inbox answered ${res.status}`);
-      const fresh = new DOMParser().parseFromString(await res.text(), "text/html").getElementById(LIVE_ID);
+      const doc = new DOMParser().parseFromString(await res.text(), "text/html");
+      const fresh = doc.getElementById(LIVE_ID);
       const live = document.getElementById(LIVE_ID);
       if (!fresh || !live) throw new Error("the inbox page has no live region");
       const active = document.activeElement;
@@ -96,6 +115,7 @@ async function rerender(): Promise<void> {
       }
       applyInFlight(adopted);
       live.replaceWith(adopted);
+      adoptCsrf(doc);
       if (hadFocus) {
         const same = key ? findControl(adopted, key) : null;
         if (same) same.focus();
@@ -137,7 +157,7 @@ async function decide(form: HTMLFormElement): Promise<void> {
     const res = await fetch(`/api/agent/approvals/${encodeURIComponent(id)}/${deny ? "deny" : "approve"}`, {
       method: "POST",
       credentials: "same-origin",
-      headers: { "content-type": "application/json", accept: "application/json", ...(CSRF === "" ? {} : { "x-csrf-token": CSRF }) },
+      headers: { "content-type": "application/json", accept: "application/json", ...(csrf === "" ? {} : { "x-csrf-token": csrf }) },
       body: JSON.stringify(deny && reason !== "" ? { reason } : {}),
     });
     message = await outcome(res, id);
