@@ -152,6 +152,59 @@ describe.skipIf(!available)(SUITE, () => {
     await context.close();
   });
 
+  it("a re-render keeps the keyboard where it was: the caret in a reason being typed, a card's link; a card decided elsewhere moves the focus to the status region, which says so", async () => {
+    const context = await browser.newContext();
+    const owner = s.hal0.tokens.verify(s.operator)!;
+    const page = await context.newPage();
+    await page.goto(`${s.url}/login?code=${s.hal0.tokens.loginCode(owner.id, 300)}`);
+    await page.locator(`body[data-inbox-live="connected"]`).waitFor({ state: "attached", timeout: 5000 });
+    const renders = async () => Number(await page.evaluate(() => document.body.dataset.inboxRenders ?? "0"));
+    let port = 8170;
+    /** Queues one more request (an event every open inbox re-renders on) and waits for this page's re-render. */
+    const another = async (): Promise<string> => {
+      const before = await renders();
+      port++;
+      const queued = (await callTool(client, "slot_create", { name: `keys${port}`, profile: "cpu-small", model: "qwen3-4b", port, type: "llm", enabled: false, placement: { device: "cpu" } })).body;
+      expect(queued.status).toBe("pending_approval");
+      await expect.poll(renders, { timeout: 5000 }).toBeGreaterThan(before);
+      return queued.approval_id as string;
+    };
+    const first = await another();
+    const card = () => page.locator(`article.pending[data-approval="${first}"]`);
+    const active = () => page.evaluate(() => {
+      const el = document.activeElement;
+      return { id: el?.id, tag: el?.tagName, card: el?.closest("article")?.id, href: el?.getAttribute("href"), name: el?.getAttribute("name") };
+    });
+
+    // Typing a reason: the caret in the middle of it, a re-render, and typing goes on there.
+    const reason = card().locator('input[name="reason"]');
+    await reason.click();
+    await page.keyboard.type("hello world");
+    await page.keyboard.press("Home");
+    await page.keyboard.press("ArrowRight");
+    await page.keyboard.press("ArrowRight");
+    await another();
+    expect(await active()).toMatchObject({ card: first, name: "reason" });
+    await page.keyboard.type("X");
+    expect(await reason.inputValue()).toBe("heXllo world");
+
+    // A card's link keeps the focus too (it is no control of a decision form).
+    await card().locator('a[href^="/plans/"]').focus();
+    const href = await card().locator('a[href^="/plans/"]').getAttribute("href");
+    await another();
+    expect(await active()).toMatchObject({ tag: "A", card: first, href });
+
+    // The card is decided elsewhere: the focus goes to the status region, which names it, not to the page's top.
+    await card().locator('form[data-decision="approve"] button').focus();
+    const before = await renders();
+    expect((await s.call("POST", `/api/agent/approvals/${first}/deny`, { body: { reason: "decided in the terminal" } })).status).toBe(200);
+    await expect.poll(renders, { timeout: 5000 }).toBeGreaterThan(before);
+    expect(await active()).toMatchObject({ id: "inbox-status" });
+    await expect(page.locator("#inbox-status").textContent()).resolves.toContain(`${first} is no longer waiting`);
+    await expect(page.locator("#inbox-status").isVisible()).resolves.toBe(true);
+    await context.close();
+  });
+
   it("with JavaScript off, Deny with a reason is a plain form post that lands back on the decided card; another origin's form post is refused", async () => {
     const context = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 900, height: 1100 } });
     const page = await context.newPage();

@@ -23,8 +23,10 @@
  *
  * Invariants: one re-render at a time (events arriving meanwhile fold into a
  * single follow-up); typed deny reasons and in-flight disabling survive a
- * re-render; focus inside the swapped region moves to the same control when
- * it still exists, else to the status region.
+ * re-render; focus inside the swapped region moves to the same element when
+ * it still exists (a decision form's control, or a card's link or summary),
+ * the caret of a text field where it was, else to the status region, which
+ * says why.
  */
 
 const LIVE_ID = "inbox-live";
@@ -62,18 +64,41 @@ function status(text: string, focus: boolean): void {
   if (focus) region.focus();
 }
 
-/** A key naming a control across re-renders: its form's approval and decision, and the control's name or tag. */
-function controlKey(el: Element | null): string | null {
+/**
+ * A key naming a focused element across re-renders: a decision form's control
+ * by its form's approval and decision and its name or tag; anything else in a
+ * card (a plan's link, a `<summary>`) by the card's id, its tag and its place
+ * among the card's elements of that tag.
+ */
+function focusKey(el: Element | null): string | null {
   const form = el?.closest("form[data-decision]");
-  if (!el || !(form instanceof HTMLFormElement)) return null;
-  return `${form.dataset.approval ?? ""}/${form.dataset.decision ?? ""}/${el.getAttribute("name") ?? el.tagName}`;
+  if (el && form instanceof HTMLFormElement) return `form:${form.dataset.approval ?? ""}/${form.dataset.decision ?? ""}/${el.getAttribute("name") ?? el.tagName}`;
+  const card = el?.closest("article[id]");
+  if (!el || !card) return null;
+  return `card:${card.id}/${cardState(card)}/${el.tagName}/${[...card.getElementsByTagName(el.tagName)].indexOf(el)}`;
 }
 
-function findControl(root: Element, key: string): HTMLElement | null {
-  for (const el of root.querySelectorAll<HTMLElement>("form[data-decision] input, form[data-decision] button")) {
-    if (controlKey(el) === key) return el;
+function findFocus(root: Element, key: string): HTMLElement | null {
+  if (key.startsWith("form:")) {
+    for (const el of root.querySelectorAll<HTMLElement>("form[data-decision] input, form[data-decision] button")) {
+      if (focusKey(el) === key) return el;
+    }
+    return null;
   }
-  return null;
+  const [, id, state, tag, index] = /^card:(.*)\/(pending|decided)\/([A-Z0-9]+)\/(\d+)$/.exec(key) ?? [];
+  // A card decided since is another card: the focus does not move into it unannounced.
+  const card = [...root.querySelectorAll("article[id]")].find((a) => a.id === id && cardState(a) === state);
+  const el = card?.getElementsByTagName(tag ?? "")[Number(index)];
+  return el instanceof HTMLElement ? el : null;
+}
+
+function cardState(card: Element): "pending" | "decided" {
+  return card.classList.contains("pending") ? "pending" : "decided";
+}
+
+/** The approval a focus key names (its card or its form's). */
+function approvalOfKey(key: string | null): string {
+  return key === null ? "" : (/^(?:form|card):([^/]*)\//.exec(key)?.[1] ?? "");
 }
 
 function applyInFlight(root: ParentNode): void {
@@ -102,7 +127,9 @@ async function rerender(): Promise<void> {
       if (!fresh || !live) throw new Error("the inbox page has no live region");
       const active = document.activeElement;
       const hadFocus = active !== null && live.contains(active);
-      const key = hadFocus ? controlKey(active) : null;
+      const key = hadFocus ? focusKey(active) : null;
+      // Where the caret was in a text field (a reason being typed), so that typing goes on where it stopped.
+      const caret = active instanceof HTMLInputElement ? { start: active.selectionStart, end: active.selectionEnd, direction: active.selectionDirection ?? undefined } : null;
       const reasons = new Map<string, string>();
       for (const input of live.querySelectorAll<HTMLInputElement>('form[data-decision="deny"] input[name="reason"]')) {
         const id = input.closest<HTMLFormElement>("form")?.dataset.approval;
@@ -117,9 +144,15 @@ async function rerender(): Promise<void> {
       live.replaceWith(adopted);
       adoptCsrf(doc);
       if (hadFocus) {
-        const same = key ? findControl(adopted, key) : null;
-        if (same) same.focus();
-        else document.getElementById(STATUS_ID)?.focus();
+        const same = key ? findFocus(adopted, key) : null;
+        if (same) {
+          same.focus();
+          if (caret && same instanceof HTMLInputElement && caret.start !== null && caret.end !== null) same.setSelectionRange(caret.start, caret.end, caret.direction);
+        } else {
+          // Its card is gone (decided or expired elsewhere): the status region says so and takes the focus, never the page's top.
+          const id = approvalOfKey(key);
+          status(id === "" ? "The inbox changed where you were." : `${id} is no longer waiting for a decision: see Recently decided.`, true);
+        }
       }
       document.body.dataset.inboxRenders = String(Number(document.body.dataset.inboxRenders ?? "0") + 1);
     } while (again);
