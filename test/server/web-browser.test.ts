@@ -205,6 +205,33 @@ describe.skipIf(!available)(SUITE, () => {
     await context.close();
   });
 
+  it("a re-render leaves open what the operator opened on a card (the whole plan, a change's before → after)", async () => {
+    const context = await browser.newContext();
+    const owner = s.hal0.tokens.verify(s.operator)!;
+    const page = await context.newPage();
+    await page.goto(`${s.url}/login?code=${s.hal0.tokens.loginCode(owner.id, 300)}`);
+    await page.locator(`body[data-inbox-live="connected"]`).waitFor({ state: "attached", timeout: 5000 });
+    const renders = async () => Number(await page.evaluate(() => document.body.dataset.inboxRenders ?? "0"));
+    const queue = async (name: string, port: number): Promise<string> => {
+      const before = await renders();
+      const queued = (await callTool(client, "slot_create", { name, profile: "cpu-small", model: "qwen3-4b", port, type: "llm", enabled: false, placement: { device: "cpu" } })).body;
+      expect(queued.status).toBe("pending_approval");
+      await expect.poll(renders, { timeout: 5000 }).toBeGreaterThan(before);
+      return queued.approval_id as string;
+    };
+    const first = await queue("open1", 8181);
+    const details = page.locator(`article.pending[data-approval="${first}"] details`);
+    expect(await details.count()).toBeGreaterThan(1);
+    await details.first().locator("summary").first().click();
+    await details.nth(1).locator("summary").first().click();
+    const open = () => details.evaluateAll((all) => all.map((d) => (d as HTMLDetailsElement).open));
+    const opened = await open();
+    expect(opened.slice(0, 2)).toEqual([true, true]);
+    await queue("open2", 8182);
+    expect(await open()).toEqual(opened);
+    await context.close();
+  });
+
   it("with JavaScript off, Deny with a reason is a plain form post that lands back on the decided card; another origin's form post is refused", async () => {
     const context = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 900, height: 1100 } });
     const page = await context.newPage();

@@ -22,8 +22,8 @@
  *   longer follows the queue; `data-inbox-renders` counts finished re-renders.
  *
  * Invariants: one re-render at a time (events arriving meanwhile fold into a
- * single follow-up); typed deny reasons and in-flight disabling survive a
- * re-render; focus inside the swapped region moves to the same element when
+ * single follow-up); typed deny reasons, the cards' opened `<details>` and
+ * in-flight disabling survive a re-render; focus inside the swapped region moves to the same element when
  * it still exists (a decision form's control, or a card's link or summary),
  * the caret of a text field where it was, else to the status region, which
  * says why.
@@ -96,6 +96,12 @@ function cardState(card: Element): "pending" | "decided" {
   return card.classList.contains("pending") ? "pending" : "decided";
 }
 
+/** A `<details>` of a card by the card's id and state and its place among the card's details. */
+function detailsKey(details: HTMLDetailsElement): string {
+  const card = details.closest("article[id]")!;
+  return `${card.id}/${cardState(card)}/${[...card.querySelectorAll("details")].indexOf(details)}`;
+}
+
 /** The approval a focus key names (its card or its form's). */
 function approvalOfKey(key: string | null): string {
   return key === null ? "" : (/^(?:form|card):([^/]*)\//.exec(key)?.[1] ?? "");
@@ -135,7 +141,12 @@ async function rerender(): Promise<void> {
         const id = input.closest<HTMLFormElement>("form")?.dataset.approval;
         if (id && input.value !== "") reasons.set(id, input.value);
       }
+      // The <details> the operator opened (a plan's before → after, the whole plan) stay open: by card and place.
+      const opened = new Set([...live.querySelectorAll<HTMLDetailsElement>("article[id] details[open]")].map(detailsKey));
       const adopted = document.importNode(fresh, true);
+      for (const details of adopted.querySelectorAll<HTMLDetailsElement>("article[id] details")) {
+        if (opened.has(detailsKey(details))) details.open = true;
+      }
       for (const input of adopted.querySelectorAll<HTMLInputElement>('form[data-decision="deny"] input[name="reason"]')) {
         const kept = reasons.get(input.closest<HTMLFormElement>("form")?.dataset.approval ?? "");
         if (kept !== undefined) input.value = kept;
