@@ -1,6 +1,7 @@
 /**
  * The operator pages' one stylesheet, served same-origin at
- * `/assets/style.css`: system fonts only, fluid to phone width, visible focus
+ * `/assets/style.css`: system fonts only, fluid to phone width (a long
+ * unbroken value, a reason or a path, wraps rather than widen the page), visible focus
  * rings, destructive changes and diff lines colour-coded with a text marker
  * too (never colour alone).
  */
@@ -16,8 +17,8 @@ a { color: var(--accent); }
 .brand { font-weight: 700; }
 .top nav { display: flex; gap: 1rem; flex-wrap: wrap; }
 .top nav a[aria-current="page"] { font-weight: 700; text-decoration: none; }
-.top .who { margin: 0 0 0 auto; display: flex; gap: .5rem; align-items: center; }
-main { max-width: 64rem; margin: 0 auto; padding: 1rem; }
+.top .who { margin: 0 0 0 auto; display: flex; gap: .5rem; align-items: center; min-width: 0; overflow-wrap: anywhere; }
+main { max-width: 64rem; margin: 0 auto; padding: 1rem; overflow-wrap: break-word; }
 main:focus { outline: none; }
 h1 { font-size: 1.5rem; margin: .5rem 0 1rem; }
 h2 { font-size: 1.2rem; margin: 1.5rem 0 .5rem; }

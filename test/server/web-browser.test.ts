@@ -232,6 +232,34 @@ describe.skipIf(!available)(SUITE, () => {
     await context.close();
   });
 
+  it("at phone width a long unbroken value (a reason, a plan's summary, a diagnostic, a path, an operator's name) wraps: no page is wider than the screen", async () => {
+    const long = (c: string, n: number) => c.repeat(n);
+    // An operator with the longest name a token takes, logged in at 375 px.
+    const operator = s.hal0.tokens.mint("operator", long("o", 64));
+    const context = await browser.newContext({ viewport: { width: 375, height: 800 } });
+    const page = await context.newPage();
+    await page.goto(`${s.url}/login?code=${s.hal0.tokens.loginCode(operator.id, 300)}`);
+    // A request denied with a 500-character reason (a pasted URL or log line has no space either).
+    const queued = (await callTool(client, "slot_create", { name: "narrow1", profile: "cpu-small", model: "qwen3-4b", port: 8191, type: "llm", enabled: false, placement: { device: "cpu" } })).body;
+    expect((await s.call("POST", `/api/agent/approvals/${queued.approval_id}/deny`, { body: { reason: long("R", 500) } })).status).toBe(200);
+    // A saved plan an agent proposed: its summary and the diagnostics of a file it names, both its own strings.
+    const plan = await s.call("POST", "/api/plans", { as: "agent:hermes__coder", body: { summary: long("S", 400), edits: [{ file: `slots/${long("q", 40)}.toml`, op: "text", text: `${long("k", 300)} = 1\n` }] } });
+    expect(plan.status, JSON.stringify(plan.body)).toBe(201);
+    expect(plan.body.valid).toBe(false);
+    const widths: Record<string, number> = {};
+    for (const path of ["/", `/plans/${plan.body.id}`, `/plans/${long("x", 200)}`, "/status", "/agents"]) {
+      const res = await page.goto(`${s.url}${path}`);
+      expect(res?.status(), path).toBeLessThan(500);
+      await page.evaluate(() => document.querySelectorAll("details").forEach((d) => (d.open = true)));
+      widths[path.slice(0, 30)] = await page.evaluate(() => document.documentElement.scrollWidth);
+    }
+    expect(widths).toEqual(Object.fromEntries(Object.keys(widths).map((k) => [k, 375])));
+    await page.goto(`${s.url}/`);
+    await expect(page.locator(`article.decided#${queued.approval_id}`).textContent()).resolves.toContain(long("R", 500));
+    await expect(page.locator("header .who").textContent()).resolves.toContain(long("o", 64));
+    await context.close();
+  });
+
   it("with JavaScript off, Deny with a reason is a plain form post that lands back on the decided card; another origin's form post is refused", async () => {
     const context = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 900, height: 1100 } });
     const page = await context.newPage();
