@@ -114,14 +114,8 @@ async function unknownProfiles(flags: { config?: string }, io: CliIo, profiles: 
   const { model } = await compileTree(flags, io).catch(() => ({ model: undefined }));
   if (model === undefined) return [];
   const { hermesHome } = await import("../reconciler/hermes-plan.js");
-  const { observeHermesHome } = await import("../reconciler/hermes-files.js");
-  const home = hermesHome(model);
-  const { folders } = await observeHermesHome(home);
-  if (folders === undefined) return [];
-  return named.filter((p) => !folders.includes(p)).map((p) => {
-    const like = folders.filter((f) => f.toLowerCase() === p.toLowerCase());
-    return `no Hermes profile ${p} in ${home}/profiles${like.length > 0 ? ` (profile names are case-sensitive: did you mean ${like.join(" or ")}?)` : folders.length > 0 ? ` (there are: ${folders.join(", ")})` : ""}; the admission reaches it only once a folder of that name is there`;
-  });
+  const { missingProfileLines } = await import("../reconciler/hermes-files.js");
+  return missingProfileLines(hermesHome(model), named);
 }
 
 async function defaultUrl(flags: { config?: string }, io: CliIo): Promise<string> {

@@ -101,6 +101,22 @@ export async function observeHermesHome(home: string): Promise<{ folders?: reado
 }
 
 /**
+ * A line for each of `named` (profile names, never `*`) that `home` holds no
+ * folder of (names are case-sensitive: `Work` is not `work`), saying so and
+ * what is there: an admission to it stands (a profile may be made later) but
+ * reaches nothing until a folder of that name is there. None when the home
+ * cannot be observed. `hal0 bridge admit` and the Agents page's form say these.
+ */
+export async function missingProfileLines(home: string, named: readonly string[]): Promise<string[]> {
+  const { folders } = await observeHermesHome(home);
+  if (folders === undefined) return [];
+  return named.filter((p) => !folders.includes(p)).map((p) => {
+    const like = folders.filter((f) => f.toLowerCase() === p.toLowerCase());
+    return `no Hermes profile ${p} in ${home}/profiles${like.length > 0 ? ` (profile names are case-sensitive: did you mean ${like.join(" or ")}?)` : folders.length > 0 ? ` (there are: ${folders.join(", ")})` : ""}; the admission reaches it only once a folder of that name is there`;
+  });
+}
+
+/**
  * The profiles of a profiles folder `dir` (its `entries`), sorted: each name
  * that can be an identity and leads to a folder (a symbolic link to one kept
  * elsewhere counts as what it leads to). A folder reached under two names (a

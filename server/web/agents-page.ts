@@ -30,6 +30,8 @@ export interface Minted {
   readonly url: string;
   readonly token: string;
   readonly configs: ClientConfigs;
+  /** A line for each profile named that `[hermes] home` holds no folder of (a typo reaches nothing), as `hal0 bridge admit` warns. */
+  readonly warnings?: readonly string[];
 }
 
 /**
@@ -177,6 +179,7 @@ function mintedSection(m: Minted): string {
   const config = m.configs[m.client];
   const where = m.client === "claude_code" ? "Run this on the agent's machine:" : m.client === "codex" ? "Add this to ~/.codex/config.toml:" : "Put this in the project's .cursor/mcp.json:";
   return `<section aria-labelledby="minted-h" class="card"><h2 id="minted-h">${esc(CLIENTS[m.client])} config for ${esc(m.name)}</h2>
+${(m.warnings ?? []).length === 0 ? "" : `<div role="alert" data-admit-warnings><p><strong>Check the profiles:</strong></p><ul>${m.warnings!.map((w) => `<li>${esc(w)}</li>`).join("")}</ul></div>`}
 <p><strong>Shown once.</strong> ${esc(where)}</p><pre><code data-client-config="${esc(m.client)}">${esc(config)}</code></pre></section>`;
 }
 

@@ -7,6 +7,8 @@ import { defineEventHandler, getQuery, getRouterParam, setResponseHeader, setRes
 import { readBodyLimited } from "../body.js";
 import type { Logger } from "pino";
 import { packageRoot } from "../../reconciler/package-root.js";
+import { missingProfileLines } from "../../reconciler/hermes-files.js";
+import { hermesHome } from "../../reconciler/hermes-plan.js";
 import { checkCsrf } from "../identity/csrf.js";
 import { invoke, type Call, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
@@ -255,7 +257,9 @@ export function mountWeb(router: Router, deps: WebDeps): readonly PagePath[] {
     }
     const { token } = (await run({ params: {}, query: {}, body: { kind: "agent", name, scopes: bridgeScopes(profiles) } })) as { token: { token: string } };
     const url = `${originOf(event, deps.gate())}/mcp/agents`;
-    return send(event, 200, await agentsPage(deps, originOf(event, deps.gate()), undefined, viewer, { name, client, url, token: token.token, configs: clientConfigs(url, token.token) }));
+    // A profile named that the Hermes home has no folder of (a typo, a case slip) is said beside the config, as hal0 bridge admit says it.
+    const warnings = await missingProfileLines(hermesHome(await deps.box.model()), profiles.filter((p) => p !== "*")).catch(() => []);
+    return send(event, 200, await agentsPage(deps, originOf(event, deps.gate()), undefined, viewer, { name, client, url, token: token.token, configs: clientConfigs(url, token.token), warnings }));
   }));
   // Cancels a run through agent_run_cancel's own route (audited like the tool), as the operator.
   const cancelRoute = deps.bridgeRoutes?.get("agent_run_cancel");

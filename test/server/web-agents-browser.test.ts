@@ -1,5 +1,8 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { appendFileSync, cpSync, mkdirSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { chromium, type Browser } from "playwright-core";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { z } from "zod";
@@ -73,5 +76,44 @@ describe.skipIf(!available)(SUITE, () => {
     await client.close();
     expect(errors).toEqual([]);
     await page.close();
+  });
+
+  it("the admit form says which named profiles the Hermes home has no folder of (a typo, a case slip), as hal0 bridge admit does, beside the config it still shows", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-admit-"));
+    const box = join(dir, "box");
+    const home = join(dir, "hermes");
+    cpSync(join(import.meta.dirname, "../../fixtures/box"), box, { recursive: true });
+    appendFileSync(join(box, "hal0.toml"), `\n[hermes]\nhome = ${JSON.stringify(home)}\n`);
+    mkdirSync(join(home, "profiles", "coder"), { recursive: true });
+    const box2 = await startTestServer({ box, extra: { bridgeTools: TOOLS } });
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(`${box2.url}/login?code=${box2.hal0.tokens.loginCode(box2.hal0.tokens.verify(box2.operator)!.id, 300)}`);
+      const admit = async (name: string, profiles: string) => {
+        await page.goto(`${box2.url}/agents`);
+        await page.fill('input[name="name"]', name);
+        await page.fill('input[name="profiles"]', profiles);
+        await page.selectOption('select[name="client"]', "codex");
+        await page.click('form[action="/agents/admit"] button[type="submit"]');
+        await page.locator('code[data-client-config="codex"]').waitFor({ state: "visible" });
+      };
+      await admit("typo-agent", "Coder, writer");
+      const warnings = await page.locator("[data-admit-warnings] li").allTextContents();
+      expect(warnings).toHaveLength(2);
+      expect(warnings[0]).toContain("no Hermes profile Coder");
+      expect(warnings[0]).toContain("did you mean coder");
+      expect(warnings[1]).toContain("no Hermes profile writer");
+      expect(warnings[1]).toContain("there are: coder");
+      // The admission stands, as asked: the token reaches the names given.
+      expect(box2.hal0.tokens.list().find((t) => t.name === "typo-agent")?.profiles).toEqual(["Coder", "writer"]);
+      // A profile the home holds, or every profile: nothing to say.
+      await admit("good-agent", "coder");
+      await expect(page.locator("[data-admit-warnings]").count()).resolves.toBe(0);
+    } finally {
+      await context.close();
+      await box2.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
