@@ -126,10 +126,11 @@ const PROMPT_SHOWN = 80;
 /**
  * `/agents/runs/{id}`: one run and its newest output (the last 64 KiB, from a
  * line's start, secrets redacted); while it is queued or running the
- * page reloads every 2 s and offers Cancel. An operator token without
+ * page reloads every 2 s (not with `follow` false: `?follow=off`, which
+ * its first link leads to) and offers Cancel. An operator token without
  * mcp:agents is refused (403 `auth.scope_denied`).
  */
-export async function runPage(d: Dispatcher, id: string, viewer?: Viewer): Promise<string | undefined> {
+export async function runPage(d: Dispatcher, id: string, viewer?: Viewer, follow = true): Promise<string | undefined> {
   requireRunsReach(viewer);
   const run = d.runs?.get(id);
   if (!run) return undefined;
@@ -143,12 +144,17 @@ export async function runPage(d: Dispatcher, id: string, viewer?: Viewer): Promi
     ["Exit", esc(run.exit_code ?? run.signal ?? "—")], ["Prompt", esc(redactText(run.prompt))],
     ["Skills changed by the run", skillChangesText(run.skill_changes)],
   ];
-  const body = `<p><a href="/agents">← Agents</a></p>
+  // A reload every 2 s starts the keyboard (and a screen reader) over at the page's top: a link first in the page stops it.
+  const href = `/agents/runs/${encodeURIComponent(run.id)}`;
+  const following = !live ? "" : follow
+    ? `<p data-run-follow="on">This page reloads every 2 s while the run goes on. <a href="${esc(href)}?follow=off">Stop reloading</a></p>\n`
+    : `<p data-run-follow="off">This page does not reload. <a href="${esc(href)}">Follow the run</a></p>\n`;
+  const body = `${following}<p><a href="/agents">← Agents</a></p>
 <dl class="facts">${facts.map(([k, v]) => `<dt>${k}</dt><dd>${v}</dd>`).join("")}</dl>
 ${live ? cancelForm(run.id, viewer) : ""}
 <h2>Output${tail.truncated ? ` <span class="muted">(its newest 64 KiB; what it printed before is not shown here)</span>` : ""}</h2>
 <pre><code data-run-output="${esc(run.id)}">${esc(redactText(output.replace(/\n$/, "")))}</code></pre>`;
-  return page(`Run ${run.id}`, "/agents", body, { viewer, refreshS: live ? 2 : undefined });
+  return page(`Run ${run.id}`, "/agents", body, { viewer, refreshS: live && follow ? 2 : undefined });
 }
 
 /** How many skills a run added, changed or removed, for the runs list ("—" while not known). */

@@ -117,7 +117,7 @@ export function mountWeb(router: Router, deps: WebDeps): readonly PagePath[] {
   get("/status", html((_e, viewer) => statusPage(deps, viewer), () => "no such page"));
   get("/plans/:id", html((event, viewer) => planPage(deps, param(event), viewer), (event) => `no plan ${param(event)}`));
   get("/agents", html((event, viewer) => agentsPage(deps, originOf(event, deps.gate()), agentQuery(event), viewer), () => "no such page"));
-  get("/agents/runs/:id", html((event, viewer) => runPage(deps, param(event), viewer), (event) => `no run ${param(event)}`));
+  get("/agents/runs/:id", html((event, viewer) => runPage(deps, param(event), viewer, getQuery(event).follow !== "off"), (event) => `no run ${param(event)}`));
 
   // ── logging in and out ───────────────────────────────────────────────
   /**

@@ -116,4 +116,49 @@ describe.skipIf(!available)(SUITE, () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("a running run's page reloads every 2 s, and its first link stops that, so the keyboard reaches Cancel and a screen reader is not sent back to the top", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-follow-"));
+    const box = join(dir, "box");
+    const home = join(dir, "hermes");
+    cpSync(join(import.meta.dirname, "../../fixtures/box"), box, { recursive: true });
+    appendFileSync(join(box, "hal0.toml"), `\n[hermes]\nhome = ${JSON.stringify(home)}\ncommand = ${JSON.stringify(join(import.meta.dirname, "../../fixtures/hermes/hermes"))}\n`);
+    mkdirSync(join(home, "profiles", "alpha", "memories"), { recursive: true });
+    const box2 = await startTestServer({ box });
+    const context = await browser.newContext();
+    const admitted = box2.hal0.tokens.mint("agent", "claude-code", ["mcp:agents", "profile:alpha"]);
+    const agent = await connect(`${box2.url}/mcp/agents`, { authorization: `Bearer ${admitted.token}` });
+    try {
+      const started = (await agent.callTool({ name: "agent_run_start", arguments: { profile: "alpha", prompt: "[hang]" } })) as { content: Array<{ text: string }> };
+      const runId = (JSON.parse(started.content[0]!.text) as { run_id: string }).run_id;
+      const page = await context.newPage();
+      await page.goto(`${box2.url}/login?code=${box2.hal0.tokens.loginCode(box2.hal0.tokens.verify(box2.operator)!.id, 300)}`);
+      await page.goto(`${box2.url}/agents/runs/${runId}`);
+      await expect(page.locator('meta[http-equiv="refresh"]').count()).resolves.toBe(1);
+      // The first link of the content (right after the skip link's target) stops the reloading.
+      await expect(page.locator("main a").first().textContent()).resolves.toBe("Stop reloading");
+      await page.locator("main a").first().click();
+      await page.waitForURL((url) => url.searchParams.get("follow") === "off");
+      await expect(page.locator('meta[http-equiv="refresh"]').count()).resolves.toBe(0);
+      await expect(page.locator('[data-run-state]').textContent()).resolves.toBe("running");
+      // The page stays put: Tab on to Cancel and press it.
+      const cancel = page.locator(`form[action="/agents/runs/${runId}/cancel"] button`);
+      for (let i = 0; i < 10 && !(await cancel.evaluate((b) => b === document.activeElement)); i++) await page.keyboard.press("Tab");
+      await expect(cancel.evaluate((b) => b === document.activeElement)).resolves.toBe(true);
+      await page.keyboard.press("Enter");
+      await page.waitForURL((url) => url.pathname === `/agents/runs/${runId}` && url.search === "");
+      await expect.poll(async () => {
+        await page.reload();
+        return page.locator("[data-run-state]").textContent();
+      }, { timeout: 10_000 }).toBe("cancelled");
+      // An ended run's page has nothing to follow.
+      await expect(page.locator('meta[http-equiv="refresh"]').count()).resolves.toBe(0);
+      await expect(page.locator("[data-run-follow]").count()).resolves.toBe(0);
+    } finally {
+      await agent.close();
+      await context.close();
+      await box2.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
 });
