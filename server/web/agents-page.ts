@@ -9,6 +9,7 @@ import type { TokenInfo } from "../identity/tokens.js";
 import { introspect } from "../mcp-servers/bundled.js";
 import type { Caller } from "../route.js";
 import { redactText } from "../redact.js";
+import { PROFILE_NAME } from "../../reconciler/hermes-files.js";
 import { clip, csrfField, esc, page, time, type Viewer } from "./render.js";
 
 /** The clients the "add to" panel writes config for, as the form names them. */
@@ -194,6 +195,11 @@ export function admitForm(form: URLSearchParams): { name: string; profiles: stri
   const name = (form.get("name") ?? "").trim();
   const list = (form.get("profiles") ?? "").split(",").map((p) => p.trim()).filter(Boolean);
   const client = form.get("client") ?? "claude_code";
+  // Checked here, against the field the operator typed in (the token route would name them scopes).
+  const bad = list.filter((p) => p !== "*" && !PROFILE_NAME.test(p));
+  if (bad.length > 0) {
+    throw new ApiError("validation.invalid", `Hermes profiles: ${bad.map((p) => JSON.stringify(p)).join(", ")} ${bad.length === 1 ? "is not a profile name" : "are not profile names"} (letters, digits, - and _, at most 56; names are separated by commas, * for every profile)`, { fields: [{ loc: ["body", "profiles"], msg: "not a profile name", type: "invalid_format" }] });
+  }
   if (!Object.hasOwn(CLIENTS, client)) throw new ApiError("validation.invalid", `client is one of ${Object.keys(CLIENTS).join(", ")}`, { fields: [{ loc: ["body", "client"], msg: "unknown client", type: "enum" }] });
   return { name, profiles: list.length === 0 ? ["*"] : list, client: client as ClientId };
 }

@@ -161,4 +161,23 @@ describe.skipIf(!available)(SUITE, () => {
       rmSync(dir, { recursive: true, force: true });
     }
   });
+
+  it("a profile name the admit form cannot take is refused for that field, naming it, and mints nothing", async () => {
+    const context = await browser.newContext();
+    try {
+      const page = await context.newPage();
+      await page.goto(`${s.url}/login?code=${s.hal0.tokens.loginCode(s.hal0.tokens.verify(s.operator)!.id, 300)}`);
+      await page.goto(`${s.url}/agents`);
+      await page.fill('input[name="name"]', "profile-typo");
+      await page.fill('input[name="profiles"]', "coder, my writer");
+      const [reply] = await Promise.all([page.waitForResponse((r) => r.url().endsWith("/agents/admit")), page.click('form[action="/agents/admit"] button[type="submit"]')]);
+      expect(reply.status()).toBe(422);
+      const text = await page.locator("main").textContent();
+      expect(text).toContain('Hermes profiles: "my writer" is not a profile name');
+      expect(text).not.toContain("scope");
+      expect(s.hal0.tokens.list().some((t) => t.name === "profile-typo")).toBe(false);
+    } finally {
+      await context.close();
+    }
+  });
 });
