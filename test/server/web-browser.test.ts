@@ -167,6 +167,8 @@ describe.skipIf(!available)(SUITE, () => {
       const queued = (await callTool(client, "slot_create", { name: `keys${port}`, profile: "cpu-small", model: "qwen3-4b", port, type: "llm", enabled: false, placement: { device: "cpu" } })).body;
       expect(queued.status).toBe("pending_approval");
       await expect.poll(renders, { timeout: 5000 }).toBeGreaterThan(before);
+      // (the page's first render, of the stream's snapshot, may be the one counted: its card shows the one that counts)
+      await page.locator(`article.pending[data-approval="${queued.approval_id}"]`).waitFor({ state: "attached", timeout: 5000 });
       return queued.approval_id as string;
     };
     const first = await another();
@@ -217,6 +219,7 @@ describe.skipIf(!available)(SUITE, () => {
       const queued = (await callTool(client, "slot_create", { name, profile: "cpu-small", model: "qwen3-4b", port, type: "llm", enabled: false, placement: { device: "cpu" } })).body;
       expect(queued.status).toBe("pending_approval");
       await expect.poll(renders, { timeout: 5000 }).toBeGreaterThan(before);
+      await page.locator(`article.pending[data-approval="${queued.approval_id}"]`).waitFor({ state: "attached", timeout: 5000 });
       return queued.approval_id as string;
     };
     const first = await queue("open1", 8181);
