@@ -146,8 +146,16 @@ export function mountWeb(router: Router, deps: WebDeps): readonly PagePath[] {
   get("/login", gated((event) => {
     const code = getQuery(event).code;
     if (code === undefined || event.method === "HEAD") return send(event, 200, loginPage());
-    const { session, origin } = deps.auth.tokens.redeemCode(String(Array.isArray(code) ? code[0] : code), SESSION_TTL_S);
-    return loggedIn(event, session, origin);
+    try {
+      const { session, origin } = deps.auth.tokens.redeemCode(String(Array.isArray(code) ? code[0] : code), SESSION_TTL_S);
+      return loggedIn(event, session, origin);
+    } catch (err) {
+      // A link opened twice (two tabs, a reload of its tab): the first logged this browser in, and the refusal says so.
+      const cookie = sessionOf(event, deps.auth);
+      const still = err instanceof ApiError && err.code === "auth.login_invalid" && cookie !== undefined ? deps.auth.tokens.session(cookie) : undefined;
+      if (err instanceof ApiError && still?.kind === "operator") return send(event, err.status, loginPage(err.message, still.name));
+      throw err;
+    }
   }));
   // A pasted operator token; only from this very origin (no logging a browser into someone else's session).
   post("/login", gated(async (event) => {

@@ -278,10 +278,12 @@ export function errorPage(status: number, message: string, viewer?: Viewer): str
 /**
  * The login page (no script): how to get a one-time link (`hal0 web` on the
  * box) and a form that posts a pasted operator token to `/login`. `message`
- * says why the last attempt failed.
+ * says why the last attempt failed; `loggedInAs`, that the browser's session
+ * still holds (a login link opened a second time), with a link to the inbox.
  */
-export function loginPage(message?: string): string {
-  return page("Log in", "", `${message ? `<p class="status" role="alert">${esc(message)}</p>` : ""}<p>These pages are for the box's operators.</p>
+export function loginPage(message?: string, loggedInAs?: string): string {
+  const still = loggedInAs === undefined ? "" : `<p data-logged-in>This browser is still logged in as ${esc(loggedInAs)}: <a href="/">open the inbox</a>.</p>`;
+  return page("Log in", "", `${message ? `<p class="status" role="alert">${esc(message)}</p>` : ""}${still}<p>These pages are for the box's operators.</p>
 <p>On the box, run <code>hal0 web</code>: it prints a one-time link, valid for 5 minutes, that logs this browser in.</p>
 <form class="login" method="post" action="/login"><label for="login-token">Or paste an operator token (<code>hal0_op_…</code>)</label>
 <input type="password" id="login-token" name="token" autocomplete="off" spellcheck="false" required>

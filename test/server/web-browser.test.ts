@@ -263,6 +263,27 @@ describe.skipIf(!available)(SUITE, () => {
     await context.close();
   });
 
+  it("a login link opened a second time (another tab, a reload) is refused as used, and says this browser is still logged in, with the way to the inbox", async () => {
+    const context = await browser.newContext();
+    const page = await context.newPage();
+    const link = `${s.url}/login?code=${s.hal0.tokens.loginCode(s.hal0.tokens.verify(s.operator)!.id, 300)}`;
+    await page.goto(link);
+    expect(new URL(page.url()).pathname).toBe("/");
+    const again = await context.newPage();
+    expect((await again.goto(link))?.status()).toBe(401);
+    await expect(again.locator('[role="alert"]').textContent()).resolves.toContain("unknown, used or expired");
+    await expect(again.locator("[data-logged-in]").textContent()).resolves.toContain("still logged in as owner");
+    await again.locator("[data-logged-in] a").click();
+    await again.waitForURL((url) => url.pathname === "/");
+    await expect(again.locator("h1").textContent()).resolves.toBe("Approval inbox");
+    // Logged out, the same link says nothing of a session.
+    await again.locator("form.who button").click();
+    await again.waitForURL((url) => url.pathname === "/login");
+    expect((await again.goto(link))?.status()).toBe(401);
+    await expect(again.locator("[data-logged-in]").count()).resolves.toBe(0);
+    await context.close();
+  });
+
   it("with JavaScript off, Deny with a reason is a plain form post that lands back on the decided card; another origin's form post is refused", async () => {
     const context = await browser.newContext({ javaScriptEnabled: false, viewport: { width: 900, height: 1100 } });
     const page = await context.newPage();
