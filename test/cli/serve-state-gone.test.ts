@@ -138,6 +138,8 @@ describe("hal0 serve whose state folder is removed while it runs (real processes
       expect(down.out() + down.err()).toContain("solo");
     } finally {
       child.kill("SIGKILL");
+      // A failed run leaves no runner behind (down finds it by the records, wherever the test stopped).
+      await main(["down", "--config", config, "--state", loopState], captureIo());
     }
   }, 60_000);
 });
