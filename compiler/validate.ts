@@ -26,7 +26,7 @@ export function parseToml(rel: string, text: string, reporter: Reporter): Record
     const exact = mayHoldOddScalars(text);
     const parsed = (exact ? parse(text, { integersAsBigInt: true }) : parse(text)) as Record<string, unknown>;
     // Checked before anything walks the data: a dotted key or table header of thousands of parts is valid TOML.
-    const deep = tooDeep(parsed);
+    const deep = tooDeep(text, parsed);
     if (deep !== undefined) {
       reporter.report("config.parse_error", { file: rel, path: deep }, `invalid TOML: nested more than ${MAX_DEPTH} levels deep`,
         `A key here sits more than ${MAX_DEPTH} tables or arrays deep; no file hal0 reads nests half as deep. Nothing in this file is used until it is flatter.`);
@@ -60,8 +60,23 @@ export function parseToml(rel: string, text: string, reporter: Reporter): Record
  * whole, so the walk allocates nothing until it finds one: the path is built
  * only on the way back out.
  */
-function tooDeep(data: Record<string, unknown>): KeyPath | undefined {
-  return deepPath(data, 0);
+function tooDeep(text: string, data: Record<string, unknown>): KeyPath | undefined {
+  return mayNestDeep(text) ? deepPath(data, 0) : undefined;
+}
+
+/**
+ * Whether `text` may nest deeper than `MAX_DEPTH`: each level below the top
+ * is written with a `.` (a dotted key), a `[` (a table header, an array) or a
+ * `{` (an inline table), so a text with fewer than `MAX_DEPTH` of them holds
+ * no value that deep, and its data need not be walked (a slot file has a few).
+ */
+function mayNestDeep(text: string): boolean {
+  let marks = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if ((c === 46 /* . */ || c === 91 /* [ */ || c === 123 /* { */) && ++marks >= MAX_DEPTH) return true;
+  }
+  return false;
 }
 
 function deepPath(value: unknown, depth: number): Array<string | number> | undefined {
@@ -74,9 +89,10 @@ function deepPath(value: unknown, depth: number): Array<string | number> | undef
     }
     return undefined;
   }
-  for (const key in value) {
-    const found = deepPath((value as Record<string, unknown>)[key], depth + 1);
-    if (found !== undefined) return (found.unshift(key), found);
+  const keys = Object.keys(value);
+  for (let i = 0; i < keys.length; i++) {
+    const found = deepPath((value as Record<string, unknown>)[keys[i]!], depth + 1);
+    if (found !== undefined) return (found.unshift(keys[i]!), found);
   }
   return undefined;
 }
