@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { packageRoot } from "../reconciler/package-root.js";
 import { compile, loadTree } from "../compiler/index.js";
-import { dockerClient, DockerDriver } from "../reconciler/drivers/docker.js";
+import { dockerClient, DockerDriver, InspectCache } from "../reconciler/drivers/docker.js";
 import { boxFilter } from "../reconciler/drivers/docker-container.js";
 import { StateStore } from "../reconciler/state.js";
 import { RunnerProbe } from "../reconciler/runner-probe.js";
@@ -179,8 +179,9 @@ async function sweepTimes(box: string, stateDir: string, host: string): Promise<
   const state = new StateStore(stateDir);
   const docker = dockerClient(host);
   const filters = boxFilter(await state.boxId());
-  const driver = new DockerDriver({ docker, box: await state.boxId(), stateDir, stopGraceS: 2 });
-  // As hal0 serve sweeps: with the runner probe (each image's id asked once per sweep; its facts cached by id).
+  // As hal0 serve sweeps: its driver reuses a container's inspect while the engine lists it unchanged (InspectCache, as
+  // cli/box.ts gives the long-lived commands), and with the runner probe (each image's id asked once per sweep; its facts cached by id).
+  const driver = new DockerDriver({ docker, box: await state.boxId(), stateDir, stopGraceS: 2, inspections: new InspectCache() });
   const runners = new RunnerProbe({ stateDir, root: box, docker: () => docker });
   const sweeper = new Sweeper({ root: box, state, driverFor: async () => driver, runners });
   for (let i = 0; i < 3; i++) await sweeper.sweep();
