@@ -24,6 +24,8 @@ export const LLAMA_TYPES: ReadonlySet<string> = new Set<ResolvedSlot["type"]>(["
 const SCRAPE_TIMEOUT_MS = 3000;
 /** A runner's /metrics is a few KB; more than this is not llama-server's. */
 const MAX_BODY_BYTES = 1 << 20;
+/** llama-server's four counters, which every sample needs. */
+const COUNTERS = ["prompt_tokens_total", "prompt_seconds_total", "tokens_predicted_total", "tokens_predicted_seconds_total"] as const;
 
 export type ScrapeOutcome = { readonly at: string; readonly ok: true } | { readonly at: string; readonly ok: false; readonly reason: string };
 
@@ -130,7 +132,23 @@ export async function scrapeRunner(slot: string, type: ResolvedSlot["type"], at:
     return { reason: `GET /metrics is not Prometheus text: ${(err as Error).message}` };
   }
   const sample = sampleOf(slot, now(), run, text);
-  return sample ? { sample } : { reason: "GET /metrics has no llamacpp:prompt_tokens_total / tokens_predicted_total counters (each a number ≥ 0): not llama-server's metrics" };
+  return sample ? { sample } : { reason: counterProblem(text) };
+}
+
+/**
+ * Why the text gives no sample: none of the four counters (not llama-server's metrics), or which of them are
+ * missing or not a finite number ≥ 0, with the value the runner served.
+ */
+export function counterProblem(text: PromText): string {
+  const values = COUNTERS.map((name) => [`llamacpp:${name}`, valueOf(text, `llamacpp:${name}`)] as const);
+  if (values.every(([, v]) => v === undefined)) return "GET /metrics has no llamacpp:prompt_tokens_total / tokens_predicted_total counters: not llama-server's metrics";
+  const bad = values.flatMap(([name, v]) => (v === undefined ? [`${name} is missing`] : !Number.isFinite(v) || v < 0 ? [`${name} is ${promNumber(v)}`] : []));
+  return `GET /metrics: ${bad.join(", ")} (each of llama-server's four counters must be there, a finite number ≥ 0)`;
+}
+
+/** A value as Prometheus text writes it (NaN, +Inf, -Inf, else the number). */
+function promNumber(v: number): string {
+  return Number.isNaN(v) ? "NaN" : v === Infinity ? "+Inf" : v === -Infinity ? "-Inf" : String(v);
 }
 
 export function notLlama(type: string): string {
@@ -143,7 +161,7 @@ export function notLlama(type: string): string {
  */
 export function sampleOf(slot: string, ts: number, run: string | null, text: PromText): Sample | undefined {
   const v = (name: string) => valueOf(text, `llamacpp:${name}`);
-  const [prompt_tokens, prompt_seconds, predicted_tokens, predicted_seconds] = ["prompt_tokens_total", "prompt_seconds_total", "tokens_predicted_total", "tokens_predicted_seconds_total"].map(v);
+  const [prompt_tokens, prompt_seconds, predicted_tokens, predicted_seconds] = COUNTERS.map(v);
   if ([prompt_tokens, prompt_seconds, predicted_tokens, predicted_seconds].some((n) => n === undefined || !Number.isFinite(n) || n < 0)) return undefined;
   const g = (name: string) => {
     const n = v(name);

@@ -201,6 +201,32 @@ describe("the slot scraper against the stand-in runner", () => {
     expect(await scrapeRunner("gone", "llm", { host: "127.0.0.1", port: 8166, headers: {} }, null, Date.now)).toEqual({ reason: "GET /metrics on port 8166: ECONNREFUSED" });
   });
 
+  it("a runner serving llama-server's counters with one missing or not a finite number ≥ 0 is told so by name and value, not as another program's metrics", async () => {
+    const counters = "llamacpp:prompt_tokens_total 29\nllamacpp:prompt_seconds_total 0.013\nllamacpp:tokens_predicted_total 4\nllamacpp:tokens_predicted_seconds_total 0.002\n";
+    let body = "";
+    const runner = createServer((_req, res) => res.end(body));
+    await new Promise<void>((resolve) => runner.listen(0, "127.0.0.1", resolve));
+    const at = { host: "127.0.0.1", port: (runner.address() as AddressInfo).port, headers: {} };
+    const reasonOf = async (text: string) => {
+      body = text;
+      const got = await scrapeRunner("odd", "llm", at, null, Date.now);
+      return "reason" in got ? got.reason : "a sample";
+    };
+    try {
+      expect(await reasonOf(counters)).toBe("a sample");
+      expect(await reasonOf(counters.replace("prompt_seconds_total 0.013", "prompt_seconds_total NaN").replace("tokens_predicted_total 4", "tokens_predicted_total -4")))
+        .toBe("GET /metrics: llamacpp:prompt_seconds_total is NaN, llamacpp:tokens_predicted_total is -4 (each of llama-server's four counters must be there, a finite number ≥ 0)");
+      expect(await reasonOf(counters.replace("llamacpp:tokens_predicted_seconds_total 0.002", "llamacpp:tokens_predicted_seconds_total +Inf")))
+        .toContain("llamacpp:tokens_predicted_seconds_total is +Inf");
+      expect(await reasonOf(counters.replace(/^llamacpp:prompt_seconds_total .*$/m, "")))
+        .toBe("GET /metrics: llamacpp:prompt_seconds_total is missing (each of llama-server's four counters must be there, a finite number ≥ 0)");
+      expect(await reasonOf("process_cpu_seconds_total 3\n")).toBe("GET /metrics has no llamacpp:prompt_tokens_total / tokens_predicted_total counters: not llama-server's metrics");
+    } finally {
+      runner.closeAllConnections();
+      await new Promise((resolve) => runner.close(resolve));
+    }
+  });
+
   it("a runner that trickles its /metrics a byte at a time is given 3 s for the whole reply, not 3 s between bytes: unavailable, and the scrape ends", async () => {
     const trickle = createServer((_req, res) => {
       res.writeHead(200, { "content-type": "text/plain" });
