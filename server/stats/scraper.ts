@@ -124,7 +124,13 @@ export async function scrapeRunner(slot: string, type: ResolvedSlot["type"], at:
   const reply = await getMetrics(at.host, at.port, at.headers);
   if ("error" in reply) return { reason: `GET /metrics on port ${at.port}: ${reply.error}` };
   if (reply.status === 501) return { reason: "the runner answers 501 to GET /metrics: it was started without --metrics (it gets the flag when it is restarted)" };
-  if (reply.status !== 200) return { reason: `GET /metrics on port ${at.port} answered ${reply.status}: not a llama-server with --metrics` };
+  if (reply.status !== 200) {
+    const said = runnerMessage(reply.body, at.headers);
+    const answered = `GET /metrics on port ${at.port} answered ${reply.status}${said === undefined ? "" : ` (${said})`}`;
+    if (reply.status === 503) return { reason: `${answered}: the runner is not ready yet (llama-server answers 503 while it loads its model); it is scraped again at the next tick` };
+    if (reply.status === 401 || reply.status === 403) return { reason: `${answered}: the runner refuses the key hal0 sends it (the slot's --api-key); hal0 sends the first key of the --api-key it started the runner with` };
+    return { reason: `${answered}: not a llama-server with --metrics` };
+  }
   let text: PromText;
   try {
     text = parsePromText(reply.body);
@@ -149,6 +155,27 @@ export function counterProblem(text: PromText): string {
 /** A value as Prometheus text writes it (NaN, +Inf, -Inf, else the number). */
 function promNumber(v: number): string {
   return Number.isNaN(v) ? "NaN" : v === Infinity ? "+Inf" : v === -Infinity ? "-Inf" : String(v);
+}
+
+/**
+ * The message of a runner's error reply (llama-server's `{"error": {"message"}}`), quoted and cut at 80 characters,
+ * with any key hal0 sent masked; undefined when the body carries none.
+ */
+function runnerMessage(body: string, headers: Readonly<Record<string, string>>): string | undefined {
+  let message: unknown;
+  try {
+    const parsed = JSON.parse(body) as { error?: { message?: unknown } | string; message?: unknown } | null;
+    message = typeof parsed?.error === "object" ? parsed.error?.message : (parsed?.error ?? parsed?.message);
+  } catch {
+    return undefined;
+  }
+  if (typeof message !== "string" || message.trim() === "") return undefined;
+  let text = message.trim();
+  for (const value of Object.values(headers)) {
+    const key = value.replace(/^Bearer\s+/i, "");
+    if (key !== "") text = text.split(key).join("***");
+  }
+  return text.length > 80 ? `${JSON.stringify(text.slice(0, 80))}…` : JSON.stringify(text);
 }
 
 export function notLlama(type: string): string {

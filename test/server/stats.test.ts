@@ -201,6 +201,36 @@ describe("the slot scraper against the stand-in runner", () => {
     expect(await scrapeRunner("gone", "llm", { host: "127.0.0.1", port: 8166, headers: {} }, null, Date.now)).toEqual({ reason: "GET /metrics on port 8166: ECONNREFUSED" });
   });
 
+  it("a runner still loading its model answers 503 and one refusing the key 401: each unavailable with what the runner said and why, never as a runner without --metrics", async () => {
+    const port = 8167;
+    const runner: ChildProcess = spawn(process.execPath, [join(import.meta.dirname, "../../fixtures/runner/fake-llama-server.mjs"), "--port", String(port), "--metrics", "--api-key", "sk-runner-key"], { env: { ...process.env, HAL0_FAKE_LOAD_MS: "600000" }, stdio: "ignore" });
+    try {
+      let got: Awaited<ReturnType<typeof scrapeRunner>> | undefined;
+      for (let i = 0; i < 50; i++) {
+        got = await scrapeRunner("warming", "llm", { host: "127.0.0.1", port, headers: { authorization: "Bearer sk-runner-key" } }, null, Date.now);
+        if (!("reason" in got) || !got.reason.includes("ECONNREFUSED")) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(got).toEqual({ reason: `GET /metrics on port ${port} answered 503 ("Loading model"): the runner is not ready yet (llama-server answers 503 while it loads its model); it is scraped again at the next tick` });
+    } finally {
+      runner.kill("SIGTERM");
+    }
+    const refusing = createServer((req, res) => {
+      res.writeHead(401, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: { code: 401, message: `Invalid API Key ${req.headers.authorization ?? ""}`, type: "authentication_error" } }));
+    });
+    await new Promise<void>((resolve) => refusing.listen(0, "127.0.0.1", resolve));
+    const at = { host: "127.0.0.1", port: (refusing.address() as AddressInfo).port, headers: { authorization: "Bearer sk-old-key" } };
+    try {
+      const refused = await scrapeRunner("keyed", "llm", at, null, Date.now);
+      expect(refused).toEqual({ reason: `GET /metrics on port ${at.port} answered 401 ("Invalid API Key Bearer ***"): the runner refuses the key hal0 sends it (the slot's --api-key); hal0 sends the first key of the --api-key it started the runner with` });
+      expect(JSON.stringify(refused)).not.toContain("sk-old-key");
+    } finally {
+      refusing.closeAllConnections();
+      await new Promise((resolve) => refusing.close(resolve));
+    }
+  });
+
   it("a runner serving llama-server's counters with one missing or not a finite number ≥ 0 is told so by name and value, not as another program's metrics", async () => {
     const counters = "llamacpp:prompt_tokens_total 29\nllamacpp:prompt_seconds_total 0.013\nllamacpp:tokens_predicted_total 4\nllamacpp:tokens_predicted_seconds_total 0.002\n";
     let body = "";
