@@ -115,11 +115,14 @@ function readLabels(line: string, pos: number, labels: Record<string, string>, a
   }
 }
 
-/** A sample value: Go's ParseFloat spellings Prometheus writes (`1.5e3`, `NaN`, `+Inf`, `-Inf`). */
+/**
+ * A sample value, as Prometheus reads it (Go's ParseFloat): `1.5e3`, and `NaN`, `+Inf`, `-Inf`, `Infinity` in any
+ * case. llama-server writes its values with C++ streams, which spell them `nan`, `inf`, `-inf` and `-nan` (a NaN
+ * with its sign bit set, as 0/0 gives on x86): `-nan` is read as NaN too, not as a line it cannot read.
+ */
 function numberOf(word: string): number | undefined {
-  if (word === "NaN") return NaN;
-  if (word === "+Inf" || word === "Inf") return Infinity;
-  if (word === "-Inf") return -Infinity;
+  const special = /^([+-]?)(inf|infinity|nan)$/i.exec(word);
+  if (special) return special[2]!.toLowerCase() === "nan" ? NaN : special[1] === "-" ? -Infinity : Infinity;
   if (!/^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$/.test(word)) return undefined;
   return Number(word);
 }

@@ -32,6 +32,13 @@ describe("the Prometheus text reader", () => {
     expect(ours.samples.find((s) => s.name === "llamacpp:prompt_seconds_total")?.value).toBe(0.013);
   });
 
+  it("reads NaN and ±Inf in every spelling Prometheus reads, and -nan, as a C++ stream writes them; still refuses other words", () => {
+    const values = parsePromText("a nan\nb -nan\nc inf\nd -inf\ne +Infinity\nf INF\ng NaN\n").samples.map((x) => x.value);
+    expect(values).toEqual([NaN, NaN, Infinity, -Infinity, Infinity, Infinity, NaN]);
+    expect(() => parsePromText("a nope\n")).toThrow('line 1: not a number: "nope"');
+    expect(() => parsePromText("a infinit\n")).toThrow("not a number");
+  });
+
   it("reads labels with escapes, trailing commas, NaN and ±Inf, exponents, timestamps and comments as the reference does", () => {
     const text = [
       "# a plain comment", "# HELP http_requests_total The total number of HTTP requests.", "# TYPE http_requests_total counter",

@@ -231,6 +231,27 @@ describe("the slot scraper against the stand-in runner", () => {
     }
   });
 
+  it("reads the values a C++ stream writes (nan, -nan, inf): a gauge that is not a number is left out, the sample kept", async () => {
+    const counters = "llamacpp:prompt_tokens_total 29\nllamacpp:prompt_seconds_total 0.013\nllamacpp:tokens_predicted_total 4\nllamacpp:tokens_predicted_seconds_total 0.002\n";
+    let body = "";
+    const runner = createServer((_req, res) => res.end(body));
+    await new Promise<void>((resolve) => runner.listen(0, "127.0.0.1", resolve));
+    const at = { host: "127.0.0.1", port: (runner.address() as AddressInfo).port, headers: {} };
+    const scrape = (text: string) => {
+      body = text;
+      return scrapeRunner("cpp", "llm", at, null, Date.now);
+    };
+    try {
+      expect(await scrape(`${counters}llamacpp:kv_cache_usage_ratio -nan\nllamacpp:kv_cache_tokens 512\nllamacpp:n_busy_slots_per_decode nan\nllamacpp:requests_processing 1\n`))
+        .toEqual({ sample: expect.objectContaining({ prompt_tokens: 29, predicted_tokens: 4, kv_usage_ratio: null, kv_tokens: 512, busy_slots_per_decode: null, requests_processing: 1 }) });
+      expect(await scrape(counters.replace("prompt_seconds_total 0.013", "prompt_seconds_total inf")))
+        .toEqual({ reason: "GET /metrics: llamacpp:prompt_seconds_total is +Inf (each of llama-server's four counters must be there, a finite number ≥ 0)" });
+    } finally {
+      runner.closeAllConnections();
+      await new Promise((resolve) => runner.close(resolve));
+    }
+  });
+
   it("a runner serving llama-server's counters with one missing or not a finite number ≥ 0 is told so by name and value, not as another program's metrics", async () => {
     const counters = "llamacpp:prompt_tokens_total 29\nllamacpp:prompt_seconds_total 0.013\nllamacpp:tokens_predicted_total 4\nllamacpp:tokens_predicted_seconds_total 0.002\n";
     let body = "";
