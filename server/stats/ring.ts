@@ -5,7 +5,8 @@ import type { Db } from "../db.js";
  * minute, holding the last scrape of that minute (the counters are
  * cumulative, so keeping only the minute's last one loses nothing between
  * minutes). Bounded on every insert: rows older than `minutes` minutes go,
- * and no slot keeps more than `minutes` rows — 24 h at 1 min by default.
+ * and no slot keeps more than `minutes` rows — 24 h at 1 min by default;
+ * rows after the new sample's minute (a clock set back) go too.
  */
 
 /** 24 hours of minutes. */
@@ -40,6 +41,10 @@ export class SampleRing {
   insert(s: Sample): void {
     const minute = Math.floor(s.ts / 60_000);
     this.db.transaction(() => {
+      // Rows after this minute were taken before the clock was set back (a box that booted with its clock ahead, then
+      // synced it): kept, they would be the slot's "last" samples and outlive the 24 h bound. This slot's go; another
+      // slot's when they are more than the bound ahead (its own samples, inserted in their order, clear the nearer ones).
+      this.db.prepare("DELETE FROM slot_samples WHERE (slot = ? AND minute > ?) OR minute > ?").run(s.slot, minute, minute + this.minutes);
       this.db.prepare(`INSERT OR REPLACE INTO slot_samples (${COLUMNS.join(", ")}) VALUES (${COLUMNS.map(() => "?").join(", ")})`)
         .run(s.slot, minute, s.ts, s.run, s.prompt_tokens, s.prompt_seconds, s.predicted_tokens, s.predicted_seconds, s.decodes, s.requests_processing, s.requests_deferred, s.busy_slots_per_decode, s.kv_usage_ratio, s.kv_tokens);
       this.db.prepare("DELETE FROM slot_samples WHERE minute <= ?").run(minute - this.minutes);

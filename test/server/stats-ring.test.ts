@@ -2,7 +2,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { createRequire } from "node:module";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterAll, describe, expect, it } from "vitest";
+import { afterAll, describe, expect, it, onTestFinished } from "vitest";
 import { openDb } from "../../server/db.js";
 import { parsePromText, PromParseError, type PromSample } from "../../server/stats/prom-text.js";
 import { grew, RING_MINUTES, SampleRing, windowS, type Sample } from "../../server/stats/ring.js";
@@ -136,6 +136,23 @@ describe("the sample ring in hal0.db", () => {
     // A counter that went down with no run recorded is a reset too.
     const unknownRun = { ...sample("s", T0 + 60_000, 7, 3), run: null };
     expect(grew({ ...a, run: null }, unknownRun, "predicted_tokens")).toBe(3);
+  });
+
+  it("drops the rows a clock set back left in its future: the new samples are the slot's last ones, and the bound still holds", () => {
+    const ring = new SampleRing(db);
+    const ahead = T0 + 3 * 86_400_000; // the box booted three days ahead, then synced its clock
+    onTestFinished(() => void db.prepare("DELETE FROM slot_samples").run());
+    ring.insert(sample("a", ahead, 900, 90));
+    ring.insert(sample("a", ahead + 60_000, 960, 96));
+    ring.insert(sample("b", ahead, 10, 1));
+    ring.insert(sample("c", T0 + 60_000, 5, 5)); // scraped in the same tick, a minute's turn later
+    ring.insert(sample("a", T0, 10, 1, "2026-12-02T11:59:00.000Z"));
+    ring.insert(sample("a", T0 + 60_000, 70, 7, "2026-12-02T11:59:00.000Z"));
+    expect(ring.lastTwo("a")).toMatchObject([{ ts: T0, predicted_tokens: 1 }, { ts: T0 + 60_000, predicted_tokens: 7 }]);
+    expect(ring.count("a")).toBe(2);
+    expect(ring.count("b")).toBe(0);
+    expect(ring.count("c")).toBe(1);
+    expect(throughputHistory(ring, T0, T0 + 120_000, 60, "a").slots[0]!.points.map((p) => p.generated_tokens)).toEqual([null, 6]);
   });
 
   it("buckets the growth per slot and in total, null where nothing was measured", () => {
