@@ -99,8 +99,11 @@ export class SlotStats {
     for (const name of [...this.outcomes.keys()]) if (!seen.get(name)?.running) this.outcomes.delete(name);
     await Promise.all(Object.values(model.slots).map(async (slot) => {
       const observed = seen.get(slot.name);
-      if (!observed?.running || !observed.record) return;
-      const outcome = await this.scrapeSlot(slot, observed, driver);
+      if (!observed?.running) return;
+      // A runner found running without its record (runtime.json unreadable): its port and key are not known, so it is not scraped, and says why.
+      const outcome = observed.record
+        ? await this.scrapeSlot(slot, observed, driver)
+        : { at: new Date(box.now()).toISOString(), ok: false as const, reason: `its runner runs but its runtime record cannot be read, so hal0 does not know where to scrape it${observed.detail ? ` (${observed.detail})` : ""}` };
       this.outcomes.set(slot.name, outcome);
     }));
   }

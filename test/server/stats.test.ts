@@ -1,11 +1,12 @@
 import { spawn, type ChildProcess } from "node:child_process";
-import { cpSync, rmSync, writeFileSync } from "node:fs";
+import { cpSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 
 import { dirname, join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { ProcessDriver } from "../../reconciler/index.js";
+import { slotPaths } from "../../reconciler/drivers/runtime-record.js";
 import { AUTONOMOUS_READ_TOOLS } from "../../schema/data/seed-tiers.js";
 import { scrapeRunner } from "../../server/stats/scraper.js";
 import { httpCall, startTestServer, type TestServer } from "./harness.js";
@@ -182,6 +183,25 @@ describe("the slot scraper against the stand-in runner", () => {
     const unknown = await s.call("GET", "/api/stats/throughput/history?slot=utilty");
     expect(unknown.status).toBe(404);
     expect(unknown.body.error).toMatchObject({ code: "slot.not_found", details: { did_you_mean: "utility" } });
+  });
+
+  it("a runner found running whose runtime record cannot be read is unavailable with that reason, not 'not scraped yet' for ever", async () => {
+    const record = slotPaths(s.state, "utility").record;
+    const kept = readFileSync(record);
+    writeFileSync(record, "{ not json");
+    try {
+      s.hal0.box.forgetLiveness(); // the record was changed behind the box's back: observe afresh
+      await s.hal0.stats.scrapeNow();
+      expect(await slotLine("utility")).toMatchObject({
+        available: false, status: "running",
+        reason: expect.stringMatching(/^its runner runs but its runtime record cannot be read, so hal0 does not know where to scrape it \(runtime\.json is unreadable: .*; its runner \(pid \d+\) still runs\)$/),
+      });
+    } finally {
+      writeFileSync(record, kept);
+      s.hal0.box.forgetLiveness();
+    }
+    await s.hal0.stats.scrapeNow();
+    expect(await slotLine("utility")).toMatchObject({ available: true });
   });
 
   it("a runner started without --metrics answers 501: unavailable with the reason; nothing listening: the same, never an error", async () => {
