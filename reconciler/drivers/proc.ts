@@ -61,6 +61,32 @@ export function killQuietly(target: number, signal: NodeJS.Signals | 0 = "SIGKIL
   }
 }
 
+let thisBoot: string | null | undefined;
+
+/**
+ * This boot's id (`/proc/sys/kernel/random/boot_id`, new at every boot);
+ * undefined when it cannot be read. A start time counts clock ticks after
+ * boot, so pid + start time name one process for one boot only: a record
+ * kept across a restart of the host may name, by chance, a process of the
+ * new boot with the same pid and start time.
+ */
+export function bootId(): string | undefined {
+  if (thisBoot === undefined) {
+    try {
+      thisBoot = readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim() || null;
+    } catch {
+      thisBoot = null;
+    }
+  }
+  return thisBoot ?? undefined;
+}
+
+/** A record written in boot `recorded` (undefined: by an older hal0, which did not say) may name a process of this boot. */
+export function sameBoot(recorded: string | undefined): boolean {
+  const now = bootId();
+  return recorded === undefined || now === undefined || recorded === now;
+}
+
 /** `pid` is alive and is the very process that started at `startTime` (not a later one given a reused pid). */
 export async function isOurs(pid: number, startTime: number): Promise<boolean> {
   const stat = await procStat(pid);

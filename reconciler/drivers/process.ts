@@ -2,7 +2,7 @@ import { mkdir, readdir } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
 import { unrecordedRunnerWords, type ObservedSlot, type SlotView } from "../observed.js";
 import { DriverError, interruptedStart, wantsProbe, type ObserveOptions, type PortHolder, type SlotDriver, type StartOptions } from "./driver.js";
-import { healthOf, httpStatus, isLive, isOurs, killQuietly, portHolderOf, portInUseMessage, procStat } from "./proc.js";
+import { bootId, healthOf, httpStatus, isLive, isOurs, killQuietly, portHolderOf, portInUseMessage, procStat, sameBoot } from "./proc.js";
 import { describeExit, spawnRunner, waitHealthy, type Spawned } from "./runner.js";
 import { markedRunners, markerEnv, runnerSlotOf } from "./process-orphans.js";
 import { runnerBaseEnv } from "./runner-env.js";
@@ -69,7 +69,7 @@ export class ProcessDriver implements SlotDriver {
     const stat = await procStat(spawned.pid);
     // Even a runner that already exited is a zombie until reaped, so `stat` is there; if not, wait for the exit below.
     if (stat !== undefined) {
-      await writeRecord(paths.record, { pid: spawned.pid, pid_start: stat.startTime, view, started_at: new Date().toISOString(), log: paths.log }).catch(async (err: unknown) => {
+      await writeRecord(paths.record, { pid: spawned.pid, pid_start: stat.startTime, boot_id: bootId(), view, started_at: new Date().toISOString(), log: paths.log }).catch(async (err: unknown) => {
         // No record (a full disk): the start failed, so the runner it spawned is stopped (found by its marker), not left running unknown.
         await this.stopUnrecorded(name);
         throw err;
@@ -95,7 +95,7 @@ export class ProcessDriver implements SlotDriver {
     const paths = slotPaths(this.stateDir, name);
     const read = await readRecord(paths.record);
     const recorded = read !== undefined && "record" in read ? read.record : undefined;
-    const runner = recorded !== undefined && (await isOurs(recorded.pid, recorded.pid_start)) ? [{ pid: recorded.pid, startTime: recorded.pid_start }] : [];
+    const runner = recorded !== undefined && (await recordedLives(recorded)) ? [{ pid: recorded.pid, startTime: recorded.pid_start }] : [];
     // The recorded runner and, at the same time, every other process marked as this slot's.
     await terminateAll(name, [...runner, ...(await this.marked(name, recorded?.pid))], graceS);
     await removeRecord(paths.record);
@@ -119,7 +119,7 @@ export class ProcessDriver implements SlotDriver {
   /** Starting over a live runner would lose the only record of it: the executor stops a slot before it restarts it. */
   private async refuseIfRunning(name: string): Promise<void> {
     const read = await readRecord(slotPaths(this.stateDir, name).record);
-    if (read === undefined || "error" in read || !(await isOurs(read.record.pid, read.record.pid_start))) return;
+    if (read === undefined || "error" in read || !(await recordedLives(read.record))) return;
     throw new DriverError("slot.spawn_failed", `slot ${name} is already running (pid ${read.record.pid}); stop it before starting it again`);
   }
 
@@ -134,6 +134,7 @@ export class ProcessDriver implements SlotDriver {
     }
     const { pid, pid_start, view, started_at } = read.record;
     const record = { view, pid, started_at };
+    if (!sameBoot(read.record.boot_id)) return { name, record, running: false, health: "unknown", detail: `the runner hal0 started (pid ${pid}) ran before the host restarted: runtime.json is from an earlier boot` };
     const stat = await procStat(pid);
     if (!isLive(stat)) return { name, record, running: false, health: "unknown", detail: `process exited (pid ${pid})` };
     if (stat.startTime !== pid_start) {
@@ -146,6 +147,11 @@ export class ProcessDriver implements SlotDriver {
     const answer = status === undefined ? "does not answer" : `answers ${status}`;
     return { name, record, running: true, health, detail: `pid ${pid} is running but GET ${view.spec.health_path} on port ${view.spec.port} ${answer}` };
   }
+}
+
+/** The recorded runner still runs: same boot, and its pid is alive with the recorded start time. */
+async function recordedLives(record: RuntimeRecord): Promise<boolean> {
+  return sameBoot(record.boot_id) && isOurs(record.pid, record.pid_start);
 }
 
 async function tailNote(logPath: string, spawned: Spawned): Promise<string> {

@@ -12,12 +12,15 @@ import type { SlotView } from "../observed.js";
  *   <state>/slots/<name>/runner.log.1   the log before, once runner.log passed RUNNER_LOG_MAX_BYTES
  *
  * `pid` + `pid_start` name one process for the life of the boot: a pid whose
- * start time differs is a later process that was given a reused pid.
+ * start time differs is a later process that was given a reused pid. A record
+ * of another boot (`boot_id`) names no process of this one.
  */
 export interface RuntimeRecord {
   readonly pid: number;
   /** Field 22 (starttime) of /proc/<pid>/stat when hal0 started the runner. */
   readonly pid_start: number;
+  /** The boot the runner was started in (`/proc/sys/kernel/random/boot_id`); absent in a record of an older hal0. */
+  readonly boot_id?: string;
   readonly view: SlotView;
   /** ISO 8601. */
   readonly started_at: string;
@@ -76,6 +79,7 @@ function recordProblem(value: unknown): string | undefined {
   const r = value as Record<string, unknown>;
   if (!Number.isSafeInteger(r.pid) || (r.pid as number) <= 0) return "`pid` is not a positive integer";
   if (!Number.isSafeInteger(r.pid_start)) return "`pid_start` is not an integer";
+  if (r.boot_id !== undefined && typeof r.boot_id !== "string") return "`boot_id` is not a string";
   if (typeof r.started_at !== "string") return "`started_at` is not a string";
   if (typeof r.log !== "string") return "`log` is not a string";
   const view = r.view as { spec?: { port?: unknown; health_path?: unknown } } | null;

@@ -81,7 +81,7 @@ describe("ProcessDriver.start", () => {
 
     const record = JSON.parse(await readFile(recordPath(), "utf8"));
     expect((await procFields(pid)).pgid).toBe(pid); // detached: it leads its own process group
-    expect(record).toEqual({ pid, pid_start: (await procFields(pid)).start, view, started_at: expect.any(String), log: join(stateDir, "slots/s/runner.log") });
+    expect(record).toEqual({ pid, pid_start: (await procFields(pid)).start, boot_id: readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim(), view, started_at: expect.any(String), log: join(stateDir, "slots/s/runner.log") });
     expect(await logOf()).toMatch(/hal0 starts: node .*fake-llama-server\.mjs[^]*listening on http:\/\/127\.0\.0\.1:\d+[^]*GET \/health 200/);
   });
 
@@ -231,6 +231,24 @@ describe("ProcessDriver.observe and stop", () => {
     expect(await alive(sleeper.pid!)).toBe(true);
     expect(existsSync(recordPath())).toBe(false);
     sleeper.kill("SIGKILL");
+  });
+
+  it("never takes, nor signals, a process of this boot that a record from an earlier boot names by pid and start time", async () => {
+    // After a restart of the host, a record's pid and start time (ticks after boot) may name a process of the new boot.
+    const stranger = spawn("sleep", ["30"], { stdio: "ignore" });
+    pids.add(stranger.pid!);
+    const view = viewFor({ root: tmp, port: await freePort() });
+    await mkdir(dirname(recordPath()), { recursive: true });
+    const record = { pid: stranger.pid, pid_start: (await procFields(stranger.pid!)).start, boot_id: "00000000-0000-4000-8000-000000000000", view, started_at: new Date().toISOString(), log: "x" };
+    await writeFile(recordPath(), JSON.stringify(record));
+
+    const [slot] = await driver.observe();
+    expect(slot).toMatchObject({ name: "s", running: false, health: "unknown", record: { pid: stranger.pid } });
+    expect(slot!.detail).toBe(`the runner hal0 started (pid ${stranger.pid}) ran before the host restarted: runtime.json is from an earlier boot`);
+    await driver.stop("s", 1);
+    expect(await alive(stranger.pid!)).toBe(true);
+    expect(existsSync(recordPath())).toBe(false);
+    stranger.kill("SIGKILL");
   });
 
   it("kills a runner that ignores SIGTERM once the grace period is over", async () => {
