@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { copyFile, open, rm, stat, truncate } from "node:fs/promises";
+import { open, rm, stat, truncate } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../atomic.js";
 import type { SlotView } from "../observed.js";
@@ -117,12 +117,46 @@ export const RUNNER_LOG_MAX_BYTES = 16 * 1024 * 1024;
  * descriptor (it outlives hal0, so its output cannot pass through hal0), so
  * the log is copied and then cut to nothing in place, as logrotate's
  * copytruncate does: the runner appends (O_APPEND) at the new end. Lines
- * written between the copy and the cut are lost. Returns whether it moved.
+ * written between the copy and the cut are lost. Only the last `maxBytes`
+ * (from the first whole line in them) are copied: a runner that wrote far
+ * more since the last move (a sweep's interval of a chatty runner) never
+ * makes `log.1` larger than the cap, nor needs as much free disk again for
+ * the copy. Returns whether it moved.
  */
 export async function capRunnerLog(log: string, maxBytes = RUNNER_LOG_MAX_BYTES): Promise<boolean> {
   const size = await stat(log).then((s) => s.size, () => 0);
   if (size <= maxBytes) return false;
-  await copyFile(log, `${log}.1`);
+  const source = await open(log, "r");
+  try {
+    const start = await lineStart(source, size - maxBytes, size);
+    const target = await open(`${log}.1`, "w");
+    try {
+      const buffer = Buffer.alloc(Math.min(COPY_CHUNK_BYTES, size - start));
+      for (let at = start; at < size;) {
+        const { bytesRead } = await source.read(buffer, 0, Math.min(buffer.length, size - at), at);
+        if (bytesRead === 0) break; // cut meanwhile (by hand): nothing more to keep
+        await target.write(buffer, 0, bytesRead);
+        at += bytesRead;
+      }
+    } finally {
+      await target.close();
+    }
+  } finally {
+    await source.close();
+  }
   await truncate(log, 0);
   return true;
+}
+
+const COPY_CHUNK_BYTES = 1024 * 1024;
+/** How far past the cut a line's end is looked for; a longer line is kept from the cut on. */
+const LINE_SEARCH_BYTES = 64 * 1024;
+
+/** The offset of the first line that begins at or after `from` (`from` itself when it is one, or no line ends within LINE_SEARCH_BYTES of it). */
+async function lineStart(file: Awaited<ReturnType<typeof open>>, from: number, size: number): Promise<number> {
+  if (from === 0) return 0;
+  const window = Buffer.alloc(Math.min(LINE_SEARCH_BYTES, size - from + 1));
+  const { bytesRead } = await file.read(window, 0, window.length, from - 1);
+  const newline = window.subarray(0, bytesRead).indexOf(10);
+  return newline === -1 ? from : from + newline;
 }

@@ -343,7 +343,7 @@ describe("a runner's log stays under its cap", () => {
     await appendFile(log, "the last line before the move\n");
     await driver.maintain();
     expect((await stat(log)).size).toBeLessThan(1024);
-    expect((await stat(`${log}.1`)).size).toBeGreaterThan(cap);
+    expect((await stat(`${log}.1`)).size).toBeLessThanOrEqual(cap);
     // The runner logs each request: its next line lands in the fresh runner.log, not past a hole.
     expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200);
     await until(async () => (await logOf()).includes("GET /health 200"), 5000);
@@ -363,6 +363,25 @@ describe("a runner's log stays under its cap", () => {
     await new ProcessDriver({ stateDir }).maintain();
     expect((await stat(log)).size).toBeGreaterThan(2 * cap);
     expect(RUNNER_LOG_MAX_BYTES).toBe(16 * 1024 * 1024);
+  });
+});
+
+describe("a runner's log that grew far past its cap", () => {
+  it("keeps only the last log_max_mb of it, from a whole line, in runner.log.1: a chatty runner's log never doubles on the disk", async () => {
+    const cap = 64 * 1024;
+    const log = join(stateDir, "slots/s/runner.log");
+    await mkdir(dirname(log), { recursive: true });
+    // Ten times the cap written between two sweeps, numbered lines of 100 bytes.
+    const lines = Array.from({ length: (10 * cap) / 100 }, (_, i) => `${String(i).padStart(8, "0")} ${"x".repeat(90)}`);
+    await writeFile(log, `${lines.join("\n")}\n`);
+    await new ProcessDriver({ stateDir, logMaxBytes: cap }).maintain();
+    expect((await stat(log)).size).toBe(0);
+    const kept = await readFile(`${log}.1`, "utf8");
+    expect(kept.length).toBeLessThanOrEqual(cap);
+    expect(kept.length).toBeGreaterThan(cap - 100);
+    const keptLines = kept.split("\n").slice(0, -1);
+    expect(keptLines[0]).toMatch(/^\d{8} x{90}$/); // a whole line, not the end of one
+    expect(keptLines).toEqual(lines.slice(-keptLines.length));
   });
 });
 
