@@ -3,7 +3,7 @@ import { link, readFile, rm, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { join } from "node:path";
 import { writeFileAtomic } from "./atomic.js";
-import { isOurs, procStat } from "./drivers/proc.js";
+import { bootId, isOurs, procStat, sameBoot } from "./drivers/proc.js";
 import { ensureStateFolder } from "./state-folder.js";
 
 /**
@@ -22,6 +22,11 @@ export interface LockHolder {
   readonly pid: number;
   /** Start time of the holder (/proc/<pid>/stat field 22), so a reused pid is not mistaken for it. */
   readonly pid_start?: number;
+  /**
+   * The boot the holder ran in (/proc/sys/kernel/random/boot_id): a start time counts ticks after boot, so a lock
+   * left by a hal0 the host's restart ended never names a process of the new boot that got the same pid at the same tick.
+   */
+  readonly boot_id?: string;
   readonly host: string;
   readonly started_at: string;
   readonly command: string;
@@ -137,7 +142,7 @@ export async function acquireServeLock(stateDir: string): Promise<{ describe: (e
 async function holdFile(stateDir: string, file: string, command: string): Promise<{ me: LockHolder; release: () => Promise<void> } | { holder: LockHolder }> {
   await ensureStateFolder(stateDir);
   const path = join(stateDir, file);
-  const me: LockHolder = { ...(await thisProcess()), host: hostname(), started_at: new Date().toISOString(), command };
+  const me: LockHolder = { ...(await thisProcess()), boot_id: bootId(), host: hostname(), started_at: new Date().toISOString(), command };
   const record = `${JSON.stringify(me)}\n`;
   const tmp = join(stateDir, `.${file}.${process.pid}.${randomBytes(6).toString("hex")}.hal0.tmp`);
   await writeFile(tmp, record, { mode: 0o644, flag: "wx" }).catch(async (err: NodeJS.ErrnoException) => {
@@ -197,6 +202,7 @@ async function readHolder(path: string): Promise<LockHolder | undefined> {
 
 async function isAlive(holder: LockHolder): Promise<boolean> {
   if (holder.host !== hostname()) return true;
+  if (!sameBoot(holder.boot_id)) return false;
   if (holder.pid_start !== undefined) return isOurs(holder.pid, holder.pid_start);
   try {
     process.kill(holder.pid, 0);

@@ -67,6 +67,22 @@ describe("apply lock", () => {
     await (await acquireServeLock(dir)).release();
   });
 
+  it("takes over a lock left by a hal0 of an earlier boot, though a process of this boot now has its pid and start time", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-lock-"));
+    const stranger = spawn("sleep", ["30"]);
+    children.push(stranger.pid!);
+    await new Promise((r) => setTimeout(r, 50));
+    const start = (await procStat(stranger.pid!))?.startTime;
+    writeFileSync(join(dir, "apply.lock"), JSON.stringify({ pid: stranger.pid, pid_start: start, boot_id: "00000000-0000-4000-8000-000000000000", host: hostname(), started_at: "2026-11-30T12:00:00.000Z", command: "hal0 apply --yes" }));
+    const release = await acquireLock(dir, "hal0 apply");
+    const held = JSON.parse(readFileSync(join(dir, "apply.lock"), "utf8"));
+    expect(held).toMatchObject({ pid: process.pid, boot_id: readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim() });
+    await release();
+    // The same holder of this boot is live: refused.
+    writeFileSync(join(dir, "apply.lock"), JSON.stringify({ pid: stranger.pid, pid_start: start, boot_id: held.boot_id, host: hostname(), started_at: "2026-11-30T12:00:00.000Z", command: "hal0 apply --yes" }));
+    await expect(acquireLock(dir, "hal0 apply")).rejects.toBeInstanceOf(LockedError);
+  });
+
   it("takes over the lock of a dead holder, and of a holder whose pid was reused", async () => {
     const dir = mkdtempSync(join(tmpdir(), "hal0-lock-"));
     const dead = spawn("true");
