@@ -33,7 +33,7 @@ export async function refreshConditions(
 ): Promise<Record<string, ResourceConditions>> {
   const [outcomes, previous, found, steps, inventory] = await Promise.all([state.readOutcomes(), state.readConditions(), findings ?? sharedPreflight.findings(model).catch((): Finding[] => []), state.readSteps(), state.readInventory()]);
   const at = new Date(now()).toISOString();
-  const { next } = allSlotConditions(model.slots, observed.slots, outcomes, previous, at, found, steps, observed.nodes, new Set(Object.keys(inventory.slots)));
+  const { next } = allSlotConditions(model.slots, observed.slots, outcomes, previous, at, found, steps, observed.nodes, new Set(Object.keys(inventory.slots)), model.settings.slots.health_timeout_s);
   const { settings, buckets, hermes } = otherChanges(model, observed, plan, keepHermes);
   next.settings = settingsConditions(settings, buckets, outcomes.settings, previous.settings, at);
   for (const change of hermes) next[change.address] = hermesConditions(change, outcomes[change.address], previous[change.address], at);
@@ -61,7 +61,7 @@ export async function slotConditionsNow(
   const conditions = slotConditions({
     desiredHash: slot?.enabled ? slot.spec_hash : undefined, managed: Object.hasOwn(inventory.slots, name), seen, outcome, step,
     preflight: found.filter((f) => f.slot === name), refused: slot?.runner?.diagnostics.filter((d) => d.severity === "error"),
-    unplaced: slot?.enabled ? heldUnplaced(slot, seen, nodes) : undefined,
+    unplaced: slot?.enabled ? heldUnplaced(slot, seen, nodes) : undefined, healthTimeoutS: model.settings.slots.health_timeout_s,
   }, previous[`slot.${name}`], new Date(now()).toISOString());
   return { conditions, outcome, step };
 }

@@ -78,6 +78,13 @@ export interface SlotFacts {
    * and what it runs is not known to be older (view.ts imageUnobserved).
    */
   readonly imageUnobserved?: boolean;
+  /**
+   * `[slots] health_timeout_s`: a runner that no apply waits for (its start
+   * interrupted: Ctrl-C, a killed apply) and that still answers 503 past it
+   * is Degraded (`WarmingTooLong`), where an apply waiting for it would have
+   * stopped it (`slot.health_failed`). Undefined: not known, never said.
+   */
+  readonly healthTimeoutS?: number;
 }
 
 export type Verdict = Pick<Condition, "status" | "reason" | "message">;
@@ -192,6 +199,10 @@ function degraded(facts: SlotFacts, now: number): Verdict {
   if (found !== undefined && runsDesired(facts)) return { ...found, message: `${found.message} — it runs, but a restart would fail` };
   // (Not while an apply starts or stops it: a runner launched or stopping does not answer yet, or any more.)
   if (seen?.running && seen.health === "down" && facts.step === undefined) return { status: "True", reason: "Unhealthy", message: "running, but GET /health does not answer" };
+  const loadingS = seen?.running && seen.health === "loading" && facts.step === undefined && facts.healthTimeoutS !== undefined ? (now - Date.parse(seen.record?.started_at ?? "")) / 1000 : NaN;
+  if (loadingS > facts.healthTimeoutS!) {
+    return { status: "True", reason: "WarmingTooLong", message: `GET /health still answers 503 ${Math.floor(loadingS)} s after its runner started, past [slots] health_timeout_s (${facts.healthTimeoutS} s): no apply waits for it (its start was interrupted), where one would have stopped it (slot.health_failed); see its log, and restart or stop the slot` };
+  }
   const unplaced = facts.unplaced ?? seen?.unplaced;
   if (unplaced !== undefined) return { status: "True", reason: unplaced.reason === "node_down" ? "NodeDown" : "Unschedulable", message: unplaced.message };
   return { status: "False", reason: "AsExpected", message: "no failure" };
@@ -253,6 +264,8 @@ export function allSlotConditions(
   nodes?: readonly ObservedNode[],
   /** The slots hal0 started (the inventory's); undefined: not known. */
   managed?: ReadonlySet<string>,
+  /** `[slots] health_timeout_s` (SlotFacts.healthTimeoutS). */
+  healthTimeoutS?: number,
 ): { next: Record<string, ResourceConditions>; changed: boolean } {
   // outcomes.json also keeps `settings` and `hermes.<p>` (names with a dot, which no slot name has).
   const names = new Set([...Object.keys(desired), ...Object.keys(observed), ...Object.keys(outcomes).filter((n) => !n.includes("."))]);
@@ -265,7 +278,7 @@ export function allSlotConditions(
     const unplaced = d?.enabled && d.spec !== undefined ? heldUnplaced({ spec: d.spec, spec_hash: d.spec_hash }, observed[name], nodes) : undefined;
     const recorded = observed[name]?.record?.view;
     const unobserved = d?.enabled === true && d.spec !== undefined && recorded !== undefined && imageUnobserved(recorded, { spec: d.spec });
-    next[address] = slotConditions({ desiredHash: d?.enabled ? d.spec_hash : undefined, managed: managed?.has(name), seen: observed[name], outcome: outcomes[name], step: steps[name], preflight, refused, unplaced, imageUnobserved: unobserved }, previous[address], now);
+    next[address] = slotConditions({ desiredHash: d?.enabled ? d.spec_hash : undefined, managed: managed?.has(name), seen: observed[name], outcome: outcomes[name], step: steps[name], preflight, refused, unplaced, imageUnobserved: unobserved, healthTimeoutS }, previous[address], now);
   }
   return { next, changed: JSON.stringify(next) !== JSON.stringify(previous) };
 }

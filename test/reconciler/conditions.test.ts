@@ -20,6 +20,21 @@ describe("slot conditions", () => {
     expect(byType(slotConditions({ desiredHash: "h1", seen: running("h1", "loading") }, undefined, "T1"))).toMatchObject({ Ready: "False Warming" });
   });
 
+  it("Degraded WarmingTooLong when a runner no apply waits for still answers 503 past health_timeout_s (its start was interrupted)", () => {
+    const loading = (startedAt: string): ObservedSlot => ({ ...running("h1", "loading"), record: { view: view("h1"), pid: 10, started_at: startedAt } });
+    const at = "2026-12-07T10:10:00.000Z";
+    const old = slotConditions({ desiredHash: "h1", seen: loading("2026-12-07T10:00:00.000Z"), healthTimeoutS: 240 }, undefined, at);
+    expect(byType(old)).toMatchObject({ Ready: "False Warming", Degraded: "True WarmingTooLong" });
+    expect(old.conditions.find((c) => c.type === "Degraded")!.message).toMatch(/^GET \/health still answers 503 600 s after its runner started, past \[slots\] health_timeout_s \(240 s\)/);
+    // Within the timeout, or while an apply waits for it (it stops the runner itself at the timeout): still loading, nothing wrong.
+    expect(byType(slotConditions({ desiredHash: "h1", seen: loading("2026-12-07T10:08:00.000Z"), healthTimeoutS: 240 }, undefined, at))).toMatchObject({ Degraded: "False AsExpected" });
+    const step = { action: "create" as const, phase: "warming" as const, since: "2026-12-07T10:00:00.000Z" };
+    expect(byType(slotConditions({ desiredHash: "h1", seen: loading("2026-12-07T10:00:00.000Z"), healthTimeoutS: 240, step }, undefined, at))).toMatchObject({ Degraded: "False AsExpected" });
+    // The store passes the box's setting.
+    const all = allSlotConditions({ chat: { enabled: true, spec_hash: "h1" } }, { chat: loading("2026-12-07T10:00:00.000Z") }, {}, {}, at, [], {}, undefined, undefined, 240).next["slot.chat"]!;
+    expect(byType(all)).toMatchObject({ Degraded: "True WarmingTooLong" });
+  });
+
   it("a running slot whose image's digest cannot be read now (removed from the engine) is not SpecOutdated or ChangePending: the planner leaves it running (image_unobserved)", () => {
     const spec = (digest?: string) => ({ runtime: "docker", image: "127.0.0.1:5000/hal0/voice:1", ...(digest ? { observed: { image_digest: digest } } : {}) }) as unknown as SlotView["spec"];
     const seen: ObservedSlot = { name: "chat", running: true, health: "ok", record: { view: { spec_hash: "h1", spec: spec("sha256:old") } as unknown as SlotView, started_at: "t" } };
