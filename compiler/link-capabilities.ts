@@ -117,7 +117,10 @@ function linkSelection(s: SelectionSite, reporter: Reporter): void {
     reporter.report("capability.invalid_selection", at("model"), `\`${s.selection.model}\` is of type ${model.type}; \`${s.child}\` needs type ${allowed[s.child]}`,
       `The \`${s.child}\` child of a slot of type ${s.type} uses a model of type ${allowed[s.child]}; pick one from models.toml.`);
   }
-  if (s.selection.backend === undefined) return;
+  if (s.selection.backend === undefined) {
+    if (model) checkDevice(s, model.devices, reporter);
+    return;
+  }
   const declared = s.backends.get(s.selection.backend);
   if (!declared) {
     // A row of a broken file that spells this id has its own diagnostic already.
@@ -127,6 +130,20 @@ function linkSelection(s: SelectionSite, reporter: Reporter): void {
     return;
   }
   if (model) checkPair(s, declared, model.type, model.devices, reporter);
+}
+
+/**
+ * With no backend (the slot's own runner), a selection's device must be one
+ * its model lists (a model that lists none runs anywhere); with a backend,
+ * `checkPair` weighs the backend's devices too.
+ */
+function checkDevice(s: SelectionSite, modelDevices: readonly Device[], reporter: Reporter): void {
+  const device = s.selection.device;
+  if (device === undefined || allows(modelDevices, device)) return;
+  reporter.report("capability.device_unsupported", { file: s.file, path: ["selection", s.slot, s.child, "device"], target: "value" },
+    `\`${s.selection.model}\` does not run on ${device}`,
+    `models.toml lists ${modelDevices.join(", ")} for \`${s.selection.model}\`; pick one of them, or drop \`device\` to use the slot's own.`,
+    [{ file: "models.toml", path: ["model", s.selection.model, "devices"], target: "value", message: `model \`${s.selection.model}\` lists its devices here` }]);
 }
 
 /** A backend runs a model when its kind serves the model's type on a device the backend, the model and the selection all allow. */

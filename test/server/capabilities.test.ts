@@ -81,6 +81,8 @@ describe("POST /api/capabilities/{slot}/{child}", () => {
     ["an undeclared backend", "/api/capabilities/chat/vision", { model: "gemma-3-12b-it", backend: "vllm" }, "capability.unknown_backend"],
     ["a backend that cannot run the model", "/api/capabilities/image/upscaler", { model: "flux1-schnell", backend: "llama.cpp" }, "capability.illegal_backend_model_pair"],
     ["no device both allow", "/api/capabilities/chat/vision", { model: "gemma-3-12b-it", backend: "fastflowlm" }, "capability.illegal_backend_model_pair"],
+    ["a device the model does not list, on the slot's own runner", "/api/capabilities/chat/draft", { model: "qwen3-4b", device: "npu" }, "capability.device_unsupported"],
+    ["a device an existing selection's model does not list, once its backend is dropped", "/api/capabilities/chat/embed", { model: "qwen3-embedding-0.6b", backend: null, device: "npu" }, "capability.device_unsupported"],
   ])("refuses %s with 422 config.invalid and the compiler's diagnostic; nothing is written", async (_what, path, body, code) => {
     const before = file();
     const r = await s.call("POST", path, { body });
