@@ -129,6 +129,11 @@ function linkSelection(s: SelectionSite, reporter: Reporter): void {
       `No \`[[backend]]\` of capabilities.toml has id \`${s.selection.backend}\`.${didYouMean(s.selection.backend, s.backends.keys())}`);
     return;
   }
+  if (s.selection.enabled && !declared.backend.enabled) {
+    reporter.report("capability.backend_disabled", at("backend"), `backend \`${declared.backend.id}\` is disabled`,
+      `This selection is on, but its backend has \`enabled = false\`: enable the backend, pick another, or set \`enabled = false\` on the selection.`,
+      [{ file: s.file, path: ["backend", declared.index, "enabled"], target: "value", message: `backend \`${declared.backend.id}\` is disabled here` }]);
+  }
   if (model) checkPair(s, declared, model.type, model.devices, reporter);
 }
 

@@ -98,6 +98,7 @@ export const CODES = {
   "capability.unknown_backend": { severity: "error", stage: "compile", http: 400, meaning: "A selection names a backend that no [[backend]] of capabilities.toml declares." },
   "capability.illegal_backend_model_pair": { severity: "error", stage: "compile", http: 400, meaning: "A selection's backend cannot run its model: the backend's kind does not serve the model's type, or no device suits both." },
   "capability.device_unsupported": { severity: "error", stage: "compile", http: 400, meaning: "A selection without a backend names a device its model does not list in models.toml (a selection with a backend: capability.illegal_backend_model_pair)." },
+  "capability.backend_disabled": { severity: "warning", stage: "compile", http: 400, meaning: "An enabled selection names a [[backend]] that has enabled = false: the selection has no runtime until the backend is enabled or the selection is turned off." },
   "capability.duplicate_id": { severity: "error", stage: "compile", http: 409, meaning: "Two [[backend]] or two [[catalog]] rows of capabilities.toml share an id." },
   // ── runtime, plans and apply ─────────────────────────────────────────
   "slot.port_in_use": { severity: "error", stage: "runtime", http: 409, meaning: "A slot's port is held by a process hal0 did not start, by a container hal0 started as a slot and someone renamed by hand, or by a runner hal0 started for a slot that no record names; the message names the holder." },

@@ -1,4 +1,4 @@
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { startTestServer, type TestServer } from "./harness.js";
@@ -91,6 +91,20 @@ describe("POST /api/capabilities/{slot}/{child}", () => {
     expect(r.body.error.details.diagnostics.map((d: any) => d.code)).toEqual([code]);
     expect(r.body.error.details.diagnostics[0].file).toBe("capabilities.toml");
     expect(file()).toBe(before);
+  });
+
+  it("commits a selection on a disabled backend with a capability.backend_disabled warning at its backend; one turned off has none", async () => {
+    writeFileSync(join(s.config, "capabilities.toml"), file().replace('id = "comfyui"\nkind = "comfyui"\n', 'id = "comfyui"\nkind = "comfyui"\nenabled = false\n'));
+    await s.hal0.box.snapshot();
+    const on = await s.call("POST", "/api/capabilities/image/upscaler", { body: { model: "flux1-schnell", backend: "comfyui" } });
+    expect(on.status).toBe(200);
+    expect(on.body.committed).toBe(true);
+    expect(on.body.warnings.filter((w: any) => w.code === "capability.backend_disabled")).toMatchObject([
+      { file: "capabilities.toml", path: ["selection", "image", "upscaler", "backend"], related: [{ message: "backend `comfyui` is disabled here" }] },
+    ]);
+    const off = await s.call("POST", "/api/capabilities/image/upscaler", { body: { model: "flux1-schnell", enabled: false } });
+    expect(off.status).toBe(200);
+    expect(off.body.warnings.map((w: any) => w.code)).not.toContain("capability.backend_disabled");
   });
 
   it("refuses a bad body or path shape with 422 validation.invalid", async () => {
