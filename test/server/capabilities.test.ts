@@ -93,6 +93,25 @@ describe("POST /api/capabilities/{slot}/{child}", () => {
     expect(file()).toBe(before);
   });
 
+  it.each([
+    ["an inline table", 'selection.coder = { draft = { model = "qwen3-4b" } }  # the coder drafts with the small Qwen\n', /^selection\.coder = \{ draft = \{ model = "qwen3-4b" \}, vision = \{ model = "gemma-3-12b-it" \} \}  # the coder drafts with the small Qwen$/m],
+    ["an inline table of [selection]", '\n[selection]\ncoder = { draft = { model = "qwen3-4b" } }  # the coder drafts with the small Qwen\n', /^coder = \{ draft = \{ model = "qwen3-4b" \}, vision = \{ model = "gemma-3-12b-it" \} \}  # the coder drafts with the small Qwen$/m],
+  ])("adds a child to a slot whose selections are written as %s into it (a [selection.<slot>.<child>] header may not reopen them)", async (_what, written, expected) => {
+    // Put before the first table, where a key of the top level (or a [selection] table of its own) may stand.
+    writeFileSync(join(s.config, "capabilities.toml"), file().replace("schema_version = 2\n", `schema_version = 2\n${written}`));
+    await s.hal0.box.snapshot();
+    const r = await s.call("POST", "/api/capabilities/coder/vision", { body: { model: "gemma-3-12b-it" } });
+    expect(r.status, JSON.stringify(r.body)).toBe(200);
+    expect(r.body.committed).toBe(true);
+    expect(file()).toMatch(expected);
+    expect(file()).toContain(VISION_NOTE);
+    const rows = (await s.call("GET", "/api/capabilities?section=selections")).body.selections;
+    expect(rows.filter((x: any) => x.slot === "coder")).toEqual([
+      { slot: "coder", child: "draft", model: "qwen3-4b", backend: null, device: null, enabled: true },
+      { slot: "coder", child: "vision", model: "gemma-3-12b-it", backend: null, device: null, enabled: true },
+    ]);
+  });
+
   it("commits a selection on a disabled backend with a capability.backend_disabled warning at its backend; one turned off has none", async () => {
     writeFileSync(join(s.config, "capabilities.toml"), file().replace('id = "comfyui"\nkind = "comfyui"\n', 'id = "comfyui"\nkind = "comfyui"\nenabled = false\n'));
     await s.hal0.box.snapshot();
