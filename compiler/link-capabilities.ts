@@ -1,7 +1,7 @@
 import { z } from "zod";
 import {
-  BACKEND_KINDS, Backend, CatalogSource, CHILD_NAME_PATTERN, DEVICES, SLOT_CHILDREN, SLOT_NAME_PATTERN, Selection,
-  type CapabilitiesFile, type Device, type Slot, type SlotType,
+  BACKEND_KINDS, Backend, CapabilitiesFile, CatalogSource, CHILD_NAME_PATTERN, DEVICES, SLOT_CHILDREN, SLOT_NAME_PATTERN, Selection,
+  type Device, type Slot, type SlotType,
 } from "../schema/index.js";
 import type { Catalog } from "./link-slots.js";
 import type { CompiledCapabilities } from "./model.js";
@@ -46,7 +46,10 @@ interface CapabilitiesView {
   readonly file: string;
   readonly backend: ReadonlyArray<{ index: number; entry: Backend }>;
   readonly catalog: ReadonlyArray<{ index: number; entry: { id: string } }>;
-  /** Every `[[backend]]` id the file spells, valid row or not: a selection naming one is not an unknown backend. */
+  /**
+   * Every `[[backend]]` id the file spells, valid row or not, and in a broken file the ids of the rows under a
+   * misspelled top-level key (`[[backends]]`): a selection naming one is not an unknown backend.
+   */
   readonly backendIds: ReadonlySet<string>;
   readonly selection: Readonly<Record<string, Readonly<Record<string, Selection>>>>;
 }
@@ -67,7 +70,8 @@ const ChildKey = z.string().regex(CHILD_NAME_PATTERN);
 
 function viewOfBroken({ file, value: raw }: Parsed<Record<string, unknown>>): CapabilitiesView | undefined {
   if (raw.schema_version !== undefined && raw.schema_version !== 2) return undefined;
-  const rows = Array.isArray(raw.backend) ? raw.backend : [];
+  // The rows of `[[backend]]` and of any top-level key the file does not have (`[[backends]]`: its own config.unknown_key).
+  const rows = Object.entries(raw).flatMap(([key, value]) => ((key === "backend" || !Object.hasOwn(CapabilitiesFile.shape, key)) && Array.isArray(value) ? value : []));
   const selection: Record<string, Record<string, Selection>> = {};
   for (const [slot, children] of Object.entries(tableOf(raw.selection) ?? {})) {
     if (!SlotKey.safeParse(slot).success) continue;
