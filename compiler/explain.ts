@@ -39,10 +39,13 @@ export function quoteName(value: string): string {
   return JSON.stringify(value).replace(/[^\x20-\x7e]/gu, (ch) => `\\u${hex(ch.codePointAt(0)!)}`);
 }
 
-/** Why a name breaks its grammar, naming invisible and look-alike characters. */
-export function explainName(value: string, pattern: RegExp | undefined): string {
+/**
+ * Why a name breaks its grammar, naming invisible and look-alike characters. A pattern that is none of the
+ * shared grammars is described by `describe`, the schema's own words for it, when it has some.
+ */
+export function explainName(value: string, pattern: RegExp | undefined, describe?: string): string {
   const grammar = NAME_GRAMMARS.find((g) => pattern !== undefined && g.pattern.source === pattern.source);
-  const rule = grammar ? `A name here is ${grammar.describe}.` : "It breaks the name grammar.";
+  const rule = grammar ? `A name here is ${grammar.describe}.` : describe ? `A name here is ${describe}.` : "It breaks the name grammar.";
   const odd = unusualCharacter(value);
   if (odd) return `${quoteName(value)} contains ${odd}. ${rule}`;
   if (value.length === 0) return `The name is empty. ${rule}`;

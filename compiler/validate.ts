@@ -179,7 +179,9 @@ function reportIssue(kind: FileKind, rel: string, issue: Issue, input: unknown, 
       return;
     case "invalid_key": {
       const key = String(path[path.length - 1]);
-      reporter.report("config.invalid_name", { file: rel, path }, `invalid name ${quoteName(key)}`, explainName(key, patternAt(kind.schema, path, true)));
+      // The key's own issue carries the schema's words for its grammar (zod's default message starts "Invalid").
+      const words = issue.issues.map((i) => i.message).find((m) => m !== undefined && !m.startsWith("Invalid"));
+      reporter.report("config.invalid_name", { file: rel, path }, `invalid name ${quoteName(key)}`, explainName(key, patternAt(kind.schema, path, true), words));
       return;
     }
     case "invalid_type": {

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { ResourceId, SlotName } from "./names.js";
+import { CHILD_NAME_PATTERN, ChildName, ResourceId, SlotName } from "./names.js";
 import { DEVICES, type SlotType } from "./slot.js";
 import { HttpUrl } from "./url.js";
 
@@ -33,7 +33,7 @@ export const SLOT_CHILDREN = {
   image: { upscaler: "image", refiner: "image", vae: "image", controlnet: "image", lora: "image" },
 } as const satisfies Record<SlotType, Readonly<Record<string, SlotType>>>;
 
-export const CHILD_NAME_PATTERN = /^[a-z][a-z0-9_-]{0,31}$/;
+export { CHILD_NAME_PATTERN };
 
 export const Backend = z.strictObject({
   id: ResourceId,
@@ -66,6 +66,6 @@ export const CapabilitiesFile = z.strictObject({
   schema_version: z.literal(2).default(2),
   backend: z.array(Backend).default([]),
   catalog: z.array(CatalogSource).default([]),
-  selection: z.record(SlotName, z.record(z.string().regex(CHILD_NAME_PATTERN, "a child name: 1–32 characters, lowercase a–z, digits, `_` and `-`, starting with a letter"), Selection)).prefault({}),
+  selection: z.record(SlotName, z.record(ChildName, Selection)).prefault({}),
 });
 export type CapabilitiesFile = z.infer<typeof CapabilitiesFile>;

@@ -1,7 +1,7 @@
 // Names and grammars
 export {
   SLOT_NAME_PATTERN, RESOURCE_ID_PATTERN, AGENT_ID_PATTERN, ENV_NAME_PATTERN, TOOL_NAME_PATTERN,
-  SlotName, ProfileName, ResourceId, AgentId, EnvName, ToolName, NAME_GRAMMARS,
+  SlotName, ProfileName, ResourceId, AgentId, EnvName, ToolName, ChildName, NAME_GRAMMARS,
 } from "./names.js";
 
 // File kinds

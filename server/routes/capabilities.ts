@@ -2,7 +2,7 @@ import { treeFileText } from "../box.js";
 import { z } from "zod";
 import { CAPABILITIES_FILE as FILE, selectionEdits } from "../../compiler/edits/capabilities.js";
 import type { CompiledCapabilities } from "../../compiler/model.js";
-import { CHILD_NAME_PATTERN, DEVICES, ResourceId, SlotName } from "../../schema/index.js";
+import { ChildName, DEVICES, ResourceId, SlotName } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
 import { defineRoute } from "../route.js";
 
@@ -14,7 +14,7 @@ const ListQuery = z.strictObject({
   section: z.string().optional(),
   summary: z.enum(["true", "false", "1", "0"]).optional().transform((v) => v === "true" || v === "1"),
 });
-const SlotChild = z.strictObject({ slot: SlotName, child: z.string().regex(CHILD_NAME_PATTERN) });
+const SlotChild = z.strictObject({ slot: SlotName, child: ChildName });
 /** One selection row; null on `backend` or `device` removes that key. */
 const SetBody = z.strictObject({
   model: ResourceId,

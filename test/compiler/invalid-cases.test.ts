@@ -132,6 +132,11 @@ describe("related positions and details", () => {
     expect(d.related).toMatchObject([{ file: "slots/npu-a.toml", line: 1, column: 11 }]);
   });
 
+  it("a child name of capabilities.toml that breaks its grammar says the grammar", async () => {
+    const d = await diagnosticAt("capability-invalid-child-name", "capabilities.toml:2:17", "config.invalid_name");
+    expect(d.detail).toBe('"Draft" is not a valid name. A name here is a child name: 1–32 characters, lowercase a–z, digits, `_` and `-`, starting with a letter.');
+  });
+
   it("a [memory] url with a password is refused without repeating it (the diagnostics reach any caller of a server whose tree never compiled)", async () => {
     const d = await diagnosticAt("settings-memory-url-credentials", "hal0.toml:3:7", "config.invalid_value");
     expect(d.summary).toContain("user name or password");

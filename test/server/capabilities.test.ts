@@ -131,7 +131,9 @@ describe("POST /api/capabilities/{slot}/{child}", () => {
     expect(noModel.status).toBe(422);
     expect(noModel.body.error).toMatchObject({ code: "validation.invalid" });
     expect(noModel.body.error.details.fields[0].loc).toEqual(["body", "model"]);
-    expect((await s.call("POST", "/api/capabilities/chat/Vision!", { body: { model: "gemma-3-12b-it" } })).body.error.code).toBe("validation.invalid");
+    const badChild = await s.call("POST", "/api/capabilities/chat/Vision!", { body: { model: "gemma-3-12b-it" } });
+    expect(badChild.body.error.code).toBe("validation.invalid");
+    expect(badChild.body.error.details.fields[0].msg).toContain("a child name: 1–32 characters, lowercase a–z");
     expect((await s.call("POST", "/api/capabilities/chat/vision", { body: { model: "gemma-3-12b-it", size: 3 } })).body.error.code).toBe("validation.invalid");
   });
 });
