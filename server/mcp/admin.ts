@@ -109,8 +109,12 @@ function toCall(route: Route, tool: string, args: Record<string, unknown>, calle
   const query: Record<string, unknown> = {};
   const body: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(rest)) {
-    if (toQuery || queryKeys.has(k)) query[k] = Array.isArray(v) ? v.map(String) : typeof v === "object" && v !== null ? JSON.stringify(v) : String(v);
-    else body[k] = v;
+    if (toQuery || queryKeys.has(k)) {
+      // A query argument given as null is left out (its default), as `base: null` is: a URL has no spelling for null, and the
+      // text "null" would be a value (model_list's q: null matched no model, capability_list's section: null was an unknown section).
+      if (v === null) continue;
+      query[k] = Array.isArray(v) ? v.map(String) : typeof v === "object" ? JSON.stringify(v) : String(v);
+    } else body[k] = v;
   }
   const base = baseOf(args.base);
   return { params, query, body: toQuery ? undefined : (toolBody ?? body), caller: { ...caller, via: "mcp" }, requestId: randomUUID(), base, tool };

@@ -179,6 +179,19 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect((await s.call("GET", "/api/slots/helper")).status).toBe(200);
   });
 
+  it("leaves out a query argument given as null (its default), as a client filling every optional field sends it, instead of searching for the text \"null\"", async () => {
+    const c = await client();
+    const bare = await callTool(c, "model_list", { fields: "id" });
+    expect(bare.body.total).toBeGreaterThan(0);
+    const nulls = await callTool(c, "model_list", { q: null, type: null, installed: null, limit: null, fields: "id" });
+    expect(nulls.isError, JSON.stringify(nulls.body)).toBe(false);
+    expect(nulls.body).toEqual(bare.body);
+    const caps = await callTool(c, "capability_list", { section: null, summary: null });
+    expect(caps.body).toEqual((await callTool(c, "capability_list", {})).body);
+    // A query argument given a value is still judged: null is not a way around the route's checks.
+    expect((await callTool(c, "capability_list", { section: "bogus" })).body.error.code).toBe("capability.unknown_section");
+  });
+
   it("queues a gated call with its plan summary; the same call gets the same id, another call a new one; approving it over REST runs it", async () => {
     const c = await client("hermes__coder");
     const args = { name: "scratch", profile: "cpu-small", model: "qwen3-4b", port: 8150, type: "llm", enabled: false, placement: { device: "cpu" } };
