@@ -34,6 +34,11 @@ const TABLES: ReadonlyArray<readonly [string, readonly SeedTool[]]> = [
  * clients read from `destructiveHint: true`.
  */
 const ADDITIVE = new Set(["slot_create", "stack_create", "stack_snapshot", "profile_create", "upstream_create", "model_register", "model_add", "mcp_server_install", "plan_propose", "slot_pull_image", "runner_image_sync", "hardware_reprobe"]);
+/**
+ * Actions that change nothing, here or there: audited like a write, but read-shaped (seed 001 lists them as
+ * autonomous reads). upstream_test sends one GET <url>/models and records nothing.
+ */
+const CHANGES_NOTHING = new Set(["upstream_test"]);
 /** Tools whose route reaches outside the box (another host, a registry). */
 // mcp_server_install fetches a manifest from the url it is given (GET /api/mcp/resolve's fetch, behind the SSRF guard).
 const OPEN_WORLD = new Set(["upstream_test", "model_pull", "hf_search", "model_catalogue", "model_update_check", "update_check", "runner_image_sync", "mcp_server_install"]);
@@ -95,7 +100,7 @@ function routeTool(name: string, route: Route): ToolDef {
   // An argument the route does not take is refused (a query it does not know, a strict body's unknown key): advertised as closed.
   // A body that is not one plain object (a union) is advertised open; the route still judges it.
   const closed = (route.query === undefined || query?.additionalProperties === false) && (bodyless || body?.additionalProperties === false);
-  const read = route.kind === "read";
+  const read = route.kind === "read" || CHANGES_NOTHING.has(name);
   return {
     name, route, memory: false,
     description: `${route.summary} (${routeId(route)})`,

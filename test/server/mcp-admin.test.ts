@@ -46,7 +46,8 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     // A write that may change or remove what is there is destructive, whatever its method; one that only adds is not.
     for (const name of ["plan_submit", "model_config_write", "config_write", "slot_edit", "slot_restart", "upstream_update", "model_pull_cancel"]) expect(byName.get(name)!.annotations, name).toMatchObject({ readOnlyHint: false, destructiveHint: true });
     for (const name of ["slot_create", "plan_propose", "upstream_create", "mcp_server_install"]) expect(byName.get(name)!.annotations, name).toMatchObject({ readOnlyHint: false, destructiveHint: false });
-    expect(byName.get("upstream_test")!.annotations).toMatchObject({ openWorldHint: true });
+    // Testing an upstream sends one GET to it and changes nothing (seed 001 lists it among the reads): read-only, not destructive.
+    expect(byName.get("upstream_test")!.annotations).toEqual({ readOnlyHint: true, openWorldHint: true });
     // An install given {url} fetches the manifest there: it reaches outside the box.
     expect(byName.get("mcp_server_install")!.annotations).toMatchObject({ openWorldHint: true });
     const other = new Set((await (await client("someone_else")).listTools()).tools.map((t) => t.name));
