@@ -175,6 +175,12 @@ interface RouteBase<P, Q, B> {
    * 003 does (`model_swap`'s `model_id`) is translated.
    */
   readonly toolBodies?: Readonly<Record<string, z.ZodType>>;
+  /**
+   * The fields a body that passes them through (a slot file's keys, which the
+   * compiler judges) takes, for its tools to advertise as hints: never used
+   * to parse a call. Its required fields are advertised as required.
+   */
+  readonly bodyHints?: z.ZodType;
 }
 
 /** A read: no side effect. */

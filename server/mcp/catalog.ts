@@ -91,10 +91,12 @@ function routeTool(name: string, route: Route): ToolDef {
   const bodyless = route.method === "GET" || route.method === "DELETE" || !route.body;
   // A tool narrower than its route (model_assign) advertises what it takes, not the route's whole body.
   const body = bodyless ? undefined : jsonOf(route.toolBodies?.[name] ?? route.body);
-  const properties: Record<string, unknown> = { ...query?.properties, ...body?.properties };
+  // A body that passes a file's keys through (slot_create, slot_edit) advertises them from its hints; its hints describe the fields more closely than the body that lets them through.
+  const hints = bodyless || route.toolBodies?.[name] ? undefined : jsonOf(route.bodyHints);
+  const properties: Record<string, unknown> = { ...query?.properties, ...body?.properties, ...hints?.properties };
   for (const p of params) properties[p] = { type: "string", description: "path argument: a string, or an integer below 2^53" };
   // Required: the path arguments, and the query and body fields the route cannot do without (model_store_probe's path).
-  const required = [...new Set([...params, ...(query?.required ?? []), ...(body?.required ?? [])])];
+  const required = [...new Set([...params, ...(query?.required ?? []), ...(body?.required ?? []), ...(hints?.required ?? [])])];
   // A write takes `base` (the revision its change is planned against, as If-Match).
   if (route.kind === "write") properties.base ??= { type: "string", description: "the revision (rev_…) the change is planned against: refused as stale if the tree moved (If-Match)" };
   // An argument the route does not take is refused (a query it does not know, a strict body's unknown key): advertised as closed.

@@ -1,6 +1,6 @@
 import { z } from "zod";
 import { createSlotChanges, deleteSlotChanges, editSlotChanges, renameSlotChanges, slotDoc, slotFile as fileOf, SPARSE_TABLES, swapSlotChanges, toggleSlotChanges } from "../../compiler/edits/slots.js";
-import { ResourceId, SlotName } from "../../schema/index.js";
+import { ResourceId, Slot, SlotName } from "../../schema/index.js";
 import type { BoxService } from "../box.js";
 import { refusing } from "../errors.js";
 import { restoreMasked } from "../redact.js";
@@ -38,6 +38,30 @@ const Create = z.looseObject({ name: SlotName }).refine((b) => fieldCount(b) <= 
 const Edit = z.looseObject({ tune: z.union([z.null(), z.record(z.string(), z.unknown())]).optional() }).refine((b) => fieldCount(b) <= MAX_SLOT_FIELDS, bounded);
 
 /**
+ * What slot_create and slot_edit advertise (seed 001: "a profile, model and
+ * placement, plus sparse tune overrides"): a slot file's keys. A create
+ * needs `profile` and `port` (the slot file does); an edit sets any of them,
+ * each key of `tune`, `placement` and `server` on its own, and null removes
+ * one, so nothing there has a default.
+ */
+const CreateHints = z.object({ name: SlotName, ...Slot.shape });
+const EditHints = sparse(Slot);
+
+function sparse(o: z.ZodObject): z.ZodObject {
+  return z.object(Object.fromEntries(Object.entries(o.shape).map(([k, v]) => {
+    const inner = bare(v as z.ZodType);
+    return [k, (inner instanceof z.ZodObject && SPARSE_TABLES.has(k) ? sparse(inner) : inner).nullable().optional()];
+  })));
+}
+
+/** A field's own type, without the default or optionality the file gives it. */
+function bare(t: z.ZodType): z.ZodType {
+  let v: z.ZodType = t;
+  while (v instanceof z.ZodDefault || v instanceof z.ZodPrefault || v instanceof z.ZodOptional) v = v.unwrap() as z.ZodType;
+  return v;
+}
+
+/**
  * A tool's body that may also name its field as seed 003 does (`model_swap`'s
  * `model_id`, `slot_rename`'s `new_name`): exactly one of the two, sent on
  * under the route's name.
@@ -66,7 +90,7 @@ async function toggle(box: BoxService, name: string, enabled: boolean, force: bo
 /** The write side of the slot routes: every one a ChangeSet through the pipeline, except restart (an action on the runtime). */
 export const slotWriteRoutes = [
   defineRoute({
-    method: "POST", path: "/api/slots", kind: "write", body: Create, status: 201, tools: ["slot_create"],
+    method: "POST", path: "/api/slots", kind: "write", body: Create, bodyHints: CreateHints, status: 201, tools: ["slot_create"],
     summary: "Create slots/<name>.toml from the body's fields (name + the slot file's keys)",
     handle: async ({ box, body }) => {
       const { name, ...fields } = body;
@@ -75,7 +99,7 @@ export const slotWriteRoutes = [
     },
   }),
   defineRoute({
-    method: "PUT", path: "/api/slots/{name}/config", kind: "write", params: Name, body: Edit, tools: ["slot_edit", "model_assign"],
+    method: "PUT", path: "/api/slots/{name}/config", kind: "write", params: Name, body: Edit, bodyHints: EditHints, tools: ["slot_edit", "model_assign"],
     // seed 003: model_assign is "name (path), model (required)"; the route's other fields are slot_edit's.
     toolBodies: { model_assign: z.strictObject({ model: ResourceId }) },
     summary: "Edit a slot's file in place (comments kept): fields set, null removes one; sparse `tune`, `tune: null` clears it",

@@ -7,6 +7,7 @@ import { SESSIONS_PER_IDENTITY } from "../../server/mcp/endpoint.js";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
 import { until, untilTrue } from "../helpers/until.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
+import { TUNE_KEYS } from "../../schema/index.js";
 
 let s: TestServer;
 let clients: Client[] = [];
@@ -59,7 +60,18 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     const args = (name: string) => (tools.find((t) => t.name === name)!.inputSchema as any).properties.args;
     expect(args("model_store_probe").required).toEqual(["path"]);
     expect(args("provider_credential_write").required).toEqual(["name", "value"]);
-    expect(args("slot_create").required).toEqual(["name"]);
+    // slot_create and slot_edit pass a slot file's keys through to the compiler: they advertise those keys (seed 001: a profile, model and
+    // placement, plus sparse tune overrides), the create with what a slot file cannot do without, the edit with null (removes a key) and no defaults.
+    expect(args("slot_create")).toMatchObject({ required: ["name", "profile", "port"], additionalProperties: {} });
+    expect(Object.keys(args("slot_create").properties)).toEqual(expect.arrayContaining(["profile", "model", "port", "type", "placement", "tune", "server"]));
+    expect(Object.keys(args("slot_create").properties.tune.properties).sort()).toEqual([...TUNE_KEYS].sort());
+    const edit = args("slot_edit");
+    expect(edit).toMatchObject({ required: ["name"], additionalProperties: {} });
+    expect(Object.keys(edit.properties)).toEqual(expect.arrayContaining(["profile", "model", "port", "placement", "tune", "server"]));
+    const tune = edit.properties.tune.anyOf.find((b: any) => b.type === "object");
+    expect(Object.keys(tune.properties).sort()).toEqual([...TUNE_KEYS].sort());
+    expect(tune.properties.ctx_size.anyOf).toContainEqual({ type: "null" });
+    expect(JSON.stringify(edit)).not.toContain('"default"');
     // model_assign takes `model` only (seed 003), not slot_edit's body: so it says.
     expect(args("model_assign")).toMatchObject({ required: ["name", "model"], additionalProperties: false });
     expect(Object.keys(args("model_assign").properties).sort()).toEqual(["base", "model", "name"]);
