@@ -1,4 +1,4 @@
-import type { z } from "zod";
+import { z } from "zod";
 import type { ChangeSet } from "../compiler/changeset.js";
 import type { Diagnostic, Plan } from "../schema/index.js";
 import type { Base, BoxService, Proposal } from "./box.js";
@@ -230,4 +230,24 @@ export function routeId(route: Pick<Route, "method" | "path">): string {
 /** A reply that is not JSON (JSON lines, a log tail): HTTP sends it as is; the MCP layer returns it as text. */
 export class RawReply {
   constructor(readonly contentType: string, readonly text: string, readonly headers: Readonly<Record<string, string>> = {}) {}
+}
+
+/**
+ * A body's hints for a sparse edit (`bodyHints`): each field of `o` optional
+ * and also null (an edit's null removes the key), without the default the
+ * file gives it; a table named in `tables` is sparse in turn (each of its keys
+ * set on its own).
+ */
+export function sparseFields(o: z.ZodObject, tables: ReadonlySet<string> = new Set()): z.ZodObject {
+  return z.object(Object.fromEntries(Object.entries(o.shape).map(([k, v]) => {
+    const inner = bare(v as z.ZodType);
+    return [k, (inner instanceof z.ZodObject && tables.has(k) ? sparseFields(inner) : inner).nullable().optional()];
+  })));
+}
+
+/** A field's own type, without the default or optionality its file gives it. */
+function bare(t: z.ZodType): z.ZodType {
+  let v: z.ZodType = t;
+  while (v instanceof z.ZodDefault || v instanceof z.ZodPrefault || v instanceof z.ZodOptional) v = v.unwrap() as z.ZodType;
+  return v;
 }

@@ -2,9 +2,9 @@ import { z } from "zod";
 import { defaultModelEdits, deleteModelEdits, editModelEdits, modelTableEdit, presentFacts as present, scanEdits } from "../../compiler/edits/models.js";
 import type { Model } from "../../compiler/index.js";
 import { entryFor, scanModels } from "../../reconciler/host/model-scan.js";
-import { ResourceId } from "../../schema/index.js";
+import { ModelFacts, ResourceId } from "../../schema/index.js";
 import { ApiError, refusing } from "../errors.js";
-import { defineRoute, type WriteOutcome } from "../route.js";
+import { defineRoute, sparseFields, type WriteOutcome } from "../route.js";
 import { absolutePath, findModel, headerOf, headerReport, refuseLegacyKeys } from "./models-common.js";
 
 const ModelIdParams = z.strictObject({ model_id: ResourceId });
@@ -12,6 +12,14 @@ const ModelIdParams = z.strictObject({ model_id: ResourceId });
 const Facts = z.record(z.string(), z.unknown());
 const RegisterBody = z.looseObject({ id: ResourceId });
 const ScanBody = z.strictObject({ prune: z.boolean().default(false) });
+/**
+ * What model_register, model_validate and model_edit advertise (seed 001:
+ * they "take file facts as top-level fields"): the keys of a model's table.
+ * An edit's null removes a fact (`draft: null` unpairs the drafter).
+ */
+const FactHints = z.object({ id: ResourceId, ...ModelFacts.shape });
+const ValidateHints = z.object({ id: ResourceId.optional(), ...ModelFacts.shape });
+const EditHints = sparseFields(ModelFacts);
 
 const written = (o: WriteOutcome) => ({ revision: o.revision, files: o.files, committed: o.committed, plan: o.plan, warnings: o.warnings });
 
@@ -22,7 +30,7 @@ const written = (o: WriteOutcome) => ({ revision: o.revision, files: o.files, co
  */
 export const modelWriteRoutes = [
   defineRoute({
-    method: "POST", path: "/api/models", kind: "write", status: 201, body: RegisterBody, tools: ["model_register"],
+    method: "POST", path: "/api/models", kind: "write", status: 201, body: RegisterBody, bodyHints: FactHints, tools: ["model_register"],
     summary: "Register a model: file facts as top-level fields; facts missing from the body are read from a local GGUF's header",
     handle: async ({ body, box }) => {
       const { id, ...facts } = body as { id: string } & Record<string, unknown>;
@@ -38,7 +46,7 @@ export const modelWriteRoutes = [
     },
   }),
   defineRoute({
-    method: "PUT", path: "/api/models/{model_id}", kind: "write", params: ModelIdParams, body: Facts, tools: ["model_edit"],
+    method: "PUT", path: "/api/models/{model_id}", kind: "write", params: ModelIdParams, body: Facts, bodyHints: EditHints, tools: ["model_edit"],
     summary: "Edit a model's file facts (top-level fields; null removes one, e.g. draft: null unpairs the drafter)",
     handle: async ({ params, body, box }) => {
       const id = params.model_id;
@@ -72,7 +80,7 @@ export const modelWriteRoutes = [
     },
   }),
   defineRoute({
-    method: "POST", path: "/api/models/validate", kind: "read", body: z.looseObject({ id: ResourceId.optional() }), tools: ["model_validate"],
+    method: "POST", path: "/api/models/validate", kind: "read", body: z.looseObject({ id: ResourceId.optional() }), bodyHints: ValidateHints, tools: ["model_validate"],
     summary: "Check a model body against the tree (as if registered, or replacing the model of that id); nothing is written",
     handle: async ({ body, box }) => {
       const { id: given, ...facts } = body as { id?: string } & Record<string, unknown>;

@@ -4,7 +4,7 @@ import { ResourceId, Slot, SlotName } from "../../schema/index.js";
 import type { BoxService } from "../box.js";
 import { refusing } from "../errors.js";
 import { restoreMasked } from "../redact.js";
-import { defineRoute, type WriteIntent, type WriteOutcome } from "../route.js";
+import { defineRoute, sparseFields, type WriteIntent, type WriteOutcome } from "../route.js";
 import { slotIds } from "../slot-ids.js";
 import { restartable, restartSlot } from "../slot-restart.js";
 import { findSlot, slotFileText } from "../slot-view.js";
@@ -45,21 +45,7 @@ const Edit = z.looseObject({ tune: z.union([z.null(), z.record(z.string(), z.unk
  * one, so nothing there has a default.
  */
 const CreateHints = z.object({ name: SlotName, ...Slot.shape });
-const EditHints = sparse(Slot);
-
-function sparse(o: z.ZodObject): z.ZodObject {
-  return z.object(Object.fromEntries(Object.entries(o.shape).map(([k, v]) => {
-    const inner = bare(v as z.ZodType);
-    return [k, (inner instanceof z.ZodObject && SPARSE_TABLES.has(k) ? sparse(inner) : inner).nullable().optional()];
-  })));
-}
-
-/** A field's own type, without the default or optionality the file gives it. */
-function bare(t: z.ZodType): z.ZodType {
-  let v: z.ZodType = t;
-  while (v instanceof z.ZodDefault || v instanceof z.ZodPrefault || v instanceof z.ZodOptional) v = v.unwrap() as z.ZodType;
-  return v;
-}
+const EditHints = sparseFields(Slot, SPARSE_TABLES);
 
 /**
  * A tool's body that may also name its field as seed 003 does (`model_swap`'s

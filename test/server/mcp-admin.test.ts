@@ -72,6 +72,14 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect(Object.keys(tune.properties).sort()).toEqual([...TUNE_KEYS].sort());
     expect(tune.properties.ctx_size.anyOf).toContainEqual({ type: "null" });
     expect(JSON.stringify(edit)).not.toContain('"default"');
+    // model_register, model_validate and model_edit take a model's file facts as top-level fields (seed 001): they advertise them; an edit's null unpairs a drafter.
+    for (const name of ["model_register", "model_validate", "model_edit"]) {
+      expect(Object.keys(args(name).properties), name).toEqual(expect.arrayContaining(["path", "chat_template", "tokenizer_repo", "mtp", "jinja", "draft", "mmproj"]));
+      expect(args(name).additionalProperties, name).toEqual({});
+    }
+    expect(args("model_register").required).toEqual(["id"]);
+    expect(args("model_edit").required).toEqual(["model_id"]);
+    expect(args("model_edit").properties.draft.anyOf).toContainEqual({ type: "null" });
     // model_assign takes `model` only (seed 003), not slot_edit's body: so it says.
     expect(args("model_assign")).toMatchObject({ required: ["name", "model"], additionalProperties: false });
     expect(Object.keys(args("model_assign").properties).sort()).toEqual(["base", "model", "name"]);
