@@ -87,7 +87,7 @@ export function buildCatalog(routes: readonly Route[]): ToolDef[] {
 
 function routeTool(name: string, route: Route): ToolDef {
   const params = pathParams(route.path).map((p) => p.name);
-  const query = jsonOf(route.query);
+  const query = jsonOf(route.query, true);
   const bodyless = route.method === "GET" || route.method === "DELETE" || !route.body;
   // A tool narrower than its route (model_assign) advertises what it takes, not the route's whole body.
   const body = bodyless ? undefined : jsonOf(route.toolBodies?.[name] ?? route.body);
@@ -122,10 +122,12 @@ function memoryTool(name: string): ToolDef {
   return { name, memory: true, description: `${tool.description} (hal0-memory, in process)`, argsSchema: advertisedSchema(tool), annotations: memoryAnnotations(tool) };
 }
 
+const BOOL_TEXT = new Set(["true", "false", "1", "0"]);
+
 type JsonObjectSchema = { properties?: Record<string, unknown>; required?: string[]; additionalProperties?: unknown };
 
 /** A zod schema as input JSON Schema; undefined when absent or not representable. */
-function jsonOf(schema: z.ZodType | undefined): JsonObjectSchema | undefined {
+function jsonOf(schema: z.ZodType | undefined, query = false): JsonObjectSchema | undefined {
   if (!schema) return undefined;
   try {
     const json = z.toJSONSchema(schema, {
@@ -133,6 +135,16 @@ function jsonOf(schema: z.ZodType | undefined): JsonObjectSchema | undefined {
       // An integer query parameter's default is its input text ("50"): advertised as the integer it reads as (server/query.ts).
       override: ({ jsonSchema: js }) => {
         if (js.type === "integer" && typeof js.default === "string" && /^-?\d+$/.test(js.default)) js.default = Number(js.default);
+        // A yes/no query parameter is the text "true" / "false" (or "1" / "0") in a URL; over MCP it is a JSON boolean
+        // (dry_run: true, summary: true), which the call sends on as that text: advertised as the boolean it is.
+        if (query && js.type === "string" && Array.isArray(js.enum) && js.enum.includes("true") && js.enum.includes("false") && js.enum.every((v) => BOOL_TEXT.has(v as string))) {
+          const given = js.default;
+          delete js.enum;
+          delete js.default;
+          js.type = "boolean";
+          if (given === "true" || given === "false") js.default = given === "true";
+        }
+        if (query && js.type === "boolean" && (js.default === "true" || js.default === "false")) js.default = js.default === "true";
       },
     }) as JsonObjectSchema & { anyOf?: JsonObjectSchema[] };
     return json.anyOf ? branchesOf(json.anyOf) : json;

@@ -80,6 +80,14 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect(args("model_register").required).toEqual(["id"]);
     expect(args("model_edit").required).toEqual(["model_id"]);
     expect(args("model_edit").properties.draft.anyOf).toContainEqual({ type: "null" });
+    // A yes/no query parameter is a JSON boolean over MCP (dry_run: true, as the docs write it), not the text a URL carries.
+    for (const [name, field] of [["model_list", "installed"], ["capability_list", "summary"], ["stack_apply", "dry_run"], ["config_write", "dry_run"], ["slot_unload", "force"]] as const) {
+      expect(args(name).properties[field], `${name}.${field}`).toEqual({ type: "boolean" });
+    }
+    expect(args("provider_list").properties.probe).toEqual({ type: "boolean", default: true });
+    const c = await client("someone_else");
+    expect((await callTool(c, "capability_list", { summary: true })).body).toHaveProperty("summary");
+    expect((await callTool(c, "model_list", { installed: false, fields: "id" })).isError).toBe(false);
     // model_assign takes `model` only (seed 003), not slot_edit's body: so it says.
     expect(args("model_assign")).toMatchObject({ required: ["name", "model"], additionalProperties: false });
     expect(Object.keys(args("model_assign").properties).sort()).toEqual(["base", "model", "name"]);
