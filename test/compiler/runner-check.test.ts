@@ -183,6 +183,19 @@ env = { LLAMA_ARG_CTX_SIZ = "4096", LLAMA_ARG_FLASH_ATTN = "maybe" }
     expect([run.status, run.stderr]).toEqual([1, "error: invalid argument: --cache-reuse=256\n"]);
   });
 
+  it("the stand-in refuses, as hal0 does, a value outside every set the help lists, however it lists it (`--load-mode`, `--numa`, `--reasoning-format`)", () => {
+    for (const [build, facts] of [["", CURRENT], ["older", OLDER]] as const) {
+      const listed = facts.flags!.flags.filter((f) => f.values !== null && f.removed === null);
+      expect(listed.map((f) => f.canonical), build).toEqual(expect.arrayContaining(build === "" ? ["--load-mode", "--numa", "--reasoning-format", "--cache-type-k"] : ["--numa", "--reasoning-format"]));
+      for (const flag of listed) {
+        const name = flag.canonical;
+        const run = (value: string) => spawnSync(process.execPath, [join(import.meta.dirname, "../../fixtures/runner/fake-llama-server.mjs"), name, value, "--help"], { encoding: "utf8", env: { ...process.env, HAL0_FAKE_BUILD: build } });
+        expect(run("no-such-value").status, `${build} ${name} no-such-value`).toBe(1);
+        expect(run(flag.values![0]!).status, `${build} ${name} ${flag.values![0]}`).toBe(0);
+      }
+    }
+  });
+
   it("reads a long flag's `_` as `-`, as llama-server (and the stand-in) does: `--cache_reuse 256` passes, `--ctx_size` is a reserved flag", () => {
     const base = profiles.replace('flags = "-fa on --draft-max 4 --no-mmap"', 'flags = "-fa on"').replace(/^env = .*$/m, "");
     const slotWith = (extra: string) => `profile = "mine"\nmodel = "qwen3"\nport = 8081\n\n[server]\nextra_args = "${extra}"\n`;
