@@ -262,7 +262,7 @@ describe("the replies, shaped like the recorded ones", () => {
     expect(keys(props.modalities)).toEqual(keys(recorded.modalities));
     expect(keys(props.chat_template_caps)).toEqual(keys(recorded.chat_template_caps));
     expect(props).toMatchObject({
-      model_path: model, model_alias: "tiny", total_slots: 1, build_info: "b9749-d32676d77", endpoint_metrics: false,
+      model_path: model, model_alias: "tiny", total_slots: recorded.total_slots, build_info: "b9749-d32676d77", endpoint_metrics: false,
       default_generation_settings: { n_ctx: 2048 }, alias: "tiny", ctx_size: 2048,
     });
   });
@@ -282,14 +282,18 @@ describe("the replies, shaped like the recorded ones", () => {
     expect(models.models[0]).toMatchObject({ name: "tiny", model: "tiny" });
   });
 
-  it("/slots: one entry per --parallel slot (default 1), with slots.json's keys", async () => {
+  it("/slots: one entry per --parallel slot (auto: as many as recorded, sharing the context), with slots.json's keys", async () => {
     const recorded = factJson("slots.json");
-    const one = await serve(["-c", "4096"]);
-    await untilHealthy(one.base);
-    const slots = (await get(one.base, "/slots")).json();
-    expect(slots).toHaveLength(1);
+    const auto = await serve(["-c", "4096"]);
+    await untilHealthy(auto.base);
+    const slots = (await get(auto.base, "/slots")).json();
+    expect(slots).toHaveLength(recorded.length);
     expect(keys(slots[0])).toEqual(keys(recorded[0]));
-    expect(slots[0]).toMatchObject({ id: 0, n_ctx: 4096, is_processing: false });
+    expect(slots.map((s: { id: number; n_ctx: number }) => [s.id, s.n_ctx])).toEqual(recorded.map((s: { id: number }) => [s.id, 4096]));
+    const one = await serve(["-c", "4096", "--parallel", "1"]);
+    await untilHealthy(one.base);
+    expect((await get(one.base, "/slots")).json()).toEqual([{ id: 0, n_ctx: 4096, speculative: false, is_processing: false }]);
+    expect((await get(one.base, "/props")).json()).toMatchObject({ total_slots: 1, default_generation_settings: { n_ctx: 4096 } });
     const four = await serve(["-c", "4096", "--parallel", "4", "--kv-unified"]);
     await untilHealthy(four.base);
     expect((await get(four.base, "/slots")).json().map((s: { id: number; n_ctx: number }) => [s.id, s.n_ctx])).toEqual([[0, 4096], [1, 4096], [2, 4096], [3, 4096]]);
