@@ -167,6 +167,23 @@ describe("the command line, refused as the real llama-server refuses it", () => 
     expect(r.stderr).toContain("nope.gguf");
   });
 
+  it("a projector, drafter or chat template file that does not exist: exit 1 naming it, as the real one fails to load it", async () => {
+    for (const [flag, build] of [["--mmproj", ""], ["--spec-draft-model", ""], ["-md", ""], ["--chat-template-file", ""], ["--model-draft", "older"]] as const) {
+      const missing = join(tmp, `missing${flag}.gguf`);
+      const child = spawn(process.execPath, [RUNNER, "-m", model, "--port", "0", flag, missing], { stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, HAL0_FAKE_BUILD: build } });
+      children.add(child);
+      let stderr = "";
+      child.stderr.setEncoding("utf8").on("data", (s: string) => (stderr += s));
+      // It exits, or it listens (which it must not): whichever comes first.
+      const listening = new Promise<"listening">((resolve) => child.stdout.setEncoding("utf8").on("data", (s: string) => s.includes("listening on") && resolve("listening")));
+      const outcome = await Promise.race([once(child, "close").then(([code]) => code as number | null), listening]);
+      expect([outcome, stderr.includes(missing)], flag).toEqual([1, true]);
+    }
+    // Present, they are taken.
+    const present = await serve(["--mmproj", model, "--spec-draft-model", model, "--chat-template-file", model]);
+    await untilHealthy(present.base);
+  });
+
   it("a port that is taken: exit 1", async () => {
     const taken = createServer().listen(0, "127.0.0.1");
     await once(taken, "listening");
