@@ -47,7 +47,14 @@ const LONG_ALIAS_LENGTHS: ReadonlySet<number> = new Set([...FLAG_ALIASES.keys()]
  * llama-server adds the keys of each `--api-key-file` to those of the others:
  * a person's own key file must not drop the one hal0 gives a swarm runner.
  */
-const REPEATABLE_FLAGS = new Set(["--lora", "--lora-scaled", "--override-kv", "--control-vector", "--api-key-file"]);
+const REPEATABLE_FLAGS = new Set(["--lora", "--lora-scaled", "--override-kv", "--control-vector", "--control-vector-scaled", "--api-key-file"]);
+
+/**
+ * Flags whose value is two words (`--control-vector-layer-range START END`, both
+ * builds): dropping an earlier occurrence drops both, or the second would be
+ * left as a stray word the runner refuses (`error: invalid argument: 10`).
+ */
+const TWO_WORD_FLAGS = new Set(["--control-vector-layer-range"]);
 
 /**
  * llama-server's model presets (`--gpt-oss-20b-default`, …: "can download
@@ -152,7 +159,8 @@ export function shellSplit(input: string): string[] | undefined {
  * Last-wins de-duplication: a flag set twice keeps its last value, at the
  * position of its last occurrence; repeatable flags keep every occurrence.
  * Aliases count as the same flag (`-c` and `--ctx-size`). A flag takes the
- * next word as its value unless that word is itself a flag. Returns `argv`
+ * next word as its value unless that word is itself a flag (the next two for
+ * `--control-vector-layer-range START END`). Returns `argv`
  * itself when no flag repeats. The first `from` words (the runner's argv
  * prefix: `toolbox run -c llama-rocm llama-server`) are a command of their
  * own, kept word for word: neither read as flags nor dropped.
@@ -170,7 +178,8 @@ export function normalizeArgv(argv: readonly string[], from = 0): string[] {
     if (!repeated) for (let j = 0; j < seen.length; j++) if (seen[j] === name) repeated = true;
     seen.push(name);
     names[i] = name;
-    if (!token.includes("=") && i + 1 < argv.length && !isFlag(argv[i + 1]!)) names[++i] = null;
+    const words = TWO_WORD_FLAGS.has(name) ? 2 : 1;
+    for (let w = 0; w < words && !token.includes("=") && i + 1 < argv.length && !isFlag(argv[i + 1]!); w++) names[++i] = null;
   }
   if (!repeated) return argv as string[];
   // Walking back from the end, the first occurrence met is a flag's last; an earlier one is dropped with its value.
@@ -180,7 +189,8 @@ export function normalizeArgv(argv: readonly string[], from = 0): string[] {
     const name = names[i];
     if (typeof name === "string") {
       if (kept.includes(name) && !REPEATABLE_FLAGS.has(name)) {
-        if (names[i + 1] === null) out.pop();
+        // Its value words were the last ones kept (walking back): they go with it.
+        for (let j = i + 1; names[j] === null; j++) out.pop();
         continue;
       }
       kept.push(name);
@@ -224,9 +234,12 @@ export function groupArgv(argv: readonly string[]): { flags: Map<string, Array<s
     const eq = token.indexOf("=");
     const next = argv[i + 1];
     let value: string | null = null;
-    if (eq >= 0) value = token.slice(eq + 1);
-    else if (next !== undefined && !isFlag(next)) value = argv[++i]!;
     const name = canonicalFlag(token);
+    if (eq >= 0) value = token.slice(eq + 1);
+    else if (next !== undefined && !isFlag(next)) {
+      value = argv[++i]!;
+      if (TWO_WORD_FLAGS.has(name) && i + 1 < argv.length && !isFlag(argv[i + 1]!)) value += ` ${argv[++i]!}`;
+    }
     flags.set(name, [...(flags.get(name) ?? []), value]);
   }
   return { flags, positional };

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { RESERVED_ENV, RESERVED_FLAGS, canonicalFlag } from "../../compiler/argv.js";
-import { compile, normalizeArgv, shellSplit, sourceTree } from "../../compiler/index.js";
+import { compile, groupArgv, normalizeArgv, shellSplit, sourceTree } from "../../compiler/index.js";
 import { parseLlamaHelp } from "../../compiler/runner-help.js";
 
 describe("shellSplit", () => {
@@ -46,6 +46,15 @@ describe("normalizeArgv", () => {
     // No flag repeats: the same array back.
     const argv = ["llama-server", "-b", "512", "--jinja"];
     expect(normalizeArgv(argv)).toBe(argv);
+  });
+
+  it("drops a repeated two-word flag with both its words (`--control-vector-layer-range START END`), so no stray word reaches the runner", () => {
+    expect(normalizeArgv(["--control-vector-layer-range", "1", "10", "-c", "5", "--control-vector-layer-range", "2", "20"]))
+      .toEqual(["-c", "5", "--control-vector-layer-range", "2", "20"]);
+    expect(groupArgv(["--control-vector-layer-range", "2", "20"])).toEqual({ flags: new Map([["--control-vector-layer-range", ["2 20"]]]), positional: [] });
+    // Each --control-vector-scaled adds a vector, as each --control-vector does: all kept.
+    const scaled = ["--control-vector-scaled", "a.gguf", "0.5", "--control-vector-scaled", "b.gguf", "0.8"];
+    expect(normalizeArgv(scaled)).toEqual(scaled);
   });
 
   it("keeps the first `from` words (the runner's prefix) as they are, whatever flags they hold", () => {
