@@ -33,6 +33,31 @@ describe.skipIf(!available)(SUITE, () => {
     await s?.close();
   });
 
+  /**
+   * A fresh browser context logged in as the owner, its inbox open and live:
+   * `renders` counts the inbox's re-renders, and `queue` asks a gated
+   * slot_create over MCP (an event every open inbox re-renders on) and waits
+   * for this page's re-render showing its card.
+   */
+  async function liveInbox() {
+    const context = await browser.newContext();
+    const owner = s.hal0.tokens.verify(s.operator)!;
+    const page = await context.newPage();
+    await page.goto(`${s.url}/login?code=${s.hal0.tokens.loginCode(owner.id, 300)}`);
+    await page.locator(`body[data-inbox-live="connected"]`).waitFor({ state: "attached", timeout: 5000 });
+    const renders = async () => Number(await page.evaluate(() => document.body.dataset.inboxRenders ?? "0"));
+    const queue = async (name: string, port: number): Promise<string> => {
+      const before = await renders();
+      const queued = (await callTool(client, "slot_create", { name, profile: "cpu-small", model: "qwen3-4b", port, type: "llm", enabled: false, placement: { device: "cpu" } })).body;
+      expect(queued.status).toBe("pending_approval");
+      await expect.poll(renders, { timeout: 5000 }).toBeGreaterThan(before);
+      // (the page's first render, of the stream's snapshot, may be the one counted: its card shows the one that counts)
+      await page.locator(`article.pending[data-approval="${queued.approval_id}"]`).waitFor({ state: "attached", timeout: 5000 });
+      return queued.approval_id as string;
+    };
+    return { context, owner, page, renders, queue };
+  }
+
   /** The one-time link `hal0 web` prints for this server. */
   function hal0WebLink(): string {
     const run = spawnSync(process.execPath, [HAL0, "web", "--config", s.config, "--state", s.state, "--port", new URL(s.url).port], { encoding: "utf8", env: { PATH: process.env.PATH ?? "" }, timeout: 20_000 });
@@ -122,12 +147,7 @@ describe.skipIf(!available)(SUITE, () => {
   });
 
   it("after logging in again in another tab, the open inbox takes the new session's CSRF token: its Approve and Log out still work", async () => {
-    const context = await browser.newContext();
-    const owner = s.hal0.tokens.verify(s.operator)!;
-    const page = await context.newPage();
-    await page.goto(`${s.url}/login?code=${s.hal0.tokens.loginCode(owner.id, 300)}`);
-    await page.locator(`body[data-inbox-live="connected"]`).waitFor({ state: "attached", timeout: 5000 });
-    const renders = async () => Number(await page.evaluate(() => document.body.dataset.inboxRenders ?? "0"));
+    const { context, owner, page, renders } = await liveInbox();
     const before = await renders();
     // A second login in this browser (a fresh hal0 web link) ends the session the open inbox was rendered for.
     const other = await context.newPage();
@@ -153,24 +173,10 @@ describe.skipIf(!available)(SUITE, () => {
   });
 
   it("a re-render keeps the keyboard where it was: the caret in a reason being typed, a card's link; a card decided elsewhere moves the focus to the status region, which says so", async () => {
-    const context = await browser.newContext();
-    const owner = s.hal0.tokens.verify(s.operator)!;
-    const page = await context.newPage();
-    await page.goto(`${s.url}/login?code=${s.hal0.tokens.loginCode(owner.id, 300)}`);
-    await page.locator(`body[data-inbox-live="connected"]`).waitFor({ state: "attached", timeout: 5000 });
-    const renders = async () => Number(await page.evaluate(() => document.body.dataset.inboxRenders ?? "0"));
+    const { context, page, renders, queue } = await liveInbox();
     let port = 8170;
-    /** Queues one more request (an event every open inbox re-renders on) and waits for this page's re-render. */
-    const another = async (): Promise<string> => {
-      const before = await renders();
-      port++;
-      const queued = (await callTool(client, "slot_create", { name: `keys${port}`, profile: "cpu-small", model: "qwen3-4b", port, type: "llm", enabled: false, placement: { device: "cpu" } })).body;
-      expect(queued.status).toBe("pending_approval");
-      await expect.poll(renders, { timeout: 5000 }).toBeGreaterThan(before);
-      // (the page's first render, of the stream's snapshot, may be the one counted: its card shows the one that counts)
-      await page.locator(`article.pending[data-approval="${queued.approval_id}"]`).waitFor({ state: "attached", timeout: 5000 });
-      return queued.approval_id as string;
-    };
+    /** Queues one more request and waits for this page's re-render. */
+    const another = () => (port++, queue(`keys${port}`, port));
     const first = await another();
     const card = () => page.locator(`article.pending[data-approval="${first}"]`);
     const active = () => page.evaluate(() => {
@@ -208,20 +214,7 @@ describe.skipIf(!available)(SUITE, () => {
   });
 
   it("a re-render leaves open what the operator opened on a card (the whole plan, a change's before → after)", async () => {
-    const context = await browser.newContext();
-    const owner = s.hal0.tokens.verify(s.operator)!;
-    const page = await context.newPage();
-    await page.goto(`${s.url}/login?code=${s.hal0.tokens.loginCode(owner.id, 300)}`);
-    await page.locator(`body[data-inbox-live="connected"]`).waitFor({ state: "attached", timeout: 5000 });
-    const renders = async () => Number(await page.evaluate(() => document.body.dataset.inboxRenders ?? "0"));
-    const queue = async (name: string, port: number): Promise<string> => {
-      const before = await renders();
-      const queued = (await callTool(client, "slot_create", { name, profile: "cpu-small", model: "qwen3-4b", port, type: "llm", enabled: false, placement: { device: "cpu" } })).body;
-      expect(queued.status).toBe("pending_approval");
-      await expect.poll(renders, { timeout: 5000 }).toBeGreaterThan(before);
-      await page.locator(`article.pending[data-approval="${queued.approval_id}"]`).waitFor({ state: "attached", timeout: 5000 });
-      return queued.approval_id as string;
-    };
+    const { context, page, queue } = await liveInbox();
     const first = await queue("open1", 8181);
     const details = page.locator(`article.pending[data-approval="${first}"] details`);
     expect(await details.count()).toBeGreaterThan(1);
