@@ -99,6 +99,9 @@ export interface Proposal {
   readonly warnings: readonly Diagnostic[];
 }
 
+/** What judging a proposal reads: the tree before (or, when it does not compile, the last one that did), after, and the files written. */
+export type JudgedProposal = Pick<Proposal, "snapshot" | "baseline" | "model" | "applied" | "changes">;
+
 /**
  * The read window: how old what a read is served from may be. A liveness
  * observation (which runners or containers run) is reused for reads started

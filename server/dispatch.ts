@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { effectsOf, type Effect } from "../compiler/effects.js";
-import type { Base, BoxService, Proposal } from "./box.js";
+import type { Base, BoxService, JudgedProposal, Proposal } from "./box.js";
 import { ApiError, apiErrorOf, refusing } from "./errors.js";
 import { derivedOnce, isFrozenReply } from "./frozen-reply.js";
 import { isMcpServerRoute, redact, redactText } from "./redact.js";
@@ -198,7 +198,7 @@ export async function proposeOnly(d: Dispatcher, route: Route, call: Call): Prom
  * What a proposed change does (compiler/effects.ts), its stack-apply mark included: what every verdict, card and digest reads.
  * Judged against the tree on disk, or, when that does not compile, the last one that did (what runs).
  */
-export function proposalEffects(proposal: Pick<Proposal, "snapshot" | "baseline" | "model" | "applied" | "changes">): Effect[] {
+export function proposalEffects(proposal: JudgedProposal): Effect[] {
   return effectsOf({ before: proposal.snapshot.model ?? proposal.baseline, after: proposal.model, files: proposal.applied.files, ...(proposal.changes.stack ? { stack: proposal.changes.stack } : {}) });
 }
 
@@ -212,7 +212,7 @@ export function effectsDigest(effects: readonly Effect[]): string {
  * file it edits that moved is already `config.stale` (its base); this catches
  * one it only reads (a stack applied, a profile a slot switches to).
  */
-export function checkJudged(proposal: Pick<Proposal, "snapshot" | "baseline" | "model" | "applied" | "changes">, judged: string | undefined): void {
+export function checkJudged(proposal: JudgedProposal, judged: string | undefined): void {
   if (judged === undefined) return;
   const effects = proposalEffects(proposal);
   if (effectsDigest(effects) === judged) return;

@@ -1,7 +1,7 @@
 import { tierFor, type CompiledPolicy } from "../compiler/index.js";
 import type { Effect } from "../compiler/effects.js";
 import type { Tier } from "../schema/index.js";
-import type { Proposal } from "./box.js";
+import type { JudgedProposal } from "./box.js";
 import { ApiError, apiErrorOf } from "./errors.js";
 import { policyBlocks, routeFloor, stricter } from "./identity/access.js";
 import { RawReply, type Caller, type Route, type WriteIntent } from "./route.js";
@@ -23,7 +23,7 @@ export interface EffectVerdict {
  * what code runs, where secrets go, any key without a class — always needs a
  * person.
  */
-export function effectVerdict(proposal: Pick<Proposal, "snapshot" | "baseline" | "model" | "applied" | "changes">, floor: Tier, caller: Caller, policy: CompiledPolicy): EffectVerdict {
+export function effectVerdict(proposal: JudgedProposal, floor: Tier, caller: Caller, policy: CompiledPolicy): EffectVerdict {
   const effects = proposalEffects(proposal);
   let tier = floor;
   for (const e of effects) {
@@ -92,7 +92,7 @@ export interface WriteVerdict {
  * blocked for the agent is refused, a dry run included; any other dry run
  * runs, with its verdict beside it.
  */
-export async function agentWriteTier(route: Route, caller: Caller, policy: CompiledPolicy, toolTier: Tier, propose: () => Promise<{ intent: Pick<WriteIntent, "dryRun">; proposal: Pick<Proposal, "snapshot" | "baseline" | "model" | "applied" | "changes"> }>): Promise<WriteVerdict> {
+export async function agentWriteTier(route: Route, caller: Caller, policy: CompiledPolicy, toolTier: Tier, propose: () => Promise<{ intent: Pick<WriteIntent, "dryRun">; proposal: JudgedProposal }>): Promise<WriteVerdict> {
   const floor = routeFloor(route, caller, policy);
   const tier = stricter(toolTier, floor.tier);
   const { intent, proposal } = await propose();
@@ -102,7 +102,7 @@ export async function agentWriteTier(route: Route, caller: Caller, policy: Compi
   return { tier: verdict.tier, tool: floor.tool, judgedAt: proposal.snapshot.revision, judged: effectsDigest(verdict.effects) };
 }
 
-function dryRunVerdict(proposal: Pick<Proposal, "snapshot" | "baseline" | "model" | "applied" | "changes">, floor: Tier, caller: Caller, policy: CompiledPolicy): DryRunVerdict {
+function dryRunVerdict(proposal: JudgedProposal, floor: Tier, caller: Caller, policy: CompiledPolicy): DryRunVerdict {
   try {
     const verdict = effectVerdict(proposal, floor, caller, policy);
     return { approval_needed: verdict.tier === "gated", effects: effectLines(verdict.effects) };
