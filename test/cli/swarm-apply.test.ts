@@ -8,7 +8,7 @@ import type Dockerode from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { PROJECT } from "../reconciler/process-helpers.js";
-import { SWARM_DIR, SWARM_MANAGER, rigNode, rigNodeEngine, swarmManager } from "../reconciler/swarm-helpers.js";
+import { SWARM_DIR, SWARM_MANAGER, rigNode, rigNodeEngine, swarmManager, removeBoxLeftovers } from "../reconciler/swarm-helpers.js";
 import { applyKilledAfter, captureIo, startServe } from "./helpers.js";
 
 /**
@@ -94,15 +94,7 @@ describe.skipIf(manager === undefined)(SUITE, () => {
     } catch {
       return;
     }
-    const left = await engine.listServices({ filters: { label: [`hal0.box=${box}`] } });
-    await Promise.all(left.map((s) => engine.getService(s.ID).remove().catch(() => undefined)));
-    const secrets = await engine.listSecrets({ filters: { label: [`hal0.box=${box}`] } });
-    // A secret is removable once no service uses it (the services above are going).
-    for (let i = 0; i < 20; i++) {
-      const results = await Promise.all(secrets.map((s) => engine.getSecret(s.ID).remove().then(() => true, () => false)));
-      if (results.every(Boolean)) break;
-      await sleep(500);
-    }
+    await removeBoxLeftovers(engine, box);
   }, 120_000);
 
   it("applies slots pinned to three nodes and one placed by a label: each runs where its placement says and answers /health at its node, the key required for the rest", async () => {

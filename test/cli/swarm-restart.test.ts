@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { dockerClient } from "../../reconciler/drivers/docker.js";
 import { PROJECT } from "../reconciler/process-helpers.js";
-import { SWARM_DIR, SWARM_MANAGER, swarmManager } from "../reconciler/swarm-helpers.js";
+import { SWARM_DIR, SWARM_MANAGER, swarmManager, removeBoxLeftovers } from "../reconciler/swarm-helpers.js";
 import { captureIo } from "./helpers.js";
 
 /**
@@ -75,14 +75,7 @@ describe.skipIf(manager === undefined)(SUITE, () => {
     } catch {
       return;
     }
-    const left = await engine.listServices({ filters: { label: [`hal0.box=${box}`] } });
-    await Promise.all(left.map((s) => engine.getService(s.ID).remove().catch(() => undefined)));
-    const secrets = await engine.listSecrets({ filters: { label: [`hal0.box=${box}`] } });
-    for (let i = 0; i < 20; i++) {
-      const results = await Promise.all(secrets.map((s) => engine.getSecret(s.ID).remove().then(() => true, () => false)));
-      if (results.every(Boolean)) break;
-      await sleep(500);
-    }
+    await removeBoxLeftovers(engine, box);
   }, 120_000);
 
   it("a runner that exits: through Swarm's restart delay the plan leaves the slot to Swarm (starting) and a sweep keeps its service; Swarm runs it again", async () => {

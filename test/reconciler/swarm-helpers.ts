@@ -56,3 +56,19 @@ export async function swarmManager(suite: string): Promise<Dockerode | undefined
 export async function rigNodeEngine(action: "stop-node" | "start-node", n: 2 | 3): Promise<void> {
   await exec("bash", [SCRIPT, action, String(n)], { env: { ...process.env, HAL0_SWARM_DIR: SWARM_DIR }, maxBuffer: 8 << 20 });
 }
+
+/**
+ * Removes what a box's suite left on the swarm (its services, then its
+ * secrets, each once no service uses it), whatever `hal0 down` did first.
+ */
+export async function removeBoxLeftovers(engine: Dockerode, box: string): Promise<void> {
+  const left = await engine.listServices({ filters: { label: [`hal0.box=${box}`] } });
+  await Promise.all(left.map((s) => engine.getService(s.ID).remove().catch(() => undefined)));
+  const secrets = await engine.listSecrets({ filters: { label: [`hal0.box=${box}`] } });
+  // A secret is removable once no service uses it (the services above are going).
+  for (let i = 0; i < 20; i++) {
+    const results = await Promise.all(secrets.map((s) => engine.getSecret(s.ID).remove().then(() => true, () => false)));
+    if (results.every(Boolean)) break;
+    await new Promise((r) => setTimeout(r, 500));
+  }
+}
