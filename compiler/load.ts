@@ -62,11 +62,9 @@ export function configNotFoundMessage(dir: string): string {
   try {
     found = statSync(dir, { throwIfNoEntry: false });
   } catch (err) {
-    const code = (err as NodeJS.ErrnoException).code;
     // A path below a file (`--config box/hal0.toml/x`): no such folder, said as for any other.
-    if (code === "ENOTDIR") return `config folder not found: ${dir}`;
-    const why = code === "ELOOP" ? "it is a loop of symbolic links" : code === "EACCES" || code === "EPERM" ? "permission denied on the way to it" : `${code ?? (err as Error).message}`;
-    return `config folder not found: ${dir} (${why})`;
+    if ((err as NodeJS.ErrnoException).code === "ENOTDIR") return `config folder not found: ${dir}`;
+    return `config folder not found: ${dir} (${errnoBrief(err)})`;
   }
   if (found === undefined || found.isDirectory()) return `config folder not found: ${dir}`;
   return `config folder not found: ${dir} is a file; the config is the folder that holds hal0.toml and the other files${dir.endsWith(".toml") ? `: ${dirname(dir)}` : ""}`;
