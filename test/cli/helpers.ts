@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterAll } from "vitest";
-import type { CliIo } from "../../cli/index.js";
+import { main, type CliIo } from "../../cli/index.js";
 import { freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
 
 /**
@@ -34,6 +34,15 @@ export function captureIo(env: Record<string, string> = {}, cwd = process.cwd())
     cwd,
     out: () => out,
     err: () => err,
+  };
+}
+
+/** `hal0 <args> --config <config> --state <state>` in process, with what it printed: a box's command line, as a suite runs it. */
+export function boxCommand(config: string, state: string, env: Record<string, string> = {}, cwd = process.cwd()): (...args: string[]) => Promise<{ code: number; out: string; err: string }> {
+  return async (...args) => {
+    const io = captureIo(env, cwd);
+    const code = await main([...args, "--config", config, "--state", state], io);
+    return { code, out: io.out(), err: io.err() };
   };
 }
 

@@ -6,10 +6,9 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type Dockerode from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { main } from "../../cli/index.js";
 import { PROJECT } from "../reconciler/process-helpers.js";
 import { SWARM_DIR, SWARM_MANAGER, rigNode, rigNodeEngine, swarmManager, removeBoxLeftovers } from "../reconciler/swarm-helpers.js";
-import { applyKilledAfter, captureIo, startServe } from "./helpers.js";
+import { applyKilledAfter, boxCommand, startServe } from "./helpers.js";
 
 /**
  * `[slots] runtime = "swarm"` end to end through the CLI against the
@@ -34,11 +33,7 @@ describe.skipIf(manager === undefined)(SUITE, () => {
   const state = join(base, "state");
   const env = { DOCKER_HOST: "unix:///nonexistent.sock", HAL0_SWARM_DIR: SWARM_DIR };
 
-  const run = async (...args: string[]) => {
-    const io = captureIo(env);
-    const code = await main([...args, "--config", config, "--state", state], io);
-    return { code, out: io.out(), err: io.err() };
-  };
+  const run = boxCommand(config, state, env);
   const json = async (...args: string[]) => {
     const r = await run(...args, "--json");
     return JSON.parse(r.out);

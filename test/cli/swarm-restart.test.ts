@@ -5,11 +5,10 @@ import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import type Dockerode from "dockerode";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { main } from "../../cli/index.js";
 import { dockerClient } from "../../reconciler/drivers/docker.js";
 import { PROJECT } from "../reconciler/process-helpers.js";
 import { SWARM_DIR, SWARM_MANAGER, swarmManager, removeBoxLeftovers } from "../reconciler/swarm-helpers.js";
-import { captureIo } from "./helpers.js";
+import { boxCommand } from "./helpers.js";
 
 /**
  * A slot's service changing under hal0, on the three-node rig
@@ -33,11 +32,7 @@ describe.skipIf(manager === undefined)(SUITE, () => {
   const state = join(base, "state");
   const env = { DOCKER_HOST: "unix:///nonexistent.sock", HAL0_SWARM_DIR: SWARM_DIR };
 
-  const run = async (...args: string[]) => {
-    const io = captureIo(env);
-    const code = await main([...args, "--config", config, "--state", state], io);
-    return { code, out: io.out(), err: io.err() };
-  };
+  const run = boxCommand(config, state, env);
   const tasks = async () => (await engine.listTasks({ filters: { service: [SERVICE] } })) as { ID: string; DesiredState: string; Status: { State: string } }[];
   /** Kills the slot's runner on its node, as a crash would, and waits for the task Swarm holds for its restart delay. */
   const crash = async () => {
