@@ -1,4 +1,5 @@
 import type { AppliedChangeSet, ChangeSet } from "./changeset.js";
+import { slotOfFile } from "../schema/index.js";
 import type { Model } from "./model.js";
 
 /** A change the pipeline refuses whoever sends it and however (a route, a plan applied by id, an approved request). */
@@ -20,12 +21,12 @@ export function checkChange(before: Model | undefined, after: Model | undefined,
   const moves = movesOf(changes);
   const out: ChangeRefusal[] = [];
   for (const f of applied.files) {
-    const name = slotNameOf(f.file);
+    const name = slotOfFile(f.file);
     if (name === undefined) continue;
     const was = before.slots[name];
     if (!was?.pinned) continue;
     const to = moves.get(f.file);
-    const end = to === undefined ? name : slotNameOf(to);
+    const end = to === undefined ? name : slotOfFile(to);
     const gone = to === undefined ? f.after === null : end === undefined || !applied.tree.files.has(to);
     // Without the compiled tree after (checked first, before compiling it), only deletions can be judged.
     const now = end === undefined ? undefined : after?.slots[end];
@@ -36,9 +37,6 @@ export function checkChange(before: Model | undefined, after: Model | undefined,
   return out;
 }
 
-function slotNameOf(file: string): string | undefined {
-  return /^slots\/([^/]+)\.toml$/.exec(file)?.[1];
-}
 
 /** Where each renamed file ends, renames followed in order (`a → b`, then `b → c`: `a → c`). */
 function movesOf(changes: ChangeSet): Map<string, string> {

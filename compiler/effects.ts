@@ -1,5 +1,6 @@
 import { isAbsolute, join } from "node:path";
 import { parse } from "smol-toml";
+import { slotOfFile } from "../schema/index.js";
 import type { Model } from "./model.js";
 
 /**
@@ -69,16 +70,15 @@ type Doc = Record<string, unknown>;
  * create of the same text): one rename each, not a slot deleted and every key of a new one read as new.
  */
 function slotRenames(input: EffectInput): Array<{ from: string; to: string }> {
-  const slotOf = (file: string) => /^slots\/([^/]+)\.toml$/.exec(file)?.[1];
-  const gone = input.files.filter((f) => f.after === null && f.before !== null && slotOf(f.file) !== undefined);
+  const gone = input.files.filter((f) => f.after === null && f.before !== null && slotOfFile(f.file) !== undefined);
   const taken = new Set<string>();
   const out: Array<{ from: string; to: string }> = [];
   for (const f of input.files) {
-    if (f.before !== null || f.after === null || slotOf(f.file) === undefined) continue;
+    if (f.before !== null || f.after === null || slotOfFile(f.file) === undefined) continue;
     const from = gone.find((g) => !taken.has(g.file) && g.before === f.after);
     if (from === undefined) continue;
     taken.add(from.file);
-    out.push({ from: slotOf(from.file)!, to: slotOf(f.file)! });
+    out.push({ from: slotOfFile(from.file)!, to: slotOfFile(f.file)! });
   }
   return out;
 }
@@ -86,7 +86,7 @@ function slotRenames(input: EffectInput): Array<{ from: string; to: string }> {
 function fileEffects(input: EffectInput, f: EffectInput["files"][number]): Effect[] {
   const before = docOf(f.before);
   const after = docOf(f.after);
-  const slot = /^slots\/([^/]+)\.toml$/.exec(f.file)?.[1];
+  const slot = slotOfFile(f.file);
   if (slot !== undefined && f.after === null) {
     return [{ class: "assignment", where: f.file, path: [], tool: "slot_delete", line: `deletes slot ${slot}${input.before?.slots[slot]?.enabled ? " (it is enabled now: its server stops)" : ""}` }];
   }
@@ -136,7 +136,7 @@ function classify(input: EffectInput, file: string, path: readonly string[], bef
   const now = at(after, path);
   const key = path.join(".");
   const make = (cls: EffectClass, line: string, tool?: string): Effect => ({ class: cls, where: file, path, line, ...(tool ? { tool } : {}) });
-  const slot = /^slots\/([^/]+)\.toml$/.exec(file)?.[1];
+  const slot = slotOfFile(file);
   if (slot !== undefined) {
     const [head, sub] = path;
     if (head === "tune") return make("tune", `tunes slot ${slot}: ${key} ${show(was)} → ${show(now)}`);

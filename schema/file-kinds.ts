@@ -44,6 +44,11 @@ export const FILE_KINDS: readonly FileKind[] = [
 ];
 
 /** Which kind a tree-relative path (forward slashes) is, and its stem for per-resource kinds. */
+/** The slot a tree path is the file of (`slots/<name>.toml` → `<name>`), or undefined. */
+export function slotOfFile(rel: string): string | undefined {
+  return /^slots\/([^/]+)\.toml$/.exec(rel)?.[1];
+}
+
 export function classifyPath(rel: string): { kind: FileKind; stem?: string } | undefined {
   for (const kind of FILE_KINDS) {
     if (kind.file === rel) return { kind };

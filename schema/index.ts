@@ -19,7 +19,7 @@ export {
   Agent, AgentServer, AgentAuth, AGENT_NAME_PATTERN, AGENT_AUTH_KINDS, defaultAgentWorkspace,
 } from "./agent.js";
 export { PolicyFile, TIERS, builtinServerOf, defaultTiers, tierRank, type BuiltinServer, type Tier, type TierLists } from "./policy.js";
-export { FILE_KINDS, classifyPath, type FileKind, type FileKindId } from "./file-kinds.js";
+export { FILE_KINDS, classifyPath, slotOfFile, type FileKind, type FileKindId } from "./file-kinds.js";
 
 // Tune
 export {

@@ -14,7 +14,7 @@ import { isTreeFileName, TREE_FOLDERS, TreeCache } from "../reconciler/tree-cach
 import { compileWithRunners, runnerErrors } from "../reconciler/runner-observe.js";
 import type { RunnerProbe } from "../reconciler/runner-probe.js";
 import { linkTarget, observe, planChanges, replaceFileKeeping, StateStore, type HermesCredentials, type Inventory, type Observed, type ObservedSlot, type SlotDriver } from "../reconciler/index.js";
-import type { Diagnostic, Plan } from "../schema/index.js";
+import { slotOfFile, type Diagnostic, type Plan } from "../schema/index.js";
 import type { Db } from "./db.js";
 import { ApiError, apiErrorOf } from "./errors.js";
 import { MASK, maskedOverValues } from "./redact.js";
@@ -402,7 +402,7 @@ export class BoxService {
       applied = applyChangeSet(snapshot.tree, changes, { schemaDir: this.schemaDir });
     } catch (err) {
       if (err instanceof ChangeSetError && err.code === "slot.exists") {
-        const name = /^slots\/([^/]+)\.toml$/.exec(err.file)?.[1];
+        const name = slotOfFile(err.file);
         throw new ApiError("slot.exists", name ? `slot \`${name}\` already exists (${err.file})` : err.message, { name, file: err.file });
       }
       if (err instanceof ChangeSetError) throw new ApiError("config.invalid", err.message, { diagnostics: [changeSetDiagnostic(err, snapshot.tree)] });

@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { renamesOf, type ChangeSet } from "../compiler/changeset.js";
+import { slotOfFile } from "../schema/index.js";
 import type { Db } from "./db.js";
 
 /**
@@ -96,20 +97,17 @@ export function slotIdObserver(ids: () => SlotIds): (proposal: { changes: Change
   return ({ changes, applied }) => {
     const moved = new Set<string>();
     for (const { from, to } of renamesOf(changes)) {
-      const a = slotName(from);
-      const b = slotName(to);
+      const a = slotOfFile(from);
+      const b = slotOfFile(to);
       if (a !== undefined && b !== undefined) {
         ids().rename(a, b);
         moved.add(from);
       }
     }
     for (const f of applied.files) {
-      const name = slotName(f.file);
+      const name = slotOfFile(f.file);
       if (name !== undefined && f.after === null && !moved.has(f.file)) ids().remove(name);
     }
   };
 }
 
-function slotName(file: string): string | undefined {
-  return /^slots\/([^/]+)\.toml$/.exec(file)?.[1];
-}
