@@ -163,7 +163,7 @@ export function nodeFrom(n: ListedNode): ObservedNode {
 /** Task states in which a task's container may be up (or about to be). */
 const LIVE_STATES = new Set(["new", "pending", "assigned", "accepted", "preparing", "ready", "starting", "running"]);
 /** Task states on the way to running: Swarm is starting the task. */
-const STARTING_STATES = new Set(["new", "pending", "assigned", "accepted", "preparing", "ready", "starting"]);
+const STARTING_STATES: ReadonlySet<string> = new Set([...LIVE_STATES].filter((s) => s !== "running"));
 /** Task states in which a task ended on its own; with the restart condition `any`, Swarm starts another one. */
 const ENDED_STATES = new Set(["failed", "rejected", "complete"]);
 /**
