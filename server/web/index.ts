@@ -175,57 +175,11 @@ export function mountWeb(router: Router, deps: WebDeps): readonly PagePath[] {
     return redirect(event, "/login");
   }));
 
-  // ── deciding without script: form posts, through the REST routes ─────
-  /**
-   * `POST /approvals/{id}/approve|deny` (form-encoded: `csrf`, and `reason`
-   * to deny): the operator's session and its CSRF field, then the route
-   * table's own approve / deny route through `invoke` (validated, audited;
-   * decided by the operator's name), then 303 back to `/#<id>`, where the
-   * card shows how it ended. A refusal is a page with its status.
-   */
-  const decide = (decision: "approve" | "deny") => {
-    const id = `POST /api/agent/approvals/{id}/${decision}`;
-    const route = deps.routes.find((r) => routeId(r) === id);
-    if (!route) throw new Error(`the inbox needs the route ${id}`);
-    return defineEventHandler(async (event) => {
-      const started = performance.now();
-      const headers = event.node.req.headers;
-      const peer = event.node.req.socket.remoteAddress;
-      const requestId = randomUUID();
-      let caller: Caller = callerOf(ANONYMOUS, headers, "rest", peer);
-      let call: Call | undefined;
-      let viewer: Viewer | undefined;
-      let invoked = false;
-      const approvalId = param(event);
-      try {
-        checkGate(headers, deps.gate());
-        // The caller first: a refusal's audit row names the identity the credential proved (an agent's bearer, say).
-        const identity = identify(headers, deps.auth, peer);
-        caller = callerOf(identity, headers, "rest", peer);
-        viewer = viewerOf(identity);
-        const form = await readForm(event);
-        checkCsrf(identity, event, deps.gate(), form.get("csrf") ?? undefined);
-        const reason = (form.get("reason") ?? "").trim();
-        call = { params: { id: approvalId }, query: {}, body: decision === "deny" ? (reason === "" ? {} : { reason }) : undefined, caller, requestId };
-        invoked = true;
-        await invoke(deps, route, call);
-        return redirect(event, `/#${encodeURIComponent(approvalId)}`);
-      } catch (err) {
-        // A post refused before it reached the route (identity, CSRF, the form) is audited too, as on REST.
-        if (!invoked && err instanceof ApiError) deps.audit.record({ call: call ?? { params: { id: approvalId }, query: {}, body: undefined, caller, requestId }, route, outcome: "error", errorCode: err.code, durationMs: performance.now() - started });
-        if (err instanceof ApiError) return refusal(event, err, viewer);
-        return failed(event, err);
-      }
-    });
-  };
-  post("/approvals/:id/approve", decide("approve"));
-  post("/approvals/:id/deny", decide("deny"));
-
-  // ── the Agents page's forms: through the token routes (operator-only, audited) ──
+  // ── the pages' forms (no script): through the REST routes (validated, audited, each route's own access rule) ──
   /** A session form post to `routeKey`: the operator and its CSRF field, then `work` with the route and the caller; a refusal is a page. */
   const formPost = (routeKey: string | Route, work: (event: H3Event, form: URLSearchParams, run: (call: Omit<Call, "caller" | "requestId">) => Promise<unknown>, viewer: Viewer) => Promise<string>) => {
     const route = typeof routeKey === "string" ? deps.routes.find((r) => routeId(r) === routeKey) : routeKey;
-    if (!route) throw new Error(`the Agents page needs the route ${routeKey}`);
+    if (!route) throw new Error(`the operator's pages need the route ${routeKey}`);
     return defineEventHandler(async (event) => {
       const started = performance.now();
       const headers = event.node.req.headers;
@@ -257,6 +211,21 @@ export function mountWeb(router: Router, deps: WebDeps): readonly PagePath[] {
       }
     });
   };
+  /**
+   * `POST /approvals/{id}/approve|deny` (form-encoded: `csrf`, and `reason`
+   * to deny): the operator's session and its CSRF field, then the route
+   * table's own approve / deny route through `invoke` (validated, audited;
+   * decided by the operator's name), then 303 back to `/#<id>`, where the
+   * card shows how it ended. A refusal is a page with its status.
+   */
+  const decide = (decision: "approve" | "deny") => formPost(`POST /api/agent/approvals/{id}/${decision}`, async (event, form, run) => {
+    const id = param(event);
+    const reason = (form.get("reason") ?? "").trim();
+    await run({ params: { id }, query: {}, body: decision === "deny" ? (reason === "" ? {} : { reason }) : undefined });
+    return redirect(event, `/#${encodeURIComponent(id)}`);
+  });
+  post("/approvals/:id/approve", decide("approve"));
+  post("/approvals/:id/deny", decide("deny"));
   // Mints an agent token admitted to the bridge (never an operator's) and shows the chosen client's config once, in this reply only.
   post("/agents/admit", formPost("POST /api/auth/tokens", async (event, form, run, viewer) => {
     const { name, profiles, client } = admitForm(form);
