@@ -75,7 +75,10 @@ export interface Serving {
  * server/log-file.ts), every redacted line also goes to that bounded file.
  */
 export function serveLogger(level = "info", destination?: NodeJS.WritableStream, file?: RotatingLog): Logger {
-  const out = (destination ?? pino.destination({ dest: 1, sync: false })) as NodeJS.WritableStream & { flush?: (cb?: (err?: Error) => void) => void; flushSync?: () => void };
+  let logger: Logger | undefined;
+  const out = (destination ?? new StdoutLines((state, code) => logger?.[state === "down" ? "warn" : "info"]({ code }, state === "down"
+    ? `hal0 serve's standard output refused a line (${code}): its lines go to the log file only, and it is tried again every ${STDOUT_RETRY_MS / 1000} s`
+    : "hal0 serve's standard output takes its lines again"))) as NodeJS.WritableStream & { flush?: (cb?: (err?: Error) => void) => void; flushSync?: () => void };
   const redacting = {
     write: (line: string) => {
       const clean = redactText(line);
@@ -85,7 +88,7 @@ export function serveLogger(level = "info", destination?: NodeJS.WritableStream,
     flush: (cb?: (err?: Error) => void) => (out.flush ? out.flush(cb) : cb?.()),
     flushSync: () => out.flushSync?.(),
   };
-  return pino(
+  logger = pino(
     {
       level,
       base: { svc: "hal0" },
@@ -95,6 +98,70 @@ export function serveLogger(level = "info", destination?: NodeJS.WritableStream,
     },
     redacting as never,
   );
+  return logger;
+}
+
+/** While standard output refuses lines, it is tried again at most this often. */
+export const STDOUT_RETRY_MS = 5000;
+
+/**
+ * `hal0 serve`'s standard output: pino's buffered writer on fd 1, given up
+ * while fd 1 refuses lines. A stdout that is a file on a disk that filled up
+ * (`hal0 serve > hal0.out`) refuses every write with ENOSPC; left to itself
+ * the writer keeps every unwritten line in memory, its error reaches the
+ * process's last net, which logs it, which is one more line refused — the
+ * server spun on it and grew without end, and at SIGTERM its final flush
+ * retried forever. Here the first refusal drops what was waiting (the log
+ * file has those lines), says so once (`onChange`, logged while stdout is
+ * down, so it goes to the file), and lines go to the file alone until a
+ * later line, at least STDOUT_RETRY_MS on, is taken by a new writer.
+ * A closed pipe (EPIPE) is pino's to end quietly, as before.
+ */
+class StdoutLines {
+  private boom: ReturnType<typeof pino.destination> | undefined = this.open();
+  private downSince = 0;
+  /** Said down and not up since: a retry that fails again says nothing. */
+  private down = false;
+
+  constructor(private readonly onChange: (state: "down" | "up", code: string) => void) {}
+
+  write(line: string): boolean {
+    if (this.boom === undefined) {
+      if (Date.now() - this.downSince < STDOUT_RETRY_MS) return true;
+      this.boom = this.open();
+      this.boom.once("write", () => {
+        this.down = false;
+        this.onChange("up", "");
+      });
+    }
+    return this.boom.write(line);
+  }
+
+  flush(cb?: (err?: Error) => void): void {
+    if (this.boom === undefined) return void cb?.();
+    this.boom.flush(cb);
+  }
+
+  flushSync(): void {
+    this.boom?.flushSync();
+  }
+
+  private open(): ReturnType<typeof pino.destination> {
+    const boom = pino.destination({ dest: 1, sync: false });
+    boom.on("error", (err: NodeJS.ErrnoException) => {
+      // EPIPE: the reader is gone for good; pino's own handler has already made this writer a no-op.
+      if (this.boom !== boom || err.code === "EPIPE") return;
+      // destroy() drops the waiting lines (fd 1 stays open), and pino's exit flush skips a destroyed writer.
+      this.boom = undefined;
+      this.downSince = Date.now();
+      boom.removeAllListeners("write");
+      boom.destroy();
+      if (this.down) return;
+      this.down = true;
+      this.onChange("down", err.code ?? "EIO");
+    });
+    return boom;
+  }
 }
 
 /**

@@ -1,12 +1,12 @@
-import { execFileSync, type ChildProcess } from "node:child_process";
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { closeSync, cpSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { httpCall } from "../server/harness.js";
 import { PROJECT, until } from "../reconciler/process-helpers.js";
 import { main } from "../../cli/index.js";
-import { captureIo, healthWithin, startServe, writeFakeBox } from "./helpers.js";
+import { captureIo, emptyServeBox, healthWithin, startServe, writeFakeBox } from "./helpers.js";
 
 /**
  * A real full disk: the state folder on a 2 MiB tmpfs that the test mounts
@@ -20,9 +20,11 @@ describe("hal0 serve on a state folder whose disk fills up (a real tmpfs)", () =
   const mounted: string[] = [];
   let down: (() => Promise<unknown>) | undefined;
   let sweepChild: ChildProcess | undefined;
+  let stdoutChild: ChildProcess | undefined;
   afterAll(async () => {
     child?.kill("SIGKILL");
     sweepChild?.kill("SIGKILL");
+    stdoutChild?.kill("SIGKILL");
     await down?.();
     for (const m of mounted) {
       try {
@@ -98,5 +100,42 @@ describe("hal0 serve on a state folder whose disk fills up (a real tmpfs)", () =
     expect(JSON.stringify(line)).not.toContain("    at ");
     expect(JSON.stringify(line)).toContain("server.storage_full");
     rmSync(join(sweepDisk, "filler"));
+  }, 60_000);
+  it("with its standard output on the disk that filled up, logs that once to its log file, keeps answering, and ends at SIGTERM", async () => {
+    const outDisk = join(base, "out-disk");
+    mkdirSync(outDisk);
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", outDisk]);
+    mounted.push(outDisk);
+    // `hal0 serve > hal0.out` on that disk; the state folder (and so hal0.log) elsewhere.
+    const { config, state } = emptyServeBox("hal0-stdout-full-");
+    const out = openSync(join(outDisk, "hal0.out"), "a");
+    const serving = spawn(process.execPath, [join(PROJECT, "bin/hal0.js"), "serve", "--config", config, "--state", state, "--port", "0", "--no-reconcile"], { stdio: ["ignore", out, out] });
+    closeSync(out);
+    stdoutChild = serving;
+    const exited = new Promise<number | null>((resolve) => serving.once("exit", (code) => resolve(code)));
+    const logFile = join(state, "logs/hal0.log");
+    const logged = () => (existsSync(logFile) ? readFileSync(logFile, "utf8").split("\n").filter(Boolean).map((l) => JSON.parse(l) as { msg: string; url?: string }) : []);
+    await until(async () => logged().some((l) => l.msg === "hal0 serve listening"), 15_000);
+    const url = logged().find((l) => l.msg === "hal0 serve listening")!.url!.replace(/\/$/, "");
+    const headers = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
+    try {
+      writeFileSync(join(outDisk, "filler"), Buffer.alloc(4 * 1024 * 1024));
+    } catch (err) {
+      expect((err as NodeJS.ErrnoException).code).toBe("ENOSPC");
+    }
+    // Each request logs a line; the first page left of hal0.out takes a few, then stdout refuses them.
+    const refused = (l: { msg: string }) => l.msg.startsWith("hal0 serve's standard output refused a line (ENOSPC)");
+    for (let i = 0; i < 200 && !logged().some(refused); i++) expect((await httpCall(url, "GET", "/api/status", { headers })).status).toBe(200);
+    await until(async () => logged().some(refused), 5000);
+    for (let i = 0; i < 20; i++) expect((await httpCall(url, "GET", "/api/status", { headers })).status).toBe(200);
+    const lines = logged();
+    expect(lines.filter(refused)).toHaveLength(1);
+    // Not the refusal of each line logged as one more line (each refused in turn: the server spun on it and grew).
+    expect(lines.filter((l) => l.msg.startsWith("a write failed"))).toEqual([]);
+    serving.kill("SIGTERM");
+    expect(await exited).toBe(0);
+    expect(logged().at(-1)!.msg).toBe("hal0 serve stopped");
+    rmSync(join(outDisk, "filler"));
+    rmSync(join(state, ".."), { recursive: true, force: true });
   }, 60_000);
 });
