@@ -1,6 +1,7 @@
 import { accessSync, constants, existsSync, statSync } from "node:fs";
 import { dirname } from "node:path";
 import { closest } from "../compiler/suggest.js";
+import { writeRefused } from "../memory/sqlite.js";
 import { LockedError } from "../reconciler/lock.js";
 import { isCode } from "../schema/codes.js";
 import { redactText } from "../server/redact.js";
@@ -141,7 +142,9 @@ function masked(exit: number, text: string, code: string, message: string): Fail
 }
 
 /** What an error thrown by a command means for the exit status; undefined: a bug (rethrown, or system.internal under --json). */
-function failureOf(err: unknown, name: string, io: CliIo): Failure | undefined {
+function failureOf(thrown: unknown, name: string, io: CliIo): Failure | undefined {
+  // A write to the state folder's database that the disk refused (full, read-only): system.io naming the file, not a bug.
+  const err = writeRefused(thrown);
   if (err instanceof InvalidConfigError) {
     const text = { root: err.root, cwd: io.cwd, color: !io.env.NO_COLOR && io.stderr.isTTY === true, texts: err.texts };
     const errors = err.diagnostics.filter((d) => d.severity === "error");

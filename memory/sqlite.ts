@@ -32,6 +32,7 @@ export function openSqlite(stateDir: string, file: string, migrations: readonly 
   try {
     db = new Sqlite(path);
     setUp(db, migrations);
+    opened.add(path);
     return db;
   } catch (err) {
     db?.close();
@@ -83,6 +84,22 @@ export function damagedInUse(path: string, err: unknown): unknown {
   if (code === undefined || !(code.startsWith("SQLITE_CORRUPT") || code.startsWith("SQLITE_NOTADB"))) return err;
   const reason = code.startsWith("SQLITE_NOTADB") ? "it is no longer a SQLite database" : (err as Error).message;
   return new DatabaseUnavailableError(`the database ${path} is damaged: ${reason} (${code}); restore it from a backup, or move it away to start an empty one`);
+}
+
+/** Every database this process opened (a command opens one or two): what a write SQLite refused is named by. */
+const opened = new Set<string>();
+
+/**
+ * A write SQLite refused for want of a disk that takes it (SQLITE_FULL; SQLITE_READONLY: a read-only mount,
+ * a file or folder hal0 may not write; SQLITE_IOERR) as `system.io` naming the database (each this process
+ * opened, when it opened more than one) and SQLite's reason; any other error as it is. For a command, whose
+ * caller can act on the path and the reason, where an internal error with a stack would only say "a bug".
+ */
+export function writeRefused(err: unknown): unknown {
+  const code = sqliteCode(err);
+  if (code === undefined || !(code === "SQLITE_FULL" || code.startsWith("SQLITE_READONLY") || code.startsWith("SQLITE_IOERR"))) return err;
+  const names = opened.size === 0 ? "the state folder's database" : `the database ${[...opened].join(" or ")}`;
+  return new DatabaseUnavailableError(`could not write ${names}: ${(err as Error).message} (${code})`);
 }
 
 /** SQLite's error code (`SQLITE_BUSY`, `SQLITE_CORRUPT_…`) of an error the driver threw, else undefined. */

@@ -1,4 +1,4 @@
-import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import { execFileSync, spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { closeSync, cpSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -137,5 +137,43 @@ describe("hal0 serve on a state folder whose disk fills up (a real tmpfs)", () =
     expect(logged().at(-1)!.msg).toBe("hal0 serve stopped");
     rmSync(join(outDisk, "filler"));
     rmSync(join(state, ".."), { recursive: true, force: true });
+  }, 60_000);
+  it("a command that must write the database of a running serve's full or read-only state folder is system.io naming it (exit 1), not an internal error", async () => {
+    const dbDisk = join(base, "db-disk");
+    mkdirSync(dbDisk);
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", dbDisk]);
+    mounted.push(dbDisk);
+    const { config } = emptyServeBox("hal0-db-refused-");
+    const state = join(dbDisk, "state");
+    const serving = await startServe(config, state, ["--no-reconcile"]);
+    const hal0 = (...args: string[]) => spawnSync(process.execPath, [join(PROJECT, "bin/hal0.js"), ...args, "--state", state], { encoding: "utf8" });
+    try {
+      try {
+        writeFileSync(join(dbDisk, "filler"), Buffer.alloc(4 * 1024 * 1024));
+      } catch (err) {
+        expect((err as NodeJS.ErrnoException).code).toBe("ENOSPC");
+      }
+      const full = hal0("token", "create", "--agent", "ci");
+      expect(full.stderr).toBe(`hal0 token: system.io: could not write the database ${join(state, "hal0.db")}: database or disk is full (SQLITE_FULL)\n`);
+      expect(full.status).toBe(1);
+      rmSync(join(dbDisk, "filler"));
+      // The same folder read-only (a remount after a disk error): the serve's open handle still works, a new one cannot write.
+      execFileSync("mount", ["--bind", state, state]);
+      mounted.unshift(state);
+      execFileSync("mount", ["-o", "remount,bind,ro", state]);
+      for (const args of [["token", "rotate", "owner"], ["token", "create", "--agent", "ci", "--json"]]) {
+        const refused = hal0(...args);
+        expect(refused.stderr).not.toContain("internal error");
+        expect(refused.status).toBe(1);
+        expect(`${refused.stdout}${refused.stderr}`).toContain(`could not write the database ${join(state, "hal0.db")}: attempt to write a readonly database (SQLITE_READONLY)`);
+      }
+      execFileSync("umount", [state]);
+      mounted.shift();
+      expect(hal0("token", "list").stdout).not.toMatch(/\bagent\s+ci\b/);
+    } finally {
+      serving.child.kill("SIGTERM");
+      await new Promise((resolve) => serving.child.once("exit", resolve));
+      rmSync(join(config, ".."), { recursive: true, force: true });
+    }
   }, 60_000);
 });
