@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { renamesOf, type ChangeSet } from "../compiler/changeset.js";
 import { slotOfFile } from "../schema/index.js";
 import type { Db } from "./db.js";
+import { storageFull } from "./errors.js";
 
 /**
  * Stable slot ids (`slt_<12 hex>`), kept in the `slot_ids` table of the state
@@ -15,6 +16,8 @@ import type { Db } from "./db.js";
 export class SlotIds {
   private readonly byName = new Map<string, string>();
   private changes = 0;
+  /** Names given an id the table does not hold yet (the database refused it: a full disk). */
+  private readonly unsaved = new Set<string>();
 
   constructor(private readonly db: Db, private readonly now: () => number = Date.now) {
     const rows = db.prepare("SELECT name, id FROM slot_ids").all() as Array<{ name: string; id: string }>;
@@ -26,20 +29,39 @@ export class SlotIds {
     return this.changes;
   }
 
-  /** The id of each name, giving the new ones an id (one transaction for all of them). */
+  /**
+   * The id of each name, giving the new ones an id (one transaction for all of them). A database
+   * that cannot take them (a full disk, SQLITE_FULL) refuses no read: the new ids are kept in
+   * memory, answered as they are, and written by the first later call the database takes.
+   */
   ensure(names: Iterable<string>): Map<string, string> {
     const missing = [...names].filter((n) => !this.byName.has(n));
-    if (missing.length > 0) {
-      const insert = this.db.prepare("INSERT OR IGNORE INTO slot_ids (name, id, created_at) VALUES (?, ?, ?)");
-      const at = new Date(this.now()).toISOString();
-      this.db.transaction(() => {
-        for (const name of missing) insert.run(name, newId(), at);
-      })();
-      const read = this.db.prepare("SELECT id FROM slot_ids WHERE name = ?");
-      for (const name of missing) this.byName.set(name, (read.get(name) as { id: string }).id);
-      this.changes++;
+    for (const name of missing) {
+      this.byName.set(name, newId());
+      this.unsaved.add(name);
     }
+    if (missing.length > 0) this.changes++;
+    if (this.unsaved.size > 0) this.save();
     return this.byName;
+  }
+
+  /** Writes the ids given while the database could not take them; a full disk leaves them for the next call. */
+  private save(): void {
+    const insert = this.db.prepare("INSERT OR IGNORE INTO slot_ids (name, id, created_at) VALUES (?, ?, ?)");
+    const at = new Date(this.now()).toISOString();
+    try {
+      this.db.transaction(() => {
+        for (const name of this.unsaved) insert.run(name, this.byName.get(name)!, at);
+      })();
+    } catch (err) {
+      // Kept either way: an id once answered stays the slot's. Only another failure than a full disk is the caller's.
+      if (storageFull(err) !== undefined) return;
+      throw err;
+    }
+    // A name the table already held (written by another process meanwhile) keeps the id the table has.
+    const read = this.db.prepare("SELECT id FROM slot_ids WHERE name = ?");
+    for (const name of this.unsaved) this.byName.set(name, (read.get(name) as { id: string }).id);
+    this.unsaved.clear();
   }
 
   idOf(name: string): string {
@@ -62,12 +84,16 @@ export class SlotIds {
     })();
     this.byName.delete(from);
     this.byName.set(to, id);
+    const moving = this.unsaved.delete(from);
+    this.unsaved.delete(to);
+    if (moving) this.unsaved.add(to);
     this.changes++;
   }
 
   remove(name: string): void {
     this.db.prepare("DELETE FROM slot_ids WHERE name = ?").run(name);
     this.byName.delete(name);
+    this.unsaved.delete(name);
     this.changes++;
   }
 }

@@ -121,7 +121,9 @@ const rosterReplies = new WeakMap<Liveness, { model: Model; ids: number; reply: 
  */
 export async function rosterReply(box: BoxService, model: Model): Promise<RosterReply> {
   const seen = await observeLiveness(box, model);
+  // Costs no query while every slot's id is written; ids given while the disk was full are written now if they fit.
   const ids = slotIds(box.db);
+  ids.ensure(Object.keys(model.slots));
   const known = rosterReplies.get(seen);
   if (known !== undefined && known.model === model && known.ids === ids.version) return known.reply;
   const slots = await roster(box, model, seen);

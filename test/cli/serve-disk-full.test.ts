@@ -176,4 +176,40 @@ describe("hal0 serve on a state folder whose disk fills up (a real tmpfs)", () =
       rmSync(join(config, ".."), { recursive: true, force: true });
     }
   }, 60_000);
+  it("the first read of the slots after a start on a full disk answers with their ids, kept in memory and written once there is room, so a restart keeps them", async () => {
+    const idDisk = join(base, "id-disk");
+    mkdirSync(idDisk);
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", idDisk]);
+    mounted.push(idDisk);
+    const config = join(base, "id-box");
+    cpSync(join(PROJECT, "fixtures/box"), config, { recursive: true });
+    const state = join(idDisk, "state");
+    let serving = await startServe(config, state, ["--no-reconcile"]);
+    const headers = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
+    try {
+      writeFileSync(join(idDisk, "filler"), Buffer.alloc(4 * 1024 * 1024));
+    } catch (err) {
+      expect((err as NodeJS.ErrnoException).code).toBe("ENOSPC");
+    }
+    const idsOf = (body: { slots: Array<{ name: string; id: string }> }) => new Map(body.slots.map((x) => [x.name, x.id]));
+    const roster = await httpCall(serving.url, "GET", "/api/slots", { headers });
+    expect(roster.status).toBe(200);
+    const ids = idsOf(roster.body);
+    expect(ids.get("chat")).toMatch(/^slt_[0-9a-f]{12}$/);
+    const one = await httpCall(serving.url, "GET", "/api/slots/chat", { headers });
+    expect([one.status, one.body.id]).toEqual([200, ids.get("chat")]);
+    expect((await httpCall(serving.url, "GET", `/api/slots/by-id/${ids.get("chat")}`, { headers })).body.name).toBe("chat");
+    expect((await httpCall(serving.url, "GET", "/api/stats", { headers })).status).toBe(200);
+    rmSync(join(idDisk, "filler"));
+    expect(idsOf((await httpCall(serving.url, "GET", "/api/slots", { headers })).body)).toEqual(ids);
+    serving.child.kill("SIGTERM");
+    await new Promise((resolve) => serving.child.once("exit", resolve));
+    serving = await startServe(config, state, ["--no-reconcile"]);
+    try {
+      expect(idsOf((await httpCall(serving.url, "GET", "/api/slots", { headers })).body)).toEqual(ids);
+    } finally {
+      serving.child.kill("SIGTERM");
+      await new Promise((resolve) => serving.child.once("exit", resolve));
+    }
+  }, 60_000);
 });
