@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { open, rm, stat, truncate } from "node:fs/promises";
+import { open, rm, stat, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { writeFileAtomic } from "../atomic.js";
 import type { SlotView } from "../observed.js";
@@ -121,12 +121,18 @@ export const RUNNER_LOG_MAX_BYTES = 16 * 1024 * 1024;
  * (from the first whole line in them) are copied: a runner that wrote far
  * more since the last move (a sweep's interval of a chatty runner) never
  * makes `log.1` larger than the cap, nor needs as much free disk again for
- * the copy. Returns whether it moved.
+ * the copy. A disk too full for the copy (ENOSPC, EDQUOT: often the log
+ * itself filled it, a runner writing on while no sweep ran) does not keep
+ * the log over its cap: the newest FULL_DISK_KEEP_BYTES of it (from a whole
+ * line) are held in memory, the log is cut, which frees its space, and
+ * they are written to `log.1` (what does not fit then is lost). Returns
+ * whether it moved.
  */
 export async function capRunnerLog(log: string, maxBytes = RUNNER_LOG_MAX_BYTES): Promise<boolean> {
   const size = await stat(log).then((s) => s.size, () => 0);
   if (size <= maxBytes) return false;
   const source = await open(log, "r");
+  let newest: Buffer | undefined;
   try {
     const start = await lineStart(source, size - maxBytes, size);
     const target = await open(`${log}.1`, "w");
@@ -135,9 +141,18 @@ export async function capRunnerLog(log: string, maxBytes = RUNNER_LOG_MAX_BYTES)
       for (let at = start; at < size;) {
         const { bytesRead } = await source.read(buffer, 0, Math.min(buffer.length, size - at), at);
         if (bytesRead === 0) break; // cut meanwhile (by hand): nothing more to keep
-        await target.write(buffer, 0, bytesRead);
+        // A write may take less than it was given (a disk with a page left): the rest is written again, or refused.
+        for (let done = 0; done < bytesRead;) done += (await target.write(buffer, done, bytesRead - done)).bytesWritten;
         at += bytesRead;
       }
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code !== "ENOSPC" && code !== "EDQUOT") throw err;
+      await target.truncate(0);
+      const from = await lineStart(source, Math.max(start, size - FULL_DISK_KEEP_BYTES), size);
+      newest = Buffer.alloc(size - from);
+      const { bytesRead } = await source.read(newest, 0, newest.length, from);
+      newest = newest.subarray(0, bytesRead);
     } finally {
       await target.close();
     }
@@ -145,8 +160,12 @@ export async function capRunnerLog(log: string, maxBytes = RUNNER_LOG_MAX_BYTES)
     await source.close();
   }
   await truncate(log, 0);
+  if (newest !== undefined) await writeFile(`${log}.1`, newest).catch(() => undefined); // what fits now that the log's space is free
   return true;
 }
+
+/** On a disk too full to copy a runner's log, at most this much of its newest output is kept in runner.log.1 (held in memory while the log is cut). */
+export const FULL_DISK_KEEP_BYTES = 4 * 1024 * 1024;
 
 const COPY_CHUNK_BYTES = 1024 * 1024;
 /** How far past the cut a line's end is looked for; a longer line is kept from the cut on. */

@@ -1,10 +1,11 @@
 import { execFileSync } from "node:child_process";
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statfsSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { ProcessDriver } from "../../reconciler/drivers/process.js";
 import { markedRunners } from "../../reconciler/drivers/process-orphans.js";
+import { capRunnerLog } from "../../reconciler/drivers/runtime-record.js";
 import { freePort, viewFor } from "./process-helpers.js";
 
 /**
@@ -37,5 +38,34 @@ describe("the process runtime on a full disk", () => {
     expect(err).toMatchObject({ code: "ENOSPC", path: join(stateDir, "slots", "full", "runtime.json") });
     expect(await markedRunners(stateDir, "full")).toEqual([]);
     expect(readdirSync(join(stateDir, "slots", "full")).filter((f) => f.startsWith("."))).toEqual([]);
+  });
+  it("a runner's log over its cap on a disk it filled is cut all the same, its newest lines kept in runner.log.1 (no room for a copy)", async () => {
+    const disk = join(base, "log-disk");
+    mkdirSync(disk);
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", disk]);
+    try {
+      const log = join(disk, "runner.log");
+      const lines = Array.from({ length: 20_000 }, (_, i) => `srv  log line ${String(i).padStart(8, "0")}: what a chatty runner says\n`);
+      writeFileSync(log, lines.join(""));
+      writeFileSync(join(disk, "runner.log.1"), "the log before\n");
+      try {
+        writeFileSync(join(disk, "filler"), Buffer.alloc(2 * 1024 * 1024));
+      } catch (err) {
+        expect((err as NodeJS.ErrnoException).code).toBe("ENOSPC");
+      }
+      const cap = 512 * 1024;
+      expect(statSync(log).size).toBeGreaterThan(cap);
+      expect(await capRunnerLog(log, cap)).toBe(true);
+      expect(statSync(log).size).toBe(0);
+      const kept = readFileSync(`${log}.1`, "utf8");
+      expect(kept.length).toBeLessThanOrEqual(cap);
+      // The newest lines, from a whole line on.
+      expect(kept.endsWith(lines.at(-1)!)).toBe(true);
+      expect(lines).toContain(kept.slice(0, kept.indexOf("\n") + 1));
+      const { bavail, bsize } = statfsSync(disk);
+      expect(bavail * bsize).toBeGreaterThan(0);
+    } finally {
+      execFileSync("umount", ["-l", disk]);
+    }
   });
 });
