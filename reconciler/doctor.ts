@@ -1,5 +1,5 @@
 import { constants, existsSync } from "node:fs";
-import { access, readdir, readFile, stat } from "node:fs/promises";
+import { access, readdir, readFile, stat, statfs } from "node:fs/promises";
 import { request } from "node:http";
 import { join, resolve } from "node:path";
 import type { Model, ResolvedSlot } from "../compiler/index.js";
@@ -124,7 +124,12 @@ function treeRow(root: string, errors: number, total: number): DoctorRow {
   return { check: "tree", status: "ok", message: `${root} compiles`, hint: "" };
 }
 
-/** The state folder is writable (or, not there yet, can be made in its nearest existing parent). */
+/** Below this much free space on the state folder's disk, the doctor's state_folder row fails: SQLite cannot grow its log, nor a record be written. */
+export const STATE_DISK_FULL_BYTES = 1024 * 1024;
+/** Below this much, it warns. */
+export const STATE_DISK_LOW_BYTES = 64 * 1024 * 1024;
+
+/** The state folder is writable (or, not there yet, can be made in its nearest existing parent), on a disk with room. */
 async function stateRow(dir: string): Promise<DoctorRow> {
   const nearest = nearestExisting(dir);
   if (nearest === undefined) return { check: "state_folder", status: "fail", message: `no folder of ${dir} exists`, hint: "create it" };
@@ -133,6 +138,11 @@ async function stateRow(dir: string): Promise<DoctorRow> {
   const refused = await access(at, constants.W_OK).then(() => undefined, (err: NodeJS.ErrnoException) => err.code ?? "EACCES");
   if (refused === "EROFS") return { check: "state_folder", status: "fail", message: `${at} is on a read-only file system`, hint: "remount it read-write, or point --state or $HAL0_STATE at a writable folder" };
   if (refused !== undefined) return { check: "state_folder", status: "fail", message: `${at} is not writable`, hint: `run as the user that owns ${at}, or fix its permissions` };
+  // Writable by its mode, yet a full disk refuses every write: every call that records (a plan, an approval, an apply) is 507.
+  const free = await statfs(at).then((f) => f.bavail * f.bsize, () => undefined);
+  const hint = `free space on the disk that holds ${at}`;
+  if (free !== undefined && free < STATE_DISK_FULL_BYTES) return { check: "state_folder", status: "fail", message: `${at} is on a full disk (${free} bytes free): hal0 cannot record plans, approvals or what it starts`, hint };
+  if (free !== undefined && free < STATE_DISK_LOW_BYTES) return { check: "state_folder", status: "warn", message: `${at} is writable, with ${(free / 1024 / 1024).toFixed(1)} MiB free on its disk`, hint };
   return { check: "state_folder", status: "ok", message: at === dir ? `${dir} is writable` : `${dir} does not exist yet; ${at} is writable`, hint: "" };
 }
 

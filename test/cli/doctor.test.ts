@@ -165,6 +165,36 @@ describe("hal0 doctor", () => {
     }
   });
 
+  it("state_folder: fail on a full disk (a real tmpfs, filled), where the folder's mode alone says writable; warn when little is left", async () => {
+    const disk = join(dir, "full-state");
+    mkdirSync(disk);
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=2m,mode=755", "tmpfs", disk]);
+    try {
+      const config = join(dir, "full-config");
+      mkdirSync(config);
+      writeFileSync(join(config, "hal0.toml"), "");
+      const state = join(disk, "state");
+      mkdirSync(state, { mode: 0o700 });
+      const doctorRow = async () => {
+        const io = captureIo({}, dir);
+        const code = await main(["doctor", "--json", "--config", config, "--state", state], io);
+        return { code, row: (JSON.parse(io.out()).rows as Array<{ check: string }>).find((r) => r.check === "state_folder") };
+      };
+      // 2 MiB free: writable, with little room.
+      expect((await doctorRow()).row).toMatchObject({ status: "warn", message: expect.stringMatching(new RegExp(`^${state} is writable, with [12]\\.\\d MiB free on its disk$`)) });
+      try {
+        writeFileSync(join(disk, "filler"), Buffer.alloc(4 * 1024 * 1024));
+      } catch (err) {
+        expect((err as NodeJS.ErrnoException).code).toBe("ENOSPC");
+      }
+      const full = await doctorRow();
+      expect(full.code).toBe(1);
+      expect(full.row).toMatchObject({ status: "fail", message: `${state} is on a full disk (0 bytes free): hal0 cannot record plans, approvals or what it starts`, hint: `free space on the disk that holds ${state}` });
+    } finally {
+      execFileSync("umount", ["-l", disk]);
+    }
+  });
+
   it("tree: fail (exit 1) when the tree does not compile; the Hermes rows are not checked", async () => {
     const { code, row } = await doctor({}, "[slots]\nruntime = 3\n");
     expect(code).toBe(1);
