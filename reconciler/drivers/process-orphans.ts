@@ -1,3 +1,4 @@
+import { statSync } from "node:fs";
 import { readFile, readdir } from "node:fs/promises";
 import { resolve } from "node:path";
 import { procStat } from "./proc.js";
@@ -22,6 +23,29 @@ export async function runnerSlotOf(stateDir: string, pid: number): Promise<strin
   const vars = environ.split("\0");
   if (!vars.includes(`${STATE_KEY}=${resolve(stateDir)}`)) return undefined;
   return vars.find((v) => v.startsWith(`${SLOT_KEY}=`))?.slice(SLOT_KEY.length + 1);
+}
+
+/**
+ * The state folder `pid` is marked as a runner of when that is another folder
+ * than `stateDir` and it is still there: the runner of another hal0 box,
+ * which this folder's record names only because the folder was copied from
+ * that one (`cp -a`, the runtime records with it). Undefined for this
+ * folder's runner (under any path that reaches it: a symbolic link, a bind
+ * mount), for one with no markers (started by a hal0 before them, or an
+ * environment hal0 may not read), and for one whose folder is gone (the
+ * folder was moved here: its runners are this folder's).
+ */
+export async function otherBoxOf(stateDir: string, pid: number): Promise<string | undefined> {
+  const environ = await readFile(`/proc/${pid}/environ`, "latin1").catch(() => "");
+  const marked = environ.split("\0").find((v) => v.startsWith(`${STATE_KEY}=`))?.slice(STATE_KEY.length + 1);
+  if (marked === undefined || marked === resolve(stateDir)) return undefined;
+  try {
+    const theirs = statSync(marked);
+    const ours = statSync(stateDir);
+    return theirs.isDirectory() && (theirs.dev !== ours.dev || theirs.ino !== ours.ino) ? marked : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 /** Live processes marked as `name`'s runner of this state folder, with their start times. */

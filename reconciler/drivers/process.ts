@@ -4,7 +4,7 @@ import { unrecordedRunnerWords, type ObservedSlot, type SlotView } from "../obse
 import { DriverError, interruptedStart, wantsProbe, type ObserveOptions, type PortHolder, type SlotDriver, type StartOptions } from "./driver.js";
 import { bootId, healthOf, httpStatus, isLive, isOurs, killQuietly, portHolderOf, portInUseMessage, procStat, sameBoot } from "./proc.js";
 import { describeExit, spawnRunner, waitHealthy, type Spawned } from "./runner.js";
-import { markedRunners, markerEnv, runnerSlotOf } from "./process-orphans.js";
+import { markedRunners, markerEnv, otherBoxOf, runnerSlotOf } from "./process-orphans.js";
 import { runnerBaseEnv } from "./runner-env.js";
 import { capRunnerLog, logTail, RUNNER_LOG_MAX_BYTES, readRecord, removeRecord, slotPaths, slotsDir, writeRecord, type RuntimeRecord } from "./runtime-record.js";
 
@@ -95,7 +95,7 @@ export class ProcessDriver implements SlotDriver {
     const paths = slotPaths(this.stateDir, name);
     const read = await readRecord(paths.record);
     const recorded = read !== undefined && "record" in read ? read.record : undefined;
-    const runner = recorded !== undefined && (await recordedLives(recorded)) ? [{ pid: recorded.pid, startTime: recorded.pid_start }] : [];
+    const runner = recorded !== undefined && (await this.recordedLives(recorded)) ? [{ pid: recorded.pid, startTime: recorded.pid_start }] : [];
     // The recorded runner and, at the same time, every other process marked as this slot's.
     await terminateAll(name, [...runner, ...(await this.marked(name, recorded?.pid))], graceS);
     await removeRecord(paths.record);
@@ -119,8 +119,16 @@ export class ProcessDriver implements SlotDriver {
   /** Starting over a live runner would lose the only record of it: the executor stops a slot before it restarts it. */
   private async refuseIfRunning(name: string): Promise<void> {
     const read = await readRecord(slotPaths(this.stateDir, name).record);
-    if (read === undefined || "error" in read || !(await recordedLives(read.record))) return;
+    if (read === undefined || "error" in read || !(await this.recordedLives(read.record))) return;
     throw new DriverError("slot.spawn_failed", `slot ${name} is already running (pid ${read.record.pid}); stop it before starting it again`);
+  }
+
+  /**
+   * The recorded runner still runs and is this folder's: same boot, its pid alive with the recorded start time, and
+   * not marked as another state folder's runner (a record copied with its folder names the original box's runner).
+   */
+  private async recordedLives(record: RuntimeRecord): Promise<boolean> {
+    return sameBoot(record.boot_id) && (await isOurs(record.pid, record.pid_start)) && (await otherBoxOf(this.stateDir, record.pid)) === undefined;
   }
 
   private async observeSlot(name: string, options: ObserveOptions): Promise<ObservedSlot | undefined> {
@@ -140,6 +148,8 @@ export class ProcessDriver implements SlotDriver {
     if (stat.startTime !== pid_start) {
       return { name, record, running: false, health: "unknown", detail: `pid ${pid} is alive but is not the runner hal0 started (pid reused)` };
     }
+    const other = await otherBoxOf(this.stateDir, pid);
+    if (other !== undefined) return { name, record, running: false, health: "unknown", detail: copiedRecordNote(pid, other) };
     if (!wantsProbe(options, { name, record })) return { name, record, running: true, health: "unknown" };
     const status = await httpStatus(view.spec.port, view.spec.health_path, OBSERVE_HEALTH_TIMEOUT_MS);
     const health = healthOf(status);
@@ -149,9 +159,9 @@ export class ProcessDriver implements SlotDriver {
   }
 }
 
-/** The recorded runner still runs: same boot, and its pid is alive with the recorded start time. */
-async function recordedLives(record: RuntimeRecord): Promise<boolean> {
-  return sameBoot(record.boot_id) && isOurs(record.pid, record.pid_start);
+/** What a slot whose record names another box's runner says (otherBoxOf): not running here, and left alone. */
+function copiedRecordNote(pid: number, other: string): string {
+  return `pid ${pid} is the runner of the state folder ${other}, not of this one (this folder's runtime.json was copied from there): another box's, left alone`;
 }
 
 async function tailNote(logPath: string, spawned: Spawned): Promise<string> {
