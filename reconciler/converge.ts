@@ -100,8 +100,9 @@ export async function converge(target: ConvergeTarget, options: ConvergeOptions)
   const release = await acquireLock(target.state.dir, options.holder);
   try {
     // A killed apply's steps never ended: they say nothing now, and are not left behind; nor are the temps of writers that died mid-write.
+    // The inventory names the folder it is in, so a copy of the folder (cp -a) can tell it is one.
     // Housekeeping, done while the box is observed (a no-op apply does not wait on a folder walk); a failure of it fails nothing.
-    const housekeeping = Promise.all([target.state.clearSteps(), target.state.folders().then(removeStaleTemps)]).catch(() => undefined);
+    const housekeeping = Promise.all([target.state.clearSteps(), target.state.folders().then(removeStaleTemps), target.state.recordFolder()]).catch(() => undefined);
     const { observed, inventory } = await observeFor(target, options.plan).finally(() => housekeeping);
     const plan = planChanges(target.model, observed, inventory, options.plan);
     if (options.saved) {

@@ -194,6 +194,12 @@ export interface Inventory {
   readonly version: 1;
   /** This box's id (`hal0.box` label), made on first apply. */
   readonly box: string;
+  /**
+   * The state folder the inventory was last written in (its absolute path): a
+   * copy of the folder (`cp -a`) names the original, still there with the
+   * same id, and is given an id of its own (state.ts).
+   */
+  readonly state?: string;
   readonly slots: Readonly<Record<string, InventorySlot>>;
 }
 

@@ -1,4 +1,4 @@
-import { readFileSync } from "node:fs";
+import { readFileSync, statSync } from "node:fs";
 import { readdir, rm } from "node:fs/promises";
 import { createHash } from "node:crypto";
 import { join, resolve } from "node:path";
@@ -77,13 +77,16 @@ export class StateStore {
     if (typeof raw !== "object" || raw === null || Array.isArray(raw) || typeof slots !== "object" || slots === null || Array.isArray(slots)) {
       throw new StateCorruptError(join(this.dir, file), "it holds no `slots` table");
     }
-    return raw as Inventory;
+    // A copy of another box's folder holds that box's id: it is a box of its own, with none yet.
+    return copiedFrom(this.dir, raw as Inventory) === undefined ? (raw as Inventory) : { ...(raw as Inventory), box: "" };
   }
 
   /**
    * This box's id (the `hal0.box` label): the inventory's, else one derived
    * from the state folder's path, so it is the same before and after the
-   * first write and reading it never writes.
+   * first write and reading it never writes. A folder copied from another
+   * box's (`cp -a`, that folder still there with the same id) has no id of
+   * its own yet: the derived one, which its first write records.
    */
   async boxId(): Promise<string> {
     return (await this.readInventory()).box || derivedBoxId(this.dir);
@@ -91,9 +94,23 @@ export class StateStore {
 
   /** Writes the inventory, giving the box its id on first write. */
   async writeInventory(inventory: Inventory): Promise<Inventory> {
-    const withBox = inventory.box ? inventory : { ...inventory, box: derivedBoxId(this.dir) };
+    const withBox = { ...inventory, box: inventory.box || derivedBoxId(this.dir), state: resolve(this.dir) };
     await this.writeJson("inventory.json", withBox);
     return withBox;
+  }
+
+  /**
+   * Records in the inventory the folder it is in (`state`), so a copy of this
+   * folder can tell it is one; an inventory copied from another box's is given
+   * its own id here. Called by the lock's holder (each apply and sweep); it
+   * writes only when the inventory names another folder or none (one written
+   * by a hal0 from before the field), and never makes one.
+   */
+  async recordFolder(): Promise<void> {
+    if ((await this.readJson<unknown>("inventory.json")) === undefined) return;
+    const inventory = await this.readInventory();
+    if (inventory.box !== "" && inventory.state === resolve(this.dir)) return;
+    await this.writeInventory(inventory);
   }
 
   async readAppliedSettings(): Promise<Settings | undefined> {
@@ -234,8 +251,8 @@ export class StateCorruptError extends Error {
  */
 export function boxIdNow(dir: string): string {
   try {
-    const box = (JSON.parse(readFileSync(join(dir, "inventory.json"), "utf8")) as { box?: unknown } | null)?.box;
-    if (typeof box === "string" && box !== "") return box;
+    const inventory = JSON.parse(readFileSync(join(dir, "inventory.json"), "utf8")) as Partial<Inventory> | null;
+    if (typeof inventory?.box === "string" && inventory.box !== "" && copiedFrom(dir, inventory) === undefined) return inventory.box;
   } catch {
     // absent or unreadable: the derived id, which a first inventory write records
   }
@@ -244,4 +261,26 @@ export function boxIdNow(dir: string): string {
 
 function derivedBoxId(dir: string): string {
   return `box-${createHash("sha256").update(resolve(dir)).digest("hex").slice(0, 12)}`;
+}
+
+/**
+ * The state folder `inventory` was copied from: the one it was last written in
+ * (`state`), when that is another folder than `dir` (not the same one under
+ * another path: a symbolic link, a bind mount), still there, whose inventory
+ * holds the same box id. Two folders with one id would each take the other's
+ * containers as their own (observe lists by `hal0.box`), so the copy is the
+ * one that gives it up. A folder moved here (the other one gone) keeps it.
+ */
+function copiedFrom(dir: string, inventory: Partial<Inventory>): string | undefined {
+  const from = inventory.state;
+  if (typeof from !== "string" || from === resolve(dir) || typeof inventory.box !== "string" || inventory.box === "") return undefined;
+  try {
+    const theirs = statSync(from);
+    const ours = statSync(dir);
+    if (theirs.dev === ours.dev && theirs.ino === ours.ino) return undefined;
+    const box = (JSON.parse(readFileSync(join(from, "inventory.json"), "utf8")) as { box?: unknown } | null)?.box;
+    return box === inventory.box ? from : undefined;
+  } catch {
+    return undefined; // gone, or unreadable: nothing says the id is in use elsewhere
+  }
 }

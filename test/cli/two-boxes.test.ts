@@ -1,8 +1,11 @@
-import { cpSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { randomBytes } from "node:crypto";
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import type Dockerode from "dockerode";
 import { afterAll, describe, expect, it } from "vitest";
 import { markedRunners } from "../../reconciler/drivers/process-orphans.js";
+import { DOCKER_HOST, dockerEngine, ensureRunnerImage, removeContainers } from "../reconciler/docker-helpers.js";
 import { alive } from "../reconciler/process-helpers.js";
 import { boxCommand, writeFakeBox } from "./helpers.js";
 
@@ -49,4 +52,66 @@ describe("two boxes on one host (process runtime)", () => {
     expect((await a("down")).code).toBe(0);
     expect(await alive(pid)).toBe(false);
   });
+
+  it("an inventory from a hal0 before it named its folder gets the name at the next apply, even one with nothing to do", async () => {
+    const config = join(base, "old", "box");
+    const state = join(base, "old", "state");
+    states.push(state);
+    await writeFakeBox(config, ["tb"]);
+    const run = boxCommand(config, state);
+    expect((await run("apply", "--yes")).code).toBe(0);
+    const file = join(state, "inventory.json");
+    const { state: _folder, ...older } = JSON.parse(readFileSync(file, "utf8"));
+    writeFileSync(file, JSON.stringify(older));
+    const again = await run("apply", "--yes");
+    expect(again.out).toContain("No changes");
+    expect(JSON.parse(readFileSync(file, "utf8"))).toEqual({ ...older, state });
+    expect((await run("down")).code).toBe(0);
+  });
+});
+
+const SUITE = "two boxes on one host (docker runtime, real Docker engine)";
+const docker = await dockerEngine(SUITE);
+
+describe.skipIf(docker === undefined)(SUITE, () => {
+  const engine = docker as Dockerode;
+  const boxIdOf = (state: string): string => JSON.parse(readFileSync(join(state, "inventory.json"), "utf8")).box;
+  const ids: string[] = [];
+  afterAll(async () => {
+    for (const id of ids) await removeContainers(engine, id);
+  });
+
+  it("a box copied with cp -a, state and all, gets a box id of its own: its status shows the slot not running, its down removes none of the original's containers", async () => {
+    await ensureRunnerImage(engine);
+    const slot = `h0bx-${randomBytes(3).toString("hex")}`; // container names are the engine's: one unique to this run
+    const original = { config: join(base, "da", "box"), state: join(base, "da", "state") };
+    const [port] = await writeFakeBox(original.config, [slot]);
+    writeFileSync(join(original.config, "hal0.toml"), `[slots]\nruntime = "docker"\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 30\nstop_grace_s = 2\n`);
+    writeFileSync(join(original.config, "profiles.toml"), `[profile.fake]\nimage = "hal0-runner:local"\nrunner = ["hal0-fake-llama-server"]\ndevice_class = "cpu"\n`);
+    const a = boxCommand(original.config, original.state, { DOCKER_HOST });
+    const applied = await a("apply", "--yes");
+    expect(applied.code, applied.out + applied.err).toBe(0);
+    const id = boxIdOf(original.state);
+    ids.push(id);
+    const running = async () => (await engine.listContainers({ filters: { label: [`hal0.box=${id}`], status: ["running"] } })).map((c) => c.Names[0]);
+    expect(await running()).toEqual([`/hal0-slot-${slot}`]);
+
+    cpSync(join(base, "da"), join(base, "dc"), { recursive: true, preserveTimestamps: true });
+    const copy = { config: join(base, "dc", "box"), state: join(base, "dc", "state") };
+    const c = boxCommand(copy.config, copy.state, { DOCKER_HOST });
+    const status = await c("status");
+    expect(status.out).toMatch(new RegExp(`${slot}\\s+offline\\s+-\\s+${port}\\b`));
+
+    const down = await c("down");
+    expect(down.code, down.out + down.err).toBe(0);
+    expect(await running()).toEqual([`/hal0-slot-${slot}`]);
+    // Its first write gives the copy its own id; the original keeps its own.
+    expect(boxIdOf(copy.state)).not.toBe(id);
+    ids.push(boxIdOf(copy.state));
+    expect(boxIdOf(original.state)).toBe(id);
+    expect((await a("status")).out).toMatch(new RegExp(`${slot}\\s+ready\\b`));
+
+    expect((await a("down")).code).toBe(0);
+    expect(await running()).toEqual([]);
+  }, 120_000);
 });
