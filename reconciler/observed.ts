@@ -90,6 +90,13 @@ export interface ForeignPort {
    * and stopping that slot stops it.
    */
   readonly runner?: { readonly slot: string };
+  /**
+   * The box it belongs to, when it is another hal0 box's runner on this host:
+   * a process marked as the runner of another state folder (`state`, process
+   * runtime), or a running container labelled for another box id (`box`,
+   * with its `container` name). `slot` is that box's slot. hal0 leaves it alone.
+   */
+  readonly other_box?: { readonly state?: string; readonly box?: string; readonly slot?: string; readonly container?: string };
 }
 
 /**
@@ -100,6 +107,14 @@ export interface ForeignPort {
 export function renamedContainerWords(container: { readonly name: string; readonly slot: string; readonly state?: string }): string {
   if (container.state !== undefined) return `container ${container.name}, slot \`${container.slot}\`'s own, which is ${container.state} (not running, yet holding the port)`;
   return `container ${container.name}, which hal0 started as slot \`${container.slot}\` (it carries this box's hal0.slot=${container.slot} labels) but which is no longer named hal0-slot-${container.slot}, so hal0 does not take it for the slot; rename it back, or hal0 down stops it`;
+}
+
+/** Another hal0 box's runner or container (`ForeignPort.other_box`), in words. */
+export function otherBoxWords(holder: { readonly pid?: number; readonly command?: string }, other: NonNullable<ForeignPort["other_box"]>): string {
+  const which = other.container !== undefined ? `container ${other.container}` : holder.command === undefined ? `pid ${holder.pid}` : `pid ${holder.pid} (${holder.command})`;
+  const owner = other.box !== undefined ? `box ${other.box}` : `state folder ${other.state}`;
+  const slot = other.slot === undefined ? "a runner" : `slot \`${other.slot}\`'s runner`;
+  return `${which}, ${slot} of another hal0 box on this host (its ${owner}), which this box leaves alone: stop that slot there, or give one of the two another port`;
 }
 
 /** A process marked as slot `slot`'s runner that no record names (`ForeignPort.runner`), in words. */

@@ -1,7 +1,7 @@
 import type { ResolvedSlot } from "../compiler/index.js";
 import { slotAddress, type PlanWarning, type SlotAddress, type SlotChange } from "../schema/index.js";
 import { heldUnplaced } from "./nodes.js";
-import { renamedContainerWords, unrecordedRunnerWords, type ForeignPort, type ObservedNode, type ObservedSlot } from "./observed.js";
+import { otherBoxWords, renamedContainerWords, unrecordedRunnerWords, type ForeignPort, type ObservedNode, type ObservedSlot } from "./observed.js";
 
 /**
  * What the planner tells the operator about a slot beside its change: things
@@ -97,6 +97,7 @@ function tuneWarnings(address: SlotAddress, desired: ResolvedSlot): PlanWarning[
 function holder(foreign: ForeignPort): string {
   if (foreign.container !== undefined) return renamedContainerWords(foreign.container);
   if (foreign.runner !== undefined) return unrecordedRunnerWords(foreign, foreign.runner.slot);
+  if (foreign.other_box !== undefined) return otherBoxWords(foreign, foreign.other_box);
   const which = foreign.pid === undefined
     ? foreign.command ? `\`${foreign.command}\`` : "another program"
     : foreign.command ? `pid ${foreign.pid} (${foreign.command})` : `pid ${foreign.pid}`;

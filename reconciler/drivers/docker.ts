@@ -1,6 +1,6 @@
 import "./docker-deps.js"; // first: defers the parts of dockerode hal0 never uses
 import Dockerode from "dockerode";
-import { renamedContainerWords, type ObservedSlot, type SlotView } from "../observed.js";
+import { otherBoxWords, renamedContainerWords, type ObservedSlot, type SlotView } from "../observed.js";
 import { DriverError, INTERRUPTED, interruptedStart, whenAborted, wantsProbe, type EngineLog, type ObserveOptions, type PortHolder, type SlotDriver, type StartOptions } from "./driver.js";
 import { LABEL, boxFilter, containerName, deviceMappings, hostMounts, type BindMount, type DeviceMapping, type ImageDefaults, type InspectedContainer, labelledAs, logLinesOf, logTailOf, observedFrom, parseView, slotLabels, slotOf } from "./docker-container.js";
 import { answered, ENGINE_ANSWER_MS, engineStatus, exitNote, ignore, imageMissingMessage, logUnread, notOursMessage, whenExited } from "./docker-engine.js";
@@ -253,7 +253,12 @@ export class DockerDriver implements SlotDriver {
     const renamed = onPort.find((c) => c.State === "running" && !c.Names.includes(`/${containerName(c.Labels[LABEL.slot]!)}`));
     if (renamed !== undefined) return { ...holder, container: { name: renamed.Names[0]!.replace(/^\//, ""), slot: renamed.Labels[LABEL.slot]! } };
     const own = onPort.find((c) => c.State !== "running" && slotOf(c, this.box) !== undefined);
-    return own === undefined ? holder : { ...holder, container: { name: containerName(own.Labels[LABEL.slot]!), slot: own.Labels[LABEL.slot]!, state: own.State } };
+    if (own !== undefined) return { ...holder, container: { name: containerName(own.Labels[LABEL.slot]!), slot: own.Labels[LABEL.slot]!, state: own.State } };
+    // Else a running slot container of another box on this engine (the same slot port in two boxes): that box's, named.
+    const managed = await this.engine((abortSignal) => this.docker.listContainers({ filters: { label: [`${LABEL.managed}=true`], status: ["running"] }, abortSignal })).catch(() => []);
+    const other = managed.find((c) => c.Labels[LABEL.box] !== this.box && c.Labels[LABEL.slot] !== undefined && parseView(c.Labels[LABEL.view])?.spec.port === port);
+    if (other === undefined) return holder;
+    return { ...holder, other_box: { box: other.Labels[LABEL.box]!, slot: other.Labels[LABEL.slot]!, container: other.Names[0]!.replace(/^\//, "") } };
   }
 
   /** This box's containers labelled as a slot (`slot`, else any) under another name than that slot's. */
@@ -386,7 +391,8 @@ export class DockerDriver implements SlotDriver {
   private async refuseHeldPort(port: number): Promise<void> {
     const holder = await this.portHolder(port);
     if (holder === undefined) return;
-    throw new DriverError("slot.port_in_use", holder.container === undefined ? portInUseMessage(port, holder) : `port ${port} is already in use by ${renamedContainerWords(holder.container)}`);
+    const by = holder.container !== undefined ? renamedContainerWords(holder.container) : holder.other_box !== undefined ? otherBoxWords(holder, holder.other_box) : undefined;
+    throw new DriverError("slot.port_in_use", by === undefined ? portInUseMessage(port, holder) : `port ${port} is already in use by ${by}`);
   }
 
   /**

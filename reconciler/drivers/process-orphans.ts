@@ -36,15 +36,36 @@ export async function runnerSlotOf(stateDir: string, pid: number): Promise<strin
  * folder was moved here: its runners are this folder's).
  */
 export async function otherBoxOf(stateDir: string, pid: number): Promise<string | undefined> {
+  const other = await otherBoxRunner(stateDir, pid);
+  return other !== undefined && isFolder(other.state) ? other.state : undefined;
+}
+
+/**
+ * The markers of `pid` when they name another state folder than `stateDir`
+ * (not this one under another path): a runner another hal0 box on this host
+ * started, with its slot. Undefined for one with no markers.
+ */
+export async function otherBoxRunner(stateDir: string, pid: number): Promise<{ state: string; slot?: string } | undefined> {
   const environ = await readFile(`/proc/${pid}/environ`, "latin1").catch(() => "");
-  const marked = environ.split("\0").find((v) => v.startsWith(`${STATE_KEY}=`))?.slice(STATE_KEY.length + 1);
-  if (marked === undefined || marked === resolve(stateDir)) return undefined;
+  const vars = environ.split("\0");
+  const marked = vars.find((v) => v.startsWith(`${STATE_KEY}=`))?.slice(STATE_KEY.length + 1);
+  if (marked === undefined || marked === "" || marked === resolve(stateDir)) return undefined;
   try {
     const theirs = statSync(marked);
     const ours = statSync(stateDir);
-    return theirs.isDirectory() && (theirs.dev !== ours.dev || theirs.ino !== ours.ino) ? marked : undefined;
+    if (theirs.dev === ours.dev && theirs.ino === ours.ino) return undefined;
   } catch {
-    return undefined;
+    // one of the two is not there: two folders all the same
+  }
+  const slot = vars.find((v) => v.startsWith(`${SLOT_KEY}=`))?.slice(SLOT_KEY.length + 1);
+  return { state: marked, ...(slot ? { slot } : {}) };
+}
+
+function isFolder(path: string): boolean {
+  try {
+    return statSync(path).isDirectory();
+  } catch {
+    return false;
   }
 }
 

@@ -1,10 +1,10 @@
 import { mkdir, readdir } from "node:fs/promises";
 import { setTimeout as sleep } from "node:timers/promises";
-import { unrecordedRunnerWords, type ObservedSlot, type SlotView } from "../observed.js";
+import { otherBoxWords, unrecordedRunnerWords, type ObservedSlot, type SlotView } from "../observed.js";
 import { DriverError, interruptedStart, wantsProbe, type ObserveOptions, type PortHolder, type SlotDriver, type StartOptions } from "./driver.js";
 import { bootId, healthOf, httpStatus, isLive, isOurs, killQuietly, portHolderOf, portInUseMessage, procStat, sameBoot } from "./proc.js";
 import { describeExit, spawnRunner, waitHealthy, type Spawned } from "./runner.js";
-import { markedRunners, markerEnv, otherBoxOf, runnerSlotOf } from "./process-orphans.js";
+import { markedRunners, markerEnv, otherBoxOf, otherBoxRunner, runnerSlotOf } from "./process-orphans.js";
 import { runnerBaseEnv } from "./runner-env.js";
 import { capRunnerLog, logTail, RUNNER_LOG_MAX_BYTES, readRecord, removeRecord, slotPaths, slotsDir, writeRecord, type RuntimeRecord } from "./runtime-record.js";
 
@@ -41,11 +41,17 @@ export class ProcessDriver implements SlotDriver {
     return slots.filter((s): s is ObservedSlot => s !== undefined);
   }
 
-  /** Who holds `port`; a process marked as a runner of this state folder (no record names it) says which slot's (`runner`). */
+  /**
+   * Who holds `port`; a process marked as a runner of this state folder (no record names it) says which slot's
+   * (`runner`), one marked as another state folder's is another hal0 box's (`other_box`).
+   */
   async portHolder(port: number): Promise<PortHolder | undefined> {
     const holder = await portHolderOf(port, PORT_PROBE_TIMEOUT_MS);
-    const slot = holder?.pid === undefined ? undefined : await runnerSlotOf(this.stateDir, holder.pid);
-    return slot === undefined ? holder : { ...holder, runner: { slot } };
+    if (holder?.pid === undefined) return holder;
+    const slot = await runnerSlotOf(this.stateDir, holder.pid);
+    if (slot !== undefined) return { ...holder, runner: { slot } };
+    const other = await otherBoxRunner(this.stateDir, holder.pid);
+    return other === undefined ? holder : { ...holder, other_box: other };
   }
 
   /** Each slot's runner.log over its cap moves to runner.log.1 (the runner writes on, at the start of runner.log). */
@@ -61,7 +67,10 @@ export class ProcessDriver implements SlotDriver {
     if (spec.runtime !== "process") throw new DriverError("slot.spawn_failed", `slot ${name}: its spec is for the ${spec.runtime} runtime, not process`);
     await this.refuseIfRunning(name);
     const holder = await this.portHolder(spec.port);
-    if (holder !== undefined) throw new DriverError("slot.port_in_use", holder.runner === undefined ? portInUseMessage(spec.port, holder) : `port ${spec.port} is already in use by ${unrecordedRunnerWords(holder, holder.runner.slot)}`);
+    if (holder !== undefined) {
+      const by = holder.runner !== undefined ? unrecordedRunnerWords(holder, holder.runner.slot) : holder.other_box !== undefined ? otherBoxWords(holder, holder.other_box) : undefined;
+      throw new DriverError("slot.port_in_use", by === undefined ? portInUseMessage(spec.port, holder) : `port ${spec.port} is already in use by ${by}`);
+    }
     const paths = slotPaths(this.stateDir, name);
     await mkdir(paths.dir, { recursive: true });
     // Never hal0's whole environment (its secrets): the base every runner gets, then what the slot declares.

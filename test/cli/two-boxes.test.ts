@@ -53,6 +53,32 @@ describe("two boxes on one host (process runtime)", () => {
     expect(await alive(pid)).toBe(false);
   });
 
+  it("two boxes with the same slot on the same port: the second's plan and apply name the first box's runner, never a process hal0 did not start", async () => {
+    const first = { config: join(base, "p1", "box"), state: join(base, "p1", "state") };
+    const second = { config: join(base, "p2", "box"), state: join(base, "p2", "state") };
+    states.push(first.state, second.state);
+    const [port] = await writeFakeBox(first.config, ["tb"]);
+    await writeFakeBox(second.config, ["tb"]);
+    writeFileSync(join(second.config, "slots", "tb.toml"), readFileSync(join(first.config, "slots", "tb.toml"), "utf8"));
+    const one = boxCommand(first.config, first.state);
+    const two = boxCommand(second.config, second.state);
+    expect((await one("apply", "--yes")).code).toBe(0);
+    const pid = recordedPid(first.state);
+    const words = `slot \`tb\`'s runner of another hal0 box on this host (its state folder ${first.state}), which this box leaves alone`;
+
+    const plan = await two("plan");
+    expect(plan.out).toContain(`! slot.tb: slot.port_in_use: port ${port} is held by pid ${pid} (`);
+    expect(plan.out).toContain(words);
+    expect(plan.out).not.toContain("which hal0 did not start");
+    const apply = await two("apply", "--yes");
+    expect(apply.code).toBe(1);
+    expect(apply.out).toContain(`slot.port_in_use: port ${port} is already in use by pid ${pid} (`);
+    expect(apply.out).toContain(words);
+    expect((await two("down")).code).toBe(0);
+    expect(await alive(pid)).toBe(true);
+    expect((await one("down")).code).toBe(0);
+  });
+
   it("an inventory from a hal0 before it named its folder gets the name at the next apply, even one with nothing to do", async () => {
     const config = join(base, "old", "box");
     const state = join(base, "old", "state");
@@ -113,5 +139,35 @@ describe.skipIf(docker === undefined)(SUITE, () => {
 
     expect((await a("down")).code).toBe(0);
     expect(await running()).toEqual([]);
+  }, 120_000);
+
+  it("two boxes with slots on the same port: the second's plan and apply name the first box's container and box id, never a process hal0 did not start", async () => {
+    await ensureRunnerImage(engine);
+    const slot = `h0bx-${randomBytes(3).toString("hex")}`;
+    const other = `${slot}-2`;
+    const first = { config: join(base, "d1", "box"), state: join(base, "d1", "state") };
+    const second = { config: join(base, "d2", "box"), state: join(base, "d2", "state") };
+    const [port] = await writeFakeBox(first.config, [slot]);
+    await writeFakeBox(second.config, [other]);
+    for (const box of [first, second]) {
+      writeFileSync(join(box.config, "hal0.toml"), `[slots]\nruntime = "docker"\nport_range_start = 1024\nport_range_end = 65535\nhealth_timeout_s = 30\nstop_grace_s = 2\n`);
+      writeFileSync(join(box.config, "profiles.toml"), `[profile.fake]\nimage = "hal0-runner:local"\nrunner = ["hal0-fake-llama-server"]\ndevice_class = "cpu"\n`);
+    }
+    writeFileSync(join(second.config, "slots", `${other}.toml`), `profile = "fake"\nmodel = "tiny"\nport = ${port}\n`);
+    const one = boxCommand(first.config, first.state, { DOCKER_HOST });
+    const two = boxCommand(second.config, second.state, { DOCKER_HOST });
+    const applied = await one("apply", "--yes");
+    expect(applied.code, applied.out + applied.err).toBe(0);
+    const id = boxIdOf(first.state);
+    ids.push(id);
+    const words = `container hal0-slot-${slot}, slot \`${slot}\`'s runner of another hal0 box on this host (its box ${id}), which this box leaves alone`;
+
+    const plan = await two("plan");
+    expect(plan.out).toContain(`! slot.${other}: slot.port_in_use: port ${port} is held by ${words}`);
+    const apply = await two("apply", "--yes");
+    expect(apply.code).toBe(1);
+    expect(apply.out).toContain(`slot.port_in_use: port ${port} is already in use by ${words}`);
+    ids.push(boxIdOf(second.state));
+    expect((await one("down")).code).toBe(0);
   }, 120_000);
 });
