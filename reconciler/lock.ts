@@ -1,7 +1,8 @@
 import { randomBytes } from "node:crypto";
+import { statSync } from "node:fs";
 import { link, readFile, rm, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
-import { join } from "node:path";
+import { dirname, join, resolve } from "node:path";
 import { writeFileAtomic } from "./atomic.js";
 import { bootId, isOurs, procStat, sameBoot } from "./drivers/proc.js";
 import { ensureStateFolder } from "./state-folder.js";
@@ -30,6 +31,11 @@ export interface LockHolder {
   readonly host: string;
   readonly started_at: string;
   readonly command: string;
+  /**
+   * The state folder the lock was taken in (absolute): a lock copied with its folder (`cp -a` of a box whose
+   * serve runs) names the original, whose holder holds that folder, not the copy (`heldHere`).
+   */
+  readonly state?: string;
 }
 
 /** A second apply while one runs: `apply.locked`, naming the holder. */
@@ -142,7 +148,7 @@ export async function acquireServeLock(stateDir: string): Promise<{ describe: (e
 async function holdFile(stateDir: string, file: string, command: string): Promise<{ me: LockHolder; release: () => Promise<void> } | { holder: LockHolder }> {
   await ensureStateFolder(stateDir);
   const path = join(stateDir, file);
-  const me: LockHolder = { ...(await thisProcess()), boot_id: bootId(), host: hostname(), started_at: new Date().toISOString(), command };
+  const me: LockHolder = { ...(await thisProcess()), boot_id: bootId(), host: hostname(), started_at: new Date().toISOString(), command, state: resolve(stateDir) };
   const record = `${JSON.stringify(me)}\n`;
   const tmp = join(stateDir, `.${file}.${process.pid}.${randomBytes(6).toString("hex")}.hal0.tmp`);
   await writeFile(tmp, record, { mode: 0o644, flag: "wx" }).catch(async (err: NodeJS.ErrnoException) => {
@@ -162,7 +168,7 @@ async function holdFile(stateDir: string, file: string, command: string): Promis
       } catch (err) {
         if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
         const holder = await readHolder(path);
-        if (holder && (await isAlive(holder))) return { holder };
+        if (holder && heldHere(holder, stateDir) && (await isAlive(holder))) return { holder };
         await rm(path, { force: true });
       }
     }
@@ -189,7 +195,26 @@ export async function lockHolder(stateDir: string): Promise<LockHolder | undefin
 
 async function liveHolder(path: string): Promise<LockHolder | undefined> {
   const holder = await readHolder(path);
-  return holder && (await isAlive(holder)) ? holder : undefined;
+  return holder && heldHere(holder, dirname(path)) && (await isAlive(holder)) ? holder : undefined;
+}
+
+/**
+ * Whether the lock in `stateDir` was taken there: false for one that names
+ * another folder still there (not this one under another path), which the
+ * lock was copied from with the folder; its holder holds that one. A lock
+ * with no folder (a hal0 before the field), naming a folder since gone (this
+ * one, moved), or taken on another host is taken as this folder's.
+ */
+function heldHere(holder: LockHolder, stateDir: string): boolean {
+  // A holder on another host names a path of its own file system: nothing to compare here.
+  if (typeof holder.state !== "string" || holder.state === resolve(stateDir) || holder.host !== hostname()) return true;
+  try {
+    const theirs = statSync(holder.state);
+    const ours = statSync(stateDir);
+    return theirs.dev === ours.dev && theirs.ino === ours.ino;
+  } catch {
+    return true;
+  }
 }
 
 async function readHolder(path: string): Promise<LockHolder | undefined> {

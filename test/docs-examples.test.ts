@@ -842,7 +842,7 @@ describe("the examples against a real hal0 serve (the Quickstart's command on a 
     // pull.lock only while a hal0 model pull runs: the same.
     const releasePull = await acquirePullLock(lockDir, "hal0 model pull o/r f.gguf");
     expect(readdirSync(lockDir).sort()).toEqual(["apply.lock", "pull.lock"]);
-    for (const lock of ["apply.lock", "pull.lock"]) expect(Object.keys(JSON.parse(readFileSync(join(lockDir, lock), "utf8"))).sort()).toEqual(["boot_id", "command", "host", "pid", "pid_start", "started_at"]);
+    for (const lock of ["apply.lock", "pull.lock"]) expect(Object.keys(JSON.parse(readFileSync(join(lockDir, lock), "utf8"))).sort()).toEqual(["boot_id", "command", "host", "pid", "pid_start", "started_at", "state"]);
     await release();
     await releasePull();
     rmSync(lockDir, { recursive: true });

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from "vitest";
 import { markedRunners } from "../../reconciler/drivers/process-orphans.js";
 import { DOCKER_HOST, dockerEngine, ensureRunnerImage, removeContainers } from "../reconciler/docker-helpers.js";
 import { alive } from "../reconciler/process-helpers.js";
-import { boxCommand, writeFakeBox } from "./helpers.js";
+import { boxCommand, emptyServeBox, startServe, writeFakeBox } from "./helpers.js";
 
 /**
  * Two hal0 boxes on one host, on the process runtime: each its own config
@@ -78,6 +78,26 @@ describe("two boxes on one host (process runtime)", () => {
     expect(await alive(pid)).toBe(true);
     expect((await one("down")).code).toBe(0);
   });
+
+  it("a box copied with cp -a while its hal0 serve runs: the copy's serve starts (the copied serve.lock and reconcile.lock are the original's), the original's keeps its lock", async () => {
+    const original = emptyServeBox("hal0-two-serve-");
+    const first = await startServe(original.config, original.state);
+    const lock = readFileSync(join(original.state, "serve.lock"), "utf8");
+    const copy = { config: join(base, "served-copy", "box"), state: join(base, "served-copy", "state") };
+    cpSync(original.config, copy.config, { recursive: true });
+    cpSync(original.state, copy.state, { recursive: true });
+    expect(JSON.parse(readFileSync(join(copy.state, "serve.lock"), "utf8")).pid).toBe(first.child.pid);
+    const second = await startServe(copy.config, copy.state);
+    expect(JSON.parse(readFileSync(join(copy.state, "serve.lock"), "utf8")).pid).toBe(second.child.pid);
+    expect(JSON.parse(readFileSync(join(copy.state, "reconcile.lock"), "utf8")).pid).toBe(second.child.pid);
+    expect(readFileSync(join(original.state, "serve.lock"), "utf8")).toBe(lock);
+    expect(first.child.exitCode).toBe(null);
+    for (const { child } of [first, second]) {
+      const exited = new Promise((done) => child.once("exit", done));
+      child.kill("SIGTERM");
+      await exited;
+    }
+  }, 60_000);
 
   it("an inventory from a hal0 before it named its folder gets the name at the next apply, even one with nothing to do", async () => {
     const config = join(base, "old", "box");
