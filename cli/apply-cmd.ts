@@ -5,7 +5,7 @@ import { Plan } from "../schema/index.js";
 import { PlanStaleError } from "../reconciler/converge.js";
 import { formatPlan } from "../reconciler/format.js";
 import { notInstalled } from "../reconciler/preflight.js";
-import { openBox, writeOtherServeNote, writeRunnerNotes } from "./box.js";
+import { openBox, writeOtherConfigNote, writeOtherServeNote, writeRunnerNotes } from "./box.js";
 import { installMissing } from "./model-cmd.js";
 import { BOX_OPTIONS, savedPlan, shownPlan, writeNotInstalled } from "./plan-cmd.js";
 import { convergeWithProgress } from "./progress.js";
@@ -44,6 +44,7 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
   } else writeNotInstalled(box.model, io);
   await writeRunnerNotes(box, io);
   await writeOtherServeNote(box, io);
+  await writeOtherConfigNote(box, io);
   const file = values.plan === undefined ? undefined : resolve(io.cwd, values.plan);
   const saved = file === undefined ? undefined : await readSavedPlan(file);
   const done = await convergeWithProgress(box, io, {

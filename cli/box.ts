@@ -212,6 +212,22 @@ export async function writeOtherServeNote(box: Pick<Box, "root" | "state">, io: 
   io.stderr.write(`note: ${serveLabel(serving)} runs the reconcile loop on this state folder for the config folder ${serving.config}, not ${box.root}: its next sweep converges the box back to that folder, undoing this plan; give this box its own --state, or stop that server\n`);
 }
 
+/**
+ * A state folder belongs to one config folder: one last converged to another
+ * config folder than this one (a --state, or $HAL0_STATE, pointed at another
+ * box's folder) would have this plan stop every slot only that folder names
+ * and start this one's in their place. Said on stderr before the plan; not
+ * when a running serve's loop holds the folder (writeOtherServeNote says so).
+ */
+export async function writeOtherConfigNote(box: Pick<Box, "root" | "state">, io: CliIo): Promise<void> {
+  const { serveHolder } = await import("../reconciler/lock.js");
+  const last = (await box.state.readInventory()).config;
+  if (last === undefined || sameFolder(last, box.root)) return;
+  const serving = await serveHolder(box.state.dir);
+  if (serving?.reconcile && serving.config !== undefined) return;
+  io.stderr.write(`note: the state folder ${box.state.dir} was last applied from the config folder ${last}, not ${box.root}: this plan converges its box to ${box.root}, stopping the slots only ${last} names; if that is another box, give this one its own --state\n`);
+}
+
 /** Whether two paths name one folder (a symlink to it, `..` in one), else whether they are spelled alike. */
 function sameFolder(a: string, b: string): boolean {
   if (a === b) return true;

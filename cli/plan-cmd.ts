@@ -3,7 +3,7 @@ import { formatPlan, planJson } from "../reconciler/format.js";
 import { previewPlan } from "../reconciler/converge.js";
 import { notInstalled, preflight } from "../reconciler/preflight.js";
 import { writeFileAtomic } from "../reconciler/index.js";
-import { openBox, writeOtherServeNote, writeRunnerNotes, type Box } from "./box.js";
+import { openBox, writeOtherConfigNote, writeOtherServeNote, writeRunnerNotes, type Box } from "./box.js";
 import { EXIT_CHANGES, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
 import { refuseNonFile } from "./paths.js";
 import type { Plan } from "../schema/index.js";
@@ -38,6 +38,7 @@ export async function runPlan(args: string[], io: CliIo): Promise<number> {
   const box = await openBox(values, io, { checkRunners: true });
   await writeRunnerNotes(box, io);
   await writeOtherServeNote(box, io);
+  await writeOtherConfigNote(box, io);
   const [{ plan }, findings] = await Promise.all([previewPlan(box), preflight(box.model)]);
   // What the host will refuse at apply (a runner not installed, a model file missing): the plan's actions stay what the planner says.
   for (const f of findings) io.stderr.write(`note: ${f.code}: ${f.summary}\n`);

@@ -100,9 +100,9 @@ export async function converge(target: ConvergeTarget, options: ConvergeOptions)
   const release = await acquireLock(target.state.dir, options.holder);
   try {
     // A killed apply's steps never ended: they say nothing now, and are not left behind; nor are the temps of writers that died mid-write.
-    // The inventory names the folder it is in, so a copy of the folder (cp -a) can tell it is one.
+    // The inventory names the folder it is in, so a copy of the folder (cp -a) can tell it is one, and the config folder it converges to.
     // Housekeeping, done while the box is observed (a no-op apply does not wait on a folder walk); a failure of it fails nothing.
-    const housekeeping = Promise.all([target.state.clearSteps(), target.state.folders().then(removeStaleTemps), target.state.recordFolder()]).catch(() => undefined);
+    const housekeeping = Promise.all([target.state.clearSteps(), target.state.folders().then(removeStaleTemps), target.state.recordFolder(target.model.root)]).catch(() => undefined);
     const { observed, inventory } = await observeFor(target, options.plan).finally(() => housekeeping);
     const plan = planChanges(target.model, observed, inventory, options.plan);
     if (options.saved) {
@@ -126,6 +126,8 @@ export async function converge(target: ConvergeTarget, options: ConvergeOptions)
       healthTimeoutS: slots.health_timeout_s, stopGraceS: slots.stop_grace_s, parallel: options.parallel ?? slots.parallel, signal: options.signal,
     });
     if (options.backoff) recordOutcomes(options.backoff, runnable, results, now());
+    // A first apply made the inventory just now: it names its folders from the start.
+    await target.state.recordFolder(target.model.root).catch(() => undefined);
     // An engine gone after the steps ran does not take their results with it: what was done is recorded, and said.
     const unobserved = await refreshAfter(target, options.conditions ?? "probe", now, options.plan?.destroy === true).then(() => undefined, (err: unknown) => {
       if (err instanceof DriverError && err.code === "runtime.unavailable") return { code: err.code, message: err.message };

@@ -215,6 +215,12 @@ export interface Inventory {
    * same id, and is given an id of its own (state.ts).
    */
   readonly state?: string;
+  /**
+   * The config folder the box was last converged to (absolute): `hal0 plan`
+   * and `apply` with another one say so, since the plan then stops the
+   * slots only that folder names (a --state pointed at another box's folder).
+   */
+  readonly config?: string;
   readonly slots: Readonly<Record<string, InventorySlot>>;
 }
 

@@ -101,16 +101,17 @@ export class StateStore {
 
   /**
    * Records in the inventory the folder it is in (`state`), so a copy of this
-   * folder can tell it is one; an inventory copied from another box's is given
-   * its own id here. Called by the lock's holder (each apply and sweep); it
-   * writes only when the inventory names another folder or none (one written
-   * by a hal0 from before the field), and never makes one.
+   * folder can tell it is one, and the config folder the box converges to
+   * (`config`); an inventory copied from another box's is given its own id
+   * here. Called by the lock's holder (each apply and sweep); it writes only
+   * when the inventory names other folders or none (one written by a hal0
+   * from before the fields), and never makes one.
    */
-  async recordFolder(): Promise<void> {
+  async recordFolder(config: string): Promise<void> {
     if ((await this.readJson<unknown>("inventory.json")) === undefined) return;
     const inventory = await this.readInventory();
-    if (inventory.box !== "" && inventory.state === resolve(this.dir)) return;
-    await this.writeInventory(inventory);
+    if (inventory.box !== "" && inventory.state === resolve(this.dir) && inventory.config === resolve(config)) return;
+    await this.writeInventory({ ...inventory, config: resolve(config) });
   }
 
   async readAppliedSettings(): Promise<Settings | undefined> {

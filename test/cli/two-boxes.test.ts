@@ -99,6 +99,25 @@ describe("two boxes on one host (process runtime)", () => {
     }
   }, 60_000);
 
+  it("plan and apply with another box's state folder (a --state pointed at the wrong box) say which config folder it was last applied from", async () => {
+    const first = { config: join(base, "w1", "box"), state: join(base, "w1", "state") };
+    const second = { config: join(base, "w2", "box"), state: join(base, "w2", "state") };
+    states.push(first.state);
+    await writeFakeBox(first.config, ["tb"]);
+    await writeFakeBox(second.config, ["other"]);
+    expect((await boxCommand(first.config, first.state)("apply", "--yes")).code).toBe(0);
+    expect((await boxCommand(first.config, first.state)("plan")).err).not.toContain("was last applied from");
+
+    const wrong = boxCommand(second.config, first.state);
+    const plan = await wrong("plan");
+    expect(plan.err).toContain(`note: the state folder ${first.state} was last applied from the config folder ${first.config}, not ${second.config}: this plan converges its box to ${second.config}, stopping the slots only ${first.config} names; if that is another box, give this one its own --state`);
+    expect(plan.out).toMatch(/^- slot\.tb \(/m);
+    const apply = await wrong("apply");
+    expect(apply.err).toContain(`was last applied from the config folder ${first.config}, not ${second.config}`);
+    expect(apply.code).toBe(64); // no --yes and no terminal to ask: nothing is applied
+    expect((await boxCommand(first.config, first.state)("down")).code).toBe(0);
+  });
+
   it("an inventory from a hal0 before it named its folder gets the name at the next apply, even one with nothing to do", async () => {
     const config = join(base, "old", "box");
     const state = join(base, "old", "state");
@@ -107,11 +126,11 @@ describe("two boxes on one host (process runtime)", () => {
     const run = boxCommand(config, state);
     expect((await run("apply", "--yes")).code).toBe(0);
     const file = join(state, "inventory.json");
-    const { state: _folder, ...older } = JSON.parse(readFileSync(file, "utf8"));
+    const { state: _folder, config: _config, ...older } = JSON.parse(readFileSync(file, "utf8"));
     writeFileSync(file, JSON.stringify(older));
     const again = await run("apply", "--yes");
     expect(again.out).toContain("No changes");
-    expect(JSON.parse(readFileSync(file, "utf8"))).toEqual({ ...older, state });
+    expect(JSON.parse(readFileSync(file, "utf8"))).toEqual({ ...older, state, config });
     expect((await run("down")).code).toBe(0);
   });
 });
