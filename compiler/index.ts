@@ -4,7 +4,7 @@ export { loadTree, readTreeFile, startsWithBom, ConfigNotFoundError, configNotFo
 
 // Compiling
 export { compile, defaultSettings, treeDigest, type CompileFacts } from "./compile.js";
-export { countDiagnostics, MAX_DIAGNOSTICS } from "./report.js";
+export { countDiagnostics, errnoBrief, MAX_DIAGNOSTICS } from "./report.js";
 export { runnerKey, type ImageDigests, type RunnerFacts, type RunnerFactsIndex, type FlagTable, type RunnerFlag, type Dialect, type RunnerVersion } from "./runner-facts.js";
 export { SPEC_VERSION, SWARM_API_KEY_FILE, SWARM_HOST, rehashSpec } from "./resolve.js";
 export { tierFor } from "./policy.js";

@@ -2,7 +2,7 @@ import { readFileSync, statSync } from "node:fs";
 import { readdir, rm } from "node:fs/promises";
 import { createHash } from "node:crypto";
 import { join, resolve } from "node:path";
-import { parsedOrUndefined } from "../compiler/index.js";
+import { errnoBrief, parsedOrUndefined } from "../compiler/index.js";
 import { Settings } from "../schema/index.js";
 import { writeFileAtomic } from "./atomic.js";
 import { slotsDir } from "./drivers/runtime-record.js";
@@ -220,14 +220,18 @@ export class StateStore {
     await this.writeJson("hermes-managed.json", next);
   }
 
-  /** A missing file is undefined; one that does not parse too, unless `strict` (then the SyntaxError is thrown). */
+  /**
+   * A missing file is undefined; one that does not parse too, unless `strict` (then the SyntaxError is thrown). One
+   * that cannot be read (a folder in its place, permission denied) is `system.io` naming it (StateUnreadableError).
+   */
   private async readJson<T>(file: string, opts: { strict?: boolean } = {}): Promise<T | undefined> {
     try {
       // Synchronous: state files are small and local, and an idle sweep reads five of them.
       return JSON.parse(readFileSync(join(this.dir, file), "utf8")) as T;
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === "ENOENT" || (err instanceof SyntaxError && opts.strict !== true)) return undefined;
-      throw err;
+      if (err instanceof SyntaxError) throw err;
+      throw new StateUnreadableError(join(this.dir, file), err);
     }
   }
 
@@ -242,6 +246,22 @@ export class StateCorruptError extends Error {
   readonly code = "state.corrupt";
   constructor(readonly file: string, why: string) {
     super(`${file} does not parse (${why}): it is hal0's record of the slots it started, so hal0 stops rather than forget them; restore it, or move it away to start over (hal0 then leaves those runners alone as unmanaged)`);
+  }
+}
+
+/**
+ * `system.io`: a state file hal0 cannot read (a folder where the file should
+ * be, one another user owns after a command run as root, an I/O error). It is
+ * never read as empty, since the next write would replace what it holds; the
+ * message names the file, the system's reason in brief, and what to do.
+ */
+export class StateUnreadableError extends Error {
+  readonly code = "system.io";
+  constructor(readonly file: string, cause: unknown) {
+    const errno = (cause as NodeJS.ErrnoException | null)?.code;
+    const todo =
+      errno === "EISDIR" ? "move the folder away (hal0 writes the file again)" : errno === "EACCES" || errno === "EPERM" ? `give the user hal0 runs as${typeof process.getuid === "function" ? ` (uid ${process.getuid()})` : ""} read and write access to it (a command run as another user may have made it)` : "check the disk, then restore the file or move it away";
+    super(`cannot read the state file ${file}: ${errnoBrief(cause)}${typeof errno === "string" ? ` (${errno})` : ""}; ${todo}`);
   }
 }
 

@@ -95,6 +95,34 @@ describe("the state folder", () => {
     expect(await alive(pid)).toBe(false);
   });
 
+  it("a state file that is a folder is system.io naming it (exit 1, no stack), never read as empty: plan, status and down refuse, the runner keeps running, and the file is there again once the folder is moved away", async () => {
+    const state = states[1]!;
+    if (!existsSync(config)) await writeFakeBox(config, ["sf"]);
+    expect(await main(["apply", "--yes", "--config", config, "--state", state], captureIo())).toBe(0);
+    const pid = JSON.parse(readFileSync(join(state, "slots", "sf", "runtime.json"), "utf8")).pid as number;
+    // Each file, with the commands that read it.
+    const readers: Record<string, string[]> = { "inventory.json": ["plan", "status", "down"], "applied-settings.json": ["plan", "status"], "outcomes.json": ["status"], "conditions.json": ["status"] };
+    for (const [name, commands] of Object.entries(readers)) {
+      const file = join(state, name);
+      const whole = readFileSync(file, "utf8");
+      rmSync(file);
+      mkdirSync(file);
+      try {
+        for (const command of commands) {
+          const io = captureIo();
+          expect(await main([command, "--config", config, "--state", state], io), `${command} with ${name}: ${io.err()}`).toBe(1);
+          expect(io.err()).toBe(`hal0 ${command}: system.io: cannot read the state file ${file}: it is a folder (EISDIR); move the folder away (hal0 writes the file again)\n`);
+        }
+        expect(await alive(pid), name).toBe(true);
+      } finally {
+        rmSync(file, { recursive: true });
+        writeFileSync(file, whole);
+      }
+    }
+    expect(await main(["down", "--config", config, "--state", state], captureIo())).toBe(0);
+    expect(await alive(pid)).toBe(false);
+  });
+
   it("a hal0.db that cannot be opened (damaged) does not keep hal0 down from stopping the box, Hermes profiles wired or not; their conditions stay as recorded", async () => {
     const state = states[2]!;
     const wired = join(base, "wired");
