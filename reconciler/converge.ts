@@ -190,7 +190,8 @@ function specHashOf(change: Change): string {
 async function observeFor(target: ConvergeTarget, options: PlanOptions = {}): Promise<{ observed: Observed; inventory: Inventory }> {
   // `hal0 down` plans no Hermes change, so it reads no agent token: it needs only the inventory and the runtime, and
   // still stops the box when hal0.db, which holds the tokens, cannot be opened (damaged, a disk that failed).
-  const observeOptions = { health: false, hermesCredentials: options.destroy ? undefined : target.hermesCredentials, hermesDefault: options.hermesDefault };
+  // Nor does it read hermes-managed.json: one that does not parse (state.corrupt) stops plan and apply, not down.
+  const observeOptions = { health: false, hermesCredentials: options.destroy ? undefined : target.hermesCredentials, hermesDefault: options.hermesDefault, ...(options.destroy ? { hermesRecord: false } : {}) };
   if (target.driver === undefined && selectsSlots(options)) throw new Error("converge: slots are planned but no runtime was given");
   return observe(target.model, target.driver, target.state, observeOptions);
 }
@@ -205,7 +206,7 @@ function selectsSlots(options: PlanOptions): boolean {
 async function refreshAfter(target: ConvergeTarget, how: NonNullable<ConvergeOptions["conditions"]>, now: () => number, destroy: boolean): Promise<void> {
   if (how === "skip" || target.driver === undefined) return;
   const observed = how === "probe"
-    ? (await observe(target.model, target.driver, target.state, { hermesCredentials: destroy ? undefined : target.hermesCredentials })).observed
+    ? (await observe(target.model, target.driver, target.state, destroy ? { hermesRecord: false } : { hermesCredentials: target.hermesCredentials })).observed
     : await how(target.model, target.driver);
   await refreshConditions(target.model, observed, target.state, now, true, undefined, undefined, destroy);
 }

@@ -72,7 +72,12 @@ export async function doctorRows(tree: DoctorInput): Promise<DoctorRow[]> {
     const row = (check: string): DoctorRow => ({ check, status: "warn", message: "not checked: the config tree does not compile", hint: "fix the tree first (hal0 validate)" });
     rows.push(row("runtime"), row("model_files"), row("slot_ports"), row("hermes_profiles_mcp"), row("hermes_default_memory"), row("hermes_brain_memory"));
   } else {
-    const managed = await new StateStore(tree.stateDir).readHermesManaged().catch((): HermesManaged => ({ profiles: {} }));
+    // A record that does not parse (state.corrupt) or cannot be read stops plan and apply: the profiles row fails with why.
+    let unreadable: string | undefined;
+    const managed = await new StateStore(tree.stateDir).readHermesManaged().catch((err: unknown): HermesManaged => {
+      unreadable = `${(err as { code?: string }).code ?? "system.io"}: ${(err as Error).message}`;
+      return { profiles: {} };
+    });
     const credentials = tree.hermesCredentials;
     const token = (profile: string | null): string | null => {
       try {
@@ -84,7 +89,8 @@ export async function doctorRows(tree: DoctorInput): Promise<DoctorRow[]> {
     // Runners are looked up and run with hal0's own environment, as the process driver spawns them (not a caller's `env`).
     const findings = await preflight(model, { env: process.env });
     rows.push(await runtimeRow(model, tree.env), ...(await runnerRows(model, findings, tree.runnerVersions ?? true)), modelFilesRow(model, findings), await slotPortsRow(model));
-    rows.push(await profilesRow(model, managed.profiles, token), await defaultMemoryRow(model, managed.default, token), await brainMemoryRow(model, managed.profiles[BRAIN_PROFILE], token));
+    const profiles: DoctorRow = unreadable === undefined ? await profilesRow(model, managed.profiles, token) : { check: "hermes_profiles_mcp", status: "fail", message: unreadable, hint: "restore hermes-managed.json from a backup, or move it away to start over; plan and apply refuse until then" };
+    rows.push(profiles, await defaultMemoryRow(model, managed.default, token), await brainMemoryRow(model, managed.profiles[BRAIN_PROFILE], token));
   }
   rows.push(await serviceUnitRow(tree.root, tree.stateDir, tree.unitDir ?? DEFAULT_UNIT_DIR, tree.runnerVersions ?? true, model));
   return rows;

@@ -10,6 +10,8 @@ export interface ObserveAllOptions extends ObserveOptions {
   readonly hermesCredentials?: HermesCredentials;
   /** Also read the default Hermes profile (`<[hermes] home>/config.yaml`), for a plan with `hermesDefault`. */
   readonly hermesDefault?: boolean;
+  /** false: hermes-managed.json is not read (`hal0 down`, which plans no Hermes change, stops the box whatever that file holds). */
+  readonly hermesRecord?: boolean;
 }
 
 /**
@@ -22,9 +24,9 @@ export interface ObserveAllOptions extends ObserveOptions {
  * no engine) the observation has no slots; a plan from it must not select any.
  */
 export async function observe(model: Model, driver: SlotDriver | undefined, state: StateStore, options: ObserveAllOptions = {}): Promise<{ observed: Observed; inventory: Inventory }> {
-  const { hermesCredentials, hermesDefault, ...driverOptions } = options;
+  const { hermesCredentials, hermesDefault, hermesRecord, ...driverOptions } = options;
   const [slots, nodes, inventory, applied, hermes_profiles, hermes_managed, hermes_default, hermes_home] = await Promise.all([
-    driver ? driver.observe({ desiredEnv: (name) => model.slots[name]?.spec.env, desiredArgv: (name) => model.slots[name]?.spec.argv, ...driverOptions }) : [], driver?.nodes ? driver.nodes() : undefined, state.readInventory(), state.readAppliedSettings(), readHermesProfiles(hermesHome(model)), state.readHermesManaged(),
+    driver ? driver.observe({ desiredEnv: (name) => model.slots[name]?.spec.env, desiredArgv: (name) => model.slots[name]?.spec.argv, ...driverOptions }) : [], driver?.nodes ? driver.nodes() : undefined, state.readInventory(), state.readAppliedSettings(), readHermesProfiles(hermesHome(model)), hermesRecord === false ? { profiles: {} } : state.readHermesManaged(),
     hermesDefault ? observeHermesFile(profileFile(hermesHome(model), null)) : undefined, observeHermesHome(hermesHome(model)),
   ]);
   const byName: Record<string, ObservedSlot> = {};

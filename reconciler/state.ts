@@ -199,9 +199,28 @@ export class StateStore {
     await this.writeJson("conditions.json", all);
   }
 
+  /**
+   * What hal0 wrote into each Hermes profile. A file that does not parse (or
+   * is not such a record) is `state.corrupt`, never read as empty: an empty
+   * record would leave the servers hal0 joined in each profile when they are
+   * uninstalled, keep a removed profile's agent token live, and the next write
+   * would replace every other profile's record with nothing.
+   */
   async readHermesManaged(): Promise<HermesManaged> {
-    const raw = await this.readJson<HermesManaged>("hermes-managed.json");
-    return raw && typeof raw.profiles === "object" && raw.profiles !== null ? raw : { profiles: {} };
+    const file = "hermes-managed.json";
+    let raw: unknown;
+    try {
+      raw = await this.readJson<unknown>(file, { strict: true });
+    } catch (err) {
+      if (err instanceof SyntaxError) throw new StateCorruptError(join(this.dir, file), err.message, HERMES_RECORD);
+      throw err;
+    }
+    if (raw === undefined) return { profiles: {} };
+    const profiles = (raw as { profiles?: unknown } | null)?.profiles;
+    if (!isTable(raw) || !isTable(profiles) || !Object.values(profiles).every(isRecord) || ((raw as { default?: unknown }).default !== undefined && !isRecord((raw as { default?: unknown }).default))) {
+      throw new StateCorruptError(join(this.dir, file), "it holds no `profiles` table of records", HERMES_RECORD);
+    }
+    return raw as unknown as HermesManaged;
   }
 
   /** Records what hal0 now owns in one profile (`null`: the default profile). */
@@ -241,12 +260,29 @@ export class StateStore {
   }
 }
 
+/** What inventory.json is, and what moving it away does (a StateCorruptError's message). */
+const INVENTORY_RECORD = "it is hal0's record of the slots it started, so hal0 stops rather than forget them; restore it, or move it away to start over (hal0 then leaves those runners alone as unmanaged)";
+
+/** What hermes-managed.json is, and what moving it away does. */
+const HERMES_RECORD = "it is hal0's record of what it wrote into each Hermes profile (the installed servers it joined there, the profiles whose agent tokens it revokes when they go), so hal0 stops rather than forget it; restore it, or move it away to start over (hal0 then takes as its own only the entries it finds exactly as it would write them)";
+
 /** `state.corrupt`: a state file hal0 must not guess about does not parse. */
 export class StateCorruptError extends Error {
   readonly code = "state.corrupt";
-  constructor(readonly file: string, why: string) {
-    super(`${file} does not parse (${why}): it is hal0's record of the slots it started, so hal0 stops rather than forget them; restore it, or move it away to start over (hal0 then leaves those runners alone as unmanaged)`);
+  constructor(readonly file: string, why: string, what: string = INVENTORY_RECORD) {
+    super(`${file} does not parse (${why}): ${what}`);
   }
+}
+
+/** A JSON object (not null, not a list). */
+function isTable(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** One profile's record in hermes-managed.json: a table whose `ids` is a list of names. */
+function isRecord(value: unknown): boolean {
+  const ids = isTable(value) ? value.ids : undefined;
+  return Array.isArray(ids) && ids.every((id) => typeof id === "string");
 }
 
 /**

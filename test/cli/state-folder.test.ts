@@ -15,7 +15,7 @@ import { captureIo, writeFakeBox } from "./helpers.js";
  */
 const base = mkdtempSync(join(tmpdir(), "hal0-state-folder-"));
 const config = join(base, "box");
-const states = [join(base, "fresh", "state"), join(base, "open"), join(base, "damaged-db")];
+const states = [join(base, "fresh", "state"), join(base, "open"), join(base, "damaged-db"), join(base, "damaged-hermes")];
 
 afterAll(async () => {
   for (const state of states) for (const r of await markedRunners(state, "sf")) process.kill(r.pid, "SIGKILL");
@@ -142,6 +142,53 @@ describe("the state folder", () => {
     expect(io.out()).toContain("Down complete: 1 stopped, 0 failed.");
     expect(await alive(pid)).toBe(false);
     expect(JSON.parse(readFileSync(join(state, "conditions.json"), "utf8"))["hermes.coder"]).toEqual(hermes);
+  });
+
+  it("a hermes-managed.json that does not parse (or holds no records) is state.corrupt for plan, apply, status and the doctor, left as it is and never read as empty; down still stops the box", async () => {
+    const state = states[3]!;
+    const wired = join(base, "wired-record");
+    const home = join(base, "hermes-record");
+    await writeFakeBox(wired, ["sf"]);
+    writeFileSync(join(wired, "hal0.toml"), `${readFileSync(join(wired, "hal0.toml"), "utf8")}\n[hermes]\nhome = ${JSON.stringify(home)}\n`);
+    mkdirSync(join(wired, "mcp-servers"));
+    writeFileSync(join(wired, "mcp-servers", "inventory.toml"), 'name = "Inventory"\nspec = "npx:inventory-mcp"\ntransport = "streamable-http"\nurl = "http://127.0.0.1:9300/mcp"\n\n[exposure]\nhermes = true\n');
+    for (const p of ["coder", "writer"]) {
+      mkdirSync(join(home, "profiles", p), { recursive: true });
+      writeFileSync(join(home, "profiles", p, "config.yaml"), "model: qwen3\n");
+    }
+    expect(await main(["apply", "--yes", "--config", wired, "--state", state], captureIo())).toBe(0);
+    const pid = JSON.parse(readFileSync(join(state, "slots", "sf", "runtime.json"), "utf8")).pid as number;
+    const file = join(state, "hermes-managed.json");
+    const whole = readFileSync(file, "utf8");
+    expect(Object.keys(JSON.parse(whole).profiles).sort()).toEqual(["coder", "writer"]);
+    // The installed server goes and the writer profile with it: read as empty, the record would keep inventory in
+    // coder's file and writer's token live, and its next write would drop writer's record.
+    rmSync(join(wired, "mcp-servers", "inventory.toml"));
+    rmSync(join(home, "profiles", "writer"), { recursive: true });
+    for (const broken of [whole.slice(0, whole.length / 2), "[]\n", '{"profiles": {"coder": {"ids": "inventory"}}}\n']) {
+      writeFileSync(file, broken);
+      for (const command of ["plan", "apply", "status"]) {
+        const io = captureIo();
+        expect(await main([command, ...(command === "apply" ? ["--yes"] : []), "--config", wired, "--state", state], io), `${command}: ${io.err()}`).toBe(1);
+        expect(io.err()).toMatch(new RegExp(`^hal0 ${command}: state\\.corrupt: ${file.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} does not parse \\(.+\\): it is hal0's record of what it wrote into each Hermes profile`));
+      }
+      const doctor = captureIo();
+      expect(await main(["doctor", "--json", "--config", wired, "--state", state], doctor)).toBe(1);
+      expect(JSON.parse(doctor.out()).rows.find((r: { check: string }) => r.check === "hermes_profiles_mcp")).toMatchObject({ status: "fail", message: expect.stringMatching(/^state\.corrupt: /) });
+      expect(readFileSync(file, "utf8")).toBe(broken);
+      expect(readFileSync(join(home, "profiles", "coder", "config.yaml"), "utf8")).toContain("inventory");
+      expect(await alive(pid)).toBe(true);
+    }
+    // Restored, the next apply takes inventory out of coder's file and forgets writer.
+    writeFileSync(file, whole);
+    expect(await main(["apply", "--yes", "--config", wired, "--state", state], captureIo())).toBe(0);
+    expect(readFileSync(join(home, "profiles", "coder", "config.yaml"), "utf8")).not.toContain("inventory");
+    expect(Object.keys(JSON.parse(readFileSync(file, "utf8")).profiles)).toEqual(["coder"]);
+    writeFileSync(file, "{");
+    const io = captureIo();
+    expect(await main(["down", "--config", wired, "--state", state], io), io.err()).toBe(0);
+    expect(await alive(pid)).toBe(false);
+    expect(readFileSync(file, "utf8")).toBe("{");
   });
 
   it("a steps.json that is not one (null, a list, half a file) says no step is under way: status answers, and apply runs and removes it as it ends", async () => {
