@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { statSync } from "node:fs";
-import { link, readFile, rm, writeFile } from "node:fs/promises";
+import { link, lstat, readFile, rm, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { writeFileAtomic } from "./atomic.js";
@@ -169,6 +169,8 @@ async function holdFile(stateDir: string, file: string, command: string): Promis
         if ((err as NodeJS.ErrnoException).code !== "EEXIST") throw err;
         const holder = await readHolder(path);
         if (holder && heldHere(holder, stateDir) && (await isAlive(holder))) return { holder };
+        // A folder in the lock's place (made by hand, a restore gone wrong) names no holder, and is not hal0's to remove.
+        if ((await lstat(path).catch(() => undefined))?.isDirectory()) throw new LockFolderError(path);
         await rm(path, { force: true });
       }
     }
@@ -176,6 +178,14 @@ async function holdFile(stateDir: string, file: string, command: string): Promis
     await rm(tmp, { force: true });
   }
   throw new Error(`could not take the lock at ${path}`);
+}
+
+/** `system.io`: a folder stands where a lock file goes, so no command can take that lock until it is removed. */
+export class LockFolderError extends Error {
+  readonly code = "system.io";
+  constructor(readonly file: string) {
+    super(`cannot take the lock ${file}: a folder stands there, not a lock hal0 wrote; remove it (rmdir ${file}), then run the command again`);
+  }
 }
 
 /** The `hal0 serve` running on this state folder, as its `serve.lock` names it, or nothing. */

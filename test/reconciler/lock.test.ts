@@ -1,9 +1,9 @@
 import { spawn } from "node:child_process";
-import { mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { acquireLock, acquireServeLock, LockedError, ServeLockedError } from "../../reconciler/lock.js";
+import { acquireLock, acquireLoopLock, acquirePullLock, acquireServeLock, LockedError, ServeLockedError } from "../../reconciler/lock.js";
 import { procStat } from "../../reconciler/drivers/proc.js";
 
 const children: number[] = [];
@@ -14,6 +14,27 @@ afterEach(() => {
 function holderFile(dir: string, pid: number, pidStart: number | undefined) {
   writeFileSync(join(dir, "apply.lock"), JSON.stringify({ pid, pid_start: pidStart, host: hostname(), started_at: "2026-11-30T12:00:00.000Z", command: "hal0 apply --yes" }));
 }
+
+describe("a lock file that is a folder", () => {
+  it("is system.io naming it and saying to remove it, for each lock; the folder and what it holds are left as they are", async () => {
+    const takes: Record<string, (dir: string) => Promise<unknown>> = {
+      "apply.lock": (dir) => acquireLock(dir, "hal0 apply"),
+      "reconcile.lock": (dir) => acquireLoopLock(dir, "hal0 reconcile"),
+      "pull.lock": (dir) => acquirePullLock(dir, "hal0 model pull"),
+      "serve.lock": (dir) => acquireServeLock(dir),
+    };
+    for (const [file, take] of Object.entries(takes)) {
+      const dir = mkdtempSync(join(tmpdir(), "hal0-lock-"));
+      const path = join(dir, file);
+      mkdirSync(path);
+      writeFileSync(join(path, "notes"), "mine");
+      await expect(take(dir), file).rejects.toMatchObject({ code: "system.io", message: `cannot take the lock ${path}: a folder stands there, not a lock hal0 wrote; remove it (rmdir ${path}), then run the command again` });
+      expect(statSync(path).isDirectory()).toBe(true);
+      expect(readFileSync(join(path, "notes"), "utf8")).toBe("mine");
+      expect(readdirSync(dir)).toEqual([file]);
+    }
+  });
+});
 
 describe("apply lock", () => {
   it("names its holder and is released", async () => {
