@@ -77,6 +77,9 @@ export class StateStore {
     if (typeof raw !== "object" || raw === null || Array.isArray(raw) || typeof slots !== "object" || slots === null || Array.isArray(slots)) {
       throw new StateCorruptError(join(this.dir, file), "it holds no `slots` table");
     }
+    // A newer hal0's format: read as this one's, its next write would hand the newer hal0 a file it misreads.
+    const version = (raw as { version?: unknown }).version;
+    if (typeof version === "number" && version > INVENTORY_VERSION) throw new StateNewerError(join(this.dir, file), version, INVENTORY_VERSION);
     // A copy of another box's folder holds that box's id: it is a box of its own, with none yet.
     return copiedFrom(this.dir, raw as Inventory) === undefined ? (raw as Inventory) : { ...(raw as Inventory), box: "" };
   }
@@ -257,6 +260,21 @@ export class StateStore {
   private async writeJson(file: string, value: unknown): Promise<void> {
     await ensureStateFolder(this.dir);
     await writeFileAtomic(join(this.dir, file), `${JSON.stringify(value, null, 2)}\n`);
+  }
+}
+
+/** The format of inventory.json this hal0 reads and writes (`version`). */
+const INVENTORY_VERSION = 1;
+
+/**
+ * `state.newer_schema`: a state file a newer hal0 wrote in a format this one
+ * does not know (an upgrade rolled back). Refused before anything reads or
+ * writes it, as a database a newer hal0 migrated is (memory/sqlite.ts).
+ */
+export class StateNewerError extends Error {
+  readonly code = "state.newer_schema";
+  constructor(readonly file: string, found: number, known: number) {
+    super(`${file} was written by a newer hal0 (its format version is ${found}; this hal0 knows ${known}): this hal0 leaves it untouched; run that hal0 again, or restore a backup taken before the upgrade`);
   }
 }
 

@@ -95,6 +95,30 @@ describe("the state folder", () => {
     expect(await alive(pid)).toBe(false);
   });
 
+  it("an inventory a newer hal0 wrote (a higher format version) is state.newer_schema naming it and both versions (exit 1) for plan, apply, status and down, and is left as it is", async () => {
+    const state = states[1]!;
+    if (!existsSync(config)) await writeFakeBox(config, ["sf"]);
+    expect(await main(["apply", "--yes", "--config", config, "--state", state], captureIo())).toBe(0);
+    const file = join(state, "inventory.json");
+    const whole = readFileSync(file, "utf8");
+    const pid = JSON.parse(readFileSync(join(state, "slots", "sf", "runtime.json"), "utf8")).pid as number;
+    const newer = `${JSON.stringify({ ...JSON.parse(whole), version: 2, placements: { sf: "node-b" } }, null, 2)}\n`;
+    writeFileSync(file, newer);
+    try {
+      for (const command of ["plan", "apply", "status", "down"]) {
+        const io = captureIo();
+        expect(await main([command, ...(command === "apply" ? ["--yes"] : []), "--config", config, "--state", state], io), `${command}: ${io.err()}`).toBe(1);
+        expect(io.err()).toBe(`hal0 ${command}: state.newer_schema: ${file} was written by a newer hal0 (its format version is 2; this hal0 knows 1): this hal0 leaves it untouched; run that hal0 again, or restore a backup taken before the upgrade\n`);
+      }
+      expect(readFileSync(file, "utf8")).toBe(newer);
+      expect(await alive(pid)).toBe(true);
+    } finally {
+      writeFileSync(file, whole);
+    }
+    expect(await main(["down", "--config", config, "--state", state], captureIo())).toBe(0);
+    expect(await alive(pid)).toBe(false);
+  });
+
   it("a state file that is a folder is system.io naming it (exit 1, no stack), never read as empty: plan, status and down refuse, the runner keeps running, and the file is there again once the folder is moved away", async () => {
     const state = states[1]!;
     if (!existsSync(config)) await writeFakeBox(config, ["sf"]);
