@@ -4,6 +4,7 @@ import { closest } from "../compiler/suggest.js";
 import { writeRefused } from "../memory/sqlite.js";
 import { LockedError } from "../reconciler/lock.js";
 import { isCode } from "../schema/codes.js";
+import { databaseBusy } from "../server/errors.js";
 import { redactText } from "../server/redact.js";
 import { formatDiagnostic, formatSummary } from "./format-diagnostics.js";
 import {
@@ -162,6 +163,9 @@ function failureOf(thrown: unknown, name: string, io: CliIo): Failure | undefine
     const { message } = err as Error;
     return masked(EXIT_ERROR, `hal0 ${name}: ${code as string}: ${message}\n`, code as string, message);
   }
+  // hal0.db held by another process's write past SQLite's wait: state.db_busy, to retry.
+  const busy = databaseBusy(err);
+  if (busy) return masked(EXIT_ERROR, `hal0 ${name}: ${busy.code}: ${busy.message}\n`, busy.code, busy.message);
   // The file system refused (a folder hal0 may not write, a full disk, a read-only mount): said with its path, no stack.
   const refused = fileSystemRefusal(err);
   if (refused !== undefined) return masked(EXIT_ERROR, `hal0 ${name}: system.io: ${refused}\n`, "system.io", refused);

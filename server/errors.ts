@@ -56,7 +56,20 @@ export function apiErrorOf(err: unknown): unknown {
   // refusal, as the CLI reports it — not an internal error.
   const code = (err as { code?: unknown } | null)?.code;
   if (err instanceof Error && !(err instanceof ApiError) && typeof code === "string" && isCode(code)) return new ApiError(code, err.message);
-  return storageFull(err) ?? err;
+  return storageFull(err) ?? databaseBusy(err) ?? err;
+}
+
+/**
+ * hal0.db held past SQLite's wait (busy_timeout, 5 s) by another process's
+ * write (a sqlite3 shell or a database browser left inside a transaction) as
+ * `state.db_busy` (503): the call failed at that write, and the caller can retry once
+ * that process lets go, where `system.internal` would only send them to the
+ * log. (memory.db's is `memory.engine_unavailable`, said by the engine.)
+ */
+export function databaseBusy(err: unknown): ApiError | undefined {
+  const { code } = (err ?? {}) as { code?: unknown };
+  if (typeof code !== "string" || !code.startsWith("SQLITE_BUSY")) return undefined;
+  return new ApiError("state.db_busy", `the state folder's database (hal0.db) is held by another process's write (a sqlite3 shell or a database browser with a transaction open), so hal0 could not write to it; end that transaction or close that program, then retry`, { retry_after_s: 5, cause: code });
 }
 
 /**

@@ -1,10 +1,11 @@
-import type { ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { httpCall } from "../server/harness.js";
-import { until } from "../reconciler/process-helpers.js";
-import { emptyServeBox, startServe } from "./helpers.js";
+import { PROJECT, until } from "../reconciler/process-helpers.js";
+import { main } from "../../cli/index.js";
+import { captureIo, emptyServeBox, startServe } from "./helpers.js";
 
 /**
  * A real `hal0 serve` on a state folder damaged between runs: a file of it
@@ -36,5 +37,29 @@ describe("hal0 serve on a damaged state folder", () => {
     const failed = serving.lines().filter((l) => l.msg === "sweep failed" || l.msg === "unhandled error");
     expect(failed[0]).toMatchObject({ msg: "sweep failed", code: "system.io", message: expect.stringContaining(file) });
     expect(JSON.stringify(failed)).not.toContain("stack");
+  });
+
+  it("hal0.db held by another process's write (a sqlite3 shell inside a transaction) is 503 state.db_busy for a call that writes it, and hal0 token create exits 1 with it; once let go, both work", async () => {
+    const { config, state } = emptyServeBox("hal0-busy-");
+    bases.push(dirname(config));
+    const serving = await startServe(config, state, ["--no-reconcile"]);
+    children.push(serving.child);
+    const headers = { authorization: `Bearer ${readFileSync(join(state, "operator.token"), "utf8").trim()}` };
+    // Another process (real SQLite, as a sqlite3 shell would) takes the write lock and keeps it until it is killed.
+    const holder = spawn(process.execPath, ["-e", `const Db = require(${JSON.stringify(join(PROJECT, "node_modules/better-sqlite3"))}); const db = new Db(${JSON.stringify(join(state, "hal0.db"))}); db.exec("BEGIN IMMEDIATE"); console.log("held"); setInterval(() => {}, 1000);`], { stdio: ["ignore", "pipe", "inherit"] });
+    children.push(holder);
+    await new Promise<void>((resolve) => holder.stdout!.on("data", (c: Buffer) => c.toString().includes("held") && resolve()));
+    const edit = { body: { edits: [{ file: "slots/x.toml", op: "set", path: ["model"], value: "tiny" }] }, headers };
+    const refused = await httpCall(serving.url, "POST", "/api/plans", edit);
+    expect(refused.status).toBe(503);
+    expect(refused.body.error).toMatchObject({ code: "state.db_busy", message: expect.stringContaining("(hal0.db) is held by another process's write"), details: { retry_after_s: 5 } });
+    const io = captureIo();
+    expect(await main(["token", "create", "--agent", "busy", "--state", state], io)).toBe(1);
+    expect(io.err()).toMatch(/^hal0 token: state\.db_busy: the state folder's database \(hal0\.db\) is held by another process's write/);
+    expect(serving.lines().filter((l) => l.msg === "unhandled error")).toEqual([]);
+    holder.kill("SIGKILL");
+    await new Promise((resolve) => holder.once("exit", resolve));
+    expect((await httpCall(serving.url, "POST", "/api/plans", edit)).status).toBe(201);
+    expect(await main(["token", "create", "--agent", "busy", "--state", state], captureIo())).toBe(0);
   });
 });
