@@ -126,19 +126,25 @@ export class StateStore {
     await this.writeJson("applied-settings.json", settings);
   }
 
+  /**
+   * The last outcome of each slot and resource. An entry that is not one (a
+   * hand edit, a newer hal0's other shape) is no outcome, as is a file that
+   * does not parse: outcomes only ever say what status shows.
+   */
   async readOutcomes(): Promise<Record<string, SlotOutcome>> {
-    return (await this.readJson<Record<string, SlotOutcome>>("outcomes.json")) ?? {};
+    return entriesOf(await this.readJson<unknown>("outcomes.json"), isOutcome);
   }
 
+  /** Records `name`'s outcome; the file's other entries stay as they are, those this hal0 does not read too. */
   async recordOutcome(name: string, outcome: SlotOutcome): Promise<void> {
-    const all = await this.readOutcomes();
+    const all = entriesOf(await this.readJson<unknown>("outcomes.json"), () => true);
     await this.writeJson("outcomes.json", { ...all, [name]: outcome });
   }
 
   /** Forgets `name`'s last outcome when it is a failure (a runner started since, by a step that did not end); a success stays. */
   async forgetFailedOutcome(name: string): Promise<void> {
-    const { [name]: last, ...others } = await this.readOutcomes();
-    if (last === undefined || last.ok) return;
+    const { [name]: last, ...others } = entriesOf<unknown>(await this.readJson<unknown>("outcomes.json"), () => true);
+    if (last === undefined || (isOutcome(last) && (last as SlotOutcome).ok)) return;
     await this.writeJson("outcomes.json", others);
   }
 
@@ -194,8 +200,9 @@ export class StateStore {
     return typeof slots === "object" && slots !== null && !Array.isArray(slots) ? (file as StepsFile) : undefined;
   }
 
+  /** Each resource's conditions; an entry that is not such a record is none (the next sweep writes it anew), as is a file that does not parse. */
   async readConditions(): Promise<Record<string, ResourceConditions>> {
-    return (await this.readJson<Record<string, ResourceConditions>>("conditions.json")) ?? {};
+    return entriesOf(await this.readJson<unknown>("conditions.json"), isResourceConditions);
   }
 
   async writeConditions(all: Record<string, ResourceConditions>): Promise<void> {
@@ -295,6 +302,24 @@ export class StateCorruptError extends Error {
 /** A JSON object (not null, not a list). */
 function isTable(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
+}
+
+/** The entries of a JSON table that pass `ok` (none when `value` is no table). */
+function entriesOf<T>(value: unknown, ok: (entry: unknown) => boolean): Record<string, T> {
+  return isTable(value) ? (Object.fromEntries(Object.entries(value).filter(([, entry]) => ok(entry))) as Record<string, T>) : {};
+}
+
+/** An outcomes.json entry of the shape SlotOutcome has. */
+function isOutcome(value: unknown): boolean {
+  if (!isTable(value)) return false;
+  const optional = (v: unknown, type: "string" | "number") => v === undefined || typeof v === type;
+  return typeof value.ok === "boolean" && typeof value.action === "string" && typeof value.at === "string" && optional(value.code, "string") && optional(value.error, "string") && optional(value.restarts, "number");
+}
+
+/** A conditions.json entry of the shape ResourceConditions has. */
+function isResourceConditions(value: unknown): boolean {
+  if (!isTable(value) || !Number.isInteger(value.generation) || typeof value.spec_hash !== "string" || !Array.isArray(value.conditions)) return false;
+  return value.conditions.every((c) => isTable(c) && ["type", "status", "reason", "message", "lastTransitionTime"].every((k) => typeof c[k] === "string") && Number.isInteger(c.observedGeneration));
 }
 
 /** One profile's record in hermes-managed.json: a table whose `ids` is a list of names. */

@@ -229,6 +229,24 @@ describe("the state folder", () => {
     }
   });
 
+  it("conditions.json and outcomes.json entries that are not of their shape (a hand edit, a newer hal0's) are none: status answers, nothing reads 'undefined', and apply and down go on", async () => {
+    const state = states[1]!;
+    if (!existsSync(config)) await writeFakeBox(config, ["sf"]);
+    expect(await main(["apply", "--yes", "--config", config, "--state", state], captureIo())).toBe(0);
+    const conditions = join(state, "conditions.json");
+    const real = JSON.parse(readFileSync(conditions, "utf8"));
+    writeFileSync(conditions, JSON.stringify({ ...real, "slot.sf": "x", settings: { conditions: 3 } }));
+    writeFileSync(join(state, "outcomes.json"), JSON.stringify({ sf: 5, settings: { ok: "yes" } }));
+    const io = captureIo();
+    expect(await main(["status", "--config", config, "--state", state], io), io.err()).toBe(0);
+    expect(io.out()).toMatch(/^sf\s+ready\s/m);
+    expect(io.out()).not.toContain("undefined");
+    const apply = captureIo();
+    expect(await main(["apply", "--yes", "--config", config, "--state", state], apply), apply.err()).toBe(0);
+    expect(await main(["down", "--config", config, "--state", state], captureIo())).toBe(0);
+    expect(JSON.parse(readFileSync(join(state, "outcomes.json"), "utf8")).sf).toMatchObject({ ok: true, action: "delete" });
+  });
+
   it("the leftovers of a killed apply (its steps.json, its apply.lock, the temps of its writes) are not left behind: the next apply, even with nothing to do, removes them", async () => {
     const state = states[1]!;
     expect(await main(["apply", "--yes", "--config", config, "--state", state], captureIo())).toBe(0);
