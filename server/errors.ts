@@ -56,7 +56,21 @@ export function apiErrorOf(err: unknown): unknown {
   // refusal, as the CLI reports it — not an internal error.
   const code = (err as { code?: unknown } | null)?.code;
   if (err instanceof Error && !(err instanceof ApiError) && typeof code === "string" && isCode(code)) return new ApiError(code, err.message);
-  return storageFull(err) ?? databaseBusy(err) ?? err;
+  return storageFull(err) ?? databaseBusy(err) ?? databaseReadOnly(err) ?? err;
+}
+
+/**
+ * hal0.db refusing a write because hal0 may not write it (another user's
+ * after a command run with sudo, or mode 0444: SQLite then opens it read-only
+ * and only a write fails) as `system.io` saying so, where `system.internal`
+ * would only send them to the log. (memory.db's is said by the engine, naming
+ * that file: memory/sqlite.ts damagedInUse.)
+ */
+export function databaseReadOnly(err: unknown): ApiError | undefined {
+  const { code } = (err ?? {}) as { code?: unknown };
+  if (typeof code !== "string" || !code.startsWith("SQLITE_READONLY")) return undefined;
+  const uid = typeof process.getuid === "function" ? ` (uid ${process.getuid()})` : "";
+  return new ApiError("system.io", `could not write the state folder's database (hal0.db): hal0 may not write it (another user's, after a command run with sudo, or mode 0444); give the user hal0 runs as${uid} read and write access to it and to its folder, then retry`, { cause: code });
 }
 
 /**

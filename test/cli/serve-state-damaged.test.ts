@@ -1,11 +1,15 @@
-import { spawn, type ChildProcess } from "node:child_process";
-import { mkdirSync, readFileSync, rmSync } from "node:fs";
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { createRequire } from "node:module";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { httpCall } from "../server/harness.js";
 import { PROJECT, until } from "../reconciler/process-helpers.js";
 import { main } from "../../cli/index.js";
 import { captureIo, emptyServeBox, startServe } from "./helpers.js";
+import { apiErrorOf, ApiError } from "../../server/errors.js";
+import type Database from "better-sqlite3";
 
 /**
  * A real `hal0 serve` on a state folder damaged between runs: a file of it
@@ -61,5 +65,31 @@ describe("hal0 serve on a damaged state folder", () => {
     await new Promise((resolve) => holder.once("exit", resolve));
     expect((await httpCall(serving.url, "POST", "/api/plans", edit)).status).toBe(201);
     expect(await main(["token", "create", "--agent", "busy", "--state", state], captureIo())).toBe(0);
+  });
+
+  it("a hal0.db hal0 may not write (mode 0444, or another user's after a sudo run) is system.io saying so for a command that writes it (exit 1), and the same over REST and MCP, not an internal error", () => {
+    const state = mkdtempSync(join(tmpdir(), "hal0-readonly-db-"));
+    bases.push(state);
+    expect(spawnSync(process.execPath, [join(PROJECT, "bin/hal0.js"), "token", "list", "--state", state]).status).toBe(0); // makes hal0.db
+    chmodSync(join(state, "hal0.db"), 0o444);
+    // As root (here, as in CI) a mode refuses nothing: the command runs without the capabilities that override file modes.
+    const argv = [process.execPath, join(PROJECT, "bin/hal0.js"), "token", "create", "--agent", "x", "--state", state];
+    const run = spawnSync(process.getuid?.() === 0 ? "setpriv" : argv[0]!, process.getuid?.() === 0 ? ["--bounding-set=-dac_override,-dac_read_search", ...argv] : argv.slice(1), { encoding: "utf8" });
+    expect(run.status, run.stderr).toBe(1);
+    expect(run.stderr).toMatch(/^hal0 token: system\.io: could not write the state folder's database \(hal0\.db\): hal0 may not write it \(another user's, after a command run with sudo, or mode 0444\); give the user hal0 runs as \(uid \d+\) read and write access to it and to its folder, then retry\n$/);
+    // What a route's write throws on such a file (SQLite's own refusal, from a handle it opened read-only) is the same refusal.
+    const Sqlite = createRequire(import.meta.url)("better-sqlite3") as typeof Database;
+    const db = new Sqlite(join(state, "hal0.db"), { readonly: true });
+    let thrown: unknown;
+    try {
+      db.prepare("DELETE FROM tokens").run();
+    } catch (err) {
+      thrown = err;
+    } finally {
+      db.close();
+    }
+    const refusal = apiErrorOf(thrown);
+    expect(refusal).toBeInstanceOf(ApiError);
+    expect(refusal).toMatchObject({ code: "system.io", status: 500, message: expect.stringContaining("could not write the state folder's database (hal0.db): hal0 may not write it") });
   });
 });
