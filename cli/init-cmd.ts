@@ -46,12 +46,14 @@ export async function runInit(args: string[], io: CliIo): Promise<number> {
   let writing = dir;
   let ignored: boolean;
   try {
-    made.push(...madeFolders(await mkdir(dir, { recursive: true }), dir));
+    // Folders 0755 as the files are 0644, whatever the umask allows (it can only take more away): under
+    // `umask 000` they were 0777, so anyone on the machine could replace slots/chat.toml (a runner's argv).
+    made.push(...madeFolders(await mkdir(dir, { recursive: true, mode: 0o755 }), dir));
     for (const { rel, bytes } of files) {
       const top = rel.split("/")[0]!;
       const restricted = PRIVATE_FOLDERS.has(top) && rel.includes("/");
       writing = dirname(join(dir, rel));
-      made.push(...madeFolders(await mkdir(writing, { recursive: true, mode: restricted ? 0o700 : 0o777 }), writing));
+      made.push(...madeFolders(await mkdir(writing, { recursive: true, mode: restricted ? 0o700 : 0o755 }), writing));
       const kind = rel.endsWith(".toml") ? classifyPath(rel)?.kind : undefined;
       const data = kind ? withSchemaLine(bytes.toString("utf8"), join(schemas, kind.jsonSchema)) : bytes;
       writing = join(dir, rel);

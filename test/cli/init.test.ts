@@ -82,6 +82,21 @@ describe("hal0 init DIR", () => {
     for (const rel of filesUnder(dir()).filter((f) => f.startsWith("mcp-servers/"))) expect(statSync(join(dir(), rel)).mode & 0o777).toBe(0o600);
   });
 
+  it("under a umask of 000 writes no folder or file another user may write (folders 0755 as files 0644, the private ones 0700/0600)", async () => {
+    const open = join(base, "umask-000", "box");
+    const before = process.umask(0o000);
+    try {
+      expect((await hal0("init", open)).code).toBe(0);
+    } finally {
+      process.umask(before);
+    }
+    const modes = [join(base, "umask-000"), open, ...filesUnder(open).flatMap((f) => [join(open, f), join(open, f, "..")])];
+    const writable = [...new Set(modes)].filter((p) => (statSync(p).mode & 0o022) !== 0);
+    expect(writable).toEqual([]);
+    expect(statSync(join(open, "slots")).mode & 0o777).toBe(0o755);
+    expect(statSync(join(open, "mcp-servers")).mode & 0o777).toBe(0o700);
+  });
+
   it("is valid as written: hal0 validate exits 0; asked, its runners take every slot's argv (no removed, unknown or deprecated flag)", async () => {
     const res = await hal0("validate", "--config", dir(), "--state", join(base, "validate-state"), "--runners", "--json");
     expect(res.err).toBe("");
