@@ -105,8 +105,14 @@ export function parseCommandArgs<T extends ParseArgsConfig>(config: T): ReturnTy
   try {
     parsed = parseArgs(config);
   } catch (err) {
-    if ((err as { code?: string }).code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
-      throw new UsageError(unknownOption((err as Error).message, Object.keys(config.options ?? {}).map((o) => (o.length === 1 ? `-${o}` : `--${o}`))));
+    const code = (err as { code?: string }).code;
+    if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") {
+      const known = Object.keys(config.options ?? {}).map((o) => (o.length === 1 ? `-${o}` : `--${o}`));
+      throw new UsageError(unknownOption((err as Error).message, known, config.allowPositionals === true ? config.args ?? [] : undefined));
+    }
+    if (code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {
+      const dashed = dashedValue((err as Error).message, config.args ?? []);
+      if (dashed !== undefined) throw new UsageError(dashed);
     }
     throw err;
   }
@@ -127,13 +133,42 @@ function refuseEmpty(values: Record<string, unknown>, positionals: readonly stri
   if (positionals.includes("")) throw new UsageError("an empty argument: name what it stands for");
 }
 
-/** The line for node's ERR_PARSE_ARGS_UNKNOWN_OPTION message, given the command's options (`--config`, …). */
-export function unknownOption(nodeMessage: string, known: readonly string[]): string {
+/**
+ * The line for node's ERR_PARSE_ARGS_UNKNOWN_OPTION message, given the
+ * command's options (`--config`, …) and, for a command that takes arguments
+ * (`init DIR`), its command line: an argument that starts with a dash
+ * (`hal0 init -box`) is named, with how to pass it (node's own hint was lost
+ * with its second line, so "Unknown option '-b'" left the user guessing).
+ */
+export function unknownOption(nodeMessage: string, known: readonly string[], args?: readonly string[]): string {
   const option = /^Unknown option '([^']*)'/.exec(nodeMessage)?.[1];
   if (option === undefined) return nodeMessage.split("\n")[0]!;
   const long = known.filter((k) => k.startsWith("--")).map((k) => k.slice(2));
   const hit = option.startsWith("--") ? closest(option.slice(2), long) : undefined;
-  return `Unknown option '${option}'. ${hit ? `Did you mean --${hit}?` : "See --help for the options."}`;
+  if (hit) return `Unknown option '${option}'. Did you mean --${hit}?`;
+  const given = args === undefined ? undefined : optionsOfArgs(args).find((a) => (option.startsWith("--") ? a === option || a.startsWith(`${option}=`) : !a.startsWith("--") && a.startsWith(option)));
+  if (given === undefined) return `Unknown option '${option}'. See --help for the options.`;
+  return `Unknown option '${option}'${given === option ? "" : ` (in '${given}')`}. See --help for the options; an argument that starts with '-' goes after '--': -- ${given}`;
+}
+
+/**
+ * node's "argument is ambiguous" (`--config -box`: the value starts with a
+ * dash) said with the value and both ways to pass it; undefined for another
+ * ERR_PARSE_ARGS_INVALID_OPTION_VALUE (a boolean given a value).
+ */
+function dashedValue(nodeMessage: string, args: readonly string[]): string | undefined {
+  const option = /^Option '([^' ]+)' argument is ambiguous/.exec(nodeMessage)?.[1];
+  if (option === undefined) return undefined;
+  const options = optionsOfArgs(args);
+  const value = options[options.indexOf(option) + 1];
+  if (value === undefined) return undefined;
+  return `option ${option} was given '${value}', which starts with a dash: if that is its value, write ${option}=${value}${/^-[^-]/.test(value) ? ` (a path also as ${option} ./${value})` : ""}; else give ${option} its value`;
+}
+
+/** The arguments before a `--` terminator: where options are. */
+function optionsOfArgs(args: readonly string[]): readonly string[] {
+  const end = args.indexOf("--");
+  return end === -1 ? args : args.slice(0, end);
 }
 
 export function processIo(): CliIo {

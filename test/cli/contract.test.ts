@@ -565,6 +565,25 @@ describe("an unknown option names the closest known one (exit 64), for every com
     expect(r.code).toBe(64);
     expect(r.err).toBe("hal0 plan: Unknown option '--zzzzzz'. See --help for the options.\n");
   });
+
+  it("a folder whose name starts with a dash is named, with how to pass it: after '--' for an argument, --config=-box for an option's value", async () => {
+    const init = await run(["init", "-box"]);
+    expect(init.code).toBe(64);
+    expect(init.err).toBe("hal0 init: Unknown option '-b' (in '-box'). See --help for the options; an argument that starts with '-' goes after '--': -- -box\n");
+    expect(existsSync(join(dir, "-box"))).toBe(false);
+    const value = await run(["validate", "--config", "-box"]);
+    expect(value.code).toBe(64);
+    expect(value.err).toBe("hal0 validate: option --config was given '-box', which starts with a dash: if that is its value, write --config=-box (a path also as --config ./-box); else give --config its value\n");
+    // The value left out before another option: the same line names it.
+    const json = await run(["status", "--config", "--json"]);
+    expect(json.code).toBe(64);
+    expect(failureDoc(json.out, 64).diagnostics[0]).toMatchObject({ code: "cli.usage", summary: "option --config was given '--json', which starts with a dash: if that is its value, write --config=--json; else give --config its value" });
+    // Both ways the lines name work.
+    expect((await run(["init", "--", "-box"])).code).toBe(0);
+    const copy = await run(["validate", "--config=-box"]);
+    expect(copy.code, copy.err).toBe(0);
+    expect((await run(["validate", "--config", "./-box"])).code).toBe(copy.code);
+  });
 });
 
 describe("hal0 status: one line per slot; the whole error in --json and in status SLOT", () => {
