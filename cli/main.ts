@@ -117,7 +117,7 @@ export async function main(argv: string[], io: CliIo = processIo()): Promise<num
   try {
     return await command.run(rest, io);
   } catch (err) {
-    const failure = failureOf(err, name, io);
+    const failure = await failureOf(err, name, io, rest);
     if (failure) return fail(io, json, failure, command.jsonLines);
     if (!json) throw err;
     // Still one JSON document; the stack goes to stderr as bin/hal0.cjs would print it.
@@ -143,7 +143,7 @@ function masked(exit: number, text: string, code: string, message: string): Fail
 }
 
 /** What an error thrown by a command means for the exit status; undefined: a bug (rethrown, or system.internal under --json). */
-function failureOf(thrown: unknown, name: string, io: CliIo): Failure | undefined {
+async function failureOf(thrown: unknown, name: string, io: CliIo, args: readonly string[]): Promise<Failure | undefined> {
   // A write to the state folder's database that the disk refused (full, read-only): system.io naming the file, not a bug.
   const err = writeRefused(thrown);
   if (err instanceof InvalidConfigError) {
@@ -160,7 +160,9 @@ function failureOf(thrown: unknown, name: string, io: CliIo): Failure | undefine
   // A refusal with a registry code: CliError, LockedError (apply.locked), ConfigNotFoundError (config.not_found), …
   const code = (err as { code?: unknown } | null)?.code;
   if (err instanceof CliError || err instanceof LockedError || (err instanceof Error && typeof code === "string" && isCode(code))) {
-    const { message } = err as Error;
+    // A config folder --config did not name: where it came from, and what to do.
+    const advice = code === "config.not_found" && BOX_COMMANDS.has(name) ? (await import("./paths.js")).configAdvice(flagOf(args, "config"), io.env) : "";
+    const message = `${(err as Error).message}${advice}`;
     return masked(EXIT_ERROR, `hal0 ${name}: ${code as string}: ${message}\n`, code as string, message);
   }
   // hal0.db held by another process's write past SQLite's wait (state.db_busy, to retry), or one hal0 may not write (system.io).
@@ -170,6 +172,20 @@ function failureOf(thrown: unknown, name: string, io: CliIo): Failure | undefine
   const refused = fileSystemRefusal(err);
   if (refused !== undefined) return masked(EXIT_ERROR, `hal0 ${name}: system.io: ${refused}\n`, "system.io", refused);
   return undefined;
+}
+
+/** The commands that read a box's folders (`--config`, `--state` and their defaults): not init, schema or version, which name their own or none. */
+const BOX_COMMANDS = new Set(Object.keys(COMMANDS).filter((c) => !["init", "schema", "version"].includes(c)));
+
+/** The value of `--<option>` on the command line (its last, as parseArgs takes it), before a `--`; undefined when not given. */
+function flagOf(args: readonly string[], option: string): string | undefined {
+  let value: string | undefined;
+  const options = optionsOf(args);
+  for (let i = 0; i < options.length; i++) {
+    if (options[i] === `--${option}`) value = options[++i];
+    else if (options[i]!.startsWith(`--${option}=`)) value = options[i]!.slice(option.length + 3);
+  }
+  return value;
 }
 
 /** "could not open /x/y: permission denied (EACCES)" for an error of node's file system calls (it has a syscall and a path); else undefined. */

@@ -15,6 +15,18 @@ export function configDir(flag: string | undefined, env: Readonly<Record<string,
 }
 
 /**
+ * What a refusal adds when the config folder was not named by `--config`
+ * (a first start, `hal0 serve` alone, met only "config folder not found:
+ * /etc/hal0"): where the folder came from, and what to do; "" when `--config`
+ * named it (the user typed the path the message shows).
+ */
+export function configAdvice(flag: string | undefined, env: Readonly<Record<string, string | undefined>>): string {
+  if (flag) return "";
+  const from = env.HAL0_CONFIG ? "the folder $HAL0_CONFIG names" : env.HAL0_HOME ? "$HAL0_HOME/etc/hal0" : "hal0's default: no --config was given, and $HAL0_CONFIG and $HAL0_HOME are unset";
+  return ` (${from}); name the box's folder with --config DIR, or write the example box into a new folder with hal0 init DIR`;
+}
+
+/**
  * The state folder: `--state`, else $HAL0_STATE, else $HAL0_HOME/var/lib/hal0,
  * else /var/lib/hal0. A path that is a file, or lies below one, is CliError
  * `cli.not_a_folder` before the command reads or writes anything.

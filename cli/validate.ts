@@ -5,7 +5,7 @@ import { findingDiagnostic, preflight } from "../reconciler/preflight.js";
 import type { Diagnostic } from "../schema/index.js";
 import { redactText } from "../server/redact.js";
 import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
-import { configDir, statePath } from "./paths.js";
+import { configAdvice, configDir, statePath } from "./paths.js";
 import { formatAnnotation, formatDiagnostic, formatSummary } from "./format-diagnostics.js";
 
 export const VALIDATE_HELP = `hal0 validate [--config DIR] [--state DIR] [--json] [--strict] [--runners]
@@ -44,7 +44,8 @@ export async function runValidate(args: string[], io: CliIo): Promise<number> {
   if (loaded === undefined) {
     const message = configNotFoundMessage(root);
     if (!values.json) throw new CliError("config.not_found", message);
-    const missing = { code: "config.not_found", severity: "error", summary: message, detail: `${root} does not exist or is not a folder; pass --config DIR, or set HAL0_CONFIG or HAL0_HOME.`, file: null, line: null, column: null, path: [], related: [] };
+    // The same line as without --json, which main gives where the folder came from when --config did not name it.
+    const missing = { code: "config.not_found", severity: "error", summary: `${message}${configAdvice(values.config, io.env)}`, detail: `${root} does not exist or is not a folder; pass --config DIR, or set HAL0_CONFIG or HAL0_HOME.`, file: null, line: null, column: null, path: [], related: [] };
     io.stdout.write(`${JSON.stringify({ ok: false, exit_code: EXIT_ERROR, valid: false, error_count: 1, warning_count: 0, diagnostics: [missing], runners: [] }, null, 2)}\n`);
     return EXIT_ERROR;
   }

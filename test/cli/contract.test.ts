@@ -94,6 +94,28 @@ describe("exit statuses: 2 is only 'changes'", () => {
 
   it.each([
     ["plan"], ["apply", "--yes"], ["status"], ["down"], ["drift"], ["doctor"], ["reconcile", "--once"], ["agent", "reprovision", "hermes"], ["web"], ["serve", "--port", "0"], ["validate"],
+  ])("a config folder --config did not name says where it came from and what to do: hal0 %s → 1 config.not_found", async (...command) => {
+    const advice = "name the box's folder with --config DIR, or write the example box into a new folder with hal0 init DIR";
+    const stateDir = join(dir, `state-env-${command.join("-")}`);
+    const fromEnv = await run([...command, "--state", stateDir], { HAL0_CONFIG: missing() });
+    expect(fromEnv.code, fromEnv.err).toBe(1);
+    expect(fromEnv.err).toBe(`hal0 ${command[0]}: config.not_found: config folder not found: ${missing()} (the folder $HAL0_CONFIG names); ${advice}\n`);
+    const home = join(dir, "no-such-home");
+    const fromHome = await run([...command, "--state", stateDir], { HAL0_HOME: home });
+    expect(fromHome.err).toBe(`hal0 ${command[0]}: config.not_found: config folder not found: ${join(home, "etc/hal0")} ($HAL0_HOME/etc/hal0); ${advice}\n`);
+    expect(existsSync(stateDir), `hal0 ${command[0]} wrote ${stateDir}`).toBe(false);
+    // hal0's own default, /etc/hal0, on a machine without it (the first `hal0 serve` of a person who left --config out).
+    if (!existsSync("/etc/hal0")) {
+      const line = `config folder not found: /etc/hal0 (hal0's default: no --config was given, and $HAL0_CONFIG and $HAL0_HOME are unset); ${advice}`;
+      const byDefault = await run([...command, "--state", stateDir]);
+      expect(byDefault.err).toBe(`hal0 ${command[0]}: config.not_found: ${line}\n`);
+      // validate --json writes its own document: the same line.
+      if (command[0] === "validate") expect(failureDoc((await run([...command, "--json"])).out, 1).diagnostics[0]).toMatchObject({ code: "config.not_found", summary: line });
+    }
+  });
+
+  it.each([
+    ["plan"], ["apply", "--yes"], ["status"], ["down"], ["drift"], ["doctor"], ["reconcile", "--once"], ["agent", "reprovision", "hermes"], ["web"], ["serve", "--port", "0"], ["validate"],
   ])("--config naming a file (the box's hal0.toml) says which folder was meant: hal0 %s → 1 config.not_found", async (...command) => {
     const folder = join(dir, "a-box");
     mkdirSync(folder, { recursive: true });
