@@ -170,7 +170,10 @@ async function failureOf(thrown: unknown, name: string, io: CliIo, args: readonl
   if (busy) return masked(EXIT_ERROR, `hal0 ${name}: ${busy.code}: ${busy.message}\n`, busy.code, busy.message);
   // The file system refused (a folder hal0 may not write, a full disk, a read-only mount): said with its path, no stack.
   const refused = fileSystemRefusal(err);
-  if (refused !== undefined) return masked(EXIT_ERROR, `hal0 ${name}: system.io: ${refused}\n`, "system.io", refused);
+  if (refused !== undefined) {
+    const message = `${refused}${BOX_COMMANDS.has(name) ? await inStateFolder(err, refused, args, io) : ""}`;
+    return masked(EXIT_ERROR, `hal0 ${name}: system.io: ${message}\n`, "system.io", message);
+  }
   return undefined;
 }
 
@@ -188,6 +191,19 @@ function flagOf(args: readonly string[], option: string): string | undefined {
   return value;
 }
 
+/** For `refused`, a refusal (permission denied, a read-only file system) of a path in the state folder: stateAdvice; else "". */
+async function inStateFolder(err: unknown, refused: string, args: readonly string[], io: CliIo): Promise<string> {
+  const { path } = err as { path?: string };
+  // As fileSystemRefusal words it: a recursive mkdir's ENOENT is said with its true cause (a parent it may not write).
+  if (!/\((EACCES|EPERM|EROFS)\)$/.test(refused) || path === undefined) return "";
+  const { stateAdvice, statePath } = await import("./paths.js");
+  const flag = flagOf(args, "state");
+  const dir = statePath(flag, io.env, io.cwd);
+  // The folder itself, a file in it, or a folder above it that making it had to make first.
+  const ofState = path === dir || path.startsWith(`${dir}/`) || ((err as { syscall?: string }).syscall === "mkdir" && dir.startsWith(`${path}/`));
+  return ofState ? stateAdvice(flag, io.env, dir, refused.endsWith("(EROFS)")) : "";
+}
+
 /** "could not open /x/y: permission denied (EACCES)" for an error of node's file system calls (it has a syscall and a path); else undefined. */
 function fileSystemRefusal(err: unknown): string | undefined {
   const e = err as { code?: unknown; syscall?: unknown; path?: unknown; dest?: unknown; message?: unknown } | null;
@@ -197,7 +213,8 @@ function fileSystemRefusal(err: unknown): string | undefined {
   if (truer) return `could not mkdir ${e!.path}: ${truer}`;
   // An atomic write's temp file (`.<base>.<pid>.<hex>.hal0.tmp`, reconciler/atomic.ts) is named as the file it was for.
   const written = /^(.*\/)\.(.+)\.\d+\.[0-9a-f]{12}\.hal0\.tmp$/.exec(e!.path);
-  if (written && (e!.syscall === "open" || e!.syscall === "write")) return `could not write ${written[1]}${written[2]}: ${reason} (${e!.code})`;
+  // Any call on it but a rename (said with the file it was renamed over): the open, write or lstat of its making.
+  if (written && e!.syscall !== "rename") return `could not write ${written[1]}${written[2]}: ${reason} (${e!.code})`;
   return `could not ${e!.syscall} ${e!.path}${typeof e!.dest === "string" ? ` to ${e!.dest}` : ""}: ${reason} (${e!.code})`;
 }
 

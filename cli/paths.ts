@@ -27,6 +27,21 @@ export function configAdvice(flag: string | undefined, env: Readonly<Record<stri
 }
 
 /**
+ * What a refusal of the file system in the state folder `dir` adds (permission
+ * denied, a read-only file system): where the folder came from, and what to
+ * do. hal0's default /var/lib/hal0 is root's: a user's first `hal0 serve
+ * --config ~/box` without --state met only "could not mkdir /var/lib/hal0:
+ * permission denied".
+ */
+export function stateAdvice(flag: string | undefined, env: Readonly<Record<string, string | undefined>>, dir: string, readOnly: boolean): string {
+  const from = flag ? "--state" : env.HAL0_STATE ? "$HAL0_STATE" : env.HAL0_HOME ? "$HAL0_HOME/var/lib/hal0" : undefined;
+  if (from === undefined) {
+    return `; ${dir} is hal0's default state folder (no --state was given, and $HAL0_STATE and $HAL0_HOME are unset): name one you may write with --state DIR (hal0 init's next steps use DIR/.state)`;
+  }
+  return `; hal0 reads and writes its state folder ${dir} (${from}): ${readOnly ? "remount it read-write" : "run hal0 as a user who may, such as its owner"}, or name another with --state DIR`;
+}
+
+/**
  * The state folder: `--state`, else $HAL0_STATE, else $HAL0_HOME/var/lib/hal0,
  * else /var/lib/hal0. A path that is a file, or lies below one, is CliError
  * `cli.not_a_folder` before the command reads or writes anything.

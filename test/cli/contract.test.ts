@@ -1,5 +1,5 @@
-import { execFileSync } from "node:child_process";
-import { existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { execFileSync, spawnSync } from "node:child_process";
+import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -385,10 +385,39 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
       // A state folder there: the file the write was for is named, not its temp file.
       const apply = await run(["apply", "--yes", "--config", good, "--state", ro]);
       expect(apply.code, apply.err).toBe(1);
-      expect(apply.err).toBe(`hal0 apply: system.io: could not write ${ro}/apply.lock: read-only file system (EROFS)\n`);
+      // … with the state folder it is in, where that came from, and what to do.
+      expect(apply.err).toBe(`hal0 apply: system.io: could not write ${ro}/apply.lock: read-only file system (EROFS); hal0 reads and writes its state folder ${ro} (--state): remount it read-write, or name another with --state DIR\n`);
+      const home = await run(["apply", "--yes", "--config", good], { HAL0_HOME: ro });
+      expect(home.err).toBe(`hal0 apply: system.io: could not mkdir ${ro}/var: ${ro} is on a read-only file system (EROFS); hal0 reads and writes its state folder ${ro}/var/lib/hal0 ($HAL0_HOME/var/lib/hal0): remount it read-write, or name another with --state DIR\n`);
     } finally {
       execFileSync("umount", [ro]);
     }
+  });
+
+  it.runIf(process.getuid?.() === 0)("a state folder the user may not write says where it came from and what to do: hal0's default /var/lib/hal0 (no --state), one of root's named by --state", async () => {
+    // A person's first start: a box of their own, --state left out, so hal0's default, /var/lib/hal0, which is root's.
+    const own = join(dir, "nobody");
+    mkdirSync(join(own, "box"), { recursive: true });
+    writeFileSync(join(own, "box", "hal0.toml"), "");
+    for (const d of [dir, own, join(own, "box")]) chmodSync(d, 0o755);
+    execFileSync("chown", ["-R", "nobody:", own]);
+    const asNobody = (...args: string[]) => spawnSync("setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", process.execPath, join(import.meta.dirname, "../../bin/hal0.js"), ...args], {
+      cwd: own, encoding: "utf8", env: { PATH: process.env.PATH!, HOME: own },
+    });
+    if (!existsSync("/var/lib/hal0")) {
+      const first = asNobody("apply", "--yes", "--config", "box");
+      expect(first.status, first.stderr).toBe(1);
+      expect(first.stderr).toBe("hal0 apply: system.io: could not mkdir /var/lib/hal0: permission denied (EACCES); /var/lib/hal0 is hal0's default state folder (no --state was given, and $HAL0_STATE and $HAL0_HOME are unset): name one you may write with --state DIR (hal0 init's next steps use DIR/.state)\n");
+      expect(existsSync("/var/lib/hal0")).toBe(false);
+    }
+    // A state folder root made (a `sudo hal0 serve` once): the lock's temp file is named as the lock it was for.
+    const roots = join(dir, "roots-state");
+    mkdirSync(roots, { mode: 0o700 });
+    const serve = asNobody("serve", "--config", "box", "--state", roots, "--port", "0");
+    expect(serve.status, serve.stderr).toBe(1);
+    expect(serve.stderr).toBe(`hal0 serve: system.io: could not write ${roots}/serve.lock: permission denied (EACCES); hal0 reads and writes its state folder ${roots} (--state): run hal0 as a user who may, such as its owner, or name another with --state DIR\n`);
+    const status = asNobody("status", "--config", "box");
+    expect(status.status, status.stderr).toBe(0);
   });
 
   it("plan --json --out on a read-only mount: one JSON document on stdout, the system.io failure, not the plan and then the failure", async () => {
