@@ -2,7 +2,7 @@ import { mkdir, readdir, readFile, rm, rmdir, stat, writeFile } from "node:fs/pr
 import { dirname, join, resolve } from "node:path";
 import { classifyPath } from "../schema/index.js";
 import { packageRoot } from "../reconciler/package-root.js";
-import { CliError, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
+import { CliError, EXIT_OK, parseCommandArgs, refuseUnexpanded, UsageError, type CliIo } from "./io.js";
 import { refuseNonFolder } from "./paths.js";
 
 export const INIT_HELP = `hal0 init DIR
@@ -31,6 +31,7 @@ export async function runInit(args: string[], io: CliIo): Promise<number> {
   const { positionals } = parseCommandArgs({ args, strict: true, allowPositionals: true, options: {} });
   if (positionals.length === 0) throw new UsageError("missing DIR: hal0 init DIR writes the example box into DIR");
   if (positionals.length > 1) throw new UsageError(`one folder only, got ${positionals.length}: hal0 init DIR`);
+  refuseUnexpanded(positionals[0]!, "hal0 init");
   const dir = resolve(io.cwd, positionals[0]!);
   await refuseUnlessEmpty(dir);
   // Below a file, or through a symbolic link to nothing: cli.not_a_folder, naming which part (mkdir said only ENOENT or ENOTDIR).

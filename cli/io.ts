@@ -117,7 +117,26 @@ export function parseCommandArgs<T extends ParseArgsConfig>(config: T): ReturnTy
     throw err;
   }
   refuseEmpty(parsed.values as Record<string, unknown>, parsed.positionals);
+  for (const name of PATH_OPTIONS) {
+    const value = (parsed.values as Record<string, unknown>)[name];
+    if (typeof value === "string") refuseUnexpanded(value, `--${name}`);
+  }
   return parsed;
+}
+
+/** The options whose value is a path (a folder or a file hal0 reads or writes). */
+const PATH_OPTIONS = ["config", "state", "out", "plan", "unit-dir"] as const;
+
+/**
+ * A path that starts with `~` the shell left as it is (`--state=~/box-state`:
+ * bash expands a tilde only at a word's start; `'~/box'` quoted) is a usage
+ * error: resolved against the working folder it made a folder named `~` there
+ * (`./~/box-state`), the box's database and operator token in it, and the
+ * home folder's `~/box-state` never made. `what` is the option (`--state`) or the command before the argument (`hal0 init`).
+ */
+export function refuseUnexpanded(value: string, what: string): void {
+  if (!/^~[^/]*(\/|$)/.test(value)) return;
+  throw new UsageError(`${what} was given '${value}', whose '~' the shell did not expand (it does not after '=' or inside quotes): write ${what} ${value}, or the full path (./${value} for a folder of that name here)`);
 }
 
 /**

@@ -617,6 +617,19 @@ describe("an unknown option names the closest known one (exit 64), for every com
     expect(r.err).toBe("hal0 plan: Unknown option '--zzzzzz'. See --help for the options.\n");
   });
 
+  it.each([
+    [["serve", "--port", "0", "--config", "no-such-config", "--state=~/box-state"], "--state", "~/box-state"],
+    [["apply", "--yes", "--config=~/box"], "--config", "~/box"],
+    [["plan", "--config", "good", "--out=~/plan.json"], "--out", "~/plan.json"],
+    [["service", "install", "--print", "--unit-dir=~"], "--unit-dir", "~"],
+    [["init", "~/mybox"], "hal0 init", "~/mybox"],
+  ])("a path whose '~' the shell left (after '=', quoted) is a usage error, and no folder named ~ is made here: hal0 %j", async (args, what, value) => {
+    const r = await run(args);
+    expect(r.code, r.err).toBe(64);
+    expect(r.err).toBe(`hal0 ${args[0]}: ${what} was given '${value}', whose '~' the shell did not expand (it does not after '=' or inside quotes): write ${what} ${value}, or the full path (./${value} for a folder of that name here)\n`);
+    expect(existsSync(join(dir, "~"))).toBe(false);
+  });
+
   it("a folder whose name starts with a dash is named, with how to pass it: after '--' for an argument, --config=-box for an option's value", async () => {
     const init = await run(["init", "-box"]);
     expect(init.code).toBe(64);
