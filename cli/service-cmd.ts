@@ -73,11 +73,13 @@ export async function runService(args: string[], io: CliIo): Promise<number> {
   // The folders this install made, removed again when it fails: a failed install leaves nothing behind.
   const made: string[] = [];
   let doing = "";
+  let making: string | undefined;
   try {
     // ReadWritePaths= must exist when the unit starts, and hal0 cannot make them under
     // ProtectSystem=strict; one made here for a --user service is that user's.
     for (const [folder, mode] of [[state, 0o700], ...writable.map((w) => [w, 0o755] as const)] as const) {
       doing = `make ${folder}`;
+      making = folder;
       const first = await mkdir(folder, { recursive: true, mode });
       if (first === undefined) continue;
       for (let at = folder; ; at = dirname(at)) {
@@ -87,11 +89,13 @@ export async function runService(args: string[], io: CliIo): Promise<number> {
       if (user) await chown(folder, user.uid, user.gid);
     }
     doing = `write ${file}`;
+    making = undefined;
     await writeFileAtomic(file, text, 0o644);
   } catch (err) {
     // Deepest first, so a folder is empty when its turn comes (rmdir: never one that holds anything).
     for (const folder of made.sort((a, b) => b.length - a.length)) await rmdir(folder).catch(() => undefined);
-    throw new CliError("service.install_failed", `cannot ${doing}: ${refusal(err)}${made.length > 0 ? " (the folders this install made are removed again)" : ""}`);
+    const undone = made.length > 0 ? " (the folders this install made are removed again)" : "";
+    throw new CliError("service.install_failed", `cannot ${doing}: ${refusal(err)}${undone}${deniedAdvice(err, making, values, io)}`);
   }
   io.stdout.write(`wrote ${file}\n`);
   if (user) {
@@ -104,6 +108,22 @@ export async function runService(args: string[], io: CliIo): Promise<number> {
   else if (verified.code !== 0 || verified.output !== "") io.stderr.write(`hal0 service: systemd-analyze verify ${file} (exit ${verified.code}):\n${verified.output}\n`);
   io.stdout.write("next: systemctl daemon-reload && systemctl enable --now hal0\n");
   return EXIT_OK;
+}
+
+/**
+ * What to do about a refusal (permission denied) a user who is not root meets:
+ * the unit folder (default /etc/systemd/system) and hal0's default state
+ * folder are root's, so `hal0 service install` run as oneself said only
+ * "permission denied". "" for root, and for another refusal.
+ */
+function deniedAdvice(err: unknown, folder: string | undefined, values: { state?: string }, io: CliIo): string {
+  const code = (err as NodeJS.ErrnoException)?.code;
+  if ((code !== "EACCES" && code !== "EPERM") || process.getuid?.() === 0) return "";
+  if (folder !== undefined && values.state === undefined && !io.env.HAL0_STATE && !io.env.HAL0_HOME) {
+    return `; it is hal0's default state folder (no --state was given): run this as root (sudo), or name the state folder with --state DIR`;
+  }
+  if (folder !== undefined) return `; run this as root (sudo), or make ${folder} first as a user who may`;
+  return "; a system unit is written by root: run this as root (sudo); --print shows the unit and writes nothing";
 }
 
 /**

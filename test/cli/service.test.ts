@@ -130,6 +130,27 @@ describe("hal0 service install", () => {
     expect((await hal0(["service"])).code).toBe(64);
   });
 
+  it.runIf(process.getuid?.() === 0)("run by a user who is not root, says what to do: root writes a system unit, and hal0's default state folder", async () => {
+    chmodSync(dir, 0o755); // mkdtemp's 0700 would keep nobody out of the box
+    const roots = join(dir, "root units");
+    mkdirSync(roots, { mode: 0o755 });
+    const asNobody = (...args: string[]) => spawnSync("setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", process.execPath, HAL0_BIN, "service", "install", "--config", config, ...args], {
+      cwd: dir, encoding: "utf8", env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: dir },
+    });
+    const ownState = join(dir, "nobody's own state");
+    mkdirSync(ownState, { mode: 0o700 });
+    spawnSync("chown", ["nobody:", ownState]); // the user's own: only the unit folder is root's
+    const unit = asNobody("--state", ownState, "--unit-dir", roots);
+    expect(unit.status, unit.stderr).toBe(1);
+    expect(unit.stderr).toContain(`service.install_failed: cannot write ${join(roots, "hal0.service")}: permission denied (EACCES); a system unit is written by root: run this as root (sudo); --print shows the unit and writes nothing\n`);
+    if (!existsSync("/var/lib/hal0")) {
+      const noState = asNobody("--unit-dir", roots);
+      expect(noState.status, noState.stderr).toBe(1);
+      expect(noState.stderr).toContain("service.install_failed: cannot make /var/lib/hal0: permission denied (EACCES); it is hal0's default state folder (no --state was given): run this as root (sudo), or name the state folder with --state DIR\n");
+    }
+    expect(readdirSync(roots)).toEqual([]);
+  });
+
   it("a unit it cannot write leaves none of the folders it made for it, and says what was refused without a temp file's name", async () => {
     const blocked = join(dir, "blocked units");
     mkdirSync(join(blocked, "hal0.service"), { recursive: true }); // a folder where the unit goes: the write is refused
