@@ -78,13 +78,16 @@ export async function runInit(args: string[], io: CliIo): Promise<number> {
     throw err;
   }
   const box = `--config ${quote(dir)} --state ${quote(join(dir, ".state"))}`;
+  // Run by `npx hal0 init` (the README's way, from a clone): hal0 is on no PATH, so a next step
+  // copied as `hal0 apply …` was "command not found"; they are written as it was run.
+  const hal0 = io.env.npm_command === "exec" ? "npx hal0" : "hal0";
   io.stdout.write(`Wrote the example box to ${dir} (${files.length} files).
 
 Next:
-  hal0 validate --config ${quote(dir)}    check it (every file kind, every rule)
-  hal0 apply --yes ${box}    start its slots (the stand-in runner)
-  hal0 serve ${box}    the REST API, the operator's pages and the reconcile loop
-  hal0 down ${box}    stop the slots again
+  ${hal0} validate --config ${quote(dir)}    check it (every file kind, every rule)
+  ${hal0} apply --yes ${box}    start its slots (the stand-in runner)
+  ${hal0} serve ${box}    the REST API, the operator's pages and the reconcile loop
+  ${hal0} down ${box}    stop the slots again
 Each file's #:schema line points at ${schemas}: open the folder in an editor with Taplo.
 ${ignored ? "The .gitignore keeps .state/ (the database and operator.token) out of git." : `note: ${join(dir, ".gitignore")} was there and is left as it is: add /.state/ to it, as .state holds operator.token.`}
 `);

@@ -167,6 +167,14 @@ describe("hal0 init DIR", () => {
     expect(compile(tree, diagnostics).diagnostics).toEqual([]);
   });
 
+  it("run by npx (npm_command=exec), writes its next steps as npx hal0 …, since hal0 itself is on no PATH", async () => {
+    const io = captureIo({ npm_command: "exec" }, base);
+    expect(await main(["init", "by-npx"], io)).toBe(0);
+    const next = io.out().split("\n").filter((l) => l.startsWith("  "));
+    expect(next.map((l) => l.trim().split(" ").slice(0, 3).join(" "))).toEqual(["npx hal0 validate", "npx hal0 apply", "npx hal0 serve", "npx hal0 down"]);
+    expect(io.out()).toContain(`  npx hal0 serve --config ${join(base, "by-npx")} --state ${join(base, "by-npx", ".state")}`);
+  });
+
   it("writes into an existing empty folder; a missing or second DIR is a usage error", async () => {
     const empty = join(base, "empty");
     mkdirSync(empty);
