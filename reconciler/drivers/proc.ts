@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import type { Socket as NetSocket } from "node:net";
 import { readFile, readdir, readlink } from "node:fs/promises";
 import type { SlotHealth } from "../observed.js";
 import { lazyHttp, lazyNet } from "./builtins.js";
@@ -179,9 +180,26 @@ export function acceptsConnections(port: number, timeoutMs: number, host: string
       resolve(answer);
     };
     socket.setTimeout(timeoutMs, () => done(false));
-    socket.once("connect", () => done(true));
+    socket.once("connect", () => done(!refusedSelf(socket, port)));
     socket.on("error", () => done(false));
   });
+}
+
+/**
+ * Whether `socket`, connecting to `port` on loopback with nothing listening,
+ * was given `port` itself as its own (ephemeral) port and so connected to
+ * itself (TCP's simultaneous open): a slot's port in the ephemeral range
+ * (32768-60999) is met now and then by a probe before its runner listens.
+ * That was read as something listening (slot.port_in_use, "the program
+ * holding it could not be found"), and the socket held the port, so the
+ * runner's bind failed ("address already in use"), then its closed
+ * connection's TIME-WAIT kept the port for a minute. Such a socket is reset
+ * (no TIME-WAIT): nothing listens.
+ */
+function refusedSelf(socket: NetSocket, port: number): boolean {
+  if (socket.localPort !== port || socket.remotePort !== port || socket.localAddress !== socket.remoteAddress) return false;
+  socket.resetAndDestroy();
+  return true;
 }
 
 /** The HTTP status of `GET http://127.0.0.1:<port><path>` (or at `at.host`, with `at.headers`); undefined when nothing answers in time. */
@@ -197,6 +215,8 @@ export function httpStatus(port: number, path: string, timeoutMs: number, at: { 
     // `timeoutMs` for the whole answer up to its status line and headers, not between two bytes of it:
     // a runner that trickles its headers must not hold a sweep for longer.
     const deadline = setTimeout(() => req.destroy(), timeoutMs);
+    // Connected to itself (refusedSelf): reset, the request fails as when nothing listens.
+    req.on("socket", (socket) => socket.once("connect", () => refusedSelf(socket, port)));
     req.on("error", () => {
       clearTimeout(deadline);
       resolve(undefined); // `on`: a second error after the deadline must not go unhandled

@@ -1,4 +1,7 @@
+import { spawnSync } from "node:child_process";
+import { existsSync } from "node:fs";
 import { createServer, type Server } from "node:net";
+import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
 import { httpStatus } from "../../reconciler/drivers/proc.js";
 import { untilTrue } from "../helpers/until.js";
@@ -61,5 +64,32 @@ describe("httpStatus: the timeout is the whole answer's, not the gap between two
     const unused = (free.address() as { port: number }).port;
     await new Promise((r) => free.close(r));
     expect(await httpStatus(unused, "/health", 500)).toBeUndefined();
+  });
+});
+
+/** Whether this machine can give a child its own network namespace (root, unshare and ip installed). */
+function ownNetwork(): boolean {
+  return process.getuid?.() === 0 && spawnSync("unshare", ["-n", "true"]).status === 0 && spawnSync("ip", ["-V"]).status === 0;
+}
+
+describe("a probe of a slot's port that connects to itself", () => {
+  // In a network namespace of its own whose ephemeral range is the one port, a connect to that port
+  // with nothing listening is always given it as its own: the self-connection (TCP's simultaneous
+  // open) a probe meets now and then when a slot's port lies in the ephemeral range (32768-60999).
+  it.runIf(ownNetwork())("is read as nothing listening, and leaves the port free for the runner (no TIME-WAIT)", () => {
+    const proc = join(import.meta.dirname, "../../dist/reconciler/drivers/proc.js");
+    expect(existsSync(proc), "npm run build first").toBe(true);
+    const script = `
+      import { createServer } from "node:net";
+      const { acceptsConnections, httpStatus } = await import(${JSON.stringify(proc)});
+      const port = 40123;
+      const probed = { accepts: await acceptsConnections(port, 1000), status: (await httpStatus(port, "/health", 1000)) ?? null };
+      const server = createServer();
+      const bound = await new Promise((r) => server.once("error", (e) => r(e.code)).listen(port, "127.0.0.1", () => r("listening")));
+      server.close();
+      console.log(JSON.stringify({ ...probed, bound }));`;
+    const r = spawnSync("unshare", ["-n", "sh", "-c", 'ip link set lo up && echo "40123 40123" > /proc/sys/net/ipv4/ip_local_port_range && exec "$0" --input-type=module -e "$1"', process.execPath, script], { encoding: "utf8", timeout: 20_000 });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout)).toEqual({ accepts: false, status: null, bound: "listening" });
   });
 });
