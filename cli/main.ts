@@ -171,11 +171,15 @@ async function failureOf(thrown: unknown, name: string, io: CliIo, args: readonl
   // The file system refused (a folder hal0 may not write, a full disk, a read-only mount): said with its path, no stack.
   const refused = fileSystemRefusal(err);
   if (refused !== undefined) {
-    const message = `${refused}${BOX_COMMANDS.has(name) ? await inStateFolder(err, refused, args, io) : ""}`;
+    const advice = BOX_COMMANDS.has(name) ? await inStateFolder(err, refused, args, io) : name === "init" && /\((EACCES|EPERM)\)$/.test(refused) ? INIT_DENIED : "";
+    const message = `${refused}${advice}`;
     return masked(EXIT_ERROR, `hal0 ${name}: system.io: ${message}\n`, "system.io", message);
   }
   return undefined;
 }
+
+/** What `hal0 init DIR` adds to a refusal to read or write DIR (or make it): it writes only into a folder of the user's. */
+const INIT_DENIED = "; hal0 init writes the box into a new or empty folder you may write: name one of your own, such as ~/mybox";
 
 /** The commands that read a box's folders (`--config`, `--state` and their defaults): not init, schema or version, which name their own or none. */
 const BOX_COMMANDS = new Set(Object.keys(COMMANDS).filter((c) => !["init", "schema", "version"].includes(c)));

@@ -1,5 +1,5 @@
-import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
+import { execFileSync, spawnSync } from "node:child_process";
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -173,6 +173,16 @@ describe("hal0 init DIR", () => {
     const next = io.out().split("\n").filter((l) => l.startsWith("  "));
     expect(next.map((l) => l.trim().split(" ").slice(0, 3).join(" "))).toEqual(["npx hal0 validate", "npx hal0 apply", "npx hal0 serve", "npx hal0 down"]);
     expect(io.out()).toContain(`  npx hal0 serve --config ${join(base, "by-npx")} --state ${join(base, "by-npx", ".state")}`);
+  });
+
+  it.runIf(process.getuid?.() === 0)("run by a user who may not write DIR (root's empty folder), is system.io saying to name a folder of the user's; nothing is written", () => {
+    const roots = join(base, "root's empty");
+    mkdirSync(roots, { mode: 0o755 });
+    chmodSync(base, 0o755); // mkdtemp's 0700 would keep nobody out before DIR
+    const r = spawnSync("setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", process.execPath, join(PACKAGE, "bin/hal0.js"), "init", roots], { encoding: "utf8", env: { PATH: process.env.PATH! } });
+    expect(r.status, r.stderr).toBe(1);
+    expect(r.stderr).toBe(`hal0 init: system.io: could not mkdir ${join(roots, "agents")}: permission denied (EACCES); hal0 init writes the box into a new or empty folder you may write: name one of your own, such as ~/mybox\n`);
+    expect(readdirSync(roots)).toEqual([]);
   });
 
   it("writes into an existing empty folder; a missing or second DIR is a usage error", async () => {
