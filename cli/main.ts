@@ -161,7 +161,11 @@ async function failureOf(thrown: unknown, name: string, io: CliIo, args: readonl
   const code = (err as { code?: unknown } | null)?.code;
   if (err instanceof CliError || err instanceof LockedError || (err instanceof Error && typeof code === "string" && isCode(code))) {
     // A config folder --config did not name: where it came from, and what to do.
-    const advice = code === "config.not_found" && BOX_COMMANDS.has(name) ? (await import("./paths.js")).configAdvice(flagOf(args, "config"), io.env) : "";
+    // A state file hal0's user may not read (StateUnreadableError): where the state folder came from, and what to do.
+    const { file, errno } = err as { file?: unknown; errno?: unknown };
+    const unreadable = code === "system.io" && typeof file === "string" && typeof errno === "string" && BOX_COMMANDS.has(name);
+    const advice = code === "config.not_found" && BOX_COMMANDS.has(name) ? (await import("./paths.js")).configAdvice(flagOf(args, "config"), io.env)
+      : unreadable ? await inStateFolder(file, errno, undefined, args, io) : "";
     const message = `${(err as Error).message}${advice}`;
     return masked(EXIT_ERROR, `hal0 ${name}: ${code as string}: ${message}\n`, code as string, message);
   }
@@ -171,7 +175,8 @@ async function failureOf(thrown: unknown, name: string, io: CliIo, args: readonl
   // The file system refused (a folder hal0 may not write, a full disk, a read-only mount): said with its path, no stack.
   const refused = fileSystemRefusal(err);
   if (refused !== undefined) {
-    const advice = BOX_COMMANDS.has(name) ? await inStateFolder(err, refused, args, io) : name === "init" && /\((EACCES|EPERM)\)$/.test(refused) ? INIT_DENIED : "";
+    const { path, syscall } = err as { path?: string; syscall?: string };
+    const advice = BOX_COMMANDS.has(name) ? await inStateFolder(path, /\((E[A-Z0-9]+)\)$/.exec(refused)?.[1], syscall, args, io) : name === "init" && /\((EACCES|EPERM)\)$/.test(refused) ? INIT_DENIED : "";
     const message = `${refused}${advice}`;
     return masked(EXIT_ERROR, `hal0 ${name}: system.io: ${message}\n`, "system.io", message);
   }
@@ -195,17 +200,20 @@ function flagOf(args: readonly string[], option: string): string | undefined {
   return value;
 }
 
-/** For `refused`, a refusal (permission denied, a read-only file system) of a path in the state folder: stateAdvice; else "". */
-async function inStateFolder(err: unknown, refused: string, args: readonly string[], io: CliIo): Promise<string> {
-  const { path } = err as { path?: string };
-  // As fileSystemRefusal words it: a recursive mkdir's ENOENT is said with its true cause (a parent it may not write).
-  if (!/\((EACCES|EPERM|EROFS)\)$/.test(refused) || path === undefined) return "";
+/**
+ * For a refusal (permission denied, a read-only file system: `errno` as the
+ * message words it, so a recursive mkdir's ENOENT said with its true cause
+ * counts) of `path`, in the state folder: stateAdvice; else "".
+ */
+async function inStateFolder(path: string | undefined, errno: string | undefined, syscall: string | undefined, args: readonly string[], io: CliIo): Promise<string> {
+  if (errno !== "EACCES" && errno !== "EPERM" && errno !== "EROFS") return "";
+  if (path === undefined) return "";
   const { stateAdvice, statePath } = await import("./paths.js");
   const flag = flagOf(args, "state");
   const dir = statePath(flag, io.env, io.cwd);
   // The folder itself, a file in it, or a folder above it that making it had to make first.
-  const ofState = path === dir || path.startsWith(`${dir}/`) || ((err as { syscall?: string }).syscall === "mkdir" && dir.startsWith(`${path}/`));
-  return ofState ? stateAdvice(flag, io.env, dir, refused.endsWith("(EROFS)")) : "";
+  const ofState = path === dir || path.startsWith(`${dir}/`) || (syscall === "mkdir" && dir.startsWith(`${path}/`));
+  return ofState ? stateAdvice(flag, io.env, dir, errno === "EROFS") : "";
 }
 
 /** "could not open /x/y: permission denied (EACCES)" for an error of node's file system calls (it has a syscall and a path); else undefined. */

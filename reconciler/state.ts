@@ -336,11 +336,14 @@ function isRecord(value: unknown): boolean {
  */
 export class StateUnreadableError extends Error {
   readonly code = "system.io";
+  /** The system's reason (`EACCES`, `EISDIR`, …), when it gave one. */
+  readonly errno: string | undefined;
   constructor(readonly file: string, cause: unknown) {
     const errno = (cause as NodeJS.ErrnoException | null)?.code;
     const todo =
       errno === "EISDIR" ? "move the folder away (hal0 writes the file again)" : errno === "EACCES" || errno === "EPERM" ? `give the user hal0 runs as${typeof process.getuid === "function" ? ` (uid ${process.getuid()})` : ""} read and write access to it (a command run as another user may have made it)` : "check the disk, then restore the file or move it away";
     super(`cannot read the state file ${file}: ${errnoBrief(cause)}${typeof errno === "string" ? ` (${errno})` : ""}; ${todo}`);
+    this.errno = typeof errno === "string" ? errno : undefined;
   }
 }
 

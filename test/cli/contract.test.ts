@@ -404,11 +404,13 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     const asNobody = (...args: string[]) => spawnSync("setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", process.execPath, join(import.meta.dirname, "../../bin/hal0.js"), ...args], {
       cwd: own, encoding: "utf8", env: { PATH: process.env.PATH!, HOME: own },
     });
-    // Not there (mkdir refused), or made by root before (a file in it refused): the same advice.
+    // Not there (mkdir refused), or made by root before (a state file in it unreadable, or a file refused): the same advice.
     const there = existsSync("/var/lib/hal0");
     const first = asNobody("apply", "--yes", "--config", "box");
     expect(first.status, first.stderr).toBe(1);
-    expect(first.stderr).toMatch(there ? /^hal0 apply: system\.io: could not \w+ \/var\/lib\/hal0\/\S+: permission denied \(EACCES\); / : /^hal0 apply: system\.io: could not mkdir \/var\/lib\/hal0: permission denied \(EACCES\); /);
+    expect(first.stderr).toMatch(there
+      ? /^hal0 apply: system\.io: (could not \w+|cannot read the state file) \/var\/lib\/hal0\/\S+: permission denied \(EACCES\); /
+      : /^hal0 apply: system\.io: could not mkdir \/var\/lib\/hal0: permission denied \(EACCES\); /);
     expect(first.stderr).toContain("; /var/lib/hal0 is hal0's default state folder (no --state was given, and $HAL0_STATE and $HAL0_HOME are unset): name one you may write with --state DIR (hal0 init's next steps use DIR/.state)\n");
     expect(existsSync("/var/lib/hal0")).toBe(there);
     // A state folder root made (a `sudo hal0 serve` once): the lock's temp file is named as the lock it was for.

@@ -1,6 +1,6 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { createRequire } from "node:module";
-import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
@@ -65,6 +65,20 @@ describe("hal0 serve on a damaged state folder", () => {
     await new Promise((resolve) => holder.once("exit", resolve));
     expect((await httpCall(serving.url, "POST", "/api/plans", edit)).status).toBe(201);
     expect(await main(["token", "create", "--agent", "busy", "--state", state], captureIo())).toBe(0);
+  });
+
+  it("a state file hal0's user may not read (root's 0600 after a sudo run) is system.io naming it, what to do, and where the state folder came from", () => {
+    const { config, state } = emptyServeBox("hal0-unreadable-");
+    bases.push(dirname(config));
+    const file = join(state, "inventory.json");
+    mkdirSync(state, { recursive: true, mode: 0o700 });
+    writeFileSync(file, `${JSON.stringify({ version: 1, box: "box-0123456789ab", slots: {} })}\n`, { mode: 0o600 });
+    chmodSync(file, 0o000);
+    // As root (here, as in CI) a mode refuses nothing: the command runs without the capabilities that override file modes.
+    const argv = [process.execPath, join(PROJECT, "bin/hal0.js"), "status", "--config", config, "--state", state];
+    const run = spawnSync(process.getuid?.() === 0 ? "setpriv" : argv[0]!, process.getuid?.() === 0 ? ["--bounding-set=-dac_override,-dac_read_search", ...argv] : argv.slice(1), { encoding: "utf8" });
+    expect(run.status, run.stderr).toBe(1);
+    expect(run.stderr).toMatch(new RegExp(`^hal0 status: system\\.io: cannot read the state file ${file}: permission denied \\(EACCES\\); give the user hal0 runs as \\(uid \\d+\\) read and write access to it \\(a command run as another user may have made it\\); hal0 reads and writes its state folder ${state} \\(--state\\): run hal0 as a user who may, such as its owner, or name another with --state DIR\n$`));
   });
 
   it("a hal0.db hal0 may not write (mode 0444, or another user's after a sudo run) is system.io saying so for a command that writes it (exit 1), and the same over REST and MCP, not an internal error", () => {
