@@ -4,7 +4,7 @@ import { closest } from "../compiler/suggest.js";
 import { writeRefused } from "../memory/sqlite.js";
 import { LockedError } from "../reconciler/lock.js";
 import { isCode } from "../schema/codes.js";
-import { databaseBusy, databaseReadOnly } from "../server/errors.js";
+import { databaseBusy } from "../server/errors.js";
 import { redactText } from "../server/redact.js";
 import { formatDiagnostic, formatSummary } from "./format-diagnostics.js";
 import {
@@ -169,8 +169,8 @@ async function failureOf(thrown: unknown, name: string, io: CliIo, args: readonl
     const message = `${(err as Error).message}${advice}`;
     return masked(EXIT_ERROR, `hal0 ${name}: ${code as string}: ${message}\n`, code as string, message);
   }
-  // hal0.db held by another process's write past SQLite's wait (state.db_busy, to retry), or one hal0 may not write (system.io).
-  const busy = databaseBusy(err) ?? databaseReadOnly(err);
+  // hal0.db held by another process's write past SQLite's wait (state.db_busy, to retry).
+  const busy = databaseBusy(err);
   if (busy) return masked(EXIT_ERROR, `hal0 ${name}: ${busy.code}: ${busy.message}\n`, busy.code, busy.message);
   // The file system refused (a folder hal0 may not write, a full disk, a read-only mount): said with its path, no stack.
   const refused = fileSystemRefusal(err);

@@ -1,7 +1,7 @@
 import type Database from "better-sqlite3";
-import { mkdirSync, statSync, unlinkSync } from "node:fs";
+import { accessSync, constants, mkdirSync, statSync, unlinkSync } from "node:fs";
 import { createRequire } from "node:module";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 
 /**
  * hal0's one way to open a SQLite file: the memory engine's `memory.db`
@@ -99,7 +99,23 @@ export function writeRefused(err: unknown): unknown {
   const code = sqliteCode(err);
   if (code === undefined || !(code === "SQLITE_FULL" || code.startsWith("SQLITE_READONLY") || code.startsWith("SQLITE_IOERR"))) return err;
   const names = opened.size === 0 ? "the state folder's database" : `the database ${[...opened].join(" or ")}`;
-  return new DatabaseUnavailableError(`could not write ${names}: ${(err as Error).message} (${code})`);
+  if (!code.startsWith("SQLITE_READONLY")) return new DatabaseUnavailableError(`could not write ${names}: ${(err as Error).message} (${code})`);
+  // SQLite says "attempt to write a readonly database" for a read-only mount and a file hal0 may not write alike: which one it is, and what to do.
+  if ([...opened].some((path) => folderRefuses(dirname(path)) === "EROFS")) {
+    return new DatabaseUnavailableError(`could not write ${names}: its file system is read-only (${code}); remount it read-write, then retry`);
+  }
+  const uid = typeof process.getuid === "function" ? ` (uid ${process.getuid()})` : "";
+  return new DatabaseUnavailableError(`could not write ${names}: hal0 may not write it (another user's, after a command run with sudo, or mode 0444; ${code}); give the user hal0 runs as${uid} read and write access to it and to its folder, then retry`);
+}
+
+/** The system's refusal to write in `dir` (EROFS, EACCES, …), or undefined when it may. */
+function folderRefuses(dir: string): string | undefined {
+  try {
+    accessSync(dir, constants.W_OK);
+    return undefined;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code ?? "EIO";
+  }
 }
 
 /** SQLite's error code (`SQLITE_BUSY`, `SQLITE_CORRUPT_…`) of an error the driver threw, else undefined. */

@@ -70,7 +70,7 @@ export function databaseReadOnly(err: unknown): ApiError | undefined {
   const { code } = (err ?? {}) as { code?: unknown };
   if (typeof code !== "string" || !code.startsWith("SQLITE_READONLY")) return undefined;
   const uid = typeof process.getuid === "function" ? ` (uid ${process.getuid()})` : "";
-  return new ApiError("system.io", `could not write the state folder's database (hal0.db): hal0 may not write it (another user's, after a command run with sudo, or mode 0444); give the user hal0 runs as${uid} read and write access to it and to its folder, then retry`, { cause: code });
+  return new ApiError("system.io", `could not write the state folder's database (hal0.db): hal0 may not write it (another user's, after a command run with sudo; mode 0444; or a read-only mount); give the user hal0 runs as${uid} read and write access to it and to its folder, or remount it read-write, then retry`, { cause: code });
 }
 
 /**

@@ -165,7 +165,7 @@ describe("hal0 serve on a state folder whose disk fills up (a real tmpfs)", () =
         const refused = hal0(...args);
         expect(refused.stderr).not.toContain("internal error");
         expect(refused.status).toBe(1);
-        expect(`${refused.stdout}${refused.stderr}`).toContain(`could not write the database ${join(state, "hal0.db")}: attempt to write a readonly database (SQLITE_READONLY)`);
+        expect(`${refused.stdout}${refused.stderr}`).toContain(`could not write the database ${join(state, "hal0.db")}: its file system is read-only (SQLITE_READONLY); remount it read-write, then retry`);
       }
       execFileSync("umount", [state]);
       mounted.shift();

@@ -90,7 +90,7 @@ describe("hal0 serve on a damaged state folder", () => {
     const argv = [process.execPath, join(PROJECT, "bin/hal0.js"), "token", "create", "--agent", "x", "--state", state];
     const run = spawnSync(process.getuid?.() === 0 ? "setpriv" : argv[0]!, process.getuid?.() === 0 ? ["--bounding-set=-dac_override,-dac_read_search", ...argv] : argv.slice(1), { encoding: "utf8" });
     expect(run.status, run.stderr).toBe(1);
-    expect(run.stderr).toMatch(/^hal0 token: system\.io: could not write the state folder's database \(hal0\.db\): hal0 may not write it \(another user's, after a command run with sudo, or mode 0444\); give the user hal0 runs as \(uid \d+\) read and write access to it and to its folder, then retry\n$/);
+    expect(run.stderr).toBe(`hal0 token: system.io: could not write the database ${join(state, "hal0.db")}: hal0 may not write it (another user's, after a command run with sudo, or mode 0444; SQLITE_READONLY); give the user hal0 runs as (uid ${process.getuid?.()}) read and write access to it and to its folder, then retry\n`);
     // What a route's write throws on such a file (SQLite's own refusal, from a handle it opened read-only) is the same refusal.
     const Sqlite = createRequire(import.meta.url)("better-sqlite3") as typeof Database;
     const db = new Sqlite(join(state, "hal0.db"), { readonly: true });
