@@ -6,6 +6,7 @@ import { bootId, healthOf, httpStatus, isLive, isOurs, killQuietly, portHolderOf
 import { describeExit, spawnRunner, waitHealthy, type Spawned } from "./runner.js";
 import { markedRunners, markerEnv, otherBoxOf, otherBoxRunner, runnerSlotOf } from "./process-orphans.js";
 import { runnerBaseEnv } from "./runner-env.js";
+import { spawnedArgv } from "./runner-secrets.js";
 import { capRunnerLog, logTail, RUNNER_LOG_MAX_BYTES, readRecord, removeRecord, slotPaths, slotsDir, writeRecord, type RuntimeRecord } from "./runtime-record.js";
 
 /** Grace given to a runner stopped because it never became healthy. */
@@ -73,8 +74,10 @@ export class ProcessDriver implements SlotDriver {
     }
     const paths = slotPaths(this.stateDir, name);
     await mkdir(paths.dir, { recursive: true });
+    // An --api-key or --hf-token is not left in the command line every local user reads: a 0600 file, the environment.
+    const run = await spawnedArgv(spec.argv, 1, view.type, paths.dir);
     // Never hal0's whole environment (its secrets): the base every runner gets, then what the slot declares.
-    const spawned = await spawnRunner(spec.argv, options.cwd, { ...runnerBaseEnv(process.env), ...spec.env, ...markerEnv(this.stateDir, name) }, paths.log, this.logMaxBytes);
+    const spawned = await spawnRunner(run.argv, options.cwd, { ...runnerBaseEnv(process.env), ...spec.env, ...run.env, ...markerEnv(this.stateDir, name) }, paths.log, this.logMaxBytes);
     const stat = await procStat(spawned.pid);
     // Even a runner that already exited is a zombie until reaped, so `stat` is there; if not, wait for the exit below.
     if (stat !== undefined) {

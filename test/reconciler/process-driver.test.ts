@@ -104,6 +104,24 @@ describe("ProcessDriver.start", () => {
     expect([...documented.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]!).filter((n) => !/TOKEN|API_KEY/.test(n)).sort()).toEqual([...RUNNER_BASE_ENV].sort());
   });
 
+  it("keeps --api-key and --hf-token out of the runner's command line, which every local user reads: the keys in a 0600 file named by --api-key-file, the token in HF_TOKEN", async () => {
+    const view = viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "0" } });
+    const keyed = { ...view, spec: { ...view.spec, argv: [...view.spec.argv, "--api-key", "argvkey-one,argvkey-two", "--hf-token", "hf_argvtoken"] } };
+    const pid = await start(keyed);
+    const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean);
+    expect(cmdline.join(" ")).not.toMatch(/argvkey|hf_argvtoken/);
+    const keyFile = join(stateDir, "slots/s/api-key");
+    expect(cmdline.slice(-2)).toEqual(["--api-key-file", keyFile]);
+    expect((await stat(keyFile)).mode & 0o777).toBe(0o600);
+    expect(readFileSync(`/proc/${pid}/environ`, "utf8").split("\0")).toContain("HF_TOKEN=hf_argvtoken");
+    // The runner still wants each key: llama-server reads them from the file.
+    const props = (key?: string) => fetch(`http://127.0.0.1:${view.port}/props`, key === undefined ? {} : { headers: { authorization: `Bearer ${key}` } }).then((r) => r.status);
+    expect([await props(), await props("argvkey-one"), await props("argvkey-two")]).toEqual([401, 200, 200]);
+    // The record keeps the argv as the config wrote it (what the plan compares), and the log names the file, not the keys.
+    expect(JSON.parse(await readFile(recordPath(), "utf8")).view.spec.argv).toEqual(keyed.spec.argv);
+    expect(await logOf()).not.toMatch(/argvkey|hf_argvtoken/);
+  });
+
   it("refuses a port held by a foreign server at once, naming the port and its holder", async () => {
     const server: Server = createHttpServer((_, res) => res.end("not a slot")).listen(0, "127.0.0.1");
     await once(server, "listening");
