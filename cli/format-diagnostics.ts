@@ -1,5 +1,6 @@
 import { join, relative } from "node:path";
 import type { Diagnostic } from "../schema/index.js";
+import { isMcpServerFile, redactToml } from "../server/redact.js";
 
 /**
  * Compiler-style text for diagnostics:
@@ -21,7 +22,7 @@ export function formatDiagnostic(d: Diagnostic, o: TextOptions): string {
   const paint = painter(o.color);
   const sev = d.severity === "error" ? paint.red("error") : paint.yellow("warning");
   const lines = [`${paint.bold(`${shown(d.file, o)}:${d.line}:${d.column}`)}: ${sev}[${d.code}]: ${paint.bold(d.summary)}`];
-  const frame = codeFrame(o.texts.get(d.file), d.line, d.column);
+  const frame = codeFrame(o.texts.get(d.file), d.file, d.line, d.column);
   if (frame) lines.push(frame[0]!, paint.cyan(frame[1]!));
   lines.push(`   = ${d.detail}`);
   for (const r of d.related) lines.push(`   = related: ${shown(r.file, o)}:${r.line}:${r.column}: ${r.message}`);
@@ -47,19 +48,30 @@ const FRAME_WIDTH = 120;
 /** How much of the line before the column the window keeps. */
 const FRAME_BEFORE = 40;
 
-/** The last text split into lines: a file's diagnostics come one after another, so each is not split again (20,000 in one file took a minute). */
-let split: { text: string; lines: string[] } | undefined;
+/**
+ * The last text split into lines, as written and with its secrets masked: a file's diagnostics come one after another,
+ * so each is not split again (20,000 in one file took a minute).
+ */
+let split: { text: string; file: string; lines: string[]; masked: string[] } | undefined;
 
-function linesOf(text: string): string[] {
-  if (split?.text !== text) split = { text, lines: text.split(/\r?\n/) };
-  return split.lines;
+function linesOf(text: string, file: string): { lines: string[]; masked: string[] } {
+  if (split?.text !== text || split.file !== file) {
+    split = { text, file, lines: text.split(/\r?\n/), masked: redactToml(text, { allEnv: isMcpServerFile(file) }).split(/\r?\n/) };
+  }
+  return split;
 }
 
-function codeFrame(text: string | undefined, line: number, column: number): string[] | undefined {
-  const full = text === undefined ? undefined : linesOf(text)[line - 1];
-  if (full === undefined) return undefined;
+/**
+ * The line shown under a diagnostic, secrets masked as every reply masks them (an `API_KEY = "…"` the parser stopped at,
+ * an MCP server's env value): what `hal0 validate` prints goes to terminals and CI logs. The column moves with the mask.
+ */
+function codeFrame(text: string | undefined, file: string, line: number, column: number): string[] | undefined {
+  const both = text === undefined ? undefined : linesOf(text, file);
+  const written = both?.lines[line - 1];
+  if (written === undefined) return undefined;
+  const full = both!.masked[line - 1] ?? written;
   const w = Math.max(4, String(line).length + 1);
-  const at = Math.max(0, column - 1);
+  const at = maskedColumn(written, full, Math.max(0, column - 1));
   let source = full;
   let shift = 0;
   let cutEnd = false;
@@ -75,6 +87,18 @@ function codeFrame(text: string | undefined, line: number, column: number): stri
   // Only what the window can show is measured, so each of a long line's many diagnostics costs the window, not the line.
   const caret = "^".repeat(Math.max(1, Math.min(tokenWidth(full.slice(at, at + FRAME_WIDTH + 2)), room)));
   return [`${String(line).padStart(w)} | ${source.replace(/\t/g, " ")}`, `${" ".repeat(w)} | ${" ".repeat(at - shift)}${caret}`];
+}
+
+/** Where column `at` of `written` is in `masked` (the same line with secrets masked): unmoved before the first change, shifted after the last, at the mask inside it. */
+function maskedColumn(written: string, masked: string, at: number): number {
+  if (written === masked) return at;
+  let head = 0;
+  while (head < written.length && head < masked.length && written[head] === masked[head]) head++;
+  if (at < head) return at;
+  let tail = 0;
+  while (tail < written.length - head && tail < masked.length - head && written[written.length - 1 - tail] === masked[masked.length - 1 - tail]) tail++;
+  if (at >= written.length - tail) return at + masked.length - written.length;
+  return head;
 }
 
 /** How many columns the key or value at the start of `rest` spans (a quoted string, or a bare word). */

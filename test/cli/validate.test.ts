@@ -71,6 +71,25 @@ describe("hal0 validate (in process)", () => {
     expect(caret).toBe(`     | ${" ".repeat(41)}${"^".repeat(80)}`);
   });
 
+  it("a code frame masks a secret on the line it shows (a parse error beside an API key, an MCP server's env value), the caret still under what is wrong", async () => {
+    const dir = tree({
+      "slots/chat.toml": `profile = "rocm"\nport = 8081\n[server]\nenv = { API_KEY = "framekey-7f3a" "stray", MODE = fast }\n`,
+      "mcp-servers/db.toml": `name = "db"\ntransport = "stdio"\ncommand = "db-mcp"\nenv = { DATABASE_URL = "postgres://u:framepw@db/x", PORT = [1, }\n`,
+    });
+    for (const args of [["validate"], ["plan", "--state", join(dir, "state")]]) {
+      const io = captureIo({}, dir);
+      expect(await main([...args, "--config", dir], io)).toBe(1);
+      const text = io.out() + io.err();
+      expect(text).not.toMatch(/framekey|framepw/);
+      const lines = text.split("\n");
+      const at = lines.findIndex((l) => l.startsWith("slots/chat.toml:4:"));
+      expect(lines[at + 1]).toBe(`   4 | env = { API_KEY = "[redacted]" "stray", MODE = fast }`);
+      // The caret stands under `"stray"`, which the parser stopped at, moved with the mask.
+      expect(lines[at + 2]!.indexOf("^")).toBe(lines[at + 1]!.indexOf(`"stray"`));
+      expect(lines[lines.findIndex((l) => l.startsWith("mcp-servers/db.toml:4:")) + 1]).toContain(`DATABASE_URL = "[redacted]"`);
+    }
+  });
+
   it("20,000 diagnostics on one long line print in seconds, each frame a window of the line; the first 200 are listed, the rest counted", async () => {
     const dir = tree({ "stacks/s.toml": `tags = [${Array(20_000).fill("1").join(",")}]\n` });
     const io = captureIo({}, dir);
