@@ -161,6 +161,21 @@ export function isMcpServerFile(file: string): boolean {
  */
 const MAY_HOLD_SECRET = /bearer|hal0_|:\/\/|key|token|secret|pass|pwd|hft|auth|credential|cookie|pat\b|github_pat|(?:sk|hf|gh[opsur]|glpat|xox[abp])[-_]/i;
 
+/**
+ * A secret flag and its value: a quoted value (`"…"`, `'…'`), one quoted with escaped quotes as a TOML basic string
+ * writes it (`extra_args = "--api-key \\"…\\""`), a quote opened and never closed (a typo in a file: the rest of its
+ * word is the value), or a bare word.
+ */
+const SECRET_FLAG_VALUE = /(?<![\w-])((?:--?[A-Za-z0-9-]*(?:api-?key|token|secret|password|passwd)|-hft)(?:=|\s+))("[^"]*"|'[^']*'|\\"(?:[^"\\]|\\[^"])*\\"|\\?["'][^\s"'\\]*|[^\s"'\\]+)/gi;
+
+/** A secret flag's value masked in its own quoting (an unclosed quote is kept unclosed). */
+function maskFlagValue(v: string): string {
+  if (v.startsWith('\\"')) return v.length >= 4 && v.endsWith('\\"') ? `\\"${MASK}\\"` : `\\"${MASK}`;
+  const q = v[0];
+  if (q === '"' || q === "'") return v.length >= 2 && v.endsWith(q) ? `${q}${MASK}${q}` : `${q}${MASK}`;
+  return MASK;
+}
+
 /** A line of text with bearer tokens, hal0 tokens, `secret-ish=value` pairs, secret flags, URL passwords and `sk-…` keys masked. */
 export function redactText(text: string): string {
   return MAY_HOLD_SECRET.test(text) ? redactTextEveryRule(text) : text;
@@ -176,7 +191,7 @@ export function redactTextEveryRule(text: string): string {
     // A URL's scheme is read as a whole run of its characters (see keyStart): linear in the text's length.
     .replace(/(?<![a-z0-9+.-])([a-z0-9+.-]+)(:\/\/[^\s:/@]+:)[^\s@/]+@/gi, (m, scheme: string, rest: string, at: number, all: string) =>
       (keyStart(scheme, all[at - 1], /[a-z]/i) < 0 ? m : `${scheme}${rest}${MASK}@`))
-    .replace(/(?<![\w-])((?:--?[A-Za-z0-9-]*(?:api-?key|token|secret|password|passwd)|-hft)(?:=|\s+))("[^"]*"|'[^']*'|[^\s"'\\]+)/gi, (_m, flag: string, v: string) => `${flag}${maskLike(v)}`)
+    .replace(SECRET_FLAG_VALUE, (_m, flag: string, v: string) => `${flag}${maskFlagValue(v)}`)
     .replace(/("(?:--?[A-Za-z0-9-]*(?:api-?key|token|secret|password|passwd)|-hft)"\s*,\s*)"(?:[^"\\]|\\.)*"/gi, `$1"${MASK}"`)
     .replace(/"([^"\\\s]{1,80})"(\s*[:=]\s*)("(?:[^"\\]|\\.)*")/g, (m, key: string, sep: string, v: string) => (isSecretKey(key) ? `"${key}"${sep}${maskLike(v)}` : m));
   return maskKeyValues(masked).replace(/\b(sk|hf|ghp|gho|ghs|ghu|ghr|github_pat|glpat|xox[abp])[-_][A-Za-z0-9_-]{12,}\b/g, MASK);
@@ -318,11 +333,14 @@ const INLINE_PAIR = new RegExp(String.raw`(${BARE_OR_QUOTED})(\s*=\s*)("(?:[^"\\
 export function tomlLineRedactor(options: RedactOptions = {}): (line: string) => string {
   let table: string[] = [];
   let until: RegExp | undefined;
-  return (line: string): string => {
+  // The line before ended with a secret flag (a multi-line string, a `\` line ending): its value starts this one.
+  let flagEnded = false;
+  const masked = (line: string): string => {
     if (until) {
       if (until.test(line)) until = undefined;
       return MASK;
     }
+    if (flagEnded) line = line.replace(LEADING_WORD, (_m, indent: string, v: string) => `${indent}${maskFlagValue(v)}`);
     const header = HEADER_LINE.exec(line);
     if (header) {
       table = splitKey(header[1]!);
@@ -344,7 +362,16 @@ export function tomlLineRedactor(options: RedactOptions = {}): (line: string) =>
     }
     return redactText(line);
   };
+  return (line: string): string => {
+    const out = masked(line);
+    flagEnded = !COMMENT_LINE.test(line) && FLAG_AT_END.test(line);
+    return out;
+  };
 }
+
+const COMMENT_LINE = /^\s*#/;
+const LEADING_WORD = /^(\s*)("[^"]*"|'[^']*'|\\?["'][^\s"'\\]*|[^\s"'\\]+)/;
+const FLAG_AT_END = /(?:^|[\s"'])(?:--?[A-Za-z0-9-]*(?:api-?key|token|secret|password|passwd)|-hft)\s*\\?\s*$/i;
 
 /** Where a value that starts on this line ends, when not on it: a multi-line string or array. */
 function continuation(rest: string): RegExp | undefined {

@@ -71,6 +71,42 @@ describe("redactText's pre-check", () => {
     expect(restoreMasked({ url: redactText(url) }, { url })).toEqual({ url });
   });
 
+  it("masks a secret flag's value however a file quotes it: escaped quotes of a TOML basic string, a quote never closed, the value on the next line of a multi-line string; a text sent back as read keeps it", () => {
+    const file = [
+      "[server]",
+      'extra_args = "--metrics --api-key \\"esc-key-1\\" --jinja"',
+      "description = \"--api-key 'open-key-2\"",
+      'flags = "--hf-token \\"open-token-3"',
+      'extra_args = """',
+      "--metrics --api-key",
+      "next-line-key-4 --jinja",
+      '"""',
+      'cmd = "--api-key \\',
+      '  cont-key-5"',
+      "# pass --api-key",
+      "port = 8081",
+    ].join("\n");
+    const masked = redactToml(file);
+    expect(masked).not.toMatch(/esc-key|open-key|open-token|next-line-key|cont-key/);
+    expect(masked.split("\n")).toEqual([
+      "[server]",
+      `extra_args = "--metrics --api-key \\"${MASK}\\" --jinja"`,
+      `description = "--api-key '${MASK}"`,
+      `flags = "--hf-token \\"${MASK}"`,
+      'extra_args = """',
+      "--metrics --api-key",
+      `${MASK} --jinja`,
+      '"""',
+      'cmd = "--api-key \\',
+      `  ${MASK}"`,
+      "# pass --api-key",
+      "port = 8081", // a comment naming the flag masks nothing after it
+    ]);
+    const value = '--api-key "spaced key" --metrics';
+    expect(redactText(`extra_args: ${JSON.stringify(value)}`)).toBe(`extra_args: "--api-key \\"${MASK}\\" --metrics"`);
+    expect(restoreMasked({ extra_args: redactText("--api-key 'open-key-2") }, { extra_args: "--api-key 'open-key-2" })).toEqual({ extra_args: "--api-key 'open-key-2" });
+  });
+
   it("reads a long run of key or scheme characters once: a 512 KiB text of each shape takes well under a second, not minutes", () => {
     const half = 1 << 18;
     const shapes = ["a.", "a-", "a+", "sk-", "--token", "0="].map((s) => `key ${s.repeat(Math.ceil(half / s.length))}`);
