@@ -1,4 +1,5 @@
 import type { Diagnostic } from "../schema/index.js";
+import { SECRET_FLAG } from "../schema/secret-flag.js";
 import { dashed, isFlag } from "./argv.js";
 import type { Site, Reporter } from "./report.js";
 import type { FlagTable, RunnerFacts, RunnerFlag } from "./runner-facts.js";
@@ -79,8 +80,12 @@ export function checkArgv(words: readonly SitedWord[], env: readonly SitedEnv[],
     // The runner reads a long flag's `_` as `-` (`--cache_reuse` is `--cache-reuse`).
     const flag = table.byName.get(dashed(name));
     if (eq >= 0) {
-      report("slot.runner_flag_unknown", site, `\`${word}\` is not a flag of ${label}: it takes no \`--flag=value\` form`,
-        `${by} passes \`${word}\`; ${label} reads each word whole, knows no flag of that name and would exit 1 at start (\`error: invalid argument: ${word}\`).${flag === undefined ? "" : ` Write it as two words: \`${name} ${word.slice(eq + 1)}\`.`}`);
+      // A secret flag's value (`--api-key=KEY`) is never repeated: a diagnostic is printed to terminals and CI logs.
+      const secret = SECRET_FLAG.test(name);
+      const shown = secret ? `${name}=[redacted]` : word;
+      const value = secret ? (flag?.placeholder ?? "[redacted]") : word.slice(eq + 1);
+      report("slot.runner_flag_unknown", site, `\`${shown}\` is not a flag of ${label}: it takes no \`--flag=value\` form`,
+        `${by} passes \`${shown}\`; ${label} reads each word whole, knows no flag of that name and would exit 1 at start (\`error: invalid argument: ${shown}\`).${flag === undefined ? "" : ` Write it as two words: \`${name} ${value}\`.`}`);
       continue;
     }
     if (flag === undefined) {

@@ -183,6 +183,18 @@ env = { LLAMA_ARG_CTX_SIZ = "4096", LLAMA_ARG_FLASH_ATTN = "maybe" }
     expect([run.status, run.stderr]).toEqual([1, "error: invalid argument: --cache-reuse=256\n"]);
   });
 
+  it("a `--api-key=KEY` or `--hf-token=TOKEN` word is refused without repeating its secret (a diagnostic is printed to terminals and CI logs)", () => {
+    const eq = `profile = "mine"\nmodel = "qwen3"\nport = 8081\n\n[server]\nextra_args = "--metrics --api-key=eqkey-8c1d --hf-token=hf_eqtoken9b2e"\n`;
+    const tree = { "profiles.toml": profiles.replace('flags = "-fa on --draft-max 4 --no-mmap"', 'flags = "-fa on"').replace(/^env = .*$/m, ""), "slots/chat.toml": eq };
+    const { model } = build(tree, facts(CURRENT));
+    expect(JSON.stringify(model.runnerDiagnostics)).not.toMatch(/eqkey|eqtoken/);
+    expect(model.runnerDiagnostics.map((d) => d.summary)).toEqual([
+      "`--api-key=[redacted]` is not a flag of llama-server b9749: it takes no `--flag=value` form",
+      "`--hf-token=[redacted]` is not a flag of llama-server b9749: it takes no `--flag=value` form",
+    ]);
+    expect(model.runnerDiagnostics[0]!.detail).toContain("Write it as two words: `--api-key KEY`.");
+  });
+
   it("the stand-in refuses, as hal0 does, a value outside every set the help lists, however it lists it (`--load-mode`, `--numa`, `--reasoning-format`)", () => {
     for (const [build, facts] of [["", CURRENT], ["older", OLDER]] as const) {
       const listed = facts.flags!.flags.filter((f) => f.values !== null && f.removed === null);
