@@ -17,7 +17,7 @@ import { linkTarget, observe, planChanges, replaceFileKeeping, StateStore, type 
 import { slotOfFile, type Diagnostic, type Plan } from "../schema/index.js";
 import type { Db } from "./db.js";
 import { ApiError, apiErrorOf } from "./errors.js";
-import { MASK, maskedOverValues } from "./redact.js";
+import { MASK, maskedOverValues, redactToml } from "./redact.js";
 import { Mutex } from "./mutex.js";
 
 export interface BoxServiceOptions {
@@ -599,7 +599,9 @@ async function removeStaleTempsFor(root: string, files: readonly string[]): Prom
  * Writes one file of the tree as its owner arranged it: a symbolic link
  * stays a link (the file it leads to is written), a file keeps its mode and
  * owner (a slot file made 0600 by hand stays 0600); a new file is 0644, and
- * 0600 in a private folder, where a file never keeps bits for others; a
+ * 0600 in a private folder, where a file never keeps bits for others; a file
+ * written with a secret in it (what a read masks) is made 0600, or loses the
+ * bits for others (0644 becomes 0640), as a Hermes file holding a token does; a
  * UTF-8 byte-order mark stays.
  * `null` removes the entry (a link, not what it leads to).
  */
@@ -609,7 +611,9 @@ async function writeOrRemove(root: string, file: string, text: string | null): P
   const restricted = PRIVATE_FOLDERS.has(file.split("/")[0]!) && file.includes("/");
   await mkdir(dirname(path), { recursive: true, mode: restricted ? 0o700 : 0o777 });
   const bom = (await startsWithBom(path)) ? "\ufeff" : ""; // the loader drops it; the file keeps it
-  await replaceFileKeeping(path, bom + text, restricted ? { newMode: 0o600, maxMode: 0o700 } : { newMode: 0o644 });
+  // A file that holds a secret (an env API_KEY, an --api-key, a URL's password: what every read masks) is not left for others to read.
+  const secret = !restricted && redactToml(text) !== text;
+  await replaceFileKeeping(path, bom + text, restricted ? { newMode: 0o600, maxMode: 0o700 } : secret ? { newMode: 0o600, maxMode: 0o770 } : { newMode: 0o644 });
 }
 
 /** Which runtime, and how its driver is built (cli/box.ts driverFor): another value of any of these is another driver. */

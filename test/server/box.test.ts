@@ -222,6 +222,22 @@ describe("writes to the config tree keep what its owner arranged", () => {
     expect(modeOf(join(s.config, "slots/extra.toml"))).toBe(0o644 & ~process.umask());
   });
 
+  it("a file written with a secret in it is not left for other users to read: a new one is 0600, one that was 0644 becomes 0640", async () => {
+    const created = await s.call("POST", "/api/slots", { body: { name: "keyed", profile: "cpu-small", model: "qwen3-4b", port: 8151, enabled: false, server: { env: { API_KEY: "modekey-51c2" } } } });
+    expect(created.status, JSON.stringify(created.body)).toBe(201);
+    const keyed = join(s.config, "slots/keyed.toml");
+    expect(readFileSync(keyed, "utf8")).toContain("modekey-51c2");
+    expect(modeOf(keyed)).toBe(0o600);
+    const coder = join(s.config, "slots/coder.toml");
+    chmodSync(coder, 0o644);
+    const put = await s.call("PUT", "/api/slots/coder/config", { body: { server: { extra_args: "--api-key modekey-77d0" } } });
+    expect(put.status, JSON.stringify(put.body)).toBe(200);
+    expect(modeOf(coder)).toBe(0o640);
+    // A file without a secret is written as before.
+    expect((await s.call("POST", "/api/slots", { body: { name: "plain", profile: "cpu-small", model: "qwen3-4b", port: 8152, enabled: false } })).status).toBe(201);
+    expect(modeOf(join(s.config, "slots/plain.toml"))).toBe(0o644 & ~process.umask());
+  });
+
   it("a file that starts with a UTF-8 byte-order mark can be edited (it was config.stale on every write) and keeps the mark; CRLF line ends stay", async () => {
     const coder = join(s.config, "slots/coder.toml");
     const before = readFileSync(coder);
