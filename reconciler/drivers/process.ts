@@ -107,7 +107,7 @@ export class ProcessDriver implements SlotDriver {
     const paths = slotPaths(this.stateDir, name);
     const read = await readRecord(paths.record);
     const recorded = read !== undefined && "record" in read ? read.record : undefined;
-    const runner = recorded !== undefined && (await this.recordedLives(recorded)) ? [{ pid: recorded.pid, startTime: recorded.pid_start }] : [];
+    const runner = recorded !== undefined && (await this.recordedLives(recorded, name)) ? [{ pid: recorded.pid, startTime: recorded.pid_start }] : [];
     // The recorded runner and, at the same time, every other process marked as this slot's.
     await terminateAll(name, [...runner, ...(await this.marked(name, recorded?.pid))], graceS);
     await removeRecord(paths.record);
@@ -131,7 +131,7 @@ export class ProcessDriver implements SlotDriver {
   /** Starting over a live runner would lose the only record of it: the executor stops a slot before it restarts it. */
   private async refuseIfRunning(name: string): Promise<void> {
     const read = await readRecord(slotPaths(this.stateDir, name).record);
-    if (read === undefined || "error" in read || !(await this.recordedLives(read.record))) return;
+    if (read === undefined || "error" in read || !(await this.recordedLives(read.record, name))) return;
     throw new DriverError("slot.spawn_failed", `slot ${name} is already running (pid ${read.record.pid}); stop it before starting it again`);
   }
 
@@ -139,8 +139,18 @@ export class ProcessDriver implements SlotDriver {
    * The recorded runner still runs and is this folder's: same boot, its pid alive with the recorded start time, and
    * not marked as another state folder's runner (a record copied with its folder names the original box's runner).
    */
-  private async recordedLives(record: RuntimeRecord): Promise<boolean> {
-    return sameBoot(record.boot_id) && (await isOurs(record.pid, record.pid_start)) && (await otherBoxOf(this.stateDir, record.pid)) === undefined;
+  private async recordedLives(record: RuntimeRecord, name: string): Promise<boolean> {
+    return sameBoot(record.boot_id) && (await isOurs(record.pid, record.pid_start)) && (await this.copiedFrom(record, name)) === undefined;
+  }
+
+  /**
+   * The other state folder whose runner the record names, when the record was copied from there (otherBoxOf). A
+   * record written here, under this path (its log is this folder's), names this folder's runner: no /proc read
+   * then, so an observe of 50 running slots does not read 50 environments.
+   */
+  private async copiedFrom(record: RuntimeRecord, name: string): Promise<string | undefined> {
+    if (record.log === slotPaths(this.stateDir, name).log) return undefined;
+    return otherBoxOf(this.stateDir, record.pid);
   }
 
   private async observeSlot(name: string, options: ObserveOptions): Promise<ObservedSlot | undefined> {
@@ -160,7 +170,7 @@ export class ProcessDriver implements SlotDriver {
     if (stat.startTime !== pid_start) {
       return { name, record, running: false, health: "unknown", detail: `pid ${pid} is alive but is not the runner hal0 started (pid reused)` };
     }
-    const other = await otherBoxOf(this.stateDir, pid);
+    const other = await this.copiedFrom(read.record, name);
     if (other !== undefined) return { name, record, running: false, health: "unknown", detail: copiedRecordNote(pid, other) };
     if (!wantsProbe(options, { name, record })) return { name, record, running: true, health: "unknown" };
     const status = await httpStatus(view.spec.port, view.spec.health_path, OBSERVE_HEALTH_TIMEOUT_MS);
