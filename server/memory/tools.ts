@@ -168,8 +168,18 @@ export function advertisedSchema(tool: MemoryToolDef): Record<string, unknown> {
   return schema;
 }
 
-/** MCP annotations: reads are read-only; the deletes are destructive; nothing reaches outside the box's memory. */
+/**
+ * Writes that only add: a new item, mental model or directive, a failed
+ * operation queued again. Every other write may change or remove what is
+ * there (a curation edits or invalidates a fact, an update or a refresh
+ * rewrites a mental model or a directive, consolidation merges duplicates
+ * away, a cancel aborts work, a delete deletes), which MCP clients read from
+ * `destructiveHint: true`, as on hal0-admin's own tools.
+ */
+const ADDITIVE_MEMORY_WRITES: ReadonlySet<string> = new Set(["memory_add", "memory_mental_model_create", "memory_directive_create", "memory_operation_retry"]);
+
+/** MCP annotations: reads are read-only; a write is destructive unless it only adds; nothing reaches outside the box's memory. */
 export function memoryAnnotations(tool: MemoryToolDef): { readOnlyHint: boolean; destructiveHint?: boolean; openWorldHint: boolean } {
   if (tool.tier === "read") return { readOnlyHint: true, openWorldHint: false };
-  return { readOnlyHint: false, destructiveHint: tool.tier === "gated" || tool.name === "memory_delete", openWorldHint: false };
+  return { readOnlyHint: false, destructiveHint: !ADDITIVE_MEMORY_WRITES.has(tool.name), openWorldHint: false };
 }

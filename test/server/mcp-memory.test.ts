@@ -77,6 +77,13 @@ describe("hal0-memory's tool list", () => {
     expect(byName.get("memory_search")!.annotations).toMatchObject({ readOnlyHint: true });
     expect(byName.get("memory_directive_delete")!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: true });
     expect(byName.get("memory_add")!.annotations).toMatchObject({ readOnlyHint: false, destructiveHint: false });
+    // A write that edits, rewrites, merges away or aborts what is there is no additive update (MCP's destructiveHint: false).
+    for (const name of ["memory_curate", "memory_mental_model_update", "memory_mental_model_refresh", "memory_directive_update", "memory_bank_consolidate", "memory_operation_cancel", "memory_delete"]) {
+      expect(byName.get(name)!.annotations, name).toMatchObject({ readOnlyHint: false, destructiveHint: true });
+    }
+    for (const name of ["memory_mental_model_create", "memory_directive_create", "memory_operation_retry"]) {
+      expect(byName.get(name)!.annotations, name).toMatchObject({ readOnlyHint: false, destructiveHint: false });
+    }
   });
 });
 
