@@ -17,6 +17,8 @@ import { formatPlan } from "../reconciler/format.js";
 import type { Inventory, Observed } from "../reconciler/observed.js";
 import { planChanges } from "../reconciler/plan.js";
 import { FILE_KINDS, Settings, type FileKind } from "../schema/index.js";
+import { buildCatalog } from "../server/mcp/catalog.js";
+import { ROUTES } from "../server/routes/index.js";
 import { ROOT as PLAN_ROOT } from "../fixtures/plans/build.js";
 import { dockerEngine, exampleBoxTurn } from "./reconciler/docker-helpers.js";
 import { freePort } from "./reconciler/process-helpers.js";
@@ -261,6 +263,18 @@ describe("every example in README.md and docs/", () => {
       const real = path.reduce<unknown>((o, k) => (o as Record<string, unknown> | undefined)?.[k], defaults);
       expect(value, path.join(".")).toEqual(real);
     }
+  });
+
+  it("docs/mcp.md names every hal0-admin tool that takes dry_run, and every one annotated openWorldHint", () => {
+    const mcp = read("docs/mcp.md").replace(/\s+/g, " ");
+    const listed = (from: string) => {
+      const text = mcp.slice(mcp.indexOf(from) + from.length);
+      return [...text.slice(0, text.indexOf(")")).matchAll(/`([a-z_]+)`/g)].map((m) => m[1]!).sort();
+    };
+    const catalog = buildCatalog(ROUTES);
+    const properties = (t: (typeof catalog)[number]) => (t.argsSchema.properties ?? {}) as Record<string, unknown>;
+    expect(listed("A dry run (`dry_run: true`:")).toEqual(catalog.filter((t) => "dry_run" in properties(t)).map((t) => t.name).sort());
+    expect(listed("`openWorldHint` on tools that reach outside the box (")).toEqual(catalog.filter((t) => t.annotations.openWorldHint).map((t) => t.name).sort());
   });
 
   it.each(blocksOfKind("toml #:schema line").map((b) => [at(b), b] as const))("%s: each #:schema line names one of hal0's JSON Schemas", (_, b) => {
