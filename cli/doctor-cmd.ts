@@ -11,7 +11,8 @@ export const DOCTOR_HELP = `hal0 doctor [--config DIR] [--state DIR] [--unit-dir
 Checks the box and prints one row per check (ok / warn / fail, with a hint):
 tree, state_folder, runtime, runner:<prefix> (one per distinct runner: found, and what its
 --version printed, 2 s at most), model_files (every enabled slot's model files exist and are
-readable), hermes_profiles_mcp, hermes_default_memory, hermes_brain_memory, service_unit (the
+readable), slot_ports (warns for an enabled slot's port in the kernel's ephemeral range that is
+not reserved), hermes_profiles_mcp, hermes_default_memory, hermes_brain_memory, service_unit (the
 hal0.service 'hal0 service install' wrote, if any: serves this config and state folder, its
 node and hal0 exist, 'systemd-analyze verify' is clean when installed). Changes nothing.
   --unit-dir DIR  where hal0.service is (default /etc/systemd/system)

@@ -94,6 +94,22 @@ describe("hal0 doctor", () => {
     expect(rows.map((r) => r.check).slice(0, 5)).toEqual(["tree", "state_folder", "runtime", "runner:./llama-server", "model_files"]);
   });
 
+  it("every check it reports is named by `hal0 doctor --help`, the README's command row and docs/operations.md", async () => {
+    const { rows } = await doctorTree(oneSlot('["./llama-server"]', "tiny.gguf", { "llama-server": `#!/bin/sh\nprintf '${LLAMA_VERSION.replace(/\n/g, "\\n")}' >&2\n` }), ["llama-server"]);
+    const checks = [...new Set(rows.map((r) => r.check.replace(/^runner:.*/, "runner:<prefix>")))];
+    expect(checks.length).toBeGreaterThanOrEqual(10);
+    const root = join(import.meta.dirname, "../..");
+    const readme = readFileSync(join(root, "README.md"), "utf8").split("\n").find((l) => l.startsWith("| `hal0 doctor"))!;
+    const ops = readFileSync(join(root, "docs/operations.md"), "utf8").split("- **`hal0 doctor")[1]!.split("\n- ")[0]!;
+    const help = captureIo({}, dir);
+    expect(await main(["doctor", "--help"], help)).toBe(0);
+    for (const check of checks) {
+      expect(help.out(), `--help: ${check}`).toContain(check);
+      expect(readme, `README: ${check}`).toContain(`\`${check}\``);
+      expect(ops, `operations.md: ${check}`).toContain(`\`${check}\``);
+    }
+  });
+
   it("slot_ports: warn (exit 0) for enabled slots listening in the kernel's ephemeral port range, naming each and how to reserve them; ok below it", async () => {
     const [low, high] = readFileSync(EPHEMERAL_RANGE_FILE, "utf8").trim().split(/\s+/).map(Number) as [number, number];
     const llama = { "llama-server": `#!/bin/sh\nprintf '${LLAMA_VERSION.replace(/\n/g, "\\n")}' >&2\n` };
