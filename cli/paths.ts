@@ -1,4 +1,4 @@
-import { lstatSync, readlinkSync, statSync } from "node:fs";
+import { lstatSync, readlinkSync, realpathSync, statSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import { compile, ConfigNotFoundError, configNotFoundMessage, loadTree, type Model, type SourceTree } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
@@ -99,15 +99,57 @@ function danglingLink(dir: string): { readonly at: string; readonly target: stri
  * such as /dev/stdout, a pipe) CliError `cli.not_a_file`
  * naming `what`, before the command observes or writes anything.
  */
-export function refuseNonFile(file: string, what: string): string {
+export function refuseNonFile(given: string, what: string): string {
+  // A symbolic link is followed: the file it leads to is checked and written (the link stays), each message naming what was given.
+  const file = linkedFile(given, what);
   const info = statOrNone(file);
-  if (info?.isDirectory()) throw new CliError("cli.not_a_file", `${what} ${file} is a folder; name the file to write`);
+  if (info?.isDirectory()) throw new CliError("cli.not_a_file", `${what} ${given} is a folder; name the file to write`);
   // The file is replaced whole (a temp renamed over it): over /dev/stdout or a pipe that put a plain file where the device's link was.
-  if (info !== undefined && !info.isFile()) throw new CliError("cli.not_a_file", `${what} ${file} is not a regular file (a device, a pipe or a socket); the plan is saved by replacing its file whole, so name a regular file (--json prints the plan on stdout)`);
+  if (info !== undefined && !info.isFile()) throw new CliError("cli.not_a_file", `${what} ${given} is not a regular file (a device, a pipe or a socket); the plan is saved by replacing its file whole, so name a regular file (--json prints the plan on stdout)`);
   const folder = statOrNone(dirname(file));
-  if (folder === undefined) throw new CliError("cli.not_a_file", `${what} ${file} cannot be written: its folder ${dirname(file)} does not exist`);
-  if (!folder.isDirectory()) throw new CliError("cli.not_a_file", `${what} ${file} cannot be written: ${dirname(file)} is a file, not a folder`);
+  if (folder === undefined) throw new CliError("cli.not_a_file", `${what} ${given} cannot be written: its folder ${dirname(file)} does not exist`);
+  if (!folder.isDirectory()) throw new CliError("cli.not_a_file", `${what} ${given} cannot be written: ${dirname(file)} is a file, not a folder`);
   return file;
+}
+
+/**
+ * The file a symbolic link `file` leads to (`file` itself when it is none):
+ * the plan is written there and the link stays a link, as a tree's files are
+ * written. A rename over the link would put a plain file in its place — over
+ * `/dev/stdout` too when stdout goes to a file, since its link then leads to a
+ * regular file. So a link that leads through a process's open files
+ * (`/dev/stdout`, `/dev/fd/1`, `/proc/self/fd/1`: a descriptor, not a file of
+ * the disk) is refused, whatever it leads to now; so is a loop of links.
+ */
+function linkedFile(file: string, what: string): string {
+  let at = file;
+  for (let hops = 0; ; hops++) {
+    if (underProc(at)) throw new CliError("cli.not_a_file", `${what} ${file} is not a regular file (a device, a pipe or a socket); the plan is saved by replacing its file whole, so name a regular file (--json prints the plan on stdout)`);
+    const info = lstatOrNone(at);
+    if (!info?.isSymbolicLink()) return at;
+    if (hops === 40) throw new CliError("cli.not_a_file", `${what} ${file} cannot be written: its symbolic links lead round in a loop`);
+    at = resolve(dirname(at), readlinkSync(at));
+  }
+}
+
+/** Whether `path` lies in /proc (its folder resolved through any links: /dev/fd is /proc/self/fd). */
+function underProc(path: string): boolean {
+  let folder: string;
+  try {
+    folder = realpathSync(dirname(path));
+  } catch {
+    folder = dirname(path); // a folder not there: the later checks say so
+  }
+  return folder === "/proc" || folder.startsWith("/proc/");
+}
+
+function lstatOrNone(path: string): ReturnType<typeof lstatSync> {
+  try {
+    return lstatSync(path, { throwIfNoEntry: false });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === "ENOTDIR") return undefined;
+    throw err;
+  }
 }
 
 /** `stat` of `path`, or undefined when nothing is there (also when a part of it is a file: ENOTDIR). */

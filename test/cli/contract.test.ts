@@ -1,5 +1,5 @@
 import { execFileSync, spawnSync } from "node:child_process";
-import { chmodSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { chmodSync, closeSync, existsSync, lstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
@@ -502,6 +502,34 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     expect(lstatSync(pipe).isFIFO()).toBe(true);
     expect(lstatSync(link).isSymbolicLink()).toBe(true);
     expect(readdirSync(parent).sort()).toEqual(["fifo", "stdout"]);
+  });
+
+  it("plan --out naming a link to a regular file writes that file and keeps the link; a link through a process's open files (/dev/stdout with stdout sent to a file) is 1 cli.not_a_file, left a link", async () => {
+    const parent = join(dir, "plan-out-link");
+    mkdirSync(parent);
+    const real = join(parent, "real.json");
+    writeFileSync(real, "old\n");
+    const link = join(parent, "plan.json");
+    symlinkSync("real.json", link);
+    const ok = await run(["plan", "--out", link, "--config", good, "--state", state()]);
+    expect(ok.code, ok.err).toBe(0);
+    expect(lstatSync(link).isSymbolicLink()).toBe(true);
+    expect(JSON.parse(readFileSync(real, "utf8")).format_version).toBe(1);
+    // As /dev/stdout -> /proc/self/fd/1 is when stdout goes to a file: the link leads, through /proc, to a regular file.
+    const fd = openSync(join(parent, "captured"), "w");
+    try {
+      const stdout = join(parent, "stdout");
+      symlinkSync(`/proc/${process.pid}/fd/${fd}`, stdout);
+      expect(statSync(stdout).isFile()).toBe(true);
+      const r = await run(["plan", "--out", stdout, "--config", good, "--state", state()]);
+      expect(r.code, r.err).toBe(1);
+      expect(r.err).toBe(`hal0 plan: cli.not_a_file: --out ${stdout} is not a regular file (a device, a pipe or a socket); the plan is saved by replacing its file whole, so name a regular file (--json prints the plan on stdout)\n`);
+      expect(lstatSync(stdout).isSymbolicLink()).toBe(true);
+      expect(readFileSync(join(parent, "captured"), "utf8")).toBe("");
+    } finally {
+      closeSync(fd);
+    }
+    expect(readdirSync(parent).sort()).toEqual(["captured", "plan.json", "real.json", "stdout"]);
   });
 });
 
