@@ -32,11 +32,15 @@ export async function runDoctor(args: string[], io: CliIo): Promise<number> {
   // A failed check is a failure document too (exit_code and the counts, as every command's --json failure), with the rows beside it.
   const failure = failed ? jsonFailure(EXIT_ERROR, tree.diagnostics) : undefined;
   if (values.json) io.stdout.write(`${JSON.stringify(failure ? { ...failure, rows } : { ok: true, rows, diagnostics: tree.diagnostics }, null, 2)}\n`);
-  else io.stdout.write(`${rows.map(formatRow).join("\n")}\n`);
+  else {
+    // One column for the messages: as wide as the longest check (a runner's row names its whole prefix), 22 at least.
+    const width = Math.max(22, ...rows.map((r) => r.check.length));
+    io.stdout.write(`${rows.map((r) => formatRow(r, width)).join("\n")}\n`);
+  }
   return failed ? EXIT_ERROR : EXIT_OK;
 }
 
-function formatRow(r: DoctorRow): string {
-  const head = `${r.status.padEnd(4)}  ${r.check.padEnd(22)} ${r.message}`;
-  return r.hint ? `${head}\n${" ".repeat(29)}hint: ${r.hint}` : head;
+function formatRow(r: DoctorRow, width: number): string {
+  const head = `${r.status.padEnd(4)}  ${r.check.padEnd(width)} ${r.message}`;
+  return r.hint ? `${head}\n${" ".repeat(width + 7)}hint: ${r.hint}` : head;
 }

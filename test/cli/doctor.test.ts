@@ -110,6 +110,24 @@ describe("hal0 doctor", () => {
     }
   });
 
+  it("text: every row's message starts in one column, a runner's long prefix included, and each hint under it", async () => {
+    const config = join(dir, "tree-text");
+    const runner = "./a-runner-with-a-rather-long-name";
+    for (const [rel, text] of Object.entries(oneSlot(JSON.stringify([runner]), "tiny.gguf", { [runner.slice(2)]: `#!/bin/sh\necho 1.0\n` }))) {
+      mkdirSync(dirname(join(config, rel)), { recursive: true });
+      writeFileSync(join(config, rel), text);
+    }
+    chmodSync(join(config, runner.slice(2)), 0o755);
+    const io = captureIo({}, dir);
+    await main(["doctor", "--config", config, "--state", join(dir, "state")], io);
+    const lines = io.out().trimEnd().split("\n");
+    const rows = lines.filter((l) => /^(ok|warn|fail) /.test(l));
+    expect(rows.some((l) => l.includes(`runner:${runner} `))).toBe(true);
+    const column = (l: string) => /^(\S+\s+\S+\s+)/.exec(l)![1]!.length;
+    expect(new Set(rows.map(column)).size, rows.join("\n")).toBe(1);
+    for (const hint of lines.filter((l) => l.trimStart().startsWith("hint: "))) expect(hint.indexOf("hint: ")).toBe(column(rows[0]!));
+  });
+
   it("slot_ports: warn (exit 0) for enabled slots listening in the kernel's ephemeral port range, naming each and how to reserve them; ok below it", async () => {
     const [low, high] = readFileSync(EPHEMERAL_RANGE_FILE, "utf8").trim().split(/\s+/).map(Number) as [number, number];
     const llama = { "llama-server": `#!/bin/sh\nprintf '${LLAMA_VERSION.replace(/\n/g, "\\n")}' >&2\n` };
