@@ -51,7 +51,10 @@ export async function runToken(args: string[], io: CliIo): Promise<number> {
       const list = tokens.list({ all: values.all });
       // A bridge token's profiles are part of what it reaches: shown beside its scopes (profile:NAME, as --scope takes them).
       const reach = (t: (typeof list)[number]) => [...t.scopes, ...(t.profiles ?? []).map((p) => `profile:${p}`)].join(",");
-      const rows = list.map((t) => `${t.id}  ${t.kind.padEnd(8)} ${t.name.padEnd(20)} ${reach(t).padEnd(30)} created ${t.created_at}  last used ${t.last_used_at ?? "never"}${t.revoked_at ? `  revoked ${t.revoked_at}` : ""}`);
+      // Columns as wide as their widest cell (an operator's four scopes, a 64-character agent name), so every row's dates line up.
+      const nameWidth = Math.max(20, ...list.map((t) => t.name.length));
+      const reachWidth = Math.max(30, ...list.map((t) => reach(t).length));
+      const rows = list.map((t) => `${t.id}  ${t.kind.padEnd(8)} ${t.name.padEnd(nameWidth)} ${reach(t).padEnd(reachWidth)} created ${t.created_at}  last used ${t.last_used_at ?? "never"}${t.revoked_at ? `  revoked ${t.revoked_at}` : ""}`);
       print(rows.join("\n") || "no tokens", { tokens: list });
       return EXIT_OK;
     }

@@ -287,6 +287,15 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     expect(line).toMatch(/ mcp:agents,profile:coder,profile:writer +created /);
   });
 
+  it("hal0 token list keeps its columns: the owner's four scopes and a long agent name do not push a row's dates out of line", async () => {
+    const state = join(dir, "token-columns-state");
+    expect((await run(["token", "create", "--agent", "a-coding-agent-with-a-long-name", "--scope", "rest", "--state", state])).code).toBe(0);
+    const lines = (await run(["token", "list", "--state", state])).out.trimEnd().split("\n");
+    expect(lines).toHaveLength(2);
+    expect(lines.some((l) => l.includes("mcp:admin,mcp:memory,rest,mcp:agents"))).toBe(true);
+    expect(new Set(lines.map((l) => l.indexOf(" created "))).size, lines.join("\n")).toBe(1);
+  });
+
   it("a token pasted where a name goes (create --operator, rotate, bridge admit) is refused, never kept as a name nor repeated", async () => {
     const state = join(dir, "secret-name-state");
     expect((await run(["token", "list", "--state", state])).code).toBe(0);
