@@ -265,6 +265,21 @@ describe("every example in README.md and docs/", () => {
     }
   });
 
+  it("the README's serve line for a box of your own is the one `npx hal0 init ~/mybox` prints", () => {
+    const readme = read("README.md").replace(/\s+/g, " ");
+    const line = /`(npx hal0 serve --config ~\/mybox [^`]*)`/.exec(readme)?.[1];
+    expect(line).toBeDefined();
+    const home = mkdtempSync(join(tmpdir(), "hal0-readme-init-"));
+    try {
+      const run = spawnSync(process.execPath, [HAL0, "init", join(home, "mybox")], { cwd: ROOT, env: cleanEnv({ npm_command: "exec" }), encoding: "utf8" });
+      expect(run.status, run.stderr).toBe(0);
+      const printed = run.stdout.split("\n").map((l) => l.trim().split(/\s{2,}/)[0]!).find((l) => l.startsWith("npx hal0 serve"));
+      expect(printed).toBe(line!.replaceAll("~", home));
+    } finally {
+      rmSync(home, { recursive: true, force: true });
+    }
+  });
+
   it("docs/mcp.md names every hal0-admin tool that takes dry_run, and every one annotated openWorldHint", () => {
     const mcp = read("docs/mcp.md").replace(/\s+/g, " ");
     const listed = (from: string) => {
