@@ -3,7 +3,7 @@ import { dirname, join, resolve } from "node:path";
 import { compile, ConfigNotFoundError, configNotFoundMessage, loadTree, type Model, type SourceTree } from "../compiler/index.js";
 import type { Diagnostic } from "../schema/index.js";
 import { nearestExisting } from "../reconciler/atomic.js";
-import { isShared } from "../reconciler/state-folder.js";
+import { foreignEntries, isShared, StateFolderForeignError } from "../reconciler/state-folder.js";
 import { CliError, InvalidConfigError, type CliIo } from "./io.js";
 
 /** The config folder: `--config`, else $HAL0_CONFIG, else $HAL0_HOME/etc/hal0, else /etc/hal0. */
@@ -50,6 +50,9 @@ export function stateDir(flag: string | undefined, env: Readonly<Record<string, 
   const dir = refuseNonFolder(statePath(flag, env, cwd), "state folder");
   // hal0 makes its state folder 0700 (tokens, the runners' env): a shared one (/tmp, --state /tmp by mistake) was chmodded 0700 too, breaking it for everyone else.
   if (isShared(dir)) throw new CliError("state.shared", `state folder ${dir} is one anybody may write (world-writable); hal0 keeps its state folder 0700 and will not close a shared one: name a folder of its own, such as ${join(dir, "hal0")}`);
+  // `--state /`, a home folder: closed to 0700, / locked every other user out. Refused before anything is read or written.
+  const foreign = foreignEntries(dir);
+  if (foreign !== undefined) throw new StateFolderForeignError(dir, foreign);
   return dir;
 }
 

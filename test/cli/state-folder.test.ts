@@ -75,6 +75,31 @@ describe("the state folder", () => {
     expect(statSync(shared).mode & 0o7777).toBe(0o1777);
   });
 
+  it("a folder holding other files and none of hal0's (--state /, a home folder) is refused with state.foreign, keeps its mode and gets nothing written; validate --runners leaves it as it is too", async () => {
+    if (!existsSync(config)) await writeFakeBox(config, ["sf"]);
+    const home = join(base, "home");
+    mkdirSync(join(home, "projects"), { recursive: true });
+    writeFileSync(join(home, "notes.txt"), "mine\n");
+    writeFileSync(join(home, ".profile"), "");
+    chmodSync(home, 0o755);
+    for (const args of [["token", "list"], ["plan", "--config", config], ["apply", "--yes", "--config", config], ["serve", "--config", config, "--port", "0"]]) {
+      const io = captureIo();
+      expect(await main([...args, "--state", home], io), args[0]).toBe(1);
+      expect(io.err()).toBe(`hal0 ${args[0]}: state.foreign: state folder ${home} holds other files (notes.txt, projects) and none of hal0's; hal0 keeps its state folder to itself (it closes it to 0700 and writes its tokens and records there), so it leaves this one as it is: name a folder of its own, such as ${home}/hal0-state (hal0 makes it)\n`);
+    }
+    // validate only reads the runner cache there, and asked to probe it writes none into such a folder, nor closes it.
+    expect(await main(["validate", "--runners", "--config", config, "--state", home], captureIo())).toBe(0);
+    expect(mode(home)).toBe(0o755);
+    expect(readdirSync(home).sort()).toEqual([".profile", "notes.txt", "projects"]);
+    // An empty folder, or one holding hal0's files (a state folder of an older hal0 left open), is hal0's: used, and closed.
+    const older = join(base, "older-state");
+    mkdirSync(older);
+    writeFileSync(join(older, "runners.json"), "{}\n");
+    chmodSync(older, 0o755);
+    expect(await main(["token", "list", "--state", older], captureIo())).toBe(0);
+    expect(mode(older)).toBe(0o700);
+  });
+
   it("an inventory that does not parse is state.corrupt (exit 1), never read as empty: plan and down refuse, the runner keeps running", async () => {
     const state = states[1]!;
     expect(await main(["apply", "--yes", "--config", config, "--state", state], captureIo())).toBe(0);
