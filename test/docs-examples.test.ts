@@ -877,8 +877,7 @@ describe("the examples against a real hal0 serve (the Quickstart's command on a 
     rmSync(lockDir, { recursive: true });
     // label-key and container.log are the docker and swarm runtimes' (their first start and first removal make them; test/reconciler/docker-sweep.test.ts
     // reads container.log); the served box runs processes. steps.json is there only while an apply runs (test/cli/status-during-apply.test.ts reads it then).
-    // slots/<name>/api-key is a process slot's with an --api-key (test/reconciler/process-driver.test.ts reads it); the example box's have none.
-    const elsewhere = new Set(["apply.lock", "pull.lock", "label-key", "steps.json", "slots/<name>/container.log", "slots/<name>/api-key"]);
+    const elsewhere = new Set(["apply.lock", "pull.lock", "label-key", "steps.json", "slots/<name>/container.log"]);
     for (const p of listed.filter((p) => !elsewhere.has(p))) expect(files.some((f) => pattern(p).test(f)), `${p} is not in the state folder: ${files.join(", ")}`).toBe(true);
     // SQLite's own companions (-wal, -shm) and a file being written (atomic writes: a temp file, then a rename) aside,
     // nothing is there that the listing does not name.

@@ -6,7 +6,7 @@ import { bootId, healthOf, httpStatus, isLive, isOurs, killQuietly, portHolderOf
 import { describeExit, spawnRunner, waitHealthy, type Spawned } from "./runner.js";
 import { markedRunners, markerEnv, otherBoxOf, otherBoxRunner, runnerSlotOf } from "./process-orphans.js";
 import { runnerBaseEnv } from "./runner-env.js";
-import { spawnedArgv } from "./runner-secrets.js";
+import { removeKeyFile, spawnedArgv } from "./runner-secrets.js";
 import { capRunnerLog, logTail, RUNNER_LOG_MAX_BYTES, readRecord, removeRecord, slotPaths, slotsDir, writeRecord, type RuntimeRecord } from "./runtime-record.js";
 
 /** Grace given to a runner stopped because it never became healthy. */
@@ -74,8 +74,8 @@ export class ProcessDriver implements SlotDriver {
     }
     const paths = slotPaths(this.stateDir, name);
     await mkdir(paths.dir, { recursive: true });
-    // An --api-key or --hf-token is not left in the command line every local user reads: a 0600 file, the environment.
-    const run = await spawnedArgv(spec.argv, 1, view.type, paths.dir);
+    // An --api-key or --hf-token is not left in the command line every local user reads: the runner's environment takes them.
+    const run = await spawnedArgv(spec.argv, 1, view.type, paths.dir, spec.env);
     // Never hal0's whole environment (its secrets): the base every runner gets, then what the slot declares.
     const spawned = await spawnRunner(run.argv, options.cwd, { ...runnerBaseEnv(process.env), ...spec.env, ...run.env, ...markerEnv(this.stateDir, name) }, paths.log, this.logMaxBytes);
     const stat = await procStat(spawned.pid);
@@ -110,7 +110,7 @@ export class ProcessDriver implements SlotDriver {
     const runner = recorded !== undefined && (await this.recordedLives(recorded, name)) ? [{ pid: recorded.pid, startTime: recorded.pid_start }] : [];
     // The recorded runner and, at the same time, every other process marked as this slot's.
     await terminateAll(name, [...runner, ...(await this.marked(name, recorded?.pid))], graceS);
-    await removeRecord(paths.record);
+    await Promise.all([removeRecord(paths.record), removeKeyFile(paths.dir)]);
   }
 
   /** Stops `name`'s runners that have no record (a start interrupted between spawn and record). */

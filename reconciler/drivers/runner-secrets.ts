@@ -1,63 +1,94 @@
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import { writeFileAtomic } from "../atomic.js";
 
 /**
- * A process runner's command line is world-readable (`/proc/<pid>/cmdline`,
- * `ps`): any local user reads an `--api-key KEY` or `--hf-token TOKEN` given
- * there. llama-server takes both another way, so the process runtime moves
- * them out of the argv it spawns: the API keys into `<state>/slots/<name>/api-key`
- * (0600, one a line) named by `--api-key-file` (each one adds its keys), the
- * Hugging Face token into `HF_TOKEN` (its default; a process's environment is
- * its owner's alone). Only for the slot types whose argv hal0 writes in
- * llama-server's words (llm, embedding, reranking); the spec, its hash and the
- * runtime record keep the argv as the config wrote it.
+ * A runner's command line is world-readable (`/proc/<pid>/cmdline`, `ps`; a
+ * container's runner is a process of the host too): any local user reads an
+ * `--api-key KEY` or `--hf-token TOKEN` given there. llama-server reads both
+ * from its environment as well (`LLAMA_API_KEY`, `HF_TOKEN`: help.txt's
+ * `(env: …)`), which /proc shows to its owner and root alone, so the process
+ * and docker runtimes move them there out of the argv they start.
+ *
+ * The environment, not `--api-key-file`: llama-server reads `LLAMA_API_KEY`
+ * with the very handler of `--api-key`, so the runner takes each value exactly
+ * as it would have taken the flag, whatever its build — the current one's
+ * comma list (its CSV reader: quotes, nothing trimmed) or an older one's single
+ * key (build 4748 has no list: `a,b` is one key). A key file would not: its
+ * lines are taken whole, and the current build skips a line starting with `#`
+ * as a comment (a key `#…` would be dropped, and a runner with only that key
+ * would want none). Several `--api-key` flags (and a `LLAMA_API_KEY` the slot
+ * declares, first) are joined with `,` into the one variable: the list the
+ * current build reads; an older build takes one key, so give it one `--api-key`.
+ * The token's flag wins over a declared `HF_TOKEN`, as it does in the runner.
+ *
+ * Only for the slot types whose argv hal0 writes in llama-server's words (llm,
+ * embedding, reranking); the spec, its hash and the runtime record (the docker
+ * label) keep the argv as the config wrote it.
  */
 export const LLAMA_TYPES: ReadonlySet<string> = new Set(["llm", "embedding", "reranking"]);
 
+/** The variables the secret flags' values move to. */
+export const API_KEY_ENV = "LLAMA_API_KEY";
+export const HF_TOKEN_ENV = "HF_TOKEN";
+
 export interface HiddenArgv {
   readonly argv: readonly string[];
+  /** The variables that carry what was taken out (over the declared env). */
   readonly env: Readonly<Record<string, string>>;
-  /** The API keys to write to `keyFile` (none: no file). */
-  readonly keys: readonly string[];
 }
 
-/** `argv` with llama-server's secret flags taken out (after the runner's `prefix` words, which are passed as written). */
-export function hideSecretFlags(argv: readonly string[], prefix: number, keyFile: string): HiddenArgv {
+/** The secret flag a word is (`--api-key`, `--hf-token`, `-hft`, or one of them with `=VALUE`), if it is one. */
+function secretFlag(word: string): { flag: string; inline: string | undefined } | undefined {
+  const eq = word.startsWith("--") ? word.indexOf("=") : -1;
+  const flag = eq > 0 ? word.slice(0, eq) : word;
+  if (flag !== "--api-key" && flag !== "--hf-token" && flag !== "-hft") return undefined;
+  return { flag, inline: eq > 0 ? word.slice(eq + 1) : undefined };
+}
+
+/**
+ * `argv` with llama-server's secret flags taken out (after the runner's
+ * `prefix` words, which are passed as written), their values in `env`;
+ * `declared` is the env the runner gets besides (a `LLAMA_API_KEY` there keeps
+ * its keys, before the flags').
+ */
+export function hideSecretFlags(argv: readonly string[], prefix: number, declared: Readonly<Record<string, string>> = {}): HiddenArgv {
   const out = argv.slice(0, prefix);
   const keys: string[] = [];
-  const env: Record<string, string> = {};
+  let token: string | undefined;
   for (let i = prefix; i < argv.length; i++) {
     const word = argv[i]!;
-    const eq = word.indexOf("=");
-    const flag = word.startsWith("--") && eq > 0 ? word.slice(0, eq) : word;
-    const inline = flag === word ? undefined : word.slice(eq + 1);
-    if (flag !== "--api-key" && flag !== "--hf-token" && flag !== "-hft") {
+    const secret = secretFlag(word);
+    if (secret === undefined) {
       out.push(word);
       continue;
     }
-    const value = inline ?? argv[i + 1];
+    const value = secret.inline ?? argv[i + 1];
     if (value === undefined) {
       out.push(word); // a flag without its value: the runner refuses it as written
       continue;
     }
-    if (inline === undefined) i++;
-    if (flag === "--api-key") keys.push(...value.split(",").map((k) => k.trim()).filter((k) => k !== ""));
-    else env.HF_TOKEN = value;
+    if (secret.inline === undefined) i++;
+    if (secret.flag === "--api-key") keys.push(value);
+    else token = value;
   }
-  if (keys.length > 0) out.push("--api-key-file", keyFile);
-  return { argv: out, env, keys };
+  const env: Record<string, string> = {};
+  if (keys.length > 0) env[API_KEY_ENV] = [...(declared[API_KEY_ENV] === undefined ? [] : [declared[API_KEY_ENV]]), ...keys].join(",");
+  if (token !== undefined) env[HF_TOKEN_ENV] = token;
+  return { argv: out, env };
 }
 
-/** The argv and env a process runner of a slot of `type` is spawned with, its API keys written to `<dir>/api-key` (0600) first. */
-export async function spawnedArgv(argv: readonly string[], prefix: number, type: string, dir: string): Promise<{ argv: readonly string[]; env: Readonly<Record<string, string>> }> {
-  const keyFile = join(dir, "api-key");
-  if (!LLAMA_TYPES.has(type)) {
-    await rm(keyFile, { force: true });
-    return { argv, env: {} };
-  }
-  const hidden = hideSecretFlags(argv, prefix, keyFile);
-  if (hidden.keys.length > 0) await writeFileAtomic(keyFile, `${hidden.keys.join("\n")}\n`, 0o600);
-  else await rm(keyFile, { force: true });
-  return { argv: hidden.argv, env: hidden.env };
+/** What a runner of a slot of `type` is started with: its argv with the secret flags taken out, and the env that carries them. */
+export function runnerArgv(argv: readonly string[], prefix: number, type: string, declared: Readonly<Record<string, string>>): HiddenArgv {
+  return LLAMA_TYPES.has(type) ? hideSecretFlags(argv, prefix, declared) : { argv, env: {} };
+}
+
+/** The argv and env a process runner of a slot of `type` is spawned with (a key file an earlier hal0 wrote in `dir` is removed). */
+export async function spawnedArgv(argv: readonly string[], prefix: number, type: string, dir: string, declared: Readonly<Record<string, string>> = {}): Promise<HiddenArgv> {
+  await removeKeyFile(dir);
+  return runnerArgv(argv, prefix, type, declared);
+}
+
+/** `<dir>/api-key`, where an earlier hal0 wrote a slot's keys for `--api-key-file`: not left on disk. */
+export function removeKeyFile(dir: string): Promise<void> {
+  return rm(join(dir, "api-key"), { force: true });
 }

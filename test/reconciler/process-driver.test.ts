@@ -104,22 +104,36 @@ describe("ProcessDriver.start", () => {
     expect([...documented.matchAll(/`([A-Z][A-Z0-9_]+)`/g)].map((m) => m[1]!).filter((n) => !/TOKEN|API_KEY/.test(n)).sort()).toEqual([...RUNNER_BASE_ENV].sort());
   });
 
-  it("keeps --api-key and --hf-token out of the runner's command line, which every local user reads: the keys in a 0600 file named by --api-key-file, the token in HF_TOKEN", async () => {
+  it("keeps --api-key and --hf-token out of the runner's command line, which every local user reads: their values in LLAMA_API_KEY and HF_TOKEN, which /proc shows its owner alone", async () => {
     const view = viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "0" } });
     const keyed = { ...view, spec: { ...view.spec, argv: [...view.spec.argv, "--api-key", "argvkey-one,argvkey-two", "--hf-token", "hf_argvtoken"] } };
+    // A key file an earlier hal0 wrote for the slot is not left on disk.
+    await mkdir(join(stateDir, "slots/s"), { recursive: true });
+    await writeFile(join(stateDir, "slots/s/api-key"), "argvkey-old\n", { mode: 0o600 });
     const pid = await start(keyed);
     const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0").filter(Boolean);
-    expect(cmdline.join(" ")).not.toMatch(/argvkey|hf_argvtoken/);
-    const keyFile = join(stateDir, "slots/s/api-key");
-    expect(cmdline.slice(-2)).toEqual(["--api-key-file", keyFile]);
-    expect((await stat(keyFile)).mode & 0o777).toBe(0o600);
-    expect(readFileSync(`/proc/${pid}/environ`, "utf8").split("\0")).toContain("HF_TOKEN=hf_argvtoken");
-    // The runner still wants each key: llama-server reads them from the file.
+    expect(cmdline.join(" ")).not.toMatch(/argvkey|hf_argvtoken|api-key/);
+    expect(existsSync(join(stateDir, "slots/s/api-key"))).toBe(false);
+    expect(readFileSync(`/proc/${pid}/environ`, "utf8").split("\0")).toEqual(expect.arrayContaining(["HF_TOKEN=hf_argvtoken", "LLAMA_API_KEY=argvkey-one,argvkey-two"]));
+    // The runner still wants each key: llama-server reads its list from the environment.
     const props = (key?: string) => fetch(`http://127.0.0.1:${view.port}/props`, key === undefined ? {} : { headers: { authorization: `Bearer ${key}` } }).then((r) => r.status);
     expect([await props(), await props("argvkey-one"), await props("argvkey-two")]).toEqual([401, 200, 200]);
-    // The record keeps the argv as the config wrote it (what the plan compares), and the log names the file, not the keys.
+    // The record keeps the argv as the config wrote it (what the plan compares), and the log holds no key.
     expect(JSON.parse(await readFile(recordPath(), "utf8")).view.spec.argv).toEqual(keyed.spec.argv);
     expect(await logOf()).not.toMatch(/argvkey|hf_argvtoken/);
+  });
+
+  it("hands each --api-key to the runner as the runner itself reads it: a key starting with # is a key (not a key file's comment), and an older build's a,b is one key", async () => {
+    const props = (port: number, key?: string) => fetch(`http://127.0.0.1:${port}/props`, key === undefined ? {} : { headers: { authorization: `Bearer ${key}` } }).then((r) => r.status);
+    const view = viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "0" } });
+    await start({ ...view, spec: { ...view.spec, argv: [...view.spec.argv, "--api-key", "#hashkey"] } });
+    // Its only key: the runner must not run open to all.
+    expect([await props(view.port), await props(view.port, "#hashkey")]).toEqual([401, 200]);
+    await driver.stop("s", 1);
+    const older = viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "0", HAL0_FAKE_BUILD: "older" } });
+    // The older build's words only: the runner and where it listens.
+    await start({ ...older, spec: { ...older.spec, argv: [...older.spec.argv.slice(0, 2), "--host", "127.0.0.1", "--port", String(older.port), "--api-key", "part-a,part-b"] } });
+    expect([await props(older.port, "part-a"), await props(older.port, "part-b"), await props(older.port, "part-a,part-b")]).toEqual([401, 401, 200]);
   });
 
   it("refuses a port held by a foreign server at once, naming the port and its holder", async () => {
