@@ -6,6 +6,7 @@ import { parsedOrUndefined, rehashSpec } from "../../compiler/index.js";
 import { SECRET_FLAG } from "../../schema/secret-flag.js";
 import { SlotViewSchema, type Device } from "../../schema/index.js";
 import { viewChangedPaths } from "../view.js";
+import { runnerArgv } from "./runner-secrets.js";
 
 /**
  * What a slot's container looks like, as plain data: its name, its labels,
@@ -147,22 +148,52 @@ function words(value: readonly string[] | string | null | undefined): string[] {
  * added by hand). A value that is not the label's is sealed (never shown), as
  * unsealEnv leaves a changed one; undefined without the key (nothing to seal with).
  */
-function containerEnv(c: InspectedContainer, image: ImageDefaults | undefined, labelled: Readonly<Record<string, string>>, key: string | undefined): Record<string, string> | undefined {
+function containerEnv(c: InspectedContainer, image: ImageDefaults | undefined, labelled: Readonly<Record<string, string>>, key: string | undefined, made: MadeWith): Record<string, string> | undefined {
   if (key === undefined) return undefined;
   const defaults = envOf(image?.Env);
   const env: Record<string, string> = {};
   for (const [k, v] of envOf(c.Config.Env)) {
     const mine = labelled[k];
+    // What carries a secret flag's value (LLAMA_API_KEY, HF_TOKEN) is hal0's when it is the value the label's argv gives
+    // (unknown while the label still seals it: the config changed it, and the plan replaces the slot for that).
+    const carried = made.env[k];
+    if (carried !== undefined && (!made.known || carried === v)) {
+      if (mine !== undefined) env[k] = mine;
+      continue;
+    }
     // The image's own; without the image (removed under the container) any variable the label does not have is taken for one.
     if (mine === undefined && (image === undefined || defaults.get(k) === v)) continue;
     env[k] = mine === v || mine === seal(k, v, key) ? mine : seal(k, v, key);
   }
+  // Run with its secret flags taken out of its command but without the variable that carries them (a runner that wants
+  // no key, made so by hand): that variable reads as changed.
+  const actual = envOf(c.Config.Env);
+  if (made.known && show(c.Config.Cmd ?? []) === show(made.argv)) for (const k of Object.keys(made.env)) if (!actual.has(k)) env[k] = seal(k, "", key);
   return Object.fromEntries(Object.keys(env).sort().map((k) => [k, env[k]!]));
 }
 
-/** The argv a container runs (its Cmd), each secret flag's value sealed unless it is the config's (as the label's view reads). */
-function containerArgv(c: InspectedContainer, desired: readonly string[] | undefined, key: string | undefined): readonly string[] | undefined {
+/**
+ * What hal0 creates a container of `view` with (runnerArgv): its Cmd, the argv with the secret flags taken out, and the
+ * env that carries their values; `known` is false while a carried value is still sealed in the label (not read back).
+ */
+interface MadeWith {
+  readonly argv: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+  readonly known: boolean;
+}
+
+function madeWith(view: SlotView): MadeWith {
+  const run = runnerArgv(view.spec.argv, 0, view.type, view.spec.env);
+  return { ...run, known: !Object.values(run.env).some((v) => v.includes(SEALED)) };
+}
+
+/**
+ * The argv a container runs: the label's when its Cmd is that argv with the secret flags taken out (their values are in
+ * its env, checked there); else its Cmd, each secret flag's value sealed unless it is the config's (as the label's view reads).
+ */
+function containerArgv(c: InspectedContainer, view: SlotView, made: MadeWith, desired: readonly string[] | undefined, key: string | undefined): readonly string[] | undefined {
   if (key === undefined || c.Config.Cmd === null || c.Config.Cmd === undefined) return undefined;
+  if (Object.keys(made.env).length > 0 && show(c.Config.Cmd) === show(made.argv)) return view.spec.argv;
   return unsealArgv(sealArgv(c.Config.Cmd, key), desired, key);
 }
 
@@ -177,8 +208,9 @@ const show = (value: unknown) => JSON.stringify(value);
  * ports, mounts, devices, Init, privileged, entrypoint). Empty when it is as created.
  */
 export function containerEdits(c: InspectedContainer, image: ImageDefaults | undefined, view: SlotView, host: HostRecord | undefined, key: string | undefined, desired: ReturnType<Unsealing["desired"]>): { view: SlotView; edits: string[] } {
-  const env = containerEnv(c, image, view.spec.env, key) ?? view.spec.env;
-  const argv = containerArgv(c, desired?.argv, key) ?? view.spec.argv;
+  const made = madeWith(view);
+  const env = containerEnv(c, image, view.spec.env, key, made) ?? view.spec.env;
+  const argv = containerArgv(c, view, made, desired?.argv, key) ?? view.spec.argv;
   const actual: SlotView = { ...view, spec: { ...view.spec, env, argv } };
   const edits = viewChangedPaths(view, actual).filter((p) => p !== "spec_hash");
   const h = c.HostConfig;
@@ -292,6 +324,11 @@ export function runsArgv(command: string, argv: readonly string[], key: string |
   });
 }
 
+/** Whether a container's command ends with the argv hal0 creates it with when it takes a secret flag's value out of it (into its env). */
+function runsMade(command: string, made: MadeWith): boolean {
+  return Object.keys(made.env).length > 0 && command.endsWith(made.argv.join(" "));
+}
+
 /** A service's args are a label's argv word for word, save the value of a secret flag the label sealed (the label's key is not read here). */
 export function argvAlike(args: readonly string[], labelled: readonly string[]): boolean {
   return args.length === labelled.length && labelled.every((word, i) => {
@@ -372,7 +409,7 @@ export function observedFrom(c: ListedContainer, box: string, unsealing: Unseali
     }
   }
   // Made again by hand with hal0's labels copied but another command: the label's spec is not what runs, so it reads as drifted.
-  if (c.Command !== undefined && !runsArgv(c.Command, view.spec.argv, unsealing.key)) {
+  if (c.Command !== undefined && !runsArgv(c.Command, view.spec.argv, unsealing.key) && !runsMade(c.Command, madeWith(view))) {
     const drifted: SlotView = { ...view, spec_hash: `${view.spec_hash}+changed` };
     return { name, running, record: { view: drifted, started_at: new Date(c.Created * 1000).toISOString() }, detail: `container ${containerName(name)} runs \`${c.Command.slice(0, 300)}\`, not the command its ${LABEL.view} label records: changed behind hal0's back` };
   }

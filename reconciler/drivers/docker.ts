@@ -2,6 +2,7 @@ import "./docker-deps.js"; // first: defers the parts of dockerode hal0 never us
 import Dockerode from "dockerode";
 import { otherBoxWords, renamedContainerWords, type ObservedSlot, type SlotView } from "../observed.js";
 import { DriverError, INTERRUPTED, interruptedStart, whenAborted, wantsProbe, type EngineLog, type ObserveOptions, type PortHolder, type SlotDriver, type StartOptions } from "./driver.js";
+import { runnerArgv } from "./runner-secrets.js";
 import { LABEL, boxFilter, containerName, deviceMappings, hostMounts, type BindMount, type DeviceMapping, type ImageDefaults, type InspectedContainer, labelledAs, logLinesOf, logTailOf, observedFrom, parseView, slotLabels, slotOf } from "./docker-container.js";
 import { answered, ENGINE_ANSWER_MS, engineStatus, exitNote, ignore, imageMissingMessage, logUnread, notOursMessage, whenExited } from "./docker-engine.js";
 import { healthOf, httpStatus, portHolderOf, portInUseMessage } from "./proc.js";
@@ -456,13 +457,15 @@ export class DockerDriver implements SlotDriver {
   private async create(name: string, view: SlotView, cwd: string, mounts: BindMount[], devices: DeviceMapping[], image?: string): Promise<Dockerode.Container> {
     const { spec } = view;
     const [logConfig, key] = await Promise.all([this.logConfig(), this.labelKey.ensure()]);
+    const run = runnerArgv(spec.argv, 0, view.type, spec.env);
     try {
       return await this.engine((abortSignal) => this.docker.createContainer({
         abortSignal,
         name: containerName(name),
         Image: image ?? spec.image,
-        Cmd: [...spec.argv],
-        Env: Object.entries(spec.env).map(([key, value]) => `${key}=${value}`),
+        // The runner is a process of the host, its command line read by every local user: an --api-key or --hf-token goes in its env.
+        Cmd: [...run.argv],
+        Env: Object.entries({ ...spec.env, ...run.env }).map(([key, value]) => `${key}=${value}`),
         Labels: slotLabels(this.box, name, view, key, { mounts, ...(devices.length > 0 ? { devices: devices.map((d) => d.PathOnHost) } : {}) }),
         ...(mounts[0]?.Target === cwd ? { WorkingDir: cwd } : {}),
         StopTimeout: this.stopGraceS,

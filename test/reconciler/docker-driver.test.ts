@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { once } from "node:events";
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync } from "node:fs";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync } from "node:fs";
 import { connect, createServer, type Socket } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -159,7 +159,6 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     expect(view.spec.argv).toContain(secret);
     await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
     const info = await inspect(name);
-    expect(info.Config.Cmd).toEqual(view.spec.argv); // the runner needs it
     expect(JSON.stringify(info.Config.Labels)).not.toContain(secret);
     const listed = await engine.listContainers({ all: true, filters: { label: [`hal0.slot=${name}`] } });
     expect(JSON.stringify(listed.map((c) => c.Labels))).not.toContain(secret);
@@ -173,12 +172,49 @@ describe.skipIf(docker === undefined)(SUITE, () => {
     // Another flag added before it: the key is still read back, only that flag changed.
     const more = plannedView({ port: view.port, root, extraArgs: `--threads-http 3 --api-key ${secret}` });
     expect(viewChangedPaths(await seen(more.spec.argv), more)).toEqual(["argv.--threads-http"]);
-    // Made again by hand, the labels copied, with another key: drifted.
+    // Made again by hand, the labels copied, with another key (in its env, or in its command): drifted.
     await engine.getContainer(`hal0-slot-${name}`).remove({ force: true });
+    const byHand = await engine.createContainer({ name: `hal0-slot-${name}`, Image: RUNNER_IMAGE, Cmd: info.Config.Cmd, Env: [...info.Config.Env.filter((e) => !e.startsWith("LLAMA_API_KEY=")), "LLAMA_API_KEY=sk-chosen-by-hand"], Labels: info.Config.Labels, WorkingDir: info.Config.WorkingDir, HostConfig: { NetworkMode: "host", Init: true, Mounts: info.HostConfig.Mounts } });
+    const drifted = (await driver.observe({ health: false, desiredArgv: () => view.spec.argv, desiredEnv: () => view.spec.env }))[0]!;
+    expect(drifted.record!.view.spec_hash).toBe(`${view.spec_hash}+changed`);
+    expect(drifted.detail).toContain("env.LLAMA_API_KEY");
+    expect(JSON.stringify(drifted)).not.toContain("sk-chosen-by-hand");
+    await byHand.remove({ force: true });
     const argv = view.spec.argv.map((w) => (w === secret ? "sk-chosen-by-hand" : w));
     const again = await engine.createContainer({ name: `hal0-slot-${name}`, Image: RUNNER_IMAGE, Cmd: argv, Labels: info.Config.Labels, HostConfig: { NetworkMode: "host", Init: true } });
     await again.start();
     expect((await seen(view.spec.argv)).spec_hash).toBe(`${view.spec_hash}+changed`);
+  });
+
+  it("keeps --api-key and --hf-token out of the container's command, which every local user reads in the host's /proc/<pid>/cmdline: their values are in its env (LLAMA_API_KEY, HF_TOKEN), the runner still wants the key, and nothing re-plans", async () => {
+    const name = slotName("hidden");
+    const view = plannedView({ port: await freePort(), root, env: { HAL0_FAKE_LOAD_MS: "0" }, extraArgs: "--api-key ctr-key-one,ctr-key-two --hf-token hf_ctrtoken" });
+    await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
+    const info = await inspect(name);
+    expect(JSON.stringify([info.Config.Cmd, info.Path, info.Args])).not.toMatch(/ctr-key|hf_ctrtoken|api-key|hf-token/);
+    expect(info.Config.Env).toEqual(expect.arrayContaining(["LLAMA_API_KEY=ctr-key-one,ctr-key-two", "HF_TOKEN=hf_ctrtoken"]));
+    // The runner is a process of the host: its command line there holds no key either (when this engine's processes are in our pid namespace).
+    const cmdline = existsSync(`/proc/${info.State.Pid}/cmdline`) ? readFileSync(`/proc/${info.State.Pid}/cmdline`, "utf8") : "";
+    expect(cmdline).not.toMatch(/ctr-key|hf_ctrtoken/);
+    const props = (key?: string) => fetch(`http://127.0.0.1:${view.port}/props`, key === undefined ? {} : { headers: { authorization: `Bearer ${key}` } }).then((r) => r.status);
+    // (The stand-in in the image reads LLAMA_API_KEY as llama-server does: an image built before it did wants `npm run runner-image` again.)
+    expect([await props(), await props("ctr-key-one"), await props("ctr-key-two")]).toEqual([401, 200, 200]);
+    // The label keeps the spec as planned (its values sealed), and observe reads the container as exactly that spec: no drift, no re-plan.
+    expect(JSON.stringify(info.Config.Labels)).not.toMatch(/ctr-key|hf_ctrtoken/);
+    const seen = (await driver.observe({ health: false, desiredArgv: () => view.spec.argv, desiredEnv: () => view.spec.env }))[0]!;
+    expect(seen.detail).toBeUndefined();
+    expect(seen.record!.view).toEqual(view);
+    // Made again by hand without the key's variable (a runner that wants no key): drifted.
+    await engine.getContainer(`hal0-slot-${name}`).remove({ force: true });
+    await engine.createContainer({ name: `hal0-slot-${name}`, Image: RUNNER_IMAGE, Cmd: info.Config.Cmd, Env: info.Config.Env.filter((e) => !e.startsWith("LLAMA_API_KEY=")), Labels: info.Config.Labels, WorkingDir: info.Config.WorkingDir, HostConfig: { NetworkMode: "host", Init: true, Mounts: info.HostConfig.Mounts } });
+    const open = (await driver.observe({ health: false, desiredArgv: () => view.spec.argv, desiredEnv: () => view.spec.env }))[0]!;
+    expect(open.record!.view.spec_hash).toBe(`${view.spec_hash}+changed`);
+    expect(open.detail).toContain("env.LLAMA_API_KEY");
+    // A container an earlier hal0 made, with the keys in its command: as planned too (an upgrade replaces nothing).
+    await engine.getContainer(`hal0-slot-${name}`).remove({ force: true });
+    await engine.createContainer({ name: `hal0-slot-${name}`, Image: RUNNER_IMAGE, Cmd: [...view.spec.argv], Env: Object.entries(view.spec.env).map(([k, v]) => `${k}=${v}`), Labels: info.Config.Labels, WorkingDir: info.Config.WorkingDir, HostConfig: { NetworkMode: "host", Init: true, Mounts: info.HostConfig.Mounts } });
+    const earlier = (await driver.observe({ health: false, desiredArgv: () => view.spec.argv, desiredEnv: () => view.spec.env }))[0]!;
+    expect(earlier.record!.view).toEqual(view);
   });
 
   it("a container made again by hand under the slot's name with the labels copied but other mounts, network, published ports or command is drifted, naming what changed; one as hal0 made it is not", async () => {

@@ -18,7 +18,8 @@ import { PROJECT } from "./process-helpers.js";
  */
 
 export const DOCKER_HOST = process.env.DOCKER_HOST || "unix:///var/run/docker.sock";
-export const RUNNER_IMAGE = "hal0-runner:local";
+/** HAL0_TEST_RUNNER_IMAGE: another tag of the same build (a stand-in changed in a clone, built without retagging the shared one). */
+export const RUNNER_IMAGE = process.env.HAL0_TEST_RUNNER_IMAGE ?? "hal0-runner:local";
 /** The model file a slot of dockerViewFor loads by default (outside any test's config folder). */
 export const MODEL_FILE = join(PROJECT, "fixtures/box/models/Qwen3-4B-Q4_K_M.gguf");
 
