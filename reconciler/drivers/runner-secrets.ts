@@ -92,3 +92,31 @@ export async function spawnedArgv(argv: readonly string[], prefix: number, type:
 export function removeKeyFile(dir: string): Promise<void> {
   return rm(join(dir, "api-key"), { force: true });
 }
+
+/**
+ * llama-server's reading of a comma-separated list (common/arg.cpp `parse_csv_row`, which `--api-key` and
+ * `LLAMA_API_KEY` go through): fields split at commas outside quotes; a field opened by `"` runs to its closing
+ * `"` (`""` is a quote), a quote inside an unquoted field is itself; nothing is trimmed.
+ */
+export function llamaCsvRow(input: string): string[] {
+  const fields: string[] = [];
+  let field = "";
+  let quoted = false;
+  for (let i = 0; i < input.length; i++) {
+    const ch = input[i]!;
+    if (ch === '"') {
+      if (!quoted) {
+        if (field !== "") field += '"';
+        else quoted = true;
+      } else if (input[i + 1] === '"') {
+        field += '"';
+        i++;
+      } else quoted = false;
+    } else if (ch === "," && !quoted) {
+      fields.push(field);
+      field = "";
+    } else field += ch;
+  }
+  fields.push(field);
+  return fields;
+}
