@@ -17,6 +17,8 @@ export function slotView(slot: ResolvedSlot): SlotView {
     tune: slot.tune_effective,
     spec: slot.spec,
     spec_hash: slot.spec_hash,
+    // Only a runner probed as llama-server is known to read LLAMA_API_KEY and HF_TOKEN (runner-secrets.ts).
+    ...(slot.runner.status === "checked" ? { secrets_in_env: true } : {}),
   };
 }
 

@@ -157,6 +157,16 @@ export interface SlotView {
   readonly tune: FullTune;
   readonly spec: SlotSpec;
   readonly spec_hash: string;
+  /**
+   * The slot's runner is a llama-server hal0 probed (its `--help` read as
+   * llama-server's): the process and docker runtimes hand it the values of
+   * `--api-key` and `--hf-token` in its environment (`LLAMA_API_KEY`,
+   * `HF_TOKEN`), out of the command line every local user reads. Absent: they
+   * stay in its argv, since another runner (FastFlowLM) or one not probed may
+   * not read those variables and would then run with no key. Not in the spec:
+   * it moves no hash.
+   */
+  readonly secrets_in_env?: boolean;
 }
 
 /** A Hermes profile's hal0 keys as plans show them (`before` / `after` of a `hermes.<p>` change). */
@@ -213,6 +223,7 @@ export const SlotViewSchema: z.ZodType<SlotView> = z.object({
   tune: FullTuneSchema,
   spec: SlotSpecSchema,
   spec_hash: z.string(),
+  secrets_in_env: z.boolean().optional(),
 });
 
 export const HermesViewSchema: z.ZodType<HermesView> = z.object({

@@ -183,7 +183,7 @@ interface MadeWith {
 }
 
 function madeWith(view: SlotView): MadeWith {
-  const run = runnerArgv(view.spec.argv, 0, view.type, view.spec.env);
+  const run = runnerArgv(view.spec.argv, 0, view, view.spec.env);
   return { ...run, known: !Object.values(run.env).some((v) => v.includes(SEALED)) };
 }
 

@@ -457,7 +457,7 @@ export class DockerDriver implements SlotDriver {
   private async create(name: string, view: SlotView, cwd: string, mounts: BindMount[], devices: DeviceMapping[], image?: string): Promise<Dockerode.Container> {
     const { spec } = view;
     const [logConfig, key] = await Promise.all([this.logConfig(), this.labelKey.ensure()]);
-    const run = runnerArgv(spec.argv, 0, view.type, spec.env);
+    const run = runnerArgv(spec.argv, 0, view, spec.env);
     try {
       return await this.engine((abortSignal) => this.docker.createContainer({
         abortSignal,

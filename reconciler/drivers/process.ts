@@ -75,7 +75,7 @@ export class ProcessDriver implements SlotDriver {
     const paths = slotPaths(this.stateDir, name);
     await mkdir(paths.dir, { recursive: true });
     // An --api-key or --hf-token is not left in the command line every local user reads: the runner's environment takes them.
-    const run = await spawnedArgv(spec.argv, 1, view.type, paths.dir, spec.env);
+    const run = await spawnedArgv(spec.argv, 1, view, paths.dir, spec.env);
     // Never hal0's whole environment (its secrets): the base every runner gets, then what the slot declares.
     const spawned = await spawnRunner(run.argv, options.cwd, { ...runnerBaseEnv(process.env), ...spec.env, ...run.env, ...markerEnv(this.stateDir, name) }, paths.log, this.logMaxBytes);
     const stat = await procStat(spawned.pid);

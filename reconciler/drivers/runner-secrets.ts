@@ -1,5 +1,6 @@
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
+import type { SlotView } from "../../schema/index.js";
 
 /**
  * A runner's command line is world-readable (`/proc/<pid>/cmdline`, `ps`; a
@@ -22,8 +23,11 @@ import { join } from "node:path";
  * The token's flag wins over a declared `HF_TOKEN`, as it does in the runner.
  *
  * Only for the slot types whose argv hal0 writes in llama-server's words (llm,
- * embedding, reranking); the spec, its hash and the runtime record (the docker
- * label) keep the argv as the config wrote it.
+ * embedding, reranking), and only for a runner probed as llama-server (the
+ * view's `secrets_in_env`): another runner (FastFlowLM), or one not probed,
+ * may not read the variables and would run with no key, so it keeps the flags
+ * in its argv. The spec, its hash and the runtime record (the docker label)
+ * keep the argv as the config wrote it.
  */
 export const LLAMA_TYPES: ReadonlySet<string> = new Set(["llm", "embedding", "reranking"]);
 
@@ -77,15 +81,15 @@ export function hideSecretFlags(argv: readonly string[], prefix: number, declare
   return { argv: out, env };
 }
 
-/** What a runner of a slot of `type` is started with: its argv with the secret flags taken out, and the env that carries them. */
-export function runnerArgv(argv: readonly string[], prefix: number, type: string, declared: Readonly<Record<string, string>>): HiddenArgv {
-  return LLAMA_TYPES.has(type) ? hideSecretFlags(argv, prefix, declared) : { argv, env: {} };
+/** What the runner of a slot's `view` is started with: its argv with the secret flags taken out, and the env that carries them (when it reads them there). */
+export function runnerArgv(argv: readonly string[], prefix: number, view: Pick<SlotView, "type" | "secrets_in_env">, declared: Readonly<Record<string, string>>): HiddenArgv {
+  return LLAMA_TYPES.has(view.type) && view.secrets_in_env === true ? hideSecretFlags(argv, prefix, declared) : { argv, env: {} };
 }
 
-/** The argv and env a process runner of a slot of `type` is spawned with (a key file an earlier hal0 wrote in `dir` is removed). */
-export async function spawnedArgv(argv: readonly string[], prefix: number, type: string, dir: string, declared: Readonly<Record<string, string>> = {}): Promise<HiddenArgv> {
+/** The argv and env a process runner of a slot's `view` is spawned with (a key file an earlier hal0 wrote in `dir` is removed). */
+export async function spawnedArgv(argv: readonly string[], prefix: number, view: Pick<SlotView, "type" | "secrets_in_env">, dir: string, declared: Readonly<Record<string, string>> = {}): Promise<HiddenArgv> {
   await removeKeyFile(dir);
-  return runnerArgv(argv, prefix, type, declared);
+  return runnerArgv(argv, prefix, view, declared);
 }
 
 /** `<dir>/api-key`, where an earlier hal0 wrote a slot's keys for `--api-key-file`: not left on disk. */

@@ -155,7 +155,8 @@ describe.skipIf(docker === undefined)(SUITE, () => {
   it("keeps no secret flag value (--api-key) in the hal0.view label: observe reads it back against the config's argv, and a container made again by hand with another key is drifted", async () => {
     const name = slotName("keyed");
     const secret = `sk-${"k3y".repeat(8)}`;
-    const view = plannedView({ port: await freePort(), root, extraArgs: `--api-key ${secret}` });
+    // The image probed as llama-server (the view says so): the key goes to its env, and the label holds neither.
+    const view = { ...plannedView({ port: await freePort(), root, extraArgs: `--api-key ${secret}` }), secrets_in_env: true };
     expect(view.spec.argv).toContain(secret);
     await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
     const info = await inspect(name);
@@ -188,7 +189,8 @@ describe.skipIf(docker === undefined)(SUITE, () => {
 
   it("keeps --api-key and --hf-token out of the container's command, which every local user reads in the host's /proc/<pid>/cmdline: their values are in its env (LLAMA_API_KEY, HF_TOKEN), the runner still wants the key, and nothing re-plans", async () => {
     const name = slotName("hidden");
-    const view = plannedView({ port: await freePort(), root, env: { HAL0_FAKE_LOAD_MS: "0" }, extraArgs: "--api-key ctr-key-one,ctr-key-two --hf-token hf_ctrtoken" });
+    // The image probed as llama-server (the view says so): it reads the variables.
+    const view = { ...plannedView({ port: await freePort(), root, env: { HAL0_FAKE_LOAD_MS: "0" }, extraArgs: "--api-key ctr-key-one,ctr-key-two --hf-token hf_ctrtoken" }), secrets_in_env: true };
     await driver.start(name, view, { healthTimeoutS: 20, cwd: root });
     const info = await inspect(name);
     expect(JSON.stringify([info.Config.Cmd, info.Path, info.Args])).not.toMatch(/ctr-key|hf_ctrtoken|api-key|hf-token/);

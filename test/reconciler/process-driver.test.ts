@@ -106,7 +106,8 @@ describe("ProcessDriver.start", () => {
 
   it("keeps --api-key and --hf-token out of the runner's command line, which every local user reads: their values in LLAMA_API_KEY and HF_TOKEN, which /proc shows its owner alone", async () => {
     const view = viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "0" } });
-    const keyed = { ...view, spec: { ...view.spec, argv: [...view.spec.argv, "--api-key", "argvkey-one,argvkey-two", "--hf-token", "hf_argvtoken"] } };
+    // A runner probed as llama-server (the view says so): it reads the variables.
+    const keyed = { ...view, secrets_in_env: true, spec: { ...view.spec, argv: [...view.spec.argv, "--api-key", "argvkey-one,argvkey-two", "--hf-token", "hf_argvtoken"] } };
     // A key file an earlier hal0 wrote for the slot is not left on disk.
     await mkdir(join(stateDir, "slots/s"), { recursive: true });
     await writeFile(join(stateDir, "slots/s/api-key"), "argvkey-old\n", { mode: 0o600 });
@@ -123,16 +124,26 @@ describe("ProcessDriver.start", () => {
     expect(await logOf()).not.toMatch(/argvkey|hf_argvtoken/);
   });
 
+  it("leaves --api-key in the command line of a runner not known to read LLAMA_API_KEY (not probed as llama-server: FastFlowLM, a wrapper), so it never runs with no key", async () => {
+    const view = viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "0" } });
+    expect(view.secrets_in_env).toBeUndefined();
+    const pid = await start({ ...view, spec: { ...view.spec, argv: [...view.spec.argv, "--api-key", "plain-key"] } });
+    expect(readFileSync(`/proc/${pid}/cmdline`, "utf8").split("\0")).toEqual(expect.arrayContaining(["--api-key", "plain-key"]));
+    expect(readFileSync(`/proc/${pid}/environ`, "utf8")).not.toContain("LLAMA_API_KEY");
+    const props = (key?: string) => fetch(`http://127.0.0.1:${view.port}/props`, key === undefined ? {} : { headers: { authorization: `Bearer ${key}` } }).then((r) => r.status);
+    expect([await props(), await props("plain-key")]).toEqual([401, 200]);
+  });
+
   it("hands each --api-key to the runner as the runner itself reads it: a key starting with # is a key (not a key file's comment), and an older build's a,b is one key", async () => {
     const props = (port: number, key?: string) => fetch(`http://127.0.0.1:${port}/props`, key === undefined ? {} : { headers: { authorization: `Bearer ${key}` } }).then((r) => r.status);
     const view = viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "0" } });
-    await start({ ...view, spec: { ...view.spec, argv: [...view.spec.argv, "--api-key", "#hashkey"] } });
+    await start({ ...view, secrets_in_env: true, spec: { ...view.spec, argv: [...view.spec.argv, "--api-key", "#hashkey"] } });
     // Its only key: the runner must not run open to all.
     expect([await props(view.port), await props(view.port, "#hashkey")]).toEqual([401, 200]);
     await driver.stop("s", 1);
     const older = viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "0", HAL0_FAKE_BUILD: "older" } });
     // The older build's words only: the runner and where it listens.
-    await start({ ...older, spec: { ...older.spec, argv: [...older.spec.argv.slice(0, 2), "--host", "127.0.0.1", "--port", String(older.port), "--api-key", "part-a,part-b"] } });
+    await start({ ...older, secrets_in_env: true, spec: { ...older.spec, argv: [...older.spec.argv.slice(0, 2), "--host", "127.0.0.1", "--port", String(older.port), "--api-key", "part-a,part-b"] } });
     expect([await props(older.port, "part-a"), await props(older.port, "part-b"), await props(older.port, "part-a,part-b")]).toEqual([401, 401, 200]);
   });
 
