@@ -80,6 +80,12 @@ export class StateStore {
     // A newer hal0's format: read as this one's, its next write would hand the newer hal0 a file it misreads.
     const version = (raw as { version?: unknown }).version;
     if (typeof version === "number" && version > INVENTORY_VERSION) throw new StateNewerError(join(this.dir, file), version, INVENTORY_VERSION);
+    // Each slot's record says the runtime its runner was started on, where hal0 looks for it and stops it: one that does not (a hand edit) is not guessed at.
+    for (const [name, entry] of Object.entries(slots)) {
+      if (!isTable(entry) || !RUNTIMES.includes(entry.runtime as string)) {
+        throw new StateCorruptError(join(this.dir, file), `its entry for slot ${JSON.stringify(name)} is ${JSON.stringify(entry)?.slice(0, 80) ?? String(entry)}, not a record with the runtime (${RUNTIMES.join(", ")}) the slot was started on`);
+      }
+    }
     // A copy of another box's folder holds that box's id: it is a box of its own, with none yet.
     return copiedFrom(this.dir, raw as Inventory) === undefined ? (raw as Inventory) : { ...(raw as Inventory), box: "" };
   }
@@ -272,6 +278,9 @@ export class StateStore {
 
 /** The format of inventory.json this hal0 reads and writes (`version`). */
 const INVENTORY_VERSION = 1;
+
+/** The runtimes an inventory entry may name (InventorySlot.runtime). */
+const RUNTIMES: readonly string[] = ["process", "docker", "swarm"];
 
 /**
  * `state.newer_schema`: a state file a newer hal0 wrote in a format this one

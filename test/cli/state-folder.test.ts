@@ -100,15 +100,17 @@ describe("the state folder", () => {
     expect(mode(older)).toBe(0o700);
   });
 
-  it("an inventory that does not parse is state.corrupt (exit 1), never read as empty: plan and down refuse, the runner keeps running", async () => {
+  it("an inventory that does not parse, or whose slot entry is none (null, an unknown runtime), is state.corrupt (exit 1), never read as empty: plan, status and down refuse, the runner keeps running", async () => {
     const state = states[1]!;
     expect(await main(["apply", "--yes", "--config", config, "--state", state], captureIo())).toBe(0);
     const file = join(state, "inventory.json");
     const whole = readFileSync(file, "utf8");
     const pid = JSON.parse(readFileSync(join(state, "slots", "sf", "runtime.json"), "utf8")).pid as number;
-    for (const broken of [whole.slice(0, 40), "[]\n"]) {
+    // A slot's entry that is no record of a started slot (null, or a runtime hal0 has none of) is as damaged: hal0 would not know where its runner runs.
+    const entry = (value: unknown) => `${JSON.stringify({ ...JSON.parse(whole), slots: { sf: value } })}\n`;
+    for (const broken of [whole.slice(0, 40), "[]\n", entry(null), entry({ created_at: "2026-01-01T00:00:00.000Z", runtime: "Process" })]) {
       writeFileSync(file, broken);
-      for (const command of ["plan", "down"]) {
+      for (const command of ["plan", "status", "down"]) {
         const io = captureIo();
         expect(await main([command, "--config", config, "--state", state], io), command).toBe(1);
         expect(io.err()).toMatch(new RegExp(`^hal0 ${command}: state\\.corrupt: ${file.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} does not parse`));
