@@ -534,7 +534,7 @@ export class DockerDriver implements SlotDriver {
 
 
 /**
- * A client for an engine address: `unix:///path` (or a bare `/path`), or
+ * A client for an engine address: `unix:///path` (or a bare `/path`; the path is absolute), or
  * `tcp://` / `http://` on a loopback host. Slots are probed on 127.0.0.1, so
  * an engine on another machine could never be health-checked: refused.
  */
@@ -544,7 +544,8 @@ export function dockerClient(host: string): Dockerode {
   // "localhost" against its IPv6 pattern (to leave an IP address out of a TLS server name), compiling
   // that large pattern: ~4 ms of a CLI command's first engine call. The engine reads no Host on its
   // socket; an IPv4 literal is told apart without the pattern.
-  if (address.startsWith("unix://")) return new Dockerode({ socketPath: address.slice("unix://".length), headers: { Host: "127.0.0.1" } });
+  // The socket's absolute path: `unix://` with none (or a relative one) made the client fall back to TCP on 127.0.0.1:80.
+  if (address.startsWith("unix:///")) return new Dockerode({ socketPath: address.slice("unix://".length), headers: { Host: "127.0.0.1" } });
   const tcp = /^(?:tcp|http):\/\/(127\.0\.0\.1|localhost|\[::1\]):(\d+)\/?$/.exec(address);
   if (tcp) return new Dockerode({ host: tcp[1]!.replace(/^\[|\]$/g, ""), port: Number(tcp[2]), protocol: "http" });
   throw new Error(`docker engine address ${JSON.stringify(host)} is not unix:///PATH or tcp://127.0.0.1:PORT (slots are health-checked on loopback, so the engine must run on this machine)`);

@@ -106,4 +106,11 @@ describe("the engine client", () => {
       await new Promise((resolve) => tcp.close(resolve));
     }
   });
+
+  it("refuses unix:// with no socket path, or a relative one (the client fell back to TCP on 127.0.0.1:80), as it refuses an engine on another machine", async () => {
+    const { dockerClient } = await import("../../reconciler/drivers/docker.js");
+    for (const address of ["unix://", "unix://docker.sock", "unix://./run/docker.sock", "ssh://box"]) {
+      expect(() => dockerClient(address), address).toThrow(`docker engine address ${JSON.stringify(address)} is not unix:///PATH or tcp://127.0.0.1:PORT`);
+    }
+  });
 });
