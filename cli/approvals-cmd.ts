@@ -119,9 +119,12 @@ async function dbBackend(flags: { config?: string; state?: string }, io: CliIo):
  * plain HTTP: refused, `auth.required`, nothing sent.
  */
 async function serverToken(server: string, state: string, env: CliIo["env"]): Promise<string | undefined> {
+  // A query or #fragment would swallow the API path appended to it (http://host:8080?x=1/api/… asks for / instead).
+  if (!URL.canParse(server) || !/^https?:$/.test(new URL(server).protocol) || new URL(server).search !== "" || new URL(server).hash !== "" || /[?#]/.test(server)) {
+    throw new UsageError(`--server ${JSON.stringify(server.slice(0, 80))}: expected the URL of a running hal0 serve, such as http://127.0.0.1:8080 (no ?query or #fragment)`);
+  }
   const given = env.HAL0_TOKEN?.trim();
   if (given) return given;
-  if (!URL.canParse(server) || !/^https?:$/.test(new URL(server).protocol)) throw new UsageError(`--server ${JSON.stringify(server.slice(0, 80))}: expected the URL of a running hal0 serve, such as http://127.0.0.1:8080`);
   const own = operatorTokenFrom(state, env as NodeJS.ProcessEnv);
   const url = new URL(server);
   if (own === undefined || isLoopbackHost(url.hostname)) return own;
@@ -142,11 +145,17 @@ function httpBackend(base: string, token: string | undefined): Backend {
     if (!res.ok) throw new CliError(json?.error?.code ?? `system.http_${res.status}`, json?.error?.message ?? res.statusText);
     return json;
   };
+  /** `key` of the reply, of the shape hal0 serve answers with; another server (a runner's port, a web page) is not hal0 serve. */
+  const answer = async (key: "approvals" | "approval", method: string, path: string, body?: unknown): Promise<any> => {
+    const value = (await call(method, path, body))?.[key];
+    if (key === "approvals" ? Array.isArray(value) : typeof value === "object" && value !== null && !Array.isArray(value)) return value;
+    throw new CliError("approvals.unavailable", `${base} answered ${method} ${path} with no ${key === "approvals" ? "list of approvals" : "approval"}: it is not a hal0 serve; point --server (or $HAL0_SERVER) at hal0 serve's address, such as http://127.0.0.1:8080`);
+  };
   return {
-    list: async (s) => (await call("GET", `/api/agent/approvals${s ? `?state=${encodeURIComponent(s)}` : ""}`)).approvals,
-    get: async (id) => (await call("GET", `/api/agent/approvals/${encodeURIComponent(id)}`)).approval,
-    approve: async (id) => (await call("POST", `/api/agent/approvals/${encodeURIComponent(id)}/approve`)).approval,
-    deny: async (id, _by, reason) => (await call("POST", `/api/agent/approvals/${encodeURIComponent(id)}/deny`, reason ? { reason } : {})).approval,
+    list: async (s) => answer("approvals", "GET", `/api/agent/approvals${s ? `?state=${encodeURIComponent(s)}` : ""}`),
+    get: async (id) => answer("approval", "GET", `/api/agent/approvals/${encodeURIComponent(id)}`),
+    approve: async (id) => answer("approval", "POST", `/api/agent/approvals/${encodeURIComponent(id)}/approve`),
+    deny: async (id, _by, reason) => answer("approval", "POST", `/api/agent/approvals/${encodeURIComponent(id)}/deny`, reason ? { reason } : {}),
     close: () => undefined,
   };
 }

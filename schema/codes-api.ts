@@ -120,7 +120,7 @@ export const API_CODES = {
   "approvals.self_approval": { severity: "error", stage: "server", http: 403, meaning: "The operator deciding is the one who made the request; another operator must decide it." },
   "approvals.already_resolved": { severity: "error", stage: "server", http: 409, meaning: "The approval request was already approved, denied, expired or found stale." },
   "approvals.interrupted": { severity: "error", stage: "server", http: 500, meaning: "An approved request's error when the process running it (hal0 serve, or hal0 agent approvals approve) stopped before it ended: killed, crashed, interrupted. It is failed at the next read of the queue instead of staying approved or executing; whether it took effect is unknown, so check the box before asking again." },
-  "approvals.unavailable": { severity: "error", stage: "server", http: 503, meaning: "The approvals database cannot be opened." },
+  "approvals.unavailable": { severity: "error", stage: "server", http: 503, meaning: "The approvals database cannot be opened, or the server hal0 agent approvals --server names cannot be reached or does not answer as hal0 serve (a runner's port, another web server); the message names the address." },
   // ── profiles and stacks ──────────────────────────────────────────────
   "profiles.not_found": { severity: "error", stage: "server", http: 404, meaning: "No profile (in profiles.toml or the seeds) has this name." },
   "profiles.exists": { severity: "error", stage: "server", http: 409, meaning: "A profile of this name already exists (a seed or profiles.toml); update it instead." },

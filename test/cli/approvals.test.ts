@@ -106,6 +106,28 @@ describe("hal0 agent approvals", () => {
     expect(missing.err()).toContain("approvals.not_found");
   });
 
+  it("refuses a --server with a ?query (it swallowed the API path) as a usage error, and one that does not answer as hal0 serve (a runner's port, a web page) as approvals.unavailable, not an internal error", async () => {
+    const other = createServer((req, res) => {
+      if (req.url?.startsWith("/api/agent/approvals/")) res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ status: "ok" }));
+      else if (req.url?.startsWith("/api/")) res.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ object: "list", data: [] }));
+      else res.writeHead(200, { "content-type": "text/html" }).end("<!doctype html><p>hello</p>");
+    });
+    await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${(other.address() as AddressInfo).port}`;
+    try {
+      const query = captureIo({ HAL0_TOKEN: "hal0_op_x" });
+      expect(await main(["agent", "approvals", "list", "--server", `${url}?x=1`], query)).toBe(64);
+      expect(query.err()).toContain(`--server "${url}?x=1": expected the URL of a running hal0 serve`);
+      for (const args of [["list"], ["show", "apr_1"], ["approve", "apr_1"], ["deny", "apr_1"]]) {
+        const io = captureIo({ HAL0_TOKEN: "hal0_op_x" });
+        expect(await main(["agent", "approvals", ...args, "--server", url], io), args[0]).toBe(1);
+        expect(io.err()).toMatch(new RegExp(`^hal0 agent: approvals\\.unavailable: ${url.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")} answered (GET|POST) /api/agent/approvals\\S* with no (list of approvals|approval): it is not a hal0 serve`));
+      }
+    } finally {
+      await new Promise((resolve) => other.close(resolve));
+    }
+  });
+
   it("sends the state folder's operator.token to no --server beyond loopback but the one serving that folder: another box (a $HAL0_SERVER left set) is refused before anything is sent; $HAL0_TOKEN is sent where it is told", async () => {
     s = await startTestServer();
     const seen: Array<string | undefined> = [];
