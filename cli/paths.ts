@@ -147,18 +147,18 @@ function underProc(path: string): boolean {
 }
 
 function lstatOrNone(path: string): ReturnType<typeof lstatSync> {
-  try {
-    return lstatSync(path, { throwIfNoEntry: false });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === "ENOTDIR") return undefined;
-    throw err;
-  }
+  return orNone(() => lstatSync(path, { throwIfNoEntry: false }));
 }
 
 /** `stat` of `path`, or undefined when nothing is there (also when a part of it is a file: ENOTDIR). */
 function statOrNone(path: string): ReturnType<typeof statSync> {
+  return orNone(() => statSync(path, { throwIfNoEntry: false }));
+}
+
+/** What `look` finds, or undefined when a part of the path is a file (ENOTDIR): nothing is there either. */
+function orNone<T>(look: () => T | undefined): T | undefined {
   try {
-    return statSync(path, { throwIfNoEntry: false });
+    return look();
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code === "ENOTDIR") return undefined;
     throw err;
