@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { DEFAULT_SCOPES, SCOPES } from "../../server/identity/tokens.js";
-import { captureIo } from "./helpers.js";
+import { captureIo, hal0ForNobody } from "./helpers.js";
 
 /**
  * The CLI's contract (issue 16): exit 2 means only "there are changes"; errors
@@ -410,7 +410,7 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     writeFileSync(join(own, "box", "hal0.toml"), "");
     for (const d of [dir, own, join(own, "box")]) chmodSync(d, 0o755);
     execFileSync("chown", ["-R", "nobody:", own]);
-    const asNobody = (...args: string[]) => spawnSync("setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", process.execPath, join(import.meta.dirname, "../../bin/hal0.js"), ...args], {
+    const asNobody = (...args: string[]) => spawnSync("setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", process.execPath, hal0ForNobody(), ...args], {
       cwd: own, encoding: "utf8", env: { PATH: process.env.PATH!, HOME: own },
     });
     // Not there (mkdir refused), or made by root before (a state file in it unreadable, or a file refused): the same advice.

@@ -123,3 +123,8 @@ export function emptyServeBox(prefix: string): { config: string; state: string }
   writeFileSync(join(config, "models.toml"), `[model.tiny]\npath = "tiny.gguf"\n`);
   return { config, state: join(base, "state") };
 }
+
+/** hal0's bin/hal0.js where the user nobody may run it (test/global-setup.ts: this checkout, or a copy when the checkout is in a private folder). */
+export function hal0ForNobody(file = "bin/hal0.js"): string {
+  return join(process.env.HAL0_TEST_NOBODY_PROJECT ?? PROJECT, file);
+}

@@ -7,7 +7,7 @@ import { main } from "../../cli/index.js";
 import { compile, loadTree } from "../../compiler/index.js";
 import { classifyPath } from "../../schema/index.js";
 import { freePort } from "../reconciler/process-helpers.js";
-import { captureIo, healthWithin } from "./helpers.js";
+import { captureIo, hal0ForNobody, healthWithin } from "./helpers.js";
 
 /**
  * `hal0 init DIR` (issue 16 point 1): the example box, written where a person
@@ -179,7 +179,7 @@ describe("hal0 init DIR", () => {
     const roots = join(base, "root's empty");
     mkdirSync(roots, { mode: 0o755 });
     chmodSync(base, 0o755); // mkdtemp's 0700 would keep nobody out before DIR
-    const r = spawnSync("setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", process.execPath, join(PACKAGE, "bin/hal0.js"), "init", roots], { encoding: "utf8", env: { PATH: process.env.PATH! } });
+    const r = spawnSync("setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", process.execPath, hal0ForNobody(), "init", roots], { encoding: "utf8", env: { PATH: process.env.PATH! } });
     expect(r.status, r.stderr).toBe(1);
     expect(r.stderr).toBe(`hal0 init: system.io: could not mkdir ${join(roots, "agents")}: permission denied (EACCES); hal0 init writes the box into a new or empty folder you may write: name one of your own, such as ~/mybox\n`);
     expect(readdirSync(roots)).toEqual([]);

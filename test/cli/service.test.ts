@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { main } from "../../cli/index.js";
 import { renderUnit, systemdAnalyze, unitProblems, unitWords } from "../../reconciler/systemd-unit.js";
-import { captureIo } from "./helpers.js";
+import { captureIo, hal0ForNobody } from "./helpers.js";
 
 /**
  * `hal0 service install` and the doctor's `service_unit` row. The unit is
@@ -134,7 +134,7 @@ describe("hal0 service install", () => {
     chmodSync(dir, 0o755); // mkdtemp's 0700 would keep nobody out of the box
     const roots = join(dir, "root units");
     mkdirSync(roots, { mode: 0o755 });
-    const asNobody = (...args: string[]) => spawnSync("setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", process.execPath, HAL0_BIN, "service", "install", "--config", config, ...args], {
+    const asNobody = (...args: string[]) => spawnSync("setpriv", ["--reuid=nobody", "--regid=nogroup", "--clear-groups", process.execPath, hal0ForNobody("bin/hal0.cjs"), "service", "install", "--config", config, ...args], {
       cwd: dir, encoding: "utf8", env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: dir },
     });
     const ownState = join(dir, "nobody's own state");
