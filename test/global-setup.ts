@@ -23,7 +23,7 @@ export default function setup(): () => void {
 
 /**
  * Where a test that runs hal0 as another user (nobody, as root drops to it) finds hal0: this
- * checkout when that user may read it, else a copy of what runs (bin, dist, node_modules,
+ * checkout when that user may read it, else a copy of what runs (bin, dist, fixtures, node_modules,
  * package.json) in `dir`, hard-linked where it can be. A checkout in a private folder (a
  * `mktemp -d`, /root) is one nobody cannot reach, though hal0 there works as any user's would.
  */
@@ -34,7 +34,7 @@ function projectForNobody(dir: string): string {
   if (reach.status === 0) return project;
   const copy = join(dir, "hal0-for-nobody");
   mkdirSync(copy, { mode: 0o755 });
-  const parts = ["bin", "dist", "node_modules", "package.json"].map((p) => join(project, p));
+  const parts = ["bin", "dist", "fixtures", "node_modules", "package.json"].map((p) => join(project, p));
   if (spawnSync("cp", ["-al", ...parts, copy]).status !== 0 && spawnSync("cp", ["-a", ...parts, copy]).status !== 0) {
     throw new Error(`cannot copy hal0 to ${copy} for the tests that run it as nobody (${project} is out of that user's reach)`);
   }
