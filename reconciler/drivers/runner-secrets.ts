@@ -1,6 +1,6 @@
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import type { SlotView } from "../../schema/index.js";
+import { LLAMA_SERVER_TYPES, type SlotView } from "../../schema/index.js";
 
 /**
  * A runner's command line is world-readable (`/proc/<pid>/cmdline`, `ps`; a
@@ -22,14 +22,13 @@ import type { SlotView } from "../../schema/index.js";
  * current build reads; an older build takes one key, so give it one `--api-key`.
  * The token's flag wins over a declared `HF_TOKEN`, as it does in the runner.
  *
- * Only for the slot types whose argv hal0 writes in llama-server's words (llm,
- * embedding, reranking), and only for a runner probed as llama-server (the
+ * Only for the slot types whose argv hal0 writes in llama-server's words
+ * (LLAMA_SERVER_TYPES: llm, embedding, reranking), and only for a runner probed as llama-server (the
  * view's `secrets_in_env`): another runner (FastFlowLM), or one not probed,
  * may not read the variables and would run with no key, so it keeps the flags
  * in its argv. The spec, its hash and the runtime record (the docker label)
  * keep the argv as the config wrote it.
  */
-export const LLAMA_TYPES: ReadonlySet<string> = new Set(["llm", "embedding", "reranking"]);
 
 /** The variables the secret flags' values move to. */
 export const API_KEY_ENV = "LLAMA_API_KEY";
@@ -83,7 +82,7 @@ export function hideSecretFlags(argv: readonly string[], prefix: number, declare
 
 /** What the runner of a slot's `view` is started with: its argv with the secret flags taken out, and the env that carries them (when it reads them there). */
 export function runnerArgv(argv: readonly string[], prefix: number, view: Pick<SlotView, "type" | "secrets_in_env">, declared: Readonly<Record<string, string>>): HiddenArgv {
-  return LLAMA_TYPES.has(view.type) && view.secrets_in_env === true ? hideSecretFlags(argv, prefix, declared) : { argv, env: {} };
+  return LLAMA_SERVER_TYPES.has(view.type) && view.secrets_in_env === true ? hideSecretFlags(argv, prefix, declared) : { argv, env: {} };
 }
 
 /** The argv and env a process runner of a slot's `view` is spawned with (a key file an earlier hal0 wrote in `dir` is removed). */

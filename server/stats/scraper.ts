@@ -1,5 +1,6 @@
 import { request } from "node:http";
 import type { ResolvedSlot } from "../../compiler/index.js";
+import { LLAMA_SERVER_TYPES } from "../../schema/index.js";
 import { readCpuTimes, type CpuTimes } from "../../reconciler/host/system-stats.js";
 import type { ObservedSlot } from "../../reconciler/index.js";
 import type { SlotDriver } from "../../reconciler/drivers/driver.js";
@@ -19,8 +20,6 @@ import { SampleRing, type Sample } from "./ring.js";
  * recent CPU window.
  */
 
-/** Slot types whose runner is llama-server (compiler/resolve.ts gives them `--metrics`). */
-export const LLAMA_TYPES: ReadonlySet<string> = new Set<ResolvedSlot["type"]>(["llm", "embedding", "reranking"]);
 const SCRAPE_TIMEOUT_MS = 3000;
 /** A runner's /metrics is a few KB; more than this is not llama-server's. */
 const MAX_BODY_BYTES = 1 << 20;
@@ -123,7 +122,7 @@ export class SlotStats {
  * text that is not Prometheus', counters missing, or no answer.
  */
 export async function scrapeRunner(slot: string, type: ResolvedSlot["type"], at: SlotReach, run: string | null, now: () => number): Promise<{ sample: Sample } | { reason: string }> {
-  if (!LLAMA_TYPES.has(type)) return { reason: notLlama(type) };
+  if (!LLAMA_SERVER_TYPES.has(type)) return { reason: notLlama(type) };
   const reply = await getMetrics(at.host, at.port, at.headers);
   if ("error" in reply) return { reason: `GET /metrics on port ${at.port}: ${reply.error}` };
   if (reply.status === 501) return { reason: "the runner answers 501 to GET /metrics: it was started without --metrics (it gets the flag when it is restarted)" };

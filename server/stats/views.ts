@@ -1,5 +1,6 @@
 import { grew, isReset, windowS, type Sample, type SampleRing } from "./ring.js";
-import { LLAMA_TYPES, notLlama, type SlotStats } from "./scraper.js";
+import { notLlama, type SlotStats } from "./scraper.js";
+import { LLAMA_SERVER_TYPES } from "../../schema/index.js";
 
 /**
  * What the stats routes answer, computed from the ring: tokens/s from the
@@ -37,7 +38,7 @@ export function slotStatsOf(stats: SlotStats, slot: SlotLine) {
   const last_scraped_at = b ? new Date(b.ts).toISOString() : null;
   const absent = (reason: string) => ({ name: slot.name, status: slot.status, available: false as const, reason, last_scraped_at });
   if (slot.status !== "running") return absent(`not running (${slot.status})`);
-  if (!LLAMA_TYPES.has(slot.type)) return absent(notLlama(slot.type));
+  if (!LLAMA_SERVER_TYPES.has(slot.type)) return absent(notLlama(slot.type));
   const outcome = stats.outcome(slot.name);
   if (outcome && !outcome.ok) return { ...absent(outcome.reason), last_attempt_at: outcome.at };
   if (!b) return absent(`not scraped yet: hal0 scrapes running slots ${stats.intervalS ? `every ${stats.intervalS} s` : "when asked (no timer runs in this process)"}`);
