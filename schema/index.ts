@@ -7,7 +7,7 @@ export {
 // File kinds
 export { Settings, RUNTIMES, DRIFT_POLICIES, MEMORY_ENGINES, PARALLEL_DEFAULT } from "./settings.js";
 export { Profile, ProfilesFile, DEVICE_CLASSES, BACKENDS } from "./profile.js";
-export { Slot, Placement, SlotServer, SLOT_TYPES, LLAMA_SERVER_TYPES, DEVICES, type SlotType, type Device } from "./slot.js";
+export { Slot, Placement, SlotServer, SLOT_TYPES, DEVICES, type SlotType, type Device } from "./slot.js";
 export { ModelFacts, ModelsFile } from "./model.js";
 export { Stack, StackSlot, STACK_MODES } from "./stack.js";
 export { Upstream, UpstreamsFile } from "./upstream.js";

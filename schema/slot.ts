@@ -7,8 +7,6 @@ import { DRIFT_POLICIES } from "./settings.js";
 
 export const SLOT_TYPES = ["llm", "embedding", "reranking", "transcription", "tts", "image"] as const;
 export type SlotType = (typeof SLOT_TYPES)[number];
-/** The slot types whose runner is llama-server: hal0 writes their argv in its words (context, tune, `--metrics`, its secret flags). */
-export const LLAMA_SERVER_TYPES: ReadonlySet<string> = new Set<SlotType>(["llm", "embedding", "reranking"]);
 export const DEVICES = ["gpu-rocm", "gpu-vulkan", "cpu", "npu"] as const;
 export type Device = (typeof DEVICES)[number];
 

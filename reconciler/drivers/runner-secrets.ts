@@ -1,6 +1,6 @@
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import { LLAMA_SERVER_TYPES, type SlotView } from "../../schema/index.js";
+import type { SlotType, SlotView } from "../../schema/index.js";
 
 /**
  * A runner's command line is world-readable (`/proc/<pid>/cmdline`, `ps`; a
@@ -29,6 +29,9 @@ import { LLAMA_SERVER_TYPES, type SlotView } from "../../schema/index.js";
  * in its argv. The spec, its hash and the runtime record (the docker label)
  * keep the argv as the config wrote it.
  */
+
+/** The slot types whose runner is llama-server: hal0 writes their argv in its words (context, tune, `--metrics`, its secret flags). */
+export const LLAMA_SERVER_TYPES: ReadonlySet<string> = new Set<SlotType>(["llm", "embedding", "reranking"]);
 
 /** The variables the secret flags' values move to. */
 export const API_KEY_ENV = "LLAMA_API_KEY";

@@ -1,6 +1,6 @@
 import { request } from "node:http";
 import type { ResolvedSlot } from "../../compiler/index.js";
-import { LLAMA_SERVER_TYPES } from "../../schema/index.js";
+import { LLAMA_SERVER_TYPES } from "../../reconciler/drivers/runner-secrets.js";
 import { readCpuTimes, type CpuTimes } from "../../reconciler/host/system-stats.js";
 import type { ObservedSlot } from "../../reconciler/index.js";
 import type { SlotDriver } from "../../reconciler/drivers/driver.js";

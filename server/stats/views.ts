@@ -1,6 +1,6 @@
 import { grew, isReset, windowS, type Sample, type SampleRing } from "./ring.js";
 import { notLlama, type SlotStats } from "./scraper.js";
-import { LLAMA_SERVER_TYPES } from "../../schema/index.js";
+import { LLAMA_SERVER_TYPES } from "../../reconciler/drivers/runner-secrets.js";
 
 /**
  * What the stats routes answer, computed from the ring: tokens/s from the
