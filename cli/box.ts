@@ -1,7 +1,8 @@
-import { existsSync, realpathSync } from "node:fs";
+import { existsSync } from "node:fs";
 import { compile, type Model } from "../compiler/index.js";
 import { ProcessDriver } from "../reconciler/drivers/process.js";
 import { StateStore } from "../reconciler/state.js";
+import { sameFolder } from "../reconciler/state-folder.js";
 import type { HermesCredentials, SlotDriver } from "../reconciler/index.js";
 import { stateHermesCredentials } from "../server/identity/hermes-credentials.js";
 import type Dockerode from "dockerode";
@@ -208,7 +209,7 @@ export async function writeRunnerNotes(box: Box, io: CliIo): Promise<void> {
 export async function writeOtherServeNote(box: Pick<Box, "root" | "state">, io: CliIo): Promise<void> {
   const { serveHolder, serveLabel } = await import("../reconciler/lock.js");
   const serving = await serveHolder(box.state.dir);
-  if (!serving?.reconcile || serving.config === undefined || sameFolder(serving.config, box.root)) return;
+  if (!serving?.reconcile || serving.config === undefined || sameFolder(serving.config, box.root) === true) return;
   io.stderr.write(`note: ${serveLabel(serving)} runs the reconcile loop on this state folder for the config folder ${serving.config}, not ${box.root}: its next sweep converges the box back to that folder, undoing this plan; give this box its own --state, or stop that server\n`);
 }
 
@@ -222,21 +223,12 @@ export async function writeOtherServeNote(box: Pick<Box, "root" | "state">, io: 
 export async function writeOtherConfigNote(box: Pick<Box, "root" | "state">, io: CliIo): Promise<void> {
   const { serveHolder } = await import("../reconciler/lock.js");
   const last = (await box.state.readInventory()).config;
-  if (last === undefined || sameFolder(last, box.root)) return;
+  if (last === undefined || sameFolder(last, box.root) === true) return;
   const serving = await serveHolder(box.state.dir);
   if (serving?.reconcile && serving.config !== undefined) return;
   io.stderr.write(`note: the state folder ${box.state.dir} was last applied from the config folder ${last}, not ${box.root}: this plan converges its box to ${box.root}, stopping the slots only ${last} names; if that is another box, give this one its own --state\n`);
 }
 
-/** Whether two paths name one folder (a symlink to it, `..` in one), else whether they are spelled alike. */
-function sameFolder(a: string, b: string): boolean {
-  if (a === b) return true;
-  try {
-    return realpathSync(a) === realpathSync(b);
-  } catch {
-    return false;
-  }
-}
 
 /**
  * The stores `hal0 serve` uses (its database, box, approvals, pulls), opened

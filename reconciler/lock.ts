@@ -1,11 +1,10 @@
 import { randomBytes } from "node:crypto";
-import { statSync } from "node:fs";
 import { link, lstat, readFile, rm, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { writeFileAtomic } from "./atomic.js";
 import { bootId, isOurs, procStat, sameBoot } from "./drivers/proc.js";
-import { ensureStateFolder } from "./state-folder.js";
+import { ensureStateFolder, sameFolder } from "./state-folder.js";
 
 /**
  * What a refusal adds for a holder on another host, whose process hal0
@@ -217,14 +216,8 @@ async function liveHolder(path: string): Promise<LockHolder | undefined> {
  */
 function heldHere(holder: LockHolder, stateDir: string): boolean {
   // A holder on another host names a path of its own file system: nothing to compare here.
-  if (typeof holder.state !== "string" || holder.state === resolve(stateDir) || holder.host !== hostname()) return true;
-  try {
-    const theirs = statSync(holder.state);
-    const ours = statSync(stateDir);
-    return theirs.dev === ours.dev && theirs.ino === ours.ino;
-  } catch {
-    return true;
-  }
+  if (typeof holder.state !== "string" || holder.host !== hostname()) return true;
+  return sameFolder(holder.state, stateDir) ?? true;
 }
 
 async function readHolder(path: string): Promise<LockHolder | undefined> {

@@ -1,6 +1,6 @@
 import { existsSync, readdirSync, statSync } from "node:fs";
 import { chmod, mkdir, rm, rmdir, stat } from "node:fs/promises";
-import { dirname } from "node:path";
+import { dirname, resolve } from "node:path";
 
 /** State folders this process has already made or tightened. */
 const ensured = new Set<string>();
@@ -100,5 +100,21 @@ export class StateFolderForeignError extends Error {
   readonly code = "state.foreign";
   constructor(readonly dir: string, entries: readonly string[]) {
     super(`state folder ${dir} holds other files (${entries.join(", ")}${entries.length === 4 ? ", …" : ""}) and none of hal0's; hal0 keeps its state folder to itself (it closes it to 0700 and writes its tokens and records there), so it leaves this one as it is: name a folder of its own, such as ${dir === "/" ? "/var/lib/hal0" : `${dir.replace(/\/+$/, "")}/hal0-state`} (hal0 makes it)`);
+  }
+}
+
+/**
+ * Whether `a` and `b` name one folder: the same path, or one reached by
+ * another (a symbolic link, `..`, a bind mount: the same device and inode).
+ * Undefined when either cannot be looked at (not there): nothing to compare.
+ */
+export function sameFolder(a: string, b: string): boolean | undefined {
+  if (resolve(a) === resolve(b)) return true;
+  try {
+    const ours = statSync(a);
+    const theirs = statSync(b);
+    return ours.dev === theirs.dev && ours.ino === theirs.ino;
+  } catch {
+    return undefined;
   }
 }

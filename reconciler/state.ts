@@ -1,4 +1,4 @@
-import { readFileSync, statSync } from "node:fs";
+import { readFileSync } from "node:fs";
 import { readdir, rm } from "node:fs/promises";
 import { createHash } from "node:crypto";
 import { join, resolve } from "node:path";
@@ -9,7 +9,7 @@ import { slotsDir } from "./drivers/runtime-record.js";
 import { lockHolder, thisProcess } from "./lock.js";
 import type { HermesManaged, HermesManagedProfile, Inventory } from "./observed.js";
 import type { ResourceConditions } from "./conditions.js";
-import { ensureStateFolder } from "./state-folder.js";
+import { ensureStateFolder, sameFolder } from "./state-folder.js";
 
 /** The outcome of the last apply step that touched a slot, for `hal0 status`. */
 export interface SlotOutcome {
@@ -385,11 +385,8 @@ function derivedBoxId(dir: string): string {
  */
 function copiedFrom(dir: string, inventory: Partial<Inventory>): string | undefined {
   const from = inventory.state;
-  if (typeof from !== "string" || from === resolve(dir) || typeof inventory.box !== "string" || inventory.box === "") return undefined;
+  if (typeof from !== "string" || typeof inventory.box !== "string" || inventory.box === "" || sameFolder(from, dir) !== false) return undefined;
   try {
-    const theirs = statSync(from);
-    const ours = statSync(dir);
-    if (theirs.dev === ours.dev && theirs.ino === ours.ino) return undefined;
     const box = (JSON.parse(readFileSync(join(from, "inventory.json"), "utf8")) as { box?: unknown } | null)?.box;
     return box === inventory.box ? from : undefined;
   } catch {

@@ -2,6 +2,7 @@ import { statSync } from "node:fs";
 import { readFile, readdir } from "node:fs/promises";
 import { resolve } from "node:path";
 import { procStat } from "./proc.js";
+import { sameFolder } from "../state-folder.js";
 
 /**
  * Runners carry markers in their environment: which state folder and slot
@@ -49,14 +50,8 @@ export async function otherBoxRunner(stateDir: string, pid: number): Promise<{ s
   const environ = await readFile(`/proc/${pid}/environ`, "latin1").catch(() => "");
   const vars = environ.split("\0");
   const marked = vars.find((v) => v.startsWith(`${STATE_KEY}=`))?.slice(STATE_KEY.length + 1);
-  if (marked === undefined || marked === "" || marked === resolve(stateDir)) return undefined;
-  try {
-    const theirs = statSync(marked);
-    const ours = statSync(stateDir);
-    if (theirs.dev === ours.dev && theirs.ino === ours.ino) return undefined;
-  } catch {
-    // one of the two is not there: two folders all the same
-  }
+  // One of the two not there: two folders all the same.
+  if (marked === undefined || marked === "" || sameFolder(marked, stateDir) === true) return undefined;
   const slot = vars.find((v) => v.startsWith(`${SLOT_KEY}=`))?.slice(SLOT_KEY.length + 1);
   return { state: marked, ...(slot ? { slot } : {}) };
 }
