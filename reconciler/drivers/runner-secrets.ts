@@ -51,6 +51,31 @@ function secretFlag(word: string): { flag: string; inline: string | undefined } 
   return { flag, inline: eq > 0 ? word.slice(eq + 1) : undefined };
 }
 
+/** A secret flag's value in an argv: where it stands, the flag it is the value of, and whether it is that word's own `--flag=VALUE`. */
+export interface SecretValue {
+  readonly index: number;
+  readonly flag: "--api-key" | "--hf-token" | "-hft";
+  readonly inline: boolean;
+}
+
+/** The values of `argv`'s secret flags after its `prefix` words, in order (a flag without its value has none, and stays). */
+export function secretValues(argv: readonly string[], prefix: number): SecretValue[] {
+  const out: SecretValue[] = [];
+  for (let i = prefix; i < argv.length; i++) {
+    const secret = secretFlag(argv[i]!);
+    if (secret === undefined) continue;
+    if (secret.inline !== undefined) out.push({ index: i, flag: secret.flag as SecretValue["flag"], inline: true });
+    else if (i + 1 < argv.length) out.push({ index: ++i, flag: secret.flag as SecretValue["flag"], inline: false });
+  }
+  return out;
+}
+
+/** A secret value's text (the word after its flag, or what follows `=`). */
+export function secretText(argv: readonly string[], at: SecretValue): string {
+  const word = argv[at.index]!;
+  return at.inline ? word.slice(word.indexOf("=") + 1) : word;
+}
+
 /**
  * `argv` with llama-server's secret flags taken out (after the runner's
  * `prefix` words, which are passed as written), their values in `env`;
@@ -58,29 +83,14 @@ function secretFlag(word: string): { flag: string; inline: string | undefined } 
  * its keys, before the flags').
  */
 export function hideSecretFlags(argv: readonly string[], prefix: number, declared: Readonly<Record<string, string>> = {}): HiddenArgv {
-  const out = argv.slice(0, prefix);
-  const keys: string[] = [];
-  let token: string | undefined;
-  for (let i = prefix; i < argv.length; i++) {
-    const word = argv[i]!;
-    const secret = secretFlag(word);
-    if (secret === undefined) {
-      out.push(word);
-      continue;
-    }
-    const value = secret.inline ?? argv[i + 1];
-    if (value === undefined) {
-      out.push(word); // a flag without its value: the runner refuses it as written
-      continue;
-    }
-    if (secret.inline === undefined) i++;
-    if (secret.flag === "--api-key") keys.push(value);
-    else token = value;
-  }
+  const values = secretValues(argv, prefix);
+  const taken = new Set(values.flatMap((v) => (v.inline ? [v.index] : [v.index - 1, v.index])));
+  const keys = values.filter((v) => v.flag === "--api-key").map((v) => secretText(argv, v));
+  const tokens = values.filter((v) => v.flag !== "--api-key").map((v) => secretText(argv, v));
   const env: Record<string, string> = {};
   if (keys.length > 0) env[API_KEY_ENV] = [...(declared[API_KEY_ENV] === undefined ? [] : [declared[API_KEY_ENV]]), ...keys].join(",");
-  if (token !== undefined) env[HF_TOKEN_ENV] = token;
-  return { argv: out, env };
+  if (tokens.length > 0) env[HF_TOKEN_ENV] = tokens.at(-1)!;
+  return { argv: argv.filter((_, i) => !taken.has(i)), env };
 }
 
 /** What the runner of a slot's `view` is started with: its argv with the secret flags taken out, and the env that carries them (when it reads them there). */

@@ -4,6 +4,7 @@ import { CRASH_WINDOW_MS } from "../backoff.js";
 import { nodeMatches } from "../nodes.js";
 import type { ObservedNode, ObservedSlot, SlotView } from "../observed.js";
 import { LABEL, containerName, labelledAs, argvAlike, parseView, slotLabels, type BindMount } from "./docker-container.js";
+import { API_KEY_ENV, HF_TOKEN_ENV, runnerArgv, secretValues, type SecretValue } from "./runner-secrets.js";
 
 /**
  * What a slot's Swarm service looks like, as plain data: the create spec the
@@ -65,23 +66,38 @@ export function serviceLabels(box: string, name: string, view: SlotView, labelKe
 }
 
 /**
+ * What a service of `view` runs with: its args and env as the docker runtime
+ * creates a container (runnerArgv). A task's runner is a process of its node,
+ * its command line (`/proc/<pid>/cmdline`) read by every local user there: the
+ * `--api-key` and `--hf-token` of a runner probed as llama-server go in its
+ * env (LLAMA_API_KEY, HF_TOKEN), not its args. The spec, its hash and the
+ * `hal0.view` label keep the argv as the config wrote it.
+ */
+export function serviceRun(view: SlotView): { args: string[]; env: Record<string, string> } {
+  const run = runnerArgv(view.spec.argv, 0, view, view.spec.env);
+  return { args: [...run.argv], env: { ...view.spec.env, ...run.env } };
+}
+
+/**
  * `POST /services/create`: one replica on the host network with `Init`, the
  * stop grace as the containers' stop period, the box's API key as a secret
- * file, the placement as constraints. Swarm restarts a runner that exits
+ * file, the placement as constraints, a secret flag's value in the env
+ * (serviceRun). Swarm restarts a runner that exits
  * (it runs the containers); an update stops the old task first (two runners
  * cannot share a port) and carries on past a failure rather than pausing.
  */
 export function serviceSpec(input: ServiceInputs): Record<string, unknown> {
   const { view, name, box } = input;
   const { spec } = view;
+  const run = serviceRun(view);
   return {
     Name: containerName(name),
     Labels: serviceLabels(box, name, view, input.labelKey),
     TaskTemplate: {
       ContainerSpec: {
         Image: spec.image,
-        Args: [...spec.argv],
-        Env: envList(spec.env),
+        Args: run.args,
+        Env: envList(run.env),
         Labels: { [LABEL.managed]: "true", [LABEL.box]: box, [LABEL.slot]: name },
         Mounts: input.mounts.map((m) => ({ ...m })),
         Init: true,
@@ -192,7 +208,7 @@ export function observedService(service: ListedService, tasks: readonly ListedTa
   const labelled = parseView(labels[LABEL.view]);
   const svc = containerName(name);
   if (labelled === undefined) return { name, running: false, detail: `service ${svc} has no readable ${LABEL.view} label` };
-  const view = withServiceEnv(labelled, service);
+  const { view, made } = readBack(labelled, service);
   const own = [...tasks].filter((t) => t.ServiceID === service.ID).sort((a, b) => (when(a) < when(b) ? 1 : when(a) > when(b) ? -1 : 0));
   // The task Swarm keeps running; with more than one replica (scaled by hand: drift), the one that runs on a ready node, so a
   // second replica failing beside it (two runners cannot share a node's port) does not make the slot read as stopped.
@@ -202,9 +218,9 @@ export function observedService(service: ListedService, tasks: readonly ListedTa
   const earlier = own.find((t) => t !== current && t.NodeID && t.NodeID !== current?.NodeID);
   const movedFrom = earlier?.NodeID ? nodes.get(earlier.NodeID)?.hostname ?? earlier.NodeID : undefined;
   const where = node ? { node: { id: node.id, hostname: node.hostname, addr: node.addr, ...(movedFrom && current?.Status.State === "running" ? { moved_from: movedFrom } : {}) } } : {};
-  const edited = editedFields(service, view);
+  const edited = editedFields(service, view, made);
   // Each restart by Swarm is a new task (a new container): a running task's start is its runner's, else the service's creation.
-  const record = { view: edited.length === 0 ? view : actualView(service, view), started_at: runningSince(current) ?? service.CreatedAt ?? new Date(0).toISOString() };
+  const record = { view: edited.length === 0 ? view : actualView(service, view, made), started_at: runningSince(current) ?? service.CreatedAt ?? new Date(0).toISOString() };
   const editNote = edited.length === 0 ? "" : `; service ${svc} was changed behind hal0's back (${edited.join(", ")})`;
   if (current === undefined) return { name, running: false, record, detail: `service ${svc} has no task${editNote}` };
   const state = current.Status.State;
@@ -269,6 +285,33 @@ function startingNote(svc: string, current: ListedTask, own: readonly ListedTask
   return { message: `Swarm is restarting ${svc} (${count}; the last: ${why}): ${now}; hal0 leaves the restart to Swarm`, failed: ended.length };
 }
 
+/** What a service of a view was made with, as its spec lists them: its args and its env (`NAME=value`, sorted). */
+export interface MadeWith {
+  readonly args: readonly string[];
+  readonly env: readonly string[];
+}
+
+/**
+ * A service's label read back against its spec: the view it runs (its real
+ * env and secret flag values, which the label seals, read from the service)
+ * and the args and env hal0 made it with (what editedFields compares). A
+ * service whose args are its argv with the secret flags taken out was made
+ * with their values in its env (serviceRun); any other was made with its
+ * argv as its args: a runner that keeps its flags, or a service an earlier
+ * hal0 made with an `--api-key` in its args, which is left running as it is
+ * (nothing re-plans: its spec and hash are the same) until it is next
+ * replaced, and then made anew without it.
+ */
+function readBack(labelled: SlotView, service: ListedService): { view: SlotView; made: MadeWith } {
+  const c = service.Spec.TaskTemplate?.ContainerSpec ?? {};
+  const args = c.Args ?? [];
+  const env = envOf(c.Env ?? []);
+  const carried = carriedView(labelled, args, env);
+  if (carried !== undefined) return carried;
+  const view = withServiceEnv(labelled, args, env);
+  return { view, made: { args: view.spec.argv, env: envList(view.spec.env) } };
+}
+
 /**
  * The label's view with the env and args its service runs with, when they
  * are the ones the label sealed: the label keeps no env value nor secret flag
@@ -276,15 +319,75 @@ function startingNote(svc: string, current: ListedTask, own: readonly ListedTask
  * the real values) says whether they are the ones hal0 set. Otherwise the
  * sealed values stay, and editedFields names `env` (or `args`) as edited.
  */
-function withServiceEnv(view: SlotView, service: ListedService): SlotView {
-  const env = envOf(service.Spec.TaskTemplate?.ContainerSpec?.Env ?? []);
-  const args = service.Spec.TaskTemplate?.ContainerSpec?.Args ?? [];
+function withServiceEnv(view: SlotView, args: readonly string[], env: Readonly<Record<string, string>>): SlotView {
   const sealedArgs = canonicalJson(args) !== canonicalJson(view.spec.argv) && argvAlike(args, view.spec.argv);
   if (Object.keys(view.spec.env).length === 0 && Object.keys(env).length === 0 && !sealedArgs) return view;
   const spec = sealedArgs ? { ...view.spec, env, argv: [...args] } : { ...view.spec, env };
   return rehashSpec(spec).spec_hash === view.spec_hash ? { ...view, spec } : view;
 }
 
+/** How many ways of cutting LLAMA_API_KEY's list back into its keys are tried (its keys' own commas make more than one). */
+const SPLITS_MAX = 256;
+
+/**
+ * A service made with its secret flags' values in its env (serviceRun): its
+ * args are the label's argv without them, and its env has the label's names
+ * and the variables that carry them. Its view is the label's with each value
+ * read back — LLAMA_API_KEY's list cut into the declared keys and each
+ * `--api-key`'s, HF_TOKEN the token flag's — the one whose hash is the
+ * label's; values that hash to another are an edit (a service made again by
+ * hand with another key), compared with what the label makes. A value the
+ * service cannot carry (a declared HF_TOKEN the flag's overrides) or a list
+ * too ambiguous to cut leaves the label's view as it is, its values sealed,
+ * and the service as made: an edit of it by `docker service update` still
+ * counts (editedFields). Undefined for a service not made so.
+ */
+function carriedView(view: SlotView, args: readonly string[], env: Readonly<Record<string, string>>): { view: SlotView; made: MadeWith } | undefined {
+  const run = runnerArgv(view.spec.argv, 0, view, view.spec.env);
+  const carriers = Object.keys(run.env);
+  if (carriers.length === 0 || canonicalJson(args) !== canonicalJson(run.argv) || carriers.some((k) => env[k] === undefined)) return undefined;
+  const names = [...new Set([...Object.keys(view.spec.env), ...carriers])].sort();
+  if (canonicalJson(Object.keys(env).sort()) !== canonicalJson(names)) return undefined;
+  const read = valuesReadBack(view, env, secretValues(view.spec.argv, 0));
+  if (read === UNKNOWABLE) return { view, made: { args: [...args], env: envList(env) } };
+  if (read !== undefined) return { view: read, made: { args: [...args], env: envList(env) } };
+  const sealed = serviceRun(view);
+  return { view, made: { args: sealed.args, env: envList(sealed.env) } };
+}
+
+/** What valuesReadBack says of a service whose values it cannot all read back. */
+const UNKNOWABLE = Symbol("unknowable");
+
+function valuesReadBack(view: SlotView, env: Readonly<Record<string, string>>, at: readonly SecretValue[]): SlotView | typeof UNKNOWABLE | undefined {
+  const keysAt = at.filter((v) => v.flag === "--api-key");
+  const tokensAt = at.filter((v) => v.flag !== "--api-key");
+  // The service carries the last token flag's value alone: a declared HF_TOKEN (or an earlier token) it overrides is not there.
+  if (tokensAt.length > 1 || (tokensAt.length > 0 && view.spec.env[HF_TOKEN_ENV] !== undefined)) return UNKNOWABLE;
+  const declared = keysAt.length > 0 && view.spec.env[API_KEY_ENV] !== undefined ? 1 : 0;
+  const own = Object.fromEntries(Object.entries(env).filter(([k]) => !(k === API_KEY_ENV && keysAt.length > 0) && !(k === HF_TOKEN_ENV && tokensAt.length > 0)));
+  let tried = 0;
+  for (const parts of cuts(env[API_KEY_ENV] ?? "", keysAt.length + declared)) {
+    if (++tried > SPLITS_MAX) return UNKNOWABLE;
+    const argv = [...view.spec.argv];
+    const fill = (v: SecretValue, value: string) => (argv[v.index] = v.inline ? `${argv[v.index]!.slice(0, argv[v.index]!.indexOf("=") + 1)}${value}` : value);
+    keysAt.forEach((v, i) => fill(v, parts[declared + i]!));
+    for (const v of tokensAt) fill(v, env[HF_TOKEN_ENV]!);
+    const spec = { ...view.spec, argv, env: declared === 1 ? { ...own, [API_KEY_ENV]: parts[0]! } : own };
+    if (rehashSpec(spec).spec_hash === view.spec_hash) return { ...view, spec };
+  }
+  return undefined;
+}
+
+/** Each way of cutting `text` at `n - 1` of its commas into `n` parts, in order. */
+function* cuts(text: string, n: number): Generator<string[]> {
+  if (n <= 1) {
+    yield n === 0 ? [] : [text];
+    return;
+  }
+  for (let i = text.indexOf(","); i >= 0; i = text.indexOf(",", i + 1)) {
+    for (const rest of cuts(text.slice(i + 1), n - 1)) yield [text.slice(0, i), ...rest];
+  }
+}
 
 function envOf(list: readonly string[]): Record<string, string> {
   return Object.fromEntries(list.map((e) => [e.slice(0, Math.max(0, e.indexOf("="))) || e, e.includes("=") ? e.slice(e.indexOf("=") + 1) : ""]));
@@ -297,12 +400,14 @@ function envOf(list: readonly string[]): Record<string, string> {
  * hash makes it drift. An edit the spec cannot express (another constraint,
  * replicas) keeps the spec and marks the hash.
  */
-function actualView(service: ListedService, view: SlotView): SlotView {
+function actualView(service: ListedService, view: SlotView, made: MadeWith): SlotView {
   const c = service.Spec.TaskTemplate?.ContainerSpec ?? {};
-  const env = envOf(c.Env ?? []);
+  // Args or env as hal0 made them (a secret flag's value carried in the env): the view's, not read back word by word.
+  const argv = canonicalJson(c.Args ?? []) === canonicalJson(made.args) ? view.spec.argv : [...(c.Args ?? [])];
+  const env = canonicalJson([...(c.Env ?? [])].sort()) === canonicalJson(made.env) ? view.spec.env : envOf(c.Env ?? []);
   const placement = placementOf(service.Spec.TaskTemplate?.Placement?.Constraints ?? []);
   const { spec, spec_hash } = rehashSpec({
-    ...view.spec, image: bareImage(c.Image), argv: [...(c.Args ?? [])], env,
+    ...view.spec, image: bareImage(c.Image), argv, env,
     ...(placement !== undefined || view.spec.placement !== undefined ? { placement: placement ?? { labels: {} } } : {}),
   });
   return { ...view, spec, spec_hash: spec_hash === view.spec_hash ? `${view.spec_hash}+edited` : spec_hash };
@@ -325,18 +430,18 @@ function placementOf(constraints: readonly string[]): SlotView["spec"]["placemen
 
 /**
  * What of a service differs from what its view says hal0 created: the image,
- * the args, the env or the constraints (a `docker service update` by hand).
+ * the args or the env it was `made` with, or the constraints (a `docker service update` by hand).
  * An image pinned to a digest by the manager is the same image. hal0 never
  * updates a service, so one the manager has a previous spec of was updated by
  * hand even when none of those changed (a mount, the user, a limit, the
  * entrypoint): named by what that update changed.
  */
-export function editedFields(service: ListedService, view: SlotView): string[] {
+export function editedFields(service: ListedService, view: SlotView, made: MadeWith = { args: view.spec.argv, env: envList(view.spec.env) }): string[] {
   const c = service.Spec.TaskTemplate?.ContainerSpec ?? {};
   const out: string[] = [];
   if (bareImage(c.Image) !== (view.spec.image ?? "")) out.push("image");
-  if (canonicalJson(c.Args ?? []) !== canonicalJson(view.spec.argv)) out.push("args"); // a sealed value still sealed: the args did not hash to the label's
-  if (canonicalJson([...(c.Env ?? [])].sort()) !== canonicalJson(envList(view.spec.env))) out.push("env");
+  if (canonicalJson(c.Args ?? []) !== canonicalJson(made.args)) out.push("args"); // a sealed value still sealed: the args did not hash to the label's
+  if (canonicalJson([...(c.Env ?? [])].sort()) !== canonicalJson(made.env)) out.push("env");
   if (canonicalJson([...(service.Spec.TaskTemplate?.Placement?.Constraints ?? [])].sort()) !== canonicalJson([...constraintsOf(view)].sort())) out.push("constraints");
   if ((service.Spec.Mode?.Replicated?.Replicas ?? 1) !== 1) out.push("replicas");
   if (out.length === 0 && service.PreviousSpec !== undefined) out.push(...updatedKeys(service.PreviousSpec, service.Spec));

@@ -271,6 +271,83 @@ describe("swarm services as plain data", () => {
     expect(drifted.detail).toContain("changed behind hal0's back (args)");
   });
 
+  it("gives a runner probed as llama-server its --api-key and --hf-token in the service's env, not its args (every user of the node reads a task's command line), and reads them back as its own", () => {
+    const secret = "sk-argvsecret0123456789abcdef";
+    const model = swarmModel({ keyed: `port = 9006\n[server]\nextra_args = "--api-key ${secret} --hf-token hf_argvtoken"\nenv = { OMP_NUM_THREADS = "8" }\n` });
+    const keyed = { ...slotView(model.slots.keyed!), secrets_in_env: true };
+    const svc = serviceOf("keyed", keyed);
+    const c = (svc.Spec as any).TaskTemplate.ContainerSpec;
+    expect(c.Args.join(" ")).not.toContain(secret);
+    expect(c.Args.join(" ")).not.toContain("hf_argvtoken");
+    expect(c.Args).not.toContain("--api-key");
+    expect(c.Args).toContain("--api-key-file"); // the box's key, from the Swarm secret, stays
+    expect(c.Env).toEqual(["HF_TOKEN=hf_argvtoken", `LLAMA_API_KEY=${secret}`, "OMP_NUM_THREADS=8"]);
+    expect(svc.Spec.Labels!["hal0.view"]).not.toContain(secret);
+    // The spec and its hash keep the argv as the config wrote it: nothing re-plans, nothing is drift.
+    expect(svc.Spec.Labels!["hal0.spec-hash"]).toBe(keyed.spec_hash);
+    const running = (s: ListedService) => [task(s.ID, NODES[0]!.id, "running", "2026-12-02T10:00:01Z")];
+    const seen = observedService(svc, running(svc), byId, BOX)!;
+    expect(seen.record!.view).toEqual(keyed);
+    expect(seen.detail).toBeUndefined();
+    // A key changed by hand (a service made again with the labels copied) is an edit of its env.
+    const edited = serviceOf("keyed", keyed, (s: any) => (s.TaskTemplate.ContainerSpec.Env = s.TaskTemplate.ContainerSpec.Env.map((e: string) => e.replace(secret, "sk-by-hand"))));
+    const drifted = observedService(edited, running(edited), byId, BOX)!;
+    expect(drifted.detail).toContain("changed behind hal0's back (env)");
+    expect(drifted.record!.view.spec_hash).not.toBe(keyed.spec_hash);
+    // Its variable removed: the runner would want no key.
+    const dropped = serviceOf("keyed", keyed, (s: any) => (s.TaskTemplate.ContainerSpec.Env = s.TaskTemplate.ContainerSpec.Env.filter((e: string) => !e.startsWith("LLAMA_API_KEY="))));
+    expect(observedService(dropped, running(dropped), byId, BOX)!.detail).toContain("changed behind hal0's back");
+    // A runner not probed as llama-server keeps its flags in its args (it may not read the variables).
+    const kept = serviceOf("keyed", slotView(model.slots.keyed!));
+    expect((kept.Spec as any).TaskTemplate.ContainerSpec.Args).toEqual(expect.arrayContaining(["--api-key", secret]));
+    expect((kept.Spec as any).TaskTemplate.ContainerSpec.Env).toEqual(["OMP_NUM_THREADS=8"]);
+  });
+
+  it("joins a declared LLAMA_API_KEY and the --api-key into the one variable, reads each back whatever commas the list has, and leaves alone what it cannot read back", () => {
+    const model = swarmModel({
+      many: `port = 9007\n[server]\nextra_args = "--api-key=k-one,k-two"\nenv = { LLAMA_API_KEY = "k-dec,lared" }\n`,
+      tokens: `port = 9008\n[server]\nextra_args = "--hf-token hf_flag"\nenv = { HF_TOKEN = "hf_declared" }\n`,
+    });
+    const many = { ...slotView(model.slots.many!), secrets_in_env: true };
+    const svc = serviceOf("many", many);
+    expect((svc.Spec as any).TaskTemplate.ContainerSpec.Env).toEqual(["LLAMA_API_KEY=k-dec,lared,k-one,k-two"]);
+    expect((svc.Spec as any).TaskTemplate.ContainerSpec.Args.join(" ")).not.toContain("k-");
+    const seen = observedService(svc, [task(svc.ID, NODES[0]!.id, "running", "2026-12-02T10:00:01Z")], byId, BOX)!;
+    expect(seen.record!.view).toEqual(many);
+    expect(seen.detail).toBeUndefined();
+    // The flag's token overrides the declared HF_TOKEN, which the service does not carry: the label's view, as made, no drift.
+    const tokens = { ...slotView(model.slots.tokens!), secrets_in_env: true };
+    const tsvc = serviceOf("tokens", tokens);
+    expect((tsvc.Spec as any).TaskTemplate.ContainerSpec.Env).toEqual(["HF_TOKEN=hf_flag"]);
+    const tseen = observedService(tsvc, [task(tsvc.ID, NODES[0]!.id, "running", "2026-12-02T10:00:01Z")], byId, BOX)!;
+    expect(tseen.detail).toBeUndefined();
+    expect(tseen.record!.view.spec_hash).toBe(tokens.spec_hash);
+    expect(JSON.stringify(tseen.record!.view)).not.toContain("hf_declared");
+    // Updated by hand all the same: drift.
+    const updated = observedService({ ...tsvc, PreviousSpec: tsvc.Spec }, [task(tsvc.ID, NODES[0]!.id, "running", "2026-12-02T10:00:01Z")], byId, BOX)!;
+    expect(updated.detail).toContain("changed behind hal0's back (update)");
+  });
+
+  it("leaves a service an earlier hal0 made with --api-key in its args running as it is (no re-plan, no restart), and reads an edit of its placement without the key moving", () => {
+    const secret = "sk-oldservice0123456789abcdef";
+    const model = swarmModel({ old: `port = 9009\n[server]\nextra_args = "--api-key ${secret}"\n[placement]\nnode = "node-1"\n` });
+    const old = { ...slotView(model.slots.old!), secrets_in_env: true };
+    const earlier = serviceOf("old", old, (s: any) => {
+      s.TaskTemplate.ContainerSpec.Args = [...old.spec.argv];
+      s.TaskTemplate.ContainerSpec.Env = [];
+    });
+    const seen = observedService(earlier, [task(earlier.ID, NODES[0]!.id, "running", "2026-12-02T10:00:01Z")], byId, BOX)!;
+    expect(seen.record!.view).toEqual(old);
+    expect(seen.detail).toBeUndefined();
+    // A service made now, its constraint edited by hand: the plan names the placement, not the key.
+    const moved = serviceOf("old", old, (s: any) => (s.TaskTemplate.Placement.Constraints = ["node.hostname==node-2"]));
+    const drifted = observedService(moved, [task(moved.ID, NODES[1]!.id, "running", "2026-12-02T10:00:01Z")], byId, BOX)!;
+    expect(drifted.detail).toContain("changed behind hal0's back (constraints)");
+    expect(drifted.record!.view.spec.argv).toEqual(old.spec.argv);
+    expect(drifted.record!.view.spec.env).toEqual({});
+    expect(drifted.record!.view.spec.placement).toEqual({ labels: {}, node: "node-2" });
+  });
+
   it("counts any update by hand as drift, naming what it changed, even one the spec cannot express (a mount, the user, a limit)", () => {
     const created = serviceOf("pinned", pinned);
     const svc: ListedService = { ...serviceOf("pinned", pinned, (s: any) => {
