@@ -117,6 +117,14 @@ function envList(env: Readonly<Record<string, string>>): string[] {
   return Object.keys(env).sort().map((k) => `${k}=${env[k]}`);
 }
 
+/**
+ * Whether two env lists (`NAME=value`) hold the same variables, in any order: an envList is in its names' order, which
+ * is not its entries' (`SHARD` before `SHARD2`, but `SHARD2=…` before `SHARD=…`), so both are sorted as entries.
+ */
+function sameEnv(a: readonly string[], b: readonly string[]): boolean {
+  return canonicalJson([...a].sort()) === canonicalJson([...b].sort());
+}
+
 /** The fields of a service's spec observe reads. */
 export interface ListedServiceSpec {
   readonly Name: string;
@@ -404,7 +412,7 @@ function actualView(service: ListedService, view: SlotView, made: MadeWith): Slo
   const c = service.Spec.TaskTemplate?.ContainerSpec ?? {};
   // Args or env as hal0 made them (a secret flag's value carried in the env): the view's, not read back word by word.
   const argv = canonicalJson(c.Args ?? []) === canonicalJson(made.args) ? view.spec.argv : [...(c.Args ?? [])];
-  const env = canonicalJson([...(c.Env ?? [])].sort()) === canonicalJson(made.env) ? view.spec.env : envOf(c.Env ?? []);
+  const env = sameEnv(c.Env ?? [], made.env) ? view.spec.env : envOf(c.Env ?? []);
   const placement = placementOf(service.Spec.TaskTemplate?.Placement?.Constraints ?? []);
   const { spec, spec_hash } = rehashSpec({
     ...view.spec, image: bareImage(c.Image), argv, env,
@@ -441,7 +449,7 @@ export function editedFields(service: ListedService, view: SlotView, made: MadeW
   const out: string[] = [];
   if (bareImage(c.Image) !== (view.spec.image ?? "")) out.push("image");
   if (canonicalJson(c.Args ?? []) !== canonicalJson(made.args)) out.push("args"); // a sealed value still sealed: the args did not hash to the label's
-  if (canonicalJson([...(c.Env ?? [])].sort()) !== canonicalJson(made.env)) out.push("env");
+  if (!sameEnv(c.Env ?? [], made.env)) out.push("env");
   if (canonicalJson([...(service.Spec.TaskTemplate?.Placement?.Constraints ?? [])].sort()) !== canonicalJson([...constraintsOf(view)].sort())) out.push("constraints");
   if ((service.Spec.Mode?.Replicated?.Replicas ?? 1) !== 1) out.push("replicas");
   if (out.length === 0 && service.PreviousSpec !== undefined) out.push(...updatedKeys(service.PreviousSpec, service.Spec));

@@ -254,6 +254,17 @@ describe("swarm services as plain data", () => {
     expect(drifted.record!.view.spec_hash).not.toBe(withEnv.spec_hash);
   });
 
+  it("reads a service's env as made whatever order its names sort in (SHARD before SHARD2, but SHARD2=… before SHARD=…): no drift right after a start", () => {
+    const sharded = slotView(swarmModel({ sharded: `port = 9010\n[server]\nenv = { SHARD = "a", SHARD2 = "b", SHARD_X = "c" }\n` }).slots.sharded!);
+    const svc = serviceOf("sharded", sharded);
+    const seen = observedService(svc, [task(svc.ID, NODES[0]!.id, "running", "2026-12-02T10:00:01Z")], byId, BOX)!;
+    expect(seen.detail).toBeUndefined();
+    expect(seen.record!.view).toEqual(sharded);
+    // The manager keeps the list as it was given; one it lists in another order is the same env.
+    const reordered = serviceOf("sharded", sharded, (s: any) => s.TaskTemplate.ContainerSpec.Env.reverse());
+    expect(observedService(reordered, [task(reordered.ID, NODES[0]!.id, "running", "2026-12-02T10:00:01Z")], byId, BOX)!.detail).toBeUndefined();
+  });
+
   it("keeps no secret flag value (--api-key in extra_args) in the hal0.view label, reads the service's args back as its own, and a key changed by hand as edited", () => {
     const secret = "sk-labelsecret0123456789abcdef";
     const keyed = slotView(swarmModel({ keyed: `port = 9005\n[server]\nextra_args = "--api-key ${secret}"\n` }).slots.keyed!);
