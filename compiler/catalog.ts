@@ -40,6 +40,13 @@ export function checkedWords(text: string, site: { file: string; path: Array<str
     reporter.report("config.invalid_value", site, "unterminated quote", `\`${site.path.join(".")}\` has a quote that is never closed.`);
     return [];
   }
+  // A flag given twice keeps its last value (normalizeArgv): a second `--api-key` drops the first key, which llama-server
+  // itself would take beside it; said, so a client with that key does not meet a silent 401.
+  const keys = words.filter((w) => w === "--api-key" || w.startsWith("--api-key=")).length;
+  if (keys > 1) {
+    reporter.report("profile.api_key_repeated", site, `\`--api-key\` is given ${keys} times; the runner gets the last key alone`,
+      "A flag given twice keeps its last value. Give several keys as one value, `--api-key k1,k2` (llama-server builds that read a key list: every current one), or in a key file of your own, `--api-key-file FILE` (one key a line; it repeats).");
+  }
   const reported = new Set<string>();
   for (const { written, flag } of reservedFlagsIn(words)) {
     if (reported.has(flag)) continue;

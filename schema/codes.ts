@@ -55,6 +55,7 @@ export const CODES = {
   "slot.npu_exclusivity_violation": { severity: "error", stage: "compile", http: 409, meaning: "More than one enabled llm slot placed on the NPU." },
   "slot.tune_unavailable": { severity: "warning", stage: "compile", http: 400, meaning: "A tune value the slot's model cannot honour; the effective value is shown instead." },
   // ── profiles ─────────────────────────────────────────────────────────
+  "profile.api_key_repeated": { severity: "warning", stage: "compile", http: 400, meaning: "Profile flags or slot extra_args give `--api-key` more than once: a flag given twice keeps its last value, so the runner gets the last key alone and a client with another answers 401; give several keys as one comma-separated value (`--api-key k1,k2`) or in a key file (`--api-key-file`, which repeats)." },
   "profile.device_class_mismatch": { severity: "error", stage: "compile", http: 400, meaning: "A slot's device does not fit its profile's device_class or backend." },
   "profile.flag_reserved": { severity: "error", stage: "compile", http: 400, meaning: "Profile flags or slot extra_args set a flag hal0 owns (model, host, port, context, type, reasoning, or one with which llama-server picks or downloads a model file itself: --model-url, --docker-repo, --hf-repo, a model preset, …), under any of its spellings, or an env sets the LLAMA_ARG_* variable llama-server reads for one." },
   "profile.image_required": { severity: "error", stage: "compile", http: 400, meaning: "The docker runtime needs an image on every profile an enabled slot uses." },

@@ -17,9 +17,10 @@ import type { SlotType, SlotView } from "../../schema/index.js";
  * key (build 4748 has no list: `a,b` is one key). A key file would not: its
  * lines are taken whole, and the current build skips a line starting with `#`
  * as a comment (a key `#…` would be dropped, and a runner with only that key
- * would want none). Several `--api-key` flags (and a `LLAMA_API_KEY` the slot
- * declares, first) are joined with `,` into the one variable: the list the
- * current build reads; an older build takes one key, so give it one `--api-key`.
+ * would want none). Several `--api-key` flags (the compiler keeps the last of
+ * them: profile.api_key_repeated) and a `LLAMA_API_KEY` the slot declares
+ * (first) are joined with `,` into the one variable: the list the current
+ * build reads; an older build takes one key, so give it one.
  * The token's flag wins over a declared `HF_TOKEN`, as it does in the runner.
  *
  * Only for the slot types whose argv hal0 writes in llama-server's words

@@ -103,6 +103,31 @@ describe("normalizeArgv", () => {
   });
 });
 
+describe("a repeated --api-key", () => {
+  it("is warned of where it is written, in a profile's flags or a slot's extra_args: only the last key reaches the runner; one value or a slot overriding its profile's is not", () => {
+    const models = `[model.qwen3]\npath = "models/qwen3.gguf"\ntype = "llm"\n`;
+    const profiles = `[profile.keyed]\nrunner = ["llama-server"]\ndevice_class = "cpu"\nflags = "--api-key p-one --threads 2 --api-key=p-two"\n[profile.one]\nrunner = ["llama-server"]\ndevice_class = "cpu"\nflags = "--api-key p-one"\n`;
+    const slot = (profile: string, port: number, extra: string) => `profile = "${profile}"\nmodel = "qwen3"\nport = ${port}\n[server]\nextra_args = "${extra}"\n`;
+    const result = compile(sourceTree("/box", [
+      ["models.toml", models], ["profiles.toml", profiles],
+      ["slots/twice.toml", slot("one", 8081, "--api-key s-one --api-key s-two")],
+      ["slots/list.toml", slot("one", 8082, "--api-key s-one,s-two")],
+      ["slots/over.toml", slot("one", 8083, "--api-key s-three")],
+    ]), []);
+    expect(result.diagnostics.filter((d) => d.code === "profile.api_key_repeated").map((d) => `${d.file} ${d.severity} ${d.summary}`)).toEqual([
+      "profiles.toml warning `--api-key` is given 2 times; the runner gets the last key alone",
+      "slots/twice.toml warning `--api-key` is given 2 times; the runner gets the last key alone",
+    ]);
+    expect(result.diagnostics.filter((d) => d.severity === "error")).toEqual([]);
+    // What the warning says: the spec carries the last key alone.
+    const argv = result.model!.slots.twice!.spec.argv;
+    expect(argv.filter((w) => w.startsWith("--api-key"))).toEqual(["--api-key"]);
+    expect(argv[argv.indexOf("--api-key") + 1]).toBe("s-two");
+    // No secret in the diagnostics (they go to terminals and CI logs).
+    expect(JSON.stringify(result.diagnostics)).not.toMatch(/p-one|p-two|s-one|s-two/);
+  });
+});
+
 describe("reserved flags", () => {
   it("are refused under each spelling llama-server gives them (`--embeddings`, `--rerank`, `-md`, `-hfr`)", () => {
     const models = `[model.qwen3]\npath = "models/qwen3.gguf"\ntype = "llm"\n`;
