@@ -297,6 +297,8 @@ function startingNote(svc: string, current: ListedTask, own: readonly ListedTask
 export interface MadeWith {
   readonly args: readonly string[];
   readonly env: readonly string[];
+  /** The variables that carry its secret flags' values (LLAMA_API_KEY, HF_TOKEN), when it was made so. */
+  readonly carriers?: readonly string[];
 }
 
 /**
@@ -339,8 +341,7 @@ const SPLITS_MAX = 256;
 
 /**
  * A service made with its secret flags' values in its env (serviceRun): its
- * args are the label's argv without them, and its env has the label's names
- * and the variables that carry them. Its view is the label's with each value
+ * args are the label's argv without them. Its view is the label's with each value
  * read back — LLAMA_API_KEY's list cut into the declared keys and each
  * `--api-key`'s, HF_TOKEN the token flag's — the one whose hash is the
  * label's; values that hash to another are an edit (a service made again by
@@ -353,14 +354,16 @@ const SPLITS_MAX = 256;
 function carriedView(view: SlotView, args: readonly string[], env: Readonly<Record<string, string>>): { view: SlotView; made: MadeWith } | undefined {
   const run = runnerArgv(view.spec.argv, 0, view, view.spec.env);
   const carriers = Object.keys(run.env);
-  if (carriers.length === 0 || canonicalJson(args) !== canonicalJson(run.argv) || carriers.some((k) => env[k] === undefined)) return undefined;
-  const names = [...new Set([...Object.keys(view.spec.env), ...carriers])].sort();
-  if (canonicalJson(Object.keys(env).sort()) !== canonicalJson(names)) return undefined;
-  const read = valuesReadBack(view, env, secretValues(view.spec.argv, 0));
-  if (read === UNKNOWABLE) return { view, made: { args: [...args], env: envList(env) } };
-  if (read !== undefined) return { view: read, made: { args: [...args], env: envList(env) } };
-  const sealed = serviceRun(view);
-  return { view, made: { args: sealed.args, env: envList(sealed.env) } };
+  if (carriers.length === 0 || canonicalJson(args) !== canonicalJson(run.argv)) return undefined;
+  // The variables it was made with: the label's and the carriers. Values are read back from those alone, so a variable
+  // added by hand (`docker service update --env-add`) is an edit of the env, not of every secret with it.
+  const names = [...new Set([...Object.keys(view.spec.env), ...carriers])];
+  const own = Object.fromEntries(names.filter((k) => env[k] !== undefined).map((k) => [k, env[k]!]));
+  const read = Object.keys(own).length === names.length ? valuesReadBack(view, own, secretValues(view.spec.argv, 0)) : undefined;
+  const made = { args: [...args], carriers };
+  if (read === UNKNOWABLE) return { view, made: { ...made, env: envList(own) } };
+  if (read !== undefined) return { view: read, made: { ...made, env: envList(own) } };
+  return { view, made: { ...made, env: envList(serviceRun(view).env) } };
 }
 
 /** What valuesReadBack says of a service whose values it cannot all read back. */
@@ -412,13 +415,23 @@ function actualView(service: ListedService, view: SlotView, made: MadeWith): Slo
   const c = service.Spec.TaskTemplate?.ContainerSpec ?? {};
   // Args or env as hal0 made them (a secret flag's value carried in the env): the view's, not read back word by word.
   const argv = canonicalJson(c.Args ?? []) === canonicalJson(made.args) ? view.spec.argv : [...(c.Args ?? [])];
-  const env = sameEnv(c.Env ?? [], made.env) ? view.spec.env : envOf(c.Env ?? []);
+  const env = sameEnv(c.Env ?? [], made.env) ? view.spec.env : withoutCarriers(envOf(c.Env ?? []), view, made.carriers ?? []);
   const placement = placementOf(service.Spec.TaskTemplate?.Placement?.Constraints ?? []);
   const { spec, spec_hash } = rehashSpec({
     ...view.spec, image: bareImage(c.Image), argv, env,
     ...(placement !== undefined || view.spec.placement !== undefined ? { placement: placement ?? { labels: {} } } : {}),
   });
   return { ...view, spec, spec_hash: spec_hash === view.spec_hash ? `${view.spec_hash}+edited` : spec_hash };
+}
+
+/** A service's env with the variables that carry its secret flags' values taken out (they stand for the view's argv), a declared one as the view has it. */
+function withoutCarriers(env: Readonly<Record<string, string>>, view: SlotView, carriers: readonly string[]): Record<string, string> {
+  const out = { ...env };
+  for (const k of carriers) {
+    if (view.spec.env[k] !== undefined) out[k] = view.spec.env[k];
+    else delete out[k];
+  }
+  return out;
 }
 
 /** Constraints hal0 writes, read back (`node.hostname==`, `node.id==`, `node.labels.K==`); undefined when there are none. */

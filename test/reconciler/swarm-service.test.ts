@@ -17,7 +17,7 @@ import { StateStore } from "../../reconciler/state.js";
 import { constraintsOf, nodeFrom, observedService, serviceSpec, type ListedService, type ListedTask } from "../../reconciler/drivers/swarm-service.js";
 import { planChanges } from "../../reconciler/plan.js";
 import { HealthCache } from "../../reconciler/health-cache.js";
-import { slotView } from "../../reconciler/view.js";
+import { slotView, viewChangedPaths } from "../../reconciler/view.js";
 import { effectsOf } from "../../compiler/effects.js";
 import { formatPlan } from "../../reconciler/format.js";
 import type { ObservedNode, SlotView } from "../../reconciler/observed.js";
@@ -308,6 +308,11 @@ describe("swarm services as plain data", () => {
     // Its variable removed: the runner would want no key.
     const dropped = serviceOf("keyed", keyed, (s: any) => (s.TaskTemplate.ContainerSpec.Env = s.TaskTemplate.ContainerSpec.Env.filter((e: string) => !e.startsWith("LLAMA_API_KEY="))));
     expect(observedService(dropped, running(dropped), byId, BOX)!.detail).toContain("changed behind hal0's back");
+    // A variable added by `docker service update --env-add`: that is the edit, and the plan names it alone, not the keys.
+    const added = serviceOf("keyed", keyed, (s: any) => s.TaskTemplate.ContainerSpec.Env.push("FOO=1"));
+    const addedSeen = observedService({ ...added, PreviousSpec: svc.Spec }, running(added), byId, BOX)!;
+    expect(addedSeen.detail).toBe("service hal0-slot-keyed was changed behind hal0's back (env)");
+    expect(viewChangedPaths(keyed, addedSeen.record!.view)).toEqual(["env.FOO"]);
     // A runner not probed as llama-server keeps its flags in its args (it may not read the variables).
     const kept = serviceOf("keyed", slotView(model.slots.keyed!));
     expect((kept.Spec as any).TaskTemplate.ContainerSpec.Args).toEqual(expect.arrayContaining(["--api-key", secret]));
