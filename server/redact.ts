@@ -163,10 +163,12 @@ const MAY_HOLD_SECRET = /bearer|hal0_|:\/\/|key|token|secret|pass|pwd|hft|auth|c
 
 /**
  * A secret flag and its value: a quoted value (`"…"`, `'…'`), one quoted with escaped quotes as a TOML basic string
- * writes it (`extra_args = "--api-key \\"…\\""`), a quote opened and never closed (a typo in a file: the rest of its
- * word is the value), or a bare word.
+ * writes it (`extra_args = "--api-key \\"…\\""`; a quote in the value, escaped for the shell as well, is the four
+ * characters backslash, backslash, backslash, quote there), a quote opened and never closed (a typo in a file: the
+ * rest of its word is the value), or a bare word, any TOML escape in it (a backslash and the character after it:
+ * `\u0041`, `\t`) a part of it.
  */
-const SECRET_FLAG_VALUE = /(?<![\w-])((?:--?[A-Za-z0-9-]*(?:api-?key|token|secret|password|passwd)|-hft)(?:=|\s+))("[^"]*"|'[^']*'|\\"(?:[^"\\]|\\[^"])*\\"|\\?["'][^\s"'\\]*|[^\s"'\\]+)/gi;
+const SECRET_FLAG_VALUE = /(?<![\w-])((?:--?[A-Za-z0-9-]*(?:api-?key|token|secret|password|passwd)|-hft)(?:=|\s+))("[^"]*"|'[^']*'|\\"(?:\\\\\\"|[^"\\]|\\[^"])*\\"|\\?["'][^\s"'\\]*|(?:[^\s"'\\]|\\[^\s"])+)/gi;
 
 /** A secret flag's value masked in its own quoting (an unclosed quote is kept unclosed). */
 function maskFlagValue(v: string): string {

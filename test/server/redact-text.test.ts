@@ -107,6 +107,24 @@ describe("redactText's pre-check", () => {
     expect(restoreMasked({ extra_args: redactText("--api-key 'open-key-2") }, { extra_args: "--api-key 'open-key-2" })).toEqual({ extra_args: "--api-key 'open-key-2" });
   });
 
+  it("masks a secret flag's whole value when a TOML escape stands in it (`\\u0041`, a quote escaped for the shell inside an escaped quote), as a diagnostic shows the source line", () => {
+    const lines = [
+      'extra_args = "--api-key sk-aa\\u0041tail-1 --jinja"',
+      'extra_args = "--api-key \\"sk-aa\\\\\\" tail-2\\" --jinja"',
+      'extra_args = "--hf-token=hf-aa\\\\tail-3 --jinja"',
+    ];
+    const masked = lines.map(redactText);
+    expect(masked.join("\n")).not.toMatch(/tail-/);
+    expect(masked).toEqual([
+      `extra_args = "--api-key ${MASK} --jinja"`,
+      `extra_args = "--api-key \\"${MASK}\\" --jinja"`,
+      `extra_args = "--hf-token=${MASK} --jinja"`,
+    ]);
+    // What closes the TOML string is not part of the value: its quote stays.
+    expect(redactText('extra_args = "--api-key abc\\"')).toBe(`extra_args = "--api-key ${MASK}\\"`);
+    for (const line of lines) expect(restoreMasked({ extra_args: redactText(line) }, { extra_args: line })).toEqual({ extra_args: line });
+  });
+
   it("reads a long run of key or scheme characters once: a 512 KiB text of each shape takes well under a second, not minutes", () => {
     const half = 1 << 18;
     const shapes = ["a.", "a-", "a+", "sk-", "--token", "0="].map((s) => `key ${s.repeat(Math.ceil(half / s.length))}`);
