@@ -111,12 +111,18 @@ async function writeAtomically(path: string, text: string | Uint8Array, mode: nu
 
 /**
  * A write to an open file fails without a path (ENOSPC on a full disk,
- * EDQUOT, EIO): it gets the file it was for, so the refusal names it
- * (`system.io: could not write <path>: no space left on device`).
+ * EDQUOT, EIO): it gets the file it was for, in its `path` and in its message
+ * as node words one that has a path (`ENOSPC: no space left on device, write
+ * '<path>'`), so the refusal names it wherever it is shown: the CLI's
+ * `system.io: could not write <path>: no space left on device`, a slot
+ * step's error (`slot.apply_failed`), a log line.
  */
 function named(err: unknown, path: string): unknown {
   const e = err as NodeJS.ErrnoException | null;
-  if (e instanceof Error && typeof e.code === "string" && e.path === undefined) e.path = path;
+  if (e instanceof Error && typeof e.code === "string" && e.path === undefined) {
+    e.path = path;
+    if (!e.message.includes(path)) e.message = `${e.message} '${path}'`;
+  }
   return err;
 }
 

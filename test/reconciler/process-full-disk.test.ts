@@ -36,6 +36,8 @@ describe("the process runtime on a full disk", () => {
     const view = viewFor({ port: await freePort(), root });
     const err = await driver.start("full", view, { healthTimeoutS: 10, cwd: root }).catch((e: unknown) => e);
     expect(err).toMatchObject({ code: "ENOSPC", path: join(stateDir, "slots", "full", "runtime.json") });
+    // The message (a step's slot.apply_failed shows it) names the file, not only "no space left on device, write".
+    expect((err as Error).message).toBe(`ENOSPC: no space left on device, write '${join(stateDir, "slots", "full", "runtime.json")}'`);
     expect(await markedRunners(stateDir, "full")).toEqual([]);
     expect(readdirSync(join(stateDir, "slots", "full")).filter((f) => f.startsWith("."))).toEqual([]);
   });
