@@ -200,7 +200,7 @@ export const MIGRATIONS: readonly string[] = [
  * schema up to date, and its units' normal forms: ones computed by an older
  * normalise rule are recomputed in one transaction (bank_version is put
  * back: no fact changed). A file it cannot write (read-only) is refused
- * here, as system.io naming it (sqlite.ts unopenable), as is one that fails
+ * here, as system.io naming it (sqlite.ts unopenable; a full disk keeps SQLITE_FULL, naming it), as is one that fails
  * the engine's first write (EmbeddedEngine's constructor).
  */
 export function openMemoryDb(stateDir: string): Db {

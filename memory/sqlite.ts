@@ -1,5 +1,5 @@
 import type Database from "better-sqlite3";
-import { accessSync, constants, mkdirSync, statSync, unlinkSync } from "node:fs";
+import { accessSync, constants, mkdirSync, statfsSync, statSync, unlinkSync } from "node:fs";
 import { createRequire } from "node:module";
 import { dirname, join } from "node:path";
 
@@ -65,10 +65,45 @@ class NewerSchemaError extends Error {
   }
 }
 
-/** `err`, thrown while opening `path`, as `system.io` naming the file when SQLite threw it; any other error as it is. */
+/**
+ * A database that could not be opened because its disk is full (SQLITE_FULL
+ * as it was made or migrated: `memory.db` opened first on a full disk). It
+ * keeps SQLite's code and names the file (`path`), so the server answers it
+ * as every full disk (507 `server.storage_full`, server/errors.ts
+ * storageFull) and a command as `system.io` naming the file (writeRefused).
+ */
+class DatabaseFullError extends Error {
+  readonly code = "SQLITE_FULL";
+  constructor(readonly path: string, said: string) {
+    super(`could not open the database ${path}: database or disk is full (${said})`);
+  }
+}
+
+/**
+ * Below this many free bytes on its disk, a database that fails to open with an I/O error failed for want of
+ * room: SQLite says SQLITE_IOERR_SHMSIZE when the WAL index (`-shm`, 32 KiB) cannot be given its pages, and
+ * SQLITE_FULL only when a write of the file itself did not fit.
+ */
+const NEARLY_FULL_BYTES = 1024 * 1024;
+
+/** Whether the disk holding `dir` has (almost) no room left for a user like hal0's. */
+function nearlyFull(dir: string): boolean {
+  try {
+    const { bavail, bsize } = statfsSync(dir);
+    return bavail * bsize < NEARLY_FULL_BYTES;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * `err`, thrown while opening `path`, as `system.io` naming the file when SQLite threw it (a full disk: a
+ * DatabaseFullError naming it); any other error as it is.
+ */
 export function unopenable(path: string, err: unknown): unknown {
   const code = sqliteCode(err);
   if (code === undefined) return err;
+  if (code === "SQLITE_FULL" || (code.startsWith("SQLITE_IOERR") && nearlyFull(dirname(path)))) return new DatabaseFullError(path, code);
   const reason = code.startsWith("SQLITE_NOTADB") ? "it is not a SQLite database" : code.startsWith("SQLITE_READONLY") ? "it is read-only" : (err as Error).message;
   return new DatabaseUnavailableError(`could not open the database ${path}: ${reason} (${code})`);
 }
@@ -96,6 +131,7 @@ const opened = new Set<string>();
  * caller can act on the path and the reason, where an internal error with a stack would only say "a bug".
  */
 export function writeRefused(err: unknown): unknown {
+  if (err instanceof DatabaseFullError) return new DatabaseUnavailableError(err.message);
   const code = sqliteCode(err);
   if (code === undefined || !(code === "SQLITE_FULL" || code.startsWith("SQLITE_READONLY") || code.startsWith("SQLITE_IOERR"))) return err;
   const names = opened.size === 0 ? "the state folder's database" : `the database ${[...opened].join(" or ")}`;

@@ -88,13 +88,15 @@ export function databaseBusy(err: unknown): ApiError | undefined {
 
 /**
  * A full disk under the state folder (SQLite's SQLITE_FULL, a write's ENOSPC
- * or EDQUOT) as `server.storage_full` (507): the caller can act on it, where
+ * or EDQUOT; a database opened first on it, memory.db, named) as
+ * `server.storage_full` (507): the caller can act on it, where
  * `system.internal` would only send them to the log.
  */
 export function storageFull(err: unknown): ApiError | undefined {
   const { code, path } = (err ?? {}) as { code?: unknown; path?: unknown };
   if (code !== "SQLITE_FULL" && code !== "ENOSPC" && code !== "EDQUOT") return undefined;
-  const where = code === "SQLITE_FULL" ? "the state folder's database" : typeof path === "string" ? path : "a file hal0 writes";
+  // SQLite's own SQLITE_FULL names no file; one memory/sqlite.ts raised as a database was opened (memory.db) names it.
+  const where = typeof path === "string" ? path : code === "SQLITE_FULL" ? "the state folder's database" : "a file hal0 writes";
   return new ApiError("server.storage_full", `hal0 could not write ${where}: the disk is full (${code}); free space there, then retry`, { cause: code });
 }
 

@@ -4,6 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, describe, expect, it } from "vitest";
 import { httpCall } from "../server/harness.js";
+import { callMemory, memoryClient } from "../server/mcp-helpers.js";
 import { PROJECT, until } from "../reconciler/process-helpers.js";
 import { main } from "../../cli/index.js";
 import { captureIo, emptyServeBox, healthWithin, startServe, writeFakeBox } from "./helpers.js";
@@ -171,6 +172,36 @@ describe("hal0 serve on a state folder whose disk fills up (a real tmpfs)", () =
       mounted.shift();
       expect(hal0("token", "list").stdout).not.toMatch(/\bagent\s+ci\b/);
     } finally {
+      serving.child.kill("SIGTERM");
+      await new Promise((resolve) => serving.child.once("exit", resolve));
+      rmSync(join(config, ".."), { recursive: true, force: true });
+    }
+  }, 60_000);
+  it("memory.db opened first on the full disk (the first memory call): 507 server.storage_full naming it, as every full disk, and the call works once there is room", async () => {
+    const memDisk = join(base, "mem-disk");
+    mkdirSync(memDisk);
+    execFileSync("mount", ["-t", "tmpfs", "-o", "size=2m", "tmpfs", memDisk]);
+    mounted.push(memDisk);
+    const { config } = emptyServeBox("hal0-memory-full-");
+    const state = join(memDisk, "state");
+    const serving = await startServe(config, state, ["--no-reconcile"]);
+    const token = readFileSync(join(state, "operator.token"), "utf8").trim();
+    const client = await memoryClient(serving.url, { token });
+    try {
+      expect(existsSync(join(state, "memory.db"))).toBe(false);
+      try {
+        writeFileSync(join(memDisk, "filler"), Buffer.alloc(4 * 1024 * 1024));
+      } catch (err) {
+        expect((err as NodeJS.ErrnoException).code).toBe("ENOSPC");
+      }
+      const refused = await callMemory(client, "memory_bank_stats");
+      expect(refused.isError).toBe(true);
+      expect(refused.body.error).toMatchObject({ code: "server.storage_full", details: { cause: "SQLITE_FULL" } });
+      expect(refused.body.error.message).toBe(`hal0 could not write ${join(state, "memory.db")}: the disk is full (SQLITE_FULL); free space there, then retry`);
+      rmSync(join(memDisk, "filler"));
+      expect((await callMemory(client, "memory_bank_stats")).isError).toBe(false);
+    } finally {
+      await client.close();
       serving.child.kill("SIGTERM");
       await new Promise((resolve) => serving.child.once("exit", resolve));
       rmSync(join(config, ".."), { recursive: true, force: true });
