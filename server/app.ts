@@ -229,13 +229,14 @@ function unmatched(deps: AppDeps, pages: readonly PagePath[], event: H3Event, re
   // One label for every path no route has: a raw path would let any caller mint new series.
   event.node.res.once("finish", () => deps.metrics?.observeRequest("rest", UNMATCHED, event.method, String(event.node.res.statusCode), performance.now() - started));
   const path = (event.path.split("?")[0] ?? "/").replace(/\/+$/, "") || "/";
+  const shown = printablePath(path);
   const allowed = [
     ...deps.routes.filter((r) => !r.inProcess && templateMatches(r.path, path)).flatMap(methodsOf),
     ...pages.filter((p) => templateMatches(p.path, path)).flatMap((p) => p.methods),
   ].filter((m) => m !== refused);
   const err = allowed.length > 0
-    ? new ApiError("route.method_not_allowed", `${event.method} is not allowed on ${path}`, { allowed: [...new Set(allowed)].sort() })
-    : new ApiError("route.not_found", `no route for ${event.method} ${path}`);
+    ? new ApiError("route.method_not_allowed", `${event.method} is not allowed on ${shown}`, { allowed: [...new Set(allowed)].sort() })
+    : new ApiError("route.not_found", `no route for ${event.method} ${shown}`);
   try {
     checkGate(event.node.req.headers, deps.gate());
   } catch (gateErr) {
@@ -246,6 +247,17 @@ function unmatched(deps: AppDeps, pages: readonly PagePath[], event: H3Event, re
 
 /** What a reply no route made may do in a browser that opens it (a mistyped page's path): nothing. */
 const UNMATCHED_CSP = "default-src 'none'; frame-ancestors 'none'; base-uri 'none'";
+
+/**
+ * A request's path as a message shows it: each control character (C0, DEL,
+ * C1) its percent-encoding again (`/api/x%00%1B[31m`), as the caller sent it.
+ * The path comes decoded (`%00` is a NUL, `%1b` an escape): quoted as it is,
+ * a message printed to a terminal or written to a log line by line would
+ * carry the caller's escape sequences and line breaks.
+ */
+export function printablePath(path: string): string {
+  return path.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => encodeURIComponent(c));
+}
 
 function reply(event: H3Event, err: ApiError): unknown {
   setResponseStatus(event, err.status);

@@ -123,6 +123,19 @@ describe("ports, status, system info", () => {
     }
   });
 
+  it("a path with control characters (a NUL, an escape sequence, a line break, percent-encoded) is named in the message as sent, encoded, never raw", async () => {
+    const missing = await s.call("GET", "/api/x%00%1b[31mRED%0a%C2%85");
+    expect(missing.status).toBe(404);
+    expect(missing.body.error).toMatchObject({ code: "route.not_found", message: "no route for GET /api/x%00%1B[31mRED%0A%C2%85" });
+    // A path a route has, with a method it does not take: the name segment is shown the same way.
+    const refused = await s.call("PUT", "/api/status%07");
+    const wrong = await s.call("PATCH", "/api/slots/a%1b]0;title%07");
+    expect(refused.body.error.code).toBe("route.not_found");
+    expect(refused.body.error.message).toBe("no route for PUT /api/status%07");
+    expect(wrong.status).toBe(405);
+    expect(wrong.body.error.message).toBe("PATCH is not allowed on /api/slots/a%1B]0;title%07");
+  });
+
   it("a path only an in-process MCP probe has is no REST route: 404, not a 405 naming a method it refuses", async () => {
     for (const method of ["GET", "POST"]) {
       const res = await s.call(method, "/in-process/npu_status");
