@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { dockerHostProblem } from "./docker-host.js";
 import { carriesCredentials } from "./url.js";
 import { whenValid } from "./when.js";
 
@@ -115,7 +116,19 @@ const Slots = z
         params: { code: "config.invalid_value", target: "value", detail: "The slot port range must not be empty: port_range_end must be at least port_range_start." },
       });
     }
-  }, { when: whenValid("port_range_start", "port_range_end") });
+  }, { when: whenValid("port_range_start", "port_range_end") })
+  .superRefine((s, ctx) => {
+    // Refused here, at its line, not only when the engine is first reached (an apply, a pull, the doctor).
+    const problem = s.docker_host === "" ? undefined : dockerHostProblem(s.docker_host);
+    if (problem !== undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["docker_host"],
+        message: problem,
+        params: { code: "config.invalid_value", target: "value", detail: "[slots] docker_host is the local engine's socket (\"unix:///run/docker.sock\", or its path) or a loopback TCP address (\"tcp://127.0.0.1:2375\"); empty: $DOCKER_HOST, else the default socket." },
+      });
+    }
+  }, { when: whenValid("docker_host") });
 
 const Reconcile = z.strictObject({
   interval_s: z.int().min(1).max(86_400).default(120),

@@ -11,6 +11,7 @@ import { StateKey } from "./state-key.js";
 import { LogSaves, saveContainerLog } from "./container-log.js";
 import { IMAGE_STALL_MS, pullImage } from "../images.js";
 import type { Device } from "../../schema/index.js";
+import { DOCKER_TCP_ADDRESS, dockerHostProblem } from "../../schema/docker-host.js";
 
 /** A pull ended because the start that began it was interrupted (ensureImage tells its own starts from others). */
 class PullInterrupted extends Error {}
@@ -546,7 +547,8 @@ export function dockerClient(host: string): Dockerode {
   // socket; an IPv4 literal is told apart without the pattern.
   // The socket's absolute path: `unix://` with none (or a relative one) made the client fall back to TCP on 127.0.0.1:80.
   if (address.startsWith("unix:///")) return new Dockerode({ socketPath: address.slice("unix://".length), headers: { Host: "127.0.0.1" } });
-  const tcp = /^(?:tcp|http):\/\/(127\.0\.0\.1|localhost|\[::1\]):(\d+)\/?$/.exec(address);
-  if (tcp) return new Dockerode({ host: tcp[1]!.replace(/^\[|\]$/g, ""), port: Number(tcp[2]), protocol: "http" });
-  throw new Error(`docker engine address ${JSON.stringify(host)} is not unix:///PATH or tcp://127.0.0.1:PORT (slots are health-checked on loopback, so the engine must run on this machine)`);
+  const problem = dockerHostProblem(address);
+  if (problem !== undefined) throw new Error(problem);
+  const tcp = DOCKER_TCP_ADDRESS.exec(address)!;
+  return new Dockerode({ host: tcp[1]!.replace(/^\[|\]$/g, ""), port: Number(tcp[2]), protocol: "http" });
 }

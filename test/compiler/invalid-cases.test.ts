@@ -187,3 +187,17 @@ describe("related positions and details", () => {
     for (const where of ["models.toml:4:10", "models.toml:5:11", "models.toml:6:12", "models.toml:7:17"]) expect((await at(where)).detail).not.toMatch(/name grammar|not a valid name/);
   });
 });
+
+describe("[slots] docker_host", () => {
+  it("an address hal0 cannot use (ssh://, a remote or port-less tcp://, a relative socket) is config.invalid_value at its value; the local socket and loopback TCP compile", async () => {
+    const d = await diagnosticAt("settings-docker-host-unusable", "hal0.toml:3:15", "config.invalid_value");
+    expect(d.summary).toBe('docker engine address "ssh://builder@gpu-box" is not unix:///PATH or tcp://127.0.0.1:PORT (slots are health-checked on loopback, so the engine must run on this machine)');
+    const withHost = (host: string) => compile({ root: "/box", files: new Map([["hal0.toml", `[slots]\ndocker_host = ${JSON.stringify(host)}\n`]]) });
+    for (const bad of ["tcp://10.0.0.2:2375", "tcp://127.0.0.1", "unix://docker.sock", "npipe:////./pipe/docker_engine", "tcp://localhost:70000"]) {
+      expect(withHost(bad).diagnostics.map((x) => [x.code, x.line, x.column]), bad).toEqual([["config.invalid_value", 2, 15]]);
+    }
+    for (const good of ["", "unix:///var/run/docker.sock", "/run/user/1000/docker.sock", "tcp://127.0.0.1:2375", "http://localhost:2375/", "tcp://[::1]:2375"]) {
+      expect(withHost(good).diagnostics.filter((x) => x.severity === "error"), good).toEqual([]);
+    }
+  });
+});
