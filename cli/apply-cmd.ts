@@ -7,6 +7,7 @@ import { formatPlan } from "../reconciler/format.js";
 import { notInstalled } from "../reconciler/preflight.js";
 import { openBox, writeOtherConfigNote, writeOtherServeNote, writeRunnerNotes } from "./box.js";
 import { installMissing } from "./model-cmd.js";
+import { notReadableWhole } from "./paths.js";
 import { BOX_OPTIONS, savedPlan, shownPlan, writeNotInstalled } from "./plan-cmd.js";
 import { convergeWithProgress } from "./progress.js";
 import { CliError, EXIT_ERROR, EXIT_OK, parseCommandArgs, UsageError, type CliIo } from "./io.js";
@@ -30,6 +31,9 @@ terminal to ask on; pass --yes).`;
 /** `hal0 apply`: exit 0 when every step succeeded, 1 when one failed, or the plan was cancelled or refused. */
 export async function runApply(args: string[], io: CliIo): Promise<number> {
   const { values } = parseCommandArgs({ args, strict: true, allowPositionals: false, options: { ...BOX_OPTIONS, plan: { type: "string" }, yes: { type: "boolean" } } });
+  // Before the box is opened: a fifo nobody writes, or /dev/zero, is refused at once, not read for ever.
+  const notAFile = values.plan === undefined ? undefined : notReadableWhole(resolve(io.cwd, values.plan));
+  if (notAFile !== undefined) throw new CliError("plan.invalid", `cannot read ${resolve(io.cwd, values.plan!)}: ${notAFile} (it names a plan saved by hal0 plan --out FILE; a plan on a pipe: --plan /dev/stdin)`);
   let box = await openBox(values, io, { checkRunners: true, makesState: true });
   // [models] pull_on_apply: the Hub models the enabled slots use come down first (each its own change), then the box is read again.
   const missing = notInstalled(box.model).map((m) => m.id);

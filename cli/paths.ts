@@ -135,6 +135,39 @@ function linkedFile(file: string, what: string): string {
   }
 }
 
+/**
+ * Why a file the command reads whole (`apply --plan FILE`) is none it can
+ * read as one: a named pipe (mkfifo: the read waited for a writer that may
+ * never come, for ever), a device (/dev/zero never ends) or a socket.
+ * Undefined for a regular file or a folder, for what is not there (the read
+ * says so), and for a pipe the command was handed open (`--plan /dev/stdin`,
+ * `--plan <(hal0 plan --json)`: a descriptor under /proc), whose writer is the
+ * one that opened it.
+ */
+export function notReadableWhole(file: string): string | undefined {
+  let info: ReturnType<typeof statSync>;
+  try {
+    info = statOrNone(file);
+  } catch {
+    return undefined; // not permitted, a loop of links: the read says which
+  }
+  if (info === undefined || info.isFile() || info.isDirectory()) return undefined;
+  if (info.isFIFO()) return throughProc(file) ? undefined : "it is a named pipe (a fifo), not a file: reading it would wait for a writer for as long as none comes";
+  return info.isSocket() ? "it is a socket, not a file" : "it is a device, not a file";
+}
+
+/** Whether `file`, or a link on its way (/dev/stdin → /proc/self/fd/0), lies in /proc: one of this process's open descriptors. */
+function throughProc(file: string): boolean {
+  let at = file;
+  for (let hops = 0; hops < 40; hops++) {
+    if (underProc(at)) return true;
+    const info = lstatOrNone(at);
+    if (!info?.isSymbolicLink()) return false;
+    at = resolve(dirname(at), readlinkSync(at));
+  }
+  return false;
+}
+
 /** Whether `path` lies in /proc (its folder resolved through any links: /dev/fd is /proc/self/fd). */
 function underProc(path: string): boolean {
   let folder: string;

@@ -468,6 +468,24 @@ describe("a folder that is a file: 1 cli.not_a_folder before anything is read or
     expect(gone.err).toBe(`hal0 apply: plan.invalid: cannot read ${join(dir, "no-plan.json")}: no such file (it names a plan saved by hal0 plan --out FILE)\n`);
   });
 
+  it("apply --plan naming a fifo nobody writes, a device or a socket is 1 plan.invalid at once, before the box is opened; a plan handed on a pipe (/dev/stdin) is read", async () => {
+    const fifo = join(dir, "plan.fifo");
+    execFileSync("mkfifo", [fifo]);
+    const bin = join(import.meta.dirname, "../../bin/hal0.js");
+    // Its own process, bounded: before the fix it waited for a writer for ever (the bound ends it, and the test fails on its status).
+    const hal0 = (args: string[]) => spawnSync(process.execPath, [bin, ...args], { cwd: dir, encoding: "utf8", timeout: 30_000 });
+    for (const [file, why] of [[fifo, "it is a named pipe (a fifo), not a file: reading it would wait for a writer for as long as none comes"], ["/dev/zero", "it is a device, not a file"]] as const) {
+      const stateFolder = join(dir, "state-plan-fifo");
+      const refused = hal0(["apply", "--plan", file, "--yes", "--config", good, "--state", stateFolder]);
+      expect([refused.status, refused.stderr]).toEqual([1, `hal0 apply: plan.invalid: cannot read ${file}: ${why} (it names a plan saved by hal0 plan --out FILE; a plan on a pipe: --plan /dev/stdin)\n`]);
+      expect(existsSync(stateFolder), file).toBe(false);
+    }
+    // A pipe the shell hands over is still read: not a plan here, so plan.invalid for what it holds, not for what it is.
+    // A shell's pipe in front of it (node's own stdin for a child is a socket pair, which /dev/stdin cannot open).
+    const piped = spawnSync("sh", ["-c", `printf '{}' | "$0" "$@"`, process.execPath, bin, "apply", "--plan", "/dev/stdin", "--yes", "--config", good, "--state", join(dir, "state-plan-stdin")], { cwd: dir, encoding: "utf8", timeout: 30_000 });
+    expect([piped.status, piped.stderr]).toEqual([1, "hal0 apply: plan.invalid: /dev/stdin is not a hal0 plan (format_version 1)\n"]);
+  });
+
   it("plan --out naming a folder, or a file in a folder that is missing or a file, is 1 cli.not_a_file before the box is observed: nothing printed, nothing written", async () => {
     const parent = join(dir, "plan-out");
     mkdirSync(join(parent, "taken"), { recursive: true });
