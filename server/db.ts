@@ -191,6 +191,9 @@ const MIGRATIONS: readonly string[] = [
   `ALTER TABLE bridge_runs ADD COLUMN skill_changes TEXT;     -- JSON {changes: [{skill, change}], more, complete}`,
   // The run's profile's skills/ as it started, kept while it runs: a hal0 restarted meanwhile compares against it.
   `ALTER TABLE bridge_runs ADD COLUMN skills_before TEXT;     -- JSON {home, files: [[path, hash]], partial, cut}`,
+  // The boot a run was started in (/proc/sys/kernel/random/boot_id), as a slot's runtime.json names it: pid + start time
+  // name one process for one boot only, so after a restart of the host they may name a process of the new boot.
+  `ALTER TABLE bridge_runs ADD COLUMN boot_id TEXT;`,
 ];
 
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */

@@ -3,6 +3,7 @@ import { appendFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, s
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { procStat } from "../../reconciler/drivers/proc.js";
 import { PUMP_MS, RunService } from "../../server/bridge/runs/service.js";
 import { RUN_TOOLS } from "../../server/bridge/runs/tools.js";
 import { TEACH_TOOLS } from "../../server/bridge/teach/tools.js";
@@ -689,6 +690,31 @@ describe("agent bridge runs, max_runs and restarts", () => {
     }
   });
 
+  it("a run left running before the host restarted is marked interrupted, and a process of this boot with its pid and start time is never signalled", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
+    const { home } = makeBox(dir);
+    const state = join(dir, "state");
+    const db = openDb(state);
+    const left = "run_00000000000000cc";
+    // A process of this boot that leads its own group, given (by chance, after the reboot) the pid and start time the run had.
+    const stranger = spawn(process.execPath, ["-e", "console.log('ready'); setInterval(() => {}, 1000)"], { detached: true, stdio: ["ignore", "pipe", "ignore"] });
+    await new Promise((r) => stranger.stdout!.once("data", r));
+    const { startTime } = (await procStat(stranger.pid!))!;
+    db.prepare("INSERT INTO bridge_runs (id, profile, prompt, toolsets, timeout_s, state, caller, created_at, started_at, pid, pid_start, boot_id) VALUES (?, 'alpha', 'before the reboot', '[]', 60, 'running', 'agent:claude', ?, ?, ?, ?, ?)")
+      .run(left, new Date().toISOString(), new Date().toISOString(), stranger.pid, startTime, "00000000-0000-4000-8000-000000000000");
+    const runs = new RunService({ db, stateDir: state, env: {}, settings: () => Settings.parse({ hermes: { home, command: HERMES } }), graceMs: 500 });
+    try {
+      await runs.ready;
+      expect(runs.get(left)).toMatchObject({ state: "interrupted", reason: "hal0_restart", error: "the host restarted while the run ran; its process ended with the earlier boot" });
+      expect(alive(stranger.pid!)).toBe(true);
+    } finally {
+      await runs.close();
+      db.close();
+      process.kill(-stranger.pid!, "SIGKILL");
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it("a restart stops the process group a crashed hal0 left running and marks the run interrupted", async () => {
     const dir = mkdtempSync(join(tmpdir(), "hal0-runs-"));
     const { box } = makeBox(dir);
@@ -717,6 +743,8 @@ describe("agent bridge runs, max_runs and restarts", () => {
           { run_id: id, profile: "alpha", started_by: "operator:crash", skill: "learnt-before-crash", change: "added", complete: true, overlapping: [] },
         ]);
         expect(row.error).toContain("its process group was stopped");
+        // Its start recorded the boot it ran in: this one, so its group was looked for and stopped.
+        expect(row.boot_id).toBe(readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim());
         await until(() => !alive(leader) && !alive(child) && groupGone(leader));
         const ctx: BridgeContext = { d: t.hal0, caller: OPERATOR, profiles: "all" };
         const ev = await tool("agent_run_events").run(ctx, { run_id: id }) as any;

@@ -4,7 +4,7 @@ import { appendFileSync, closeSync, mkdirSync, openSync, readFileSync, readSync,
 import { readdir } from "node:fs/promises";
 import { join, resolve } from "node:path";
 import { tempPathFor } from "../../../reconciler/atomic.js";
-import { isLive, killQuietly, procStat } from "../../../reconciler/drivers/proc.js";
+import { bootId, isLive, killQuietly, procStat, sameBoot } from "../../../reconciler/drivers/proc.js";
 import { resolveHermesHome } from "../../../reconciler/hermes-plan.js";
 import { Settings } from "../../../schema/index.js";
 import type { Db } from "../../db.js";
@@ -43,6 +43,8 @@ export interface RunRow {
   readonly ended_at: string | null;
   readonly pid: number | null;
   readonly pid_start: number | null;
+  /** The boot it was started in (/proc/sys/kernel/random/boot_id); null for a run of an older hal0, or where it cannot be read. */
+  readonly boot_id: string | null;
   readonly exit_code: number | null;
   readonly signal: string | null;
   readonly error: string | null;
@@ -439,7 +441,7 @@ export class RunService {
     const pid = child.pid;
     // [hermes] run_timeout_s is read as the run starts: lowered while it waited, queued, the run runs no longer than it says now.
     const timeoutS = Math.min(row.timeout_s, s.hermes.run_timeout_s);
-    this.o.db.prepare("UPDATE bridge_runs SET pid = ?, timeout_s = ?, skills_before = ? WHERE id = ?").run(pid, timeoutS, snapshotToJson(home, skills), row.id);
+    this.o.db.prepare("UPDATE bridge_runs SET pid = ?, boot_id = ?, timeout_s = ?, skills_before = ? WHERE id = ?").run(pid, bootId() ?? null, timeoutS, snapshotToJson(home, skills), row.id);
     void procStat(pid).then((stat) => {
       if (stat) this.o.db.prepare("UPDATE bridge_runs SET pid_start = ? WHERE id = ? AND pid = ?").run(stat.startTime, row.id, pid);
     }).catch(() => undefined); // a note for telling a reused pid apart; a database that cannot take it (a full disk) ends nothing
@@ -593,7 +595,9 @@ export class RunService {
    * A previous hal0 left these runs behind. A running one's process group is
    * stopped when a member of it is provably the run's (the leader's pid and
    * start time as recorded, or the run's markers in a member's environment),
-   * never a reused pid; either way the run is marked interrupted.
+   * never a reused pid, nor a process of a later boot (the run's boot_id is
+   * not this one: the host restarted, and the run ended with it); either way
+   * the run is marked interrupted.
    */
   private async recover(): Promise<void> {
     // A trim's temp as hal0 named it before it was named as hal0's other temps (`<id>.log.tmp`): only the owner, not started yet, writes one.
@@ -606,8 +610,10 @@ export class RunService {
         this.end(row.id, { state: "interrupted", reason: "hal0_restart", error: "hal0 restarted before the run started" });
         continue;
       }
+      // Started before the host restarted: its processes ended with that boot, and its pid and start time may name one of this boot's.
+      const earlierBoot = !sameBoot(row.boot_id ?? undefined);
       let stopped = false;
-      if (row.pid !== null && (await this.ownsGroup(row))) {
+      if (row.pid !== null && !earlierBoot && (await this.ownsGroup(row))) {
         stopped = true;
         killGroup(row.pid, "SIGTERM");
         const deadline = Date.now() + this.graceMs;
@@ -627,7 +633,8 @@ export class RunService {
       const skillChanges = before ? this.overlapping(row.id, diffSkills(before.snap, snapshotSkills(before.home))) : undefined;
       this.end(row.id, {
         state: "interrupted", reason: "hal0_restart", log_bytes: row.log_base + size, skill_changes: skillChanges,
-        error: stopped ? "hal0 restarted while the run ran; its process group was stopped" : "hal0 restarted while the run ran; its process had already ended",
+        error: earlierBoot ? "the host restarted while the run ran; its process ended with the earlier boot"
+          : stopped ? "hal0 restarted while the run ran; its process group was stopped" : "hal0 restarted while the run ran; its process had already ended",
       });
       this.tellSkillChanges(row.id, skillChanges);
     }
