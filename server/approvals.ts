@@ -2,7 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { EventEmitter } from "node:events";
 import { readlinkSync } from "node:fs";
 import { hostname } from "node:os";
-import { isLive, procStatNow } from "../reconciler/drivers/proc.js";
+import { bootId, isLive, procStatNow, sameBoot } from "../reconciler/drivers/proc.js";
 import { canonicalJson } from "../compiler/index.js";
 import { effectLines, effectVerdict } from "./verdict.js";
 import type { Db } from "./db.js";
@@ -318,11 +318,15 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
 /**
  * The process running an approved request: its host, its pid namespace (a
  * container's pids are not this one's) and its pid with its /proc start time
- * (so a reused pid is not taken for it).
+ * (so a reused pid is not taken for it), and the boot it ran in (a start time
+ * counts clock ticks after boot: after a restart of the host, a serve started
+ * at boot may well get the pid and start time the one before had).
  */
 interface Executor {
   readonly host: string;
   readonly ns: string | null;
+  /** /proc/sys/kernel/random/boot_id; absent in a request an older hal0 approved. */
+  readonly boot?: string | null;
   readonly pid: number;
   readonly start: number | null;
 }
@@ -330,7 +334,7 @@ interface Executor {
 let executorJson: string | undefined;
 
 function thisExecutor(): string {
-  executorJson ??= JSON.stringify({ host: hostname(), ns: pidNamespace(), pid: process.pid, start: procStatNow(process.pid)?.startTime ?? null } satisfies Executor);
+  executorJson ??= JSON.stringify({ host: hostname(), ns: pidNamespace(), boot: bootId() ?? null, pid: process.pid, start: procStatNow(process.pid)?.startTime ?? null } satisfies Executor);
   return executorJson;
 }
 
@@ -354,6 +358,7 @@ function executorOf(json: string | null): Executor | undefined {
 /** Whether the process still runs; one this process cannot look at (another host, another pid namespace) is taken to. */
 function stillRunning(e: Executor): boolean {
   if (e.host !== hostname() || (e.ns ?? null) !== pidNamespace()) return true;
+  if (!sameBoot(e.boot ?? undefined)) return false; // it ran before the host restarted: no process of this boot is it
   const stat = procStatNow(e.pid);
   return isLive(stat) && (e.start === null || stat.startTime === e.start);
 }

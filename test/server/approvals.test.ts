@@ -1,10 +1,12 @@
 import { spawn } from "node:child_process";
-import { appendFileSync, readFileSync, writeFileSync } from "node:fs";
+import { appendFileSync, readFileSync, readlinkSync, writeFileSync } from "node:fs";
+import { hostname } from "node:os";
 import { request } from "node:http";
 import { connect, createServer, type AddressInfo, type Socket } from "node:net";
 import { join } from "node:path";
 import { z } from "zod";
 import { afterEach, describe, expect, it } from "vitest";
+import { procStatNow } from "../../reconciler/drivers/proc.js";
 import { ApiError } from "../../server/errors.js";
 import { defineRoute, type Route } from "../../server/route.js";
 import { ROUTES } from "../../server/routes/index.js";
@@ -207,6 +209,15 @@ describe("approvals", () => {
       hole.close();
     }
   }, 40_000);
+
+  it("a request left executing when the host restarted is failed, approvals.interrupted, even when a process of the new boot has its executor's pid and start time", async () => {
+    const s = await start();
+    const a = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 20480));
+    // As the serve before the reboot recorded itself; the serve started at this boot got the same pid and start time (this process's here).
+    const executor = { host: hostname(), ns: readlinkSync("/proc/self/ns/pid"), boot: "00000000-0000-4000-8000-000000000000", pid: process.pid, start: procStatNow(process.pid)!.startTime };
+    s.hal0.db.prepare("UPDATE approvals SET state = 'executing', decided_by = 'owner', executor = ? WHERE id = ?").run(JSON.stringify(executor), a.id);
+    expect(s.hal0.approvals.list().find((x) => x.id === a.id)).toMatchObject({ state: "failed", error: { code: "approvals.interrupted" } });
+  });
 
   it("denies with a reason; refuses at enqueue a call that would break the tree", async () => {
     const s = await start();
