@@ -3,6 +3,7 @@ import { basename, join } from "node:path";
 import type { Sweeper, SweepReport } from "./sweep.js";
 import { isTreeFileName, TREE_FOLDERS, treeFingerprint } from "./tree-cache.js";
 import { longLivedAbort } from "./drivers/driver.js";
+import { lockHolder } from "./lock.js";
 
 export interface LoopOptions {
   /** Seconds between sweeps when nothing else triggers one (`[reconcile] interval_s`). */
@@ -47,6 +48,11 @@ export class SweepLoop {
   private made = 0;
   /** The tree's fingerprint at the last quiet moment, while a sweep waits for the tree to hold still (settle). */
   private settling?: string;
+  /**
+   * The last sweep found the apply lock held (`hal0 apply`, `hal0 down`, a slot restart): what it would have done waits
+   * for that holder, not for the next interval. The check below sweeps again once the lock is free.
+   */
+  private blocked = false;
 
   constructor(private readonly sweeper: Sweeper, private readonly options: LoopOptions) {}
 
@@ -88,9 +94,17 @@ export class SweepLoop {
     void old?.close();
   }
 
-  /** A change no sweep has seen, with none due: the watcher missed it. */
+  /** A change no sweep has seen, with none due: the watcher missed it. A sweep the apply lock held off: its holder is done. */
   private checkTree(): void {
     if (this.stopped || this.running || this.pending || this.debounce !== undefined) return;
+    if (this.blocked) {
+      void lockHolder(this.sweeper.stateDir).then((holder) => {
+        if (holder !== undefined || !this.blocked || this.stopped || this.running) return;
+        this.blocked = false;
+        this.request();
+      }, () => undefined);
+      return;
+    }
     if (this.swept === undefined || treeFingerprint(this.options.root) === this.swept) return;
     this.watchTree();
     this.onChange(); // swept once it holds still, as an edit the watcher saw
@@ -171,8 +185,10 @@ export class SweepLoop {
     this.swept = treeFingerprint(this.options.root);
     try {
       const report = await this.sweeper.sweep(this.interrupt.signal);
+      this.blocked = report.outcome === "locked";
       this.options.onReport(report, performance.now() - started);
     } catch (err) {
+      this.blocked = false;
       this.options.onError?.(err, performance.now() - started);
     }
   }

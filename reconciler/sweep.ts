@@ -73,6 +73,11 @@ export class Sweeper {
     return this.tree.lastReuse;
   }
 
+  /** The state folder it converges (whose apply lock its converge takes). */
+  get stateDir(): string {
+    return this.options.state.dir;
+  }
+
   /** The last model that compiled, which decides the sweep interval. */
   get lastGoodModel(): Model | undefined {
     return this.last;

@@ -9,6 +9,7 @@ import { watch } from "chokidar";
 import { afterEach, describe, expect, it } from "vitest";
 import { ProcessDriver } from "../../reconciler/drivers/process.js";
 import { RUNNER_LOG_MAX_BYTES } from "../../reconciler/drivers/runtime-record.js";
+import { acquireLock } from "../../reconciler/lock.js";
 import { SweepLoop } from "../../reconciler/loop.js";
 import { StateStore } from "../../reconciler/state.js";
 import { Sweeper, type SweepReport } from "../../reconciler/sweep.js";
@@ -235,6 +236,29 @@ describe("the sweep loop", () => {
     expect(counts.at(-1)).toBe(3001);
     expect(counts.length).toBeLessThanOrEqual(2);
   }, 90_000);
+
+  it("an edit swept while another apply holds the lock is swept again once that apply ends, not an interval later", async () => {
+    // The interval is an hour: only the loop's own retry can start the second sweep.
+    const { root, port, state, reports } = await convergedLoop(300);
+    const pid = pidOf(state);
+    // Another apply (hal0 apply, hal0 down, a slot restart) holds the state folder while the edit is made.
+    const release = await acquireLock(state.dir, "hal0 apply --yes (another)");
+    let released = false;
+    cleanups.push(() => (released ? undefined : release()));
+    const seen = reports.length;
+    writeSlot(root, port, 8192);
+    await waitFor(() => reports.length > seen);
+    expect(reports.slice(seen).map((r) => r.outcome)).toEqual(["locked"]);
+    expect(pidOf(state)).toBe(pid);
+    // While it holds the lock, nothing is swept again: the loop waits for the holder, not on it.
+    await sleep(1000);
+    expect(reports.slice(seen).map((r) => r.outcome)).toEqual(["locked"]);
+    await release();
+    released = true;
+    await waitFor(() => reports.some((r, i) => i > seen && r.outcome === "converged"));
+    expect(reports.slice(seen).map((r) => r.outcome)).toEqual(["locked", "converged"]);
+    expect(pidOf(state)).not.toBe(pid);
+  });
 
   it("files hal0 does not read start no sweep: an editor's lock (.#s.toml), a copy's AppleDouble (._s.toml); the edit itself is one sweep", async () => {
     const { root, port, reports } = await convergedLoop(300);
