@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { link, lstat, readFile, rm, writeFile } from "node:fs/promises";
 import { hostname } from "node:os";
 import { dirname, join, resolve } from "node:path";
+import { setTimeout as sleep } from "node:timers/promises";
 import { writeFileAtomic } from "./atomic.js";
 import { bootId, isOurs, procStat, sameBoot } from "./drivers/proc.js";
 import { ensureStateFolder, sameFolder } from "./state-folder.js";
@@ -102,6 +103,36 @@ export async function acquirePullLock(stateDir: string, command: string): Promis
   const held = await holdFile(stateDir, "pull.lock", command);
   if ("holder" in held) throw new PullLockedError(held.holder, join(stateDir, "pull.lock"));
   return held.release;
+}
+
+/** How long a commit waits for another process's commit to the same box's files (`commit.lock`) before it is refused. */
+export const COMMIT_WAIT_MS = 10_000;
+
+/** A commit that waited COMMIT_WAIT_MS for another process's (`config.locked`), naming the holder. Nothing was written. */
+export class CommitLockedError extends Error {
+  readonly code = "config.locked";
+  constructor(readonly holder: LockHolder, file?: string) {
+    super(`another hal0 process is writing this box's config files: pid ${holder.pid} on ${holder.host}, \`${holder.command}\`, since ${holder.started_at}; nothing was written, try again${elsewhere(holder, file)}`);
+  }
+}
+
+/**
+ * One commit to the config tree at a time among the processes that share a
+ * state folder (`hal0 serve`, `hal0 agent approvals approve`, `hal0 model
+ * pull`): `commit.lock`, held from a commit's re-read of the files it edits to
+ * its last write, so that no other process writes one of them in between
+ * (each would check the file before the other's write and overwrite it after:
+ * a lost update). Waits for a live holder up to `waitMs`, then throws
+ * CommitLockedError; a dead holder's lock is taken over. Returns the release function.
+ */
+export async function acquireCommitLock(stateDir: string, command: string, waitMs = COMMIT_WAIT_MS): Promise<() => Promise<void>> {
+  const end = Date.now() + waitMs;
+  for (;;) {
+    const held = await holdFile(stateDir, "commit.lock", command);
+    if (!("holder" in held)) return held.release;
+    if (Date.now() >= end) throw new CommitLockedError(held.holder, join(stateDir, "commit.lock"));
+    await sleep(20);
+  }
 }
 
 /** What `serve.lock` names: its holder, and once the server listens, its URL, whether it runs the sweep loop, and the config folder it serves. */

@@ -72,7 +72,7 @@ export async function removeMadeFolder(made: string, dir: string): Promise<void>
  */
 const STATE_ENTRIES: ReadonlySet<string> = new Set([
   "inventory.json", "applied-settings.json", "outcomes.json", "steps.json", "conditions.json", "hermes-managed.json",
-  "runners.json", "apply.lock", "serve.lock", "reconcile.lock", "pull.lock", "label-key", "slots", "stacks-state.json",
+  "runners.json", "apply.lock", "serve.lock", "reconcile.lock", "pull.lock", "commit.lock", "label-key", "slots", "stacks-state.json",
   "hal0.db", "memory.db", "operator.token", "tokens", "logs", "credentials", "runs",
 ]);
 

@@ -49,6 +49,7 @@ export const API_CODES = {
   "config.stale": { severity: "error", stage: "server", http: 409, meaning: "The write names a base revision, and files it edits moved since; details.files names them." },
   "config.effects_changed": { severity: "error", stage: "server", http: 409, meaning: "What a judged change does moved before it committed (a file it reads but does not edit changed: a stack, a profile); details.effects lists what it would do now. Nothing was written; sent again, it is judged afresh." },
   "config.write_failed": { severity: "error", stage: "server", http: 500, meaning: "Committing a change set failed; every file it touched was rolled back." },
+  "config.locked": { severity: "error", stage: "server", http: 409, meaning: "Another hal0 process sharing the state folder (hal0 serve, hal0 agent approvals approve, hal0 model pull) was committing to the config files and did not finish within 10 s (its commit.lock; the message names its pid). Nothing was written; retry." },
   "config.unknown_revision": { severity: "error", stage: "server", http: 409, meaning: "The If-Match or base revision is not one this server handed out; re-read and retry." },
   // ── slots ────────────────────────────────────────────────────────────
   "slot.not_found": { severity: "error", stage: "server", http: 404, meaning: "No slots/<name>.toml (or stable id) names this slot; details.known lists the slots." },

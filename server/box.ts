@@ -8,6 +8,7 @@ import { checkChange } from "../compiler/change-checks.js";
 import { Locator } from "../compiler/locate.js";
 import { compile, ConfigNotFoundError, hashOf, MAX_DIAGNOSTICS, readTreeFile, startsWithBom, type CompileResult, type Model, type SourceTree } from "../compiler/index.js";
 import { removeStaleTemps } from "../reconciler/atomic.js";
+import { acquireCommitLock, CommitLockedError } from "../reconciler/lock.js";
 import { longLivedAbort } from "../reconciler/drivers/driver.js";
 import { refuseEmptied } from "../reconciler/sweep.js";
 import { isTreeFileName, TREE_FOLDERS, TreeCache } from "../reconciler/tree-cache.js";
@@ -445,34 +446,17 @@ export class BoxService {
       const files = proposal.applied.files;
       let revision = proposal.snapshot.revision;
       if (files.length > 0) {
-        const moved: string[] = [];
-        for (const f of files) {
-          const now = await readTreeFile(join(this.root, f.file));
-          if (now !== f.before) moved.push(f.file);
-        }
-        if (moved.length > 0) {
-          // The tree this was planned from is not the one on disk: the next read looks again (a write that named no base is
-          // planned again from it), rather than serve the same tree until the watcher's event or the read window says so.
-          this.readAgain();
-          throw new ApiError("config.stale", `changed on disk since the change was planned: ${moved.join(", ")}`, { files: moved });
-        }
-        await removeStaleTempsFor(this.root, files.map((f) => f.file));
-        const done: Array<(typeof files)[number]> = [];
+        // Another process sharing the state folder (hal0 agent approvals approve, hal0 model pull, hal0 serve) commits
+        // under the same lock: none writes a file between this one's check of it and its write.
+        const release = await acquireCommitLock(this.options.stateDir, "a commit to the config files").catch((err: unknown) => {
+          if (err instanceof CommitLockedError) throw new ApiError(err.code, err.message, { holder: err.holder });
+          throw err;
+        });
         try {
-          // Removals last: a write that fails then rolls back only written files, which keep their mode, owner and link;
-          // a removed file written back would be a new plain 0644 file (a private slot file readable by all, a link gone).
-          for (const f of [...files.filter((x) => x.after !== null), ...files.filter((x) => x.after === null)]) {
-            await writeOrRemove(this.root, f.file, f.after);
-            done.push(f);
-          }
-        } catch (err) {
-          for (const f of done.reverse()) await writeOrRemove(this.root, f.file, f.before).catch(() => undefined);
-          throw new ApiError("config.write_failed", `writing ${files.map((f) => f.file).join(", ")} failed, every file was rolled back: ${(err as Error).message}`);
+          revision = await this.writeFiles(proposal);
+        } finally {
+          await release();
         }
-        this.cached = undefined;
-        // The committed tree compiled: its settings (the gate, [server] auth, TTLs) hold from the next request on.
-        this.lastGood = proposal.model;
-        revision = this.recordRevision(revisionFiles(proposal.applied.tree));
       }
       // After-effects keyed on what the commit touched, whichever door it came through (a route, a plan by id, an approval).
       const results: Record<string, unknown> = {};
@@ -493,6 +477,39 @@ export class BoxService {
       if (files.length > 0) this.options.nudge?.();
       return revision;
     });
+  }
+
+  /** `commit`'s writes, under the commit lock: refused (config.stale) when a file moved since the proposal; the new revision. */
+  private async writeFiles(proposal: Proposal): Promise<string> {
+    const files = proposal.applied.files;
+    const moved: string[] = [];
+    for (const f of files) {
+      const now = await readTreeFile(join(this.root, f.file));
+      if (now !== f.before) moved.push(f.file);
+    }
+    if (moved.length > 0) {
+      // The tree this was planned from is not the one on disk: the next read looks again (a write that named no base is
+      // planned again from it), rather than serve the same tree until the watcher's event or the read window says so.
+      this.readAgain();
+      throw new ApiError("config.stale", `changed on disk since the change was planned: ${moved.join(", ")}`, { files: moved });
+    }
+    await removeStaleTempsFor(this.root, files.map((f) => f.file));
+    const done: Array<(typeof files)[number]> = [];
+    try {
+      // Removals last: a write that fails then rolls back only written files, which keep their mode, owner and link;
+      // a removed file written back would be a new plain 0644 file (a private slot file readable by all, a link gone).
+      for (const f of [...files.filter((x) => x.after !== null), ...files.filter((x) => x.after === null)]) {
+        await writeOrRemove(this.root, f.file, f.after);
+        done.push(f);
+      }
+    } catch (err) {
+      for (const f of done.reverse()) await writeOrRemove(this.root, f.file, f.before).catch(() => undefined);
+      throw new ApiError("config.write_failed", `writing ${files.map((f) => f.file).join(", ")} failed, every file was rolled back: ${(err as Error).message}`);
+    }
+    this.cached = undefined;
+    // The committed tree compiled: its settings (the gate, [server] auth, TTLs) hold from the next request on.
+    this.lastGood = proposal.model;
+    return this.recordRevision(revisionFiles(proposal.applied.tree));
   }
 
   /**

@@ -12,7 +12,7 @@ import { compile, sourceTree } from "../compiler/index.js";
 import { readTree } from "../compiler/read.js";
 import { Reporter } from "../compiler/report.js";
 import { acquireLock } from "../reconciler/index.js";
-import { acquirePullLock } from "../reconciler/lock.js";
+import { acquireCommitLock, acquirePullLock } from "../reconciler/lock.js";
 import { formatPlan } from "../reconciler/format.js";
 import type { Inventory, Observed } from "../reconciler/observed.js";
 import { planChanges } from "../reconciler/plan.js";
@@ -870,14 +870,17 @@ describe("the examples against a real hal0 serve (the Quickstart's command on a 
     const release = await acquireLock(lockDir, "hal0 apply");
     // pull.lock only while a hal0 model pull runs: the same.
     const releasePull = await acquirePullLock(lockDir, "hal0 model pull o/r f.gguf");
-    expect(readdirSync(lockDir).sort()).toEqual(["apply.lock", "pull.lock"]);
-    for (const lock of ["apply.lock", "pull.lock"]) expect(Object.keys(JSON.parse(readFileSync(join(lockDir, lock), "utf8"))).sort()).toEqual(["boot_id", "command", "host", "pid", "pid_start", "started_at", "state"]);
+    // commit.lock only while a commit writes the config files: the same.
+    const releaseCommit = await acquireCommitLock(lockDir, "a commit to the config files");
+    expect(readdirSync(lockDir).sort()).toEqual(["apply.lock", "commit.lock", "pull.lock"]);
+    for (const lock of ["apply.lock", "commit.lock", "pull.lock"]) expect(Object.keys(JSON.parse(readFileSync(join(lockDir, lock), "utf8"))).sort()).toEqual(["boot_id", "command", "host", "pid", "pid_start", "started_at", "state"]);
     await release();
     await releasePull();
+    await releaseCommit();
     rmSync(lockDir, { recursive: true });
     // label-key and container.log are the docker and swarm runtimes' (their first start and first removal make them; test/reconciler/docker-sweep.test.ts
     // reads container.log); the served box runs processes. steps.json is there only while an apply runs (test/cli/status-during-apply.test.ts reads it then).
-    const elsewhere = new Set(["apply.lock", "pull.lock", "label-key", "steps.json", "slots/<name>/container.log"]);
+    const elsewhere = new Set(["apply.lock", "pull.lock", "commit.lock", "label-key", "steps.json", "slots/<name>/container.log"]);
     for (const p of listed.filter((p) => !elsewhere.has(p))) expect(files.some((f) => pattern(p).test(f)), `${p} is not in the state folder: ${files.join(", ")}`).toBe(true);
     // SQLite's own companions (-wal, -shm) and a file being written (atomic writes: a temp file, then a rename) aside,
     // nothing is there that the listing does not name.

@@ -3,7 +3,7 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, writeFileS
 import { hostname, tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, describe, expect, it } from "vitest";
-import { acquireLock, acquireLoopLock, acquirePullLock, acquireServeLock, LockedError, ServeLockedError } from "../../reconciler/lock.js";
+import { acquireCommitLock, acquireLock, acquireLoopLock, acquirePullLock, acquireServeLock, CommitLockedError, LockedError, ServeLockedError } from "../../reconciler/lock.js";
 import { procStat } from "../../reconciler/drivers/proc.js";
 
 const children: number[] = [];
@@ -22,6 +22,7 @@ describe("a lock file that is a folder", () => {
       "reconcile.lock": (dir) => acquireLoopLock(dir, "hal0 reconcile"),
       "pull.lock": (dir) => acquirePullLock(dir, "hal0 model pull"),
       "serve.lock": (dir) => acquireServeLock(dir),
+      "commit.lock": (dir) => acquireCommitLock(dir, "a commit", 0),
     };
     for (const [file, take] of Object.entries(takes)) {
       const dir = mkdtempSync(join(tmpdir(), "hal0-lock-"));
@@ -33,6 +34,34 @@ describe("a lock file that is a folder", () => {
       expect(readFileSync(join(path, "notes"), "utf8")).toBe("mine");
       expect(readdirSync(dir)).toEqual([file]);
     }
+  });
+});
+
+describe("commit lock", () => {
+  it("commits from several places at once take it one after the other, each waiting its turn; none is refused and no temp file stays", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-lock-"));
+    const order: string[] = [];
+    await Promise.all(Array.from({ length: 6 }, async (_, i) => {
+      const release = await acquireCommitLock(dir, `commit #${i}`);
+      order.push(`in ${i}`);
+      expect(JSON.parse(readFileSync(join(dir, "commit.lock"), "utf8")).command).toBe(`commit #${i}`);
+      await new Promise((r) => setTimeout(r, 30));
+      order.push(`out ${i}`);
+      await release();
+    }));
+    // Never two inside at once: each "in" is followed by its own "out".
+    for (let i = 0; i < order.length; i += 2) expect(order[i + 1]).toBe(order[i]!.replace("in", "out"));
+    expect(readdirSync(dir)).toEqual([]);
+  });
+
+  it("a holder that does not let go within the wait: config.locked, naming it", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-lock-"));
+    const release = await acquireCommitLock(dir, "hal0 model pull (registering)");
+    const err = await acquireCommitLock(dir, "a commit", 100).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(CommitLockedError);
+    expect(err).toMatchObject({ code: "config.locked", message: expect.stringContaining(`pid ${process.pid}`) });
+    expect((err as Error).message).toContain("hal0 model pull (registering)");
+    await release();
   });
 });
 
