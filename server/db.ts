@@ -194,6 +194,9 @@ const MIGRATIONS: readonly string[] = [
   // The boot a run was started in (/proc/sys/kernel/random/boot_id), as a slot's runtime.json names it: pid + start time
   // name one process for one boot only, so after a restart of the host they may name a process of the new boot.
   `ALTER TABLE bridge_runs ADD COLUMN boot_id TEXT;`,
+  // What a saved plan's change does as it was planned (server/routes/plans.ts): applying it by id commits it only while it
+  // still does that, though a file it reads and does not edit (the profile it switches a slot to) moved since.
+  `ALTER TABLE plans ADD COLUMN effects TEXT;         -- JSON [{where, line}]`,
 ];
 
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */

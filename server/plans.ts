@@ -25,6 +25,12 @@ export interface PlanRecord {
   readonly stale_reason: string | null;
 }
 
+/** One thing a saved plan's change does: where (a file, `slot.<name>`) and in words (compiler/effects.ts). */
+export interface PlanEffect {
+  readonly where: string;
+  readonly line: string;
+}
+
 /**
  * Unapplied plans (proposed or stale, valid or not) one caller keeps: its
  * 51st drops its oldest. A refusal instead would shut a caller proposing in a
@@ -47,14 +53,14 @@ export class PlanStore {
    * (each one a commit) and a plan a request waiting for a person or running
    * names (its apply, queued) are kept.
    */
-  save(input: { actor: Pick<Caller, "kind" | "agent">; changes: ChangeSet; proposal?: Proposal; revision: string; baseFiles: Record<string, string>; diagnostics: readonly Diagnostic[] }): PlanRecord {
+  save(input: { actor: Pick<Caller, "kind" | "agent">; changes: ChangeSet; proposal?: Proposal; revision: string; baseFiles: Record<string, string>; diagnostics: readonly Diagnostic[]; effects?: readonly PlanEffect[] }): PlanRecord {
     const id = `pln_${randomBytes(8).toString("hex")}`;
     const plan = input.proposal?.plan ?? null;
     this.db.transaction(() => {
-      this.db.prepare(`INSERT INTO plans (id, created_at, actor, actor_kind, summary, changes, base_revision, base_files, plan, diagnostics, valid, state)
-                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'proposed')`)
+      this.db.prepare(`INSERT INTO plans (id, created_at, actor, actor_kind, summary, changes, base_revision, base_files, plan, diagnostics, valid, state, effects)
+                       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, 'proposed', ?)`)
         .run(id, new Date(this.now()).toISOString(), input.actor.agent, input.actor.kind, input.changes.summary ?? "", JSON.stringify(input.changes), input.revision,
-          JSON.stringify(input.baseFiles), JSON.stringify(plan), JSON.stringify(input.diagnostics), plan ? 1 : 0);
+          JSON.stringify(input.baseFiles), JSON.stringify(plan), JSON.stringify(input.diagnostics), plan ? 1 : 0, input.effects === undefined ? null : JSON.stringify(input.effects));
       this.db.prepare(`DELETE FROM plans WHERE id IN (
                          SELECT id FROM plans WHERE actor = ? AND actor_kind = ? AND state != 'applied'
                            AND id NOT IN (SELECT json_extract(args, '$.params.id') FROM approvals WHERE route = ? AND state IN ('pending', 'approved', 'executing'))
@@ -62,6 +68,12 @@ export class PlanStore {
         .run(input.actor.agent, input.actor.kind, APPLY_ROUTE, UNAPPLIED_PLANS_PER_CALLER);
     })();
     return this.get(id)!;
+  }
+
+  /** What the plan's change did as it was planned (none for a plan saved before hal0 kept it, or an invalid one). */
+  effectsOf(id: string): PlanEffect[] | undefined {
+    const row = this.db.prepare("SELECT effects FROM plans WHERE id = ?").get(id) as { effects: string | null } | undefined;
+    return row?.effects == null ? undefined : (JSON.parse(row.effects) as PlanEffect[]);
   }
 
   get(id: string): PlanRecord | undefined {
@@ -139,6 +151,7 @@ function maskEdit(e: ChangeSet["edits"][number]): ChangeSet["edits"][number] {
 
 type Row = Omit<PlanRecord, "changes" | "base_files" | "plan" | "diagnostics" | "valid"> & { changes: string; base_files: string; plan: string; diagnostics: string; valid: number };
 
-function fromRow(r: Row): PlanRecord {
+function fromRow(row: Row): PlanRecord {
+  const { effects: _e, ...r } = row as Row & { effects?: string | null };
   return { ...r, changes: JSON.parse(r.changes), base_files: JSON.parse(r.base_files), plan: JSON.parse(r.plan), diagnostics: JSON.parse(r.diagnostics), valid: r.valid === 1 };
 }

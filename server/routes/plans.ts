@@ -3,8 +3,9 @@ import { movedFiles, type ChangeSet } from "../../compiler/changeset.js";
 import { ResourceId } from "../../schema/index.js";
 import { ApiError } from "../errors.js";
 import { defineRoute, type Caller } from "../route.js";
-import type { Dispatcher } from "../dispatch.js";
-import { planReadBy, type PlanRecord } from "../plans.js";
+import { proposalEffects, type Dispatcher } from "../dispatch.js";
+import type { Proposal } from "../box.js";
+import { planReadBy, type PlanEffect, type PlanRecord } from "../plans.js";
 import { queryInt } from "../query.js";
 
 const FileEdit = z.discriminatedUnion("op", [
@@ -42,7 +43,7 @@ export const planRoutes = [
         // Every file it names, not only those it changes: an edit that sets what a file already holds would,
         // once the file moved, change it at apply, a change the plan never showed. Hashed as planned.
         const baseFiles = pick(proposal.snapshot.files, [...proposal.applied.files.map((f) => f.file), ...namedFiles(changes)]);
-        const record = services.plans.save({ actor: caller, changes, proposal, revision: proposal.snapshot.revision, baseFiles, diagnostics: proposal.warnings });
+        const record = services.plans.save({ actor: caller, changes, proposal, revision: proposal.snapshot.revision, baseFiles, diagnostics: proposal.warnings, effects: effectsOf(proposal) });
         return { id: record.id, valid: true, revision: proposal.snapshot.revision, files: proposal.applied.files.map((f) => f.file), diagnostics: proposal.warnings, plan: proposal.plan };
       } catch (err) {
         if (!(err instanceof ApiError) || err.code !== "config.invalid") throw err;
@@ -77,7 +78,10 @@ export const planRoutes = [
         changes: record.changes,
         // Judged on the very tree the change is planned from, not one read before it: a hand edit landing between two
         // reads, to a file the plan names but leaves as it was, would otherwise commit a change the plan never showed.
-        stillHolds: (proposal) => refuseMoved(services, record, proposal.snapshot.files),
+        stillHolds: (proposal) => {
+          refuseMoved(services, record, proposal.snapshot.files);
+          refuseDoesOtherwise(services, record, proposal);
+        },
         after: async () => services.plans.markApplied(record),
         // Applied as the plan now reads, also when the tree already held its change (files empty: nothing was written).
         reply: (o) => ({ id: params.id, applied: true, revision: o.revision, files: o.files, plan: o.plan }),
@@ -113,6 +117,32 @@ function refuseMoved(services: Dispatcher, record: PlanRecord, files: Readonly<R
   throw new ApiError("plan.stale", `plan ${record.id} is stale; these files changed since it was made: ${moved.join(", ")}`, { id: record.id, moved });
 }
 
+
+/** What a proposal's change does, one entry per effect (compiler/effects.ts), in order. */
+function effectsOf(proposal: Proposal): PlanEffect[] {
+  return proposalEffects(proposal).map((e) => ({ where: e.where, line: e.line }));
+}
+
+/**
+ * plan.stale (and the plan marked so) when its change would now do otherwise than when it was made, though no file it
+ * names moved: one it reads did (the profile it switches a slot to got other flags, a model it assigns another file), so
+ * committing it would run what the plan never showed. Names each resource whose effects differ, and says what it would do now.
+ */
+function refuseDoesOtherwise(services: Dispatcher, record: PlanRecord, proposal: Proposal): void {
+  const then = services.plans.effectsOf(record.id);
+  if (then === undefined) return; // saved before hal0 kept what a plan does
+  const now = effectsOf(proposal);
+  const key = (e: PlanEffect) => `${e.where}\u0000${e.line}`;
+  const was = new Set(then.map(key));
+  const is = new Set(now.map(key));
+  const differ = [...then.filter((e) => !is.has(key(e))), ...now.filter((e) => !was.has(key(e)))];
+  if (differ.length === 0) return;
+  const moved = [...new Set(differ.map((e) => e.where))].sort();
+  refuseApplied(services.plans.get(record.id) ?? notFound(record.id));
+  services.plans.mark(record.id, "stale", `does otherwise: ${moved.join(", ")}`);
+  const lines = now.filter((e) => !was.has(key(e))).map((e) => e.line);
+  throw new ApiError("plan.stale", `plan ${record.id} is stale; what it does changed since it was made (a file it reads moved): ${moved.join(", ")}${lines.length > 0 ? `; it would now: ${lines.join("; ")}` : ""}`, { id: record.id, moved, effects: lines.slice(0, 20) });
+}
 
 /** The files a change set's edits name: each edit's file, and a rename's new name. */
 function namedFiles(changes: ChangeSet): string[] {

@@ -101,6 +101,36 @@ describe("plans over REST", () => {
     expect(readFileSync(chat, "utf8")).toMatch(/ctx_size = 16384/);
   });
 
+  it("refuses a plan whose change would now run what it never showed: the profile it switches a slot to got other flags since (a file it reads, not one it names)", async () => {
+    const made = await s.call("POST", "/api/plans", { body: { edits: [{ file: "slots/chat.toml", op: "set", path: ["profile"], value: "rocm-dnse" }] } });
+    expect(made.status, JSON.stringify(made.body)).toBe(201);
+    const profiles = join(s.config, "profiles.toml");
+    const text = readFileSync(profiles, "utf8");
+    const dnse = text.indexOf("[profile.rocm-dnse]");
+    const flags = text.indexOf("flags = ", dnse);
+    writeFileSync(profiles, `${text.slice(0, flags)}flags = "--mlock --no-mmap"\n${text.slice(text.indexOf("\n", flags) + 1)}`);
+    const chat = readFileSync(join(s.config, "slots/chat.toml"), "utf8");
+    const applied = await s.call("POST", `/api/plans/${made.body.id}/apply`);
+    expect(applied.status, JSON.stringify(applied.body)).toBe(409);
+    expect(applied.body.error).toMatchObject({ code: "plan.stale", details: { moved: ["slot.chat"] } });
+    expect(applied.body.error.message).toMatch(/what it does changed since it was made .*--mlock --no-mmap/);
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toBe(chat);
+    expect((await s.call("GET", `/api/plans/${made.body.id}`)).body).toMatchObject({ state: "stale" });
+  });
+
+  it("applies a plan while a file it reads moved in a way that does not change what it does (another profile's flags)", async () => {
+    const made = await s.call("POST", "/api/plans", { body: ctxEdit(20480) });
+    const profiles = join(s.config, "profiles.toml");
+    const text = readFileSync(profiles, "utf8");
+    const moe = text.indexOf("[profile.rocm-moe]");
+    const flags = text.indexOf("flags = ", moe);
+    // chat's own profile: chat runs it either way, with or without this plan.
+    writeFileSync(profiles, `${text.slice(0, flags)}flags = "-fa on --parallel 2"\n${text.slice(text.indexOf("\n", flags) + 1)}`);
+    const applied = await s.call("POST", `/api/plans/${made.body.id}/apply`);
+    expect(applied.status, JSON.stringify(applied.body)).toBe(200);
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toMatch(/ctx_size = 20480/);
+  });
+
   it("judges a plan on the tree it is planned from: a hand edit landing just before the apply plans (after the plan's own checks) is plan.stale", async () => {
     const made = await s.call("POST", "/api/plans", { body: { edits: [
       { file: "slots/chat.toml", op: "set", path: ["tune", "ctx_size"], value: 40960 },

@@ -89,9 +89,9 @@ describe("operator tokens minted before the bridge", () => {
     const everything = store.mint("operator", "owner-then");
     const narrow = store.mint("operator", "reader", ["mcp:memory"]);
     const agent = store.mint("agent", "coder", ["mcp:admin", "mcp:memory", "rest"]);
-    // As the database of a hal0 before the bridge holds them, and its schema as it was then: eight migrations behind
+    // As the database of a hal0 before the bridge holds them, and its schema as it was then: nine migrations behind
     // (the bridge's scopes, and after it the plans' actor_kind, the approvals' executor, the login codes' origin, the
-    // runs' cancel_requested, skill_changes, skills_before and boot_id, undone).
+    // runs' cancel_requested, skill_changes, skills_before and boot_id, the plans' effects, undone).
     db.prepare("UPDATE tokens SET scopes = 'mcp:admin mcp:memory rest' WHERE id = ?").run(everything.id);
     db.exec("ALTER TABLE plans DROP COLUMN actor_kind");
     db.exec("ALTER TABLE approvals DROP COLUMN executor");
@@ -100,8 +100,9 @@ describe("operator tokens minted before the bridge", () => {
     db.exec("ALTER TABLE bridge_runs DROP COLUMN skill_changes");
     db.exec("ALTER TABLE bridge_runs DROP COLUMN skills_before");
     db.exec("ALTER TABLE bridge_runs DROP COLUMN boot_id");
+    db.exec("ALTER TABLE plans DROP COLUMN effects");
     const version = db.pragma("user_version", { simple: true }) as number;
-    db.pragma(`user_version = ${version - 8}`);
+    db.pragma(`user_version = ${version - 9}`);
     const upgraded = new TokenStore(open(), dir);
     expect(upgraded.verify(everything.token)?.scopes).toEqual(["mcp:admin", "mcp:memory", "rest", "mcp:agents"]);
     expect(upgraded.verify(narrow.token)?.scopes).toEqual(["mcp:memory"]);
