@@ -177,6 +177,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     const approval = this.pending(id, decider);
     reachesSurface(decider, approval);
     const route = this.routeFor(approval.route);
+    if (route && changesTree(route)) await this.refuseBrokenSince(approval);
     this.decide(id, "approved", by);
     if (!route) return this.finish(id, "failed", by, { error: { code: "system.internal", message: `route ${approval.route} no longer exists` } });
     this.emitNow("approved", id);
@@ -211,6 +212,23 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
       if (err instanceof ApiError && STALE_CODES.has(err.code)) return this.finish(id, "stale", by, { reason: staleReason(err) });
       return this.finish(id, "failed", by, { error: errorOf(err) });
     }
+  }
+
+  /**
+   * A tree that stopped compiling since the request was made (a person's edit of another file, saved half done)
+   * refuses the approval, not the request: no write commits on it, and the request would otherwise end stale for a
+   * reason it did not cause. 422 `config.invalid` naming the files, and the request stays pending to approve once they
+   * are fixed. Errors the tree already had when it was asked are the request's to meet (it may be their fix).
+   */
+  private async refuseBrokenSince(approval: Approval): Promise<void> {
+    const snap = await this.dispatcher.box.snapshot();
+    const errors = snap.diagnostics.filter((d) => d.severity === "error");
+    if (errors.length === 0) return;
+    const base = approval.base_revision === null ? undefined : this.dispatcher.box.revisionFiles(approval.base_revision);
+    const since = errors.filter((d) => d.file !== undefined && (base === undefined || base[d.file] !== snap.files[d.file]));
+    if (since.length === 0) return;
+    const files = [...new Set(since.map((d) => d.file!))].sort();
+    throw new ApiError("config.invalid", `the config tree has errors in ${files.join(", ")}, which changed since request ${approval.id} was made; nothing was decided and the request stays pending: fix ${files.length === 1 ? "it" : "them"} (hal0 validate), then approve it again`, { id: approval.id, files, diagnostics: since });
   }
 
   deny(id: string, decider: Decider, reason?: string): Approval {

@@ -155,6 +155,24 @@ describe("approvals", () => {
     expect(readFileSync(file, "utf8")).toBe(edited);
   });
 
+  it("an approval while another file is saved half edited (the tree stopped compiling since the request) is refused, not the request: it stays pending and runs once the file is fixed", async () => {
+    const s = await start();
+    const a = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 20480));
+    const utility = join(s.config, "slots/utility.toml");
+    const text = readFileSync(utility, "utf8");
+    writeFileSync(utility, `${text}\nctx_size = \n`); // a person's edit of another slot, saved mid-way
+    const refused = await s.call("POST", `/api/agent/approvals/${a.id}/approve`);
+    expect(refused.status, JSON.stringify(refused.body)).toBe(422);
+    expect(refused.body.error).toMatchObject({ code: "config.invalid", details: { id: a.id, files: ["slots/utility.toml"] } });
+    expect(refused.body.error.message).toMatch(/the request stays pending/);
+    expect(s.hal0.approvals.get(a.id)!.state).toBe("pending");
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).not.toMatch(/ctx_size = 20480/);
+    writeFileSync(utility, text);
+    const approved = await s.call("POST", `/api/agent/approvals/${a.id}/approve`);
+    expect(approved.body.approval).toMatchObject({ state: "executed" });
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).toMatch(/ctx_size = 20480/);
+  });
+
   it("runs only what the card showed: a stack apply whose stack file (read, not edited) moved since the request is stale, saying what it would do now, and writes nothing", async () => {
     const s = await start();
     const queued = await s.call("POST", "/api/stacks/voice/apply", { as: "agent:hermes__ops" });
