@@ -5,7 +5,7 @@ import { Plan } from "../schema/index.js";
 import { PlanStaleError } from "../reconciler/converge.js";
 import { formatPlan } from "../reconciler/format.js";
 import { notInstalled } from "../reconciler/preflight.js";
-import { openBox, writeOtherConfigNote, writeOtherServeNote, writeRunnerNotes } from "./box.js";
+import { movedSince, openBox, writeOtherConfigNote, writeOtherServeNote, writeRunnerNotes } from "./box.js";
 import { installMissing } from "./model-cmd.js";
 import { notReadableWhole } from "./paths.js";
 import { BOX_OPTIONS, savedPlan, shownPlan, writeNotInstalled } from "./plan-cmd.js";
@@ -55,6 +55,11 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
     holder: `hal0 apply ${args.join(" ")}`.trim(),
     saved: saved?.plan,
     review: async (plan) => {
+      // Under the lock: the files as they are now are the ones this apply read. One that moved while it started (a runner
+      // probed, an engine asked; hal0 serve committing an edit meanwhile) would have it converge the box to the older text,
+      // undoing what a sweep of the newer one already did: refused, naming the files.
+      const moved = await movedSince(box, values, io);
+      if (moved.length > 0) throw new CliError("plan.stale", `the config changed while hal0 apply was reading it: ${moved.join(", ")}; nothing was applied: run hal0 apply again, which plans from the files as they are now`);
       // The plan that runs is made again (the file's secrets are masked); the file must be that plan as hal0 wrote it.
       if (saved && !saved.writes(plan)) throw new CliError("plan.invalid", `${file} was changed after hal0 wrote it: it is not plan ${plan.id} as hal0 plan --out writes it; make the plan again (hal0 plan --out)`);
       io.stdout.write(`${formatPlan(shownPlan(plan))}\n`);

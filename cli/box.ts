@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { compile, type Model } from "../compiler/index.js";
+import { compile, type Model, type SourceTree } from "../compiler/index.js";
 import { ProcessDriver } from "../reconciler/drivers/process.js";
 import { StateStore } from "../reconciler/state.js";
 import { sameFolder } from "../reconciler/state-folder.js";
@@ -24,6 +24,19 @@ export interface Box {
   readonly hermesCredentials: HermesCredentials;
   /** The runners' facts the model was compiled with, and what the probe said (missing or failed runners). */
   readonly runners: ObservedCompile;
+  /** The texts the model was compiled from (what `movedSince` compares the files on disk with). */
+  readonly tree: SourceTree;
+}
+
+/**
+ * The files of the tree that differ on disk now from the texts `box` was compiled from (edited, added, removed),
+ * sorted: a command that read the tree, then waited (a runner's probe, the apply lock), checks it still plans from
+ * what is there.
+ */
+export async function movedSince(box: Pick<Box, "tree">, flags: { config?: string }, io: CliIo): Promise<string[]> {
+  const { tree } = await readTree(flags, io);
+  const names = new Set([...box.tree.files.keys(), ...tree.files.keys()]);
+  return [...names].filter((f) => box.tree.files.get(f) !== tree.files.get(f)).sort();
 }
 
 
@@ -51,7 +64,7 @@ export async function openBox(flags: { config?: string; state?: string }, io: Cl
     const errors = runnerErrors(model);
     if (errors.length > 0) throw new InvalidConfigError(root, [...errors, ...model.runnerDiagnostics.filter((d) => d.severity === "warning")], tree.files);
   }
-  return { root, model, driver, state, hermesCredentials: stateHermesCredentials(state.dir), runners: observed };
+  return { root, model, driver, state, hermesCredentials: stateHermesCredentials(state.dir), runners: observed, tree };
 }
 
 /**
