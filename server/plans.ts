@@ -51,7 +51,9 @@ export class PlanStore {
    * UNAPPLIED_PLANS_PER_CALLER are deleted in the same step, so a caller
    * proposing in a loop cannot grow the database without bound; applied plans
    * (each one a commit) and a plan a request waiting for a person or running
-   * names (its apply, queued) are kept.
+   * names (its apply, queued) are kept. "Oldest" is the order they were saved
+   * in (rowid), not their `created_at`: after the clock was set back, the plan
+   * just saved bears the earliest time of all, and would be the one deleted.
    */
   save(input: { actor: Pick<Caller, "kind" | "agent">; changes: ChangeSet; proposal?: Proposal; revision: string; baseFiles: Record<string, string>; diagnostics: readonly Diagnostic[]; effects?: readonly PlanEffect[] }): PlanRecord {
     const id = `pln_${randomBytes(8).toString("hex")}`;
@@ -64,7 +66,7 @@ export class PlanStore {
       this.db.prepare(`DELETE FROM plans WHERE id IN (
                          SELECT id FROM plans WHERE actor = ? AND actor_kind = ? AND state != 'applied'
                            AND id NOT IN (SELECT json_extract(args, '$.params.id') FROM approvals WHERE route = ? AND state IN ('pending', 'approved', 'executing'))
-                         ORDER BY created_at DESC, rowid DESC LIMIT -1 OFFSET ?)`)
+                         ORDER BY rowid DESC LIMIT -1 OFFSET ?)`)
         .run(input.actor.agent, input.actor.kind, APPLY_ROUTE, UNAPPLIED_PLANS_PER_CALLER);
     })();
     return this.get(id)!;

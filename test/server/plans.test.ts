@@ -1,6 +1,9 @@
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, onTestFinished } from "vitest";
+import { openDb } from "../../server/db.js";
+import { PlanStore, UNAPPLIED_PLANS_PER_CALLER } from "../../server/plans.js";
 import { startTestServer, type TestServer } from "./harness.js";
 import { adminClient, callTool } from "./mcp-helpers.js";
 
@@ -250,5 +253,29 @@ describe("plans over REST", () => {
     const origin = await s.call("GET", "/api/plans", { headers: { origin: "http://evil.example" } });
     expect(origin.status).toBe(421);
     expect(origin.body.error.code).toBe("request.origin_denied");
+  });
+});
+
+describe("the plan store and the clock", () => {
+  it("after the clock is set back, a caller's next plan is kept and its oldest dropped: oldest is the order they were saved in, not their times", () => {
+    const dir = mkdtempSync(join(tmpdir(), "hal0-plans-clock-"));
+    const db = openDb(dir);
+    onTestFinished(() => {
+      db.close();
+      rmSync(dir, { recursive: true, force: true });
+    });
+    let clock = Date.parse("2026-12-07T12:00:00Z");
+    const plans = new PlanStore(db, () => clock);
+    const save = () => plans.save({ actor: { kind: "agent", agent: "ruth" }, changes: { edits: [] }, revision: "rev_x", baseFiles: {}, diagnostics: [] });
+    const saved: string[] = [];
+    for (let i = 0; i < UNAPPLIED_PLANS_PER_CALLER; i++, clock += 1000) saved.push(save().id);
+    // NTP steps the box's clock back an hour (it ran ahead): the next plan bears the earliest created_at of all.
+    clock -= 3_600_000;
+    const next = save();
+    expect(next?.id).toMatch(/^pln_/);
+    expect(plans.get(next.id)?.created_at).toBe(new Date(clock).toISOString());
+    expect(plans.get(saved[0]!)).toBeUndefined();
+    for (const id of saved.slice(1)) expect(plans.get(id), id).toBeDefined();
+    expect(plans.list(500, 0).total).toBe(UNAPPLIED_PLANS_PER_CALLER);
   });
 });
