@@ -405,11 +405,11 @@ class Front {
     const closed = new Promise<void>((resolve) => this.http.close(() => resolve()));
     for (const res of this.open) if (!res.headersSent) res.setHeader("Connection", "close");
     this.http.closeIdleConnections();
-    const deadline = Date.now() + graceMs;
+    const deadline = performance.now() + graceMs; // monotonic: a clock step does not cut the grace short or stretch it
     let waiting = false;
     while (this.open.size > 0) {
       const inFlight = [...this.open].filter((res) => !isEventStream(res)).length;
-      const late = Date.now() >= deadline;
+      const late = performance.now() >= deadline;
       if (late) {
         // A request whose body has still not all arrived did nothing yet (every route reads its whole body first): refused, not waited for.
         const cut = [...this.open].filter((res) => cutBody(res.req, shuttingDown())).length;

@@ -239,19 +239,20 @@ async function signalIfOurs(pid: number, pidStart: number, signal: NodeJS.Signal
 async function stopGroupLeft(pgid: number, graceS: number): Promise<void> {
   if (!(await groupLives(pgid))) return;
   killQuietly(-pgid, "SIGTERM");
-  const deadline = Date.now() + graceS * 1000;
+  const deadline = performance.now() + graceS * 1000;
   while (await groupLives(pgid)) {
-    if (Date.now() >= deadline) return void killQuietly(-pgid);
+    if (performance.now() >= deadline) return void killQuietly(-pgid);
     await sleep(GONE_POLL_MS);
   }
 }
 
 /** The runner has exited and, when `group`, so has every process of its group; polled until `ms` passes. */
 async function waitGone(pid: number, pidStart: number, ms: number, group: boolean): Promise<boolean> {
-  const deadline = Date.now() + ms;
+  // On the monotonic clock: the wall clock set back mid-stop must not keep a runner that ignores SIGTERM alive for as long.
+  const deadline = performance.now() + ms;
   for (;;) {
     if (!(await isOurs(pid, pidStart)) && !(group && (await groupLives(pid)))) return true;
-    if (Date.now() >= deadline) return false;
+    if (performance.now() >= deadline) return false;
     await sleep(GONE_POLL_MS);
   }
 }

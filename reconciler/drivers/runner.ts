@@ -227,14 +227,15 @@ export async function waitHealthy(port: number, path: string, spawned: Pick<Spaw
 }
 
 async function pollHealth(port: number, path: string, spawned: Pick<Spawned, "exited">, timeoutMs: number, onPhase: ((phase: StartPhase) => void) | undefined, signal: AbortSignal | undefined, aborted: Promise<void>): Promise<HealthOutcome> {
-  const deadline = Date.now() + timeoutMs;
+  // On the monotonic clock: a step of the wall clock (NTP, a person's `date -s`) while a model loads neither fails its start nor makes it wait for ever.
+  const deadline = performance.now() + timeoutMs;
   let exit: RunnerExit | undefined;
   void spawned.exited.then((e) => (exit = e));
   let warming = false;
   let lastStatus: number | undefined;
   while (exit === undefined) {
     if (signal?.aborted) return { kind: "interrupted" };
-    const left = deadline - Date.now();
+    const left = deadline - performance.now();
     if (left <= 0) return { kind: "timeout", lastStatus };
     const status = await httpStatus(port, path, Math.min(PROBE_TIMEOUT_MS, left));
     // A probe cut short by the deadline is not an answer: keep the last one the runner gave.
@@ -248,7 +249,7 @@ async function pollHealth(port: number, path: string, spawned: Pick<Spawned, "ex
       warming = true;
       onPhase?.("warming");
     }
-    await Promise.race([sleep(Math.min(POLL_MS, Math.max(0, deadline - Date.now()))), spawned.exited, aborted]);
+    await Promise.race([sleep(Math.min(POLL_MS, Math.max(0, deadline - performance.now()))), spawned.exited, aborted]);
   }
   return { kind: "exited", exit };
 }

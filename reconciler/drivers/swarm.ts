@@ -177,7 +177,7 @@ export class SwarmDriver implements SlotDriver {
     await this.keepLog(name, found.ID);
     await this.engine((abortSignal) => this.docker.getService(found.ID).remove({ abortSignal })).catch(ignore(404));
     // The runner stops on its node after the grace; the slot is stopped when its port there is closed.
-    const deadline = Date.now() + Math.max(graceS, this.stopGraceS) * 1000 + STOP_SLACK_MS;
+    const deadline = performance.now() + Math.max(graceS, this.stopGraceS) * 1000 + STOP_SLACK_MS;
     for (const task of tasks) {
       const node = nodes.find((n) => n.id === task.NodeID);
       if (node === undefined || node.state !== "ready" || port === undefined) continue;
@@ -189,12 +189,13 @@ export class SwarmDriver implements SlotDriver {
   private async waitReady(name: string, view: SlotView, options: StartOptions, aborted: Promise<void>): Promise<{ ok: true } | { ok: false; code: string; message: string; gone?: true }> {
     const svc = containerName(name);
     const { port, health_path } = view.spec;
-    const started = Date.now();
+    // Waits on the monotonic clock (portClosedBy too): a step of the wall clock neither cuts a start short nor stretches it.
+    const started = performance.now();
     const deadline = started + options.healthTimeoutS * 1000;
     let nodes = new Map<string, ObservedNode>();
     let warming = false;
     let last = "no task yet";
-    while (Date.now() < deadline) {
+    while (performance.now() < deadline) {
       if (options.signal?.aborted) return { ok: false, code: INTERRUPTED, message: "" }; // said by interruptedStart
       const listed = (await this.engine((abortSignal) => this.docker.listTasks({ filters: { service: [svc] }, abortSignal })).catch((err: unknown) => (engineStatus(err) === 404 ? GONE : noTasks(err)))) as ListedTask[] | typeof GONE;
       // The manager knows no such service any more: removed behind hal0's back while it waited (docker service rm). Its runner
@@ -223,7 +224,7 @@ export class SwarmDriver implements SlotDriver {
       const task = tasks.find((t) => t.DesiredState === "running");
       if (task !== undefined) {
         last = `task ${task.Status.State}${task.Status.Err ? ` (${task.Status.Err})` : ""}`;
-        if (task.Status.State === "pending" && /no suitable node/i.test(task.Status.Err ?? "") && Date.now() - started > UNPLACED_AFTER_MS) {
+        if (task.Status.State === "pending" && /no suitable node/i.test(task.Status.Err ?? "") && performance.now() - started > UNPLACED_AFTER_MS) {
           // Which nodes its placement names, and how they are now: one drained (or paused, or gone down) mid-apply is why.
           const matching = (await this.nodes().catch(() => [] as ObservedNode[])).filter((n) => nodeMatches(view, n));
           const states = matching.length === 0 ? "none" : matching.map((n) => `${n.hostname} ${n.state}/${n.availability}`).join(", ");
@@ -284,7 +285,7 @@ export class SwarmDriver implements SlotDriver {
     if (want === undefined) return;
     const node = (await this.nodes()).find((n) => n.id === want || n.hostname === want);
     if (node === undefined || node.state !== "ready" || node.addr === "") return;
-    if (!(await portClosedBy(view.spec.port, node.addr, Date.now() + this.stopGraceS * 1000 + HELD_PORT_SLACK_MS))) {
+    if (!(await portClosedBy(view.spec.port, node.addr, performance.now() + this.stopGraceS * 1000 + HELD_PORT_SLACK_MS))) {
       throw new DriverError("slot.port_in_use", `slot ${name}: port ${view.spec.port} on node ${node.hostname} (${node.addr}) is already in use by a program hal0 did not start there; free it or give the slot another port`);
     }
   }
@@ -412,7 +413,7 @@ function noTasks(err: unknown): ListedTask[] {
 async function portClosedBy(port: number, host: string, deadline: number): Promise<boolean> {
   for (;;) {
     if (!(await acceptsConnections(port, 500, host))) return true;
-    if (Date.now() >= deadline) return false;
+    if (performance.now() >= deadline) return false;
     await sleep(POLL_MS);
   }
 }

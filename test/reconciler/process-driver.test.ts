@@ -7,7 +7,7 @@ import type { AddressInfo } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, relative } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, it, onTestFinished, vi } from "vitest";
 import { DriverError, type ObservedSlot, type SlotView, type StartPhase } from "../../reconciler/index.js";
 import { ProcessDriver } from "../../reconciler/drivers/process.js";
 import { RUNNER_BASE_ENV } from "../../reconciler/drivers/runner-env.js";
@@ -460,4 +460,44 @@ describe("a runner outlives the process that started it", () => {
     await driver.stop("s", 5);
     expect(await alive(pid)).toBe(false);
   });
+});
+
+/**
+ * The wall clock stepped while a runner starts or stops (NTP correcting a box
+ * that booted with its clock off, a person's `date -s`): only `Date` is faked,
+ * and it goes on ticking from where it was set, as a stepped clock does; the
+ * timers, the runner and its HTTP stay real.
+ */
+describe("a wall clock step during a start or a stop", () => {
+  const stepClock = (byMs: number) => vi.setSystemTime(Date.now() + byMs);
+  const fakeWallClock = () => {
+    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true });
+    onTestFinished(() => void vi.useRealTimers());
+  };
+
+  it("a step forward while the model loads does not fail its start (slot.health_failed) and kill it: the health wait is on the monotonic clock", async () => {
+    fakeWallClock();
+    const view = viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "1500" } });
+    const phases: StartPhase[] = [];
+    const pid = await start(view, {
+      healthTimeoutS: 600,
+      onPhase: (phase) => {
+        phases.push(phase);
+        if (phase === "warming") stepClock(24 * 3600_000); // a day ahead, well past the 600 s it may load for
+      },
+    });
+    expect(phases).toEqual(["starting", "warming", "ready"]);
+    expect(await alive(pid)).toBe(true);
+  });
+
+  it("a step back while a runner ignores SIGTERM does not stretch its stop grace: it is killed once the grace is over", async () => {
+    const pid = await start(viewFor({ root: tmp, port: await freePort(), env: { HAL0_FAKE_LOAD_MS: "0", HAL0_FAKE_IGNORE_SIGTERM: "1" } }));
+    fakeWallClock();
+    const stopping = driver.stop("s", 1);
+    await until(async () => (await logOf()).includes("ignoring SIGTERM"));
+    stepClock(-24 * 3600_000); // a day back, mid-grace: a grace measured on it would last a day
+    await stopping;
+    expect(await alive(pid)).toBe(false);
+    expect(existsSync(recordPath())).toBe(false);
+  }, 30_000);
 });

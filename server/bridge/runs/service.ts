@@ -254,8 +254,8 @@ export class RunService {
       await live.ended;
     } else if (this.o.guest && this.get(id)!.state === "running") {
       this.o.db.prepare("UPDATE bridge_runs SET cancel_requested = ? WHERE id = ? AND state = 'running'").run(this.iso(), id);
-      const deadline = Date.now() + PUMP_MS + this.graceMs + STREAMS_GRACE_MS + 2000;
-      while (this.get(id)!.state === "running" && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+      const deadline = performance.now() + PUMP_MS + this.graceMs + STREAMS_GRACE_MS + 2000;
+      while (this.get(id)!.state === "running" && performance.now() < deadline) await new Promise((r) => setTimeout(r, 100));
     }
     return this.get(id)!;
   }
@@ -616,8 +616,8 @@ export class RunService {
       if (row.pid !== null && !earlierBoot && (await this.ownsGroup(row))) {
         stopped = true;
         killGroup(row.pid, "SIGTERM");
-        const deadline = Date.now() + this.graceMs;
-        while (groupExists(row.pid) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+        const deadline = performance.now() + this.graceMs;
+        while (groupExists(row.pid) && performance.now() < deadline) await new Promise((r) => setTimeout(r, 50));
         killGroup(row.pid, "SIGKILL");
       }
       // Its output counts were kept in memory: the log's size (past the dropped head) is what there is.
