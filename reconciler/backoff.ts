@@ -31,22 +31,34 @@ const CAP_MS = 5 * 60 * 1000;
 
 interface Entry {
   failures: number;
-  /** When the resource may be tried again. */
+  /** When the resource may be tried again, on the backoff's clock. */
   retryAt: number;
   /** The spec the failure happened with: a different one retries at once. */
   specHash: string;
   code: string;
 }
 
+/**
+ * The clock a backoff runs on unless told otherwise: the monotonic one. A
+ * backoff lives only in this process, so it measures elapsed time, never the
+ * time of day: NTP (or a person's `date -s`) stepping the clock back a day
+ * does not hold a crashed slot down for a day, nor does a step forward
+ * retry every failing resource at once.
+ */
+export const monotonicMs = (): number => performance.now();
+
 export class Backoff {
   private readonly entries = new Map<string, Entry>();
 
-  /** Records a failed step of `address` with `specHash`, at `now`. */
-  failed(address: string, specHash: string, code: string, now: number): void {
+  /** `clock`: elapsed milliseconds (the monotonic clock; a test's virtual clock). */
+  constructor(private readonly clock: () => number = monotonicMs) {}
+
+  /** Records a failed step of `address` with `specHash`, now. */
+  failed(address: string, specHash: string, code: string): void {
     const previous = this.entries.get(address);
     const failures = previous && previous.specHash === specHash ? previous.failures + 1 : 1;
     const base = NEEDS_FIX_CODES.has(code) ? NEEDS_FIX_BASE_MS : BASE_MS;
-    this.entries.set(address, { failures, retryAt: now + Math.min(base * 2 ** (failures - 1), CAP_MS), specHash, code });
+    this.entries.set(address, { failures, retryAt: this.clock() + Math.min(base * 2 ** (failures - 1), CAP_MS), specHash, code });
   }
 
   succeeded(address: string): void {
@@ -58,8 +70,8 @@ export class Backoff {
    * last start, the `restarts`th time in a row: it runs now, and if it dies
    * again its restart waits crashDelayMs(restarts) from now.
    */
-  crashed(address: string, specHash: string, restarts: number, now: number): void {
-    this.entries.set(address, { failures: restarts, retryAt: now + crashDelayMs(restarts), specHash, code: "slot.crash_loop" });
+  crashed(address: string, specHash: string, restarts: number): void {
+    this.entries.set(address, { failures: restarts, retryAt: this.clock() + crashDelayMs(restarts), specHash, code: "slot.crash_loop" });
   }
 
   /** Every resource may be tried at once (a person says the host was fixed: a reload). */
@@ -68,8 +80,9 @@ export class Backoff {
   }
 
   /** Why `address` must wait, or undefined when it may be tried now with `specHash`. */
-  waiting(address: string, specHash: string, now: number): string | undefined {
+  waiting(address: string, specHash: string): string | undefined {
     const entry = this.entries.get(address);
+    const now = this.clock();
     if (!entry || entry.specHash !== specHash || now >= entry.retryAt) return undefined;
     const wait = `retry in ${Math.ceil((entry.retryAt - now) / 1000)} s (${entry.code === "slot.crash_loop" ? "restart" : "failure"} ${entry.failures})`;
     return NEEDS_FIX_CODES.has(entry.code) ? `${entry.code}: ${wait}, or at once when its spec changes or on a reload` : `${entry.code}: ${wait}`;

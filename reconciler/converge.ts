@@ -117,7 +117,7 @@ export async function converge(target: ConvergeTarget, options: ConvergeOptions)
     if (options.review && !(await options.review(plan))) {
       return { outcome: "cancelled", plan, runnable: plan, deferred: [], results: [], observed };
     }
-    const { runnable, deferred } = holdBack(plan, options.backoff, now());
+    const { runnable, deferred } = holdBack(plan, options.backoff);
     if (!runnable.has_changes) return { outcome: "nothing_to_do", plan, runnable, deferred, results: [], observed };
     const { slots } = target.model.settings;
     const results = await executePlan(runnable, {
@@ -125,7 +125,7 @@ export async function converge(target: ConvergeTarget, options: ConvergeOptions)
       hermesCredentials: target.hermesCredentials,
       healthTimeoutS: slots.health_timeout_s, stopGraceS: slots.stop_grace_s, parallel: options.parallel ?? slots.parallel, signal: options.signal,
     });
-    if (options.backoff) recordOutcomes(options.backoff, runnable, results, now());
+    if (options.backoff) recordOutcomes(options.backoff, runnable, results);
     // A first apply made the inventory just now: it names its folders from the start.
     await target.state.recordFolder(target.model.root).catch(() => undefined);
     // An engine gone after the steps ran does not take their results with it: what was done is recorded, and said.
@@ -152,11 +152,11 @@ export async function previewPlan(target: ConvergeTarget, options: PlanOptions =
 }
 
 /** The plan minus the changes whose resource is backing off (each turned into a no-op, reason `backing_off`), and why each waits. */
-export function holdBack(plan: Plan, backoff: Backoff | undefined, now: number): { runnable: Plan; deferred: Array<{ address: string; why: string }> } {
+export function holdBack(plan: Plan, backoff: Backoff | undefined): { runnable: Plan; deferred: Array<{ address: string; why: string }> } {
   if (backoff === undefined) return { runnable: plan, deferred: [] };
   const deferred: Array<{ address: string; why: string }> = [];
   const changes = plan.changes.map((c): Change => {
-    const why = c.action === "no-op" ? undefined : backoff.waiting(c.address, specHashOf(c), now);
+    const why = c.action === "no-op" ? undefined : backoff.waiting(c.address, specHashOf(c));
     if (why === undefined) return c;
     deferred.push({ address: c.address, why });
     return heldBack(c);
@@ -172,13 +172,13 @@ function heldBack(change: Change): Change {
   }
 }
 
-function recordOutcomes(backoff: Backoff, plan: Plan, results: readonly StepResult[], now: number): void {
+function recordOutcomes(backoff: Backoff, plan: Plan, results: readonly StepResult[]): void {
   for (const r of results) {
     const change = plan.changes.find((c) => c.address === r.address);
     if (change === undefined || r.code === INTERRUPTED) continue; // not a failure of the resource: no backoff
-    if (r.ok && r.restarts !== undefined) backoff.crashed(r.address, specHashOf(change), r.restarts, now);
+    if (r.ok && r.restarts !== undefined) backoff.crashed(r.address, specHashOf(change), r.restarts);
     else if (r.ok) backoff.succeeded(r.address);
-    else backoff.failed(r.address, specHashOf(change), r.code ?? "slot.apply_failed", now);
+    else backoff.failed(r.address, specHashOf(change), r.code ?? "slot.apply_failed");
   }
 }
 

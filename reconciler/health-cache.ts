@@ -39,7 +39,7 @@ export class HealthCache {
     this.lastFull = Number.NEGATIVE_INFINITY;
   }
 
-  /** The observe options of a sweep at `now`, and how to fill in the slots it did not probe. */
+  /** The observe options of a sweep at `now` (elapsed time: the monotonic clock, so a step of the wall clock neither keeps an old answer for as long nor drops every one), and how to fill in the slots it did not probe. */
   begin(now: number): { options: ObserveOptions; finish: (slots: readonly ObservedSlot[]) => ObservedSlot[] } {
     const full = now - this.lastFull >= this.fullEveryMs;
     const probe = (slot: Pick<ObservedSlot, "name" | "record">): boolean => {

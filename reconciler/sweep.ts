@@ -1,6 +1,6 @@
 import type { Model, SourceTree } from "../compiler/index.js";
 import type { Diagnostic, Plan } from "../schema/index.js";
-import { Backoff } from "./backoff.js";
+import { Backoff, monotonicMs } from "./backoff.js";
 import type { SlotDriver } from "./drivers/driver.js";
 import { converge, holdBack } from "./converge.js";
 import type { ExecEvent, StepResult } from "./execute.js";
@@ -35,6 +35,12 @@ export interface SweeperOptions {
   /** Builds the runtime for a model (the composition root decides docker or process). */
   readonly driverFor: (model: Model) => Promise<SlotDriver>;
   readonly onEvent?: (event: ExecEvent) => void;
+  /**
+   * The time of day (what reports and the state folder record). When given (a
+   * test's virtual clock) it also drives the backoff and the health cache,
+   * which otherwise run on the monotonic clock (a step of the wall clock
+   * moves neither).
+   */
   readonly now?: () => number;
   /** Every running slot's /health is probed at least this often (default FULL_PROBE_MS); answers in between are reused. */
   readonly fullProbeMs?: number;
@@ -57,7 +63,9 @@ export interface SweeperOptions {
  * keeps the last good model for the interval; failures back off per resource.
  */
 export class Sweeper {
-  private readonly backoff = new Backoff();
+  private readonly backoff: Backoff;
+  /** Elapsed time, for what lives only in this process (the backoff, the health cache). */
+  private readonly elapsed: () => number;
   private readonly health: HealthCache;
   private readonly tree: TreeCache;
   private last?: Model;
@@ -66,6 +74,8 @@ export class Sweeper {
   constructor(private readonly options: SweeperOptions) {
     this.tree = new TreeCache(options.root, undefined, options.runners);
     this.health = new HealthCache(options.fullProbeMs);
+    this.elapsed = options.now ?? monotonicMs;
+    this.backoff = new Backoff(this.elapsed);
   }
 
   /** How the last sweep got its model: "stat" (no file changed), "text" (files touched, texts equal) or "compiled". */
@@ -104,10 +114,10 @@ export class Sweeper {
     // Housekeeping (runner logs under their cap); a failure of it is no failure of the sweep.
     await driver.maintain?.().catch(() => undefined);
     // Plan without the lock: a sweep with nothing to do writes nothing, not even a lock file.
-    const seen = await this.observeWithHealth(model, driver, now());
+    const seen = await this.observeWithHealth(model, driver, this.elapsed());
     // An unattended sweep stops nothing on the word of a folder emptied under it.
     refuseEmptied(this.options.root, tree, seen.inventory, "the sweep stops nothing until the files are back");
-    const first = this.schedule(this.plan(model, seen.observed, seen.inventory), now());
+    const first = this.schedule(this.plan(model, seen.observed, seen.inventory));
     if (!first.runnable.has_changes) {
       await refreshConditions(model, seen.observed, this.options.state, now, true, first.plan);
       return { at, outcome: "nothing_to_do", diagnostics: [], plan: first.plan, results: [], deferred: first.deferred };
@@ -119,7 +129,7 @@ export class Sweeper {
         holder: "hal0 reconcile (sweep)", backoff: this.backoff, onEvent: this.options.onEvent, now, signal,
         conditions: async () => {
           this.health.clear(); // runners moved: the next observation probes every one
-          return (await this.observeWithHealth(model, driver, now())).observed;
+          return (await this.observeWithHealth(model, driver, this.elapsed())).observed;
         },
       });
     } catch (err) {
@@ -157,8 +167,8 @@ export class Sweeper {
   }
 
   /** The plan minus the changes whose resource is backing off. */
-  private schedule(plan: Plan, now: number): Scheduled {
-    return { plan, ...holdBack(plan, this.backoff, now) };
+  private schedule(plan: Plan): Scheduled {
+    return { plan, ...holdBack(plan, this.backoff) };
   }
 }
 

@@ -74,8 +74,8 @@ describe("converge()", () => {
 
   it("holds back a slot that keeps failing (backoff), runs the rest, and says why", async () => {
     const { target } = await box({ brokenB: true });
-    const backoff = new Backoff();
     let clock = 1_000_000;
+    const backoff = new Backoff(() => clock);
     const first = await converge(target, { holder: "test", backoff, now: () => clock });
     expect(first.outcome).toBe("failed");
     expect(first.results.find((r) => r.address === "slot.b")).toMatchObject({ ok: false });

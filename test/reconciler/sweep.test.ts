@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { watch } from "chokidar";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, describe, expect, it, onTestFinished, vi } from "vitest";
 import { ProcessDriver } from "../../reconciler/drivers/process.js";
 import { RUNNER_LOG_MAX_BYTES } from "../../reconciler/drivers/runtime-record.js";
 import { acquireLock } from "../../reconciler/lock.js";
@@ -173,6 +173,23 @@ describe("the sweep", () => {
     await new Promise((r) => blocker.close(r));
     writeSlot(root, port, 4096);
     expect((await sweeper.sweep()).outcome).toBe("converged");
+  });
+
+  it("a step of the wall clock neither holds a failed slot back for as long nor lets it retry at once: the backoff runs on the monotonic clock", async () => {
+    // Only Date is faked, ticking on from where it is set, as a clock NTP steps does; timers and the runner stay real.
+    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true });
+    onTestFinished(() => void vi.useRealTimers());
+    const { port, sweeper } = await box();
+    const blocker: Server = createServer().listen(port, "127.0.0.1");
+    await once(blocker, "listening");
+    cleanups.push(() => new Promise((r) => blocker.close(r)));
+    expect((await sweeper.sweep()).results.find((r) => r.address === "slot.s")).toMatchObject({ ok: false, code: "slot.port_in_use" });
+    const held = [{ address: "slot.s", why: expect.stringMatching(/^slot\.port_in_use: retry in 1 s \(failure 1\)$/) }];
+    const day = 24 * 3600_000;
+    vi.setSystemTime(Date.now() + day); // a day ahead: not a day of waiting done
+    expect((await sweeper.sweep()).deferred).toEqual(held);
+    vi.setSystemTime(Date.now() - 2 * day); // a day behind: not a day more to wait
+    expect((await sweeper.sweep()).deferred).toEqual(held);
   });
 
   it("holds a failure that needs a fix for 30 s; a new spec is tried at once", async () => {
