@@ -27,13 +27,16 @@ const ISO_TIME = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d{1,9})?)?(
 /**
  * `text` as epoch milliseconds when it is an ISO 8601 date or date-time of a day the
  * calendar has, else undefined: Date.parse alone takes `2026-02-30` as March 2nd and
- * reads past trailing junk.
+ * reads past trailing junk. A time without an offset is UTC, as every time hal0
+ * writes is (and as a bare date is): Date.parse would read it in the server's
+ * time zone, so `2026-12-02T14:00:00` meant 14 hours earlier under TZ=Pacific/Kiritimati.
  */
 export function isoTimeMs(text: string): number | undefined {
   if (!ISO_TIME.test(text)) return undefined;
   const [y, m, d] = text.slice(0, 10).split("-").map(Number) as [number, number, number];
   const leap = y % 4 === 0 && (y % 100 !== 0 || y % 400 === 0);
   if (m < 1 || m > 12 || d < 1 || d > [31, leap ? 29 : 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31][m - 1]!) return undefined;
-  const at = Date.parse(text);
+  const utc = text.length > 10 && !/(?:Z|[+-]\d{2}:?\d{2})$/.test(text.slice(11)) ? `${text.slice(0, 10)}T${text.slice(11)}Z` : text;
+  const at = Date.parse(utc);
   return Number.isFinite(at) ? at : undefined;
 }

@@ -57,7 +57,7 @@ const History = z.strictObject({
 });
 
 function sinceMs(since: string, now: number): number {
-  return /^\d+(\.\d+)?$/.test(since) ? now - Number(since) * 1000 : Date.parse(since);
+  return /^\d+(\.\d+)?$/.test(since) ? now - Number(since) * 1000 : isoTimeMs(since)!;
 }
 
 export const statsRoutes = [

@@ -91,6 +91,25 @@ describe("logs_tail", () => {
     noSecret(JSON.stringify(slot.body));
   });
 
+  it("reads a since without an offset as UTC, as hal0 writes every time, whatever the server's time zone (logs and throughput history)", async () => {
+    const tz = process.env.TZ;
+    process.env.TZ = "Pacific/Kiritimati"; // UTC+14: a local reading would be 14 hours early
+    try {
+      for (const since of ["2026-12-02T14:00:00", "2026-12-02T14:00", "2026-12-02 14:00:00.000", "2026-12-02T14:00:00Z", "2026-12-03T04:00:00+14:00"]) {
+        const r = await s.call("GET", `/api/logs?since=${encodeURIComponent(since)}&lines=1`);
+        expect(r.status, since).toBe(200);
+        expect(r.body.filters.since, since).toBe("2026-12-02T14:00:00.000Z");
+      }
+      const at = new Date(Math.floor(Date.now() / 3_600_000) * 3_600_000 - 3_600_000); // the start of the last hour but one
+      const history = await s.call("GET", `/api/stats/throughput/history?step=3600&since=${encodeURIComponent(at.toISOString().replace(/\.000Z$/, ""))}`);
+      expect(history.status, JSON.stringify(history.body)).toBe(200);
+      expect(history.body.since).toBe(at.toISOString());
+    } finally {
+      if (tz === undefined) delete process.env.TZ;
+      else process.env.TZ = tz;
+    }
+  });
+
   it("refuses a bad filter or an unknown slot with a code", async () => {
     // A day the calendar lacks (Date.parse would roll it into the next month) and junk after a time are refused too.
     for (const q of ["level=loud", "since=yesterday", "since=2026-02-30T10:00:00Z", "since=2026-04-31", "since=2026-12-02T14:00:00Z%00junk", "since=2026-12-02Tnoon", "lines=0", "lines=100000", "slot=../x", "extra=1"]) {
