@@ -22,6 +22,11 @@ interface Session {
   readonly server: McpServer;
   /** The identity that opened the session: every later request on it must prove the same one. */
   readonly identity: Identity;
+  /**
+   * When it was last used, on the monotonic clock: a step of the wall clock
+   * (NTP, `date -s`) neither closes every session as idle nor keeps idle
+   * ones for as long, nor turns which one is least recently used around.
+   */
   lastSeen: number;
 }
 
@@ -145,7 +150,7 @@ export class McpEndpoint {
         this.onRefused?.(callerOf(identity, req.headers, "mcp", req.socket.remoteAddress), err);
         return sendJson(res, err.status, envelope(err));
       }
-      known.lastSeen = Date.now();
+      known.lastSeen = performance.now();
       // policy.toml may have moved since the last request: the tools are listed and refused as it says now.
       await syncTools(known.server);
       return relay(known.transport, req, res, text, body);
@@ -160,7 +165,7 @@ export class McpEndpoint {
       enableJsonResponse: true,
       onsessioninitialized: (id) => {
         this.evictBeyondLimit(identity);
-        this.sessions.set(id, { transport, server, identity, lastSeen: Date.now() });
+        this.sessions.set(id, { transport, server, identity, lastSeen: performance.now() });
       },
     });
     transport.onclose = () => {
@@ -245,7 +250,7 @@ export class McpEndpoint {
   }
 
   private closeIdle(): void {
-    const now = Date.now();
+    const now = performance.now();
     for (const [id, s] of this.sessions) {
       if (now - s.lastSeen > IDLE_MS) this.drop(id, s);
     }

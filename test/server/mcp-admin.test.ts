@@ -1,7 +1,7 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { afterEach, beforeEach, describe, expect, it, onTestFinished, vi } from "vitest";
 import { httpCall, startTestServer, type TestServer } from "./harness.js";
 import { SESSIONS_PER_IDENTITY } from "../../server/mcp/endpoint.js";
 import { ToolListChangedNotificationSchema } from "@modelcontextprotocol/sdk/types.js";
@@ -157,6 +157,22 @@ describe("hal0-admin over MCP (the SDK's own client, real HTTP)", () => {
     expect(s.hal0.mcp.admin.sessionCount).toBe(SESSIONS_PER_IDENTITY + 1);
     await expect(callTool(own[1]!, "slot_list", {})).rejects.toThrow(/Session not found/);
     for (const c of [own[0]!, own[2]!, own.at(-1)!, other]) expect((await callTool(c, "slot_list", {})).isError).toBe(false);
+  });
+
+  it("a step of the wall clock closes no session as idle, and keeps the least recently used one the first to go: idleness is elapsed time", async () => {
+    const own: Client[] = [];
+    for (let i = 0; i < SESSIONS_PER_IDENTITY; i++) own.push(await client("hermes__coder"));
+    // Only Date is faked, ticking on from where it is set, as a clock NTP steps does.
+    vi.useFakeTimers({ toFake: ["Date"], shouldAdvanceTime: true });
+    onTestFinished(() => void vi.useRealTimers());
+    vi.setSystemTime(Date.now() + 2 * 3600_000); // two hours ahead: past the 30 min idle close, though no time passed
+    expect((await callTool(own[0]!, "slot_list", {})).isError).toBe(false);
+    expect(s.hal0.mcp.admin.sessionCount).toBe(SESSIONS_PER_IDENTITY);
+    vi.setSystemTime(Date.now() - 4 * 3600_000); // and back: own[0] was used last, own[1] is still the least recently used
+    expect((await callTool(own[2]!, "slot_list", {})).isError).toBe(false);
+    own.push(await client("hermes__coder"));
+    await expect(callTool(own[1]!, "slot_list", {})).rejects.toThrow(/Session not found/);
+    for (const c of [own[0]!, own[2]!, own.at(-1)!]) expect((await callTool(c, "slot_list", {})).isError).toBe(false);
   });
 
   it("callers without a token hold no session: none closes or reaches another's, each request is served on its own", async () => {
