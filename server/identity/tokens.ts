@@ -387,7 +387,10 @@ export class TokenStore {
 
   private touch(id: string): void {
     const at = this.now();
-    if (at - (this.lastUsed.get(id) ?? 0) < LAST_USED_EVERY_MS) return;
+    const last = this.lastUsed.get(id);
+    // Within the minute after the last write, and not before it: a clock set back (NTP, `date -s`) writes at once,
+    // rather than keep a time still to come as the last use until the clock catches up with it.
+    if (last !== undefined && at >= last && at - last < LAST_USED_EVERY_MS) return;
     this.lastUsed.set(id, at);
     // Only a note for `hal0 token list`: a database that cannot take it (a full disk) does not refuse the caller.
     try {

@@ -109,3 +109,24 @@ describe("operator tokens minted before the bridge", () => {
     expect(upgraded.verify(agent.token)?.scopes).toEqual(["mcp:admin", "mcp:memory", "rest"]);
   });
 });
+
+describe("a token's last use", () => {
+  it("is written at most once a minute, and at once after the clock was set back: never a time still to come", () => {
+    let clock = Date.parse("2026-12-07T12:00:00Z");
+    const tokens = new TokenStore(open(), dir, () => clock);
+    const minted = tokens.mint("agent", "coder");
+    const lastUsed = () => tokens.byId(minted.id)!.last_used_at;
+    expect(lastUsed()).toBeNull();
+    tokens.verify(minted.token);
+    expect(lastUsed()).toBe("2026-12-07T12:00:00.000Z");
+    clock += 30_000;
+    tokens.verify(minted.token);
+    expect(lastUsed()).toBe("2026-12-07T12:00:00.000Z"); // within the minute: not written again
+    clock += 30_000;
+    tokens.verify(minted.token);
+    expect(lastUsed()).toBe("2026-12-07T12:01:00.000Z");
+    clock -= 24 * 3600_000; // NTP steps the clock back a day
+    tokens.verify(minted.token);
+    expect(lastUsed()).toBe("2026-12-06T12:01:00.000Z");
+  });
+});
