@@ -188,7 +188,9 @@ function degraded(facts: SlotFacts, now: number): Verdict {
   if (failed) return { status: "True", reason: failed.code ?? "ApplyFailed", message: failed.error ?? "the last apply step failed" };
   // Died within 10 min of becoming ready, twice or more in a row (one crash is no loop): until it runs 10 min.
   const restarts = outcome?.restarts ?? 0;
-  if (restarts >= 2 && now - Date.parse(outcome!.at) < CRASH_WINDOW_MS) {
+  // A restart "after" now (the clock set back since) is of unknown age: out of the window, as the next death's count takes it (execute.ts).
+  const sinceRestart = restarts >= 2 ? now - Date.parse(outcome!.at) : NaN;
+  if (sinceRestart >= 0 && sinceRestart < CRASH_WINDOW_MS) {
     return { status: "True", reason: "CrashLoop", message: `started again ${restarts} times in a row after dying within ${CRASH_WINDOW_MS / 60_000} min of becoming ready; if it dies again, its restart waits ${crashDelayMs(restarts) / 1000} s (10 s doubling up to 5 min), until it runs ${CRASH_WINDOW_MS / 60_000} min` };
   }
   // Swarm restarts a runner that exits (a swarm slot): one it restarted twice or more within the window keeps dying.

@@ -35,6 +35,16 @@ describe("slot conditions", () => {
     expect(byType(all)).toMatchObject({ Degraded: "True WarmingTooLong" });
   });
 
+  it("Degraded CrashLoop within 10 min of its second restart in a row, and not for as long as the clock was set back since", () => {
+    const facts = { desiredHash: "h1", seen: running("h1"), outcome: { ok: true, action: "create" as const, at: "2026-12-07T10:00:00.000Z", restarts: 2 } };
+    const degraded = (at: string) => byType(slotConditions(facts, undefined, at)).Degraded;
+    expect(degraded("2026-12-07T10:05:00.000Z")).toBe("True CrashLoop");
+    expect(degraded("2026-12-07T10:10:00.000Z")).toBe("False AsExpected");
+    // NTP set the clock back a day: the restart reads as a day to come, of no known age, as the next death's count takes it.
+    expect(degraded("2026-12-06T10:05:00.000Z")).toBe("False AsExpected");
+    expect(byType(slotConditions({ ...facts, outcome: { ...facts.outcome, restarts: 1 } }, undefined, "2026-12-07T10:05:00.000Z")).Degraded).toBe("False AsExpected");
+  });
+
   it("a running slot whose image's digest cannot be read now (removed from the engine) is not SpecOutdated or ChangePending: the planner leaves it running (image_unobserved)", () => {
     const spec = (digest?: string) => ({ runtime: "docker", image: "127.0.0.1:5000/hal0/voice:1", ...(digest ? { observed: { image_digest: digest } } : {}) }) as unknown as SlotView["spec"];
     const seen: ObservedSlot = { name: "chat", running: true, health: "ok", record: { view: { spec_hash: "h1", spec: spec("sha256:old") } as unknown as SlotView, started_at: "t" } };
