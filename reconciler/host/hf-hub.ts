@@ -409,14 +409,15 @@ async function* chunks(res: Response, host: string, signal: AbortSignal | undefi
   let stalled = false;
   let finished = false;
   const watchdog = setInterval(() => {
-    if (waitingSince === undefined || Date.now() - waitingSince < stallMs) return;
+    if (waitingSince === undefined || performance.now() - waitingSince < stallMs) return;
     stalled = true;
     void reader.cancel().catch(() => undefined);
   }, Math.max(50, Math.min(5000, stallMs / 4)));
   watchdog.unref();
   try {
     for (;;) {
-      waitingSince = Date.now();
+      // On the monotonic clock: a step of the wall clock during an hours-long pull is no silence of the server.
+      waitingSince = performance.now();
       const { done, value } = await reader.read();
       waitingSince = undefined;
       if (stalled) throw new HubError("hub.unreachable", `the download from ${host} stalled: no byte for ${stallMs >= 1000 ? `${Math.round(stallMs / 1000)} s` : `${stallMs} ms`}`);

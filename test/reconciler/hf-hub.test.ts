@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, describe, expect, it, onTestFinished, vi } from "vitest";
 import { HubClient, HubError } from "../../reconciler/host/hf-hub.js";
 import { startFakeHub, type FakeHub } from "../helpers/fake-hub.js";
 import { ggufBytes, modelKvs } from "../server/gguf-writer.js";
@@ -282,6 +282,35 @@ describe("HubClient: download", () => {
       for (const res of open) res.destroy();
       await new Promise((resolve) => silent.close(resolve));
     }
+  });
+
+  it("a step of the wall clock while a download waits for its next byte is no stall: the watchdog measures elapsed time", async () => {
+    const half = Buffer.alloc(64 * 1024, 7);
+    let rest: (() => void) | undefined;
+    const server = createServer((_req, res) => {
+      res.writeHead(200, { "content-length": String(half.length * 2), "x-linked-size": String(half.length * 2), etag: '"abc"' });
+      res.write(half);
+      rest = () => res.end(half);
+    });
+    await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+    onTestFinished(() => new Promise<void>((resolve) => {
+      server.closeAllConnections();
+      server.close(() => resolve());
+    }));
+    // The watchdog's timer and Date are faked: the timer is fired by hand, Date stepped as NTP steps the clock; the monotonic clock and the sockets stay real.
+    vi.useFakeTimers({ toFake: ["Date", "setInterval", "clearInterval"] });
+    onTestFinished(() => void vi.useRealTimers());
+    const c = new HubClient({ endpoint: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, stallMs: 60_000 });
+    const d = await c.download(target, { from: 0 });
+    const body = d.body[Symbol.asyncIterator]();
+    let got = 0;
+    while (got < half.length) got += ((await body.next()).value as Uint8Array).length;
+    const next = body.next(); // waits for the second half
+    vi.setSystemTime(Date.now() + 24 * 3600_000); // a day ahead, though no second passed
+    vi.advanceTimersToNextTimer(); // the watchdog looks
+    rest!();
+    for (let r = await next; !r.done; r = await body.next()) got += r.value.length;
+    expect(got).toBe(2 * half.length);
   });
 
   it("refuses a redirect to a link-local address (a cloud host's metadata service), however it is spelled; other hosts are followed", async () => {
