@@ -241,15 +241,20 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
   }
 
   /**
-   * Pending requests past their TTL become expired; approved ones whose
+   * Pending requests past their TTL become expired, and so do those asked at a
+   * time still to come (the clock set back since); approved ones whose
    * process is gone before they ended become failed (`settleInterrupted`).
    */
   expireDue(): void {
     this.settleInterrupted();
-    const due = this.db.prepare("SELECT id FROM approvals WHERE state = 'pending' AND expires_at <= ?").all(iso(this.now())) as Array<{ id: string }>;
-    for (const { id } of due) {
+    const now = iso(this.now());
+    // One asked "after" now was asked before the clock was set back (NTP, `date -s`): how long it has waited is not known, so it
+    // is not kept for its whole time to live again on top of the time already waited.
+    const due = this.db.prepare("SELECT id, created_at > ? AS ahead FROM approvals WHERE state = 'pending' AND (expires_at <= ? OR created_at > ?)").all(now, now, now) as Array<{ id: string; ahead: number }>;
+    for (const { id, ahead } of due) {
+      const reason = ahead === 1 ? `the clock was set back past the time it was asked, so how long it waited is not known; ask again` : "its time to live ([approvals] ttl_s) ran out";
       // Only if still pending: another process sharing hal0.db (hal0 agent approvals) may have decided it since the SELECT.
-      const done = this.db.prepare("UPDATE approvals SET state = 'expired', reason = 'its time to live ([approvals] ttl_s) ran out' WHERE id = ? AND state = 'pending'").run(id);
+      const done = this.db.prepare("UPDATE approvals SET state = 'expired', reason = ? WHERE id = ? AND state = 'pending'").run(reason, id);
       if (done.changes !== 1) continue;
       this.scrubSecretBody(id);
       this.dispatcher.metrics?.observeDecision("expired");

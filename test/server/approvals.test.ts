@@ -302,6 +302,24 @@ describe("approvals", () => {
     expect((await second.call("POST", `/api/agent/approvals/${a.id}/approve`)).body.error.code).toBe("approvals.already_resolved");
   });
 
+  it("a pending request asked before the clock was set back is expired, not approvable for its whole TTL again: how long it waited is not known", async () => {
+    let now = Date.parse("2026-11-30T12:00:00Z");
+    const s = await start({ extra: { routes, now: () => now } });
+    const a = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 20480));
+    now += 60_000;
+    expect(s.hal0.approvals.get(a.id)!.state).toBe("pending");
+    now -= 24 * 3600_000; // NTP steps the clock back a day: a TTL of 8 h would now end 32 h from here
+    const approved = await s.call("POST", `/api/agent/approvals/${a.id}/approve`);
+    expect(approved.body.error.code).toBe("approvals.already_resolved");
+    const expired = (await s.call("GET", `/api/agent/approvals/${a.id}`)).body.approval;
+    expect(expired).toMatchObject({ state: "expired", reason: expect.stringMatching(/^the clock was set back past the time it was asked/) });
+    expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).not.toMatch(/ctx_size = 20480/);
+    // One asked after the step lives its TTL from then, as any other.
+    const b = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 24576));
+    now += 60_000;
+    expect(s.hal0.approvals.get(b.id)!.state).toBe("pending");
+  });
+
   it("the inbox's Recently decided lists the last decided first: an old request decided just now is on the page", async () => {
     let now = Date.parse("2026-11-30T12:00:00Z");
     const s = await start({ extra: { routes, now: () => now } });
