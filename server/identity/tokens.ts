@@ -357,12 +357,23 @@ export class TokenStore {
     return this.openSession(token.id, ttlS);
   }
 
-  /** The live operator token behind a session cookie, or undefined. */
+  /**
+   * The live operator token behind a session cookie, or undefined. A session
+   * opened at a time still to come (the clock set back since: NTP, `date -s`)
+   * ends: how long it has lasted is not known, so it does not get its whole
+   * time to live again on top of it.
+   */
   session(cookie: string): TokenInfo | undefined {
     if (!/^[A-Za-z0-9_-]{32}$/.test(cookie)) return undefined;
-    const row = this.db.prepare(`SELECT t.* FROM web_sessions s JOIN tokens t ON t.id = s.token_id
-                                 WHERE s.hash = ? AND s.expires_at > ? AND t.revoked_at IS NULL`).get(hashSecret(cookie), iso(this.now())) as Row | undefined;
+    const now = iso(this.now());
+    const hash = hashSecret(cookie);
+    const row = this.db.prepare(`SELECT t.*, s.created_at AS session_created_at FROM web_sessions s JOIN tokens t ON t.id = s.token_id
+                                 WHERE s.hash = ? AND s.expires_at > ? AND t.revoked_at IS NULL`).get(hash, now) as (Row & { session_created_at: string }) | undefined;
     if (!row) return undefined;
+    if (row.session_created_at > now) {
+      this.db.prepare("DELETE FROM web_sessions WHERE hash = ?").run(hash);
+      return undefined;
+    }
     this.touch(row.id);
     return info(row);
   }

@@ -130,3 +130,24 @@ describe("a token's last use", () => {
     expect(lastUsed()).toBe("2026-12-06T12:01:00.000Z");
   });
 });
+
+describe("a web session and the clock", () => {
+  it("ends at its expiry exactly, and at once when the clock was set back past its opening: never its whole 12 h again", () => {
+    let clock = Date.parse("2026-12-07T12:00:00Z");
+    const tokens = new TokenStore(open(), dir, () => clock);
+    const owner = tokens.mint("operator", "alice");
+    const ttlS = 12 * 3600;
+    const first = tokens.sessionForToken(owner.token, ttlS).session;
+    expect(tokens.session(first)?.name).toBe("alice");
+    clock += ttlS * 1000 - 1;
+    expect(tokens.session(first)?.name).toBe("alice");
+    clock += 1;
+    expect(tokens.session(first)).toBeUndefined(); // at its expiry: ended
+    const second = tokens.sessionForToken(owner.token, ttlS).session;
+    clock -= 24 * 3600_000; // NTP steps the clock back a day: 36 h would be left on a clock read naively
+    expect(tokens.session(second)).toBeUndefined();
+    clock += 24 * 3600_000 + 60_000; // and once the clock is past its opening again, it stays ended
+    expect(tokens.session(second)).toBeUndefined();
+    expect(tokens.session(tokens.sessionForToken(owner.token, ttlS).session)?.name).toBe("alice");
+  });
+});
