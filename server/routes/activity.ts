@@ -3,14 +3,21 @@ import { auditRowReadBy } from "../audit.js";
 import { defineRoute, RawReply } from "../route.js";
 import { queryInt } from "../query.js";
 
+/**
+ * An ISO 8601 instant with `Z` or an offset, as the audit rows store theirs (UTC, milliseconds): rows are compared
+ * as text, so `2026-12-07T08:30:00-03:30` (St. John's) or `…T12:00:00Z` (no fraction) taken as written would pick the
+ * wrong rows.
+ */
+const Instant = z.string().datetime({ offset: true }).transform((v) => new Date(Date.parse(v)).toISOString());
+
 const Filters = z.strictObject({
   actor: z.string().max(80).optional(),
   kind: z.enum(["rest", "mcp", "approval", "cli"]).optional(),
   outcome: z.enum(["ok", "error", "pending_approval"]).optional(),
   target: z.string().max(200).optional(),
   route: z.string().max(200).optional(),
-  since: z.string().datetime({ offset: true }).optional(),
-  until: z.string().datetime({ offset: true }).optional(),
+  since: Instant.optional(),
+  until: Instant.optional(),
 });
 
 /** The audit log: every write, action and tool call. */

@@ -13,6 +13,33 @@ afterEach(async () => s.close());
 
 const edit = (value: unknown) => ({ edits: [{ file: "slots/chat.toml", op: "set", path: ["tune", "ctx_size"], value }] });
 
+describe("/api/activity's since and until", () => {
+  it("are instants, whatever their offset or fraction: the rows of one instant in any time zone are the same rows", async () => {
+    let now = Date.parse("2026-12-07T12:00:00.000Z");
+    const t = await startTestServer({ extra: { now: () => now } });
+    try {
+      for (const at of ["2026-12-07T12:00:00.000Z", "2026-12-07T12:00:00.500Z", "2026-12-07T12:30:00.000Z"]) {
+        now = Date.parse(at);
+        expect((await t.call("POST", "/api/plans", { body: edit(20480) })).status).toBe(201);
+      }
+      const times = async (query: string) => {
+        const r = await t.call("GET", `/api/activity?${query}`);
+        expect(r.status, JSON.stringify(r.body)).toBe(200);
+        return r.body.items.map((i: { ts: string }) => i.ts).sort();
+      };
+      const all = ["2026-12-07T12:00:00.000Z", "2026-12-07T12:00:00.500Z", "2026-12-07T12:30:00.000Z"];
+      expect(await times("since=2026-12-07T12:00:00Z")).toEqual(all);
+      expect(await times(`since=${encodeURIComponent("2026-12-08T02:00:00+14:00")}`)).toEqual(all); // Kiritimati
+      expect(await times(`since=${encodeURIComponent("2026-12-07T08:45:00-03:30")}`)).toEqual(all.slice(2)); // St. John's, 12:15 UTC
+      expect(await times(`until=${encodeURIComponent("2026-12-07T08:30:00.600-03:30")}`)).toEqual(all.slice(0, 2));
+      const exported = await t.call("GET", `/api/activity/export?since=${encodeURIComponent("2026-12-07T08:45:00-03:30")}`);
+      expect(String(exported.body).trim().split("\n")).toHaveLength(1);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
 describe("audit and /api/activity", () => {
   it("records every write and action with the authenticated actor, route, outcome, code, plan and request id; reads are not audited", async () => {
     await s.call("GET", "/api/plans");
