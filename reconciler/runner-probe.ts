@@ -441,14 +441,15 @@ export class RunnerProbe {
    */
   private async once(id: string, learn: () => Promise<Outcome>): Promise<Outcome> {
     const failure = this.failures.get(id);
-    if (failure !== undefined && failure.until > Date.now()) return { ok: false, why: failure.why, runs: 0 };
+    // On the monotonic clock: the clock set back a day does not keep a runner unasked for a day.
+    if (failure !== undefined && failure.until > performance.now()) return { ok: false, why: failure.why, runs: 0 };
     const running = this.inflight.get(id);
     if (running !== undefined) {
       const outcome = await running;
       return { ...outcome, runs: 0 };
     }
     const job = learn().then((outcome) => {
-      if (!outcome.ok) this.failures.set(id, { why: outcome.why, until: Date.now() + FAILED_PROBE_MEMORY_MS });
+      if (!outcome.ok) this.failures.set(id, { why: outcome.why, until: performance.now() + FAILED_PROBE_MEMORY_MS });
       else this.failures.delete(id);
       return outcome;
     }).finally(() => this.inflight.delete(id));

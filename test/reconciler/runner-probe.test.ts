@@ -2,12 +2,12 @@ import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, utimesSync, w
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type Dockerode from "dockerode";
-import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, afterEach, beforeAll, describe, expect, it, onTestFinished, vi } from "vitest";
 import { runnerKey } from "../../compiler/runner-facts.js";
 import { FLAG_TABLE_VERSION, parseLlamaHelp } from "../../compiler/runner-help.js";
 import { dockerClient } from "../../reconciler/drivers/docker.js";
 import { HAL0_BIN } from "../../reconciler/drivers/runner.js";
-import { STALE_PROBE_CONTAINER_S, RunnerProbe, RUNNERS_FILE, type ProbeTarget } from "../../reconciler/runner-probe.js";
+import { FAILED_PROBE_MEMORY_MS, STALE_PROBE_CONTAINER_S, RunnerProbe, RUNNERS_FILE, type ProbeTarget } from "../../reconciler/runner-probe.js";
 import { dockerEngine, ensureRunnerImage, RUNNER_IMAGE } from "./docker-helpers.js";
 import { alive, PROJECT, until } from "./process-helpers.js";
 
@@ -257,6 +257,32 @@ describe("RunnerProbe: process runners", () => {
     expect(result.failed.get(runnerKey("process", "./broken"))).toBe("--version: exited with code 3: error: unknown option --version");
     const file = JSON.parse(readFileSync(join(state, RUNNERS_FILE), "utf8")); // its lookup is kept, no texts
     expect(file.binaries).toEqual({});
+  });
+
+  it("a runner that failed is asked again once FAILED_PROBE_MEMORY_MS has passed, however the clock was stepped meanwhile", async () => {
+    const root = tempDir("root");
+    const state = tempDir("state");
+    // Fails until a file it needs is there: the binary itself never changes (a changed one is asked again at once).
+    script(root, "flaky", [
+      `[ -f ${JSON.stringify(join(root, "fixed"))} ] || exit 3`,
+      'case "$1" in',
+      "  --version) echo 'version: 9749 (d32676d77)' >&2 ;;",
+      `  --help) cat ${JSON.stringify(join(FACTS, "help.txt"))} ;;`,
+      "esac",
+    ].join("\n"));
+    // Date and the monotonic clock are faked: time is moved by hand, and the wall clock stepped back a day as NTP steps it.
+    vi.useFakeTimers({ toFake: ["Date", "performance"] });
+    onTestFinished(() => void vi.useRealTimers());
+    const probe = new RunnerProbe({ stateDir: state, root, env: ENV });
+    const key = runnerKey("process", "./flaky");
+    expect((await probe.probe([proc("./flaky")])).failed.get(key)).toMatch(/exited with code 3/);
+    writeFileSync(join(root, "fixed"), ""); // fixed on the host
+    expect((await probe.probe([proc("./flaky")])).failed.has(key)).toBe(true); // within the memory: not asked again yet
+    vi.setSystemTime(Date.now() - 24 * 3600_000);
+    vi.advanceTimersByTime(FAILED_PROBE_MEMORY_MS + 1000);
+    const again = await probe.probe([proc("./flaky")]);
+    expect(again.failed.has(key)).toBe(false);
+    expect(again.index.get(key)).toBeDefined();
   });
 
   it("a corrupt or foreign runners.json is ignored (the runner is asked, the file rewritten)", async () => {
