@@ -2,7 +2,7 @@
 export { emptyInventory, type Observed, type ObservedSlot, type SlotView, type SlotHealth, type ForeignPort, type Inventory, type HermesCredentials } from "./observed.js";
 
 // Planning (pure) and its text / JSON forms
-export { planChanges, type PlanOptions } from "./plan.js";
+export { planChanges, planSlotChange, type PlanOptions } from "./plan.js";
 export { slotView } from "./view.js";
 export { observedDigests, movedResources, describeMoves } from "./digest.js";
 export { formatPlan, planJson, type FormatOptions } from "./format.js";

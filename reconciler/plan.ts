@@ -42,10 +42,12 @@ export interface PlanOptions {
 }
 
 export function planChanges(model: Model, observed: Observed, inventory: Inventory, options: PlanOptions = {}): Plan {
-  const slots = planSlots(options.destroy ? { ...model, slots: {} } : model, observed, inventory, options.destroy ? "down" : undefined, new Set(options.replace ?? []));
+  // What `only` cannot keep is not planned at all: one slot's plan on a box of a thousand slots and fifty Hermes profiles plans one slot.
+  const scope = scopeOf(options.only);
+  const slots = planSlots(options.destroy ? { ...model, slots: {} } : model, observed, inventory, options.destroy ? "down" : undefined, new Set(options.replace ?? []), scope.slots);
   const settings = planSettings(model.settings, observed.applied_settings);
   // `hal0 down` stops slots and nothing else: Hermes files are left as they are.
-  const hermes: ReturnType<typeof planHermes> = options.destroy ? { changes: [], warnings: [] } : planHermes(model, observed);
+  const hermes: ReturnType<typeof planHermes> = options.destroy || !scope.hermes ? { changes: [], warnings: [] } : planHermes(model, observed);
   if (options.hermesDefault && observed.hermes_default !== undefined && !options.destroy) {
     const tokens = observed.hermes_tokens;
     const one = planHermesProfile(model, null, observed.hermes_default.text, observed.hermes_managed?.default, { enforce: true, token: tokens === undefined ? undefined : tokens[hermesIdentity(null)] ?? null, unreadable: observed.hermes_default.unreadable });
@@ -77,6 +79,37 @@ function selector(only: PlanOptions["only"]): (item: { readonly address: Address
   return ({ address }) => addresses.has(address) || kinds.has(parseAddress(address)?.kind ?? "");
 }
 
+/**
+ * One slot's change as `planChanges` makes it with these options (undefined
+ * when its plan has no change for the slot), without the rest of a plan: no
+ * other slot, no Hermes profile, no digests of the box and no id. For a
+ * caller asking about each slot of many (the services list prices each
+ * slot's actions this way), where a whole plan per slot would cost the
+ * square of the box.
+ */
+export function planSlotChange(model: Model, observed: Observed, inventory: Inventory, name: string, options: Pick<PlanOptions, "destroy" | "replace"> = {}): SlotChange | undefined {
+  return planSlots(options.destroy ? { ...model, slots: {} } : model, observed, inventory, options.destroy ? "down" : undefined, new Set(options.replace ?? []), new Set([name])).changes[0];
+}
+
+/**
+ * Which resources a plan with `only` can keep: the slots it names (every slot
+ * when it keeps the kind, or has no `only`), and whether any Hermes profile.
+ * Planning the rest would only be thrown away by the selector; each slot's
+ * and each profile's change is decided from its own inputs alone, so leaving
+ * them out changes nothing in the plan.
+ */
+function scopeOf(only: PlanOptions["only"]): { slots?: ReadonlySet<string>; hermes: boolean } {
+  if (only === undefined) return { hermes: true };
+  const kinds = new Set<string>(only.kinds ?? []);
+  const parsed = (only.addresses ?? []).map(parseAddress);
+  const named = new Set<string>();
+  for (const p of parsed) if (p?.kind === "slot") named.add(p.name);
+  return {
+    ...(kinds.has("slot") ? {} : { slots: named }),
+    hermes: kinds.has("hermes") || parsed.some((p) => p?.kind === "hermes"),
+  };
+}
+
 interface SlotInputs {
   readonly name: string;
   readonly desired?: ResolvedSlot;
@@ -93,8 +126,11 @@ interface SlotInputs {
   readonly nodes?: readonly ObservedNode[];
 }
 
-function planSlots(model: Model, observed: Observed, inventory: Inventory, goneReason: SlotReason | undefined, restart: ReadonlySet<string>): { changes: SlotChange[]; warnings: PlanWarning[] } {
-  const names = new Set([...Object.keys(model.slots), ...Object.keys(observed.slots), ...Object.keys(inventory.slots)]);
+/** Every slot the config, the runtime or the inventory knows; with `within`, only those of its names. */
+function planSlots(model: Model, observed: Observed, inventory: Inventory, goneReason: SlotReason | undefined, restart: ReadonlySet<string>, within?: ReadonlySet<string>): { changes: SlotChange[]; warnings: PlanWarning[] } {
+  const names = within === undefined
+    ? new Set([...Object.keys(model.slots), ...Object.keys(observed.slots), ...Object.keys(inventory.slots)])
+    : new Set([...within].filter((name) => own(model.slots, name) !== undefined || own(observed.slots, name) !== undefined || own(inventory.slots, name) !== undefined));
   const changes: SlotChange[] = [];
   const warnings: PlanWarning[] = [];
   for (const name of [...names].sort(compare)) {

@@ -1,5 +1,5 @@
 import type { Model, ResolvedSlot } from "../compiler/index.js";
-import { planChanges, type Inventory, type Observed, type ObservedSlot } from "../reconciler/index.js";
+import { planSlotChange, type Inventory, type Observed, type ObservedSlot } from "../reconciler/index.js";
 import type { SlotOutcome } from "../reconciler/state.js";
 import type { SlotDriver } from "../reconciler/drivers/driver.js";
 import { slotAddress, type SlotChange } from "../schema/index.js";
@@ -145,9 +145,9 @@ function slotService(model: Model, slot: ResolvedSlot, observed: Observed, inven
  */
 function slotCost(model: Model, slot: ResolvedSlot, action: ServiceAction, observed: Observed, inventory: Inventory): ActionCost {
   const address = slotAddress(slot.name);
-  const desired = action === "restart" ? model : { ...model, slots: { ...model.slots, [slot.name]: { ...slot, enabled: action === "start" } } };
-  const plan = planChanges(desired, observed, inventory, { only: { addresses: [address] }, ...(action === "restart" ? { replace: [address] } : {}) });
-  const change = plan.changes.find((c): c is SlotChange => c.address === address && c.kind === "slot");
+  // The planner decides a slot from its own inputs alone: the desired model need only hold it (a copy of every slot per slot would cost the square of the box).
+  const desired = action === "restart" ? model : { ...model, slots: { [slot.name]: { ...slot, enabled: action === "start" } } };
+  const change = planSlotChange(desired, observed, inventory, slot.name, action === "restart" ? { replace: [address] } : {});
   const { tool } = SLOT_ACTIONS[action];
   if (!change) return { downtime: false, destructive: false, tool, detail: "the planner has nothing to do for this slot" };
   const words = change.action === "no-op" ? `nothing runs or stops (${change.reason})` : `${change.action} (${change.reason})${change.downtime ? ": the slot is unavailable while it runs" : ""}`;

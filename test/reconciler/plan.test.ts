@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it, vi } from "vitest";
 import { compile, sourceTree, type Model } from "../../compiler/index.js";
 import { formatPlan, planJson } from "../../reconciler/format.js";
 import type { HermesView, Inventory, Observed } from "../../reconciler/observed.js";
-import { planChanges } from "../../reconciler/plan.js";
+import { planChanges, planSlotChange } from "../../reconciler/plan.js";
 import { Plan, type Change } from "../../schema/index.js";
 import { buildWorld, ROOT } from "../../fixtures/plans/build.js";
 import { CASES, fixtureToken } from "../../fixtures/plans/cases.js";
@@ -361,6 +361,51 @@ describe("planner options: what converge() is asked to do is decided here", () =
     expect(codes(chat)).toEqual(["slot.chat slot.not_running", "slot.chat slot.runner_unchecked"]);
     expect(chat.settings).toEqual({ immediate: [], service_restart: {}, manual_restart: [], unknown: [] });
     expect(planChanges(one.model, one.observed, one.inventory, { only: { addresses: ["slot.agent"] } }).warnings).toEqual([]);
+  });
+
+  it.each(FOLDERS)("%s: only (one address, one kind) and planSlotChange give what the whole plan gives for them", (name) => {
+    const { model, observed, inventory } = load(name);
+    const whole = planChanges(model, observed, inventory);
+    for (const c of whole.changes) {
+      const one = planChanges(model, observed, inventory, { only: { addresses: [c.address] } });
+      expect(one.changes, c.address).toEqual([c]);
+      expect(one.warnings, c.address).toEqual(whole.warnings.filter((w) => w.address === c.address));
+      expect(one.base, c.address).toEqual(whole.base);
+      if (c.kind === "slot") expect(planSlotChange(model, observed, inventory, c.address.slice("slot.".length)), c.address).toEqual(c);
+    }
+    for (const kind of ["slot", "settings", "hermes"] as const) {
+      expect(planChanges(model, observed, inventory, { only: { kinds: [kind] } }).changes, kind).toEqual(whole.changes.filter((c) => c.kind === kind));
+    }
+  });
+
+  it("a plan of one slot, and planSlotChange, read that slot's inputs alone: no other slot, no Hermes profile (one slot of a big box costs one slot)", () => {
+    const { model, observed, inventory } = load("hermes-drifted");
+    const slots = Object.keys(model.slots);
+    expect(slots.length).toBeGreaterThan(1);
+    expect(Object.keys(observed.hermes_profiles!).length).toBeGreaterThan(0);
+    const reads = new Set<string>();
+    /** `record` with each key read (or every key listed: "*") noted as `<what>.<key>`. */
+    const counted = <T extends object>(what: string, record: T): T => new Proxy(record, {
+      get: (o, k, r) => (typeof k === "string" && reads.add(`${what}.${k}`), Reflect.get(o, k, r)),
+      has: (o, k) => (typeof k === "string" && reads.add(`${what}.${k}`), Reflect.has(o, k)),
+      getOwnPropertyDescriptor: (o, k) => (typeof k === "string" && reads.add(`${what}.${k}`), Reflect.getOwnPropertyDescriptor(o, k)),
+      ownKeys: (o) => (reads.add(`${what}.*`), Reflect.ownKeys(o)),
+    });
+    const watched = () => ({
+      model: { ...model, slots: counted("model", model.slots) },
+      observed: { ...observed, slots: counted("observed", observed.slots), hermes_profiles: counted("hermes", observed.hermes_profiles!) },
+      inventory: { ...inventory, slots: counted("inventory", inventory.slots) },
+    });
+    const name = slots[0]!;
+    const w = watched();
+    planSlotChange(w.model, w.observed, w.inventory, name, { replace: [`slot.${name}`] });
+    expect([...reads].sort()).toEqual([`inventory.${name}`, `model.${name}`, `observed.${name}`]);
+    reads.clear();
+    const v = watched();
+    const plan = planChanges(v.model, v.observed, v.inventory, { only: { addresses: [`slot.${name}`] } });
+    expect(plan.changes.map((c) => c.address)).toEqual([`slot.${name}`]);
+    // Its base still digests every observed resource (a saved plan's staleness check reads it), but no other slot is planned.
+    expect([...reads].filter((r) => r.startsWith("model.") || r.startsWith("inventory.")).sort()).toEqual([`inventory.${name}`, `model.${name}`]);
   });
 
   it("hermesDefault plans the default profile (address hermes) from its observed text, enforcing over drift = warn; without it the sweep never sees it", () => {
