@@ -11,6 +11,10 @@ import { clip, csrfField, esc, jsonBlock, page, time, type Viewer } from "./rend
 
 /** How many decided requests the inbox lists under the pending ones. */
 const RECENT_DECIDED = 20;
+/** How many items of each list of its plan (changes it brings, the whole plan's, warnings, diagnostics) a card shows; the plan page shows them all. */
+const CARD_ITEMS = 20;
+/** How much of each change's before → after JSON a card shows (a slot's view is about 1500 characters; a Hermes profile's with a hundred MCP servers, tens of thousands). */
+const CARD_VIEW_CHARS = 4000;
 /** How many pending requests the inbox re-plans at once. */
 const REPLANS_AT_ONCE = 8;
 /** How many audit rows the status page lists. */
@@ -91,7 +95,7 @@ async function approvalCard(d: Dispatcher, request: Approval, viewer: Viewer | u
   const a = readBy(request, viewer);
   const plan = !made ? "" : "error" in made
     ? `<p><strong>The plan cannot be made again:</strong> ${esc(made.error)} <span class="muted">(approving it would fail or be refused as stale)</span></p>`
-    : `${made.view.notes.map((n) => `<p class="muted">${esc(n)}</p>`).join("")}${cardPlanHtml(made.view)}
+    : `${made.view.notes.map((n) => `<p class="muted">${esc(n)}</p>`).join("")}${cardPlanHtml(made.view, `/plans/${encodeURIComponent(a.plan_id!)}`)}
 <p><a href="/plans/${esc(encodeURIComponent(a.plan_id!))}">Plan and file diff</a></p>`;
   const action = `/approvals/${encodeURIComponent(a.id)}`;
   return `<article class="card pending" id="${esc(a.id)}" data-approval="${esc(a.id)}" aria-labelledby="${esc(a.id)}-h">
@@ -107,11 +111,14 @@ ${plan}
 </article>`;
 }
 
-/** A card's plan list, written once per view (replanApproval hands out the same view while its plan is the same). */
+/**
+ * A card's plan list, written once per view (replanApproval hands out the same view while its plan is the same):
+ * its first CARD_ITEMS items of each list and CARD_VIEW_CHARS of each before → after, the rest on the plan page (`planPage`).
+ */
 const planHtmlOf = new WeakMap<PlanView, string>();
-function cardPlanHtml(view: PlanView): string {
+function cardPlanHtml(view: PlanView, planPageHref: string): string {
   let html = planHtmlOf.get(view);
-  if (html === undefined) planHtmlOf.set(view, (html = planHtml(view.plan, view.delta, view.diagnostics)));
+  if (html === undefined) planHtmlOf.set(view, (html = planHtml(view.plan, view.delta, view.diagnostics, { shown: CARD_ITEMS, viewChars: CARD_VIEW_CHARS, rest: planPageHref })));
   return html;
 }
 

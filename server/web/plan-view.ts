@@ -5,7 +5,7 @@ import { proposeOnly, type Dispatcher } from "../dispatch.js";
 import type { Approval } from "../approvals.js";
 import { isMcpServerFile, redact, redactText, redactTyped, redactToml, tomlLineRedactor } from "../redact.js";
 import { routeId } from "../route.js";
-import { diffBlock, esc, jsonBlock, lineDiff, type DiffLine } from "./render.js";
+import { clip, diffBlock, esc, jsonBlock, lineDiff, type DiffLine } from "./render.js";
 
 /** What a plan page shows: the plan (null when its change set was invalid), the files before → after, and notes about how they were obtained. */
 export interface PlanView {
@@ -119,40 +119,74 @@ export async function planView(d: Dispatcher, id: string): Promise<PlanView | { 
 }
 
 /**
+ * How much of a plan an inbox card shows: its first `shown` changes of each
+ * list, warnings, diagnostics and changed paths, the first `viewChars` of each
+ * before → after, then a line linking `rest` (the plan page, which shows
+ * everything). A card on a box of a thousand slots would
+ * otherwise carry the whole plan, and an inbox of fifty cards hundreds of MB.
+ */
+export interface PlanExcerpt {
+  readonly shown: number;
+  /** How much of a change's before → after JSON it shows, in characters. */
+  readonly viewChars: number;
+  readonly rest: string;
+}
+
+/**
  * A plan's changes as a list: with a delta, the changes this change set
  * brings first and the whole plan (what the next apply does, including what
  * was already pending on the tree) folded below; without one, the whole plan.
+ * With `excerpt`, each list is cut to its first `excerpt.shown` items.
  */
-export function planHtml(rawPlan: Plan | null, rawDelta: readonly Change[] | null, rawDiagnostics: readonly unknown[]): string {
+export function planHtml(rawPlan: Plan | null, rawDelta: readonly Change[] | null, rawDiagnostics: readonly unknown[], excerpt?: PlanExcerpt): string {
   // Masked here too (idempotent): whoever hands a plan in, the page never shows a secret value.
   const plan = rawPlan === null ? null : redactTyped(rawPlan);
   const delta = rawDelta === null ? null : redactTyped(rawDelta);
   const diagnostics = redact(rawDiagnostics) as unknown[];
-  if (!plan) return `<p class="muted">The change set is invalid; no plan was made.</p>${diagnosticsHtml(diagnostics)}`;
+  if (!plan) return `<p class="muted">The change set is invalid; no plan was made.</p>${diagnosticsHtml(diagnostics, excerpt)}`;
   const counts = `${plan.summary.create} to create, ${plan.summary.update} to update, ${plan.summary.replace} to replace, ${plan.summary.delete} to delete`;
-  const list = (changes: readonly Change[]) => changes.length === 0 ? `<p class="muted">No change to what runs.</p>` : `<ul class="changes">${changes.map(changeHtml).join("")}</ul>`;
+  const list = (changes: readonly Change[]) => changes.length === 0 ? `<p class="muted">No change to what runs.</p>` : `<ul class="changes">${cut(changes, excerpt).map((c) => changeHtml(c, excerpt)).join("")}${moreHtml(changes.length, excerpt, "changes")}</ul>`;
   const whole = list(plan.changes.filter((c) => c.action !== "no-op"));
   const body = delta === null
     ? `<p class="plan-counts">Plan: ${esc(counts)}.</p>${whole}`
     : `<p><strong>What this change brings (${delta.length})</strong></p>${list(delta)}<details><summary>The whole plan of the next apply: ${esc(counts)} (includes what was already pending)</summary>${whole}</details>`;
-  const warnings = plan.warnings.length === 0 ? "" : `<p><strong>Warnings</strong></p><ul>${plan.warnings.map((w) => `<li>${esc(w.address)}: ${esc(w.message)} <span class="muted">(${esc(w.code)})</span></li>`).join("")}</ul>`;
-  return `${body}${warnings}${diagnosticsHtml(diagnostics)}`;
+  const warnings = plan.warnings.length === 0 ? "" : `<p><strong>Warnings (${plan.warnings.length})</strong></p><ul>${cut(plan.warnings, excerpt).map((w) => `<li>${esc(w.address)}: ${esc(w.message)} <span class="muted">(${esc(w.code)})</span></li>`).join("")}${moreHtml(plan.warnings.length, excerpt, "warnings")}</ul>`;
+  return `${body}${warnings}${diagnosticsHtml(diagnostics, excerpt)}`;
 }
 
-/** One change: `+ slot.x` style head, reason, apply class, changed paths with before → after, destructive and downtime marks. */
-export function changeHtml(c: Change): string {
+/** The items an excerpt shows (all of them without one). */
+function cut<T>(items: readonly T[], excerpt: PlanExcerpt | undefined): readonly T[] {
+  return excerpt === undefined || items.length <= excerpt.shown ? items : items.slice(0, excerpt.shown);
+}
+
+/** The line after an excerpt's cut list: how many more, and where they all are. */
+function moreHtml(count: number, excerpt: PlanExcerpt | undefined, what: string): string {
+  if (excerpt === undefined || count <= excerpt.shown) return "";
+  return `<li class="more muted">and ${count - excerpt.shown} more ${esc(what)}: <a href="${esc(excerpt.rest)}">the plan page</a> lists all ${count}</li>`;
+}
+
+/** One change: `+ slot.x` style head, reason, apply class, changed paths with before → after (with `excerpt`, the first `excerpt.shown`), destructive and downtime marks. */
+export function changeHtml(c: Change, excerpt?: PlanExcerpt): string {
   const marks = [
     c.destructive ? `<span class="destructive-mark">destructive</span>` : "",
     c.downtime ? `<span class="badge state-warn">downtime</span>` : "",
   ].filter(Boolean).join(" ");
-  const paths = c.changed_paths.length === 0 ? "" : `<ul class="paths">${c.changed_paths.map((p) => `<li><code>${esc(p)}</code>${beforeAfter(valueOf(c, "before", p), valueOf(c, "after", p))}</li>`).join("")}</ul>`;
+  const paths = c.changed_paths.length === 0 ? "" : `<ul class="paths">${cut(c.changed_paths, excerpt).map((p) => `<li><code>${esc(p)}</code>${beforeAfter(valueOf(c, "before", p), valueOf(c, "after", p))}</li>`).join("")}${moreHtml(c.changed_paths.length, excerpt, "paths")}</ul>`;
   return `<li class="change${c.destructive ? " destructive" : ""}" data-action="${esc(c.action)}">
 <div class="change-head">${esc(`${SYMBOL[c.action]} ${c.address}`)} ${marks}</div>
 <div>${esc(c.action)} · reason <code>${esc(c.reason)}</code> · applies ${esc(c.apply_class)}</div>
 ${c.downtime ? `<div>${esc(downtimeText(c))}</div>` : ""}
 ${paths}
-<details><summary>Before → after</summary>${jsonBlock(c.before, "before")}${jsonBlock(c.after, "after")}</details>
+<details><summary>Before → after</summary>${viewBlock(c.before, "before", excerpt)}${viewBlock(c.after, "after", excerpt)}</details>
 </li>`;
+}
+
+/** A change's before or after as JSON; with `excerpt`, its first `excerpt.viewChars` characters and a pointer to the plan page. */
+function viewBlock(value: unknown, label: string, excerpt: PlanExcerpt | undefined): string {
+  if (excerpt === undefined) return jsonBlock(value, label);
+  const text = JSON.stringify(value ?? null, null, 2);
+  if (text.length <= excerpt.viewChars) return jsonBlock(value, label);
+  return `<pre class="json" aria-label="${esc(label)}">${esc(clip(text, excerpt.viewChars))}</pre><p class="muted">(cut: <a href="${esc(excerpt.rest)}">the plan page</a> shows it whole)</p>`;
 }
 
 function downtimeText(c: Change): string {
@@ -168,10 +202,10 @@ function beforeAfter(before: unknown, after: unknown): string {
   return `: <code>${esc(show(before))}</code> → <code>${esc(show(after))}</code>`;
 }
 
-function diagnosticsHtml(diagnostics: readonly unknown[]): string {
+function diagnosticsHtml(diagnostics: readonly unknown[], excerpt?: PlanExcerpt): string {
   if (diagnostics.length === 0) return "";
   const row = (d: Partial<Diagnostic>) => `<li><span class="badge state-${esc(d.severity)}">${esc(d.severity)}</span> ${esc(d.file ?? "")}${d.line ? `:${esc(d.line)}` : ""} ${esc(d.summary ?? JSON.stringify(d))} <span class="muted">${esc(d.code ?? "")}</span></li>`;
-  return `<p><strong>Diagnostics</strong></p><ul>${(diagnostics as Array<Partial<Diagnostic>>).map(row).join("")}</ul>`;
+  return `<p><strong>Diagnostics</strong></p><ul>${cut(diagnostics as Array<Partial<Diagnostic>>, excerpt).map(row).join("")}${moreHtml(diagnostics.length, excerpt, "diagnostics")}</ul>`;
 }
 
 /** The files a change set touches as line diffs, one `<pre>` each (a created file all `+`, a deleted one all `-`). */

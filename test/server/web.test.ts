@@ -139,6 +139,46 @@ describe("the operator's pages (server-rendered; they read fine without script)"
     expect(checks).toHaveBeenCalledTimes(ids.length);
   });
 
+  it("a card on a big box shows the first items of each list of its plan and links the plan page for the rest: its size does not grow with the box", async () => {
+    const file = join(s.config, "hal0.toml");
+    writeFileSync(file, readFileSync(file, "utf8").replace("max_slots = 8", "max_slots = 0"));
+    /** `n` more enabled slots that do not run: each one a create in the whole plan of the next apply, with its warnings. */
+    const grow = (from: number, n: number) => {
+      for (let i = from; i < from + n; i++) writeFileSync(join(s.config, `slots/bulk${i}.toml`), `profile = "cpu-small"\nmodel = "qwen3-4b"\nport = ${8122 + i}\ntype = "llm"\n\n[placement]\ndevice = "cpu"\n`);
+    };
+    const items = (html: string, pattern: RegExp) => html.match(pattern)?.length ?? 0;
+    const cardOf = async (id: string) => {
+      await s.hal0.box.snapshot().then(() => new Promise((resolve) => setTimeout(resolve, 1100)));
+      return card((await get("/")).text, id);
+    };
+    grow(0, 30);
+    const queued = await callTool(await client("hermes__coder"), "slot_create", { ...SCRATCH, port: 8110 });
+    expect(queued.body.status, JSON.stringify(queued.body)).toBe("pending_approval");
+    const id: string = queued.body.approval_id;
+    const planId: string = (await s.call("GET", `/api/agent/approvals/${id}`)).body.approval.plan_id;
+    const small = await cardOf(id);
+    expect(small).toContain("What this change brings (1)");
+    expect(small).toMatch(/The whole plan of the next apply: 3\d to create/);
+    // What the change brings; the whole plan's first 20 changes, then a link to all of them.
+    expect(items(small, /<li class="change/g)).toBe(1 + 20);
+    expect(items(small, /<summary>Before → after<\/summary>/g)).toBe(1 + 20);
+    const link = `<a href="/plans/${encodeURIComponent(planId)}">the plan page</a>`;
+    const whole = Number(/The whole plan of the next apply: (\d+) to create/.exec(small)![1]) + 1; // and the settings' update
+    expect(small).toContain(`and ${whole - 20} more changes: ${link} lists all ${whole}`);
+    expect(small).toContain(`more warnings: ${link}`);
+    // Twice the slots: the card holds as many items as before.
+    grow(30, 30);
+    const big = await cardOf(id);
+    expect(big).toMatch(/The whole plan of the next apply: 6\d to create/);
+    expect(items(big, /<li class="change/g)).toBe(items(small, /<li class="change/g));
+    expect(items(big, /<li/g)).toBe(items(small, /<li/g));
+    // The plan page lists every change.
+    const page = await get(`/plans/${encodeURIComponent(planId)}`);
+    expect(page.status).toBe(200);
+    expect(items(page.text, /<li class="change/g)).toBeGreaterThan(60);
+    expect(page.text).not.toContain("the plan page</a> lists all");
+  });
+
   it("lists pending ones newest first; decided ones are marked with their state and have no forms", async () => {
     const c = await client("hermes__coder");
     const first = (await callTool(c, "slot_create", { ...SCRATCH, enabled: false, description: "first" })).body.approval_id as string;
@@ -328,5 +368,22 @@ describe("changeHtml", () => {
     expect(create).toContain("+ slot.new");
     expect(create).not.toContain("destructive");
     expect(create).not.toContain("Downtime");
+  });
+
+  it("with an excerpt (an inbox card), shows the first paths and the first characters of a long before → after, and links the plan page for the rest", () => {
+    const paths = Array.from({ length: 30 }, (_, i) => `env.K${i}`);
+    const env = Object.fromEntries(paths.map((p, i) => [p.slice(4), `v${i}`.repeat(200)]));
+    const after = { ...view(8192, "4"), spec: { ...view(8192, "4").spec, env } };
+    const change = { address: "slot.chat", kind: "slot", action: "create", reason: "new", changed_paths: paths, before: null, after, apply_class: "immediate", destructive: false, downtime: false } as const;
+    const whole = changeHtml(change);
+    const cut = changeHtml(change, { shown: 5, viewChars: 1000, rest: "/plans/p1" });
+    expect(whole.match(/<li><code>env\./g)).toHaveLength(30);
+    expect(cut.match(/<li><code>env\./g)).toHaveLength(5);
+    expect(cut).toContain('and 25 more paths: <a href="/plans/p1">the plan page</a> lists all 30');
+    const after1 = /<pre class="json" aria-label="after">([^<]*)<\/pre>/;
+    expect(after1.exec(whole)![1]!.length).toBeGreaterThan(10_000);
+    const unescaped = (html: string) => html.replace(/&quot;/g, '"').replace(/&#39;/g, "'").replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
+    expect(unescaped(after1.exec(cut)![1]!).length).toBeLessThanOrEqual(1000);
+    expect(cut).toContain('(cut: <a href="/plans/p1">the plan page</a> shows it whole)');
   });
 });
