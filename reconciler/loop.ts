@@ -1,7 +1,7 @@
-import { watch, type FSWatcher } from "chokidar";
 import { basename, join } from "node:path";
 import type { Sweeper, SweepReport } from "./sweep.js";
 import { isTreeFileName, TREE_FOLDERS, treeFingerprint } from "./tree-cache.js";
+import { watchFolders, type FolderWatch } from "./tree-watch.js";
 import { longLivedAbort } from "./drivers/driver.js";
 import { lockHolder } from "./lock.js";
 
@@ -21,7 +21,7 @@ export interface LoopOptions {
 
 /**
  * Runs sweeps forever: every interval, once the tree holds still after any change to a `.toml` file hal0 reads
- * (dotfiles are not; ~200 ms after the last) in the tree (chokidar 4 on the folders; it takes no globs), and on demand.
+ * (dotfiles are not; ~200 ms after the last) in the tree (`watchFolders`: node's fs.watch on the folders), and on demand.
  * Requests coalesce: at most one sweep runs, and at most one more is queued.
  *
  * A watch ends with what it watches: a folder moved away and back, made after
@@ -35,7 +35,7 @@ export interface LoopOptions {
  * watcher missed a change: it is set up anew and a sweep runs.
  */
 export class SweepLoop {
-  private watcher?: FSWatcher;
+  private watcher?: FolderWatch;
   private timer?: NodeJS.Timeout;
   private debounce?: NodeJS.Timeout;
   private check?: NodeJS.Timeout;
@@ -72,26 +72,20 @@ export class SweepLoop {
   private watchTree(): void {
     const old = this.watcher;
     this.made++;
-    // Not persistent: chokidar shares one fs.watch per path among its persistent watchers in the process (the old one
-    // here, hal0 serve's reads), and a shared one stays on the folder the path named when it was made — after a config
-    // folder's link is switched to another folder, every edit there would wait for the check. (The loop's timers, or the
-    // server's socket, keep the process alive.)
+    // Not persistent: the loop's timers, or the server's socket, keep the process alive.
     const folders = TREE_FOLDERS.map((f) => join(this.options.root, f));
-    const watcher = watch(folders, { ignoreInitial: true, depth: 0, persistent: false });
-    watcher.on("all", (_event, path) => {
+    this.watcher = watchFolders(folders, (path) => {
       if (this.stopped) return;
       if (isTreeFileName(basename(path))) this.onChange();
       // A resource folder made, removed or replaced at the top (rm -rf slots and a restore, a checkout, a link switched):
       // what watched the old one ends with it, so the folders are watched anew, and what the new one holds is swept.
+      // (A watch that failed, the config folder's own included, is such an event too; the check below covers the rest.)
       else if (path !== folders[0] && folders.includes(path)) {
         this.watchTree();
         this.onChange();
       }
-    });
-    // A folder that vanishes under the watcher is an error event to chokidar; the check below sets it up again.
-    watcher.on("error", () => {});
-    this.watcher = watcher;
-    void old?.close();
+    }, { persistent: false });
+    old?.close();
   }
 
   /** A change no sweep has seen, with none due: the watcher missed it. A sweep the apply lock held off: its holder is done. */
@@ -157,8 +151,7 @@ export class SweepLoop {
   /**
    * Quiet since the last event: a sweep once the tree holds still, its
    * fingerprint the same over one more quiet time. The events of a long copy
-   * come in bursts with gaps (chokidar reads a folder of thousands of files
-   * again between them), and a file `cp` made is empty until its bytes
+   * come in bursts with gaps, and a file `cp` made is empty until its bytes
    * follow: without this, a copy of 3000 slot files was swept ten times, each
    * sweep over a part of it, some over a file still empty.
    */

@@ -1,6 +1,5 @@
 import { mkdir, rm } from "node:fs/promises";
 import { parse as parseToml } from "smol-toml";
-import { watch, type FSWatcher } from "chokidar";
 import { basename, dirname, join } from "node:path";
 import { packageRoot } from "../reconciler/package-root.js";
 import { applyChangeSet, ChangeSetError, movedFiles, revisionFiles, type AppliedChangeSet, type ChangeSet } from "../compiler/changeset.js";
@@ -12,6 +11,7 @@ import { acquireCommitLock, CommitLockedError } from "../reconciler/lock.js";
 import { longLivedAbort } from "../reconciler/drivers/driver.js";
 import { refuseEmptied } from "../reconciler/sweep.js";
 import { isTreeFileName, TREE_FOLDERS, TreeCache } from "../reconciler/tree-cache.js";
+import { watchFolders, type FolderWatch } from "../reconciler/tree-watch.js";
 import { compileWithRunners, runnerErrors } from "../reconciler/runner-observe.js";
 import type { RunnerProbe } from "../reconciler/runner-probe.js";
 import { linkTarget, observe, planChanges, replaceFileKeeping, StateStore, type HermesCredentials, type Inventory, type Observed, type ObservedSlot, type SlotDriver } from "../reconciler/index.js";
@@ -149,7 +149,7 @@ export class BoxService {
   private readonly unbased = new Mutex();
   private readonly tree: TreeCache;
   private cached?: { result: CompileResult; snapshot: Snapshot; checkedAt: number };
-  private watcher?: FSWatcher;
+  private watcher?: FolderWatch;
   private lastGood?: Model;
   /** Before any version of the tree has compiled: the settings of its hal0.toml when that file validated (CompileResult.settings). */
   private settingsAlone?: Model["settings"];
@@ -180,21 +180,23 @@ export class BoxService {
   }
 
   /**
-   * Watches the tree's folders (chokidar) so that `snapshot()` can skip the
+   * Watches the tree's folders (`watchFolders`: an event costs its callback, never a read of the folder) so that `snapshot()` can skip the
    * stat of every file while nothing changed; it still re-checks every
    * READ_WINDOW_MS in case an event is missed. `hal0 serve` turns it on.
    */
   async watch(): Promise<void> {
     if (this.watcher) return;
-    const watcher = watch(TREE_FOLDERS.map((f) => join(this.root, f)), { ignoreInitial: true, depth: 0 });
-    watcher.on("all", (_event, path) => {
+    const folders = TREE_FOLDERS.map((f) => join(this.root, f));
+    const watchTree = (): FolderWatch => watchFolders(folders, (path) => {
       if (isTreeFileName(basename(path))) this.readAgain();
+      // A resource folder made, removed or replaced (or a watch that failed): read again, and watch the folders as they are now.
+      else if (folders.includes(path)) {
+        this.readAgain();
+        this.watcher?.close();
+        this.watcher = watchTree();
+      }
     });
-    // What the watcher cannot look at (a link that loops: ELOOP, a folder it may not enter) is its error event, which unheard
-    // would end the process; the tree's own read reports such an entry (config.read_error), and the re-check covers the watch.
-    watcher.on("error", () => this.readAgain());
-    await new Promise<void>((resolve) => watcher.once("ready", () => resolve()));
-    this.watcher = watcher;
+    this.watcher = watchTree();
   }
 
   private readonly stopping = longLivedAbort();
@@ -215,7 +217,7 @@ export class BoxService {
 
   async close(): Promise<void> {
     this.interrupt();
-    await this.watcher?.close();
+    this.watcher?.close();
     this.watcher = undefined;
   }
 
