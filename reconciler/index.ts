@@ -8,7 +8,7 @@ export { observedDigests, movedResources, describeMoves } from "./digest.js";
 export { formatPlan, planJson, type FormatOptions } from "./format.js";
 
 // Observing and executing (I/O)
-export { observe, type ObserveAllOptions } from "./observe.js";
+export { observe, type ObserveAllOptions, type PortAnswers } from "./observe.js";
 export { converge, previewPlan, holdBack, PlanStaleError, type ConvergeTarget, type ConvergeOptions, type Converged } from "./converge.js";
 export type { ExecEvent, StepResult } from "./execute.js";
 export { StateStore, type SlotOutcome } from "./state.js";

@@ -14,7 +14,7 @@ import { isTreeFileName, TREE_FOLDERS, TreeCache } from "../reconciler/tree-cach
 import { watchFolders, type FolderWatch } from "../reconciler/tree-watch.js";
 import { compileWithRunners, runnerErrors } from "../reconciler/runner-observe.js";
 import type { RunnerProbe } from "../reconciler/runner-probe.js";
-import { linkTarget, observe, planChanges, replaceFileKeeping, StateStore, type HermesCredentials, type Inventory, type Observed, type ObservedSlot, type SlotDriver } from "../reconciler/index.js";
+import { linkTarget, observe, planChanges, replaceFileKeeping, StateStore, type HermesCredentials, type Inventory, type Observed, type ObservedSlot, type PortAnswers, type SlotDriver } from "../reconciler/index.js";
 import { slotOfFile, type Diagnostic, type Plan } from "../schema/index.js";
 import type { Db } from "./db.js";
 import { ApiError, apiErrorOf } from "./errors.js";
@@ -45,6 +45,16 @@ export interface BoxServiceOptions {
 }
 
 /** The tree as it is on disk now. `model` is absent when it does not compile. */
+/** Several proposals made at one moment (an inbox render re-planning each pending request): what their observations share. */
+export interface ObservePass {
+  readonly portHolders: PortAnswers;
+}
+
+/** A new pass: nothing asked yet. */
+export function observePass(): ObservePass {
+  return { portHolders: new WeakMap() };
+}
+
 export interface Snapshot {
   readonly tree: SourceTree;
   readonly model?: Model;
@@ -354,16 +364,18 @@ export class BoxService {
   }
 
   /** One observation of the box (no /health probes unless asked). */
-  async observe(model: Model, health = false): Promise<{ observed: Observed; inventory: Inventory }> {
-    return observe(model, await this.driver(model), this.state, { health, hermesCredentials: this.options.hermesCredentials });
+  /** `portHolders`: the answers of the other observations of one pass (see `propose`). */
+  async observe(model: Model, health = false, portHolders?: PortAnswers): Promise<{ observed: Observed; inventory: Inventory }> {
+    return observe(model, await this.driver(model), this.state, { health, hermesCredentials: this.options.hermesCredentials, ...(portHolders ? { portHolders } : {}) });
   }
 
   /**
    * Applies `changes` to the tree in memory, compiles and plans it. Throws config.stale / config.invalid / config.unknown_revision.
    * The compiled tree is kept per snapshot and change set (see `checked`): proposing the same change on the same tree again
    * (the inbox re-plans every pending request on each render) observes the box and plans afresh, without compiling again.
+   * Proposals of one `pass` (an inbox render) ask who holds each port once between them, not once each.
    */
-  async propose(changes: ChangeSet, base?: Base): Promise<Proposal> {
+  async propose(changes: ChangeSet, base?: Base, pass?: ObservePass): Promise<Proposal> {
     const snapshot = await this.snapshot();
     const key = hashOf(changes);
     let checked = this.checked.get(snapshot)?.get(key);
@@ -378,7 +390,7 @@ export class BoxService {
       bySnapshot.set(key, checked);
     }
     const { applied, model, warnings } = checked;
-    const { observed, inventory } = await this.observe(model);
+    const { observed, inventory } = await this.observe(model, false, pass?.portHolders);
     // Planned again only when the box looks otherwise than when this checked change was last planned (the plan is pure in model, observed, inventory).
     const seen = hashOf([observed, inventory]);
     if (checked.planned?.seen !== seen) {

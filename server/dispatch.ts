@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { z } from "zod";
 import { effectsOf, type Effect } from "../compiler/effects.js";
-import type { Base, BoxService, JudgedProposal, Proposal } from "./box.js";
+import type { Base, BoxService, JudgedProposal, ObservePass, Proposal } from "./box.js";
 import { ApiError, apiErrorOf, refusing } from "./errors.js";
 import { derivedOnce, isFrozenReply } from "./frozen-reply.js";
 import { isMcpServerRoute, redact, redactText } from "./redact.js";
@@ -178,7 +178,7 @@ export function changesTree(route: Route): boolean {
  * store. For an action that commits a ChangeSet (`proposes`): that change,
  * a dry run when the call only previews (`previewOnly`).
  */
-export async function proposeOnly(d: Dispatcher, route: Route, call: Call): Promise<{ intent: WriteIntent; proposal: Proposal }> {
+export async function proposeOnly(d: Dispatcher, route: Route, call: Call, pass?: ObservePass): Promise<{ intent: WriteIntent; proposal: Proposal }> {
   if (!changesTree(route)) throw new ApiError("validation.invalid", `${route.method} ${route.path} does not write the tree`);
   // A lower layer's coded refusal (the engine not answering while the plan observes the runtime) is that ApiError, as in `invoke`.
   return refusing(async () => {
@@ -187,7 +187,7 @@ export async function proposeOnly(d: Dispatcher, route: Route, call: Call): Prom
     const intent: WriteIntent = route.kind === "action"
       ? { changes: await route.proposes!(ctx), dryRun: route.previewOnly?.(input as never) === true }
       : await (route as Extract<Route, { kind: "write" }>).handle(ctx);
-    const proposal = await d.box.propose(intent.changes, call.base);
+    const proposal = await d.box.propose(intent.changes, call.base, pass);
     intent.stillHolds?.(proposal);
     guardOperatorOnly(proposal, call.caller);
     return { intent, proposal };

@@ -1,6 +1,7 @@
 import type { Condition } from "../../reconciler/conditions.js";
 import type { NodeStatus } from "../../reconciler/nodes.js";
 import type { Approval } from "../approvals.js";
+import { observePass, type ObservePass } from "../box.js";
 import { invoke, type Dispatcher } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { redactText } from "../redact.js";
@@ -38,7 +39,9 @@ export async function inboxPage(d: Dispatcher, viewer?: Viewer): Promise<string>
   // By when each was decided: a request decided just now is on the page its decision lands on (`/#<id>`), however old it is.
   const decided = lastDecidedFirst(d.approvals.list().filter((a) => a.state !== "pending")).slice(0, RECENT_DECIDED).map((a) => readBy(a, viewer));
   // A few at a time: re-planning a request waits on the box (runtime records, state files, a probe of each port) more than it computes.
-  const cards = await mapLimited(pending, REPLANS_AT_ONCE, (a) => approvalCard(d, a, viewer));
+  // One pass for the render: each port is probed once for every card, not once per card (a box of a thousand slots, fifty requests).
+  const pass = observePass();
+  const cards = await mapLimited(pending, REPLANS_AT_ONCE, (a) => approvalCard(d, a, viewer, pass));
   const body = `<div id="inbox-status" class="status" role="status" aria-live="polite" tabindex="-1"></div>
 <div id="inbox-live"><section aria-labelledby="pending-h"><h2 id="pending-h">Waiting for you (${pending.length})</h2>
 ${cards.length === 0 ? `<p class="muted">Nothing is waiting for a decision.</p>` : cards.join("\n")}</section>
@@ -90,8 +93,8 @@ function readBy(a: Approval, viewer: Viewer | undefined): Approval {
   return viewer === undefined ? a : asReadBy(a, { kind: "operator", agent: viewer.name, ...(viewer.scopes !== undefined ? { scopes: viewer.scopes } : {}) });
 }
 
-async function approvalCard(d: Dispatcher, request: Approval, viewer: Viewer | undefined): Promise<string> {
-  const made = request.plan_id ? await replanApproval(d, request) : null;
+async function approvalCard(d: Dispatcher, request: Approval, viewer: Viewer | undefined, pass: ObservePass): Promise<string> {
+  const made = request.plan_id ? await replanApproval(d, request, pass) : null;
   const a = readBy(request, viewer);
   const plan = !made ? "" : "error" in made
     ? `<p><strong>The plan cannot be made again:</strong> ${esc(made.error)} <span class="muted">(approving it would fail or be refused as stale)</span></p>`

@@ -3,6 +3,7 @@ import { slotNameOf, type Change, type Diagnostic, type Plan } from "../../schem
 import { valueOf } from "../../reconciler/format.js";
 import { proposeOnly, type Dispatcher } from "../dispatch.js";
 import type { Approval } from "../approvals.js";
+import type { ObservePass } from "../box.js";
 import { isMcpServerFile, redact, redactText, redactTyped, redactToml, tomlLineRedactor } from "../redact.js";
 import { routeId } from "../route.js";
 import { clip, diffBlock, esc, jsonBlock, lineDiff, type DiffLine } from "./render.js";
@@ -26,9 +27,10 @@ const SYMBOL: Record<Change["action"], string> = { create: "+", delete: "-", upd
  * revision it was based on (approvals keep the plan's id, not the plan): the
  * same `proposeOnly` approving runs, nothing written. Resolves to an error
  * message when it cannot be made any more (a file it edits moved: it would be
- * stale), or null for a call that is not a write.
+ * stale), or null for a call that is not a write. The requests of one
+ * render share `pass`: who holds each port is asked once for all of them.
  */
-export async function replanApproval(d: Dispatcher, a: Approval): Promise<{ view: PlanView } | { error: string } | null> {
+export async function replanApproval(d: Dispatcher, a: Approval, pass?: ObservePass): Promise<{ view: PlanView } | { error: string } | null> {
   const route = d.routes.find((r) => routeId(r) === a.route);
   if (!route || route.kind !== "write") return null;
   // Re-planned from the call as stored (a reader's copy has its secrets masked); everything shown is masked again.
@@ -36,7 +38,7 @@ export async function replanApproval(d: Dispatcher, a: Approval): Promise<{ view
   try {
     const { proposal } = await proposeOnly(d, route, {
       params: stored.args.params, query: stored.args.query, body: stored.args.body ?? undefined, caller: stored.caller, requestId: stored.id, base: stored.base_revision ?? undefined, tool: stored.tool,
-    });
+    }, pass);
     // The same plan as last time (the box keeps it while the tree and what it observes stay as they were): the same view.
     const known = views.get(proposal.plan)?.get(a.id);
     if (known !== undefined) return { view: known };

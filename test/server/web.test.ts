@@ -1,8 +1,10 @@
-import { readFileSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { createServer } from "node:net";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { ProcessDriver } from "../../reconciler/drivers/process.js";
 import { RunnerProbe } from "../../reconciler/runner-probe.js";
 import { BASE_TUNE, type SlotView } from "../../schema/index.js";
 import { changeHtml } from "../../server/web/plan-view.js";
@@ -137,6 +139,35 @@ describe("the operator's pages (server-rendered; they read fine without script)"
     await s.hal0.box.snapshot().then(() => new Promise((resolve) => setTimeout(resolve, 1100)));
     await get("/");
     expect(checks).toHaveBeenCalledTimes(ids.length);
+  });
+
+  it("a render re-plans every pending request with one probe of each port between them, not one per request", async () => {
+    // A server whose runtime counts who-holds-this-port questions.
+    await s.close();
+    const asked: number[] = [];
+    const driver = new ProcessDriver({ stateDir: mkdtempSync(join(tmpdir(), "hal0-ports-")) });
+    const holder = driver.portHolder.bind(driver);
+    driver.portHolder = (port) => (asked.push(port), holder(port));
+    s = await startTestServer({ extra: { driverFor: async () => driver } });
+    session = await webLogin(s);
+    roomForMoreSlots();
+    const c = await client("hermes__coder");
+    const REQUESTS = 5;
+    for (let i = 0; i < REQUESTS; i++) {
+      const queued = await callTool(c, "slot_create", { ...SCRATCH, name: `scratch${i}`, port: 8140 + i, description: `n${i}` });
+      expect(queued.body.status, JSON.stringify(queued.body)).toBe("pending_approval");
+    }
+    asked.length = 0;
+    const page = await get("/");
+    expect(page.status).toBe(200);
+    expect(page.text.match(/<article class="card pending"/g)).toHaveLength(REQUESTS);
+    // Each request's plan probes the ports of the box's enabled slots (its own new one too): each port once in the render.
+    expect(asked.length).toBeGreaterThan(REQUESTS);
+    expect(asked.length).toBe(new Set(asked).size);
+    // The next render asks afresh (a port taken since shows): once more each.
+    const first = asked.length;
+    await get("/");
+    expect(asked.length).toBe(2 * first);
   });
 
   it("a card on a big box shows the first items of each list of its plan and links the plan page for the rest: its size does not grow with the box", async () => {
