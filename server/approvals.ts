@@ -167,6 +167,21 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
   }
 
   /**
+   * The `n` requests decided last (every state but pending), the last decided
+   * first (one without a decision time by when it was made; ties newest
+   * first), as `list` reads them: the inbox's "recently decided", which reads
+   * these rows and not the whole history of the queue.
+   */
+  recentlyDecided(n: number): Approval[] {
+    this.expireDue();
+    const rows = this.db.prepare("SELECT * FROM approvals WHERE state != 'pending' ORDER BY COALESCE(decided_at, created_at) DESC, created_at DESC, id DESC LIMIT ?").all(n) as Row[];
+    return rows.map((r) => {
+      const a = fromRow(r);
+      return redacted(a, this.routeFor(a.route));
+    });
+  }
+
+  /**
    * Approves and runs a pending request. Resolves to its final state
    * (executed, failed or stale). The decision is one conditional update, so
    * two deciders racing (even in two processes) give one decision; the other

@@ -37,7 +37,8 @@ const INBOX_SCRIPT = "/assets/inbox.js";
 export async function inboxPage(d: Dispatcher, viewer?: Viewer): Promise<string> {
   const pending = newestFirst(d.approvals.list("pending"));
   // By when each was decided: a request decided just now is on the page its decision lands on (`/#<id>`), however old it is.
-  const decided = lastDecidedFirst(d.approvals.list().filter((a) => a.state !== "pending")).slice(0, RECENT_DECIDED).map((a) => readBy(a, viewer));
+  // Those rows only, not the queue's whole history (which grows for as long as the box runs).
+  const decided = d.approvals.recentlyDecided(RECENT_DECIDED).map((a) => readBy(a, viewer));
   // A few at a time: re-planning a request waits on the box (runtime records, state files, a probe of each port) more than it computes.
   // One pass for the render: each port is probed once for every card, not once per card (a box of a thousand slots, fifty requests).
   const pass = observePass();
@@ -62,12 +63,6 @@ async function mapLimited<T, R>(items: readonly T[], limit: number, work: (item:
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   return out;
-}
-
-/** Decided requests, the last decided first (one without a decision time by when it was made); ties newest first. */
-function lastDecidedFirst(list: readonly Approval[]): Approval[] {
-  const at = (a: Approval) => a.decided_at ?? a.created_at;
-  return newestFirst(list).sort((x, y) => (at(x) === at(y) ? 0 : at(x) < at(y) ? 1 : -1));
 }
 
 /** How much of an audit row's target the status page shows (the activity log has the rest). */

@@ -234,6 +234,40 @@ describe("the operator's pages (server-rendered; they read fine without script)"
     expect(card(html, third)).toContain("<form");
   });
 
+  it("a queue with a long history: the inbox reads the last 20 decided requests, not every request ever made", async () => {
+    const c = await client("hermes__coder");
+    const denied = (await callTool(c, "slot_create", { ...SCRATCH, enabled: false, description: "kept" })).body.approval_id as string;
+    expect((await s.call("POST", `/api/agent/approvals/${denied}/deny`, { body: { reason: "no" } })).status).toBe(200);
+    // 300 older decided requests (copies of that row, decided in the past).
+    const HISTORY = 300;
+    const row = s.hal0.db.prepare("SELECT * FROM approvals WHERE id = ?").get(denied) as Record<string, unknown>;
+    const columns = Object.keys(row);
+    const insert = s.hal0.db.prepare(`INSERT INTO approvals (${columns.join(", ")}) VALUES (${columns.map(() => "?").join(", ")})`);
+    for (let i = 0; i < HISTORY; i++) {
+      const old: Record<string, unknown> = { ...row, id: `apr_old${String(i).padStart(5, "0")}`, dedup_key: `old${i}`, decided_at: new Date(Date.parse("2026-01-01T00:00:00Z") + i * 60_000).toISOString() };
+      insert.run(...columns.map((k) => old[k]));
+    }
+    // Every approvals row an SQL statement hands back while the page renders, counted.
+    let rows = 0;
+    const prepare = s.hal0.db.prepare.bind(s.hal0.db);
+    const spy = vi.spyOn(s.hal0.db, "prepare").mockImplementation(((sql: string) => {
+      const statement = prepare(sql);
+      if (!/FROM approvals/.test(sql)) return statement;
+      const all = statement.all.bind(statement);
+      return Object.assign(statement, { all: (...args: unknown[]) => { const out = all(...args) as unknown[]; rows += out.length; return out; } });
+    }) as typeof s.hal0.db.prepare);
+    let html: string;
+    try {
+      html = (await get("/")).text;
+    } finally {
+      spy.mockRestore();
+    }
+    const shown = [...html.matchAll(/<article class="card decided" id="([^"]+)"/g)].map((m) => m[1]);
+    // The one just decided first, then the 19 decided last before it.
+    expect(shown).toEqual([denied, ...Array.from({ length: 19 }, (_, i) => `apr_old${String(HISTORY - 1 - i).padStart(5, "0")}`)]);
+    expect(rows).toBeLessThanOrEqual(20);
+  });
+
   it("/plans/<id> shows an approval's plan and the TOML diff, and a saved plan's diff", async () => {
     roomForMoreSlots();
     const queued = await callTool(await client("hermes__coder"), "slot_create", SCRATCH);
