@@ -12,7 +12,7 @@
 //     dockerode's BuildKit session with gRPC, which read files beside themselves):
 //     behind stand-ins that require them the first time they are used (DOCKER_DEFERRED);
 //   - the packages of `hal0 serve` and the other long-running or rare commands
-//     (h3, the MCP SDK, pino, chokidar, prom-client, the Hub client, yaml): they
+//     (h3, the MCP SDK, pino, prom-client, the Hub client, yaml): they
 //     read files beside themselves or start workers from their own folder, and a
 //     command that needs them runs for long enough that their loading does not count.
 import { build } from "esbuild";

@@ -5,7 +5,6 @@ import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
-import { watch } from "chokidar";
 import { afterEach, describe, expect, it, onTestFinished, vi } from "vitest";
 import { ProcessDriver } from "../../reconciler/drivers/process.js";
 import { RUNNER_LOG_MAX_BYTES } from "../../reconciler/drivers/runtime-record.js";
@@ -13,6 +12,7 @@ import { acquireLock } from "../../reconciler/lock.js";
 import { SweepLoop } from "../../reconciler/loop.js";
 import { StateStore } from "../../reconciler/state.js";
 import { Sweeper, type SweepReport } from "../../reconciler/sweep.js";
+import { watchFolders } from "../../reconciler/tree-watch.js";
 import type { SlotDriver } from "../../reconciler/index.js";
 import { alive, freePort, RUNNER } from "./process-helpers.js";
 import { until } from "../helpers/until.js";
@@ -365,7 +365,7 @@ describe("the sweep loop when what it watches goes away and comes back", () => {
     symlinkSync(b.root, link);
     const reports: SweepReport[] = [];
     // Another watcher of the same folders in the process (hal0 serve's reads watch them too).
-    const reader = watch(join(link, "slots"), { ignoreInitial: true, depth: 0 });
+    const reader = watchFolders([join(link, "slots")], () => {});
     cleanups.push(() => reader.close());
     const sweeper = new Sweeper({ root: link, state: b.state, driverFor: async () => new ProcessDriver({ stateDir: b.state.dir }) });
     const loop = new SweepLoop(sweeper, { root: link, intervalS: () => 3600, onReport: (r) => reports.push(r), checkMs: 300 });
