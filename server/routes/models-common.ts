@@ -113,7 +113,8 @@ export async function insideRoots(model: Model, given: string): Promise<string> 
 
 /**
  * The file a model read (model_inspect, model_inspect_draft) may open for
- * `caller`: any path for an operator (the person at the box); for an agent
+ * `caller`: any path for an operator (the person at the box) and for hal0
+ * itself (`system`); for an agent
  * or an anonymous caller only a file under `[models] roots` (insideRoots:
  * 403 model.path_outside_roots otherwise, never saying whether it exists) or
  * one a model entry already names. Reading any file hal0 can read would
@@ -121,7 +122,8 @@ export async function insideRoots(model: Model, given: string): Promise<string> 
  */
 export async function inspectable(model: Model, given: string, caller: Caller): Promise<string> {
   const abs = resolve(absolutePath(model.root, given));
-  if (caller.kind === "operator") return abs;
+  // hal0 itself (`system:pull` registering a model a person approved pulling into the store) reads as the operator does.
+  if (caller.kind === "operator" || caller.kind === "system") return abs;
   const named = Object.values(model.models).some((m) => [m.path_abs, m.draft_abs, m.mmproj_abs].includes(abs));
   return named ? abs : insideRoots(model, given);
 }

@@ -5,7 +5,8 @@ import { entryFor, scanModels } from "../../reconciler/host/model-scan.js";
 import { ModelFacts, ResourceId } from "../../schema/index.js";
 import { ApiError, refusing } from "../errors.js";
 import { defineRoute, sparseFields, type WriteOutcome } from "../route.js";
-import { absolutePath, findModel, headerOf, headerReport, refuseLegacyKeys } from "./models-common.js";
+import type { Caller } from "../route.js";
+import { absolutePath, findModel, headerOf, headerReport, inspectable, refuseLegacyKeys } from "./models-common.js";
 
 const ModelIdParams = z.strictObject({ model_id: ResourceId });
 /** File facts as top-level fields; the compiler validates them (unknown keys get a "did you mean"). */
@@ -32,12 +33,12 @@ export const modelWriteRoutes = [
   defineRoute({
     method: "POST", path: "/api/models", kind: "write", status: 201, body: RegisterBody, bodyHints: FactHints, tools: ["model_register"],
     summary: "Register a model: file facts as top-level fields; facts missing from the body are read from a local GGUF's header",
-    handle: async ({ body, box }) => {
+    handle: async ({ body, box, caller }) => {
       const { id, ...facts } = body as { id: string } & Record<string, unknown>;
       refuseLegacyKeys(facts, id);
       const model = await box.model();
       if (model.models[id]) throw new ApiError("model.already_exists", `model ${id} is already in models.toml; edit it with PUT /api/models/${id}`, { model_id: id });
-      const fromHeader = await headerFacts(model, facts.path);
+      const fromHeader = await headerFacts(model, facts.path, caller);
       const entry = { ...fromHeader, ...present(facts) };
       return {
         changes: { edits: [modelTableEdit(id, entry)], summary: `register model ${id}` },
@@ -82,11 +83,11 @@ export const modelWriteRoutes = [
   defineRoute({
     method: "POST", path: "/api/models/validate", kind: "read", body: z.looseObject({ id: ResourceId.optional() }), bodyHints: ValidateHints, tools: ["model_validate"],
     summary: "Check a model body against the tree (as if registered, or replacing the model of that id); nothing is written",
-    handle: async ({ body, box }) => {
+    handle: async ({ body, box, caller }) => {
       const { id: given, ...facts } = body as { id?: string } & Record<string, unknown>;
       const model = await box.model();
       const id = given ?? unusedId(model);
-      const file = typeof facts.path === "string" ? { path_abs: absolutePath(model.root, facts.path), ...(await headerReport(absolutePath(model.root, facts.path))) } : undefined;
+      const file = typeof facts.path === "string" ? await fileReport(model, facts.path, caller) : undefined;
       const base = { id, exists: model.models[id] !== undefined, ...(file ? { file } : {}) };
       try {
         const proposal = await box.propose({ edits: [modelTableEdit(id, present(facts))] });
@@ -112,10 +113,36 @@ export const modelWriteRoutes = [
   }),
 ];
 
-/** For a register body with a local GGUF path: the entry its header gives (the body's own fields win). Nothing when there is no readable header. */
-async function headerFacts(model: Model, path: unknown): Promise<Record<string, unknown>> {
-  if (typeof path !== "string" || !path.toLowerCase().endsWith(".gguf")) return {};
+/**
+ * The file a model body names, for `caller` to read its header: any path for an operator; for anyone else only one
+ * model_inspect would open (under `[models] roots`, or a file a model entry names), else undefined and nothing is read
+ * (no header, no size, not even whether it is there: an agent learns nothing of a file outside the roots).
+ */
+async function readableFor(model: Model, path: string, caller: Caller): Promise<string | undefined> {
+  try {
+    return await inspectable(model, path, caller);
+  } catch (err) {
+    if (err instanceof ApiError && err.code === "model.path_missing") return absolutePath(model.root, path);
+    if (err instanceof ApiError && err.code === "model.path_outside_roots") return undefined;
+    throw err;
+  }
+}
+
+/** What model_validate says of the file a body names: its header's facts or why there are none; outside the roots, for an agent, only that. */
+async function fileReport(model: Model, path: string, caller: Caller): Promise<Record<string, unknown>> {
   const abs = absolutePath(model.root, path);
+  const readable = await readableFor(model, path, caller);
+  if (readable === undefined) {
+    return { path_abs: abs, gguf_error: { code: "model.path_outside_roots", message: `${path} is not under any of [models] roots (${model.settings.models.roots.join(", ") || "none set"}); its header is read only for an operator`, reason: "outside_roots" } };
+  }
+  return { path_abs: abs, ...(await headerReport(readable)) };
+}
+
+/** For a register body with a local GGUF path: the entry its header gives (the body's own fields win). Nothing when there is no readable header, or none `caller` may read. */
+async function headerFacts(model: Model, path: unknown, caller: Caller): Promise<Record<string, unknown>> {
+  if (typeof path !== "string" || !path.toLowerCase().endsWith(".gguf")) return {};
+  const abs = await readableFor(model, path, caller);
+  if (abs === undefined) return {};
   const facts = await headerOf(abs).catch(() => undefined);
   if (!facts) return {};
   const { path: _written, ...entry } = entryFor(model.root, abs, facts);

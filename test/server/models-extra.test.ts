@@ -382,3 +382,36 @@ describe("which files a model read opens, by caller", () => {
     }
   });
 });
+
+describe("model_validate and model_register read a header only where model_inspect may", () => {
+  it("an agent over MCP learns nothing of a file outside [models] roots (not its header, not whether it is there); inside the roots and for an operator the header is read", async () => {
+    gguf(join(root, "main.gguf"), { name: "Main", ctx: 4096 }, 1024);
+    gguf(join(outside, "elsewhere.gguf"), { name: "Elsewhere", ctx: 123456 }, 1024);
+    writeFileSync(join(outside, "notes.txt"), "not a model\n");
+    const client = await adminClient(s.url, "hermes__ops");
+    try {
+      const replies: string[] = [];
+      for (const path of [join(outside, "elsewhere.gguf"), join(outside, "notes.txt"), join(outside, "absent.gguf"), "/etc/hostname"]) {
+        const r = await callTool(client, "model_validate", { path, type: "llm" });
+        expect(r.isError, JSON.stringify(r.body)).toBe(false);
+        expect(r.body.file, path).toEqual({ path_abs: path, gguf_error: expect.objectContaining({ code: "model.path_outside_roots", reason: "outside_roots" }) });
+        replies.push(JSON.stringify({ ...r.body.file, path_abs: "" }));
+      }
+      // Four files (a GGUF, a text file, nothing, a system file) answer alike.
+      expect(new Set(replies.map((t) => t.replaceAll(/"message":"[^"]*"/g, ""))).size).toBe(1);
+      const inside = await callTool(client, "model_validate", { path: join(root, "main.gguf"), type: "llm" });
+      expect(inside.body.file.gguf).toMatchObject({ context_length: 4096 });
+      // Registering it would have the header's facts filled in (and shown on the request's card): not outside the roots.
+      const reg = await callTool(client, "model_register", { id: "peek", path: join(outside, "elsewhere.gguf"), type: "llm" });
+      expect(reg.body.status, JSON.stringify(reg.body)).toBe("pending_approval");
+      expect(JSON.stringify(reg.body)).not.toMatch(/123456|Elsewhere/);
+      const regInside = await callTool(client, "model_register", { id: "peek-inside", path: join(root, "main.gguf") });
+      expect(regInside.body.status, JSON.stringify(regInside.body)).toBe("pending_approval");
+      expect(JSON.stringify(regInside.body)).toContain("4096");
+    } finally {
+      await client.close();
+    }
+    const operator = await s.call("POST", "/api/models/validate", { body: { path: join(outside, "elsewhere.gguf") } });
+    expect(operator.body.file.gguf).toMatchObject({ context_length: 123456 });
+  });
+});
