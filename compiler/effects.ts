@@ -183,7 +183,14 @@ function classify(input: EffectInput, file: string, path: readonly string[], bef
     const [, id, field] = path;
     if (path[0] === "model" && (field === "path" || field === "draft" || field === "mmproj")) {
       const abs = field === "path" ? input.after.models[id!]?.path_abs : field === "draft" ? input.after.models[id!]?.draft_abs : input.after.models[id!]?.mmproj_abs;
-      if (abs !== undefined && insideRoots(abs, input.after.settings.models.roots, input.after.root)) return make("tune", `points model ${id}'s ${field} at ${abs} (inside [models] roots)`);
+      if (abs !== undefined && insideRoots(abs, input.after.settings.models.roots, input.after.root)) {
+        // The weights a running slot serves, swapped under it: what a model_swap does, so never looser than the caller's model_swap.
+        const serving = field === "path" && input.before?.models[id!] !== undefined ? slotsServing(input, id!) : [];
+        if (serving.length > 0) {
+          return make("assignment", `points model ${id}'s path at ${abs} (inside [models] roots): ${serving.length === 1 ? `slot ${serving[0]} serves it, so its server restarts` : `slots ${serving.join(", ")} serve it, so their servers restart`} with that file`, "model_swap");
+        }
+        return make("tune", `points model ${id}'s ${field} at ${abs} (inside [models] roots)`);
+      }
       return make("privileged", `points model ${id}'s ${field} at ${abs ?? show(now)}, outside [models] roots`);
     }
     if (path[0] === "model" && field === "chat_template") return make("privileged", `gives model ${id} the chat template ${show(now)}`);
@@ -232,6 +239,15 @@ function classify(input: EffectInput, file: string, path: readonly string[], bef
   // A stack file does nothing until it is applied, and applying it is judged by the slot edits it makes.
   if (/^stacks\/[^/]+\.toml$/.test(file)) return make("tune", `edits stack ${file.slice(7, -5)}: ${key}`);
   return make("privileged", `changes ${key || "the file"} in ${file}`);
+}
+
+/** The enabled slots that serve model `id` before and after the change (sorted): a new file for it is a new model for them. */
+function slotsServing(input: EffectInput, id: string): string[] {
+  return Object.keys(input.after.slots).filter((name) => {
+    const now = input.after.slots[name]!;
+    const was = input.before?.slots[name];
+    return now.enabled && now.model === id && was !== undefined && was.model === id;
+  }).sort();
 }
 
 /** hal0.toml keys that only pace hal0 itself: tune, on purpose. Every other setting is privileged. */

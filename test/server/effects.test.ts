@@ -142,6 +142,31 @@ describe("privileged effects always need a person, whichever tool carries them",
     expect(beside.body.effects.join("\n")).toContain(`points model qwen3-4b's path at ${join(s.config, "models-elsewhere/x.gguf")}, outside [models] roots`);
   });
 
+  it("a new path for a model an enabled slot serves is a swap of that slot's model: never looser than the agent's model_swap (gated waits, blocked is refused); a model no slot serves stays in model_edit's tier", async () => {
+    const s = await box();
+    writeFileSync(join(s.config, "hal0.toml"), read(s, "hal0.toml").replace("[models]\n", '[models]\nroots = ["models"]\n'));
+    // This agent asks before any slot serves another model; model_edit (file facts) stays autonomous.
+    writeFileSync(join(s.config, "policy.toml"), `${read(s, "policy.toml")}\n[agents.${AGENT}]\ngated = ["model_swap"]\n`);
+    await s.hal0.box.snapshot();
+    const models = read(s, "models.toml");
+    // utility serves qwen3-4b: pointing qwen3-4b at the 30B file swaps utility's weights, as model_swap would.
+    const swapped = await tool(s, "model_edit", { model_id: "qwen3-4b", path: "models/Qwen3-30B-A3B-Q4_K_M.gguf" });
+    expect(swapped.body, JSON.stringify(swapped.body)).toMatchObject({ status: "pending_approval" });
+    expect(swapped.body.effects.join("\n")).toContain(`points model qwen3-4b's path at ${join(s.config, "models/Qwen3-30B-A3B-Q4_K_M.gguf")} (inside [models] roots): slot utility serves it, so its server restarts with that file`);
+    expect(read(s, "models.toml")).toBe(models);
+    // A model no enabled slot serves: a file fact, in model_edit's own tier.
+    const unused = await tool(s, "model_edit", { model_id: "glm-4.5-air", path: "models/Qwen3-30B-A3B-Q4_K_M.gguf" });
+    expect(unused.body, JSON.stringify(unused.body)).toMatchObject({ committed: true });
+    // Blocked for model_swap: refused, not queued.
+    writeFileSync(join(s.config, "policy.toml"), read(s, "policy.toml").replace(`[agents.${AGENT}]\ngated = ["model_swap"]`, `[agents.${AGENT}]\nblocked = ["model_swap"]`));
+    await s.hal0.box.snapshot();
+    const blocked = await tool(s, "model_edit", { model_id: "qwen3-4b", path: "models/Qwen3-30B-A3B-Q4_K_M.gguf" });
+    expect(blocked.isError, JSON.stringify(blocked.body)).toBe(true);
+    expect(blocked.body.error.code).toBe("mcp.tool_not_allowed");
+    expect(blocked.body.error.message).toContain("points model qwen3-4b's path");
+    expect(read(s, "models.toml")).not.toMatch(/\[model\."qwen3-4b"\][^[]*Qwen3-30B-A3B/);
+  });
+
   it("a swap to an existing profile whose runner, flags or env differ is privileged through the resolved diff; a swap between two models on one profile is not", async () => {
     const s = await box();
     // utility runs cpu-small; rocm has other flags (and the example box's profiles share one runner word).
