@@ -5,7 +5,7 @@ import { Plan } from "../schema/index.js";
 import { PlanStaleError } from "../reconciler/converge.js";
 import { formatPlan } from "../reconciler/format.js";
 import { notInstalled } from "../reconciler/preflight.js";
-import { movedSince, openBox, writeOtherConfigNote, writeOtherServeNote, writeRunnerNotes } from "./box.js";
+import { movedSince, openBox, warningLines, writeOtherConfigNote, writeOtherServeNote, writeRunnerNotes } from "./box.js";
 import { installMissing } from "./model-cmd.js";
 import { notReadableWhole } from "./paths.js";
 import { BOX_OPTIONS, savedPlan, shownPlan, writeNotInstalled } from "./plan-cmd.js";
@@ -62,7 +62,7 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
       if (moved.length > 0) throw new CliError("plan.stale", `the config changed while hal0 apply was reading it: ${moved.join(", ")}; nothing was applied: run hal0 apply again, which plans from the files as they are now`);
       // The plan that runs is made again (the file's secrets are masked); the file must be that plan as hal0 wrote it.
       if (saved && !saved.writes(plan)) throw new CliError("plan.invalid", `${file} was changed after hal0 wrote it: it is not plan ${plan.id} as hal0 plan --out writes it; make the plan again (hal0 plan --out)`);
-      io.stdout.write(`${formatPlan(shownPlan(plan))}\n`);
+      io.stdout.write(`${formatPlan(shownPlan(plan))}\n${await warningLines(box)}`);
       return !plan.has_changes || values.yes === true || (await confirm(io));
     },
   }).catch((err: unknown) => {
@@ -90,6 +90,8 @@ async function readSavedPlan(file: string): Promise<{ plan: Plan; writes: (plan:
     throw new CliError("plan.invalid", `cannot read ${file}: ${why} (it names a plan saved by hal0 plan --out FILE)`);
   });
   const raw = parseJson(text);
+  // \`hal0 plan --json\` adds the tree's warnings to the plan as \`diagnostics\` (\`hal0 plan --json | hal0 apply --plan /dev/stdin\`): not part of the plan.
+  if (raw !== null && typeof raw === "object" && !Array.isArray(raw) && Object.hasOwn(raw, "diagnostics")) delete (raw as Record<string, unknown>).diagnostics;
   const parsed = Plan.safeParse(raw);
   if (!parsed.success) throw new CliError("plan.invalid", `${file} is not a hal0 plan (format_version 1)`);
   const content = JSON.stringify(raw);

@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
 import { compile, type Model, type SourceTree } from "../compiler/index.js";
+import type { Diagnostic } from "../schema/index.js";
 import { ProcessDriver } from "../reconciler/drivers/process.js";
 import { StateStore } from "../reconciler/state.js";
 import { sameFolder } from "../reconciler/state-folder.js";
@@ -211,6 +212,30 @@ export async function writeRunnerNotes(box: Box, io: CliIo): Promise<void> {
   // Why a probe failed quotes what the runner printed, run with its slot's env: masked as every CLI line quoting a runner.
   const { redactText } = await import("../server/redact.js");
   for (const [key, why] of failed) io.stderr.write(redactText(`note: runner ${key} could not be probed (${why}): its slots' argv is written for the newest known llama-server and not checked\n`));
+}
+
+/**
+ * The tree's warnings (`hal0 validate` prints each in full): the compile's,
+ * then the runners' argv check's. A plan with them is still a plan (its
+ * exit status is the plan's); `hal0 plan` and `apply` print them after the
+ * plan, `plan --json` as its `diagnostics`.
+ */
+export function treeWarnings(box: Pick<Box, "model" | "runners">): Diagnostic[] {
+  return [...box.runners.result.diagnostics, ...box.model.runnerDiagnostics].filter((d) => d.severity === "warning");
+}
+
+/**
+ * The text of the tree's compile warnings, for after the plan: one line each,
+ * `file:line:col: warning[code]: summary` (file relative to the config
+ * folder; the runners' warnings were notes before the plan). Empty when none.
+ */
+export async function warningLines(box: Pick<Box, "model" | "runners">): Promise<string> {
+  const compiled = box.runners.result.diagnostics.filter((d) => d.severity === "warning");
+  if (compiled.length === 0) return "";
+  // A summary can quote a value of the tree: masked as every CLI line quoting the tree.
+  const { redactText } = await import("../server/redact.js");
+  const lines = compiled.map((d) => redactText(`  ${d.file}:${d.line}:${d.column}: warning[${d.code}]: ${d.summary}`));
+  return `\n${compiled.length === 1 ? "1 warning" : `${compiled.length} warnings`} in the configuration (hal0 validate shows each in full):\n${lines.join("\n")}\n`;
 }
 
 /**

@@ -3,7 +3,7 @@ import { formatPlan, planJson } from "../reconciler/format.js";
 import { previewPlan } from "../reconciler/converge.js";
 import { notInstalled, preflight } from "../reconciler/preflight.js";
 import { writeFileAtomic } from "../reconciler/index.js";
-import { openBox, writeOtherConfigNote, writeOtherServeNote, writeRunnerNotes, type Box } from "./box.js";
+import { openBox, treeWarnings, warningLines, writeOtherConfigNote, writeOtherServeNote, writeRunnerNotes, type Box } from "./box.js";
 import { EXIT_CHANGES, EXIT_OK, parseCommandArgs, type CliIo } from "./io.js";
 import { refuseNonFile } from "./paths.js";
 import type { Plan } from "../schema/index.js";
@@ -13,6 +13,7 @@ import { redactTyped } from "../server/redact.js";
 export const PLAN_HELP = `hal0 plan [--config DIR] [--state DIR] [--json] [--out FILE] [--detailed-exitcode] [--verbose]
 
 Observes the box and prints what 'hal0 apply' would change, and why. Changes nothing.
+The tree's warnings (as hal0 validate lists them) follow the plan.
 What the host would refuse at apply (a runner that is not installed, a model file that is
 missing) is printed as 'note:' lines on stderr.
   --config DIR          the config folder (default: $HAL0_CONFIG, $HAL0_HOME/etc/hal0, /etc/hal0)
@@ -46,7 +47,11 @@ export async function runPlan(args: string[], io: CliIo): Promise<number> {
   // Saved before it is printed: a file the system refuses (a read-only mount, a full disk) fails the command with
   // nothing on stdout but its failure, which under --json is then the one document there, not a second one after the plan.
   if (out !== undefined) await writeFileAtomic(out, `${planJson(savedPlan(plan))}\n`);
-  io.stdout.write(values.json ? `${planJson(savedPlan(plan))}\n` : `${formatPlan(shownPlan(plan), { verbose: values.verbose === true })}\n`);
+  // The tree's warnings come with the plan (after it; under --json its `diagnostics`), and change neither the plan nor the exit status.
+  const warnings = treeWarnings(box);
+  io.stdout.write(values.json
+    ? `${warnings.length === 0 ? planJson(savedPlan(plan)) : planJson({ ...savedPlan(plan), diagnostics: redactTyped(warnings) } as Plan)}\n`
+    : `${formatPlan(shownPlan(plan), { verbose: values.verbose === true })}\n${await warningLines(box)}`);
   return values["detailed-exitcode"] && plan.has_changes ? EXIT_CHANGES : EXIT_OK;
 }
 
