@@ -1,4 +1,4 @@
-import { readFile } from "node:fs/promises";
+import { open } from "node:fs/promises";
 import { resolve } from "node:path";
 import { createInterface } from "node:readline/promises";
 import { Plan } from "../schema/index.js";
@@ -85,7 +85,8 @@ export async function runApply(args: string[], io: CliIo): Promise<number> {
  * secrets unmasked, is still read.
  */
 async function readSavedPlan(file: string): Promise<{ plan: Plan; writes: (plan: Plan) => boolean }> {
-  const text = await readFile(file, "utf8").catch((err: NodeJS.ErrnoException) => {
+  const text = await readBounded(file).catch((err: NodeJS.ErrnoException) => {
+    if (err instanceof CliError) throw err;
     const why = err.code === "ENOENT" ? "no such file" : err.code === "EISDIR" ? "it is a folder" : err.code === "EACCES" || err.code === "EPERM" ? "permission denied" : (err.code ?? err.message);
     throw new CliError("plan.invalid", `cannot read ${file}: ${why} (it names a plan saved by hal0 plan --out FILE)`);
   });
@@ -96,6 +97,33 @@ async function readSavedPlan(file: string): Promise<{ plan: Plan; writes: (plan:
   if (!parsed.success) throw new CliError("plan.invalid", `${file} is not a hal0 plan (format_version 1)`);
   const content = JSON.stringify(raw);
   return { plan: parsed.data, writes: (plan) => content === JSON.stringify(savedPlan(plan)) || content === JSON.stringify(plan) };
+}
+
+/** The most a saved plan may hold: a plan of a box of 1,000 slots is a few MiB. */
+export const MAX_PLAN_BYTES = 32 * 1024 * 1024;
+
+/**
+ * A saved plan's text, read up to MAX_PLAN_BYTES: a file or a pipe (`--plan /dev/stdin`) that holds more is
+ * `plan.invalid` once that much was read, the same for both, rather than read whole into memory (a pipe has no
+ * size to check first: \`cat /dev/zero | hal0 apply --plan /dev/stdin\` was read until node ran out of memory).
+ */
+async function readBounded(file: string): Promise<string> {
+  const handle = await open(file, "r");
+  try {
+    const chunks: Buffer[] = [];
+    let total = 0;
+    for (;;) {
+      const chunk = Buffer.allocUnsafe(64 * 1024);
+      const { bytesRead } = await handle.read(chunk, 0, chunk.length, null);
+      if (bytesRead === 0) break;
+      total += bytesRead;
+      if (total > MAX_PLAN_BYTES) throw new CliError("plan.invalid", `${file} holds more than ${MAX_PLAN_BYTES / 1024 / 1024} MiB: no plan hal0 writes is that large (it names a plan saved by hal0 plan --out FILE)`);
+      chunks.push(chunk.subarray(0, bytesRead));
+    }
+    return Buffer.concat(chunks, total).toString("utf8");
+  } finally {
+    await handle.close();
+  }
 }
 
 async function confirm(io: CliIo): Promise<boolean> {
