@@ -4,7 +4,7 @@ import { closest } from "../compiler/suggest.js";
 import { writeRefused } from "../memory/sqlite.js";
 import { LockedError } from "../reconciler/lock.js";
 import { isCode } from "../schema/codes.js";
-import { databaseBusy } from "../server/errors.js";
+import { databaseBusy, printableMessage } from "../server/errors.js";
 import { redactText } from "../server/redact.js";
 import { formatDiagnostic, formatSummary } from "./format-diagnostics.js";
 import {
@@ -138,8 +138,9 @@ function fail(io: CliIo, json: boolean, failure: Failure, oneLine = false): numb
  * A tree's diagnostics are not passed through here: they point into the operator's own files.
  */
 function masked(exit: number, text: string, code: string, message: string): Failure {
-  const safe = redactText(message);
-  return { exit, text: redactText(text), diagnostics: [cliDiagnostic(code, safe)] };
+  // And its control characters written out (`\u001b`): a name from a file or an argument is quoted as it was given.
+  const safe = printableMessage(redactText(message));
+  return { exit, text: printableMessage(redactText(text)), diagnostics: [cliDiagnostic(code, safe)] };
 }
 
 /** What an error thrown by a command means for the exit status; undefined: a bug (rethrown, or system.internal under --json). */

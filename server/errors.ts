@@ -36,7 +36,25 @@ export interface ErrorEnvelope {
  * must not hand a credential to the caller.
  */
 export function envelope(err: ApiError): ErrorEnvelope {
-  return { error: { code: err.code, message: redactText(err.message), details: err.details } };
+  return { error: { code: err.code, message: printableMessage(redactText(err.message)), details: err.details } };
+}
+
+/** A control character (C0 but tab and line feed, DEL, C1) or an invisible formatting one (a bidi override, a zero-width one). */
+const UNPRINTABLE = /[^\P{Cc}\t\n]|\p{Cf}/gu;
+
+/**
+ * A message as it may reach a terminal or a log read line by line: each
+ * control character but the line feeds (hal0's own messages of several
+ * lines) and tabs, and each invisible formatting character, written as
+ * `\u001b`. Messages quote what a caller gave as it was decoded (`GET
+ * /api/slots/a%1b[31m` is "no slot `a\u001b[31m`"), a file's name, an
+ * argument; printed as they are, they would carry the caller's escape
+ * sequences, carriage returns and bidi overrides to whoever reads them. The
+ * one place for the error envelope (REST and MCP) and the CLI's refusals;
+ * `details` keep the values as given.
+ */
+export function printableMessage(text: string): string {
+  return text.replace(UNPRINTABLE, (c) => `\\u${c.codePointAt(0)!.toString(16).padStart(4, "0")}`);
 }
 
 export function notFound(code: Code, what: string, known?: readonly string[]): ApiError {

@@ -136,6 +136,21 @@ describe("ports, status, system info", () => {
     expect(wrong.body.error.message).toBe("PATCH is not allowed on /api/slots/a%1B]0;title%07");
   });
 
+  it("a name with control characters quoted by a refusal (no slot, no plan, no upstream) is written out in the message, the line feeds of hal0's own messages kept", async () => {
+    const slot = await s.call("GET", "/api/slots/a%1b[31m");
+    expect(slot.status).toBe(404);
+    expect(slot.body.error).toMatchObject({ code: "slot.not_found", message: "no slot `a\\u001b[31m`" });
+    // details keep the name as it was given: a client compares it, and JSON carries it escaped.
+    expect(slot.body.error.details.name).toBe("a\u001b[31m");
+    const plan = await s.call("GET", "/api/plans/a%1b]0;title%07");
+    expect(plan.body.error).toMatchObject({ code: "plan.not_found", message: "no plan a\\u001b]0;title\\u0007" });
+    // A carriage return and a bidi override too; a tab and a line feed stay.
+    const upstream = await s.call("GET", "/api/upstreams/a%0d%e2%80%aeb%09c%0a");
+    expect(upstream.body.error.code).toBe("upstream.not_found");
+    expect(upstream.body.error.message).toContain("a\\u000d\\u202eb\tc\n");
+    for (const res of [slot, plan, upstream]) expect(res.body.error.message).not.toMatch(/[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202e]/);
+  });
+
   it("a path only an in-process MCP probe has is no REST route: 404, not a 405 naming a method it refuses", async () => {
     for (const method of ["GET", "POST"]) {
       const res = await s.call(method, "/in-process/npu_status");

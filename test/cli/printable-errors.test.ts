@@ -1,0 +1,48 @@
+import { cpSync, mkdtempSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { beforeAll, describe, expect, it } from "vitest";
+import { main } from "../../cli/index.js";
+import { boxCommand, captureIo } from "./helpers.js";
+
+/**
+ * A refusal quotes the name it was given (an argument, a file's name) as it was given: its control characters are
+ * written out (`\u001b`) in what hal0 prints, so a name cannot recolour, clear or rewrite the terminal it is read on.
+ */
+const BOX = join(import.meta.dirname, "../../fixtures/box");
+const RAW = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202e]/;
+
+describe("a CLI refusal quoting a name with control characters", () => {
+  let run: ReturnType<typeof boxCommand>;
+
+  beforeAll(() => {
+    const base = mkdtempSync(join(tmpdir(), "hal0-printable-"));
+    cpSync(BOX, join(base, "box"), { recursive: true });
+    run = boxCommand(join(base, "box"), join(base, "state"));
+  });
+
+  it("hal0 status of an unknown slot named with an escape sequence", async () => {
+    const { code, err } = await run("status", "a\u001b[31mb\r\u202ec");
+    expect(code).toBe(1);
+    expect(err).toContain("slot.not_found");
+    expect(err).toContain("a\\u001b[31mb\\u000d\\u202ec");
+    expect(err.slice(0, -1)).not.toMatch(RAW);
+    expect(err.endsWith("\n")).toBe(true);
+  });
+
+  it("the same under --json, in the diagnostic's message", async () => {
+    const { code, out } = await run("status", "a\u001b[2J", "--json");
+    expect(code).toBe(1);
+    const doc = JSON.parse(out);
+    expect(doc.diagnostics[0].code).toBe("slot.not_found");
+    expect(doc.diagnostics[0].detail).toContain("a\\u001b[2J");
+    expect(doc.diagnostics[0].detail).not.toMatch(RAW);
+  });
+
+  it("an unknown command", async () => {
+    const io = captureIo();
+    expect(await main(["x\u001b]0;title\u0007"], io)).toBe(64);
+    expect(io.err()).toContain("unknown command 'x\\u001b]0;title\\u0007'");
+    expect(io.err()).not.toMatch(RAW);
+  });
+});
