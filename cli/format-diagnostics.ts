@@ -1,5 +1,6 @@
 import { join, relative } from "node:path";
 import type { Diagnostic } from "../schema/index.js";
+import { printableMessage } from "../server/errors.js";
 import { isMcpServerFile, redactToml } from "../server/redact.js";
 
 /**
@@ -21,26 +22,27 @@ export interface TextOptions {
 export function formatDiagnostic(d: Diagnostic, o: TextOptions): string {
   const paint = painter(o.color);
   const sev = d.severity === "error" ? paint.red("error") : paint.yellow("warning");
-  const lines = [`${paint.bold(`${shown(d.file, o)}:${d.line}:${d.column}`)}: ${sev}[${d.code}]: ${paint.bold(d.summary)}`];
+  // A file's name and the words quoting it are the tree's, as written: their control characters are written out (`\u001b`), not sent to the terminal.
+  const lines = [`${paint.bold(`${printableMessage(shown(d.file, o))}:${d.line}:${d.column}`)}: ${sev}[${d.code}]: ${paint.bold(printableMessage(d.summary))}`];
   const frame = codeFrame(o.texts.get(d.file), d.file, d.line, d.column);
   if (frame) lines.push(frame[0]!, paint.cyan(frame[1]!));
-  lines.push(`   = ${d.detail}`);
-  for (const r of d.related) lines.push(`   = related: ${shown(r.file, o)}:${r.line}:${r.column}: ${r.message}`);
+  lines.push(`   = ${printableMessage(d.detail)}`);
+  for (const r of d.related) lines.push(`   = related: ${printableMessage(`${shown(r.file, o)}:${r.line}:${r.column}: ${r.message}`)}`);
   return lines.join("\n");
 }
 
 export function formatSummary(errors: number, warnings: number, root: string, o: TextOptions): string {
-  const where = shown("", { ...o, root }) || ".";
+  const where = printableMessage(shown("", { ...o, root }) || ".");
   if (errors === 0) return `${where}: valid${warnings ? ` (${plural(warnings, "warning")})` : ""}`;
   return `${where}: ${plural(errors, "error")}${warnings ? `, ${plural(warnings, "warning")}` : ""}`;
 }
 
 /** `::error file=…,line=…,col=…::…` workflow commands for GitHub Actions, escaped as the runner reads them (a property's value also escapes `:` and `,`). */
 export function formatAnnotation(d: Diagnostic, o: TextOptions): string {
-  const file = relative(o.cwd, join(o.root, d.file));
+  const file = printableMessage(relative(o.cwd, join(o.root, d.file)));
   const data = (v: string) => v.replace(/%/g, "%25").replace(/\r/g, "%0D").replace(/\n/g, "%0A");
   const property = (v: string) => data(v).replace(/:/g, "%3A").replace(/,/g, "%2C");
-  return `::${d.severity === "error" ? "error" : "warning"} file=${property(file)},line=${d.line},col=${d.column},title=${property(d.code)}::${data(`[${d.code}] ${d.summary}. ${d.detail}`)}`;
+  return `::${d.severity === "error" ? "error" : "warning"} file=${property(file)},line=${d.line},col=${d.column},title=${property(d.code)}::${data(printableMessage(`[${d.code}] ${d.summary}. ${d.detail}`))}`;
 }
 
 /** A source line wider than this is shown as a window of it around the column, `…` where it is cut. */
@@ -69,9 +71,12 @@ function codeFrame(text: string | undefined, file: string, line: number, column:
   const both = text === undefined ? undefined : linesOf(text, file);
   const written = both?.lines[line - 1];
   if (written === undefined) return undefined;
-  const full = both!.masked[line - 1] ?? written;
+  const masked = both!.masked[line - 1] ?? written;
   const w = Math.max(4, String(line).length + 1);
-  const at = maskedColumn(written, full, Math.max(0, column - 1));
+  // Its control characters written out (`\u001b`: a line the parser refused for one holds it raw), the caret moved with them.
+  const rawAt = maskedColumn(written, masked, Math.max(0, column - 1));
+  const full = printableMessage(masked);
+  const at = full === masked ? rawAt : printableMessage(masked.slice(0, rawAt)).length;
   let source = full;
   let shift = 0;
   let cutEnd = false;

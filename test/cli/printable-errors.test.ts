@@ -1,4 +1,4 @@
-import { cpSync, mkdtempSync } from "node:fs";
+import { cpSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { beforeAll, describe, expect, it } from "vitest";
@@ -44,5 +44,22 @@ describe("a CLI refusal quoting a name with control characters", () => {
     expect(await main(["x\u001b]0;title\u0007"], io)).toBe(64);
     expect(io.err()).toContain("unknown command 'x\\u001b]0;title\\u0007'");
     expect(io.err()).not.toMatch(RAW);
+  });
+
+  it("hal0 validate of a file named with an escape sequence, and of a line the parser refused for one", async () => {
+    const base = mkdtempSync(join(tmpdir(), "hal0-printable-tree-"));
+    const config = join(base, "box");
+    mkdirSync(join(config, "slots"), { recursive: true });
+    writeFileSync(join(config, "hal0.toml"), "[meta]\nschema_version = 1\n# hi \u001b]0;title\u0007 there\n");
+    writeFileSync(join(config, "slots", "a\u001b[31mb.toml"), "x = 1\n");
+    const { code, out, err } = await boxCommand(config, join(base, "state"), { GITHUB_ACTIONS: "true" })("validate");
+    expect(code).toBe(1);
+    expect(out).not.toMatch(RAW);
+    expect(err).not.toMatch(RAW);
+    expect(out).toContain("slots/a\\u001b[31mb.toml:1:1: error[");
+    // The refused line shown with its escapes, the caret under the first.
+    expect(out).toContain("   3 | # hi \\u001b]0;title\\u0007 there\n     |      ^");
+    // The pull request's annotations too.
+    expect(out).toMatch(/::error file=[^\n]*slots\/a\\u001b\[31mb\.toml,/);
   });
 });
