@@ -234,7 +234,8 @@ export async function warningLines(box: Pick<Box, "model" | "runners">): Promise
   if (compiled.length === 0) return "";
   // A summary can quote a value of the tree: masked as every CLI line quoting the tree.
   const { redactText } = await import("../server/redact.js");
-  const lines = compiled.map((d) => redactText(`  ${d.file}:${d.line}:${d.column}: warning[${d.code}]: ${d.summary}`));
+  const { printableMessage } = await import("../server/errors.js");
+  const lines = compiled.map((d) => printableMessage(redactText(`  ${d.file}:${d.line}:${d.column}: warning[${d.code}]: ${d.summary}`)));
   return `\n${compiled.length === 1 ? "1 warning" : `${compiled.length} warnings`} in the configuration (hal0 validate shows each in full):\n${lines.join("\n")}\n`;
 }
 

@@ -11,7 +11,7 @@ import { BOX_OPTIONS } from "./plan-cmd.js";
 import { redactTyped } from "../server/redact.js";
 import { Interrupt } from "./progress.js";
 import { StateGuard, type GuardLogger } from "../server/state-guard.js";
-import type { ApiError } from "../server/errors.js";
+import { printableMessage, type ApiError } from "../server/errors.js";
 
 export const RECONCILE_HELP = `hal0 reconcile [--config DIR] [--state DIR] [--once] [--json]
 
@@ -106,5 +106,6 @@ export function formatReport(r: SweepReport): string {
   for (const s of r.results.filter((x) => !x.ok)) lines.push(`  ✗ ${s.address} (${s.action}): ${s.code}: ${s.error}`);
   for (const d of r.deferred) lines.push(`  … ${d.address}: ${d.why}`);
   for (const d of r.diagnostics) lines.push(`  ${d.file}:${d.line}:${d.column}: ${d.severity}[${d.code}]: ${d.summary}`);
-  return lines.join("\n");
+  // A file's name, a runner's words: their control characters written out (\u001b), as every refusal of the CLI.
+  return printableMessage(lines.join("\n"));
 }

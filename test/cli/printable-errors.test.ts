@@ -62,4 +62,22 @@ describe("a CLI refusal quoting a name with control characters", () => {
     // The pull request's annotations too.
     expect(out).toMatch(/::error file=[^\n]*slots\/a\\u001b\[31mb\.toml,/);
   });
+
+  it("hal0 plan's warnings after the plan, and hal0 reconcile --once's report, name such a file escaped", async () => {
+    const base = mkdtempSync(join(tmpdir(), "hal0-printable-plan-"));
+    cpSync(BOX, join(base, "box"), { recursive: true });
+    writeFileSync(join(base, "box", "x\u001b[31m.toml"), "x = 1\n");
+    const plan = await boxCommand(join(base, "box"), join(base, "state"))("plan");
+    expect(plan.code).toBe(0);
+    expect(plan.out).toContain("x\\u001b[31m.toml:1:1: warning[config.unknown_file]");
+    expect(plan.out).not.toMatch(RAW);
+    const broken = join(base, "broken");
+    mkdirSync(join(broken, "slots"), { recursive: true });
+    writeFileSync(join(broken, "hal0.toml"), "[meta]\nschema_version = 1\n");
+    writeFileSync(join(broken, "slots", "a\u001b[31m.toml"), "x = 1\n");
+    const sweep = await boxCommand(broken, join(base, "state2"))("reconcile", "--once");
+    expect(sweep.code).toBe(1);
+    expect(sweep.out).toContain("slots/a\\u001b[31m.toml:1:1: error[config.invalid_name]");
+    expect(sweep.out).not.toMatch(RAW);
+  });
 });
