@@ -197,6 +197,9 @@ const MIGRATIONS: readonly string[] = [
   // What a saved plan's change does as it was planned (server/routes/plans.ts): applying it by id commits it only while it
   // still does that, though a file it reads and does not edit (the profile it switches a slot to) moved since.
   `ALTER TABLE plans ADD COLUMN effects TEXT;         -- JSON [{where, line}]`,
+  // When a login code was made (server/identity/tokens.ts): one made at a time still to come (the clock set back since)
+  // is refused, as a web session and an approval are, rather than live its 5 minutes again on top of the step.
+  `ALTER TABLE login_codes ADD COLUMN created_at TEXT;`,
 ];
 
 /** Opens (creating it) `<state>/hal0.db` in WAL mode and brings its schema up to date. */

@@ -329,7 +329,8 @@ export class TokenStore {
     if (!token || token.kind !== "operator" || token.revoked_at !== null) throw new ApiError("auth.login_invalid", "only a live operator token can log in");
     pagesReach(token);
     const code = randomBytes(24).toString("base64url");
-    this.db.prepare("INSERT INTO login_codes (hash, token_id, expires_at, origin) VALUES (?, ?, ?, ?)").run(hashSecret(code), tokenId, iso(this.now() + ttlS * 1000), origin ?? null);
+    const at = this.now();
+    this.db.prepare("INSERT INTO login_codes (hash, token_id, created_at, expires_at, origin) VALUES (?, ?, ?, ?, ?)").run(hashSecret(code), tokenId, iso(at), iso(at + ttlS * 1000), origin ?? null);
     return code;
   }
 
@@ -337,11 +338,16 @@ export class TokenStore {
    * Exchanges a login code (once, before it expires, while its operator token
    * is live) for a new session cookie value. A code of a revoked token is
    * refused and stays unused: no cookie that no page would take. `origin`:
-   * the public origin the code's link was printed under, if any.
+   * the public origin the code's link was printed under, if any. A code made
+   * at a time still to come (the clock set back since: NTP, `date -s`) is
+   * refused and spent: how long it has lived is not known.
    */
   redeemCode(code: string, ttlS: number): { session: string; token: TokenInfo; origin?: string } {
     const hash = hashSecret(code);
     const at = iso(this.now());
+    if (this.db.prepare("DELETE FROM login_codes WHERE hash = ? AND created_at > ?").run(hash, at).changes > 0) {
+      throw new ApiError("auth.login_invalid", "this login link was made at a time still to come (the clock was set back since), so how long it has lived is not known; run `hal0 web` for a new one");
+    }
     const used = this.db.prepare(`UPDATE login_codes SET used_at = ? WHERE hash = ? AND used_at IS NULL AND expires_at > ?
                                   AND token_id IN (SELECT id FROM tokens WHERE kind = 'operator' AND revoked_at IS NULL)`).run(at, hash, at);
     if (used.changes !== 1) throw new ApiError("auth.login_invalid", "this login link is unknown, used or expired, or its token was revoked; run `hal0 web` for a new one");

@@ -89,9 +89,9 @@ describe("operator tokens minted before the bridge", () => {
     const everything = store.mint("operator", "owner-then");
     const narrow = store.mint("operator", "reader", ["mcp:memory"]);
     const agent = store.mint("agent", "coder", ["mcp:admin", "mcp:memory", "rest"]);
-    // As the database of a hal0 before the bridge holds them, and its schema as it was then: nine migrations behind
+    // As the database of a hal0 before the bridge holds them, and its schema as it was then: ten migrations behind
     // (the bridge's scopes, and after it the plans' actor_kind, the approvals' executor, the login codes' origin, the
-    // runs' cancel_requested, skill_changes, skills_before and boot_id, the plans' effects, undone).
+    // runs' cancel_requested, skill_changes, skills_before and boot_id, the plans' effects, the login codes' created_at, undone).
     db.prepare("UPDATE tokens SET scopes = 'mcp:admin mcp:memory rest' WHERE id = ?").run(everything.id);
     db.exec("ALTER TABLE plans DROP COLUMN actor_kind");
     db.exec("ALTER TABLE approvals DROP COLUMN executor");
@@ -101,8 +101,9 @@ describe("operator tokens minted before the bridge", () => {
     db.exec("ALTER TABLE bridge_runs DROP COLUMN skills_before");
     db.exec("ALTER TABLE bridge_runs DROP COLUMN boot_id");
     db.exec("ALTER TABLE plans DROP COLUMN effects");
+    db.exec("ALTER TABLE login_codes DROP COLUMN created_at");
     const version = db.pragma("user_version", { simple: true }) as number;
-    db.pragma(`user_version = ${version - 9}`);
+    db.pragma(`user_version = ${version - 10}`);
     const upgraded = new TokenStore(open(), dir);
     expect(upgraded.verify(everything.token)?.scopes).toEqual(["mcp:admin", "mcp:memory", "rest", "mcp:agents"]);
     expect(upgraded.verify(narrow.token)?.scopes).toEqual(["mcp:memory"]);
@@ -149,5 +150,21 @@ describe("a web session and the clock", () => {
     clock += 24 * 3600_000 + 60_000; // and once the clock is past its opening again, it stays ended
     expect(tokens.session(second)).toBeUndefined();
     expect(tokens.session(tokens.sessionForToken(owner.token, ttlS).session)?.name).toBe("alice");
+  });
+});
+
+describe("a login code and the clock", () => {
+  it("is refused, and spent, when the clock was set back past its making: never its whole 5 minutes again", () => {
+    let clock = Date.parse("2026-12-07T12:00:00Z");
+    const tokens = new TokenStore(open(), dir, () => clock);
+    const owner = tokens.mint("operator", "alice");
+    const code = tokens.loginCode(owner.id, 300);
+    clock -= 24 * 3600_000; // NTP steps the clock back a day: a day and 5 minutes would be left on a clock read naively
+    expect(() => tokens.redeemCode(code, 3600)).toThrow(/clock was set back/);
+    clock += 24 * 3600_000; // and once the clock is past its making again, it stays refused
+    expect(() => tokens.redeemCode(code, 3600)).toThrow(/unknown, used or expired/);
+    const fresh = tokens.loginCode(owner.id, 300);
+    clock += 299_000;
+    expect(tokens.redeemCode(fresh, 3600).token.name).toBe("alice");
   });
 });
