@@ -31,6 +31,7 @@ const OWNER_KEY = "HAL0_RUNNER_PROBE";
 let owner: string | undefined;
 /** Orphaned probes are looked for before a probe starts, at most this often (a /proc walk). */
 const REAP_EVERY_MS = 60_000;
+/** On the monotonic clock: a wall clock set back (NTP, `date -s`) would hold the reaping off for as long as its step. */
 let reapedAt = -Infinity;
 
 /** The process groups (by leader pid) of the probes not yet done. */
@@ -44,8 +45,8 @@ const live = new Set<number>();
  */
 export function spawnProbe(file: string, args: readonly string[], options: { readonly cwd: string; readonly env: NodeJS.ProcessEnv }): ChildProcessByStdio<null, Readable, Readable> {
   owner ??= `${process.pid}:${startTime()}`;
-  if (Date.now() - reapedAt >= REAP_EVERY_MS) {
-    reapedAt = Date.now();
+  if (performance.now() - reapedAt >= REAP_EVERY_MS) {
+    reapedAt = performance.now();
     reapOrphans(); // those a killed hal0 left
   }
   const env = { ...options.env, [OWNER_KEY]: owner };

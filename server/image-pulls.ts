@@ -60,7 +60,7 @@ const PING_TIMEOUT_MS = 3000;
 export class ImagePulls {
   readonly events = new EventEmitter();
   private readonly jobs = new Map<string, ImagePullView>();
-  /** Per pull, when its last progress event went out and the status it carried. */
+  /** Per pull, when its last progress event went out (performance.now) and the status it carried. */
   private readonly lastSent = new Map<string, { at: number; status: string | null }>();
   private client?: { address: string; docker: Dockerode };
   private closed = false;
@@ -198,7 +198,7 @@ export class ImagePulls {
   /** Stores the job's new view (keeping its place in the list) and emits it. */
   private put(job: ImagePullView, event?: "state" | "progress"): ImagePullView {
     this.jobs.set(job.id, job);
-    if (event === "progress") this.lastSent.set(job.id, { at: Date.now(), status: job.progress.status });
+    if (event === "progress") this.lastSent.set(job.id, { at: performance.now(), status: job.progress.status });
     if (event !== undefined && !this.closed) this.events.emit(event, job);
     if (event === "state" && job.state !== "pulling") this.trim();
     return job;
@@ -207,7 +207,8 @@ export class ImagePulls {
   /** A progress event is due when the engine's status line changed, else at most every PROGRESS_EVERY_MS. */
   private due(id: string, status: string | null): boolean {
     const last = this.lastSent.get(id);
-    return last === undefined || last.status !== status || Date.now() - last.at >= PROGRESS_EVERY_MS;
+    // On the monotonic clock: a wall clock set back (NTP, `date -s`) would hold the events back for as long as its step.
+    return last === undefined || last.status !== status || performance.now() - last.at >= PROGRESS_EVERY_MS;
   }
 
   private trim(): void {

@@ -119,6 +119,7 @@ export const STDOUT_RETRY_MS = 5000;
  */
 class StdoutLines {
   private boom: ReturnType<typeof pino.destination> | undefined = this.open();
+  /** When stdout refused a line, on the monotonic clock: a wall clock set back would keep it given up for as long as its step. */
   private downSince = 0;
   /** Said down and not up since: a retry that fails again says nothing. */
   private down = false;
@@ -127,7 +128,7 @@ class StdoutLines {
 
   write(line: string): boolean {
     if (this.boom === undefined) {
-      if (Date.now() - this.downSince < STDOUT_RETRY_MS) return true;
+      if (performance.now() - this.downSince < STDOUT_RETRY_MS) return true;
       this.boom = this.open();
       this.boom.once("write", () => {
         this.down = false;
@@ -153,7 +154,7 @@ class StdoutLines {
       if (this.boom !== boom || err.code === "EPIPE") return;
       // destroy() drops the waiting lines (fd 1 stays open), and pino's exit flush skips a destroyed writer.
       this.boom = undefined;
-      this.downSince = Date.now();
+      this.downSince = performance.now();
       boom.removeAllListeners("write");
       boom.destroy();
       if (this.down) return;
