@@ -79,6 +79,12 @@ export class Backoff {
     this.entries.clear();
   }
 
+  /** The resources still backing off, each with the code it failed with and how long it still waits. */
+  pending(): Array<{ address: string; code: string; failures: number; waitMs: number }> {
+    const now = this.clock();
+    return [...this.entries].filter(([, e]) => now < e.retryAt).map(([address, e]) => ({ address, code: e.code, failures: e.failures, waitMs: e.retryAt - now }));
+  }
+
   /** Why `address` must wait, or undefined when it may be tried now with `specHash`. */
   waiting(address: string, specHash: string): string | undefined {
     const entry = this.entries.get(address);

@@ -104,6 +104,11 @@ export class SweepLoop {
     this.onChange(); // swept once it holds still, as an edit the watcher saw
   }
 
+  /** The resources backing off now, and how long each still waits. */
+  backingOff(): ReturnType<Sweeper["backingOff"]> {
+    return this.sweeper.backingOff();
+  }
+
   /** A sweep now in which every resource backing off is tried again (a reload). */
   retryNow(): void {
     this.sweeper.retryNow();
@@ -250,6 +255,11 @@ export class LoopControl {
   /** A sweep now (after the running one); nothing when no loop runs. */
   request(): void {
     this.loop?.request();
+  }
+
+  /** The resources backing off now (none when no loop runs). */
+  backingOff(): ReturnType<Sweeper["backingOff"]> {
+    return this.loop?.backingOff() ?? [];
   }
 
   /** A sweep now that tries every resource backing off again (a reload); nothing when no loop runs. */

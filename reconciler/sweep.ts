@@ -93,6 +93,11 @@ export class Sweeper {
     return this.last;
   }
 
+  /** The resources backing off now, and how long each still waits. */
+  backingOff(): ReturnType<Backoff["pending"]> {
+    return this.backoff.pending();
+  }
+
   /** Every resource backing off may be tried in the next sweep (a reload: a person says the host was fixed). */
   retryNow(): void {
     this.backoff.clear();

@@ -52,6 +52,7 @@ export const API_CODES = {
   "config.locked": { severity: "error", stage: "server", http: 409, meaning: "Another hal0 process sharing the state folder (hal0 serve, hal0 agent approvals approve, hal0 model pull) was committing to the config files and did not finish within 10 s (its commit.lock; the message names its pid). Nothing was written; retry." },
   "config.unknown_revision": { severity: "error", stage: "server", http: 409, meaning: "The If-Match or base revision is not one this server handed out; re-read and retry." },
   // ── slots ────────────────────────────────────────────────────────────
+  "slot.backoff_kept": { severity: "warning", stage: "server", http: 409, meaning: "Not a refusal (the reply is 200): in the reply of an agent's settings_reload (POST /api/settings/reload), a slot backing off (a crash loop, a failing start) that still waits; retry_at says until when. Only an operator's reload tries it at once." },
   "slot.not_found": { severity: "error", stage: "server", http: 404, meaning: "No slots/<name>.toml (or stable id) names this slot; details.known lists the slots." },
   "slot.exists": { severity: "error", stage: "server", http: 409, meaning: "A slot with this name already exists (create, rename)." },
   "slot.pinned": { severity: "error", stage: "server", http: 409, meaning: "The slot is pinned: unloading or deleting it needs ?force=true." },

@@ -72,14 +72,23 @@ export const settingsRoutes = [
   }),
   defineRoute({
     method: "POST", path: "/api/settings/reload", kind: "action", tools: ["settings_reload"],
-    summary: "Re-read the tree from disk and ask for a sweep in which failing slots are tried at once; replies with the revision and a diagnostics summary",
-    handle: async ({ box, services }) => {
+    summary: "Re-read the tree from disk and ask for a sweep in which failing slots are tried at once (an operator's reload; an agent's keeps their backoff, listed in backoff_kept); replies with the revision and a diagnostics summary",
+    handle: async ({ box, services, caller }) => {
       const snap = await box.snapshot();
-      // A reload says "the host was fixed" (a runner installed, a model copied): slots backing off are tried at once.
-      // (retryNow asks for the sweep itself: a nudge beside it would queue a second one.)
-      if (services.loop?.attached) services.loop.retryNow();
-      else box.nudge();
-      return reloadSummary(snap);
+      // An operator's reload says "the host was fixed" (a runner installed, a model copied): slots backing off are tried at
+      // once. An agent's does not: one calling it in a loop would restart a crash-looping slot at every call, past its backoff.
+      if (caller.kind !== "agent" && services.loop?.attached) {
+        // (retryNow asks for the sweep itself: a nudge beside it would queue a second one.)
+        services.loop.retryNow();
+        return reloadSummary(snap);
+      }
+      box.nudge();
+      const now = Date.now();
+      const kept = (services.loop?.backingOff() ?? []).map((b) => ({
+        code: "slot.backoff_kept", address: b.address, reason: b.code, failures: b.failures, retry_at: new Date(now + b.waitMs).toISOString(),
+        summary: `${b.address} waits until ${new Date(now + b.waitMs).toISOString()} (${b.code}); an agent's reload keeps its backoff, an operator's tries it at once`,
+      }));
+      return { ...(reloadSummary(snap) as object), backoff_kept: kept };
     },
   }),
   defineRoute({

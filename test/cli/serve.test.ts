@@ -10,6 +10,8 @@ import { httpCall } from "../server/harness.js";
 import { deadPid, killMidWrite } from "../reconciler/kill-write.js";
 import { freePort, PROJECT, RUNNER } from "../reconciler/process-helpers.js";
 import { captureIo, healthWithin, startServe } from "./helpers.js";
+import { openDb } from "../../server/db.js";
+import { TokenStore } from "../../server/identity/tokens.js";
 
 const HAL0 = join(PROJECT, "bin/hal0.js");
 
@@ -250,6 +252,38 @@ describe("hal0 serve (a real process)", () => {
     const exited = exitOf(child);
     child.kill("SIGTERM");
     expect(await exited).toBe(0);
+  }, 40_000);
+
+  it("an agent's settings_reload keeps a failing slot's backoff and says until when; an operator's reload tries it at once", async () => {
+    const { config, state } = await smallBox();
+    writeFileSync(join(config, "profiles.toml"), `[profile.fake]\nrunner = [${JSON.stringify(join(config, "..", "bin", "missing-runner"))}]\ndevice_class = "cpu"\n`);
+    const slot = join(config, "slots/solo.toml");
+    writeFileSync(slot, readFileSync(slot, "utf8").replace("enabled = false", "enabled = true"));
+    const { child, url, lines } = await startServe(config, state);
+    cleanup.push(() => downAfter(child, config, state));
+    const failures = () => lines().filter((l) => l.msg === "sweep" && l.failed?.some((f: { address: string }) => f.address === "slot.solo")).length;
+    const sweeps = () => lines().filter((l) => l.msg === "sweep").length;
+    for (let i = 0; i < 200 && failures() === 0; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(failures()).toBe(1);
+    const db = openDb(state);
+    const agent = new TokenStore(db, state).mint("agent", "looper", ["rest"]).token;
+    db.close();
+    // An agent looping on reload: each call asks for a sweep, none tries the slot before its backoff ends.
+    for (let call = 0; call < 3; call++) {
+      const before = sweeps();
+      const res = await httpCall(url, "POST", "/api/settings/reload", { headers: { authorization: `Bearer ${agent}` } });
+      expect(res.status).toBe(200);
+      expect(res.body.backoff_kept).toEqual([expect.objectContaining({ code: "slot.backoff_kept", address: "slot.solo", reason: "slot.spawn_failed" })]);
+      expect(Date.parse(res.body.backoff_kept[0].retry_at)).toBeGreaterThan(Date.now());
+      for (let i = 0; i < 200 && sweeps() === before; i++) await new Promise((r) => setTimeout(r, 50));
+    }
+    expect(failures()).toBe(1);
+    // The operator's reload (the host fixed) tries it at once.
+    const operator = readFileSync(join(state, "operator.token"), "utf8").trim();
+    const forced = await httpCall(url, "POST", "/api/settings/reload", { headers: { authorization: `Bearer ${operator}` } });
+    expect(forced.body.backoff_kept).toBeUndefined();
+    for (let i = 0; i < 200 && failures() === 1; i++) await new Promise((r) => setTimeout(r, 50));
+    expect(failures()).toBe(2);
   }, 40_000);
 
   it("refuses a port that is taken, with a coded error", async () => {
