@@ -403,7 +403,18 @@ export function restoreMasked<T>(next: T, current: unknown): T {
   if (next === MASK) return (current !== undefined && isScalar(current) ? current : next) as T;
   // A text with a secret masked inside it (a URL's password) sent back as it was read.
   if (typeof next === "string" && typeof current === "string" && next.includes(MASK) && redactText(current) === next) return current as T;
-  if (Array.isArray(next)) return next.map((v, i) => restoreMasked(v, Array.isArray(current) ? current[i] : undefined)) as T;
+  if (Array.isArray(next)) {
+    // A word list (a runner, flags): a mask stands for the word at its place only while the word before it (its flag) is
+    // the same; a list whose words moved would else put the secret behind another flag, one no read masks. Left masked,
+    // the write is refused (validation.invalid masked_value) rather than write the mask over the secret.
+    const out: unknown[] = [];
+    next.forEach((v, i) => {
+      const cur = Array.isArray(current) ? current[i] : undefined;
+      const samePlace = i === 0 || (Array.isArray(current) && i - 1 < current.length && out[i - 1] === current[i - 1]);
+      out.push(restoreMasked(v, samePlace ? cur : undefined));
+    });
+    return out as T;
+  }
   if (isPlainObject(next)) {
     const cur = isPlainObject(current) ? current : {};
     return Object.fromEntries(Object.entries(next).map(([k, v]) => [k, restoreMasked(v, cur[k])])) as T;

@@ -159,3 +159,22 @@ describe("profile export, import and generate", () => {
     expect(profiles()).toBe(before);
   });
 });
+
+describe("a profile's masked runner word sent back", () => {
+  it("keeps its secret behind its own flag; moved behind another flag, the write is refused and the secret never shows", async () => {
+    const created = await s.call("POST", "/api/profiles", { body: { ...mine, runner: ["node", "../runner/fake-llama-server.mjs", "--api-key", "sk-live-77", "--alias", "chat"] } });
+    expect(created.status).toBeLessThan(300);
+    const read = (await s.call("GET", "/api/profiles/agent-hi")).body;
+    const runner: string[] = read.runner ?? read.profile?.runner;
+    expect(runner).toEqual(["node", "../runner/fake-llama-server.mjs", "--api-key", "[redacted]", "--alias", "chat"]);
+    // The words moved: the mask now stands behind --alias, which no read masks.
+    const moved = await s.call("PUT", "/api/profiles/agent-hi", { body: { runner: ["node", "../runner/fake-llama-server.mjs", "--alias", "[redacted]", "--api-key", "chat"] } });
+    expect(moved.body.error).toMatchObject({ code: "validation.invalid", details: { reason: "masked_value" } });
+    expect(profiles()).toContain("sk-live-77");
+    expect(JSON.stringify((await s.call("GET", "/api/profiles/agent-hi")).body)).not.toContain("sk-live-77");
+    // Sent back as read, with a word added at the end: kept.
+    const kept = await s.call("PUT", "/api/profiles/agent-hi", { body: { runner: [...runner, "--verbose"] } });
+    expect(kept.status).toBe(200);
+    expect(profiles()).toContain("sk-live-77");
+  });
+});

@@ -245,3 +245,15 @@ describe("redact of a value", () => {
     expect(keys.map(isSecretKey)).toEqual(first);
   });
 });
+
+describe("restoreMasked in a word list", () => {
+  it("restores a mask only behind the same flag: words moved leave it masked, never the secret behind another flag", () => {
+    const current = { runner: ["llama-server", "--api-key", "sk-live-1", "--alias", "chat"] };
+    const read = { runner: ["llama-server", "--api-key", MASK, "--alias", "chat"] };
+    expect(restoreMasked(read, current)).toEqual(current);
+    expect(restoreMasked({ runner: [...read.runner, "--port", "9000"] }, current)).toEqual({ runner: [...current.runner, "--port", "9000"] });
+    // The flag in front of the mask changed (--api-key dropped): the secret would be the alias every read shows.
+    expect(restoreMasked({ runner: ["llama-server", "--alias", MASK, "--api-key", "chat"] }, current)).toEqual({ runner: ["llama-server", "--alias", MASK, "--api-key", "chat"] });
+    expect(restoreMasked({ runner: ["llama-server", "--verbose", MASK] }, current)).toEqual({ runner: ["llama-server", "--verbose", MASK] });
+  });
+});
