@@ -8,6 +8,7 @@ import { isMcpServerRoute, redact, redactText } from "./redact.js";
 import type { Audit } from "./audit.js";
 import type { Approvals } from "./approvals.js";
 import type { PlanStore } from "./plans.js";
+import type { Plan } from "../schema/index.js";
 import { RawReply, type Caller, type Route, type RouteContext, type WriteIntent, type WriteOutcome } from "./route.js";
 
 /** A call to a route, however it arrived (HTTP, an MCP tool, an approved request). */
@@ -237,8 +238,21 @@ async function finish(box: BoxService, intent: WriteIntent, proposal: Proposal):
   // Not a dry run: committed even when no file moves (nothing is written, but the commit observers see the change).
   const revision = intent.dryRun ? proposal.snapshot.revision : await box.commit(proposal);
   const after = intent.dryRun || !intent.after ? undefined : await intent.after(box);
-  const outcome: WriteOutcome = { revision, files, plan: proposal.plan, warnings: proposal.warnings, committed, after, observed: box.observedFor(proposal) };
-  return intent.reply ? intent.reply(outcome) : { revision, files, committed, plan: proposal.plan, warnings: proposal.warnings };
+  const plan = writtenPlan(proposal.plan);
+  const outcome: WriteOutcome = { revision, files, plan, warnings: proposal.warnings, committed, after, observed: box.observedFor(proposal) };
+  return intent.reply ? intent.reply(outcome) : { revision, files, committed, plan, warnings: proposal.warnings };
+}
+
+/**
+ * The plan a write's reply carries: what the write does. Its changes without the
+ * no-op ones (a resource the write leaves as it was; `summary.no_op` counts them),
+ * the rest of the plan as it is (id, base, settings, warnings, summary). The whole
+ * plan, a before/after for every resource, is `POST /api/plans`'s (plan_propose)
+ * and `GET /api/plans/{id}`'s: an edit of one slot of a box of 1000 would
+ * otherwise answer with 1000 slots' views.
+ */
+export function writtenPlan(plan: Plan): Plan {
+  return { ...plan, changes: plan.changes.filter((c) => c.action !== "no-op") };
 }
 
 export { redact };

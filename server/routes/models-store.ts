@@ -10,7 +10,7 @@ import { editModelEdits } from "../../compiler/edits/models.js";
 import { effectiveSettings, mergeEdits, readSettingsDoc, SETTINGS_FILE } from "../../compiler/edits/settings.js";
 import { readTreeFile, type Model } from "../../compiler/index.js";
 import type { Base, BoxService, Proposal } from "../box.js";
-import { guardOperatorOnly } from "../dispatch.js";
+import { guardOperatorOnly, writtenPlan } from "../dispatch.js";
 import { ApiError } from "../errors.js";
 import { storeDir } from "../pulls/service.js";
 import { defineRoute, type Caller, type WriteOutcome } from "../route.js";
@@ -117,7 +117,7 @@ export const modelStoreRoutes = [
       // The pipeline judges the change before a byte moves (compiled and planned, not committed).
       const first = await box.propose(changes, base);
       guardOperatorOnly(first, caller);
-      if (query.dry_run) return { dry_run: true, ...planView(model, body.store, m), committed: false, plan: first.plan, warnings: first.warnings };
+      if (query.dry_run) return { dry_run: true, ...planView(model, body.store, m), committed: false, plan: writtenPlan(first.plan), warnings: first.warnings };
       if (migrating.has(model.root)) {
         throw new ApiError("model.store_migrate_failed", "another store migration is under way; wait for it to end", { step: "start", file: null }, 409);
       }
@@ -390,6 +390,6 @@ async function migrate(box: BoxService, caller: Caller, base: Base | undefined, 
   return {
     store, effective: m.to, previous: { store: model.settings.models.store, effective: m.from },
     moved, left: m.left, bytes_moved: m.totalBytes, old_files_removed: notRemoved.length === 0, not_removed: notRemoved,
-    revision, files: proposal.applied.files.map((f) => f.file), committed: true, plan: proposal.plan, warnings: proposal.warnings,
+    revision, files: proposal.applied.files.map((f) => f.file), committed: true, plan: writtenPlan(proposal.plan), warnings: proposal.warnings,
   };
 }
