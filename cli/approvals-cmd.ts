@@ -146,13 +146,23 @@ function httpBackend(base: string, token: string | undefined): Backend {
     return json;
   };
   /** `key` of the reply, of the shape hal0 serve answers with; another server (a runner's port, a web page) is not hal0 serve. */
-  const answer = async (key: "approvals" | "approval", method: string, path: string, body?: unknown): Promise<any> => {
-    const value = (await call(method, path, body))?.[key];
-    if (key === "approvals" ? Array.isArray(value) : typeof value === "object" && value !== null && !Array.isArray(value)) return value;
+  const answer = async (key: "approvals" | "approval", method: string, path: string, body?: unknown, paged = false): Promise<any> => {
+    const reply = await call(method, path, body);
+    const value = reply?.[key];
+    if (key === "approvals" ? Array.isArray(value) : typeof value === "object" && value !== null && !Array.isArray(value)) return paged ? { items: value, more: reply.more === true } : value;
     throw new CliError("approvals.unavailable", `${base} answered ${method} ${path} with no ${key === "approvals" ? "list of approvals" : "approval"}: it is not a hal0 serve; point --server (or $HAL0_SERVER) at hal0 serve's address, such as http://127.0.0.1:8080`);
   };
   return {
-    list: async (s) => answer("approvals", "GET", `/api/agent/approvals${s ? `?state=${encodeURIComponent(s)}` : ""}`),
+    // The server answers a page at a time (500 at most, `more` when a later page has some): read them all, oldest first.
+    list: async (s) => {
+      const all: unknown[] = [];
+      for (;;) {
+        const query = `?${s ? `state=${encodeURIComponent(s)}&` : ""}offset=${all.length}`;
+        const page = await answer("approvals", "GET", `/api/agent/approvals${query}`, undefined, true);
+        all.push(...page.items);
+        if (!page.more || page.items.length === 0) return all as never;
+      }
+    },
     get: async (id) => answer("approval", "GET", `/api/agent/approvals/${encodeURIComponent(id)}`),
     approve: async (id) => answer("approval", "POST", `/api/agent/approvals/${encodeURIComponent(id)}/approve`),
     deny: async (id, _by, reason) => answer("approval", "POST", `/api/agent/approvals/${encodeURIComponent(id)}/deny`, reason ? { reason } : {}),

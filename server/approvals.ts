@@ -155,6 +155,16 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     return row ? fromRow(row) : undefined;
   }
 
+  /** One page of `list(state)` (oldest first) and how many there are in all. */
+  page(state: ApprovalState | undefined, limit: number, offset: number): { items: Approval[]; total: number } {
+    this.expireDue();
+    const where = state ? "WHERE state = ?" : "";
+    const args = state ? [state] : [];
+    const total = (this.db.prepare(`SELECT COUNT(*) AS n FROM approvals ${where}`).get(...args) as { n: number }).n;
+    const rows = this.db.prepare(`SELECT * FROM approvals ${where} ORDER BY created_at, id LIMIT ? OFFSET ?`).all(...args, limit, offset) as Row[];
+    return { items: rows.map((r) => { const a = fromRow(r); return redacted(a, this.routeFor(a.route)); }), total };
+  }
+
   list(state?: ApprovalState): Approval[] {
     this.expireDue();
     const rows = (state

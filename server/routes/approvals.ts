@@ -2,6 +2,7 @@ import { z } from "zod";
 import { APPROVAL_STATES, surfaceMissed, type Approval, type ApprovalEvent, type Decider } from "../approvals.js";
 import { requireOperator } from "../identity/identify.js";
 import { ApiError } from "../errors.js";
+import { queryInt } from "../query.js";
 import { maskAll, readsWhole } from "../redact.js";
 import { defineRoute, type Caller } from "../route.js";
 import { serveEvents } from "../sse.js";
@@ -16,9 +17,12 @@ const Id = z.strictObject({ id: z.string().min(1).max(64) });
 export const approvalRoutes = [
   defineRoute({
     method: "GET", path: "/api/agent/approvals", kind: "read", tools: ["approval_list"], listKey: "approvals",
-    query: z.strictObject({ state: z.enum(APPROVAL_STATES).optional() }),
-    summary: "Approval requests, oldest first (filter by state); what a request returned only to an operator and to whoever asked",
-    handle: ({ query, services, caller }) => ({ approvals: services.approvals.list(query.state).map((a) => asReadBy(a, caller)) }),
+    query: z.strictObject({ state: z.enum(APPROVAL_STATES).optional(), limit: queryInt(1, 500, 500), offset: queryInt(0, Number.MAX_SAFE_INTEGER, 0) }),
+    summary: "Approval requests, oldest first (filter by state; limit 1-500, default 500, with offset; total counts the matches, more says a later page has some); what a request returned only to an operator and to whoever asked",
+    handle: ({ query, services, caller }) => {
+      const { items, total } = services.approvals.page(query.state, query.limit, query.offset);
+      return { approvals: items.map((a) => asReadBy(a, caller)), total, more: query.offset + items.length < total };
+    },
   }),
   defineRoute({
     method: "GET", path: "/api/agent/approvals/events", kind: "stream",
