@@ -84,6 +84,20 @@ describe("hal0 agent approvals", () => {
     expect(s.hal0.approvals.get(a.id)!.state).toBe("executed");
   });
 
+  it("lists every request through --server, past the server's page of 500", async () => {
+    s = await startTestServer();
+    const a = await s.hal0.approvals.enqueue("slot_edit", slotEdit, request(20480));
+    const cols = "tool, route, args, dedup_key, caller, plan_id, base_revision, summary, effects, judged, created_at, expires_at";
+    const copy = s.hal0.db.prepare(`INSERT INTO approvals (id, state, ${cols}) SELECT ?, 'denied', ${cols} FROM approvals WHERE id = ?`);
+    s.hal0.db.exec("BEGIN");
+    for (let i = 0; i < 520; i++) copy.run(`apr_copy${String(i).padStart(6, "0")}`, a.id);
+    s.hal0.db.exec("COMMIT");
+    const io = captureIo({ HAL0_TOKEN: s.operator });
+    expect(await main(["agent", "approvals", "list", "--server", s.url], io), io.err()).toBe(0);
+    expect(io.out().split("\n").filter((l) => l.includes("apr_copy"))).toHaveLength(520);
+    expect(io.out()).toContain(a.id);
+  });
+
   it("goes through a running server with --server", async () => {
     s = await startTestServer();
     // The requester still holds a token reaching the door it asked through (hal0-admin): its request may run.
