@@ -10,6 +10,7 @@ import { changesTree, checkJudged, effectsDigest, invoke, proposalEffects, propo
 import { checkPathArgs } from "./path-args.js";
 import { routeFloor, toolTier } from "./identity/access.js";
 import { ApiError } from "./errors.js";
+import { setBackPast } from "./clock-step.js";
 import { isMcpServerRoute, maskAll, redact, redactText } from "./redact.js";
 import { routeId, type Caller, type Route } from "./route.js";
 import type { ApprovalState } from "./approval-states.js";
@@ -273,9 +274,10 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
   expireDue(): void {
     this.settleInterrupted();
     const now = iso(this.now());
-    // One asked "after" now was asked before the clock was set back (NTP, `date -s`): how long it has waited is not known, so it
-    // is not kept for its whole time to live again on top of the time already waited.
-    const due = this.db.prepare("SELECT id, created_at > ? AS ahead FROM approvals WHERE state = 'pending' AND (expires_at <= ? OR created_at > ?)").all(now, now, now) as Array<{ id: string; ahead: number }>;
+    // One asked "after" now (by more than a synchronised clock's steps, CLOCK_STEP_GRACE_MS) was asked before the clock was set
+    // back (NTP, `date -s`): how long it has waited is not known, so it is not kept for its whole time to live again on top of it.
+    const ahead = setBackPast(this.now());
+    const due = this.db.prepare("SELECT id, created_at > ? AS ahead FROM approvals WHERE state = 'pending' AND (expires_at <= ? OR created_at > ?)").all(ahead, now, ahead) as Array<{ id: string; ahead: number }>;
     for (const { id, ahead } of due) {
       const reason = ahead === 1 ? `the clock was set back past the time it was asked, so how long it waited is not known; ask again` : "its time to live ([approvals] ttl_s) ran out";
       // Only if still pending: another process sharing hal0.db (hal0 agent approvals) may have decided it since the SELECT.

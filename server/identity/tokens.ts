@@ -6,6 +6,7 @@ import type { Statement } from "better-sqlite3";
 import type { Db } from "../db.js";
 import { ApiError, storageFull } from "../errors.js";
 import { redactText } from "../redact.js";
+import { setBackPast } from "../clock-step.js";
 import { PROFILE_NAME } from "../../reconciler/hermes-files.js";
 import { sharedMode } from "../../reconciler/state-folder.js";
 
@@ -345,7 +346,7 @@ export class TokenStore {
   redeemCode(code: string, ttlS: number): { session: string; token: TokenInfo; origin?: string } {
     const hash = hashSecret(code);
     const at = iso(this.now());
-    if (this.db.prepare("DELETE FROM login_codes WHERE hash = ? AND created_at > ?").run(hash, at).changes > 0) {
+    if (this.db.prepare("DELETE FROM login_codes WHERE hash = ? AND created_at > ?").run(hash, setBackPast(this.now())).changes > 0) {
       throw new ApiError("auth.login_invalid", "this login link was made at a time still to come (the clock was set back since), so how long it has lived is not known; run `hal0 web` for a new one");
     }
     const used = this.db.prepare(`UPDATE login_codes SET used_at = ? WHERE hash = ? AND used_at IS NULL AND expires_at > ?
@@ -376,7 +377,7 @@ export class TokenStore {
     const row = this.db.prepare(`SELECT t.*, s.created_at AS session_created_at FROM web_sessions s JOIN tokens t ON t.id = s.token_id
                                  WHERE s.hash = ? AND s.expires_at > ? AND t.revoked_at IS NULL`).get(hash, now) as (Row & { session_created_at: string }) | undefined;
     if (!row) return undefined;
-    if (row.session_created_at > now) {
+    if (row.session_created_at > setBackPast(this.now())) {
       this.db.prepare("DELETE FROM web_sessions WHERE hash = ?").run(hash);
       return undefined;
     }

@@ -314,6 +314,12 @@ describe("approvals", () => {
     const expired = (await s.call("GET", `/api/agent/approvals/${a.id}`)).body.approval;
     expect(expired).toMatchObject({ state: "expired", reason: expect.stringMatching(/^the clock was set back past the time it was asked/) });
     expect(readFileSync(join(s.config, "slots/chat.toml"), "utf8")).not.toMatch(/ctx_size = 20480/);
+    // A step of a few seconds (NTP as the host boots) expires nothing: within CLOCK_STEP_GRACE_MS.
+    const c = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 16384));
+    now -= 3_000;
+    expect((await s.call("GET", "/api/agent/approvals?state=pending")).body.approvals.map((x: any) => x.id)).toContain(c.id);
+    now += 3_000;
+    expect((await s.call("POST", `/api/agent/approvals/${c.id}/deny`, { body: { reason: "not now" } })).status).toBe(200);
     // One asked after the step lives its TTL from then, as any other.
     const b = await s.hal0.approvals.enqueue("slot_edit", setCtx, call("chat", 24576));
     now += 60_000;

@@ -5,6 +5,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import { openDb } from "../../server/db.js";
 import type { Db } from "../../memory/sqlite.js";
 import { TokenStore } from "../../server/identity/tokens.js";
+import { CLOCK_STEP_GRACE_MS } from "../../server/clock-step.js";
 
 let dir: string;
 let handles: Db[];
@@ -150,6 +151,21 @@ describe("a web session and the clock", () => {
     clock += 24 * 3600_000 + 60_000; // and once the clock is past its opening again, it stays ended
     expect(tokens.session(second)).toBeUndefined();
     expect(tokens.session(tokens.sessionForToken(owner.token, ttlS).session)?.name).toBe("alice");
+  });
+
+  it("lives on through a step back of a few seconds, as a synchronised clock makes (NTP at boot): within CLOCK_STEP_GRACE_MS", () => {
+    let clock = Date.parse("2026-12-07T12:00:00Z");
+    const tokens = new TokenStore(open(), dir, () => clock);
+    const owner = tokens.mint("operator", "alice");
+    const session = tokens.sessionForToken(owner.token, 12 * 3600).session;
+    clock -= 3_000;
+    expect(tokens.session(session)?.name).toBe("alice");
+    const code = tokens.loginCode(owner.id, 300);
+    clock -= CLOCK_STEP_GRACE_MS - 3_000; // the session's opening now stands the whole grace ahead, the code's 3 s less
+    expect(tokens.redeemCode(code, 3600).token.name).toBe("alice");
+    expect(tokens.session(session)?.name).toBe("alice");
+    clock -= 1_000; // past the grace: taken for a clock set back
+    expect(tokens.session(session)).toBeUndefined();
   });
 });
 
