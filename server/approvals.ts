@@ -163,7 +163,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     const args = state ? [state] : [];
     const total = (this.db.prepare(`SELECT COUNT(*) AS n FROM approvals ${where}`).get(...args) as { n: number }).n;
     const rows = this.db.prepare(`SELECT * FROM approvals ${where} ORDER BY created_at, id LIMIT ? OFFSET ?`).all(...args, limit, offset) as Row[];
-    return { items: rows.map((r) => { const a = fromRow(r); return redacted(a, this.routeFor(a.route)); }), total };
+    return { items: this.readable(rows), total };
   }
 
   list(state?: ApprovalState): Approval[] {
@@ -171,6 +171,11 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
     const rows = (state
       ? this.db.prepare("SELECT * FROM approvals WHERE state = ? ORDER BY created_at, id").all(state)
       : this.db.prepare("SELECT * FROM approvals ORDER BY created_at, id").all()) as Row[];
+    return this.readable(rows);
+  }
+
+  /** Stored rows as a reader sees them: each request's secrets masked as its route masks them. */
+  private readable(rows: readonly Row[]): Approval[] {
     return rows.map((r) => {
       const a = fromRow(r);
       return redacted(a, this.routeFor(a.route));
@@ -186,10 +191,7 @@ export class Approvals extends EventEmitter<{ event: [ApprovalEvent] }> {
   recentlyDecided(n: number): Approval[] {
     this.expireDue();
     const rows = this.db.prepare("SELECT * FROM approvals WHERE state != 'pending' ORDER BY COALESCE(decided_at, created_at) DESC, created_at DESC, id DESC LIMIT ?").all(n) as Row[];
-    return rows.map((r) => {
-      const a = fromRow(r);
-      return redacted(a, this.routeFor(a.route));
-    });
+    return this.readable(rows);
   }
 
   /**
