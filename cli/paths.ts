@@ -125,12 +125,24 @@ export function refuseNonFile(given: string, what: string): string {
  * the disk) is refused, whatever it leads to now; so is a loop of links.
  */
 function linkedFile(file: string, what: string): string {
+  const followed = followLinks(file);
+  if (followed.throughProc) throw new CliError("cli.not_a_file", `${what} ${file} is not a regular file (a device, a pipe or a socket); the plan is saved by replacing its file whole, so name a regular file (--json prints the plan on stdout)`);
+  if (followed.end === undefined) throw new CliError("cli.not_a_file", `${what} ${file} cannot be written: its symbolic links lead round in a loop`);
+  return followed.end;
+}
+
+/**
+ * The symbolic links from `file` on, followed: where they end (undefined past
+ * 40 links: a loop), or the first of them that lies in /proc (one of this
+ * process's open descriptors: /dev/stdout → /proc/self/fd/1), where following stops.
+ */
+function followLinks(file: string): { end: string | undefined; throughProc: boolean } {
   let at = file;
   for (let hops = 0; ; hops++) {
-    if (underProc(at)) throw new CliError("cli.not_a_file", `${what} ${file} is not a regular file (a device, a pipe or a socket); the plan is saved by replacing its file whole, so name a regular file (--json prints the plan on stdout)`);
+    if (underProc(at)) return { end: at, throughProc: true };
     const info = lstatOrNone(at);
-    if (!info?.isSymbolicLink()) return at;
-    if (hops === 40) throw new CliError("cli.not_a_file", `${what} ${file} cannot be written: its symbolic links lead round in a loop`);
+    if (!info?.isSymbolicLink()) return { end: at, throughProc: false };
+    if (hops === 40) return { end: undefined, throughProc: false };
     at = resolve(dirname(at), readlinkSync(at));
   }
 }
@@ -152,20 +164,9 @@ export function notReadableWhole(file: string): string | undefined {
     return undefined; // not permitted, a loop of links: the read says which
   }
   if (info === undefined || info.isFile() || info.isDirectory()) return undefined;
-  if (info.isFIFO()) return throughProc(file) ? undefined : "it is a named pipe (a fifo), not a file: reading it would wait for a writer for as long as none comes";
+  // A pipe reached through /proc (/dev/stdin → /proc/self/fd/0) is one this process was handed open.
+  if (info.isFIFO()) return followLinks(file).throughProc ? undefined : "it is a named pipe (a fifo), not a file: reading it would wait for a writer for as long as none comes";
   return info.isSocket() ? "it is a socket, not a file" : "it is a device, not a file";
-}
-
-/** Whether `file`, or a link on its way (/dev/stdin → /proc/self/fd/0), lies in /proc: one of this process's open descriptors. */
-function throughProc(file: string): boolean {
-  let at = file;
-  for (let hops = 0; hops < 40; hops++) {
-    if (underProc(at)) return true;
-    const info = lstatOrNone(at);
-    if (!info?.isSymbolicLink()) return false;
-    at = resolve(dirname(at), readlinkSync(at));
-  }
-  return false;
 }
 
 /** Whether `path` lies in /proc (its folder resolved through any links: /dev/fd is /proc/self/fd). */
