@@ -44,7 +44,6 @@ export interface BoxServiceOptions {
   readonly onAfterEffectError?: (name: string, err: unknown) => void;
 }
 
-/** The tree as it is on disk now. `model` is absent when it does not compile. */
 /** Several proposals made at one moment (an inbox render re-planning each pending request): what their observations share. */
 export interface ObservePass {
   readonly portHolders: PortAnswers;
@@ -55,6 +54,7 @@ export function observePass(): ObservePass {
   return { portHolders: new WeakMap() };
 }
 
+/** The tree as it is on disk now. `model` is absent when it does not compile. */
 export interface Snapshot {
   readonly tree: SourceTree;
   readonly model?: Model;
@@ -363,8 +363,7 @@ export class BoxService {
     this.forgottenAt = performance.now();
   }
 
-  /** One observation of the box (no /health probes unless asked). */
-  /** `portHolders`: the answers of the other observations of one pass (see `propose`). */
+  /** One observation of the box (no /health probes unless asked); `portHolders`: the answers of the other observations of one pass (see `propose`). */
   async observe(model: Model, health = false, portHolders?: PortAnswers): Promise<{ observed: Observed; inventory: Inventory }> {
     return observe(model, await this.driver(model), this.state, { health, hermesCredentials: this.options.hermesCredentials, ...(portHolders ? { portHolders } : {}) });
   }
